@@ -1,0 +1,159 @@
+"""Shared argument handling for every ``rabit`` subcommand.
+
+Contract: flags and JSON keys named in the issues are stable; add, don't rename.
+Bad arguments exit with code 2 and one line on stderr naming the argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from pydantic import ValidationError
+
+from core import catalog
+from core.config import RabitConfig, describe_validation_error
+from core.model import from_hf_config
+from core.validate import problems
+
+#: config field -> CLI flag, for error messages that name the argument.
+FLAG_OF = {
+    "model": "--model", "custom_model": "--model-config", "gpu": "--gpu", "gpus_per_node": "--gpus",
+    "nodes": "--gpus", "tp": "--tp", "pp": "--pp", "ep": "--ep", "batch": "--batch", "input_tokens": "--input",
+    "output_tokens": "--output", "weights": "--weights", "kv_dtype": "--kv-dtype", "fabric": "--fabric",
+    "zero": "--zero", "micro_batch": "--micro-batch", "seq_len": "--seq", "recompute": "--recompute",
+    "lora_rank": "--lora-rank", "qlora": "--qlora", "prefix_cache_frac": "--prefix-cache",
+    "block_size": "--block-size", "train_precision": "--precision", "train_tokens": "--tokens",
+    "global_batch_tokens": "--global-batch-tokens", "kv_alloc": "--kv-alloc",
+}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but an error is one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        die(f"{self.prog}: error: {message}")
+
+
+def die(message: str, code: int = 2) -> NoReturn:
+    print(message.replace("\n", " "), file=sys.stderr)
+    raise SystemExit(code)
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--model", help="catalog model slug (rabit models)")
+    g.add_argument("--model-config", metavar="PATH", help="a Hugging Face config.json instead of --model")
+
+
+def add_cluster_args(p: argparse.ArgumentParser, *, gpus_required: bool = False) -> None:
+    p.add_argument("--gpu", default="h100-sxm", help="catalog GPU slug (rabit gpus)")
+    p.add_argument("--gpus", type=int, required=gpus_required, help="total GPUs (whole nodes beyond one node)")
+    p.add_argument("--gpus-per-node", type=int, help="default: the GPU's catalog node size")
+    p.add_argument("--fabric", default="ib-ndr", help="inter-node fabric slug")
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--pp", type=int, default=1)
+    p.add_argument("--ep", type=int, default=1)
+
+
+def add_serving_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--input", type=int, default=1024, help="prompt tokens")
+    p.add_argument("--output", type=int, default=256, help="output tokens")
+    p.add_argument("--weights", choices=["bf16", "fp8", "int8", "int4", "fp4", "mxfp4", "nvfp4"], default="bf16",
+                   help="weight format (fp4 = nvfp4)")
+    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16")
+    p.add_argument("--kv-alloc", choices=["paged", "contiguous"], default="paged")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--prefix-cache", type=float, default=0.0, help="share of the prompt that is a cached prefix")
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def custom_model(path: str | None):
+    if not path:
+        return None
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        die(f"rabit: error: argument --model-config: cannot read {path}: {exc.strerror}")
+    except json.JSONDecodeError as exc:
+        die(f"rabit: error: argument --model-config: {path} is not JSON ({exc.msg} at line {exc.lineno})")
+    try:
+        return from_hf_config(data, slug=Path(path).stem.lower())
+    except (ValueError, ValidationError) as exc:
+        msg = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+        die(f"rabit: error: argument --model-config: {msg}")
+
+
+def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
+    """Build and validate the shared config; exit 2 naming the flag on any problem."""
+    gpu_slug = getattr(args, "gpu", "h100-sxm")
+    if gpu_slug not in catalog.gpus():
+        die(f"rabit: error: argument --gpu: unknown GPU '{gpu_slug}'; known: {', '.join(sorted(catalog.gpus()))}")
+    node = args.gpus_per_node or catalog.gpu(gpu_slug).gpus_per_node
+    total = args.gpus if args.gpus is not None else max(1, getattr(args, "tp", 1) * getattr(args, "pp", 1))
+    if total < 1:
+        die("rabit: error: argument --gpus: must be at least 1")
+    if total <= node:
+        gpn, nodes = total, 1
+    else:
+        if total % node:
+            die(f"rabit: error: argument --gpus: {total} GPUs is not a whole number of {node}-GPU nodes")
+        gpn, nodes = node, total // node
+    data: dict[str, Any] = {
+        "gpu": gpu_slug, "gpus_per_node": gpn, "nodes": nodes, "fabric": args.fabric,
+        "tp": args.tp, "pp": args.pp, "ep": args.ep,
+    }
+    cm = custom_model(getattr(args, "model_config", None))
+    if cm is not None:
+        data["custom_model"] = cm
+    elif getattr(args, "model", None):
+        data["model"] = args.model
+    for attr, field in (("batch", "batch"), ("input", "input_tokens"), ("output", "output_tokens"),
+                        ("kv_dtype", "kv_dtype"), ("kv_alloc", "kv_alloc"), ("block_size", "block_size"),
+                        ("prefix_cache", "prefix_cache_frac")):
+        if getattr(args, attr, None) is not None:
+            data[field] = getattr(args, attr)
+    if getattr(args, "weights", None):
+        data["weights"] = "nvfp4" if args.weights == "fp4" else args.weights
+    data.update(extra)
+    try:
+        cfg = RabitConfig.model_validate(data)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        field = str(e["loc"][0]) if e["loc"] else ""
+        die(f"rabit: error: argument {FLAG_OF.get(field, field)}: {e['msg']}")
+    probs = problems(cfg)
+    if probs:
+        p = probs[0]
+        die(f"rabit: error: argument {FLAG_OF.get(p.field, '--' + p.field)}: {p.message}")
+    return cfg
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def emit(payload: dict[str, Any], as_json: bool, human: str) -> None:
+    if as_json:
+        print(json.dumps(_clean(payload), indent=2, sort_keys=False))
+    else:
+        print(human)
+
+
+def steps_table(steps) -> str:
+    rows = [f"  {s.label:<46} {s.shown():>16}" for s in steps]
+    return "\n".join(rows)

@@ -1,0 +1,31 @@
+"""Entry point of the ``rabit`` console script."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from cli.common import OneLineParser, die
+
+#: One module per subcommand, each with ``register(subparsers)``.
+COMMANDS = ("cli.memory_cmd", "cli.catalog_cmd")
+
+
+def build_parser() -> OneLineParser:
+    p = OneLineParser(prog="rabit", description="Size the GPUs, runtime and cost of an LLM workload.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    for name in COMMANDS:
+        importlib.import_module(name).register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyError as exc:  # an unknown slug that slipped past validation
+        die(f"rabit {args.command}: error: {exc.args[0]}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

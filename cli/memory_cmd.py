@@ -1,0 +1,61 @@
+"""``rabit memory``: does it fit, and how many sequences can one replica hold."""
+
+from __future__ import annotations
+
+import argparse
+
+from cli.common import (add_cluster_args, add_json, add_model_args, add_serving_args, config_from_args, emit,
+                        steps_table)
+from core.memory import serving_memory, training_memory
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("memory", help="memory per GPU: weights, KV cache, activations; fits and max sequences")
+    add_model_args(p)
+    add_cluster_args(p)
+    add_serving_args(p)
+    p.add_argument("--phase", choices=["serve", "train"], default="serve")
+    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0)
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--seq", type=int, default=4096, help="training sequence length")
+    p.add_argument("--recompute", choices=["none", "selective", "full"], default="none")
+    p.add_argument("--no-sequence-parallel", action="store_true")
+    p.add_argument("--lora-rank", type=int, default=0)
+    p.add_argument("--qlora", action="store_true")
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.phase == "train":
+        cfg = config_from_args(args, phase="train", zero=args.zero, micro_batch=args.micro_batch, seq_len=args.seq,
+                               recompute=args.recompute, sequence_parallel=not args.no_sequence_parallel,
+                               lora_rank=args.lora_rank, qlora=args.qlora)
+        r = training_memory(cfg)
+        payload = {
+            "phase": "train", "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+            "gpu": cfg.gpu, "gpus": cfg.gpus, "tp": cfg.tp, "pp": cfg.pp, "dp": cfg.dp, "zero": cfg.zero,
+            "trainable_params": r.trainable_params,
+            "weight_bytes_per_gpu": r.weight_bytes_per_gpu, "gradient_bytes_per_gpu": r.gradient_bytes_per_gpu,
+            "optimizer_bytes_per_gpu": r.optimizer_bytes_per_gpu,
+            "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
+            "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu, "total_bytes_per_gpu": r.total_bytes_per_gpu,
+            "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu, "fits": r.fits, "reason": r.reason,
+        }
+    else:
+        cfg = config_from_args(args)
+        r = serving_memory(cfg)
+        payload = {
+            "phase": "serve", "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+            "gpu": cfg.gpu, "gpus": cfg.gpus, "tp": cfg.tp, "pp": cfg.pp, "replicas": r.replicas,
+            "weights_bytes_per_gpu": r.weights_bytes_per_gpu, "kv_bytes_per_token": r.kv_bytes_per_token,
+            "kv_bytes_per_token_per_gpu": r.kv_bytes_per_token_per_gpu,
+            "kv_bytes_per_seq_per_gpu": r.kv_bytes_per_seq_per_gpu, "kv_bytes_per_gpu": r.kv_bytes_per_gpu,
+            "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
+            "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu, "total_bytes_per_gpu": r.total_bytes_per_gpu,
+            "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu, "usable_bytes_per_gpu": r.usable_bytes_per_gpu,
+            "kv_budget_bytes_per_gpu": r.kv_budget_bytes_per_gpu, "fits": r.fits, "reason": r.reason,
+            "max_sequences": r.max_sequences, "max_sequences_contiguous": r.max_sequences_contiguous,
+        }
+    emit(payload, args.json, f"{r.reason}\n{steps_table(r.steps)}")
+    return 0

@@ -1,0 +1,371 @@
+"""Memory: weights, KV cache, activations and what is left, for serving and for training.
+
+Every function records its steps on a :class:`core.trace.Trace`; the results are frozen.
+
+Serving (seed 000 "Memory", seed 001 worked example)::
+
+    weights   = (P_q x b_w + P_bf16 x 2) / (TP x PP)
+    KV/token  = 2 x L x n_kv x d_head x b_kv        (MLA: (r_kv + d_rope) x L x b_kv)
+    budget    = C x u - O - weights - workspace      (per GPU; u = 0.9, O = 1.5 GiB)
+    sequences = floor(budget / KV per sequence)      (whole paged blocks)
+
+Training: mixed-precision Adam at 16 B per trainable parameter (2 weights + 2 gradients +
+12 FP32 master, momentum and variance; Rajbhandari et al., ZeRO, arXiv 1910.02054 sec. 3.1),
+split by TP and PP, then ZeRO stages over DP; activations per Korthikanti et al.,
+"Reducing Activation Recomputation in Large Transformer Models", arXiv 2205.05198, Table 2.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict
+
+from core.catalog import GpuSpec
+from core.config import RabitConfig
+from core.model import ModelArch
+from core.trace import NO_TRACE, Step, Trace
+from core.units import GiB
+from core.validate import gpu_of, model_of
+
+#: Bytes per parameter of a QLoRA NF4 base with double-quantised scales (Dettmers et al.,
+#: arXiv 2305.14314 sec. 3: 4-bit NF4 + 0.127 bit of scales per parameter).
+QLORA_BASE_BYTES = (4 + 0.127) / 8
+#: Bytes per trainable parameter under mixed-precision Adam (ZeRO paper, sec. 3.1).
+ADAM_WEIGHT_B, ADAM_GRAD_B, ADAM_OPTIM_B = 2.0, 2.0, 12.0
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+
+class ServingMemory(_Frozen):
+    """What one GPU of a serving replica holds [bytes], and how many sequences fit."""
+
+    weights_bytes_per_gpu: float
+    kv_bytes_per_token: float  # whole model, all layers, one token, before sharding
+    kv_bytes_per_token_per_gpu: float
+    kv_bytes_per_seq_per_gpu: float  # one sequence at full context, whole blocks
+    kv_bytes_per_gpu: float  # the configured batch
+    activation_bytes_per_gpu: float
+    overhead_bytes_per_gpu: float
+    total_bytes_per_gpu: float
+    capacity_bytes_per_gpu: float
+    usable_bytes_per_gpu: float
+    kv_budget_bytes_per_gpu: float
+    fits: bool
+    reason: str
+    max_sequences: int  # per replica, paged
+    max_sequences_contiguous: int  # per replica, reserving the model's maximum context
+    contiguous_reserved_tokens: int
+    replica_gpus: int
+    replicas: int
+    steps: tuple[Step, ...] = ()
+
+    @property
+    def free_bytes_per_gpu(self) -> float:
+        return max(0.0, self.capacity_bytes_per_gpu - self.total_bytes_per_gpu)
+
+
+class TrainingMemory(_Frozen):
+    """What one GPU of a training job holds [bytes]."""
+
+    trainable_params: float
+    weight_bytes_per_gpu: float
+    gradient_bytes_per_gpu: float
+    optimizer_bytes_per_gpu: float
+    activation_bytes_per_gpu: float
+    overhead_bytes_per_gpu: float
+    total_bytes_per_gpu: float
+    capacity_bytes_per_gpu: float
+    fits: bool
+    reason: str
+    steps: tuple[Step, ...] = ()
+
+
+# --- serving -------------------------------------------------------------------------------------
+
+def weight_bytes_per_gpu(m: ModelArch, weights_b: float, tp: int, pp: int, ep: int = 1,
+                         tr: Trace = NO_TRACE) -> float:
+    """Weights held by one GPU [B].
+
+    Linear layers inside the blocks take the weight format's bytes; embeddings, LM head and
+    norms stay in BF16 (as in published FP8/INT4/MXFP4 checkpoints). Routed experts are split
+    over EP x PP when EP > 1, everything else over TP x PP.
+
+    Llama-3.1-70B, BF16, TP 8: 70.55e9 x 2 / 8 = 17.6 GB (seed 001).
+    """
+    p_total = m.total_params()
+    p_q = m.quantizable_params()
+    p_expert = m.moe_layers * m.num_experts * m.expert_params() if (ep > 1 and m.is_moe) else 0
+    p_rest = p_total - p_q
+    dense_q = p_q - p_expert
+    tr.step("P", "Model parameters", "P", "P", p_total, unit="", P=p_total,
+            note=f"{m.name}: counted from the architecture")
+    value = (dense_q * weights_b + p_rest * 2.0) / (tp * pp) + p_expert * weights_b / (ep * pp)
+    if p_expert:
+        return tr.step("weights_bytes_per_gpu", "Weights per GPU", "W",
+                       "(P_q * b_w + P_bf16 * 2) / (tp * pp) + P_exp * b_w / (ep * pp)", value, unit="B",
+                       latex=r"\frac{[P_q] \cdot [b_w] + [P_bf16] \cdot 2}{[tp] \cdot [pp]} + "
+                             r"\frac{[P_exp] \cdot [b_w]}{[ep] \cdot [pp]}",
+                       P_q=dense_q, b_w=weights_b, P_bf16=p_rest, tp=tp, pp=pp, P_exp=p_expert, ep=ep,
+                       note="routed experts split over EP; embeddings, head and norms stay BF16")
+    return tr.step("weights_bytes_per_gpu", "Weights per GPU", "W", "(P_q * b_w + P_bf16 * 2) / (tp * pp)",
+                   value, unit="B", latex=r"\frac{[P_q] \cdot [b_w] + [P_bf16] \cdot 2}{[tp] \cdot [pp]}",
+                   P_q=p_q, b_w=weights_b, P_bf16=p_rest, tp=tp, pp=pp,
+                   note=f"b_w = {weights_b:g} B/param for block linears; embeddings, head and norms in BF16")
+
+
+def kv_bytes_per_token(m: ModelArch, kv_b: float, tr: Trace = NO_TRACE) -> float:
+    """KV-cache bytes per token over all layers, before sharding [B].
+
+    .. math:: 2 \\cdot L \\cdot n_{kv} \\cdot d_h \\cdot b_{kv}  (MLA: (r_{kv} + d_{rope}) \\cdot L \\cdot b_{kv})
+
+    Llama-3.1-70B in BF16: 2 x 80 x 8 x 128 x 2 = 327,680 B; DeepSeek-V3: (512 + 64) x 61 x 2 = 70,272 B.
+    """
+    if m.is_mla:
+        v = (m.kv_lora_rank + m.qk_rope_head_dim) * m.num_layers * kv_b
+        return tr.step("kv_bytes_per_token", "KV cache per token (all layers)", "k_t", "(r_kv + d_rope) * L * b_kv",
+                       v, unit="B", r_kv=m.kv_lora_rank, d_rope=m.qk_rope_head_dim, L=m.num_layers, b_kv=kv_b,
+                       note="MLA caches the compressed latent and the RoPE key, not per-head K and V")
+    v = 2 * m.num_layers * m.num_kv_heads * m.head_dim * kv_b
+    return tr.step("kv_bytes_per_token", "KV cache per token (all layers)", "k_t", "2 * L * n_kv * d_h * b_kv", v,
+                   unit="B", L=m.num_layers, n_kv=m.num_kv_heads, d_h=m.head_dim, b_kv=kv_b,
+                   note=f"{m.attention_kind}: {m.num_kv_heads} KV heads of {m.num_heads}")
+
+
+def kv_shard(m: ModelArch, tp: int) -> int:
+    """How many ways TP splits the KV heads: min(TP, n_kv); heads are replicated beyond that; MLA is not split."""
+    if m.is_mla:
+        return 1
+    return min(tp, m.num_kv_heads)
+
+
+def serving_memory(cfg: RabitConfig, tr: Trace | None = None) -> ServingMemory:
+    """Serving memory per GPU and the sequences one replica holds (seed 000, seed 001)."""
+    tr = tr if tr is not None else Trace()
+    m, g = model_of(cfg), gpu_of(cfg)
+    return _serving_memory(m, g, cfg, tr)
+
+
+def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> ServingMemory:
+    a = cfg.assumptions
+    tp, pp = cfg.tp, cfg.pp
+    W = weight_bytes_per_gpu(m, cfg.weight_bytes_per_param, tp, pp, cfg.ep, tr)
+    k_t = kv_bytes_per_token(m, cfg.kv_bytes_per_elem, tr)
+    shard = kv_shard(m, tp)
+    k_gpu = tr.step("kv_bytes_per_token_per_gpu", "KV per token on one GPU", "k_g", "k_t / (s_kv * pp)",
+                    k_t / (shard * pp), unit="B", latex=r"\frac{[k_t]}{[s_kv] \cdot [pp]}",
+                    k_t=k_t, s_kv=shard, pp=pp,
+                    note=f"KV heads split {shard}x by TP" + (" (replicated beyond n_kv)" if tp > shard else "")
+                    + f", layers {pp}x by PP")
+    ctx = cfg.context_tokens
+    blocks = math.ceil(ctx / cfg.block_size)
+    padded = blocks * cfg.block_size
+    eff_ctx = m.kv_context_tokens(padded)
+    shared = cfg.prefix_cache_frac * cfg.input_tokens
+    shared_eff = m.kv_context_tokens(math.ceil(shared / cfg.block_size) * cfg.block_size) if shared else 0.0
+    per_seq = tr.step("kv_bytes_per_seq_per_gpu", "KV per sequence on one GPU", "k_s",
+                      "k_g * (S_pad - S_shared)", k_gpu * (eff_ctx - shared_eff), unit="B",
+                      latex=r"[k_g] \cdot ([S_pad] - [S_shared])", k_g=k_gpu, S_pad=eff_ctx, S_shared=shared_eff,
+                      note=f"{ctx:,} tokens in whole blocks of {cfg.block_size}"
+                      + (f"; sliding-window layers hold at most {m.sliding_window} tokens" if m.sliding_layers else "")
+                      + (f"; {cfg.prefix_cache_frac:.0%} of the prompt is a shared cached prefix" if shared else ""))
+    prefix_once = k_gpu * shared_eff
+    KV = tr.step("kv_bytes_per_gpu", "KV cache per GPU (batch)", "KV", "B * k_s + k_g * S_shared",
+                 cfg.batch * per_seq + prefix_once, unit="B", B=cfg.batch, k_s=per_seq, k_g=k_gpu,
+                 S_shared=shared_eff, note=f"{cfg.kv_alloc} allocation, batch {cfg.batch}")
+    A = tr.step("activation_bytes_per_gpu", "Activations / workspace per GPU", "A",
+                "2 * B * S * h * b_a / (tp * pp)", 2 * cfg.batch * ctx * m.hidden_size * 2 / (tp * pp), unit="B",
+                latex=r"\frac{2 \cdot [B] \cdot [S] \cdot [h] \cdot [b_a]}{[tp] \cdot [pp]}",
+                B=cfg.batch, S=ctx, h=m.hidden_size, b_a=2, tp=tp, pp=pp,
+                note="seed 001 workspace: two hidden-size buffers for the whole batch at full context "
+                     "(conservative; a chunked-prefill engine peaks lower)")
+    O = tr.step("overhead_bytes_per_gpu", "Runtime overhead per GPU", "O", "O_gib * GiB",
+                a.runtime_overhead_gib * GiB, unit="B", O_gib=a.runtime_overhead_gib, GiB=GiB,
+                note="CUDA context + framework + fragmentation (assumption runtime_overhead_gib)")
+    U = tr.step("total_bytes_per_gpu", "Total per GPU", "U", "W + KV + A + O", W + KV + A + O, unit="B",
+                W=W, KV=KV, A=A, O=O)
+    C = tr.step("capacity_bytes_per_gpu", "HBM capacity per GPU", "C", "C_gib * GiB", g.memory_bytes, unit="B",
+                C_gib=g.memory_gib, GiB=GiB, note=f"{g.name}: {g.memory_gib:g} GiB (vendor 'GB' of HBM is binary)")
+    usable = tr.step("usable_bytes_per_gpu", "Usable by the engine", "C_u", "C * u", C * a.gpu_mem_util, unit="B",
+                     C=C, u=a.gpu_mem_util, note="gpu_memory_utilization")
+    budget = tr.step("kv_budget_bytes_per_gpu", "Left for KV cache per GPU", "K_b", "C_u - O - W - A",
+                     usable - O - W - A, unit="B", C_u=usable, O=O, W=W, A=A)
+    n_paged = max(0, math.floor((budget - prefix_once) / per_seq))
+    n_paged = tr.step("max_sequences", "Concurrent sequences per replica (paged)", "N",
+                      "max(0, floor((K_b - k_g * S_shared) / k_s))", n_paged, unit="seq",
+                      K_b=budget, k_g=k_gpu, S_shared=shared_eff, k_s=per_seq,
+                      note="whole paged blocks; every GPU of the replica holds its shard of each sequence")
+    reserve = max(m.max_context, ctx)
+    s_max = m.kv_context_tokens(reserve)
+    n_contig = tr.step("max_sequences_contiguous", "Concurrent sequences per replica (contiguous)", "N_c",
+                       "max(0, floor(K_b / (k_g * S_max)))", max(0, math.floor(budget / (k_gpu * s_max))), unit="seq",
+                       K_b=budget, k_g=k_gpu, S_max=s_max,
+                       note=f"reserves the model's maximum context of {reserve:,} tokens per sequence up front")
+    fits, reason = True, f"fits: {U / 1e9:.3g} GB of {usable / 1e9:.3g} GB usable ({C / 1e9:.3g} GB HBM)"
+    if W + O + A > usable:
+        fits = False
+        reason = (f"does not fit: weights {W / 1e9:.3g} GB + overhead {O / 1e9:.3g} GB + workspace {A / 1e9:.3g} GB "
+                  f"exceed the {usable / 1e9:.3g} GB usable per GPU; raise TP/PP, quantise the weights or pick a "
+                  "larger GPU")
+    elif W + O > usable:
+        fits = False
+        reason = f"does not fit: the weights alone ({W / 1e9:.3g} GB per GPU) exceed usable memory"
+    elif cfg.batch > n_paged:
+        fits = False
+        reason = (f"does not fit: batch {cfg.batch} needs {KV / 1e9:.3g} GB of KV per GPU but {budget / 1e9:.3g} GB "
+                  f"is left; at most {n_paged} sequences of {ctx:,} tokens fit")
+    return ServingMemory(
+        weights_bytes_per_gpu=W, kv_bytes_per_token=k_t, kv_bytes_per_token_per_gpu=k_gpu,
+        kv_bytes_per_seq_per_gpu=per_seq, kv_bytes_per_gpu=KV, activation_bytes_per_gpu=A,
+        overhead_bytes_per_gpu=O, total_bytes_per_gpu=U, capacity_bytes_per_gpu=C, usable_bytes_per_gpu=usable,
+        kv_budget_bytes_per_gpu=budget, fits=fits, reason=reason, max_sequences=int(n_paged),
+        max_sequences_contiguous=int(n_contig), contiguous_reserved_tokens=reserve, replica_gpus=tp * pp,
+        replicas=cfg.dp, steps=tr.frozen())
+
+
+def sequences_vs_context(cfg: RabitConfig, contexts: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
+    """(context, paged sequences, contiguous sequences) per replica for each total context length."""
+    m, g = model_of(cfg), gpu_of(cfg)
+    out = []
+    for c in contexts:
+        out_tokens = max(1, c - cfg.input_tokens) if c > cfg.input_tokens else 1
+        in_tokens = c - out_tokens
+        sub = cfg.model_copy(update={"input_tokens": max(1, in_tokens), "output_tokens": out_tokens})
+        r = _serving_memory(m, g, sub, NO_TRACE)
+        out.append((c, r.max_sequences, r.max_sequences_contiguous))
+    return tuple(out)
+
+
+# --- training ------------------------------------------------------------------------------------
+
+def lora_params(m: ModelArch, rank: int) -> float:
+    """Trainable LoRA parameters: r x (d_in + d_out) on every attention and dense/shared MLP projection.
+
+    Routed experts are left frozen (common practice; PEFT 'all-linear' on MoE adds them).
+    """
+    h = m.hidden_size
+    if m.is_mla:
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        attn = (h + m.num_heads * qk) + (h + m.kv_lora_rank + m.qk_rope_head_dim) + (m.num_heads * m.v_head_dim + h)
+    else:
+        q, kv = m.num_heads * m.head_dim, m.num_kv_heads * m.head_dim
+        attn = (h + q) + 2 * (h + kv) + (q + h)
+    n_mats = 3 if m.mlp_kind == "swiglu" else 2
+    dense_mlp = n_mats * (h + m.intermediate_size)
+    shared_mlp = m.num_shared_experts * n_mats * (h + (m.shared_intermediate_size or m.moe_intermediate_size))
+    return rank * (m.num_layers * attn + m.dense_layers * dense_mlp + m.moe_layers * shared_mlp)
+
+
+def activation_bytes_per_layer(m: ModelArch, seq: int, micro_batch: int, tp: int, recompute: str, sp: bool) -> float:
+    """Activation memory of one transformer layer for one micro-batch [B] (Korthikanti et al., Table 2).
+
+    none:      s b h (34/t + 5 a s/(h t))        with SP;  s b h (10 + 24/t + 5 a s/(h t)) without
+    selective: s b h 34/t                        with SP;  s b h (10 + 24/t) without
+    full:      2 s b h / t                       with SP;  2 s b h without
+
+    Llama-3.1-70B at s = 8,192, b = 1, t = 1: 34 x 8192 x 8192 = 2.28 GB per layer before the attention
+    term (seed 003: "about 34 x sequence x hidden bytes per layer, 2.3 GB").
+    """
+    s, b, h, a, t = seq, micro_batch, m.hidden_size, m.num_heads, tp
+    sbh = s * b * h
+    attn = 5 * a * s / (h * t)
+    if recompute == "full":
+        return 2 * sbh / (t if sp else 1)
+    base = 34 / t if sp else 10 + 24 / t
+    return sbh * (base + (attn if recompute == "none" else 0.0))
+
+
+def training_memory(cfg: RabitConfig, tr: Trace | None = None, *, dp: int | None = None) -> TrainingMemory:
+    """Per-GPU training memory for the config's TP, PP, EP, ZeRO stage, micro-batch and recomputation."""
+    tr = tr if tr is not None else Trace()
+    m, g = model_of(cfg), gpu_of(cfg)
+    return training_memory_for(m, g, cfg, tr, dp=dp if dp is not None else cfg.dp)
+
+
+def training_memory_for(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace, *, dp: int,
+                        tp: int | None = None, pp: int | None = None, zero: int | None = None,
+                        micro_batch: int | None = None, recompute: str | None = None) -> TrainingMemory:
+    """As :func:`training_memory` with the layout given explicitly (used by the layout search)."""
+    tp = tp or cfg.tp
+    pp = pp or cfg.pp
+    zero = cfg.zero if zero is None else zero
+    mb = micro_batch or cfg.micro_batch
+    rc = recompute or cfg.recompute
+    a = cfg.assumptions
+    P = float(m.total_params())
+    shard = tp * pp
+    tr.step("P", "Model parameters", "P", "P", P, P=P)
+    if cfg.lora_rank:
+        n_train = lora_params(m, cfg.lora_rank)
+        base_b = QLORA_BASE_BYTES if cfg.qlora else 2.0
+        Wb = tr.step("weight_bytes_per_gpu", "Weights per GPU", "W", "(P * b_base + N_t * 2) / (tp * pp)",
+                     (P * base_b + n_train * ADAM_WEIGHT_B) / shard, unit="B",
+                     latex=r"\frac{[P] \cdot [b_base] + [N_t] \cdot 2}{[tp] \cdot [pp]}",
+                     P=P, b_base=base_b, N_t=n_train, tp=tp, pp=pp,
+                     note=("QLoRA: frozen base in NF4 with double-quantised scales" if cfg.qlora else
+                           "LoRA: frozen BF16 base") + f"; rank-{cfg.lora_rank} adapters trainable")
+        zg = dp if zero >= 2 else 1
+        zo = dp if zero >= 1 else 1
+        G = tr.step("gradient_bytes_per_gpu", "Gradients per GPU", "G", "N_t * 2 / (tp * pp * z_g)",
+                    n_train * ADAM_GRAD_B / (shard * zg), unit="B", N_t=n_train, tp=tp, pp=pp, z_g=zg,
+                    note="adapters only")
+        Ob = tr.step("optimizer_bytes_per_gpu", "Optimizer state per GPU", "S", "N_t * 12 / (tp * pp * z_o)",
+                     n_train * ADAM_OPTIM_B / (shard * zo), unit="B", N_t=n_train, tp=tp, pp=pp, z_o=zo,
+                     note="FP32 master, momentum and variance of the adapters")
+    else:
+        n_train = P
+        zw = dp if zero >= 3 else 1
+        zg = dp if zero >= 2 else 1
+        zo = dp if zero >= 1 else 1
+        Wb = tr.step("weight_bytes_per_gpu", "Weights per GPU", "W", "P * 2 / (tp * pp * z_w)",
+                     P * ADAM_WEIGHT_B / (shard * zw), unit="B", P=P, tp=tp, pp=pp, z_w=zw,
+                     note=f"BF16 weights; ZeRO-{zero} shards them over DP {dp}" if zero >= 3 else "BF16 weights")
+        G = tr.step("gradient_bytes_per_gpu", "Gradients per GPU", "G", "P * 2 / (tp * pp * z_g)",
+                    P * ADAM_GRAD_B / (shard * zg), unit="B", P=P, tp=tp, pp=pp, z_g=zg,
+                    note="BF16 gradients" + (f", sharded over DP {dp}" if zero >= 2 else ""))
+        Ob = tr.step("optimizer_bytes_per_gpu", "Optimizer state per GPU", "S", "P * 12 / (tp * pp * z_o)",
+                     P * ADAM_OPTIM_B / (shard * zo), unit="B", P=P, tp=tp, pp=pp, z_o=zo,
+                     note="FP32 master + Adam m and v = 12 B/param" + (f", sharded over DP {dp}" if zero >= 1 else ""))
+    per_layer = activation_bytes_per_layer(m, cfg.seq_len, mb, tp, rc, cfg.sequence_parallel)
+    tr.step("activation_bytes_per_layer", "Activations per layer per micro-batch", "a_l",
+            "a_l", per_layer, unit="B", a_l=per_layer,
+            note=f"Korthikanti et al. Table 2: recompute={rc}, sequence parallel={cfg.sequence_parallel}, "
+                 f"s={cfg.seq_len}, b={mb}, h={m.hidden_size}, a={m.num_heads}, t={tp}")
+    # 1F1B: the first stage holds pp micro-batches of L/pp layers = L layers' worth (Korthikanti sec. 4.2.3).
+    logits = 4 * cfg.seq_len * mb * m.vocab_size / tp
+    Act = tr.step("activation_bytes_per_gpu", "Activations per GPU", "A_t", "a_l * L + 4 * s * b * V / tp",
+                  per_layer * m.num_layers + logits, unit="B",
+                  latex=r"[a_l] \cdot [L] + \frac{4 [s] [b] [V]}{[tp]}",
+                  a_l=per_layer, L=m.num_layers, s=cfg.seq_len, b=mb, V=m.vocab_size, tp=tp,
+                  note="1F1B keeps PP micro-batches of L/PP layers in flight on the first stage; "
+                       "FP32 logits of the output layer")
+    Ov = tr.step("overhead_bytes_per_gpu", "Runtime overhead per GPU", "O", "O_gib * GiB",
+                 a.runtime_overhead_gib * GiB, unit="B", O_gib=a.runtime_overhead_gib, GiB=GiB)
+    total = tr.step("total_bytes_per_gpu", "Total per GPU", "U", "W + G + S + A_t + O", Wb + G + Ob + Act + Ov,
+                    unit="B", W=Wb, G=G, S=Ob, A_t=Act, O=Ov)
+    C = tr.step("capacity_bytes_per_gpu", "HBM capacity per GPU", "C", "C_gib * GiB", g.memory_bytes, unit="B",
+                C_gib=g.memory_gib, GiB=GiB)
+    fits = total <= C
+    reason = (f"fits: {total / 1e9:.3g} GB of {C / 1e9:.3g} GB" if fits else
+              f"does not fit: {total / 1e9:.3g} GB per GPU exceeds {C / 1e9:.3g} GB; raise the ZeRO stage, TP/PP, "
+              "recompute more or lower the micro-batch")
+    return TrainingMemory(
+        trainable_params=n_train, weight_bytes_per_gpu=Wb, gradient_bytes_per_gpu=G, optimizer_bytes_per_gpu=Ob,
+        activation_bytes_per_gpu=Act, overhead_bytes_per_gpu=Ov, total_bytes_per_gpu=total,
+        capacity_bytes_per_gpu=C, fits=fits, reason=reason, steps=tr.frozen())
+
+
+def kv_per_token_across_catalog(kv_dtype: str = "bf16") -> tuple[tuple[str, str, float], ...]:
+    """(model slug, attention layout, KV bytes per token over all layers) for every catalog model."""
+    from core import catalog
+    from core.config import KV_BYTES
+
+    return tuple(sorted(((s, e.arch.attention_kind, kv_bytes_per_token(e.arch, KV_BYTES[kv_dtype]))
+                         for s, e in catalog.models().items()), key=lambda r: r[2]))
+
+
+def training_memory_by_zero(cfg: RabitConfig) -> tuple[tuple[int, TrainingMemory], ...]:
+    """Training memory per GPU at ZeRO stages 0-3, everything else as configured."""
+    return tuple((z, training_memory(cfg.with_(zero=z))) for z in (0, 1, 2, 3))

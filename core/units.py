@@ -1,0 +1,91 @@
+"""Unit factors and formatters: the one place where human units meet SI.
+
+Inside ``core`` every quantity is SI and the unit lives in the name
+(``_bytes``, ``_s``, ``_flop``, ``_flop_per_s``, ``_bytes_per_s``). GB means 1e9
+bytes and GiB means 2**30 bytes, always.
+"""
+
+from __future__ import annotations
+
+import math
+
+KB = 1e3
+MB = 1e6
+GB = 1e9
+TB = 1e12
+KiB = 2.0**10
+MiB = 2.0**20
+GiB = 2.0**30
+
+TERA = 1e12
+PETA = 1e15
+GIGA = 1e9
+
+US = 1e-6
+MS = 1e-3
+HOUR_S = 3600.0
+DAY_S = 86400.0
+
+
+def fmt_bytes(x_bytes: float, unit: str = "GB", digits: int = 3) -> str:
+    """Format bytes in decimal GB (default) or binary GiB, labelled."""
+    if unit == "GiB":
+        return f"{x_bytes / GiB:.{digits}g} GiB"
+    if unit == "auto":
+        for name, f in (("TB", TB), ("GB", GB), ("MB", MB), ("KB", KB)):
+            if abs(x_bytes) >= f:
+                return f"{x_bytes / f:.{digits}g} {name}"
+        return f"{x_bytes:.{digits}g} B"
+    return f"{x_bytes / GB:.{digits}g} GB"
+
+
+def fmt_time(x_s: float, digits: int = 3) -> str:
+    """Format seconds with a unit that keeps 1-3 digits before the point."""
+    if x_s is None or (isinstance(x_s, float) and math.isnan(x_s)):
+        return "n/a"
+    a = abs(x_s)
+    if a == 0:
+        return "0 s"
+    if a < 1e-3:
+        return f"{x_s / US:.{digits}g} µs"
+    if a < 1:
+        return f"{x_s / MS:.{digits}g} ms"
+    if a < 120:
+        return f"{x_s:.{digits}g} s"
+    if a < 2 * HOUR_S:
+        return f"{x_s / 60:.{digits}g} min"
+    if a < 2 * DAY_S:
+        return f"{x_s / HOUR_S:.{digits}g} h"
+    return f"{x_s / DAY_S:.{digits}g} days"
+
+
+def fmt_num(x: float, digits: int = 3) -> str:
+    """Format a plain count with k / M / B / T suffixes."""
+    a = abs(x)
+    for name, f in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if a >= f:
+            return f"{x / f:.{digits}g}{name}"
+    if float(x).is_integer():
+        return f"{int(x)}"
+    return f"{x:.{digits}g}"
+
+
+def fmt_value(x: float, unit: str, digits: int = 3) -> str:
+    """Format a value by its trace unit (B, s, FLOP, FLOP/s, B/s, tokens/s, ...)."""
+    if unit == "B":
+        if abs(x) < 1e6:
+            return f"{x:,.{digits}g} B" if not float(x).is_integer() else f"{int(x):,} B"
+        return fmt_bytes(x, "auto", digits)
+    if unit == "s":
+        return fmt_time(x, digits)
+    if unit == "FLOP":
+        return f"{x / TERA:.{digits}g} TFLOP" if abs(x) >= 1e9 else f"{x:.{digits}g} FLOP"
+    if unit == "FLOP/s":
+        return f"{x / TERA:.{digits}g} TFLOP/s"
+    if unit == "B/s":
+        return f"{x / TB:.{digits}g} TB/s" if abs(x) >= 1e11 else f"{x / GB:.{digits}g} GB/s"
+    if unit in ("", "1", "frac"):
+        return fmt_num(x, digits)
+    if unit == "%":
+        return f"{100 * x:.{digits}g} %"
+    return f"{fmt_num(x, digits)} {unit}"

@@ -1,0 +1,1 @@
+"""Streamlit glue: the shared sidebar, the cached wrappers around ``core``, and drawing helpers."""

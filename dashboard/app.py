@@ -1,0 +1,34 @@
+"""RA-BIT dashboard entry point: ``streamlit run dashboard/app.py``.
+
+Heavy libraries are imported once here, before any page runs: a cold server hit by several
+first sessions at once can otherwise race on a partially initialised module (seen with
+plotly express importing pandas).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy  # noqa: E402,F401  - imported once, up front (see module docstring)
+import pandas  # noqa: E402,F401
+import plotly.express  # noqa: E402,F401
+import plotly.graph_objects  # noqa: E402,F401
+import streamlit as st  # noqa: E402
+
+from dashboard import state  # noqa: E402
+
+PAGES = ROOT / "pages"
+
+st.set_page_config(page_title="RA-BIT", page_icon=":material/memory:", layout="wide")
+
+NAV = [
+    st.Page(PAGES / "memory.py", title="Memory", icon=":material/memory:", url_path="memory", default=True),
+]
+pg = st.navigation(NAV)
+st.session_state["_config"] = state.sidebar()
+pg.run()

@@ -1,0 +1,216 @@
+"""The shared sidebar: one :class:`core.config.RabitConfig` for every page.
+
+Widgets write into ``st.session_state`` under ``cfg.<field>`` keys; the config is rebuilt
+from them on every rerun, validated, written back to the URL query string (so a pasted
+link reproduces the view) and offered as a downloadable JSON file that can be loaded again.
+Each problem is shown with ``st.error`` directly under the input it concerns.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import streamlit as st
+from pydantic import ValidationError
+
+from core import catalog
+from core.assumptions import REGISTRY
+from core.config import DEFAULT, RabitConfig, describe_validation_error, from_json, from_query, to_query
+from core.model import from_hf_config
+from core.validate import problems
+
+_P = "cfg."
+_CUSTOM = "__custom__"
+
+
+def _key(field: str) -> str:
+    return _P + field
+
+
+def _load_into_state(cfg: RabitConfig) -> None:
+    """Put every field of ``cfg`` into the widget keys (before the widgets are drawn)."""
+    for name in RabitConfig.model_fields:
+        if name in ("custom_model", "assumptions"):
+            continue
+        st.session_state[_key(name)] = getattr(cfg, name)
+    st.session_state["custom_model"] = cfg.custom_model
+    if cfg.custom_model is not None:
+        st.session_state[_key("model")] = _CUSTOM
+    for name in REGISTRY:
+        st.session_state[_key("a." + name)] = getattr(cfg.assumptions, name)
+
+
+def _init() -> None:
+    if st.session_state.get("_rabit_init"):
+        return
+    st.session_state["_rabit_init"] = True
+    cfg = DEFAULT
+    params = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
+    if params:
+        try:
+            cfg = from_query(params)
+        except ValueError as exc:
+            st.session_state["_link_error"] = f"The link's settings could not be used ({exc}); showing defaults."
+    _load_into_state(cfg)
+
+
+def _on_config_upload() -> None:
+    f = st.session_state.get("cfg_file")
+    if f is None:
+        return
+    try:
+        cfg = from_json(f.getvalue())
+    except ValueError as exc:
+        st.session_state["_upload_error"] = f"That file is not a RA-BIT config: {exc}"
+        return
+    st.session_state.pop("_upload_error", None)
+    _load_into_state(cfg)
+
+
+def _on_model_upload() -> None:
+    f = st.session_state.get("model_file")
+    if f is None:
+        return
+    try:
+        arch = from_hf_config(json.loads(f.getvalue()), slug=f.name.rsplit(".", 1)[0].lower())
+    except (ValueError, ValidationError, json.JSONDecodeError) as exc:
+        msg = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+        st.session_state["_model_error"] = f"That config.json cannot be used: {msg}"
+        return
+    st.session_state.pop("_model_error", None)
+    st.session_state["custom_model"] = arch
+    st.session_state[_key("model")] = _CUSTOM
+
+
+def _values() -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for name in RabitConfig.model_fields:
+        if name in ("custom_model", "assumptions"):
+            continue
+        if _key(name) in st.session_state:
+            data[name] = st.session_state[_key(name)]
+    if data.get("model") == _CUSTOM:
+        data["model"] = DEFAULT.model
+        data["custom_model"] = st.session_state.get("custom_model")
+    data["assumptions"] = {n: st.session_state.get(_key("a." + n), i.base) for n, i in REGISTRY.items()}
+    return data
+
+
+def sidebar() -> RabitConfig | None:
+    """Draw the shared sidebar; return the valid config, or None when an input needs fixing."""
+    _init()
+    sb = st.sidebar
+    slots: dict[str, Any] = {}
+    if "_link_error" in st.session_state:
+        sb.error(st.session_state.pop("_link_error"))
+
+    models = sorted(catalog.models())
+    opts = models + ([_CUSTOM] if st.session_state.get("custom_model") is not None else [])
+    custom = st.session_state.get("custom_model")
+    sb.selectbox("Model", opts, key=_key("model"),
+                 format_func=lambda s: f"{custom.name} (uploaded)" if s == _CUSTOM and custom else s)
+    slots["model"] = sb.empty()
+    with sb.expander("Add a model from config.json"):
+        st.file_uploader("Hugging Face config.json", type=["json"], key="model_file", on_change=_on_model_upload)
+        if "_model_error" in st.session_state:
+            st.error(st.session_state["_model_error"])
+
+    gpus = sorted(catalog.gpus())
+    sb.selectbox("GPU", gpus, key=_key("gpu"), format_func=lambda s: catalog.gpus()[s].name)
+    slots["gpu"] = sb.empty()
+    c1, c2 = sb.columns(2)
+    c1.number_input("GPUs per node", min_value=1, max_value=72, step=1, key=_key("gpus_per_node"))
+    c2.number_input("Nodes", min_value=1, max_value=8192, step=1, key=_key("nodes"))
+    slots["gpus_per_node"] = sb.empty()
+    slots["nodes"] = sb.empty()
+    sb.selectbox("Inter-node fabric", sorted(catalog.fabrics()), key=_key("fabric"),
+                 format_func=lambda s: catalog.fabrics()[s].name)
+    c1, c2, c3 = sb.columns(3)
+    c1.number_input("TP", min_value=1, max_value=512, step=1, key=_key("tp"))
+    c2.number_input("PP", min_value=1, max_value=512, step=1, key=_key("pp"))
+    c3.number_input("EP", min_value=1, max_value=512, step=1, key=_key("ep"))
+    for f in ("tp", "pp", "ep"):
+        slots[f] = sb.empty()
+    sb.radio("Phase", ["serve", "train"], key=_key("phase"), horizontal=True)
+    sb.number_input("Batch (concurrent sequences)", min_value=1, max_value=100_000, step=1, key=_key("batch"))
+    slots["batch"] = sb.empty()
+    c1, c2 = sb.columns(2)
+    c1.number_input("Input tokens", min_value=1, max_value=10_000_000, step=256, key=_key("input_tokens"))
+    c2.number_input("Output tokens", min_value=1, max_value=10_000_000, step=256, key=_key("output_tokens"))
+    slots["input_tokens"] = sb.empty()
+    sb.slider("Cached prefix share of the prompt", 0.0, 0.95, step=0.05, key=_key("prefix_cache_frac"))
+    c1, c2 = sb.columns(2)
+    c1.selectbox("Weights", ["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"], key=_key("weights"))
+    c2.selectbox("KV cache", ["bf16", "fp8"], key=_key("kv_dtype"))
+    c1, c2 = sb.columns(2)
+    c1.selectbox("KV allocation", ["paged", "contiguous"], key=_key("kv_alloc"))
+    c2.selectbox("Block size", [8, 16, 32, 64, 128, 256], key=_key("block_size"))
+
+    with sb.expander("Speculative decoding"):
+        st.selectbox("Method", ["none", "draft", "ngram", "eagle"], key=_key("spec_method"))
+        st.selectbox("Draft model", models, key=_key("draft_model"))
+        st.number_input("Draft tokens k", min_value=1, max_value=16, step=1, key=_key("spec_k"))
+        st.slider("Acceptance rate α", 0.0, 1.0, step=0.05, key=_key("spec_alpha"))
+    with sb.expander("Training"):
+        st.selectbox("Precision", ["bf16", "fp8"], key=_key("train_precision"))
+        st.selectbox("ZeRO stage", [0, 1, 2, 3], key=_key("zero"))
+        st.number_input("Micro-batch", min_value=1, max_value=1024, step=1, key=_key("micro_batch"))
+        st.number_input("Sequence length", min_value=1, max_value=1_048_576, step=1024, key=_key("seq_len"))
+        slots["seq_len"] = st.empty()
+        st.selectbox("Recomputation", ["none", "selective", "full"], key=_key("recompute"))
+        st.checkbox("Sequence parallelism", key=_key("sequence_parallel"))
+        st.number_input("LoRA rank (0 = full fine-tune)", min_value=0, max_value=4096, step=8, key=_key("lora_rank"))
+        st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))
+        slots["qlora"] = st.empty()
+        st.number_input("Training tokens", min_value=1e6, max_value=1e15, format="%.3e", key=_key("train_tokens"))
+        st.number_input("Global batch (tokens)", min_value=1, max_value=2**30, step=2**20,
+                        key=_key("global_batch_tokens"))
+    with sb.expander("Assumptions (efficiencies)"):
+        for name, info in REGISTRY.items():
+            lo, hi = sorted((info.low, info.high))
+            st.number_input(f"{info.label} [{info.unit}]", min_value=0.0, key=_key("a." + name), format="%.6g",
+                            help=f"base {info.base:g}, range {lo:g}–{hi:g}. Source: {info.source}")
+        if st.button("Reset assumptions to base"):
+            for name, info in REGISTRY.items():
+                st.session_state[_key("a." + name)] = info.base
+            st.rerun()
+
+    cfg: RabitConfig | None = None
+    try:
+        cfg = RabitConfig.model_validate(_values())
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        field = str(e["loc"][0]) if e["loc"] else "model"
+        (slots.get(field) or sb).error(f"{describe_validation_error(exc)}")
+        return None
+    probs = problems(cfg)
+    for p in probs:
+        (slots.get(p.field) or sb).error(p.message)
+    _config_file_controls(cfg)
+    st.query_params.from_dict(to_query(cfg))
+    return None if probs else cfg
+
+
+def _config_file_controls(cfg: RabitConfig) -> None:
+    with st.sidebar.expander("Save or load this configuration"):
+        st.download_button("Download config (JSON)", cfg.model_dump_json(indent=2), file_name="rabit-config.json",
+                           mime="application/json")
+        st.file_uploader("Load a config file", type=["json"], key="cfg_file", on_change=_on_config_upload)
+        if "_upload_error" in st.session_state:
+            st.error(st.session_state["_upload_error"])
+        st.caption("The page URL carries this configuration too: paste it to share the view.")
+
+
+def config() -> RabitConfig | None:
+    """The config the sidebar built on this rerun (None when an input needs fixing)."""
+    return st.session_state.get("_config")
+
+
+def require_config() -> RabitConfig:
+    """For pages: the valid config, or a message and stop."""
+    cfg = config()
+    if cfg is None:
+        st.warning("Fix the highlighted input in the sidebar to see results.")
+        st.stop()
+    return cfg
