@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 
 from cli.common import OneLineParser, die
 
-#: One module per subcommand, each with ``register(subparsers)``.
-COMMANDS = ("cli.memory_cmd", "cli.catalog_cmd")
+#: One module per subcommand, each with ``register(subparsers)``, in help order.
+COMMANDS = ("cli.memory_cmd", "cli.speed_cmd", "cli.simulate_cmd", "cli.train_cmd", "cli.recommend_cmd",
+            "cli.catalog_cmd")
 
 
 def build_parser() -> OneLineParser:
     p = OneLineParser(prog="rabit", description="Size the GPUs, runtime and cost of an LLM workload.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for name in COMMANDS:
-        importlib.import_module(name).register(sub)
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name).register(sub)
     return p
 
 

@@ -65,6 +65,11 @@ _INFOS = (
         "nccl-tests all_reduce busbw on DGX H100: ~360-480 GB/s of 450 GB/s per direction "
         "(NVIDIA NCCL performance notes).", +1),
     AssumptionInfo(
+        "collective_base_us", "Fixed launch and synchronisation cost of one collective", "us", 8.0, 15.0, 4.0,
+        "NCCL's tuning model charges a base latency of 6.6 us per collective (LL protocol) before "
+        "per-hop terms (src/graph/tuning.cc, quoted in NVIDIA/nccl issue #1334); custom one-shot "
+        "all-reduce kernels (TensorRT-LLM) reach ~4 us.", -1),
+    AssumptionInfo(
         "comm_overlap", "Share of tensor-parallel communication hidden behind compute (serving)",
         "frac", 0.0, 0.0, 0.5,
         "Seed 000 adds TP all-reduces to the step (no overlap); fused GEMM+collective kernels "
@@ -112,6 +117,7 @@ class Assumptions(BaseModel):
     fp8_speedup: float = Field(REGISTRY["fp8_speedup"].base, ge=1)
     fp4_speedup: float = Field(REGISTRY["fp4_speedup"].base, ge=1)
     comm_bw_eff: float = Field(REGISTRY["comm_bw_eff"].base, gt=0, le=1)
+    collective_base_us: float = Field(REGISTRY["collective_base_us"].base, ge=0)
     comm_overlap: float = Field(REGISTRY["comm_overlap"].base, ge=0, lt=1)
     step_overhead_ms: float = Field(REGISTRY["step_overhead_ms"].base, ge=0)
     mfu_train: float = Field(REGISTRY["mfu_train"].base, gt=0, le=1)

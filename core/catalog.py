@@ -59,6 +59,7 @@ class GpuSpec(_Row):
     link_bw_gb_per_s: float = Field(0, ge=0, description="per link, per direction (mesh)")
     scale_up_latency_us: float = Field(gt=0, description="alpha of one collective hop")
     nvlink_domain: int = Field(gt=0, description="GPUs reachable over the scale-up fabric")
+    in_switch_reduction: bool = Field(False, description="NVLink SHARP (NVLS): the switch reduces all-reduce data")
     gpus_per_node: int = Field(gt=0)
     power_w: float = Field(gt=0)
     verification: Literal["V", "S", "U"] = "S"

@@ -3,9 +3,12 @@
 For a group of ``p`` GPUs moving ``n`` bytes (the full buffer each GPU holds), with per-hop
 latency alpha [s] and achieved per-GPU bandwidth beta [B/s] (per direction):
 
+    (every collective also pays a fixed launch/synchronisation cost t0, the assumption collective_base_us)
+
     ring all-reduce        2 (p-1) alpha + 2 (p-1)/p x n / beta
     tree all-reduce        2 log2(p) alpha + 2 n / beta          (double binary tree; NCCL)
-    all-reduce             min(ring, tree)                        (seed 000: the cheaper of the two)
+    NVLS all-reduce        2 alpha + n / beta                     (NVLink SHARP switches, Hopper/Blackwell)
+    all-reduce             min(ring, tree[, NVLS])                (seed 000: the cheaper of ring and tree)
     all-gather / reduce-scatter   (p-1) alpha + (p-1)/p x n / beta
     all-to-all             (p-1) alpha + (p-1)/p x n / beta
     point-to-point         alpha + n / beta
@@ -21,12 +24,19 @@ Topology sets beta per part (seed 000 "Parallelism and topology"):
   * a group larger than the scale-up domain is hierarchical: reduce-scatter inside the node, the
     inter-node fabric for the node-level part (one NIC per GPU), all-gather inside the node.
 Bandwidths are multiplied by the named assumption ``comm_bw_eff``.
+
+NVLS: third-generation NVSwitch (H100/H200) and NVLink 5 switches reduce in the switch, so each GPU
+moves n bytes instead of 2(p-1)/p x n (NCCL 2.17+; nccl-tests all_reduce busbw on DGX H100 rises from
+~360 to ~480 GB/s). A100's NVSwitch has no SHARP. This is why TP-8 prefill on H100 spends ~1 s, not
+~1.7 s, of a 4k x 32 batch in all-reduces.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from core.catalog import Fabric, GpuSpec
 
@@ -37,6 +47,8 @@ class Level:
 
     bw_bytes_per_s: float
     latency_s: float
+    in_switch_reduction: bool = False
+    base_s: float = 0.0  # fixed cost of launching and synchronising one collective
 
 
 @dataclass(frozen=True)
@@ -47,14 +59,16 @@ class Collectives:
     fabric: Fabric
     domain: int  # GPUs reachable over the scale-up fabric
     bw_eff: float
+    base_s: float = 0.0
 
     @classmethod
-    def for_cluster(cls, gpu: GpuSpec, fabric: Fabric, gpus_per_node: int, bw_eff: float) -> "Collectives":
+    def for_cluster(cls, gpu: GpuSpec, fabric: Fabric, gpus_per_node: int, bw_eff: float,
+                    base_s: float = 0.0) -> "Collectives":
         if gpu.topology == "nvswitch" and gpu.nvlink_domain > gpu.gpus_per_node:
             domain = gpu.nvlink_domain  # GB200 NVL72: trays of 4 share one 72-GPU NVLink domain
         else:
             domain = min(gpus_per_node, gpu.nvlink_domain)
-        return cls(gpu=gpu, fabric=fabric, domain=max(1, domain), bw_eff=bw_eff)
+        return cls(gpu=gpu, fabric=fabric, domain=max(1, domain), bw_eff=bw_eff, base_s=base_s)
 
     # --- levels ------------------------------------------------------------------------------------
     def intra(self, p: int) -> Level:
@@ -65,40 +79,49 @@ class Collectives:
             bw = links * g.link_bw_gb_per_s * 1e9
         else:
             bw = g.scale_up_bw_bytes_per_s
-        return Level(bw * self.bw_eff, g.scale_up_latency_s)
+        return Level(bw * self.bw_eff, g.scale_up_latency_s, g.in_switch_reduction and g.topology == "nvswitch",
+                     self.base_s)
 
     def inter(self) -> Level:
-        return Level(self.fabric.bw_bytes_per_s * self.bw_eff, self.fabric.latency_s)
+        return Level(self.fabric.bw_bytes_per_s * self.bw_eff, self.fabric.latency_s, False, self.base_s)
 
     # --- primitives on one level -----------------------------------------------------------------------
     @staticmethod
     def _ring_ar(n: float, p: int, lv: Level) -> float:
-        return 2 * (p - 1) * lv.latency_s + 2 * (p - 1) / p * n / lv.bw_bytes_per_s
+        return lv.base_s + 2 * (p - 1) * lv.latency_s + 2 * (p - 1) / p * n / lv.bw_bytes_per_s
 
     @staticmethod
     def _tree_ar(n: float, p: int, lv: Level) -> float:
-        return 2 * math.ceil(math.log2(p)) * lv.latency_s + 2 * n / lv.bw_bytes_per_s
-
-    @classmethod
-    def _ar(cls, n: float, p: int, lv: Level) -> float:
-        if p <= 1 or n <= 0:
-            return 0.0
-        return min(cls._ring_ar(n, p, lv), cls._tree_ar(n, p, lv))
+        return lv.base_s + 2 * math.ceil(math.log2(p)) * lv.latency_s + 2 * n / lv.bw_bytes_per_s
 
     @staticmethod
-    def _gather(n: float, p: int, lv: Level) -> float:
-        if p <= 1 or n <= 0:
-            return 0.0
-        return (p - 1) * lv.latency_s + (p - 1) / p * n / lv.bw_bytes_per_s
+    def _nvls_ar(n: float, p: int, lv: Level) -> float:
+        """NVLink SHARP: each GPU sends its buffer once to the switch, which reduces and multicasts."""
+        return lv.base_s + 2 * lv.latency_s + n / lv.bw_bytes_per_s
+
+    @classmethod
+    def _ar(cls, n, p: int, lv: Level):
+        if p <= 1:
+            return 0.0 * n
+        t = np.minimum(cls._ring_ar(n, p, lv), cls._tree_ar(n, p, lv))
+        if lv.in_switch_reduction:
+            t = np.minimum(t, cls._nvls_ar(n, p, lv))
+        return t * (np.asarray(n) > 0)
+
+    @staticmethod
+    def _gather(n, p: int, lv: Level):
+        if p <= 1:
+            return 0.0 * n
+        return (lv.base_s + (p - 1) * lv.latency_s + (p - 1) / p * n / lv.bw_bytes_per_s) * (np.asarray(n) > 0)
 
     # --- public API --------------------------------------------------------------------------------
     def spans_nodes(self, p: int) -> bool:
         return p > self.domain
 
-    def all_reduce_s(self, n_bytes: float, p: int) -> float:
-        """All-reduce of an ``n_bytes`` buffer over ``p`` GPUs [s]; 0 for p = 1."""
-        if p <= 1 or n_bytes <= 0:
-            return 0.0
+    def all_reduce_s(self, n_bytes, p: int):
+        """All-reduce of an ``n_bytes`` buffer over ``p`` GPUs [s]; 0 for p = 1. Accepts numpy arrays."""
+        if p <= 1:
+            return 0.0 * n_bytes
         if not self.spans_nodes(p):
             return self._ar(n_bytes, p, self.intra(p))
         q = self.domain
@@ -107,10 +130,10 @@ class Collectives:
         # hierarchical: reduce-scatter in the node, all-reduce of 1/q of the data across nodes, all-gather.
         return 2 * self._gather(n_bytes, q, lv) + self._ar(n_bytes / q, nodes, self.inter())
 
-    def all_gather_s(self, n_bytes: float, p: int) -> float:
+    def all_gather_s(self, n_bytes, p: int):
         """All-gather producing ``n_bytes`` on every GPU [s] (reduce-scatter costs the same)."""
-        if p <= 1 or n_bytes <= 0:
-            return 0.0
+        if p <= 1:
+            return 0.0 * n_bytes
         if not self.spans_nodes(p):
             return self._gather(n_bytes, p, self.intra(p))
         q = self.domain
@@ -119,22 +142,20 @@ class Collectives:
 
     reduce_scatter_s = all_gather_s
 
-    def all_to_all_s(self, n_bytes: float, p: int) -> float:
+    def all_to_all_s(self, n_bytes, p: int):
         """All-to-all where each GPU sends ``n_bytes`` in total, split evenly over the group [s]."""
-        if p <= 1 or n_bytes <= 0:
-            return 0.0
+        if p <= 1:
+            return 0.0 * n_bytes
         if not self.spans_nodes(p):
             return self._gather(n_bytes, p, self.intra(p))
         q = self.domain
         # the share leaving the node crosses the fabric; the rest stays on the scale-up links
         out_frac = (p - q) / p
-        return ((p - 1) * self.inter().latency_s + out_frac * n_bytes / self.inter().bw_bytes_per_s
-                + (q - 1) / p * n_bytes / self.intra(q).bw_bytes_per_s)
+        return (self.base_s + (p - 1) * self.inter().latency_s + out_frac * n_bytes / self.inter().bw_bytes_per_s
+                + (q - 1) / p * n_bytes / self.intra(q).bw_bytes_per_s) * (np.asarray(n_bytes) > 0)
 
-    def p2p_s(self, n_bytes: float, cross_node: bool = False) -> float:
+    def p2p_s(self, n_bytes, cross_node: bool = False):
         """Point-to-point send of ``n_bytes`` to one peer [s]."""
-        if n_bytes <= 0:
-            return 0.0
         if cross_node:
             lv = self.inter()
         else:
@@ -142,4 +163,4 @@ class Collectives:
             bw = (g.link_bw_gb_per_s * 1e9 if g.topology == "mesh" and g.link_bw_gb_per_s else
                   g.scale_up_bw_bytes_per_s) * self.bw_eff
             lv = Level(bw, g.scale_up_latency_s)
-        return lv.latency_s + n_bytes / lv.bw_bytes_per_s
+        return (self.base_s + lv.latency_s + n_bytes / lv.bw_bytes_per_s) * (np.asarray(n_bytes) > 0)

@@ -26,9 +26,17 @@ PAGES = ROOT / "pages"
 
 st.set_page_config(page_title="RA-BIT", page_icon=":material/memory:", layout="wide")
 
-NAV = [
-    st.Page(PAGES / "memory.py", title="Memory", icon=":material/memory:", url_path="memory", default=True),
-]
+#: (file, title, icon, url path), in menu order; the first is the default page.
+PAGE_SPECS = (
+    ("memory.py", "Memory", ":material/memory:", "memory"),
+    ("speed.py", "Speed", ":material/speed:", "speed"),
+    ("serving.py", "Serving simulation", ":material/queue:", "serving"),
+    ("training.py", "Training", ":material/model_training:", "training"),
+    ("optimizer.py", "Optimizer", ":material/price_check:", "optimizer"),
+    ("math.py", "Show the math", ":material/functions:", "math"),
+)
+NAV = [st.Page(PAGES / f, title=t, icon=i, url_path=u, default=(n == 0))
+       for n, (f, t, i, u) in enumerate(PAGE_SPECS) if (PAGES / f).exists()]
 pg = st.navigation(NAV)
 st.session_state["_config"] = state.sidebar()
 pg.run()
