@@ -130,7 +130,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         e = exc.errors()[0]
         field = str(e["loc"][0]) if e["loc"] else ""
         die(f"rabit: error: argument {FLAG_OF.get(field, field)}: {e['msg']}")
-    probs = problems(cfg)
+    probs = [p for p in problems(cfg) if p.blocking]
     if probs:
         p = probs[0]
         die(f"rabit: error: argument {FLAG_OF.get(p.field, '--' + p.field)}: {p.message}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -158,12 +158,20 @@ def from_query(params: dict[str, str | list[str]]) -> RabitConfig:
                 data[k] = json.loads(zlib.decompress(base64.urlsafe_b64decode(s[1:] + pad)))
             except Exception as exc:  # noqa: BLE001 - any decoding failure is the user's link
                 raise ValueError(f"query parameter '{k}' could not be decoded: {exc}") from None
+        elif _int_literal(k):
+            data[k] = int(s) if s.lstrip("-").isdigit() else s
         else:
             data[k] = s
     try:
         return RabitConfig.model_validate(data)
     except ValidationError as exc:
         raise ValueError(describe_validation_error(exc)) from None
+
+
+def _int_literal(field: str) -> bool:
+    """True for fields typed as a Literal of ints (pydantic will not coerce "3" to Literal[3])."""
+    args = get_args(RabitConfig.model_fields[field].annotation)
+    return bool(args) and all(isinstance(a, int) and not isinstance(a, bool) for a in args)
 
 
 def from_json(text: str | bytes) -> RabitConfig:

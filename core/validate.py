@@ -17,8 +17,12 @@ from core.model import ModelArch
 
 @dataclass(frozen=True)
 class Problem:
+    """A message for one input. ``blocking`` problems make the config unusable; others are warnings
+    that still let the pages draw (a model that cannot fit still has a memory breakdown to show)."""
+
     field: str
     message: str
+    blocking: bool = True
 
 
 def model_of(cfg: RabitConfig) -> ModelArch:
@@ -80,4 +84,11 @@ def problems(cfg: RabitConfig) -> tuple[Problem, ...]:
                                       f"{m.max_context:,}-token context"))
     if cfg.qlora and not cfg.lora_rank:
         out.append(Problem("qlora", "QLoRA needs a LoRA rank > 0"))
+    if not out and cfg.phase == "serve":
+        from core.memory import serving_memory  # local: core.memory imports this module
+
+        one = serving_memory(cfg.with_(batch=1))
+        if not one.fits:
+            out.append(Problem("tp", f"{m.name} cannot fit even at batch 1 on TP {cfg.tp} x PP {cfg.pp} "
+                                     f"{g.name}: {one.reason.removeprefix('does not fit: ')}", blocking=False))
     return tuple(out)

@@ -110,7 +110,7 @@ def sidebar() -> RabitConfig | None:
     custom = st.session_state.get("custom_model")
     sb.selectbox("Model", opts, key=_key("model"),
                  format_func=lambda s: f"{custom.name} (uploaded)" if s == _CUSTOM and custom else s)
-    slots["model"] = sb.empty()
+    slots["model"] = sb.container()
     with sb.expander("Add a model from config.json"):
         st.file_uploader("Hugging Face config.json", type=["json"], key="model_file", on_change=_on_model_upload)
         if "_model_error" in st.session_state:
@@ -118,12 +118,12 @@ def sidebar() -> RabitConfig | None:
 
     gpus = sorted(catalog.gpus())
     sb.selectbox("GPU", gpus, key=_key("gpu"), format_func=lambda s: catalog.gpus()[s].name)
-    slots["gpu"] = sb.empty()
+    slots["gpu"] = sb.container()
     c1, c2 = sb.columns(2)
     c1.number_input("GPUs per node", min_value=1, max_value=72, step=1, key=_key("gpus_per_node"))
     c2.number_input("Nodes", min_value=1, max_value=8192, step=1, key=_key("nodes"))
-    slots["gpus_per_node"] = sb.empty()
-    slots["nodes"] = sb.empty()
+    slots["gpus_per_node"] = sb.container()
+    slots["nodes"] = sb.container()
     sb.selectbox("Inter-node fabric", sorted(catalog.fabrics()), key=_key("fabric"),
                  format_func=lambda s: catalog.fabrics()[s].name)
     c1, c2, c3 = sb.columns(3)
@@ -131,14 +131,14 @@ def sidebar() -> RabitConfig | None:
     c2.number_input("PP", min_value=1, max_value=512, step=1, key=_key("pp"))
     c3.number_input("EP", min_value=1, max_value=512, step=1, key=_key("ep"))
     for f in ("tp", "pp", "ep"):
-        slots[f] = sb.empty()
+        slots[f] = sb.container()
     sb.radio("Phase", ["serve", "train"], key=_key("phase"), horizontal=True)
     sb.number_input("Batch (concurrent sequences)", min_value=1, max_value=100_000, step=1, key=_key("batch"))
-    slots["batch"] = sb.empty()
+    slots["batch"] = sb.container()
     c1, c2 = sb.columns(2)
     c1.number_input("Input tokens", min_value=1, max_value=10_000_000, step=256, key=_key("input_tokens"))
     c2.number_input("Output tokens", min_value=1, max_value=10_000_000, step=256, key=_key("output_tokens"))
-    slots["input_tokens"] = sb.empty()
+    slots["input_tokens"] = sb.container()
     sb.slider("Cached prefix share of the prompt", 0.0, 0.95, step=0.05, key=_key("prefix_cache_frac"))
     c1, c2 = sb.columns(2)
     c1.selectbox("Weights", ["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"], key=_key("weights"))
@@ -157,12 +157,12 @@ def sidebar() -> RabitConfig | None:
         st.selectbox("ZeRO stage", [0, 1, 2, 3], key=_key("zero"))
         st.number_input("Micro-batch", min_value=1, max_value=1024, step=1, key=_key("micro_batch"))
         st.number_input("Sequence length", min_value=1, max_value=1_048_576, step=1024, key=_key("seq_len"))
-        slots["seq_len"] = st.empty()
+        slots["seq_len"] = st.container()
         st.selectbox("Recomputation", ["none", "selective", "full"], key=_key("recompute"))
         st.checkbox("Sequence parallelism", key=_key("sequence_parallel"))
         st.number_input("LoRA rank (0 = full fine-tune)", min_value=0, max_value=4096, step=8, key=_key("lora_rank"))
         st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))
-        slots["qlora"] = st.empty()
+        slots["qlora"] = st.container()
         st.number_input("Training tokens", min_value=1e6, max_value=1e15, format="%.3e", key=_key("train_tokens"))
         st.number_input("Global batch (tokens)", min_value=1, max_value=2**30, step=2**20,
                         key=_key("global_batch_tokens"))
@@ -189,7 +189,7 @@ def sidebar() -> RabitConfig | None:
         (slots.get(p.field) or sb).error(p.message)
     _config_file_controls(cfg)
     st.query_params.from_dict(to_query(cfg))
-    return None if probs else cfg
+    return None if any(p.blocking for p in probs) else cfg
 
 
 def _config_file_controls(cfg: RabitConfig) -> None:

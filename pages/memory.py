@@ -28,7 +28,7 @@ with serve:
          ("activations / workspace", mem.activation_bytes_per_gpu, charts.PALETTE["activations"]),
          ("overhead", mem.overhead_bytes_per_gpu, charts.PALETTE["overhead"]),
          ("free", mem.free_bytes_per_gpu, charts.PALETTE["free"])],
-        mem.capacity_bytes_per_gpu, "What fills one GPU", mem.usable_bytes_per_gpu), use_container_width=True)
+        mem.capacity_bytes_per_gpu, "What fills one GPU", mem.usable_bytes_per_gpu), width="stretch")
 
     c1, c2 = st.columns(2)
     ctxs = tuple(sorted({1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, cfg.context_tokens}))
@@ -39,14 +39,15 @@ with serve:
                     mode="lines+markers")
     fig.update_layout(title="Concurrent sequences per replica vs context", xaxis_type="log",
                       xaxis_title="context tokens (input + output)", yaxis_title="sequences", height=360)
-    c1.plotly_chart(fig, use_container_width=True)
+    c1.plotly_chart(fig, width="stretch")
     kv_rows = cache.kv_per_token_across_catalog(cfg.kv_dtype)
     fig = go.Figure(go.Bar(x=[r[2] / 1e3 for r in kv_rows], y=[f"{r[0]} ({r[1]})" for r in kv_rows],
                            orientation="h", marker_color=[{"MHA": "#cf222e", "GQA": "#1f6feb", "MLA": "#2da44e"}
                                                           .get(r[1], "#8250df") for r in kv_rows]))
-    fig.update_layout(title=f"KV bytes per token across the catalog ({cfg.kv_dtype})", xaxis_title="KB per token",
+    fig.update_layout(title=f"KV bytes per token across the catalog ({cfg.kv_dtype})", xaxis_title="KB per token (log)",
+                      xaxis_type="log",
                       height=360, margin=dict(l=10))
-    c2.plotly_chart(fig, use_container_width=True)
+    c2.plotly_chart(fig, width="stretch")
     render.show_math(mem.steps)
 
 with train:
@@ -68,5 +69,5 @@ with train:
                     name=name, marker_color=charts.PALETTE[color])
     fig.add_hline(y=tm.capacity_bytes_per_gpu / GB, line_dash="dash", annotation_text="capacity")
     fig.update_layout(barmode="stack", title="Training memory per GPU by ZeRO stage", yaxis_title="GB", height=380)
-    st.plotly_chart(fig, use_container_width=True)
+    st.plotly_chart(fig, width="stretch")
     render.show_math(tm.steps)

@@ -1,0 +1,100 @@
+"""The real app in headless Chromium (Playwright driving Debian's chromium).
+
+Starts `streamlit run dashboard/app.py` on a free port, first hits the cold server with several
+sessions at once (heavy imports must not race), then changes an input and checks the page updates.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-dev-shm-usage"]
+
+if CHROMIUM is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("CI needs Debian's chromium for the browser test (.ci/run installs it)")
+    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"), "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        raise RuntimeError("streamlit did not become healthy: " + (proc.stdout.read() if proc.stdout else ""))
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def test_cold_server_serves_concurrent_first_sessions(server, browser):
+    """Four first sessions at once on a cold server: no exception (e.g. a partially initialised pandas)."""
+    pages = [browser.new_context().new_page() for _ in range(4)]
+    for pg in pages:
+        pg.goto(server + "/", wait_until="commit")
+    for pg in pages:
+        pg.get_by_text("Weights per GPU").first.wait_for(timeout=60_000)
+        body = pg.inner_text("body")
+        assert "Traceback" not in body and "partially initialized" not in body
+        assert "17.6 GB" in body
+        pg.context.close()
+
+
+def test_changing_an_input_updates_the_page(server, browser):
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.goto(server + "/")
+    page.get_by_text("KV cache per GPU (batch)").first.wait_for(timeout=60_000)
+    assert "10.7 GB" in page.inner_text("body")
+    box = page.get_by_label("Batch (concurrent sequences)")
+    box.fill("64")
+    box.press("Enter")
+    # 64 x 8,192 tokens x 40,960 B per token per GPU = 21.5 GB
+    page.get_by_text("21.5 GB").first.wait_for(timeout=30_000)
+    page.wait_for_function("() => window.location.search.includes('batch=64')", timeout=10_000)
+    shot = os.environ.get("RABIT_SCREENSHOT")
+    if shot:
+        page.screenshot(path=shot, full_page=True)
+    page.context.close()

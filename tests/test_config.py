@@ -1,0 +1,80 @@
+"""The shared config: frozen, hashable, and it round-trips through the URL and a file."""
+
+import pytest
+
+from core import catalog
+from core.assumptions import REGISTRY, Assumptions
+from core.config import DEFAULT, RabitConfig, from_json, from_query, to_query
+from core.validate import problems
+
+
+def test_frozen_and_hashable():
+    cfg = RabitConfig(batch=7)
+    assert hash(cfg) == hash(RabitConfig(batch=7)) and hash(cfg) != hash(DEFAULT)
+    with pytest.raises(Exception):
+        cfg.batch = 8  # type: ignore[misc]
+
+
+def test_query_round_trip_with_nested_objects():
+    arch = catalog.model("mixtral-8x7b").model_copy(update={"slug": "my-moe", "name": "My MoE"})
+    cfg = RabitConfig(model="qwen3-32b", gpu="mi300x", tp=4, nodes=2, batch=3, weights="fp8", zero=3,
+                      sequence_parallel=False, prefix_cache_frac=0.25, custom_model=arch,
+                      assumptions=Assumptions().with_(mbu=0.61))
+    q = to_query(cfg)
+    assert set(q) >= {"model", "gpu", "tp", "nodes", "batch", "weights", "zero", "custom_model", "assumptions"}
+    assert all(isinstance(v, str) for v in q.values())
+    assert from_query(q) == cfg
+    # defaults are left out of the link: a default config is an empty query
+    assert to_query(DEFAULT) == {}
+    assert from_query({}) == DEFAULT
+
+
+def test_query_errors_name_the_parameter():
+    with pytest.raises(ValueError, match="batch"):
+        from_query({"batch": "-3"})
+    with pytest.raises(ValueError, match="custom_model"):
+        from_query({"custom_model": "zGarbage"})
+    # unknown parameters (e.g. from another tool) are ignored
+    assert from_query({"utm_source": "x"}) == DEFAULT
+
+
+def test_json_file_round_trip():
+    cfg = RabitConfig(model="deepseek-v3", ep=8, lora_rank=16, phase="train")
+    assert from_json(cfg.model_dump_json()) == cfg
+    with pytest.raises(ValueError, match="tp"):
+        from_json('{"tp": 0}')
+    with pytest.raises(ValueError):
+        from_json("not json")
+
+
+@pytest.mark.parametrize("changes, field, words", [
+    ({"tp": 3}, "tp", "does not divide the 64 attention heads"),
+    ({"tp": 16}, "tp", "needs more GPUs"),
+    ({"gpus_per_node": 16}, "gpus_per_node", "holds at most 8"),
+    ({"ep": 2}, "ep", "has no experts"),
+    ({"input_tokens": 200_000}, "input_tokens", "exceeds"),
+    ({"model": "nope"}, "model", "unknown model"),
+])
+def test_invalid_combinations_are_named(changes, field, words):
+    probs = problems(DEFAULT.with_(**changes))
+    assert any(p.field == field and words in p.message for p in probs), probs
+
+
+def test_cannot_fit_at_batch_one_is_a_warning_on_tp():
+    probs = problems(RabitConfig(model="llama-3.1-405b", gpus_per_node=1, tp=1))
+    assert [(p.field, p.blocking) for p in probs] == [("tp", False)]
+    assert "cannot fit even at batch 1" in probs[0].message
+
+
+def test_field_validation():
+    for bad in ({"batch": 0}, {"input_tokens": -1}, {"nodes": 0}, {"prefix_cache_frac": 1.0}):
+        with pytest.raises(Exception):
+            RabitConfig(**bad)
+
+
+def test_assumption_bounds_bracket_base():
+    for name, info in REGISTRY.items():
+        assert min(info.low, info.high) <= info.base <= max(info.low, info.high), name
+        assert info.source, name
+    lo, hi = Assumptions().at("low"), Assumptions().at("high")
+    assert lo.mbu < hi.mbu and lo.step_overhead_ms > hi.step_overhead_ms
