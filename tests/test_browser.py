@@ -98,3 +98,18 @@ def test_changing_an_input_updates_the_page(server, browser):
     if shot:
         page.screenshot(path=shot, full_page=True)
     page.context.close()
+
+
+def test_optimizer_pareto_chart_renders(server, browser):
+    page = browser.new_context(viewport={"width": 1400, "height": 1200}).new_page()
+    page.goto(server + "/optimizer")
+    page.get_by_text("Simulated configurations").first.wait_for(timeout=90_000)
+    chart = page.locator(".js-plotly-plot").filter(has_text="Simulated configurations")
+    chart.first.wait_for(timeout=30_000)
+    # plotly drew the scatter points and the highlighted recommendation
+    assert chart.first.locator(".scatterlayer .point").count() >= 2
+    assert "recommendation" in chart.first.inner_text()
+    shot = os.environ.get("RABIT_SCREENSHOT_OPTIMIZER")
+    if shot:
+        page.screenshot(path=shot, full_page=True)
+    page.context.close()

@@ -1,0 +1,121 @@
+"""``rabit recommend``: the cheapest configuration that meets a serving target, the Pareto front, and why.
+
+JSON keys (contract, issue 6): recommendation {gpu, gpus_per_replica, tp, pp, weights, kv_dtype, replicas,
+cost_per_hour, cost_per_million_tokens, p95_e2e_s, capacity_requests_per_s, bottleneck} (null when nothing
+meets the target), pareto (a list of the same), explanation (structured fields), evaluated, simulated;
+plus met, nearest (the closest option when nothing meets) and candidates_pruned.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from cli.common import add_json, custom_model, die, emit
+from core import catalog
+from core.catalog import CatalogError, parse_prices
+from core.config import describe_validation_error
+from core.optimizer import KV_FORMATS, WEIGHT_FORMATS, Constraints, ServingGoal, recommend
+from core.simulate import Lengths, SimSpec
+
+
+def _csv(s: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in s.split(",") if x.strip())
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("recommend", help="cheapest configuration meeting p95 targets at a request rate")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--model", default="llama-3.1-70b", help="catalog model slug")
+    g.add_argument("--model-config", metavar="PATH", help="a Hugging Face config.json instead of --model")
+    p.add_argument("--rate", type=float, required=True, help="arrival rate [requests/s]")
+    p.add_argument("--input", type=int, default=1024, help="mean prompt tokens")
+    p.add_argument("--output", type=int, default=256, help="mean output tokens")
+    p.add_argument("--lengths", choices=["fixed", "uniform", "lognormal"], default="fixed",
+                   help="length distribution around the means")
+    p.add_argument("--spread", type=float, default=0.5, help="lognormal sigma or uniform relative half-width")
+    p.add_argument("--p95-ttft-s", type=float, help="p95 time-to-first-token target [s]")
+    p.add_argument("--p95-itl-s", type=float, help="p95 inter-token latency target [s]")
+    p.add_argument("--p95-e2e-s", type=float, help="p95 end-to-end latency target [s]")
+    p.add_argument("--gpus-allowed", type=_csv, default=(), help="comma-separated GPU slugs (default: all)")
+    p.add_argument("--max-gpus", type=int, help="at most this many GPUs in total")
+    p.add_argument("--max-usd-per-hour", type=float, help="at most this many USD per hour in total")
+    p.add_argument("--weights-allowed", type=_csv, default=WEIGHT_FORMATS, help="e.g. bf16,fp8")
+    p.add_argument("--kv-allowed", type=_csv, default=KV_FORMATS, help="e.g. bf16")
+    p.add_argument("--providers", type=_csv, default=(), help="only prices from these providers (substrings)")
+    p.add_argument("--price-file", metavar="CSV", help="your own price list (same columns as catalogs/prices.csv)")
+    p.add_argument("--price-kind", choices=["on-demand", "spot", "reserved", "marketplace"], default="on-demand")
+    p.add_argument("--price-policy", choices=["median", "cheapest"], default="median")
+    p.add_argument("--max-simulations", type=int, default=16, help="simulator runs (1-64)")
+    p.add_argument("--requests", type=int, default=2000, help="requests per simulation")
+    p.add_argument("--seed", type=int, default=0)
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    for flag, v in (("--rate", args.rate), ("--input", args.input), ("--output", args.output),
+                    ("--requests", args.requests)):
+        if v <= 0:
+            die(f"rabit: error: argument {flag}: must be positive, got {v:g}")
+    for flag, v in (("--p95-ttft-s", args.p95_ttft_s), ("--p95-itl-s", args.p95_itl_s),
+                    ("--p95-e2e-s", args.p95_e2e_s), ("--max-gpus", args.max_gpus),
+                    ("--max-usd-per-hour", args.max_usd_per_hour)):
+        if v is not None and v <= 0:
+            die(f"rabit: error: argument {flag}: must be positive, got {v:g}")
+    unknown = [g for g in args.gpus_allowed if g not in catalog.gpus()]
+    if unknown:
+        die(f"rabit: error: argument --gpus-allowed: unknown GPU {unknown[0]!r}; known: {', '.join(sorted(catalog.gpus()))}")
+    for flag, vals, ok in (("--weights-allowed", args.weights_allowed, WEIGHT_FORMATS),
+                           ("--kv-allowed", args.kv_allowed, KV_FORMATS)):
+        bad = [v for v in vals if v not in ok] or ([] if vals else ["(empty)"])
+        if bad:
+            die(f"rabit: error: argument {flag}: {bad[0]!r} is not one of {', '.join(ok)}")
+    if args.model_config is None and args.model not in catalog.models():
+        die(f"rabit: error: argument --model: unknown model '{args.model}'; known: {', '.join(sorted(catalog.models()))}")
+    prices = catalog.prices()
+    if args.price_file:
+        try:
+            prices = parse_prices(Path(args.price_file).read_text(), name=Path(args.price_file).name)
+        except OSError as exc:
+            die(f"rabit: error: argument --price-file: cannot read {args.price_file}: {exc.strerror}")
+        except CatalogError as exc:
+            die(f"rabit: error: argument --price-file: {exc}")
+    try:
+        lengths = dict(kind=args.lengths, spread=args.spread)
+        spec = SimSpec(num_requests=args.requests, seed=args.seed, input=Lengths(mean=args.input, **lengths),
+                       output=Lengths(mean=args.output, **lengths))
+        goal = ServingGoal(model=args.model, custom_model=custom_model(args.model_config), rate_per_s=args.rate,
+                           workload=spec, p95_ttft_s=args.p95_ttft_s, p95_itl_s=args.p95_itl_s,
+                           p95_e2e_s=args.p95_e2e_s)
+        cons = Constraints(gpus_allowed=args.gpus_allowed, max_gpus=args.max_gpus,
+                           max_usd_per_hour=args.max_usd_per_hour, weights_allowed=args.weights_allowed,
+                           kv_allowed=args.kv_allowed, providers=args.providers, price_kind=args.price_kind,
+                           price_policy=args.price_policy, max_simulations=args.max_simulations)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        die(f"rabit: error: argument --{str(e['loc'][-1]).replace('_', '-')}: {describe_validation_error(exc)}")
+    r = recommend(goal, cons, prices)
+    payload = {
+        "met": r.met,
+        "recommendation": r.recommendation.model_dump() if r.recommendation else None,
+        "nearest": r.nearest.model_dump() if r.nearest else None,
+        "pareto": [p.model_dump() for p in r.pareto],
+        "explanation": r.explanation.model_dump(),
+        "evaluated": r.evaluated,
+        "simulated": r.simulated,
+        "candidates_pruned": sum(1 for c in r.candidates if c.pruned),
+    }
+    e = r.explanation
+    lines = [e.summary]
+    for label, v in (("why this GPU", e.why_gpu), ("why this count", e.why_count), ("bottleneck", e.bottleneck),
+                     ("cheaper", e.cheaper_alternative), ("faster", e.faster_alternative), ("relax", e.relax)):
+        if v:
+            lines.append(f"  {label}: {v}")
+    for risk in e.risks:
+        lines.append(f"  risk: {risk}")
+    lines.append(f"  evaluated {r.evaluated} configurations, simulated {r.simulated}")
+    emit(payload, args.json, "\n".join(lines))
+    return 0

@@ -1,0 +1,502 @@
+"""Optimizer: the cheapest configuration that meets a serving target, the Pareto front, and why.
+
+Search (seed 000 "Search, Pareto front and market prices")::
+
+    enumerate  GPU x GPUs per replica x (TP, PP) x weight format x KV precision
+    prune      no price, does not validate, no room for a KV cache, misses a target even at batch 1,
+               breaks a hard constraint (GPU kinds, max GPUs, max $/h, precisions, providers)
+    screen     closed form: the largest batch whose decode step meets the ITL target, the replica's
+               saturation throughput there (core.simulate.max_throughput), replicas = ceil(rate / (cap x rho))
+    simulate   at most ``max_simulations`` runs of the serving simulator, cheapest estimate first; a
+               candidate that misses a p95 target gets one more replica and is simulated again
+    recommend  the cheapest simulated configuration that meets every target; the Pareto front on
+               ($/h, p95 end-to-end, capacity) over the simulated ones
+
+Branch and bound: a candidate is only simulated while its closed-form cost is below the cheapest verified
+cost (the replica count never goes below the screen's estimate, so the verified cost of a candidate is at
+least its estimate). Simulations left over go to the cheapest candidate of each other GPU kind, which feeds
+the alternatives and the Pareto front.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core import catalog
+from core.catalog import Price
+from core.config import RabitConfig
+from core.pricing import GpuPrice, PricePolicy, gpu_price
+from core.simulate import SimSpec, kv_pool, max_throughput, simulate
+from core.speed import StepModel
+from core.validate import problems
+
+#: Target utilisation of each replica when sizing the replica count in closed form: queues need headroom
+#: (M/D/1 waiting time grows as rho / (1 - rho); at 0.8 the queue stays short against second-scale targets).
+SCREEN_UTILISATION = 0.8
+#: Share of the ITL target the screen's decode step may use (the rest is left for prefill interference).
+SCREEN_ITL_SHARE = 0.8
+WEIGHT_FORMATS = ("bf16", "fp8", "int4", "nvfp4")
+KV_FORMATS = ("bf16", "fp8")
+
+
+class _F(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ServingGoal(_F):
+    """What the service must do: the workload at a rate, and its p95 targets [s] (None = no target)."""
+
+    model: str = "llama-3.1-70b"
+    custom_model: object | None = None
+    rate_per_s: float = Field(10.0, gt=0)
+    workload: SimSpec = SimSpec(num_requests=2000)
+    p95_ttft_s: float | None = Field(None, gt=0)
+    p95_itl_s: float | None = Field(None, gt=0)
+    p95_e2e_s: float | None = Field(None, gt=0)
+
+
+class Constraints(_F):
+    """Hard constraints and the price basis."""
+
+    gpus_allowed: tuple[str, ...] = ()  # empty: the whole catalog
+    max_gpus: int | None = Field(None, ge=1)
+    max_usd_per_hour: float | None = Field(None, gt=0)
+    weights_allowed: tuple[str, ...] = WEIGHT_FORMATS
+    kv_allowed: tuple[str, ...] = KV_FORMATS
+    providers: tuple[str, ...] = ()
+    price_kind: Literal["on-demand", "spot", "reserved", "marketplace"] = "on-demand"
+    price_policy: PricePolicy = "median"
+    max_simulations: int = Field(16, ge=1, le=64)
+
+
+class Candidate(_F):
+    """One evaluated configuration (screened, and possibly simulated)."""
+
+    gpu: str
+    gpus_per_replica: int
+    tp: int
+    pp: int
+    weights: str
+    kv_dtype: str
+    usd_per_gpu_hour: float | None = None
+    price_basis: str = ""
+    price_unverified: bool = False
+    pruned: str = ""  # why it left the search; empty if it survived the screen
+    batch_1_ttft_s: float | None = None
+    batch_1_itl_s: float | None = None
+    screen_batch: int | None = None
+    capacity_per_replica_rps: float | None = None
+    replicas: int | None = None
+    cost_per_hour: float | None = None
+    simulated: bool = False
+    meets: bool | None = None
+    p95_ttft_s: float | None = None
+    p95_itl_s: float | None = None
+    p95_e2e_s: float | None = None
+    bottleneck: str = ""
+    sim_notes: str = ""
+
+    @property
+    def label(self) -> str:
+        layout = f"TP {self.tp}" + (f" x PP {self.pp}" if self.pp > 1 else "")
+        n = f"{self.replicas} replica{'s' if self.replicas != 1 else ''} of " if self.replicas else ""
+        return f"{n}{self.gpus_per_replica} x {self.gpu} ({layout}, {self.weights} weights, {self.kv_dtype} KV)"
+
+
+class Pick(_F):
+    """A recommended (or alternative) configuration with the figures the CLI contract names."""
+
+    gpu: str
+    gpus_per_replica: int
+    tp: int
+    pp: int
+    weights: str
+    kv_dtype: str
+    replicas: int
+    cost_per_hour: float
+    cost_per_million_tokens: float
+    p95_ttft_s: float | None
+    p95_itl_s: float | None
+    p95_e2e_s: float | None
+    capacity_requests_per_s: float
+    bottleneck: str
+    meets_target: bool
+    label: str
+
+
+class Explanation(_F):
+    summary: str
+    why_gpu: str
+    why_count: str
+    bottleneck: str
+    assumptions: tuple[str, ...]
+    risks: tuple[str, ...]
+    cheaper_alternative: str
+    faster_alternative: str
+    relax: str = ""  # when nothing meets the target: which constraint to relax
+
+
+class Recommendation(_F):
+    goal: ServingGoal
+    constraints: Constraints
+    met: bool
+    recommendation: Pick | None  # the cheapest that meets; None when nothing does
+    nearest: Pick | None  # when nothing meets: the closest simulated option
+    pareto: tuple[Pick, ...]
+    explanation: Explanation
+    candidates: tuple[Candidate, ...]
+    evaluated: int
+    simulated: int
+
+
+# --- helpers -------------------------------------------------------------------------------------------
+
+def _replica_layouts(gpu: catalog.GpuSpec, heads: int, layers: int) -> list[tuple[int, int, int]]:
+    """(GPUs per replica, TP, PP): TP inside the scale-up domain and dividing the heads; PP across nodes."""
+    node = gpu.gpus_per_node
+    domain = max(node, gpu.nvlink_domain if gpu.topology == "nvswitch" else node)
+    out = []
+    for g in (1, 2, 4, 8, 16, 32):
+        for tp in (1, 2, 4, 8, 16, 32):
+            if g % tp or tp > domain or heads % tp:
+                continue
+            pp = g // tp
+            if pp > 1 and tp * 1 < min(g, domain):  # only pipeline when TP already fills the domain
+                continue
+            if pp > 4 or pp > layers:
+                continue
+            out.append((g, tp, pp))
+    return out
+
+
+def _ratio(value: float | None, target: float | None) -> float:
+    if target is None:
+        return 0.0
+    if value is None:
+        return math.inf
+    return value / target
+
+
+def _meets(c: Candidate, goal: ServingGoal) -> bool:
+    return all(_ratio(v, t) <= 1.0 for v, t in ((c.p95_ttft_s, goal.p95_ttft_s), (c.p95_itl_s, goal.p95_itl_s),
+                                                (c.p95_e2e_s, goal.p95_e2e_s)))
+
+
+def _worst_ratio(c: Candidate, goal: ServingGoal) -> float:
+    return max(_ratio(c.p95_ttft_s, goal.p95_ttft_s), _ratio(c.p95_itl_s, goal.p95_itl_s),
+               _ratio(c.p95_e2e_s, goal.p95_e2e_s))
+
+
+def _config(goal: ServingGoal, c: Candidate) -> RabitConfig:
+    g = catalog.gpu(c.gpu)
+    node = g.nvlink_domain if (g.topology == "nvswitch" and g.nvlink_domain > g.gpus_per_node) else g.gpus_per_node
+    gpn = min(c.gpus_per_replica, node)
+    i, o = goal.workload.mean_lengths()
+    return RabitConfig(model=goal.model, custom_model=goal.custom_model, gpu=c.gpu, gpus_per_node=gpn,
+                       nodes=max(1, c.gpus_per_replica // gpn), tp=c.tp, pp=c.pp, weights=c.weights,
+                       kv_dtype=c.kv_dtype, batch=1, input_tokens=max(1, round(i)), output_tokens=max(1, round(o)))
+
+
+def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int) -> int:
+    """Largest batch whose decode step at ``context`` stays within SCREEN_ITL_SHARE of the ITL target."""
+    if itl_target is None:
+        return cap
+    limit = SCREEN_ITL_SHARE * itl_target
+    lo, hi = 1, cap
+    if float(sm.iteration_s(1, context, context)) > limit:
+        return 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if float(sm.iteration_s(mid, mid * context, mid * context)) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+# --- search --------------------------------------------------------------------------------------------
+
+def screen(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...]) -> list[Candidate]:
+    """Enumerate and screen every configuration in closed form (no simulation)."""
+    arch = goal.custom_model if goal.custom_model is not None else catalog.model(goal.model)
+    spec = goal.workload
+    i_mean, o_mean = spec.mean_lengths()
+    out: list[Candidate] = []
+    for slug, g in sorted(catalog.gpus().items()):
+        if cons.gpus_allowed and slug not in cons.gpus_allowed:
+            continue
+        price: GpuPrice | None = gpu_price(slug, prices, kind=cons.price_kind, policy=cons.price_policy,
+                                           providers=cons.providers)
+        for n, tp, pp in _replica_layouts(g, arch.num_heads, arch.num_layers):
+            for w in cons.weights_allowed:
+                if w == "nvfp4" and not g.supports("fp4"):
+                    continue
+                for kv in cons.kv_allowed:
+                    c = Candidate(gpu=slug, gpus_per_replica=n, tp=tp, pp=pp, weights=w, kv_dtype=kv,
+                                  usd_per_gpu_hour=price.usd_per_gpu_hour if price else None,
+                                  price_basis=price.basis if price else "",
+                                  price_unverified=bool(price and any(r.verification == "U" for r in price.rows)))
+                    out.append(_screen_one(goal, cons, c, spec, i_mean, o_mean, price))
+    return out
+
+
+def _screen_one(goal: ServingGoal, cons: Constraints, c: Candidate, spec: SimSpec, i_mean: float, o_mean: float,
+                price: GpuPrice | None) -> Candidate:
+    if price is None:
+        return c.model_copy(update={"pruned": f"no {cons.price_kind} price for {c.gpu}"})
+    if cons.max_gpus is not None and c.gpus_per_replica > cons.max_gpus:
+        return c.model_copy(update={"pruned": f"one replica needs {c.gpus_per_replica} GPUs > max {cons.max_gpus}"})
+    cfg = _config(goal, c)
+    blocking = [p for p in problems(cfg) if p.blocking]
+    if blocking:
+        return c.model_copy(update={"pruned": blocking[0].message})
+    try:
+        pool = kv_pool(cfg, spec)
+    except ValueError as exc:
+        return c.model_copy(update={"pruned": f"does not fit: {exc}"})
+    if pool.blocks * pool.block < i_mean + o_mean:
+        return c.model_copy(update={"pruned": "does not fit: KV pool smaller than one mean request"})
+    sm = StepModel.from_config(cfg)
+    I = max(1, round(i_mean))
+    ctx = i_mean + o_mean / 2
+    ttft1 = float(sm.iteration_s(I, I * (I + 1) / 2, 0))
+    itl1 = float(sm.iteration_s(1, ctx, ctx))
+    upd = {"batch_1_ttft_s": ttft1, "batch_1_itl_s": itl1, "bottleneck": sm.bound(1, ctx, ctx)}
+    misses = []
+    if goal.p95_ttft_s is not None and ttft1 > goal.p95_ttft_s:
+        misses.append(f"TTFT {ttft1:.3g} s > {goal.p95_ttft_s:g} s")
+    if goal.p95_itl_s is not None and itl1 > goal.p95_itl_s:
+        misses.append(f"ITL {itl1 * 1e3:.3g} ms > {goal.p95_itl_s * 1e3:g} ms")
+    if goal.p95_e2e_s is not None and ttft1 + (o_mean - 1) * itl1 > goal.p95_e2e_s:
+        misses.append(f"end-to-end {ttft1 + (o_mean - 1) * itl1:.3g} s > {goal.p95_e2e_s:g} s")
+    if misses:
+        return c.model_copy(update={**upd, "pruned": "misses the target even at batch 1: " + "; ".join(misses)})
+    b_itl = _itl_batch(sm, ctx, goal.p95_itl_s, spec.max_batch)
+    if goal.p95_e2e_s is not None:
+        per_tok = (goal.p95_e2e_s * SCREEN_ITL_SHARE - ttft1) / max(o_mean - 1, 1)
+        b_itl = min(b_itl, _itl_batch(sm, ctx, per_tok / SCREEN_ITL_SHARE, spec.max_batch) or 1)
+    b = max(1, b_itl)
+    cap = max_throughput(cfg, spec.with_(max_batch=b, token_budget=max(spec.token_budget, b)), pool=pool, sm=sm)
+    replicas = max(1, math.ceil(goal.rate_per_s / (cap.requests_per_s * SCREEN_UTILISATION)))
+    cost = replicas * c.gpus_per_replica * price.usd_per_gpu_hour
+    upd.update(screen_batch=cap.batch, capacity_per_replica_rps=cap.requests_per_s, replicas=replicas,
+               cost_per_hour=cost, bottleneck=sm.bound(cap.batch, cap.batch * ctx, cap.batch * ctx))
+    if cons.max_gpus is not None and replicas * c.gpus_per_replica > cons.max_gpus:
+        upd["pruned"] = f"needs about {replicas * c.gpus_per_replica} GPUs > max {cons.max_gpus}"
+    elif cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour:
+        upd["pruned"] = f"about ${cost:,.0f}/h > max ${cons.max_usd_per_hour:,.0f}/h"
+    return c.model_copy(update=upd)
+
+
+def _simulate(goal: ServingGoal, c: Candidate) -> Candidate:
+    cfg = _config(goal, c)
+    b = c.screen_batch or goal.workload.max_batch
+    spec = goal.workload.with_(rate_per_s=goal.rate_per_s / c.replicas, arrival="poisson")
+    r = simulate(cfg, spec)
+    s = r.summary
+    done = c.model_copy(update={"simulated": True, "p95_ttft_s": s.ttft_s.p95, "p95_itl_s": s.itl_s.p95,
+                                "p95_e2e_s": s.e2e_s.p95, "sim_notes": (
+                                    f"{s.completed}/{s.requests} completed, {s.preemptions} preemptions"
+                                    + (", saturated" if s.saturated else "") + f", batch cap {b}")})
+    met = _meets(done, goal) and not s.saturated and s.rejected == 0
+    return done.model_copy(update={"meets": met})
+
+
+def _pick(goal: ServingGoal, c: Candidate) -> Pick:
+    _, o_mean = goal.workload.mean_lengths()
+    tokens_per_hour = goal.rate_per_s * o_mean * 3600
+    return Pick(gpu=c.gpu, gpus_per_replica=c.gpus_per_replica, tp=c.tp, pp=c.pp, weights=c.weights,
+                kv_dtype=c.kv_dtype, replicas=c.replicas or 0, cost_per_hour=c.cost_per_hour or 0.0,
+                cost_per_million_tokens=(c.cost_per_hour or 0.0) / tokens_per_hour * 1e6,
+                p95_ttft_s=c.p95_ttft_s, p95_itl_s=c.p95_itl_s, p95_e2e_s=c.p95_e2e_s,
+                capacity_requests_per_s=(c.replicas or 0) * (c.capacity_per_replica_rps or 0.0),
+                bottleneck=c.bottleneck, meets_target=bool(c.meets), label=c.label)
+
+
+def pareto(picks: list[Pick]) -> tuple[Pick, ...]:
+    """Non-dominated picks: lower cost, lower p95 end-to-end and higher capacity are better."""
+    def key(p: Pick) -> tuple[float, float, float]:
+        return (p.cost_per_hour, p.p95_e2e_s if p.p95_e2e_s is not None else math.inf, -p.capacity_requests_per_s)
+
+    front = []
+    for p in picks:
+        kp = key(p)
+        dominated = any(all(a <= b for a, b in zip(key(q), kp)) and key(q) != kp for q in picks)
+        if not dominated:
+            front.append(p)
+    return tuple(sorted(front, key=lambda p: p.cost_per_hour))
+
+
+def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tuple[Price, ...] | None = None,
+              progress=None) -> Recommendation:
+    """The cheapest priced configuration that meets ``goal`` under ``cons`` (see the module docstring).
+
+    ``progress``: optional callable ``(done, total, label)`` for a progress bar (called, never stored).
+    """
+    prices = prices if prices is not None else catalog.prices()
+    cands = screen(goal, cons, prices)
+    survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost_per_hour, c.gpus_per_replica))
+    results: dict[int, Candidate] = {}
+    sims = 0
+    best_cost = math.inf
+    budget = cons.max_simulations
+
+    def run(idx: int, c: Candidate) -> Candidate:
+        nonlocal sims
+        sims += 1
+        if progress:
+            progress(sims, budget, c.label)
+        return _simulate(goal, c)
+
+    # 1. branch and bound over the cheapest estimates
+    for idx, c in enumerate(survivors):
+        if sims >= budget or c.cost_per_hour >= best_cost:
+            break
+        r = run(idx, c)
+        while not r.meets and sims < budget and r.replicas is not None and r.replicas < 1024:
+            more = r.replicas + max(1, r.replicas // 4)
+            cost = more * r.gpus_per_replica * (r.usd_per_gpu_hour or 0.0)
+            if cost >= best_cost or (cons.max_gpus is not None and more * r.gpus_per_replica > cons.max_gpus) or \
+                    (cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour):
+                break
+            r = run(idx, r.model_copy(update={"replicas": more, "cost_per_hour": cost}))
+        results[idx] = r
+        if r.meets:
+            best_cost = min(best_cost, r.cost_per_hour or math.inf)
+    # 2. leftover budget: the cheapest unsimulated candidate of each other GPU kind, then of each replica
+    #    size (faster, dearer layouts), so the alternatives and the Pareto front have something to show
+    for key in (lambda c: c.gpu, lambda c: (c.gpu, c.gpus_per_replica)):
+        seen = {key(results[i]) for i in results}
+        for idx, c in enumerate(survivors):
+            if sims >= budget:
+                break
+            if idx in results or key(c) in seen:
+                continue
+            seen.add(key(c))
+            results[idx] = run(idx, c)
+    simulated = [results[i] for i in sorted(results)]
+    all_cands = [results.get(i, c) for i, c in enumerate(survivors)] + [c for c in cands if c.pruned]
+    meeting = sorted((c for c in simulated if c.meets), key=lambda c: c.cost_per_hour)
+    best = meeting[0] if meeting else None
+    picks = [_pick(goal, c) for c in simulated]
+    front = pareto(picks)
+    nearest = None
+    if best is None and simulated:
+        nearest = min(simulated, key=lambda c: (_worst_ratio(c, goal), c.cost_per_hour))
+    elif best is None:
+        # nothing survived to a simulation: the nearest is the best batch-1 latency among those that fit
+        near = [c.model_copy(update={"p95_ttft_s": c.batch_1_ttft_s, "p95_itl_s": c.batch_1_itl_s,
+                                     "p95_e2e_s": c.batch_1_ttft_s + (goal.workload.mean_lengths()[1] - 1)
+                                     * c.batch_1_itl_s, "replicas": c.replicas or 1,
+                                     "cost_per_hour": c.cost_per_hour or (c.gpus_per_replica * (c.usd_per_gpu_hour or 0)),
+                                     "sim_notes": "batch-1 closed form (not simulated)"})
+                for c in cands if c.batch_1_ttft_s is not None and c.usd_per_gpu_hour is not None]
+        if near:
+            nearest = min(near, key=lambda c: (_worst_ratio(c, goal), c.cost_per_hour or 0.0))
+    expl = explain(goal, cons, best, nearest, simulated, all_cands)
+    return Recommendation(goal=goal, constraints=cons, met=best is not None,
+                          recommendation=_pick(goal, best) if best else None,
+                          nearest=_pick(goal, nearest) if nearest else None, pareto=front, explanation=expl,
+                          candidates=tuple(all_cands), evaluated=len(cands), simulated=sims)
+
+
+def explain(goal: ServingGoal, cons: Constraints, best: Candidate | None, nearest: Candidate | None,
+            simulated: list[Candidate], cands: list[Candidate]) -> Explanation:
+    """The structured why: GPU, count, bottleneck, assumptions, risks, alternatives, what to relax."""
+    from core.assumptions import REGISTRY, Assumptions
+
+    a = Assumptions()
+    assumptions = (
+        f"decode memory-bandwidth utilisation {a.mbu:g} ({REGISTRY['mbu'].low:g}-{REGISTRY['mbu'].high:g})",
+        f"prefill compute efficiency ceiling {a.mfu_max:g} ({REGISTRY['mfu_max'].low:g}-{REGISTRY['mfu_max'].high:g})",
+        f"replicas sized in the screen at {SCREEN_UTILISATION:.0%} utilisation, then checked by simulation",
+        f"prices: {cons.price_policy} {cons.price_kind} listing per GPU-hour",
+    )
+    targets = ", ".join(f"p95 {n} <= {v:g} s" for n, v in (("TTFT", goal.p95_ttft_s), ("ITL", goal.p95_itl_s),
+                                                          ("end-to-end", goal.p95_e2e_s)) if v is not None) or \
+        "no latency target (cheapest that keeps up)"
+    if best is None:
+        near = (f"{nearest.label} (p95 TTFT {_s(nearest.p95_ttft_s)}, ITL {_s(nearest.p95_itl_s)}, end-to-end "
+                f"{_s(nearest.p95_e2e_s)}{'; ' + nearest.sim_notes if not nearest.simulated else ''})"
+                if nearest else "no configuration fits under these constraints")
+        pruned = [c for c in cands if c.pruned]
+        reasons: dict[str, int] = {}
+        for c in pruned:
+            key = c.pruned.split(":")[0]
+            reasons[key] = reasons.get(key, 0) + 1
+        top = max(reasons, key=reasons.get) if reasons else ""
+        relax = _relax_hint(goal, cons, nearest, top)
+        return Explanation(
+            summary=f"Nothing meets {targets} at {goal.rate_per_s:g} requests/s. Closest: {near}.",
+            why_gpu="", why_count="", bottleneck=nearest.bottleneck if nearest else "",
+            assumptions=assumptions, risks=(), cheaper_alternative="", faster_alternative="",
+            relax=relax)
+    others = [c for c in simulated if c.meets and c.gpu != best.gpu]
+    runner = min(others, key=lambda c: c.cost_per_hour) if others else None
+    why_gpu = (f"{best.gpu} meets the target at ${best.cost_per_hour:,.2f}/h"
+               + (f"; the best other GPU, {runner.gpu}, needs ${runner.cost_per_hour:,.2f}/h "
+                  f"({runner.cost_per_hour / best.cost_per_hour - 1:+.0%})" if runner else
+                  "; no other GPU kind met the target within the simulation budget"))
+    why_count = (f"{best.replicas} replica(s) of {best.gpus_per_replica} GPU(s): each carries "
+                 f"{goal.rate_per_s / best.replicas:.3g} of the {goal.rate_per_s:g} requests/s against a closed-form "
+                 f"capacity of {best.capacity_per_replica_rps:.3g}/s at batch {int(best.screen_batch or 0)}; simulated p95 "
+                 f"TTFT {_s(best.p95_ttft_s)}, ITL {_s(best.p95_itl_s)}, end-to-end {_s(best.p95_e2e_s)}")
+    bott = (f"decode at batch {int(best.screen_batch or 0)} is {best.bottleneck}-bound"
+            + ("; the weights and KV cache stream from HBM every step" if best.bottleneck == "memory" else ""))
+    risks = []
+    margin = _worst_ratio(best, goal)
+    if margin > 0.9:
+        risks.append(f"the tightest p95 is at {margin:.0%} of its target: little headroom for burstier traffic")
+    if best.weights in ("int4", "nvfp4") or best.kv_dtype == "fp8":
+        risks.append(f"{best.weights} weights / {best.kv_dtype} KV need a quality evaluation before shipping")
+    if best.price_unverified:
+        risks.append(f"the price rests on unverified listings: {best.price_basis}")
+    if goal.rate_per_s / best.replicas > 0.85 * (best.capacity_per_replica_rps or math.inf):
+        risks.append("replicas run above 85% of their closed-form capacity")
+    cheaper = [c for c in simulated if not c.meets and c.cost_per_hour < best.cost_per_hour]
+    cheap_txt = ""
+    if cheaper:
+        ch = min(cheaper, key=lambda c: c.cost_per_hour)
+        cheap_txt = (f"{ch.label} at ${ch.cost_per_hour:,.2f}/h gives up the target: p95 end-to-end "
+                     f"{_s(ch.p95_e2e_s)}, TTFT {_s(ch.p95_ttft_s)}, ITL {_s(ch.p95_itl_s)}")
+    faster = [c for c in simulated if c.meets and c.p95_e2e_s is not None and best.p95_e2e_s is not None
+              and c.p95_e2e_s < best.p95_e2e_s]
+    fast_txt = ""
+    if faster:
+        fa = min(faster, key=lambda c: c.p95_e2e_s)
+        fast_txt = (f"{fa.label}: p95 end-to-end {_s(fa.p95_e2e_s)} instead of {_s(best.p95_e2e_s)} for "
+                    f"${fa.cost_per_hour:,.2f}/h ({fa.cost_per_hour / best.cost_per_hour - 1:+.0%})")
+    return Explanation(
+        summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {goal.rate_per_s:g} requests/s.",
+        why_gpu=why_gpu, why_count=why_count, bottleneck=bott, assumptions=assumptions, risks=tuple(risks),
+        cheaper_alternative=cheap_txt, faster_alternative=fast_txt)
+
+
+def _s(x: float | None) -> str:
+    if x is None:
+        return "withheld"
+    return f"{x * 1e3:.3g} ms" if x < 1 else f"{x:.3g} s"
+
+
+def _relax_hint(goal: ServingGoal, cons: Constraints, nearest: Candidate | None, top_reason: str) -> str:
+    hints = []
+    if nearest is not None:
+        for name, v, t in (("p95 TTFT", nearest.p95_ttft_s, goal.p95_ttft_s),
+                           ("p95 ITL", nearest.p95_itl_s, goal.p95_itl_s),
+                           ("p95 end-to-end", nearest.p95_e2e_s, goal.p95_e2e_s)):
+            if t is not None and v is not None and v > t:
+                hints.append(f"raise the {name} target to at least {_s(v)}")
+    if cons.max_gpus is not None:
+        hints.append(f"raise the GPU limit above {cons.max_gpus}")
+    if cons.max_usd_per_hour is not None:
+        hints.append(f"raise the price limit above ${cons.max_usd_per_hour:,.0f}/h")
+    if cons.gpus_allowed:
+        hints.append("allow more GPU kinds")
+    if set(cons.weights_allowed) != set(WEIGHT_FORMATS):
+        hints.append("allow FP8 or 4-bit weights")
+    if top_reason:
+        hints.append(f"most configurations were pruned because: {top_reason}")
+    return "; ".join(hints)

@@ -1,0 +1,63 @@
+"""Prices: the USD per GPU-hour a configuration is costed at, with the row(s) it came from.
+
+Policy ``"median"`` (default) takes the median of the matching rows across providers, a representative
+market price that one outlier listing cannot move; ``"cheapest"`` takes the lowest. Rows are filtered by
+kind (on-demand by default) and optionally by provider (case-insensitive substring). When a GPU has no
+row of the requested kind, no price is returned: the caller says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Literal
+
+from core.catalog import Price
+
+PricePolicy = Literal["median", "cheapest"]
+
+
+@dataclass(frozen=True)
+class GpuPrice:
+    gpu: str
+    usd_per_gpu_hour: float
+    kind: str
+    policy: str
+    rows: tuple[Price, ...]
+
+    @property
+    def basis(self) -> str:
+        """One line naming where the price comes from."""
+        if len(self.rows) == 1:
+            r = self.rows[0]
+            return f"{r.provider} {r.kind} ${r.usd_per_gpu_hour:.2f}/GPU-h ({r.as_of})"
+        lo = min(r.usd_per_gpu_hour for r in self.rows)
+        hi = max(r.usd_per_gpu_hour for r in self.rows)
+        newest = max(r.as_of for r in self.rows)
+        return (f"{self.policy} of {len(self.rows)} {self.kind} listings (${lo:.2f}-${hi:.2f}/GPU-h, "
+                f"newest {newest})")
+
+
+def gpu_price(gpu: str, prices: tuple[Price, ...], *, kind: str = "on-demand", policy: PricePolicy = "median",
+              providers: tuple[str, ...] = ()) -> GpuPrice | None:
+    """The price of one GPU-hour of ``gpu`` under a policy, or None when no row matches."""
+    rows = tuple(p for p in prices if p.gpu == gpu and p.kind == kind and
+                 (not providers or any(s.lower() in p.provider.lower() for s in providers)))
+    if not rows:
+        return None
+    values = [r.usd_per_gpu_hour for r in rows]
+    if policy == "cheapest":
+        best = min(rows, key=lambda r: r.usd_per_gpu_hour)
+        return GpuPrice(gpu, best.usd_per_gpu_hour, kind, policy, (best,))
+    return GpuPrice(gpu, float(statistics.median(values)), kind, policy, rows)
+
+
+def price_table(prices: tuple[Price, ...], *, kind: str = "on-demand", policy: PricePolicy = "median",
+                providers: tuple[str, ...] = ()) -> dict[str, GpuPrice]:
+    """``gpu_price`` for every GPU that has a matching row."""
+    out = {}
+    for g in sorted({p.gpu for p in prices}):
+        gp = gpu_price(g, prices, kind=kind, policy=policy, providers=providers)
+        if gp is not None:
+            out[g] = gp
+    return out

@@ -1,0 +1,102 @@
+"""Optimizer invariants: meets its own simulation, Pareto non-domination, monotone in the target."""
+
+import pytest
+
+import core.optimizer as opt
+from core.optimizer import Constraints, ServingGoal, pareto, recommend
+from core.simulate import Lengths, SimSpec, simulate
+
+SPEC = SimSpec(num_requests=600, input=Lengths(kind="lognormal", mean=1000, spread=0.5),
+               output=Lengths(kind="lognormal", mean=250, spread=0.5))
+GOAL = ServingGoal(model="llama-3.1-70b", rate_per_s=10, workload=SPEC, p95_ttft_s=2.0, p95_e2e_s=20.0)
+
+
+@pytest.fixture(scope="module")
+def base():
+    return recommend(GOAL)
+
+
+def test_recommendation_meets_the_target_in_its_own_simulation(base):
+    assert base.met and base.recommendation is not None
+    rec = next(c for c in base.candidates if c.simulated and c.meets and opt._pick(GOAL, c) == base.recommendation)
+    r = simulate(opt._config(GOAL, rec), SPEC.with_(rate_per_s=GOAL.rate_per_s / rec.replicas))
+    assert r.summary.ttft_s.p95 <= GOAL.p95_ttft_s
+    assert r.summary.e2e_s.p95 <= GOAL.p95_e2e_s
+    assert not r.summary.saturated and r.summary.rejected == 0
+    # it is the cheapest of the simulated configurations that met the target
+    met = [c.cost_per_hour for c in base.candidates if c.simulated and c.meets]
+    assert base.recommendation.cost_per_hour == min(met)
+
+
+def test_simulation_cap_holds(base, monkeypatch):
+    assert base.simulated <= 16
+    calls = []
+    real = opt.simulate
+
+    def counting(cfg, spec, **kw):
+        calls.append(cfg)
+        return real(cfg, spec, **kw)
+
+    monkeypatch.setattr(opt, "simulate", counting)
+    r = recommend(GOAL, Constraints(max_simulations=5))
+    assert len(calls) == r.simulated <= 5
+
+
+def test_pareto_front_is_not_dominated(base):
+    front = base.pareto
+    assert front
+    for p in front:
+        for q in front:
+            if p is q:
+                continue
+            better_or_equal = (q.cost_per_hour <= p.cost_per_hour and q.p95_e2e_s <= p.p95_e2e_s
+                               and q.capacity_requests_per_s >= p.capacity_requests_per_s)
+            strictly = (q.cost_per_hour, q.p95_e2e_s, -q.capacity_requests_per_s) != (
+                p.cost_per_hour, p.p95_e2e_s, -p.capacity_requests_per_s)
+            assert not (better_or_equal and strictly), (p.label, q.label)
+
+
+def test_pareto_helper_on_a_hand_made_set():
+    mk = lambda cost, e2e, cap: opt.Pick(gpu="x", gpus_per_replica=1, tp=1, pp=1, weights="bf16", kv_dtype="bf16",  # noqa: E731
+                                        replicas=1, cost_per_hour=cost, cost_per_million_tokens=0, p95_ttft_s=None,
+                                        p95_itl_s=None, p95_e2e_s=e2e, capacity_requests_per_s=cap,
+                                        bottleneck="memory", meets_target=True, label=f"{cost}/{e2e}/{cap}")
+    a, b, c, d = mk(1, 10, 5), mk(2, 5, 5), mk(3, 6, 4), mk(2, 5, 6)
+    # c is dominated by b (cheaper, faster, more capacity); b is dominated by d (same cost and p95, more capacity)
+    assert {p.label for p in pareto([a, b, c, d])} == {a.label, d.label}
+
+
+def test_tightening_a_target_never_lowers_the_cost(base):
+    costs = []
+    for e2e in (40.0, 20.0, 10.0, 6.0):
+        r = recommend(GOAL.model_copy(update={"p95_e2e_s": e2e}))
+        costs.append(r.recommendation.cost_per_hour if r.met else float("inf"))
+    assert costs == sorted(costs), costs
+    assert costs[1] == base.recommendation.cost_per_hour
+
+
+def test_forbidding_the_recommended_gpu_moves_the_choice(base):
+    first = base.recommendation.gpu
+    allowed = tuple(g for g in ("h100-sxm", "h200-sxm", "b200", "a100-80gb", "mi300x") if g != first)
+    r = recommend(GOAL, Constraints(gpus_allowed=allowed))
+    assert r.met and r.recommendation.gpu != first and r.recommendation.gpu in allowed
+    assert r.recommendation.cost_per_hour >= base.recommendation.cost_per_hour
+
+
+def test_impossible_target_says_nothing_meets_with_the_nearest_option():
+    r = recommend(GOAL.model_copy(update={"p95_ttft_s": 0.005}))
+    assert not r.met and r.recommendation is None
+    assert r.nearest is not None and r.nearest.p95_ttft_s > 0.005
+    assert "Nothing meets" in r.explanation.summary
+    assert "raise the p95 TTFT target" in r.explanation.relax
+
+
+def test_explanation_is_structured(base):
+    e = base.explanation
+    assert e.why_gpu and e.why_count and e.bottleneck and e.assumptions
+    assert base.recommendation.gpu in e.why_gpu
+
+
+def test_no_price_prunes_with_reason(base):
+    unpriced = [c for c in base.candidates if c.gpu == "mi300x"]
+    assert unpriced and all("no on-demand price" in c.pruned for c in unpriced)
