@@ -44,7 +44,7 @@ with st.form("opt"):
         providers = p3.text_input("Providers (comma-separated substrings, empty = all)", key="opt.providers")
         upload = st.file_uploader("Your own price list (CSV, same columns as catalogs/prices.csv)", type=["csv"],
                                   key="opt.price_file")
-    submitted = st.form_submit_button("Find the cheapest configuration", type="primary")
+    st.form_submit_button("Find the cheapest configuration", type="primary", key="opt.submit")
 
 prices = catalog.prices()
 if upload is not None:

@@ -1,0 +1,38 @@
+"""The Optimizer page: a recommendation with its explanation, and an honest 'nothing meets it'."""
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
+
+
+def _open():
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("../pages/optimizer.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_recommendation_and_table(clear_cache):
+    at = _open()
+    assert at.success and at.success[0].value.startswith("Use ")
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Cost per hour"].startswith("$")
+    assert any("Why this GPU" in md.value for md in at.markdown)
+    assert at.dataframe  # the table of all evaluated configurations with prune reasons
+    first = shown["Cost per hour"]
+    # a 5x higher arrival rate needs more GPUs: the cost goes up
+    at.number_input(key="opt.rate").set_value(50.0)
+    at.button(key="opt.submit").click().run()
+    assert not at.exception
+    assert {m.label: m.value for m in at.metric}["Cost per hour"] != first
+
+
+def test_impossible_target_shows_nothing_meets(clear_cache):
+    at = _open()
+    at.number_input(key="opt.ttft").set_value(0.001)
+    at.button(key="opt.submit").click().run()
+    assert not at.exception
+    assert any("Nothing meets" in e.value for e in at.error)
+    assert any("raise the p95 TTFT target" in w.value for w in at.warning)
