@@ -99,6 +99,31 @@ _INFOS = (
     AssumptionInfo(
         "restart_s", "Time to detect a failure, reschedule and reload", "s", 600.0, 1800.0, 300.0,
         "Llama 3 and OPT-175B logbooks: restarts of 10-30 minutes at scale.", -1),
+    AssumptionInfo(
+        "eagle_draft_frac", "Cost of one EAGLE draft step / one target decode step", "frac", 0.05, 0.10, 0.03,
+        "EAGLE (Li et al., arXiv 2401.15077): the draft head is one decoder layer plus the target's LM "
+        "head, 2.7% (Llama-3.1-70B) to 9% (8B) of the target's weights, read once per draft step; "
+        "launch costs make it no cheaper than ~3%.", -1),
+    AssumptionInfo(
+        "ngram_draft_us", "CPU time of one n-gram (prompt-lookup) proposal round", "us", 50.0, 300.0, 10.0,
+        "Prompt-lookup decoding (Saxena 2023; vLLM's n-gram proposer) is a suffix match on the CPU: "
+        "tens of microseconds per batch; estimate, not a measurement.", -1),
+    AssumptionInfo(
+        "tp_overlap_train", "Share of tensor-parallel communication hidden behind compute (training)",
+        "frac", 0.0, 0.0, 0.5,
+        "Megatron-LM/Transformer Engine --tp-comm-overlap (userbuffers) splits GEMMs to overlap the TP "
+        "all-gather/reduce-scatter; off by default, so the base exposes it all.", +1),
+    AssumptionInfo(
+        "lora_flop_per_param", "LoRA: FLOPs per frozen base parameter per token (full training: 6)",
+        "FLOP", 4.0, 4.5, 4.0,
+        "The frozen base runs forward (2N) and the activation-gradient backward (2N) but no weight-gradient "
+        "GEMMs (2N): 4N. Hu et al., LoRA (arXiv 2106.09685 sec. 4.2) measured a 25% speed-up over full "
+        "fine-tuning of GPT-3 175B, i.e. 6 / 1.33 = 4.5 effective.", -1),
+    AssumptionInfo(
+        "qlora_slowdown", "QLoRA compute time / LoRA compute time (NF4 dequantisation before each GEMM)",
+        "x", 1.35, 1.6, 1.15,
+        "Estimate: bitsandbytes dequantises the NF4 base to BF16 before every GEMM, forward and backward "
+        "(Dettmers et al., arXiv 2305.14314); practitioner reports put QLoRA 15-60% slower than LoRA.", -1),
 )
 
 REGISTRY: MappingProxyType[str, AssumptionInfo] = MappingProxyType({a.name: a for a in _INFOS})
@@ -125,6 +150,11 @@ class Assumptions(BaseModel):
     failure_rate_per_gpu_hour: float = Field(REGISTRY["failure_rate_per_gpu_hour"].base, ge=0)
     checkpoint_write_s: float = Field(REGISTRY["checkpoint_write_s"].base, ge=0)
     restart_s: float = Field(REGISTRY["restart_s"].base, ge=0)
+    eagle_draft_frac: float = Field(REGISTRY["eagle_draft_frac"].base, ge=0, le=1)
+    ngram_draft_us: float = Field(REGISTRY["ngram_draft_us"].base, ge=0)
+    tp_overlap_train: float = Field(REGISTRY["tp_overlap_train"].base, ge=0, lt=1)
+    lora_flop_per_param: float = Field(REGISTRY["lora_flop_per_param"].base, ge=2, le=6)
+    qlora_slowdown: float = Field(REGISTRY["qlora_slowdown"].base, ge=1)
 
     def at(self, bound: Literal["base", "low", "high"]) -> "Assumptions":
         """Every assumption at its base, pessimistic ("low") or optimistic ("high") bound."""

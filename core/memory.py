@@ -81,6 +81,7 @@ class TrainingMemory(_Frozen):
     fits: bool
     reason: str
     steps: tuple[Step, ...] = ()
+    fp8_weight_bytes_per_gpu: float = 0.0  # FP8 training: Transformer Engine's cached FP8 weight copies
 
 
 # --- serving -------------------------------------------------------------------------------------
@@ -284,67 +285,160 @@ def training_memory(cfg: RabitConfig, tr: Trace | None = None, *, dp: int | None
     return training_memory_for(m, g, cfg, tr, dp=dp if dp is not None else cfg.dp)
 
 
+def expert_params_total(m: ModelArch) -> float:
+    """Routed-expert parameters of the whole model (0 for a dense model)."""
+    return float(m.moe_layers * m.num_experts * m.expert_params()) if m.is_moe else 0.0
+
+
+def stage_layers(num_layers: int, pp: int, vpp: int = 1) -> tuple[int, float]:
+    """(layers on the heaviest pipeline stage, effective PP split = L / that).
+
+    PP need not divide the layers (DeepSeek-V3 trains 61 layers on PP 16): the heaviest stage holds
+    ceil(L / PP) layers and sets both the per-GPU memory and the stage time, so per-GPU quantities divide
+    by L / ceil(L / PP) instead of PP. Equal to PP when PP divides L. With ``vpp`` interleaved chunks per
+    GPU each chunk holds ceil(L / (PP v)) layers, so a GPU holds v x that (Llama 3 405B: 126 layers on
+    PP 16, v 4 -> 8 layers per GPU).
+    """
+    ls = vpp * math.ceil(num_layers / (pp * vpp))
+    return ls, num_layers / ls
+
+
 def training_memory_for(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace, *, dp: int,
                         tp: int | None = None, pp: int | None = None, zero: int | None = None,
-                        micro_batch: int | None = None, recompute: str | None = None) -> TrainingMemory:
-    """As :func:`training_memory` with the layout given explicitly (used by the layout search)."""
+                        micro_batch: int | None = None, recompute: str | None = None,
+                        ep: int | None = None, vpp: int = 1, micro_batches: int | None = None) -> TrainingMemory:
+    """As :func:`training_memory` with the layout given explicitly (used by the layout search).
+
+    Beyond the config's layout:
+      * ``ep``: expert parallelism. Routed experts are split over EP x PP (each expert whole on one GPU,
+        expert-tensor-parallel 1) and their ZeRO shards go over the expert-data-parallel group
+        TP x DP / EP; everything else over TP x PP and DP (Megatron-Core MoE layout).
+      * ``vpp``: interleaved (virtual) pipeline stages; the first stage then holds
+        (1 + (PP - 1) / (PP x v)) times the activations (Korthikanti et al. sec. 4.2.3).
+      * ``micro_batches``: micro-batches per step; 1F1B holds min(PP, m) of them in flight.
+      * PP need not divide the layers: the heaviest stage holds ceil(L / PP) (see :func:`stage_layers`).
+      * FP8 training (``cfg.train_precision``): Transformer Engine caches an FP8 copy of every weight it
+        holds across micro-batches, 1 B per parameter on top of the BF16 weights.
+    """
     tp = tp or cfg.tp
     pp = pp or cfg.pp
+    ep = ep or cfg.ep
     zero = cfg.zero if zero is None else zero
     mb = micro_batch or cfg.micro_batch
     rc = recompute or cfg.recompute
     a = cfg.assumptions
+    L = m.num_layers
+    L_s, pp_eff = stage_layers(L, pp, vpp)
     P = float(m.total_params())
-    shard = tp * pp
     tr.step("P", "Model parameters", "P", "P", P, P=P)
+    ppn = "pp"
+    if L_s * pp != L:
+        ppn = "p_e"
+        pp_eff = tr.step("p_e", "Effective pipeline split (heaviest stage)", "p_e", "L / (v * ceil(L / (pp * v)))",
+                         pp_eff, L=L, pp=pp, v=vpp, note=f"PP {pp} x {vpp} chunk(s) does not divide {L} layers: the "
+                                                        f"heaviest stage holds {L_s} layers and sets memory and time")
+    shard = tp * pp_eff
+    split_experts = m.is_moe and ep > 1
+    P_e = expert_params_total(m) if split_experts else 0.0
+    P_d = P - P_e
+    edp = tp * dp / ep if split_experts else dp
+    pv = {ppn: pp_eff}
     if cfg.lora_rank:
         n_train = lora_params(m, cfg.lora_rank)
         base_b = QLORA_BASE_BYTES if cfg.qlora else 2.0
-        Wb = tr.step("weight_bytes_per_gpu", "Weights per GPU", "W", "(P * b_base + N_t * 2) / (tp * pp)",
-                     (P * base_b + n_train * ADAM_WEIGHT_B) / shard, unit="B",
-                     latex=r"\frac{[P] \cdot [b_base] + [N_t] \cdot 2}{[tp] \cdot [pp]}",
-                     P=P, b_base=base_b, N_t=n_train, tp=tp, pp=pp,
-                     note=("QLoRA: frozen base in NF4 with double-quantised scales" if cfg.qlora else
-                           "LoRA: frozen BF16 base") + f"; rank-{cfg.lora_rank} adapters trainable")
+        note_w = (("QLoRA: frozen base in NF4 with double-quantised scales" if cfg.qlora else
+                   "LoRA: frozen BF16 base") + f"; rank-{cfg.lora_rank} adapters trainable")
+        if split_experts:
+            Wb = tr.step("weight_bytes_per_gpu", "Weights per GPU", "W",
+                         f"(P_d * b_base + N_t * 2) / (tp * {ppn}) + P_exp * b_base / (ep * {ppn})",
+                         (P_d * base_b + n_train * ADAM_WEIGHT_B) / shard + P_e * base_b / (ep * pp_eff), unit="B",
+                         P_d=P_d, b_base=base_b, N_t=n_train, tp=tp, P_exp=P_e, ep=ep, **pv,
+                         note=note_w + "; routed experts split over EP")
+        else:
+            Wb = tr.step("weight_bytes_per_gpu", "Weights per GPU", "W", f"(P * b_base + N_t * 2) / (tp * {ppn})",
+                         (P * base_b + n_train * ADAM_WEIGHT_B) / shard, unit="B",
+                         latex=rf"\frac{{[P] \cdot [b_base] + [N_t] \cdot 2}}{{[tp] \cdot [{ppn}]}}",
+                         P=P, b_base=base_b, N_t=n_train, tp=tp, **pv, note=note_w)
         zg = dp if zero >= 2 else 1
         zo = dp if zero >= 1 else 1
-        G = tr.step("gradient_bytes_per_gpu", "Gradients per GPU", "G", "N_t * 2 / (tp * pp * z_g)",
-                    n_train * ADAM_GRAD_B / (shard * zg), unit="B", N_t=n_train, tp=tp, pp=pp, z_g=zg,
+        G = tr.step("gradient_bytes_per_gpu", "Gradients per GPU", "G", f"N_t * 2 / (tp * {ppn} * z_g)",
+                    n_train * ADAM_GRAD_B / (shard * zg), unit="B", N_t=n_train, tp=tp, **pv, z_g=zg,
                     note="adapters only")
-        Ob = tr.step("optimizer_bytes_per_gpu", "Optimizer state per GPU", "S", "N_t * 12 / (tp * pp * z_o)",
-                     n_train * ADAM_OPTIM_B / (shard * zo), unit="B", N_t=n_train, tp=tp, pp=pp, z_o=zo,
+        Ob = tr.step("optimizer_bytes_per_gpu", "Optimizer state per GPU", "S", f"N_t * 12 / (tp * {ppn} * z_o)",
+                     n_train * ADAM_OPTIM_B / (shard * zo), unit="B", N_t=n_train, tp=tp, **pv, z_o=zo,
                      note="FP32 master, momentum and variance of the adapters")
+    elif split_experts:
+        n_train = P
+        zw, zg, zo = (dp if zero >= 3 else 1), (dp if zero >= 2 else 1), (dp if zero >= 1 else 1)
+        ew, eg, eo = (edp if zero >= 3 else 1), (edp if zero >= 2 else 1), (edp if zero >= 1 else 1)
+        tr.step("expert_dp", "Expert data-parallel degree", "d_e", "tp * dp / ep", edp, tp=tp, dp=dp, ep=ep,
+                note="GPUs holding the same expert shard: ZeRO shards expert state over them")
+        Wb = tr.step("weight_bytes_per_gpu", "Weights per GPU", "W",
+                     f"2 * (P_d / (tp * {ppn} * z_w) + P_exp / (ep * {ppn} * z_we))",
+                     2 * (P_d / (shard * zw) + P_e / (ep * pp_eff * ew)), unit="B",
+                     P_d=P_d, P_exp=P_e, tp=tp, ep=ep, z_w=zw, z_we=ew, **pv,
+                     note="BF16; routed experts split over EP x PP, the rest over TP x PP"
+                          + (f"; ZeRO-3 shards both over their DP groups" if zero >= 3 else ""))
+        G = tr.step("gradient_bytes_per_gpu", "Gradients per GPU", "G",
+                    f"2 * (P_d / (tp * {ppn} * z_g) + P_exp / (ep * {ppn} * z_ge))",
+                    2 * (P_d / (shard * zg) + P_e / (ep * pp_eff * eg)), unit="B",
+                    P_d=P_d, P_exp=P_e, tp=tp, ep=ep, z_g=zg, z_ge=eg, **pv, note="BF16 gradients")
+        Ob = tr.step("optimizer_bytes_per_gpu", "Optimizer state per GPU", "S",
+                     f"12 * (P_d / (tp * {ppn} * z_o) + P_exp / (ep * {ppn} * z_oe))",
+                     12 * (P_d / (shard * zo) + P_e / (ep * pp_eff * eo)), unit="B",
+                     P_d=P_d, P_exp=P_e, tp=tp, ep=ep, z_o=zo, z_oe=eo, **pv,
+                     note="FP32 master + Adam m and v = 12 B/param")
     else:
         n_train = P
         zw = dp if zero >= 3 else 1
         zg = dp if zero >= 2 else 1
         zo = dp if zero >= 1 else 1
-        Wb = tr.step("weight_bytes_per_gpu", "Weights per GPU", "W", "P * 2 / (tp * pp * z_w)",
-                     P * ADAM_WEIGHT_B / (shard * zw), unit="B", P=P, tp=tp, pp=pp, z_w=zw,
+        Wb = tr.step("weight_bytes_per_gpu", "Weights per GPU", "W", f"P * 2 / (tp * {ppn} * z_w)",
+                     P * ADAM_WEIGHT_B / (shard * zw), unit="B", P=P, tp=tp, **pv, z_w=zw,
                      note=f"BF16 weights; ZeRO-{zero} shards them over DP {dp}" if zero >= 3 else "BF16 weights")
-        G = tr.step("gradient_bytes_per_gpu", "Gradients per GPU", "G", "P * 2 / (tp * pp * z_g)",
-                    P * ADAM_GRAD_B / (shard * zg), unit="B", P=P, tp=tp, pp=pp, z_g=zg,
+        G = tr.step("gradient_bytes_per_gpu", "Gradients per GPU", "G", f"P * 2 / (tp * {ppn} * z_g)",
+                    P * ADAM_GRAD_B / (shard * zg), unit="B", P=P, tp=tp, **pv, z_g=zg,
                     note="BF16 gradients" + (f", sharded over DP {dp}" if zero >= 2 else ""))
-        Ob = tr.step("optimizer_bytes_per_gpu", "Optimizer state per GPU", "S", "P * 12 / (tp * pp * z_o)",
-                     P * ADAM_OPTIM_B / (shard * zo), unit="B", P=P, tp=tp, pp=pp, z_o=zo,
+        Ob = tr.step("optimizer_bytes_per_gpu", "Optimizer state per GPU", "S", f"P * 12 / (tp * {ppn} * z_o)",
+                     P * ADAM_OPTIM_B / (shard * zo), unit="B", P=P, tp=tp, **pv, z_o=zo,
                      note="FP32 master + Adam m and v = 12 B/param" + (f", sharded over DP {dp}" if zero >= 1 else ""))
     per_layer = activation_bytes_per_layer(m, cfg.seq_len, mb, tp, rc, cfg.sequence_parallel)
     tr.step("activation_bytes_per_layer", "Activations per layer per micro-batch", "a_l",
             "a_l", per_layer, unit="B", a_l=per_layer,
             note=f"Korthikanti et al. Table 2: recompute={rc}, sequence parallel={cfg.sequence_parallel}, "
                  f"s={cfg.seq_len}, b={mb}, h={m.hidden_size}, a={m.num_heads}, t={tp}")
-    # 1F1B: the first stage holds pp micro-batches of L/pp layers = L layers' worth (Korthikanti sec. 4.2.3).
+    in_flight = pp if micro_batches is None else max(1, min(pp, micro_batches))
+    f_v = 1 + (pp - 1) / (pp * vpp) if vpp > 1 else 1.0
     logits = 4 * cfg.seq_len * mb * m.vocab_size / tp
-    Act = tr.step("activation_bytes_per_gpu", "Activations per GPU", "A_t", "a_l * L + 4 * s * b * V / tp",
-                  per_layer * m.num_layers + logits, unit="B",
-                  latex=r"[a_l] \cdot [L] + \frac{4 [s] [b] [V]}{[tp]}",
-                  a_l=per_layer, L=m.num_layers, s=cfg.seq_len, b=mb, V=m.vocab_size, tp=tp,
-                  note="1F1B keeps PP micro-batches of L/PP layers in flight on the first stage; "
-                       "FP32 logits of the output layer")
+    if L_s * pp == L and in_flight == pp and vpp == 1:
+        # 1F1B: the first stage holds pp micro-batches of L/pp layers = L layers' worth (Korthikanti sec. 4.2.3).
+        Act = tr.step("activation_bytes_per_gpu", "Activations per GPU", "A_t", "a_l * L + 4 * s * b * V / tp",
+                      per_layer * m.num_layers + logits, unit="B",
+                      latex=r"[a_l] \cdot [L] + \frac{4 [s] [b] [V]}{[tp]}",
+                      a_l=per_layer, L=m.num_layers, s=cfg.seq_len, b=mb, V=m.vocab_size, tp=tp,
+                      note="1F1B keeps PP micro-batches of L/PP layers in flight on the first stage; "
+                           "FP32 logits of the output layer")
+    else:
+        Act = tr.step("activation_bytes_per_gpu", "Activations per GPU", "A_t",
+                      "a_l * L_s * n_f * f_v + 4 * s * b * V / tp",
+                      per_layer * L_s * in_flight * f_v + logits, unit="B",
+                      latex=r"[a_l] \cdot [L_s] \cdot [n_f] \cdot [f_v] + \frac{4 [s] [b] [V]}{[tp]}",
+                      a_l=per_layer, L_s=L_s, n_f=in_flight, f_v=f_v, s=cfg.seq_len, b=mb, V=m.vocab_size, tp=tp,
+                      note=f"1F1B keeps min(PP, m) = {in_flight} micro-batches of {L_s} layers in flight on the "
+                           "first stage" + (f"; interleaving over {vpp} virtual stages adds (PP-1)/(PP v) "
+                                            "(Korthikanti sec. 4.2.3)" if vpp > 1 else "")
+                           + "; FP32 logits of the output layer")
     Ov = tr.step("overhead_bytes_per_gpu", "Runtime overhead per GPU", "O", "O_gib * GiB",
                  a.runtime_overhead_gib * GiB, unit="B", O_gib=a.runtime_overhead_gib, GiB=GiB)
-    total = tr.step("total_bytes_per_gpu", "Total per GPU", "U", "W + G + S + A_t + O", Wb + G + Ob + Act + Ov,
-                    unit="B", W=Wb, G=G, S=Ob, A_t=Act, O=Ov)
+    if cfg.train_precision == "fp8" and not cfg.lora_rank:
+        W8 = tr.step("fp8_weight_bytes_per_gpu", "FP8 weight copies per GPU", "W_8", "W / 2", Wb / 2, unit="B", W=Wb,
+                     note="Transformer Engine caches an FP8 copy (1 B/param) of each weight across micro-batches")
+        total = tr.step("total_bytes_per_gpu", "Total per GPU", "U", "W + W_8 + G + S + A_t + O",
+                        Wb + W8 + G + Ob + Act + Ov, unit="B", W=Wb, W_8=W8, G=G, S=Ob, A_t=Act, O=Ov)
+    else:
+        W8 = 0.0
+        total = tr.step("total_bytes_per_gpu", "Total per GPU", "U", "W + G + S + A_t + O", Wb + G + Ob + Act + Ov,
+                        unit="B", W=Wb, G=G, S=Ob, A_t=Act, O=Ov)
     C = tr.step("capacity_bytes_per_gpu", "HBM capacity per GPU", "C", "C_gib * GiB", g.memory_bytes, unit="B",
                 C_gib=g.memory_gib, GiB=GiB)
     fits = total <= C
@@ -354,7 +448,7 @@ def training_memory_for(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace, *
     return TrainingMemory(
         trainable_params=n_train, weight_bytes_per_gpu=Wb, gradient_bytes_per_gpu=G, optimizer_bytes_per_gpu=Ob,
         activation_bytes_per_gpu=Act, overhead_bytes_per_gpu=Ov, total_bytes_per_gpu=total,
-        capacity_bytes_per_gpu=C, fits=fits, reason=reason, steps=tr.frozen())
+        capacity_bytes_per_gpu=C, fits=fits, reason=reason, steps=tr.frozen(), fp8_weight_bytes_per_gpu=W8)
 
 
 def kv_per_token_across_catalog(kv_dtype: str = "bf16") -> tuple[tuple[str, str, float], ...]:

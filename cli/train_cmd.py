@@ -1,0 +1,212 @@
+"""``rabit train``: size a training or fine-tuning run: layout, runtime, GPU-hours, cost and goodput.
+
+    rabit train --model M --gpu G --tokens T (--gpus N | --deadline-days D) [--precision bf16|fp8] [--seq S]
+                [--global-batch-tokens K] [--layout TP,PP,DP[,EP]] [--zero 0|1|2|3]
+                [--recompute none|selective|full] [--lora-rank R] [--qlora] --json
+
+``--gpus`` plans on exactly that many GPUs (the fastest layout that fits); ``--deadline-days`` searches every
+node-aligned count up to ``--max-gpus`` (32,768) for the smallest that finishes in time, expected failures
+included; ``--layout`` evaluates a given layout instead of searching. ``--zero``, ``--recompute`` and
+``--micro-batch`` pin that knob; left out, the search picks it.
+
+JSON: ``runtime_s``, ``gpu_hours`` and ``step_s`` are failure-free; ``wall_clock_s``, ``gpu_hours_with_failures``
+and ``cost_usd`` (cheapest on-demand catalog price, row in ``price``) include expected failures, checkpoints and
+restarts (``goodput`` = runtime_s / wall_clock_s). ``mfu`` is against the BF16 dense peak, also for FP8 runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from cli.common import add_json, add_model_args, config_from_args, die, emit
+from core import catalog
+from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, plan
+from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
+from core.validate import problems
+
+_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+def _tokens(text: str) -> float:
+    """'1e12', '15T', '500B', '2.5e9' -> tokens."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kKmMbBgGtT]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a token count (e.g. 1e12, 15T, 500B)")
+    v = float(m.group(1)) * _SUFFIX[m.group(2).lower()]
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return v
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a {kind.__name__}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError("must be positive")
+        return v
+    return parse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="training runtime, the fastest layout that fits, deadline search, goodput, cost")
+    add_model_args(p)
+    p.add_argument("--gpu", default="h100-sxm", help="catalog GPU slug (rabit gpus)")
+    p.add_argument("--tokens", type=_tokens, required=True, help="training tokens (1e12, 15T, 500B)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--gpus", type=_positive(int), help="GPU budget: plan on exactly this many GPUs")
+    g.add_argument("--deadline-days", type=_positive(float), help="find the smallest GPU count that finishes in time")
+    p.add_argument("--max-gpus", type=_positive(int), default=MAX_GPUS, help="largest count the deadline search tries")
+    p.add_argument("--gpus-per-node", type=int, help="default: the GPU's catalog node size")
+    p.add_argument("--fabric", default="ib-ndr", help="inter-node fabric slug")
+    p.add_argument("--precision", choices=["bf16", "fp8"], default="bf16")
+    p.add_argument("--seq", type=_positive(int), default=4096, help="sequence length")
+    p.add_argument("--global-batch-tokens", type=_positive(int), default=4 * 2**20, help="tokens per optimizer step")
+    p.add_argument("--layout", help="evaluate TP,PP,DP[,EP] instead of searching")
+    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="pin the ZeRO stage (default: search)")
+    p.add_argument("--recompute", choices=["none", "selective", "full"], help="pin recomputation (default: search)")
+    p.add_argument("--micro-batch", type=_positive(int), help="pin the micro-batch (default: search 1, 2, 4, 8)")
+    p.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0 = full training)")
+    p.add_argument("--qlora", action="store_true", help="4-bit NF4 base under the LoRA adapters")
+    p.add_argument("--no-sequence-parallel", action="store_true")
+    p.add_argument("--checkpoint-interval-s", type=_positive(float), help="default: Daly's optimum")
+    p.add_argument("--batch-tolerance", type=float, default=0.1,
+                   help="how far the global batch may move to split evenly (default 0.1)")
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def _parse_layout(text: str) -> tuple[int, int, int, int]:
+    parts = text.split(",")
+    try:
+        vals = [int(x) for x in parts]
+    except ValueError:
+        die(f"rabit train: error: argument --layout: '{text}' is not TP,PP,DP[,EP] (whole numbers)")
+    if len(vals) not in (3, 4) or min(vals) < 1:
+        die(f"rabit train: error: argument --layout: '{text}' is not TP,PP,DP[,EP] (three or four positive numbers)")
+    return (vals[0], vals[1], vals[2], vals[3] if len(vals) == 4 else 1)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.gpu not in catalog.gpus():
+        die(f"rabit: error: argument --gpu: unknown GPU '{args.gpu}'; known: {', '.join(sorted(catalog.gpus()))}")
+    node = args.gpus_per_node or catalog.gpu(args.gpu).gpus_per_node
+    lay_t = _parse_layout(args.layout) if args.layout else None
+    if lay_t is None and args.gpus is None and args.deadline_days is None:
+        die("rabit train: error: argument --gpus: one of --gpus or --deadline-days (or --layout) is required")
+    if not 0 <= args.batch_tolerance <= 1:
+        die("rabit train: error: argument --batch-tolerance: must be between 0 and 1")
+    n_layout = lay_t[0] * lay_t[1] * lay_t[2] if lay_t else None
+    if lay_t and args.gpus is not None and args.gpus != n_layout:
+        die(f"rabit train: error: argument --layout: TP x PP x DP = {n_layout} GPUs but --gpus says {args.gpus}")
+    n = n_layout or args.gpus
+    if n is not None and n > node and n % node:
+        flag = "--layout" if lay_t else "--gpus"
+        die(f"rabit train: error: argument {flag}: {n} GPUs is not a whole number of {node}-GPU nodes")
+    if n is not None and n > MAX_GPUS:
+        die(f"rabit train: error: argument {'--layout' if lay_t else '--gpus'}: at most {MAX_GPUS:,} GPUs")
+    # the shared config: the cluster is built from whole nodes (a budget below one node is goal.gpus)
+    args.tp = args.pp = args.ep = 1
+    args.gpus_cluster = n if (n is not None and n >= node) else node
+    ns = argparse.Namespace(**{**vars(args), "gpus": args.gpus_cluster, "gpus_per_node": node})
+    cfg = config_from_args(
+        ns, phase="train", train_precision=args.precision, seq_len=args.seq,
+        global_batch_tokens=args.global_batch_tokens, train_tokens=args.tokens, lora_rank=args.lora_rank, qlora=args.qlora,
+        sequence_parallel=not args.no_sequence_parallel,
+        **({"zero": args.zero} if args.zero is not None else {}),
+        **({"recompute": args.recompute} if args.recompute else {}),
+        **({"micro_batch": args.micro_batch} if args.micro_batch else {}))
+    layout = None
+    if lay_t:
+        tp, pp, dp, ep = lay_t
+        lay_cfg = cfg.with_(tp=tp, pp=pp, ep=ep)
+        for prob in problems(lay_cfg) if n >= node else problems(lay_cfg.with_(gpus_per_node=n, nodes=1)):
+            if prob.field in ("tp", "pp", "ep"):
+                die(f"rabit train: error: argument --layout: {prob.message}")
+        cfg = lay_cfg
+        layout = Layout(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=cfg.micro_batch, zero=cfg.zero,
+                        recompute=cfg.recompute)
+    goal = TrainingGoal(
+        deadline_s=args.deadline_days * DAY_S if args.deadline_days else None,
+        gpus=None if (args.deadline_days and not lay_t) else n, max_gpus=args.max_gpus, layout=layout,
+        zero=args.zero, recompute=args.recompute, micro_batch=args.micro_batch, batch_tolerance=args.batch_tolerance,
+        checkpoint_interval_s=args.checkpoint_interval_s)
+    p = plan(cfg, goal)
+    emit(payload(cfg, p), args.json, human(p))
+    return 0
+
+
+def payload(cfg, p: TrainingPlan) -> dict:
+    b, gp = p.best, p.goodput
+    out: dict = {
+        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug, "gpu": cfg.gpu,
+        "mode": p.mode, "gpus": p.gpus, "fits": bool(b and b.fits), "message": p.message,
+        "tokens": p.work.tokens, "precision": cfg.train_precision, "seq": cfg.seq_len,
+        "lora_rank": cfg.lora_rank, "qlora": cfg.qlora,
+        "model_flop_per_token": p.work.model_flop_per_token,
+        "hardware_flop_per_token": p.work.hardware_flop_per_token,
+        "total_model_flop": p.work.total_model_flop,
+        "layout": None, "step_s": None, "runtime_s": None, "gpu_hours": None, "mfu": None, "goodput": None,
+        "memory_bytes_per_gpu": None,
+        "deadline_s": p.goal.deadline_s, "deadline_met": p.deadline_met,
+        "price": (None if p.price is None else {"provider": p.price.provider, "kind": p.price.kind,
+                                                "usd_per_gpu_hour": p.price.usd_per_gpu_hour,
+                                                "as_of": p.price.as_of.isoformat(), "source": p.price.source}),
+        "cost_usd": p.cost_usd,
+    }
+    if b is not None:
+        lay = b.layout
+        out.update({
+            "layout": {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, "micro_batch": lay.micro_batch,
+                       "zero": lay.zero, "recompute": lay.recompute, "vpp": lay.vpp},
+            "step_s": b.step_s, "runtime_s": b.runtime_s, "gpu_hours": b.gpu_hours, "mfu": b.mfu, "hfu": b.hfu,
+            "goodput": gp.goodput_frac if gp else None,
+            "wall_clock_s": gp.wall_clock_s if gp else None,
+            "gpu_hours_with_failures": gp.wall_clock_s * b.gpus / 3600 if gp else None,
+            "expected_interruptions": gp.expected_interruptions if gp else None,
+            "checkpoint_interval_s": gp.checkpoint_interval_s if gp else None,
+            "mtbf_s": gp.mtbf_s if gp else None,
+            "memory_bytes_per_gpu": b.memory_bytes_per_gpu, "capacity_bytes_per_gpu": b.capacity_bytes_per_gpu,
+            "global_batch_tokens": b.global_batch_tokens, "micro_batches": b.micro_batches, "steps": b.steps,
+            "tokens_per_s": b.tokens_per_s, "bubble_frac": b.bubble_frac,
+            "time_parts_s": {k: v for k, v in b.time_parts()},
+        })
+    out["alternatives"] = [{"layout": a.layout.label(), "fits": a.fits, "runtime_s": a.runtime_s if a.fits else None,
+                            "memory_bytes_per_gpu": a.memory_bytes_per_gpu, "why": a.why} for a in p.alternatives]
+    out["curve"] = [{"gpus": c.gpus, "runtime_s": c.runtime_s, "wall_clock_s": c.wall_clock_s,
+                     "gpu_hours": c.gpu_hours, "cost_usd": c.cost_usd, "meets_deadline": c.meets_deadline,
+                     "slower_reason": c.slower_reason or None}
+                    for c in p.curve if c.feasible]
+    return out
+
+
+def human(p: TrainingPlan) -> str:
+    lines = [p.message]
+    b, gp = p.best, p.goodput
+    lines.append(f"work: {p.work.model_flop_per_token:.3g} FLOP/token x {fmt_num(p.work.tokens)} tokens = "
+                 f"{p.work.total_model_flop:.3g} FLOP")
+    if b is None:
+        return "\n".join(lines)
+    lines += [
+        f"layout: {b.layout.label()} on {b.gpus:,} GPU{'' if b.gpus == 1 else 's'} "
+        f"({'fits' if b.fits else 'DOES NOT FIT'}: "
+        f"{fmt_bytes(b.memory_bytes_per_gpu)} of {fmt_bytes(b.capacity_bytes_per_gpu)} per GPU)",
+        f"step: {fmt_time(b.step_s)} for {b.global_batch_tokens:,} tokens ({b.micro_batches} micro-batches); "
+        f"{b.steps:,} steps",
+        f"runtime: {fmt_time(b.runtime_s)} without failures, {fmt_time(gp.wall_clock_s)} expected with failures "
+        f"(goodput {gp.goodput_frac:.1%}, {gp.expected_interruptions:.3g} interruptions)",
+        f"GPU-hours: {b.gpu_hours:,.0f}; MFU {b.mfu:.1%} (HFU {b.hfu:.1%})",
+        "cost: " + (f"${p.cost_usd:,.0f} at ${p.price.usd_per_gpu_hour:g}/GPU-h ({p.price.provider}, {p.price.as_of})"
+                    if p.cost_usd is not None else "no catalog price for this GPU"),
+        "time per step:",
+    ]
+    lines += [f"  {k:<20} {fmt_time(v):>10}" for k, v in b.time_parts() if v > 0]
+    if p.alternatives:
+        lines.append("alternatives:")
+        lines += [f"  {a.layout.label():<58} {a.why}" for a in p.alternatives[1:8]]
+    if p.deadline_met is not None:
+        lines.append(f"deadline met: {'yes' if p.deadline_met else 'no'}")
+    return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""Training: how many GPUs, how long, how much — the fastest layout that fits, the deadline search, goodput."""
+
+import pandas as pd
+import streamlit as st
+
+from core.training import MAX_GPUS, budget_problem, goal_from_inputs
+from core.units import fmt_bytes, fmt_time
+from dashboard import cache, charts, render, state
+
+st.title("Training")
+st.caption("Model, GPU, tokens, precision, sequence length and global batch come from the sidebar (Training "
+           "section). The search tries every TP × PP × DP × EP × micro-batch × ZeRO × recompute × virtual-stage "
+           "layout that fits memory and keeps the fastest.")
+cfg = state.require_config()
+
+c1, c2, c3 = st.columns(3)
+mode = c1.radio("Size the run by", ["Deadline", "GPU budget"], key="train.mode", horizontal=True)
+deadline_days = gpus = None
+if mode == "Deadline":
+    deadline_days = c2.number_input("Deadline [days]", min_value=0.01, max_value=3650.0, value=30.0, step=1.0,
+                                    key="train.deadline_days")
+    max_gpus = c3.selectbox("Search GPU counts up to", [512, 4096, 16384, MAX_GPUS], index=3, key="train.max_gpus")
+else:
+    gpus = c2.number_input("GPU budget (GPUs to train on)", min_value=1, max_value=MAX_GPUS, value=cfg.gpus, step=1,
+                           key="train.gpus")
+    problem = budget_problem(cfg, int(gpus))
+    if problem:
+        c2.error(problem)
+        st.stop()
+    max_gpus = MAX_GPUS
+c1, c2 = st.columns(2)
+pin = c1.checkbox("Use the sidebar's ZeRO stage, recomputation and micro-batch (otherwise searched)",
+                  key="train.pin")
+ckpt_min = c2.number_input("Checkpoint interval [min] (0 = Daly optimum)", min_value=0.0, max_value=10_000.0,
+                           value=0.0, step=5.0, key="train.ckpt_min")
+
+goal = goal_from_inputs(cfg, deadline_days=deadline_days, gpus=int(gpus) if gpus else None, max_gpus=int(max_gpus),
+                        pin_sidebar=pin, checkpoint_interval_min=ckpt_min or None)
+with st.spinner("Searching layouts over every GPU count…"):
+    plan = cache.training_plan(cfg, goal)
+
+if plan.best is None:
+    st.error(plan.message)
+elif plan.deadline_met is False:
+    st.warning(plan.message)
+else:
+    st.success(plan.message)
+
+if plan.best is not None:
+    b, gp = plan.best, plan.goodput
+    cols = st.columns(5)
+    cols[0].metric("GPUs", f"{plan.gpus:,}", help=b.layout.label())
+    cols[1].metric("Wall-clock with failures", fmt_time(gp.wall_clock_s), help="expected; Daly's model")
+    cols[2].metric("Runtime without failures", fmt_time(b.runtime_s))
+    cols[3].metric("GPU-hours", f"{b.gpu_hours:,.0f}", help="without failures")
+    cols[4].metric("Cost", f"${plan.cost_usd:,.0f}" if plan.cost_usd is not None else "no price",
+                   help=(f"cheapest on-demand catalog row: {plan.price.provider}, ${plan.price.usd_per_gpu_hour:g}"
+                         f"/GPU-h ({plan.price.as_of}), times the wall-clock with failures" if plan.price else
+                         "the price catalog has no on-demand row for this GPU"))
+    if plan.price is None:
+        st.info(f"No on-demand price for {cfg.gpu} in the catalog: cost is not shown.")
+    render.metrics(plan.steps, ["step_s", "mfu", "hfu", "goodput_frac", "total_bytes_per_gpu"])
+
+    st.subheader(f"Chosen layout: {b.layout.label()}")
+    st.caption(f"{b.global_batch_tokens:,} tokens per step = {b.micro_batches} micro-batches × DP {b.layout.dp} × "
+               f"{b.layout.micro_batch} × {cfg.seq_len:,}; {b.steps:,} steps; pipeline bubble "
+               f"{b.bubble_frac:.1%} of the step.")
+    m = plan.memory
+    c1, c2 = st.columns(2)
+    c1.plotly_chart(charts.stacked_bar(
+        [("weights", m.weight_bytes_per_gpu, charts.PALETTE["weights"]),
+         ("gradients", m.gradient_bytes_per_gpu, charts.PALETTE["gradients"]),
+         ("optimizer", m.optimizer_bytes_per_gpu, charts.PALETTE["optimizer"]),
+         ("activations", m.activation_bytes_per_gpu, charts.PALETTE["activations"]),
+         ("overhead", m.overhead_bytes_per_gpu, charts.PALETTE["overhead"]),
+         ("FP8 weight copies", m.fp8_weight_bytes_per_gpu, "#57606a")],
+        m.capacity_bytes_per_gpu, "Memory per GPU"), width="stretch")
+    c2.plotly_chart(charts.training_time_bar(b.time_parts(), b.step_s), width="stretch")
+
+if plan.alternatives:
+    st.subheader("Layouts on this GPU count")
+    st.dataframe(pd.DataFrame([{
+        "layout": a.layout.label(), "fits": "yes" if a.fits else "no",
+        "memory / GPU": fmt_bytes(a.memory_bytes_per_gpu), "step": fmt_time(a.step_s),
+        "runtime": fmt_time(a.runtime_s) if a.feasible else "—", "MFU": f"{a.mfu:.1%}" if a.feasible else "—",
+        "bubble": f"{a.bubble_frac:.1%}", "why it lost": a.why} for a in plan.alternatives]),
+        hide_index=True, width="stretch")
+
+st.subheader("Runtime and cost against GPU count")
+st.plotly_chart(charts.training_curve(plan.curve, plan.gpus, plan.goal.deadline_s), width="stretch")
+slow = [c for c in plan.curve if c.slower_reason]
+if slow:
+    st.caption("More GPUs are not always faster: a fixed global batch leaves fewer micro-batches per pipeline "
+               "(more bubble) and more data-parallel traffic. Where the curve rises:")
+    st.dataframe(pd.DataFrame([{"GPUs": c.gpus, "layout": c.layout.label(), "why slower": c.slower_reason}
+                               for c in slow[:50]]), hide_index=True, width="stretch")
+missing = sum(1 for c in plan.curve if not c.feasible)
+if missing:
+    st.caption(f"{missing:,} of {len(plan.curve):,} counts have no layout: the model does not fit, or the global "
+               "batch cannot be split evenly over that many GPUs (raise the global batch to use more).")
+
+if plan.goodput is not None:
+    st.subheader("Goodput: failures, checkpoints, restarts")
+    render.metrics(plan.steps, ["mtbf_s", "checkpoint_interval_s", "expected_interruptions", "goodput_frac",
+                                "wall_clock_s"])
+    st.caption(f"Failures at {cfg.assumptions.failure_rate_per_gpu_hour:g} per GPU-hour; checkpoint writes block "
+               f"{fmt_time(cfg.assumptions.checkpoint_write_s)}; a restart costs "
+               f"{fmt_time(cfg.assumptions.restart_s)} plus the work since the last checkpoint.")
+    render.show_math(plan.steps)
+
+with st.expander("Evaluate the sidebar's layout instead (TP, PP, EP, ZeRO, micro-batch, recompute)"):
+    own = cache.training_layout(cfg)
+    (st.success if own.fits else st.error)(
+        f"{own.layout.label()} on {own.gpus:,} GPUs: {fmt_bytes(own.memory_bytes_per_gpu)} of "
+        f"{fmt_bytes(own.capacity_bytes_per_gpu)} per GPU — {'fits' if own.fits else 'does not fit'}")
+    mine = cache.training_math(cfg)
+    render.metrics(mine, ["step_s", "runtime_s", "gpu_hours", "mfu", "total_bytes_per_gpu"])
+    render.metrics(mine, ["bubble_frac", "wall_clock_s", "goodput_frac", "capacity_bytes_per_gpu"])
