@@ -25,3 +25,261 @@ def stacked_bar(parts: list[tuple[str, float, str]], capacity_bytes: float, titl
     fig.update_layout(barmode="stack", height=220, title=title, xaxis_title="GB (1e9 bytes)",
                       margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.5))
     return fig
+
+
+# --- speed (issue 3) ----------------------------------------------------------------------------------
+from plotly.subplots import make_subplots  # noqa: E402
+
+from core.units import MS, TERA  # noqa: E402
+
+SPEED_COLORS = {"compute": "#cf222e", "memory": "#1f6feb", "communication": "#bf8700", "overhead": "#8250df",
+                "hops": "#57606a"}
+
+
+def roofline_chart(roof, height: int = 420) -> go.Figure:
+    """Arithmetic intensity [FLOP/B] against attainable throughput [TFLOP/s] per GPU, log-log."""
+    import numpy as np
+
+    lo = min([0.5] + [p.intensity_flop_per_byte / 3 for p in roof.points])
+    hi = max([roof.ridge_flop_per_byte * 10] + [p.intensity_flop_per_byte * 20 for p in roof.points])
+    x = np.logspace(np.log10(lo), np.log10(hi), 200)
+    fig = go.Figure()
+    fig.add_scatter(x=x, y=np.minimum(roof.peak_flop_per_s, x * roof.bw_bytes_per_s) / TERA, mode="lines",
+                    name="datasheet roof", line=dict(color="#8c959f", dash="dash"))
+    fig.add_scatter(x=x, y=np.minimum(roof.ceiling_flop_per_s, x * roof.bw_eff_bytes_per_s) / TERA, mode="lines",
+                    name="effective roof (MFU, MBU)", line=dict(color="#24292f"))
+    symbols = {"prefill": "diamond", "decode": "circle"}
+    for p in roof.points:
+        kind = p.name.split(",")[0]
+        color = SPEED_COLORS[p.bound]
+        fig.add_scatter(x=[p.intensity_flop_per_byte], y=[p.roof_flop_per_s / TERA], mode="markers+text",
+                        text=[p.name], textposition="bottom right", name=p.name,
+                        marker=dict(size=12, symbol=symbols.get(kind, "circle"), color=color),
+                        hovertemplate=f"{p.name}<br>%{{x:.3g}} FLOP/B, %{{y:.4g}} TFLOP/s ({p.bound})<extra></extra>")
+        fig.add_scatter(x=[p.intensity_flop_per_byte], y=[p.delivered_flop_per_s / TERA], mode="markers",
+                        showlegend=False, marker=dict(size=9, symbol=symbols.get(kind, "circle") + "-open",
+                                                      color=color),
+                        hovertemplate=f"{p.name} with communication and overhead: %{{y:.4g}} TFLOP/s<extra></extra>")
+    fig.update_layout(title="Roofline per GPU (filled: on the roof; open: with communication and overhead)",
+                      xaxis=dict(type="log", title="arithmetic intensity [FLOP/byte]"),
+                      yaxis=dict(type="log", title="attainable [TFLOP/s]"), height=height,
+                      legend=dict(orientation="h", y=-0.25), margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def batch_chart(points, batch: int, height: int = 380) -> go.Figure:
+    """Decode step time and aggregate throughput against batch; batches that do not fit are hollow."""
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    xs = [p.batch for p in points]
+    fig.add_scatter(x=xs, y=[p.decode_step_s / MS for p in points], name="decode step [ms]", mode="lines+markers",
+                    marker=dict(symbol=["circle" if p.fits else "circle-open" for p in points]),
+                    line=dict(color=SPEED_COLORS["memory"]), secondary_y=False)
+    fig.add_scatter(x=xs, y=[p.tokens_per_s for p in points], name="decode tokens/s (aggregate)",
+                    mode="lines+markers", marker=dict(symbol=["square" if p.fits else "square-open" for p in points]),
+                    line=dict(color=SPEED_COLORS["compute"]), secondary_y=True)
+    top = max(p.decode_step_s for p in points) / MS
+    # a trace, not a shape: shapes on log axes are placed inconsistently across plotly versions
+    fig.add_scatter(x=[batch, batch], y=[0, top], mode="lines+text", text=["", f"batch {batch}"],
+                    textposition="top right", line=dict(color="#57606a", dash="dot"), showlegend=False,
+                    hoverinfo="skip", secondary_y=False)
+    fig.update_xaxes(type="log", title="batch (concurrent sequences per replica)")
+    fig.update_yaxes(title_text="ms per step", secondary_y=False)
+    fig.update_yaxes(title_text="tokens/s", secondary_y=True)
+    fig.update_layout(title="Step time and throughput against batch (hollow: KV does not fit)", height=height,
+                      legend=dict(orientation="h", y=-0.3), margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def tradeoff_chart(points, height: int = 380) -> go.Figure:
+    """Per-user tokens/s against aggregate tokens/s, one point per batch."""
+    fig = go.Figure(go.Scatter(
+        x=[p.tokens_per_s_per_user for p in points], y=[p.tokens_per_s for p in points], mode="lines+markers+text",
+        text=[f"B={p.batch}" for p in points], textposition="top right",
+        marker=dict(color=[SPEED_COLORS[p.bound] for p in points],
+                    symbol=["circle" if p.fits else "circle-open" for p in points], size=9),
+        hovertemplate="%{text}: %{x:.3g} tokens/s per user, %{y:.4g} tokens/s in all<extra></extra>"))
+    fig.update_layout(title="Latency against throughput (colour: what binds; hollow: does not fit)",
+                      xaxis_title="tokens/s per user (interactivity)", yaxis_title="tokens/s aggregate",
+                      height=height, margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def breakdown_chart(items, height: int = 300) -> go.Figure:
+    """Grouped bars of (compute, memory, communication, hops, overhead) per named iteration [ms].
+
+    ``items`` = ((name, IterationParts), ...); compute and memory overlap (the larger counts).
+    """
+    fig = go.Figure()
+    names = [n for n, _ in items]
+    for part, attr in (("compute", "compute_s"), ("memory", "memory_s"), ("communication", "comm_s"),
+                       ("hops", "hops_s"), ("overhead", "overhead_s")):
+        vals = []
+        for _, it in items:
+            v = getattr(it, attr)
+            vals.append((v * it.pp if attr in ("compute_s", "memory_s", "comm_s") else v) / MS)
+        fig.add_bar(y=names, x=vals, name=part, orientation="h", marker_color=SPEED_COLORS[part],
+                    hovertemplate=f"{part}: %{{x:.4g}} ms<extra></extra>")
+    fig.update_layout(barmode="group", title="One iteration taken apart (compute and memory overlap; the larger binds)",
+                      xaxis=dict(type="log", title="ms (all stages)"), height=height,
+                      legend=dict(orientation="h", y=-0.35), margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def decode_curve_chart(rows, height: int = 320) -> go.Figure:
+    """Decode step time as the context grows over the output [ms]."""
+    fig = go.Figure()
+    ctx = [r[0] for r in rows]
+    fig.add_scatter(x=ctx, y=[r[1] / MS for r in rows], name="step", line=dict(color="#24292f"))
+    fig.add_scatter(x=ctx, y=[r[3] / MS for r in rows], name="memory part", line=dict(color=SPEED_COLORS["memory"],
+                                                                                      dash="dot"))
+    fig.add_scatter(x=ctx, y=[r[2] / MS for r in rows], name="compute part",
+                    line=dict(color=SPEED_COLORS["compute"], dash="dot"))
+    fig.update_layout(title="Decode time per token as the context grows", xaxis_title="cached tokens",
+                      yaxis_title="ms", height=height, legend=dict(orientation="h", y=-0.3),
+                      margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def spec_chart(rows, alpha: float, alpha_star: float, height: int = 320) -> go.Figure:
+    fig = go.Figure(go.Scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], mode="lines", name="speed-up"))
+    fig.add_hline(y=1.0, line_dash="dash", annotation_text="break-even")
+    fig.add_vline(x=alpha, line_dash="dot", annotation_text=f"α = {alpha:g}")
+    if alpha_star == alpha_star and 0 < alpha_star < 1:  # not NaN
+        fig.add_vline(x=alpha_star, line_color="#cf222e", annotation_text=f"α* = {alpha_star:.2f}",
+                      annotation_position="bottom right")
+    fig.update_layout(title="Speculative speed-up against acceptance rate", xaxis_title="acceptance rate α",
+                      yaxis_title="speed-up per sequence [x]", height=height, margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def allreduce_chart(sizes_bytes, curves: dict, height: int = 320) -> go.Figure:
+    fig = go.Figure()
+    for name, ys in curves.items():
+        fig.add_scatter(x=list(sizes_bytes), y=[y / MS for y in ys], name=name, mode="lines",
+                        line=dict(width=4 if name == "chosen" else 2, dash="solid" if name == "chosen" else "dot"))
+    fig.update_layout(title="All-reduce over the TP group: ring and tree/NVLS, the cheaper wins",
+                      xaxis=dict(type="log", title="message [bytes]"), yaxis=dict(type="log", title="ms"),
+                      height=height, legend=dict(orientation="h", y=-0.3), margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+# --- training (issue 5) -------------------------------------------------------------------------------
+TRAIN_COLORS = {"compute": "#1f6feb", "pipeline bubble": "#d0d7de", "TP communication": "#bf8700",
+                "EP all-to-all": "#8250df", "PP sends": "#e16f24", "DP/ZeRO (exposed)": "#cf222e",
+                "optimizer step": "#2da44e", "overhead": "#6e7781"}
+
+
+def training_time_bar(parts, step_s: float, height: int = 220) -> go.Figure:
+    """One stacked bar of where an optimizer step goes [s]; ``parts`` = (name, seconds) adding to ``step_s``."""
+    fig = go.Figure()
+    for name, value in parts:
+        if value > 0:
+            fig.add_bar(y=["one step"], x=[value], name=name, orientation="h",
+                        marker_color=TRAIN_COLORS.get(name, "#6e7781"),
+                        hovertemplate=f"{name}: %{{x:.3g}} s<extra></extra>")
+    fig.update_layout(barmode="stack", height=height, title=f"Where one step goes ({step_s:.3g} s)",
+                      xaxis_title="seconds", margin=dict(l=10, r=10, t=40, b=10),
+                      legend=dict(orientation="h", y=-0.5))
+    return fig
+
+
+def training_curve(curve, chosen_gpus: int | None, deadline_s: float | None, height: int = 380) -> go.Figure:
+    """Runtime (days, with and without failures) and cost against GPU count, for the feasible counts."""
+    from plotly.subplots import make_subplots
+
+    from core.units import DAY_S
+
+    pts = [c for c in curve if c.feasible]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    x = [c.gpus for c in pts]
+    fig.add_scatter(x=x, y=[c.wall_clock_s / DAY_S for c in pts], name="wall-clock with failures [days]",
+                    mode="lines+markers", marker=dict(size=4), line=dict(color="#1f6feb"),
+                    customdata=[[c.gpu_hours, c.layout.label() if c.layout else "", c.mfu] for c in pts],
+                    hovertemplate="%{x:,} GPUs: %{y:.3g} days<br>%{customdata[0]:,.0f} GPU-h (no failures), "
+                                  "MFU %{customdata[2]:.1%}<br>%{customdata[1]}<extra></extra>")
+    fig.add_scatter(x=x, y=[c.runtime_s / DAY_S for c in pts], name="runtime without failures [days]",
+                    mode="lines", line=dict(color="#1f6feb", dash="dot"))
+    slow = [c for c in pts if c.slower_reason]
+    if slow:
+        fig.add_scatter(x=[c.gpus for c in slow], y=[c.wall_clock_s / DAY_S for c in slow], mode="markers",
+                        name="slower than a smaller count", marker=dict(color="#cf222e", size=7, symbol="x"),
+                        text=[c.slower_reason for c in slow], hovertemplate="%{x} GPUs: %{text}<extra></extra>")
+    if any(c.cost_usd is not None for c in pts):
+        fig.add_scatter(x=x, y=[c.cost_usd for c in pts], name="cost [USD]", mode="lines",
+                        line=dict(color="#2da44e"), secondary_y=True)
+    if deadline_s:
+        fig.add_hline(y=deadline_s / DAY_S, line_dash="dash", line_color="#cf222e", annotation_text="deadline")
+    if chosen_gpus:
+        fig.add_vline(x=chosen_gpus, line_dash="dot", annotation_text=f"{chosen_gpus:,} GPUs")
+    fig.update_layout(title="Runtime and cost against GPU count", height=height, margin=dict(l=10, r=10, t=50, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    fig.update_xaxes(type="log", title="GPUs")
+    fig.update_yaxes(type="log", title="days", secondary_y=False)
+    fig.update_yaxes(title="USD", secondary_y=True)
+    return fig
+
+
+# --- serving simulation (issue 4) ------------------------------------------------------------------
+SIM_COLORS = {"ttft_s": "#1f6feb", "itl_s": "#2da44e", "e2e_s": "#cf222e", "queue_s": "#8250df"}
+SIM_LABELS = {"ttft_s": "TTFT", "itl_s": "ITL (per-request mean)", "e2e_s": "end-to-end", "queue_s": "queueing"}
+
+
+def latency_cdf(samples: dict[str, "object"], height: int = 360) -> go.Figure:
+    """Empirical CDFs of per-request latencies [s] on a log time axis."""
+    import numpy as np
+
+    fig = go.Figure()
+    for key, x in samples.items():
+        x = np.sort(np.asarray(x, dtype=float))
+        if x.size == 0:
+            continue
+        y = np.arange(1, x.size + 1) / x.size
+        if x.size > 2000:  # plot at most ~2,000 points, keep the tails
+            idx = np.unique(np.concatenate([np.linspace(0, x.size - 1, 2000).astype(int), np.arange(x.size - 50, x.size)]))
+            x, y = x[idx], y[idx]
+        fig.add_scatter(x=x, y=y, mode="lines", name=SIM_LABELS.get(key, key), line_color=SIM_COLORS.get(key),
+                        hovertemplate="%{x:.3s}s: %{y:.1%}<extra></extra>")
+    fig.update_layout(title="Latency CDFs (completed requests)", xaxis_title="seconds", yaxis_title="share of requests",
+                      xaxis_type="log", yaxis_tickformat=".0%", height=height, margin=dict(l=10, r=10, t=40, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def sim_timeseries(t_s, waiting, running, kv_frac, max_points: int = 3000, height: int = 520) -> go.Figure:
+    """Queue length, running batch and KV occupancy over simulated time (sample-and-hold steps)."""
+    import numpy as np
+    from plotly.subplots import make_subplots
+
+    t = np.asarray(t_s, dtype=float)
+    step = max(1, t.size // max_points)
+    sl = slice(None, None, step)
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=("waiting requests", "running batch", "KV pool held"))
+    fig.add_scatter(x=t[sl], y=np.asarray(waiting)[sl], mode="lines", line_shape="hv", name="waiting",
+                    line_color="#cf222e", row=1, col=1)
+    fig.add_scatter(x=t[sl], y=np.asarray(running)[sl], mode="lines", line_shape="hv", name="running",
+                    line_color="#1f6feb", row=2, col=1)
+    fig.add_scatter(x=t[sl], y=np.asarray(kv_frac)[sl], mode="lines", name="KV", line_color="#2da44e", row=3, col=1)
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.02], row=3, col=1)
+    fig.update_xaxes(title_text="simulated time [s]", row=3, col=1)
+    fig.update_layout(height=height, showlegend=False, margin=dict(l=10, r=10, t=40, b=10))
+    return fig
+
+
+def p95_vs_rate(rows, capacity_rps: float, current_rate: float | None = None, height: int = 380) -> go.Figure:
+    """p95 TTFT and end-to-end latency against the arrival rate; saturated runs marked with an x."""
+    fig = go.Figure()
+    rates = [r for r, _ in rows]
+    for key in ("e2e_s", "ttft_s"):
+        ys = [getattr(s, key).p95 for _, s in rows]
+        fig.add_scatter(x=rates, y=ys, mode="lines+markers", name=f"p95 {SIM_LABELS[key]}",
+                        line_color=SIM_COLORS[key],
+                        marker_symbol=["x" if s.saturated else "circle" for _, s in rows], marker_size=9)
+    fig.add_vline(x=capacity_rps, line_dash="dash", line_color="gray", annotation_text="closed-form capacity")
+    if current_rate is not None:
+        fig.add_vline(x=current_rate, line_dash="dot", line_color="black", annotation_text="this run",
+                      annotation_position="bottom right")
+    fig.update_layout(title="p95 latency vs arrival rate (x = saturated)", xaxis_title="arrival rate [requests/s]",
+                      yaxis_title="seconds", yaxis_type="log", height=height, margin=dict(l=10, r=10, t=40, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig

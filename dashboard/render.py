@@ -37,3 +37,45 @@ def math_step(s: Step) -> None:
     st.latex(s.latex_substituted())
     if s.note:
         st.caption(s.note)
+
+
+# --- speed and show-the-math helpers (issue 3) ---------------------------------------------------------
+
+def math_section(title: str, steps: tuple[Step, ...]) -> None:
+    """A titled run of derivation steps, each as symbols, numbers, result (``st.latex``)."""
+    st.subheader(title)
+    for s in steps:
+        math_step(s)
+
+
+def steps_by_key(steps: tuple[Step, ...], keys: tuple[str, ...]) -> tuple[Step, ...]:
+    return tuple(find(steps, k) for k in keys)
+
+
+def gap_table(rows) -> pd.DataFrame:
+    """The seed-vs-ours waterfall (core.speed.GapRow) as a table of formatted times."""
+    from core.units import fmt_time
+
+    return pd.DataFrame([{"change (cumulative)": r.label, "time": fmt_time(r.value_s),
+                          "change": ("+" if r.delta_s > 0 else "") + fmt_time(r.delta_s) if r.delta_s else "—",
+                          "why": r.note} for r in rows])
+
+
+def assumption_sources(cfg, names: tuple[str, ...]) -> pd.DataFrame:
+    """The efficiency assumptions behind a result: value in force, base, range and the published source."""
+    from core.assumptions import REGISTRY
+
+    rows = []
+    for n in names:
+        info = REGISTRY[n]
+        lo, hi = sorted((info.low, info.high))
+        rows.append({"assumption": info.label, "value": f"{getattr(cfg.assumptions, n):g} {info.unit}",
+                     "base": f"{info.base:g}", "range": f"{lo:g}–{hi:g}", "source": info.source})
+    return pd.DataFrame(rows)
+
+
+def collective_table(view) -> pd.DataFrame:
+    from core.units import fmt_bytes, fmt_time
+
+    return pd.DataFrame([{"collective": r.what, "message": fmt_bytes(r.bytes, "auto"), "time": fmt_time(r.time_s),
+                          "how": r.how} for r in view.rows])

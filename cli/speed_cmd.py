@@ -1,0 +1,91 @@
+"""``rabit speed``: TTFT, decode step, throughput and what binds, for one batch on one replica layout.
+
+JSON keys (contract, issue 3): prefill_s (TTFT of one batch), decode_step_s (mean over the output),
+tokens_per_s (aggregate decode, all replicas), tokens_per_s_per_user, bound ("compute" | "memory" |
+"communication", of the decode step), comm_s_per_step; plus extras.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from cli.common import add_cluster_args, add_json, add_model_args, add_serving_args, config_from_args, die, emit
+from core import catalog
+from core.speed import speed_summary
+from core.trace import find
+from core.units import fmt_num, fmt_time
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("speed", help="step time: TTFT, decode step, tokens/s, per-user tokens/s, the binding limit")
+    add_model_args(p)
+    add_cluster_args(p)
+    add_serving_args(p)
+    p.add_argument("--spec", choices=["none", "draft", "ngram", "eagle"], default="none",
+                   help="speculative decoding method")
+    p.add_argument("--spec-k", type=int, default=4, help="drafted tokens per round (1-16)")
+    p.add_argument("--spec-alpha", type=float, default=0.7, help="per-token acceptance rate (0-1)")
+    p.add_argument("--draft-model", default="llama-3.1-8b", help="catalog slug of the draft model (--spec draft)")
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 1 <= args.spec_k <= 16:
+        die(f"rabit: error: argument --spec-k: must be between 1 and 16, got {args.spec_k}")
+    if not 0.0 <= args.spec_alpha <= 1.0:
+        die(f"rabit: error: argument --spec-alpha: must be between 0 and 1, got {args.spec_alpha:g}")
+    if args.draft_model not in catalog.models():
+        die(f"rabit: error: argument --draft-model: unknown model '{args.draft_model}'; "
+            f"known: {', '.join(sorted(catalog.models()))}")
+    cfg = config_from_args(args, spec_method=args.spec, spec_k=args.spec_k, spec_alpha=args.spec_alpha,
+                           draft_model=args.draft_model)
+    s = speed_summary(cfg)
+    pf, d = s.prefill, s.decode
+    payload = {
+        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+        "gpu": cfg.gpu, "gpus": cfg.gpus, "tp": cfg.tp, "pp": cfg.pp, "ep": cfg.ep, "replicas": d.replicas,
+        "batch": cfg.batch, "input_tokens": cfg.input_tokens, "output_tokens": cfg.output_tokens,
+        "weights": cfg.weights, "kv_dtype": cfg.kv_dtype,
+        "prefill_s": pf.ttft_s,
+        "decode_step_s": d.step_s,
+        "tokens_per_s": d.tokens_per_s,
+        "tokens_per_s_per_user": d.tokens_per_s_per_user,
+        "bound": d.bound,
+        "comm_s_per_step": d.comm_s_per_step,
+        # extras
+        "ttft_one_prompt_s": pf.ttft_one_s,
+        "prefill_bound": pf.bound,
+        "decode_step_first_s": d.step_first_s, "decode_step_last_s": d.step_last_s,
+        "tokens_per_s_per_replica": d.tokens_per_s_replica, "tokens_per_s_per_gpu": d.tokens_per_s_per_gpu,
+        "e2e_s": s.e2e_s,
+        "compute_bound_batch": s.compute_bound_batch,
+        "decode_compute_s": d.at_mean.compute_s, "decode_memory_s": d.at_mean.memory_s,
+        "decode_overhead_s": d.at_mean.overhead_s,
+    }
+    if s.spec is not None:
+        payload["speculative"] = {
+            "method": s.spec.method, "k": s.spec.k, "alpha": s.spec.alpha,
+            "tokens_per_pass": s.spec.tokens_per_pass, "draft_s": s.spec.draft_s, "verify_s": s.spec.verify_s,
+            "speedup": s.spec.speedup, "break_even_alpha": s.spec.break_even_alpha,
+            "tokens_per_s_per_user": s.spec.tokens_per_s_per_user, "tokens_per_s": s.spec.tokens_per_s,
+        }
+    human = [
+        f"TTFT (batch of {cfg.batch}): {fmt_time(pf.ttft_s)} ({pf.bound}-bound); one prompt alone: "
+        f"{fmt_time(pf.ttft_one_s)}",
+        f"decode step (mean over {cfg.output_tokens:,} output tokens): {fmt_time(d.step_s)} ({d.bound}-bound), "
+        f"communication {fmt_time(d.comm_s_per_step)} per step",
+        f"throughput: {fmt_num(d.tokens_per_s)} tokens/s aggregate, {fmt_num(d.tokens_per_s_per_user)} tokens/s "
+        f"per user",
+    ]
+    if s.spec is not None:
+        human.append(f"speculative ({s.spec.method}, k={s.spec.k}, alpha={s.spec.alpha:g}): "
+                     f"{s.spec.tokens_per_pass:.3g} tokens per pass, speed-up {s.spec.speedup:.3g}x")
+    human.append("")
+    for key in ("prefill_flop", "prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "prefill_s",
+                "decode_mid_bytes", "decode_mid_compute_s", "decode_mid_memory_s", "decode_mid_comm_s",
+                "decode_step_s", "tokens_per_s"):
+        st = find(s.steps, key)
+        human.append(f"  {st.label:<46} {st.shown():>16}")
+    emit(payload, args.json, "\n".join(human))
+    return 0

@@ -1,0 +1,50 @@
+"""Show the math: the calculation chain behind the current config, from the same core calls as every page."""
+
+import streamlit as st
+
+from dashboard import cache, render, state
+
+st.title("Show the math")
+st.caption("Every formula symbolically, then with your numbers, then the result. The steps are recorded by the "
+           "same functions the Memory and Speed pages and the `rabit` CLI call, so they cannot drift apart; "
+           "change the config in the sidebar and the chain follows.")
+cfg = state.require_config()
+view = st.radio("View", ["Inference", "Training"], horizontal=True, key="math.view",
+                help="Inference: memory fit, step time, throughput, TTFT. Training: memory and step time of the "
+                     "configured layout.")
+
+if view == "Inference":
+    with st.spinner("Building the chain…"):
+        mem = cache.serving_memory(cfg)
+        s = cache.speed_summary(cfg)
+        gaps = cache.seed_comparison(cfg)
+    st.markdown("#### Final numbers")
+    render.metrics(s.steps, ["prefill_s", "decode_step_s", "tokens_per_s", "tokens_per_s_per_user"])
+    render.metrics(mem.steps, ["weights_bytes_per_gpu", "kv_bytes_per_gpu", "total_bytes_per_gpu", "max_sequences"])
+    (st.success if mem.fits else st.error)(mem.reason)
+
+    render.math_section("Memory per GPU", mem.steps)
+    for title, keys in s.sections:
+        render.math_section(title, render.steps_by_key(s.steps, keys))
+
+    st.subheader("Our chain against the seed's simpler chain")
+    st.markdown("Seed 001 times a decode step as *(weights + KV at full context) / (bandwidth × 0.8)* plus an "
+                "unstated communication term, and TTFT as *2 × B × prompt × P / (peak × 0.74)*. The tables change "
+                "one assumption at a time from the seed's chain, recomputed for this config, into ours.")
+    st.markdown("**Decode step**")
+    st.table(render.gap_table(gaps.decode).set_index("change (cumulative)"))
+    st.markdown("**Time to first token (one batch)**")
+    st.table(render.gap_table(gaps.prefill).set_index("change (cumulative)"))
+    st.caption("Seed 001 lists the H100's peak as '99 TFLOP/s'; its own 3,159 ms needs 989 TFLOP/s (2,313 TFLOP per "
+               "GPU ÷ (989 × 0.74)). Physics wins: we use the datasheet's 989 TFLOP/s dense BF16.")
+    with st.expander("Efficiency assumptions in force, with sources"):
+        st.dataframe(render.assumption_sources(cfg, ("mbu", "mfu_max", "mfu_ramp_tokens", "fp8_speedup",
+                                                     "fp4_speedup", "comm_bw_eff", "collective_base_us",
+                                                     "comm_overlap", "step_overhead_ms", "gpu_mem_util",
+                                                     "runtime_overhead_gib")),
+                     hide_index=True, width="stretch")
+else:
+    with st.spinner("Building the chain…"):
+        sections = cache.math_training_steps(cfg)
+    for title, steps in sections:
+        render.math_section(title, steps)

@@ -1,0 +1,240 @@
+"""Step-time model: hand-derived numbers for seed 001, limits and invariants, speculative decoding."""
+
+import math
+
+import numpy as np
+import pytest
+
+from core import speculative as spec
+from core.config import RabitConfig
+from core.speed import (StepModel, batch_sweep, compute_bound_batch, decode, decode_curve, default_batches, prefill,
+                        roofline, seed_comparison, speed_summary, spec_vs_alpha)
+
+SEED = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)
+# Llama-3.1-70B: 70,553,706,496 parameters, of which 1,050,673,152 (128,256 x 8,192) are the input embedding.
+P_70B, EMB_70B = 70_553_706_496, 128_256 * 8_192
+
+
+def test_seed_001_decode_by_hand_and_within_the_issue_window():
+    d = decode(SEED)
+    # Weights streamed per GPU: (P - embedding) x 2 B / 8 = 17,375,758,336 B (the embedding is a lookup).
+    w = (P_70B - EMB_70B) * 2 / 8
+    # Mean cached context over decode steps n = 1..4095: 4096 + (4095 - 1)/2 = 6,143 tokens; the step reads them
+    # and writes one: 32 x 6,144 x 40,960 B (80 layers x 8 KV heads x 128 x 2 x 2 B / 8 GPUs) = 8.053 GB.
+    kv = 32 * 6144 * 40_960
+    t_mem = (w + kv) / (3.35e12 * 0.75)  # 10.121 ms
+    # NVLS all-reduce of 32 x 8,192 x 2 B: 8 us + 2 x 2.5 us + 524,288 B / (450 GB/s x 0.8) = 14.456 us; x 160.
+    t_comm = 160 * (8e-6 + 5e-6 + 32 * 8192 * 2 / (450e9 * 0.8))
+    assert d.at_mean.memory_s == pytest.approx(t_mem, rel=1e-9)
+    assert d.at_mean.comm_s == pytest.approx(t_comm, rel=1e-9)
+    assert d.step_s == pytest.approx(t_mem + t_comm + 0.5e-3, rel=1e-9)  # 12.934 ms
+    assert d.bound == "memory"
+    # Issue 3: between the seed's 11.8 ms and measured kernels' ~16 ms.
+    assert 11.8e-3 <= d.step_s <= 16e-3
+    assert d.tokens_per_s == pytest.approx(32 / d.step_s) and d.tokens_per_s_per_user == pytest.approx(1 / d.step_s)
+
+
+def test_seed_001_ttft_by_hand_and_within_the_issue_window():
+    p = prefill(SEED)
+    T = 32 * 4096
+    A = 32 * 4096 * 4097 / 2  # causal: query j sees j keys
+    flop = 2 * (P_70B - EMB_70B) / 8 * T + 4 * 80 * 8192 / 8 * A  # 2.3655e15 FLOP per GPU
+    t_cmp = flop / (989e12 * 0.65 * T / (T + 64))  # 3.681 s
+    # NVLS all-reduce of 131,072 x 8,192 x 2 B = 2.15 GB: 13 us + 2.147e9 / 3.6e11 = 5.978 ms; x 160 = 0.957 s.
+    t_comm = 160 * (13e-6 + T * 8192 * 2 / (450e9 * 0.8))
+    assert p.iteration.compute_s == pytest.approx(t_cmp, rel=1e-9)
+    assert p.ttft_s == pytest.approx(t_cmp + t_comm + 0.5e-3, rel=1e-9)  # 4.638 s
+    assert p.bound == "compute"
+    assert 2.7 <= p.ttft_s <= 5.0
+
+
+def test_every_recorded_step_reevaluates():
+    """The math page cannot drift: each recorded expression reproduces its value, over varied configs."""
+    cfgs = [SEED, SEED.with_(spec_method="draft"), SEED.with_(spec_method="eagle", batch=1),
+            SEED.with_(spec_method="ngram", spec_alpha=1.0),
+            SEED.with_(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm", batch=16),
+            SEED.with_(model="gpt-oss-120b", weights="mxfp4", gpu="b200", tp=4, gpus_per_node=4),
+            SEED.with_(model="mistral-7b", tp=2, pp=2, gpus_per_node=4, gpu="mi300x", prefix_cache_frac=0.5),
+            SEED.with_(model="llama-3.1-405b", tp=16, nodes=2, weights="fp8"),
+            SEED.with_(model="llama-3.1-8b", gpu="a100-80gb", tp=2, gpus_per_node=2, weights="int4", output_tokens=1)]
+    for cfg in cfgs:
+        s = speed_summary(cfg)
+        assert len({st.key for st in s.steps}) == len(s.steps), "duplicate step keys"
+        for st in s.steps:
+            if math.isnan(st.value):
+                continue
+            assert st.evaluate() == pytest.approx(st.value, rel=1e-9, abs=1e-300), (cfg.model, st.key)
+        # the chain's final numbers are the result's numbers
+        assert [x for x in s.steps if x.key == "prefill_s"][0].value == s.prefill.ttft_s
+        assert [x for x in s.steps if x.key == "decode_step_s"][0].value == s.decode.step_s
+
+
+def test_batch_one_decode_approaches_weights_over_bandwidth():
+    # Llama-3.1-8B on one H100, BF16, a 1-token prompt: (8,030,261,248 - 525,336,576) x 2 B = 15.01 GB streamed
+    # per token; / (3.35 TB/s x 0.75) = 5.974 ms. KV of 1-2 tokens adds 0.004%.
+    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1, input_tokens=1,
+                      output_tokens=2)
+    d = decode(cfg)
+    w_over_bw = (8_030_261_248 - 525_336_576) * 2 / (3.35e12 * 0.75)
+    assert w_over_bw == pytest.approx(5.974e-3, rel=1e-3)
+    assert d.bound == "memory"
+    assert d.step_s - 0.5e-3 >= w_over_bw
+    assert d.step_s - 0.5e-3 == pytest.approx(w_over_bw, rel=1e-3)
+
+
+def test_large_batch_prefill_approaches_the_compute_bound():
+    base = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=4096,
+                       output_tokens=16)
+    ratios = []
+    for B in (1, 4, 16, 64):
+        p = prefill(base.with_(batch=B))
+        bound = p.iteration.flop / (989e12 * 0.65)  # FLOPs at the sustained ceiling, no ramp, no overhead
+        assert p.ttft_s >= bound
+        ratios.append(p.ttft_s / bound)
+    assert ratios == sorted(ratios, reverse=True)
+    assert ratios[-1] == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("cfg", [SEED, SEED.with_(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm"),
+                                 SEED.with_(tp=4, pp=2), SEED.with_(model="mistral-7b", tp=1)])
+def test_time_is_monotone_in_tokens_and_scalar_path_matches_arrays(cfg):
+    sm = StepModel.from_config(cfg)
+    T = np.unique(np.geomspace(1, 200_000, 400).round())
+    for ctx in (0, 1000, 8000):
+        t = sm.iteration_s(T, T * (ctx + 1), T * ctx)
+        assert np.all(np.diff(t) >= 0)
+        scalar = [sm.iteration_s(float(x), float(x * (ctx + 1)), float(x * ctx)) for x in T[::37]]
+        assert isinstance(scalar[0], float)
+        np.testing.assert_allclose(scalar, t[::37], rtol=1e-12)
+
+
+def test_moe_weights_follow_the_experts_touched():
+    sm = StepModel.from_config(SEED.with_(model="deepseek-v3", weights="fp8", ep=8))
+    # DeepSeek-V3: 256 routed experts, top-8. One token touches exactly 8; 32 tokens 256 (1 - 0.96875^32) = 256 x (1 - 0.36204) = 163.3.
+    assert sm.experts_touched(1) == pytest.approx(8)
+    assert sm.experts_touched(32) == pytest.approx(256 * (1 - (248 / 256) ** 32)) == pytest.approx(163.3, abs=0.05)
+    assert sm.experts_touched(100_000) == pytest.approx(256)
+    # decode at batch 1 reads far fewer bytes than at batch 64 (experts), compute follows active parameters
+    t1, m1, _, _ = sm.parts(1, 1000, 1000)
+    t64, m64, _, _ = sm.parts(64, 64_000, 64_000)
+    assert m64 > 3 * m1
+
+
+def test_fp8_compute_gain_is_the_assumption_not_the_peak_ratio():
+    bf16 = prefill(SEED.with_(batch=8)).iteration.compute_s
+    fp8 = prefill(SEED.with_(batch=8, weights="fp8")).iteration.compute_s
+    assert bf16 / fp8 == pytest.approx(1.4, rel=1e-9)  # seed: 1.3-1.5x, never 1979/989 = 2x
+    # A100 has no FP8 tensor cores: FP8 weights run weight-only at the BF16 rate, and still halve the bytes.
+    a = SEED.with_(gpu="a100-80gb", batch=8)
+    assert prefill(a).iteration.compute_s == pytest.approx(prefill(a.with_(weights="fp8")).iteration.compute_s)
+    assert decode(a.with_(weights="fp8")).at_mean.memory_s < decode(a).at_mean.memory_s
+
+
+def test_mla_reads_its_compressed_cache():
+    sm = StepModel.from_config(SEED.with_(model="deepseek-v3", weights="fp8", ep=8))
+    # (512 + 64) x 61 layers x 2 B = 70,272 B per token; the latent is not split by TP.
+    assert sm.kv_bytes_per_token == 70_272
+
+
+def test_pipeline_adds_hops_and_uses_the_seed_per_user_formula():
+    cfg = SEED.with_(tp=4, pp=2)
+    sm = StepModel.from_config(cfg)
+    d = decode(cfg)
+    assert d.micro_batch == 16
+    # seed 001: per-user rate = 1 / (pp t_step + (pp - 1) t_pp), t_step the stage time of a micro-batch
+    b, s = 16, d.mean_context_tokens
+    c, m, x, ovh = sm.parts(b, b * (s + 1), b * s)
+    t_pp = sm.pp_hop_alpha + sm.pp_hop_beta * b
+    assert t_pp > 0
+    assert d.at_mean.time_s == pytest.approx(2 * (max(c, m) + x) + t_pp + ovh, rel=1e-12)
+    assert d.tokens_per_s == pytest.approx(32 / d.step_s)
+
+
+def test_prefix_cache_removes_the_cached_share_from_ttft():
+    p0, p5 = prefill(SEED), prefill(SEED.with_(prefix_cache_frac=0.5))
+    assert p5.uncached_tokens == 2048 and p5.cached_tokens == 2048
+    # queries 2049..4096 see 2049..4096 keys: (4096 x 4097 - 2048 x 2049) / 2 pairs per prompt
+    assert p5.iteration.pairs == 32 * (4096 * 4097 - 2048 * 2049) / 2
+    assert p5.ttft_s < 0.6 * p0.ttft_s
+
+
+def test_decode_turns_compute_bound_where_the_lines_cross():
+    # At the 001 context each sequence adds 40,960 B x 6,144 = 252 MB of KV (100 us at 2.51 TB/s) but only
+    # (17.4 GFLOP + 327,680 x 6,144) / 643 TFLOP/s = 30 us of compute: never compute-bound.
+    assert compute_bound_batch(SEED) is None
+    # With one cached token: compute 17.376e9 (b + 64) / 6.4285e14 = 2.703e-5 (b + 64) s against memory
+    # (17.376e9 + 2 b x 40,960) / 2.5125e12 = 6.916e-3 + 3.26e-8 b s: they cross at b = 192.1 -> batch 193.
+    assert compute_bound_batch(SEED, context=1) == 193
+
+
+def test_batch_sweep_matches_the_summary_and_trades_latency_for_throughput():
+    s = speed_summary(SEED)
+    pts = batch_sweep(SEED, default_batches(SEED, 512))
+    at = [p for p in pts if p.batch == 32][0]
+    assert at.decode_step_s == s.decode.step_s and at.ttft_s == s.prefill.ttft_s
+    steps = [p.decode_step_s for p in pts]
+    rates = [p.tokens_per_s for p in pts]
+    assert steps == sorted(steps) and rates == sorted(rates)
+    assert [p.tokens_per_s_per_user for p in pts] == sorted((p.tokens_per_s_per_user for p in pts), reverse=True)
+    assert pts[0].fits and not pts[-1].fits  # 512 sequences of 8k do not fit in 8 x 80 GB
+
+
+def test_decode_curve_grows_with_context():
+    rows = decode_curve(SEED, points=64)
+    t = [r[1] for r in rows]
+    assert t == sorted(t) and rows[0][0] == 4096 and rows[-1][0] == 4096 + 4094
+
+
+def test_roofline_places_prefill_right_and_decode_left_of_the_ridge():
+    r = roofline(SEED)
+    assert r.ridge_flop_per_byte == pytest.approx(989e12 / 3.35e12)  # 295 FLOP/B
+    pts = {p.name: p for p in r.points}
+    assert pts["prefill, batch 32"].intensity_flop_per_byte > r.ridge_eff_flop_per_byte
+    assert pts["decode, batch 1"].intensity_flop_per_byte < pts["decode, batch 32"].intensity_flop_per_byte \
+        < r.ridge_eff_flop_per_byte
+    for p in r.points:
+        assert p.delivered_flop_per_s <= p.roof_flop_per_s <= r.ceiling_flop_per_s * (1 + 1e-12)
+
+
+def test_seed_comparison_starts_at_the_seed_and_ends_at_ours():
+    g = seed_comparison(SEED)
+    # seed decode chain: (17.64 GB + 10.74 GB) / (3.35 TB/s x 0.8) = 10.59 ms (the seed prints 10.7 with KV = 11 GB)
+    assert g.decode[0].value_s == pytest.approx((17_638_426_624 + 10_737_418_240) / (3.35e12 * 0.8), rel=1e-9)
+    # seed prefill chain: 2 x 32 x 4096 x 70.55e9 / 8 / (989e12 x 0.74) = 3.159 s (the seed's 3159 ms)
+    assert g.prefill[0].value_s == pytest.approx(3.159, abs=5e-4)
+    assert g.decode[-1].value_s == pytest.approx(decode(SEED).step_s, rel=1e-12)
+    assert g.prefill[-1].value_s == pytest.approx(prefill(SEED).ttft_s, rel=1e-12)
+    for rows in (g.decode, g.prefill):
+        assert sum(r.delta_s for r in rows) == pytest.approx(rows[-1].value_s - rows[0].value_s)
+
+
+# --- speculative decoding -------------------------------------------------------------------------------
+
+def test_expected_tokens_per_pass_leviathan():
+    # (1 - 0.7^5) / 0.3 = (1 - 0.16807) / 0.3 = 2.7731
+    assert spec.expected_tokens_per_pass(0.7, 4) == pytest.approx(2.7731)
+    assert spec.expected_tokens_per_pass(0.0, 4) == 1.0
+    assert spec.expected_tokens_per_pass(1.0, 4) == 5.0
+    assert spec.expected_tokens_per_pass(0.999999, 4) == pytest.approx(5.0, abs=1e-4)
+
+
+def test_break_even_alpha_solves_the_cost_ratio():
+    a = spec.break_even_alpha(2.0, 4)
+    assert spec.expected_tokens_per_pass(a, 4) == pytest.approx(2.0, rel=1e-9)
+    assert spec.break_even_alpha(0.9, 4) == 0.0
+    assert math.isnan(spec.break_even_alpha(5.5, 4))
+
+
+def test_speculation_wins_at_small_batch_and_fades_at_large():
+    small = speed_summary(SEED.with_(batch=1, spec_method="draft")).spec
+    assert small.speedup > 1.5
+    assert small.verify_s > small.plain_step_s  # verifying k+1 tokens costs more than one plain step
+    assert spec.expected_tokens_per_pass(small.break_even_alpha, 4) == pytest.approx(small.cost_ratio, rel=1e-9)
+    big = speed_summary(SEED.with_(batch=1024, spec_method="draft")).spec
+    assert big.speedup < small.speedup
+    curve = spec_vs_alpha(SEED.with_(batch=1, spec_method="eagle"), (0.0, 0.5, 0.9))
+    assert [s for _, s in curve] == sorted(s for _, s in curve) and curve[0][1] < 1
+
+
+def test_summary_is_deterministic():
+    assert speed_summary(SEED) == speed_summary(SEED)

@@ -1,0 +1,81 @@
+"""The Speed and Show-the-math pages: they follow the sidebar and show exactly what the CLI prints."""
+
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from cli.main import main
+from core.units import fmt_value
+
+APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def cli_json(capsys, *argv: str) -> dict:
+    capsys.readouterr()
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def open_page(name: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page(f"../pages/{name}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_math_page_final_numbers_equal_the_cli(clear_cache, capsys):
+    at = open_page("math")
+    assert metrics(at)["Decode step (mean over the output)"] == "12.9 ms"  # seed 001 with our chain
+    # change the config, then compare every final number with `rabit speed` and `rabit memory`
+    at.number_input(key="cfg.batch").set_value(48).run()
+    at.number_input(key="cfg.input_tokens").set_value(2048).run()
+    at.selectbox(key="cfg.kv_dtype").set_value("fp8").run()
+    assert not at.exception
+    shown = metrics(at)
+    args = ("--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "8", "--batch", "48",
+            "--input", "2048", "--output", "4096", "--kv-dtype", "fp8", "--json")
+    sp = cli_json(capsys, "speed", *args)
+    mem = cli_json(capsys, "memory", *args)
+    assert shown["Time to first token (one batch)"] == fmt_value(sp["prefill_s"], "s")
+    assert shown["Decode step (mean over the output)"] == fmt_value(sp["decode_step_s"], "s")
+    assert shown["Aggregate decode throughput"] == fmt_value(sp["tokens_per_s"], "tokens/s")
+    assert shown["Per-user decode rate"] == fmt_value(sp["tokens_per_s_per_user"], "tokens/s")
+    assert shown["Total per GPU"] == fmt_value(mem["total_bytes_per_gpu"], "B")
+    assert shown["KV cache per GPU (batch)"] == fmt_value(mem["kv_bytes_per_gpu"], "B")
+    assert shown["Concurrent sequences per replica (paged)"] == fmt_value(mem["max_sequences"], "seq")
+    assert shown["Decode step (mean over the output)"] != "12.9 ms"
+    # every step is rendered as LaTeX (symbols, then numbers), and the seed comparison is explained
+    assert len(at.get("latex")) > 60
+    assert any("seed" in s.value for s in at.subheader)
+    at.radio(key="math.view").set_value("Training").run()
+    assert not at.exception and at.subheader and len(at.get("latex")) > 10
+
+
+def test_speed_page_follows_the_sidebar(clear_cache, capsys):
+    at = open_page("speed")
+    before = metrics(at)
+    assert before["Time to first token (one batch)"] == "4.64 s"
+    assert any("decode is **memory**-bound" in i.value for i in at.info)
+    at.number_input(key="cfg.batch").set_value(8).run()
+    after = metrics(at)
+    sp = cli_json(capsys, "speed", "--model", "llama-3.1-70b", "--gpus", "8", "--tp", "8", "--batch", "8",
+                  "--input", "4096", "--output", "4096", "--json")
+    assert after["Time to first token (one batch)"] == fmt_value(sp["prefill_s"], "s") != before[
+        "Time to first token (one batch)"]
+    assert after["Per-user decode rate"] == fmt_value(sp["tokens_per_s_per_user"], "tokens/s")
+    # turn on speculative decoding: its tab shows the speed-up
+    at.selectbox(key="cfg.spec_method").set_value("eagle").run()
+    assert not at.exception
+    assert "Speculative speed-up per sequence" in metrics(at)
+
+
+def test_bad_input_shows_no_traceback(clear_cache):
+    at = open_page("speed")
+    at.number_input(key="cfg.tp").set_value(3).run()
+    assert not at.exception
+    assert at.sidebar.error and at.warning
