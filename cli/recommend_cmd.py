@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--model", default="llama-3.1-70b", help="catalog model slug")
     g.add_argument("--model-config", metavar="PATH", help="a Hugging Face config.json instead of --model")
-    p.add_argument("--rate", type=float, required=True, help="arrival rate [requests/s]")
+    p.add_argument("--rate", type=float, help="arrival rate [requests/s] (serving; required unless --train)")
     p.add_argument("--input", type=int, default=1024, help="mean prompt tokens")
     p.add_argument("--output", type=int, default=256, help="mean output tokens")
     p.add_argument("--lengths", choices=["fixed", "uniform", "lognormal"], default="fixed",
@@ -51,11 +51,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-simulations", type=int, default=16, help="simulator runs (1-64)")
     p.add_argument("--requests", type=int, default=2000, help="requests per simulation")
     p.add_argument("--seed", type=int, default=0)
+    t = p.add_argument_group("training run (--train): the cheapest run that meets a deadline")
+    t.add_argument("--train", action="store_true", help="recommend a training run instead of a serving setup")
+    t.add_argument("--tokens", type=float, help="training tokens (with --train)")
+    t.add_argument("--deadline-days", type=float, help="deadline in days (with --train)")
+    t.add_argument("--seq", type=int, default=4096, help="training sequence length")
+    t.add_argument("--global-batch-tokens", type=int, default=4 * 2**20)
+    t.add_argument("--precision", choices=["bf16", "fp8"], default="bf16")
+    t.add_argument("--lora-rank", type=int, default=0)
     add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.train:
+        return run_training(args)
+    if args.rate is None:
+        die("rabit recommend: error: the following arguments are required: --rate (or use --train)")
     for flag, v in (("--rate", args.rate), ("--input", args.input), ("--output", args.output),
                     ("--requests", args.requests)):
         if v <= 0:
@@ -118,4 +130,52 @@ def run(args: argparse.Namespace) -> int:
         lines.append(f"  risk: {risk}")
     lines.append(f"  evaluated {r.evaluated} configurations, simulated {r.simulated}")
     emit(payload, args.json, "\n".join(lines))
+    return 0
+
+
+def run_training(args: argparse.Namespace) -> int:
+    from core.config import RabitConfig
+    from core.optimizer import recommend_training
+
+    for flag, v in (("--tokens", args.tokens), ("--deadline-days", args.deadline_days)):
+        if v is None:
+            die(f"rabit recommend: error: argument {flag}: required with --train")
+        if v <= 0:
+            die(f"rabit recommend: error: argument {flag}: must be positive, got {v:g}")
+    unknown = [g for g in args.gpus_allowed if g not in catalog.gpus()]
+    if unknown:
+        die(f"rabit: error: argument --gpus-allowed: unknown GPU {unknown[0]!r}")
+    if args.model_config is None and args.model not in catalog.models():
+        die(f"rabit: error: argument --model: unknown model '{args.model}'")
+    prices = catalog.prices()
+    if args.price_file:
+        try:
+            prices = parse_prices(Path(args.price_file).read_text(), name=Path(args.price_file).name)
+        except OSError as exc:
+            die(f"rabit: error: argument --price-file: cannot read {args.price_file}: {exc.strerror}")
+        except CatalogError as exc:
+            die(f"rabit: error: argument --price-file: {exc}")
+    try:
+        cfg = RabitConfig(model=args.model, custom_model=custom_model(args.model_config), phase="train",
+                          train_tokens=args.tokens, seq_len=args.seq, global_batch_tokens=args.global_batch_tokens,
+                          train_precision=args.precision, lora_rank=args.lora_rank)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        die(f"rabit: error: argument --{str(e['loc'][-1]).replace('_', '-')}: {describe_validation_error(exc)}")
+    cons = Constraints(gpus_allowed=args.gpus_allowed, max_gpus=args.max_gpus,
+                       max_usd_per_hour=args.max_usd_per_hour, providers=args.providers,
+                       price_kind=args.price_kind, price_policy=args.price_policy)
+    r = recommend_training(cfg, args.deadline_days * 86400, cons, prices)
+    payload = {
+        "met": r.met,
+        "recommendation": r.recommendation.model_dump() if r.recommendation else None,
+        "options": [o.model_dump() for o in r.options],
+        "skipped": list(r.skipped),
+        "explanation": {"summary": r.summary, "why_gpu": r.why_gpu, "relax": r.relax},
+    }
+    human = "\n".join([r.summary] + ([f"  why this GPU: {r.why_gpu}"] if r.why_gpu else [])
+                      + ([f"  relax: {r.relax}"] if r.relax else [])
+                      + [f"  {o.gpu:<10} {o.gpus:>7,} GPUs  {o.wall_clock_s / 86400:6.3g} days  "
+                         f"${o.cost_usd:,.0f}{'' if o.meets_deadline else '  (misses)'}" for o in r.options])
+    emit(payload, args.json, human)
     return 0

@@ -100,3 +100,42 @@ def test_explanation_is_structured(base):
 def test_no_price_prunes_with_reason(base):
     unpriced = [c for c in base.candidates if c.gpu == "mi300x"]
     assert unpriced and all("no on-demand price" in c.pruned for c in unpriced)
+
+
+# --- training runs ---------------------------------------------------------------------------------------
+from core.config import RabitConfig  # noqa: E402
+from core.optimizer import recommend_training  # noqa: E402
+from core.pricing import gpu_price  # noqa: E402
+from core import catalog  # noqa: E402
+
+TRAIN = RabitConfig(model="llama-3.1-8b", phase="train", train_tokens=1e12)
+KINDS = Constraints(gpus_allowed=("h100-sxm", "a100-80gb", "h200-sxm"))
+
+
+@pytest.fixture(scope="module")
+def train_rec():
+    return recommend_training(TRAIN, 14 * 86400, KINDS)
+
+
+def test_training_recommendation_is_the_cheapest_option_that_meets(train_rec):
+    r = train_rec
+    assert r.met and r.recommendation.meets_deadline
+    assert r.recommendation.wall_clock_s <= 14 * 86400
+    meeting = [o.cost_usd for o in r.options if o.meets_deadline]
+    assert r.recommendation.cost_usd == min(meeting)
+    # cost = price x GPUs x expected wall-clock (with failures)
+    price = gpu_price(r.recommendation.gpu, catalog.prices()).usd_per_gpu_hour
+    assert r.recommendation.cost_usd == pytest.approx(price * r.recommendation.gpus
+                                                      * r.recommendation.wall_clock_s / 3600)
+
+
+def test_training_forbidding_the_choice_moves_it(train_rec):
+    first = train_rec.recommendation.gpu
+    r = recommend_training(TRAIN, 14 * 86400,
+                           Constraints(gpus_allowed=tuple(g for g in KINDS.gpus_allowed if g != first)))
+    assert r.recommendation.gpu != first and r.recommendation.cost_usd >= train_rec.recommendation.cost_usd
+
+
+def test_training_impossible_deadline(train_rec):
+    r = recommend_training(TRAIN, 0.05 * 86400, KINDS)
+    assert not r.met and r.recommendation is None and "No priced GPU kind" in r.summary and r.relax

@@ -36,3 +36,13 @@ def test_impossible_target_shows_nothing_meets(clear_cache):
     assert not at.exception
     assert any("Nothing meets" in e.value for e in at.error)
     assert any("raise the p95 TTFT target" in w.value for w in at.warning)
+
+
+def test_training_tab_recommends_a_run(clear_cache):
+    at = _open()
+    msgs = [s.value for s in at.success] + [e.value for e in at.error]
+    assert any(m.startswith("Train on ") or m.startswith("No priced GPU kind") for m in msgs)
+    at.number_input(key="opt.deadline_days").set_value(0.01)
+    at.button(key="opt.train_submit").click().run()
+    assert not at.exception
+    assert any(e.value.startswith("No priced GPU kind") for e in at.error)
