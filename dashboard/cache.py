@@ -31,3 +31,125 @@ def kv_per_token_across_catalog(kv_dtype: str) -> tuple[tuple[str, str, float], 
 @st.cache_data(max_entries=64, show_spinner=False)
 def training_memory_by_zero(cfg: RabitConfig) -> tuple[tuple[int, _memory.TrainingMemory], ...]:
     return _memory.training_memory_by_zero(cfg)
+
+
+# --- speed (issue 3) ---------------------------------------------------------------------------------
+from core import speed as _speed  # noqa: E402
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def speed_summary(cfg: RabitConfig) -> _speed.SpeedSummary:
+    return _speed.speed_summary(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def batch_sweep(cfg: RabitConfig, batches: tuple[int, ...]) -> tuple[_speed.BatchPoint, ...]:
+    return _speed.batch_sweep(cfg, batches)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def decode_curve(cfg: RabitConfig) -> tuple[tuple[float, float, float, float], ...]:
+    return _speed.decode_curve(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def roofline(cfg: RabitConfig) -> _speed.Roofline:
+    return _speed.roofline(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def spec_vs_alpha(cfg: RabitConfig, alphas: tuple[float, ...]) -> tuple[tuple[float, float], ...]:
+    return _speed.spec_vs_alpha(cfg, alphas)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def collective_view(cfg: RabitConfig) -> _speed.CollectiveView:
+    return _speed.collective_view(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def allreduce_curve(cfg: RabitConfig, sizes_bytes: tuple[float, ...]) -> dict[str, tuple[float, ...]]:
+    return _speed.allreduce_curve(cfg, sizes_bytes)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def seed_comparison(cfg: RabitConfig) -> _speed.SeedComparison:
+    return _speed.seed_comparison(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def math_training_steps(cfg: RabitConfig) -> tuple[tuple[str, tuple], ...]:
+    """(section, steps) for the math page's training view: core.training.training_math when it exists."""
+    import importlib.util
+
+    if importlib.util.find_spec("core.training") is not None:
+        from core import training as _training
+
+        if hasattr(_training, "training_math"):
+            return (("Training: memory, work, step time, runtime", tuple(_training.training_math(cfg))),)
+    return (("Training memory per GPU", _memory.training_memory(cfg).steps),)
+
+
+# --- training (issue 5) ------------------------------------------------------------------------------
+from core import training as _training  # noqa: E402
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def training_plan(cfg: RabitConfig, goal: _training.TrainingGoal) -> _training.TrainingPlan:
+    return _training.plan(cfg, goal)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def training_math(cfg: RabitConfig) -> tuple:
+    return _training.training_math(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def training_layout(cfg: RabitConfig) -> _training.LayoutResult:
+    """The sidebar's own layout, timed and sized."""
+    return _training.evaluate_layout(cfg, _training.config_layout(cfg))
+
+
+# --- optimizer (issue 6) -----------------------------------------------------------------------------
+from core import optimizer as _optimizer  # noqa: E402
+
+
+@st.cache_data(max_entries=32, show_spinner="Screening every configuration, then simulating up to 16 finalists ...")
+def recommendation(goal: _optimizer.ServingGoal, cons: _optimizer.Constraints,
+                   prices: tuple) -> _optimizer.Recommendation:
+    """Cached on (goal, constraints, prices). No progress callback: an element updated from inside a cached
+    function breaks Streamlit's replay on the next hit, so the spinner says what is running instead."""
+    return _optimizer.recommend(goal, cons, prices)
+
+
+# --- serving simulation (issue 4) ------------------------------------------------------------------
+from core import simulate as _simulate  # noqa: E402
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def simulation(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.SimResult:
+    """One simulated replica, cached on (config, workload spec)."""
+    return _simulate.simulate(cfg, spec)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def sim_capacity(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Capacity:
+    return _simulate.max_throughput(cfg, spec)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def sim_summary(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Summary:
+    """Only the summary of one simulation (the points of a load sweep)."""
+    return _simulate.simulate(cfg, spec).summary
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def sim_trace(text: str) -> tuple[tuple[int, int], ...]:
+    """Parsed (input, output) token rows of an uploaded trace; raises ValueError with the bad line."""
+    return _simulate.parse_trace(text)
+
+
+@st.cache_data(max_entries=16, show_spinner="Running the training deadline search for each priced GPU kind ...")
+def training_recommendation(cfg: RabitConfig, deadline_s: float, cons: _optimizer.Constraints,
+                            prices: tuple) -> _optimizer.TrainingRecommendation:
+    return _optimizer.recommend_training(cfg, deadline_s, cons, prices)

@@ -1,0 +1,139 @@
+"""``rabit simulate``: queue one replica under load and report latency percentiles, throughput and saturation."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from cli.common import add_cluster_args, add_json, add_model_args, config_from_args, die, emit
+from core.simulate import Lengths, SimSpec, parse_trace, simulate
+from core.units import fmt_time
+
+#: SimSpec field -> flag, for error messages that name the argument.
+SPEC_FLAG = {
+    "rate_per_s": "--rate", "num_requests": "--requests", "duration_s": "--duration", "users": "--users",
+    "think_s": "--think", "token_budget": "--token-budget", "max_batch": "--max-batch", "timeout_s": "--timeout",
+    "seed": "--seed", "kv_pool_tokens": "--kv-pool-tokens", "input": "--input", "output": "--output",
+    "trace": "--trace", "admission": "--kv-admission", "policy": "--chunked-prefill",
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="simulate one serving replica under load: TTFT/ITL/E2E percentiles, "
+                                        "throughput, preemptions, saturation")
+    add_model_args(p)
+    add_cluster_args(p)
+    p.add_argument("--weights", choices=["bf16", "fp8", "int8", "int4", "fp4", "mxfp4", "nvfp4"], default="bf16")
+    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16")
+    p.add_argument("--block-size", type=int, default=16, help="paged KV block [tokens]")
+    a = p.add_argument_group("arrivals")
+    a.add_argument("--arrival", choices=["poisson", "closed"], default="poisson")
+    a.add_argument("--rate", type=float, help="Poisson arrival rate [requests/s] (required for poisson)")
+    a.add_argument("--users", type=int, default=16, help="closed loop: concurrent users")
+    a.add_argument("--think", type=float, default=0.0, help="closed loop: mean think time [s]")
+    a.add_argument("--requests", type=int, default=1000, help="requests to issue")
+    a.add_argument("--duration", type=float, help="stop issuing after this many seconds")
+    w = p.add_argument_group("lengths")
+    w.add_argument("--input", type=int, default=1024, help="mean prompt tokens")
+    w.add_argument("--output", type=int, default=256, help="mean output tokens")
+    w.add_argument("--lengths", choices=["fixed", "uniform", "lognormal"], default="fixed")
+    w.add_argument("--spread", type=float, default=0.5,
+                   help="uniform: relative half-width; lognormal: sigma of the underlying normal")
+    w.add_argument("--trace", metavar="PATH", help="CSV/JSONL of input and output token counts to replay")
+    s = p.add_argument_group("scheduler")
+    s.add_argument("--max-batch", type=int, default=256, help="running sequences (max_num_seqs)")
+    s.add_argument("--token-budget", type=int, default=8192, help="tokens per iteration (max_num_batched_tokens)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--chunked-prefill", dest="policy", action="store_const", const="chunked",
+                   help="decode first, prompts chunked into the rest of the budget (default)")
+    g.add_argument("--prefill-priority", dest="policy", action="store_const", const="prefill_priority",
+                   help="whole prompts first, decodes wait")
+    s.add_argument("--kv-admission", choices=["preempt", "reserve"], default="preempt")
+    s.add_argument("--timeout", type=float, help="cancel a request not finished this many seconds after arrival")
+    s.add_argument("--kv-pool-tokens", type=int, help="override the KV pool size (what-if)")
+    p.add_argument("--seed", type=int, default=0)
+    add_json(p)
+    p.set_defaults(func=run, policy="chunked")
+
+
+def spec_from_args(args: argparse.Namespace) -> SimSpec:
+    trace = None
+    if args.trace:
+        try:
+            text = Path(args.trace).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            die(f"rabit simulate: error: argument --trace: cannot read {args.trace}: {exc}")
+        try:
+            trace = parse_trace(text)
+        except ValueError as exc:
+            die(f"rabit simulate: error: argument --trace: {exc}")
+    if args.arrival == "poisson" and args.rate is None:
+        die("rabit simulate: error: argument --rate: required for Poisson arrivals (or use --arrival closed)")
+    try:
+        lengths = {f: Lengths(kind=args.lengths, mean=v, spread=args.spread) for f, v in
+                   (("input", args.input), ("output", args.output))}
+    except ValidationError as exc:
+        die(f"rabit simulate: error: argument --spread: {exc.errors()[0]['msg']}")
+    data = dict(arrival=args.arrival, users=args.users, think_s=args.think, num_requests=args.requests,
+                duration_s=args.duration, trace=trace, policy=args.policy, token_budget=args.token_budget,
+                max_batch=args.max_batch, admission=args.kv_admission, timeout_s=args.timeout,
+                kv_pool_tokens=args.kv_pool_tokens, seed=args.seed, **lengths)
+    if args.rate is not None:
+        data["rate_per_s"] = args.rate
+    try:
+        return SimSpec(**data)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        field = str(e["loc"][0]) if e["loc"] else ""
+        msg = e["msg"].removeprefix("Value error, ")
+        flag = SPEC_FLAG.get(field)
+        if flag is None:  # a model-level check: name the flag its message is about
+            flag = "--token-budget" if "token_budget" in msg else "--requests"
+        die(f"rabit simulate: error: argument {flag}: {msg}")
+
+
+def _pct(p: dict) -> str:
+    def one(v):
+        return fmt_time(v) if v is not None else "withheld"
+    return f"p50 {one(p['p50'])}, p95 {one(p['p95'])}, p99 {one(p['p99'])} (n={p['n']:,})"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.input < 1 or args.output < 1:
+        die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")
+    cfg = config_from_args(args, input_tokens=args.input, output_tokens=args.output)
+    spec = spec_from_args(args)
+    try:
+        r = simulate(cfg, spec)
+    except ValueError as exc:
+        die(f"rabit simulate: error: {exc}")
+    s = r.summary.as_dict()
+    payload = {
+        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug, "gpu": cfg.gpu,
+        "gpus": cfg.gpus, "tp": cfg.tp, "pp": cfg.pp, "arrival": spec.arrival,
+        "rate_per_s": spec.rate_per_s if spec.arrival == "poisson" else None, "policy": spec.policy,
+        "kv_admission": spec.admission, "max_batch": spec.max_batch, "token_budget": spec.token_budget,
+        "seed": spec.seed, **s, "kv_pool_tokens": r.kv_pool_tokens,
+        "capacity_requests_per_s": r.capacity.requests_per_s,
+        "capacity_output_tokens_per_s": r.capacity.output_tokens_per_s, "capacity_batch": r.capacity.batch,
+        "capacity_limited_by": r.capacity.limited_by,
+    }
+    human = "\n".join([
+        f"{payload['model']} on {cfg.gpus} x {cfg.gpu} (TP {cfg.tp}, PP {cfg.pp}); {spec.policy}, {spec.admission}; "
+        f"{s['requests']:,} requests, {s['completed']:,} completed",
+        f"  TTFT   {_pct(s['ttft_s'])}",
+        f"  ITL    {_pct(s['itl_s'])}",
+        f"  E2E    {_pct(s['e2e_s'])}",
+        f"  queue  {_pct(s['queue_s'])}",
+        f"  throughput {s['throughput_requests_per_s']:.3g} req/s, {s['throughput_tokens_per_s']:,.0f} output tok/s "
+        f"(closed-form max {r.capacity.requests_per_s:.3g} req/s at batch {r.capacity.batch:.0f}, "
+        f"{r.capacity.limited_by})",
+        f"  KV pool {r.kv_pool_tokens:,} tokens, mean occupancy {s['kv_occupancy_mean']:.0%}; prefill share of time "
+        f"{s['prefill_time_share']:.0%}; GPU busy {s['gpu_busy_share']:.0%}",
+        f"  preemptions {s['preemptions']:,}, rejected {s['rejected']:,}, timed out {s['timed_out']:,}",
+        ("  SATURATED: " if s["saturated"] else "  stable: ") + s["saturation_reason"],
+    ])
+    emit(payload, args.json, human)
+    return 0

@@ -1,0 +1,659 @@
+"""The event loop: one replica under continuous batching, iteration by iteration.
+
+One :class:`Engine` owns the clock ``now_s``, the queues, the KV pool and its counters; it draws
+nothing itself (the workload's :class:`~core.sim.workload.Draws` come from the injected generator)
+and returns plain records. An iteration is timed by the step model for its exact mix of prefill
+and decode tokens (``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read).
+
+Speed: between events nothing but decoding happens, and every decoding sequence gains one token per
+decode iteration, so the decode set advances in lockstep. A sequence's context is ``base + D``
+(``D`` = decode iterations so far), so the batch's ``R`` and ``A`` are affine in ``D`` and a whole
+run of identical-shape decode iterations is timed in closed form (:mod:`core.sim.timing`); the
+run stops at the next event: an arrival the scheduler could act on, the first sequence to finish,
+a timeout, the KV pool running out (paged blocks counted exactly via the block phase of each
+sequence), or a sequence's context reaching a sliding window. No Python work per token.
+
+Scheduling (vLLM V1 / Sarathi-Serve for ``chunked``, vLLM V0 for ``prefill_priority``):
+
+* ``chunked``: each iteration first gives every decoding sequence its token, then continues
+  partial prefills, then admits waiting requests first-come first-served while the token budget,
+  the batch limit and the KV pool allow; a prompt longer than what is left of the budget is split
+  into chunks over iterations. A request that does not fit blocks the ones behind it (strict FCFS).
+* ``prefill_priority``: when the head of the queue can be admitted, the iteration prefills whole
+  prompts (FCFS, up to the token budget; a prompt longer than the budget runs alone) and the
+  decoding sequences wait; otherwise it decodes every running sequence.
+
+KV admission:
+
+* ``preempt``: paged blocks of ``block_size`` tokens allocated as tokens are computed; when an
+  iteration's blocks cannot be allocated, the most recently admitted running sequence is
+  preempted (its blocks freed, it returns to the head of the queue and later recomputes its prompt
+  plus the tokens it had generated: recompute, as vLLM does); no admissions in such an iteration.
+* ``reserve``: admission reserves the blocks of prompt + the workload's largest output
+  (the client's max_tokens) up front; never preempts.
+
+A request that can never fit (its whole context exceeds the pool, or the model's context window) is
+rejected on arrival, counted, and never blocks the queue. With ``timeout_s``, a request not finished
+that long after its arrival is cancelled (waiting or running; a running one at the end of the
+iteration in progress) and its blocks are freed.
+
+Sliding-window layers (Mistral, gpt-oss): the pool is in bytes, so a sequence of context ``c`` holds
+``f ceil(c/B) + s ceil(min(c, w)/B)`` blocks-worth, with ``f`` and ``s`` the shares of full and
+sliding layers; the attended pairs and cached reads use the same per-layer-average clipping
+(a decode token at context ``c`` attends ``f (c+1) + s min(c+1, w)`` keys per layer on average).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from collections import deque
+from dataclasses import dataclass
+
+from core.sim.timing import ArrayTiming, LinearTiming
+from core.sim.workload import Draws, SimSpec
+
+INF = math.inf
+_EPS = 1e-9
+
+# request status codes in the records
+DONE, REJECTED, TIMED_OUT, UNFINISHED = 0, 1, 2, -1
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The KV pool of one replica, in blocks of ``block`` tokens at the per-token KV of all layers."""
+
+    blocks: float  # capacity [blocks-worth]; whole blocks for models without sliding layers
+    block: int  # tokens per block
+    full_share: float  # f: share of layers with full attention
+    slide_share: float  # s: share of sliding-window layers
+    window: int  # w [tokens]; 0 when there are no sliding layers
+    max_context: int  # the model's context window [tokens]
+
+    def blocks_for(self, c: int) -> float:
+        """Blocks-worth held by one sequence of ``c`` cached tokens."""
+        B = self.block
+        v = self.full_share * ((c + B - 1) // B)
+        if self.slide_share:
+            v += self.slide_share * ((min(c, self.window) + B - 1) // B)
+        return v
+
+    def eff(self, c: float) -> float:
+        """Per-layer-average tokens held or read at context ``c`` (``c`` without sliding layers)."""
+        if not self.slide_share:
+            return c
+        return self.full_share * c + self.slide_share * min(c, self.window)
+
+    def chunk_pairs(self, p: int, n: int) -> float:
+        """Attended (query, key) pairs of a prefill chunk of ``n`` tokens after ``p`` cached ones."""
+        full = n * p + n * (n + 1) / 2
+        if not self.slide_share:
+            return full
+        w, a, b = self.window, p + 1, p + n
+        if b <= w:
+            clipped = full
+        elif a > w:
+            clipped = n * w
+        else:
+            clipped = (a + w) * (w - a + 1) / 2 + (b - w) * w
+        return self.full_share * full + self.slide_share * clipped
+
+
+@dataclass(frozen=True)
+class Records:
+    """What one run leaves behind (plain arrays; :mod:`core.sim.metrics` turns them into results)."""
+
+    arrival_s: array
+    input_tokens: array
+    output_tokens: array
+    status: array
+    admitted_s: array
+    first_token_s: array
+    finish_s: array
+    preemptions: array
+    # time series, one point per scheduler step (or run of decode iterations)
+    ts_s: array
+    ts_waiting: array
+    ts_running: array
+    ts_kv_frac: array
+    busy_s: float
+    prefill_s: float
+    iterations: int
+    total_preemptions: int
+    last_arrival_s: float
+
+
+class Engine:
+    """One replica: the clock, the queues, the KV pool and the counters of one simulation."""
+
+    def __init__(self, spec: SimSpec, timing: LinearTiming | ArrayTiming, pool: Pool, draws: Draws) -> None:
+        self.spec, self.timing, self.pool, self.draws = spec, timing, pool, draws
+        self.B = pool.block
+        self.P = pool.blocks
+        self.inv_P = 1.0 / pool.blocks if pool.blocks > 0 else 0.0
+        self.wf, self.ws, self.w = pool.full_share, pool.slide_share, pool.window
+        self.sliding = pool.slide_share > 0
+        self.reserve = spec.admission == "reserve"
+        self.max_out = spec.max_output_tokens()
+        self.now_s = 0.0
+        # per request (index = request number)
+        self.arr: list[float] = []
+        self.inp: list[int] = []
+        self.out: list[int] = []
+        self.status: list[int] = []
+        self.admit_s: list[float] = []
+        self.first_s: list[float] = []
+        self.fin_s: list[float] = []
+        self.npre: list[int] = []
+        self.gen: list[int] = []  # tokens emitted (decoding sequences: refreshed from out - (fin_d - D) on leaving)
+        self.ctx: list[int] = []  # prefilling: tokens computed; decoding: base (context - D)
+        self.target: list[int] = []  # prefill length of the current admission
+        self.fin_d: list[int] = []  # D at which a decoding sequence emits its last token; -1 otherwise
+        self.lo: list[bool] = []  # decoding and context below the sliding window
+        self.res: list[float] = []  # reserved blocks-worth (reserve admission)
+        # queues
+        self.waiting: deque[int] = deque()
+        self.running: list[int] = []  # admission order (the last is preempted first)
+        self.pf: list[int] = []  # running, still prefilling (admission order)
+        # lockstep decode set
+        self.D = 0
+        self.m = 0
+        self.m_lo = 0
+        self.sumb = 0
+        self.sumb_lo = 0
+        self.hist_f = [0] * self.B
+        self.hist_s = [0] * self.B
+        self.fin_heap: list[tuple[int, int]] = []
+        self.cross_heap: list[tuple[int, int]] = []
+        self.dl_heap: list[tuple[float, int]] = []
+        # KV blocks held (or reserved): full-layer and sliding-layer block counts
+        self.nf = 0
+        self.ns = 0
+        self.used_res = 0.0
+        # arrivals
+        self.issued = 0
+        self.arrivals: list[tuple[float, int]] = []  # closed loop: (time, user-seq) heap
+        self.next_poisson = draws.gaps[0] if spec.arrival == "poisson" else INF
+        self.next_arr = self.next_poisson  # time of the next arrival (kept current: the hot loop reads it)
+        self.last_arrival_s = 0.0
+        # counters
+        self.busy_s = 0.0
+        self.prefill_s = 0.0
+        self.iterations = 0
+        self.preemptions = 0
+        self._preempted_now = False
+        # time series
+        self.ts_s, self.ts_w, self.ts_r, self.ts_kv = array("d"), array("d"), array("d"), array("d")
+        if spec.arrival == "closed":
+            for u in range(self._issue_cap(spec.users)):
+                self.arrivals.append((0.0, u))
+            heapq.heapify(self.arrivals)
+            self.next_arr = self.arrivals[0][0] if self.arrivals else INF
+
+    # --- arrivals ---------------------------------------------------------------------------------
+    def _issue_cap(self, n: int) -> int:
+        cap = self.spec.num_requests
+        return n if cap is None else min(n, cap)
+
+    def next_arrival_s(self) -> float:
+        return self.next_arr
+
+    def _pop_arrival(self) -> float:
+        s = self.spec
+        if s.arrival == "poisson":
+            t = self.next_poisson
+            n = self.issued + 1
+            if s.num_requests is not None and n >= s.num_requests:
+                self.next_poisson = INF
+            else:
+                self.draws.ensure(n + 1)
+                nxt = t + self.draws.gaps[n]
+                self.next_poisson = nxt if (s.duration_s is None or nxt <= s.duration_s) else INF
+            self.next_arr = self.next_poisson
+            return t
+        t, _ = heapq.heappop(self.arrivals)
+        self.next_arr = self.arrivals[0][0] if self.arrivals else INF
+        return t
+
+    def _user_done(self, rid: int, t_end: float) -> None:
+        """Closed loop: the user of request ``rid`` thinks, then sends the next request."""
+        s = self.spec
+        if s.arrival != "closed":
+            return
+        if s.num_requests is not None and self.issued + len(self.arrivals) >= s.num_requests:
+            return
+        self.draws.ensure(rid + 1)
+        t = t_end + self.draws.gaps[rid]
+        if s.duration_s is not None and t > s.duration_s:
+            return
+        heapq.heappush(self.arrivals, (t, self.issued + len(self.arrivals)))
+        self.next_arr = self.arrivals[0][0]
+
+    def _absorb_arrivals(self) -> None:
+        """Queue (or reject) every request that has arrived by now; one time-series point at each arrival."""
+        while self.next_arr <= self.now_s:
+            t = self._pop_arrival()
+            rid = self.issued
+            self.issued += 1
+            self.draws.ensure(rid + 1)
+            i, o = self.draws.inp[rid], self.draws.out[rid]
+            self.arr.append(t)
+            self.inp.append(i)
+            self.out.append(o)
+            self.status.append(UNFINISHED)
+            self.admit_s.append(math.nan)
+            self.first_s.append(math.nan)
+            self.fin_s.append(math.nan)
+            self.npre.append(0)
+            self.gen.append(0)
+            self.ctx.append(0)
+            self.target.append(0)
+            self.fin_d.append(-1)
+            self.lo.append(False)
+            self.res.append(0.0)
+            self.last_arrival_s = t
+            need = self.pool.blocks_for(i + (self.max_out if self.reserve else o - 1))
+            if i + o > self.pool.max_context or need > self.P + _EPS:
+                self.status[rid] = REJECTED
+                self.fin_s[rid] = t
+                self._user_done(rid, t)
+                continue
+            self.waiting.append(rid)
+            if self.spec.timeout_s is not None:
+                heapq.heappush(self.dl_heap, (t + self.spec.timeout_s, rid))
+            self._record(t)
+
+    # --- KV ---------------------------------------------------------------------------------------
+    def used(self) -> float:
+        return self.used_res if self.reserve else self.wf * self.nf + self.ws * self.ns
+
+    def _chunk_blocks(self, c: int, n: int) -> tuple[int, int]:
+        B = self.B
+        f = (c + n + B - 1) // B - (c + B - 1) // B
+        if not self.sliding:
+            return f, 0
+        w = self.w
+        s = (min(c + n, w) + B - 1) // B - (min(c, w) + B - 1) // B
+        return f, s
+
+    def _release(self, rid: int, c: int) -> None:
+        if self.reserve:
+            self.used_res -= self.res[rid]
+            self.res[rid] = 0.0
+            return
+        B = self.B
+        self.nf -= (c + B - 1) // B
+        if self.sliding:
+            self.ns -= (min(c, self.w) + B - 1) // B
+
+    def _decode_need(self) -> float:
+        """Blocks-worth the decode set allocates in the next iteration."""
+        if self.reserve or not self.m:
+            return 0.0
+        ph = (-self.D) % self.B
+        return self.wf * self.hist_f[ph] + (self.ws * self.hist_s[ph] if self.sliding else 0.0)
+
+    def _kv_run_bound(self, kmax: int) -> int:
+        """Decode iterations (<= kmax) whose block allocations all succeed."""
+        if self.reserve:
+            return kmax
+        cyc = self.wf * self.m + self.ws * self.m_lo
+        if cyc <= 0:
+            return kmax
+        free = self.P - self.used() + _EPS
+        if free < 0:
+            return 0
+        B = self.B
+        q = int(free // cyc)
+        if q * B >= kmax:
+            return kmax
+        rem = free - q * cyc
+        D, hf, hs, wf, ws = self.D, self.hist_f, self.hist_s, self.wf, self.ws
+        for j in range(B):
+            ph = (-(D + j)) % B
+            need = wf * hf[ph] + ws * hs[ph]
+            if need > rem:
+                return min(kmax, q * B + j)
+            rem -= need
+        return min(kmax, q * B + B)  # unreachable: a full cycle costs cyc > rem
+
+    # --- the lockstep decode set ------------------------------------------------------------------
+    def _join_decode(self, rid: int, c: int) -> None:
+        base = c - self.D
+        self.ctx[rid] = base
+        ph = base % self.B
+        self.m += 1
+        self.sumb += base
+        self.hist_f[ph] += 1
+        if self.sliding and c < self.w:
+            self.lo[rid] = True
+            self.m_lo += 1
+            self.sumb_lo += base
+            self.hist_s[ph] += 1
+            heapq.heappush(self.cross_heap, (self.w - base, rid))
+        fd = self.D + self.out[rid] - self.gen[rid]
+        self.fin_d[rid] = fd
+        heapq.heappush(self.fin_heap, (fd, rid))
+
+    def _leave_decode(self, rid: int) -> int:
+        """Take ``rid`` out of the decode set; returns its context."""
+        base = self.ctx[rid]
+        ph = base % self.B
+        self.m -= 1
+        self.sumb -= base
+        self.hist_f[ph] -= 1
+        if self.lo[rid]:
+            self.lo[rid] = False
+            self.m_lo -= 1
+            self.sumb_lo -= base
+            self.hist_s[ph] -= 1
+        self.gen[rid] = self.out[rid] - (self.fin_d[rid] - self.D)
+        self.fin_d[rid] = -1
+        return base + self.D
+
+    def _decode_AR(self) -> tuple[float, float, float]:
+        """(A, R, g) of the decode set now: attended pairs, cached tokens read, growth per iteration."""
+        m, D = self.m, self.D
+        if not self.sliding:
+            R = float(self.sumb + m * D)
+            return R + m, R, float(m)
+        wf, ws = self.wf, self.ws
+        lo_ctx = self.sumb_lo + self.m_lo * D
+        R = wf * (self.sumb + m * D) + ws * (lo_ctx + (m - self.m_lo) * self.w)
+        g = wf * m + ws * self.m_lo
+        return R + g, R, g
+
+    def _advance_decode(self, k: int) -> None:
+        """Account ``k`` decode iterations (blocks, D), then finish the sequences that are done."""
+        if not self.reserve:
+            B, D = self.B, self.D
+            if k == 1:
+                ph = (-D) % B
+                self.nf += self.hist_f[ph]
+                if self.sliding:
+                    self.ns += self.hist_s[ph]
+            else:
+                q, r = divmod(k, B)
+                hf = self.hist_f
+                self.nf += q * self.m + sum(hf[(-(D + j)) % B] for j in range(r))
+                if self.sliding:
+                    hs = self.hist_s
+                    self.ns += q * self.m_lo + sum(hs[(-(D + j)) % B] for j in range(r))
+        self.D += k
+        D = self.D
+        fh = self.fin_heap
+        while fh and fh[0][0] <= D:
+            fd, rid = heapq.heappop(fh)
+            if self.fin_d[rid] != fd:
+                continue  # stale: preempted or cancelled since
+            c = self._leave_decode(rid)
+            self.running.remove(rid)
+            self._release(rid, c)
+            self._finish(rid, DONE)
+        ch = self.cross_heap
+        while ch and ch[0][0] <= D:
+            cd, rid = heapq.heappop(ch)
+            if not self.lo[rid] or self.ctx[rid] != self.w - cd:
+                continue
+            base = self.ctx[rid]
+            self.lo[rid] = False
+            self.m_lo -= 1
+            self.sumb_lo -= base
+            self.hist_s[base % self.B] -= 1
+
+    def _finish(self, rid: int, status: int) -> None:
+        self.status[rid] = status
+        self.fin_s[rid] = self.now_s
+        self._user_done(rid, self.now_s)
+
+    # --- preemption and timeouts ------------------------------------------------------------------
+    def _take_out(self, rid: int) -> None:
+        """Remove a running request (prefilling or decoding) and free its blocks."""
+        self.running.remove(rid)
+        if self.fin_d[rid] >= 0:
+            c = self._leave_decode(rid)
+        else:
+            self.pf.remove(rid)
+            c = self.ctx[rid]
+        self._release(rid, c)
+
+    def _preempt_last(self) -> None:
+        rid = self.running[-1]
+        self._take_out(rid)
+        self.ctx[rid] = 0
+        self.npre[rid] += 1
+        self.preemptions += 1
+        self.waiting.appendleft(rid)
+
+    def _expire(self) -> None:
+        now = self.now_s
+        dh = self.dl_heap
+        while dh and dh[0][0] <= now:
+            t, rid = heapq.heappop(dh)
+            if self.status[rid] != UNFINISHED:
+                continue
+            if rid in self.running:
+                self._take_out(rid)
+            else:
+                self.waiting.remove(rid)
+            self._finish(rid, TIMED_OUT)
+
+    def _next_deadline(self) -> float:
+        dh = self.dl_heap
+        while dh and self.status[dh[0][1]] != UNFINISHED:
+            heapq.heappop(dh)
+        return dh[0][0] if dh else INF
+
+    # --- scheduling -------------------------------------------------------------------------------
+    def _admit(self, rid: int) -> None:
+        self.waiting.popleft()
+        self.running.append(rid)
+        self.pf.append(rid)
+        self.ctx[rid] = 0
+        self.target[rid] = self.inp[rid] + self.gen[rid]  # recompute after a preemption
+        if math.isnan(self.admit_s[rid]):
+            self.admit_s[rid] = self.now_s
+        if self.reserve:
+            need = self.pool.blocks_for(self.inp[rid] + self.max_out)
+            self.res[rid] = need
+            self.used_res += need
+
+    def _admission_need(self, rid: int, n: int) -> float:
+        if self.reserve:
+            return self.pool.blocks_for(self.inp[rid] + self.max_out)
+        f, s = self._chunk_blocks(0, n)
+        return self.wf * f + self.ws * s
+
+    def step(self) -> None:
+        """One scheduler decision: a single iteration with prefill work, or a run of decode iterations."""
+        chunks: list[tuple[int, int]] = []  # (request, tokens this iteration)
+        # a run of decode iterations is valid only while the queue cannot move: after a preemption
+        # the head was not even considered (no admissions in such an iteration), so run one iteration
+        self._preempted_now = False
+        if self.spec.policy == "chunked":
+            self._plan_chunked(chunks)
+        else:
+            self._plan_prefill_priority(chunks)
+        if chunks:
+            self._mixed_iteration(chunks)
+        elif self.m:
+            self._decode_run(1 if self._preempted_now else None)
+        elif self.waiting and not self.running:
+            rid = self.waiting[0]
+            n = min(self.inp[rid] + self.gen[rid], self.spec.token_budget)
+            if self._admission_need(rid, n) > self.P + _EPS:
+                # cannot run even in an empty engine (arrival checks make this unreachable; no silent stall)
+                self.waiting.popleft()
+                self._finish(rid, REJECTED)
+            # else: preemption emptied the engine this step; the next step admits the head
+        self._record()
+
+    def _plan_chunked(self, chunks: list[tuple[int, int]]) -> None:
+        K = self.spec.token_budget
+        preempted = False
+        while True:
+            left = K - self.m
+            need = self._decode_need()
+            chunks.clear()
+            for rid in self.pf:
+                if left <= 0:
+                    break
+                c = self.ctx[rid]
+                n = min(self.target[rid] - c, left)
+                left -= n
+                chunks.append((rid, n))
+                if not self.reserve:
+                    f, s = self._chunk_blocks(c, n)
+                    need += self.wf * f + self.ws * s
+            if self.reserve or self.used() + need <= self.P + _EPS or not self.running:
+                break
+            self._preempt_last()
+            preempted = True
+        if preempted:
+            self._preempted_now = True
+            return
+        used = self.used() + need
+        mb = self.spec.max_batch
+        while self.waiting and left > 0 and len(self.running) < mb:
+            rid = self.waiting[0]
+            n = min(self.inp[rid] + self.gen[rid], left)
+            add = self._admission_need(rid, n)
+            if used + add > self.P + _EPS:
+                break
+            self._admit(rid)
+            used += add
+            left -= n
+            chunks.append((rid, n))
+
+    def _plan_prefill_priority(self, chunks: list[tuple[int, int]]) -> None:
+        K = self.spec.token_budget
+        mb = self.spec.max_batch
+        used = self.used()
+        total = 0
+        while self.waiting and len(self.running) < mb:
+            rid = self.waiting[0]
+            n = self.inp[rid] + self.gen[rid]
+            if chunks and total + n > K:
+                break
+            add = self._admission_need(rid, n)
+            if used + add > self.P + _EPS:
+                break
+            self._admit(rid)
+            used += add
+            total += n
+            chunks.append((rid, n))
+        if chunks:
+            return
+        while self.m and not self.reserve and self.used() + self._decode_need() > self.P + _EPS:
+            self._preempt_last()
+            self._preempted_now = True
+
+    def _mixed_iteration(self, chunks: list[tuple[int, int]]) -> None:
+        pool, tm = self.pool, self.timing
+        decoding = self.m > 0 and self.spec.policy == "chunked"
+        if decoding:
+            A_d, R_d, _ = self._decode_AR()
+            T, A, R = self.m, A_d, R_d
+        else:
+            T, A, R = 0, 0.0, 0.0
+        for rid, n in chunks:
+            c = self.ctx[rid]
+            T += n
+            A += pool.chunk_pairs(c, n)
+            R += pool.eff(c)
+            if not self.reserve:
+                f, s = self._chunk_blocks(c, n)
+                self.nf += f
+                self.ns += s
+        dt = tm.one(T, A, R)
+        self.busy_s += dt
+        self.prefill_s += dt - (tm.one(self.m, A_d, R_d) if decoding else 0.0)
+        self.iterations += 1
+        self.now_s += dt
+        if self.next_arr <= self.now_s:
+            self._absorb_arrivals()  # those that came during the iteration, before anything leaves
+        if decoding:
+            self._advance_decode(1)
+        for rid, n in chunks:
+            c = self.ctx[rid] + n
+            self.ctx[rid] = c
+            if c < self.target[rid]:
+                continue
+            self.pf.remove(rid)
+            self.gen[rid] += 1
+            if self.gen[rid] == 1:
+                self.first_s[rid] = self.now_s
+            if self.gen[rid] >= self.out[rid]:
+                self.running.remove(rid)
+                self._release(rid, c)
+                self._finish(rid, DONE)
+            else:
+                self._join_decode(rid, c)
+
+    def _decode_run(self, limit: int | None = None) -> None:
+        kmax = self.fin_heap_min() - self.D
+        if limit is not None:
+            kmax = min(kmax, limit)
+        if self.sliding and self.m_lo:
+            kmax = min(kmax, self.cross_min() - self.D)
+        kmax = self._kv_run_bound(kmax)
+        if kmax <= 0:  # cannot happen after planning; guard against a silent stall
+            raise RuntimeError("decode run without room for one iteration")
+        t_event = self._next_deadline() if self.dl_heap else INF
+        if not self.waiting and self.next_arr < t_event:
+            t_event = self.next_arr
+        A, R, g = self._decode_AR()
+        k, dt = self.timing.run(self.m, A, R, g, kmax, t_event - self.now_s if t_event < INF else INF)
+        self.busy_s += dt
+        self.iterations += k
+        self.now_s += dt
+        if self.next_arr <= self.now_s:
+            self._absorb_arrivals()
+        self._advance_decode(k)
+
+    def fin_heap_min(self) -> int:
+        fh = self.fin_heap
+        while fh and self.fin_d[fh[0][1]] != fh[0][0]:
+            heapq.heappop(fh)
+        return fh[0][0]
+
+    def cross_min(self) -> int:
+        ch = self.cross_heap
+        while ch and not (self.lo[ch[0][1]] and self.ctx[ch[0][1]] == self.w - ch[0][0]):
+            heapq.heappop(ch)
+        return ch[0][0] if ch else 1 << 62
+
+    def _record(self, t: float | None = None) -> None:
+        self.ts_s.append(self.now_s if t is None else t)
+        self.ts_w.append(len(self.waiting))
+        self.ts_r.append(len(self.running))
+        self.ts_kv.append((self.used_res if self.reserve else self.wf * self.nf + self.ws * self.ns) * self.inv_P)
+
+    # --- the loop ---------------------------------------------------------------------------------
+    def run(self) -> Records:
+        self._record()
+        dh = self.dl_heap
+        while True:
+            if self.next_arr <= self.now_s:
+                self._absorb_arrivals()
+            if dh and dh[0][0] <= self.now_s:
+                self._expire()
+            if not self.running and not self.waiting:
+                t = self.next_arr
+                if t == INF:
+                    break
+                self._record(t)  # idle until the next arrival
+                self.now_s = t
+                continue
+            self.step()
+        n = len(self.arr)
+        return Records(
+            arrival_s=array("d", self.arr), input_tokens=array("q", self.inp), output_tokens=array("q", self.out),
+            status=array("b", self.status), admitted_s=array("d", self.admit_s),
+            first_token_s=array("d", self.first_s), finish_s=array("d", self.fin_s),
+            preemptions=array("l", self.npre[:n]), ts_s=self.ts_s, ts_waiting=self.ts_w, ts_running=self.ts_r,
+            ts_kv_frac=self.ts_kv, busy_s=self.busy_s, prefill_s=self.prefill_s, iterations=self.iterations,
+            total_preemptions=self.preemptions, last_arrival_s=self.last_arrival_s,
+        )
