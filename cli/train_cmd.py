@@ -10,7 +10,7 @@ included; ``--layout`` evaluates a given layout instead of searching. ``--zero``
 ``--micro-batch`` pin that knob; left out, the search picks it.
 
 JSON: ``runtime_s``, ``gpu_hours`` and ``step_s`` are failure-free; ``wall_clock_s``, ``gpu_hours_with_failures``
-and ``cost_usd`` (cheapest on-demand catalog price, row in ``price``) include expected failures, checkpoints and
+and ``cost_usd`` (on-demand catalog price under core.pricing's median policy, in ``price``) include expected failures, checkpoints and
 restarts (``goodput`` = runtime_s / wall_clock_s). ``mfu`` is against the BF16 dense peak, also for FP8 runs.
 """
 

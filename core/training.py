@@ -51,6 +51,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import catalog
+from core.pricing import gpu_price
 from core.catalog import GpuSpec, Price
 from core.collectives import Collectives
 from core.config import RabitConfig
@@ -874,10 +875,20 @@ def goal_from_inputs(cfg: RabitConfig, *, deadline_days: float | None = None, gp
 
 # --- prices --------------------------------------------------------------------------------------------------
 
-def cheapest_price(gpu: str) -> Price | None:
-    """The cheapest on-demand catalog price for ``gpu``, or None when the catalog has none."""
-    rows = [p for p in catalog.prices() if p.gpu == gpu and p.kind == "on-demand"]
-    return min(rows, key=lambda p: p.usd_per_gpu_hour) if rows else None
+def catalog_price(gpu: str) -> Price | None:
+    """The on-demand price of ``gpu`` under the project's one price policy (:mod:`core.pricing`: the median
+    listing across providers), as a price row; None when the catalog has none.
+
+    The optimizer uses the same policy, so a run costs the same on the Training page and in the optimizer.
+    """
+    gp = gpu_price(gpu, catalog.prices())
+    if gp is None:
+        return None
+    if len(gp.rows) == 1:
+        return gp.rows[0]
+    return Price(gpu=gpu, provider=f"median of {len(gp.rows)} on-demand listings", kind="on-demand",
+                 usd_per_gpu_hour=gp.usd_per_gpu_hour, source=gp.basis, as_of=max(r.as_of for r in gp.rows),
+                 verification="U" if any(r.verification == "U" for r in gp.rows) else "S")
 
 
 # --- the plan ------------------------------------------------------------------------------------------------
@@ -913,7 +924,7 @@ def plan(cfg: RabitConfig, goal: TrainingGoal | None = None) -> TrainingPlan:
     c = _ctx(cfg)
     a = cfg.assumptions
     wk = work(cfg)
-    price = cheapest_price(cfg.gpu)
+    price = catalog_price(cfg.gpu)
     usd = price.usd_per_gpu_hour if price else None
     node = cfg.gpus_per_node
     if goal.layout is not None:

@@ -54,7 +54,7 @@ if plan.best is not None:
     cols[2].metric("Runtime without failures", fmt_time(b.runtime_s))
     cols[3].metric("GPU-hours", f"{b.gpu_hours:,.0f}", help="without failures")
     cols[4].metric("Cost", f"${plan.cost_usd:,.0f}" if plan.cost_usd is not None else "no price",
-                   help=(f"cheapest on-demand catalog row: {plan.price.provider}, ${plan.price.usd_per_gpu_hour:g}"
+                   help=(f"on-demand price ({plan.price.provider}, ${plan.price.usd_per_gpu_hour:g}"
                          f"/GPU-h ({plan.price.as_of}), times the wall-clock with failures" if plan.price else
                          "the price catalog has no on-demand row for this GPU"))
     if plan.price is None:

@@ -113,3 +113,22 @@ def test_optimizer_pareto_chart_renders(server, browser):
     if shot:
         page.screenshot(path=shot, full_page=True)
     page.context.close()
+
+
+def test_upload_a_model_config_json(server, browser, tmp_path):
+    """A user adds a model from a Hugging Face config.json in the UI; the page sizes it."""
+    cfg = tmp_path / "tiny-llama.json"
+    # 2 x 16 layers x 4 KV heads x 64 dims x 2 B = 16,384 B of KV per token
+    cfg.write_text('{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, '
+                   '"num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 4, '
+                   '"head_dim": 64, "intermediate_size": 8192, "vocab_size": 32000, '
+                   '"max_position_embeddings": 16384}')
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.goto(server + "/")
+    page.get_by_text("KV cache per GPU (batch)").first.wait_for(timeout=60_000)
+    page.get_by_text("Add a model from config.json").click()
+    page.locator("input[type=file]").first.set_input_files(str(cfg))
+    page.get_by_text("16,384 B").first.wait_for(timeout=30_000)
+    # the uploaded architecture travels in the link, so a pasted URL shows the same model
+    page.wait_for_function("() => window.location.search.includes('custom_model=z')", timeout=10_000)
+    page.context.close()
