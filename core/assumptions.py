@@ -32,17 +32,17 @@ class AssumptionInfo:
 _INFOS = (
     AssumptionInfo(
         "gpu_mem_util", "Share of HBM the serving engine may use", "frac", 0.90, 0.85, 0.95,
-        "vLLM's default gpu_memory_utilization=0.9 (docs.vllm.ai engine args); seed 000.", +1),
+        "vLLM's default gpu_memory_utilization=0.9 (docs.vllm.ai engine args); the RA-BIT spec.", +1),
     AssumptionInfo(
         "runtime_overhead_gib", "Per-GPU runtime overhead (CUDA context, framework, fragmentation)",
         "GiB", 1.5, 1.0, 2.5,
-        "Seed 001 worked example (1.5 GiB); CUDA context is ~0.5 GiB on Hopper, NCCL and "
+        "The textbook example worked example (1.5 GiB); CUDA context is ~0.5 GiB on Hopper, NCCL and "
         "allocator slack add the rest.", -1),
     AssumptionInfo(
         "mbu", "Decode memory-bandwidth utilisation (achieved / peak HBM bandwidth)", "frac", 0.75, 0.60, 0.85,
         "Databricks 'LLM Inference Performance Engineering' (2023): MBU 60-70% at small batch on "
         "A100/H100; TensorRT-LLM/FlashInfer GEMV kernels reach ~80-85% of peak HBM bandwidth. "
-        "Seed 001 uses 0.8.", +1),
+        "The textbook example uses 0.8.", +1),
     AssumptionInfo(
         "mfu_max", "Compute-efficiency ceiling for large token counts (prefill)", "frac", 0.65, 0.50, 0.75,
         "Large BF16 GEMMs on H100 SXM sustain ~600-700 of 989 TFLOP/s (cuBLASLt, NVIDIA Hopper "
@@ -50,11 +50,11 @@ _INFOS = (
     AssumptionInfo(
         "mfu_ramp_tokens", "Tokens at which compute efficiency reaches half its ceiling (T/(T+T0))",
         "tokens", 64.0, 128.0, 32.0,
-        "Seed 000 step-time formula (T/(T+64)); GEMM tiles of 64-128 rows underfill tensor cores "
+        "the RA-BIT spec step-time formula (T/(T+64)); GEMM tiles of 64-128 rows underfill tensor cores "
         "at small batch.", -1),
     AssumptionInfo(
         "fp8_speedup", "FP8 compute speed-up over BF16 (never the 2x peak ratio)", "x", 1.4, 1.3, 1.5,
-        "Seed 000; NVIDIA Transformer Engine / Megatron FP8 training reports 1.3-1.5x end-to-end "
+        "the RA-BIT spec; NVIDIA Transformer Engine / Megatron FP8 training reports 1.3-1.5x end-to-end "
         "over BF16 on H100.", +1),
     AssumptionInfo(
         "fp4_speedup", "FP4 compute speed-up over FP8", "x", 1.5, 1.3, 1.8,
@@ -72,7 +72,7 @@ _INFOS = (
     AssumptionInfo(
         "comm_overlap", "Share of tensor-parallel communication hidden behind compute (serving)",
         "frac", 0.0, 0.0, 0.5,
-        "Seed 000 adds TP all-reduces to the step (no overlap); fused GEMM+collective kernels "
+        "the RA-BIT spec adds TP all-reduces to the step (no overlap); fused GEMM+collective kernels "
         "hide up to half (TensorRT-LLM, 'Flux' arXiv 2406.06858).", +1),
     AssumptionInfo(
         "step_overhead_ms", "Per-iteration scheduler and launch overhead", "ms", 0.5, 1.5, 0.2,

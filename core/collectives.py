@@ -8,7 +8,7 @@ latency alpha [s] and achieved per-GPU bandwidth beta [B/s] (per direction):
     ring all-reduce        2 (p-1) alpha + 2 (p-1)/p x n / beta
     tree all-reduce        2 log2(p) alpha + 2 n / beta          (double binary tree; NCCL)
     NVLS all-reduce        2 alpha + n / beta                     (NVLink SHARP switches, Hopper/Blackwell)
-    all-reduce             min(ring, tree[, NVLS])                (seed 000: the cheaper of ring and tree)
+    all-reduce             min(ring, tree[, NVLS])                (the RA-BIT spec: the cheaper of ring and tree)
     all-gather / reduce-scatter   (p-1) alpha + (p-1)/p x n / beta
     all-to-all             (p-1) alpha + (p-1)/p x n / beta
     point-to-point         alpha + n / beta
@@ -16,7 +16,7 @@ latency alpha [s] and achieved per-GPU bandwidth beta [B/s] (per direction):
 (Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH",
 IJHPCA 2005; NCCL's ring/tree algorithms.)
 
-Topology sets beta per part (seed 000 "Parallelism and topology"):
+Topology sets beta per part (the RA-BIT spec "Parallelism and topology"):
   * NVSwitch parts reach any peer at the full per-GPU bandwidth, for any group inside the NVLink domain;
   * full-mesh parts (MI300X-class, 7 Infinity Fabric links) give a group of p GPUs p-1 direct links,
     so beta = (p-1) x link bandwidth;

@@ -2,7 +2,7 @@
 
 Every function records its steps on a :class:`core.trace.Trace`; the results are frozen.
 
-Serving (seed 000 "Memory", seed 001 worked example)::
+Serving (the RA-BIT spec "Memory", the textbook example worked example)::
 
     weights   = (P_q x b_w + P_bf16 x 2) / (TP x PP)
     KV/token  = 2 x L x n_kv x d_head x b_kv        (MLA: (r_kv + d_rope) x L x b_kv)
@@ -94,7 +94,7 @@ def weight_bytes_per_gpu(m: ModelArch, weights_b: float, tp: int, pp: int, ep: i
     norms stay in BF16 (as in published FP8/INT4/MXFP4 checkpoints). Routed experts are split
     over EP x PP when EP > 1, everything else over TP x PP.
 
-    Llama-3.1-70B, BF16, TP 8: 70.55e9 x 2 / 8 = 17.6 GB (seed 001).
+    Llama-3.1-70B, BF16, TP 8: 70.55e9 x 2 / 8 = 17.6 GB (the textbook example).
     """
     p_total = m.total_params()
     p_q = m.quantizable_params()
@@ -143,7 +143,7 @@ def kv_shard(m: ModelArch, tp: int) -> int:
 
 
 def serving_memory(cfg: RabitConfig, tr: Trace | None = None) -> ServingMemory:
-    """Serving memory per GPU and the sequences one replica holds (seed 000, seed 001)."""
+    """Serving memory per GPU and the sequences one replica holds (the RA-BIT spec, the textbook example)."""
     tr = tr if tr is not None else Trace()
     m, g = model_of(cfg), gpu_of(cfg)
     return _serving_memory(m, g, cfg, tr)
@@ -180,7 +180,7 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
                 "2 * B * S * h * b_a / (tp * pp)", 2 * cfg.batch * ctx * m.hidden_size * 2 / (tp * pp), unit="B",
                 latex=r"\frac{2 \cdot [B] \cdot [S] \cdot [h] \cdot [b_a]}{[tp] \cdot [pp]}",
                 B=cfg.batch, S=ctx, h=m.hidden_size, b_a=2, tp=tp, pp=pp,
-                note="seed 001 workspace: two hidden-size buffers for the whole batch at full context "
+                note="the textbook example workspace: two hidden-size buffers for the whole batch at full context "
                      "(conservative; a chunked-prefill engine peaks lower)")
     O = tr.step("overhead_bytes_per_gpu", "Runtime overhead per GPU", "O", "O_gib * GiB",
                 a.runtime_overhead_gib * GiB, unit="B", O_gib=a.runtime_overhead_gib, GiB=GiB,
@@ -267,7 +267,7 @@ def activation_bytes_per_layer(m: ModelArch, seq: int, micro_batch: int, tp: int
     full:      2 s b h / t                       with SP;  2 s b h without
 
     Llama-3.1-70B at s = 8,192, b = 1, t = 1: 34 x 8192 x 8192 = 2.28 GB per layer before the attention
-    term (seed 003: "about 34 x sequence x hidden bytes per layer, 2.3 GB").
+    term (the RA-BIT spec: "about 34 x sequence x hidden bytes per layer, 2.3 GB").
     """
     s, b, h, a, t = seq, micro_batch, m.hidden_size, m.num_heads, tp
     sbh = s * b * h

@@ -1,6 +1,6 @@
 """Optimizer: the cheapest configuration that meets a serving target, the Pareto front, and why.
 
-Search (seed 000 "Search, Pareto front and market prices")::
+Search (the RA-BIT spec "Search, Pareto front and market prices")::
 
     enumerate  GPU x GPUs per replica x (TP, PP) x weight format x KV precision
     prune      no price, does not validate, no room for a KV cache, misses a target even at batch 1,

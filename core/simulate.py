@@ -6,12 +6,12 @@ iteration timing from :class:`core.speed.StepModel` (:mod:`core.sim.timing`), th
 (:mod:`core.sim.engine`) and the metrics (:mod:`core.sim.metrics`); this module wires them to the
 shared config and adds the closed-form capacity the simulator is checked against.
 
-KV pool (seed 000 "Memory"): ``blocks = floor(K_b / (k_g x block))`` with the per-GPU KV budget
+KV pool (the RA-BIT spec "Memory"): ``blocks = floor(K_b / (k_g x block))`` with the per-GPU KV budget
 ``K_b`` and per-token KV ``k_g`` of :func:`core.memory.serving_memory`. Deviation from the issue
 notes, physics first: the engine's activation workspace is sized for the tokens of one iteration
 (the token budget, or the longest prompt under prefill priority) instead of "batch x context" of
 the sidebar's batch: an engine profiles one forward pass of its largest iteration (vLLM runs
-``max_num_batched_tokens`` tokens) and gives the rest to the KV cache. Seed 001's workspace
+``max_num_batched_tokens`` tokens) and gives the rest to the KV cache. The textbook example's workspace
 formula ``2 B S h b_a / (tp pp)`` is applied with ``B S`` = those tokens.
 """
 

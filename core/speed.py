@@ -1,7 +1,7 @@
 """Speed: the time of one scheduler iteration, the roofline every other estimate calls.
 
 One iteration processes ``T`` new tokens (any mix of prefill-chunk and decode tokens), over
-``A`` attended (query, key) pairs, reading the cached K/V of ``R`` context tokens (seed 000)::
+``A`` attended (query, key) pairs, reading the cached K/V of ``R`` context tokens (the RA-BIT spec)::
 
     FLOPs = 2 N_active T + 4 L (H d_head) A
     Bytes = weights read + KV read + KV written
@@ -10,7 +10,7 @@ One iteration processes ``T`` new tokens (any mix of prefill-chunk and decode to
 
 All quantities here are per GPU of one pipeline stage; a batch passes the ``pp`` stages in turn.
 
-Modelling choices (physics over the seed where they differ):
+Modelling choices (physics over the textbook chain where they differ):
   * FP8/FP4 compute runs at the BF16 peak times the named speed-up assumptions (1.3-1.5x for FP8),
     never at the 2x datasheet ratio; the peak of the precision caps it. Parts without FP8 tensor
     cores (A100, ...) run FP8 weights as weight-only (W8A16) at the BF16 rate.
@@ -32,14 +32,14 @@ The views built on it (traced, for the Speed page, the CLI and "show the math"):
   * :func:`decode` -- the mean decode step over the output as the context grows. Decode step ``n``
     (n = 1 .. O-1; the prefill pass emits output token 1) feeds token ``n`` with ``I + n - 1`` tokens
     cached. With ``pp`` stages the batch runs as ``pp`` micro-batches of ``b = ceil(B/pp)`` in flight,
-    so one sequence gets a token every ``pp t_stage(b) + (pp-1) t_hop + t_overhead`` (seed 001's
+    so one sequence gets a token every ``pp t_stage(b) + (pp-1) t_hop + t_overhead`` (the textbook example's
     per-user formula) and the replica emits ``B`` tokens in that time. Aggregate throughput is
-    ``B / t_step x replicas`` (seed 001: T = n_tok / t_step x d_p).
+    ``B / t_step x replicas`` (the textbook example: T = n_tok / t_step x d_p).
   * :func:`speed_summary` -- both, plus speculative decoding and end-to-end latency, recorded as one
     chain of :class:`core.trace.Step` whose values come from :class:`StepModel`.
   * sweeps for the charts: :func:`batch_sweep`, :func:`decode_curve`, :func:`roofline`,
     :func:`compute_bound_batch`, :func:`allreduce_curve`, :func:`collective_view`, and
-    :func:`seed_comparison` (the seed's simpler chain, changed one assumption at a time into ours).
+    :func:`textbook_comparison` (the textbook chain, changed one assumption at a time into ours).
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ from core.validate import fabric_of, gpu_of, model_of
 
 #: Bytes per element of the activations moved by TP all-reduces and EP all-to-alls (BF16).
 ACT_BYTES = 2.0
-#: Seed 001's efficiencies, used only to rebuild the seed's simpler chain for comparison.
-SEED_MBU = 0.8
-SEED_MFU = 0.74
+#: The textbook example's efficiencies, used only to rebuild the textbook chain for comparison.
+TEXTBOOK_MBU = 0.8
+TEXTBOOK_MFU = 0.74
 #: Decode steps evaluated exactly up to this many; beyond, a uniform grid with the trapezoid rule.
 MAX_DECODE_POINTS = 4097
 
@@ -398,7 +398,7 @@ class Roofline(_Frozen):
 
 
 class GapRow(_Frozen):
-    """One change from the seed's simpler chain towards ours; value is cumulative."""
+    """One change from the textbook chain towards ours; value is cumulative."""
 
     label: str
     value_s: float
@@ -406,7 +406,7 @@ class GapRow(_Frozen):
     note: str
 
 
-class SeedComparison(_Frozen):
+class TextbookComparison(_Frozen):
     decode: tuple[GapRow, ...]
     prefill: tuple[GapRow, ...]
 
@@ -578,7 +578,7 @@ def _record_iteration(tr: Trace, sm: StepModel, cfg: RabitConfig, p: str, what: 
     t_c = tr.step(f"{p}_compute_s", f"{what}: compute time", "t_c", "F / (pi_flops * mfu * T / (T + T0))",
                   it.compute_s, unit="s", latex=r"\frac{[F]}{[pi_flops] \cdot [mfu] \cdot \frac{[T]}{[T] + [T0]}}",
                   units=_U_ITER, F=F, pi_flops=k["pi_flops"], mfu=k["mfu"], T=T, T0=k["T0"],
-                  note="efficiency ramps with tokens per iteration as T/(T+T0) (seed 000, T0 = 64)")
+                  note="efficiency ramps with tokens per iteration as T/(T+T0) (the RA-BIT spec, T0 = 64)")
     Y = tr.step(f"{p}_bytes", f"{what}: bytes moved per GPU", "Y", "W_r + (R + T) * k_g", it.bytes, unit="B",
                 latex=r"[W_r] + ([R] + [T]) \cdot [k_g]", units=_U_ITER, W_r=W_r, R=R, T=T, k_g=k["k_g"],
                 note="weights read + KV read (R cached tokens) + KV written (T new tokens)")
@@ -794,7 +794,7 @@ def _record_decode(tr: Trace, cfg: RabitConfig, sm: StepModel, d: _Decode, prefi
             pp * d.mid.comm_s + d.mid.hops_s, unit="s", units={"t_x": "s", "a_h": "s", "b_h": "s"}, pp=pp,
             t_x=d.mid.comm_s, a_h=sm.pp_hop_alpha, b_h=sm.pp_hop_beta, b=b, note="at the mean context")
     r_u = tr.step("tokens_per_s_per_user", "Per-user decode rate", "r_u", "1 / t_d", 1 / d.mean_s, unit="tokens/s",
-                  t_d=t_d, note="seed 001: s_tok / (pp t_step + (pp - 1) t_pp)" if pp > 1 else "")
+                  t_d=t_d, note="the textbook example: s_tok / (pp t_step + (pp - 1) t_pp)" if pp > 1 else "")
     r_r = tr.step("tokens_per_s_replica", "Decode throughput per replica", "r_r", "B / t_d", B / d.mean_s,
                   unit="tokens/s", B=B, t_d=t_d, note="every sequence of the batch gets a token per step")
     dp = _replicas(cfg)
@@ -934,7 +934,7 @@ def _decode_result(cfg: RabitConfig, d: _Decode, steps: tuple[Step, ...] = ()) -
 def prefill(cfg: RabitConfig, tr: Trace | None = None) -> PrefillResult:
     """TTFT of one batch of ``cfg.batch`` prompts of ``cfg.input_tokens``, cached prefix removed [s].
 
-    Seed 001 (Llama-3.1-70B, H100 SXM, TP 8, B 32, 4k prompts): about 4.6 s (the seed's simpler chain: 3.16 s).
+    The textbook example (Llama-3.1-70B, H100 SXM, TP 8, B 32, 4k prompts): about 4.6 s (the textbook chain: 3.16 s).
     """
     tr = tr if tr is not None else Trace()
     sm = StepModel.from_config(cfg)
@@ -946,7 +946,7 @@ def prefill(cfg: RabitConfig, tr: Trace | None = None) -> PrefillResult:
 def decode(cfg: RabitConfig, tr: Trace | None = None) -> DecodeResult:
     """Mean decode step over the output, throughput and per-user rate.
 
-    Seed 001: about 12.9 ms per step, memory-bound (the seed's simpler chain: 11.8 ms).
+    The textbook example: about 12.9 ms per step, memory-bound (the textbook chain: 11.8 ms).
     """
     tr = tr if tr is not None else Trace()
     sm = StepModel.from_config(cfg)
@@ -1176,12 +1176,12 @@ def collective_view(cfg: RabitConfig) -> CollectiveView:
     return CollectiveView(topology=topology_text(cfg), rows=tuple(rows))
 
 
-# --- the seed's simpler chain, changed one assumption at a time into ours ------------------------------
+# --- the textbook chain, changed one assumption at a time into ours ------------------------------
 
-def seed_comparison(cfg: RabitConfig) -> SeedComparison:
-    """Explain every gap between seed 001's simpler chain and ours, as a cumulative waterfall.
+def textbook_comparison(cfg: RabitConfig) -> TextbookComparison:
+    """Explain every gap between the textbook chain and ours, as a cumulative waterfall.
 
-    Seed 001 decode: t = max((W + KV_full) / (pi_bw x 0.8), 2 B P / (tp pp) / (pi x 0.74)) + t_comm;
+    The textbook example decode: t = max((W + KV_full) / (pi_bw x 0.8), 2 B P / (tp pp) / (pi x 0.74)) + t_comm;
     prefill: TTFT = 2 B s_pre P / (tp pp) / (pi x 0.74). Its "99 TFLOP/s" for the H100 is a display slip for
     989 (its own 3159 ms is 2313 TFLOP per GPU / (989 x 0.74) TFLOP/s; with 99 it would be 31.6 s); physics
     wins: we use the datasheet's 989 TFLOP/s dense BF16.
@@ -1196,7 +1196,7 @@ def seed_comparison(cfg: RabitConfig) -> SeedComparison:
     B = cfg.batch
     d = _decode_numbers(sm, cfg, B)
     pf = _prefill_numbers(sm, cfg, B)
-    P_seed = m.active_params()
+    P_textbook = m.active_params()
     P_act = m.active_matmul_params()
 
     # decode, stage level; micro-batching switched on in its own row
@@ -1204,11 +1204,11 @@ def seed_comparison(cfg: RabitConfig) -> SeedComparison:
         bb = d.b if micro else B
         W = sm.weights_read_bytes(bb) if w_read else mem.weights_bytes_per_gpu
         KV = bb * (d.s_read + 1) * sm.kv_bytes_per_token if kv_mean else mem.kv_bytes_per_gpu * bb / B
-        t_m = (W + KV) / (bw * (a.mbu if mbu else SEED_MBU))
+        t_m = (W + KV) / (bw * (a.mbu if mbu else TEXTBOOK_MBU))
         if ours_cmp:
             t_c = sm.scalar_parts(float(bb), bb * d.s_att, bb * d.s_read)[0]
         else:
-            t_c = 2 * bb * P_seed / (tp * pp) / (pi * SEED_MFU)
+            t_c = 2 * bb * P_textbook / (tp * pp) / (pi * TEXTBOOK_MFU)
         t_x = sm.scalar_parts(float(bb), bb * d.s_att, bb * d.s_read)[2] if comm else 0.0
         hops = sm.hops_s(bb) if (comm and micro) else 0.0
         return pp * (max(t_c, t_m) + t_x) + hops + (sm.overhead_s if ovh else 0.0)
@@ -1222,9 +1222,9 @@ def seed_comparison(cfg: RabitConfig) -> SeedComparison:
         rows.append(GapRow(label=label, value_s=value, delta_s=0.0 if abs(delta) <= 1e-9 * abs(value) else delta,
                            note=note))
 
-    add("Seed chain: (W + KV at full context) / (pi_bw x 0.8)", dec(*flags),
+    add("Textbook chain: (W + KV at full context) / (pi_bw x 0.8)", dec(*flags),
         f"W = {mem.weights_bytes_per_gpu / 1e9:.3g} GB with the embedding, KV for {B} sequences at the full "
-        f"{cfg.context_tokens:,} tokens; seed 001 prints 10.7 ms (it rounds KV up to 11 GB) and 11.8 ms with its "
+        f"{cfg.context_tokens:,} tokens; the textbook example prints 10.7 ms (it rounds KV up to 11 GB) and 11.8 ms with its "
         "unstated t_comm")
     flags[0] = True
     add("KV at the mean context over the output, plus the new token's KV written", dec(*flags),
@@ -1241,12 +1241,12 @@ def seed_comparison(cfg: RabitConfig) -> SeedComparison:
     if pp > 1:
         flags[4] = True
         add(f"Pipeline: {pp} micro-batches of {d.b} in flight, stage hops", dec(*flags),
-            "seed 001's per-user formula s_tok / (pp t_step + (pp-1) t_pp)")
+            "the textbook example's per-user formula s_tok / (pp t_step + (pp-1) t_pp)")
     flags[4] = True
     flags[5] = True
     add("TP/EP communication per stage", dec(*flags),
         f"{sm.ar_per_iter:g} all-reduces per stage of b x h x 2 B: launch {a.collective_base_us:g} us + hops + bytes "
-        "(NCCL tuning model); seed 001 adds about 1.1 ms (11.8 - 10.7) without a formula")
+        "(NCCL tuning model); the textbook example adds about 1.1 ms (11.8 - 10.7) without a formula")
     flags[6] = True
     add("Scheduler / launch overhead per step", dec(*flags), f"{a.step_overhead_ms:g} ms (vLLM V1 with CUDA graphs)")
     add("Mean over the output (ours)", d.mean_s,
@@ -1256,16 +1256,16 @@ def seed_comparison(cfg: RabitConfig) -> SeedComparison:
     rows = []
     T = pf.T
     eff = T / (T + sm.ramp_tokens)
-    F_seed = 2 * T * P_seed / (tp * pp)
+    F_textbook = 2 * T * P_textbook / (tp * pp)
     F_mm = 2 * T * P_act / (tp * pp)
     F_all = pf.it.flop
-    t1 = F_seed / (pi * SEED_MFU)
-    add("Seed chain: 2 B s_pre P / (tp pp) / (pi x 0.74)", t1,
-        f"pi = {pi / 1e12:.4g} TFLOP/s per GPU; seed 001 prints '99 TFLOP/s', a slip for H100's 989 dense BF16: "
+    t1 = F_textbook / (pi * TEXTBOOK_MFU)
+    add("Textbook chain: 2 B s_pre P / (tp pp) / (pi x 0.74)", t1,
+        f"pi = {pi / 1e12:.4g} TFLOP/s per GPU; the textbook example prints '99 TFLOP/s', a slip for H100's 989 dense BF16: "
         "its own 3159 ms needs 989")
-    add("Matmul parameters only (the input embedding is a lookup)", F_mm / (pi * SEED_MFU),
-        f"{(P_seed - P_act) / 1e9:.3g} B parameters do no matmul")
-    add("Attention FLOPs 4 L (H d_h) A", F_all / (pi * SEED_MFU),
+    add("Matmul parameters only (the input embedding is a lookup)", F_mm / (pi * TEXTBOOK_MFU),
+        f"{(P_textbook - P_act) / 1e9:.3g} B parameters do no matmul")
+    add("Attention FLOPs 4 L (H d_h) A", F_all / (pi * TEXTBOOK_MFU),
         f"{pf.A / max(pf.batch, 1):,.0f} attended pairs per prompt (causal)")
     add(f"MFU {a.mfu_max:g} instead of 0.74", F_all / (pi * a.mfu_max),
         "cuBLASLt large-GEMM efficiency on H100 and vLLM/SGLang prefill profiles (assumption mfu_max)")
@@ -1276,6 +1276,6 @@ def seed_comparison(cfg: RabitConfig) -> SeedComparison:
         "changes the time only when memory binds" + ("; stages run in turn" if pp > 1 else ""))
     add("TP/EP communication (and PP hops)", pp * (t_stage + pf.it.comm_s) + pf.it.hops_s,
         f"{sm.ar_per_iter:g} all-reduces per stage of T x h x 2 B = {T * m.hidden_size * 2 / 1e6:,.4g} MB each; "
-        "the seed charges none")
+        "the textbook chain charges none")
     add("Scheduler / launch overhead", pf.it.time_s, f"{a.step_overhead_ms:g} ms per iteration")
-    return SeedComparison(decode=decode_rows, prefill=tuple(rows))
+    return TextbookComparison(decode=decode_rows, prefill=tuple(rows))

@@ -73,8 +73,8 @@ def allreduce_curve(cfg: RabitConfig, sizes_bytes: tuple[float, ...]) -> dict[st
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def seed_comparison(cfg: RabitConfig) -> _speed.SeedComparison:
-    return _speed.seed_comparison(cfg)
+def textbook_comparison(cfg: RabitConfig) -> _speed.TextbookComparison:
+    return _speed.textbook_comparison(cfg)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

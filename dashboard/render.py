@@ -53,7 +53,7 @@ def steps_by_key(steps: tuple[Step, ...], keys: tuple[str, ...]) -> tuple[Step, 
 
 
 def gap_table(rows) -> pd.DataFrame:
-    """The seed-vs-ours waterfall (core.speed.GapRow) as a table of formatted times."""
+    """The textbook-vs-ours waterfall (core.speed.GapRow) as a table of formatted times."""
     from core.units import fmt_time
 
     return pd.DataFrame([{"change (cumulative)": r.label, "time": fmt_time(r.value_s),

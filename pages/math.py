@@ -17,7 +17,7 @@ if view == "Inference":
     with st.spinner("Building the chain…"):
         mem = cache.serving_memory(cfg)
         s = cache.speed_summary(cfg)
-        gaps = cache.seed_comparison(cfg)
+        gaps = cache.textbook_comparison(cfg)
     st.markdown("#### Final numbers")
     render.metrics(s.steps, ["prefill_s", "decode_step_s", "tokens_per_s", "tokens_per_s_per_user"])
     render.metrics(mem.steps, ["weights_bytes_per_gpu", "kv_bytes_per_gpu", "total_bytes_per_gpu", "max_sequences"])
@@ -27,15 +27,15 @@ if view == "Inference":
     for title, keys in s.sections:
         render.math_section(title, render.steps_by_key(s.steps, keys))
 
-    st.subheader("Our chain against the seed's simpler chain")
-    st.markdown("Seed 001 times a decode step as *(weights + KV at full context) / (bandwidth × 0.8)* plus an "
+    st.subheader("Our chain against the textbook chain")
+    st.markdown("The textbook example times a decode step as *(weights + KV at full context) / (bandwidth × 0.8)* plus an "
                 "unstated communication term, and TTFT as *2 × B × prompt × P / (peak × 0.74)*. The tables change "
-                "one assumption at a time from the seed's chain, recomputed for this config, into ours.")
+                "one assumption at a time from the textbook chain, recomputed for this config, into ours.")
     st.markdown("**Decode step**")
     st.table(render.gap_table(gaps.decode).set_index("change (cumulative)"))
     st.markdown("**Time to first token (one batch)**")
     st.table(render.gap_table(gaps.prefill).set_index("change (cumulative)"))
-    st.caption("Seed 001 lists the H100's peak as '99 TFLOP/s'; its own 3,159 ms needs 989 TFLOP/s (2,313 TFLOP per "
+    st.caption("The textbook example lists the H100's peak as '99 TFLOP/s'; its own 3,159 ms needs 989 TFLOP/s (2,313 TFLOP per "
                "GPU ÷ (989 × 0.74)). Physics wins: we use the datasheet's 989 TFLOP/s dense BF16.")
     with st.expander("Efficiency assumptions in force, with sources"):
         st.dataframe(render.assumption_sources(cfg, ("mbu", "mfu_max", "mfu_ramp_tokens", "fp8_speedup",

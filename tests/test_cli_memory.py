@@ -8,7 +8,7 @@ import pytest
 
 from cli.main import main
 
-SEED_ARGS = ["memory", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "8",
+EXAMPLE_ARGS = ["memory", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "8",
              "--batch", "32", "--input", "4096", "--output", "4096"]
 
 
@@ -17,14 +17,14 @@ def run_json(args, capsys):
     return json.loads(capsys.readouterr().out)
 
 
-def test_memory_serving_keys_and_seed_numbers(capsys):
-    out = run_json(SEED_ARGS, capsys)
+def test_memory_serving_keys_and_worked_example_numbers(capsys):
+    out = run_json(EXAMPLE_ARGS, capsys)
     for key in ("weights_bytes_per_gpu", "kv_bytes_per_token", "kv_bytes_per_gpu", "activation_bytes_per_gpu",
                 "overhead_bytes_per_gpu", "total_bytes_per_gpu", "capacity_bytes_per_gpu", "fits",
                 "max_sequences"):
         assert key in out
     assert round(out["weights_bytes_per_gpu"] / 1e9, 1) == 17.6
-    assert out["kv_bytes_per_gpu"] == 80 * 8192 * 4096 / 8 * 32  # 10.7 GB ("11 GB" in seed 001)
+    assert out["kv_bytes_per_gpu"] == 80 * 8192 * 4096 / 8 * 32  # 10.7 GB ("11 GB" in the textbook example)
     assert out["kv_bytes_per_token"] == 327_680
     assert out["total_bytes_per_gpu"] / 1e9 == pytest.approx(31.3, rel=0.015)
     assert round(out["capacity_bytes_per_gpu"] / 1e9, 1) == 85.9
@@ -81,6 +81,6 @@ def test_models_and_gpus_list_slugs(capsys):
 
 
 def test_console_script_runs():
-    r = subprocess.run([sys.executable, "-m", "cli.main", *SEED_ARGS, "--json"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "cli.main", *EXAMPLE_ARGS, "--json"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0 and json.loads(r.stdout)["fits"] is True

@@ -1,4 +1,4 @@
-"""Memory formulas against hand-derived numbers (seed 001 worked example) and invariants."""
+"""Memory formulas against hand-derived numbers (the textbook example worked example) and invariants."""
 
 import math
 
@@ -10,11 +10,11 @@ from core.memory import (activation_bytes_per_layer, kv_bytes_per_token, lora_pa
                          training_memory)
 from core.units import GB, GiB
 
-SEED = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)
+EXAMPLE = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)
 
 
-def test_seed_001_worked_example():
-    r = serving_memory(SEED)
+def test_worked_example():
+    r = serving_memory(EXAMPLE)
     # Weights: 70.55e9 params x 2 B / 8 = 17.64 GB (seed: "17.6 GB").
     assert r.weights_bytes_per_gpu / GB == pytest.approx(17.6, abs=0.05)
     # KV: 80 layers x 8,192 tokens x 4,096 B / 8 x 32 = 10.74 GB (seed: "11 GB").
@@ -22,7 +22,7 @@ def test_seed_001_worked_example():
     # Activations 2 x 32 x 8192 x 8192 x 2 / 8 = 1.07 GB; overhead 1.5 GiB = 1.61 GB.
     assert r.activation_bytes_per_gpu / GB == pytest.approx(1.07, abs=0.005)
     assert r.overhead_bytes_per_gpu == 1.5 * GiB
-    # Total: 17.64 + 10.74 + 1.07 + 1.61 = 31.06 GB. The seed's "31.3 GB" adds its rounded terms
+    # Total: 17.64 + 10.74 + 1.07 + 1.61 = 31.06 GB. The textbook chain's "31.3 GB" adds its rounded terms
     # (17.6 + 11 + 1.07 + 1.61 = 31.28); we keep the unrounded sum, 0.8% below.
     assert r.total_bytes_per_gpu / GB == pytest.approx(31.3, rel=0.015)
     # Capacity: the H100's "80 GB" of HBM3 is 80 GiB = 85.9 GB.
@@ -70,14 +70,14 @@ def test_tp_beyond_kv_heads_replicates():
 
 
 def test_prefix_sharing_and_fp8_raise_capacity():
-    base = SEED.with_(batch=1)
+    base = EXAMPLE.with_(batch=1)
     shared = serving_memory(base.with_(prefix_cache_frac=0.5))
     assert shared.max_sequences > serving_memory(base).max_sequences
     assert serving_memory(base.with_(kv_dtype="fp8")).max_sequences >= 2 * serving_memory(base).max_sequences - 1
 
 
 def test_weight_formats_order():
-    sizes = [serving_memory(SEED.with_(weights=w, batch=1)).weights_bytes_per_gpu
+    sizes = [serving_memory(EXAMPLE.with_(weights=w, batch=1)).weights_bytes_per_gpu
              for w in ("bf16", "fp8", "nvfp4", "int4")]
     assert sizes[0] > sizes[1] > sizes[2] > sizes[3]
     # INT4 at group 128 is about 0.52 B/param for block linears; embeddings and head stay BF16.
@@ -106,7 +106,7 @@ def test_training_16_bytes_per_param_and_zero_stages():
 def test_korthikanti_activations():
     m = catalog.model("llama-3.1-70b")
     s, h, a = 8192, 8192, 64
-    # Seed 003: "about 34 x sequence x hidden bytes per layer, 2.3 GB" (selective, t = 1).
+    # the RA-BIT spec: "about 34 x sequence x hidden bytes per layer, 2.3 GB" (selective, t = 1).
     assert activation_bytes_per_layer(m, s, 1, 1, "selective", True) == 34 * s * h
     assert activation_bytes_per_layer(m, s, 1, 1, "selective", True) / GB == pytest.approx(2.28, abs=0.01)
     none = activation_bytes_per_layer(m, s, 1, 1, "none", True)
@@ -132,7 +132,7 @@ def test_lora_keeps_frozen_base_and_shrinks_state():
 
 def test_every_step_reevaluates():
     """The displayed math cannot drift: every recorded expression reproduces its value."""
-    for res in (serving_memory(SEED), serving_memory(SEED.with_(model="deepseek-v3", weights="fp8", tp=8, ep=8)),
-                training_memory(SEED.with_(phase="train", lora_rank=8)), training_memory(SEED.with_(phase="train"))):
+    for res in (serving_memory(EXAMPLE), serving_memory(EXAMPLE.with_(model="deepseek-v3", weights="fp8", tp=8, ep=8)),
+                training_memory(EXAMPLE.with_(phase="train", lora_rank=8)), training_memory(EXAMPLE.with_(phase="train"))):
         for s in res.steps:
             assert s.evaluate() == pytest.approx(s.value, rel=1e-9), s.key

@@ -16,11 +16,11 @@ def metrics(at, tab=0):
     return {m.label: m.value for m in at.tabs[tab].metric}
 
 
-def test_seed_example_numbers_on_the_page(clear_cache):
+def test_worked_example_numbers_on_the_page(clear_cache):
     at = AppTest.from_file(APP, default_timeout=60).run()
     assert not at.exception
     shown = metrics(at)
-    # seed 001: 17.6 GB weights, ~11 GB KV (10.7 unrounded), 31 GB total of 85.9 GB
+    # the textbook example: 17.6 GB weights, ~11 GB KV (10.7 unrounded), 31 GB total of 85.9 GB
     assert shown["Weights per GPU"] == "17.6 GB"
     assert shown["KV cache per GPU (batch)"] == "10.7 GB"
     assert shown["Total per GPU"] == "31.1 GB"

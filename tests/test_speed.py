@@ -1,4 +1,4 @@
-"""Step-time model: hand-derived numbers for seed 001, limits and invariants, speculative decoding."""
+"""Step-time model: hand-derived numbers for the textbook example, limits and invariants, speculative decoding."""
 
 import math
 
@@ -8,15 +8,15 @@ import pytest
 from core import speculative as spec
 from core.config import RabitConfig
 from core.speed import (StepModel, batch_sweep, compute_bound_batch, decode, decode_curve, default_batches, prefill,
-                        roofline, seed_comparison, speed_summary, spec_vs_alpha)
+                        roofline, textbook_comparison, speed_summary, spec_vs_alpha)
 
-SEED = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)
+EXAMPLE = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)
 # Llama-3.1-70B: 70,553,706,496 parameters, of which 1,050,673,152 (128,256 x 8,192) are the input embedding.
 P_70B, EMB_70B = 70_553_706_496, 128_256 * 8_192
 
 
 def test_seed_001_decode_by_hand_and_within_the_issue_window():
-    d = decode(SEED)
+    d = decode(EXAMPLE)
     # Weights streamed per GPU: (P - embedding) x 2 B / 8 = 17,375,758,336 B (the embedding is a lookup).
     w = (P_70B - EMB_70B) * 2 / 8
     # Mean cached context over decode steps n = 1..4095: 4096 + (4095 - 1)/2 = 6,143 tokens; the step reads them
@@ -29,13 +29,13 @@ def test_seed_001_decode_by_hand_and_within_the_issue_window():
     assert d.at_mean.comm_s == pytest.approx(t_comm, rel=1e-9)
     assert d.step_s == pytest.approx(t_mem + t_comm + 0.5e-3, rel=1e-9)  # 12.934 ms
     assert d.bound == "memory"
-    # Issue 3: between the seed's 11.8 ms and measured kernels' ~16 ms.
+    # Issue 3: between the textbook chain's 11.8 ms and measured kernels' ~16 ms.
     assert 11.8e-3 <= d.step_s <= 16e-3
     assert d.tokens_per_s == pytest.approx(32 / d.step_s) and d.tokens_per_s_per_user == pytest.approx(1 / d.step_s)
 
 
 def test_seed_001_ttft_by_hand_and_within_the_issue_window():
-    p = prefill(SEED)
+    p = prefill(EXAMPLE)
     T = 32 * 4096
     A = 32 * 4096 * 4097 / 2  # causal: query j sees j keys
     flop = 2 * (P_70B - EMB_70B) / 8 * T + 4 * 80 * 8192 / 8 * A  # 2.3655e15 FLOP per GPU
@@ -50,13 +50,13 @@ def test_seed_001_ttft_by_hand_and_within_the_issue_window():
 
 def test_every_recorded_step_reevaluates():
     """The math page cannot drift: each recorded expression reproduces its value, over varied configs."""
-    cfgs = [SEED, SEED.with_(spec_method="draft"), SEED.with_(spec_method="eagle", batch=1),
-            SEED.with_(spec_method="ngram", spec_alpha=1.0),
-            SEED.with_(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm", batch=16),
-            SEED.with_(model="gpt-oss-120b", weights="mxfp4", gpu="b200", tp=4, gpus_per_node=4),
-            SEED.with_(model="mistral-7b", tp=2, pp=2, gpus_per_node=4, gpu="mi300x", prefix_cache_frac=0.5),
-            SEED.with_(model="llama-3.1-405b", tp=16, nodes=2, weights="fp8"),
-            SEED.with_(model="llama-3.1-8b", gpu="a100-80gb", tp=2, gpus_per_node=2, weights="int4", output_tokens=1)]
+    cfgs = [EXAMPLE, EXAMPLE.with_(spec_method="draft"), EXAMPLE.with_(spec_method="eagle", batch=1),
+            EXAMPLE.with_(spec_method="ngram", spec_alpha=1.0),
+            EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm", batch=16),
+            EXAMPLE.with_(model="gpt-oss-120b", weights="mxfp4", gpu="b200", tp=4, gpus_per_node=4),
+            EXAMPLE.with_(model="mistral-7b", tp=2, pp=2, gpus_per_node=4, gpu="mi300x", prefix_cache_frac=0.5),
+            EXAMPLE.with_(model="llama-3.1-405b", tp=16, nodes=2, weights="fp8"),
+            EXAMPLE.with_(model="llama-3.1-8b", gpu="a100-80gb", tp=2, gpus_per_node=2, weights="int4", output_tokens=1)]
     for cfg in cfgs:
         s = speed_summary(cfg)
         assert len({st.key for st in s.steps}) == len(s.steps), "duplicate step keys"
@@ -95,8 +95,8 @@ def test_large_batch_prefill_approaches_the_compute_bound():
     assert ratios[-1] == pytest.approx(1.0, abs=1e-3)
 
 
-@pytest.mark.parametrize("cfg", [SEED, SEED.with_(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm"),
-                                 SEED.with_(tp=4, pp=2), SEED.with_(model="mistral-7b", tp=1)])
+@pytest.mark.parametrize("cfg", [EXAMPLE, EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm"),
+                                 EXAMPLE.with_(tp=4, pp=2), EXAMPLE.with_(model="mistral-7b", tp=1)])
 def test_time_is_monotone_in_tokens_and_scalar_path_matches_arrays(cfg):
     sm = StepModel.from_config(cfg)
     T = np.unique(np.geomspace(1, 200_000, 400).round())
@@ -109,7 +109,7 @@ def test_time_is_monotone_in_tokens_and_scalar_path_matches_arrays(cfg):
 
 
 def test_moe_weights_follow_the_experts_touched():
-    sm = StepModel.from_config(SEED.with_(model="deepseek-v3", weights="fp8", ep=8))
+    sm = StepModel.from_config(EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8))
     # DeepSeek-V3: 256 routed experts, top-8. One token touches exactly 8; 32 tokens 256 (1 - 0.96875^32) = 256 x (1 - 0.36204) = 163.3.
     assert sm.experts_touched(1) == pytest.approx(8)
     assert sm.experts_touched(32) == pytest.approx(256 * (1 - (248 / 256) ** 32)) == pytest.approx(163.3, abs=0.05)
@@ -121,27 +121,27 @@ def test_moe_weights_follow_the_experts_touched():
 
 
 def test_fp8_compute_gain_is_the_assumption_not_the_peak_ratio():
-    bf16 = prefill(SEED.with_(batch=8)).iteration.compute_s
-    fp8 = prefill(SEED.with_(batch=8, weights="fp8")).iteration.compute_s
+    bf16 = prefill(EXAMPLE.with_(batch=8)).iteration.compute_s
+    fp8 = prefill(EXAMPLE.with_(batch=8, weights="fp8")).iteration.compute_s
     assert bf16 / fp8 == pytest.approx(1.4, rel=1e-9)  # seed: 1.3-1.5x, never 1979/989 = 2x
     # A100 has no FP8 tensor cores: FP8 weights run weight-only at the BF16 rate, and still halve the bytes.
-    a = SEED.with_(gpu="a100-80gb", batch=8)
+    a = EXAMPLE.with_(gpu="a100-80gb", batch=8)
     assert prefill(a).iteration.compute_s == pytest.approx(prefill(a.with_(weights="fp8")).iteration.compute_s)
     assert decode(a.with_(weights="fp8")).at_mean.memory_s < decode(a).at_mean.memory_s
 
 
 def test_mla_reads_its_compressed_cache():
-    sm = StepModel.from_config(SEED.with_(model="deepseek-v3", weights="fp8", ep=8))
+    sm = StepModel.from_config(EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8))
     # (512 + 64) x 61 layers x 2 B = 70,272 B per token; the latent is not split by TP.
     assert sm.kv_bytes_per_token == 70_272
 
 
-def test_pipeline_adds_hops_and_uses_the_seed_per_user_formula():
-    cfg = SEED.with_(tp=4, pp=2)
+def test_pipeline_adds_hops_and_uses_the_textbook_per_user_formula():
+    cfg = EXAMPLE.with_(tp=4, pp=2)
     sm = StepModel.from_config(cfg)
     d = decode(cfg)
     assert d.micro_batch == 16
-    # seed 001: per-user rate = 1 / (pp t_step + (pp - 1) t_pp), t_step the stage time of a micro-batch
+    # the textbook example: per-user rate = 1 / (pp t_step + (pp - 1) t_pp), t_step the stage time of a micro-batch
     b, s = 16, d.mean_context_tokens
     c, m, x, ovh = sm.parts(b, b * (s + 1), b * s)
     t_pp = sm.pp_hop_alpha + sm.pp_hop_beta * b
@@ -151,7 +151,7 @@ def test_pipeline_adds_hops_and_uses_the_seed_per_user_formula():
 
 
 def test_prefix_cache_removes_the_cached_share_from_ttft():
-    p0, p5 = prefill(SEED), prefill(SEED.with_(prefix_cache_frac=0.5))
+    p0, p5 = prefill(EXAMPLE), prefill(EXAMPLE.with_(prefix_cache_frac=0.5))
     assert p5.uncached_tokens == 2048 and p5.cached_tokens == 2048
     # queries 2049..4096 see 2049..4096 keys: (4096 x 4097 - 2048 x 2049) / 2 pairs per prompt
     assert p5.iteration.pairs == 32 * (4096 * 4097 - 2048 * 2049) / 2
@@ -161,15 +161,15 @@ def test_prefix_cache_removes_the_cached_share_from_ttft():
 def test_decode_turns_compute_bound_where_the_lines_cross():
     # At the 001 context each sequence adds 40,960 B x 6,144 = 252 MB of KV (100 us at 2.51 TB/s) but only
     # (17.4 GFLOP + 327,680 x 6,144) / 643 TFLOP/s = 30 us of compute: never compute-bound.
-    assert compute_bound_batch(SEED) is None
+    assert compute_bound_batch(EXAMPLE) is None
     # With one cached token: compute 17.376e9 (b + 64) / 6.4285e14 = 2.703e-5 (b + 64) s against memory
     # (17.376e9 + 2 b x 40,960) / 2.5125e12 = 6.916e-3 + 3.26e-8 b s: they cross at b = 192.1 -> batch 193.
-    assert compute_bound_batch(SEED, context=1) == 193
+    assert compute_bound_batch(EXAMPLE, context=1) == 193
 
 
 def test_batch_sweep_matches_the_summary_and_trades_latency_for_throughput():
-    s = speed_summary(SEED)
-    pts = batch_sweep(SEED, default_batches(SEED, 512))
+    s = speed_summary(EXAMPLE)
+    pts = batch_sweep(EXAMPLE, default_batches(EXAMPLE, 512))
     at = [p for p in pts if p.batch == 32][0]
     assert at.decode_step_s == s.decode.step_s and at.ttft_s == s.prefill.ttft_s
     steps = [p.decode_step_s for p in pts]
@@ -180,13 +180,13 @@ def test_batch_sweep_matches_the_summary_and_trades_latency_for_throughput():
 
 
 def test_decode_curve_grows_with_context():
-    rows = decode_curve(SEED, points=64)
+    rows = decode_curve(EXAMPLE, points=64)
     t = [r[1] for r in rows]
     assert t == sorted(t) and rows[0][0] == 4096 and rows[-1][0] == 4096 + 4094
 
 
 def test_roofline_places_prefill_right_and_decode_left_of_the_ridge():
-    r = roofline(SEED)
+    r = roofline(EXAMPLE)
     assert r.ridge_flop_per_byte == pytest.approx(989e12 / 3.35e12)  # 295 FLOP/B
     pts = {p.name: p for p in r.points}
     assert pts["prefill, batch 32"].intensity_flop_per_byte > r.ridge_eff_flop_per_byte
@@ -196,14 +196,14 @@ def test_roofline_places_prefill_right_and_decode_left_of_the_ridge():
         assert p.delivered_flop_per_s <= p.roof_flop_per_s <= r.ceiling_flop_per_s * (1 + 1e-12)
 
 
-def test_seed_comparison_starts_at_the_seed_and_ends_at_ours():
-    g = seed_comparison(SEED)
-    # seed decode chain: (17.64 GB + 10.74 GB) / (3.35 TB/s x 0.8) = 10.59 ms (the seed prints 10.7 with KV = 11 GB)
+def test_textbook_comparison_starts_at_the_seed_and_ends_at_ours():
+    g = textbook_comparison(EXAMPLE)
+    # textbook decode chain: (17.64 GB + 10.74 GB) / (3.35 TB/s x 0.8) = 10.59 ms (the textbook example prints 10.7 with KV = 11 GB)
     assert g.decode[0].value_s == pytest.approx((17_638_426_624 + 10_737_418_240) / (3.35e12 * 0.8), rel=1e-9)
-    # seed prefill chain: 2 x 32 x 4096 x 70.55e9 / 8 / (989e12 x 0.74) = 3.159 s (the seed's 3159 ms)
+    # textbook prefill chain: 2 x 32 x 4096 x 70.55e9 / 8 / (989e12 x 0.74) = 3.159 s (the textbook chain's 3159 ms)
     assert g.prefill[0].value_s == pytest.approx(3.159, abs=5e-4)
-    assert g.decode[-1].value_s == pytest.approx(decode(SEED).step_s, rel=1e-12)
-    assert g.prefill[-1].value_s == pytest.approx(prefill(SEED).ttft_s, rel=1e-12)
+    assert g.decode[-1].value_s == pytest.approx(decode(EXAMPLE).step_s, rel=1e-12)
+    assert g.prefill[-1].value_s == pytest.approx(prefill(EXAMPLE).ttft_s, rel=1e-12)
     for rows in (g.decode, g.prefill):
         assert sum(r.delta_s for r in rows) == pytest.approx(rows[-1].value_s - rows[0].value_s)
 
@@ -226,15 +226,15 @@ def test_break_even_alpha_solves_the_cost_ratio():
 
 
 def test_speculation_wins_at_small_batch_and_fades_at_large():
-    small = speed_summary(SEED.with_(batch=1, spec_method="draft")).spec
+    small = speed_summary(EXAMPLE.with_(batch=1, spec_method="draft")).spec
     assert small.speedup > 1.5
     assert small.verify_s > small.plain_step_s  # verifying k+1 tokens costs more than one plain step
     assert spec.expected_tokens_per_pass(small.break_even_alpha, 4) == pytest.approx(small.cost_ratio, rel=1e-9)
-    big = speed_summary(SEED.with_(batch=1024, spec_method="draft")).spec
+    big = speed_summary(EXAMPLE.with_(batch=1024, spec_method="draft")).spec
     assert big.speedup < small.speedup
-    curve = spec_vs_alpha(SEED.with_(batch=1, spec_method="eagle"), (0.0, 0.5, 0.9))
+    curve = spec_vs_alpha(EXAMPLE.with_(batch=1, spec_method="eagle"), (0.0, 0.5, 0.9))
     assert [s for _, s in curve] == sorted(s for _, s in curve) and curve[0][1] < 1
 
 
 def test_summary_is_deterministic():
-    assert speed_summary(SEED) == speed_summary(SEED)
+    assert speed_summary(EXAMPLE) == speed_summary(EXAMPLE)

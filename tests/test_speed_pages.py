@@ -30,7 +30,7 @@ def open_page(name: str) -> AppTest:
 
 def test_math_page_final_numbers_equal_the_cli(clear_cache, capsys):
     at = open_page("math")
-    assert metrics(at)["Decode step (mean over the output)"] == "12.9 ms"  # seed 001 with our chain
+    assert metrics(at)["Decode step (mean over the output)"] == "12.9 ms"  # the textbook example with our chain
     # change the config, then compare every final number with `rabit speed` and `rabit memory`
     at.number_input(key="cfg.batch").set_value(48).run()
     at.number_input(key="cfg.input_tokens").set_value(2048).run()
@@ -49,7 +49,7 @@ def test_math_page_final_numbers_equal_the_cli(clear_cache, capsys):
     assert shown["KV cache per GPU (batch)"] == fmt_value(mem["kv_bytes_per_gpu"], "B")
     assert shown["Concurrent sequences per replica (paged)"] == fmt_value(mem["max_sequences"], "seq")
     assert shown["Decode step (mean over the output)"] != "12.9 ms"
-    # every step is rendered as LaTeX (symbols, then numbers), and the seed comparison is explained
+    # every step is rendered as LaTeX (symbols, then numbers), and the textbook comparison is explained
     assert len(at.get("latex")) > 60
     assert any("seed" in s.value for s in at.subheader)
     at.radio(key="math.view").set_value("Training").run()
