@@ -51,7 +51,7 @@ def test_math_page_final_numbers_equal_the_cli(clear_cache, capsys):
     assert shown["Decode step (mean over the output)"] != "12.9 ms"
     # every step is rendered as LaTeX (symbols, then numbers), and the textbook comparison is explained
     assert len(at.get("latex")) > 60
-    assert any("seed" in s.value for s in at.subheader)
+    assert any("textbook chain" in s.value for s in at.subheader)
     at.radio(key="math.view").set_value("Training").run()
     assert not at.exception and at.subheader and len(at.get("latex")) > 10
 
