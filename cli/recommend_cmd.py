@@ -63,6 +63,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _checked_model_gpus_prices(args: argparse.Namespace) -> tuple:
+    """Check --gpus-allowed and --model, and read --price-file (exit 2 naming the flag); return the prices."""
+    unknown = [g for g in args.gpus_allowed if g not in catalog.gpus()]
+    if unknown:
+        die(f"rabit: error: argument --gpus-allowed: unknown GPU {unknown[0]!r}; known: {', '.join(sorted(catalog.gpus()))}")
+    if args.model_config is None and args.model not in catalog.models():
+        die(f"rabit: error: argument --model: unknown model '{args.model}'; known: {', '.join(sorted(catalog.models()))}")
+    if not args.price_file:
+        return catalog.prices()
+    try:
+        return parse_prices(Path(args.price_file).read_text(), name=Path(args.price_file).name)
+    except OSError as exc:
+        die(f"rabit: error: argument --price-file: cannot read {args.price_file}: {exc.strerror}")
+    except CatalogError as exc:
+        die(f"rabit: error: argument --price-file: {exc}")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.train:
         return run_training(args)
@@ -77,24 +94,12 @@ def run(args: argparse.Namespace) -> int:
                     ("--max-usd-per-hour", args.max_usd_per_hour)):
         if v is not None and v <= 0:
             die(f"rabit: error: argument {flag}: must be positive, got {v:g}")
-    unknown = [g for g in args.gpus_allowed if g not in catalog.gpus()]
-    if unknown:
-        die(f"rabit: error: argument --gpus-allowed: unknown GPU {unknown[0]!r}; known: {', '.join(sorted(catalog.gpus()))}")
     for flag, vals, ok in (("--weights-allowed", args.weights_allowed, WEIGHT_FORMATS),
                            ("--kv-allowed", args.kv_allowed, KV_FORMATS)):
         bad = [v for v in vals if v not in ok] or ([] if vals else ["(empty)"])
         if bad:
             die(f"rabit: error: argument {flag}: {bad[0]!r} is not one of {', '.join(ok)}")
-    if args.model_config is None and args.model not in catalog.models():
-        die(f"rabit: error: argument --model: unknown model '{args.model}'; known: {', '.join(sorted(catalog.models()))}")
-    prices = catalog.prices()
-    if args.price_file:
-        try:
-            prices = parse_prices(Path(args.price_file).read_text(), name=Path(args.price_file).name)
-        except OSError as exc:
-            die(f"rabit: error: argument --price-file: cannot read {args.price_file}: {exc.strerror}")
-        except CatalogError as exc:
-            die(f"rabit: error: argument --price-file: {exc}")
+    prices = _checked_model_gpus_prices(args)
     try:
         lengths = dict(kind=args.lengths, spread=args.spread)
         spec = SimSpec(num_requests=args.requests, seed=args.seed, input=Lengths(mean=args.input, **lengths),
@@ -142,19 +147,7 @@ def run_training(args: argparse.Namespace) -> int:
             die(f"rabit recommend: error: argument {flag}: required with --train")
         if v <= 0:
             die(f"rabit recommend: error: argument {flag}: must be positive, got {v:g}")
-    unknown = [g for g in args.gpus_allowed if g not in catalog.gpus()]
-    if unknown:
-        die(f"rabit: error: argument --gpus-allowed: unknown GPU {unknown[0]!r}")
-    if args.model_config is None and args.model not in catalog.models():
-        die(f"rabit: error: argument --model: unknown model '{args.model}'")
-    prices = catalog.prices()
-    if args.price_file:
-        try:
-            prices = parse_prices(Path(args.price_file).read_text(), name=Path(args.price_file).name)
-        except OSError as exc:
-            die(f"rabit: error: argument --price-file: cannot read {args.price_file}: {exc.strerror}")
-        except CatalogError as exc:
-            die(f"rabit: error: argument --price-file: {exc}")
+    prices = _checked_model_gpus_prices(args)
     try:
         cfg = RabitConfig(model=args.model, custom_model=custom_model(args.model_config), phase="train",
                           train_tokens=args.tokens, seq_len=args.seq, global_batch_tokens=args.global_batch_tokens,

@@ -74,8 +74,8 @@ class Constraints(_F):
     max_simulations: int = Field(16, ge=1, le=64)
 
 
-class Candidate(_F):
-    """One evaluated configuration (screened, and possibly simulated)."""
+class _Replica(_F):
+    """The shape of one serving replica."""
 
     gpu: str
     gpus_per_replica: int
@@ -83,6 +83,11 @@ class Candidate(_F):
     pp: int
     weights: str
     kv_dtype: str
+
+
+class Candidate(_Replica):
+    """One evaluated configuration (screened, and possibly simulated)."""
+
     usd_per_gpu_hour: float | None = None
     price_basis: str = ""
     price_unverified: bool = False
@@ -108,15 +113,9 @@ class Candidate(_F):
         return f"{n}{self.gpus_per_replica} x {self.gpu} ({layout}, {self.weights} weights, {self.kv_dtype} KV)"
 
 
-class Pick(_F):
+class Pick(_Replica):
     """A recommended (or alternative) configuration with the figures the CLI contract names."""
 
-    gpu: str
-    gpus_per_replica: int
-    tp: int
-    pp: int
-    weights: str
-    kv_dtype: str
     replicas: int
     cost_per_hour: float
     cost_per_million_tokens: float
