@@ -173,9 +173,17 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
                       + (f"; sliding-window layers hold at most {m.sliding_window} tokens" if m.sliding_layers else "")
                       + (f"; {cfg.prefix_cache_frac:.0%} of the prompt is a shared cached prefix" if shared else ""))
     prefix_once = k_gpu * shared_eff
-    KV = tr.step("kv_bytes_per_gpu", "KV cache per GPU (batch)", "KV", "B * k_s + k_g * S_shared",
-                 cfg.batch * per_seq + prefix_once, unit="B", B=cfg.batch, k_s=per_seq, k_g=k_gpu,
-                 S_shared=shared_eff, note=f"{cfg.kv_alloc} allocation, batch {cfg.batch}")
+    reserve = max(m.max_context, ctx)
+    s_max = m.kv_context_tokens(reserve)
+    if cfg.kv_alloc == "contiguous":
+        KV = tr.step("kv_bytes_per_gpu", "KV cache per GPU (batch)", "KV", "B * k_g * S_max",
+                     cfg.batch * k_gpu * s_max, unit="B", B=cfg.batch, k_g=k_gpu, S_max=s_max,
+                     note=f"contiguous allocation reserves the model's maximum context of {reserve:,} tokens "
+                          f"for each of the {cfg.batch} sequences")
+    else:
+        KV = tr.step("kv_bytes_per_gpu", "KV cache per GPU (batch)", "KV", "B * k_s + k_g * S_shared",
+                     cfg.batch * per_seq + prefix_once, unit="B", B=cfg.batch, k_s=per_seq, k_g=k_gpu,
+                     S_shared=shared_eff, note=f"paged allocation, batch {cfg.batch}")
     A = tr.step("activation_bytes_per_gpu", "Activations / workspace per GPU", "A",
                 "2 * B * S * h * b_a / (tp * pp)", 2 * cfg.batch * ctx * m.hidden_size * 2 / (tp * pp), unit="B",
                 latex=r"\frac{2 \cdot [B] \cdot [S] \cdot [h] \cdot [b_a]}{[tp] \cdot [pp]}",
@@ -198,8 +206,6 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
                       "max(0, floor((K_b - k_g * S_shared) / k_s))", n_paged, unit="seq",
                       K_b=budget, k_g=k_gpu, S_shared=shared_eff, k_s=per_seq,
                       note="whole paged blocks; every GPU of the replica holds its shard of each sequence")
-    reserve = max(m.max_context, ctx)
-    s_max = m.kv_context_tokens(reserve)
     n_contig = tr.step("max_sequences_contiguous", "Concurrent sequences per replica (contiguous)", "N_c",
                        "max(0, floor(K_b / (k_g * S_max)))", max(0, math.floor(budget / (k_gpu * s_max))), unit="seq",
                        K_b=budget, k_g=k_gpu, S_max=s_max,
@@ -213,10 +219,12 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
     elif W + O > usable:
         fits = False
         reason = f"does not fit: the weights alone ({W / 1e9:.3g} GB per GPU) exceed usable memory"
-    elif cfg.batch > n_paged:
+    elif cfg.batch > (n_contig if cfg.kv_alloc == "contiguous" else n_paged):
         fits = False
+        n_sel = n_contig if cfg.kv_alloc == "contiguous" else n_paged
         reason = (f"does not fit: batch {cfg.batch} needs {KV / 1e9:.3g} GB of KV per GPU but {budget / 1e9:.3g} GB "
-                  f"is left; at most {n_paged} sequences of {ctx:,} tokens fit")
+                  f"is left; at most {n_sel} sequences of {ctx:,} tokens fit under {cfg.kv_alloc} allocation"
+                  + (f" ({n_paged} with paged allocation)" if cfg.kv_alloc == "contiguous" else ""))
     return ServingMemory(
         weights_bytes_per_gpu=W, kv_bytes_per_token=k_t, kv_bytes_per_token_per_gpu=k_gpu,
         kv_bytes_per_seq_per_gpu=per_seq, kv_bytes_per_gpu=KV, activation_bytes_per_gpu=A,

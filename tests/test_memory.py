@@ -136,3 +136,15 @@ def test_every_step_reevaluates():
                 training_memory(EXAMPLE.with_(phase="train", lora_rank=8)), training_memory(EXAMPLE.with_(phase="train"))):
         for s in res.steps:
             assert s.evaluate() == pytest.approx(s.value, rel=1e-9), s.key
+
+
+def test_contiguous_allocation_reserves_max_context_for_the_batch():
+    # Llama-3.1-70B, TP 8, batch 4: contiguous reserves 131,072 tokens x 40,960 B = 5.37 GB per sequence per GPU
+    paged = serving_memory(EXAMPLE.with_(batch=4))
+    contig = serving_memory(EXAMPLE.with_(batch=4, kv_alloc="contiguous"))
+    assert contig.kv_bytes_per_gpu == 4 * 131_072 * 40_960
+    assert paged.kv_bytes_per_gpu == 4 * 8192 * 40_960
+    assert contig.fits and paged.fits
+    # the example's batch 32 fits paged (169 sequences) but not contiguous (10 sequences)
+    r = serving_memory(EXAMPLE.with_(kv_alloc="contiguous"))
+    assert not r.fits and "contiguous" in r.reason and str(r.max_sequences_contiguous) in r.reason
