@@ -15,7 +15,9 @@ import datetime as dt
 import json
 import tomllib
 from functools import lru_cache
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -240,19 +242,20 @@ def parse_prices(text: str, name: str = "prices.csv") -> tuple[Price, ...]:
     return tuple(out)
 
 
+# The memoised catalogs are shared by every session thread: read-only views, so no caller can mutate them.
 @lru_cache(maxsize=1)
-def gpus() -> dict[str, GpuSpec]:
-    return load_gpus()
-
-
-@lru_cache(maxsize=1)
-def fabrics() -> dict[str, Fabric]:
-    return load_fabrics()
+def gpus() -> Mapping[str, GpuSpec]:
+    return MappingProxyType(load_gpus())
 
 
 @lru_cache(maxsize=1)
-def models() -> dict[str, ModelEntry]:
-    return load_models()
+def fabrics() -> Mapping[str, Fabric]:
+    return MappingProxyType(load_fabrics())
+
+
+@lru_cache(maxsize=1)
+def models() -> Mapping[str, ModelEntry]:
+    return MappingProxyType(load_models())
 
 
 @lru_cache(maxsize=1)

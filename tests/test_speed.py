@@ -15,7 +15,7 @@ EXAMPLE = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, inp
 P_70B, EMB_70B = 70_553_706_496, 128_256 * 8_192
 
 
-def test_seed_001_decode_by_hand_and_within_the_issue_window():
+def test_worked_example_decode_by_hand_and_within_the_expected_window():
     d = decode(EXAMPLE)
     # Weights streamed per GPU: (P - embedding) x 2 B / 8 = 17,375,758,336 B (the embedding is a lookup).
     w = (P_70B - EMB_70B) * 2 / 8
@@ -34,7 +34,7 @@ def test_seed_001_decode_by_hand_and_within_the_issue_window():
     assert d.tokens_per_s == pytest.approx(32 / d.step_s) and d.tokens_per_s_per_user == pytest.approx(1 / d.step_s)
 
 
-def test_seed_001_ttft_by_hand_and_within_the_issue_window():
+def test_worked_example_ttft_by_hand_and_within_the_expected_window():
     p = prefill(EXAMPLE)
     T = 32 * 4096
     A = 32 * 4096 * 4097 / 2  # causal: query j sees j keys
@@ -196,7 +196,7 @@ def test_roofline_places_prefill_right_and_decode_left_of_the_ridge():
         assert p.delivered_flop_per_s <= p.roof_flop_per_s <= r.ceiling_flop_per_s * (1 + 1e-12)
 
 
-def test_textbook_comparison_starts_at_the_seed_and_ends_at_ours():
+def test_textbook_comparison_starts_at_the_textbook_chain_and_ends_at_ours():
     g = textbook_comparison(EXAMPLE)
     # textbook decode chain: (17.64 GB + 10.74 GB) / (3.35 TB/s x 0.8) = 10.59 ms (the textbook example prints 10.7 with KV = 11 GB)
     assert g.decode[0].value_s == pytest.approx((17_638_426_624 + 10_737_418_240) / (3.35e12 * 0.8), rel=1e-9)
