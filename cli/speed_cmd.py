@@ -11,6 +11,7 @@ import argparse
 
 from cli.common import add_cluster_args, add_json, add_model_args, add_serving_args, config_from_args, die, emit
 from core import catalog
+from core.memory import serving_memory
 from core.speed import speed_summary
 from core.trace import find
 from core.units import fmt_num, fmt_time
@@ -87,5 +88,10 @@ def run(args: argparse.Namespace) -> int:
                 "decode_step_s", "tokens_per_s"):
         st = find(s.steps, key)
         human.append(f"  {st.label:<46} {st.shown():>16}")
+    mem = serving_memory(cfg)
+    payload["fits"] = mem.fits
+    payload["memory_reason"] = mem.reason
+    if not mem.fits:
+        human.insert(0, f"warning: {mem.reason}")
     emit(payload, args.json, "\n".join(human))
     return 0

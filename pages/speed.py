@@ -15,6 +15,10 @@ cfg = state.require_config()
 with st.spinner("Timing prefill and decode…"):
     s = cache.speed_summary(cfg)
 pf, d = s.prefill, s.decode
+mem = cache.serving_memory(cfg)
+if not mem.fits:
+    st.warning(f"These timings assume the batch is resident, but it {mem.reason.removeprefix('does not fit: ')} "
+               "(see Memory).")
 st.info(f"Prefill is **{pf.bound}**-bound, decode is **{d.bound}**-bound "
         f"(at the mean context of {d.mean_context_tokens:,.0f} cached tokens, batch {d.batch}).")
 render.metrics(s.steps, ["prefill_s", "ttft_one_s", "decode_step_s", "e2e_s"])

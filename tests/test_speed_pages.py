@@ -79,3 +79,18 @@ def test_bad_input_shows_no_traceback(clear_cache):
     at.number_input(key="cfg.tp").set_value(3).run()
     assert not at.exception
     assert at.sidebar.error and at.warning
+
+
+def test_speed_warns_when_the_batch_does_not_fit(clear_cache, capsys):
+    from cli.main import main as cli_main
+
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("../pages/speed.py").run()
+    assert not at.warning
+    at.number_input(key="cfg.batch").set_value(400).run()  # 400 x 8,192 tokens of KV cannot fit on 8 x H100
+    assert not at.exception
+    assert any("assume the batch is resident" in w.value and "at most" in w.value for w in at.warning)
+    assert cli_main(["speed", "--model", "llama-3.1-70b", "--gpus", "8", "--tp", "8", "--batch", "400",
+                     "--input", "4096", "--output", "4096", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fits"] is False and "at most" in out["memory_reason"]
