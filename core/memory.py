@@ -386,7 +386,7 @@ def training_memory_for(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace, *
                      2 * (P_d / (shard * zw) + P_e / (ep * pp_eff * ew)), unit="B",
                      P_d=P_d, P_exp=P_e, tp=tp, ep=ep, z_w=zw, z_we=ew, **pv,
                      note="BF16; routed experts split over EP x PP, the rest over TP x PP"
-                          + (f"; ZeRO-3 shards both over their DP groups" if zero >= 3 else ""))
+                          + ("; ZeRO-3 shards both over their DP groups" if zero >= 3 else ""))
         G = tr.step("gradient_bytes_per_gpu", "Gradients per GPU", "G",
                     f"2 * (P_d / (tp * {ppn} * z_g) + P_exp / (ep * {ppn} * z_ge))",
                     2 * (P_d / (shard * zg) + P_e / (ep * pp_eff * eg)), unit="B",

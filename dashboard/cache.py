@@ -35,6 +35,7 @@ def training_memory_by_zero(cfg: RabitConfig) -> tuple[tuple[int, _memory.Traini
 
 # --- speed (issue 3) ---------------------------------------------------------------------------------
 from core import speed as _speed  # noqa: E402
+from core import speed_views as _views  # noqa: E402
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -44,37 +45,37 @@ def speed_summary(cfg: RabitConfig) -> _speed.SpeedSummary:
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def batch_sweep(cfg: RabitConfig, batches: tuple[int, ...]) -> tuple[_speed.BatchPoint, ...]:
-    return _speed.batch_sweep(cfg, batches)
+    return _views.batch_sweep(cfg, batches)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def decode_curve(cfg: RabitConfig) -> tuple[tuple[float, float, float, float], ...]:
-    return _speed.decode_curve(cfg)
+    return _views.decode_curve(cfg)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def roofline(cfg: RabitConfig) -> _speed.Roofline:
-    return _speed.roofline(cfg)
+    return _views.roofline(cfg)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def spec_vs_alpha(cfg: RabitConfig, alphas: tuple[float, ...]) -> tuple[tuple[float, float], ...]:
-    return _speed.spec_vs_alpha(cfg, alphas)
+    return _views.spec_vs_alpha(cfg, alphas)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def collective_view(cfg: RabitConfig) -> _speed.CollectiveView:
-    return _speed.collective_view(cfg)
+    return _views.collective_view(cfg)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def allreduce_curve(cfg: RabitConfig, sizes_bytes: tuple[float, ...]) -> dict[str, tuple[float, ...]]:
-    return _speed.allreduce_curve(cfg, sizes_bytes)
+    return _views.allreduce_curve(cfg, sizes_bytes)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def textbook_comparison(cfg: RabitConfig) -> _speed.TextbookComparison:
-    return _speed.textbook_comparison(cfg)
+    return _views.textbook_comparison(cfg)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from core.speed import default_batches
+from core.speed_views import default_batches
 from core.units import fmt_time
 from dashboard import cache, charts, render, state
 
