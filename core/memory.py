@@ -86,6 +86,25 @@ class TrainingMemory(_Frozen):
 
 # --- serving -------------------------------------------------------------------------------------
 
+def record_params(m: ModelArch, tr: Trace = NO_TRACE) -> float:
+    """Total parameters counted from the architecture, as one step [count].
+
+    P = embeddings + LM head + final norm + L_dense x (dense layer) + L_moe x (MoE layer), each layer being
+    attention + norms + MLP (all routed experts, shared experts and router for an MoE layer).
+    Llama-3.1-70B: 1.05e9 + 1.05e9 + 8,192 + 80 x 855.7e6 = 70.55e9.
+    """
+    p_total = float(m.total_params())
+    dense, moe = m.dense_layers, m.moe_layers
+    return tr.step("P", "Model parameters", "P", "P_emb + P_head + P_norm + L_d * P_ld + L_m * P_lm", p_total,
+                   unit="", P_emb=m.embedding_params(), P_head=m.lm_head_params(),
+                   P_norm=m.total_params() - m.embedding_params() - m.lm_head_params()
+                   - dense * m.layer_params(False) - moe * m.layer_params(True),
+                   L_d=dense, P_ld=m.layer_params(False) if dense else 0, L_m=moe,
+                   P_lm=m.layer_params(True) if moe else 0,
+                   note=f"{m.name}: counted from the architecture ({m.attention_kind} attention"
+                        + (f", {m.num_experts} experts top-{m.experts_per_tok}" if m.is_moe else "") + ")")
+
+
 def weight_bytes_per_gpu(m: ModelArch, weights_b: float, tp: int, pp: int, ep: int = 1,
                          tr: Trace = NO_TRACE) -> float:
     """Weights held by one GPU [B].
@@ -101,8 +120,7 @@ def weight_bytes_per_gpu(m: ModelArch, weights_b: float, tp: int, pp: int, ep: i
     p_expert = m.moe_layers * m.num_experts * m.expert_params() if (ep > 1 and m.is_moe) else 0
     p_rest = p_total - p_q
     dense_q = p_q - p_expert
-    tr.step("P", "Model parameters", "P", "P", p_total, unit="", P=p_total,
-            note=f"{m.name}: counted from the architecture")
+    record_params(m, tr)
     value = (dense_q * weights_b + p_rest * 2.0) / (tp * pp) + p_expert * weights_b / (ep * pp)
     if p_expert:
         return tr.step("weights_bytes_per_gpu", "Weights per GPU", "W",
@@ -338,7 +356,7 @@ def training_memory_for(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace, *
     L = m.num_layers
     L_s, pp_eff = stage_layers(L, pp, vpp)
     P = float(m.total_params())
-    tr.step("P", "Model parameters", "P", "P", P, P=P)
+    record_params(m, tr)
     ppn = "pp"
     if L_s * pp != L:
         ppn = "p_e"
