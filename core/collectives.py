@@ -33,7 +33,6 @@ moves n bytes instead of 2(p-1)/p x n (NCCL 2.17+; nccl-tests all_reduce busbw o
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +48,11 @@ class Level:
     latency_s: float
     in_switch_reduction: bool = False
     base_s: float = 0.0  # fixed cost of launching and synchronising one collective
+
+
+def _scalar(x):
+    """A 0-d result as a Python float; arrays unchanged."""
+    return float(x) if np.ndim(x) == 0 else x
 
 
 @dataclass(frozen=True)
@@ -71,11 +75,11 @@ class Collectives:
         return cls(gpu=gpu, fabric=fabric, domain=max(1, domain), bw_eff=bw_eff, base_s=base_s)
 
     # --- levels ------------------------------------------------------------------------------------
-    def intra(self, p: int) -> Level:
-        """The scale-up level for a group of ``p`` GPUs inside one domain."""
+    def intra(self, p) -> Level:
+        """The scale-up level for a group of ``p`` GPUs inside one domain (``p`` may be an array)."""
         g = self.gpu
         if g.topology == "mesh" and g.mesh_links:
-            links = min(max(p - 1, 1), g.mesh_links)
+            links = np.minimum(np.maximum(np.asarray(p) - 1, 1), g.mesh_links)
             bw = links * g.link_bw_gb_per_s * 1e9
         else:
             bw = g.scale_up_bw_bytes_per_s
@@ -85,60 +89,60 @@ class Collectives:
     def inter(self) -> Level:
         return Level(self.fabric.bw_bytes_per_s * self.bw_eff, self.fabric.latency_s, False, self.base_s)
 
-    # --- primitives on one level -----------------------------------------------------------------------
+    # --- primitives on one level (group sizes ``p`` >= 1, scalars or arrays) ------------------------------
     @staticmethod
-    def _ring_ar(n: float, p: int, lv: Level) -> float:
+    def _ring_ar(n, p, lv: Level):
         return lv.base_s + 2 * (p - 1) * lv.latency_s + 2 * (p - 1) / p * n / lv.bw_bytes_per_s
 
     @staticmethod
-    def _tree_ar(n: float, p: int, lv: Level) -> float:
-        return lv.base_s + 2 * math.ceil(math.log2(p)) * lv.latency_s + 2 * n / lv.bw_bytes_per_s
+    def _tree_ar(n, p, lv: Level):
+        return lv.base_s + 2 * np.ceil(np.log2(p)) * lv.latency_s + 2 * n / lv.bw_bytes_per_s
 
     @staticmethod
-    def _nvls_ar(n: float, p: int, lv: Level) -> float:
+    def _nvls_ar(n, p, lv: Level):
         """NVLink SHARP: each GPU sends its buffer once to the switch, which reduces and multicasts."""
         return lv.base_s + 2 * lv.latency_s + n / lv.bw_bytes_per_s
 
     @classmethod
-    def _ar(cls, n, p: int, lv: Level):
-        if p <= 1:
-            return 0.0 * n
-        t = np.minimum(cls._ring_ar(n, p, lv), cls._tree_ar(n, p, lv))
+    def _ar(cls, n, p, lv: Level):
+        p = np.asarray(p, dtype=float)
+        ps = np.maximum(p, 1.0)
+        t = np.minimum(cls._ring_ar(n, ps, lv), cls._tree_ar(n, ps, lv))
         if lv.in_switch_reduction:
-            t = np.minimum(t, cls._nvls_ar(n, p, lv))
-        return t * (np.asarray(n) > 0)
+            t = np.minimum(t, cls._nvls_ar(n, ps, lv))
+        return np.where(p > 1, t, 0.0) * (np.asarray(n) > 0)
 
     @staticmethod
-    def _gather(n, p: int, lv: Level):
-        if p <= 1:
-            return 0.0 * n
-        return (lv.base_s + (p - 1) * lv.latency_s + (p - 1) / p * n / lv.bw_bytes_per_s) * (np.asarray(n) > 0)
+    def _gather(n, p, lv: Level):
+        p = np.asarray(p, dtype=float)
+        ps = np.maximum(p, 1.0)
+        t = lv.base_s + (ps - 1) * lv.latency_s + (ps - 1) / ps * n / lv.bw_bytes_per_s
+        return np.where(p > 1, t, 0.0) * (np.asarray(n) > 0)
 
     # --- public API --------------------------------------------------------------------------------
     def spans_nodes(self, p: int) -> bool:
         return p > self.domain
 
-    def all_reduce_s(self, n_bytes, p: int):
-        """All-reduce of an ``n_bytes`` buffer over ``p`` GPUs [s]; 0 for p = 1. Accepts numpy arrays."""
-        if p <= 1:
-            return 0.0 * n_bytes
-        if not self.spans_nodes(p):
-            return self._ar(n_bytes, p, self.intra(p))
-        q = self.domain
-        nodes = math.ceil(p / q)
-        lv = self.intra(q)
-        # hierarchical: reduce-scatter in the node, all-reduce of 1/q of the data across nodes, all-gather.
-        return 2 * self._gather(n_bytes, q, lv) + self._ar(n_bytes / q, nodes, self.inter())
+    def all_reduce_s(self, n_bytes, p):
+        """All-reduce of an ``n_bytes`` buffer over groups of ``p`` GPUs [s]; 0 for p = 1.
 
-    def all_gather_s(self, n_bytes, p: int):
-        """All-gather producing ``n_bytes`` on every GPU [s] (reduce-scatter costs the same)."""
-        if p <= 1:
-            return 0.0 * n_bytes
-        if not self.spans_nodes(p):
-            return self._gather(n_bytes, p, self.intra(p))
+        ``n_bytes`` and ``p`` may be numpy arrays (the training search prices every group size at once).
+        A group larger than the domain is hierarchical: reduce-scatter in the node, all-reduce of 1/q of
+        the data across nodes, all-gather in the node.
+        """
+        p = np.asarray(p, dtype=float)
         q = self.domain
-        nodes = math.ceil(p / q)
-        return self._gather(n_bytes, q, self.intra(q)) + self._gather(n_bytes / q, nodes, self.inter())
+        inside = self._ar(n_bytes, np.minimum(p, q), self.intra(np.minimum(p, q)))
+        hier = 2 * self._gather(n_bytes, q, self.intra(q)) + self._ar(n_bytes / q, np.ceil(p / q), self.inter())
+        return _scalar(np.where(p > q, hier, inside))
+
+    def all_gather_s(self, n_bytes, p):
+        """All-gather producing ``n_bytes`` on every GPU [s] (reduce-scatter costs the same); arrays welcome."""
+        p = np.asarray(p, dtype=float)
+        q = self.domain
+        inside = self._gather(n_bytes, np.minimum(p, q), self.intra(np.minimum(p, q)))
+        hier = self._gather(n_bytes, q, self.intra(q)) + self._gather(n_bytes / q, np.ceil(p / q), self.inter())
+        return _scalar(np.where(p > q, hier, inside))
 
     reduce_scatter_s = all_gather_s
 

@@ -305,59 +305,16 @@ def fp8_compute_speedup(g: GpuSpec, precision: str, fp8_speedup: float) -> float
     return effective_peak_flop_per_s(g, "fp8", fp8_speedup, 1.0) / g.peak_flop_per_s("bf16")
 
 
-# --- vectorised alpha-beta collectives (the same formulas as core.collectives, over group-size arrays) ----
-
-def _intra_bw(coll: Collectives, q):
-    g = coll.gpu
-    if g.topology == "mesh" and g.mesh_links:
-        return np.minimum(np.maximum(q - 1, 1), g.mesh_links) * g.link_bw_gb_per_s * 1e9 * coll.bw_eff
-    return np.full(np.shape(q), g.scale_up_bw_bytes_per_s * coll.bw_eff)
-
-
-def _gather(n, q, bw, lat, base):
-    q = np.asarray(q, dtype=float)
-    qs = np.maximum(q, 1.0)
-    return np.where(q > 1, base + (qs - 1) * lat + (qs - 1) / qs * n / bw, 0.0) * (np.asarray(n) > 0)
-
-
-def _allreduce(n, q, bw, lat, base, nvls: bool):
-    q = np.asarray(q, dtype=float)
-    qs = np.maximum(q, 1.0)
-    ring = base + 2 * (qs - 1) * lat + 2 * (qs - 1) / qs * n / bw
-    tree = base + 2 * np.ceil(np.log2(qs)) * lat + 2 * n / bw
-    t = np.minimum(ring, tree)
-    if nvls:
-        t = np.minimum(t, base + 2 * lat + n / bw)
-    return np.where(q > 1, t, 0.0) * (np.asarray(n) > 0)
-
+# --- collectives over arrays of group sizes ----------------------------------------------------------------
 
 def group_gather_s(coll: Collectives, n, p, k: int):
-    """All-gather (= reduce-scatter) of ``n`` bytes over groups of ``p`` GPUs (array), ``k`` per node [s].
-
-    Equals ``dataclasses.replace(coll, domain=k).all_gather_s(n, p)`` for each p (tested).
-    """
-    p = np.asarray(p, dtype=float)
-    kk = np.minimum(k, p)
-    nodes = np.ceil(p / kk)
-    g, inter = coll.gpu, coll.inter()
-    intra = _gather(n, kk, _intra_bw(coll, kk), g.scale_up_latency_s, coll.base_s)
-    cross = _gather(n / kk, nodes, inter.bw_bytes_per_s, inter.latency_s, coll.base_s)
-    return intra + np.where(nodes > 1, cross, 0.0)
+    """All-gather (= reduce-scatter) of ``n`` bytes over groups of ``p`` GPUs (array), ``k`` per node [s]."""
+    return dataclasses.replace(coll, domain=k).all_gather_s(n, p)
 
 
 def group_allreduce_s(coll: Collectives, n, p, k: int):
-    """All-reduce of ``n`` bytes over groups of ``p`` GPUs (array), ``k`` per node, hierarchical across nodes [s].
-
-    Equals ``dataclasses.replace(coll, domain=k).all_reduce_s(n, p)`` for each p (tested).
-    """
-    p = np.asarray(p, dtype=float)
-    g, inter = coll.gpu, coll.inter()
-    nvls = g.in_switch_reduction and g.topology == "nvswitch"
-    inside = _allreduce(n, p, _intra_bw(coll, np.minimum(p, k)), g.scale_up_latency_s, coll.base_s, nvls)
-    nodes = np.ceil(p / k)
-    hier = (2 * _gather(n, np.minimum(k, p), _intra_bw(coll, np.minimum(k, p)), g.scale_up_latency_s, coll.base_s)
-            + _allreduce(n / k, nodes, inter.bw_bytes_per_s, inter.latency_s, coll.base_s, False))
-    return np.where(p <= k, inside, hier)
+    """All-reduce of ``n`` bytes over groups of ``p`` GPUs (array), ``k`` per node, hierarchical across nodes [s]."""
+    return dataclasses.replace(coll, domain=k).all_reduce_s(n, p)
 
 
 # --- the vectorised layout model -------------------------------------------------------------------------
