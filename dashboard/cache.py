@@ -78,19 +78,6 @@ def textbook_comparison(cfg: RabitConfig) -> _speed.TextbookComparison:
     return _views.textbook_comparison(cfg)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def math_training_steps(cfg: RabitConfig) -> tuple[tuple[str, tuple], ...]:
-    """(section, steps) for the math page's training view: core.training.training_math when it exists."""
-    import importlib.util
-
-    if importlib.util.find_spec("core.training") is not None:
-        from core import training as _training
-
-        if hasattr(_training, "training_math"):
-            return (("Training: memory, work, step time, runtime", tuple(_training.training_math(cfg))),)
-    return (("Training memory per GPU", _memory.training_memory(cfg).steps),)
-
-
 # --- training (issue 5) ------------------------------------------------------------------------------
 from core import training as _training  # noqa: E402
 

@@ -45,6 +45,5 @@ if view == "Inference":
                      hide_index=True, width="stretch")
 else:
     with st.spinner("Building the chain…"):
-        sections = cache.math_training_steps(cfg)
-    for title, steps in sections:
-        render.math_section(title, steps)
+        steps = cache.training_math(cfg)
+    render.math_section("Training: memory, work, step time, runtime", steps)
