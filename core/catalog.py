@@ -94,6 +94,14 @@ class GpuSpec(_Row):
         return getattr(self, field) is not None
 
     @property
+    def scale_up_domain(self) -> int:
+        """GPUs one group can span over the scale-up fabric: a rack-scale NVSwitch domain (GB200 NVL72: 72 GPUs
+        across trays of 4), otherwise one node."""
+        if self.topology == "nvswitch" and self.nvlink_domain > self.gpus_per_node:
+            return self.nvlink_domain
+        return min(self.gpus_per_node, self.nvlink_domain)
+
+    @property
     def scale_up_bw_bytes_per_s(self) -> float:
         return self.scale_up_bw_gb_per_s * GB
 

@@ -68,10 +68,9 @@ class Collectives:
     @classmethod
     def for_cluster(cls, gpu: GpuSpec, fabric: Fabric, gpus_per_node: int, bw_eff: float,
                     base_s: float = 0.0) -> "Collectives":
-        if gpu.topology == "nvswitch" and gpu.nvlink_domain > gpu.gpus_per_node:
-            domain = gpu.nvlink_domain  # GB200 NVL72: trays of 4 share one 72-GPU NVLink domain
-        else:
-            domain = min(gpus_per_node, gpu.nvlink_domain)
+        # a rack-scale domain spans trays whatever the node size; otherwise the configured node bounds it
+        dom = gpu.scale_up_domain
+        domain = dom if dom > gpu.gpus_per_node else min(gpus_per_node, dom)
         return cls(gpu=gpu, fabric=fabric, domain=max(1, domain), bw_eff=bw_eff, base_s=base_s)
 
     # --- levels ------------------------------------------------------------------------------------

@@ -157,15 +157,14 @@ class Recommendation(_F):
 
 def _replica_layouts(gpu: catalog.GpuSpec, heads: int, layers: int) -> list[tuple[int, int, int]]:
     """(GPUs per replica, TP, PP): TP inside the scale-up domain and dividing the heads; PP across nodes."""
-    node = gpu.gpus_per_node
-    domain = max(node, gpu.nvlink_domain if gpu.topology == "nvswitch" else node)
+    domain = gpu.scale_up_domain
     out = []
     for g in (1, 2, 4, 8, 16, 32):
         for tp in (1, 2, 4, 8, 16, 32):
             if g % tp or tp > domain or heads % tp:
                 continue
             pp = g // tp
-            if pp > 1 and tp * 1 < min(g, domain):  # only pipeline when TP already fills the domain
+            if pp > 1 and tp < min(g, domain):  # only pipeline when TP already fills the domain
                 continue
             if pp > 4 or pp > layers:
                 continue
@@ -193,8 +192,7 @@ def _worst_ratio(c: Candidate, goal: ServingGoal) -> float:
 
 def _config(goal: ServingGoal, c: Candidate) -> RabitConfig:
     g = catalog.gpu(c.gpu)
-    node = g.nvlink_domain if (g.topology == "nvswitch" and g.nvlink_domain > g.gpus_per_node) else g.gpus_per_node
-    gpn = min(c.gpus_per_replica, node)
+    gpn = min(c.gpus_per_replica, g.scale_up_domain)
     i, o = goal.workload.mean_lengths()
     return RabitConfig(model=goal.model, custom_model=goal.custom_model, gpu=c.gpu, gpus_per_node=gpn,
                        nodes=max(1, c.gpus_per_replica // gpn), tp=c.tp, pp=c.pp, weights=c.weights,
@@ -345,7 +343,7 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
     best_cost = math.inf
     budget = cons.max_simulations
 
-    def run(idx: int, c: Candidate) -> Candidate:
+    def run(c: Candidate) -> Candidate:
         nonlocal sims
         sims += 1
         if progress:
@@ -356,14 +354,14 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
     for idx, c in enumerate(survivors):
         if sims >= budget or c.cost_per_hour >= best_cost:
             break
-        r = run(idx, c)
+        r = run(c)
         while not r.meets and sims < budget and r.replicas is not None and r.replicas < 1024:
             more = r.replicas + max(1, r.replicas // 4)
             cost = more * r.gpus_per_replica * (r.usd_per_gpu_hour or 0.0)
             if cost >= best_cost or (cons.max_gpus is not None and more * r.gpus_per_replica > cons.max_gpus) or \
                     (cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour):
                 break
-            r = run(idx, r.model_copy(update={"replicas": more, "cost_per_hour": cost}))
+            r = run(r.model_copy(update={"replicas": more, "cost_per_hour": cost}))
         results[idx] = r
         if r.meets:
             best_cost = min(best_cost, r.cost_per_hour or math.inf)
@@ -377,7 +375,7 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
             if idx in results or key(c) in seen:
                 continue
             seen.add(key(c))
-            results[idx] = run(idx, c)
+            results[idx] = run(c)
     simulated = [results[i] for i in sorted(results)]
     all_cands = [results.get(i, c) for i, c in enumerate(survivors)] + [c for c in cands if c.pruned]
     meeting = sorted((c for c in simulated if c.meets), key=lambda c: c.cost_per_hour)

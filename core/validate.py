@@ -54,9 +54,9 @@ def problems(cfg: RabitConfig) -> tuple[Problem, ...]:
     if cfg.gpus_per_node > g.gpus_per_node and g.topology != "nvswitch":
         out.append(Problem("gpus_per_node", f"a {g.name} node holds at most {g.gpus_per_node} GPUs; "
                                             f"use {g.gpus_per_node} per node and add nodes"))
-    if cfg.gpus_per_node > max(g.gpus_per_node, g.nvlink_domain):
+    elif cfg.gpus_per_node > max(g.gpus_per_node, g.scale_up_domain):
         out.append(Problem("gpus_per_node", f"a {g.name} node or NVLink domain holds at most "
-                                            f"{max(g.gpus_per_node, g.nvlink_domain)} GPUs; add nodes instead"))
+                                            f"{max(g.gpus_per_node, g.scale_up_domain)} GPUs; add nodes instead"))
     if m.num_heads % cfg.tp:
         divisors = [d for d in range(1, m.num_heads + 1) if m.num_heads % d == 0 and d <= cfg.gpus]
         out.append(Problem("tp", f"TP {cfg.tp} does not divide the {m.num_heads} attention heads of {m.name}; "
