@@ -86,8 +86,9 @@ def problems(cfg: RabitConfig) -> tuple[Problem, ...]:
         out.append(Problem("qlora", "QLoRA needs a LoRA rank > 0"))
     if not out and cfg.phase == "serve":
         from core.memory import serving_memory  # local: core.memory imports this module
+        from core.trace import NO_TRACE
 
-        one = serving_memory(cfg.with_(batch=1))
+        one = serving_memory(cfg.with_(batch=1), NO_TRACE)
         if not one.fits:
             out.append(Problem("tp", f"{m.name} cannot fit even at batch 1 on TP {cfg.tp} x PP {cfg.pp} "
                                      f"{g.name}: {one.reason.removeprefix('does not fit: ')}", blocking=False))
