@@ -51,13 +51,3 @@ def gpu_price(gpu: str, prices: tuple[Price, ...], *, kind: str = "on-demand", p
         return GpuPrice(gpu, best.usd_per_gpu_hour, kind, policy, (best,))
     return GpuPrice(gpu, float(statistics.median(values)), kind, policy, rows)
 
-
-def price_table(prices: tuple[Price, ...], *, kind: str = "on-demand", policy: PricePolicy = "median",
-                providers: tuple[str, ...] = ()) -> dict[str, GpuPrice]:
-    """``gpu_price`` for every GPU that has a matching row."""
-    out = {}
-    for g in sorted({p.gpu for p in prices}):
-        gp = gpu_price(g, prices, kind=kind, policy=policy, providers=providers)
-        if gp is not None:
-            out[g] = gp
-    return out
