@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         "evaluated": r.evaluated,
         "simulated": r.simulated,
         "candidates_pruned": sum(1 for c in r.candidates if c.pruned),
+        "unpriced_gpus": list(r.unpriced),
     }
     e = r.explanation
     lines = [e.summary]
@@ -133,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"  {label}: {v}")
     for risk in e.risks:
         lines.append(f"  risk: {risk}")
+    if r.unpriced:
+        lines.append(f"  no {args.price_kind} price (left out): {', '.join(r.unpriced)}")
     lines.append(f"  evaluated {r.evaluated} configurations, simulated {r.simulated}")
     emit(payload, args.json, "\n".join(lines))
     return 0

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core import catalog
 from core.catalog import Price
 from core.config import RabitConfig
-from core.pricing import GpuPrice, PricePolicy, gpu_price
+from core.pricing import GpuPrice, PricePolicy, gpu_price, unpriced
 from core.simulate import SimSpec, kv_pool, max_throughput, simulate
 from core.speed import StepModel
 from core.validate import problems
@@ -151,6 +151,7 @@ class Recommendation(_F):
     candidates: tuple[Candidate, ...]
     evaluated: int
     simulated: int
+    unpriced: tuple[str, ...] = ()  # GPU kinds searched for but with no price of the requested kind
 
 
 # --- helpers -------------------------------------------------------------------------------------------
@@ -395,8 +396,14 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
                 for c in cands if c.batch_1_ttft_s is not None and c.usd_per_gpu_hour is not None]
         if near:
             nearest = min(near, key=lambda c: (_worst_ratio(c, goal), c.cost_per_hour or 0.0))
+    kinds = tuple(g for g in sorted(catalog.gpus()) if not cons.gpus_allowed or g in cons.gpus_allowed)
+    no_price = unpriced(kinds, prices, kind=cons.price_kind, providers=cons.providers)
     expl = explain(goal, cons, best, nearest, simulated, all_cands)
-    return Recommendation(goal=goal, constraints=cons, met=best is not None,
+    if no_price:
+        expl = expl.model_copy(update={"assumptions": expl.assumptions + (
+            f"no {cons.price_kind} price for {', '.join(no_price)}: left out of the search (add a price row to "
+            "include them)",)})
+    return Recommendation(goal=goal, constraints=cons, met=best is not None, unpriced=no_price,
                           recommendation=_pick(goal, best) if best else None,
                           nearest=_pick(goal, nearest) if nearest else None, pareto=front, explanation=expl,
                           candidates=tuple(all_cands), evaluated=len(cands), simulated=sims)

@@ -77,6 +77,9 @@ with serve_tab:
                        providers=tuple(s.strip() for s in providers.split(",") if s.strip()), price_kind=price_kind,
                        price_policy=policy)
     rec = cache.recommendation(goal, cons, tuple(prices))
+    if rec.unpriced:
+        st.warning(f"No {price_kind} price for {', '.join(rec.unpriced)}: left out of the search, not judged. "
+                   "Add a row under 'Edit prices for this session' (or upload a price list) to include them.")
 
     e = rec.explanation
     if rec.met:
