@@ -126,6 +126,7 @@ class Pick(_Replica):
     bottleneck: str
     meets_target: bool
     label: str
+    max_num_seqs: int = 0  # the batch cap the screen chose and the simulation ran with (engine max_num_seqs)
 
 
 class Explanation(_F):
@@ -294,7 +295,10 @@ def _screen_one(goal: ServingGoal, cons: Constraints, c: Candidate, spec: SimSpe
 def _simulate(goal: ServingGoal, c: Candidate) -> Candidate:
     cfg = _config(goal, c)
     b = c.screen_batch or goal.workload.max_batch
-    spec = goal.workload.with_(rate_per_s=goal.rate_per_s / c.replicas, arrival="poisson")
+    # the screen's batch cap is the engine's max_num_seqs: simulate with it, so the p95s belong to the
+    # configuration the launch config starts
+    spec = goal.workload.with_(rate_per_s=goal.rate_per_s / c.replicas, arrival="poisson", max_batch=b,
+                               token_budget=max(goal.workload.token_budget, b))
     r = simulate(cfg, spec)
     s = r.summary
     done = c.model_copy(update={"simulated": True, "p95_ttft_s": s.ttft_s.p95, "p95_itl_s": s.itl_s.p95,
@@ -313,7 +317,8 @@ def _pick(goal: ServingGoal, c: Candidate) -> Pick:
                 cost_per_million_tokens=(c.cost_per_hour or 0.0) / tokens_per_hour * 1e6,
                 p95_ttft_s=c.p95_ttft_s, p95_itl_s=c.p95_itl_s, p95_e2e_s=c.p95_e2e_s,
                 capacity_requests_per_s=(c.replicas or 0) * (c.capacity_per_replica_rps or 0.0),
-                bottleneck=c.bottleneck, meets_target=bool(c.meets), label=c.label)
+                bottleneck=c.bottleneck, meets_target=bool(c.meets), label=c.label,
+                max_num_seqs=int(c.screen_batch or goal.workload.max_batch))
 
 
 def pareto(picks: list[Pick]) -> tuple[Pick, ...]:

@@ -19,7 +19,10 @@ def base():
 def test_recommendation_meets_the_target_in_its_own_simulation(base):
     assert base.met and base.recommendation is not None
     rec = next(c for c in base.candidates if c.simulated and c.meets and opt._pick(GOAL, c) == base.recommendation)
-    r = simulate(opt._config(GOAL, rec), SPEC.with_(rate_per_s=GOAL.rate_per_s / rec.replicas))
+    # with the batch cap the launch config sets (max_num_seqs)
+    b = base.recommendation.max_num_seqs
+    r = simulate(opt._config(GOAL, rec), SPEC.with_(rate_per_s=GOAL.rate_per_s / rec.replicas, max_batch=b,
+                                                    token_budget=max(SPEC.token_budget, b)))
     assert r.summary.ttft_s.p95 <= GOAL.p95_ttft_s
     assert r.summary.e2e_s.p95 <= GOAL.p95_e2e_s
     assert not r.summary.saturated and r.summary.rejected == 0
