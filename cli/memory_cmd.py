@@ -7,12 +7,7 @@ import argparse
 from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_serving_args,
                         config_from_args, emit, fill_from_config, range_line, steps_table, with_ranges)
 from core.memory import serving_memory, training_memory
-from core.uncertainty import memory_spread, spread
-
-
-def _training_memory_estimate(cfg) -> dict:
-    r = training_memory(cfg)
-    return {"total_bytes_per_gpu": r.total_bytes_per_gpu, "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu}
+from core.uncertainty import memory_spread, training_memory_spread
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         }
     human = f"{r.reason}\n{steps_table(r.steps)}"
     if args.phase == "train":
-        sp = spread(cfg, _training_memory_estimate, ("training_memory",))
+        sp = training_memory_spread(cfg)
         with_ranges(payload, sp.ranges, ("total_bytes_per_gpu", "overhead_bytes_per_gpu"))
     else:
         sp = memory_spread(cfg)

@@ -180,6 +180,19 @@ def memory_spread(cfg: RabitConfig, bounds: Mapping[str, tuple[float, float]] | 
     return spread(cfg, memory_estimate, ("serving_memory",), bounds=bounds)
 
 
+def training_memory_estimate(cfg: RabitConfig) -> dict[str, Any]:
+    from core.memory import training_memory
+
+    r = training_memory(cfg)
+    return {"total_bytes_per_gpu": r.total_bytes_per_gpu, "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
+            "fits": r.fits}
+
+
+def training_memory_spread(cfg: RabitConfig) -> Spread:
+    """Ranges of the training memory per GPU (the runtime overhead is the only assumption it reads)."""
+    return spread(cfg, training_memory_estimate, ("training_memory",))
+
+
 def speed_estimate(cfg: RabitConfig) -> dict[str, Any]:
     from core.speed import decode, prefill
 
