@@ -194,9 +194,10 @@ def simulate(cfg: RabitConfig, spec: SimSpec, *, timing: str = "auto", budget: W
         tm = timing_for(sm, cfg.pp, spec.token_budget, float(min(m.max_context, 32768)))
     rng = np.random.default_rng(spec.seed)
     rec = Engine(spec, tm, pool, Draws(spec, rng)).run(budget)
-    summary = summarise(rec, spec.arrival == "closed")
+    capacity = max_throughput(cfg, spec, pool=pool, sm=sm)
+    summary = summarise(rec, spec.arrival == "closed", capacity.requests_per_s)
     return SimResult(
-        spec=spec, summary=summary, capacity=max_throughput(cfg, spec, pool=pool, sm=sm),
+        spec=spec, summary=summary, capacity=capacity,
         kv_pool_tokens=int(pool.blocks * pool.block), timing="tabulated" if isinstance(tm, LinearTiming) else "direct",
         arrival_s=_ro(np.array(rec.arrival_s, dtype=float)),
         input_tokens=_ro(np.array(rec.input_tokens, dtype=np.int64)),

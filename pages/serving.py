@@ -83,6 +83,10 @@ if s.saturated:
     st.error(f"Saturated: requests arrive faster than this replica drains them, so the queue grows without bound "
              f"({s.saturation_reason}). Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
              f"at a batch of {cap.batch:.0f} ({cap.limited_by}).")
+elif s.saturation_verdict == "too short to tell":
+    st.warning(f"Too short to tell whether the queue is stable: {s.saturation_reason}. Simulate more requests. "
+               f"Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s at a batch of {cap.batch:.0f} "
+               f"({cap.limited_by}).")
 else:
     st.success(f"Stable: {s.saturation_reason}. Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
                f"at a batch of {cap.batch:.0f} ({cap.limited_by}).")
