@@ -11,8 +11,14 @@ from core.trace import Step, find
 
 
 def metrics(steps: tuple[Step, ...], keys: Iterable[str], cols: int | None = None) -> None:
-    """One ``st.metric`` per step key, showing exactly the step's formatted value."""
-    keys = list(keys)
+    """One ``st.metric`` per step key, showing exactly the step's formatted value.
+
+    A key the computation did not record (no failures: no checkpoint interval) is left out, not an error.
+    """
+    recorded = {s.key for s in steps}
+    keys = [k for k in keys if k in recorded]
+    if not keys:
+        return
     columns = st.columns(cols or len(keys))
     for i, k in enumerate(keys):
         s = find(steps, k)

@@ -69,7 +69,7 @@ def _init() -> None:
     if params:
         cfg, issues = from_query_report(params)
         if issues:  # say which parameter was not used and why; the rest of the link applies
-            st.session_state["_link_error"] = [i.message() for i in issues]
+            st.session_state["_link_error"] = ([i.message() for i in issues], cfg)
     _load_into_state(cfg)
 
 
@@ -120,10 +120,7 @@ def sidebar() -> RabitConfig | None:
     _init()
     sb = st.sidebar
     slots: dict[str, Any] = {}
-    if "_link_error" in st.session_state:
-        lines = st.session_state.pop("_link_error")
-        sb.error("This view is not exactly the link's: " + "; ".join(plain(m, 300) for m in lines)
-                 + ". Those settings show their defaults; everything else is as sent.")
+    link_slot = sb.container()  # filled once the config is built: the message stays while the view is the link's
 
     models = sorted(catalog.models())
     opts = models + ([_CUSTOM] if st.session_state.get("custom_model") is not None else [])
@@ -189,7 +186,8 @@ def sidebar() -> RabitConfig | None:
     with sb.expander("Assumptions (efficiencies)"):
         for name, info in REGISTRY.items():
             lo, hi = sorted((info.low, info.high))
-            st.number_input(f"{info.label} [{info.unit}]", min_value=0.0, key=_key("a." + name), format="%.6g",
+            st.number_input(f"{info.label} [{info.unit}]", min_value=float(info.min_value),
+                            max_value=float(info.max_value), key=_key("a." + name), format="%.6g",
                             help=f"base {info.base:g}, range {lo:g}–{hi:g}. Source: {info.source}")
         if st.button("Reset assumptions to base"):
             for name, info in REGISTRY.items():
@@ -204,6 +202,13 @@ def sidebar() -> RabitConfig | None:
         field = str(e["loc"][0]) if e["loc"] else "model"
         (slots.get(field) or sb).error(plain(describe_validation_error(exc), 1000))
         return None
+    link = st.session_state.get("_link_error")
+    if link is not None:
+        if link[1] == cfg:
+            link_slot.error("This view is not exactly the link's: " + "; ".join(plain(m, 300) for m in link[0])
+                            + ". Those settings show their defaults; everything else is as sent.")
+        else:  # the visitor has changed the view since: the message no longer describes it
+            st.session_state.pop("_link_error")
     probs = problems(cfg)
     for p in probs:
         (slots.get(p.field) or sb).error(plain(p.message, 1000))
