@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core import catalog
 from core.catalog import Price
+from core.assumptions import Assumptions
 from core.config import RabitConfig
 from core.pricing import GpuPrice, PricePolicy, gpu_price, unpriced
 from core.simulate import SimSpec, kv_pool, max_throughput, simulate
@@ -58,6 +59,10 @@ class ServingGoal(_F):
     p95_ttft_s: float | None = Field(None, gt=0)
     p95_itl_s: float | None = Field(None, gt=0)
     p95_e2e_s: float | None = Field(None, gt=0)
+    # the shared config's settings every candidate inherits (the sidebar's, or the CLI's --assume/--config)
+    assumptions: Assumptions = Assumptions()
+    fabric: str = "ib-ndr"
+    block_size: int = Field(16, ge=1, le=1024)
 
 
 class Constraints(_F):
@@ -198,7 +203,8 @@ def _config(goal: ServingGoal, c: Candidate) -> RabitConfig:
     i, o = goal.workload.mean_lengths()
     return RabitConfig(model=goal.model, custom_model=goal.custom_model, gpu=c.gpu, gpus_per_node=gpn,
                        nodes=max(1, c.gpus_per_replica // gpn), tp=c.tp, pp=c.pp, weights=c.weights,
-                       kv_dtype=c.kv_dtype, batch=1, input_tokens=max(1, round(i)), output_tokens=max(1, round(o)))
+                       kv_dtype=c.kv_dtype, batch=1, input_tokens=max(1, round(i)), output_tokens=max(1, round(o)),
+                       assumptions=goal.assumptions, fabric=goal.fabric, block_size=goal.block_size)
 
 
 def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int) -> int:
@@ -417,9 +423,9 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
 def explain(goal: ServingGoal, cons: Constraints, best: Candidate | None, nearest: Candidate | None,
             simulated: list[Candidate], cands: list[Candidate]) -> Explanation:
     """The structured why: GPU, count, bottleneck, assumptions, risks, alternatives, what to relax."""
-    from core.assumptions import REGISTRY, Assumptions
+    from core.assumptions import REGISTRY
 
-    a = Assumptions()
+    a = goal.assumptions
     assumptions = (
         f"decode memory-bandwidth utilisation {a.mbu:g} ({REGISTRY['mbu'].low:g}-{REGISTRY['mbu'].high:g})",
         f"prefill compute efficiency ceiling {a.mfu_max:g} ({REGISTRY['mfu_max'].low:g}-{REGISTRY['mfu_max'].high:g})",
