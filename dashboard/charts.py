@@ -352,3 +352,28 @@ def error_bar_points(fig: go.Figure, x, y, low, high, name: str, color: str = "#
                     error_y=dict(type="data", symmetric=False, array=[h / scale - v for h, v in zip(high, ys)],
                                  arrayminus=[v - lo / scale for lo, v in zip(low, ys)]), **trace_kw)
     return fig
+
+
+def deadline_cost_chart(curve, choice, height: int = 340) -> go.Figure:
+    """Cost (or GPU-hours with failures) against GPU count for the counts that meet the deadline, with the
+    smallest and the cheapest marked."""
+    pts = [c for c in curve if c.feasible and c.meets_deadline]
+    priced = choice.basis.startswith("cost")
+
+    def val(c):
+        return c.cost_usd if priced else c.gpus * c.wall_clock_s / 3600.0
+
+    fig = go.Figure()
+    fig.add_scatter(x=[c.gpus for c in pts], y=[val(c) for c in pts], mode="lines+markers", name="meets the deadline",
+                    marker=dict(size=4, color="#8c959f"), line=dict(color="#8c959f"),
+                    customdata=[[c.layout.label() if c.layout else "", c.mfu] for c in pts],
+                    hovertemplate="%{x:,} GPUs: %{y:,.0f}<br>MFU %{customdata[1]:.1%}<br>%{customdata[0]}"
+                                  "<extra></extra>")
+    for c, name, color, symbol in ((choice.smallest, "smallest", "#cf222e", "diamond"),
+                                   (choice.cheapest, "cheapest (recommended)", "#2da44e", "star")):
+        fig.add_scatter(x=[c.gpus], y=[val(c)], mode="markers", name=f"{name}: {c.gpus:,} GPUs",
+                        marker=dict(size=16, color=color, symbol=symbol, line=dict(width=1, color="black")))
+    fig.update_layout(title=f"{choice.basis} against GPU count (counts that meet the deadline)", height=height,
+                      xaxis_title="GPUs", yaxis_title=choice.basis, margin=dict(l=10, r=10, t=50, b=10),
+                      legend=dict(orientation="h", y=-0.3))
+    return fig
