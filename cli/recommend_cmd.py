@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-simulations", type=int, default=16, help="simulator runs (1-64)")
     p.add_argument("--requests", type=int, default=2000, help="requests per simulation")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--emit", choices=["vllm", "sglang", "trtllm", "k8s"],
+                   help="print the launch config of the recommendation instead of the summary (with --json: "
+                        "the 'launch' key)")
     t = p.add_argument_group("training run (--train): the cheapest run that meets a deadline")
     t.add_argument("--train", action="store_true", help="recommend a training run instead of a serving setup")
     t.add_argument("--tokens", type=float, help="training tokens (with --train)")
@@ -142,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         "evaluated": r.evaluated,
         "simulated": r.simulated,
         "candidates_pruned": sum(1 for c in r.candidates if c.pruned),
+        "unpriced_gpus": list(r.unpriced),
     }
     rr = recommendation_ranges(r, prices)
     payload["ranges"] = {}
@@ -155,6 +159,12 @@ def run(args: argparse.Namespace) -> int:
     payload["settled"] = rr.settled
     payload["settled_by"] = rr.settled_by or None
     payload["range_note"] = rr.note
+    if args.emit:
+        text = _launch_text(args.emit, r, goal)
+        if not args.json:
+            print(text, end="")
+            return 0
+        payload["launch"] = {"kind": args.emit, "text": text}
     e = r.explanation
     lines = [e.summary]
     for label, v in (("why this GPU", e.why_gpu), ("why this count", e.why_count), ("bottleneck", e.bottleneck),
@@ -163,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"  {label}: {v}")
     for risk in e.risks:
         lines.append(f"  risk: {risk}")
+    if r.unpriced:
+        lines.append(f"  no {args.price_kind} price (left out): {', '.join(r.unpriced)}")
     lines.append(f"  evaluated {r.evaluated} configurations, simulated {r.simulated}")
     if rr.recommendation is not None:
         c = rr.recommendation.ranges.get("cost_per_hour")
@@ -173,6 +185,24 @@ def run(args: argparse.Namespace) -> int:
         lines.append(f"  {rr.note}")
     emit(payload, args.json, "\n".join(lines))
     return 0
+
+
+def _launch_text(kind: str, r, goal) -> str:
+    """The launch config of the recommendation (or, when nothing meets, of the nearest option, said so)."""
+    from core.launch import emit as emit_launch
+    from core.launch import launch_spec
+
+    pick = r.recommendation or r.nearest
+    if pick is None:
+        die("rabit recommend: error: argument --emit: nothing fits under these constraints, so there is no "
+            "configuration to launch")
+    try:
+        text = emit_launch(kind, launch_spec(pick, goal))
+    except ValueError as exc:
+        die(f"rabit recommend: error: argument --emit: {exc}")
+    if r.recommendation is None:
+        text = "# NOTE: nothing met the targets; this is the nearest option, " + pick.label + "\n" + text
+    return text
 
 
 def run_training(args: argparse.Namespace) -> int:

@@ -137,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
         f"  KV pool {r.kv_pool_tokens:,} tokens, mean occupancy {s['kv_occupancy_mean']:.0%}; prefill share of time "
         f"{s['prefill_time_share']:.0%}; GPU busy {s['gpu_busy_share']:.0%}",
         f"  preemptions {s['preemptions']:,}, rejected {s['rejected']:,}, timed out {s['timed_out']:,}",
-        ("  SATURATED: " if s["saturated"] else "  stable: ") + s["saturation_reason"],
+        ("  SATURATED: " if s["saturated"] else "  stable: " if s["saturation_verdict"] == "stable" else "  ")
+        + s["saturation_reason"],
     ])
     rg = simulation_spread(cfg, spec, r)
     with_ranges(payload, rg.ranges)

@@ -82,6 +82,24 @@ def collective_table(view) -> pd.DataFrame:
                           "how": r.how} for r in view.rows])
 
 
+def launch_downloads(pick, goal, key: str = "launch") -> None:
+    """Download buttons for the launch configs of an optimizer pick (engine commands and a Deployment)."""
+    from core.launch import EMIT_CHOICES, FILE_NAMES, emit, launch_spec
+
+    spec = launch_spec(pick, goal)
+    labels = {"vllm": "vLLM command", "sglang": "SGLang command", "trtllm": "TensorRT-LLM command",
+              "k8s": "Kubernetes Deployment"}
+    cols = st.columns(len(EMIT_CHOICES))
+    for col, kind in zip(cols, EMIT_CHOICES):
+        try:
+            text = emit(kind, spec)
+        except ValueError as exc:  # e.g. TensorRT-LLM on an AMD GPU
+            col.caption(f"{labels[kind]}: {exc}")
+            continue
+        col.download_button(labels[kind], text, file_name=FILE_NAMES[kind], key=f"{key}.{kind}",
+                            mime="text/yaml" if kind == "k8s" else "text/x-shellscript")
+    with st.expander("Launch config (vLLM)"):
+        st.code(emit("vllm", spec), language="bash")
 # --- ranges (issue 9) ---------------------------------------------------------------------------------
 
 #: The page's bound choice: what the segmented control shows -> the bound of core.uncertainty.at_bound.

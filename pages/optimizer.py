@@ -81,6 +81,9 @@ with serve_tab:
     rec = cache.recommendation(goal, cons, tuple(prices))
     rr = cache.recommendation_ranges(goal, cons, tuple(prices))
     rg = rr.recommendation.ranges if rr.recommendation else {}
+    if rec.unpriced:
+        st.warning(f"No {price_kind} price for {', '.join(rec.unpriced)}: left out of the search, not judged. "
+                   "Add a row under 'Edit prices for this session' (or upload a price list) to include them.")
 
     e = rec.explanation
     if rec.met:
@@ -103,6 +106,7 @@ with serve_tab:
                 "The recommendation " + rr.recommendation.pessimistic_note + ".")
         if rr.note:
             (st.info if rr.settled else st.warning)(rr.note[0].upper() + rr.note[1:] + ".")
+        render.launch_downloads(r, goal)
     else:
         st.error(e.summary)
         if e.relax:
