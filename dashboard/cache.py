@@ -187,3 +187,9 @@ def recommendation_ranges(goal: _optimizer.ServingGoal, cons: _optimizer.Constra
 @st.cache_data(max_entries=16, show_spinner=False)
 def training_option_ranges(cfg: RabitConfig, option: _optimizer.TrainingOption) -> dict:
     return _unc.training_option_ranges(cfg, option)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def training_layout_ranges(cfg: RabitConfig) -> _unc.Spread:
+    """Ranges of the sidebar's own training layout (step time, MFU, runtime, cost)."""
+    return _unc.training_spread(cfg, _training.config_layout(cfg))

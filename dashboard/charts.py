@@ -377,3 +377,20 @@ def deadline_cost_chart(curve, choice, height: int = 340) -> go.Figure:
                       xaxis_title="GPUs", yaxis_title=choice.basis, margin=dict(l=10, r=10, t=50, b=10),
                       legend=dict(orientation="h", y=-0.3))
     return fig
+
+
+def range_cross(fig: go.Figure, x: float, y: float | None, x_range=None, y_range=None, name: str = "",
+                color: str = "#2da44e", symbol: str = "diamond-open") -> go.Figure:
+    """One point with horizontal and vertical error bars from its ranges (either may be None or unbounded)."""
+    import math
+
+    def bar(v, r):
+        if r is None or v is None or r.basis == "none":
+            return None
+        hi = r.high if math.isfinite(r.high) else v * 10
+        return dict(type="data", symmetric=False, array=[hi - v], arrayminus=[v - r.low], color=color, thickness=2)
+
+    fig.add_scatter(x=[x], y=[y], mode="markers", name=name, marker=dict(size=14, color=color, symbol=symbol),
+                    error_x=bar(x, x_range), error_y=bar(y, y_range),
+                    hovertemplate=f"{name}<br>$%{{x:,.2f}}/h, p95 %{{y:.3g}} s<extra>range</extra>")
+    return fig

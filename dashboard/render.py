@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from core.trace import Step, find
+from core.units import fmt_value  # noqa: F401  - pages format range ends like their steps
 
 
 def metrics(steps: tuple[Step, ...], keys: Iterable[str], cols: int | None = None) -> None:
