@@ -8,7 +8,7 @@ from core import catalog
 from core.catalog import CatalogError, parse_prices
 from core.optimizer import KV_FORMATS, WEIGHT_FORMATS, Constraints, ServingGoal
 from core.simulate import Lengths, SimSpec
-from dashboard import cache, state
+from dashboard import cache, render, state
 
 st.title("Optimizer")
 st.caption("The cheapest priced configuration that meets your p95 targets at your request rate — "
@@ -82,7 +82,9 @@ with serve_tab:
     if rec.met:
         st.success(e.summary)
         r = rec.recommendation
-        m1, m2, m3, m4, m5 = st.columns(5)
+        m1, m2, m3, m4, m5 = render.grid(5, ("Cost per hour", "Cost per million output tokens", "GPUs",
+                                             "p95 end-to-end (simulated)", "Capacity"),
+                                         (f"{r.replicas} x {r.gpus_per_replica} {r.gpu}",))
         m1.metric("Cost per hour", f"${r.cost_per_hour:,.2f}")
         m2.metric("Cost per million output tokens", f"${r.cost_per_million_tokens:,.3g}")
         m3.metric("GPUs", f"{r.replicas} x {r.gpus_per_replica} {r.gpu}")

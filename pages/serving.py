@@ -5,7 +5,7 @@ from pydantic import ValidationError
 
 from core.simulate import Lengths, SimSpec, sweep_rates
 from core.units import fmt_num, fmt_time
-from dashboard import cache, charts, state
+from dashboard import cache, charts, render, state
 
 st.title("Serving simulation")
 st.caption("A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
@@ -92,7 +92,8 @@ for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
                    help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
                         + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"))
 
-cols = st.columns(8)
+cols = render.grid(8, ("Requests/s", "Output tokens/s", "GPU busy", "KV held (mean)", "Prefill share of time",
+                        "Preemptions", "Rejected", "Timed out"))
 cols[0].metric("Requests/s", f"{s.throughput_requests_per_s:.3g}")
 cols[1].metric("Output tokens/s", fmt_num(s.throughput_tokens_per_s))
 cols[2].metric("GPU busy", f"{s.gpu_busy_share:.0%}")

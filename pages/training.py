@@ -48,7 +48,8 @@ else:
 
 if plan.best is not None:
     b, gp = plan.best, plan.goodput
-    cols = st.columns(5)
+    cols = render.grid(5, ("GPUs", "Wall-clock with failures", "Runtime without failures", "GPU-hours", "Cost"),
+                       (f"${plan.cost_usd or 0:,.0f}",))
     cols[0].metric("GPUs", f"{plan.gpus:,}", help=b.layout.label())
     cols[1].metric("Wall-clock with failures", fmt_time(gp.wall_clock_s), help="expected; Daly's model")
     cols[2].metric("Runtime without failures", fmt_time(b.runtime_s))
