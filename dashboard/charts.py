@@ -87,8 +87,9 @@ def batch_chart(points, batch: int, height: int = 380) -> go.Figure:
                     textposition="top right", line=dict(color="#57606a", dash="dot"), showlegend=False,
                     hoverinfo="skip", secondary_y=False)
     fig.update_xaxes(type="log", title="batch (concurrent sequences per replica)")
-    fig.update_yaxes(title_text="ms per step", secondary_y=False)
-    fig.update_yaxes(title_text="tokens/s", secondary_y=True)
+    # both from zero: a step time or a throughput below zero is not a thing (autorange put a negative tick there)
+    fig.update_yaxes(title_text="ms per step", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text="tokens/s", rangemode="tozero", secondary_y=True)
     fig.update_layout(title="Step time and throughput against batch (hollow: KV does not fit)", height=height,
                       legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
     return fig
@@ -286,11 +287,17 @@ def p95_vs_rate(rows, capacity_rps: float, current_rate: float | None = None, he
         fig.add_scatter(x=rates, y=ys, mode="lines+markers", name=f"p95 {SIM_LABELS[key]}",
                         line_color=SIM_COLORS[key],
                         marker_symbol=["x" if s.saturated else "circle" for _, s in rows], marker_size=9)
-    fig.add_vline(x=capacity_rps, line_dash="dash", line_color="gray", annotation_text="closed-form capacity")
-    if current_rate is not None:
-        fig.add_vline(x=current_rate, line_dash="dot", line_color="black", annotation_text="this run",
-                      annotation_position="bottom right")
+    # reference lines as traces: a shape's annotation lands in the wrong place once the rate axis is log
+    ys_all = [y for tr in fig.data for y in tr.y if y is not None and y > 0] or [1.0]
+    span = [min(ys_all), max(ys_all)]
+    for x, label, dash, color in ((capacity_rps, "closed-form capacity", "dash", "gray"),
+                                  (current_rate, "this run", "dot", "black")):
+        if x is not None:
+            fig.add_scatter(x=[x, x], y=span, mode="lines+text", text=[label, ""], textposition="bottom right",
+                            line=dict(dash=dash, color=color), hoverinfo="skip", showlegend=False)
+    wide = max(rates + [current_rate or 0]) > 20 * min(rates + [current_rate or max(rates)])
     fig.update_layout(title="p95 latency vs arrival rate (x = saturated)", xaxis_title="arrival rate [requests/s]",
+                      xaxis_type="log" if wide else "linear",
                       yaxis_title="seconds", yaxis_type="log", height=height, margin=dict(l=10, r=10, t=40, b=10),
                       legend=LEGEND_BELOW)
     return fig

@@ -180,9 +180,10 @@ def range_metrics(steps: tuple[Step, ...], keys, ranges: dict, cols: int | None 
     from core.units import fmt_value
 
     keys = list(keys)
-    columns = st.columns(cols or len(keys))
+    found = [find(steps, k) for k in keys]
+    columns = grid(len(found), [s.label for s in found], [s.shown() for s in found])
     for i, k in enumerate(keys):
-        s = find(steps, k)
+        s = found[i]
         r = ranges.get((alias or {}).get(k, k))
         metric_range(columns[i % len(columns)], s.label, s.shown(), r, lambda v, u=s.unit: fmt_value(v, u),
                      help=s.note or None)

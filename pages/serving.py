@@ -3,7 +3,7 @@
 import streamlit as st
 from pydantic import ValidationError
 
-from core.simulate import Lengths, SimSpec, sweep_rates
+from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates
 from core.units import fmt_num, fmt_time
 from dashboard import cache, charts, render, state
 
@@ -65,10 +65,16 @@ except ValueError as exc:
     st.error(str(exc))
     st.stop()
 
-if "sim.rate" not in st.session_state:  # first visit: half the closed-form capacity
-    st.session_state["sim.rate"] = sweep_rates(cap.requests_per_s, (0.5,))[0]
+if "sim.rate" not in st.session_state:  # first visit: a round rate clearly inside the closed-form capacity
+    st.session_state["sim.rate"] = default_rate(cap.requests_per_s)
 rate = rate_slot.number_input("Arrival rate [requests/s]", min_value=0.001, max_value=1e6, step=0.5,
-                              key="sim.rate", format="%.3g", disabled=arrival != "poisson")
+                              key="sim.rate", format="%.3g", disabled=arrival != "poisson",
+                              help=f"Starts at {default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of "
+                                   f"the closed-form capacity ({cap.requests_per_s:.3g} requests/s), rounded down "
+                                   "to 1, 2 or 5 x 10^k.")
+if arrival == "poisson" and rate == default_rate(cap.requests_per_s):
+    rate_slot.caption(f"A round rate clearly inside capacity: {DEFAULT_RATE_FRACTION:.0%} of the closed-form "
+                      f"{cap.requests_per_s:.3g} requests/s, rounded down.")
 spec = base.with_(rate_per_s=rate)
 
 try:
@@ -119,7 +125,7 @@ right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_runnin
 
 st.subheader("Where is the knee?")
 sweep_spec = base.with_(arrival="poisson", num_requests=min(n_req, 600))  # rate-free: cached across rates
-rates = sweep_rates(cap.requests_per_s)
+rates = knee_rates(cap.requests_per_s, rate if arrival == "poisson" else None)  # around capacity and this rate
 bar = st.progress(0.0, text=f"Simulating {len(rates)} arrival rates…")
 rows = []
 for i, r in enumerate(rates):
