@@ -52,7 +52,8 @@ else:
 
 if plan.best is not None:
     b, gp = plan.best, plan.goodput
-    cols = st.columns(5)
+    cols = render.grid(5, ("GPUs", "Wall-clock with failures", "Runtime without failures", "GPU-hours", "Cost"),
+                       (f"${plan.cost_usd or 0:,.0f}",))
     usd = (lambda x: f"${x:,.0f}")
     render.metric_range(cols[0], "GPUs", f"{plan.gpus:,}", rng.get("gpus"), lambda x: f"{x:,.0f}",
                         help=b.layout.label() + (" — the range is the count that meets the deadline with every "
