@@ -87,8 +87,9 @@ def parse(data: bytes | str, name: str = "telemetry") -> Telemetry:
     if not first:
         raise TelemetryError(f"{name} is empty: give a Prometheus text dump or a CSV of time series")
     if first[0] in "{[<":
-        raise TelemetryError(f"{name} looks like JSON or HTML, not telemetry: give a Prometheus text dump "
-                             "(curl http://HOST:PORT/metrics) or a CSV with a header timestamp_s,metric,value")
+        raise TelemetryError(f"{name} is not telemetry (its first line {first[:40]!r} looks like JSON, TOML or "
+                             "HTML): give a Prometheus text dump (curl http://HOST:PORT/metrics) or a CSV with a "
+                             "header timestamp_s,metric,value")
     head = first.split("{", 1)[0]
     if "," in head and not first.startswith("#"):
         return _parse_csv(text, name)

@@ -169,7 +169,7 @@ def test_csv_long_and_wide_forms():
     (VLLM[: VLLM.index("vllm:kv_cache_usage_perc{") + 40].encode(), r"line \d+: .*truncated"),
     (VLLM[: VLLM.index('vllm:time_to_first_token_seconds_bucket{engine="0",model_name="meta-llama/Llama-3.1-70B'
                        '-Instruct",le="0.5"}')].encode(), r"no \+Inf bucket .*truncated"),
-    (b'{"metrics": [1, 2]}', "JSON or HTML"),
+    (b'{"metrics": [1, 2]}', "not telemetry .*looks like JSON"),
     (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
     (b"", "empty"),
     (VLLM.replace("vllm:num_requests_waiting{engine=\"0\",model_name=\"meta-llama/Llama-3.1-70B-Instruct\"} 0.0",
