@@ -352,3 +352,23 @@ def error_bar_points(fig: go.Figure, x, y, low, high, name: str, color: str = "#
                     error_y=dict(type="data", symmetric=False, array=[h / scale - v for h, v in zip(high, ys)],
                                  arrayminus=[v - lo / scale for lo, v in zip(low, ys)]), **trace_kw)
     return fig
+
+
+# --- next experiment (issue 11) ----------------------------------------------------------------------
+def flip_chance_chart(experiments, stable, height: int = 380) -> go.Figure:
+    """Flip chance against the GPU-hours of the measurement: up and to the left runs first."""
+    fig = go.Figure()
+    for name, items, color in (("can flip the decision", experiments, "#cf222e"),
+                               ("not worth measuring now", stable, "#8c959f")):
+        if not items:
+            continue
+        fig.add_scatter(x=[e.gpu_hours for e in items], y=[e.flip_chance * 100 for e in items], mode="markers+text",
+                        name=name, marker=dict(color=color, size=11),
+                        text=[e.input.key if e.flip_chance > 0 else "" for e in items], textposition="top center",
+                        customdata=[[e.input.label, e.cost_usd, e.flips_to or "no change"] for e in items],
+                        hovertemplate="%{customdata[0]}<br>flip chance %{y:.0f}%<br>%{x:.3g} GPU-hours, "
+                                      "$%{customdata[1]:,.2f}<br>flips to: %{customdata[2]}<extra></extra>")
+    fig.update_layout(height=height, xaxis_title="GPU-hours to measure", yaxis_title="flip chance [%]",
+                      yaxis_range=[-5, 105], margin=dict(l=10, r=10, t=30, b=10),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
