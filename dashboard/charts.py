@@ -411,4 +411,23 @@ def range_cross(fig: go.Figure, x: float, y: float | None, x_range=None, y_range
     fig.add_scatter(x=[x], y=[y], mode="markers", name=name, marker=dict(size=14, color=color, symbol=symbol),
                     error_x=bar(x, x_range), error_y=bar(y, y_range),
                     hovertemplate=f"{name}<br>$%{{x:,.2f}}/h, p95 %{{y:.3g}} s<extra>range</extra>")
+
+
+# --- next experiment (issue 11) ----------------------------------------------------------------------
+def flip_chance_chart(experiments, stable, height: int = 380) -> go.Figure:
+    """Flip chance against the GPU-hours of the measurement: up and to the left runs first."""
+    fig = go.Figure()
+    for name, items, color in (("can flip the decision", experiments, "#cf222e"),
+                               ("not worth measuring now", stable, "#8c959f")):
+        if not items:
+            continue
+        fig.add_scatter(x=[e.gpu_hours for e in items], y=[e.flip_chance * 100 for e in items], mode="markers+text",
+                        name=name, marker=dict(color=color, size=11),
+                        text=[e.input.key if e.flip_chance > 0 else "" for e in items], textposition="top center",
+                        customdata=[[e.input.label, e.cost_usd, e.flips_to or "no change"] for e in items],
+                        hovertemplate="%{customdata[0]}<br>flip chance %{y:.0f}%<br>%{x:.3g} GPU-hours, "
+                                      "$%{customdata[1]:,.2f}<br>flips to: %{customdata[2]}<extra></extra>")
+    fig.update_layout(height=height, xaxis_title="GPU-hours to measure", yaxis_title="flip chance [%]",
+                      yaxis_range=[-5, 105], margin=dict(l=10, r=10, t=30, b=10),
+                      legend=dict(orientation="h", y=-0.2))
     return fig
