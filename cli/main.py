@@ -15,7 +15,8 @@ from core.config import error_text
 
 #: One module per subcommand, each with ``register(subparsers)``, in help order.
 COMMANDS = ("cli.memory_cmd", "cli.speed_cmd", "cli.simulate_cmd", "cli.train_cmd", "cli.recommend_cmd",
-            "cli.catalog_cmd", "cli.assumptions_cmd")
+            "cli.catalog_cmd", "cli.assumptions_cmd", "cli.validate_cmd", "cli.next_experiment_cmd",
+            "cli.diagnose_cmd")
 
 
 def build_parser() -> OneLineParser:

@@ -102,6 +102,11 @@ def run(args: argparse.Namespace) -> int:
     fill_from_config(args)
     if args.train:
         return run_training(args)
+    return _run_serving(args, *serving_inputs(args))
+
+
+def serving_inputs(args: argparse.Namespace) -> tuple:
+    """(goal, constraints, prices) from the serving flags (exit 2 naming the flag); next-experiment shares it."""
     if args.rate is None:
         die("rabit recommend: error: the following arguments are required: --rate (or use --train)")
     for flag, v in (("--rate", args.rate), ("--input", args.input), ("--output", args.output),
@@ -135,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         e = exc.errors()[0]
         die(f"rabit: error: argument --{str(e['loc'][-1]).replace('_', '-')}: {describe_validation_error(exc)}")
+    return goal, cons, prices
+
+
+def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
     r = recommend(goal, cons, prices)
     payload = {
         "met": r.met,
