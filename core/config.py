@@ -15,29 +15,80 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from typing import Any, Literal, get_args
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core import choices
 from core.assumptions import Assumptions
 from core.model import ModelArch
+from core.sim.workload import DEFAULT_MAX_BATCH, DEFAULT_TOKEN_BUDGET
 
-WeightFormat = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
-KvDtype = Literal["bf16", "fp8"]
+# The choices and the format facts live in core.choices; re-exported here for the callers that import them
+# from the config.
+WEIGHT_BYTES = choices.WEIGHT_BYTES
+KV_BYTES = choices.KV_BYTES
+COMPUTE_PRECISION = choices.COMPUTE_PRECISION
+WeightFormat = choices.WeightFormat
+KvDtype = choices.KvDtype
 
-#: Bytes per parameter by weight format, scales included.
-#: INT4 at group 128 with one FP16 scale per group: 0.5 + 2/128 = 0.5156 B (seed: about 0.52).
-#: MXFP4: 4-bit E2M1 + one 8-bit E8M0 scale per 32: 0.5 + 1/32 = 0.53125 B (OCP MX spec v1.0).
-#: NVFP4: 4-bit E2M1 + one FP8 E4M3 scale per 16: 0.5 + 1/16 = 0.5625 B (NVIDIA Blackwell docs).
-WEIGHT_BYTES: dict[str, float] = {
-    "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5 + 2 / 128, "mxfp4": 0.5 + 1 / 32, "nvfp4": 0.5 + 1 / 16,
-}
-KV_BYTES: dict[str, float] = {"bf16": 2.0, "fp8": 1.0}
 
-#: Compute precision a weight format runs its GEMMs in (weight-only INT4 dequantises to BF16).
-COMPUTE_PRECISION: dict[str, str] = {
-    "bf16": "bf16", "fp8": "fp8", "int8": "int8", "int4": "bf16", "mxfp4": "fp4", "nvfp4": "fp4",
-}
+class _Group(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def with_(self, **changes: Any) -> Any:
+        """A validated copy with some fields changed."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+
+class Workload(_Group):
+    """How requests arrive, how their lengths spread and how one replica schedules them.
+
+    The mean prompt and output lengths are the config's ``input_tokens`` / ``output_tokens``; the rest of a
+    simulated workload is here. :func:`core.simulate.sim_spec` turns it into the simulator's ``SimSpec``.
+    Times in seconds, lengths in tokens.
+    """
+
+    arrival: choices.Arrival = "poisson"
+    rate_per_s: float = Field(10.0, gt=0)  # Poisson arrival rate [requests/s]
+    users: int = Field(16, ge=1, le=100_000)  # closed loop: concurrent users
+    think_s: float = Field(0.0, ge=0)  # closed loop: mean think time [s]
+    num_requests: int = Field(1000, ge=1, le=5_000_000)
+    duration_s: float | None = Field(None, gt=0)  # stop issuing after this long
+    lengths: choices.LengthKind = "fixed"  # distribution of prompt and output lengths around their means
+    spread: float = Field(0.5, ge=0.0, le=3.0)  # lognormal sigma, or uniform relative half-width
+    policy: choices.SchedulerPolicy = "chunked"
+    token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)  # tokens per iteration (max_num_batched_tokens)
+    max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1)  # running sequences (max_num_seqs)
+    admission: choices.Admission = "preempt"
+    timeout_s: float | None = Field(None, gt=0)
+    kv_pool_tokens: int | None = Field(None, ge=1)  # what-if override of the KV pool
+    seed: int = Field(0, ge=0)
+
+
+class Targets(_Group):
+    """What a recommendation must meet, the hard constraints on it, and the price basis.
+
+    Latency targets are p95 values [s]; ``None`` means no target on that metric.
+    """
+
+    p95_ttft_s: float | None = Field(2.0, gt=0)
+    p95_itl_s: float | None = Field(None, gt=0)
+    p95_e2e_s: float | None = Field(20.0, gt=0)
+    gpus_allowed: tuple[str, ...] = ()  # empty: the whole catalog
+    max_gpus: int | None = Field(None, ge=1)
+    max_usd_per_hour: float | None = Field(None, gt=0)
+    weights_allowed: tuple[choices.WeightFormat, ...] = Field(
+        choices.SEARCH_WEIGHT_FORMATS, min_length=1)  # type: ignore[assignment]
+    kv_allowed: tuple[choices.KvDtype, ...] = Field(choices.SEARCH_KV_DTYPES, min_length=1)  # type: ignore[assignment]
+    providers: tuple[str, ...] = ()  # substrings of provider names; empty: all
+    price_kind: choices.PriceKind = "on-demand"
+    price_policy: choices.PricePolicy = "median"
+    max_simulations: int = Field(16, ge=1, le=64)
+    requests_per_simulation: int = Field(2000, ge=1, le=5_000_000)
+    # training run
+    deadline_days: float = Field(30.0, gt=0)
+    train_gpus_allowed: tuple[str, ...] = ()  # empty: every priced kind
 
 
 class RabitConfig(BaseModel):
@@ -58,31 +109,34 @@ class RabitConfig(BaseModel):
     pp: int = Field(1, ge=1)
     ep: int = Field(1, ge=1)
     # workload
-    phase: Literal["serve", "train"] = "serve"
+    phase: choices.Phase = "serve"
     batch: int = Field(32, ge=1)
     input_tokens: int = Field(4096, ge=1)
     output_tokens: int = Field(4096, ge=1)
     prefix_cache_frac: float = Field(0.0, ge=0.0, lt=1.0)
     weights: WeightFormat = "bf16"
     kv_dtype: KvDtype = "bf16"
-    kv_alloc: Literal["paged", "contiguous"] = "paged"
+    kv_alloc: choices.KvAlloc = "paged"
     block_size: int = Field(16, ge=1, le=1024)
     # speculative decoding
-    spec_method: Literal["none", "draft", "ngram", "eagle"] = "none"
+    spec_method: choices.SpecMethod = "none"
     spec_k: int = Field(4, ge=1, le=16)
     spec_alpha: float = Field(0.7, ge=0.0, le=1.0)
     draft_model: str = "llama-3.1-8b"
     # training
-    train_precision: Literal["bf16", "fp8"] = "bf16"
-    zero: Literal[0, 1, 2, 3] = 1
+    train_precision: choices.TrainPrecision = "bf16"
+    zero: choices.ZeroStage = 1
     micro_batch: int = Field(1, ge=1)
     seq_len: int = Field(4096, ge=1)
-    recompute: Literal["none", "selective", "full"] = "selective"
+    recompute: choices.Recompute = "selective"
     sequence_parallel: bool = True
     lora_rank: int = Field(0, ge=0)
     qlora: bool = False
     train_tokens: float = Field(1e12, gt=0)
     global_batch_tokens: int = Field(4 * 2**20, ge=1)
+    # the simulated workload and what a recommendation must meet
+    workload: Workload = Workload()
+    targets: Targets = Targets()
     # assumptions
     assumptions: Assumptions = Assumptions()
 
@@ -119,20 +173,48 @@ class RabitConfig(BaseModel):
 DEFAULT = RabitConfig()
 
 
+#: Nested groups whose fields travel as their own ``group.field`` query parameters.
+GROUPS: dict[str, type[BaseModel]] = {"workload": Workload, "targets": Targets}
+#: Nested objects that travel as one compressed blob.
+_BLOBS = ("custom_model", "assumptions")
+
+
+def _flat(cfg: RabitConfig) -> dict[str, Any]:
+    """The config as JSON values with the groups' fields under ``group.field`` keys."""
+    out: dict[str, Any] = {}
+    for k, v in cfg.model_dump(mode="json").items():
+        if k in GROUPS:
+            out.update({f"{k}.{f}": x for f, x in v.items()})
+        else:
+            out[k] = v
+    return out
+
+
+def _annotation(key: str) -> Any:
+    group, _, name = key.rpartition(".")
+    fields = GROUPS[group].model_fields if group else RabitConfig.model_fields
+    return fields[name].annotation if name in fields else None
+
+
 def to_query(cfg: RabitConfig) -> dict[str, str]:
     """The fields that differ from the defaults, as strings for a URL query.
 
-    Nested objects (a custom model, changed assumptions) travel as compressed
-    base64 JSON so a pasted link reproduces the view exactly.
+    Group fields travel as ``workload.rate_per_s=20``; ``none`` stands for an unset optional value and a
+    comma-separated list for a tuple. Nested objects (a custom model, changed assumptions) travel as
+    compressed base64 JSON so a pasted link reproduces the view exactly.
     """
     out: dict[str, str] = {}
-    base = DEFAULT.model_dump(mode="json")
-    for k, v in cfg.model_dump(mode="json").items():
+    base = _flat(DEFAULT)
+    for k, v in _flat(cfg).items():
         if v == base.get(k):
             continue
-        if isinstance(v, (dict, list)):
+        if k in _BLOBS:
             blob = zlib.compress(json.dumps(v, separators=(",", ":")).encode())
             out[k] = "z" + base64.urlsafe_b64encode(blob).decode().rstrip("=")
+        elif v is None:
+            out[k] = "none"
+        elif isinstance(v, list):
+            out[k] = ",".join(str(x) for x in v)
         elif isinstance(v, bool):
             out[k] = "1" if v else "0"
         else:
@@ -147,30 +229,38 @@ def from_query(params: dict[str, str | list[str]]) -> RabitConfig:
     """
     data: dict[str, Any] = {}
     for k, v in params.items():
-        if k not in RabitConfig.model_fields:
+        ann = _annotation(k) if k.rpartition(".")[0] in ("", *GROUPS) else None
+        if ann is None:
             continue
         s = v[-1] if isinstance(v, list) else v
-        if k in ("custom_model", "assumptions"):
+        value: Any
+        if k in _BLOBS:
             if not s.startswith("z"):
                 raise ValueError(f"query parameter '{k}' is not an encoded object")
             pad = "=" * (-len(s[1:]) % 4)
             try:
-                data[k] = json.loads(zlib.decompress(base64.urlsafe_b64decode(s[1:] + pad)))
+                value = json.loads(zlib.decompress(base64.urlsafe_b64decode(s[1:] + pad)))
             except Exception as exc:  # noqa: BLE001 - any decoding failure is the user's link
                 raise ValueError(f"query parameter '{k}' could not be decoded: {exc}") from None
-        elif _int_literal(k):
-            data[k] = int(s) if s.lstrip("-").isdigit() else s
+        elif s == "none" and type(None) in get_args(ann):
+            value = None
+        elif get_origin(ann) is tuple:
+            value = tuple(x for x in s.split(",") if x)
+        elif _int_literal(ann):
+            value = int(s) if s.lstrip("-").isdigit() else s
         else:
-            data[k] = s
+            value = s
+        group, _, name = k.rpartition(".")
+        (data.setdefault(group, {}) if group else data)[name] = value
     try:
         return RabitConfig.model_validate(data)
     except ValidationError as exc:
         raise ValueError(describe_validation_error(exc)) from None
 
 
-def _int_literal(field: str) -> bool:
+def _int_literal(ann: Any) -> bool:
     """True for fields typed as a Literal of ints (pydantic will not coerce "3" to Literal[3])."""
-    args = get_args(RabitConfig.model_fields[field].annotation)
+    args = get_args(ann)
     return bool(args) and all(isinstance(a, int) and not isinstance(a, bool) for a in args)
 
 
