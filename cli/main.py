@@ -10,7 +10,7 @@ from cli.common import OneLineParser, die
 
 #: One module per subcommand, each with ``register(subparsers)``, in help order.
 COMMANDS = ("cli.memory_cmd", "cli.speed_cmd", "cli.simulate_cmd", "cli.train_cmd", "cli.recommend_cmd",
-            "cli.catalog_cmd")
+            "cli.catalog_cmd", "cli.assumptions_cmd")
 
 
 def build_parser() -> OneLineParser:

@@ -40,7 +40,7 @@ Recompute = Literal["none", "selective", "full"]
 
 #: Spellings the CLI accepts besides the canonical ones (``fp4`` is NVFP4).
 WEIGHT_ALIASES = MappingProxyType({"fp4": "nvfp4"})
-#: Paged-KV block sizes offered in the sidebar [tokens].
+#: Paged-KV block sizes [tokens] (the block sizes the paged-attention kernels take; core.limits checks them).
 BLOCK_SIZES = (8, 16, 32, 64, 128, 256)
 
 #: Bytes per parameter by weight format, scales included.

@@ -6,7 +6,7 @@ import streamlit as st
 from core import catalog, choices
 from core.catalog import CatalogError, parse_prices
 from core.optimizer import Constraints, ServingGoal
-from dashboard import cache, charts, state
+from dashboard import cache, charts, render, state
 
 st.title("Optimizer")
 st.caption("The cheapest priced configuration that meets your p95 targets at your request rate — "
@@ -65,6 +65,9 @@ with serve_tab:
 
     goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
     rec = cache.recommendation(goal, cons, tuple(prices))
+    if rec.unpriced:
+        st.warning(f"No {cfg.targets.price_kind} price for {', '.join(rec.unpriced)}: left out of the search, not judged. "
+                   "Add a row under 'Edit prices for this session' (or upload a price list) to include them.")
 
     e = rec.explanation
     if rec.met:
@@ -76,6 +79,7 @@ with serve_tab:
         m3.metric("GPUs", f"{r.replicas} x {r.gpus_per_replica} {r.gpu}")
         m4.metric("p95 end-to-end (simulated)", f"{r.p95_e2e_s:.3g} s" if r.p95_e2e_s is not None else "withheld")
         m5.metric("Capacity", f"{r.capacity_requests_per_s:.3g} req/s")
+        render.launch_downloads(r, goal)
     else:
         st.error(e.summary)
         if e.relax:

@@ -67,14 +67,22 @@ except ValueError as exc:
     st.stop()
 n_req, arrival = spec.num_requests or 0, spec.arrival
 
-with st.spinner(f"Simulating {n_req:,} requests…"):
-    res = cache.simulation(cfg, spec)
+try:
+    with st.spinner(f"Simulating {n_req:,} requests…"):
+        res = cache.simulation(cfg, spec)
+except ValueError as exc:  # a work budget ran out (core.limits): say what to change
+    st.error(str(exc))
+    st.stop()
 s = res.summary
 
 if s.saturated:
     st.error(f"Saturated: requests arrive faster than this replica drains them, so the queue grows without bound "
              f"({s.saturation_reason}). Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
              f"at a batch of {cap.batch:.0f} ({cap.limited_by}).")
+elif s.saturation_verdict == "too short to tell":
+    st.warning(f"Too short to tell whether the queue is stable: {s.saturation_reason}. Simulate more requests. "
+               f"Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s at a batch of {cap.batch:.0f} "
+               f"({cap.limited_by}).")
 else:
     st.success(f"Stable: {s.saturation_reason}. Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
                f"at a batch of {cap.batch:.0f} ({cap.limited_by}).")
@@ -108,7 +116,11 @@ st.subheader("Where is the knee?")
 sweep_spec = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(n_req, 600))  # the rate is swept
 rates = sweep_rates(cap.requests_per_s)
 with st.spinner(f"Simulating {len(rates)} arrival rates…"):
-    rows = cache.sim_sweep(cfg, sweep_spec, rates)
+    try:
+        rows = cache.sim_sweep(cfg, sweep_spec, rates)
+    except ValueError as exc:  # a work budget ran out (core.limits): say what to change
+        st.error(str(exc))
+        st.stop()
 st.plotly_chart(charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None),
                 width="stretch")
 st.caption(f"Each point simulates {sweep_spec.num_requests:,} requests with this page's lengths and scheduler; "
