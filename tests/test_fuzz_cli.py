@@ -55,7 +55,7 @@ def files(tmp_path_factory) -> dict[str, str]:
     f["deep"].write_text("[" * 100_000 + "]" * 100_000)
     f["latin1_json"].write_bytes(b'{"_name_or_path": "caf\xe9", "hidden_size": 64}')
     base = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000,
-            "intermediate_size": 11008}
+            "intermediate_size": 11008, "max_position_embeddings": 131072}
     f["bom_json"].write_bytes(b"\xef\xbb\xbf" + json.dumps(base).encode())
     header = "gpu,provider,kind,usd_per_gpu_hour,source,as_of\n"
     f["latin1_csv"].write_bytes(header.encode() + b"h100-sxm,caf\xe9,on-demand,2.0,a source,2025-01-01\n")
@@ -131,7 +131,7 @@ def test_a_byte_order_mark_is_accepted_as_the_upload_accepts_it(files):
 
 def test_a_kv_budget_is_never_negative():
     # Llama 3.1 405B in BF16 (810 GB) on one 80 GB H100: the shortfall is reported, not a negative budget
-    rc, out, err = run_cli(["memory", "--model", "llama-3.1-405b", "--gpus", "1", "--json"])
+    rc, out, err = run_cli(["memory", "--model", "llama-3.1-405b", "--gpus", "1", "--tp", "1", "--json"])
     d = json.loads(out)
     assert rc == 0 and d["fits"] is False
     assert d["kv_budget_bytes_per_gpu"] == 0 and d["shortfall_bytes_per_gpu"] > 700e9
@@ -157,7 +157,7 @@ def test_json_piped_into_head_is_not_a_traceback():
 
 def test_a_long_simulation_stops_on_its_budget(monkeypatch):
     monkeypatch.setattr(cli.common, "CLI_SIM_MAX_WALL_S", 0.5)
-    rc, out, err = run_cli(["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--rate", "50",
+    rc, out, err = run_cli(["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--tp", "1", "--rate", "50",
                             "--requests", "5000000"])
     assert rc == 2 and "stopped after" in err and "simulate fewer requests" in err, err
 
@@ -167,7 +167,7 @@ def test_a_long_simulation_stops_on_its_budget(monkeypatch):
 BASE = {
     "memory": ["memory", "--model", "llama-3.1-8b", "--json"],
     "speed": ["speed", "--model", "llama-3.1-8b", "--json"],
-    "simulate": ["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--rate", "2", "--requests", "30",
+    "simulate": ["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--tp", "1", "--rate", "2", "--requests", "30",
                  "--json"],
     "train": ["train", "--model", "llama-3.1-8b", "--tokens", "1e9", "--gpus", "8", "--json"],
     "recommend": ["recommend", "--model", "llama-3.1-8b", "--rate", "1", "--requests", "20",
