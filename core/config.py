@@ -333,7 +333,7 @@ def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, 
                 near = nearest(s, known)
                 what = {"models": "model", "gpus": "GPU", "fabrics": "fabric"}[_CATALOG_FIELDS[k]]
                 issues.append(LinkIssue(param=k, value=s, reason=f"unknown {what} '{s}'"
-                                        + (f"; did you mean {near}?" if near else "")))
+                                        + (f" (did you mean {near}?)" if near else "")))
                 continue
         try:
             value = _decode_param(k, s)

@@ -267,3 +267,14 @@ def test_fuzz_every_link_parameter(params):
     for i in issues:  # one that was not is named, with a reason, and left at its default
         assert i.reason and (i.param not in RabitConfig.model_fields or getattr(cfg, i.param) == getattr(DEFAULT, i.param)
                              or i.param == "assumptions")
+
+
+def test_the_hosted_configuration_hides_error_details_and_bounds_uploads():
+    import tomllib
+
+    from core.limits import MAX_CONFIG_BYTES, MAX_TABLE_BYTES
+
+    conf = tomllib.loads((Path(APP).parent.parent / ".streamlit" / "config.toml").read_text())
+    assert conf["client"]["showErrorDetails"] == "none"
+    limit_bytes = conf["server"]["maxUploadSize"] * 1e6  # Streamlit's unit is the megabyte
+    assert MAX_TABLE_BYTES <= limit_bytes <= 50e6 and MAX_CONFIG_BYTES < limit_bytes
