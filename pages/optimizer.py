@@ -89,7 +89,9 @@ with serve_tab:
     if rec.met:
         st.success(e.summary)
         r = rec.recommendation
-        m1, m2, m3, m4, m5 = st.columns(5)
+        m1, m2, m3, m4, m5 = render.grid(5, ("Cost per hour", "Cost per million output tokens", "GPUs",
+                                             "p95 end-to-end (simulated)", "Capacity"),
+                                         (f"{r.replicas} x {r.gpus_per_replica} {r.gpu}",))
         render.metric_range(m1, "Cost per hour", f"${r.cost_per_hour:,.2f}", rg.get("cost_per_hour"),
                             lambda x: f"${x:,.2f}")
         render.metric_range(m2, "Cost per million output tokens", f"${r.cost_per_million_tokens:,.3g}",

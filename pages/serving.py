@@ -3,7 +3,7 @@
 import streamlit as st
 from pydantic import ValidationError
 
-from core.simulate import Lengths, SimSpec, sweep_rates
+from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates
 from core.units import fmt_num, fmt_time
 from core.uncertainty import at_bound
 from dashboard import cache, charts, render, state
@@ -66,10 +66,16 @@ except ValueError as exc:
     st.error(str(exc))
     st.stop()
 
-if "sim.rate" not in st.session_state:  # first visit: half the closed-form capacity
-    st.session_state["sim.rate"] = sweep_rates(cap.requests_per_s, (0.5,))[0]
+if "sim.rate" not in st.session_state:  # first visit: a round rate clearly inside the closed-form capacity
+    st.session_state["sim.rate"] = default_rate(cap.requests_per_s)
 rate = rate_slot.number_input("Arrival rate [requests/s]", min_value=0.001, max_value=1e6, step=0.5,
-                              key="sim.rate", format="%.3g", disabled=arrival != "poisson")
+                              key="sim.rate", format="%.3g", disabled=arrival != "poisson",
+                              help=f"Starts at {default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of "
+                                   f"the closed-form capacity ({cap.requests_per_s:.3g} requests/s), rounded down "
+                                   "to 1, 2 or 5 x 10^k.")
+if arrival == "poisson" and rate == default_rate(cap.requests_per_s):
+    rate_slot.caption(f"A round rate clearly inside capacity: {DEFAULT_RATE_FRACTION:.0%} of the closed-form "
+                      f"{cap.requests_per_s:.3g} requests/s, rounded down.")
 spec = base.with_(rate_per_s=rate)
 
 try:
@@ -108,7 +114,8 @@ for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
                             help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
                             + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"))
 
-cols = st.columns(8)
+cols = render.grid(8, ("Requests/s", "Output tokens/s", "GPU busy", "KV held (mean)", "Prefill share of time",
+                        "Preemptions", "Rejected", "Timed out"))
 render.metric_range(cols[0], "Requests/s", f"{s.throughput_requests_per_s:.3g}",
                     rng.ranges.get("throughput_requests_per_s"), lambda x: f"{x:.3g}")
 render.metric_range(cols[1], "Output tokens/s", fmt_num(s.throughput_tokens_per_s),
@@ -128,7 +135,7 @@ right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_runnin
 
 st.subheader("Where is the knee?")
 sweep_spec = base.with_(arrival="poisson", num_requests=min(n_req, 600))  # rate-free: cached across rates
-rates = sweep_rates(cap.requests_per_s)
+rates = knee_rates(cap.requests_per_s, rate if arrival == "poisson" else None)  # around capacity and this rate
 bar = st.progress(0.0, text=f"Simulating {len(rates)} arrival rates…")
 rows = []
 for i, r in enumerate(rates):

@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from core.deadline import deadline_choice
 from core.training import MAX_GPUS, budget_problem, goal_from_inputs
 from core.uncertainty import at_bound
 from core.units import DAY_S, fmt_bytes, fmt_time
@@ -51,7 +52,8 @@ else:
 
 if plan.best is not None:
     b, gp = plan.best, plan.goodput
-    cols = st.columns(5)
+    cols = render.grid(5, ("GPUs", "Wall-clock with failures", "Runtime without failures", "GPU-hours", "Cost"),
+                       (f"${plan.cost_usd or 0:,.0f}",))
     usd = (lambda x: f"${x:,.0f}")
     render.metric_range(cols[0], "GPUs", f"{plan.gpus:,}", rng.get("gpus"), lambda x: f"{x:,.0f}",
                         help=b.layout.label() + (" — the range is the count that meets the deadline with every "
@@ -98,6 +100,12 @@ if plan.alternatives:
         "runtime": fmt_time(a.runtime_s) if a.feasible else "—", "MFU": f"{a.mfu:.1%}" if a.feasible else "—",
         "bubble": f"{a.bubble_frac:.1%}", "why it lost": a.why} for a in plan.alternatives]),
         hide_index=True, width="stretch")
+
+choice = deadline_choice(plan.curve) if plan.mode == "deadline" else None
+if choice is not None:
+    st.subheader("Smallest or cheapest count that meets the deadline")
+    (st.info if choice.smallest.gpus == choice.cheapest.gpus else st.success)(choice.message)
+    st.plotly_chart(charts.deadline_cost_chart(plan.curve, choice), width="stretch", key="deadline_cost_chart")
 
 st.subheader("Runtime and cost against GPU count")
 fig = charts.training_curve(plan.curve, plan.gpus, plan.goal.deadline_s)
