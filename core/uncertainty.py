@@ -201,7 +201,9 @@ def memory_estimate(cfg: RabitConfig) -> dict[str, Any]:
     return {"max_sequences": float(r.max_sequences), "max_sequences_contiguous": float(r.max_sequences_contiguous),
             "kv_budget_bytes_per_gpu": r.kv_budget_bytes_per_gpu, "kv_bytes_per_gpu": r.kv_bytes_per_gpu,
             "usable_bytes_per_gpu": r.usable_bytes_per_gpu, "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
-            "fits": r.fits}
+            "weights_bytes_per_gpu": r.weights_bytes_per_gpu, "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
+            "total_bytes_per_gpu": r.total_bytes_per_gpu, "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu,
+            "kv_bytes_per_seq_per_gpu": r.kv_bytes_per_seq_per_gpu, "fits": r.fits}
 
 
 def memory_spread(cfg: RabitConfig, bounds: Mapping[str, tuple[float, float]] | None = None) -> Spread:
@@ -214,7 +216,9 @@ def training_memory_estimate(cfg: RabitConfig) -> dict[str, Any]:
 
     r = training_memory(cfg)
     return {"total_bytes_per_gpu": r.total_bytes_per_gpu, "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
-            "fits": r.fits}
+            "weight_bytes_per_gpu": r.weight_bytes_per_gpu, "gradient_bytes_per_gpu": r.gradient_bytes_per_gpu,
+            "optimizer_bytes_per_gpu": r.optimizer_bytes_per_gpu, "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
+            "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu, "fits": r.fits}
 
 
 def training_memory_spread(cfg: RabitConfig) -> Spread:
