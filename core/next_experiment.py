@@ -17,10 +17,12 @@ for prefill, ``comm_bw_eff`` for the fabric) and, for the workload, from the use
 +-30 % of the mean prompt length, output length and rate).
 
 Speed: every re-run passes one ``memo`` to the optimizer, which shares its per-GPU-kind screens and its
-simulations across re-runs, so moving one GPU kind's efficiency re-screens that kind only, and skips the
-leftover-budget simulations (they feed alternatives, never the pick). Re-runs are then tens of milliseconds
-of Python under the GIL: a thread pool gains nothing on two cores and a process pool would lose the shared
-memo and pay its start-up (both measured with ``bench/next_experiment.py``), so they run in one thread.
+simulations across re-runs (moving one kind's efficiency re-screens that kind only) and skips the
+leftover-budget simulations (they feed alternatives, never the pick). A GPU kind other than today's whose
+cheapest estimate stays above today's cost even at its optimistic bound cannot take the pick at any point
+(:func:`out_of_reach`): one screen settles its points. The re-runs are Python under the GIL, so threads gain
+nothing; they are shared between this process and one forked child pulling tasks from a shared counter
+(``bench/next_experiment.py`` measures both ways).
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class Point(_F):
     flipped: bool
     changes: tuple[str, ...]  # what differs from the baseline: "GPU kind h200 -> h100-sxm", ...
     cost_per_hour: float | None
+    rerun: bool = True  # False: settled by the out-of-reach check (:func:`out_of_reach`), not re-run
 
 
 class Experiment(_F):
@@ -102,6 +105,7 @@ class Experiment(_F):
     cost_usd: float
     command: str
     then: str  # what to do with the output
+    note: str = ""  # why an input cannot flip the decision, when that was shown without re-running it
 
     @property
     def score(self) -> float:
@@ -346,17 +350,51 @@ def training_step_command(model: str, gpus: int, tp: int, pp: int, seq_len: int,
 
 Progress = Callable[[int, int, str], None]
 
-#: Relative cost of one re-run, for splitting the work between processes: a workload input re-screens every
-#: GPU kind and re-simulates; the baseline kind's inputs re-simulate its candidates; other kinds re-screen one.
-_WEIGHT = {"workload": 8.0, "baseline kind": 4.0, "other kind": 1.0}
+#: A task: one uncertain input and the values to evaluate (one value for a workload point, all of a per-GPU
+#: input's points at once: those are cheap, and most end at the out-of-reach check).
+_Task = tuple[int, tuple[float, ...]]
+_Result = tuple[tuple[Point, ...], list, str]
 
 
-def _rerun_input(spec: NextExperimentSpec, prices: tuple[Price, ...], memo: dict, base_pick: Pick | None,
-                 inp: UncertainInput, tick: Callable[[str], None]) -> tuple[tuple[Point, ...], list[Pick | None]]:
+def out_of_reach(spec: NextExperimentSpec, prices: tuple[Price, ...], base_pick: Pick | None,
+                 inp: UncertainInput) -> str:
+    """Why no point of a per-GPU input's range can flip the decision without re-running it, or "".
+
+    For a GPU kind other than today's, the optimizer simulates that kind's candidates only while their
+    closed-form cost is below the cheapest verified cost (branch and bound, :func:`core.optimizer.recommend`),
+    and every candidate's estimate falls as the kind's efficiency rises. So if even at the optimistic bound the
+    kind's cheapest estimate is above today's verified cost, none of its candidates is simulated at any point of
+    the range and today's pick stands: one closed-form screen settles all the points.
+    """
+    if base_pick is None or inp.gpu is None or inp.gpu == base_pick.gpu:
+        return ""
+    from core.optimizer import screen
+
+    one = spec.constraints.model_copy(update={"gpus_allowed": (inp.gpu,)})
+    cands = [c for c in screen(moved_goal(spec.goal, inp, inp.high), one, prices)
+             if not c.pruned and c.cost_per_hour is not None]
+    if not cands:
+        return (f"no {inp.gpu} configuration survives the screen even at the optimistic bound "
+                f"({inp.high:g}): the choice cannot move to {inp.gpu}")
+    cheapest = min(c.cost_per_hour for c in cands)  # type: ignore[type-var]
+    if cheapest > base_pick.cost_per_hour:
+        return (f"even at the optimistic bound ({inp.high:g}) the cheapest {inp.gpu} configuration is estimated "
+                f"at ${cheapest:,.2f}/h, above today's ${base_pick.cost_per_hour:,.2f}/h: no point of the range "
+                "can flip the decision")
+    return ""
+
+
+def _run_task(spec: NextExperimentSpec, prices: tuple[Price, ...], memo: dict, base_pick: Pick | None,
+              inp: UncertainInput, values: tuple[float, ...], tick: Callable[[str], None]) -> _Result:
+    note = out_of_reach(spec, prices, base_pick, inp) if len(values) > 1 else ""
     pts: list[Point] = []
     flips: list[Pick | None] = []
-    for v in points(inp, spec.points_per_side):
+    for v in values:
         tick(f"{inp.label} = {v:.4g}")
+        if note:
+            pts.append(Point(value=v, choice=base_pick.label if base_pick else NOTHING, flipped=False, changes=(),
+                             cost_per_hour=base_pick.cost_per_hour if base_pick else None, rerun=False))
+            continue
         rec = recommend(moved_goal(spec.goal, inp, v), spec.constraints, prices, memo=memo, alternatives=False)
         pick = _choice(rec)
         diff = changes(base_pick, pick)
@@ -364,50 +402,78 @@ def _rerun_input(spec: NextExperimentSpec, prices: tuple[Price, ...], memo: dict
                          cost_per_hour=pick.cost_per_hour if pick else None))
         if diff:
             flips.append(pick)
-    return tuple(pts), flips
+    return tuple(pts), flips, note
 
 
-def _child(conn, spec, prices, memo, base_pick, inputs) -> None:  # pragma: no cover - runs in a forked child
+class _Counter:
+    """The next task's index when no child shares it."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = None
+
+    def get_lock(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+def _take(counter, n: int) -> int | None:
+    with counter.get_lock():
+        i = counter.value
+        counter.value += 1
+    return i if i < n else None
+
+
+def _child(conn, counter, tasks, spec, prices, memo, base_pick, inputs) -> None:  # pragma: no cover - forked
     try:
-        out = [_rerun_input(spec, prices, memo, base_pick, inp, lambda label: conn.send(("tick", label)))
-               for inp in inputs]
-        conn.send(("done", out))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which re-runs the share itself
-        conn.send(("error", repr(exc)))
+        while (i := _take(counter, len(tasks))) is not None:
+            k, values = tasks[i]
+            res = _run_task(spec, prices, memo, base_pick, inputs[k], values, lambda lab: conn.send(("tick", lab, None)))
+            conn.send(("result", i, res))
+        conn.send(("done", None, None))
+    except BaseException as exc:  # noqa: BLE001 - the parent runs whatever is left
+        try:
+            conn.send(("error", None, repr(exc)))
+        except OSError:
+            pass
     finally:
         conn.close()
 
 
-def _split(inputs: tuple[UncertainInput, ...], base_pick: Pick | None) -> tuple[list[int], list[int]]:
-    """Two shares of about equal work (longest first onto the lighter share)."""
-    def weight(inp: UncertainInput) -> float:
-        if inp.gpu is None:
-            return _WEIGHT["workload"]
-        return _WEIGHT["baseline kind"] if base_pick is not None and inp.gpu == base_pick.gpu else _WEIGHT["other kind"]
+def _tasks(spec: NextExperimentSpec, inputs: tuple[UncertainInput, ...], base_pick: Pick | None) -> list[_Task]:
+    """Heaviest first (each workload point re-screens every kind and re-simulates; today's kind re-simulates its
+    candidates; other kinds mostly end at the out-of-reach check), so two processes finish together."""
+    def order(k: int) -> int:
+        gpu = inputs[k].gpu
+        return 0 if gpu is None else 1 if base_pick is not None and gpu == base_pick.gpu else 2
 
-    shares: tuple[list[int], list[int]] = ([], [])
-    loads = [0.0, 0.0]
-    for i in sorted(range(len(inputs)), key=lambda i: -weight(inputs[i])):
-        k = 0 if loads[0] <= loads[1] else 1
-        shares[k].append(i)
-        loads[k] += weight(inputs[i])
-    return shares
+    out: list[_Task] = []
+    for k in sorted(range(len(inputs)), key=order):
+        values = points(inputs[k], spec.points_per_side)
+        if inputs[k].gpu is None:
+            out.extend((k, (v,)) for v in values)
+        elif values:
+            out.append((k, values))
+    return out
 
 
 def next_experiment(spec: NextExperimentSpec, prices: tuple[Price, ...] | None = None,
                     progress: Progress | None = None, workers: int = 2) -> NextExperiment:
     """Move every uncertain input across its range, re-run the optimizer, rank the measurements.
 
-    ``progress``: optional ``(done, total, label)`` callable (called, never stored). ``workers``: 2 splits
-    the re-runs between this process and one forked child (each keeps the baseline's shared screens and
-    simulations); 1, or a platform without ``fork``, runs them here. Both give the same answer.
+    ``progress``: optional ``(done, total, label)`` callable (called, never stored). ``workers``: 2 shares the
+    tasks between this process and one forked child (each pulls the next task from a shared counter and keeps
+    the baseline's shared screens and simulations); 1, or a platform without ``fork``, runs them here. Both
+    give the same answer.
     """
     prices = prices if prices is not None else catalog.prices()
     memo: dict = {}
-    baseline = recommend(spec.goal, spec.constraints, prices, memo=memo)
+    baseline = recommend(spec.goal, spec.constraints, prices, memo=memo, alternatives=False)
     base_pick = _choice(baseline)
     inputs = uncertain_inputs(spec, baseline)
-    total = sum(len(points(inp, spec.points_per_side)) for inp in inputs)
+    tasks = _tasks(spec, inputs, base_pick)
+    total = sum(len(v) for _, v in tasks)
     done = 0
 
     def tick(label: str) -> None:
@@ -416,68 +482,72 @@ def next_experiment(spec: NextExperimentSpec, prices: tuple[Price, ...] | None =
             progress(done, total, label)
         done += 1
 
-    results: dict[int, tuple[tuple[Point, ...], list[Pick | None]]] = {}
-    mine = list(range(len(inputs)))
-    conn = proc = None
-    if workers > 1 and len(inputs) > 1:
+    results: dict[int, _Result] = {}
+    counter, conn, proc = _Counter(), None, None
+    if workers > 1 and len(tasks) > 1:
         import multiprocessing as mp
         try:
             ctx = mp.get_context("fork")
-            mine, theirs = _split(inputs, base_pick)
+            counter = ctx.Value("i", 0)
             conn, child_end = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(child_end, spec, prices, memo, base_pick,
-                                                    [inputs[i] for i in theirs]), daemon=True)
+            proc = ctx.Process(target=_child, args=(child_end, counter, tasks, spec, prices, memo, base_pick, inputs),
+                               daemon=True)
             proc.start()
             child_end.close()
-        except (ValueError, OSError):  # no fork on this platform, or no process to spare: run it all here
-            mine, conn, proc = list(range(len(inputs))), None, None
-    for i in mine:
-        results[i] = _rerun_input(spec, prices, memo, base_pick, inputs[i], tick)
-        while conn is not None and conn.poll():
-            kind, payload = conn.recv()
-            if kind == "tick":
-                tick(payload)
-            else:
-                conn, proc = _finish(kind, payload, theirs, results, proc), None
-    if conn is not None:
-        while True:
+        except (ValueError, OSError):  # no fork here, or no process to spare: run everything in this one
+            counter, conn, proc = _Counter(), None, None
+
+    def drain(block: bool) -> None:
+        nonlocal conn
+        while conn is not None and (block or conn.poll()):
             try:
-                kind, payload = conn.recv()
-            except EOFError:
-                kind, payload = "error", "the worker process ended without an answer"
+                kind, i, payload = conn.recv()
+            except (EOFError, OSError):
+                kind, i, payload = "error", None, "the worker process ended early"
             if kind == "tick":
-                tick(payload)
-                continue
-            _finish(kind, payload, theirs, results, proc)
-            break
-    for i in range(len(inputs)):  # a share the child could not finish is run here
-        if i not in results:
-            results[i] = _rerun_input(spec, prices, memo, base_pick, inputs[i], tick)
-    if progress:
-        progress(total, total, "done")
-    experiments = []
-    for i, inp in enumerate(inputs):
-        pts, flips = results[i]
-        chance = sum(p.flipped for p in pts) / len(pts) if pts else 0.0
-        labels = [p.choice for p in pts if p.flipped]
-        flips_to = max(labels, key=labels.count) if labels else ""
-        m = measurement(inp, spec, baseline, pts, flips, prices)
-        experiments.append(Experiment(input=inp, points=pts, flip_chance=chance, flips_to=flips_to, **m))
-    ranked = sorted((e for e in experiments if e.flip_chance > 0),
-                    key=lambda e: (-e.score, -e.flip_chance, e.cost_usd, e.input.key))
-    stable = tuple(e for e in experiments if e.flip_chance == 0)
-    return NextExperiment(spec=spec, baseline=baseline, experiments=tuple(ranked), stable=stable, reruns=total)
+                tick(i)
+            elif kind == "result":
+                results[i] = payload
+            else:  # done or error: the child is finished
+                conn.close()
+                conn = None
 
-
-def _finish(kind: str, payload, theirs: list[int], results: dict, proc) -> None:
-    if kind == "done":
-        for i, r in zip(theirs, payload):
-            results[i] = r
+    while (i := _take(counter, len(tasks))) is not None:
+        k, values = tasks[i]
+        results[i] = _run_task(spec, prices, memo, base_pick, inputs[k], values, tick)
+        drain(block=False)
+    drain(block=True)
     if proc is not None:
         proc.join(timeout=5)
         if proc.is_alive():
             proc.kill()
-    return None
+    for i, (k, values) in enumerate(tasks):  # anything the child could not finish
+        if i not in results:
+            results[i] = _run_task(spec, prices, memo, base_pick, inputs[k], values, tick)
+    if progress:
+        progress(total, total, "done")
+
+    per_input: dict[int, list] = {k: [[], [], ""] for k in range(len(inputs))}
+    for i, (k, _) in enumerate(tasks):
+        pts, flips, note = results[i]
+        per_input[k][0].extend(pts)
+        per_input[k][1].extend(flips)
+        per_input[k][2] = per_input[k][2] or note
+    experiments = []
+    for k, inp in enumerate(inputs):
+        pts_l, flips, note = per_input[k]
+        pts = tuple(sorted(pts_l, key=lambda p: points(inp, spec.points_per_side).index(p.value)))
+        chance = sum(p.flipped for p in pts) / len(pts) if pts else 0.0
+        labels = [p.choice for p in pts if p.flipped]
+        flips_to = max(labels, key=labels.count) if labels else ""
+        if not pts:
+            note = "no spread given: the value is taken as known"
+        m = measurement(inp, spec, baseline, pts, flips, prices)
+        experiments.append(Experiment(input=inp, points=pts, flip_chance=chance, flips_to=flips_to, note=note, **m))
+    ranked = sorted((e for e in experiments if e.flip_chance > 0),
+                    key=lambda e: (-e.score, -e.flip_chance, e.cost_usd, e.input.key))
+    stable = tuple(e for e in experiments if e.flip_chance == 0)
+    return NextExperiment(spec=spec, baseline=baseline, experiments=tuple(ranked), stable=stable, reruns=total)
 
 
 def outcomes(e: Experiment) -> tuple[str, ...]:

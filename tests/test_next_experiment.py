@@ -131,3 +131,24 @@ def test_changes_names_each_kind_of_flip(tie):
     assert [d.split(" ")[0] for d in diff] == ["GPU", "layout", "precision", "replicas"]
     assert changes(base, base) == ()
     assert changes(base, None) == ("nothing meets the target any more",)
+
+
+def test_out_of_reach_inputs_really_cannot_flip():
+    # The shortcut settles a GPU kind's points with one screen; re-running the optimizer at every one of those
+    # points (the slow way) must give today's pick.
+    goal = ServingGoal(model="llama-3.1-8b", rate_per_s=20.0,
+                       workload=SimSpec(num_requests=400, input=Lengths(mean=1000), output=Lengths(mean=200)),
+                       p95_ttft_s=1.0, p95_e2e_s=10.0)
+    cons = Constraints(gpus_allowed=("a100-80gb", "h100-sxm", "l40s"), weights_allowed=("bf16", "fp8"),
+                       kv_allowed=("bf16",), max_simulations=6)
+    spec = NextExperimentSpec(goal=goal, constraints=cons, prompt_spread_frac=0, output_spread_frac=0,
+                              rate_spread_frac=0)
+    r = next_experiment(spec, workers=1)
+    settled = [e for e in r.stable if e.note.startswith(("even at", "no "))]
+    assert settled, "expected at least one GPU kind out of reach"
+    for e in settled:
+        assert e.input.gpu != r.baseline.recommendation.gpu
+        assert all(not p.rerun for p in e.points)
+        for p in e.points:
+            again = recommend(moved_goal(goal, e.input, p.value), cons).recommendation
+            assert changes(r.baseline.recommendation, again) == (), (e.input.key, p.value)
