@@ -152,3 +152,22 @@ def test_out_of_reach_inputs_really_cannot_flip():
         for p in e.points:
             again = recommend(moved_goal(goal, e.input, p.value), cons).recommendation
             assert changes(r.baseline.recommendation, again) == (), (e.input.key, p.value)
+
+
+def test_a_one_gpu_replica_does_not_read_the_collective_assumptions():
+    # What lets the optimizer's memo share a one-GPU candidate's simulation across communication re-runs.
+    from core.config import RabitConfig
+    from core.optimizer import _COLLECTIVE_ASSUMPTIONS
+    from core.simulate import simulate
+
+    spec = SimSpec(num_requests=200, rate_per_s=5.0, input=Lengths(mean=512), output=Lengths(mean=64))
+    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
+    worst = {n: REGISTRY[n].low for n in _COLLECTIVE_ASSUMPTIONS}
+    a = simulate(cfg, spec).summary
+    b = simulate(cfg.with_(assumptions=cfg.assumptions.with_(**worst)), spec).summary
+    assert (a.ttft_s.p95, a.itl_s.p95, a.e2e_s.p95) == (b.ttft_s.p95, b.itl_s.p95, b.e2e_s.p95)
+    # ...while a TP 2 replica does
+    cfg2 = cfg.with_(gpus_per_node=2, tp=2)
+    c = simulate(cfg2, spec).summary
+    d = simulate(cfg2.with_(assumptions=cfg2.assumptions.with_(**worst)), spec).summary
+    assert d.itl_s.p95 > c.itl_s.p95
