@@ -1,9 +1,11 @@
-"""Next experiment: the default scenario (Llama-3.1-70B at 10 requests/s, lognormal 1000/250 tokens, p95 TTFT
-2 s and end-to-end 20 s, the whole GPU catalog, +-30 % workload spreads), cold, in a fresh process.
+"""Next experiment: the default scenario, i.e. what the Next experiment page computes for the shared config's
+defaults (Llama-3.1-70B, 10 requests/s, 4,096 prompt and 4,096 output tokens, p95 TTFT 2 s and end-to-end 20 s,
+2,000 requests per simulation, the whole GPU catalog, +-30 % workload spreads), cold, in a fresh process.
 
 Target (issue 11): under 10 s cold on 2 cores. "Cold" is a fresh process with nothing cached, timed from the
 call (imports reported apart). Reported three ways: the default (re-runs split between the process and one
-forked child), one process, and the CPU seconds the single-process run used (what a loaded machine stretches).
+forked child), one process, the CPU seconds the single-process run used, and the CPU seconds of the busier of
+the two processes: on two idle cores that is the wall time, which a loaded machine stretches.
 """
 
 from __future__ import annotations
@@ -16,21 +18,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 _COLD = """
-import json, sys, time
+import json, resource, sys, time
 t0 = time.perf_counter()
+from core.config import RabitConfig
 from core.next_experiment import NextExperimentSpec, next_experiment
-from core.optimizer import ServingGoal
-from core.simulate import Lengths, SimSpec
+from core.optimizer import Constraints, ServingGoal
 t1 = time.perf_counter()
-goal = ServingGoal(model="llama-3.1-70b", rate_per_s=10.0,
-                   workload=SimSpec(num_requests=2000, input=Lengths(kind="lognormal", mean=1000),
-                                    output=Lengths(kind="lognormal", mean=250)),
-                   p95_ttft_s=2.0, p95_e2e_s=20.0)
+cfg = RabitConfig()
+spec = NextExperimentSpec(goal=ServingGoal.from_config(cfg), constraints=Constraints.from_config(cfg))
 c0 = time.process_time()
 ticks = []
-r = next_experiment(NextExperimentSpec(goal=goal), workers=int(sys.argv[1]), progress=lambda d, t, l: ticks.append(d))
+r = next_experiment(spec, workers=int(sys.argv[1]), progress=lambda d, t, l: ticks.append(d))
 t2 = time.perf_counter()
-print(json.dumps({"imports_s": t1 - t0, "cold_s": t2 - t1, "cpu_s": time.process_time() - c0, "reruns": r.reruns,
+ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"imports_s": t1 - t0, "cold_s": t2 - t1, "cpu_s": time.process_time() - c0,
+                  "child_cpu_s": ch.ru_utime + ch.ru_stime, "reruns": r.reruns,
                   "ticks": len(ticks), "top": r.top.input.key if r.top else None}))
 """
 
@@ -47,5 +49,7 @@ def run() -> list[tuple[str, float, str, str]]:
         (f"next experiment, default scenario cold: {par['reruns']} optimizer re-runs", par["cold_s"], "s", "< 10 s"),
         ("next experiment, same in one process", one["cold_s"], "s", ""),
         ("next experiment, CPU seconds of the one-process run", one["cpu_s"], "s", ""),
+        ("next experiment, CPU seconds of the busier of the two processes", max(par["cpu_s"], par["child_cpu_s"]),
+         "s", "< 10 s (the wall time on 2 idle cores)"),
         ("next experiment process imports (excluded above)", par["imports_s"], "s", ""),
     ]

@@ -191,7 +191,7 @@ def moved_goal(goal: ServingGoal, inp: UncertainInput, value: float) -> ServingG
         rest = tuple((g, a) for g, a in goal.gpu_assumptions if g != inp.gpu)
         return goal.model_copy(update={"gpu_assumptions": rest + ((inp.gpu, moved),)})
     if inp.kind == "rate":
-        return goal.model_copy(update={"rate_per_s": value})
+        return goal.model_copy(update={"workload": goal.workload.with_(rate_per_s=value)})
     w = goal.workload
     field = "input" if inp.kind == "prompt" else "output"
     lengths = getattr(w, field).model_copy(update={"mean": max(1.0, value)})
