@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--output-spread", type=float, default=0.3, help="relative spread of the mean output length")
     g.add_argument("--rate-spread", type=float, default=0.3, help="relative spread of the arrival rate")
     g.add_argument("--points-per-side", type=int, default=2, help="re-runs on each side of an input's base value")
-    if not any("--analysis" in a.option_strings for a in p._actions):
+    if not any("--analysis" in a.option_strings for a in p._actions):  # cli.main may add its own (it wins)
         g.add_argument("--analysis", metavar="ID", help="a saved analysis (its config and inputs; flags override)")
     p.set_defaults(func=run, _parser=p)
 
@@ -45,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
     from cli.recommend_cmd import CONFIG_DEST, serving_inputs
     from core.next_experiment import NextExperimentSpec, next_experiment
 
-    if getattr(args, "analysis", None):
-        _analysis_into(args)
+    if getattr(args, "analysis", None) and not hasattr(args, "_analysis_config"):
+        die("rabit next-experiment: error: argument --analysis: saved analyses are not available in this build")
     fill_from_config(args, CONFIG_DEST)
     if args.train:
         die("rabit next-experiment: error: argument --train: next-experiment questions a serving recommendation; "
@@ -77,18 +77,6 @@ def run(args: argparse.Namespace) -> int:
     payload = to_json(r)
     emit(payload, args.json, human(r))
     return 0
-
-
-def _analysis_into(args: argparse.Namespace) -> None:
-    """Fill the flags left at their defaults from a saved analysis (the store's ``--analysis`` handling)."""
-    try:
-        from cli import common
-    except ImportError:  # pragma: no cover
-        common = None
-    load = getattr(common, "apply_analysis", None)
-    if load is None:
-        die("rabit next-experiment: error: argument --analysis: saved analyses are not available in this build")
-    load(args)
 
 
 def to_json(r) -> dict:
