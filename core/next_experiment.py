@@ -41,7 +41,7 @@ from core.catalog import Price
 from core.optimizer import Candidate, Constraints, Pick, Recommendation, ServingGoal, recommend
 from core.pricing import gpu_price
 
-InputKind = Literal["decode", "prefill", "comm", "prompt", "output", "rate"]
+InputKind = Literal["decode", "prefill", "comm", "prompt", "output", "rate", "train"]
 
 #: Which assumption each per-GPU input moves.
 ASSUMPTION_OF: dict[str, str] = {"decode": "mbu", "prefill": "mfu_max", "comm": "comm_bw_eff"}
@@ -556,10 +556,157 @@ def outcomes(e: Experiment) -> tuple[str, ...]:
     out = []
     for p in e.points:
         rel = (p.value / inp.base - 1) if inp.base else 0.0
-        if inp.kind in ASSUMPTION_OF:
+        if inp.gpu is not None:
             how = f"{abs(rel):.0%} {'lower' if rel < 0 else 'higher'} than assumed ({p.value:.3g} vs {inp.base:.3g})"
         else:
             how = f"{p.value:.4g} {inp.unit} ({rel:+.0%})"
         verdict = f"the choice becomes {p.choice}" if p.flipped else "the choice stays"
         out.append(f"If {inp.label[0].lower() + inp.label[1:]} is {how}, {verdict}.")
     return tuple(out)
+
+
+# --- training runs ---------------------------------------------------------------------------------------
+
+#: A short training-step benchmark on one node: start-up, then 20 iterations (estimate).
+TRAIN_BENCH_S = 1800.0
+TRAIN_ASSUMPTION_OF: dict[str, str] = {"train": "mfu_train", "comm": "comm_bw_eff"}
+
+
+class TrainingExperimentSpec(_F):
+    """A training run to question: the shared config (phase train), its deadline and the constraints."""
+
+    config: object  # core.config.RabitConfig (kept loose so this module does not fix its import order)
+    deadline_s: float = Field(gt=0)
+    constraints: Constraints = Constraints()
+    points_per_side: int = Field(2, ge=1, le=5)
+
+
+class TrainingNextExperiment(_F):
+    spec: TrainingExperimentSpec
+    baseline: object  # core.optimizer.TrainingRecommendation
+    experiments: tuple[Experiment, ...]
+    stable: tuple[Experiment, ...]
+    reruns: int
+
+    @property
+    def top(self) -> Experiment | None:
+        return self.experiments[0] if self.experiments else None
+
+
+def _train_changes(base, new) -> tuple[str, ...]:
+    if base is None and new is None:
+        return ()
+    if base is None:
+        return (f"a run now meets the deadline: {new.gpus:,} x {new.gpu} ({new.layout})",)
+    if new is None:
+        return ("no priced run meets the deadline any more",)
+    out = []
+    if new.gpu != base.gpu:
+        out.append(f"GPU kind {base.gpu} -> {new.gpu}")
+    if new.gpus != base.gpus:
+        out.append(f"GPUs {base.gpus:,} -> {new.gpus:,}")
+    if new.layout != base.layout:
+        out.append(f"layout {base.layout} -> {new.layout}")
+    return tuple(out)
+
+
+def _train_label(o) -> str:
+    return f"{o.gpus:,} x {o.gpu} ({o.layout})" if o is not None else "no priced run meets the deadline"
+
+
+def _pick_option(options: list):
+    """The optimizer's rule (:func:`core.optimizer.recommend_training`): the cheapest option that meets."""
+    meeting = [o for o in options if o is not None and o.meets_deadline and o.cost_usd is not None]
+    return min(meeting, key=lambda o: o.cost_usd) if meeting else None
+
+
+def next_training_experiment(spec: TrainingExperimentSpec, prices: tuple[Price, ...] | None = None,
+                             progress: Progress | None = None) -> TrainingNextExperiment:
+    """Which measurement could change the training recommendation: the training efficiency (``mfu_train``) and
+    the communication efficiency of every priced GPU kind, each across its registry range.
+
+    Each kind's option depends on that kind's assumptions only, so a re-run re-plans one kind and the pick is
+    the cheapest option that meets the deadline over all kinds. A kind other than today's that misses the
+    deadline or costs more than today's pick even at its optimistic bound cannot take it at any point.
+    """
+    from core.optimizer import recommend_training
+
+    prices = prices if prices is not None else catalog.prices()
+    cfg, cons = spec.config, spec.constraints
+    baseline = recommend_training(cfg, spec.deadline_s, cons, prices)
+    base = baseline.recommendation
+    by_kind = {o.gpu: o for o in baseline.options}
+
+    def option(kind: str, name: str, value: float):
+        moved = cfg.with_(assumptions=cfg.assumptions.with_(**{name: value}))
+        one = cons.model_copy(update={"gpus_allowed": (kind,)})
+        r = recommend_training(moved, spec.deadline_s, one, prices)
+        return r.options[0] if r.options else None
+
+    inputs: list[UncertainInput] = []
+    for kind in ("train", "comm"):
+        name = TRAIN_ASSUMPTION_OF[kind]
+        info = REGISTRY[name]
+        what = {"train": "Training efficiency (MFU ceiling)",
+                "comm": "Communication efficiency (collective bus bandwidth / link peak)"}[kind]
+        for g in sorted(by_kind):
+            inputs.append(UncertainInput(key=f"{kind}:{g}", kind=kind, gpu=g,
+                                         label=f"{what} on {g}", base=getattr(cfg.assumptions, name), low=info.low,
+                                         high=info.high, unit=info.unit, source=info.source))
+    plan = [(inp, points(inp, spec.points_per_side)) for inp in inputs]
+    total = sum(len(v) for _, v in plan)
+    done = 0
+    experiments: list[Experiment] = []
+    arch = cfg.custom_model if cfg.custom_model is not None else catalog.model(cfg.model)
+    for inp, values in plan:
+        name = TRAIN_ASSUMPTION_OF[inp.key.split(":")[0]]
+        note = ""
+        if base is not None and inp.gpu != base.gpu:
+            best = option(inp.gpu, name, inp.high)
+            if best is None or not best.meets_deadline or (best.cost_usd or math.inf) > (base.cost_usd or 0):
+                note = (f"even at the optimistic bound ({inp.high:g}) {inp.gpu} "
+                        + ("misses the deadline" if best is None or not best.meets_deadline else
+                           f"costs ${best.cost_usd:,.0f}, above today's ${base.cost_usd:,.0f}")
+                        + ": no point of the range can flip the decision")
+        pts: list[Point] = []
+        for v in values:
+            if progress:
+                progress(done, total, f"{inp.label} = {v:.4g}")
+            done += 1
+            if note:
+                pts.append(Point(value=v, choice=_train_label(base), flipped=False, changes=(),
+                                 cost_per_hour=None, rerun=False))
+                continue
+            new = _pick_option([option(inp.gpu, name, v) if k == inp.gpu else o for k, o in by_kind.items()])
+            diff = _train_changes(base, new)
+            pts.append(Point(value=v, choice=_train_label(new), flipped=bool(diff), changes=diff, cost_per_hour=None))
+        chance = sum(p.flipped for p in pts) / len(pts) if pts else 0.0
+        labels = [p.choice for p in pts if p.flipped]
+        g = catalog.gpu(inp.gpu)
+        node = g.gpus_per_node
+        price = gpu_price(inp.gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
+        usd = price.usd_per_gpu_hour if price else 0.0
+        if inp.key.startswith("train:"):
+            tp = min(node, 8)
+            cmd = training_step_command(arch.slug if cfg.custom_model is not None else hf_repo(cfg.model), node, tp, 1,
+                                        cfg.seq_len, cfg.micro_batch)
+            dur, what = TRAIN_BENCH_S, (f"a short training-step benchmark on one node of {node} x {inp.gpu}: the "
+                                        "logged TFLOP/s per GPU over peak pins the MFU")
+            then = "Enter the measured MFU as the training efficiency (assumption mfu_train) and re-run."
+        else:
+            tool = "rccl-tests" if g.vendor == "amd" else "nccl-tests"
+            cmd = (f"./build/all_reduce_perf -b 8 -e 1G -f 2 -g {node}  # {tool}, one node of {inp.gpu}; busbw at "
+                   "1 GiB / link peak pins the communication efficiency")
+            dur, what = NCCL_SWEEP_S, f"{tool} all_reduce_perf on one node of {node} x {inp.gpu}"
+            then = "Enter busbw / link peak as the communication efficiency (assumption comm_bw_eff) and re-run."
+        gh = node * dur / 3600.0
+        experiments.append(Experiment(
+            input=inp, points=tuple(pts), flip_chance=chance, flips_to=max(labels, key=labels.count) if labels else "",
+            measurement=what, gpu=inp.gpu, gpus=node, duration_s=dur, gpu_hours=gh, cost_usd=gh * usd, command=cmd,
+            then=then, note=note))
+    if progress:
+        progress(total, total, "done")
+    ranked = sorted((e for e in experiments if e.flip_chance > 0),
+                    key=lambda e: (-e.score, -e.flip_chance, e.cost_usd, e.input.key))
+    return TrainingNextExperiment(spec=spec, baseline=baseline, experiments=tuple(ranked),
+                                  stable=tuple(e for e in experiments if e.flip_chance == 0), reruns=total)

@@ -171,3 +171,36 @@ def test_a_one_gpu_replica_does_not_read_the_collective_assumptions():
     c = simulate(cfg2, spec).summary
     d = simulate(cfg2.with_(assumptions=cfg2.assumptions.with_(**worst)), spec).summary
     assert d.itl_s.p95 > c.itl_s.p95
+
+
+def test_training_mode_flips_agree_with_the_training_optimizer():
+    from core.config import RabitConfig
+    from core.next_experiment import TrainingExperimentSpec, next_training_experiment
+    from core.optimizer import recommend_training
+
+    cfg = RabitConfig(model="llama-3.1-8b", phase="train", train_tokens=1e12)
+    cons = Constraints(gpus_allowed=("h100-sxm", "a100-80gb"))
+    r = next_training_experiment(TrainingExperimentSpec(config=cfg, deadline_s=20 * 86400, constraints=cons))
+    base = r.baseline.recommendation
+    assert base is not None and r.reruns == 2 * 2 * 4
+    def alone(kind, name, value):  # one kind's option from the training optimizer itself
+        one = cons.model_copy(update={"gpus_allowed": (kind,)})
+        return recommend_training(cfg.with_(assumptions=cfg.assumptions.with_(**{name: value})), 20 * 86400,
+                                  one).options[0]
+
+    for e in r.experiments + r.stable:
+        name = {"train": "mfu_train", "comm": "comm_bw_eff"}[e.input.kind]
+        if e.input.gpu == base.gpu:
+            # today's kind: the decision flips exactly when its own run changes (another kind winning is a
+            # flip too, and that needs today's kind to get dearer, i.e. to change)
+            for p in e.points:
+                o = alone(base.gpu, name, p.value)
+                assert p.flipped == ((o.gpus, o.layout) != (base.gpus, base.layout)), (e.input.key, p.value)
+        else:
+            # another kind is out of reach: even at its optimistic bound it misses or costs more
+            assert e.note and e.flip_chance == 0
+            o = alone(e.input.gpu, name, e.input.high)
+            assert not o.meets_deadline or o.cost_usd > base.cost_usd
+    top = r.top
+    assert top is not None and top.input.key == f"train:{base.gpu}"
+    assert "pretrain_gpt.py" in top.command and "--train-iters 20" in top.command
