@@ -407,8 +407,8 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
         sims += 1
         if progress:
             progress(sims, budget, c.label)
-        return _simulate(goal, c) if memo is None else _shared(memo, ("sim", _goal_for(goal, c.gpu), c),
-                                                              lambda: _simulate(goal, c))
+        return _simulate(goal, c) if memo is None else _shared(
+            memo, ("sim", _goal_for(goal, c.gpu, collectives=c.gpus_per_replica > 1), c), lambda: _simulate(goal, c))
 
     # 1. branch and bound over the cheapest estimates
     for idx, c in enumerate(survivors):
@@ -468,9 +468,16 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
                           candidates=tuple(all_cands), evaluated=len(cands), simulated=sims)
 
 
-def _goal_for(goal: ServingGoal, gpu: str) -> ServingGoal:
+#: Assumptions only collectives read: a one-GPU replica's simulation does not depend on them.
+_COLLECTIVE_ASSUMPTIONS = ("comm_bw_eff", "collective_base_us", "comm_overlap")
+
+
+def _goal_for(goal: ServingGoal, gpu: str, collectives: bool = True) -> ServingGoal:
     """``goal`` as one GPU kind sees it (its assumptions resolved): the key of what it shares across re-runs."""
-    return goal.model_copy(update={"assumptions": goal.assumptions_for(gpu), "gpu_assumptions": ()})
+    a = goal.assumptions_for(gpu)
+    if not collectives:
+        a = a.with_(**{n: getattr(Assumptions(), n) for n in _COLLECTIVE_ASSUMPTIONS})
+    return goal.model_copy(update={"assumptions": a, "gpu_assumptions": ()})
 
 
 def _shared(memo: dict, key, compute):
