@@ -136,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
         f"{r.capacity.limited_by})",
         f"  KV pool {r.kv_pool_tokens:,} tokens, mean occupancy {s['kv_occupancy_mean']:.0%}; prefill share of time "
         f"{s['prefill_time_share']:.0%}; GPU busy {s['gpu_busy_share']:.0%}",
-        f"  preemptions {s['preemptions']:,}, rejected {s['rejected']:,}, timed out {s['timed_out']:,}",
+        f"  preemptions {s['preemptions']:,} ({s['preemptions_per_request']:.3g} per request), rejected "
+        f"{s['rejected']:,}, timed out {s['timed_out']:,}" + (f"\n  {s['thrash_note']}" if s["thrash"] else ""),
         ("  SATURATED: " if s["saturated"] else "  stable: " if s["saturation_verdict"] == "stable" else "  ")
         + s["saturation_reason"],
     ])

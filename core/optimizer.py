@@ -312,6 +312,7 @@ def _simulate(goal: ServingGoal, c: Candidate) -> Candidate:
     done = c.model_copy(update={"simulated": True, "p95_ttft_s": s.ttft_s.p95, "p95_itl_s": s.itl_s.p95,
                                 "p95_e2e_s": s.e2e_s.p95, "sim_notes": (
                                     f"{s.completed}/{s.requests} completed, {s.preemptions} preemptions"
+                                    + (" (KV thrash)" if s.thrash else "")
                                     + (", saturated" if s.saturated else "") + f", batch cap {b}")})
     met = _meets(done, goal) and not s.saturated and s.rejected == 0
     return done.model_copy(update={"meets": met})
@@ -490,6 +491,10 @@ def explain(goal: ServingGoal, cons: Constraints, best: Candidate | None, neares
         risks.append(f"{best.weights} weights / {best.kv_dtype} KV need a quality evaluation before shipping")
     if best.price_unverified:
         risks.append(f"the price rests on unverified listings: {best.price_basis}")
+    if "KV thrash" in best.sim_notes:
+        from core.sim.metrics import THRASH_REMEDIES
+        risks.append("the simulation preempts at least once per request (KV thrash); remedies: "
+                     + "; ".join(THRASH_REMEDIES))
     if goal.rate_per_s / best.replicas > 0.85 * (best.capacity_per_replica_rps or math.inf):
         risks.append("replicas run above 85% of their closed-form capacity")
     cheaper = [c for c in simulated if not c.meets and c.cost_per_hour < best.cost_per_hour]
