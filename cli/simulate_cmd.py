@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from pydantic import ValidationError
 
-from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, config_from_args, die, emit,
-                        fill_from_config, with_ranges)
+from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, cli_budget, config_from_args,
+                        die, emit, fill_from_config, read_file, with_ranges)
+from core.limits import MAX_TABLE_BYTES
 from core.simulate import Lengths, SimSpec, parse_trace, simulate
 from core.uncertainty import simulation_spread
 from core.units import fmt_time
@@ -64,10 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def spec_from_args(args: argparse.Namespace) -> SimSpec:
     trace = None
     if args.trace:
-        try:
-            text = Path(args.trace).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            die(f"rabit simulate: error: argument --trace: cannot read {args.trace}: {exc}")
+        text = read_file(args.trace, "--trace", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
         try:
             trace = parse_trace(text)
         except ValueError as exc:
@@ -110,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, input_tokens=args.input, output_tokens=args.output)
     spec = spec_from_args(args)
     try:
-        r = simulate(cfg, spec)
+        r = simulate(cfg, spec, budget=cli_budget(spec.num_requests))
     except ValueError as exc:
         die(f"rabit simulate: error: {exc}")
     s = r.summary.as_dict()
