@@ -16,8 +16,8 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
-from core import catalog
-from core.config import RabitConfig, describe_validation_error, error_text
+from core import catalog, choices
+from core.config import DEFAULT, RabitConfig, describe_validation_error, error_text
 from core.limits import (FLAG_DOMAINS, MAX_CONFIG_BYTES, PayloadError, WorkBudget, decode_text, parse_json,
                          read_regular_file)
 from core.model import from_hf_config
@@ -90,26 +90,37 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model-config", metavar="PATH", help="a Hugging Face config.json instead of --model")
 
 
+#: Every default below is the shared config's (core.config.DEFAULT), so the CLI and the dashboard agree.
+WEIGHT_CHOICES = (*choices.WEIGHT_FORMATS, *choices.WEIGHT_ALIASES)
+
+
 def add_cluster_args(p: argparse.ArgumentParser, *, gpus_required: bool = False) -> None:
-    p.add_argument("--gpu", default="h100-sxm", help="catalog GPU slug (rabit gpus)")
-    p.add_argument("--gpus", type=int, required=gpus_required, help="total GPUs (whole nodes beyond one node)")
+    p.add_argument("--gpu", default=DEFAULT.gpu, help=f"catalog GPU slug (rabit gpus; default {DEFAULT.gpu})")
+    p.add_argument("--gpus", type=int, required=gpus_required,
+                   help="total GPUs (whole nodes beyond one node; default TP x PP)")
     p.add_argument("--gpus-per-node", type=int, help="default: the GPU's catalog node size")
-    p.add_argument("--fabric", default="ib-ndr", help="inter-node fabric slug")
-    p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--pp", type=int, default=1)
-    p.add_argument("--ep", type=int, default=1)
+    p.add_argument("--fabric", default=DEFAULT.fabric, help="inter-node fabric slug")
+    p.add_argument("--tp", type=int, default=DEFAULT.tp, help=f"tensor parallelism (default {DEFAULT.tp})")
+    p.add_argument("--pp", type=int, default=DEFAULT.pp, help=f"pipeline stages (default {DEFAULT.pp})")
+    p.add_argument("--ep", type=int, default=DEFAULT.ep, help=f"expert parallelism (default {DEFAULT.ep})")
+
+
+def add_weight_kv_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--weights", choices=WEIGHT_CHOICES, default=DEFAULT.weights, help="weight format (fp4 = nvfp4)")
+    p.add_argument("--kv-dtype", choices=choices.KV_DTYPES, default=DEFAULT.kv_dtype)
+    p.add_argument("--block-size", type=int, default=DEFAULT.block_size, help="paged KV block [tokens]")
 
 
 def add_serving_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--input", type=int, default=1024, help="prompt tokens")
-    p.add_argument("--output", type=int, default=256, help="output tokens")
-    p.add_argument("--weights", choices=["bf16", "fp8", "int8", "int4", "fp4", "mxfp4", "nvfp4"], default="bf16",
-                   help="weight format (fp4 = nvfp4)")
-    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16")
-    p.add_argument("--kv-alloc", choices=["paged", "contiguous"], default="paged")
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--prefix-cache", type=float, default=0.0, help="share of the prompt that is a cached prefix")
+    p.add_argument("--batch", type=int, default=DEFAULT.batch, help=f"concurrent sequences (default {DEFAULT.batch})")
+    p.add_argument("--input", type=int, default=DEFAULT.input_tokens,
+                   help=f"prompt tokens (default {DEFAULT.input_tokens})")
+    p.add_argument("--output", type=int, default=DEFAULT.output_tokens,
+                   help=f"output tokens (default {DEFAULT.output_tokens})")
+    add_weight_kv_args(p)
+    p.add_argument("--kv-alloc", choices=choices.KV_ALLOCS, default=DEFAULT.kv_alloc)
+    p.add_argument("--prefix-cache", type=float, default=DEFAULT.prefix_cache_frac,
+                   help="share of the prompt that is a cached prefix")
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -142,11 +153,11 @@ def custom_model(path: str | None):
 
 def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     """Build and validate the shared config; exit 2 naming the flag on any problem."""
-    gpu_slug = getattr(args, "gpu", "h100-sxm")
+    gpu_slug = getattr(args, "gpu", DEFAULT.gpu)
     if gpu_slug not in catalog.gpus():
         die(f"rabit: error: argument --gpu: unknown GPU '{gpu_slug}'; known: {', '.join(sorted(catalog.gpus()))}")
     node = args.gpus_per_node if args.gpus_per_node is not None else catalog.gpu(gpu_slug).gpus_per_node
-    total = args.gpus if args.gpus is not None else max(1, getattr(args, "tp", 1) * getattr(args, "pp", 1))
+    total = args.gpus if args.gpus is not None else max(1, getattr(args, "tp", DEFAULT.tp) * getattr(args, "pp", DEFAULT.pp))
     if total < 1:
         die("rabit: error: argument --gpus: must be at least 1")
     if total <= node:
@@ -157,7 +168,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         gpn, nodes = node, total // node
     data: dict[str, Any] = {
         "gpu": gpu_slug, "gpus_per_node": gpn, "nodes": nodes, "fabric": args.fabric,
-        "tp": args.tp, "pp": args.pp, "ep": args.ep,
+        "tp": getattr(args, "tp", DEFAULT.tp), "pp": getattr(args, "pp", DEFAULT.pp), "ep": getattr(args, "ep", DEFAULT.ep),
     }
     cm = custom_model(getattr(args, "model_config", None)) or getattr(args, "_custom_model", None)
     if cm is not None:
@@ -170,7 +181,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         if getattr(args, attr, None) is not None:
             data[field] = getattr(args, attr)
     if getattr(args, "weights", None):
-        data["weights"] = "nvfp4" if args.weights == "fp4" else args.weights
+        data["weights"] = choices.WEIGHT_ALIASES.get(args.weights, args.weights)
     data.update(extra)
     if hasattr(args, "assume"):
         data["assumptions"] = assumptions_from_args(args)
@@ -315,16 +326,28 @@ def config_file(args: argparse.Namespace) -> RabitConfig | None:
         die(f"rabit: error: argument --config: {path}: {exc}")
 
 
-def fill_from_config(args: argparse.Namespace) -> argparse.Namespace:
-    """Check ``--assume`` early, and fill every flag left at its default from ``--config FILE``."""
+def _field(cfg: RabitConfig, path: str) -> Any:
+    """A config value by field name or ``group.field`` path."""
+    obj: Any = cfg
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def fill_from_config(args: argparse.Namespace, extra: dict[str, str] | None = None) -> argparse.Namespace:
+    """Check ``--assume`` early, and fill every flag left at its default from ``--config FILE``.
+
+    ``extra``: the command's own flag -> config field (``group.field``) pairs, e.g. the workload flags of
+    ``rabit simulate``.
+    """
     parse_assume(getattr(args, "assume", []))
     cfg = config_file(args)
     parser = getattr(args, "_parser", None)
     if cfg is None or parser is None:
         return args
-    for dest, field in CONFIG_DEST.items():
+    for dest, field in {**CONFIG_DEST, **(extra or {})}.items():
         if hasattr(args, dest) and getattr(args, dest) == parser.get_default(dest):
-            setattr(args, dest, getattr(cfg, field))
+            setattr(args, dest, _field(cfg, field))
     if hasattr(args, "gpus") and args.gpus == parser.get_default("gpus"):
         args.gpus = cfg.gpus
     if hasattr(args, "no_sequence_parallel") and not args.no_sequence_parallel:

@@ -42,12 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cli.common import fill_from_config
-    from cli.recommend_cmd import serving_inputs
+    from cli.recommend_cmd import CONFIG_DEST, serving_inputs
     from core.next_experiment import NextExperimentSpec, next_experiment
 
     if getattr(args, "analysis", None):
         _analysis_into(args)
-    fill_from_config(args)
+    fill_from_config(args, CONFIG_DEST)
     if args.train:
         die("rabit next-experiment: error: argument --train: next-experiment questions a serving recommendation; "
             "drop --train")

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from core import choices
+
 # --- numeric domains ---------------------------------------------------------------------------------
 
 
@@ -76,7 +78,7 @@ def _num(x: float) -> str:
 
 
 #: vLLM's paged-attention kernels take these block sizes (docs.vllm.ai, engine args ``--block-size``).
-BLOCK_SIZES = (8, 16, 32, 64, 128, 256)
+BLOCK_SIZES = choices.BLOCK_SIZES  # defined once, with the other choices
 
 #: The numeric fields of the shared config. Lower bounds are the physical minimum; upper bounds are
 #: beyond any deployment in the catalogs yet finite, so no input can make the server loop or overflow.

@@ -23,18 +23,18 @@ kind, which feeds the alternatives and the Pareto front.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from core import catalog
+from core import catalog, choices
 from core.catalog import Price
 from core.assumptions import Assumptions
 from core.config import RabitConfig
-from core.pricing import GpuPrice, PricePolicy, gpu_price, unpriced
-from core.simulate import SimSpec, kv_pool, max_throughput, simulate
+from core.model import ModelArch
+from core.pricing import GpuPrice, gpu_price, unpriced
+from core.simulate import SimSpec, kv_pool, max_throughput, sim_spec, simulate
 from core.speed import StepModel
 from core.validate import problems
 
@@ -43,8 +43,9 @@ from core.validate import problems
 SCREEN_UTILISATION = 0.8
 #: Share of the ITL target the screen's decode step may use (the rest is left for prefill interference).
 SCREEN_ITL_SHARE = 0.8
-WEIGHT_FORMATS = ("bf16", "fp8", "int4", "nvfp4")
-KV_FORMATS = ("bf16", "fp8")
+#: Formats the search tries (defined once in core.choices).
+WEIGHT_FORMATS = choices.SEARCH_WEIGHT_FORMATS
+KV_FORMATS = choices.SEARCH_KV_DTYPES
 
 
 class _F(BaseModel):
@@ -52,12 +53,12 @@ class _F(BaseModel):
 
 
 class ServingGoal(_F):
-    """What the service must do: the workload at a rate, and its p95 targets [s] (None = no target)."""
+    """What the service must do: the workload (its arrival rate is ``workload.rate_per_s``), and its p95
+    targets [s] (None = no target)."""
 
     model: str = "llama-3.1-70b"
-    custom_model: object | None = None
-    rate_per_s: float = Field(10.0, gt=0)
-    workload: SimSpec = SimSpec(num_requests=2000)
+    custom_model: ModelArch | None = None
+    workload: SimSpec = SimSpec(num_requests=2000, rate_per_s=10.0)
     p95_ttft_s: float | None = Field(None, gt=0)
     p95_itl_s: float | None = Field(None, gt=0)
     p95_e2e_s: float | None = Field(None, gt=0)
@@ -71,6 +72,35 @@ class ServingGoal(_F):
     def assumptions_for(self, gpu: str) -> Assumptions:
         return dict(self.gpu_assumptions).get(gpu, self.assumptions)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _rate_into_workload(cls, data: Any) -> Any:
+        """Accept ``rate_per_s=`` as a shorthand for the workload's arrival rate (one value, one home)."""
+        if isinstance(data, dict) and "rate_per_s" in data:
+            data = dict(data)
+            rate = data.pop("rate_per_s")
+            spec = data.get("workload", cls.model_fields["workload"].default)
+            if isinstance(spec, dict):
+                data["workload"] = {**spec, "rate_per_s": rate}
+            else:
+                data["workload"] = spec.with_(rate_per_s=rate)
+        return data
+
+    @property
+    def rate_per_s(self) -> float:
+        """Arrival rate the service must sustain [requests/s]."""
+        return self.workload.rate_per_s
+
+    @classmethod
+    def from_config(cls, cfg: RabitConfig) -> "ServingGoal":
+        """The goal the shared config describes: its model, workload (with ``targets.requests_per_simulation``
+        requests per simulation) and p95 targets."""
+        t = cfg.targets
+        spec = sim_spec(cfg).with_(num_requests=t.requests_per_simulation, duration_s=None)
+        return cls(model=cfg.model, custom_model=cfg.custom_model, workload=spec, p95_ttft_s=t.p95_ttft_s,
+                   p95_itl_s=t.p95_itl_s, p95_e2e_s=t.p95_e2e_s, assumptions=cfg.assumptions, fabric=cfg.fabric,
+                   block_size=cfg.block_size)
+
 
 class Constraints(_F):
     """Hard constraints and the price basis."""
@@ -81,9 +111,18 @@ class Constraints(_F):
     weights_allowed: tuple[str, ...] = WEIGHT_FORMATS
     kv_allowed: tuple[str, ...] = KV_FORMATS
     providers: tuple[str, ...] = ()
-    price_kind: Literal["on-demand", "spot", "reserved", "marketplace"] = "on-demand"
-    price_policy: PricePolicy = "median"
+    price_kind: choices.PriceKind = "on-demand"
+    price_policy: choices.PricePolicy = "median"
     max_simulations: int = Field(16, ge=1, le=64)
+
+    @classmethod
+    def from_config(cls, cfg: RabitConfig, *, training: bool = False) -> "Constraints":
+        """The hard constraints of the shared config (``training``: the training run's GPU kinds)."""
+        t = cfg.targets
+        return cls(gpus_allowed=t.train_gpus_allowed if training else t.gpus_allowed, max_gpus=t.max_gpus,
+                   max_usd_per_hour=t.max_usd_per_hour, weights_allowed=t.weights_allowed, kv_allowed=t.kv_allowed,
+                   providers=t.providers, price_kind=t.price_kind, price_policy=t.price_policy,
+                   max_simulations=t.max_simulations)
 
 
 class _Replica(_F):

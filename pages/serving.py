@@ -3,7 +3,8 @@
 import streamlit as st
 from pydantic import ValidationError
 
-from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates
+from core import choices
+from core.simulate import DEFAULT_RATE_FRACTION, default_rate, knee_rates, sim_spec
 from core.units import fmt_num, fmt_time
 from core.uncertainty import at_bound
 from dashboard import cache, charts, render, state
@@ -11,23 +12,28 @@ from dashboard import cache, charts, render, state
 st.title("Serving simulation")
 st.caption("A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
            "prefill and decode tokens, each iteration is timed by the step-time model for its exact mix. "
-           "Mean prompt and output lengths come from the sidebar.")
+           "Mean prompt and output lengths come from the sidebar; these inputs travel with the link and the "
+           "saved configuration.")
 cfg = render.bound_choice("serving", state.require_config())
 
+K = state.key
 arr_col, len_col, sch_col = st.columns(3)
 with arr_col:
     st.subheader("Arrivals")
-    arrival = st.radio("Arrival process", ["poisson", "closed"], key="sim.arrival", horizontal=True,
-                       format_func={"poisson": "Poisson (open)", "closed": "closed loop"}.get)
-    rate_slot = st.container()
-    users = st.number_input("Concurrent users", 1, 100_000, 16, key="sim.users", disabled=arrival != "closed")
-    think = st.number_input("Mean think time [s]", 0.0, 3600.0, 0.0, key="sim.think", disabled=arrival != "closed")
-    n_req = st.number_input("Requests", 20, 200_000, 1000, step=100, key="sim.requests")
+    st.radio("Arrival process", choices.ARRIVALS, key=K("workload.arrival"), horizontal=True,
+             format_func=choices.ARRIVAL_LABELS.get)
+    closed = cfg.workload.arrival == "closed"
+    st.number_input("Arrival rate [requests/s]", min_value=0.001, max_value=1e6, step=0.5,
+                    key=K("workload.rate_per_s"), format="%.3g", disabled=closed)
+    st.number_input("Concurrent users", 1, 100_000, key=K("workload.users"), disabled=not closed)
+    st.number_input("Mean think time [s]", 0.0, 3600.0, key=K("workload.think_s"), disabled=not closed)
+    st.number_input("Requests", 1, 200_000, step=100, key=K("workload.num_requests"))
 with len_col:
     st.subheader("Lengths")
-    kind = st.selectbox("Distribution", ["lognormal", "uniform", "fixed"], key="sim.lengths")
-    spread = st.number_input("Spread (lognormal σ / uniform half-width)", 0.0, 3.0, 0.5, step=0.1, key="sim.spread",
-                             disabled=kind == "fixed")
+    st.selectbox("Distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
+    st.number_input("Spread (lognormal σ / uniform half-width)", 0.0, 3.0, step=0.1, key=K("workload.spread"),
+                    disabled=cfg.workload.lengths == "fixed")
+    state.field_error("workload.spread")
     up = st.file_uploader("Replay a trace (CSV/JSONL of input and output tokens)", type=["csv", "jsonl", "json"],
                           key="sim.trace_file")
     trace = None
@@ -39,44 +45,33 @@ with len_col:
             st.error(f"That trace cannot be used: {exc}")
 with sch_col:
     st.subheader("Scheduler")
-    policy = st.radio("Policy", ["chunked", "prefill_priority"], key="sim.policy", horizontal=True,
-                      format_func={"chunked": "chunked prefill", "prefill_priority": "prefill priority"}.get)
+    st.radio("Policy", choices.SCHEDULER_POLICIES, key=K("workload.policy"), horizontal=True,
+             format_func=choices.POLICY_LABELS.get)
     c1, c2 = st.columns(2)
-    budget = c1.number_input("Token budget / iteration", 1, 1_000_000, 8192, step=512, key="sim.token_budget")
-    max_batch = c2.number_input("Max batch", 1, 100_000, 256, step=16, key="sim.max_batch")
+    c1.number_input("Token budget / iteration", 1, 1_000_000, step=512, key=K("workload.token_budget"))
+    c2.number_input("Max batch", 1, 100_000, step=16, key=K("workload.max_batch"))
     sched_err = st.empty()
-    admission = st.radio("KV admission", ["preempt", "reserve"], key="sim.admission", horizontal=True,
-                         format_func={"preempt": "paged, preempt + recompute",
-                                      "reserve": "reserve prompt + max output"}.get)
+    st.radio("KV admission", choices.ADMISSIONS, key=K("workload.admission"), horizontal=True,
+             format_func=choices.ADMISSION_LABELS.get)
     c1, c2 = st.columns(2)
-    timeout = c1.number_input("Timeout [s] (0 = none)", 0.0, 1e6, 0.0, key="sim.timeout")
-    seed = c2.number_input("Seed", 0, 2**31 - 1, 0, key="sim.seed")
+    c1.number_input("Timeout [s] (0 = none)", 0.0, 1e6, key=K("workload.timeout_s"))
+    c2.number_input("Seed", 0, 2**31 - 1, key=K("workload.seed"))
 
 try:
-    lengths = {f: Lengths(kind=kind, mean=m, spread=spread)
-               for f, m in (("input", cfg.input_tokens), ("output", cfg.output_tokens))}
-    base = SimSpec(arrival=arrival, users=users, think_s=think, num_requests=n_req, trace=trace, policy=policy,
-                   token_budget=budget, max_batch=max_batch, admission=admission,
-                   timeout_s=timeout or None, seed=seed, **lengths)
-    cap = cache.sim_capacity(cfg, base)
+    spec = sim_spec(cfg, trace=trace)
+    cap = cache.sim_capacity(cfg, spec)
 except ValidationError as exc:
     sched_err.error(exc.errors()[0]["msg"].removeprefix("Value error, "))
     st.stop()
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
-
-if "sim.rate" not in st.session_state:  # first visit: a round rate clearly inside the closed-form capacity
-    st.session_state["sim.rate"] = default_rate(cap.requests_per_s)
-rate = rate_slot.number_input("Arrival rate [requests/s]", min_value=0.001, max_value=1e6, step=0.5,
-                              key="sim.rate", format="%.3g", disabled=arrival != "poisson",
-                              help=f"Starts at {default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of "
-                                   f"the closed-form capacity ({cap.requests_per_s:.3g} requests/s), rounded down "
-                                   "to 1, 2 or 5 x 10^k.")
-if arrival == "poisson" and rate == default_rate(cap.requests_per_s):
-    rate_slot.caption(f"A round rate clearly inside capacity: {DEFAULT_RATE_FRACTION:.0%} of the closed-form "
-                      f"{cap.requests_per_s:.3g} requests/s, rounded down.")
-spec = base.with_(rate_per_s=rate)
+n_req, arrival = spec.num_requests or 0, spec.arrival
+if arrival == "poisson":
+    st.caption(f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
+               f"closed-form capacity ({cap.requests_per_s:.3g} requests/s). A round rate clearly inside capacity "
+               f"would be {default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
+               "down to 1, 2 or 5 x 10^k.")
 
 try:
     with st.spinner(f"Simulating {n_req:,} requests…"):
@@ -137,19 +132,15 @@ right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_runnin
                    width="stretch")
 
 st.subheader("Where is the knee?")
-sweep_spec = base.with_(arrival="poisson", num_requests=min(n_req, 600))  # rate-free: cached across rates
-rates = knee_rates(cap.requests_per_s, rate if arrival == "poisson" else None)  # around capacity and this rate
-bar = st.progress(0.0, text=f"Simulating {len(rates)} arrival rates…")
-rows = []
-for i, r in enumerate(rates):
+sweep_spec = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(n_req, 600))  # the rate is swept
+rates = knee_rates(cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)  # capacity and this rate
+with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     try:
-        rows.append((r, cache.sim_summary(cfg, sweep_spec.with_(rate_per_s=r))))
-    except ValueError as exc:
+        rows = cache.sim_sweep(cfg, sweep_spec, rates)
+    except ValueError as exc:  # a work budget ran out (core.limits): say what to change
         st.error(str(exc))
         st.stop()
-    bar.progress((i + 1) / len(rates), text=f"Simulated {i + 1} of {len(rates)} arrival rates")
-bar.empty()
-fig = charts.p95_vs_rate(rows, cap.requests_per_s, rate if arrival == "poisson" else None)
+fig = charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)
 with st.spinner("The same sweep at the pessimistic and optimistic bounds…"):
     ends = {b: [cache.sim_summary(at_bound(cfg, b), sweep_spec.with_(rate_per_s=r)).e2e_s.p95 for r in rates]
             for b in ("low", "high")}

@@ -25,10 +25,11 @@ import csv
 import io
 import json
 import math
-from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from core.choices import Admission, Arrival, LengthKind, SchedulerPolicy
 
 #: vLLM engine defaults (docs.vllm.ai, engine arguments): max_num_seqs = 256 and, for the V1
 #: OpenAI server on large GPUs, max_num_batched_tokens = 8192.
@@ -43,7 +44,7 @@ class Lengths(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["fixed", "uniform", "lognormal"] = "fixed"
+    kind: LengthKind = "fixed"
     mean: float = Field(1024, ge=1)
     spread: float = Field(0.5, ge=0)  # uniform: relative half-width (<= 1); lognormal: sigma
     max_tokens: int | None = Field(None, ge=1)  # clip; default: see :meth:`upper`
@@ -90,7 +91,7 @@ class SimSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # arrivals
-    arrival: Literal["poisson", "closed"] = "poisson"
+    arrival: Arrival = "poisson"
     rate_per_s: float = Field(5.0, gt=0)  # poisson arrival rate [requests/s]
     users: int = Field(16, ge=1)  # closed loop: concurrent users
     think_s: float = Field(0.0, ge=0)  # closed loop: mean think time between a response and the next request
@@ -101,10 +102,10 @@ class SimSpec(BaseModel):
     output: Lengths = Lengths(kind="fixed", mean=256)
     trace: tuple[tuple[int, int], ...] | None = None  # replayed (input, output) rows; wins over the distributions
     # scheduler
-    policy: Literal["chunked", "prefill_priority"] = "chunked"
+    policy: SchedulerPolicy = "chunked"
     token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)  # tokens per iteration (max_num_batched_tokens)
     max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1)  # running sequences (max_num_seqs)
-    admission: Literal["preempt", "reserve"] = "preempt"
+    admission: Admission = "preempt"
     # a preempted request's full KV blocks stay in the prefix cache until other allocations evict them, so its
     # re-admission recomputes only what was evicted (vLLM V1 enable_prefix_caching, on by default; SGLang's
     # radix cache; TensorRT-LLM's KV block reuse). Off: recompute from scratch (vLLM V0 without the cache).
