@@ -41,3 +41,21 @@ def test_trtllm_never_evicts_where_vllm_preempts():
     trt = simulate(cfg, apply_engine(spec, "trtllm", g)).summary
     assert vllm.preemptions > 0 and trt.preemptions == 0
     assert vllm.completed == trt.completed == 20
+
+
+def test_cli_engine_fills_the_scheduler_flags_left_at_their_defaults():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    base = [sys.executable, "-m", "cli.main", "simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "1",
+            "--tp", "1", "--rate", "5", "--requests", "100", "--json"]
+    root = Path(__file__).resolve().parents[1]
+    out = json.loads(subprocess.run(base + ["--engine", "trtllm"], cwd=root, capture_output=True, text=True,
+                                    timeout=120, check=True).stdout)
+    assert (out["engine"], out["kv_admission"], out["max_batch"], out["token_budget"]) == ("trtllm", "reserve", 2048, 8192)
+    # an explicit flag wins over the engine's default
+    out = json.loads(subprocess.run(base + ["--engine", "vllm", "--max-batch", "64", "--no-prefix-caching"], cwd=root,
+                                    capture_output=True, text=True, timeout=120, check=True).stdout)
+    assert (out["max_batch"], out["token_budget"], out["prefix_caching"]) == (64, 8192, False)
