@@ -74,6 +74,10 @@ class Workload(_Group):
     timeout_s: float | None = Field(None, gt=0)
     kv_pool_tokens: int | None = Field(None, ge=1)  # what-if override of the KV pool
     seed: int = Field(0, ge=0)
+    # the serving engine sized for (core.engines: its documented defaults fill the scheduler fields when chosen
+    # with `rabit simulate --engine`), and whether a preempted request finds its blocks in the prefix cache
+    engine: choices.Engine = "vllm"
+    prefix_caching: bool = True
 
 
 class Targets(_Group):

@@ -99,6 +99,9 @@ else:
     f"{'saturated' if rng.saturated_at['low'] else 'stable'}, optimistic bound: "
     f"{'saturated' if rng.saturated_at['high'] else 'stable'}; bound runs of {rng.requests_at_bounds:,} requests).")
 
+if s.thrash:
+    st.warning(s.thrash_note)
+
 for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
     p = getattr(s, key)
     name = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "E2E", "queue_s": "Queue"}[key]
