@@ -6,11 +6,11 @@ import importlib
 import importlib.util
 import sys
 
-from cli.common import OneLineParser, die
+from cli.common import ESTIMATE_COMMANDS, OneLineParser, add_analysis_arg, die, parse_with_analysis
 
 #: One module per subcommand, each with ``register(subparsers)``, in help order.
 COMMANDS = ("cli.memory_cmd", "cli.speed_cmd", "cli.simulate_cmd", "cli.train_cmd", "cli.recommend_cmd",
-            "cli.catalog_cmd")
+            "cli.catalog_cmd", "cli.analyses_cmd", "cli.calibrate_cmd")
 
 
 def build_parser() -> OneLineParser:
@@ -19,11 +19,15 @@ def build_parser() -> OneLineParser:
     for name in COMMANDS:
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name).register(sub)
+    for name in ESTIMATE_COMMANDS:
+        if name in sub.choices:
+            add_analysis_arg(sub.choices[name])
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parse_with_analysis(parser, argv)
     try:
         return int(args.func(args) or 0)
     except KeyError as exc:  # an unknown slug that slipped past validation
