@@ -141,3 +141,22 @@ def sim_trace(text: str) -> tuple[tuple[int, int], ...]:
 def training_recommendation(cfg: RabitConfig, deadline_s: float, cons: _optimizer.Constraints,
                             prices: tuple) -> _optimizer.TrainingRecommendation:
     return _optimizer.recommend_training(cfg, deadline_s, cons, prices)
+
+
+# --- saved analyses and calibration (issue 10) -------------------------------------------------------
+from core import calibration as _calibration  # noqa: E402
+from core.runs import Run as _Run  # noqa: E402
+
+
+@st.cache_resource(show_spinner=False)
+def store(url: str):
+    """One store (engine and connection pool) per database URL per server process."""
+    from store import Store
+
+    return Store(url)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def run_residuals(runs: tuple[_Run, ...]) -> tuple[_calibration.Residual, ...]:
+    """Each run's measurements against RA-BIT's prediction on the run's own config."""
+    return _calibration.residuals_of(runs)

@@ -19,6 +19,7 @@ from core.assumptions import REGISTRY
 from core.config import DEFAULT, RabitConfig, describe_validation_error, from_json, from_query, to_query
 from core.model import from_hf_config
 from core.validate import problems
+from dashboard import analyses
 
 _P = "cfg."
 _CUSTOM = "__custom__"
@@ -47,11 +48,14 @@ def _init() -> None:
     st.session_state["_rabit_init"] = True
     cfg = DEFAULT
     params = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
+    saved = analyses.open_from_link(params.pop("analysis")[-1]) if params.get("analysis") else None
     if params:
         try:
             cfg = from_query(params)
         except ValueError as exc:
             st.session_state["_link_error"] = f"The link's settings could not be used ({exc}); showing defaults."
+    if saved is not None:  # ?analysis=<id>: the saved config, with any field the link also names on top
+        cfg = saved.with_(**{k: getattr(cfg, k) for k in cfg.model_fields_set})
     _load_into_state(cfg)
 
 
@@ -188,7 +192,7 @@ def sidebar() -> RabitConfig | None:
     for p in probs:
         (slots.get(p.field) or sb).error(p.message)
     _config_file_controls(cfg)
-    st.query_params.from_dict(to_query(cfg))
+    st.query_params.from_dict({**to_query(cfg), **analyses.query_extra()})
     return None if any(p.blocking for p in probs) else cfg
 
 

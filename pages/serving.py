@@ -5,7 +5,7 @@ from pydantic import ValidationError
 
 from core.simulate import Lengths, SimSpec, sweep_rates
 from core.units import fmt_num, fmt_time
-from dashboard import cache, charts, state
+from dashboard import analyses, cache, charts, state
 
 st.title("Serving simulation")
 st.caption("A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
@@ -91,6 +91,10 @@ for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
         col.metric(f"{name} {q}", fmt_time(v) if v is not None else f"withheld (n={p.n})",
                    help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
                         + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"))
+
+analyses.show_calibrated([("TTFT p50", "ttft_s.p50", s.ttft_s.p50), ("TTFT p99", "ttft_s.p99", s.ttft_s.p99),
+                          ("ITL p50", "itl_s.p50", s.itl_s.p50), ("ITL p99", "itl_s.p99", s.itl_s.p99),
+                          ("E2E p50", "e2e_s.p50", s.e2e_s.p50)], cfg)
 
 cols = st.columns(8)
 cols[0].metric("Requests/s", f"{s.throughput_requests_per_s:.3g}")

@@ -4,7 +4,7 @@ import streamlit as st
 
 from core.speed_views import default_batches
 from core.units import fmt_time
-from dashboard import cache, charts, render, state
+from dashboard import analyses, cache, charts, render, state
 
 st.title("Speed")
 st.caption("One scheduler iteration is the slower of compute and memory traffic, plus the collectives the "
@@ -23,6 +23,8 @@ st.info(f"Prefill is **{pf.bound}**-bound, decode is **{d.bound}**-bound "
         f"(at the mean context of {d.mean_context_tokens:,.0f} cached tokens, batch {d.batch}).")
 render.metrics(s.steps, ["prefill_s", "ttft_one_s", "decode_step_s", "e2e_s"])
 render.metrics(s.steps, ["tokens_per_s", "tokens_per_s_per_user", "tokens_per_s_per_gpu", "decode_comm_per_step_s"])
+analyses.show_calibrated([("TTFT", "ttft_s.p50", pf.ttft_s), ("Decode step (ITL)", "itl_s.p50", d.step_s),
+                          ("Tokens/s", "throughput_tokens_per_s", d.tokens_per_s)], cfg)
 if s.compute_bound_batch is None:
     st.caption("Decode stays memory-bound at every batch at this context: each extra sequence adds more KV bytes "
                "than its FLOPs can cover."
