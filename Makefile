@@ -1,18 +1,25 @@
 PY ?= python3
+VENV ?= .venv
+ACT = . $(VENV)/bin/activate
 
-.PHONY: install run test test-fast bench lint
+.PHONY: venv install run test test-fast bench lint
 
-install:
-	$(PY) -m pip install -q -e ".[test]"
+$(VENV)/bin/activate:
+	$(PY) -m venv $(VENV)
 
-run: install
-	$(PY) -m streamlit run dashboard/app.py --server.port 8501
+venv: $(VENV)/bin/activate
 
-test: install
-	$(PY) -m pytest
+install: venv
+	$(ACT) && pip install -q -e ".[test]"
 
-test-fast:
-	$(PY) -m pytest -m "not browser"
+run: venv
+	$(ACT) && pip install -e . && streamlit run dashboard/app.py
 
-bench:
-	$(PY) -m bench.run
+test: venv
+	$(ACT) && pip install -e ".[test]" && python -m pytest
+
+test-fast: install
+	$(ACT) && python -m pytest -m "not browser"
+
+bench: install
+	$(ACT) && python -m bench.run

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from cli.common import (
-    add_analysis_arg, add_cluster_args, add_json, add_model_args, add_serving_args, config_from_args, die, emit,
+    add_analysis_arg,
+    add_cluster_args,
+    add_json,
+    add_model_args,
+    add_serving_args,
+    config_from_args,
+    die,
+    emit,
     open_store,
 )
 from core.config import RabitConfig
@@ -128,7 +135,7 @@ def list_(args: argparse.Namespace) -> int:
     return 0
 
 
-def _get(st, aid: str, revision: int | None = None):  # noqa: ANN001
+def _get(st, aid: str, revision: int | None = None):
     from store import NotFound
 
     try:
@@ -142,8 +149,8 @@ def show(args: argparse.Namespace) -> int:
     c = a.config
     human = "\n".join([
         f"{a.name} ({a.id}), revision {a.revision} of {a.summary.revision}, updated {a.summary.updated_at}",
-        f"  {a.summary.model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.weights}, batch {c.batch}, "
-        f"{c.input_tokens:,} in / {c.output_tokens:,} out",
+        (f"  {a.summary.model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.weights}, batch {c.batch}, "
+         f"{c.input_tokens:,} in / {c.output_tokens:,} out"),
         f"  {len(a.runs)} measured run(s); {len(a.revisions)} revision(s)" + (f"; note: {a.note}" if a.note else ""),
     ])
     emit(a.as_json(), args.json, human)

@@ -111,7 +111,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         "gpu": gpu_slug, "gpus_per_node": gpn, "nodes": nodes, "fabric": args.fabric,
         "tp": args.tp, "pp": args.pp, "ep": args.ep,
     }
-    cm = custom_model(getattr(args, "model_config", None))
+    cm = custom_model(getattr(args, "model_config", None)) or getattr(args, "_custom_model", None)
     saved = getattr(args, "_analysis_config", None)  # --analysis: what no flag carries
     if cm is not None:
         data["custom_model"] = cm
@@ -129,6 +129,8 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     if getattr(args, "weights", None):
         data["weights"] = "nvfp4" if args.weights == "fp4" else args.weights
     data.update(extra)
+    if hasattr(args, "assume"):
+        data["assumptions"] = assumptions_from_args(args)
     try:
         cfg = RabitConfig.model_validate(data)
     except ValidationError as exc:
@@ -260,3 +262,119 @@ def _subparser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Arg
             break
         p = nxt
     return p if p is not parser else None
+
+
+# --- ranges, assumptions and a shared config file (every subcommand) -------------------------------------
+
+#: argparse dest -> config field, for filling unset flags from ``--config FILE``.
+CONFIG_DEST = {
+    "gpu": "gpu", "gpus_per_node": "gpus_per_node", "fabric": "fabric", "tp": "tp", "pp": "pp", "ep": "ep",
+    "batch": "batch", "input": "input_tokens", "output": "output_tokens", "weights": "weights",
+    "kv_dtype": "kv_dtype", "kv_alloc": "kv_alloc", "block_size": "block_size", "prefix_cache": "prefix_cache_frac",
+    "spec": "spec_method", "spec_k": "spec_k", "spec_alpha": "spec_alpha", "draft_model": "draft_model",
+    "zero": "zero", "micro_batch": "micro_batch", "seq": "seq_len", "recompute": "recompute",
+    "lora_rank": "lora_rank", "qlora": "qlora", "precision": "train_precision", "tokens": "train_tokens",
+    "global_batch_tokens": "global_batch_tokens", "phase": "phase",
+}
+
+
+def add_range_args(p: argparse.ArgumentParser) -> None:
+    """``--assume NAME=VALUE`` (repeatable), ``--bound low|base|high`` and ``--config FILE``."""
+    g = p.add_argument_group("assumptions and ranges")
+    g.add_argument("--assume", action="append", default=[], metavar="NAME=VALUE",
+                   help="set one efficiency assumption (rabit assumptions lists them); repeatable")
+    g.add_argument("--bound", choices=["low", "base", "high"], default="base",
+                   help="evaluate with every assumption at its pessimistic (low) or optimistic (high) bound")
+    g.add_argument("--config", metavar="FILE", help="a config JSON saved by the dashboard; flags given override it")
+    p.set_defaults(_parser=p)
+
+
+def parse_assume(items: list[str]) -> dict[str, float]:
+    """``NAME=VALUE`` strings -> values, each checked against the assumption's domain (exit 2 naming it)."""
+    from core.assumptions import REGISTRY
+
+    out: dict[str, float] = {}
+    for item in items or ():
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep:
+            die(f"rabit: error: argument --assume: '{item}' is not NAME=VALUE")
+        if name not in REGISTRY:
+            die(f"rabit: error: argument --assume: unknown assumption '{name}'; known: {', '.join(REGISTRY)}")
+        try:
+            value = float(text)
+        except ValueError:
+            die(f"rabit: error: argument --assume: {name}: '{text}' is not a number")
+        problem = REGISTRY[name].check(value)
+        if problem:
+            die(f"rabit: error: argument --assume: {problem}")
+        out[name] = value
+    return out
+
+
+def config_file(args: argparse.Namespace) -> RabitConfig | None:
+    """The config of ``--config FILE`` (exit 2 naming the flag when it cannot be read)."""
+    from core.config import from_json
+
+    path = getattr(args, "config", None)
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        die(f"rabit: error: argument --config: cannot read {path}: {getattr(exc, 'strerror', exc)}")
+    try:
+        return from_json(text)
+    except ValueError as exc:
+        die(f"rabit: error: argument --config: {path}: {exc}")
+
+
+def fill_from_config(args: argparse.Namespace) -> argparse.Namespace:
+    """Check ``--assume`` early, and fill every flag left at its default from ``--config FILE``."""
+    parse_assume(getattr(args, "assume", []))
+    cfg = config_file(args)
+    parser = getattr(args, "_parser", None)
+    if cfg is None or parser is None:
+        return args
+    for dest, field in CONFIG_DEST.items():
+        if hasattr(args, dest) and getattr(args, dest) == parser.get_default(dest):
+            setattr(args, dest, getattr(cfg, field))
+    if hasattr(args, "gpus") and args.gpus == parser.get_default("gpus"):
+        args.gpus = cfg.gpus
+    if hasattr(args, "no_sequence_parallel") and not args.no_sequence_parallel:
+        args.no_sequence_parallel = not cfg.sequence_parallel
+    if getattr(args, "model", None) in (None, parser.get_default("model")) and not getattr(args, "model_config", None):
+        args.model = cfg.model
+        args._custom_model = cfg.custom_model
+    return args
+
+
+def assumptions_from_args(args: argparse.Namespace):
+    """The assumptions in force: the config file's (or the defaults), at ``--bound``, then each ``--assume``."""
+    from core.assumptions import Assumptions
+
+    cfg = config_file(args) or getattr(args, "_analysis_config", None)  # --config FILE, else --analysis ID
+    a = cfg.assumptions if cfg is not None else Assumptions()
+    bound = getattr(args, "bound", "base") or "base"
+    if bound != "base":
+        a = a.at(bound)
+    values = parse_assume(getattr(args, "assume", []))
+    return a.with_(**values) if values else a
+
+
+def with_ranges(payload: dict[str, Any], ranges: dict[str, Any], keys: tuple[str, ...] | None = None,
+                prefix: str = "") -> dict[str, Any]:
+    """Add ``ranges`` (headline key -> {"low", "high"}) and ``range_basis`` to a JSON payload (keys kept)."""
+    from core.uncertainty import basis_of, ranges_json
+
+    chosen = {k: r for k, r in ranges.items() if keys is None or k in keys}
+    payload.setdefault("ranges", {}).update(ranges_json(chosen, prefix=prefix))
+    payload["range_basis"] = basis_of(chosen) if "range_basis" not in payload else payload["range_basis"]
+    return payload
+
+
+def range_line(label: str, r, fmt) -> str:
+    """One human-readable line: value (low ... high)."""
+    if r is None or r.basis == "none":
+        return f"  {label}: {fmt(r.value) if r else '-'} (no assumption moves it)"
+    return f"  {label}: {fmt(r.value)} (range {fmt(r.low)} ... {fmt(r.high)})"

@@ -10,7 +10,7 @@ from cli.common import ESTIMATE_COMMANDS, OneLineParser, add_analysis_arg, die, 
 
 #: One module per subcommand, each with ``register(subparsers)``, in help order.
 COMMANDS = ("cli.memory_cmd", "cli.speed_cmd", "cli.simulate_cmd", "cli.train_cmd", "cli.recommend_cmd",
-            "cli.catalog_cmd", "cli.analyses_cmd", "cli.calibrate_cmd")
+            "cli.catalog_cmd", "cli.assumptions_cmd", "cli.analyses_cmd", "cli.calibrate_cmd")
 
 
 def build_parser() -> OneLineParser:

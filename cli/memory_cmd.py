@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from cli.common import (add_cluster_args, add_json, add_model_args, add_serving_args, config_from_args, emit,
-                        steps_table)
+from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_serving_args,
+                        config_from_args, emit, fill_from_config, range_line, steps_table, with_ranges)
 from core.memory import serving_memory, training_memory
+from core.uncertainty import memory_spread, training_memory_spread
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,11 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument("--lora-rank", type=int, default=0)
     p.add_argument("--qlora", action="store_true")
+    add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    fill_from_config(args)
     if args.phase == "train":
         cfg = config_from_args(args, phase="train", zero=args.zero, micro_batch=args.micro_batch, seq_len=args.seq,
                                recompute=args.recompute, sequence_parallel=not args.no_sequence_parallel,
@@ -57,5 +60,15 @@ def run(args: argparse.Namespace) -> int:
             "kv_budget_bytes_per_gpu": r.kv_budget_bytes_per_gpu, "fits": r.fits, "reason": r.reason,
             "max_sequences": r.max_sequences, "max_sequences_contiguous": r.max_sequences_contiguous,
         }
-    emit(payload, args.json, f"{r.reason}\n{steps_table(r.steps)}")
+    human = f"{r.reason}\n{steps_table(r.steps)}"
+    if args.phase == "train":
+        sp = training_memory_spread(cfg)
+        with_ranges(payload, sp.ranges, ("total_bytes_per_gpu", "overhead_bytes_per_gpu"))
+    else:
+        sp = memory_spread(cfg)
+        with_ranges(payload, sp.ranges, ("max_sequences", "kv_bytes_per_gpu", "kv_budget_bytes_per_gpu",
+                                         "max_sequences_contiguous", "usable_bytes_per_gpu"))
+    human += "\n\nranges (" + payload["range_basis"] + "):\n" + "\n".join(
+        range_line(k, sp.ranges[k], lambda x: f"{x:,.4g}") for k in payload["ranges"])
+    emit(payload, args.json, human)
     return 0

@@ -4,6 +4,10 @@ JSON keys (contract, issue 6): recommendation {gpu, gpus_per_replica, tp, pp, we
 cost_per_hour, cost_per_million_tokens, p95_e2e_s, capacity_requests_per_s, bottleneck} (null when nothing
 meets the target), pareto (a list of the same), explanation (structured fields), evaluated, simulated;
 plus met, nearest (the closest option when nothing meets) and candidates_pruned.
+
+Ranges: ``ranges["recommendation.<key>"]`` and ``ranges["runner_up.<key>"]`` = {low, high} (high null where
+the configuration no longer fits at a bound), ``range_basis``, ``misses_at_pessimistic_bound``, ``settled``,
+``settled_by`` (the assumption whose measurement would settle an open choice) and ``range_note``.
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from cli.common import add_json, custom_model, die, emit
+from cli.common import (add_json, add_range_args, assumptions_from_args, config_file, custom_model, die, emit,
+                        with_ranges)
 from core import catalog
 from core.catalog import CatalogError, parse_prices
 from core.config import describe_validation_error
 from core.optimizer import KV_FORMATS, WEIGHT_FORMATS, Constraints, ServingGoal, recommend
 from core.simulate import Lengths, SimSpec
+from core.uncertainty import recommendation_ranges, training_option_ranges
 
 
 def _csv(s: str) -> tuple[str, ...]:
@@ -51,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-simulations", type=int, default=16, help="simulator runs (1-64)")
     p.add_argument("--requests", type=int, default=2000, help="requests per simulation")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--emit", choices=["vllm", "sglang", "trtllm", "k8s"],
+                   help="print the launch config of the recommendation instead of the summary (with --json: "
+                        "the 'launch' key)")
     t = p.add_argument_group("training run (--train): the cheapest run that meets a deadline")
     t.add_argument("--train", action="store_true", help="recommend a training run instead of a serving setup")
     t.add_argument("--tokens", type=float, help="training tokens (with --train)")
@@ -59,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--global-batch-tokens", type=int, default=4 * 2**20)
     t.add_argument("--precision", choices=["bf16", "fp8"], default="bf16")
     t.add_argument("--lora-rank", type=int, default=0)
+    add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)
 
@@ -80,7 +90,16 @@ def _checked_model_gpus_prices(args: argparse.Namespace) -> tuple:
         die(f"rabit: error: argument --price-file: {exc}")
 
 
+def _shared_settings(args: argparse.Namespace) -> dict:
+    """Fabric and block size from ``--config FILE`` (the dashboard's shared analysis file), else the defaults."""
+    cfg = config_file(args)
+    return {} if cfg is None else {"fabric": cfg.fabric, "block_size": cfg.block_size}
+
+
 def run(args: argparse.Namespace) -> int:
+    from cli.common import fill_from_config
+
+    fill_from_config(args)
     if args.train:
         return run_training(args)
     if args.rate is None:
@@ -104,9 +123,11 @@ def run(args: argparse.Namespace) -> int:
         lengths = dict(kind=args.lengths, spread=args.spread)
         spec = SimSpec(num_requests=args.requests, seed=args.seed, input=Lengths(mean=args.input, **lengths),
                        output=Lengths(mean=args.output, **lengths))
-        goal = ServingGoal(model=args.model, custom_model=custom_model(args.model_config), rate_per_s=args.rate,
+        goal = ServingGoal(model=args.model, custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
+                           rate_per_s=args.rate,
                            workload=spec, p95_ttft_s=args.p95_ttft_s, p95_itl_s=args.p95_itl_s,
-                           p95_e2e_s=args.p95_e2e_s)
+                           p95_e2e_s=args.p95_e2e_s, assumptions=assumptions_from_args(args),
+                           **_shared_settings(args))
         cons = Constraints(gpus_allowed=args.gpus_allowed, max_gpus=args.max_gpus,
                            max_usd_per_hour=args.max_usd_per_hour, weights_allowed=args.weights_allowed,
                            kv_allowed=args.kv_allowed, providers=args.providers, price_kind=args.price_kind,
@@ -124,7 +145,26 @@ def run(args: argparse.Namespace) -> int:
         "evaluated": r.evaluated,
         "simulated": r.simulated,
         "candidates_pruned": sum(1 for c in r.candidates if c.pruned),
+        "unpriced_gpus": list(r.unpriced),
     }
+    rr = recommendation_ranges(r, prices)
+    payload["ranges"] = {}
+    if rr.recommendation is not None:
+        with_ranges(payload, rr.recommendation.ranges, prefix="recommendation.")
+        payload["misses_at_pessimistic_bound"] = rr.recommendation.misses_at_pessimistic
+    if rr.runner_up is not None:
+        with_ranges(payload, rr.runner_up.ranges, prefix="runner_up.")
+        payload["runner_up"] = rr.runner_up.label
+    payload.setdefault("range_basis", "no assumption moves this number")
+    payload["settled"] = rr.settled
+    payload["settled_by"] = rr.settled_by or None
+    payload["range_note"] = rr.note
+    if args.emit:
+        text = _launch_text(args.emit, r, goal)
+        if not args.json:
+            print(text, end="")
+            return 0
+        payload["launch"] = {"kind": args.emit, "text": text}
     e = r.explanation
     lines = [e.summary]
     for label, v in (("why this GPU", e.why_gpu), ("why this count", e.why_count), ("bottleneck", e.bottleneck),
@@ -133,9 +173,36 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"  {label}: {v}")
     for risk in e.risks:
         lines.append(f"  risk: {risk}")
+    if r.unpriced:
+        lines.append(f"  no {args.price_kind} price (left out): {', '.join(r.unpriced)}")
     lines.append(f"  evaluated {r.evaluated} configurations, simulated {r.simulated}")
+    if rr.recommendation is not None:
+        c = rr.recommendation.ranges.get("cost_per_hour")
+        if c is not None:
+            lines.append(f"  cost range ({payload['range_basis']}): ${c.low:,.2f} ... ${c.high:,.2f} per hour")
+        lines.append(f"  {rr.recommendation.pessimistic_note}")
+    if rr.note:
+        lines.append(f"  {rr.note}")
     emit(payload, args.json, "\n".join(lines))
     return 0
+
+
+def _launch_text(kind: str, r, goal) -> str:
+    """The launch config of the recommendation (or, when nothing meets, of the nearest option, said so)."""
+    from core.launch import emit as emit_launch
+    from core.launch import launch_spec
+
+    pick = r.recommendation or r.nearest
+    if pick is None:
+        die("rabit recommend: error: argument --emit: nothing fits under these constraints, so there is no "
+            "configuration to launch")
+    try:
+        text = emit_launch(kind, launch_spec(pick, goal))
+    except ValueError as exc:
+        die(f"rabit recommend: error: argument --emit: {exc}")
+    if r.recommendation is None:
+        text = "# NOTE: nothing met the targets; this is the nearest option, " + pick.label + "\n" + text
+    return text
 
 
 def run_training(args: argparse.Namespace) -> int:
@@ -149,7 +216,8 @@ def run_training(args: argparse.Namespace) -> int:
             die(f"rabit recommend: error: argument {flag}: must be positive, got {v:g}")
     prices = _checked_model_gpus_prices(args)
     try:
-        cfg = RabitConfig(model=args.model, custom_model=custom_model(args.model_config), phase="train",
+        cfg = RabitConfig(model=args.model, custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
+                          phase="train", assumptions=assumptions_from_args(args), **_shared_settings(args),
                           train_tokens=args.tokens, seq_len=args.seq, global_batch_tokens=args.global_batch_tokens,
                           train_precision=args.precision, lora_rank=args.lora_rank)
     except ValidationError as exc:
@@ -159,6 +227,7 @@ def run_training(args: argparse.Namespace) -> int:
                        max_usd_per_hour=args.max_usd_per_hour, providers=args.providers,
                        price_kind=args.price_kind, price_policy=args.price_policy)
     r = recommend_training(cfg, args.deadline_days * 86400, cons, prices)
+    rg = training_option_ranges(cfg, r.recommendation) if r.recommendation else {}
     payload = {
         "met": r.met,
         "recommendation": r.recommendation.model_dump() if r.recommendation else None,
@@ -166,6 +235,7 @@ def run_training(args: argparse.Namespace) -> int:
         "skipped": list(r.skipped),
         "explanation": {"summary": r.summary, "why_gpu": r.why_gpu, "relax": r.relax},
     }
+    with_ranges(payload, rg, prefix="recommendation.")
     human = "\n".join([r.summary] + ([f"  why this GPU: {r.why_gpu}"] if r.why_gpu else [])
                       + ([f"  relax: {r.relax}"] if r.relax else [])
                       + [f"  {o.gpu:<10} {o.gpus:>7,} GPUs  {o.wall_clock_s / 86400:6.3g} days  "

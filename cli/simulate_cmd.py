@@ -7,8 +7,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from cli.common import add_cluster_args, add_json, add_model_args, config_from_args, die, emit
+from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, config_from_args, die, emit,
+                        fill_from_config, with_ranges)
 from core.simulate import Lengths, SimSpec, parse_trace, simulate
+from core.uncertainty import simulation_spread
 from core.units import fmt_time
 
 #: SimSpec field -> flag, for error messages that name the argument.
@@ -54,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--timeout", type=float, help="cancel a request not finished this many seconds after arrival")
     s.add_argument("--kv-pool-tokens", type=int, help="override the KV pool size (what-if)")
     p.add_argument("--seed", type=int, default=0)
+    add_range_args(p)
     add_json(p)
     p.set_defaults(func=run, policy="chunked")
 
@@ -101,6 +104,7 @@ def _pct(p: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    fill_from_config(args)
     if args.input < 1 or args.output < 1:
         die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")
     cfg = config_from_args(args, input_tokens=args.input, output_tokens=args.output)
@@ -133,7 +137,15 @@ def run(args: argparse.Namespace) -> int:
         f"  KV pool {r.kv_pool_tokens:,} tokens, mean occupancy {s['kv_occupancy_mean']:.0%}; prefill share of time "
         f"{s['prefill_time_share']:.0%}; GPU busy {s['gpu_busy_share']:.0%}",
         f"  preemptions {s['preemptions']:,}, rejected {s['rejected']:,}, timed out {s['timed_out']:,}",
-        ("  SATURATED: " if s["saturated"] else "  stable: ") + s["saturation_reason"],
+        ("  SATURATED: " if s["saturated"] else "  stable: " if s["saturation_verdict"] == "stable" else "  ")
+        + s["saturation_reason"],
     ])
+    rg = simulation_spread(cfg, spec, r)
+    with_ranges(payload, rg.ranges)
+    payload["saturated_at_bounds"] = {"pessimistic": rg.saturated_at["low"], "optimistic": rg.saturated_at["high"]}
+    payload["saturation_range"] = rg.verdict_text()
+    human += "\n  ranges (" + payload["range_basis"] + "): " + "; ".join(
+        f"{k} {fmt_time(rg.ranges[k].low)} ... {fmt_time(rg.ranges[k].high)}" for k in ("ttft_s.p95", "e2e_s.p95")
+        if rg.ranges[k].basis != "none") + f"\n  saturation: {rg.verdict_text()}"
     emit(payload, args.json, human)
     return 0

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import argparse
 
-from cli.common import add_cluster_args, add_json, add_model_args, add_serving_args, config_from_args, die, emit
+from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_serving_args,
+                        config_from_args, die, emit, fill_from_config, range_line, with_ranges)
 from core import catalog
 from core.memory import serving_memory
 from core.speed import speed_summary
 from core.trace import find
+from core.uncertainty import speed_spread
 from core.units import fmt_num, fmt_time
+
+#: Headline keys that carry a range in ``--json``.
+RANGED = ("prefill_s", "decode_step_s", "tokens_per_s", "tokens_per_s_per_user", "comm_s_per_step",
+          "ttft_one_prompt_s", "e2e_s", "tokens_per_s_per_gpu")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,11 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--spec-k", type=int, default=4, help="drafted tokens per round (1-16)")
     p.add_argument("--spec-alpha", type=float, default=0.7, help="per-token acceptance rate (0-1)")
     p.add_argument("--draft-model", default="llama-3.1-8b", help="catalog slug of the draft model (--spec draft)")
+    add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    fill_from_config(args)
     if not 1 <= args.spec_k <= 16:
         die(f"rabit: error: argument --spec-k: must be between 1 and 16, got {args.spec_k}")
     if not 0.0 <= args.spec_alpha <= 1.0:
@@ -93,5 +101,13 @@ def run(args: argparse.Namespace) -> int:
     payload["memory_reason"] = mem.reason
     if not mem.fits:
         human.insert(0, f"warning: {mem.reason}")
+    sp = speed_spread(cfg)
+    with_ranges(payload, sp.ranges, RANGED)
+    payload["bound_inside_range"] = [b for b in sp.labels("bound") if b]
+    human += ["", "ranges (" + payload["range_basis"] + "):"]
+    human += [range_line(k, sp.ranges[k], fmt_time if k.endswith("_s") and "_per_" not in k else fmt_num) for k in RANGED]
+    if len(payload["bound_inside_range"]) > 1:
+        human.append(f"  the decode step's binding limit changes inside the range: "
+                     f"{' / '.join(payload['bound_inside_range'])}")
     emit(payload, args.json, "\n".join(human))
     return 0

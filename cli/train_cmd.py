@@ -19,9 +19,11 @@ from __future__ import annotations
 import argparse
 import re
 
-from cli.common import add_json, add_model_args, config_from_args, die, emit
+from cli.common import (add_json, add_model_args, add_range_args, config_from_args, die, emit, fill_from_config,
+                        range_line, with_ranges)
 from core import catalog
 from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, plan
+from core.uncertainty import training_ranges
 from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
 from core.validate import problems
 
@@ -75,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint-interval-s", type=_positive(float), help="default: Daly's optimum")
     p.add_argument("--batch-tolerance", type=float, default=0.1,
                    help="how far the global batch may move to split evenly (default 0.1)")
+    add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)
 
@@ -91,6 +94,7 @@ def _parse_layout(text: str) -> tuple[int, int, int, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    fill_from_config(args)
     if args.gpu not in catalog.gpus():
         die(f"rabit: error: argument --gpu: unknown GPU '{args.gpu}'; known: {', '.join(sorted(catalog.gpus()))}")
     node = args.gpus_per_node or catalog.gpu(args.gpu).gpus_per_node
@@ -135,7 +139,13 @@ def run(args: argparse.Namespace) -> int:
         zero=args.zero, recompute=args.recompute, micro_batch=args.micro_batch, batch_tolerance=args.batch_tolerance,
         checkpoint_interval_s=args.checkpoint_interval_s)
     p = plan(cfg, goal)
-    emit(payload(cfg, p), args.json, human(p))
+    out, text = payload(cfg, p), human(p)
+    rg = training_ranges(cfg, p)
+    with_ranges(out, rg)
+    if rg:
+        text += "\nranges (" + out["range_basis"] + "):\n" + "\n".join(
+            range_line(k, r, fmt_time if k.endswith("_s") and "_per_" not in k else (lambda x: f"{x:,.4g}")) for k, r in rg.items())
+    emit(out, args.json, text)
     return 0
 
 

@@ -27,106 +27,186 @@ class AssumptionInfo:
     source: str
     #: +1 when a larger value makes the system faster / roomier, -1 when slower.
     direction: int = 1
+    #: What the assumption can move (a subset of :data:`MOVES`): an estimate is evaluated only at the bounds of
+    #: the assumptions tagged with what it computes.
+    moves: tuple[str, ...] = ()
+    #: The hard domain: the pydantic field, the sidebar's number input and ``rabit --assume`` all refuse a value
+    #: outside ``[min_value, max_value]``; ``domain_reason`` says why the edge is there.
+    min_value: float = 0.0
+    max_value: float = 1.0
+    domain_reason: str = ""
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """(pessimistic, optimistic) values: ``low`` is the bound that makes the system slower or smaller."""
+        return self.low, self.high
+
+    def check(self, value: float) -> str | None:
+        """None when ``value`` is inside the domain, else a message naming the assumption and the domain."""
+        if not (self.min_value <= value <= self.max_value):  # also refuses NaN
+            return (f"{self.name}={value:g} is outside {self.min_value:g}..{self.max_value:g} [{self.unit}] "
+                    f"({self.domain_reason})")
+        return None
+
+
+#: Everything an assumption can be tagged as moving.
+MOVES = ("serving_memory", "serving_speed", "training_memory", "training")
 
 
 _INFOS = (
     AssumptionInfo(
         "gpu_mem_util", "Share of HBM the serving engine may use", "frac", 0.90, 0.85, 0.95,
-        "vLLM's default gpu_memory_utilization=0.9 (docs.vllm.ai engine args); the RA-BIT spec.", +1),
+        "vLLM's default gpu_memory_utilization=0.9 (docs.vllm.ai engine args); the RA-BIT spec.", +1,
+        moves=('serving_memory',), min_value=0.05, max_value=1.0,
+        domain_reason='a share of HBM: above 1 is more memory than the GPU has'),
     AssumptionInfo(
         "runtime_overhead_gib", "Per-GPU runtime overhead (CUDA context, framework, fragmentation)",
         "GiB", 1.5, 1.0, 2.5,
         "The textbook example worked example (1.5 GiB); CUDA context is ~0.5 GiB on Hopper, NCCL and "
-        "allocator slack add the rest.", -1),
+        "allocator slack add the rest.", -1,
+        moves=('serving_memory', 'training_memory', 'training'), min_value=0.0, max_value=64.0,
+        domain_reason='beyond 64 GiB per GPU the overhead would be a model of its own, not a context and allocator slack'),
     AssumptionInfo(
         "mbu", "Decode memory-bandwidth utilisation (achieved / peak HBM bandwidth)", "frac", 0.75, 0.60, 0.85,
         "Databricks 'LLM Inference Performance Engineering' (2023): MBU 60-70% at small batch on "
         "A100/H100; TensorRT-LLM/FlashInfer GEMV kernels reach ~80-85% of peak HBM bandwidth. "
-        "The textbook example uses 0.8.", +1),
+        "The textbook example uses 0.8.", +1,
+        moves=('serving_speed', 'training'), min_value=0.01, max_value=1.0,
+        domain_reason='achieved / peak bandwidth: never above the peak'),
     AssumptionInfo(
         "mfu_max", "Compute-efficiency ceiling for large token counts (prefill)", "frac", 0.65, 0.50, 0.75,
         "Large BF16 GEMMs on H100 SXM sustain ~600-700 of 989 TFLOP/s (cuBLASLt, NVIDIA Hopper "
-        "tuning guide); prefill MFU of 50-65% is reported by vLLM/SGLang profiles.", +1),
+        "tuning guide); prefill MFU of 50-65% is reported by vLLM/SGLang profiles.", +1,
+        moves=('serving_speed',), min_value=0.01, max_value=1.0,
+        domain_reason='achieved / peak FLOP/s: never above the peak'),
     AssumptionInfo(
         "mfu_ramp_tokens", "Tokens at which compute efficiency reaches half its ceiling (T/(T+T0))",
         "tokens", 64.0, 128.0, 32.0,
         "the RA-BIT spec step-time formula (T/(T+64)); GEMM tiles of 64-128 rows underfill tensor cores "
-        "at small batch.", -1),
+        "at small batch.", -1,
+        moves=('serving_speed', 'training'), min_value=0.0, max_value=65536.0,
+        domain_reason='beyond the largest iteration an engine runs (64k tokens) the ramp would never end'),
     AssumptionInfo(
         "fp8_speedup", "FP8 compute speed-up over BF16 (never the 2x peak ratio)", "x", 1.4, 1.3, 1.5,
         "the RA-BIT spec; NVIDIA Transformer Engine / Megatron FP8 training reports 1.3-1.5x end-to-end "
-        "over BF16 on H100.", +1),
+        "over BF16 on H100.", +1,
+        moves=('serving_speed', 'training'), min_value=1.0, max_value=2.0,
+        domain_reason='FP8 runs at most the 2x peak ratio over BF16'),
     AssumptionInfo(
         "fp4_speedup", "FP4 compute speed-up over FP8", "x", 1.5, 1.3, 1.8,
         "Blackwell NVFP4 GEMM measurements: 1.5-1.8x over FP8 at large shapes (NVIDIA "
-        "TensorRT-LLM B200 blog); assumption, not the 2x peak ratio.", +1),
+        "TensorRT-LLM B200 blog); assumption, not the 2x peak ratio.", +1,
+        moves=('serving_speed',), min_value=1.0, max_value=2.0,
+        domain_reason='FP4 runs at most the 2x peak ratio over FP8'),
     AssumptionInfo(
         "comm_bw_eff", "Achieved collective bus bandwidth / link peak (per direction)", "frac", 0.80, 0.60, 0.95,
         "nccl-tests all_reduce busbw on DGX H100: ~360-480 GB/s of 450 GB/s per direction "
-        "(NVIDIA NCCL performance notes).", +1),
+        "(NVIDIA NCCL performance notes).", +1,
+        moves=('serving_speed', 'training'), min_value=0.01, max_value=1.0,
+        domain_reason='achieved / link peak: never above the peak'),
     AssumptionInfo(
         "collective_base_us", "Fixed launch and synchronisation cost of one collective", "us", 8.0, 15.0, 4.0,
         "NCCL's tuning model charges a base latency of 6.6 us per collective (LL protocol) before "
         "per-hop terms (src/graph/tuning.cc, quoted in NVIDIA/nccl issue #1334); custom one-shot "
-        "all-reduce kernels (TensorRT-LLM) reach ~4 us.", -1),
+        "all-reduce kernels (TensorRT-LLM) reach ~4 us.", -1,
+        moves=('serving_speed', 'training'), min_value=0.0, max_value=10000.0,
+        domain_reason='a 10 ms launch cost is a hung collective, not a latency'),
     AssumptionInfo(
         "comm_overlap", "Share of tensor-parallel communication hidden behind compute (serving)",
         "frac", 0.0, 0.0, 0.5,
         "the RA-BIT spec adds TP all-reduces to the step (no overlap); fused GEMM+collective kernels "
-        "hide up to half (TensorRT-LLM, 'Flux' arXiv 2406.06858).", +1),
+        "hide up to half (TensorRT-LLM, 'Flux' arXiv 2406.06858).", +1,
+        moves=('serving_speed',), min_value=0.0, max_value=0.99,
+        domain_reason='a share; all hidden (1) would make communication free'),
     AssumptionInfo(
         "step_overhead_ms", "Per-iteration scheduler and launch overhead", "ms", 0.5, 1.5, 0.2,
         "vLLM V1 with CUDA graphs: sub-millisecond CPU overhead per step (vLLM V1 blog, 2025); "
-        "V0 and eager mode pay 1-4 ms.", -1),
+        "V0 and eager mode pay 1-4 ms.", -1,
+        moves=('serving_speed', 'training'), min_value=0.0, max_value=1000.0,
+        domain_reason='a scheduler overhead above one second per step is a stalled engine, not an overhead'),
     AssumptionInfo(
         "mfu_train", "Training compute-efficiency ceiling before bubble and exposed communication",
         "frac", 0.55, 0.42, 0.65,
         "Llama 3 405B: 38-43% end-to-end BF16 MFU on 16k H100 (arXiv 2407.21783, Table 4); "
-        "Megatron-LM GPT-3 175B ~47-52% on H100; the ceiling excludes bubble and comm.", +1),
+        "Megatron-LM GPT-3 175B ~47-52% on H100; the ceiling excludes bubble and comm.", +1,
+        moves=('training',), min_value=0.01, max_value=1.0,
+        domain_reason='achieved / peak FLOP/s: never above the peak'),
     AssumptionInfo(
         "dp_overlap", "Share of data-parallel gradient and ZeRO traffic hidden behind compute",
         "frac", 0.70, 0.40, 0.90,
-        "PyTorch DDP/FSDP bucketed overlap (Li et al., VLDB 2020; FSDP paper arXiv 2304.11277).", +1),
+        "PyTorch DDP/FSDP bucketed overlap (Li et al., VLDB 2020; FSDP paper arXiv 2304.11277).", +1,
+        moves=('training',), min_value=0.0, max_value=1.0,
+        domain_reason='a share of the traffic'),
     AssumptionInfo(
         "failure_rate_per_gpu_hour", "Job-interrupting failures per GPU-hour", "1/GPU-h",
         2.0e-5, 1.0e-5, 4.0e-5,
         "Llama 3: 419 unexpected interruptions in 54 days on 16,384 H100 "
-        "(arXiv 2407.21783 sec. 3.3.4) = 2.0e-5 per GPU-hour.", -1),
+        "(arXiv 2407.21783 sec. 3.3.4) = 2.0e-5 per GPU-hour.", -1,
+        moves=('training',), min_value=0.0, max_value=0.01,
+        domain_reason='one failure per 100 GPU-hours already stops a 1,000-GPU job every six minutes'),
     AssumptionInfo(
         "checkpoint_write_s", "Time to write one checkpoint (blocking part)", "s", 60.0, 300.0, 15.0,
         "Asynchronous checkpointing blocks for tens of seconds (PyTorch DCP async save); "
-        "synchronous saves of 70B+ take minutes.", -1),
+        "synchronous saves of 70B+ take minutes.", -1,
+        moves=('training',), min_value=0.0, max_value=86400.0,
+        domain_reason='a checkpoint that blocks for more than a day is not a step'),
     AssumptionInfo(
         "restart_s", "Time to detect a failure, reschedule and reload", "s", 600.0, 1800.0, 300.0,
-        "Llama 3 and OPT-175B logbooks: restarts of 10-30 minutes at scale.", -1),
+        "Llama 3 and OPT-175B logbooks: restarts of 10-30 minutes at scale.", -1,
+        moves=('training',), min_value=0.0, max_value=86400.0,
+        domain_reason='a restart longer than a day is an outage, not a restart'),
     AssumptionInfo(
         "eagle_draft_frac", "Cost of one EAGLE draft step / one target decode step", "frac", 0.05, 0.10, 0.03,
         "EAGLE (Li et al., arXiv 2401.15077): the draft head is one decoder layer plus the target's LM "
         "head, 2.7% (Llama-3.1-70B) to 9% (8B) of the target's weights, read once per draft step; "
-        "launch costs make it no cheaper than ~3%.", -1),
+        "launch costs make it no cheaper than ~3%.", -1,
+        moves=('serving_speed',), min_value=0.0, max_value=1.0,
+        domain_reason='a draft step costing more than a target step defeats EAGLE'),
     AssumptionInfo(
         "ngram_draft_us", "CPU time of one n-gram (prompt-lookup) proposal round", "us", 50.0, 300.0, 10.0,
         "Prompt-lookup decoding (Saxena 2023; vLLM's n-gram proposer) is a suffix match on the CPU: "
-        "tens of microseconds per batch; estimate, not a measurement.", -1),
+        "tens of microseconds per batch; estimate, not a measurement.", -1,
+        moves=('serving_speed',), min_value=0.0, max_value=1000000.0,
+        domain_reason='a suffix match slower than one second is not a proposer'),
     AssumptionInfo(
         "tp_overlap_train", "Share of tensor-parallel communication hidden behind compute (training)",
         "frac", 0.0, 0.0, 0.5,
         "Megatron-LM/Transformer Engine --tp-comm-overlap (userbuffers) splits GEMMs to overlap the TP "
-        "all-gather/reduce-scatter; off by default, so the base exposes it all.", +1),
+        "all-gather/reduce-scatter; off by default, so the base exposes it all.", +1,
+        moves=('training',), min_value=0.0, max_value=0.99,
+        domain_reason='a share; all hidden (1) would make communication free'),
     AssumptionInfo(
         "lora_flop_per_param", "LoRA: FLOPs per frozen base parameter per token (full training: 6)",
         "FLOP", 4.0, 4.5, 4.0,
         "The frozen base runs forward (2N) and the activation-gradient backward (2N) but no weight-gradient "
         "GEMMs (2N): 4N. Hu et al., LoRA (arXiv 2106.09685 sec. 4.2) measured a 25% speed-up over full "
-        "fine-tuning of GPT-3 175B, i.e. 6 / 1.33 = 4.5 effective.", -1),
+        "fine-tuning of GPT-3 175B, i.e. 6 / 1.33 = 4.5 effective.", -1,
+        moves=('training',), min_value=2.0, max_value=6.0,
+        domain_reason='between the forward pass alone (2) and full training (6)'),
     AssumptionInfo(
         "qlora_slowdown", "QLoRA compute time / LoRA compute time (NF4 dequantisation before each GEMM)",
         "x", 1.35, 1.6, 1.15,
         "Estimate: bitsandbytes dequantises the NF4 base to BF16 before every GEMM, forward and backward "
-        "(Dettmers et al., arXiv 2305.14314); practitioner reports put QLoRA 15-60% slower than LoRA.", -1),
+        "(Dettmers et al., arXiv 2305.14314); practitioner reports put QLoRA 15-60% slower than LoRA.", -1,
+        moves=('training',), min_value=1.0, max_value=10.0,
+        domain_reason='dequantisation cannot make QLoRA faster than LoRA; 10x is a broken kernel'),
 )
 
 REGISTRY: MappingProxyType[str, AssumptionInfo] = MappingProxyType({a.name: a for a in _INFOS})
+
+
+def _field(name: str):
+    """The pydantic field of one assumption: its base as default, its domain as the constraint."""
+    i = REGISTRY[name]
+    return Field(i.base, ge=i.min_value, le=i.max_value, allow_inf_nan=False, description=i.label)
+
+
+def by_tag(*tags: str) -> tuple[str, ...]:
+    """Names of the assumptions that can move any of ``tags`` (registry order)."""
+    unknown = set(tags) - set(MOVES)
+    if unknown:
+        raise ValueError(f"unknown tag(s) {sorted(unknown)}; known: {', '.join(MOVES)}")
+    return tuple(n for n, i in REGISTRY.items() if set(i.moves) & set(tags))
 
 
 class Assumptions(BaseModel):
@@ -134,30 +214,30 @@ class Assumptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    gpu_mem_util: float = Field(REGISTRY["gpu_mem_util"].base, gt=0, le=1)
-    runtime_overhead_gib: float = Field(REGISTRY["runtime_overhead_gib"].base, ge=0)
-    mbu: float = Field(REGISTRY["mbu"].base, gt=0, le=1)
-    mfu_max: float = Field(REGISTRY["mfu_max"].base, gt=0, le=1)
-    mfu_ramp_tokens: float = Field(REGISTRY["mfu_ramp_tokens"].base, ge=0)
-    fp8_speedup: float = Field(REGISTRY["fp8_speedup"].base, ge=1)
-    fp4_speedup: float = Field(REGISTRY["fp4_speedup"].base, ge=1)
-    comm_bw_eff: float = Field(REGISTRY["comm_bw_eff"].base, gt=0, le=1)
-    collective_base_us: float = Field(REGISTRY["collective_base_us"].base, ge=0)
-    comm_overlap: float = Field(REGISTRY["comm_overlap"].base, ge=0, lt=1)
-    step_overhead_ms: float = Field(REGISTRY["step_overhead_ms"].base, ge=0)
-    mfu_train: float = Field(REGISTRY["mfu_train"].base, gt=0, le=1)
-    dp_overlap: float = Field(REGISTRY["dp_overlap"].base, ge=0, le=1)
-    failure_rate_per_gpu_hour: float = Field(REGISTRY["failure_rate_per_gpu_hour"].base, ge=0)
-    checkpoint_write_s: float = Field(REGISTRY["checkpoint_write_s"].base, ge=0)
-    restart_s: float = Field(REGISTRY["restart_s"].base, ge=0)
-    eagle_draft_frac: float = Field(REGISTRY["eagle_draft_frac"].base, ge=0, le=1)
-    ngram_draft_us: float = Field(REGISTRY["ngram_draft_us"].base, ge=0)
-    tp_overlap_train: float = Field(REGISTRY["tp_overlap_train"].base, ge=0, lt=1)
-    lora_flop_per_param: float = Field(REGISTRY["lora_flop_per_param"].base, ge=2, le=6)
-    qlora_slowdown: float = Field(REGISTRY["qlora_slowdown"].base, ge=1)
+    gpu_mem_util: float = _field("gpu_mem_util")
+    runtime_overhead_gib: float = _field("runtime_overhead_gib")
+    mbu: float = _field("mbu")
+    mfu_max: float = _field("mfu_max")
+    mfu_ramp_tokens: float = _field("mfu_ramp_tokens")
+    fp8_speedup: float = _field("fp8_speedup")
+    fp4_speedup: float = _field("fp4_speedup")
+    comm_bw_eff: float = _field("comm_bw_eff")
+    collective_base_us: float = _field("collective_base_us")
+    comm_overlap: float = _field("comm_overlap")
+    step_overhead_ms: float = _field("step_overhead_ms")
+    mfu_train: float = _field("mfu_train")
+    dp_overlap: float = _field("dp_overlap")
+    failure_rate_per_gpu_hour: float = _field("failure_rate_per_gpu_hour")
+    checkpoint_write_s: float = _field("checkpoint_write_s")
+    restart_s: float = _field("restart_s")
+    eagle_draft_frac: float = _field("eagle_draft_frac")
+    ngram_draft_us: float = _field("ngram_draft_us")
+    tp_overlap_train: float = _field("tp_overlap_train")
+    lora_flop_per_param: float = _field("lora_flop_per_param")
+    qlora_slowdown: float = _field("qlora_slowdown")
 
     def at(self, bound: Literal["base", "low", "high"]) -> "Assumptions":
-        """Every assumption at its base, pessimistic ("low") or optimistic ("high") bound."""
+        """Every assumption at its base, pessimistic ("low") or optimistic ("high") bound (the registry's values)."""
         return Assumptions(**{n: getattr(i, bound) for n, i in REGISTRY.items()})
 
     def with_(self, **values: float) -> "Assumptions":

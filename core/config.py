@@ -17,9 +17,16 @@ import json
 import zlib
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from core.assumptions import Assumptions
+from core.limits import (
+    CONFIG_DOMAINS,
+    MAX_LINK_PARAM_CHARS,
+    inflate,
+    nearest,
+    parse_json,
+)
 from core.model import ModelArch
 
 WeightFormat = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
@@ -86,6 +93,23 @@ class RabitConfig(BaseModel):
     # assumptions
     assumptions: Assumptions = Assumptions()
 
+    @field_validator(*CONFIG_DOMAINS, mode="before")
+    @classmethod
+    def _in_domain(cls, v: Any, info: Any) -> Any:
+        """Every numeric field inside its one finite domain (core.limits, shared with the widgets and CLI)."""
+        d = CONFIG_DOMAINS[info.field_name]
+        if isinstance(v, str):
+            try:
+                v = float(v) if not d.integer else int(v) if v.strip().lstrip("+-").isdigit() else float(v)
+            except ValueError:
+                raise ValueError(f"{v!r} is not a number") from None
+        if isinstance(v, float) and d.integer and v.is_integer() and abs(v) < 2**53:
+            v = int(v)
+        p = d.problem(v)
+        if p is not None:
+            raise ValueError(p)
+        return v
+
     @property
     def gpus(self) -> int:
         return self.gpus_per_node * self.nodes
@@ -111,7 +135,7 @@ class RabitConfig(BaseModel):
     def kv_bytes_per_elem(self) -> float:
         return KV_BYTES[self.kv_dtype]
 
-    def with_(self, **changes: Any) -> "RabitConfig":
+    def with_(self, **changes: Any) -> RabitConfig:
         """A validated copy with some fields changed."""
         return RabitConfig.model_validate({**self.model_dump(), **changes})
 
@@ -140,32 +164,116 @@ def to_query(cfg: RabitConfig) -> dict[str, str]:
     return out
 
 
-def from_query(params: dict[str, str | list[str]]) -> RabitConfig:
-    """Rebuild a config from query parameters; unknown keys are ignored.
+#: Query parameters Streamlit itself reads (never RA-BIT settings, never reported).
+STREAMLIT_PARAMS = frozenset({"embed", "embed_options"})
+#: Fields that name a catalog entry, with the catalog they are checked against.
+_CATALOG_FIELDS = {"model": "models", "draft_model": "models", "gpu": "gpus", "fabric": "fabrics"}
 
-    Raises ``ValueError`` with the offending parameter named when a value is invalid.
+
+class LinkIssue(BaseModel):
+    """One link parameter that was not used, and why (the rest of the link still applies)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    param: str
+    value: str
+    reason: str
+
+    def message(self) -> str:
+        shown = self.value if len(self.value) <= 40 else self.value[:37] + "..."
+        return f"link parameter {self.param}={shown} was not used: {self.reason}"
+
+
+def _decode_param(k: str, s: str) -> Any:
+    """Decode one raw query value (encoded objects inflated within their limits)."""
+    if k in ("custom_model", "assumptions"):
+        if not s.startswith("z"):
+            raise ValueError("not an encoded object")
+        if len(s) > MAX_LINK_PARAM_CHARS:
+            raise ValueError(f"{len(s):,} characters; the limit is {MAX_LINK_PARAM_CHARS:,}")
+        pad = "=" * (-len(s[1:]) % 4)
+        try:
+            blob = base64.urlsafe_b64decode(s[1:] + pad)
+        except (ValueError, TypeError):
+            raise ValueError("not base64") from None
+        return parse_json(inflate(blob), what="the encoded object")
+    if _int_literal(k):
+        return int(s) if s.lstrip("-").isdigit() and len(s) < 20 else s
+    return s
+
+
+def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, tuple[LinkIssue, ...]]:
+    """Rebuild a config from a link, using every parameter that can be honoured.
+
+    Each parameter that cannot (unknown name, catalog entry or value outside its domain) is left at
+    its default and reported as a :class:`LinkIssue` naming it and why; a mistyped catalog name gets
+    the nearest catalog name as a suggestion. Never raises for a bad link.
     """
+    from core import catalog  # local: the catalogs are read only when a link is opened
+
+    issues: list[LinkIssue] = []
     data: dict[str, Any] = {}
+    raw: dict[str, str] = {}
     for k, v in params.items():
-        if k not in RabitConfig.model_fields:
+        s = str(v[-1] if isinstance(v, (list, tuple)) and v else v if not isinstance(v, (list, tuple)) else "")
+        if k in STREAMLIT_PARAMS:
             continue
-        s = v[-1] if isinstance(v, list) else v
-        if k in ("custom_model", "assumptions"):
-            if not s.startswith("z"):
-                raise ValueError(f"query parameter '{k}' is not an encoded object")
-            pad = "=" * (-len(s[1:]) % 4)
-            try:
-                data[k] = json.loads(zlib.decompress(base64.urlsafe_b64decode(s[1:] + pad)))
-            except Exception as exc:  # noqa: BLE001 - any decoding failure is the user's link
-                raise ValueError(f"query parameter '{k}' could not be decoded: {exc}") from None
-        elif _int_literal(k):
-            data[k] = int(s) if s.lstrip("-").isdigit() else s
-        else:
-            data[k] = s
-    try:
-        return RabitConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ValueError(describe_validation_error(exc)) from None
+        if k not in RabitConfig.model_fields:
+            near = nearest(k, RabitConfig.model_fields)
+            issues.append(LinkIssue(param=k, value=s, reason="not a RA-BIT setting"
+                                    + (f" (did you mean {near}?)" if near else "")))
+            continue
+        if s == "":
+            issues.append(LinkIssue(param=k, value=s, reason="empty value"))
+            continue
+        if k in _CATALOG_FIELDS:
+            known = getattr(catalog, _CATALOG_FIELDS[k])()
+            if s not in known:
+                near = nearest(s, known)
+                what = {"models": "model", "gpus": "GPU", "fabrics": "fabric"}[_CATALOG_FIELDS[k]]
+                issues.append(LinkIssue(param=k, value=s, reason=f"unknown {what} '{s}'"
+                                        + (f"; did you mean {near}?" if near else "")))
+                continue
+        try:
+            data[k] = _decode_param(k, s)
+            raw[k] = s
+        except ValueError as exc:
+            issues.append(LinkIssue(param=k, value=s, reason=f"could not be decoded: {exc}"))
+    for _ in range(len(data) + 1):
+        try:
+            return RabitConfig.model_validate(data), tuple(issues)
+        except ValidationError as exc:
+            dropped = False
+            for e in exc.errors():
+                k = str(e["loc"][0]) if e["loc"] else ""
+                if k in data:
+                    sub = ".".join(str(x) for x in e["loc"][1:])
+                    why = error_text(e)
+                    issues.append(LinkIssue(param=k, value=raw[k], reason=f"{sub}: {why}" if sub else why))
+                    inner = e["loc"][1] if len(e["loc"]) > 1 else None
+                    if k == "assumptions" and isinstance(data[k], dict) and inner in data[k]:
+                        del data[k][inner]  # the other assumptions of the link still apply
+                    else:
+                        del data[k]
+                    dropped = True
+            if not dropped:  # a rule across fields: drop nothing silently, use the defaults
+                issues.append(LinkIssue(param="(link)", value="", reason=describe_validation_error(exc)))
+                return DEFAULT, tuple(issues)
+    return DEFAULT, tuple(issues)
+
+
+def from_query(params: dict[str, str | list[str]]) -> RabitConfig:
+    """Rebuild a config from query parameters, strictly: unknown keys are ignored, any bad value raises.
+
+    Raises ``ValueError`` with the offending parameter named when a value is invalid. The app uses
+    :func:`from_query_report`, which keeps the parameters it can use and reports the others.
+    """
+    cfg, issues = from_query_report({k: v for k, v in params.items() if k in RabitConfig.model_fields})
+    if issues:
+        i = issues[0]
+        raise ValueError(f"query parameter '{i.param}' {i.reason}" if i.param in RabitConfig.model_fields
+                         else i.reason)
+    return cfg
 
 
 def _int_literal(field: str) -> bool:
@@ -185,4 +293,9 @@ def from_json(text: str | bytes) -> RabitConfig:
 def describe_validation_error(exc: ValidationError) -> str:
     e = exc.errors()[0]
     loc = ".".join(str(x) for x in e["loc"]) or "config"
-    return f"{loc}: {e['msg']}"
+    return f"{loc}: {error_text(e)}"
+
+
+def error_text(e: Any) -> str:
+    """One pydantic error's message without pydantic's 'Value error, ' prefix."""
+    return str(e["msg"]).removeprefix("Value error, ")

@@ -7,9 +7,13 @@ A catalog test checks every count against the published figure (within 1%).
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from core.limits import ARCH_DOMAINS
 
 
 class ModelArch(BaseModel):
@@ -56,6 +60,19 @@ class ModelArch(BaseModel):
     # Sliding-window attention: ``sliding_layers`` of the layers see only ``sliding_window`` tokens
     sliding_window: int = Field(0, ge=0)
     sliding_layers: int = Field(0, ge=0)
+    # State-space (Mamba) layers of a hybrid (Jamba): their mixer replaces attention and holds no KV cache
+    ssm_layers: int = Field(0, ge=0)
+    ssm_mixer_params: int = Field(0, ge=0)  # parameters of one such mixer
+
+    @field_validator(*(f for f in ARCH_DOMAINS if f not in ("num_mamba_layers",)), mode="before")
+    @classmethod
+    def _in_domain(cls, v: Any, info: Any) -> Any:
+        """Every size inside its finite domain (core.limits): no config can make a count loop or overflow."""
+        if isinstance(v, bool):
+            raise ValueError(f"{v!r} is not a number")
+        if isinstance(v, int):
+            ARCH_DOMAINS[info.field_name].check(info.field_name, v)
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> "ModelArch":
@@ -66,8 +83,8 @@ class ModelArch(BaseModel):
             raise ValueError("num_experts_per_tok must be between 1 and the number of experts")
         if self.num_experts and not self.moe_intermediate_size:
             raise ValueError("an MoE model needs moe_intermediate_size (or intermediate_size)")
-        if self.sliding_layers > self.num_layers:
-            raise ValueError("more sliding-window layers than layers")
+        if self.sliding_layers + self.ssm_layers > self.num_layers:
+            raise ValueError("more sliding-window and state-space layers than layers")
         if self.first_dense_layers > self.num_layers:
             raise ValueError("first_k_dense_replace exceeds num_hidden_layers")
         return self
@@ -167,16 +184,21 @@ class ModelArch(BaseModel):
             n += self._mlp(self.intermediate_size)
         return n
 
+    def _ssm_delta(self) -> int:
+        """State-space layers carry a Mamba mixer instead of attention (Jamba)."""
+        return self.ssm_layers * (self.ssm_mixer_params - self.attention_params())
+
     def total_params(self) -> int:
         """All parameters (embeddings, every layer, final norm, LM head)."""
         return (self.embedding_params() + self.lm_head_params() + self._norm()
-                + self.dense_layers * self.layer_params(False) + self.moe_layers * self.layer_params(True))
+                + self.dense_layers * self.layer_params(False) + self.moe_layers * self.layer_params(True)
+                + self._ssm_delta())
 
     def active_params(self) -> int:
         """Parameters touched by one token: routed experts counted top-k only."""
         return (self.embedding_params() + self.lm_head_params() + self._norm()
                 + self.dense_layers * self.layer_params(False)
-                + self.moe_layers * self.layer_params(True, active=True))
+                + self.moe_layers * self.layer_params(True, active=True) + self._ssm_delta())
 
     def active_matmul_params(self) -> int:
         """Active parameters that do matrix work per token (input embedding is a lookup).
@@ -197,7 +219,7 @@ class ModelArch(BaseModel):
     # --- attention state -----------------------------------------------------------------------
     @property
     def full_attention_layers(self) -> int:
-        return self.num_layers - self.sliding_layers
+        return self.num_layers - self.sliding_layers - self.ssm_layers
 
     def kv_elements_per_token_layer(self) -> int:
         """Cached elements per token per layer: 2 x n_kv x d_head, or the MLA latent (r_kv + d_rope)."""
@@ -214,7 +236,7 @@ class ModelArch(BaseModel):
 
     def kv_context_tokens(self, context: int) -> float:
         """Tokens held summed over layers, divided by L: sliding layers hold at most the window."""
-        if not self.sliding_layers:
+        if not self.sliding_layers and not self.ssm_layers:
             return float(context)
         w = min(context, self.sliding_window)
         return (self.full_attention_layers * context + self.sliding_layers * w) / self.num_layers
@@ -230,6 +252,32 @@ class ModelArch(BaseModel):
         return e * (1.0 - (1.0 - k / e) ** max(tokens, 0.0))
 
 
+#: Architectures RA-BIT cannot size, by ``model_type``, with why (the message a user sees).
+UNSUPPORTED: dict[str, str] = {
+    **{t: "an encoder-only model: it produces embeddings, not generated tokens, so there is no decode or "
+          "KV cache to size" for t in ("bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert",
+                                        "electra", "albert", "camembert", "modernbert", "mpnet", "nomic_bert")},
+    **{t: "an encoder-decoder model: its cross-attention and encoder pass are not modelled"
+       for t in ("t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "whisper", "longt5", "switch_transformers")},
+    **{t: "a pure state-space model: it has no attention layers, and its recurrent state is not modelled"
+       for t in ("mamba", "mamba2", "falcon_mamba")},
+    "rwkv": "a recurrent (RWKV) model: it has no attention layers, and its recurrent state is not modelled",
+    "rwkv5": "a recurrent (RWKV) model: it has no attention layers, and its recurrent state is not modelled",
+    "rwkv6": "a recurrent (RWKV) model: it has no attention layers, and its recurrent state is not modelled",
+    "xlnet": "a permutation language model with two-stream attention, which is not modelled",
+}
+#: Characters kept in a name taken from a config.json (everything else could render as markup).
+_NAME_OK = re.compile(r"[^A-Za-z0-9 ._/+-]")
+
+
+class UnsupportedArchitecture(ValueError):
+    """A config.json of a family RA-BIT cannot size (the message names it and says why)."""
+
+
+def _unsupported(arch: str, why: str) -> UnsupportedArchitecture:
+    return UnsupportedArchitecture(f"unsupported architecture: {arch} ({why})")
+
+
 def _get(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
     for k in keys:
         if k in cfg and cfg[k] is not None:
@@ -237,72 +285,224 @@ def _get(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
     return default
 
 
+def _int(cfg: dict[str, Any], *keys: str, default: int | None = None, field: str | None = None) -> int | None:
+    """The first present key as an integer inside its domain; a wrong type is refused by name.
+
+    ``true`` is not 1, ``"4096"`` is not 4096, 4096.0 is 4096.
+    """
+    for k in keys:
+        if k in cfg and cfg[k] is not None:
+            v = cfg[k]
+            if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+                v = int(v)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"config.json field '{k}' must be an integer, not {type(v).__name__} "
+                                 f"{_short(v)}")
+            dom = ARCH_DOMAINS.get(field or k)
+            if dom is not None:
+                dom.check(f"config.json field '{k}'", v)
+            elif not 0 <= v <= 2**40:
+                raise ValueError(f"config.json field '{k}': {v} is out of range")
+            return v
+    return default
+
+
+def _bool(cfg: dict[str, Any], key: str, default: bool) -> bool:
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise ValueError(f"config.json field '{key}' must be true or false, not {type(v).__name__} {_short(v)}")
+    return v
+
+
+def _str(cfg: dict[str, Any], key: str) -> str:
+    v = cfg.get(key)
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise ValueError(f"config.json field '{key}' must be a string, not {type(v).__name__} {_short(v)}")
+    return v
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 30 else r[:27] + "..."
+
+
+def _clean_name(s: str, limit: int = 100) -> str:
+    return _NAME_OK.sub("_", s)[:limit].strip() or "custom"
+
+
+def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The language model's config: the top level, or the nested ``text_config`` of a multimodal model
+    (Gemma 3, Llama 4, LLaVA-style) with the top level's naming keys carried over."""
+    inner = cfg.get("text_config")
+    if "hidden_size" in cfg or "n_embd" in cfg or "d_model" in cfg or inner is None:
+        return cfg
+    if not isinstance(inner, dict):
+        raise ValueError("config.json field 'text_config' must be a JSON object")
+    out = dict(inner)
+    for k in ("_name_or_path", "tie_word_embeddings"):
+        if k in cfg and k not in out:
+            out[k] = cfg[k]
+    out.setdefault("architectures", cfg.get("architectures"))
+    return out
+
+
+def _ssm_mixer_params(cfg: dict[str, Any], h: int) -> int:
+    """Parameters of one Mamba mixer as in Jamba (Lieber et al., arXiv 2403.19887; HF JambaMambaMixer).
+
+    in_proj h x 2E, conv1d E x (d_conv + 1), x_proj E x (R + 2N), dt_proj R x E + E, A_log E x N, D E,
+    out_proj E x h, and the dt/B/C RMSNorms R + 2N; E = expand x h, N = d_state, R = dt_rank.
+    """
+    e = _int(cfg, "mamba_expand", default=2, field="num_mamba_layers") * h
+    n = _int(cfg, "mamba_d_state", default=16, field="head_dim")
+    conv = _int(cfg, "mamba_d_conv", default=4, field="head_dim")
+    rank = _int(cfg, "mamba_dt_rank", default=math.ceil(h / 16), field="hidden_size")
+    conv_bias = _bool(cfg, "mamba_conv_bias", True)
+    proj_bias = _bool(cfg, "mamba_proj_bias", False)
+    return (h * 2 * e + (2 * e if proj_bias else 0) + e * conv + (e if conv_bias else 0) + e * (rank + 2 * n)
+            + rank * e + e + e * n + e + e * h + (h if proj_bias else 0) + rank + 2 * n)
+
+
 def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | None = None) -> ModelArch:
     """Build a :class:`ModelArch` from a Hugging Face ``config.json`` dictionary.
 
-    Understands Llama/Mistral/Mixtral/Qwen2/Qwen3(-MoE)/DeepSeek-V3/gpt-oss and GPT-2-style keys
-    (``n_embd``, ``n_layer``, ``n_head``). Raises ``ValueError`` naming the missing key.
+    Understands Llama/Mistral/Mixtral/Qwen2/Qwen3(-MoE)/DeepSeek-V3/gpt-oss, GPT-2-style keys
+    (``n_embd``, ``n_layer``, ``n_head``), Falcon (multi-query and grouped attention, parallel block),
+    Jamba (attention + Mamba layers, MoE every other layer), and multimodal configs whose language
+    model sits in ``text_config`` (Gemma 3, Llama 4; sized as the text model, the vision encoder
+    is not counted). Raises ``ValueError`` naming the missing or wrong-typed key, and
+    :class:`UnsupportedArchitecture` for encoder-only, encoder-decoder and recurrent models.
     """
     if not isinstance(cfg, dict):
         raise ValueError("config.json must hold a JSON object")
-    arch = (cfg.get("architectures") or [""])[0]
-    mtype = str(cfg.get("model_type", "")).lower()
+    archs = cfg.get("architectures")
+    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        raise ValueError("config.json field 'architectures' must be a list of names")
+    top_type = _str(cfg, "model_type").lower()
+    arch_name = _clean_name((archs or [""])[0] if archs else "") if archs else ""
+    label = arch_name or top_type or "unknown"
+    if top_type in UNSUPPORTED:
+        raise _unsupported(label, UNSUPPORTED[top_type])
+    if _bool(cfg, "is_encoder_decoder", False):
+        raise _unsupported(label, "an encoder-decoder model: its cross-attention and encoder pass are not modelled")
+    if any(a.endswith(("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification")) for a in archs or []):
+        raise _unsupported(label, "an encoder-only model: it produces embeddings or labels, not generated tokens")
+    cfg = _text_config(cfg)
+    mtype = _str(cfg, "model_type").lower() or top_type
+    if mtype in UNSUPPORTED:
+        raise _unsupported(label, UNSUPPORTED[mtype])
+    lt = cfg.get("layer_types")
+    if lt is not None and not (isinstance(lt, list) and all(isinstance(t, str) for t in lt)):
+        raise ValueError("config.json field 'layer_types' must be a list of strings")
+    arch = ((cfg.get("architectures") or [""])[0]) if isinstance(cfg.get("architectures"), list) else ""
+    arch = arch if isinstance(arch, str) else ""
     gpt2_style = "n_embd" in cfg or mtype in ("gpt2", "gpt3")
-    h = _get(cfg, "hidden_size", "n_embd", "d_model")
-    layers = _get(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _get(cfg, "num_attention_heads", "n_head")
+    falcon = mtype in ("falcon", "refinedweb", "refinedwebmodel") or arch.startswith(("Falcon", "RW"))
+    jamba = mtype == "jamba"
+    llama4 = mtype in ("llama4_text", "llama4")
+    gemma = mtype.startswith("gemma")
+    h = _int(cfg, "hidden_size", "n_embd", "d_model", field="hidden_size")
+    layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers", field="num_layers")
+    heads = _int(cfg, "num_attention_heads", "n_head", field="num_heads")
+    vocab = _int(cfg, "vocab_size", field="vocab_size")
     for key, val in (("hidden_size", h), ("num_hidden_layers", layers), ("num_attention_heads", heads),
-                     ("vocab_size", cfg.get("vocab_size"))):
+                     ("vocab_size", vocab)):
         if val is None:
-            raise ValueError(f"config.json is missing '{key}'")
-    kv = _get(cfg, "num_key_value_heads", default=heads)
-    head_dim = _get(cfg, "head_dim", default=h // heads)
-    n_experts = int(_get(cfg, "n_routed_experts", "num_local_experts", "num_experts", default=0) or 0)
-    moe_inter = int(_get(cfg, "moe_intermediate_size", default=0) or 0)
-    inter = int(_get(cfg, "intermediate_size", "n_inner", "ffn_dim", default=0) or 0)
-    if gpt2_style and not inter:
+            raise ValueError(f"config.json is missing '{key}'" + (
+                f" (for {label}: the keys may sit in a nested config RA-BIT does not know)"
+                if any(isinstance(v, dict) for v in cfg.values()) else ""))
+    assert h is not None and layers is not None and heads is not None and vocab is not None
+    if falcon:
+        if _bool(cfg, "new_decoder_architecture", False):
+            kv = _int(cfg, "num_kv_heads", "n_head_kv", default=heads, field="num_kv_heads")
+        elif _bool(cfg, "multi_query", True):
+            kv = 1
+        else:
+            kv = heads
+    else:
+        kv = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads, field="num_kv_heads")
+    head_dim = _int(cfg, "head_dim", default=h // heads, field="head_dim")
+    if not head_dim:
+        raise ValueError(f"config.json: hidden_size {h} is smaller than num_attention_heads {heads}; give head_dim")
+    n_experts = _int(cfg, "n_routed_experts", "num_local_experts", "num_experts", default=0, field="num_experts")
+    moe_inter = _int(cfg, "moe_intermediate_size", default=0, field="moe_intermediate_size")
+    inter = _int(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=0,
+                 field="intermediate_size")
+    n_shared = _int(cfg, "n_shared_experts", default=0, field="num_shared_experts")
+    shared_inter = _int(cfg, "shared_expert_intermediate_size", default=0, field="shared_intermediate_size")
+    first_dense = _int(cfg, "first_k_dense_replace", default=0, field="first_dense_layers")
+    if (gpt2_style or falcon) and not inter:
         inter = 4 * h
+    if llama4:
+        # Llama 4: every ``interleave_moe_layer_step``-th layer is MoE (routed experts of intermediate_size
+        # plus one shared expert); the others are dense of intermediate_size_mlp (Meta, Llama 4 model card).
+        step = _int(cfg, "interleave_moe_layer_step", default=1, field="num_layers") or 1
+        moe_inter, n_shared = inter, 1
+        first_dense = layers - layers // step
+        inter = _int(cfg, "intermediate_size_mlp", default=inter, field="intermediate_size")
+    if jamba and n_experts:
+        # Jamba: layer i is MoE when i % expert_layer_period == expert_layer_offset (arXiv 2403.19887)
+        period = _int(cfg, "expert_layer_period", default=2, field="num_layers") or 1
+        offset = _int(cfg, "expert_layer_offset", default=1, field="num_layers")
+        first_dense = layers - sum(1 for i in range(layers) if i % period == offset)
     if n_experts and not moe_inter:
         moe_inter = inter
-    sliding_window = int(_get(cfg, "sliding_window", default=0) or 0)
-    layer_types = cfg.get("layer_types")
-    if layer_types:
-        sliding_layers = sum(1 for t in layer_types if "sliding" in str(t))
-    elif sliding_window and cfg.get("use_sliding_window", True) and sliding_window < int(
-            _get(cfg, "max_position_embeddings", default=10**9)):
+    ssm_layers = ssm_params = 0
+    if jamba:
+        period = _int(cfg, "attn_layer_period", default=8, field="num_layers") or 1
+        offset = _int(cfg, "attn_layer_offset", default=4, field="num_layers")
+        ssm_layers = layers - sum(1 for i in range(layers) if i % period == offset)
+        ssm_params = _ssm_mixer_params(cfg, h)
+    max_ctx = _int(cfg, "max_position_embeddings", "n_positions", "n_ctx", default=4096 if not falcon else 2048,
+                   field="max_context")
+    assert max_ctx is not None
+    sliding_window = _int(cfg, "sliding_window", default=0, field="sliding_window") or 0
+    if lt:
+        sliding_layers = sum(1 for t in lt if "sliding" in t)
+    elif sliding_window and cfg.get("sliding_window_pattern"):
+        pattern = _int(cfg, "sliding_window_pattern", field="num_layers") or 1
+        sliding_layers = layers - layers // pattern  # Gemma 3: every pattern-th layer is global
+    elif sliding_window and _bool(cfg, "use_sliding_window", True) and sliding_window < max_ctx:
         sliding_layers = layers
     else:
         sliding_layers = 0
     if not sliding_layers:
         sliding_window = 0
+    sliding_layers = min(sliding_layers, layers - ssm_layers)
     is_gpt_oss = mtype == "gpt_oss" or "GptOss" in arch
+    bias = _bool(cfg, "bias", False) if falcon else False
+    raw_name = _str(cfg, "_name_or_path")
     return ModelArch(
-        slug=slug or str(cfg.get("_name_or_path", mtype or "custom")).split("/")[-1].lower(),
-        name=name or str(cfg.get("_name_or_path", arch or mtype or "custom model")),
+        slug=_clean_name(slug or (raw_name or mtype or "custom").split("/")[-1].lower()),
+        name=_clean_name(name or raw_name or arch or mtype or "custom model"),
         hidden_size=h, num_layers=layers, num_heads=heads, num_kv_heads=kv, head_dim=head_dim,
-        intermediate_size=inter, vocab_size=cfg["vocab_size"],
-        tie_embeddings=bool(cfg.get("tie_word_embeddings", gpt2_style)),
-        mlp_kind="gelu" if gpt2_style else "swiglu",
-        norm_kind="layernorm" if gpt2_style else "rmsnorm",
-        attention_bias=bool(cfg.get("attention_bias", False) or mtype == "qwen2" or gpt2_style or is_gpt_oss),
-        attn_out_bias=bool(gpt2_style or is_gpt_oss),
-        mlp_bias=bool(cfg.get("mlp_bias", False) or gpt2_style or is_gpt_oss),
-        qk_norm=mtype in ("qwen3", "qwen3_moe"),
+        intermediate_size=inter, vocab_size=vocab,
+        tie_embeddings=_bool(cfg, "tie_word_embeddings", gpt2_style or falcon or gemma),
+        mlp_kind="gelu" if gpt2_style or falcon else "swiglu",
+        norm_kind="layernorm" if gpt2_style or falcon else "rmsnorm",
+        attention_bias=_bool(cfg, "attention_bias", False) or mtype == "qwen2" or gpt2_style or is_gpt_oss or bias,
+        attn_out_bias=bool(gpt2_style or is_gpt_oss or bias),
+        mlp_bias=_bool(cfg, "mlp_bias", False) or gpt2_style or is_gpt_oss or bias,
+        qk_norm=mtype in ("qwen3", "qwen3_moe") or mtype.startswith("gemma3"),
         attention_sinks=is_gpt_oss,
-        learned_pos_embeddings=int(_get(cfg, "n_positions", default=0) or 0) if gpt2_style else 0,
-        max_context=int(_get(cfg, "max_position_embeddings", "n_positions", "n_ctx", default=4096)),
+        learned_pos_embeddings=(_int(cfg, "n_positions", default=0, field="learned_pos_embeddings") or 0)
+        if gpt2_style else 0,
+        max_context=max_ctx,
         num_experts=n_experts,
-        experts_per_tok=int(_get(cfg, "num_experts_per_tok", "experts_per_token", default=0) or 0),
+        experts_per_tok=_int(cfg, "num_experts_per_tok", "experts_per_token", default=0, field="experts_per_tok"),
         moe_intermediate_size=moe_inter,
-        num_shared_experts=int(_get(cfg, "n_shared_experts", default=0) or 0),
-        shared_intermediate_size=int(_get(cfg, "shared_expert_intermediate_size", default=0) or 0),
-        first_dense_layers=int(_get(cfg, "first_k_dense_replace", default=0) or 0),
+        num_shared_experts=n_shared,
+        shared_intermediate_size=shared_inter,
+        first_dense_layers=first_dense,
         router_bias=is_gpt_oss,
-        q_lora_rank=int(_get(cfg, "q_lora_rank", default=0) or 0),
-        kv_lora_rank=int(_get(cfg, "kv_lora_rank", default=0) or 0),
-        qk_nope_head_dim=int(_get(cfg, "qk_nope_head_dim", default=0) or 0),
-        qk_rope_head_dim=int(_get(cfg, "qk_rope_head_dim", default=0) or 0),
-        v_head_dim=int(_get(cfg, "v_head_dim", default=0) or 0),
+        q_lora_rank=_int(cfg, "q_lora_rank", default=0),
+        kv_lora_rank=_int(cfg, "kv_lora_rank", default=0),
+        qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", default=0),
+        qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", default=0),
+        v_head_dim=_int(cfg, "v_head_dim", default=0),
         sliding_window=sliding_window, sliding_layers=sliding_layers,
+        ssm_layers=ssm_layers, ssm_mixer_params=ssm_params,
     )
-

@@ -29,8 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core import catalog
 from core.catalog import Price
+from core.assumptions import Assumptions
 from core.config import RabitConfig
-from core.pricing import GpuPrice, PricePolicy, gpu_price
+from core.pricing import GpuPrice, PricePolicy, gpu_price, unpriced
 from core.simulate import SimSpec, kv_pool, max_throughput, simulate
 from core.speed import StepModel
 from core.validate import problems
@@ -58,6 +59,10 @@ class ServingGoal(_F):
     p95_ttft_s: float | None = Field(None, gt=0)
     p95_itl_s: float | None = Field(None, gt=0)
     p95_e2e_s: float | None = Field(None, gt=0)
+    # the shared config's settings every candidate inherits (the sidebar's, or the CLI's --assume/--config)
+    assumptions: Assumptions = Assumptions()
+    fabric: str = "ib-ndr"
+    block_size: int = Field(16, ge=1, le=1024)
 
 
 class Constraints(_F):
@@ -126,6 +131,7 @@ class Pick(_Replica):
     bottleneck: str
     meets_target: bool
     label: str
+    max_num_seqs: int = 0  # the batch cap the screen chose and the simulation ran with (engine max_num_seqs)
 
 
 class Explanation(_F):
@@ -151,6 +157,7 @@ class Recommendation(_F):
     candidates: tuple[Candidate, ...]
     evaluated: int
     simulated: int
+    unpriced: tuple[str, ...] = ()  # GPU kinds searched for but with no price of the requested kind
 
 
 # --- helpers -------------------------------------------------------------------------------------------
@@ -196,7 +203,8 @@ def _config(goal: ServingGoal, c: Candidate) -> RabitConfig:
     i, o = goal.workload.mean_lengths()
     return RabitConfig(model=goal.model, custom_model=goal.custom_model, gpu=c.gpu, gpus_per_node=gpn,
                        nodes=max(1, c.gpus_per_replica // gpn), tp=c.tp, pp=c.pp, weights=c.weights,
-                       kv_dtype=c.kv_dtype, batch=1, input_tokens=max(1, round(i)), output_tokens=max(1, round(o)))
+                       kv_dtype=c.kv_dtype, batch=1, input_tokens=max(1, round(i)), output_tokens=max(1, round(o)),
+                       assumptions=goal.assumptions, fabric=goal.fabric, block_size=goal.block_size)
 
 
 def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int) -> int:
@@ -293,7 +301,10 @@ def _screen_one(goal: ServingGoal, cons: Constraints, c: Candidate, spec: SimSpe
 def _simulate(goal: ServingGoal, c: Candidate) -> Candidate:
     cfg = _config(goal, c)
     b = c.screen_batch or goal.workload.max_batch
-    spec = goal.workload.with_(rate_per_s=goal.rate_per_s / c.replicas, arrival="poisson")
+    # the screen's batch cap is the engine's max_num_seqs: simulate with it, so the p95s belong to the
+    # configuration the launch config starts
+    spec = goal.workload.with_(rate_per_s=goal.rate_per_s / c.replicas, arrival="poisson", max_batch=b,
+                               token_budget=max(goal.workload.token_budget, b))
     r = simulate(cfg, spec)
     s = r.summary
     done = c.model_copy(update={"simulated": True, "p95_ttft_s": s.ttft_s.p95, "p95_itl_s": s.itl_s.p95,
@@ -312,7 +323,8 @@ def _pick(goal: ServingGoal, c: Candidate) -> Pick:
                 cost_per_million_tokens=(c.cost_per_hour or 0.0) / tokens_per_hour * 1e6,
                 p95_ttft_s=c.p95_ttft_s, p95_itl_s=c.p95_itl_s, p95_e2e_s=c.p95_e2e_s,
                 capacity_requests_per_s=(c.replicas or 0) * (c.capacity_per_replica_rps or 0.0),
-                bottleneck=c.bottleneck, meets_target=bool(c.meets), label=c.label)
+                bottleneck=c.bottleneck, meets_target=bool(c.meets), label=c.label,
+                max_num_seqs=int(c.screen_batch or goal.workload.max_batch))
 
 
 def pareto(picks: list[Pick]) -> tuple[Pick, ...]:
@@ -395,8 +407,14 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
                 for c in cands if c.batch_1_ttft_s is not None and c.usd_per_gpu_hour is not None]
         if near:
             nearest = min(near, key=lambda c: (_worst_ratio(c, goal), c.cost_per_hour or 0.0))
+    kinds = tuple(g for g in sorted(catalog.gpus()) if not cons.gpus_allowed or g in cons.gpus_allowed)
+    no_price = unpriced(kinds, prices, kind=cons.price_kind, providers=cons.providers)
     expl = explain(goal, cons, best, nearest, simulated, all_cands)
-    return Recommendation(goal=goal, constraints=cons, met=best is not None,
+    if no_price:
+        expl = expl.model_copy(update={"assumptions": expl.assumptions + (
+            f"no {cons.price_kind} price for {', '.join(no_price)}: left out of the search (add a price row to "
+            "include them)",)})
+    return Recommendation(goal=goal, constraints=cons, met=best is not None, unpriced=no_price,
                           recommendation=_pick(goal, best) if best else None,
                           nearest=_pick(goal, nearest) if nearest else None, pareto=front, explanation=expl,
                           candidates=tuple(all_cands), evaluated=len(cands), simulated=sims)
@@ -405,9 +423,9 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
 def explain(goal: ServingGoal, cons: Constraints, best: Candidate | None, nearest: Candidate | None,
             simulated: list[Candidate], cands: list[Candidate]) -> Explanation:
     """The structured why: GPU, count, bottleneck, assumptions, risks, alternatives, what to relax."""
-    from core.assumptions import REGISTRY, Assumptions
+    from core.assumptions import REGISTRY
 
-    a = Assumptions()
+    a = goal.assumptions
     assumptions = (
         f"decode memory-bandwidth utilisation {a.mbu:g} ({REGISTRY['mbu'].low:g}-{REGISTRY['mbu'].high:g})",
         f"prefill compute efficiency ceiling {a.mfu_max:g} ({REGISTRY['mfu_max'].low:g}-{REGISTRY['mfu_max'].high:g})",

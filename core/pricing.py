@@ -51,3 +51,12 @@ def gpu_price(gpu: str, prices: tuple[Price, ...], *, kind: str = "on-demand", p
         return GpuPrice(gpu, best.usd_per_gpu_hour, kind, policy, (best,))
     return GpuPrice(gpu, float(statistics.median(values)), kind, policy, rows)
 
+
+
+def unpriced(gpus: tuple[str, ...], prices: tuple[Price, ...], *, kind: str = "on-demand",
+             providers: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The GPU kinds among ``gpus`` with no price row of ``kind`` (and provider filter): left out of a search.
+
+    The caller says so next to the GPU instead of dropping them silently.
+    """
+    return tuple(g for g in gpus if gpu_price(g, prices, kind=kind, providers=providers) is None)

@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from core.config import RabitConfig
+from core.limits import WorkBudget
 from core.memory import serving_memory
 from core.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Pool
 from core.sim.metrics import MIN_N_P95, MIN_N_P99, Percentiles, Summary, summarise
@@ -175,12 +176,14 @@ class SimResult:
         raise KeyError(f"unknown metric {metric!r}; use ttft_s, itl_s, e2e_s or queue_s")
 
 
-def simulate(cfg: RabitConfig, spec: SimSpec, *, timing: str = "auto") -> SimResult:
+def simulate(cfg: RabitConfig, spec: SimSpec, *, timing: str = "auto", budget: WorkBudget | None = None) -> SimResult:
     """Simulate one replica of ``cfg`` serving the workload ``spec`` (deterministic in ``spec.seed``).
 
     ``timing``: ``"auto"`` (the tabulated closed form when it reproduces the step model, which the
     constructor checks), ``"direct"`` (always call ``StepModel.iteration_s``; the reference).
-    Raises ``ValueError`` when the replica has no room for a KV cache.
+    Raises ``ValueError`` when the replica has no room for a KV cache, and
+    :class:`core.limits.BudgetExceeded` (a ``ValueError``) past the work ``budget`` (default: the
+    shared server's, :class:`core.limits.WorkBudget`).
     """
     sm = StepModel.from_config(cfg)
     pool = kv_pool(cfg, spec)
@@ -190,10 +193,11 @@ def simulate(cfg: RabitConfig, spec: SimSpec, *, timing: str = "auto") -> SimRes
     else:
         tm = timing_for(sm, cfg.pp, spec.token_budget, float(min(m.max_context, 32768)))
     rng = np.random.default_rng(spec.seed)
-    rec = Engine(spec, tm, pool, Draws(spec, rng)).run()
-    summary = summarise(rec, spec.arrival == "closed")
+    rec = Engine(spec, tm, pool, Draws(spec, rng)).run(budget)
+    capacity = max_throughput(cfg, spec, pool=pool, sm=sm)
+    summary = summarise(rec, spec.arrival == "closed", capacity.requests_per_s)
     return SimResult(
-        spec=spec, summary=summary, capacity=max_throughput(cfg, spec, pool=pool, sm=sm),
+        spec=spec, summary=summary, capacity=capacity,
         kv_pool_tokens=int(pool.blocks * pool.block), timing="tabulated" if isinstance(tm, LinearTiming) else "direct",
         arrival_s=_ro(np.array(rec.arrival_s, dtype=float)),
         input_tokens=_ro(np.array(rec.input_tokens, dtype=np.int64)),

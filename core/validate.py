@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core import catalog
+from core import catalog, limits
 from core.catalog import Fabric, GpuSpec
 from core.config import RabitConfig
 from core.model import ModelArch
@@ -58,7 +58,7 @@ def problems(cfg: RabitConfig) -> tuple[Problem, ...]:
         out.append(Problem("gpus_per_node", f"a {g.name} node or NVLink domain holds at most "
                                             f"{max(g.gpus_per_node, g.scale_up_domain)} GPUs; add nodes instead"))
     if m.num_heads % cfg.tp:
-        divisors = [d for d in range(1, m.num_heads + 1) if m.num_heads % d == 0 and d <= cfg.gpus]
+        divisors = [d for d in limits.divisors(m.num_heads) if d <= cfg.gpus]  # O(sqrt heads), never range(heads)
         out.append(Problem("tp", f"TP {cfg.tp} does not divide the {m.num_heads} attention heads of {m.name}; "
                                  f"use one of {divisors[-6:]}"))
     if cfg.pp > m.num_layers:

@@ -78,10 +78,11 @@ def open_from_link(analysis_id: str) -> RabitConfig | None:
     try:
         a = store().get(analysis_id)
     except NotFound:
-        st.session_state["_link_error"] = f"No saved analysis with id {analysis_id!r}; showing defaults."
+        st.session_state.setdefault("_link_error", []).append(f"analysis: no saved analysis with id {analysis_id!r}")
         return None
     except Exception as exc:  # noqa: BLE001 - the store being unreachable is shown, never a traceback
-        st.session_state["_link_error"] = f"The analysis store cannot be reached ({type(exc).__name__}: {exc})."
+        st.session_state.setdefault("_link_error", []).append(
+            f"analysis: the analysis store cannot be reached ({type(exc).__name__}: {exc})")
         return None
     _remember(a.id, a.summary.revision, a.name)
     return a.config
@@ -93,7 +94,7 @@ def open_in_session(analysis_id: str) -> None:
 
     cfg = open_from_link(analysis_id)
     if cfg is not None:
-        state._load_into_state(cfg)  # noqa: SLF001 - the sidebar's own loader
+        state._load_into_state(cfg)
 
 
 def close() -> None:

@@ -24,7 +24,10 @@ from dashboard import analyses, state  # noqa: E402
 
 PAGES = ROOT / "pages"
 
-st.set_page_config(page_title="RA-BIT", page_icon=":material/memory:", layout="wide")
+#: The tab icon is served by this server: a ":material/...:" page icon makes the browser fetch it from an
+#: external font host, which an offline intranet cannot reach (the menu icons below use the bundled font).
+ICON = Path(__file__).resolve().parent / "icon.png"
+st.set_page_config(page_title="RA-BIT", page_icon=str(ICON), layout="wide")
 
 #: (file, title, icon, url path), in menu order; the first is the default page.
 PAGE_SPECS = (

@@ -143,6 +143,52 @@ def training_recommendation(cfg: RabitConfig, deadline_s: float, cons: _optimize
     return _optimizer.recommend_training(cfg, deadline_s, cons, prices)
 
 
+# --- ranges (issue 9) --------------------------------------------------------------------------------
+from core import uncertainty as _unc  # noqa: E402
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def speed_ranges(cfg: RabitConfig) -> _unc.Spread:
+    return _unc.speed_spread(cfg)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def memory_ranges(cfg: RabitConfig) -> _unc.Spread:
+    return _unc.memory_spread(cfg)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def training_memory_ranges(cfg: RabitConfig) -> _unc.Spread:
+    return _unc.training_memory_spread(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def batch_band(cfg: RabitConfig, batches: tuple[int, ...]) -> dict:
+    return _unc.batch_band(cfg, batches)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def simulation_ranges(cfg: RabitConfig, spec: _simulate.SimSpec) -> _unc.SimulationRanges:
+    """Ranges of one simulated replica (reuses the cached full run)."""
+    return _unc.simulation_spread(cfg, spec, simulation(cfg, spec))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def training_ranges(cfg: RabitConfig, goal: _training.TrainingGoal) -> dict:
+    return _unc.training_ranges(cfg, training_plan(cfg, goal))
+
+
+@st.cache_data(max_entries=32, show_spinner="Evaluating the recommendation and the runner-up at each bound ...")
+def recommendation_ranges(goal: _optimizer.ServingGoal, cons: _optimizer.Constraints,
+                          prices: tuple) -> _unc.RecommendationRanges:
+    return _unc.recommendation_ranges(recommendation(goal, cons, prices), prices)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def training_option_ranges(cfg: RabitConfig, option: _optimizer.TrainingOption) -> dict:
+    return _unc.training_option_ranges(cfg, option)
+
+
 # --- saved analyses and calibration (issue 10) -------------------------------------------------------
 from core import calibration as _calibration  # noqa: E402
 from core.runs import Run as _Run  # noqa: E402

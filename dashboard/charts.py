@@ -312,3 +312,72 @@ def calibration_chart(residuals, used_labels: set[str], low_mult: float | None, 
                       yaxis_title=f"measured [{unit}]", height=height, margin=dict(l=10, r=10, t=30, b=10),
                       legend=dict(orientation="h", y=-0.2))
     return fig
+
+
+# --- ranges (issue 9) --------------------------------------------------------------------------------
+BAND_FILL = "rgba(31, 111, 235, 0.18)"
+
+
+def _hex_rgba(color: str, alpha: float) -> str:
+    if color.startswith("#") and len(color) == 7:
+        r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+        return f"rgba({r}, {g}, {b}, {alpha})"
+    return BAND_FILL
+
+
+def add_band(fig: go.Figure, x, low, high, name: str = "range", color: str = "#1f6feb", scale: float = 1.0,
+             **trace_kw) -> go.Figure:
+    """A shaded band between ``low`` and ``high`` along ``x`` (heuristic range or calibrated interval).
+
+    ``trace_kw`` goes to ``add_scatter`` (e.g. ``secondary_y=True`` on a subplot figure).
+    """
+    xs, lo, hi = list(x), [v / scale for v in low], [v / scale for v in high]
+    fig.add_scatter(x=xs + xs[::-1], y=hi + lo[::-1], fill="toself", fillcolor=_hex_rgba(color, 0.18),
+                    line=dict(width=0), hoverinfo="skip", name=name, showlegend=True, **trace_kw)
+    fig.add_scatter(x=xs, y=hi, mode="lines", line=dict(width=0.5, color=color, dash="dot"), showlegend=False,
+                    hovertemplate=f"{name} high: %{{y:.4g}}<extra></extra>", **trace_kw)
+    fig.add_scatter(x=xs, y=lo, mode="lines", line=dict(width=0.5, color=color, dash="dot"), showlegend=False,
+                    hovertemplate=f"{name} low: %{{y:.4g}}<extra></extra>", **trace_kw)
+    return fig
+
+
+def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: int | None = None) -> go.Figure:
+    """Which assumptions move a number most: one bar per assumption, down-move left, up-move right [%].
+
+    ``r``: a :class:`core.ranges.Range`; ``sources``: name -> (label, source), shown on hover.
+    """
+    import math
+
+    contribs = sorted(r.contributions, key=lambda c: c.d_up - c.d_down)
+    names = [c.name for c in contribs]
+    down = [(math.exp(c.d_down) - 1) * 100 if math.isfinite(c.d_down) else -100.0 for c in contribs]
+    up = [(math.exp(c.d_up) - 1) * 100 if math.isfinite(c.d_up) else 100.0 for c in contribs]
+    hover = [f"<b>{sources.get(n, (n, ''))[0]}</b><br>source: {_wrap(sources.get(n, ('', ''))[1])}" for n in names]
+    fig = go.Figure()
+    fig.add_bar(y=names, x=down, orientation="h", name="toward low", marker_color="#1f6feb", customdata=hover,
+                hovertemplate="%{y}: %{x:.3g}%<br>%{customdata}<extra></extra>")
+    fig.add_bar(y=names, x=up, orientation="h", name="toward high", marker_color="#cf222e", customdata=hover,
+                hovertemplate="%{y}: +%{x:.3g}%<br>%{customdata}<extra></extra>")
+    fig.update_layout(barmode="overlay", title=title, xaxis_title="change of the number at the assumption's bound [%]",
+                      height=height or max(220, 70 + 28 * len(names)), margin=dict(l=10, r=10, t=50, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    if not names:
+        fig.add_annotation(text="no assumption moves this number", showarrow=False, x=0.5, y=0.5,
+                           xref="paper", yref="paper")
+    return fig
+
+
+def _wrap(text: str, width: int = 70) -> str:
+    import textwrap
+
+    return "<br>".join(textwrap.wrap(text, width))
+
+
+def error_bar_points(fig: go.Figure, x, y, low, high, name: str, color: str = "#1f6feb", scale: float = 1.0,
+                     **trace_kw) -> go.Figure:
+    """Points with asymmetric error bars from a range (e.g. the Pareto front)."""
+    ys = [v / scale for v in y]
+    fig.add_scatter(x=list(x), y=ys, mode="markers", name=name, marker=dict(color=color, size=10),
+                    error_y=dict(type="data", symmetric=False, array=[h / scale - v for h, v in zip(high, ys)],
+                                 arrayminus=[v - lo / scale for lo, v in zip(low, ys)]), **trace_kw)
+    return fig

@@ -79,3 +79,119 @@ def collective_table(view) -> pd.DataFrame:
 
     return pd.DataFrame([{"collective": r.what, "message": fmt_bytes(r.bytes, "auto"), "time": fmt_time(r.time_s),
                           "how": r.how} for r in view.rows])
+
+
+def launch_downloads(pick, goal, key: str = "launch") -> None:
+    """Download buttons for the launch configs of an optimizer pick (engine commands and a Deployment)."""
+    from core.launch import EMIT_CHOICES, FILE_NAMES, emit, launch_spec
+
+    spec = launch_spec(pick, goal)
+    labels = {"vllm": "vLLM command", "sglang": "SGLang command", "trtllm": "TensorRT-LLM command",
+              "k8s": "Kubernetes Deployment"}
+    cols = st.columns(len(EMIT_CHOICES))
+    for col, kind in zip(cols, EMIT_CHOICES):
+        try:
+            text = emit(kind, spec)
+        except ValueError as exc:  # e.g. TensorRT-LLM on an AMD GPU
+            col.caption(f"{labels[kind]}: {exc}")
+            continue
+        col.download_button(labels[kind], text, file_name=FILE_NAMES[kind], key=f"{key}.{kind}",
+                            mime="text/yaml" if kind == "k8s" else "text/x-shellscript")
+    with st.expander("Launch config (vLLM)"):
+        st.code(emit("vllm", spec), language="bash")
+# --- ranges (issue 9) ---------------------------------------------------------------------------------
+
+#: The page's bound choice: what the segmented control shows -> the bound of core.uncertainty.at_bound.
+BOUND_CHOICES = {"pessimistic": "low", "base": "base", "optimistic": "high"}
+
+
+def bound_choice(page: str, cfg):
+    """One click shows the whole page at the pessimistic, base or optimistic bound; returns the config there."""
+    from core.uncertainty import at_bound
+
+    choice = st.segmented_control(
+        "Assumptions at", list(BOUND_CHOICES), default="base", key=f"{page}.bound",
+        help="pessimistic / optimistic: every efficiency assumption at its low / high bound (rabit --bound).")
+    bound = BOUND_CHOICES.get(choice or "base", "base")
+    if bound != "base":
+        st.info(f"Every assumption is at its **{choice}** bound: every number on this page is computed there.")
+    return at_bound(cfg, bound)
+
+
+def tornado_picker(ranges: dict, labels: dict[str, str], page: str, default: str) -> None:
+    """A tornado chart for the page's headline number, with a choice of which number."""
+    keys = [k for k in labels if k in ranges]
+    if not keys:
+        return
+    k = st.selectbox("Which number's sensitivity", keys, index=keys.index(default) if default in keys else 0,
+                     format_func=labels.get, key=f"{page}.tornado")
+    tornado(ranges[k], f"What moves {labels[k]} (heuristic range from the assumption bounds)"
+            if ranges[k].basis != "calibrated" else f"What moves {labels[k]}")
+
+
+def range_text(r, fmt) -> str:
+    """'low … high (basis)' for a caption, or the basis text alone when the range is empty."""
+    from core.ranges import BASIS_TEXT
+
+    if r is None:
+        return ""
+    if r.basis == "none" or r.empty:
+        return BASIS_TEXT["none"]
+    extra = f", {r.n_runs} runs" if r.basis == "calibrated" and r.n_runs else ""
+    return f"{fmt(r.low)} … {fmt(r.high)} ({BASIS_TEXT[r.basis]}{extra})"
+
+
+def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = None) -> None:
+    """A metric card with its range under it."""
+    col.metric(label, value_text, help=help)
+    if r is not None:
+        col.caption("range: " + range_text(r, fmt))
+
+
+def range_metrics(steps: tuple[Step, ...], keys, ranges: dict, cols: int | None = None,
+                  alias: dict[str, str] | None = None) -> None:
+    """Like :func:`metrics`, with each step's range (looked up by key, or ``alias[key]``) under the card."""
+    from core.units import fmt_value
+
+    keys = list(keys)
+    columns = st.columns(cols or len(keys))
+    for i, k in enumerate(keys):
+        s = find(steps, k)
+        r = ranges.get((alias or {}).get(k, k))
+        metric_range(columns[i % len(columns)], s.label, s.shown(), r, lambda v, u=s.unit: fmt_value(v, u),
+                     help=s.note or None)
+
+
+def tornado(r, title: str) -> None:
+    """The tornado chart of one number, each assumption's source on hover."""
+    from core.assumptions import REGISTRY
+    from dashboard import charts
+
+    sources = {n: (i.label, i.source) for n, i in REGISTRY.items()}
+    st.plotly_chart(charts.tornado_chart(r, title, sources), width="stretch")
+
+
+def range_derivation(r, name: str, fmt) -> None:
+    """Show the math of a range: each assumption's d_i, the two sums, the result."""
+    import math
+
+    from core.assumptions import REGISTRY
+    from core.ranges import BASIS_TEXT
+
+    st.markdown(f"**{name}**: {fmt(r.value)}; {BASIS_TEXT[r.basis]}")
+    if r.basis == "calibrated":
+        st.caption(f"Calibrated from {r.n_runs} measured runs: {fmt(r.low)} … {fmt(r.high)}.")
+        return
+    if not r.contributions:
+        st.caption("No assumption moves this number: its range is empty.")
+        return
+    st.dataframe(pd.DataFrame([{
+        "assumption": c.name, "what": REGISTRY[c.name].label if c.name in REGISTRY else "",
+        "d↓ = ln(at bound / base)": round(c.d_down, 5), "d↑": round(c.d_up, 5)} for c in r.contributions]),
+        hide_index=True, width="stretch")
+    s_down = math.sqrt(sum(c.d_down ** 2 for c in r.contributions))
+    s_up = math.sqrt(sum(c.d_up ** 2 for c in r.contributions))
+    st.latex(r"\sqrt{\textstyle\sum_i (d_i^{\downarrow})^2} = " + f"{s_down:.4f}" +
+             r", \qquad \sqrt{\textstyle\sum_i (d_i^{\uparrow})^2} = " + f"{s_up:.4f}")
+    st.latex(r"\text{low} = \text{base} \cdot e^{-" + f"{s_down:.4f}" + r"} = \text{" + fmt(r.low) +
+             r"}, \qquad \text{high} = \text{base} \cdot e^{+" + f"{s_up:.4f}" + r"} = \text{" + fmt(r.high) + "}")

@@ -8,7 +8,6 @@ Each problem is shown with ``st.error`` directly under the input it concerns.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import streamlit as st
@@ -16,10 +15,19 @@ from pydantic import ValidationError
 
 from core import catalog
 from core.assumptions import REGISTRY
-from core.config import DEFAULT, RabitConfig, describe_validation_error, from_json, from_query, to_query
+from core.config import (
+    DEFAULT,
+    RabitConfig,
+    describe_validation_error,
+    from_json,
+    from_query_report,
+    to_query,
+)
+from core.limits import CONFIG_DOMAINS, decode_text, parse_json
 from core.model import from_hf_config
 from core.validate import problems
 from dashboard import analyses
+from dashboard.text import plain
 
 _P = "cfg."
 _CUSTOM = "__custom__"
@@ -27,6 +35,17 @@ _CUSTOM = "__custom__"
 
 def _key(field: str) -> str:
     return _P + field
+
+
+def _dom(field: str, step: float | None = None) -> dict[str, Any]:
+    """min_value / max_value / step of a widget: the config field's one domain (core.limits)."""
+    d = CONFIG_DOMAINS[field]
+    if d.integer:
+        return {"min_value": int(d.lo), "max_value": int(d.hi), "step": int(step or d.step or 1)}
+    out: dict[str, Any] = {"min_value": float(d.lo), "max_value": float(d.hi)}
+    if step or d.step:
+        out["step"] = float(step or d.step)
+    return out
 
 
 def _load_into_state(cfg: RabitConfig) -> None:
@@ -50,10 +69,9 @@ def _init() -> None:
     params = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
     saved = analyses.open_from_link(params.pop("analysis")[-1]) if params.get("analysis") else None
     if params:
-        try:
-            cfg = from_query(params)
-        except ValueError as exc:
-            st.session_state["_link_error"] = f"The link's settings could not be used ({exc}); showing defaults."
+        cfg, issues = from_query_report(params)
+        if issues:  # say which parameter was not used and why; the rest of the link applies
+            st.session_state.setdefault("_link_error", []).extend(i.message() for i in issues)
     if saved is not None:  # ?analysis=<id>: the saved config, with any field the link also names on top
         cfg = saved.with_(**{k: getattr(cfg, k) for k in cfg.model_fields_set})
     _load_into_state(cfg)
@@ -64,7 +82,7 @@ def _on_config_upload() -> None:
     if f is None:
         return
     try:
-        cfg = from_json(f.getvalue())
+        cfg = from_json(decode_text(f.getvalue(), "the config file"))
     except ValueError as exc:
         st.session_state["_upload_error"] = f"That file is not a RA-BIT config: {exc}"
         return
@@ -77,8 +95,8 @@ def _on_model_upload() -> None:
     if f is None:
         return
     try:
-        arch = from_hf_config(json.loads(f.getvalue()), slug=f.name.rsplit(".", 1)[0].lower())
-    except (ValueError, ValidationError, json.JSONDecodeError) as exc:
+        arch = from_hf_config(parse_json(f.getvalue(), "config.json"), slug=f.name.rsplit(".", 1)[0].lower())
+    except (ValueError, ValidationError) as exc:
         msg = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
         st.session_state["_model_error"] = f"That config.json cannot be used: {msg}"
         return
@@ -107,7 +125,9 @@ def sidebar() -> RabitConfig | None:
     sb = st.sidebar
     slots: dict[str, Any] = {}
     if "_link_error" in st.session_state:
-        sb.error(st.session_state.pop("_link_error"))
+        lines = st.session_state.pop("_link_error")
+        sb.error("This view is not exactly the link's: " + "; ".join(plain(m, 300) for m in lines)
+                 + ". Those settings show their defaults; everything else is as sent.")
 
     models = sorted(catalog.models())
     opts = models + ([_CUSTOM] if st.session_state.get("custom_model") is not None else [])
@@ -118,57 +138,57 @@ def sidebar() -> RabitConfig | None:
     with sb.expander("Add a model from config.json"):
         st.file_uploader("Hugging Face config.json", type=["json"], key="model_file", on_change=_on_model_upload)
         if "_model_error" in st.session_state:
-            st.error(st.session_state["_model_error"])
+            st.error(plain(st.session_state["_model_error"], 1000))
 
     gpus = sorted(catalog.gpus())
     sb.selectbox("GPU", gpus, key=_key("gpu"), format_func=lambda s: catalog.gpus()[s].name)
     slots["gpu"] = sb.container()
     c1, c2 = sb.columns(2)
-    c1.number_input("GPUs per node", min_value=1, max_value=72, step=1, key=_key("gpus_per_node"))
-    c2.number_input("Nodes", min_value=1, max_value=8192, step=1, key=_key("nodes"))
+    c1.number_input("GPUs per node", **_dom("gpus_per_node"), key=_key("gpus_per_node"))
+    c2.number_input("Nodes", **_dom("nodes"), key=_key("nodes"))
     slots["gpus_per_node"] = sb.container()
     slots["nodes"] = sb.container()
     sb.selectbox("Inter-node fabric", sorted(catalog.fabrics()), key=_key("fabric"),
                  format_func=lambda s: catalog.fabrics()[s].name)
     c1, c2, c3 = sb.columns(3)
-    c1.number_input("TP", min_value=1, max_value=512, step=1, key=_key("tp"))
-    c2.number_input("PP", min_value=1, max_value=512, step=1, key=_key("pp"))
-    c3.number_input("EP", min_value=1, max_value=512, step=1, key=_key("ep"))
+    c1.number_input("TP", **_dom("tp"), key=_key("tp"))
+    c2.number_input("PP", **_dom("pp"), key=_key("pp"))
+    c3.number_input("EP", **_dom("ep"), key=_key("ep"))
     for f in ("tp", "pp", "ep"):
         slots[f] = sb.container()
     sb.radio("Phase", ["serve", "train"], key=_key("phase"), horizontal=True)
-    sb.number_input("Batch (concurrent sequences)", min_value=1, max_value=100_000, step=1, key=_key("batch"))
+    sb.number_input("Batch (concurrent sequences)", **_dom("batch"), key=_key("batch"))
     slots["batch"] = sb.container()
     c1, c2 = sb.columns(2)
-    c1.number_input("Input tokens", min_value=1, max_value=10_000_000, step=256, key=_key("input_tokens"))
-    c2.number_input("Output tokens", min_value=1, max_value=10_000_000, step=256, key=_key("output_tokens"))
+    c1.number_input("Input tokens", **_dom("input_tokens", 256), key=_key("input_tokens"))
+    c2.number_input("Output tokens", **_dom("output_tokens", 256), key=_key("output_tokens"))
     slots["input_tokens"] = sb.container()
-    sb.slider("Cached prefix share of the prompt", 0.0, 0.95, step=0.05, key=_key("prefix_cache_frac"))
+    sb.slider("Cached prefix share of the prompt", **_dom("prefix_cache_frac"), key=_key("prefix_cache_frac"))
     c1, c2 = sb.columns(2)
     c1.selectbox("Weights", ["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"], key=_key("weights"))
     c2.selectbox("KV cache", ["bf16", "fp8"], key=_key("kv_dtype"))
     c1, c2 = sb.columns(2)
     c1.selectbox("KV allocation", ["paged", "contiguous"], key=_key("kv_alloc"))
-    c2.selectbox("Block size", [8, 16, 32, 64, 128, 256], key=_key("block_size"))
+    c2.selectbox("Block size", list(CONFIG_DOMAINS["block_size"].choices), key=_key("block_size"))
 
     with sb.expander("Speculative decoding"):
         st.selectbox("Method", ["none", "draft", "ngram", "eagle"], key=_key("spec_method"))
         st.selectbox("Draft model", models, key=_key("draft_model"))
-        st.number_input("Draft tokens k", min_value=1, max_value=16, step=1, key=_key("spec_k"))
-        st.slider("Acceptance rate α", 0.0, 1.0, step=0.05, key=_key("spec_alpha"))
+        st.number_input("Draft tokens k", **_dom("spec_k"), key=_key("spec_k"))
+        st.slider("Acceptance rate α", **_dom("spec_alpha"), key=_key("spec_alpha"))
     with sb.expander("Training"):
         st.selectbox("Precision", ["bf16", "fp8"], key=_key("train_precision"))
         st.selectbox("ZeRO stage", [0, 1, 2, 3], key=_key("zero"))
-        st.number_input("Micro-batch", min_value=1, max_value=1024, step=1, key=_key("micro_batch"))
-        st.number_input("Sequence length", min_value=1, max_value=1_048_576, step=1024, key=_key("seq_len"))
+        st.number_input("Micro-batch", **_dom("micro_batch"), key=_key("micro_batch"))
+        st.number_input("Sequence length", **_dom("seq_len", 1024), key=_key("seq_len"))
         slots["seq_len"] = st.container()
         st.selectbox("Recomputation", ["none", "selective", "full"], key=_key("recompute"))
         st.checkbox("Sequence parallelism", key=_key("sequence_parallel"))
-        st.number_input("LoRA rank (0 = full fine-tune)", min_value=0, max_value=4096, step=8, key=_key("lora_rank"))
+        st.number_input("LoRA rank (0 = full fine-tune)", **_dom("lora_rank", 8), key=_key("lora_rank"))
         st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))
         slots["qlora"] = st.container()
-        st.number_input("Training tokens", min_value=1e6, max_value=1e15, format="%.3e", key=_key("train_tokens"))
-        st.number_input("Global batch (tokens)", min_value=1, max_value=2**30, step=2**20,
+        st.number_input("Training tokens", **_dom("train_tokens"), format="%.3e", key=_key("train_tokens"))
+        st.number_input("Global batch (tokens)", **_dom("global_batch_tokens", 2**20),
                         key=_key("global_batch_tokens"))
     with sb.expander("Assumptions (efficiencies)"):
         for name, info in REGISTRY.items():
@@ -186,11 +206,11 @@ def sidebar() -> RabitConfig | None:
     except ValidationError as exc:
         e = exc.errors()[0]
         field = str(e["loc"][0]) if e["loc"] else "model"
-        (slots.get(field) or sb).error(f"{describe_validation_error(exc)}")
+        (slots.get(field) or sb).error(plain(describe_validation_error(exc), 1000))
         return None
     probs = problems(cfg)
     for p in probs:
-        (slots.get(p.field) or sb).error(p.message)
+        (slots.get(p.field) or sb).error(plain(p.message, 1000))
     _config_file_controls(cfg)
     st.query_params.from_dict({**to_query(cfg), **analyses.query_extra()})
     return None if any(p.blocking for p in probs) else cfg
@@ -202,7 +222,7 @@ def _config_file_controls(cfg: RabitConfig) -> None:
                            mime="application/json")
         st.file_uploader("Load a config file", type=["json"], key="cfg_file", on_change=_on_config_upload)
         if "_upload_error" in st.session_state:
-            st.error(st.session_state["_upload_error"])
+            st.error(plain(st.session_state["_upload_error"], 1000))
         st.caption("The page URL carries this configuration too: paste it to share the view.")
 
 

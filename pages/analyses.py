@@ -35,7 +35,7 @@ if cur and b3.button("Close the analysis"):
 if cfg is None:
     save_slot.warning("Fix the highlighted input in the sidebar before saving.")
 
-from store import Conflict, StoreError  # noqa: E402 - the store is only needed once the page runs
+from store import Conflict, StoreError
 
 if new_clicked and cfg is not None:
     try:

@@ -8,17 +8,19 @@ from core.units import GB
 
 st.title("Memory")
 st.caption("What fills one GPU — weights, KV cache, activations, overhead — and how many sequences a replica holds.")
-cfg = state.require_config()
+cfg = render.bound_choice("memory", state.require_config())
 
 serve, train = st.tabs(["Serving", "Training"])
 
 with serve:
     mem = cache.serving_memory(cfg)
+    rng = cache.memory_ranges(cfg)
     (st.success if mem.fits else st.error)(mem.reason)
-    render.metrics(mem.steps, ["weights_bytes_per_gpu", "kv_bytes_per_gpu", "activation_bytes_per_gpu",
-                               "overhead_bytes_per_gpu", "total_bytes_per_gpu", "capacity_bytes_per_gpu"])
-    render.metrics(mem.steps, ["kv_bytes_per_token", "kv_bytes_per_seq_per_gpu", "max_sequences",
-                               "max_sequences_contiguous"])
+    render.range_metrics(mem.steps, ["weights_bytes_per_gpu", "kv_bytes_per_gpu", "activation_bytes_per_gpu",
+                                     "overhead_bytes_per_gpu", "total_bytes_per_gpu", "capacity_bytes_per_gpu"],
+                         rng.ranges)
+    render.range_metrics(mem.steps, ["kv_budget_bytes_per_gpu", "kv_bytes_per_seq_per_gpu", "max_sequences",
+                                     "max_sequences_contiguous"], rng.ranges)
     st.caption(f"Replica = TP {cfg.tp} × PP {cfg.pp} = {mem.replica_gpus} GPUs; {mem.replicas} replica(s) on "
                f"{cfg.gpus} GPUs hold {mem.max_sequences * mem.replicas:,} sequences of "
                f"{cfg.context_tokens:,} tokens (paged).")
@@ -48,13 +50,17 @@ with serve:
                       xaxis_type="log",
                       height=360, margin=dict(l=10))
     c2.plotly_chart(fig, width="stretch")
+    render.tornado_picker(rng.ranges, {"max_sequences": "max sequences per replica",
+                                       "kv_budget_bytes_per_gpu": "the KV budget per GPU"}, "memory", "max_sequences")
     render.show_math(mem.steps)
 
 with train:
     tm = cache.training_memory(cfg)
+    trng = cache.training_memory_ranges(cfg)
     (st.success if tm.fits else st.error)(tm.reason)
-    render.metrics(tm.steps, ["weight_bytes_per_gpu", "gradient_bytes_per_gpu", "optimizer_bytes_per_gpu",
-                              "activation_bytes_per_gpu", "total_bytes_per_gpu", "capacity_bytes_per_gpu"])
+    render.range_metrics(tm.steps, ["weight_bytes_per_gpu", "gradient_bytes_per_gpu", "optimizer_bytes_per_gpu",
+                                    "activation_bytes_per_gpu", "total_bytes_per_gpu", "capacity_bytes_per_gpu"],
+                         trng.ranges)
     st.caption(f"TP {cfg.tp} × PP {cfg.pp} × DP {cfg.dp}, ZeRO-{cfg.zero}, micro-batch {cfg.micro_batch}, "
                f"sequence {cfg.seq_len:,}, recompute {cfg.recompute}"
                + (f", LoRA rank {cfg.lora_rank}" + (" (QLoRA)" if cfg.qlora else "") if cfg.lora_rank else ""))

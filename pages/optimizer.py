@@ -8,7 +8,7 @@ from core import catalog
 from core.catalog import CatalogError, parse_prices
 from core.optimizer import KV_FORMATS, WEIGHT_FORMATS, Constraints, ServingGoal
 from core.simulate import Lengths, SimSpec
-from dashboard import cache, state
+from dashboard import cache, render, state
 
 st.title("Optimizer")
 st.caption("The cheapest priced configuration that meets your p95 targets at your request rate — "
@@ -77,6 +77,9 @@ with serve_tab:
                        providers=tuple(s.strip() for s in providers.split(",") if s.strip()), price_kind=price_kind,
                        price_policy=policy)
     rec = cache.recommendation(goal, cons, tuple(prices))
+    if rec.unpriced:
+        st.warning(f"No {price_kind} price for {', '.join(rec.unpriced)}: left out of the search, not judged. "
+                   "Add a row under 'Edit prices for this session' (or upload a price list) to include them.")
 
     e = rec.explanation
     if rec.met:
@@ -88,6 +91,7 @@ with serve_tab:
         m3.metric("GPUs", f"{r.replicas} x {r.gpus_per_replica} {r.gpu}")
         m4.metric("p95 end-to-end (simulated)", f"{r.p95_e2e_s:.3g} s" if r.p95_e2e_s is not None else "withheld")
         m5.metric("Capacity", f"{r.capacity_requests_per_s:.3g} req/s")
+        render.launch_downloads(r, goal)
     else:
         st.error(e.summary)
         if e.relax:

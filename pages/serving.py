@@ -71,14 +71,22 @@ rate = rate_slot.number_input("Arrival rate [requests/s]", min_value=0.001, max_
                               key="sim.rate", format="%.3g", disabled=arrival != "poisson")
 spec = base.with_(rate_per_s=rate)
 
-with st.spinner(f"Simulating {n_req:,} requests…"):
-    res = cache.simulation(cfg, spec)
+try:
+    with st.spinner(f"Simulating {n_req:,} requests…"):
+        res = cache.simulation(cfg, spec)
+except ValueError as exc:  # a work budget ran out (core.limits): say what to change
+    st.error(str(exc))
+    st.stop()
 s = res.summary
 
 if s.saturated:
     st.error(f"Saturated: requests arrive faster than this replica drains them, so the queue grows without bound "
              f"({s.saturation_reason}). Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
              f"at a batch of {cap.batch:.0f} ({cap.limited_by}).")
+elif s.saturation_verdict == "too short to tell":
+    st.warning(f"Too short to tell whether the queue is stable: {s.saturation_reason}. Simulate more requests. "
+               f"Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s at a batch of {cap.batch:.0f} "
+               f"({cap.limited_by}).")
 else:
     st.success(f"Stable: {s.saturation_reason}. Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
                f"at a batch of {cap.batch:.0f} ({cap.limited_by}).")
@@ -118,7 +126,11 @@ rates = sweep_rates(cap.requests_per_s)
 bar = st.progress(0.0, text=f"Simulating {len(rates)} arrival rates…")
 rows = []
 for i, r in enumerate(rates):
-    rows.append((r, cache.sim_summary(cfg, sweep_spec.with_(rate_per_s=r))))
+    try:
+        rows.append((r, cache.sim_summary(cfg, sweep_spec.with_(rate_per_s=r))))
+    except ValueError as exc:
+        st.error(str(exc))
+        st.stop()
     bar.progress((i + 1) / len(rates), text=f"Simulated {i + 1} of {len(rates)} arrival rates")
 bar.empty()
 st.plotly_chart(charts.p95_vs_rate(rows, cap.requests_per_s, rate if arrival == "poisson" else None),

@@ -10,10 +10,11 @@ st.title("Speed")
 st.caption("One scheduler iteration is the slower of compute and memory traffic, plus the collectives the "
            "layout needs and a fixed overhead. Every number below comes from that one formula; "
            "**Show the math** has the whole chain.")
-cfg = state.require_config()
+cfg = render.bound_choice("speed", state.require_config())
 
 with st.spinner("Timing prefill and decode…"):
     s = cache.speed_summary(cfg)
+    rng = cache.speed_ranges(cfg)
 pf, d = s.prefill, s.decode
 mem = cache.serving_memory(cfg)
 if not mem.fits:
@@ -21,8 +22,16 @@ if not mem.fits:
                "(see Memory).")
 st.info(f"Prefill is **{pf.bound}**-bound, decode is **{d.bound}**-bound "
         f"(at the mean context of {d.mean_context_tokens:,.0f} cached tokens, batch {d.batch}).")
-render.metrics(s.steps, ["prefill_s", "ttft_one_s", "decode_step_s", "e2e_s"])
-render.metrics(s.steps, ["tokens_per_s", "tokens_per_s_per_user", "tokens_per_s_per_gpu", "decode_comm_per_step_s"])
+RANGE_OF = {"ttft_one_s": "ttft_one_prompt_s", "decode_comm_per_step_s": "comm_s_per_step"}
+render.range_metrics(s.steps, ["prefill_s", "ttft_one_s", "decode_step_s", "e2e_s"], rng.ranges, alias=RANGE_OF)
+render.range_metrics(s.steps, ["tokens_per_s", "tokens_per_s_per_user", "tokens_per_s_per_gpu",
+                               "decode_comm_per_step_s"], rng.ranges, alias=RANGE_OF)
+binds = [b for b in rng.labels("bound") if b]
+if len(binds) > 1:
+    other = [b for b in binds if b != d.bound]
+    st.warning(f"The decode step's binding limit changes inside the range: **{d.bound}**-bound here, "
+               f"**{' / '.join(other)}**-bound at the bound of " + ", ".join(
+                   f"`{n}`" for b in other for n in rng.moved_by("bound", b)) + ".")
 analyses.show_calibrated([("TTFT", "ttft_s.p50", pf.ttft_s), ("Decode step (ITL)", "itl_s.p50", d.step_s),
                           ("Tokens/s", "throughput_tokens_per_s", d.tokens_per_s)], cfg)
 if s.compute_bound_batch is None:
@@ -33,7 +42,8 @@ if s.compute_bound_batch is None:
 else:
     st.caption(f"Decode turns compute-bound at batch {s.compute_bound_batch:,} per replica at this context.")
 
-tabs = st.tabs(["Roofline", "Batch", "One iteration", "Context", "Collectives", "Speculative decoding"])
+tabs = st.tabs(["Roofline", "Batch", "One iteration", "Context", "Collectives", "Speculative decoding",
+               "Sensitivity"])
 
 with tabs[0]:
     st.plotly_chart(charts.roofline_chart(cache.roofline(cfg)), width="stretch")
@@ -46,7 +56,11 @@ with tabs[1]:
     with st.spinner("Sweeping batch sizes…"):
         points = cache.batch_sweep(cfg, default_batches(cfg, top))
     c1, c2 = st.columns(2)
-    c1.plotly_chart(charts.batch_chart(points, cfg.batch), width="stretch")
+    band = cache.batch_band(cfg, tuple(p.batch for p in points))
+    fig = charts.batch_chart(points, cfg.batch)
+    charts.add_band(fig, [p.batch for p in points], [b[0] for b in band["tokens_per_s"]],
+                    [b[2] for b in band["tokens_per_s"]], name="tokens/s range", color="#cf222e", secondary_y=True)
+    c1.plotly_chart(fig, width="stretch")
     c2.plotly_chart(charts.tradeoff_chart(points), width="stretch")
 
 with tabs[2]:
@@ -78,6 +92,11 @@ with tabs[5]:
                         width="stretch")
         if s.spec.break_even_alpha != s.spec.break_even_alpha:  # NaN
             st.warning("A speculative round costs more than k + 1 plain steps here: speculation never wins.")
+
+with tabs[6]:
+    render.tornado_picker(rng.ranges, {"decode_step_s": "the decode step", "prefill_s": "TTFT (batch)",
+                                       "tokens_per_s": "aggregate tokens/s", "tokens_per_s_per_user": "tokens/s per user",
+                                       "e2e_s": "end-to-end latency"}, "speed", "decode_step_s")
 
 with st.expander("Assumptions behind these numbers, with sources"):
     st.dataframe(render.assumption_sources(cfg, ("mbu", "mfu_max", "mfu_ramp_tokens", "fp8_speedup", "fp4_speedup",

@@ -5,7 +5,15 @@ where the data lives (the embedded SQLite file or ``RABIT_DATABASE_URL``).
 """
 
 from store.analyses import (
-    EXPORT_FORMAT, Analysis, Conflict, NotFound, RevisionInfo, Store, StoreError, StoredRun, Summary,
+    EXPORT_FORMAT,
+    Analysis,
+    Conflict,
+    NotFound,
+    RevisionInfo,
+    Store,
+    StoredRun,
+    StoreError,
+    Summary,
 )
 from store.db import data_dir, database_url
 

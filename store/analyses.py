@@ -139,7 +139,7 @@ class Analysis:
                 "telemetry": list(self.telemetry)}
 
 
-def _summary(row) -> Summary:  # noqa: ANN001
+def _summary(row) -> Summary:
     return Summary(id=row.id, name=row.name, model=row.model, gpu=row.gpu, revision=row.revision, owner=row.owner,
                    saved_by=row.saved_by, created_at=row.created_at, updated_at=row.updated_at,
                    deleted_at=row.deleted_at)

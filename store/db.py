@@ -61,7 +61,7 @@ def _sqlite_engine(url: str) -> Engine:
     eng = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
 
     @event.listens_for(eng, "connect")
-    def _on_connect(dbapi_conn, _rec):  # noqa: ANN001
+    def _on_connect(dbapi_conn, _rec):
         dbapi_conn.isolation_level = None  # the driver issues no BEGIN of its own; we do, below
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA busy_timeout = 60000")
@@ -71,7 +71,7 @@ def _sqlite_engine(url: str) -> Engine:
         cur.close()
 
     @event.listens_for(eng, "begin")
-    def _on_begin(conn):  # noqa: ANN001
+    def _on_begin(conn):
         conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("rabit_read") else "BEGIN IMMEDIATE")
 
     return eng

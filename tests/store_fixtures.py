@@ -2,7 +2,7 @@
 
 PostgreSQL: ``RABIT_TEST_POSTGRES_URL`` (``.ci/run`` starts a throwaway cluster and sets it), else a
 cluster started here from Debian's packages. When none can be started the PostgreSQL half is skipped
-with the reason printed, except under CI (``CI`` set), where that is a failure.
+with the reason printed, except under CI (``CI`` or ``RABIT_REQUIRE_POSTGRES`` set), where that is a failure.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import pgserver  # noqa: E402
+import pgserver
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +30,7 @@ def pg_server(tmp_path_factory):
         url = pgserver.start(folder)
     except (RuntimeError, OSError, Exception) as exc:  # noqa: BLE001 - any failure to start is the reason
         reason = f"no PostgreSQL server could be started: {exc}"
-        if os.environ.get("CI"):
+        if os.environ.get("CI") or os.environ.get("RABIT_REQUIRE_POSTGRES"):
             pytest.fail(reason + " (CI must run the PostgreSQL store tests)")
         print(f"\nSKIP PostgreSQL store tests: {reason}", file=sys.stderr)
         pytest.skip(reason)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.config import RabitConfig  # noqa: E402
-from store import Conflict, Store  # noqa: E402
+from core.config import RabitConfig
+from store import Conflict, Store
 
 
 def writer_loop(store: Store, name: str, shared: list[str], seconds: float, seed: int) -> dict:
@@ -70,11 +70,11 @@ def main() -> None:
 
         aid, rev = sys.argv[3], int(sys.argv[4])
 
-        def _block(conn) -> None:  # noqa: ANN001 - fires inside the transaction, before COMMIT
+        def _block(conn) -> None:
             print("IN-COMMIT", flush=True)
             time.sleep(120)
 
-        event.listen(store._engine, "commit", _block)  # noqa: SLF001 - test hook on the real engine
+        event.listen(store._engine, "commit", _block)
         print("SAVING", flush=True)
         store.save(aid, RabitConfig(batch=777), expected_revision=rev, saved_by="killed", note="never committed")
         print("COMMITTED?!", flush=True)

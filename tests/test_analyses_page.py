@@ -66,7 +66,7 @@ def test_open_by_link_restores_the_config(clear_cache):
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["analysis"] = "doesnotexist"
     at.run()
-    assert not at.exception and any("No saved analysis" in e.value for e in at.sidebar.error)
+    assert not at.exception and any("no saved analysis" in e.value for e in at.sidebar.error)
 
 
 def test_a_second_save_is_told_and_offered_a_new_revision(clear_cache):

@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from core.calibration import (
-    Residual, calibrate, calibrate_all, interval_multipliers, leave_one_out, predict, residuals_of,
+    Residual,
+    calibrate,
+    calibrate_all,
+    interval_multipliers,
+    leave_one_out,
+    predict,
+    residuals_of,
 )
 from core.config import RabitConfig
 from core.runs import RunError, csv_template, parse_csv, parse_file, parse_json, parse_rows

@@ -19,7 +19,10 @@ def base():
 def test_recommendation_meets_the_target_in_its_own_simulation(base):
     assert base.met and base.recommendation is not None
     rec = next(c for c in base.candidates if c.simulated and c.meets and opt._pick(GOAL, c) == base.recommendation)
-    r = simulate(opt._config(GOAL, rec), SPEC.with_(rate_per_s=GOAL.rate_per_s / rec.replicas))
+    # with the batch cap the launch config sets (max_num_seqs)
+    b = base.recommendation.max_num_seqs
+    r = simulate(opt._config(GOAL, rec), SPEC.with_(rate_per_s=GOAL.rate_per_s / rec.replicas, max_batch=b,
+                                                    token_budget=max(SPEC.token_budget, b)))
     assert r.summary.ttft_s.p95 <= GOAL.p95_ttft_s
     assert r.summary.e2e_s.p95 <= GOAL.p95_e2e_s
     assert not r.summary.saturated and r.summary.rejected == 0
@@ -97,9 +100,42 @@ def test_explanation_is_structured(base):
     assert base.recommendation.gpu in e.why_gpu
 
 
-def test_no_price_prunes_with_reason(base):
-    unpriced = [c for c in base.candidates if c.gpu == "mi300x"]
+def test_no_price_prunes_with_reason_and_is_named(base):
+    # gaudi3 has no dated public on-demand listing in catalogs/prices.csv
+    unpriced = [c for c in base.candidates if c.gpu == "gaudi3"]
     assert unpriced and all("no on-demand price" in c.pruned for c in unpriced)
+    assert "gaudi3" in base.unpriced and "mi300x" not in base.unpriced
+    assert any("gaudi3" in a and "left out" in a for a in base.explanation.assumptions)
+
+
+def test_every_catalog_gpu_is_priced_or_named_as_unpriced():
+    from core.pricing import unpriced as unpriced_of
+
+    prices = catalog.prices()
+    missing = set(unpriced_of(tuple(catalog.gpus()), prices))
+    priced = {p.gpu for p in prices if p.kind == "on-demand"}
+    assert missing | priced == set(catalog.gpus()) and not missing & priced
+    # the AMD parts and the small NVIDIA parts now carry dated listings
+    assert {"mi300x", "mi325x", "gb200", "l40s", "l4"} <= priced
+    assert all(p.as_of for p in prices)
+
+
+def test_amd_is_recommended_where_it_is_cheaper():
+    # Llama-3.1-70B in BF16 is 141 GB of weights: one MI325X (256 GB, $1.95/GPU-h on-demand at TensorWave,
+    # 2026-05-18) holds it with room for KV, while H100/H200/A100-80GB need 2-4 GPUs at $2.29-$5.70 each
+    # (median listings), i.e. at least 2 x 2.29 = $4.58/h per replica. At 1 request/s one replica of each
+    # keeps up, so the cheapest meeting configuration is the single MI325X.
+    goal = ServingGoal(model="llama-3.1-70b", rate_per_s=1.0, p95_ttft_s=5.0, p95_e2e_s=60.0,
+                       workload=SimSpec(num_requests=300, input=Lengths(mean=1000), output=Lengths(mean=250)))
+    cons = Constraints(gpus_allowed=("h100-sxm", "h200-sxm", "a100-80gb", "mi300x", "mi325x"),
+                       weights_allowed=("bf16",), kv_allowed=("bf16",), max_simulations=6)
+    r = recommend(goal, cons)
+    assert r.met and r.recommendation.gpu == "mi325x"
+    assert r.recommendation.gpus_per_replica == 1
+    # without the AMD listings the same search can only pick NVIDIA, at a higher cost
+    nv = recommend(goal, cons, tuple(p for p in catalog.prices() if not p.gpu.startswith("mi")))
+    assert nv.met and nv.recommendation.gpu != "mi325x"
+    assert nv.recommendation.cost_per_hour > r.recommendation.cost_per_hour
 
 
 # --- training runs ---------------------------------------------------------------------------------------

@@ -21,6 +21,12 @@ def test_recommendation_and_table(clear_cache):
     assert shown["Cost per hour"].startswith("$")
     assert any("Why this GPU" in md.value for md in at.markdown)
     assert at.dataframe  # the table of all evaluated configurations with prune reasons
+    # launch configs of the recommendation: download buttons and the vLLM command on the page
+    downloads = at.get("download_button")
+    assert len(downloads) >= 3
+    assert any("vllm serve" in c.value for c in at.code)
+    # GPU kinds without a price are named next to the search, not dropped silently
+    assert any("No on-demand price for" in w.value and "gaudi3" in w.value for w in at.warning)
     first = shown["Cost per hour"]
     # a 5x higher arrival rate needs more GPUs: the cost goes up
     at.number_input(key="opt.rate").set_value(50.0)

@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the store_url and pg_server fixtures are imported by name
 """The store on SQLite and PostgreSQL: revisions, optimistic concurrency, search, soft delete, export and
 import, runs; a process killed inside a save; 20 concurrent writers (threads and processes)."""
 
@@ -15,13 +16,13 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, func, select, text
+from store_fixtures import pg_server, store_url  # noqa: F401 - fixtures
 
 from core.config import RabitConfig
 from core.runs import csv_template, parse_csv
 from store import Conflict, NotFound, Store, StoreError
 from store import db as store_db
 from store.schema import analyses, revisions
-from store_fixtures import pg_server, store_url  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITER = str(ROOT / "tests" / "store_writer.py")
@@ -226,7 +227,7 @@ def test_twenty_concurrent_writers_lose_no_revision(store_url):
     eng.dispose()
     initial = {(a, 1) for a in shared}
     assert stored == set(claimed) | initial and n_rows == len(claimed) + len(initial)  # no lost revision
-    for name, r in results.items():  # each claimed revision holds what its writer saved
+    for r in results.values():  # each claimed revision holds what its writer saved
         for aid, rev, counter in r["saved"][:: max(1, len(r["saved"]) // 20)]:
             a = s.get(aid, revision=rev)
             assert a.config.batch == counter and a.revisions[0].revision >= rev

@@ -51,6 +51,7 @@ from array import array
 from collections import deque
 from dataclasses import dataclass
 
+from core.limits import WorkBudget
 from core.sim.timing import ArrayTiming, LinearTiming
 from core.sim.workload import Draws, SimSpec
 
@@ -233,7 +234,7 @@ class Engine:
 
     def _absorb_arrivals(self) -> None:
         """Queue (or reject) every request that has arrived by now; one time-series point at each arrival."""
-        while self.next_arr <= self.now_s:
+        while self.next_arr <= self.now_s and self.next_arr < INF:  # an infinite clock admits nothing more
             t = self._pop_arrival()
             rid = self.issued
             self.issued += 1
@@ -632,10 +633,16 @@ class Engine:
         self.ts_kv.append((self.used_res if self.reserve else self.wf * self.nf + self.ws * self.ns) * self.inv_P)
 
     # --- the loop ---------------------------------------------------------------------------------
-    def run(self) -> Records:
+    def run(self, budget: WorkBudget | None = None) -> Records:
+        """Simulate to the end; raises :class:`core.limits.BudgetExceeded` past the work budget."""
+        budget = budget or WorkBudget()
         self._record()
         dh = self.dl_heap
+        passes = 0
         while True:
+            passes += 1
+            if not passes & 1023 or self.now_s > budget.max_clock_s:
+                budget.check(passes, self.now_s)
             if self.next_arr <= self.now_s:
                 self._absorb_arrivals()
             if dh and dh[0][0] <= self.now_s:

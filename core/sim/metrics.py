@@ -12,12 +12,20 @@ Latencies are per completed request [s]:
 Percentiles are numpy's linear interpolation. p95 needs at least :data:`MIN_N_P95` samples and p99 at
 least :data:`MIN_N_P99`; below that they are withheld (``None``), never extrapolated.
 
-Saturation rule (the queue grows without bound: arrivals exceed what the replica drains). Over the
-second half of the arrival period, ``[t_last/2, t_last]``, with ``a`` arrivals, ``c`` completions and
-the backlog (requests arrived and not yet ended, from the per-request records) at its start and end,
-the run is saturated when
+Saturation verdict (the queue grows without bound: arrivals exceed what the replica drains): one of
+``"saturated"``, ``"stable"`` or ``"too short to tell"``. Over the second half of the arrival period,
+``[t_last/2, t_last]`` (the first half is the warm-up from an empty replica), with ``a`` arrivals, ``c``
+completions, the backlog ``b`` (requests arrived and not yet ended) at the window's start and end, and its
+time-average ``L`` over the window:
 
-    a >= 10  and  c < 0.9 a  and  (backlog grew by >= 5 % of a  or  timeouts >= 5 % of a).
+* ``a < 30``: too few arrivals for the backlog to say anything (a stable replica's backlog at one instant
+  is roughly Poisson with mean ``L``, so with ``L`` about 4 a rise of 0 -> 4 is ordinary noise). When the
+  closed-form capacity ``mu`` is known, the offered load decides instead: saturated when even the low end
+  of the arrival rate's 3-sigma interval, ``lambda (1 - 3 / sqrt(n))``, exceeds ``mu``; otherwise the
+  verdict is "too short to tell", with the offered load against ``mu`` in words.
+* otherwise saturated when ``c < 0.9 a`` and either timeouts ``>= 5 %`` of ``a``, or the backlog grew by
+  more than both ``5 %`` of ``a`` and the noise of a stable backlog, ``3 sqrt(2 max(L, 1))`` (the
+  difference of two roughly independent Poisson(L) counts has standard deviation ``sqrt(2 L)``).
 
 A closed loop is never saturated: its backlog is bounded by the number of users.
 """
@@ -31,9 +39,11 @@ from core.sim.engine import DONE, REJECTED, TIMED_OUT, Records
 
 MIN_N_P95 = 20
 MIN_N_P99 = 100
-SAT_MIN_ARRIVALS = 10
+SAT_MIN_ARRIVALS = 30
 SAT_SERVED_FRAC = 0.9
 SAT_GROWTH_FRAC = 0.05
+SAT_NOISE_SIGMAS = 3.0
+SATURATED, STABLE, TOO_SHORT = "saturated", "stable", "too short to tell"
 
 
 class Percentiles(BaseModel):
@@ -87,6 +97,7 @@ class Summary(BaseModel):
     iterations: int
     arrival_rate_per_s: float  # observed: arrivals / arrival period
     saturation_reason: str
+    saturation_verdict: str = STABLE  # "saturated", "stable" or "too short to tell"
 
     def __getitem__(self, key: str):
         return getattr(self, key)
@@ -108,10 +119,14 @@ def _trapz_mean(t: np.ndarray, v: np.ndarray) -> float:
     return float(np.sum((v[:-1] + v[1:]) / 2 * np.diff(t)) / (t[-1] - t[0]))
 
 
-def saturation(rec: Records, closed_loop: bool) -> tuple[bool, str]:
-    """Apply the saturation rule of the module docstring; returns (flag, the reason in words)."""
+def saturation(rec: Records, closed_loop: bool, capacity_rps: float | None = None) -> tuple[str, str]:
+    """The saturation verdict of the module docstring and its reason in words.
+
+    ``capacity_rps``: the replica's closed-form capacity [requests/s], used only when the run is too short
+    for the backlog to tell.
+    """
     if closed_loop:
-        return False, "closed loop: the backlog is bounded by the number of users"
+        return STABLE, "closed loop: the backlog is bounded by the number of users"
     arr = np.frombuffer(rec.arrival_s, dtype=float)
     status = np.frombuffer(rec.status, dtype=np.int8)
     fin = np.frombuffer(rec.finish_s, dtype=float)
@@ -119,25 +134,44 @@ def saturation(rec: Records, closed_loop: bool) -> tuple[bool, str]:
     t0 = t1 / 2
     a = int(np.count_nonzero((arr >= t0) & (arr <= t1)))
     if a < SAT_MIN_ARRIVALS or t1 <= t0:
-        return False, f"too few arrivals ({a}) in the second half of the arrival period to judge"
+        return _short_run_verdict(arr, a, capacity_rps)
     done = status == DONE
     c = int(np.count_nonzero(done & (fin >= t0) & (fin <= t1)))
     to = int(np.count_nonzero((status == TIMED_OUT) & (fin >= t0) & (fin <= t1)))
     arr_sorted = np.sort(arr)
     fin_sorted = np.sort(np.where(np.isnan(fin), np.inf, fin))
 
-    def at(t: float) -> int:  # requests arrived and not yet ended (waiting or running), exactly
-        return int(np.searchsorted(arr_sorted, t, side="right") - np.searchsorted(fin_sorted, t, side="right"))
+    def at(t):  # requests arrived and not yet ended (waiting or running), exactly
+        return np.searchsorted(arr_sorted, t, side="right") - np.searchsorted(fin_sorted, t, side="right")
 
-    b0, b1 = at(t0), at(t1)
+    b0, b1 = int(at(t0)), int(at(t1))
+    backlog_mean = float(np.mean(at(np.linspace(t0, t1, 257))))
+    noise = SAT_NOISE_SIGMAS * float(np.sqrt(2 * max(backlog_mean, 1.0)))
     span = t1 - t0
     words = (f"over the second half of the arrivals: {a / span:.3g} arrivals/s, {c / span:.3g} completions/s; "
-             f"backlog {b0:,} -> {b1:,}" + (f"; {to} timed out" if to else ""))
-    sat = c < SAT_SERVED_FRAC * a and (b1 - b0 >= SAT_GROWTH_FRAC * a or to >= SAT_GROWTH_FRAC * a)
-    return sat, words
+             f"backlog {b0:,} -> {b1:,} (mean {backlog_mean:.3g}, noise {noise:.2g})"
+             + (f"; {to} timed out" if to else ""))
+    grew = b1 - b0 >= max(SAT_GROWTH_FRAC * a, noise)
+    sat = c < SAT_SERVED_FRAC * a and (grew or to >= SAT_GROWTH_FRAC * a)
+    return (SATURATED if sat else STABLE), words
 
 
-def summarise(rec: Records, closed_loop: bool) -> Summary:
+def _short_run_verdict(arr: np.ndarray, a: int, capacity_rps: float | None) -> tuple[str, str]:
+    """Too few arrivals for the backlog: the offered load against the closed-form capacity, or no verdict."""
+    n = int(arr.size)
+    head = f"too short to tell: {a} arrivals in the second half of the arrival period (at least {SAT_MIN_ARRIVALS} needed)"
+    period = float(arr.max() - arr.min()) if n > 1 else 0.0
+    if capacity_rps is None or n < 2 or period <= 0:
+        return TOO_SHORT, head
+    lam = (n - 1) / period
+    low = lam * max(0.0, 1 - SAT_NOISE_SIGMAS / np.sqrt(n))
+    words = f"offered {lam:.3g} requests/s against a closed-form capacity of {capacity_rps:.3g}/s"
+    if low > capacity_rps:
+        return SATURATED, f"{words} (even its low end, {low:.3g}/s, is above it; {a} arrivals in the second half)"
+    return TOO_SHORT, f"{head}; {words}"
+
+
+def summarise(rec: Records, closed_loop: bool, capacity_rps: float | None = None) -> Summary:
     arr = np.frombuffer(rec.arrival_s, dtype=float)
     status = np.frombuffer(rec.status, dtype=np.int8)
     fin = np.frombuffer(rec.finish_s, dtype=float)
@@ -156,7 +190,7 @@ def summarise(rec: Records, closed_loop: bool) -> Summary:
     t_end = float(np.nanmax(fin)) if n and np.isfinite(fin).any() else t_start
     span = max(t_end - t_start, 0.0)
     tok = float(out[done].sum())
-    sat, why = saturation(rec, closed_loop)
+    verdict, why = saturation(rec, closed_loop, capacity_rps)
     period = rec.last_arrival_s - t_start
     return Summary(
         ttft_s=Percentiles.of(first[done] - arr[done]),
@@ -168,7 +202,7 @@ def summarise(rec: Records, closed_loop: bool) -> Summary:
         preemptions=rec.total_preemptions,
         rejected=int(np.count_nonzero(status == REJECTED)),
         timed_out=int(np.count_nonzero(status == TIMED_OUT)),
-        saturated=sat,
+        saturated=verdict == SATURATED,
         kv_occupancy_mean=_trapz_mean(ts, kv),
         prefill_time_share=rec.prefill_s / rec.busy_s if rec.busy_s > 0 else 0.0,
         requests=n,
@@ -182,4 +216,5 @@ def summarise(rec: Records, closed_loop: bool) -> Summary:
         iterations=rec.iterations,
         arrival_rate_per_s=(n - 1) / period if n > 1 and period > 0 else 0.0,
         saturation_reason=why,
+        saturation_verdict=verdict,
     )

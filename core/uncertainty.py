@@ -1,0 +1,532 @@
+"""Heuristic ranges: evaluate an estimate at each assumption's low and high bound and combine the moves.
+
+The rule (the RA-BIT spec, "Uncertainty and calibration"): for each assumption ``i`` that can move an
+estimate, evaluate the estimate with that one assumption at its low bound and again at its high bound
+(every other assumption at the value in force). With ``d = ln(result / base)`` for each of those runs,
+
+.. math::
+
+    d_i^{\\downarrow} = \\min(0, d_{i,low}, d_{i,high}), \\qquad d_i^{\\uparrow} = \\max(0, d_{i,low}, d_{i,high})
+
+    low = base \\cdot e^{-\\sqrt{\\sum_i (d_i^{\\downarrow})^2}}, \\qquad
+    high = base \\cdot e^{+\\sqrt{\\sum_i (d_i^{\\uparrow})^2}}
+
+Worked number: a decode step of 10 ms moved to 12 ms by one assumption (d = ln 1.2 = 0.182) and to 9 ms by
+another (d = ln 0.9 = -0.105) has the range 9.0 ms ... 12.0 ms; with a second upward move of ln 1.1 = 0.095 the
+high end is 10 ms x exp(sqrt(0.182^2 + 0.095^2)) = 12.3 ms.
+
+This is a heuristic range from the assumption bounds, not a confidence interval; a calibrated
+:class:`core.ranges.Range` from measured runs takes its place where runs exist.
+
+:func:`spread` is the one mechanism: any function of the config that returns named numbers (plus any
+labels, e.g. which limit binds) is evaluated at base and at the bounds of the assumptions tagged as able to
+move it (:func:`core.assumptions.by_tag`); an assumption whose bounds equal the value in force is skipped (it
+cannot move anything). The ``*_spread`` functions below apply it to each page's headline numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.assumptions import REGISTRY, Assumptions, by_tag
+from core.config import RabitConfig
+from core.ranges import Contribution, Range
+
+Bound = Literal["low", "base", "high"]
+Estimate = Callable[[RabitConfig], Mapping[str, Any]]
+
+#: Requests per simulation at an assumption's bound (the base keeps the full workload). The bound runs supply
+#: only the log-ratios d_i, taken against a base run of the same size and seed; 256 requests keep p99 (100
+#: samples needed) and bound the cost of the ~18 extra runs (a modelling shortcut, see simulation_spread).
+RANGE_SIM_REQUESTS = 256
+
+
+# --- the mechanism -------------------------------------------------------------------------------------------
+
+def combine(value: float, moves: Mapping[str, tuple[float, ...]]) -> Range:
+    """The heuristic range of ``value`` from each assumption's results at its bounds.
+
+    moves: assumption name -> the estimate's results with that assumption alone at each of its bounds.
+    A value that is missing, not finite or not positive has no range (basis "none"); so has a value no
+    assumption moves.
+    """
+    if value is None or not math.isfinite(value) or value <= 0:
+        v = float(value) if value is not None else math.nan
+        return Range(value=v, low=v, high=v, basis="none")
+    contribs = []
+    for name, results in moves.items():
+        ds = [_log_move(r, value) for r in results]
+        ds = [d for d in ds if d is not None]
+        if not ds:
+            continue
+        down, up = min(0.0, *ds), max(0.0, *ds)
+        if down or up:
+            contribs.append(Contribution(name=name, d_down=down, d_up=up))
+    if not contribs:
+        return Range(value=value, low=value, high=value, basis="none")
+    s_down = math.sqrt(sum(c.d_down ** 2 for c in contribs))
+    s_up = math.sqrt(sum(c.d_up ** 2 for c in contribs))
+    return Range(value=value, low=value * math.exp(-s_down), high=value * math.exp(s_up), basis="heuristic",
+                 contributions=tuple(sorted(contribs, key=lambda c: -(c.d_up - c.d_down))))
+
+
+def _log_move(result: Any, base: float) -> float | None:
+    if result is None or isinstance(result, bool):
+        return None
+    r = float(result)
+    if math.isnan(r):
+        return None
+    if r <= 0:
+        return -math.inf
+    if math.isinf(r):
+        return math.inf
+    return math.log(r / base)
+
+
+def rebase(r: Range, value: float | None) -> Range:
+    """The same log-moves applied to another value (a run of another size); no range for a missing value."""
+    if value is None or not math.isfinite(value) or value <= 0 or r.basis == "none":
+        v = float(value) if value is not None else math.nan
+        return Range(value=v, low=v, high=v, basis="none")
+    return r.model_copy(update={"value": value, "low": value * r.low / r.value, "high": value * r.high / r.value})
+
+
+def with_assumption(cfg: RabitConfig, name: str, value: float) -> RabitConfig:
+    """``cfg`` with one assumption moved (the value must be inside the assumption's domain)."""
+    return cfg.model_copy(update={"assumptions": cfg.assumptions.with_(**{name: value})})
+
+
+def at_bound(cfg: RabitConfig, bound: Bound) -> RabitConfig:
+    """``cfg`` with every assumption at the pessimistic ("low") or optimistic ("high") bound; "base": as is."""
+    if bound == "base":
+        return cfg
+    return cfg.model_copy(update={"assumptions": cfg.assumptions.at(bound)})
+
+
+@dataclass(frozen=True)
+class Spread:
+    """An estimate at base and at each relevant bound, and the range of each of its numbers."""
+
+    ranges: dict[str, Range]
+    base: dict[str, Any]
+    #: (assumption, value it was moved to, the estimate's outputs there), one per bound evaluated
+    runs: tuple[tuple[str, float, dict[str, Any]], ...]
+
+    def labels(self, key: str) -> tuple[Any, ...]:
+        """Distinct values of a non-numeric output (e.g. the binding limit) over base and every bound run."""
+        seen = [self.base.get(key)]
+        for _, _, out in self.runs:
+            if out.get(key) not in seen:
+                seen.append(out.get(key))
+        return tuple(seen)
+
+    def moved_by(self, key: str, label: Any) -> tuple[str, ...]:
+        """The assumptions at whose bound the output ``key`` becomes ``label``."""
+        return tuple(dict.fromkeys(n for n, _, out in self.runs if out.get(key) == label))
+
+
+def bound_values(name: str, current: float, bounds: Mapping[str, tuple[float, float]] | None = None
+                 ) -> tuple[float, ...]:
+    """The bound values of one assumption that differ from the value in force."""
+    info = REGISTRY[name]
+    lo, hi = (bounds or {}).get(name, (info.low, info.high))
+    return tuple(v for v in dict.fromkeys((lo, hi)) if v != current)
+
+
+def spread(cfg: RabitConfig, estimate: Estimate, tags: tuple[str, ...] | None = None, *,
+           names: tuple[str, ...] | None = None,
+           bounds: Mapping[str, tuple[float, float]] | None = None) -> Spread:
+    """Evaluate ``estimate`` at base and with each assumption alone at its low and high bound.
+
+    tags: which assumptions can move the estimate (:data:`core.assumptions.MOVES`); ``names`` lists them
+    instead. bounds: name -> (low, high) overriding the registry's bounds (pinning both to the value in force
+    removes an assumption's contribution). Numeric outputs (not bool) get a :class:`Range` each.
+    """
+    names = names if names is not None else by_tag(*(tags or ()))
+    base = dict(estimate(cfg))
+    runs = []
+    for n in names:
+        for v in bound_values(n, getattr(cfg.assumptions, n), bounds):
+            runs.append((n, v, dict(estimate(with_assumption(cfg, n, v)))))
+    ranges = {}
+    for key, val in base.items():
+        if isinstance(val, bool) or not isinstance(val, (int, float)) and val is not None:
+            continue
+        moves: dict[str, list[float]] = {}
+        for n, _, out in runs:
+            moves.setdefault(n, []).append(out.get(key))
+        ranges[key] = combine(val, {n: tuple(rs) for n, rs in moves.items()})
+    return Spread(ranges=ranges, base=base, runs=tuple(runs))
+
+
+# --- the estimates of each page ------------------------------------------------------------------------------
+
+def memory_estimate(cfg: RabitConfig) -> dict[str, Any]:
+    from core.memory import serving_memory
+    from core.trace import NO_TRACE
+
+    r = serving_memory(cfg, NO_TRACE)
+    return {"max_sequences": float(r.max_sequences), "max_sequences_contiguous": float(r.max_sequences_contiguous),
+            "kv_budget_bytes_per_gpu": r.kv_budget_bytes_per_gpu, "kv_bytes_per_gpu": r.kv_bytes_per_gpu,
+            "usable_bytes_per_gpu": r.usable_bytes_per_gpu, "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
+            "fits": r.fits}
+
+
+def memory_spread(cfg: RabitConfig, bounds: Mapping[str, tuple[float, float]] | None = None) -> Spread:
+    """Ranges of the serving memory headline numbers (memory utilisation, runtime overhead)."""
+    return spread(cfg, memory_estimate, ("serving_memory",), bounds=bounds)
+
+
+def training_memory_estimate(cfg: RabitConfig) -> dict[str, Any]:
+    from core.memory import training_memory
+
+    r = training_memory(cfg)
+    return {"total_bytes_per_gpu": r.total_bytes_per_gpu, "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
+            "fits": r.fits}
+
+
+def training_memory_spread(cfg: RabitConfig) -> Spread:
+    """Ranges of the training memory per GPU (the runtime overhead is the only assumption it reads)."""
+    return spread(cfg, training_memory_estimate, ("training_memory",))
+
+
+def speed_estimate(cfg: RabitConfig) -> dict[str, Any]:
+    from core.speed import decode, prefill
+
+    pf, d = prefill(cfg), decode(cfg)
+    return {"prefill_s": pf.ttft_s, "ttft_one_prompt_s": pf.ttft_one_s, "decode_step_s": d.step_s,
+            "tokens_per_s": d.tokens_per_s, "tokens_per_s_per_user": d.tokens_per_s_per_user,
+            "tokens_per_s_per_gpu": d.tokens_per_s_per_gpu, "comm_s_per_step": d.comm_s_per_step,
+            "e2e_s": pf.ttft_s + d.step_s * max(cfg.output_tokens - 1, 0),
+            "bound": d.bound, "prefill_bound": pf.bound}
+
+
+def speed_spread(cfg: RabitConfig, bounds: Mapping[str, tuple[float, float]] | None = None) -> Spread:
+    """Ranges of TTFT, decode step and tokens/s; ``labels("bound")`` says whether the binding limit changes."""
+    return spread(cfg, speed_estimate, ("serving_speed",), bounds=bounds)
+
+
+def batch_band(cfg: RabitConfig, batches: tuple[int, ...]) -> dict[str, tuple[tuple[float, float, float], ...]]:
+    """Aggregate and per-user tokens/s against batch at (pessimistic, base, optimistic) per batch.
+
+    The band is the range rule applied at every batch: one vectorised-enough pass per bound run.
+    """
+    def est(c: RabitConfig) -> dict[str, Any]:
+        from core.speed_views import batch_sweep
+
+        pts = batch_sweep(c, batches)
+        out: dict[str, Any] = {}
+        for p in pts:
+            out[f"agg.{p.batch}"] = p.tokens_per_s
+            out[f"user.{p.batch}"] = p.tokens_per_s_per_user
+        return out
+
+    sp = spread(cfg, est, ("serving_speed",))
+    out: dict[str, list[tuple[float, float, float]]] = {"tokens_per_s": [], "tokens_per_s_per_user": []}
+    for b in batches:
+        for key, pre in (("tokens_per_s", "agg"), ("tokens_per_s_per_user", "user")):
+            r = sp.ranges.get(f"{pre}.{b}")
+            if r is not None:
+                out[key].append((r.low, r.value, r.high))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def simulation_estimate(spec) -> Estimate:
+    def est(cfg: RabitConfig) -> dict[str, Any]:
+        from core.simulate import simulate
+
+        try:
+            r = simulate(cfg, spec)
+        except ValueError:  # no room for a KV cache at this bound
+            return {"saturated": True}
+        return {**_summary_dict(r), "saturated": bool(r.summary.saturated)}
+    return est
+
+
+@dataclass(frozen=True)
+class SimulationRanges:
+    ranges: dict[str, Range]
+    saturated: bool  # the full run's verdict
+    saturated_at: dict[str, bool]  # "low" / "base" / "high" -> verdict of the shortened run at that bound
+    requests_at_bounds: int
+
+    @property
+    def verdict_changes(self) -> bool:
+        return len(set(self.saturated_at.values()) | {self.saturated}) > 1
+
+    def verdict_text(self) -> str:
+        pess, opt = self.saturated_at.get("low"), self.saturated_at.get("high")
+        if not self.verdict_changes:
+            return ("saturated at every bound" if self.saturated else "stable at every bound")
+        if not self.saturated and pess:
+            return "stable at base, but saturated at the pessimistic bound"
+        if self.saturated and not opt:
+            return "saturated at base, but stable at the optimistic bound"
+        return "the saturation verdict changes inside the range"
+
+
+def simulation_spread(cfg: RabitConfig, spec, full=None) -> SimulationRanges:
+    """Ranges of the simulated percentiles, throughput and capacity of one replica.
+
+    The full run gives the values; the bound runs use the first ``RANGE_SIM_REQUESTS`` requests of the same
+    seeded workload (with a base run of that size for the log-ratios), so the ranges cost about as much as two
+    full runs. The saturation verdict is also taken with every assumption at its pessimistic and optimistic
+    bound.
+    """
+    from core.simulate import simulate
+
+    full = full if full is not None else simulate(cfg, spec)
+    short = spec.with_(num_requests=min(spec.num_requests, RANGE_SIM_REQUESTS)) \
+        if spec.trace is None else spec
+    est = simulation_estimate(short)
+    sp = spread(cfg, est, ("serving_memory", "serving_speed"))
+    base_full = _summary_dict(full)
+    ranges = {k: rebase(r, base_full.get(k)) for k, r in sp.ranges.items()}
+    sat = {"base": bool(sp.base.get("saturated"))}
+    for b in ("low", "high"):
+        sat[b] = bool(est(at_bound(cfg, b)).get("saturated"))
+    return SimulationRanges(ranges=ranges, saturated=bool(full.summary.saturated), saturated_at=sat,
+                            requests_at_bounds=short.num_requests)
+
+
+def _summary_dict(r) -> dict[str, Any]:
+    s = r.summary
+    out: dict[str, Any] = {}
+    for fam in ("ttft_s", "itl_s", "e2e_s", "queue_s"):
+        p = getattr(s, fam)
+        for q in ("p50", "p95", "p99"):
+            out[f"{fam}.{q}"] = getattr(p, q)
+    out.update(throughput_requests_per_s=s.throughput_requests_per_s,
+               throughput_tokens_per_s=s.throughput_tokens_per_s, capacity_requests_per_s=r.capacity.requests_per_s,
+               capacity_output_tokens_per_s=r.capacity.output_tokens_per_s)
+    return out
+
+
+def training_estimate(layout, checkpoint_interval_s: float | None = None) -> Estimate:
+    """Step time, MFU, runtime, GPU-hours, wall-clock with failures and cost of one fixed layout."""
+    def est(cfg: RabitConfig) -> dict[str, Any]:
+        from core.goodput import goodput
+        from core.training import catalog_price, evaluate_layout
+
+        r = evaluate_layout(cfg, layout)
+        gp = goodput(r.runtime_s, r.gpus, cfg.assumptions, interval_s=checkpoint_interval_s)
+        price = catalog_price(cfg.gpu)
+        return {"step_s": r.step_s, "mfu": r.mfu, "runtime_s": r.runtime_s, "gpu_hours": r.gpu_hours,
+                "tokens_per_s": r.tokens_per_s, "wall_clock_s": gp.wall_clock_s, "goodput": gp.goodput_frac,
+                "cost_usd": price.usd_per_gpu_hour * r.gpus * gp.wall_clock_s / 3600 if price else None,
+                "fits": r.fits}
+    return est
+
+
+def training_spread(cfg: RabitConfig, layout, checkpoint_interval_s: float | None = None) -> Spread:
+    return spread(cfg, training_estimate(layout, checkpoint_interval_s), ("training",))
+
+
+def deadline_gpus_range(cfg: RabitConfig, goal) -> Range:
+    """The GPU count that meets a deadline, searched again with every assumption at each bound.
+
+    Not the one-at-a-time rule (a search per assumption would cost ~30 searches): the count at the optimistic
+    bound is the low end, at the pessimistic bound the high end; basis "heuristic" with no contributions.
+    """
+    from core.training import plan
+
+    counts = {}
+    for b in ("low", "base", "high"):
+        p = plan(at_bound(cfg, b), goal)
+        counts[b] = float(p.gpus) if p.deadline_met else math.inf
+    v = counts["base"]
+    if not math.isfinite(v):
+        return Range(value=v, low=v, high=v, basis="none")
+    lo, hi = min(counts["high"], v), max(counts["low"], v)
+    return Range(value=v, low=lo, high=hi, basis="heuristic" if (lo, hi) != (v, v) else "none")
+
+
+def ranges_json(ranges: Mapping[str, Range], keys: tuple[str, ...] | None = None,
+                prefix: str = "") -> dict[str, dict[str, float]]:
+    """The CLI's ``ranges`` object: headline key (dotted) -> {"low", "high"}."""
+    return {prefix + k: r.as_json() for k, r in ranges.items() if keys is None or k in keys}
+
+
+def basis_of(ranges: Mapping[str, Range]) -> str:
+    """One ``range_basis`` string for a set of ranges (the calibrated basis wins where any range has it)."""
+    from core.ranges import BASIS_TEXT
+
+    kinds = {r.basis for r in ranges.values()}
+    for k in ("calibrated", "heuristic"):
+        if k in kinds:
+            return BASIS_TEXT[k]
+    return BASIS_TEXT["none"]
+
+
+#: Training headline keys with a range (``rabit train --json`` and the Training page).
+TRAINING_KEYS = ("step_s", "mfu", "runtime_s", "gpu_hours", "wall_clock_s", "goodput", "cost_usd", "tokens_per_s")
+
+
+def training_ranges(cfg: RabitConfig, p) -> dict[str, Range]:
+    """Ranges of a training plan's headline numbers at its chosen layout; in deadline mode also ``gpus``."""
+    if p.best is None:
+        return {}
+    sp = training_spread(cfg, p.best.layout, p.goal.checkpoint_interval_s)
+    out = {k: sp.ranges[k] for k in TRAINING_KEYS if k in sp.ranges}
+    if p.mode == "deadline":
+        out["gpus"] = deadline_gpus_range(cfg, p.goal)
+    return out
+
+
+# --- the optimizer: ranges for the recommendation and the runner-up only ----------------------------------------
+
+#: Pick keys with a range (``rabit recommend --json``: ``recommendation.<key>``).
+PICK_KEYS = ("cost_per_hour", "cost_per_million_tokens", "p95_e2e_s", "p95_ttft_s", "p95_itl_s",
+             "capacity_requests_per_s")
+
+
+@dataclass(frozen=True)
+class PickRanges:
+    label: str
+    ranges: dict[str, Range]
+    misses_at_pessimistic: bool | None  # None: not checked (the runner-up)
+    pessimistic_note: str
+
+
+@dataclass(frozen=True)
+class RecommendationRanges:
+    recommendation: PickRanges | None
+    runner_up: PickRanges | None
+    settled: bool
+    settled_by: str  # the assumption whose measurement would settle an open choice ("" when settled)
+    note: str
+
+
+def _candidate_for(rec, pick):
+    shape = ("gpu", "gpus_per_replica", "tp", "pp", "weights", "kv_dtype")
+    for c in rec.candidates:
+        if c.simulated and all(getattr(c, k) == getattr(pick, k) for k in shape) and c.replicas == pick.replicas:
+            return c
+    return None
+
+
+def _pick_estimate(goal, cons, prices, cand, *, simulate_p95: bool) -> Estimate:
+    """Replicas and cost from the optimizer's closed-form screen at this bound; p95 from a shortened simulation
+    with the pick's replica count fixed."""
+    from core import optimizer as opt
+    from core.pricing import gpu_price
+
+    i_mean, o_mean = goal.workload.mean_lengths()
+    price = gpu_price(cand.gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
+    tokens_per_hour = goal.rate_per_s * o_mean * 3600
+    short = goal.workload.with_(num_requests=min(goal.workload.num_requests, RANGE_SIM_REQUESTS))
+
+    def est(cfg: RabitConfig) -> dict[str, Any]:
+        from core.simulate import simulate
+
+        g = goal.model_copy(update={"assumptions": cfg.assumptions})
+        bare = cand.model_copy(update={"pruned": "", "simulated": False, "meets": None})
+        sc = opt._screen_one(g, cons, bare, goal.workload, i_mean, o_mean, price)
+        replicas = max(sc.replicas or 0, cand.replicas or 0) if sc.replicas else None
+        cap_rep = sc.capacity_per_replica_rps
+        cost = replicas * cand.gpus_per_replica * price.usd_per_gpu_hour if (replicas and price) else None
+        out: dict[str, Any] = {
+            "cost_per_hour": cost, "cost_per_million_tokens": cost / tokens_per_hour * 1e6 if cost else None,
+            "capacity_requests_per_s": (cand.replicas or 0) * cap_rep if cap_rep else None}
+        if simulate_p95:
+            try:
+                s = simulate(cfg, short.with_(rate_per_s=goal.rate_per_s / (cand.replicas or 1),
+                                              arrival="poisson")).summary
+                out.update(p95_e2e_s=s.e2e_s.p95, p95_ttft_s=s.ttft_s.p95, p95_itl_s=s.itl_s.p95)
+            except ValueError:
+                out.update(p95_e2e_s=math.inf, p95_ttft_s=math.inf, p95_itl_s=math.inf)
+        return out
+    return est
+
+
+def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
+    """Ranges of the recommendation (cost, cost per million tokens, p95s, capacity) and of the runner-up's cost.
+
+    The replica count at a bound follows the optimizer's own screen (capacity at 80% utilisation), so a cost
+    moves only where a bound needs another replica; the p95s come from shortened simulations at each bound with
+    the recommended replica count. The recommendation is also simulated with every assumption at its pessimistic
+    bound (full workload): a miss there is said. When the runner-up's cost range overlaps the recommendation's,
+    the choice is not settled, and the assumption that moves the cost ratio between the two most is the one
+    whose measurement settles it.
+    """
+    from core import catalog
+    from core import optimizer as opt
+
+    if rec.recommendation is None:
+        return RecommendationRanges(None, None, True, "", "nothing meets the target: no range to show")
+    prices = prices if prices is not None else catalog.prices()
+    goal, cons = rec.goal, rec.constraints
+    best = _candidate_for(rec, rec.recommendation)
+    if best is None:
+        return RecommendationRanges(None, None, True, "", "")
+    names = by_tag("serving_memory", "serving_speed")
+    cfg = opt._config(goal, best)
+    sp = spread(cfg, _pick_estimate(goal, cons, prices, best, simulate_p95=True), names=names)
+    base_pick = rec.recommendation
+    ranges = {k: rebase(sp.ranges[k], getattr(base_pick, k)) if k.startswith("p95") else sp.ranges[k]
+              for k in PICK_KEYS if k in sp.ranges}
+    # the pessimistic bound, every assumption at once, full workload
+    g_low = goal.model_copy(update={"assumptions": goal.assumptions.at("low")})
+    try:
+        low = opt._simulate(g_low, best)
+    except ValueError as exc:  # the model no longer fits at the pessimistic memory bounds
+        low, why = None, str(exc)
+    misses = low is None or not low.meets
+    if low is None:
+        note = f"misses the target at the pessimistic bound: {why}"
+    elif misses:
+        note = "misses the target at the pessimistic bound" + (
+            f" (p95 end-to-end {low.p95_e2e_s:.3g} s)" if low.p95_e2e_s is not None else "")
+    else:
+        note = "meets the target even at the pessimistic bound"
+    rp = PickRanges(label=base_pick.label, ranges=ranges, misses_at_pessimistic=misses, pessimistic_note=note)
+    # the runner-up: the cheapest other simulated configuration that meets the target
+    others = sorted((c for c in rec.candidates if c.simulated and c.meets and c is not best
+                     and (c.gpu, c.gpus_per_replica, c.tp, c.pp, c.weights, c.kv_dtype)
+                     != (best.gpu, best.gpus_per_replica, best.tp, best.pp, best.weights, best.kv_dtype)),
+                    key=lambda c: c.cost_per_hour or math.inf)
+    if not others:
+        return RecommendationRanges(rp, None, True, "", "no runner-up meets the target")
+    ru = others[0]
+    sp2 = spread(opt._config(goal, ru), _pick_estimate(goal, cons, prices, ru, simulate_p95=False), names=names)
+    ru_pick = opt._pick(goal, ru)
+    rr = PickRanges(label=ru_pick.label, ranges={k: sp2.ranges[k] for k in ("cost_per_hour", "cost_per_million_tokens",
+                                                                          "capacity_requests_per_s")
+                                                 if k in sp2.ranges},
+                    misses_at_pessimistic=None, pessimistic_note="")
+    a, b = ranges.get("cost_per_hour"), rr.ranges.get("cost_per_hour")
+    if a is None or b is None or a.high < b.low:
+        return RecommendationRanges(rp, rr, True, "", f"settled: the runner-up ({ru_pick.label}) costs more even at "
+                                                      "the ends of both ranges")
+    # which assumption moves the cost ratio most (the runs line up: same names, same bound values)
+    base_ratio = math.log(b.value / a.value) if a.value and b.value else 0.0
+    move: dict[str, float] = {}
+    for (n, _, o1), (_, _, o2) in zip(sp.runs, sp2.runs):
+        c1, c2 = o1.get("cost_per_hour"), o2.get("cost_per_hour")
+        if c1 and c2:
+            move[n] = max(move.get(n, 0.0), abs(math.log(c2 / c1) - base_ratio))
+    by = max(move, key=move.get) if move and max(move.values()) > 0 else ""
+    if not by:  # both costs move together: the assumption that moves them most is the one to measure
+        contribs = sorted(a.contributions + b.contributions, key=lambda c: c.d_down - c.d_up)
+        by = contribs[0].name if contribs else ""
+    label = REGISTRY[by].label if by else ""
+    return RecommendationRanges(rp, rr, False, by, (
+        f"not settled: the runner-up ({ru_pick.label}) has an overlapping cost range"
+        + (f"; measuring {by} ({label}) would settle it" if by else "")))
+
+
+def training_option_ranges(cfg: RabitConfig, option) -> dict[str, Range]:
+    """Ranges of a recommended training option (runtime, wall-clock, GPU-hours, cost) at its GPU count."""
+    from core import catalog
+    from core.training import TrainingGoal, plan
+
+    g = catalog.gpu(option.gpu)
+    cg = cfg.with_(gpu=option.gpu, gpus_per_node=g.gpus_per_node, nodes=max(1, option.gpus // g.gpus_per_node),
+                   tp=1, pp=1, ep=1)
+    p = plan(cg, TrainingGoal(gpus=option.gpus))
+    rg = training_ranges(cg, p)
+    return {k: rebase(rg[k], getattr(option, k)) for k in ("runtime_s", "wall_clock_s", "gpu_hours", "cost_usd", "mfu")
+            if k in rg}
