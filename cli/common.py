@@ -378,3 +378,29 @@ def range_line(label: str, r, fmt) -> str:
     if r is None or r.basis == "none":
         return f"  {label}: {fmt(r.value) if r else '-'} (no assumption moves it)"
     return f"  {label}: {fmt(r.value)} (range {fmt(r.low)} ... {fmt(r.high)})"
+
+
+def with_calibrated(payload: dict[str, Any], args: argparse.Namespace, cfg: RabitConfig,
+                    keys: dict[str, str]) -> dict[str, Any]:
+    """With ``--analysis ID`` whose measured runs calibrate ``cfg``'s GPU kind, add ``payload["calibrated"]``:
+    ``{payload key: {"value", "low", "high", "basis": "calibrated", "n_runs", "factor", "metric"}}`` beside the
+    analytical value and its heuristic range. ``keys``: payload key -> calibration metric (``ttft_s.p50``)."""
+    aid = getattr(args, "analysis", None)
+    if not aid:
+        return payload
+    from core.calibration import calibrate_all, residuals_of
+
+    runs = tuple(r.run for r in load_analysis(aid).runs)
+    cals = calibrate_all(residuals_of(runs), cfg.gpu) if runs else {}
+    out = {}
+    for key, metric in keys.items():
+        v = payload
+        for part in key.split("."):
+            v = v.get(part) if isinstance(v, dict) else None
+        if metric in cals and isinstance(v, (int, float)) and v > 0:
+            rg = cals[metric].range(float(v))
+            out[key] = {"value": rg.value, "low": rg.low, "high": rg.high, "basis": rg.basis, "n_runs": rg.n_runs,
+                        "factor": cals[metric].factor, "metric": metric}
+    if out:
+        payload["calibrated"] = out
+    return payload

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, config_from_args, die, emit,
-                        fill_from_config, with_ranges)
+                        fill_from_config, with_calibrated, with_ranges)
 from core.simulate import Lengths, SimSpec, parse_trace, simulate
 from core.uncertainty import simulation_spread
 from core.units import fmt_time
@@ -147,5 +147,7 @@ def run(args: argparse.Namespace) -> int:
     human += "\n  ranges (" + payload["range_basis"] + "): " + "; ".join(
         f"{k} {fmt_time(rg.ranges[k].low)} ... {fmt_time(rg.ranges[k].high)}" for k in ("ttft_s.p95", "e2e_s.p95")
         if rg.ranges[k].basis != "none") + f"\n  saturation: {rg.verdict_text()}"
+    with_calibrated(payload, args, cfg, {f"{m}.{q}": f"{m}.{q}" for m in ("ttft_s", "itl_s", "e2e_s")
+                                         for q in ("p50", "p99")} | {"throughput_tokens_per_s": "throughput_tokens_per_s"})
     emit(payload, args.json, human)
     return 0

@@ -171,15 +171,18 @@ def show_calibrated(items: list[tuple[str, str, float | None]], cfg: RabitConfig
     shown = [(lab, cals[m], v) for lab, m, v in items if m in cals and v is not None]
     if not shown:
         return
-    st.markdown(f"**Calibrated** from the measured runs of *{current()['name']}* "
+    from dashboard.text import plain
+
+    st.markdown(f"**Calibrated** from the measured runs of *{plain(current()['name'])}* "
                 f"(same GPU kind, same metric; see Calibration)")
+    from dashboard import render
+
     cols = st.columns(len(shown))
     for col, (lab, c, v) in zip(cols, shown):
-        rg = c.range(v)
+        rg = c.range(v)  # a core.ranges.Range with basis "calibrated" and n_runs
         fmt = fmt_num if c.metric.startswith("throughput") else fmt_time
         band = "Student t, 95 %" if c.basis == "t" else "x0.7 … x1.3, fewer than 3 runs"
-        col.metric(f"{lab} (calibrated, n={c.n})", fmt(rg.value),
-                   delta=f"x{c.factor:.2f} vs analytical {fmt(v)}", delta_color="off",
-                   help=f"interval {fmt(rg.low)} … {fmt(rg.high)} ({band}); analytical {fmt(v)}; "
-                        f"{c.n} comparable run(s)")
-        col.caption(f"{fmt(rg.low)} … {fmt(rg.high)}")
+        render.metric_range(col, f"{lab} (calibrated, n={c.n})", fmt(rg.value), rg, fmt,
+                            help=f"analytical {fmt(v)} x factor {c.factor:.3f}; interval {band}; "
+                                 f"{c.n} comparable run(s)")
+        col.caption(f"analytical {fmt(v)} · x{c.factor:.2f}")

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analyses, state
+from dashboard.text import plain
 
 st.title("Saved analyses")
 where = analyses.store().where
@@ -18,7 +19,7 @@ user = analyses.current_user()
 # --- save --------------------------------------------------------------------------------------------
 st.subheader("Save")
 if cur:
-    st.markdown(f"Open: **{cur['name']}**, revision {cur['revision']} · link: [`?analysis={cur['id']}`]"
+    st.markdown(f"Open: **{plain(cur['name'])}**, revision {cur['revision']} · link: [`?analysis={cur['id']}`]"
                 f"(?analysis={cur['id']})")
 c1, c2 = st.columns(2)
 name = c1.text_input("Name", value=cur["name"] if cur else "", key="an.name")
@@ -40,17 +41,17 @@ from store import Conflict, StoreError
 if new_clicked and cfg is not None:
     try:
         aid = analyses.save_new(name, cfg, note=note, saved_by=user or by, results=analyses.headline(cfg))
-        save_slot.success(f"Saved as a new analysis: {name.strip()} · link `?analysis={aid}`")
+        save_slot.success(f"Saved as a new analysis: {plain(name)} · link `?analysis={aid}`")
     except StoreError as exc:
-        save_slot.error(str(exc))
+        save_slot.error(plain(exc, 400))
 if rev_clicked and cfg is not None:
     try:
         rev = analyses.save_revision(cfg, name=name, note=note, saved_by=user or by, results=analyses.headline(cfg))
-        save_slot.success(f"Saved revision {rev} of {name.strip()}.")
+        save_slot.success(f"Saved revision {rev} of {plain(name)}.")
     except Conflict as exc:
         st.session_state["an.conflict"] = exc.current
     except StoreError as exc:
-        save_slot.error(str(exc))
+        save_slot.error(plain(exc, 400))
 if "an.conflict" in st.session_state and cur:
     current_rev = st.session_state["an.conflict"]
     save_slot.warning(f"Someone saved this analysis while you had it open: you opened revision {cur['revision']}, "
@@ -102,7 +103,7 @@ else:
                     cur["name"] = new_name.strip()
                 st.rerun()
             except StoreError as exc:
-                rename_slot.error(str(exc))
+                rename_slot.error(plain(exc, 400))
     with st.expander("Revisions"):
         a = analyses.store().get(pick)
         st.dataframe(pd.DataFrame([{"revision": r.revision, "name": r.name, "saved by": r.saved_by,
@@ -118,7 +119,7 @@ with st.expander("Deleted analyses (restore)"):
         st.caption("The bin is empty.")
     for r in binned:
         c1, c2 = st.columns([4, 1])
-        c1.write(f"{r.name} ({r.model} on {r.gpu}), deleted {r.deleted_at[:19].replace('T', ' ')} UTC")
+        c1.write(f"{plain(r.name)} ({r.model} on {r.gpu}), deleted {r.deleted_at[:19].replace('T', ' ')} UTC")
         if c2.button("Restore", key=f"an.restore.{r.id}"):
             analyses.store().restore(r.id)
             st.rerun()
@@ -131,6 +132,6 @@ if up is not None and st.button("Import", key="an.do_import"):
         aid = analyses.store().import_(json.loads(up.getvalue()), saved_by=user or by, owner=user)
         st.success(f"Imported as a new analysis · link `?analysis={aid}`")
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        st.error(f"That file is not JSON: {exc}")
+        st.error(f"That file is not JSON: {plain(exc, 400)}")
     except StoreError as exc:
-        st.error(str(exc))
+        st.error(plain(exc, 400))

@@ -6,6 +6,7 @@ import streamlit as st
 from core.calibration import COMPARABLE_RULE, leave_one_out
 from core.runs import CSV_COLUMNS, METRICS, RunError, csv_template, parse_file, parse_rows
 from dashboard import analyses, cache, charts, state
+from dashboard.text import plain
 
 st.title("Calibration")
 st.caption("Import benchmark runs, and RA-BIT predicts each run's metrics on the run's own configuration. "
@@ -19,7 +20,7 @@ if not cur:
     st.stop()
 cfg = state.require_config()
 saved_cfg = analyses.store().get(cur["id"]).config
-st.markdown(f"Analysis **{cur['name']}** (revision {cur['revision']}); calibrating for **{cfg.gpu}**.")
+st.markdown(f"Analysis **{plain(cur['name'])}** (revision {cur['revision']}); calibrating for **{cfg.gpu}**.")
 
 st.subheader("Add runs")
 c1, c2 = st.columns([3, 1])
@@ -33,7 +34,7 @@ if files and c1.button("Attach the files", key="cal.attach", type="primary"):
         analyses.store().add_runs(cur["id"], new)
         upload_slot.success(f"Attached {len(new)} run(s).")
     except RunError as exc:
-        upload_slot.error(f"Nothing attached: {exc}")
+        upload_slot.error(f"Nothing attached: {plain(exc, 600)}")
 with st.expander("…or type runs into a table (the CSV template's columns; empty config fields take the "
                  "analysis's)"):
     table = st.data_editor(pd.DataFrame(columns=list(CSV_COLUMNS), dtype=str), num_rows="dynamic", key="cal.table",
@@ -45,7 +46,7 @@ with st.expander("…or type runs into a table (the CSV template's columns; empt
             analyses.store().add_runs(cur["id"], new)
             table_slot.success(f"Attached {len(new)} run(s).")
         except RunError as exc:
-            table_slot.error(f"Nothing attached: {exc}")
+            table_slot.error(f"Nothing attached: {plain(exc, 600)}")
 
 runs = analyses.runs()
 if not runs:
@@ -92,7 +93,7 @@ else:
 with st.expander("Attached runs"):
     for rid, run in runs:
         a, b = st.columns([5, 1])
-        a.write(f"**{run.label}** ({run.source}): {run.describe()}; "
+        a.write(f"**{plain(run.label)}** ({run.source}): {plain(run.describe())}; "
                 + ", ".join(f"{m.metric} = {m.value:.4g}" for m in run.measurements))
         if b.button("Remove", key=f"cal.rm.{rid}"):
             analyses.store().remove_run(cur["id"], rid)

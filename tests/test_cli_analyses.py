@@ -83,3 +83,18 @@ def test_calibrate_add_and_show_keys(capsys, tmp_path):
     err = fails(capsys, "calibrate", "add", "--analysis", aid, "--file", str(FIXTURE), "--file", str(bad))
     assert "median_itl_ms' must be positive" in err
     assert len(run(capsys, "analyses", "show", aid, "--json")["runs"]) == 1  # nothing attached from the refused call
+
+
+def test_estimates_from_a_calibrated_analysis_carry_the_calibrated_value_beside_the_analytical(capsys):
+    aid = run(capsys, "analyses", "save", "--name", "cal", "--model", "llama-3.1-8b", "--tp", "1", "--input", "1000",
+              "--output", "250", "--json")["id"]
+    run(capsys, "calibrate", "add", "--analysis", aid, "--file", str(FIXTURE), "--json")
+    factor = run(capsys, "calibrate", "show", "--analysis", aid, "--json")["metrics"]["ttft_s.p50"]["factor"]
+    sim = run(capsys, "simulate", "--analysis", aid, "--rate", "4", "--requests", "300", "--json")
+    c = sim["calibrated"]["ttft_s.p50"]
+    assert (c["basis"], c["n_runs"]) == ("calibrated", 1)
+    assert c["value"] == pytest.approx(sim["ttft_s"]["p50"] * factor)  # analytical x factor
+    assert (c["low"], c["high"]) == (pytest.approx(0.7 * c["value"]), pytest.approx(1.3 * c["value"]))
+    sp = run(capsys, "speed", "--analysis", aid, "--json")
+    assert sp["calibrated"]["prefill_s"]["metric"] == "ttft_s.p50" and "ranges" in sp  # beside the heuristic range
+    assert "calibrated" not in run(capsys, "speed", "--model", "llama-3.1-8b", "--tp", "1", "--json")
