@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_analysis_arg(q)
     q.add_argument("--revision", type=int, help="with --analysis: the revision you edited (refused if it moved on)")
     q.add_argument("--note", help="free-text note")
-    q.add_argument("--by", default=os.environ.get("USER", ""), help="who saves (default: $USER)")
+    q.add_argument("--by", help="who saves (default: $USER)")
     add_model_args(q)
     add_cluster_args(q)
     add_serving_args(q)
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=save)
 
     q = s.add_parser("list", help="saved analyses, newest first")
-    q.add_argument("--search", default="", help="match name, model or GPU")
+    q.add_argument("--search", help="match name, model or GPU")
     q.add_argument("--deleted", action="store_true", help="list deleted analyses instead (restorable)")
     add_json(q)
     q.set_defaults(func=list_)
@@ -77,13 +77,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     q = s.add_parser("import", help="import an exported analysis as a new one")
     q.add_argument("file")
-    q.add_argument("--by", default=os.environ.get("USER", ""))
+    q.add_argument("--by", help="who imports (default: $USER)")
     add_json(q)
     q.set_defaults(func=import_)
 
     q = s.add_parser("where", help="where the analyses are stored")
     add_json(q)
     q.set_defaults(func=where)
+
+
+def _by(args: argparse.Namespace) -> str:
+    return args.by or os.environ.get("USER", "")
 
 
 def headline(cfg: RabitConfig) -> dict[str, Any]:
@@ -113,12 +117,12 @@ def save(args: argparse.Namespace) -> int:
             a = st.get(args.analysis)
             expected = args.revision if args.revision is not None else a.summary.revision
             rev = st.save(a.id, cfg, expected_revision=expected, name=args.name, results=headline(cfg),
-                          note=args.note, saved_by=args.by)
+                          note=args.note, saved_by=_by(args))
             aid = a.id
         else:
             if not args.name:
                 die("rabit analyses save: error: argument --name: required for a new analysis")
-            aid, rev = st.create(args.name, cfg, results=headline(cfg), note=args.note or "", saved_by=args.by), 1
+            aid, rev = st.create(args.name, cfg, results=headline(cfg), note=args.note or "", saved_by=_by(args)), 1
     except Conflict as exc:
         die(f"rabit analyses save: error: argument --revision: {exc}")
     except StoreError as exc:
@@ -128,7 +132,7 @@ def save(args: argparse.Namespace) -> int:
 
 
 def list_(args: argparse.Namespace) -> int:
-    rows = open_store().list(args.search, deleted=args.deleted)
+    rows = open_store().list(args.search or "", deleted=args.deleted)
     human = "\n".join(f"{r.id}  {r.updated_at[:19].replace('T', ' ')}  rev {r.revision:<3} {r.name}  "
                       f"({r.model} on {r.gpu})" for r in rows) or "no saved analyses"
     emit({"analyses": [r.as_json() for r in rows]}, args.json, human)
@@ -211,7 +215,7 @@ def import_(args: argparse.Namespace) -> int:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         die(f"rabit analyses import: error: argument file: {args.file} is not JSON ({exc})")
     try:
-        aid = open_store().import_(data, saved_by=args.by)
+        aid = open_store().import_(data, saved_by=_by(args))
     except StoreError as exc:
         die(f"rabit analyses import: error: argument file: {exc}")
     emit({"id": aid}, args.json, f"imported as {aid}")

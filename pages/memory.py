@@ -47,8 +47,8 @@ with serve:
                            orientation="h", marker_color=[{"MHA": "#cf222e", "GQA": "#1f6feb", "MLA": "#2da44e"}
                                                           .get(r[1], "#8250df") for r in kv_rows]))
     fig.update_layout(title=f"KV bytes per token across the catalog ({cfg.kv_dtype})", xaxis_title="KB per token (log)",
-                      xaxis_type="log",
-                      height=360, margin=dict(l=10))
+                      xaxis_type="log", yaxis=dict(dtick=1),  # every bar labelled: no skipped models
+                      height=max(360, 22 * len(kv_rows) + 110), margin=dict(l=10))
     c2.plotly_chart(fig, width="stretch")
     render.tornado_picker(rng.ranges, {"max_sequences": "max sequences per replica",
                                        "kv_budget_bytes_per_gpu": "the KV budget per GPU"}, "memory", "max_sequences")

@@ -58,10 +58,14 @@ def test_save_from_the_page_then_list_and_search(clear_cache):
 
 
 def test_open_by_link_restores_the_config(clear_cache):
-    aid = Store().create("Linked", SMALL.with_(batch=7, weights="fp8"), saved_by="bo")
+    from core.config import Workload
+
+    aid = Store().create("Linked", SMALL.with_(batch=7, weights="fp8", workload=Workload(rate_per_s=3.5, users=5)),
+                         saved_by="bo")
     at = _app("analyses.py", analysis=aid)
     assert at.session_state["cfg.model"] == "llama-3.1-8b" and at.session_state["cfg.batch"] == 7
     assert at.session_state["cfg.weights"] == "fp8" and at.session_state["cfg.tp"] == 1
+    assert at.session_state["cfg.workload.rate_per_s"] == 3.5  # the serving page's inputs travel too
     assert f"?analysis={aid}" in _text(at) and "Linked" in _text(at)
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["analysis"] = "doesnotexist"
