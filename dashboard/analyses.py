@@ -28,6 +28,24 @@ def store():
     return cache.store(database_url())
 
 
+def store_or_stop():
+    """The store for a page; when it cannot be opened, say why (never a traceback) and stop the page."""
+    try:
+        return store()
+    except Exception as exc:  # noqa: BLE001 - a bad URL or an unreachable server is the operator's to fix
+        from store import database_url
+
+        from dashboard.text import plain
+
+        try:
+            where = database_url()
+        except OSError:
+            where = "the data folder"
+        st.error(f"The analysis store cannot be opened ({plain(type(exc).__name__)}: {plain(exc, 300)}). "
+                 f"Check RABIT_DATABASE_URL or RABIT_DATA_DIR (now: {plain(where.split('@')[-1], 200)}).")
+        st.stop()
+
+
 # --- login (optional) ------------------------------------------------------------------------------
 
 def login_enabled() -> bool:

@@ -9,7 +9,7 @@ from dashboard import analyses, state
 from dashboard.text import plain
 
 st.title("Saved analyses")
-where = analyses.store().where
+where = analyses.store_or_stop().where
 st.caption(f"An analysis keeps the sidebar's whole configuration, a snapshot of the headline results, the measured "
            f"runs attached to it and a note; saving again keeps every earlier revision. Stored in `{where}`.")
 cfg = state.config()

@@ -13,6 +13,7 @@ st.caption("Import benchmark runs, and RA-BIT predicts each run's metrics on the
            "r = ln(measured / predicted); bias = mean r over comparable runs; calibrated = predicted × exp(bias). "
            "With 3 or more runs the 95 % interval is exp(± t · sd · √(1 + 1/n)) (Student t); with fewer, "
            "×0.7 … ×1.3 around the calibrated value.")
+analyses.store_or_stop()
 cur = analyses.current()
 if not cur:
     st.info("Runs are attached to a saved analysis: save this configuration or open one under **Saved analyses** "

@@ -151,3 +151,9 @@ def test_login_is_off_by_default_and_asks_first_when_on(clear_cache, monkeypatch
     at = AppTest.from_file(APP, default_timeout=120).run()
     assert not at.exception
     assert [b for b in at.button if b.label == "Log in"] and "asks you to log in" in _text(at)
+
+
+def test_an_unreachable_store_is_an_error_on_the_page_not_a_traceback(clear_cache, monkeypatch):
+    monkeypatch.setenv("RABIT_DATABASE_URL", "postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2")
+    at = _app("analyses.py")
+    assert any("cannot be opened" in e.value for e in at.error)
