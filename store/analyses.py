@@ -62,6 +62,19 @@ def load_config(text: str) -> RabitConfig:
             raise StoreError(f"saved config cannot be read: {describe_validation_error(exc)}") from None
 
 
+def load_run(text: str) -> Run:
+    """A saved run; config fields this version no longer knows are dropped (like :func:`load_config`)."""
+    try:
+        return Run.model_validate_json(text)
+    except ValidationError:
+        data = json.loads(text)
+        data["config"] = load_config(json.dumps(data.get("config", {}))).model_dump()
+        try:
+            return Run.model_validate(data)
+        except ValidationError as exc:
+            raise StoreError(f"saved run cannot be read: {describe_validation_error(exc)}") from None
+
+
 def _model_name(cfg: RabitConfig) -> str:
     return cfg.custom_model.slug if cfg.custom_model is not None else cfg.model
 
@@ -290,7 +303,7 @@ class Store:
         return Analysis(
             summary=_summary(row), config=load_config(rev.config_json), results=json.loads(rev.results_json),
             note=rev.note, revision=want,
-            runs=tuple(StoredRun(id=r.id, run=Run.model_validate_json(r.run_json), created_at=r.created_at)
+            runs=tuple(StoredRun(id=r.id, run=load_run(r.run_json), created_at=r.created_at)
                        for r in run_rows),
             revisions=tuple(RevisionInfo(revision=h.revision, name=h.name, saved_by=h.saved_by,
                                          created_at=h.created_at, note=h.note) for h in hist),

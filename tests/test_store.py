@@ -237,3 +237,27 @@ def test_twenty_concurrent_writers_lose_no_revision(store_url):
           f"told and retried, {sum(r['reads'] for r in results.values())} reads")
     assert total > 20 and sum(1 for r in results.values() if r["saved"]) == 20
     _consistent(store_url)
+
+
+def test_an_analysis_saved_by_an_older_version_still_opens(store_url):
+    """A config field this version no longer knows (and one it added since) does not make an analysis unreadable."""
+    s = Store(store_url)
+    aid = s.create("old", RabitConfig(batch=5))
+    s.add_runs(aid, parse_csv(csv_template())[:1])
+    eng = create_engine(store_url)
+    with eng.begin() as c:
+        for r, text_ in c.execute(select(revisions.c.revision, revisions.c.config_json)).all():
+            data = json.loads(text_)
+            data["retired_field"] = 1
+            data.pop("workload", None)
+            c.execute(revisions.update().where(revisions.c.analysis_id == aid, revisions.c.revision == r)
+                      .values(config_json=json.dumps(data)))
+        from store.schema import runs as runs_table
+
+        for rid, text_ in c.execute(select(runs_table.c.id, runs_table.c.run_json)).all():
+            data = json.loads(text_)
+            data["config"]["retired_field"] = 1
+            c.execute(runs_table.update().where(runs_table.c.id == rid).values(run_json=json.dumps(data)))
+    eng.dispose()
+    a = Store(store_url).get(aid)
+    assert a.config.batch == 5 and len(a.runs) == 1
