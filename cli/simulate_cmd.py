@@ -8,7 +8,8 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_weight_kv_args, cli_budget,
-                        config_from_args, die, emit, fill_from_config, read_file, with_ranges)
+                        config_from_args, die, emit, fill_from_config, read_file, with_calibrated,
+                        with_ranges)
 from core import choices
 from core.config import DEFAULT, RabitConfig, Workload
 from core.limits import MAX_TABLE_BYTES
@@ -189,5 +190,7 @@ def run(args: argparse.Namespace) -> int:
     human += "\n  ranges (" + payload["range_basis"] + "): " + "; ".join(
         f"{k} {fmt_time(rg.ranges[k].low)} ... {fmt_time(rg.ranges[k].high)}" for k in ("ttft_s.p95", "e2e_s.p95")
         if rg.ranges[k].basis != "none") + f"\n  saturation: {rg.verdict_text()}"
+    with_calibrated(payload, args, cfg, {f"{m}.{q}": f"{m}.{q}" for m in ("ttft_s", "itl_s", "e2e_s")
+                                         for q in ("p50", "p99")} | {"throughput_tokens_per_s": "throughput_tokens_per_s"})
     emit(payload, args.json, human)
     return 0
