@@ -32,6 +32,7 @@ from core.config import (
 from core.limits import CONFIG_DOMAINS, decode_text, parse_json
 from core.model import from_hf_config
 from core.validate import problems
+from dashboard import analyses
 from dashboard.text import plain
 
 _P = "cfg."
@@ -119,10 +120,15 @@ def _init() -> None:
     st.session_state["_rabit_init"] = True
     cfg = DEFAULT
     params = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
+    saved = analyses.open_from_link(params.pop("analysis")[-1]) if params.get("analysis") else None
     if params:
         cfg, issues = from_query_report(params)
         if issues:  # say which parameter was not used and why; the rest of the link applies
-            st.session_state["_link_error"] = ([i.message() for i in issues], cfg)
+            st.session_state.setdefault("_link_error", []).extend(i.message() for i in issues)
+    if saved is not None:  # ?analysis=<id>: the saved config, with any field the link also names on top
+        cfg = saved.with_(**{k: getattr(cfg, k) for k in cfg.model_fields_set})
+    if st.session_state.get("_link_error"):
+        st.session_state["_link_cfg"] = cfg  # the messages stand while the view is this one
     _load_into_state(cfg)
 
 
@@ -271,17 +277,18 @@ def sidebar() -> RabitConfig | None:
             return None
     st.session_state["_group_errors"] = group_errors
     link = st.session_state.get("_link_error")
-    if link is not None:
-        if link[1] == cfg:
-            link_slot.error("This view is not exactly the link's: " + "; ".join(plain(m, 300) for m in link[0])
+    if link:
+        if st.session_state.get("_link_cfg") == cfg:
+            link_slot.error("This view is not exactly the link's: " + "; ".join(plain(m, 300) for m in link)
                             + ". Those settings show their defaults; everything else is as sent.")
         else:  # the visitor has changed the view since: the message no longer describes it
             st.session_state.pop("_link_error")
+            st.session_state.pop("_link_cfg", None)
     probs = problems(cfg)
     for p in probs:
         (slots.get(p.field) or sb).error(plain(p.message, 1000))
     _config_file_controls(cfg)
-    st.query_params.from_dict(to_query(cfg))
+    st.query_params.from_dict({**to_query(cfg), **analyses.query_extra()})
     return None if any(p.blocking for p in probs) else cfg
 
 
