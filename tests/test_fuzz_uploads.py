@@ -2,8 +2,8 @@
 type) or a valid result, never another exception, and never a long wait.
 
 The uploads: a Hugging Face config.json (sidebar), a RA-BIT config file (sidebar), a trace to replay (Serving
-page, ``rabit simulate --trace``), a price list (Optimizer page, ``rabit recommend --price-file``) and a
-telemetry dump (Diagnostics page).
+page, ``rabit simulate --trace``), a price list (Optimizer page, ``rabit recommend --price-file``), a
+telemetry dump (Diagnostics page, ``rabit diagnose``) and measured runs (Calibration page, ``rabit calibrate``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.catalog import CatalogError, parse_prices
-from core.config import from_json
+from core.config import DEFAULT, from_json
 from core.limits import MAX_TABLE_BYTES, PayloadError, decode_text, parse_json
 from core.model import from_hf_config
+from core.runs import RunError, parse_file
 from core.simulate import parse_trace
 from core.telemetry import TelemetryError
 from core.telemetry import parse as parse_telemetry
@@ -41,8 +42,10 @@ def upload_prices(data: bytes):
 
 
 UPLOADS = {"config.json": upload_model, "config file": upload_config, "trace": upload_trace,
-           "price list": upload_prices, "telemetry": parse_telemetry}
-ALLOWED = (ValueError, CatalogError, TelemetryError, PayloadError)
+           "price list": upload_prices, "telemetry": parse_telemetry,
+           "runs (json)": lambda data: parse_file("runs.json", data, base=DEFAULT),
+           "runs (csv)": lambda data: parse_file("runs.csv", data, base=DEFAULT)}
+ALLOWED = (ValueError, CatalogError, TelemetryError, PayloadError, RunError)
 
 VALID_MODEL = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000,
                "intermediate_size": 11008}
