@@ -7,7 +7,7 @@ from core import choices
 from core.simulate import DEFAULT_RATE_FRACTION, default_rate, knee_rates, sim_spec
 from core.units import fmt_num, fmt_time
 from core.uncertainty import at_bound
-from dashboard import cache, charts, render, state
+from dashboard import analyses, cache, charts, render, state
 
 st.title("Serving simulation")
 st.caption("A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
@@ -99,6 +99,9 @@ else:
     f"{'saturated' if rng.saturated_at['low'] else 'stable'}, optimistic bound: "
     f"{'saturated' if rng.saturated_at['high'] else 'stable'}; bound runs of {rng.requests_at_bounds:,} requests).")
 
+if s.thrash:
+    st.warning(s.thrash_note)
+
 for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
     p = getattr(s, key)
     name = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "E2E", "queue_s": "Queue"}[key]
@@ -108,6 +111,10 @@ for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
                             rng.ranges.get(f"{key}.{q}") if v is not None else None, fmt_time,
                             help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
                             + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"))
+
+analyses.show_calibrated([("TTFT p50", "ttft_s.p50", s.ttft_s.p50), ("TTFT p99", "ttft_s.p99", s.ttft_s.p99),
+                          ("ITL p50", "itl_s.p50", s.itl_s.p50), ("ITL p99", "itl_s.p99", s.itl_s.p99),
+                          ("E2E p50", "e2e_s.p50", s.e2e_s.p50)], cfg)
 
 cols = render.grid(8, ("Requests/s", "Output tokens/s", "GPU busy", "KV held (mean)", "Prefill share of time",
                         "Preemptions", "Rejected", "Timed out"))
