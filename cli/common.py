@@ -437,11 +437,12 @@ def _field(cfg: RabitConfig, path: str) -> Any:
     return obj
 
 
-def fill_from_config(args: argparse.Namespace, extra: dict[str, str] | None = None) -> argparse.Namespace:
+def fill_from_config(args: argparse.Namespace, extra: dict[str, str] | None = None,
+                     skip: tuple[str, ...] = ()) -> argparse.Namespace:
     """Check ``--assume`` early, and fill every flag left at its default from ``--config FILE``.
 
     ``extra``: the command's own flag -> config field (``group.field``) pairs, e.g. the workload flags of
-    ``rabit simulate``.
+    ``rabit simulate``. ``skip``: flags the file does not fill (e.g. knobs a search picks unless pinned).
     """
     parse_assume(getattr(args, "assume", []))
     cfg = config_file(args) or getattr(args, "_analysis_config", None)  # --config FILE, else --analysis ID
@@ -449,6 +450,8 @@ def fill_from_config(args: argparse.Namespace, extra: dict[str, str] | None = No
     if cfg is None or parser is None:
         return args
     for dest, field in {**CONFIG_DEST, **(extra or {})}.items():
+        if dest in skip:
+            continue
         if hasattr(args, dest) and getattr(args, dest) == parser.get_default(dest):
             setattr(args, dest, _field(cfg, field))
     if hasattr(args, "gpus") and args.gpus == parser.get_default("gpus"):

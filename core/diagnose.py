@@ -357,3 +357,13 @@ def diagnose(tel: Telemetry, expect: Expectation = Expectation()) -> Diagnosis:
         else:
             quiet.append(rule.id)
     return Diagnosis(fired=tuple(fired), not_evaluated=tuple(missing_l), quiet=tuple(quiet))
+
+
+def expectation_of(cfg) -> Expectation:
+    """What an analysis predicts for its deployment: the serving simulation's p95 TTFT and ITL for one replica
+    at the config's workload (:func:`core.simulate.simulate`), and its cached-prefix share."""
+    from core.simulate import sim_spec, simulate
+
+    s = simulate(cfg, sim_spec(cfg)).summary
+    return Expectation(p95_ttft_s=s.ttft_s.p95, p95_itl_s=s.itl_s.p95,
+                       prefix_cache_frac=cfg.prefix_cache_frac or None)

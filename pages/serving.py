@@ -99,6 +99,9 @@ else:
     f"{'saturated' if rng.saturated_at['low'] else 'stable'}, optimistic bound: "
     f"{'saturated' if rng.saturated_at['high'] else 'stable'}; bound runs of {rng.requests_at_bounds:,} requests).")
 
+if s.thrash:
+    st.warning(s.thrash_note)
+
 for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
     p = getattr(s, key)
     name = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "E2E", "queue_s": "Queue"}[key]
@@ -137,13 +140,13 @@ sweep_spec = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(n_re
 rates = knee_rates(cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)  # capacity and this rate
 with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     try:
-        rows = cache.sim_sweep(cfg, sweep_spec, rates)
+        rows = cache.sim_sweep(cfg, sweep_spec, tuple(rates))
     except ValueError as exc:  # a work budget ran out (core.limits): say what to change
         st.error(str(exc))
         st.stop()
 fig = charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)
 with st.spinner("The same sweep at the pessimistic and optimistic bounds…"):
-    ends = {b: [cache.sim_summary(at_bound(cfg, b), sweep_spec.with_(rate_per_s=r)).e2e_s.p95 for r in rates]
+    ends = {b: [summary.e2e_s.p95 for _, summary in cache.sim_sweep(at_bound(cfg, b), sweep_spec, tuple(rates))]
             for b in ("low", "high")}
 ok = [i for i in range(len(rates)) if ends["low"][i] is not None and ends["high"][i] is not None]
 if ok:

@@ -207,3 +207,12 @@ def test_unreachable_server_and_bad_url(capsys):
     with pytest.raises(SystemExit) as e:
         main(["diagnose", "--prometheus", "not a url"])
     assert e.value.code == 2 and "--prometheus" in capsys.readouterr().err
+
+
+def test_next_experiment_for_a_training_run(capsys):
+    assert main(["next-experiment", "--train", "--model", "llama-3.1-8b", "--tokens", "1e12", "--deadline-days",
+                 "20", "--gpus-allowed", "h100-sxm,a100-80gb", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"experiments", "baseline", "stable_inputs"}
+    assert out["baseline"]["gpu"] in ("h100-sxm", "a100-80gb") and "layout" in out["baseline"]
+    assert all(set(e) == EXPERIMENT_KEYS for e in out["experiments"])

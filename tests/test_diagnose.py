@@ -191,3 +191,22 @@ def test_a_200_mb_file_is_refused_before_parsing():
     big = b"#" * 200_000_000
     with pytest.raises(TelemetryError, match=r"200\.0 MB; the limit is 20 MB"):
         T.parse(big, "huge.txt")
+
+
+def test_telemetry_round_trips_through_its_stored_form():
+    t = T.parse(dump(), "dump")
+    back = T.from_payload(__import__("json").loads(__import__("json").dumps(T.to_payload(t))))
+    assert back == t
+    with pytest.raises(TelemetryError, match="cannot be read"):
+        T.from_payload({"format": "prometheus", "samples": [["x"]]})
+
+
+def test_an_analysis_predicts_from_its_simulation():
+    from core.config import RabitConfig
+    from core.simulate import sim_spec, simulate
+
+    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=512,
+                      output_tokens=128, prefix_cache_frac=0.4)
+    e = D.expectation_of(cfg)
+    s = simulate(cfg, sim_spec(cfg)).summary
+    assert (e.p95_ttft_s, e.p95_itl_s, e.prefix_cache_frac) == (s.ttft_s.p95, s.itl_s.p95, 0.4)

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard import state
+
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 
 
@@ -25,7 +27,7 @@ def test_next_experiment_waits_for_the_button_then_ranks(clear_cache):
     assert at.title[0].value == "Next experiment"
     assert any("Find the next experiment" in i.value for i in at.info)
     # two GPU kinds keep the AppTest short; the model is the sidebar's (Llama 3.1 70B)
-    at.multiselect(key="ne.gpus").set_value(["h100-sxm", "h200-sxm"])
+    at.multiselect(key=state.key("targets.gpus_allowed")).set_value(["h100-sxm", "h200-sxm"])
     at.button(key="ne.submit").click().run()
     assert not at.exception, [e.value for e in at.exception]
     heads = [h.value for h in at.subheader]
