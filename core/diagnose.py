@@ -310,7 +310,7 @@ RULES: tuple[Rule, ...] = (
          (R("turn prefix caching on", "--enable-prefix-caching"),
           R("route requests that share a prefix to the same replica", "prefix-aware (session-affine) routing"),
           R("put the shared system prompt first and keep it byte-identical", "prompt template")),
-         needs_expectation="the analysis's cached-prefix share (--analysis ID)"),
+         needs_expectation="the analysis's cached-prefix share (a saved analysis, or entered by hand)"),
     Rule("memory_headroom", "Memory headroom: out-of-memory risk", (FB_USED, FB_FREE),
          f"free HBM < {HEADROOM_FREE_FRAC:.0%} on some GPU", _headroom,
          (R("leave more HBM to the runtime", "gpu_mem_util 0.95 -> 0.90 (--gpu-memory-utilization 0.90)"),
@@ -320,7 +320,7 @@ RULES: tuple[Rule, ...] = (
          f"measured / predicted p95 outside [{DIVERGE_LOW:g}, {DIVERGE_HIGH:g}]", _diverge,
          (R("calibrate the model with this deployment's runs", "upload a vllm bench serve result on the Calibration page"),
           R("check the deployment matches the analysis (GPU, TP, precision, lengths)", "compare with rabit analyses show ID"))
-         , needs_expectation="the analysis's predicted p95 TTFT or ITL (--analysis ID)"),
+         , needs_expectation="the analysis's predicted p95 TTFT or ITL (a saved analysis, or entered by hand)"),
 )
 
 

@@ -554,13 +554,14 @@ def outcomes(e: Experiment) -> tuple[str, ...]:
     """The decision under each outcome of one experiment, in words, one line per point."""
     inp = e.input
     out = []
-    for p in e.points:
+    for p in sorted(e.points, key=lambda p: p.value):
         rel = (p.value / inp.base - 1) if inp.base else 0.0
         if inp.gpu is not None:
             how = f"{abs(rel):.0%} {'lower' if rel < 0 else 'higher'} than assumed ({p.value:.3g} vs {inp.base:.3g})"
         else:
             how = f"{p.value:.4g} {inp.unit} ({rel:+.0%})"
-        verdict = f"the choice becomes {p.choice}" if p.flipped else "the choice stays"
+        cost = f" (${p.cost_per_hour:,.2f}/h)" if p.flipped and p.cost_per_hour is not None else ""
+        verdict = f"the choice becomes {p.choice}{cost}" if p.flipped else "the choice stays"
         out.append(f"If {inp.label[0].lower() + inp.label[1:]} is {how}, {verdict}.")
     return tuple(out)
 

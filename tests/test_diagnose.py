@@ -108,7 +108,7 @@ def test_rules_that_need_the_analysis_wait_for_it():
     d = _diag(dump(), D.Expectation())
     waiting = {n.rule: n.missing for n in d.not_evaluated}
     assert set(waiting) == {"prefix_cache_misses", "latency_diverges"}
-    assert all("--analysis" in " ".join(m) for m in waiting.values())
+    assert all("saved analysis" in " ".join(m) for m in waiting.values())
 
 
 def test_no_telemetry_no_diagnosis():
