@@ -32,6 +32,7 @@ from core.config import (
 from core.limits import CONFIG_DOMAINS, decode_text, parse_json
 from core.model import from_hf_config
 from core.validate import problems
+from dashboard import analyses
 from dashboard.text import plain
 
 _P = "cfg."
@@ -119,10 +120,13 @@ def _init() -> None:
     st.session_state["_rabit_init"] = True
     cfg = DEFAULT
     params = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
+    saved = analyses.open_from_link(params.pop("analysis")[-1]) if params.get("analysis") else None
     if params:
         cfg, issues = from_query_report(params)
         if issues:  # say which parameter was not used and why; the rest of the link applies
-            st.session_state["_link_error"] = [i.message() for i in issues]
+            st.session_state.setdefault("_link_error", []).extend(i.message() for i in issues)
+    if saved is not None:  # ?analysis=<id>: the saved config, with any field the link also names on top
+        cfg = saved.with_(**{k: getattr(cfg, k) for k in cfg.model_fields_set})
     _load_into_state(cfg)
 
 
@@ -277,7 +281,7 @@ def sidebar() -> RabitConfig | None:
     for p in probs:
         (slots.get(p.field) or sb).error(plain(p.message, 1000))
     _config_file_controls(cfg)
-    st.query_params.from_dict(to_query(cfg))
+    st.query_params.from_dict({**to_query(cfg), **analyses.query_extra()})
     return None if any(p.blocking for p in probs) else cfg
 
 

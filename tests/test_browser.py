@@ -132,3 +132,30 @@ def test_upload_a_model_config_json(server, browser, tmp_path):
     # the uploaded architecture travels in the link, so a pasted URL shows the same model
     page.wait_for_function("() => window.location.search.includes('custom_model=z')", timeout=10_000)
     page.context.close()
+
+
+def test_ranges_band_and_tornado_render(server, browser):
+    """The Speed page shows each headline number's range, a shaded band on the batch chart and a tornado chart."""
+    page = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
+    page.goto(server + "/speed")
+    page.get_by_text("heuristic range from the assumption bounds").first.wait_for(timeout=90_000)
+    body = page.inner_text("body")
+    assert "Traceback" not in body and "range: " in body
+    page.get_by_text("Assumptions behind these numbers").first.wait_for(timeout=60_000)  # the run has finished
+    page.get_by_role("tab", name="Batch", exact=True).click(timeout=60_000)
+    chart = page.locator(".js-plotly-plot").filter(has_text="tokens/s range")
+    chart.first.wait_for(timeout=30_000)
+    # the band is a filled trace (fill="toself" draws an SVG path with a fill)
+    assert chart.first.locator(".scatterlayer .js-fill").count() >= 1
+    shot = os.environ.get("RABIT_SCREENSHOT_RANGES")
+    if shot:
+        chart.first.scroll_into_view_if_needed()
+        page.evaluate("window.scrollBy(0, -120)")
+        page.mouse.move(0, 0)
+        page.wait_for_timeout(500)
+        page.screenshot(path=shot)
+    page.get_by_role("tab", name="Sensitivity", exact=True).click(timeout=60_000)
+    tornado = page.locator(".js-plotly-plot").filter(has_text="What moves")
+    tornado.first.wait_for(timeout=30_000)
+    assert "mbu" in tornado.first.inner_text()
+    page.context.close()

@@ -20,12 +20,14 @@ def _prices(h100: float, h200: float):
                                  f"h200-sxm,test,on-demand,{h200},x,crafted,2026-11-30,S\n")
 
 
-# Llama-3.1-8B, short prompts, a tight 7 ms p95 ITL target: decode is memory-bound at a small batch, so the
+# Llama-3.1-8B, short prompts, a tight 6.5 ms p95 ITL target: decode is memory-bound at a small batch, so the
 # decode efficiency (MBU) of each kind sets how many GPUs meet the target. H100 at $1.00 and H200 at $1.10 per
-# GPU-hour: the H100 answer (2 GPUs, $2.00/h) beats the H200 one (2 GPUs, $2.20/h) by 10 %.
+# GPU-hour: the H100 answer (2 GPUs, $2.00/h) beats the H200 one (2 GPUs, $2.20/h) by 10 %. (Replicas are sized
+# from the simulated p95s in both directions, so the target sits where a 10 % slower H100 decode needs a second
+# TP2 replica.)
 TIE_GOAL = ServingGoal(model="llama-3.1-8b", rate_per_s=100.0,
                        workload=SimSpec(num_requests=1000, input=Lengths(mean=32), output=Lengths(mean=256)),
-                       p95_itl_s=0.007)
+                       p95_itl_s=0.0065)
 TIE_CONS = Constraints(gpus_allowed=("h100-sxm", "h200-sxm"), weights_allowed=("bf16",), kv_allowed=("bf16",),
                        max_simulations=8)
 TIE_PRICES = _prices(1.0, 1.1)

@@ -106,6 +106,10 @@ class SimSpec(BaseModel):
     token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)  # tokens per iteration (max_num_batched_tokens)
     max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1)  # running sequences (max_num_seqs)
     admission: Admission = "preempt"
+    # a preempted request's full KV blocks stay in the prefix cache until other allocations evict them, so its
+    # re-admission recomputes only what was evicted (vLLM V1 enable_prefix_caching, on by default; SGLang's
+    # radix cache; TensorRT-LLM's KV block reuse). Off: recompute from scratch (vLLM V0 without the cache).
+    prefix_caching: bool = True
     timeout_s: float | None = Field(None, gt=0)  # a request not finished this long after arrival is cancelled
     kv_pool_tokens: int | None = Field(None, ge=1)  # override of the KV pool size (what-if); default: from memory
     seed: int = 0
