@@ -21,8 +21,8 @@ Metric names are the ones the servers expose:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -324,16 +324,21 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def diagnose(tel: Telemetry, expect: Expectation = Expectation()) -> Diagnosis:
+NO_EXPECTATION = Expectation()
+
+
+def diagnose(tel: Telemetry, expect: Expectation = NO_EXPECTATION) -> Diagnosis:
     """Run every rule on ``tel``. A rule with a needed metric absent is listed as not evaluated."""
     if tel is None:
         raise ValueError("no telemetry, no diagnosis: attach a /metrics dump or a CSV of time series")
     v = _View(tel)
-    fired, missing_l, quiet = [], [], []
+    fired: list[Finding] = []
+    missing_l: list[NotEvaluated] = []
+    quiet: list[str] = []
     for rule in RULES:
         if rule.id == "latency_diverges":  # either latency histogram is enough, with its own prediction
             pairs = [m for m, w in ((TTFT, expect.p95_ttft_s), (ITL, expect.p95_itl_s)) if w is not None and v.has(m)]
-            missing = ()
+            missing: tuple[str, ...] = ()
             if not pairs:
                 if expect.p95_ttft_s is None and expect.p95_itl_s is None:
                     missing += (rule.needs_expectation,)

@@ -60,10 +60,9 @@ if tel is None and saved is not None and saved.telemetry and upload is None and 
     last = saved.telemetry[-1]
     tel = from_payload(last["payload"])
     st.caption(f"Diagnosing the telemetry attached to {saved.name} on {last['created_at'][:16].replace('T', ' ')} UTC.")
-elif tel is not None and saved is not None:
-    if st.button(f"Attach this telemetry to {saved.name}", key="dx.attach"):
-        tid = analyses.store().add_telemetry(saved.id, tel.fmt, to_payload(tel))
-        st.success(f"Attached to {saved.name} as telemetry {tid}.")
+elif tel is not None and saved is not None and st.button(f"Attach this telemetry to {saved.name}", key="dx.attach"):
+    tid = analyses.store().add_telemetry(saved.id, tel.fmt, to_payload(tel))
+    st.success(f"Attached to {saved.name} as telemetry {tid}.")
 
 if tel is None:
     st.info("No telemetry attached, so no diagnosis: RA-BIT does not guess. Upload a /metrics dump or a CSV, "

@@ -121,7 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # quiet
         pass
 
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):
         url = urlsplit(self.path)
         q = {k: v[0] for k, v in parse_qs(url.query).items()}
         mode = self.server.mode  # type: ignore[attr-defined]

@@ -37,7 +37,7 @@ def dump(values: dict[str, float] | None = None, drop: tuple[str, ...] = (), his
     """The healthy dump with some sample values set (every series of that name), some metrics removed."""
     text = VLLM + DCGM
     for name, v in (values or {}).items():
-        text, n = re.subn(rf"^({re.escape(name)}(\{{[^}}]*\}})?) \S+$", rf"\g<1> {v}", text, flags=re.M)
+        text, n = re.subn(rf"^({re.escape(name)}(\{{[^}}]*\}})?) \S+$", rf"\g<1> {v}", text, flags=re.MULTILINE)
         assert n, name
     for base, obs in (hist or {}).items():
         text = _hist(text, base, obs)

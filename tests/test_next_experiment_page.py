@@ -58,7 +58,7 @@ class _Prom(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         # KV pool full on both GPUs while their tensor pipes idle
         result = [{"metric": {"__name__": n, "gpu": g}, "values": [[1764000000 + 15 * i, v] for i in range(5)]}
                   for n, v in (("vllm:kv_cache_usage_perc", "0.98"), ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "0.1"))
