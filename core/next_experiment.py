@@ -283,8 +283,9 @@ def _quant_flags(weights: str, kv: str) -> str:
 
 
 def _checkpoint_note(weights: str) -> str:
-    return {"int4": " (use an INT4 AWQ/GPTQ checkpoint of this model)",
-            "nvfp4": " (use an NVFP4 checkpoint of this model, e.g. from NVIDIA Model Optimizer)"}.get(weights, "")
+    """A shell comment naming the checkpoint a 4-bit format needs (vLLM reads them pre-quantized)."""
+    return {"int4": "  # use an INT4 (AWQ or GPTQ) checkpoint of this model",
+            "nvfp4": "  # use an NVFP4 checkpoint of this model (e.g. from NVIDIA Model Optimizer)"}.get(weights, "")
 
 
 def measurement(inp: UncertainInput, spec: NextExperimentSpec, baseline: Recommendation, pts: tuple[Point, ...],
@@ -324,7 +325,8 @@ def measurement(inp: UncertainInput, spec: NextExperimentSpec, baseline: Recomme
         rate = goal.rate_per_s / max(1, replicas)
         prompts = max(BENCH_MIN_PROMPTS, math.ceil(rate * BENCH_STEADY_S))
         dur = load_s + prompts / rate
-        cmd = (f"{serve}\nvllm bench serve --model {model} --dataset-name random --random-input-len {I} "
+        cmd = (f"{serve}\nuntil curl -sf localhost:8000/health; do sleep 10; done  # the server is up\n"
+               f"vllm bench serve --model {model} --dataset-name random --random-input-len {I} "
                f"--random-output-len {O} --request-rate {rate:.4g} --num-prompts {prompts} --save-result "
                f"--result-filename decode-{inp.gpu}-tp{tp}.json")
         what = (f"vllm bench serve on one replica of {n} x {inp.gpu} (TP {tp}{f' PP {pp}' if pp > 1 else ''}) "
