@@ -122,8 +122,14 @@ class Run(BaseModel):
         if self.load == "train":
             return (f"{model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.train_precision}, seq {c.seq_len:,}, "
                     f"global batch {c.global_batch_tokens:,} tokens")
-        how = {"rate": f"{self.rate_per_s:g} req/s", "concurrency": f"concurrency {self.concurrency}",
-               "batch": f"batch {c.batch}", "offline": f"offline, {self.num_requests or c.batch} requests"}[self.load]
+        if self.load == "rate":
+            how = f"{self.rate_per_s:g} req/s"
+        elif self.load == "concurrency":
+            how = f"concurrency {self.concurrency}"
+        elif self.load == "batch":
+            how = f"batch {c.batch}"
+        else:
+            how = f"offline, {self.num_requests or c.batch} requests"
         return (f"{model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.weights}, "
                 f"{c.input_tokens:,} in / {c.output_tokens:,} out, {how}")
 

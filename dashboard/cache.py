@@ -256,3 +256,12 @@ def store(url: str):
 def run_residuals(runs: tuple[_Run, ...]) -> tuple[_calibration.Residual, ...]:
     """Each run's measurements against RA-BIT's prediction on the run's own config."""
     return _calibration.residuals_of(runs)
+
+
+@st.cache_data(max_entries=32, show_spinner="Simulating the saved analysis for its predicted p95s ...")
+def analysis_expectation(cfg: RabitConfig) -> _diagnose.Expectation:
+    """What a saved analysis predicts (its simulated p95 TTFT and ITL, its cached-prefix share)."""
+    try:
+        return _diagnose.expectation_of(cfg)
+    except (ValueError, KeyError):  # a config the simulator cannot run
+        return _diagnose.Expectation(prefix_cache_frac=cfg.prefix_cache_frac or None)

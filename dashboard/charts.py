@@ -312,8 +312,8 @@ def calibration_chart(residuals, used_labels: set[str], low_mult: float | None, 
     lo, hi = min(xs) / 2, max(xs) * 2
     if low_mult is not None and high_mult is not None:
         fig.add_scatter(x=[lo, hi, hi, lo], y=[lo * low_mult, hi * low_mult, hi * high_mult, lo * high_mult],
-                        fill="toself", fillcolor="rgba(31,111,235,0.12)", line_width=0, name="interval",
-                        hoverinfo="skip")
+                        mode="lines", fill="toself", fillcolor="rgba(31,111,235,0.12)", line_width=0,
+                        name="interval", hoverinfo="skip")
         fig.add_scatter(x=[lo, hi], y=[lo * factor, hi * factor], mode="lines", name=f"calibrated (x{factor:.3g})",
                         line=dict(color="#1f6feb"))
     fig.add_scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="1:1 (analytical)",
