@@ -47,4 +47,5 @@ NAV = [st.Page(PAGES / f, title=t, icon=i, url_path=u, default=(n == 0))
 analyses.require_login()  # off unless RABIT_LOGIN is set
 pg = st.navigation(NAV)
 st.session_state["_config"] = state.sidebar()
+analyses.sidebar_badge()
 pg.run()
