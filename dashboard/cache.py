@@ -187,3 +187,9 @@ def recommendation_ranges(goal: _optimizer.ServingGoal, cons: _optimizer.Constra
 @st.cache_data(max_entries=16, show_spinner=False)
 def training_option_ranges(cfg: RabitConfig, option: _optimizer.TrainingOption) -> dict:
     return _unc.training_option_ranges(cfg, option)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def training_fit_options(cfg: RabitConfig) -> tuple[str, ...]:
+    """Changes that make the sidebar's training layout fit (empty when it fits)."""
+    return _memory.training_fit_options(cfg)

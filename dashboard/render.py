@@ -222,3 +222,15 @@ def range_derivation(r, name: str, fmt) -> None:
              r", \qquad \sqrt{\textstyle\sum_i (d_i^{\uparrow})^2} = " + f"{s_up:.4f}")
     st.latex(r"\text{low} = \text{base} \cdot e^{-" + f"{s_down:.4f}" + r"} = \text{" + fmt(r.low) +
              r"}, \qquad \text{high} = \text{base} \cdot e^{+" + f"{s_up:.4f}" + r"} = \text{" + fmt(r.high) + "}")
+
+
+def fit_or_options(fits: bool, message: str, options: tuple[str, ...]) -> None:
+    """A layout that fits is a success; one that does not is a warning with the changes that make it fit
+    (each computed), so a default or a what-if never ends on a red dead end."""
+    if fits:
+        st.success(message)
+        return
+    st.warning(message)
+    if options:
+        st.markdown("**It fits with any one of these changes** (each computed for this config):\n"
+                    + "\n".join(f"- {o}" for o in options))

@@ -57,7 +57,7 @@ with serve:
 with train:
     tm = cache.training_memory(cfg)
     trng = cache.training_memory_ranges(cfg)
-    (st.success if tm.fits else st.error)(tm.reason)
+    render.fit_or_options(tm.fits, tm.reason, cache.training_fit_options(cfg))
     render.range_metrics(tm.steps, ["weight_bytes_per_gpu", "gradient_bytes_per_gpu", "optimizer_bytes_per_gpu",
                                     "activation_bytes_per_gpu", "total_bytes_per_gpu", "capacity_bytes_per_gpu"],
                          trng.ranges)

@@ -114,3 +114,23 @@ def test_batch_chart_axes_start_at_zero(clear_cache):
 
     fig = charts.batch_chart(batch_sweep(DEFAULT, default_batches(DEFAULT, 1024)), DEFAULT.batch).to_plotly_json()
     assert fig["layout"]["yaxis"]["rangemode"] == "tozero" and fig["layout"]["yaxis2"]["rangemode"] == "tozero"
+
+
+def test_defaults_show_no_red_dead_end_and_the_advice_fits_this_config(clear_cache):
+    """At the defaults (70B on 8 GPUs, TP 8, so DP 1) training does not fit: a warning with changes that do fit,
+    and no advice to raise ZeRO, which shards over DP and so changes nothing at DP 1."""
+    from core.config import DEFAULT
+    from core.memory import training_fit_options, training_memory
+
+    assert DEFAULT.dp == 1 and not training_memory(DEFAULT).fits
+    assert "ZeRO stage" not in training_memory(DEFAULT).reason
+    options = training_fit_options(DEFAULT)
+    assert options and any(o.startswith("ZeRO-3 over") for o in options)
+    # each option is a config that fits: 2 nodes at ZeRO-3 is the fewest (154 GB per GPU on one node)
+    assert training_memory(DEFAULT.with_(nodes=2, zero=3)).fits and not training_memory(DEFAULT.with_(zero=3)).fits
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("fits with any one" in m.value for m in at.markdown)
+    at.switch_page("../pages/training.py").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("ZeRO-3 over 16 GPUs" in m.value for m in at.markdown)
