@@ -2,7 +2,8 @@
 
 Heavy libraries are imported once here, before any page runs: a cold server hit by several
 first sessions at once can otherwise race on a partially initialised module (seen with
-plotly express importing pandas).
+plotly express importing pandas; nothing here uses plotly express, so it is not imported).
+``python -m dashboard.serve`` imports them before the server accepts anyone.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ if str(ROOT) not in sys.path:
 
 import numpy  # noqa: E402,F401  - imported once, up front (see module docstring)
 import pandas  # noqa: E402,F401
-import plotly.express  # noqa: E402,F401
 import plotly.graph_objects  # noqa: E402,F401
 import streamlit as st  # noqa: E402
 

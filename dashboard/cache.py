@@ -193,3 +193,16 @@ def training_option_ranges(cfg: RabitConfig, option: _optimizer.TrainingOption) 
 def training_fit_options(cfg: RabitConfig) -> tuple[str, ...]:
     """Changes that make the sidebar's training layout fit (empty when it fits)."""
     return _memory.training_fit_options(cfg)
+
+
+# --- figures shared by every session ---------------------------------------------------------------------
+@st.cache_resource(max_entries=512, show_spinner=False)
+def _shared_figure(name: str, _build, args: tuple, kwargs: dict):
+    return _build(*args, **kwargs)
+
+
+def figure(build, *args, **kwargs):
+    """``build(*args, **kwargs)`` once per distinct input, for every session: building a plotly figure is most
+    of a page's own cost once its numbers are cached. The figure is shared, so a caller draws it and never
+    changes it (``st.plotly_chart`` copies it before sending)."""
+    return _shared_figure(f"{build.__module__}.{build.__qualname__}", build, args, kwargs)

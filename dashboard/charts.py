@@ -31,6 +31,46 @@ def stacked_bar(parts: list[tuple[str, float, str]], capacity_bytes: float, titl
     return fig
 
 
+def sequences_vs_context_chart(rows, height: int = 360) -> go.Figure:
+    """Concurrent sequences per replica against context, paged and contiguous; ``rows`` = (ctx, paged, contig)."""
+    fig = go.Figure()
+    fig.add_scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], name="paged", mode="lines+markers")
+    fig.add_scatter(x=[r[0] for r in rows], y=[r[2] for r in rows], name="contiguous (reserve max context)",
+                    mode="lines+markers")
+    fig.update_layout(title="Sequences per replica vs context", xaxis_type="log",
+                      xaxis_title="context tokens (input + output)", yaxis_title="sequences", height=height,
+                      legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def kv_per_token_chart(kv_rows, kv_dtype: str) -> go.Figure:
+    """KV bytes per token for every catalog model [KB], coloured by attention layout; every bar labelled."""
+    fig = go.Figure(go.Bar(x=[r[2] / 1e3 for r in kv_rows], y=[f"{r[0]} ({r[1]})" for r in kv_rows],
+                           orientation="h", marker_color=[{"MHA": "#cf222e", "GQA": "#1f6feb", "MLA": "#2da44e"}
+                                                          .get(r[1], "#8250df") for r in kv_rows]))
+    fig.update_layout(title=f"KV bytes per token by model ({kv_dtype})", xaxis_title="KB per token (log)",
+                      xaxis_type="log", yaxis=dict(dtick=1),  # dtick 1: no model's label skipped
+                      height=max(360, 22 * len(kv_rows) + 110), margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def training_by_zero_chart(by_zero, capacity_bytes: float, height: int = 380) -> go.Figure:
+    """Training memory per GPU [GB] at ZeRO stages 0-3, stacked by kind, with the capacity line."""
+    fig = go.Figure()
+    for name, attr, color in (("weights", "weight_bytes_per_gpu", "weights"),
+                              ("gradients", "gradient_bytes_per_gpu", "gradients"),
+                              ("optimizer", "optimizer_bytes_per_gpu", "optimizer"),
+                              ("activations", "activation_bytes_per_gpu", "activations"),
+                              ("overhead", "overhead_bytes_per_gpu", "overhead")):
+        fig.add_bar(x=[f"ZeRO-{z}" for z, _ in by_zero], y=[getattr(r, attr) / GB for _, r in by_zero],
+                    name=name, marker_color=PALETTE[color])
+    fig.add_scatter(x=[f"ZeRO-{z}" for z, _ in by_zero], y=[capacity_bytes / GB] * len(by_zero), mode="lines",
+                    name="capacity", line=dict(color="black", dash="dash"), hoverinfo="skip")
+    fig.update_layout(barmode="stack", title="Training memory per GPU by ZeRO stage", yaxis_title="GB",
+                      height=height, legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
 # --- speed (issue 3) ----------------------------------------------------------------------------------
 from plotly.subplots import make_subplots  # noqa: E402
 

@@ -51,10 +51,16 @@ def steps_table(steps: tuple[Step, ...]) -> pd.DataFrame:
 
 
 def show_math(steps: tuple[Step, ...], *, expanded: bool = False, title: str = "Show the math") -> None:
-    """Each step as the symbolic formula, then with the numbers, then the result."""
-    with st.expander(title, expanded=expanded):
-        for s in steps:
-            math_step(s)
+    """Each step as the symbolic formula, then with the numbers, then the result.
+
+    Drawn only once asked for: a collapsed expander still sends every formula to every browser on every run
+    (a page's math is about a hundred elements), which a room of first loads pays for many times over.
+    """
+    key = f"show_math.{title}.{steps[0].key if steps else ''}.{steps[-1].key if steps else ''}"
+    if st.toggle(title, value=expanded, key=key):
+        with st.container(border=True):
+            for s in steps:
+                math_step(s)
 
 
 def math_step(s: Step) -> None:
@@ -192,10 +198,10 @@ def range_metrics(steps: tuple[Step, ...], keys, ranges: dict, cols: int | None 
 def tornado(r, title: str) -> None:
     """The tornado chart of one number, each assumption's source on hover."""
     from core.assumptions import REGISTRY
-    from dashboard import charts
+    from dashboard import cache, charts
 
     sources = {n: (i.label, i.source) for n, i in REGISTRY.items()}
-    st.plotly_chart(charts.tornado_chart(r, title, sources), width="stretch")
+    st.plotly_chart(cache.figure(charts.tornado_chart, r, title, sources), width="stretch")
 
 
 def range_derivation(r, name: str, fmt) -> None:

@@ -15,9 +15,11 @@ st.caption("The cheapest priced configuration that meets your p95 targets at you
            "screened in closed form, the finalists checked by the serving simulator.")
 cfg = state.require_config()
 model_name = cfg.custom_model.name if cfg.custom_model else cfg.model
-serve_tab, train_tab = st.tabs(["Serving", "Training run"])
+# A choice, not tabs: every tab's body runs on every rerun, and the hidden training search cost ~2 s on each
+# sidebar change; only the chosen view runs here.
+view = st.radio("Recommend", ["Serving", "Training run"], horizontal=True, key="opt.view")
 
-with serve_tab:
+if view == "Serving":
 
     with st.form("opt"):
         c1, c2, c3, c4 = st.columns(4)
@@ -146,7 +148,7 @@ with serve_tab:
     st.dataframe(table, width="stretch", hide_index=True)
 
 
-with train_tab:
+if view == "Training run":
     st.caption("The cheapest training run that meets a deadline, across GPU kinds and their prices: the training "
                "deadline search runs for each priced kind, and the cheapest count that finishes in time wins. "
                "Model, sequence length, precision and global batch come from the sidebar's Training settings.")

@@ -134,3 +134,27 @@ def test_defaults_show_no_red_dead_end_and_the_advice_fits_this_config(clear_cac
     at.switch_page("../pages/training.py").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("ZeRO-3 over 16 GPUs" in m.value for m in at.markdown)
+
+
+def test_first_load_sends_no_hidden_math_and_optimizer_runs_one_view(clear_cache):
+    """Per-session cost: formulas are drawn only when asked for, and the Optimizer runs only the chosen view."""
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    assert not at.exception and len(at.get("latex")) == 0
+    at.toggle[0].set_value(True).run()
+    assert len(at.get("latex")) > 10
+    at.switch_page("../pages/optimizer.py").run()
+    assert not at.exception
+    assert not any("GPU kind" in m.value for m in [*at.success, *at.error])  # the training search did not run
+
+
+def test_shared_figures_are_built_once_for_every_session(clear_cache):
+    import streamlit as st
+
+    from dashboard import cache, charts
+
+    st.cache_resource.clear()
+    rows = ((1024, 100, 10), (2048, 50, 10))
+    assert cache.figure(charts.sequences_vs_context_chart, rows) is cache.figure(charts.sequences_vs_context_chart,
+                                                                                 rows)
+    assert cache.figure(charts.sequences_vs_context_chart, rows[:1]) is not cache.figure(
+        charts.sequences_vs_context_chart, rows)
