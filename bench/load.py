@@ -41,6 +41,7 @@ class Session:
     """One simulated user: its socket, the widget ids seen on its page, its timings and errors."""
 
     ws: object = None
+    source_ip: str | None = None  # a loopback address to connect from (127.0.0.2 ...), to look like another client
     widget_ids: dict[str, tuple[str, str]] = field(default_factory=dict)  # user key -> (widget id, value kind)
     page_hash: str = ""
     times_s: list[float] = field(default_factory=list)
@@ -130,8 +131,9 @@ async def _open(url: str, sess: Session, deadline: float) -> None:
     import websockets
 
     ws_url = url.replace("http://", "ws://").rstrip("/") + "/_stcore/stream"
+    extra = {"local_addr": (sess.source_ip, 0)} if sess.source_ip else {}
     sess.ws = await asyncio.wait_for(
-        websockets.connect(ws_url, subprotocols=["streamlit"], max_size=2**28, open_timeout=30),
+        websockets.connect(ws_url, subprotocols=["streamlit"], max_size=2**28, open_timeout=30, **extra),
         timeout=max(1.0, deadline - time.monotonic()))
 
 
