@@ -10,13 +10,16 @@ import argparse
 import json
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
-from core import catalog
-from core.config import RabitConfig, describe_validation_error
+from core import catalog, choices
+from core.config import DEFAULT, RabitConfig, describe_validation_error, error_text
+from core.limits import (FLAG_DOMAINS, MAX_CONFIG_BYTES, PayloadError, WorkBudget, decode_text, parse_json,
+                         read_regular_file)
 from core.model import from_hf_config
 from core.validate import problems
 
@@ -29,14 +32,51 @@ FLAG_OF = {
     "lora_rank": "--lora-rank", "qlora": "--qlora", "prefix_cache_frac": "--prefix-cache",
     "block_size": "--block-size", "train_precision": "--precision", "train_tokens": "--tokens",
     "global_batch_tokens": "--global-batch-tokens", "kv_alloc": "--kv-alloc",
+    # goals, constraints and simulation specs
+    "rate_per_s": "--rate", "num_requests": "--requests", "think_s": "--think", "duration_s": "--duration",
+    "timeout_s": "--timeout", "spec_k": "--spec-k", "spec_alpha": "--spec-alpha", "draft_model": "--draft-model",
+    "spec_method": "--spec", "deadline_s": "--deadline-days", "checkpoint_interval_s": "--checkpoint-interval-s",
 }
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but an error is one line on stderr and exit code 2."""
+    """argparse, but an error is one line on stderr and exit code 2.
+
+    Every value is checked as it is parsed: an empty value is an error (never a silent default), a
+    number must be finite, and a flag with a domain in :data:`core.limits.FLAG_DOMAINS` must lie in it;
+    the message names the flag as typed.
+    """
 
     def error(self, message: str) -> NoReturn:
         die(f"{self.prog}: error: {message}")
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        if action.nargs in (argparse.PARSER, argparse.REMAINDER):  # a subcommand's own parser checks its values
+            return super()._get_value(action, arg_string)
+        flag = "/".join(action.option_strings) or action.dest
+        if isinstance(arg_string, str) and not arg_string.strip():
+            self.error(f"argument {flag}: expected a value, got an empty string")
+        value = super()._get_value(action, arg_string)
+        if isinstance(value, float) and not math.isfinite(value):
+            self.error(f"argument {flag}: {arg_string!r} is not a finite number")
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
+            self.error(f"argument {flag}: {arg_string!r} is out of range")
+        dom = FLAG_DOMAINS.get(f"{self.prog.split()[-1]}.{action.dest}") or FLAG_DOMAINS.get(action.dest)
+        if dom is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            problem = dom.problem(value)
+            if problem is not None:
+                self.error(f"argument {flag}: {problem}")
+        return value
+
+
+def flag_for(field: str, parser: argparse.ArgumentParser | None = None) -> str:
+    """The CLI flag of a config or goal field, for a message; never a flag that does not exist."""
+    flag = FLAG_OF.get(field) or "--" + field.replace("_", "-")
+    if parser is not None:
+        known = {o for a in parser._actions for o in a.option_strings}
+        if flag not in known:
+            return f"value {field}"
+    return flag
 
 
 def die(message: str, code: int = 2) -> NoReturn:
@@ -50,41 +90,60 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model-config", metavar="PATH", help="a Hugging Face config.json instead of --model")
 
 
+#: Every default below is the shared config's (core.config.DEFAULT), so the CLI and the dashboard agree.
+WEIGHT_CHOICES = (*choices.WEIGHT_FORMATS, *choices.WEIGHT_ALIASES)
+
+
 def add_cluster_args(p: argparse.ArgumentParser, *, gpus_required: bool = False) -> None:
-    p.add_argument("--gpu", default="h100-sxm", help="catalog GPU slug (rabit gpus)")
-    p.add_argument("--gpus", type=int, required=gpus_required, help="total GPUs (whole nodes beyond one node)")
+    p.add_argument("--gpu", default=DEFAULT.gpu, help=f"catalog GPU slug (rabit gpus; default {DEFAULT.gpu})")
+    p.add_argument("--gpus", type=int, required=gpus_required,
+                   help="total GPUs (whole nodes beyond one node; default TP x PP)")
     p.add_argument("--gpus-per-node", type=int, help="default: the GPU's catalog node size")
-    p.add_argument("--fabric", default="ib-ndr", help="inter-node fabric slug")
-    p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--pp", type=int, default=1)
-    p.add_argument("--ep", type=int, default=1)
+    p.add_argument("--fabric", default=DEFAULT.fabric, help="inter-node fabric slug")
+    p.add_argument("--tp", type=int, default=DEFAULT.tp, help=f"tensor parallelism (default {DEFAULT.tp})")
+    p.add_argument("--pp", type=int, default=DEFAULT.pp, help=f"pipeline stages (default {DEFAULT.pp})")
+    p.add_argument("--ep", type=int, default=DEFAULT.ep, help=f"expert parallelism (default {DEFAULT.ep})")
+
+
+def add_weight_kv_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--weights", choices=WEIGHT_CHOICES, default=DEFAULT.weights, help="weight format (fp4 = nvfp4)")
+    p.add_argument("--kv-dtype", choices=choices.KV_DTYPES, default=DEFAULT.kv_dtype)
+    p.add_argument("--block-size", type=int, default=DEFAULT.block_size, help="paged KV block [tokens]")
 
 
 def add_serving_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--input", type=int, default=1024, help="prompt tokens")
-    p.add_argument("--output", type=int, default=256, help="output tokens")
-    p.add_argument("--weights", choices=["bf16", "fp8", "int8", "int4", "fp4", "mxfp4", "nvfp4"], default="bf16",
-                   help="weight format (fp4 = nvfp4)")
-    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16")
-    p.add_argument("--kv-alloc", choices=["paged", "contiguous"], default="paged")
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--prefix-cache", type=float, default=0.0, help="share of the prompt that is a cached prefix")
+    p.add_argument("--batch", type=int, default=DEFAULT.batch, help=f"concurrent sequences (default {DEFAULT.batch})")
+    p.add_argument("--input", type=int, default=DEFAULT.input_tokens,
+                   help=f"prompt tokens (default {DEFAULT.input_tokens})")
+    p.add_argument("--output", type=int, default=DEFAULT.output_tokens,
+                   help=f"output tokens (default {DEFAULT.output_tokens})")
+    add_weight_kv_args(p)
+    p.add_argument("--kv-alloc", choices=choices.KV_ALLOCS, default=DEFAULT.kv_alloc)
+    p.add_argument("--prefix-cache", type=float, default=DEFAULT.prefix_cache_frac,
+                   help="share of the prompt that is a cached prefix")
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def read_file(path: str, flag: str, max_bytes: int = MAX_CONFIG_BYTES) -> str:
+    """UTF-8 text of a regular file (a byte-order mark is dropped), or exit 2 naming ``flag``."""
+    try:
+        return decode_text(read_regular_file(path, max_bytes), path, max_bytes)
+    except OSError as exc:
+        die(f"rabit: error: argument {flag}: cannot read {path}: {exc.strerror}")
+    except PayloadError as exc:
+        die(f"rabit: error: argument {flag}: {exc}")
+
+
 def custom_model(path: str | None):
-    if not path:
+    if path is None:
         return None
     try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        die(f"rabit: error: argument --model-config: cannot read {path}: {exc.strerror}")
-    except json.JSONDecodeError as exc:
-        die(f"rabit: error: argument --model-config: {path} is not JSON ({exc.msg} at line {exc.lineno})")
+        data = parse_json(read_file(path, "--model-config"), what=path)
+    except PayloadError as exc:
+        die(f"rabit: error: argument --model-config: {exc}")
     try:
         return from_hf_config(data, slug=Path(path).stem.lower())
     except (ValueError, ValidationError) as exc:
@@ -94,11 +153,11 @@ def custom_model(path: str | None):
 
 def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     """Build and validate the shared config; exit 2 naming the flag on any problem."""
-    gpu_slug = getattr(args, "gpu", "h100-sxm")
+    gpu_slug = getattr(args, "gpu", DEFAULT.gpu)
     if gpu_slug not in catalog.gpus():
         die(f"rabit: error: argument --gpu: unknown GPU '{gpu_slug}'; known: {', '.join(sorted(catalog.gpus()))}")
-    node = args.gpus_per_node or catalog.gpu(gpu_slug).gpus_per_node
-    total = args.gpus if args.gpus is not None else max(1, getattr(args, "tp", 1) * getattr(args, "pp", 1))
+    node = args.gpus_per_node if args.gpus_per_node is not None else catalog.gpu(gpu_slug).gpus_per_node
+    total = args.gpus if args.gpus is not None else max(1, getattr(args, "tp", DEFAULT.tp) * getattr(args, "pp", DEFAULT.pp))
     if total < 1:
         die("rabit: error: argument --gpus: must be at least 1")
     if total <= node:
@@ -109,7 +168,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         gpn, nodes = node, total // node
     data: dict[str, Any] = {
         "gpu": gpu_slug, "gpus_per_node": gpn, "nodes": nodes, "fabric": args.fabric,
-        "tp": args.tp, "pp": args.pp, "ep": args.ep,
+        "tp": getattr(args, "tp", DEFAULT.tp), "pp": getattr(args, "pp", DEFAULT.pp), "ep": getattr(args, "ep", DEFAULT.ep),
     }
     cm = custom_model(getattr(args, "model_config", None)) or getattr(args, "_custom_model", None)
     if cm is not None:
@@ -122,7 +181,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         if getattr(args, attr, None) is not None:
             data[field] = getattr(args, attr)
     if getattr(args, "weights", None):
-        data["weights"] = "nvfp4" if args.weights == "fp4" else args.weights
+        data["weights"] = choices.WEIGHT_ALIASES.get(args.weights, args.weights)
     data.update(extra)
     if hasattr(args, "assume"):
         data["assumptions"] = assumptions_from_args(args)
@@ -131,7 +190,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     except ValidationError as exc:
         e = exc.errors()[0]
         field = str(e["loc"][0]) if e["loc"] else ""
-        die(f"rabit: error: argument {FLAG_OF.get(field, field)}: {e['msg']}")
+        die(f"rabit: error: argument {FLAG_OF.get(field, field)}: {error_text(e)}")
     probs = [p for p in problems(cfg) if p.blocking]
     if probs:
         p = probs[0]
@@ -139,21 +198,65 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     return cfg
 
 
-def _clean(x: Any) -> Any:
-    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+def non_finite(x: Any, path: str = "") -> str | None:
+    """The JSON path of the first NaN or infinity in ``x`` (None when every number is finite)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return path or "value"
+    if isinstance(x, dict):
+        for k, v in x.items():
+            p = non_finite(v, f"{path}.{k}" if path else str(k))
+            if p:
+                return p
+    if isinstance(x, (list, tuple)):
+        for i, v in enumerate(x):
+            p = non_finite(v, f"{path}[{i}]")
+            if p:
+                return p
+    return None
+
+
+def _null_non_finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
+        return {k: _null_non_finite(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
+        return [_null_non_finite(v) for v in x]
     return x
 
 
 def emit(payload: dict[str, Any], as_json: bool, human: str) -> None:
+    """Print the result. A NaN or infinity is never written (not as null either): the inputs that led to
+    it are out of range, which is exit 2 with the key named."""
+    if "ranges" in payload:  # a range bound without a finite value is null ("unbounded"), by the ranges contract
+        payload = {**payload, "ranges": _null_non_finite(payload["ranges"])}
+    bad = non_finite(payload)
+    if bad:
+        die(f"rabit: error: the result '{bad}' is not a finite number; an input is out of range "
+            "(check the efficiency assumptions, prices and sizes)")
     if as_json:
-        print(json.dumps(_clean(payload), indent=2, sort_keys=False))
+        print(json.dumps(payload, indent=2, sort_keys=False, allow_nan=False))
     else:
         print(human)
+
+
+#: A simulation from the command line may run longer than one on the shared server (core.limits), but not
+#: unboundedly: 5 million requests take about a minute.
+CLI_SIM_MAX_WALL_S = 600.0
+
+
+def cli_budget(num_requests: int | None) -> WorkBudget:
+    """The work budget of a CLI simulation: progress on stderr (a terminal only) every few seconds."""
+    shown = [time.monotonic()]
+
+    def progress(events: int, clock_s: float) -> None:
+        now = time.monotonic()
+        if now - shown[0] >= 2.0:
+            shown[0] = now
+            print(f"\rsimulating {num_requests or 0:,} requests: {events:,} events, simulated clock "
+                  f"{clock_s:,.0f} s", end="", file=sys.stderr, flush=True)
+
+    return WorkBudget(max_wall_s=CLI_SIM_MAX_WALL_S, progress=progress if sys.stderr.isatty() else None)
 
 
 def steps_table(steps) -> str:
@@ -216,26 +319,35 @@ def config_file(args: argparse.Namespace) -> RabitConfig | None:
     path = getattr(args, "config", None)
     if not path:
         return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        die(f"rabit: error: argument --config: cannot read {path}: {getattr(exc, 'strerror', exc)}")
+    text = read_file(path, "--config")  # a regular UTF-8 file within its size limit
     try:
         return from_json(text)
     except ValueError as exc:
         die(f"rabit: error: argument --config: {path}: {exc}")
 
 
-def fill_from_config(args: argparse.Namespace) -> argparse.Namespace:
-    """Check ``--assume`` early, and fill every flag left at its default from ``--config FILE``."""
+def _field(cfg: RabitConfig, path: str) -> Any:
+    """A config value by field name or ``group.field`` path."""
+    obj: Any = cfg
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def fill_from_config(args: argparse.Namespace, extra: dict[str, str] | None = None) -> argparse.Namespace:
+    """Check ``--assume`` early, and fill every flag left at its default from ``--config FILE``.
+
+    ``extra``: the command's own flag -> config field (``group.field``) pairs, e.g. the workload flags of
+    ``rabit simulate``.
+    """
     parse_assume(getattr(args, "assume", []))
     cfg = config_file(args)
     parser = getattr(args, "_parser", None)
     if cfg is None or parser is None:
         return args
-    for dest, field in CONFIG_DEST.items():
+    for dest, field in {**CONFIG_DEST, **(extra or {})}.items():
         if hasattr(args, dest) and getattr(args, dest) == parser.get_default(dest):
-            setattr(args, dest, getattr(cfg, field))
+            setattr(args, dest, _field(cfg, field))
     if hasattr(args, "gpus") and args.gpus == parser.get_default("gpus"):
         args.gpus = cfg.gpus
     if hasattr(args, "no_sequence_parallel") and not args.no_sequence_parallel:

@@ -6,6 +6,8 @@ import argparse
 
 from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_serving_args,
                         config_from_args, emit, fill_from_config, range_line, steps_table, with_ranges)
+from core import choices
+from core.config import DEFAULT
 from core.memory import serving_memory, training_memory
 from core.uncertainty import memory_spread, training_memory_spread
 
@@ -15,13 +17,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(p)
     add_cluster_args(p)
     add_serving_args(p)
-    p.add_argument("--phase", choices=["serve", "train"], default="serve")
-    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0)
-    p.add_argument("--micro-batch", type=int, default=1)
-    p.add_argument("--seq", type=int, default=4096, help="training sequence length")
-    p.add_argument("--recompute", choices=["none", "selective", "full"], default="none")
+    p.add_argument("--phase", choices=choices.PHASES, default=DEFAULT.phase)
+    p.add_argument("--zero", type=int, choices=choices.ZERO_STAGES, default=DEFAULT.zero)
+    p.add_argument("--micro-batch", type=int, default=DEFAULT.micro_batch)
+    p.add_argument("--seq", type=int, default=DEFAULT.seq_len, help="training sequence length")
+    p.add_argument("--recompute", choices=choices.RECOMPUTE_MODES, default=DEFAULT.recompute)
     p.add_argument("--no-sequence-parallel", action="store_true")
-    p.add_argument("--lora-rank", type=int, default=0)
+    p.add_argument("--lora-rank", type=int, default=DEFAULT.lora_rank)
     p.add_argument("--qlora", action="store_true")
     add_range_args(p)
     add_json(p)
@@ -57,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
             "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
             "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu, "total_bytes_per_gpu": r.total_bytes_per_gpu,
             "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu, "usable_bytes_per_gpu": r.usable_bytes_per_gpu,
-            "kv_budget_bytes_per_gpu": r.kv_budget_bytes_per_gpu, "fits": r.fits, "reason": r.reason,
+            # a budget is never negative: what is missing is its own key
+            "kv_budget_bytes_per_gpu": max(0.0, r.kv_budget_bytes_per_gpu),
+            "shortfall_bytes_per_gpu": max(0.0, -r.kv_budget_bytes_per_gpu), "fits": r.fits, "reason": r.reason,
             "max_sequences": r.max_sequences, "max_sequences_contiguous": r.max_sequences_contiguous,
         }
     human = f"{r.reason}\n{steps_table(r.steps)}"

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import NoReturn
 
 from pydantic import ValidationError
 
 from cli.common import (add_json, add_range_args, assumptions_from_args, config_file, custom_model, die, emit,
-                        with_ranges)
-from core import catalog
+                        read_file, with_ranges)
+from core import catalog, choices
 from core.catalog import CatalogError, parse_prices
-from core.config import describe_validation_error
+from core.limits import MAX_TABLE_BYTES
+from core.config import DEFAULT, RabitConfig, Targets, describe_validation_error
 from core.optimizer import KV_FORMATS, WEIGHT_FORMATS, Constraints, ServingGoal, recommend
-from core.simulate import Lengths, SimSpec
 from core.uncertainty import recommendation_ranges, training_option_ranges
 
 
@@ -31,32 +32,57 @@ def _csv(s: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in s.split(",") if x.strip())
 
 
+def _target(text: str) -> float | None:
+    """A p95 target [s]: a positive number, or ``none`` for no target on that metric."""
+    if text.strip().lower() == "none":
+        return None
+    return float(text)
+
+
+T = DEFAULT.targets
+W = DEFAULT.workload
+#: Flag -> workload / targets field, for ``--config FILE``.
+CONFIG_DEST = {
+    "rate": "workload.rate_per_s", "lengths": "workload.lengths", "spread": "workload.spread",
+    "seed": "workload.seed", "p95_ttft_s": "targets.p95_ttft_s", "p95_itl_s": "targets.p95_itl_s",
+    "p95_e2e_s": "targets.p95_e2e_s", "gpus_allowed": "targets.gpus_allowed", "max_gpus": "targets.max_gpus",
+    "max_usd_per_hour": "targets.max_usd_per_hour", "weights_allowed": "targets.weights_allowed",
+    "kv_allowed": "targets.kv_allowed", "providers": "targets.providers", "price_kind": "targets.price_kind",
+    "price_policy": "targets.price_policy", "max_simulations": "targets.max_simulations",
+    "requests": "targets.requests_per_simulation", "deadline_days": "targets.deadline_days",
+}
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("recommend", help="cheapest configuration meeting p95 targets at a request rate")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--model", default="llama-3.1-70b", help="catalog model slug")
+    g.add_argument("--model", default=DEFAULT.model, help="catalog model slug")
     g.add_argument("--model-config", metavar="PATH", help="a Hugging Face config.json instead of --model")
     p.add_argument("--rate", type=float, help="arrival rate [requests/s] (serving; required unless --train)")
-    p.add_argument("--input", type=int, default=1024, help="mean prompt tokens")
-    p.add_argument("--output", type=int, default=256, help="mean output tokens")
-    p.add_argument("--lengths", choices=["fixed", "uniform", "lognormal"], default="fixed",
+    p.add_argument("--input", type=int, default=DEFAULT.input_tokens, help="mean prompt tokens")
+    p.add_argument("--output", type=int, default=DEFAULT.output_tokens, help="mean output tokens")
+    p.add_argument("--lengths", choices=choices.LENGTH_KINDS, default=W.lengths,
                    help="length distribution around the means")
-    p.add_argument("--spread", type=float, default=0.5, help="lognormal sigma or uniform relative half-width")
-    p.add_argument("--p95-ttft-s", type=float, help="p95 time-to-first-token target [s]")
-    p.add_argument("--p95-itl-s", type=float, help="p95 inter-token latency target [s]")
-    p.add_argument("--p95-e2e-s", type=float, help="p95 end-to-end latency target [s]")
-    p.add_argument("--gpus-allowed", type=_csv, default=(), help="comma-separated GPU slugs (default: all)")
-    p.add_argument("--max-gpus", type=int, help="at most this many GPUs in total")
-    p.add_argument("--max-usd-per-hour", type=float, help="at most this many USD per hour in total")
-    p.add_argument("--weights-allowed", type=_csv, default=WEIGHT_FORMATS, help="e.g. bf16,fp8")
-    p.add_argument("--kv-allowed", type=_csv, default=KV_FORMATS, help="e.g. bf16")
-    p.add_argument("--providers", type=_csv, default=(), help="only prices from these providers (substrings)")
+    p.add_argument("--spread", type=float, default=W.spread, help="lognormal sigma or uniform relative half-width")
+    p.add_argument("--p95-ttft-s", type=_target, default=T.p95_ttft_s,
+                   help=f"p95 time-to-first-token target [s] (default {T.p95_ttft_s}; none: no target)")
+    p.add_argument("--p95-itl-s", type=_target, default=T.p95_itl_s,
+                   help=f"p95 inter-token latency target [s] (default {T.p95_itl_s}; none: no target)")
+    p.add_argument("--p95-e2e-s", type=_target, default=T.p95_e2e_s,
+                   help=f"p95 end-to-end latency target [s] (default {T.p95_e2e_s}; none: no target)")
+    p.add_argument("--gpus-allowed", type=_csv, default=T.gpus_allowed, help="comma-separated GPU slugs (default: all)")
+    p.add_argument("--max-gpus", type=int, default=T.max_gpus, help="at most this many GPUs in total")
+    p.add_argument("--max-usd-per-hour", type=float, default=T.max_usd_per_hour,
+                   help="at most this many USD per hour in total")
+    p.add_argument("--weights-allowed", type=_csv, default=T.weights_allowed, help="e.g. bf16,fp8")
+    p.add_argument("--kv-allowed", type=_csv, default=T.kv_allowed, help="e.g. bf16")
+    p.add_argument("--providers", type=_csv, default=T.providers, help="only prices from these providers (substrings)")
     p.add_argument("--price-file", metavar="CSV", help="your own price list (same columns as catalogs/prices.csv)")
-    p.add_argument("--price-kind", choices=["on-demand", "spot", "reserved", "marketplace"], default="on-demand")
-    p.add_argument("--price-policy", choices=["median", "cheapest"], default="median")
-    p.add_argument("--max-simulations", type=int, default=16, help="simulator runs (1-64)")
-    p.add_argument("--requests", type=int, default=2000, help="requests per simulation")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--price-kind", choices=choices.PRICE_KINDS, default=T.price_kind)
+    p.add_argument("--price-policy", choices=choices.PRICE_POLICIES, default=T.price_policy)
+    p.add_argument("--max-simulations", type=int, default=T.max_simulations, help="simulator runs (1-64)")
+    p.add_argument("--requests", type=int, default=T.requests_per_simulation, help="requests per simulation")
+    p.add_argument("--seed", type=int, default=W.seed)
     p.add_argument("--emit", choices=["vllm", "sglang", "trtllm", "k8s"],
                    help="print the launch config of the recommendation instead of the summary (with --json: "
                         "the 'launch' key)")
@@ -64,13 +90,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--train", action="store_true", help="recommend a training run instead of a serving setup")
     t.add_argument("--tokens", type=float, help="training tokens (with --train)")
     t.add_argument("--deadline-days", type=float, help="deadline in days (with --train)")
-    t.add_argument("--seq", type=int, default=4096, help="training sequence length")
-    t.add_argument("--global-batch-tokens", type=int, default=4 * 2**20)
-    t.add_argument("--precision", choices=["bf16", "fp8"], default="bf16")
-    t.add_argument("--lora-rank", type=int, default=0)
+    t.add_argument("--seq", type=int, default=DEFAULT.seq_len, help="training sequence length")
+    t.add_argument("--global-batch-tokens", type=int, default=DEFAULT.global_batch_tokens)
+    t.add_argument("--precision", choices=choices.TRAIN_PRECISIONS, default=DEFAULT.train_precision)
+    t.add_argument("--lora-rank", type=int, default=DEFAULT.lora_rank)
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)
+
+
+#: Targets / Workload / config field -> flag, for error messages.
+_FLAG = {"p95_ttft_s": "--p95-ttft-s", "p95_itl_s": "--p95-itl-s", "p95_e2e_s": "--p95-e2e-s",
+         "gpus_allowed": "--gpus-allowed", "max_gpus": "--max-gpus", "max_usd_per_hour": "--max-usd-per-hour",
+         "weights_allowed": "--weights-allowed", "kv_allowed": "--kv-allowed", "providers": "--providers",
+         "price_kind": "--price-kind", "price_policy": "--price-policy", "max_simulations": "--max-simulations",
+         "requests_per_simulation": "--requests", "seed": "--seed", "rate_per_s": "--rate", "lengths": "--lengths",
+         "spread": "--spread", "input_tokens": "--input", "output_tokens": "--output", "train_tokens": "--tokens",
+         "seq_len": "--seq", "global_batch_tokens": "--global-batch-tokens", "train_precision": "--precision",
+         "lora_rank": "--lora-rank", "deadline_days": "--deadline-days", "input": "--input", "output": "--output"}
+
+
+def _die_validation(exc: ValidationError) -> NoReturn:
+    e = exc.errors()[0]
+    field = str(e["loc"][-1]) if e["loc"] else ""
+    flag = _FLAG.get(field, "--" + field.replace("_", "-"))
+    die(f"rabit: error: argument {flag}: {describe_validation_error(exc)}")
+
+
+def _targets(args: argparse.Namespace, **extra: object) -> Targets:
+    return T.with_(p95_ttft_s=args.p95_ttft_s, p95_itl_s=args.p95_itl_s, p95_e2e_s=args.p95_e2e_s,
+                   gpus_allowed=args.gpus_allowed, max_gpus=args.max_gpus, max_usd_per_hour=args.max_usd_per_hour,
+                   weights_allowed=args.weights_allowed, kv_allowed=args.kv_allowed, providers=args.providers,
+                   price_kind=args.price_kind, price_policy=args.price_policy, max_simulations=args.max_simulations,
+                   requests_per_simulation=args.requests, **extra)
 
 
 def _checked_model_gpus_prices(args: argparse.Namespace) -> tuple:
@@ -82,10 +134,9 @@ def _checked_model_gpus_prices(args: argparse.Namespace) -> tuple:
         die(f"rabit: error: argument --model: unknown model '{args.model}'; known: {', '.join(sorted(catalog.models()))}")
     if not args.price_file:
         return catalog.prices()
+    text = read_file(args.price_file, "--price-file", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
     try:
-        return parse_prices(Path(args.price_file).read_text(), name=Path(args.price_file).name)
-    except OSError as exc:
-        die(f"rabit: error: argument --price-file: cannot read {args.price_file}: {exc.strerror}")
+        return parse_prices(text, name=Path(args.price_file).name)
     except CatalogError as exc:
         die(f"rabit: error: argument --price-file: {exc}")
 
@@ -99,9 +150,14 @@ def _shared_settings(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> int:
     from cli.common import fill_from_config
 
-    fill_from_config(args)
+    fill_from_config(args, CONFIG_DEST)
     if args.train:
         return run_training(args)
+    return _run_serving(args, *serving_inputs(args))
+
+
+def serving_inputs(args: argparse.Namespace) -> tuple:
+    """(goal, constraints, prices) from the serving flags (exit 2 naming the flag); next-experiment shares it."""
     if args.rate is None:
         die("rabit recommend: error: the following arguments are required: --rate (or use --train)")
     for flag, v in (("--rate", args.rate), ("--input", args.input), ("--output", args.output),
@@ -120,21 +176,20 @@ def run(args: argparse.Namespace) -> int:
             die(f"rabit: error: argument {flag}: {bad[0]!r} is not one of {', '.join(ok)}")
     prices = _checked_model_gpus_prices(args)
     try:
-        lengths = dict(kind=args.lengths, spread=args.spread)
-        spec = SimSpec(num_requests=args.requests, seed=args.seed, input=Lengths(mean=args.input, **lengths),
-                       output=Lengths(mean=args.output, **lengths))
-        goal = ServingGoal(model=args.model, custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
-                           rate_per_s=args.rate,
-                           workload=spec, p95_ttft_s=args.p95_ttft_s, p95_itl_s=args.p95_itl_s,
-                           p95_e2e_s=args.p95_e2e_s, assumptions=assumptions_from_args(args),
-                           **_shared_settings(args))
-        cons = Constraints(gpus_allowed=args.gpus_allowed, max_gpus=args.max_gpus,
-                           max_usd_per_hour=args.max_usd_per_hour, weights_allowed=args.weights_allowed,
-                           kv_allowed=args.kv_allowed, providers=args.providers, price_kind=args.price_kind,
-                           price_policy=args.price_policy, max_simulations=args.max_simulations)
+        cfg = RabitConfig(model=args.model,
+                          custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
+                          input_tokens=args.input, output_tokens=args.output, assumptions=assumptions_from_args(args),
+                          **_shared_settings(args),
+                          workload=W.with_(rate_per_s=args.rate, lengths=args.lengths, spread=args.spread,
+                                           seed=args.seed),
+                          targets=_targets(args))
+        goal = ServingGoal.from_config(cfg)
     except ValidationError as exc:
-        e = exc.errors()[0]
-        die(f"rabit: error: argument --{str(e['loc'][-1]).replace('_', '-')}: {describe_validation_error(exc)}")
+        _die_validation(exc)
+    return goal, Constraints.from_config(cfg), prices
+
+
+def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
     r = recommend(goal, cons, prices)
     payload = {
         "met": r.met,
@@ -206,7 +261,6 @@ def _launch_text(kind: str, r, goal) -> str:
 
 
 def run_training(args: argparse.Namespace) -> int:
-    from core.config import RabitConfig
     from core.optimizer import recommend_training
 
     for flag, v in (("--tokens", args.tokens), ("--deadline-days", args.deadline_days)):
@@ -219,14 +273,13 @@ def run_training(args: argparse.Namespace) -> int:
         cfg = RabitConfig(model=args.model, custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
                           phase="train", assumptions=assumptions_from_args(args), **_shared_settings(args),
                           train_tokens=args.tokens, seq_len=args.seq, global_batch_tokens=args.global_batch_tokens,
-                          train_precision=args.precision, lora_rank=args.lora_rank)
+                          train_precision=args.precision, lora_rank=args.lora_rank,
+                          targets=_targets(args, deadline_days=args.deadline_days,
+                                           train_gpus_allowed=args.gpus_allowed))
     except ValidationError as exc:
-        e = exc.errors()[0]
-        die(f"rabit: error: argument --{str(e['loc'][-1]).replace('_', '-')}: {describe_validation_error(exc)}")
-    cons = Constraints(gpus_allowed=args.gpus_allowed, max_gpus=args.max_gpus,
-                       max_usd_per_hour=args.max_usd_per_hour, providers=args.providers,
-                       price_kind=args.price_kind, price_policy=args.price_policy)
-    r = recommend_training(cfg, args.deadline_days * 86400, cons, prices)
+        _die_validation(exc)
+    cons = Constraints.from_config(cfg, training=True)
+    r = recommend_training(cfg, cfg.targets.deadline_days * 86400, cons, prices)
     rg = training_option_ranges(cfg, r.recommendation) if r.recommendation else {}
     payload = {
         "met": r.met,

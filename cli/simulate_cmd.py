@@ -3,22 +3,36 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from typing import NoReturn
 
 from pydantic import ValidationError
 
-from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, config_from_args, die, emit,
-                        fill_from_config, with_ranges)
-from core.simulate import Lengths, SimSpec, parse_trace, simulate
+from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_weight_kv_args, cli_budget,
+                        config_from_args, die, emit, fill_from_config, read_file, with_ranges)
+from core import choices
+from core.config import DEFAULT, RabitConfig, Workload
+from core.limits import MAX_TABLE_BYTES
+from core.simulate import SimSpec, parse_trace, sim_spec, simulate
 from core.uncertainty import simulation_spread
 from core.units import fmt_time
 
-#: SimSpec field -> flag, for error messages that name the argument.
+#: Workload / SimSpec field -> flag, for error messages that name the argument.
 SPEC_FLAG = {
     "rate_per_s": "--rate", "num_requests": "--requests", "duration_s": "--duration", "users": "--users",
     "think_s": "--think", "token_budget": "--token-budget", "max_batch": "--max-batch", "timeout_s": "--timeout",
     "seed": "--seed", "kv_pool_tokens": "--kv-pool-tokens", "input": "--input", "output": "--output",
-    "trace": "--trace", "admission": "--kv-admission", "policy": "--chunked-prefill",
+    "trace": "--trace", "admission": "--kv-admission", "policy": "--chunked-prefill", "spread": "--spread",
+    "lengths": "--lengths", "arrival": "--arrival",
+}
+W = DEFAULT.workload
+#: Flag -> workload field, for ``--config FILE``.
+CONFIG_DEST = {
+    "arrival": "workload.arrival", "rate": "workload.rate_per_s", "users": "workload.users",
+    "think": "workload.think_s", "requests": "workload.num_requests", "duration": "workload.duration_s",
+    "lengths": "workload.lengths", "spread": "workload.spread", "policy": "workload.policy",
+    "token_budget": "workload.token_budget", "max_batch": "workload.max_batch",
+    "kv_admission": "workload.admission", "timeout": "workload.timeout_s",
+    "kv_pool_tokens": "workload.kv_pool_tokens", "seed": "workload.seed",
 }
 
 
@@ -27,74 +41,76 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         "throughput, preemptions, saturation")
     add_model_args(p)
     add_cluster_args(p)
-    p.add_argument("--weights", choices=["bf16", "fp8", "int8", "int4", "fp4", "mxfp4", "nvfp4"], default="bf16")
-    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16")
-    p.add_argument("--block-size", type=int, default=16, help="paged KV block [tokens]")
+    add_weight_kv_args(p)
     a = p.add_argument_group("arrivals")
-    a.add_argument("--arrival", choices=["poisson", "closed"], default="poisson")
+    a.add_argument("--arrival", choices=choices.ARRIVALS, default=W.arrival)
     a.add_argument("--rate", type=float, help="Poisson arrival rate [requests/s] (required for poisson)")
-    a.add_argument("--users", type=int, default=16, help="closed loop: concurrent users")
-    a.add_argument("--think", type=float, default=0.0, help="closed loop: mean think time [s]")
-    a.add_argument("--requests", type=int, default=1000, help="requests to issue")
-    a.add_argument("--duration", type=float, help="stop issuing after this many seconds")
+    a.add_argument("--users", type=int, default=W.users, help="closed loop: concurrent users")
+    a.add_argument("--think", type=float, default=W.think_s, help="closed loop: mean think time [s]")
+    a.add_argument("--requests", type=int, default=W.num_requests, help="requests to issue")
+    a.add_argument("--duration", type=float, default=W.duration_s, help="stop issuing after this many seconds")
     w = p.add_argument_group("lengths")
-    w.add_argument("--input", type=int, default=1024, help="mean prompt tokens")
-    w.add_argument("--output", type=int, default=256, help="mean output tokens")
-    w.add_argument("--lengths", choices=["fixed", "uniform", "lognormal"], default="fixed")
-    w.add_argument("--spread", type=float, default=0.5,
+    w.add_argument("--input", type=int, default=DEFAULT.input_tokens, help="mean prompt tokens")
+    w.add_argument("--output", type=int, default=DEFAULT.output_tokens, help="mean output tokens")
+    w.add_argument("--lengths", choices=choices.LENGTH_KINDS, default=W.lengths)
+    w.add_argument("--spread", type=float, default=W.spread,
                    help="uniform: relative half-width; lognormal: sigma of the underlying normal")
     w.add_argument("--trace", metavar="PATH", help="CSV/JSONL of input and output token counts to replay")
     s = p.add_argument_group("scheduler")
-    s.add_argument("--max-batch", type=int, default=256, help="running sequences (max_num_seqs)")
-    s.add_argument("--token-budget", type=int, default=8192, help="tokens per iteration (max_num_batched_tokens)")
+    s.add_argument("--max-batch", type=int, default=W.max_batch, help="running sequences (max_num_seqs)")
+    s.add_argument("--token-budget", type=int, default=W.token_budget,
+                   help="tokens per iteration (max_num_batched_tokens)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--chunked-prefill", dest="policy", action="store_const", const="chunked",
                    help="decode first, prompts chunked into the rest of the budget (default)")
     g.add_argument("--prefill-priority", dest="policy", action="store_const", const="prefill_priority",
                    help="whole prompts first, decodes wait")
-    s.add_argument("--kv-admission", choices=["preempt", "reserve"], default="preempt")
-    s.add_argument("--timeout", type=float, help="cancel a request not finished this many seconds after arrival")
-    s.add_argument("--kv-pool-tokens", type=int, help="override the KV pool size (what-if)")
-    p.add_argument("--seed", type=int, default=0)
+    s.add_argument("--kv-admission", choices=choices.ADMISSIONS, default=W.admission)
+    s.add_argument("--timeout", type=float, default=W.timeout_s,
+                   help="cancel a request not finished this many seconds after arrival")
+    s.add_argument("--kv-pool-tokens", type=int, default=W.kv_pool_tokens, help="override the KV pool size (what-if)")
+    p.add_argument("--seed", type=int, default=W.seed)
     add_range_args(p)
     add_json(p)
-    p.set_defaults(func=run, policy="chunked")
+    p.set_defaults(func=run, policy=W.policy)
 
 
-def spec_from_args(args: argparse.Namespace) -> SimSpec:
+def _spec_error(exc: ValidationError) -> NoReturn:
+    e = exc.errors()[0]
+    field = str(e["loc"][-1]) if e["loc"] else ""
+    msg = e["msg"].removeprefix("Value error, ")
+    flag = SPEC_FLAG.get(field)
+    if flag is None:  # a model-level check: name the flag its message is about
+        flag = "--token-budget" if "token_budget" in msg else "--spread" if "spread" in msg else "--requests"
+    die(f"rabit simulate: error: argument {flag}: {msg}")
+
+
+def workload_from_args(args: argparse.Namespace) -> Workload:
+    """The shared config's workload group from the flags (exit 2 naming the flag)."""
+    if args.arrival == "poisson" and args.rate is None:
+        die("rabit simulate: error: argument --rate: required for Poisson arrivals (or use --arrival closed)")
+    try:
+        return W.with_(arrival=args.arrival, rate_per_s=W.rate_per_s if args.rate is None else args.rate,
+                       users=args.users, think_s=args.think, num_requests=args.requests, duration_s=args.duration,
+                       lengths=args.lengths, spread=args.spread, policy=args.policy, token_budget=args.token_budget,
+                       max_batch=args.max_batch, admission=args.kv_admission, timeout_s=args.timeout,
+                       kv_pool_tokens=args.kv_pool_tokens, seed=args.seed)
+    except ValidationError as exc:
+        _spec_error(exc)
+
+
+def spec_from_args(args: argparse.Namespace, cfg: RabitConfig) -> SimSpec:
     trace = None
     if args.trace:
-        try:
-            text = Path(args.trace).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            die(f"rabit simulate: error: argument --trace: cannot read {args.trace}: {exc}")
+        text = read_file(args.trace, "--trace", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
         try:
             trace = parse_trace(text)
         except ValueError as exc:
             die(f"rabit simulate: error: argument --trace: {exc}")
-    if args.arrival == "poisson" and args.rate is None:
-        die("rabit simulate: error: argument --rate: required for Poisson arrivals (or use --arrival closed)")
     try:
-        lengths = {f: Lengths(kind=args.lengths, mean=v, spread=args.spread) for f, v in
-                   (("input", args.input), ("output", args.output))}
+        return sim_spec(cfg, trace=trace)
     except ValidationError as exc:
-        die(f"rabit simulate: error: argument --spread: {exc.errors()[0]['msg']}")
-    data = dict(arrival=args.arrival, users=args.users, think_s=args.think, num_requests=args.requests,
-                duration_s=args.duration, trace=trace, policy=args.policy, token_budget=args.token_budget,
-                max_batch=args.max_batch, admission=args.kv_admission, timeout_s=args.timeout,
-                kv_pool_tokens=args.kv_pool_tokens, seed=args.seed, **lengths)
-    if args.rate is not None:
-        data["rate_per_s"] = args.rate
-    try:
-        return SimSpec(**data)
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        field = str(e["loc"][0]) if e["loc"] else ""
-        msg = e["msg"].removeprefix("Value error, ")
-        flag = SPEC_FLAG.get(field)
-        if flag is None:  # a model-level check: name the flag its message is about
-            flag = "--token-budget" if "token_budget" in msg else "--requests"
-        die(f"rabit simulate: error: argument {flag}: {msg}")
+        _spec_error(exc)
 
 
 def _pct(p: dict) -> str:
@@ -104,13 +120,14 @@ def _pct(p: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    fill_from_config(args)
+    fill_from_config(args, CONFIG_DEST)
     if args.input < 1 or args.output < 1:
         die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")
-    cfg = config_from_args(args, input_tokens=args.input, output_tokens=args.output)
-    spec = spec_from_args(args)
+    cfg = config_from_args(args, input_tokens=args.input, output_tokens=args.output,
+                           workload=workload_from_args(args))
+    spec = spec_from_args(args, cfg)
     try:
-        r = simulate(cfg, spec)
+        r = simulate(cfg, spec, budget=cli_budget(spec.num_requests))
     except ValueError as exc:
         die(f"rabit simulate: error: {exc}")
     s = r.summary.as_dict()

@@ -11,7 +11,8 @@ import argparse
 
 from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_serving_args,
                         config_from_args, die, emit, fill_from_config, range_line, with_ranges)
-from core import catalog
+from core import catalog, choices
+from core.config import DEFAULT
 from core.memory import serving_memory
 from core.speed import speed_summary
 from core.trace import find
@@ -28,11 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(p)
     add_cluster_args(p)
     add_serving_args(p)
-    p.add_argument("--spec", choices=["none", "draft", "ngram", "eagle"], default="none",
+    p.add_argument("--spec", choices=choices.SPEC_METHODS, default=DEFAULT.spec_method,
                    help="speculative decoding method")
-    p.add_argument("--spec-k", type=int, default=4, help="drafted tokens per round (1-16)")
-    p.add_argument("--spec-alpha", type=float, default=0.7, help="per-token acceptance rate (0-1)")
-    p.add_argument("--draft-model", default="llama-3.1-8b", help="catalog slug of the draft model (--spec draft)")
+    p.add_argument("--spec-k", type=int, default=DEFAULT.spec_k, help="drafted tokens per round (1-16)")
+    p.add_argument("--spec-alpha", type=float, default=DEFAULT.spec_alpha, help="per-token acceptance rate (0-1)")
+    p.add_argument("--draft-model", default=DEFAULT.draft_model, help="catalog slug of the draft model (--spec draft)")
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)

@@ -21,7 +21,9 @@ import re
 
 from cli.common import (add_json, add_model_args, add_range_args, config_from_args, die, emit, fill_from_config,
                         range_line, with_ranges)
-from core import catalog
+from core import catalog, choices
+from core.config import DEFAULT
+from core.deadline import deadline_choice
 from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, plan
 from core.uncertainty import training_ranges
 from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
@@ -56,22 +58,22 @@ def _positive(kind):
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="training runtime, the fastest layout that fits, deadline search, goodput, cost")
     add_model_args(p)
-    p.add_argument("--gpu", default="h100-sxm", help="catalog GPU slug (rabit gpus)")
+    p.add_argument("--gpu", default=DEFAULT.gpu, help="catalog GPU slug (rabit gpus)")
     p.add_argument("--tokens", type=_tokens, required=True, help="training tokens (1e12, 15T, 500B)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--gpus", type=_positive(int), help="GPU budget: plan on exactly this many GPUs")
     g.add_argument("--deadline-days", type=_positive(float), help="find the smallest GPU count that finishes in time")
     p.add_argument("--max-gpus", type=_positive(int), default=MAX_GPUS, help="largest count the deadline search tries")
     p.add_argument("--gpus-per-node", type=int, help="default: the GPU's catalog node size")
-    p.add_argument("--fabric", default="ib-ndr", help="inter-node fabric slug")
-    p.add_argument("--precision", choices=["bf16", "fp8"], default="bf16")
-    p.add_argument("--seq", type=_positive(int), default=4096, help="sequence length")
-    p.add_argument("--global-batch-tokens", type=_positive(int), default=4 * 2**20, help="tokens per optimizer step")
+    p.add_argument("--fabric", default=DEFAULT.fabric, help="inter-node fabric slug")
+    p.add_argument("--precision", choices=choices.TRAIN_PRECISIONS, default=DEFAULT.train_precision)
+    p.add_argument("--seq", type=_positive(int), default=DEFAULT.seq_len, help="sequence length")
+    p.add_argument("--global-batch-tokens", type=_positive(int), default=DEFAULT.global_batch_tokens, help="tokens per optimizer step")
     p.add_argument("--layout", help="evaluate TP,PP,DP[,EP] instead of searching")
-    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="pin the ZeRO stage (default: search)")
-    p.add_argument("--recompute", choices=["none", "selective", "full"], help="pin recomputation (default: search)")
+    p.add_argument("--zero", type=int, choices=choices.ZERO_STAGES, help="pin the ZeRO stage (default: search)")
+    p.add_argument("--recompute", choices=choices.RECOMPUTE_MODES, help="pin recomputation (default: search)")
     p.add_argument("--micro-batch", type=_positive(int), help="pin the micro-batch (default: search 1, 2, 4, 8)")
-    p.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0 = full training)")
+    p.add_argument("--lora-rank", type=int, default=DEFAULT.lora_rank, help="LoRA rank (0 = full training)")
     p.add_argument("--qlora", action="store_true", help="4-bit NF4 base under the LoRA adapters")
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument("--checkpoint-interval-s", type=_positive(float), help="default: Daly's optimum")
@@ -186,6 +188,12 @@ def payload(cfg, p: TrainingPlan) -> dict:
         })
     out["alternatives"] = [{"layout": a.layout.label(), "fits": a.fits, "runtime_s": a.runtime_s if a.fits else None,
                             "memory_bytes_per_gpu": a.memory_bytes_per_gpu, "why": a.why} for a in p.alternatives]
+    choice = deadline_choice(p.curve) if p.mode == "deadline" else None
+    if choice is not None:
+        out["deadline_choice"] = {
+            "basis": choice.basis, "smallest_gpus": choice.smallest.gpus, "cheapest_gpus": choice.cheapest.gpus,
+            "smallest_value": choice.smallest_value, "cheapest_value": choice.cheapest_value,
+            "smallest_extra_frac": choice.extra_frac, "message": choice.message}
     out["curve"] = [{"gpus": c.gpus, "runtime_s": c.runtime_s, "wall_clock_s": c.wall_clock_s,
                      "gpu_hours": c.gpu_hours, "cost_usd": c.cost_usd, "meets_deadline": c.meets_deadline,
                      "slower_reason": c.slower_reason or None}
@@ -195,6 +203,9 @@ def payload(cfg, p: TrainingPlan) -> dict:
 
 def human(p: TrainingPlan) -> str:
     lines = [p.message]
+    choice = deadline_choice(p.curve) if p.mode == "deadline" else None
+    if choice is not None:
+        lines.append(choice.message)
     b, gp = p.best, p.goodput
     lines.append(f"work: {p.work.model_flop_per_token:.3g} FLOP/token x {fmt_num(p.work.tokens)} tokens = "
                  f"{p.work.total_model_flop:.3g} FLOP")

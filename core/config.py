@@ -15,10 +15,11 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from typing import Any, Literal, get_args
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from core import choices
 from core.assumptions import Assumptions
 from core.limits import (
     CONFIG_DOMAINS,
@@ -28,23 +29,73 @@ from core.limits import (
     parse_json,
 )
 from core.model import ModelArch
+from core.sim.workload import DEFAULT_MAX_BATCH, DEFAULT_TOKEN_BUDGET
 
-WeightFormat = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
-KvDtype = Literal["bf16", "fp8"]
+# The choices and the format facts live in core.choices; re-exported here for the callers that import them
+# from the config.
+WEIGHT_BYTES = choices.WEIGHT_BYTES
+KV_BYTES = choices.KV_BYTES
+COMPUTE_PRECISION = choices.COMPUTE_PRECISION
+WeightFormat = choices.WeightFormat
+KvDtype = choices.KvDtype
 
-#: Bytes per parameter by weight format, scales included.
-#: INT4 at group 128 with one FP16 scale per group: 0.5 + 2/128 = 0.5156 B (seed: about 0.52).
-#: MXFP4: 4-bit E2M1 + one 8-bit E8M0 scale per 32: 0.5 + 1/32 = 0.53125 B (OCP MX spec v1.0).
-#: NVFP4: 4-bit E2M1 + one FP8 E4M3 scale per 16: 0.5 + 1/16 = 0.5625 B (NVIDIA Blackwell docs).
-WEIGHT_BYTES: dict[str, float] = {
-    "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5 + 2 / 128, "mxfp4": 0.5 + 1 / 32, "nvfp4": 0.5 + 1 / 16,
-}
-KV_BYTES: dict[str, float] = {"bf16": 2.0, "fp8": 1.0}
 
-#: Compute precision a weight format runs its GEMMs in (weight-only INT4 dequantises to BF16).
-COMPUTE_PRECISION: dict[str, str] = {
-    "bf16": "bf16", "fp8": "fp8", "int8": "int8", "int4": "bf16", "mxfp4": "fp4", "nvfp4": "fp4",
-}
+class _Group(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def with_(self, **changes: Any) -> Any:
+        """A validated copy with some fields changed."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+
+class Workload(_Group):
+    """How requests arrive, how their lengths spread and how one replica schedules them.
+
+    The mean prompt and output lengths are the config's ``input_tokens`` / ``output_tokens``; the rest of a
+    simulated workload is here. :func:`core.simulate.sim_spec` turns it into the simulator's ``SimSpec``.
+    Times in seconds, lengths in tokens.
+    """
+
+    arrival: choices.Arrival = "poisson"
+    rate_per_s: float = Field(10.0, gt=0)  # Poisson arrival rate [requests/s]
+    users: int = Field(16, ge=1, le=100_000)  # closed loop: concurrent users
+    think_s: float = Field(0.0, ge=0)  # closed loop: mean think time [s]
+    num_requests: int = Field(1000, ge=1, le=5_000_000)
+    duration_s: float | None = Field(None, gt=0)  # stop issuing after this long
+    lengths: choices.LengthKind = "fixed"  # distribution of prompt and output lengths around their means
+    spread: float = Field(0.5, ge=0.0, le=3.0)  # lognormal sigma, or uniform relative half-width
+    policy: choices.SchedulerPolicy = "chunked"
+    token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)  # tokens per iteration (max_num_batched_tokens)
+    max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1)  # running sequences (max_num_seqs)
+    admission: choices.Admission = "preempt"
+    timeout_s: float | None = Field(None, gt=0)
+    kv_pool_tokens: int | None = Field(None, ge=1)  # what-if override of the KV pool
+    seed: int = Field(0, ge=0)
+
+
+class Targets(_Group):
+    """What a recommendation must meet, the hard constraints on it, and the price basis.
+
+    Latency targets are p95 values [s]; ``None`` means no target on that metric.
+    """
+
+    p95_ttft_s: float | None = Field(2.0, gt=0)
+    p95_itl_s: float | None = Field(None, gt=0)
+    p95_e2e_s: float | None = Field(20.0, gt=0)
+    gpus_allowed: tuple[str, ...] = ()  # empty: the whole catalog
+    max_gpus: int | None = Field(None, ge=1)
+    max_usd_per_hour: float | None = Field(None, gt=0)
+    weights_allowed: tuple[choices.WeightFormat, ...] = Field(
+        choices.SEARCH_WEIGHT_FORMATS, min_length=1)  # type: ignore[assignment]
+    kv_allowed: tuple[choices.KvDtype, ...] = Field(choices.SEARCH_KV_DTYPES, min_length=1)  # type: ignore[assignment]
+    providers: tuple[str, ...] = ()  # substrings of provider names; empty: all
+    price_kind: choices.PriceKind = "on-demand"
+    price_policy: choices.PricePolicy = "median"
+    max_simulations: int = Field(16, ge=1, le=64)
+    requests_per_simulation: int = Field(2000, ge=1, le=5_000_000)
+    # training run
+    deadline_days: float = Field(30.0, gt=0)
+    train_gpus_allowed: tuple[str, ...] = ()  # empty: every priced kind
 
 
 class RabitConfig(BaseModel):
@@ -65,31 +116,34 @@ class RabitConfig(BaseModel):
     pp: int = Field(1, ge=1)
     ep: int = Field(1, ge=1)
     # workload
-    phase: Literal["serve", "train"] = "serve"
+    phase: choices.Phase = "serve"
     batch: int = Field(32, ge=1)
     input_tokens: int = Field(4096, ge=1)
     output_tokens: int = Field(4096, ge=1)
     prefix_cache_frac: float = Field(0.0, ge=0.0, lt=1.0)
     weights: WeightFormat = "bf16"
     kv_dtype: KvDtype = "bf16"
-    kv_alloc: Literal["paged", "contiguous"] = "paged"
+    kv_alloc: choices.KvAlloc = "paged"
     block_size: int = Field(16, ge=1, le=1024)
     # speculative decoding
-    spec_method: Literal["none", "draft", "ngram", "eagle"] = "none"
+    spec_method: choices.SpecMethod = "none"
     spec_k: int = Field(4, ge=1, le=16)
     spec_alpha: float = Field(0.7, ge=0.0, le=1.0)
     draft_model: str = "llama-3.1-8b"
     # training
-    train_precision: Literal["bf16", "fp8"] = "bf16"
-    zero: Literal[0, 1, 2, 3] = 1
+    train_precision: choices.TrainPrecision = "bf16"
+    zero: choices.ZeroStage = 1
     micro_batch: int = Field(1, ge=1)
     seq_len: int = Field(4096, ge=1)
-    recompute: Literal["none", "selective", "full"] = "selective"
+    recompute: choices.Recompute = "selective"
     sequence_parallel: bool = True
     lora_rank: int = Field(0, ge=0)
     qlora: bool = False
     train_tokens: float = Field(1e12, gt=0)
     global_batch_tokens: int = Field(4 * 2**20, ge=1)
+    # the simulated workload and what a recommendation must meet
+    workload: Workload = Workload()
+    targets: Targets = Targets()
     # assumptions
     assumptions: Assumptions = Assumptions()
 
@@ -143,26 +197,58 @@ class RabitConfig(BaseModel):
 DEFAULT = RabitConfig()
 
 
+#: Nested groups whose fields travel as their own ``group.field`` query parameters.
+GROUPS: dict[str, type[BaseModel]] = {"workload": Workload, "targets": Targets}
+#: Nested objects that travel as one compressed blob.
+_BLOBS = ("custom_model", "assumptions")
+
+
+def _flat(cfg: RabitConfig) -> dict[str, Any]:
+    """The config as JSON values with the groups' fields under ``group.field`` keys."""
+    out: dict[str, Any] = {}
+    for k, v in cfg.model_dump(mode="json").items():
+        if k in GROUPS:
+            out.update({f"{k}.{f}": x for f, x in v.items()})
+        else:
+            out[k] = v
+    return out
+
+
+def _annotation(key: str) -> Any:
+    group, _, name = key.rpartition(".")
+    fields = GROUPS[group].model_fields if group else RabitConfig.model_fields
+    return fields[name].annotation if name in fields else None
+
+
 def to_query(cfg: RabitConfig) -> dict[str, str]:
     """The fields that differ from the defaults, as strings for a URL query.
 
-    Nested objects (a custom model, changed assumptions) travel as compressed
-    base64 JSON so a pasted link reproduces the view exactly.
+    Group fields travel as ``workload.rate_per_s=20``; ``none`` stands for an unset optional value and a
+    comma-separated list for a tuple. Nested objects (a custom model, changed assumptions) travel as
+    compressed base64 JSON so a pasted link reproduces the view exactly.
     """
     out: dict[str, str] = {}
-    base = DEFAULT.model_dump(mode="json")
-    for k, v in cfg.model_dump(mode="json").items():
+    base = _flat(DEFAULT)
+    for k, v in _flat(cfg).items():
         if v == base.get(k):
             continue
-        if isinstance(v, (dict, list)):
+        if k in _BLOBS:
             blob = zlib.compress(json.dumps(v, separators=(",", ":")).encode())
             out[k] = "z" + base64.urlsafe_b64encode(blob).decode().rstrip("=")
+        elif v is None:
+            out[k] = "none"
+        elif isinstance(v, list):
+            out[k] = ",".join(str(x) for x in v)
         elif isinstance(v, bool):
             out[k] = "1" if v else "0"
         else:
             out[k] = str(v)
     return out
 
+
+#: Every setting a link may carry (for "did you mean" suggestions).
+_SETTINGS = tuple(k for k in RabitConfig.model_fields if k not in GROUPS) + tuple(
+    f"{g}.{f}" for g, model in GROUPS.items() for f in model.model_fields)
 
 #: Query parameters Streamlit itself reads (never RA-BIT settings, never reported).
 STREAMLIT_PARAMS = frozenset({"embed", "embed_options"})
@@ -197,9 +283,22 @@ def _decode_param(k: str, s: str) -> Any:
         except (ValueError, TypeError):
             raise ValueError("not base64") from None
         return parse_json(inflate(blob), what="the encoded object")
+    ann = _annotation(k)
+    if s == "none" and type(None) in get_args(ann):
+        return None
+    if get_origin(ann) is tuple:
+        return tuple(x for x in s.split(",") if x)
     if _int_literal(k):
         return int(s) if s.lstrip("-").isdigit() and len(s) < 20 else s
     return s
+
+
+def is_setting(key: str) -> bool:
+    """True for a config field (``tp``) or a group's field (``workload.rate_per_s``)."""
+    group, _, name = key.partition(".")
+    if name:
+        return group in GROUPS and name in GROUPS[group].model_fields
+    return key in RabitConfig.model_fields and key not in GROUPS
 
 
 def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, tuple[LinkIssue, ...]]:
@@ -218,8 +317,8 @@ def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, 
         s = str(v[-1] if isinstance(v, (list, tuple)) and v else v if not isinstance(v, (list, tuple)) else "")
         if k in STREAMLIT_PARAMS:
             continue
-        if k not in RabitConfig.model_fields:
-            near = nearest(k, RabitConfig.model_fields)
+        if not is_setting(k):
+            near = nearest(k, _SETTINGS)
             issues.append(LinkIssue(param=k, value=s, reason="not a RA-BIT setting"
                                     + (f" (did you mean {near}?)" if near else "")))
             continue
@@ -235,18 +334,29 @@ def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, 
                                         + (f"; did you mean {near}?" if near else "")))
                 continue
         try:
-            data[k] = _decode_param(k, s)
+            value = _decode_param(k, s)
             raw[k] = s
         except ValueError as exc:
             issues.append(LinkIssue(param=k, value=s, reason=f"could not be decoded: {exc}"))
-    for _ in range(len(data) + 1):
+            continue
+        group, _, name = k.partition(".")
+        if name:
+            data.setdefault(group, {})[name] = value
+        else:
+            data[k] = value
+    for _ in range(len(raw) + 1):
         try:
             return RabitConfig.model_validate(data), tuple(issues)
         except ValidationError as exc:
             dropped = False
             for e in exc.errors():
                 k = str(e["loc"][0]) if e["loc"] else ""
-                if k in data:
+                inner_key = f"{k}.{e['loc'][1]}" if k in GROUPS and len(e["loc"]) > 1 else ""
+                if inner_key in raw and str(e["loc"][1]) in data.get(k, {}):
+                    issues.append(LinkIssue(param=inner_key, value=raw[inner_key], reason=error_text(e)))
+                    del data[k][str(e["loc"][1])]  # the group's other fields of the link still apply
+                    dropped = True
+                elif k in data and k in raw:
                     sub = ".".join(str(x) for x in e["loc"][1:])
                     why = error_text(e)
                     issues.append(LinkIssue(param=k, value=raw[k], reason=f"{sub}: {why}" if sub else why))
@@ -268,17 +378,16 @@ def from_query(params: dict[str, str | list[str]]) -> RabitConfig:
     Raises ``ValueError`` with the offending parameter named when a value is invalid. The app uses
     :func:`from_query_report`, which keeps the parameters it can use and reports the others.
     """
-    cfg, issues = from_query_report({k: v for k, v in params.items() if k in RabitConfig.model_fields})
+    cfg, issues = from_query_report({k: v for k, v in params.items() if is_setting(k)})
     if issues:
         i = issues[0]
-        raise ValueError(f"query parameter '{i.param}' {i.reason}" if i.param in RabitConfig.model_fields
-                         else i.reason)
+        raise ValueError(f"query parameter '{i.param}' {i.reason}" if is_setting(i.param) else i.reason)
     return cfg
 
 
 def _int_literal(field: str) -> bool:
     """True for fields typed as a Literal of ints (pydantic will not coerce "3" to Literal[3])."""
-    args = get_args(RabitConfig.model_fields[field].annotation)
+    args = get_args(_annotation(field))
     return bool(args) and all(isinstance(a, int) and not isinstance(a, bool) for a in args)
 
 

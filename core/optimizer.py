@@ -21,18 +21,18 @@ the alternatives and the Pareto front.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from core import catalog
+from core import catalog, choices
 from core.catalog import Price
 from core.assumptions import Assumptions
 from core.config import RabitConfig
-from core.pricing import GpuPrice, PricePolicy, gpu_price, unpriced
-from core.simulate import SimSpec, kv_pool, max_throughput, simulate
+from core.model import ModelArch
+from core.pricing import GpuPrice, gpu_price, unpriced
+from core.simulate import SimSpec, kv_pool, max_throughput, sim_spec, simulate
 from core.speed import StepModel
 from core.validate import problems
 
@@ -41,8 +41,9 @@ from core.validate import problems
 SCREEN_UTILISATION = 0.8
 #: Share of the ITL target the screen's decode step may use (the rest is left for prefill interference).
 SCREEN_ITL_SHARE = 0.8
-WEIGHT_FORMATS = ("bf16", "fp8", "int4", "nvfp4")
-KV_FORMATS = ("bf16", "fp8")
+#: Formats the search tries (defined once in core.choices).
+WEIGHT_FORMATS = choices.SEARCH_WEIGHT_FORMATS
+KV_FORMATS = choices.SEARCH_KV_DTYPES
 
 
 class _F(BaseModel):
@@ -50,12 +51,12 @@ class _F(BaseModel):
 
 
 class ServingGoal(_F):
-    """What the service must do: the workload at a rate, and its p95 targets [s] (None = no target)."""
+    """What the service must do: the workload (its arrival rate is ``workload.rate_per_s``), and its p95
+    targets [s] (None = no target)."""
 
     model: str = "llama-3.1-70b"
-    custom_model: object | None = None
-    rate_per_s: float = Field(10.0, gt=0)
-    workload: SimSpec = SimSpec(num_requests=2000)
+    custom_model: ModelArch | None = None
+    workload: SimSpec = SimSpec(num_requests=2000, rate_per_s=10.0)
     p95_ttft_s: float | None = Field(None, gt=0)
     p95_itl_s: float | None = Field(None, gt=0)
     p95_e2e_s: float | None = Field(None, gt=0)
@@ -63,6 +64,40 @@ class ServingGoal(_F):
     assumptions: Assumptions = Assumptions()
     fabric: str = "ib-ndr"
     block_size: int = Field(16, ge=1, le=1024)
+    #: per GPU kind overrides of ``assumptions`` (slug, values): one accelerator measured faster or slower
+    gpu_assumptions: tuple[tuple[str, Assumptions], ...] = ()
+
+    def assumptions_for(self, gpu: str) -> Assumptions:
+        return dict(self.gpu_assumptions).get(gpu, self.assumptions)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rate_into_workload(cls, data: Any) -> Any:
+        """Accept ``rate_per_s=`` as a shorthand for the workload's arrival rate (one value, one home)."""
+        if isinstance(data, dict) and "rate_per_s" in data:
+            data = dict(data)
+            rate = data.pop("rate_per_s")
+            spec = data.get("workload", cls.model_fields["workload"].default)
+            if isinstance(spec, dict):
+                data["workload"] = {**spec, "rate_per_s": rate}
+            else:
+                data["workload"] = spec.with_(rate_per_s=rate)
+        return data
+
+    @property
+    def rate_per_s(self) -> float:
+        """Arrival rate the service must sustain [requests/s]."""
+        return self.workload.rate_per_s
+
+    @classmethod
+    def from_config(cls, cfg: RabitConfig) -> "ServingGoal":
+        """The goal the shared config describes: its model, workload (with ``targets.requests_per_simulation``
+        requests per simulation) and p95 targets."""
+        t = cfg.targets
+        spec = sim_spec(cfg).with_(num_requests=t.requests_per_simulation, duration_s=None)
+        return cls(model=cfg.model, custom_model=cfg.custom_model, workload=spec, p95_ttft_s=t.p95_ttft_s,
+                   p95_itl_s=t.p95_itl_s, p95_e2e_s=t.p95_e2e_s, assumptions=cfg.assumptions, fabric=cfg.fabric,
+                   block_size=cfg.block_size)
 
 
 class Constraints(_F):
@@ -74,9 +109,18 @@ class Constraints(_F):
     weights_allowed: tuple[str, ...] = WEIGHT_FORMATS
     kv_allowed: tuple[str, ...] = KV_FORMATS
     providers: tuple[str, ...] = ()
-    price_kind: Literal["on-demand", "spot", "reserved", "marketplace"] = "on-demand"
-    price_policy: PricePolicy = "median"
+    price_kind: choices.PriceKind = "on-demand"
+    price_policy: choices.PricePolicy = "median"
     max_simulations: int = Field(16, ge=1, le=64)
+
+    @classmethod
+    def from_config(cls, cfg: RabitConfig, *, training: bool = False) -> "Constraints":
+        """The hard constraints of the shared config (``training``: the training run's GPU kinds)."""
+        t = cfg.targets
+        return cls(gpus_allowed=t.train_gpus_allowed if training else t.gpus_allowed, max_gpus=t.max_gpus,
+                   max_usd_per_hour=t.max_usd_per_hour, weights_allowed=t.weights_allowed, kv_allowed=t.kv_allowed,
+                   providers=t.providers, price_kind=t.price_kind, price_policy=t.price_policy,
+                   max_simulations=t.max_simulations)
 
 
 class _Replica(_F):
@@ -204,7 +248,7 @@ def _config(goal: ServingGoal, c: Candidate) -> RabitConfig:
     return RabitConfig(model=goal.model, custom_model=goal.custom_model, gpu=c.gpu, gpus_per_node=gpn,
                        nodes=max(1, c.gpus_per_replica // gpn), tp=c.tp, pp=c.pp, weights=c.weights,
                        kv_dtype=c.kv_dtype, batch=1, input_tokens=max(1, round(i)), output_tokens=max(1, round(o)),
-                       assumptions=goal.assumptions, fabric=goal.fabric, block_size=goal.block_size)
+                       assumptions=goal.assumptions_for(c.gpu), fabric=goal.fabric, block_size=goal.block_size)
 
 
 def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int) -> int:
@@ -342,13 +386,16 @@ def pareto(picks: list[Pick]) -> tuple[Pick, ...]:
 
 
 def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tuple[Price, ...] | None = None,
-              progress=None) -> Recommendation:
+              progress=None, *, memo: dict | None = None, alternatives: bool = True) -> Recommendation:
     """The cheapest priced configuration that meets ``goal`` under ``cons`` (see the module docstring).
 
     ``progress``: optional callable ``(done, total, label)`` for a progress bar (called, never stored).
+    ``memo``: a dict the caller owns and passes to several calls with the same prices (re-runs at moved
+    assumptions): screens per GPU kind and simulations are shared between them. ``alternatives=False`` skips
+    the leftover-budget simulations, which feed the alternatives and the Pareto front but never the pick.
     """
     prices = prices if prices is not None else catalog.prices()
-    cands = screen(goal, cons, prices)
+    cands = screen(goal, cons, prices) if memo is None else _screen_shared(goal, cons, prices, memo)
     survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost_per_hour, c.gpus_per_replica))
     results: dict[int, Candidate] = {}
     sims = 0
@@ -360,7 +407,8 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
         sims += 1
         if progress:
             progress(sims, budget, c.label)
-        return _simulate(goal, c)
+        return _simulate(goal, c) if memo is None else _shared(memo, ("sim", _goal_for(goal, c.gpu), c),
+                                                              lambda: _simulate(goal, c))
 
     # 1. branch and bound over the cheapest estimates
     for idx, c in enumerate(survivors):
@@ -379,7 +427,7 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
             best_cost = min(best_cost, r.cost_per_hour or math.inf)
     # 2. leftover budget: the cheapest unsimulated candidate of each other GPU kind, then of each replica
     #    size (faster, dearer layouts), so the alternatives and the Pareto front have something to show
-    for key in (lambda c: c.gpu, lambda c: (c.gpu, c.gpus_per_replica)):
+    for key in (lambda c: c.gpu, lambda c: (c.gpu, c.gpus_per_replica)) if alternatives else ():
         seen = {key(results[i]) for i in results}
         for idx, c in enumerate(survivors):
             if sims >= budget:
@@ -418,6 +466,29 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
                           recommendation=_pick(goal, best) if best else None,
                           nearest=_pick(goal, nearest) if nearest else None, pareto=front, explanation=expl,
                           candidates=tuple(all_cands), evaluated=len(cands), simulated=sims)
+
+
+def _goal_for(goal: ServingGoal, gpu: str) -> ServingGoal:
+    """``goal`` as one GPU kind sees it (its assumptions resolved): the key of what it shares across re-runs."""
+    return goal.model_copy(update={"assumptions": goal.assumptions_for(gpu), "gpu_assumptions": ()})
+
+
+def _shared(memo: dict, key, compute):
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
+def _screen_shared(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...], memo: dict) -> list[Candidate]:
+    """:func:`screen`, one GPU kind at a time, each kind's rows shared through ``memo``."""
+    out: list[Candidate] = []
+    for slug in sorted(catalog.gpus()):
+        if cons.gpus_allowed and slug not in cons.gpus_allowed:
+            continue
+        one = cons.model_copy(update={"gpus_allowed": (slug,)})
+        out.extend(_shared(memo, ("screen", _goal_for(goal, slug), one),
+                           lambda: tuple(screen(_goal_for(goal, slug), one, prices))))
+    return out
 
 
 def explain(goal: ServingGoal, cons: Constraints, best: Candidate | None, nearest: Candidate | None,

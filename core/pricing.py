@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Literal
-
 from core.catalog import Price
+from core.choices import PricePolicy
 
-PricePolicy = Literal["median", "cheapest"]
+__all__ = ["GpuPrice", "PricePolicy", "gpu_price"]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +37,20 @@ from core.trace import NO_TRACE
 from core.validate import model_of
 
 __all__ = ["SimSpec", "Lengths", "SimResult", "Summary", "Percentiles", "Capacity", "simulate", "kv_pool",
-           "max_throughput", "sweep", "sweep_rates", "knee_rates", "default_rate", "round_rate_down", "parse_trace", "MIN_N_P95", "MIN_N_P99", "DONE", "REJECTED", "TIMED_OUT"]
+           "max_throughput", "sim_spec", "sweep", "sweep_rates", "knee_rates", "default_rate", "round_rate_down", "parse_trace", "MIN_N_P95", "MIN_N_P99", "DONE", "REJECTED", "TIMED_OUT"]
+
+
+def sim_spec(cfg: RabitConfig, **changes: Any) -> SimSpec:
+    """The simulator's workload from the shared config: ``cfg.workload`` with lengths spread around the
+    config's mean prompt and output tokens; ``changes`` override SimSpec fields (e.g. ``trace=``)."""
+    w = cfg.workload
+    lengths = {f: Lengths(kind=w.lengths, mean=m, spread=w.spread)
+               for f, m in (("input", cfg.input_tokens), ("output", cfg.output_tokens))}
+    data: dict[str, Any] = dict(
+        arrival=w.arrival, rate_per_s=w.rate_per_s, users=w.users, think_s=w.think_s, num_requests=w.num_requests,
+        duration_s=w.duration_s, policy=w.policy, token_budget=w.token_budget, max_batch=w.max_batch,
+        admission=w.admission, timeout_s=w.timeout_s, kv_pool_tokens=w.kv_pool_tokens, seed=w.seed, **lengths)
+    return SimSpec(**{**data, **changes})
 
 
 def workspace_tokens(spec: SimSpec) -> int:

@@ -50,7 +50,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from core import catalog
+from core import catalog, choices
 from core.pricing import gpu_price
 from core.catalog import GpuSpec, Price
 from core.collectives import Collectives
@@ -65,7 +65,7 @@ from core.trace import Step, Trace
 from core.units import DAY_S, GiB, HOUR_S, MS
 from core.validate import fabric_of, gpu_of, model_of
 
-Recompute = Literal["none", "selective", "full"]
+Recompute = choices.Recompute
 
 #: Search axes.
 RECOMPUTES: tuple[str, ...] = ("none", "selective", "full")
@@ -101,7 +101,7 @@ class Layout(_Frozen):
     dp: int = Field(1, ge=1)
     ep: int = Field(1, ge=1)
     micro_batch: int = Field(1, ge=1)
-    zero: Literal[0, 1, 2, 3] = 1
+    zero: choices.ZeroStage = 1
     recompute: Recompute = "selective"
     vpp: int = Field(1, ge=1)
 
@@ -131,7 +131,7 @@ class TrainingGoal(_Frozen):
     gpus: int | None = Field(None, ge=1, le=MAX_GPUS)
     max_gpus: int = Field(MAX_GPUS, ge=1, le=MAX_GPUS)
     layout: Layout | None = None
-    zero: Literal[0, 1, 2, 3] | None = None
+    zero: choices.ZeroStage | None = None
     recompute: Recompute | None = None
     micro_batch: int | None = Field(None, ge=1)
     batch_tolerance: float = Field(0.1, ge=0, le=1)

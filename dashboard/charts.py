@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.units import GB
+from core.units import DAY_S, GB
 
 #: A horizontal legend at the foot of the figure: plotly reserves room for it below the axis title, where a
 #: legend placed at a negative paper fraction lands on the title or the tick labels when the figure is short.
@@ -410,3 +410,113 @@ def error_bar_points(fig: go.Figure, x, y, low, high, name: str, color: str = "#
                     error_y=dict(type="data", symmetric=False, array=[h / scale - v for h, v in zip(high, ys)],
                                  arrayminus=[v - lo / scale for lo, v in zip(low, ys)]), **trace_kw)
     return fig
+
+
+def deadline_cost_chart(curve, choice, height: int = 340) -> go.Figure:
+    """Cost (or GPU-hours with failures) against GPU count for the counts that meet the deadline, with the
+    smallest and the cheapest marked."""
+    pts = [c for c in curve if c.feasible and c.meets_deadline]
+    priced = choice.basis.startswith("cost")
+
+    def val(c):
+        return c.cost_usd if priced else c.gpus * c.wall_clock_s / 3600.0
+
+    fig = go.Figure()
+    fig.add_scatter(x=[c.gpus for c in pts], y=[val(c) for c in pts], mode="lines+markers", name="meets the deadline",
+                    marker=dict(size=4, color="#8c959f"), line=dict(color="#8c959f"),
+                    customdata=[[c.layout.label() if c.layout else "", c.mfu] for c in pts],
+                    hovertemplate="%{x:,} GPUs: %{y:,.0f}<br>MFU %{customdata[1]:.1%}<br>%{customdata[0]}"
+                                  "<extra></extra>")
+    for c, name, color, symbol in ((choice.smallest, "smallest", "#cf222e", "diamond"),
+                                   (choice.cheapest, "cheapest (recommended)", "#2da44e", "star")):
+        fig.add_scatter(x=[c.gpus], y=[val(c)], mode="markers", name=f"{name}: {c.gpus:,} GPUs",
+                        marker=dict(size=16, color=color, symbol=symbol, line=dict(width=1, color="black")))
+    fig.update_layout(title=f"{choice.basis} against GPU count (counts that meet the deadline)", height=height,
+                      xaxis_title="GPUs", yaxis_title=choice.basis, margin=dict(l=10, r=10, t=50, b=10),
+                      legend=dict(orientation="h", y=-0.3))
+    return fig
+
+
+def range_cross(fig: go.Figure, x: float, y: float | None, x_range=None, y_range=None, name: str = "",
+                color: str = "#2da44e", symbol: str = "diamond-open") -> go.Figure:
+    """One point with horizontal and vertical error bars from its ranges (either may be None or unbounded)."""
+    import math
+
+    def bar(v, r):
+        if r is None or v is None or r.basis == "none":
+            return None
+        hi = r.high if math.isfinite(r.high) else v * 10
+        return dict(type="data", symmetric=False, array=[hi - v], arrayminus=[v - r.low], color=color, thickness=2)
+
+    fig.add_scatter(x=[x], y=[y], mode="markers", name=name, marker=dict(size=14, color=color, symbol=symbol),
+                    error_x=bar(x, x_range), error_y=bar(y, y_range),
+                    hovertemplate=f"{name}<br>$%{{x:,.2f}}/h, p95 %{{y:.3g}} s<extra>range</extra>")
+
+
+# --- next experiment (issue 11) ----------------------------------------------------------------------
+def flip_chance_chart(experiments, stable, height: int = 380) -> go.Figure:
+    """Flip chance against the GPU-hours of the measurement: up and to the left runs first."""
+    fig = go.Figure()
+    for name, items, color in (("can flip the decision", experiments, "#cf222e"),
+                               ("not worth measuring now", stable, "#8c959f")):
+        if not items:
+            continue
+        fig.add_scatter(x=[e.gpu_hours for e in items], y=[e.flip_chance * 100 for e in items], mode="markers+text",
+                        name=name, marker=dict(color=color, size=11),
+                        text=[e.input.key if e.flip_chance > 0 else "" for e in items], textposition="top center",
+                        customdata=[[e.input.label, e.cost_usd, e.flips_to or "no change"] for e in items],
+                        hovertemplate="%{customdata[0]}<br>flip chance %{y:.0f}%<br>%{x:.3g} GPU-hours, "
+                                      "$%{customdata[1]:,.2f}<br>flips to: %{customdata[2]}<extra></extra>")
+    fig.update_layout(height=height, xaxis_title="GPU-hours to measure", yaxis_title="flip chance [%]",
+                      yaxis_range=[-5, 105], margin=dict(l=10, r=10, t=30, b=10),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+# --- optimizer ----------------------------------------------------------------------------------------
+
+def optimizer_pareto(rec) -> go.Figure:
+    """Simulated configurations of a recommendation: USD per hour against p95 end-to-end [s], marker size by
+    capacity, the Pareto front in blue, the recommendation as a star, the target as a dashed line."""
+    sim = [c for c in rec.candidates if c.simulated]
+    best = rec.recommendation
+    fig = go.Figure()
+    front = {p.label for p in rec.pareto}
+    for group, color in (("on the Pareto front", "#1f6feb"), ("dominated", "#8c959f")):
+        pts = [c for c in sim if (c.label in front) == (group == "on the Pareto front")]
+        if not pts:
+            continue
+        fig.add_scatter(
+            x=[c.cost_per_hour for c in pts], y=[c.p95_e2e_s for c in pts], mode="markers", name=group,
+            marker=dict(size=[8 + 3 * min((c.replicas or 0) * (c.capacity_per_replica_rps or 0), 30) for c in pts],
+                        color=color, symbol=["circle" if c.meets else "x" for c in pts], line=dict(width=1)),
+            text=[f"{c.label}<br>p95 TTFT {c.p95_ttft_s}<br>p95 ITL {c.p95_itl_s}<br>"
+                  f"{'meets' if c.meets else 'misses'} the target<br>{c.sim_notes}" for c in pts],
+            hovertemplate="%{text}<br>$%{x:,.2f}/h, p95 e2e %{y:.3g} s<extra></extra>")
+    if best is not None:
+        fig.add_scatter(x=[best.cost_per_hour], y=[best.p95_e2e_s], mode="markers", name="recommendation",
+                        marker=dict(size=22, color="#2da44e", symbol="star", line=dict(width=1, color="black")),
+                        hovertemplate=f"{best.label}<extra>recommended</extra>")
+    if rec.goal.p95_e2e_s:
+        fig.add_hline(y=rec.goal.p95_e2e_s, line_dash="dash", annotation_text="p95 end-to-end target")
+    fig.update_layout(title="Simulated configurations: cost against p95 end-to-end (marker size = capacity)",
+                      xaxis_title="USD per hour", yaxis_title="p95 end-to-end [s]", height=460)
+    return fig
+
+
+def training_cost_by_gpu(tr) -> go.Figure:
+    """Cost of the cheapest training run per GPU kind [USD]; green the recommendation, grey a missed deadline."""
+    fig = go.Figure(go.Bar(
+        x=[o.gpu for o in tr.options], y=[o.cost_usd for o in tr.options],
+        marker_color=["#2da44e" if tr.recommendation and o.gpu == tr.recommendation.gpu else
+                      ("#1f6feb" if o.meets_deadline else "#8c959f") for o in tr.options],
+        text=[f"{o.gpus:,} GPUs, {fmt_days(o.wall_clock_s)} d" for o in tr.options],
+        hovertemplate="%{x}: $%{y:,.0f}<br>%{text}<extra></extra>"))
+    fig.update_layout(title="Cost of the cheapest run per GPU kind (grey: misses the deadline)",
+                      yaxis_title="USD for the run", height=380)
+    return fig
+
+
+def fmt_days(seconds: float) -> str:
+    """Seconds as days, three significant figures."""
+    return f"{seconds / DAY_S:.3g}"

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from core.trace import Step, find
+from core.units import fmt_value  # noqa: F401  - pages format range ends like their steps
 
 
 #: Width of the main column at 1280 x 720 with the sidebar open [px], and what a metric needs per character:

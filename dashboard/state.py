@@ -1,9 +1,14 @@
 """The shared sidebar: one :class:`core.config.RabitConfig` for every page.
 
-Widgets write into ``st.session_state`` under ``cfg.<field>`` keys; the config is rebuilt
-from them on every rerun, validated, written back to the URL query string (so a pasted
-link reproduces the view) and offered as a downloadable JSON file that can be loaded again.
+Widgets write into ``st.session_state`` under ``cfg.<field>`` keys (``cfg.workload.<field>`` and
+``cfg.targets.<field>`` for the groups, whose widgets live on the Serving simulation and Optimizer pages);
+the config is rebuilt from them on every rerun, validated, written back to the URL query string (so a
+pasted link reproduces the view) and offered as a downloadable JSON file that can be loaded again.
 Each problem is shown with ``st.error`` directly under the input it concerns.
+
+Streamlit forgets the value of a widget that was not drawn on the last run; every ``cfg.`` key is
+written back at the start of each run (:func:`_keep`), so a page's inputs keep their values while
+another page is shown.
 """
 
 from __future__ import annotations
@@ -13,10 +18,11 @@ from typing import Any
 import streamlit as st
 from pydantic import ValidationError
 
-from core import catalog
+from core import catalog, choices
 from core.assumptions import REGISTRY
 from core.config import (
     DEFAULT,
+    GROUPS,
     RabitConfig,
     describe_validation_error,
     from_json,
@@ -36,6 +42,50 @@ def _key(field: str) -> str:
     return _P + field
 
 
+def key(path: str) -> str:
+    """The session-state key of a config field (``"workload.rate_per_s"`` for a group's field): pages give it
+    to the widget that edits the field, with no ``value=`` of its own."""
+    return _key(path)
+
+
+#: Optional group fields whose widget shows 0 for "none".
+_ZERO_IS_NONE = frozenset({"targets.p95_ttft_s", "targets.p95_itl_s", "targets.p95_e2e_s", "targets.max_gpus",
+                           "targets.max_usd_per_hour", "workload.timeout_s"})
+#: Tuple fields edited as a comma-separated text.
+_CSV = frozenset({"targets.providers"})
+_SKIP = ("custom_model", "assumptions", *GROUPS)
+
+
+def _group_paths() -> list[str]:
+    return [f"{g}.{f}" for g, model in GROUPS.items() for f in model.model_fields]
+
+
+def _to_widget(path: str, v: Any) -> Any:
+    if path in _ZERO_IS_NONE:
+        return 0 if v is None else v
+    if path in _CSV:
+        return ", ".join(v)
+    if isinstance(v, tuple):
+        return list(v)
+    return v
+
+
+def _from_widget(path: str, v: Any) -> Any:
+    if path in _ZERO_IS_NONE:
+        return v or None
+    if path in _CSV:
+        return tuple(x.strip() for x in str(v).split(",") if x.strip())
+    if isinstance(v, list):
+        return tuple(v)
+    return v
+
+
+def _keep() -> None:
+    """Write every ``cfg.`` value back so that widgets not drawn on this page keep their values."""
+    for k in [k for k in st.session_state if isinstance(k, str) and k.startswith(_P)]:
+        st.session_state[k] = st.session_state[k]
+
+
 def _dom(field: str, step: float | None = None) -> dict[str, Any]:
     """min_value / max_value / step of a widget: the config field's one domain (core.limits)."""
     d = CONFIG_DOMAINS[field]
@@ -50,9 +100,12 @@ def _dom(field: str, step: float | None = None) -> dict[str, Any]:
 def _load_into_state(cfg: RabitConfig) -> None:
     """Put every field of ``cfg`` into the widget keys (before the widgets are drawn)."""
     for name in RabitConfig.model_fields:
-        if name in ("custom_model", "assumptions"):
+        if name in _SKIP:
             continue
         st.session_state[_key(name)] = getattr(cfg, name)
+    for path in _group_paths():
+        g, f = path.split(".")
+        st.session_state[_key(path)] = _to_widget(path, getattr(getattr(cfg, g), f))
     st.session_state["custom_model"] = cfg.custom_model
     if cfg.custom_model is not None:
         st.session_state[_key("model")] = _CUSTOM
@@ -104,10 +157,14 @@ def _on_model_upload() -> None:
 def _values() -> dict[str, Any]:
     data: dict[str, Any] = {}
     for name in RabitConfig.model_fields:
-        if name in ("custom_model", "assumptions"):
+        if name in _SKIP:
             continue
         if _key(name) in st.session_state:
             data[name] = st.session_state[_key(name)]
+    for path in _group_paths():
+        if _key(path) in st.session_state:
+            g, f = path.split(".")
+            data.setdefault(g, {})[f] = _from_widget(path, st.session_state[_key(path)])
     if data.get("model") == _CUSTOM:
         data["model"] = DEFAULT.model
         data["custom_model"] = st.session_state.get("custom_model")
@@ -118,6 +175,7 @@ def _values() -> dict[str, Any]:
 def sidebar() -> RabitConfig | None:
     """Draw the shared sidebar; return the valid config, or None when an input needs fixing."""
     _init()
+    _keep()
     sb = st.sidebar
     slots: dict[str, Any] = {}
     if "_link_error" in st.session_state:
@@ -152,7 +210,7 @@ def sidebar() -> RabitConfig | None:
     c3.number_input("EP", **_dom("ep"), key=_key("ep"))
     for f in ("tp", "pp", "ep"):
         slots[f] = sb.container()
-    sb.radio("Phase", ["serve", "train"], key=_key("phase"), horizontal=True)
+    sb.radio("Phase", choices.PHASES, key=_key("phase"), horizontal=True)
     sb.number_input("Batch (concurrent sequences)", **_dom("batch"), key=_key("batch"))
     slots["batch"] = sb.container()
     c1, c2 = sb.columns(2)
@@ -161,24 +219,24 @@ def sidebar() -> RabitConfig | None:
     slots["input_tokens"] = sb.container()
     sb.slider("Cached prefix share of the prompt", **_dom("prefix_cache_frac"), key=_key("prefix_cache_frac"))
     c1, c2 = sb.columns(2)
-    c1.selectbox("Weights", ["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"], key=_key("weights"))
-    c2.selectbox("KV cache", ["bf16", "fp8"], key=_key("kv_dtype"))
+    c1.selectbox("Weights", choices.WEIGHT_FORMATS, key=_key("weights"))
+    c2.selectbox("KV cache", choices.KV_DTYPES, key=_key("kv_dtype"))
     c1, c2 = sb.columns(2)
-    c1.selectbox("KV allocation", ["paged", "contiguous"], key=_key("kv_alloc"))
-    c2.selectbox("Block size", list(CONFIG_DOMAINS["block_size"].choices), key=_key("block_size"))
+    c1.selectbox("KV allocation", choices.KV_ALLOCS, key=_key("kv_alloc"))
+    c2.selectbox("Block size", choices.BLOCK_SIZES, key=_key("block_size"))
 
     with sb.expander("Speculative decoding"):
-        st.selectbox("Method", ["none", "draft", "ngram", "eagle"], key=_key("spec_method"))
+        st.selectbox("Method", choices.SPEC_METHODS, key=_key("spec_method"))
         st.selectbox("Draft model", models, key=_key("draft_model"))
         st.number_input("Draft tokens k", **_dom("spec_k"), key=_key("spec_k"))
         st.slider("Acceptance rate α", **_dom("spec_alpha"), key=_key("spec_alpha"))
     with sb.expander("Training"):
-        st.selectbox("Precision", ["bf16", "fp8"], key=_key("train_precision"))
-        st.selectbox("ZeRO stage", [0, 1, 2, 3], key=_key("zero"))
+        st.selectbox("Precision", choices.TRAIN_PRECISIONS, key=_key("train_precision"))
+        st.selectbox("ZeRO stage", choices.ZERO_STAGES, key=_key("zero"))
         st.number_input("Micro-batch", **_dom("micro_batch"), key=_key("micro_batch"))
         st.number_input("Sequence length", **_dom("seq_len", 1024), key=_key("seq_len"))
         slots["seq_len"] = st.container()
-        st.selectbox("Recomputation", ["none", "selective", "full"], key=_key("recompute"))
+        st.selectbox("Recomputation", choices.RECOMPUTE_MODES, key=_key("recompute"))
         st.checkbox("Sequence parallelism", key=_key("sequence_parallel"))
         st.number_input("LoRA rank (0 = full fine-tune)", **_dom("lora_rank", 8), key=_key("lora_rank"))
         st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))
@@ -189,21 +247,32 @@ def sidebar() -> RabitConfig | None:
     with sb.expander("Assumptions (efficiencies)"):
         for name, info in REGISTRY.items():
             lo, hi = sorted((info.low, info.high))
-            st.number_input(f"{info.label} [{info.unit}]", min_value=0.0, key=_key("a." + name), format="%.6g",
-                            help=f"base {info.base:g}, range {lo:g}–{hi:g}. Source: {info.source}")
+            st.number_input(f"{info.label} [{info.unit}]", min_value=float(info.min_value),
+                            max_value=float(info.max_value), key=_key("a." + name), format="%.6g",
+                            help=f"base {info.base:g}, range {lo:g}–{hi:g}; allowed {info.min_value:g}–"
+                                 f"{info.max_value:g} ({info.domain_reason}). Source: {info.source}")
         if st.button("Reset assumptions to base"):
             for name, info in REGISTRY.items():
                 st.session_state[_key("a." + name)] = info.base
             st.rerun()
 
     cfg: RabitConfig | None = None
-    try:
-        cfg = RabitConfig.model_validate(_values())
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        field = str(e["loc"][0]) if e["loc"] else "model"
-        (slots.get(field) or sb).error(plain(describe_validation_error(exc), 1000))
-        return None
+    data = _values()
+    group_errors: dict[str, str] = {}
+    while cfg is None:
+        try:
+            cfg = RabitConfig.model_validate(data)
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            field = str(e["loc"][0]) if e["loc"] else "model"
+            if field in GROUPS and len(e["loc"]) > 1 and str(e["loc"][1]) in data.get(field, {}):
+                # a page's input: said next to it on that page (field_error); the default stands in meanwhile
+                group_errors[f"{field}.{e['loc'][1]}"] = e["msg"].removeprefix("Value error, ")
+                del data[field][str(e["loc"][1])]
+                continue
+            (slots.get(field) or sb).error(plain(describe_validation_error(exc), 1000))
+            return None
+    st.session_state["_group_errors"] = group_errors
     probs = problems(cfg)
     for p in probs:
         (slots.get(p.field) or sb).error(plain(p.message, 1000))
@@ -220,6 +289,13 @@ def _config_file_controls(cfg: RabitConfig) -> None:
         if "_upload_error" in st.session_state:
             st.error(plain(st.session_state["_upload_error"], 1000))
         st.caption("The page URL carries this configuration too: paste it to share the view.")
+
+
+def field_error(path: str) -> None:
+    """Show the problem with a page's config input (``"workload.max_batch"``), if any, where this is called."""
+    msg = st.session_state.get("_group_errors", {}).get(path)
+    if msg:
+        st.error(msg)
 
 
 def config() -> RabitConfig | None:

@@ -1,19 +1,19 @@
 """Optimizer: the cheapest configuration that meets the target, the Pareto front, and why."""
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from core import catalog
+from core import catalog, choices
 from core.catalog import CatalogError, parse_prices
-from core.optimizer import KV_FORMATS, WEIGHT_FORMATS, Constraints, ServingGoal
-from core.simulate import Lengths, SimSpec
-from dashboard import cache, render, state
+from core.optimizer import Constraints, ServingGoal
+from core.units import DAY_S
+from dashboard import cache, charts, render, state
 
 st.title("Optimizer")
 st.caption("The cheapest priced configuration that meets your p95 targets at your request rate — "
            "screened in closed form, the finalists checked by the serving simulator.")
-cfg = state.require_config()
+cfg = render.bound_choice("optimizer", state.require_config())
+K = state.key
 model_name = cfg.custom_model.name if cfg.custom_model else cfg.model
 # A choice, not tabs: every tab's body runs on every rerun, and the hidden training search cost ~2 s on each
 # sidebar change; only the chosen view runs here.
@@ -21,35 +21,34 @@ view = st.radio("Recommend", ["Serving", "Training run"], horizontal=True, key="
 
 if view == "Serving":
 
+    st.caption(f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the "
+               "sidebar; the arrival rate and length distribution are shared with the Serving simulation page.")
     with st.form("opt"):
-        c1, c2, c3, c4 = st.columns(4)
-        rate = c1.number_input("Arrival rate [requests/s]", min_value=0.01, max_value=1e5, value=10.0, key="opt.rate")
-        mean_in = c2.number_input("Mean input tokens", min_value=1, max_value=1_000_000,
-                                  value=int(min(cfg.input_tokens, 1000)), key="opt.input")
-        mean_out = c3.number_input("Mean output tokens", min_value=1, max_value=100_000,
-                                   value=int(min(cfg.output_tokens, 250)), key="opt.output")
-        kind = c4.selectbox("Length distribution", ["lognormal", "fixed", "uniform"], key="opt.lengths")
+        c1, c2 = st.columns(2)
+        c1.number_input("Arrival rate [requests/s]", min_value=0.01, max_value=1e5, key=K("workload.rate_per_s"))
+        c2.selectbox("Length distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
         t1, t2, t3 = st.columns(3)
-        ttft = t1.number_input("p95 TTFT target [s] (0 = none)", min_value=0.0, value=2.0, key="opt.ttft")
-        itl = t2.number_input("p95 inter-token target [s] (0 = none)", min_value=0.0, value=0.0, format="%.3f",
-                              key="opt.itl")
-        e2e = t3.number_input("p95 end-to-end target [s] (0 = none)", min_value=0.0, value=20.0, key="opt.e2e")
+        t1.number_input("p95 TTFT target [s] (0 = none)", min_value=0.0, key=K("targets.p95_ttft_s"))
+        t2.number_input("p95 inter-token target [s] (0 = none)", min_value=0.0, format="%.3f",
+                        key=K("targets.p95_itl_s"))
+        t3.number_input("p95 end-to-end target [s] (0 = none)", min_value=0.0, key=K("targets.p95_e2e_s"))
         with st.expander("Hard constraints and prices"):
-            gpus_allowed = st.multiselect("GPU kinds allowed (empty = all)", sorted(catalog.gpus()), key="opt.gpus")
+            st.multiselect("GPU kinds allowed (empty = all)", sorted(catalog.gpus()), key=K("targets.gpus_allowed"))
             k1, k2 = st.columns(2)
-            max_gpus = k1.number_input("Max GPUs in total (0 = no limit)", min_value=0, value=0, key="opt.max_gpus")
-            max_usd = k2.number_input("Max USD per hour (0 = no limit)", min_value=0.0, value=0.0, key="opt.max_usd")
-            weights = st.multiselect("Weight formats", list(WEIGHT_FORMATS), default=list(WEIGHT_FORMATS),
-                                     key="opt.weights")
-            kvs = st.multiselect("KV cache formats", list(KV_FORMATS), default=list(KV_FORMATS), key="opt.kv")
+            k1.number_input("Max GPUs in total (0 = no limit)", min_value=0, key=K("targets.max_gpus"))
+            k2.number_input("Max USD per hour (0 = no limit)", min_value=0.0, key=K("targets.max_usd_per_hour"))
+            st.multiselect("Weight formats", choices.SEARCH_WEIGHT_FORMATS, key=K("targets.weights_allowed"))
+            st.multiselect("KV cache formats", choices.SEARCH_KV_DTYPES, key=K("targets.kv_allowed"))
             p1, p2, p3 = st.columns(3)
-            price_kind = p1.selectbox("Price kind", ["on-demand", "spot", "reserved", "marketplace"], key="opt.kind")
-            policy = p2.selectbox("Price per GPU kind", ["median", "cheapest"], key="opt.policy",
-                                  help="median of the listings across providers, or the cheapest listing")
-            providers = p3.text_input("Providers (comma-separated substrings, empty = all)", key="opt.providers")
+            p1.selectbox("Price kind", choices.PRICE_KINDS, key=K("targets.price_kind"))
+            p2.selectbox("Price per GPU kind", choices.PRICE_POLICIES, key=K("targets.price_policy"),
+                         help="median of the listings across providers, or the cheapest listing")
+            p3.text_input("Providers (comma-separated substrings, empty = all)", key=K("targets.providers"))
             upload = st.file_uploader("Your own price list (CSV, same columns as catalogs/prices.csv)", type=["csv"],
                                       key="opt.price_file")
         st.form_submit_button("Find the cheapest configuration", type="primary", key="opt.submit")
+    state.field_error("targets.weights_allowed")
+    state.field_error("targets.kv_allowed")
 
     prices = catalog.prices()
     if upload is not None:
@@ -67,20 +66,12 @@ if view == "Serving":
             st.error(f"The edited prices are not valid: {exc}. Using the catalog's prices.")
             prices = catalog.prices()
 
-    if not weights or not kvs:
-        st.error("Allow at least one weight format and one KV cache format.")
-        weights, kvs = weights or ["bf16"], kvs or ["bf16"]
-    goal = ServingGoal(model=cfg.model, custom_model=cfg.custom_model, rate_per_s=rate,
-                       workload=SimSpec(num_requests=2000, input=Lengths(kind=kind, mean=mean_in),
-                                        output=Lengths(kind=kind, mean=mean_out)),
-                       p95_ttft_s=ttft or None, p95_itl_s=itl or None, p95_e2e_s=e2e or None)
-    cons = Constraints(gpus_allowed=tuple(gpus_allowed), max_gpus=max_gpus or None, max_usd_per_hour=max_usd or None,
-                       weights_allowed=tuple(weights), kv_allowed=tuple(kvs),
-                       providers=tuple(s.strip() for s in providers.split(",") if s.strip()), price_kind=price_kind,
-                       price_policy=policy)
+    goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
     rec = cache.recommendation(goal, cons, tuple(prices))
+    rr = cache.recommendation_ranges(goal, cons, tuple(prices))
+    rg = rr.recommendation.ranges if rr.recommendation else {}
     if rec.unpriced:
-        st.warning(f"No {price_kind} price for {', '.join(rec.unpriced)}: left out of the search, not judged. "
+        st.warning(f"No {cfg.targets.price_kind} price for {', '.join(rec.unpriced)}: left out of the search, not judged. "
                    "Add a row under 'Edit prices for this session' (or upload a price list) to include them.")
 
     e = rec.explanation
@@ -90,11 +81,22 @@ if view == "Serving":
         m1, m2, m3, m4, m5 = render.grid(5, ("Cost per hour", "Cost per million output tokens", "GPUs",
                                              "p95 end-to-end (simulated)", "Capacity"),
                                          (f"{r.replicas} x {r.gpus_per_replica} {r.gpu}",))
-        m1.metric("Cost per hour", f"${r.cost_per_hour:,.2f}")
-        m2.metric("Cost per million output tokens", f"${r.cost_per_million_tokens:,.3g}")
+        render.metric_range(m1, "Cost per hour", f"${r.cost_per_hour:,.2f}", rg.get("cost_per_hour"),
+                            lambda x: f"${x:,.2f}")
+        render.metric_range(m2, "Cost per million output tokens", f"${r.cost_per_million_tokens:,.3g}",
+                            rg.get("cost_per_million_tokens"), lambda x: f"${x:,.3g}")
         m3.metric("GPUs", f"{r.replicas} x {r.gpus_per_replica} {r.gpu}")
-        m4.metric("p95 end-to-end (simulated)", f"{r.p95_e2e_s:.3g} s" if r.p95_e2e_s is not None else "withheld")
-        m5.metric("Capacity", f"{r.capacity_requests_per_s:.3g} req/s")
+        render.metric_range(m4, "p95 end-to-end (simulated)",
+                            f"{r.p95_e2e_s:.3g} s" if r.p95_e2e_s is not None else "withheld",
+                            rg.get("p95_e2e_s") if r.p95_e2e_s is not None else None,
+                            lambda x: f"{x:.3g} s" if x != float("inf") else "does not fit")
+        render.metric_range(m5, "Capacity", f"{r.capacity_requests_per_s:.3g} req/s",
+                            rg.get("capacity_requests_per_s"), lambda x: f"{x:.3g} req/s")
+        if rr.recommendation is not None:
+            (st.warning if rr.recommendation.misses_at_pessimistic else st.caption)(
+                "The recommendation " + rr.recommendation.pessimistic_note + ".")
+        if rr.note:
+            (st.info if rr.settled else st.warning)(rr.note[0].upper() + rr.note[1:] + ".")
         render.launch_downloads(r, goal)
     else:
         st.error(e.summary)
@@ -115,28 +117,21 @@ if view == "Serving":
     sim = [c for c in rec.candidates if c.simulated]
     if sim:
         best = rec.recommendation
-        fig = go.Figure()
-        front = {p.label for p in rec.pareto}
-        for group, color in (("on the Pareto front", "#1f6feb"), ("dominated", "#8c959f")):
-            pts = [c for c in sim if (c.label in front) == (group == "on the Pareto front")]
-            if not pts:
-                continue
-            fig.add_scatter(
-                x=[c.cost_per_hour for c in pts], y=[c.p95_e2e_s for c in pts], mode="markers", name=group,
-                marker=dict(size=[8 + 3 * min((c.replicas or 0) * (c.capacity_per_replica_rps or 0), 30) for c in pts],
-                            color=color, symbol=["circle" if c.meets else "x" for c in pts], line=dict(width=1)),
-                text=[f"{c.label}<br>p95 TTFT {c.p95_ttft_s}<br>p95 ITL {c.p95_itl_s}<br>"
-                      f"{'meets' if c.meets else 'misses'} the target<br>{c.sim_notes}" for c in pts],
-                hovertemplate="%{text}<br>$%{x:,.2f}/h, p95 e2e %{y:.3g} s<extra></extra>")
-        if best is not None:
-            fig.add_scatter(x=[best.cost_per_hour], y=[best.p95_e2e_s], mode="markers", name="recommendation",
-                            marker=dict(size=22, color="#2da44e", symbol="star", line=dict(width=1, color="black")),
-                            hovertemplate=f"{best.label}<extra>recommended</extra>")
-        if goal.p95_e2e_s:
-            fig.add_hline(y=goal.p95_e2e_s, line_dash="dash", annotation_text="p95 end-to-end target")
-        fig.update_layout(title="Simulated configurations: cost against p95 end-to-end (marker size = capacity)",
-                          xaxis_title="USD per hour", yaxis_title="p95 end-to-end [s]", height=460)
+        fig = charts.optimizer_pareto(rec)
+        if best is not None and rr.recommendation is not None:
+            charts.range_cross(fig, best.cost_per_hour, best.p95_e2e_s, rg.get("cost_per_hour"), rg.get("p95_e2e_s"),
+                               name="recommendation's range")
+        if rr.runner_up is not None:
+            ru = next((c for c in sim if c.label == rr.runner_up.label), None)
+            if ru is not None:
+                charts.range_cross(fig, ru.cost_per_hour, ru.p95_e2e_s, rr.runner_up.ranges.get("cost_per_hour"),
+                                   None, name="runner-up's cost range", color="#bf8700")
         st.plotly_chart(fig, width="stretch", key="pareto_chart")
+        st.caption("Error bars: the recommendation's and the runner-up's heuristic ranges from the assumption "
+                   "bounds (computed for those two only).")
+        if rr.recommendation is not None:
+            render.tornado_picker(rg, {"cost_per_hour": "the cost per hour", "p95_e2e_s": "the p95 end-to-end",
+                                       "capacity_requests_per_s": "the capacity"}, "optimizer", "p95_e2e_s")
 
     st.subheader(f"All {rec.evaluated} evaluated configurations ({rec.simulated} simulated)")
     table = pd.DataFrame([{
@@ -151,33 +146,31 @@ if view == "Serving":
 if view == "Training run":
     st.caption("The cheapest training run that meets a deadline, across GPU kinds and their prices: the training "
                "deadline search runs for each priced kind, and the cheapest count that finishes in time wins. "
-               "Model, sequence length, precision and global batch come from the sidebar's Training settings.")
+               "Model, training tokens, sequence length, precision and global batch come from the sidebar's "
+               "Training settings.")
     with st.form("opt_train"):
-        c1, c2, c3 = st.columns(3)
-        tokens = c1.number_input("Training tokens", min_value=1e6, max_value=1e15, value=float(cfg.train_tokens),
-                                 format="%.3e", key="opt.train_tokens")
-        days = c2.number_input("Deadline [days]", min_value=0.01, max_value=3650.0, value=30.0,
-                               key="opt.deadline_days")
-        t_gpus = c3.multiselect("GPU kinds (empty = all priced)", sorted(catalog.gpus()), key="opt.train_gpus")
+        c1, c2 = st.columns(2)
+        c1.number_input("Deadline [days]", min_value=0.01, max_value=3650.0, key=K("targets.deadline_days"))
+        c2.multiselect("GPU kinds (empty = all priced)", sorted(catalog.gpus()), key=K("targets.train_gpus_allowed"))
         st.form_submit_button("Find the cheapest run", type="primary", key="opt.train_submit")
-    tcfg = cfg.with_(phase="train", train_tokens=tokens)
-    tr = cache.training_recommendation(tcfg, days * 86400, Constraints(gpus_allowed=tuple(t_gpus)),
-                                       tuple(catalog.prices()))
+    tcfg = cfg.with_(phase="train")
+    tr = cache.training_recommendation(tcfg, cfg.targets.deadline_days * 86400,
+                                       Constraints.from_config(cfg, training=True), tuple(catalog.prices()))
     (st.success if tr.met else st.error)(tr.summary)
+    if tr.recommendation is not None:
+        trg = cache.training_option_ranges(tcfg, tr.recommendation)
+        o = tr.recommendation
+        t1, t2, t3 = st.columns(3)
+        render.metric_range(t1, "Cost of the run", f"${o.cost_usd:,.0f}", trg.get("cost_usd"), lambda x: f"${x:,.0f}")
+        render.metric_range(t2, "Wall-clock with failures", f"{o.wall_clock_s / DAY_S:.3g} days",
+                            trg.get("wall_clock_s"), lambda x: f"{x / DAY_S:.3g} days")
+        render.metric_range(t3, "GPU-hours", f"{o.gpu_hours:,.0f}", trg.get("gpu_hours"), lambda x: f"{x:,.0f}")
     if tr.why_gpu:
         st.markdown(f"- **Why this GPU:** {tr.why_gpu}")
     if tr.relax:
         st.warning("To get an answer: " + tr.relax)
     if tr.options:
-        fig = go.Figure(go.Bar(
-            x=[o.gpu for o in tr.options], y=[o.cost_usd for o in tr.options],
-            marker_color=["#2da44e" if tr.recommendation and o.gpu == tr.recommendation.gpu else
-                          ("#1f6feb" if o.meets_deadline else "#8c959f") for o in tr.options],
-            text=[f"{o.gpus:,} GPUs, {o.wall_clock_s / 86400:.3g} d" for o in tr.options],
-            hovertemplate="%{x}: $%{y:,.0f}<br>%{text}<extra></extra>"))
-        fig.update_layout(title="Cost of the cheapest run per GPU kind (grey: misses the deadline)",
-                          yaxis_title="USD for the run", height=380)
-        st.plotly_chart(fig, width="stretch", key="train_cost_chart")
+        st.plotly_chart(charts.training_cost_by_gpu(tr), width="stretch", key="train_cost_chart")
         st.dataframe(pd.DataFrame([o.model_dump() for o in tr.options]), width="stretch", hide_index=True)
     if tr.skipped:
         st.caption("Left out: " + "; ".join(tr.skipped))

@@ -3,30 +3,37 @@
 import streamlit as st
 from pydantic import ValidationError
 
-from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates
+from core import choices
+from core.simulate import DEFAULT_RATE_FRACTION, default_rate, knee_rates, sim_spec
 from core.units import fmt_num, fmt_time
+from core.uncertainty import at_bound
 from dashboard import cache, charts, render, state
 
 st.title("Serving simulation")
 st.caption("A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
            "prefill and decode tokens, each iteration is timed by the step-time model for its exact mix. "
-           "Mean prompt and output lengths come from the sidebar.")
-cfg = state.require_config()
+           "Mean prompt and output lengths come from the sidebar; these inputs travel with the link and the "
+           "saved configuration.")
+cfg = render.bound_choice("serving", state.require_config())
 
+K = state.key
 arr_col, len_col, sch_col = st.columns(3)
 with arr_col:
     st.subheader("Arrivals")
-    arrival = st.radio("Arrival process", ["poisson", "closed"], key="sim.arrival", horizontal=True,
-                       format_func={"poisson": "Poisson (open)", "closed": "closed loop"}.get)
-    rate_slot = st.container()
-    users = st.number_input("Concurrent users", 1, 100_000, 16, key="sim.users", disabled=arrival != "closed")
-    think = st.number_input("Mean think time [s]", 0.0, 3600.0, 0.0, key="sim.think", disabled=arrival != "closed")
-    n_req = st.number_input("Requests", 20, 200_000, 1000, step=100, key="sim.requests")
+    st.radio("Arrival process", choices.ARRIVALS, key=K("workload.arrival"), horizontal=True,
+             format_func=choices.ARRIVAL_LABELS.get)
+    closed = cfg.workload.arrival == "closed"
+    st.number_input("Arrival rate [requests/s]", min_value=0.001, max_value=1e6, step=0.5,
+                    key=K("workload.rate_per_s"), format="%.3g", disabled=closed)
+    st.number_input("Concurrent users", 1, 100_000, key=K("workload.users"), disabled=not closed)
+    st.number_input("Mean think time [s]", 0.0, 3600.0, key=K("workload.think_s"), disabled=not closed)
+    st.number_input("Requests", 1, 200_000, step=100, key=K("workload.num_requests"))
 with len_col:
     st.subheader("Lengths")
-    kind = st.selectbox("Distribution", ["lognormal", "uniform", "fixed"], key="sim.lengths")
-    spread = st.number_input("Spread (lognormal σ / uniform half-width)", 0.0, 3.0, 0.5, step=0.1, key="sim.spread",
-                             disabled=kind == "fixed")
+    st.selectbox("Distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
+    st.number_input("Spread (lognormal σ / uniform half-width)", 0.0, 3.0, step=0.1, key=K("workload.spread"),
+                    disabled=cfg.workload.lengths == "fixed")
+    state.field_error("workload.spread")
     up = st.file_uploader("Replay a trace (CSV/JSONL of input and output tokens)", type=["csv", "jsonl", "json"],
                           key="sim.trace_file")
     trace = None
@@ -38,44 +45,33 @@ with len_col:
             st.error(f"That trace cannot be used: {exc}")
 with sch_col:
     st.subheader("Scheduler")
-    policy = st.radio("Policy", ["chunked", "prefill_priority"], key="sim.policy", horizontal=True,
-                      format_func={"chunked": "chunked prefill", "prefill_priority": "prefill priority"}.get)
+    st.radio("Policy", choices.SCHEDULER_POLICIES, key=K("workload.policy"), horizontal=True,
+             format_func=choices.POLICY_LABELS.get)
     c1, c2 = st.columns(2)
-    budget = c1.number_input("Token budget / iteration", 1, 1_000_000, 8192, step=512, key="sim.token_budget")
-    max_batch = c2.number_input("Max batch", 1, 100_000, 256, step=16, key="sim.max_batch")
+    c1.number_input("Token budget / iteration", 1, 1_000_000, step=512, key=K("workload.token_budget"))
+    c2.number_input("Max batch", 1, 100_000, step=16, key=K("workload.max_batch"))
     sched_err = st.empty()
-    admission = st.radio("KV admission", ["preempt", "reserve"], key="sim.admission", horizontal=True,
-                         format_func={"preempt": "paged, preempt + recompute",
-                                      "reserve": "reserve prompt + max output"}.get)
+    st.radio("KV admission", choices.ADMISSIONS, key=K("workload.admission"), horizontal=True,
+             format_func=choices.ADMISSION_LABELS.get)
     c1, c2 = st.columns(2)
-    timeout = c1.number_input("Timeout [s] (0 = none)", 0.0, 1e6, 0.0, key="sim.timeout")
-    seed = c2.number_input("Seed", 0, 2**31 - 1, 0, key="sim.seed")
+    c1.number_input("Timeout [s] (0 = none)", 0.0, 1e6, key=K("workload.timeout_s"))
+    c2.number_input("Seed", 0, 2**31 - 1, key=K("workload.seed"))
 
 try:
-    lengths = {f: Lengths(kind=kind, mean=m, spread=spread)
-               for f, m in (("input", cfg.input_tokens), ("output", cfg.output_tokens))}
-    base = SimSpec(arrival=arrival, users=users, think_s=think, num_requests=n_req, trace=trace, policy=policy,
-                   token_budget=budget, max_batch=max_batch, admission=admission,
-                   timeout_s=timeout or None, seed=seed, **lengths)
-    cap = cache.sim_capacity(cfg, base)
+    spec = sim_spec(cfg, trace=trace)
+    cap = cache.sim_capacity(cfg, spec)
 except ValidationError as exc:
     sched_err.error(exc.errors()[0]["msg"].removeprefix("Value error, "))
     st.stop()
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
-
-if "sim.rate" not in st.session_state:  # first visit: a round rate clearly inside the closed-form capacity
-    st.session_state["sim.rate"] = default_rate(cap.requests_per_s)
-rate = rate_slot.number_input("Arrival rate [requests/s]", min_value=0.001, max_value=1e6, step=0.5,
-                              key="sim.rate", format="%.3g", disabled=arrival != "poisson",
-                              help=f"Starts at {default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of "
-                                   f"the closed-form capacity ({cap.requests_per_s:.3g} requests/s), rounded down "
-                                   "to 1, 2 or 5 x 10^k.")
-if arrival == "poisson" and rate == default_rate(cap.requests_per_s):
-    rate_slot.caption(f"A round rate clearly inside capacity: {DEFAULT_RATE_FRACTION:.0%} of the closed-form "
-                      f"{cap.requests_per_s:.3g} requests/s, rounded down.")
-spec = base.with_(rate_per_s=rate)
+n_req, arrival = spec.num_requests or 0, spec.arrival
+if arrival == "poisson":
+    st.caption(f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
+               f"closed-form capacity ({cap.requests_per_s:.3g} requests/s). A round rate clearly inside capacity "
+               f"would be {default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
+               "down to 1, 2 or 5 x 10^k.")
 
 try:
     with st.spinner(f"Simulating {n_req:,} requests…"):
@@ -84,6 +80,8 @@ except ValueError as exc:  # a work budget ran out (core.limits): say what to ch
     st.error(str(exc))
     st.stop()
 s = res.summary
+with st.spinner("Simulating each assumption at its bounds…"):
+    rng = cache.simulation_ranges(cfg, spec)
 
 if s.saturated:
     st.error(f"Saturated: requests arrive faster than this replica drains them, so the queue grows without bound "
@@ -96,20 +94,27 @@ elif s.saturation_verdict == "too short to tell":
 else:
     st.success(f"Stable: {s.saturation_reason}. Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
                f"at a batch of {cap.batch:.0f} ({cap.limited_by}).")
+(st.warning if rng.verdict_changes else st.caption)(
+    f"Saturation inside the range: **{rng.verdict_text()}** (pessimistic bound: "
+    f"{'saturated' if rng.saturated_at['low'] else 'stable'}, optimistic bound: "
+    f"{'saturated' if rng.saturated_at['high'] else 'stable'}; bound runs of {rng.requests_at_bounds:,} requests).")
 
 for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
     p = getattr(s, key)
     name = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "E2E", "queue_s": "Queue"}[key]
     for q in ("p50", "p95", "p99"):
         v = getattr(p, q)
-        col.metric(f"{name} {q}", fmt_time(v) if v is not None else f"withheld (n={p.n})",
-                   help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
-                        + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"))
+        render.metric_range(col, f"{name} {q}", fmt_time(v) if v is not None else f"withheld (n={p.n})",
+                            rng.ranges.get(f"{key}.{q}") if v is not None else None, fmt_time,
+                            help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
+                            + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"))
 
 cols = render.grid(8, ("Requests/s", "Output tokens/s", "GPU busy", "KV held (mean)", "Prefill share of time",
                         "Preemptions", "Rejected", "Timed out"))
-cols[0].metric("Requests/s", f"{s.throughput_requests_per_s:.3g}")
-cols[1].metric("Output tokens/s", fmt_num(s.throughput_tokens_per_s))
+render.metric_range(cols[0], "Requests/s", f"{s.throughput_requests_per_s:.3g}",
+                    rng.ranges.get("throughput_requests_per_s"), lambda x: f"{x:.3g}")
+render.metric_range(cols[1], "Output tokens/s", fmt_num(s.throughput_tokens_per_s),
+                    rng.ranges.get("throughput_tokens_per_s"), fmt_num)
 cols[2].metric("GPU busy", f"{s.gpu_busy_share:.0%}")
 cols[3].metric("KV held (mean)", f"{s.kv_occupancy_mean:.0%}", help=f"pool of {res.kv_pool_tokens:,} tokens")
 cols[4].metric("Prefill share of time", f"{s.prefill_time_share:.0%}")
@@ -124,20 +129,33 @@ right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_runnin
                    width="stretch")
 
 st.subheader("Where is the knee?")
-sweep_spec = base.with_(arrival="poisson", num_requests=min(n_req, 600))  # rate-free: cached across rates
-rates = knee_rates(cap.requests_per_s, rate if arrival == "poisson" else None)  # around capacity and this rate
-bar = st.progress(0.0, text=f"Simulating {len(rates)} arrival rates…")
-rows = []
-for i, r in enumerate(rates):
+sweep_spec = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(n_req, 600))  # the rate is swept
+rates = knee_rates(cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)  # capacity and this rate
+with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     try:
-        rows.append((r, cache.sim_summary(cfg, sweep_spec.with_(rate_per_s=r))))
-    except ValueError as exc:
+        rows = cache.sim_sweep(cfg, sweep_spec, rates)
+    except ValueError as exc:  # a work budget ran out (core.limits): say what to change
         st.error(str(exc))
         st.stop()
-    bar.progress((i + 1) / len(rates), text=f"Simulated {i + 1} of {len(rates)} arrival rates")
-bar.empty()
-st.plotly_chart(charts.p95_vs_rate(rows, cap.requests_per_s, rate if arrival == "poisson" else None),
-                width="stretch")
+fig = charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)
+with st.spinner("The same sweep at the pessimistic and optimistic bounds…"):
+    ends = {b: [cache.sim_summary(at_bound(cfg, b), sweep_spec.with_(rate_per_s=r)).e2e_s.p95 for r in rates]
+            for b in ("low", "high")}
+ok = [i for i in range(len(rates)) if ends["low"][i] is not None and ends["high"][i] is not None]
+if ok:
+    charts.add_band(fig, [rates[i] for i in ok], [min(ends["low"][i], ends["high"][i]) for i in ok],
+                    [max(ends["low"][i], ends["high"][i]) for i in ok],
+                    name="p95 end-to-end, every assumption at its pessimistic / optimistic bound",
+                    color=charts.SIM_COLORS["e2e_s"])
+st.plotly_chart(fig, width="stretch")
+c1, c2 = st.columns(2)
+with c1:
+    render.tornado_picker(rng.ranges, {"e2e_s.p95": "p95 end-to-end", "ttft_s.p95": "p95 TTFT",
+                                       "itl_s.p95": "p95 ITL", "throughput_tokens_per_s": "output tokens/s",
+                                       "capacity_requests_per_s": "closed-form capacity"}, "serving", "e2e_s.p95")
+with c2:
+    render.metric_range(st, "Closed-form capacity [requests/s]", f"{cap.requests_per_s:.3g}",
+                        rng.ranges.get("capacity_requests_per_s"), lambda x: f"{x:.3g}")
 st.caption(f"Each point simulates {sweep_spec.num_requests:,} requests with this page's lengths and scheduler; "
            "the closed-form capacity assumes prefills mix perfectly into decode iterations, so the knee comes "
            "a little before it.")

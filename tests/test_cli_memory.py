@@ -50,7 +50,7 @@ def test_model_config_replaces_model(tmp_path, capsys):
            "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 8192}
     p = tmp_path / "my-llama.json"
     p.write_text(json.dumps(cfg))
-    out = run_json(["memory", "--model-config", str(p), "--gpus", "1", "--batch", "1"], capsys)
+    out = run_json(["memory", "--model-config", str(p), "--gpus", "1", "--tp", "1", "--batch", "1"], capsys)
     assert out["model"] == "my-llama" and out["kv_bytes_per_token"] == 131_072
 
 

@@ -78,3 +78,53 @@ def test_assumption_bounds_bracket_base():
         assert info.source, name
     lo, hi = Assumptions().at("low"), Assumptions().at("high")
     assert lo.mbu < hi.mbu and lo.step_overhead_ms > hi.step_overhead_ms
+
+
+def test_workload_and_targets_round_trip_the_link_and_the_file():
+    from core.config import Targets, Workload
+    cfg = RabitConfig(workload=Workload(arrival="closed", users=40, lengths="lognormal", timeout_s=30.0, seed=3),
+                      targets=Targets(p95_ttft_s=None, p95_itl_s=0.05, gpus_allowed=("h100-sxm", "mi300x"),
+                                      weights_allowed=("fp8",), price_kind="spot", deadline_days=12.5))
+    q = to_query(cfg)
+    # readable keys per field; an unset target travels as "none", a tuple as a comma-separated list
+    assert q["workload.arrival"] == "closed" and q["targets.p95_ttft_s"] == "none"
+    assert q["targets.gpus_allowed"] == "h100-sxm,mi300x"
+    assert from_query(q) == cfg and hash(from_query(q)) == hash(cfg)
+    assert from_json(cfg.model_dump_json()) == cfg
+    with pytest.raises(ValueError, match="rate_per_s"):
+        from_query({"workload.rate_per_s": "0"})
+    with pytest.raises(ValueError, match="weights_allowed"):
+        from_query({"targets.weights_allowed": ""})
+
+
+def test_serving_goal_has_one_rate_and_a_typed_custom_model():
+    from core.optimizer import Constraints, ServingGoal
+    from core.config import Workload
+    cfg = RabitConfig(input_tokens=1000, output_tokens=250, workload=Workload(rate_per_s=7.0, lengths="uniform"))
+    goal = ServingGoal.from_config(cfg)
+    assert goal.rate_per_s == goal.workload.rate_per_s == 7.0
+    assert "rate_per_s" not in ServingGoal.model_fields
+    assert goal.workload.num_requests == cfg.targets.requests_per_simulation
+    assert goal.workload.mean_lengths() == (1000, 250) and goal.workload.input.kind == "uniform"
+    assert (goal.p95_ttft_s, goal.p95_e2e_s) == (cfg.targets.p95_ttft_s, cfg.targets.p95_e2e_s)
+    # the rate= shorthand lands in the workload
+    assert ServingGoal(rate_per_s=3.0).workload.rate_per_s == 3.0
+    with pytest.raises(Exception):
+        ServingGoal(custom_model={"not": "a model"})
+    assert Constraints.from_config(cfg).weights_allowed == cfg.targets.weights_allowed
+
+
+def test_cli_defaults_are_the_config_defaults():
+    from cli.main import build_parser
+    args = build_parser().parse_args(["memory"])
+    assert (args.tp, args.batch, args.input, args.output, args.weights, args.kv_dtype, args.zero, args.recompute) == (
+        DEFAULT.tp, DEFAULT.batch, DEFAULT.input_tokens, DEFAULT.output_tokens, DEFAULT.weights, DEFAULT.kv_dtype,
+        DEFAULT.zero, DEFAULT.recompute)
+    sim = build_parser().parse_args(["simulate"])
+    w = DEFAULT.workload
+    assert (sim.requests, sim.lengths, sim.spread, sim.max_batch, sim.token_budget, sim.policy, sim.kv_admission) == (
+        w.num_requests, w.lengths, w.spread, w.max_batch, w.token_budget, w.policy, w.admission)
+    rec = build_parser().parse_args(["recommend"])
+    t = DEFAULT.targets
+    assert (rec.p95_ttft_s, rec.p95_itl_s, rec.p95_e2e_s, rec.requests, rec.weights_allowed) == (
+        t.p95_ttft_s, t.p95_itl_s, t.p95_e2e_s, t.requests_per_simulation, t.weights_allowed)

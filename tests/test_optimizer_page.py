@@ -29,7 +29,7 @@ def test_recommendation_and_table(clear_cache):
     assert any("No on-demand price for" in w.value and "gaudi3" in w.value for w in at.warning)
     first = shown["Cost per hour"]
     # a 5x higher arrival rate needs more GPUs: the cost goes up
-    at.number_input(key="opt.rate").set_value(50.0)
+    at.number_input(key="cfg.workload.rate_per_s").set_value(50.0)
     at.button(key="opt.submit").click().run()
     assert not at.exception
     assert {m.label: m.value for m in at.metric}["Cost per hour"] != first
@@ -37,7 +37,7 @@ def test_recommendation_and_table(clear_cache):
 
 def test_impossible_target_shows_nothing_meets(clear_cache):
     at = _open()
-    at.number_input(key="opt.ttft").set_value(0.001)
+    at.number_input(key="cfg.targets.p95_ttft_s").set_value(0.001)
     at.button(key="opt.submit").click().run()
     assert not at.exception
     assert any("Nothing meets" in e.value for e in at.error)
@@ -50,7 +50,7 @@ def test_training_tab_recommends_a_run(clear_cache):
     at.radio(key="opt.view").set_value("Training run").run()
     msgs = [s.value for s in at.success] + [e.value for e in at.error]
     assert any(m.startswith("Train on ") or m.startswith("No priced GPU kind") for m in msgs)
-    at.number_input(key="opt.deadline_days").set_value(0.01)
+    at.number_input(key="cfg.targets.deadline_days").set_value(0.01)
     at.button(key="opt.train_submit").click().run()
     assert not at.exception
     assert any(e.value.startswith("No priced GPU kind") for e in at.error)

@@ -15,8 +15,8 @@ def open_serving(**preset) -> AppTest:
     at.number_input(key="cfg.tp").set_value(1)
     at.number_input(key="cfg.input_tokens").set_value(1000)
     at.number_input(key="cfg.output_tokens").set_value(250).run()
-    for k, v in preset.items():  # page widgets start from these values (saves a first full-size run)
-        at.session_state[f"sim.{k}"] = v
+    for k, v in preset.items():  # page inputs start from these values (saves a first full-size run)
+        at.session_state[f"cfg.workload.{k}"] = v
     at.switch_page("../pages/serving.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -27,29 +27,39 @@ def tiles(at) -> dict[str, str]:
 
 
 def test_rate_moves_p95_overload_is_flagged_small_runs_withhold(clear_cache):
-    at = open_serving(requests=400, rate=5.0)
-    assert at.number_input(key="sim.rate").value == 5.0
+    at = open_serving(num_requests=400, rate_per_s=5.0, lengths="lognormal")
+    assert at.number_input(key="cfg.workload.rate_per_s").value == 5.0
     low = tiles(at)
     assert not any("Saturated" in e.value for e in at.error)
     assert any("Stable" in s.value for s in at.success)
     # 400 completed requests: every percentile is shown
     assert "withheld" not in low["E2E p95"] and "withheld" not in low["E2E p99"]
-    at.number_input(key="sim.rate").set_value(20.0).run()
+    at.number_input(key="cfg.workload.rate_per_s").set_value(20.0).run()
     mid = tiles(at)
     assert mid["E2E p95"] != low["E2E p95"]
     assert mid["TTFT p95"] != low["TTFT p95"]
     # far above the ~31 req/s closed-form capacity of this replica
-    at.number_input(key="sim.rate").set_value(120.0).run()
+    at.number_input(key="cfg.workload.rate_per_s").set_value(120.0).run()
     assert not at.exception
     assert any("Saturated" in e.value for e in at.error)
     # the knee sweep and the charts are drawn
     assert any("knee" in h.value for h in at.subheader)
-    assert len(at.get("plotly_chart")) == 3
+    assert len(at.get("plotly_chart")) == 4  # CDF, time series, p95 vs rate (with its band), tornado
     # (one app session for the whole story: starting the app costs more than the simulations)
-    at.number_input(key="sim.rate").set_value(5.0)
-    at.number_input(key="sim.requests").set_value(50).run()
+    at.number_input(key="cfg.workload.rate_per_s").set_value(5.0)
+    at.number_input(key="cfg.workload.num_requests").set_value(50).run()
     t = tiles(at)
     assert t["E2E p99"] == "withheld (n=50)" and "withheld" not in t["E2E p95"]
-    at.number_input(key="sim.max_batch").set_value(10_000).run()  # above the 8,192-token budget
+    at.number_input(key="cfg.workload.max_batch").set_value(10_000).run()  # above the 8,192-token budget
     assert not at.exception
     assert any("token_budget" in e.value for e in at.error)
+
+
+def test_workload_survives_another_page_and_travels_in_the_link(clear_cache):
+    at = open_serving(num_requests=200, rate_per_s=3.0)
+    at.number_input(key="cfg.workload.rate_per_s").set_value(4.0).run()
+    at.switch_page("../pages/memory.py").run()
+    assert at.query_params["workload.rate_per_s"] in ("4.0", ["4.0"])  # the link carries the page's inputs
+    at.switch_page("../pages/serving.py").run()
+    assert not at.exception
+    assert at.number_input(key="cfg.workload.rate_per_s").value == 4.0

@@ -25,10 +25,11 @@ import csv
 import io
 import json
 import math
-from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from core.choices import Admission, Arrival, LengthKind, SchedulerPolicy
 
 #: vLLM engine defaults (docs.vllm.ai, engine arguments): max_num_seqs = 256 and, for the V1
 #: OpenAI server on large GPUs, max_num_batched_tokens = 8192.
@@ -43,7 +44,7 @@ class Lengths(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["fixed", "uniform", "lognormal"] = "fixed"
+    kind: LengthKind = "fixed"
     mean: float = Field(1024, ge=1)
     spread: float = Field(0.5, ge=0)  # uniform: relative half-width (<= 1); lognormal: sigma
     max_tokens: int | None = Field(None, ge=1)  # clip; default: see :meth:`upper`
@@ -90,7 +91,7 @@ class SimSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # arrivals
-    arrival: Literal["poisson", "closed"] = "poisson"
+    arrival: Arrival = "poisson"
     rate_per_s: float = Field(5.0, gt=0)  # poisson arrival rate [requests/s]
     users: int = Field(16, ge=1)  # closed loop: concurrent users
     think_s: float = Field(0.0, ge=0)  # closed loop: mean think time between a response and the next request
@@ -101,10 +102,10 @@ class SimSpec(BaseModel):
     output: Lengths = Lengths(kind="fixed", mean=256)
     trace: tuple[tuple[int, int], ...] | None = None  # replayed (input, output) rows; wins over the distributions
     # scheduler
-    policy: Literal["chunked", "prefill_priority"] = "chunked"
+    policy: SchedulerPolicy = "chunked"
     token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)  # tokens per iteration (max_num_batched_tokens)
     max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1)  # running sequences (max_num_seqs)
-    admission: Literal["preempt", "reserve"] = "preempt"
+    admission: Admission = "preempt"
     timeout_s: float | None = Field(None, gt=0)  # a request not finished this long after arrival is cancelled
     kv_pool_tokens: int | None = Field(None, ge=1)  # override of the KV pool size (what-if); default: from memory
     seed: int = 0
@@ -188,6 +189,8 @@ INPUT_COLUMNS = ("input_tokens", "input_len", "input_length", "prompt_tokens", "
 OUTPUT_COLUMNS = ("output_tokens", "output_len", "output_length", "completion_tokens", "response_len",
                   "response_tokens", "num_output_tokens", "generated_tokens", "output", "completion", "response")
 MAX_TRACE_ROWS = 1_000_000
+#: One request's tokens: the longest context in the catalogs (core.limits, input_tokens).
+MAX_TRACE_TOKENS = 10_000_000
 
 
 def _pick(names: list[str], wanted: tuple[str, ...], what: str) -> str:
@@ -209,7 +212,18 @@ def _as_tokens(v: object, where: str, col: str) -> int:
         raise ValueError(f"{where}: {col} must be a whole number of tokens, got {v!r}")
     if f < 1:
         raise ValueError(f"{where}: {col} must be at least 1, got {int(f)}")
+    if f > MAX_TRACE_TOKENS:
+        raise ValueError(f"{where}: {col} must be at most {MAX_TRACE_TOKENS:,} tokens (the longest catalog "
+                         f"context), got {v!r}")
     return int(f)
+
+
+def _csv_rows(reader: csv.DictReader):
+    """The rows of ``reader``; a malformed row (a field over the csv module's limit) is a ValueError."""
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise ValueError(f"line {reader.line_num}: not readable CSV ({exc})") from None
 
 
 def parse_trace(text: str) -> tuple[tuple[int, int], ...]:
@@ -252,10 +266,13 @@ def parse_trace(text: str) -> tuple[tuple[int, int], ...]:
                 raise ValueError(f"the trace has more than {MAX_TRACE_ROWS:,} rows")
     else:
         reader = csv.DictReader(io.StringIO(text))
-        names = [n for n in (reader.fieldnames or []) if n is not None]
+        try:
+            names = [n for n in (reader.fieldnames or []) if n is not None]
+        except csv.Error as exc:
+            raise ValueError(f"line 1: not a readable CSV header ({exc})") from None
         ci = _pick(names, INPUT_COLUMNS, "input-length")
         co = _pick(names, OUTPUT_COLUMNS, "output-length")
-        for rec in reader:
+        for rec in _csv_rows(reader):
             ln = reader.line_num
             rows.append((_as_tokens(rec.get(ci), f"line {ln}", ci), _as_tokens(rec.get(co), f"line {ln}", co)))
             if len(rows) > MAX_TRACE_ROWS:
