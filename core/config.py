@@ -57,7 +57,10 @@ class Workload(_Group):
     """
 
     arrival: choices.Arrival = "poisson"
-    rate_per_s: float = Field(10.0, gt=0)  # Poisson arrival rate [requests/s]
+    # Poisson arrival rate [requests/s]. The default is a round rate clearly inside the default replica's
+    # closed-form capacity (1.44 req/s; core.simulate.default_rate: half of it, rounded down to 1-2-5), so
+    # the default Serving page shows a stable replica, not a saturated one (a test keeps the two in step).
+    rate_per_s: float = Field(0.5, gt=0)
     users: int = Field(16, ge=1, le=100_000)  # closed loop: concurrent users
     think_s: float = Field(0.0, ge=0)  # closed loop: mean think time [s]
     num_requests: int = Field(1000, ge=1, le=5_000_000)

@@ -132,6 +132,12 @@ def sim_sweep(cfg: RabitConfig, spec: _simulate.SimSpec,
     return _simulate.sweep(cfg, spec, rates_per_s)
 
 
+@st.cache_data(max_entries=256, show_spinner=False)
+def sim_summary(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Summary:
+    """Only the summary of one simulation (a point of the knee chart's band at an assumption bound)."""
+    return _simulate.simulate(cfg, spec).summary
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
 def sim_trace(text: str) -> tuple[tuple[int, int], ...]:
     """Parsed (input, output) token rows of an uploaded trace; raises ValueError with the bad line."""

@@ -54,18 +54,24 @@ def _serving(**preset) -> AppTest:
     at.number_input(key="cfg.input_tokens").set_value(1000)
     at.number_input(key="cfg.output_tokens").set_value(250).run()
     for k, v in preset.items():
-        at.session_state[f"sim.{k}"] = v
+        at.session_state[f"cfg.workload.{k}"] = v
     at.switch_page("../pages/serving.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
 
 def test_serving_starts_at_a_round_rate_inside_capacity_and_says_why(clear_cache):
-    at = _serving(requests=200)
-    rate = at.number_input(key="sim.rate").value
-    cap = max_throughput(at.session_state["_config"], _spec_of(at)).requests_per_s
-    assert rate == default_rate(cap) and rate <= 0.5 * cap
-    assert any("rounded down" in c.value for c in at.caption)
+    from core.config import DEFAULT
+    from core.simulate import sim_spec
+
+    cap = max_throughput(DEFAULT, sim_spec(DEFAULT)).requests_per_s
+    # the default config's rate is the round rate inside its replica's capacity (0.718 was half of it, unrounded)
+    assert DEFAULT.workload.rate_per_s == default_rate(cap) <= 0.5 * cap
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("../pages/serving.py").run()
+    assert not at.exception
+    assert not any("Saturated" in e.value for e in at.error)
+    assert any("rounded down" in c.value and "of the closed-form capacity" in c.value for c in at.caption)
 
 
 def _spec_of(at):
@@ -77,7 +83,7 @@ def _spec_of(at):
 
 
 def test_knee_chart_keeps_its_points_spread_when_the_rate_is_far_above_capacity(clear_cache):
-    at = _serving(requests=100, rate=2000.0)
+    at = _serving(num_requests=100, rate_per_s=2000.0)
     fig = figure(at, "p95 latency vs arrival rate")
     xs = sorted({x for tr in fig["data"] if tr.get("showlegend") is not False for x in tr["x"]})
     assert fig["layout"]["xaxis"]["type"] == "log"
