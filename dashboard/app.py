@@ -43,5 +43,5 @@ PAGE_SPECS = (
 NAV = [st.Page(PAGES / f, title=t, icon=i, url_path=u, default=(n == 0))
        for n, (f, t, i, u) in enumerate(PAGE_SPECS) if (PAGES / f).exists()]
 pg = st.navigation(NAV)
-st.session_state["_config"] = state.sidebar()
+st.session_state["_config"] = state.sidebar(pg.url_path)
 pg.run()

@@ -172,12 +172,36 @@ def _values() -> dict[str, Any]:
     return data
 
 
-def sidebar() -> RabitConfig | None:
-    """Draw the shared sidebar; return the valid config, or None when an input needs fixing."""
+#: Sidebar inputs a page does not read, and why: drawn greyed out there (a change would do nothing but rerun).
+_OPTIMIZER_SEARCHES = "the optimizer searches GPU kinds, counts, layouts and formats itself"
+_TRAINING_SECTION = "training reads the Training section below"
+UNUSED_ON_PAGE: dict[str, dict[str, str]] = {
+    "serving": {"batch": "the simulated scheduler forms its own batches (Max batch on this page)"},
+    "optimizer": {f: _OPTIMIZER_SEARCHES for f in ("gpu", "gpus_per_node", "nodes", "tp", "pp", "ep", "batch",
+                                                   "weights", "kv_dtype")},
+    "training": {f: _TRAINING_SECTION for f in ("batch", "input_tokens", "output_tokens", "prefix_cache_frac",
+                                                "weights", "kv_dtype", "kv_alloc", "block_size")},
+}
+#: The phase is the page's: its fit checks (serving context, batch-1 fit; training sequence length) follow it.
+PAGE_PHASE = {"training": "train"}
+
+
+def _off(page: str, field: str) -> dict[str, Any]:
+    """Widget arguments that grey an input out on a page that does not use it, saying why."""
+    why = UNUSED_ON_PAGE.get(page, {}).get(field)
+    return {"disabled": True, "help": f"Not used on this page: {why}."} if why else {}
+
+
+def sidebar(page: str = "") -> RabitConfig | None:
+    """Draw the shared sidebar for ``page`` (its url path); return the valid config, or None when an input
+    needs fixing. Inputs the page does not read are greyed out with the reason (:data:`UNUSED_ON_PAGE`)."""
     _init()
     _keep()
     sb = st.sidebar
     slots: dict[str, Any] = {}
+    if UNUSED_ON_PAGE.get(page):
+        sb.caption("Greyed-out inputs are not used on this page: " + "; ".join(dict.fromkeys(
+            UNUSED_ON_PAGE[page].values())) + ".")
     if "_link_error" in st.session_state:
         lines = st.session_state.pop("_link_error")
         sb.error("This view is not exactly the link's: " + "; ".join(plain(m, 300) for m in lines)
@@ -195,35 +219,36 @@ def sidebar() -> RabitConfig | None:
             st.error(plain(st.session_state["_model_error"], 1000))
 
     gpus = sorted(catalog.gpus())
-    sb.selectbox("GPU", gpus, key=_key("gpu"), format_func=lambda s: catalog.gpus()[s].name)
+    sb.selectbox("GPU", gpus, key=_key("gpu"), format_func=lambda s: catalog.gpus()[s].name, **_off(page, "gpu"))
     slots["gpu"] = sb.container()
     c1, c2 = sb.columns(2)
-    c1.number_input("GPUs per node", **_dom("gpus_per_node"), key=_key("gpus_per_node"))
-    c2.number_input("Nodes", **_dom("nodes"), key=_key("nodes"))
+    c1.number_input("GPUs per node", **_dom("gpus_per_node"), key=_key("gpus_per_node"), **_off(page, "gpus_per_node"))
+    c2.number_input("Nodes", **_dom("nodes"), key=_key("nodes"), **_off(page, "nodes"))
     slots["gpus_per_node"] = sb.container()
     slots["nodes"] = sb.container()
     sb.selectbox("Inter-node fabric", sorted(catalog.fabrics()), key=_key("fabric"),
                  format_func=lambda s: catalog.fabrics()[s].name)
     c1, c2, c3 = sb.columns(3)
-    c1.number_input("TP", **_dom("tp"), key=_key("tp"))
-    c2.number_input("PP", **_dom("pp"), key=_key("pp"))
-    c3.number_input("EP", **_dom("ep"), key=_key("ep"))
+    c1.number_input("TP", **_dom("tp"), key=_key("tp"), **_off(page, "tp"))
+    c2.number_input("PP", **_dom("pp"), key=_key("pp"), **_off(page, "pp"))
+    c3.number_input("EP", **_dom("ep"), key=_key("ep"), **_off(page, "ep"))
     for f in ("tp", "pp", "ep"):
         slots[f] = sb.container()
-    sb.radio("Phase", choices.PHASES, key=_key("phase"), horizontal=True)
-    sb.number_input("Batch (concurrent sequences)", **_dom("batch"), key=_key("batch"))
+    sb.number_input("Batch (concurrent sequences)", **_dom("batch"), key=_key("batch"), **_off(page, "batch"))
     slots["batch"] = sb.container()
     c1, c2 = sb.columns(2)
-    c1.number_input("Input tokens", **_dom("input_tokens", 256), key=_key("input_tokens"))
-    c2.number_input("Output tokens", **_dom("output_tokens", 256), key=_key("output_tokens"))
+    c1.number_input("Input tokens", **_dom("input_tokens", 256), key=_key("input_tokens"), **_off(page, "input_tokens"))
+    c2.number_input("Output tokens", **_dom("output_tokens", 256), key=_key("output_tokens"),
+                    **_off(page, "output_tokens"))
     slots["input_tokens"] = sb.container()
-    sb.slider("Cached prefix share of the prompt", **_dom("prefix_cache_frac"), key=_key("prefix_cache_frac"))
+    sb.slider("Cached prefix share of the prompt", **_dom("prefix_cache_frac"), key=_key("prefix_cache_frac"),
+              **_off(page, "prefix_cache_frac"))
     c1, c2 = sb.columns(2)
-    c1.selectbox("Weights", choices.WEIGHT_FORMATS, key=_key("weights"))
-    c2.selectbox("KV cache", choices.KV_DTYPES, key=_key("kv_dtype"))
+    c1.selectbox("Weights", choices.WEIGHT_FORMATS, key=_key("weights"), **_off(page, "weights"))
+    c2.selectbox("KV cache", choices.KV_DTYPES, key=_key("kv_dtype"), **_off(page, "kv_dtype"))
     c1, c2 = sb.columns(2)
-    c1.selectbox("KV allocation", choices.KV_ALLOCS, key=_key("kv_alloc"))
-    c2.selectbox("Block size", choices.BLOCK_SIZES, key=_key("block_size"))
+    c1.selectbox("KV allocation", choices.KV_ALLOCS, key=_key("kv_alloc"), **_off(page, "kv_alloc"))
+    c2.selectbox("Block size", choices.BLOCK_SIZES, key=_key("block_size"), **_off(page, "block_size"))
 
     with sb.expander("Speculative decoding"):
         st.selectbox("Method", choices.SPEC_METHODS, key=_key("spec_method"))
@@ -273,7 +298,7 @@ def sidebar() -> RabitConfig | None:
             (slots.get(field) or sb).error(plain(describe_validation_error(exc), 1000))
             return None
     st.session_state["_group_errors"] = group_errors
-    probs = problems(cfg)
+    probs = problems(cfg.with_(phase=PAGE_PHASE.get(page, "serve")))
     for p in probs:
         (slots.get(p.field) or sb).error(plain(p.message, 1000))
     _config_file_controls(cfg)

@@ -164,3 +164,18 @@ def test_shared_figures_are_built_once_for_every_session(clear_cache):
                                                                                  rows)
     assert cache.figure(charts.sequences_vs_context_chart, rows[:1]) is not cache.figure(
         charts.sequences_vs_context_chart, rows)
+
+
+def test_inputs_a_page_does_not_read_are_greyed_out_there_with_why(clear_cache):
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    assert not at.number_input(key="cfg.tp").disabled and not at.number_input(key="cfg.batch").disabled
+    assert not [r for r in at.radio if r.key == "cfg.phase"]  # the page decides the phase; no input for it
+    at.switch_page("../pages/optimizer.py").run()
+    assert not at.exception
+    for key in ("cfg.tp", "cfg.pp", "cfg.gpus_per_node", "cfg.batch"):
+        w = at.number_input(key=key)
+        assert w.disabled and "optimizer searches" in w.help, key
+    assert at.selectbox(key="cfg.gpu").disabled
+    assert any("Greyed-out inputs" in c.value for c in at.sidebar.caption)
+    at.switch_page("../pages/serving.py").run()
+    assert at.number_input(key="cfg.batch").disabled and not at.number_input(key="cfg.tp").disabled
