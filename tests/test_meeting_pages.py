@@ -179,3 +179,28 @@ def test_inputs_a_page_does_not_read_are_greyed_out_there_with_why(clear_cache):
     assert any("Greyed-out inputs" in c.value for c in at.sidebar.caption)
     at.switch_page("../pages/serving.py").run()
     assert at.number_input(key="cfg.batch").disabled and not at.number_input(key="cfg.tp").disabled
+
+
+def test_pareto_reasons_say_why_a_point_that_looks_dominated_is_on_the_front():
+    from core.optimizer import pareto_reasons
+
+    # B is beaten on cost and p95 by A but holds more capacity: on the three-criterion front for that alone
+    r = pareto_reasons([("A", 10.0, 5.0, 2.0), ("B", 20.0, 8.0, 9.0), ("C", 5.0, 30.0, 1.0)])
+    assert r["A"].startswith("no other") and r["C"].startswith("no other")
+    assert "hold at most 2 requests/s; this one holds 9" in r["B"]
+
+
+def test_optimizer_chart_shows_why_each_front_point_is_on_the_front(clear_cache):
+    at = AppTest.from_file(APP, default_timeout=180).run()
+    at.switch_page("../pages/optimizer.py").run()
+    assert not at.exception
+    fig = figure(at, "cost against p95 end-to-end")
+    named = {t["name"]: t for t in fig["data"] if t.get("name")}
+    drawn = [(x, y) for t in named.values() if t["name"] != "recommendation" for x, y in zip(t["x"], t["y"])]
+    plain = named.get("front: nothing cheaper and faster")
+    assert plain is not None
+    for x, y in zip(plain["x"], plain["y"]):  # nothing drawn is both cheaper and faster than a blue point
+        assert not any(x2 <= x and y2 <= y and (x2, y2) != (x, y) for x2, y2 in drawn), (x, y)
+    by_cap = named.get("front: more capacity than the cheaper, faster ones")
+    if by_cap:  # each says its capacity on the chart and why on hover
+        assert all("req/s" in t for t in by_cap["text"]) and all("on the front" in c for c in by_cap["customdata"])
