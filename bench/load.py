@@ -6,7 +6,7 @@ a changed input) to the server's ``script_finished``. Loopback only, bounded in 
 
     python -m bench.load --url http://127.0.0.1:8501 --sessions 20            # 20 first loads at once
     python -m bench.load --url http://127.0.0.1:8501 --sessions 10 --page serving \\
-        --rerun cfg.batch=64                                                   # 10 reruns at once
+        --rerun cfg.workload.rate_per_s=0.4                                    # 10 reruns at once
     python -m bench.load --start                 # start a server on a free port, run both, stop it
 
 Each session's time is measured on the loopback socket, so it is the server's time to run the page and send
@@ -239,8 +239,8 @@ def _default_scenarios(url: str, timeout_s: float) -> list[dict]:
     return out
 
 
-#: The rerun scenario: everyone in the room changes the batch in the shared sidebar on the Serving page.
-RERUN_KEY, RERUN_VALUE = "cfg.batch", 64
+#: The rerun scenario: everyone in the room changes the arrival rate on the Serving page to the same value.
+RERUN_KEY, RERUN_VALUE = "cfg.workload.rate_per_s", 0.4
 
 
 def run() -> list[tuple[str, float, str, str]]:

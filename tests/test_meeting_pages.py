@@ -204,3 +204,18 @@ def test_optimizer_chart_shows_why_each_front_point_is_on_the_front(clear_cache)
     by_cap = named.get("front: more capacity than the cheaper, faster ones")
     if by_cap:  # each says its capacity on the chart and why on hover
         assert all("req/s" in t for t in by_cap["text"]) and all("on the front" in c for c in by_cap["customdata"])
+
+
+def test_assumption_inputs_are_drawn_only_when_opened_and_keep_their_values(clear_cache):
+    from core.assumptions import REGISTRY
+
+    name = next(iter(REGISTRY))
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    assert not [w for w in at.number_input if w.key == f"cfg.a.{name}"]
+    at.toggle(key="show_assumptions").set_value(True).run()
+    new = REGISTRY[name].base * 0.9
+    at.number_input(key=f"cfg.a.{name}").set_value(new).run()
+    at.toggle(key="show_assumptions").set_value(False).run()
+    at.run()
+    assert not at.exception
+    assert getattr(at.session_state["_config"].assumptions, name) == pytest.approx(new)
