@@ -1,12 +1,13 @@
 """Pages that must not mislead in a meeting: each check fails on the page as it was before its fix."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.simulate import default_rate, knee_rates, max_throughput, round_rate_down
+from core.simulate import default_rate, knee_rates, max_throughput, round_rate_down, sim_spec
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 
@@ -61,25 +62,17 @@ def _serving(**preset) -> AppTest:
 
 
 def test_serving_starts_at_a_round_rate_inside_capacity_and_says_why(clear_cache):
-    from core.config import DEFAULT
-    from core.simulate import sim_spec
-
-    cap = max_throughput(DEFAULT, sim_spec(DEFAULT)).requests_per_s
-    # the default config's rate is the round rate inside its replica's capacity (0.718 was half of it, unrounded)
-    assert DEFAULT.workload.rate_per_s == default_rate(cap) <= 0.5 * cap
     at = AppTest.from_file(APP, default_timeout=120).run()
     at.switch_page("../pages/serving.py").run()
-    assert not at.exception
-    assert not any("Saturated" in e.value for e in at.error)
-    assert any("rounded down" in c.value and "of the closed-form capacity" in c.value for c in at.caption)
-
-
-def _spec_of(at):
-    from core.simulate import Lengths, SimSpec
-
+    assert not at.exception, [e.value for e in at.exception]
     cfg = at.session_state["_config"]
-    return SimSpec(num_requests=200, input=Lengths(kind="lognormal", mean=cfg.input_tokens, spread=0.5),
-                   output=Lengths(kind="lognormal", mean=cfg.output_tokens, spread=0.5))
+    rate = at.number_input(key="cfg.workload.rate_per_s").value
+    cap = max_throughput(cfg, sim_spec(cfg)).requests_per_s
+    # the default rate is round (1, 2 or 5 x 10^k) and clearly inside the default deployment's capacity
+    mantissa = rate / 10 ** math.floor(math.log10(rate))
+    assert round(mantissa, 9) in (1.0, 2.0, 5.0) and rate <= 0.5 * cap
+    assert any("of the closed-form capacity" in c.value and "rounded" in c.value for c in at.caption)
+    assert not any(e.value.startswith("Saturated") for e in at.error)
 
 
 def test_knee_chart_keeps_its_points_spread_when_the_rate_is_far_above_capacity(clear_cache):
