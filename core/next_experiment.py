@@ -30,15 +30,26 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import catalog
 from core.assumptions import REGISTRY
 from core.catalog import Price
-from core.optimizer import Candidate, Constraints, Pick, Recommendation, ServingGoal, recommend
+from core.config import RabitConfig
+from core.optimizer import (
+    Candidate,
+    Constraints,
+    Pick,
+    Recommendation,
+    ServingGoal,
+    TrainingOption,
+    TrainingRecommendation,
+    recommend,
+)
 from core.pricing import gpu_price
 
 InputKind = Literal["decode", "prefill", "comm", "prompt", "output", "rate", "train"]
@@ -159,7 +170,7 @@ def uncertain_inputs(spec: NextExperimentSpec, baseline: Recommendation) -> tupl
     if goal.workload.trace is None:
         for kind, mean, frac, label in (("prompt", i_mean, spec.prompt_spread_frac, "Mean prompt length"),
                                         ("output", o_mean, spec.output_spread_frac, "Mean output length")):
-            out.append(UncertainInput(key=kind, kind=kind, label=label, base=mean, low=mean * (1 + frac),
+            out.append(UncertainInput(key=kind, kind=kind, label=label, base=mean, low=mean * (1 + frac),  # type: ignore[arg-type]
                                       high=max(1.0, mean * (1 - frac)), unit="tokens",
                                       source=f"your spread: +-{frac:.0%} of the analysis's mean"))
     r, frac = goal.rate_per_s, spec.rate_spread_frac
@@ -272,8 +283,9 @@ def _quant_flags(weights: str, kv: str) -> str:
 
 
 def _checkpoint_note(weights: str) -> str:
-    return {"int4": " (use an INT4 AWQ/GPTQ checkpoint of this model)",
-            "nvfp4": " (use an NVFP4 checkpoint of this model, e.g. from NVIDIA Model Optimizer)"}.get(weights, "")
+    """A shell comment naming the checkpoint a 4-bit format needs (vLLM reads them pre-quantized)."""
+    return {"int4": "  # use an INT4 (AWQ or GPTQ) checkpoint of this model",
+            "nvfp4": "  # use an NVFP4 checkpoint of this model (e.g. from NVIDIA Model Optimizer)"}.get(weights, "")
 
 
 def measurement(inp: UncertainInput, spec: NextExperimentSpec, baseline: Recommendation, pts: tuple[Point, ...],
@@ -296,9 +308,9 @@ def measurement(inp: UncertainInput, spec: NextExperimentSpec, baseline: Recomme
             q = f"sum(rate({metric[0]}_sum[1h])) / sum(rate({metric[0]}_count[1h]))"
         cmd = (f"curl -sG http://PROMETHEUS:9090/api/v1/query --data-urlencode {shlex.quote('query=' + q)}"
                f"  # {metric[1]} over the last hour of production traffic (or count it in your request logs)")
-        return dict(measurement=f"read the {metric[1]} from production traffic or request logs (no GPU time)",
-                    gpu=None, gpus=0, duration_s=0.0, gpu_hours=0.0, cost_usd=0.0, command=cmd,
-                    then="Enter the measured value as the analysis's input and re-run.")
+        return {"measurement": f"read the {metric[1]} from production traffic or request logs (no GPU time)",
+                    "gpu": None, "gpus": 0, "duration_s": 0.0, "gpu_hours": 0.0, "cost_usd": 0.0, "command": cmd,
+                    "then": "Enter the measured value as the analysis's input and re-run."}
     assert inp.gpu is not None
     n, tp, pp, w, kv, replicas = _replica_on(inp.gpu, baseline, pts, flips)
     price = gpu_price(inp.gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
@@ -313,7 +325,8 @@ def measurement(inp: UncertainInput, spec: NextExperimentSpec, baseline: Recomme
         rate = goal.rate_per_s / max(1, replicas)
         prompts = max(BENCH_MIN_PROMPTS, math.ceil(rate * BENCH_STEADY_S))
         dur = load_s + prompts / rate
-        cmd = (f"{serve}\nvllm bench serve --model {model} --dataset-name random --random-input-len {I} "
+        cmd = (f"{serve}\nuntil curl -sf localhost:8000/health; do sleep 10; done  # the server is up\n"
+               f"vllm bench serve --model {model} --dataset-name random --random-input-len {I} "
                f"--random-output-len {O} --request-rate {rate:.4g} --num-prompts {prompts} --save-result "
                f"--result-filename decode-{inp.gpu}-tp{tp}.json")
         what = (f"vllm bench serve on one replica of {n} x {inp.gpu} (TP {tp}{f' PP {pp}' if pp > 1 else ''}) "
@@ -335,8 +348,8 @@ def measurement(inp: UncertainInput, spec: NextExperimentSpec, baseline: Recomme
         what = f"{tool} all_reduce_perf on {n} x {inp.gpu} (the tensor-parallel group's fabric)"
         then = "Enter busbw / link peak as the communication efficiency (assumption comm_bw_eff) and re-run."
     gpu_hours = n * dur / 3600.0
-    return dict(measurement=what, gpu=inp.gpu, gpus=n, duration_s=dur, gpu_hours=gpu_hours,
-                cost_usd=gpu_hours * usd, command=cmd, then=then)
+    return {"measurement": what, "gpu": inp.gpu, "gpus": n, "duration_s": dur, "gpu_hours": gpu_hours,
+                "cost_usd": gpu_hours * usd, "command": cmd, "then": then}
 
 
 def training_step_command(model: str, gpus: int, tp: int, pp: int, seq_len: int, micro_batch: int = 1) -> str:
@@ -376,7 +389,7 @@ def out_of_reach(spec: NextExperimentSpec, prices: tuple[Price, ...], base_pick:
     if not cands:
         return (f"no {inp.gpu} configuration survives the screen even at the optimistic bound "
                 f"({inp.high:g}): the choice cannot move to {inp.gpu}")
-    cheapest = min(c.cost_per_hour for c in cands)  # type: ignore[type-var]
+    cheapest = min(c.cost_per_hour or math.inf for c in cands)
     if cheapest > base_pick.cost_per_hour:
         return (f"even at the optimistic bound ({inp.high:g}) the cheapest {inp.gpu} configuration is estimated "
                 f"at ${cheapest:,.2f}/h, above today's ${base_pick.cost_per_hour:,.2f}/h: no point of the range "
@@ -483,7 +496,8 @@ def next_experiment(spec: NextExperimentSpec, prices: tuple[Price, ...] | None =
         done += 1
 
     results: dict[int, _Result] = {}
-    counter, conn, proc = _Counter(), None, None
+    counter: Any = _Counter()
+    conn = proc = None
     if workers > 1 and len(tasks) > 1:
         import multiprocessing as mp
         try:
@@ -554,13 +568,14 @@ def outcomes(e: Experiment) -> tuple[str, ...]:
     """The decision under each outcome of one experiment, in words, one line per point."""
     inp = e.input
     out = []
-    for p in e.points:
+    for p in sorted(e.points, key=lambda p: p.value):
         rel = (p.value / inp.base - 1) if inp.base else 0.0
         if inp.gpu is not None:
             how = f"{abs(rel):.0%} {'lower' if rel < 0 else 'higher'} than assumed ({p.value:.3g} vs {inp.base:.3g})"
         else:
             how = f"{p.value:.4g} {inp.unit} ({rel:+.0%})"
-        verdict = f"the choice becomes {p.choice}" if p.flipped else "the choice stays"
+        cost = f" (${p.cost_per_hour:,.2f}/h)" if p.flipped and p.cost_per_hour is not None else ""
+        verdict = f"the choice becomes {p.choice}{cost}" if p.flipped else "the choice stays"
         out.append(f"If {inp.label[0].lower() + inp.label[1:]} is {how}, {verdict}.")
     return tuple(out)
 
@@ -575,7 +590,7 @@ TRAIN_ASSUMPTION_OF: dict[str, str] = {"train": "mfu_train", "comm": "comm_bw_ef
 class TrainingExperimentSpec(_F):
     """A training run to question: the shared config (phase train), its deadline and the constraints."""
 
-    config: object  # core.config.RabitConfig (kept loose so this module does not fix its import order)
+    config: RabitConfig
     deadline_s: float = Field(gt=0)
     constraints: Constraints = Constraints()
     points_per_side: int = Field(2, ge=1, le=5)
@@ -583,7 +598,7 @@ class TrainingExperimentSpec(_F):
 
 class TrainingNextExperiment(_F):
     spec: TrainingExperimentSpec
-    baseline: object  # core.optimizer.TrainingRecommendation
+    baseline: TrainingRecommendation
     experiments: tuple[Experiment, ...]
     stable: tuple[Experiment, ...]
     reruns: int
@@ -637,7 +652,7 @@ def next_training_experiment(spec: TrainingExperimentSpec, prices: tuple[Price, 
     base = baseline.recommendation
     by_kind = {o.gpu: o for o in baseline.options}
 
-    def option(kind: str, name: str, value: float):
+    def option(kind: str, name: str, value: float) -> TrainingOption | None:
         moved = cfg.with_(assumptions=cfg.assumptions.with_(**{name: value}))
         one = cons.model_copy(update={"gpus_allowed": (kind,)})
         r = recommend_training(moved, spec.deadline_s, one, prices)
@@ -650,7 +665,7 @@ def next_training_experiment(spec: TrainingExperimentSpec, prices: tuple[Price, 
         what = {"train": "Training efficiency (MFU ceiling)",
                 "comm": "Communication efficiency (collective bus bandwidth / link peak)"}[kind]
         for g in sorted(by_kind):
-            inputs.append(UncertainInput(key=f"{kind}:{g}", kind=kind, gpu=g,
+            inputs.append(UncertainInput(key=f"{kind}:{g}", kind=kind, gpu=g,  # type: ignore[arg-type]
                                          label=f"{what} on {g}", base=getattr(cfg.assumptions, name), low=info.low,
                                          high=info.high, unit=info.unit, source=info.source))
     plan = [(inp, points(inp, spec.points_per_side)) for inp in inputs]
@@ -659,10 +674,11 @@ def next_training_experiment(spec: TrainingExperimentSpec, prices: tuple[Price, 
     experiments: list[Experiment] = []
     arch = cfg.custom_model if cfg.custom_model is not None else catalog.model(cfg.model)
     for inp, values in plan:
-        name = TRAIN_ASSUMPTION_OF[inp.key.split(":")[0]]
+        name = TRAIN_ASSUMPTION_OF[inp.kind]
+        gpu = inp.gpu or ""
         note = ""
         if base is not None and inp.gpu != base.gpu:
-            best = option(inp.gpu, name, inp.high)
+            best = option(gpu, name, inp.high)
             if best is None or not best.meets_deadline or (best.cost_usd or math.inf) > (base.cost_usd or 0):
                 note = (f"even at the optimistic bound ({inp.high:g}) {inp.gpu} "
                         + ("misses the deadline" if best is None or not best.meets_deadline else
@@ -677,14 +693,14 @@ def next_training_experiment(spec: TrainingExperimentSpec, prices: tuple[Price, 
                 pts.append(Point(value=v, choice=_train_label(base), flipped=False, changes=(),
                                  cost_per_hour=None, rerun=False))
                 continue
-            new = _pick_option([option(inp.gpu, name, v) if k == inp.gpu else o for k, o in by_kind.items()])
+            new = _pick_option([option(gpu, name, v) if k == gpu else o for k, o in by_kind.items()])
             diff = _train_changes(base, new)
             pts.append(Point(value=v, choice=_train_label(new), flipped=bool(diff), changes=diff, cost_per_hour=None))
         chance = sum(p.flipped for p in pts) / len(pts) if pts else 0.0
         labels = [p.choice for p in pts if p.flipped]
-        g = catalog.gpu(inp.gpu)
-        node = g.gpus_per_node
-        price = gpu_price(inp.gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
+        spec_g = catalog.gpu(gpu)
+        node = spec_g.gpus_per_node
+        price = gpu_price(gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
         usd = price.usd_per_gpu_hour if price else 0.0
         if inp.key.startswith("train:"):
             tp = min(node, 8)
@@ -694,7 +710,7 @@ def next_training_experiment(spec: TrainingExperimentSpec, prices: tuple[Price, 
                                         "logged TFLOP/s per GPU over peak pins the MFU")
             then = "Enter the measured MFU as the training efficiency (assumption mfu_train) and re-run."
         else:
-            tool = "rccl-tests" if g.vendor == "amd" else "nccl-tests"
+            tool = "rccl-tests" if spec_g.vendor == "amd" else "nccl-tests"
             cmd = (f"./build/all_reduce_perf -b 8 -e 1G -f 2 -g {node}  # {tool}, one node of {inp.gpu}; busbw at "
                    "1 GiB / link peak pins the communication efficiency")
             dur, what = NCCL_SWEEP_S, f"{tool} all_reduce_perf on one node of {node} x {inp.gpu}"

@@ -66,8 +66,9 @@ st.plotly_chart(charts.flip_chance_chart(r.experiments, r.stable), width="stretc
 top = r.top
 if top is not None:
     st.subheader(f"Run first: {top.input.label}")
-    st.write(top.measurement + f" — {top.gpus} GPU(s) for {top.duration_s / 60:.0f} min, "
-             f"{top.gpu_hours:.2f} GPU-hours, ${top.cost_usd:,.2f} at catalog prices.")
+    st.write(f"{top.measurement[0].upper()}{top.measurement[1:]}" + (
+        f": {top.gpus} GPU(s) for {top.duration_s / 60:.0f} min, {top.gpu_hours:.2f} GPU-hours, "
+        f"${top.cost_usd:,.2f} at catalog prices." if top.gpu_hours > 0 else "."))
     st.code(top.command, language="bash")
     st.caption(top.then)
     st.markdown("**The decision under each outcome**")

@@ -25,7 +25,7 @@ if CHROMIUM is None:
         raise RuntimeError("CI needs Debian's chromium for the browser test (.ci/run installs it)")
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
-from playwright.sync_api import sync_playwright  # noqa: E402
+from playwright.sync_api import sync_playwright
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,7 @@ def dump(values: dict[str, float] | None = None, drop: tuple[str, ...] = (), his
     """The healthy dump with some sample values set (every series of that name), some metrics removed."""
     text = VLLM + DCGM
     for name, v in (values or {}).items():
-        text, n = re.subn(rf"^({re.escape(name)}(\{{[^}}]*\}})?) \S+$", rf"\g<1> {v}", text, flags=re.M)
+        text, n = re.subn(rf"^({re.escape(name)}(\{{[^}}]*\}})?) \S+$", rf"\g<1> {v}", text, flags=re.MULTILINE)
         assert n, name
     for base, obs in (hist or {}).items():
         text = _hist(text, base, obs)
@@ -108,7 +108,7 @@ def test_rules_that_need_the_analysis_wait_for_it():
     d = _diag(dump(), D.Expectation())
     waiting = {n.rule: n.missing for n in d.not_evaluated}
     assert set(waiting) == {"prefix_cache_misses", "latency_diverges"}
-    assert all("--analysis" in " ".join(m) for m in waiting.values())
+    assert all("saved analysis" in " ".join(m) for m in waiting.values())
 
 
 def test_no_telemetry_no_diagnosis():

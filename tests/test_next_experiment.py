@@ -7,8 +7,16 @@ import pytest
 
 from core.assumptions import REGISTRY, Assumptions
 from core.catalog import parse_prices
-from core.next_experiment import (NextExperimentSpec, UncertainInput, changes, moved_goal, next_experiment,
-                                  outcomes, points, uncertain_inputs)
+from core.next_experiment import (
+    NextExperimentSpec,
+    UncertainInput,
+    changes,
+    moved_goal,
+    next_experiment,
+    outcomes,
+    points,
+    uncertain_inputs,
+)
 from core.optimizer import Constraints, ServingGoal, recommend
 from core.simulate import Lengths, SimSpec
 
