@@ -26,6 +26,7 @@ from cli.common import (
     open_store,
 )
 from core.config import RabitConfig
+from core.limits import MAX_CONFIG_BYTES, parse_json, read_regular_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -209,10 +210,10 @@ def import_(args: argparse.Namespace) -> int:
     from store import StoreError
 
     try:
-        data = json.loads(Path(args.file).read_text(encoding="utf-8"))
+        data = parse_json(read_regular_file(args.file, MAX_CONFIG_BYTES), what=args.file)  # regular, sized
     except OSError as exc:
         die(f"rabit analyses import: error: argument file: cannot read {args.file}: {exc.strerror}")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, too large or deep, not JSON
         die(f"rabit analyses import: error: argument file: {args.file} is not JSON ({exc})")
     try:
         aid = open_store().import_(data, saved_by=_by(args))

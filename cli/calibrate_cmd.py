@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cli.common import add_json, die, emit, load_analysis, open_store
 from core.calibration import COMPARABLE_RULE, calibrate_all, leave_one_out, residuals_of
+from core.limits import MAX_TABLE_BYTES, PayloadError, read_regular_file
 from core.runs import RunError, parse_file
 
 
@@ -39,9 +40,11 @@ def add(args: argparse.Namespace) -> int:
     runs = []
     for f in args.file:
         try:
-            content = Path(f).read_bytes()
+            content = read_regular_file(f, MAX_TABLE_BYTES)  # a named pipe or device is refused, never read
         except OSError as exc:
             die(f"rabit calibrate add: error: argument --file: cannot read {f}: {exc.strerror}")
+        except PayloadError as exc:
+            die(f"rabit calibrate add: error: argument --file: {exc}")
         try:
             runs.extend(parse_file(f, content, base=a.config))
         except RunError as exc:

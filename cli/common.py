@@ -69,6 +69,18 @@ class OneLineParser(argparse.ArgumentParser):
         return value
 
 
+#: Problems about two inputs at once (``core.validate``): both flags are named, never only the first.
+_JOINT = (("TP x PP", "--tp/--pp"), ("input + output", "--input/--output"))
+
+
+def problem_flag(field: str, message: str) -> str:
+    """The flag(s) a validation problem is about: ``TP x PP = 16 needs more GPUs`` names --tp/--pp."""
+    for words, flags in _JOINT:
+        if words in message:
+            return flags
+    return FLAG_OF.get(field, "--" + field.replace("_", "-"))
+
+
 def flag_for(field: str, parser: argparse.ArgumentParser | None = None) -> str:
     """The CLI flag of a config or goal field, for a message; never a flag that does not exist."""
     flag = FLAG_OF.get(field) or "--" + field.replace("_", "-")
@@ -199,7 +211,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     probs = [p for p in problems(cfg) if p.blocking]
     if probs:
         p = probs[0]
-        die(f"rabit: error: argument {FLAG_OF.get(p.field, '--' + p.field)}: {p.message}")
+        die(f"rabit: error: argument {problem_flag(p.field, p.message)}: {p.message}")
     return cfg
 
 

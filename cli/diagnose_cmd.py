@@ -20,6 +20,7 @@ import argparse
 import os
 
 from cli.common import add_json, die, emit
+from core.limits import PayloadError, read_regular_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,10 +52,11 @@ def read_metrics(path: str):
         die(f"rabit diagnose: error: argument --metrics: {path} is {size / 1e6:,.1f} MB; the limit is "
             f"{MAX_BYTES / 1e6:.0f} MB (scrape one /metrics page, or export a shorter range)")
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_BYTES + 1)
+        data = read_regular_file(path, MAX_BYTES)  # a named pipe or device is refused, never read
     except OSError as exc:
         die(f"rabit diagnose: error: argument --metrics: cannot read {path}: {exc.strerror}")
+    except PayloadError as exc:
+        die(f"rabit diagnose: error: argument --metrics: {exc}")
     try:
         return parse(data, os.path.basename(path))
     except TelemetryError as exc:

@@ -20,7 +20,7 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from core import choices
-from core.assumptions import Assumptions
+from core.assumptions import REGISTRY, Assumptions
 from core.limits import (
     CONFIG_DOMAINS,
     MAX_LINK_PARAM_CHARS,
@@ -273,6 +273,8 @@ class LinkIssue(BaseModel):
     reason: str
 
     def message(self) -> str:
+        if self.param.startswith(("custom_model", "assumptions")) or not self.value:  # an encoded object: its name says it
+            return f"link parameter {self.param} was not used: {self.reason}"
         shown = self.value if len(self.value) <= 40 else self.value[:37] + "..."
         return f"link parameter {self.param}={shown} was not used: {self.reason}"
 
@@ -338,7 +340,7 @@ def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, 
                 near = nearest(s, known)
                 what = {"models": "model", "gpus": "GPU", "fabrics": "fabric"}[_CATALOG_FIELDS[k]]
                 issues.append(LinkIssue(param=k, value=s, reason=f"unknown {what} '{s}'"
-                                        + (f"; did you mean {near}?" if near else "")))
+                                        + (f" (did you mean {near}?)" if near else "")))
                 continue
         try:
             value = _decode_param(k, s)
@@ -366,11 +368,15 @@ def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, 
                 elif k in data and k in raw:
                     sub = ".".join(str(x) for x in e["loc"][1:])
                     why = error_text(e)
-                    issues.append(LinkIssue(param=k, value=raw[k], reason=f"{sub}: {why}" if sub else why))
+                    info = REGISTRY.get(sub) if k == "assumptions" else None
+                    if info is not None and isinstance(e.get("input"), (int, float)):
+                        why = (info.check(float(e["input"])) or why).removeprefix(f"{sub}=")
                     inner = e["loc"][1] if len(e["loc"]) > 1 else None
                     if k == "assumptions" and isinstance(data[k], dict) and inner in data[k]:
+                        issues.append(LinkIssue(param=f"{k}.{sub}", value="", reason=why))
                         del data[k][inner]  # the other assumptions of the link still apply
                     else:
+                        issues.append(LinkIssue(param=k, value=raw[k], reason=f"{sub}: {why}" if sub else why))
                         del data[k]
                     dropped = True
             if not dropped:  # a rule across fields: drop nothing silently, use the defaults

@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from core import catalog
+from core import catalog, limits
 from core.config import RabitConfig, describe_validation_error
 
 #: metric name (the estimate JSON key) -> (family, phase, unit on screen, description).
@@ -123,8 +122,14 @@ class Run(BaseModel):
         if self.load == "train":
             return (f"{model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.train_precision}, seq {c.seq_len:,}, "
                     f"global batch {c.global_batch_tokens:,} tokens")
-        how = {"rate": f"{self.rate_per_s:g} req/s", "concurrency": f"concurrency {self.concurrency}",
-               "batch": f"batch {c.batch}", "offline": f"offline, {self.num_requests or c.batch} requests"}[self.load]
+        if self.load == "rate":
+            how = f"{self.rate_per_s:g} req/s"
+        elif self.load == "concurrency":
+            how = f"concurrency {self.concurrency}"
+        elif self.load == "batch":
+            how = f"batch {c.batch}"
+        else:
+            how = f"offline, {self.num_requests or c.batch} requests"
         return (f"{model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.weights}, "
                 f"{c.input_tokens:,} in / {c.output_tokens:,} out, {how}")
 
@@ -301,9 +306,9 @@ def parse_vllm_throughput(data: dict[str, Any], base: RabitConfig | None = None,
 def parse_json(text: str | bytes, base: RabitConfig | None = None, label: str = "") -> Run:
     """Either vLLM file, told apart by its fields."""
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RunError(f"{label or 'file'}: not JSON ({exc})") from None
+        data = limits.parse_json(text, what=label or "file")  # size, UTF-8 and depth checked before parsing
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
     if not isinstance(data, dict):
         raise RunError(f"{label or 'file'}: expected one JSON object from vllm bench, got {type(data).__name__}")
     if "tokens_per_second" in data and "completed" not in data:
@@ -404,11 +409,15 @@ def parse_csv(text: str | bytes, base: RabitConfig | None = None) -> tuple[Run, 
         except UnicodeDecodeError:
             raise RunError("the CSV is not UTF-8 text") from None
     reader = csv.DictReader(io.StringIO(text))
-    cols = set(reader.fieldnames or ())
-    missing = [c for c in ("metric", "value") if c not in cols]
-    if missing:
-        raise RunError(f"CSV: missing column(s) {', '.join(missing)}; download the template for the columns")
-    return parse_rows(list(reader), base, source="csv")
+    try:
+        cols = set(reader.fieldnames or ())
+        missing = [c for c in ("metric", "value") if c not in cols]
+        if missing:
+            raise RunError(f"CSV: missing column(s) {', '.join(missing)}; download the template for the columns")
+        rows = list(reader)
+    except csv.Error as exc:  # e.g. a field over the csv module's size limit
+        raise RunError(f"CSV: line {reader.line_num}: not readable ({exc})") from None
+    return parse_rows(rows, base, source="csv")
 
 
 def parse_file(name: str, content: str | bytes, base: RabitConfig | None = None) -> tuple[Run, ...]:

@@ -26,14 +26,19 @@ st.markdown(f"Analysis **{plain(cur['name'])}** (revision {cur['revision']}); ca
 st.subheader("Add runs")
 c1, c2 = st.columns([3, 1])
 files = c1.file_uploader("vllm bench serve --save-result JSON, vllm bench throughput --output-json, or the CSV "
-                         "template", type=["json", "csv"], accept_multiple_files=True, key="cal.files")
+                         "template", type=["json", "csv"], accept_multiple_files=True,
+                         key=f"cal.files.{st.session_state.get('cal.attached', 0)}")  # a new key empties it
 c2.download_button("CSV template", csv_template(), file_name="rabit-runs-template.csv", mime="text/csv")
 upload_slot = c1.container()
+if "cal.message" in st.session_state:
+    upload_slot.success(st.session_state.pop("cal.message"))
 if files and c1.button("Attach the files", key="cal.attach", type="primary"):
     try:  # all files or none
         new = [r for f in files for r in parse_file(f.name, f.getvalue(), base=saved_cfg)]
         analyses.store().add_runs(cur["id"], new)
-        upload_slot.success(f"Attached {len(new)} run(s).")
+        st.session_state["cal.attached"] = st.session_state.get("cal.attached", 0) + 1
+        st.session_state["cal.message"] = f"Attached {len(new)} run(s)."
+        st.rerun()
     except RunError as exc:
         upload_slot.error(f"Nothing attached: {plain(exc, 600)}")
 with st.expander("…or type runs into a table (the CSV template's columns; empty config fields take the "

@@ -5,9 +5,11 @@ import streamlit as st
 
 from core import catalog, choices
 from core.catalog import CatalogError, parse_prices
+from core.limits import MAX_TABLE_BYTES, decode_text
 from core.optimizer import Constraints, ServingGoal
 from core.units import DAY_S
 from dashboard import cache, charts, render, state
+from dashboard.text import plain
 
 st.title("Optimizer")
 st.caption("The cheapest priced configuration that meets your p95 targets at your request rate — "
@@ -15,9 +17,11 @@ st.caption("The cheapest priced configuration that meets your p95 targets at you
 cfg = render.bound_choice("optimizer", state.require_config())
 K = state.key
 model_name = cfg.custom_model.name if cfg.custom_model else cfg.model
-serve_tab, train_tab = st.tabs(["Serving", "Training run"])
+# A choice, not tabs: every tab's body runs on every rerun, and the hidden training search cost ~2 s on each
+# sidebar change; only the chosen view runs here.
+view = st.radio("Recommend", ["Serving", "Training run"], horizontal=True, key="opt.view")
 
-with serve_tab:
+if view == "Serving":
 
     st.caption(f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the "
                "sidebar; the arrival rate and length distribution are shared with the Serving simulation page.")
@@ -51,10 +55,10 @@ with serve_tab:
     prices = catalog.prices()
     if upload is not None:
         try:
-            prices = parse_prices(upload.getvalue().decode("utf-8", "replace"), name=upload.name)
-            st.caption(f"Using {len(prices)} prices from {upload.name}.")
-        except CatalogError as exc:
-            st.error(f"That price list cannot be used: {exc}. Using the catalog's prices.")
+            prices = parse_prices(decode_text(upload.getvalue(), "the price list", MAX_TABLE_BYTES), name=upload.name)
+            st.caption(f"Using {len(prices)} prices from {plain(upload.name)}.")
+        except (CatalogError, ValueError) as exc:  # not UTF-8, too large, or not a price list
+            st.error(f"That price list cannot be used: {plain(exc, 300)}. Using the catalog's prices.")
     with st.expander("Edit prices for this session"):
         edited = st.data_editor(pd.DataFrame([p.model_dump(mode="json") for p in prices]), num_rows="dynamic",
                                 key="opt.price_editor", width="stretch")
@@ -141,7 +145,7 @@ with serve_tab:
     st.dataframe(table, width="stretch", hide_index=True)
 
 
-with train_tab:
+if view == "Training run":
     st.caption("The cheapest training run that meets a deadline, across GPU kinds and their prices: the training "
                "deadline search runs for each priced kind, and the cheapest count that finishes in time wins. "
                "Model, training tokens, sequence length, precision and global batch come from the sidebar's "

@@ -4,10 +4,12 @@ import streamlit as st
 from pydantic import ValidationError
 
 from core import choices
+from core.limits import MAX_TABLE_BYTES, decode_text
 from core.simulate import DEFAULT_RATE_FRACTION, default_rate, knee_rates, sim_spec
 from core.units import fmt_num, fmt_time
 from core.uncertainty import at_bound
 from dashboard import analyses, cache, charts, render, state
+from dashboard.text import plain
 
 st.title("Serving simulation")
 st.caption("A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
@@ -39,10 +41,10 @@ with len_col:
     trace = None
     if up is not None:
         try:
-            trace = cache.sim_trace(up.getvalue().decode("utf-8", errors="replace"))
+            trace = cache.sim_trace(decode_text(up.getvalue(), "the trace", MAX_TABLE_BYTES))  # UTF-8, sized
             st.caption(f"Replaying {len(trace):,} rows in order (cycled).")
         except ValueError as exc:
-            st.error(f"That trace cannot be used: {exc}")
+            st.error(f"That trace cannot be used: {plain(exc, 300)}")
 with sch_col:
     st.subheader("Scheduler")
     st.radio("Policy", choices.SCHEDULER_POLICIES, key=K("workload.policy"), horizontal=True,
@@ -146,8 +148,11 @@ with st.spinner(f"Simulating {len(rates)} arrival rates…"):
         st.stop()
 fig = charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)
 with st.spinner("The same sweep at the pessimistic and optimistic bounds…"):
-    ends = {b: [summary.e2e_s.p95 for _, summary in cache.sim_sweep(at_bound(cfg, b), sweep_spec, tuple(rates))]
-            for b in ("low", "high")}
+    try:
+        ends = {b: [summary.e2e_s.p95 for _, summary in cache.sim_sweep(at_bound(cfg, b), sweep_spec, tuple(rates))]
+                for b in ("low", "high")}
+    except ValueError:  # a bound whose sweep runs out of its work budget: no band
+        ends = {"low": [None] * len(rates), "high": [None] * len(rates)}
 ok = [i for i in range(len(rates)) if ends["low"][i] is not None and ends["high"][i] is not None]
 if ok:
     charts.add_band(fig, [rates[i] for i in ok], [min(ends["low"][i], ends["high"][i]) for i in ok],

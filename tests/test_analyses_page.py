@@ -32,6 +32,10 @@ def _button(at: AppTest, label: str):
     return next(b for b in at.button if b.label == label)
 
 
+def _runs_uploader(at: AppTest):
+    return next(u for u in at.file_uploader if u.label.startswith("vllm bench serve"))
+
+
 def _text(at: AppTest) -> str:
     return " ".join([m.value for m in at.markdown] + [m.value for m in at.success] + [m.value for m in at.warning]
                     + [m.value for m in at.info] + [m.value for m in at.error] + [c.value for c in at.caption])
@@ -100,7 +104,7 @@ def test_calibration_page_attaches_a_vllm_file_and_shows_bias_and_runs(clear_cac
     aid = Store().create("Calibrated", SMALL)
     at = _app("calibration.py", analysis=aid)
     assert "No measured runs" in _text(at)
-    at.file_uploader(key="cal.files").upload(FIXTURE.name, FIXTURE.read_bytes(), "application/json").run()
+    _runs_uploader(at).upload(FIXTURE.name, FIXTURE.read_bytes(), "application/json").run()
     _button(at, "Attach the files").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(Store().get(aid).runs) == 1
@@ -109,6 +113,15 @@ def test_calibration_page_attaches_a_vllm_file_and_shows_bias_and_runs(clear_cac
     assert set(per_metric["runs (n)"]) == {1}
     assert "Comparable runs" in _text(at)
     assert at.get("plotly_chart")
+    from core.runs import csv_template
+
+    _runs_uploader(at).upload("runs.csv", csv_template().encode(), "text/csv").run()
+    _button(at, "Attach the files").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(Store().get(aid).runs) == 4
+    per_metric = at.dataframe[1].value
+    assert dict(zip(per_metric["metric"], per_metric["runs (n)"]))["itl_s.p50"] == 3  # the file's, the CSV's two
+    assert "step_s" in set(per_metric["metric"])
 
 
 def test_a_bad_upload_shows_an_error_next_to_it_and_changes_nothing(clear_cache):
@@ -122,7 +135,7 @@ def test_a_bad_upload_shows_an_error_next_to_it_and_changes_nothing(clear_cache)
                                    ("missing.json", no_fields, "missing field 'total_input_tokens'"),
                                    ("negative.json", negative, "must be positive")):
         at = _app("calibration.py", analysis=aid)
-        at.file_uploader(key="cal.files").upload(name, content, "application/json").run()
+        _runs_uploader(at).upload(name, content, "application/json").run()
         _button(at, "Attach the files").click().run()
         assert not at.exception, [e.value for e in at.exception]
         errs = [e.value.replace("\\", "") for e in at.error]  # user text is shown escaped

@@ -159,3 +159,36 @@ def test_ranges_band_and_tornado_render(server, browser):
     tornado.first.wait_for(timeout=30_000)
     assert "mbu" in tornado.first.inner_text()
     page.context.close()
+
+
+def test_a_link_with_one_bad_parameter_says_which_and_uses_the_rest(server, browser):
+    """A pasted link with a mistyped GPU: the page names the parameter and suggests the catalog name, and the
+    rest of the link (the 8B model, batch 64) is what the page shows."""
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.goto(server + "/?model=llama-3.1-8b&gpu=h100&batch=64&tp=1&gpus_per_node=1")
+    page.get_by_text("not exactly the link").first.wait_for(timeout=60_000)
+    page.get_by_text("KV cache per GPU (batch)").first.wait_for(timeout=60_000)
+    body = page.inner_text("body")
+    assert "gpu=h100 was not used" in body and "did you mean h100" in body
+    assert "Traceback" not in body
+    # the rest applies: the model and batch of the link are in the sidebar, not a catalog's first entry
+    assert page.get_by_label("Batch (concurrent sequences)").input_value() == "64"
+    page.wait_for_function("() => window.location.search.includes('model=llama-3.1-8b')", timeout=10_000)
+    assert "batch=64" in page.url and "gpu=" not in page.url  # the link now says what is shown
+    page.context.close()
+
+
+def test_a_config_json_with_ten_billion_heads_is_refused_quickly(server, browser, tmp_path):
+    cfg = tmp_path / "huge.json"
+    cfg.write_text('{"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 10000000000, '
+                   '"vocab_size": 32000, "intermediate_size": 11008}')
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.goto(server + "/")
+    page.get_by_text("KV cache per GPU (batch)").first.wait_for(timeout=60_000)
+    page.get_by_text("Add a model from config.json").click()
+    t0 = time.time()
+    page.locator("input[type=file]").first.set_input_files(str(cfg))
+    page.get_by_text("num_attention_heads").first.wait_for(timeout=30_000)
+    assert time.time() - t0 < 10  # refused before any layout check (was over 240 s per rerun)
+    assert "above the maximum" in page.inner_text("body")
+    page.context.close()

@@ -152,6 +152,10 @@ def test_csv_template_round_trips_and_typed_rows_are_checked():
     runs = parse_csv(csv_template())
     assert [r.load for r in runs] == ["rate", "batch", "train"]
     assert runs[0].metrics == ("ttft_s.p50", "itl_s.p50") and runs[2].config.gpus == 8
+    res = residuals_of(runs)  # every kind of run is predicted on its own config (simulator, speed, training)
+    assert [(r.label, r.metric) for r in res] == [("serve-run-1", "ttft_s.p50"), ("serve-run-1", "itl_s.p50"),
+                                                  ("batch-run", "itl_s.p50"), ("train-run", "step_s")]
+    assert all(r.predicted > 0 and r.config for r in res) and "batch 32" in res[2].config
     with pytest.raises(RunError, match="row 1: field 'value' must be a positive number"):
         parse_rows([{"model": "llama-3.1-8b", "metric": "ttft_s.p50", "value": "-1"}], base=RabitConfig())
     with pytest.raises(RunError, match="unknown metric"):

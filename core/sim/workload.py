@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.choices import Admission, Arrival, LengthKind, SchedulerPolicy
+from core.limits import MAX_JSON_DEPTH, json_depth
 
 #: vLLM engine defaults (docs.vllm.ai, engine arguments): max_num_seqs = 256 and, for the V1
 #: OpenAI server on large GPUs, max_num_batched_tokens = 8192.
@@ -242,6 +243,8 @@ def parse_trace(text: str) -> tuple[tuple[int, int], ...]:
     if not text:
         raise ValueError("the trace is empty")
     rows: list[tuple[int, int]] = []
+    if text[0] in "{[" and json_depth(text) > MAX_JSON_DEPTH:  # checked before parsing (no RecursionError)
+        raise ValueError(f"the trace nests deeper than {MAX_JSON_DEPTH} levels; expected flat records")
     if text[0] in "{[":
         if text[0] == "[":
             try:
