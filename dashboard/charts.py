@@ -368,7 +368,7 @@ def calibration_chart(residuals, used_labels: set[str], low_mult: float | None, 
                             hovertemplate="%{text}<br>predicted %{x:.4s}, measured %{y:.4s}<extra></extra>")
     fig.update_layout(xaxis_type="log", yaxis_type="log", xaxis_title=f"predicted [{unit}]",
                       yaxis_title=f"measured [{unit}]", height=height, margin=dict(l=10, r=10, t=30, b=10),
-                      legend=dict(orientation="h", y=-0.2))
+                      legend=LEGEND_BELOW)
     return fig
 
 
@@ -418,7 +418,7 @@ def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: in
                 hovertemplate="%{y}: +%{x:.3g}%<br>%{customdata}<extra></extra>")
     fig.update_layout(barmode="overlay", title=title, xaxis_title="change of the number at the assumption's bound [%]",
                       height=height or max(220, 70 + 28 * len(names)), margin=dict(l=10, r=10, t=50, b=10),
-                      legend=dict(orientation="h", y=-0.25))
+                      legend=LEGEND_BELOW)
     if not names:
         fig.add_annotation(text="no assumption moves this number", showarrow=False, x=0.5, y=0.5,
                            xref="paper", yref="paper")
@@ -462,7 +462,7 @@ def deadline_cost_chart(curve, choice, height: int = 340) -> go.Figure:
                         marker=dict(size=16, color=color, symbol=symbol, line=dict(width=1, color="black")))
     fig.update_layout(title=f"{choice.basis} against GPU count (counts that meet the deadline)", height=height,
                       xaxis_title="GPUs", yaxis_title=choice.basis, margin=dict(l=10, r=10, t=50, b=10),
-                      legend=dict(orientation="h", y=-0.3))
+                      legend=LEGEND_BELOW)
     return fig
 
 
@@ -498,7 +498,7 @@ def flip_chance_chart(experiments, stable, height: int = 380) -> go.Figure:
                                       "$%{customdata[1]:,.2f}<br>flips to: %{customdata[2]}<extra></extra>")
     fig.update_layout(height=height, xaxis_title="GPU-hours to measure", yaxis_title="flip chance [%]",
                       yaxis_range=[-5, 105], margin=dict(l=10, r=10, t=30, b=10),
-                      legend=dict(orientation="h", y=-0.2))
+                      legend=LEGEND_BELOW)
     return fig
 
 
