@@ -47,6 +47,7 @@ NAV = [st.Page(PAGES / f, title=t, icon=i, url_path=u, default=(n == 0))
 analyses.require_login()  # off unless RABIT_LOGIN is set
 pg = st.navigation(NAV)
 st.session_state["_config"] = state.sidebar(pg.url_path)
+analyses.sidebar_badge()
 try:
     pg.run()
 except Exception as exc:  # st.stop / st.rerun are BaseExceptions and pass through
