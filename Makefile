@@ -2,7 +2,7 @@ PY ?= python3
 VENV ?= .venv
 ACT = . $(VENV)/bin/activate
 
-.PHONY: venv install run test test-fast bench lint
+.PHONY: venv install run test test-fast bench room lint
 
 $(VENV)/bin/activate:
 	$(PY) -m venv $(VENV)
@@ -23,3 +23,6 @@ test-fast: install
 
 bench: install
 	$(ACT) && python -m bench.run
+
+room: install
+	$(ACT) && python -m bench.room

@@ -80,8 +80,9 @@ class ModelArch(BaseModel):
         """Every size inside its finite domain (core.limits): no config can make a count loop or overflow."""
         if isinstance(v, bool):
             raise ValueError(f"{v!r} is not a number")
-        if isinstance(v, int):
-            ARCH_DOMAINS[info.field_name].check(info.field_name, v)
+        problem = ARCH_DOMAINS[info.field_name].problem(v) if isinstance(v, int) else None
+        if problem is not None:  # pydantic names the field
+            raise ValueError(problem)
         return v
 
     @model_validator(mode="after")
