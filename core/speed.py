@@ -5,7 +5,7 @@ One iteration processes ``T`` new tokens (any mix of prefill-chunk and decode to
 
     FLOPs = 2 N_active T + 4 L (H d_head) A
     Bytes = weights read + KV read + KV written
-    t     = max( FLOPs / (tp x peak x mfu_max x T/(T+T0)),  Bytes / (tp x BW x eta_bw) )
+    t     = max( 2 N T / (tp x peak x mfu_max x T/(T+T0)) + 4 L H d A / (tp x peak x mfu_max),  Bytes / (tp x BW x eta_bw) )
             + 2 L AllReduce(T h 2 B, tp) x (1 - overlap) + EP all-to-all + PP hops + step overhead
 
 All quantities here are per GPU of one pipeline stage; a batch passes the ``pp`` stages in turn.
@@ -200,8 +200,9 @@ class StepModel:
         """
         T = np.asarray(tokens, dtype=float)
         eff = T / (T + self.ramp_tokens)
-        flops = self.flop_per_token * T + self.attn_flop_per_pair * np.asarray(pairs, dtype=float)
-        t_cmp = np.where(T > 0, flops / (self.peak_flop_per_s * np.maximum(eff, 1e-12)), 0.0)
+        # the T/(T+T0) ramp is GEMM tiling: attention runs at the ceiling on its own pairs (its own roofline)
+        t_cmp = np.where(T > 0, self.flop_per_token * T / (self.peak_flop_per_s * np.maximum(eff, 1e-12))
+                         + self.attn_flop_per_pair * np.asarray(pairs, dtype=float) / self.peak_flop_per_s, 0.0)
         # touched experts x one expert's bytes on this GPU (1/ep of the experts whole, or 1/tp of each)
         bytes_w = self.dense_weight_bytes + self.experts_touched(T) * self.expert_bytes_per_gpu_per_expert
         bytes_kv = (np.asarray(kv_tokens, dtype=float) + T) * self.kv_bytes_per_token
@@ -216,7 +217,8 @@ class StepModel:
         """(compute, memory, exposed communication) of one stage for scalar arguments [s]; pure Python."""
         if T > 0:
             eff = T / (T + self.ramp_tokens)
-            t_cmp = (self.flop_per_token * T + self.attn_flop_per_pair * A) / (self.peak_flop_per_s * max(eff, 1e-12))
+            t_cmp = (self.flop_per_token * T / (self.peak_flop_per_s * max(eff, 1e-12))
+                     + self.attn_flop_per_pair * A / self.peak_flop_per_s)
             ar_ring = self.tp_ar_alpha_ring + self.tp_ar_beta_ring * T
             ar_tree = self.tp_ar_alpha_tree + self.tp_ar_beta_tree * T
             t_comm = ((ar_ring if ar_ring < ar_tree else ar_tree) * self.ar_per_iter
@@ -529,7 +531,7 @@ _U_ITER = {"T": "tokens", "A": "pairs", "R": "tokens", "f_t": "FLOP", "f_a": "FL
            "x_c": "frac", "pp": "", "a_h": "s", "b_h": "s", "t_o": "s", "t_c": "s", "t_m": "s", "t_x": "s",
            "F": "FLOP", "Y": "B"}
 
-_FULL_ITER = ("pp * (max((f_t * T + f_a * A) / (pi_flops * mfu * T / (T + T0)), (W_r + (R + T) * k_g) / "
+_FULL_ITER = ("pp * (max(f_t * T / (pi_flops * mfu * T / (T + T0)) + f_a * A / (pi_flops * mfu), (W_r + (R + T) * k_g) / "
               "(pi_bw * eta_bw)) + (n_ar * min(a_r + b_r * T, a_t + b_t * T) + n_a2a * (a_e + b_e * T)) * x_c)"
               " + (pp - 1) * (a_h + b_h * T) + t_o")
 
@@ -574,10 +576,15 @@ def _record_iteration(tr: Trace, sm: StepModel, cfg: RabitConfig, p: str, what: 
     F = tr.step(f"{p}_flop", f"{what}: FLOPs per GPU", "F", "f_t * T + f_a * A", it.flop, unit="FLOP",
                 latex=r"[f_t] \cdot [T] + [f_a] \cdot [A]", units=_U_ITER, f_t=k["f_t"], T=T, f_a=k["f_a"], A=A,
                 note="matmuls (2 FLOP per active parameter per token) + attention (QK^T and PV per pair)")
-    t_c = tr.step(f"{p}_compute_s", f"{what}: compute time", "t_c", "F / (pi_flops * mfu * T / (T + T0))",
-                  it.compute_s, unit="s", latex=r"\frac{[F]}{[pi_flops] \cdot [mfu] \cdot \frac{[T]}{[T] + [T0]}}",
-                  units=_U_ITER, F=F, pi_flops=k["pi_flops"], mfu=k["mfu"], T=T, T0=k["T0"],
-                  note="efficiency ramps with tokens per iteration as T/(T+T0) (the RA-BIT spec, T0 = 64)")
+    t_c = tr.step(f"{p}_compute_s", f"{what}: compute time", "t_c",
+                  "f_t * T / (pi_flops * mfu * T / (T + T0)) + f_a * A / (pi_flops * mfu)",
+                  it.compute_s, unit="s",
+                  latex=r"\frac{[f_t] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[T]}{[T] + [T0]}} + "
+                        r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}",
+                  units=_U_ITER, f_t=k["f_t"], T=T, f_a=k["f_a"], A=A, pi_flops=k["pi_flops"], mfu=k["mfu"],
+                  T0=k["T0"], note=f"{F:.4g} FLOP: the matmul efficiency ramps with tokens per iteration as "
+                                   "T/(T+T0) (GEMM tiling; the RA-BIT spec, T0 = 64); attention runs at the ceiling "
+                                   "on its own pairs")
     Y = tr.step(f"{p}_bytes", f"{what}: bytes moved per GPU", "Y", "W_r + (R + T) * k_g", it.bytes, unit="B",
                 latex=r"[W_r] + ([R] + [T]) \cdot [k_g]", units=_U_ITER, W_r=W_r, R=R, T=T, k_g=k["k_g"],
                 note="weights read + KV read (R cached tokens) + KV written (T new tokens)")

@@ -259,7 +259,7 @@ def test_low_rate_ttft_is_prefill_and_itl_is_batch1_decode():
     sm = StepModel.from_config(L8)
     prefill = float(sm.iteration_s(I, I * (I + 1) / 2, 0))  # ~25.8 ms: 2 x 8.0e9 x 1000 FLOP at 643 TFLOP/s
     assert 0.02 < prefill < 0.03
-    np.testing.assert_allclose((r.first_token_s - a)[alone], prefill, rtol=1e-12)
+    np.testing.assert_allclose((r.first_token_s - a)[alone], prefill, rtol=1e-9)  # the timing table's tolerance
     # decode step at context c (c cached tokens, the new one attends c + 1): mean over c = I .. I + O - 2
     steps = [float(sm.iteration_s(1, c + 1, c)) for c in range(I, I + O - 1)]
     itl = (f - r.first_token_s) / (O - 1)

@@ -14,6 +14,8 @@ from core.speed_views import (batch_sweep, decode_curve, default_batches, roofli
 EXAMPLE = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)
 # Llama-3.1-70B: 70,553,706,496 parameters, of which 1,050,673,152 (128,256 x 8,192) are the input embedding.
 P_70B, EMB_70B = 70_553_706_496, 128_256 * 8_192
+# Fixed cost of an iteration: the scheduler overhead assumption, 0.5 ms.
+T_O_70B = T_O_8B = 0.5e-3
 
 
 def test_worked_example_decode_by_hand_and_within_the_expected_window():
@@ -28,7 +30,7 @@ def test_worked_example_decode_by_hand_and_within_the_expected_window():
     t_comm = 160 * (8e-6 + 5e-6 + 32 * 8192 * 2 / (450e9 * 0.8))
     assert d.at_mean.memory_s == pytest.approx(t_mem, rel=1e-9)
     assert d.at_mean.comm_s == pytest.approx(t_comm, rel=1e-9)
-    assert d.step_s == pytest.approx(t_mem + t_comm + 0.5e-3, rel=1e-9)  # 12.934 ms
+    assert d.step_s == pytest.approx(t_mem + t_comm + T_O_70B, rel=1e-9)  # 12.934 ms
     assert d.bound == "memory"
     # Issue 3: between the textbook chain's 11.8 ms and measured kernels' ~16 ms.
     assert 11.8e-3 <= d.step_s <= 16e-3
@@ -39,12 +41,14 @@ def test_worked_example_ttft_by_hand_and_within_the_expected_window():
     p = prefill(EXAMPLE)
     T = 32 * 4096
     A = 32 * 4096 * 4097 / 2  # causal: query j sees j keys
-    flop = 2 * (P_70B - EMB_70B) / 8 * T + 4 * 80 * 8192 / 8 * A  # 2.3655e15 FLOP per GPU
-    t_cmp = flop / (989e12 * 0.65 * T / (T + 64))  # 3.681 s
+    flop_mm = 2 * (P_70B - EMB_70B) / 8 * T  # matmuls: 1.8113e15 FLOP per GPU
+    flop_attn = 4 * 80 * 8192 / 8 * A  # attention: 5.5049e14 FLOP per GPU (2.3618e15 in all)
+    # the T/(T+64) tiling ramp applies to the matmuls only; attention runs at the ceiling on its own pairs
+    t_cmp = flop_mm / (989e12 * 0.65 * T / (T + 64)) + flop_attn / (989e12 * 0.65)  # 3.681 s
     # NVLS all-reduce of 131,072 x 8,192 x 2 B = 2.15 GB: 13 us + 2.147e9 / 3.6e11 = 5.978 ms; x 160 = 0.957 s.
     t_comm = 160 * (13e-6 + T * 8192 * 2 / (450e9 * 0.8))
     assert p.iteration.compute_s == pytest.approx(t_cmp, rel=1e-9)
-    assert p.ttft_s == pytest.approx(t_cmp + t_comm + 0.5e-3, rel=1e-9)  # 4.638 s
+    assert p.ttft_s == pytest.approx(t_cmp + t_comm + T_O_70B, rel=1e-9)  # 4.639 s
     assert p.bound == "compute"
     assert 2.7 <= p.ttft_s <= 5.0
 
@@ -79,8 +83,8 @@ def test_batch_one_decode_approaches_weights_over_bandwidth():
     w_over_bw = (8_030_261_248 - 525_336_576) * 2 / (3.35e12 * 0.75)
     assert w_over_bw == pytest.approx(5.974e-3, rel=1e-3)
     assert d.bound == "memory"
-    assert d.step_s - 0.5e-3 >= w_over_bw
-    assert d.step_s - 0.5e-3 == pytest.approx(w_over_bw, rel=1e-3)
+    assert d.step_s - T_O_8B >= w_over_bw
+    assert d.step_s - T_O_8B == pytest.approx(w_over_bw, rel=1e-3)
 
 
 def test_large_batch_prefill_approaches_the_compute_bound():
@@ -239,3 +243,25 @@ def test_speculation_wins_at_small_batch_and_fades_at_large():
 
 def test_summary_is_deterministic():
     assert speed_summary(EXAMPLE) == speed_summary(EXAMPLE)
+
+
+def test_attention_has_its_own_roofline_at_long_context():
+    # Llama-3.1-8B, BF16 weights, FP8 KV, one H200, batch 1 with 131,072 tokens cached (one decode step).
+    # Weights streamed: (8.0303e9 - 0.5253e9 embedding) x 2 B = 15.0099 GB; KV read + written:
+    # (131,072 + 1) x 2 x 32 x 8 x 128 x 1 B = 8.5898 GB; memory = 23.5997e9 / (4.8e12 x 0.75) = 6.555 ms.
+    # Matmuls: 2 x 7.5049e9 FLOP / (989e12 x 0.65 x 1/65) = 1.518 ms (the GEMM tiling ramp at one token).
+    # Attention: 4 x 32 x 4,096 x 131,073 pairs = 6.872e10 FLOP / (989e12 x 0.65) = 0.107 ms at the ceiling.
+    # With the ramp on attention too, compute would read 8.373e10 / 9.890e12 = 8.47 ms and claim the step is
+    # compute-bound; by its own roofline attention is a KV stream and the step is memory-bound at 6.555 ms.
+    cfg = RabitConfig(model="llama-3.1-8b", gpu="h200-sxm", gpus_per_node=1, tp=1, kv_dtype="fp8", batch=1,
+                      input_tokens=1000, output_tokens=10)
+    sm = StepModel.from_config(cfg)
+    R = 131_072
+    t_cmp, t_mem, t_comm = sm.scalar_parts(1.0, R + 1, R)
+    assert t_mem == pytest.approx((8030261248 - 525336576) * 2 / (4.8e12 * 0.75) + (R + 1) * 65536 / (4.8e12 * 0.75),
+                                  rel=1e-6)
+    assert t_cmp == pytest.approx(2 * 7504924672 * 65 / (989e12 * 0.65) + 4 * 32 * 4096 * (R + 1) / (989e12 * 0.65),
+                                  rel=1e-6)
+    assert t_cmp < 0.3 * t_mem and sm.bound(1.0, R + 1, R) == "memory"
+    assert sm.iteration_s(1.0, R + 1, R) == pytest.approx(t_mem + T_O_8B, rel=1e-9)
+
