@@ -26,7 +26,7 @@ from core.config import RabitConfig
 from core.model import ModelArch
 from core.trace import NO_TRACE, Step, Trace
 from core.units import GiB
-from core.validate import gpu_of, model_of
+from core.catalog import gpu_of, model_of
 
 #: Bytes per parameter of a QLoRA NF4 base with double-quantised scales (Dettmers et al.,
 #: arXiv 2305.14314 sec. 3: 4-bit NF4 + 0.127 bit of scales per parameter).

@@ -34,7 +34,7 @@ from core.sim.timing import ArrayTiming, LinearTiming, timing_for
 from core.sim.workload import Draws, Lengths, SimSpec, parse_trace
 from core.speed import StepModel
 from core.trace import NO_TRACE
-from core.validate import model_of
+from core.catalog import model_of
 
 __all__ = ["SimSpec", "Lengths", "SimResult", "Summary", "Percentiles", "Capacity", "simulate", "kv_pool",
            "max_throughput", "sim_spec", "sweep", "sweep_rates", "parse_trace", "MIN_N_P95", "MIN_N_P99", "DONE", "REJECTED", "TIMED_OUT"]

@@ -57,7 +57,7 @@ from core.memory import kv_bytes_per_token, kv_shard
 from core.model import ModelArch
 from core.trace import NO_TRACE, Step, Trace
 from core.units import MS, US, fmt_time
-from core.validate import fabric_of, gpu_of, model_of
+from core.catalog import fabric_of, gpu_of, model_of
 
 #: Bytes per element of the activations moved by TP all-reduces and EP all-to-alls (BF16).
 ACT_BYTES = 2.0

@@ -21,7 +21,7 @@ from core.speed import (ACT_BYTES, TEXTBOOK_MBU, TEXTBOOK_MFU, BatchPoint, Colle
                         _prefill_numbers, _replicas, _spec_numbers, fmt_s)
 from core.trace import NO_TRACE
 from core.units import US
-from core.validate import fabric_of, gpu_of, model_of
+from core.catalog import fabric_of, gpu_of, model_of
 
 # --- sweeps for the charts ---------------------------------------------------------------------------
 

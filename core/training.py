@@ -63,7 +63,7 @@ from core.model import ModelArch
 from core.speed import effective_peak_flop_per_s
 from core.trace import Step, Trace
 from core.units import DAY_S, GiB, HOUR_S, MS
-from core.validate import fabric_of, gpu_of, model_of
+from core.catalog import fabric_of, gpu_of, model_of
 
 Recompute = choices.Recompute
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.units import DAY_S, GB
+from core.units import DAY_S, GB, KB
 
 PALETTE = {"weights": "#1f6feb", "kv": "#2da44e", "activations": "#bf8700", "overhead": "#8250df",
            "free": "#d0d7de", "gradients": "#cf222e", "optimizer": "#e16f24"}
@@ -401,3 +401,41 @@ def training_cost_by_gpu(tr) -> go.Figure:
 def fmt_days(seconds: float) -> str:
     """Seconds as days, three significant figures."""
     return f"{seconds / DAY_S:.3g}"
+
+
+# --- memory -------------------------------------------------------------------------------------------
+
+def sequences_vs_context(rows) -> go.Figure:
+    """Concurrent sequences per replica against context [tokens], paged and contiguous KV allocation."""
+    fig = go.Figure()
+    fig.add_scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], name="paged", mode="lines+markers")
+    fig.add_scatter(x=[r[0] for r in rows], y=[r[2] for r in rows], name="contiguous (reserve max context)",
+                    mode="lines+markers")
+    fig.update_layout(title="Concurrent sequences per replica vs context", xaxis_type="log",
+                      xaxis_title="context tokens (input + output)", yaxis_title="sequences", height=360)
+    return fig
+
+
+def kv_per_token_across_catalog(rows, kv_dtype: str) -> go.Figure:
+    """KV-cache bytes per token of every catalog model [kB], coloured by attention kind."""
+    fig = go.Figure(go.Bar(x=[r[2] / KB for r in rows], y=[f"{r[0]} ({r[1]})" for r in rows],
+                           orientation="h", marker_color=[{"MHA": "#cf222e", "GQA": "#1f6feb", "MLA": "#2da44e"}
+                                                          .get(r[1], "#8250df") for r in rows]))
+    fig.update_layout(title=f"KV bytes per token across the catalog ({kv_dtype})", xaxis_title="kB per token (log)",
+                      xaxis_type="log", height=360, margin=dict(l=10))
+    return fig
+
+
+def training_memory_by_zero(by_zero, capacity_bytes: float) -> go.Figure:
+    """Training memory per GPU [GB] by ZeRO stage, stacked by kind, with the capacity line."""
+    fig = go.Figure()
+    for name, attr, color in (("weights", "weight_bytes_per_gpu", "weights"),
+                              ("gradients", "gradient_bytes_per_gpu", "gradients"),
+                              ("optimizer", "optimizer_bytes_per_gpu", "optimizer"),
+                              ("activations", "activation_bytes_per_gpu", "activations"),
+                              ("overhead", "overhead_bytes_per_gpu", "overhead")):
+        fig.add_bar(x=[f"ZeRO-{z}" for z, _ in by_zero], y=[getattr(r, attr) / GB for _, r in by_zero],
+                    name=name, marker_color=PALETTE[color])
+    fig.add_hline(y=capacity_bytes / GB, line_dash="dash", annotation_text="capacity")
+    fig.update_layout(barmode="stack", title="Training memory per GPU by ZeRO stage", yaxis_title="GB", height=380)
+    return fig

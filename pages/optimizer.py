@@ -3,10 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from core import catalog, choices
-from core.catalog import CatalogError, parse_prices
-from core.optimizer import Constraints, ServingGoal
 from dashboard import cache, charts, render, state
+from dashboard.api import CatalogError, Constraints, ServingGoal, catalog, choices, parse_prices
 
 st.title("Optimizer")
 st.caption("The cheapest priced configuration that meets your p95 targets at your request rate — "

@@ -1,12 +1,8 @@
 """Serving simulation: watch queues build on one replica under continuous batching."""
 
 import streamlit as st
-from pydantic import ValidationError
-
-from core import choices
-from core.simulate import sim_spec, sweep_rates
-from core.units import fmt_num, fmt_time
 from dashboard import cache, charts, state
+from dashboard.api import ValidationError, choices, fmt_num, fmt_time, sim_spec, sweep_rates
 
 st.title("Serving simulation")
 st.caption("A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "

@@ -3,9 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from core.training import MAX_GPUS, budget_problem, goal_from_inputs
-from core.units import fmt_bytes, fmt_time
 from dashboard import cache, charts, render, state
+from dashboard.api import MAX_GPUS, budget_problem, fmt_bytes, fmt_time, goal_from_inputs
 
 st.title("Training")
 st.caption("Model, GPU, tokens, precision, sequence length and global batch come from the sidebar (Training "
