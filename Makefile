@@ -23,3 +23,11 @@ test-fast: install
 
 bench: install
 	$(ACT) && python -m bench.run
+
+# ruff (lint and format) over the tree, mypy over core; settings in pyproject.toml. LINT_PY is the interpreter
+# that has them (default: python on PATH, e.g. the activated .venv after `make install`).
+LINT_PY ?= python
+lint:
+	$(LINT_PY) -m ruff check .
+	$(LINT_PY) -m ruff format --check .
+	$(LINT_PY) -m mypy core

@@ -18,6 +18,7 @@ split by TP and PP, then ZeRO stages over DP; activations per Korthikanti et al.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -219,7 +220,7 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
                      C=C, u=a.gpu_mem_util, note="gpu_memory_utilization")
     budget = tr.step("kv_budget_bytes_per_gpu", "Left for KV cache per GPU", "K_b", "C_u - O - W - A",
                      usable - O - W - A, unit="B", C_u=usable, O=O, W=W, A=A)
-    n_paged = max(0, math.floor((budget - prefix_once) / per_seq))
+    n_paged: float = max(0, math.floor((budget - prefix_once) / per_seq))
     n_paged = tr.step("max_sequences", "Concurrent sequences per replica (paged)", "N",
                       "max(0, floor((K_b - k_g * S_shared) / k_s))", n_paged, unit="seq",
                       K_b=budget, k_g=k_gpu, S_shared=shared_eff, k_s=per_seq,
@@ -368,7 +369,7 @@ def training_memory_for(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace, *
     P_e = expert_params_total(m) if split_experts else 0.0
     P_d = P - P_e
     edp = tp * dp / ep if split_experts else dp
-    pv = {ppn: pp_eff}
+    pv: dict[str, Any] = {ppn: pp_eff}  # named inputs of the recorded steps
     if cfg.lora_rank:
         n_train = lora_params(m, cfg.lora_rank)
         base_b = QLORA_BASE_BYTES if cfg.qlora else 2.0

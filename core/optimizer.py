@@ -624,7 +624,7 @@ def recommend_training(cfg: RabitConfig, deadline_s: float, cons: Constraints = 
             continue
         usd = price.usd_per_gpu_hour
 
-        def cost(pt) -> float:
+        def cost(pt, usd: float = usd) -> float:  # this GPU kind's price, bound now
             return usd * pt.gpus * pt.wall_clock_s / 3600.0
 
         meeting = [pt for pt in pts if pt.meets_deadline]

@@ -120,7 +120,7 @@ def max_throughput(cfg: RabitConfig, spec: SimSpec, *, pool: Pool | None = None,
     I, O = max(1, round(I_mean)), max(1, round(O_mean))
     per_seq = pool.blocks_for(I + (spec.max_output_tokens() if spec.admission == "reserve" else O - 1))
     fit = int(pool.blocks // per_seq) if per_seq > 0 else spec.max_batch
-    B = max(1, min(spec.max_batch, fit))
+    B: float = max(1, min(spec.max_batch, fit))
     limited = "max batch" if spec.max_batch <= fit else "KV pool"
     c = I + max(O - 2, 0) / 2
     K = spec.token_budget

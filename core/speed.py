@@ -255,7 +255,7 @@ class StepModel:
         """Which limit binds a (scalar) iteration: "compute", "memory" or "communication"."""
         t_cmp, t_mem, t_comm, _ = self.parts(tokens, pairs, kv_tokens)
         vals = {"compute": float(t_cmp), "memory": float(t_mem), "communication": float(t_comm)}
-        return max(vals, key=vals.get)
+        return max(vals, key=lambda k: vals[k])
 
     def kv_read_tokens(self, context):
         """Cached tokens read per sequence at ``context`` tokens, sliding-window layers clipped; arrays welcome."""
@@ -432,7 +432,7 @@ def _iteration(sm: StepModel, T: float, A: float, R: float) -> IterationParts:
     return IterationParts(
         tokens=T, pairs=A, kv_tokens=R, flop=sm.flop_per_token * T + sm.attn_flop_per_pair * A,
         bytes=sm.weights_read_bytes(T) + (R + T) * sm.kv_bytes_per_token, compute_s=c, memory_s=mm, comm_s=x,
-        hops_s=hops, overhead_s=sm.overhead_s, time_s=time, pp=sm.pp, bound=max(vals, key=vals.get))
+        hops_s=hops, overhead_s=sm.overhead_s, time_s=time, pp=sm.pp, bound=max(vals, key=lambda k: vals[k]))
 
 
 def _attended_pairs(m: ModelArch, start: float, end: float) -> float:

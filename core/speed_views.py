@@ -157,7 +157,7 @@ def collective_view(cfg: RabitConfig) -> CollectiveView:
                         "tree": float(Collectives._tree_ar(n, cfg.tp, lv))}
                 if lv.in_switch_reduction:
                     algs["NVLS"] = float(Collectives._nvls_ar(n, cfg.tp, lv))
-                best = min(algs, key=algs.get)
+                best = min(algs, key=lambda k: algs[k])
                 how = "; ".join(f"{k} {fmt_s(v)}" for k, v in algs.items()) + f" -> {best}"
             else:
                 how = "hierarchical across nodes"

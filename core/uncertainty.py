@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.assumptions import REGISTRY, Assumptions, by_tag
+from core.assumptions import REGISTRY, by_tag
 from core.config import RabitConfig
 from core.ranges import Contribution, Range
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from core import catalog, limits
 from core.catalog import fabric_of, gpu_of, model_of  # noqa: F401 - re-exported for existing callers
 from core.config import RabitConfig
-from core.model import ModelArch
 
 
 @dataclass(frozen=True)

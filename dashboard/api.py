@@ -17,6 +17,21 @@ from core.speed_views import default_batches
 from core.training import MAX_GPUS, budget_problem, goal_from_inputs
 from core.units import fmt_bytes, fmt_num, fmt_time
 
-__all__ = ["CatalogError", "Constraints", "MAX_GPUS", "ServingGoal", "ValidationError", "budget_problem", "catalog",
-           "choices", "default_batches", "fmt_bytes", "fmt_num", "fmt_time", "goal_from_inputs", "parse_prices",
-           "sim_spec", "sweep_rates"]
+__all__ = [
+    "CatalogError",
+    "Constraints",
+    "MAX_GPUS",
+    "ServingGoal",
+    "ValidationError",
+    "budget_problem",
+    "catalog",
+    "choices",
+    "default_batches",
+    "fmt_bytes",
+    "fmt_num",
+    "fmt_time",
+    "goal_from_inputs",
+    "parse_prices",
+    "sim_spec",
+    "sweep_rates",
+]
