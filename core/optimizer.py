@@ -33,7 +33,7 @@ from core.config import RabitConfig
 from core.model import ModelArch
 from core.pricing import GpuPrice, gpu_price, unpriced
 from core.simulate import SimSpec, kv_pool, max_throughput, sim_spec, simulate
-from core.speed import StepModel
+from core.step import StepModel
 from core.validate import problems
 
 #: Target utilisation of each replica when sizing the replica count in closed form: queues need headroom

@@ -32,7 +32,7 @@ from core.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Pool
 from core.sim.metrics import MIN_N_P95, MIN_N_P99, Percentiles, Summary, summarise
 from core.sim.timing import ArrayTiming, LinearTiming, timing_for
 from core.sim.workload import Draws, Lengths, SimSpec, parse_trace
-from core.speed import StepModel
+from core.step import StepModel
 from core.trace import NO_TRACE
 from core.catalog import model_of
 

@@ -60,7 +60,7 @@ from core.memory import (ADAM_GRAD_B, ADAM_OPTIM_B, ADAM_WEIGHT_B, QLORA_BASE_BY
                          activation_bytes_per_layer, expert_params_total, lora_params, stage_layers,
                          training_memory_for)
 from core.model import ModelArch
-from core.speed import effective_peak_flop_per_s
+from core.step import effective_peak_flop_per_s
 from core.trace import Step, Trace
 from core.units import DAY_S, GiB, HOUR_S, MS
 from core.catalog import fabric_of, gpu_of, model_of

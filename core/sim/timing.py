@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from core.speed import StepModel
+from core.step import StepModel
 
 #: Probe size for the slopes in A and R (a power of two: the differences stay exact to ~1e-16).
 _BIG = 2.0**40
