@@ -10,13 +10,16 @@ import argparse
 import json
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
 from core import catalog, choices
-from core.config import DEFAULT, RabitConfig, describe_validation_error
+from core.config import DEFAULT, RabitConfig, describe_validation_error, error_text
+from core.limits import (FLAG_DOMAINS, MAX_CONFIG_BYTES, PayloadError, WorkBudget, decode_text, parse_json,
+                         read_regular_file)
 from core.model import from_hf_config
 from core.validate import problems
 
@@ -29,14 +32,51 @@ FLAG_OF = {
     "lora_rank": "--lora-rank", "qlora": "--qlora", "prefix_cache_frac": "--prefix-cache",
     "block_size": "--block-size", "train_precision": "--precision", "train_tokens": "--tokens",
     "global_batch_tokens": "--global-batch-tokens", "kv_alloc": "--kv-alloc",
+    # goals, constraints and simulation specs
+    "rate_per_s": "--rate", "num_requests": "--requests", "think_s": "--think", "duration_s": "--duration",
+    "timeout_s": "--timeout", "spec_k": "--spec-k", "spec_alpha": "--spec-alpha", "draft_model": "--draft-model",
+    "spec_method": "--spec", "deadline_s": "--deadline-days", "checkpoint_interval_s": "--checkpoint-interval-s",
 }
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but an error is one line on stderr and exit code 2."""
+    """argparse, but an error is one line on stderr and exit code 2.
+
+    Every value is checked as it is parsed: an empty value is an error (never a silent default), a
+    number must be finite, and a flag with a domain in :data:`core.limits.FLAG_DOMAINS` must lie in it;
+    the message names the flag as typed.
+    """
 
     def error(self, message: str) -> NoReturn:
         die(f"{self.prog}: error: {message}")
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        if action.nargs in (argparse.PARSER, argparse.REMAINDER):  # a subcommand's own parser checks its values
+            return super()._get_value(action, arg_string)
+        flag = "/".join(action.option_strings) or action.dest
+        if isinstance(arg_string, str) and not arg_string.strip():
+            self.error(f"argument {flag}: expected a value, got an empty string")
+        value = super()._get_value(action, arg_string)
+        if isinstance(value, float) and not math.isfinite(value):
+            self.error(f"argument {flag}: {arg_string!r} is not a finite number")
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
+            self.error(f"argument {flag}: {arg_string!r} is out of range")
+        dom = FLAG_DOMAINS.get(f"{self.prog.split()[-1]}.{action.dest}") or FLAG_DOMAINS.get(action.dest)
+        if dom is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            problem = dom.problem(value)
+            if problem is not None:
+                self.error(f"argument {flag}: {problem}")
+        return value
+
+
+def flag_for(field: str, parser: argparse.ArgumentParser | None = None) -> str:
+    """The CLI flag of a config or goal field, for a message; never a flag that does not exist."""
+    flag = FLAG_OF.get(field) or "--" + field.replace("_", "-")
+    if parser is not None:
+        known = {o for a in parser._actions for o in a.option_strings}
+        if flag not in known:
+            return f"value {field}"
+    return flag
 
 
 def die(message: str, code: int = 2) -> NoReturn:
@@ -60,7 +100,7 @@ def add_cluster_args(p: argparse.ArgumentParser, *, gpus_required: bool = False)
                    help="total GPUs (whole nodes beyond one node; default TP x PP)")
     p.add_argument("--gpus-per-node", type=int, help="default: the GPU's catalog node size")
     p.add_argument("--fabric", default=DEFAULT.fabric, help="inter-node fabric slug")
-    p.add_argument("--tp", type=int, default=DEFAULT.tp, help=f"tensor parallelism (default {DEFAULT.tp})")
+    p.add_argument("--tp", type=int, help=f"tensor parallelism (default {DEFAULT.tp}, at most the GPUs given)")
     p.add_argument("--pp", type=int, default=DEFAULT.pp, help=f"pipeline stages (default {DEFAULT.pp})")
     p.add_argument("--ep", type=int, default=DEFAULT.ep, help=f"expert parallelism (default {DEFAULT.ep})")
 
@@ -87,15 +127,23 @@ def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def read_file(path: str, flag: str, max_bytes: int = MAX_CONFIG_BYTES) -> str:
+    """UTF-8 text of a regular file (a byte-order mark is dropped), or exit 2 naming ``flag``."""
+    try:
+        return decode_text(read_regular_file(path, max_bytes), path, max_bytes)
+    except OSError as exc:
+        die(f"rabit: error: argument {flag}: cannot read {path}: {exc.strerror}")
+    except PayloadError as exc:
+        die(f"rabit: error: argument {flag}: {exc}")
+
+
 def custom_model(path: str | None):
-    if not path:
+    if path is None:
         return None
     try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        die(f"rabit: error: argument --model-config: cannot read {path}: {exc.strerror}")
-    except json.JSONDecodeError as exc:
-        die(f"rabit: error: argument --model-config: {path} is not JSON ({exc.msg} at line {exc.lineno})")
+        data = parse_json(read_file(path, "--model-config"), what=path)
+    except PayloadError as exc:
+        die(f"rabit: error: argument --model-config: {exc}")
     try:
         return from_hf_config(data, slug=Path(path).stem.lower())
     except (ValueError, ValidationError) as exc:
@@ -103,13 +151,23 @@ def custom_model(path: str | None):
         die(f"rabit: error: argument --model-config: {msg}")
 
 
+def default_tp(args: argparse.Namespace) -> int:
+    """``--tp``, else the shared default (TP 8) capped by the GPUs given (``--gpus 1`` runs at TP 1)."""
+    tp = getattr(args, "tp", None)
+    if tp is not None:
+        return int(tp)
+    gpus = getattr(args, "gpus", None)
+    return DEFAULT.tp if gpus is None or gpus < 1 else min(DEFAULT.tp, gpus)
+
+
 def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     """Build and validate the shared config; exit 2 naming the flag on any problem."""
     gpu_slug = getattr(args, "gpu", DEFAULT.gpu)
     if gpu_slug not in catalog.gpus():
         die(f"rabit: error: argument --gpu: unknown GPU '{gpu_slug}'; known: {', '.join(sorted(catalog.gpus()))}")
-    node = args.gpus_per_node or catalog.gpu(gpu_slug).gpus_per_node
-    total = args.gpus if args.gpus is not None else max(1, getattr(args, "tp", DEFAULT.tp) * getattr(args, "pp", DEFAULT.pp))
+    node = args.gpus_per_node if args.gpus_per_node is not None else catalog.gpu(gpu_slug).gpus_per_node
+    tp = default_tp(args)
+    total = args.gpus if args.gpus is not None else max(1, tp * getattr(args, "pp", DEFAULT.pp))
     if total < 1:
         die("rabit: error: argument --gpus: must be at least 1")
     if total <= node:
@@ -120,7 +178,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         gpn, nodes = node, total // node
     data: dict[str, Any] = {
         "gpu": gpu_slug, "gpus_per_node": gpn, "nodes": nodes, "fabric": args.fabric,
-        "tp": getattr(args, "tp", DEFAULT.tp), "pp": getattr(args, "pp", DEFAULT.pp), "ep": getattr(args, "ep", DEFAULT.ep),
+        "tp": tp, "pp": getattr(args, "pp", DEFAULT.pp), "ep": getattr(args, "ep", DEFAULT.ep),
     }
     cm = custom_model(getattr(args, "model_config", None)) or getattr(args, "_custom_model", None)
     if cm is not None:
@@ -142,7 +200,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     except ValidationError as exc:
         e = exc.errors()[0]
         field = str(e["loc"][0]) if e["loc"] else ""
-        die(f"rabit: error: argument {FLAG_OF.get(field, field)}: {e['msg']}")
+        die(f"rabit: error: argument {FLAG_OF.get(field, field)}: {error_text(e)}")
     probs = [p for p in problems(cfg) if p.blocking]
     if probs:
         p = probs[0]
@@ -150,21 +208,65 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     return cfg
 
 
-def _clean(x: Any) -> Any:
-    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+def non_finite(x: Any, path: str = "") -> str | None:
+    """The JSON path of the first NaN or infinity in ``x`` (None when every number is finite)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return path or "value"
+    if isinstance(x, dict):
+        for k, v in x.items():
+            p = non_finite(v, f"{path}.{k}" if path else str(k))
+            if p:
+                return p
+    if isinstance(x, (list, tuple)):
+        for i, v in enumerate(x):
+            p = non_finite(v, f"{path}[{i}]")
+            if p:
+                return p
+    return None
+
+
+def _null_non_finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
+        return {k: _null_non_finite(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
+        return [_null_non_finite(v) for v in x]
     return x
 
 
 def emit(payload: dict[str, Any], as_json: bool, human: str) -> None:
+    """Print the result. A NaN or infinity is never written (not as null either): the inputs that led to
+    it are out of range, which is exit 2 with the key named."""
+    if "ranges" in payload:  # a range bound without a finite value is null ("unbounded"), by the ranges contract
+        payload = {**payload, "ranges": _null_non_finite(payload["ranges"])}
+    bad = non_finite(payload)
+    if bad:
+        die(f"rabit: error: the result '{bad}' is not a finite number; an input is out of range "
+            "(check the efficiency assumptions, prices and sizes)")
     if as_json:
-        print(json.dumps(_clean(payload), indent=2, sort_keys=False))
+        print(json.dumps(payload, indent=2, sort_keys=False, allow_nan=False))
     else:
         print(human)
+
+
+#: A simulation from the command line may run longer than one on the shared server (core.limits), but not
+#: unboundedly: 5 million requests take about a minute.
+CLI_SIM_MAX_WALL_S = 600.0
+
+
+def cli_budget(num_requests: int | None) -> WorkBudget:
+    """The work budget of a CLI simulation: progress on stderr (a terminal only) every few seconds."""
+    shown = [time.monotonic()]
+
+    def progress(events: int, clock_s: float) -> None:
+        now = time.monotonic()
+        if now - shown[0] >= 2.0:
+            shown[0] = now
+            print(f"\rsimulating {num_requests or 0:,} requests: {events:,} events, simulated clock "
+                  f"{clock_s:,.0f} s", end="", file=sys.stderr, flush=True)
+
+    return WorkBudget(max_wall_s=CLI_SIM_MAX_WALL_S, progress=progress if sys.stderr.isatty() else None)
 
 
 def steps_table(steps) -> str:
@@ -227,10 +329,7 @@ def config_file(args: argparse.Namespace) -> RabitConfig | None:
     path = getattr(args, "config", None)
     if not path:
         return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        die(f"rabit: error: argument --config: cannot read {path}: {getattr(exc, 'strerror', exc)}")
+    text = read_file(path, "--config")  # a regular UTF-8 file within its size limit
     try:
         return from_json(text)
     except ValueError as exc:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
+import os
 import sys
 
-from cli.common import OneLineParser, die
+from pydantic import ValidationError
+
+from cli.common import OneLineParser, die, flag_for
+from core.config import error_text
 
 #: One module per subcommand, each with ``register(subparsers)``, in help order.
 COMMANDS = ("cli.memory_cmd", "cli.speed_cmd", "cli.simulate_cmd", "cli.train_cmd", "cli.recommend_cmd",
-            "cli.catalog_cmd", "cli.assumptions_cmd")
+            "cli.catalog_cmd", "cli.assumptions_cmd", "cli.validate_cmd", "cli.next_experiment_cmd",
+            "cli.diagnose_cmd")
 
 
 def build_parser() -> OneLineParser:
@@ -22,12 +28,34 @@ def build_parser() -> OneLineParser:
     return p
 
 
+def _subparser(parser: OneLineParser, command: str) -> argparse.ArgumentParser | None:
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            return a.choices.get(command)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # the reader (``| head``) has gone: stop quietly, and keep Python from reporting it at exit
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout is not a file descriptor (tests): nothing left to flush
+            pass
+        return 1
     except KeyError as exc:  # an unknown slug that slipped past validation
         die(f"rabit {args.command}: error: {exc.args[0]}")
+    except ValidationError as exc:  # a goal or spec field outside its range: name the flag
+        e = exc.errors()[0]
+        field = str(e["loc"][-1]) if e["loc"] else ""
+        die(f"rabit {args.command}: error: argument {flag_for(field, _subparser(parser, args.command))}: "
+            f"{error_text(e)}")
+    except (ValueError, ArithmeticError, RecursionError, UnicodeError) as exc:  # last line of defence
+        die(f"rabit {args.command}: error: {exc}")
 
 
 if __name__ == "__main__":

@@ -59,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
             "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
             "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu, "total_bytes_per_gpu": r.total_bytes_per_gpu,
             "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu, "usable_bytes_per_gpu": r.usable_bytes_per_gpu,
-            "kv_budget_bytes_per_gpu": r.kv_budget_bytes_per_gpu, "fits": r.fits, "reason": r.reason,
+            # a budget is never negative: what is missing is its own key
+            "kv_budget_bytes_per_gpu": max(0.0, r.kv_budget_bytes_per_gpu),
+            "shortfall_bytes_per_gpu": max(0.0, -r.kv_budget_bytes_per_gpu), "fits": r.fits, "reason": r.reason,
             "max_sequences": r.max_sequences, "max_sequences_contiguous": r.max_sequences_contiguous,
         }
     human = f"{r.reason}\n{steps_table(r.steps)}"

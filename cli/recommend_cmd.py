@@ -19,9 +19,10 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from cli.common import (add_json, add_range_args, assumptions_from_args, config_file, custom_model, die, emit,
-                        with_ranges)
+                        read_file, with_ranges)
 from core import catalog, choices
 from core.catalog import CatalogError, parse_prices
+from core.limits import MAX_TABLE_BYTES
 from core.config import DEFAULT, RabitConfig, Targets, describe_validation_error
 from core.optimizer import KV_FORMATS, WEIGHT_FORMATS, Constraints, ServingGoal, recommend
 from core.uncertainty import recommendation_ranges, training_option_ranges
@@ -133,10 +134,9 @@ def _checked_model_gpus_prices(args: argparse.Namespace) -> tuple:
         die(f"rabit: error: argument --model: unknown model '{args.model}'; known: {', '.join(sorted(catalog.models()))}")
     if not args.price_file:
         return catalog.prices()
+    text = read_file(args.price_file, "--price-file", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
     try:
-        return parse_prices(Path(args.price_file).read_text(), name=Path(args.price_file).name)
-    except OSError as exc:
-        die(f"rabit: error: argument --price-file: cannot read {args.price_file}: {exc.strerror}")
+        return parse_prices(text, name=Path(args.price_file).name)
     except CatalogError as exc:
         die(f"rabit: error: argument --price-file: {exc}")
 
@@ -153,6 +153,11 @@ def run(args: argparse.Namespace) -> int:
     fill_from_config(args, CONFIG_DEST)
     if args.train:
         return run_training(args)
+    return _run_serving(args, *serving_inputs(args))
+
+
+def serving_inputs(args: argparse.Namespace) -> tuple:
+    """(goal, constraints, prices) from the serving flags (exit 2 naming the flag); next-experiment shares it."""
     if args.rate is None:
         die("rabit recommend: error: the following arguments are required: --rate (or use --train)")
     for flag, v in (("--rate", args.rate), ("--input", args.input), ("--output", args.output),
@@ -181,7 +186,11 @@ def run(args: argparse.Namespace) -> int:
         goal = ServingGoal.from_config(cfg)
     except ValidationError as exc:
         _die_validation(exc)
-    r = recommend(goal, Constraints.from_config(cfg), prices)
+    return goal, Constraints.from_config(cfg), prices
+
+
+def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
+    r = recommend(goal, cons, prices)
     payload = {
         "met": r.met,
         "recommendation": r.recommendation.model_dump() if r.recommendation else None,

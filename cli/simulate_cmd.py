@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import NoReturn
 
 from pydantic import ValidationError
 
-from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_weight_kv_args,
-                        config_from_args, die, emit, fill_from_config, with_ranges)
+from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_weight_kv_args, cli_budget,
+                        config_from_args, die, emit, fill_from_config, read_file, with_ranges)
 from core import choices
 from core.config import DEFAULT, RabitConfig, Workload
+from core.limits import MAX_TABLE_BYTES
 from core.simulate import SimSpec, parse_trace, sim_spec, simulate
 from core.uncertainty import simulation_spread
 from core.units import fmt_time
@@ -102,10 +102,7 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
 def spec_from_args(args: argparse.Namespace, cfg: RabitConfig) -> SimSpec:
     trace = None
     if args.trace:
-        try:
-            text = Path(args.trace).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            die(f"rabit simulate: error: argument --trace: cannot read {args.trace}: {exc}")
+        text = read_file(args.trace, "--trace", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
         try:
             trace = parse_trace(text)
         except ValueError as exc:
@@ -130,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
                            workload=workload_from_args(args))
     spec = spec_from_args(args, cfg)
     try:
-        r = simulate(cfg, spec)
+        r = simulate(cfg, spec, budget=cli_budget(spec.num_requests))
     except ValueError as exc:
         die(f"rabit simulate: error: {exc}")
     s = r.summary.as_dict()

@@ -23,6 +23,7 @@ from cli.common import (add_json, add_model_args, add_range_args, config_from_ar
                         range_line, with_ranges)
 from core import catalog, choices
 from core.config import DEFAULT
+from core.deadline import deadline_choice
 from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, plan
 from core.uncertainty import training_ranges
 from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
@@ -187,6 +188,12 @@ def payload(cfg, p: TrainingPlan) -> dict:
         })
     out["alternatives"] = [{"layout": a.layout.label(), "fits": a.fits, "runtime_s": a.runtime_s if a.fits else None,
                             "memory_bytes_per_gpu": a.memory_bytes_per_gpu, "why": a.why} for a in p.alternatives]
+    choice = deadline_choice(p.curve) if p.mode == "deadline" else None
+    if choice is not None:
+        out["deadline_choice"] = {
+            "basis": choice.basis, "smallest_gpus": choice.smallest.gpus, "cheapest_gpus": choice.cheapest.gpus,
+            "smallest_value": choice.smallest_value, "cheapest_value": choice.cheapest_value,
+            "smallest_extra_frac": choice.extra_frac, "message": choice.message}
     out["curve"] = [{"gpus": c.gpus, "runtime_s": c.runtime_s, "wall_clock_s": c.wall_clock_s,
                      "gpu_hours": c.gpu_hours, "cost_usd": c.cost_usd, "meets_deadline": c.meets_deadline,
                      "slower_reason": c.slower_reason or None}
@@ -196,6 +203,9 @@ def payload(cfg, p: TrainingPlan) -> dict:
 
 def human(p: TrainingPlan) -> str:
     lines = [p.message]
+    choice = deadline_choice(p.curve) if p.mode == "deadline" else None
+    if choice is not None:
+        lines.append(choice.message)
     b, gp = p.best, p.goodput
     lines.append(f"work: {p.work.model_flop_per_token:.3g} FLOP/token x {fmt_num(p.work.tokens)} tokens = "
                  f"{p.work.total_model_flop:.3g} FLOP")

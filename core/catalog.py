@@ -134,7 +134,7 @@ class Price(_Row):
     gpu: str
     provider: str
     kind: Literal["on-demand", "spot", "reserved", "marketplace"]
-    usd_per_gpu_hour: float = Field(gt=0)
+    usd_per_gpu_hour: float = Field(gt=0, lt=1e6, allow_inf_nan=False)  # finite: a price feeds every cost
     region: str = ""
     verification: Literal["V", "S", "U"] = "S"
 
@@ -237,10 +237,21 @@ def parse_prices(text: str, name: str = "prices.csv") -> tuple[Price, ...]:
     """Parse a price list (the catalog's or one a user uploads)."""
     reader = csv.DictReader(line for line in text.splitlines() if line.strip() and not line.startswith("#"))
     need = {"gpu", "provider", "kind", "usd_per_gpu_hour", "source", "as_of"}
-    if not reader.fieldnames or not need <= set(reader.fieldnames):
+    try:
+        header = reader.fieldnames
+    except csv.Error as exc:
+        raise CatalogError(f"{name}: line 1: not a readable CSV header ({exc})") from None
+    if not header or not need <= set(header):
         raise CatalogError(f"{name}: header must name {sorted(need)}")
     out = []
-    for i, row in enumerate(reader, start=1):
+    rows = enumerate(reader, start=1)
+    while True:
+        try:
+            i, row = next(rows)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a field over the csv module's size limit
+            raise CatalogError(f"{name}: line {reader.line_num}: not readable CSV ({exc})") from None
         try:
             out.append(Price.model_validate({k: v for k, v in row.items() if v not in (None, "")}))
         except ValidationError as exc:

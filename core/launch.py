@@ -217,8 +217,8 @@ def k8s_manifest(s: LaunchSpec, engine: Engine = "vllm") -> str:
     name = f"rabit-{s.gpu}-{engine}".replace(".", "-")
     per_pod = min(s.gpus_per_replica, s.gpus_per_node)
     node_selector = f"      nodeSelector:\n        {label_key}: {json.dumps(label)}\n" if label and label_key else ""
-    head = [f"# {s.replicas} replica(s) of {s.gpus_per_replica} x {s.gpu}, {engine}; generated from the RA-BIT "
-            "recommendation"]
+    head = [(f"# {s.replicas} replica(s) of {s.gpus_per_replica} x {s.gpu}, {engine}; generated from the RA-BIT "
+             "recommendation")]
     if verified != "V" and label:
         head.append(f"# check the node label value: kubectl get nodes -L {label_key}")
     if s.gpus_per_replica > s.gpus_per_node:

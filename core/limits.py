@@ -56,7 +56,7 @@ class Domain:
                 return f"{_num(value)} is not one of {', '.join(map(str, self.choices))} ({self.reason})"
             return None
         if value < self.lo:
-            return f"{_num(value)} is below the minimum {_num(self.lo)} ({self.reason})"
+            return f"{_num(value)} is below the minimum {_num(self.lo)}"
         if value > self.hi:
             return f"{_num(value)} is above the maximum {_num(self.hi)} ({self.reason})"
         return None
@@ -343,3 +343,45 @@ class WorkBudget:
                                  "simulate fewer requests or a faster configuration")
         if self.progress is not None:
             self.progress(events, clock_s)
+
+
+# --- command-line flags ------------------------------------------------------------------------------
+
+#: CLI flag (argparse ``dest``) -> the config field whose domain it shares.
+FLAG_FIELDS: dict[str, str] = {
+    "batch": "batch", "input": "input_tokens", "output": "output_tokens", "block_size": "block_size",
+    "prefix_cache": "prefix_cache_frac", "tp": "tp", "pp": "pp", "ep": "ep", "micro_batch": "micro_batch",
+    "seq": "seq_len", "lora_rank": "lora_rank", "global_batch_tokens": "global_batch_tokens", "spec_k": "spec_k",
+    "spec_alpha": "spec_alpha", "gpus_per_node": "gpus_per_node", "tokens": "train_tokens",
+}
+
+#: The domain of every numeric CLI flag, by argparse ``dest`` (checked as the flag is parsed).
+FLAG_DOMAINS: dict[str, Domain] = {
+    **{dest: CONFIG_DOMAINS[f] for dest, f in FLAG_FIELDS.items()},
+    "gpus": Domain(1, 65_536, "72 x 8,192 nodes is the largest cluster a config describes; 65,536 GPUs is "
+                              "beyond the largest published training clusters"),
+    "max_gpus": Domain(1, 32_768, "the training deadline search stops at 32,768 GPUs"),
+    "seed": Domain(0, 2**32 - 1, "NumPy seeds a generator from an unsigned 32-bit integer or more; negative "
+                                 "seeds are refused"),
+    "requests": Domain(1, 5_000_000, "5 million requests simulate in about a minute; more is a batch job"),
+    "recommend.requests": Domain(20, 50_000, "each of up to 64 finalists is simulated: 64 x 50,000 requests "
+                                             "take about a minute"),
+    "users": Domain(1, 100_000, "as the batch: 100,000 concurrent users is far beyond one replica"),
+    "think": Domain(0.0, 86_400.0, "a think time beyond a day is not a serving workload", integer=False),
+    "duration": Domain(1e-3, 1e8, "from a millisecond to three years of arrivals", integer=False),
+    "timeout": Domain(1e-3, 1e8, "from a millisecond to three years", integer=False),
+    "rate": Domain(1e-6, 1e6, "from one request in 11 days to a million requests per second", integer=False),
+    "spread": Domain(0.0, 3.0, "a lognormal sigma above 3 is not a usable length distribution", integer=False),
+    "max_batch": Domain(1, 100_000, "as the batch"),
+    "token_budget": Domain(1, 10_000_000, "at most the longest context in the catalogs per iteration"),
+    "kv_pool_tokens": Domain(1, 10**12, "a trillion tokens of KV cache is beyond any cluster's HBM"),
+    "max_simulations": Domain(1, 64, "the optimizer simulates at most 64 finalists"),
+    "p95_ttft_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
+    "p95_itl_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
+    "p95_e2e_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
+    "max_usd_per_hour": Domain(1e-6, 1e9, "a budget from a micro-dollar to a billion dollars per hour",
+                               integer=False),
+    "deadline_days": Domain(1e-3, 3650.0, "from about a minute and a half to ten years", integer=False),
+    "checkpoint_interval_s": Domain(1.0, 1e7, "from a second to four months between checkpoints", integer=False),
+    "batch_tolerance": Domain(0.0, 1.0, "a relative tolerance on the global batch", integer=False),
+}

@@ -64,6 +64,11 @@ class ServingGoal(_F):
     assumptions: Assumptions = Assumptions()
     fabric: str = "ib-ndr"
     block_size: int = Field(16, ge=1, le=1024)
+    #: per GPU kind overrides of ``assumptions`` (slug, values): one accelerator measured faster or slower
+    gpu_assumptions: tuple[tuple[str, Assumptions], ...] = ()
+
+    def assumptions_for(self, gpu: str) -> Assumptions:
+        return dict(self.gpu_assumptions).get(gpu, self.assumptions)
 
     @model_validator(mode="before")
     @classmethod
@@ -243,7 +248,7 @@ def _config(goal: ServingGoal, c: Candidate) -> RabitConfig:
     return RabitConfig(model=goal.model, custom_model=goal.custom_model, gpu=c.gpu, gpus_per_node=gpn,
                        nodes=max(1, c.gpus_per_replica // gpn), tp=c.tp, pp=c.pp, weights=c.weights,
                        kv_dtype=c.kv_dtype, batch=1, input_tokens=max(1, round(i)), output_tokens=max(1, round(o)),
-                       assumptions=goal.assumptions, fabric=goal.fabric, block_size=goal.block_size)
+                       assumptions=goal.assumptions_for(c.gpu), fabric=goal.fabric, block_size=goal.block_size)
 
 
 def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int) -> int:
@@ -381,13 +386,16 @@ def pareto(picks: list[Pick]) -> tuple[Pick, ...]:
 
 
 def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tuple[Price, ...] | None = None,
-              progress=None) -> Recommendation:
+              progress=None, *, memo: dict | None = None, alternatives: bool = True) -> Recommendation:
     """The cheapest priced configuration that meets ``goal`` under ``cons`` (see the module docstring).
 
     ``progress``: optional callable ``(done, total, label)`` for a progress bar (called, never stored).
+    ``memo``: a dict the caller owns and passes to several calls with the same prices (re-runs at moved
+    assumptions): screens per GPU kind and simulations are shared between them. ``alternatives=False`` skips
+    the leftover-budget simulations, which feed the alternatives and the Pareto front but never the pick.
     """
     prices = prices if prices is not None else catalog.prices()
-    cands = screen(goal, cons, prices)
+    cands = screen(goal, cons, prices) if memo is None else _screen_shared(goal, cons, prices, memo)
     survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost_per_hour, c.gpus_per_replica))
     results: dict[int, Candidate] = {}
     sims = 0
@@ -399,7 +407,8 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
         sims += 1
         if progress:
             progress(sims, budget, c.label)
-        return _simulate(goal, c)
+        return _simulate(goal, c) if memo is None else _shared(memo, ("sim", _goal_for(goal, c.gpu), c),
+                                                              lambda: _simulate(goal, c))
 
     # 1. branch and bound over the cheapest estimates
     for idx, c in enumerate(survivors):
@@ -418,7 +427,7 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
             best_cost = min(best_cost, r.cost_per_hour or math.inf)
     # 2. leftover budget: the cheapest unsimulated candidate of each other GPU kind, then of each replica
     #    size (faster, dearer layouts), so the alternatives and the Pareto front have something to show
-    for key in (lambda c: c.gpu, lambda c: (c.gpu, c.gpus_per_replica)):
+    for key in (lambda c: c.gpu, lambda c: (c.gpu, c.gpus_per_replica)) if alternatives else ():
         seen = {key(results[i]) for i in results}
         for idx, c in enumerate(survivors):
             if sims >= budget:
@@ -457,6 +466,29 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
                           recommendation=_pick(goal, best) if best else None,
                           nearest=_pick(goal, nearest) if nearest else None, pareto=front, explanation=expl,
                           candidates=tuple(all_cands), evaluated=len(cands), simulated=sims)
+
+
+def _goal_for(goal: ServingGoal, gpu: str) -> ServingGoal:
+    """``goal`` as one GPU kind sees it (its assumptions resolved): the key of what it shares across re-runs."""
+    return goal.model_copy(update={"assumptions": goal.assumptions_for(gpu), "gpu_assumptions": ()})
+
+
+def _shared(memo: dict, key, compute):
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
+def _screen_shared(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...], memo: dict) -> list[Candidate]:
+    """:func:`screen`, one GPU kind at a time, each kind's rows shared through ``memo``."""
+    out: list[Candidate] = []
+    for slug in sorted(catalog.gpus()):
+        if cons.gpus_allowed and slug not in cons.gpus_allowed:
+            continue
+        one = cons.model_copy(update={"gpus_allowed": (slug,)})
+        out.extend(_shared(memo, ("screen", _goal_for(goal, slug), one),
+                           lambda slug=slug, one=one: tuple(screen(_goal_for(goal, slug), one, prices))))
+    return out
 
 
 def explain(goal: ServingGoal, cons: Constraints, best: Candidate | None, nearest: Candidate | None,

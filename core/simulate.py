@@ -37,7 +37,7 @@ from core.trace import NO_TRACE
 from core.catalog import model_of
 
 __all__ = ["SimSpec", "Lengths", "SimResult", "Summary", "Percentiles", "Capacity", "simulate", "kv_pool",
-           "max_throughput", "sim_spec", "sweep", "sweep_rates", "parse_trace", "MIN_N_P95", "MIN_N_P99", "DONE", "REJECTED", "TIMED_OUT"]
+           "max_throughput", "sim_spec", "sweep", "sweep_rates", "knee_rates", "default_rate", "round_rate_down", "parse_trace", "MIN_N_P95", "MIN_N_P99", "DONE", "REJECTED", "TIMED_OUT"]
 
 
 def sim_spec(cfg: RabitConfig, **changes: Any) -> SimSpec:
@@ -235,6 +235,41 @@ SWEEP_FRACTIONS = (0.1, 0.3, 0.5, 0.65, 0.75, 0.85, 0.95, 1.05, 1.2)
 def sweep_rates(capacity_requests_per_s: float, fractions: tuple[float, ...] = SWEEP_FRACTIONS) -> tuple[float, ...]:
     """Arrival rates [requests/s] for a p95-vs-load sweep around the closed-form capacity."""
     return tuple(float(f"{capacity_requests_per_s * f:.3g}") for f in fractions)
+
+
+def round_rate_down(rate_per_s: float) -> float:
+    """The largest 1-2-5 series rate [requests/s] not above ``rate_per_s`` (0.718 -> 0.5; 7.3 -> 5; 13 -> 10)."""
+    if not rate_per_s > 0 or not math.isfinite(rate_per_s):
+        raise ValueError(f"rate must be a positive finite number of requests/s, got {rate_per_s}")
+    exp = math.floor(math.log10(rate_per_s))
+    for m in (5, 2, 1):
+        v = m * 10.0 ** exp
+        if v <= rate_per_s * (1 + 1e-12):
+            return float(f"{v:.3g}")
+    return float(f"{10.0 ** exp:.3g}")
+
+
+#: The starting rate is half the closed-form capacity, rounded down to a 1-2-5 value: 25-50 % of capacity,
+#: clearly stable, and a number a reader can repeat.
+DEFAULT_RATE_FRACTION = 0.5
+
+
+def default_rate(capacity_requests_per_s: float) -> float:
+    """A round starting arrival rate [requests/s] clearly inside capacity (1.44 req/s capacity -> 0.5)."""
+    return round_rate_down(capacity_requests_per_s * DEFAULT_RATE_FRACTION)
+
+
+def knee_rates(capacity_requests_per_s: float, chosen_per_s: float | None = None) -> tuple[float, ...]:
+    """Sweep rates [requests/s] around the closed-form capacity and around the chosen rate, ascending.
+
+    Around capacity alone, a chosen rate 30x above it leaves every point in the left 3 % of the axis; the
+    chosen rate brings its own points (x0.5 .. x1.5) so both regions of the chart carry data.
+    """
+    rates = set(sweep_rates(capacity_requests_per_s))
+    if chosen_per_s is not None and chosen_per_s > 0 and not (
+            0.5 * capacity_requests_per_s <= chosen_per_s <= 1.5 * capacity_requests_per_s):
+        rates |= set(sweep_rates(chosen_per_s, (0.5, 0.75, 1.0, 1.25, 1.5)))
+    return tuple(sorted(r for r in rates if r > 0))
 
 
 def sweep(cfg: RabitConfig, spec: SimSpec, rates_per_s: tuple[float, ...],

@@ -195,8 +195,9 @@ def training_memory_spread(cfg: RabitConfig) -> Spread:
 
 def speed_estimate(cfg: RabitConfig) -> dict[str, Any]:
     from core.speed import decode, prefill
+    from core.trace import NO_TRACE
 
-    pf, d = prefill(cfg), decode(cfg)
+    pf, d = prefill(cfg, NO_TRACE), decode(cfg, NO_TRACE)
     return {"prefill_s": pf.ttft_s, "ttft_one_prompt_s": pf.ttft_one_s, "decode_step_s": d.step_s,
             "tokens_per_s": d.tokens_per_s, "tokens_per_s_per_user": d.tokens_per_s_per_user,
             "tokens_per_s_per_gpu": d.tokens_per_s_per_gpu, "comm_s_per_step": d.comm_s_per_step,
@@ -210,28 +211,22 @@ def speed_spread(cfg: RabitConfig, bounds: Mapping[str, tuple[float, float]] | N
 
 
 def batch_band(cfg: RabitConfig, batches: tuple[int, ...]) -> dict[str, tuple[tuple[float, float, float], ...]]:
-    """Aggregate and per-user tokens/s against batch at (pessimistic, base, optimistic) per batch.
+    """Aggregate and per-user tokens/s against batch: (pessimistic, base, optimistic) per batch.
 
-    The band is the range rule applied at every batch: one vectorised-enough pass per bound run.
+    A band is drawn with every assumption at its pessimistic and at its optimistic bound (two sweeps, not one
+    per assumption): the curve's envelope, at least as wide as each point's combined range.
     """
-    def est(c: RabitConfig) -> dict[str, Any]:
-        from core.speed_views import batch_sweep
+    from core.speed_views import batch_sweep
 
-        pts = batch_sweep(c, batches)
-        out: dict[str, Any] = {}
-        for p in pts:
-            out[f"agg.{p.batch}"] = p.tokens_per_s
-            out[f"user.{p.batch}"] = p.tokens_per_s_per_user
-        return out
-
-    sp = spread(cfg, est, ("serving_speed",))
-    out: dict[str, list[tuple[float, float, float]]] = {"tokens_per_s": [], "tokens_per_s_per_user": []}
-    for b in batches:
-        for key, pre in (("tokens_per_s", "agg"), ("tokens_per_s_per_user", "user")):
-            r = sp.ranges.get(f"{pre}.{b}")
-            if r is not None:
-                out[key].append((r.low, r.value, r.high))
-    return {k: tuple(v) for k, v in out.items()}
+    sweeps = {b: batch_sweep(at_bound(cfg, b), batches) for b in ("low", "base", "high")}
+    out = {}
+    for key in ("tokens_per_s", "tokens_per_s_per_user"):
+        rows = []
+        for lo, mid, hi in zip(sweeps["low"], sweeps["base"], sweeps["high"]):
+            a, b = getattr(lo, key), getattr(hi, key)
+            rows.append((min(a, b), getattr(mid, key), max(a, b)))
+        out[key] = tuple(rows)
+    return out
 
 
 def simulation_estimate(spec) -> Estimate:

@@ -9,28 +9,50 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from connectors.prometheus import PrometheusError, query_range
 from core import catalog, choices
 from core.catalog import CatalogError, parse_prices
 from core.optimizer import Constraints, ServingGoal
-from core.simulate import sim_spec, sweep_rates
+from core.deadline import deadline_choice
+from core.diagnose import RULES, Expectation
+from core.next_experiment import NextExperimentSpec, outcomes
+from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates, sim_spec, sweep_rates
+from core.telemetry import MAX_BYTES, TelemetryError
 from core.speed_views import default_batches
 from core.training import MAX_GPUS, budget_problem, goal_from_inputs
-from core.units import fmt_bytes, fmt_num, fmt_time
+from core.uncertainty import at_bound
+from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
 
 __all__ = [
+    "MAX_BYTES",
+    "PrometheusError",
+    "query_range",
+    "RULES",
+    "Expectation",
+    "Lengths",
+    "NextExperimentSpec",
+    "SimSpec",
+    "TelemetryError",
+    "outcomes",
+    "DAY_S",
+    "DEFAULT_RATE_FRACTION",
+    "MAX_GPUS",
     "CatalogError",
     "Constraints",
-    "MAX_GPUS",
     "ServingGoal",
     "ValidationError",
+    "at_bound",
     "budget_problem",
     "catalog",
     "choices",
+    "deadline_choice",
     "default_batches",
+    "default_rate",
     "fmt_bytes",
     "fmt_num",
     "fmt_time",
     "goal_from_inputs",
+    "knee_rates",
     "parse_prices",
     "sim_spec",
     "sweep_rates",

@@ -37,6 +37,8 @@ PAGE_SPECS = (
     ("training.py", "Training", ":material/model_training:", "training"),
     ("optimizer.py", "Optimizer", ":material/price_check:", "optimizer"),
     ("math.py", "Show the math", ":material/functions:", "math"),
+    ("next_experiment.py", "Next experiment", ":material/science:", "next-experiment"),
+    ("diagnostics.py", "Diagnostics", ":material/troubleshoot:", "diagnostics"),
 )
 NAV = [st.Page(PAGES / f, title=t, icon=i, url_path=u, default=(n == 0))
        for n, (f, t, i, u) in enumerate(PAGE_SPECS) if (PAGES / f).exists()]

@@ -125,6 +125,12 @@ def sim_capacity(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Capacit
     return _simulate.max_throughput(cfg, spec)
 
 
+@st.cache_data(max_entries=256, show_spinner=False)
+def sim_summary(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Summary:
+    """Only the summary of one simulation (one point of a load sweep)."""
+    return _simulate.simulate(cfg, spec).summary
+
+
 @st.cache_data(max_entries=32, show_spinner=False)
 def sim_sweep(cfg: RabitConfig, spec: _simulate.SimSpec,
               rates_per_s: tuple[float, ...]) -> tuple[tuple[float, _simulate.Summary], ...]:
@@ -188,3 +194,46 @@ def recommendation_ranges(goal: _optimizer.ServingGoal, cons: _optimizer.Constra
 @st.cache_data(max_entries=16, show_spinner=False)
 def training_option_ranges(cfg: RabitConfig, option: _optimizer.TrainingOption) -> dict:
     return _unc.training_option_ranges(cfg, option)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def training_layout_ranges(cfg: RabitConfig) -> _unc.Spread:
+    """Ranges of the sidebar's own training layout (step time, MFU, runtime, cost)."""
+    return _unc.training_spread(cfg, _training.config_layout(cfg))
+
+
+# --- next experiment and diagnostics (issue 11) -----------------------------------------------------
+from core import diagnose as _diagnose  # noqa: E402
+from core import next_experiment as _next  # noqa: E402
+from core import telemetry as _telemetry  # noqa: E402
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _next_experiment_store(spec: _next.NextExperimentSpec, prices: tuple,
+                           _result: _next.NextExperiment | None = None) -> _next.NextExperiment:
+    """Keyed on (spec, prices) only (``_result`` is not hashed): a miss raises, and exceptions are not cached."""
+    if _result is None:
+        raise LookupError("not computed yet")
+    return _result
+
+
+def next_experiment(spec: _next.NextExperimentSpec, prices: tuple, progress=None) -> _next.NextExperiment:
+    """Cached across sessions, with a progress bar on the cold run: the computation runs outside the cached
+    function (an element updated inside one breaks Streamlit's replay) and is then stored under its key."""
+    try:
+        return _next_experiment_store(spec, prices)
+    except LookupError:
+        pass
+    result = _next.next_experiment(spec, prices, progress=progress)
+    return _next_experiment_store(spec, prices, _result=result)
+
+
+@st.cache_data(max_entries=16, show_spinner="Reading the telemetry ...")
+def telemetry(data: bytes, name: str) -> _telemetry.Telemetry:
+    """Parsed telemetry (a TelemetryError is raised, not cached)."""
+    return _telemetry.parse(data, name)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def diagnosis(tel: _telemetry.Telemetry, expect: _diagnose.Expectation) -> _diagnose.Diagnosis:
+    return _diagnose.diagnose(tel, expect)

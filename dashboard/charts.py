@@ -6,6 +6,10 @@ import plotly.graph_objects as go
 
 from core.units import DAY_S, GB, KB
 
+#: A horizontal legend at the foot of the figure: plotly reserves room for it below the axis title, where a
+#: legend placed at a negative paper fraction lands on the title or the tick labels when the figure is short.
+LEGEND_BELOW = dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0)
+
 PALETTE = {"weights": "#1f6feb", "kv": "#2da44e", "activations": "#bf8700", "overhead": "#8250df",
            "free": "#d0d7de", "gradients": "#cf222e", "optimizer": "#e16f24"}
 
@@ -23,7 +27,7 @@ def stacked_bar(parts: list[tuple[str, float, str]], capacity_bytes: float, titl
         fig.add_vline(x=usable_bytes / GB, line_dash="dot", line_color="gray",
                       annotation_text=f"usable {usable_bytes / GB:.3g} GB", annotation_position="bottom")
     fig.update_layout(barmode="stack", height=220, title=title, xaxis_title="GB (1e9 bytes)",
-                      margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.5))
+                      margin=dict(l=10, r=10, t=40, b=10), legend=LEGEND_BELOW)
     return fig
 
 
@@ -63,7 +67,7 @@ def roofline_chart(roof, height: int = 420) -> go.Figure:
     fig.update_layout(title="Roofline per GPU (filled: on the roof; open: with communication and overhead)",
                       xaxis=dict(type="log", title="arithmetic intensity [FLOP/byte]"),
                       yaxis=dict(type="log", title="attainable [TFLOP/s]"), height=height,
-                      legend=dict(orientation="h", y=-0.25), margin=dict(l=10, r=10, t=50, b=10))
+                      legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
 
@@ -83,10 +87,11 @@ def batch_chart(points, batch: int, height: int = 380) -> go.Figure:
                     textposition="top right", line=dict(color="#57606a", dash="dot"), showlegend=False,
                     hoverinfo="skip", secondary_y=False)
     fig.update_xaxes(type="log", title="batch (concurrent sequences per replica)")
-    fig.update_yaxes(title_text="ms per step", secondary_y=False)
-    fig.update_yaxes(title_text="tokens/s", secondary_y=True)
+    # both from zero: a step time or a throughput below zero is not a thing (autorange put a negative tick there)
+    fig.update_yaxes(title_text="ms per step", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text="tokens/s", rangemode="tozero", secondary_y=True)
     fig.update_layout(title="Step time and throughput against batch (hollow: KV does not fit)", height=height,
-                      legend=dict(orientation="h", y=-0.3), margin=dict(l=10, r=10, t=50, b=10))
+                      legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
 
@@ -121,7 +126,7 @@ def breakdown_chart(items, height: int = 300) -> go.Figure:
                     hovertemplate=f"{part}: %{{x:.4g}} ms<extra></extra>")
     fig.update_layout(barmode="group", title="One iteration taken apart (compute and memory overlap; the larger binds)",
                       xaxis=dict(type="log", title="ms (all stages)"), height=height,
-                      legend=dict(orientation="h", y=-0.35), margin=dict(l=10, r=10, t=50, b=10))
+                      legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
 
@@ -135,7 +140,7 @@ def decode_curve_chart(rows, height: int = 320) -> go.Figure:
     fig.add_scatter(x=ctx, y=[r[2] / MS for r in rows], name="compute part",
                     line=dict(color=SPEED_COLORS["compute"], dash="dot"))
     fig.update_layout(title="Decode time per token as the context grows", xaxis_title="cached tokens",
-                      yaxis_title="ms", height=height, legend=dict(orientation="h", y=-0.3),
+                      yaxis_title="ms", height=height, legend=LEGEND_BELOW,
                       margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
@@ -159,7 +164,7 @@ def allreduce_chart(sizes_bytes, curves: dict, height: int = 320) -> go.Figure:
                         line=dict(width=4 if name == "chosen" else 2, dash="solid" if name == "chosen" else "dot"))
     fig.update_layout(title="All-reduce over the TP group: ring and tree/NVLS, the cheaper wins",
                       xaxis=dict(type="log", title="message [bytes]"), yaxis=dict(type="log", title="ms"),
-                      height=height, legend=dict(orientation="h", y=-0.3), margin=dict(l=10, r=10, t=50, b=10))
+                      height=height, legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
 
@@ -179,7 +184,7 @@ def training_time_bar(parts, step_s: float, height: int = 220) -> go.Figure:
                         hovertemplate=f"{name}: %{{x:.3g}} s<extra></extra>")
     fig.update_layout(barmode="stack", height=height, title=f"Where one step goes ({step_s:.3g} s)",
                       xaxis_title="seconds", margin=dict(l=10, r=10, t=40, b=10),
-                      legend=dict(orientation="h", y=-0.5))
+                      legend=LEGEND_BELOW)
     return fig
 
 
@@ -207,12 +212,19 @@ def training_curve(curve, chosen_gpus: int | None, deadline_s: float | None, hei
     if any(c.cost_usd is not None for c in pts):
         fig.add_scatter(x=x, y=[c.cost_usd for c in pts], name="cost [USD]", mode="lines",
                         line=dict(color="#2da44e"), secondary_y=True)
-    if deadline_s:
-        fig.add_hline(y=deadline_s / DAY_S, line_dash="dash", line_color="#cf222e", annotation_text="deadline")
-    if chosen_gpus:
-        fig.add_vline(x=chosen_gpus, line_dash="dot", annotation_text=f"{chosen_gpus:,} GPUs")
+    # Reference lines as traces, not add_hline/add_vline: a shape's annotation on a log axis with a secondary
+    # axis is placed in the wrong coordinates and stretched the day axis to 1e-2..1e33.
+    if deadline_s and x:
+        fig.add_scatter(x=[min(x), max(x)], y=[deadline_s / DAY_S] * 2, mode="lines+text", name="deadline",
+                        text=["", "deadline"], textposition="top left", line=dict(color="#cf222e", dash="dash"),
+                        hoverinfo="skip", showlegend=False)
+    if chosen_gpus and pts:
+        days = [c.wall_clock_s / DAY_S for c in pts] + ([deadline_s / DAY_S] if deadline_s else [])
+        fig.add_scatter(x=[chosen_gpus] * 2, y=[min(days), max(days)], mode="lines+text", name="chosen",
+                        text=["", f"{chosen_gpus:,} GPUs"], textposition="top right",
+                        line=dict(color="#57606a", dash="dot"), hoverinfo="skip", showlegend=False)
     fig.update_layout(title="Runtime and cost against GPU count", height=height, margin=dict(l=10, r=10, t=50, b=10),
-                      legend=dict(orientation="h", y=-0.25))
+                      legend=LEGEND_BELOW)
     fig.update_xaxes(type="log", title="GPUs")
     fig.update_yaxes(type="log", title="days", secondary_y=False)
     fig.update_yaxes(title="USD", secondary_y=True)
@@ -241,7 +253,7 @@ def latency_cdf(samples: dict[str, "object"], height: int = 360) -> go.Figure:
                         hovertemplate="%{x:.3s}s: %{y:.1%}<extra></extra>")
     fig.update_layout(title="Latency CDFs (completed requests)", xaxis_title="seconds", yaxis_title="share of requests",
                       xaxis_type="log", yaxis_tickformat=".0%", height=height, margin=dict(l=10, r=10, t=40, b=10),
-                      legend=dict(orientation="h", y=-0.25))
+                      legend=LEGEND_BELOW)
     return fig
 
 
@@ -275,13 +287,19 @@ def p95_vs_rate(rows, capacity_rps: float, current_rate: float | None = None, he
         fig.add_scatter(x=rates, y=ys, mode="lines+markers", name=f"p95 {SIM_LABELS[key]}",
                         line_color=SIM_COLORS[key],
                         marker_symbol=["x" if s.saturated else "circle" for _, s in rows], marker_size=9)
-    fig.add_vline(x=capacity_rps, line_dash="dash", line_color="gray", annotation_text="closed-form capacity")
-    if current_rate is not None:
-        fig.add_vline(x=current_rate, line_dash="dot", line_color="black", annotation_text="this run",
-                      annotation_position="bottom right")
+    # reference lines as traces: a shape's annotation lands in the wrong place once the rate axis is log
+    ys_all = [y for tr in fig.data for y in tr.y if y is not None and y > 0] or [1.0]
+    span = [min(ys_all), max(ys_all)]
+    for x, label, dash, color in ((capacity_rps, "closed-form capacity", "dash", "gray"),
+                                  (current_rate, "this run", "dot", "black")):
+        if x is not None:
+            fig.add_scatter(x=[x, x], y=span, mode="lines+text", text=[label, ""], textposition="bottom right",
+                            line=dict(dash=dash, color=color), hoverinfo="skip", showlegend=False)
+    wide = max(rates + [current_rate or 0]) > 20 * min(rates + [current_rate or max(rates)])
     fig.update_layout(title="p95 latency vs arrival rate (x = saturated)", xaxis_title="arrival rate [requests/s]",
+                      xaxis_type="log" if wide else "linear",
                       yaxis_title="seconds", yaxis_type="log", height=height, margin=dict(l=10, r=10, t=40, b=10),
-                      legend=dict(orientation="h", y=-0.25))
+                      legend=LEGEND_BELOW)
     return fig
 
 
@@ -354,6 +372,67 @@ def error_bar_points(fig: go.Figure, x, y, low, high, name: str, color: str = "#
     return fig
 
 
+def deadline_cost_chart(curve, choice, height: int = 340) -> go.Figure:
+    """Cost (or GPU-hours with failures) against GPU count for the counts that meet the deadline, with the
+    smallest and the cheapest marked."""
+    pts = [c for c in curve if c.feasible and c.meets_deadline]
+    priced = choice.basis.startswith("cost")
+
+    def val(c):
+        return c.cost_usd if priced else c.gpus * c.wall_clock_s / 3600.0
+
+    fig = go.Figure()
+    fig.add_scatter(x=[c.gpus for c in pts], y=[val(c) for c in pts], mode="lines+markers", name="meets the deadline",
+                    marker=dict(size=4, color="#8c959f"), line=dict(color="#8c959f"),
+                    customdata=[[c.layout.label() if c.layout else "", c.mfu] for c in pts],
+                    hovertemplate="%{x:,} GPUs: %{y:,.0f}<br>MFU %{customdata[1]:.1%}<br>%{customdata[0]}"
+                                  "<extra></extra>")
+    for c, name, color, symbol in ((choice.smallest, "smallest", "#cf222e", "diamond"),
+                                   (choice.cheapest, "cheapest (recommended)", "#2da44e", "star")):
+        fig.add_scatter(x=[c.gpus], y=[val(c)], mode="markers", name=f"{name}: {c.gpus:,} GPUs",
+                        marker=dict(size=16, color=color, symbol=symbol, line=dict(width=1, color="black")))
+    fig.update_layout(title=f"{choice.basis} against GPU count (counts that meet the deadline)", height=height,
+                      xaxis_title="GPUs", yaxis_title=choice.basis, margin=dict(l=10, r=10, t=50, b=10),
+                      legend=dict(orientation="h", y=-0.3))
+    return fig
+
+
+def range_cross(fig: go.Figure, x: float, y: float | None, x_range=None, y_range=None, name: str = "",
+                color: str = "#2da44e", symbol: str = "diamond-open") -> go.Figure:
+    """One point with horizontal and vertical error bars from its ranges (either may be None or unbounded)."""
+    import math
+
+    def bar(v, r):
+        if r is None or v is None or r.basis == "none":
+            return None
+        hi = r.high if math.isfinite(r.high) else v * 10
+        return dict(type="data", symmetric=False, array=[hi - v], arrayminus=[v - r.low], color=color, thickness=2)
+
+    fig.add_scatter(x=[x], y=[y], mode="markers", name=name, marker=dict(size=14, color=color, symbol=symbol),
+                    error_x=bar(x, x_range), error_y=bar(y, y_range),
+                    hovertemplate=f"{name}<br>$%{{x:,.2f}}/h, p95 %{{y:.3g}} s<extra>range</extra>")
+
+
+# --- next experiment (issue 11) ----------------------------------------------------------------------
+def flip_chance_chart(experiments, stable, height: int = 380) -> go.Figure:
+    """Flip chance against the GPU-hours of the measurement: up and to the left runs first."""
+    fig = go.Figure()
+    for name, items, color in (("can flip the decision", experiments, "#cf222e"),
+                               ("not worth measuring now", stable, "#8c959f")):
+        if not items:
+            continue
+        fig.add_scatter(x=[e.gpu_hours for e in items], y=[e.flip_chance * 100 for e in items], mode="markers+text",
+                        name=name, marker=dict(color=color, size=11),
+                        text=[e.input.key if e.flip_chance > 0 else "" for e in items], textposition="top center",
+                        customdata=[[e.input.label, e.cost_usd, e.flips_to or "no change"] for e in items],
+                        hovertemplate="%{customdata[0]}<br>flip chance %{y:.0f}%<br>%{x:.3g} GPU-hours, "
+                                      "$%{customdata[1]:,.2f}<br>flips to: %{customdata[2]}<extra></extra>")
+    fig.update_layout(height=height, xaxis_title="GPU-hours to measure", yaxis_title="flip chance [%]",
+                      yaxis_range=[-5, 105], margin=dict(l=10, r=10, t=30, b=10),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
 # --- optimizer ----------------------------------------------------------------------------------------
 
 def optimizer_pareto(rec) -> go.Figure:
@@ -422,7 +501,8 @@ def kv_per_token_across_catalog(rows, kv_dtype: str) -> go.Figure:
                            orientation="h", marker_color=[{"MHA": "#cf222e", "GQA": "#1f6feb", "MLA": "#2da44e"}
                                                           .get(r[1], "#8250df") for r in rows]))
     fig.update_layout(title=f"KV bytes per token across the catalog ({kv_dtype})", xaxis_title="kB per token (log)",
-                      xaxis_type="log", height=360, margin=dict(l=10))
+                      xaxis_type="log", yaxis=dict(dtick=1),  # every bar labelled: no skipped models
+                      height=max(360, 22 * len(rows) + 110), margin=dict(l=10))
     return fig
 
 

@@ -8,15 +8,42 @@ import pandas as pd
 import streamlit as st
 
 from core.trace import Step, find
+from core.units import fmt_value  # noqa: F401  - pages format range ends like their steps
+
+
+#: Width of the main column at 1280 x 720 with the sidebar open [px], and what a metric needs per character:
+#: Streamlit cuts a metric's label and value with an ellipsis rather than wrapping them.
+MAIN_WIDTH_PX = 820
+_GAP_PX, _HELP_PX, _LABEL_PX_PER_CHAR, _VALUE_PX_PER_CHAR = 16, 26, 7.4, 20.0
+
+
+def per_row(labels: Iterable[str], values: Iterable[str] = (), width_px: float = MAIN_WIDTH_PX) -> int:
+    """How many metrics fit side by side without cutting the longest label or value."""
+    labels, values = list(labels), list(values)
+    need = max([len(t) * _LABEL_PX_PER_CHAR + _HELP_PX for t in labels]
+               + [len(v) * _VALUE_PX_PER_CHAR for v in values] + [1.0])
+    n = max(1, len(labels), len(values))
+    while n > 1 and (width_px - _GAP_PX * (n - 1)) / n < need:
+        n -= 1
+    return n
+
+
+def grid(count: int, labels: Iterable[str] = (), values: Iterable[str] = ()) -> list:
+    """``count`` column slots, as many per row as fit the given labels and values, in reading order."""
+    n = min(count, per_row(labels, values)) if labels or values else count
+    n = -(-count // -(-count // n))  # the same number of rows, filled evenly (6 at 4 a row: 3 + 3)
+    slots: list = []
+    while len(slots) < count:
+        slots += st.columns(n)
+    return slots[:count]
 
 
 def metrics(steps: tuple[Step, ...], keys: Iterable[str], cols: int | None = None) -> None:
-    """One ``st.metric`` per step key, showing exactly the step's formatted value."""
-    keys = list(keys)
-    columns = st.columns(cols or len(keys))
-    for i, k in enumerate(keys):
-        s = find(steps, k)
-        columns[i % len(columns)].metric(s.label, s.shown(), help=s.note or None)
+    """One ``st.metric`` per step key, showing exactly the step's formatted value, in rows that fit."""
+    found = [find(steps, k) for k in keys]
+    columns = grid(len(found), [s.label for s in found], [s.shown() for s in found])
+    for col, s in zip(columns, found):
+        col.metric(s.label, s.shown(), help=s.note or None)
 
 
 def steps_table(steps: tuple[Step, ...]) -> pd.DataFrame:
@@ -151,12 +178,11 @@ def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = No
 def range_metrics(steps: tuple[Step, ...], keys, ranges: dict, cols: int | None = None,
                   alias: dict[str, str] | None = None) -> None:
     """Like :func:`metrics`, with each step's range (looked up by key, or ``alias[key]``) under the card."""
-    from core.units import fmt_value
-
     keys = list(keys)
-    columns = st.columns(cols or len(keys))
+    found = [find(steps, k) for k in keys]
+    columns = grid(len(found), [s.label for s in found], [s.shown() for s in found])
     for i, k in enumerate(keys):
-        s = find(steps, k)
+        s = found[i]
         r = ranges.get((alias or {}).get(k, k))
         metric_range(columns[i % len(columns)], s.label, s.shown(), r, lambda v, u=s.unit: fmt_value(v, u),
                      help=s.note or None)

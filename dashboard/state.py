@@ -247,8 +247,10 @@ def sidebar() -> RabitConfig | None:
     with sb.expander("Assumptions (efficiencies)"):
         for name, info in REGISTRY.items():
             lo, hi = sorted((info.low, info.high))
-            st.number_input(f"{info.label} [{info.unit}]", min_value=0.0, key=_key("a." + name), format="%.6g",
-                            help=f"base {info.base:g}, range {lo:g}–{hi:g}. Source: {info.source}")
+            st.number_input(f"{info.label} [{info.unit}]", min_value=float(info.min_value),
+                            max_value=float(info.max_value), key=_key("a." + name), format="%.6g",
+                            help=f"base {info.base:g}, range {lo:g}–{hi:g}; allowed {info.min_value:g}–"
+                                 f"{info.max_value:g} ({info.domain_reason}). Source: {info.source}")
         if st.button("Reset assumptions to base"):
             for name, info in REGISTRY.items():
                 st.session_state[_key("a." + name)] = info.base

@@ -8,7 +8,7 @@ st.title("Show the math")
 st.caption("Every formula symbolically, then with your numbers, then the result. The steps are recorded by the "
            "same functions the Memory and Speed pages and the `rabit` CLI call, so they cannot drift apart; "
            "change the config in the sidebar and the chain follows.")
-cfg = state.require_config()
+cfg = render.bound_choice("math", state.require_config())
 view = st.radio("View", ["Inference", "Training"], horizontal=True, key="math.view",
                 help="Inference: memory fit, step time, throughput, TTFT. Training: memory and step time of the "
                      "configured layout.")
@@ -19,13 +19,29 @@ if view == "Inference":
         s = cache.speed_summary(cfg)
         gaps = cache.textbook_comparison(cfg)
     st.markdown("#### Final numbers")
-    render.metrics(s.steps, ["prefill_s", "decode_step_s", "tokens_per_s", "tokens_per_s_per_user"])
-    render.metrics(mem.steps, ["weights_bytes_per_gpu", "kv_bytes_per_gpu", "total_bytes_per_gpu", "max_sequences"])
+    srng, mrng = cache.speed_ranges(cfg), cache.memory_ranges(cfg)
+    render.range_metrics(s.steps, ["prefill_s", "decode_step_s", "tokens_per_s", "tokens_per_s_per_user"],
+                         srng.ranges)
+    render.range_metrics(mem.steps, ["weights_bytes_per_gpu", "kv_bytes_per_gpu", "total_bytes_per_gpu",
+                                     "max_sequences"], mrng.ranges)
     (st.success if mem.fits else st.error)(mem.reason)
 
     render.math_section("Memory per GPU", mem.steps)
     for title, keys in s.sections:
         render.math_section(title, render.steps_by_key(s.steps, keys))
+
+    st.subheader("Ranges: each assumption at its bounds")
+    st.markdown(r"For each assumption *i* that can move a number, the number is recomputed with that assumption "
+                r"alone at its low and at its high bound; $d_i = \ln(\text{result}_i / \text{base})$. "
+                r"The downward and upward moves combine as $\text{low} = \text{base} \cdot e^{-\sqrt{\sum_i "
+                r"(d_i^{\downarrow})^2}}$ and $\text{high} = \text{base} \cdot e^{+\sqrt{\sum_i (d_i^{\uparrow})^2}}$ "
+                "— a heuristic range from the assumption bounds, not a confidence interval.")
+    for key, steps in (("decode_step_s", s.steps), ("prefill_s", s.steps), ("tokens_per_s", s.steps)):
+        st_ = render.steps_by_key(steps, (key,))[0]
+        render.range_derivation(srng.ranges[key], st_.label, lambda v, u=st_.unit: render.fmt_value(v, u))
+    ms = render.steps_by_key(mem.steps, ("max_sequences",))[0]
+    render.range_derivation(mrng.ranges["max_sequences"], ms.label, lambda v: f"{v:,.1f}")
+    render.tornado(srng.ranges["decode_step_s"], "What moves the decode step")
 
     st.subheader("Our chain against the textbook chain")
     st.markdown("The textbook example times a decode step as *(weights + KV at full context) / (bandwidth × 0.8)* plus an "
@@ -46,4 +62,13 @@ if view == "Inference":
 else:
     with st.spinner("Building the chain…"):
         steps = cache.training_math(cfg)
+    trng = cache.training_layout_ranges(cfg)
+    render.range_metrics(steps, ["step_s", "runtime_s", "gpu_hours", "mfu"], trng.ranges)
     render.math_section("Training: memory, work, step time, runtime", steps)
+    st.subheader("Ranges: each assumption at its bounds")
+    for key in ("step_s", "runtime_s", "cost_usd"):
+        if key in trng.ranges:
+            lab = {"step_s": "Step time", "runtime_s": "Runtime without failures", "cost_usd": "Cost"}[key]
+            unit = "USD" if key == "cost_usd" else "s"
+            render.range_derivation(trng.ranges[key], lab, lambda v, u=unit: render.fmt_value(v, u))
+    render.tornado(trng.ranges["runtime_s"], "What moves the runtime")

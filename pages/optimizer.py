@@ -4,12 +4,12 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, charts, render, state
-from dashboard.api import CatalogError, Constraints, ServingGoal, catalog, choices, parse_prices
+from dashboard.api import DAY_S, CatalogError, Constraints, ServingGoal, catalog, choices, parse_prices
 
 st.title("Optimizer")
 st.caption("The cheapest priced configuration that meets your p95 targets at your request rate — "
            "screened in closed form, the finalists checked by the serving simulator.")
-cfg = state.require_config()
+cfg = render.bound_choice("optimizer", state.require_config())
 K = state.key
 model_name = cfg.custom_model.name if cfg.custom_model else cfg.model
 serve_tab, train_tab = st.tabs(["Serving", "Training run"])
@@ -63,6 +63,8 @@ with serve_tab:
 
     goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
     rec = cache.recommendation(goal, cons, tuple(prices))
+    rr = cache.recommendation_ranges(goal, cons, tuple(prices))
+    rg = rr.recommendation.ranges if rr.recommendation else {}
     if rec.unpriced:
         st.warning(f"No {cfg.targets.price_kind} price for {', '.join(rec.unpriced)}: left out of the search, not judged. "
                    "Add a row under 'Edit prices for this session' (or upload a price list) to include them.")
@@ -71,12 +73,25 @@ with serve_tab:
     if rec.met:
         st.success(e.summary)
         r = rec.recommendation
-        m1, m2, m3, m4, m5 = st.columns(5)
-        m1.metric("Cost per hour", f"${r.cost_per_hour:,.2f}")
-        m2.metric("Cost per million output tokens", f"${r.cost_per_million_tokens:,.3g}")
+        m1, m2, m3, m4, m5 = render.grid(5, ("Cost per hour", "Cost per million output tokens", "GPUs",
+                                             "p95 end-to-end (simulated)", "Capacity"),
+                                         (f"{r.replicas} x {r.gpus_per_replica} {r.gpu}",))
+        render.metric_range(m1, "Cost per hour", f"${r.cost_per_hour:,.2f}", rg.get("cost_per_hour"),
+                            lambda x: f"${x:,.2f}")
+        render.metric_range(m2, "Cost per million output tokens", f"${r.cost_per_million_tokens:,.3g}",
+                            rg.get("cost_per_million_tokens"), lambda x: f"${x:,.3g}")
         m3.metric("GPUs", f"{r.replicas} x {r.gpus_per_replica} {r.gpu}")
-        m4.metric("p95 end-to-end (simulated)", f"{r.p95_e2e_s:.3g} s" if r.p95_e2e_s is not None else "withheld")
-        m5.metric("Capacity", f"{r.capacity_requests_per_s:.3g} req/s")
+        render.metric_range(m4, "p95 end-to-end (simulated)",
+                            f"{r.p95_e2e_s:.3g} s" if r.p95_e2e_s is not None else "withheld",
+                            rg.get("p95_e2e_s") if r.p95_e2e_s is not None else None,
+                            lambda x: f"{x:.3g} s" if x != float("inf") else "does not fit")
+        render.metric_range(m5, "Capacity", f"{r.capacity_requests_per_s:.3g} req/s",
+                            rg.get("capacity_requests_per_s"), lambda x: f"{x:.3g} req/s")
+        if rr.recommendation is not None:
+            (st.warning if rr.recommendation.misses_at_pessimistic else st.caption)(
+                "The recommendation " + rr.recommendation.pessimistic_note + ".")
+        if rr.note:
+            (st.info if rr.settled else st.warning)(rr.note[0].upper() + rr.note[1:] + ".")
         render.launch_downloads(r, goal)
     else:
         st.error(e.summary)
@@ -94,8 +109,24 @@ with serve_tab:
             st.markdown("**Risks:** " + "; ".join(e.risks))
         st.caption("Assumptions: " + "; ".join(e.assumptions))
 
-    if any(c.simulated for c in rec.candidates):
-        st.plotly_chart(charts.optimizer_pareto(rec), width="stretch", key="pareto_chart")
+    sim = [c for c in rec.candidates if c.simulated]
+    if sim:
+        best = rec.recommendation
+        fig = charts.optimizer_pareto(rec)
+        if best is not None and rr.recommendation is not None:
+            charts.range_cross(fig, best.cost_per_hour, best.p95_e2e_s, rg.get("cost_per_hour"), rg.get("p95_e2e_s"),
+                               name="recommendation's range")
+        if rr.runner_up is not None:
+            ru = next((c for c in sim if c.label == rr.runner_up.label), None)
+            if ru is not None:
+                charts.range_cross(fig, ru.cost_per_hour, ru.p95_e2e_s, rr.runner_up.ranges.get("cost_per_hour"),
+                                   None, name="runner-up's cost range", color="#bf8700")
+        st.plotly_chart(fig, width="stretch", key="pareto_chart")
+        st.caption("Error bars: the recommendation's and the runner-up's heuristic ranges from the assumption "
+                   "bounds (computed for those two only).")
+        if rr.recommendation is not None:
+            render.tornado_picker(rg, {"cost_per_hour": "the cost per hour", "p95_e2e_s": "the p95 end-to-end",
+                                       "capacity_requests_per_s": "the capacity"}, "optimizer", "p95_e2e_s")
 
     st.subheader(f"All {rec.evaluated} evaluated configurations ({rec.simulated} simulated)")
     table = pd.DataFrame([{
@@ -121,6 +152,14 @@ with train_tab:
     tr = cache.training_recommendation(tcfg, cfg.targets.deadline_days * 86400,
                                        Constraints.from_config(cfg, training=True), tuple(catalog.prices()))
     (st.success if tr.met else st.error)(tr.summary)
+    if tr.recommendation is not None:
+        trg = cache.training_option_ranges(tcfg, tr.recommendation)
+        o = tr.recommendation
+        t1, t2, t3 = st.columns(3)
+        render.metric_range(t1, "Cost of the run", f"${o.cost_usd:,.0f}", trg.get("cost_usd"), lambda x: f"${x:,.0f}")
+        render.metric_range(t2, "Wall-clock with failures", f"{o.wall_clock_s / DAY_S:.3g} days",
+                            trg.get("wall_clock_s"), lambda x: f"{x / DAY_S:.3g} days")
+        render.metric_range(t3, "GPU-hours", f"{o.gpu_hours:,.0f}", trg.get("gpu_hours"), lambda x: f"{x:,.0f}")
     if tr.why_gpu:
         st.markdown(f"- **Why this GPU:** {tr.why_gpu}")
     if tr.relax:

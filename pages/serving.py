@@ -1,15 +1,16 @@
 """Serving simulation: watch queues build on one replica under continuous batching."""
 
 import streamlit as st
-from dashboard import cache, charts, state
-from dashboard.api import ValidationError, choices, fmt_num, fmt_time, sim_spec, sweep_rates
+from dashboard import cache, charts, render, state
+from dashboard.api import (DEFAULT_RATE_FRACTION, ValidationError, at_bound, choices, default_rate, fmt_num,
+                           fmt_time, knee_rates, sim_spec)
 
 st.title("Serving simulation")
 st.caption("A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
            "prefill and decode tokens, each iteration is timed by the step-time model for its exact mix. "
            "Mean prompt and output lengths come from the sidebar; these inputs travel with the link and the "
            "saved configuration.")
-cfg = state.require_config()
+cfg = render.bound_choice("serving", state.require_config())
 
 K = state.key
 arr_col, len_col, sch_col = st.columns(3)
@@ -62,6 +63,11 @@ except ValueError as exc:
     st.error(str(exc))
     st.stop()
 n_req, arrival = spec.num_requests or 0, spec.arrival
+if arrival == "poisson":
+    st.caption(f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
+               f"closed-form capacity ({cap.requests_per_s:.3g} requests/s). A round rate clearly inside capacity "
+               f"would be {default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
+               "down to 1, 2 or 5 x 10^k.")
 
 try:
     with st.spinner(f"Simulating {n_req:,} requests…"):
@@ -70,6 +76,8 @@ except ValueError as exc:  # a work budget ran out (core.limits): say what to ch
     st.error(str(exc))
     st.stop()
 s = res.summary
+with st.spinner("Simulating each assumption at its bounds…"):
+    rng = cache.simulation_ranges(cfg, spec)
 
 if s.saturated:
     st.error(f"Saturated: requests arrive faster than this replica drains them, so the queue grows without bound "
@@ -82,19 +90,27 @@ elif s.saturation_verdict == "too short to tell":
 else:
     st.success(f"Stable: {s.saturation_reason}. Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
                f"at a batch of {cap.batch:.0f} ({cap.limited_by}).")
+(st.warning if rng.verdict_changes else st.caption)(
+    f"Saturation inside the range: **{rng.verdict_text()}** (pessimistic bound: "
+    f"{'saturated' if rng.saturated_at['low'] else 'stable'}, optimistic bound: "
+    f"{'saturated' if rng.saturated_at['high'] else 'stable'}; bound runs of {rng.requests_at_bounds:,} requests).")
 
 for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
     p = getattr(s, key)
     name = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "E2E", "queue_s": "Queue"}[key]
     for q in ("p50", "p95", "p99"):
         v = getattr(p, q)
-        col.metric(f"{name} {q}", fmt_time(v) if v is not None else f"withheld (n={p.n})",
-                   help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
-                        + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"))
+        render.metric_range(col, f"{name} {q}", fmt_time(v) if v is not None else f"withheld (n={p.n})",
+                            rng.ranges.get(f"{key}.{q}") if v is not None else None, fmt_time,
+                            help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
+                            + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"))
 
-cols = st.columns(8)
-cols[0].metric("Requests/s", f"{s.throughput_requests_per_s:.3g}")
-cols[1].metric("Output tokens/s", fmt_num(s.throughput_tokens_per_s))
+cols = render.grid(8, ("Requests/s", "Output tokens/s", "GPU busy", "KV held (mean)", "Prefill share of time",
+                        "Preemptions", "Rejected", "Timed out"))
+render.metric_range(cols[0], "Requests/s", f"{s.throughput_requests_per_s:.3g}",
+                    rng.ranges.get("throughput_requests_per_s"), lambda x: f"{x:.3g}")
+render.metric_range(cols[1], "Output tokens/s", fmt_num(s.throughput_tokens_per_s),
+                    rng.ranges.get("throughput_tokens_per_s"), fmt_num)
 cols[2].metric("GPU busy", f"{s.gpu_busy_share:.0%}")
 cols[3].metric("KV held (mean)", f"{s.kv_occupancy_mean:.0%}", help=f"pool of {res.kv_pool_tokens:,} tokens")
 cols[4].metric("Prefill share of time", f"{s.prefill_time_share:.0%}")
@@ -110,15 +126,32 @@ right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_runnin
 
 st.subheader("Where is the knee?")
 sweep_spec = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(n_req, 600))  # the rate is swept
-rates = sweep_rates(cap.requests_per_s)
+rates = knee_rates(cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)  # capacity and this rate
 with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     try:
         rows = cache.sim_sweep(cfg, sweep_spec, rates)
     except ValueError as exc:  # a work budget ran out (core.limits): say what to change
         st.error(str(exc))
         st.stop()
-st.plotly_chart(charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None),
-                width="stretch")
+fig = charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)
+with st.spinner("The same sweep at the pessimistic and optimistic bounds…"):
+    ends = {b: [cache.sim_summary(at_bound(cfg, b), sweep_spec.with_(rate_per_s=r)).e2e_s.p95 for r in rates]
+            for b in ("low", "high")}
+ok = [i for i in range(len(rates)) if ends["low"][i] is not None and ends["high"][i] is not None]
+if ok:
+    charts.add_band(fig, [rates[i] for i in ok], [min(ends["low"][i], ends["high"][i]) for i in ok],
+                    [max(ends["low"][i], ends["high"][i]) for i in ok],
+                    name="p95 end-to-end, every assumption at its pessimistic / optimistic bound",
+                    color=charts.SIM_COLORS["e2e_s"])
+st.plotly_chart(fig, width="stretch")
+c1, c2 = st.columns(2)
+with c1:
+    render.tornado_picker(rng.ranges, {"e2e_s.p95": "p95 end-to-end", "ttft_s.p95": "p95 TTFT",
+                                       "itl_s.p95": "p95 ITL", "throughput_tokens_per_s": "output tokens/s",
+                                       "capacity_requests_per_s": "closed-form capacity"}, "serving", "e2e_s.p95")
+with c2:
+    render.metric_range(st, "Closed-form capacity [requests/s]", f"{cap.requests_per_s:.3g}",
+                        rng.ranges.get("capacity_requests_per_s"), lambda x: f"{x:.3g}")
 st.caption(f"Each point simulates {sweep_spec.num_requests:,} requests with this page's lengths and scheduler; "
            "the closed-form capacity assumes prefills mix perfectly into decode iterations, so the knee comes "
            "a little before it.")

@@ -22,7 +22,8 @@ if not mem.fits:
 st.info(f"Prefill is **{pf.bound}**-bound, decode is **{d.bound}**-bound "
         f"(at the mean context of {d.mean_context_tokens:,.0f} cached tokens, batch {d.batch}).")
 RANGE_OF = {"ttft_one_s": "ttft_one_prompt_s", "decode_comm_per_step_s": "comm_s_per_step"}
-render.range_metrics(s.steps, ["prefill_s", "ttft_one_s", "decode_step_s", "e2e_s"], rng.ranges, alias=RANGE_OF)
+# one request's TTFT leads (what a user asks), then the whole batch's
+render.range_metrics(s.steps, ["ttft_one_s", "prefill_s", "decode_step_s", "e2e_s"], rng.ranges, alias=RANGE_OF)
 render.range_metrics(s.steps, ["tokens_per_s", "tokens_per_s_per_user", "tokens_per_s_per_gpu",
                                "decode_comm_per_step_s"], rng.ranges, alias=RANGE_OF)
 binds = [b for b in rng.labels("bound") if b]
@@ -32,12 +33,15 @@ if len(binds) > 1:
                f"**{' / '.join(other)}**-bound at the bound of " + ", ".join(
                    f"`{n}`" for b in other for n in rng.moved_by("bound", b)) + ".")
 if s.compute_bound_batch is None:
-    st.caption("Decode stays memory-bound at every batch at this context: each extra sequence adds more KV bytes "
-               "than its FLOPs can cover."
+    st.caption(("Decode is communication-bound here; of compute and memory traffic, memory stays the larger at "
+                "every batch at this context" if d.bound == "communication" else
+                "Decode stays memory-bound at every batch at this context")
+               + ": each extra sequence adds more KV bytes than its FLOPs can cover."
                + (f" With an almost empty cache it would turn compute-bound at batch {s.compute_bound_batch_short:,}."
                   if s.compute_bound_batch_short else ""))
 else:
-    st.caption(f"Decode turns compute-bound at batch {s.compute_bound_batch:,} per replica at this context.")
+    st.caption(("Decode is communication-bound here; setting communication aside, it" if d.bound == "communication"
+                else "Decode") + f" turns compute-bound at batch {s.compute_bound_batch:,} per replica at this context.")
 
 tabs = st.tabs(["Roofline", "Batch", "One iteration", "Context", "Collectives", "Speculative decoding",
                "Sensitivity"])

@@ -4,13 +4,14 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, charts, render, state
-from dashboard.api import MAX_GPUS, budget_problem, fmt_bytes, fmt_time, goal_from_inputs
+from dashboard.api import (DAY_S, MAX_GPUS, at_bound, budget_problem, deadline_choice, fmt_bytes, fmt_time,
+                           goal_from_inputs)
 
 st.title("Training")
 st.caption("Model, GPU, tokens, precision, sequence length and global batch come from the sidebar (Training "
            "section). The search tries every TP × PP × DP × EP × micro-batch × ZeRO × recompute × virtual-stage "
            "layout that fits memory and keeps the fastest.")
-cfg = state.require_config()
+cfg = render.bound_choice("training", state.require_config())
 
 c1, c2, c3 = st.columns(3)
 mode = c1.radio("Size the run by", ["Deadline", "GPU budget"], key="train.mode", horizontal=True)
@@ -37,6 +38,8 @@ goal = goal_from_inputs(cfg, deadline_days=deadline_days, gpus=int(gpus) if gpus
                         pin_sidebar=pin, checkpoint_interval_min=ckpt_min or None)
 with st.spinner("Searching layouts over every GPU count…"):
     plan = cache.training_plan(cfg, goal)
+with st.spinner("Evaluating the chosen layout at each assumption's bounds…"):
+    rng = cache.training_ranges(cfg, goal)
 
 if plan.best is None:
     st.error(plan.message)
@@ -47,18 +50,31 @@ else:
 
 if plan.best is not None:
     b, gp = plan.best, plan.goodput
-    cols = st.columns(5)
-    cols[0].metric("GPUs", f"{plan.gpus:,}", help=b.layout.label())
-    cols[1].metric("Wall-clock with failures", fmt_time(gp.wall_clock_s), help="expected; Daly's model")
-    cols[2].metric("Runtime without failures", fmt_time(b.runtime_s))
-    cols[3].metric("GPU-hours", f"{b.gpu_hours:,.0f}", help="without failures")
-    cols[4].metric("Cost", f"${plan.cost_usd:,.0f}" if plan.cost_usd is not None else "no price",
-                   help=(f"on-demand price ({plan.price.provider}, ${plan.price.usd_per_gpu_hour:g}"
-                         f"/GPU-h ({plan.price.as_of}), times the wall-clock with failures" if plan.price else
-                         "the price catalog has no on-demand row for this GPU"))
+    cols = render.grid(5, ("GPUs", "Wall-clock with failures", "Runtime without failures", "GPU-hours", "Cost"),
+                       (f"${plan.cost_usd or 0:,.0f}",))
+    def usd(x: float) -> str:
+        return f"${x:,.0f}"
+
+    render.metric_range(cols[0], "GPUs", f"{plan.gpus:,}", rng.get("gpus"), lambda x: f"{x:,.0f}",
+                        help=b.layout.label() + (" — the range is the count that meets the deadline with every "
+                                                 "assumption at its optimistic / pessimistic bound"
+                                                 if "gpus" in rng else ""))
+    render.metric_range(cols[1], "Wall-clock with failures", fmt_time(gp.wall_clock_s), rng.get("wall_clock_s"),
+                        fmt_time, help="expected; Daly's model")
+    render.metric_range(cols[2], "Runtime without failures", fmt_time(b.runtime_s), rng.get("runtime_s"), fmt_time)
+    render.metric_range(cols[3], "GPU-hours", f"{b.gpu_hours:,.0f}", rng.get("gpu_hours"), lambda x: f"{x:,.0f}",
+                        help="without failures")
+    render.metric_range(cols[4], "Cost", usd(plan.cost_usd) if plan.cost_usd is not None else "no price",
+                        rng.get("cost_usd"), usd,
+                        help=(f"on-demand price ({plan.price.provider}, ${plan.price.usd_per_gpu_hour:g}"
+                              f"/GPU-h ({plan.price.as_of}), times the wall-clock with failures" if plan.price else
+                              "the price catalog has no on-demand row for this GPU"))
     if plan.price is None:
         st.info(f"No on-demand price for {cfg.gpu} in the catalog: cost is not shown.")
-    render.metrics(plan.steps, ["step_s", "mfu", "hfu", "goodput_frac", "total_bytes_per_gpu"])
+    render.range_metrics(plan.steps, ["step_s", "mfu", "hfu", "goodput_frac", "total_bytes_per_gpu"], rng,
+                         alias={"goodput_frac": "goodput"})
+    render.tornado_picker(rng, {"wall_clock_s": "the wall-clock", "cost_usd": "the cost", "step_s": "the step time",
+                                "mfu": "MFU"}, "training", "wall_clock_s")
 
     st.subheader(f"Chosen layout: {b.layout.label()}")
     st.caption(f"{b.global_batch_tokens:,} tokens per step = {b.micro_batches} micro-batches × DP {b.layout.dp} × "
@@ -85,8 +101,26 @@ if plan.alternatives:
         "bubble": f"{a.bubble_frac:.1%}", "why it lost": a.why} for a in plan.alternatives]),
         hide_index=True, width="stretch")
 
+choice = deadline_choice(plan.curve) if plan.mode == "deadline" else None
+if choice is not None:
+    st.subheader("Smallest or cheapest count that meets the deadline")
+    (st.info if choice.smallest.gpus == choice.cheapest.gpus else st.success)(choice.message)
+    st.plotly_chart(charts.deadline_cost_chart(plan.curve, choice), width="stretch", key="deadline_cost_chart")
+
 st.subheader("Runtime and cost against GPU count")
-st.plotly_chart(charts.training_curve(plan.curve, plan.gpus, plan.goal.deadline_s), width="stretch")
+fig = charts.training_curve(plan.curve, plan.gpus, plan.goal.deadline_s)
+with st.spinner("The same search at the pessimistic and optimistic bounds…"):
+    ends = {bd: {c.gpus: c for c in cache.training_plan(at_bound(cfg, bd), goal).curve if c.feasible}
+            for bd in ("low", "high")}
+xs = [c.gpus for c in plan.curve if c.feasible and c.gpus in ends["low"] and c.gpus in ends["high"]]
+if xs:
+    charts.add_band(fig, xs, [ends["high"][n].wall_clock_s / DAY_S for n in xs],
+                    [ends["low"][n].wall_clock_s / DAY_S for n in xs],
+                    name="wall-clock, every assumption at its optimistic / pessimistic bound", secondary_y=False)
+    if all(ends[bd][n].cost_usd is not None for bd in ends for n in xs):
+        charts.add_band(fig, xs, [ends["high"][n].cost_usd for n in xs], [ends["low"][n].cost_usd for n in xs],
+                        name="cost range", color="#2da44e", secondary_y=True)
+st.plotly_chart(fig, width="stretch")
 slow = [c for c in plan.curve if c.slower_reason]
 if slow:
     st.caption("More GPUs are not always faster: a fixed global batch leaves fewer micro-batches per pipeline "

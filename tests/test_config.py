@@ -115,11 +115,18 @@ def test_serving_goal_has_one_rate_and_a_typed_custom_model():
 
 
 def test_cli_defaults_are_the_config_defaults():
+    from cli.common import config_from_args
     from cli.main import build_parser
     args = build_parser().parse_args(["memory"])
-    assert (args.tp, args.batch, args.input, args.output, args.weights, args.kv_dtype, args.zero, args.recompute) == (
-        DEFAULT.tp, DEFAULT.batch, DEFAULT.input_tokens, DEFAULT.output_tokens, DEFAULT.weights, DEFAULT.kv_dtype,
+    assert (args.batch, args.input, args.output, args.weights, args.kv_dtype, args.zero, args.recompute) == (
+        DEFAULT.batch, DEFAULT.input_tokens, DEFAULT.output_tokens, DEFAULT.weights, DEFAULT.kv_dtype,
         DEFAULT.zero, DEFAULT.recompute)
+    # no flags: the dashboard's opening config, layout included
+    cfg = config_from_args(args)
+    assert (cfg.tp, cfg.gpus, cfg.batch, cfg.input_tokens) == (DEFAULT.tp, DEFAULT.gpus, DEFAULT.batch,
+                                                                  DEFAULT.input_tokens)
+    # fewer GPUs than the default TP: TP follows the GPUs given
+    assert config_from_args(build_parser().parse_args(["memory", "--model", "llama-3.1-8b", "--gpus", "2"])).tp == 2
     sim = build_parser().parse_args(["simulate"])
     w = DEFAULT.workload
     assert (sim.requests, sim.lengths, sim.spread, sim.max_batch, sim.token_budget, sim.policy, sim.kv_admission) == (

@@ -44,7 +44,7 @@ def test_rate_moves_p95_overload_is_flagged_small_runs_withhold(clear_cache):
     assert any("Saturated" in e.value for e in at.error)
     # the knee sweep and the charts are drawn
     assert any("knee" in h.value for h in at.subheader)
-    assert len(at.get("plotly_chart")) == 3
+    assert len(at.get("plotly_chart")) == 4  # CDF, time series, p95 vs rate (with its band), tornado
     # (one app session for the whole story: starting the app costs more than the simulations)
     at.number_input(key="cfg.workload.rate_per_s").set_value(5.0)
     at.number_input(key="cfg.workload.num_requests").set_value(50).run()

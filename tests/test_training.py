@@ -242,8 +242,8 @@ def test_prices_median_on_demand_or_none():
     rows = sorted(r.usd_per_gpu_hour for r in catalog.prices() if r.gpu == "h100-sxm" and r.kind == "on-demand")
     # the median of the listings (odd count: the middle one), the optimizer's policy too
     assert len(rows) % 2 == 1 and p.kind == "on-demand" and p.usd_per_gpu_hour == rows[len(rows) // 2]
-    assert catalog_price("gb200") is None
-    q = plan(RabitConfig(model="llama-3.1-8b", phase="train", gpu="gb200", gpus_per_node=4, train_tokens=1e10),
+    assert catalog_price("b300") is None  # no dated public listing (catalogs/prices.csv header)
+    q = plan(RabitConfig(model="llama-3.1-8b", phase="train", gpu="b300", gpus_per_node=8, train_tokens=1e10),
              TrainingGoal(gpus=8))
     assert q.best is not None and q.cost_usd is None and q.price is None
 

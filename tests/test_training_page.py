@@ -34,6 +34,8 @@ def test_deadline_mode_shows_the_core_plan(clear_cache):
     assert shown["Wall-clock with failures"] == fmt_time(expected.goodput.wall_clock_s)
     assert shown["Cost"] == f"${expected.cost_usd:,.0f}"
     assert any(f"{expected.gpus:,} GPUs is the smallest count" in s.value for s in at.success)
+    # the smallest and the cheapest count that meet the deadline are shown side by side
+    assert any("cheapest" in m.value for m in list(at.success) + list(at.info))
     assert len(at.get("plotly_chart")) >= 3  # memory, step breakdown, the GPU-count curve
     assert at.dataframe, "the layout table is missing"
     # a tighter deadline needs more GPUs
@@ -59,7 +61,7 @@ def test_budget_mode_and_a_bad_budget(clear_cache):
 def test_gpu_without_a_price_and_a_model_that_cannot_fit(clear_cache):
     at = _page()
     at.radio(key="train.mode").set_value("GPU budget").run()
-    at.selectbox(key="cfg.gpu").set_value("gb200").run()  # no dated price in the catalog
+    at.selectbox(key="cfg.gpu").set_value("b300").run()  # no dated price in the catalog
     at.number_input(key="train.gpus").set_value(64).run()
     assert not at.exception
     assert _metrics(at)["Cost"] == "no price"

@@ -189,6 +189,8 @@ INPUT_COLUMNS = ("input_tokens", "input_len", "input_length", "prompt_tokens", "
 OUTPUT_COLUMNS = ("output_tokens", "output_len", "output_length", "completion_tokens", "response_len",
                   "response_tokens", "num_output_tokens", "generated_tokens", "output", "completion", "response")
 MAX_TRACE_ROWS = 1_000_000
+#: One request's tokens: the longest context in the catalogs (core.limits, input_tokens).
+MAX_TRACE_TOKENS = 10_000_000
 
 
 def _pick(names: list[str], wanted: tuple[str, ...], what: str) -> str:
@@ -210,7 +212,18 @@ def _as_tokens(v: object, where: str, col: str) -> int:
         raise ValueError(f"{where}: {col} must be a whole number of tokens, got {v!r}")
     if f < 1:
         raise ValueError(f"{where}: {col} must be at least 1, got {int(f)}")
+    if f > MAX_TRACE_TOKENS:
+        raise ValueError(f"{where}: {col} must be at most {MAX_TRACE_TOKENS:,} tokens (the longest catalog "
+                         f"context), got {v!r}")
     return int(f)
+
+
+def _csv_rows(reader: csv.DictReader):
+    """The rows of ``reader``; a malformed row (a field over the csv module's limit) is a ValueError."""
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise ValueError(f"line {reader.line_num}: not readable CSV ({exc})") from None
 
 
 def parse_trace(text: str) -> tuple[tuple[int, int], ...]:
@@ -253,10 +266,13 @@ def parse_trace(text: str) -> tuple[tuple[int, int], ...]:
                 raise ValueError(f"the trace has more than {MAX_TRACE_ROWS:,} rows")
     else:
         reader = csv.DictReader(io.StringIO(text))
-        names = [n for n in (reader.fieldnames or []) if n is not None]
+        try:
+            names = [n for n in (reader.fieldnames or []) if n is not None]
+        except csv.Error as exc:
+            raise ValueError(f"line 1: not a readable CSV header ({exc})") from None
         ci = _pick(names, INPUT_COLUMNS, "input-length")
         co = _pick(names, OUTPUT_COLUMNS, "output-length")
-        for rec in reader:
+        for rec in _csv_rows(reader):
             ln = reader.line_num
             rows.append((_as_tokens(rec.get(ci), f"line {ln}", ci), _as_tokens(rec.get(co), f"line {ln}", co)))
             if len(rows) > MAX_TRACE_ROWS:

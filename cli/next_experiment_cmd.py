@@ -1,0 +1,122 @@
+"""``rabit next-experiment``: which measurement could change the recommendation, ranked by flip chance per GPU-hour.
+
+Takes the same inputs as ``rabit recommend`` (serving), plus the workload's spread and ``--analysis ID``.
+
+JSON keys (contract, issue 11): ``experiments`` (list of {input, flip_chance, flips_to, gpu_hours, cost_usd,
+command}, highest flip_chance per gpu_hour first; a measurement with no GPU time that can flip ranks first),
+``baseline`` (the recommendation every re-run is compared with, null when nothing meets the target) and
+``stable_inputs`` (the inputs no point of whose range changes the decision: "not worth measuring now").
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cli.common import die, emit
+
+
+def _parent() -> argparse.ArgumentParser:
+    """``rabit recommend``'s parser, whose arguments this command inherits (one definition of each flag)."""
+    from cli import recommend_cmd
+
+    holder = argparse.ArgumentParser(add_help=False)
+    sub = holder.add_subparsers()
+    recommend_cmd.register(sub)
+    return sub.choices["recommend"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("next-experiment", parents=[_parent()], add_help=False, conflict_handler="resolve",
+                       help="which benchmark to run first: inputs that could flip the recommendation, "
+                            "ranked by flip chance per GPU-hour")
+    g = p.add_argument_group("next experiment")
+    g.add_argument("--prompt-spread", type=float, default=0.3, help="relative spread of the mean prompt length")
+    g.add_argument("--output-spread", type=float, default=0.3, help="relative spread of the mean output length")
+    g.add_argument("--rate-spread", type=float, default=0.3, help="relative spread of the arrival rate")
+    g.add_argument("--points-per-side", type=int, default=2, help="re-runs on each side of an input's base value")
+    if not any("--analysis" in a.option_strings for a in p._actions):
+        g.add_argument("--analysis", metavar="ID", help="a saved analysis (its config and inputs; flags override)")
+    p.set_defaults(func=run, _parser=p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cli.common import fill_from_config
+    from cli.recommend_cmd import CONFIG_DEST, serving_inputs
+    from core.next_experiment import NextExperimentSpec, next_experiment
+
+    if getattr(args, "analysis", None):
+        _analysis_into(args)
+    fill_from_config(args, CONFIG_DEST)
+    if args.train:
+        die("rabit next-experiment: error: argument --train: next-experiment questions a serving recommendation; "
+            "drop --train")
+    if args.emit:
+        die("rabit next-experiment: error: argument --emit: not available here (use rabit recommend --emit)")
+    if args.rate is None:
+        die("rabit next-experiment: error: the following arguments are required: --rate (or --analysis ID)")
+    for flag, v in (("--prompt-spread", args.prompt_spread), ("--output-spread", args.output_spread),
+                    ("--rate-spread", args.rate_spread)):
+        if not 0 <= v < 1:
+            die(f"rabit next-experiment: error: argument {flag}: a relative spread in [0, 1), got {v:g}")
+    if not 1 <= args.points_per_side <= 5:
+        die(f"rabit next-experiment: error: argument --points-per-side: 1 to 5, got {args.points_per_side}")
+    goal, cons, prices = serving_inputs(args)
+    spec = NextExperimentSpec(goal=goal, constraints=cons, prompt_spread_frac=args.prompt_spread,
+                              output_spread_frac=args.output_spread, rate_spread_frac=args.rate_spread,
+                              points_per_side=args.points_per_side)
+    tty = sys.stderr.isatty() and not args.json
+
+    def progress(done: int, total: int, label: str) -> None:
+        if tty:
+            print(f"\r  re-run {done}/{total}: {label[:60]:<60}", end="", file=sys.stderr, flush=True)
+
+    r = next_experiment(spec, prices, progress=progress)
+    if tty:
+        print("\r" + " " * 80 + "\r", end="", file=sys.stderr)
+    payload = to_json(r)
+    emit(payload, args.json, human(r))
+    return 0
+
+
+def _analysis_into(args: argparse.Namespace) -> None:
+    """Fill the flags left at their defaults from a saved analysis (the store's ``--analysis`` handling)."""
+    try:
+        from cli import common
+    except ImportError:  # pragma: no cover
+        common = None
+    load = getattr(common, "apply_analysis", None)
+    if load is None:
+        die("rabit next-experiment: error: argument --analysis: saved analyses are not available in this build")
+    load(args)
+
+
+def to_json(r) -> dict:
+    base = r.baseline.recommendation
+    return {
+        "experiments": [{"input": e.input.key, "flip_chance": e.flip_chance, "flips_to": e.flips_to,
+                         "gpu_hours": e.gpu_hours, "cost_usd": e.cost_usd, "command": e.command}
+                        for e in r.experiments],
+        "baseline": base.model_dump() if base is not None else None,
+        "stable_inputs": [e.input.key for e in r.stable],
+    }
+
+
+def human(r) -> str:
+    base = r.baseline.recommendation
+    lines = [f"Baseline: {base.label} at ${base.cost_per_hour:,.2f}/h" if base else
+             "Baseline: nothing meets the target (every re-run is compared with that)",
+             f"{r.reruns} optimizer re-runs across {len(r.experiments) + len(r.stable)} uncertain inputs", ""]
+    if r.experiments:
+        lines.append(f"{'#':>2}  {'input':<24} {'flip':>5} {'GPU-h':>7} {'cost':>9}  flips to")
+        for i, e in enumerate(r.experiments, 1):
+            lines.append(f"{i:>2}  {e.input.key:<24} {e.flip_chance:>5.0%} {e.gpu_hours:>7.2f} "
+                         f"${e.cost_usd:>8.2f}  {e.flips_to}")
+        top = r.experiments[0]
+        lines += ["", f"Run first ({top.measurement}):", *("  " + c for c in top.command.splitlines()),
+                  f"  then: {top.then}"]
+    else:
+        lines.append("No input flips the decision within its range.")
+    if r.stable:
+        lines += ["", "Not worth measuring now: " + ", ".join(e.input.key for e in r.stable)]
+    return "\n".join(lines)

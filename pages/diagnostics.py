@@ -1,0 +1,77 @@
+"""Diagnostics: what a running deployment's metrics say is wrong, rule by rule, with remedies."""
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import cache
+from dashboard.api import MAX_BYTES, RULES, Expectation, PrometheusError, TelemetryError, query_range
+
+st.title("Diagnostics")
+st.caption("Upload a deployment's telemetry — vLLM's /metrics page, dcgm-exporter's, or a CSV of time series — "
+           "and explicit rules with stated thresholds look for a cause. A rule fires only when every metric it "
+           "needs is present.")
+
+upload = st.file_uploader("Telemetry: Prometheus text dump (curl http://HOST:8000/metrics > metrics.txt; "
+                          "several dumps may be concatenated) or CSV (timestamp_s,metric,value[,labels])",
+                          type=["txt", "prom", "csv", "metrics"], key="dx.file")
+use_prom = st.toggle("Query a Prometheus server instead (off by default)", key="dx.prom_on")
+if use_prom:
+    p1, p2, p3 = st.columns([3, 1, 1])
+    prom_url = p1.text_input("Prometheus URL", placeholder="http://prometheus:9090", key="dx.prom_url")
+    since_min = p2.number_input("Last minutes", min_value=1, max_value=7 * 24 * 60, value=60, key="dx.since")
+    timeout_s = p3.number_input("Timeout [s]", min_value=1, max_value=60, value=5, key="dx.timeout")
+with st.expander("What the analysis predicted (for the divergence and prefix-cache rules)"):
+    e1, e2, e3 = st.columns(3)
+    ttft = e1.number_input("Predicted p95 TTFT [s] (0 = unknown)", min_value=0.0, value=0.0, key="dx.ttft")
+    itl = e2.number_input("Predicted p95 ITL [s] (0 = unknown)", min_value=0.0, value=0.0, format="%.4f",
+                          key="dx.itl")
+    prefix = e3.number_input("Expected cached prompt share [%] (0 = unknown)", min_value=0, max_value=99, value=0,
+                             key="dx.prefix")
+expect = Expectation(p95_ttft_s=ttft or None, p95_itl_s=itl or None, prefix_cache_frac=(prefix / 100) or None)
+
+tel = None
+if use_prom and prom_url:
+    try:
+        tel = query_range(prom_url, since_s=since_min * 60, timeout_s=float(timeout_s))
+    except PrometheusError as exc:
+        st.error(f"Prometheus: {exc}")
+elif upload is not None:
+    if upload.size > MAX_BYTES:
+        st.error(f"{upload.name} is {upload.size / 1e6:,.1f} MB; the limit is {MAX_BYTES / 1e6:.0f} MB. Scrape one "
+                 "/metrics page, or export a shorter range.")
+    else:
+        try:
+            tel = cache.telemetry(upload.getvalue(), upload.name)
+        except TelemetryError as exc:
+            st.error(f"That file cannot be used: {exc}")
+
+if tel is None:
+    st.info("No telemetry attached, so no diagnosis: RA-BIT does not guess. Upload a /metrics dump or a CSV, "
+            "or query a Prometheus server.")
+    with st.expander(f"The {len(RULES)} rules and the metrics each needs"):
+        st.dataframe(pd.DataFrame([{"rule": r.title, "fires when": r.threshold,
+                                    "needs": ", ".join(m[0] for m in r.needs)} for r in RULES]),
+                     hide_index=True, width="stretch")
+    st.stop()
+
+d = cache.diagnosis(tel, expect)
+st.caption(f"{tel.name}: {len(tel.samples):,} samples in {tel.num_series:,} series.")
+c1, c2, c3 = st.columns(3)
+c1.metric("Rules fired", len(d.fired))
+c2.metric("Evaluated, quiet", len(d.quiet))
+c3.metric("Not evaluated", len(d.not_evaluated))
+if not d.fired:
+    st.success("No rule fired on this telemetry.")
+for f in d.fired:
+    with st.container(border=True):
+        st.markdown(f"**{f.title}** (`{f.rule}`)")
+        st.write(f.evidence)
+        st.dataframe(pd.DataFrame([{"rank": i, "remedy": m.action, "config change": m.config_change}
+                                   for i, m in enumerate(f.remedies, 1)]), hide_index=True, width="stretch")
+if d.not_evaluated:
+    st.subheader("Not evaluated")
+    for n in d.not_evaluated:
+        st.markdown(f"- **{n.title}**: missing {', '.join(n.missing)}")
+if d.quiet:
+    titles = {r.id: r.title for r in RULES}
+    st.caption("Quiet: " + "; ".join(titles[q] for q in d.quiet))

@@ -1,0 +1,86 @@
+"""Next experiment: which measurement could change the recommendation, and what it costs to make."""
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import cache, charts, state
+from dashboard.api import Constraints, Lengths, NextExperimentSpec, ServingGoal, SimSpec, catalog, outcomes
+
+st.title("Next experiment")
+st.caption("Which benchmark to run first: each uncertain input is moved across its range, the optimizer is re-run "
+           "at each point, and the measurements that could change the decision are ranked by flip chance per "
+           "GPU-hour. Diagnosing a running deployment from its metrics is on the Diagnostics page.")
+cfg = state.require_config()
+
+with st.form("ne"):
+    c1, c2, c3, c4 = st.columns(4)
+    rate = c1.number_input("Arrival rate [requests/s]", min_value=0.01, max_value=1e5, value=10.0, key="ne.rate")
+    mean_in = c2.number_input("Mean input tokens", min_value=1, max_value=1_000_000, value=1000, key="ne.input")
+    mean_out = c3.number_input("Mean output tokens", min_value=1, max_value=100_000, value=250, key="ne.output")
+    kind = c4.selectbox("Length distribution", ["lognormal", "fixed", "uniform"], key="ne.lengths")
+    t1, t2, t3 = st.columns(3)
+    ttft = t1.number_input("p95 TTFT target [s] (0 = none)", min_value=0.0, value=2.0, key="ne.ttft")
+    itl = t2.number_input("p95 inter-token target [s] (0 = none)", min_value=0.0, value=0.0, format="%.3f",
+                          key="ne.itl")
+    e2e = t3.number_input("p95 end-to-end target [s] (0 = none)", min_value=0.0, value=20.0, key="ne.e2e")
+    s1, s2, s3, s4 = st.columns(4)
+    sp_in = s1.number_input("Prompt length spread [+-%]", min_value=0, max_value=90, value=30, key="ne.sp_in")
+    sp_out = s2.number_input("Output length spread [+-%]", min_value=0, max_value=90, value=30, key="ne.sp_out")
+    sp_rate = s3.number_input("Arrival rate spread [+-%]", min_value=0, max_value=90, value=30, key="ne.sp_rate")
+    gpus_allowed = s4.multiselect("GPU kinds (empty = all)", sorted(catalog.gpus()), key="ne.gpus")
+    run = st.form_submit_button("Find the next experiment", type="primary", key="ne.submit")
+
+if not run and "ne.done" not in st.session_state:
+    st.info("Set the workload and press **Find the next experiment**. The efficiency ranges come from the "
+            "assumptions registry (sidebar); the workload's from the spreads above.")
+    st.stop()
+st.session_state["ne.done"] = True
+
+goal = ServingGoal(model=cfg.model, custom_model=cfg.custom_model, rate_per_s=rate,
+                   workload=SimSpec(num_requests=2000, input=Lengths(kind=kind, mean=mean_in),
+                                    output=Lengths(kind=kind, mean=mean_out)),
+                   p95_ttft_s=ttft or None, p95_itl_s=itl or None, p95_e2e_s=e2e or None,
+                   assumptions=cfg.assumptions, fabric=cfg.fabric, block_size=cfg.block_size)
+spec = NextExperimentSpec(goal=goal, constraints=Constraints(gpus_allowed=tuple(gpus_allowed)),
+                          prompt_spread_frac=sp_in / 100, output_spread_frac=sp_out / 100,
+                          rate_spread_frac=sp_rate / 100)
+bar = st.progress(0.0, text="Re-running the optimizer across every input's range ...")
+r = cache.next_experiment(spec, tuple(catalog.prices()),
+                          progress=lambda done, total, label: bar.progress(min(1.0, done / max(total, 1)),
+                                                                           text=f"Re-run {done} of {total}: {label}"))
+bar.empty()
+
+base = r.baseline.recommendation
+st.subheader("Today's decision")
+st.write(f"**{base.label}** at ${base.cost_per_hour:,.2f}/h." if base else
+         "Nothing meets the target today; each re-run is compared with that.")
+st.caption(f"{r.reruns} optimizer re-runs across {len(r.experiments) + len(r.stable)} uncertain inputs.")
+
+st.subheader("Experiments, ranked by flip chance per GPU-hour")
+if r.experiments:
+    st.dataframe(pd.DataFrame([{
+        "rank": i, "input": e.input.label, "range": f"{min(e.input.low, e.input.high):.3g} - "
+                                                   f"{max(e.input.low, e.input.high):.3g} {e.input.unit}",
+        "flip chance": f"{e.flip_chance:.0%}", "flips to": e.flips_to, "GPU-hours": round(e.gpu_hours, 3),
+        "cost [USD]": round(e.cost_usd, 2), "measurement": e.measurement}
+        for i, e in enumerate(r.experiments, 1)]), hide_index=True, width="stretch")
+else:
+    st.success("No input flips the decision anywhere in its range: nothing is worth measuring before you buy.")
+st.plotly_chart(charts.flip_chance_chart(r.experiments, r.stable), width="stretch")
+
+top = r.top
+if top is not None:
+    st.subheader(f"Run first: {top.input.label}")
+    st.write(top.measurement + f" — {top.gpus} GPU(s) for {top.duration_s / 60:.0f} min, "
+             f"{top.gpu_hours:.2f} GPU-hours, ${top.cost_usd:,.2f} at catalog prices.")
+    st.code(top.command, language="bash")
+    st.caption(top.then)
+    st.markdown("**The decision under each outcome**")
+    for line in outcomes(top):
+        st.markdown(f"- {line}")
+
+with st.expander(f"Not worth measuring now ({len(r.stable)})", expanded=not r.experiments):
+    st.dataframe(pd.DataFrame([{"input": e.input.label, "range": f"{min(e.input.low, e.input.high):.3g} - "
+                                                                 f"{max(e.input.low, e.input.high):.3g} {e.input.unit}",
+                                "source of the range": e.input.source} for e in r.stable]),
+                 hide_index=True, width="stretch")

@@ -1,0 +1,108 @@
+"""Pages that must not mislead in a meeting: each check fails on the page as it was before its fix."""
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.simulate import default_rate, knee_rates, max_throughput, round_rate_down, sim_spec
+
+APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
+
+
+def figures(at) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def figure(at, title_part: str) -> dict:
+    for f in figures(at):
+        t = f["layout"].get("title", {})
+        if title_part in (t.get("text", "") if isinstance(t, dict) else str(t)):
+            return f
+    raise AssertionError(f"no chart titled {title_part!r}")
+
+
+@pytest.mark.parametrize("rate,expected", [(0.718, 0.5), (7.3, 5.0), (13.0, 10.0), (1.0, 1.0), (0.25, 0.2),
+                                           (2.0, 2.0), (1999.0, 1000.0), (0.0049, 0.002)])
+def test_round_rate_down_is_a_1_2_5_value_not_above_the_rate(rate, expected):
+    assert round_rate_down(rate) == pytest.approx(expected)
+
+
+def test_default_rate_is_round_and_between_a_quarter_and_half_of_capacity():
+    for cap in (0.0123, 1.44, 3.9, 75.2, 980.0):
+        r = default_rate(cap)
+        assert 0.2 * cap <= r <= 0.5 * cap  # 1-2-5 rounding loses at most a factor 2.5
+        mantissa = float(f"{r:e}".split("e")[0])
+        assert mantissa in (1.0, 2.0, 5.0)
+
+
+def test_knee_sweep_covers_capacity_and_a_chosen_rate_far_above_it():
+    rates = knee_rates(1.44, 50.0)
+    assert list(rates) == sorted(rates)
+    near_cap = [r for r in rates if 0.1 <= r <= 2.0]
+    near_chosen = [r for r in rates if 25 <= r <= 75]
+    assert len(near_cap) >= 8 and len(near_chosen) == 5
+    assert knee_rates(1.44, 1.0) == knee_rates(1.44)  # a chosen rate near capacity adds nothing
+
+
+def _serving(**preset) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    at.selectbox(key="cfg.model").set_value("llama-3.1-8b")
+    at.number_input(key="cfg.gpus_per_node").set_value(1)
+    at.number_input(key="cfg.tp").set_value(1)
+    at.number_input(key="cfg.input_tokens").set_value(1000)
+    at.number_input(key="cfg.output_tokens").set_value(250).run()
+    for k, v in preset.items():  # the page's inputs are the shared config's workload fields
+        at.session_state[f"cfg.workload.{k}"] = v
+    at.switch_page("../pages/serving.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_serving_names_a_round_rate_inside_capacity_and_says_why(clear_cache):
+    at = _serving(num_requests=200, lengths="lognormal")
+    cfg = at.session_state["_config"]
+    cap = max_throughput(cfg, sim_spec(cfg)).requests_per_s
+    assert default_rate(cap) <= 0.5 * cap
+    assert any(f"would be {default_rate(cap):g}" in c.value and "rounded down" in c.value for c in at.caption)
+
+
+def test_knee_chart_keeps_its_points_spread_when_the_rate_is_far_above_capacity(clear_cache):
+    at = _serving(num_requests=100, rate_per_s=2000.0)
+    fig = figure(at, "p95 latency vs arrival rate")
+    xs = sorted({x for tr in fig["data"] if tr.get("showlegend") is not False for x in tr["x"]})
+    assert fig["layout"]["xaxis"]["type"] == "log"
+    # points near the chosen rate and near capacity: neither end of the axis is empty
+    assert sum(x >= 1000 for x in xs) >= 3 and sum(x <= 200 for x in xs) >= 3
+
+
+def _speed(**cfg) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    for k, v in cfg.items():
+        w = at.number_input(key=f"cfg.{k}") if isinstance(v, int) else at.selectbox(key=f"cfg.{k}")
+        w.set_value(v)
+    at.run()
+    at.switch_page("../pages/speed.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_speed_leads_with_one_request_and_its_caption_agrees_with_the_info_box(clear_cache):
+    # TP 16 over two 8-GPU nodes: the all-reduces cross InfiniBand and decode is communication-bound
+    at = _speed(nodes=2, tp=16)
+    info = at.info[0].value
+    assert "decode is **communication**-bound" in info
+    first = at.metric[0].label
+    assert "one prompt" in first or "one request" in first, first
+    bound_caption = [c.value for c in at.caption if "at every batch" in c.value or "turns compute-bound" in c.value]
+    assert bound_caption and bound_caption[0].startswith("Decode is communication-bound"), bound_caption
+
+
+def test_batch_chart_axes_start_at_zero(clear_cache):
+    from dashboard import charts
+    from core.config import DEFAULT
+    from core.speed_views import batch_sweep, default_batches
+
+    fig = charts.batch_chart(batch_sweep(DEFAULT, default_batches(DEFAULT, 1024)), DEFAULT.batch).to_plotly_json()
+    assert fig["layout"]["yaxis"]["rangemode"] == "tozero" and fig["layout"]["yaxis2"]["rangemode"] == "tozero"

@@ -1,0 +1,133 @@
+"""Next experiment: a crafted near-tie that decode efficiency breaks ranks that experiment first; a scenario
+with room everywhere lists every input as stable; the optimizer's shared memo changes nothing."""
+
+import math
+
+import pytest
+
+from core.assumptions import REGISTRY, Assumptions
+from core.catalog import parse_prices
+from core.next_experiment import (NextExperimentSpec, UncertainInput, changes, moved_goal, next_experiment,
+                                  outcomes, points, uncertain_inputs)
+from core.optimizer import Constraints, ServingGoal, recommend
+from core.simulate import Lengths, SimSpec
+
+HEADER = "gpu,provider,kind,usd_per_gpu_hour,region,source,as_of,verification\n"
+
+
+def _prices(h100: float, h200: float):
+    return parse_prices(HEADER + f"h100-sxm,test,on-demand,{h100},x,crafted,2026-11-30,S\n"
+                                 f"h200-sxm,test,on-demand,{h200},x,crafted,2026-11-30,S\n")
+
+
+# Llama-3.1-8B, short prompts, a tight 7 ms p95 ITL target: decode is memory-bound at a small batch, so the
+# decode efficiency (MBU) of each kind sets how many GPUs meet the target. H100 at $1.00 and H200 at $1.10 per
+# GPU-hour: the H100 answer (2 GPUs, $2.00/h) beats the H200 one (2 GPUs, $2.20/h) by 10 %.
+TIE_GOAL = ServingGoal(model="llama-3.1-8b", rate_per_s=100.0,
+                       workload=SimSpec(num_requests=1000, input=Lengths(mean=32), output=Lengths(mean=256)),
+                       p95_itl_s=0.007)
+TIE_CONS = Constraints(gpus_allowed=("h100-sxm", "h200-sxm"), weights_allowed=("bf16",), kv_allowed=("bf16",),
+                       max_simulations=8)
+TIE_PRICES = _prices(1.0, 1.1)
+
+
+def _alone(kind: str, mbu: float):
+    goal = TIE_GOAL.model_copy(update={"assumptions": Assumptions(mbu=mbu)})
+    return recommend(goal, TIE_CONS.model_copy(update={"gpus_allowed": (kind,)}), TIE_PRICES).recommendation
+
+
+@pytest.fixture(scope="module")
+def tie():
+    # the workload is known exactly here (no spread), so only the efficiencies are uncertain
+    spec = NextExperimentSpec(goal=TIE_GOAL, constraints=TIE_CONS, prompt_spread_frac=0, output_spread_frac=0,
+                              rate_spread_frac=0)
+    return next_experiment(spec, TIE_PRICES, workers=1)
+
+
+def test_a_small_decode_change_that_flips_the_gpu_ranks_first(tie):
+    # Independently of the ranking: each kind on its own. With H100 decode 10 % below the assumed MBU (0.675
+    # instead of 0.75) the H100 answer needs more GPUs and costs more than the H200 one at the base MBU.
+    base_h100, slow_h100, h200 = _alone("h100-sxm", 0.75), _alone("h100-sxm", 0.675), _alone("h200-sxm", 0.75)
+    assert base_h100.cost_per_hour < h200.cost_per_hour < slow_h100.cost_per_hour
+    assert tie.baseline.recommendation.gpu == "h100-sxm"
+    top = tie.experiments[0]
+    assert top.input.key == "decode:h100-sxm"
+    assert "h200-sxm" in top.flips_to
+    flipped = {round(p.value, 4) for p in top.points if p.flipped}
+    assert 0.675 in flipped and REGISTRY["mbu"].low in flipped  # -10 % and the low bound both flip
+    assert 0 < top.flip_chance < 1  # the optimistic side keeps the H100
+    assert top.gpu_hours > 0 and math.isclose(top.cost_usd, top.gpu_hours * 1.0)  # H100 at $1.00/GPU-hour
+    assert top.command.startswith("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2")
+    assert "vllm bench serve" in top.command and "--save-result" in top.command
+    assert "--random-input-len 32 --random-output-len 256" in top.command
+    lines = outcomes(top)
+    assert any("10% lower than assumed" in s and "becomes" in s and "h200-sxm" in s for s in lines)
+
+
+def test_ranking_is_by_flip_chance_per_gpu_hour(tie):
+    scores = [e.flip_chance / e.gpu_hours if e.gpu_hours else math.inf for e in tie.experiments]
+    assert scores == sorted(scores, reverse=True)
+    assert all(e.flip_chance == 0 for e in tie.stable)
+    assert {e.input.key for e in tie.experiments} | {e.input.key for e in tie.stable} == \
+        {i.key for i in uncertain_inputs(tie.spec, tie.baseline)}
+
+
+def test_nothing_flips_when_there_is_room_everywhere():
+    # One GPU kind, one precision, an 8B model at half a request per second with no target: one H200 runs it
+    # at a small fraction of its capacity whatever the efficiencies, lengths (+-30 %) or rate (+-30 %).
+    goal = ServingGoal(model="llama-3.1-8b", rate_per_s=0.5,
+                       workload=SimSpec(num_requests=300, input=Lengths(mean=512), output=Lengths(mean=128)))
+    cons = Constraints(gpus_allowed=("h200-sxm",), weights_allowed=("bf16",), kv_allowed=("bf16",),
+                       max_simulations=4)
+    r = next_experiment(NextExperimentSpec(goal=goal, constraints=cons), _prices(1.0, 1.0), workers=1)
+    assert r.baseline.recommendation is not None
+    assert r.experiments == ()
+    assert {e.input.key for e in r.stable} == {"decode:h200-sxm", "prefill:h200-sxm", "comm:h200-sxm",
+                                               "prompt", "output", "rate"}
+    assert r.reruns == 6 * 4
+
+
+def test_parallel_and_serial_agree(tie):
+    spec = tie.spec
+    seen = []
+    par = next_experiment(spec, TIE_PRICES, workers=2, progress=lambda d, t, label: seen.append((d, t)))
+    assert par.experiments == tie.experiments and par.stable == tie.stable
+    assert seen[-1][0] == seen[-1][1] == tie.reruns  # the bar ends full
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_memo_and_decision_only_give_the_same_pick():
+    memo: dict = {}
+    plain = recommend(TIE_GOAL, TIE_CONS, TIE_PRICES)
+    shared = recommend(TIE_GOAL, TIE_CONS, TIE_PRICES, memo=memo, alternatives=False)
+    again = recommend(TIE_GOAL, TIE_CONS, TIE_PRICES, memo=memo, alternatives=False)
+    assert plain.recommendation == shared.recommendation == again.recommendation
+    assert shared.simulated <= plain.simulated
+
+
+def test_points_span_the_range_without_the_base():
+    inp = UncertainInput(key="prompt", kind="prompt", label="Mean prompt length", base=1000, low=1300, high=700,
+                         unit="tokens", source="")
+    assert points(inp) == (1300, 1150, 700, 850)
+    assert points(inp, 1) == (1300, 700)
+
+
+def test_moved_goal_moves_one_input_only():
+    inp = UncertainInput(key="decode:h200-sxm", kind="decode", gpu="h200-sxm", label="d", base=0.75, low=0.6,
+                         high=0.85, unit="frac", source="")
+    g = moved_goal(TIE_GOAL, inp, 0.6)
+    assert g.assumptions_for("h200-sxm").mbu == 0.6 and g.assumptions_for("h100-sxm").mbu == 0.75
+    rate = UncertainInput(key="rate", kind="rate", label="r", base=100, low=130, high=70, unit="", source="")
+    assert moved_goal(TIE_GOAL, rate, 130).rate_per_s == 130
+    out = UncertainInput(key="output", kind="output", label="o", base=256, low=300, high=200, unit="", source="")
+    assert moved_goal(TIE_GOAL, out, 300).workload.mean_lengths() == (32, 300)
+
+
+def test_changes_names_each_kind_of_flip(tie):
+    base = tie.baseline.recommendation
+    other = base.model_copy(update={"gpu": "h200-sxm", "tp": 1, "gpus_per_replica": 1, "weights": "fp8",
+                                    "replicas": 3})
+    diff = changes(base, other)
+    assert [d.split(" ")[0] for d in diff] == ["GPU", "layout", "precision", "replicas"]
+    assert changes(base, base) == ()
+    assert changes(base, None) == ("nothing meets the target any more",)

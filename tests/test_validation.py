@@ -1,0 +1,72 @@
+"""Validation suite: every case is predicted, families are summarised, and the misses are written down."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.validation import TARGET_MEDIAN_ABS_ERROR, VALIDATION_DIR, run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def report():
+    return run()
+
+
+def test_every_case_has_source_date_and_a_finite_prediction(report):
+    assert len(report.cases) >= 40
+    for c in report.cases:
+        assert c.source and c.date and c.measured > 0
+        assert 0 < c.predicted < float("inf"), c.id
+
+
+def test_summary_statistics_by_hand(report):
+    fam = next(f for f in report.families if f.family == "vendor-online-latency")
+    errs = sorted(c.error for c in report.cases if c.family == "vendor-online-latency")
+    # four cases: the median of |e| is the mean of the middle two absolute errors
+    absolute = sorted(abs(e) for e in errs)
+    assert fam.median_abs_error == pytest.approx((absolute[1] + absolute[2]) / 2)
+    assert fam.bias == pytest.approx((errs[1] + errs[2]) / 2)
+    assert fam.within_2x == sum(0.5 <= 1 + e <= 2 for e in errs) / 4
+
+
+@pytest.mark.parametrize("family", ["vendor-first-token", "vendor-online-latency", "train-papers"])
+def test_families_that_meet_the_target_keep_meeting_it(report, family):
+    f = next(f for f in report.families if f.family == family)
+    assert f.median_abs_error <= TARGET_MEDIAN_ABS_ERROR and f.within_2x >= 0.75
+
+
+def test_a_family_that_misses_has_its_missing_physics_written_down(report):
+    notes = (VALIDATION_DIR / "README.md").read_text()
+    for f in report.families:
+        assert f"`{f.family}`" in notes
+        if not f.meets_target:
+            # the diagnosis names the family and what is missing
+            section = notes.split(f"**`{f.family}`")[1].split("\n- **")[0]
+            assert "missing physics" in section
+
+
+def test_megatron_case_by_hand():
+    # Narayanan et al. 2021, 18.4B on 256 A100: measured 135 TFLOP/s per GPU (with full recomputation).
+    # FLOPs per step from the paper's Eq. 3: 96 B s l h^2 (1 + s / 6h + V / 16 l h) with B=1024, s=2048,
+    # l=40, h=6144, V=51200: 96 * 1024 * 2048 * 40 * 6144^2 * (1 + 0.0556 + 0.0130) = 3.04e17 FLOP; at 135
+    # TFLOP/s on 256 GPUs the step takes 8.8 s. The prediction must land within 25 % of the measurement.
+    c = next(c for c in run(("train-papers",)).cases if c.id == "megatron-18.4b")
+    assert c.measured == 135 and abs(c.error) <= 0.25
+
+
+def test_cli_validate_json_runs_quickly():
+    out = subprocess.run([sys.executable, "-m", "cli.main", "validate", "--json"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=180, check=False)
+    assert out.returncode == 0, out.stderr
+    payload = json.loads(out.stdout)
+    fams = {f["family"] for f in payload["families"]}
+    assert {"vendor-static-throughput", "vendor-first-token", "vendor-online-latency", "train-papers"} <= fams
+    assert all({"median_abs_error", "bias", "within_25pct", "within_2x"} <= set(f) for f in payload["families"])
+    bad = subprocess.run([sys.executable, "-m", "cli.main", "validate", "--family", "nope"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
