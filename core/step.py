@@ -24,7 +24,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from core import catalog
-from core.catalog import fabric_of, gpu_of, model_of
+from core.catalog import gpu_of
+from core.deployment import Deployment, resolve
 from core.collectives import Collectives
 from core.config import COMPUTE_PRECISION, RabitConfig
 from core.memory import kv_bytes_per_token, kv_shard
@@ -99,9 +100,16 @@ class StepModel:
 
     @classmethod
     def from_config(cls, cfg: RabitConfig) -> "StepModel":
-        m, g, f = model_of(cfg), gpu_of(cfg), fabric_of(cfg)
-        a = cfg.assumptions
-        tp, pp, ep = cfg.tp, cfg.pp, cfg.ep
+        """The step model of a config (resolved here; callers holding a Deployment use from_deployment)."""
+        return cls.from_deployment(resolve(cfg))
+
+    @classmethod
+    def from_deployment(cls, dep: Deployment) -> "StepModel":
+        """Every per-deployment constant of the iteration formula, computed once."""
+        cfg = dep
+        m, g, f = dep.model, dep.gpu, dep.fabric
+        a = dep.assumptions
+        tp, pp, ep = dep.tp, dep.pp, dep.ep
         layers_stage = m.num_layers / pp
         peak = effective_peak_flop_per_s(g, cfg.weights, a.fp8_speedup, a.fp4_speedup) * a.mfu_max
         b_w = cfg.weight_bytes_per_param

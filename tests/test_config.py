@@ -135,3 +135,14 @@ def test_cli_defaults_are_the_config_defaults():
     t = DEFAULT.targets
     assert (rec.p95_ttft_s, rec.p95_itl_s, rec.p95_e2e_s, rec.requests, rec.weights_allowed) == (
         t.p95_ttft_s, t.p95_itl_s, t.p95_e2e_s, t.requests_per_simulation, t.weights_allowed)
+
+
+def test_a_config_resolves_once_into_a_hashable_deployment():
+    from core.deployment import resolve
+    from core.step import StepModel
+    cfg = RabitConfig(model="mixtral-8x7b", tp=2, gpus_per_node=2, weights="fp8")
+    dep = resolve(cfg)
+    assert dep.model.slug == "mixtral-8x7b" and dep.gpu.memory_bytes > 0 and dep.weight_bytes_per_param == 1.0
+    assert dep == resolve(cfg) and hash(dep) == hash(resolve(cfg)) and dep != resolve(cfg.with_(tp=1))
+    # the formulas take the deployment: the same constants as from the config
+    assert StepModel.from_deployment(dep) == StepModel.from_config(cfg)
