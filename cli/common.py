@@ -69,6 +69,18 @@ class OneLineParser(argparse.ArgumentParser):
         return value
 
 
+#: Problems about two inputs at once (``core.validate``): both flags are named, never only the first.
+_JOINT = (("TP x PP", "--tp/--pp"), ("input + output", "--input/--output"))
+
+
+def problem_flag(field: str, message: str) -> str:
+    """The flag(s) a validation problem is about: ``TP x PP = 16 needs more GPUs`` names --tp/--pp."""
+    for words, flags in _JOINT:
+        if words in message:
+            return flags
+    return FLAG_OF.get(field, "--" + field.replace("_", "-"))
+
+
 def flag_for(field: str, parser: argparse.ArgumentParser | None = None) -> str:
     """The CLI flag of a config or goal field, for a message; never a flag that does not exist."""
     flag = FLAG_OF.get(field) or "--" + field.replace("_", "-")
@@ -181,10 +193,15 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         "tp": tp, "pp": getattr(args, "pp", DEFAULT.pp), "ep": getattr(args, "ep", DEFAULT.ep),
     }
     cm = custom_model(getattr(args, "model_config", None)) or getattr(args, "_custom_model", None)
+    saved = getattr(args, "_analysis_config", None)  # --analysis: what no flag carries
     if cm is not None:
         data["custom_model"] = cm
     elif getattr(args, "model", None):
         data["model"] = args.model
+    elif saved is not None and saved.custom_model is not None:
+        data["custom_model"] = saved.custom_model
+    if saved is not None:
+        data["assumptions"] = saved.assumptions
     for attr, field in (("batch", "batch"), ("input", "input_tokens"), ("output", "output_tokens"),
                         ("kv_dtype", "kv_dtype"), ("kv_alloc", "kv_alloc"), ("block_size", "block_size"),
                         ("prefix_cache", "prefix_cache_frac")):
@@ -204,7 +221,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     probs = [p for p in problems(cfg) if p.blocking]
     if probs:
         p = probs[0]
-        die(f"rabit: error: argument {FLAG_OF.get(p.field, '--' + p.field)}: {p.message}")
+        die(f"rabit: error: argument {problem_flag(p.field, p.message)}: {p.message}")
     return cfg
 
 
@@ -272,6 +289,104 @@ def cli_budget(num_requests: int | None) -> WorkBudget:
 def steps_table(steps) -> str:
     rows = [f"  {s.label:<46} {s.shown():>16}" for s in steps]
     return "\n".join(rows)
+
+
+# --- saved analyses: ``--analysis ID`` on every estimate subcommand ---------------------------------
+
+#: Subcommands that take ``--analysis ID``.
+ESTIMATE_COMMANDS = ("memory", "speed", "simulate", "train", "recommend", "next-experiment")
+
+#: config field -> (flag dest, how the value becomes the flag's value), where the name differs.
+_DEST_OF: dict[str, tuple[str, Any]] = {
+    "input_tokens": ("input", None), "output_tokens": ("output", None), "prefix_cache_frac": ("prefix_cache", None),
+    "spec_method": ("spec", None), "train_precision": ("precision", None), "seq_len": ("seq", None),
+    "train_tokens": ("tokens", None), "sequence_parallel": ("no_sequence_parallel", lambda v: not v),
+    "gpus_per_node": ("gpus_per_node", None),
+}
+
+
+def add_analysis_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--analysis", metavar="ID", help="start from a saved analysis (rabit analyses list); "
+                                                    "flags given alongside override its config")
+
+
+def open_store():
+    """The store ``RABIT_DATABASE_URL`` names, else the embedded SQLite file; exit 2 if it cannot be opened."""
+    from store import Store
+
+    try:
+        return Store()
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the database is one line for the user
+        die(f"rabit: error: cannot open the analysis store: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+
+
+def load_analysis(analysis_id: str, flag: str = "--analysis"):
+    from store import NotFound
+
+    try:
+        return open_store().get(analysis_id)
+    except NotFound:
+        die(f"rabit: error: argument {flag}: no saved analysis with id '{analysis_id}' (rabit analyses list)")
+
+
+def analysis_defaults(cfg: RabitConfig, p: argparse.ArgumentParser) -> dict[str, Any]:
+    """The saved config as default values for the flags of parser ``p`` (flags given on the line win)."""
+    dests = {a.dest for a in p._actions}
+    out: dict[str, Any] = {"gpus": cfg.gpus}
+    for field in RabitConfig.model_fields:
+        dest, conv = _DEST_OF.get(field, (field, None))
+        if field == "model" and cfg.custom_model is not None:
+            continue
+        if dest in dests and field not in ("custom_model", "assumptions"):
+            v = getattr(cfg, field)
+            out[dest] = conv(v) if conv else v
+    return {k: v for k, v in out.items() if k in dests}
+
+
+def parse_with_analysis(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; with ``--analysis ID``, the saved analysis's config is the default of every flag.
+
+    Flags given on the line win; flags the config answers are no longer required. The analysis's custom
+    model and assumptions (which no flag carries) travel on ``args._analysis_config``.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    aid = None
+    for i, tok in enumerate(argv):
+        if tok == "--analysis" and i + 1 < len(argv):
+            aid = argv[i + 1]
+        elif tok.startswith("--analysis="):
+            aid = tok.split("=", 1)[1]
+    sub = _subparser(parser, argv) if aid else None
+    if sub is None or "analysis" not in {a.dest for a in sub._actions}:
+        return parser.parse_args(argv)
+    a = load_analysis(aid)
+    defaults = analysis_defaults(a.config, sub)
+    for action in sub._actions:
+        if action.dest in defaults:
+            action.required = False
+    for group in sub._mutually_exclusive_groups:
+        if any(act.dest in defaults for act in group._group_actions):
+            group.required = False
+    sub.set_defaults(**defaults)
+    args = parser.parse_args(argv)
+    args._analysis_config = a.config
+    return args
+
+
+def _subparser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser | None:
+    """The (sub-)subparser the command words of ``argv`` select (``speed``; ``analyses save``)."""
+    p = parser
+    for tok in argv:
+        if tok.startswith("-"):
+            continue
+        nxt = None
+        for act in p._actions:
+            if isinstance(act, argparse._SubParsersAction) and tok in act.choices:
+                nxt = act.choices[tok]
+        if nxt is None:
+            break
+        p = nxt
+    return p if p is not parser else None
 
 
 # --- ranges, assumptions and a shared config file (every subcommand) -------------------------------------
@@ -344,18 +459,21 @@ def _field(cfg: RabitConfig, path: str) -> Any:
     return obj
 
 
-def fill_from_config(args: argparse.Namespace, extra: dict[str, str] | None = None) -> argparse.Namespace:
+def fill_from_config(args: argparse.Namespace, extra: dict[str, str] | None = None,
+                     skip: tuple[str, ...] = ()) -> argparse.Namespace:
     """Check ``--assume`` early, and fill every flag left at its default from ``--config FILE``.
 
     ``extra``: the command's own flag -> config field (``group.field``) pairs, e.g. the workload flags of
-    ``rabit simulate``.
+    ``rabit simulate``. ``skip``: flags the file does not fill (e.g. knobs a search picks unless pinned).
     """
     parse_assume(getattr(args, "assume", []))
-    cfg = config_file(args)
+    cfg = config_file(args) or getattr(args, "_analysis_config", None)  # --config FILE, else --analysis ID
     parser = getattr(args, "_parser", None)
     if cfg is None or parser is None:
         return args
     for dest, field in {**CONFIG_DEST, **(extra or {})}.items():
+        if dest in skip:
+            continue
         if hasattr(args, dest) and getattr(args, dest) == parser.get_default(dest):
             setattr(args, dest, _field(cfg, field))
     if hasattr(args, "gpus") and args.gpus == parser.get_default("gpus"):
@@ -372,7 +490,7 @@ def assumptions_from_args(args: argparse.Namespace):
     """The assumptions in force: the config file's (or the defaults), at ``--bound``, then each ``--assume``."""
     from core.assumptions import Assumptions
 
-    cfg = config_file(args)
+    cfg = config_file(args) or getattr(args, "_analysis_config", None)  # --config FILE, else --analysis ID
     a = cfg.assumptions if cfg is not None else Assumptions()
     bound = getattr(args, "bound", "base") or "base"
     if bound != "base":
@@ -397,3 +515,29 @@ def range_line(label: str, r, fmt) -> str:
     if r is None or r.basis == "none":
         return f"  {label}: {fmt(r.value) if r else '-'} (no assumption moves it)"
     return f"  {label}: {fmt(r.value)} (range {fmt(r.low)} ... {fmt(r.high)})"
+
+
+def with_calibrated(payload: dict[str, Any], args: argparse.Namespace, cfg: RabitConfig,
+                    keys: dict[str, str]) -> dict[str, Any]:
+    """With ``--analysis ID`` whose measured runs calibrate ``cfg``'s GPU kind, add ``payload["calibrated"]``:
+    ``{payload key: {"value", "low", "high", "basis": "calibrated", "n_runs", "factor", "metric"}}`` beside the
+    analytical value and its heuristic range. ``keys``: payload key -> calibration metric (``ttft_s.p50``)."""
+    aid = getattr(args, "analysis", None)
+    if not aid:
+        return payload
+    from core.calibration import calibrate_all, residuals_of
+
+    runs = tuple(r.run for r in load_analysis(aid).runs)
+    cals = calibrate_all(residuals_of(runs), cfg.gpu) if runs else {}
+    out = {}
+    for key, metric in keys.items():
+        v = payload
+        for part in key.split("."):
+            v = v.get(part) if isinstance(v, dict) else None
+        if metric in cals and isinstance(v, (int, float)) and v > 0:
+            rg = cals[metric].range(float(v))
+            out[key] = {"value": rg.value, "low": rg.low, "high": rg.high, "basis": rg.basis, "n_runs": rg.n_runs,
+                        "factor": cals[metric].factor, "metric": metric}
+    if out:
+        payload["calibrated"] = out
+    return payload

@@ -5,6 +5,11 @@
 ``--prometheus URL`` (optional, off unless given) queries a Prometheus server's HTTP API over ``--since``
 instead. A file that is not telemetry exits 2 with one line saying why.
 
+``--analysis ID``: the telemetry is attached to that saved analysis (only once it has parsed: a malformed file
+leaves the analysis untouched), and the analysis's own prediction (its simulated p95 TTFT and ITL, its cached
+prefix share) is what the divergence and prefix-cache rules compare with. ``--analysis ID`` alone diagnoses the
+telemetry last attached to it.
+
 JSON keys (contract, issue 11): ``fired`` (list of {rule, evidence, remedies}), ``not_evaluated`` (list of
 {rule, missing}), ``quiet`` (rules evaluated that did not fire).
 """
@@ -15,17 +20,19 @@ import argparse
 import os
 
 from cli.common import add_json, die, emit
+from core.limits import PayloadError, read_regular_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("diagnose", help="rules over a deployment's /metrics dump or time series: what is wrong")
-    src = p.add_mutually_exclusive_group(required=True)
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--metrics", metavar="FILE", help="Prometheus text dump or CSV of time series")
     src.add_argument("--prometheus", metavar="URL", help="query a Prometheus server (HTTP API) instead")
     p.add_argument("--since", type=float, default=3600.0, help="with --prometheus: seconds back from now")
     p.add_argument("--step", type=float, default=15.0, help="with --prometheus: seconds between points")
     p.add_argument("--timeout-s", type=float, default=5.0, help="with --prometheus: give up after this long")
-    p.add_argument("--analysis", metavar="ID", help="a saved analysis: its predictions and cached-prefix share")
+    p.add_argument("--analysis", metavar="ID", help="a saved analysis: attach the telemetry to it and compare with "
+                                                    "its predictions (alone: diagnose what is attached)")
     p.add_argument("--expect-p95-ttft-s", type=float, help="the predicted p95 TTFT [s] (instead of --analysis)")
     p.add_argument("--expect-p95-itl-s", type=float, help="the predicted p95 ITL [s] (instead of --analysis)")
     p.add_argument("--expect-prefix-cache", type=float, help="the share of prompt tokens expected to be cached")
@@ -45,10 +52,11 @@ def read_metrics(path: str):
         die(f"rabit diagnose: error: argument --metrics: {path} is {size / 1e6:,.1f} MB; the limit is "
             f"{MAX_BYTES / 1e6:.0f} MB (scrape one /metrics page, or export a shorter range)")
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_BYTES + 1)
+        data = read_regular_file(path, MAX_BYTES)  # a named pipe or device is refused, never read
     except OSError as exc:
         die(f"rabit diagnose: error: argument --metrics: cannot read {path}: {exc.strerror}")
+    except PayloadError as exc:
+        die(f"rabit diagnose: error: argument --metrics: {exc}")
     try:
         return parse(data, os.path.basename(path))
     except TelemetryError as exc:
@@ -56,26 +64,40 @@ def read_metrics(path: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.diagnose import Expectation, diagnose
+    from core.diagnose import diagnose
 
     for flag, v in (("--expect-p95-ttft-s", args.expect_p95_ttft_s), ("--expect-p95-itl-s", args.expect_p95_itl_s)):
         if v is not None and v <= 0:
             die(f"rabit diagnose: error: argument {flag}: must be positive, got {v:g}")
     if args.expect_prefix_cache is not None and not 0 <= args.expect_prefix_cache < 1:
         die(f"rabit diagnose: error: argument --expect-prefix-cache: a share in [0, 1), got {args.expect_prefix_cache:g}")
-    expect = Expectation(p95_ttft_s=args.expect_p95_ttft_s, p95_itl_s=args.expect_p95_itl_s,
-                         prefix_cache_frac=args.expect_prefix_cache)
+    if not (args.metrics or args.prometheus or args.analysis):
+        die("rabit diagnose: error: one of the arguments --metrics --prometheus --analysis is required")
+    analysis = None
     if args.analysis:
-        expect = _expectation_of(args.analysis, expect)
+        from cli.common import load_analysis
+
+        analysis = load_analysis(args.analysis)
     if args.metrics:
         tel = read_metrics(args.metrics)
-    else:
+    elif args.prometheus:
         from connectors.prometheus import PrometheusError, query_range
 
         try:
             tel = query_range(args.prometheus, since_s=args.since, step_s=args.step, timeout_s=args.timeout_s)
         except PrometheusError as exc:
             die(f"rabit diagnose: error: argument --prometheus: {exc}")
+    else:
+        tel = _attached(analysis)
+    note = ""
+    if analysis is not None and (args.metrics or args.prometheus):
+        # parsed (or fetched) in full before anything is written: bad telemetry never reaches the analysis
+        from cli.common import open_store
+        from core.telemetry import to_payload
+
+        tid = open_store().add_telemetry(analysis.id, tel.fmt, to_payload(tel))
+        note = f"attached to analysis {analysis.id} ({analysis.name}) as telemetry {tid}"
+    expect = _expectation(analysis, args)
     d = diagnose(tel, expect)
     payload = {
         "fired": [{"rule": f.rule, "evidence": f.evidence,
@@ -83,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         "not_evaluated": [{"rule": n.rule, "missing": list(n.missing)} for n in d.not_evaluated],
         "quiet": list(d.quiet),
     }
-    lines = [f"{tel.name}: {len(tel.samples):,} samples in {tel.num_series:,} series"]
+    lines = [f"{tel.name}: {len(tel.samples):,} samples in {tel.num_series:,} series"] + ([note] if note else [])
     if not d.fired:
         lines.append("No rule fired.")
     for f in d.fired:
@@ -99,7 +121,29 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _expectation_of(analysis_id: str, given):
-    """The saved analysis's predictions and cached-prefix share (needs the analysis store)."""
-    die("rabit diagnose: error: argument --analysis: saved analyses are not available in this build; "
-        "give --expect-p95-ttft-s, --expect-p95-itl-s and --expect-prefix-cache instead")
+def _attached(analysis):
+    """The telemetry last attached to a saved analysis (exit 2 when there is none: no telemetry, no diagnosis)."""
+    from core.telemetry import TelemetryError, from_payload
+
+    if not analysis.telemetry:
+        die(f"rabit diagnose: error: argument --analysis: analysis {analysis.id} has no telemetry attached, so there "
+            "is no diagnosis; attach some with --metrics FILE")
+    try:
+        return from_payload(analysis.telemetry[-1]["payload"])
+    except TelemetryError as exc:
+        die(f"rabit diagnose: error: argument --analysis: {exc}")
+
+
+def _expectation(analysis, args: argparse.Namespace):
+    """The saved analysis's prediction, with any --expect-* flag given alongside winning."""
+    from core.diagnose import Expectation, expectation_of
+
+    base = Expectation()
+    if analysis is not None:
+        try:
+            base = expectation_of(analysis.config)
+        except (ValueError, KeyError):  # a config the simulator cannot run (e.g. a training analysis)
+            base = Expectation(prefix_cache_frac=analysis.config.prefix_cache_frac or None)
+    given = {k: v for k, v in (("p95_ttft_s", args.expect_p95_ttft_s), ("p95_itl_s", args.expect_p95_itl_s),
+                               ("prefix_cache_frac", args.expect_prefix_cache)) if v is not None}
+    return base.model_copy(update=given)

@@ -10,13 +10,13 @@ import sys
 
 from pydantic import ValidationError
 
-from cli.common import OneLineParser, die, flag_for
+from cli.common import ESTIMATE_COMMANDS, OneLineParser, add_analysis_arg, die, flag_for, parse_with_analysis
 from core.config import error_text
 
 #: One module per subcommand, each with ``register(subparsers)``, in help order.
 COMMANDS = ("cli.memory_cmd", "cli.speed_cmd", "cli.simulate_cmd", "cli.train_cmd", "cli.recommend_cmd",
             "cli.catalog_cmd", "cli.assumptions_cmd", "cli.validate_cmd", "cli.next_experiment_cmd",
-            "cli.diagnose_cmd")
+            "cli.diagnose_cmd", "cli.analyses_cmd", "cli.calibrate_cmd")
 
 
 def build_parser() -> OneLineParser:
@@ -25,6 +25,9 @@ def build_parser() -> OneLineParser:
     for name in COMMANDS:
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name).register(sub)
+    for name in ESTIMATE_COMMANDS:
+        if name in sub.choices:
+            add_analysis_arg(sub.choices[name])
     return p
 
 
@@ -37,7 +40,7 @@ def _subparser(parser: OneLineParser, command: str) -> argparse.ArgumentParser |
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_with_analysis(parser, argv)
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:

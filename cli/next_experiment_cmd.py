@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--output-spread", type=float, default=0.3, help="relative spread of the mean output length")
     g.add_argument("--rate-spread", type=float, default=0.3, help="relative spread of the arrival rate")
     g.add_argument("--points-per-side", type=int, default=2, help="re-runs on each side of an input's base value")
-    if not any("--analysis" in a.option_strings for a in p._actions):
+    if not any("--analysis" in a.option_strings for a in p._actions):  # cli.main may add its own (it wins)
         g.add_argument("--analysis", metavar="ID", help="a saved analysis (its config and inputs; flags override)")
     p.set_defaults(func=run, _parser=p)
 
@@ -45,12 +45,11 @@ def run(args: argparse.Namespace) -> int:
     from cli.recommend_cmd import CONFIG_DEST, serving_inputs
     from core.next_experiment import NextExperimentSpec, next_experiment
 
-    if getattr(args, "analysis", None):
-        _analysis_into(args)
+    if getattr(args, "analysis", None) and not hasattr(args, "_analysis_config"):
+        die("rabit next-experiment: error: argument --analysis: saved analyses are not available in this build")
     fill_from_config(args, CONFIG_DEST)
     if args.train:
-        die("rabit next-experiment: error: argument --train: next-experiment questions a serving recommendation; "
-            "drop --train")
+        return run_training(args)
     if args.emit:
         die("rabit next-experiment: error: argument --emit: not available here (use rabit recommend --emit)")
     if args.rate is None:
@@ -79,21 +78,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _analysis_into(args: argparse.Namespace) -> None:
-    """Fill the flags left at their defaults from a saved analysis (the store's ``--analysis`` handling)."""
-    try:
-        from cli import common
-    except ImportError:  # pragma: no cover
-        common = None
-    load = getattr(common, "apply_analysis", None)
-    if load is None:
-        die("rabit next-experiment: error: argument --analysis: saved analyses are not available in this build")
-    load(args)
+def run_training(args: argparse.Namespace) -> int:
+    """--train: which measurement could change the training run (training and communication efficiency per kind)."""
+    from cli.recommend_cmd import training_inputs
+    from core.next_experiment import TrainingExperimentSpec, next_training_experiment
+
+    if args.emit:
+        die("rabit next-experiment: error: argument --emit: not available here (use rabit recommend --emit)")
+    cfg, cons, prices = training_inputs(args)
+    spec = TrainingExperimentSpec(config=cfg, deadline_s=cfg.targets.deadline_days * 86400, constraints=cons,
+                                  points_per_side=args.points_per_side)
+    r = next_training_experiment(spec, prices)
+    emit(to_json(r), args.json, human(r))
+    return 0
 
 
 def to_json(r) -> dict:
     base = r.baseline.recommendation
-    return {
+    return {  # serving: the pick (Pick); --train: the run (TrainingOption)
         "experiments": [{"input": e.input.key, "flip_chance": e.flip_chance, "flips_to": e.flips_to,
                          "gpu_hours": e.gpu_hours, "cost_usd": e.cost_usd, "command": e.command}
                         for e in r.experiments],
@@ -104,8 +106,13 @@ def to_json(r) -> dict:
 
 def human(r) -> str:
     base = r.baseline.recommendation
-    lines = [f"Baseline: {base.label} at ${base.cost_per_hour:,.2f}/h" if base else
-             "Baseline: nothing meets the target (every re-run is compared with that)",
+    if base is not None and hasattr(base, "cost_per_hour"):
+        head = f"Baseline: {base.label} at ${base.cost_per_hour:,.2f}/h"
+    elif base is not None:
+        head = f"Baseline: {base.gpus:,} x {base.gpu} ({base.layout}), ${base.cost_usd:,.0f} for the run"
+    else:
+        head = "Baseline: nothing meets the target (every re-run is compared with that)"
+    lines = [head,
              f"{r.reruns} optimizer re-runs across {len(r.experiments) + len(r.stable)} uncertain inputs", ""]
     if r.experiments:
         lines.append(f"{'#':>2}  {'input':<24} {'flip':>5} {'GPU-h':>7} {'cost':>9}  flips to")

@@ -261,8 +261,11 @@ def _launch_text(kind: str, r, goal) -> str:
 
 
 def run_training(args: argparse.Namespace) -> int:
-    from core.optimizer import recommend_training
+    return _run_training(args, *training_inputs(args))
 
+
+def training_inputs(args: argparse.Namespace) -> tuple:
+    """(config, constraints, prices) from the --train flags (exit 2 naming the flag); next-experiment shares it."""
     for flag, v in (("--tokens", args.tokens), ("--deadline-days", args.deadline_days)):
         if v is None:
             die(f"rabit recommend: error: argument {flag}: required with --train")
@@ -278,7 +281,12 @@ def run_training(args: argparse.Namespace) -> int:
                                            train_gpus_allowed=args.gpus_allowed))
     except ValidationError as exc:
         _die_validation(exc)
-    cons = Constraints.from_config(cfg, training=True)
+    return cfg, Constraints.from_config(cfg, training=True), prices
+
+
+def _run_training(args: argparse.Namespace, cfg, cons, prices) -> int:
+    from core.optimizer import recommend_training
+
     r = recommend_training(cfg, cfg.targets.deadline_days * 86400, cons, prices)
     rg = training_option_ranges(cfg, r.recommendation) if r.recommendation else {}
     payload = {

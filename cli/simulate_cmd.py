@@ -8,7 +8,8 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_weight_kv_args, cli_budget,
-                        config_from_args, die, emit, fill_from_config, read_file, with_ranges)
+                        config_from_args, die, emit, fill_from_config, read_file, with_calibrated,
+                        with_ranges)
 from core import choices
 from core.config import DEFAULT, RabitConfig, Workload
 from core.limits import MAX_TABLE_BYTES
@@ -69,6 +70,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--timeout", type=float, default=W.timeout_s,
                    help="cancel a request not finished this many seconds after arrival")
     s.add_argument("--kv-pool-tokens", type=int, default=W.kv_pool_tokens, help="override the KV pool size (what-if)")
+    s.add_argument("--engine", choices=choices.ENGINES,
+                   help="take this engine's documented defaults for --max-batch, --token-budget and --kv-admission "
+                        "on the GPU (flags left at their defaults only)")
+    s.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_false",
+                   help="a preempted request recomputes from scratch (prefix cache off)")
     p.add_argument("--seed", type=int, default=W.seed)
     add_range_args(p)
     add_json(p)
@@ -94,7 +100,8 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
                        users=args.users, think_s=args.think, num_requests=args.requests, duration_s=args.duration,
                        lengths=args.lengths, spread=args.spread, policy=args.policy, token_budget=args.token_budget,
                        max_batch=args.max_batch, admission=args.kv_admission, timeout_s=args.timeout,
-                       kv_pool_tokens=args.kv_pool_tokens, seed=args.seed)
+                       kv_pool_tokens=args.kv_pool_tokens, seed=args.seed, engine=args.engine or W.engine,
+                       prefix_caching=args.prefix_caching)
     except ValidationError as exc:
         _spec_error(exc)
 
@@ -119,8 +126,25 @@ def _pct(p: dict) -> str:
     return f"p50 {one(p['p50'])}, p95 {one(p['p95'])}, p99 {one(p['p99'])} (n={p['n']:,})"
 
 
+def _engine_defaults(args: argparse.Namespace) -> None:
+    """--engine: the engine's documented scheduler defaults on this GPU, for the flags left at their defaults."""
+    if not args.engine:
+        return
+    from core import catalog
+    from core.engines import engine_defaults
+
+    try:
+        d = engine_defaults(args.engine, catalog.gpu(args.gpu))
+    except KeyError as exc:
+        die(f"rabit simulate: error: argument --gpu: {exc.args[0]}")
+    for attr, value in (("max_batch", d.max_batch), ("token_budget", d.token_budget), ("kv_admission", d.admission)):
+        if getattr(args, attr) == getattr(W, {"kv_admission": "admission"}.get(attr, attr)):
+            setattr(args, attr, value)
+
+
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args, CONFIG_DEST)
+    _engine_defaults(args)
     if args.input < 1 or args.output < 1:
         die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")
     cfg = config_from_args(args, input_tokens=args.input, output_tokens=args.output,
@@ -136,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         "gpus": cfg.gpus, "tp": cfg.tp, "pp": cfg.pp, "arrival": spec.arrival,
         "rate_per_s": spec.rate_per_s if spec.arrival == "poisson" else None, "policy": spec.policy,
         "kv_admission": spec.admission, "max_batch": spec.max_batch, "token_budget": spec.token_budget,
+        "engine": cfg.workload.engine, "prefix_caching": spec.prefix_caching,
         "seed": spec.seed, **s, "kv_pool_tokens": r.kv_pool_tokens,
         "capacity_requests_per_s": r.capacity.requests_per_s,
         "capacity_output_tokens_per_s": r.capacity.output_tokens_per_s, "capacity_batch": r.capacity.batch,
@@ -153,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
         f"{r.capacity.limited_by})",
         f"  KV pool {r.kv_pool_tokens:,} tokens, mean occupancy {s['kv_occupancy_mean']:.0%}; prefill share of time "
         f"{s['prefill_time_share']:.0%}; GPU busy {s['gpu_busy_share']:.0%}",
-        f"  preemptions {s['preemptions']:,}, rejected {s['rejected']:,}, timed out {s['timed_out']:,}",
+        f"  preemptions {s['preemptions']:,} ({s['preemptions_per_request']:.3g} per request), rejected "
+        f"{s['rejected']:,}, timed out {s['timed_out']:,}" + (f"\n  {s['thrash_note']}" if s["thrash"] else ""),
         ("  SATURATED: " if s["saturated"] else "  stable: " if s["saturation_verdict"] == "stable" else "  ")
         + s["saturation_reason"],
     ])
@@ -164,5 +190,7 @@ def run(args: argparse.Namespace) -> int:
     human += "\n  ranges (" + payload["range_basis"] + "): " + "; ".join(
         f"{k} {fmt_time(rg.ranges[k].low)} ... {fmt_time(rg.ranges[k].high)}" for k in ("ttft_s.p95", "e2e_s.p95")
         if rg.ranges[k].basis != "none") + f"\n  saturation: {rg.verdict_text()}"
+    with_calibrated(payload, args, cfg, {f"{m}.{q}": f"{m}.{q}" for m in ("ttft_s", "itl_s", "e2e_s")
+                                         for q in ("p50", "p99")} | {"throughput_tokens_per_s": "throughput_tokens_per_s"})
     emit(payload, args.json, human)
     return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_serving_args,
-                        config_from_args, die, emit, fill_from_config, range_line, with_ranges)
+                        config_from_args, die, emit, fill_from_config, range_line, with_calibrated, with_ranges)
 from core import catalog, choices
 from core.config import DEFAULT
 from core.memory import serving_memory
@@ -110,5 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if len(payload["bound_inside_range"]) > 1:
         human.append(f"  the decode step's binding limit changes inside the range: "
                      f"{' / '.join(payload['bound_inside_range'])}")
+    with_calibrated(payload, args, cfg, {"prefill_s": "ttft_s.p50", "decode_step_s": "itl_s.p50",
+                                         "tokens_per_s": "throughput_tokens_per_s"})
     emit(payload, args.json, "\n".join(human))
     return 0

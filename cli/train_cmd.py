@@ -96,7 +96,9 @@ def _parse_layout(text: str) -> tuple[int, int, int, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    fill_from_config(args)
+    # the search picks ZeRO, recomputation and micro-batch unless a flag pins them, as the Training page does
+    # unless its "use the sidebar's" box is ticked: a config file does not pin them
+    fill_from_config(args, skip=("zero", "recompute", "micro_batch"))
     if args.gpu not in catalog.gpus():
         die(f"rabit: error: argument --gpu: unknown GPU '{args.gpu}'; known: {', '.join(sorted(catalog.gpus()))}")
     node = args.gpus_per_node or catalog.gpu(args.gpu).gpus_per_node

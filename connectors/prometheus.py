@@ -47,7 +47,7 @@ def check_url(url: str) -> str:
     if parts.query or parts.fragment:
         raise PrometheusError(f"{url!r}: give the server's base URL without a query")
     try:
-        _ = parts.port  # urllib parses the port lazily: reading it is the check
+        _ = parts.port  # urlsplit checks the port only when asked
     except ValueError:
         raise PrometheusError(f"{url!r}: the port is not a number") from None
     return url.strip().rstrip("/")
@@ -79,7 +79,7 @@ def query_range(url: str, since_s: float = 3600.0, step_s: float = 15.0, timeout
         except (ValueError, OSError):
             pass
         raise PrometheusError(f"{base} answered HTTP {exc.code}{': ' + detail if detail else ''}") from None
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         raise PrometheusError(f"{base} did not answer within {timeout_s:g} s") from None
     except urllib.error.URLError as exc:
         reason = exc.reason

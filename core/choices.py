@@ -73,6 +73,8 @@ Arrival = Literal["poisson", "closed"]
 LengthKind = Literal["fixed", "uniform", "lognormal"]
 SchedulerPolicy = Literal["chunked", "prefill_priority"]
 Admission = Literal["preempt", "reserve"]
+#: Serving engines whose documented scheduler defaults core.engines knows.
+Engine = Literal["vllm", "sglang", "trtllm"]
 
 ARRIVAL_LABELS = MappingProxyType({"poisson": "Poisson (open)", "closed": "closed loop"})
 POLICY_LABELS = MappingProxyType({"chunked": "chunked prefill", "prefill_priority": "prefill priority"})
@@ -98,5 +100,6 @@ ARRIVALS = values(Arrival)
 LENGTH_KINDS = values(LengthKind)
 SCHEDULER_POLICIES = values(SchedulerPolicy)
 ADMISSIONS = values(Admission)
+ENGINES = values(Engine)
 PRICE_KINDS = values(PriceKind)
 PRICE_POLICIES = values(PricePolicy)

@@ -21,8 +21,8 @@ Metric names are the ones the servers expose:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -310,7 +310,7 @@ RULES: tuple[Rule, ...] = (
          (R("turn prefix caching on", "--enable-prefix-caching"),
           R("route requests that share a prefix to the same replica", "prefix-aware (session-affine) routing"),
           R("put the shared system prompt first and keep it byte-identical", "prompt template")),
-         needs_expectation="the analysis's cached-prefix share (--analysis ID)"),
+         needs_expectation="the analysis's cached-prefix share (a saved analysis, or entered by hand)"),
     Rule("memory_headroom", "Memory headroom: out-of-memory risk", (FB_USED, FB_FREE),
          f"free HBM < {HEADROOM_FREE_FRAC:.0%} on some GPU", _headroom,
          (R("leave more HBM to the runtime", "gpu_mem_util 0.95 -> 0.90 (--gpu-memory-utilization 0.90)"),
@@ -320,18 +320,21 @@ RULES: tuple[Rule, ...] = (
          f"measured / predicted p95 outside [{DIVERGE_LOW:g}, {DIVERGE_HIGH:g}]", _diverge,
          (R("calibrate the model with this deployment's runs", "upload a vllm bench serve result on the Calibration page"),
           R("check the deployment matches the analysis (GPU, TP, precision, lengths)", "compare with rabit analyses show ID"))
-         , needs_expectation="the analysis's predicted p95 TTFT or ITL (--analysis ID)"),
+         , needs_expectation="the analysis's predicted p95 TTFT or ITL (a saved analysis, or entered by hand)"),
 )
 
 
-def diagnose(tel: Telemetry, expect: Expectation = Expectation()) -> Diagnosis:
+NO_EXPECTATION = Expectation()
+
+
+def diagnose(tel: Telemetry, expect: Expectation = NO_EXPECTATION) -> Diagnosis:
     """Run every rule on ``tel``. A rule with a needed metric absent is listed as not evaluated."""
     if tel is None:
         raise ValueError("no telemetry, no diagnosis: attach a /metrics dump or a CSV of time series")
     v = _View(tel)
-    fired: list = []
-    missing_l: list = []
-    quiet: list = []
+    fired: list[Finding] = []
+    missing_l: list[NotEvaluated] = []
+    quiet: list[str] = []
     for rule in RULES:
         if rule.id == "latency_diverges":  # either latency histogram is enough, with its own prediction
             pairs = [m for m, w in ((TTFT, expect.p95_ttft_s), (ITL, expect.p95_itl_s)) if w is not None and v.has(m)]
@@ -359,3 +362,13 @@ def diagnose(tel: Telemetry, expect: Expectation = Expectation()) -> Diagnosis:
         else:
             quiet.append(rule.id)
     return Diagnosis(fired=tuple(fired), not_evaluated=tuple(missing_l), quiet=tuple(quiet))
+
+
+def expectation_of(cfg) -> Expectation:
+    """What an analysis predicts for its deployment: the serving simulation's p95 TTFT and ITL for one replica
+    at the config's workload (:func:`core.simulate.simulate`), and its cached-prefix share."""
+    from core.simulate import sim_spec, simulate
+
+    s = simulate(cfg, sim_spec(cfg)).summary
+    return Expectation(p95_ttft_s=s.ttft_s.p95, p95_itl_s=s.itl_s.p95,
+                       prefix_cache_frac=cfg.prefix_cache_frac or None)

@@ -220,7 +220,9 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
                      C=C, u=a.gpu_mem_util, note="gpu_memory_utilization")
     budget = tr.step("kv_budget_bytes_per_gpu", "Left for KV cache per GPU", "K_b", "C_u - O - W - A",
                      usable - O - W - A, unit="B", C_u=usable, O=O, W=W, A=A)
-    n_paged: float = max(0, math.floor((budget - prefix_once) / per_seq))
+    # a sequence always holds at least its newest token of its own (a prefix share close to 1 or an all-sliding
+    # model must not make the per-sequence cost zero)
+    n_paged: float = max(0, math.floor((budget - prefix_once) / max(per_seq, k_gpu)))
     n_paged = tr.step("max_sequences", "Concurrent sequences per replica (paged)", "N",
                       "max(0, floor((K_b - k_g * S_shared) / k_s))", n_paged, unit="seq",
                       K_b=budget, k_g=k_gpu, S_shared=shared_eff, k_s=per_seq,

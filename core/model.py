@@ -64,6 +64,16 @@ class ModelArch(BaseModel):
     ssm_layers: int = Field(0, ge=0)
     ssm_mixer_params: int = Field(0, ge=0)  # parameters of one such mixer
 
+    @field_validator("slug", "name", mode="before")
+    @classmethod
+    def _plain_name(cls, v: Any) -> Any:
+        """Names come from users (a link, a config.json): letters, digits and ``._/+()-`` only, at most 100.
+
+        Anything else could render as markup where the name is shown (``![x](http://...)`` would make every
+        viewer's browser fetch a remote URL).
+        """
+        return _clean_name(v) if isinstance(v, str) else v
+
     @field_validator(*(f for f in ARCH_DOMAINS if f not in ("num_mamba_layers",)), mode="before")
     @classmethod
     def _in_domain(cls, v: Any, info: Any) -> Any:
@@ -267,7 +277,7 @@ UNSUPPORTED: dict[str, str] = {
     "xlnet": "a permutation language model with two-stream attention, which is not modelled",
 }
 #: Characters kept in a name taken from a config.json (everything else could render as markup).
-_NAME_OK = re.compile(r"[^A-Za-z0-9 ._/+-]")
+_NAME_OK = re.compile(r"[^A-Za-z0-9 ._/+()-]")
 
 
 class UnsupportedArchitecture(ValueError):

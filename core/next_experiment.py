@@ -17,10 +17,12 @@ for prefill, ``comm_bw_eff`` for the fabric) and, for the workload, from the use
 +-30 % of the mean prompt length, output length and rate).
 
 Speed: every re-run passes one ``memo`` to the optimizer, which shares its per-GPU-kind screens and its
-simulations across re-runs, so moving one GPU kind's efficiency re-screens that kind only, and skips the
-leftover-budget simulations (they feed alternatives, never the pick). Re-runs are then tens of milliseconds
-of Python under the GIL: a thread pool gains nothing on two cores and a process pool would lose the shared
-memo and pay its start-up (both measured with ``bench/next_experiment.py``), so they run in one thread.
+simulations across re-runs (moving one kind's efficiency re-screens that kind only) and skips the
+leftover-budget simulations (they feed alternatives, never the pick). A GPU kind other than today's whose
+cheapest estimate stays above today's cost even at its optimistic bound cannot take the pick at any point
+(:func:`out_of_reach`): one screen settles its points. The re-runs are Python under the GIL, so threads gain
+nothing; they are shared between this process and one forked child pulling tasks from a shared counter
+(``bench/next_experiment.py`` measures both ways).
 """
 
 from __future__ import annotations
@@ -28,18 +30,29 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import catalog
 from core.assumptions import REGISTRY
 from core.catalog import Price
-from core.optimizer import Candidate, Constraints, Pick, Recommendation, ServingGoal, recommend
+from core.config import RabitConfig
+from core.optimizer import (
+    Candidate,
+    Constraints,
+    Pick,
+    Recommendation,
+    ServingGoal,
+    TrainingOption,
+    TrainingRecommendation,
+    recommend,
+)
 from core.pricing import gpu_price
 
-InputKind = Literal["decode", "prefill", "comm", "prompt", "output", "rate"]
+InputKind = Literal["decode", "prefill", "comm", "prompt", "output", "rate", "train"]
 
 #: Which assumption each per-GPU input moves.
 ASSUMPTION_OF: dict[str, str] = {"decode": "mbu", "prefill": "mfu_max", "comm": "comm_bw_eff"}
@@ -85,6 +98,7 @@ class Point(_F):
     flipped: bool
     changes: tuple[str, ...]  # what differs from the baseline: "GPU kind h200 -> h100-sxm", ...
     cost_per_hour: float | None
+    rerun: bool = True  # False: settled by the out-of-reach check (:func:`out_of_reach`), not re-run
 
 
 class Experiment(_F):
@@ -102,6 +116,7 @@ class Experiment(_F):
     cost_usd: float
     command: str
     then: str  # what to do with the output
+    note: str = ""  # why an input cannot flip the decision, when that was shown without re-running it
 
     @property
     def score(self) -> float:
@@ -155,7 +170,7 @@ def uncertain_inputs(spec: NextExperimentSpec, baseline: Recommendation) -> tupl
     if goal.workload.trace is None:
         for kind, mean, frac, label in (("prompt", i_mean, spec.prompt_spread_frac, "Mean prompt length"),
                                         ("output", o_mean, spec.output_spread_frac, "Mean output length")):
-            out.append(UncertainInput(key=kind, kind=kind, label=label, base=mean, low=mean * (1 + frac),
+            out.append(UncertainInput(key=kind, kind=kind, label=label, base=mean, low=mean * (1 + frac),  # type: ignore[arg-type]
                                       high=max(1.0, mean * (1 - frac)), unit="tokens",
                                       source=f"your spread: +-{frac:.0%} of the analysis's mean"))
     r, frac = goal.rate_per_s, spec.rate_spread_frac
@@ -268,8 +283,9 @@ def _quant_flags(weights: str, kv: str) -> str:
 
 
 def _checkpoint_note(weights: str) -> str:
-    return {"int4": " (use an INT4 AWQ/GPTQ checkpoint of this model)",
-            "nvfp4": " (use an NVFP4 checkpoint of this model, e.g. from NVIDIA Model Optimizer)"}.get(weights, "")
+    """A shell comment naming the checkpoint a 4-bit format needs (vLLM reads them pre-quantized)."""
+    return {"int4": "  # use an INT4 (AWQ or GPTQ) checkpoint of this model",
+            "nvfp4": "  # use an NVFP4 checkpoint of this model (e.g. from NVIDIA Model Optimizer)"}.get(weights, "")
 
 
 def measurement(inp: UncertainInput, spec: NextExperimentSpec, baseline: Recommendation, pts: tuple[Point, ...],
@@ -292,9 +308,9 @@ def measurement(inp: UncertainInput, spec: NextExperimentSpec, baseline: Recomme
             q = f"sum(rate({metric[0]}_sum[1h])) / sum(rate({metric[0]}_count[1h]))"
         cmd = (f"curl -sG http://PROMETHEUS:9090/api/v1/query --data-urlencode {shlex.quote('query=' + q)}"
                f"  # {metric[1]} over the last hour of production traffic (or count it in your request logs)")
-        return dict(measurement=f"read the {metric[1]} from production traffic or request logs (no GPU time)",
-                    gpu=None, gpus=0, duration_s=0.0, gpu_hours=0.0, cost_usd=0.0, command=cmd,
-                    then="Enter the measured value as the analysis's input and re-run.")
+        return {"measurement": f"read the {metric[1]} from production traffic or request logs (no GPU time)",
+                    "gpu": None, "gpus": 0, "duration_s": 0.0, "gpu_hours": 0.0, "cost_usd": 0.0, "command": cmd,
+                    "then": "Enter the measured value as the analysis's input and re-run."}
     assert inp.gpu is not None
     n, tp, pp, w, kv, replicas = _replica_on(inp.gpu, baseline, pts, flips)
     price = gpu_price(inp.gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
@@ -309,7 +325,8 @@ def measurement(inp: UncertainInput, spec: NextExperimentSpec, baseline: Recomme
         rate = goal.rate_per_s / max(1, replicas)
         prompts = max(BENCH_MIN_PROMPTS, math.ceil(rate * BENCH_STEADY_S))
         dur = load_s + prompts / rate
-        cmd = (f"{serve}\nvllm bench serve --model {model} --dataset-name random --random-input-len {I} "
+        cmd = (f"{serve}\nuntil curl -sf localhost:8000/health; do sleep 10; done  # the server is up\n"
+               f"vllm bench serve --model {model} --dataset-name random --random-input-len {I} "
                f"--random-output-len {O} --request-rate {rate:.4g} --num-prompts {prompts} --save-result "
                f"--result-filename decode-{inp.gpu}-tp{tp}.json")
         what = (f"vllm bench serve on one replica of {n} x {inp.gpu} (TP {tp}{f' PP {pp}' if pp > 1 else ''}) "
@@ -331,8 +348,8 @@ def measurement(inp: UncertainInput, spec: NextExperimentSpec, baseline: Recomme
         what = f"{tool} all_reduce_perf on {n} x {inp.gpu} (the tensor-parallel group's fabric)"
         then = "Enter busbw / link peak as the communication efficiency (assumption comm_bw_eff) and re-run."
     gpu_hours = n * dur / 3600.0
-    return dict(measurement=what, gpu=inp.gpu, gpus=n, duration_s=dur, gpu_hours=gpu_hours,
-                cost_usd=gpu_hours * usd, command=cmd, then=then)
+    return {"measurement": what, "gpu": inp.gpu, "gpus": n, "duration_s": dur, "gpu_hours": gpu_hours,
+                "cost_usd": gpu_hours * usd, "command": cmd, "then": then}
 
 
 def training_step_command(model: str, gpus: int, tp: int, pp: int, seq_len: int, micro_batch: int = 1) -> str:
@@ -346,17 +363,51 @@ def training_step_command(model: str, gpus: int, tp: int, pp: int, seq_len: int,
 
 Progress = Callable[[int, int, str], None]
 
-#: Relative cost of one re-run, for splitting the work between processes: a workload input re-screens every
-#: GPU kind and re-simulates; the baseline kind's inputs re-simulate its candidates; other kinds re-screen one.
-_WEIGHT = {"workload": 8.0, "baseline kind": 4.0, "other kind": 1.0}
+#: A task: one uncertain input and the values to evaluate (one value for a workload point, all of a per-GPU
+#: input's points at once: those are cheap, and most end at the out-of-reach check).
+_Task = tuple[int, tuple[float, ...]]
+_Result = tuple[tuple[Point, ...], list, str]
 
 
-def _rerun_input(spec: NextExperimentSpec, prices: tuple[Price, ...], memo: dict, base_pick: Pick | None,
-                 inp: UncertainInput, tick: Callable[[str], None]) -> tuple[tuple[Point, ...], list[Pick | None]]:
+def out_of_reach(spec: NextExperimentSpec, prices: tuple[Price, ...], base_pick: Pick | None,
+                 inp: UncertainInput) -> str:
+    """Why no point of a per-GPU input's range can flip the decision without re-running it, or "".
+
+    For a GPU kind other than today's, the optimizer simulates that kind's candidates only while their
+    closed-form cost is below the cheapest verified cost (branch and bound, :func:`core.optimizer.recommend`),
+    and every candidate's estimate falls as the kind's efficiency rises. So if even at the optimistic bound the
+    kind's cheapest estimate is above today's verified cost, none of its candidates is simulated at any point of
+    the range and today's pick stands: one closed-form screen settles all the points.
+    """
+    if base_pick is None or inp.gpu is None or inp.gpu == base_pick.gpu:
+        return ""
+    from core.optimizer import screen
+
+    one = spec.constraints.model_copy(update={"gpus_allowed": (inp.gpu,)})
+    cands = [c for c in screen(moved_goal(spec.goal, inp, inp.high), one, prices)
+             if not c.pruned and c.cost_per_hour is not None]
+    if not cands:
+        return (f"no {inp.gpu} configuration survives the screen even at the optimistic bound "
+                f"({inp.high:g}): the choice cannot move to {inp.gpu}")
+    cheapest = min(c.cost_per_hour or math.inf for c in cands)
+    if cheapest > base_pick.cost_per_hour:
+        return (f"even at the optimistic bound ({inp.high:g}) the cheapest {inp.gpu} configuration is estimated "
+                f"at ${cheapest:,.2f}/h, above today's ${base_pick.cost_per_hour:,.2f}/h: no point of the range "
+                "can flip the decision")
+    return ""
+
+
+def _run_task(spec: NextExperimentSpec, prices: tuple[Price, ...], memo: dict, base_pick: Pick | None,
+              inp: UncertainInput, values: tuple[float, ...], tick: Callable[[str], None]) -> _Result:
+    note = out_of_reach(spec, prices, base_pick, inp) if len(values) > 1 else ""
     pts: list[Point] = []
     flips: list[Pick | None] = []
-    for v in points(inp, spec.points_per_side):
+    for v in values:
         tick(f"{inp.label} = {v:.4g}")
+        if note:
+            pts.append(Point(value=v, choice=base_pick.label if base_pick else NOTHING, flipped=False, changes=(),
+                             cost_per_hour=base_pick.cost_per_hour if base_pick else None, rerun=False))
+            continue
         rec = recommend(moved_goal(spec.goal, inp, v), spec.constraints, prices, memo=memo, alternatives=False)
         pick = _choice(rec)
         diff = changes(base_pick, pick)
@@ -364,50 +415,78 @@ def _rerun_input(spec: NextExperimentSpec, prices: tuple[Price, ...], memo: dict
                          cost_per_hour=pick.cost_per_hour if pick else None))
         if diff:
             flips.append(pick)
-    return tuple(pts), flips
+    return tuple(pts), flips, note
 
 
-def _child(conn, spec, prices, memo, base_pick, inputs) -> None:  # pragma: no cover - runs in a forked child
+class _Counter:
+    """The next task's index when no child shares it."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = None
+
+    def get_lock(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+def _take(counter, n: int) -> int | None:
+    with counter.get_lock():
+        i = counter.value
+        counter.value += 1
+    return i if i < n else None
+
+
+def _child(conn, counter, tasks, spec, prices, memo, base_pick, inputs) -> None:  # pragma: no cover - forked
     try:
-        out = [_rerun_input(spec, prices, memo, base_pick, inp, lambda label: conn.send(("tick", label)))
-               for inp in inputs]
-        conn.send(("done", out))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which re-runs the share itself
-        conn.send(("error", repr(exc)))
+        while (i := _take(counter, len(tasks))) is not None:
+            k, values = tasks[i]
+            res = _run_task(spec, prices, memo, base_pick, inputs[k], values, lambda lab: conn.send(("tick", lab, None)))
+            conn.send(("result", i, res))
+        conn.send(("done", None, None))
+    except BaseException as exc:  # noqa: BLE001 - the parent runs whatever is left
+        try:
+            conn.send(("error", None, repr(exc)))
+        except OSError:
+            pass
     finally:
         conn.close()
 
 
-def _split(inputs: tuple[UncertainInput, ...], base_pick: Pick | None) -> tuple[list[int], list[int]]:
-    """Two shares of about equal work (longest first onto the lighter share)."""
-    def weight(inp: UncertainInput) -> float:
-        if inp.gpu is None:
-            return _WEIGHT["workload"]
-        return _WEIGHT["baseline kind"] if base_pick is not None and inp.gpu == base_pick.gpu else _WEIGHT["other kind"]
+def _tasks(spec: NextExperimentSpec, inputs: tuple[UncertainInput, ...], base_pick: Pick | None) -> list[_Task]:
+    """Heaviest first (each workload point re-screens every kind and re-simulates; today's kind re-simulates its
+    candidates; other kinds mostly end at the out-of-reach check), so two processes finish together."""
+    def order(k: int) -> int:
+        gpu = inputs[k].gpu
+        return 0 if gpu is None else 1 if base_pick is not None and gpu == base_pick.gpu else 2
 
-    shares: tuple[list[int], list[int]] = ([], [])
-    loads = [0.0, 0.0]
-    for i in sorted(range(len(inputs)), key=lambda i: -weight(inputs[i])):
-        k = 0 if loads[0] <= loads[1] else 1
-        shares[k].append(i)
-        loads[k] += weight(inputs[i])
-    return shares
+    out: list[_Task] = []
+    for k in sorted(range(len(inputs)), key=order):
+        values = points(inputs[k], spec.points_per_side)
+        if inputs[k].gpu is None:
+            out.extend((k, (v,)) for v in values)
+        elif values:
+            out.append((k, values))
+    return out
 
 
 def next_experiment(spec: NextExperimentSpec, prices: tuple[Price, ...] | None = None,
                     progress: Progress | None = None, workers: int = 2) -> NextExperiment:
     """Move every uncertain input across its range, re-run the optimizer, rank the measurements.
 
-    ``progress``: optional ``(done, total, label)`` callable (called, never stored). ``workers``: 2 splits
-    the re-runs between this process and one forked child (each keeps the baseline's shared screens and
-    simulations); 1, or a platform without ``fork``, runs them here. Both give the same answer.
+    ``progress``: optional ``(done, total, label)`` callable (called, never stored). ``workers``: 2 shares the
+    tasks between this process and one forked child (each pulls the next task from a shared counter and keeps
+    the baseline's shared screens and simulations); 1, or a platform without ``fork``, runs them here. Both
+    give the same answer.
     """
     prices = prices if prices is not None else catalog.prices()
     memo: dict = {}
-    baseline = recommend(spec.goal, spec.constraints, prices, memo=memo)
+    baseline = recommend(spec.goal, spec.constraints, prices, memo=memo, alternatives=False)
     base_pick = _choice(baseline)
     inputs = uncertain_inputs(spec, baseline)
-    total = sum(len(points(inp, spec.points_per_side)) for inp in inputs)
+    tasks = _tasks(spec, inputs, base_pick)
+    total = sum(len(v) for _, v in tasks)
     done = 0
 
     def tick(label: str) -> None:
@@ -416,81 +495,234 @@ def next_experiment(spec: NextExperimentSpec, prices: tuple[Price, ...] | None =
             progress(done, total, label)
         done += 1
 
-    results: dict[int, tuple[tuple[Point, ...], list[Pick | None]]] = {}
-    mine = list(range(len(inputs)))
+    results: dict[int, _Result] = {}
+    counter: Any = _Counter()
     conn = proc = None
-    if workers > 1 and len(inputs) > 1:
+    if workers > 1 and len(tasks) > 1:
         import multiprocessing as mp
         try:
             ctx = mp.get_context("fork")
-            mine, theirs = _split(inputs, base_pick)
+            counter = ctx.Value("i", 0)
             conn, child_end = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(child_end, spec, prices, memo, base_pick,
-                                                    [inputs[i] for i in theirs]), daemon=True)
+            proc = ctx.Process(target=_child, args=(child_end, counter, tasks, spec, prices, memo, base_pick, inputs),
+                               daemon=True)
             proc.start()
             child_end.close()
-        except (ValueError, OSError):  # no fork on this platform, or no process to spare: run it all here
-            mine, conn, proc = list(range(len(inputs))), None, None
-    for i in mine:
-        results[i] = _rerun_input(spec, prices, memo, base_pick, inputs[i], tick)
-        while conn is not None and conn.poll():
-            kind, payload = conn.recv()
-            if kind == "tick":
-                tick(payload)
-            else:
-                _finish(kind, payload, theirs, results, proc)
-                conn, proc = None, None
-    if conn is not None:
-        while True:
+        except (ValueError, OSError):  # no fork here, or no process to spare: run everything in this one
+            counter, conn, proc = _Counter(), None, None
+
+    def drain(block: bool) -> None:
+        nonlocal conn
+        while conn is not None and (block or conn.poll()):
             try:
-                kind, payload = conn.recv()
-            except EOFError:
-                kind, payload = "error", "the worker process ended without an answer"
+                kind, i, payload = conn.recv()
+            except (EOFError, OSError):
+                kind, i, payload = "error", None, "the worker process ended early"
             if kind == "tick":
-                tick(payload)
-                continue
-            _finish(kind, payload, theirs, results, proc)
-            break
-    for i in range(len(inputs)):  # a share the child could not finish is run here
+                tick(i)
+            elif kind == "result":
+                results[i] = payload
+            else:  # done or error: the child is finished
+                conn.close()
+                conn = None
+
+    while (i := _take(counter, len(tasks))) is not None:
+        k, values = tasks[i]
+        results[i] = _run_task(spec, prices, memo, base_pick, inputs[k], values, tick)
+        drain(block=False)
+    drain(block=True)
+    if proc is not None:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()
+    for i, (k, values) in enumerate(tasks):  # anything the child could not finish
         if i not in results:
-            results[i] = _rerun_input(spec, prices, memo, base_pick, inputs[i], tick)
+            results[i] = _run_task(spec, prices, memo, base_pick, inputs[k], values, tick)
     if progress:
         progress(total, total, "done")
+
+    per_input: dict[int, list] = {k: [[], [], ""] for k in range(len(inputs))}
+    for i, (k, _) in enumerate(tasks):
+        pts, flips, note = results[i]
+        per_input[k][0].extend(pts)
+        per_input[k][1].extend(flips)
+        per_input[k][2] = per_input[k][2] or note
     experiments = []
-    for i, inp in enumerate(inputs):
-        pts, flips = results[i]
+    for k, inp in enumerate(inputs):
+        pts_l, flips, note = per_input[k]
+        pts = tuple(sorted(pts_l, key=lambda p: points(inp, spec.points_per_side).index(p.value)))
         chance = sum(p.flipped for p in pts) / len(pts) if pts else 0.0
         labels = [p.choice for p in pts if p.flipped]
         flips_to = max(labels, key=labels.count) if labels else ""
+        if not pts:
+            note = "no spread given: the value is taken as known"
         m = measurement(inp, spec, baseline, pts, flips, prices)
-        experiments.append(Experiment(input=inp, points=pts, flip_chance=chance, flips_to=flips_to, **m))
+        experiments.append(Experiment(input=inp, points=pts, flip_chance=chance, flips_to=flips_to, note=note, **m))
     ranked = sorted((e for e in experiments if e.flip_chance > 0),
                     key=lambda e: (-e.score, -e.flip_chance, e.cost_usd, e.input.key))
     stable = tuple(e for e in experiments if e.flip_chance == 0)
     return NextExperiment(spec=spec, baseline=baseline, experiments=tuple(ranked), stable=stable, reruns=total)
 
 
-def _finish(kind: str, payload, theirs: list[int], results: dict, proc) -> None:
-    if kind == "done":
-        for i, r in zip(theirs, payload):
-            results[i] = r
-    if proc is not None:
-        proc.join(timeout=5)
-        if proc.is_alive():
-            proc.kill()
-    return None
-
-
 def outcomes(e: Experiment) -> tuple[str, ...]:
     """The decision under each outcome of one experiment, in words, one line per point."""
     inp = e.input
     out = []
-    for p in e.points:
+    for p in sorted(e.points, key=lambda p: p.value):
         rel = (p.value / inp.base - 1) if inp.base else 0.0
-        if inp.kind in ASSUMPTION_OF:
+        if inp.gpu is not None:
             how = f"{abs(rel):.0%} {'lower' if rel < 0 else 'higher'} than assumed ({p.value:.3g} vs {inp.base:.3g})"
         else:
             how = f"{p.value:.4g} {inp.unit} ({rel:+.0%})"
-        verdict = f"the choice becomes {p.choice}" if p.flipped else "the choice stays"
+        cost = f" (${p.cost_per_hour:,.2f}/h)" if p.flipped and p.cost_per_hour is not None else ""
+        verdict = f"the choice becomes {p.choice}{cost}" if p.flipped else "the choice stays"
         out.append(f"If {inp.label[0].lower() + inp.label[1:]} is {how}, {verdict}.")
     return tuple(out)
+
+
+# --- training runs ---------------------------------------------------------------------------------------
+
+#: A short training-step benchmark on one node: start-up, then 20 iterations (estimate).
+TRAIN_BENCH_S = 1800.0
+TRAIN_ASSUMPTION_OF: dict[str, str] = {"train": "mfu_train", "comm": "comm_bw_eff"}
+
+
+class TrainingExperimentSpec(_F):
+    """A training run to question: the shared config (phase train), its deadline and the constraints."""
+
+    config: RabitConfig
+    deadline_s: float = Field(gt=0)
+    constraints: Constraints = Constraints()
+    points_per_side: int = Field(2, ge=1, le=5)
+
+
+class TrainingNextExperiment(_F):
+    spec: TrainingExperimentSpec
+    baseline: TrainingRecommendation
+    experiments: tuple[Experiment, ...]
+    stable: tuple[Experiment, ...]
+    reruns: int
+
+    @property
+    def top(self) -> Experiment | None:
+        return self.experiments[0] if self.experiments else None
+
+
+def _train_changes(base, new) -> tuple[str, ...]:
+    if base is None and new is None:
+        return ()
+    if base is None:
+        return (f"a run now meets the deadline: {new.gpus:,} x {new.gpu} ({new.layout})",)
+    if new is None:
+        return ("no priced run meets the deadline any more",)
+    out = []
+    if new.gpu != base.gpu:
+        out.append(f"GPU kind {base.gpu} -> {new.gpu}")
+    if new.gpus != base.gpus:
+        out.append(f"GPUs {base.gpus:,} -> {new.gpus:,}")
+    if new.layout != base.layout:
+        out.append(f"layout {base.layout} -> {new.layout}")
+    return tuple(out)
+
+
+def _train_label(o) -> str:
+    return f"{o.gpus:,} x {o.gpu} ({o.layout})" if o is not None else "no priced run meets the deadline"
+
+
+def _pick_option(options: list):
+    """The optimizer's rule (:func:`core.optimizer.recommend_training`): the cheapest option that meets."""
+    meeting = [o for o in options if o is not None and o.meets_deadline and o.cost_usd is not None]
+    return min(meeting, key=lambda o: o.cost_usd) if meeting else None
+
+
+def next_training_experiment(spec: TrainingExperimentSpec, prices: tuple[Price, ...] | None = None,
+                             progress: Progress | None = None) -> TrainingNextExperiment:
+    """Which measurement could change the training recommendation: the training efficiency (``mfu_train``) and
+    the communication efficiency of every priced GPU kind, each across its registry range.
+
+    Each kind's option depends on that kind's assumptions only, so a re-run re-plans one kind and the pick is
+    the cheapest option that meets the deadline over all kinds. A kind other than today's that misses the
+    deadline or costs more than today's pick even at its optimistic bound cannot take it at any point.
+    """
+    from core.optimizer import recommend_training
+
+    prices = prices if prices is not None else catalog.prices()
+    cfg, cons = spec.config, spec.constraints
+    baseline = recommend_training(cfg, spec.deadline_s, cons, prices)
+    base = baseline.recommendation
+    by_kind = {o.gpu: o for o in baseline.options}
+
+    def option(kind: str, name: str, value: float) -> TrainingOption | None:
+        moved = cfg.with_(assumptions=cfg.assumptions.with_(**{name: value}))
+        one = cons.model_copy(update={"gpus_allowed": (kind,)})
+        r = recommend_training(moved, spec.deadline_s, one, prices)
+        return r.options[0] if r.options else None
+
+    inputs: list[UncertainInput] = []
+    for kind in ("train", "comm"):
+        name = TRAIN_ASSUMPTION_OF[kind]
+        info = REGISTRY[name]
+        what = {"train": "Training efficiency (MFU ceiling)",
+                "comm": "Communication efficiency (collective bus bandwidth / link peak)"}[kind]
+        for g in sorted(by_kind):
+            inputs.append(UncertainInput(key=f"{kind}:{g}", kind=kind, gpu=g,  # type: ignore[arg-type]
+                                         label=f"{what} on {g}", base=getattr(cfg.assumptions, name), low=info.low,
+                                         high=info.high, unit=info.unit, source=info.source))
+    plan = [(inp, points(inp, spec.points_per_side)) for inp in inputs]
+    total = sum(len(v) for _, v in plan)
+    done = 0
+    experiments: list[Experiment] = []
+    arch = cfg.custom_model if cfg.custom_model is not None else catalog.model(cfg.model)
+    for inp, values in plan:
+        name = TRAIN_ASSUMPTION_OF[inp.kind]
+        gpu = inp.gpu or ""
+        note = ""
+        if base is not None and inp.gpu != base.gpu:
+            best = option(gpu, name, inp.high)
+            if best is None or not best.meets_deadline or (best.cost_usd or math.inf) > (base.cost_usd or 0):
+                note = (f"even at the optimistic bound ({inp.high:g}) {inp.gpu} "
+                        + ("misses the deadline" if best is None or not best.meets_deadline else
+                           f"costs ${best.cost_usd:,.0f}, above today's ${base.cost_usd:,.0f}")
+                        + ": no point of the range can flip the decision")
+        pts: list[Point] = []
+        for v in values:
+            if progress:
+                progress(done, total, f"{inp.label} = {v:.4g}")
+            done += 1
+            if note:
+                pts.append(Point(value=v, choice=_train_label(base), flipped=False, changes=(),
+                                 cost_per_hour=None, rerun=False))
+                continue
+            new = _pick_option([option(gpu, name, v) if k == gpu else o for k, o in by_kind.items()])
+            diff = _train_changes(base, new)
+            pts.append(Point(value=v, choice=_train_label(new), flipped=bool(diff), changes=diff, cost_per_hour=None))
+        chance = sum(p.flipped for p in pts) / len(pts) if pts else 0.0
+        labels = [p.choice for p in pts if p.flipped]
+        spec_g = catalog.gpu(gpu)
+        node = spec_g.gpus_per_node
+        price = gpu_price(gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
+        usd = price.usd_per_gpu_hour if price else 0.0
+        if inp.key.startswith("train:"):
+            tp = min(node, 8)
+            cmd = training_step_command(arch.slug if cfg.custom_model is not None else hf_repo(cfg.model), node, tp, 1,
+                                        cfg.seq_len, cfg.micro_batch)
+            dur, what = TRAIN_BENCH_S, (f"a short training-step benchmark on one node of {node} x {inp.gpu}: the "
+                                        "logged TFLOP/s per GPU over peak pins the MFU")
+            then = "Enter the measured MFU as the training efficiency (assumption mfu_train) and re-run."
+        else:
+            tool = "rccl-tests" if spec_g.vendor == "amd" else "nccl-tests"
+            cmd = (f"./build/all_reduce_perf -b 8 -e 1G -f 2 -g {node}  # {tool}, one node of {inp.gpu}; busbw at "
+                   "1 GiB / link peak pins the communication efficiency")
+            dur, what = NCCL_SWEEP_S, f"{tool} all_reduce_perf on one node of {node} x {inp.gpu}"
+            then = "Enter busbw / link peak as the communication efficiency (assumption comm_bw_eff) and re-run."
+        gh = node * dur / 3600.0
+        experiments.append(Experiment(
+            input=inp, points=tuple(pts), flip_chance=chance, flips_to=max(labels, key=labels.count) if labels else "",
+            measurement=what, gpu=inp.gpu, gpus=node, duration_s=dur, gpu_hours=gh, cost_usd=gh * usd, command=cmd,
+            then=then, note=note))
+    if progress:
+        progress(total, total, "done")
+    ranked = sorted((e for e in experiments if e.flip_chance > 0),
+                    key=lambda e: (-e.score, -e.flip_chance, e.cost_usd, e.input.key))
+    return TrainingNextExperiment(spec=spec, baseline=baseline, experiments=tuple(ranked),
+                                  stable=tuple(e for e in experiments if e.flip_chance == 0), reruns=total)

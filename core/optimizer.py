@@ -7,15 +7,17 @@ Search (the RA-BIT spec "Search, Pareto front and market prices")::
                breaks a hard constraint (GPU kinds, max GPUs, max $/h, precisions, providers)
     screen     closed form: the largest batch whose decode step meets the ITL target, the replica's
                saturation throughput there (core.simulate.max_throughput), replicas = ceil(rate / (cap x rho))
-    simulate   at most ``max_simulations`` runs of the serving simulator, cheapest estimate first; a
-               candidate that misses a p95 target gets one more replica and is simulated again
+    simulate   at most ``max_simulations`` runs of the serving simulator (with the screen's batch cap as the
+               engine's max_num_seqs), cheapest estimate first; replicas are sized from the simulated p95s
+               in both directions: a candidate that misses gets more replicas, one that meets is bisected
+               down towards the fewest replicas that can carry the rate at all, ceil(rate / cap)
     recommend  the cheapest simulated configuration that meets every target; the Pareto front on
                ($/h, p95 end-to-end, capacity) over the simulated ones
 
-Branch and bound: a candidate is only simulated while its closed-form cost is below the cheapest verified
-cost (the replica count never goes below the screen's estimate, so the verified cost of a candidate is at
-least its estimate). Simulations left over go to the cheapest candidate of each other GPU kind, which feeds
-the alternatives and the Pareto front.
+Branch and bound: a candidate is only simulated while its lower bound, ceil(rate / cap) replicas at full
+utilisation, costs less than the cheapest verified cost (no replica count below that bound keeps up, so no
+simulation can verify anything cheaper). Simulations left over go to the cheapest candidate of each other GPU
+kind, which feeds the alternatives and the Pareto front.
 """
 
 from __future__ import annotations
@@ -354,6 +356,7 @@ def _simulate(goal: ServingGoal, c: Candidate) -> Candidate:
     done = c.model_copy(update={"simulated": True, "p95_ttft_s": s.ttft_s.p95, "p95_itl_s": s.itl_s.p95,
                                 "p95_e2e_s": s.e2e_s.p95, "sim_notes": (
                                     f"{s.completed}/{s.requests} completed, {s.preemptions} preemptions"
+                                    + (" (KV thrash)" if s.thrash else "")
                                     + (", saturated" if s.saturated else "") + f", batch cap {b}")})
     met = _meets(done, goal) and not s.saturated and s.rejected == 0
     return done.model_copy(update={"meets": met})
@@ -407,13 +410,21 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
         sims += 1
         if progress:
             progress(sims, budget, c.label)
-        return _simulate(goal, c) if memo is None else _shared(memo, ("sim", _goal_for(goal, c.gpu), c),
-                                                              lambda: _simulate(goal, c))
+        return _simulate(goal, c) if memo is None else _shared(
+            memo, ("sim", _goal_for(goal, c.gpu, collectives=c.gpus_per_replica > 1), c), lambda: _simulate(goal, c))
+
+    def floor_replicas(c: Candidate) -> int:  # fewer replicas than this cannot carry the rate at all
+        return max(1, math.ceil(goal.rate_per_s / c.capacity_per_replica_rps)) if c.capacity_per_replica_rps else 1
+
+    def with_replicas(c: Candidate, n: int) -> Candidate:
+        return c.model_copy(update={"replicas": n, "cost_per_hour": n * c.gpus_per_replica * (c.usd_per_gpu_hour or 0.0)})
 
     # 1. branch and bound over the cheapest estimates
     for idx, c in enumerate(survivors):
-        if sims >= budget or c.cost_per_hour >= best_cost:
+        if sims >= budget:
             break
+        if with_replicas(c, floor_replicas(c)).cost_per_hour >= best_cost:
+            continue
         r = run(c)
         while not r.meets and sims < budget and r.replicas is not None and r.replicas < 1024:
             more = r.replicas + max(1, r.replicas // 4)
@@ -422,6 +433,15 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
                     (cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour):
                 break
             r = run(r.model_copy(update={"replicas": more, "cost_per_hour": cost}))
+        # the simulation met the targets: bisect down to the fewest replicas whose simulated p95s still meet
+        lo = floor_replicas(r)
+        while r.meets and sims < budget and r.replicas is not None and lo < r.replicas:
+            mid = (lo + r.replicas) // 2
+            trial = run(with_replicas(r, mid))
+            if trial.meets:
+                r = trial
+            else:
+                lo = mid + 1
         results[idx] = r
         if r.meets:
             best_cost = min(best_cost, r.cost_per_hour or math.inf)
@@ -468,9 +488,16 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
                           candidates=tuple(all_cands), evaluated=len(cands), simulated=sims)
 
 
-def _goal_for(goal: ServingGoal, gpu: str) -> ServingGoal:
+#: Assumptions only collectives read: a one-GPU replica's simulation does not depend on them.
+_COLLECTIVE_ASSUMPTIONS = ("comm_bw_eff", "collective_base_us", "comm_overlap")
+
+
+def _goal_for(goal: ServingGoal, gpu: str, collectives: bool = True) -> ServingGoal:
     """``goal`` as one GPU kind sees it (its assumptions resolved): the key of what it shares across re-runs."""
-    return goal.model_copy(update={"assumptions": goal.assumptions_for(gpu), "gpu_assumptions": ()})
+    a = goal.assumptions_for(gpu)
+    if not collectives:
+        a = a.with_(**{n: getattr(Assumptions(), n) for n in _COLLECTIVE_ASSUMPTIONS})
+    return goal.model_copy(update={"assumptions": a, "gpu_assumptions": ()})
 
 
 def _shared(memo: dict, key, compute):
@@ -542,6 +569,10 @@ def explain(goal: ServingGoal, cons: Constraints, best: Candidate | None, neares
         risks.append(f"{best.weights} weights / {best.kv_dtype} KV need a quality evaluation before shipping")
     if best.price_unverified:
         risks.append(f"the price rests on unverified listings: {best.price_basis}")
+    if "KV thrash" in best.sim_notes:
+        from core.sim.metrics import THRASH_REMEDIES
+        risks.append("the simulation preempts at least once per request (KV thrash); remedies: "
+                     + "; ".join(THRASH_REMEDIES))
     if goal.rate_per_s / best.replicas > 0.85 * (best.capacity_per_replica_rps or math.inf):
         risks.append("replicas run above 85% of their closed-form capacity")
     cheaper = [c for c in simulated if not c.meets and c.cost_per_hour < best.cost_per_hour]

@@ -49,7 +49,8 @@ def sim_spec(cfg: RabitConfig, **changes: Any) -> SimSpec:
     data: dict[str, Any] = dict(
         arrival=w.arrival, rate_per_s=w.rate_per_s, users=w.users, think_s=w.think_s, num_requests=w.num_requests,
         duration_s=w.duration_s, policy=w.policy, token_budget=w.token_budget, max_batch=w.max_batch,
-        admission=w.admission, timeout_s=w.timeout_s, kv_pool_tokens=w.kv_pool_tokens, seed=w.seed, **lengths)
+        admission=w.admission, timeout_s=w.timeout_s, kv_pool_tokens=w.kv_pool_tokens, seed=w.seed,
+        prefix_caching=w.prefix_caching, **lengths)
     return SimSpec(**{**data, **changes})
 
 

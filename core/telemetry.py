@@ -312,3 +312,22 @@ def mean(tel: Telemetry, base: str) -> float | None:
     if h is None or h[2] <= 0:
         return None
     return h[1] / h[2]
+
+
+# --- storage -------------------------------------------------------------------------------------------
+
+def to_payload(tel: Telemetry) -> dict:
+    """A JSON-ready form of parsed telemetry (what a saved analysis stores)."""
+    return {"format": tel.fmt, "name": tel.name,
+            "samples": [[s.name, dict(s.labels), s.value if not math.isnan(s.value) else None, s.t_s]
+                        for s in tel.samples]}
+
+
+def from_payload(payload: dict) -> Telemetry:
+    """Telemetry back from :func:`to_payload` (TelemetryError when the stored form is not one)."""
+    try:
+        samples = tuple(Sample(name=n, labels=tuple(sorted(lab.items())), value=math.nan if v is None else float(v),
+                               t_s=t) for n, lab, v, t in payload["samples"])
+        return Telemetry(fmt=payload["format"], name=payload["name"], samples=samples)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TelemetryError(f"stored telemetry cannot be read ({exc})") from None

@@ -138,19 +138,25 @@ def bound_values(name: str, current: float, bounds: Mapping[str, tuple[float, fl
 
 def spread(cfg: RabitConfig, estimate: Estimate, tags: tuple[str, ...] | None = None, *,
            names: tuple[str, ...] | None = None,
-           bounds: Mapping[str, tuple[float, float]] | None = None) -> Spread:
+           bounds: Mapping[str, tuple[float, float]] | None = None,
+           screen: Callable[[RabitConfig], Any] | None = None) -> Spread:
     """Evaluate ``estimate`` at base and with each assumption alone at its low and high bound.
 
     tags: which assumptions can move the estimate (:data:`core.assumptions.MOVES`); ``names`` lists them
     instead. bounds: name -> (low, high) overriding the registry's bounds (pinning both to the value in force
-    removes an assumption's contribution). Numeric outputs (not bool) get a :class:`Range` each.
+    removes an assumption's contribution). screen: a cheap function of the config that the estimate depends on
+    entirely (e.g. the step-time model): where it is unchanged at a bound, the estimate is too, and is not run
+    again. Numeric outputs (not bool) get a :class:`Range` each.
     """
     names = names if names is not None else by_tag(*(tags or ()))
     base = dict(estimate(cfg))
+    base_screen = screen(cfg) if screen is not None else None
     runs = []
     for n in names:
         for v in bound_values(n, getattr(cfg.assumptions, n), bounds):
-            runs.append((n, v, dict(estimate(with_assumption(cfg, n, v)))))
+            moved = with_assumption(cfg, n, v)
+            same = screen is not None and _equal(screen(moved), base_screen)
+            runs.append((n, v, dict(base) if same else dict(estimate(moved))))
     ranges = {}
     for key, val in base.items():
         if isinstance(val, bool) or not isinstance(val, (int, float)) and val is not None:
@@ -160,6 +166,29 @@ def spread(cfg: RabitConfig, estimate: Estimate, tags: tuple[str, ...] | None = 
             moves.setdefault(n, []).append(out.get(key))
         ranges[key] = combine(val, {n: tuple(rs) for n, rs in moves.items()})
     return Spread(ranges=ranges, base=base, runs=tuple(runs))
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except (ValueError, TypeError):  # arrays without a truth value: not provably equal
+        return False
+
+
+def step_model_screen(cfg: RabitConfig) -> Any:
+    """Everything the step time reads from the config (the speed and simulation estimates depend on it)."""
+    from core.speed import StepModel
+
+    return StepModel.from_config(cfg)
+
+
+def serving_screen(cfg: RabitConfig) -> Any:
+    """The step-time model and the KV budget: all a simulated replica reads from the assumptions."""
+    from core.memory import serving_memory
+    from core.trace import NO_TRACE
+
+    m = serving_memory(cfg, NO_TRACE)
+    return (step_model_screen(cfg), m.kv_budget_bytes_per_gpu, m.usable_bytes_per_gpu, m.overhead_bytes_per_gpu)
 
 
 # --- the estimates of each page ------------------------------------------------------------------------------
@@ -172,7 +201,9 @@ def memory_estimate(cfg: RabitConfig) -> dict[str, Any]:
     return {"max_sequences": float(r.max_sequences), "max_sequences_contiguous": float(r.max_sequences_contiguous),
             "kv_budget_bytes_per_gpu": r.kv_budget_bytes_per_gpu, "kv_bytes_per_gpu": r.kv_bytes_per_gpu,
             "usable_bytes_per_gpu": r.usable_bytes_per_gpu, "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
-            "fits": r.fits}
+            "weights_bytes_per_gpu": r.weights_bytes_per_gpu, "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
+            "total_bytes_per_gpu": r.total_bytes_per_gpu, "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu,
+            "kv_bytes_per_seq_per_gpu": r.kv_bytes_per_seq_per_gpu, "fits": r.fits}
 
 
 def memory_spread(cfg: RabitConfig, bounds: Mapping[str, tuple[float, float]] | None = None) -> Spread:
@@ -185,7 +216,9 @@ def training_memory_estimate(cfg: RabitConfig) -> dict[str, Any]:
 
     r = training_memory(cfg)
     return {"total_bytes_per_gpu": r.total_bytes_per_gpu, "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
-            "fits": r.fits}
+            "weight_bytes_per_gpu": r.weight_bytes_per_gpu, "gradient_bytes_per_gpu": r.gradient_bytes_per_gpu,
+            "optimizer_bytes_per_gpu": r.optimizer_bytes_per_gpu, "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
+            "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu, "fits": r.fits}
 
 
 def training_memory_spread(cfg: RabitConfig) -> Spread:
@@ -207,7 +240,7 @@ def speed_estimate(cfg: RabitConfig) -> dict[str, Any]:
 
 def speed_spread(cfg: RabitConfig, bounds: Mapping[str, tuple[float, float]] | None = None) -> Spread:
     """Ranges of TTFT, decode step and tokens/s; ``labels("bound")`` says whether the binding limit changes."""
-    return spread(cfg, speed_estimate, ("serving_speed",), bounds=bounds)
+    return spread(cfg, speed_estimate, ("serving_speed",), bounds=bounds, screen=step_model_screen)
 
 
 def batch_band(cfg: RabitConfig, batches: tuple[int, ...]) -> dict[str, tuple[tuple[float, float, float], ...]]:
@@ -277,7 +310,7 @@ def simulation_spread(cfg: RabitConfig, spec, full=None) -> SimulationRanges:
     short = spec.with_(num_requests=min(spec.num_requests, RANGE_SIM_REQUESTS)) \
         if spec.trace is None else spec
     est = simulation_estimate(short)
-    sp = spread(cfg, est, ("serving_memory", "serving_speed"))
+    sp = spread(cfg, est, ("serving_memory", "serving_speed"), screen=serving_screen)
     base_full = _summary_dict(full)
     ranges = {k: rebase(r, base_full.get(k)) for k, r in sp.ranges.items()}
     sat = {"base": bool(sp.base.get("saturated"))}
@@ -459,7 +492,7 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
         return RecommendationRanges(None, None, True, "", "")
     names = by_tag("serving_memory", "serving_speed")
     cfg = opt._config(goal, best)
-    sp = spread(cfg, _pick_estimate(goal, cons, prices, best, simulate_p95=True), names=names)
+    sp = spread(cfg, _pick_estimate(goal, cons, prices, best, simulate_p95=True), names=names, screen=serving_screen)
     base_pick = rec.recommendation
     ranges = {k: rebase(sp.ranges[k], getattr(base_pick, k)) if k.startswith("p95") else sp.ranges[k]
               for k in PICK_KEYS if k in sp.ranges}
@@ -486,7 +519,8 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
     if not others:
         return RecommendationRanges(rp, None, True, "", "no runner-up meets the target")
     ru = others[0]
-    sp2 = spread(opt._config(goal, ru), _pick_estimate(goal, cons, prices, ru, simulate_p95=False), names=names)
+    sp2 = spread(opt._config(goal, ru), _pick_estimate(goal, cons, prices, ru, simulate_p95=False), names=names,
+                 screen=serving_screen)
     ru_pick = opt._pick(goal, ru)
     rr = PickRanges(label=ru_pick.label, ranges={k: sp2.ranges[k] for k in ("cost_per_hour", "cost_per_million_tokens",
                                                                           "capacity_requests_per_s")

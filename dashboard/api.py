@@ -7,17 +7,22 @@ searches, and the exceptions a page turns into ``st.error``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
 
 from connectors.prometheus import PrometheusError, query_range
 from core import catalog, choices
+from core.calibration import COMPARABLE_RULE, leave_one_out
 from core.catalog import CatalogError, parse_prices
 from core.optimizer import Constraints, ServingGoal
+from core.runs import CSV_COLUMNS, METRICS, RunError, csv_template, parse_file, parse_rows
 from core.deadline import deadline_choice
 from core.diagnose import RULES, Expectation
+from core.limits import MAX_TABLE_BYTES, decode_text
 from core.next_experiment import NextExperimentSpec, outcomes
 from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates, sim_spec, sweep_rates
-from core.telemetry import MAX_BYTES, TelemetryError
+from core.telemetry import MAX_BYTES, TelemetryError, from_payload, to_payload
 from core.speed_views import default_batches
 from core.training import MAX_GPUS, budget_problem, goal_from_inputs
 from core.uncertainty import at_bound
@@ -25,6 +30,18 @@ from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
 
 __all__ = [
     "MAX_BYTES",
+    "COMPARABLE_RULE",
+    "CSV_COLUMNS",
+    "METRICS",
+    "RunError",
+    "csv_template",
+    "leave_one_out",
+    "parse_file",
+    "parse_rows",
+    "MAX_TABLE_BYTES",
+    "decode_text",
+    "from_payload",
+    "to_payload",
     "PrometheusError",
     "query_range",
     "RULES",
@@ -57,3 +74,12 @@ __all__ = [
     "sim_spec",
     "sweep_rates",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The store's exceptions, imported on first use (the store loads its database driver)."""
+    if name in ("Conflict", "StoreError"):
+        import store
+
+        return getattr(store, name)
+    raise AttributeError(name)

@@ -20,7 +20,7 @@ import plotly.express  # noqa: E402,F401
 import plotly.graph_objects  # noqa: E402,F401
 import streamlit as st  # noqa: E402
 
-from dashboard import state  # noqa: E402
+from dashboard import analyses, state  # noqa: E402
 
 PAGES = ROOT / "pages"
 
@@ -39,9 +39,19 @@ PAGE_SPECS = (
     ("math.py", "Show the math", ":material/functions:", "math"),
     ("next_experiment.py", "Next experiment", ":material/science:", "next-experiment"),
     ("diagnostics.py", "Diagnostics", ":material/troubleshoot:", "diagnostics"),
+    ("analyses.py", "Saved analyses", ":material/bookmarks:", "analyses"),
+    ("calibration.py", "Calibration", ":material/tune:", "calibration"),
 )
 NAV = [st.Page(PAGES / f, title=t, icon=i, url_path=u, default=(n == 0))
        for n, (f, t, i, u) in enumerate(PAGE_SPECS) if (PAGES / f).exists()]
+analyses.require_login()  # off unless RABIT_LOGIN is set
 pg = st.navigation(NAV)
 st.session_state["_config"] = state.sidebar()
-pg.run()
+try:
+    pg.run()
+except Exception as exc:  # st.stop / st.rerun are BaseExceptions and pass through
+    # a short, useful message for the visitor; Streamlit logs the full trace on the server and (with
+    # client.showErrorDetails = "none") shows no server paths
+    st.error(f"This page could not be computed for these inputs ({type(exc).__name__}). Your settings are kept: "
+             "change an input or open another page. The details are in the server's log.")
+    raise

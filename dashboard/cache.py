@@ -127,7 +127,7 @@ def sim_capacity(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Capacit
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def sim_summary(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Summary:
-    """Only the summary of one simulation (one point of a load sweep)."""
+    """Only the summary of one simulation (the points of a load sweep)."""
     return _simulate.simulate(cfg, spec).summary
 
 
@@ -237,3 +237,31 @@ def telemetry(data: bytes, name: str) -> _telemetry.Telemetry:
 @st.cache_data(max_entries=32, show_spinner=False)
 def diagnosis(tel: _telemetry.Telemetry, expect: _diagnose.Expectation) -> _diagnose.Diagnosis:
     return _diagnose.diagnose(tel, expect)
+
+
+# --- saved analyses and calibration (issue 10) -------------------------------------------------------
+from core import calibration as _calibration  # noqa: E402
+from core.runs import Run as _Run  # noqa: E402
+
+
+@st.cache_resource(show_spinner=False)
+def store(url: str):
+    """One store (engine and connection pool) per database URL per server process."""
+    from store import Store
+
+    return Store(url)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def run_residuals(runs: tuple[_Run, ...]) -> tuple[_calibration.Residual, ...]:
+    """Each run's measurements against RA-BIT's prediction on the run's own config."""
+    return _calibration.residuals_of(runs)
+
+
+@st.cache_data(max_entries=32, show_spinner="Simulating the saved analysis for its predicted p95s ...")
+def analysis_expectation(cfg: RabitConfig) -> _diagnose.Expectation:
+    """What a saved analysis predicts (its simulated p95 TTFT and ITL, its cached-prefix share)."""
+    try:
+        return _diagnose.expectation_of(cfg)
+    except (ValueError, KeyError):  # a config the simulator cannot run
+        return _diagnose.Expectation(prefix_cache_frac=cfg.prefix_cache_frac or None)

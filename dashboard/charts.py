@@ -303,6 +303,35 @@ def p95_vs_rate(rows, capacity_rps: float, current_rate: float | None = None, he
     return fig
 
 
+def calibration_chart(residuals, used_labels: set[str], low_mult: float | None, high_mult: float | None,
+                      factor: float | None, unit: str, height: int = 420) -> go.Figure:
+    """Predicted against measured on log axes: the 1:1 line, the calibrated line and interval band, one point
+    per run (hover: the run's config). ``residuals``: :class:`core.calibration.Residual` of one metric."""
+    fig = go.Figure()
+    xs = [r.predicted for r in residuals] + [r.measured for r in residuals]
+    lo, hi = min(xs) / 2, max(xs) * 2
+    if low_mult is not None and high_mult is not None:
+        fig.add_scatter(x=[lo, hi, hi, lo], y=[lo * low_mult, hi * low_mult, hi * high_mult, lo * high_mult],
+                        mode="lines", fill="toself", fillcolor="rgba(31,111,235,0.12)", line_width=0,
+                        name="interval", hoverinfo="skip")
+        fig.add_scatter(x=[lo, hi], y=[lo * factor, hi * factor], mode="lines", name=f"calibrated (x{factor:.3g})",
+                        line=dict(color="#1f6feb"))
+    fig.add_scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="1:1 (analytical)",
+                    line=dict(color="#57606a", dash="dash"))
+    for used in (True, False):
+        pts = [r for r in residuals if (r.label in used_labels) == used]
+        if pts:
+            fig.add_scatter(x=[r.predicted for r in pts], y=[r.measured for r in pts], mode="markers",
+                            name="runs used" if used else "other GPU kind (not used)",
+                            marker=dict(size=10, color="#cf222e" if used else "#8c959f"),
+                            text=[f"{r.label}<br>{r.config}<br>r = {r.r:+.3f}" for r in pts],
+                            hovertemplate="%{text}<br>predicted %{x:.4s}, measured %{y:.4s}<extra></extra>")
+    fig.update_layout(xaxis_type="log", yaxis_type="log", xaxis_title=f"predicted [{unit}]",
+                      yaxis_title=f"measured [{unit}]", height=height, margin=dict(l=10, r=10, t=30, b=10),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
 # --- ranges (issue 9) --------------------------------------------------------------------------------
 BAND_FILL = "rgba(31, 111, 235, 0.18)"
 

@@ -39,8 +39,14 @@ def grid(count: int, labels: Iterable[str] = (), values: Iterable[str] = ()) -> 
 
 
 def metrics(steps: tuple[Step, ...], keys: Iterable[str], cols: int | None = None) -> None:
-    """One ``st.metric`` per step key, showing exactly the step's formatted value, in rows that fit."""
-    found = [find(steps, k) for k in keys]
+    """One ``st.metric`` per step key, showing exactly the step's formatted value, in rows that fit.
+
+    A key the computation did not record (no failures: no checkpoint interval) is left out, not an error.
+    """
+    recorded = {s.key for s in steps}
+    found = [find(steps, k) for k in keys if k in recorded]
+    if not found:
+        return
     columns = grid(len(found), [s.label for s in found], [s.shown() for s in found])
     for col, s in zip(columns, found):
         col.metric(s.label, s.shown(), help=s.note or None)

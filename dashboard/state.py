@@ -32,6 +32,7 @@ from core.config import (
 from core.limits import CONFIG_DOMAINS, decode_text, parse_json
 from core.model import from_hf_config
 from core.validate import problems
+from dashboard import analyses
 from dashboard.text import plain
 
 _P = "cfg."
@@ -119,10 +120,15 @@ def _init() -> None:
     st.session_state["_rabit_init"] = True
     cfg = DEFAULT
     params = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
+    saved = analyses.open_from_link(params.pop("analysis")[-1]) if params.get("analysis") else None
     if params:
         cfg, issues = from_query_report(params)
         if issues:  # say which parameter was not used and why; the rest of the link applies
-            st.session_state["_link_error"] = [i.message() for i in issues]
+            st.session_state.setdefault("_link_error", []).extend(i.message() for i in issues)
+    if saved is not None:  # ?analysis=<id>: the saved config, with any field the link also names on top
+        cfg = saved.with_(**{k: getattr(cfg, k) for k in cfg.model_fields_set})
+    if st.session_state.get("_link_error"):
+        st.session_state["_link_cfg"] = cfg  # the messages stand while the view is this one
     _load_into_state(cfg)
 
 
@@ -178,10 +184,7 @@ def sidebar() -> RabitConfig | None:
     _keep()
     sb = st.sidebar
     slots: dict[str, Any] = {}
-    if "_link_error" in st.session_state:
-        lines = st.session_state.pop("_link_error")
-        sb.error("This view is not exactly the link's: " + "; ".join(plain(m, 300) for m in lines)
-                 + ". Those settings show their defaults; everything else is as sent.")
+    link_slot = sb.container()  # filled once the config is built: the message stays while the view is the link's
 
     models = sorted(catalog.models())
     opts = models + ([_CUSTOM] if st.session_state.get("custom_model") is not None else [])
@@ -273,11 +276,19 @@ def sidebar() -> RabitConfig | None:
             (slots.get(field) or sb).error(plain(describe_validation_error(exc), 1000))
             return None
     st.session_state["_group_errors"] = group_errors
+    link = st.session_state.get("_link_error")
+    if link:
+        if st.session_state.get("_link_cfg") == cfg:
+            link_slot.error("This view is not exactly the link's: " + "; ".join(plain(m, 300) for m in link)
+                            + ". Those settings show their defaults; everything else is as sent.")
+        else:  # the visitor has changed the view since: the message no longer describes it
+            st.session_state.pop("_link_error")
+            st.session_state.pop("_link_cfg", None)
     probs = problems(cfg)
     for p in probs:
         (slots.get(p.field) or sb).error(plain(p.message, 1000))
     _config_file_controls(cfg)
-    st.query_params.from_dict(to_query(cfg))
+    st.query_params.from_dict({**to_query(cfg), **analyses.query_extra()})
     return None if any(p.blocking for p in probs) else cfg
 
 
@@ -310,3 +321,10 @@ def require_config() -> RabitConfig:
         st.warning("Fix the highlighted input in the sidebar to see results.")
         st.stop()
     return cfg
+
+
+def open_analysis(analysis_id: str) -> None:
+    """Button callback: load a saved analysis into this session's sidebar (runs before the widgets are drawn)."""
+    cfg = analyses.open_from_link(analysis_id)
+    if cfg is not None:
+        _load_into_state(cfg)

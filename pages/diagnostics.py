@@ -3,8 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import cache
-from dashboard.api import MAX_BYTES, RULES, Expectation, PrometheusError, TelemetryError, query_range
+from dashboard import analyses, cache
+from dashboard.api import (MAX_BYTES, RULES, Expectation, PrometheusError, TelemetryError, from_payload, query_range,
+                           to_payload)
 
 st.title("Diagnostics")
 st.caption("Upload a deployment's telemetry — vLLM's /metrics page, dcgm-exporter's, or a CSV of time series — "
@@ -27,7 +28,15 @@ with st.expander("What the analysis predicted (for the divergence and prefix-cac
                           key="dx.itl")
     prefix = e3.number_input("Expected cached prompt share [%] (0 = unknown)", min_value=0, max_value=99, value=0,
                              key="dx.prefix")
-expect = Expectation(p95_ttft_s=ttft or None, p95_itl_s=itl or None, prefix_cache_frac=(prefix / 100) or None)
+opened = analyses.current()
+saved = analyses.store_or_stop().get(opened["id"]) if opened else None
+predicted = cache.analysis_expectation(saved.config) if saved is not None else Expectation()
+expect = Expectation(p95_ttft_s=ttft or predicted.p95_ttft_s, p95_itl_s=itl or predicted.p95_itl_s,
+                     prefix_cache_frac=(prefix / 100) or predicted.prefix_cache_frac)
+if saved is not None:
+    st.caption(f"Open analysis: **{saved.name}** ({len(saved.telemetry)} telemetry attached). Its simulated p95 "
+               "TTFT and ITL and its cached-prefix share are the predictions the rules compare with, unless "
+               "entered above.")
 
 tel = None
 if use_prom and prom_url:
@@ -44,6 +53,14 @@ elif upload is not None:
             tel = cache.telemetry(upload.getvalue(), upload.name)
         except TelemetryError as exc:
             st.error(f"That file cannot be used: {exc}")
+
+if tel is None and saved is not None and saved.telemetry and upload is None and not use_prom:
+    last = saved.telemetry[-1]
+    tel = from_payload(last["payload"])
+    st.caption(f"Diagnosing the telemetry attached to {saved.name} on {last['created_at'][:16].replace('T', ' ')} UTC.")
+elif tel is not None and saved is not None and st.button(f"Attach this telemetry to {saved.name}", key="dx.attach"):
+    tid = analyses.store().add_telemetry(saved.id, tel.fmt, to_payload(tel))
+    st.success(f"Attached to {saved.name} as telemetry {tid}.")
 
 if tel is None:
     st.info("No telemetry attached, so no diagnosis: RA-BIT does not guess. Upload a /metrics dump or a CSV, "

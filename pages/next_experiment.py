@@ -4,30 +4,28 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, charts, state
-from dashboard.api import Constraints, Lengths, NextExperimentSpec, ServingGoal, SimSpec, catalog, outcomes
+from dashboard.api import Constraints, NextExperimentSpec, ServingGoal, catalog, outcomes
 
 st.title("Next experiment")
 st.caption("Which benchmark to run first: each uncertain input is moved across its range, the optimizer is re-run "
            "at each point, and the measurements that could change the decision are ranked by flip chance per "
            "GPU-hour. Diagnosing a running deployment from its metrics is on the Diagnostics page.")
 cfg = state.require_config()
+K = state.key
 
+st.caption(f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the sidebar; "
+           "the rate, targets and GPU kinds are shared with the Optimizer page.")
 with st.form("ne"):
     c1, c2, c3, c4 = st.columns(4)
-    rate = c1.number_input("Arrival rate [requests/s]", min_value=0.01, max_value=1e5, value=10.0, key="ne.rate")
-    mean_in = c2.number_input("Mean input tokens", min_value=1, max_value=1_000_000, value=1000, key="ne.input")
-    mean_out = c3.number_input("Mean output tokens", min_value=1, max_value=100_000, value=250, key="ne.output")
-    kind = c4.selectbox("Length distribution", ["lognormal", "fixed", "uniform"], key="ne.lengths")
-    t1, t2, t3 = st.columns(3)
-    ttft = t1.number_input("p95 TTFT target [s] (0 = none)", min_value=0.0, value=2.0, key="ne.ttft")
-    itl = t2.number_input("p95 inter-token target [s] (0 = none)", min_value=0.0, value=0.0, format="%.3f",
-                          key="ne.itl")
-    e2e = t3.number_input("p95 end-to-end target [s] (0 = none)", min_value=0.0, value=20.0, key="ne.e2e")
+    c1.number_input("Arrival rate [requests/s]", min_value=0.01, max_value=1e5, key=K("workload.rate_per_s"))
+    c2.number_input("p95 TTFT target [s] (0 = none)", min_value=0.0, key=K("targets.p95_ttft_s"))
+    c3.number_input("p95 inter-token target [s] (0 = none)", min_value=0.0, format="%.3f", key=K("targets.p95_itl_s"))
+    c4.number_input("p95 end-to-end target [s] (0 = none)", min_value=0.0, key=K("targets.p95_e2e_s"))
     s1, s2, s3, s4 = st.columns(4)
     sp_in = s1.number_input("Prompt length spread [+-%]", min_value=0, max_value=90, value=30, key="ne.sp_in")
     sp_out = s2.number_input("Output length spread [+-%]", min_value=0, max_value=90, value=30, key="ne.sp_out")
     sp_rate = s3.number_input("Arrival rate spread [+-%]", min_value=0, max_value=90, value=30, key="ne.sp_rate")
-    gpus_allowed = s4.multiselect("GPU kinds (empty = all)", sorted(catalog.gpus()), key="ne.gpus")
+    s4.multiselect("GPU kinds (empty = all)", sorted(catalog.gpus()), key=K("targets.gpus_allowed"))
     run = st.form_submit_button("Find the next experiment", type="primary", key="ne.submit")
 
 if not run and "ne.done" not in st.session_state:
@@ -36,12 +34,7 @@ if not run and "ne.done" not in st.session_state:
     st.stop()
 st.session_state["ne.done"] = True
 
-goal = ServingGoal(model=cfg.model, custom_model=cfg.custom_model, rate_per_s=rate,
-                   workload=SimSpec(num_requests=2000, input=Lengths(kind=kind, mean=mean_in),
-                                    output=Lengths(kind=kind, mean=mean_out)),
-                   p95_ttft_s=ttft or None, p95_itl_s=itl or None, p95_e2e_s=e2e or None,
-                   assumptions=cfg.assumptions, fabric=cfg.fabric, block_size=cfg.block_size)
-spec = NextExperimentSpec(goal=goal, constraints=Constraints(gpus_allowed=tuple(gpus_allowed)),
+spec = NextExperimentSpec(goal=ServingGoal.from_config(cfg), constraints=Constraints.from_config(cfg),
                           prompt_spread_frac=sp_in / 100, output_spread_frac=sp_out / 100,
                           rate_spread_frac=sp_rate / 100)
 bar = st.progress(0.0, text="Re-running the optimizer across every input's range ...")
@@ -71,8 +64,9 @@ st.plotly_chart(charts.flip_chance_chart(r.experiments, r.stable), width="stretc
 top = r.top
 if top is not None:
     st.subheader(f"Run first: {top.input.label}")
-    st.write(top.measurement + f" — {top.gpus} GPU(s) for {top.duration_s / 60:.0f} min, "
-             f"{top.gpu_hours:.2f} GPU-hours, ${top.cost_usd:,.2f} at catalog prices.")
+    st.write(f"{top.measurement[0].upper()}{top.measurement[1:]}" + (
+        f": {top.gpus} GPU(s) for {top.duration_s / 60:.0f} min, {top.gpu_hours:.2f} GPU-hours, "
+        f"${top.cost_usd:,.2f} at catalog prices." if top.gpu_hours > 0 else "."))
     st.code(top.command, language="bash")
     st.caption(top.then)
     st.markdown("**The decision under each outcome**")

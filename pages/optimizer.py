@@ -4,7 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, charts, render, state
-from dashboard.api import DAY_S, CatalogError, Constraints, ServingGoal, catalog, choices, parse_prices
+from dashboard.api import (DAY_S, MAX_TABLE_BYTES, CatalogError, Constraints, ServingGoal, catalog, choices, decode_text,
+                           parse_prices)
+from dashboard.text import plain
 
 st.title("Optimizer")
 st.caption("The cheapest priced configuration that meets your p95 targets at your request rate — "
@@ -48,10 +50,10 @@ with serve_tab:
     prices = catalog.prices()
     if upload is not None:
         try:
-            prices = parse_prices(upload.getvalue().decode("utf-8", "replace"), name=upload.name)
-            st.caption(f"Using {len(prices)} prices from {upload.name}.")
-        except CatalogError as exc:
-            st.error(f"That price list cannot be used: {exc}. Using the catalog's prices.")
+            prices = parse_prices(decode_text(upload.getvalue(), "the price list", MAX_TABLE_BYTES), name=upload.name)
+            st.caption(f"Using {len(prices)} prices from {plain(upload.name)}.")
+        except (CatalogError, ValueError) as exc:  # not UTF-8, too large, or not a price list
+            st.error(f"That price list cannot be used: {plain(exc, 300)}. Using the catalog's prices.")
     with st.expander("Edit prices for this session"):
         edited = st.data_editor(pd.DataFrame([p.model_dump(mode="json") for p in prices]), num_rows="dynamic",
                                 key="opt.price_editor", width="stretch")

@@ -1,9 +1,10 @@
 """Serving simulation: watch queues build on one replica under continuous batching."""
 
 import streamlit as st
-from dashboard import cache, charts, render, state
-from dashboard.api import (DEFAULT_RATE_FRACTION, ValidationError, at_bound, choices, default_rate, fmt_num,
-                           fmt_time, knee_rates, sim_spec)
+from dashboard import analyses, cache, charts, render, state
+from dashboard.api import (DEFAULT_RATE_FRACTION, MAX_TABLE_BYTES, ValidationError, at_bound, choices, decode_text,
+                           default_rate, fmt_num, fmt_time, knee_rates, sim_spec)
+from dashboard.text import plain
 
 st.title("Serving simulation")
 st.caption("A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
@@ -35,10 +36,10 @@ with len_col:
     trace = None
     if up is not None:
         try:
-            trace = cache.sim_trace(up.getvalue().decode("utf-8", errors="replace"))
+            trace = cache.sim_trace(decode_text(up.getvalue(), "the trace", MAX_TABLE_BYTES))  # UTF-8, sized
             st.caption(f"Replaying {len(trace):,} rows in order (cycled).")
         except ValueError as exc:
-            st.error(f"That trace cannot be used: {exc}")
+            st.error(f"That trace cannot be used: {plain(exc, 300)}")
 with sch_col:
     st.subheader("Scheduler")
     st.radio("Policy", choices.SCHEDULER_POLICIES, key=K("workload.policy"), horizontal=True,
@@ -95,6 +96,9 @@ else:
     f"{'saturated' if rng.saturated_at['low'] else 'stable'}, optimistic bound: "
     f"{'saturated' if rng.saturated_at['high'] else 'stable'}; bound runs of {rng.requests_at_bounds:,} requests).")
 
+if s.thrash:
+    st.warning(s.thrash_note)
+
 for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
     p = getattr(s, key)
     name = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "E2E", "queue_s": "Queue"}[key]
@@ -104,6 +108,10 @@ for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
                             rng.ranges.get(f"{key}.{q}") if v is not None else None, fmt_time,
                             help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
                             + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"))
+
+analyses.show_calibrated([("TTFT p50", "ttft_s.p50", s.ttft_s.p50), ("TTFT p99", "ttft_s.p99", s.ttft_s.p99),
+                          ("ITL p50", "itl_s.p50", s.itl_s.p50), ("ITL p99", "itl_s.p99", s.itl_s.p99),
+                          ("E2E p50", "e2e_s.p50", s.e2e_s.p50)], cfg)
 
 cols = render.grid(8, ("Requests/s", "Output tokens/s", "GPU busy", "KV held (mean)", "Prefill share of time",
                         "Preemptions", "Rejected", "Timed out"))
@@ -129,14 +137,17 @@ sweep_spec = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(n_re
 rates = knee_rates(cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)  # capacity and this rate
 with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     try:
-        rows = cache.sim_sweep(cfg, sweep_spec, rates)
+        rows = cache.sim_sweep(cfg, sweep_spec, tuple(rates))
     except ValueError as exc:  # a work budget ran out (core.limits): say what to change
         st.error(str(exc))
         st.stop()
 fig = charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)
 with st.spinner("The same sweep at the pessimistic and optimistic bounds…"):
-    ends = {b: [cache.sim_summary(at_bound(cfg, b), sweep_spec.with_(rate_per_s=r)).e2e_s.p95 for r in rates]
-            for b in ("low", "high")}
+    try:
+        ends = {b: [summary.e2e_s.p95 for _, summary in cache.sim_sweep(at_bound(cfg, b), sweep_spec, tuple(rates))]
+                for b in ("low", "high")}
+    except ValueError:  # a bound whose sweep runs out of its work budget: no band
+        ends = {"low": [None] * len(rates), "high": [None] * len(rates)}
 ok = [i for i in range(len(rates)) if ends["low"][i] is not None and ends["high"][i] is not None]
 if ok:
     charts.add_band(fig, [rates[i] for i in ok], [min(ends["low"][i], ends["high"][i]) for i in ok],

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import cache, charts, render, state
+from dashboard import analyses, cache, charts, render, state
 from dashboard.api import default_batches, fmt_time
 
 st.title("Speed")
@@ -32,6 +32,8 @@ if len(binds) > 1:
     st.warning(f"The decode step's binding limit changes inside the range: **{d.bound}**-bound here, "
                f"**{' / '.join(other)}**-bound at the bound of " + ", ".join(
                    f"`{n}`" for b in other for n in rng.moved_by("bound", b)) + ".")
+analyses.show_calibrated([("TTFT", "ttft_s.p50", pf.ttft_s), ("Decode step (ITL)", "itl_s.p50", d.step_s),
+                          ("Tokens/s", "throughput_tokens_per_s", d.tokens_per_s)], cfg)
 if s.compute_bound_batch is None:
     st.caption(("Decode is communication-bound here; of compute and memory traffic, memory stays the larger at "
                 "every batch at this context" if d.bound == "communication" else

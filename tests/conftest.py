@@ -8,3 +8,11 @@ def clear_cache():
     st.cache_data.clear()
     yield
     st.cache_data.clear()
+
+
+@pytest.fixture(autouse=True)
+def isolated_store(tmp_path, monkeypatch):
+    """Every test gets its own empty embedded store (never the user's ~/.local/share/rabit)."""
+    monkeypatch.setenv("RABIT_DATA_DIR", str(tmp_path / "rabit-data"))
+    monkeypatch.delenv("RABIT_DATABASE_URL", raising=False)
+    yield

@@ -132,3 +132,63 @@ def test_upload_a_model_config_json(server, browser, tmp_path):
     # the uploaded architecture travels in the link, so a pasted URL shows the same model
     page.wait_for_function("() => window.location.search.includes('custom_model=z')", timeout=10_000)
     page.context.close()
+
+
+def test_ranges_band_and_tornado_render(server, browser):
+    """The Speed page shows each headline number's range, a shaded band on the batch chart and a tornado chart."""
+    page = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
+    page.goto(server + "/speed")
+    page.get_by_text("heuristic range from the assumption bounds").first.wait_for(timeout=90_000)
+    body = page.inner_text("body")
+    assert "Traceback" not in body and "range: " in body
+    page.get_by_text("Assumptions behind these numbers").first.wait_for(timeout=60_000)  # the run has finished
+    page.get_by_role("tab", name="Batch", exact=True).click(timeout=60_000)
+    chart = page.locator(".js-plotly-plot").filter(has_text="tokens/s range")
+    chart.first.wait_for(timeout=30_000)
+    # the band is a filled trace (fill="toself" draws an SVG path with a fill)
+    assert chart.first.locator(".scatterlayer .js-fill").count() >= 1
+    shot = os.environ.get("RABIT_SCREENSHOT_RANGES")
+    if shot:
+        chart.first.scroll_into_view_if_needed()
+        page.evaluate("window.scrollBy(0, -120)")
+        page.mouse.move(0, 0)
+        page.wait_for_timeout(500)
+        page.screenshot(path=shot)
+    page.get_by_role("tab", name="Sensitivity", exact=True).click(timeout=60_000)
+    tornado = page.locator(".js-plotly-plot").filter(has_text="What moves")
+    tornado.first.wait_for(timeout=30_000)
+    assert "mbu" in tornado.first.inner_text()
+    page.context.close()
+
+
+def test_a_link_with_one_bad_parameter_says_which_and_uses_the_rest(server, browser):
+    """A pasted link with a mistyped GPU: the page names the parameter and suggests the catalog name, and the
+    rest of the link (the 8B model, batch 64) is what the page shows."""
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.goto(server + "/?model=llama-3.1-8b&gpu=h100&batch=64&tp=1&gpus_per_node=1")
+    page.get_by_text("not exactly the link").first.wait_for(timeout=60_000)
+    page.get_by_text("KV cache per GPU (batch)").first.wait_for(timeout=60_000)
+    body = page.inner_text("body")
+    assert "gpu=h100 was not used" in body and "did you mean h100" in body
+    assert "Traceback" not in body
+    # the rest applies: the model and batch of the link are in the sidebar, not a catalog's first entry
+    assert page.get_by_label("Batch (concurrent sequences)").input_value() == "64"
+    page.wait_for_function("() => window.location.search.includes('model=llama-3.1-8b')", timeout=10_000)
+    assert "batch=64" in page.url and "gpu=" not in page.url  # the link now says what is shown
+    page.context.close()
+
+
+def test_a_config_json_with_ten_billion_heads_is_refused_quickly(server, browser, tmp_path):
+    cfg = tmp_path / "huge.json"
+    cfg.write_text('{"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 10000000000, '
+                   '"vocab_size": 32000, "intermediate_size": 11008}')
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.goto(server + "/")
+    page.get_by_text("KV cache per GPU (batch)").first.wait_for(timeout=60_000)
+    page.get_by_text("Add a model from config.json").click()
+    t0 = time.time()
+    page.locator("input[type=file]").first.set_input_files(str(cfg))
+    page.get_by_text("num_attention_heads").first.wait_for(timeout=30_000)
+    assert time.time() - t0 < 10  # refused before any layout check (was over 240 s per rerun)
+    assert "above the maximum" in page.inner_text("body")
+    page.context.close()

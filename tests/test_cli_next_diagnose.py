@@ -121,7 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # quiet
         pass
 
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):
         url = urlsplit(self.path)
         q = {k: v[0] for k, v in parse_qs(url.query).items()}
         mode = self.server.mode  # type: ignore[attr-defined]
@@ -207,3 +207,93 @@ def test_unreachable_server_and_bad_url(capsys):
     with pytest.raises(SystemExit) as e:
         main(["diagnose", "--prometheus", "not a url"])
     assert e.value.code == 2 and "--prometheus" in capsys.readouterr().err
+
+
+def test_next_experiment_for_a_training_run(capsys):
+    assert main(["next-experiment", "--train", "--model", "llama-3.1-8b", "--tokens", "1e12", "--deadline-days",
+                 "20", "--gpus-allowed", "h100-sxm,a100-80gb", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"experiments", "baseline", "stable_inputs"}
+    assert out["baseline"]["gpu"] in ("h100-sxm", "a100-80gb") and "layout" in out["baseline"]
+    assert all(set(e) == EXPERIMENT_KEYS for e in out["experiments"])
+
+
+# --- telemetry attached to a saved analysis ----------------------------------------------------------------
+
+def _save(capsys, *extra: str) -> str:
+    capsys.readouterr()
+    assert main(["analyses", "save", "--name", "70B on H100", "--model", "llama-3.1-70b", "--gpu", "h100-sxm",
+                 "--gpus", "4", "--tp", "4", "--input", "1000", "--output", "250", *extra, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["id"]
+
+
+def _shown(capsys, aid: str) -> dict:
+    capsys.readouterr()
+    assert main(["analyses", "show", aid, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("content, why", [
+    (b'vllm:num_requests_running{model_name="m', "truncated"),
+    (b'{"not": "telemetry"}', "not telemetry"),
+    (b'vllm:num_requests_running{model_name="m"} twelve\n', "not a number"),
+    (None, "the limit is 20 MB"),  # a 200 MB file
+])
+def test_malformed_telemetry_leaves_the_saved_analysis_untouched(tmp_path, capsys, content, why):
+    aid = _save(capsys)
+    before = _shown(capsys, aid)
+    p = tmp_path / "upload.txt"
+    if content is None:
+        with open(p, "wb") as f:
+            f.truncate(200_000_000)
+    else:
+        p.write_bytes(content)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["diagnose", "--metrics", str(p), "--analysis", aid])
+    assert e.value.code == 2 and why in capsys.readouterr().err
+    assert _shown(capsys, aid) == before  # no telemetry, no new revision, nothing else changed
+
+
+def test_telemetry_attaches_to_the_analysis_and_is_diagnosed_against_its_prediction(tmp_path, capsys):
+    aid = _save(capsys, "--prefix-cache", "0.9")
+    dump = tmp_path / "metrics.txt"
+    dump.write_text((FIX / "vllm_metrics.txt").read_text() + (FIX / "dcgm_metrics.txt").read_text())
+    capsys.readouterr()
+    assert main(["diagnose", "--metrics", str(dump), "--analysis", aid, "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    shown = _shown(capsys, aid)
+    assert len(shown["telemetry"]) == 1 and shown["telemetry"][0]["kind"] == "prometheus"
+    assert [r["revision"] for r in shown["revisions"]] == [1]  # telemetry is not a new revision of the config
+    # the analysis expects 90 % of prompt tokens cached; the dump hits 31 %: below half of that, so it fires
+    assert "prefix_cache_misses" in [f["rule"] for f in first["fired"]]
+    # the divergence rule compares with the analysis's own simulated p95s, so it is evaluated
+    assert "latency_diverges" not in [n["rule"] for n in first["not_evaluated"]]
+    # --analysis alone diagnoses what is attached
+    capsys.readouterr()
+    assert main(["diagnose", "--analysis", aid, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == first
+
+
+def test_an_analysis_without_telemetry_has_no_diagnosis(capsys):
+    aid = _save(capsys)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["diagnose", "--analysis", aid])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "no telemetry attached" in err and err.count("\n") == 1
+    with pytest.raises(SystemExit) as e:
+        main(["diagnose", "--analysis", "nope", "--metrics", str(FIX / "vllm_metrics.txt")])
+    assert e.value.code == 2 and "no saved analysis" in capsys.readouterr().err
+
+
+def test_next_experiment_from_a_saved_analysis(capsys):
+    aid = _save(capsys)
+    capsys.readouterr()
+    assert main(["next-experiment", "--analysis", aid, "--gpus-allowed", "h100-sxm,a100-80gb", "--requests", "300",
+                 "--max-simulations", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"experiments", "baseline", "stable_inputs"}
+    # the saved workload is questioned too
+    keys = [e["input"] for e in out["experiments"]] + out["stable_inputs"]
+    assert {"prompt", "output", "rate"} <= set(keys)

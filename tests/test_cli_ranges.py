@@ -115,3 +115,13 @@ def test_config_file_is_the_shared_analysis(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["speed", "--config", str(f)])
     assert e.value.code == 2 and "--config" in capsys.readouterr().err
+
+
+def test_recommend_train_ranges(capsys):
+    out = run_json(["recommend", "--train", "--tokens", "1e11", "--deadline-days", "30", "--gpus-allowed",
+                    "h100-sxm"], capsys)
+    rec = out["recommendation"]
+    assert rec is not None and out["range_basis"] == BASIS
+    for key in ("cost_usd", "wall_clock_s", "gpu_hours"):
+        r = out["ranges"][f"recommendation.{key}"]
+        assert r["low"] < rec[key] < r["high"], key

@@ -37,7 +37,7 @@ def dump(values: dict[str, float] | None = None, drop: tuple[str, ...] = (), his
     """The healthy dump with some sample values set (every series of that name), some metrics removed."""
     text = VLLM + DCGM
     for name, v in (values or {}).items():
-        text, n = re.subn(rf"^({re.escape(name)}(\{{[^}}]*\}})?) \S+$", rf"\g<1> {v}", text, flags=re.M)
+        text, n = re.subn(rf"^({re.escape(name)}(\{{[^}}]*\}})?) \S+$", rf"\g<1> {v}", text, flags=re.MULTILINE)
         assert n, name
     for base, obs in (hist or {}).items():
         text = _hist(text, base, obs)
@@ -108,7 +108,7 @@ def test_rules_that_need_the_analysis_wait_for_it():
     d = _diag(dump(), D.Expectation())
     waiting = {n.rule: n.missing for n in d.not_evaluated}
     assert set(waiting) == {"prefix_cache_misses", "latency_diverges"}
-    assert all("--analysis" in " ".join(m) for m in waiting.values())
+    assert all("saved analysis" in " ".join(m) for m in waiting.values())
 
 
 def test_no_telemetry_no_diagnosis():
@@ -191,3 +191,22 @@ def test_a_200_mb_file_is_refused_before_parsing():
     big = b"#" * 200_000_000
     with pytest.raises(TelemetryError, match=r"200\.0 MB; the limit is 20 MB"):
         T.parse(big, "huge.txt")
+
+
+def test_telemetry_round_trips_through_its_stored_form():
+    t = T.parse(dump(), "dump")
+    back = T.from_payload(__import__("json").loads(__import__("json").dumps(T.to_payload(t))))
+    assert back == t
+    with pytest.raises(TelemetryError, match="cannot be read"):
+        T.from_payload({"format": "prometheus", "samples": [["x"]]})
+
+
+def test_an_analysis_predicts_from_its_simulation():
+    from core.config import RabitConfig
+    from core.simulate import sim_spec, simulate
+
+    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=512,
+                      output_tokens=128, prefix_cache_frac=0.4)
+    e = D.expectation_of(cfg)
+    s = simulate(cfg, sim_spec(cfg)).summary
+    assert (e.p95_ttft_s, e.p95_itl_s, e.prefix_cache_frac) == (s.ttft_s.p95, s.itl_s.p95, 0.4)

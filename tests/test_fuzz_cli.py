@@ -49,13 +49,15 @@ def files(tmp_path_factory) -> dict[str, str]:
         "inf_price": d / "inf.csv",
         "big_tokens": d / "big_tokens.csv",
         "heads": d / "heads.json",
+        "metrics": d / "metrics.txt",
         "dir": d,
     }
+    f["metrics"].write_text("vllm:num_requests_running 3\nvllm:num_requests_waiting 0\n")
     os.mkfifo(f["fifo"])
     f["deep"].write_text("[" * 100_000 + "]" * 100_000)
     f["latin1_json"].write_bytes(b'{"_name_or_path": "caf\xe9", "hidden_size": 64}')
     base = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000,
-            "intermediate_size": 11008}
+            "intermediate_size": 11008, "max_position_embeddings": 131072}
     f["bom_json"].write_bytes(b"\xef\xbb\xbf" + json.dumps(base).encode())
     header = "gpu,provider,kind,usd_per_gpu_hour,source,as_of\n"
     f["latin1_csv"].write_bytes(header.encode() + b"h100-sxm,caf\xe9,on-demand,2.0,a source,2025-01-01\n")
@@ -117,6 +119,8 @@ def test_bad_values_exit_2_naming_the_flag(argv, flag):
     (["simulate", "--rate", "1", "--trace", "{bigfield_csv}"], "--trace", ""),
     (["simulate", "--rate", "1", "--trace", "{big_tokens}"], "--trace", "at most 10,000,000"),
     (["simulate", "--rate", "1", "--trace", "{fifo}"], "--trace", "not a regular file"),
+    (["diagnose", "--metrics", "{fifo}"], "--metrics", "not a regular file"),
+    (["analyses", "import", "{fifo}"], "file", "not a regular file"),
 ])
 def test_bad_files_exit_2_naming_the_flag(files, argv, flag, words):
     rc, out, err = run_cli([a.format(**files) for a in argv])
@@ -131,7 +135,7 @@ def test_a_byte_order_mark_is_accepted_as_the_upload_accepts_it(files):
 
 def test_a_kv_budget_is_never_negative():
     # Llama 3.1 405B in BF16 (810 GB) on one 80 GB H100: the shortfall is reported, not a negative budget
-    rc, out, err = run_cli(["memory", "--model", "llama-3.1-405b", "--gpus", "1", "--json"])
+    rc, out, err = run_cli(["memory", "--model", "llama-3.1-405b", "--gpus", "1", "--tp", "1", "--json"])
     d = json.loads(out)
     assert rc == 0 and d["fits"] is False
     assert d["kv_budget_bytes_per_gpu"] == 0 and d["shortfall_bytes_per_gpu"] > 700e9
@@ -157,7 +161,7 @@ def test_json_piped_into_head_is_not_a_traceback():
 
 def test_a_long_simulation_stops_on_its_budget(monkeypatch):
     monkeypatch.setattr(cli.common, "CLI_SIM_MAX_WALL_S", 0.5)
-    rc, out, err = run_cli(["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--rate", "50",
+    rc, out, err = run_cli(["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--tp", "1", "--rate", "50",
                             "--requests", "5000000"])
     assert rc == 2 and "stopped after" in err and "simulate fewer requests" in err, err
 
@@ -167,13 +171,14 @@ def test_a_long_simulation_stops_on_its_budget(monkeypatch):
 BASE = {
     "memory": ["memory", "--model", "llama-3.1-8b", "--json"],
     "speed": ["speed", "--model", "llama-3.1-8b", "--json"],
-    "simulate": ["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--rate", "2", "--requests", "30",
+    "simulate": ["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--tp", "1", "--rate", "2", "--requests", "30",
                  "--json"],
     "train": ["train", "--model", "llama-3.1-8b", "--tokens", "1e9", "--gpus", "8", "--json"],
     "recommend": ["recommend", "--model", "llama-3.1-8b", "--rate", "1", "--requests", "20",
                   "--max-simulations", "1", "--gpus-allowed", "h100-sxm", "--json"],
     "models": ["models", "--json"],
     "gpus": ["gpus", "--json"],
+    "diagnose": ["diagnose", "--metrics", "{metrics}", "--json"],
 }
 HOSTILE = ["", " ", "nan", "NaN", "inf", "-inf", "1e400", "-1e400", "1e-320", "0", "-0", "-1", "1", "2", "3", "7",
            "17", "64", "1024", "32769", "100001", "5000001", "9223372036854775808", "1e23", "1.5", "abc",
@@ -247,3 +252,51 @@ def monkeypatch_module():
     mp.setattr(cli.common, "CLI_SIM_MAX_WALL_S", 3.0)
     yield mp
     mp.undo()
+
+
+def _subcommands() -> dict[str, list[str]]:
+    parser = build_parser()
+    for a in parser._actions:
+        if hasattr(a, "choices") and isinstance(a.choices, dict):
+            out = {}
+            for name, sub in a.choices.items():
+                nested = [x for x in sub._actions if hasattr(x, "choices") and isinstance(x.choices, dict)]
+                if nested:  # e.g. rabit analyses list|show|...: each of its own subcommands
+                    for n2, s2 in nested[0].choices.items():
+                        out[f"{name} {n2}"] = sorted(o for act in s2._actions for o in act.option_strings
+                                                     if o.startswith("--") and o != "--help")
+                else:
+                    out[name] = sorted(o for act in sub._actions for o in act.option_strings
+                                       if o.startswith("--") and o != "--help")
+            return out
+    return {}
+
+
+ALL_FLAGS = _subcommands()
+
+
+def test_every_subcommand_is_known_to_the_fuzz():
+    assert {"memory", "speed", "simulate", "train", "recommend", "models", "gpus"} <= set(ALL_FLAGS)
+
+
+@settings(max_examples=int(os.environ.get("RABIT_FUZZ_EXAMPLES", "150")) * 2, deadline=None,
+          derandomize=os.environ.get("RABIT_FUZZ_RANDOM") is None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_fuzz_every_flag_of_every_subcommand_parses_or_exits_2(data):
+    """Argument parsing of every subcommand (the slow ones too): a value is taken, or exit 2 with one line."""
+    sub = data.draw(st.sampled_from(sorted(ALL_FLAGS)))
+    argv = sub.split()
+    flags = ALL_FLAGS[sub]
+    if flags:
+        flag = data.draw(st.sampled_from(flags))
+        value = data.draw(st.one_of(st.sampled_from(HOSTILE), st.integers(-10**20, 10**20).map(str),
+                                    st.floats(allow_nan=True, allow_infinity=True).map(repr), st.text(max_size=12)))
+        argv += [flag, value]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            build_parser().parse_args(argv)
+        except SystemExit as exc:
+            assert exc.code in (0, 2), (argv, exc.code)
+            if exc.code == 2:
+                assert err.getvalue().count("\n") == 1 and err.getvalue().startswith("rabit"), (argv, err.getvalue())

@@ -1,6 +1,7 @@
 """Pages that must not mislead in a meeting: each check fails on the page as it was before its fix."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -53,19 +54,25 @@ def _serving(**preset) -> AppTest:
     at.number_input(key="cfg.tp").set_value(1)
     at.number_input(key="cfg.input_tokens").set_value(1000)
     at.number_input(key="cfg.output_tokens").set_value(250).run()
-    for k, v in preset.items():  # the page's inputs are the shared config's workload fields
+    for k, v in preset.items():
         at.session_state[f"cfg.workload.{k}"] = v
     at.switch_page("../pages/serving.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
 
-def test_serving_names_a_round_rate_inside_capacity_and_says_why(clear_cache):
-    at = _serving(num_requests=200, lengths="lognormal")
+def test_serving_starts_at_a_round_rate_inside_capacity_and_says_why(clear_cache):
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("../pages/serving.py").run()
+    assert not at.exception, [e.value for e in at.exception]
     cfg = at.session_state["_config"]
+    rate = at.number_input(key="cfg.workload.rate_per_s").value
     cap = max_throughput(cfg, sim_spec(cfg)).requests_per_s
-    assert default_rate(cap) <= 0.5 * cap
-    assert any(f"would be {default_rate(cap):g}" in c.value and "rounded down" in c.value for c in at.caption)
+    # the default rate is round (1, 2 or 5 x 10^k) and clearly inside the default deployment's capacity
+    mantissa = rate / 10 ** math.floor(math.log10(rate))
+    assert round(mantissa, 9) in (1.0, 2.0, 5.0) and rate <= 0.5 * cap
+    assert any("of the closed-form capacity" in c.value and "rounded" in c.value for c in at.caption)
+    assert not any(e.value.startswith("Saturated") for e in at.error)
 
 
 def test_knee_chart_keeps_its_points_spread_when_the_rate_is_far_above_capacity(clear_cache):

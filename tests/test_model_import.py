@@ -125,5 +125,5 @@ def test_wrong_typed_fields_are_refused_by_name(change, words):
 
 def test_a_name_from_a_config_cannot_carry_markup():
     m = from_hf_config({**BASE, "_name_or_path": "![x](http://evil.example/p.png) [click](http://x)"})
-    for ch in "![]():":
+    for ch in "![]:<>":
         assert ch not in m.name

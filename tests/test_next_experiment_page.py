@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard import state
+
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 
 
@@ -25,7 +27,7 @@ def test_next_experiment_waits_for_the_button_then_ranks(clear_cache):
     assert at.title[0].value == "Next experiment"
     assert any("Find the next experiment" in i.value for i in at.info)
     # two GPU kinds keep the AppTest short; the model is the sidebar's (Llama 3.1 70B)
-    at.multiselect(key="ne.gpus").set_value(["h100-sxm", "h200-sxm"])
+    at.multiselect(key=state.key("targets.gpus_allowed")).set_value(["h100-sxm", "h200-sxm"])
     at.button(key="ne.submit").click().run()
     assert not at.exception, [e.value for e in at.exception]
     heads = [h.value for h in at.subheader]
@@ -56,7 +58,7 @@ class _Prom(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         # KV pool full on both GPUs while their tensor pipes idle
         result = [{"metric": {"__name__": n, "gpu": g}, "values": [[1764000000 + 15 * i, v] for i in range(5)]}
                   for n, v in (("vllm:kv_cache_usage_perc", "0.98"), ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "0.1"))
@@ -94,3 +96,33 @@ def test_diagnostics_unreachable_prometheus_is_an_error_not_a_hang(clear_cache):
     at.text_input(key="dx.prom_url").set_value("http://127.0.0.1:9").run()
     assert not at.exception
     assert any("cannot reach" in e.value for e in at.error)
+
+
+def test_diagnostics_attach_to_the_open_analysis(clear_cache, prom_url):
+    from core.config import RabitConfig
+    from store import Store
+
+    st_ = Store()
+    aid = st_.create("70B on H100", RabitConfig(prefix_cache_frac=0.5))
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state["_analysis"] = {"id": aid, "revision": 1, "name": "70B on H100"}
+    at.run()
+    at.switch_page("../pages/diagnostics.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Open analysis" in c.value for c in at.caption)
+    assert any("no diagnosis" in i.value for i in at.info)  # nothing attached yet: no guess
+    # an unreachable server: an error, and the analysis stays as it was
+    at.toggle(key="dx.prom_on").set_value(True).run()
+    at.text_input(key="dx.prom_url").set_value("http://127.0.0.1:9").run()
+    assert any("cannot reach" in e.value for e in at.error)
+    assert st_.get(aid).telemetry == ()
+    # a good answer, attached on request
+    at.text_input(key="dx.prom_url").set_value(prom_url).run()
+    at.button(key="dx.attach").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Attached to 70B on H100" in s.value for s in at.success)
+    assert len(st_.get(aid).telemetry) == 1
+    # switched back to uploads with nothing uploaded: the attached telemetry is diagnosed
+    at.toggle(key="dx.prom_on").set_value(False).run()
+    assert any("Diagnosing the telemetry attached" in c.value for c in at.caption)
+    assert {m.label: m.value for m in at.metric}["Rules fired"] == "1"

@@ -21,5 +21,5 @@ def test_a_lower_bandwidth_efficiency_slows_the_screen():
     slow = {(c.gpus_per_replica, c.tp, c.pp): c.batch_1_itl_s for c in opt.screen(opt.ServingGoal(assumptions=Assumptions().with_(mbu=0.375)),
                                                          cons, catalog.prices()) if c.batch_1_itl_s}
     assert base and set(base) == set(slow)
-    for k in base:
-        assert base[k] < slow[k] < 2 * base[k], k
+    for k, itl in base.items():
+        assert itl < slow[k] < 2 * itl, k

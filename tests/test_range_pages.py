@@ -49,8 +49,8 @@ def test_serving_page_ranges(clear_cache):
     at.number_input(key="cfg.tp").set_value(1)
     at.number_input(key="cfg.input_tokens").set_value(1000)
     at.number_input(key="cfg.output_tokens").set_value(250).run()
-    at.session_state["sim.requests"] = 300
-    at.session_state["sim.rate"] = 5.0
+    at.session_state["cfg.workload.num_requests"] = 300
+    at.session_state["cfg.workload.rate_per_s"] = 5.0
     at.switch_page("../pages/serving.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert any(BASIS in c for c in _range_captions(at))

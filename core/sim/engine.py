@@ -30,6 +30,11 @@ KV admission:
   iteration's blocks cannot be allocated, the most recently admitted running sequence is
   preempted (its blocks freed, it returns to the head of the queue and later recomputes its prompt
   plus the tokens it had generated: recompute, as vLLM does); no admissions in such an iteration.
+  With ``prefix_caching`` (vLLM V1's default) the victim's full blocks stay in the prefix cache: freed
+  blocks join the tail of vLLM's free queue, so allocations evict everything older first, and the victim
+  at the head of the queue keeps ``min(its full blocks, free blocks when it is re-admitted)``; those
+  tokens are a cache hit and only the rest (at least the last token) is recomputed. Not modelled for
+  sliding-window models (their windowed blocks are not reusable the same way).
 * ``reserve``: admission reserves the blocks of prompt + the workload's largest output
   (the client's max_tokens) up front; never preempts.
 
@@ -155,6 +160,8 @@ class Engine:
         self.fin_d: list[int] = []  # D at which a decoding sequence emits its last token; -1 otherwise
         self.lo: list[bool] = []  # decoding and context below the sliding window
         self.res: list[float] = []  # reserved blocks-worth (reserve admission)
+        self.cached: list[int] = []  # preempted: tokens of its full blocks left in the prefix cache
+        self.keep_cache = spec.prefix_caching and not self.reserve and not self.sliding
         # queues
         self.waiting: deque[int] = deque()
         self.running: list[int] = []  # admission order (the last is preempted first)
@@ -255,6 +262,7 @@ class Engine:
             self.fin_d.append(-1)
             self.lo.append(False)
             self.res.append(0.0)
+            self.cached.append(0)
             self.last_arrival_s = t
             need = self.pool.blocks_for(i + (self.max_out if self.reserve else o - 1))
             if i + o > self.pool.max_context or need > self.pool_blocks + _EPS:
@@ -411,8 +419,8 @@ class Engine:
         self._user_done(rid, self.now_s)
 
     # --- preemption and timeouts ------------------------------------------------------------------
-    def _take_out(self, rid: int) -> None:
-        """Remove a running request (prefilling or decoding) and free its blocks."""
+    def _take_out(self, rid: int) -> int:
+        """Remove a running request (prefilling or decoding) and free its blocks; returns its context."""
         self.running.remove(rid)
         if self.fin_d[rid] >= 0:
             c = self._leave_decode(rid)
@@ -420,10 +428,12 @@ class Engine:
             self.prefilling.remove(rid)
             c = self.ctx[rid]
         self._release(rid, c)
+        return c
 
     def _preempt_last(self) -> None:
         rid = self.running[-1]
-        self._take_out(rid)
+        c = self._take_out(rid)
+        self.cached[rid] = (c // self.block_tokens) * self.block_tokens if self.keep_cache else 0
         self.ctx[rid] = 0
         self.npre[rid] += 1
         self.preemptions += 1
@@ -449,11 +459,24 @@ class Engine:
         return dh[0][0] if dh else INF
 
     # --- scheduling -------------------------------------------------------------------------------
-    def _admit(self, rid: int) -> None:
+    def _hit(self, rid: int, used: float) -> int:
+        """Cached tokens the head request finds when admitted with ``used`` blocks-worth taken (see above)."""
+        cached = self.cached[rid]
+        if not cached:
+            return 0
+        B = self.block_tokens
+        free = int(math.floor(self.pool_blocks - used + _EPS))
+        last = ((self.inp[rid] + self.gen[rid] - 1) // B) * B  # the last token is always recomputed
+        return max(0, min(cached, free * B, last))
+
+    def _admit(self, rid: int, hit: int = 0) -> None:
         self.waiting.popleft()
         self.running.append(rid)
         self.prefilling.append(rid)
-        self.ctx[rid] = 0
+        self.ctx[rid] = hit
+        self.cached[rid] = 0
+        if hit:
+            self.full_blocks += hit // self.block_tokens  # the cached blocks are taken back
         self.target[rid] = self.inp[rid] + self.gen[rid]  # recompute after a preemption
         if math.isnan(self.admit_s[rid]):
             self.admit_s[rid] = self.now_s
@@ -520,11 +543,12 @@ class Engine:
         mb = self.spec.max_batch
         while self.waiting and left > 0 and len(self.running) < mb:
             rid = self.waiting[0]
-            n = min(self.inp[rid] + self.gen[rid], left)
-            add = self._admission_need(rid, n)
+            h = self._hit(rid, used)
+            n = min(self.inp[rid] + self.gen[rid] - h, left)
+            add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
             if used + add > self.pool_blocks + _EPS:
                 break
-            self._admit(rid)
+            self._admit(rid, h)
             used += add
             left -= n
             chunks.append((rid, n))
@@ -536,13 +560,14 @@ class Engine:
         total = 0
         while self.waiting and len(self.running) < mb:
             rid = self.waiting[0]
-            n = self.inp[rid] + self.gen[rid]
+            h = self._hit(rid, used)
+            n = self.inp[rid] + self.gen[rid] - h
             if chunks and total + n > K:
                 break
-            add = self._admission_need(rid, n)
+            add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
             if used + add > self.pool_blocks + _EPS:
                 break
-            self._admit(rid)
+            self._admit(rid, h)
             used += add
             total += n
             chunks.append((rid, n))

@@ -44,6 +44,12 @@ SAT_SERVED_FRAC = 0.9
 SAT_GROWTH_FRAC = 0.05
 SAT_NOISE_SIGMAS = 3.0
 SATURATED, STABLE, TOO_SHORT = "saturated", "stable", "too short to tell"
+#: Preemptions per admitted request at and above which the run is said to thrash its KV cache.
+THRASH_PREEMPTIONS_PER_REQUEST = 1.0
+THRASH_REMEDIES = ("reserve KV for prompt + maximum output at admission (TensorRT-LLM's GUARANTEED_NO_EVICT)",
+                   "keep prefix caching on so a preempted request's blocks are reused",
+                   "a larger TP (more HBM for KV per replica)", "FP8 KV (half the bytes per token)",
+                   "a lower max_num_seqs")
 
 
 class Percentiles(BaseModel):
@@ -98,6 +104,9 @@ class Summary(BaseModel):
     arrival_rate_per_s: float  # observed: arrivals / arrival period
     saturation_reason: str
     saturation_verdict: str = STABLE  # "saturated", "stable" or "too short to tell"
+    preemptions_per_request: float = 0.0  # preemptions / requests admitted at least once
+    thrash: bool = False  # at least one preemption per request: KV thrash (see thrash_note)
+    thrash_note: str = ""
 
     def __getitem__(self, key: str):
         return getattr(self, key)
@@ -191,6 +200,12 @@ def summarise(rec: Records, closed_loop: bool, capacity_rps: float | None = None
     span = max(t_end - t_start, 0.0)
     tok = float(out[done].sum())
     verdict, why = saturation(rec, closed_loop, capacity_rps)
+    admitted = int(np.count_nonzero(~np.isnan(adm)))
+    ppr = rec.total_preemptions / admitted if admitted else 0.0
+    prefill_share = rec.prefill_s / rec.busy_s if rec.busy_s > 0 else 0.0
+    thrash = ppr >= THRASH_PREEMPTIONS_PER_REQUEST
+    thrash_note = (f"KV thrash: {ppr:.3g} preemptions per request and {prefill_share:.0%} of busy time in prefill "
+                   "(much of it recomputation). Remedies: " + "; ".join(THRASH_REMEDIES) if thrash else "")
     period = rec.last_arrival_s - t_start
     return Summary(
         ttft_s=Percentiles.of(first[done] - arr[done]),
@@ -217,4 +232,7 @@ def summarise(rec: Records, closed_loop: bool, capacity_rps: float | None = None
         arrival_rate_per_s=(n - 1) / period if n > 1 and period > 0 else 0.0,
         saturation_reason=why,
         saturation_verdict=verdict,
+        preemptions_per_request=ppr,
+        thrash=thrash,
+        thrash_note=thrash_note,
     )

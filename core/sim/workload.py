@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.choices import Admission, Arrival, LengthKind, SchedulerPolicy
+from core.limits import MAX_JSON_DEPTH, json_depth
 
 #: vLLM engine defaults (docs.vllm.ai, engine arguments): max_num_seqs = 256 and, for the V1
 #: OpenAI server on large GPUs, max_num_batched_tokens = 8192.
@@ -106,6 +107,10 @@ class SimSpec(BaseModel):
     token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)  # tokens per iteration (max_num_batched_tokens)
     max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1)  # running sequences (max_num_seqs)
     admission: Admission = "preempt"
+    # a preempted request's full KV blocks stay in the prefix cache until other allocations evict them, so its
+    # re-admission recomputes only what was evicted (vLLM V1 enable_prefix_caching, on by default; SGLang's
+    # radix cache; TensorRT-LLM's KV block reuse). Off: recompute from scratch (vLLM V0 without the cache).
+    prefix_caching: bool = True
     timeout_s: float | None = Field(None, gt=0)  # a request not finished this long after arrival is cancelled
     kv_pool_tokens: int | None = Field(None, ge=1)  # override of the KV pool size (what-if); default: from memory
     seed: int = 0
@@ -238,6 +243,8 @@ def parse_trace(text: str) -> tuple[tuple[int, int], ...]:
     if not text:
         raise ValueError("the trace is empty")
     rows: list[tuple[int, int]] = []
+    if text[0] in "{[" and json_depth(text) > MAX_JSON_DEPTH:  # checked before parsing (no RecursionError)
+        raise ValueError(f"the trace nests deeper than {MAX_JSON_DEPTH} levels; expected flat records")
     if text[0] in "{[":
         if text[0] == "[":
             try:

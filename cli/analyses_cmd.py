@@ -1,0 +1,229 @@
+"""``rabit analyses``: save, list, show, rename, delete, restore, export and import saved analyses.
+
+JSON keys (contract, issue 10): ``save`` prints ``{"id": ...}``; ``list`` prints
+``{"analyses": [{"id", "name", "model", "gpu", "updated_at", ...}]}``; ``show`` prints the analysis with
+its ``config``, ``runs`` and ``revisions``. The store is the one ``RABIT_DATABASE_URL`` names, else the
+embedded SQLite file (``rabit analyses where``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from cli.common import (
+    add_analysis_arg,
+    add_cluster_args,
+    add_json,
+    add_model_args,
+    add_serving_args,
+    config_from_args,
+    die,
+    emit,
+    open_store,
+)
+from core.config import RabitConfig
+from core.limits import MAX_CONFIG_BYTES, parse_json, read_regular_file
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("analyses", help="saved analyses: save, list, show, rename, delete, restore, export, import")
+    s = p.add_subparsers(dest="analyses_command", required=True, parser_class=type(p))
+
+    q = s.add_parser("save", help="save the estimate flags as an analysis (or a new revision with --analysis)")
+    q.add_argument("--name", help="the analysis name (required for a new analysis)")
+    add_analysis_arg(q)
+    q.add_argument("--revision", type=int, help="with --analysis: the revision you edited (refused if it moved on)")
+    q.add_argument("--note", help="free-text note")
+    q.add_argument("--by", help="who saves (default: $USER)")
+    add_model_args(q)
+    add_cluster_args(q)
+    add_serving_args(q)
+    add_json(q)
+    q.set_defaults(func=save)
+
+    q = s.add_parser("list", help="saved analyses, newest first")
+    q.add_argument("--search", help="match name, model or GPU")
+    q.add_argument("--deleted", action="store_true", help="list deleted analyses instead (restorable)")
+    add_json(q)
+    q.set_defaults(func=list_)
+
+    q = s.add_parser("show", help="one analysis with its config, runs and revisions")
+    q.add_argument("id")
+    q.add_argument("--revision", type=int, help="an earlier revision")
+    add_json(q)
+    q.set_defaults(func=show)
+
+    q = s.add_parser("rename", help="rename an analysis")
+    q.add_argument("id")
+    q.add_argument("--name", required=True)
+    add_json(q)
+    q.set_defaults(func=rename)
+
+    for name, fn, what in (("delete", delete, "move an analysis to the bin (restorable)"),
+                           ("restore", restore, "bring a deleted analysis back")):
+        q = s.add_parser(name, help=what)
+        q.add_argument("id")
+        add_json(q)
+        q.set_defaults(func=fn)
+
+    q = s.add_parser("export", help="write an analysis with every revision and run as JSON")
+    q.add_argument("id")
+    q.add_argument("--output", "-o", metavar="FILE", help="write here instead of standard output")
+    add_json(q)
+    q.set_defaults(func=export)
+
+    q = s.add_parser("import", help="import an exported analysis as a new one")
+    q.add_argument("file")
+    q.add_argument("--by", help="who imports (default: $USER)")
+    add_json(q)
+    q.set_defaults(func=import_)
+
+    q = s.add_parser("where", help="where the analyses are stored")
+    add_json(q)
+    q.set_defaults(func=where)
+
+
+def _by(args: argparse.Namespace) -> str:
+    return args.by or os.environ.get("USER", "")
+
+
+def headline(cfg: RabitConfig) -> dict[str, Any]:
+    """The headline results saved with a revision (a snapshot: later model changes do not rewrite it)."""
+    from core.memory import serving_memory
+    from core.speed import speed_summary
+
+    out: dict[str, Any] = {}
+    try:
+        mem = serving_memory(cfg)
+        out.update(fits=mem.fits, total_bytes_per_gpu=mem.total_bytes_per_gpu)
+        s = speed_summary(cfg)
+        out.update(prefill_s=s.prefill.ttft_s, decode_step_s=s.decode.step_s, tokens_per_s=s.decode.tokens_per_s,
+                   e2e_s=s.e2e_s)
+    except (ValueError, KeyError) as exc:
+        out["error"] = str(exc)
+    return out
+
+
+def save(args: argparse.Namespace) -> int:
+    from store import Conflict, StoreError
+
+    cfg = config_from_args(args)
+    st = open_store()
+    try:
+        if args.analysis:
+            a = st.get(args.analysis)
+            expected = args.revision if args.revision is not None else a.summary.revision
+            rev = st.save(a.id, cfg, expected_revision=expected, name=args.name, results=headline(cfg),
+                          note=args.note, saved_by=_by(args))
+            aid = a.id
+        else:
+            if not args.name:
+                die("rabit analyses save: error: argument --name: required for a new analysis")
+            aid, rev = st.create(args.name, cfg, results=headline(cfg), note=args.note or "", saved_by=_by(args)), 1
+    except Conflict as exc:
+        die(f"rabit analyses save: error: argument --revision: {exc}")
+    except StoreError as exc:
+        die(f"rabit analyses save: error: {exc}")
+    emit({"id": aid, "revision": rev}, args.json, f"saved {aid} revision {rev}")
+    return 0
+
+
+def list_(args: argparse.Namespace) -> int:
+    rows = open_store().list(args.search or "", deleted=args.deleted)
+    human = "\n".join(f"{r.id}  {r.updated_at[:19].replace('T', ' ')}  rev {r.revision:<3} {r.name}  "
+                      f"({r.model} on {r.gpu})" for r in rows) or "no saved analyses"
+    emit({"analyses": [r.as_json() for r in rows]}, args.json, human)
+    return 0
+
+
+def _get(st, aid: str, revision: int | None = None):
+    from store import NotFound
+
+    try:
+        return st.get(aid, revision)
+    except NotFound as exc:
+        die(f"rabit analyses: error: argument id: {exc}")
+
+
+def show(args: argparse.Namespace) -> int:
+    a = _get(open_store(), args.id, args.revision)
+    c = a.config
+    human = "\n".join([
+        f"{a.name} ({a.id}), revision {a.revision} of {a.summary.revision}, updated {a.summary.updated_at}",
+        (f"  {a.summary.model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.weights}, batch {c.batch}, "
+         f"{c.input_tokens:,} in / {c.output_tokens:,} out"),
+        f"  {len(a.runs)} measured run(s); {len(a.revisions)} revision(s)" + (f"; note: {a.note}" if a.note else ""),
+    ])
+    emit(a.as_json(), args.json, human)
+    return 0
+
+
+def rename(args: argparse.Namespace) -> int:
+    from store import StoreError
+
+    st = open_store()
+    _get(st, args.id)
+    try:
+        st.rename(args.id, args.name)
+    except StoreError as exc:
+        die(f"rabit analyses rename: error: argument --name: {exc}")
+    emit({"id": args.id, "name": args.name.strip()}, args.json, f"renamed {args.id}")
+    return 0
+
+
+def delete(args: argparse.Namespace) -> int:
+    st = open_store()
+    _get(st, args.id)
+    st.delete(args.id)
+    emit({"id": args.id, "deleted": True}, args.json, f"deleted {args.id} (rabit analyses restore {args.id})")
+    return 0
+
+
+def restore(args: argparse.Namespace) -> int:
+    st = open_store()
+    _get(st, args.id)
+    st.restore(args.id)
+    emit({"id": args.id, "deleted": False}, args.json, f"restored {args.id}")
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    st = open_store()
+    _get(st, args.id)
+    text = json.dumps(st.export(args.id), indent=2)
+    if args.output:
+        try:
+            Path(args.output).write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            die(f"rabit analyses export: error: argument --output: cannot write {args.output}: {exc.strerror}")
+        emit({"id": args.id, "file": args.output}, args.json, f"wrote {args.output}")
+    else:
+        print(text)
+    return 0
+
+
+def import_(args: argparse.Namespace) -> int:
+    from store import StoreError
+
+    try:
+        data = parse_json(read_regular_file(args.file, MAX_CONFIG_BYTES), what=args.file)  # regular, sized
+    except OSError as exc:
+        die(f"rabit analyses import: error: argument file: cannot read {args.file}: {exc.strerror}")
+    except ValueError as exc:  # not UTF-8, too large or deep, not JSON
+        die(f"rabit analyses import: error: argument file: {args.file} is not JSON ({exc})")
+    try:
+        aid = open_store().import_(data, saved_by=_by(args))
+    except StoreError as exc:
+        die(f"rabit analyses import: error: argument file: {exc}")
+    emit({"id": aid}, args.json, f"imported as {aid}")
+    return 0
+
+
+def where(args: argparse.Namespace) -> int:
+    st = open_store()
+    emit({"url": st.where}, args.json, st.where)
+    return 0

@@ -1,0 +1,136 @@
+"""Saved analyses: save this configuration, find, open, rename, delete and restore, export and import."""
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import analyses, state
+from dashboard.api import Conflict, StoreError
+from dashboard.text import plain
+
+st.title("Saved analyses")
+where = analyses.store_or_stop().where
+st.caption(f"An analysis keeps the sidebar's whole configuration, a snapshot of the headline results, the measured "
+           f"runs attached to it and a note; saving again keeps every earlier revision. Stored in `{where}`.")
+cfg = state.config()
+cur = analyses.current()
+user = analyses.current_user()
+
+# --- save --------------------------------------------------------------------------------------------
+st.subheader("Save")
+if cur:
+    st.markdown(f"Open: **{plain(cur['name'])}**, revision {cur['revision']} · link: [`?analysis={cur['id']}`]"
+                f"(?analysis={cur['id']})")
+c1, c2 = st.columns(2)
+name = c1.text_input("Name", value=cur["name"] if cur else "", key="an.name")
+by = c2.text_input("Saved by", value=user or "", key="an.by", disabled=bool(user),
+                   help="the logged-in user when login is on")
+note = st.text_area("Note", key="an.note", height=80)
+save_slot = st.container()
+b1, b2, b3 = st.columns(3)
+new_clicked = b1.button("Save as a new analysis", type="primary" if not cur else "secondary", disabled=cfg is None)
+rev_clicked = b2.button("Save a new revision", disabled=cfg is None or not cur, type="primary" if cur else "secondary")
+if cur and b3.button("Close the analysis"):
+    analyses.close()
+    st.rerun()
+if cfg is None:
+    save_slot.warning("Fix the highlighted input in the sidebar before saving.")
+
+if new_clicked and cfg is not None:
+    try:
+        aid = analyses.save_new(name, cfg, note=note, saved_by=user or by, results=analyses.headline(cfg))
+        save_slot.success(f"Saved as a new analysis: {plain(name)} · link `?analysis={aid}`")
+    except StoreError as exc:
+        save_slot.error(plain(exc, 400))
+if rev_clicked and cfg is not None:
+    try:
+        rev = analyses.save_revision(cfg, name=name, note=note, saved_by=user or by, results=analyses.headline(cfg))
+        save_slot.success(f"Saved revision {rev} of {plain(name)}.")
+    except Conflict as exc:
+        st.session_state["an.conflict"] = exc.current
+    except StoreError as exc:
+        save_slot.error(plain(exc, 400))
+if "an.conflict" in st.session_state and cur:
+    current_rev = st.session_state["an.conflict"]
+    save_slot.warning(f"Someone saved this analysis while you had it open: you opened revision {cur['revision']}, "
+                      f"the current one is {current_rev}. Nothing was overwritten. Save yours as revision "
+                      f"{current_rev + 1} on top of theirs (both are kept), or open theirs first.")
+    k1, k2 = save_slot.columns(2)
+    if k1.button(f"Save mine as revision {current_rev + 1}", key="an.force"):
+        try:
+            rev = analyses.save_revision(cfg, name=name, note=note, saved_by=user or by,
+                                         results=analyses.headline(cfg), on_top_of=current_rev)
+            st.session_state.pop("an.conflict")
+            save_slot.success(f"Saved revision {rev}.")
+        except Conflict as exc:
+            st.session_state["an.conflict"] = exc.current
+            st.rerun()
+    k2.button("Open theirs", key="an.theirs", on_click=state.open_analysis, args=(cur["id"],))
+
+# --- find and open -----------------------------------------------------------------------------------
+st.subheader("Find")
+search = st.text_input("Search by name, model or GPU", key="an.search")
+rows = analyses.store().list(search, owner=None)
+if not rows:
+    st.info("No saved analyses yet." if not search else f"Nothing matches {search!r}.")
+else:
+    st.dataframe(pd.DataFrame([{"name": r.name, "model": r.model, "GPU": r.gpu, "revision": r.revision,
+                                "updated (UTC)": r.updated_at[:19].replace("T", " "), "saved by": r.saved_by,
+                                "link": f"?analysis={r.id}"} for r in rows]),
+                 hide_index=True, width="stretch",
+                 column_config={"link": st.column_config.LinkColumn("link", display_text="open")})
+    pick = st.selectbox("Analysis", [r.id for r in rows], key="an.pick",
+                        format_func=lambda i: next(f"{r.name} ({r.model} on {r.gpu}, rev {r.revision})"
+                                                   for r in rows if r.id == i))
+    c1, c2, c3 = st.columns(3)
+    c1.button("Open", key="an.open", on_click=state.open_analysis, args=(pick,), type="primary")
+    if c2.button("Delete", key="an.delete", help="moves it to the bin below; restorable"):
+        analyses.store().delete(pick)
+        if cur and cur["id"] == pick:
+            analyses.close()
+        st.rerun()
+    c3.download_button("Export (JSON)", json.dumps(analyses.store().export(pick), indent=2),
+                       file_name=f"rabit-analysis-{pick}.json", mime="application/json", key="an.export")
+    with st.expander("Rename"):
+        new_name = st.text_input("New name", key="an.rename_to")
+        rename_slot = st.container()
+        if st.button("Rename", key="an.rename"):
+            try:
+                analyses.store().rename(pick, new_name)
+                if cur and cur["id"] == pick:
+                    cur["name"] = new_name.strip()
+                st.rerun()
+            except StoreError as exc:
+                rename_slot.error(plain(exc, 400))
+    with st.expander("Revisions"):
+        a = analyses.store().get(pick)
+        st.dataframe(pd.DataFrame([{"revision": r.revision, "name": r.name, "saved by": r.saved_by,
+                                    "saved (UTC)": r.created_at[:19].replace("T", " "), "note": r.note}
+                                   for r in a.revisions]), hide_index=True, width="stretch")
+        st.caption(f"{len(a.runs)} measured run(s) attached. Headline results at the last save: "
+                   + ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
+                               for k, v in a.results.items()))
+
+with st.expander("Deleted analyses (restore)"):
+    binned = analyses.store().list(deleted=True)
+    if not binned:
+        st.caption("The bin is empty.")
+    for r in binned:
+        c1, c2 = st.columns([4, 1])
+        c1.write(f"{plain(r.name)} ({r.model} on {r.gpu}), deleted {r.deleted_at[:19].replace('T', ' ')} UTC")
+        if c2.button("Restore", key=f"an.restore.{r.id}"):
+            analyses.store().restore(r.id)
+            st.rerun()
+
+# --- import ------------------------------------------------------------------------------------------
+st.subheader("Import")
+up = st.file_uploader("An exported analysis (JSON)", type=["json"], key="an.import")
+if up is not None and st.button("Import", key="an.do_import"):
+    try:
+        aid = analyses.store().import_(json.loads(up.getvalue()), saved_by=user or by, owner=user)
+        st.success(f"Imported as a new analysis · link `?analysis={aid}`")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        st.error(f"That file is not JSON: {plain(exc, 400)}")
+    except StoreError as exc:
+        st.error(plain(exc, 400))

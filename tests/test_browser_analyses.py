@@ -1,0 +1,95 @@
+"""The real app in headless Chromium: save an analysis, reload the page by its link in a new session, find it.
+
+The server runs on its own empty embedded store (``RABIT_DATA_DIR`` in a temporary folder).
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-dev-shm-usage"]
+
+if CHROMIUM is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("CI needs Debian's chromium for the browser test (.ci/run installs it)")
+    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+
+from playwright.sync_api import sync_playwright
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = _free_port()
+    env = {**os.environ, "RABIT_DATA_DIR": str(tmp_path_factory.mktemp("rabit-data"))}
+    env.pop("RABIT_DATABASE_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"), "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        raise RuntimeError("streamlit did not become healthy: " + (proc.stdout.read() if proc.stdout else ""))
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_save_an_analysis_then_reload_it_by_its_link(server):
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_context(viewport={"width": 1400, "height": 1100}).new_page()
+        page.goto(server + "/analyses")
+        page.get_by_text("Save as a new analysis").first.wait_for(timeout=60_000)
+        box = page.get_by_label("Batch (concurrent sequences)")
+        box.wait_for(timeout=120_000)
+        box.fill("48")
+        box.press("Enter")
+        page.wait_for_function("() => window.location.search.includes('batch=48')", timeout=30_000)
+        name = page.get_by_label("Name", exact=True)
+        name.fill("Browser-saved sizing")
+        name.press("Enter")
+        page.get_by_role("button", name="Save as a new analysis").click()
+        page.get_by_text("Saved as a new analysis").first.wait_for(timeout=30_000)
+        page.wait_for_function("() => window.location.search.includes('analysis=')", timeout=30_000)
+        aid = page.evaluate("() => new URLSearchParams(window.location.search).get('analysis')")
+        assert aid and len(aid) == 12
+
+        # a fresh session (another person) opens only the link: the analysis and its config come back
+        other = browser.new_context(viewport={"width": 1400, "height": 1100}).new_page()
+        other.goto(f"{server}/analyses?analysis={aid}")
+        other.get_by_text("Open: ").first.wait_for(timeout=60_000)
+        batch = other.get_by_label("Batch (concurrent sequences)")
+        batch.wait_for(timeout=120_000)  # a loaded machine draws the sidebar's widgets late
+        body = other.inner_text("body")
+        assert "Browser-saved sizing" in body and "Traceback" not in body
+        assert batch.input_value() == "48"
+        browser.close()

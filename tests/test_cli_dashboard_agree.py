@@ -1,0 +1,117 @@
+"""One analysis file, one set of numbers: the CLI reading a saved config gives what the dashboard's cached
+functions give for that config (the same file the sidebar downloads)."""
+
+import json
+
+import pytest
+
+from cli.main import main
+from core.assumptions import Assumptions
+from core.config import RabitConfig
+from dashboard import cache
+
+
+@pytest.fixture
+def saved(tmp_path):
+    cfg = RabitConfig(model="llama-3.1-8b", gpu="a100-80gb", gpus_per_node=4, tp=2, batch=24, input_tokens=3000,
+                      output_tokens=700, kv_dtype="fp8", block_size=32, fabric="roce-400g",
+                      assumptions=Assumptions().with_(mbu=0.7, gpu_mem_util=0.88, step_overhead_ms=0.8))
+    f = tmp_path / "rabit-config.json"
+    f.write_text(cfg.model_dump_json(indent=2))
+    return cfg, str(f)
+
+
+def _json(args, capsys):
+    assert main(args + ["--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _same_ranges(cli: dict, ranges: dict, keys) -> None:
+    for k in keys:
+        assert cli["ranges"][k] == ranges[k].as_json(), k
+
+
+def test_memory_from_the_file_equals_the_dashboard(saved, capsys):
+    cfg, path = saved
+    out = _json(["memory", "--config", path], capsys)
+    mem = cache.serving_memory(cfg)
+    for k in ("max_sequences", "kv_bytes_per_gpu", "total_bytes_per_gpu", "kv_budget_bytes_per_gpu"):
+        assert out[k] == getattr(mem, k), k
+    _same_ranges(out, cache.memory_ranges(cfg).ranges, ("max_sequences", "kv_bytes_per_gpu"))
+
+
+def test_speed_from_the_file_equals_the_dashboard(saved, capsys):
+    cfg, path = saved
+    out = _json(["speed", "--config", path], capsys)
+    s = cache.speed_summary(cfg)
+    assert out["decode_step_s"] == s.decode.step_s
+    assert out["prefill_s"] == s.prefill.ttft_s
+    assert out["tokens_per_s"] == s.decode.tokens_per_s
+    _same_ranges(out, cache.speed_ranges(cfg).ranges, ("decode_step_s", "prefill_s", "tokens_per_s"))
+
+
+def test_bound_matches_the_page_switch(saved, capsys):
+    from core.uncertainty import at_bound
+
+    cfg, path = saved
+    out = _json(["speed", "--config", path, "--bound", "low"], capsys)
+    assert out["decode_step_s"] == cache.speed_summary(at_bound(cfg, "low")).decode.step_s
+
+
+@pytest.fixture
+def saved_workload(tmp_path):
+    from core.config import Targets, Workload
+
+    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=1000,
+                      output_tokens=250, workload=Workload(rate_per_s=4.0, num_requests=300, lengths="lognormal"),
+                      targets=Targets(gpus_allowed=("h100-sxm", "a100-80gb"), max_simulations=4,
+                                      requests_per_simulation=300),
+                      assumptions=Assumptions().with_(mbu=0.7))
+    f = tmp_path / "rabit-config.json"
+    f.write_text(cfg.model_dump_json(indent=2))
+    return cfg, str(f)
+
+
+def test_simulate_from_the_file_equals_the_dashboard(saved_workload, capsys):
+    from core.simulate import sim_spec
+
+    cfg, path = saved_workload
+    out = _json(["simulate", "--config", path], capsys)
+    spec = sim_spec(cfg)
+    s = cache.simulation(cfg, spec).summary
+    assert out["e2e_s"]["p95"] == s.e2e_s.p95 and out["ttft_s"]["p50"] == s.ttft_s.p50
+    assert out["throughput_tokens_per_s"] == s.throughput_tokens_per_s
+    _same_ranges(out, cache.simulation_ranges(cfg, spec).ranges, ("e2e_s.p95", "ttft_s.p95", "itl_s.p50"))
+
+
+def test_recommend_from_the_file_equals_the_dashboard(saved_workload, capsys):
+    from core import catalog
+    from core.optimizer import Constraints, ServingGoal
+
+    cfg, path = saved_workload
+    out = _json(["recommend", "--config", path], capsys)
+    prices = tuple(catalog.prices())
+    goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
+    rec = cache.recommendation(goal, cons, prices)
+    assert out["recommendation"]["label"] == rec.recommendation.label
+    assert out["recommendation"]["cost_per_hour"] == rec.recommendation.cost_per_hour
+    assert out["recommendation"]["p95_e2e_s"] == rec.recommendation.p95_e2e_s
+    rr = cache.recommendation_ranges(goal, cons, prices)
+    for k, r in rr.recommendation.ranges.items():
+        assert out["ranges"][f"recommendation.{k}"]["low"] == r.low, k
+
+
+def test_train_from_the_file_equals_the_dashboard(saved, capsys):
+    from core.training import goal_from_inputs
+
+    cfg, path = saved
+    cfg = cfg.with_(phase="train", train_tokens=1e11)
+    f = path.replace("rabit-config.json", "train.json")
+    with open(f, "w") as fh:
+        fh.write(cfg.model_dump_json())
+    out = _json(["train", "--config", f, "--tokens", "1e11", "--gpus", "4"], capsys)
+    plan = cache.training_plan(cfg, goal_from_inputs(cfg, gpus=4))
+    assert out["step_s"] == plan.best.step_s and out["runtime_s"] == plan.best.runtime_s
+    assert out["cost_usd"] == plan.cost_usd
+    rg = cache.training_ranges(cfg, goal_from_inputs(cfg, gpus=4))
+    _same_ranges(out, rg, ("step_s", "runtime_s", "cost_usd"))
