@@ -2,7 +2,7 @@ PY ?= python3
 VENV ?= .venv
 ACT = . $(VENV)/bin/activate
 
-.PHONY: venv install run test test-fast bench lint
+.PHONY: venv install run test test-fast bench room lint
 
 $(VENV)/bin/activate:
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,9 @@ test-fast: install
 
 bench: install
 	$(ACT) && python -m bench.run
+
+room: install
+	$(ACT) && python -m bench.room
 
 # ruff (lint and format) over the tree, mypy over core; settings in pyproject.toml. LINT_PY is the interpreter
 # that has them (default: python on PATH, e.g. the activated .venv after `make install`).

@@ -82,6 +82,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(q)
     q.set_defaults(func=import_)
 
+    q = s.add_parser("attach-telemetry", help="attach a /metrics dump or a CSV of time series to an analysis")
+    q.add_argument("id")
+    q.add_argument("--file", required=True, metavar="F", help="vLLM's or dcgm-exporter's /metrics text, or a CSV")
+    add_json(q)
+    q.set_defaults(func=attach_telemetry)
+
     q = s.add_parser("where", help="where the analyses are stored")
     add_json(q)
     q.set_defaults(func=where)
@@ -220,6 +226,25 @@ def import_(args: argparse.Namespace) -> int:
     except StoreError as exc:
         die(f"rabit analyses import: error: argument file: {exc}")
     emit({"id": aid}, args.json, f"imported as {aid}")
+    return 0
+
+
+def attach_telemetry(args: argparse.Namespace) -> int:
+    from core.telemetry import TelemetryError, parse, to_payload
+
+    st = open_store()
+    _get(st, args.id)
+    try:
+        data = Path(args.file).read_bytes()
+    except OSError as exc:
+        die(f"rabit analyses attach-telemetry: error: argument --file: cannot read {args.file}: {exc.strerror}")
+    try:
+        tel = parse(data, Path(args.file).name)
+    except TelemetryError as exc:
+        die(f"rabit analyses attach-telemetry: error: argument --file: {exc}")
+    tid = st.add_telemetry(args.id, tel.fmt, to_payload(tel))
+    emit({"id": args.id, "telemetry": tid, "samples": len(tel.samples)}, args.json,
+         f"attached {len(tel.samples):,} samples to {args.id}")
     return 0
 
 

@@ -29,7 +29,6 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy import stats
 
 from core.ranges import Range
 from core.runs import FAMILY_TEXT, METRICS, Run
@@ -112,6 +111,8 @@ def interval_multipliers(r: Sequence[float]) -> tuple[float, float, float, float
     sd = float(x.std(ddof=1)) if n >= 2 else None
     if n < 3:
         return bias, HEURISTIC_LOW * factor, HEURISTIC_HIGH * factor, sd, "heuristic"
+    from scipy import stats  # imported on first use: it costs a cold dashboard start about a second
+
     t = float(stats.t.ppf(0.5 + LEVEL / 2, n - 1))
     half = t * sd * math.sqrt(1 + 1 / n)
     return bias, factor * math.exp(-half), factor * math.exp(half), sd, "t"

@@ -472,8 +472,8 @@ def training_memory_for(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace, *
                 C_gib=g.memory_gib, GiB=GiB)
     fits = total <= C
     reason = (f"fits: {total / 1e9:.3g} GB of {C / 1e9:.3g} GB" if fits else
-              f"does not fit: {total / 1e9:.3g} GB per GPU exceeds {C / 1e9:.3g} GB; raise the ZeRO stage, TP/PP, "
-              "recompute more or lower the micro-batch")
+              f"does not fit: {total / 1e9:.3g} GB per GPU exceeds {C / 1e9:.3g} GB; "
+              + _training_levers(cfg, dp, zero))
     return TrainingMemory(
         trainable_params=n_train, weight_bytes_per_gpu=Wb, gradient_bytes_per_gpu=G, optimizer_bytes_per_gpu=Ob,
         activation_bytes_per_gpu=Act, overhead_bytes_per_gpu=Ov, total_bytes_per_gpu=total,
@@ -492,3 +492,84 @@ def kv_per_token_across_catalog(kv_dtype: str = "bf16") -> tuple[tuple[str, str,
 def training_memory_by_zero(cfg: RabitConfig) -> tuple[tuple[int, TrainingMemory], ...]:
     """Training memory per GPU at ZeRO stages 0-3, everything else as configured."""
     return tuple((z, training_memory(cfg.with_(zero=z))) for z in (0, 1, 2, 3))
+
+
+def _training_levers(cfg: RabitConfig, dp: int, zero: int) -> str:
+    """The levers that can lower this layout's memory per GPU (ZeRO shards over DP, so not at DP 1)."""
+    levers = []
+    if dp > 1 and zero < 3:
+        levers.append("raise the ZeRO stage")
+    elif dp == 1:
+        levers.append("add GPUs so ZeRO can shard over data parallelism (DP is 1 here)")
+    levers.append("raise TP/PP")
+    if cfg.recompute != "full":
+        levers.append("recompute more")
+    if cfg.micro_batch > 1:
+        levers.append("lower the micro-batch")
+    return ", ".join(levers[:-1]) + (" or " if len(levers) > 1 else "") + levers[-1]
+
+
+def _smallest_nodes(cfg: RabitConfig, zero: int, max_nodes: int = 8192) -> tuple[int, TrainingMemory] | None:
+    """The fewest nodes (same GPUs per node and TP/PP) on which the layout fits at this ZeRO stage, or None."""
+    def at(n: int) -> TrainingMemory | None:
+        try:
+            return training_memory(cfg.with_(nodes=n, zero=zero))
+        except ValueError:
+            return None
+
+    lo, hi = cfg.nodes, cfg.nodes
+    while True:
+        tm = at(hi)
+        if tm is not None and tm.fits:
+            break
+        if hi >= max_nodes:
+            return None
+        lo, hi = hi, min(hi * 2, max_nodes)
+    best = (hi, tm)
+    while hi - lo > 1:  # memory per GPU falls as DP grows: bisect for the smallest count that fits
+        mid = (lo + hi) // 2
+        tm = at(mid)
+        if tm is not None and tm.fits:
+            hi, best = mid, (mid, tm)
+        else:
+            lo = mid
+    return best
+
+
+def training_fit_options(cfg: RabitConfig) -> tuple[str, ...]:
+    """Changes to the sidebar's training layout that make it fit, each checked by computing it.
+
+    Tried one at a time: ZeRO-3 on the GPUs there are (when DP > 1), full recomputation, micro-batch 1,
+    the fewest nodes on which ZeRO-3 (and the configured stage) fits, LoRA rank 16 and QLoRA. Empty when the
+    layout already fits or nothing tried helps.
+    """
+    if training_memory(cfg).fits:
+        return ()
+    gb = lambda tm: f"{tm.total_bytes_per_gpu / 1e9:.3g} GB per GPU"  # noqa: E731
+    out: list[str] = []
+
+    def try_(label: str, **changes) -> None:
+        try:
+            tm = training_memory(cfg.with_(**changes))
+        except ValueError:
+            return
+        if tm.fits:
+            out.append(f"{label}: {gb(tm)}")
+
+    if cfg.dp > 1 and cfg.zero < 3:
+        try_("ZeRO-3 on these GPUs", zero=3)
+    if cfg.recompute != "full":
+        try_("full recomputation", recompute="full")
+    if cfg.micro_batch > 1:
+        try_("micro-batch 1", micro_batch=1)
+    for zero in dict.fromkeys((3, cfg.zero)):
+        found = _smallest_nodes(cfg, zero)
+        if found is not None and found[0] != cfg.nodes:
+            n, tm = found
+            gpus = n * cfg.gpus_per_node
+            out.append(f"ZeRO-{zero} over {gpus:,} GPUs ({n:,} nodes, DP {gpus // (cfg.tp * cfg.pp):,}): {gb(tm)}")
+    if not cfg.lora_rank:
+        try_("LoRA rank 16 (a fine-tune, not pre-training)", lora_rank=16)
+    elif not cfg.qlora:
+        try_("QLoRA (4-bit base weights)", qlora=True)
+    return tuple(out)

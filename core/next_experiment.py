@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import time
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Literal
@@ -363,6 +364,9 @@ def training_step_command(model: str, gpus: int, tp: int, pp: int, seq_len: int,
 
 Progress = Callable[[int, int, str], None]
 
+#: A forked child silent this long is given up (it reports every re-run; one takes seconds) [s].
+CHILD_SILENCE_S = 120.0
+
 #: A task: one uncertain input and the values to evaluate (one value for a workload point, all of a per-GPU
 #: input's points at once: those are cheap, and most end at the out-of-reach check).
 _Task = tuple[int, tuple[float, ...]]
@@ -512,8 +516,19 @@ def next_experiment(spec: NextExperimentSpec, prices: tuple[Price, ...] | None =
             counter, conn, proc = _Counter(), None, None
 
     def drain(block: bool) -> None:
+        """Take the child's messages (all of them when ``block``). A child that dies, or says nothing for
+        CHILD_SILENCE_S, is given up: the tasks it had not finished are run here afterwards."""
         nonlocal conn
-        while conn is not None and (block or conn.poll()):
+        quiet_since = time.monotonic()
+        while conn is not None:
+            if not conn.poll(1.0 if block else 0):
+                if not block:
+                    return
+                if not proc.is_alive() or time.monotonic() - quiet_since > CHILD_SILENCE_S:  # type: ignore[union-attr]
+                    conn.close()
+                    conn = None
+                continue
+            quiet_since = time.monotonic()
             try:
                 kind, i, payload = conn.recv()
             except (EOFError, OSError):

@@ -720,3 +720,23 @@ def recommend_training(cfg: RabitConfig, deadline_s: float, cons: Constraints = 
         summary=(f"Train on {best.gpus:,} x {best.gpu} ({best.layout}): {best.wall_clock_s / 86400:.3g} days expected "
                  f"with failures, {best.gpu_hours:,.0f} GPU-hours, ${best.cost_usd:,.0f} at {best.price_basis}"),
         why_gpu=why)
+
+
+def pareto_reasons(points) -> dict[str, str]:
+    """Why each point of a three-criterion front is on it, in the terms a cost-against-p95 chart shows.
+
+    ``points``: ``(label, cost_per_hour, p95_e2e_s, capacity_requests_per_s)`` of the front's members and the
+    points they are compared with. A member no other point beats on both cost and p95 is on the plotted
+    (two-criterion) front; a member that some cheaper-and-faster point beats is on the front only because it
+    has more capacity than every one of those, which marker size alone does not make visible.
+    """
+    pts = [(lbl, c, p if p is not None else math.inf, cap) for lbl, c, p, cap in points]
+    out: dict[str, str] = {}
+    for lbl, c, p, cap in pts:
+        beat = [q for q in pts if q[0] != lbl and q[1] <= c and q[2] <= p and (q[1] < c or q[2] < p)]
+        if not beat:
+            out[lbl] = "no other configuration is both cheaper and faster"
+        else:
+            out[lbl] = (f"{len(beat)} cheaper-and-faster configuration(s) hold at most "
+                        f"{max(q[3] for q in beat):.3g} requests/s; this one holds {cap:.3g}")
+    return out

@@ -106,6 +106,16 @@ def open_from_link(analysis_id: str) -> RabitConfig | None:
     return a.config
 
 
+def sidebar_badge() -> None:
+    """In the sidebar: which saved analysis this view belongs to (nothing when none is open)."""
+    cur = current()
+    if cur:
+        from dashboard.text import plain
+
+        st.sidebar.caption(f"Saved analysis: **{plain(cur['name'])}**, revision {cur['revision']} "
+                           "(Saved analyses to save or close)")
+
+
 def close() -> None:
     st.session_state.pop(KEY, None)
     st.query_params.pop("analysis", None)

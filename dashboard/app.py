@@ -2,7 +2,8 @@
 
 Heavy libraries are imported once here, before any page runs: a cold server hit by several
 first sessions at once can otherwise race on a partially initialised module (seen with
-plotly express importing pandas).
+plotly express importing pandas; nothing here uses plotly express, so it is not imported).
+``python -m dashboard.serve`` imports them before the server accepts anyone.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ if str(ROOT) not in sys.path:
 
 import numpy  # noqa: E402,F401  - imported once, up front (see module docstring)
 import pandas  # noqa: E402,F401
-import plotly.express  # noqa: E402,F401
 import plotly.graph_objects  # noqa: E402,F401
 import streamlit as st  # noqa: E402
 
@@ -46,7 +46,8 @@ NAV = [st.Page(PAGES / f, title=t, icon=i, url_path=u, default=(n == 0))
        for n, (f, t, i, u) in enumerate(PAGE_SPECS) if (PAGES / f).exists()]
 analyses.require_login()  # off unless RABIT_LOGIN is set
 pg = st.navigation(NAV)
-st.session_state["_config"] = state.sidebar()
+st.session_state["_config"] = state.sidebar(pg.url_path)
+analyses.sidebar_badge()
 try:
     pg.run()
 except Exception as exc:  # st.stop / st.rerun are BaseExceptions and pass through

@@ -125,17 +125,17 @@ def sim_capacity(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Capacit
     return _simulate.max_throughput(cfg, spec)
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
-def sim_summary(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Summary:
-    """Only the summary of one simulation (the points of a load sweep)."""
-    return _simulate.simulate(cfg, spec).summary
-
-
 @st.cache_data(max_entries=32, show_spinner=False)
 def sim_sweep(cfg: RabitConfig, spec: _simulate.SimSpec,
               rates_per_s: tuple[float, ...]) -> tuple[tuple[float, _simulate.Summary], ...]:
     """The summary at each Poisson arrival rate of a load sweep (core.simulate.sweep)."""
     return _simulate.sweep(cfg, spec, rates_per_s)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def sim_summary(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Summary:
+    """Only the summary of one simulation (a point of the knee chart's band at an assumption bound)."""
+    return _simulate.simulate(cfg, spec).summary
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -265,3 +265,22 @@ def analysis_expectation(cfg: RabitConfig) -> _diagnose.Expectation:
         return _diagnose.expectation_of(cfg)
     except (ValueError, KeyError):  # a config the simulator cannot run
         return _diagnose.Expectation(prefix_cache_frac=cfg.prefix_cache_frac or None)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def training_fit_options(cfg: RabitConfig) -> tuple[str, ...]:
+    """Changes that make the sidebar's training layout fit (empty when it fits)."""
+    return _memory.training_fit_options(cfg)
+
+
+# --- figures shared by every session ---------------------------------------------------------------------
+@st.cache_resource(max_entries=512, show_spinner=False)
+def _shared_figure(name: str, _build, args: tuple, kwargs: dict):
+    return _build(*args, **kwargs)
+
+
+def figure(build, *args, **kwargs):
+    """``build(*args, **kwargs)`` once per distinct input, for every session: building a plotly figure is most
+    of a page's own cost once its numbers are cached. The figure is shared, so a caller draws it and never
+    changes it (``st.plotly_chart`` copies it before sending)."""
+    return _shared_figure(f"{build.__module__}.{build.__qualname__}", build, args, kwargs)

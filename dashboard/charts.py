@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.units import DAY_S, GB, KB
+from core.units import DAY_S, GB
 
 #: A horizontal legend at the foot of the figure: plotly reserves room for it below the axis title, where a
 #: legend placed at a negative paper fraction lands on the title or the tick labels when the figure is short.
@@ -28,6 +28,46 @@ def stacked_bar(parts: list[tuple[str, float, str]], capacity_bytes: float, titl
                       annotation_text=f"usable {usable_bytes / GB:.3g} GB", annotation_position="bottom")
     fig.update_layout(barmode="stack", height=220, title=title, xaxis_title="GB (1e9 bytes)",
                       margin=dict(l=10, r=10, t=40, b=10), legend=LEGEND_BELOW)
+    return fig
+
+
+def sequences_vs_context_chart(rows, height: int = 360) -> go.Figure:
+    """Concurrent sequences per replica against context, paged and contiguous; ``rows`` = (ctx, paged, contig)."""
+    fig = go.Figure()
+    fig.add_scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], name="paged", mode="lines+markers")
+    fig.add_scatter(x=[r[0] for r in rows], y=[r[2] for r in rows], name="contiguous (reserve max context)",
+                    mode="lines+markers")
+    fig.update_layout(title="Sequences per replica vs context", xaxis_type="log",
+                      xaxis_title="context tokens (input + output)", yaxis_title="sequences", height=height,
+                      legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def kv_per_token_chart(kv_rows, kv_dtype: str) -> go.Figure:
+    """KV bytes per token for every catalog model [KB], coloured by attention layout; every bar labelled."""
+    fig = go.Figure(go.Bar(x=[r[2] / 1e3 for r in kv_rows], y=[f"{r[0]} ({r[1]})" for r in kv_rows],
+                           orientation="h", marker_color=[{"MHA": "#cf222e", "GQA": "#1f6feb", "MLA": "#2da44e"}
+                                                          .get(r[1], "#8250df") for r in kv_rows]))
+    fig.update_layout(title=f"KV bytes per token by model ({kv_dtype})", xaxis_title="KB per token (log)",
+                      xaxis_type="log", yaxis=dict(dtick=1),  # dtick 1: no model's label skipped
+                      height=max(360, 22 * len(kv_rows) + 110), margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def training_by_zero_chart(by_zero, capacity_bytes: float, height: int = 380) -> go.Figure:
+    """Training memory per GPU [GB] at ZeRO stages 0-3, stacked by kind, with the capacity line."""
+    fig = go.Figure()
+    for name, attr, color in (("weights", "weight_bytes_per_gpu", "weights"),
+                              ("gradients", "gradient_bytes_per_gpu", "gradients"),
+                              ("optimizer", "optimizer_bytes_per_gpu", "optimizer"),
+                              ("activations", "activation_bytes_per_gpu", "activations"),
+                              ("overhead", "overhead_bytes_per_gpu", "overhead")):
+        fig.add_bar(x=[f"ZeRO-{z}" for z, _ in by_zero], y=[getattr(r, attr) / GB for _, r in by_zero],
+                    name=name, marker_color=PALETTE[color])
+    fig.add_scatter(x=[f"ZeRO-{z}" for z, _ in by_zero], y=[capacity_bytes / GB] * len(by_zero), mode="lines",
+                    name="capacity", line=dict(color="black", dash="dash"), hoverinfo="skip")
+    fig.update_layout(barmode="stack", title="Training memory per GPU by ZeRO stage", yaxis_title="GB",
+                      height=height, legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
 
@@ -465,31 +505,55 @@ def flip_chance_chart(experiments, stable, height: int = 380) -> go.Figure:
 # --- optimizer ----------------------------------------------------------------------------------------
 
 def optimizer_pareto(rec) -> go.Figure:
-    """Simulated configurations of a recommendation: USD per hour against p95 end-to-end [s], marker size by
-    capacity, the Pareto front in blue, the recommendation as a star, the target as a dashed line."""
-    sim = [c for c in rec.candidates if c.simulated]
+    """Simulated configurations of a recommendation: USD per hour against p95 end-to-end [s].
+
+    The front has three criteria (cost, p95, capacity) and the chart shows two, so its members are drawn in
+    two kinds: those no point beats on cost and p95 (blue, joined by the plotted front's staircase), and those
+    on the front only for their capacity (orange diamonds, labelled with it, the reason on hover). Dominated
+    points are grey; the recommendation is a star; the target a dashed line."""
+    from core.optimizer import pareto_reasons
+
+    sim = [c for c in rec.candidates if c.simulated and c.p95_e2e_s is not None]
     best = rec.recommendation
-    fig = go.Figure()
+    cap = {c.label: (c.replicas or 0) * (c.capacity_per_replica_rps or 0.0) for c in sim}
     front = {p.label for p in rec.pareto}
-    for group, color in (("on the Pareto front", "#1f6feb"), ("dominated", "#8c959f")):
-        pts = [c for c in sim if (c.label in front) == (group == "on the Pareto front")]
+    reasons = pareto_reasons([(c.label, c.cost_per_hour, c.p95_e2e_s, cap[c.label]) for c in sim])
+    plain = [c for c in sim if c.label in front and reasons[c.label].startswith("no other")]
+    by_cap = [c for c in sim if c.label in front and not reasons[c.label].startswith("no other")]
+    rest = [c for c in sim if c.label not in front]
+    fig = go.Figure()
+    if plain:
+        stair = sorted(plain, key=lambda c: c.cost_per_hour)
+        fig.add_scatter(x=[c.cost_per_hour for c in stair], y=[c.p95_e2e_s for c in stair], mode="lines",
+                        line=dict(color="#1f6feb", shape="hv", width=1), hoverinfo="skip", showlegend=False)
+    for pts, name, color, symbol, show_cap in (
+            (plain, "front: nothing cheaper and faster", "#1f6feb", "circle", False),
+            (by_cap, "front: more capacity than the cheaper, faster ones", "#e16f24", "diamond", True),
+            (rest, "dominated", "#8c959f", "circle", False)):
         if not pts:
             continue
         fig.add_scatter(
-            x=[c.cost_per_hour for c in pts], y=[c.p95_e2e_s for c in pts], mode="markers", name=group,
-            marker=dict(size=[8 + 3 * min((c.replicas or 0) * (c.capacity_per_replica_rps or 0), 30) for c in pts],
-                        color=color, symbol=["circle" if c.meets else "x" for c in pts], line=dict(width=1)),
-            text=[f"{c.label}<br>p95 TTFT {c.p95_ttft_s}<br>p95 ITL {c.p95_itl_s}<br>"
-                  f"{'meets' if c.meets else 'misses'} the target<br>{c.sim_notes}" for c in pts],
-            hovertemplate="%{text}<br>$%{x:,.2f}/h, p95 e2e %{y:.3g} s<extra></extra>")
+            x=[c.cost_per_hour for c in pts], y=[c.p95_e2e_s for c in pts], name=name,
+            mode="markers+text" if show_cap else "markers",
+            text=[f"{cap[c.label]:.3g} req/s" for c in pts] if show_cap else None, textposition="top center",
+            marker=dict(size=11, color=color, symbol=[symbol if c.meets else "x" for c in pts], line=dict(width=1)),
+            customdata=[f"{c.label}<br>{cap[c.label]:.3g} requests/s capacity; "
+                        f"{'meets' if c.meets else 'misses'} the target<br>"
+                        + (f"on the front: {reasons[c.label]}" if c.label in front else "dominated")
+                        for c in pts],
+            hovertemplate="%{customdata}<br>$%{x:,.2f}/h, p95 e2e %{y:.3g} s<extra></extra>")
     if best is not None:
         fig.add_scatter(x=[best.cost_per_hour], y=[best.p95_e2e_s], mode="markers", name="recommendation",
                         marker=dict(size=22, color="#2da44e", symbol="star", line=dict(width=1, color="black")),
                         hovertemplate=f"{best.label}<extra>recommended</extra>")
-    if rec.goal.p95_e2e_s:
-        fig.add_hline(y=rec.goal.p95_e2e_s, line_dash="dash", annotation_text="p95 end-to-end target")
-    fig.update_layout(title="Simulated configurations: cost against p95 end-to-end (marker size = capacity)",
-                      xaxis_title="USD per hour", yaxis_title="p95 end-to-end [s]", height=460)
+    if rec.goal.p95_e2e_s and sim:
+        xs = [c.cost_per_hour for c in sim]
+        fig.add_scatter(x=[min(xs), max(xs)], y=[rec.goal.p95_e2e_s] * 2, mode="lines+text",
+                        text=["p95 end-to-end target", ""], textposition="top right", showlegend=False,
+                        line=dict(color="#57606a", dash="dash"), hoverinfo="skip")
+    fig.update_layout(title="Simulated configurations: cost against p95 end-to-end",
+                      xaxis_title="USD per hour", yaxis_title="p95 end-to-end [s]", height=460,
+                      legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
 
@@ -510,41 +574,3 @@ def fmt_days(seconds: float) -> str:
     """Seconds as days, three significant figures."""
     return f"{seconds / DAY_S:.3g}"
 
-
-# --- memory -------------------------------------------------------------------------------------------
-
-def sequences_vs_context(rows) -> go.Figure:
-    """Concurrent sequences per replica against context [tokens], paged and contiguous KV allocation."""
-    fig = go.Figure()
-    fig.add_scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], name="paged", mode="lines+markers")
-    fig.add_scatter(x=[r[0] for r in rows], y=[r[2] for r in rows], name="contiguous (reserve max context)",
-                    mode="lines+markers")
-    fig.update_layout(title="Concurrent sequences per replica vs context", xaxis_type="log",
-                      xaxis_title="context tokens (input + output)", yaxis_title="sequences", height=360)
-    return fig
-
-
-def kv_per_token_across_catalog(rows, kv_dtype: str) -> go.Figure:
-    """KV-cache bytes per token of every catalog model [kB], coloured by attention kind."""
-    fig = go.Figure(go.Bar(x=[r[2] / KB for r in rows], y=[f"{r[0]} ({r[1]})" for r in rows],
-                           orientation="h", marker_color=[{"MHA": "#cf222e", "GQA": "#1f6feb", "MLA": "#2da44e"}
-                                                          .get(r[1], "#8250df") for r in rows]))
-    fig.update_layout(title=f"KV bytes per token across the catalog ({kv_dtype})", xaxis_title="kB per token (log)",
-                      xaxis_type="log", yaxis=dict(dtick=1),  # every bar labelled: no skipped models
-                      height=max(360, 22 * len(rows) + 110), margin=dict(l=10))
-    return fig
-
-
-def training_memory_by_zero(by_zero, capacity_bytes: float) -> go.Figure:
-    """Training memory per GPU [GB] by ZeRO stage, stacked by kind, with the capacity line."""
-    fig = go.Figure()
-    for name, attr, color in (("weights", "weight_bytes_per_gpu", "weights"),
-                              ("gradients", "gradient_bytes_per_gpu", "gradients"),
-                              ("optimizer", "optimizer_bytes_per_gpu", "optimizer"),
-                              ("activations", "activation_bytes_per_gpu", "activations"),
-                              ("overhead", "overhead_bytes_per_gpu", "overhead")):
-        fig.add_bar(x=[f"ZeRO-{z}" for z, _ in by_zero], y=[getattr(r, attr) / GB for _, r in by_zero],
-                    name=name, marker_color=PALETTE[color])
-    fig.add_hline(y=capacity_bytes / GB, line_dash="dash", annotation_text="capacity")
-    fig.update_layout(barmode="stack", title="Training memory per GPU by ZeRO stage", yaxis_title="GB", height=380)
-    return fig

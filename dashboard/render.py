@@ -58,10 +58,16 @@ def steps_table(steps: tuple[Step, ...]) -> pd.DataFrame:
 
 
 def show_math(steps: tuple[Step, ...], *, expanded: bool = False, title: str = "Show the math") -> None:
-    """Each step as the symbolic formula, then with the numbers, then the result."""
-    with st.expander(title, expanded=expanded):
-        for s in steps:
-            math_step(s)
+    """Each step as the symbolic formula, then with the numbers, then the result.
+
+    Drawn only once asked for: a collapsed expander still sends every formula to every browser on every run
+    (a page's math is about a hundred elements), which a room of first loads pays for many times over.
+    """
+    key = f"show_math.{title}.{steps[0].key if steps else ''}.{steps[-1].key if steps else ''}"
+    if st.toggle(title, value=expanded, key=key):
+        with st.container(border=True):
+            for s in steps:
+                math_step(s)
 
 
 def math_step(s: Step) -> None:
@@ -197,10 +203,10 @@ def range_metrics(steps: tuple[Step, ...], keys, ranges: dict, cols: int | None 
 def tornado(r, title: str) -> None:
     """The tornado chart of one number, each assumption's source on hover."""
     from core.assumptions import REGISTRY
-    from dashboard import charts
+    from dashboard import cache, charts
 
     sources = {n: (i.label, i.source) for n, i in REGISTRY.items()}
-    st.plotly_chart(charts.tornado_chart(r, title, sources), width="stretch")
+    st.plotly_chart(cache.figure(charts.tornado_chart, r, title, sources), width="stretch")
 
 
 def range_derivation(r, name: str, fmt) -> None:
@@ -227,3 +233,15 @@ def range_derivation(r, name: str, fmt) -> None:
              r", \qquad \sqrt{\textstyle\sum_i (d_i^{\uparrow})^2} = " + f"{s_up:.4f}")
     st.latex(r"\text{low} = \text{base} \cdot e^{-" + f"{s_down:.4f}" + r"} = \text{" + fmt(r.low) +
              r"}, \qquad \text{high} = \text{base} \cdot e^{+" + f"{s_up:.4f}" + r"} = \text{" + fmt(r.high) + "}")
+
+
+def fit_or_options(fits: bool, message: str, options: tuple[str, ...]) -> None:
+    """A layout that fits is a success; one that does not is a warning with the changes that make it fit
+    (each computed), so a default or a what-if never ends on a red dead end."""
+    if fits:
+        st.success(message)
+        return
+    st.warning(message)
+    if options:
+        st.markdown("**It fits with any one of these changes** (each computed for this config):\n"
+                    + "\n".join(f"- {o}" for o in options))

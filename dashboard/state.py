@@ -83,8 +83,9 @@ def _from_widget(path: str, v: Any) -> Any:
 
 def _keep() -> None:
     """Write every ``cfg.`` value back so that widgets not drawn on this page keep their values."""
-    for k in [k for k in st.session_state if isinstance(k, str) and k.startswith(_P)]:
-        st.session_state[k] = st.session_state[k]
+    for k, v in st.session_state.to_dict().items():
+        if isinstance(k, str) and k.startswith(_P):
+            st.session_state[k] = v
 
 
 def _dom(field: str, step: float | None = None) -> dict[str, Any]:
@@ -161,29 +162,56 @@ def _on_model_upload() -> None:
 
 
 def _values() -> dict[str, Any]:
+    # one snapshot of the session state: each `in` / `[]` on st.session_state rebuilds its filtered view
+    # (about a millisecond with this sidebar's ~90 keys), and this reads ~70 of them on every rerun
+    ss = st.session_state.to_dict()
     data: dict[str, Any] = {}
     for name in RabitConfig.model_fields:
         if name in _SKIP:
             continue
-        if _key(name) in st.session_state:
-            data[name] = st.session_state[_key(name)]
+        if _key(name) in ss:
+            data[name] = ss[_key(name)]
     for path in _group_paths():
-        if _key(path) in st.session_state:
+        if _key(path) in ss:
             g, f = path.split(".")
-            data.setdefault(g, {})[f] = _from_widget(path, st.session_state[_key(path)])
+            data.setdefault(g, {})[f] = _from_widget(path, ss[_key(path)])
     if data.get("model") == _CUSTOM:
         data["model"] = DEFAULT.model
-        data["custom_model"] = st.session_state.get("custom_model")
-    data["assumptions"] = {n: st.session_state.get(_key("a." + n), i.base) for n, i in REGISTRY.items()}
+        data["custom_model"] = ss.get("custom_model")
+    data["assumptions"] = {n: ss.get(_key("a." + n), i.base) for n, i in REGISTRY.items()}
     return data
 
 
-def sidebar() -> RabitConfig | None:
-    """Draw the shared sidebar; return the valid config, or None when an input needs fixing."""
+#: Sidebar inputs a page does not read, and why: drawn greyed out there (a change would do nothing but rerun).
+_OPTIMIZER_SEARCHES = "the optimizer searches GPU kinds, counts, layouts and formats itself"
+_TRAINING_SECTION = "training reads the Training section below"
+UNUSED_ON_PAGE: dict[str, dict[str, str]] = {
+    "serving": {"batch": "the simulated scheduler forms its own batches (Max batch on this page)"},
+    "optimizer": {f: _OPTIMIZER_SEARCHES for f in ("gpu", "gpus_per_node", "nodes", "tp", "pp", "ep", "batch",
+                                                   "weights", "kv_dtype")},
+    "training": {f: _TRAINING_SECTION for f in ("batch", "input_tokens", "output_tokens", "prefix_cache_frac",
+                                                "weights", "kv_dtype", "kv_alloc", "block_size")},
+}
+#: The phase is the page's: its fit checks (serving context, batch-1 fit; training sequence length) follow it.
+PAGE_PHASE = {"training": "train"}
+
+
+def _off(page: str, field: str) -> dict[str, Any]:
+    """Widget arguments that grey an input out on a page that does not use it, saying why."""
+    why = UNUSED_ON_PAGE.get(page, {}).get(field)
+    return {"disabled": True, "help": f"Not used on this page: {why}."} if why else {}
+
+
+def sidebar(page: str = "") -> RabitConfig | None:
+    """Draw the shared sidebar for ``page`` (its url path); return the valid config, or None when an input
+    needs fixing. Inputs the page does not read are greyed out with the reason (:data:`UNUSED_ON_PAGE`)."""
     _init()
     _keep()
     sb = st.sidebar
     slots: dict[str, Any] = {}
+    if UNUSED_ON_PAGE.get(page):
+        sb.caption("Greyed-out inputs are not used on this page: " + "; ".join(dict.fromkeys(
+            UNUSED_ON_PAGE[page].values())) + ".")
     link_slot = sb.container()  # filled once the config is built: the message stays while the view is the link's
 
     models = sorted(catalog.models())
@@ -198,35 +226,36 @@ def sidebar() -> RabitConfig | None:
             st.error(plain(st.session_state["_model_error"], 1000))
 
     gpus = sorted(catalog.gpus())
-    sb.selectbox("GPU", gpus, key=_key("gpu"), format_func=lambda s: catalog.gpus()[s].name)
+    sb.selectbox("GPU", gpus, key=_key("gpu"), format_func=lambda s: catalog.gpus()[s].name, **_off(page, "gpu"))
     slots["gpu"] = sb.container()
     c1, c2 = sb.columns(2)
-    c1.number_input("GPUs per node", **_dom("gpus_per_node"), key=_key("gpus_per_node"))
-    c2.number_input("Nodes", **_dom("nodes"), key=_key("nodes"))
+    c1.number_input("GPUs per node", **_dom("gpus_per_node"), key=_key("gpus_per_node"), **_off(page, "gpus_per_node"))
+    c2.number_input("Nodes", **_dom("nodes"), key=_key("nodes"), **_off(page, "nodes"))
     slots["gpus_per_node"] = sb.container()
     slots["nodes"] = sb.container()
     sb.selectbox("Inter-node fabric", sorted(catalog.fabrics()), key=_key("fabric"),
                  format_func=lambda s: catalog.fabrics()[s].name)
     c1, c2, c3 = sb.columns(3)
-    c1.number_input("TP", **_dom("tp"), key=_key("tp"))
-    c2.number_input("PP", **_dom("pp"), key=_key("pp"))
-    c3.number_input("EP", **_dom("ep"), key=_key("ep"))
+    c1.number_input("TP", **_dom("tp"), key=_key("tp"), **_off(page, "tp"))
+    c2.number_input("PP", **_dom("pp"), key=_key("pp"), **_off(page, "pp"))
+    c3.number_input("EP", **_dom("ep"), key=_key("ep"), **_off(page, "ep"))
     for f in ("tp", "pp", "ep"):
         slots[f] = sb.container()
-    sb.radio("Phase", choices.PHASES, key=_key("phase"), horizontal=True)
-    sb.number_input("Batch (concurrent sequences)", **_dom("batch"), key=_key("batch"))
+    sb.number_input("Batch (concurrent sequences)", **_dom("batch"), key=_key("batch"), **_off(page, "batch"))
     slots["batch"] = sb.container()
     c1, c2 = sb.columns(2)
-    c1.number_input("Input tokens", **_dom("input_tokens", 256), key=_key("input_tokens"))
-    c2.number_input("Output tokens", **_dom("output_tokens", 256), key=_key("output_tokens"))
+    c1.number_input("Input tokens", **_dom("input_tokens", 256), key=_key("input_tokens"), **_off(page, "input_tokens"))
+    c2.number_input("Output tokens", **_dom("output_tokens", 256), key=_key("output_tokens"),
+                    **_off(page, "output_tokens"))
     slots["input_tokens"] = sb.container()
-    sb.slider("Cached prefix share of the prompt", **_dom("prefix_cache_frac"), key=_key("prefix_cache_frac"))
+    sb.slider("Cached prefix share of the prompt", **_dom("prefix_cache_frac"), key=_key("prefix_cache_frac"),
+              **_off(page, "prefix_cache_frac"))
     c1, c2 = sb.columns(2)
-    c1.selectbox("Weights", choices.WEIGHT_FORMATS, key=_key("weights"))
-    c2.selectbox("KV cache", choices.KV_DTYPES, key=_key("kv_dtype"))
+    c1.selectbox("Weights", choices.WEIGHT_FORMATS, key=_key("weights"), **_off(page, "weights"))
+    c2.selectbox("KV cache", choices.KV_DTYPES, key=_key("kv_dtype"), **_off(page, "kv_dtype"))
     c1, c2 = sb.columns(2)
-    c1.selectbox("KV allocation", choices.KV_ALLOCS, key=_key("kv_alloc"))
-    c2.selectbox("Block size", choices.BLOCK_SIZES, key=_key("block_size"))
+    c1.selectbox("KV allocation", choices.KV_ALLOCS, key=_key("kv_alloc"), **_off(page, "kv_alloc"))
+    c2.selectbox("Block size", choices.BLOCK_SIZES, key=_key("block_size"), **_off(page, "block_size"))
 
     with sb.expander("Speculative decoding"):
         st.selectbox("Method", choices.SPEC_METHODS, key=_key("spec_method"))
@@ -247,14 +276,16 @@ def sidebar() -> RabitConfig | None:
         st.number_input("Training tokens", **_dom("train_tokens"), format="%.3e", key=_key("train_tokens"))
         st.number_input("Global batch (tokens)", **_dom("global_batch_tokens", 2**20),
                         key=_key("global_batch_tokens"))
-    with sb.expander("Assumptions (efficiencies)"):
+    # drawn only when opened: its inputs are a third of the sidebar's widgets, sent on every rerun otherwise;
+    # their values stay in the session (and the link) while it is closed
+    if sb.toggle("Assumptions (efficiencies)", key="show_assumptions"):
         for name, info in REGISTRY.items():
             lo, hi = sorted((info.low, info.high))
-            st.number_input(f"{info.label} [{info.unit}]", min_value=float(info.min_value),
+            sb.number_input(f"{info.label} [{info.unit}]", min_value=float(info.min_value),
                             max_value=float(info.max_value), key=_key("a." + name), format="%.6g",
                             help=f"base {info.base:g}, range {lo:g}–{hi:g}; allowed {info.min_value:g}–"
                                  f"{info.max_value:g} ({info.domain_reason}). Source: {info.source}")
-        if st.button("Reset assumptions to base"):
+        if sb.button("Reset assumptions to base"):
             for name, info in REGISTRY.items():
                 st.session_state[_key("a." + name)] = info.base
             st.rerun()
@@ -284,7 +315,7 @@ def sidebar() -> RabitConfig | None:
         else:  # the visitor has changed the view since: the message no longer describes it
             st.session_state.pop("_link_error")
             st.session_state.pop("_link_cfg", None)
-    probs = problems(cfg)
+    probs = problems(cfg.with_(phase=PAGE_PHASE.get(page, "serve")))
     for p in probs:
         (slots.get(p.field) or sb).error(plain(p.message, 1000))
     _config_file_controls(cfg)

@@ -14,9 +14,11 @@ st.caption("The cheapest priced configuration that meets your p95 targets at you
 cfg = render.bound_choice("optimizer", state.require_config())
 K = state.key
 model_name = cfg.custom_model.name if cfg.custom_model else cfg.model
-serve_tab, train_tab = st.tabs(["Serving", "Training run"])
+# A choice, not tabs: every tab's body runs on every rerun, and the hidden training search cost ~2 s on each
+# sidebar change; only the chosen view runs here.
+view = st.radio("Recommend", ["Serving", "Training run"], horizontal=True, key="opt.view")
 
-with serve_tab:
+if view == "Serving":
 
     st.caption(f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the "
                "sidebar; the arrival rate and length distribution are shared with the Serving simulation page.")
@@ -140,7 +142,7 @@ with serve_tab:
     st.dataframe(table, width="stretch", hide_index=True)
 
 
-with train_tab:
+if view == "Training run":
     st.caption("The cheapest training run that meets a deadline, across GPU kinds and their prices: the training "
                "deadline search runs for each priced kind, and the cheapest count that finishes in time wins. "
                "Model, training tokens, sequence length, precision and global batch come from the sidebar's "

@@ -143,9 +143,10 @@ if plan.goodput is not None:
 
 with st.expander("Evaluate the sidebar's layout instead (TP, PP, EP, ZeRO, micro-batch, recompute)"):
     own = cache.training_layout(cfg)
-    (st.success if own.fits else st.error)(
-        f"{own.layout.label()} on {own.gpus:,} GPUs: {fmt_bytes(own.memory_bytes_per_gpu)} of "
-        f"{fmt_bytes(own.capacity_bytes_per_gpu)} per GPU — {'fits' if own.fits else 'does not fit'}")
+    render.fit_or_options(
+        own.fits, f"{own.layout.label()} on {own.gpus:,} GPUs: {fmt_bytes(own.memory_bytes_per_gpu)} of "
+        f"{fmt_bytes(own.capacity_bytes_per_gpu)} per GPU — {'fits' if own.fits else 'does not fit'}",
+        cache.training_fit_options(cfg))
     mine = cache.training_math(cfg)
     render.metrics(mine, ["step_s", "runtime_s", "gpu_hours", "mfu", "total_bytes_per_gpu"])
     render.metrics(mine, ["bubble_frac", "wall_clock_s", "goodput_frac", "capacity_bytes_per_gpu"])

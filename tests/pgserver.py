@@ -99,6 +99,20 @@ def fresh_database(url: str) -> str:
     return make_url(url).set(database=name).render_as_string(hide_password=False)
 
 
+def drop_database(url: str) -> None:
+    """Drop a database :func:`fresh_database` made (connections to it are closed first)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    eng = create_engine(u.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with eng.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{u.database}" WITH (FORCE)'))
+    finally:
+        eng.dispose()
+
+
 if __name__ == "__main__":
     what, where = sys.argv[1], sys.argv[2]
     if what == "start":

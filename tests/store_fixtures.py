@@ -44,4 +44,9 @@ def store_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'rabit.sqlite3'}"
     else:
-        yield pgserver.fresh_database(request.getfixturevalue("pg_server"))
+        url = pgserver.fresh_database(request.getfixturevalue("pg_server"))
+        yield url
+        from store import db
+
+        db.dispose_all()
+        pgserver.drop_database(url)

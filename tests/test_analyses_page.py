@@ -70,6 +70,7 @@ def test_open_by_link_restores_the_config(clear_cache):
     assert at.session_state["cfg.model"] == "llama-3.1-8b" and at.session_state["cfg.batch"] == 7
     assert at.session_state["cfg.weights"] == "fp8" and at.session_state["cfg.tp"] == 1
     assert at.session_state["cfg.workload.rate_per_s"] == 3.5  # the serving page's inputs travel too
+    assert any("Saved analysis: **Linked**" in c.value for c in at.sidebar.caption)
     assert f"?analysis={aid}" in _text(at) and "Linked" in _text(at)
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["analysis"] = "doesnotexist"

@@ -98,3 +98,17 @@ def test_estimates_from_a_calibrated_analysis_carry_the_calibrated_value_beside_
     sp = run(capsys, "speed", "--analysis", aid, "--json")
     assert sp["calibrated"]["prefill_s"]["metric"] == "ttft_s.p50" and "ranges" in sp  # beside the heuristic range
     assert "calibrated" not in run(capsys, "speed", "--model", "llama-3.1-8b", "--tp", "1", "--json")
+
+
+def test_telemetry_attaches_to_an_analysis_in_its_stored_form(capsys, tmp_path):
+    from core.telemetry import from_payload, parse
+
+    metrics = Path(__file__).resolve().parent / "fixtures" / "vllm_metrics.txt"
+    aid = run(capsys, "analyses", "save", "--name", "tel", "--model", "llama-3.1-8b", "--tp", "1", "--json")["id"]
+    out = run(capsys, "analyses", "attach-telemetry", aid, "--file", str(metrics), "--json")
+    stored = run(capsys, "analyses", "show", aid, "--json")["telemetry"]
+    assert len(stored) == 1 and out["samples"] == len(parse(metrics.read_bytes(), metrics.name).samples)
+    assert from_payload(stored[0]["payload"]) == parse(metrics.read_bytes(), metrics.name)  # read back whole
+    (tmp_path / "x.txt").write_bytes(b"\x00\x01binary")
+    assert "--file" in fails(capsys, "analyses", "attach-telemetry", aid, "--file", str(tmp_path / "x.txt"))
+    assert len(run(capsys, "analyses", "show", aid, "--json")["telemetry"]) == 1

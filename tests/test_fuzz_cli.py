@@ -123,7 +123,7 @@ def test_bad_values_exit_2_naming_the_flag(argv, flag):
     (["analyses", "import", "{fifo}"], "file", "not a regular file"),
 ])
 def test_bad_files_exit_2_naming_the_flag(files, argv, flag, words):
-    rc, out, err = run_cli([a.format(**files) for a in argv])
+    rc, _out, err = run_cli([a.format(**files) for a in argv])
     assert rc == 2 and err.count("\n") == 1 and f"argument {flag}" in err and words in err, err
 
 
@@ -135,7 +135,7 @@ def test_a_byte_order_mark_is_accepted_as_the_upload_accepts_it(files):
 
 def test_a_kv_budget_is_never_negative():
     # Llama 3.1 405B in BF16 (810 GB) on one 80 GB H100: the shortfall is reported, not a negative budget
-    rc, out, err = run_cli(["memory", "--model", "llama-3.1-405b", "--gpus", "1", "--tp", "1", "--json"])
+    rc, out, _err = run_cli(["memory", "--model", "llama-3.1-405b", "--gpus", "1", "--tp", "1", "--json"])
     d = json.loads(out)
     assert rc == 0 and d["fits"] is False
     assert d["kv_budget_bytes_per_gpu"] == 0 and d["shortfall_bytes_per_gpu"] > 700e9
@@ -143,7 +143,7 @@ def test_a_kv_budget_is_never_negative():
 
 def test_no_nan_or_infinity_is_written_as_null(monkeypatch):
     # a result that is not finite is exit 2 naming the key, never "null"
-    rc, out, err = run_cli(["memory", "--json"])
+    rc, out, _err = run_cli(["memory", "--json"])
     assert rc == 0 and "null" not in out.replace('"reason": null', "")
     with pytest.raises(SystemExit) as e, contextlib.redirect_stderr(io.StringIO()) as buf:
         cli.common.emit({"a": {"b": [1.0, float("nan")]}}, True, "")
@@ -161,7 +161,7 @@ def test_json_piped_into_head_is_not_a_traceback():
 
 def test_a_long_simulation_stops_on_its_budget(monkeypatch):
     monkeypatch.setattr(cli.common, "CLI_SIM_MAX_WALL_S", 0.5)
-    rc, out, err = run_cli(["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--tp", "1", "--rate", "50",
+    rc, _out, err = run_cli(["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--tp", "1", "--rate", "50",
                             "--requests", "5000000"])
     assert rc == 2 and "stopped after" in err and "simulate fewer requests" in err, err
 

@@ -76,7 +76,11 @@ def _check(name: str, obj) -> None:
     assert text == path.read_text(), f"{path.name} differs from the frozen output"
 
 
-COMMANDS = readme_commands()
+#: The subcommands whose README examples were frozen; later README examples (next-experiment, diagnose, the
+#: store and calibration commands) need files or a store and are covered by their own tests.
+FROZEN = ("memory", "speed", "simulate", "train", "recommend", "models", "gpus")
+COMMANDS = [c for c in readme_commands() if c.split()[1] in FROZEN and "--assume" not in c and "--config" not in c
+            and "--analysis" not in c and "--emit" not in c]
 
 
 def test_readme_has_the_examples():

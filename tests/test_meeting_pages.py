@@ -113,3 +113,102 @@ def test_batch_chart_axes_start_at_zero(clear_cache):
 
     fig = charts.batch_chart(batch_sweep(DEFAULT, default_batches(DEFAULT, 1024)), DEFAULT.batch).to_plotly_json()
     assert fig["layout"]["yaxis"]["rangemode"] == "tozero" and fig["layout"]["yaxis2"]["rangemode"] == "tozero"
+
+
+def test_defaults_show_no_red_dead_end_and_the_advice_fits_this_config(clear_cache):
+    """At the defaults (70B on 8 GPUs, TP 8, so DP 1) training does not fit: a warning with changes that do fit,
+    and no advice to raise ZeRO, which shards over DP and so changes nothing at DP 1."""
+    from core.config import DEFAULT
+    from core.memory import training_fit_options, training_memory
+
+    assert DEFAULT.dp == 1 and not training_memory(DEFAULT).fits
+    assert "ZeRO stage" not in training_memory(DEFAULT).reason
+    options = training_fit_options(DEFAULT)
+    assert options and any(o.startswith("ZeRO-3 over") for o in options)
+    # each option is a config that fits: 2 nodes at ZeRO-3 is the fewest (154 GB per GPU on one node)
+    assert training_memory(DEFAULT.with_(nodes=2, zero=3)).fits and not training_memory(DEFAULT.with_(zero=3)).fits
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("fits with any one" in m.value for m in at.markdown)
+    at.switch_page("../pages/training.py").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("ZeRO-3 over 16 GPUs" in m.value for m in at.markdown)
+
+
+def test_first_load_sends_no_hidden_math_and_optimizer_runs_one_view(clear_cache):
+    """Per-session cost: formulas are drawn only when asked for, and the Optimizer runs only the chosen view."""
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    assert not at.exception and len(at.get("latex")) == 0
+    at.toggle[0].set_value(True).run()
+    assert len(at.get("latex")) > 10
+    at.switch_page("../pages/optimizer.py").run()
+    assert not at.exception
+    assert not any("GPU kind" in m.value for m in [*at.success, *at.error])  # the training search did not run
+
+
+def test_shared_figures_are_built_once_for_every_session(clear_cache):
+    import streamlit as st
+
+    from dashboard import cache, charts
+
+    st.cache_resource.clear()
+    rows = ((1024, 100, 10), (2048, 50, 10))
+    assert cache.figure(charts.sequences_vs_context_chart, rows) is cache.figure(charts.sequences_vs_context_chart,
+                                                                                 rows)
+    assert cache.figure(charts.sequences_vs_context_chart, rows[:1]) is not cache.figure(
+        charts.sequences_vs_context_chart, rows)
+
+
+def test_inputs_a_page_does_not_read_are_greyed_out_there_with_why(clear_cache):
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    assert not at.number_input(key="cfg.tp").disabled and not at.number_input(key="cfg.batch").disabled
+    assert not [r for r in at.radio if r.key == "cfg.phase"]  # the page decides the phase; no input for it
+    at.switch_page("../pages/optimizer.py").run()
+    assert not at.exception
+    for key in ("cfg.tp", "cfg.pp", "cfg.gpus_per_node", "cfg.batch"):
+        w = at.number_input(key=key)
+        assert w.disabled and "optimizer searches" in w.help, key
+    assert at.selectbox(key="cfg.gpu").disabled
+    assert any("Greyed-out inputs" in c.value for c in at.sidebar.caption)
+    at.switch_page("../pages/serving.py").run()
+    assert at.number_input(key="cfg.batch").disabled and not at.number_input(key="cfg.tp").disabled
+
+
+def test_pareto_reasons_say_why_a_point_that_looks_dominated_is_on_the_front():
+    from core.optimizer import pareto_reasons
+
+    # B is beaten on cost and p95 by A but holds more capacity: on the three-criterion front for that alone
+    r = pareto_reasons([("A", 10.0, 5.0, 2.0), ("B", 20.0, 8.0, 9.0), ("C", 5.0, 30.0, 1.0)])
+    assert r["A"].startswith("no other") and r["C"].startswith("no other")
+    assert "hold at most 2 requests/s; this one holds 9" in r["B"]
+
+
+def test_optimizer_chart_shows_why_each_front_point_is_on_the_front(clear_cache):
+    at = AppTest.from_file(APP, default_timeout=180).run()
+    at.switch_page("../pages/optimizer.py").run()
+    assert not at.exception
+    fig = figure(at, "cost against p95 end-to-end")
+    named = {t["name"]: t for t in fig["data"] if t.get("name")}
+    drawn = [(x, y) for t in named.values() if t["name"] != "recommendation" for x, y in zip(t["x"], t["y"])]
+    plain = named.get("front: nothing cheaper and faster")
+    assert plain is not None
+    for x, y in zip(plain["x"], plain["y"]):  # nothing drawn is both cheaper and faster than a blue point
+        assert not any(x2 <= x and y2 <= y and (x2, y2) != (x, y) for x2, y2 in drawn), (x, y)
+    by_cap = named.get("front: more capacity than the cheaper, faster ones")
+    if by_cap:  # each says its capacity on the chart and why on hover
+        assert all("req/s" in t for t in by_cap["text"]) and all("on the front" in c for c in by_cap["customdata"])
+
+
+def test_assumption_inputs_are_drawn_only_when_opened_and_keep_their_values(clear_cache):
+    from core.assumptions import REGISTRY
+
+    name = next(iter(REGISTRY))
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    assert not [w for w in at.number_input if w.key == f"cfg.a.{name}"]
+    at.toggle(key="show_assumptions").set_value(True).run()
+    new = REGISTRY[name].base * 0.9
+    at.number_input(key=f"cfg.a.{name}").set_value(new).run()
+    at.toggle(key="show_assumptions").set_value(False).run()
+    at.run()
+    assert not at.exception
+    assert getattr(at.session_state["_config"].assumptions, name) == pytest.approx(new)

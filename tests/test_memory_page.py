@@ -78,7 +78,6 @@ def test_bad_link_falls_back_with_message(clear_cache):
 
 def test_training_tab_zero_stages(clear_cache):
     at = AppTest.from_file(APP, default_timeout=60).run()
-    at.radio(key="cfg.phase").set_value("train").run()
     at.selectbox(key="cfg.zero").set_value(3).run()
     assert not at.exception
     labels = metrics(at, tab=1)

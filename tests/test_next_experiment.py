@@ -214,3 +214,17 @@ def test_training_mode_flips_agree_with_the_training_optimizer():
     top = r.top
     assert top is not None and top.input.key == f"train:{base.gpu}"
     assert "pretrain_gpt.py" in top.command and "--train-iters 20" in top.command
+
+
+def test_a_child_that_dies_leaves_its_tasks_to_the_parent(tie, monkeypatch):
+    import os
+
+    import core.next_experiment as ne
+
+    def dies(conn, counter, tasks, *rest):  # takes a task, then the process vanishes without a word
+        ne._take(counter, len(tasks))
+        os._exit(1)
+
+    monkeypatch.setattr(ne, "_child", dies)
+    r = ne.next_experiment(tie.spec, TIE_PRICES, workers=2)
+    assert r.experiments == tie.experiments and r.stable == tie.stable

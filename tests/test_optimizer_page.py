@@ -46,6 +46,8 @@ def test_impossible_target_shows_nothing_meets(clear_cache):
 
 def test_training_tab_recommends_a_run(clear_cache):
     at = _open()
+    assert not any("GPU kind" in m.value for m in [*at.success, *at.error])  # not run until chosen
+    at.radio(key="opt.view").set_value("Training run").run()
     msgs = [s.value for s in at.success] + [e.value for e in at.error]
     assert any(m.startswith("Train on ") or m.startswith("No priced GPU kind") for m in msgs)
     at.number_input(key="cfg.targets.deadline_days").set_value(0.01)

@@ -1,0 +1,91 @@
+"""Start the dashboard for a room: ``python -m dashboard.serve [--no-warm] [streamlit options]``.
+
+``streamlit run`` imports nothing until the first visitor arrives, so the first sessions of a fresh process
+all wait on the same imports (pandas, plotly, pydantic, the catalogs: seconds on a small machine). This
+launcher imports them before the server listens, then, once the server is healthy, opens one session of
+the default page on its own loopback port so the default configuration's numbers and figures are computed
+(and cached for everyone) before the first person does. Loopback only; it fetches nothing from outside.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "dashboard" / "app.py"
+
+
+def preload() -> None:
+    """Import what every page needs and read the catalogs, in this (main) thread."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+    import plotly.graph_objects  # noqa: F401
+    import plotly.subplots  # noqa: F401
+
+    import importlib
+
+    from core import catalog
+
+    catalog.models(), catalog.gpus(), catalog.fabrics(), catalog.prices()
+    # core's computation modules; not dashboard.cache, whose caches belong to the running server
+    for name in ("core.memory", "core.speed", "core.speed_views", "core.simulate", "core.training",
+                 "core.optimizer", "core.validate", "dashboard.charts"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
+def _option(args: list[str], name: str, default: str) -> str:
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return default
+
+
+def warm(port: int, timeout_s: float = 300.0) -> None:
+    """Wait for the local server, then run the default page once over its websocket (bench.load's client)."""
+    import asyncio
+
+    from bench import load
+
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        return
+    result = asyncio.run(load.first_loads(url, 1, "", "", timeout_s))
+    print(f"rabit: warmed the default page in {result['max_s'] or float('nan'):.2f} s "
+          f"({result['errors']} errors)", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    no_warm = "--no-warm" in args or os.environ.get("RABIT_NO_WARM") == "1"
+    args = [a for a in args if a != "--no-warm"]
+    preload()
+    port = int(_option(args, "--server.port", os.environ.get("STREAMLIT_SERVER_PORT", "8501")))
+    if not no_warm:
+        threading.Thread(target=warm, args=(port,), daemon=True, name="rabit-warm").start()
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", "run", str(APP), *args]
+    sys.exit(cli.main())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""A pasted link reproduces the view: change inputs in the sidebar and on the Serving and Optimizer pages, then
+open each page's URL in a fresh browser context (no shared session, cookies or storage) and compare every
+headline number (each metric's label and value) with what the sender sees."""
+
+import os
+import re
+
+import pytest
+
+import live
+
+pytestmark = pytest.mark.browser
+
+if live.CHROMIUM is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("CI needs Debian's chromium for the browser test (.ci/run installs it)")
+    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from test_browser_meeting import wait_drawn  # noqa: E402
+
+#: (url path, menu title) of the pages whose numbers the link must reproduce
+PAGES = (("", "Memory"), ("speed", "Speed"), ("serving", "Serving simulation"), ("training", "Training"),
+         ("optimizer", "Optimizer"), ("math", "Show the math"))
+
+
+@pytest.fixture(scope="module")
+def server():
+    with live.server() as url:
+        yield url
+
+
+def headline(page) -> dict[str, str]:
+    page.locator('[data-testid="stMetric"]').first.wait_for(timeout=240_000)
+    wait_drawn(page)
+    out = {}
+    for m in page.locator('[data-testid="stMetric"]').all():
+        label = m.locator('[data-testid="stMetricLabel"]').inner_text().strip()
+        value = m.locator('[data-testid="stMetricValue"]').inner_text().strip()
+        if label:
+            out[label] = value
+    return out
+
+
+def set_number(page, label: str, value: str) -> None:
+    box = page.get_by_label(label, exact=True).first
+    box.fill(value)
+    box.press("Enter")
+
+
+def goto_menu(page, title: str) -> None:
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=re.compile(rf"{re.escape(title)}\s*$")).first.click()
+
+
+def test_a_pasted_link_reproduces_every_page(server):
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=live.CHROMIUM, args=live.CHROMIUM_ARGS)
+        sender = b.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        sender.goto(server + "/")
+        sender.get_by_text("KV cache per GPU (batch)").first.wait_for(timeout=120_000)
+        # the sidebar (shared by every page)
+        set_number(sender, "Batch (concurrent sequences)", "48")
+        sender.wait_for_function("() => location.search.includes('batch=48')", timeout=30_000)
+        set_number(sender, "Output tokens", "2048")
+        sender.wait_for_function("() => location.search.includes('output_tokens=2048')", timeout=30_000)
+        # the Serving page's workload
+        goto_menu(sender, "Serving simulation")
+        sender.get_by_text("Where is the knee?").first.wait_for(timeout=120_000)
+        set_number(sender, "Arrival rate [requests/s]", "0.2")
+        sender.wait_for_function("() => location.search.includes('workload.rate_per_s=0.2')", timeout=60_000)
+        set_number(sender, "Requests", "300")
+        sender.wait_for_function("() => location.search.includes('workload.num_requests=300')", timeout=60_000)
+        # the Optimizer's targets
+        goto_menu(sender, "Optimizer")
+        sender.get_by_text("Why this answer").first.wait_for(timeout=180_000)
+        set_number(sender, "p95 TTFT target [s] (0 = none)", "3")
+        sender.get_by_role("button", name="Find the cheapest configuration").click()
+        sender.wait_for_function("() => location.search.includes('targets.p95_ttft_s=3')", timeout=60_000)
+
+        mismatches = []
+        for path, title in PAGES:
+            goto_menu(sender, title)
+            sender.wait_for_function(
+                "([path, title]) => location.pathname.replace(/^\\//, '') === path && location.search.includes("
+                "'batch=48') && [...document.querySelectorAll('h1')].some(h => h.innerText.trim() === title)",
+                arg=[path, title], timeout=120_000)
+            sent = headline(sender)
+            url = sender.url
+            assert "batch=48" in url and "workload.rate_per_s=0.2" in url and "targets.p95_ttft_s=3" in url, url
+            fresh = b.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            fresh.goto(url)
+            fresh.wait_for_function("(title) => [...document.querySelectorAll('h1')].some(h => h.innerText.trim() "
+                                    "=== title)", arg=title, timeout=180_000)
+            got = headline(fresh)
+            fresh.context.close()
+            sent = headline(sender)  # again, now that the sender's page has surely finished too
+            assert sent, f"no headline numbers on {title}"
+            if got != sent:
+                mismatches.append(f"{title}: sent {sent} got {got}")
+        b.close()
+    assert mismatches == [], "\n".join(mismatches)
