@@ -112,7 +112,7 @@ def add_cluster_args(p: argparse.ArgumentParser, *, gpus_required: bool = False)
                    help="total GPUs (whole nodes beyond one node; default TP x PP)")
     p.add_argument("--gpus-per-node", type=int, help="default: the GPU's catalog node size")
     p.add_argument("--fabric", default=DEFAULT.fabric, help="inter-node fabric slug")
-    p.add_argument("--tp", type=int, default=DEFAULT.tp, help=f"tensor parallelism (default {DEFAULT.tp})")
+    p.add_argument("--tp", type=int, help=f"tensor parallelism (default {DEFAULT.tp}, at most the GPUs given)")
     p.add_argument("--pp", type=int, default=DEFAULT.pp, help=f"pipeline stages (default {DEFAULT.pp})")
     p.add_argument("--ep", type=int, default=DEFAULT.ep, help=f"expert parallelism (default {DEFAULT.ep})")
 
@@ -163,13 +163,23 @@ def custom_model(path: str | None):
         die(f"rabit: error: argument --model-config: {msg}")
 
 
+def default_tp(args: argparse.Namespace) -> int:
+    """``--tp``, else the shared default (TP 8) capped by the GPUs given (``--gpus 1`` runs at TP 1)."""
+    tp = getattr(args, "tp", None)
+    if tp is not None:
+        return int(tp)
+    gpus = getattr(args, "gpus", None)
+    return DEFAULT.tp if gpus is None or gpus < 1 else min(DEFAULT.tp, gpus)
+
+
 def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     """Build and validate the shared config; exit 2 naming the flag on any problem."""
     gpu_slug = getattr(args, "gpu", DEFAULT.gpu)
     if gpu_slug not in catalog.gpus():
         die(f"rabit: error: argument --gpu: unknown GPU '{gpu_slug}'; known: {', '.join(sorted(catalog.gpus()))}")
     node = args.gpus_per_node if args.gpus_per_node is not None else catalog.gpu(gpu_slug).gpus_per_node
-    total = args.gpus if args.gpus is not None else max(1, getattr(args, "tp", DEFAULT.tp) * getattr(args, "pp", DEFAULT.pp))
+    tp = default_tp(args)
+    total = args.gpus if args.gpus is not None else max(1, tp * getattr(args, "pp", DEFAULT.pp))
     if total < 1:
         die("rabit: error: argument --gpus: must be at least 1")
     if total <= node:
@@ -180,7 +190,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         gpn, nodes = node, total // node
     data: dict[str, Any] = {
         "gpu": gpu_slug, "gpus_per_node": gpn, "nodes": nodes, "fabric": args.fabric,
-        "tp": getattr(args, "tp", DEFAULT.tp), "pp": getattr(args, "pp", DEFAULT.pp), "ep": getattr(args, "ep", DEFAULT.ep),
+        "tp": tp, "pp": getattr(args, "pp", DEFAULT.pp), "ep": getattr(args, "ep", DEFAULT.ep),
     }
     cm = custom_model(getattr(args, "model_config", None)) or getattr(args, "_custom_model", None)
     saved = getattr(args, "_analysis_config", None)  # --analysis: what no flag carries

@@ -44,15 +44,29 @@ WEIGHT_ALIASES = MappingProxyType({"fp4": "nvfp4"})
 BLOCK_SIZES = (8, 16, 32, 64, 128, 256)
 
 #: Bytes per parameter by weight format, scales included.
-WEIGHT_BYTES = MappingProxyType({
-    "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5 + 2 / 128, "mxfp4": 0.5 + 1 / 32, "nvfp4": 0.5 + 1 / 16,
-})
+WEIGHT_BYTES = MappingProxyType(
+    {
+        "bf16": 2.0,
+        "fp8": 1.0,
+        "int8": 1.0,
+        "int4": 0.5 + 2 / 128,
+        "mxfp4": 0.5 + 1 / 32,
+        "nvfp4": 0.5 + 1 / 16,
+    }
+)
 #: Bytes per cached K or V element by KV dtype.
 KV_BYTES = MappingProxyType({"bf16": 2.0, "fp8": 1.0})
 #: Compute precision a weight format runs its GEMMs in (weight-only INT4 dequantises to BF16).
-COMPUTE_PRECISION = MappingProxyType({
-    "bf16": "bf16", "fp8": "fp8", "int8": "int8", "int4": "bf16", "mxfp4": "fp4", "nvfp4": "fp4",
-})
+COMPUTE_PRECISION = MappingProxyType(
+    {
+        "bf16": "bf16",
+        "fp8": "fp8",
+        "int8": "int8",
+        "int4": "bf16",
+        "mxfp4": "fp4",
+        "nvfp4": "fp4",
+    }
+)
 
 # --- how requests arrive and are scheduled (the serving simulator) --------------------------------------
 Arrival = Literal["poisson", "closed"]
@@ -64,16 +78,15 @@ Engine = Literal["vllm", "sglang", "trtllm"]
 
 ARRIVAL_LABELS = MappingProxyType({"poisson": "Poisson (open)", "closed": "closed loop"})
 POLICY_LABELS = MappingProxyType({"chunked": "chunked prefill", "prefill_priority": "prefill priority"})
-ADMISSION_LABELS = MappingProxyType({"preempt": "paged, preempt + recompute",
-                                     "reserve": "reserve prompt + max output"})
+ADMISSION_LABELS = MappingProxyType({"preempt": "paged, preempt + recompute", "reserve": "reserve prompt + max output"})
 
 # --- what it costs (prices and the optimizer) ------------------------------------------------------------
 PriceKind = Literal["on-demand", "spot", "reserved", "marketplace"]
 PricePolicy = Literal["median", "cheapest"]
 
 #: Formats the serving optimizer searches over (the others are sized, not searched).
-SEARCH_WEIGHT_FORMATS: tuple[str, ...] = ("bf16", "fp8", "int4", "nvfp4")
-SEARCH_KV_DTYPES: tuple[str, ...] = values(KvDtype)
+SEARCH_WEIGHT_FORMATS: tuple[WeightFormat, ...] = ("bf16", "fp8", "int4", "nvfp4")
+SEARCH_KV_DTYPES: tuple[KvDtype, ...] = ("bf16", "fp8")
 
 PHASES = values(Phase)
 WEIGHT_FORMATS = values(WeightFormat)

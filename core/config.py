@@ -92,9 +92,8 @@ class Targets(_Group):
     gpus_allowed: tuple[str, ...] = ()  # empty: the whole catalog
     max_gpus: int | None = Field(None, ge=1)
     max_usd_per_hour: float | None = Field(None, gt=0)
-    weights_allowed: tuple[choices.WeightFormat, ...] = Field(
-        choices.SEARCH_WEIGHT_FORMATS, min_length=1)  # type: ignore[assignment]
-    kv_allowed: tuple[choices.KvDtype, ...] = Field(choices.SEARCH_KV_DTYPES, min_length=1)  # type: ignore[assignment]
+    weights_allowed: tuple[choices.WeightFormat, ...] = Field(choices.SEARCH_WEIGHT_FORMATS, min_length=1)
+    kv_allowed: tuple[choices.KvDtype, ...] = Field(choices.SEARCH_KV_DTYPES, min_length=1)
     providers: tuple[str, ...] = ()  # substrings of provider names; empty: all
     price_kind: choices.PriceKind = "on-demand"
     price_policy: choices.PricePolicy = "median"

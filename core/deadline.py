@@ -18,6 +18,8 @@ DP98 with 4 virtual stages, MFU 35 %, 0.92M GPU-hours): the smallest costs 29 % 
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -26,8 +28,8 @@ class DeadlineChoice(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
-    smallest: object  # core.training.CurvePoint
-    cheapest: object  # core.training.CurvePoint
+    smallest: Any  # core.training.CurvePoint (not imported: no cycle through the training search)
+    cheapest: Any  # core.training.CurvePoint
     basis: str  # "cost [USD]" or "GPU-hours with failures"
     smallest_value: float
     cheapest_value: float

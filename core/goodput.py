@@ -27,6 +27,8 @@ All functions accept numpy arrays (the deadline search evaluates every GPU count
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
@@ -100,8 +102,9 @@ def goodput(runtime_s: float, gpus: int, a: Assumptions, *, interval_s: float | 
                 note="failure rate 0: no interruptions")
         tau = float(interval_s) if interval_s else float("inf")
         Tw = float(wall_clock_s(runtime_s, tau, d, R, np.inf))
+        ck_inputs: dict[str, Any] = {"delta": d, "tau": tau} if interval_s else {}
         tr.step("wall_clock_s", "Wall-clock with failures", "T_w", "T_s * (1 + delta / tau)" if interval_s else "T_s",
-                Tw, unit="s", T_s=runtime_s, **({"delta": d, "tau": tau} if interval_s else {}))
+                Tw, unit="s", T_s=runtime_s, **ck_inputs)
         ck = Tw - runtime_s
         g = tr.step("goodput_frac", "Goodput (useful share of wall-clock)", "g", "T_s / T_w", runtime_s / Tw, unit="%",
                     T_s=runtime_s, T_w=Tw)

@@ -18,6 +18,7 @@ split by TP and PP, then ZeRO stages over DP; activations per Korthikanti et al.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,7 +27,7 @@ from core.config import RabitConfig
 from core.model import ModelArch
 from core.trace import NO_TRACE, Step, Trace
 from core.units import GiB
-from core.validate import gpu_of, model_of
+from core.catalog import gpu_of, model_of
 
 #: Bytes per parameter of a QLoRA NF4 base with double-quantised scales (Dettmers et al.,
 #: arXiv 2305.14314 sec. 3: 4-bit NF4 + 0.127 bit of scales per parameter).
@@ -221,7 +222,7 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
                      usable - O - W - A, unit="B", C_u=usable, O=O, W=W, A=A)
     # a sequence always holds at least its newest token of its own (a prefix share close to 1 or an all-sliding
     # model must not make the per-sequence cost zero)
-    n_paged = max(0, math.floor((budget - prefix_once) / max(per_seq, k_gpu)))
+    n_paged: float = max(0, math.floor((budget - prefix_once) / max(per_seq, k_gpu)))
     n_paged = tr.step("max_sequences", "Concurrent sequences per replica (paged)", "N",
                       "max(0, floor((K_b - k_g * S_shared) / k_s))", n_paged, unit="seq",
                       K_b=budget, k_g=k_gpu, S_shared=shared_eff, k_s=per_seq,
@@ -370,7 +371,7 @@ def training_memory_for(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace, *
     P_e = expert_params_total(m) if split_experts else 0.0
     P_d = P - P_e
     edp = tp * dp / ep if split_experts else dp
-    pv = {ppn: pp_eff}
+    pv: dict[str, Any] = {ppn: pp_eff}  # named inputs of the recorded steps
     if cfg.lora_rank:
         n_train = lora_params(m, cfg.lora_rank)
         base_b = QLORA_BASE_BYTES if cfg.qlora else 2.0

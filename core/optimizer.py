@@ -35,7 +35,7 @@ from core.config import RabitConfig
 from core.model import ModelArch
 from core.pricing import GpuPrice, gpu_price, unpriced
 from core.simulate import SimSpec, kv_pool, max_throughput, sim_spec, simulate
-from core.speed import StepModel
+from core.step import StepModel
 from core.validate import problems
 
 #: Target utilisation of each replica when sizing the replica count in closed form: queues need headroom
@@ -514,7 +514,7 @@ def _screen_shared(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ..
             continue
         one = cons.model_copy(update={"gpus_allowed": (slug,)})
         out.extend(_shared(memo, ("screen", _goal_for(goal, slug), one),
-                           lambda: tuple(screen(_goal_for(goal, slug), one, prices))))
+                           lambda slug=slug, one=one: tuple(screen(_goal_for(goal, slug), one, prices))))
     return out
 
 
@@ -687,7 +687,7 @@ def recommend_training(cfg: RabitConfig, deadline_s: float, cons: Constraints = 
             continue
         usd = price.usd_per_gpu_hour
 
-        def cost(pt) -> float:
+        def cost(pt, usd: float = usd) -> float:  # this GPU kind's price, bound now
             return usd * pt.gpus * pt.wall_clock_s / 3600.0
 
         meeting = [pt for pt in pts if pt.meets_deadline]

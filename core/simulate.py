@@ -32,9 +32,9 @@ from core.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Pool
 from core.sim.metrics import MIN_N_P95, MIN_N_P99, Percentiles, Summary, summarise
 from core.sim.timing import ArrayTiming, LinearTiming, timing_for
 from core.sim.workload import Draws, Lengths, SimSpec, parse_trace
-from core.speed import StepModel
+from core.step import StepModel
 from core.trace import NO_TRACE
-from core.validate import model_of
+from core.catalog import model_of
 
 __all__ = ["SimSpec", "Lengths", "SimResult", "Summary", "Percentiles", "Capacity", "simulate", "kv_pool",
            "max_throughput", "sim_spec", "sweep", "sweep_rates", "knee_rates", "default_rate", "round_rate_down", "parse_trace", "MIN_N_P95", "MIN_N_P99", "DONE", "REJECTED", "TIMED_OUT"]
@@ -121,7 +121,7 @@ def max_throughput(cfg: RabitConfig, spec: SimSpec, *, pool: Pool | None = None,
     I, O = max(1, round(I_mean)), max(1, round(O_mean))
     per_seq = pool.blocks_for(I + (spec.max_output_tokens() if spec.admission == "reserve" else O - 1))
     fit = int(pool.blocks // per_seq) if per_seq > 0 else spec.max_batch
-    B = max(1, min(spec.max_batch, fit))
+    B: float = max(1, min(spec.max_batch, fit))
     limited = "max batch" if spec.max_batch <= fit else "KV pool"
     c = I + max(O - 2, 0) / 2
     K = spec.token_budget

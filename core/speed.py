@@ -5,7 +5,7 @@ One iteration processes ``T`` new tokens (any mix of prefill-chunk and decode to
 
     FLOPs = 2 N_active T + 4 L (H d_head) A
     Bytes = weights read + KV read + KV written
-    t     = max( 2 N T / (tp x peak x mfu_max x T/(T+T0)) + 4 L H d A / (tp x peak x mfu_max),  Bytes / (tp x BW x eta_bw) )
+    t     = max( FLOPs / (tp x peak x mfu_max x T/(T+T0)),  Bytes / (tp x BW x eta_bw) )
             + 2 L AllReduce(T h 2 B, tp) x (1 - overlap) + EP all-to-all + PP hops + step overhead
 
 All quantities here are per GPU of one pipeline stage; a batch passes the ``pp`` stages in turn.
@@ -54,247 +54,25 @@ from core import speculative as spec
 from core.collectives import Collectives
 from core.config import COMPUTE_PRECISION, RabitConfig
 from core.memory import kv_bytes_per_token, kv_shard
+from core.step import (  # noqa: F401 - ACT_BYTES, StepModel, effective_peak_flop_per_s stay importable from here
+    ACT_BYTES, IterationParts, StepModel, consts, effective_peak_flop_per_s, iteration, record_iteration,
+    record_weights_read)
 from core.model import ModelArch
 from core.trace import NO_TRACE, Step, Trace
-from core.units import MS, US, fmt_time
-from core.validate import fabric_of, gpu_of, model_of
+from core.units import US, fmt_time
+from core.catalog import fabric_of, gpu_of, model_of
 
-#: Bytes per element of the activations moved by TP all-reduces and EP all-to-alls (BF16).
-ACT_BYTES = 2.0
 #: The textbook example's efficiencies, used only to rebuild the textbook chain for comparison.
 TEXTBOOK_MBU = 0.8
 TEXTBOOK_MFU = 0.74
 #: Decode steps evaluated exactly up to this many; beyond, a uniform grid with the trapezoid rule.
 MAX_DECODE_POINTS = 4097
 
-_SCALAR = (int, float, np.integer, np.floating)
-
-
-def effective_peak_flop_per_s(gpu: catalog.GpuSpec, weights: str, fp8_speedup: float, fp4_speedup: float) -> float:
-    """Dense compute rate a weight format achieves on a part, before MFU [FLOP/s].
-
-    BF16 peak x the named FP8 (and FP4) speed-up, capped by that precision's datasheet peak.
-    H100 SXM FP8: min(989 x 1.4, 1979) = 1,385 TFLOP/s.
-    """
-    prec = COMPUTE_PRECISION[weights]
-    bf16 = gpu.peak_flop_per_s("bf16")
-    if prec in ("fp8", "int8") and gpu.supports(prec):
-        return min(bf16 * fp8_speedup, gpu.peak_flop_per_s(prec))
-    if prec == "fp4" and gpu.supports("fp4"):
-        return min(bf16 * fp8_speedup * fp4_speedup, gpu.peak_flop_per_s("fp4"))
-    if prec == "fp4" and gpu.supports("fp8"):
-        return min(bf16 * fp8_speedup, gpu.peak_flop_per_s("fp8"))
-    return bf16
-
-
-@dataclass(frozen=True)
-class StepModel:
-    """Per-config constants of the iteration-time model. Times in seconds, per iteration."""
-
-    model: ModelArch
-    tp: int
-    pp: int
-    ep: int
-    # compute
-    flop_per_token: float  # 2 N_active_matmul / (tp pp): per GPU of one stage
-    attn_flop_per_pair: float  # 4 L_stage (H d_head) / tp
-    peak_flop_per_s: float  # effective peak x mfu_max
-    ramp_tokens: float
-    # memory
-    dense_weight_bytes: float  # non-expert weights on one GPU
-    expert_bytes_per_gpu_per_expert: float  # bytes of one routed expert held by one GPU, over the stage's layers
-    kv_bytes_per_token: float  # per GPU (sharded, one stage)
-    mem_bw_bytes_per_s: float  # BW x eta
-    # communication
-    tp_ar_alpha_ring: float
-    tp_ar_beta_ring: float  # s per token
-    tp_ar_alpha_tree: float
-    tp_ar_beta_tree: float
-    ar_per_iter: float  # all-reduces per iteration on one stage (2 per layer)
-    ep_a2a_alpha: float
-    ep_a2a_beta: float  # s per token
-    a2a_per_iter: float
-    pp_hop_alpha: float
-    pp_hop_beta: float  # s per token
-    comm_exposed: float  # 1 - overlap
-    overhead_s: float
-
-    @classmethod
-    def from_config(cls, cfg: RabitConfig) -> "StepModel":
-        m, g, f = model_of(cfg), gpu_of(cfg), fabric_of(cfg)
-        a = cfg.assumptions
-        tp, pp, ep = cfg.tp, cfg.pp, cfg.ep
-        layers_stage = m.num_layers / pp
-        peak = effective_peak_flop_per_s(g, cfg.weights, a.fp8_speedup, a.fp4_speedup) * a.mfu_max
-        b_w = cfg.weight_bytes_per_param
-        p_expert_all = m.moe_layers * m.num_experts * m.expert_params()
-        dense_q = m.quantizable_params() - p_expert_all
-        dense_rest = m.total_params() - m.quantizable_params()
-        # the input embedding is a lookup: only the rows used are read, so leave it out of the traffic
-        dense_bytes = (dense_q * b_w + (dense_rest - m.embedding_params()) * 2.0) / (tp * pp)
-        expert_split = ep if ep > 1 else tp
-        expert_bytes = m.expert_params() * b_w * (m.moe_layers / pp) / expert_split
-        k_t = kv_bytes_per_token(m, cfg.kv_bytes_per_elem) / (kv_shard(m, tp) * pp)
-        coll = Collectives.for_cluster(g, f, cfg.gpus_per_node, a.comm_bw_eff, a.collective_base_us * 1e-6)
-        h = m.hidden_size
-        # TP all-reduce of T x h x 2 B: a min of two affine functions of T (ring, tree); see core.collectives.
-        if tp > 1 and not coll.spans_nodes(tp):
-            lv = coll.intra(tp)
-            ar_a_ring = lv.base_s + 2 * (tp - 1) * lv.latency_s
-            ar_b_ring = 2 * (tp - 1) / tp * h * ACT_BYTES / lv.bw_bytes_per_s
-            ar_a_tree = lv.base_s + 2 * np.ceil(np.log2(tp)) * lv.latency_s
-            ar_b_tree = 2 * h * ACT_BYTES / lv.bw_bytes_per_s
-            if lv.in_switch_reduction:  # NVLS replaces the tree line: 2 alpha + n / beta
-                ar_a_tree, ar_b_tree = lv.base_s + 2 * lv.latency_s, h * ACT_BYTES / lv.bw_bytes_per_s
-        elif tp > 1:  # spans nodes: hierarchical cost, linearised from two evaluations
-            t1, t2 = coll.all_reduce_s(h * ACT_BYTES, tp), coll.all_reduce_s(2 * h * ACT_BYTES, tp)
-            ar_a_ring = ar_a_tree = float(2 * t1 - t2)
-            ar_b_ring = ar_b_tree = float(t2 - t1)
-        else:
-            ar_a_ring = ar_b_ring = ar_a_tree = ar_b_tree = 0.0
-        if ep > 1 and m.is_moe:
-            # dispatch + combine: each GPU sends its 1/ep share of the tokens x top-k x h x 2 B
-            per_tok = m.experts_per_tok * h * ACT_BYTES / ep
-            t1, t2 = coll.all_to_all_s(per_tok, ep), coll.all_to_all_s(2 * per_tok, ep)
-            a2a_a, a2a_b = float(2 * t1 - t2), float(t2 - t1)
-            a2a_n = 2 * m.moe_layers / pp
-        else:
-            a2a_a = a2a_b = a2a_n = 0.0
-        if pp > 1:
-            cross = cfg.tp * pp > coll.domain
-            t1, t2 = coll.p2p_s(h * ACT_BYTES, cross), coll.p2p_s(2 * h * ACT_BYTES, cross)
-            hop_a, hop_b = float(2 * t1 - t2), float(t2 - t1)
-        else:
-            hop_a = hop_b = 0.0
-        return cls(
-            model=m, tp=tp, pp=pp, ep=ep,
-            flop_per_token=2.0 * m.active_matmul_params() / (tp * pp),
-            attn_flop_per_pair=4.0 * layers_stage * m.attn_qk_dim / tp,
-            peak_flop_per_s=peak, ramp_tokens=a.mfu_ramp_tokens,
-            dense_weight_bytes=dense_bytes, expert_bytes_per_gpu_per_expert=expert_bytes,
-            kv_bytes_per_token=k_t, mem_bw_bytes_per_s=g.memory_bw_bytes_per_s * a.mbu,
-            tp_ar_alpha_ring=ar_a_ring, tp_ar_beta_ring=ar_b_ring, tp_ar_alpha_tree=float(ar_a_tree),
-            tp_ar_beta_tree=ar_b_tree, ar_per_iter=2 * layers_stage if tp > 1 else 0.0,
-            ep_a2a_alpha=a2a_a, ep_a2a_beta=a2a_b, a2a_per_iter=a2a_n,
-            pp_hop_alpha=hop_a, pp_hop_beta=hop_b,
-            comm_exposed=1.0 - a.comm_overlap, overhead_s=a.step_overhead_ms * MS,
-        )
-
-    # --- the model -------------------------------------------------------------------------------------
-    def experts_touched(self, tokens):
-        """Expected distinct routed experts per MoE layer for ``tokens`` tokens (uniform top-k)."""
-        m = self.model
-        if not m.is_moe:
-            return 0.0 * tokens
-        return m.num_experts * (1.0 - (1.0 - m.experts_per_tok / m.num_experts) ** tokens)
-
-    def weights_read_bytes(self, tokens):
-        """Weight bytes one GPU reads in an iteration of ``tokens`` tokens [B] (dense + touched experts)."""
-        return self.dense_weight_bytes + self.experts_touched(tokens) * self.expert_bytes_per_gpu_per_expert
-
-    def parts(self, tokens, pairs, kv_tokens):
-        """(compute, memory, exposed communication, overhead) time of one stage [s]; arrays welcome.
-
-        tokens: new tokens in the iteration (T); pairs: attended (query, key) pairs (A);
-        kv_tokens: cached tokens whose K/V are read (R), summed over the sequences in the batch.
-        """
-        T = np.asarray(tokens, dtype=float)
-        eff = T / (T + self.ramp_tokens)
-        # the T/(T+T0) ramp is GEMM tiling: attention runs at the ceiling on its own pairs (its own roofline)
-        t_cmp = np.where(T > 0, self.flop_per_token * T / (self.peak_flop_per_s * np.maximum(eff, 1e-12))
-                         + self.attn_flop_per_pair * np.asarray(pairs, dtype=float) / self.peak_flop_per_s, 0.0)
-        # touched experts x one expert's bytes on this GPU (1/ep of the experts whole, or 1/tp of each)
-        bytes_w = self.dense_weight_bytes + self.experts_touched(T) * self.expert_bytes_per_gpu_per_expert
-        bytes_kv = (np.asarray(kv_tokens, dtype=float) + T) * self.kv_bytes_per_token
-        t_mem = (bytes_w + bytes_kv) / self.mem_bw_bytes_per_s
-        ar = np.minimum(self.tp_ar_alpha_ring + self.tp_ar_beta_ring * T,
-                        self.tp_ar_alpha_tree + self.tp_ar_beta_tree * T) * self.ar_per_iter
-        a2a = (self.ep_a2a_alpha + self.ep_a2a_beta * T) * self.a2a_per_iter
-        t_comm = np.where(T > 0, (ar + a2a) * self.comm_exposed, 0.0)
-        return t_cmp, t_mem, t_comm, self.overhead_s
-
-    def scalar_parts(self, T: float, A: float, R: float) -> tuple[float, float, float]:
-        """(compute, memory, exposed communication) of one stage for scalar arguments [s]; pure Python."""
-        if T > 0:
-            eff = T / (T + self.ramp_tokens)
-            t_cmp = (self.flop_per_token * T / (self.peak_flop_per_s * max(eff, 1e-12))
-                     + self.attn_flop_per_pair * A / self.peak_flop_per_s)
-            ar_ring = self.tp_ar_alpha_ring + self.tp_ar_beta_ring * T
-            ar_tree = self.tp_ar_alpha_tree + self.tp_ar_beta_tree * T
-            t_comm = ((ar_ring if ar_ring < ar_tree else ar_tree) * self.ar_per_iter
-                      + (self.ep_a2a_alpha + self.ep_a2a_beta * T) * self.a2a_per_iter) * self.comm_exposed
-        else:
-            t_cmp = t_comm = 0.0
-        w = self.dense_weight_bytes
-        if self.expert_bytes_per_gpu_per_expert:
-            m = self.model
-            w += m.num_experts * (1.0 - (1.0 - m.experts_per_tok / m.num_experts) ** T) \
-                * self.expert_bytes_per_gpu_per_expert
-        t_mem = (w + (R + T) * self.kv_bytes_per_token) / self.mem_bw_bytes_per_s
-        return t_cmp, t_mem, t_comm
-
-    def hops_s(self, tokens):
-        """Pipeline stage-to-stage sends of one iteration, all ``pp - 1`` hops [s]."""
-        return (self.pp - 1) * (self.pp_hop_alpha + self.pp_hop_beta * tokens)
-
-    def iteration_s(self, tokens, pairs, kv_tokens):
-        """Wall time of one iteration through all ``pp`` stages [s] (latency of the batch).
-
-        Scalars in, float out (pure Python, for the simulator's inner loop); arrays in, array out.
-        """
-        if isinstance(tokens, _SCALAR) and isinstance(pairs, _SCALAR) and isinstance(kv_tokens, _SCALAR):
-            T = float(tokens)
-            t_cmp, t_mem, t_comm = self.scalar_parts(T, float(pairs), float(kv_tokens))
-            stage = (t_cmp if t_cmp > t_mem else t_mem) + t_comm
-            return self.pp * stage + (self.pp - 1) * (self.pp_hop_alpha + self.pp_hop_beta * T) + self.overhead_s
-        t_cmp, t_mem, t_comm, ovh = self.parts(tokens, pairs, kv_tokens)
-        T = np.asarray(tokens, dtype=float)
-        stage = np.maximum(t_cmp, t_mem) + t_comm
-        hops = (self.pp - 1) * (self.pp_hop_alpha + self.pp_hop_beta * T)
-        return self.pp * stage + hops + ovh
-
-    def bound(self, tokens, pairs, kv_tokens) -> str:
-        """Which limit binds a (scalar) iteration: "compute", "memory" or "communication"."""
-        t_cmp, t_mem, t_comm, _ = self.parts(tokens, pairs, kv_tokens)
-        vals = {"compute": float(t_cmp), "memory": float(t_mem), "communication": float(t_comm)}
-        return max(vals, key=vals.get)
-
-    def kv_read_tokens(self, context):
-        """Cached tokens read per sequence at ``context`` tokens, sliding-window layers clipped; arrays welcome."""
-        m = self.model
-        if not m.sliding_layers:
-            return context
-        c = np.asarray(context, dtype=float)
-        out = (m.full_attention_layers * c + m.sliding_layers * np.minimum(c, m.sliding_window)) / m.num_layers
-        return float(out) if out.ndim == 0 else out
-
 
 # --- results ---------------------------------------------------------------------------------------
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-
-
-class IterationParts(_Frozen):
-    """One iteration, taken apart. Work is per GPU of one stage; times in seconds."""
-
-    tokens: float  # T
-    pairs: float  # A
-    kv_tokens: float  # R
-    flop: float  # per GPU of one stage
-    bytes: float  # per GPU of one stage: weights read + KV read + KV written
-    compute_s: float  # one stage
-    memory_s: float  # one stage
-    comm_s: float  # one stage, exposed
-    hops_s: float  # all pp - 1 stage hops
-    overhead_s: float
-    time_s: float  # pp (max(compute, memory) + comm) + hops + overhead
-    pp: int
-    bound: str
-
-    @property
-    def intensity_flop_per_byte(self) -> float:
-        return self.flop / self.bytes if self.bytes else math.inf
 
 
 class PrefillResult(_Frozen):
@@ -426,17 +204,6 @@ class CollectiveView(_Frozen):
 
 # --- shared arithmetic (traced and untraced paths use the same numbers) --------------------------------
 
-def _iteration(sm: StepModel, T: float, A: float, R: float) -> IterationParts:
-    c, mm, x = sm.scalar_parts(T, A, R)
-    hops = sm.hops_s(T)
-    time = sm.iteration_s(float(T), float(A), float(R))
-    vals = {"compute": c, "memory": mm, "communication": x}
-    return IterationParts(
-        tokens=T, pairs=A, kv_tokens=R, flop=sm.flop_per_token * T + sm.attn_flop_per_pair * A,
-        bytes=sm.weights_read_bytes(T) + (R + T) * sm.kv_bytes_per_token, compute_s=c, memory_s=mm, comm_s=x,
-        hops_s=hops, overhead_s=sm.overhead_s, time_s=time, pp=sm.pp, bound=max(vals, key=vals.get))
-
-
 def _attended_pairs(m: ModelArch, start: float, end: float) -> float:
     """Sum over query positions j = start+1 .. end of the keys each attends (itself included), layer average.
 
@@ -469,14 +236,14 @@ class _Prefill:
     one: IterationParts
 
 
-def _prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int) -> _Prefill:
+def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int) -> _Prefill:
     I = cfg.input_tokens
     c = math.floor(cfg.prefix_cache_frac * I)  # < I because the share is < 1
     u = I - c
     a_seq = _attended_pairs(sm.model, c, I)
     r_seq = float(sm.kv_read_tokens(c))
     T, A, R = float(batch * u), batch * a_seq, batch * r_seq
-    return _Prefill(batch, I, c, u, T, A, R, _iteration(sm, T, A, R), _iteration(sm, float(u), a_seq, r_seq))
+    return _Prefill(batch, I, c, u, T, A, R, iteration(sm, T, A, R), iteration(sm, float(u), a_seq, r_seq))
 
 
 @dataclass(frozen=True)
@@ -493,7 +260,7 @@ class _Decode:
     last_s: float
 
 
-def _decode_times(sm: StepModel, b: int, I: int, N: int, points: int = MAX_DECODE_POINTS):
+def decode_times(sm: StepModel, b: int, I: int, N: int, points: int = MAX_DECODE_POINTS):
     """(n, step times) for decode steps n = 1 .. N (exact up to ``points``, else a uniform grid)."""
     n = np.arange(1, N + 1, dtype=float) if N <= points else np.linspace(1.0, float(N), points)
     R = I + n - 1
@@ -508,103 +275,22 @@ def _mean_over_steps(n: np.ndarray, t: np.ndarray, N: int) -> float:
     return float(((t[1:] + t[:-1]) / 2).mean())  # trapezoid on a uniform grid
 
 
-def _decode_numbers(sm: StepModel, cfg: RabitConfig, batch: int) -> _Decode:
+def decode_numbers(sm: StepModel, cfg: RabitConfig, batch: int) -> _Decode:
     b = math.ceil(batch / sm.pp)
     I = cfg.input_tokens
     N = max(cfg.output_tokens - 1, 1)
     ctx = I + (N - 1) / 2
     s_read, s_att = float(sm.kv_read_tokens(ctx)), float(sm.kv_read_tokens(ctx + 1))
-    mid = _iteration(sm, float(b), b * s_att, b * s_read)
-    n, t = _decode_times(sm, b, I, N)
+    mid = iteration(sm, float(b), b * s_att, b * s_read)
+    n, t = decode_times(sm, b, I, N)
     return _Decode(batch, b, N, ctx, s_read, s_att, mid, _mean_over_steps(n, t, N), float(t[0]), float(t[-1]))
 
 
-def _replicas(cfg: RabitConfig) -> int:
+def replicas_of(cfg: RabitConfig) -> int:
     return cfg.dp
 
 
 # --- traced chain ------------------------------------------------------------------------------------
-
-_U_ITER = {"T": "tokens", "A": "pairs", "R": "tokens", "f_t": "FLOP", "f_a": "FLOP", "pi_flops": "FLOP/s",
-           "mfu": "frac", "T0": "tokens", "W_r": "B", "k_g": "B", "pi_bw": "B/s", "eta_bw": "frac",
-           "n_ar": "", "a_r": "s", "a_t": "s", "b_r": "s", "b_t": "s", "n_a2a": "", "a_e": "s", "b_e": "s",
-           "x_c": "frac", "pp": "", "a_h": "s", "b_h": "s", "t_o": "s", "t_c": "s", "t_m": "s", "t_x": "s",
-           "F": "FLOP", "Y": "B"}
-
-_FULL_ITER = ("pp * (max(f_t * T / (pi_flops * mfu * T / (T + T0)) + f_a * A / (pi_flops * mfu), (W_r + (R + T) * k_g) / "
-              "(pi_bw * eta_bw)) + (n_ar * min(a_r + b_r * T, a_t + b_t * T) + n_a2a * (a_e + b_e * T)) * x_c)"
-              " + (pp - 1) * (a_h + b_h * T) + t_o")
-
-
-def _consts(sm: StepModel, cfg: RabitConfig) -> dict[str, float]:
-    """The StepModel constants as the named inputs of the recorded expressions."""
-    a = cfg.assumptions
-    g = gpu_of(cfg)
-    return dict(f_t=sm.flop_per_token, f_a=sm.attn_flop_per_pair, mfu=a.mfu_max,
-                pi_flops=sm.peak_flop_per_s / a.mfu_max, T0=sm.ramp_tokens, k_g=sm.kv_bytes_per_token,
-                pi_bw=g.memory_bw_bytes_per_s, eta_bw=a.mbu, n_ar=sm.ar_per_iter, a_r=sm.tp_ar_alpha_ring,
-                b_r=sm.tp_ar_beta_ring, a_t=sm.tp_ar_alpha_tree, b_t=sm.tp_ar_beta_tree, n_a2a=sm.a2a_per_iter,
-                a_e=sm.ep_a2a_alpha, b_e=sm.ep_a2a_beta, x_c=sm.comm_exposed, pp=sm.pp, a_h=sm.pp_hop_alpha,
-                b_h=sm.pp_hop_beta, t_o=sm.overhead_s)
-
-
-def _record_weights_read(tr: Trace, sm: StepModel, key: str, T: float) -> float:
-    m = sm.model
-    if not sm.expert_bytes_per_gpu_per_expert:
-        return sm.dense_weight_bytes
-    return tr.step(key, "Weights read (dense + experts touched)", "W_r", "W_d + E * (1 - (1 - k / E) ** T) * w_e",
-                   sm.weights_read_bytes(T), unit="B",
-                   latex=r"[W_d] + [E] \left(1 - \left(1 - \frac{[k]}{[E]}\right)^{[T]}\right) [w_e]",
-                   units={"W_d": "B", "w_e": "B", "T": "tokens"},
-                   W_d=sm.dense_weight_bytes, E=m.num_experts, k=m.experts_per_tok, T=T,
-                   w_e=sm.expert_bytes_per_gpu_per_expert,
-                   note="expected distinct experts for T tokens with uniform top-k routing, per MoE layer")
-
-
-def _record_iteration(tr: Trace, sm: StepModel, cfg: RabitConfig, p: str, what: str, T: float, A: float,
-                      R: float, it: IterationParts, *, compact: bool = False, final_label: str | None = None,
-                      final_symbol: str = "t", note: str = "") -> None:
-    """Record the chain of one iteration under key prefix ``p``; the values come from ``it``."""
-    k = _consts(sm, cfg)
-    if compact:
-        W_r = sm.weights_read_bytes(T)
-        tr.step(f"{p}_s", final_label or f"{what}: iteration time", final_symbol, _FULL_ITER, it.time_s, unit="s",
-                latex=r"t_{iter}([T], [A], [R])", units=_U_ITER, T=T, A=A, R=R, W_r=W_r, **k,
-                note=note or "the same iteration formula as above, with these T, A and R")
-        return
-    W_r = _record_weights_read(tr, sm, f"{p}_weights_read_bytes", T)
-    F = tr.step(f"{p}_flop", f"{what}: FLOPs per GPU", "F", "f_t * T + f_a * A", it.flop, unit="FLOP",
-                latex=r"[f_t] \cdot [T] + [f_a] \cdot [A]", units=_U_ITER, f_t=k["f_t"], T=T, f_a=k["f_a"], A=A,
-                note="matmuls (2 FLOP per active parameter per token) + attention (QK^T and PV per pair)")
-    t_c = tr.step(f"{p}_compute_s", f"{what}: compute time", "t_c",
-                  "f_t * T / (pi_flops * mfu * T / (T + T0)) + f_a * A / (pi_flops * mfu)",
-                  it.compute_s, unit="s",
-                  latex=r"\frac{[f_t] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[T]}{[T] + [T0]}} + "
-                        r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}",
-                  units=_U_ITER, f_t=k["f_t"], T=T, f_a=k["f_a"], A=A, pi_flops=k["pi_flops"], mfu=k["mfu"],
-                  T0=k["T0"], note=f"{F:.4g} FLOP: the matmul efficiency ramps with tokens per iteration as "
-                                   "T/(T+T0) (GEMM tiling; the RA-BIT spec, T0 = 64); attention runs at the ceiling "
-                                   "on its own pairs")
-    Y = tr.step(f"{p}_bytes", f"{what}: bytes moved per GPU", "Y", "W_r + (R + T) * k_g", it.bytes, unit="B",
-                latex=r"[W_r] + ([R] + [T]) \cdot [k_g]", units=_U_ITER, W_r=W_r, R=R, T=T, k_g=k["k_g"],
-                note="weights read + KV read (R cached tokens) + KV written (T new tokens)")
-    t_m = tr.step(f"{p}_memory_s", f"{what}: memory time", "t_m", "Y / (pi_bw * eta_bw)", it.memory_s, unit="s",
-                  latex=r"\frac{[Y]}{[pi_bw] \cdot [eta_bw]}", units=_U_ITER, Y=Y, pi_bw=k["pi_bw"],
-                  eta_bw=k["eta_bw"], note="achieved HBM bandwidth = datasheet x MBU")
-    t_x = tr.step(f"{p}_comm_s", f"{what}: exposed communication per stage", "t_x",
-                  "(n_ar * min(a_r + b_r * T, a_t + b_t * T) + n_a2a * (a_e + b_e * T)) * x_c", it.comm_s,
-                  unit="s", latex=r"\left([n_ar] \min([a_r] + [b_r] \cdot [T],\ [a_t] + [b_t] \cdot [T]) + "
-                                  r"[n_a2a] ([a_e] + [b_e] \cdot [T])\right) \cdot [x_c]",
-                  units=_U_ITER, n_ar=k["n_ar"], a_r=k["a_r"], b_r=k["b_r"], T=T, a_t=k["a_t"], b_t=k["b_t"],
-                  n_a2a=k["n_a2a"], a_e=k["a_e"], b_e=k["b_e"], x_c=k["x_c"],
-                  note="TP all-reduces of T x h x 2 B (2 per layer; the cheaper of ring and tree/NVLS) + EP "
-                       "all-to-alls, times the share not hidden behind compute")
-    tr.step(f"{p}_s", final_label or f"{what}: iteration time", final_symbol,
-            "pp * (max(t_c, t_m) + t_x) + (pp - 1) * (a_h + b_h * T) + t_o", it.time_s, unit="s",
-            latex=r"[pp] \left(\max([t_c], [t_m]) + [t_x]\right) + ([pp] - 1)([a_h] + [b_h] \cdot [T]) + [t_o]",
-            units=_U_ITER, pp=sm.pp, t_c=t_c, t_m=t_m, t_x=t_x, a_h=k["a_h"], b_h=k["b_h"], T=T, t_o=k["t_o"],
-            note=note or f"bound: {it.bound}; stages run in turn, plus stage hops and the scheduler overhead")
-
 
 def _record_setup(tr: Trace, cfg: RabitConfig, sm: StepModel) -> None:
     m, g = model_of(cfg), gpu_of(cfg)
@@ -757,10 +443,10 @@ def _record_prefill(tr: Trace, cfg: RabitConfig, sm: StepModel, pf: _Prefill) ->
                 note="causal attention: the query at position j sees j keys (itself included)")
         tr.step("prefill_kv_tokens", "Prefill: cached tokens read", "R_p", "B * c", pf.R, unit="tokens", B=B,
                 c=pf.cached)
-    _record_iteration(tr, sm, cfg, "prefill", "Prefill", pf.T, pf.A, pf.R, pf.it,
+    record_iteration(tr, sm, cfg, "prefill", "Prefill", pf.T, pf.A, pf.R, pf.it,
                       final_label="Time to first token (one batch)", final_symbol=r"\mathrm{TTFT}",
                       note=f"bound: {pf.it.bound}; the whole batch prefilled in one iteration")
-    _record_iteration(tr, sm, cfg, "ttft_one", "Prefill of one prompt", float(pf.uncached), pf.A / B, pf.R / B,
+    record_iteration(tr, sm, cfg, "ttft_one", "Prefill of one prompt", float(pf.uncached), pf.A / B, pf.R / B,
                       pf.one, compact=True, final_label="Time to first token (one prompt alone)",
                       final_symbol=r"\mathrm{TTFT}_1", note="the same iteration with B = 1")
 
@@ -786,7 +472,7 @@ def _record_decode(tr: Trace, cfg: RabitConfig, sm: StepModel, d: _Decode, prefi
                     b=b, s_ctx=d.ctx, note="each new token attends the cache and itself")
         R = tr.step("decode_kv_tokens", "Decode: cached tokens read", "R_d", "b * s_ctx", b * d.s_read,
                     unit="tokens", b=b, s_ctx=d.ctx)
-    _record_iteration(tr, sm, cfg, "decode_mid", "Decode", T, A, R, d.mid,
+    record_iteration(tr, sm, cfg, "decode_mid", "Decode", T, A, R, d.mid,
                       final_label="Decode step at the mean context", final_symbol=r"t_{mid}",
                       note=f"bound: {d.mid.bound}; time between two tokens of one sequence")
     gap = d.mean_s - d.mid.time_s
@@ -803,7 +489,7 @@ def _record_decode(tr: Trace, cfg: RabitConfig, sm: StepModel, d: _Decode, prefi
                   t_d=t_d, note="the textbook example: s_tok / (pp t_step + (pp - 1) t_pp)" if pp > 1 else "")
     r_r = tr.step("tokens_per_s_replica", "Decode throughput per replica", "r_r", "B / t_d", B / d.mean_s,
                   unit="tokens/s", B=B, t_d=t_d, note="every sequence of the batch gets a token per step")
-    dp = _replicas(cfg)
+    dp = replicas_of(cfg)
     r = tr.step("tokens_per_s", "Aggregate decode throughput", "r", "r_r * d_p", r_r * dp, unit="tokens/s",
                 r_r=r_r, d_p=dp, note=f"{dp} replica(s) of TP {cfg.tp} x PP {cfg.pp} on {cfg.gpus} GPUs")
     tr.step("tokens_per_s_per_gpu", "Decode throughput per GPU", "r_g", "r / G", r / cfg.gpus, unit="tokens/s",
@@ -832,7 +518,7 @@ def _draft_step_model(cfg: RabitConfig) -> StepModel:
     return replace(StepModel.from_config(dcfg), overhead_s=0.0)
 
 
-def _spec_numbers(cfg: RabitConfig, sm: StepModel, d: _Decode):
+def spec_numbers(cfg: RabitConfig, sm: StepModel, d: _Decode):
     """(E, draft_s, draft details, verify IterationParts, T_v, A_v, R_v)."""
     k, alpha, b = cfg.spec_k, cfg.spec_alpha, d.b
     E = spec.expected_tokens_per_pass(alpha, k)
@@ -842,7 +528,7 @@ def _spec_numbers(cfg: RabitConfig, sm: StepModel, d: _Decode):
         dsm = _draft_step_model(cfg)
         ctx = d.ctx + (k - 1) / 2  # mean context of the k draft passes
         s_a, s_r = float(dsm.kv_read_tokens(ctx + 1)), float(dsm.kv_read_tokens(ctx))
-        one = _iteration(dsm, float(b), b * s_a, b * s_r)
+        one = iteration(dsm, float(b), b * s_a, b * s_r)
         draft_s = k * one.time_s
         detail = {"t_dp": one.time_s, "ctx": ctx, "A": b * s_a, "R": b * s_r}
         detail["_sm"] = dsm  # type: ignore[assignment]
@@ -854,7 +540,7 @@ def _spec_numbers(cfg: RabitConfig, sm: StepModel, d: _Decode):
     T_v = float(b * (k + 1))
     A_v = b * sum(float(sm.kv_read_tokens(d.ctx + j)) for j in range(1, k + 2))
     R_v = b * d.s_read
-    verify = _iteration(sm, T_v, A_v, R_v)
+    verify = iteration(sm, T_v, A_v, R_v)
     return E, draft_s, detail, verify, T_v, A_v, R_v
 
 
@@ -862,7 +548,7 @@ def _spec_result(cfg: RabitConfig, sm: StepModel, d: _Decode, tr: Trace = NO_TRA
     if cfg.spec_method == "none":
         return None
     k, alpha = cfg.spec_k, cfg.spec_alpha
-    E, draft_s, detail, verify, T_v, A_v, R_v = _spec_numbers(cfg, sm, d)
+    E, draft_s, detail, verify, T_v, A_v, R_v = spec_numbers(cfg, sm, d)
     plain = d.mid.time_s
     round_s = draft_s + verify.time_s
     ratio = round_s / plain
@@ -871,7 +557,7 @@ def _spec_result(cfg: RabitConfig, sm: StepModel, d: _Decode, tr: Trace = NO_TRA
                      draft_model=cfg.draft_model if cfg.spec_method == "draft" else None,
                      tokens_per_pass=E, draft_s=draft_s, verify_s=verify.time_s, round_s=round_s, plain_step_s=plain,
                      cost_ratio=ratio, speedup=E / ratio, break_even_alpha=alpha_star,
-                     tokens_per_s_per_user=E / round_s, tokens_per_s=d.batch * E / round_s * _replicas(cfg))
+                     tokens_per_s_per_user=E / round_s, tokens_per_s=d.batch * E / round_s * replicas_of(cfg))
     if not tr.enabled:
         return res
     if alpha < 1:
@@ -883,7 +569,7 @@ def _spec_result(cfg: RabitConfig, sm: StepModel, d: _Decode, tr: Trace = NO_TRA
                 note="alpha = 1: every drafted token is accepted")
     if cfg.spec_method == "draft":
         dsm, one = detail["_sm"], detail["_it"]
-        _record_iteration(tr, dsm, cfg.with_(model=cfg.draft_model, custom_model=None, tp=dsm.tp, pp=1, ep=1),
+        record_iteration(tr, dsm, cfg.with_(model=cfg.draft_model, custom_model=None, tp=dsm.tp, pp=1, ep=1),
                           "spec_draft_pass", "Draft pass", float(d.b), detail["A"], detail["R"], one, compact=True,
                           final_label=f"One draft pass ({cfg.draft_model}, TP {dsm.tp})", final_symbol=r"t_{dp}",
                           note="the draft model's own iteration model at the mean context of the k passes, "
@@ -897,7 +583,7 @@ def _spec_result(cfg: RabitConfig, sm: StepModel, d: _Decode, tr: Trace = NO_TRA
     else:
         tr.step("spec_draft_s", "Draft cost per round", r"t_{draft}", "t_ng", draft_s, unit="s", units={"t_ng": "s"},
                 t_ng=draft_s, note="n-gram prompt lookup on the CPU (assumption ngram_draft_us)")
-    _record_iteration(tr, sm, cfg, "spec_verify", "Verification", T_v, A_v, R_v, verify, compact=True,
+    record_iteration(tr, sm, cfg, "spec_verify", "Verification", T_v, A_v, R_v, verify, compact=True,
                       final_label="Verification pass (k + 1 tokens per sequence)", final_symbol=r"t_{verify}",
                       note=f"the target's iteration with T = b (k + 1) = {T_v:g} tokens at the mean context")
     t_r = tr.step("spec_round_s", "Speculative round", "t_r", "t_draft + t_verify", round_s, unit="s",
@@ -914,7 +600,7 @@ def _spec_result(cfg: RabitConfig, sm: StepModel, d: _Decode, tr: Trace = NO_TRA
     tr.step("spec_tokens_per_s_per_user", "Per-user rate with speculation", "r_{u,s}", "E / t_r", E / round_s,
             unit="tokens/s", E=E, t_r=t_r)
     tr.step("spec_tokens_per_s", "Aggregate rate with speculation", "r_s", "B * E / t_r * d_p", res.tokens_per_s,
-            unit="tokens/s", B=d.batch, E=E, t_r=t_r, d_p=_replicas(cfg))
+            unit="tokens/s", B=d.batch, E=E, t_r=t_r, d_p=replicas_of(cfg))
     return res
 
 
@@ -927,7 +613,7 @@ def _prefill_result(pf: _Prefill, steps: tuple[Step, ...] = ()) -> PrefillResult
 
 
 def _decode_result(cfg: RabitConfig, d: _Decode, steps: tuple[Step, ...] = ()) -> DecodeResult:
-    dp = _replicas(cfg)
+    dp = replicas_of(cfg)
     r_r = d.batch / d.mean_s
     return DecodeResult(
         batch=d.batch, micro_batch=d.b, decode_steps=d.N, mean_context_tokens=d.ctx, at_mean=d.mid,
@@ -944,7 +630,7 @@ def prefill(cfg: RabitConfig, tr: Trace | None = None) -> PrefillResult:
     """
     tr = tr if tr is not None else Trace()
     sm = StepModel.from_config(cfg)
-    pf = _prefill_numbers(sm, cfg, cfg.batch)
+    pf = prefill_numbers(sm, cfg, cfg.batch)
     _record_prefill(tr, cfg, sm, pf)
     return _prefill_result(pf, tr.frozen())
 
@@ -956,8 +642,8 @@ def decode(cfg: RabitConfig, tr: Trace | None = None) -> DecodeResult:
     """
     tr = tr if tr is not None else Trace()
     sm = StepModel.from_config(cfg)
-    d = _decode_numbers(sm, cfg, cfg.batch)
-    pf = _prefill_numbers(sm, cfg, cfg.batch)
+    d = decode_numbers(sm, cfg, cfg.batch)
+    pf = prefill_numbers(sm, cfg, cfg.batch)
     _record_decode(tr, cfg, sm, d, pf.it.time_s)
     return _decode_result(cfg, d, tr.frozen())
 
@@ -965,7 +651,7 @@ def decode(cfg: RabitConfig, tr: Trace | None = None) -> DecodeResult:
 def speculative(cfg: RabitConfig) -> SpecResult | None:
     """Speculative decoding at the mean decode context (None when ``cfg.spec_method`` is "none")."""
     sm = StepModel.from_config(cfg)
-    return _spec_result(cfg, sm, _decode_numbers(sm, cfg, cfg.batch))
+    return _spec_result(cfg, sm, decode_numbers(sm, cfg, cfg.batch))
 
 
 def speed_summary(cfg: RabitConfig) -> SpeedSummary:
@@ -980,11 +666,11 @@ def speed_summary(cfg: RabitConfig) -> SpeedSummary:
     n0 = len(tr.steps)
     _record_setup(tr, cfg, sm)
     section("Per-GPU constants of the iteration model", n0)
-    pf = _prefill_numbers(sm, cfg, cfg.batch)
+    pf = prefill_numbers(sm, cfg, cfg.batch)
     n0 = len(tr.steps)
     _record_prefill(tr, cfg, sm, pf)
     section("Prefill: time to first token", n0)
-    d = _decode_numbers(sm, cfg, cfg.batch)
+    d = decode_numbers(sm, cfg, cfg.batch)
     n0 = len(tr.steps)
     out = _record_decode(tr, cfg, sm, d, pf.it.time_s)
     section("Decode: step time, throughput and latency", n0)

@@ -17,11 +17,11 @@ from core.collectives import Collectives
 from core.config import COMPUTE_PRECISION, RabitConfig
 from core.memory import serving_memory
 from core.speed import (ACT_BYTES, TEXTBOOK_MBU, TEXTBOOK_MFU, BatchPoint, CollectiveRow, CollectiveView, GapRow,
-                        Roofline, RooflinePoint, StepModel, TextbookComparison, _decode_numbers, _decode_times,
-                        _prefill_numbers, _replicas, _spec_numbers, fmt_s)
+                        Roofline, RooflinePoint, StepModel, TextbookComparison, decode_numbers, decode_times,
+                        prefill_numbers, replicas_of, spec_numbers, fmt_s)
 from core.trace import NO_TRACE
 from core.units import US
-from core.validate import fabric_of, gpu_of, model_of
+from core.catalog import fabric_of, gpu_of, model_of
 
 # --- sweeps for the charts ---------------------------------------------------------------------------
 
@@ -41,11 +41,11 @@ def batch_sweep(cfg: RabitConfig, batches: tuple[int, ...]) -> tuple[BatchPoint,
     sm = StepModel.from_config(cfg)
     rows = []
     for B in batches:
-        pf = _prefill_numbers(sm, cfg, B)
-        d = _decode_numbers(sm, cfg, B)
+        pf = prefill_numbers(sm, cfg, B)
+        d = decode_numbers(sm, cfg, B)
         mem = serving_memory(cfg.model_copy(update={"batch": B}), NO_TRACE)
         rows.append(BatchPoint(batch=B, ttft_s=pf.it.time_s, decode_step_s=d.mean_s,
-                               tokens_per_s=B / d.mean_s * _replicas(cfg), tokens_per_s_per_user=1 / d.mean_s,
+                               tokens_per_s=B / d.mean_s * replicas_of(cfg), tokens_per_s_per_user=1 / d.mean_s,
                                compute_s=d.mid.compute_s, memory_s=d.mid.memory_s, comm_s=d.mid.comm_s,
                                bound=d.mid.bound, fits=mem.fits))
     return tuple(rows)
@@ -56,7 +56,7 @@ def decode_curve(cfg: RabitConfig, points: int = 256) -> tuple[tuple[float, floa
     sm = StepModel.from_config(cfg)
     b = math.ceil(cfg.batch / sm.pp)
     N = max(cfg.output_tokens - 1, 1)
-    n, t = _decode_times(sm, b, cfg.input_tokens, N, points)
+    n, t = decode_times(sm, b, cfg.input_tokens, N, points)
     R = cfg.input_tokens + n - 1
     c, mm, _, _ = sm.parts(np.full_like(n, float(b)), b * np.asarray(sm.kv_read_tokens(R + 1), dtype=float),
                            b * np.asarray(sm.kv_read_tokens(R), dtype=float))
@@ -72,8 +72,8 @@ def roofline(cfg: RabitConfig) -> Roofline:
     ceiling = sm.peak_flop_per_s
     bw, bw_eff = g.memory_bw_bytes_per_s, sm.mem_bw_bytes_per_s
     pts = []
-    pf_b, pf_1 = _prefill_numbers(sm, cfg, cfg.batch), _prefill_numbers(sm, cfg, 1)
-    d_b, d_1 = _decode_numbers(sm, cfg, cfg.batch), _decode_numbers(sm, cfg, 1)
+    pf_b, pf_1 = prefill_numbers(sm, cfg, cfg.batch), prefill_numbers(sm, cfg, 1)
+    d_b, d_1 = decode_numbers(sm, cfg, cfg.batch), decode_numbers(sm, cfg, 1)
     items = [(f"prefill, batch {cfg.batch}", pf_b.it), (f"decode, batch {cfg.batch}", d_b.mid)]
     if cfg.batch > 1:
         items[1:1] = [("prefill, one prompt", pf_1.it)]
@@ -91,8 +91,8 @@ def spec_vs_alpha(cfg: RabitConfig, alphas: tuple[float, ...]) -> tuple[tuple[fl
     if cfg.spec_method == "none":
         return ()
     sm = StepModel.from_config(cfg)
-    d = _decode_numbers(sm, cfg, cfg.batch)
-    _, draft_s, _, verify, *_ = _spec_numbers(cfg, sm, d)
+    d = decode_numbers(sm, cfg, cfg.batch)
+    _, draft_s, _, verify, *_ = spec_numbers(cfg, sm, d)
     return tuple((float(al), float(spec.speedup(al, cfg.spec_k, d.mid.time_s, draft_s, verify.time_s)))
                  for al in alphas)
 
@@ -157,7 +157,7 @@ def collective_view(cfg: RabitConfig) -> CollectiveView:
                         "tree": float(Collectives._tree_ar(n, cfg.tp, lv))}
                 if lv.in_switch_reduction:
                     algs["NVLS"] = float(Collectives._nvls_ar(n, cfg.tp, lv))
-                best = min(algs, key=algs.get)
+                best = min(algs, key=lambda k: algs[k])
                 how = "; ".join(f"{k} {fmt_s(v)}" for k, v in algs.items()) + f" -> {best}"
             else:
                 how = "hierarchical across nodes"
@@ -194,8 +194,8 @@ def textbook_comparison(cfg: RabitConfig) -> TextbookComparison:
     pi = sm.peak_flop_per_s / a.mfu_max
     bw = g.memory_bw_bytes_per_s
     B = cfg.batch
-    d = _decode_numbers(sm, cfg, B)
-    pf = _prefill_numbers(sm, cfg, B)
+    d = decode_numbers(sm, cfg, B)
+    pf = prefill_numbers(sm, cfg, B)
     P_textbook = m.active_params()
     P_act = m.active_matmul_params()
 

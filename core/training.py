@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -60,10 +60,10 @@ from core.memory import (ADAM_GRAD_B, ADAM_OPTIM_B, ADAM_WEIGHT_B, QLORA_BASE_BY
                          activation_bytes_per_layer, expert_params_total, lora_params, stage_layers,
                          training_memory_for)
 from core.model import ModelArch
-from core.speed import effective_peak_flop_per_s
+from core.step import effective_peak_flop_per_s
 from core.trace import Step, Trace
 from core.units import DAY_S, GiB, HOUR_S, MS
-from core.validate import fabric_of, gpu_of, model_of
+from core.catalog import fabric_of, gpu_of, model_of
 
 Recompute = choices.Recompute
 
@@ -734,8 +734,8 @@ def evaluate_layout(cfg: RabitConfig, lay: Layout, tr: Trace | None = None) -> L
         vals["t_p2p"] = tr.step("t_p2p", "PP sends per micro-batch", "t_{pp}", "2 * v * t_hop", x["t_p2p"], unit="s",
                                 v=v, t_hop=t_h)
         parts.append("t_p2p")
-    slot = tr.step("t_slot", "One pipeline slot", "t_{slot}", " + ".join(parts), x["slot"], unit="s",
-                   **{k: vals[k] for k in parts})
+    slot_inputs: dict[str, Any] = {k: vals[k] for k in parts}
+    slot = tr.step("t_slot", "One pipeline slot", "t_{slot}", " + ".join(parts), x["slot"], unit="s", **slot_inputs)
     tr.step("bubble_frac", "Pipeline bubble share", "f_b", "(pp - 1) / (v * m + pp - 1)",
             float(bubble_fraction(pp, mm, v)), unit="%", pp=pp, v=v, m=mm,
             note="1F1B; v virtual stages per GPU divide the bubble by v (Narayanan et al. 2021 sec. 2.2)")

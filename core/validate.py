@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core import catalog, limits
-from core.catalog import Fabric, GpuSpec
+from core.catalog import fabric_of, gpu_of, model_of  # noqa: F401 - re-exported for existing callers
 from core.config import RabitConfig
-from core.model import ModelArch
 
 
 @dataclass(frozen=True)
@@ -25,17 +24,6 @@ class Problem:
     blocking: bool = True
 
 
-def model_of(cfg: RabitConfig) -> ModelArch:
-    """The architecture a config names: an uploaded config.json wins over the catalog slug."""
-    return cfg.custom_model if cfg.custom_model is not None else catalog.model(cfg.model)
-
-
-def gpu_of(cfg: RabitConfig) -> GpuSpec:
-    return catalog.gpu(cfg.gpu)
-
-
-def fabric_of(cfg: RabitConfig) -> Fabric:
-    return catalog.fabric(cfg.fabric)
 
 
 def problems(cfg: RabitConfig) -> tuple[Problem, ...]:

@@ -106,15 +106,6 @@ def open_from_link(analysis_id: str) -> RabitConfig | None:
     return a.config
 
 
-def open_in_session(analysis_id: str) -> None:
-    """Button callback: load an analysis into this session's sidebar (runs before the widgets are drawn)."""
-    from dashboard import state
-
-    cfg = open_from_link(analysis_id)
-    if cfg is not None:
-        state._load_into_state(cfg)
-
-
 def sidebar_badge() -> None:
     """In the sidebar: which saved analysis this view belongs to (nothing when none is open)."""
     cur = current()

@@ -125,12 +125,6 @@ def sim_capacity(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Capacit
     return _simulate.max_throughput(cfg, spec)
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
-def sim_summary(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Summary:
-    """Only the summary of one simulation (the points of a load sweep)."""
-    return _simulate.simulate(cfg, spec).summary
-
-
 @st.cache_data(max_entries=32, show_spinner=False)
 def sim_sweep(cfg: RabitConfig, spec: _simulate.SimSpec,
               rates_per_s: tuple[float, ...]) -> tuple[tuple[float, _simulate.Summary], ...]:

@@ -573,3 +573,4 @@ def training_cost_by_gpu(tr) -> go.Figure:
 def fmt_days(seconds: float) -> str:
     """Seconds as days, three significant figures."""
     return f"{seconds / DAY_S:.3g}"
+

@@ -190,8 +190,6 @@ def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = No
 def range_metrics(steps: tuple[Step, ...], keys, ranges: dict, cols: int | None = None,
                   alias: dict[str, str] | None = None) -> None:
     """Like :func:`metrics`, with each step's range (looked up by key, or ``alias[key]``) under the card."""
-    from core.units import fmt_value
-
     keys = list(keys)
     found = [find(steps, k) for k in keys]
     columns = grid(len(found), [s.label for s in found], [s.shown() for s in found])

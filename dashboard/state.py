@@ -352,3 +352,10 @@ def require_config() -> RabitConfig:
         st.warning("Fix the highlighted input in the sidebar to see results.")
         st.stop()
     return cfg
+
+
+def open_analysis(analysis_id: str) -> None:
+    """Button callback: load a saved analysis into this session's sidebar (runs before the widgets are drawn)."""
+    cfg = analyses.open_from_link(analysis_id)
+    if cfg is not None:
+        _load_into_state(cfg)

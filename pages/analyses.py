@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analyses, state
+from dashboard.api import Conflict, StoreError
 from dashboard.text import plain
 
 st.title("Saved analyses")
@@ -36,8 +37,6 @@ if cur and b3.button("Close the analysis"):
 if cfg is None:
     save_slot.warning("Fix the highlighted input in the sidebar before saving.")
 
-from store import Conflict, StoreError
-
 if new_clicked and cfg is not None:
     try:
         aid = analyses.save_new(name, cfg, note=note, saved_by=user or by, results=analyses.headline(cfg))
@@ -67,7 +66,7 @@ if "an.conflict" in st.session_state and cur:
         except Conflict as exc:
             st.session_state["an.conflict"] = exc.current
             st.rerun()
-    k2.button("Open theirs", key="an.theirs", on_click=analyses.open_in_session, args=(cur["id"],))
+    k2.button("Open theirs", key="an.theirs", on_click=state.open_analysis, args=(cur["id"],))
 
 # --- find and open -----------------------------------------------------------------------------------
 st.subheader("Find")
@@ -85,7 +84,7 @@ else:
                         format_func=lambda i: next(f"{r.name} ({r.model} on {r.gpu}, rev {r.revision})"
                                                    for r in rows if r.id == i))
     c1, c2, c3 = st.columns(3)
-    c1.button("Open", key="an.open", on_click=analyses.open_in_session, args=(pick,), type="primary")
+    c1.button("Open", key="an.open", on_click=state.open_analysis, args=(pick,), type="primary")
     if c2.button("Delete", key="an.delete", help="moves it to the bin below; restorable"):
         analyses.store().delete(pick)
         if cur and cur["id"] == pick:

@@ -3,9 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from core.calibration import COMPARABLE_RULE, leave_one_out
-from core.runs import CSV_COLUMNS, METRICS, RunError, csv_template, parse_file, parse_rows
 from dashboard import analyses, cache, charts, state
+from dashboard.api import (COMPARABLE_RULE, CSV_COLUMNS, METRICS, RunError, csv_template, leave_one_out, parse_file,
+                           parse_rows)
 from dashboard.text import plain
 
 st.title("Calibration")

@@ -3,9 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from core.diagnose import RULES, Expectation
-from core.telemetry import MAX_BYTES, TelemetryError, from_payload, to_payload
 from dashboard import analyses, cache
+from dashboard.api import (MAX_BYTES, RULES, Expectation, PrometheusError, TelemetryError, from_payload, query_range,
+                           to_payload)
 
 st.title("Diagnostics")
 st.caption("Upload a deployment's telemetry — vLLM's /metrics page, dcgm-exporter's, or a CSV of time series — "
@@ -40,8 +40,6 @@ if saved is not None:
 
 tel = None
 if use_prom and prom_url:
-    from connectors.prometheus import PrometheusError, query_range
-
     try:
         tel = query_range(prom_url, since_s=since_min * 60, timeout_s=float(timeout_s))
     except PrometheusError as exc:

@@ -3,10 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from core import catalog
-from core.next_experiment import NextExperimentSpec, outcomes
-from core.optimizer import Constraints, ServingGoal
 from dashboard import cache, charts, state
+from dashboard.api import Constraints, NextExperimentSpec, ServingGoal, catalog, outcomes
 
 st.title("Next experiment")
 st.caption("Which benchmark to run first: each uncertain input is moved across its range, the optimizer is re-run "

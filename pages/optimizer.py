@@ -3,12 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from core import catalog, choices
-from core.catalog import CatalogError, parse_prices
-from core.limits import MAX_TABLE_BYTES, decode_text
-from core.optimizer import Constraints, ServingGoal
-from core.units import DAY_S
 from dashboard import cache, charts, render, state
+from dashboard.api import (DAY_S, MAX_TABLE_BYTES, CatalogError, Constraints, ServingGoal, catalog, choices, decode_text,
+                           parse_prices)
 from dashboard.text import plain
 
 st.title("Optimizer")

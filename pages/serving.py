@@ -1,14 +1,9 @@
 """Serving simulation: watch queues build on one replica under continuous batching."""
 
 import streamlit as st
-from pydantic import ValidationError
-
-from core import choices
-from core.limits import MAX_TABLE_BYTES, decode_text
-from core.simulate import DEFAULT_RATE_FRACTION, default_rate, knee_rates, sim_spec
-from core.units import fmt_num, fmt_time
-from core.uncertainty import at_bound
 from dashboard import analyses, cache, charts, render, state
+from dashboard.api import (DEFAULT_RATE_FRACTION, MAX_TABLE_BYTES, ValidationError, at_bound, choices, decode_text,
+                           default_rate, fmt_num, fmt_time, knee_rates, sim_spec)
 from dashboard.text import plain
 
 st.title("Serving simulation")

@@ -2,9 +2,8 @@
 
 import streamlit as st
 
-from core.speed_views import default_batches
-from core.units import fmt_time
 from dashboard import analyses, cache, charts, render, state
+from dashboard.api import default_batches, fmt_time
 
 st.title("Speed")
 st.caption("One scheduler iteration is the slower of compute and memory traffic, plus the collectives the "

@@ -3,11 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from core.deadline import deadline_choice
-from core.training import MAX_GPUS, budget_problem, goal_from_inputs
-from core.uncertainty import at_bound
-from core.units import DAY_S, fmt_bytes, fmt_time
 from dashboard import cache, charts, render, state
+from dashboard.api import (DAY_S, MAX_GPUS, at_bound, budget_problem, deadline_choice, fmt_bytes, fmt_time,
+                           goal_from_inputs)
 
 st.title("Training")
 st.caption("Model, GPU, tokens, precision, sequence length and global batch come from the sidebar (Training "
@@ -54,7 +52,9 @@ if plan.best is not None:
     b, gp = plan.best, plan.goodput
     cols = render.grid(5, ("GPUs", "Wall-clock with failures", "Runtime without failures", "GPU-hours", "Cost"),
                        (f"${plan.cost_usd or 0:,.0f}",))
-    usd = (lambda x: f"${x:,.0f}")
+    def usd(x: float) -> str:
+        return f"${x:,.0f}"
+
     render.metric_range(cols[0], "GPUs", f"{plan.gpus:,}", rng.get("gpus"), lambda x: f"{x:,.0f}",
                         help=b.layout.label() + (" — the range is the count that meets the deadline with every "
                                                  "assumption at its optimistic / pessimistic bound"

@@ -50,7 +50,7 @@ def set_number(page, label: str, value: str) -> None:
 
 
 def goto_menu(page, title: str) -> None:
-    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=re.compile(re.escape(title) + r"\s*$")).first.click()
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=re.compile(rf"{re.escape(title)}\s*$")).first.click()
 
 
 def test_a_pasted_link_reproduces_every_page(server):

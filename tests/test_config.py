@@ -115,11 +115,18 @@ def test_serving_goal_has_one_rate_and_a_typed_custom_model():
 
 
 def test_cli_defaults_are_the_config_defaults():
+    from cli.common import config_from_args
     from cli.main import build_parser
     args = build_parser().parse_args(["memory"])
-    assert (args.tp, args.batch, args.input, args.output, args.weights, args.kv_dtype, args.zero, args.recompute) == (
-        DEFAULT.tp, DEFAULT.batch, DEFAULT.input_tokens, DEFAULT.output_tokens, DEFAULT.weights, DEFAULT.kv_dtype,
+    assert (args.batch, args.input, args.output, args.weights, args.kv_dtype, args.zero, args.recompute) == (
+        DEFAULT.batch, DEFAULT.input_tokens, DEFAULT.output_tokens, DEFAULT.weights, DEFAULT.kv_dtype,
         DEFAULT.zero, DEFAULT.recompute)
+    # no flags: the dashboard's opening config, layout included
+    cfg = config_from_args(args)
+    assert (cfg.tp, cfg.gpus, cfg.batch, cfg.input_tokens) == (DEFAULT.tp, DEFAULT.gpus, DEFAULT.batch,
+                                                                  DEFAULT.input_tokens)
+    # fewer GPUs than the default TP: TP follows the GPUs given
+    assert config_from_args(build_parser().parse_args(["memory", "--model", "llama-3.1-8b", "--gpus", "2"])).tp == 2
     sim = build_parser().parse_args(["simulate"])
     w = DEFAULT.workload
     assert (sim.requests, sim.lengths, sim.spread, sim.max_batch, sim.token_budget, sim.policy, sim.kv_admission) == (
@@ -128,3 +135,14 @@ def test_cli_defaults_are_the_config_defaults():
     t = DEFAULT.targets
     assert (rec.p95_ttft_s, rec.p95_itl_s, rec.p95_e2e_s, rec.requests, rec.weights_allowed) == (
         t.p95_ttft_s, t.p95_itl_s, t.p95_e2e_s, t.requests_per_simulation, t.weights_allowed)
+
+
+def test_a_config_resolves_once_into_a_hashable_deployment():
+    from core.deployment import resolve
+    from core.step import StepModel
+    cfg = RabitConfig(model="mixtral-8x7b", tp=2, gpus_per_node=2, weights="fp8")
+    dep = resolve(cfg)
+    assert dep.model.slug == "mixtral-8x7b" and dep.gpu.memory_bytes > 0 and dep.weight_bytes_per_param == 1.0
+    assert dep == resolve(cfg) and hash(dep) == hash(resolve(cfg)) and dep != resolve(cfg.with_(tp=1))
+    # the formulas take the deployment: the same constants as from the config
+    assert StepModel.from_deployment(dep) == StepModel.from_config(cfg)

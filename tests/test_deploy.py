@@ -10,7 +10,6 @@ import time
 import zlib
 from pathlib import Path
 
-import pytest
 import yaml
 
 import live

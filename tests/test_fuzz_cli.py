@@ -128,7 +128,7 @@ def test_bad_files_exit_2_naming_the_flag(files, argv, flag, words):
 
 
 def test_a_byte_order_mark_is_accepted_as_the_upload_accepts_it(files):
-    rc, out, err = run_cli(["memory", "--model-config", files["bom_json"], "--json"])
+    rc, out, err = run_cli(["memory", "--model-config", files["bom_json"], "--tp", "1", "--input", "1024", "--output", "1024", "--json"])
     assert rc == 0, err
     assert json.loads(out)["model"] == "bom"
 

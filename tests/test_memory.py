@@ -15,9 +15,9 @@ EXAMPLE = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, inp
 
 def test_worked_example():
     r = serving_memory(EXAMPLE)
-    # Weights: 70.55e9 params x 2 B / 8 = 17.64 GB (seed: "17.6 GB").
+    # Weights: 70.55e9 params x 2 B / 8 = 17.64 GB (the textbook chain: "17.6 GB").
     assert r.weights_bytes_per_gpu / GB == pytest.approx(17.6, abs=0.05)
-    # KV: 80 layers x 8,192 tokens x 4,096 B / 8 x 32 = 10.74 GB (seed: "11 GB").
+    # KV: 80 layers x 8,192 tokens x 4,096 B / 8 x 32 = 10.74 GB (the textbook chain: "11 GB").
     assert r.kv_bytes_per_gpu == 80 * 8192 * 4096 / 8 * 32
     # Activations 2 x 32 x 8192 x 8192 x 2 / 8 = 1.07 GB; overhead 1.5 GiB = 1.61 GB.
     assert r.activation_bytes_per_gpu / GB == pytest.approx(1.07, abs=0.005)

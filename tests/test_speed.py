@@ -128,7 +128,7 @@ def test_moe_weights_follow_the_experts_touched():
 def test_fp8_compute_gain_is_the_assumption_not_the_peak_ratio():
     bf16 = prefill(EXAMPLE.with_(batch=8)).iteration.compute_s
     fp8 = prefill(EXAMPLE.with_(batch=8, weights="fp8")).iteration.compute_s
-    assert bf16 / fp8 == pytest.approx(1.4, rel=1e-9)  # seed: 1.3-1.5x, never 1979/989 = 2x
+    assert bf16 / fp8 == pytest.approx(1.4, rel=1e-9)  # the spec: 1.3-1.5x, never 1979/989 = 2x
     # A100 has no FP8 tensor cores: FP8 weights run weight-only at the BF16 rate, and still halve the bytes.
     a = EXAMPLE.with_(gpu="a100-80gb", batch=8)
     assert prefill(a).iteration.compute_s == pytest.approx(prefill(a.with_(weights="fp8")).iteration.compute_s)

@@ -17,7 +17,7 @@ from core.trace import Trace
 from core.training import (Layout, TrainingGoal, _ctx, _grid, bubble_fraction, catalog_price, evaluate_layout,
                            flops_per_token, group_allreduce_s, group_gather_s, layouts_at, plan, training_math)
 from core.units import DAY_S
-from core.validate import gpu_of, model_of
+from core.catalog import gpu_of, model_of
 
 L70 = RabitConfig(model="llama-3.1-70b", phase="train", train_tokens=1e12)
 

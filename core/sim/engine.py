@@ -7,7 +7,8 @@ and decode tokens (``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens r
 
 Speed: between events nothing but decoding happens, and every decoding sequence gains one token per
 decode iteration, so the decode set advances in lockstep. A sequence's context is ``base + D``
-(``D`` = decode iterations so far), so the batch's ``R`` and ``A`` are affine in ``D`` and a whole
+(``D`` = decode iterations so far, ``Engine.decode_iters``), so the batch's ``R`` and ``A`` are affine in
+``D`` and a whole
 run of identical-shape decode iterations is timed in closed form (:mod:`core.sim.timing`); the
 run stops at the next event: an arrival the scheduler could act on, the first sequence to finish,
 a timeout, the KV pool running out (paged blocks counted exactly via the block phase of each
@@ -136,10 +137,10 @@ class Engine:
 
     def __init__(self, spec: SimSpec, timing: LinearTiming | ArrayTiming, pool: Pool, draws: Draws) -> None:
         self.spec, self.timing, self.pool, self.draws = spec, timing, pool, draws
-        self.B = pool.block
-        self.P = pool.blocks
+        self.block_tokens = pool.block
+        self.pool_blocks = pool.blocks
         self.inv_P = 1.0 / pool.blocks if pool.blocks > 0 else 0.0
-        self.wf, self.ws, self.w = pool.full_share, pool.slide_share, pool.window
+        self.full_share, self.slide_share, self.window = pool.full_share, pool.slide_share, pool.window
         self.sliding = pool.slide_share > 0
         self.reserve = spec.admission == "reserve"
         self.max_out = spec.max_output_tokens()
@@ -164,21 +165,21 @@ class Engine:
         # queues
         self.waiting: deque[int] = deque()
         self.running: list[int] = []  # admission order (the last is preempted first)
-        self.pf: list[int] = []  # running, still prefilling (admission order)
+        self.prefilling: list[int] = []  # running, still prefilling (admission order)
         # lockstep decode set
-        self.D = 0
-        self.m = 0
-        self.m_lo = 0
-        self.sumb = 0
-        self.sumb_lo = 0
-        self.hist_f = [0] * self.B
-        self.hist_s = [0] * self.B
+        self.decode_iters = 0
+        self.num_decoding = 0
+        self.num_in_window = 0
+        self.base_sum = 0
+        self.base_sum_in_window = 0
+        self.hist_f = [0] * self.block_tokens
+        self.hist_s = [0] * self.block_tokens
         self.fin_heap: list[tuple[int, int]] = []
         self.cross_heap: list[tuple[int, int]] = []
         self.dl_heap: list[tuple[float, int]] = []
         # KV blocks held (or reserved): full-layer and sliding-layer block counts
-        self.nf = 0
-        self.ns = 0
+        self.full_blocks = 0
+        self.slide_blocks = 0
         self.used_res = 0.0
         # arrivals
         self.issued = 0
@@ -264,7 +265,7 @@ class Engine:
             self.cached.append(0)
             self.last_arrival_s = t
             need = self.pool.blocks_for(i + (self.max_out if self.reserve else o - 1))
-            if i + o > self.pool.max_context or need > self.P + _EPS:
+            if i + o > self.pool.max_context or need > self.pool_blocks + _EPS:
                 self.status[rid] = REJECTED
                 self.fin_s[rid] = t
                 self._user_done(rid, t)
@@ -276,14 +277,14 @@ class Engine:
 
     # --- KV ---------------------------------------------------------------------------------------
     def used(self) -> float:
-        return self.used_res if self.reserve else self.wf * self.nf + self.ws * self.ns
+        return self.used_res if self.reserve else self.full_share * self.full_blocks + self.slide_share * self.slide_blocks
 
     def _chunk_blocks(self, c: int, n: int) -> tuple[int, int]:
-        B = self.B
+        B = self.block_tokens
         f = (c + n + B - 1) // B - (c + B - 1) // B
         if not self.sliding:
             return f, 0
-        w = self.w
+        w = self.window
         s = (min(c + n, w) + B - 1) // B - (min(c, w) + B - 1) // B
         return f, s
 
@@ -292,34 +293,34 @@ class Engine:
             self.used_res -= self.res[rid]
             self.res[rid] = 0.0
             return
-        B = self.B
-        self.nf -= (c + B - 1) // B
+        B = self.block_tokens
+        self.full_blocks -= (c + B - 1) // B
         if self.sliding:
-            self.ns -= (min(c, self.w) + B - 1) // B
+            self.slide_blocks -= (min(c, self.window) + B - 1) // B
 
     def _decode_need(self) -> float:
         """Blocks-worth the decode set allocates in the next iteration."""
-        if self.reserve or not self.m:
+        if self.reserve or not self.num_decoding:
             return 0.0
-        ph = (-self.D) % self.B
-        return self.wf * self.hist_f[ph] + (self.ws * self.hist_s[ph] if self.sliding else 0.0)
+        ph = (-self.decode_iters) % self.block_tokens
+        return self.full_share * self.hist_f[ph] + (self.slide_share * self.hist_s[ph] if self.sliding else 0.0)
 
     def _kv_run_bound(self, kmax: int) -> int:
         """Decode iterations (<= kmax) whose block allocations all succeed."""
         if self.reserve:
             return kmax
-        cyc = self.wf * self.m + self.ws * self.m_lo
+        cyc = self.full_share * self.num_decoding + self.slide_share * self.num_in_window
         if cyc <= 0:
             return kmax
-        free = self.P - self.used() + _EPS
+        free = self.pool_blocks - self.used() + _EPS
         if free < 0:
             return 0
-        B = self.B
+        B = self.block_tokens
         q = int(free // cyc)
         if q * B >= kmax:
             return kmax
         rem = free - q * cyc
-        D, hf, hs, wf, ws = self.D, self.hist_f, self.hist_s, self.wf, self.ws
+        D, hf, hs, wf, ws = self.decode_iters, self.hist_f, self.hist_s, self.full_share, self.slide_share
         for j in range(B):
             ph = (-(D + j)) % B
             need = wf * hf[ph] + ws * hs[ph]
@@ -330,68 +331,68 @@ class Engine:
 
     # --- the lockstep decode set ------------------------------------------------------------------
     def _join_decode(self, rid: int, c: int) -> None:
-        base = c - self.D
+        base = c - self.decode_iters
         self.ctx[rid] = base
-        ph = base % self.B
-        self.m += 1
-        self.sumb += base
+        ph = base % self.block_tokens
+        self.num_decoding += 1
+        self.base_sum += base
         self.hist_f[ph] += 1
-        if self.sliding and c < self.w:
+        if self.sliding and c < self.window:
             self.lo[rid] = True
-            self.m_lo += 1
-            self.sumb_lo += base
+            self.num_in_window += 1
+            self.base_sum_in_window += base
             self.hist_s[ph] += 1
-            heapq.heappush(self.cross_heap, (self.w - base, rid))
-        fd = self.D + self.out[rid] - self.gen[rid]
+            heapq.heappush(self.cross_heap, (self.window - base, rid))
+        fd = self.decode_iters + self.out[rid] - self.gen[rid]
         self.fin_d[rid] = fd
         heapq.heappush(self.fin_heap, (fd, rid))
 
     def _leave_decode(self, rid: int) -> int:
         """Take ``rid`` out of the decode set; returns its context."""
         base = self.ctx[rid]
-        ph = base % self.B
-        self.m -= 1
-        self.sumb -= base
+        ph = base % self.block_tokens
+        self.num_decoding -= 1
+        self.base_sum -= base
         self.hist_f[ph] -= 1
         if self.lo[rid]:
             self.lo[rid] = False
-            self.m_lo -= 1
-            self.sumb_lo -= base
+            self.num_in_window -= 1
+            self.base_sum_in_window -= base
             self.hist_s[ph] -= 1
-        self.gen[rid] = self.out[rid] - (self.fin_d[rid] - self.D)
+        self.gen[rid] = self.out[rid] - (self.fin_d[rid] - self.decode_iters)
         self.fin_d[rid] = -1
-        return base + self.D
+        return base + self.decode_iters
 
     def _decode_AR(self) -> tuple[float, float, float]:
         """(A, R, g) of the decode set now: attended pairs, cached tokens read, growth per iteration."""
-        m, D = self.m, self.D
+        m, D = self.num_decoding, self.decode_iters
         if not self.sliding:
-            R = float(self.sumb + m * D)
+            R = float(self.base_sum + m * D)
             return R + m, R, float(m)
-        wf, ws = self.wf, self.ws
-        lo_ctx = self.sumb_lo + self.m_lo * D
-        R = wf * (self.sumb + m * D) + ws * (lo_ctx + (m - self.m_lo) * self.w)
-        g = wf * m + ws * self.m_lo
+        wf, ws = self.full_share, self.slide_share
+        lo_ctx = self.base_sum_in_window + self.num_in_window * D
+        R = wf * (self.base_sum + m * D) + ws * (lo_ctx + (m - self.num_in_window) * self.window)
+        g = wf * m + ws * self.num_in_window
         return R + g, R, g
 
     def _advance_decode(self, k: int) -> None:
         """Account ``k`` decode iterations (blocks, D), then finish the sequences that are done."""
         if not self.reserve:
-            B, D = self.B, self.D
+            B, D = self.block_tokens, self.decode_iters
             if k == 1:
                 ph = (-D) % B
-                self.nf += self.hist_f[ph]
+                self.full_blocks += self.hist_f[ph]
                 if self.sliding:
-                    self.ns += self.hist_s[ph]
+                    self.slide_blocks += self.hist_s[ph]
             else:
                 q, r = divmod(k, B)
                 hf = self.hist_f
-                self.nf += q * self.m + sum(hf[(-(D + j)) % B] for j in range(r))
+                self.full_blocks += q * self.num_decoding + sum(hf[(-(D + j)) % B] for j in range(r))
                 if self.sliding:
                     hs = self.hist_s
-                    self.ns += q * self.m_lo + sum(hs[(-(D + j)) % B] for j in range(r))
-        self.D += k
-        D = self.D
+                    self.slide_blocks += q * self.num_in_window + sum(hs[(-(D + j)) % B] for j in range(r))
+        self.decode_iters += k
+        D = self.decode_iters
         fh = self.fin_heap
         while fh and fh[0][0] <= D:
             fd, rid = heapq.heappop(fh)
@@ -404,13 +405,13 @@ class Engine:
         ch = self.cross_heap
         while ch and ch[0][0] <= D:
             cd, rid = heapq.heappop(ch)
-            if not self.lo[rid] or self.ctx[rid] != self.w - cd:
+            if not self.lo[rid] or self.ctx[rid] != self.window - cd:
                 continue
             base = self.ctx[rid]
             self.lo[rid] = False
-            self.m_lo -= 1
-            self.sumb_lo -= base
-            self.hist_s[base % self.B] -= 1
+            self.num_in_window -= 1
+            self.base_sum_in_window -= base
+            self.hist_s[base % self.block_tokens] -= 1
 
     def _finish(self, rid: int, status: int) -> None:
         self.status[rid] = status
@@ -424,7 +425,7 @@ class Engine:
         if self.fin_d[rid] >= 0:
             c = self._leave_decode(rid)
         else:
-            self.pf.remove(rid)
+            self.prefilling.remove(rid)
             c = self.ctx[rid]
         self._release(rid, c)
         return c
@@ -432,7 +433,7 @@ class Engine:
     def _preempt_last(self) -> None:
         rid = self.running[-1]
         c = self._take_out(rid)
-        self.cached[rid] = (c // self.B) * self.B if self.keep_cache else 0
+        self.cached[rid] = (c // self.block_tokens) * self.block_tokens if self.keep_cache else 0
         self.ctx[rid] = 0
         self.npre[rid] += 1
         self.preemptions += 1
@@ -463,19 +464,19 @@ class Engine:
         cached = self.cached[rid]
         if not cached:
             return 0
-        B = self.B
-        free = int(math.floor(self.P - used + _EPS))
+        B = self.block_tokens
+        free = int(math.floor(self.pool_blocks - used + _EPS))
         last = ((self.inp[rid] + self.gen[rid] - 1) // B) * B  # the last token is always recomputed
         return max(0, min(cached, free * B, last))
 
     def _admit(self, rid: int, hit: int = 0) -> None:
         self.waiting.popleft()
         self.running.append(rid)
-        self.pf.append(rid)
+        self.prefilling.append(rid)
         self.ctx[rid] = hit
         self.cached[rid] = 0
         if hit:
-            self.nf += hit // self.B  # the cached blocks are taken back
+            self.full_blocks += hit // self.block_tokens  # the cached blocks are taken back
         self.target[rid] = self.inp[rid] + self.gen[rid]  # recompute after a preemption
         if math.isnan(self.admit_s[rid]):
             self.admit_s[rid] = self.now_s
@@ -488,7 +489,7 @@ class Engine:
         if self.reserve:
             return self.pool.blocks_for(self.inp[rid] + self.max_out)
         f, s = self._chunk_blocks(0, n)
-        return self.wf * f + self.ws * s
+        return self.full_share * f + self.slide_share * s
 
     def step(self) -> None:
         """One scheduler decision: a single iteration with prefill work, or a run of decode iterations."""
@@ -502,12 +503,12 @@ class Engine:
             self._plan_prefill_priority(chunks)
         if chunks:
             self._mixed_iteration(chunks)
-        elif self.m:
+        elif self.num_decoding:
             self._decode_run(1 if self._preempted_now else None)
         elif self.waiting and not self.running:
             rid = self.waiting[0]
             n = min(self.inp[rid] + self.gen[rid], self.spec.token_budget)
-            if self._admission_need(rid, n) > self.P + _EPS:
+            if self._admission_need(rid, n) > self.pool_blocks + _EPS:
                 # cannot run even in an empty engine (arrival checks make this unreachable; no silent stall)
                 self.waiting.popleft()
                 self._finish(rid, REJECTED)
@@ -518,10 +519,10 @@ class Engine:
         K = self.spec.token_budget
         preempted = False
         while True:
-            left = K - self.m
+            left = K - self.num_decoding
             need = self._decode_need()
             chunks.clear()
-            for rid in self.pf:
+            for rid in self.prefilling:
                 if left <= 0:
                     break
                 c = self.ctx[rid]
@@ -530,8 +531,8 @@ class Engine:
                 chunks.append((rid, n))
                 if not self.reserve:
                     f, s = self._chunk_blocks(c, n)
-                    need += self.wf * f + self.ws * s
-            if self.reserve or self.used() + need <= self.P + _EPS or not self.running:
+                    need += self.full_share * f + self.slide_share * s
+            if self.reserve or self.used() + need <= self.pool_blocks + _EPS or not self.running:
                 break
             self._preempt_last()
             preempted = True
@@ -544,8 +545,8 @@ class Engine:
             rid = self.waiting[0]
             h = self._hit(rid, used)
             n = min(self.inp[rid] + self.gen[rid] - h, left)
-            add = self._admission_need(rid, n) if not h else h // self.B + self._chunk_blocks(h, n)[0]
-            if used + add > self.P + _EPS:
+            add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
+            if used + add > self.pool_blocks + _EPS:
                 break
             self._admit(rid, h)
             used += add
@@ -563,8 +564,8 @@ class Engine:
             n = self.inp[rid] + self.gen[rid] - h
             if chunks and total + n > K:
                 break
-            add = self._admission_need(rid, n) if not h else h // self.B + self._chunk_blocks(h, n)[0]
-            if used + add > self.P + _EPS:
+            add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
+            if used + add > self.pool_blocks + _EPS:
                 break
             self._admit(rid, h)
             used += add
@@ -572,16 +573,16 @@ class Engine:
             chunks.append((rid, n))
         if chunks:
             return
-        while self.m and not self.reserve and self.used() + self._decode_need() > self.P + _EPS:
+        while self.num_decoding and not self.reserve and self.used() + self._decode_need() > self.pool_blocks + _EPS:
             self._preempt_last()
             self._preempted_now = True
 
     def _mixed_iteration(self, chunks: list[tuple[int, int]]) -> None:
         pool, tm = self.pool, self.timing
-        decoding = self.m > 0 and self.spec.policy == "chunked"
+        decoding = self.num_decoding > 0 and self.spec.policy == "chunked"
         if decoding:
             A_d, R_d, _ = self._decode_AR()
-            T, A, R = self.m, A_d, R_d
+            T, A, R = self.num_decoding, A_d, R_d
         else:
             T, A, R = 0, 0.0, 0.0
         for rid, n in chunks:
@@ -591,11 +592,11 @@ class Engine:
             R += pool.eff(c)
             if not self.reserve:
                 f, s = self._chunk_blocks(c, n)
-                self.nf += f
-                self.ns += s
+                self.full_blocks += f
+                self.slide_blocks += s
         dt = tm.one(T, A, R)
         self.busy_s += dt
-        self.prefill_s += dt - (tm.one(self.m, A_d, R_d) if decoding else 0.0)
+        self.prefill_s += dt - (tm.one(self.num_decoding, A_d, R_d) if decoding else 0.0)
         self.iterations += 1
         self.now_s += dt
         if self.next_arr <= self.now_s:
@@ -607,7 +608,7 @@ class Engine:
             self.ctx[rid] = c
             if c < self.target[rid]:
                 continue
-            self.pf.remove(rid)
+            self.prefilling.remove(rid)
             self.gen[rid] += 1
             if self.gen[rid] == 1:
                 self.first_s[rid] = self.now_s
@@ -619,11 +620,11 @@ class Engine:
                 self._join_decode(rid, c)
 
     def _decode_run(self, limit: int | None = None) -> None:
-        kmax = self.fin_heap_min() - self.D
+        kmax = self.fin_heap_min() - self.decode_iters
         if limit is not None:
             kmax = min(kmax, limit)
-        if self.sliding and self.m_lo:
-            kmax = min(kmax, self.cross_min() - self.D)
+        if self.sliding and self.num_in_window:
+            kmax = min(kmax, self.cross_min() - self.decode_iters)
         kmax = self._kv_run_bound(kmax)
         if kmax <= 0:  # cannot happen after planning; guard against a silent stall
             raise RuntimeError("decode run without room for one iteration")
@@ -631,7 +632,7 @@ class Engine:
         if not self.waiting and self.next_arr < t_event:
             t_event = self.next_arr
         A, R, g = self._decode_AR()
-        k, dt = self.timing.run(self.m, A, R, g, kmax, t_event - self.now_s if t_event < INF else INF)
+        k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, t_event - self.now_s if t_event < INF else INF)
         self.busy_s += dt
         self.iterations += k
         self.now_s += dt
@@ -647,7 +648,7 @@ class Engine:
 
     def cross_min(self) -> int:
         ch = self.cross_heap
-        while ch and not (self.lo[ch[0][1]] and self.ctx[ch[0][1]] == self.w - ch[0][0]):
+        while ch and not (self.lo[ch[0][1]] and self.ctx[ch[0][1]] == self.window - ch[0][0]):
             heapq.heappop(ch)
         return ch[0][0] if ch else 1 << 62
 
@@ -655,7 +656,7 @@ class Engine:
         self.ts_s.append(self.now_s if t is None else t)
         self.ts_w.append(len(self.waiting))
         self.ts_r.append(len(self.running))
-        self.ts_kv.append((self.used_res if self.reserve else self.wf * self.nf + self.ws * self.ns) * self.inv_P)
+        self.ts_kv.append((self.used_res if self.reserve else self.full_share * self.full_blocks + self.slide_share * self.slide_blocks) * self.inv_P)
 
     # --- the loop ---------------------------------------------------------------------------------
     def run(self, budget: WorkBudget | None = None) -> Records:

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from core.speed import StepModel
+from core.step import StepModel
 
 #: Probe size for the slopes in A and R (a power of two: the differences stay exact to ~1e-16).
 _BIG = 2.0**40
@@ -63,9 +63,9 @@ class LinearTiming:
             return self.c0[T], self.c1[T], self.m0[T], self.m1[T], self.x[T]
         got = self._extra.get(T)
         if got is None:
-            got = tuple(float(a[0]) for a in self._coeffs(np.array([float(T)])))  # type: ignore[assignment]
-            self._extra[T] = got  # memo local to this simulation
-        return got  # type: ignore[return-value]
+            c0, c1, m0, m1, x = (float(a[0]) for a in self._coeffs(np.array([float(T)])))
+            got = self._extra[T] = (c0, c1, m0, m1, x)  # memo local to this simulation
+        return got
 
     def one(self, T: int, A: float, R: float) -> float:
         """Time of one iteration [s] with ``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read."""

@@ -1,0 +1,85 @@
+"""The names from ``core`` a page may use, in one place: pages import only ``dashboard``.
+
+Computation still goes through :mod:`dashboard.cache`; what is here is what a page needs to gather
+inputs and to word results: the enumerated choices, catalog listings, formatters, the inputs of the
+searches, and the exceptions a page turns into ``st.error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from connectors.prometheus import PrometheusError, query_range
+from core import catalog, choices
+from core.calibration import COMPARABLE_RULE, leave_one_out
+from core.catalog import CatalogError, parse_prices
+from core.optimizer import Constraints, ServingGoal
+from core.runs import CSV_COLUMNS, METRICS, RunError, csv_template, parse_file, parse_rows
+from core.deadline import deadline_choice
+from core.diagnose import RULES, Expectation
+from core.limits import MAX_TABLE_BYTES, decode_text
+from core.next_experiment import NextExperimentSpec, outcomes
+from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates, sim_spec, sweep_rates
+from core.telemetry import MAX_BYTES, TelemetryError, from_payload, to_payload
+from core.speed_views import default_batches
+from core.training import MAX_GPUS, budget_problem, goal_from_inputs
+from core.uncertainty import at_bound
+from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
+
+__all__ = [
+    "MAX_BYTES",
+    "COMPARABLE_RULE",
+    "CSV_COLUMNS",
+    "METRICS",
+    "RunError",
+    "csv_template",
+    "leave_one_out",
+    "parse_file",
+    "parse_rows",
+    "MAX_TABLE_BYTES",
+    "decode_text",
+    "from_payload",
+    "to_payload",
+    "PrometheusError",
+    "query_range",
+    "RULES",
+    "Expectation",
+    "Lengths",
+    "NextExperimentSpec",
+    "SimSpec",
+    "TelemetryError",
+    "outcomes",
+    "DAY_S",
+    "DEFAULT_RATE_FRACTION",
+    "MAX_GPUS",
+    "CatalogError",
+    "Constraints",
+    "ServingGoal",
+    "ValidationError",
+    "at_bound",
+    "budget_problem",
+    "catalog",
+    "choices",
+    "deadline_choice",
+    "default_batches",
+    "default_rate",
+    "fmt_bytes",
+    "fmt_num",
+    "fmt_time",
+    "goal_from_inputs",
+    "knee_rates",
+    "parse_prices",
+    "sim_spec",
+    "sweep_rates",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """The store's exceptions, imported on first use (the store loads its database driver)."""
+    if name in ("Conflict", "StoreError"):
+        import store
+
+        return getattr(store, name)
+    raise AttributeError(name)
