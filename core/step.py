@@ -213,7 +213,9 @@ class StepModel:
         else:
             eff = T / (T + self.ramp_tokens) if T > 0 else 1.0
             eff = eff if eff > 1e-12 else 1e-12
-        t_cmp = (self.flop_per_token * T / eff + self.attn_flop_per_pair * A) / self.peak_flop_per_s
+        t_cmp = (
+            self.flop_per_token * T / (self.peak_flop_per_s * eff) + self.attn_flop_per_pair * A / self.peak_flop_per_s
+        )
         ring = self.tp_ar_alpha_ring + self.tp_ar_beta_ring * T
         tree = self.tp_ar_alpha_tree + self.tp_ar_beta_tree * T
         t_comm = (
@@ -475,7 +477,7 @@ def record_iteration(
         )
         return
     W_r = record_weights_read(tr, sm, f"{p}_weights_read_bytes", T)
-    F = tr.step(
+    tr.step(
         f"{p}_flop",
         f"{what}: FLOPs per GPU",
         "F",
