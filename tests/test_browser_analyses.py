@@ -4,22 +4,15 @@ The server runs on its own empty embedded store (``RABIT_DATA_DIR`` in a tempora
 """
 
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+import live
+
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-dev-shm-usage"]
+CHROMIUM, ARGS = live.CHROMIUM, live.CHROMIUM_ARGS
 
 if CHROMIUM is None:
     if os.environ.get("CI"):
@@ -29,38 +22,12 @@ if CHROMIUM is None:
 from playwright.sync_api import sync_playwright
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = _free_port()
-    env = {**os.environ, "RABIT_DATA_DIR": str(tmp_path_factory.mktemp("rabit-data"))}
-    env.pop("RABIT_DATABASE_URL", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        raise RuntimeError("streamlit did not become healthy: " + (proc.stdout.read() if proc.stdout else ""))
+    env = {"RABIT_DATA_DIR": str(tmp_path_factory.mktemp("rabit-data")), "RABIT_DATABASE_URL": ""}
+    proc, url = live.start(env=env)
     yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    live.stop(proc)
 
 
 def test_save_an_analysis_then_reload_it_by_its_link(server):
