@@ -17,8 +17,8 @@ with serve:
     render.range_metrics(mem.steps, ["weights_bytes_per_gpu", "kv_bytes_per_gpu", "activation_bytes_per_gpu",
                                      "overhead_bytes_per_gpu", "total_bytes_per_gpu", "capacity_bytes_per_gpu"],
                          rng.ranges)
-    render.range_metrics(mem.steps, ["kv_budget_bytes_per_gpu", "kv_bytes_per_seq_per_gpu", "max_sequences",
-                                     "max_sequences_contiguous"], rng.ranges)
+    render.range_metrics(mem.steps, ["kv_bytes_per_token", "kv_budget_bytes_per_gpu", "kv_bytes_per_seq_per_gpu",
+                                     "max_sequences", "max_sequences_contiguous"], rng.ranges)
     st.caption(f"Replica = TP {cfg.tp} × PP {cfg.pp} = {mem.replica_gpus} GPUs; {mem.replicas} replica(s) on "
                f"{cfg.gpus} GPUs hold {mem.max_sequences * mem.replicas:,} sequences of "
                f"{cfg.context_tokens:,} tokens (paged).")
