@@ -71,3 +71,13 @@ def server() -> Iterator[str]:
         yield url
     finally:
         stop(proc)
+
+
+def require_chromium() -> None:
+    """Skip the calling test module when Debian's chromium is missing; in CI that is an error instead."""
+    import pytest
+
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            raise RuntimeError("CI needs Debian's chromium for the browser test (.ci/run installs it)")
+        pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)

@@ -16,12 +16,8 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM, ARGS = live.CHROMIUM, live.CHROMIUM_ARGS
 
-if CHROMIUM is None:
-    if os.environ.get("CI"):
-        raise RuntimeError("CI needs Debian's chromium for the browser test (.ci/run installs it)")
-    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+live.require_chromium()
 
-from playwright.sync_api import sync_playwright  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +25,6 @@ def server():
     proc, url = live.start()
     yield url
     live.stop(proc)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def test_cold_server_serves_concurrent_first_sessions(server, browser):

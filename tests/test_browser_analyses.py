@@ -3,7 +3,6 @@
 The server runs on its own empty embedded store (``RABIT_DATA_DIR`` in a temporary folder).
 """
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,7 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM, ARGS = live.CHROMIUM, live.CHROMIUM_ARGS
 
-if CHROMIUM is None:
-    if os.environ.get("CI"):
-        raise RuntimeError("CI needs Debian's chromium for the browser test (.ci/run installs it)")
-    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+live.require_chromium()
 
 from playwright.sync_api import sync_playwright
 

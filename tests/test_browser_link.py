@@ -2,7 +2,6 @@
 open each page's URL in a fresh browser context (no shared session, cookies or storage) and compare every
 headline number (each metric's label and value) with what the sender sees."""
 
-import os
 import re
 
 import pytest
@@ -11,10 +10,7 @@ import live
 
 pytestmark = pytest.mark.browser
 
-if live.CHROMIUM is None:
-    if os.environ.get("CI"):
-        raise RuntimeError("CI needs Debian's chromium for the browser test (.ci/run installs it)")
-    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+live.require_chromium()
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 

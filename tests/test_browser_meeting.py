@@ -1,7 +1,6 @@
 """Meeting-room checks in headless Chromium: nothing is fetched from outside the server, and every page
 reads at a projector's 1280 x 720 and a desk's 1920 x 1080."""
 
-import os
 from urllib.parse import urlparse
 
 import pytest
@@ -10,12 +9,8 @@ import live
 
 pytestmark = pytest.mark.browser
 
-if live.CHROMIUM is None:
-    if os.environ.get("CI"):
-        raise RuntimeError("CI needs Debian's chromium for the browser test (.ci/run installs it)")
-    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+live.require_chromium()
 
-from playwright.sync_api import sync_playwright  # noqa: E402
 
 PAGES = ("memory", "speed", "serving", "training", "optimizer", "math")
 #: one text each page shows once its first results are drawn
@@ -27,14 +22,6 @@ READY = {"memory": "KV cache per GPU (batch)", "speed": "Prefill is", "serving":
 def server():
     with live.server() as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=live.CHROMIUM, args=live.CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def test_nothing_is_fetched_from_outside_the_server(server, browser):

@@ -1,7 +1,6 @@
 """The Next experiment and Diagnostics pages in headless Chromium: rank experiments from a link, upload a
 /metrics dump, and refuse a file that is not telemetry next to the upload."""
 
-import os
 from pathlib import Path
 
 import pytest
@@ -13,12 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures"
 CHROMIUM, ARGS = live.CHROMIUM, live.CHROMIUM_ARGS
 
-if CHROMIUM is None:
-    if os.environ.get("CI"):
-        raise RuntimeError("CI needs Debian's chromium for the browser test (.ci/run installs it)")
-    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+live.require_chromium()
 
-from playwright.sync_api import sync_playwright
 
 
 @pytest.fixture(scope="module")
@@ -26,14 +21,6 @@ def server():
     proc, url = live.start()
     yield url
     live.stop(proc)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def test_next_experiment_ranks_and_draws_the_chart(server, browser):
