@@ -134,7 +134,8 @@ async def _open(url: str, sess: Session, deadline: float) -> None:
     extra = {"local_addr": (sess.source_ip, 0)} if sess.source_ip else {}
     sess.ws = await asyncio.wait_for(
         websockets.connect(ws_url, subprotocols=["streamlit"], max_size=2**28, open_timeout=30, **extra),
-        timeout=max(1.0, deadline - time.monotonic()))
+        timeout=max(1.0, deadline - time.monotonic()),
+    )
 
 
 async def _first_load(url: str, page: str, query: str, sess: Session, deadline: float) -> None:
@@ -155,9 +156,17 @@ async def _rerun(page: str, query: str, sess: Session, key: str, value: float | 
         sess.errors.append(f"no input with key {key!r} on the page (seen: {sorted(sess.widget_ids)[:12]} ...)")
         return
     wid, kind = sess.widget_ids[key]
-    v = int(value) if kind == "int_value" else (str(value) if kind == "string_value" else
-                                                 (value in (True, "1", "true", "True")) if kind == "bool_value"
-                                                 else float(value))
+    v = (
+        int(value)
+        if kind == "int_value"
+        else (
+            str(value)
+            if kind == "string_value"
+            else (value in (True, "1", "true", "True"))
+            if kind == "bool_value"
+            else float(value)
+        )
+    )
     sess.times_s.clear()
     try:
         await _run_once(sess, _rerun_msg(page, query, sess.page_hash, ((wid, kind, v),)), deadline)
@@ -176,10 +185,18 @@ def _summary(label: str, sessions: list[Session], wall_s: float) -> dict:
             return None
         return times[min(len(times) - 1, max(0, round(q * len(times) + 0.5) - 1))]  # nearest rank
 
-    return {"scenario": label, "sessions": len(sessions), "completed": len(times), "errors": len(errors),
-            "p50_s": pct(0.5), "p95_s": pct(0.95), "max_s": times[-1] if times else None,
-            "mean_s": statistics.fmean(times) if times else None, "wall_s": wall_s,
-            "error_samples": list(dict.fromkeys(errors))[:5]}
+    return {
+        "scenario": label,
+        "sessions": len(sessions),
+        "completed": len(times),
+        "errors": len(errors),
+        "p50_s": pct(0.5),
+        "p95_s": pct(0.95),
+        "max_s": times[-1] if times else None,
+        "mean_s": statistics.fmean(times) if times else None,
+        "wall_s": wall_s,
+        "error_samples": list(dict.fromkeys(errors))[:5],
+    }
 
 
 async def first_loads(url: str, n: int, page: str = "", query: str = "", timeout_s: float = 120.0) -> dict:
@@ -195,8 +212,9 @@ async def first_loads(url: str, n: int, page: str = "", query: str = "", timeout
     return out
 
 
-async def reruns(url: str, n: int, page: str, key: str, values: list, query: str = "",
-                 timeout_s: float = 120.0) -> dict:
+async def reruns(
+    url: str, n: int, page: str, key: str, values: list, query: str = "", timeout_s: float = 120.0
+) -> dict:
     """``n`` sessions open the page one after another (not timed), then all change input ``key`` at once,
     session i to ``values[i % len(values)]``; each time is change sent -> script finished."""
     sessions = [Session() for _ in range(n)]
@@ -205,8 +223,9 @@ async def reruns(url: str, n: int, page: str, key: str, values: list, query: str
         await _first_load(url, page, query, s, deadline)
     errors_before = sum(len(s.errors) for s in sessions)
     t0 = time.perf_counter()
-    await asyncio.gather(*(_rerun(page, query, s, key, values[i % len(values)], deadline)
-                           for i, s in enumerate(sessions)))
+    await asyncio.gather(
+        *(_rerun(page, query, s, key, values[i % len(values)], deadline) for i, s in enumerate(sessions))
+    )
     out = _summary(f"{n} simultaneous reruns of /{page} ({key} changed)", sessions, time.perf_counter() - t0)
     out["errors_while_opening"] = errors_before
     for s in sessions:
@@ -295,9 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for r in results:
             f = lambda v: "-" if v is None else f"{v:.2f} s"  # noqa: E731
-            print(f"{r['scenario']}: p50 {f(r['p50_s'])}, p95 {f(r['p95_s'])}, max {f(r['max_s'])}, "
-                  f"{r['completed']}/{r['sessions']} completed, {r['errors']} errors"
-                  + (f" ({'; '.join(r['error_samples'])})" if r["error_samples"] else ""))
+            print(
+                f"{r['scenario']}: p50 {f(r['p50_s'])}, p95 {f(r['p95_s'])}, max {f(r['max_s'])}, "
+                f"{r['completed']}/{r['sessions']} completed, {r['errors']} errors"
+                + (f" ({'; '.join(r['error_samples'])})" if r["error_samples"] else "")
+            )
     return 1 if any(r["errors"] for r in results) else 0
 
 

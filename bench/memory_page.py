@@ -41,9 +41,12 @@ def _server_cold_start_s() -> float:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", APP, "--server.port", str(port),
-                             "--server.headless", "true"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", APP, "--server.port", str(port), "--server.headless", "true"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         while time.perf_counter() - t < 120:
             try:
@@ -58,8 +61,13 @@ def _server_cold_start_s() -> float:
 
 
 def run() -> list[tuple[str, float, str, str]]:
-    cold = float(subprocess.run([sys.executable, "-c", _COLD.format(app=APP)], capture_output=True, text=True,
-                                cwd=ROOT, check=True).stdout.strip().splitlines()[-1])
+    cold = float(
+        subprocess.run(
+            [sys.executable, "-c", _COLD.format(app=APP)], capture_output=True, text=True, cwd=ROOT, check=True
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     reruns = _rerun_times()
     return [
         ("memory page rerun after input change (median)", statistics.median(reruns) * 1e3, "ms", "< 150 ms"),

@@ -38,8 +38,9 @@ print(json.dumps({"imports_s": t1 - t0, "cold_s": t2 - t1, "cpu_s": time.process
 
 
 def _run(workers: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", _COLD, str(workers)], capture_output=True, text=True, cwd=ROOT,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _COLD, str(workers)], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -49,7 +50,11 @@ def run() -> list[tuple[str, float, str, str]]:
         (f"next experiment, default scenario cold: {par['reruns']} optimizer re-runs", par["cold_s"], "s", "< 10 s"),
         ("next experiment, same in one process", one["cold_s"], "s", ""),
         ("next experiment, CPU seconds of the one-process run", one["cpu_s"], "s", ""),
-        ("next experiment, CPU seconds of the busier of the two processes", max(par["cpu_s"], par["child_cpu_s"]),
-         "s", "< 10 s (the wall time on 2 idle cores)"),
+        (
+            "next experiment, CPU seconds of the busier of the two processes",
+            max(par["cpu_s"], par["child_cpu_s"]),
+            "s",
+            "< 10 s (the wall time on 2 idle cores)",
+        ),
         ("next experiment process imports (excluded above)", par["imports_s"], "s", ""),
     ]

@@ -34,17 +34,25 @@ print(json.dumps({"imports_s": t1 - t0, "cold_s": t2 - t1, "evaluated": r.evalua
 
 
 def run() -> list[tuple[str, float, str, str]]:
-    out = json.loads(subprocess.run([sys.executable, "-c", _COLD], capture_output=True, text=True, cwd=ROOT,
-                                    check=True).stdout.strip().splitlines()[-1])
+    out = json.loads(
+        subprocess.run([sys.executable, "-c", _COLD], capture_output=True, text=True, cwd=ROOT, check=True)
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     from core import catalog
     from core.optimizer import Constraints, ServingGoal
     from core.simulate import Lengths, SimSpec
     from dashboard import cache
 
-    goal = ServingGoal(model="llama-3.1-70b", rate_per_s=10.0,
-                       workload=SimSpec(num_requests=2000, input=Lengths(kind="lognormal", mean=1000),
-                                        output=Lengths(kind="lognormal", mean=250)),
-                       p95_ttft_s=2.0, p95_e2e_s=20.0)
+    goal = ServingGoal(
+        model="llama-3.1-70b",
+        rate_per_s=10.0,
+        workload=SimSpec(
+            num_requests=2000, input=Lengths(kind="lognormal", mean=1000), output=Lengths(kind="lognormal", mean=250)
+        ),
+        p95_ttft_s=2.0,
+        p95_e2e_s=20.0,
+    )
     prices = tuple(catalog.prices())
     cache.recommendation(goal, Constraints(), prices)
     t = time.perf_counter()

@@ -39,12 +39,28 @@ def _cores(text: str) -> set[int]:
 
 def _server(kind: str, cores: set[int]) -> tuple[subprocess.Popen, str]:
     port = live.free_port()
-    common = ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-              "--browser.gatherUsageStats", "false"]
-    cmd = ([sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"), *common] if kind == "run"
-           else [sys.executable, "-m", "dashboard.serve", *common])
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            preexec_fn=lambda: os.sched_setaffinity(0, cores))
+    common = [
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+    cmd = (
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"), *common]
+        if kind == "run"
+        else [sys.executable, "-m", "dashboard.serve", *common]
+    )
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: os.sched_setaffinity(0, cores),
+    )
     url = f"http://127.0.0.1:{port}"
     live.wait_healthy(url, proc, 120)
     return proc, url
@@ -66,8 +82,9 @@ def scenario(kind: str, cores: set[int], what: str) -> dict:
         elif what == "rerun_same":
             r = asyncio.run(load.reruns(url, 10, "serving", load.RERUN_KEY, [load.RERUN_VALUE], "", 300))
         else:
-            r = asyncio.run(load.reruns(url, 10, "serving", load.RERUN_KEY,
-                                        [round(0.30 + 0.02 * i, 2) for i in range(10)], "", 300))
+            r = asyncio.run(
+                load.reruns(url, 10, "serving", load.RERUN_KEY, [round(0.30 + 0.02 * i, 2) for i in range(10)], "", 300)
+            )
         r["server_cpu_s"] = _cpu_s(proc.pid) - cpu0
     finally:
         live.stop(proc)
@@ -102,10 +119,13 @@ def main() -> int:
             r = scenario(kind, cores, what)
             results.append(r)
             f = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-            print(f"[{r['server']}, {len(cores)} cores] {r['scenario']}: p50 {f(r['p50_s'])} s, "
-                  f"p95 {f(r['p95_s'])} s, max {f(r['max_s'])} s, errors {r['errors']}, "
-                  f"server CPU {r['server_cpu_s']:.2f} s ({r['server_cpu_s'] / max(1, r['sessions']):.3f} s a session)"
-                  + (f" {r['error_samples']}" if r["error_samples"] else ""), flush=True)
+            print(
+                f"[{r['server']}, {len(cores)} cores] {r['scenario']}: p50 {f(r['p50_s'])} s, "
+                f"p95 {f(r['p95_s'])} s, max {f(r['max_s'])} s, errors {r['errors']}, "
+                f"server CPU {r['server_cpu_s']:.2f} s ({r['server_cpu_s'] / max(1, r['sessions']):.3f} s a session)"
+                + (f" {r['error_samples']}" if r["error_samples"] else ""),
+                flush=True,
+            )
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=2))
     return 0

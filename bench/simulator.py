@@ -17,14 +17,18 @@ import tracemalloc
 from core.config import RabitConfig
 from core.simulate import Lengths, SimSpec, simulate
 
-CFG = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=1000,
-                  output_tokens=250)
+CFG = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=1000, output_tokens=250)
 RATE_PER_S = 20.0
 
 
 def spec(n: int, seed: int = 0) -> SimSpec:
-    return SimSpec(rate_per_s=RATE_PER_S, num_requests=n, input=Lengths(kind="lognormal", mean=1000, spread=0.5),
-                   output=Lengths(kind="lognormal", mean=250, spread=0.5), seed=seed)
+    return SimSpec(
+        rate_per_s=RATE_PER_S,
+        num_requests=n,
+        input=Lengths(kind="lognormal", mean=1000, spread=0.5),
+        output=Lengths(kind="lognormal", mean=250, spread=0.5),
+        seed=seed,
+    )
 
 
 def timed(n: int, repeats: int) -> tuple[float, object]:

@@ -27,8 +27,10 @@ def _best(fn, repeat: int = 5) -> float:
 
 def run() -> list[tuple[str, float, str, str]]:
     rows = []
-    for label, cfg in (("dense 70B TP8", RabitConfig()),
-                       ("MoE DeepSeek-V3 EP8", RabitConfig(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm"))):
+    for label, cfg in (
+        ("dense 70B TP8", RabitConfig()),
+        ("MoE DeepSeek-V3 EP8", RabitConfig(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm")),
+    ):
         sm = StepModel.from_config(cfg)
         n = 50_000
         tokens = [float(32 + (i % 64)) for i in range(n)]
@@ -44,9 +46,9 @@ def run() -> list[tuple[str, float, str, str]]:
         dt = _best(lambda: sm.iteration_s(T, T * 4001.0, T * 4000.0))
         rows.append((f"iteration_s vectorised, 1e6 per call ({label})", len(T) / dt, "eval/s", TARGET))
     cfg = RabitConfig()
-    rows.append(("speed_summary (traced chain), one config", _best(lambda: speed_summary(cfg)) * 1e3, "ms",
-                 "page budget"))
+    rows.append(
+        ("speed_summary (traced chain), one config", _best(lambda: speed_summary(cfg)) * 1e3, "ms", "page budget")
+    )
     bs = default_batches(cfg)
-    rows.append((f"batch_sweep over {len(bs)} batches", _best(lambda: batch_sweep(cfg, bs)) * 1e3, "ms",
-                 "page budget"))
+    rows.append((f"batch_sweep over {len(bs)} batches", _best(lambda: batch_sweep(cfg, bs)) * 1e3, "ms", "page budget"))
     return rows

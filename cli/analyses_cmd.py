@@ -63,8 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(q)
     q.set_defaults(func=rename)
 
-    for name, fn, what in (("delete", delete, "move an analysis to the bin (restorable)"),
-                           ("restore", restore, "bring a deleted analysis back")):
+    for name, fn, what in (
+        ("delete", delete, "move an analysis to the bin (restorable)"),
+        ("restore", restore, "bring a deleted analysis back"),
+    ):
         q = s.add_parser(name, help=what)
         q.add_argument("id")
         add_json(q)
@@ -107,8 +109,9 @@ def headline(cfg: RabitConfig) -> dict[str, Any]:
         mem = serving_memory(cfg)
         out.update(fits=mem.fits, total_bytes_per_gpu=mem.total_bytes_per_gpu)
         s = speed_summary(cfg)
-        out.update(prefill_s=s.prefill.ttft_s, decode_step_s=s.decode.step_s, tokens_per_s=s.decode.tokens_per_s,
-                   e2e_s=s.e2e_s)
+        out.update(
+            prefill_s=s.prefill.ttft_s, decode_step_s=s.decode.step_s, tokens_per_s=s.decode.tokens_per_s, e2e_s=s.e2e_s
+        )
     except (ValueError, KeyError) as exc:
         out["error"] = str(exc)
     return out
@@ -123,8 +126,15 @@ def save(args: argparse.Namespace) -> int:
         if args.analysis:
             a = st.get(args.analysis)
             expected = args.revision if args.revision is not None else a.summary.revision
-            rev = st.save(a.id, cfg, expected_revision=expected, name=args.name, results=headline(cfg),
-                          note=args.note, saved_by=_by(args))
+            rev = st.save(
+                a.id,
+                cfg,
+                expected_revision=expected,
+                name=args.name,
+                results=headline(cfg),
+                note=args.note,
+                saved_by=_by(args),
+            )
             aid = a.id
         else:
             if not args.name:
@@ -140,8 +150,13 @@ def save(args: argparse.Namespace) -> int:
 
 def list_(args: argparse.Namespace) -> int:
     rows = open_store().list(args.search or "", deleted=args.deleted)
-    human = "\n".join(f"{r.id}  {r.updated_at[:19].replace('T', ' ')}  rev {r.revision:<3} {r.name}  "
-                      f"({r.model} on {r.gpu})" for r in rows) or "no saved analyses"
+    human = (
+        "\n".join(
+            f"{r.id}  {r.updated_at[:19].replace('T', ' ')}  rev {r.revision:<3} {r.name}  ({r.model} on {r.gpu})"
+            for r in rows
+        )
+        or "no saved analyses"
+    )
     emit({"analyses": [r.as_json() for r in rows]}, args.json, human)
     return 0
 
@@ -158,12 +173,17 @@ def _get(st, aid: str, revision: int | None = None):
 def show(args: argparse.Namespace) -> int:
     a = _get(open_store(), args.id, args.revision)
     c = a.config
-    human = "\n".join([
-        f"{a.name} ({a.id}), revision {a.revision} of {a.summary.revision}, updated {a.summary.updated_at}",
-        (f"  {a.summary.model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.weights}, batch {c.batch}, "
-         f"{c.input_tokens:,} in / {c.output_tokens:,} out"),
-        f"  {len(a.runs)} measured run(s); {len(a.revisions)} revision(s)" + (f"; note: {a.note}" if a.note else ""),
-    ])
+    human = "\n".join(
+        [
+            f"{a.name} ({a.id}), revision {a.revision} of {a.summary.revision}, updated {a.summary.updated_at}",
+            (
+                f"  {a.summary.model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.weights}, batch {c.batch}, "
+                f"{c.input_tokens:,} in / {c.output_tokens:,} out"
+            ),
+            f"  {len(a.runs)} measured run(s); {len(a.revisions)} revision(s)"
+            + (f"; note: {a.note}" if a.note else ""),
+        ]
+    )
     emit(a.as_json(), args.json, human)
     return 0
 
@@ -243,8 +263,11 @@ def attach_telemetry(args: argparse.Namespace) -> int:
     except TelemetryError as exc:
         die(f"rabit analyses attach-telemetry: error: argument --file: {exc}")
     tid = st.add_telemetry(args.id, tel.fmt, to_payload(tel))
-    emit({"id": args.id, "telemetry": tid, "samples": len(tel.samples)}, args.json,
-         f"attached {len(tel.samples):,} samples to {args.id}")
+    emit(
+        {"id": args.id, "telemetry": tid, "samples": len(tel.samples)},
+        args.json,
+        f"attached {len(tel.samples):,} samples to {args.id}",
+    )
     return 0
 
 

@@ -16,19 +16,36 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def rows() -> list[dict]:
-    return [{"name": i.name, "label": i.label, "unit": i.unit, "base": i.base, "low": i.low, "high": i.high,
-             "min": i.min_value, "max": i.max_value, "domain_reason": i.domain_reason, "moves": list(i.moves),
-             "source": i.source} for i in REGISTRY.values()]
+    return [
+        {
+            "name": i.name,
+            "label": i.label,
+            "unit": i.unit,
+            "base": i.base,
+            "low": i.low,
+            "high": i.high,
+            "min": i.min_value,
+            "max": i.max_value,
+            "domain_reason": i.domain_reason,
+            "moves": list(i.moves),
+            "source": i.source,
+        }
+        for i in REGISTRY.values()
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
     data = rows()
     lines = [f"{'name':<26} {'unit':<8} {'base':>9} {'low':>9} {'high':>9}  moves"]
     for r in data:
-        lines.append(f"{r['name']:<26} {r['unit']:<8} {r['base']:>9.4g} {r['low']:>9.4g} {r['high']:>9.4g}  "
-                     f"{', '.join(r['moves'])}")
+        lines.append(
+            f"{r['name']:<26} {r['unit']:<8} {r['base']:>9.4g} {r['low']:>9.4g} {r['high']:>9.4g}  "
+            f"{', '.join(r['moves'])}"
+        )
         lines.append(f"    {r['label']}. Source: {r['source']}")
-    lines.append("low = the pessimistic bound, high = the optimistic one; set one with --assume NAME=VALUE on any "
-                 "command, or all with --bound low|high.")
+    lines.append(
+        "low = the pessimistic bound, high = the optimistic one; set one with --assume NAME=VALUE on any "
+        "command, or all with --bound low|high."
+    )
     emit({"assumptions": data}, args.json, "\n".join(lines))
     return 0

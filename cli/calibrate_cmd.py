@@ -51,8 +51,11 @@ def add(args: argparse.Namespace) -> int:
             where = "" if str(exc).startswith(Path(f).name) else f"{f}: "
             die(f"rabit calibrate add: error: argument --file: {where}{exc}")
     ids = open_store().add_runs(a.id, runs)
-    emit({"analysis": a.id, "added": list(ids), "runs": [r.label for r in runs]}, args.json,
-         f"attached {len(ids)} run(s) to {a.id}")
+    emit(
+        {"analysis": a.id, "added": list(ids), "runs": [r.label for r in runs]},
+        args.json,
+        f"attached {len(ids)} run(s) to {a.id}",
+    )
     return 0
 
 
@@ -66,12 +69,13 @@ def show(args: argparse.Namespace) -> int:
         loo = leave_one_out(c)
         metrics[name] = {**c.as_json(), "loo_coverage": loo.coverage}
     excluded = [{"label": r.label, "metric": r.metric, "gpu": r.gpu} for r in res if r.gpu != a.config.gpu]
-    payload = {"analysis": a.id, "gpu": a.config.gpu, "rule": COMPARABLE_RULE, "metrics": metrics,
-               "excluded": excluded}
+    payload = {"analysis": a.id, "gpu": a.config.gpu, "rule": COMPARABLE_RULE, "metrics": metrics, "excluded": excluded}
     lines = [f"{a.name} ({a.id}) on {a.config.gpu}: {len(runs)} run(s)"]
     for name, c in cals.items():
-        lines.append(f"  {name:<24} n={c.n:<3} factor x{c.factor:.3f}  interval x{c.low_mult:.3f} ... "
-                     f"x{c.high_mult:.3f} ({'Student t' if c.basis == 't' else 'x0.7 ... x1.3, fewer than 3 runs'})")
+        lines.append(
+            f"  {name:<24} n={c.n:<3} factor x{c.factor:.3f}  interval x{c.low_mult:.3f} ... "
+            f"x{c.high_mult:.3f} ({'Student t' if c.basis == 't' else 'x0.7 ... x1.3, fewer than 3 runs'})"
+        )
     if not cals:
         lines.append("  no comparable runs yet (rabit calibrate add)")
     emit(payload, args.json, "\n".join(lines))

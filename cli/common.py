@@ -18,24 +18,58 @@ from pydantic import ValidationError
 
 from core import catalog, choices
 from core.config import DEFAULT, RabitConfig, describe_validation_error, error_text
-from core.limits import (FLAG_DOMAINS, MAX_CONFIG_BYTES, PayloadError, WorkBudget, decode_text, parse_json,
-                         read_regular_file)
+from core.limits import (
+    FLAG_DOMAINS,
+    MAX_CONFIG_BYTES,
+    PayloadError,
+    WorkBudget,
+    decode_text,
+    parse_json,
+    read_regular_file,
+)
 from core.model import from_hf_config
 from core.validate import problems
 
 #: config field -> CLI flag, for error messages that name the argument.
 FLAG_OF = {
-    "model": "--model", "custom_model": "--model-config", "gpu": "--gpu", "gpus_per_node": "--gpus",
-    "nodes": "--gpus", "tp": "--tp", "pp": "--pp", "ep": "--ep", "batch": "--batch", "input_tokens": "--input",
-    "output_tokens": "--output", "weights": "--weights", "kv_dtype": "--kv-dtype", "fabric": "--fabric",
-    "zero": "--zero", "micro_batch": "--micro-batch", "seq_len": "--seq", "recompute": "--recompute",
-    "lora_rank": "--lora-rank", "qlora": "--qlora", "prefix_cache_frac": "--prefix-cache",
-    "block_size": "--block-size", "train_precision": "--precision", "train_tokens": "--tokens",
-    "global_batch_tokens": "--global-batch-tokens", "kv_alloc": "--kv-alloc",
+    "model": "--model",
+    "custom_model": "--model-config",
+    "gpu": "--gpu",
+    "gpus_per_node": "--gpus",
+    "nodes": "--gpus",
+    "tp": "--tp",
+    "pp": "--pp",
+    "ep": "--ep",
+    "batch": "--batch",
+    "input_tokens": "--input",
+    "output_tokens": "--output",
+    "weights": "--weights",
+    "kv_dtype": "--kv-dtype",
+    "fabric": "--fabric",
+    "zero": "--zero",
+    "micro_batch": "--micro-batch",
+    "seq_len": "--seq",
+    "recompute": "--recompute",
+    "lora_rank": "--lora-rank",
+    "qlora": "--qlora",
+    "prefix_cache_frac": "--prefix-cache",
+    "block_size": "--block-size",
+    "train_precision": "--precision",
+    "train_tokens": "--tokens",
+    "global_batch_tokens": "--global-batch-tokens",
+    "kv_alloc": "--kv-alloc",
     # goals, constraints and simulation specs
-    "rate_per_s": "--rate", "num_requests": "--requests", "think_s": "--think", "duration_s": "--duration",
-    "timeout_s": "--timeout", "spec_k": "--spec-k", "spec_alpha": "--spec-alpha", "draft_model": "--draft-model",
-    "spec_method": "--spec", "deadline_s": "--deadline-days", "checkpoint_interval_s": "--checkpoint-interval-s",
+    "rate_per_s": "--rate",
+    "num_requests": "--requests",
+    "think_s": "--think",
+    "duration_s": "--duration",
+    "timeout_s": "--timeout",
+    "spec_k": "--spec-k",
+    "spec_alpha": "--spec-alpha",
+    "draft_model": "--draft-model",
+    "spec_method": "--spec",
+    "deadline_s": "--deadline-days",
+    "checkpoint_interval_s": "--checkpoint-interval-s",
 }
 
 
@@ -108,8 +142,9 @@ WEIGHT_CHOICES = (*choices.WEIGHT_FORMATS, *choices.WEIGHT_ALIASES)
 
 def add_cluster_args(p: argparse.ArgumentParser, *, gpus_required: bool = False) -> None:
     p.add_argument("--gpu", default=DEFAULT.gpu, help=f"catalog GPU slug (rabit gpus; default {DEFAULT.gpu})")
-    p.add_argument("--gpus", type=int, required=gpus_required,
-                   help="total GPUs (whole nodes beyond one node; default TP x PP)")
+    p.add_argument(
+        "--gpus", type=int, required=gpus_required, help="total GPUs (whole nodes beyond one node; default TP x PP)"
+    )
     p.add_argument("--gpus-per-node", type=int, help="default: the GPU's catalog node size")
     p.add_argument("--fabric", default=DEFAULT.fabric, help="inter-node fabric slug")
     p.add_argument("--tp", type=int, help=f"tensor parallelism (default {DEFAULT.tp}, at most the GPUs given)")
@@ -125,14 +160,20 @@ def add_weight_kv_args(p: argparse.ArgumentParser) -> None:
 
 def add_serving_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=DEFAULT.batch, help=f"concurrent sequences (default {DEFAULT.batch})")
-    p.add_argument("--input", type=int, default=DEFAULT.input_tokens,
-                   help=f"prompt tokens (default {DEFAULT.input_tokens})")
-    p.add_argument("--output", type=int, default=DEFAULT.output_tokens,
-                   help=f"output tokens (default {DEFAULT.output_tokens})")
+    p.add_argument(
+        "--input", type=int, default=DEFAULT.input_tokens, help=f"prompt tokens (default {DEFAULT.input_tokens})"
+    )
+    p.add_argument(
+        "--output", type=int, default=DEFAULT.output_tokens, help=f"output tokens (default {DEFAULT.output_tokens})"
+    )
     add_weight_kv_args(p)
     p.add_argument("--kv-alloc", choices=choices.KV_ALLOCS, default=DEFAULT.kv_alloc)
-    p.add_argument("--prefix-cache", type=float, default=DEFAULT.prefix_cache_frac,
-                   help="share of the prompt that is a cached prefix")
+    p.add_argument(
+        "--prefix-cache",
+        type=float,
+        default=DEFAULT.prefix_cache_frac,
+        help="share of the prompt that is a cached prefix",
+    )
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -189,8 +230,13 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
             die(f"rabit: error: argument --gpus: {total} GPUs is not a whole number of {node}-GPU nodes")
         gpn, nodes = node, total // node
     data: dict[str, Any] = {
-        "gpu": gpu_slug, "gpus_per_node": gpn, "nodes": nodes, "fabric": args.fabric,
-        "tp": tp, "pp": getattr(args, "pp", DEFAULT.pp), "ep": getattr(args, "ep", DEFAULT.ep),
+        "gpu": gpu_slug,
+        "gpus_per_node": gpn,
+        "nodes": nodes,
+        "fabric": args.fabric,
+        "tp": tp,
+        "pp": getattr(args, "pp", DEFAULT.pp),
+        "ep": getattr(args, "ep", DEFAULT.ep),
     }
     cm = custom_model(getattr(args, "model_config", None)) or getattr(args, "_custom_model", None)
     saved = getattr(args, "_analysis_config", None)  # --analysis: what no flag carries
@@ -202,9 +248,15 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         data["custom_model"] = saved.custom_model
     if saved is not None:
         data["assumptions"] = saved.assumptions
-    for attr, field in (("batch", "batch"), ("input", "input_tokens"), ("output", "output_tokens"),
-                        ("kv_dtype", "kv_dtype"), ("kv_alloc", "kv_alloc"), ("block_size", "block_size"),
-                        ("prefix_cache", "prefix_cache_frac")):
+    for attr, field in (
+        ("batch", "batch"),
+        ("input", "input_tokens"),
+        ("output", "output_tokens"),
+        ("kv_dtype", "kv_dtype"),
+        ("kv_alloc", "kv_alloc"),
+        ("block_size", "block_size"),
+        ("prefix_cache", "prefix_cache_frac"),
+    ):
         if getattr(args, attr, None) is not None:
             data[field] = getattr(args, attr)
     if getattr(args, "weights", None):
@@ -259,8 +311,10 @@ def emit(payload: dict[str, Any], as_json: bool, human: str) -> None:
         payload = {**payload, "ranges": _null_non_finite(payload["ranges"])}
     bad = non_finite(payload)
     if bad:
-        die(f"rabit: error: the result '{bad}' is not a finite number; an input is out of range "
-            "(check the efficiency assumptions, prices and sizes)")
+        die(
+            f"rabit: error: the result '{bad}' is not a finite number; an input is out of range "
+            "(check the efficiency assumptions, prices and sizes)"
+        )
     if as_json:
         print(json.dumps(payload, indent=2, sort_keys=False, allow_nan=False))
     else:
@@ -280,8 +334,12 @@ def cli_budget(num_requests: int | None) -> WorkBudget:
         now = time.monotonic()
         if now - shown[0] >= 2.0:
             shown[0] = now
-            print(f"\rsimulating {num_requests or 0:,} requests: {events:,} events, simulated clock "
-                  f"{clock_s:,.0f} s", end="", file=sys.stderr, flush=True)
+            print(
+                f"\rsimulating {num_requests or 0:,} requests: {events:,} events, simulated clock {clock_s:,.0f} s",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
 
     return WorkBudget(max_wall_s=CLI_SIM_MAX_WALL_S, progress=progress if sys.stderr.isatty() else None)
 
@@ -298,16 +356,24 @@ ESTIMATE_COMMANDS = ("memory", "speed", "simulate", "train", "recommend", "next-
 
 #: config field -> (flag dest, how the value becomes the flag's value), where the name differs.
 _DEST_OF: dict[str, tuple[str, Any]] = {
-    "input_tokens": ("input", None), "output_tokens": ("output", None), "prefix_cache_frac": ("prefix_cache", None),
-    "spec_method": ("spec", None), "train_precision": ("precision", None), "seq_len": ("seq", None),
-    "train_tokens": ("tokens", None), "sequence_parallel": ("no_sequence_parallel", lambda v: not v),
+    "input_tokens": ("input", None),
+    "output_tokens": ("output", None),
+    "prefix_cache_frac": ("prefix_cache", None),
+    "spec_method": ("spec", None),
+    "train_precision": ("precision", None),
+    "seq_len": ("seq", None),
+    "train_tokens": ("tokens", None),
+    "sequence_parallel": ("no_sequence_parallel", lambda v: not v),
     "gpus_per_node": ("gpus_per_node", None),
 }
 
 
 def add_analysis_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--analysis", metavar="ID", help="start from a saved analysis (rabit analyses list); "
-                                                    "flags given alongside override its config")
+    p.add_argument(
+        "--analysis",
+        metavar="ID",
+        help="start from a saved analysis (rabit analyses list); flags given alongside override its config",
+    )
 
 
 def open_store():
@@ -393,23 +459,53 @@ def _subparser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Arg
 
 #: argparse dest -> config field, for filling unset flags from ``--config FILE``.
 CONFIG_DEST = {
-    "gpu": "gpu", "gpus_per_node": "gpus_per_node", "fabric": "fabric", "tp": "tp", "pp": "pp", "ep": "ep",
-    "batch": "batch", "input": "input_tokens", "output": "output_tokens", "weights": "weights",
-    "kv_dtype": "kv_dtype", "kv_alloc": "kv_alloc", "block_size": "block_size", "prefix_cache": "prefix_cache_frac",
-    "spec": "spec_method", "spec_k": "spec_k", "spec_alpha": "spec_alpha", "draft_model": "draft_model",
-    "zero": "zero", "micro_batch": "micro_batch", "seq": "seq_len", "recompute": "recompute",
-    "lora_rank": "lora_rank", "qlora": "qlora", "precision": "train_precision", "tokens": "train_tokens",
-    "global_batch_tokens": "global_batch_tokens", "phase": "phase",
+    "gpu": "gpu",
+    "gpus_per_node": "gpus_per_node",
+    "fabric": "fabric",
+    "tp": "tp",
+    "pp": "pp",
+    "ep": "ep",
+    "batch": "batch",
+    "input": "input_tokens",
+    "output": "output_tokens",
+    "weights": "weights",
+    "kv_dtype": "kv_dtype",
+    "kv_alloc": "kv_alloc",
+    "block_size": "block_size",
+    "prefix_cache": "prefix_cache_frac",
+    "spec": "spec_method",
+    "spec_k": "spec_k",
+    "spec_alpha": "spec_alpha",
+    "draft_model": "draft_model",
+    "zero": "zero",
+    "micro_batch": "micro_batch",
+    "seq": "seq_len",
+    "recompute": "recompute",
+    "lora_rank": "lora_rank",
+    "qlora": "qlora",
+    "precision": "train_precision",
+    "tokens": "train_tokens",
+    "global_batch_tokens": "global_batch_tokens",
+    "phase": "phase",
 }
 
 
 def add_range_args(p: argparse.ArgumentParser) -> None:
     """``--assume NAME=VALUE`` (repeatable), ``--bound low|base|high`` and ``--config FILE``."""
     g = p.add_argument_group("assumptions and ranges")
-    g.add_argument("--assume", action="append", default=[], metavar="NAME=VALUE",
-                   help="set one efficiency assumption (rabit assumptions lists them); repeatable")
-    g.add_argument("--bound", choices=["low", "base", "high"], default="base",
-                   help="evaluate with every assumption at its pessimistic (low) or optimistic (high) bound")
+    g.add_argument(
+        "--assume",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set one efficiency assumption (rabit assumptions lists them); repeatable",
+    )
+    g.add_argument(
+        "--bound",
+        choices=["low", "base", "high"],
+        default="base",
+        help="evaluate with every assumption at its pessimistic (low) or optimistic (high) bound",
+    )
     g.add_argument("--config", metavar="FILE", help="a config JSON saved by the dashboard; flags given override it")
     p.set_defaults(_parser=p)
 
@@ -459,8 +555,9 @@ def _field(cfg: RabitConfig, path: str) -> Any:
     return obj
 
 
-def fill_from_config(args: argparse.Namespace, extra: dict[str, str] | None = None,
-                     skip: tuple[str, ...] = ()) -> argparse.Namespace:
+def fill_from_config(
+    args: argparse.Namespace, extra: dict[str, str] | None = None, skip: tuple[str, ...] = ()
+) -> argparse.Namespace:
     """Check ``--assume`` early, and fill every flag left at its default from ``--config FILE``.
 
     ``extra``: the command's own flag -> config field (``group.field``) pairs, e.g. the workload flags of
@@ -499,8 +596,9 @@ def assumptions_from_args(args: argparse.Namespace):
     return a.with_(**values) if values else a
 
 
-def with_ranges(payload: dict[str, Any], ranges: dict[str, Any], keys: tuple[str, ...] | None = None,
-                prefix: str = "") -> dict[str, Any]:
+def with_ranges(
+    payload: dict[str, Any], ranges: dict[str, Any], keys: tuple[str, ...] | None = None, prefix: str = ""
+) -> dict[str, Any]:
     """Add ``ranges`` (headline key -> {"low", "high"}) and ``range_basis`` to a JSON payload (keys kept)."""
     from core.uncertainty import basis_of, ranges_json
 
@@ -517,8 +615,9 @@ def range_line(label: str, r, fmt) -> str:
     return f"  {label}: {fmt(r.value)} (range {fmt(r.low)} ... {fmt(r.high)})"
 
 
-def with_calibrated(payload: dict[str, Any], args: argparse.Namespace, cfg: RabitConfig,
-                    keys: dict[str, str]) -> dict[str, Any]:
+def with_calibrated(
+    payload: dict[str, Any], args: argparse.Namespace, cfg: RabitConfig, keys: dict[str, str]
+) -> dict[str, Any]:
     """With ``--analysis ID`` whose measured runs calibrate ``cfg``'s GPU kind, add ``payload["calibrated"]``:
     ``{payload key: {"value", "low", "high", "basis": "calibrated", "n_runs", "factor", "metric"}}`` beside the
     analytical value and its heuristic range. ``keys``: payload key -> calibration metric (``ttft_s.p50``)."""
@@ -536,8 +635,15 @@ def with_calibrated(payload: dict[str, Any], args: argparse.Namespace, cfg: Rabi
             v = v.get(part) if isinstance(v, dict) else None
         if metric in cals and isinstance(v, (int, float)) and v > 0:
             rg = cals[metric].range(float(v))
-            out[key] = {"value": rg.value, "low": rg.low, "high": rg.high, "basis": rg.basis, "n_runs": rg.n_runs,
-                        "factor": cals[metric].factor, "metric": metric}
+            out[key] = {
+                "value": rg.value,
+                "low": rg.low,
+                "high": rg.high,
+                "basis": rg.basis,
+                "n_runs": rg.n_runs,
+                "factor": cals[metric].factor,
+                "metric": metric,
+            }
     if out:
         payload["calibrated"] = out
     return payload

@@ -31,8 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--since", type=float, default=3600.0, help="with --prometheus: seconds back from now")
     p.add_argument("--step", type=float, default=15.0, help="with --prometheus: seconds between points")
     p.add_argument("--timeout-s", type=float, default=5.0, help="with --prometheus: give up after this long")
-    p.add_argument("--analysis", metavar="ID", help="a saved analysis: attach the telemetry to it and compare with "
-                                                    "its predictions (alone: diagnose what is attached)")
+    p.add_argument(
+        "--analysis",
+        metavar="ID",
+        help="a saved analysis: attach the telemetry to it and compare with "
+        "its predictions (alone: diagnose what is attached)",
+    )
     p.add_argument("--expect-p95-ttft-s", type=float, help="the predicted p95 TTFT [s] (instead of --analysis)")
     p.add_argument("--expect-p95-itl-s", type=float, help="the predicted p95 ITL [s] (instead of --analysis)")
     p.add_argument("--expect-prefix-cache", type=float, help="the share of prompt tokens expected to be cached")
@@ -49,8 +53,10 @@ def read_metrics(path: str):
     except OSError as exc:
         die(f"rabit diagnose: error: argument --metrics: cannot read {path}: {exc.strerror}")
     if size > MAX_BYTES:
-        die(f"rabit diagnose: error: argument --metrics: {path} is {size / 1e6:,.1f} MB; the limit is "
-            f"{MAX_BYTES / 1e6:.0f} MB (scrape one /metrics page, or export a shorter range)")
+        die(
+            f"rabit diagnose: error: argument --metrics: {path} is {size / 1e6:,.1f} MB; the limit is "
+            f"{MAX_BYTES / 1e6:.0f} MB (scrape one /metrics page, or export a shorter range)"
+        )
     try:
         data = read_regular_file(path, MAX_BYTES)  # a named pipe or device is refused, never read
     except OSError as exc:
@@ -70,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         if v is not None and v <= 0:
             die(f"rabit diagnose: error: argument {flag}: must be positive, got {v:g}")
     if args.expect_prefix_cache is not None and not 0 <= args.expect_prefix_cache < 1:
-        die(f"rabit diagnose: error: argument --expect-prefix-cache: a share in [0, 1), got {args.expect_prefix_cache:g}")
+        die(
+            f"rabit diagnose: error: argument --expect-prefix-cache: a share in [0, 1), got {args.expect_prefix_cache:g}"
+        )
     if not (args.metrics or args.prometheus or args.analysis):
         die("rabit diagnose: error: one of the arguments --metrics --prometheus --analysis is required")
     analysis = None
@@ -100,8 +108,9 @@ def run(args: argparse.Namespace) -> int:
     expect = _expectation(analysis, args)
     d = diagnose(tel, expect)
     payload = {
-        "fired": [{"rule": f.rule, "evidence": f.evidence,
-                   "remedies": [r.model_dump() for r in f.remedies]} for f in d.fired],
+        "fired": [
+            {"rule": f.rule, "evidence": f.evidence, "remedies": [r.model_dump() for r in f.remedies]} for f in d.fired
+        ],
         "not_evaluated": [{"rule": n.rule, "missing": list(n.missing)} for n in d.not_evaluated],
         "quiet": list(d.quiet),
     }
@@ -126,8 +135,10 @@ def _attached(analysis):
     from core.telemetry import TelemetryError, from_payload
 
     if not analysis.telemetry:
-        die(f"rabit diagnose: error: argument --analysis: analysis {analysis.id} has no telemetry attached, so there "
-            "is no diagnosis; attach some with --metrics FILE")
+        die(
+            f"rabit diagnose: error: argument --analysis: analysis {analysis.id} has no telemetry attached, so there "
+            "is no diagnosis; attach some with --metrics FILE"
+        )
     try:
         return from_payload(analysis.telemetry[-1]["payload"])
     except TelemetryError as exc:
@@ -144,6 +155,13 @@ def _expectation(analysis, args: argparse.Namespace):
             base = expectation_of(analysis.config)
         except (ValueError, KeyError):  # a config the simulator cannot run (e.g. a training analysis)
             base = Expectation(prefix_cache_frac=analysis.config.prefix_cache_frac or None)
-    given = {k: v for k, v in (("p95_ttft_s", args.expect_p95_ttft_s), ("p95_itl_s", args.expect_p95_itl_s),
-                               ("prefix_cache_frac", args.expect_prefix_cache)) if v is not None}
+    given = {
+        k: v
+        for k, v in (
+            ("p95_ttft_s", args.expect_p95_ttft_s),
+            ("p95_itl_s", args.expect_p95_itl_s),
+            ("prefix_cache_frac", args.expect_prefix_cache),
+        )
+        if v is not None
+    }
     return base.model_copy(update=given)

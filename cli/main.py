@@ -14,9 +14,20 @@ from cli.common import ESTIMATE_COMMANDS, OneLineParser, add_analysis_arg, die, 
 from core.config import error_text
 
 #: One module per subcommand, each with ``register(subparsers)``, in help order.
-COMMANDS = ("cli.memory_cmd", "cli.speed_cmd", "cli.simulate_cmd", "cli.train_cmd", "cli.recommend_cmd",
-            "cli.catalog_cmd", "cli.assumptions_cmd", "cli.validate_cmd", "cli.next_experiment_cmd",
-            "cli.diagnose_cmd", "cli.analyses_cmd", "cli.calibrate_cmd")
+COMMANDS = (
+    "cli.memory_cmd",
+    "cli.speed_cmd",
+    "cli.simulate_cmd",
+    "cli.train_cmd",
+    "cli.recommend_cmd",
+    "cli.catalog_cmd",
+    "cli.assumptions_cmd",
+    "cli.validate_cmd",
+    "cli.next_experiment_cmd",
+    "cli.diagnose_cmd",
+    "cli.analyses_cmd",
+    "cli.calibrate_cmd",
+)
 
 
 def build_parser() -> OneLineParser:
@@ -55,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:  # a goal or spec field outside its range: name the flag
         e = exc.errors()[0]
         field = str(e["loc"][-1]) if e["loc"] else ""
-        die(f"rabit {args.command}: error: argument {flag_for(field, _subparser(parser, args.command))}: "
-            f"{error_text(e)}")
+        die(
+            f"rabit {args.command}: error: argument {flag_for(field, _subparser(parser, args.command))}: "
+            f"{error_text(e)}"
+        )
     except (ValueError, ArithmeticError, RecursionError, UnicodeError) as exc:  # last line of defence
         die(f"rabit {args.command}: error: {exc}")
 

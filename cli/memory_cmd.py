@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_serving_args,
-                        config_from_args, emit, fill_from_config, range_line, steps_table, with_ranges)
+from cli.common import (
+    add_cluster_args,
+    add_json,
+    add_model_args,
+    add_range_args,
+    add_serving_args,
+    config_from_args,
+    emit,
+    fill_from_config,
+    range_line,
+    steps_table,
+    with_ranges,
+)
 from core import choices
 from core.config import DEFAULT
 from core.memory import serving_memory, training_memory
@@ -33,36 +44,66 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args)
     if args.phase == "train":
-        cfg = config_from_args(args, phase="train", zero=args.zero, micro_batch=args.micro_batch, seq_len=args.seq,
-                               recompute=args.recompute, sequence_parallel=not args.no_sequence_parallel,
-                               lora_rank=args.lora_rank, qlora=args.qlora)
+        cfg = config_from_args(
+            args,
+            phase="train",
+            zero=args.zero,
+            micro_batch=args.micro_batch,
+            seq_len=args.seq,
+            recompute=args.recompute,
+            sequence_parallel=not args.no_sequence_parallel,
+            lora_rank=args.lora_rank,
+            qlora=args.qlora,
+        )
         r = training_memory(cfg)
         payload = {
-            "phase": "train", "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
-            "gpu": cfg.gpu, "gpus": cfg.gpus, "tp": cfg.tp, "pp": cfg.pp, "dp": cfg.dp, "zero": cfg.zero,
+            "phase": "train",
+            "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+            "gpu": cfg.gpu,
+            "gpus": cfg.gpus,
+            "tp": cfg.tp,
+            "pp": cfg.pp,
+            "dp": cfg.dp,
+            "zero": cfg.zero,
             "trainable_params": r.trainable_params,
-            "weight_bytes_per_gpu": r.weight_bytes_per_gpu, "gradient_bytes_per_gpu": r.gradient_bytes_per_gpu,
+            "weight_bytes_per_gpu": r.weight_bytes_per_gpu,
+            "gradient_bytes_per_gpu": r.gradient_bytes_per_gpu,
             "optimizer_bytes_per_gpu": r.optimizer_bytes_per_gpu,
             "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
-            "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu, "total_bytes_per_gpu": r.total_bytes_per_gpu,
-            "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu, "fits": r.fits, "reason": r.reason,
+            "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
+            "total_bytes_per_gpu": r.total_bytes_per_gpu,
+            "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu,
+            "fits": r.fits,
+            "reason": r.reason,
         }
     else:
         cfg = config_from_args(args)
         r = serving_memory(cfg)
         payload = {
-            "phase": "serve", "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
-            "gpu": cfg.gpu, "gpus": cfg.gpus, "tp": cfg.tp, "pp": cfg.pp, "replicas": r.replicas,
-            "weights_bytes_per_gpu": r.weights_bytes_per_gpu, "kv_bytes_per_token": r.kv_bytes_per_token,
+            "phase": "serve",
+            "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+            "gpu": cfg.gpu,
+            "gpus": cfg.gpus,
+            "tp": cfg.tp,
+            "pp": cfg.pp,
+            "replicas": r.replicas,
+            "weights_bytes_per_gpu": r.weights_bytes_per_gpu,
+            "kv_bytes_per_token": r.kv_bytes_per_token,
             "kv_bytes_per_token_per_gpu": r.kv_bytes_per_token_per_gpu,
-            "kv_bytes_per_seq_per_gpu": r.kv_bytes_per_seq_per_gpu, "kv_bytes_per_gpu": r.kv_bytes_per_gpu,
+            "kv_bytes_per_seq_per_gpu": r.kv_bytes_per_seq_per_gpu,
+            "kv_bytes_per_gpu": r.kv_bytes_per_gpu,
             "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
-            "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu, "total_bytes_per_gpu": r.total_bytes_per_gpu,
-            "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu, "usable_bytes_per_gpu": r.usable_bytes_per_gpu,
+            "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
+            "total_bytes_per_gpu": r.total_bytes_per_gpu,
+            "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu,
+            "usable_bytes_per_gpu": r.usable_bytes_per_gpu,
             # a budget is never negative: what is missing is its own key
             "kv_budget_bytes_per_gpu": max(0.0, r.kv_budget_bytes_per_gpu),
-            "shortfall_bytes_per_gpu": max(0.0, -r.kv_budget_bytes_per_gpu), "fits": r.fits, "reason": r.reason,
-            "max_sequences": r.max_sequences, "max_sequences_contiguous": r.max_sequences_contiguous,
+            "shortfall_bytes_per_gpu": max(0.0, -r.kv_budget_bytes_per_gpu),
+            "fits": r.fits,
+            "reason": r.reason,
+            "max_sequences": r.max_sequences,
+            "max_sequences_contiguous": r.max_sequences_contiguous,
         }
     human = f"{r.reason}\n{steps_table(r.steps)}"
     if args.phase == "train":
@@ -70,9 +111,22 @@ def run(args: argparse.Namespace) -> int:
         with_ranges(payload, sp.ranges, ("total_bytes_per_gpu", "overhead_bytes_per_gpu"))
     else:
         sp = memory_spread(cfg)
-        with_ranges(payload, sp.ranges, ("max_sequences", "kv_bytes_per_gpu", "kv_budget_bytes_per_gpu",
-                                         "max_sequences_contiguous", "usable_bytes_per_gpu"))
-    human += "\n\nranges (" + payload["range_basis"] + "):\n" + "\n".join(
-        range_line(k, sp.ranges[k], lambda x: f"{x:,.4g}") for k in payload["ranges"])
+        with_ranges(
+            payload,
+            sp.ranges,
+            (
+                "max_sequences",
+                "kv_bytes_per_gpu",
+                "kv_budget_bytes_per_gpu",
+                "max_sequences_contiguous",
+                "usable_bytes_per_gpu",
+            ),
+        )
+    human += (
+        "\n\nranges ("
+        + payload["range_basis"]
+        + "):\n"
+        + "\n".join(range_line(k, sp.ranges[k], lambda x: f"{x:,.4g}") for k in payload["ranges"])
+    )
     emit(payload, args.json, human)
     return 0

@@ -27,9 +27,14 @@ def _parent() -> argparse.ArgumentParser:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("next-experiment", parents=[_parent()], add_help=False, conflict_handler="resolve",
-                       help="which benchmark to run first: inputs that could flip the recommendation, "
-                            "ranked by flip chance per GPU-hour")
+    p = sub.add_parser(
+        "next-experiment",
+        parents=[_parent()],
+        add_help=False,
+        conflict_handler="resolve",
+        help="which benchmark to run first: inputs that could flip the recommendation, "
+        "ranked by flip chance per GPU-hour",
+    )
     g = p.add_argument_group("next experiment")
     g.add_argument("--prompt-spread", type=float, default=0.3, help="relative spread of the mean prompt length")
     g.add_argument("--output-spread", type=float, default=0.3, help="relative spread of the mean output length")
@@ -54,16 +59,24 @@ def run(args: argparse.Namespace) -> int:
         die("rabit next-experiment: error: argument --emit: not available here (use rabit recommend --emit)")
     if args.rate is None:
         die("rabit next-experiment: error: the following arguments are required: --rate (or --analysis ID)")
-    for flag, v in (("--prompt-spread", args.prompt_spread), ("--output-spread", args.output_spread),
-                    ("--rate-spread", args.rate_spread)):
+    for flag, v in (
+        ("--prompt-spread", args.prompt_spread),
+        ("--output-spread", args.output_spread),
+        ("--rate-spread", args.rate_spread),
+    ):
         if not 0 <= v < 1:
             die(f"rabit next-experiment: error: argument {flag}: a relative spread in [0, 1), got {v:g}")
     if not 1 <= args.points_per_side <= 5:
         die(f"rabit next-experiment: error: argument --points-per-side: 1 to 5, got {args.points_per_side}")
     goal, cons, prices = serving_inputs(args)
-    spec = NextExperimentSpec(goal=goal, constraints=cons, prompt_spread_frac=args.prompt_spread,
-                              output_spread_frac=args.output_spread, rate_spread_frac=args.rate_spread,
-                              points_per_side=args.points_per_side)
+    spec = NextExperimentSpec(
+        goal=goal,
+        constraints=cons,
+        prompt_spread_frac=args.prompt_spread,
+        output_spread_frac=args.output_spread,
+        rate_spread_frac=args.rate_spread,
+        points_per_side=args.points_per_side,
+    )
     tty = sys.stderr.isatty() and not args.json
 
     def progress(done: int, total: int, label: str) -> None:
@@ -86,8 +99,9 @@ def run_training(args: argparse.Namespace) -> int:
     if args.emit:
         die("rabit next-experiment: error: argument --emit: not available here (use rabit recommend --emit)")
     cfg, cons, prices = training_inputs(args)
-    spec = TrainingExperimentSpec(config=cfg, deadline_s=cfg.targets.deadline_days * 86400, constraints=cons,
-                                  points_per_side=args.points_per_side)
+    spec = TrainingExperimentSpec(
+        config=cfg, deadline_s=cfg.targets.deadline_days * 86400, constraints=cons, points_per_side=args.points_per_side
+    )
     r = next_training_experiment(spec, prices)
     emit(to_json(r), args.json, human(r))
     return 0
@@ -96,9 +110,17 @@ def run_training(args: argparse.Namespace) -> int:
 def to_json(r) -> dict:
     base = r.baseline.recommendation
     return {  # serving: the pick (Pick); --train: the run (TrainingOption)
-        "experiments": [{"input": e.input.key, "flip_chance": e.flip_chance, "flips_to": e.flips_to,
-                         "gpu_hours": e.gpu_hours, "cost_usd": e.cost_usd, "command": e.command}
-                        for e in r.experiments],
+        "experiments": [
+            {
+                "input": e.input.key,
+                "flip_chance": e.flip_chance,
+                "flips_to": e.flips_to,
+                "gpu_hours": e.gpu_hours,
+                "cost_usd": e.cost_usd,
+                "command": e.command,
+            }
+            for e in r.experiments
+        ],
         "baseline": base.model_dump() if base is not None else None,
         "stable_inputs": [e.input.key for e in r.stable],
     }
@@ -112,16 +134,20 @@ def human(r) -> str:
         head = f"Baseline: {base.gpus:,} x {base.gpu} ({base.layout}), ${base.cost_usd:,.0f} for the run"
     else:
         head = "Baseline: nothing meets the target (every re-run is compared with that)"
-    lines = [head,
-             f"{r.reruns} optimizer re-runs across {len(r.experiments) + len(r.stable)} uncertain inputs", ""]
+    lines = [head, f"{r.reruns} optimizer re-runs across {len(r.experiments) + len(r.stable)} uncertain inputs", ""]
     if r.experiments:
         lines.append(f"{'#':>2}  {'input':<24} {'flip':>5} {'GPU-h':>7} {'cost':>9}  flips to")
         for i, e in enumerate(r.experiments, 1):
-            lines.append(f"{i:>2}  {e.input.key:<24} {e.flip_chance:>5.0%} {e.gpu_hours:>7.2f} "
-                         f"${e.cost_usd:>8.2f}  {e.flips_to}")
+            lines.append(
+                f"{i:>2}  {e.input.key:<24} {e.flip_chance:>5.0%} {e.gpu_hours:>7.2f} ${e.cost_usd:>8.2f}  {e.flips_to}"
+            )
         top = r.experiments[0]
-        lines += ["", f"Run first ({top.measurement}):", *("  " + c for c in top.command.splitlines()),
-                  f"  then: {top.then}"]
+        lines += [
+            "",
+            f"Run first ({top.measurement}):",
+            *("  " + c for c in top.command.splitlines()),
+            f"  then: {top.then}",
+        ]
     else:
         lines.append("No input flips the decision within its range.")
     if r.stable:

@@ -18,8 +18,17 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from cli.common import (add_json, add_range_args, assumptions_from_args, config_file, custom_model, die, emit,
-                        read_file, with_ranges)
+from cli.common import (
+    add_json,
+    add_range_args,
+    assumptions_from_args,
+    config_file,
+    custom_model,
+    die,
+    emit,
+    read_file,
+    with_ranges,
+)
 from core import catalog, choices
 from core.catalog import CatalogError, parse_prices
 from core.limits import MAX_TABLE_BYTES
@@ -43,13 +52,24 @@ T = DEFAULT.targets
 W = DEFAULT.workload
 #: Flag -> workload / targets field, for ``--config FILE``.
 CONFIG_DEST = {
-    "rate": "workload.rate_per_s", "lengths": "workload.lengths", "spread": "workload.spread",
-    "seed": "workload.seed", "p95_ttft_s": "targets.p95_ttft_s", "p95_itl_s": "targets.p95_itl_s",
-    "p95_e2e_s": "targets.p95_e2e_s", "gpus_allowed": "targets.gpus_allowed", "max_gpus": "targets.max_gpus",
-    "max_usd_per_hour": "targets.max_usd_per_hour", "weights_allowed": "targets.weights_allowed",
-    "kv_allowed": "targets.kv_allowed", "providers": "targets.providers", "price_kind": "targets.price_kind",
-    "price_policy": "targets.price_policy", "max_simulations": "targets.max_simulations",
-    "requests": "targets.requests_per_simulation", "deadline_days": "targets.deadline_days",
+    "rate": "workload.rate_per_s",
+    "lengths": "workload.lengths",
+    "spread": "workload.spread",
+    "seed": "workload.seed",
+    "p95_ttft_s": "targets.p95_ttft_s",
+    "p95_itl_s": "targets.p95_itl_s",
+    "p95_e2e_s": "targets.p95_e2e_s",
+    "gpus_allowed": "targets.gpus_allowed",
+    "max_gpus": "targets.max_gpus",
+    "max_usd_per_hour": "targets.max_usd_per_hour",
+    "weights_allowed": "targets.weights_allowed",
+    "kv_allowed": "targets.kv_allowed",
+    "providers": "targets.providers",
+    "price_kind": "targets.price_kind",
+    "price_policy": "targets.price_policy",
+    "max_simulations": "targets.max_simulations",
+    "requests": "targets.requests_per_simulation",
+    "deadline_days": "targets.deadline_days",
 }
 
 
@@ -61,19 +81,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rate", type=float, help="arrival rate [requests/s] (serving; required unless --train)")
     p.add_argument("--input", type=int, default=DEFAULT.input_tokens, help="mean prompt tokens")
     p.add_argument("--output", type=int, default=DEFAULT.output_tokens, help="mean output tokens")
-    p.add_argument("--lengths", choices=choices.LENGTH_KINDS, default=W.lengths,
-                   help="length distribution around the means")
+    p.add_argument(
+        "--lengths", choices=choices.LENGTH_KINDS, default=W.lengths, help="length distribution around the means"
+    )
     p.add_argument("--spread", type=float, default=W.spread, help="lognormal sigma or uniform relative half-width")
-    p.add_argument("--p95-ttft-s", type=_target, default=T.p95_ttft_s,
-                   help=f"p95 time-to-first-token target [s] (default {T.p95_ttft_s}; none: no target)")
-    p.add_argument("--p95-itl-s", type=_target, default=T.p95_itl_s,
-                   help=f"p95 inter-token latency target [s] (default {T.p95_itl_s}; none: no target)")
-    p.add_argument("--p95-e2e-s", type=_target, default=T.p95_e2e_s,
-                   help=f"p95 end-to-end latency target [s] (default {T.p95_e2e_s}; none: no target)")
+    p.add_argument(
+        "--p95-ttft-s",
+        type=_target,
+        default=T.p95_ttft_s,
+        help=f"p95 time-to-first-token target [s] (default {T.p95_ttft_s}; none: no target)",
+    )
+    p.add_argument(
+        "--p95-itl-s",
+        type=_target,
+        default=T.p95_itl_s,
+        help=f"p95 inter-token latency target [s] (default {T.p95_itl_s}; none: no target)",
+    )
+    p.add_argument(
+        "--p95-e2e-s",
+        type=_target,
+        default=T.p95_e2e_s,
+        help=f"p95 end-to-end latency target [s] (default {T.p95_e2e_s}; none: no target)",
+    )
     p.add_argument("--gpus-allowed", type=_csv, default=T.gpus_allowed, help="comma-separated GPU slugs (default: all)")
     p.add_argument("--max-gpus", type=int, default=T.max_gpus, help="at most this many GPUs in total")
-    p.add_argument("--max-usd-per-hour", type=float, default=T.max_usd_per_hour,
-                   help="at most this many USD per hour in total")
+    p.add_argument(
+        "--max-usd-per-hour", type=float, default=T.max_usd_per_hour, help="at most this many USD per hour in total"
+    )
     p.add_argument("--weights-allowed", type=_csv, default=T.weights_allowed, help="e.g. bf16,fp8")
     p.add_argument("--kv-allowed", type=_csv, default=T.kv_allowed, help="e.g. bf16")
     p.add_argument("--providers", type=_csv, default=T.providers, help="only prices from these providers (substrings)")
@@ -83,9 +117,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-simulations", type=int, default=T.max_simulations, help="simulator runs (1-64)")
     p.add_argument("--requests", type=int, default=T.requests_per_simulation, help="requests per simulation")
     p.add_argument("--seed", type=int, default=W.seed)
-    p.add_argument("--emit", choices=["vllm", "sglang", "trtllm", "k8s"],
-                   help="print the launch config of the recommendation instead of the summary (with --json: "
-                        "the 'launch' key)")
+    p.add_argument(
+        "--emit",
+        choices=["vllm", "sglang", "trtllm", "k8s"],
+        help="print the launch config of the recommendation instead of the summary (with --json: the 'launch' key)",
+    )
     t = p.add_argument_group("training run (--train): the cheapest run that meets a deadline")
     t.add_argument("--train", action="store_true", help="recommend a training run instead of a serving setup")
     t.add_argument("--tokens", type=float, help="training tokens (with --train)")
@@ -100,14 +136,35 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 #: Targets / Workload / config field -> flag, for error messages.
-_FLAG = {"p95_ttft_s": "--p95-ttft-s", "p95_itl_s": "--p95-itl-s", "p95_e2e_s": "--p95-e2e-s",
-         "gpus_allowed": "--gpus-allowed", "max_gpus": "--max-gpus", "max_usd_per_hour": "--max-usd-per-hour",
-         "weights_allowed": "--weights-allowed", "kv_allowed": "--kv-allowed", "providers": "--providers",
-         "price_kind": "--price-kind", "price_policy": "--price-policy", "max_simulations": "--max-simulations",
-         "requests_per_simulation": "--requests", "seed": "--seed", "rate_per_s": "--rate", "lengths": "--lengths",
-         "spread": "--spread", "input_tokens": "--input", "output_tokens": "--output", "train_tokens": "--tokens",
-         "seq_len": "--seq", "global_batch_tokens": "--global-batch-tokens", "train_precision": "--precision",
-         "lora_rank": "--lora-rank", "deadline_days": "--deadline-days", "input": "--input", "output": "--output"}
+_FLAG = {
+    "p95_ttft_s": "--p95-ttft-s",
+    "p95_itl_s": "--p95-itl-s",
+    "p95_e2e_s": "--p95-e2e-s",
+    "gpus_allowed": "--gpus-allowed",
+    "max_gpus": "--max-gpus",
+    "max_usd_per_hour": "--max-usd-per-hour",
+    "weights_allowed": "--weights-allowed",
+    "kv_allowed": "--kv-allowed",
+    "providers": "--providers",
+    "price_kind": "--price-kind",
+    "price_policy": "--price-policy",
+    "max_simulations": "--max-simulations",
+    "requests_per_simulation": "--requests",
+    "seed": "--seed",
+    "rate_per_s": "--rate",
+    "lengths": "--lengths",
+    "spread": "--spread",
+    "input_tokens": "--input",
+    "output_tokens": "--output",
+    "train_tokens": "--tokens",
+    "seq_len": "--seq",
+    "global_batch_tokens": "--global-batch-tokens",
+    "train_precision": "--precision",
+    "lora_rank": "--lora-rank",
+    "deadline_days": "--deadline-days",
+    "input": "--input",
+    "output": "--output",
+}
 
 
 def _die_validation(exc: ValidationError) -> NoReturn:
@@ -118,20 +175,35 @@ def _die_validation(exc: ValidationError) -> NoReturn:
 
 
 def _targets(args: argparse.Namespace, **extra: object) -> Targets:
-    return T.with_(p95_ttft_s=args.p95_ttft_s, p95_itl_s=args.p95_itl_s, p95_e2e_s=args.p95_e2e_s,
-                   gpus_allowed=args.gpus_allowed, max_gpus=args.max_gpus, max_usd_per_hour=args.max_usd_per_hour,
-                   weights_allowed=args.weights_allowed, kv_allowed=args.kv_allowed, providers=args.providers,
-                   price_kind=args.price_kind, price_policy=args.price_policy, max_simulations=args.max_simulations,
-                   requests_per_simulation=args.requests, **extra)
+    return T.with_(
+        p95_ttft_s=args.p95_ttft_s,
+        p95_itl_s=args.p95_itl_s,
+        p95_e2e_s=args.p95_e2e_s,
+        gpus_allowed=args.gpus_allowed,
+        max_gpus=args.max_gpus,
+        max_usd_per_hour=args.max_usd_per_hour,
+        weights_allowed=args.weights_allowed,
+        kv_allowed=args.kv_allowed,
+        providers=args.providers,
+        price_kind=args.price_kind,
+        price_policy=args.price_policy,
+        max_simulations=args.max_simulations,
+        requests_per_simulation=args.requests,
+        **extra,
+    )
 
 
 def _checked_model_gpus_prices(args: argparse.Namespace) -> tuple:
     """Check --gpus-allowed and --model, and read --price-file (exit 2 naming the flag); return the prices."""
     unknown = [g for g in args.gpus_allowed if g not in catalog.gpus()]
     if unknown:
-        die(f"rabit: error: argument --gpus-allowed: unknown GPU {unknown[0]!r}; known: {', '.join(sorted(catalog.gpus()))}")
+        die(
+            f"rabit: error: argument --gpus-allowed: unknown GPU {unknown[0]!r}; known: {', '.join(sorted(catalog.gpus()))}"
+        )
     if args.model_config is None and args.model not in catalog.models():
-        die(f"rabit: error: argument --model: unknown model '{args.model}'; known: {', '.join(sorted(catalog.models()))}")
+        die(
+            f"rabit: error: argument --model: unknown model '{args.model}'; known: {', '.join(sorted(catalog.models()))}"
+        )
     if not args.price_file:
         return catalog.prices()
     text = read_file(args.price_file, "--price-file", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
@@ -160,29 +232,42 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
     """(goal, constraints, prices) from the serving flags (exit 2 naming the flag); next-experiment shares it."""
     if args.rate is None:
         die("rabit recommend: error: the following arguments are required: --rate (or use --train)")
-    for flag, v in (("--rate", args.rate), ("--input", args.input), ("--output", args.output),
-                    ("--requests", args.requests)):
+    for flag, v in (
+        ("--rate", args.rate),
+        ("--input", args.input),
+        ("--output", args.output),
+        ("--requests", args.requests),
+    ):
         if v <= 0:
             die(f"rabit: error: argument {flag}: must be positive, got {v:g}")
-    for flag, v in (("--p95-ttft-s", args.p95_ttft_s), ("--p95-itl-s", args.p95_itl_s),
-                    ("--p95-e2e-s", args.p95_e2e_s), ("--max-gpus", args.max_gpus),
-                    ("--max-usd-per-hour", args.max_usd_per_hour)):
+    for flag, v in (
+        ("--p95-ttft-s", args.p95_ttft_s),
+        ("--p95-itl-s", args.p95_itl_s),
+        ("--p95-e2e-s", args.p95_e2e_s),
+        ("--max-gpus", args.max_gpus),
+        ("--max-usd-per-hour", args.max_usd_per_hour),
+    ):
         if v is not None and v <= 0:
             die(f"rabit: error: argument {flag}: must be positive, got {v:g}")
-    for flag, vals, ok in (("--weights-allowed", args.weights_allowed, WEIGHT_FORMATS),
-                           ("--kv-allowed", args.kv_allowed, KV_FORMATS)):
+    for flag, vals, ok in (
+        ("--weights-allowed", args.weights_allowed, WEIGHT_FORMATS),
+        ("--kv-allowed", args.kv_allowed, KV_FORMATS),
+    ):
         bad = [v for v in vals if v not in ok] or ([] if vals else ["(empty)"])
         if bad:
             die(f"rabit: error: argument {flag}: {bad[0]!r} is not one of {', '.join(ok)}")
     prices = _checked_model_gpus_prices(args)
     try:
-        cfg = RabitConfig(model=args.model,
-                          custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
-                          input_tokens=args.input, output_tokens=args.output, assumptions=assumptions_from_args(args),
-                          **_shared_settings(args),
-                          workload=W.with_(rate_per_s=args.rate, lengths=args.lengths, spread=args.spread,
-                                           seed=args.seed),
-                          targets=_targets(args))
+        cfg = RabitConfig(
+            model=args.model,
+            custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
+            input_tokens=args.input,
+            output_tokens=args.output,
+            assumptions=assumptions_from_args(args),
+            **_shared_settings(args),
+            workload=W.with_(rate_per_s=args.rate, lengths=args.lengths, spread=args.spread, seed=args.seed),
+            targets=_targets(args),
+        )
         goal = ServingGoal.from_config(cfg)
     except ValidationError as exc:
         _die_validation(exc)
@@ -222,8 +307,14 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
         payload["launch"] = {"kind": args.emit, "text": text}
     e = r.explanation
     lines = [e.summary]
-    for label, v in (("why this GPU", e.why_gpu), ("why this count", e.why_count), ("bottleneck", e.bottleneck),
-                     ("cheaper", e.cheaper_alternative), ("faster", e.faster_alternative), ("relax", e.relax)):
+    for label, v in (
+        ("why this GPU", e.why_gpu),
+        ("why this count", e.why_count),
+        ("bottleneck", e.bottleneck),
+        ("cheaper", e.cheaper_alternative),
+        ("faster", e.faster_alternative),
+        ("relax", e.relax),
+    ):
         if v:
             lines.append(f"  {label}: {v}")
     for risk in e.risks:
@@ -249,8 +340,10 @@ def _launch_text(kind: str, r, goal) -> str:
 
     pick = r.recommendation or r.nearest
     if pick is None:
-        die("rabit recommend: error: argument --emit: nothing fits under these constraints, so there is no "
-            "configuration to launch")
+        die(
+            "rabit recommend: error: argument --emit: nothing fits under these constraints, so there is no "
+            "configuration to launch"
+        )
     try:
         text = emit_launch(kind, launch_spec(pick, goal))
     except ValueError as exc:
@@ -273,12 +366,19 @@ def training_inputs(args: argparse.Namespace) -> tuple:
             die(f"rabit recommend: error: argument {flag}: must be positive, got {v:g}")
     prices = _checked_model_gpus_prices(args)
     try:
-        cfg = RabitConfig(model=args.model, custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
-                          phase="train", assumptions=assumptions_from_args(args), **_shared_settings(args),
-                          train_tokens=args.tokens, seq_len=args.seq, global_batch_tokens=args.global_batch_tokens,
-                          train_precision=args.precision, lora_rank=args.lora_rank,
-                          targets=_targets(args, deadline_days=args.deadline_days,
-                                           train_gpus_allowed=args.gpus_allowed))
+        cfg = RabitConfig(
+            model=args.model,
+            custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
+            phase="train",
+            assumptions=assumptions_from_args(args),
+            **_shared_settings(args),
+            train_tokens=args.tokens,
+            seq_len=args.seq,
+            global_batch_tokens=args.global_batch_tokens,
+            train_precision=args.precision,
+            lora_rank=args.lora_rank,
+            targets=_targets(args, deadline_days=args.deadline_days, train_gpus_allowed=args.gpus_allowed),
+        )
     except ValidationError as exc:
         _die_validation(exc)
     return cfg, Constraints.from_config(cfg, training=True), prices
@@ -297,9 +397,15 @@ def _run_training(args: argparse.Namespace, cfg, cons, prices) -> int:
         "explanation": {"summary": r.summary, "why_gpu": r.why_gpu, "relax": r.relax},
     }
     with_ranges(payload, rg, prefix="recommendation.")
-    human = "\n".join([r.summary] + ([f"  why this GPU: {r.why_gpu}"] if r.why_gpu else [])
-                      + ([f"  relax: {r.relax}"] if r.relax else [])
-                      + [f"  {o.gpu:<10} {o.gpus:>7,} GPUs  {o.wall_clock_s / 86400:6.3g} days  "
-                         f"${o.cost_usd:,.0f}{'' if o.meets_deadline else '  (misses)'}" for o in r.options])
+    human = "\n".join(
+        [r.summary]
+        + ([f"  why this GPU: {r.why_gpu}"] if r.why_gpu else [])
+        + ([f"  relax: {r.relax}"] if r.relax else [])
+        + [
+            f"  {o.gpu:<10} {o.gpus:>7,} GPUs  {o.wall_clock_s / 86400:6.3g} days  "
+            f"${o.cost_usd:,.0f}{'' if o.meets_deadline else '  (misses)'}"
+            for o in r.options
+        ]
+    )
     emit(payload, args.json, human)
     return 0

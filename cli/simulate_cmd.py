@@ -7,9 +7,21 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_weight_kv_args, cli_budget,
-                        config_from_args, die, emit, fill_from_config, read_file, with_calibrated,
-                        with_ranges)
+from cli.common import (
+    add_cluster_args,
+    add_json,
+    add_model_args,
+    add_range_args,
+    add_weight_kv_args,
+    cli_budget,
+    config_from_args,
+    die,
+    emit,
+    fill_from_config,
+    read_file,
+    with_calibrated,
+    with_ranges,
+)
 from core import choices
 from core.config import DEFAULT, RabitConfig, Workload
 from core.limits import MAX_TABLE_BYTES
@@ -19,27 +31,51 @@ from core.units import fmt_time
 
 #: Workload / SimSpec field -> flag, for error messages that name the argument.
 SPEC_FLAG = {
-    "rate_per_s": "--rate", "num_requests": "--requests", "duration_s": "--duration", "users": "--users",
-    "think_s": "--think", "token_budget": "--token-budget", "max_batch": "--max-batch", "timeout_s": "--timeout",
-    "seed": "--seed", "kv_pool_tokens": "--kv-pool-tokens", "input": "--input", "output": "--output",
-    "trace": "--trace", "admission": "--kv-admission", "policy": "--chunked-prefill", "spread": "--spread",
-    "lengths": "--lengths", "arrival": "--arrival",
+    "rate_per_s": "--rate",
+    "num_requests": "--requests",
+    "duration_s": "--duration",
+    "users": "--users",
+    "think_s": "--think",
+    "token_budget": "--token-budget",
+    "max_batch": "--max-batch",
+    "timeout_s": "--timeout",
+    "seed": "--seed",
+    "kv_pool_tokens": "--kv-pool-tokens",
+    "input": "--input",
+    "output": "--output",
+    "trace": "--trace",
+    "admission": "--kv-admission",
+    "policy": "--chunked-prefill",
+    "spread": "--spread",
+    "lengths": "--lengths",
+    "arrival": "--arrival",
 }
 W = DEFAULT.workload
 #: Flag -> workload field, for ``--config FILE``.
 CONFIG_DEST = {
-    "arrival": "workload.arrival", "rate": "workload.rate_per_s", "users": "workload.users",
-    "think": "workload.think_s", "requests": "workload.num_requests", "duration": "workload.duration_s",
-    "lengths": "workload.lengths", "spread": "workload.spread", "policy": "workload.policy",
-    "token_budget": "workload.token_budget", "max_batch": "workload.max_batch",
-    "kv_admission": "workload.admission", "timeout": "workload.timeout_s",
-    "kv_pool_tokens": "workload.kv_pool_tokens", "seed": "workload.seed",
+    "arrival": "workload.arrival",
+    "rate": "workload.rate_per_s",
+    "users": "workload.users",
+    "think": "workload.think_s",
+    "requests": "workload.num_requests",
+    "duration": "workload.duration_s",
+    "lengths": "workload.lengths",
+    "spread": "workload.spread",
+    "policy": "workload.policy",
+    "token_budget": "workload.token_budget",
+    "max_batch": "workload.max_batch",
+    "kv_admission": "workload.admission",
+    "timeout": "workload.timeout_s",
+    "kv_pool_tokens": "workload.kv_pool_tokens",
+    "seed": "workload.seed",
 }
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("simulate", help="simulate one serving replica under load: TTFT/ITL/E2E percentiles, "
-                                        "throughput, preemptions, saturation")
+    p = sub.add_parser(
+        "simulate",
+        help="simulate one serving replica under load: TTFT/ITL/E2E percentiles, throughput, preemptions, saturation",
+    )
     add_model_args(p)
     add_cluster_args(p)
     add_weight_kv_args(p)
@@ -54,27 +90,53 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--input", type=int, default=DEFAULT.input_tokens, help="mean prompt tokens")
     w.add_argument("--output", type=int, default=DEFAULT.output_tokens, help="mean output tokens")
     w.add_argument("--lengths", choices=choices.LENGTH_KINDS, default=W.lengths)
-    w.add_argument("--spread", type=float, default=W.spread,
-                   help="uniform: relative half-width; lognormal: sigma of the underlying normal")
+    w.add_argument(
+        "--spread",
+        type=float,
+        default=W.spread,
+        help="uniform: relative half-width; lognormal: sigma of the underlying normal",
+    )
     w.add_argument("--trace", metavar="PATH", help="CSV/JSONL of input and output token counts to replay")
     s = p.add_argument_group("scheduler")
     s.add_argument("--max-batch", type=int, default=W.max_batch, help="running sequences (max_num_seqs)")
-    s.add_argument("--token-budget", type=int, default=W.token_budget,
-                   help="tokens per iteration (max_num_batched_tokens)")
+    s.add_argument(
+        "--token-budget", type=int, default=W.token_budget, help="tokens per iteration (max_num_batched_tokens)"
+    )
     g = s.add_mutually_exclusive_group()
-    g.add_argument("--chunked-prefill", dest="policy", action="store_const", const="chunked",
-                   help="decode first, prompts chunked into the rest of the budget (default)")
-    g.add_argument("--prefill-priority", dest="policy", action="store_const", const="prefill_priority",
-                   help="whole prompts first, decodes wait")
+    g.add_argument(
+        "--chunked-prefill",
+        dest="policy",
+        action="store_const",
+        const="chunked",
+        help="decode first, prompts chunked into the rest of the budget (default)",
+    )
+    g.add_argument(
+        "--prefill-priority",
+        dest="policy",
+        action="store_const",
+        const="prefill_priority",
+        help="whole prompts first, decodes wait",
+    )
     s.add_argument("--kv-admission", choices=choices.ADMISSIONS, default=W.admission)
-    s.add_argument("--timeout", type=float, default=W.timeout_s,
-                   help="cancel a request not finished this many seconds after arrival")
+    s.add_argument(
+        "--timeout",
+        type=float,
+        default=W.timeout_s,
+        help="cancel a request not finished this many seconds after arrival",
+    )
     s.add_argument("--kv-pool-tokens", type=int, default=W.kv_pool_tokens, help="override the KV pool size (what-if)")
-    s.add_argument("--engine", choices=choices.ENGINES,
-                   help="take this engine's documented defaults for --max-batch, --token-budget and --kv-admission "
-                        "on the GPU (flags left at their defaults only)")
-    s.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_false",
-                   help="a preempted request recomputes from scratch (prefix cache off)")
+    s.add_argument(
+        "--engine",
+        choices=choices.ENGINES,
+        help="take this engine's documented defaults for --max-batch, --token-budget and --kv-admission "
+        "on the GPU (flags left at their defaults only)",
+    )
+    s.add_argument(
+        "--no-prefix-caching",
+        dest="prefix_caching",
+        action="store_false",
+        help="a preempted request recomputes from scratch (prefix cache off)",
+    )
     p.add_argument("--seed", type=int, default=W.seed)
     add_range_args(p)
     add_json(p)
@@ -96,12 +158,25 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
     if args.arrival == "poisson" and args.rate is None:
         die("rabit simulate: error: argument --rate: required for Poisson arrivals (or use --arrival closed)")
     try:
-        return W.with_(arrival=args.arrival, rate_per_s=W.rate_per_s if args.rate is None else args.rate,
-                       users=args.users, think_s=args.think, num_requests=args.requests, duration_s=args.duration,
-                       lengths=args.lengths, spread=args.spread, policy=args.policy, token_budget=args.token_budget,
-                       max_batch=args.max_batch, admission=args.kv_admission, timeout_s=args.timeout,
-                       kv_pool_tokens=args.kv_pool_tokens, seed=args.seed, engine=args.engine or W.engine,
-                       prefix_caching=args.prefix_caching)
+        return W.with_(
+            arrival=args.arrival,
+            rate_per_s=W.rate_per_s if args.rate is None else args.rate,
+            users=args.users,
+            think_s=args.think,
+            num_requests=args.requests,
+            duration_s=args.duration,
+            lengths=args.lengths,
+            spread=args.spread,
+            policy=args.policy,
+            token_budget=args.token_budget,
+            max_batch=args.max_batch,
+            admission=args.kv_admission,
+            timeout_s=args.timeout,
+            kv_pool_tokens=args.kv_pool_tokens,
+            seed=args.seed,
+            engine=args.engine or W.engine,
+            prefix_caching=args.prefix_caching,
+        )
     except ValidationError as exc:
         _spec_error(exc)
 
@@ -123,6 +198,7 @@ def spec_from_args(args: argparse.Namespace, cfg: RabitConfig) -> SimSpec:
 def _pct(p: dict) -> str:
     def one(v):
         return fmt_time(v) if v is not None else "withheld"
+
     return f"p50 {one(p['p50'])}, p95 {one(p['p95'])}, p99 {one(p['p99'])} (n={p['n']:,})"
 
 
@@ -147,8 +223,7 @@ def run(args: argparse.Namespace) -> int:
     _engine_defaults(args)
     if args.input < 1 or args.output < 1:
         die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")
-    cfg = config_from_args(args, input_tokens=args.input, output_tokens=args.output,
-                           workload=workload_from_args(args))
+    cfg = config_from_args(args, input_tokens=args.input, output_tokens=args.output, workload=workload_from_args(args))
     spec = spec_from_args(args, cfg)
     try:
         r = simulate(cfg, spec, budget=cli_budget(spec.num_requests))
@@ -156,41 +231,67 @@ def run(args: argparse.Namespace) -> int:
         die(f"rabit simulate: error: {exc}")
     s = r.summary.as_dict()
     payload = {
-        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug, "gpu": cfg.gpu,
-        "gpus": cfg.gpus, "tp": cfg.tp, "pp": cfg.pp, "arrival": spec.arrival,
-        "rate_per_s": spec.rate_per_s if spec.arrival == "poisson" else None, "policy": spec.policy,
-        "kv_admission": spec.admission, "max_batch": spec.max_batch, "token_budget": spec.token_budget,
-        "engine": cfg.workload.engine, "prefix_caching": spec.prefix_caching,
-        "seed": spec.seed, **s, "kv_pool_tokens": r.kv_pool_tokens,
+        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+        "gpu": cfg.gpu,
+        "gpus": cfg.gpus,
+        "tp": cfg.tp,
+        "pp": cfg.pp,
+        "arrival": spec.arrival,
+        "rate_per_s": spec.rate_per_s if spec.arrival == "poisson" else None,
+        "policy": spec.policy,
+        "kv_admission": spec.admission,
+        "max_batch": spec.max_batch,
+        "token_budget": spec.token_budget,
+        "engine": cfg.workload.engine,
+        "prefix_caching": spec.prefix_caching,
+        "seed": spec.seed,
+        **s,
+        "kv_pool_tokens": r.kv_pool_tokens,
         "capacity_requests_per_s": r.capacity.requests_per_s,
-        "capacity_output_tokens_per_s": r.capacity.output_tokens_per_s, "capacity_batch": r.capacity.batch,
+        "capacity_output_tokens_per_s": r.capacity.output_tokens_per_s,
+        "capacity_batch": r.capacity.batch,
         "capacity_limited_by": r.capacity.limited_by,
     }
-    human = "\n".join([
-        f"{payload['model']} on {cfg.gpus} x {cfg.gpu} (TP {cfg.tp}, PP {cfg.pp}); {spec.policy}, {spec.admission}; "
-        f"{s['requests']:,} requests, {s['completed']:,} completed",
-        f"  TTFT   {_pct(s['ttft_s'])}",
-        f"  ITL    {_pct(s['itl_s'])}",
-        f"  E2E    {_pct(s['e2e_s'])}",
-        f"  queue  {_pct(s['queue_s'])}",
-        f"  throughput {s['throughput_requests_per_s']:.3g} req/s, {s['throughput_tokens_per_s']:,.0f} output tok/s "
-        f"(closed-form max {r.capacity.requests_per_s:.3g} req/s at batch {r.capacity.batch:.0f}, "
-        f"{r.capacity.limited_by})",
-        f"  KV pool {r.kv_pool_tokens:,} tokens, mean occupancy {s['kv_occupancy_mean']:.0%}; prefill share of time "
-        f"{s['prefill_time_share']:.0%}; GPU busy {s['gpu_busy_share']:.0%}",
-        f"  preemptions {s['preemptions']:,} ({s['preemptions_per_request']:.3g} per request), rejected "
-        f"{s['rejected']:,}, timed out {s['timed_out']:,}" + (f"\n  {s['thrash_note']}" if s["thrash"] else ""),
-        ("  SATURATED: " if s["saturated"] else "  stable: " if s["saturation_verdict"] == "stable" else "  ")
-        + s["saturation_reason"],
-    ])
+    human = "\n".join(
+        [
+            f"{payload['model']} on {cfg.gpus} x {cfg.gpu} (TP {cfg.tp}, PP {cfg.pp}); {spec.policy}, {spec.admission}; "
+            f"{s['requests']:,} requests, {s['completed']:,} completed",
+            f"  TTFT   {_pct(s['ttft_s'])}",
+            f"  ITL    {_pct(s['itl_s'])}",
+            f"  E2E    {_pct(s['e2e_s'])}",
+            f"  queue  {_pct(s['queue_s'])}",
+            f"  throughput {s['throughput_requests_per_s']:.3g} req/s, {s['throughput_tokens_per_s']:,.0f} output tok/s "
+            f"(closed-form max {r.capacity.requests_per_s:.3g} req/s at batch {r.capacity.batch:.0f}, "
+            f"{r.capacity.limited_by})",
+            f"  KV pool {r.kv_pool_tokens:,} tokens, mean occupancy {s['kv_occupancy_mean']:.0%}; prefill share of time "
+            f"{s['prefill_time_share']:.0%}; GPU busy {s['gpu_busy_share']:.0%}",
+            f"  preemptions {s['preemptions']:,} ({s['preemptions_per_request']:.3g} per request), rejected "
+            f"{s['rejected']:,}, timed out {s['timed_out']:,}" + (f"\n  {s['thrash_note']}" if s["thrash"] else ""),
+            ("  SATURATED: " if s["saturated"] else "  stable: " if s["saturation_verdict"] == "stable" else "  ")
+            + s["saturation_reason"],
+        ]
+    )
     rg = simulation_spread(cfg, spec, r)
     with_ranges(payload, rg.ranges)
     payload["saturated_at_bounds"] = {"pessimistic": rg.saturated_at["low"], "optimistic": rg.saturated_at["high"]}
     payload["saturation_range"] = rg.verdict_text()
-    human += "\n  ranges (" + payload["range_basis"] + "): " + "; ".join(
-        f"{k} {fmt_time(rg.ranges[k].low)} ... {fmt_time(rg.ranges[k].high)}" for k in ("ttft_s.p95", "e2e_s.p95")
-        if rg.ranges[k].basis != "none") + f"\n  saturation: {rg.verdict_text()}"
-    with_calibrated(payload, args, cfg, {f"{m}.{q}": f"{m}.{q}" for m in ("ttft_s", "itl_s", "e2e_s")
-                                         for q in ("p50", "p99")} | {"throughput_tokens_per_s": "throughput_tokens_per_s"})
+    human += (
+        "\n  ranges ("
+        + payload["range_basis"]
+        + "): "
+        + "; ".join(
+            f"{k} {fmt_time(rg.ranges[k].low)} ... {fmt_time(rg.ranges[k].high)}"
+            for k in ("ttft_s.p95", "e2e_s.p95")
+            if rg.ranges[k].basis != "none"
+        )
+        + f"\n  saturation: {rg.verdict_text()}"
+    )
+    with_calibrated(
+        payload,
+        args,
+        cfg,
+        {f"{m}.{q}": f"{m}.{q}" for m in ("ttft_s", "itl_s", "e2e_s") for q in ("p50", "p99")}
+        | {"throughput_tokens_per_s": "throughput_tokens_per_s"},
+    )
     emit(payload, args.json, human)
     return 0

@@ -9,8 +9,20 @@ from __future__ import annotations
 
 import argparse
 
-from cli.common import (add_cluster_args, add_json, add_model_args, add_range_args, add_serving_args,
-                        config_from_args, die, emit, fill_from_config, range_line, with_calibrated, with_ranges)
+from cli.common import (
+    add_cluster_args,
+    add_json,
+    add_model_args,
+    add_range_args,
+    add_serving_args,
+    config_from_args,
+    die,
+    emit,
+    fill_from_config,
+    range_line,
+    with_calibrated,
+    with_ranges,
+)
 from core import catalog, choices
 from core.config import DEFAULT
 from core.memory import serving_memory
@@ -20,8 +32,16 @@ from core.uncertainty import speed_spread
 from core.units import fmt_num, fmt_time
 
 #: Headline keys that carry a range in ``--json``.
-RANGED = ("prefill_s", "decode_step_s", "tokens_per_s", "tokens_per_s_per_user", "comm_s_per_step",
-          "ttft_one_prompt_s", "e2e_s", "tokens_per_s_per_gpu")
+RANGED = (
+    "prefill_s",
+    "decode_step_s",
+    "tokens_per_s",
+    "tokens_per_s_per_user",
+    "comm_s_per_step",
+    "ttft_one_prompt_s",
+    "e2e_s",
+    "tokens_per_s_per_gpu",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,8 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(p)
     add_cluster_args(p)
     add_serving_args(p)
-    p.add_argument("--spec", choices=choices.SPEC_METHODS, default=DEFAULT.spec_method,
-                   help="speculative decoding method")
+    p.add_argument(
+        "--spec", choices=choices.SPEC_METHODS, default=DEFAULT.spec_method, help="speculative decoding method"
+    )
     p.add_argument("--spec-k", type=int, default=DEFAULT.spec_k, help="drafted tokens per round (1-16)")
     p.add_argument("--spec-alpha", type=float, default=DEFAULT.spec_alpha, help="per-token acceptance rate (0-1)")
     p.add_argument("--draft-model", default=DEFAULT.draft_model, help="catalog slug of the draft model (--spec draft)")
@@ -46,17 +67,28 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 <= args.spec_alpha <= 1.0:
         die(f"rabit: error: argument --spec-alpha: must be between 0 and 1, got {args.spec_alpha:g}")
     if args.draft_model not in catalog.models():
-        die(f"rabit: error: argument --draft-model: unknown model '{args.draft_model}'; "
-            f"known: {', '.join(sorted(catalog.models()))}")
-    cfg = config_from_args(args, spec_method=args.spec, spec_k=args.spec_k, spec_alpha=args.spec_alpha,
-                           draft_model=args.draft_model)
+        die(
+            f"rabit: error: argument --draft-model: unknown model '{args.draft_model}'; "
+            f"known: {', '.join(sorted(catalog.models()))}"
+        )
+    cfg = config_from_args(
+        args, spec_method=args.spec, spec_k=args.spec_k, spec_alpha=args.spec_alpha, draft_model=args.draft_model
+    )
     s = speed_summary(cfg)
     pf, d = s.prefill, s.decode
     payload = {
         "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
-        "gpu": cfg.gpu, "gpus": cfg.gpus, "tp": cfg.tp, "pp": cfg.pp, "ep": cfg.ep, "replicas": d.replicas,
-        "batch": cfg.batch, "input_tokens": cfg.input_tokens, "output_tokens": cfg.output_tokens,
-        "weights": cfg.weights, "kv_dtype": cfg.kv_dtype,
+        "gpu": cfg.gpu,
+        "gpus": cfg.gpus,
+        "tp": cfg.tp,
+        "pp": cfg.pp,
+        "ep": cfg.ep,
+        "replicas": d.replicas,
+        "batch": cfg.batch,
+        "input_tokens": cfg.input_tokens,
+        "output_tokens": cfg.output_tokens,
+        "weights": cfg.weights,
+        "kv_dtype": cfg.kv_dtype,
         "prefill_s": pf.ttft_s,
         "decode_step_s": d.step_s,
         "tokens_per_s": d.tokens_per_s,
@@ -66,19 +98,28 @@ def run(args: argparse.Namespace) -> int:
         # extras
         "ttft_one_prompt_s": pf.ttft_one_s,
         "prefill_bound": pf.bound,
-        "decode_step_first_s": d.step_first_s, "decode_step_last_s": d.step_last_s,
-        "tokens_per_s_per_replica": d.tokens_per_s_replica, "tokens_per_s_per_gpu": d.tokens_per_s_per_gpu,
+        "decode_step_first_s": d.step_first_s,
+        "decode_step_last_s": d.step_last_s,
+        "tokens_per_s_per_replica": d.tokens_per_s_replica,
+        "tokens_per_s_per_gpu": d.tokens_per_s_per_gpu,
         "e2e_s": s.e2e_s,
         "compute_bound_batch": s.compute_bound_batch,
-        "decode_compute_s": d.at_mean.compute_s, "decode_memory_s": d.at_mean.memory_s,
+        "decode_compute_s": d.at_mean.compute_s,
+        "decode_memory_s": d.at_mean.memory_s,
         "decode_overhead_s": d.at_mean.overhead_s,
     }
     if s.spec is not None:
         payload["speculative"] = {
-            "method": s.spec.method, "k": s.spec.k, "alpha": s.spec.alpha,
-            "tokens_per_pass": s.spec.tokens_per_pass, "draft_s": s.spec.draft_s, "verify_s": s.spec.verify_s,
-            "speedup": s.spec.speedup, "break_even_alpha": s.spec.break_even_alpha,
-            "tokens_per_s_per_user": s.spec.tokens_per_s_per_user, "tokens_per_s": s.spec.tokens_per_s,
+            "method": s.spec.method,
+            "k": s.spec.k,
+            "alpha": s.spec.alpha,
+            "tokens_per_pass": s.spec.tokens_per_pass,
+            "draft_s": s.spec.draft_s,
+            "verify_s": s.spec.verify_s,
+            "speedup": s.spec.speedup,
+            "break_even_alpha": s.spec.break_even_alpha,
+            "tokens_per_s_per_user": s.spec.tokens_per_s_per_user,
+            "tokens_per_s": s.spec.tokens_per_s,
         }
     human = [
         f"TTFT (batch of {cfg.batch}): {fmt_time(pf.ttft_s)} ({pf.bound}-bound); one prompt alone: "
@@ -89,12 +130,24 @@ def run(args: argparse.Namespace) -> int:
         f"per user",
     ]
     if s.spec is not None:
-        human.append(f"speculative ({s.spec.method}, k={s.spec.k}, alpha={s.spec.alpha:g}): "
-                     f"{s.spec.tokens_per_pass:.3g} tokens per pass, speed-up {s.spec.speedup:.3g}x")
+        human.append(
+            f"speculative ({s.spec.method}, k={s.spec.k}, alpha={s.spec.alpha:g}): "
+            f"{s.spec.tokens_per_pass:.3g} tokens per pass, speed-up {s.spec.speedup:.3g}x"
+        )
     human.append("")
-    for key in ("prefill_flop", "prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "prefill_s",
-                "decode_mid_bytes", "decode_mid_compute_s", "decode_mid_memory_s", "decode_mid_comm_s",
-                "decode_step_s", "tokens_per_s"):
+    for key in (
+        "prefill_flop",
+        "prefill_compute_s",
+        "prefill_memory_s",
+        "prefill_comm_s",
+        "prefill_s",
+        "decode_mid_bytes",
+        "decode_mid_compute_s",
+        "decode_mid_memory_s",
+        "decode_mid_comm_s",
+        "decode_step_s",
+        "tokens_per_s",
+    ):
         st = find(s.steps, key)
         human.append(f"  {st.label:<46} {st.shown():>16}")
     mem = serving_memory(cfg)
@@ -106,11 +159,18 @@ def run(args: argparse.Namespace) -> int:
     with_ranges(payload, sp.ranges, RANGED)
     payload["bound_inside_range"] = [b for b in sp.labels("bound") if b]
     human += ["", "ranges (" + payload["range_basis"] + "):"]
-    human += [range_line(k, sp.ranges[k], fmt_time if k.endswith("_s") and "_per_" not in k else fmt_num) for k in RANGED]
+    human += [
+        range_line(k, sp.ranges[k], fmt_time if k.endswith("_s") and "_per_" not in k else fmt_num) for k in RANGED
+    ]
     if len(payload["bound_inside_range"]) > 1:
-        human.append(f"  the decode step's binding limit changes inside the range: "
-                     f"{' / '.join(payload['bound_inside_range'])}")
-    with_calibrated(payload, args, cfg, {"prefill_s": "ttft_s.p50", "decode_step_s": "itl_s.p50",
-                                         "tokens_per_s": "throughput_tokens_per_s"})
+        human.append(
+            f"  the decode step's binding limit changes inside the range: {' / '.join(payload['bound_inside_range'])}"
+        )
+    with_calibrated(
+        payload,
+        args,
+        cfg,
+        {"prefill_s": "ttft_s.p50", "decode_step_s": "itl_s.p50", "tokens_per_s": "throughput_tokens_per_s"},
+    )
     emit(payload, args.json, "\n".join(human))
     return 0

@@ -19,8 +19,17 @@ from __future__ import annotations
 import argparse
 import re
 
-from cli.common import (add_json, add_model_args, add_range_args, config_from_args, die, emit, fill_from_config,
-                        range_line, with_ranges)
+from cli.common import (
+    add_json,
+    add_model_args,
+    add_range_args,
+    config_from_args,
+    die,
+    emit,
+    fill_from_config,
+    range_line,
+    with_ranges,
+)
 from core import catalog, choices
 from core.config import DEFAULT
 from core.deadline import deadline_choice
@@ -52,6 +61,7 @@ def _positive(kind):
         if v <= 0:
             raise argparse.ArgumentTypeError("must be positive")
         return v
+
     return parse
 
 
@@ -68,7 +78,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fabric", default=DEFAULT.fabric, help="inter-node fabric slug")
     p.add_argument("--precision", choices=choices.TRAIN_PRECISIONS, default=DEFAULT.train_precision)
     p.add_argument("--seq", type=_positive(int), default=DEFAULT.seq_len, help="sequence length")
-    p.add_argument("--global-batch-tokens", type=_positive(int), default=DEFAULT.global_batch_tokens, help="tokens per optimizer step")
+    p.add_argument(
+        "--global-batch-tokens",
+        type=_positive(int),
+        default=DEFAULT.global_batch_tokens,
+        help="tokens per optimizer step",
+    )
     p.add_argument("--layout", help="evaluate TP,PP,DP[,EP] instead of searching")
     p.add_argument("--zero", type=int, choices=choices.ZERO_STAGES, help="pin the ZeRO stage (default: search)")
     p.add_argument("--recompute", choices=choices.RECOMPUTE_MODES, help="pin recomputation (default: search)")
@@ -77,8 +92,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--qlora", action="store_true", help="4-bit NF4 base under the LoRA adapters")
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument("--checkpoint-interval-s", type=_positive(float), help="default: Daly's optimum")
-    p.add_argument("--batch-tolerance", type=float, default=0.1,
-                   help="how far the global batch may move to split evenly (default 0.1)")
+    p.add_argument(
+        "--batch-tolerance",
+        type=float,
+        default=0.1,
+        help="how far the global batch may move to split evenly (default 0.1)",
+    )
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)
@@ -121,12 +140,19 @@ def run(args: argparse.Namespace) -> int:
     args.gpus_cluster = n if (n is not None and n >= node) else node
     ns = argparse.Namespace(**{**vars(args), "gpus": args.gpus_cluster, "gpus_per_node": node})
     cfg = config_from_args(
-        ns, phase="train", train_precision=args.precision, seq_len=args.seq,
-        global_batch_tokens=args.global_batch_tokens, train_tokens=args.tokens, lora_rank=args.lora_rank, qlora=args.qlora,
+        ns,
+        phase="train",
+        train_precision=args.precision,
+        seq_len=args.seq,
+        global_batch_tokens=args.global_batch_tokens,
+        train_tokens=args.tokens,
+        lora_rank=args.lora_rank,
+        qlora=args.qlora,
         sequence_parallel=not args.no_sequence_parallel,
         **({"zero": args.zero} if args.zero is not None else {}),
         **({"recompute": args.recompute} if args.recompute else {}),
-        **({"micro_batch": args.micro_batch} if args.micro_batch else {}))
+        **({"micro_batch": args.micro_batch} if args.micro_batch else {}),
+    )
     layout = None
     if lay_t:
         tp, pp, dp, ep = lay_t
@@ -135,20 +161,32 @@ def run(args: argparse.Namespace) -> int:
             if prob.field in ("tp", "pp", "ep"):
                 die(f"rabit train: error: argument --layout: {prob.message}")
         cfg = lay_cfg
-        layout = Layout(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=cfg.micro_batch, zero=cfg.zero,
-                        recompute=cfg.recompute)
+        layout = Layout(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=cfg.micro_batch, zero=cfg.zero, recompute=cfg.recompute)
     goal = TrainingGoal(
         deadline_s=args.deadline_days * DAY_S if args.deadline_days else None,
-        gpus=None if (args.deadline_days and not lay_t) else n, max_gpus=args.max_gpus, layout=layout,
-        zero=args.zero, recompute=args.recompute, micro_batch=args.micro_batch, batch_tolerance=args.batch_tolerance,
-        checkpoint_interval_s=args.checkpoint_interval_s)
+        gpus=None if (args.deadline_days and not lay_t) else n,
+        max_gpus=args.max_gpus,
+        layout=layout,
+        zero=args.zero,
+        recompute=args.recompute,
+        micro_batch=args.micro_batch,
+        batch_tolerance=args.batch_tolerance,
+        checkpoint_interval_s=args.checkpoint_interval_s,
+    )
     p = plan(cfg, goal)
     out, text = payload(cfg, p), human(p)
     rg = training_ranges(cfg, p)
     with_ranges(out, rg)
     if rg:
-        text += "\nranges (" + out["range_basis"] + "):\n" + "\n".join(
-            range_line(k, r, fmt_time if k.endswith("_s") and "_per_" not in k else (lambda x: f"{x:,.4g}")) for k, r in rg.items())
+        text += (
+            "\nranges ("
+            + out["range_basis"]
+            + "):\n"
+            + "\n".join(
+                range_line(k, r, fmt_time if k.endswith("_s") and "_per_" not in k else (lambda x: f"{x:,.4g}"))
+                for k, r in rg.items()
+            )
+        )
     emit(out, args.json, text)
     return 0
 
@@ -156,50 +194,111 @@ def run(args: argparse.Namespace) -> int:
 def payload(cfg, p: TrainingPlan) -> dict:
     b, gp = p.best, p.goodput
     out: dict = {
-        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug, "gpu": cfg.gpu,
-        "mode": p.mode, "gpus": p.gpus, "fits": bool(b and b.fits), "message": p.message,
-        "tokens": p.work.tokens, "precision": cfg.train_precision, "seq": cfg.seq_len,
-        "lora_rank": cfg.lora_rank, "qlora": cfg.qlora,
+        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+        "gpu": cfg.gpu,
+        "mode": p.mode,
+        "gpus": p.gpus,
+        "fits": bool(b and b.fits),
+        "message": p.message,
+        "tokens": p.work.tokens,
+        "precision": cfg.train_precision,
+        "seq": cfg.seq_len,
+        "lora_rank": cfg.lora_rank,
+        "qlora": cfg.qlora,
         "model_flop_per_token": p.work.model_flop_per_token,
         "hardware_flop_per_token": p.work.hardware_flop_per_token,
         "total_model_flop": p.work.total_model_flop,
-        "layout": None, "step_s": None, "runtime_s": None, "gpu_hours": None, "mfu": None, "goodput": None,
+        "layout": None,
+        "step_s": None,
+        "runtime_s": None,
+        "gpu_hours": None,
+        "mfu": None,
+        "goodput": None,
         "memory_bytes_per_gpu": None,
-        "deadline_s": p.goal.deadline_s, "deadline_met": p.deadline_met,
-        "price": (None if p.price is None else {"provider": p.price.provider, "kind": p.price.kind,
-                                                "usd_per_gpu_hour": p.price.usd_per_gpu_hour,
-                                                "as_of": p.price.as_of.isoformat(), "source": p.price.source}),
+        "deadline_s": p.goal.deadline_s,
+        "deadline_met": p.deadline_met,
+        "price": (
+            None
+            if p.price is None
+            else {
+                "provider": p.price.provider,
+                "kind": p.price.kind,
+                "usd_per_gpu_hour": p.price.usd_per_gpu_hour,
+                "as_of": p.price.as_of.isoformat(),
+                "source": p.price.source,
+            }
+        ),
         "cost_usd": p.cost_usd,
     }
     if b is not None:
         lay = b.layout
-        out.update({
-            "layout": {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, "micro_batch": lay.micro_batch,
-                       "zero": lay.zero, "recompute": lay.recompute, "vpp": lay.vpp},
-            "step_s": b.step_s, "runtime_s": b.runtime_s, "gpu_hours": b.gpu_hours, "mfu": b.mfu, "hfu": b.hfu,
-            "goodput": gp.goodput_frac if gp else None,
-            "wall_clock_s": gp.wall_clock_s if gp else None,
-            "gpu_hours_with_failures": gp.wall_clock_s * b.gpus / 3600 if gp else None,
-            "expected_interruptions": gp.expected_interruptions if gp else None,
-            "checkpoint_interval_s": gp.checkpoint_interval_s if gp else None,
-            "mtbf_s": gp.mtbf_s if gp else None,
-            "memory_bytes_per_gpu": b.memory_bytes_per_gpu, "capacity_bytes_per_gpu": b.capacity_bytes_per_gpu,
-            "global_batch_tokens": b.global_batch_tokens, "micro_batches": b.micro_batches, "steps": b.steps,
-            "tokens_per_s": b.tokens_per_s, "bubble_frac": b.bubble_frac,
-            "time_parts_s": {k: v for k, v in b.time_parts()},
-        })
-    out["alternatives"] = [{"layout": a.layout.label(), "fits": a.fits, "runtime_s": a.runtime_s if a.fits else None,
-                            "memory_bytes_per_gpu": a.memory_bytes_per_gpu, "why": a.why} for a in p.alternatives]
+        out.update(
+            {
+                "layout": {
+                    "tp": lay.tp,
+                    "pp": lay.pp,
+                    "dp": lay.dp,
+                    "ep": lay.ep,
+                    "micro_batch": lay.micro_batch,
+                    "zero": lay.zero,
+                    "recompute": lay.recompute,
+                    "vpp": lay.vpp,
+                },
+                "step_s": b.step_s,
+                "runtime_s": b.runtime_s,
+                "gpu_hours": b.gpu_hours,
+                "mfu": b.mfu,
+                "hfu": b.hfu,
+                "goodput": gp.goodput_frac if gp else None,
+                "wall_clock_s": gp.wall_clock_s if gp else None,
+                "gpu_hours_with_failures": gp.wall_clock_s * b.gpus / 3600 if gp else None,
+                "expected_interruptions": gp.expected_interruptions if gp else None,
+                "checkpoint_interval_s": gp.checkpoint_interval_s if gp else None,
+                "mtbf_s": gp.mtbf_s if gp else None,
+                "memory_bytes_per_gpu": b.memory_bytes_per_gpu,
+                "capacity_bytes_per_gpu": b.capacity_bytes_per_gpu,
+                "global_batch_tokens": b.global_batch_tokens,
+                "micro_batches": b.micro_batches,
+                "steps": b.steps,
+                "tokens_per_s": b.tokens_per_s,
+                "bubble_frac": b.bubble_frac,
+                "time_parts_s": {k: v for k, v in b.time_parts()},
+            }
+        )
+    out["alternatives"] = [
+        {
+            "layout": a.layout.label(),
+            "fits": a.fits,
+            "runtime_s": a.runtime_s if a.fits else None,
+            "memory_bytes_per_gpu": a.memory_bytes_per_gpu,
+            "why": a.why,
+        }
+        for a in p.alternatives
+    ]
     choice = deadline_choice(p.curve) if p.mode == "deadline" else None
     if choice is not None:
         out["deadline_choice"] = {
-            "basis": choice.basis, "smallest_gpus": choice.smallest.gpus, "cheapest_gpus": choice.cheapest.gpus,
-            "smallest_value": choice.smallest_value, "cheapest_value": choice.cheapest_value,
-            "smallest_extra_frac": choice.extra_frac, "message": choice.message}
-    out["curve"] = [{"gpus": c.gpus, "runtime_s": c.runtime_s, "wall_clock_s": c.wall_clock_s,
-                     "gpu_hours": c.gpu_hours, "cost_usd": c.cost_usd, "meets_deadline": c.meets_deadline,
-                     "slower_reason": c.slower_reason or None}
-                    for c in p.curve if c.feasible]
+            "basis": choice.basis,
+            "smallest_gpus": choice.smallest.gpus,
+            "cheapest_gpus": choice.cheapest.gpus,
+            "smallest_value": choice.smallest_value,
+            "cheapest_value": choice.cheapest_value,
+            "smallest_extra_frac": choice.extra_frac,
+            "message": choice.message,
+        }
+    out["curve"] = [
+        {
+            "gpus": c.gpus,
+            "runtime_s": c.runtime_s,
+            "wall_clock_s": c.wall_clock_s,
+            "gpu_hours": c.gpu_hours,
+            "cost_usd": c.cost_usd,
+            "meets_deadline": c.meets_deadline,
+            "slower_reason": c.slower_reason or None,
+        }
+        for c in p.curve
+        if c.feasible
+    ]
     return out
 
 
@@ -209,8 +308,10 @@ def human(p: TrainingPlan) -> str:
     if choice is not None:
         lines.append(choice.message)
     b, gp = p.best, p.goodput
-    lines.append(f"work: {p.work.model_flop_per_token:.3g} FLOP/token x {fmt_num(p.work.tokens)} tokens = "
-                 f"{p.work.total_model_flop:.3g} FLOP")
+    lines.append(
+        f"work: {p.work.model_flop_per_token:.3g} FLOP/token x {fmt_num(p.work.tokens)} tokens = "
+        f"{p.work.total_model_flop:.3g} FLOP"
+    )
     if b is None:
         return "\n".join(lines)
     lines += [
@@ -222,8 +323,12 @@ def human(p: TrainingPlan) -> str:
         f"runtime: {fmt_time(b.runtime_s)} without failures, {fmt_time(gp.wall_clock_s)} expected with failures "
         f"(goodput {gp.goodput_frac:.1%}, {gp.expected_interruptions:.3g} interruptions)",
         f"GPU-hours: {b.gpu_hours:,.0f}; MFU {b.mfu:.1%} (HFU {b.hfu:.1%})",
-        "cost: " + (f"${p.cost_usd:,.0f} at ${p.price.usd_per_gpu_hour:g}/GPU-h ({p.price.provider}, {p.price.as_of})"
-                    if p.cost_usd is not None else "no catalog price for this GPU"),
+        "cost: "
+        + (
+            f"${p.cost_usd:,.0f} at ${p.price.usd_per_gpu_hour:g}/GPU-h ({p.price.provider}, {p.price.as_of})"
+            if p.cost_usd is not None
+            else "no catalog price for this GPU"
+        ),
         "time per step:",
     ]
     lines += [f"  {k:<20} {fmt_time(v):>10}" for k, v in b.time_parts() if v > 0]

@@ -33,13 +33,16 @@ def run(args: argparse.Namespace) -> int:
     }
     lines = [f"{'family':<26} {'cases':>5} {'median |err|':>12} {'bias':>7} {'within 25%':>10} {'within 2x':>9}"]
     for f in r.families:
-        lines.append(f"{f.family:<26} {f.cases:>5} {f.median_abs_error:>12.1%} {f.bias:>+7.1%} "
-                     f"{f.within_25pct:>10.0%} {f.within_2x:>9.0%}"
-                     + ("" if f.meets_target else f"  (misses the {TARGET_MEDIAN_ABS_ERROR:.0%} target)"))
+        lines.append(
+            f"{f.family:<26} {f.cases:>5} {f.median_abs_error:>12.1%} {f.bias:>+7.1%} "
+            f"{f.within_25pct:>10.0%} {f.within_2x:>9.0%}"
+            + ("" if f.meets_target else f"  (misses the {TARGET_MEDIAN_ABS_ERROR:.0%} target)")
+        )
     if args.cases:
         lines.append("")
         for c in r.cases:
-            lines.append(f"{c.family:<26} {c.id:<44} measured {c.measured:<10.4g} predicted {c.predicted:<10.4g} "
-                         f"{c.error:+.0%}")
+            lines.append(
+                f"{c.family:<26} {c.id:<44} measured {c.measured:<10.4g} predicted {c.predicted:<10.4g} {c.error:+.0%}"
+            )
     emit(payload, args.json, "\n".join(lines))
     return 0

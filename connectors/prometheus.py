@@ -53,8 +53,9 @@ def check_url(url: str) -> str:
     return url.strip().rstrip("/")
 
 
-def query_range(url: str, since_s: float = 3600.0, step_s: float = 15.0, timeout_s: float = 5.0,
-                now_s: float | None = None) -> Telemetry:
+def query_range(
+    url: str, since_s: float = 3600.0, step_s: float = 15.0, timeout_s: float = 5.0, now_s: float | None = None
+) -> Telemetry:
     """The rules' series over the last ``since_s`` seconds from the server at ``url``."""
     base = check_url(url)
     if not (0 < timeout_s <= 60):
@@ -64,8 +65,9 @@ def query_range(url: str, since_s: float = 3600.0, step_s: float = 15.0, timeout
     end = time.time() if now_s is None else now_s
     step = max(step_s, since_s / MAX_POINTS)
     query = '{__name__=~"' + "|".join(n.replace(".", "\\\\.") for n in metric_names()) + '"}'
-    qs = urllib.parse.urlencode({"query": query, "start": f"{end - since_s:.3f}", "end": f"{end:.3f}",
-                                 "step": f"{step:g}"})
+    qs = urllib.parse.urlencode(
+        {"query": query, "start": f"{end - since_s:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+    )
     req = urllib.request.Request(f"{base}/api/v1/query_range?{qs}", headers={"Accept": "application/json"})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     deadline = time.monotonic() + timeout_s
@@ -101,8 +103,9 @@ def _read(resp, deadline: float, timeout_s: float) -> bytes:
             return b"".join(chunks)
         size += len(chunk)
         if size > MAX_BYTES:
-            raise PrometheusError(f"the answer is over {MAX_BYTES / 1e6:.0f} MB: ask for a shorter range or a "
-                                  "larger step")
+            raise PrometheusError(
+                f"the answer is over {MAX_BYTES / 1e6:.0f} MB: ask for a shorter range or a larger step"
+            )
         chunks.append(chunk)
 
 
@@ -110,8 +113,9 @@ def _to_telemetry(body: bytes, base: str) -> Telemetry:
     try:
         doc = json.loads(body)
     except ValueError:
-        raise PrometheusError(f"{base} did not answer with the Prometheus API's JSON (is it a Prometheus server?)") \
-            from None
+        raise PrometheusError(
+            f"{base} did not answer with the Prometheus API's JSON (is it a Prometheus server?)"
+        ) from None
     if not isinstance(doc, dict) or doc.get("status") != "success":
         err = doc.get("error", "no status") if isinstance(doc, dict) else "not an object"
         raise PrometheusError(f"{base}: the query failed: {err}")

@@ -34,10 +34,12 @@ from core.ranges import Range
 from core.runs import FAMILY_TEXT, METRICS, Run
 
 #: The rule, in the words the Calibration page shows.
-COMPARABLE_RULE = ("A run counts toward a metric when it was measured on the same GPU kind as the analysis and "
-                   "reports the same metric, which fixes the phase and the metric family (TTFT / prefill, "
-                   "ITL / decode, end-to-end latency, throughput, training step time); p50 and p99 calibrate "
-                   "separately. Runs on another GPU kind are listed but not used.")
+COMPARABLE_RULE = (
+    "A run counts toward a metric when it was measured on the same GPU kind as the analysis and "
+    "reports the same metric, which fixes the phase and the metric family (TTFT / prefill, "
+    "ITL / decode, end-to-end latency, throughput, training step time); p50 and p99 calibrate "
+    "separately. Runs on another GPU kind are listed but not used."
+)
 
 HEURISTIC_LOW, HEURISTIC_HIGH = 0.7, 1.3
 #: Two-sided 95 % prediction interval.
@@ -87,16 +89,28 @@ class MetricCalibration(BaseModel):
 
     def range(self, analytical: float) -> Range:
         """The calibrated value and interval around an analytical value (same unit)."""
-        return Range(value=analytical * self.factor, low=analytical * self.low_mult, high=analytical * self.high_mult,
-                     basis="calibrated", n_runs=self.n)
+        return Range(
+            value=analytical * self.factor,
+            low=analytical * self.low_mult,
+            high=analytical * self.high_mult,
+            basis="calibrated",
+            n_runs=self.n,
+        )
 
     def as_json(self) -> dict:
         """``rabit calibrate show``'s ``metrics[NAME]`` object (keys are a contract)."""
         return {
-            "n": self.n, "bias": self.bias, "factor": self.factor, "interval": [self.low_mult, self.high_mult],
-            "basis": self.basis, "gpu": self.gpu, "sd": self.sd,
-            "runs": [{"label": r.label, "measured": r.measured, "predicted": r.predicted, "r": r.r,
-                      "config": r.config} for r in self.runs],
+            "n": self.n,
+            "bias": self.bias,
+            "factor": self.factor,
+            "interval": [self.low_mult, self.high_mult],
+            "basis": self.basis,
+            "gpu": self.gpu,
+            "sd": self.sd,
+            "runs": [
+                {"label": r.label, "measured": r.measured, "predicted": r.predicted, "r": r.r, "config": r.config}
+                for r in self.runs
+            ],
         }
 
 
@@ -129,8 +143,18 @@ def calibrate(residuals: Iterable[Residual], gpu: str, metric: str) -> MetricCal
     if not used:
         return None
     bias, lo, hi, sd, basis = interval_multipliers([x.r for x in used])
-    return MetricCalibration(metric=metric, gpu=gpu, n=len(used), bias=bias, factor=math.exp(bias), sd=sd,
-                             low_mult=lo, high_mult=hi, basis=basis, runs=used)
+    return MetricCalibration(
+        metric=metric,
+        gpu=gpu,
+        n=len(used),
+        bias=bias,
+        factor=math.exp(bias),
+        sd=sd,
+        low_mult=lo,
+        high_mult=hi,
+        basis=basis,
+        runs=used,
+    )
 
 
 def calibrate_all(residuals: Sequence[Residual], gpu: str) -> dict[str, MetricCalibration]:
@@ -177,9 +201,19 @@ def leave_one_out(cal: MetricCalibration) -> LooCheck:
             others = [x.r for j, x in enumerate(cal.runs) if j != i]
             bias, lo, hi, _, _ = interval_multipliers(others)
             p = held.predicted
-            rows.append(LooRow(label=held.label, metric=cal.metric, measured=held.measured, predicted=p,
-                               calibrated=p * math.exp(bias), low=p * lo, high=p * hi,
-                               covered=p * lo <= held.measured <= p * hi, n_others=len(others)))
+            rows.append(
+                LooRow(
+                    label=held.label,
+                    metric=cal.metric,
+                    measured=held.measured,
+                    predicted=p,
+                    calibrated=p * math.exp(bias),
+                    low=p * lo,
+                    high=p * hi,
+                    covered=p * lo <= held.measured <= p * hi,
+                    n_others=len(others),
+                )
+            )
     return LooCheck(rows=tuple(rows))
 
 
@@ -214,14 +248,22 @@ def predict(run: Run) -> dict[str, float]:
         from core.speed import speed_summary
 
         s = speed_summary(cfg)
-        vals = {"ttft_s.p50": s.prefill.ttft_s, "ttft_s.p99": s.prefill.ttft_s, "itl_s.p50": s.decode.step_s,
-                "itl_s.p99": s.decode.step_s, "e2e_s.p50": s.e2e_s, "e2e_s.p99": s.e2e_s,
-                "throughput_tokens_per_s": s.decode.tokens_per_s}
+        vals = {
+            "ttft_s.p50": s.prefill.ttft_s,
+            "ttft_s.p99": s.prefill.ttft_s,
+            "itl_s.p50": s.decode.step_s,
+            "itl_s.p99": s.decode.step_s,
+            "e2e_s.p50": s.e2e_s,
+            "e2e_s.p99": s.e2e_s,
+            "throughput_tokens_per_s": s.decode.tokens_per_s,
+        }
         return {k: float(v) for k, v in vals.items() if k in want and v and v > 0}
     from core.simulate import Lengths, SimSpec, max_throughput, simulate
 
-    lengths = {"input": Lengths(kind="fixed", mean=cfg.input_tokens),
-               "output": Lengths(kind="fixed", mean=cfg.output_tokens)}
+    lengths = {
+        "input": Lengths(kind="fixed", mean=cfg.input_tokens),
+        "output": Lengths(kind="fixed", mean=cfg.output_tokens),
+    }
     n = min(run.num_requests or SIM_REQUESTS, SIM_REQUESTS)
     if run.load == "rate":
         spec = SimSpec(arrival="poisson", rate_per_s=run.rate_per_s, num_requests=n, **lengths)
@@ -251,6 +293,14 @@ def residuals_of(runs: Iterable[Run], predictor: Callable[[Run], dict[str, float
         pred = predictor(run)
         for m in run.measurements:
             if m.metric in pred:
-                out.append(Residual(label=run.label, metric=m.metric, gpu=run.config.gpu, config=run.describe(),
-                                    measured=m.value, predicted=pred[m.metric]))
+                out.append(
+                    Residual(
+                        label=run.label,
+                        metric=m.metric,
+                        gpu=run.config.gpu,
+                        config=run.describe(),
+                        measured=m.value,
+                        predicted=pred[m.metric],
+                    )
+                )
     return tuple(out)

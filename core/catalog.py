@@ -77,11 +77,13 @@ class GpuSpec(_Row):
 
     def peak_flop_per_s(self, precision: str) -> float:
         """Dense datasheet peak for a compute precision [FLOP/s]; falls back to the next wider one."""
-        order = {"fp4": ("fp4_tflops", "fp8_tflops", "bf16_tflops"),
-                 "int4": ("int4_tops", "int8_tops", "fp8_tflops", "bf16_tflops"),
-                 "fp8": ("fp8_tflops", "bf16_tflops"),
-                 "int8": ("int8_tops", "fp8_tflops", "bf16_tflops"),
-                 "bf16": ("bf16_tflops",)}[precision]
+        order = {
+            "fp4": ("fp4_tflops", "fp8_tflops", "bf16_tflops"),
+            "int4": ("int4_tops", "int8_tops", "fp8_tflops", "bf16_tflops"),
+            "fp8": ("fp8_tflops", "bf16_tflops"),
+            "int8": ("int8_tops", "fp8_tflops", "bf16_tflops"),
+            "bf16": ("bf16_tflops",),
+        }[precision]
         for f in order:
             v = getattr(self, f)
             if v:
@@ -89,8 +91,13 @@ class GpuSpec(_Row):
         return self.bf16_tflops * TERA
 
     def supports(self, precision: str) -> bool:
-        field = {"bf16": "bf16_tflops", "fp8": "fp8_tflops", "fp4": "fp4_tflops",
-                 "int8": "int8_tops", "int4": "int4_tops"}[precision]
+        field = {
+            "bf16": "bf16_tflops",
+            "fp8": "fp8_tflops",
+            "fp4": "fp4_tflops",
+            "int8": "int8_tops",
+            "int4": "int4_tops",
+        }[precision]
         return getattr(self, field) is not None
 
     @property
@@ -306,6 +313,7 @@ def model(slug: str) -> ModelArch:
 # --- the entries a config names --------------------------------------------------------------------------
 # A config (core.config.RabitConfig) is resolved to its catalog entries here, once per call site; the
 # config module itself does not import the catalogs, so these take any object with the config's fields.
+
 
 def model_of(cfg: Any) -> ModelArch:
     """The architecture a config names: an uploaded config.json wins over the catalog slug."""

@@ -66,8 +66,9 @@ class Collectives:
     base_s: float = 0.0
 
     @classmethod
-    def for_cluster(cls, gpu: GpuSpec, fabric: Fabric, gpus_per_node: int, bw_eff: float,
-                    base_s: float = 0.0) -> "Collectives":
+    def for_cluster(
+        cls, gpu: GpuSpec, fabric: Fabric, gpus_per_node: int, bw_eff: float, base_s: float = 0.0
+    ) -> "Collectives":
         # a rack-scale domain spans trays whatever the node size; otherwise the configured node bounds it
         dom = gpu.scale_up_domain
         domain = dom if dom > gpu.gpus_per_node else min(gpus_per_node, dom)
@@ -82,8 +83,9 @@ class Collectives:
             bw = links * g.link_bw_gb_per_s * 1e9
         else:
             bw = g.scale_up_bw_bytes_per_s
-        return Level(bw * self.bw_eff, g.scale_up_latency_s, g.in_switch_reduction and g.topology == "nvswitch",
-                     self.base_s)
+        return Level(
+            bw * self.bw_eff, g.scale_up_latency_s, g.in_switch_reduction and g.topology == "nvswitch", self.base_s
+        )
 
     def inter(self) -> Level:
         return Level(self.fabric.bw_bytes_per_s * self.bw_eff, self.fabric.latency_s, False, self.base_s)
@@ -154,8 +156,12 @@ class Collectives:
         q = self.domain
         # the share leaving the node crosses the fabric; the rest stays on the scale-up links
         out_frac = (p - q) / p
-        return (self.base_s + (p - 1) * self.inter().latency_s + out_frac * n_bytes / self.inter().bw_bytes_per_s
-                + (q - 1) / p * n_bytes / self.intra(q).bw_bytes_per_s) * (np.asarray(n_bytes) > 0)
+        return (
+            self.base_s
+            + (p - 1) * self.inter().latency_s
+            + out_frac * n_bytes / self.inter().bw_bytes_per_s
+            + (q - 1) / p * n_bytes / self.intra(q).bw_bytes_per_s
+        ) * (np.asarray(n_bytes) > 0)
 
     def p2p_s(self, n_bytes, cross_node: bool = False):
         """Point-to-point send of ``n_bytes`` to one peer [s]."""
@@ -163,7 +169,8 @@ class Collectives:
             lv = self.inter()
         else:
             g = self.gpu
-            bw = (g.link_bw_gb_per_s * 1e9 if g.topology == "mesh" and g.link_bw_gb_per_s else
-                  g.scale_up_bw_bytes_per_s) * self.bw_eff
+            bw = (
+                g.link_bw_gb_per_s * 1e9 if g.topology == "mesh" and g.link_bw_gb_per_s else g.scale_up_bw_bytes_per_s
+            ) * self.bw_eff
             lv = Level(bw, g.scale_up_latency_s)
         return (self.base_s + lv.latency_s + n_bytes / lv.bw_bytes_per_s) * (np.asarray(n_bytes) > 0)

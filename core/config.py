@@ -254,7 +254,8 @@ def to_query(cfg: RabitConfig) -> dict[str, str]:
 
 #: Every setting a link may carry (for "did you mean" suggestions).
 _SETTINGS = tuple(k for k in RabitConfig.model_fields if k not in GROUPS) + tuple(
-    f"{g}.{f}" for g, model in GROUPS.items() for f in model.model_fields)
+    f"{g}.{f}" for g, model in GROUPS.items() for f in model.model_fields
+)
 
 #: Query parameters Streamlit itself reads (never RA-BIT settings, never reported).
 STREAMLIT_PARAMS = frozenset({"embed", "embed_options"})
@@ -272,7 +273,9 @@ class LinkIssue(BaseModel):
     reason: str
 
     def message(self) -> str:
-        if self.param.startswith(("custom_model", "assumptions")) or not self.value:  # an encoded object: its name says it
+        if (
+            self.param.startswith(("custom_model", "assumptions")) or not self.value
+        ):  # an encoded object: its name says it
             return f"link parameter {self.param} was not used: {self.reason}"
         shown = self.value if len(self.value) <= 40 else self.value[:37] + "..."
         return f"link parameter {self.param}={shown} was not used: {self.reason}"
@@ -327,8 +330,11 @@ def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, 
             continue
         if not is_setting(k):
             near = nearest(k, _SETTINGS)
-            issues.append(LinkIssue(param=k, value=s, reason="not a RA-BIT setting"
-                                    + (f" (did you mean {near}?)" if near else "")))
+            issues.append(
+                LinkIssue(
+                    param=k, value=s, reason="not a RA-BIT setting" + (f" (did you mean {near}?)" if near else "")
+                )
+            )
             continue
         if s == "":
             issues.append(LinkIssue(param=k, value=s, reason="empty value"))
@@ -338,8 +344,11 @@ def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, 
             if s not in known:
                 near = nearest(s, known)
                 what = {"models": "model", "gpus": "GPU", "fabrics": "fabric"}[_CATALOG_FIELDS[k]]
-                issues.append(LinkIssue(param=k, value=s, reason=f"unknown {what} '{s}'"
-                                        + (f" (did you mean {near}?)" if near else "")))
+                issues.append(
+                    LinkIssue(
+                        param=k, value=s, reason=f"unknown {what} '{s}'" + (f" (did you mean {near}?)" if near else "")
+                    )
+                )
                 continue
         try:
             value = _decode_param(k, s)

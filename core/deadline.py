@@ -45,10 +45,12 @@ class DeadlineChoice(BaseModel):
         if s.gpus == c.gpus:
             return f"{s.gpus:,} GPUs is both the smallest and the cheapest count that meets the deadline"
         unit = "$" if self.basis.startswith("cost") else ""
-        return (f"recommended: {c.gpus:,} GPUs, the cheapest count that meets the deadline "
-                f"({unit}{self.cheapest_value:,.0f} {self.basis}); the smallest, {s.gpus:,} GPUs, costs "
-                f"{self.extra_frac:.0%} more ({unit}{self.smallest_value:,.0f}): its layout runs at MFU "
-                f"{s.mfu:.0%} against {c.mfu:.0%}")
+        return (
+            f"recommended: {c.gpus:,} GPUs, the cheapest count that meets the deadline "
+            f"({unit}{self.cheapest_value:,.0f} {self.basis}); the smallest, {s.gpus:,} GPUs, costs "
+            f"{self.extra_frac:.0%} more ({unit}{self.smallest_value:,.0f}): its layout runs at MFU "
+            f"{s.mfu:.0%} against {c.mfu:.0%}"
+        )
 
 
 def _value(p, priced: bool) -> float:
@@ -63,6 +65,10 @@ def deadline_choice(curve) -> DeadlineChoice | None:
     priced = all(p.cost_usd is not None for p in meeting)
     smallest = min(meeting, key=lambda p: p.gpus)
     cheapest = min(meeting, key=lambda p: (_value(p, priced), p.gpus))
-    return DeadlineChoice(smallest=smallest, cheapest=cheapest,
-                          basis="cost [USD]" if priced else "GPU-hours with failures",
-                          smallest_value=_value(smallest, priced), cheapest_value=_value(cheapest, priced))
+    return DeadlineChoice(
+        smallest=smallest,
+        cheapest=cheapest,
+        basis="cost [USD]" if priced else "GPU-hours with failures",
+        smallest_value=_value(smallest, priced),
+        cheapest_value=_value(cheapest, priced),
+    )

@@ -156,10 +156,13 @@ def _pct(x: float) -> str:
 
 # --- the rules ----------------------------------------------------------------------------------------
 
+
 def _kv_full(v, e):
     kv, ten = _g(v, KV_USAGE, "max"), _g(v, TENSOR_ACTIVE)
-    return kv >= KV_FULL_FRAC and ten < COMPUTE_IDLE_TENSOR_FRAC, \
-        f"KV cache {_pct(kv)} full (busiest replica) while tensor pipes are active {_pct(ten)} of cycles"
+    return (
+        kv >= KV_FULL_FRAC and ten < COMPUTE_IDLE_TENSOR_FRAC,
+        f"KV cache {_pct(kv)} full (busiest replica) while tensor pipes are active {_pct(ten)} of cycles",
+    )
 
 
 def _queue(v, e):
@@ -177,7 +180,10 @@ def _preempt(v, e):
     p, done = _c(v, PREEMPTIONS), _c(v, SUCCESS)
     per = p / done if done else (float("inf") if p else 0.0)
     thrash = " (recompute thrash)" if per >= THRASH_PER_REQUEST else ""
-    return per > PREEMPT_PER_REQUEST, f"{p:,.0f} preemptions for {done:,.0f} finished requests = {per:.2f} per request{thrash}"
+    return (
+        per > PREEMPT_PER_REQUEST,
+        f"{p:,.0f} preemptions for {done:,.0f} finished requests = {per:.2f} per request{thrash}",
+    )
 
 
 def _interfere(v, e):
@@ -186,46 +192,54 @@ def _interfere(v, e):
     if p50 is None or p99 is None or p50 <= 0:
         return False, "the ITL histogram has no observations"
     x = p99 / p50
-    return x >= ITL_TAIL_X and ratio_tok >= PREFILL_HEAVY_TOKENS, \
-        (f"p99 inter-token latency {p99 * 1e3:.3g} ms is {x:.1f}x the median {p50 * 1e3:.3g} ms while "
-         f"{ratio_tok:.2g} prompt tokens arrive per generated token")
+    return x >= ITL_TAIL_X and ratio_tok >= PREFILL_HEAVY_TOKENS, (
+        f"p99 inter-token latency {p99 * 1e3:.3g} ms is {x:.1f}x the median {p50 * 1e3:.3g} ms while "
+        f"{ratio_tok:.2g} prompt tokens arrive per generated token"
+    )
 
 
 def _bw_small(v, e):
     dram, run, kv = _g(v, DRAM_ACTIVE), _g(v, RUNNING), _g(v, KV_USAGE)
-    return dram >= BW_BOUND_DRAM_FRAC and run < SMALL_BATCH_RUNNING and kv < ROOM_KV_FRAC, \
-        (f"memory interface busy {_pct(dram)} of cycles with {run:.3g} sequences running per replica and the KV "
-         f"cache {_pct(kv)} full: each step streams the weights for few tokens")
+    return dram >= BW_BOUND_DRAM_FRAC and run < SMALL_BATCH_RUNNING and kv < ROOM_KV_FRAC, (
+        f"memory interface busy {_pct(dram)} of cycles with {run:.3g} sequences running per replica and the KV "
+        f"cache {_pct(kv)} full: each step streams the weights for few tokens"
+    )
 
 
 def _prefill_bound(v, e):
     ten = _g(v, TENSOR_ACTIVE)
     ratio = _c(v, PROMPT_TOKENS) / max(_c(v, GEN_TOKENS), 1.0)
     p95 = _q(v, TTFT, 0.95)
-    return ten >= PREFILL_TENSOR_FRAC and ratio >= PREFILL_TOKENS_X, \
-        (f"tensor pipes active {_pct(ten)} of cycles with {ratio:.3g} prompt tokens per generated token"
-         + (f"; p95 TTFT {p95:.3g} s" if p95 is not None else ""))
+    return ten >= PREFILL_TENSOR_FRAC and ratio >= PREFILL_TOKENS_X, (
+        f"tensor pipes active {_pct(ten)} of cycles with {ratio:.3g} prompt tokens per generated token"
+        + (f"; p95 TTFT {p95:.3g} s" if p95 is not None else "")
+    )
 
 
 def _over(v, e):
     util, kv, wait = _g(v, GPU_UTIL), _g(v, KV_USAGE), T.gauge_sum(v.tel, v.has(WAITING))
-    return util < OVER_UTIL_PCT and kv < OVER_KV_FRAC and wait < 1, \
-        f"GPUs busy {util:.0f}% of the time, KV cache {_pct(kv)} full, {wait:.2g} requests waiting"
+    return (
+        util < OVER_UTIL_PCT and kv < OVER_KV_FRAC and wait < 1,
+        f"GPUs busy {util:.0f}% of the time, KV cache {_pct(kv)} full, {wait:.2g} requests waiting",
+    )
 
 
 def _comm(v, e):
     sm, ten, nv = _g(v, SM_ACTIVE), _g(v, TENSOR_ACTIVE), _g(v, NVLINK_TX)
-    return sm >= COMM_SM_FRAC and ten < COMM_TENSOR_SHARE * sm and nv >= COMM_NVLINK_BYTES_PER_S, \
-        (f"SMs active {_pct(sm)} of cycles but tensor pipes only {_pct(ten)}, with {nv / 1e9:.3g} GB/s on NVLink "
-         "per GPU: the SMs spend their time in collectives, not GEMMs")
+    return sm >= COMM_SM_FRAC and ten < COMM_TENSOR_SHARE * sm and nv >= COMM_NVLINK_BYTES_PER_S, (
+        f"SMs active {_pct(sm)} of cycles but tensor pipes only {_pct(ten)}, with {nv / 1e9:.3g} GB/s on NVLink "
+        "per GPU: the SMs spend their time in collectives, not GEMMs"
+    )
 
 
 def _prefix(v, e):
     q, h = _c(v, PREFIX_QUERIES), _c(v, PREFIX_HITS)
     rate = h / q if q else 0.0
     want = e.prefix_cache_frac or 0.0
-    return rate < PREFIX_HIT_SHARE * want, \
-        f"prefix-cache hit rate {_pct(rate)} ({h:,.0f} of {q:,.0f} tokens) where the analysis expects {_pct(want)} cached"
+    return (
+        rate < PREFIX_HIT_SHARE * want,
+        f"prefix-cache hit rate {_pct(rate)} ({h:,.0f} of {q:,.0f} tokens) where the analysis expects {_pct(want)} cached",
+    )
 
 
 def _headroom(v, e):
@@ -258,69 +272,153 @@ def R(action: str, config_change: str) -> Remedy:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("kv_pool_full", "KV cache full while the GPU is not compute-busy", (KV_USAGE, TENSOR_ACTIVE),
-         f"KV usage >= {KV_FULL_FRAC:.0%} and tensor active < {COMPUTE_IDLE_TENSOR_FRAC:.0%}", _kv_full,
-         (R("store the KV cache in FP8: twice the sequences per GB", "kv_dtype = fp8 (vllm serve --kv-cache-dtype fp8)"),
-          R("give the engine more of HBM", "gpu_mem_util 0.90 -> 0.95 (--gpu-memory-utilization 0.95)"),
-          R("split the model over more GPUs so each holds fewer weights", "tp x2 (--tensor-parallel-size)"),
-          R("cap the context the pool must hold", "lower --max-model-len to the longest real request"))),
-    Rule("queue_growing", "Requests queue: the deployment is under-provisioned", (WAITING, RUNNING),
-         f"waiting > {QUEUE_WAITING_SHARE:.0%} of running (and >= 1), or growing {QUEUE_GROWTH_X:g}x over the series",
-         _queue,
-         (R("add replicas until the queue drains", "replicas +1 per replica's worth of waiting requests"),
-          R("let each replica batch more if the KV cache has room", "raise max_num_seqs (--max-num-seqs)"),
-          R("re-run the optimizer at the measured arrival rate", "rate_per_s = measured rate (rabit recommend --rate)"))),
-    Rule("preemptions", "Preemptions (and recompute thrash)", (PREEMPTIONS, SUCCESS),
-         f"preemptions per finished request > {PREEMPT_PER_REQUEST:g} (thrash at >= {THRASH_PER_REQUEST:g})", _preempt,
-         (R("admit fewer sequences at once", "lower max_num_seqs (--max-num-seqs)"),
-          R("store the KV cache in FP8", "kv_dtype = fp8 (--kv-cache-dtype fp8)"),
-          R("reserve prompt + maximum output on admission instead of preempting", "admission = reserve"),
-          R("spread the model over more GPUs for a larger KV pool", "tp x2 (--tensor-parallel-size)"))),
-    Rule("prefill_interference", "Prefill interferes with decode (ITL spikes while prompts arrive)",
-         (ITL, PROMPT_TOKENS, GEN_TOKENS),
-         f"p99 ITL >= {ITL_TAIL_X:g}x median and prompt/generated tokens >= {PREFILL_HEAVY_TOKENS:g}", _interfere,
-         (R("cap the prompt tokens one step may carry", "token_budget 8192 -> 2048 (--max-num-batched-tokens 2048)"),
-          R("keep chunked prefill on so long prompts are split", "policy = chunked (--enable-chunked-prefill)"),
-          R("separate prefill and decode onto different replicas", "disaggregated prefill (vLLM kv-transfer config)"))),
-    Rule("bandwidth_bound_small_batch", "Bandwidth-bound at a small batch: room to batch more",
-         (DRAM_ACTIVE, RUNNING, KV_USAGE),
-         f"DRAM active >= {BW_BOUND_DRAM_FRAC:.0%}, running < {SMALL_BATCH_RUNNING:g}, KV usage < {ROOM_KV_FRAC:.0%}",
-         _bw_small,
-         (R("send each replica more traffic: fewer replicas, larger batches", "replicas -1 (consolidate)"),
-          R("store the weights in FP8 so each step reads half the bytes", "weights = fp8 (--quantization fp8)"),
-          R("allow larger batches", "raise max_num_seqs (--max-num-seqs)"))),
-    Rule("compute_bound_prefill", "Compute-bound prefill", (TENSOR_ACTIVE, PROMPT_TOKENS, GEN_TOKENS),
-         f"tensor active >= {PREFILL_TENSOR_FRAC:.0%} and prompt/generated tokens >= {PREFILL_TOKENS_X:g}",
-         _prefill_bound,
-         (R("run the GEMMs in FP8 (1.3-1.5x the BF16 speed)", "weights = fp8 (--quantization fp8)"),
-          R("skip recomputing shared prompt prefixes", "prefix caching on (--enable-prefix-caching)"),
-          R("more tensor parallelism per replica to cut TTFT", "tp x2 (--tensor-parallel-size)"))),
-    Rule("over_provisioned", "Over-provisioned: low utilisation at the target", (GPU_UTIL, KV_USAGE, WAITING),
-         f"GPU util < {OVER_UTIL_PCT:g}%, KV usage < {OVER_KV_FRAC:.0%}, nobody waiting", _over,
-         (R("remove replicas", "replicas x (measured util / 60%), at least 1"),
-          R("move to a cheaper GPU kind", "rabit recommend at the measured rate"))),
-    Rule("exposed_tp_comm", "Exposed tensor-parallel communication", (SM_ACTIVE, TENSOR_ACTIVE, NVLINK_TX),
-         f"SM active >= {COMM_SM_FRAC:.0%}, tensor active < {COMM_TENSOR_SHARE:.0%} of SM active, "
-         f"NVLink >= {COMM_NVLINK_BYTES_PER_S / 1e9:g} GB/s per GPU", _comm,
-         (R("halve tensor parallelism and double the replicas", "tp /2, replicas x2"),
-          R("use fused or one-shot all-reduce kernels", "comm_overlap 0 -> 0.5 (custom all-reduce on)"),
-          R("keep the tensor-parallel group inside one NVLink domain", "tp <= GPUs per node"))),
-    Rule("prefix_cache_misses", "Prefix cache misses on a workload that should hit", (PREFIX_QUERIES, PREFIX_HITS),
-         f"hit rate < {PREFIX_HIT_SHARE:g} x the analysis's cached-prefix share", _prefix,
-         (R("turn prefix caching on", "--enable-prefix-caching"),
-          R("route requests that share a prefix to the same replica", "prefix-aware (session-affine) routing"),
-          R("put the shared system prompt first and keep it byte-identical", "prompt template")),
-         needs_expectation="the analysis's cached-prefix share (a saved analysis, or entered by hand)"),
-    Rule("memory_headroom", "Memory headroom: out-of-memory risk", (FB_USED, FB_FREE),
-         f"free HBM < {HEADROOM_FREE_FRAC:.0%} on some GPU", _headroom,
-         (R("leave more HBM to the runtime", "gpu_mem_util 0.95 -> 0.90 (--gpu-memory-utilization 0.90)"),
-          R("store the KV cache in FP8", "kv_dtype = fp8"),
-          R("cap the context", "lower --max-model-len"))),
-    Rule("latency_diverges", "Measured latency diverges from the analysis's prediction", (TTFT, ITL),
-         f"measured / predicted p95 outside [{DIVERGE_LOW:g}, {DIVERGE_HIGH:g}]", _diverge,
-         (R("calibrate the model with this deployment's runs", "upload a vllm bench serve result on the Calibration page"),
-          R("check the deployment matches the analysis (GPU, TP, precision, lengths)", "compare with rabit analyses show ID"))
-         , needs_expectation="the analysis's predicted p95 TTFT or ITL (a saved analysis, or entered by hand)"),
+    Rule(
+        "kv_pool_full",
+        "KV cache full while the GPU is not compute-busy",
+        (KV_USAGE, TENSOR_ACTIVE),
+        f"KV usage >= {KV_FULL_FRAC:.0%} and tensor active < {COMPUTE_IDLE_TENSOR_FRAC:.0%}",
+        _kv_full,
+        (
+            R(
+                "store the KV cache in FP8: twice the sequences per GB",
+                "kv_dtype = fp8 (vllm serve --kv-cache-dtype fp8)",
+            ),
+            R("give the engine more of HBM", "gpu_mem_util 0.90 -> 0.95 (--gpu-memory-utilization 0.95)"),
+            R("split the model over more GPUs so each holds fewer weights", "tp x2 (--tensor-parallel-size)"),
+            R("cap the context the pool must hold", "lower --max-model-len to the longest real request"),
+        ),
+    ),
+    Rule(
+        "queue_growing",
+        "Requests queue: the deployment is under-provisioned",
+        (WAITING, RUNNING),
+        f"waiting > {QUEUE_WAITING_SHARE:.0%} of running (and >= 1), or growing {QUEUE_GROWTH_X:g}x over the series",
+        _queue,
+        (
+            R("add replicas until the queue drains", "replicas +1 per replica's worth of waiting requests"),
+            R("let each replica batch more if the KV cache has room", "raise max_num_seqs (--max-num-seqs)"),
+            R(
+                "re-run the optimizer at the measured arrival rate",
+                "rate_per_s = measured rate (rabit recommend --rate)",
+            ),
+        ),
+    ),
+    Rule(
+        "preemptions",
+        "Preemptions (and recompute thrash)",
+        (PREEMPTIONS, SUCCESS),
+        f"preemptions per finished request > {PREEMPT_PER_REQUEST:g} (thrash at >= {THRASH_PER_REQUEST:g})",
+        _preempt,
+        (
+            R("admit fewer sequences at once", "lower max_num_seqs (--max-num-seqs)"),
+            R("store the KV cache in FP8", "kv_dtype = fp8 (--kv-cache-dtype fp8)"),
+            R("reserve prompt + maximum output on admission instead of preempting", "admission = reserve"),
+            R("spread the model over more GPUs for a larger KV pool", "tp x2 (--tensor-parallel-size)"),
+        ),
+    ),
+    Rule(
+        "prefill_interference",
+        "Prefill interferes with decode (ITL spikes while prompts arrive)",
+        (ITL, PROMPT_TOKENS, GEN_TOKENS),
+        f"p99 ITL >= {ITL_TAIL_X:g}x median and prompt/generated tokens >= {PREFILL_HEAVY_TOKENS:g}",
+        _interfere,
+        (
+            R("cap the prompt tokens one step may carry", "token_budget 8192 -> 2048 (--max-num-batched-tokens 2048)"),
+            R("keep chunked prefill on so long prompts are split", "policy = chunked (--enable-chunked-prefill)"),
+            R("separate prefill and decode onto different replicas", "disaggregated prefill (vLLM kv-transfer config)"),
+        ),
+    ),
+    Rule(
+        "bandwidth_bound_small_batch",
+        "Bandwidth-bound at a small batch: room to batch more",
+        (DRAM_ACTIVE, RUNNING, KV_USAGE),
+        f"DRAM active >= {BW_BOUND_DRAM_FRAC:.0%}, running < {SMALL_BATCH_RUNNING:g}, KV usage < {ROOM_KV_FRAC:.0%}",
+        _bw_small,
+        (
+            R("send each replica more traffic: fewer replicas, larger batches", "replicas -1 (consolidate)"),
+            R("store the weights in FP8 so each step reads half the bytes", "weights = fp8 (--quantization fp8)"),
+            R("allow larger batches", "raise max_num_seqs (--max-num-seqs)"),
+        ),
+    ),
+    Rule(
+        "compute_bound_prefill",
+        "Compute-bound prefill",
+        (TENSOR_ACTIVE, PROMPT_TOKENS, GEN_TOKENS),
+        f"tensor active >= {PREFILL_TENSOR_FRAC:.0%} and prompt/generated tokens >= {PREFILL_TOKENS_X:g}",
+        _prefill_bound,
+        (
+            R("run the GEMMs in FP8 (1.3-1.5x the BF16 speed)", "weights = fp8 (--quantization fp8)"),
+            R("skip recomputing shared prompt prefixes", "prefix caching on (--enable-prefix-caching)"),
+            R("more tensor parallelism per replica to cut TTFT", "tp x2 (--tensor-parallel-size)"),
+        ),
+    ),
+    Rule(
+        "over_provisioned",
+        "Over-provisioned: low utilisation at the target",
+        (GPU_UTIL, KV_USAGE, WAITING),
+        f"GPU util < {OVER_UTIL_PCT:g}%, KV usage < {OVER_KV_FRAC:.0%}, nobody waiting",
+        _over,
+        (
+            R("remove replicas", "replicas x (measured util / 60%), at least 1"),
+            R("move to a cheaper GPU kind", "rabit recommend at the measured rate"),
+        ),
+    ),
+    Rule(
+        "exposed_tp_comm",
+        "Exposed tensor-parallel communication",
+        (SM_ACTIVE, TENSOR_ACTIVE, NVLINK_TX),
+        f"SM active >= {COMM_SM_FRAC:.0%}, tensor active < {COMM_TENSOR_SHARE:.0%} of SM active, "
+        f"NVLink >= {COMM_NVLINK_BYTES_PER_S / 1e9:g} GB/s per GPU",
+        _comm,
+        (
+            R("halve tensor parallelism and double the replicas", "tp /2, replicas x2"),
+            R("use fused or one-shot all-reduce kernels", "comm_overlap 0 -> 0.5 (custom all-reduce on)"),
+            R("keep the tensor-parallel group inside one NVLink domain", "tp <= GPUs per node"),
+        ),
+    ),
+    Rule(
+        "prefix_cache_misses",
+        "Prefix cache misses on a workload that should hit",
+        (PREFIX_QUERIES, PREFIX_HITS),
+        f"hit rate < {PREFIX_HIT_SHARE:g} x the analysis's cached-prefix share",
+        _prefix,
+        (
+            R("turn prefix caching on", "--enable-prefix-caching"),
+            R("route requests that share a prefix to the same replica", "prefix-aware (session-affine) routing"),
+            R("put the shared system prompt first and keep it byte-identical", "prompt template"),
+        ),
+        needs_expectation="the analysis's cached-prefix share (a saved analysis, or entered by hand)",
+    ),
+    Rule(
+        "memory_headroom",
+        "Memory headroom: out-of-memory risk",
+        (FB_USED, FB_FREE),
+        f"free HBM < {HEADROOM_FREE_FRAC:.0%} on some GPU",
+        _headroom,
+        (
+            R("leave more HBM to the runtime", "gpu_mem_util 0.95 -> 0.90 (--gpu-memory-utilization 0.90)"),
+            R("store the KV cache in FP8", "kv_dtype = fp8"),
+            R("cap the context", "lower --max-model-len"),
+        ),
+    ),
+    Rule(
+        "latency_diverges",
+        "Measured latency diverges from the analysis's prediction",
+        (TTFT, ITL),
+        f"measured / predicted p95 outside [{DIVERGE_LOW:g}, {DIVERGE_HIGH:g}]",
+        _diverge,
+        (
+            R(
+                "calibrate the model with this deployment's runs",
+                "upload a vllm bench serve result on the Calibration page",
+            ),
+            R(
+                "check the deployment matches the analysis (GPU, TP, precision, lengths)",
+                "compare with rabit analyses show ID",
+            ),
+        ),
+        needs_expectation="the analysis's predicted p95 TTFT or ITL (a saved analysis, or entered by hand)",
+    ),
 )
 
 
@@ -342,14 +440,17 @@ def diagnose(tel: Telemetry, expect: Expectation = NO_EXPECTATION) -> Diagnosis:
             if not pairs:
                 if expect.p95_ttft_s is None and expect.p95_itl_s is None:
                     missing += (rule.needs_expectation,)
-                want = [m for m, w in ((TTFT, expect.p95_ttft_s), (ITL, expect.p95_itl_s)) if w is not None] \
-                    or [TTFT, ITL]
+                want = [m for m, w in ((TTFT, expect.p95_ttft_s), (ITL, expect.p95_itl_s)) if w is not None] or [
+                    TTFT,
+                    ITL,
+                ]
                 absent = [m[0] for m in want if not v.has(m)]
                 if len(absent) == len(want):
                     missing += (" or ".join(absent),)
         else:
-            missing = tuple(m[0] + (f" (or {', '.join(m[1:])})" if len(m) > 1 else "")
-                            for m in rule.needs if v.has(m) is None)
+            missing = tuple(
+                m[0] + (f" (or {', '.join(m[1:])})" if len(m) > 1 else "") for m in rule.needs if v.has(m) is None
+            )
             if rule.needs_expectation and (expect.prefix_cache_frac is None or expect.prefix_cache_frac <= 0):
                 missing += (rule.needs_expectation,)
         if missing:
@@ -357,8 +458,14 @@ def diagnose(tel: Telemetry, expect: Expectation = NO_EXPECTATION) -> Diagnosis:
             continue
         ok, evidence = rule.check(v, expect)
         if ok:
-            fired.append(Finding(rule=rule.id, title=rule.title, evidence=f"{evidence} [threshold: {rule.threshold}]",
-                                 remedies=rule.remedies))
+            fired.append(
+                Finding(
+                    rule=rule.id,
+                    title=rule.title,
+                    evidence=f"{evidence} [threshold: {rule.threshold}]",
+                    remedies=rule.remedies,
+                )
+            )
         else:
             quiet.append(rule.id)
     return Diagnosis(fired=tuple(fired), not_evaluated=tuple(missing_l), quiet=tuple(quiet))
@@ -370,5 +477,4 @@ def expectation_of(cfg) -> Expectation:
     from core.simulate import sim_spec, simulate
 
     s = simulate(cfg, sim_spec(cfg)).summary
-    return Expectation(p95_ttft_s=s.ttft_s.p95, p95_itl_s=s.itl_s.p95,
-                       prefix_cache_frac=cfg.prefix_cache_frac or None)
+    return Expectation(p95_ttft_s=s.ttft_s.p95, p95_itl_s=s.itl_s.p95, prefix_cache_frac=cfg.prefix_cache_frac or None)

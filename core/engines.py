@@ -47,8 +47,13 @@ class EngineDefaults(BaseModel):
     source: str
 
     def spec_fields(self) -> dict:
-        return {"policy": self.policy, "token_budget": self.token_budget, "max_batch": self.max_batch,
-                "admission": self.admission, "prefix_caching": self.prefix_caching}
+        return {
+            "policy": self.policy,
+            "token_budget": self.token_budget,
+            "max_batch": self.max_batch,
+            "admission": self.admission,
+            "prefix_caching": self.prefix_caching,
+        }
 
 
 def engine_defaults(engine: str, gpu: GpuSpec) -> EngineDefaults:
@@ -56,20 +61,38 @@ def engine_defaults(engine: str, gpu: GpuSpec) -> EngineDefaults:
     mem = gpu.memory_bytes
     if engine == "vllm":
         big = mem >= 70 * GIB and not gpu.slug.startswith("a100")
-        return EngineDefaults(engine=engine, policy="chunked", token_budget=8192 if big else 2048,
-                              max_batch=1024 if big else 256, admission="preempt", prefix_caching=True,
-                              source="vllm/engine/arg_utils.py get_batch_defaults (OpenAI server), V1 scheduler")
+        return EngineDefaults(
+            engine=engine,
+            policy="chunked",
+            token_budget=8192 if big else 2048,
+            max_batch=1024 if big else 256,
+            admission="preempt",
+            prefix_caching=True,
+            source="vllm/engine/arg_utils.py get_batch_defaults (OpenAI server), V1 scheduler",
+        )
     if engine == "sglang":
         mib = mem / 2**20  # SGLang compares the device memory in MiB
         budget = 2048 if mib < 35 * 1024 else 8192 if mib < 160 * 1024 else 16384
-        return EngineDefaults(engine=engine, policy="chunked", token_budget=budget, max_batch=4096,
-                              admission="preempt", prefix_caching=True,
-                              source="python/sglang/srt/server_args.py (chunked_prefill_size by GPU memory)")
+        return EngineDefaults(
+            engine=engine,
+            policy="chunked",
+            token_budget=budget,
+            max_batch=4096,
+            admission="preempt",
+            prefix_caching=True,
+            source="python/sglang/srt/server_args.py (chunked_prefill_size by GPU memory)",
+        )
     if engine == "trtllm":
-        return EngineDefaults(engine=engine, policy="chunked", token_budget=8192, max_batch=2048,
-                              admission="reserve", prefix_caching=True,
-                              source="tensorrt_llm/llmapi/llm_args.py (max_batch_size, max_num_tokens, "
-                                     "GUARANTEED_NO_EVICT, enable_block_reuse)")
+        return EngineDefaults(
+            engine=engine,
+            policy="chunked",
+            token_budget=8192,
+            max_batch=2048,
+            admission="reserve",
+            prefix_caching=True,
+            source="tensorrt_llm/llmapi/llm_args.py (max_batch_size, max_num_tokens, "
+            "GUARANTEED_NO_EVICT, enable_block_reuse)",
+        )
     raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
 
 

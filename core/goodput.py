@@ -90,60 +90,155 @@ def wall_clock_s(solve_s, interval_s, checkpoint_s, restart_s, mtbf):
     return np.where(finite, with_failures, no_failures)
 
 
-def goodput(runtime_s: float, gpus: int, a: Assumptions, *, interval_s: float | None = None,
-            tr: Trace = NO_TRACE) -> Goodput:
+def goodput(
+    runtime_s: float, gpus: int, a: Assumptions, *, interval_s: float | None = None, tr: Trace = NO_TRACE
+) -> Goodput:
     """Goodput of a run of ``runtime_s`` failure-free seconds on ``gpus`` GPUs; traced.
 
     ``interval_s`` overrides the Daly optimum checkpoint interval.
     """
     lam, d, R = a.failure_rate_per_gpu_hour, a.checkpoint_write_s, a.restart_s
     if lam <= 0:
-        tr.step("mtbf_s", "Mean time between interruptions", "M", "M", float("inf"), unit="s", M=float("inf"),
-                note="failure rate 0: no interruptions")
+        tr.step(
+            "mtbf_s",
+            "Mean time between interruptions",
+            "M",
+            "M",
+            float("inf"),
+            unit="s",
+            M=float("inf"),
+            note="failure rate 0: no interruptions",
+        )
         tau = float(interval_s) if interval_s else float("inf")
         Tw = float(wall_clock_s(runtime_s, tau, d, R, np.inf))
         ck_inputs: dict[str, Any] = {"delta": d, "tau": tau} if interval_s else {}
-        tr.step("wall_clock_s", "Wall-clock with failures", "T_w", "T_s * (1 + delta / tau)" if interval_s else "T_s",
-                Tw, unit="s", T_s=runtime_s, **ck_inputs)
+        tr.step(
+            "wall_clock_s",
+            "Wall-clock with failures",
+            "T_w",
+            "T_s * (1 + delta / tau)" if interval_s else "T_s",
+            Tw,
+            unit="s",
+            T_s=runtime_s,
+            **ck_inputs,
+        )
         ck = Tw - runtime_s
-        g = tr.step("goodput_frac", "Goodput (useful share of wall-clock)", "g", "T_s / T_w", runtime_s / Tw, unit="%",
-                    T_s=runtime_s, T_w=Tw)
-        return Goodput(gpus=gpus, runtime_s=runtime_s, mtbf_s=float("inf"), checkpoint_interval_s=tau,
-                       checkpoint_write_s=d, restart_s=R, wall_clock_s=Tw, checkpoint_overhead_s=ck,
-                       failure_overhead_s=0.0, expected_interruptions=0.0, goodput_frac=g,
-                       interval_is_optimal=interval_s is None, steps=tr.frozen())
-    M = tr.step("mtbf_s", "Mean time between interruptions", "M", "3600 / (lam * gpus)", HOUR_S / (lam * gpus),
-                unit="s", lam=lam, gpus=gpus,
-                note="failures per GPU-hour x GPUs (assumption failure_rate_per_gpu_hour; Llama 3: 2e-5)")
+        g = tr.step(
+            "goodput_frac",
+            "Goodput (useful share of wall-clock)",
+            "g",
+            "T_s / T_w",
+            runtime_s / Tw,
+            unit="%",
+            T_s=runtime_s,
+            T_w=Tw,
+        )
+        return Goodput(
+            gpus=gpus,
+            runtime_s=runtime_s,
+            mtbf_s=float("inf"),
+            checkpoint_interval_s=tau,
+            checkpoint_write_s=d,
+            restart_s=R,
+            wall_clock_s=Tw,
+            checkpoint_overhead_s=ck,
+            failure_overhead_s=0.0,
+            expected_interruptions=0.0,
+            goodput_frac=g,
+            interval_is_optimal=interval_s is None,
+            steps=tr.frozen(),
+        )
+    M = tr.step(
+        "mtbf_s",
+        "Mean time between interruptions",
+        "M",
+        "3600 / (lam * gpus)",
+        HOUR_S / (lam * gpus),
+        unit="s",
+        lam=lam,
+        gpus=gpus,
+        note="failures per GPU-hour x GPUs (assumption failure_rate_per_gpu_hour; Llama 3: 2e-5)",
+    )
     if interval_s:
-        tau = tr.step("checkpoint_interval_s", "Checkpoint interval", r"\tau", "tau", float(interval_s), unit="s",
-                      tau=float(interval_s), note="set by the user")
+        tau = tr.step(
+            "checkpoint_interval_s",
+            "Checkpoint interval",
+            r"\tau",
+            "tau",
+            float(interval_s),
+            unit="s",
+            tau=float(interval_s),
+            note="set by the user",
+        )
     else:
         x = d / (2 * M)
         if d >= 2 * M:
-            tau = tr.step("checkpoint_interval_s", "Checkpoint interval (Daly optimum)", r"\tau", "M", M, unit="s",
-                          M=M, note="checkpoint writes take longer than 2 M: checkpoint every M (Daly 2006)")
+            tau = tr.step(
+                "checkpoint_interval_s",
+                "Checkpoint interval (Daly optimum)",
+                r"\tau",
+                "M",
+                M,
+                unit="s",
+                M=M,
+                note="checkpoint writes take longer than 2 M: checkpoint every M (Daly 2006)",
+            )
         else:
-            tau = tr.step("checkpoint_interval_s", "Checkpoint interval (Daly optimum)", r"\tau",
-                          "sqrt(2 * delta * M) * (1 + sqrt(delta / (2 * M)) / 3 + delta / (2 * M) / 9) - delta",
-                          float(daly_interval_s(d, M)), unit="s", delta=d, M=M,
-                          latex=r"\sqrt{2 [delta] [M]}\left(1 + \tfrac{1}{3}\sqrt{\tfrac{[delta]}{2[M]}} + "
-                                r"\tfrac{1}{9}\tfrac{[delta]}{2[M]}\right) - [delta]",
-                          note=f"Young (1974) sqrt(2 delta M) with Daly's (2006) corrections; delta/2M = {x:.3g}")
-    Tw = tr.step("wall_clock_s", "Wall-clock with failures", "T_w",
-                 "M * exp(R / M) * (exp((tau + delta) / M) - 1) * T_s / tau",
-                 float(wall_clock_s(runtime_s, tau, d, R, M)), unit="s", M=M, R=R, tau=tau, delta=d, T_s=runtime_s,
-                 latex=r"[M] e^{[R]/[M]} \left(e^{([tau] + [delta])/[M]} - 1\right) \frac{[T_s]}{[tau]}",
-                 note="Daly (2006): exponential failures, also during checkpoints and restarts")
-    n = tr.step("expected_interruptions", "Expected interruptions", "n_f", "T_w / M", Tw / M, unit="",
-                T_w=Tw, M=M)
-    g = tr.step("goodput_frac", "Goodput (useful share of wall-clock)", "g", "T_s / T_w", runtime_s / Tw, unit="%",
-                T_s=runtime_s, T_w=Tw)
+            tau = tr.step(
+                "checkpoint_interval_s",
+                "Checkpoint interval (Daly optimum)",
+                r"\tau",
+                "sqrt(2 * delta * M) * (1 + sqrt(delta / (2 * M)) / 3 + delta / (2 * M) / 9) - delta",
+                float(daly_interval_s(d, M)),
+                unit="s",
+                delta=d,
+                M=M,
+                latex=r"\sqrt{2 [delta] [M]}\left(1 + \tfrac{1}{3}\sqrt{\tfrac{[delta]}{2[M]}} + "
+                r"\tfrac{1}{9}\tfrac{[delta]}{2[M]}\right) - [delta]",
+                note=f"Young (1974) sqrt(2 delta M) with Daly's (2006) corrections; delta/2M = {x:.3g}",
+            )
+    Tw = tr.step(
+        "wall_clock_s",
+        "Wall-clock with failures",
+        "T_w",
+        "M * exp(R / M) * (exp((tau + delta) / M) - 1) * T_s / tau",
+        float(wall_clock_s(runtime_s, tau, d, R, M)),
+        unit="s",
+        M=M,
+        R=R,
+        tau=tau,
+        delta=d,
+        T_s=runtime_s,
+        latex=r"[M] e^{[R]/[M]} \left(e^{([tau] + [delta])/[M]} - 1\right) \frac{[T_s]}{[tau]}",
+        note="Daly (2006): exponential failures, also during checkpoints and restarts",
+    )
+    n = tr.step("expected_interruptions", "Expected interruptions", "n_f", "T_w / M", Tw / M, unit="", T_w=Tw, M=M)
+    g = tr.step(
+        "goodput_frac",
+        "Goodput (useful share of wall-clock)",
+        "g",
+        "T_s / T_w",
+        runtime_s / Tw,
+        unit="%",
+        T_s=runtime_s,
+        T_w=Tw,
+    )
     ck = runtime_s / tau * d
-    return Goodput(gpus=gpus, runtime_s=runtime_s, mtbf_s=M, checkpoint_interval_s=tau, checkpoint_write_s=d,
-                   restart_s=R, wall_clock_s=Tw, checkpoint_overhead_s=ck,
-                   failure_overhead_s=max(0.0, Tw - runtime_s - ck), expected_interruptions=n, goodput_frac=g,
-                   interval_is_optimal=interval_s is None, steps=tr.frozen())
+    return Goodput(
+        gpus=gpus,
+        runtime_s=runtime_s,
+        mtbf_s=M,
+        checkpoint_interval_s=tau,
+        checkpoint_write_s=d,
+        restart_s=R,
+        wall_clock_s=Tw,
+        checkpoint_overhead_s=ck,
+        failure_overhead_s=max(0.0, Tw - runtime_s - ck),
+        expected_interruptions=n,
+        goodput_frac=g,
+        interval_is_optimal=interval_s is None,
+        steps=tr.frozen(),
+    )
 
 
 def goodput_arrays(runtime_s, gpus, a: Assumptions, interval_s: float | None = None):

@@ -43,43 +43,107 @@ EMIT_CHOICES = ("vllm", "sglang", "trtllm", "k8s")
 
 #: Flag names each engine documents (with the source page); every emitted flag must be one of these.
 DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
-    "vllm": ("https://docs.vllm.ai/en/latest/models/engine_args.html", frozenset({
-        "--tensor-parallel-size", "--pipeline-parallel-size", "--max-num-seqs", "--max-num-batched-tokens",
-        "--gpu-memory-utilization", "--kv-cache-dtype", "--quantization", "--max-model-len", "--dtype",
-        "--enable-prefix-caching", "--host", "--port"})),
-    "sglang": ("https://docs.sglang.io/advanced_features/server_arguments.html", frozenset({
-        "--model-path", "--tp-size", "--pp-size", "--max-running-requests", "--chunked-prefill-size",
-        "--mem-fraction-static", "--kv-cache-dtype", "--quantization", "--context-length", "--dtype",
-        "--host", "--port"})),
-    "trtllm": ("https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve.html", frozenset({
-        "--backend", "--tp_size", "--pp_size", "--ep_size", "--max_batch_size", "--max_num_tokens",
-        "--max_seq_len", "--kv_cache_free_gpu_memory_fraction", "--kv_cache_dtype", "--host", "--port"})),
+    "vllm": (
+        "https://docs.vllm.ai/en/latest/models/engine_args.html",
+        frozenset(
+            {
+                "--tensor-parallel-size",
+                "--pipeline-parallel-size",
+                "--max-num-seqs",
+                "--max-num-batched-tokens",
+                "--gpu-memory-utilization",
+                "--kv-cache-dtype",
+                "--quantization",
+                "--max-model-len",
+                "--dtype",
+                "--enable-prefix-caching",
+                "--host",
+                "--port",
+            }
+        ),
+    ),
+    "sglang": (
+        "https://docs.sglang.io/advanced_features/server_arguments.html",
+        frozenset(
+            {
+                "--model-path",
+                "--tp-size",
+                "--pp-size",
+                "--max-running-requests",
+                "--chunked-prefill-size",
+                "--mem-fraction-static",
+                "--kv-cache-dtype",
+                "--quantization",
+                "--context-length",
+                "--dtype",
+                "--host",
+                "--port",
+            }
+        ),
+    ),
+    "trtllm": (
+        "https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve.html",
+        frozenset(
+            {
+                "--backend",
+                "--tp_size",
+                "--pp_size",
+                "--ep_size",
+                "--max_batch_size",
+                "--max_num_tokens",
+                "--max_seq_len",
+                "--kv_cache_free_gpu_memory_fraction",
+                "--kv_cache_dtype",
+                "--host",
+                "--port",
+            }
+        ),
+    ),
 }
 
 #: Documented values of the KV-cache and weight-quantization flags, per engine.
-KV_VALUES = {"vllm": {"bf16": "auto", "fp8": "fp8"}, "sglang": {"bf16": "auto", "fp8": "fp8_e4m3"},
-             "trtllm": {"bf16": "auto", "fp8": "fp8"}}
-QUANT_VALUES = {"vllm": {"bf16": None, "fp8": "fp8", "int4": "awq", "nvfp4": "modelopt_fp4"},
-                "sglang": {"bf16": None, "fp8": "fp8", "int4": "awq", "nvfp4": "modelopt_fp4"}}
+KV_VALUES = {
+    "vllm": {"bf16": "auto", "fp8": "fp8"},
+    "sglang": {"bf16": "auto", "fp8": "fp8_e4m3"},
+    "trtllm": {"bf16": "auto", "fp8": "fp8"},
+}
+QUANT_VALUES = {
+    "vllm": {"bf16": None, "fp8": "fp8", "int4": "awq", "nvfp4": "modelopt_fp4"},
+    "sglang": {"bf16": None, "fp8": "fp8", "int4": "awq", "nvfp4": "modelopt_fp4"},
+}
 
 #: Node label values written by NVIDIA GPU Feature Discovery / the AMD node labeller (the device name with
 #: spaces as dashes or underscores). ``V``: seen in published manifests; ``U``: derived from the device
 #: name, check with ``kubectl get nodes -L <label>`` before applying.
 PRODUCT_LABELS: dict[str, tuple[str, str]] = {
-    "h100-sxm": ("NVIDIA-H100-80GB-HBM3", "V"), "h100-pcie": ("NVIDIA-H100-PCIe", "U"),
-    "h100-nvl": ("NVIDIA-H100-NVL", "U"), "h200-sxm": ("NVIDIA-H200", "U"), "b200": ("NVIDIA-B200", "U"),
-    "b300": ("NVIDIA-B300-SXM6-AC", "U"), "gb200": ("NVIDIA-GB200", "U"),
-    "a100-40gb": ("NVIDIA-A100-SXM4-40GB", "U"), "a100-80gb": ("NVIDIA-A100-SXM4-80GB", "U"),
-    "l40s": ("NVIDIA-L40S", "U"), "l4": ("NVIDIA-L4", "U"),
-    "mi300x": ("AMD_Instinct_MI300X_OAM", "V"), "mi325x": ("AMD_Instinct_MI325_OAM", "V"),
-    "mi355x": ("AMD_Instinct_MI355X_OAM", "U"), "gaudi3": ("", "U"),
+    "h100-sxm": ("NVIDIA-H100-80GB-HBM3", "V"),
+    "h100-pcie": ("NVIDIA-H100-PCIe", "U"),
+    "h100-nvl": ("NVIDIA-H100-NVL", "U"),
+    "h200-sxm": ("NVIDIA-H200", "U"),
+    "b200": ("NVIDIA-B200", "U"),
+    "b300": ("NVIDIA-B300-SXM6-AC", "U"),
+    "gb200": ("NVIDIA-GB200", "U"),
+    "a100-40gb": ("NVIDIA-A100-SXM4-40GB", "U"),
+    "a100-80gb": ("NVIDIA-A100-SXM4-80GB", "U"),
+    "l40s": ("NVIDIA-L40S", "U"),
+    "l4": ("NVIDIA-L4", "U"),
+    "mi300x": ("AMD_Instinct_MI300X_OAM", "V"),
+    "mi325x": ("AMD_Instinct_MI325_OAM", "V"),
+    "mi355x": ("AMD_Instinct_MI355X_OAM", "U"),
+    "gaudi3": ("", "U"),
 }
-RESOURCE = {"nvidia": ("nvidia.com/gpu", "nvidia.com/gpu.product"),
-            "amd": ("amd.com/gpu", "amd.com/gpu.product-name"),
-            "intel": ("habana.ai/gaudi", "")}
-IMAGES = {("vllm", "nvidia"): "vllm/vllm-openai:latest", ("vllm", "amd"): "rocm/vllm:latest",
-          ("sglang", "nvidia"): "lmsysorg/sglang:latest", ("sglang", "amd"): "lmsysorg/sglang:latest-rocm",
-          ("trtllm", "nvidia"): "nvcr.io/nvidia/tensorrt-llm/release:latest"}
+RESOURCE = {
+    "nvidia": ("nvidia.com/gpu", "nvidia.com/gpu.product"),
+    "amd": ("amd.com/gpu", "amd.com/gpu.product-name"),
+    "intel": ("habana.ai/gaudi", ""),
+}
+IMAGES = {
+    ("vllm", "nvidia"): "vllm/vllm-openai:latest",
+    ("vllm", "amd"): "rocm/vllm:latest",
+    ("sglang", "nvidia"): "lmsysorg/sglang:latest",
+    ("sglang", "amd"): "lmsysorg/sglang:latest-rocm",
+    ("trtllm", "nvidia"): "nvcr.io/nvidia/tensorrt-llm/release:latest",
+}
 
 
 class LaunchSpec(BaseModel):
@@ -123,12 +187,21 @@ def launch_spec(pick, goal) -> LaunchSpec:
     if spec.trace is not None:
         longest = max(a + b for a, b in spec.trace)
     return LaunchSpec(
-        model_repo=repo, gpu=pick.gpu, vendor=g.vendor, gpus_per_replica=pick.gpus_per_replica, tp=pick.tp,
-        pp=pick.pp, replicas=max(1, pick.replicas), weights=pick.weights, kv_dtype=pick.kv_dtype,
+        model_repo=repo,
+        gpu=pick.gpu,
+        vendor=g.vendor,
+        gpus_per_replica=pick.gpus_per_replica,
+        tp=pick.tp,
+        pp=pick.pp,
+        replicas=max(1, pick.replicas),
+        weights=pick.weights,
+        kv_dtype=pick.kv_dtype,
         max_num_seqs=max(1, pick.max_num_seqs or spec.max_batch),
         max_num_batched_tokens=max(spec.token_budget, pick.max_num_seqs or 1),
-        max_model_len=min(longest, arch.max_context), gpu_memory_utilization=Assumptions().gpu_mem_util,
-        gpus_per_node=g.gpus_per_node)
+        max_model_len=min(longest, arch.max_context),
+        gpu_memory_utilization=Assumptions().gpu_mem_util,
+        gpus_per_node=g.gpus_per_node,
+    )
 
 
 def _join(argv: list[str], notes: list[str]) -> str:
@@ -148,10 +221,25 @@ def _join(argv: list[str], notes: list[str]) -> str:
 
 def vllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
     """``vllm serve`` for one replica: (argv, comment lines)."""
-    argv = ["vllm", "serve", s.model_repo, "--tensor-parallel-size", str(s.tp), "--pipeline-parallel-size",
-            str(s.pp), "--max-num-seqs", str(s.max_num_seqs), "--max-num-batched-tokens",
-            str(s.max_num_batched_tokens), "--gpu-memory-utilization", f"{s.gpu_memory_utilization:g}",
-            "--kv-cache-dtype", KV_VALUES["vllm"][s.kv_dtype], "--max-model-len", str(s.max_model_len)]
+    argv = [
+        "vllm",
+        "serve",
+        s.model_repo,
+        "--tensor-parallel-size",
+        str(s.tp),
+        "--pipeline-parallel-size",
+        str(s.pp),
+        "--max-num-seqs",
+        str(s.max_num_seqs),
+        "--max-num-batched-tokens",
+        str(s.max_num_batched_tokens),
+        "--gpu-memory-utilization",
+        f"{s.gpu_memory_utilization:g}",
+        "--kv-cache-dtype",
+        KV_VALUES["vllm"][s.kv_dtype],
+        "--max-model-len",
+        str(s.max_model_len),
+    ]
     q = QUANT_VALUES["vllm"].get(s.weights)
     if q:
         argv += ["--quantization", q]
@@ -161,10 +249,27 @@ def vllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
 
 def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
     """``python -m sglang.launch_server`` for one replica: (argv, comment lines)."""
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", s.model_repo, "--tp-size", str(s.tp),
-            "--pp-size", str(s.pp), "--max-running-requests", str(s.max_num_seqs), "--chunked-prefill-size",
-            str(s.max_num_batched_tokens), "--mem-fraction-static", f"{s.gpu_memory_utilization:g}",
-            "--kv-cache-dtype", KV_VALUES["sglang"][s.kv_dtype], "--context-length", str(s.max_model_len)]
+    argv = [
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        s.model_repo,
+        "--tp-size",
+        str(s.tp),
+        "--pp-size",
+        str(s.pp),
+        "--max-running-requests",
+        str(s.max_num_seqs),
+        "--chunked-prefill-size",
+        str(s.max_num_batched_tokens),
+        "--mem-fraction-static",
+        f"{s.gpu_memory_utilization:g}",
+        "--kv-cache-dtype",
+        KV_VALUES["sglang"][s.kv_dtype],
+        "--context-length",
+        str(s.max_model_len),
+    ]
     q = QUANT_VALUES["sglang"].get(s.weights)
     if q:
         argv += ["--quantization", q]
@@ -176,11 +281,30 @@ def trtllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
     """``trtllm-serve`` (PyTorch backend) for one replica, NVIDIA GPUs only: (argv, comment lines)."""
     if s.vendor != "nvidia":
         raise ValueError(f"TensorRT-LLM runs on NVIDIA GPUs only; {s.gpu} is {s.vendor}: use vllm or sglang")
-    argv = ["trtllm-serve", s.model_repo, "--backend", "pytorch", "--tp_size", str(s.tp), "--pp_size", str(s.pp),
-            "--max_batch_size", str(s.max_num_seqs), "--max_num_tokens", str(s.max_num_batched_tokens),
-            "--max_seq_len", str(s.max_model_len), "--kv_cache_free_gpu_memory_fraction",
-            f"{s.gpu_memory_utilization:g}", "--kv_cache_dtype", KV_VALUES["trtllm"][s.kv_dtype],
-            "--host", "0.0.0.0", "--port", str(s.port)]
+    argv = [
+        "trtllm-serve",
+        s.model_repo,
+        "--backend",
+        "pytorch",
+        "--tp_size",
+        str(s.tp),
+        "--pp_size",
+        str(s.pp),
+        "--max_batch_size",
+        str(s.max_num_seqs),
+        "--max_num_tokens",
+        str(s.max_num_batched_tokens),
+        "--max_seq_len",
+        str(s.max_model_len),
+        "--kv_cache_free_gpu_memory_fraction",
+        f"{s.gpu_memory_utilization:g}",
+        "--kv_cache_dtype",
+        KV_VALUES["trtllm"][s.kv_dtype],
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(s.port),
+    ]
     notes = _notes(s, "trtllm")
     if s.weights != "bf16":
         notes.append(f"{s.weights} weights come from a pre-quantized checkpoint (ModelOpt export): point MODEL at it")
@@ -191,8 +315,10 @@ def _notes(s: LaunchSpec, engine: str) -> list[str]:
     src = DOCUMENTED_FLAGS[engine][0]
     notes = [f"{s.replicas} replica(s) of {s.gpus_per_replica} x {s.gpu} (TP {s.tp} x PP {s.pp}); flags: {src}"]
     if s.gpus_per_replica > s.gpus_per_node:
-        notes.append(f"a replica spans {-(-s.gpus_per_replica // s.gpus_per_node)} nodes: start it with the "
-                     "engine's multi-node launcher (one process group per replica)")
+        notes.append(
+            f"a replica spans {-(-s.gpus_per_replica // s.gpus_per_node)} nodes: start it with the "
+            "engine's multi-node launcher (one process group per replica)"
+        )
     if engine != "trtllm" and s.weights == "int4":
         notes.append("int4 weights: load an AWQ checkpoint of the model")
     return notes
@@ -217,15 +343,23 @@ def k8s_manifest(s: LaunchSpec, engine: Engine = "vllm") -> str:
     name = f"rabit-{s.gpu}-{engine}".replace(".", "-")
     per_pod = min(s.gpus_per_replica, s.gpus_per_node)
     node_selector = f"      nodeSelector:\n        {label_key}: {json.dumps(label)}\n" if label and label_key else ""
-    head = [(f"# {s.replicas} replica(s) of {s.gpus_per_replica} x {s.gpu}, {engine}; generated from the RA-BIT "
-             "recommendation")]
+    head = [
+        (
+            f"# {s.replicas} replica(s) of {s.gpus_per_replica} x {s.gpu}, {engine}; generated from the RA-BIT "
+            "recommendation"
+        )
+    ]
     if verified != "V" and label:
         head.append(f"# check the node label value: kubectl get nodes -L {label_key}")
     if s.gpus_per_replica > s.gpus_per_node:
-        head.append("# a replica spans nodes: a Deployment cannot place it; use a LeaderWorkerSet with this pod "
-                    "template as the leader and worker")
+        head.append(
+            "# a replica spans nodes: a Deployment cannot place it; use a LeaderWorkerSet with this pod "
+            "template as the leader and worker"
+        )
     args = "\n".join(f"        - {json.dumps(a)}" for a in argv)
-    return "\n".join(head) + f"""
+    return (
+        "\n".join(head)
+        + f"""
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -261,6 +395,7 @@ spec:
           medium: Memory
           sizeLimit: 16Gi
 """
+    )
 
 
 def emit(kind: str, s: LaunchSpec) -> str:
@@ -272,5 +407,9 @@ def emit(kind: str, s: LaunchSpec) -> str:
     return command(kind, s)
 
 
-FILE_NAMES = {"vllm": "serve-vllm.sh", "sglang": "serve-sglang.sh", "trtllm": "serve-trtllm.sh",
-              "k8s": "deployment.yaml"}
+FILE_NAMES = {
+    "vllm": "serve-vllm.sh",
+    "sglang": "serve-sglang.sh",
+    "trtllm": "serve-trtllm.sh",
+    "k8s": "deployment.yaml",
+}

@@ -88,20 +88,23 @@ CONFIG_DOMAINS: dict[str, Domain] = {
     "tp": Domain(1, 512, "tensor parallelism splits attention heads; no catalog model has more than 128"),
     "pp": Domain(1, 512, "pipeline stages split layers; no catalog model has more than 128"),
     "ep": Domain(1, 512, "expert parallelism splits experts; the catalog's largest MoE has 256 routed experts"),
-    "batch": Domain(1, 100_000, "vLLM's default max_num_seqs is 256; 100,000 concurrent sequences is far beyond "
-                                "any one replica"),
+    "batch": Domain(
+        1, 100_000, "vLLM's default max_num_seqs is 256; 100,000 concurrent sequences is far beyond any one replica"
+    ),
     "input_tokens": Domain(1, 10_000_000, "the longest context in the catalogs is 10M tokens (Llama 4 Scout)"),
     "output_tokens": Domain(1, 10_000_000, "the longest context in the catalogs is 10M tokens (Llama 4 Scout)"),
-    "prefix_cache_frac": Domain(0.0, 0.99, "a share of the prompt; at least one token per request is computed",
-                                integer=False, step=0.01),
+    "prefix_cache_frac": Domain(
+        0.0, 0.99, "a share of the prompt; at least one token per request is computed", integer=False, step=0.01
+    ),
     "block_size": Domain(8, 256, "the block sizes vLLM's paged-attention kernels take", choices=BLOCK_SIZES),
     "spec_k": Domain(1, 16, "speculative decoding gains nothing beyond 16 draft tokens at any acceptance rate"),
     "spec_alpha": Domain(0.0, 1.0, "an acceptance rate is a probability", integer=False, step=0.05),
     "micro_batch": Domain(1, 1024, "micro-batches beyond 1,024 sequences never fit one GPU's activations"),
     "seq_len": Domain(1, 1_048_576, "2^20 tokens, beyond every published training sequence length"),
     "lora_rank": Domain(0, 4096, "a LoRA rank above 4,096 is no longer low-rank for any catalog model"),
-    "train_tokens": Domain(1e6, 1e15, "from a small fine-tune (1M tokens) to 1,000x the 15T tokens of Llama 3",
-                           integer=False),
+    "train_tokens": Domain(
+        1e6, 1e15, "from a small fine-tune (1M tokens) to 1,000x the 15T tokens of Llama 3", integer=False
+    ),
     "global_batch_tokens": Domain(1, 2**30, "2^30 tokens, 64x the 16M-token batches of Llama 3 405B"),
 }
 
@@ -265,8 +268,9 @@ def _float(s: str) -> float:
     return x
 
 
-def parse_json(data: bytes | str, what: str = "the file", max_bytes: int = MAX_CONFIG_BYTES,
-               max_depth: int = MAX_JSON_DEPTH) -> Any:
+def parse_json(
+    data: bytes | str, what: str = "the file", max_bytes: int = MAX_CONFIG_BYTES, max_depth: int = MAX_JSON_DEPTH
+) -> Any:
     """JSON with every limit checked first: size, UTF-8, nesting depth; NaN/Infinity and huge numbers refused.
 
     Raises :class:`PayloadError` (a ``ValueError``) with a one-line reason.
@@ -333,14 +337,19 @@ class WorkBudget:
         if not clock_s <= self.max_clock_s:
             raise BudgetExceeded(
                 f"{self.what} stopped: its clock passed {self.max_clock_s:.0e} s of simulated time, so a step time "
-                "or arrival gap is out of range (check the per-iteration overhead and the arrival rate)")
+                "or arrival gap is out of range (check the per-iteration overhead and the arrival rate)"
+            )
         if events > self.max_events:
-            raise BudgetExceeded(f"{self.what} stopped after {events:,} events (the limit is {self.max_events:,}); "
-                                 "simulate fewer requests")
+            raise BudgetExceeded(
+                f"{self.what} stopped after {events:,} events (the limit is {self.max_events:,}); "
+                "simulate fewer requests"
+            )
         spent = time.monotonic() - self.started
         if spent > self.max_wall_s:
-            raise BudgetExceeded(f"{self.what} stopped after {spent:.0f} s (the limit is {self.max_wall_s:.0f} s); "
-                                 "simulate fewer requests or a faster configuration")
+            raise BudgetExceeded(
+                f"{self.what} stopped after {spent:.0f} s (the limit is {self.max_wall_s:.0f} s); "
+                "simulate fewer requests or a faster configuration"
+            )
         if self.progress is not None:
             self.progress(events, clock_s)
 
@@ -349,23 +358,41 @@ class WorkBudget:
 
 #: CLI flag (argparse ``dest``) -> the config field whose domain it shares.
 FLAG_FIELDS: dict[str, str] = {
-    "batch": "batch", "input": "input_tokens", "output": "output_tokens", "block_size": "block_size",
-    "prefix_cache": "prefix_cache_frac", "tp": "tp", "pp": "pp", "ep": "ep", "micro_batch": "micro_batch",
-    "seq": "seq_len", "lora_rank": "lora_rank", "global_batch_tokens": "global_batch_tokens", "spec_k": "spec_k",
-    "spec_alpha": "spec_alpha", "gpus_per_node": "gpus_per_node", "tokens": "train_tokens",
+    "batch": "batch",
+    "input": "input_tokens",
+    "output": "output_tokens",
+    "block_size": "block_size",
+    "prefix_cache": "prefix_cache_frac",
+    "tp": "tp",
+    "pp": "pp",
+    "ep": "ep",
+    "micro_batch": "micro_batch",
+    "seq": "seq_len",
+    "lora_rank": "lora_rank",
+    "global_batch_tokens": "global_batch_tokens",
+    "spec_k": "spec_k",
+    "spec_alpha": "spec_alpha",
+    "gpus_per_node": "gpus_per_node",
+    "tokens": "train_tokens",
 }
 
 #: The domain of every numeric CLI flag, by argparse ``dest`` (checked as the flag is parsed).
 FLAG_DOMAINS: dict[str, Domain] = {
     **{dest: CONFIG_DOMAINS[f] for dest, f in FLAG_FIELDS.items()},
-    "gpus": Domain(1, 65_536, "72 x 8,192 nodes is the largest cluster a config describes; 65,536 GPUs is "
-                              "beyond the largest published training clusters"),
+    "gpus": Domain(
+        1,
+        65_536,
+        "72 x 8,192 nodes is the largest cluster a config describes; 65,536 GPUs is "
+        "beyond the largest published training clusters",
+    ),
     "max_gpus": Domain(1, 32_768, "the training deadline search stops at 32,768 GPUs"),
-    "seed": Domain(0, 2**32 - 1, "NumPy seeds a generator from an unsigned 32-bit integer or more; negative "
-                                 "seeds are refused"),
+    "seed": Domain(
+        0, 2**32 - 1, "NumPy seeds a generator from an unsigned 32-bit integer or more; negative seeds are refused"
+    ),
     "requests": Domain(1, 5_000_000, "5 million requests simulate in about a minute; more is a batch job"),
-    "recommend.requests": Domain(20, 50_000, "each of up to 64 finalists is simulated: 64 x 50,000 requests "
-                                             "take about a minute"),
+    "recommend.requests": Domain(
+        20, 50_000, "each of up to 64 finalists is simulated: 64 x 50,000 requests take about a minute"
+    ),
     "users": Domain(1, 100_000, "as the batch: 100,000 concurrent users is far beyond one replica"),
     "think": Domain(0.0, 86_400.0, "a think time beyond a day is not a serving workload", integer=False),
     "duration": Domain(1e-3, 1e8, "from a millisecond to three years of arrivals", integer=False),
@@ -379,8 +406,7 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "p95_ttft_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
     "p95_itl_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
     "p95_e2e_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
-    "max_usd_per_hour": Domain(1e-6, 1e9, "a budget from a micro-dollar to a billion dollars per hour",
-                               integer=False),
+    "max_usd_per_hour": Domain(1e-6, 1e9, "a budget from a micro-dollar to a billion dollars per hour", integer=False),
     "deadline_days": Domain(1e-3, 3650.0, "from about a minute and a half to ten years", integer=False),
     "checkpoint_interval_s": Domain(1.0, 1e7, "from a second to four months between checkpoints", integer=False),
     "batch_tolerance": Domain(0.0, 1.0, "a relative tolerance on the global batch", integer=False),

@@ -87,6 +87,7 @@ class TrainingMemory(_Frozen):
 
 # --- serving -------------------------------------------------------------------------------------
 
+
 def record_params(m: ModelArch, tr: Trace = NO_TRACE) -> float:
     """Total parameters counted from the architecture, as one step [count].
 
@@ -96,18 +97,31 @@ def record_params(m: ModelArch, tr: Trace = NO_TRACE) -> float:
     """
     p_total = float(m.total_params())
     dense, moe = m.dense_layers, m.moe_layers
-    return tr.step("P", "Model parameters", "P", "P_emb + P_head + P_norm + L_d * P_ld + L_m * P_lm", p_total,
-                   unit="", P_emb=m.embedding_params(), P_head=m.lm_head_params(),
-                   P_norm=m.total_params() - m.embedding_params() - m.lm_head_params()
-                   - dense * m.layer_params(False) - moe * m.layer_params(True),
-                   L_d=dense, P_ld=m.layer_params(False) if dense else 0, L_m=moe,
-                   P_lm=m.layer_params(True) if moe else 0,
-                   note=f"{m.name}: counted from the architecture ({m.attention_kind} attention"
-                        + (f", {m.num_experts} experts top-{m.experts_per_tok}" if m.is_moe else "") + ")")
+    return tr.step(
+        "P",
+        "Model parameters",
+        "P",
+        "P_emb + P_head + P_norm + L_d * P_ld + L_m * P_lm",
+        p_total,
+        unit="",
+        P_emb=m.embedding_params(),
+        P_head=m.lm_head_params(),
+        P_norm=m.total_params()
+        - m.embedding_params()
+        - m.lm_head_params()
+        - dense * m.layer_params(False)
+        - moe * m.layer_params(True),
+        L_d=dense,
+        P_ld=m.layer_params(False) if dense else 0,
+        L_m=moe,
+        P_lm=m.layer_params(True) if moe else 0,
+        note=f"{m.name}: counted from the architecture ({m.attention_kind} attention"
+        + (f", {m.num_experts} experts top-{m.experts_per_tok}" if m.is_moe else "")
+        + ")",
+    )
 
 
-def weight_bytes_per_gpu(m: ModelArch, weights_b: float, tp: int, pp: int, ep: int = 1,
-                         tr: Trace = NO_TRACE) -> float:
+def weight_bytes_per_gpu(m: ModelArch, weights_b: float, tp: int, pp: int, ep: int = 1, tr: Trace = NO_TRACE) -> float:
     """Weights held by one GPU [B].
 
     Linear layers inside the blocks take the weight format's bytes; embeddings, LM head and
@@ -124,16 +138,39 @@ def weight_bytes_per_gpu(m: ModelArch, weights_b: float, tp: int, pp: int, ep: i
     record_params(m, tr)
     value = (dense_q * weights_b + p_rest * 2.0) / (tp * pp) + p_expert * weights_b / (ep * pp)
     if p_expert:
-        return tr.step("weights_bytes_per_gpu", "Weights per GPU", "W",
-                       "(P_q * b_w + P_bf16 * 2) / (tp * pp) + P_exp * b_w / (ep * pp)", value, unit="B",
-                       latex=r"\frac{[P_q] \cdot [b_w] + [P_bf16] \cdot 2}{[tp] \cdot [pp]} + "
-                             r"\frac{[P_exp] \cdot [b_w]}{[ep] \cdot [pp]}",
-                       P_q=dense_q, b_w=weights_b, P_bf16=p_rest, tp=tp, pp=pp, P_exp=p_expert, ep=ep,
-                       note="routed experts split over EP; embeddings, head and norms stay BF16")
-    return tr.step("weights_bytes_per_gpu", "Weights per GPU", "W", "(P_q * b_w + P_bf16 * 2) / (tp * pp)",
-                   value, unit="B", latex=r"\frac{[P_q] \cdot [b_w] + [P_bf16] \cdot 2}{[tp] \cdot [pp]}",
-                   P_q=p_q, b_w=weights_b, P_bf16=p_rest, tp=tp, pp=pp,
-                   note=f"b_w = {weights_b:g} B/param for block linears; embeddings, head and norms in BF16")
+        return tr.step(
+            "weights_bytes_per_gpu",
+            "Weights per GPU",
+            "W",
+            "(P_q * b_w + P_bf16 * 2) / (tp * pp) + P_exp * b_w / (ep * pp)",
+            value,
+            unit="B",
+            latex=r"\frac{[P_q] \cdot [b_w] + [P_bf16] \cdot 2}{[tp] \cdot [pp]} + "
+            r"\frac{[P_exp] \cdot [b_w]}{[ep] \cdot [pp]}",
+            P_q=dense_q,
+            b_w=weights_b,
+            P_bf16=p_rest,
+            tp=tp,
+            pp=pp,
+            P_exp=p_expert,
+            ep=ep,
+            note="routed experts split over EP; embeddings, head and norms stay BF16",
+        )
+    return tr.step(
+        "weights_bytes_per_gpu",
+        "Weights per GPU",
+        "W",
+        "(P_q * b_w + P_bf16 * 2) / (tp * pp)",
+        value,
+        unit="B",
+        latex=r"\frac{[P_q] \cdot [b_w] + [P_bf16] \cdot 2}{[tp] \cdot [pp]}",
+        P_q=p_q,
+        b_w=weights_b,
+        P_bf16=p_rest,
+        tp=tp,
+        pp=pp,
+        note=f"b_w = {weights_b:g} B/param for block linears; embeddings, head and norms in BF16",
+    )
 
 
 def kv_bytes_per_token(m: ModelArch, kv_b: float, tr: Trace = NO_TRACE) -> float:
@@ -145,13 +182,33 @@ def kv_bytes_per_token(m: ModelArch, kv_b: float, tr: Trace = NO_TRACE) -> float
     """
     if m.is_mla:
         v = (m.kv_lora_rank + m.qk_rope_head_dim) * m.num_layers * kv_b
-        return tr.step("kv_bytes_per_token", "KV cache per token (all layers)", "k_t", "(r_kv + d_rope) * L * b_kv",
-                       v, unit="B", r_kv=m.kv_lora_rank, d_rope=m.qk_rope_head_dim, L=m.num_layers, b_kv=kv_b,
-                       note="MLA caches the compressed latent and the RoPE key, not per-head K and V")
+        return tr.step(
+            "kv_bytes_per_token",
+            "KV cache per token (all layers)",
+            "k_t",
+            "(r_kv + d_rope) * L * b_kv",
+            v,
+            unit="B",
+            r_kv=m.kv_lora_rank,
+            d_rope=m.qk_rope_head_dim,
+            L=m.num_layers,
+            b_kv=kv_b,
+            note="MLA caches the compressed latent and the RoPE key, not per-head K and V",
+        )
     v = 2 * m.num_layers * m.num_kv_heads * m.head_dim * kv_b
-    return tr.step("kv_bytes_per_token", "KV cache per token (all layers)", "k_t", "2 * L * n_kv * d_h * b_kv", v,
-                   unit="B", L=m.num_layers, n_kv=m.num_kv_heads, d_h=m.head_dim, b_kv=kv_b,
-                   note=f"{m.attention_kind}: {m.num_kv_heads} KV heads of {m.num_heads}")
+    return tr.step(
+        "kv_bytes_per_token",
+        "KV cache per token (all layers)",
+        "k_t",
+        "2 * L * n_kv * d_h * b_kv",
+        v,
+        unit="B",
+        L=m.num_layers,
+        n_kv=m.num_kv_heads,
+        d_h=m.head_dim,
+        b_kv=kv_b,
+        note=f"{m.attention_kind}: {m.num_kv_heads} KV heads of {m.num_heads}",
+    )
 
 
 def kv_shard(m: ModelArch, tp: int) -> int:
@@ -174,85 +231,206 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
     W = weight_bytes_per_gpu(m, cfg.weight_bytes_per_param, tp, pp, cfg.ep, tr)
     k_t = kv_bytes_per_token(m, cfg.kv_bytes_per_elem, tr)
     shard = kv_shard(m, tp)
-    k_gpu = tr.step("kv_bytes_per_token_per_gpu", "KV per token on one GPU", "k_g", "k_t / (s_kv * pp)",
-                    k_t / (shard * pp), unit="B", latex=r"\frac{[k_t]}{[s_kv] \cdot [pp]}",
-                    k_t=k_t, s_kv=shard, pp=pp,
-                    note=f"KV heads split {shard}x by TP" + (" (replicated beyond n_kv)" if tp > shard else "")
-                    + f", layers {pp}x by PP")
+    k_gpu = tr.step(
+        "kv_bytes_per_token_per_gpu",
+        "KV per token on one GPU",
+        "k_g",
+        "k_t / (s_kv * pp)",
+        k_t / (shard * pp),
+        unit="B",
+        latex=r"\frac{[k_t]}{[s_kv] \cdot [pp]}",
+        k_t=k_t,
+        s_kv=shard,
+        pp=pp,
+        note=f"KV heads split {shard}x by TP"
+        + (" (replicated beyond n_kv)" if tp > shard else "")
+        + f", layers {pp}x by PP",
+    )
     ctx = cfg.context_tokens
     blocks = math.ceil(ctx / cfg.block_size)
     padded = blocks * cfg.block_size
     eff_ctx = m.kv_context_tokens(padded)
     shared = cfg.prefix_cache_frac * cfg.input_tokens
     shared_eff = m.kv_context_tokens(math.ceil(shared / cfg.block_size) * cfg.block_size) if shared else 0.0
-    per_seq = tr.step("kv_bytes_per_seq_per_gpu", "KV per sequence on one GPU", "k_s",
-                      "k_g * (S_pad - S_shared)", k_gpu * (eff_ctx - shared_eff), unit="B",
-                      latex=r"[k_g] \cdot ([S_pad] - [S_shared])", k_g=k_gpu, S_pad=eff_ctx, S_shared=shared_eff,
-                      note=f"{ctx:,} tokens in whole blocks of {cfg.block_size}"
-                      + (f"; sliding-window layers hold at most {m.sliding_window} tokens" if m.sliding_layers else "")
-                      + (f"; {cfg.prefix_cache_frac:.0%} of the prompt is a shared cached prefix" if shared else ""))
+    per_seq = tr.step(
+        "kv_bytes_per_seq_per_gpu",
+        "KV per sequence on one GPU",
+        "k_s",
+        "k_g * (S_pad - S_shared)",
+        k_gpu * (eff_ctx - shared_eff),
+        unit="B",
+        latex=r"[k_g] \cdot ([S_pad] - [S_shared])",
+        k_g=k_gpu,
+        S_pad=eff_ctx,
+        S_shared=shared_eff,
+        note=f"{ctx:,} tokens in whole blocks of {cfg.block_size}"
+        + (f"; sliding-window layers hold at most {m.sliding_window} tokens" if m.sliding_layers else "")
+        + (f"; {cfg.prefix_cache_frac:.0%} of the prompt is a shared cached prefix" if shared else ""),
+    )
     prefix_once = k_gpu * shared_eff
     reserve = max(m.max_context, ctx)
     s_max = m.kv_context_tokens(reserve)
     if cfg.kv_alloc == "contiguous":
-        KV = tr.step("kv_bytes_per_gpu", "KV cache per GPU (batch)", "KV", "B * k_g * S_max",
-                     cfg.batch * k_gpu * s_max, unit="B", B=cfg.batch, k_g=k_gpu, S_max=s_max,
-                     note=f"contiguous allocation reserves the model's maximum context of {reserve:,} tokens "
-                          f"for each of the {cfg.batch} sequences")
+        KV = tr.step(
+            "kv_bytes_per_gpu",
+            "KV cache per GPU (batch)",
+            "KV",
+            "B * k_g * S_max",
+            cfg.batch * k_gpu * s_max,
+            unit="B",
+            B=cfg.batch,
+            k_g=k_gpu,
+            S_max=s_max,
+            note=f"contiguous allocation reserves the model's maximum context of {reserve:,} tokens "
+            f"for each of the {cfg.batch} sequences",
+        )
     else:
-        KV = tr.step("kv_bytes_per_gpu", "KV cache per GPU (batch)", "KV", "B * k_s + k_g * S_shared",
-                     cfg.batch * per_seq + prefix_once, unit="B", B=cfg.batch, k_s=per_seq, k_g=k_gpu,
-                     S_shared=shared_eff, note=f"paged allocation, batch {cfg.batch}")
-    A = tr.step("activation_bytes_per_gpu", "Activations / workspace per GPU", "A",
-                "2 * B * S * h * b_a / (tp * pp)", 2 * cfg.batch * ctx * m.hidden_size * 2 / (tp * pp), unit="B",
-                latex=r"\frac{2 \cdot [B] \cdot [S] \cdot [h] \cdot [b_a]}{[tp] \cdot [pp]}",
-                B=cfg.batch, S=ctx, h=m.hidden_size, b_a=2, tp=tp, pp=pp,
-                note="the textbook example workspace: two hidden-size buffers for the whole batch at full context "
-                     "(conservative; a chunked-prefill engine peaks lower)")
-    O = tr.step("overhead_bytes_per_gpu", "Runtime overhead per GPU", "O", "O_gib * GiB",
-                a.runtime_overhead_gib * GiB, unit="B", O_gib=a.runtime_overhead_gib, GiB=GiB,
-                note="CUDA context + framework + fragmentation (assumption runtime_overhead_gib)")
-    U = tr.step("total_bytes_per_gpu", "Total per GPU", "U", "W + KV + A + O", W + KV + A + O, unit="B",
-                W=W, KV=KV, A=A, O=O)
-    C = tr.step("capacity_bytes_per_gpu", "HBM capacity per GPU", "C", "C_gib * GiB", g.memory_bytes, unit="B",
-                C_gib=g.memory_gib, GiB=GiB, note=f"{g.name}: {g.memory_gib:g} GiB (vendor 'GB' of HBM is binary)")
-    usable = tr.step("usable_bytes_per_gpu", "Usable by the engine", "C_u", "C * u", C * a.gpu_mem_util, unit="B",
-                     C=C, u=a.gpu_mem_util, note="gpu_memory_utilization")
-    budget = tr.step("kv_budget_bytes_per_gpu", "Left for KV cache per GPU", "K_b", "C_u - O - W - A",
-                     usable - O - W - A, unit="B", C_u=usable, O=O, W=W, A=A)
+        KV = tr.step(
+            "kv_bytes_per_gpu",
+            "KV cache per GPU (batch)",
+            "KV",
+            "B * k_s + k_g * S_shared",
+            cfg.batch * per_seq + prefix_once,
+            unit="B",
+            B=cfg.batch,
+            k_s=per_seq,
+            k_g=k_gpu,
+            S_shared=shared_eff,
+            note=f"paged allocation, batch {cfg.batch}",
+        )
+    A = tr.step(
+        "activation_bytes_per_gpu",
+        "Activations / workspace per GPU",
+        "A",
+        "2 * B * S * h * b_a / (tp * pp)",
+        2 * cfg.batch * ctx * m.hidden_size * 2 / (tp * pp),
+        unit="B",
+        latex=r"\frac{2 \cdot [B] \cdot [S] \cdot [h] \cdot [b_a]}{[tp] \cdot [pp]}",
+        B=cfg.batch,
+        S=ctx,
+        h=m.hidden_size,
+        b_a=2,
+        tp=tp,
+        pp=pp,
+        note="the textbook example workspace: two hidden-size buffers for the whole batch at full context "
+        "(conservative; a chunked-prefill engine peaks lower)",
+    )
+    O = tr.step(
+        "overhead_bytes_per_gpu",
+        "Runtime overhead per GPU",
+        "O",
+        "O_gib * GiB",
+        a.runtime_overhead_gib * GiB,
+        unit="B",
+        O_gib=a.runtime_overhead_gib,
+        GiB=GiB,
+        note="CUDA context + framework + fragmentation (assumption runtime_overhead_gib)",
+    )
+    U = tr.step(
+        "total_bytes_per_gpu", "Total per GPU", "U", "W + KV + A + O", W + KV + A + O, unit="B", W=W, KV=KV, A=A, O=O
+    )
+    C = tr.step(
+        "capacity_bytes_per_gpu",
+        "HBM capacity per GPU",
+        "C",
+        "C_gib * GiB",
+        g.memory_bytes,
+        unit="B",
+        C_gib=g.memory_gib,
+        GiB=GiB,
+        note=f"{g.name}: {g.memory_gib:g} GiB (vendor 'GB' of HBM is binary)",
+    )
+    usable = tr.step(
+        "usable_bytes_per_gpu",
+        "Usable by the engine",
+        "C_u",
+        "C * u",
+        C * a.gpu_mem_util,
+        unit="B",
+        C=C,
+        u=a.gpu_mem_util,
+        note="gpu_memory_utilization",
+    )
+    budget = tr.step(
+        "kv_budget_bytes_per_gpu",
+        "Left for KV cache per GPU",
+        "K_b",
+        "C_u - O - W - A",
+        usable - O - W - A,
+        unit="B",
+        C_u=usable,
+        O=O,
+        W=W,
+        A=A,
+    )
     # a sequence always holds at least its newest token of its own (a prefix share close to 1 or an all-sliding
     # model must not make the per-sequence cost zero)
     n_paged: float = max(0, math.floor((budget - prefix_once) / max(per_seq, k_gpu)))
-    n_paged = tr.step("max_sequences", "Concurrent sequences per replica (paged)", "N",
-                      "max(0, floor((K_b - k_g * S_shared) / k_s))", n_paged, unit="seq",
-                      K_b=budget, k_g=k_gpu, S_shared=shared_eff, k_s=per_seq,
-                      note="whole paged blocks; every GPU of the replica holds its shard of each sequence")
-    n_contig = tr.step("max_sequences_contiguous", "Concurrent sequences per replica (contiguous)", "N_c",
-                       "max(0, floor(K_b / (k_g * S_max)))", max(0, math.floor(budget / (k_gpu * s_max))), unit="seq",
-                       K_b=budget, k_g=k_gpu, S_max=s_max,
-                       note=f"reserves the model's maximum context of {reserve:,} tokens per sequence up front")
+    n_paged = tr.step(
+        "max_sequences",
+        "Concurrent sequences per replica (paged)",
+        "N",
+        "max(0, floor((K_b - k_g * S_shared) / k_s))",
+        n_paged,
+        unit="seq",
+        K_b=budget,
+        k_g=k_gpu,
+        S_shared=shared_eff,
+        k_s=per_seq,
+        note="whole paged blocks; every GPU of the replica holds its shard of each sequence",
+    )
+    n_contig = tr.step(
+        "max_sequences_contiguous",
+        "Concurrent sequences per replica (contiguous)",
+        "N_c",
+        "max(0, floor(K_b / (k_g * S_max)))",
+        max(0, math.floor(budget / (k_gpu * s_max))),
+        unit="seq",
+        K_b=budget,
+        k_g=k_gpu,
+        S_max=s_max,
+        note=f"reserves the model's maximum context of {reserve:,} tokens per sequence up front",
+    )
     fits, reason = True, f"fits: {U / 1e9:.3g} GB of {usable / 1e9:.3g} GB usable ({C / 1e9:.3g} GB HBM)"
     if W + O + A > usable:
         fits = False
-        reason = (f"does not fit: weights {W / 1e9:.3g} GB + overhead {O / 1e9:.3g} GB + workspace {A / 1e9:.3g} GB "
-                  f"exceed the {usable / 1e9:.3g} GB usable per GPU; raise TP/PP, quantise the weights or pick a "
-                  "larger GPU")
+        reason = (
+            f"does not fit: weights {W / 1e9:.3g} GB + overhead {O / 1e9:.3g} GB + workspace {A / 1e9:.3g} GB "
+            f"exceed the {usable / 1e9:.3g} GB usable per GPU; raise TP/PP, quantise the weights or pick a "
+            "larger GPU"
+        )
     elif W + O > usable:
         fits = False
         reason = f"does not fit: the weights alone ({W / 1e9:.3g} GB per GPU) exceed usable memory"
     elif cfg.batch > (n_contig if cfg.kv_alloc == "contiguous" else n_paged):
         fits = False
         n_sel = n_contig if cfg.kv_alloc == "contiguous" else n_paged
-        reason = (f"does not fit: batch {cfg.batch} needs {KV / 1e9:.3g} GB of KV per GPU but {budget / 1e9:.3g} GB "
-                  f"is left; at most {n_sel} sequences of {ctx:,} tokens fit under {cfg.kv_alloc} allocation"
-                  + (f" ({n_paged} with paged allocation)" if cfg.kv_alloc == "contiguous" else ""))
+        reason = (
+            f"does not fit: batch {cfg.batch} needs {KV / 1e9:.3g} GB of KV per GPU but {budget / 1e9:.3g} GB "
+            f"is left; at most {n_sel} sequences of {ctx:,} tokens fit under {cfg.kv_alloc} allocation"
+            + (f" ({n_paged} with paged allocation)" if cfg.kv_alloc == "contiguous" else "")
+        )
     return ServingMemory(
-        weights_bytes_per_gpu=W, kv_bytes_per_token=k_t, kv_bytes_per_token_per_gpu=k_gpu,
-        kv_bytes_per_seq_per_gpu=per_seq, kv_bytes_per_gpu=KV, activation_bytes_per_gpu=A,
-        overhead_bytes_per_gpu=O, total_bytes_per_gpu=U, capacity_bytes_per_gpu=C, usable_bytes_per_gpu=usable,
-        kv_budget_bytes_per_gpu=budget, fits=fits, reason=reason, max_sequences=int(n_paged),
-        max_sequences_contiguous=int(n_contig), contiguous_reserved_tokens=reserve, replica_gpus=tp * pp,
-        replicas=cfg.dp, steps=tr.frozen())
+        weights_bytes_per_gpu=W,
+        kv_bytes_per_token=k_t,
+        kv_bytes_per_token_per_gpu=k_gpu,
+        kv_bytes_per_seq_per_gpu=per_seq,
+        kv_bytes_per_gpu=KV,
+        activation_bytes_per_gpu=A,
+        overhead_bytes_per_gpu=O,
+        total_bytes_per_gpu=U,
+        capacity_bytes_per_gpu=C,
+        usable_bytes_per_gpu=usable,
+        kv_budget_bytes_per_gpu=budget,
+        fits=fits,
+        reason=reason,
+        max_sequences=int(n_paged),
+        max_sequences_contiguous=int(n_contig),
+        contiguous_reserved_tokens=reserve,
+        replica_gpus=tp * pp,
+        replicas=cfg.dp,
+        steps=tr.frozen(),
+    )
 
 
 def sequences_vs_context(cfg: RabitConfig, contexts: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
@@ -269,6 +447,7 @@ def sequences_vs_context(cfg: RabitConfig, contexts: tuple[int, ...]) -> tuple[t
 
 
 # --- training ------------------------------------------------------------------------------------
+
 
 def lora_params(m: ModelArch, rank: int) -> float:
     """Trainable LoRA parameters: r x (d_in + d_out) on every attention and dense/shared MLP projection.
@@ -332,10 +511,22 @@ def stage_layers(num_layers: int, pp: int, vpp: int = 1) -> tuple[int, float]:
     return ls, num_layers / ls
 
 
-def training_memory_for(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace, *, dp: int,
-                        tp: int | None = None, pp: int | None = None, zero: int | None = None,
-                        micro_batch: int | None = None, recompute: str | None = None,
-                        ep: int | None = None, vpp: int = 1, micro_batches: int | None = None) -> TrainingMemory:
+def training_memory_for(
+    m: ModelArch,
+    g: GpuSpec,
+    cfg: RabitConfig,
+    tr: Trace,
+    *,
+    dp: int,
+    tp: int | None = None,
+    pp: int | None = None,
+    zero: int | None = None,
+    micro_batch: int | None = None,
+    recompute: str | None = None,
+    ep: int | None = None,
+    vpp: int = 1,
+    micro_batches: int | None = None,
+) -> TrainingMemory:
     """As :func:`training_memory` with the layout given explicitly (used by the layout search).
 
     Beyond the config's layout:
@@ -363,9 +554,18 @@ def training_memory_for(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace, *
     ppn = "pp"
     if L_s * pp != L:
         ppn = "p_e"
-        pp_eff = tr.step("p_e", "Effective pipeline split (heaviest stage)", "p_e", "L / (v * ceil(L / (pp * v)))",
-                         pp_eff, L=L, pp=pp, v=vpp, note=f"PP {pp} x {vpp} chunk(s) does not divide {L} layers: the "
-                                                        f"heaviest stage holds {L_s} layers and sets memory and time")
+        pp_eff = tr.step(
+            "p_e",
+            "Effective pipeline split (heaviest stage)",
+            "p_e",
+            "L / (v * ceil(L / (pp * v)))",
+            pp_eff,
+            L=L,
+            pp=pp,
+            v=vpp,
+            note=f"PP {pp} x {vpp} chunk(s) does not divide {L} layers: the "
+            f"heaviest stage holds {L_s} layers and sets memory and time",
+        )
     shard = tp * pp_eff
     split_experts = m.is_moe and ep > 1
     P_e = expert_params_total(m) if split_experts else 0.0
@@ -375,109 +575,318 @@ def training_memory_for(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace, *
     if cfg.lora_rank:
         n_train = lora_params(m, cfg.lora_rank)
         base_b = QLORA_BASE_BYTES if cfg.qlora else 2.0
-        note_w = (("QLoRA: frozen base in NF4 with double-quantised scales" if cfg.qlora else
-                   "LoRA: frozen BF16 base") + f"; rank-{cfg.lora_rank} adapters trainable")
+        note_w = (
+            "QLoRA: frozen base in NF4 with double-quantised scales" if cfg.qlora else "LoRA: frozen BF16 base"
+        ) + f"; rank-{cfg.lora_rank} adapters trainable"
         if split_experts:
-            Wb = tr.step("weight_bytes_per_gpu", "Weights per GPU", "W",
-                         f"(P_d * b_base + N_t * 2) / (tp * {ppn}) + P_exp * b_base / (ep * {ppn})",
-                         (P_d * base_b + n_train * ADAM_WEIGHT_B) / shard + P_e * base_b / (ep * pp_eff), unit="B",
-                         P_d=P_d, b_base=base_b, N_t=n_train, tp=tp, P_exp=P_e, ep=ep, **pv,
-                         note=note_w + "; routed experts split over EP")
+            Wb = tr.step(
+                "weight_bytes_per_gpu",
+                "Weights per GPU",
+                "W",
+                f"(P_d * b_base + N_t * 2) / (tp * {ppn}) + P_exp * b_base / (ep * {ppn})",
+                (P_d * base_b + n_train * ADAM_WEIGHT_B) / shard + P_e * base_b / (ep * pp_eff),
+                unit="B",
+                P_d=P_d,
+                b_base=base_b,
+                N_t=n_train,
+                tp=tp,
+                P_exp=P_e,
+                ep=ep,
+                **pv,
+                note=note_w + "; routed experts split over EP",
+            )
         else:
-            Wb = tr.step("weight_bytes_per_gpu", "Weights per GPU", "W", f"(P * b_base + N_t * 2) / (tp * {ppn})",
-                         (P * base_b + n_train * ADAM_WEIGHT_B) / shard, unit="B",
-                         latex=rf"\frac{{[P] \cdot [b_base] + [N_t] \cdot 2}}{{[tp] \cdot [{ppn}]}}",
-                         P=P, b_base=base_b, N_t=n_train, tp=tp, **pv, note=note_w)
+            Wb = tr.step(
+                "weight_bytes_per_gpu",
+                "Weights per GPU",
+                "W",
+                f"(P * b_base + N_t * 2) / (tp * {ppn})",
+                (P * base_b + n_train * ADAM_WEIGHT_B) / shard,
+                unit="B",
+                latex=rf"\frac{{[P] \cdot [b_base] + [N_t] \cdot 2}}{{[tp] \cdot [{ppn}]}}",
+                P=P,
+                b_base=base_b,
+                N_t=n_train,
+                tp=tp,
+                **pv,
+                note=note_w,
+            )
         zg = dp if zero >= 2 else 1
         zo = dp if zero >= 1 else 1
-        G = tr.step("gradient_bytes_per_gpu", "Gradients per GPU", "G", f"N_t * 2 / (tp * {ppn} * z_g)",
-                    n_train * ADAM_GRAD_B / (shard * zg), unit="B", N_t=n_train, tp=tp, **pv, z_g=zg,
-                    note="adapters only")
-        Ob = tr.step("optimizer_bytes_per_gpu", "Optimizer state per GPU", "S", f"N_t * 12 / (tp * {ppn} * z_o)",
-                     n_train * ADAM_OPTIM_B / (shard * zo), unit="B", N_t=n_train, tp=tp, **pv, z_o=zo,
-                     note="FP32 master, momentum and variance of the adapters")
+        G = tr.step(
+            "gradient_bytes_per_gpu",
+            "Gradients per GPU",
+            "G",
+            f"N_t * 2 / (tp * {ppn} * z_g)",
+            n_train * ADAM_GRAD_B / (shard * zg),
+            unit="B",
+            N_t=n_train,
+            tp=tp,
+            **pv,
+            z_g=zg,
+            note="adapters only",
+        )
+        Ob = tr.step(
+            "optimizer_bytes_per_gpu",
+            "Optimizer state per GPU",
+            "S",
+            f"N_t * 12 / (tp * {ppn} * z_o)",
+            n_train * ADAM_OPTIM_B / (shard * zo),
+            unit="B",
+            N_t=n_train,
+            tp=tp,
+            **pv,
+            z_o=zo,
+            note="FP32 master, momentum and variance of the adapters",
+        )
     elif split_experts:
         n_train = P
         zw, zg, zo = (dp if zero >= 3 else 1), (dp if zero >= 2 else 1), (dp if zero >= 1 else 1)
         ew, eg, eo = (edp if zero >= 3 else 1), (edp if zero >= 2 else 1), (edp if zero >= 1 else 1)
-        tr.step("expert_dp", "Expert data-parallel degree", "d_e", "tp * dp / ep", edp, tp=tp, dp=dp, ep=ep,
-                note="GPUs holding the same expert shard: ZeRO shards expert state over them")
-        Wb = tr.step("weight_bytes_per_gpu", "Weights per GPU", "W",
-                     f"2 * (P_d / (tp * {ppn} * z_w) + P_exp / (ep * {ppn} * z_we))",
-                     2 * (P_d / (shard * zw) + P_e / (ep * pp_eff * ew)), unit="B",
-                     P_d=P_d, P_exp=P_e, tp=tp, ep=ep, z_w=zw, z_we=ew, **pv,
-                     note="BF16; routed experts split over EP x PP, the rest over TP x PP"
-                          + ("; ZeRO-3 shards both over their DP groups" if zero >= 3 else ""))
-        G = tr.step("gradient_bytes_per_gpu", "Gradients per GPU", "G",
-                    f"2 * (P_d / (tp * {ppn} * z_g) + P_exp / (ep * {ppn} * z_ge))",
-                    2 * (P_d / (shard * zg) + P_e / (ep * pp_eff * eg)), unit="B",
-                    P_d=P_d, P_exp=P_e, tp=tp, ep=ep, z_g=zg, z_ge=eg, **pv, note="BF16 gradients")
-        Ob = tr.step("optimizer_bytes_per_gpu", "Optimizer state per GPU", "S",
-                     f"12 * (P_d / (tp * {ppn} * z_o) + P_exp / (ep * {ppn} * z_oe))",
-                     12 * (P_d / (shard * zo) + P_e / (ep * pp_eff * eo)), unit="B",
-                     P_d=P_d, P_exp=P_e, tp=tp, ep=ep, z_o=zo, z_oe=eo, **pv,
-                     note="FP32 master + Adam m and v = 12 B/param")
+        tr.step(
+            "expert_dp",
+            "Expert data-parallel degree",
+            "d_e",
+            "tp * dp / ep",
+            edp,
+            tp=tp,
+            dp=dp,
+            ep=ep,
+            note="GPUs holding the same expert shard: ZeRO shards expert state over them",
+        )
+        Wb = tr.step(
+            "weight_bytes_per_gpu",
+            "Weights per GPU",
+            "W",
+            f"2 * (P_d / (tp * {ppn} * z_w) + P_exp / (ep * {ppn} * z_we))",
+            2 * (P_d / (shard * zw) + P_e / (ep * pp_eff * ew)),
+            unit="B",
+            P_d=P_d,
+            P_exp=P_e,
+            tp=tp,
+            ep=ep,
+            z_w=zw,
+            z_we=ew,
+            **pv,
+            note="BF16; routed experts split over EP x PP, the rest over TP x PP"
+            + ("; ZeRO-3 shards both over their DP groups" if zero >= 3 else ""),
+        )
+        G = tr.step(
+            "gradient_bytes_per_gpu",
+            "Gradients per GPU",
+            "G",
+            f"2 * (P_d / (tp * {ppn} * z_g) + P_exp / (ep * {ppn} * z_ge))",
+            2 * (P_d / (shard * zg) + P_e / (ep * pp_eff * eg)),
+            unit="B",
+            P_d=P_d,
+            P_exp=P_e,
+            tp=tp,
+            ep=ep,
+            z_g=zg,
+            z_ge=eg,
+            **pv,
+            note="BF16 gradients",
+        )
+        Ob = tr.step(
+            "optimizer_bytes_per_gpu",
+            "Optimizer state per GPU",
+            "S",
+            f"12 * (P_d / (tp * {ppn} * z_o) + P_exp / (ep * {ppn} * z_oe))",
+            12 * (P_d / (shard * zo) + P_e / (ep * pp_eff * eo)),
+            unit="B",
+            P_d=P_d,
+            P_exp=P_e,
+            tp=tp,
+            ep=ep,
+            z_o=zo,
+            z_oe=eo,
+            **pv,
+            note="FP32 master + Adam m and v = 12 B/param",
+        )
     else:
         n_train = P
         zw = dp if zero >= 3 else 1
         zg = dp if zero >= 2 else 1
         zo = dp if zero >= 1 else 1
-        Wb = tr.step("weight_bytes_per_gpu", "Weights per GPU", "W", f"P * 2 / (tp * {ppn} * z_w)",
-                     P * ADAM_WEIGHT_B / (shard * zw), unit="B", P=P, tp=tp, **pv, z_w=zw,
-                     note=f"BF16 weights; ZeRO-{zero} shards them over DP {dp}" if zero >= 3 else "BF16 weights")
-        G = tr.step("gradient_bytes_per_gpu", "Gradients per GPU", "G", f"P * 2 / (tp * {ppn} * z_g)",
-                    P * ADAM_GRAD_B / (shard * zg), unit="B", P=P, tp=tp, **pv, z_g=zg,
-                    note="BF16 gradients" + (f", sharded over DP {dp}" if zero >= 2 else ""))
-        Ob = tr.step("optimizer_bytes_per_gpu", "Optimizer state per GPU", "S", f"P * 12 / (tp * {ppn} * z_o)",
-                     P * ADAM_OPTIM_B / (shard * zo), unit="B", P=P, tp=tp, **pv, z_o=zo,
-                     note="FP32 master + Adam m and v = 12 B/param" + (f", sharded over DP {dp}" if zero >= 1 else ""))
+        Wb = tr.step(
+            "weight_bytes_per_gpu",
+            "Weights per GPU",
+            "W",
+            f"P * 2 / (tp * {ppn} * z_w)",
+            P * ADAM_WEIGHT_B / (shard * zw),
+            unit="B",
+            P=P,
+            tp=tp,
+            **pv,
+            z_w=zw,
+            note=f"BF16 weights; ZeRO-{zero} shards them over DP {dp}" if zero >= 3 else "BF16 weights",
+        )
+        G = tr.step(
+            "gradient_bytes_per_gpu",
+            "Gradients per GPU",
+            "G",
+            f"P * 2 / (tp * {ppn} * z_g)",
+            P * ADAM_GRAD_B / (shard * zg),
+            unit="B",
+            P=P,
+            tp=tp,
+            **pv,
+            z_g=zg,
+            note="BF16 gradients" + (f", sharded over DP {dp}" if zero >= 2 else ""),
+        )
+        Ob = tr.step(
+            "optimizer_bytes_per_gpu",
+            "Optimizer state per GPU",
+            "S",
+            f"P * 12 / (tp * {ppn} * z_o)",
+            P * ADAM_OPTIM_B / (shard * zo),
+            unit="B",
+            P=P,
+            tp=tp,
+            **pv,
+            z_o=zo,
+            note="FP32 master + Adam m and v = 12 B/param" + (f", sharded over DP {dp}" if zero >= 1 else ""),
+        )
     per_layer = activation_bytes_per_layer(m, cfg.seq_len, mb, tp, rc, cfg.sequence_parallel)
-    tr.step("activation_bytes_per_layer", "Activations per layer per micro-batch", "a_l",
-            "a_l", per_layer, unit="B", a_l=per_layer,
-            note=f"Korthikanti et al. Table 2: recompute={rc}, sequence parallel={cfg.sequence_parallel}, "
-                 f"s={cfg.seq_len}, b={mb}, h={m.hidden_size}, a={m.num_heads}, t={tp}")
+    tr.step(
+        "activation_bytes_per_layer",
+        "Activations per layer per micro-batch",
+        "a_l",
+        "a_l",
+        per_layer,
+        unit="B",
+        a_l=per_layer,
+        note=f"Korthikanti et al. Table 2: recompute={rc}, sequence parallel={cfg.sequence_parallel}, "
+        f"s={cfg.seq_len}, b={mb}, h={m.hidden_size}, a={m.num_heads}, t={tp}",
+    )
     in_flight = pp if micro_batches is None else max(1, min(pp, micro_batches))
     f_v = 1 + (pp - 1) / (pp * vpp) if vpp > 1 else 1.0
     logits = 4 * cfg.seq_len * mb * m.vocab_size / tp
     if L_s * pp == L and in_flight == pp and vpp == 1:
         # 1F1B: the first stage holds pp micro-batches of L/pp layers = L layers' worth (Korthikanti sec. 4.2.3).
-        Act = tr.step("activation_bytes_per_gpu", "Activations per GPU", "A_t", "a_l * L + 4 * s * b * V / tp",
-                      per_layer * m.num_layers + logits, unit="B",
-                      latex=r"[a_l] \cdot [L] + \frac{4 [s] [b] [V]}{[tp]}",
-                      a_l=per_layer, L=m.num_layers, s=cfg.seq_len, b=mb, V=m.vocab_size, tp=tp,
-                      note="1F1B keeps PP micro-batches of L/PP layers in flight on the first stage; "
-                           "FP32 logits of the output layer")
+        Act = tr.step(
+            "activation_bytes_per_gpu",
+            "Activations per GPU",
+            "A_t",
+            "a_l * L + 4 * s * b * V / tp",
+            per_layer * m.num_layers + logits,
+            unit="B",
+            latex=r"[a_l] \cdot [L] + \frac{4 [s] [b] [V]}{[tp]}",
+            a_l=per_layer,
+            L=m.num_layers,
+            s=cfg.seq_len,
+            b=mb,
+            V=m.vocab_size,
+            tp=tp,
+            note="1F1B keeps PP micro-batches of L/PP layers in flight on the first stage; "
+            "FP32 logits of the output layer",
+        )
     else:
-        Act = tr.step("activation_bytes_per_gpu", "Activations per GPU", "A_t",
-                      "a_l * L_s * n_f * f_v + 4 * s * b * V / tp",
-                      per_layer * L_s * in_flight * f_v + logits, unit="B",
-                      latex=r"[a_l] \cdot [L_s] \cdot [n_f] \cdot [f_v] + \frac{4 [s] [b] [V]}{[tp]}",
-                      a_l=per_layer, L_s=L_s, n_f=in_flight, f_v=f_v, s=cfg.seq_len, b=mb, V=m.vocab_size, tp=tp,
-                      note=f"1F1B keeps min(PP, m) = {in_flight} micro-batches of {L_s} layers in flight on the "
-                           "first stage" + (f"; interleaving over {vpp} virtual stages adds (PP-1)/(PP v) "
-                                            "(Korthikanti sec. 4.2.3)" if vpp > 1 else "")
-                           + "; FP32 logits of the output layer")
-    Ov = tr.step("overhead_bytes_per_gpu", "Runtime overhead per GPU", "O", "O_gib * GiB",
-                 a.runtime_overhead_gib * GiB, unit="B", O_gib=a.runtime_overhead_gib, GiB=GiB)
+        Act = tr.step(
+            "activation_bytes_per_gpu",
+            "Activations per GPU",
+            "A_t",
+            "a_l * L_s * n_f * f_v + 4 * s * b * V / tp",
+            per_layer * L_s * in_flight * f_v + logits,
+            unit="B",
+            latex=r"[a_l] \cdot [L_s] \cdot [n_f] \cdot [f_v] + \frac{4 [s] [b] [V]}{[tp]}",
+            a_l=per_layer,
+            L_s=L_s,
+            n_f=in_flight,
+            f_v=f_v,
+            s=cfg.seq_len,
+            b=mb,
+            V=m.vocab_size,
+            tp=tp,
+            note=f"1F1B keeps min(PP, m) = {in_flight} micro-batches of {L_s} layers in flight on the "
+            "first stage"
+            + (
+                f"; interleaving over {vpp} virtual stages adds (PP-1)/(PP v) (Korthikanti sec. 4.2.3)"
+                if vpp > 1
+                else ""
+            )
+            + "; FP32 logits of the output layer",
+        )
+    Ov = tr.step(
+        "overhead_bytes_per_gpu",
+        "Runtime overhead per GPU",
+        "O",
+        "O_gib * GiB",
+        a.runtime_overhead_gib * GiB,
+        unit="B",
+        O_gib=a.runtime_overhead_gib,
+        GiB=GiB,
+    )
     if cfg.train_precision == "fp8" and not cfg.lora_rank:
-        W8 = tr.step("fp8_weight_bytes_per_gpu", "FP8 weight copies per GPU", "W_8", "W / 2", Wb / 2, unit="B", W=Wb,
-                     note="Transformer Engine caches an FP8 copy (1 B/param) of each weight across micro-batches")
-        total = tr.step("total_bytes_per_gpu", "Total per GPU", "U", "W + W_8 + G + S + A_t + O",
-                        Wb + W8 + G + Ob + Act + Ov, unit="B", W=Wb, W_8=W8, G=G, S=Ob, A_t=Act, O=Ov)
+        W8 = tr.step(
+            "fp8_weight_bytes_per_gpu",
+            "FP8 weight copies per GPU",
+            "W_8",
+            "W / 2",
+            Wb / 2,
+            unit="B",
+            W=Wb,
+            note="Transformer Engine caches an FP8 copy (1 B/param) of each weight across micro-batches",
+        )
+        total = tr.step(
+            "total_bytes_per_gpu",
+            "Total per GPU",
+            "U",
+            "W + W_8 + G + S + A_t + O",
+            Wb + W8 + G + Ob + Act + Ov,
+            unit="B",
+            W=Wb,
+            W_8=W8,
+            G=G,
+            S=Ob,
+            A_t=Act,
+            O=Ov,
+        )
     else:
         W8 = 0.0
-        total = tr.step("total_bytes_per_gpu", "Total per GPU", "U", "W + G + S + A_t + O", Wb + G + Ob + Act + Ov,
-                        unit="B", W=Wb, G=G, S=Ob, A_t=Act, O=Ov)
-    C = tr.step("capacity_bytes_per_gpu", "HBM capacity per GPU", "C", "C_gib * GiB", g.memory_bytes, unit="B",
-                C_gib=g.memory_gib, GiB=GiB)
+        total = tr.step(
+            "total_bytes_per_gpu",
+            "Total per GPU",
+            "U",
+            "W + G + S + A_t + O",
+            Wb + G + Ob + Act + Ov,
+            unit="B",
+            W=Wb,
+            G=G,
+            S=Ob,
+            A_t=Act,
+            O=Ov,
+        )
+    C = tr.step(
+        "capacity_bytes_per_gpu",
+        "HBM capacity per GPU",
+        "C",
+        "C_gib * GiB",
+        g.memory_bytes,
+        unit="B",
+        C_gib=g.memory_gib,
+        GiB=GiB,
+    )
     fits = total <= C
-    reason = (f"fits: {total / 1e9:.3g} GB of {C / 1e9:.3g} GB" if fits else
-              f"does not fit: {total / 1e9:.3g} GB per GPU exceeds {C / 1e9:.3g} GB; "
-              + _training_levers(cfg, dp, zero))
+    reason = (
+        f"fits: {total / 1e9:.3g} GB of {C / 1e9:.3g} GB"
+        if fits
+        else f"does not fit: {total / 1e9:.3g} GB per GPU exceeds {C / 1e9:.3g} GB; " + _training_levers(cfg, dp, zero)
+    )
     return TrainingMemory(
-        trainable_params=n_train, weight_bytes_per_gpu=Wb, gradient_bytes_per_gpu=G, optimizer_bytes_per_gpu=Ob,
-        activation_bytes_per_gpu=Act, overhead_bytes_per_gpu=Ov, total_bytes_per_gpu=total,
-        capacity_bytes_per_gpu=C, fits=fits, reason=reason, steps=tr.frozen(), fp8_weight_bytes_per_gpu=W8)
+        trainable_params=n_train,
+        weight_bytes_per_gpu=Wb,
+        gradient_bytes_per_gpu=G,
+        optimizer_bytes_per_gpu=Ob,
+        activation_bytes_per_gpu=Act,
+        overhead_bytes_per_gpu=Ov,
+        total_bytes_per_gpu=total,
+        capacity_bytes_per_gpu=C,
+        fits=fits,
+        reason=reason,
+        steps=tr.frozen(),
+        fp8_weight_bytes_per_gpu=W8,
+    )
 
 
 def kv_per_token_across_catalog(kv_dtype: str = "bf16") -> tuple[tuple[str, str, float], ...]:
@@ -485,8 +894,15 @@ def kv_per_token_across_catalog(kv_dtype: str = "bf16") -> tuple[tuple[str, str,
     from core import catalog
     from core.config import KV_BYTES
 
-    return tuple(sorted(((s, e.arch.attention_kind, kv_bytes_per_token(e.arch, KV_BYTES[kv_dtype]))
-                         for s, e in catalog.models().items()), key=lambda r: r[2]))
+    return tuple(
+        sorted(
+            (
+                (s, e.arch.attention_kind, kv_bytes_per_token(e.arch, KV_BYTES[kv_dtype]))
+                for s, e in catalog.models().items()
+            ),
+            key=lambda r: r[2],
+        )
+    )
 
 
 def training_memory_by_zero(cfg: RabitConfig) -> tuple[tuple[int, TrainingMemory], ...]:
@@ -511,6 +927,7 @@ def _training_levers(cfg: RabitConfig, dp: int, zero: int) -> str:
 
 def _smallest_nodes(cfg: RabitConfig, zero: int, max_nodes: int = 8192) -> tuple[int, TrainingMemory] | None:
     """The fewest nodes (same GPUs per node and TP/PP) on which the layout fits at this ZeRO stage, or None."""
+
     def at(n: int) -> TrainingMemory | None:
         try:
             return training_memory(cfg.with_(nodes=n, zero=zero))

@@ -88,8 +88,10 @@ class ModelArch(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> "ModelArch":
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_attention_heads ({self.num_heads}) must be a multiple of "
-                             f"num_key_value_heads ({self.num_kv_heads})")
+            raise ValueError(
+                f"num_attention_heads ({self.num_heads}) must be a multiple of "
+                f"num_key_value_heads ({self.num_kv_heads})"
+            )
         if self.num_experts and not (0 < self.experts_per_tok <= self.num_experts):
             raise ValueError("num_experts_per_tok must be between 1 and the number of experts")
         if self.num_experts and not self.moe_intermediate_size:
@@ -140,8 +142,11 @@ class ModelArch(BaseModel):
                 q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * self.num_heads * qk_head
             else:
                 q = h * self.num_heads * qk_head
-            kv = (h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
-                  + self.kv_lora_rank * self.num_heads * (self.qk_nope_head_dim + self.v_head_dim))
+            kv = (
+                h * (self.kv_lora_rank + self.qk_rope_head_dim)
+                + self.kv_lora_rank
+                + self.kv_lora_rank * self.num_heads * (self.qk_nope_head_dim + self.v_head_dim)
+            )
             o = self.num_heads * self.v_head_dim * h
             return q + kv + o
         q_dim = self.num_heads * self.head_dim
@@ -201,15 +206,25 @@ class ModelArch(BaseModel):
 
     def total_params(self) -> int:
         """All parameters (embeddings, every layer, final norm, LM head)."""
-        return (self.embedding_params() + self.lm_head_params() + self._norm()
-                + self.dense_layers * self.layer_params(False) + self.moe_layers * self.layer_params(True)
-                + self._ssm_delta())
+        return (
+            self.embedding_params()
+            + self.lm_head_params()
+            + self._norm()
+            + self.dense_layers * self.layer_params(False)
+            + self.moe_layers * self.layer_params(True)
+            + self._ssm_delta()
+        )
 
     def active_params(self) -> int:
         """Parameters touched by one token: routed experts counted top-k only."""
-        return (self.embedding_params() + self.lm_head_params() + self._norm()
-                + self.dense_layers * self.layer_params(False)
-                + self.moe_layers * self.layer_params(True, active=True) + self._ssm_delta())
+        return (
+            self.embedding_params()
+            + self.lm_head_params()
+            + self._norm()
+            + self.dense_layers * self.layer_params(False)
+            + self.moe_layers * self.layer_params(True, active=True)
+            + self._ssm_delta()
+        )
 
     def active_matmul_params(self) -> int:
         """Active parameters that do matrix work per token (input embedding is a lookup).
@@ -224,8 +239,12 @@ class ModelArch(BaseModel):
 
         Embeddings, LM head and norms stay in BF16 in published FP8/INT4/MXFP4 checkpoints.
         """
-        return self.total_params() - self.embedding_params() - self.lm_head_params() - self._norm() * (
-            2 * self.num_layers + 1)
+        return (
+            self.total_params()
+            - self.embedding_params()
+            - self.lm_head_params()
+            - self._norm() * (2 * self.num_layers + 1)
+        )
 
     # --- attention state -----------------------------------------------------------------------
     @property
@@ -265,13 +284,32 @@ class ModelArch(BaseModel):
 
 #: Architectures RA-BIT cannot size, by ``model_type``, with why (the message a user sees).
 UNSUPPORTED: dict[str, str] = {
-    **{t: "an encoder-only model: it produces embeddings, not generated tokens, so there is no decode or "
-          "KV cache to size" for t in ("bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert",
-                                        "electra", "albert", "camembert", "modernbert", "mpnet", "nomic_bert")},
-    **{t: "an encoder-decoder model: its cross-attention and encoder pass are not modelled"
-       for t in ("t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "whisper", "longt5", "switch_transformers")},
-    **{t: "a pure state-space model: it has no attention layers, and its recurrent state is not modelled"
-       for t in ("mamba", "mamba2", "falcon_mamba")},
+    **{
+        t: "an encoder-only model: it produces embeddings, not generated tokens, so there is no decode or "
+        "KV cache to size"
+        for t in (
+            "bert",
+            "roberta",
+            "xlm-roberta",
+            "deberta",
+            "deberta-v2",
+            "distilbert",
+            "electra",
+            "albert",
+            "camembert",
+            "modernbert",
+            "mpnet",
+            "nomic_bert",
+        )
+    },
+    **{
+        t: "an encoder-decoder model: its cross-attention and encoder pass are not modelled"
+        for t in ("t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "whisper", "longt5", "switch_transformers")
+    },
+    **{
+        t: "a pure state-space model: it has no attention layers, and its recurrent state is not modelled"
+        for t in ("mamba", "mamba2", "falcon_mamba")
+    },
     "rwkv": "a recurrent (RWKV) model: it has no attention layers, and its recurrent state is not modelled",
     "rwkv5": "a recurrent (RWKV) model: it has no attention layers, and its recurrent state is not modelled",
     "rwkv6": "a recurrent (RWKV) model: it has no attention layers, and its recurrent state is not modelled",
@@ -307,8 +345,7 @@ def _int(cfg: dict[str, Any], *keys: str, default: int | None = None, field: str
             if isinstance(v, float) and math.isfinite(v) and v.is_integer():
                 v = int(v)
             if isinstance(v, bool) or not isinstance(v, int):
-                raise ValueError(f"config.json field '{k}' must be an integer, not {type(v).__name__} "
-                                 f"{_short(v)}")
+                raise ValueError(f"config.json field '{k}' must be an integer, not {type(v).__name__} {_short(v)}")
             dom = ARCH_DOMAINS.get(field or k)
             if dom is not None:
                 dom.check(f"config.json field '{k}'", v)
@@ -373,8 +410,21 @@ def _ssm_mixer_params(cfg: dict[str, Any], h: int) -> int:
     rank = _int(cfg, "mamba_dt_rank", default=math.ceil(h / 16), field="hidden_size")
     conv_bias = _bool(cfg, "mamba_conv_bias", True)
     proj_bias = _bool(cfg, "mamba_proj_bias", False)
-    return (h * 2 * e + (2 * e if proj_bias else 0) + e * conv + (e if conv_bias else 0) + e * (rank + 2 * n)
-            + rank * e + e + e * n + e + e * h + (h if proj_bias else 0) + rank + 2 * n)
+    return (
+        h * 2 * e
+        + (2 * e if proj_bias else 0)
+        + e * conv
+        + (e if conv_bias else 0)
+        + e * (rank + 2 * n)
+        + rank * e
+        + e
+        + e * n
+        + e
+        + e * h
+        + (h if proj_bias else 0)
+        + rank
+        + 2 * n
+    )
 
 
 def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | None = None) -> ModelArch:
@@ -419,12 +469,21 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
     layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers", field="num_layers")
     heads = _int(cfg, "num_attention_heads", "n_head", field="num_heads")
     vocab = _int(cfg, "vocab_size", field="vocab_size")
-    for key, val in (("hidden_size", h), ("num_hidden_layers", layers), ("num_attention_heads", heads),
-                     ("vocab_size", vocab)):
+    for key, val in (
+        ("hidden_size", h),
+        ("num_hidden_layers", layers),
+        ("num_attention_heads", heads),
+        ("vocab_size", vocab),
+    ):
         if val is None:
-            raise ValueError(f"config.json is missing '{key}'" + (
-                f" (for {label}: the keys may sit in a nested config RA-BIT does not know)"
-                if any(isinstance(v, dict) for v in cfg.values()) else ""))
+            raise ValueError(
+                f"config.json is missing '{key}'"
+                + (
+                    f" (for {label}: the keys may sit in a nested config RA-BIT does not know)"
+                    if any(isinstance(v, dict) for v in cfg.values())
+                    else ""
+                )
+            )
     assert h is not None and layers is not None and heads is not None and vocab is not None
     if falcon:
         if _bool(cfg, "new_decoder_architecture", False):
@@ -440,8 +499,9 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
         raise ValueError(f"config.json: hidden_size {h} is smaller than num_attention_heads {heads}; give head_dim")
     n_experts = _int(cfg, "n_routed_experts", "num_local_experts", "num_experts", default=0, field="num_experts")
     moe_inter = _int(cfg, "moe_intermediate_size", default=0, field="moe_intermediate_size")
-    inter = _int(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=0,
-                 field="intermediate_size")
+    inter = _int(
+        cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=0, field="intermediate_size"
+    )
     n_shared = _int(cfg, "n_shared_experts", default=0, field="num_shared_experts")
     shared_inter = _int(cfg, "shared_expert_intermediate_size", default=0, field="shared_intermediate_size")
     first_dense = _int(cfg, "first_k_dense_replace", default=0, field="first_dense_layers")
@@ -467,8 +527,14 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
         offset = _int(cfg, "attn_layer_offset", default=4, field="num_layers")
         ssm_layers = layers - sum(1 for i in range(layers) if i % period == offset)
         ssm_params = _ssm_mixer_params(cfg, h)
-    max_ctx = _int(cfg, "max_position_embeddings", "n_positions", "n_ctx", default=4096 if not falcon else 2048,
-                   field="max_context")
+    max_ctx = _int(
+        cfg,
+        "max_position_embeddings",
+        "n_positions",
+        "n_ctx",
+        default=4096 if not falcon else 2048,
+        field="max_context",
+    )
     assert max_ctx is not None
     sliding_window = _int(cfg, "sliding_window", default=0, field="sliding_window") or 0
     if lt:
@@ -489,8 +555,13 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
     return ModelArch(
         slug=_clean_name(slug or (raw_name or mtype or "custom").split("/")[-1].lower()),
         name=_clean_name(name or raw_name or arch or mtype or "custom model"),
-        hidden_size=h, num_layers=layers, num_heads=heads, num_kv_heads=kv, head_dim=head_dim,
-        intermediate_size=inter, vocab_size=vocab,
+        hidden_size=h,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=head_dim,
+        intermediate_size=inter,
+        vocab_size=vocab,
         tie_embeddings=_bool(cfg, "tie_word_embeddings", gpt2_style or falcon or gemma),
         mlp_kind="gelu" if gpt2_style or falcon else "swiglu",
         norm_kind="layernorm" if gpt2_style or falcon else "rmsnorm",
@@ -500,7 +571,8 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
         qk_norm=mtype in ("qwen3", "qwen3_moe") or mtype.startswith("gemma3"),
         attention_sinks=is_gpt_oss,
         learned_pos_embeddings=(_int(cfg, "n_positions", default=0, field="learned_pos_embeddings") or 0)
-        if gpt2_style else 0,
+        if gpt2_style
+        else 0,
         max_context=max_ctx,
         num_experts=n_experts,
         experts_per_tok=_int(cfg, "num_experts_per_tok", "experts_per_token", default=0, field="experts_per_tok"),
@@ -514,6 +586,8 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
         qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", default=0),
         qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", default=0),
         v_head_dim=_int(cfg, "v_head_dim", default=0),
-        sliding_window=sliding_window, sliding_layers=sliding_layers,
-        ssm_layers=ssm_layers, ssm_mixer_params=ssm_params,
+        sliding_window=sliding_window,
+        sliding_layers=sliding_layers,
+        ssm_layers=ssm_layers,
+        ssm_mixer_params=ssm_params,
     )

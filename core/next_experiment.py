@@ -152,6 +152,7 @@ class NextExperiment(_F):
 
 # --- inputs and points ------------------------------------------------------------------------------------
 
+
 def uncertain_inputs(spec: NextExperimentSpec, baseline: Recommendation) -> tuple[UncertainInput, ...]:
     """The inputs to move: three per priced GPU kind the optimizer considered, then the workload."""
     goal = spec.goal
@@ -160,24 +161,56 @@ def uncertain_inputs(spec: NextExperimentSpec, baseline: Recommendation) -> tupl
     for kind in ("decode", "prefill", "comm"):
         name = ASSUMPTION_OF[kind]
         info = REGISTRY[name]
-        what = {"decode": "Decode efficiency (memory-bandwidth utilisation)",
-                "prefill": "Prefill efficiency (compute-efficiency ceiling)",
-                "comm": "Communication efficiency (collective bus bandwidth / link peak)"}[kind]
+        what = {
+            "decode": "Decode efficiency (memory-bandwidth utilisation)",
+            "prefill": "Prefill efficiency (compute-efficiency ceiling)",
+            "comm": "Communication efficiency (collective bus bandwidth / link peak)",
+        }[kind]
         for g in kinds:
-            out.append(UncertainInput(key=f"{kind}:{g}", kind=kind, gpu=g, label=f"{what} on {g}",
-                                      base=getattr(goal.assumptions_for(g), name), low=info.low, high=info.high,
-                                      unit=info.unit, source=info.source))
+            out.append(
+                UncertainInput(
+                    key=f"{kind}:{g}",
+                    kind=kind,
+                    gpu=g,
+                    label=f"{what} on {g}",
+                    base=getattr(goal.assumptions_for(g), name),
+                    low=info.low,
+                    high=info.high,
+                    unit=info.unit,
+                    source=info.source,
+                )
+            )
     i_mean, o_mean = goal.workload.mean_lengths()
     if goal.workload.trace is None:
-        for kind, mean, frac, label in (("prompt", i_mean, spec.prompt_spread_frac, "Mean prompt length"),
-                                        ("output", o_mean, spec.output_spread_frac, "Mean output length")):
-            out.append(UncertainInput(key=kind, kind=kind, label=label, base=mean, low=mean * (1 + frac),  # type: ignore[arg-type]
-                                      high=max(1.0, mean * (1 - frac)), unit="tokens",
-                                      source=f"your spread: +-{frac:.0%} of the analysis's mean"))
+        for kind, mean, frac, label in (
+            ("prompt", i_mean, spec.prompt_spread_frac, "Mean prompt length"),
+            ("output", o_mean, spec.output_spread_frac, "Mean output length"),
+        ):
+            out.append(
+                UncertainInput(
+                    key=kind,
+                    kind=kind,
+                    label=label,
+                    base=mean,
+                    low=mean * (1 + frac),  # type: ignore[arg-type]
+                    high=max(1.0, mean * (1 - frac)),
+                    unit="tokens",
+                    source=f"your spread: +-{frac:.0%} of the analysis's mean",
+                )
+            )
     r, frac = goal.rate_per_s, spec.rate_spread_frac
-    out.append(UncertainInput(key="rate", kind="rate", label="Arrival rate", base=r, low=r * (1 + frac),
-                              high=r * (1 - frac), unit="requests/s",
-                              source=f"your spread: +-{frac:.0%} of the analysis's rate"))
+    out.append(
+        UncertainInput(
+            key="rate",
+            kind="rate",
+            label="Arrival rate",
+            base=r,
+            low=r * (1 + frac),
+            high=r * (1 - frac),
+            unit="requests/s",
+            source=f"your spread: +-{frac:.0%} of the analysis's rate",
+        )
+    )
     return tuple(out)
 
 
@@ -231,8 +264,10 @@ def changes(base: Pick | None, new: Pick | None) -> tuple[str, ...]:
     if new.gpu != base.gpu:
         out.append(f"GPU kind {base.gpu} -> {new.gpu}")
     if (new.gpus_per_replica, new.tp, new.pp) != (base.gpus_per_replica, base.tp, base.pp):
-        out.append(f"layout {base.gpus_per_replica} GPUs TP {base.tp} PP {base.pp} -> "
-                   f"{new.gpus_per_replica} GPUs TP {new.tp} PP {new.pp}")
+        out.append(
+            f"layout {base.gpus_per_replica} GPUs TP {base.tp} PP {base.pp} -> "
+            f"{new.gpus_per_replica} GPUs TP {new.tp} PP {new.pp}"
+        )
     if (new.weights, new.kv_dtype) != (base.weights, base.kv_dtype):
         out.append(f"precision {base.weights}/{base.kv_dtype} KV -> {new.weights}/{new.kv_dtype} KV")
     if new.replicas != base.replicas:
@@ -241,6 +276,7 @@ def changes(base: Pick | None, new: Pick | None) -> tuple[str, ...]:
 
 
 # --- measurements --------------------------------------------------------------------------------------
+
 
 @lru_cache(maxsize=64)
 def hf_repo(model_slug: str) -> str:
@@ -258,8 +294,9 @@ def _model_arg(goal: ServingGoal) -> str:
     return hf_repo(goal.model)
 
 
-def _replica_on(gpu: str, baseline: Recommendation, pts: tuple[Point, ...], flips: list[Pick | None]) -> \
-        tuple[int, int, int, str, str, int]:
+def _replica_on(
+    gpu: str, baseline: Recommendation, pts: tuple[Point, ...], flips: list[Pick | None]
+) -> tuple[int, int, int, str, str, int]:
     """(GPUs, TP, PP, weights, KV, replicas) of the replica to benchmark on ``gpu``: the baseline's if it runs
     there, else the one a flip leads to there, else that kind's cheapest screened candidate."""
     for p in [baseline.recommendation, *flips]:
@@ -285,79 +322,125 @@ def _quant_flags(weights: str, kv: str) -> str:
 
 def _checkpoint_note(weights: str) -> str:
     """A shell comment naming the checkpoint a 4-bit format needs (vLLM reads them pre-quantized)."""
-    return {"int4": "  # use an INT4 (AWQ or GPTQ) checkpoint of this model",
-            "nvfp4": "  # use an NVFP4 checkpoint of this model (e.g. from NVIDIA Model Optimizer)"}.get(weights, "")
+    return {
+        "int4": "  # use an INT4 (AWQ or GPTQ) checkpoint of this model",
+        "nvfp4": "  # use an NVFP4 checkpoint of this model (e.g. from NVIDIA Model Optimizer)",
+    }.get(weights, "")
 
 
-def measurement(inp: UncertainInput, spec: NextExperimentSpec, baseline: Recommendation, pts: tuple[Point, ...],
-                flips: list[Pick | None], prices: tuple[Price, ...]) -> dict:
+def measurement(
+    inp: UncertainInput,
+    spec: NextExperimentSpec,
+    baseline: Recommendation,
+    pts: tuple[Point, ...],
+    flips: list[Pick | None],
+    prices: tuple[Price, ...],
+) -> dict:
     """The benchmark that pins ``inp`` down: command, GPUs held, duration, GPU-hours and cost."""
     goal, cons = spec.goal, spec.constraints
     i_mean, o_mean = goal.workload.mean_lengths()
     I, O = max(1, round(i_mean)), max(1, round(o_mean))
     model = _model_arg(goal)
-    then = ("Upload the result JSON on the Calibration page (it imports vllm bench serve --save-result and "
-            "vllm bench throughput --output-json): the measured figure replaces the assumption and the "
-            "recommendation is re-run.")
+    then = (
+        "Upload the result JSON on the Calibration page (it imports vllm bench serve --save-result and "
+        "vllm bench throughput --output-json): the measured figure replaces the assumption and the "
+        "recommendation is re-run."
+    )
     if inp.kind in ("prompt", "output", "rate"):
-        metric = {"prompt": ("vllm:request_prompt_tokens", "mean prompt tokens"),
-                  "output": ("vllm:request_generation_tokens", "mean output tokens"),
-                  "rate": ("vllm:request_success_total", "requests/s")}[inp.kind]
+        metric = {
+            "prompt": ("vllm:request_prompt_tokens", "mean prompt tokens"),
+            "output": ("vllm:request_generation_tokens", "mean output tokens"),
+            "rate": ("vllm:request_success_total", "requests/s"),
+        }[inp.kind]
         if inp.kind == "rate":
             q = "sum(rate(vllm:request_success_total[1h]))"
         else:
             q = f"sum(rate({metric[0]}_sum[1h])) / sum(rate({metric[0]}_count[1h]))"
-        cmd = (f"curl -sG http://PROMETHEUS:9090/api/v1/query --data-urlencode {shlex.quote('query=' + q)}"
-               f"  # {metric[1]} over the last hour of production traffic (or count it in your request logs)")
-        return {"measurement": f"read the {metric[1]} from production traffic or request logs (no GPU time)",
-                    "gpu": None, "gpus": 0, "duration_s": 0.0, "gpu_hours": 0.0, "cost_usd": 0.0, "command": cmd,
-                    "then": "Enter the measured value as the analysis's input and re-run."}
+        cmd = (
+            f"curl -sG http://PROMETHEUS:9090/api/v1/query --data-urlencode {shlex.quote('query=' + q)}"
+            f"  # {metric[1]} over the last hour of production traffic (or count it in your request logs)"
+        )
+        return {
+            "measurement": f"read the {metric[1]} from production traffic or request logs (no GPU time)",
+            "gpu": None,
+            "gpus": 0,
+            "duration_s": 0.0,
+            "gpu_hours": 0.0,
+            "cost_usd": 0.0,
+            "command": cmd,
+            "then": "Enter the measured value as the analysis's input and re-run.",
+        }
     assert inp.gpu is not None
     n, tp, pp, w, kv, replicas = _replica_on(inp.gpu, baseline, pts, flips)
     price = gpu_price(inp.gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
     usd = price.usd_per_gpu_hour if price else 0.0
     arch = goal.custom_model if goal.custom_model is not None else catalog.model(goal.model)
     from core.config import WEIGHT_BYTES
+
     load_s = BENCH_SETUP_FIXED_S + arch.total_params() * WEIGHT_BYTES.get(w, 2.0) / n / WEIGHT_LOAD_BYTES_PER_S
-    serve = (f"vllm serve {model} --tensor-parallel-size {tp}"
-             + (f" --pipeline-parallel-size {pp}" if pp > 1 else "") + _quant_flags(w, kv)
-             + f" --max-model-len {I + O + 64} &{_checkpoint_note(w)}")
+    serve = (
+        f"vllm serve {model} --tensor-parallel-size {tp}"
+        + (f" --pipeline-parallel-size {pp}" if pp > 1 else "")
+        + _quant_flags(w, kv)
+        + f" --max-model-len {I + O + 64} &{_checkpoint_note(w)}"
+    )
     if inp.kind == "decode":
         rate = goal.rate_per_s / max(1, replicas)
         prompts = max(BENCH_MIN_PROMPTS, math.ceil(rate * BENCH_STEADY_S))
         dur = load_s + prompts / rate
-        cmd = (f"{serve}\nuntil curl -sf localhost:8000/health; do sleep 10; done  # the server is up\n"
-               f"vllm bench serve --model {model} --dataset-name random --random-input-len {I} "
-               f"--random-output-len {O} --request-rate {rate:.4g} --num-prompts {prompts} --save-result "
-               f"--result-filename decode-{inp.gpu}-tp{tp}.json")
-        what = (f"vllm bench serve on one replica of {n} x {inp.gpu} (TP {tp}{f' PP {pp}' if pp > 1 else ''}) "
-                f"at the analysis's per-replica rate: TPOT/ITL pins the decode efficiency")
+        cmd = (
+            f"{serve}\nuntil curl -sf localhost:8000/health; do sleep 10; done  # the server is up\n"
+            f"vllm bench serve --model {model} --dataset-name random --random-input-len {I} "
+            f"--random-output-len {O} --request-rate {rate:.4g} --num-prompts {prompts} --save-result "
+            f"--result-filename decode-{inp.gpu}-tp{tp}.json"
+        )
+        what = (
+            f"vllm bench serve on one replica of {n} x {inp.gpu} (TP {tp}{f' PP {pp}' if pp > 1 else ''}) "
+            f"at the analysis's per-replica rate: TPOT/ITL pins the decode efficiency"
+        )
     elif inp.kind == "prefill":
         dur = load_s + 120.0
-        cmd = (f"vllm bench throughput --model {model} --tensor-parallel-size {tp}"
-               + (f" --pipeline-parallel-size {pp}" if pp > 1 else "") + _quant_flags(w, kv)
-               + f" --input-len {I} --output-len 1 --num-prompts {PREFILL_PROMPTS} "
-               f"--output-json prefill-{inp.gpu}-tp{tp}.json{_checkpoint_note(w)}")
-        what = (f"vllm bench throughput with one output token on {n} x {inp.gpu} (TP {tp}): prompt tokens/s "
-                "pins the prefill efficiency")
+        cmd = (
+            f"vllm bench throughput --model {model} --tensor-parallel-size {tp}"
+            + (f" --pipeline-parallel-size {pp}" if pp > 1 else "")
+            + _quant_flags(w, kv)
+            + f" --input-len {I} --output-len 1 --num-prompts {PREFILL_PROMPTS} "
+            f"--output-json prefill-{inp.gpu}-tp{tp}.json{_checkpoint_note(w)}"
+        )
+        what = (
+            f"vllm bench throughput with one output token on {n} x {inp.gpu} (TP {tp}): prompt tokens/s "
+            "pins the prefill efficiency"
+        )
     else:  # comm
         n = tp if tp >= 2 else max(2, min(8, catalog.gpu(inp.gpu).scale_up_domain))
         dur = NCCL_SWEEP_S
         tool = "rccl-tests" if catalog.gpu(inp.gpu).vendor == "amd" else "nccl-tests"
-        cmd = (f"./build/all_reduce_perf -b 8 -e 1G -f 2 -g {n}  # {tool}, one node of {inp.gpu}; "
-               "busbw at 1 GiB / link peak pins the communication efficiency")
+        cmd = (
+            f"./build/all_reduce_perf -b 8 -e 1G -f 2 -g {n}  # {tool}, one node of {inp.gpu}; "
+            "busbw at 1 GiB / link peak pins the communication efficiency"
+        )
         what = f"{tool} all_reduce_perf on {n} x {inp.gpu} (the tensor-parallel group's fabric)"
         then = "Enter busbw / link peak as the communication efficiency (assumption comm_bw_eff) and re-run."
     gpu_hours = n * dur / 3600.0
-    return {"measurement": what, "gpu": inp.gpu, "gpus": n, "duration_s": dur, "gpu_hours": gpu_hours,
-                "cost_usd": gpu_hours * usd, "command": cmd, "then": then}
+    return {
+        "measurement": what,
+        "gpu": inp.gpu,
+        "gpus": n,
+        "duration_s": dur,
+        "gpu_hours": gpu_hours,
+        "cost_usd": gpu_hours * usd,
+        "command": cmd,
+        "then": then,
+    }
 
 
 def training_step_command(model: str, gpus: int, tp: int, pp: int, seq_len: int, micro_batch: int = 1) -> str:
     """A short training-step benchmark for MFU (Megatron-LM, 20 iterations on mock data)."""
-    return (f"torchrun --nproc-per-node {gpus} pretrain_gpt.py --tensor-model-parallel-size {tp} "
-            f"--pipeline-model-parallel-size {pp} --seq-length {seq_len} --micro-batch-size {micro_batch} "
-            f"--train-iters 20 --mock-data --bf16 --log-throughput  # model {model}; MFU from the logged TFLOP/s")
+    return (
+        f"torchrun --nproc-per-node {gpus} pretrain_gpt.py --tensor-model-parallel-size {tp} "
+        f"--pipeline-model-parallel-size {pp} --seq-length {seq_len} --micro-batch-size {micro_batch} "
+        f"--train-iters 20 --mock-data --bf16 --log-throughput  # model {model}; MFU from the logged TFLOP/s"
+    )
 
 
 # --- the analysis ------------------------------------------------------------------------------------
@@ -373,8 +456,9 @@ _Task = tuple[int, tuple[float, ...]]
 _Result = tuple[tuple[Point, ...], list, str]
 
 
-def out_of_reach(spec: NextExperimentSpec, prices: tuple[Price, ...], base_pick: Pick | None,
-                 inp: UncertainInput) -> str:
+def out_of_reach(
+    spec: NextExperimentSpec, prices: tuple[Price, ...], base_pick: Pick | None, inp: UncertainInput
+) -> str:
     """Why no point of a per-GPU input's range can flip the decision without re-running it, or "".
 
     For a GPU kind other than today's, the optimizer simulates that kind's candidates only while their
@@ -388,35 +472,64 @@ def out_of_reach(spec: NextExperimentSpec, prices: tuple[Price, ...], base_pick:
     from core.optimizer import screen
 
     one = spec.constraints.model_copy(update={"gpus_allowed": (inp.gpu,)})
-    cands = [c for c in screen(moved_goal(spec.goal, inp, inp.high), one, prices)
-             if not c.pruned and c.cost_per_hour is not None]
+    cands = [
+        c
+        for c in screen(moved_goal(spec.goal, inp, inp.high), one, prices)
+        if not c.pruned and c.cost_per_hour is not None
+    ]
     if not cands:
-        return (f"no {inp.gpu} configuration survives the screen even at the optimistic bound "
-                f"({inp.high:g}): the choice cannot move to {inp.gpu}")
+        return (
+            f"no {inp.gpu} configuration survives the screen even at the optimistic bound "
+            f"({inp.high:g}): the choice cannot move to {inp.gpu}"
+        )
     cheapest = min(c.cost_per_hour or math.inf for c in cands)
     if cheapest > base_pick.cost_per_hour:
-        return (f"even at the optimistic bound ({inp.high:g}) the cheapest {inp.gpu} configuration is estimated "
-                f"at ${cheapest:,.2f}/h, above today's ${base_pick.cost_per_hour:,.2f}/h: no point of the range "
-                "can flip the decision")
+        return (
+            f"even at the optimistic bound ({inp.high:g}) the cheapest {inp.gpu} configuration is estimated "
+            f"at ${cheapest:,.2f}/h, above today's ${base_pick.cost_per_hour:,.2f}/h: no point of the range "
+            "can flip the decision"
+        )
     return ""
 
 
-def _run_task(spec: NextExperimentSpec, prices: tuple[Price, ...], memo: dict, base_pick: Pick | None,
-              inp: UncertainInput, values: tuple[float, ...], tick: Callable[[str], None]) -> _Result:
+def _run_task(
+    spec: NextExperimentSpec,
+    prices: tuple[Price, ...],
+    memo: dict,
+    base_pick: Pick | None,
+    inp: UncertainInput,
+    values: tuple[float, ...],
+    tick: Callable[[str], None],
+) -> _Result:
     note = out_of_reach(spec, prices, base_pick, inp) if len(values) > 1 else ""
     pts: list[Point] = []
     flips: list[Pick | None] = []
     for v in values:
         tick(f"{inp.label} = {v:.4g}")
         if note:
-            pts.append(Point(value=v, choice=base_pick.label if base_pick else NOTHING, flipped=False, changes=(),
-                             cost_per_hour=base_pick.cost_per_hour if base_pick else None, rerun=False))
+            pts.append(
+                Point(
+                    value=v,
+                    choice=base_pick.label if base_pick else NOTHING,
+                    flipped=False,
+                    changes=(),
+                    cost_per_hour=base_pick.cost_per_hour if base_pick else None,
+                    rerun=False,
+                )
+            )
             continue
         rec = recommend(moved_goal(spec.goal, inp, v), spec.constraints, prices, memo=memo, alternatives=False)
         pick = _choice(rec)
         diff = changes(base_pick, pick)
-        pts.append(Point(value=v, choice=pick.label if pick else NOTHING, flipped=bool(diff), changes=diff,
-                         cost_per_hour=pick.cost_per_hour if pick else None))
+        pts.append(
+            Point(
+                value=v,
+                choice=pick.label if pick else NOTHING,
+                flipped=bool(diff),
+                changes=diff,
+                cost_per_hour=pick.cost_per_hour if pick else None,
+            )
+        )
         if diff:
             flips.append(pick)
     return tuple(pts), flips, note
@@ -446,7 +559,9 @@ def _child(conn, counter, tasks, spec, prices, memo, base_pick, inputs) -> None:
     try:
         while (i := _take(counter, len(tasks))) is not None:
             k, values = tasks[i]
-            res = _run_task(spec, prices, memo, base_pick, inputs[k], values, lambda lab: conn.send(("tick", lab, None)))
+            res = _run_task(
+                spec, prices, memo, base_pick, inputs[k], values, lambda lab: conn.send(("tick", lab, None))
+            )
             conn.send(("result", i, res))
         conn.send(("done", None, None))
     except BaseException as exc:  # noqa: BLE001 - the parent runs whatever is left
@@ -461,6 +576,7 @@ def _child(conn, counter, tasks, spec, prices, memo, base_pick, inputs) -> None:
 def _tasks(spec: NextExperimentSpec, inputs: tuple[UncertainInput, ...], base_pick: Pick | None) -> list[_Task]:
     """Heaviest first (each workload point re-screens every kind and re-simulates; today's kind re-simulates its
     candidates; other kinds mostly end at the out-of-reach check), so two processes finish together."""
+
     def order(k: int) -> int:
         gpu = inputs[k].gpu
         return 0 if gpu is None else 1 if base_pick is not None and gpu == base_pick.gpu else 2
@@ -475,8 +591,12 @@ def _tasks(spec: NextExperimentSpec, inputs: tuple[UncertainInput, ...], base_pi
     return out
 
 
-def next_experiment(spec: NextExperimentSpec, prices: tuple[Price, ...] | None = None,
-                    progress: Progress | None = None, workers: int = 2) -> NextExperiment:
+def next_experiment(
+    spec: NextExperimentSpec,
+    prices: tuple[Price, ...] | None = None,
+    progress: Progress | None = None,
+    workers: int = 2,
+) -> NextExperiment:
     """Move every uncertain input across its range, re-run the optimizer, rank the measurements.
 
     ``progress``: optional ``(done, total, label)`` callable (called, never stored). ``workers``: 2 shares the
@@ -504,12 +624,14 @@ def next_experiment(spec: NextExperimentSpec, prices: tuple[Price, ...] | None =
     conn = proc = None
     if workers > 1 and len(tasks) > 1:
         import multiprocessing as mp
+
         try:
             ctx = mp.get_context("fork")
             counter = ctx.Value("i", 0)
             conn, child_end = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(child_end, counter, tasks, spec, prices, memo, base_pick, inputs),
-                               daemon=True)
+            proc = ctx.Process(
+                target=_child, args=(child_end, counter, tasks, spec, prices, memo, base_pick, inputs), daemon=True
+            )
             proc.start()
             child_end.close()
         except (ValueError, OSError):  # no fork here, or no process to spare: run everything in this one
@@ -573,8 +695,9 @@ def next_experiment(spec: NextExperimentSpec, prices: tuple[Price, ...] | None =
             note = "no spread given: the value is taken as known"
         m = measurement(inp, spec, baseline, pts, flips, prices)
         experiments.append(Experiment(input=inp, points=pts, flip_chance=chance, flips_to=flips_to, note=note, **m))
-    ranked = sorted((e for e in experiments if e.flip_chance > 0),
-                    key=lambda e: (-e.score, -e.flip_chance, e.cost_usd, e.input.key))
+    ranked = sorted(
+        (e for e in experiments if e.flip_chance > 0), key=lambda e: (-e.score, -e.flip_chance, e.cost_usd, e.input.key)
+    )
     stable = tuple(e for e in experiments if e.flip_chance == 0)
     return NextExperiment(spec=spec, baseline=baseline, experiments=tuple(ranked), stable=stable, reruns=total)
 
@@ -650,8 +773,9 @@ def _pick_option(options: list):
     return min(meeting, key=lambda o: o.cost_usd) if meeting else None
 
 
-def next_training_experiment(spec: TrainingExperimentSpec, prices: tuple[Price, ...] | None = None,
-                             progress: Progress | None = None) -> TrainingNextExperiment:
+def next_training_experiment(
+    spec: TrainingExperimentSpec, prices: tuple[Price, ...] | None = None, progress: Progress | None = None
+) -> TrainingNextExperiment:
     """Which measurement could change the training recommendation: the training efficiency (``mfu_train``) and
     the communication efficiency of every priced GPU kind, each across its registry range.
 
@@ -677,12 +801,24 @@ def next_training_experiment(spec: TrainingExperimentSpec, prices: tuple[Price, 
     for kind in ("train", "comm"):
         name = TRAIN_ASSUMPTION_OF[kind]
         info = REGISTRY[name]
-        what = {"train": "Training efficiency (MFU ceiling)",
-                "comm": "Communication efficiency (collective bus bandwidth / link peak)"}[kind]
+        what = {
+            "train": "Training efficiency (MFU ceiling)",
+            "comm": "Communication efficiency (collective bus bandwidth / link peak)",
+        }[kind]
         for g in sorted(by_kind):
-            inputs.append(UncertainInput(key=f"{kind}:{g}", kind=kind, gpu=g,  # type: ignore[arg-type]
-                                         label=f"{what} on {g}", base=getattr(cfg.assumptions, name), low=info.low,
-                                         high=info.high, unit=info.unit, source=info.source))
+            inputs.append(
+                UncertainInput(
+                    key=f"{kind}:{g}",
+                    kind=kind,
+                    gpu=g,  # type: ignore[arg-type]
+                    label=f"{what} on {g}",
+                    base=getattr(cfg.assumptions, name),
+                    low=info.low,
+                    high=info.high,
+                    unit=info.unit,
+                    source=info.source,
+                )
+            )
     plan = [(inp, points(inp, spec.points_per_side)) for inp in inputs]
     total = sum(len(v) for _, v in plan)
     done = 0
@@ -695,18 +831,26 @@ def next_training_experiment(spec: TrainingExperimentSpec, prices: tuple[Price, 
         if base is not None and inp.gpu != base.gpu:
             best = option(gpu, name, inp.high)
             if best is None or not best.meets_deadline or (best.cost_usd or math.inf) > (base.cost_usd or 0):
-                note = (f"even at the optimistic bound ({inp.high:g}) {inp.gpu} "
-                        + ("misses the deadline" if best is None or not best.meets_deadline else
-                           f"costs ${best.cost_usd:,.0f}, above today's ${base.cost_usd:,.0f}")
-                        + ": no point of the range can flip the decision")
+                note = (
+                    f"even at the optimistic bound ({inp.high:g}) {inp.gpu} "
+                    + (
+                        "misses the deadline"
+                        if best is None or not best.meets_deadline
+                        else f"costs ${best.cost_usd:,.0f}, above today's ${base.cost_usd:,.0f}"
+                    )
+                    + ": no point of the range can flip the decision"
+                )
         pts: list[Point] = []
         for v in values:
             if progress:
                 progress(done, total, f"{inp.label} = {v:.4g}")
             done += 1
             if note:
-                pts.append(Point(value=v, choice=_train_label(base), flipped=False, changes=(),
-                                 cost_per_hour=None, rerun=False))
+                pts.append(
+                    Point(
+                        value=v, choice=_train_label(base), flipped=False, changes=(), cost_per_hour=None, rerun=False
+                    )
+                )
                 continue
             new = _pick_option([option(gpu, name, v) if k == gpu else o for k, o in by_kind.items()])
             diff = _train_changes(base, new)
@@ -719,25 +863,57 @@ def next_training_experiment(spec: TrainingExperimentSpec, prices: tuple[Price, 
         usd = price.usd_per_gpu_hour if price else 0.0
         if inp.key.startswith("train:"):
             tp = min(node, 8)
-            cmd = training_step_command(arch.slug if cfg.custom_model is not None else hf_repo(cfg.model), node, tp, 1,
-                                        cfg.seq_len, cfg.micro_batch)
-            dur, what = TRAIN_BENCH_S, (f"a short training-step benchmark on one node of {node} x {inp.gpu}: the "
-                                        "logged TFLOP/s per GPU over peak pins the MFU")
+            cmd = training_step_command(
+                arch.slug if cfg.custom_model is not None else hf_repo(cfg.model),
+                node,
+                tp,
+                1,
+                cfg.seq_len,
+                cfg.micro_batch,
+            )
+            dur, what = (
+                TRAIN_BENCH_S,
+                (
+                    f"a short training-step benchmark on one node of {node} x {inp.gpu}: the "
+                    "logged TFLOP/s per GPU over peak pins the MFU"
+                ),
+            )
             then = "Enter the measured MFU as the training efficiency (assumption mfu_train) and re-run."
         else:
             tool = "rccl-tests" if spec_g.vendor == "amd" else "nccl-tests"
-            cmd = (f"./build/all_reduce_perf -b 8 -e 1G -f 2 -g {node}  # {tool}, one node of {inp.gpu}; busbw at "
-                   "1 GiB / link peak pins the communication efficiency")
+            cmd = (
+                f"./build/all_reduce_perf -b 8 -e 1G -f 2 -g {node}  # {tool}, one node of {inp.gpu}; busbw at "
+                "1 GiB / link peak pins the communication efficiency"
+            )
             dur, what = NCCL_SWEEP_S, f"{tool} all_reduce_perf on one node of {node} x {inp.gpu}"
             then = "Enter busbw / link peak as the communication efficiency (assumption comm_bw_eff) and re-run."
         gh = node * dur / 3600.0
-        experiments.append(Experiment(
-            input=inp, points=tuple(pts), flip_chance=chance, flips_to=max(labels, key=labels.count) if labels else "",
-            measurement=what, gpu=inp.gpu, gpus=node, duration_s=dur, gpu_hours=gh, cost_usd=gh * usd, command=cmd,
-            then=then, note=note))
+        experiments.append(
+            Experiment(
+                input=inp,
+                points=tuple(pts),
+                flip_chance=chance,
+                flips_to=max(labels, key=labels.count) if labels else "",
+                measurement=what,
+                gpu=inp.gpu,
+                gpus=node,
+                duration_s=dur,
+                gpu_hours=gh,
+                cost_usd=gh * usd,
+                command=cmd,
+                then=then,
+                note=note,
+            )
+        )
     if progress:
         progress(total, total, "done")
-    ranked = sorted((e for e in experiments if e.flip_chance > 0),
-                    key=lambda e: (-e.score, -e.flip_chance, e.cost_usd, e.input.key))
-    return TrainingNextExperiment(spec=spec, baseline=baseline, experiments=tuple(ranked),
-                                  stable=tuple(e for e in experiments if e.flip_chance == 0), reruns=total)
+    ranked = sorted(
+        (e for e in experiments if e.flip_chance > 0), key=lambda e: (-e.score, -e.flip_chance, e.cost_usd, e.input.key)
+    )
+    return TrainingNextExperiment(
+        spec=spec,
+        baseline=baseline,
+        experiments=tuple(ranked),
+        stable=tuple(e for e in experiments if e.flip_chance == 0),
+        reruns=total,
+    )

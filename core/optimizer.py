@@ -97,9 +97,17 @@ class ServingGoal(_F):
         requests per simulation) and p95 targets."""
         t = cfg.targets
         spec = sim_spec(cfg).with_(num_requests=t.requests_per_simulation, duration_s=None)
-        return cls(model=cfg.model, custom_model=cfg.custom_model, workload=spec, p95_ttft_s=t.p95_ttft_s,
-                   p95_itl_s=t.p95_itl_s, p95_e2e_s=t.p95_e2e_s, assumptions=cfg.assumptions, fabric=cfg.fabric,
-                   block_size=cfg.block_size)
+        return cls(
+            model=cfg.model,
+            custom_model=cfg.custom_model,
+            workload=spec,
+            p95_ttft_s=t.p95_ttft_s,
+            p95_itl_s=t.p95_itl_s,
+            p95_e2e_s=t.p95_e2e_s,
+            assumptions=cfg.assumptions,
+            fabric=cfg.fabric,
+            block_size=cfg.block_size,
+        )
 
 
 class Constraints(_F):
@@ -119,10 +127,17 @@ class Constraints(_F):
     def from_config(cls, cfg: RabitConfig, *, training: bool = False) -> "Constraints":
         """The hard constraints of the shared config (``training``: the training run's GPU kinds)."""
         t = cfg.targets
-        return cls(gpus_allowed=t.train_gpus_allowed if training else t.gpus_allowed, max_gpus=t.max_gpus,
-                   max_usd_per_hour=t.max_usd_per_hour, weights_allowed=t.weights_allowed, kv_allowed=t.kv_allowed,
-                   providers=t.providers, price_kind=t.price_kind, price_policy=t.price_policy,
-                   max_simulations=t.max_simulations)
+        return cls(
+            gpus_allowed=t.train_gpus_allowed if training else t.gpus_allowed,
+            max_gpus=t.max_gpus,
+            max_usd_per_hour=t.max_usd_per_hour,
+            weights_allowed=t.weights_allowed,
+            kv_allowed=t.kv_allowed,
+            providers=t.providers,
+            price_kind=t.price_kind,
+            price_policy=t.price_policy,
+            max_simulations=t.max_simulations,
+        )
 
 
 class _Replica(_F):
@@ -208,6 +223,7 @@ class Recommendation(_F):
 
 # --- helpers -------------------------------------------------------------------------------------------
 
+
 def _replica_layouts(gpu: catalog.GpuSpec, heads: int, layers: int) -> list[tuple[int, int, int]]:
     """(GPUs per replica, TP, PP): TP inside the scale-up domain and dividing the heads; PP across nodes."""
     domain = gpu.scale_up_domain
@@ -234,23 +250,39 @@ def _ratio(value: float | None, target: float | None) -> float:
 
 
 def _meets(c: Candidate, goal: ServingGoal) -> bool:
-    return all(_ratio(v, t) <= 1.0 for v, t in ((c.p95_ttft_s, goal.p95_ttft_s), (c.p95_itl_s, goal.p95_itl_s),
-                                                (c.p95_e2e_s, goal.p95_e2e_s)))
+    return all(
+        _ratio(v, t) <= 1.0
+        for v, t in ((c.p95_ttft_s, goal.p95_ttft_s), (c.p95_itl_s, goal.p95_itl_s), (c.p95_e2e_s, goal.p95_e2e_s))
+    )
 
 
 def _worst_ratio(c: Candidate, goal: ServingGoal) -> float:
-    return max(_ratio(c.p95_ttft_s, goal.p95_ttft_s), _ratio(c.p95_itl_s, goal.p95_itl_s),
-               _ratio(c.p95_e2e_s, goal.p95_e2e_s))
+    return max(
+        _ratio(c.p95_ttft_s, goal.p95_ttft_s), _ratio(c.p95_itl_s, goal.p95_itl_s), _ratio(c.p95_e2e_s, goal.p95_e2e_s)
+    )
 
 
 def _config(goal: ServingGoal, c: Candidate) -> RabitConfig:
     g = catalog.gpu(c.gpu)
     gpn = min(c.gpus_per_replica, g.scale_up_domain)
     i, o = goal.workload.mean_lengths()
-    return RabitConfig(model=goal.model, custom_model=goal.custom_model, gpu=c.gpu, gpus_per_node=gpn,
-                       nodes=max(1, c.gpus_per_replica // gpn), tp=c.tp, pp=c.pp, weights=c.weights,
-                       kv_dtype=c.kv_dtype, batch=1, input_tokens=max(1, round(i)), output_tokens=max(1, round(o)),
-                       assumptions=goal.assumptions_for(c.gpu), fabric=goal.fabric, block_size=goal.block_size)
+    return RabitConfig(
+        model=goal.model,
+        custom_model=goal.custom_model,
+        gpu=c.gpu,
+        gpus_per_node=gpn,
+        nodes=max(1, c.gpus_per_replica // gpn),
+        tp=c.tp,
+        pp=c.pp,
+        weights=c.weights,
+        kv_dtype=c.kv_dtype,
+        batch=1,
+        input_tokens=max(1, round(i)),
+        output_tokens=max(1, round(o)),
+        assumptions=goal.assumptions_for(c.gpu),
+        fabric=goal.fabric,
+        block_size=goal.block_size,
+    )
 
 
 def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int) -> int:
@@ -272,6 +304,7 @@ def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int
 
 # --- search --------------------------------------------------------------------------------------------
 
+
 def screen(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...]) -> list[Candidate]:
     """Enumerate and screen every configuration in closed form (no simulation)."""
     arch = goal.custom_model if goal.custom_model is not None else catalog.model(goal.model)
@@ -281,23 +314,38 @@ def screen(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...]) -> l
     for slug, g in sorted(catalog.gpus().items()):
         if cons.gpus_allowed and slug not in cons.gpus_allowed:
             continue
-        price: GpuPrice | None = gpu_price(slug, prices, kind=cons.price_kind, policy=cons.price_policy,
-                                           providers=cons.providers)
+        price: GpuPrice | None = gpu_price(
+            slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers
+        )
         for n, tp, pp in _replica_layouts(g, arch.num_heads, arch.num_layers):
             for w in cons.weights_allowed:
                 if w == "nvfp4" and not g.supports("fp4"):
                     continue
                 for kv in cons.kv_allowed:
-                    c = Candidate(gpu=slug, gpus_per_replica=n, tp=tp, pp=pp, weights=w, kv_dtype=kv,
-                                  usd_per_gpu_hour=price.usd_per_gpu_hour if price else None,
-                                  price_basis=price.basis if price else "",
-                                  price_unverified=bool(price and any(r.verification == "U" for r in price.rows)))
+                    c = Candidate(
+                        gpu=slug,
+                        gpus_per_replica=n,
+                        tp=tp,
+                        pp=pp,
+                        weights=w,
+                        kv_dtype=kv,
+                        usd_per_gpu_hour=price.usd_per_gpu_hour if price else None,
+                        price_basis=price.basis if price else "",
+                        price_unverified=bool(price and any(r.verification == "U" for r in price.rows)),
+                    )
                     out.append(_screen_one(goal, cons, c, spec, i_mean, o_mean, price))
     return out
 
 
-def _screen_one(goal: ServingGoal, cons: Constraints, c: Candidate, spec: SimSpec, i_mean: float, o_mean: float,
-                price: GpuPrice | None) -> Candidate:
+def _screen_one(
+    goal: ServingGoal,
+    cons: Constraints,
+    c: Candidate,
+    spec: SimSpec,
+    i_mean: float,
+    o_mean: float,
+    price: GpuPrice | None,
+) -> Candidate:
     if price is None:
         return c.model_copy(update={"pruned": f"no {cons.price_kind} price for {c.gpu}"})
     if cons.max_gpus is not None and c.gpus_per_replica > cons.max_gpus:
@@ -335,8 +383,13 @@ def _screen_one(goal: ServingGoal, cons: Constraints, c: Candidate, spec: SimSpe
     cap = max_throughput(cfg, spec.with_(max_batch=b, token_budget=max(spec.token_budget, b)), pool=pool, sm=sm)
     replicas = max(1, math.ceil(goal.rate_per_s / (cap.requests_per_s * SCREEN_UTILISATION)))
     cost = replicas * c.gpus_per_replica * price.usd_per_gpu_hour
-    upd.update(screen_batch=cap.batch, capacity_per_replica_rps=cap.requests_per_s, replicas=replicas,
-               cost_per_hour=cost, bottleneck=sm.bound(cap.batch, cap.batch * ctx, cap.batch * ctx))
+    upd.update(
+        screen_batch=cap.batch,
+        capacity_per_replica_rps=cap.requests_per_s,
+        replicas=replicas,
+        cost_per_hour=cost,
+        bottleneck=sm.bound(cap.batch, cap.batch * ctx, cap.batch * ctx),
+    )
     if cons.max_gpus is not None and replicas * c.gpus_per_replica > cons.max_gpus:
         upd["pruned"] = f"needs about {replicas * c.gpus_per_replica} GPUs > max {cons.max_gpus}"
     elif cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour:
@@ -349,15 +402,28 @@ def _simulate(goal: ServingGoal, c: Candidate) -> Candidate:
     b = c.screen_batch or goal.workload.max_batch
     # the screen's batch cap is the engine's max_num_seqs: simulate with it, so the p95s belong to the
     # configuration the launch config starts
-    spec = goal.workload.with_(rate_per_s=goal.rate_per_s / c.replicas, arrival="poisson", max_batch=b,
-                               token_budget=max(goal.workload.token_budget, b))
+    spec = goal.workload.with_(
+        rate_per_s=goal.rate_per_s / c.replicas,
+        arrival="poisson",
+        max_batch=b,
+        token_budget=max(goal.workload.token_budget, b),
+    )
     r = simulate(cfg, spec)
     s = r.summary
-    done = c.model_copy(update={"simulated": True, "p95_ttft_s": s.ttft_s.p95, "p95_itl_s": s.itl_s.p95,
-                                "p95_e2e_s": s.e2e_s.p95, "sim_notes": (
-                                    f"{s.completed}/{s.requests} completed, {s.preemptions} preemptions"
-                                    + (" (KV thrash)" if s.thrash else "")
-                                    + (", saturated" if s.saturated else "") + f", batch cap {b}")})
+    done = c.model_copy(
+        update={
+            "simulated": True,
+            "p95_ttft_s": s.ttft_s.p95,
+            "p95_itl_s": s.itl_s.p95,
+            "p95_e2e_s": s.e2e_s.p95,
+            "sim_notes": (
+                f"{s.completed}/{s.requests} completed, {s.preemptions} preemptions"
+                + (" (KV thrash)" if s.thrash else "")
+                + (", saturated" if s.saturated else "")
+                + f", batch cap {b}"
+            ),
+        }
+    )
     met = _meets(done, goal) and not s.saturated and s.rejected == 0
     return done.model_copy(update={"meets": met})
 
@@ -365,17 +431,30 @@ def _simulate(goal: ServingGoal, c: Candidate) -> Candidate:
 def _pick(goal: ServingGoal, c: Candidate) -> Pick:
     _, o_mean = goal.workload.mean_lengths()
     tokens_per_hour = goal.rate_per_s * o_mean * 3600
-    return Pick(gpu=c.gpu, gpus_per_replica=c.gpus_per_replica, tp=c.tp, pp=c.pp, weights=c.weights,
-                kv_dtype=c.kv_dtype, replicas=c.replicas or 0, cost_per_hour=c.cost_per_hour or 0.0,
-                cost_per_million_tokens=(c.cost_per_hour or 0.0) / tokens_per_hour * 1e6,
-                p95_ttft_s=c.p95_ttft_s, p95_itl_s=c.p95_itl_s, p95_e2e_s=c.p95_e2e_s,
-                capacity_requests_per_s=(c.replicas or 0) * (c.capacity_per_replica_rps or 0.0),
-                bottleneck=c.bottleneck, meets_target=bool(c.meets), label=c.label,
-                max_num_seqs=int(c.screen_batch or goal.workload.max_batch))
+    return Pick(
+        gpu=c.gpu,
+        gpus_per_replica=c.gpus_per_replica,
+        tp=c.tp,
+        pp=c.pp,
+        weights=c.weights,
+        kv_dtype=c.kv_dtype,
+        replicas=c.replicas or 0,
+        cost_per_hour=c.cost_per_hour or 0.0,
+        cost_per_million_tokens=(c.cost_per_hour or 0.0) / tokens_per_hour * 1e6,
+        p95_ttft_s=c.p95_ttft_s,
+        p95_itl_s=c.p95_itl_s,
+        p95_e2e_s=c.p95_e2e_s,
+        capacity_requests_per_s=(c.replicas or 0) * (c.capacity_per_replica_rps or 0.0),
+        bottleneck=c.bottleneck,
+        meets_target=bool(c.meets),
+        label=c.label,
+        max_num_seqs=int(c.screen_batch or goal.workload.max_batch),
+    )
 
 
 def pareto(picks: list[Pick]) -> tuple[Pick, ...]:
     """Non-dominated picks: lower cost, lower p95 end-to-end and higher capacity are better."""
+
     def key(p: Pick) -> tuple[float, float, float]:
         return (p.cost_per_hour, p.p95_e2e_s if p.p95_e2e_s is not None else math.inf, -p.capacity_requests_per_s)
 
@@ -388,8 +467,15 @@ def pareto(picks: list[Pick]) -> tuple[Pick, ...]:
     return tuple(sorted(front, key=lambda p: p.cost_per_hour))
 
 
-def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tuple[Price, ...] | None = None,
-              progress=None, *, memo: dict | None = None, alternatives: bool = True) -> Recommendation:
+def recommend(
+    goal: ServingGoal,
+    cons: Constraints = Constraints(),
+    prices: tuple[Price, ...] | None = None,
+    progress=None,
+    *,
+    memo: dict | None = None,
+    alternatives: bool = True,
+) -> Recommendation:
     """The cheapest priced configuration that meets ``goal`` under ``cons`` (see the module docstring).
 
     ``progress``: optional callable ``(done, total, label)`` for a progress bar (called, never stored).
@@ -410,14 +496,21 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
         sims += 1
         if progress:
             progress(sims, budget, c.label)
-        return _simulate(goal, c) if memo is None else _shared(
-            memo, ("sim", _goal_for(goal, c.gpu, collectives=c.gpus_per_replica > 1), c), lambda: _simulate(goal, c))
+        return (
+            _simulate(goal, c)
+            if memo is None
+            else _shared(
+                memo, ("sim", _goal_for(goal, c.gpu, collectives=c.gpus_per_replica > 1), c), lambda: _simulate(goal, c)
+            )
+        )
 
     def floor_replicas(c: Candidate) -> int:  # fewer replicas than this cannot carry the rate at all
         return max(1, math.ceil(goal.rate_per_s / c.capacity_per_replica_rps)) if c.capacity_per_replica_rps else 1
 
     def with_replicas(c: Candidate, n: int) -> Candidate:
-        return c.model_copy(update={"replicas": n, "cost_per_hour": n * c.gpus_per_replica * (c.usd_per_gpu_hour or 0.0)})
+        return c.model_copy(
+            update={"replicas": n, "cost_per_hour": n * c.gpus_per_replica * (c.usd_per_gpu_hour or 0.0)}
+        )
 
     # 1. branch and bound over the cheapest estimates
     for idx, c in enumerate(survivors):
@@ -429,8 +522,11 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
         while not r.meets and sims < budget and r.replicas is not None and r.replicas < 1024:
             more = r.replicas + max(1, r.replicas // 4)
             cost = more * r.gpus_per_replica * (r.usd_per_gpu_hour or 0.0)
-            if cost >= best_cost or (cons.max_gpus is not None and more * r.gpus_per_replica > cons.max_gpus) or \
-                    (cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour):
+            if (
+                cost >= best_cost
+                or (cons.max_gpus is not None and more * r.gpus_per_replica > cons.max_gpus)
+                or (cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour)
+            ):
                 break
             r = run(r.model_copy(update={"replicas": more, "cost_per_hour": cost}))
         # the simulation met the targets: bisect down to the fewest replicas whose simulated p95s still meet
@@ -467,25 +563,48 @@ def recommend(goal: ServingGoal, cons: Constraints = Constraints(), prices: tupl
         nearest = min(simulated, key=lambda c: (_worst_ratio(c, goal), c.cost_per_hour))
     elif best is None:
         # nothing survived to a simulation: the nearest is the best batch-1 latency among those that fit
-        near = [c.model_copy(update={"p95_ttft_s": c.batch_1_ttft_s, "p95_itl_s": c.batch_1_itl_s,
-                                     "p95_e2e_s": c.batch_1_ttft_s + (goal.workload.mean_lengths()[1] - 1)
-                                     * c.batch_1_itl_s, "replicas": c.replicas or 1,
-                                     "cost_per_hour": c.cost_per_hour or (c.gpus_per_replica * (c.usd_per_gpu_hour or 0)),
-                                     "sim_notes": "batch-1 closed form (not simulated)"})
-                for c in cands if c.batch_1_ttft_s is not None and c.usd_per_gpu_hour is not None]
+        near = [
+            c.model_copy(
+                update={
+                    "p95_ttft_s": c.batch_1_ttft_s,
+                    "p95_itl_s": c.batch_1_itl_s,
+                    "p95_e2e_s": c.batch_1_ttft_s + (goal.workload.mean_lengths()[1] - 1) * c.batch_1_itl_s,
+                    "replicas": c.replicas or 1,
+                    "cost_per_hour": c.cost_per_hour or (c.gpus_per_replica * (c.usd_per_gpu_hour or 0)),
+                    "sim_notes": "batch-1 closed form (not simulated)",
+                }
+            )
+            for c in cands
+            if c.batch_1_ttft_s is not None and c.usd_per_gpu_hour is not None
+        ]
         if near:
             nearest = min(near, key=lambda c: (_worst_ratio(c, goal), c.cost_per_hour or 0.0))
     kinds = tuple(g for g in sorted(catalog.gpus()) if not cons.gpus_allowed or g in cons.gpus_allowed)
     no_price = unpriced(kinds, prices, kind=cons.price_kind, providers=cons.providers)
     expl = explain(goal, cons, best, nearest, simulated, all_cands)
     if no_price:
-        expl = expl.model_copy(update={"assumptions": expl.assumptions + (
-            f"no {cons.price_kind} price for {', '.join(no_price)}: left out of the search (add a price row to "
-            "include them)",)})
-    return Recommendation(goal=goal, constraints=cons, met=best is not None, unpriced=no_price,
-                          recommendation=_pick(goal, best) if best else None,
-                          nearest=_pick(goal, nearest) if nearest else None, pareto=front, explanation=expl,
-                          candidates=tuple(all_cands), evaluated=len(cands), simulated=sims)
+        expl = expl.model_copy(
+            update={
+                "assumptions": expl.assumptions
+                + (
+                    f"no {cons.price_kind} price for {', '.join(no_price)}: left out of the search (add a price row to "
+                    "include them)",
+                )
+            }
+        )
+    return Recommendation(
+        goal=goal,
+        constraints=cons,
+        met=best is not None,
+        unpriced=no_price,
+        recommendation=_pick(goal, best) if best else None,
+        nearest=_pick(goal, nearest) if nearest else None,
+        pareto=front,
+        explanation=expl,
+        candidates=tuple(all_cands),
+        evaluated=len(cands),
+        simulated=sims,
+    )
 
 
 #: Assumptions only collectives read: a one-GPU replica's simulation does not depend on them.
@@ -513,13 +632,24 @@ def _screen_shared(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ..
         if cons.gpus_allowed and slug not in cons.gpus_allowed:
             continue
         one = cons.model_copy(update={"gpus_allowed": (slug,)})
-        out.extend(_shared(memo, ("screen", _goal_for(goal, slug), one),
-                           lambda slug=slug, one=one: tuple(screen(_goal_for(goal, slug), one, prices))))
+        out.extend(
+            _shared(
+                memo,
+                ("screen", _goal_for(goal, slug), one),
+                lambda slug=slug, one=one: tuple(screen(_goal_for(goal, slug), one, prices)),
+            )
+        )
     return out
 
 
-def explain(goal: ServingGoal, cons: Constraints, best: Candidate | None, nearest: Candidate | None,
-            simulated: list[Candidate], cands: list[Candidate]) -> Explanation:
+def explain(
+    goal: ServingGoal,
+    cons: Constraints,
+    best: Candidate | None,
+    nearest: Candidate | None,
+    simulated: list[Candidate],
+    cands: list[Candidate],
+) -> Explanation:
     """The structured why: GPU, count, bottleneck, assumptions, risks, alternatives, what to relax."""
     from core.assumptions import REGISTRY
 
@@ -530,13 +660,21 @@ def explain(goal: ServingGoal, cons: Constraints, best: Candidate | None, neares
         f"replicas sized in the screen at {SCREEN_UTILISATION:.0%} utilisation, then checked by simulation",
         f"prices: {cons.price_policy} {cons.price_kind} listing per GPU-hour",
     )
-    targets = ", ".join(f"p95 {n} <= {v:g} s" for n, v in (("TTFT", goal.p95_ttft_s), ("ITL", goal.p95_itl_s),
-                                                          ("end-to-end", goal.p95_e2e_s)) if v is not None) or \
-        "no latency target (cheapest that keeps up)"
+    targets = (
+        ", ".join(
+            f"p95 {n} <= {v:g} s"
+            for n, v in (("TTFT", goal.p95_ttft_s), ("ITL", goal.p95_itl_s), ("end-to-end", goal.p95_e2e_s))
+            if v is not None
+        )
+        or "no latency target (cheapest that keeps up)"
+    )
     if best is None:
-        near = (f"{nearest.label} (p95 TTFT {_s(nearest.p95_ttft_s)}, ITL {_s(nearest.p95_itl_s)}, end-to-end "
-                f"{_s(nearest.p95_e2e_s)}{'; ' + nearest.sim_notes if not nearest.simulated else ''})"
-                if nearest else "no configuration fits under these constraints")
+        near = (
+            f"{nearest.label} (p95 TTFT {_s(nearest.p95_ttft_s)}, ITL {_s(nearest.p95_itl_s)}, end-to-end "
+            f"{_s(nearest.p95_e2e_s)}{'; ' + nearest.sim_notes if not nearest.simulated else ''})"
+            if nearest
+            else "no configuration fits under these constraints"
+        )
         pruned = [c for c in cands if c.pruned]
         reasons: dict[str, int] = {}
         for c in pruned:
@@ -546,21 +684,32 @@ def explain(goal: ServingGoal, cons: Constraints, best: Candidate | None, neares
         relax = _relax_hint(goal, cons, nearest, top)
         return Explanation(
             summary=f"Nothing meets {targets} at {goal.rate_per_s:g} requests/s. Closest: {near}.",
-            why_gpu="", why_count="", bottleneck=nearest.bottleneck if nearest else "",
-            assumptions=assumptions, risks=(), cheaper_alternative="", faster_alternative="",
-            relax=relax)
+            why_gpu="",
+            why_count="",
+            bottleneck=nearest.bottleneck if nearest else "",
+            assumptions=assumptions,
+            risks=(),
+            cheaper_alternative="",
+            faster_alternative="",
+            relax=relax,
+        )
     others = [c for c in simulated if c.meets and c.gpu != best.gpu]
     runner = min(others, key=lambda c: c.cost_per_hour) if others else None
-    why_gpu = (f"{best.gpu} meets the target at ${best.cost_per_hour:,.2f}/h"
-               + (f"; the best other GPU, {runner.gpu}, needs ${runner.cost_per_hour:,.2f}/h "
-                  f"({runner.cost_per_hour / best.cost_per_hour - 1:+.0%})" if runner else
-                  "; no other GPU kind met the target within the simulation budget"))
-    why_count = (f"{best.replicas} replica(s) of {best.gpus_per_replica} GPU(s): each carries "
-                 f"{goal.rate_per_s / best.replicas:.3g} of the {goal.rate_per_s:g} requests/s against a closed-form "
-                 f"capacity of {best.capacity_per_replica_rps:.3g}/s at batch {int(best.screen_batch or 0)}; simulated p95 "
-                 f"TTFT {_s(best.p95_ttft_s)}, ITL {_s(best.p95_itl_s)}, end-to-end {_s(best.p95_e2e_s)}")
-    bott = (f"decode at batch {int(best.screen_batch or 0)} is {best.bottleneck}-bound"
-            + ("; the weights and KV cache stream from HBM every step" if best.bottleneck == "memory" else ""))
+    why_gpu = f"{best.gpu} meets the target at ${best.cost_per_hour:,.2f}/h" + (
+        f"; the best other GPU, {runner.gpu}, needs ${runner.cost_per_hour:,.2f}/h "
+        f"({runner.cost_per_hour / best.cost_per_hour - 1:+.0%})"
+        if runner
+        else "; no other GPU kind met the target within the simulation budget"
+    )
+    why_count = (
+        f"{best.replicas} replica(s) of {best.gpus_per_replica} GPU(s): each carries "
+        f"{goal.rate_per_s / best.replicas:.3g} of the {goal.rate_per_s:g} requests/s against a closed-form "
+        f"capacity of {best.capacity_per_replica_rps:.3g}/s at batch {int(best.screen_batch or 0)}; simulated p95 "
+        f"TTFT {_s(best.p95_ttft_s)}, ITL {_s(best.p95_itl_s)}, end-to-end {_s(best.p95_e2e_s)}"
+    )
+    bott = f"decode at batch {int(best.screen_batch or 0)} is {best.bottleneck}-bound" + (
+        "; the weights and KV cache stream from HBM every step" if best.bottleneck == "memory" else ""
+    )
     risks = []
     margin = _worst_ratio(best, goal)
     if margin > 0.9:
@@ -571,27 +720,42 @@ def explain(goal: ServingGoal, cons: Constraints, best: Candidate | None, neares
         risks.append(f"the price rests on unverified listings: {best.price_basis}")
     if "KV thrash" in best.sim_notes:
         from core.sim.metrics import THRASH_REMEDIES
-        risks.append("the simulation preempts at least once per request (KV thrash); remedies: "
-                     + "; ".join(THRASH_REMEDIES))
+
+        risks.append(
+            "the simulation preempts at least once per request (KV thrash); remedies: " + "; ".join(THRASH_REMEDIES)
+        )
     if goal.rate_per_s / best.replicas > 0.85 * (best.capacity_per_replica_rps or math.inf):
         risks.append("replicas run above 85% of their closed-form capacity")
     cheaper = [c for c in simulated if not c.meets and c.cost_per_hour < best.cost_per_hour]
     cheap_txt = ""
     if cheaper:
         ch = min(cheaper, key=lambda c: c.cost_per_hour)
-        cheap_txt = (f"{ch.label} at ${ch.cost_per_hour:,.2f}/h gives up the target: p95 end-to-end "
-                     f"{_s(ch.p95_e2e_s)}, TTFT {_s(ch.p95_ttft_s)}, ITL {_s(ch.p95_itl_s)}")
-    faster = [c for c in simulated if c.meets and c.p95_e2e_s is not None and best.p95_e2e_s is not None
-              and c.p95_e2e_s < best.p95_e2e_s]
+        cheap_txt = (
+            f"{ch.label} at ${ch.cost_per_hour:,.2f}/h gives up the target: p95 end-to-end "
+            f"{_s(ch.p95_e2e_s)}, TTFT {_s(ch.p95_ttft_s)}, ITL {_s(ch.p95_itl_s)}"
+        )
+    faster = [
+        c
+        for c in simulated
+        if c.meets and c.p95_e2e_s is not None and best.p95_e2e_s is not None and c.p95_e2e_s < best.p95_e2e_s
+    ]
     fast_txt = ""
     if faster:
         fa = min(faster, key=lambda c: c.p95_e2e_s)
-        fast_txt = (f"{fa.label}: p95 end-to-end {_s(fa.p95_e2e_s)} instead of {_s(best.p95_e2e_s)} for "
-                    f"${fa.cost_per_hour:,.2f}/h ({fa.cost_per_hour / best.cost_per_hour - 1:+.0%})")
+        fast_txt = (
+            f"{fa.label}: p95 end-to-end {_s(fa.p95_e2e_s)} instead of {_s(best.p95_e2e_s)} for "
+            f"${fa.cost_per_hour:,.2f}/h ({fa.cost_per_hour / best.cost_per_hour - 1:+.0%})"
+        )
     return Explanation(
         summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {goal.rate_per_s:g} requests/s.",
-        why_gpu=why_gpu, why_count=why_count, bottleneck=bott, assumptions=assumptions, risks=tuple(risks),
-        cheaper_alternative=cheap_txt, faster_alternative=fast_txt)
+        why_gpu=why_gpu,
+        why_count=why_count,
+        bottleneck=bott,
+        assumptions=assumptions,
+        risks=tuple(risks),
+        cheaper_alternative=cheap_txt,
+        faster_alternative=fast_txt,
+    )
 
 
 def _s(x: float | None) -> str:
@@ -603,9 +767,11 @@ def _s(x: float | None) -> str:
 def _relax_hint(goal: ServingGoal, cons: Constraints, nearest: Candidate | None, top_reason: str) -> str:
     hints = []
     if nearest is not None:
-        for name, v, t in (("p95 TTFT", nearest.p95_ttft_s, goal.p95_ttft_s),
-                           ("p95 ITL", nearest.p95_itl_s, goal.p95_itl_s),
-                           ("p95 end-to-end", nearest.p95_e2e_s, goal.p95_e2e_s)):
+        for name, v, t in (
+            ("p95 TTFT", nearest.p95_ttft_s, goal.p95_ttft_s),
+            ("p95 ITL", nearest.p95_itl_s, goal.p95_itl_s),
+            ("p95 end-to-end", nearest.p95_e2e_s, goal.p95_e2e_s),
+        ):
             if t is not None and v is not None and v > t:
                 hints.append(f"raise the {name} target to at least {_s(v)}")
     if cons.max_gpus is not None:
@@ -622,6 +788,7 @@ def _relax_hint(goal: ServingGoal, cons: Constraints, nearest: Candidate | None,
 
 
 # --- training ------------------------------------------------------------------------------------------
+
 
 class TrainingOption(_F):
     """The cheapest run of one GPU kind that meets the deadline (or its fastest, when none does)."""
@@ -651,8 +818,13 @@ class TrainingRecommendation(_F):
     relax: str = ""
 
 
-def recommend_training(cfg: RabitConfig, deadline_s: float, cons: Constraints = Constraints(),
-                       prices: tuple[Price, ...] | None = None, progress=None) -> TrainingRecommendation:
+def recommend_training(
+    cfg: RabitConfig,
+    deadline_s: float,
+    cons: Constraints = Constraints(),
+    prices: tuple[Price, ...] | None = None,
+    progress=None,
+) -> TrainingRecommendation:
     """The cheapest training run that meets ``deadline_s`` across GPU kinds and prices.
 
     For each allowed GPU kind with a price, the training deadline search (:func:`core.training.plan`) gives
@@ -678,9 +850,12 @@ def recommend_training(cfg: RabitConfig, deadline_s: float, cons: Constraints = 
         except Exception as exc:  # noqa: BLE001 - a config the part cannot hold is a skip, said
             skipped.append(f"{slug}: {exc}")
             continue
-        p = training.plan(cg, training.TrainingGoal(deadline_s=deadline_s,
-                                                    max_gpus=min(cons.max_gpus or training.MAX_GPUS,
-                                                                 training.MAX_GPUS)))
+        p = training.plan(
+            cg,
+            training.TrainingGoal(
+                deadline_s=deadline_s, max_gpus=min(cons.max_gpus or training.MAX_GPUS, training.MAX_GPUS)
+            ),
+        )
         pts = [pt for pt in p.curve if pt.feasible and np.isfinite(pt.wall_clock_s)]
         if not pts:
             skipped.append(f"{slug}: no layout fits ({p.message})")
@@ -694,32 +869,61 @@ def recommend_training(cfg: RabitConfig, deadline_s: float, cons: Constraints = 
         if cons.max_usd_per_hour is not None:
             meeting = [pt for pt in meeting if usd * pt.gpus <= cons.max_usd_per_hour]
         pt = min(meeting, key=cost) if meeting else min(pts, key=lambda q: q.wall_clock_s)
-        options.append(TrainingOption(
-            gpu=slug, gpus=pt.gpus, layout=pt.layout.label() if pt.layout else "", runtime_s=pt.runtime_s,
-            wall_clock_s=pt.wall_clock_s, gpu_hours=pt.gpu_hours, cost_usd=cost(pt), usd_per_gpu_hour=usd,
-            price_basis=price.basis, mfu=pt.mfu, meets_deadline=bool(meeting),
-            note="" if meeting else f"fastest is {pt.wall_clock_s / 86400:.3g} days on {pt.gpus:,} GPUs"))
+        options.append(
+            TrainingOption(
+                gpu=slug,
+                gpus=pt.gpus,
+                layout=pt.layout.label() if pt.layout else "",
+                runtime_s=pt.runtime_s,
+                wall_clock_s=pt.wall_clock_s,
+                gpu_hours=pt.gpu_hours,
+                cost_usd=cost(pt),
+                usd_per_gpu_hour=usd,
+                price_basis=price.basis,
+                mfu=pt.mfu,
+                meets_deadline=bool(meeting),
+                note="" if meeting else f"fastest is {pt.wall_clock_s / 86400:.3g} days on {pt.gpus:,} GPUs",
+            )
+        )
     options.sort(key=lambda o: (not o.meets_deadline, o.cost_usd if o.meets_deadline else o.wall_clock_s))
     best = options[0] if options and options[0].meets_deadline else None
     days = deadline_s / 86400
     if best is None:
         fastest = min(options, key=lambda o: o.wall_clock_s) if options else None
         return TrainingRecommendation(
-            deadline_s=deadline_s, met=False, recommendation=None, options=tuple(options), skipped=tuple(skipped),
-            summary=f"No priced GPU kind finishes within {days:.3g} days" + (
+            deadline_s=deadline_s,
+            met=False,
+            recommendation=None,
+            options=tuple(options),
+            skipped=tuple(skipped),
+            summary=f"No priced GPU kind finishes within {days:.3g} days"
+            + (
                 f"; the fastest is {fastest.gpus:,} x {fastest.gpu} at {fastest.wall_clock_s / 86400:.3g} days"
-                if fastest else ""),
-            why_gpu="", relax="move the deadline, raise the global batch (it caps useful data parallelism), "
-                              "train in FP8, or allow more GPUs")
+                if fastest
+                else ""
+            ),
+            why_gpu="",
+            relax="move the deadline, raise the global batch (it caps useful data parallelism), "
+            "train in FP8, or allow more GPUs",
+        )
     others = [o for o in options if o.meets_deadline and o.gpu != best.gpu]
-    why = (f"{best.gpu} costs ${best.cost_usd:,.0f} for the run" + (
+    why = f"{best.gpu} costs ${best.cost_usd:,.0f} for the run" + (
         f"; the next kind, {others[0].gpu}, costs ${others[0].cost_usd:,.0f} ({others[0].cost_usd / best.cost_usd - 1:+.0%})"
-        if others else "; no other priced kind meets the deadline"))
+        if others
+        else "; no other priced kind meets the deadline"
+    )
     return TrainingRecommendation(
-        deadline_s=deadline_s, met=True, recommendation=best, options=tuple(options), skipped=tuple(skipped),
-        summary=(f"Train on {best.gpus:,} x {best.gpu} ({best.layout}): {best.wall_clock_s / 86400:.3g} days expected "
-                 f"with failures, {best.gpu_hours:,.0f} GPU-hours, ${best.cost_usd:,.0f} at {best.price_basis}"),
-        why_gpu=why)
+        deadline_s=deadline_s,
+        met=True,
+        recommendation=best,
+        options=tuple(options),
+        skipped=tuple(skipped),
+        summary=(
+            f"Train on {best.gpus:,} x {best.gpu} ({best.layout}): {best.wall_clock_s / 86400:.3g} days expected "
+            f"with failures, {best.gpu_hours:,.0f} GPU-hours, ${best.cost_usd:,.0f} at {best.price_basis}"
+        ),
+        why_gpu=why,
+    )
 
 
 def pareto_reasons(points) -> dict[str, str]:
@@ -737,6 +941,8 @@ def pareto_reasons(points) -> dict[str, str]:
         if not beat:
             out[lbl] = "no other configuration is both cheaper and faster"
         else:
-            out[lbl] = (f"{len(beat)} cheaper-and-faster configuration(s) hold at most "
-                        f"{max(q[3] for q in beat):.3g} requests/s; this one holds {cap:.3g}")
+            out[lbl] = (
+                f"{len(beat)} cheaper-and-faster configuration(s) hold at most "
+                f"{max(q[3] for q in beat):.3g} requests/s; this one holds {cap:.3g}"
+            )
     return out

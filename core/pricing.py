@@ -33,15 +33,25 @@ class GpuPrice:
         lo = min(r.usd_per_gpu_hour for r in self.rows)
         hi = max(r.usd_per_gpu_hour for r in self.rows)
         newest = max(r.as_of for r in self.rows)
-        return (f"{self.policy} of {len(self.rows)} {self.kind} listings (${lo:.2f}-${hi:.2f}/GPU-h, "
-                f"newest {newest})")
+        return f"{self.policy} of {len(self.rows)} {self.kind} listings (${lo:.2f}-${hi:.2f}/GPU-h, newest {newest})"
 
 
-def gpu_price(gpu: str, prices: tuple[Price, ...], *, kind: str = "on-demand", policy: PricePolicy = "median",
-              providers: tuple[str, ...] = ()) -> GpuPrice | None:
+def gpu_price(
+    gpu: str,
+    prices: tuple[Price, ...],
+    *,
+    kind: str = "on-demand",
+    policy: PricePolicy = "median",
+    providers: tuple[str, ...] = (),
+) -> GpuPrice | None:
     """The price of one GPU-hour of ``gpu`` under a policy, or None when no row matches."""
-    rows = tuple(p for p in prices if p.gpu == gpu and p.kind == kind and
-                 (not providers or any(s.lower() in p.provider.lower() for s in providers)))
+    rows = tuple(
+        p
+        for p in prices
+        if p.gpu == gpu
+        and p.kind == kind
+        and (not providers or any(s.lower() in p.provider.lower() for s in providers))
+    )
     if not rows:
         return None
     values = [r.usd_per_gpu_hour for r in rows]
@@ -51,9 +61,9 @@ def gpu_price(gpu: str, prices: tuple[Price, ...], *, kind: str = "on-demand", p
     return GpuPrice(gpu, float(statistics.median(values)), kind, policy, rows)
 
 
-
-def unpriced(gpus: tuple[str, ...], prices: tuple[Price, ...], *, kind: str = "on-demand",
-             providers: tuple[str, ...] = ()) -> tuple[str, ...]:
+def unpriced(
+    gpus: tuple[str, ...], prices: tuple[Price, ...], *, kind: str = "on-demand", providers: tuple[str, ...] = ()
+) -> tuple[str, ...]:
     """The GPU kinds among ``gpus`` with no price row of ``kind`` (and provider filter): left out of a search.
 
     The caller says so next to the GPU instead of dropping them silently.

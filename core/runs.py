@@ -51,22 +51,46 @@ METRICS: dict[str, tuple[str, str, str, str]] = {
 }
 
 FAMILY_TEXT: dict[str, str] = {
-    "ttft": "TTFT / prefill", "itl": "ITL / decode", "e2e": "end-to-end latency", "throughput": "throughput",
+    "ttft": "TTFT / prefill",
+    "itl": "ITL / decode",
+    "e2e": "end-to-end latency",
+    "throughput": "throughput",
     "training step": "training step time",
 }
 
 #: vLLM serve key -> our metric, with the factor to SI (ms -> s).
 _VLLM_SERVE: dict[str, tuple[str, float]] = {
-    "median_ttft_ms": ("ttft_s.p50", 1e-3), "p99_ttft_ms": ("ttft_s.p99", 1e-3),
-    "median_itl_ms": ("itl_s.p50", 1e-3), "p99_itl_ms": ("itl_s.p99", 1e-3),
-    "median_e2el_ms": ("e2e_s.p50", 1e-3), "p99_e2el_ms": ("e2e_s.p99", 1e-3),
+    "median_ttft_ms": ("ttft_s.p50", 1e-3),
+    "p99_ttft_ms": ("ttft_s.p99", 1e-3),
+    "median_itl_ms": ("itl_s.p50", 1e-3),
+    "p99_itl_ms": ("itl_s.p99", 1e-3),
+    "median_e2el_ms": ("e2e_s.p50", 1e-3),
+    "p99_e2el_ms": ("e2e_s.p99", 1e-3),
     "output_throughput": ("throughput_tokens_per_s", 1.0),
 }
 
 #: The CSV template's columns: config fields, the load, then metric and value.
-CSV_COLUMNS = ("label", "model", "gpu", "gpus", "tp", "pp", "weights", "input_tokens", "output_tokens",
-               "rate_per_s", "concurrency", "batch", "train_precision", "seq_len", "micro_batch",
-               "global_batch_tokens", "zero", "metric", "value")
+CSV_COLUMNS = (
+    "label",
+    "model",
+    "gpu",
+    "gpus",
+    "tp",
+    "pp",
+    "weights",
+    "input_tokens",
+    "output_tokens",
+    "rate_per_s",
+    "concurrency",
+    "batch",
+    "train_precision",
+    "seq_len",
+    "micro_batch",
+    "global_batch_tokens",
+    "zero",
+    "metric",
+    "value",
+)
 
 #: Fields a run must name (or inherit from the analysis), by phase.
 REQUIRED_SERVE = ("model", "gpu", "gpus", "tp", "pp", "weights", "input_tokens", "output_tokens")
@@ -120,8 +144,10 @@ class Run(BaseModel):
         c = self.config
         model = c.custom_model.slug if c.custom_model is not None else c.model
         if self.load == "train":
-            return (f"{model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.train_precision}, seq {c.seq_len:,}, "
-                    f"global batch {c.global_batch_tokens:,} tokens")
+            return (
+                f"{model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.train_precision}, seq {c.seq_len:,}, "
+                f"global batch {c.global_batch_tokens:,} tokens"
+            )
         if self.load == "rate":
             how = f"{self.rate_per_s:g} req/s"
         elif self.load == "concurrency":
@@ -130,11 +156,14 @@ class Run(BaseModel):
             how = f"batch {c.batch}"
         else:
             how = f"offline, {self.num_requests or c.batch} requests"
-        return (f"{model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.weights}, "
-                f"{c.input_tokens:,} in / {c.output_tokens:,} out, {how}")
+        return (
+            f"{model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.weights}, "
+            f"{c.input_tokens:,} in / {c.output_tokens:,} out, {how}"
+        )
 
 
 # --- helpers ---------------------------------------------------------------------------------------
+
 
 def model_slug(name: str) -> str | None:
     """The catalog slug a Hugging Face model id names, if any (``meta-llama/Llama-3.1-70B-Instruct``)."""
@@ -192,14 +221,18 @@ def build_config(fields: dict[str, Any], base: RabitConfig | None, phase: str, w
     have = {k: v for k, v in fields.items() if v is not None}
     missing = [k for k in required if k not in have and base is None]
     if missing:
-        raise RunError(f"{what}: incomplete run config, missing {', '.join(missing)} "
-                       "(name them in the file, or attach it to an analysis whose config supplies them)")
+        raise RunError(
+            f"{what}: incomplete run config, missing {', '.join(missing)} "
+            "(name them in the file, or attach it to an analysis whose config supplies them)"
+        )
     data = base.model_dump() if base is not None else RabitConfig().model_dump()
     if "model" in have:
         slug = model_slug(str(have.pop("model")))
         if slug is None:
-            raise RunError(f"{what}: field 'model': {fields['model']!r} is not a catalog model "
-                           f"(known: {', '.join(sorted(catalog.models()))})")
+            raise RunError(
+                f"{what}: field 'model': {fields['model']!r} is not a catalog model "
+                f"(known: {', '.join(sorted(catalog.models()))})"
+            )
         data["model"], data["custom_model"] = slug, None
     if "gpu" in have and have["gpu"] not in catalog.gpus():
         raise RunError(f"{what}: field 'gpu': unknown GPU {have['gpu']!r}; known: {', '.join(sorted(catalog.gpus()))}")
@@ -242,8 +275,10 @@ def parse_vllm_serve(data: dict[str, Any], base: RabitConfig | None = None, labe
         if slug is not None:
             meta["model"] = slug
         elif base is None:
-            raise RunError(f"{what}: field 'model_id': {data['model_id']!r} is not a catalog model; add "
-                           "--metadata model=<slug> or attach the file to an analysis")
+            raise RunError(
+                f"{what}: field 'model_id': {data['model_id']!r} is not a catalog model; add "
+                "--metadata model=<slug> or attach the file to an analysis"
+            )
     completed = _int(_positive(_number(data, "completed", what), "completed", what), "completed", what)
     if completed is None:
         raise RunError(f"{what}: missing field 'completed' (not a vllm bench serve --save-result file?)")
@@ -266,8 +301,10 @@ def parse_vllm_serve(data: dict[str, Any], base: RabitConfig | None = None, labe
             raise RunError(f"{what}: field '{key}' must be positive, got {x:g}")
         meas.append(Measurement(metric=metric, value=x * k))
     if not meas:
-        raise RunError(f"{what}: no metric found (expected median_ttft_ms, median_itl_ms, ... as vllm bench serve "
-                       "--save-result writes them)")
+        raise RunError(
+            f"{what}: no metric found (expected median_ttft_ms, median_itl_ms, ... as vllm bench serve "
+            "--save-result writes them)"
+        )
     if rate is not None and math.isfinite(rate):
         load, extra = "rate", {"rate_per_s": rate}
     elif conc is not None:
@@ -275,12 +312,24 @@ def parse_vllm_serve(data: dict[str, Any], base: RabitConfig | None = None, labe
     else:
         load, extra = "offline", {}
     cfg = build_config(meta, base, "serve", what)
-    return Run(label=label or f"vllm serve {data.get('date', '')}".strip(), source="vllm-serve", config=cfg,
-               load=load, num_requests=n, measurements=tuple(meas), **extra)
+    return Run(
+        label=label or f"vllm serve {data.get('date', '')}".strip(),
+        source="vllm-serve",
+        config=cfg,
+        load=load,
+        num_requests=n,
+        measurements=tuple(meas),
+        **extra,
+    )
 
 
-def parse_vllm_throughput(data: dict[str, Any], base: RabitConfig | None = None, label: str = "",
-                          input_tokens: int | None = None, output_tokens: int | None = None) -> Run:
+def parse_vllm_throughput(
+    data: dict[str, Any],
+    base: RabitConfig | None = None,
+    label: str = "",
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+) -> Run:
     """A ``vllm bench throughput --output-json`` result (offline: every request submitted at once).
 
     ``tokens_per_second`` counts prompt and output tokens; the output share is ``O / (I + O)`` with the
@@ -299,8 +348,14 @@ def parse_vllm_throughput(data: dict[str, Any], base: RabitConfig | None = None,
             meta[k] = _int(_positive(_number(data, k, what), k, what), k, what)
     cfg = build_config(meta, base, "serve", what)
     out_tps = tps * cfg.output_tokens / (cfg.input_tokens + cfg.output_tokens)
-    return Run(label=label or "vllm throughput", source="vllm-throughput", config=cfg, load="offline",
-               num_requests=n, measurements=(Measurement(metric="throughput_tokens_per_s", value=out_tps),))
+    return Run(
+        label=label or "vllm throughput",
+        source="vllm-throughput",
+        config=cfg,
+        load="offline",
+        num_requests=n,
+        measurements=(Measurement(metric="throughput_tokens_per_s", value=out_tps),),
+    )
 
 
 def parse_json(text: str | bytes, base: RabitConfig | None = None, label: str = "") -> Run:
@@ -315,14 +370,27 @@ def parse_json(text: str | bytes, base: RabitConfig | None = None, label: str = 
         return parse_vllm_throughput(data, base, label)
     if "completed" in data or any(k in data for k in _VLLM_SERVE):
         return parse_vllm_serve(data, base, label)
-    raise RunError(f"{label or 'file'}: neither a vllm bench serve --save-result nor a vllm bench throughput "
-                   "--output-json file (no 'completed' or 'tokens_per_second' field)")
+    raise RunError(
+        f"{label or 'file'}: neither a vllm bench serve --save-result nor a vllm bench throughput "
+        "--output-json file (no 'completed' or 'tokens_per_second' field)"
+    )
 
 
 # --- CSV template and typed rows -------------------------------------------------------------------
 
-_INT_FIELDS = ("gpus", "tp", "pp", "input_tokens", "output_tokens", "concurrency", "batch", "seq_len",
-               "micro_batch", "global_batch_tokens", "zero")
+_INT_FIELDS = (
+    "gpus",
+    "tp",
+    "pp",
+    "input_tokens",
+    "output_tokens",
+    "concurrency",
+    "batch",
+    "seq_len",
+    "micro_batch",
+    "global_batch_tokens",
+    "zero",
+)
 _STR_FIELDS = ("model", "gpu", "weights", "train_precision")
 
 
@@ -331,14 +399,98 @@ def csv_template() -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(CSV_COLUMNS)
-    w.writerow(["serve-run-1", "llama-3.1-8b", "h100-sxm", 1, 1, 1, "bf16", 1024, 256, 2.0, "", "", "", "", "", "",
-                "", "ttft_s.p50", 0.036])
-    w.writerow(["serve-run-1", "llama-3.1-8b", "h100-sxm", 1, 1, 1, "bf16", 1024, 256, 2.0, "", "", "", "", "", "",
-                "", "itl_s.p50", 0.0075])
-    w.writerow(["batch-run", "llama-3.1-8b", "h100-sxm", 1, 1, 1, "bf16", 1024, 256, "", "", 32, "", "", "", "", "",
-                "itl_s.p50", 0.0095])
-    w.writerow(["train-run", "llama-3.1-8b", "h100-sxm", 8, 1, 1, "", "", "", "", "", "", "bf16", 4096, 1, 4194304,
-                1, "step_s", 52.0])
+    w.writerow(
+        [
+            "serve-run-1",
+            "llama-3.1-8b",
+            "h100-sxm",
+            1,
+            1,
+            1,
+            "bf16",
+            1024,
+            256,
+            2.0,
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "ttft_s.p50",
+            0.036,
+        ]
+    )
+    w.writerow(
+        [
+            "serve-run-1",
+            "llama-3.1-8b",
+            "h100-sxm",
+            1,
+            1,
+            1,
+            "bf16",
+            1024,
+            256,
+            2.0,
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "itl_s.p50",
+            0.0075,
+        ]
+    )
+    w.writerow(
+        [
+            "batch-run",
+            "llama-3.1-8b",
+            "h100-sxm",
+            1,
+            1,
+            1,
+            "bf16",
+            1024,
+            256,
+            "",
+            "",
+            32,
+            "",
+            "",
+            "",
+            "",
+            "",
+            "itl_s.p50",
+            0.0095,
+        ]
+    )
+    w.writerow(
+        [
+            "train-run",
+            "llama-3.1-8b",
+            "h100-sxm",
+            8,
+            1,
+            1,
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "bf16",
+            4096,
+            1,
+            4194304,
+            1,
+            "step_s",
+            52.0,
+        ]
+    )
     return buf.getvalue()
 
 
@@ -386,8 +538,9 @@ def parse_rows(rows: list[dict[str, Any]], base: RabitConfig | None = None, sour
         else:
             load = "batch"
         key = (row.get("label") or f"run {i}", phase, load, rate, conc, tuple(sorted(fields.items())))
-        g = grouped.setdefault(key, {"what": what, "fields": fields, "phase": phase, "load": load, "rate": rate,
-                                     "conc": conc, "meas": {}})
+        g = grouped.setdefault(
+            key, {"what": what, "fields": fields, "phase": phase, "load": load, "rate": rate, "conc": conc, "meas": {}}
+        )
         if metric in g["meas"]:
             raise RunError(f"{what}: metric {metric!r} given twice for run {key[0]!r}")
         g["meas"][metric] = value
@@ -396,9 +549,17 @@ def parse_rows(rows: list[dict[str, Any]], base: RabitConfig | None = None, sour
     runs = []
     for key, g in grouped.items():
         cfg = build_config(g["fields"], base, g["phase"], g["what"])
-        runs.append(Run(label=str(key[0]), source=source, config=cfg, load=g["load"], rate_per_s=g["rate"],
-                        concurrency=g["conc"],
-                        measurements=tuple(Measurement(metric=m, value=v) for m, v in g["meas"].items())))
+        runs.append(
+            Run(
+                label=str(key[0]),
+                source=source,
+                config=cfg,
+                load=g["load"],
+                rate_per_s=g["rate"],
+                concurrency=g["conc"],
+                measurements=tuple(Measurement(metric=m, value=v) for m, v in g["meas"].items()),
+            )
+        )
     return tuple(runs)
 
 

@@ -36,21 +36,56 @@ from core.step import StepModel
 from core.trace import NO_TRACE
 from core.catalog import model_of
 
-__all__ = ["SimSpec", "Lengths", "SimResult", "Summary", "Percentiles", "Capacity", "simulate", "kv_pool",
-           "max_throughput", "sim_spec", "sweep", "sweep_rates", "knee_rates", "default_rate", "round_rate_down", "parse_trace", "MIN_N_P95", "MIN_N_P99", "DONE", "REJECTED", "TIMED_OUT"]
+__all__ = [
+    "SimSpec",
+    "Lengths",
+    "SimResult",
+    "Summary",
+    "Percentiles",
+    "Capacity",
+    "simulate",
+    "kv_pool",
+    "max_throughput",
+    "sim_spec",
+    "sweep",
+    "sweep_rates",
+    "knee_rates",
+    "default_rate",
+    "round_rate_down",
+    "parse_trace",
+    "MIN_N_P95",
+    "MIN_N_P99",
+    "DONE",
+    "REJECTED",
+    "TIMED_OUT",
+]
 
 
 def sim_spec(cfg: RabitConfig, **changes: Any) -> SimSpec:
     """The simulator's workload from the shared config: ``cfg.workload`` with lengths spread around the
     config's mean prompt and output tokens; ``changes`` override SimSpec fields (e.g. ``trace=``)."""
     w = cfg.workload
-    lengths = {f: Lengths(kind=w.lengths, mean=m, spread=w.spread)
-               for f, m in (("input", cfg.input_tokens), ("output", cfg.output_tokens))}
+    lengths = {
+        f: Lengths(kind=w.lengths, mean=m, spread=w.spread)
+        for f, m in (("input", cfg.input_tokens), ("output", cfg.output_tokens))
+    }
     data: dict[str, Any] = dict(
-        arrival=w.arrival, rate_per_s=w.rate_per_s, users=w.users, think_s=w.think_s, num_requests=w.num_requests,
-        duration_s=w.duration_s, policy=w.policy, token_budget=w.token_budget, max_batch=w.max_batch,
-        admission=w.admission, timeout_s=w.timeout_s, kv_pool_tokens=w.kv_pool_tokens, seed=w.seed,
-        prefix_caching=w.prefix_caching, **lengths)
+        arrival=w.arrival,
+        rate_per_s=w.rate_per_s,
+        users=w.users,
+        think_s=w.think_s,
+        num_requests=w.num_requests,
+        duration_s=w.duration_s,
+        policy=w.policy,
+        token_budget=w.token_budget,
+        max_batch=w.max_batch,
+        admission=w.admission,
+        timeout_s=w.timeout_s,
+        kv_pool_tokens=w.kv_pool_tokens,
+        seed=w.seed,
+        prefix_caching=w.prefix_caching,
+        **lengths,
+    )
     return SimSpec(**{**data, **changes})
 
 
@@ -73,12 +108,20 @@ def kv_pool(cfg: RabitConfig, spec: SimSpec) -> Pool:
     else:
         ws = workspace_tokens(spec)
         mem = serving_memory(cfg.with_(batch=1, input_tokens=ws, output_tokens=1), NO_TRACE)
-        if mem.kv_budget_bytes_per_gpu <= 0 or mem.weights_bytes_per_gpu + mem.overhead_bytes_per_gpu > \
-                mem.usable_bytes_per_gpu:
+        if (
+            mem.kv_budget_bytes_per_gpu <= 0
+            or mem.weights_bytes_per_gpu + mem.overhead_bytes_per_gpu > mem.usable_bytes_per_gpu
+        ):
             raise ValueError(f"no room for a KV cache: {mem.reason}")
         blocks = float(math.floor(mem.kv_budget_bytes_per_gpu / (mem.kv_bytes_per_token_per_gpu * B)))
-    return Pool(blocks=blocks, block=B, full_share=(L - slide) / L, slide_share=slide / L,
-                window=m.sliding_window if slide else 0, max_context=m.max_context)
+    return Pool(
+        blocks=blocks,
+        block=B,
+        full_share=(L - slide) / L,
+        slide_share=slide / L,
+        window=m.sliding_window if slide else 0,
+        max_context=m.max_context,
+    )
 
 
 class Capacity(BaseModel):
@@ -93,8 +136,9 @@ class Capacity(BaseModel):
     limited_by: str  # "max batch", "KV pool" or "token budget"
 
 
-def max_throughput(cfg: RabitConfig, spec: SimSpec, *, pool: Pool | None = None,
-                   sm: StepModel | None = None) -> Capacity:
+def max_throughput(
+    cfg: RabitConfig, spec: SimSpec, *, pool: Pool | None = None, sm: StepModel | None = None
+) -> Capacity:
     """Closed-form maximum throughput: the fluid steady state of a full batch (mean lengths).
 
     Batch: ``B = min(max_batch, floor(pool / blocks(I + O - 1)))`` (whole contexts, so every resident
@@ -212,8 +256,11 @@ def simulate(cfg: RabitConfig, spec: SimSpec, *, timing: str = "auto", budget: W
     capacity = max_throughput(cfg, spec, pool=pool, sm=sm)
     summary = summarise(rec, spec.arrival == "closed", capacity.requests_per_s)
     return SimResult(
-        spec=spec, summary=summary, capacity=capacity,
-        kv_pool_tokens=int(pool.blocks * pool.block), timing="tabulated" if isinstance(tm, LinearTiming) else "direct",
+        spec=spec,
+        summary=summary,
+        capacity=capacity,
+        kv_pool_tokens=int(pool.blocks * pool.block),
+        timing="tabulated" if isinstance(tm, LinearTiming) else "direct",
         arrival_s=_ro(np.array(rec.arrival_s, dtype=float)),
         input_tokens=_ro(np.array(rec.input_tokens, dtype=np.int64)),
         output_tokens=_ro(np.array(rec.output_tokens, dtype=np.int64)),
@@ -244,10 +291,10 @@ def round_rate_down(rate_per_s: float) -> float:
         raise ValueError(f"rate must be a positive finite number of requests/s, got {rate_per_s}")
     exp = math.floor(math.log10(rate_per_s))
     for m in (5, 2, 1):
-        v = m * 10.0 ** exp
+        v = m * 10.0**exp
         if v <= rate_per_s * (1 + 1e-12):
             return float(f"{v:.3g}")
-    return float(f"{10.0 ** exp:.3g}")
+    return float(f"{10.0**exp:.3g}")
 
 
 #: The starting rate is half the closed-form capacity, rounded down to a 1-2-5 value: 25-50 % of capacity,
@@ -267,14 +314,18 @@ def knee_rates(capacity_requests_per_s: float, chosen_per_s: float | None = None
     chosen rate brings its own points (x0.5 .. x1.5) so both regions of the chart carry data.
     """
     rates = set(sweep_rates(capacity_requests_per_s))
-    if chosen_per_s is not None and chosen_per_s > 0 and not (
-            0.5 * capacity_requests_per_s <= chosen_per_s <= 1.5 * capacity_requests_per_s):
+    if (
+        chosen_per_s is not None
+        and chosen_per_s > 0
+        and not (0.5 * capacity_requests_per_s <= chosen_per_s <= 1.5 * capacity_requests_per_s)
+    ):
         rates |= set(sweep_rates(chosen_per_s, (0.5, 0.75, 1.0, 1.25, 1.5)))
     return tuple(sorted(r for r in rates if r > 0))
 
 
-def sweep(cfg: RabitConfig, spec: SimSpec, rates_per_s: tuple[float, ...],
-          progress: Callable[[float], None] | None = None) -> tuple[tuple[float, Summary], ...]:
+def sweep(
+    cfg: RabitConfig, spec: SimSpec, rates_per_s: tuple[float, ...], progress: Callable[[float], None] | None = None
+) -> tuple[tuple[float, Summary], ...]:
     """The summary at each Poisson arrival rate (the same seed, lengths and scheduler).
 
     ``progress`` (optional) is called with the finished share after each rate.

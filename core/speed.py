@@ -55,8 +55,15 @@ from core.collectives import Collectives
 from core.config import COMPUTE_PRECISION, RabitConfig
 from core.memory import kv_bytes_per_token, kv_shard
 from core.step import (  # noqa: F401 - ACT_BYTES, StepModel, effective_peak_flop_per_s stay importable from here
-    ACT_BYTES, IterationParts, StepModel, consts, effective_peak_flop_per_s, iteration, record_iteration,
-    record_weights_read)
+    ACT_BYTES,
+    IterationParts,
+    StepModel,
+    consts,
+    effective_peak_flop_per_s,
+    iteration,
+    record_iteration,
+    record_weights_read,
+)
 from core.model import ModelArch
 from core.trace import NO_TRACE, Step, Trace
 from core.units import US, fmt_time
@@ -70,6 +77,7 @@ MAX_DECODE_POINTS = 4097
 
 
 # --- results ---------------------------------------------------------------------------------------
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -204,11 +212,13 @@ class CollectiveView(_Frozen):
 
 # --- shared arithmetic (traced and untraced paths use the same numbers) --------------------------------
 
+
 def _attended_pairs(m: ModelArch, start: float, end: float) -> float:
     """Sum over query positions j = start+1 .. end of the keys each attends (itself included), layer average.
 
     Full layers: sum j = (end (end+1) - start (start+1)) / 2; sliding layers: sum min(j, w).
     """
+
     def full(n: float) -> float:
         return n * (n + 1) / 2
 
@@ -219,8 +229,9 @@ def _attended_pairs(m: ModelArch, start: float, end: float) -> float:
     def slide(n: float) -> float:
         return full(n) if n <= w else full(w) + (n - w) * w
 
-    return (m.full_attention_layers * (full(end) - full(start))
-            + m.sliding_layers * (slide(end) - slide(start))) / m.num_layers
+    return (
+        m.full_attention_layers * (full(end) - full(start)) + m.sliding_layers * (slide(end) - slide(start))
+    ) / m.num_layers
 
 
 @dataclass(frozen=True)
@@ -264,8 +275,11 @@ def decode_times(sm: StepModel, b: int, I: int, N: int, points: int = MAX_DECODE
     """(n, step times) for decode steps n = 1 .. N (exact up to ``points``, else a uniform grid)."""
     n = np.arange(1, N + 1, dtype=float) if N <= points else np.linspace(1.0, float(N), points)
     R = I + n - 1
-    t = sm.iteration_s(np.full_like(n, float(b)), b * np.asarray(sm.kv_read_tokens(R + 1), dtype=float),
-                       b * np.asarray(sm.kv_read_tokens(R), dtype=float))
+    t = sm.iteration_s(
+        np.full_like(n, float(b)),
+        b * np.asarray(sm.kv_read_tokens(R + 1), dtype=float),
+        b * np.asarray(sm.kv_read_tokens(R), dtype=float),
+    )
     return n, np.asarray(t, dtype=float)
 
 
@@ -292,64 +306,161 @@ def replicas_of(cfg: RabitConfig) -> int:
 
 # --- traced chain ------------------------------------------------------------------------------------
 
+
 def _record_setup(tr: Trace, cfg: RabitConfig, sm: StepModel) -> None:
     m, g = model_of(cfg), gpu_of(cfg)
     a = cfg.assumptions
     tp, pp, ep = cfg.tp, cfg.pp, cfg.ep
-    P_act = tr.step("active_matmul_params", "Active parameters doing matmuls per token", "P_act", "P_act",
-                    m.active_matmul_params(), P_act=m.active_matmul_params(),
-                    note="the input embedding is a lookup, not a matmul" + (
-                        f"; MoE: {m.experts_per_tok} of {m.num_experts} routed experts per token" if m.is_moe else ""))
-    tr.step("flop_per_token", "Matmul FLOPs per token per GPU", "f_t", "2 * P_act / (tp * pp)", sm.flop_per_token,
-            unit="FLOP", latex=r"\frac{2 [P_act]}{[tp] \cdot [pp]}", P_act=P_act, tp=tp, pp=pp)
-    tr.step("attn_flop_per_pair", "Attention FLOPs per (query, key) pair per GPU", "f_a", "4 * L * H_dh / (tp * pp)",
-            sm.attn_flop_per_pair, unit="FLOP", latex=r"\frac{4 [L] \cdot [H_dh]}{[tp] \cdot [pp]}",
-            L=m.num_layers, H_dh=m.attn_qk_dim, tp=tp, pp=pp,
-            note="QK^T and PV, 2 FLOP per multiply-add, every layer" + (
-                "; MLA: H (d_qk + d_v) / 2" if m.is_mla else ""))
+    P_act = tr.step(
+        "active_matmul_params",
+        "Active parameters doing matmuls per token",
+        "P_act",
+        "P_act",
+        m.active_matmul_params(),
+        P_act=m.active_matmul_params(),
+        note="the input embedding is a lookup, not a matmul"
+        + (f"; MoE: {m.experts_per_tok} of {m.num_experts} routed experts per token" if m.is_moe else ""),
+    )
+    tr.step(
+        "flop_per_token",
+        "Matmul FLOPs per token per GPU",
+        "f_t",
+        "2 * P_act / (tp * pp)",
+        sm.flop_per_token,
+        unit="FLOP",
+        latex=r"\frac{2 [P_act]}{[tp] \cdot [pp]}",
+        P_act=P_act,
+        tp=tp,
+        pp=pp,
+    )
+    tr.step(
+        "attn_flop_per_pair",
+        "Attention FLOPs per (query, key) pair per GPU",
+        "f_a",
+        "4 * L * H_dh / (tp * pp)",
+        sm.attn_flop_per_pair,
+        unit="FLOP",
+        latex=r"\frac{4 [L] \cdot [H_dh]}{[tp] \cdot [pp]}",
+        L=m.num_layers,
+        H_dh=m.attn_qk_dim,
+        tp=tp,
+        pp=pp,
+        note="QK^T and PV, 2 FLOP per multiply-add, every layer" + ("; MLA: H (d_qk + d_v) / 2" if m.is_mla else ""),
+    )
     prec = COMPUTE_PRECISION[cfg.weights]
     bf16 = g.peak_flop_per_s("bf16")
     pi = sm.peak_flop_per_s / a.mfu_max
     if prec in ("fp8", "int8") and g.supports(prec) or (prec == "fp4" and not g.supports("fp4") and g.supports("fp8")):
         p8 = g.peak_flop_per_s("fp8" if prec == "fp4" else prec)
-        tr.step("pi_flops", f"Compute peak per GPU ({prec.upper()})", r"\pi_{flops}", "min(pi_bf16 * s_8, pi_8)", pi,
-                unit="FLOP/s", units={"pi_bf16": "FLOP/s", "pi_8": "FLOP/s", "s_8": "x"}, pi_bf16=bf16,
-                s_8=a.fp8_speedup, pi_8=p8,
-                note="FP8 gains what measured kernels give (assumption fp8_speedup), not the 2x datasheet ratio"
-                + ("; this part has no FP4 tensor cores, so FP4 weights run at FP8" if prec == "fp4" else ""))
+        tr.step(
+            "pi_flops",
+            f"Compute peak per GPU ({prec.upper()})",
+            r"\pi_{flops}",
+            "min(pi_bf16 * s_8, pi_8)",
+            pi,
+            unit="FLOP/s",
+            units={"pi_bf16": "FLOP/s", "pi_8": "FLOP/s", "s_8": "x"},
+            pi_bf16=bf16,
+            s_8=a.fp8_speedup,
+            pi_8=p8,
+            note="FP8 gains what measured kernels give (assumption fp8_speedup), not the 2x datasheet ratio"
+            + ("; this part has no FP4 tensor cores, so FP4 weights run at FP8" if prec == "fp4" else ""),
+        )
     elif prec == "fp4" and g.supports("fp4"):
-        tr.step("pi_flops", "Compute peak per GPU (FP4)", r"\pi_{flops}", "min(pi_bf16 * s_8 * s_4, pi_4)", pi,
-                unit="FLOP/s", units={"pi_bf16": "FLOP/s", "pi_4": "FLOP/s", "s_8": "x", "s_4": "x"},
-                pi_bf16=bf16, s_8=a.fp8_speedup, s_4=a.fp4_speedup, pi_4=g.peak_flop_per_s("fp4"),
-                note="FP4 = BF16 x fp8_speedup x fp4_speedup, capped by the FP4 datasheet peak")
+        tr.step(
+            "pi_flops",
+            "Compute peak per GPU (FP4)",
+            r"\pi_{flops}",
+            "min(pi_bf16 * s_8 * s_4, pi_4)",
+            pi,
+            unit="FLOP/s",
+            units={"pi_bf16": "FLOP/s", "pi_4": "FLOP/s", "s_8": "x", "s_4": "x"},
+            pi_bf16=bf16,
+            s_8=a.fp8_speedup,
+            s_4=a.fp4_speedup,
+            pi_4=g.peak_flop_per_s("fp4"),
+            note="FP4 = BF16 x fp8_speedup x fp4_speedup, capped by the FP4 datasheet peak",
+        )
     else:
-        tr.step("pi_flops", "Compute peak per GPU (BF16)", r"\pi_{flops}", "pi_bf16", pi, unit="FLOP/s",
-                units={"pi_bf16": "FLOP/s"}, pi_bf16=bf16,
-                note=f"{g.name}: dense BF16 datasheet peak" + (
-                    f"; {cfg.weights} weights are dequantised to BF16 (weight-only)" if cfg.weights != "bf16" else ""))
-    tr.step("pi_bw", "HBM bandwidth per GPU", r"\pi_{bw}", "pi_bw", g.memory_bw_bytes_per_s, unit="B/s",
-            units={"pi_bw": "B/s"}, pi_bw=g.memory_bw_bytes_per_s, note=f"{g.name} datasheet")
+        tr.step(
+            "pi_flops",
+            "Compute peak per GPU (BF16)",
+            r"\pi_{flops}",
+            "pi_bf16",
+            pi,
+            unit="FLOP/s",
+            units={"pi_bf16": "FLOP/s"},
+            pi_bf16=bf16,
+            note=f"{g.name}: dense BF16 datasheet peak"
+            + (f"; {cfg.weights} weights are dequantised to BF16 (weight-only)" if cfg.weights != "bf16" else ""),
+        )
+    tr.step(
+        "pi_bw",
+        "HBM bandwidth per GPU",
+        r"\pi_{bw}",
+        "pi_bw",
+        g.memory_bw_bytes_per_s,
+        unit="B/s",
+        units={"pi_bw": "B/s"},
+        pi_bw=g.memory_bw_bytes_per_s,
+        note=f"{g.name} datasheet",
+    )
     b_w = cfg.weight_bytes_per_param
     p_expert_all = m.moe_layers * m.num_experts * m.expert_params()
     dense_q = m.quantizable_params() - p_expert_all
     dense_r = m.total_params() - m.quantizable_params() - m.embedding_params()
-    tr.step("weights_read_bytes", "Dense weights read per iteration per GPU", "W_d", "(P_q * b_w + P_r * 2) / (tp * pp)",
-            sm.dense_weight_bytes, unit="B", latex=r"\frac{[P_q] \cdot [b_w] + [P_r] \cdot 2}{[tp] \cdot [pp]}",
-            P_q=dense_q, b_w=b_w, P_r=dense_r, tp=tp, pp=pp,
-            note="block linears in the weight format; LM head and norms in BF16; the input embedding is a "
-                 "lookup and is not streamed" + ("; routed experts below" if m.is_moe else ""))
+    tr.step(
+        "weights_read_bytes",
+        "Dense weights read per iteration per GPU",
+        "W_d",
+        "(P_q * b_w + P_r * 2) / (tp * pp)",
+        sm.dense_weight_bytes,
+        unit="B",
+        latex=r"\frac{[P_q] \cdot [b_w] + [P_r] \cdot 2}{[tp] \cdot [pp]}",
+        P_q=dense_q,
+        b_w=b_w,
+        P_r=dense_r,
+        tp=tp,
+        pp=pp,
+        note="block linears in the weight format; LM head and norms in BF16; the input embedding is a "
+        "lookup and is not streamed" + ("; routed experts below" if m.is_moe else ""),
+    )
     if m.is_moe:
         split = ep if ep > 1 else tp
-        tr.step("expert_bytes", "One routed expert's bytes per GPU (stage layers)", "w_e", "P_e * b_w * L_moe / (pp * s_e)",
-                sm.expert_bytes_per_gpu_per_expert, unit="B", latex=r"\frac{[P_e] \cdot [b_w] \cdot [L_moe]}{[pp] \cdot [s_e]}",
-                P_e=m.expert_params(), b_w=b_w, L_moe=m.moe_layers, pp=pp, s_e=split,
-                note=f"experts split {split} ways by " + ("EP (whole experts per GPU)" if ep > 1 else "TP (slices)"))
+        tr.step(
+            "expert_bytes",
+            "One routed expert's bytes per GPU (stage layers)",
+            "w_e",
+            "P_e * b_w * L_moe / (pp * s_e)",
+            sm.expert_bytes_per_gpu_per_expert,
+            unit="B",
+            latex=r"\frac{[P_e] \cdot [b_w] \cdot [L_moe]}{[pp] \cdot [s_e]}",
+            P_e=m.expert_params(),
+            b_w=b_w,
+            L_moe=m.moe_layers,
+            pp=pp,
+            s_e=split,
+            note=f"experts split {split} ways by " + ("EP (whole experts per GPU)" if ep > 1 else "TP (slices)"),
+        )
     k_t = kv_bytes_per_token(m, cfg.kv_bytes_per_elem)
-    tr.step("kv_read_bytes_per_token", "KV bytes per cached token per GPU", "k_g", "k_t / (s_kv * pp)",
-            sm.kv_bytes_per_token, unit="B", latex=r"\frac{[k_t]}{[s_kv] \cdot [pp]}", units={"k_t": "B"},
-            k_t=k_t, s_kv=kv_shard(m, tp), pp=pp,
-            note=("MLA: the compressed latent, not split by TP" if m.is_mla else
-                  f"{m.num_kv_heads} KV heads split {kv_shard(m, tp)} ways by TP"))
+    tr.step(
+        "kv_read_bytes_per_token",
+        "KV bytes per cached token per GPU",
+        "k_g",
+        "k_t / (s_kv * pp)",
+        sm.kv_bytes_per_token,
+        unit="B",
+        latex=r"\frac{[k_t]}{[s_kv] \cdot [pp]}",
+        units={"k_t": "B"},
+        k_t=k_t,
+        s_kv=kv_shard(m, tp),
+        pp=pp,
+        note=(
+            "MLA: the compressed latent, not split by TP"
+            if m.is_mla
+            else f"{m.num_kv_heads} KV heads split {kv_shard(m, tp)} ways by TP"
+        ),
+    )
     _record_comm_setup(tr, cfg, sm)
 
 
@@ -363,141 +474,473 @@ def _record_comm_setup(tr: Trace, cfg: RabitConfig, sm: StepModel) -> None:
         lv = coll.intra(tp)
         if g.topology == "mesh" and g.mesh_links:
             links = min(tp - 1, g.mesh_links)
-            tr.step("tp_bw_bytes_per_s", f"TP group bandwidth per GPU ({tp - 1 if tp - 1 <= g.mesh_links else links} "
-                    "mesh links)", r"\beta", "n_l * l_bw * eta_c", lv.bw_bytes_per_s, unit="B/s",
-                    units={"l_bw": "B/s", "eta_c": "frac"}, n_l=links, l_bw=g.link_bw_gb_per_s * 1e9,
-                    eta_c=a.comm_bw_eff,
-                    note=f"{g.scale_up}: a full mesh; a group of p = {tp} GPUs uses p - 1 direct links")
+            tr.step(
+                "tp_bw_bytes_per_s",
+                f"TP group bandwidth per GPU ({tp - 1 if tp - 1 <= g.mesh_links else links} mesh links)",
+                r"\beta",
+                "n_l * l_bw * eta_c",
+                lv.bw_bytes_per_s,
+                unit="B/s",
+                units={"l_bw": "B/s", "eta_c": "frac"},
+                n_l=links,
+                l_bw=g.link_bw_gb_per_s * 1e9,
+                eta_c=a.comm_bw_eff,
+                note=f"{g.scale_up}: a full mesh; a group of p = {tp} GPUs uses p - 1 direct links",
+            )
         else:
-            tr.step("tp_bw_bytes_per_s", "TP group bandwidth per GPU", r"\beta", "bw_su * eta_c", lv.bw_bytes_per_s,
-                    unit="B/s", units={"bw_su": "B/s", "eta_c": "frac"}, bw_su=g.scale_up_bw_bytes_per_s,
-                    eta_c=a.comm_bw_eff,
-                    note=(f"{g.scale_up}: any peer at the full per-GPU bandwidth" if g.topology == "nvswitch" else
-                          f"{g.scale_up}: over the host bus") + " (per direction) x achieved share comm_bw_eff")
+            tr.step(
+                "tp_bw_bytes_per_s",
+                "TP group bandwidth per GPU",
+                r"\beta",
+                "bw_su * eta_c",
+                lv.bw_bytes_per_s,
+                unit="B/s",
+                units={"bw_su": "B/s", "eta_c": "frac"},
+                bw_su=g.scale_up_bw_bytes_per_s,
+                eta_c=a.comm_bw_eff,
+                note=(
+                    f"{g.scale_up}: any peer at the full per-GPU bandwidth"
+                    if g.topology == "nvswitch"
+                    else f"{g.scale_up}: over the host bus"
+                )
+                + " (per direction) x achieved share comm_bw_eff",
+            )
         u = {"t0": "s", "alpha": "s", "beta": "B/s", "b_a": "B"}
-        tr.step("ar_ring_alpha_s", "Ring all-reduce: fixed time", "a_r", "t0 + 2 * (p - 1) * alpha", sm.tp_ar_alpha_ring,
-                unit="s", units=u, t0=lv.base_s, p=tp, alpha=lv.latency_s,
-                note="2(p-1) hops of alpha after the launch cost t0 (collective_base_us)")
-        tr.step("ar_ring_beta_s", "Ring all-reduce: time per token", "b_r", "2 * (p - 1) / p * h * b_a / beta",
-                sm.tp_ar_beta_ring, unit="s", latex=r"\frac{2 ([p] - 1)}{[p]} \cdot \frac{[h] \cdot [b_a]}{[beta]}", units=u,
-                p=tp, h=h, b_a=ACT_BYTES, beta=lv.bw_bytes_per_s, note="each token adds h x 2 B to the buffer")
+        tr.step(
+            "ar_ring_alpha_s",
+            "Ring all-reduce: fixed time",
+            "a_r",
+            "t0 + 2 * (p - 1) * alpha",
+            sm.tp_ar_alpha_ring,
+            unit="s",
+            units=u,
+            t0=lv.base_s,
+            p=tp,
+            alpha=lv.latency_s,
+            note="2(p-1) hops of alpha after the launch cost t0 (collective_base_us)",
+        )
+        tr.step(
+            "ar_ring_beta_s",
+            "Ring all-reduce: time per token",
+            "b_r",
+            "2 * (p - 1) / p * h * b_a / beta",
+            sm.tp_ar_beta_ring,
+            unit="s",
+            latex=r"\frac{2 ([p] - 1)}{[p]} \cdot \frac{[h] \cdot [b_a]}{[beta]}",
+            units=u,
+            p=tp,
+            h=h,
+            b_a=ACT_BYTES,
+            beta=lv.bw_bytes_per_s,
+            note="each token adds h x 2 B to the buffer",
+        )
         if lv.in_switch_reduction:
-            tr.step("ar_tree_alpha_s", "NVLS all-reduce: fixed time", "a_t", "t0 + 2 * alpha", sm.tp_ar_alpha_tree,
-                    unit="s", units=u, t0=lv.base_s, alpha=lv.latency_s,
-                    note="NVLink SHARP: one hop to the switch, which reduces and multicasts back")
-            tr.step("ar_tree_beta_s", "NVLS all-reduce: time per token", "b_t", "h * b_a / beta", sm.tp_ar_beta_tree,
-                    unit="s", latex=r"\frac{[h] \cdot [b_a]}{[beta]}", units=u, h=h, b_a=ACT_BYTES, beta=lv.bw_bytes_per_s,
-                    note="each GPU sends its buffer once (NCCL 2.17+ NVLS)")
+            tr.step(
+                "ar_tree_alpha_s",
+                "NVLS all-reduce: fixed time",
+                "a_t",
+                "t0 + 2 * alpha",
+                sm.tp_ar_alpha_tree,
+                unit="s",
+                units=u,
+                t0=lv.base_s,
+                alpha=lv.latency_s,
+                note="NVLink SHARP: one hop to the switch, which reduces and multicasts back",
+            )
+            tr.step(
+                "ar_tree_beta_s",
+                "NVLS all-reduce: time per token",
+                "b_t",
+                "h * b_a / beta",
+                sm.tp_ar_beta_tree,
+                unit="s",
+                latex=r"\frac{[h] \cdot [b_a]}{[beta]}",
+                units=u,
+                h=h,
+                b_a=ACT_BYTES,
+                beta=lv.bw_bytes_per_s,
+                note="each GPU sends its buffer once (NCCL 2.17+ NVLS)",
+            )
         else:
             hops = int(np.ceil(np.log2(tp)))
-            tr.step("ar_tree_alpha_s", "Tree all-reduce: fixed time", "a_t", "t0 + 2 * d * alpha", sm.tp_ar_alpha_tree,
-                    unit="s", units=u, t0=lv.base_s, d=hops, alpha=lv.latency_s,
-                    note="double binary tree of depth d = ceil(log2 p): fewer hops, twice the bytes")
-            tr.step("ar_tree_beta_s", "Tree all-reduce: time per token", "b_t", "2 * h * b_a / beta", sm.tp_ar_beta_tree,
-                    unit="s", latex=r"\frac{2 [h] \cdot [b_a]}{[beta]}", units=u, h=h, b_a=ACT_BYTES, beta=lv.bw_bytes_per_s)
+            tr.step(
+                "ar_tree_alpha_s",
+                "Tree all-reduce: fixed time",
+                "a_t",
+                "t0 + 2 * d * alpha",
+                sm.tp_ar_alpha_tree,
+                unit="s",
+                units=u,
+                t0=lv.base_s,
+                d=hops,
+                alpha=lv.latency_s,
+                note="double binary tree of depth d = ceil(log2 p): fewer hops, twice the bytes",
+            )
+            tr.step(
+                "ar_tree_beta_s",
+                "Tree all-reduce: time per token",
+                "b_t",
+                "2 * h * b_a / beta",
+                sm.tp_ar_beta_tree,
+                unit="s",
+                latex=r"\frac{2 [h] \cdot [b_a]}{[beta]}",
+                units=u,
+                h=h,
+                b_a=ACT_BYTES,
+                beta=lv.bw_bytes_per_s,
+            )
     elif tp > 1:
         t1, t2 = coll.all_reduce_s(h * ACT_BYTES, tp), coll.all_reduce_s(2 * h * ACT_BYTES, tp)
-        tr.step("ar_ring_alpha_s", "All-reduce across nodes: fixed time", "a_r", "2 * t_1 - t_2", sm.tp_ar_alpha_ring,
-                unit="s", units={"t_1": "s", "t_2": "s"}, t_1=float(t1), t_2=float(t2),
-                note=f"TP {tp} spans nodes: reduce-scatter in the node, all-reduce over {f.name}, all-gather; "
-                     "linearised from its cost at 1 and 2 tokens")
-        tr.step("ar_ring_beta_s", "All-reduce across nodes: time per token", "b_r", "t_2 - t_1", sm.tp_ar_beta_ring,
-                unit="s", units={"t_1": "s", "t_2": "s"}, t_1=float(t1), t_2=float(t2))
+        tr.step(
+            "ar_ring_alpha_s",
+            "All-reduce across nodes: fixed time",
+            "a_r",
+            "2 * t_1 - t_2",
+            sm.tp_ar_alpha_ring,
+            unit="s",
+            units={"t_1": "s", "t_2": "s"},
+            t_1=float(t1),
+            t_2=float(t2),
+            note=f"TP {tp} spans nodes: reduce-scatter in the node, all-reduce over {f.name}, all-gather; "
+            "linearised from its cost at 1 and 2 tokens",
+        )
+        tr.step(
+            "ar_ring_beta_s",
+            "All-reduce across nodes: time per token",
+            "b_r",
+            "t_2 - t_1",
+            sm.tp_ar_beta_ring,
+            unit="s",
+            units={"t_1": "s", "t_2": "s"},
+            t_1=float(t1),
+            t_2=float(t2),
+        )
     if sm.a2a_per_iter:
         per_tok = m.experts_per_tok * h * ACT_BYTES / cfg.ep
         t1, t2 = coll.all_to_all_s(per_tok, cfg.ep), coll.all_to_all_s(2 * per_tok, cfg.ep)
-        tr.step("a2a_alpha_s", "EP all-to-all: fixed time", "a_e", "2 * t_1 - t_2", sm.ep_a2a_alpha, unit="s",
-                units={"t_1": "s", "t_2": "s"}, t_1=float(t1), t_2=float(t2),
-                note=f"(p-1) alpha + (p-1)/p x n / beta over EP {cfg.ep}; n = top-k x h x 2 B per token / ep; "
-                     "dispatch and combine per MoE layer")
-        tr.step("a2a_beta_s", "EP all-to-all: time per token", "b_e", "t_2 - t_1", sm.ep_a2a_beta, unit="s",
-                units={"t_1": "s", "t_2": "s"}, t_1=float(t1), t_2=float(t2))
+        tr.step(
+            "a2a_alpha_s",
+            "EP all-to-all: fixed time",
+            "a_e",
+            "2 * t_1 - t_2",
+            sm.ep_a2a_alpha,
+            unit="s",
+            units={"t_1": "s", "t_2": "s"},
+            t_1=float(t1),
+            t_2=float(t2),
+            note=f"(p-1) alpha + (p-1)/p x n / beta over EP {cfg.ep}; n = top-k x h x 2 B per token / ep; "
+            "dispatch and combine per MoE layer",
+        )
+        tr.step(
+            "a2a_beta_s",
+            "EP all-to-all: time per token",
+            "b_e",
+            "t_2 - t_1",
+            sm.ep_a2a_beta,
+            unit="s",
+            units={"t_1": "s", "t_2": "s"},
+            t_1=float(t1),
+            t_2=float(t2),
+        )
     if cfg.pp > 1:
         cross = cfg.tp * cfg.pp > coll.domain
         t1, t2 = coll.p2p_s(h * ACT_BYTES, cross), coll.p2p_s(2 * h * ACT_BYTES, cross)
-        tr.step("hop_alpha_s", "Pipeline hop: fixed time", "a_h", "2 * t_1 - t_2", sm.pp_hop_alpha, unit="s",
-                units={"t_1": "s", "t_2": "s"}, t_1=float(t1), t_2=float(t2),
-                note="point-to-point send of the activations to the next stage: alpha + n / beta"
-                     + (f" over {f.name}" if cross else " over the scale-up fabric"))
-        tr.step("hop_beta_s", "Pipeline hop: time per token", "b_h", "t_2 - t_1", sm.pp_hop_beta, unit="s",
-                units={"t_1": "s", "t_2": "s"}, t_1=float(t1), t_2=float(t2))
+        tr.step(
+            "hop_alpha_s",
+            "Pipeline hop: fixed time",
+            "a_h",
+            "2 * t_1 - t_2",
+            sm.pp_hop_alpha,
+            unit="s",
+            units={"t_1": "s", "t_2": "s"},
+            t_1=float(t1),
+            t_2=float(t2),
+            note="point-to-point send of the activations to the next stage: alpha + n / beta"
+            + (f" over {f.name}" if cross else " over the scale-up fabric"),
+        )
+        tr.step(
+            "hop_beta_s",
+            "Pipeline hop: time per token",
+            "b_h",
+            "t_2 - t_1",
+            sm.pp_hop_beta,
+            unit="s",
+            units={"t_1": "s", "t_2": "s"},
+            t_1=float(t1),
+            t_2=float(t2),
+        )
 
 
 def _record_prefill(tr: Trace, cfg: RabitConfig, sm: StepModel, pf: _Prefill) -> None:
     B, I = pf.batch, pf.prompt
-    tr.step("prefill_cached_tokens", "Cached prefix per prompt", "c", "floor(f_c * s_in)", pf.cached, unit="tokens",
-            f_c=cfg.prefix_cache_frac, s_in=I, note="read from the prefix cache, not recomputed")
-    tr.step("prefill_tokens", "Prefill: new tokens in the iteration", "T_p", "B * (s_in - c)", pf.T, unit="tokens",
-            B=B, s_in=I, c=pf.cached, note="all prompts of the batch in one iteration")
+    tr.step(
+        "prefill_cached_tokens",
+        "Cached prefix per prompt",
+        "c",
+        "floor(f_c * s_in)",
+        pf.cached,
+        unit="tokens",
+        f_c=cfg.prefix_cache_frac,
+        s_in=I,
+        note="read from the prefix cache, not recomputed",
+    )
+    tr.step(
+        "prefill_tokens",
+        "Prefill: new tokens in the iteration",
+        "T_p",
+        "B * (s_in - c)",
+        pf.T,
+        unit="tokens",
+        B=B,
+        s_in=I,
+        c=pf.cached,
+        note="all prompts of the batch in one iteration",
+    )
     m = sm.model
     if m.sliding_layers:
-        tr.step("prefill_pairs", "Prefill: attended (query, key) pairs", "A_p", "B * a_s", pf.A, unit="pairs",
-                B=B, a_s=pf.A / B, note=f"causal attention; {m.sliding_layers} of {m.num_layers} layers see at most "
-                                        f"{m.sliding_window} keys")
-        tr.step("prefill_kv_tokens", "Prefill: cached tokens read", "R_p", "B * r_s", pf.R, unit="tokens", B=B,
-                r_s=pf.R / B)
+        tr.step(
+            "prefill_pairs",
+            "Prefill: attended (query, key) pairs",
+            "A_p",
+            "B * a_s",
+            pf.A,
+            unit="pairs",
+            B=B,
+            a_s=pf.A / B,
+            note=f"causal attention; {m.sliding_layers} of {m.num_layers} layers see at most {m.sliding_window} keys",
+        )
+        tr.step(
+            "prefill_kv_tokens", "Prefill: cached tokens read", "R_p", "B * r_s", pf.R, unit="tokens", B=B, r_s=pf.R / B
+        )
     else:
-        tr.step("prefill_pairs", "Prefill: attended (query, key) pairs", "A_p",
-                "B * (s_in * (s_in + 1) - c * (c + 1)) / 2", pf.A, unit="pairs",
-                latex=r"[B] \cdot \frac{[s_in] ([s_in] + 1) - [c] ([c] + 1)}{2}", B=B, s_in=I, c=pf.cached,
-                note="causal attention: the query at position j sees j keys (itself included)")
-        tr.step("prefill_kv_tokens", "Prefill: cached tokens read", "R_p", "B * c", pf.R, unit="tokens", B=B,
-                c=pf.cached)
-    record_iteration(tr, sm, cfg, "prefill", "Prefill", pf.T, pf.A, pf.R, pf.it,
-                      final_label="Time to first token (one batch)", final_symbol=r"\mathrm{TTFT}",
-                      note=f"bound: {pf.it.bound}; the whole batch prefilled in one iteration")
-    record_iteration(tr, sm, cfg, "ttft_one", "Prefill of one prompt", float(pf.uncached), pf.A / B, pf.R / B,
-                      pf.one, compact=True, final_label="Time to first token (one prompt alone)",
-                      final_symbol=r"\mathrm{TTFT}_1", note="the same iteration with B = 1")
+        tr.step(
+            "prefill_pairs",
+            "Prefill: attended (query, key) pairs",
+            "A_p",
+            "B * (s_in * (s_in + 1) - c * (c + 1)) / 2",
+            pf.A,
+            unit="pairs",
+            latex=r"[B] \cdot \frac{[s_in] ([s_in] + 1) - [c] ([c] + 1)}{2}",
+            B=B,
+            s_in=I,
+            c=pf.cached,
+            note="causal attention: the query at position j sees j keys (itself included)",
+        )
+        tr.step(
+            "prefill_kv_tokens", "Prefill: cached tokens read", "R_p", "B * c", pf.R, unit="tokens", B=B, c=pf.cached
+        )
+    record_iteration(
+        tr,
+        sm,
+        cfg,
+        "prefill",
+        "Prefill",
+        pf.T,
+        pf.A,
+        pf.R,
+        pf.it,
+        final_label="Time to first token (one batch)",
+        final_symbol=r"\mathrm{TTFT}",
+        note=f"bound: {pf.it.bound}; the whole batch prefilled in one iteration",
+    )
+    record_iteration(
+        tr,
+        sm,
+        cfg,
+        "ttft_one",
+        "Prefill of one prompt",
+        float(pf.uncached),
+        pf.A / B,
+        pf.R / B,
+        pf.one,
+        compact=True,
+        final_label="Time to first token (one prompt alone)",
+        final_symbol=r"\mathrm{TTFT}_1",
+        note="the same iteration with B = 1",
+    )
 
 
 def _record_decode(tr: Trace, cfg: RabitConfig, sm: StepModel, d: _Decode, prefill_s: float) -> dict[str, float]:
     B, b, pp = d.batch, d.b, sm.pp
-    tr.step("decode_micro_batch", "Decode: sequences per micro-batch", "b", "ceil(B / pp)", b, unit="seq", B=B, pp=pp,
-            note="pp micro-batches in flight, one per pipeline stage" if pp > 1 else "no pipeline: the whole batch")
-    tr.step("decode_steps", "Decode steps per request", "N", "max(s_out - 1, 1)", d.N, unit="steps",
-            s_out=cfg.output_tokens, note="the prefill pass emits the first output token")
-    tr.step("decode_context_tokens", "Cached tokens before the mean step", r"\bar{s}", "s_in + (N - 1) / 2", d.ctx,
-            unit="tokens", s_in=cfg.input_tokens, N=d.N,
-            note="step n (n = 1..N) finds s_in + n - 1 tokens cached; this is their mean")
+    tr.step(
+        "decode_micro_batch",
+        "Decode: sequences per micro-batch",
+        "b",
+        "ceil(B / pp)",
+        b,
+        unit="seq",
+        B=B,
+        pp=pp,
+        note="pp micro-batches in flight, one per pipeline stage" if pp > 1 else "no pipeline: the whole batch",
+    )
+    tr.step(
+        "decode_steps",
+        "Decode steps per request",
+        "N",
+        "max(s_out - 1, 1)",
+        d.N,
+        unit="steps",
+        s_out=cfg.output_tokens,
+        note="the prefill pass emits the first output token",
+    )
+    tr.step(
+        "decode_context_tokens",
+        "Cached tokens before the mean step",
+        r"\bar{s}",
+        "s_in + (N - 1) / 2",
+        d.ctx,
+        unit="tokens",
+        s_in=cfg.input_tokens,
+        N=d.N,
+        note="step n (n = 1..N) finds s_in + n - 1 tokens cached; this is their mean",
+    )
     T = float(b)
     m = sm.model
     if m.sliding_layers:
-        A = tr.step("decode_pairs", "Decode: attended pairs", "A_d", "b * s_a", b * d.s_att, unit="pairs", b=b,
-                    s_a=d.s_att, note=f"sliding-window layers see at most {m.sliding_window} keys")
-        R = tr.step("decode_kv_tokens", "Decode: cached tokens read", "R_d", "b * s_r", b * d.s_read, unit="tokens",
-                    b=b, s_r=d.s_read)
+        A = tr.step(
+            "decode_pairs",
+            "Decode: attended pairs",
+            "A_d",
+            "b * s_a",
+            b * d.s_att,
+            unit="pairs",
+            b=b,
+            s_a=d.s_att,
+            note=f"sliding-window layers see at most {m.sliding_window} keys",
+        )
+        R = tr.step(
+            "decode_kv_tokens",
+            "Decode: cached tokens read",
+            "R_d",
+            "b * s_r",
+            b * d.s_read,
+            unit="tokens",
+            b=b,
+            s_r=d.s_read,
+        )
     else:
-        A = tr.step("decode_pairs", "Decode: attended pairs", "A_d", "b * (s_ctx + 1)", b * d.s_att, unit="pairs",
-                    b=b, s_ctx=d.ctx, note="each new token attends the cache and itself")
-        R = tr.step("decode_kv_tokens", "Decode: cached tokens read", "R_d", "b * s_ctx", b * d.s_read,
-                    unit="tokens", b=b, s_ctx=d.ctx)
-    record_iteration(tr, sm, cfg, "decode_mid", "Decode", T, A, R, d.mid,
-                      final_label="Decode step at the mean context", final_symbol=r"t_{mid}",
-                      note=f"bound: {d.mid.bound}; time between two tokens of one sequence")
+        A = tr.step(
+            "decode_pairs",
+            "Decode: attended pairs",
+            "A_d",
+            "b * (s_ctx + 1)",
+            b * d.s_att,
+            unit="pairs",
+            b=b,
+            s_ctx=d.ctx,
+            note="each new token attends the cache and itself",
+        )
+        R = tr.step(
+            "decode_kv_tokens",
+            "Decode: cached tokens read",
+            "R_d",
+            "b * s_ctx",
+            b * d.s_read,
+            unit="tokens",
+            b=b,
+            s_ctx=d.ctx,
+        )
+    record_iteration(
+        tr,
+        sm,
+        cfg,
+        "decode_mid",
+        "Decode",
+        T,
+        A,
+        R,
+        d.mid,
+        final_label="Decode step at the mean context",
+        final_symbol=r"t_{mid}",
+        note=f"bound: {d.mid.bound}; time between two tokens of one sequence",
+    )
     gap = d.mean_s - d.mid.time_s
     gap = 0.0 if abs(gap) <= 1e-9 * d.mean_s else gap  # float noise when one limit binds throughout
-    t_d = tr.step("decode_step_s", "Decode step (mean over the output)", "t_d", "t_mid + delta", d.mean_s, unit="s",
-                  units={"t_mid": "s", "delta": "s"}, t_mid=d.mid.time_s, delta=gap,
-                  note=f"mean of the N per-step times as the context grows ({fmt_s(d.first_s)} first, "
-                       f"{fmt_s(d.last_s)} last); equals the mid step while one limit binds throughout, since every "
-                       "part is linear in the context; delta is the gap when the bound switches")
-    tr.step("decode_comm_per_step_s", "Communication per decode step", "t_{x,d}", "pp * t_x + (pp - 1) * (a_h + b_h * b)",
-            pp * d.mid.comm_s + d.mid.hops_s, unit="s", units={"t_x": "s", "a_h": "s", "b_h": "s"}, pp=pp,
-            t_x=d.mid.comm_s, a_h=sm.pp_hop_alpha, b_h=sm.pp_hop_beta, b=b, note="at the mean context")
-    r_u = tr.step("tokens_per_s_per_user", "Per-user decode rate", "r_u", "1 / t_d", 1 / d.mean_s, unit="tokens/s",
-                  t_d=t_d, note="the textbook example: s_tok / (pp t_step + (pp - 1) t_pp)" if pp > 1 else "")
-    r_r = tr.step("tokens_per_s_replica", "Decode throughput per replica", "r_r", "B / t_d", B / d.mean_s,
-                  unit="tokens/s", B=B, t_d=t_d, note="every sequence of the batch gets a token per step")
+    t_d = tr.step(
+        "decode_step_s",
+        "Decode step (mean over the output)",
+        "t_d",
+        "t_mid + delta",
+        d.mean_s,
+        unit="s",
+        units={"t_mid": "s", "delta": "s"},
+        t_mid=d.mid.time_s,
+        delta=gap,
+        note=f"mean of the N per-step times as the context grows ({fmt_s(d.first_s)} first, "
+        f"{fmt_s(d.last_s)} last); equals the mid step while one limit binds throughout, since every "
+        "part is linear in the context; delta is the gap when the bound switches",
+    )
+    tr.step(
+        "decode_comm_per_step_s",
+        "Communication per decode step",
+        "t_{x,d}",
+        "pp * t_x + (pp - 1) * (a_h + b_h * b)",
+        pp * d.mid.comm_s + d.mid.hops_s,
+        unit="s",
+        units={"t_x": "s", "a_h": "s", "b_h": "s"},
+        pp=pp,
+        t_x=d.mid.comm_s,
+        a_h=sm.pp_hop_alpha,
+        b_h=sm.pp_hop_beta,
+        b=b,
+        note="at the mean context",
+    )
+    r_u = tr.step(
+        "tokens_per_s_per_user",
+        "Per-user decode rate",
+        "r_u",
+        "1 / t_d",
+        1 / d.mean_s,
+        unit="tokens/s",
+        t_d=t_d,
+        note="the textbook example: s_tok / (pp t_step + (pp - 1) t_pp)" if pp > 1 else "",
+    )
+    r_r = tr.step(
+        "tokens_per_s_replica",
+        "Decode throughput per replica",
+        "r_r",
+        "B / t_d",
+        B / d.mean_s,
+        unit="tokens/s",
+        B=B,
+        t_d=t_d,
+        note="every sequence of the batch gets a token per step",
+    )
     dp = replicas_of(cfg)
-    r = tr.step("tokens_per_s", "Aggregate decode throughput", "r", "r_r * d_p", r_r * dp, unit="tokens/s",
-                r_r=r_r, d_p=dp, note=f"{dp} replica(s) of TP {cfg.tp} x PP {cfg.pp} on {cfg.gpus} GPUs")
-    tr.step("tokens_per_s_per_gpu", "Decode throughput per GPU", "r_g", "r / G", r / cfg.gpus, unit="tokens/s",
-            r=r, G=cfg.gpus)
-    e2e = tr.step("e2e_s", "End-to-end latency of one request", "t_{e2e}", "TTFT + (s_out - 1) * t_d",
-                  prefill_s + (cfg.output_tokens - 1) * d.mean_s, unit="s", units={"TTFT": "s", "t_d": "s"},
-                  TTFT=prefill_s, s_out=cfg.output_tokens, t_d=t_d,
-                  note="the batch prefilled together, then decoded together (no queueing)")
+    r = tr.step(
+        "tokens_per_s",
+        "Aggregate decode throughput",
+        "r",
+        "r_r * d_p",
+        r_r * dp,
+        unit="tokens/s",
+        r_r=r_r,
+        d_p=dp,
+        note=f"{dp} replica(s) of TP {cfg.tp} x PP {cfg.pp} on {cfg.gpus} GPUs",
+    )
+    tr.step(
+        "tokens_per_s_per_gpu",
+        "Decode throughput per GPU",
+        "r_g",
+        "r / G",
+        r / cfg.gpus,
+        unit="tokens/s",
+        r=r,
+        G=cfg.gpus,
+    )
+    e2e = tr.step(
+        "e2e_s",
+        "End-to-end latency of one request",
+        "t_{e2e}",
+        "TTFT + (s_out - 1) * t_d",
+        prefill_s + (cfg.output_tokens - 1) * d.mean_s,
+        unit="s",
+        units={"TTFT": "s", "t_d": "s"},
+        TTFT=prefill_s,
+        s_out=cfg.output_tokens,
+        t_d=t_d,
+        note="the batch prefilled together, then decoded together (no queueing)",
+    )
     return {"r_u": r_u, "r_r": r_r, "r": r, "e2e": e2e}
 
 
@@ -506,6 +949,7 @@ def fmt_s(x: float) -> str:
 
 
 # --- speculative decoding ----------------------------------------------------------------------------
+
 
 def _draft_step_model(cfg: RabitConfig) -> StepModel:
     """The draft model on the target's GPUs: the same TP where its heads allow, one stage, no scheduler cost.
@@ -553,74 +997,230 @@ def _spec_result(cfg: RabitConfig, sm: StepModel, d: _Decode, tr: Trace = NO_TRA
     round_s = draft_s + verify.time_s
     ratio = round_s / plain
     alpha_star = spec.break_even_alpha(ratio, k)
-    res = SpecResult(method=cfg.spec_method, k=k, alpha=alpha,
-                     draft_model=cfg.draft_model if cfg.spec_method == "draft" else None,
-                     tokens_per_pass=E, draft_s=draft_s, verify_s=verify.time_s, round_s=round_s, plain_step_s=plain,
-                     cost_ratio=ratio, speedup=E / ratio, break_even_alpha=alpha_star,
-                     tokens_per_s_per_user=E / round_s, tokens_per_s=d.batch * E / round_s * replicas_of(cfg))
+    res = SpecResult(
+        method=cfg.spec_method,
+        k=k,
+        alpha=alpha,
+        draft_model=cfg.draft_model if cfg.spec_method == "draft" else None,
+        tokens_per_pass=E,
+        draft_s=draft_s,
+        verify_s=verify.time_s,
+        round_s=round_s,
+        plain_step_s=plain,
+        cost_ratio=ratio,
+        speedup=E / ratio,
+        break_even_alpha=alpha_star,
+        tokens_per_s_per_user=E / round_s,
+        tokens_per_s=d.batch * E / round_s * replicas_of(cfg),
+    )
     if not tr.enabled:
         return res
     if alpha < 1:
-        tr.step("spec_tokens_per_pass", "Tokens per target pass (speculative)", "E", "(1 - alpha ** (k + 1)) / (1 - alpha)",
-                E, unit="tokens", latex=r"\frac{1 - [alpha]^{[k] + 1}}{1 - [alpha]}", alpha=alpha, k=k,
-                note="Leviathan et al. 2023, eq. 1: each drafted token accepted independently with rate alpha")
+        tr.step(
+            "spec_tokens_per_pass",
+            "Tokens per target pass (speculative)",
+            "E",
+            "(1 - alpha ** (k + 1)) / (1 - alpha)",
+            E,
+            unit="tokens",
+            latex=r"\frac{1 - [alpha]^{[k] + 1}}{1 - [alpha]}",
+            alpha=alpha,
+            k=k,
+            note="Leviathan et al. 2023, eq. 1: each drafted token accepted independently with rate alpha",
+        )
     else:
-        tr.step("spec_tokens_per_pass", "Tokens per target pass (speculative)", "E", "k + 1", E, unit="tokens", k=k,
-                note="alpha = 1: every drafted token is accepted")
+        tr.step(
+            "spec_tokens_per_pass",
+            "Tokens per target pass (speculative)",
+            "E",
+            "k + 1",
+            E,
+            unit="tokens",
+            k=k,
+            note="alpha = 1: every drafted token is accepted",
+        )
     if cfg.spec_method == "draft":
         dsm, one = detail["_sm"], detail["_it"]
-        record_iteration(tr, dsm, cfg.with_(model=cfg.draft_model, custom_model=None, tp=dsm.tp, pp=1, ep=1),
-                          "spec_draft_pass", "Draft pass", float(d.b), detail["A"], detail["R"], one, compact=True,
-                          final_label=f"One draft pass ({cfg.draft_model}, TP {dsm.tp})", final_symbol=r"t_{dp}",
-                          note="the draft model's own iteration model at the mean context of the k passes, "
-                               "without a second scheduler overhead")
-        tr.step("spec_draft_s", "Draft cost per round", r"t_{draft}", "k * t_dp", draft_s, unit="s",
-                units={"t_dp": "s"}, k=k, t_dp=one.time_s, note=f"{k} sequential draft passes")
+        record_iteration(
+            tr,
+            dsm,
+            cfg.with_(model=cfg.draft_model, custom_model=None, tp=dsm.tp, pp=1, ep=1),
+            "spec_draft_pass",
+            "Draft pass",
+            float(d.b),
+            detail["A"],
+            detail["R"],
+            one,
+            compact=True,
+            final_label=f"One draft pass ({cfg.draft_model}, TP {dsm.tp})",
+            final_symbol=r"t_{dp}",
+            note="the draft model's own iteration model at the mean context of the k passes, "
+            "without a second scheduler overhead",
+        )
+        tr.step(
+            "spec_draft_s",
+            "Draft cost per round",
+            r"t_{draft}",
+            "k * t_dp",
+            draft_s,
+            unit="s",
+            units={"t_dp": "s"},
+            k=k,
+            t_dp=one.time_s,
+            note=f"{k} sequential draft passes",
+        )
     elif cfg.spec_method == "eagle":
-        tr.step("spec_draft_s", "Draft cost per round", r"t_{draft}", "k * phi * t_mid", draft_s, unit="s",
-                units={"t_mid": "s", "phi": "frac"}, k=k, phi=cfg.assumptions.eagle_draft_frac, t_mid=plain,
-                note="EAGLE-style head: one decoder layer + the LM head (assumption eagle_draft_frac)")
+        tr.step(
+            "spec_draft_s",
+            "Draft cost per round",
+            r"t_{draft}",
+            "k * phi * t_mid",
+            draft_s,
+            unit="s",
+            units={"t_mid": "s", "phi": "frac"},
+            k=k,
+            phi=cfg.assumptions.eagle_draft_frac,
+            t_mid=plain,
+            note="EAGLE-style head: one decoder layer + the LM head (assumption eagle_draft_frac)",
+        )
     else:
-        tr.step("spec_draft_s", "Draft cost per round", r"t_{draft}", "t_ng", draft_s, unit="s", units={"t_ng": "s"},
-                t_ng=draft_s, note="n-gram prompt lookup on the CPU (assumption ngram_draft_us)")
-    record_iteration(tr, sm, cfg, "spec_verify", "Verification", T_v, A_v, R_v, verify, compact=True,
-                      final_label="Verification pass (k + 1 tokens per sequence)", final_symbol=r"t_{verify}",
-                      note=f"the target's iteration with T = b (k + 1) = {T_v:g} tokens at the mean context")
-    t_r = tr.step("spec_round_s", "Speculative round", "t_r", "t_draft + t_verify", round_s, unit="s",
-                  units={"t_draft": "s", "t_verify": "s"}, t_draft=draft_s, t_verify=verify.time_s)
-    c = tr.step("spec_cost_ratio", "Round cost in plain decode steps", "c", "t_r / t_mid", ratio, unit="x",
-                units={"t_r": "s", "t_mid": "s"}, t_r=t_r, t_mid=plain)
-    tr.step("spec_speedup", "Speculative speed-up per sequence", "S", "E / c", E / ratio, unit="x", E=E, c=c,
-            note="above 1 speculation wins; verification turns compute-bound at large batch and the gain fades")
-    tr.step("spec_break_even_alpha", "Break-even acceptance rate", r"\alpha^*", "alpha_star", alpha_star, unit="",
-            latex=r"E^{-1}([c]) \text{ with } E(\alpha) = \frac{1 - \alpha^{[k] + 1}}{1 - \alpha}",
-            alpha_star=alpha_star, c=ratio, k=k,
-            note="solves (1 - a^(k+1)) / (1 - a) = c; below it speculation is slower"
-                 + ("; NaN: c > k + 1, it never wins here" if math.isnan(alpha_star) else ""))
-    tr.step("spec_tokens_per_s_per_user", "Per-user rate with speculation", "r_{u,s}", "E / t_r", E / round_s,
-            unit="tokens/s", E=E, t_r=t_r)
-    tr.step("spec_tokens_per_s", "Aggregate rate with speculation", "r_s", "B * E / t_r * d_p", res.tokens_per_s,
-            unit="tokens/s", B=d.batch, E=E, t_r=t_r, d_p=replicas_of(cfg))
+        tr.step(
+            "spec_draft_s",
+            "Draft cost per round",
+            r"t_{draft}",
+            "t_ng",
+            draft_s,
+            unit="s",
+            units={"t_ng": "s"},
+            t_ng=draft_s,
+            note="n-gram prompt lookup on the CPU (assumption ngram_draft_us)",
+        )
+    record_iteration(
+        tr,
+        sm,
+        cfg,
+        "spec_verify",
+        "Verification",
+        T_v,
+        A_v,
+        R_v,
+        verify,
+        compact=True,
+        final_label="Verification pass (k + 1 tokens per sequence)",
+        final_symbol=r"t_{verify}",
+        note=f"the target's iteration with T = b (k + 1) = {T_v:g} tokens at the mean context",
+    )
+    t_r = tr.step(
+        "spec_round_s",
+        "Speculative round",
+        "t_r",
+        "t_draft + t_verify",
+        round_s,
+        unit="s",
+        units={"t_draft": "s", "t_verify": "s"},
+        t_draft=draft_s,
+        t_verify=verify.time_s,
+    )
+    c = tr.step(
+        "spec_cost_ratio",
+        "Round cost in plain decode steps",
+        "c",
+        "t_r / t_mid",
+        ratio,
+        unit="x",
+        units={"t_r": "s", "t_mid": "s"},
+        t_r=t_r,
+        t_mid=plain,
+    )
+    tr.step(
+        "spec_speedup",
+        "Speculative speed-up per sequence",
+        "S",
+        "E / c",
+        E / ratio,
+        unit="x",
+        E=E,
+        c=c,
+        note="above 1 speculation wins; verification turns compute-bound at large batch and the gain fades",
+    )
+    tr.step(
+        "spec_break_even_alpha",
+        "Break-even acceptance rate",
+        r"\alpha^*",
+        "alpha_star",
+        alpha_star,
+        unit="",
+        latex=r"E^{-1}([c]) \text{ with } E(\alpha) = \frac{1 - \alpha^{[k] + 1}}{1 - \alpha}",
+        alpha_star=alpha_star,
+        c=ratio,
+        k=k,
+        note="solves (1 - a^(k+1)) / (1 - a) = c; below it speculation is slower"
+        + ("; NaN: c > k + 1, it never wins here" if math.isnan(alpha_star) else ""),
+    )
+    tr.step(
+        "spec_tokens_per_s_per_user",
+        "Per-user rate with speculation",
+        "r_{u,s}",
+        "E / t_r",
+        E / round_s,
+        unit="tokens/s",
+        E=E,
+        t_r=t_r,
+    )
+    tr.step(
+        "spec_tokens_per_s",
+        "Aggregate rate with speculation",
+        "r_s",
+        "B * E / t_r * d_p",
+        res.tokens_per_s,
+        unit="tokens/s",
+        B=d.batch,
+        E=E,
+        t_r=t_r,
+        d_p=replicas_of(cfg),
+    )
     return res
 
 
 # --- public views ------------------------------------------------------------------------------------
 
+
 def _prefill_result(pf: _Prefill, steps: tuple[Step, ...] = ()) -> PrefillResult:
-    return PrefillResult(batch=pf.batch, prompt_tokens=pf.prompt, cached_tokens=pf.cached,
-                         uncached_tokens=pf.uncached, iteration=pf.it, ttft_s=pf.it.time_s, ttft_one_s=pf.one.time_s,
-                         bound=pf.it.bound, steps=steps)
+    return PrefillResult(
+        batch=pf.batch,
+        prompt_tokens=pf.prompt,
+        cached_tokens=pf.cached,
+        uncached_tokens=pf.uncached,
+        iteration=pf.it,
+        ttft_s=pf.it.time_s,
+        ttft_one_s=pf.one.time_s,
+        bound=pf.it.bound,
+        steps=steps,
+    )
 
 
 def _decode_result(cfg: RabitConfig, d: _Decode, steps: tuple[Step, ...] = ()) -> DecodeResult:
     dp = replicas_of(cfg)
     r_r = d.batch / d.mean_s
     return DecodeResult(
-        batch=d.batch, micro_batch=d.b, decode_steps=d.N, mean_context_tokens=d.ctx, at_mean=d.mid,
-        step_s=d.mean_s, step_first_s=d.first_s, step_last_s=d.last_s, convexity_gap_s=d.mean_s - d.mid.time_s,
-        tokens_per_s=r_r * dp, tokens_per_s_replica=r_r, tokens_per_s_per_user=1 / d.mean_s,
-        tokens_per_s_per_gpu=r_r * dp / cfg.gpus, comm_s_per_step=d.mid.pp * d.mid.comm_s + d.mid.hops_s,
-        bound=d.mid.bound, replicas=dp, steps=steps)
+        batch=d.batch,
+        micro_batch=d.b,
+        decode_steps=d.N,
+        mean_context_tokens=d.ctx,
+        at_mean=d.mid,
+        step_s=d.mean_s,
+        step_first_s=d.first_s,
+        step_last_s=d.last_s,
+        convexity_gap_s=d.mean_s - d.mid.time_s,
+        tokens_per_s=r_r * dp,
+        tokens_per_s_replica=r_r,
+        tokens_per_s_per_user=1 / d.mean_s,
+        tokens_per_s_per_gpu=r_r * dp / cfg.gpus,
+        comm_s_per_step=d.mid.pp * d.mid.comm_s + d.mid.hops_s,
+        bound=d.mid.bound,
+        replicas=dp,
+        steps=steps,
+    )
 
 
 def prefill(cfg: RabitConfig, tr: Trace | None = None) -> PrefillResult:
@@ -679,13 +1279,20 @@ def speed_summary(cfg: RabitConfig) -> SpeedSummary:
     if sp is not None:
         section(f"Speculative decoding ({cfg.spec_method}, k = {cfg.spec_k}, alpha = {cfg.spec_alpha:g})", n0)
     steps = tr.frozen()
-    return SpeedSummary(prefill=_prefill_result(pf, steps), decode=_decode_result(cfg, d, steps), spec=sp,
-                        e2e_s=out["e2e"], compute_bound_batch=compute_bound_batch(cfg),
-                        compute_bound_batch_short=compute_bound_batch(cfg, context=1.0), steps=steps,
-                        sections=tuple(sections))
+    return SpeedSummary(
+        prefill=_prefill_result(pf, steps),
+        decode=_decode_result(cfg, d, steps),
+        spec=sp,
+        e2e_s=out["e2e"],
+        compute_bound_batch=compute_bound_batch(cfg),
+        compute_bound_batch_short=compute_bound_batch(cfg, context=1.0),
+        steps=steps,
+        sections=tuple(sections),
+    )
 
 
 # --- where decode turns compute-bound ------------------------------------------------------------
+
 
 def compute_bound_batch(cfg: RabitConfig, context: float | None = None) -> int | None:
     """The smallest batch per replica at which a decode step is compute- rather than memory-bound.

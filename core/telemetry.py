@@ -65,20 +65,26 @@ class Telemetry(BaseModel):
 
 # --- parsing ---------------------------------------------------------------------------------------------
 
+
 def parse(data: bytes | str, name: str = "telemetry") -> Telemetry:
     """Read a Prometheus text dump or a CSV of time series (detected from the first line)."""
     if isinstance(data, bytes):
         if len(data) > MAX_BYTES:
-            raise TelemetryError(f"{name} is {len(data) / 1e6:,.1f} MB; the limit is {MAX_BYTES / 1e6:.0f} MB "
-                                 "(scrape one /metrics page, or export a shorter range or fewer metrics)")
+            raise TelemetryError(
+                f"{name} is {len(data) / 1e6:,.1f} MB; the limit is {MAX_BYTES / 1e6:.0f} MB "
+                "(scrape one /metrics page, or export a shorter range or fewer metrics)"
+            )
         if b"\x00" in data[:65536]:
-            raise TelemetryError(f"{name} is binary, not telemetry: give a Prometheus text dump "
-                                 "(curl http://HOST:PORT/metrics) or a CSV of time series")
+            raise TelemetryError(
+                f"{name} is binary, not telemetry: give a Prometheus text dump "
+                "(curl http://HOST:PORT/metrics) or a CSV of time series"
+            )
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise TelemetryError(f"{name} is not UTF-8 text (byte {exc.start}): give a Prometheus text dump "
-                                 "or a CSV of time series") from None
+            raise TelemetryError(
+                f"{name} is not UTF-8 text (byte {exc.start}): give a Prometheus text dump or a CSV of time series"
+            ) from None
     else:
         text = data
         if len(text) > MAX_BYTES:
@@ -87,9 +93,11 @@ def parse(data: bytes | str, name: str = "telemetry") -> Telemetry:
     if not first:
         raise TelemetryError(f"{name} is empty: give a Prometheus text dump or a CSV of time series")
     if first[0] in "{[<":
-        raise TelemetryError(f"{name} is not telemetry (its first line {first[:40]!r} looks like JSON, TOML or "
-                             "HTML): give a Prometheus text dump (curl http://HOST:PORT/metrics) or a CSV with a "
-                             "header timestamp_s,metric,value")
+        raise TelemetryError(
+            f"{name} is not telemetry (its first line {first[:40]!r} looks like JSON, TOML or "
+            "HTML): give a Prometheus text dump (curl http://HOST:PORT/metrics) or a CSV with a "
+            "header timestamp_s,metric,value"
+        )
     head = first.split("{", 1)[0]
     if "," in head and not first.startswith("#"):
         return _parse_csv(text, name)
@@ -153,8 +161,10 @@ def _check_histograms(samples: list[Sample], name: str) -> None:
             counts.add((s.name[:-6], s.labels))
     for (base, labels), les in buckets.items():
         if "+Inf" not in les or (base, labels) not in counts:
-            raise TelemetryError(f"{name}: histogram {base} has no {'+Inf bucket' if '+Inf' not in les else '_count'}"
-                                 " (the file looks truncated; scrape /metrics again)")
+            raise TelemetryError(
+                f"{name}: histogram {base} has no {'+Inf bucket' if '+Inf' not in les else '_count'}"
+                " (the file looks truncated; scrape /metrics again)"
+            )
 
 
 def _parse_csv(text: str, name: str) -> Telemetry:
@@ -164,8 +174,10 @@ def _parse_csv(text: str, name: str) -> Telemetry:
     except (StopIteration, csv.Error) as exc:
         raise TelemetryError(f"{name}: not a CSV ({exc})") from None
     if not header or header[0] not in ("timestamp_s", "timestamp", "time"):
-        raise TelemetryError(f"{name}: a telemetry CSV starts with a timestamp_s column "
-                             f"(long form: timestamp_s,metric,value[,labels]); got {header[0]!r}")
+        raise TelemetryError(
+            f"{name}: a telemetry CSV starts with a timestamp_s column "
+            f"(long form: timestamp_s,metric,value[,labels]); got {header[0]!r}"
+        )
     long = "metric" in header and "value" in header
     samples: list[Sample] = []
     try:
@@ -173,14 +185,19 @@ def _parse_csv(text: str, name: str) -> Telemetry:
             if not row or not any(c.strip() for c in row):
                 continue
             if len(row) != len(header):
-                raise TelemetryError(f"{name}: line {n} has {len(row)} fields, the header has {len(header)}"
-                                     + (" (the file looks truncated)" if n > 2 else ""))
+                raise TelemetryError(
+                    f"{name}: line {n} has {len(row)} fields, the header has {len(header)}"
+                    + (" (the file looks truncated)" if n > 2 else "")
+                )
             t = _number(row[0], name, n, header[0])
             if long:
                 rec = dict(zip(header, row))
                 labels = _labels(rec.get("labels", ""), name, n)
-                samples.append(Sample(name=rec["metric"].strip(), labels=labels,
-                                      value=_number(rec["value"], name, n, "value"), t_s=t))
+                samples.append(
+                    Sample(
+                        name=rec["metric"].strip(), labels=labels, value=_number(rec["value"], name, n, "value"), t_s=t
+                    )
+                )
             else:
                 for col, cell in zip(header[1:], row[1:]):
                     if cell.strip():
@@ -217,6 +234,7 @@ def _labels(cell: str, name: str, line: int) -> Labels:
 
 
 # --- aggregation -----------------------------------------------------------------------------------------
+
 
 def _by_series(tel: Telemetry, name: str) -> dict[Labels, list[tuple[float, float]]]:
     out: dict[Labels, list[tuple[float, float]]] = defaultdict(list)
@@ -316,18 +334,23 @@ def mean(tel: Telemetry, base: str) -> float | None:
 
 # --- storage -------------------------------------------------------------------------------------------
 
+
 def to_payload(tel: Telemetry) -> dict:
     """A JSON-ready form of parsed telemetry (what a saved analysis stores)."""
-    return {"format": tel.fmt, "name": tel.name,
-            "samples": [[s.name, dict(s.labels), s.value if not math.isnan(s.value) else None, s.t_s]
-                        for s in tel.samples]}
+    return {
+        "format": tel.fmt,
+        "name": tel.name,
+        "samples": [[s.name, dict(s.labels), s.value if not math.isnan(s.value) else None, s.t_s] for s in tel.samples],
+    }
 
 
 def from_payload(payload: dict) -> Telemetry:
     """Telemetry back from :func:`to_payload` (TelemetryError when the stored form is not one)."""
     try:
-        samples = tuple(Sample(name=n, labels=tuple(sorted(lab.items())), value=math.nan if v is None else float(v),
-                               t_s=t) for n, lab, v, t in payload["samples"])
+        samples = tuple(
+            Sample(name=n, labels=tuple(sorted(lab.items())), value=math.nan if v is None else float(v), t_s=t)
+            for n, lab, v, t in payload["samples"]
+        )
         return Telemetry(fmt=payload["format"], name=payload["name"], samples=samples)
     except (KeyError, TypeError, ValueError) as exc:
         raise TelemetryError(f"stored telemetry cannot be read ({exc})") from None

@@ -90,8 +90,15 @@ class Step:
 
     def evaluate(self) -> float:
         """Re-evaluate ``expr`` with the recorded inputs (used by tests)."""
-        env = {"max": max, "min": min, "ceil": math.ceil, "floor": math.floor,
-               "sqrt": math.sqrt, "log": math.log, "exp": math.exp}
+        env = {
+            "max": max,
+            "min": min,
+            "ceil": math.ceil,
+            "floor": math.floor,
+            "sqrt": math.sqrt,
+            "log": math.log,
+            "exp": math.exp,
+        }
         return float(eval(self.expr, {"__builtins__": {}}, {**env, **dict(self.inputs)}))  # noqa: S307
 
     def latex_symbolic(self) -> str:
@@ -117,9 +124,11 @@ class Step:
 
 
 def _auto_latex(expr: str) -> str:
-    out = re.sub(r"\b([A-Za-z_][A-Za-z0-9_]*)\b",
-                 lambda m: m.group(1) if m.group(1) in ("max", "min", "ceil", "floor") else f"[{m.group(1)}]",
-                 expr)
+    out = re.sub(
+        r"\b([A-Za-z_][A-Za-z0-9_]*)\b",
+        lambda m: m.group(1) if m.group(1) in ("max", "min", "ceil", "floor") else f"[{m.group(1)}]",
+        expr,
+    )
     return out.replace("*", r" \cdot ")
 
 
@@ -130,22 +139,40 @@ class Trace:
     steps: list[Step] = field(default_factory=list)
     enabled: bool = True
 
-    def step(self, key: str, label: str, symbol: str, expr: str, value: float, *, unit: str = "",
-             latex: str | None = None, note: str = "", units: dict[str, str] | None = None,
-             **inputs: float) -> float:
+    def step(
+        self,
+        key: str,
+        label: str,
+        symbol: str,
+        expr: str,
+        value: float,
+        *,
+        unit: str = "",
+        latex: str | None = None,
+        note: str = "",
+        units: dict[str, str] | None = None,
+        **inputs: float,
+    ) -> float:
         """Record a step and return ``value`` unchanged."""
         if not self.enabled:
             return value
         known_units = {s.key: s.unit for s in self.steps}
         iu = {n: known_units[n] for n in inputs if n in known_units}
         iu.update(units or {})
-        self.steps.append(Step(
-            key=key, label=label, symbol=symbol, expr=expr,
-            latex=latex if latex is not None else _auto_latex(expr),
-            inputs=tuple((k, float(v)) for k, v in inputs.items()),
-            value=float(value), unit=unit, note=note,
-            input_units=tuple(sorted(iu.items())),
-        ))
+        self.steps.append(
+            Step(
+                key=key,
+                label=label,
+                symbol=symbol,
+                expr=expr,
+                latex=latex if latex is not None else _auto_latex(expr),
+                inputs=tuple((k, float(v)) for k, v in inputs.items()),
+                value=float(value),
+                unit=unit,
+                note=note,
+                input_units=tuple(sorted(iu.items())),
+            )
+        )
         return value
 
     def frozen(self) -> tuple[Step, ...]:

@@ -56,9 +56,18 @@ from core.catalog import GpuSpec, Price
 from core.collectives import Collectives
 from core.config import RabitConfig
 from core.goodput import Goodput, goodput, goodput_arrays
-from core.memory import (ADAM_GRAD_B, ADAM_OPTIM_B, ADAM_WEIGHT_B, QLORA_BASE_BYTES, TrainingMemory,
-                         activation_bytes_per_layer, expert_params_total, lora_params, stage_layers,
-                         training_memory_for)
+from core.memory import (
+    ADAM_GRAD_B,
+    ADAM_OPTIM_B,
+    ADAM_WEIGHT_B,
+    QLORA_BASE_BYTES,
+    TrainingMemory,
+    activation_bytes_per_layer,
+    expert_params_total,
+    lora_params,
+    stage_layers,
+    training_memory_for,
+)
 from core.model import ModelArch
 from core.step import effective_peak_flop_per_s
 from core.trace import Step, Trace
@@ -112,8 +121,10 @@ class Layout(_Frozen):
     def label(self) -> str:
         v = f"(v{self.vpp})" if self.vpp > 1 else ""
         e = f" EP{self.ep}" if self.ep > 1 else ""
-        return (f"TP{self.tp} PP{self.pp}{v} DP{self.dp}{e} · mb {self.micro_batch} · ZeRO-{self.zero} · "
-                f"{self.recompute} recompute")
+        return (
+            f"TP{self.tp} PP{self.pp}{v} DP{self.dp}{e} · mb {self.micro_batch} · ZeRO-{self.zero} · "
+            f"{self.recompute} recompute"
+        )
 
 
 class TrainingGoal(_Frozen):
@@ -195,10 +206,16 @@ class LayoutResult(_Frozen):
 
     def time_parts(self) -> tuple[tuple[str, float], ...]:
         """(name, seconds per step) adding up to ``step_s``."""
-        return (("compute", self.compute_s), ("pipeline bubble", self.bubble_s), ("TP communication", self.tp_comm_s),
-                ("EP all-to-all", self.ep_comm_s), ("PP sends", self.pp_comm_s),
-                ("DP/ZeRO (exposed)", self.dp_exposed_s), ("optimizer step", self.optimizer_s),
-                ("overhead", self.overhead_s))
+        return (
+            ("compute", self.compute_s),
+            ("pipeline bubble", self.bubble_s),
+            ("TP communication", self.tp_comm_s),
+            ("EP all-to-all", self.ep_comm_s),
+            ("PP sends", self.pp_comm_s),
+            ("DP/ZeRO (exposed)", self.dp_exposed_s),
+            ("optimizer step", self.optimizer_s),
+            ("overhead", self.overhead_s),
+        )
 
 
 class CurvePoint(_Frozen):
@@ -242,6 +259,7 @@ class TrainingPlan(_Frozen):
 
 # --- work ---------------------------------------------------------------------------------------------
 
+
 def attention_pairs_per_token(m: ModelArch, seq: int) -> float:
     """Attended (query, key) pairs per token, summed over layers, for causal attention over ``seq`` tokens.
 
@@ -256,8 +274,9 @@ def attention_pairs_per_token(m: ModelArch, seq: int) -> float:
     return float(full + m.sliding_layers * per)
 
 
-def flops_per_token(m: ModelArch, seq: int, *, lora_rank: int = 0, lora_flop_per_param: float = 4.0,
-                    recompute: str = "none") -> tuple[float, float]:
+def flops_per_token(
+    m: ModelArch, seq: int, *, lora_rank: int = 0, lora_flop_per_param: float = 4.0, recompute: str = "none"
+) -> tuple[float, float]:
     """(model FLOPs, hardware FLOPs) per trained token [FLOP]; see the module docstring.
 
     Llama-3.1-70B, s = 4,096, full training: 6 x 69.50e9 + 12 x 8,192 x 163,880 = 4.33e11 FLOP/token.
@@ -280,13 +299,22 @@ def flops_per_token(m: ModelArch, seq: int, *, lora_rank: int = 0, lora_flop_per
 def work(cfg: RabitConfig) -> Work:
     m = model_of(cfg)
     a = cfg.assumptions
-    hw = {r: flops_per_token(m, cfg.seq_len, lora_rank=cfg.lora_rank, lora_flop_per_param=a.lora_flop_per_param,
-                             recompute=r)[1] for r in RECOMPUTES}
+    hw = {
+        r: flops_per_token(
+            m, cfg.seq_len, lora_rank=cfg.lora_rank, lora_flop_per_param=a.lora_flop_per_param, recompute=r
+        )[1]
+        for r in RECOMPUTES
+    }
     fm = flops_per_token(m, cfg.seq_len, lora_rank=cfg.lora_rank, lora_flop_per_param=a.lora_flop_per_param)[0]
-    return Work(active_matmul_params=float(m.active_matmul_params()),
-                trainable_params=float(lora_params(m, cfg.lora_rank) if cfg.lora_rank else m.total_params()),
-                attention_pairs_per_token=attention_pairs_per_token(m, cfg.seq_len), model_flop_per_token=fm,
-                hardware_flop_per_token=hw, tokens=cfg.train_tokens, total_model_flop=fm * cfg.train_tokens)
+    return Work(
+        active_matmul_params=float(m.active_matmul_params()),
+        trainable_params=float(lora_params(m, cfg.lora_rank) if cfg.lora_rank else m.total_params()),
+        attention_pairs_per_token=attention_pairs_per_token(m, cfg.seq_len),
+        model_flop_per_token=fm,
+        hardware_flop_per_token=hw,
+        tokens=cfg.train_tokens,
+        total_model_flop=fm * cfg.train_tokens,
+    )
 
 
 def bubble_fraction(pp: int, micro_batches, vpp: int = 1):
@@ -307,6 +335,7 @@ def fp8_compute_speedup(g: GpuSpec, precision: str, fp8_speedup: float) -> float
 
 # --- collectives over arrays of group sizes ----------------------------------------------------------------
 
+
 def group_gather_s(coll: Collectives, n, p, k: int):
     """All-gather (= reduce-scatter) of ``n`` bytes over groups of ``p`` GPUs (array), ``k`` per node [s]."""
     return dataclasses.replace(coll, domain=k).all_gather_s(n, p)
@@ -318,6 +347,7 @@ def group_allreduce_s(coll: Collectives, n, p, k: int):
 
 
 # --- the vectorised layout model -------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class _Ctx:
@@ -350,14 +380,26 @@ def _ctx(cfg: RabitConfig) -> _Ctx:
     wk = work(cfg)
     sp = fp8_compute_speedup(g, cfg.train_precision, a.fp8_speedup)
     peak = g.peak_flop_per_s("bf16")
-    return _Ctx(cfg=cfg, m=m, g=g, coll=coll, seq=cfg.seq_len,
-                batch_seqs=max(1, round(cfg.global_batch_tokens / cfg.seq_len)), tokens=cfg.train_tokens,
-                P=float(m.total_params()), N_t=float(lora_params(m, cfg.lora_rank)) if cfg.lora_rank else 0.0,
-                flop_model=wk.model_flop_per_token, flop_hw=tuple(wk.hardware_flop_per_token[r] for r in RECOMPUTES),
-                peak_bf16=peak, speedup=sp, peak_eff=peak * sp * a.mfu_train,
-                q_slow=a.qlora_slowdown if (cfg.lora_rank and cfg.qlora) else 1.0,
-                capacity=g.memory_bytes, overhead_bytes=a.runtime_overhead_gib * GiB,
-                hbm_eff=g.memory_bw_bytes_per_s * a.mbu)
+    return _Ctx(
+        cfg=cfg,
+        m=m,
+        g=g,
+        coll=coll,
+        seq=cfg.seq_len,
+        batch_seqs=max(1, round(cfg.global_batch_tokens / cfg.seq_len)),
+        tokens=cfg.train_tokens,
+        P=float(m.total_params()),
+        N_t=float(lora_params(m, cfg.lora_rank)) if cfg.lora_rank else 0.0,
+        flop_model=wk.model_flop_per_token,
+        flop_hw=tuple(wk.hardware_flop_per_token[r] for r in RECOMPUTES),
+        peak_bf16=peak,
+        speedup=sp,
+        peak_eff=peak * sp * a.mfu_train,
+        q_slow=a.qlora_slowdown if (cfg.lora_rank and cfg.qlora) else 1.0,
+        capacity=g.memory_bytes,
+        overhead_bytes=a.runtime_overhead_gib * GiB,
+        hbm_eff=g.memory_bw_bytes_per_s * a.mbu,
+    )
 
 
 def _grid(c: _Ctx, tp: int, pp: int, ep: int, dp, vs, bs, rcs, zs, tol: float) -> dict[str, np.ndarray]:
@@ -456,11 +498,49 @@ def _grid(c: _Ctx, tp: int, pp: int, ep: int, dp, vs, bs, rcs, zs, tol: float) -
     runtime = n_steps * step
     gpus = tp * pp * D
     return dict(
-        mm=mm, b_seq=b_seq, batch_ok=batch_ok, v_ok=v_ok, fits=fits, mem=mem, W=W, W8=W8, G=G, S=S, act=act,
-        a1=a1, f_v=f_v, ramp=ramp, hw=hw, t_mb=t_mb, n_coll=n_coll, t_ar=t_ar, t_tp=t_tp, t_a2a=t_a2a, L_moe=L_moe,
-        t_ep=t_ep, t_hop=t_hop, t_p2p=t_p2p, slot=slot, bubble=bub, rs=rs, ar=ar, t_dp=t_dp, dp_exp=dp_exp,
-        compute=compute, upd=upd, opt=opt, ovh=ovh, t_pipe=t_pipe, step=step, steps=n_steps, runtime=runtime,
-        gpus=gpus, k=k, L_s=L_s, p_e=p_e, E=E,
+        mm=mm,
+        b_seq=b_seq,
+        batch_ok=batch_ok,
+        v_ok=v_ok,
+        fits=fits,
+        mem=mem,
+        W=W,
+        W8=W8,
+        G=G,
+        S=S,
+        act=act,
+        a1=a1,
+        f_v=f_v,
+        ramp=ramp,
+        hw=hw,
+        t_mb=t_mb,
+        n_coll=n_coll,
+        t_ar=t_ar,
+        t_tp=t_tp,
+        t_a2a=t_a2a,
+        L_moe=L_moe,
+        t_ep=t_ep,
+        t_hop=t_hop,
+        t_p2p=t_p2p,
+        slot=slot,
+        bubble=bub,
+        rs=rs,
+        ar=ar,
+        t_dp=t_dp,
+        dp_exp=dp_exp,
+        compute=compute,
+        upd=upd,
+        opt=opt,
+        ovh=ovh,
+        t_pipe=t_pipe,
+        step=step,
+        steps=n_steps,
+        runtime=runtime,
+        gpus=gpus,
+        k=k,
+        L_s=L_s,
+        p_e=p_e,
+        E=E,
         mfu=c.flop_model * tokens_step / (step * gpus * c.peak_bf16),
         hfu=hw * tokens_step / (step * gpus * c.peak_bf16),
         feasible=fits & batch_ok & v_ok,
@@ -494,13 +574,26 @@ def _axes(goal: TrainingGoal) -> tuple[tuple[int, ...], tuple[int, ...], tuple[s
 
 def gpu_counts(gpus_per_node: int, max_gpus: int = MAX_GPUS) -> np.ndarray:
     """Powers of two below one node, then every whole number of nodes up to ``max_gpus``."""
-    small = [2 ** i for i in range(0, 16) if 2 ** i < gpus_per_node and 2 ** i <= max_gpus]
+    small = [2**i for i in range(0, 16) if 2**i < gpus_per_node and 2**i <= max_gpus]
     nodes = np.arange(1, max_gpus // gpus_per_node + 1) * gpus_per_node
     return np.array(small + nodes.tolist(), dtype=np.int64)
 
 
-_CURVE_KEYS = ("runtime", "step", "steps", "compute", "bubble", "t_tp", "t_ep", "t_p2p", "dp_exp", "opt", "mfu",
-               "mem", "mm")
+_CURVE_KEYS = (
+    "runtime",
+    "step",
+    "steps",
+    "compute",
+    "bubble",
+    "t_tp",
+    "t_ep",
+    "t_p2p",
+    "dp_exp",
+    "opt",
+    "mfu",
+    "mem",
+    "mm",
+)
 
 
 def _best_per_count(c: _Ctx, goal: TrainingGoal, counts: np.ndarray) -> dict[str, np.ndarray]:
@@ -541,9 +634,19 @@ def _best_per_count(c: _Ctx, goal: TrainingGoal, counts: np.ndarray) -> dict[str
                     arr = np.broadcast_to(r[key], full).reshape(len(dp), -1)
                     best[key][ii] = arr[rows, jj]
                 vi, bi, ri, zi = np.unravel_index(jj, shape_tail)
-                lay[ii] = np.stack([np.full(len(ii), tp), np.full(len(ii), pp), dp[better], np.full(len(ii), ep),
-                                    np.asarray(bs)[bi], np.asarray(zs)[zi],
-                                    np.array([RECOMPUTES.index(x) for x in rcs])[ri], np.asarray(vs)[vi]], axis=1)
+                lay[ii] = np.stack(
+                    [
+                        np.full(len(ii), tp),
+                        np.full(len(ii), pp),
+                        dp[better],
+                        np.full(len(ii), ep),
+                        np.asarray(bs)[bi],
+                        np.asarray(zs)[zi],
+                        np.array([RECOMPUTES.index(x) for x in rcs])[ri],
+                        np.asarray(vs)[vi],
+                    ],
+                    axis=1,
+                )
     best["layout"] = lay
     return best
 
@@ -555,29 +658,57 @@ def _layout_of(row) -> Layout:
 
 def _result(c: _Ctx, lay: Layout, r: dict[str, np.ndarray], ix: tuple, why: str = "") -> LayoutResult:
     """A LayoutResult from element ``ix`` of a grid."""
+
     def f(key: str) -> float:
-        return float(np.asarray(r[key])[tuple(min(i, s - 1) for i, s in zip(ix, np.shape(r[key])))]
-                     if np.ndim(r[key]) else r[key])
+        return float(
+            np.asarray(r[key])[tuple(min(i, s - 1) for i, s in zip(ix, np.shape(r[key])))]
+            if np.ndim(r[key])
+            else r[key]
+        )
 
     mm, steps, step = int(f("mm")), int(f("steps")), f("step")
     gpus = lay.gpus
     return LayoutResult(
-        layout=lay, gpus=gpus, fits=bool(f("fits")), batch_ok=bool(f("batch_ok")) and bool(f("v_ok")),
-        memory_bytes_per_gpu=f("mem"), capacity_bytes_per_gpu=c.capacity, micro_batches=mm,
-        global_batch_seqs=int(f("b_seq")), global_batch_tokens=int(f("b_seq")) * c.seq, steps=steps,
-        compute_s=f("compute"), bubble_s=f("bubble"), tp_comm_s=mm * f("t_tp"), ep_comm_s=mm * f("t_ep"),
-        pp_comm_s=mm * f("t_p2p"), dp_comm_s=f("t_dp"), dp_exposed_s=f("dp_exp"), optimizer_s=f("opt"),
-        overhead_s=f("ovh"), step_s=step, runtime_s=steps * step, gpu_hours=gpus * steps * step / HOUR_S,
-        mfu=f("mfu"), hfu=f("hfu"), tokens_per_s=f("b_seq") * c.seq / step, why=why)
+        layout=lay,
+        gpus=gpus,
+        fits=bool(f("fits")),
+        batch_ok=bool(f("batch_ok")) and bool(f("v_ok")),
+        memory_bytes_per_gpu=f("mem"),
+        capacity_bytes_per_gpu=c.capacity,
+        micro_batches=mm,
+        global_batch_seqs=int(f("b_seq")),
+        global_batch_tokens=int(f("b_seq")) * c.seq,
+        steps=steps,
+        compute_s=f("compute"),
+        bubble_s=f("bubble"),
+        tp_comm_s=mm * f("t_tp"),
+        ep_comm_s=mm * f("t_ep"),
+        pp_comm_s=mm * f("t_p2p"),
+        dp_comm_s=f("t_dp"),
+        dp_exposed_s=f("dp_exp"),
+        optimizer_s=f("opt"),
+        overhead_s=f("ovh"),
+        step_s=step,
+        runtime_s=steps * step,
+        gpu_hours=gpus * steps * step / HOUR_S,
+        mfu=f("mfu"),
+        hfu=f("hfu"),
+        tokens_per_s=f("b_seq") * c.seq / step,
+        why=why,
+    )
 
 
 def _why_lost(best: LayoutResult, other: LayoutResult) -> str:
     if not other.fits:
-        return (f"memory: needs {other.memory_bytes_per_gpu / 1e9:.3g} GB per GPU, "
-                f"{other.capacity_bytes_per_gpu / 1e9:.3g} GB available")
+        return (
+            f"memory: needs {other.memory_bytes_per_gpu / 1e9:.3g} GB per GPU, "
+            f"{other.capacity_bytes_per_gpu / 1e9:.3g} GB available"
+        )
     if not other.batch_ok:
-        return (f"global batch: DP {other.layout.dp} x micro-batch {other.layout.micro_batch} cannot split the batch "
-                "evenly" + (" (interleaving needs m divisible by PP)" if other.layout.vpp > 1 else ""))
+        return (
+            f"global batch: DP {other.layout.dp} x micro-batch {other.layout.micro_batch} cannot split the batch "
+            "evenly" + (" (interleaving needs m divisible by PP)" if other.layout.vpp > 1 else "")
+        )
     parts = {
         "compute (recomputation, stage imbalance)": other.compute_s * other.steps - best.compute_s * best.steps,
         "pipeline bubble": other.bubble_s * other.steps - best.bubble_s * best.steps,
@@ -607,8 +738,9 @@ def layouts_at(cfg: RabitConfig, gpus: int, goal: TrainingGoal | None = None) ->
             for ep in eps:
                 if ep > 1 and (tp * dp) % ep:
                     continue
-                r = _grid(c, tp, pp, ep, np.array([dp]), vs, bs, rcs, zs,
-                          goal.batch_tolerance if goal.layout is None else 1e9)
+                r = _grid(
+                    c, tp, pp, ep, np.array([dp]), vs, bs, rcs, zs, goal.batch_tolerance if goal.layout is None else 1e9
+                )
                 full = (1, len(vs), len(bs), len(rcs), len(zs))
                 feas = np.broadcast_to(r["feasible"], full)
                 rt = np.broadcast_to(r["runtime"], full)
@@ -627,8 +759,9 @@ def layouts_at(cfg: RabitConfig, gpus: int, goal: TrainingGoal | None = None) ->
                         j = np.unravel_index(np.argmin(np.where(bo, mem[..., zi], np.inf)), bo.shape)
                         key = (1.0, float(mem[..., zi][j]))
                     ix = tuple(int(x) for x in j) + (zi,)
-                    lay = Layout(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=bs[ix[2]], zero=z, recompute=rcs[ix[3]],
-                                 vpp=vs[ix[1]])
+                    lay = Layout(
+                        tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=bs[ix[2]], zero=z, recompute=rcs[ix[3]], vpp=vs[ix[1]]
+                    )
                     rows.append((key[0], key[1], lay, r, ix))
     rows.sort(key=lambda t: (t[0], t[1]))
     if not rows:
@@ -636,24 +769,35 @@ def layouts_at(cfg: RabitConfig, gpus: int, goal: TrainingGoal | None = None) ->
     out = [_result(c, lay, r, ix) for _, _, lay, r, ix in rows]
     feas = [x for x in out if x.feasible]
     if not feas:
-        return tuple(x.model_copy(update={"why": _why_lost(x, x)}) for x in out[:goal.top_k])
+        return tuple(x.model_copy(update={"why": _why_lost(x, x)}) for x in out[: goal.top_k])
     best = feas[0]
     top = [best.model_copy(update={"why": "fastest that fits"})]
-    top += [x.model_copy(update={"why": _why_lost(best, x)}) for x in feas[1:goal.top_k]]
+    top += [x.model_copy(update={"why": _why_lost(best, x)}) for x in feas[1 : goal.top_k]]
     nofit = [x for x in out if not x.fits]
-    top += [x.model_copy(update={"why": _why_lost(best, x)}) for x in nofit[:max(3, goal.top_k // 4)]]
+    top += [x.model_copy(update={"why": _why_lost(best, x)}) for x in nofit[: max(3, goal.top_k // 4)]]
     return tuple(top)
 
 
 # --- one layout, traced ------------------------------------------------------------------------------------
+
 
 def evaluate_layout(cfg: RabitConfig, lay: Layout, tr: Trace | None = None) -> LayoutResult:
     """Time and size one layout exactly as given (no batch tolerance), recording the derivation on ``tr``."""
     tr = tr if tr is not None else Trace()
     c = _ctx(cfg)
     m, a = c.m, cfg.assumptions
-    r = _grid(c, lay.tp, lay.pp, lay.ep, np.array([lay.dp]), (lay.vpp,), (lay.micro_batch,), (lay.recompute,),
-              (lay.zero,), 1e9)
+    r = _grid(
+        c,
+        lay.tp,
+        lay.pp,
+        lay.ep,
+        np.array([lay.dp]),
+        (lay.vpp,),
+        (lay.micro_batch,),
+        (lay.recompute,),
+        (lay.zero,),
+        1e9,
+    )
     res = _result(c, lay, r, (0, 0, 0, 0, 0))
     if not tr.enabled:
         return res
@@ -661,138 +805,421 @@ def evaluate_layout(cfg: RabitConfig, lay: Layout, tr: Trace | None = None) -> L
     tp, pp, dp, ep, b, v = lay.tp, lay.pp, lay.dp, lay.ep, lay.micro_batch, lay.vpp
     s = c.seq
     wk = work(cfg)
-    N = tr.step("N_mm", "Active parameters doing matrix work", "N", "N", wk.active_matmul_params, unit="",
-                N=wk.active_matmul_params, note="all layers' active weights plus the LM head; the embedding is a lookup")
+    N = tr.step(
+        "N_mm",
+        "Active parameters doing matrix work",
+        "N",
+        "N",
+        wk.active_matmul_params,
+        unit="",
+        N=wk.active_matmul_params,
+        note="all layers' active weights plus the LM head; the embedding is a lookup",
+    )
     A_t = attention_pairs_per_token(m, s)
     if m.sliding_layers:
-        A_t = tr.step("attention_pairs_per_token", "Attended pairs per token (all layers)", "A_t", "A_t", A_t, unit="",
-                      A_t=A_t, note=f"causal; {m.sliding_layers} sliding-window layers see at most "
-                                    f"{m.sliding_window} tokens")
+        A_t = tr.step(
+            "attention_pairs_per_token",
+            "Attended pairs per token (all layers)",
+            "A_t",
+            "A_t",
+            A_t,
+            unit="",
+            A_t=A_t,
+            note=f"causal; {m.sliding_layers} sliding-window layers see at most {m.sliding_window} tokens",
+        )
     else:
-        A_t = tr.step("attention_pairs_per_token", "Attended pairs per token (all layers)", "A_t", "L * (s + 1) / 2",
-                      A_t, unit="", L=m.num_layers, s=s, note="causal attention: token i attends to i keys")
+        A_t = tr.step(
+            "attention_pairs_per_token",
+            "Attended pairs per token (all layers)",
+            "A_t",
+            "L * (s + 1) / 2",
+            A_t,
+            unit="",
+            L=m.num_layers,
+            s=s,
+            note="causal attention: token i attends to i keys",
+        )
     dqk = m.attn_qk_dim
     if cfg.lora_rank:
         n_l = lora_params(m, cfg.lora_rank)
-        F_m = tr.step("model_flop_per_token", "Model FLOPs per token", "F_m", "c_L * N + 6 * N_lora + 12 * d_qk * A_t",
-                      wk.model_flop_per_token, unit="FLOP", c_L=a.lora_flop_per_param, N=N, N_lora=n_l, d_qk=dqk,
-                      A_t=A_t, note="LoRA: the frozen base runs forward and the activation-gradient backward, "
-                                    "no weight gradients (assumption lora_flop_per_param)")
+        F_m = tr.step(
+            "model_flop_per_token",
+            "Model FLOPs per token",
+            "F_m",
+            "c_L * N + 6 * N_lora + 12 * d_qk * A_t",
+            wk.model_flop_per_token,
+            unit="FLOP",
+            c_L=a.lora_flop_per_param,
+            N=N,
+            N_lora=n_l,
+            d_qk=dqk,
+            A_t=A_t,
+            note="LoRA: the frozen base runs forward and the activation-gradient backward, "
+            "no weight gradients (assumption lora_flop_per_param)",
+        )
     else:
-        F_m = tr.step("model_flop_per_token", "Model FLOPs per token", "F_m", "6 * N + 12 * d_qk * A_t",
-                      wk.model_flop_per_token, unit="FLOP", N=N, d_qk=dqk, A_t=A_t,
-                      note="6N (forward 2N + backward 4N) plus causal attention, forward + backward")
+        F_m = tr.step(
+            "model_flop_per_token",
+            "Model FLOPs per token",
+            "F_m",
+            "6 * N + 12 * d_qk * A_t",
+            wk.model_flop_per_token,
+            unit="FLOP",
+            N=N,
+            d_qk=dqk,
+            A_t=A_t,
+            note="6N (forward 2N + backward 4N) plus causal attention, forward + backward",
+        )
     if lay.recompute == "selective":
-        F_hw = tr.step("hw_flop_per_token", "Hardware FLOPs per token", "F_hw", "F_m + 4 * d_qk * A_t", x["hw"],
-                       unit="FLOP", F_m=F_m, d_qk=dqk, A_t=A_t,
-                       note="selective recomputation reruns the attention core (Korthikanti et al. sec. 5)")
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 4 * d_qk * A_t",
+            x["hw"],
+            unit="FLOP",
+            F_m=F_m,
+            d_qk=dqk,
+            A_t=A_t,
+            note="selective recomputation reruns the attention core (Korthikanti et al. sec. 5)",
+        )
     elif lay.recompute == "full":
         n_l = 2 * lora_params(m, cfg.lora_rank) if cfg.lora_rank else 0.0
-        F_hw = tr.step("hw_flop_per_token", "Hardware FLOPs per token", "F_hw", "F_m + 2 * N + N_a + 4 * d_qk * A_t",
-                       x["hw"], unit="FLOP", F_m=F_m, N=N, N_a=n_l, d_qk=dqk, A_t=A_t,
-                       note="full recomputation reruns the whole forward before the backward")
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 2 * N + N_a + 4 * d_qk * A_t",
+            x["hw"],
+            unit="FLOP",
+            F_m=F_m,
+            N=N,
+            N_a=n_l,
+            d_qk=dqk,
+            A_t=A_t,
+            note="full recomputation reruns the whole forward before the backward",
+        )
     else:
-        F_hw = tr.step("hw_flop_per_token", "Hardware FLOPs per token", "F_hw", "F_m", x["hw"], unit="FLOP", F_m=F_m,
-                       note="no recomputation")
-    tr.step("total_model_flop", "Model FLOPs of the run", "F", "F_m * T", F_m * c.tokens, unit="FLOP", F_m=F_m,
-            T=c.tokens)
-    peak = tr.step("peak_eff_flop_per_s", "Sustained compute per GPU", "R",
-                   "pi_flops * x_p * mfu", c.peak_eff, unit="FLOP/s", pi_flops=c.peak_bf16, x_p=c.speedup,
-                   mfu=a.mfu_train, note=f"BF16 dense peak x {cfg.train_precision.upper()} speed-up x the MFU "
-                                         "ceiling (assumptions fp8_speedup, mfu_train)")
-    mm = tr.step("micro_batches", "Micro-batches per pipeline per step", "m",
-                 "max(1, floor(B_req / (dp * b) + 0.5))", x["mm"], unit="", B_req=c.batch_seqs, dp=dp, b=b,
-                 note=f"global batch {cfg.global_batch_tokens:,} tokens = {c.batch_seqs:,} sequences of {s:,}")
-    eta = tr.step("gemm_efficiency", "GEMM fill at b x s tokens", r"\eta_T", "b * s / (b * s + T0)", x["ramp"],
-                  unit="", b=b, s=s, T0=a.mfu_ramp_tokens)
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m",
+            x["hw"],
+            unit="FLOP",
+            F_m=F_m,
+            note="no recomputation",
+        )
+    tr.step(
+        "total_model_flop", "Model FLOPs of the run", "F", "F_m * T", F_m * c.tokens, unit="FLOP", F_m=F_m, T=c.tokens
+    )
+    peak = tr.step(
+        "peak_eff_flop_per_s",
+        "Sustained compute per GPU",
+        "R",
+        "pi_flops * x_p * mfu",
+        c.peak_eff,
+        unit="FLOP/s",
+        pi_flops=c.peak_bf16,
+        x_p=c.speedup,
+        mfu=a.mfu_train,
+        note=f"BF16 dense peak x {cfg.train_precision.upper()} speed-up x the MFU "
+        "ceiling (assumptions fp8_speedup, mfu_train)",
+    )
+    mm = tr.step(
+        "micro_batches",
+        "Micro-batches per pipeline per step",
+        "m",
+        "max(1, floor(B_req / (dp * b) + 0.5))",
+        x["mm"],
+        unit="",
+        B_req=c.batch_seqs,
+        dp=dp,
+        b=b,
+        note=f"global batch {cfg.global_batch_tokens:,} tokens = {c.batch_seqs:,} sequences of {s:,}",
+    )
+    eta = tr.step(
+        "gemm_efficiency",
+        "GEMM fill at b x s tokens",
+        r"\eta_T",
+        "b * s / (b * s + T0)",
+        x["ramp"],
+        unit="",
+        b=b,
+        s=s,
+        T0=a.mfu_ramp_tokens,
+    )
     p_e = x["p_e"]
-    t_mb = tr.step("t_mb", "One micro-batch on one stage (compute)", "t_{mb}",
-                   "F_hw * b * s / (tp * p_e) / (R * eta_T) * q", x["t_mb"], unit="s", F_hw=F_hw, b=b, s=s, tp=tp,
-                   p_e=p_e, R=peak, eta_T=eta, q=c.q_slow,
-                   note=f"PP {pp} puts {x['L_s']:.0f} of {m.num_layers} layers on the heaviest stage"
-                        + (f"; QLoRA dequantisation x{c.q_slow:g}" if c.q_slow != 1 else ""))
+    t_mb = tr.step(
+        "t_mb",
+        "One micro-batch on one stage (compute)",
+        "t_{mb}",
+        "F_hw * b * s / (tp * p_e) / (R * eta_T) * q",
+        x["t_mb"],
+        unit="s",
+        F_hw=F_hw,
+        b=b,
+        s=s,
+        tp=tp,
+        p_e=p_e,
+        R=peak,
+        eta_T=eta,
+        q=c.q_slow,
+        note=f"PP {pp} puts {x['L_s']:.0f} of {m.num_layers} layers on the heaviest stage"
+        + (f"; QLoRA dequantisation x{c.q_slow:g}" if c.q_slow != 1 else ""),
+    )
     parts = ["t_mb"]
     vals = {"t_mb": t_mb}
     if tp > 1:
-        t_ar = tr.step("t_ar_tp", "One TP all-reduce of b x s x h activations", "t_{ar}", "t_ar", x["t_ar"], unit="s",
-                       t_ar=x["t_ar"], note=f"{b * s * m.hidden_size * ACT_BYTES / 1e6:.3g} MB over TP {tp} inside "
-                                            "the node (alpha-beta, core.collectives)")
-        vals["t_tp"] = tr.step("t_tp", "TP communication per micro-batch", "t_{tp}", "n_c * L_s * t_ar * (1 - o_tp)",
-                               x["t_tp"], unit="s", n_c=x["n_coll"], L_s=x["L_s"], t_ar=t_ar,
-                               o_tp=a.tp_overlap_train,
-                               note="2 forward + 2 backward per layer (+2 with full recomputation)")
+        t_ar = tr.step(
+            "t_ar_tp",
+            "One TP all-reduce of b x s x h activations",
+            "t_{ar}",
+            "t_ar",
+            x["t_ar"],
+            unit="s",
+            t_ar=x["t_ar"],
+            note=f"{b * s * m.hidden_size * ACT_BYTES / 1e6:.3g} MB over TP {tp} inside "
+            "the node (alpha-beta, core.collectives)",
+        )
+        vals["t_tp"] = tr.step(
+            "t_tp",
+            "TP communication per micro-batch",
+            "t_{tp}",
+            "n_c * L_s * t_ar * (1 - o_tp)",
+            x["t_tp"],
+            unit="s",
+            n_c=x["n_coll"],
+            L_s=x["L_s"],
+            t_ar=t_ar,
+            o_tp=a.tp_overlap_train,
+            note="2 forward + 2 backward per layer (+2 with full recomputation)",
+        )
         parts.append("t_tp")
     if ep > 1 and m.is_moe:
-        t_a = tr.step("t_a2a", "One EP all-to-all", "t_{a2a}", "t_a2a", x["t_a2a"], unit="s", t_a2a=x["t_a2a"],
-                      note=f"top-{m.experts_per_tok} tokens x h over EP {ep}")
-        vals["t_ep"] = tr.step("t_ep", "EP all-to-alls per micro-batch", "t_{ep}", "n_c * L_moe * t_a2a", x["t_ep"],
-                               unit="s", n_c=x["n_coll"], L_moe=x["L_moe"], t_a2a=t_a)
+        t_a = tr.step(
+            "t_a2a",
+            "One EP all-to-all",
+            "t_{a2a}",
+            "t_a2a",
+            x["t_a2a"],
+            unit="s",
+            t_a2a=x["t_a2a"],
+            note=f"top-{m.experts_per_tok} tokens x h over EP {ep}",
+        )
+        vals["t_ep"] = tr.step(
+            "t_ep",
+            "EP all-to-alls per micro-batch",
+            "t_{ep}",
+            "n_c * L_moe * t_a2a",
+            x["t_ep"],
+            unit="s",
+            n_c=x["n_coll"],
+            L_moe=x["L_moe"],
+            t_a2a=t_a,
+        )
         parts.append("t_ep")
     if pp > 1:
-        t_h = tr.step("t_hop", "One pipeline send", "t_{hop}", "t_hop", x["t_hop"], unit="s", t_hop=x["t_hop"],
-                      note="activations (forward) or their gradients (backward) to the next stage")
-        vals["t_p2p"] = tr.step("t_p2p", "PP sends per micro-batch", "t_{pp}", "2 * v * t_hop", x["t_p2p"], unit="s",
-                                v=v, t_hop=t_h)
+        t_h = tr.step(
+            "t_hop",
+            "One pipeline send",
+            "t_{hop}",
+            "t_hop",
+            x["t_hop"],
+            unit="s",
+            t_hop=x["t_hop"],
+            note="activations (forward) or their gradients (backward) to the next stage",
+        )
+        vals["t_p2p"] = tr.step(
+            "t_p2p", "PP sends per micro-batch", "t_{pp}", "2 * v * t_hop", x["t_p2p"], unit="s", v=v, t_hop=t_h
+        )
         parts.append("t_p2p")
     slot_inputs: dict[str, Any] = {k: vals[k] for k in parts}
     slot = tr.step("t_slot", "One pipeline slot", "t_{slot}", " + ".join(parts), x["slot"], unit="s", **slot_inputs)
-    tr.step("bubble_frac", "Pipeline bubble share", "f_b", "(pp - 1) / (v * m + pp - 1)",
-            float(bubble_fraction(pp, mm, v)), unit="%", pp=pp, v=v, m=mm,
-            note="1F1B; v virtual stages per GPU divide the bubble by v (Narayanan et al. 2021 sec. 2.2)")
-    t_pipe = tr.step("t_pipe", "Pipeline time per step", "t_{pipe}", "(m + (pp - 1) / v) * t_slot", x["t_pipe"],
-                     unit="s", m=mm, pp=pp, v=v, t_slot=slot)
+    tr.step(
+        "bubble_frac",
+        "Pipeline bubble share",
+        "f_b",
+        "(pp - 1) / (v * m + pp - 1)",
+        float(bubble_fraction(pp, mm, v)),
+        unit="%",
+        pp=pp,
+        v=v,
+        m=mm,
+        note="1F1B; v virtual stages per GPU divide the bubble by v (Narayanan et al. 2021 sec. 2.2)",
+    )
+    t_pipe = tr.step(
+        "t_pipe",
+        "Pipeline time per step",
+        "t_{pipe}",
+        "(m + (pp - 1) / v) * t_slot",
+        x["t_pipe"],
+        unit="s",
+        m=mm,
+        pp=pp,
+        v=v,
+        t_slot=slot,
+    )
     z = lay.zero
     if dp > 1:
         unit_key = "t_ar_dp" if z == 0 else "t_rs_dp"
         unit_v = x["ar"] if z == 0 else x["rs"]
-        tu = tr.step(unit_key, "DP all-reduce of the gradients" if z == 0 else "DP reduce-scatter (= all-gather)",
-                     "t_u", "t_u", unit_v, unit="s", t_u=unit_v,
-                     note=f"BF16 gradients of the local shard over DP {dp}, {x['k']:.0f} per node; across nodes "
-                          "over the inter-node fabric (hierarchical alpha-beta)")
+        tu = tr.step(
+            unit_key,
+            "DP all-reduce of the gradients" if z == 0 else "DP reduce-scatter (= all-gather)",
+            "t_u",
+            "t_u",
+            unit_v,
+            unit="s",
+            t_u=unit_v,
+            note=f"BF16 gradients of the local shard over DP {dp}, {x['k']:.0f} per node; across nodes "
+            "over the inter-node fabric (hierarchical alpha-beta)",
+        )
         expr = {0: "t_u", 1: "2 * t_u", 2: "(m + 1) * t_u", 3: "3 * m * t_u"}[z]
-        t_dp = tr.step("t_dp", "DP / ZeRO traffic per step", "t_{dp}", expr, x["t_dp"], unit="s", t_u=tu, m=mm,
-                       note={0: "DDP: one all-reduce per step",
-                             1: "ZeRO-1: reduce-scatter gradients, all-gather params",
-                             2: "ZeRO-2: reduce-scatter every micro-batch, all-gather once",
-                             3: "ZeRO-3: all-gather params forward and backward, reduce-scatter, every micro-batch"}[z])
-        dpx = tr.step("t_dp_exposed", "Exposed DP / ZeRO time", "t_{dpx}", "t_dp - min(o_dp * t_dp, m * t_mb)",
-                      x["dp_exp"], unit="s", t_dp=t_dp, o_dp=a.dp_overlap, m=mm, t_mb=t_mb,
-                      note="bucketed overlap with the backward (assumption dp_overlap)")
+        t_dp = tr.step(
+            "t_dp",
+            "DP / ZeRO traffic per step",
+            "t_{dp}",
+            expr,
+            x["t_dp"],
+            unit="s",
+            t_u=tu,
+            m=mm,
+            note={
+                0: "DDP: one all-reduce per step",
+                1: "ZeRO-1: reduce-scatter gradients, all-gather params",
+                2: "ZeRO-2: reduce-scatter every micro-batch, all-gather once",
+                3: "ZeRO-3: all-gather params forward and backward, reduce-scatter, every micro-batch",
+            }[z],
+        )
+        dpx = tr.step(
+            "t_dp_exposed",
+            "Exposed DP / ZeRO time",
+            "t_{dpx}",
+            "t_dp - min(o_dp * t_dp, m * t_mb)",
+            x["dp_exp"],
+            unit="s",
+            t_dp=t_dp,
+            o_dp=a.dp_overlap,
+            m=mm,
+            t_mb=t_mb,
+            note="bucketed overlap with the backward (assumption dp_overlap)",
+        )
     else:
-        dpx = tr.step("t_dp_exposed", "Exposed DP / ZeRO time", "t_{dpx}", "0 * dp", 0.0, unit="s", dp=dp,
-                      note="DP 1: no gradient traffic")
-    t_opt = tr.step("t_opt", "Optimizer step", "t_{opt}", "28 * P_u / (bw * mbu)", x["opt"], unit="s", P_u=x["upd"],
-                    bw=c.g.memory_bw_bytes_per_s, mbu=a.mbu,
-                    note="Adam reads and writes FP32 master, m, v (24 B) + BF16 grad and weight (4 B) per local "
-                         "parameter, memory-bound")
-    t_step = tr.step("step_s", "Time per optimizer step", "t_{step}", "t_pipe + t_dpx + t_opt + t_ovh", x["step"],
-                     unit="s", t_pipe=t_pipe, t_dpx=dpx, t_opt=t_opt, t_ovh=x["ovh"])
-    B_tok = tr.step("global_batch_tokens_actual", "Tokens per step", "B_t", "m * dp * b * s", x["b_seq"] * s,
-                    unit="tokens", m=mm, dp=dp, b=b, s=s)
+        dpx = tr.step(
+            "t_dp_exposed",
+            "Exposed DP / ZeRO time",
+            "t_{dpx}",
+            "0 * dp",
+            0.0,
+            unit="s",
+            dp=dp,
+            note="DP 1: no gradient traffic",
+        )
+    t_opt = tr.step(
+        "t_opt",
+        "Optimizer step",
+        "t_{opt}",
+        "28 * P_u / (bw * mbu)",
+        x["opt"],
+        unit="s",
+        P_u=x["upd"],
+        bw=c.g.memory_bw_bytes_per_s,
+        mbu=a.mbu,
+        note="Adam reads and writes FP32 master, m, v (24 B) + BF16 grad and weight (4 B) per local "
+        "parameter, memory-bound",
+    )
+    t_step = tr.step(
+        "step_s",
+        "Time per optimizer step",
+        "t_{step}",
+        "t_pipe + t_dpx + t_opt + t_ovh",
+        x["step"],
+        unit="s",
+        t_pipe=t_pipe,
+        t_dpx=dpx,
+        t_opt=t_opt,
+        t_ovh=x["ovh"],
+    )
+    B_tok = tr.step(
+        "global_batch_tokens_actual",
+        "Tokens per step",
+        "B_t",
+        "m * dp * b * s",
+        x["b_seq"] * s,
+        unit="tokens",
+        m=mm,
+        dp=dp,
+        b=b,
+        s=s,
+    )
     n_steps = tr.step("steps", "Optimizer steps", "n", "ceil(T / B_t)", x["steps"], unit="", T=c.tokens, B_t=B_tok)
-    rt = tr.step("runtime_s", "Runtime without failures", "T_s", "n * t_step", x["runtime"], unit="s", n=n_steps,
-                 t_step=t_step)
-    tr.step("gpu_hours", "GPU-hours (without failures)", "H", "gpus * T_s / 3600", lay.gpus * rt / HOUR_S,
-            unit="GPU-h", gpus=lay.gpus, T_s=rt)
-    tr.step("mfu", "Model FLOPs utilisation", "MFU", "F_m * B_t / (t_step * gpus * pi_flops)", x["mfu"], unit="%",
-            F_m=F_m, B_t=B_tok, t_step=t_step, gpus=lay.gpus, pi_flops=c.peak_bf16,
-            note="against the BF16 dense peak; bubble, communication and the optimizer step pull it below the "
-                 "ceiling")
-    tr.step("hfu", "Hardware FLOPs utilisation", "HFU", "F_hw * B_t / (t_step * gpus * pi_flops)", x["hfu"], unit="%",
-            F_hw=F_hw, B_t=B_tok, t_step=t_step, gpus=lay.gpus, pi_flops=c.peak_bf16,
-            note="counts recomputed FLOPs too")
+    rt = tr.step(
+        "runtime_s", "Runtime without failures", "T_s", "n * t_step", x["runtime"], unit="s", n=n_steps, t_step=t_step
+    )
+    tr.step(
+        "gpu_hours",
+        "GPU-hours (without failures)",
+        "H",
+        "gpus * T_s / 3600",
+        lay.gpus * rt / HOUR_S,
+        unit="GPU-h",
+        gpus=lay.gpus,
+        T_s=rt,
+    )
+    tr.step(
+        "mfu",
+        "Model FLOPs utilisation",
+        "MFU",
+        "F_m * B_t / (t_step * gpus * pi_flops)",
+        x["mfu"],
+        unit="%",
+        F_m=F_m,
+        B_t=B_tok,
+        t_step=t_step,
+        gpus=lay.gpus,
+        pi_flops=c.peak_bf16,
+        note="against the BF16 dense peak; bubble, communication and the optimizer step pull it below the ceiling",
+    )
+    tr.step(
+        "hfu",
+        "Hardware FLOPs utilisation",
+        "HFU",
+        "F_hw * B_t / (t_step * gpus * pi_flops)",
+        x["hfu"],
+        unit="%",
+        F_hw=F_hw,
+        B_t=B_tok,
+        t_step=t_step,
+        gpus=lay.gpus,
+        pi_flops=c.peak_bf16,
+        note="counts recomputed FLOPs too",
+    )
     return res
 
 
 def _memory_for(cfg: RabitConfig, lay: Layout, micro_batches: int, tr: Trace | None = None) -> TrainingMemory:
-    return training_memory_for(model_of(cfg), gpu_of(cfg), cfg, tr if tr is not None else Trace(), dp=lay.dp,
-                               tp=lay.tp, pp=lay.pp, zero=lay.zero, micro_batch=lay.micro_batch,
-                               recompute=lay.recompute, ep=lay.ep, vpp=lay.vpp, micro_batches=micro_batches)
+    return training_memory_for(
+        model_of(cfg),
+        gpu_of(cfg),
+        cfg,
+        tr if tr is not None else Trace(),
+        dp=lay.dp,
+        tp=lay.tp,
+        pp=lay.pp,
+        zero=lay.zero,
+        micro_batch=lay.micro_batch,
+        recompute=lay.recompute,
+        ep=lay.ep,
+        vpp=lay.vpp,
+        micro_batches=micro_batches,
+    )
 
 
 def config_layout(cfg: RabitConfig) -> Layout:
-    return Layout(tp=cfg.tp, pp=cfg.pp, dp=cfg.dp, ep=cfg.ep, micro_batch=cfg.micro_batch, zero=cfg.zero,
-                  recompute=cfg.recompute)
+    return Layout(
+        tp=cfg.tp, pp=cfg.pp, dp=cfg.dp, ep=cfg.ep, micro_batch=cfg.micro_batch, zero=cfg.zero, recompute=cfg.recompute
+    )
 
 
 def training_math(cfg: RabitConfig) -> tuple[Step, ...]:
@@ -813,24 +1240,37 @@ def budget_problem(cfg: RabitConfig, gpus: int) -> str | None:
     if gpus > MAX_GPUS:
         return f"at most {MAX_GPUS:,} GPUs"
     if gpus > node and gpus % node:
-        return f"{gpus:,} GPUs is not a whole number of {node}-GPU nodes; use {gpus // node * node:,} or " \
-               f"{(gpus // node + 1) * node:,}"
+        return (
+            f"{gpus:,} GPUs is not a whole number of {node}-GPU nodes; use {gpus // node * node:,} or "
+            f"{(gpus // node + 1) * node:,}"
+        )
     return None
 
 
-def goal_from_inputs(cfg: RabitConfig, *, deadline_days: float | None = None, gpus: int | None = None,
-                     max_gpus: int = MAX_GPUS, pin_sidebar: bool = False,
-                     checkpoint_interval_min: float | None = None) -> TrainingGoal:
+def goal_from_inputs(
+    cfg: RabitConfig,
+    *,
+    deadline_days: float | None = None,
+    gpus: int | None = None,
+    max_gpus: int = MAX_GPUS,
+    pin_sidebar: bool = False,
+    checkpoint_interval_min: float | None = None,
+) -> TrainingGoal:
     """A :class:`TrainingGoal` from the page's human units (days, minutes); pins the config's ZeRO stage,
     recomputation and micro-batch when ``pin_sidebar``."""
     return TrainingGoal(
-        deadline_s=deadline_days * DAY_S if deadline_days else None, gpus=gpus, max_gpus=max_gpus,
-        zero=cfg.zero if pin_sidebar else None, recompute=cfg.recompute if pin_sidebar else None,
+        deadline_s=deadline_days * DAY_S if deadline_days else None,
+        gpus=gpus,
+        max_gpus=max_gpus,
+        zero=cfg.zero if pin_sidebar else None,
+        recompute=cfg.recompute if pin_sidebar else None,
         micro_batch=cfg.micro_batch if pin_sidebar else None,
-        checkpoint_interval_s=checkpoint_interval_min * 60 if checkpoint_interval_min else None)
+        checkpoint_interval_s=checkpoint_interval_min * 60 if checkpoint_interval_min else None,
+    )
 
 
 # --- prices --------------------------------------------------------------------------------------------------
+
 
 def catalog_price(gpu: str) -> Price | None:
     """The on-demand price of ``gpu`` under the project's one price policy (:mod:`core.pricing`: the median
@@ -843,12 +1283,19 @@ def catalog_price(gpu: str) -> Price | None:
         return None
     if len(gp.rows) == 1:
         return gp.rows[0]
-    return Price(gpu=gpu, provider=f"median of {len(gp.rows)} on-demand listings", kind="on-demand",
-                 usd_per_gpu_hour=gp.usd_per_gpu_hour, source=gp.basis, as_of=max(r.as_of for r in gp.rows),
-                 verification="U" if any(r.verification == "U" for r in gp.rows) else "S")
+    return Price(
+        gpu=gpu,
+        provider=f"median of {len(gp.rows)} on-demand listings",
+        kind="on-demand",
+        usd_per_gpu_hour=gp.usd_per_gpu_hour,
+        source=gp.basis,
+        as_of=max(r.as_of for r in gp.rows),
+        verification="U" if any(r.verification == "U" for r in gp.rows) else "S",
+    )
 
 
 # --- the plan ------------------------------------------------------------------------------------------------
+
 
 def _slower_reasons(counts: np.ndarray, best: dict[str, np.ndarray]) -> list[str]:
     """For each count whose best runtime exceeds that of a smaller count, which part of the runtime grew."""
@@ -857,8 +1304,11 @@ def _slower_reasons(counts: np.ndarray, best: dict[str, np.ndarray]) -> list[str
     def parts(k: int) -> dict[str, float]:
         n = best["steps"][k]
         comm = best["mm"][k] * (best["t_tp"][k] + best["t_ep"][k] + best["t_p2p"][k]) + best["dp_exp"][k]
-        return {"pipeline bubble": best["bubble"][k] * n, "communication": comm * n,
-                "compute per GPU (batch split, stage imbalance)": best["compute"][k] * n}
+        return {
+            "pipeline bubble": best["bubble"][k] * n,
+            "communication": comm * n,
+            "compute per GPU (batch split, stage imbalance)": best["compute"][k] * n,
+        }
 
     j = -1  # the fastest smaller count so far
     for i in range(len(counts)):
@@ -868,8 +1318,10 @@ def _slower_reasons(counts: np.ndarray, best: dict[str, np.ndarray]) -> list[str
         if j >= 0 and rt > best["runtime"][j] * (1 + 1e-9):
             pi, pj = parts(i), parts(j)
             name, d = max(((k, pi[k] - pj[k]) for k in pi), key=lambda kv: kv[1])
-            out[i] = (f"{rt / best['runtime'][j] - 1:+.1%} vs {int(counts[j]):,} GPUs: {name} grows by "
-                      f"{d / 3600:.3g} h over the run")
+            out[i] = (
+                f"{rt / best['runtime'][j] - 1:+.1%} vs {int(counts[j]):,} GPUs: {name} grows by "
+                f"{d / 3600:.3g} h over the run"
+            )
         else:
             j = i
     return out
@@ -913,12 +1365,23 @@ def plan(cfg: RabitConfig, goal: TrainingGoal | None = None) -> TrainingPlan:
             continue
         st = best["step"][i]
         comm = best["mm"][i] * (best["t_tp"][i] + best["t_ep"][i] + best["t_p2p"][i]) + best["dp_exp"][i]
-        curve.append(CurvePoint(
-            gpus=int(n), feasible=True, layout=_layout_of(best["layout"][i]), runtime_s=float(rt[i]),
-            wall_clock_s=float(Tw[i]), gpu_hours=float(n * rt[i] / HOUR_S),
-            cost_usd=float(usd * n * Tw[i] / HOUR_S) if usd else None, goodput_frac=float(gfrac[i]),
-            mfu=float(best["mfu"][i]), bubble_frac=float(best["bubble"][i] / st), comm_frac=float(comm / st),
-            meets_deadline=bool(meets[i]) if meets is not None else None, slower_reason=reasons[i]))
+        curve.append(
+            CurvePoint(
+                gpus=int(n),
+                feasible=True,
+                layout=_layout_of(best["layout"][i]),
+                runtime_s=float(rt[i]),
+                wall_clock_s=float(Tw[i]),
+                gpu_hours=float(n * rt[i] / HOUR_S),
+                cost_usd=float(usd * n * Tw[i] / HOUR_S) if usd else None,
+                goodput_frac=float(gfrac[i]),
+                mfu=float(best["mfu"][i]),
+                bubble_frac=float(best["bubble"][i] / st),
+                comm_frac=float(comm / st),
+                meets_deadline=bool(meets[i]) if meets is not None else None,
+                slower_reason=reasons[i],
+            )
+        )
 
     deadline_met: bool | None = None
     message = ""
@@ -927,15 +1390,19 @@ def plan(cfg: RabitConfig, goal: TrainingGoal | None = None) -> TrainingPlan:
         if len(hit):
             n_target = int(counts[hit[0]])
             deadline_met = True
-            message = (f"{_gpus(n_target)} is the smallest count that finishes {wk.tokens:.3g} tokens within "
-                       f"{goal.deadline_s / 86400:.3g} days (expected wall-clock with failures)")
+            message = (
+                f"{_gpus(n_target)} is the smallest count that finishes {wk.tokens:.3g} tokens within "
+                f"{goal.deadline_s / 86400:.3g} days (expected wall-clock with failures)"
+            )
         elif feasible.any():
             i = int(np.argmin(Tw))
             n_target = int(counts[i])
             deadline_met = False
-            message = (f"no count up to {goal.max_gpus:,} GPUs meets {goal.deadline_s / 86400:.3g} days; the fastest, "
-                       f"{n_target:,} GPUs, needs {Tw[i] / 86400:.3g} days. Raise the global batch (it caps useful "
-                       "data parallelism), use FP8 or a faster GPU, or move the deadline")
+            message = (
+                f"no count up to {goal.max_gpus:,} GPUs meets {goal.deadline_s / 86400:.3g} days; the fastest, "
+                f"{n_target:,} GPUs, needs {Tw[i] / 86400:.3g} days. Raise the global batch (it caps useful "
+                "data parallelism), use FP8 or a faster GPU, or move the deadline"
+            )
         else:
             n_target = int(counts[-1])
             deadline_met = False
@@ -953,22 +1420,48 @@ def plan(cfg: RabitConfig, goal: TrainingGoal | None = None) -> TrainingPlan:
             bres = evaluate_layout(cfg, feas[0].layout, tr)
     if bres is None:
         why = _infeasible_message(c, n_target, alts)
-        return TrainingPlan(mode=mode, goal=goal, work=wk, gpus=n_target, best=None, alternatives=alts, memory=None,
-                            goodput=None, price=price, cost_usd=None, curve=tuple(curve), deadline_met=deadline_met,
-                            message=(message + "; " if message else "") + why)
+        return TrainingPlan(
+            mode=mode,
+            goal=goal,
+            work=wk,
+            gpus=n_target,
+            best=None,
+            alternatives=alts,
+            memory=None,
+            goodput=None,
+            price=price,
+            cost_usd=None,
+            curve=tuple(curve),
+            deadline_met=deadline_met,
+            message=(message + "; " if message else "") + why,
+        )
     mem = _memory_for(cfg, bres.layout, bres.micro_batches)
     gp = goodput(bres.runtime_s, bres.gpus, a, interval_s=goal.checkpoint_interval_s, tr=tr)
     cost = usd * bres.gpus * gp.wall_clock_s / HOUR_S if usd else None
     if mode == "budget":
         message = f"fastest layout on {_gpus(n_target)}: {bres.layout.label()}"
     elif mode == "layout":
-        message = (f"{bres.layout.label()} on {_gpus(bres.gpus)} " +
-                   ("fits" if bres.fits else f"does NOT fit: {mem.reason}"))
+        message = f"{bres.layout.label()} on {_gpus(bres.gpus)} " + (
+            "fits" if bres.fits else f"does NOT fit: {mem.reason}"
+        )
     if goal.deadline_s and mode != "deadline":
         deadline_met = gp.wall_clock_s <= goal.deadline_s
-    return TrainingPlan(mode=mode, goal=goal, work=wk, gpus=bres.gpus, best=bres, alternatives=alts, memory=mem,
-                        goodput=gp, price=price, cost_usd=cost, curve=tuple(curve), deadline_met=deadline_met,
-                        message=message, steps=mem.steps + tr.frozen())
+    return TrainingPlan(
+        mode=mode,
+        goal=goal,
+        work=wk,
+        gpus=bres.gpus,
+        best=bres,
+        alternatives=alts,
+        memory=mem,
+        goodput=gp,
+        price=price,
+        cost_usd=cost,
+        curve=tuple(curve),
+        deadline_met=deadline_met,
+        message=message,
+        steps=mem.steps + tr.frozen(),
+    )
 
 
 def _gpus(n: int) -> str:
@@ -978,8 +1471,12 @@ def _gpus(n: int) -> str:
 def _infeasible_message(c: _Ctx, gpus: int, alts: tuple[LayoutResult, ...]) -> str:
     if alts:
         lean = min(alts, key=lambda x: x.memory_bytes_per_gpu)
-        return (f"no layout fits on {_gpus(gpus)}: the leanest ({lean.layout.label()}) needs "
-                f"{lean.memory_bytes_per_gpu / 1e9:.3g} GB per GPU of {c.capacity / 1e9:.3g} GB; add GPUs, use "
-                "LoRA/QLoRA, or a GPU with more memory")
-    return (f"the global batch of {c.batch_seqs:,} sequences cannot be split over {gpus:,} GPUs (DP x micro-batch "
-            "exceeds it for every TP x PP); raise the global batch or use fewer GPUs")
+        return (
+            f"no layout fits on {_gpus(gpus)}: the leanest ({lean.layout.label()}) needs "
+            f"{lean.memory_bytes_per_gpu / 1e9:.3g} GB per GPU of {c.capacity / 1e9:.3g} GB; add GPUs, use "
+            "LoRA/QLoRA, or a GPU with more memory"
+        )
+    return (
+        f"the global batch of {c.batch_seqs:,} sequences cannot be split over {gpus:,} GPUs (DP x micro-batch "
+        "exceeds it for every TP x PP); raise the global batch or use fewer GPUs"
+    )

@@ -46,6 +46,7 @@ RANGE_SIM_REQUESTS = 256
 
 # --- the mechanism -------------------------------------------------------------------------------------------
 
+
 def combine(value: float, moves: Mapping[str, tuple[float, ...]]) -> Range:
     """The heuristic range of ``value`` from each assumption's results at its bounds.
 
@@ -67,10 +68,15 @@ def combine(value: float, moves: Mapping[str, tuple[float, ...]]) -> Range:
             contribs.append(Contribution(name=name, d_down=down, d_up=up))
     if not contribs:
         return Range(value=value, low=value, high=value, basis="none")
-    s_down = math.sqrt(sum(c.d_down ** 2 for c in contribs))
-    s_up = math.sqrt(sum(c.d_up ** 2 for c in contribs))
-    return Range(value=value, low=value * math.exp(-s_down), high=value * math.exp(s_up), basis="heuristic",
-                 contributions=tuple(sorted(contribs, key=lambda c: -(c.d_up - c.d_down))))
+    s_down = math.sqrt(sum(c.d_down**2 for c in contribs))
+    s_up = math.sqrt(sum(c.d_up**2 for c in contribs))
+    return Range(
+        value=value,
+        low=value * math.exp(-s_down),
+        high=value * math.exp(s_up),
+        basis="heuristic",
+        contributions=tuple(sorted(contribs, key=lambda c: -(c.d_up - c.d_down))),
+    )
 
 
 def _log_move(result: Any, base: float) -> float | None:
@@ -128,18 +134,24 @@ class Spread:
         return tuple(dict.fromkeys(n for n, _, out in self.runs if out.get(key) == label))
 
 
-def bound_values(name: str, current: float, bounds: Mapping[str, tuple[float, float]] | None = None
-                 ) -> tuple[float, ...]:
+def bound_values(
+    name: str, current: float, bounds: Mapping[str, tuple[float, float]] | None = None
+) -> tuple[float, ...]:
     """The bound values of one assumption that differ from the value in force."""
     info = REGISTRY[name]
     lo, hi = (bounds or {}).get(name, (info.low, info.high))
     return tuple(v for v in dict.fromkeys((lo, hi)) if v != current)
 
 
-def spread(cfg: RabitConfig, estimate: Estimate, tags: tuple[str, ...] | None = None, *,
-           names: tuple[str, ...] | None = None,
-           bounds: Mapping[str, tuple[float, float]] | None = None,
-           screen: Callable[[RabitConfig], Any] | None = None) -> Spread:
+def spread(
+    cfg: RabitConfig,
+    estimate: Estimate,
+    tags: tuple[str, ...] | None = None,
+    *,
+    names: tuple[str, ...] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    screen: Callable[[RabitConfig], Any] | None = None,
+) -> Spread:
     """Evaluate ``estimate`` at base and with each assumption alone at its low and high bound.
 
     tags: which assumptions can move the estimate (:data:`core.assumptions.MOVES`); ``names`` lists them
@@ -193,17 +205,26 @@ def serving_screen(cfg: RabitConfig) -> Any:
 
 # --- the estimates of each page ------------------------------------------------------------------------------
 
+
 def memory_estimate(cfg: RabitConfig) -> dict[str, Any]:
     from core.memory import serving_memory
     from core.trace import NO_TRACE
 
     r = serving_memory(cfg, NO_TRACE)
-    return {"max_sequences": float(r.max_sequences), "max_sequences_contiguous": float(r.max_sequences_contiguous),
-            "kv_budget_bytes_per_gpu": r.kv_budget_bytes_per_gpu, "kv_bytes_per_gpu": r.kv_bytes_per_gpu,
-            "usable_bytes_per_gpu": r.usable_bytes_per_gpu, "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
-            "weights_bytes_per_gpu": r.weights_bytes_per_gpu, "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
-            "total_bytes_per_gpu": r.total_bytes_per_gpu, "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu,
-            "kv_bytes_per_seq_per_gpu": r.kv_bytes_per_seq_per_gpu, "fits": r.fits}
+    return {
+        "max_sequences": float(r.max_sequences),
+        "max_sequences_contiguous": float(r.max_sequences_contiguous),
+        "kv_budget_bytes_per_gpu": r.kv_budget_bytes_per_gpu,
+        "kv_bytes_per_gpu": r.kv_bytes_per_gpu,
+        "usable_bytes_per_gpu": r.usable_bytes_per_gpu,
+        "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
+        "weights_bytes_per_gpu": r.weights_bytes_per_gpu,
+        "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
+        "total_bytes_per_gpu": r.total_bytes_per_gpu,
+        "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu,
+        "kv_bytes_per_seq_per_gpu": r.kv_bytes_per_seq_per_gpu,
+        "fits": r.fits,
+    }
 
 
 def memory_spread(cfg: RabitConfig, bounds: Mapping[str, tuple[float, float]] | None = None) -> Spread:
@@ -215,10 +236,16 @@ def training_memory_estimate(cfg: RabitConfig) -> dict[str, Any]:
     from core.memory import training_memory
 
     r = training_memory(cfg)
-    return {"total_bytes_per_gpu": r.total_bytes_per_gpu, "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
-            "weight_bytes_per_gpu": r.weight_bytes_per_gpu, "gradient_bytes_per_gpu": r.gradient_bytes_per_gpu,
-            "optimizer_bytes_per_gpu": r.optimizer_bytes_per_gpu, "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
-            "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu, "fits": r.fits}
+    return {
+        "total_bytes_per_gpu": r.total_bytes_per_gpu,
+        "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
+        "weight_bytes_per_gpu": r.weight_bytes_per_gpu,
+        "gradient_bytes_per_gpu": r.gradient_bytes_per_gpu,
+        "optimizer_bytes_per_gpu": r.optimizer_bytes_per_gpu,
+        "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
+        "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu,
+        "fits": r.fits,
+    }
 
 
 def training_memory_spread(cfg: RabitConfig) -> Spread:
@@ -231,11 +258,18 @@ def speed_estimate(cfg: RabitConfig) -> dict[str, Any]:
     from core.trace import NO_TRACE
 
     pf, d = prefill(cfg, NO_TRACE), decode(cfg, NO_TRACE)
-    return {"prefill_s": pf.ttft_s, "ttft_one_prompt_s": pf.ttft_one_s, "decode_step_s": d.step_s,
-            "tokens_per_s": d.tokens_per_s, "tokens_per_s_per_user": d.tokens_per_s_per_user,
-            "tokens_per_s_per_gpu": d.tokens_per_s_per_gpu, "comm_s_per_step": d.comm_s_per_step,
-            "e2e_s": pf.ttft_s + d.step_s * max(cfg.output_tokens - 1, 0),
-            "bound": d.bound, "prefill_bound": pf.bound}
+    return {
+        "prefill_s": pf.ttft_s,
+        "ttft_one_prompt_s": pf.ttft_one_s,
+        "decode_step_s": d.step_s,
+        "tokens_per_s": d.tokens_per_s,
+        "tokens_per_s_per_user": d.tokens_per_s_per_user,
+        "tokens_per_s_per_gpu": d.tokens_per_s_per_gpu,
+        "comm_s_per_step": d.comm_s_per_step,
+        "e2e_s": pf.ttft_s + d.step_s * max(cfg.output_tokens - 1, 0),
+        "bound": d.bound,
+        "prefill_bound": pf.bound,
+    }
 
 
 def speed_spread(cfg: RabitConfig, bounds: Mapping[str, tuple[float, float]] | None = None) -> Spread:
@@ -271,6 +305,7 @@ def simulation_estimate(spec) -> Estimate:
         except ValueError:  # no room for a KV cache at this bound
             return {"saturated": True}
         return {**_summary_dict(r), "saturated": bool(r.summary.saturated)}
+
     return est
 
 
@@ -288,7 +323,7 @@ class SimulationRanges:
     def verdict_text(self) -> str:
         pess, opt = self.saturated_at.get("low"), self.saturated_at.get("high")
         if not self.verdict_changes:
-            return ("saturated at every bound" if self.saturated else "stable at every bound")
+            return "saturated at every bound" if self.saturated else "stable at every bound"
         if not self.saturated and pess:
             return "stable at base, but saturated at the pessimistic bound"
         if self.saturated and not opt:
@@ -307,8 +342,7 @@ def simulation_spread(cfg: RabitConfig, spec, full=None) -> SimulationRanges:
     from core.simulate import simulate
 
     full = full if full is not None else simulate(cfg, spec)
-    short = spec.with_(num_requests=min(spec.num_requests, RANGE_SIM_REQUESTS)) \
-        if spec.trace is None else spec
+    short = spec.with_(num_requests=min(spec.num_requests, RANGE_SIM_REQUESTS)) if spec.trace is None else spec
     est = simulation_estimate(short)
     sp = spread(cfg, est, ("serving_memory", "serving_speed"), screen=serving_screen)
     base_full = _summary_dict(full)
@@ -316,8 +350,9 @@ def simulation_spread(cfg: RabitConfig, spec, full=None) -> SimulationRanges:
     sat = {"base": bool(sp.base.get("saturated"))}
     for b in ("low", "high"):
         sat[b] = bool(est(at_bound(cfg, b)).get("saturated"))
-    return SimulationRanges(ranges=ranges, saturated=bool(full.summary.saturated), saturated_at=sat,
-                            requests_at_bounds=short.num_requests)
+    return SimulationRanges(
+        ranges=ranges, saturated=bool(full.summary.saturated), saturated_at=sat, requests_at_bounds=short.num_requests
+    )
 
 
 def _summary_dict(r) -> dict[str, Any]:
@@ -327,14 +362,18 @@ def _summary_dict(r) -> dict[str, Any]:
         p = getattr(s, fam)
         for q in ("p50", "p95", "p99"):
             out[f"{fam}.{q}"] = getattr(p, q)
-    out.update(throughput_requests_per_s=s.throughput_requests_per_s,
-               throughput_tokens_per_s=s.throughput_tokens_per_s, capacity_requests_per_s=r.capacity.requests_per_s,
-               capacity_output_tokens_per_s=r.capacity.output_tokens_per_s)
+    out.update(
+        throughput_requests_per_s=s.throughput_requests_per_s,
+        throughput_tokens_per_s=s.throughput_tokens_per_s,
+        capacity_requests_per_s=r.capacity.requests_per_s,
+        capacity_output_tokens_per_s=r.capacity.output_tokens_per_s,
+    )
     return out
 
 
 def training_estimate(layout, checkpoint_interval_s: float | None = None) -> Estimate:
     """Step time, MFU, runtime, GPU-hours, wall-clock with failures and cost of one fixed layout."""
+
     def est(cfg: RabitConfig) -> dict[str, Any]:
         from core.goodput import goodput
         from core.training import catalog_price, evaluate_layout
@@ -342,10 +381,18 @@ def training_estimate(layout, checkpoint_interval_s: float | None = None) -> Est
         r = evaluate_layout(cfg, layout)
         gp = goodput(r.runtime_s, r.gpus, cfg.assumptions, interval_s=checkpoint_interval_s)
         price = catalog_price(cfg.gpu)
-        return {"step_s": r.step_s, "mfu": r.mfu, "runtime_s": r.runtime_s, "gpu_hours": r.gpu_hours,
-                "tokens_per_s": r.tokens_per_s, "wall_clock_s": gp.wall_clock_s, "goodput": gp.goodput_frac,
-                "cost_usd": price.usd_per_gpu_hour * r.gpus * gp.wall_clock_s / 3600 if price else None,
-                "fits": r.fits}
+        return {
+            "step_s": r.step_s,
+            "mfu": r.mfu,
+            "runtime_s": r.runtime_s,
+            "gpu_hours": r.gpu_hours,
+            "tokens_per_s": r.tokens_per_s,
+            "wall_clock_s": gp.wall_clock_s,
+            "goodput": gp.goodput_frac,
+            "cost_usd": price.usd_per_gpu_hour * r.gpus * gp.wall_clock_s / 3600 if price else None,
+            "fits": r.fits,
+        }
+
     return est
 
 
@@ -372,8 +419,9 @@ def deadline_gpus_range(cfg: RabitConfig, goal) -> Range:
     return Range(value=v, low=lo, high=hi, basis="heuristic" if (lo, hi) != (v, v) else "none")
 
 
-def ranges_json(ranges: Mapping[str, Range], keys: tuple[str, ...] | None = None,
-                prefix: str = "") -> dict[str, dict[str, float]]:
+def ranges_json(
+    ranges: Mapping[str, Range], keys: tuple[str, ...] | None = None, prefix: str = ""
+) -> dict[str, dict[str, float]]:
     """The CLI's ``ranges`` object: headline key (dotted) -> {"low", "high"}."""
     return {prefix + k: r.as_json() for k, r in ranges.items() if keys is None or k in keys}
 
@@ -407,8 +455,14 @@ def training_ranges(cfg: RabitConfig, p) -> dict[str, Range]:
 # --- the optimizer: ranges for the recommendation and the runner-up only ----------------------------------------
 
 #: Pick keys with a range (``rabit recommend --json``: ``recommendation.<key>``).
-PICK_KEYS = ("cost_per_hour", "cost_per_million_tokens", "p95_e2e_s", "p95_ttft_s", "p95_itl_s",
-             "capacity_requests_per_s")
+PICK_KEYS = (
+    "cost_per_hour",
+    "cost_per_million_tokens",
+    "p95_e2e_s",
+    "p95_ttft_s",
+    "p95_itl_s",
+    "capacity_requests_per_s",
+)
 
 
 @dataclass(frozen=True)
@@ -457,16 +511,20 @@ def _pick_estimate(goal, cons, prices, cand, *, simulate_p95: bool) -> Estimate:
         cap_rep = sc.capacity_per_replica_rps
         cost = replicas * cand.gpus_per_replica * price.usd_per_gpu_hour if (replicas and price) else None
         out: dict[str, Any] = {
-            "cost_per_hour": cost, "cost_per_million_tokens": cost / tokens_per_hour * 1e6 if cost else None,
-            "capacity_requests_per_s": (cand.replicas or 0) * cap_rep if cap_rep else None}
+            "cost_per_hour": cost,
+            "cost_per_million_tokens": cost / tokens_per_hour * 1e6 if cost else None,
+            "capacity_requests_per_s": (cand.replicas or 0) * cap_rep if cap_rep else None,
+        }
         if simulate_p95:
             try:
-                s = simulate(cfg, short.with_(rate_per_s=goal.rate_per_s / (cand.replicas or 1),
-                                              arrival="poisson")).summary
+                s = simulate(
+                    cfg, short.with_(rate_per_s=goal.rate_per_s / (cand.replicas or 1), arrival="poisson")
+                ).summary
                 out.update(p95_e2e_s=s.e2e_s.p95, p95_ttft_s=s.ttft_s.p95, p95_itl_s=s.itl_s.p95)
             except ValueError:
                 out.update(p95_e2e_s=math.inf, p95_ttft_s=math.inf, p95_itl_s=math.inf)
         return out
+
     return est
 
 
@@ -494,8 +552,11 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
     cfg = opt._config(goal, best)
     sp = spread(cfg, _pick_estimate(goal, cons, prices, best, simulate_p95=True), names=names, screen=serving_screen)
     base_pick = rec.recommendation
-    ranges = {k: rebase(sp.ranges[k], getattr(base_pick, k)) if k.startswith("p95") else sp.ranges[k]
-              for k in PICK_KEYS if k in sp.ranges}
+    ranges = {
+        k: rebase(sp.ranges[k], getattr(base_pick, k)) if k.startswith("p95") else sp.ranges[k]
+        for k in PICK_KEYS
+        if k in sp.ranges
+    }
     # the pessimistic bound, every assumption at once, full workload
     g_low = goal.model_copy(update={"assumptions": goal.assumptions.at("low")})
     try:
@@ -507,29 +568,49 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
         note = f"misses the target at the pessimistic bound: {why}"
     elif misses:
         note = "misses the target at the pessimistic bound" + (
-            f" (p95 end-to-end {low.p95_e2e_s:.3g} s)" if low.p95_e2e_s is not None else "")
+            f" (p95 end-to-end {low.p95_e2e_s:.3g} s)" if low.p95_e2e_s is not None else ""
+        )
     else:
         note = "meets the target even at the pessimistic bound"
     rp = PickRanges(label=base_pick.label, ranges=ranges, misses_at_pessimistic=misses, pessimistic_note=note)
     # the runner-up: the cheapest other simulated configuration that meets the target
-    others = sorted((c for c in rec.candidates if c.simulated and c.meets and c is not best
-                     and (c.gpu, c.gpus_per_replica, c.tp, c.pp, c.weights, c.kv_dtype)
-                     != (best.gpu, best.gpus_per_replica, best.tp, best.pp, best.weights, best.kv_dtype)),
-                    key=lambda c: c.cost_per_hour or math.inf)
+    others = sorted(
+        (
+            c
+            for c in rec.candidates
+            if c.simulated
+            and c.meets
+            and c is not best
+            and (c.gpu, c.gpus_per_replica, c.tp, c.pp, c.weights, c.kv_dtype)
+            != (best.gpu, best.gpus_per_replica, best.tp, best.pp, best.weights, best.kv_dtype)
+        ),
+        key=lambda c: c.cost_per_hour or math.inf,
+    )
     if not others:
         return RecommendationRanges(rp, None, True, "", "no runner-up meets the target")
     ru = others[0]
-    sp2 = spread(opt._config(goal, ru), _pick_estimate(goal, cons, prices, ru, simulate_p95=False), names=names,
-                 screen=serving_screen)
+    sp2 = spread(
+        opt._config(goal, ru),
+        _pick_estimate(goal, cons, prices, ru, simulate_p95=False),
+        names=names,
+        screen=serving_screen,
+    )
     ru_pick = opt._pick(goal, ru)
-    rr = PickRanges(label=ru_pick.label, ranges={k: sp2.ranges[k] for k in ("cost_per_hour", "cost_per_million_tokens",
-                                                                          "capacity_requests_per_s")
-                                                 if k in sp2.ranges},
-                    misses_at_pessimistic=None, pessimistic_note="")
+    rr = PickRanges(
+        label=ru_pick.label,
+        ranges={
+            k: sp2.ranges[k]
+            for k in ("cost_per_hour", "cost_per_million_tokens", "capacity_requests_per_s")
+            if k in sp2.ranges
+        },
+        misses_at_pessimistic=None,
+        pessimistic_note="",
+    )
     a, b = ranges.get("cost_per_hour"), rr.ranges.get("cost_per_hour")
     if a is None or b is None or a.high < b.low:
-        return RecommendationRanges(rp, rr, True, "", f"settled: the runner-up ({ru_pick.label}) costs more even at "
-                                                      "the ends of both ranges")
+        return RecommendationRanges(
+            rp, rr, True, "", f"settled: the runner-up ({ru_pick.label}) costs more even at the ends of both ranges"
+        )
     # which assumption moves the cost ratio most (the runs line up: same names, same bound values)
     base_ratio = math.log(b.value / a.value) if a.value and b.value else 0.0
     move: dict[str, float] = {}
@@ -542,9 +623,16 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
         contribs = sorted(a.contributions + b.contributions, key=lambda c: c.d_down - c.d_up)
         by = contribs[0].name if contribs else ""
     label = REGISTRY[by].label if by else ""
-    return RecommendationRanges(rp, rr, False, by, (
-        f"not settled: the runner-up ({ru_pick.label}) has an overlapping cost range"
-        + (f"; measuring {by} ({label}) would settle it" if by else "")))
+    return RecommendationRanges(
+        rp,
+        rr,
+        False,
+        by,
+        (
+            f"not settled: the runner-up ({ru_pick.label}) has an overlapping cost range"
+            + (f"; measuring {by} ({label}) would settle it" if by else "")
+        ),
+    )
 
 
 def training_option_ranges(cfg: RabitConfig, option) -> dict[str, Range]:
@@ -553,9 +641,13 @@ def training_option_ranges(cfg: RabitConfig, option) -> dict[str, Range]:
     from core.training import TrainingGoal, plan
 
     g = catalog.gpu(option.gpu)
-    cg = cfg.with_(gpu=option.gpu, gpus_per_node=g.gpus_per_node, nodes=max(1, option.gpus // g.gpus_per_node),
-                   tp=1, pp=1, ep=1)
+    cg = cfg.with_(
+        gpu=option.gpu, gpus_per_node=g.gpus_per_node, nodes=max(1, option.gpus // g.gpus_per_node), tp=1, pp=1, ep=1
+    )
     p = plan(cg, TrainingGoal(gpus=option.gpus))
     rg = training_ranges(cg, p)
-    return {k: rebase(rg[k], getattr(option, k)) for k in ("runtime_s", "wall_clock_s", "gpu_hours", "cost_usd", "mfu")
-            if k in rg}
+    return {
+        k: rebase(rg[k], getattr(option, k))
+        for k in ("runtime_s", "wall_clock_s", "gpu_hours", "cost_usd", "mfu")
+        if k in rg
+    }

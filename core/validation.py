@@ -73,8 +73,19 @@ def _serving_prediction(r: dict[str, str]) -> float:
     from core import speed
 
     gpus, B, I, O = int(r["gpus"]), int(r["batch"]), int(r["input"]), int(r["output"])
-    cfg = RabitConfig(model=r["model"], gpu=r["gpu"], gpus_per_node=gpus, nodes=1, tp=int(r["tp"]), pp=int(r["pp"]),
-                      weights=r["weights"], kv_dtype=r["kv_dtype"], batch=B, input_tokens=I, output_tokens=O)
+    cfg = RabitConfig(
+        model=r["model"],
+        gpu=r["gpu"],
+        gpus_per_node=gpus,
+        nodes=1,
+        tp=int(r["tp"]),
+        pp=int(r["pp"]),
+        weights=r["weights"],
+        kv_dtype=r["kv_dtype"],
+        batch=B,
+        input_tokens=I,
+        output_tokens=O,
+    )
     metric = r["metric"]
     if metric == "ttft_s":
         return speed.prefill(cfg).ttft_s
@@ -90,10 +101,20 @@ def _serving_prediction(r: dict[str, str]) -> float:
 
 def _gpt(layers: int, hidden: int, heads: int, seq: int):
     """A Megatron GPT of the given shape (GPT-2 block, 4h GELU MLP, vocabulary 51,200, tied embeddings)."""
-    return from_hf_config({"model_type": "gpt2", "n_layer": layers, "n_embd": hidden, "n_head": heads,
-                           "vocab_size": 51200, "n_positions": seq, "tie_word_embeddings": True,
-                           "activation_function": "gelu"}, slug=f"megatron-gpt-{layers}l-{hidden}h",
-                          name=f"Megatron GPT ({layers} layers, hidden {hidden})")
+    return from_hf_config(
+        {
+            "model_type": "gpt2",
+            "n_layer": layers,
+            "n_embd": hidden,
+            "n_head": heads,
+            "vocab_size": 51200,
+            "n_positions": seq,
+            "tie_word_embeddings": True,
+            "activation_function": "gelu",
+        },
+        slug=f"megatron-gpt-{layers}l-{hidden}h",
+        name=f"Megatron GPT ({layers} layers, hidden {hidden})",
+    )
 
 
 def _training_prediction(r: dict[str, str]) -> float:
@@ -105,10 +126,21 @@ def _training_prediction(r: dict[str, str]) -> float:
     node = g.gpus_per_node
     seq, gb = int(r["seq"]), int(r["global_batch"])
     custom = _gpt(int(r["layers"]), int(r["hidden"]), int(r["heads"]), seq) if r["model"] == "gpt" else None
-    cfg = RabitConfig(model="llama-3.1-8b" if custom is not None else r["model"], custom_model=custom, phase="train",
-                      gpu=r["gpu"], gpus_per_node=min(node, gpus), nodes=max(1, gpus // node), tp=tp, pp=pp,
-                      seq_len=seq, global_batch_tokens=gb * seq, train_precision=r["precision"],
-                      micro_batch=int(r["micro_batch"]), recompute=r["recompute"])
+    cfg = RabitConfig(
+        model="llama-3.1-8b" if custom is not None else r["model"],
+        custom_model=custom,
+        phase="train",
+        gpu=r["gpu"],
+        gpus_per_node=min(node, gpus),
+        nodes=max(1, gpus // node),
+        tp=tp,
+        pp=pp,
+        seq_len=seq,
+        global_batch_tokens=gb * seq,
+        train_precision=r["precision"],
+        micro_batch=int(r["micro_batch"]),
+        recompute=r["recompute"],
+    )
     lay = training.Layout(tp=tp, pp=pp, dp=dp, micro_batch=int(r["micro_batch"]), recompute=r["recompute"])
     res = training.evaluate_layout(cfg, lay)
     peak = g.bf16_tflops
@@ -123,10 +155,14 @@ def _summary(family: str, rs: list[CaseResult]) -> FamilySummary:
     errs = [c.error for c in rs]
     med = statistics.median(abs(e) for e in errs)
     return FamilySummary(
-        family=family, cases=len(rs), median_abs_error=med, bias=statistics.median(errs),
+        family=family,
+        cases=len(rs),
+        median_abs_error=med,
+        bias=statistics.median(errs),
         within_25pct=sum(abs(e) <= 0.25 for e in errs) / len(errs),
         within_2x=sum(0.5 <= 1 + e <= 2.0 for e in errs) / len(errs),
-        meets_target=med <= TARGET_MEDIAN_ABS_ERROR)
+        meets_target=med <= TARGET_MEDIAN_ABS_ERROR,
+    )
 
 
 def run(families: tuple[str, ...] = ()) -> ValidationReport:
@@ -136,8 +172,17 @@ def run(families: tuple[str, ...] = ()) -> ValidationReport:
         for r in _rows(name):
             if families and r["family"] not in families:
                 continue
-            out.append(CaseResult(family=r["family"], id=r["id"], metric=r["metric"], measured=float(r["measured"]),
-                                  predicted=float(predict(r)), source=r["source"], date=r["date"]))
+            out.append(
+                CaseResult(
+                    family=r["family"],
+                    id=r["id"],
+                    metric=r["metric"],
+                    measured=float(r["measured"]),
+                    predicted=float(predict(r)),
+                    source=r["source"],
+                    date=r["date"],
+                )
+            )
     fams: dict[str, list[CaseResult]] = {}
     for c in out:
         fams.setdefault(c.family, []).append(c)

@@ -41,12 +41,15 @@ def store_or_stop():
             where = database_url()
         except OSError:
             where = "the data folder"
-        st.error(f"The analysis store cannot be opened ({plain(type(exc).__name__)}: {plain(exc, 300)}). "
-                 f"Check RABIT_DATABASE_URL or RABIT_DATA_DIR (now: {plain(where.split('@')[-1], 200)}).")
+        st.error(
+            f"The analysis store cannot be opened ({plain(type(exc).__name__)}: {plain(exc, 300)}). "
+            f"Check RABIT_DATABASE_URL or RABIT_DATA_DIR (now: {plain(where.split('@')[-1], 200)})."
+        )
         st.stop()
 
 
 # --- login (optional) ------------------------------------------------------------------------------
+
 
 def login_enabled() -> bool:
     """``RABIT_LOGIN=1`` turns Streamlit's OIDC login on (needs an ``[auth]`` section in secrets.toml)."""
@@ -80,6 +83,7 @@ def require_login() -> None:
 
 # --- the open analysis -----------------------------------------------------------------------------
 
+
 def current() -> dict[str, Any] | None:
     return st.session_state.get(KEY)
 
@@ -100,7 +104,8 @@ def open_from_link(analysis_id: str) -> RabitConfig | None:
         return None
     except Exception as exc:  # noqa: BLE001 - the store being unreachable is shown, never a traceback
         st.session_state.setdefault("_link_error", []).append(
-            f"analysis: the analysis store cannot be reached ({type(exc).__name__}: {exc})")
+            f"analysis: the analysis store cannot be reached ({type(exc).__name__}: {exc})"
+        )
         return None
     _remember(a.id, a.summary.revision, a.name)
     return a.config
@@ -112,8 +117,9 @@ def sidebar_badge() -> None:
     if cur:
         from dashboard.text import plain
 
-        st.sidebar.caption(f"Saved analysis: **{plain(cur['name'])}**, revision {cur['revision']} "
-                           "(Saved analyses to save or close)")
+        st.sidebar.caption(
+            f"Saved analysis: **{plain(cur['name'])}**, revision {cur['revision']} (Saved analyses to save or close)"
+        )
 
 
 def close() -> None:
@@ -133,13 +139,21 @@ def save_new(name: str, cfg: RabitConfig, *, note: str, saved_by: str, results: 
     return aid
 
 
-def save_revision(cfg: RabitConfig, *, name: str, note: str, saved_by: str, results: dict[str, Any],
-                  on_top_of: int | None = None) -> int:
+def save_revision(
+    cfg: RabitConfig, *, name: str, note: str, saved_by: str, results: dict[str, Any], on_top_of: int | None = None
+) -> int:
     """Save a new revision of the open analysis; raises ``store.Conflict`` if someone saved meanwhile."""
     cur = current()
     assert cur is not None
-    rev = store().save(cur["id"], cfg, expected_revision=on_top_of if on_top_of is not None else cur["revision"],
-                       name=name, results=results, note=note, saved_by=saved_by)
+    rev = store().save(
+        cur["id"],
+        cfg,
+        expected_revision=on_top_of if on_top_of is not None else cur["revision"],
+        name=name,
+        results=results,
+        note=note,
+        saved_by=saved_by,
+    )
     _remember(cur["id"], rev, name.strip())
     return rev
 
@@ -151,14 +165,16 @@ def headline(cfg: RabitConfig) -> dict[str, Any]:
         mem = cache.serving_memory(cfg)
         out.update(fits=mem.fits, total_bytes_per_gpu=mem.total_bytes_per_gpu)
         s = cache.speed_summary(cfg)
-        out.update(prefill_s=s.prefill.ttft_s, decode_step_s=s.decode.step_s, tokens_per_s=s.decode.tokens_per_s,
-                   e2e_s=s.e2e_s)
+        out.update(
+            prefill_s=s.prefill.ttft_s, decode_step_s=s.decode.step_s, tokens_per_s=s.decode.tokens_per_s, e2e_s=s.e2e_s
+        )
     except (ValueError, KeyError) as exc:
         out["error"] = str(exc)
     return out
 
 
 # --- runs and calibration --------------------------------------------------------------------------
+
 
 def runs() -> tuple[tuple[int, Run], ...]:
     cur = current()
@@ -192,8 +208,10 @@ def show_calibrated(items: list[tuple[str, str, float | None]], cfg: RabitConfig
         return
     from dashboard.text import plain
 
-    st.markdown(f"**Calibrated** from the measured runs of *{plain(current()['name'])}* "
-                f"(same GPU kind, same metric; see Calibration)")
+    st.markdown(
+        f"**Calibrated** from the measured runs of *{plain(current()['name'])}* "
+        f"(same GPU kind, same metric; see Calibration)"
+    )
     from dashboard import render
 
     cols = st.columns(len(shown))
@@ -201,7 +219,12 @@ def show_calibrated(items: list[tuple[str, str, float | None]], cfg: RabitConfig
         rg = c.range(v)  # a core.ranges.Range with basis "calibrated" and n_runs
         fmt = fmt_num if c.metric.startswith("throughput") else fmt_time
         band = "Student t, 95 %" if c.basis == "t" else "x0.7 … x1.3, fewer than 3 runs"
-        render.metric_range(col, f"{lab} (calibrated, n={c.n})", fmt(rg.value), rg, fmt,
-                            help=f"analytical {fmt(v)} x factor {c.factor:.3f}; interval {band}; "
-                                 f"{c.n} comparable run(s)")
+        render.metric_range(
+            col,
+            f"{lab} (calibrated, n={c.n})",
+            fmt(rg.value),
+            rg,
+            fmt,
+            help=f"analytical {fmt(v)} x factor {c.factor:.3f}; interval {band}; {c.n} comparable run(s)",
+        )
         col.caption(f"analytical {fmt(v)} · x{c.factor:.2f}")

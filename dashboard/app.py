@@ -42,8 +42,11 @@ PAGE_SPECS = (
     ("analyses.py", "Saved analyses", ":material/bookmarks:", "analyses"),
     ("calibration.py", "Calibration", ":material/tune:", "calibration"),
 )
-NAV = [st.Page(PAGES / f, title=t, icon=i, url_path=u, default=(n == 0))
-       for n, (f, t, i, u) in enumerate(PAGE_SPECS) if (PAGES / f).exists()]
+NAV = [
+    st.Page(PAGES / f, title=t, icon=i, url_path=u, default=(n == 0))
+    for n, (f, t, i, u) in enumerate(PAGE_SPECS)
+    if (PAGES / f).exists()
+]
 analyses.require_login()  # off unless RABIT_LOGIN is set
 pg = st.navigation(NAV)
 st.session_state["_config"] = state.sidebar(pg.url_path)
@@ -53,6 +56,8 @@ try:
 except Exception as exc:  # st.stop / st.rerun are BaseExceptions and pass through
     # a short, useful message for the visitor; Streamlit logs the full trace on the server and (with
     # client.showErrorDetails = "none") shows no server paths
-    st.error(f"This page could not be computed for these inputs ({type(exc).__name__}). Your settings are kept: "
-             "change an input or open another page. The details are in the server's log.")
+    st.error(
+        f"This page could not be computed for these inputs ({type(exc).__name__}). Your settings are kept: "
+        "change an input or open another page. The details are in the server's log."
+    )
     raise

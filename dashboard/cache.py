@@ -103,8 +103,9 @@ from core import optimizer as _optimizer  # noqa: E402
 
 
 @st.cache_data(max_entries=32, show_spinner="Screening every configuration, then simulating up to 16 finalists ...")
-def recommendation(goal: _optimizer.ServingGoal, cons: _optimizer.Constraints,
-                   prices: tuple) -> _optimizer.Recommendation:
+def recommendation(
+    goal: _optimizer.ServingGoal, cons: _optimizer.Constraints, prices: tuple
+) -> _optimizer.Recommendation:
     """Cached on (goal, constraints, prices). No progress callback: an element updated from inside a cached
     function breaks Streamlit's replay on the next hit, so the spinner says what is running instead."""
     return _optimizer.recommend(goal, cons, prices)
@@ -126,8 +127,9 @@ def sim_capacity(cfg: RabitConfig, spec: _simulate.SimSpec) -> _simulate.Capacit
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def sim_sweep(cfg: RabitConfig, spec: _simulate.SimSpec,
-              rates_per_s: tuple[float, ...]) -> tuple[tuple[float, _simulate.Summary], ...]:
+def sim_sweep(
+    cfg: RabitConfig, spec: _simulate.SimSpec, rates_per_s: tuple[float, ...]
+) -> tuple[tuple[float, _simulate.Summary], ...]:
     """The summary at each Poisson arrival rate of a load sweep (core.simulate.sweep)."""
     return _simulate.sweep(cfg, spec, rates_per_s)
 
@@ -145,8 +147,9 @@ def sim_trace(text: str) -> tuple[tuple[int, int], ...]:
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the training deadline search for each priced GPU kind ...")
-def training_recommendation(cfg: RabitConfig, deadline_s: float, cons: _optimizer.Constraints,
-                            prices: tuple) -> _optimizer.TrainingRecommendation:
+def training_recommendation(
+    cfg: RabitConfig, deadline_s: float, cons: _optimizer.Constraints, prices: tuple
+) -> _optimizer.TrainingRecommendation:
     return _optimizer.recommend_training(cfg, deadline_s, cons, prices)
 
 
@@ -186,8 +189,9 @@ def training_ranges(cfg: RabitConfig, goal: _training.TrainingGoal) -> dict:
 
 
 @st.cache_data(max_entries=32, show_spinner="Evaluating the recommendation and the runner-up at each bound ...")
-def recommendation_ranges(goal: _optimizer.ServingGoal, cons: _optimizer.Constraints,
-                          prices: tuple) -> _unc.RecommendationRanges:
+def recommendation_ranges(
+    goal: _optimizer.ServingGoal, cons: _optimizer.Constraints, prices: tuple
+) -> _unc.RecommendationRanges:
     return _unc.recommendation_ranges(recommendation(goal, cons, prices), prices)
 
 
@@ -209,8 +213,9 @@ from core import telemetry as _telemetry  # noqa: E402
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def _next_experiment_store(spec: _next.NextExperimentSpec, prices: tuple,
-                           _result: _next.NextExperiment | None = None) -> _next.NextExperiment:
+def _next_experiment_store(
+    spec: _next.NextExperimentSpec, prices: tuple, _result: _next.NextExperiment | None = None
+) -> _next.NextExperiment:
     """Keyed on (spec, prices) only (``_result`` is not hashed): a miss raises, and exceptions are not cached."""
     if _result is None:
         raise LookupError("not computed yet")

@@ -10,24 +10,53 @@ from core.units import DAY_S, GB
 #: legend placed at a negative paper fraction lands on the title or the tick labels when the figure is short.
 LEGEND_BELOW = dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0)
 
-PALETTE = {"weights": "#1f6feb", "kv": "#2da44e", "activations": "#bf8700", "overhead": "#8250df",
-           "free": "#d0d7de", "gradients": "#cf222e", "optimizer": "#e16f24"}
+PALETTE = {
+    "weights": "#1f6feb",
+    "kv": "#2da44e",
+    "activations": "#bf8700",
+    "overhead": "#8250df",
+    "free": "#d0d7de",
+    "gradients": "#cf222e",
+    "optimizer": "#e16f24",
+}
 
 
-def stacked_bar(parts: list[tuple[str, float, str]], capacity_bytes: float, title: str,
-                usable_bytes: float | None = None) -> go.Figure:
+def stacked_bar(
+    parts: list[tuple[str, float, str]], capacity_bytes: float, title: str, usable_bytes: float | None = None
+) -> go.Figure:
     """One horizontal stacked bar of what fills a GPU [GB], with the capacity line."""
     fig = go.Figure()
     for name, value, color in parts:
-        fig.add_bar(y=["one GPU"], x=[value / GB], name=name, orientation="h", marker_color=color,
-                    hovertemplate=f"{name}: %{{x:.3g}} GB<extra></extra>")
-    fig.add_vline(x=capacity_bytes / GB, line_dash="dash", line_color="black",
-                  annotation_text=f"capacity {capacity_bytes / GB:.3g} GB")
+        fig.add_bar(
+            y=["one GPU"],
+            x=[value / GB],
+            name=name,
+            orientation="h",
+            marker_color=color,
+            hovertemplate=f"{name}: %{{x:.3g}} GB<extra></extra>",
+        )
+    fig.add_vline(
+        x=capacity_bytes / GB,
+        line_dash="dash",
+        line_color="black",
+        annotation_text=f"capacity {capacity_bytes / GB:.3g} GB",
+    )
     if usable_bytes:
-        fig.add_vline(x=usable_bytes / GB, line_dash="dot", line_color="gray",
-                      annotation_text=f"usable {usable_bytes / GB:.3g} GB", annotation_position="bottom")
-    fig.update_layout(barmode="stack", height=220, title=title, xaxis_title="GB (1e9 bytes)",
-                      margin=dict(l=10, r=10, t=40, b=10), legend=LEGEND_BELOW)
+        fig.add_vline(
+            x=usable_bytes / GB,
+            line_dash="dot",
+            line_color="gray",
+            annotation_text=f"usable {usable_bytes / GB:.3g} GB",
+            annotation_position="bottom",
+        )
+    fig.update_layout(
+        barmode="stack",
+        height=220,
+        title=title,
+        xaxis_title="GB (1e9 bytes)",
+        margin=dict(l=10, r=10, t=40, b=10),
+        legend=LEGEND_BELOW,
+    )
     return fig
 
 
@@ -35,39 +64,74 @@ def sequences_vs_context_chart(rows, height: int = 360) -> go.Figure:
     """Concurrent sequences per replica against context, paged and contiguous; ``rows`` = (ctx, paged, contig)."""
     fig = go.Figure()
     fig.add_scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], name="paged", mode="lines+markers")
-    fig.add_scatter(x=[r[0] for r in rows], y=[r[2] for r in rows], name="contiguous (reserve max context)",
-                    mode="lines+markers")
-    fig.update_layout(title="Sequences per replica vs context", xaxis_type="log",
-                      xaxis_title="context tokens (input + output)", yaxis_title="sequences", height=height,
-                      legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
+    fig.add_scatter(
+        x=[r[0] for r in rows], y=[r[2] for r in rows], name="contiguous (reserve max context)", mode="lines+markers"
+    )
+    fig.update_layout(
+        title="Sequences per replica vs context",
+        xaxis_type="log",
+        xaxis_title="context tokens (input + output)",
+        yaxis_title="sequences",
+        height=height,
+        legend=LEGEND_BELOW,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
     return fig
 
 
 def kv_per_token_chart(kv_rows, kv_dtype: str) -> go.Figure:
     """KV bytes per token for every catalog model [KB], coloured by attention layout; every bar labelled."""
-    fig = go.Figure(go.Bar(x=[r[2] / 1e3 for r in kv_rows], y=[f"{r[0]} ({r[1]})" for r in kv_rows],
-                           orientation="h", marker_color=[{"MHA": "#cf222e", "GQA": "#1f6feb", "MLA": "#2da44e"}
-                                                          .get(r[1], "#8250df") for r in kv_rows]))
-    fig.update_layout(title=f"KV bytes per token by model ({kv_dtype})", xaxis_title="KB per token (log)",
-                      xaxis_type="log", yaxis=dict(dtick=1),  # dtick 1: no model's label skipped
-                      height=max(360, 22 * len(kv_rows) + 110), margin=dict(l=10, r=10, t=50, b=10))
+    fig = go.Figure(
+        go.Bar(
+            x=[r[2] / 1e3 for r in kv_rows],
+            y=[f"{r[0]} ({r[1]})" for r in kv_rows],
+            orientation="h",
+            marker_color=[{"MHA": "#cf222e", "GQA": "#1f6feb", "MLA": "#2da44e"}.get(r[1], "#8250df") for r in kv_rows],
+        )
+    )
+    fig.update_layout(
+        title=f"KV bytes per token by model ({kv_dtype})",
+        xaxis_title="KB per token (log)",
+        xaxis_type="log",
+        yaxis=dict(dtick=1),  # dtick 1: no model's label skipped
+        height=max(360, 22 * len(kv_rows) + 110),
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
     return fig
 
 
 def training_by_zero_chart(by_zero, capacity_bytes: float, height: int = 380) -> go.Figure:
     """Training memory per GPU [GB] at ZeRO stages 0-3, stacked by kind, with the capacity line."""
     fig = go.Figure()
-    for name, attr, color in (("weights", "weight_bytes_per_gpu", "weights"),
-                              ("gradients", "gradient_bytes_per_gpu", "gradients"),
-                              ("optimizer", "optimizer_bytes_per_gpu", "optimizer"),
-                              ("activations", "activation_bytes_per_gpu", "activations"),
-                              ("overhead", "overhead_bytes_per_gpu", "overhead")):
-        fig.add_bar(x=[f"ZeRO-{z}" for z, _ in by_zero], y=[getattr(r, attr) / GB for _, r in by_zero],
-                    name=name, marker_color=PALETTE[color])
-    fig.add_scatter(x=[f"ZeRO-{z}" for z, _ in by_zero], y=[capacity_bytes / GB] * len(by_zero), mode="lines",
-                    name="capacity", line=dict(color="black", dash="dash"), hoverinfo="skip")
-    fig.update_layout(barmode="stack", title="Training memory per GPU by ZeRO stage", yaxis_title="GB",
-                      height=height, legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
+    for name, attr, color in (
+        ("weights", "weight_bytes_per_gpu", "weights"),
+        ("gradients", "gradient_bytes_per_gpu", "gradients"),
+        ("optimizer", "optimizer_bytes_per_gpu", "optimizer"),
+        ("activations", "activation_bytes_per_gpu", "activations"),
+        ("overhead", "overhead_bytes_per_gpu", "overhead"),
+    ):
+        fig.add_bar(
+            x=[f"ZeRO-{z}" for z, _ in by_zero],
+            y=[getattr(r, attr) / GB for _, r in by_zero],
+            name=name,
+            marker_color=PALETTE[color],
+        )
+    fig.add_scatter(
+        x=[f"ZeRO-{z}" for z, _ in by_zero],
+        y=[capacity_bytes / GB] * len(by_zero),
+        mode="lines",
+        name="capacity",
+        line=dict(color="black", dash="dash"),
+        hoverinfo="skip",
+    )
+    fig.update_layout(
+        barmode="stack",
+        title="Training memory per GPU by ZeRO stage",
+        yaxis_title="GB",
+        height=height,
+        legend=LEGEND_BELOW,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
     return fig
 
 
@@ -76,8 +140,13 @@ from plotly.subplots import make_subplots  # noqa: E402
 
 from core.units import MS, TERA  # noqa: E402
 
-SPEED_COLORS = {"compute": "#cf222e", "memory": "#1f6feb", "communication": "#bf8700", "overhead": "#8250df",
-                "hops": "#57606a"}
+SPEED_COLORS = {
+    "compute": "#cf222e",
+    "memory": "#1f6feb",
+    "communication": "#bf8700",
+    "overhead": "#8250df",
+    "hops": "#57606a",
+}
 
 
 def roofline_chart(roof, height: int = 420) -> go.Figure:
@@ -88,26 +157,50 @@ def roofline_chart(roof, height: int = 420) -> go.Figure:
     hi = max([roof.ridge_flop_per_byte * 10] + [p.intensity_flop_per_byte * 20 for p in roof.points])
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
     fig = go.Figure()
-    fig.add_scatter(x=x, y=np.minimum(roof.peak_flop_per_s, x * roof.bw_bytes_per_s) / TERA, mode="lines",
-                    name="datasheet roof", line=dict(color="#8c959f", dash="dash"))
-    fig.add_scatter(x=x, y=np.minimum(roof.ceiling_flop_per_s, x * roof.bw_eff_bytes_per_s) / TERA, mode="lines",
-                    name="effective roof (MFU, MBU)", line=dict(color="#24292f"))
+    fig.add_scatter(
+        x=x,
+        y=np.minimum(roof.peak_flop_per_s, x * roof.bw_bytes_per_s) / TERA,
+        mode="lines",
+        name="datasheet roof",
+        line=dict(color="#8c959f", dash="dash"),
+    )
+    fig.add_scatter(
+        x=x,
+        y=np.minimum(roof.ceiling_flop_per_s, x * roof.bw_eff_bytes_per_s) / TERA,
+        mode="lines",
+        name="effective roof (MFU, MBU)",
+        line=dict(color="#24292f"),
+    )
     symbols = {"prefill": "diamond", "decode": "circle"}
     for p in roof.points:
         kind = p.name.split(",")[0]
         color = SPEED_COLORS[p.bound]
-        fig.add_scatter(x=[p.intensity_flop_per_byte], y=[p.roof_flop_per_s / TERA], mode="markers+text",
-                        text=[p.name], textposition="bottom right", name=p.name,
-                        marker=dict(size=12, symbol=symbols.get(kind, "circle"), color=color),
-                        hovertemplate=f"{p.name}<br>%{{x:.3g}} FLOP/B, %{{y:.4g}} TFLOP/s ({p.bound})<extra></extra>")
-        fig.add_scatter(x=[p.intensity_flop_per_byte], y=[p.delivered_flop_per_s / TERA], mode="markers",
-                        showlegend=False, marker=dict(size=9, symbol=symbols.get(kind, "circle") + "-open",
-                                                      color=color),
-                        hovertemplate=f"{p.name} with communication and overhead: %{{y:.4g}} TFLOP/s<extra></extra>")
-    fig.update_layout(title="Roofline per GPU (filled: on the roof; open: with communication and overhead)",
-                      xaxis=dict(type="log", title="arithmetic intensity [FLOP/byte]"),
-                      yaxis=dict(type="log", title="attainable [TFLOP/s]"), height=height,
-                      legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
+        fig.add_scatter(
+            x=[p.intensity_flop_per_byte],
+            y=[p.roof_flop_per_s / TERA],
+            mode="markers+text",
+            text=[p.name],
+            textposition="bottom right",
+            name=p.name,
+            marker=dict(size=12, symbol=symbols.get(kind, "circle"), color=color),
+            hovertemplate=f"{p.name}<br>%{{x:.3g}} FLOP/B, %{{y:.4g}} TFLOP/s ({p.bound})<extra></extra>",
+        )
+        fig.add_scatter(
+            x=[p.intensity_flop_per_byte],
+            y=[p.delivered_flop_per_s / TERA],
+            mode="markers",
+            showlegend=False,
+            marker=dict(size=9, symbol=symbols.get(kind, "circle") + "-open", color=color),
+            hovertemplate=f"{p.name} with communication and overhead: %{{y:.4g}} TFLOP/s<extra></extra>",
+        )
+    fig.update_layout(
+        title="Roofline per GPU (filled: on the roof; open: with communication and overhead)",
+        xaxis=dict(type="log", title="arithmetic intensity [FLOP/byte]"),
+        yaxis=dict(type="log", title="attainable [TFLOP/s]"),
+        height=height,
+        legend=LEGEND_BELOW,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
     return fig
 
 
@@ -115,37 +208,74 @@ def batch_chart(points, batch: int, height: int = 380) -> go.Figure:
     """Decode step time and aggregate throughput against batch; batches that do not fit are hollow."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     xs = [p.batch for p in points]
-    fig.add_scatter(x=xs, y=[p.decode_step_s / MS for p in points], name="decode step [ms]", mode="lines+markers",
-                    marker=dict(symbol=["circle" if p.fits else "circle-open" for p in points]),
-                    line=dict(color=SPEED_COLORS["memory"]), secondary_y=False)
-    fig.add_scatter(x=xs, y=[p.tokens_per_s for p in points], name="decode tokens/s (aggregate)",
-                    mode="lines+markers", marker=dict(symbol=["square" if p.fits else "square-open" for p in points]),
-                    line=dict(color=SPEED_COLORS["compute"]), secondary_y=True)
+    fig.add_scatter(
+        x=xs,
+        y=[p.decode_step_s / MS for p in points],
+        name="decode step [ms]",
+        mode="lines+markers",
+        marker=dict(symbol=["circle" if p.fits else "circle-open" for p in points]),
+        line=dict(color=SPEED_COLORS["memory"]),
+        secondary_y=False,
+    )
+    fig.add_scatter(
+        x=xs,
+        y=[p.tokens_per_s for p in points],
+        name="decode tokens/s (aggregate)",
+        mode="lines+markers",
+        marker=dict(symbol=["square" if p.fits else "square-open" for p in points]),
+        line=dict(color=SPEED_COLORS["compute"]),
+        secondary_y=True,
+    )
     top = max(p.decode_step_s for p in points) / MS
     # a trace, not a shape: shapes on log axes are placed inconsistently across plotly versions
-    fig.add_scatter(x=[batch, batch], y=[0, top], mode="lines+text", text=["", f"batch {batch}"],
-                    textposition="top right", line=dict(color="#57606a", dash="dot"), showlegend=False,
-                    hoverinfo="skip", secondary_y=False)
+    fig.add_scatter(
+        x=[batch, batch],
+        y=[0, top],
+        mode="lines+text",
+        text=["", f"batch {batch}"],
+        textposition="top right",
+        line=dict(color="#57606a", dash="dot"),
+        showlegend=False,
+        hoverinfo="skip",
+        secondary_y=False,
+    )
     fig.update_xaxes(type="log", title="batch (concurrent sequences per replica)")
     # both from zero: a step time or a throughput below zero is not a thing (autorange put a negative tick there)
     fig.update_yaxes(title_text="ms per step", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title_text="tokens/s", rangemode="tozero", secondary_y=True)
-    fig.update_layout(title="Step time and throughput against batch (hollow: KV does not fit)", height=height,
-                      legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
+    fig.update_layout(
+        title="Step time and throughput against batch (hollow: KV does not fit)",
+        height=height,
+        legend=LEGEND_BELOW,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
     return fig
 
 
 def tradeoff_chart(points, height: int = 380) -> go.Figure:
     """Per-user tokens/s against aggregate tokens/s, one point per batch."""
-    fig = go.Figure(go.Scatter(
-        x=[p.tokens_per_s_per_user for p in points], y=[p.tokens_per_s for p in points], mode="lines+markers+text",
-        text=[f"B={p.batch}" for p in points], textposition="top right",
-        marker=dict(color=[SPEED_COLORS[p.bound] for p in points],
-                    symbol=["circle" if p.fits else "circle-open" for p in points], size=9),
-        hovertemplate="%{text}: %{x:.3g} tokens/s per user, %{y:.4g} tokens/s in all<extra></extra>"))
-    fig.update_layout(title="Latency against throughput (colour: what binds; hollow: does not fit)",
-                      xaxis_title="tokens/s per user (interactivity)", yaxis_title="tokens/s aggregate",
-                      height=height, margin=dict(l=10, r=10, t=50, b=10))
+    fig = go.Figure(
+        go.Scatter(
+            x=[p.tokens_per_s_per_user for p in points],
+            y=[p.tokens_per_s for p in points],
+            mode="lines+markers+text",
+            text=[f"B={p.batch}" for p in points],
+            textposition="top right",
+            marker=dict(
+                color=[SPEED_COLORS[p.bound] for p in points],
+                symbol=["circle" if p.fits else "circle-open" for p in points],
+                size=9,
+            ),
+            hovertemplate="%{text}: %{x:.3g} tokens/s per user, %{y:.4g} tokens/s in all<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title="Latency against throughput (colour: what binds; hollow: does not fit)",
+        xaxis_title="tokens/s per user (interactivity)",
+        yaxis_title="tokens/s aggregate",
+        height=height,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
     return fig
 
 
@@ -156,17 +286,33 @@ def breakdown_chart(items, height: int = 300) -> go.Figure:
     """
     fig = go.Figure()
     names = [n for n, _ in items]
-    for part, attr in (("compute", "compute_s"), ("memory", "memory_s"), ("communication", "comm_s"),
-                       ("hops", "hops_s"), ("overhead", "overhead_s")):
+    for part, attr in (
+        ("compute", "compute_s"),
+        ("memory", "memory_s"),
+        ("communication", "comm_s"),
+        ("hops", "hops_s"),
+        ("overhead", "overhead_s"),
+    ):
         vals = []
         for _, it in items:
             v = getattr(it, attr)
             vals.append((v * it.pp if attr in ("compute_s", "memory_s", "comm_s") else v) / MS)
-        fig.add_bar(y=names, x=vals, name=part, orientation="h", marker_color=SPEED_COLORS[part],
-                    hovertemplate=f"{part}: %{{x:.4g}} ms<extra></extra>")
-    fig.update_layout(barmode="group", title="One iteration taken apart (compute and memory overlap; the larger binds)",
-                      xaxis=dict(type="log", title="ms (all stages)"), height=height,
-                      legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
+        fig.add_bar(
+            y=names,
+            x=vals,
+            name=part,
+            orientation="h",
+            marker_color=SPEED_COLORS[part],
+            hovertemplate=f"{part}: %{{x:.4g}} ms<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="group",
+        title="One iteration taken apart (compute and memory overlap; the larger binds)",
+        xaxis=dict(type="log", title="ms (all stages)"),
+        height=height,
+        legend=LEGEND_BELOW,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
     return fig
 
 
@@ -175,13 +321,20 @@ def decode_curve_chart(rows, height: int = 320) -> go.Figure:
     fig = go.Figure()
     ctx = [r[0] for r in rows]
     fig.add_scatter(x=ctx, y=[r[1] / MS for r in rows], name="step", line=dict(color="#24292f"))
-    fig.add_scatter(x=ctx, y=[r[3] / MS for r in rows], name="memory part", line=dict(color=SPEED_COLORS["memory"],
-                                                                                      dash="dot"))
-    fig.add_scatter(x=ctx, y=[r[2] / MS for r in rows], name="compute part",
-                    line=dict(color=SPEED_COLORS["compute"], dash="dot"))
-    fig.update_layout(title="Decode time per token as the context grows", xaxis_title="cached tokens",
-                      yaxis_title="ms", height=height, legend=LEGEND_BELOW,
-                      margin=dict(l=10, r=10, t=50, b=10))
+    fig.add_scatter(
+        x=ctx, y=[r[3] / MS for r in rows], name="memory part", line=dict(color=SPEED_COLORS["memory"], dash="dot")
+    )
+    fig.add_scatter(
+        x=ctx, y=[r[2] / MS for r in rows], name="compute part", line=dict(color=SPEED_COLORS["compute"], dash="dot")
+    )
+    fig.update_layout(
+        title="Decode time per token as the context grows",
+        xaxis_title="cached tokens",
+        yaxis_title="ms",
+        height=height,
+        legend=LEGEND_BELOW,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
     return fig
 
 
@@ -190,28 +343,54 @@ def spec_chart(rows, alpha: float, alpha_star: float, height: int = 320) -> go.F
     fig.add_hline(y=1.0, line_dash="dash", annotation_text="break-even")
     fig.add_vline(x=alpha, line_dash="dot", annotation_text=f"α = {alpha:g}")
     if alpha_star == alpha_star and 0 < alpha_star < 1:  # not NaN
-        fig.add_vline(x=alpha_star, line_color="#cf222e", annotation_text=f"α* = {alpha_star:.2f}",
-                      annotation_position="bottom right")
-    fig.update_layout(title="Speculative speed-up against acceptance rate", xaxis_title="acceptance rate α",
-                      yaxis_title="speed-up per sequence [x]", height=height, margin=dict(l=10, r=10, t=50, b=10))
+        fig.add_vline(
+            x=alpha_star,
+            line_color="#cf222e",
+            annotation_text=f"α* = {alpha_star:.2f}",
+            annotation_position="bottom right",
+        )
+    fig.update_layout(
+        title="Speculative speed-up against acceptance rate",
+        xaxis_title="acceptance rate α",
+        yaxis_title="speed-up per sequence [x]",
+        height=height,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
     return fig
 
 
 def allreduce_chart(sizes_bytes, curves: dict, height: int = 320) -> go.Figure:
     fig = go.Figure()
     for name, ys in curves.items():
-        fig.add_scatter(x=list(sizes_bytes), y=[y / MS for y in ys], name=name, mode="lines",
-                        line=dict(width=4 if name == "chosen" else 2, dash="solid" if name == "chosen" else "dot"))
-    fig.update_layout(title="All-reduce over the TP group: ring and tree/NVLS, the cheaper wins",
-                      xaxis=dict(type="log", title="message [bytes]"), yaxis=dict(type="log", title="ms"),
-                      height=height, legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
+        fig.add_scatter(
+            x=list(sizes_bytes),
+            y=[y / MS for y in ys],
+            name=name,
+            mode="lines",
+            line=dict(width=4 if name == "chosen" else 2, dash="solid" if name == "chosen" else "dot"),
+        )
+    fig.update_layout(
+        title="All-reduce over the TP group: ring and tree/NVLS, the cheaper wins",
+        xaxis=dict(type="log", title="message [bytes]"),
+        yaxis=dict(type="log", title="ms"),
+        height=height,
+        legend=LEGEND_BELOW,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
     return fig
 
 
 # --- training (issue 5) -------------------------------------------------------------------------------
-TRAIN_COLORS = {"compute": "#1f6feb", "pipeline bubble": "#d0d7de", "TP communication": "#bf8700",
-                "EP all-to-all": "#8250df", "PP sends": "#e16f24", "DP/ZeRO (exposed)": "#cf222e",
-                "optimizer step": "#2da44e", "overhead": "#6e7781"}
+TRAIN_COLORS = {
+    "compute": "#1f6feb",
+    "pipeline bubble": "#d0d7de",
+    "TP communication": "#bf8700",
+    "EP all-to-all": "#8250df",
+    "PP sends": "#e16f24",
+    "DP/ZeRO (exposed)": "#cf222e",
+    "optimizer step": "#2da44e",
+    "overhead": "#6e7781",
+}
 
 
 def training_time_bar(parts, step_s: float, height: int = 220) -> go.Figure:
@@ -219,12 +398,22 @@ def training_time_bar(parts, step_s: float, height: int = 220) -> go.Figure:
     fig = go.Figure()
     for name, value in parts:
         if value > 0:
-            fig.add_bar(y=["one step"], x=[value], name=name, orientation="h",
-                        marker_color=TRAIN_COLORS.get(name, "#6e7781"),
-                        hovertemplate=f"{name}: %{{x:.3g}} s<extra></extra>")
-    fig.update_layout(barmode="stack", height=height, title=f"Where one step goes ({step_s:.3g} s)",
-                      xaxis_title="seconds", margin=dict(l=10, r=10, t=40, b=10),
-                      legend=LEGEND_BELOW)
+            fig.add_bar(
+                y=["one step"],
+                x=[value],
+                name=name,
+                orientation="h",
+                marker_color=TRAIN_COLORS.get(name, "#6e7781"),
+                hovertemplate=f"{name}: %{{x:.3g}} s<extra></extra>",
+            )
+    fig.update_layout(
+        barmode="stack",
+        height=height,
+        title=f"Where one step goes ({step_s:.3g} s)",
+        xaxis_title="seconds",
+        margin=dict(l=10, r=10, t=40, b=10),
+        legend=LEGEND_BELOW,
+    )
     return fig
 
 
@@ -237,34 +426,77 @@ def training_curve(curve, chosen_gpus: int | None, deadline_s: float | None, hei
     pts = [c for c in curve if c.feasible]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     x = [c.gpus for c in pts]
-    fig.add_scatter(x=x, y=[c.wall_clock_s / DAY_S for c in pts], name="wall-clock with failures [days]",
-                    mode="lines+markers", marker=dict(size=4), line=dict(color="#1f6feb"),
-                    customdata=[[c.gpu_hours, c.layout.label() if c.layout else "", c.mfu] for c in pts],
-                    hovertemplate="%{x:,} GPUs: %{y:.3g} days<br>%{customdata[0]:,.0f} GPU-h (no failures), "
-                                  "MFU %{customdata[2]:.1%}<br>%{customdata[1]}<extra></extra>")
-    fig.add_scatter(x=x, y=[c.runtime_s / DAY_S for c in pts], name="runtime without failures [days]",
-                    mode="lines", line=dict(color="#1f6feb", dash="dot"))
+    fig.add_scatter(
+        x=x,
+        y=[c.wall_clock_s / DAY_S for c in pts],
+        name="wall-clock with failures [days]",
+        mode="lines+markers",
+        marker=dict(size=4),
+        line=dict(color="#1f6feb"),
+        customdata=[[c.gpu_hours, c.layout.label() if c.layout else "", c.mfu] for c in pts],
+        hovertemplate="%{x:,} GPUs: %{y:.3g} days<br>%{customdata[0]:,.0f} GPU-h (no failures), "
+        "MFU %{customdata[2]:.1%}<br>%{customdata[1]}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=[c.runtime_s / DAY_S for c in pts],
+        name="runtime without failures [days]",
+        mode="lines",
+        line=dict(color="#1f6feb", dash="dot"),
+    )
     slow = [c for c in pts if c.slower_reason]
     if slow:
-        fig.add_scatter(x=[c.gpus for c in slow], y=[c.wall_clock_s / DAY_S for c in slow], mode="markers",
-                        name="slower than a smaller count", marker=dict(color="#cf222e", size=7, symbol="x"),
-                        text=[c.slower_reason for c in slow], hovertemplate="%{x} GPUs: %{text}<extra></extra>")
+        fig.add_scatter(
+            x=[c.gpus for c in slow],
+            y=[c.wall_clock_s / DAY_S for c in slow],
+            mode="markers",
+            name="slower than a smaller count",
+            marker=dict(color="#cf222e", size=7, symbol="x"),
+            text=[c.slower_reason for c in slow],
+            hovertemplate="%{x} GPUs: %{text}<extra></extra>",
+        )
     if any(c.cost_usd is not None for c in pts):
-        fig.add_scatter(x=x, y=[c.cost_usd for c in pts], name="cost [USD]", mode="lines",
-                        line=dict(color="#2da44e"), secondary_y=True)
+        fig.add_scatter(
+            x=x,
+            y=[c.cost_usd for c in pts],
+            name="cost [USD]",
+            mode="lines",
+            line=dict(color="#2da44e"),
+            secondary_y=True,
+        )
     # Reference lines as traces, not add_hline/add_vline: a shape's annotation on a log axis with a secondary
     # axis is placed in the wrong coordinates and stretched the day axis to 1e-2..1e33.
     if deadline_s and x:
-        fig.add_scatter(x=[min(x), max(x)], y=[deadline_s / DAY_S] * 2, mode="lines+text", name="deadline",
-                        text=["", "deadline"], textposition="top left", line=dict(color="#cf222e", dash="dash"),
-                        hoverinfo="skip", showlegend=False)
+        fig.add_scatter(
+            x=[min(x), max(x)],
+            y=[deadline_s / DAY_S] * 2,
+            mode="lines+text",
+            name="deadline",
+            text=["", "deadline"],
+            textposition="top left",
+            line=dict(color="#cf222e", dash="dash"),
+            hoverinfo="skip",
+            showlegend=False,
+        )
     if chosen_gpus and pts:
         days = [c.wall_clock_s / DAY_S for c in pts] + ([deadline_s / DAY_S] if deadline_s else [])
-        fig.add_scatter(x=[chosen_gpus] * 2, y=[min(days), max(days)], mode="lines+text", name="chosen",
-                        text=["", f"{chosen_gpus:,} GPUs"], textposition="top right",
-                        line=dict(color="#57606a", dash="dot"), hoverinfo="skip", showlegend=False)
-    fig.update_layout(title="Runtime and cost against GPU count", height=height, margin=dict(l=10, r=10, t=50, b=10),
-                      legend=LEGEND_BELOW)
+        fig.add_scatter(
+            x=[chosen_gpus] * 2,
+            y=[min(days), max(days)],
+            mode="lines+text",
+            name="chosen",
+            text=["", f"{chosen_gpus:,} GPUs"],
+            textposition="top right",
+            line=dict(color="#57606a", dash="dot"),
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    fig.update_layout(
+        title="Runtime and cost against GPU count",
+        height=height,
+        margin=dict(l=10, r=10, t=50, b=10),
+        legend=LEGEND_BELOW,
+    )
     fig.update_xaxes(type="log", title="GPUs")
     fig.update_yaxes(type="log", title="days", secondary_y=False)
     fig.update_yaxes(title="USD", secondary_y=True)
@@ -287,13 +519,28 @@ def latency_cdf(samples: dict[str, "object"], height: int = 360) -> go.Figure:
             continue
         y = np.arange(1, x.size + 1) / x.size
         if x.size > 2000:  # plot at most ~2,000 points, keep the tails
-            idx = np.unique(np.concatenate([np.linspace(0, x.size - 1, 2000).astype(int), np.arange(x.size - 50, x.size)]))
+            idx = np.unique(
+                np.concatenate([np.linspace(0, x.size - 1, 2000).astype(int), np.arange(x.size - 50, x.size)])
+            )
             x, y = x[idx], y[idx]
-        fig.add_scatter(x=x, y=y, mode="lines", name=SIM_LABELS.get(key, key), line_color=SIM_COLORS.get(key),
-                        hovertemplate="%{x:.3s}s: %{y:.1%}<extra></extra>")
-    fig.update_layout(title="Latency CDFs (completed requests)", xaxis_title="seconds", yaxis_title="share of requests",
-                      xaxis_type="log", yaxis_tickformat=".0%", height=height, margin=dict(l=10, r=10, t=40, b=10),
-                      legend=LEGEND_BELOW)
+        fig.add_scatter(
+            x=x,
+            y=y,
+            mode="lines",
+            name=SIM_LABELS.get(key, key),
+            line_color=SIM_COLORS.get(key),
+            hovertemplate="%{x:.3s}s: %{y:.1%}<extra></extra>",
+        )
+    fig.update_layout(
+        title="Latency CDFs (completed requests)",
+        xaxis_title="seconds",
+        yaxis_title="share of requests",
+        xaxis_type="log",
+        yaxis_tickformat=".0%",
+        height=height,
+        margin=dict(l=10, r=10, t=40, b=10),
+        legend=LEGEND_BELOW,
+    )
     return fig
 
 
@@ -305,12 +552,33 @@ def sim_timeseries(t_s, waiting, running, kv_frac, max_points: int = 3000, heigh
     t = np.asarray(t_s, dtype=float)
     step = max(1, t.size // max_points)
     sl = slice(None, None, step)
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=("waiting requests", "running batch", "KV pool held"))
-    fig.add_scatter(x=t[sl], y=np.asarray(waiting)[sl], mode="lines", line_shape="hv", name="waiting",
-                    line_color="#cf222e", row=1, col=1)
-    fig.add_scatter(x=t[sl], y=np.asarray(running)[sl], mode="lines", line_shape="hv", name="running",
-                    line_color="#1f6feb", row=2, col=1)
+    fig = make_subplots(
+        rows=3,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        subplot_titles=("waiting requests", "running batch", "KV pool held"),
+    )
+    fig.add_scatter(
+        x=t[sl],
+        y=np.asarray(waiting)[sl],
+        mode="lines",
+        line_shape="hv",
+        name="waiting",
+        line_color="#cf222e",
+        row=1,
+        col=1,
+    )
+    fig.add_scatter(
+        x=t[sl],
+        y=np.asarray(running)[sl],
+        mode="lines",
+        line_shape="hv",
+        name="running",
+        line_color="#1f6feb",
+        row=2,
+        col=1,
+    )
     fig.add_scatter(x=t[sl], y=np.asarray(kv_frac)[sl], mode="lines", name="KV", line_color="#2da44e", row=3, col=1)
     fig.update_yaxes(tickformat=".0%", range=[0, 1.02], row=3, col=1)
     fig.update_xaxes(title_text="simulated time [s]", row=3, col=1)
@@ -324,51 +592,103 @@ def p95_vs_rate(rows, capacity_rps: float, current_rate: float | None = None, he
     rates = [r for r, _ in rows]
     for key in ("e2e_s", "ttft_s"):
         ys = [getattr(s, key).p95 for _, s in rows]
-        fig.add_scatter(x=rates, y=ys, mode="lines+markers", name=f"p95 {SIM_LABELS[key]}",
-                        line_color=SIM_COLORS[key],
-                        marker_symbol=["x" if s.saturated else "circle" for _, s in rows], marker_size=9)
+        fig.add_scatter(
+            x=rates,
+            y=ys,
+            mode="lines+markers",
+            name=f"p95 {SIM_LABELS[key]}",
+            line_color=SIM_COLORS[key],
+            marker_symbol=["x" if s.saturated else "circle" for _, s in rows],
+            marker_size=9,
+        )
     # reference lines as traces: a shape's annotation lands in the wrong place once the rate axis is log
     ys_all = [y for tr in fig.data for y in tr.y if y is not None and y > 0] or [1.0]
     span = [min(ys_all), max(ys_all)]
-    for x, label, dash, color in ((capacity_rps, "closed-form capacity", "dash", "gray"),
-                                  (current_rate, "this run", "dot", "black")):
+    for x, label, dash, color in (
+        (capacity_rps, "closed-form capacity", "dash", "gray"),
+        (current_rate, "this run", "dot", "black"),
+    ):
         if x is not None:
-            fig.add_scatter(x=[x, x], y=span, mode="lines+text", text=[label, ""], textposition="bottom right",
-                            line=dict(dash=dash, color=color), hoverinfo="skip", showlegend=False)
+            fig.add_scatter(
+                x=[x, x],
+                y=span,
+                mode="lines+text",
+                text=[label, ""],
+                textposition="bottom right",
+                line=dict(dash=dash, color=color),
+                hoverinfo="skip",
+                showlegend=False,
+            )
     wide = max(rates + [current_rate or 0]) > 20 * min(rates + [current_rate or max(rates)])
-    fig.update_layout(title="p95 latency vs arrival rate (x = saturated)", xaxis_title="arrival rate [requests/s]",
-                      xaxis_type="log" if wide else "linear",
-                      yaxis_title="seconds", yaxis_type="log", height=height, margin=dict(l=10, r=10, t=40, b=10),
-                      legend=LEGEND_BELOW)
+    fig.update_layout(
+        title="p95 latency vs arrival rate (x = saturated)",
+        xaxis_title="arrival rate [requests/s]",
+        xaxis_type="log" if wide else "linear",
+        yaxis_title="seconds",
+        yaxis_type="log",
+        height=height,
+        margin=dict(l=10, r=10, t=40, b=10),
+        legend=LEGEND_BELOW,
+    )
     return fig
 
 
-def calibration_chart(residuals, used_labels: set[str], low_mult: float | None, high_mult: float | None,
-                      factor: float | None, unit: str, height: int = 420) -> go.Figure:
+def calibration_chart(
+    residuals,
+    used_labels: set[str],
+    low_mult: float | None,
+    high_mult: float | None,
+    factor: float | None,
+    unit: str,
+    height: int = 420,
+) -> go.Figure:
     """Predicted against measured on log axes: the 1:1 line, the calibrated line and interval band, one point
     per run (hover: the run's config). ``residuals``: :class:`core.calibration.Residual` of one metric."""
     fig = go.Figure()
     xs = [r.predicted for r in residuals] + [r.measured for r in residuals]
     lo, hi = min(xs) / 2, max(xs) * 2
     if low_mult is not None and high_mult is not None:
-        fig.add_scatter(x=[lo, hi, hi, lo], y=[lo * low_mult, hi * low_mult, hi * high_mult, lo * high_mult],
-                        mode="lines", fill="toself", fillcolor="rgba(31,111,235,0.12)", line_width=0,
-                        name="interval", hoverinfo="skip")
-        fig.add_scatter(x=[lo, hi], y=[lo * factor, hi * factor], mode="lines", name=f"calibrated (x{factor:.3g})",
-                        line=dict(color="#1f6feb"))
-    fig.add_scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="1:1 (analytical)",
-                    line=dict(color="#57606a", dash="dash"))
+        fig.add_scatter(
+            x=[lo, hi, hi, lo],
+            y=[lo * low_mult, hi * low_mult, hi * high_mult, lo * high_mult],
+            mode="lines",
+            fill="toself",
+            fillcolor="rgba(31,111,235,0.12)",
+            line_width=0,
+            name="interval",
+            hoverinfo="skip",
+        )
+        fig.add_scatter(
+            x=[lo, hi],
+            y=[lo * factor, hi * factor],
+            mode="lines",
+            name=f"calibrated (x{factor:.3g})",
+            line=dict(color="#1f6feb"),
+        )
+    fig.add_scatter(
+        x=[lo, hi], y=[lo, hi], mode="lines", name="1:1 (analytical)", line=dict(color="#57606a", dash="dash")
+    )
     for used in (True, False):
         pts = [r for r in residuals if (r.label in used_labels) == used]
         if pts:
-            fig.add_scatter(x=[r.predicted for r in pts], y=[r.measured for r in pts], mode="markers",
-                            name="runs used" if used else "other GPU kind (not used)",
-                            marker=dict(size=10, color="#cf222e" if used else "#8c959f"),
-                            text=[f"{r.label}<br>{r.config}<br>r = {r.r:+.3f}" for r in pts],
-                            hovertemplate="%{text}<br>predicted %{x:.4s}, measured %{y:.4s}<extra></extra>")
-    fig.update_layout(xaxis_type="log", yaxis_type="log", xaxis_title=f"predicted [{unit}]",
-                      yaxis_title=f"measured [{unit}]", height=height, margin=dict(l=10, r=10, t=30, b=10),
-                      legend=LEGEND_BELOW)
+            fig.add_scatter(
+                x=[r.predicted for r in pts],
+                y=[r.measured for r in pts],
+                mode="markers",
+                name="runs used" if used else "other GPU kind (not used)",
+                marker=dict(size=10, color="#cf222e" if used else "#8c959f"),
+                text=[f"{r.label}<br>{r.config}<br>r = {r.r:+.3f}" for r in pts],
+                hovertemplate="%{text}<br>predicted %{x:.4s}, measured %{y:.4s}<extra></extra>",
+            )
+    fig.update_layout(
+        xaxis_type="log",
+        yaxis_type="log",
+        xaxis_title=f"predicted [{unit}]",
+        yaxis_title=f"measured [{unit}]",
+        height=height,
+        margin=dict(l=10, r=10, t=30, b=10),
+        legend=LEGEND_BELOW,
+    )
     return fig
 
 
@@ -378,24 +698,48 @@ BAND_FILL = "rgba(31, 111, 235, 0.18)"
 
 def _hex_rgba(color: str, alpha: float) -> str:
     if color.startswith("#") and len(color) == 7:
-        r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+        r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
         return f"rgba({r}, {g}, {b}, {alpha})"
     return BAND_FILL
 
 
-def add_band(fig: go.Figure, x, low, high, name: str = "range", color: str = "#1f6feb", scale: float = 1.0,
-             **trace_kw) -> go.Figure:
+def add_band(
+    fig: go.Figure, x, low, high, name: str = "range", color: str = "#1f6feb", scale: float = 1.0, **trace_kw
+) -> go.Figure:
     """A shaded band between ``low`` and ``high`` along ``x`` (heuristic range or calibrated interval).
 
     ``trace_kw`` goes to ``add_scatter`` (e.g. ``secondary_y=True`` on a subplot figure).
     """
     xs, lo, hi = list(x), [v / scale for v in low], [v / scale for v in high]
-    fig.add_scatter(x=xs + xs[::-1], y=hi + lo[::-1], fill="toself", fillcolor=_hex_rgba(color, 0.18),
-                    line=dict(width=0), hoverinfo="skip", name=name, showlegend=True, **trace_kw)
-    fig.add_scatter(x=xs, y=hi, mode="lines", line=dict(width=0.5, color=color, dash="dot"), showlegend=False,
-                    hovertemplate=f"{name} high: %{{y:.4g}}<extra></extra>", **trace_kw)
-    fig.add_scatter(x=xs, y=lo, mode="lines", line=dict(width=0.5, color=color, dash="dot"), showlegend=False,
-                    hovertemplate=f"{name} low: %{{y:.4g}}<extra></extra>", **trace_kw)
+    fig.add_scatter(
+        x=xs + xs[::-1],
+        y=hi + lo[::-1],
+        fill="toself",
+        fillcolor=_hex_rgba(color, 0.18),
+        line=dict(width=0),
+        hoverinfo="skip",
+        name=name,
+        showlegend=True,
+        **trace_kw,
+    )
+    fig.add_scatter(
+        x=xs,
+        y=hi,
+        mode="lines",
+        line=dict(width=0.5, color=color, dash="dot"),
+        showlegend=False,
+        hovertemplate=f"{name} high: %{{y:.4g}}<extra></extra>",
+        **trace_kw,
+    )
+    fig.add_scatter(
+        x=xs,
+        y=lo,
+        mode="lines",
+        line=dict(width=0.5, color=color, dash="dot"),
+        showlegend=False,
+        hovertemplate=f"{name} low: %{{y:.4g}}<extra></extra>",
+        **trace_kw,
+    )
     return fig
 
 
@@ -412,16 +756,36 @@ def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: in
     up = [(math.exp(c.d_up) - 1) * 100 if math.isfinite(c.d_up) else 100.0 for c in contribs]
     hover = [f"<b>{sources.get(n, (n, ''))[0]}</b><br>source: {_wrap(sources.get(n, ('', ''))[1])}" for n in names]
     fig = go.Figure()
-    fig.add_bar(y=names, x=down, orientation="h", name="toward low", marker_color="#1f6feb", customdata=hover,
-                hovertemplate="%{y}: %{x:.3g}%<br>%{customdata}<extra></extra>")
-    fig.add_bar(y=names, x=up, orientation="h", name="toward high", marker_color="#cf222e", customdata=hover,
-                hovertemplate="%{y}: +%{x:.3g}%<br>%{customdata}<extra></extra>")
-    fig.update_layout(barmode="overlay", title=title, xaxis_title="change of the number at the assumption's bound [%]",
-                      height=height or max(220, 70 + 28 * len(names)), margin=dict(l=10, r=10, t=50, b=10),
-                      legend=LEGEND_BELOW)
+    fig.add_bar(
+        y=names,
+        x=down,
+        orientation="h",
+        name="toward low",
+        marker_color="#1f6feb",
+        customdata=hover,
+        hovertemplate="%{y}: %{x:.3g}%<br>%{customdata}<extra></extra>",
+    )
+    fig.add_bar(
+        y=names,
+        x=up,
+        orientation="h",
+        name="toward high",
+        marker_color="#cf222e",
+        customdata=hover,
+        hovertemplate="%{y}: +%{x:.3g}%<br>%{customdata}<extra></extra>",
+    )
+    fig.update_layout(
+        barmode="overlay",
+        title=title,
+        xaxis_title="change of the number at the assumption's bound [%]",
+        height=height or max(220, 70 + 28 * len(names)),
+        margin=dict(l=10, r=10, t=50, b=10),
+        legend=LEGEND_BELOW,
+    )
     if not names:
-        fig.add_annotation(text="no assumption moves this number", showarrow=False, x=0.5, y=0.5,
-                           xref="paper", yref="paper")
+        fig.add_annotation(
+            text="no assumption moves this number", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper"
+        )
     return fig
 
 
@@ -431,13 +795,25 @@ def _wrap(text: str, width: int = 70) -> str:
     return "<br>".join(textwrap.wrap(text, width))
 
 
-def error_bar_points(fig: go.Figure, x, y, low, high, name: str, color: str = "#1f6feb", scale: float = 1.0,
-                     **trace_kw) -> go.Figure:
+def error_bar_points(
+    fig: go.Figure, x, y, low, high, name: str, color: str = "#1f6feb", scale: float = 1.0, **trace_kw
+) -> go.Figure:
     """Points with asymmetric error bars from a range (e.g. the Pareto front)."""
     ys = [v / scale for v in y]
-    fig.add_scatter(x=list(x), y=ys, mode="markers", name=name, marker=dict(color=color, size=10),
-                    error_y=dict(type="data", symmetric=False, array=[h / scale - v for h, v in zip(high, ys)],
-                                 arrayminus=[v - lo / scale for lo, v in zip(low, ys)]), **trace_kw)
+    fig.add_scatter(
+        x=list(x),
+        y=ys,
+        mode="markers",
+        name=name,
+        marker=dict(color=color, size=10),
+        error_y=dict(
+            type="data",
+            symmetric=False,
+            array=[h / scale - v for h, v in zip(high, ys)],
+            arrayminus=[v - lo / scale for lo, v in zip(low, ys)],
+        ),
+        **trace_kw,
+    )
     return fig
 
 
@@ -451,23 +827,48 @@ def deadline_cost_chart(curve, choice, height: int = 340) -> go.Figure:
         return c.cost_usd if priced else c.gpus * c.wall_clock_s / 3600.0
 
     fig = go.Figure()
-    fig.add_scatter(x=[c.gpus for c in pts], y=[val(c) for c in pts], mode="lines+markers", name="meets the deadline",
-                    marker=dict(size=4, color="#8c959f"), line=dict(color="#8c959f"),
-                    customdata=[[c.layout.label() if c.layout else "", c.mfu] for c in pts],
-                    hovertemplate="%{x:,} GPUs: %{y:,.0f}<br>MFU %{customdata[1]:.1%}<br>%{customdata[0]}"
-                                  "<extra></extra>")
-    for c, name, color, symbol in ((choice.smallest, "smallest", "#cf222e", "diamond"),
-                                   (choice.cheapest, "cheapest (recommended)", "#2da44e", "star")):
-        fig.add_scatter(x=[c.gpus], y=[val(c)], mode="markers", name=f"{name}: {c.gpus:,} GPUs",
-                        marker=dict(size=16, color=color, symbol=symbol, line=dict(width=1, color="black")))
-    fig.update_layout(title=f"{choice.basis} against GPU count (counts that meet the deadline)", height=height,
-                      xaxis_title="GPUs", yaxis_title=choice.basis, margin=dict(l=10, r=10, t=50, b=10),
-                      legend=LEGEND_BELOW)
+    fig.add_scatter(
+        x=[c.gpus for c in pts],
+        y=[val(c) for c in pts],
+        mode="lines+markers",
+        name="meets the deadline",
+        marker=dict(size=4, color="#8c959f"),
+        line=dict(color="#8c959f"),
+        customdata=[[c.layout.label() if c.layout else "", c.mfu] for c in pts],
+        hovertemplate="%{x:,} GPUs: %{y:,.0f}<br>MFU %{customdata[1]:.1%}<br>%{customdata[0]}<extra></extra>",
+    )
+    for c, name, color, symbol in (
+        (choice.smallest, "smallest", "#cf222e", "diamond"),
+        (choice.cheapest, "cheapest (recommended)", "#2da44e", "star"),
+    ):
+        fig.add_scatter(
+            x=[c.gpus],
+            y=[val(c)],
+            mode="markers",
+            name=f"{name}: {c.gpus:,} GPUs",
+            marker=dict(size=16, color=color, symbol=symbol, line=dict(width=1, color="black")),
+        )
+    fig.update_layout(
+        title=f"{choice.basis} against GPU count (counts that meet the deadline)",
+        height=height,
+        xaxis_title="GPUs",
+        yaxis_title=choice.basis,
+        margin=dict(l=10, r=10, t=50, b=10),
+        legend=LEGEND_BELOW,
+    )
     return fig
 
 
-def range_cross(fig: go.Figure, x: float, y: float | None, x_range=None, y_range=None, name: str = "",
-                color: str = "#2da44e", symbol: str = "diamond-open") -> go.Figure:
+def range_cross(
+    fig: go.Figure,
+    x: float,
+    y: float | None,
+    x_range=None,
+    y_range=None,
+    name: str = "",
+    color: str = "#2da44e",
+    symbol: str = "diamond-open",
+) -> go.Figure:
     """One point with horizontal and vertical error bars from its ranges (either may be None or unbounded)."""
     import math
 
@@ -477,32 +878,53 @@ def range_cross(fig: go.Figure, x: float, y: float | None, x_range=None, y_range
         hi = r.high if math.isfinite(r.high) else v * 10
         return dict(type="data", symmetric=False, array=[hi - v], arrayminus=[v - r.low], color=color, thickness=2)
 
-    fig.add_scatter(x=[x], y=[y], mode="markers", name=name, marker=dict(size=14, color=color, symbol=symbol),
-                    error_x=bar(x, x_range), error_y=bar(y, y_range),
-                    hovertemplate=f"{name}<br>$%{{x:,.2f}}/h, p95 %{{y:.3g}} s<extra>range</extra>")
+    fig.add_scatter(
+        x=[x],
+        y=[y],
+        mode="markers",
+        name=name,
+        marker=dict(size=14, color=color, symbol=symbol),
+        error_x=bar(x, x_range),
+        error_y=bar(y, y_range),
+        hovertemplate=f"{name}<br>$%{{x:,.2f}}/h, p95 %{{y:.3g}} s<extra>range</extra>",
+    )
 
 
 # --- next experiment (issue 11) ----------------------------------------------------------------------
 def flip_chance_chart(experiments, stable, height: int = 380) -> go.Figure:
     """Flip chance against the GPU-hours of the measurement: up and to the left runs first."""
     fig = go.Figure()
-    for name, items, color in (("can flip the decision", experiments, "#cf222e"),
-                               ("not worth measuring now", stable, "#8c959f")):
+    for name, items, color in (
+        ("can flip the decision", experiments, "#cf222e"),
+        ("not worth measuring now", stable, "#8c959f"),
+    ):
         if not items:
             continue
-        fig.add_scatter(x=[e.gpu_hours for e in items], y=[e.flip_chance * 100 for e in items], mode="markers+text",
-                        name=name, marker=dict(color=color, size=11),
-                        text=[e.input.key if e.flip_chance > 0 else "" for e in items], textposition="top center",
-                        customdata=[[e.input.label, e.cost_usd, e.flips_to or "no change"] for e in items],
-                        hovertemplate="%{customdata[0]}<br>flip chance %{y:.0f}%<br>%{x:.3g} GPU-hours, "
-                                      "$%{customdata[1]:,.2f}<br>flips to: %{customdata[2]}<extra></extra>")
-    fig.update_layout(height=height, xaxis_title="GPU-hours to measure", yaxis_title="flip chance [%]",
-                      yaxis_range=[-5, 105], margin=dict(l=10, r=10, t=30, b=10),
-                      legend=LEGEND_BELOW)
+        fig.add_scatter(
+            x=[e.gpu_hours for e in items],
+            y=[e.flip_chance * 100 for e in items],
+            mode="markers+text",
+            name=name,
+            marker=dict(color=color, size=11),
+            text=[e.input.key if e.flip_chance > 0 else "" for e in items],
+            textposition="top center",
+            customdata=[[e.input.label, e.cost_usd, e.flips_to or "no change"] for e in items],
+            hovertemplate="%{customdata[0]}<br>flip chance %{y:.0f}%<br>%{x:.3g} GPU-hours, "
+            "$%{customdata[1]:,.2f}<br>flips to: %{customdata[2]}<extra></extra>",
+        )
+    fig.update_layout(
+        height=height,
+        xaxis_title="GPU-hours to measure",
+        yaxis_title="flip chance [%]",
+        yaxis_range=[-5, 105],
+        margin=dict(l=10, r=10, t=30, b=10),
+        legend=LEGEND_BELOW,
+    )
     return fig
 
 
 # --- optimizer ----------------------------------------------------------------------------------------
+
 
 def optimizer_pareto(rec) -> go.Figure:
     """Simulated configurations of a recommendation: USD per hour against p95 end-to-end [s].
@@ -524,53 +946,93 @@ def optimizer_pareto(rec) -> go.Figure:
     fig = go.Figure()
     if plain:
         stair = sorted(plain, key=lambda c: c.cost_per_hour)
-        fig.add_scatter(x=[c.cost_per_hour for c in stair], y=[c.p95_e2e_s for c in stair], mode="lines",
-                        line=dict(color="#1f6feb", shape="hv", width=1), hoverinfo="skip", showlegend=False)
+        fig.add_scatter(
+            x=[c.cost_per_hour for c in stair],
+            y=[c.p95_e2e_s for c in stair],
+            mode="lines",
+            line=dict(color="#1f6feb", shape="hv", width=1),
+            hoverinfo="skip",
+            showlegend=False,
+        )
     for pts, name, color, symbol, show_cap in (
-            (plain, "front: nothing cheaper and faster", "#1f6feb", "circle", False),
-            (by_cap, "front: more capacity than the cheaper, faster ones", "#e16f24", "diamond", True),
-            (rest, "dominated", "#8c959f", "circle", False)):
+        (plain, "front: nothing cheaper and faster", "#1f6feb", "circle", False),
+        (by_cap, "front: more capacity than the cheaper, faster ones", "#e16f24", "diamond", True),
+        (rest, "dominated", "#8c959f", "circle", False),
+    ):
         if not pts:
             continue
         fig.add_scatter(
-            x=[c.cost_per_hour for c in pts], y=[c.p95_e2e_s for c in pts], name=name,
+            x=[c.cost_per_hour for c in pts],
+            y=[c.p95_e2e_s for c in pts],
+            name=name,
             mode="markers+text" if show_cap else "markers",
-            text=[f"{cap[c.label]:.3g} req/s" for c in pts] if show_cap else None, textposition="top center",
+            text=[f"{cap[c.label]:.3g} req/s" for c in pts] if show_cap else None,
+            textposition="top center",
             marker=dict(size=11, color=color, symbol=[symbol if c.meets else "x" for c in pts], line=dict(width=1)),
-            customdata=[f"{c.label}<br>{cap[c.label]:.3g} requests/s capacity; "
-                        f"{'meets' if c.meets else 'misses'} the target<br>"
-                        + (f"on the front: {reasons[c.label]}" if c.label in front else "dominated")
-                        for c in pts],
-            hovertemplate="%{customdata}<br>$%{x:,.2f}/h, p95 e2e %{y:.3g} s<extra></extra>")
+            customdata=[
+                f"{c.label}<br>{cap[c.label]:.3g} requests/s capacity; "
+                f"{'meets' if c.meets else 'misses'} the target<br>"
+                + (f"on the front: {reasons[c.label]}" if c.label in front else "dominated")
+                for c in pts
+            ],
+            hovertemplate="%{customdata}<br>$%{x:,.2f}/h, p95 e2e %{y:.3g} s<extra></extra>",
+        )
     if best is not None:
-        fig.add_scatter(x=[best.cost_per_hour], y=[best.p95_e2e_s], mode="markers", name="recommendation",
-                        marker=dict(size=22, color="#2da44e", symbol="star", line=dict(width=1, color="black")),
-                        hovertemplate=f"{best.label}<extra>recommended</extra>")
+        fig.add_scatter(
+            x=[best.cost_per_hour],
+            y=[best.p95_e2e_s],
+            mode="markers",
+            name="recommendation",
+            marker=dict(size=22, color="#2da44e", symbol="star", line=dict(width=1, color="black")),
+            hovertemplate=f"{best.label}<extra>recommended</extra>",
+        )
     if rec.goal.p95_e2e_s and sim:
         xs = [c.cost_per_hour for c in sim]
-        fig.add_scatter(x=[min(xs), max(xs)], y=[rec.goal.p95_e2e_s] * 2, mode="lines+text",
-                        text=["p95 end-to-end target", ""], textposition="top right", showlegend=False,
-                        line=dict(color="#57606a", dash="dash"), hoverinfo="skip")
-    fig.update_layout(title="Simulated configurations: cost against p95 end-to-end",
-                      xaxis_title="USD per hour", yaxis_title="p95 end-to-end [s]", height=460,
-                      legend=LEGEND_BELOW, margin=dict(l=10, r=10, t=50, b=10))
+        fig.add_scatter(
+            x=[min(xs), max(xs)],
+            y=[rec.goal.p95_e2e_s] * 2,
+            mode="lines+text",
+            text=["p95 end-to-end target", ""],
+            textposition="top right",
+            showlegend=False,
+            line=dict(color="#57606a", dash="dash"),
+            hoverinfo="skip",
+        )
+    fig.update_layout(
+        title="Simulated configurations: cost against p95 end-to-end",
+        xaxis_title="USD per hour",
+        yaxis_title="p95 end-to-end [s]",
+        height=460,
+        legend=LEGEND_BELOW,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
     return fig
 
 
 def training_cost_by_gpu(tr) -> go.Figure:
     """Cost of the cheapest training run per GPU kind [USD]; green the recommendation, grey a missed deadline."""
-    fig = go.Figure(go.Bar(
-        x=[o.gpu for o in tr.options], y=[o.cost_usd for o in tr.options],
-        marker_color=["#2da44e" if tr.recommendation and o.gpu == tr.recommendation.gpu else
-                      ("#1f6feb" if o.meets_deadline else "#8c959f") for o in tr.options],
-        text=[f"{o.gpus:,} GPUs, {fmt_days(o.wall_clock_s)} d" for o in tr.options],
-        hovertemplate="%{x}: $%{y:,.0f}<br>%{text}<extra></extra>"))
-    fig.update_layout(title="Cost of the cheapest run per GPU kind (grey: misses the deadline)",
-                      yaxis_title="USD for the run", height=380)
+    fig = go.Figure(
+        go.Bar(
+            x=[o.gpu for o in tr.options],
+            y=[o.cost_usd for o in tr.options],
+            marker_color=[
+                "#2da44e"
+                if tr.recommendation and o.gpu == tr.recommendation.gpu
+                else ("#1f6feb" if o.meets_deadline else "#8c959f")
+                for o in tr.options
+            ],
+            text=[f"{o.gpus:,} GPUs, {fmt_days(o.wall_clock_s)} d" for o in tr.options],
+            hovertemplate="%{x}: $%{y:,.0f}<br>%{text}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title="Cost of the cheapest run per GPU kind (grey: misses the deadline)",
+        yaxis_title="USD for the run",
+        height=380,
+    )
     return fig
 
 
 def fmt_days(seconds: float) -> str:
     """Seconds as days, three significant figures."""
     return f"{seconds / DAY_S:.3g}"
-

@@ -20,8 +20,9 @@ _GAP_PX, _HELP_PX, _LABEL_PX_PER_CHAR, _VALUE_PX_PER_CHAR = 16, 26, 7.4, 20.0
 def per_row(labels: Iterable[str], values: Iterable[str] = (), width_px: float = MAIN_WIDTH_PX) -> int:
     """How many metrics fit side by side without cutting the longest label or value."""
     labels, values = list(labels), list(values)
-    need = max([len(t) * _LABEL_PX_PER_CHAR + _HELP_PX for t in labels]
-               + [len(v) * _VALUE_PX_PER_CHAR for v in values] + [1.0])
+    need = max(
+        [len(t) * _LABEL_PX_PER_CHAR + _HELP_PX for t in labels] + [len(v) * _VALUE_PX_PER_CHAR for v in values] + [1.0]
+    )
     n = max(1, len(labels), len(values))
     while n > 1 and (width_px - _GAP_PX * (n - 1)) / n < need:
         n -= 1
@@ -53,8 +54,9 @@ def metrics(steps: tuple[Step, ...], keys: Iterable[str], cols: int | None = Non
 
 
 def steps_table(steps: tuple[Step, ...]) -> pd.DataFrame:
-    return pd.DataFrame([{"step": s.label, "formula": f"{s.symbol} = {s.expr}", "value": s.shown(),
-                          "note": s.note} for s in steps])
+    return pd.DataFrame(
+        [{"step": s.label, "formula": f"{s.symbol} = {s.expr}", "value": s.shown(), "note": s.note} for s in steps]
+    )
 
 
 def show_math(steps: tuple[Step, ...], *, expanded: bool = False, title: str = "Show the math") -> None:
@@ -80,6 +82,7 @@ def math_step(s: Step) -> None:
 
 # --- speed and show-the-math helpers (issue 3) ---------------------------------------------------------
 
+
 def math_section(title: str, steps: tuple[Step, ...]) -> None:
     """A titled run of derivation steps, each as symbols, numbers, result (``st.latex``)."""
     st.subheader(title)
@@ -95,9 +98,17 @@ def gap_table(rows) -> pd.DataFrame:
     """The textbook-vs-ours waterfall (core.speed.GapRow) as a table of formatted times."""
     from core.units import fmt_time
 
-    return pd.DataFrame([{"change (cumulative)": r.label, "time": fmt_time(r.value_s),
-                          "change": ("+" if r.delta_s > 0 else "") + fmt_time(r.delta_s) if r.delta_s else "—",
-                          "why": r.note} for r in rows])
+    return pd.DataFrame(
+        [
+            {
+                "change (cumulative)": r.label,
+                "time": fmt_time(r.value_s),
+                "change": ("+" if r.delta_s > 0 else "") + fmt_time(r.delta_s) if r.delta_s else "—",
+                "why": r.note,
+            }
+            for r in rows
+        ]
+    )
 
 
 def assumption_sources(cfg, names: tuple[str, ...]) -> pd.DataFrame:
@@ -108,16 +119,27 @@ def assumption_sources(cfg, names: tuple[str, ...]) -> pd.DataFrame:
     for n in names:
         info = REGISTRY[n]
         lo, hi = sorted((info.low, info.high))
-        rows.append({"assumption": info.label, "value": f"{getattr(cfg.assumptions, n):g} {info.unit}",
-                     "base": f"{info.base:g}", "range": f"{lo:g}–{hi:g}", "source": info.source})
+        rows.append(
+            {
+                "assumption": info.label,
+                "value": f"{getattr(cfg.assumptions, n):g} {info.unit}",
+                "base": f"{info.base:g}",
+                "range": f"{lo:g}–{hi:g}",
+                "source": info.source,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def collective_table(view) -> pd.DataFrame:
     from core.units import fmt_bytes, fmt_time
 
-    return pd.DataFrame([{"collective": r.what, "message": fmt_bytes(r.bytes, "auto"), "time": fmt_time(r.time_s),
-                          "how": r.how} for r in view.rows])
+    return pd.DataFrame(
+        [
+            {"collective": r.what, "message": fmt_bytes(r.bytes, "auto"), "time": fmt_time(r.time_s), "how": r.how}
+            for r in view.rows
+        ]
+    )
 
 
 def launch_downloads(pick, goal, key: str = "launch") -> None:
@@ -125,8 +147,12 @@ def launch_downloads(pick, goal, key: str = "launch") -> None:
     from core.launch import EMIT_CHOICES, FILE_NAMES, emit, launch_spec
 
     spec = launch_spec(pick, goal)
-    labels = {"vllm": "vLLM command", "sglang": "SGLang command", "trtllm": "TensorRT-LLM command",
-              "k8s": "Kubernetes Deployment"}
+    labels = {
+        "vllm": "vLLM command",
+        "sglang": "SGLang command",
+        "trtllm": "TensorRT-LLM command",
+        "k8s": "Kubernetes Deployment",
+    }
     cols = st.columns(len(EMIT_CHOICES))
     for col, kind in zip(cols, EMIT_CHOICES):
         try:
@@ -134,10 +160,17 @@ def launch_downloads(pick, goal, key: str = "launch") -> None:
         except ValueError as exc:  # e.g. TensorRT-LLM on an AMD GPU
             col.caption(f"{labels[kind]}: {exc}")
             continue
-        col.download_button(labels[kind], text, file_name=FILE_NAMES[kind], key=f"{key}.{kind}",
-                            mime="text/yaml" if kind == "k8s" else "text/x-shellscript")
+        col.download_button(
+            labels[kind],
+            text,
+            file_name=FILE_NAMES[kind],
+            key=f"{key}.{kind}",
+            mime="text/yaml" if kind == "k8s" else "text/x-shellscript",
+        )
     with st.expander("Launch config (vLLM)"):
         st.code(emit("vllm", spec), language="bash")
+
+
 # --- ranges (issue 9) ---------------------------------------------------------------------------------
 
 #: The page's bound choice: what the segmented control shows -> the bound of core.uncertainty.at_bound.
@@ -149,8 +182,12 @@ def bound_choice(page: str, cfg):
     from core.uncertainty import at_bound
 
     choice = st.segmented_control(
-        "Assumptions at", list(BOUND_CHOICES), default="base", key=f"{page}.bound",
-        help="pessimistic / optimistic: every efficiency assumption at its low / high bound (rabit --bound).")
+        "Assumptions at",
+        list(BOUND_CHOICES),
+        default="base",
+        key=f"{page}.bound",
+        help="pessimistic / optimistic: every efficiency assumption at its low / high bound (rabit --bound).",
+    )
     bound = BOUND_CHOICES.get(choice or "base", "base")
     if bound != "base":
         st.info(f"Every assumption is at its **{choice}** bound: every number on this page is computed there.")
@@ -162,13 +199,20 @@ def tornado_picker(ranges: dict, labels: dict[str, str], page: str, default: str
     keys = [k for k in labels if k in ranges]
     if not keys:
         return
-    k = st.selectbox("Which number's sensitivity", keys, index=keys.index(default) if default in keys else 0,
-                     format_func=labels.get, key=f"{page}.tornado")
+    k = st.selectbox(
+        "Which number's sensitivity",
+        keys,
+        index=keys.index(default) if default in keys else 0,
+        format_func=labels.get,
+        key=f"{page}.tornado",
+    )
     # the title stays short enough for a half-width column at 1280 x 720; the basis goes in the caption under it
     tornado(ranges[k], f"What moves {labels[k]}")
     if ranges[k].basis == "heuristic":
-        st.caption("Each bar: this number with one assumption at its low or high bound, the others at base "
-                   "(heuristic range from the assumption bounds).")
+        st.caption(
+            "Each bar: this number with one assumption at its low or high bound, the others at base "
+            "(heuristic range from the assumption bounds)."
+        )
 
 
 def range_text(r, fmt) -> str:
@@ -190,8 +234,9 @@ def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = No
         col.caption("range: " + range_text(r, fmt))
 
 
-def range_metrics(steps: tuple[Step, ...], keys, ranges: dict, cols: int | None = None,
-                  alias: dict[str, str] | None = None) -> None:
+def range_metrics(
+    steps: tuple[Step, ...], keys, ranges: dict, cols: int | None = None, alias: dict[str, str] | None = None
+) -> None:
     """Like :func:`metrics`, with each step's range (looked up by key, or ``alias[key]``) under the card."""
     keys = list(keys)
     found = [find(steps, k) for k in keys]
@@ -199,8 +244,9 @@ def range_metrics(steps: tuple[Step, ...], keys, ranges: dict, cols: int | None 
     for i, k in enumerate(keys):
         s = found[i]
         r = ranges.get((alias or {}).get(k, k))
-        metric_range(columns[i % len(columns)], s.label, s.shown(), r, lambda v, u=s.unit: fmt_value(v, u),
-                     help=s.note or None)
+        metric_range(
+            columns[i % len(columns)], s.label, s.shown(), r, lambda v, u=s.unit: fmt_value(v, u), help=s.note or None
+        )
 
 
 def tornado(r, title: str) -> None:
@@ -226,16 +272,40 @@ def range_derivation(r, name: str, fmt) -> None:
     if not r.contributions:
         st.caption("No assumption moves this number: its range is empty.")
         return
-    st.dataframe(pd.DataFrame([{
-        "assumption": c.name, "what": REGISTRY[c.name].label if c.name in REGISTRY else "",
-        "d↓ = ln(at bound / base)": round(c.d_down, 5), "d↑": round(c.d_up, 5)} for c in r.contributions]),
-        hide_index=True, width="stretch")
-    s_down = math.sqrt(sum(c.d_down ** 2 for c in r.contributions))
-    s_up = math.sqrt(sum(c.d_up ** 2 for c in r.contributions))
-    st.latex(r"\sqrt{\textstyle\sum_i (d_i^{\downarrow})^2} = " + f"{s_down:.4f}" +
-             r", \qquad \sqrt{\textstyle\sum_i (d_i^{\uparrow})^2} = " + f"{s_up:.4f}")
-    st.latex(r"\text{low} = \text{base} \cdot e^{-" + f"{s_down:.4f}" + r"} = \text{" + fmt(r.low) +
-             r"}, \qquad \text{high} = \text{base} \cdot e^{+" + f"{s_up:.4f}" + r"} = \text{" + fmt(r.high) + "}")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "assumption": c.name,
+                    "what": REGISTRY[c.name].label if c.name in REGISTRY else "",
+                    "d↓ = ln(at bound / base)": round(c.d_down, 5),
+                    "d↑": round(c.d_up, 5),
+                }
+                for c in r.contributions
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    s_down = math.sqrt(sum(c.d_down**2 for c in r.contributions))
+    s_up = math.sqrt(sum(c.d_up**2 for c in r.contributions))
+    st.latex(
+        r"\sqrt{\textstyle\sum_i (d_i^{\downarrow})^2} = "
+        + f"{s_down:.4f}"
+        + r", \qquad \sqrt{\textstyle\sum_i (d_i^{\uparrow})^2} = "
+        + f"{s_up:.4f}"
+    )
+    st.latex(
+        r"\text{low} = \text{base} \cdot e^{-"
+        + f"{s_down:.4f}"
+        + r"} = \text{"
+        + fmt(r.low)
+        + r"}, \qquad \text{high} = \text{base} \cdot e^{+"
+        + f"{s_up:.4f}"
+        + r"} = \text{"
+        + fmt(r.high)
+        + "}"
+    )
 
 
 def fit_or_options(fits: bool, message: str, options: tuple[str, ...]) -> None:
@@ -246,5 +316,7 @@ def fit_or_options(fits: bool, message: str, options: tuple[str, ...]) -> None:
         return
     st.warning(message)
     if options:
-        st.markdown("**It fits with any one of these changes** (each computed for this config):\n"
-                    + "\n".join(f"- {o}" for o in options))
+        st.markdown(
+            "**It fits with any one of these changes** (each computed for this config):\n"
+            + "\n".join(f"- {o}" for o in options)
+        )

@@ -35,8 +35,16 @@ def preload() -> None:
 
     catalog.models(), catalog.gpus(), catalog.fabrics(), catalog.prices()
     # core's computation modules; not dashboard.cache, whose caches belong to the running server
-    for name in ("core.memory", "core.speed", "core.speed_views", "core.simulate", "core.training",
-                 "core.optimizer", "core.validate", "dashboard.charts"):
+    for name in (
+        "core.memory",
+        "core.speed",
+        "core.speed_views",
+        "core.simulate",
+        "core.training",
+        "core.optimizer",
+        "core.validate",
+        "dashboard.charts",
+    ):
         try:
             importlib.import_module(name)
         except ImportError:
@@ -69,8 +77,11 @@ def warm(port: int, timeout_s: float = 300.0) -> None:
     else:
         return
     result = asyncio.run(load.first_loads(url, 1, "", "", timeout_s))
-    print(f"rabit: warmed the default page in {result['max_s'] or float('nan'):.2f} s "
-          f"({result['errors']} errors)", file=sys.stderr, flush=True)
+    print(
+        f"rabit: warmed the default page in {result['max_s'] or float('nan'):.2f} s ({result['errors']} errors)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

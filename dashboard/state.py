@@ -50,8 +50,16 @@ def key(path: str) -> str:
 
 
 #: Optional group fields whose widget shows 0 for "none".
-_ZERO_IS_NONE = frozenset({"targets.p95_ttft_s", "targets.p95_itl_s", "targets.p95_e2e_s", "targets.max_gpus",
-                           "targets.max_usd_per_hour", "workload.timeout_s"})
+_ZERO_IS_NONE = frozenset(
+    {
+        "targets.p95_ttft_s",
+        "targets.p95_itl_s",
+        "targets.p95_e2e_s",
+        "targets.max_gpus",
+        "targets.max_usd_per_hour",
+        "workload.timeout_s",
+    }
+)
 #: Tuple fields edited as a comma-separated text.
 _CSV = frozenset({"targets.providers"})
 _SKIP = ("custom_model", "assumptions", *GROUPS)
@@ -187,10 +195,23 @@ _OPTIMIZER_SEARCHES = "the optimizer searches GPU kinds, counts, layouts and for
 _TRAINING_SECTION = "training reads the Training section below"
 UNUSED_ON_PAGE: dict[str, dict[str, str]] = {
     "serving": {"batch": "the simulated scheduler forms its own batches (Max batch on this page)"},
-    "optimizer": {f: _OPTIMIZER_SEARCHES for f in ("gpu", "gpus_per_node", "nodes", "tp", "pp", "ep", "batch",
-                                                   "weights", "kv_dtype")},
-    "training": {f: _TRAINING_SECTION for f in ("batch", "input_tokens", "output_tokens", "prefix_cache_frac",
-                                                "weights", "kv_dtype", "kv_alloc", "block_size")},
+    "optimizer": {
+        f: _OPTIMIZER_SEARCHES
+        for f in ("gpu", "gpus_per_node", "nodes", "tp", "pp", "ep", "batch", "weights", "kv_dtype")
+    },
+    "training": {
+        f: _TRAINING_SECTION
+        for f in (
+            "batch",
+            "input_tokens",
+            "output_tokens",
+            "prefix_cache_frac",
+            "weights",
+            "kv_dtype",
+            "kv_alloc",
+            "block_size",
+        )
+    },
 }
 #: The phase is the page's: its fit checks (serving context, batch-1 fit; training sequence length) follow it.
 PAGE_PHASE = {"training": "train"}
@@ -210,15 +231,22 @@ def sidebar(page: str = "") -> RabitConfig | None:
     sb = st.sidebar
     slots: dict[str, Any] = {}
     if UNUSED_ON_PAGE.get(page):
-        sb.caption("Greyed-out inputs are not used on this page: " + "; ".join(dict.fromkeys(
-            UNUSED_ON_PAGE[page].values())) + ".")
+        sb.caption(
+            "Greyed-out inputs are not used on this page: "
+            + "; ".join(dict.fromkeys(UNUSED_ON_PAGE[page].values()))
+            + "."
+        )
     link_slot = sb.container()  # filled once the config is built: the message stays while the view is the link's
 
     models = sorted(catalog.models())
     opts = models + ([_CUSTOM] if st.session_state.get("custom_model") is not None else [])
     custom = st.session_state.get("custom_model")
-    sb.selectbox("Model", opts, key=_key("model"),
-                 format_func=lambda s: f"{custom.name} (uploaded)" if s == _CUSTOM and custom else s)
+    sb.selectbox(
+        "Model",
+        opts,
+        key=_key("model"),
+        format_func=lambda s: f"{custom.name} (uploaded)" if s == _CUSTOM and custom else s,
+    )
     slots["model"] = sb.container()
     with sb.expander("Add a model from config.json"):
         st.file_uploader("Hugging Face config.json", type=["json"], key="model_file", on_change=_on_model_upload)
@@ -233,8 +261,12 @@ def sidebar(page: str = "") -> RabitConfig | None:
     c2.number_input("Nodes", **_dom("nodes"), key=_key("nodes"), **_off(page, "nodes"))
     slots["gpus_per_node"] = sb.container()
     slots["nodes"] = sb.container()
-    sb.selectbox("Inter-node fabric", sorted(catalog.fabrics()), key=_key("fabric"),
-                 format_func=lambda s: catalog.fabrics()[s].name)
+    sb.selectbox(
+        "Inter-node fabric",
+        sorted(catalog.fabrics()),
+        key=_key("fabric"),
+        format_func=lambda s: catalog.fabrics()[s].name,
+    )
     c1, c2, c3 = sb.columns(3)
     c1.number_input("TP", **_dom("tp"), key=_key("tp"), **_off(page, "tp"))
     c2.number_input("PP", **_dom("pp"), key=_key("pp"), **_off(page, "pp"))
@@ -245,11 +277,16 @@ def sidebar(page: str = "") -> RabitConfig | None:
     slots["batch"] = sb.container()
     c1, c2 = sb.columns(2)
     c1.number_input("Input tokens", **_dom("input_tokens", 256), key=_key("input_tokens"), **_off(page, "input_tokens"))
-    c2.number_input("Output tokens", **_dom("output_tokens", 256), key=_key("output_tokens"),
-                    **_off(page, "output_tokens"))
+    c2.number_input(
+        "Output tokens", **_dom("output_tokens", 256), key=_key("output_tokens"), **_off(page, "output_tokens")
+    )
     slots["input_tokens"] = sb.container()
-    sb.slider("Cached prefix share of the prompt", **_dom("prefix_cache_frac"), key=_key("prefix_cache_frac"),
-              **_off(page, "prefix_cache_frac"))
+    sb.slider(
+        "Cached prefix share of the prompt",
+        **_dom("prefix_cache_frac"),
+        key=_key("prefix_cache_frac"),
+        **_off(page, "prefix_cache_frac"),
+    )
     c1, c2 = sb.columns(2)
     c1.selectbox("Weights", choices.WEIGHT_FORMATS, key=_key("weights"), **_off(page, "weights"))
     c2.selectbox("KV cache", choices.KV_DTYPES, key=_key("kv_dtype"), **_off(page, "kv_dtype"))
@@ -274,17 +311,21 @@ def sidebar(page: str = "") -> RabitConfig | None:
         st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))
         slots["qlora"] = st.container()
         st.number_input("Training tokens", **_dom("train_tokens"), format="%.3e", key=_key("train_tokens"))
-        st.number_input("Global batch (tokens)", **_dom("global_batch_tokens", 2**20),
-                        key=_key("global_batch_tokens"))
+        st.number_input("Global batch (tokens)", **_dom("global_batch_tokens", 2**20), key=_key("global_batch_tokens"))
     # drawn only when opened: its inputs are a third of the sidebar's widgets, sent on every rerun otherwise;
     # their values stay in the session (and the link) while it is closed
     if sb.toggle("Assumptions (efficiencies)", key="show_assumptions"):
         for name, info in REGISTRY.items():
             lo, hi = sorted((info.low, info.high))
-            sb.number_input(f"{info.label} [{info.unit}]", min_value=float(info.min_value),
-                            max_value=float(info.max_value), key=_key("a." + name), format="%.6g",
-                            help=f"base {info.base:g}, range {lo:g}–{hi:g}; allowed {info.min_value:g}–"
-                                 f"{info.max_value:g} ({info.domain_reason}). Source: {info.source}")
+            sb.number_input(
+                f"{info.label} [{info.unit}]",
+                min_value=float(info.min_value),
+                max_value=float(info.max_value),
+                key=_key("a." + name),
+                format="%.6g",
+                help=f"base {info.base:g}, range {lo:g}–{hi:g}; allowed {info.min_value:g}–"
+                f"{info.max_value:g} ({info.domain_reason}). Source: {info.source}",
+            )
         if sb.button("Reset assumptions to base"):
             for name, info in REGISTRY.items():
                 st.session_state[_key("a." + name)] = info.base
@@ -310,8 +351,11 @@ def sidebar(page: str = "") -> RabitConfig | None:
     link = st.session_state.get("_link_error")
     if link:
         if st.session_state.get("_link_cfg") == cfg:
-            link_slot.error("This view is not exactly the link's: " + "; ".join(plain(m, 300) for m in link)
-                            + ". Those settings show their defaults; everything else is as sent.")
+            link_slot.error(
+                "This view is not exactly the link's: "
+                + "; ".join(plain(m, 300) for m in link)
+                + ". Those settings show their defaults; everything else is as sent."
+            )
         else:  # the visitor has changed the view since: the message no longer describes it
             st.session_state.pop("_link_error")
             st.session_state.pop("_link_cfg", None)
@@ -325,8 +369,12 @@ def sidebar(page: str = "") -> RabitConfig | None:
 
 def _config_file_controls(cfg: RabitConfig) -> None:
     with st.sidebar.expander("Save or load this configuration"):
-        st.download_button("Download config (JSON)", cfg.model_dump_json(indent=2), file_name="rabit-config.json",
-                           mime="application/json")
+        st.download_button(
+            "Download config (JSON)",
+            cfg.model_dump_json(indent=2),
+            file_name="rabit-config.json",
+            mime="application/json",
+        )
         st.file_uploader("Load a config file", type=["json"], key="cfg_file", on_change=_on_config_upload)
         if "_upload_error" in st.session_state:
             st.error(plain(st.session_state["_upload_error"], 1000))

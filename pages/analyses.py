@@ -11,8 +11,10 @@ from dashboard.text import plain
 
 st.title("Saved analyses")
 where = analyses.store_or_stop().where
-st.caption(f"An analysis keeps the sidebar's whole configuration, a snapshot of the headline results, the measured "
-           f"runs attached to it and a note; saving again keeps every earlier revision. Stored in `{where}`.")
+st.caption(
+    f"An analysis keeps the sidebar's whole configuration, a snapshot of the headline results, the measured "
+    f"runs attached to it and a note; saving again keeps every earlier revision. Stored in `{where}`."
+)
 cfg = state.config()
 cur = analyses.current()
 user = analyses.current_user()
@@ -20,12 +22,15 @@ user = analyses.current_user()
 # --- save --------------------------------------------------------------------------------------------
 st.subheader("Save")
 if cur:
-    st.markdown(f"Open: **{plain(cur['name'])}**, revision {cur['revision']} · link: [`?analysis={cur['id']}`]"
-                f"(?analysis={cur['id']})")
+    st.markdown(
+        f"Open: **{plain(cur['name'])}**, revision {cur['revision']} · link: [`?analysis={cur['id']}`]"
+        f"(?analysis={cur['id']})"
+    )
 c1, c2 = st.columns(2)
 name = c1.text_input("Name", value=cur["name"] if cur else "", key="an.name")
-by = c2.text_input("Saved by", value=user or "", key="an.by", disabled=bool(user),
-                   help="the logged-in user when login is on")
+by = c2.text_input(
+    "Saved by", value=user or "", key="an.by", disabled=bool(user), help="the logged-in user when login is on"
+)
 note = st.text_area("Note", key="an.note", height=80)
 save_slot = st.container()
 b1, b2, b3 = st.columns(3)
@@ -53,14 +58,17 @@ if rev_clicked and cfg is not None:
         save_slot.error(plain(exc, 400))
 if "an.conflict" in st.session_state and cur:
     current_rev = st.session_state["an.conflict"]
-    save_slot.warning(f"Someone saved this analysis while you had it open: you opened revision {cur['revision']}, "
-                      f"the current one is {current_rev}. Nothing was overwritten. Save yours as revision "
-                      f"{current_rev + 1} on top of theirs (both are kept), or open theirs first.")
+    save_slot.warning(
+        f"Someone saved this analysis while you had it open: you opened revision {cur['revision']}, "
+        f"the current one is {current_rev}. Nothing was overwritten. Save yours as revision "
+        f"{current_rev + 1} on top of theirs (both are kept), or open theirs first."
+    )
     k1, k2 = save_slot.columns(2)
     if k1.button(f"Save mine as revision {current_rev + 1}", key="an.force"):
         try:
-            rev = analyses.save_revision(cfg, name=name, note=note, saved_by=user or by,
-                                         results=analyses.headline(cfg), on_top_of=current_rev)
+            rev = analyses.save_revision(
+                cfg, name=name, note=note, saved_by=user or by, results=analyses.headline(cfg), on_top_of=current_rev
+            )
             st.session_state.pop("an.conflict")
             save_slot.success(f"Saved revision {rev}.")
         except Conflict as exc:
@@ -75,14 +83,31 @@ rows = analyses.store().list(search, owner=None)
 if not rows:
     st.info("No saved analyses yet." if not search else f"Nothing matches {search!r}.")
 else:
-    st.dataframe(pd.DataFrame([{"name": r.name, "model": r.model, "GPU": r.gpu, "revision": r.revision,
-                                "updated (UTC)": r.updated_at[:19].replace("T", " "), "saved by": r.saved_by,
-                                "link": f"?analysis={r.id}"} for r in rows]),
-                 hide_index=True, width="stretch",
-                 column_config={"link": st.column_config.LinkColumn("link", display_text="open")})
-    pick = st.selectbox("Analysis", [r.id for r in rows], key="an.pick",
-                        format_func=lambda i: next(f"{r.name} ({r.model} on {r.gpu}, rev {r.revision})"
-                                                   for r in rows if r.id == i))
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "name": r.name,
+                    "model": r.model,
+                    "GPU": r.gpu,
+                    "revision": r.revision,
+                    "updated (UTC)": r.updated_at[:19].replace("T", " "),
+                    "saved by": r.saved_by,
+                    "link": f"?analysis={r.id}",
+                }
+                for r in rows
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+        column_config={"link": st.column_config.LinkColumn("link", display_text="open")},
+    )
+    pick = st.selectbox(
+        "Analysis",
+        [r.id for r in rows],
+        key="an.pick",
+        format_func=lambda i: next(f"{r.name} ({r.model} on {r.gpu}, rev {r.revision})" for r in rows if r.id == i),
+    )
     c1, c2, c3 = st.columns(3)
     c1.button("Open", key="an.open", on_click=state.open_analysis, args=(pick,), type="primary")
     if c2.button("Delete", key="an.delete", help="moves it to the bin below; restorable"):
@@ -90,8 +115,13 @@ else:
         if cur and cur["id"] == pick:
             analyses.close()
         st.rerun()
-    c3.download_button("Export (JSON)", json.dumps(analyses.store().export(pick), indent=2),
-                       file_name=f"rabit-analysis-{pick}.json", mime="application/json", key="an.export")
+    c3.download_button(
+        "Export (JSON)",
+        json.dumps(analyses.store().export(pick), indent=2),
+        file_name=f"rabit-analysis-{pick}.json",
+        mime="application/json",
+        key="an.export",
+    )
     with st.expander("Rename"):
         new_name = st.text_input("New name", key="an.rename_to")
         rename_slot = st.container()
@@ -105,12 +135,26 @@ else:
                 rename_slot.error(plain(exc, 400))
     with st.expander("Revisions"):
         a = analyses.store().get(pick)
-        st.dataframe(pd.DataFrame([{"revision": r.revision, "name": r.name, "saved by": r.saved_by,
-                                    "saved (UTC)": r.created_at[:19].replace("T", " "), "note": r.note}
-                                   for r in a.revisions]), hide_index=True, width="stretch")
-        st.caption(f"{len(a.runs)} measured run(s) attached. Headline results at the last save: "
-                   + ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
-                               for k, v in a.results.items()))
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "revision": r.revision,
+                        "name": r.name,
+                        "saved by": r.saved_by,
+                        "saved (UTC)": r.created_at[:19].replace("T", " "),
+                        "note": r.note,
+                    }
+                    for r in a.revisions
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+        st.caption(
+            f"{len(a.runs)} measured run(s) attached. Headline results at the last save: "
+            + ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in a.results.items())
+        )
 
 with st.expander("Deleted analyses (restore)"):
     binned = analyses.store().list(deleted=True)

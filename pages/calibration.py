@@ -4,20 +4,31 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analyses, cache, charts, state
-from dashboard.api import (COMPARABLE_RULE, CSV_COLUMNS, METRICS, RunError, csv_template, leave_one_out, parse_file,
-                           parse_rows)
+from dashboard.api import (
+    COMPARABLE_RULE,
+    CSV_COLUMNS,
+    METRICS,
+    RunError,
+    csv_template,
+    leave_one_out,
+    parse_file,
+    parse_rows,
+)
 from dashboard.text import plain
 
 st.title("Calibration")
-st.caption("Import benchmark runs, and RA-BIT predicts each run's metrics on the run's own configuration. "
-           "r = ln(measured / predicted); bias = mean r over comparable runs; calibrated = predicted × exp(bias). "
-           "With 3 or more runs the 95 % interval is exp(± t · sd · √(1 + 1/n)) (Student t); with fewer, "
-           "×0.7 … ×1.3 around the calibrated value.")
+st.caption(
+    "Import benchmark runs, and RA-BIT predicts each run's metrics on the run's own configuration. "
+    "r = ln(measured / predicted); bias = mean r over comparable runs; calibrated = predicted × exp(bias). "
+    "With 3 or more runs the 95 % interval is exp(± t · sd · √(1 + 1/n)) (Student t); with fewer, "
+    "×0.7 … ×1.3 around the calibrated value."
+)
 analyses.store_or_stop()
 cur = analyses.current()
 if not cur:
-    st.info("Runs are attached to a saved analysis: save this configuration or open one under **Saved analyses** "
-            "first.")
+    st.info(
+        "Runs are attached to a saved analysis: save this configuration or open one under **Saved analyses** first."
+    )
     st.stop()
 cfg = state.require_config()
 saved_cfg = analyses.store().get(cur["id"]).config
@@ -25,9 +36,12 @@ st.markdown(f"Analysis **{plain(cur['name'])}** (revision {cur['revision']}); ca
 
 st.subheader("Add runs")
 c1, c2 = st.columns([3, 1])
-files = c1.file_uploader("vllm bench serve --save-result JSON, vllm bench throughput --output-json, or the CSV "
-                         "template", type=["json", "csv"], accept_multiple_files=True,
-                         key=f"cal.files.{st.session_state.get('cal.attached', 0)}")  # a new key empties it
+files = c1.file_uploader(
+    "vllm bench serve --save-result JSON, vllm bench throughput --output-json, or the CSV template",
+    type=["json", "csv"],
+    accept_multiple_files=True,
+    key=f"cal.files.{st.session_state.get('cal.attached', 0)}",
+)  # a new key empties it
 c2.download_button("CSV template", csv_template(), file_name="rabit-runs-template.csv", mime="text/csv")
 upload_slot = c1.container()
 if "cal.message" in st.session_state:
@@ -41,10 +55,10 @@ if files and c1.button("Attach the files", key="cal.attach", type="primary"):
         st.rerun()
     except RunError as exc:
         upload_slot.error(f"Nothing attached: {plain(exc, 600)}")
-with st.expander("…or type runs into a table (the CSV template's columns; empty config fields take the "
-                 "analysis's)"):
-    table = st.data_editor(pd.DataFrame(columns=list(CSV_COLUMNS), dtype=str), num_rows="dynamic", key="cal.table",
-                           width="stretch")
+with st.expander("…or type runs into a table (the CSV template's columns; empty config fields take the analysis's)"):
+    table = st.data_editor(
+        pd.DataFrame(columns=list(CSV_COLUMNS), dtype=str), num_rows="dynamic", key="cal.table", width="stretch"
+    )
     table_slot = st.container()
     if st.button("Attach the typed runs", key="cal.attach_rows"):
         try:
@@ -65,28 +79,66 @@ cals = analyses.calibrations(cfg)
 st.subheader("Per metric")
 st.info(f"**Comparable runs.** {COMPARABLE_RULE}")
 loos = {m: leave_one_out(c) for m, c in cals.items()}
-st.dataframe(pd.DataFrame([{
-    "metric": m, "family": c.family, "runs (n)": c.n, "bias": round(c.bias, 4), "factor": round(c.factor, 4),
-    "interval (× analytical)": f"{c.low_mult:.3f} … {c.high_mult:.3f}",
-    "basis": "Student t, 95 %" if c.basis == "t" else "×0.7 … ×1.3 (n < 3)",
-    "leave-one-out coverage": (f"{loos[m].coverage:.0%} of {len(loos[m].rows)}" if loos[m].rows else "needs 2 runs"),
-} for m, c in cals.items()]), hide_index=True, width="stretch")
+st.dataframe(
+    pd.DataFrame(
+        [
+            {
+                "metric": m,
+                "family": c.family,
+                "runs (n)": c.n,
+                "bias": round(c.bias, 4),
+                "factor": round(c.factor, 4),
+                "interval (× analytical)": f"{c.low_mult:.3f} … {c.high_mult:.3f}",
+                "basis": "Student t, 95 %" if c.basis == "t" else "×0.7 … ×1.3 (n < 3)",
+                "leave-one-out coverage": (
+                    f"{loos[m].coverage:.0%} of {len(loos[m].rows)}" if loos[m].rows else "needs 2 runs"
+                ),
+            }
+            for m, c in cals.items()
+        ]
+    ),
+    hide_index=True,
+    width="stretch",
+)
 if not cals:
     st.warning(f"No run was measured on {cfg.gpu}: nothing calibrates this configuration.")
 
 metric = st.selectbox("Metric", sorted({r.metric for r in res}, key=list(METRICS).index), key="cal.metric")
 c = cals.get(metric)
 mres = [r for r in res if r.metric == metric]
-st.plotly_chart(charts.calibration_chart(mres, {r.label for r in c.runs} if c else set(),
-                                         c.low_mult if c else None, c.high_mult if c else None,
-                                         c.factor if c else None, METRICS[metric][2] or "ratio"), width="stretch")
+st.plotly_chart(
+    charts.calibration_chart(
+        mres,
+        {r.label for r in c.runs} if c else set(),
+        c.low_mult if c else None,
+        c.high_mult if c else None,
+        c.factor if c else None,
+        METRICS[metric][2] or "ratio",
+    ),
+    width="stretch",
+)
 
 st.subheader("Residuals")
 used = {(r.label, r.metric) for c_ in cals.values() for r in c_.runs}
-st.dataframe(pd.DataFrame([{"run": r.label, "metric": r.metric, "GPU": r.gpu, "measured": r.measured,
-                            "predicted": r.predicted, "r = ln(measured / predicted)": round(r.r, 4),
-                            "used": (r.label, r.metric) in used, "config": r.config} for r in res]),
-             hide_index=True, width="stretch")
+st.dataframe(
+    pd.DataFrame(
+        [
+            {
+                "run": r.label,
+                "metric": r.metric,
+                "GPU": r.gpu,
+                "measured": r.measured,
+                "predicted": r.predicted,
+                "r = ln(measured / predicted)": round(r.r, 4),
+                "used": (r.label, r.metric) in used,
+                "config": r.config,
+            }
+            for r in res
+        ]
+    ),
+    hide_index=True,
+    width="stretch",
+)
 
 st.subheader("Leave-one-out check")
 st.caption("Each run predicted from the others: if the interval is honest, about 95 % of held-out runs fall inside.")
@@ -99,8 +151,10 @@ else:
 with st.expander("Attached runs"):
     for rid, run in runs:
         a, b = st.columns([5, 1])
-        a.write(f"**{plain(run.label)}** ({run.source}): {plain(run.describe())}; "
-                + ", ".join(f"{m.metric} = {m.value:.4g}" for m in run.measurements))
+        a.write(
+            f"**{plain(run.label)}** ({run.source}): {plain(run.describe())}; "
+            + ", ".join(f"{m.metric} = {m.value:.4g}" for m in run.measurements)
+        )
         if b.button("Remove", key=f"cal.rm.{rid}"):
             analyses.store().remove_run(cur["id"], rid)
             st.rerun()

@@ -4,17 +4,30 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analyses, cache
-from dashboard.api import (MAX_BYTES, RULES, Expectation, PrometheusError, TelemetryError, from_payload, query_range,
-                           to_payload)
+from dashboard.api import (
+    MAX_BYTES,
+    RULES,
+    Expectation,
+    PrometheusError,
+    TelemetryError,
+    from_payload,
+    query_range,
+    to_payload,
+)
 
 st.title("Diagnostics")
-st.caption("Upload a deployment's telemetry — vLLM's /metrics page, dcgm-exporter's, or a CSV of time series — "
-           "and explicit rules with stated thresholds look for a cause. A rule fires only when every metric it "
-           "needs is present.")
+st.caption(
+    "Upload a deployment's telemetry — vLLM's /metrics page, dcgm-exporter's, or a CSV of time series — "
+    "and explicit rules with stated thresholds look for a cause. A rule fires only when every metric it "
+    "needs is present."
+)
 
-upload = st.file_uploader("Telemetry: Prometheus text dump (curl http://HOST:8000/metrics > metrics.txt; "
-                          "several dumps may be concatenated) or CSV (timestamp_s,metric,value[,labels])",
-                          type=["txt", "prom", "csv", "metrics"], key="dx.file")
+upload = st.file_uploader(
+    "Telemetry: Prometheus text dump (curl http://HOST:8000/metrics > metrics.txt; "
+    "several dumps may be concatenated) or CSV (timestamp_s,metric,value[,labels])",
+    type=["txt", "prom", "csv", "metrics"],
+    key="dx.file",
+)
 use_prom = st.toggle("Query a Prometheus server instead (off by default)", key="dx.prom_on")
 if use_prom:
     p1, p2, p3 = st.columns([3, 1, 1])
@@ -24,19 +37,24 @@ if use_prom:
 with st.expander("What the analysis predicted (for the divergence and prefix-cache rules)"):
     e1, e2, e3 = st.columns(3)
     ttft = e1.number_input("Predicted p95 TTFT [s] (0 = unknown)", min_value=0.0, value=0.0, key="dx.ttft")
-    itl = e2.number_input("Predicted p95 ITL [s] (0 = unknown)", min_value=0.0, value=0.0, format="%.4f",
-                          key="dx.itl")
-    prefix = e3.number_input("Expected cached prompt share [%] (0 = unknown)", min_value=0, max_value=99, value=0,
-                             key="dx.prefix")
+    itl = e2.number_input("Predicted p95 ITL [s] (0 = unknown)", min_value=0.0, value=0.0, format="%.4f", key="dx.itl")
+    prefix = e3.number_input(
+        "Expected cached prompt share [%] (0 = unknown)", min_value=0, max_value=99, value=0, key="dx.prefix"
+    )
 opened = analyses.current()
 saved = analyses.store_or_stop().get(opened["id"]) if opened else None
 predicted = cache.analysis_expectation(saved.config) if saved is not None else Expectation()
-expect = Expectation(p95_ttft_s=ttft or predicted.p95_ttft_s, p95_itl_s=itl or predicted.p95_itl_s,
-                     prefix_cache_frac=(prefix / 100) or predicted.prefix_cache_frac)
+expect = Expectation(
+    p95_ttft_s=ttft or predicted.p95_ttft_s,
+    p95_itl_s=itl or predicted.p95_itl_s,
+    prefix_cache_frac=(prefix / 100) or predicted.prefix_cache_frac,
+)
 if saved is not None:
-    st.caption(f"Open analysis: **{saved.name}** ({len(saved.telemetry)} telemetry attached). Its simulated p95 "
-               "TTFT and ITL and its cached-prefix share are the predictions the rules compare with, unless "
-               "entered above.")
+    st.caption(
+        f"Open analysis: **{saved.name}** ({len(saved.telemetry)} telemetry attached). Its simulated p95 "
+        "TTFT and ITL and its cached-prefix share are the predictions the rules compare with, unless "
+        "entered above."
+    )
 
 tel = None
 if use_prom and prom_url:
@@ -46,8 +64,10 @@ if use_prom and prom_url:
         st.error(f"Prometheus: {exc}")
 elif upload is not None:
     if upload.size > MAX_BYTES:
-        st.error(f"{upload.name} is {upload.size / 1e6:,.1f} MB; the limit is {MAX_BYTES / 1e6:.0f} MB. Scrape one "
-                 "/metrics page, or export a shorter range.")
+        st.error(
+            f"{upload.name} is {upload.size / 1e6:,.1f} MB; the limit is {MAX_BYTES / 1e6:.0f} MB. Scrape one "
+            "/metrics page, or export a shorter range."
+        )
     else:
         try:
             tel = cache.telemetry(upload.getvalue(), upload.name)
@@ -63,12 +83,18 @@ elif tel is not None and saved is not None and st.button(f"Attach this telemetry
     st.success(f"Attached to {saved.name} as telemetry {tid}.")
 
 if tel is None:
-    st.info("No telemetry attached, so no diagnosis: RA-BIT does not guess. Upload a /metrics dump or a CSV, "
-            "or query a Prometheus server.")
+    st.info(
+        "No telemetry attached, so no diagnosis: RA-BIT does not guess. Upload a /metrics dump or a CSV, "
+        "or query a Prometheus server."
+    )
     with st.expander(f"The {len(RULES)} rules and the metrics each needs"):
-        st.dataframe(pd.DataFrame([{"rule": r.title, "fires when": r.threshold,
-                                    "needs": ", ".join(m[0] for m in r.needs)} for r in RULES]),
-                     hide_index=True, width="stretch")
+        st.dataframe(
+            pd.DataFrame(
+                [{"rule": r.title, "fires when": r.threshold, "needs": ", ".join(m[0] for m in r.needs)} for r in RULES]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
     st.stop()
 
 d = cache.diagnosis(tel, expect)
@@ -83,8 +109,13 @@ for f in d.fired:
     with st.container(border=True):
         st.markdown(f"**{f.title}** (`{f.rule}`)")
         st.write(f.evidence)
-        st.dataframe(pd.DataFrame([{"rank": i, "remedy": m.action, "config change": m.config_change}
-                                   for i, m in enumerate(f.remedies, 1)]), hide_index=True, width="stretch")
+        st.dataframe(
+            pd.DataFrame(
+                [{"rank": i, "remedy": m.action, "config change": m.config_change} for i, m in enumerate(f.remedies, 1)]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
 if d.not_evaluated:
     st.subheader("Not evaluated")
     for n in d.not_evaluated:

@@ -7,14 +7,18 @@ from dashboard import cache, charts, state
 from dashboard.api import Constraints, NextExperimentSpec, ServingGoal, catalog, outcomes
 
 st.title("Next experiment")
-st.caption("Which benchmark to run first: each uncertain input is moved across its range, the optimizer is re-run "
-           "at each point, and the measurements that could change the decision are ranked by flip chance per "
-           "GPU-hour. Diagnosing a running deployment from its metrics is on the Diagnostics page.")
+st.caption(
+    "Which benchmark to run first: each uncertain input is moved across its range, the optimizer is re-run "
+    "at each point, and the measurements that could change the decision are ranked by flip chance per "
+    "GPU-hour. Diagnosing a running deployment from its metrics is on the Diagnostics page."
+)
 cfg = state.require_config()
 K = state.key
 
-st.caption(f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the sidebar; "
-           "the rate, targets and GPU kinds are shared with the Optimizer page.")
+st.caption(
+    f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the sidebar; "
+    "the rate, targets and GPU kinds are shared with the Optimizer page."
+)
 with st.form("ne"):
     c1, c2, c3, c4 = st.columns(4)
     c1.number_input("Arrival rate [requests/s]", min_value=0.01, max_value=1e5, key=K("workload.rate_per_s"))
@@ -29,34 +33,61 @@ with st.form("ne"):
     run = st.form_submit_button("Find the next experiment", type="primary", key="ne.submit")
 
 if not run and "ne.done" not in st.session_state:
-    st.info("Set the workload and press **Find the next experiment**. The efficiency ranges come from the "
-            "assumptions registry (sidebar); the workload's from the spreads above.")
+    st.info(
+        "Set the workload and press **Find the next experiment**. The efficiency ranges come from the "
+        "assumptions registry (sidebar); the workload's from the spreads above."
+    )
     st.stop()
 st.session_state["ne.done"] = True
 
-spec = NextExperimentSpec(goal=ServingGoal.from_config(cfg), constraints=Constraints.from_config(cfg),
-                          prompt_spread_frac=sp_in / 100, output_spread_frac=sp_out / 100,
-                          rate_spread_frac=sp_rate / 100)
+spec = NextExperimentSpec(
+    goal=ServingGoal.from_config(cfg),
+    constraints=Constraints.from_config(cfg),
+    prompt_spread_frac=sp_in / 100,
+    output_spread_frac=sp_out / 100,
+    rate_spread_frac=sp_rate / 100,
+)
 bar = st.progress(0.0, text="Re-running the optimizer across every input's range ...")
-r = cache.next_experiment(spec, tuple(catalog.prices()),
-                          progress=lambda done, total, label: bar.progress(min(1.0, done / max(total, 1)),
-                                                                           text=f"Re-run {done} of {total}: {label}"))
+r = cache.next_experiment(
+    spec,
+    tuple(catalog.prices()),
+    progress=lambda done, total, label: bar.progress(
+        min(1.0, done / max(total, 1)), text=f"Re-run {done} of {total}: {label}"
+    ),
+)
 bar.empty()
 
 base = r.baseline.recommendation
 st.subheader("Today's decision")
-st.write(f"**{base.label}** at ${base.cost_per_hour:,.2f}/h." if base else
-         "Nothing meets the target today; each re-run is compared with that.")
+st.write(
+    f"**{base.label}** at ${base.cost_per_hour:,.2f}/h."
+    if base
+    else "Nothing meets the target today; each re-run is compared with that."
+)
 st.caption(f"{r.reruns} optimizer re-runs across {len(r.experiments) + len(r.stable)} uncertain inputs.")
 
 st.subheader("Experiments, ranked by flip chance per GPU-hour")
 if r.experiments:
-    st.dataframe(pd.DataFrame([{
-        "rank": i, "input": e.input.label, "range": f"{min(e.input.low, e.input.high):.3g} - "
-                                                   f"{max(e.input.low, e.input.high):.3g} {e.input.unit}",
-        "flip chance": f"{e.flip_chance:.0%}", "flips to": e.flips_to, "GPU-hours": round(e.gpu_hours, 3),
-        "cost [USD]": round(e.cost_usd, 2), "measurement": e.measurement}
-        for i, e in enumerate(r.experiments, 1)]), hide_index=True, width="stretch")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "rank": i,
+                    "input": e.input.label,
+                    "range": f"{min(e.input.low, e.input.high):.3g} - "
+                    f"{max(e.input.low, e.input.high):.3g} {e.input.unit}",
+                    "flip chance": f"{e.flip_chance:.0%}",
+                    "flips to": e.flips_to,
+                    "GPU-hours": round(e.gpu_hours, 3),
+                    "cost [USD]": round(e.cost_usd, 2),
+                    "measurement": e.measurement,
+                }
+                for i, e in enumerate(r.experiments, 1)
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
 else:
     st.success("No input flips the decision anywhere in its range: nothing is worth measuring before you buy.")
 st.plotly_chart(charts.flip_chance_chart(r.experiments, r.stable), width="stretch")
@@ -64,9 +95,15 @@ st.plotly_chart(charts.flip_chance_chart(r.experiments, r.stable), width="stretc
 top = r.top
 if top is not None:
     st.subheader(f"Run first: {top.input.label}")
-    st.write(f"{top.measurement[0].upper()}{top.measurement[1:]}" + (
-        f": {top.gpus} GPU(s) for {top.duration_s / 60:.0f} min, {top.gpu_hours:.2f} GPU-hours, "
-        f"${top.cost_usd:,.2f} at catalog prices." if top.gpu_hours > 0 else "."))
+    st.write(
+        f"{top.measurement[0].upper()}{top.measurement[1:]}"
+        + (
+            f": {top.gpus} GPU(s) for {top.duration_s / 60:.0f} min, {top.gpu_hours:.2f} GPU-hours, "
+            f"${top.cost_usd:,.2f} at catalog prices."
+            if top.gpu_hours > 0
+            else "."
+        )
+    )
     st.code(top.command, language="bash")
     st.caption(top.then)
     st.markdown("**The decision under each outcome**")
@@ -74,7 +111,18 @@ if top is not None:
         st.markdown(f"- {line}")
 
 with st.expander(f"Not worth measuring now ({len(r.stable)})", expanded=not r.experiments):
-    st.dataframe(pd.DataFrame([{"input": e.input.label, "range": f"{min(e.input.low, e.input.high):.3g} - "
-                                                                 f"{max(e.input.low, e.input.high):.3g} {e.input.unit}",
-                                "source of the range": e.input.source} for e in r.stable]),
-                 hide_index=True, width="stretch")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "input": e.input.label,
+                    "range": f"{min(e.input.low, e.input.high):.3g} - "
+                    f"{max(e.input.low, e.input.high):.3g} {e.input.unit}",
+                    "source of the range": e.input.source,
+                }
+                for e in r.stable
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )

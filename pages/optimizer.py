@@ -4,13 +4,24 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, charts, render, state
-from dashboard.api import (DAY_S, MAX_TABLE_BYTES, CatalogError, Constraints, ServingGoal, catalog, choices, decode_text,
-                           parse_prices)
+from dashboard.api import (
+    DAY_S,
+    MAX_TABLE_BYTES,
+    CatalogError,
+    Constraints,
+    ServingGoal,
+    catalog,
+    choices,
+    decode_text,
+    parse_prices,
+)
 from dashboard.text import plain
 
 st.title("Optimizer")
-st.caption("The cheapest priced configuration that meets your p95 targets at your request rate — "
-           "screened in closed form, the finalists checked by the serving simulator.")
+st.caption(
+    "The cheapest priced configuration that meets your p95 targets at your request rate — "
+    "screened in closed form, the finalists checked by the serving simulator."
+)
 cfg = render.bound_choice("optimizer", state.require_config())
 K = state.key
 model_name = cfg.custom_model.name if cfg.custom_model else cfg.model
@@ -19,17 +30,19 @@ model_name = cfg.custom_model.name if cfg.custom_model else cfg.model
 view = st.radio("Recommend", ["Serving", "Training run"], horizontal=True, key="opt.view")
 
 if view == "Serving":
-
-    st.caption(f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the "
-               "sidebar; the arrival rate and length distribution are shared with the Serving simulation page.")
+    st.caption(
+        f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the "
+        "sidebar; the arrival rate and length distribution are shared with the Serving simulation page."
+    )
     with st.form("opt"):
         c1, c2 = st.columns(2)
         c1.number_input("Arrival rate [requests/s]", min_value=0.01, max_value=1e5, key=K("workload.rate_per_s"))
         c2.selectbox("Length distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
         t1, t2, t3 = st.columns(3)
         t1.number_input("p95 TTFT target [s] (0 = none)", min_value=0.0, key=K("targets.p95_ttft_s"))
-        t2.number_input("p95 inter-token target [s] (0 = none)", min_value=0.0, format="%.3f",
-                        key=K("targets.p95_itl_s"))
+        t2.number_input(
+            "p95 inter-token target [s] (0 = none)", min_value=0.0, format="%.3f", key=K("targets.p95_itl_s")
+        )
         t3.number_input("p95 end-to-end target [s] (0 = none)", min_value=0.0, key=K("targets.p95_e2e_s"))
         with st.expander("Hard constraints and prices"):
             st.multiselect("GPU kinds allowed (empty = all)", sorted(catalog.gpus()), key=K("targets.gpus_allowed"))
@@ -40,11 +53,16 @@ if view == "Serving":
             st.multiselect("KV cache formats", choices.SEARCH_KV_DTYPES, key=K("targets.kv_allowed"))
             p1, p2, p3 = st.columns(3)
             p1.selectbox("Price kind", choices.PRICE_KINDS, key=K("targets.price_kind"))
-            p2.selectbox("Price per GPU kind", choices.PRICE_POLICIES, key=K("targets.price_policy"),
-                         help="median of the listings across providers, or the cheapest listing")
+            p2.selectbox(
+                "Price per GPU kind",
+                choices.PRICE_POLICIES,
+                key=K("targets.price_policy"),
+                help="median of the listings across providers, or the cheapest listing",
+            )
             p3.text_input("Providers (comma-separated substrings, empty = all)", key=K("targets.providers"))
-            upload = st.file_uploader("Your own price list (CSV, same columns as catalogs/prices.csv)", type=["csv"],
-                                      key="opt.price_file")
+            upload = st.file_uploader(
+                "Your own price list (CSV, same columns as catalogs/prices.csv)", type=["csv"], key="opt.price_file"
+            )
         st.form_submit_button("Find the cheapest configuration", type="primary", key="opt.submit")
     state.field_error("targets.weights_allowed")
     state.field_error("targets.kv_allowed")
@@ -57,8 +75,12 @@ if view == "Serving":
         except (CatalogError, ValueError) as exc:  # not UTF-8, too large, or not a price list
             st.error(f"That price list cannot be used: {plain(exc, 300)}. Using the catalog's prices.")
     with st.expander("Edit prices for this session"):
-        edited = st.data_editor(pd.DataFrame([p.model_dump(mode="json") for p in prices]), num_rows="dynamic",
-                                key="opt.price_editor", width="stretch")
+        edited = st.data_editor(
+            pd.DataFrame([p.model_dump(mode="json") for p in prices]),
+            num_rows="dynamic",
+            key="opt.price_editor",
+            width="stretch",
+        )
         try:
             prices = parse_prices(edited.to_csv(index=False), name="edited prices")
         except CatalogError as exc:
@@ -70,30 +92,49 @@ if view == "Serving":
     rr = cache.recommendation_ranges(goal, cons, tuple(prices))
     rg = rr.recommendation.ranges if rr.recommendation else {}
     if rec.unpriced:
-        st.warning(f"No {cfg.targets.price_kind} price for {', '.join(rec.unpriced)}: left out of the search, not judged. "
-                   "Add a row under 'Edit prices for this session' (or upload a price list) to include them.")
+        st.warning(
+            f"No {cfg.targets.price_kind} price for {', '.join(rec.unpriced)}: left out of the search, not judged. "
+            "Add a row under 'Edit prices for this session' (or upload a price list) to include them."
+        )
 
     e = rec.explanation
     if rec.met:
         st.success(e.summary)
         r = rec.recommendation
-        m1, m2, m3, m4, m5 = render.grid(5, ("Cost per hour", "Cost per million output tokens", "GPUs",
-                                             "p95 end-to-end (simulated)", "Capacity"),
-                                         (f"{r.replicas} x {r.gpus_per_replica} {r.gpu}",))
-        render.metric_range(m1, "Cost per hour", f"${r.cost_per_hour:,.2f}", rg.get("cost_per_hour"),
-                            lambda x: f"${x:,.2f}")
-        render.metric_range(m2, "Cost per million output tokens", f"${r.cost_per_million_tokens:,.3g}",
-                            rg.get("cost_per_million_tokens"), lambda x: f"${x:,.3g}")
+        m1, m2, m3, m4, m5 = render.grid(
+            5,
+            ("Cost per hour", "Cost per million output tokens", "GPUs", "p95 end-to-end (simulated)", "Capacity"),
+            (f"{r.replicas} x {r.gpus_per_replica} {r.gpu}",),
+        )
+        render.metric_range(
+            m1, "Cost per hour", f"${r.cost_per_hour:,.2f}", rg.get("cost_per_hour"), lambda x: f"${x:,.2f}"
+        )
+        render.metric_range(
+            m2,
+            "Cost per million output tokens",
+            f"${r.cost_per_million_tokens:,.3g}",
+            rg.get("cost_per_million_tokens"),
+            lambda x: f"${x:,.3g}",
+        )
         m3.metric("GPUs", f"{r.replicas} x {r.gpus_per_replica} {r.gpu}")
-        render.metric_range(m4, "p95 end-to-end (simulated)",
-                            f"{r.p95_e2e_s:.3g} s" if r.p95_e2e_s is not None else "withheld",
-                            rg.get("p95_e2e_s") if r.p95_e2e_s is not None else None,
-                            lambda x: f"{x:.3g} s" if x != float("inf") else "does not fit")
-        render.metric_range(m5, "Capacity", f"{r.capacity_requests_per_s:.3g} req/s",
-                            rg.get("capacity_requests_per_s"), lambda x: f"{x:.3g} req/s")
+        render.metric_range(
+            m4,
+            "p95 end-to-end (simulated)",
+            f"{r.p95_e2e_s:.3g} s" if r.p95_e2e_s is not None else "withheld",
+            rg.get("p95_e2e_s") if r.p95_e2e_s is not None else None,
+            lambda x: f"{x:.3g} s" if x != float("inf") else "does not fit",
+        )
+        render.metric_range(
+            m5,
+            "Capacity",
+            f"{r.capacity_requests_per_s:.3g} req/s",
+            rg.get("capacity_requests_per_s"),
+            lambda x: f"{x:.3g} req/s",
+        )
         if rr.recommendation is not None:
             (st.warning if rr.recommendation.misses_at_pessimistic else st.caption)(
-                "The recommendation " + rr.recommendation.pessimistic_note + ".")
+                "The recommendation " + rr.recommendation.pessimistic_note + "."
+            )
         if rr.note:
             (st.info if rr.settled else st.warning)(rr.note[0].upper() + rr.note[1:] + ".")
         render.launch_downloads(r, goal)
@@ -104,9 +145,13 @@ if view == "Serving":
 
     with st.container(border=True):
         st.markdown("**Why this answer**")
-        for label, text in (("Why this GPU", e.why_gpu), ("Why this count and layout", e.why_count),
-                            ("Bottleneck", e.bottleneck), ("Cheaper alternative", e.cheaper_alternative),
-                            ("Faster alternative", e.faster_alternative)):
+        for label, text in (
+            ("Why this GPU", e.why_gpu),
+            ("Why this count and layout", e.why_count),
+            ("Bottleneck", e.bottleneck),
+            ("Cheaper alternative", e.cheaper_alternative),
+            ("Faster alternative", e.faster_alternative),
+        ):
             if text:
                 st.markdown(f"- **{label}:** {text}")
         if e.risks:
@@ -118,51 +163,101 @@ if view == "Serving":
         best = rec.recommendation
         fig = charts.optimizer_pareto(rec)
         if best is not None and rr.recommendation is not None:
-            charts.range_cross(fig, best.cost_per_hour, best.p95_e2e_s, rg.get("cost_per_hour"), rg.get("p95_e2e_s"),
-                               name="recommendation's range")
+            charts.range_cross(
+                fig,
+                best.cost_per_hour,
+                best.p95_e2e_s,
+                rg.get("cost_per_hour"),
+                rg.get("p95_e2e_s"),
+                name="recommendation's range",
+            )
         if rr.runner_up is not None:
             ru = next((c for c in sim if c.label == rr.runner_up.label), None)
             if ru is not None:
-                charts.range_cross(fig, ru.cost_per_hour, ru.p95_e2e_s, rr.runner_up.ranges.get("cost_per_hour"),
-                                   None, name="runner-up's cost range", color="#bf8700")
+                charts.range_cross(
+                    fig,
+                    ru.cost_per_hour,
+                    ru.p95_e2e_s,
+                    rr.runner_up.ranges.get("cost_per_hour"),
+                    None,
+                    name="runner-up's cost range",
+                    color="#bf8700",
+                )
         st.plotly_chart(fig, width="stretch", key="pareto_chart")
-        st.caption("Error bars: the recommendation's and the runner-up's heuristic ranges from the assumption "
-                   "bounds (computed for those two only).")
+        st.caption(
+            "Error bars: the recommendation's and the runner-up's heuristic ranges from the assumption "
+            "bounds (computed for those two only)."
+        )
         if rr.recommendation is not None:
-            render.tornado_picker(rg, {"cost_per_hour": "the cost per hour", "p95_e2e_s": "the p95 end-to-end",
-                                       "capacity_requests_per_s": "the capacity"}, "optimizer", "p95_e2e_s")
+            render.tornado_picker(
+                rg,
+                {
+                    "cost_per_hour": "the cost per hour",
+                    "p95_e2e_s": "the p95 end-to-end",
+                    "capacity_requests_per_s": "the capacity",
+                },
+                "optimizer",
+                "p95_e2e_s",
+            )
 
     st.subheader(f"All {rec.evaluated} evaluated configurations ({rec.simulated} simulated)")
-    table = pd.DataFrame([{
-        "configuration": c.label, "GPU": c.gpu, "GPUs/replica": c.gpus_per_replica, "TP": c.tp, "PP": c.pp,
-        "weights": c.weights, "KV": c.kv_dtype, "replicas": c.replicas, "$/h": c.cost_per_hour,
-        "batch-1 TTFT [s]": c.batch_1_ttft_s, "batch-1 ITL [s]": c.batch_1_itl_s, "simulated": c.simulated,
-        "meets": c.meets, "p95 TTFT [s]": c.p95_ttft_s, "p95 ITL [s]": c.p95_itl_s, "p95 e2e [s]": c.p95_e2e_s,
-        "pruned because": c.pruned, "price basis": c.price_basis} for c in rec.candidates])
+    table = pd.DataFrame(
+        [
+            {
+                "configuration": c.label,
+                "GPU": c.gpu,
+                "GPUs/replica": c.gpus_per_replica,
+                "TP": c.tp,
+                "PP": c.pp,
+                "weights": c.weights,
+                "KV": c.kv_dtype,
+                "replicas": c.replicas,
+                "$/h": c.cost_per_hour,
+                "batch-1 TTFT [s]": c.batch_1_ttft_s,
+                "batch-1 ITL [s]": c.batch_1_itl_s,
+                "simulated": c.simulated,
+                "meets": c.meets,
+                "p95 TTFT [s]": c.p95_ttft_s,
+                "p95 ITL [s]": c.p95_itl_s,
+                "p95 e2e [s]": c.p95_e2e_s,
+                "pruned because": c.pruned,
+                "price basis": c.price_basis,
+            }
+            for c in rec.candidates
+        ]
+    )
     st.dataframe(table, width="stretch", hide_index=True)
 
 
 if view == "Training run":
-    st.caption("The cheapest training run that meets a deadline, across GPU kinds and their prices: the training "
-               "deadline search runs for each priced kind, and the cheapest count that finishes in time wins. "
-               "Model, training tokens, sequence length, precision and global batch come from the sidebar's "
-               "Training settings.")
+    st.caption(
+        "The cheapest training run that meets a deadline, across GPU kinds and their prices: the training "
+        "deadline search runs for each priced kind, and the cheapest count that finishes in time wins. "
+        "Model, training tokens, sequence length, precision and global batch come from the sidebar's "
+        "Training settings."
+    )
     with st.form("opt_train"):
         c1, c2 = st.columns(2)
         c1.number_input("Deadline [days]", min_value=0.01, max_value=3650.0, key=K("targets.deadline_days"))
         c2.multiselect("GPU kinds (empty = all priced)", sorted(catalog.gpus()), key=K("targets.train_gpus_allowed"))
         st.form_submit_button("Find the cheapest run", type="primary", key="opt.train_submit")
     tcfg = cfg.with_(phase="train")
-    tr = cache.training_recommendation(tcfg, cfg.targets.deadline_days * 86400,
-                                       Constraints.from_config(cfg, training=True), tuple(catalog.prices()))
+    tr = cache.training_recommendation(
+        tcfg, cfg.targets.deadline_days * 86400, Constraints.from_config(cfg, training=True), tuple(catalog.prices())
+    )
     (st.success if tr.met else st.error)(tr.summary)
     if tr.recommendation is not None:
         trg = cache.training_option_ranges(tcfg, tr.recommendation)
         o = tr.recommendation
         t1, t2, t3 = st.columns(3)
         render.metric_range(t1, "Cost of the run", f"${o.cost_usd:,.0f}", trg.get("cost_usd"), lambda x: f"${x:,.0f}")
-        render.metric_range(t2, "Wall-clock with failures", f"{o.wall_clock_s / DAY_S:.3g} days",
-                            trg.get("wall_clock_s"), lambda x: f"{x / DAY_S:.3g} days")
+        render.metric_range(
+            t2,
+            "Wall-clock with failures",
+            f"{o.wall_clock_s / DAY_S:.3g} days",
+            trg.get("wall_clock_s"),
+            lambda x: f"{x / DAY_S:.3g} days",
+        )
         render.metric_range(t3, "GPU-hours", f"{o.gpu_hours:,.0f}", trg.get("gpu_hours"), lambda x: f"{x:,.0f}")
     if tr.why_gpu:
         st.markdown(f"- **Why this GPU:** {tr.why_gpu}")

@@ -2,37 +2,69 @@
 
 import streamlit as st
 from dashboard import analyses, cache, charts, render, state
-from dashboard.api import (DEFAULT_RATE_FRACTION, MAX_TABLE_BYTES, ValidationError, at_bound, choices, decode_text,
-                           default_rate, fmt_num, fmt_time, knee_rates, sim_spec)
+from dashboard.api import (
+    DEFAULT_RATE_FRACTION,
+    MAX_TABLE_BYTES,
+    ValidationError,
+    at_bound,
+    choices,
+    decode_text,
+    default_rate,
+    fmt_num,
+    fmt_time,
+    knee_rates,
+    sim_spec,
+)
 from dashboard.text import plain
 
 st.title("Serving simulation")
-st.caption("A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
-           "prefill and decode tokens, each iteration is timed by the step-time model for its exact mix. "
-           "Mean prompt and output lengths come from the sidebar; these inputs travel with the link and the "
-           "saved configuration.")
+st.caption(
+    "A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
+    "prefill and decode tokens, each iteration is timed by the step-time model for its exact mix. "
+    "Mean prompt and output lengths come from the sidebar; these inputs travel with the link and the "
+    "saved configuration."
+)
 cfg = render.bound_choice("serving", state.require_config())
 
 K = state.key
 arr_col, len_col, sch_col = st.columns(3)
 with arr_col:
     st.subheader("Arrivals")
-    st.radio("Arrival process", choices.ARRIVALS, key=K("workload.arrival"), horizontal=True,
-             format_func=choices.ARRIVAL_LABELS.get)
+    st.radio(
+        "Arrival process",
+        choices.ARRIVALS,
+        key=K("workload.arrival"),
+        horizontal=True,
+        format_func=choices.ARRIVAL_LABELS.get,
+    )
     closed = cfg.workload.arrival == "closed"
-    st.number_input("Arrival rate [requests/s]", min_value=0.001, max_value=1e6, step=0.5,
-                    key=K("workload.rate_per_s"), format="%.3g", disabled=closed)
+    st.number_input(
+        "Arrival rate [requests/s]",
+        min_value=0.001,
+        max_value=1e6,
+        step=0.5,
+        key=K("workload.rate_per_s"),
+        format="%.3g",
+        disabled=closed,
+    )
     st.number_input("Concurrent users", 1, 100_000, key=K("workload.users"), disabled=not closed)
     st.number_input("Mean think time [s]", 0.0, 3600.0, key=K("workload.think_s"), disabled=not closed)
     st.number_input("Requests", 1, 200_000, step=100, key=K("workload.num_requests"))
 with len_col:
     st.subheader("Lengths")
     st.selectbox("Distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
-    st.number_input("Spread (lognormal σ / uniform half-width)", 0.0, 3.0, step=0.1, key=K("workload.spread"),
-                    disabled=cfg.workload.lengths == "fixed")
+    st.number_input(
+        "Spread (lognormal σ / uniform half-width)",
+        0.0,
+        3.0,
+        step=0.1,
+        key=K("workload.spread"),
+        disabled=cfg.workload.lengths == "fixed",
+    )
     state.field_error("workload.spread")
-    up = st.file_uploader("Replay a trace (CSV/JSONL of input and output tokens)", type=["csv", "jsonl", "json"],
-                          key="sim.trace_file")
+    up = st.file_uploader(
+        "Replay a trace (CSV/JSONL of input and output tokens)", type=["csv", "jsonl", "json"], key="sim.trace_file"
+    )
     trace = None
     if up is not None:
         try:
@@ -42,14 +74,24 @@ with len_col:
             st.error(f"That trace cannot be used: {plain(exc, 300)}")
 with sch_col:
     st.subheader("Scheduler")
-    st.radio("Policy", choices.SCHEDULER_POLICIES, key=K("workload.policy"), horizontal=True,
-             format_func=choices.POLICY_LABELS.get)
+    st.radio(
+        "Policy",
+        choices.SCHEDULER_POLICIES,
+        key=K("workload.policy"),
+        horizontal=True,
+        format_func=choices.POLICY_LABELS.get,
+    )
     c1, c2 = st.columns(2)
     c1.number_input("Token budget / iteration", 1, 1_000_000, step=512, key=K("workload.token_budget"))
     c2.number_input("Max batch", 1, 100_000, step=16, key=K("workload.max_batch"))
     sched_err = st.empty()
-    st.radio("KV admission", choices.ADMISSIONS, key=K("workload.admission"), horizontal=True,
-             format_func=choices.ADMISSION_LABELS.get)
+    st.radio(
+        "KV admission",
+        choices.ADMISSIONS,
+        key=K("workload.admission"),
+        horizontal=True,
+        format_func=choices.ADMISSION_LABELS.get,
+    )
     c1, c2 = st.columns(2)
     c1.number_input("Timeout [s] (0 = none)", 0.0, 1e6, key=K("workload.timeout_s"))
     c2.number_input("Seed", 0, 2**31 - 1, key=K("workload.seed"))
@@ -65,10 +107,12 @@ except ValueError as exc:
     st.stop()
 n_req, arrival = spec.num_requests or 0, spec.arrival
 if arrival == "poisson":
-    st.caption(f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
-               f"closed-form capacity ({cap.requests_per_s:.3g} requests/s). A round rate clearly inside capacity "
-               f"would be {default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
-               "down to 1, 2 or 5 x 10^k.")
+    st.caption(
+        f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
+        f"closed-form capacity ({cap.requests_per_s:.3g} requests/s). A round rate clearly inside capacity "
+        f"would be {default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
+        "down to 1, 2 or 5 x 10^k."
+    )
 
 try:
     with st.spinner(f"Simulating {n_req:,} requests…"):
@@ -81,20 +125,27 @@ with st.spinner("Simulating each assumption at its bounds…"):
     rng = cache.simulation_ranges(cfg, spec)
 
 if s.saturated:
-    st.error(f"Saturated: requests arrive faster than this replica drains them, so the queue grows without bound "
-             f"({s.saturation_reason}). Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
-             f"at a batch of {cap.batch:.0f} ({cap.limited_by}).")
+    st.error(
+        f"Saturated: requests arrive faster than this replica drains them, so the queue grows without bound "
+        f"({s.saturation_reason}). Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
+        f"at a batch of {cap.batch:.0f} ({cap.limited_by})."
+    )
 elif s.saturation_verdict == "too short to tell":
-    st.warning(f"Too short to tell whether the queue is stable: {s.saturation_reason}. Simulate more requests. "
-               f"Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s at a batch of {cap.batch:.0f} "
-               f"({cap.limited_by}).")
+    st.warning(
+        f"Too short to tell whether the queue is stable: {s.saturation_reason}. Simulate more requests. "
+        f"Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s at a batch of {cap.batch:.0f} "
+        f"({cap.limited_by})."
+    )
 else:
-    st.success(f"Stable: {s.saturation_reason}. Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
-               f"at a batch of {cap.batch:.0f} ({cap.limited_by}).")
+    st.success(
+        f"Stable: {s.saturation_reason}. Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
+        f"at a batch of {cap.batch:.0f} ({cap.limited_by})."
+    )
 (st.warning if rng.verdict_changes else st.caption)(
     f"Saturation inside the range: **{rng.verdict_text()}** (pessimistic bound: "
     f"{'saturated' if rng.saturated_at['low'] else 'stable'}, optimistic bound: "
-    f"{'saturated' if rng.saturated_at['high'] else 'stable'}; bound runs of {rng.requests_at_bounds:,} requests).")
+    f"{'saturated' if rng.saturated_at['high'] else 'stable'}; bound runs of {rng.requests_at_bounds:,} requests)."
+)
 
 if s.thrash:
     st.warning(s.thrash_note)
@@ -104,21 +155,50 @@ for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
     name = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "E2E", "queue_s": "Queue"}[key]
     for q in ("p50", "p95", "p99"):
         v = getattr(p, q)
-        render.metric_range(col, f"{name} {q}", fmt_time(v) if v is not None else f"withheld (n={p.n})",
-                            rng.ranges.get(f"{key}.{q}") if v is not None else None, fmt_time,
-                            help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
-                            + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"))
+        render.metric_range(
+            col,
+            f"{name} {q}",
+            fmt_time(v) if v is not None else f"withheld (n={p.n})",
+            rng.ranges.get(f"{key}.{q}") if v is not None else None,
+            fmt_time,
+            help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
+            + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"),
+        )
 
-analyses.show_calibrated([("TTFT p50", "ttft_s.p50", s.ttft_s.p50), ("TTFT p99", "ttft_s.p99", s.ttft_s.p99),
-                          ("ITL p50", "itl_s.p50", s.itl_s.p50), ("ITL p99", "itl_s.p99", s.itl_s.p99),
-                          ("E2E p50", "e2e_s.p50", s.e2e_s.p50)], cfg)
+analyses.show_calibrated(
+    [
+        ("TTFT p50", "ttft_s.p50", s.ttft_s.p50),
+        ("TTFT p99", "ttft_s.p99", s.ttft_s.p99),
+        ("ITL p50", "itl_s.p50", s.itl_s.p50),
+        ("ITL p99", "itl_s.p99", s.itl_s.p99),
+        ("E2E p50", "e2e_s.p50", s.e2e_s.p50),
+    ],
+    cfg,
+)
 
-cols = render.grid(8, ("Requests/s", "Output tokens/s", "GPU busy", "KV held (mean)", "Prefill share of time",
-                        "Preemptions", "Rejected", "Timed out"))
-render.metric_range(cols[0], "Requests/s", f"{s.throughput_requests_per_s:.3g}",
-                    rng.ranges.get("throughput_requests_per_s"), lambda x: f"{x:.3g}")
-render.metric_range(cols[1], "Output tokens/s", fmt_num(s.throughput_tokens_per_s),
-                    rng.ranges.get("throughput_tokens_per_s"), fmt_num)
+cols = render.grid(
+    8,
+    (
+        "Requests/s",
+        "Output tokens/s",
+        "GPU busy",
+        "KV held (mean)",
+        "Prefill share of time",
+        "Preemptions",
+        "Rejected",
+        "Timed out",
+    ),
+)
+render.metric_range(
+    cols[0],
+    "Requests/s",
+    f"{s.throughput_requests_per_s:.3g}",
+    rng.ranges.get("throughput_requests_per_s"),
+    lambda x: f"{x:.3g}",
+)
+render.metric_range(
+    cols[1], "Output tokens/s", fmt_num(s.throughput_tokens_per_s), rng.ranges.get("throughput_tokens_per_s"), fmt_num
+)
 cols[2].metric("GPU busy", f"{s.gpu_busy_share:.0%}")
 cols[3].metric("KV held (mean)", f"{s.kv_occupancy_mean:.0%}", help=f"pool of {res.kv_pool_tokens:,} tokens")
 cols[4].metric("Prefill share of time", f"{s.prefill_time_share:.0%}")
@@ -127,10 +207,8 @@ cols[6].metric("Rejected", f"{s.rejected:,}", help=f"{s.rejection_rate:.1%}: cou
 cols[7].metric("Timed out", f"{s.timed_out:,}", help=f"{s.timeout_rate:.1%}")
 
 left, right = st.columns(2)
-left.plotly_chart(charts.latency_cdf({k: res.samples(k) for k in ("ttft_s", "itl_s", "e2e_s")}),
-                  width="stretch")
-right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_running, res.ts_kv_frac),
-                   width="stretch")
+left.plotly_chart(charts.latency_cdf({k: res.samples(k) for k in ("ttft_s", "itl_s", "e2e_s")}), width="stretch")
+right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_running, res.ts_kv_frac), width="stretch")
 
 st.subheader("Where is the knee?")
 sweep_spec = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(n_req, 600))  # the rate is swept
@@ -144,25 +222,47 @@ with st.spinner(f"Simulating {len(rates)} arrival rates…"):
 fig = charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)
 with st.spinner("The same sweep at the pessimistic and optimistic bounds…"):
     try:
-        ends = {b: [summary.e2e_s.p95 for _, summary in cache.sim_sweep(at_bound(cfg, b), sweep_spec, tuple(rates))]
-                for b in ("low", "high")}
+        ends = {
+            b: [summary.e2e_s.p95 for _, summary in cache.sim_sweep(at_bound(cfg, b), sweep_spec, tuple(rates))]
+            for b in ("low", "high")
+        }
     except ValueError:  # a bound whose sweep runs out of its work budget: no band
         ends = {"low": [None] * len(rates), "high": [None] * len(rates)}
 ok = [i for i in range(len(rates)) if ends["low"][i] is not None and ends["high"][i] is not None]
 if ok:
-    charts.add_band(fig, [rates[i] for i in ok], [min(ends["low"][i], ends["high"][i]) for i in ok],
-                    [max(ends["low"][i], ends["high"][i]) for i in ok],
-                    name="p95 end-to-end, every assumption at its pessimistic / optimistic bound",
-                    color=charts.SIM_COLORS["e2e_s"])
+    charts.add_band(
+        fig,
+        [rates[i] for i in ok],
+        [min(ends["low"][i], ends["high"][i]) for i in ok],
+        [max(ends["low"][i], ends["high"][i]) for i in ok],
+        name="p95 end-to-end, every assumption at its pessimistic / optimistic bound",
+        color=charts.SIM_COLORS["e2e_s"],
+    )
 st.plotly_chart(fig, width="stretch")
 c1, c2 = st.columns(2)
 with c1:
-    render.tornado_picker(rng.ranges, {"e2e_s.p95": "p95 end-to-end", "ttft_s.p95": "p95 TTFT",
-                                       "itl_s.p95": "p95 ITL", "throughput_tokens_per_s": "output tokens/s",
-                                       "capacity_requests_per_s": "closed-form capacity"}, "serving", "e2e_s.p95")
+    render.tornado_picker(
+        rng.ranges,
+        {
+            "e2e_s.p95": "p95 end-to-end",
+            "ttft_s.p95": "p95 TTFT",
+            "itl_s.p95": "p95 ITL",
+            "throughput_tokens_per_s": "output tokens/s",
+            "capacity_requests_per_s": "closed-form capacity",
+        },
+        "serving",
+        "e2e_s.p95",
+    )
 with c2:
-    render.metric_range(st, "Closed-form capacity [requests/s]", f"{cap.requests_per_s:.3g}",
-                        rng.ranges.get("capacity_requests_per_s"), lambda x: f"{x:.3g}")
-st.caption(f"Each point simulates {sweep_spec.num_requests:,} requests with this page's lengths and scheduler; "
-           "the closed-form capacity assumes prefills mix perfectly into decode iterations, so the knee comes "
-           "a little before it.")
+    render.metric_range(
+        st,
+        "Closed-form capacity [requests/s]",
+        f"{cap.requests_per_s:.3g}",
+        rng.ranges.get("capacity_requests_per_s"),
+        lambda x: f"{x:.3g}",
+    )
+st.caption(
+    f"Each point simulates {sweep_spec.num_requests:,} requests with this page's lengths and scheduler; "
+    "the closed-form capacity assumes prefills mix perfectly into decode iterations, so the knee comes "
+    "a little before it."
+)

@@ -4,38 +4,61 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, charts, render, state
-from dashboard.api import (DAY_S, MAX_GPUS, at_bound, budget_problem, deadline_choice, fmt_bytes, fmt_time,
-                           goal_from_inputs)
+from dashboard.api import (
+    DAY_S,
+    MAX_GPUS,
+    at_bound,
+    budget_problem,
+    deadline_choice,
+    fmt_bytes,
+    fmt_time,
+    goal_from_inputs,
+)
 
 st.title("Training")
-st.caption("Model, GPU, tokens, precision, sequence length and global batch come from the sidebar (Training "
-           "section). The search tries every TP × PP × DP × EP × micro-batch × ZeRO × recompute × virtual-stage "
-           "layout that fits memory and keeps the fastest.")
+st.caption(
+    "Model, GPU, tokens, precision, sequence length and global batch come from the sidebar (Training "
+    "section). The search tries every TP × PP × DP × EP × micro-batch × ZeRO × recompute × virtual-stage "
+    "layout that fits memory and keeps the fastest."
+)
 cfg = render.bound_choice("training", state.require_config())
 
 c1, c2, c3 = st.columns(3)
 mode = c1.radio("Size the run by", ["Deadline", "GPU budget"], key="train.mode", horizontal=True)
 deadline_days = gpus = None
 if mode == "Deadline":
-    deadline_days = c2.number_input("Deadline [days]", min_value=0.01, max_value=3650.0, value=30.0, step=1.0,
-                                    key="train.deadline_days")
+    deadline_days = c2.number_input(
+        "Deadline [days]", min_value=0.01, max_value=3650.0, value=30.0, step=1.0, key="train.deadline_days"
+    )
     max_gpus = c3.selectbox("Search GPU counts up to", [512, 4096, 16384, MAX_GPUS], index=3, key="train.max_gpus")
 else:
-    gpus = c2.number_input("GPU budget (GPUs to train on)", min_value=1, max_value=MAX_GPUS, value=cfg.gpus, step=1,
-                           key="train.gpus")
+    gpus = c2.number_input(
+        "GPU budget (GPUs to train on)", min_value=1, max_value=MAX_GPUS, value=cfg.gpus, step=1, key="train.gpus"
+    )
     problem = budget_problem(cfg, int(gpus))
     if problem:
         c2.error(problem)
         st.stop()
     max_gpus = MAX_GPUS
 c1, c2 = st.columns(2)
-pin = c1.checkbox("Use the sidebar's ZeRO stage, recomputation and micro-batch (otherwise searched)",
-                  key="train.pin")
-ckpt_min = c2.number_input("Checkpoint interval [min] (0 = Daly optimum)", min_value=0.0, max_value=10_000.0,
-                           value=0.0, step=5.0, key="train.ckpt_min")
+pin = c1.checkbox("Use the sidebar's ZeRO stage, recomputation and micro-batch (otherwise searched)", key="train.pin")
+ckpt_min = c2.number_input(
+    "Checkpoint interval [min] (0 = Daly optimum)",
+    min_value=0.0,
+    max_value=10_000.0,
+    value=0.0,
+    step=5.0,
+    key="train.ckpt_min",
+)
 
-goal = goal_from_inputs(cfg, deadline_days=deadline_days, gpus=int(gpus) if gpus else None, max_gpus=int(max_gpus),
-                        pin_sidebar=pin, checkpoint_interval_min=ckpt_min or None)
+goal = goal_from_inputs(
+    cfg,
+    deadline_days=deadline_days,
+    gpus=int(gpus) if gpus else None,
+    max_gpus=int(max_gpus),
+    pin_sidebar=pin,
+    checkpoint_interval_min=ckpt_min or None,
+)
 with st.spinner("Searching layouts over every GPU count…"):
     plan = cache.training_plan(cfg, goal)
 with st.spinner("Evaluating the chosen layout at each assumption's bounds…"):
@@ -50,56 +73,120 @@ else:
 
 if plan.best is not None:
     b, gp = plan.best, plan.goodput
-    cols = render.grid(5, ("GPUs", "Wall-clock with failures", "Runtime without failures", "GPU-hours", "Cost"),
-                       (f"${plan.cost_usd or 0:,.0f}",))
+    cols = render.grid(
+        5,
+        ("GPUs", "Wall-clock with failures", "Runtime without failures", "GPU-hours", "Cost"),
+        (f"${plan.cost_usd or 0:,.0f}",),
+    )
+
     def usd(x: float) -> str:
         return f"${x:,.0f}"
 
-    render.metric_range(cols[0], "GPUs", f"{plan.gpus:,}", rng.get("gpus"), lambda x: f"{x:,.0f}",
-                        help=b.layout.label() + (" — the range is the count that meets the deadline with every "
-                                                 "assumption at its optimistic / pessimistic bound"
-                                                 if "gpus" in rng else ""))
-    render.metric_range(cols[1], "Wall-clock with failures", fmt_time(gp.wall_clock_s), rng.get("wall_clock_s"),
-                        fmt_time, help="expected; Daly's model")
+    render.metric_range(
+        cols[0],
+        "GPUs",
+        f"{plan.gpus:,}",
+        rng.get("gpus"),
+        lambda x: f"{x:,.0f}",
+        help=b.layout.label()
+        + (
+            " — the range is the count that meets the deadline with every "
+            "assumption at its optimistic / pessimistic bound"
+            if "gpus" in rng
+            else ""
+        ),
+    )
+    render.metric_range(
+        cols[1],
+        "Wall-clock with failures",
+        fmt_time(gp.wall_clock_s),
+        rng.get("wall_clock_s"),
+        fmt_time,
+        help="expected; Daly's model",
+    )
     render.metric_range(cols[2], "Runtime without failures", fmt_time(b.runtime_s), rng.get("runtime_s"), fmt_time)
-    render.metric_range(cols[3], "GPU-hours", f"{b.gpu_hours:,.0f}", rng.get("gpu_hours"), lambda x: f"{x:,.0f}",
-                        help="without failures")
-    render.metric_range(cols[4], "Cost", usd(plan.cost_usd) if plan.cost_usd is not None else "no price",
-                        rng.get("cost_usd"), usd,
-                        help=(f"on-demand price ({plan.price.provider}, ${plan.price.usd_per_gpu_hour:g}"
-                              f"/GPU-h ({plan.price.as_of}), times the wall-clock with failures" if plan.price else
-                              "the price catalog has no on-demand row for this GPU"))
+    render.metric_range(
+        cols[3],
+        "GPU-hours",
+        f"{b.gpu_hours:,.0f}",
+        rng.get("gpu_hours"),
+        lambda x: f"{x:,.0f}",
+        help="without failures",
+    )
+    render.metric_range(
+        cols[4],
+        "Cost",
+        usd(plan.cost_usd) if plan.cost_usd is not None else "no price",
+        rng.get("cost_usd"),
+        usd,
+        help=(
+            f"on-demand price ({plan.price.provider}, ${plan.price.usd_per_gpu_hour:g}"
+            f"/GPU-h ({plan.price.as_of}), times the wall-clock with failures"
+            if plan.price
+            else "the price catalog has no on-demand row for this GPU"
+        ),
+    )
     if plan.price is None:
         st.info(f"No on-demand price for {cfg.gpu} in the catalog: cost is not shown.")
-    render.range_metrics(plan.steps, ["step_s", "mfu", "hfu", "goodput_frac", "total_bytes_per_gpu"], rng,
-                         alias={"goodput_frac": "goodput"})
-    render.tornado_picker(rng, {"wall_clock_s": "the wall-clock", "cost_usd": "the cost", "step_s": "the step time",
-                                "mfu": "MFU"}, "training", "wall_clock_s")
+    render.range_metrics(
+        plan.steps,
+        ["step_s", "mfu", "hfu", "goodput_frac", "total_bytes_per_gpu"],
+        rng,
+        alias={"goodput_frac": "goodput"},
+    )
+    render.tornado_picker(
+        rng,
+        {"wall_clock_s": "the wall-clock", "cost_usd": "the cost", "step_s": "the step time", "mfu": "MFU"},
+        "training",
+        "wall_clock_s",
+    )
 
     st.subheader(f"Chosen layout: {b.layout.label()}")
-    st.caption(f"{b.global_batch_tokens:,} tokens per step = {b.micro_batches} micro-batches × DP {b.layout.dp} × "
-               f"{b.layout.micro_batch} × {cfg.seq_len:,}; {b.steps:,} steps; pipeline bubble "
-               f"{b.bubble_frac:.1%} of the step.")
+    st.caption(
+        f"{b.global_batch_tokens:,} tokens per step = {b.micro_batches} micro-batches × DP {b.layout.dp} × "
+        f"{b.layout.micro_batch} × {cfg.seq_len:,}; {b.steps:,} steps; pipeline bubble "
+        f"{b.bubble_frac:.1%} of the step."
+    )
     m = plan.memory
     c1, c2 = st.columns(2)
-    c1.plotly_chart(charts.stacked_bar(
-        [("weights", m.weight_bytes_per_gpu, charts.PALETTE["weights"]),
-         ("gradients", m.gradient_bytes_per_gpu, charts.PALETTE["gradients"]),
-         ("optimizer", m.optimizer_bytes_per_gpu, charts.PALETTE["optimizer"]),
-         ("activations", m.activation_bytes_per_gpu, charts.PALETTE["activations"]),
-         ("overhead", m.overhead_bytes_per_gpu, charts.PALETTE["overhead"]),
-         ("FP8 weight copies", m.fp8_weight_bytes_per_gpu, "#57606a")],
-        m.capacity_bytes_per_gpu, "Memory per GPU"), width="stretch")
+    c1.plotly_chart(
+        charts.stacked_bar(
+            [
+                ("weights", m.weight_bytes_per_gpu, charts.PALETTE["weights"]),
+                ("gradients", m.gradient_bytes_per_gpu, charts.PALETTE["gradients"]),
+                ("optimizer", m.optimizer_bytes_per_gpu, charts.PALETTE["optimizer"]),
+                ("activations", m.activation_bytes_per_gpu, charts.PALETTE["activations"]),
+                ("overhead", m.overhead_bytes_per_gpu, charts.PALETTE["overhead"]),
+                ("FP8 weight copies", m.fp8_weight_bytes_per_gpu, "#57606a"),
+            ],
+            m.capacity_bytes_per_gpu,
+            "Memory per GPU",
+        ),
+        width="stretch",
+    )
     c2.plotly_chart(charts.training_time_bar(b.time_parts(), b.step_s), width="stretch")
 
 if plan.alternatives:
     st.subheader("Layouts on this GPU count")
-    st.dataframe(pd.DataFrame([{
-        "layout": a.layout.label(), "fits": "yes" if a.fits else "no",
-        "memory / GPU": fmt_bytes(a.memory_bytes_per_gpu), "step": fmt_time(a.step_s),
-        "runtime": fmt_time(a.runtime_s) if a.feasible else "—", "MFU": f"{a.mfu:.1%}" if a.feasible else "—",
-        "bubble": f"{a.bubble_frac:.1%}", "why it lost": a.why} for a in plan.alternatives]),
-        hide_index=True, width="stretch")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "layout": a.layout.label(),
+                    "fits": "yes" if a.fits else "no",
+                    "memory / GPU": fmt_bytes(a.memory_bytes_per_gpu),
+                    "step": fmt_time(a.step_s),
+                    "runtime": fmt_time(a.runtime_s) if a.feasible else "—",
+                    "MFU": f"{a.mfu:.1%}" if a.feasible else "—",
+                    "bubble": f"{a.bubble_frac:.1%}",
+                    "why it lost": a.why,
+                }
+                for a in plan.alternatives
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
 
 choice = deadline_choice(plan.curve) if plan.mode == "deadline" else None
 if choice is not None:
@@ -110,43 +197,69 @@ if choice is not None:
 st.subheader("Runtime and cost against GPU count")
 fig = charts.training_curve(plan.curve, plan.gpus, plan.goal.deadline_s)
 with st.spinner("The same search at the pessimistic and optimistic bounds…"):
-    ends = {bd: {c.gpus: c for c in cache.training_plan(at_bound(cfg, bd), goal).curve if c.feasible}
-            for bd in ("low", "high")}
+    ends = {
+        bd: {c.gpus: c for c in cache.training_plan(at_bound(cfg, bd), goal).curve if c.feasible}
+        for bd in ("low", "high")
+    }
 xs = [c.gpus for c in plan.curve if c.feasible and c.gpus in ends["low"] and c.gpus in ends["high"]]
 if xs:
-    charts.add_band(fig, xs, [ends["high"][n].wall_clock_s / DAY_S for n in xs],
-                    [ends["low"][n].wall_clock_s / DAY_S for n in xs],
-                    name="wall-clock, every assumption at its optimistic / pessimistic bound", secondary_y=False)
+    charts.add_band(
+        fig,
+        xs,
+        [ends["high"][n].wall_clock_s / DAY_S for n in xs],
+        [ends["low"][n].wall_clock_s / DAY_S for n in xs],
+        name="wall-clock, every assumption at its optimistic / pessimistic bound",
+        secondary_y=False,
+    )
     if all(ends[bd][n].cost_usd is not None for bd in ends for n in xs):
-        charts.add_band(fig, xs, [ends["high"][n].cost_usd for n in xs], [ends["low"][n].cost_usd for n in xs],
-                        name="cost range", color="#2da44e", secondary_y=True)
+        charts.add_band(
+            fig,
+            xs,
+            [ends["high"][n].cost_usd for n in xs],
+            [ends["low"][n].cost_usd for n in xs],
+            name="cost range",
+            color="#2da44e",
+            secondary_y=True,
+        )
 st.plotly_chart(fig, width="stretch")
 slow = [c for c in plan.curve if c.slower_reason]
 if slow:
-    st.caption("More GPUs are not always faster: a fixed global batch leaves fewer micro-batches per pipeline "
-               "(more bubble) and more data-parallel traffic. Where the curve rises:")
-    st.dataframe(pd.DataFrame([{"GPUs": c.gpus, "layout": c.layout.label(), "why slower": c.slower_reason}
-                               for c in slow[:50]]), hide_index=True, width="stretch")
+    st.caption(
+        "More GPUs are not always faster: a fixed global batch leaves fewer micro-batches per pipeline "
+        "(more bubble) and more data-parallel traffic. Where the curve rises:"
+    )
+    st.dataframe(
+        pd.DataFrame([{"GPUs": c.gpus, "layout": c.layout.label(), "why slower": c.slower_reason} for c in slow[:50]]),
+        hide_index=True,
+        width="stretch",
+    )
 missing = sum(1 for c in plan.curve if not c.feasible)
 if missing:
-    st.caption(f"{missing:,} of {len(plan.curve):,} counts have no layout: the model does not fit, or the global "
-               "batch cannot be split evenly over that many GPUs (raise the global batch to use more).")
+    st.caption(
+        f"{missing:,} of {len(plan.curve):,} counts have no layout: the model does not fit, or the global "
+        "batch cannot be split evenly over that many GPUs (raise the global batch to use more)."
+    )
 
 if plan.goodput is not None:
     st.subheader("Goodput: failures, checkpoints, restarts")
-    render.metrics(plan.steps, ["mtbf_s", "checkpoint_interval_s", "expected_interruptions", "goodput_frac",
-                                "wall_clock_s"])
-    st.caption(f"Failures at {cfg.assumptions.failure_rate_per_gpu_hour:g} per GPU-hour; checkpoint writes block "
-               f"{fmt_time(cfg.assumptions.checkpoint_write_s)}; a restart costs "
-               f"{fmt_time(cfg.assumptions.restart_s)} plus the work since the last checkpoint.")
+    render.metrics(
+        plan.steps, ["mtbf_s", "checkpoint_interval_s", "expected_interruptions", "goodput_frac", "wall_clock_s"]
+    )
+    st.caption(
+        f"Failures at {cfg.assumptions.failure_rate_per_gpu_hour:g} per GPU-hour; checkpoint writes block "
+        f"{fmt_time(cfg.assumptions.checkpoint_write_s)}; a restart costs "
+        f"{fmt_time(cfg.assumptions.restart_s)} plus the work since the last checkpoint."
+    )
     render.show_math(plan.steps)
 
 with st.expander("Evaluate the sidebar's layout instead (TP, PP, EP, ZeRO, micro-batch, recompute)"):
     own = cache.training_layout(cfg)
     render.fit_or_options(
-        own.fits, f"{own.layout.label()} on {own.gpus:,} GPUs: {fmt_bytes(own.memory_bytes_per_gpu)} of "
+        own.fits,
+        f"{own.layout.label()} on {own.gpus:,} GPUs: {fmt_bytes(own.memory_bytes_per_gpu)} of "
         f"{fmt_bytes(own.capacity_bytes_per_gpu)} per GPU — {'fits' if own.fits else 'does not fit'}",
-        cache.training_fit_options(cfg))
+        cache.training_fit_options(cfg),
+    )
     mine = cache.training_math(cfg)
     render.metrics(mine, ["step_s", "runtime_s", "gpu_hours", "mfu", "total_bytes_per_gpu"])
     render.metrics(mine, ["bubble_frac", "wall_clock_s", "goodput_frac", "capacity_bytes_per_gpu"])

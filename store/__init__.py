@@ -17,5 +17,16 @@ from store.analyses import (
 )
 from store.db import data_dir, database_url
 
-__all__ = ["EXPORT_FORMAT", "Analysis", "Conflict", "NotFound", "RevisionInfo", "Store", "StoreError", "StoredRun",
-           "Summary", "data_dir", "database_url"]
+__all__ = [
+    "EXPORT_FORMAT",
+    "Analysis",
+    "Conflict",
+    "NotFound",
+    "RevisionInfo",
+    "Store",
+    "StoreError",
+    "StoredRun",
+    "Summary",
+    "data_dir",
+    "database_url",
+]

@@ -17,7 +17,8 @@ from sqlalchemy import Column, ForeignKey, Integer, MetaData, String, Table, Tex
 metadata = MetaData()
 
 analyses = Table(
-    "analyses", metadata,
+    "analyses",
+    metadata,
     Column("id", String(32), primary_key=True),
     Column("name", String(200), nullable=False),
     Column("model", String(200), nullable=False),
@@ -31,7 +32,8 @@ analyses = Table(
 )
 
 revisions = Table(
-    "revisions", metadata,
+    "revisions",
+    metadata,
     Column("analysis_id", String(32), ForeignKey("analyses.id"), primary_key=True),
     Column("revision", Integer, primary_key=True),
     Column("name", String(200), nullable=False),
@@ -43,7 +45,8 @@ revisions = Table(
 )
 
 runs = Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("analysis_id", String(32), ForeignKey("analyses.id"), nullable=False, index=True),
     Column("label", String(200), nullable=False),
@@ -53,7 +56,8 @@ runs = Table(
 )
 
 telemetry = Table(
-    "telemetry", metadata,
+    "telemetry",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("analysis_id", String(32), ForeignKey("analyses.id"), nullable=False, index=True),
     Column("kind", String(64), nullable=False),

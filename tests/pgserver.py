@@ -60,13 +60,23 @@ def start(folder: str | Path) -> str:
         for p in (folder, sock):
             os.chown(p, user.pw_uid, user.pw_gid)
     port = _free_port()
-    r = subprocess.run(_as_user([initdb, "-D", str(data), "-U", "rabit", "--auth=trust", "-E", "UTF8",
-                                 "--no-sync"]), capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run(
+        _as_user([initdb, "-D", str(data), "-U", "rabit", "--auth=trust", "-E", "UTF8", "--no-sync"]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     if r.returncode:
         raise RuntimeError(f"initdb failed: {r.stderr.strip()[-300:]}")
     opts = f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-    r = subprocess.run(_as_user([pg_ctl, "-D", str(data), "-o", opts, "-l", str(folder / "log"), "-w", "-t", "60",
-                                 "start"]), capture_output=True, text=True, timeout=90, check=False)
+    r = subprocess.run(
+        _as_user([pg_ctl, "-D", str(data), "-o", opts, "-l", str(folder / "log"), "-w", "-t", "60", "start"]),
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
     if r.returncode:
         log = (folder / "log").read_text()[-300:] if (folder / "log").exists() else ""
         raise RuntimeError(f"pg_ctl start failed: {r.stderr.strip()[-300:]} {log}")
@@ -78,8 +88,12 @@ def stop(folder: str | Path) -> None:
     pg_ctl = _bin("pg_ctl")
     data = Path(folder) / "data"
     if pg_ctl and data.exists():
-        subprocess.run(_as_user([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]), capture_output=True, check=False,
-                       timeout=60)
+        subprocess.run(
+            _as_user([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]),
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
 
 
 def fresh_database(url: str) -> str:

@@ -1,8 +1,8 @@
 """A separate process that writes to the store, for the kill-in-the-middle and concurrent-writer tests.
 
-    python tests/store_writer.py hang URL ANALYSIS_ID REVISION   # save, then block inside the commit
-    python tests/store_writer.py loop URL ANALYSIS_ID            # save revisions back to back forever
-    python tests/store_writer.py stress URL NAME SHARED_IDS SECONDS   # see writer_loop; prints JSON records
+python tests/store_writer.py hang URL ANALYSIS_ID REVISION   # save, then block inside the commit
+python tests/store_writer.py loop URL ANALYSIS_ID            # save revisions back to back forever
+python tests/store_writer.py stress URL NAME SHARED_IDS SECONDS   # see writer_loop; prints JSON records
 """
 
 from __future__ import annotations

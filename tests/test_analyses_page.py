@@ -14,8 +14,9 @@ from store import Store
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "dashboard" / "app.py")
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "vllm_bench_serve_llama-3.1-8b_h100.json"
-SMALL = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=8, input_tokens=1000,
-                    output_tokens=250)
+SMALL = RabitConfig(
+    model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=8, input_tokens=1000, output_tokens=250
+)
 
 
 def _app(page: str, **query: str) -> AppTest:
@@ -37,8 +38,14 @@ def _runs_uploader(at: AppTest):
 
 
 def _text(at: AppTest) -> str:
-    return " ".join([m.value for m in at.markdown] + [m.value for m in at.success] + [m.value for m in at.warning]
-                    + [m.value for m in at.info] + [m.value for m in at.error] + [c.value for c in at.caption])
+    return " ".join(
+        [m.value for m in at.markdown]
+        + [m.value for m in at.success]
+        + [m.value for m in at.warning]
+        + [m.value for m in at.info]
+        + [m.value for m in at.error]
+        + [c.value for c in at.caption]
+    )
 
 
 def test_save_from_the_page_then_list_and_search(clear_cache):
@@ -64,8 +71,9 @@ def test_save_from_the_page_then_list_and_search(clear_cache):
 def test_open_by_link_restores_the_config(clear_cache):
     from core.config import Workload
 
-    aid = Store().create("Linked", SMALL.with_(batch=7, weights="fp8", workload=Workload(rate_per_s=3.5, users=5)),
-                         saved_by="bo")
+    aid = Store().create(
+        "Linked", SMALL.with_(batch=7, weights="fp8", workload=Workload(rate_per_s=3.5, users=5)), saved_by="bo"
+    )
     at = _app("analyses.py", analysis=aid)
     assert at.session_state["cfg.model"] == "llama-3.1-8b" and at.session_state["cfg.batch"] == 7
     assert at.session_state["cfg.weights"] == "fp8" and at.session_state["cfg.tp"] == 1
@@ -132,9 +140,11 @@ def test_a_bad_upload_shows_an_error_next_to_it_and_changes_nothing(clear_cache)
     before = st_.export(aid)
     negative = json.dumps({**json.loads(FIXTURE.read_text()), "median_ttft_ms": -5.0}).encode()
     no_fields = json.dumps({"completed": 10}).encode()
-    for name, content, message in (("wrong.json", b"{not json", "not JSON"),
-                                   ("missing.json", no_fields, "missing field 'total_input_tokens'"),
-                                   ("negative.json", negative, "must be positive")):
+    for name, content, message in (
+        ("wrong.json", b"{not json", "not JSON"),
+        ("missing.json", no_fields, "missing field 'total_input_tokens'"),
+        ("negative.json", negative, "must be positive"),
+    ):
         at = _app("calibration.py", analysis=aid)
         _runs_uploader(at).upload(name, content, "application/json").run()
         _button(at, "Attach the files").click().run()

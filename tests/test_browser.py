@@ -19,7 +19,6 @@ CHROMIUM, ARGS = live.CHROMIUM, live.CHROMIUM_ARGS
 live.require_chromium()
 
 
-
 @pytest.fixture(scope="module")
 def server():
     proc, url = live.start()
@@ -76,10 +75,12 @@ def test_upload_a_model_config_json(server, browser, tmp_path):
     """A user adds a model from a Hugging Face config.json in the UI; the page sizes it."""
     cfg = tmp_path / "tiny-llama.json"
     # 2 x 16 layers x 4 KV heads x 64 dims x 2 B = 16,384 B of KV per token
-    cfg.write_text('{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, '
-                   '"num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 4, '
-                   '"head_dim": 64, "intermediate_size": 8192, "vocab_size": 32000, '
-                   '"max_position_embeddings": 16384}')
+    cfg.write_text(
+        '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, '
+        '"num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 4, '
+        '"head_dim": 64, "intermediate_size": 8192, "vocab_size": 32000, '
+        '"max_position_embeddings": 16384}'
+    )
     page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
     page.goto(server + "/")
     page.get_by_text("KV cache per GPU (batch)").first.wait_for(timeout=60_000)
@@ -137,8 +138,10 @@ def test_a_link_with_one_bad_parameter_says_which_and_uses_the_rest(server, brow
 
 def test_a_config_json_with_ten_billion_heads_is_refused_quickly(server, browser, tmp_path):
     cfg = tmp_path / "huge.json"
-    cfg.write_text('{"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 10000000000, '
-                   '"vocab_size": 32000, "intermediate_size": 11008}')
+    cfg.write_text(
+        '{"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 10000000000, '
+        '"vocab_size": 32000, "intermediate_size": 11008}'
+    )
     page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
     page.goto(server + "/")
     page.get_by_text("KV cache per GPU (batch)").first.wait_for(timeout=60_000)

@@ -17,8 +17,14 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 from test_browser_meeting import wait_drawn  # noqa: E402
 
 #: (url path, menu title) of the pages whose numbers the link must reproduce
-PAGES = (("", "Memory"), ("speed", "Speed"), ("serving", "Serving simulation"), ("training", "Training"),
-         ("optimizer", "Optimizer"), ("math", "Show the math"))
+PAGES = (
+    ("", "Memory"),
+    ("speed", "Speed"),
+    ("serving", "Serving simulation"),
+    ("training", "Training"),
+    ("optimizer", "Optimizer"),
+    ("math", "Show the math"),
+)
 
 
 @pytest.fixture(scope="module")
@@ -80,14 +86,19 @@ def test_a_pasted_link_reproduces_every_page(server):
             sender.wait_for_function(
                 "([path, title]) => location.pathname.replace(/^\\//, '') === path && location.search.includes("
                 "'batch=48') && [...document.querySelectorAll('h1')].some(h => h.innerText.trim() === title)",
-                arg=[path, title], timeout=120_000)
+                arg=[path, title],
+                timeout=120_000,
+            )
             sent = headline(sender)
             url = sender.url
             assert "batch=48" in url and "workload.rate_per_s=0.2" in url and "targets.p95_ttft_s=3" in url, url
             fresh = b.new_context(viewport={"width": 1400, "height": 1000}).new_page()
             fresh.goto(url)
-            fresh.wait_for_function("(title) => [...document.querySelectorAll('h1')].some(h => h.innerText.trim() "
-                                    "=== title)", arg=title, timeout=180_000)
+            fresh.wait_for_function(
+                "(title) => [...document.querySelectorAll('h1')].some(h => h.innerText.trim() === title)",
+                arg=title,
+                timeout=180_000,
+            )
             got = headline(fresh)
             fresh.context.close()
             sent = headline(sender)  # again, now that the sender's page has surely finished too

@@ -14,8 +14,14 @@ live.require_chromium()
 
 PAGES = ("memory", "speed", "serving", "training", "optimizer", "math")
 #: one text each page shows once its first results are drawn
-READY = {"memory": "KV cache per GPU (batch)", "speed": "Prefill is", "serving": "Where is the knee?",
-         "training": "Runtime and cost against GPU count", "optimizer": "Why this answer", "math": "Final numbers"}
+READY = {
+    "memory": "KV cache per GPU (batch)",
+    "speed": "Prefill is",
+    "serving": "Where is the knee?",
+    "training": "Runtime and cost against GPU count",
+    "optimizer": "Why this answer",
+    "math": "Final numbers",
+}
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ CHROMIUM, ARGS = live.CHROMIUM, live.CHROMIUM_ARGS
 live.require_chromium()
 
 
-
 @pytest.fixture(scope="module")
 def server():
     proc, url = live.start()

@@ -31,8 +31,10 @@ def _synthetic(rng: np.random.Generator, n: int, gpu: str = "h100-sxm", metric: 
     """measured = predicted x 1.3 x lognormal(0, 0.1), predictions spread over two decades."""
     pred = 10 ** rng.uniform(-2, 0, n)
     meas = pred * TRUE_FACTOR * np.exp(rng.normal(0.0, SIGMA, n))
-    return [Residual(label=f"run {i}", metric=metric, gpu=gpu, config="synthetic", measured=float(m),
-                     predicted=float(p)) for i, (p, m) in enumerate(zip(pred, meas))]
+    return [
+        Residual(label=f"run {i}", metric=metric, gpu=gpu, config="synthetic", measured=float(m), predicted=float(p))
+        for i, (p, m) in enumerate(zip(pred, meas))
+    ]
 
 
 def test_bias_recovered_within_5_percent_with_10_runs():
@@ -80,8 +82,12 @@ def test_student_t_interval_matches_the_worked_number():
 
 def test_only_comparable_runs_count():
     rng = np.random.default_rng(3)
-    mix = (_synthetic(rng, 4) + _synthetic(rng, 3, gpu="a100-80gb") + _synthetic(rng, 2, metric="itl_s.p50")
-           + _synthetic(rng, 2, metric="ttft_s.p99"))
+    mix = (
+        _synthetic(rng, 4)
+        + _synthetic(rng, 3, gpu="a100-80gb")
+        + _synthetic(rng, 2, metric="itl_s.p50")
+        + _synthetic(rng, 2, metric="ttft_s.p99")
+    )
     cals = calibrate_all(mix, "h100-sxm")
     assert cals["ttft_s.p50"].n == 4 and cals["itl_s.p50"].n == 2 and cals["ttft_s.p99"].n == 2
     assert {r.gpu for c in cals.values() for r in c.runs} == {"h100-sxm"}
@@ -102,11 +108,18 @@ def test_leave_one_out_predicts_each_run_from_the_others():
 
 # --- parsing ---------------------------------------------------------------------------------------
 
+
 def test_vllm_bench_serve_result_imports_with_its_config():
     (run,) = parse_file(FIXTURE.name, FIXTURE.read_bytes(), base=RabitConfig())
     c = run.config
-    assert (c.model, c.gpu, c.gpus, c.tp, c.input_tokens, c.output_tokens) == ("llama-3.1-8b", "h100-sxm", 1, 1,
-                                                                               1000, 250)
+    assert (c.model, c.gpu, c.gpus, c.tp, c.input_tokens, c.output_tokens) == (
+        "llama-3.1-8b",
+        "h100-sxm",
+        1,
+        1,
+        1000,
+        250,
+    )
     assert (run.load, run.rate_per_s, run.num_requests) == ("rate", 4.0, 1000)
     assert run.value("ttft_s.p50") == pytest.approx(0.03790521383099258)  # median_ttft_ms / 1000
     assert run.value("itl_s.p99") == pytest.approx(0.01411892019212246)
@@ -122,11 +135,14 @@ def test_vllm_result_without_a_full_config_is_refused_naming_the_missing_fields(
         parse_json(json.dumps(data))
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"median_ttft_ms": -3.0}, "median_ttft_ms' must be positive"),
-    ({"completed": None}, "missing field 'completed'"),
-    ({"gpu": "tpu-v9"}, "unknown GPU"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"median_ttft_ms": -3.0}, "median_ttft_ms' must be positive"),
+        ({"completed": None}, "missing field 'completed'"),
+        ({"gpu": "tpu-v9"}, "unknown GPU"),
+    ],
+)
 def test_bad_vllm_fields_are_refused(change, message):
     data = {**json.loads(FIXTURE.read_text()), **change}
     with pytest.raises(RunError, match=message):
@@ -142,8 +158,13 @@ def test_not_json_and_wrong_json_are_refused():
 
 def test_vllm_bench_throughput_counts_only_output_tokens():
     # tokens_per_second counts prompt + output tokens: 5000 x 256 / (1024 + 256) = 1000 output tokens/s.
-    data = {"elapsed_time": 100.0, "num_requests": 1000, "total_num_tokens": 500000, "requests_per_second": 10.0,
-            "tokens_per_second": 5000.0}
+    data = {
+        "elapsed_time": 100.0,
+        "num_requests": 1000,
+        "total_num_tokens": 500000,
+        "requests_per_second": 10.0,
+        "tokens_per_second": 5000.0,
+    }
     run = parse_json(json.dumps(data), base=RabitConfig(input_tokens=1024, output_tokens=256))
     assert run.load == "offline" and run.value("throughput_tokens_per_s") == pytest.approx(1000.0)
 
@@ -153,8 +174,12 @@ def test_csv_template_round_trips_and_typed_rows_are_checked():
     assert [r.load for r in runs] == ["rate", "batch", "train"]
     assert runs[0].metrics == ("ttft_s.p50", "itl_s.p50") and runs[2].config.gpus == 8
     res = residuals_of(runs)  # every kind of run is predicted on its own config (simulator, speed, training)
-    assert [(r.label, r.metric) for r in res] == [("serve-run-1", "ttft_s.p50"), ("serve-run-1", "itl_s.p50"),
-                                                  ("batch-run", "itl_s.p50"), ("train-run", "step_s")]
+    assert [(r.label, r.metric) for r in res] == [
+        ("serve-run-1", "ttft_s.p50"),
+        ("serve-run-1", "itl_s.p50"),
+        ("batch-run", "itl_s.p50"),
+        ("train-run", "step_s"),
+    ]
     assert all(r.predicted > 0 and r.config for r in res) and "batch 32" in res[2].config
     with pytest.raises(RunError, match="row 1: field 'value' must be a positive number"):
         parse_rows([{"model": "llama-3.1-8b", "metric": "ttft_s.p50", "value": "-1"}], base=RabitConfig())

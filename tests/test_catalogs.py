@@ -14,12 +14,40 @@ from core.catalog import CatalogError, load_fabrics, load_gpus, load_model_file,
 from core.model import from_hf_config
 from core.units import GiB
 
-GPU_SLUGS = {"h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "b200", "b300", "gb200", "a100-40gb",
-             "a100-80gb", "l40s", "l4", "mi300x", "mi325x", "mi355x", "gaudi3"}
+GPU_SLUGS = {
+    "h100-sxm",
+    "h100-pcie",
+    "h100-nvl",
+    "h200-sxm",
+    "b200",
+    "b300",
+    "gb200",
+    "a100-40gb",
+    "a100-80gb",
+    "l40s",
+    "l4",
+    "mi300x",
+    "mi325x",
+    "mi355x",
+    "gaudi3",
+}
 FABRIC_SLUGS = {"ib-ndr", "ib-xdr", "roce-400g", "eth-100g", "eth-200g"}
-MODEL_SLUGS = {"llama-2-7b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "mistral-7b",
-               "mixtral-8x7b", "mixtral-8x22b", "qwen2.5-72b", "qwen3-32b", "qwen3-235b-a22b", "deepseek-v3",
-               "gpt-oss-120b", "gpt-3-175b"}
+MODEL_SLUGS = {
+    "llama-2-7b",
+    "llama-2-70b",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "mistral-7b",
+    "mixtral-8x7b",
+    "mixtral-8x22b",
+    "qwen2.5-72b",
+    "qwen3-32b",
+    "qwen3-235b-a22b",
+    "deepseek-v3",
+    "gpt-oss-120b",
+    "gpt-3-175b",
+}
 
 # Where each model's published figure comes from (the number itself lives in the model file's
 # ``_rabit`` block; this table documents its origin and what the architecture gives).
@@ -63,6 +91,7 @@ def gpus():
 
 # --- every catalog loads ------------------------------------------------------------------------
 
+
 def test_every_catalog_loads_with_the_expected_rows(gpus, models):
     assert set(gpus) == GPU_SLUGS
     assert set(load_fabrics()) == FABRIC_SLUGS
@@ -95,6 +124,7 @@ def test_every_row_has_a_source_an_as_of_date_and_a_verification_tag():
 
 
 # --- hardware -----------------------------------------------------------------------------------
+
 
 def test_dense_peaks_are_below_sparse_peaks(gpus):
     for slug, g in gpus.items():
@@ -157,6 +187,7 @@ def test_fabrics_are_per_direction_line_rates():
 
 
 # --- models -------------------------------------------------------------------------------------
+
 
 def _compared_active(entry) -> int:
     arch = entry.arch
@@ -282,10 +313,12 @@ def test_a_gpu_row_with_a_wrong_topology_or_unknown_key_is_rejected(tmp_path: Pa
 
 
 def test_a_broken_price_csv_names_file_row_and_field(tmp_path: Path):
-    text = ("# comment lines are skipped\n"
-            "gpu,provider,kind,usd_per_gpu_hour,region,source,as_of,verification\n"
-            "h100-sxm,Good,on-demand,3.99,,src,2026-01-01,S\n"
-            "h100-pcie,Bad,lease,2.00,,src,2026-01-01,S\n")
+    text = (
+        "# comment lines are skipped\n"
+        "gpu,provider,kind,usd_per_gpu_hour,region,source,as_of,verification\n"
+        "h100-sxm,Good,on-demand,3.99,,src,2026-01-01,S\n"
+        "h100-pcie,Bad,lease,2.00,,src,2026-01-01,S\n"
+    )
     path = tmp_path / "bad_prices.csv"
     path.write_text(text)
     with pytest.raises(CatalogError) as err:
@@ -302,8 +335,9 @@ def test_a_broken_price_csv_names_file_row_and_field(tmp_path: Path):
 
 def test_a_model_file_without_provenance_is_rejected(tmp_path: Path):
     path = tmp_path / "m.json"
-    path.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                                "vocab_size": 100}))
+    path.write_text(
+        json.dumps({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100})
+    )
     with pytest.raises(CatalogError, match=r"m\.json: row 1: field '_rabit'"):
         load_model_file(path)
 

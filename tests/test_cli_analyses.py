@@ -29,20 +29,34 @@ def fails(capsys, *argv: str) -> str:
 
 
 def test_save_list_show_and_estimate_from_the_saved_analysis(capsys):
-    saved = run(capsys, "analyses", "save", "--name", "8B on H100", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
-                "--tp", "1", "--batch", "16", "--json")
+    saved = run(
+        capsys,
+        "analyses",
+        "save",
+        "--name",
+        "8B on H100",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--tp",
+        "1",
+        "--batch",
+        "16",
+        "--json",
+    )
     aid = saved["id"]
     listed = run(capsys, "analyses", "list", "--json")["analyses"]
-    assert [(x["id"], x["name"], x["model"], x["gpu"]) for x in listed] == [(aid, "8B on H100", "llama-3.1-8b",
-                                                                              "h100-sxm")]
+    assert [(x["id"], x["name"], x["model"], x["gpu"]) for x in listed] == [
+        (aid, "8B on H100", "llama-3.1-8b", "h100-sxm")
+    ]
     assert "updated_at" in listed[0]
     assert run(capsys, "analyses", "list", "--search", "b200", "--json")["analyses"] == []
     shown = run(capsys, "analyses", "show", aid, "--json")
     assert shown["config"]["batch"] == 16 and shown["runs"] == [] and [r["revision"] for r in shown["revisions"]] == [1]
     assert shown["results"]["prefill_s"] > 0  # the headline snapshot
 
-    plain = run(capsys, "speed", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "1", "--batch", "16",
-                "--json")
+    plain = run(capsys, "speed", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "1", "--batch", "16", "--json")
     from_saved = run(capsys, "speed", "--analysis", aid, "--json")
     assert from_saved["prefill_s"] == plain["prefill_s"] and from_saved["batch"] == 16
     overridden = run(capsys, "speed", "--analysis", aid, "--batch", "4", "--json")  # a flag alongside wins
@@ -53,7 +67,9 @@ def test_save_list_show_and_estimate_from_the_saved_analysis(capsys):
 
 def test_second_save_on_an_old_revision_is_refused_then_delete_restore_export_import(capsys, tmp_path):
     aid = run(capsys, "analyses", "save", "--name", "shared", "--model", "llama-3.1-8b", "--tp", "1", "--json")["id"]
-    assert run(capsys, "analyses", "save", "--analysis", aid, "--revision", "1", "--batch", "8", "--json")["revision"] == 2
+    assert (
+        run(capsys, "analyses", "save", "--analysis", aid, "--revision", "1", "--batch", "8", "--json")["revision"] == 2
+    )
     assert "revision 3" in fails(capsys, "analyses", "save", "--analysis", aid, "--revision", "1", "--batch", "9")
     assert run(capsys, "analyses", "show", aid, "--json")["config"]["batch"] == 8  # not overwritten
     run(capsys, "analyses", "delete", aid, "--json")
@@ -86,8 +102,22 @@ def test_calibrate_add_and_show_keys(capsys, tmp_path):
 
 
 def test_estimates_from_a_calibrated_analysis_carry_the_calibrated_value_beside_the_analytical(capsys):
-    aid = run(capsys, "analyses", "save", "--name", "cal", "--model", "llama-3.1-8b", "--tp", "1", "--input", "1000",
-              "--output", "250", "--json")["id"]
+    aid = run(
+        capsys,
+        "analyses",
+        "save",
+        "--name",
+        "cal",
+        "--model",
+        "llama-3.1-8b",
+        "--tp",
+        "1",
+        "--input",
+        "1000",
+        "--output",
+        "250",
+        "--json",
+    )["id"]
     run(capsys, "calibrate", "add", "--analysis", aid, "--file", str(FIXTURE), "--json")
     factor = run(capsys, "calibrate", "show", "--analysis", aid, "--json")["metrics"]["ttft_s.p50"]["factor"]
     sim = run(capsys, "simulate", "--analysis", aid, "--rate", "4", "--requests", "300", "--json")

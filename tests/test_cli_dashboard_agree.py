@@ -13,9 +13,19 @@ from dashboard import cache
 
 @pytest.fixture
 def saved(tmp_path):
-    cfg = RabitConfig(model="llama-3.1-8b", gpu="a100-80gb", gpus_per_node=4, tp=2, batch=24, input_tokens=3000,
-                      output_tokens=700, kv_dtype="fp8", block_size=32, fabric="roce-400g",
-                      assumptions=Assumptions().with_(mbu=0.7, gpu_mem_util=0.88, step_overhead_ms=0.8))
+    cfg = RabitConfig(
+        model="llama-3.1-8b",
+        gpu="a100-80gb",
+        gpus_per_node=4,
+        tp=2,
+        batch=24,
+        input_tokens=3000,
+        output_tokens=700,
+        kv_dtype="fp8",
+        block_size=32,
+        fabric="roce-400g",
+        assumptions=Assumptions().with_(mbu=0.7, gpu_mem_util=0.88, step_overhead_ms=0.8),
+    )
     f = tmp_path / "rabit-config.json"
     f.write_text(cfg.model_dump_json(indent=2))
     return cfg, str(f)
@@ -62,11 +72,17 @@ def test_bound_matches_the_page_switch(saved, capsys):
 def saved_workload(tmp_path):
     from core.config import Targets, Workload
 
-    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=1000,
-                      output_tokens=250, workload=Workload(rate_per_s=4.0, num_requests=300, lengths="lognormal"),
-                      targets=Targets(gpus_allowed=("h100-sxm", "a100-80gb"), max_simulations=4,
-                                      requests_per_simulation=300),
-                      assumptions=Assumptions().with_(mbu=0.7))
+    cfg = RabitConfig(
+        model="llama-3.1-8b",
+        gpu="h100-sxm",
+        gpus_per_node=1,
+        tp=1,
+        input_tokens=1000,
+        output_tokens=250,
+        workload=Workload(rate_per_s=4.0, num_requests=300, lengths="lognormal"),
+        targets=Targets(gpus_allowed=("h100-sxm", "a100-80gb"), max_simulations=4, requests_per_simulation=300),
+        assumptions=Assumptions().with_(mbu=0.7),
+    )
     f = tmp_path / "rabit-config.json"
     f.write_text(cfg.model_dump_json(indent=2))
     return cfg, str(f)

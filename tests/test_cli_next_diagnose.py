@@ -16,10 +16,35 @@ from cli.main import main
 from connectors.prometheus import PrometheusError, metric_names, query_range
 
 FIX = Path(__file__).parent / "fixtures"
-TIE = ["next-experiment", "--model", "llama-3.1-8b", "--rate", "100", "--input", "32", "--output", "256",
-       "--p95-itl-s", "0.007", "--gpus-allowed", "h100-sxm,h200-sxm", "--weights-allowed", "bf16", "--kv-allowed",
-       "bf16", "--max-simulations", "8", "--requests", "1000", "--prompt-spread", "0", "--output-spread", "0",
-       "--rate-spread", "0"]
+TIE = [
+    "next-experiment",
+    "--model",
+    "llama-3.1-8b",
+    "--rate",
+    "100",
+    "--input",
+    "32",
+    "--output",
+    "256",
+    "--p95-itl-s",
+    "0.007",
+    "--gpus-allowed",
+    "h100-sxm,h200-sxm",
+    "--weights-allowed",
+    "bf16",
+    "--kv-allowed",
+    "bf16",
+    "--max-simulations",
+    "8",
+    "--requests",
+    "1000",
+    "--prompt-spread",
+    "0",
+    "--output-spread",
+    "0",
+    "--rate-spread",
+    "0",
+]
 EXPERIMENT_KEYS = {"input", "flip_chance", "flips_to", "gpu_hours", "cost_usd", "command"}
 
 
@@ -44,12 +69,15 @@ def test_next_experiment_human_output_names_the_command(capsys):
     assert "Run first" in out and "vllm bench serve" in out and "Not worth measuring now" in out
 
 
-@pytest.mark.parametrize("extra, flag", [
-    (["--rate-spread", "1.5"], "--rate-spread"),
-    (["--points-per-side", "0"], "--points-per-side"),
-    (["--train"], "--train"),
-    (["--gpus-allowed", "h900"], "--gpus-allowed"),
-])
+@pytest.mark.parametrize(
+    "extra, flag",
+    [
+        (["--rate-spread", "1.5"], "--rate-spread"),
+        (["--points-per-side", "0"], "--points-per-side"),
+        (["--train"], "--train"),
+        (["--gpus-allowed", "h900"], "--gpus-allowed"),
+    ],
+)
 def test_next_experiment_bad_arguments_exit_2_naming_the_flag(extra, flag, capsys):
     with pytest.raises(SystemExit) as e:
         main(TIE + extra)
@@ -72,12 +100,15 @@ def test_diagnose_json_contract(tmp_path, capsys):
     assert len(out["quiet"]) == 9
 
 
-@pytest.mark.parametrize("content, why", [
-    (b'{"not": "telemetry"}', "not telemetry"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00", "binary"),
-    (b'vllm:num_requests_running{model_name="m"} twelve\n', "not a number"),
-    (b'vllm:num_requests_running{model_name="m', "truncated"),
-])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (b'{"not": "telemetry"}', "not telemetry"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "binary"),
+        (b'vllm:num_requests_running{model_name="m"} twelve\n', "not a number"),
+        (b'vllm:num_requests_running{model_name="m', "truncated"),
+    ],
+)
 def test_diagnose_refuses_a_file_that_is_not_telemetry(tmp_path, content, why, capsys):
     p = tmp_path / "upload.txt"
     p.write_bytes(content)
@@ -105,13 +136,17 @@ def test_diagnose_missing_file(capsys):
 
 # --- the Prometheus HTTP API, against a fake server ---------------------------------------------------------
 
+
 def _matrix(query: str, start: float, end: float, step: float) -> dict:
     """A Prometheus range answer: waiting requests climb from 0 to 20 while 30 run (a growing queue)."""
     ts = [start + i * step for i in range(int((end - start) / step) + 1)]
-    result = [{"metric": {"__name__": "vllm:num_requests_running", "model_name": "m"},
-               "values": [[t, "30"] for t in ts]},
-              {"metric": {"__name__": "vllm:num_requests_waiting", "model_name": "m"},
-               "values": [[t, str(20 * i / max(1, len(ts) - 1))] for i, t in enumerate(ts)]}]
+    result = [
+        {"metric": {"__name__": "vllm:num_requests_running", "model_name": "m"}, "values": [[t, "30"] for t in ts]},
+        {
+            "metric": {"__name__": "vllm:num_requests_waiting", "model_name": "m"},
+            "values": [[t, str(20 * i / max(1, len(ts) - 1))] for i, t in enumerate(ts)],
+        },
+    ]
     return {"status": "success", "data": {"resultType": "matrix", "result": result}}
 
 
@@ -132,7 +167,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         if mode == "error":
-            body, code = {"status": "error", "errorType": "bad_data", "error": "invalid parameter \"query\""}, 400
+            body, code = {"status": "error", "errorType": "bad_data", "error": 'invalid parameter "query"'}, 400
         elif mode == "html":
             self._send(200, b"<html><body>Grafana</body></html>", "text/html")
             return
@@ -179,8 +214,10 @@ def test_prometheus_range_query_feeds_the_rules(prom, capsys):
     assert "queue_growing" in [f["rule"] for f in out["fired"]]
 
 
-@pytest.mark.parametrize("mode, match", [("error", r"HTTP 400: invalid parameter"),
-                                         ("html", "did not answer with the Prometheus API's JSON")])
+@pytest.mark.parametrize(
+    "mode, match",
+    [("error", r"HTTP 400: invalid parameter"), ("html", "did not answer with the Prometheus API's JSON")],
+)
 def test_prometheus_server_errors_are_one_clear_line(prom, mode, match):
     prom.mode = mode
     with pytest.raises(PrometheusError, match=match):
@@ -210,8 +247,24 @@ def test_unreachable_server_and_bad_url(capsys):
 
 
 def test_next_experiment_for_a_training_run(capsys):
-    assert main(["next-experiment", "--train", "--model", "llama-3.1-8b", "--tokens", "1e12", "--deadline-days",
-                 "20", "--gpus-allowed", "h100-sxm,a100-80gb", "--json"]) == 0
+    assert (
+        main(
+            [
+                "next-experiment",
+                "--train",
+                "--model",
+                "llama-3.1-8b",
+                "--tokens",
+                "1e12",
+                "--deadline-days",
+                "20",
+                "--gpus-allowed",
+                "h100-sxm,a100-80gb",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"experiments", "baseline", "stable_inputs"}
     assert out["baseline"]["gpu"] in ("h100-sxm", "a100-80gb") and "layout" in out["baseline"]
@@ -220,10 +273,34 @@ def test_next_experiment_for_a_training_run(capsys):
 
 # --- telemetry attached to a saved analysis ----------------------------------------------------------------
 
+
 def _save(capsys, *extra: str) -> str:
     capsys.readouterr()
-    assert main(["analyses", "save", "--name", "70B on H100", "--model", "llama-3.1-70b", "--gpu", "h100-sxm",
-                 "--gpus", "4", "--tp", "4", "--input", "1000", "--output", "250", *extra, "--json"]) == 0
+    assert (
+        main(
+            [
+                "analyses",
+                "save",
+                "--name",
+                "70B on H100",
+                "--model",
+                "llama-3.1-70b",
+                "--gpu",
+                "h100-sxm",
+                "--gpus",
+                "4",
+                "--tp",
+                "4",
+                "--input",
+                "1000",
+                "--output",
+                "250",
+                *extra,
+                "--json",
+            ]
+        )
+        == 0
+    )
     return json.loads(capsys.readouterr().out)["id"]
 
 
@@ -233,12 +310,15 @@ def _shown(capsys, aid: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("content, why", [
-    (b'vllm:num_requests_running{model_name="m', "truncated"),
-    (b'{"not": "telemetry"}', "not telemetry"),
-    (b'vllm:num_requests_running{model_name="m"} twelve\n', "not a number"),
-    (None, "the limit is 20 MB"),  # a 200 MB file
-])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (b'vllm:num_requests_running{model_name="m', "truncated"),
+        (b'{"not": "telemetry"}', "not telemetry"),
+        (b'vllm:num_requests_running{model_name="m"} twelve\n', "not a number"),
+        (None, "the limit is 20 MB"),  # a 200 MB file
+    ],
+)
 def test_malformed_telemetry_leaves_the_saved_analysis_untouched(tmp_path, capsys, content, why):
     aid = _save(capsys)
     before = _shown(capsys, aid)
@@ -290,8 +370,23 @@ def test_an_analysis_without_telemetry_has_no_diagnosis(capsys):
 def test_next_experiment_from_a_saved_analysis(capsys):
     aid = _save(capsys)
     capsys.readouterr()
-    assert main(["next-experiment", "--analysis", aid, "--gpus-allowed", "h100-sxm,a100-80gb", "--requests", "300",
-                 "--max-simulations", "4", "--json"]) == 0
+    assert (
+        main(
+            [
+                "next-experiment",
+                "--analysis",
+                aid,
+                "--gpus-allowed",
+                "h100-sxm,a100-80gb",
+                "--requests",
+                "300",
+                "--max-simulations",
+                "4",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"experiments", "baseline", "stable_inputs"}
     # the saved workload is questioned too

@@ -7,8 +7,23 @@ import pytest
 from cli.main import main
 from core.config import RabitConfig
 
-SPEED = ["speed", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "8", "--batch", "32",
-         "--input", "4096", "--output", "4096"]
+SPEED = [
+    "speed",
+    "--model",
+    "llama-3.1-70b",
+    "--gpu",
+    "h100-sxm",
+    "--gpus",
+    "8",
+    "--tp",
+    "8",
+    "--batch",
+    "32",
+    "--input",
+    "4096",
+    "--output",
+    "4096",
+]
 BASIS = "heuristic range from the assumption bounds"
 
 
@@ -28,13 +43,27 @@ def test_speed_ranges_straddle_the_values(capsys):
 def test_assume_reproduces_the_worked_example_decode_step(capsys):
     # The textbook chain: MBU 0.8, MFU 0.74 without ramp and no step overhead give an 11.8 ms decode step
     # for Llama-3.1-70B on 8 x H100 SXM, batch 32, 4096 + 4096 tokens.
-    out = run_json(SPEED + ["--assume", "mbu=0.8", "--assume", "mfu_max=0.74", "--assume", "mfu_ramp_tokens=0",
-                            "--assume", "step_overhead_ms=0"], capsys)
+    out = run_json(
+        SPEED
+        + [
+            "--assume",
+            "mbu=0.8",
+            "--assume",
+            "mfu_max=0.74",
+            "--assume",
+            "mfu_ramp_tokens=0",
+            "--assume",
+            "step_overhead_ms=0",
+        ],
+        capsys,
+    )
     assert out["decode_step_s"] == pytest.approx(0.0118, rel=0.02)
 
 
-@pytest.mark.parametrize("bad, word", [("nope=1", "nope"), ("step_overhead_ms=1e308", "step_overhead_ms"),
-                                       ("mbu=x", "mbu"), ("mbu", "NAME=VALUE")])
+@pytest.mark.parametrize(
+    "bad, word",
+    [("nope=1", "nope"), ("step_overhead_ms=1e308", "step_overhead_ms"), ("mbu=x", "mbu"), ("mbu", "NAME=VALUE")],
+)
 def test_bad_assume_exits_2_naming_the_assumption(bad, word, capsys):
     with pytest.raises(SystemExit) as e:
         main(SPEED + ["--assume", bad])
@@ -51,8 +80,9 @@ def test_bound_low_is_slower_and_high_faster(capsys):
 
 
 def test_memory_ranges(capsys):
-    out = run_json(["memory", "--gpus", "8", "--tp", "8", "--batch", "32", "--input", "4096", "--output", "4096"],
-                   capsys)
+    out = run_json(
+        ["memory", "--gpus", "8", "--tp", "8", "--batch", "32", "--input", "4096", "--output", "4096"], capsys
+    )
     r = out["ranges"]
     assert r["max_sequences"]["low"] < out["max_sequences"] < r["max_sequences"]["high"]
     # the batch's own KV bytes depend on no assumption: an empty range, not a made-up one
@@ -78,8 +108,26 @@ def test_train_ranges(capsys):
 
 
 def test_recommend_ranges(capsys):
-    out = run_json(["recommend", "--rate", "4", "--input", "512", "--output", "128", "--p95-e2e-s", "20",
-                    "--gpus-allowed", "h100-sxm,a100-80gb", "--max-simulations", "4", "--requests", "300"], capsys)
+    out = run_json(
+        [
+            "recommend",
+            "--rate",
+            "4",
+            "--input",
+            "512",
+            "--output",
+            "128",
+            "--p95-e2e-s",
+            "20",
+            "--gpus-allowed",
+            "h100-sxm,a100-80gb",
+            "--max-simulations",
+            "4",
+            "--requests",
+            "300",
+        ],
+        capsys,
+    )
     assert out["recommendation"] is not None
     for key in ("cost_per_hour", "p95_e2e_s", "capacity_requests_per_s"):
         r = out["ranges"][f"recommendation.{key}"]
@@ -101,13 +149,30 @@ def test_assumptions_lists_every_assumption(capsys):
 
 def test_config_file_is_the_shared_analysis(tmp_path, capsys):
     # the dashboard's download: a RabitConfig as JSON, with a changed assumption
-    cfg = RabitConfig(batch=16, input_tokens=2048, output_tokens=512, tp=8,
-                      assumptions=RabitConfig().assumptions.with_(mbu=0.8))
+    cfg = RabitConfig(
+        batch=16, input_tokens=2048, output_tokens=512, tp=8, assumptions=RabitConfig().assumptions.with_(mbu=0.8)
+    )
     f = tmp_path / "rabit-config.json"
     f.write_text(cfg.model_dump_json(indent=2))
     from_file = run_json(["speed", "--config", str(f)], capsys)
-    by_flags = run_json(["speed", "--gpus", "8", "--tp", "8", "--batch", "16", "--input", "2048", "--output", "512",
-                         "--assume", "mbu=0.8"], capsys)
+    by_flags = run_json(
+        [
+            "speed",
+            "--gpus",
+            "8",
+            "--tp",
+            "8",
+            "--batch",
+            "16",
+            "--input",
+            "2048",
+            "--output",
+            "512",
+            "--assume",
+            "mbu=0.8",
+        ],
+        capsys,
+    )
     assert from_file["decode_step_s"] == by_flags["decode_step_s"]
     # a flag given on the command line wins over the file
     assert run_json(["speed", "--config", str(f), "--batch", "4"], capsys)["batch"] == 4
@@ -118,8 +183,9 @@ def test_config_file_is_the_shared_analysis(tmp_path, capsys):
 
 
 def test_recommend_train_ranges(capsys):
-    out = run_json(["recommend", "--train", "--tokens", "1e11", "--deadline-days", "30", "--gpus-allowed",
-                    "h100-sxm"], capsys)
+    out = run_json(
+        ["recommend", "--train", "--tokens", "1e11", "--deadline-days", "30", "--gpus-allowed", "h100-sxm"], capsys
+    )
     rec = out["recommendation"]
     assert rec is not None and out["range_basis"] == BASIS
     for key in ("cost_usd", "wall_clock_s", "gpu_hours"):

@@ -95,8 +95,12 @@ def test_all_to_all_and_monotone_in_bytes():
     c = coll("h100-sxm")
     assert c.all_to_all_s(1e6, 8) == pytest.approx(BASE + 7 * 2.5e-6 + 7 / 8 * 1e6 / (450e9 * EFF))
     sizes = np.geomspace(1, 1e10, 50)
-    for f in (lambda n: c.all_reduce_s(n, 8), lambda n: c.all_reduce_s(n, 32), lambda n: c.all_gather_s(n, 8),
-              lambda n: c.all_to_all_s(n, 16)):
+    for f in (
+        lambda n: c.all_reduce_s(n, 8),
+        lambda n: c.all_reduce_s(n, 32),
+        lambda n: c.all_gather_s(n, 8),
+        lambda n: c.all_to_all_s(n, 16),
+    ):
         t = np.asarray(f(sizes))
         assert np.all(np.diff(t) >= 0)
 
@@ -104,6 +108,7 @@ def test_all_to_all_and_monotone_in_bytes():
 def test_comm_overlap_hides_a_share():
     cfg = RabitConfig(model="llama-3.1-70b", tp=8)
     full = StepModel.from_config(cfg).parts(32, 32 * 100, 0)[2]
-    half = StepModel.from_config(cfg.with_(assumptions=cfg.assumptions.with_(comm_overlap=0.5))).parts(
-        32, 32 * 100, 0)[2]
+    half = StepModel.from_config(cfg.with_(assumptions=cfg.assumptions.with_(comm_overlap=0.5))).parts(32, 32 * 100, 0)[
+        2
+    ]
     assert half == pytest.approx(full / 2)

@@ -17,9 +17,19 @@ def test_frozen_and_hashable():
 
 def test_query_round_trip_with_nested_objects():
     arch = catalog.model("mixtral-8x7b").model_copy(update={"slug": "my-moe", "name": "My MoE"})
-    cfg = RabitConfig(model="qwen3-32b", gpu="mi300x", tp=4, nodes=2, batch=3, weights="fp8", zero=3,
-                      sequence_parallel=False, prefix_cache_frac=0.25, custom_model=arch,
-                      assumptions=Assumptions().with_(mbu=0.61))
+    cfg = RabitConfig(
+        model="qwen3-32b",
+        gpu="mi300x",
+        tp=4,
+        nodes=2,
+        batch=3,
+        weights="fp8",
+        zero=3,
+        sequence_parallel=False,
+        prefix_cache_frac=0.25,
+        custom_model=arch,
+        assumptions=Assumptions().with_(mbu=0.61),
+    )
     q = to_query(cfg)
     assert set(q) >= {"model", "gpu", "tp", "nodes", "batch", "weights", "zero", "custom_model", "assumptions"}
     assert all(isinstance(v, str) for v in q.values())
@@ -47,14 +57,17 @@ def test_json_file_round_trip():
         from_json("not json")
 
 
-@pytest.mark.parametrize("changes, field, words", [
-    ({"tp": 3}, "tp", "does not divide the 64 attention heads"),
-    ({"tp": 16}, "tp", "needs more GPUs"),
-    ({"gpus_per_node": 16}, "gpus_per_node", "holds at most 8"),
-    ({"ep": 2}, "ep", "has no experts"),
-    ({"input_tokens": 200_000}, "input_tokens", "exceeds"),
-    ({"model": "nope"}, "model", "unknown model"),
-])
+@pytest.mark.parametrize(
+    "changes, field, words",
+    [
+        ({"tp": 3}, "tp", "does not divide the 64 attention heads"),
+        ({"tp": 16}, "tp", "needs more GPUs"),
+        ({"gpus_per_node": 16}, "gpus_per_node", "holds at most 8"),
+        ({"ep": 2}, "ep", "has no experts"),
+        ({"input_tokens": 200_000}, "input_tokens", "exceeds"),
+        ({"model": "nope"}, "model", "unknown model"),
+    ],
+)
 def test_invalid_combinations_are_named(changes, field, words):
     probs = problems(DEFAULT.with_(**changes))
     assert any(p.field == field and words in p.message for p in probs), probs
@@ -82,9 +95,18 @@ def test_assumption_bounds_bracket_base():
 
 def test_workload_and_targets_round_trip_the_link_and_the_file():
     from core.config import Targets, Workload
-    cfg = RabitConfig(workload=Workload(arrival="closed", users=40, lengths="lognormal", timeout_s=30.0, seed=3),
-                      targets=Targets(p95_ttft_s=None, p95_itl_s=0.05, gpus_allowed=("h100-sxm", "mi300x"),
-                                      weights_allowed=("fp8",), price_kind="spot", deadline_days=12.5))
+
+    cfg = RabitConfig(
+        workload=Workload(arrival="closed", users=40, lengths="lognormal", timeout_s=30.0, seed=3),
+        targets=Targets(
+            p95_ttft_s=None,
+            p95_itl_s=0.05,
+            gpus_allowed=("h100-sxm", "mi300x"),
+            weights_allowed=("fp8",),
+            price_kind="spot",
+            deadline_days=12.5,
+        ),
+    )
     q = to_query(cfg)
     # readable keys per field; an unset target travels as "none", a tuple as a comma-separated list
     assert q["workload.arrival"] == "closed" and q["targets.p95_ttft_s"] == "none"
@@ -100,6 +122,7 @@ def test_workload_and_targets_round_trip_the_link_and_the_file():
 def test_serving_goal_has_one_rate_and_a_typed_custom_model():
     from core.optimizer import Constraints, ServingGoal
     from core.config import Workload
+
     cfg = RabitConfig(input_tokens=1000, output_tokens=250, workload=Workload(rate_per_s=7.0, lengths="uniform"))
     goal = ServingGoal.from_config(cfg)
     assert goal.rate_per_s == goal.workload.rate_per_s == 7.0
@@ -117,29 +140,53 @@ def test_serving_goal_has_one_rate_and_a_typed_custom_model():
 def test_cli_defaults_are_the_config_defaults():
     from cli.common import config_from_args
     from cli.main import build_parser
+
     args = build_parser().parse_args(["memory"])
     assert (args.batch, args.input, args.output, args.weights, args.kv_dtype, args.zero, args.recompute) == (
-        DEFAULT.batch, DEFAULT.input_tokens, DEFAULT.output_tokens, DEFAULT.weights, DEFAULT.kv_dtype,
-        DEFAULT.zero, DEFAULT.recompute)
+        DEFAULT.batch,
+        DEFAULT.input_tokens,
+        DEFAULT.output_tokens,
+        DEFAULT.weights,
+        DEFAULT.kv_dtype,
+        DEFAULT.zero,
+        DEFAULT.recompute,
+    )
     # no flags: the dashboard's opening config, layout included
     cfg = config_from_args(args)
-    assert (cfg.tp, cfg.gpus, cfg.batch, cfg.input_tokens) == (DEFAULT.tp, DEFAULT.gpus, DEFAULT.batch,
-                                                                  DEFAULT.input_tokens)
+    assert (cfg.tp, cfg.gpus, cfg.batch, cfg.input_tokens) == (
+        DEFAULT.tp,
+        DEFAULT.gpus,
+        DEFAULT.batch,
+        DEFAULT.input_tokens,
+    )
     # fewer GPUs than the default TP: TP follows the GPUs given
     assert config_from_args(build_parser().parse_args(["memory", "--model", "llama-3.1-8b", "--gpus", "2"])).tp == 2
     sim = build_parser().parse_args(["simulate"])
     w = DEFAULT.workload
     assert (sim.requests, sim.lengths, sim.spread, sim.max_batch, sim.token_budget, sim.policy, sim.kv_admission) == (
-        w.num_requests, w.lengths, w.spread, w.max_batch, w.token_budget, w.policy, w.admission)
+        w.num_requests,
+        w.lengths,
+        w.spread,
+        w.max_batch,
+        w.token_budget,
+        w.policy,
+        w.admission,
+    )
     rec = build_parser().parse_args(["recommend"])
     t = DEFAULT.targets
     assert (rec.p95_ttft_s, rec.p95_itl_s, rec.p95_e2e_s, rec.requests, rec.weights_allowed) == (
-        t.p95_ttft_s, t.p95_itl_s, t.p95_e2e_s, t.requests_per_simulation, t.weights_allowed)
+        t.p95_ttft_s,
+        t.p95_itl_s,
+        t.p95_e2e_s,
+        t.requests_per_simulation,
+        t.weights_allowed,
+    )
 
 
 def test_a_config_resolves_once_into_a_hashable_deployment():
     from core.deployment import resolve
     from core.step import StepModel
+
     cfg = RabitConfig(model="mixtral-8x7b", tp=2, gpus_per_node=2, weights="fp8")
     dep = resolve(cfg)
     assert dep.model.slug == "mixtral-8x7b" and dep.gpu.memory_bytes > 0 and dep.weight_bytes_per_param == 1.0

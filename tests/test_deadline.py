@@ -16,9 +16,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def pt(gpus, wall_days, cost=None, meets=True, mfu=0.4):
-    return CurvePoint(gpus=gpus, feasible=True, layout=Layout(), runtime_s=wall_days * DAY_S,
-                      wall_clock_s=wall_days * DAY_S, gpu_hours=gpus * wall_days * 24, cost_usd=cost,
-                      meets_deadline=meets, mfu=mfu)
+    return CurvePoint(
+        gpus=gpus,
+        feasible=True,
+        layout=Layout(),
+        runtime_s=wall_days * DAY_S,
+        wall_clock_s=wall_days * DAY_S,
+        gpu_hours=gpus * wall_days * 24,
+        cost_usd=cost,
+        meets_deadline=meets,
+        mfu=mfu,
+    )
 
 
 def test_hand_made_curve():
@@ -51,9 +59,28 @@ def test_the_smallest_count_is_not_the_cheapest_for_a_70b_on_h100_pcie():
 
 
 def test_cli_train_reports_both():
-    out = subprocess.run([sys.executable, "-m", "cli.main", "train", "--model", "llama-3.1-70b", "--gpu", "h100-pcie",
-                          "--tokens", "2e12", "--deadline-days", "30", "--json"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300, check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "train",
+            "--model",
+            "llama-3.1-70b",
+            "--gpu",
+            "h100-pcie",
+            "--tokens",
+            "2e12",
+            "--deadline-days",
+            "30",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)["deadline_choice"]
     assert d["smallest_gpus"] == 1728 and d["cheapest_gpus"] == 1960 and d["smallest_extra_frac"] > 0.2

@@ -47,8 +47,9 @@ def test_nginx_hashes_the_client_address_and_passes_the_websocket_upgrade():
 
 
 def test_kubernetes_manifest_is_the_same_stack():
-    docs = {d["kind"] + "/" + d["metadata"]["name"]: d
-            for d in yaml.safe_load_all((DEPLOY / "k8s.yaml").read_text()) if d}
+    docs = {
+        d["kind"] + "/" + d["metadata"]["name"]: d for d in yaml.safe_load_all((DEPLOY / "k8s.yaml").read_text()) if d
+    }
     dep = docs["Deployment/rabit-dashboard"]
     assert dep["spec"]["replicas"] >= 2
     c = dep["spec"]["template"]["spec"]["containers"][0]
@@ -61,7 +62,8 @@ def test_kubernetes_manifest_is_the_same_stack():
     ing = docs["Ingress/rabit"]["metadata"]["annotations"]
     assert ing["nginx.ingress.kubernetes.io/affinity"] == "cookie"
     assert docs["StatefulSet/rabit-postgres"]["spec"]["template"]["spec"]["containers"][0]["image"].startswith(
-        "postgres:")
+        "postgres:"
+    )
     assert docs["Secret/rabit-db"]["stringData"]["RABIT_DATABASE_URL"].startswith("postgresql+psycopg://")
 
 

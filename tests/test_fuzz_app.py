@@ -77,8 +77,9 @@ def warm():
 
 def test_infinite_step_overhead_in_a_link_is_refused_within_2s(clear_cache):
     bad = {"step_overhead_ms": 1e308, "mbu": 0.8}
-    at, dt = open_link({**SMALL, "assumptions": blob(bad)}, "../pages/serving.py",
-                       **{"sim.requests": 100, "sim.rate": 1.0})
+    at, dt = open_link(
+        {**SMALL, "assumptions": blob(bad)}, "../pages/serving.py", **{"sim.requests": 100, "sim.rate": 1.0}
+    )
     no_exception(at)
     assert dt < LIMIT_S[0], dt
     msg = errors(at)
@@ -136,9 +137,18 @@ def test_a_deeply_nested_link_object_is_refused():
 
 # --- links never change silently --------------------------------------------------------------------
 
-LINK = {"model": "llama-3.1-8x", "gpu": "h100", "fabric": "ib-ndrr", "draft_model": "llama-3.1-8bb",
-        "tp": "1024", "batch": "200000", "block_size": "17", "input_tokens": "2048", "spec_alpha": "0.5",
-        "modle": "x"}
+LINK = {
+    "model": "llama-3.1-8x",
+    "gpu": "h100",
+    "fabric": "ib-ndrr",
+    "draft_model": "llama-3.1-8bb",
+    "tp": "1024",
+    "batch": "200000",
+    "block_size": "17",
+    "input_tokens": "2048",
+    "spec_alpha": "0.5",
+    "modle": "x",
+}
 
 
 def test_each_bad_link_parameter_is_named_with_why_and_the_rest_applies():
@@ -153,7 +163,12 @@ def test_each_bad_link_parameter_is_named_with_why_and_the_rest_applies():
     # the rest of the link is used as sent; the unusable ones are the defaults, never a catalog's first entry
     assert cfg.input_tokens == 2048 and cfg.spec_alpha == 0.5
     assert (cfg.model, cfg.gpu, cfg.tp, cfg.batch, cfg.block_size) == (
-        DEFAULT.model, DEFAULT.gpu, DEFAULT.tp, DEFAULT.batch, DEFAULT.block_size)
+        DEFAULT.model,
+        DEFAULT.gpu,
+        DEFAULT.tp,
+        DEFAULT.batch,
+        DEFAULT.block_size,
+    )
 
 
 def test_the_app_shows_which_link_parameters_were_not_used(clear_cache):
@@ -169,8 +184,9 @@ def test_the_app_shows_which_link_parameters_were_not_used(clear_cache):
 
 
 def test_a_good_link_round_trips_without_a_message(clear_cache):
-    cfg = DEFAULT.with_(model="llama-3.1-8b", batch=7, prefix_cache_frac=0.97,
-                        assumptions=DEFAULT.assumptions.with_(mbu=0.7))
+    cfg = DEFAULT.with_(
+        model="llama-3.1-8b", batch=7, prefix_cache_frac=0.97, assumptions=DEFAULT.assumptions.with_(mbu=0.7)
+    )
     got, issues = from_query_report(to_query(cfg))
     assert got == cfg and not issues
     at, _ = open_link(to_query(cfg))
@@ -183,8 +199,9 @@ def test_a_name_in_a_link_is_shown_as_text(clear_cache):
     from core.catalog import model
 
     arch = model("llama-3.1-8b").model_dump()
-    arch.update(name="![x](http://evil.example/p.png) [click](http://evil.example)", num_heads=30, num_kv_heads=30,
-                head_dim=128)
+    arch.update(
+        name="![x](http://evil.example/p.png) [click](http://evil.example)", num_heads=30, num_kv_heads=30, head_dim=128
+    )
     at, _ = open_link({"custom_model": blob(arch), "tp": "8"})
     no_exception(at)
     rendered = errors(at) + " ".join(c.value for c in at.caption)
@@ -196,15 +213,26 @@ def test_a_name_in_a_link_is_shown_as_text(clear_cache):
 PAGES = ["../pages/memory.py", "../pages/speed.py", "../pages/training.py", "../pages/math.py"]
 
 
-@pytest.mark.parametrize("state, page", [
-    ({"cfg.a.failure_rate_per_gpu_hour": 0.0, "cfg.phase": "train", "cfg.model": "llama-3.1-8b"},
-     "../pages/training.py"),
-    ({"cfg.a.failure_rate_per_gpu_hour": REGISTRY["failure_rate_per_gpu_hour"].max_value, "cfg.phase": "train",
-      "cfg.model": "llama-3.1-8b"}, "../pages/training.py"),
-    ({"cfg.a.runtime_overhead_gib": REGISTRY["runtime_overhead_gib"].max_value}, "../pages/memory.py"),
-    ({"cfg.prefix_cache_frac": CONFIG_DOMAINS["prefix_cache_frac"].hi}, "../pages/memory.py"),
-    ({"cfg.prefix_cache_frac": 0.97, "cfg.input_tokens": 1, "cfg.output_tokens": 1}, "../pages/speed.py"),
-])
+@pytest.mark.parametrize(
+    "state, page",
+    [
+        (
+            {"cfg.a.failure_rate_per_gpu_hour": 0.0, "cfg.phase": "train", "cfg.model": "llama-3.1-8b"},
+            "../pages/training.py",
+        ),
+        (
+            {
+                "cfg.a.failure_rate_per_gpu_hour": REGISTRY["failure_rate_per_gpu_hour"].max_value,
+                "cfg.phase": "train",
+                "cfg.model": "llama-3.1-8b",
+            },
+            "../pages/training.py",
+        ),
+        ({"cfg.a.runtime_overhead_gib": REGISTRY["runtime_overhead_gib"].max_value}, "../pages/memory.py"),
+        ({"cfg.prefix_cache_frac": CONFIG_DOMAINS["prefix_cache_frac"].hi}, "../pages/memory.py"),
+        ({"cfg.prefix_cache_frac": 0.97, "cfg.input_tokens": 1, "cfg.output_tokens": 1}, "../pages/speed.py"),
+    ],
+)
 def test_edge_values_the_ui_accepts_do_not_crash(clear_cache, state, page):
     at, _ = open_link({}, page, **state)
     no_exception(at)
@@ -242,19 +270,42 @@ def _edge(field: str, which: str) -> float:
 def test_fuzz_every_numeric_input_at_its_edges(field, which, page):
     st_ = __import__("streamlit")
     st_.cache_data.clear()
-    at, _ = open_link({}, page, **{f"cfg.{field}": _edge(field, which), "cfg.model": "llama-3.1-8b",
-                                   "cfg.gpus_per_node": 1, "cfg.tp": 1})
+    at, _ = open_link(
+        {},
+        page,
+        **{f"cfg.{field}": _edge(field, which), "cfg.model": "llama-3.1-8b", "cfg.gpus_per_node": 1, "cfg.tp": 1},
+    )
     no_exception(at)
 
 
-LINK_VALUES = st.one_of(st.sampled_from(["", "nan", "inf", "-1", "0", "1e400", "1e-320", "17", "1024", "zzz",
-                                         "z" + "A" * 70_000, "llama-3.1-8x", "![x](http://e.example)", "true"]),
-                        st.text(max_size=16), st.integers(-10**20, 10**20).map(str))
+LINK_VALUES = st.one_of(
+    st.sampled_from(
+        [
+            "",
+            "nan",
+            "inf",
+            "-1",
+            "0",
+            "1e400",
+            "1e-320",
+            "17",
+            "1024",
+            "zzz",
+            "z" + "A" * 70_000,
+            "llama-3.1-8x",
+            "![x](http://e.example)",
+            "true",
+        ]
+    ),
+    st.text(max_size=16),
+    st.integers(-(10**20), 10**20).map(str),
+)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(params=st.dictionaries(st.sampled_from(sorted(RabitConfig.model_fields) + ["embed", "x"]), LINK_VALUES,
-                              max_size=4))
+@given(
+    params=st.dictionaries(st.sampled_from(sorted(RabitConfig.model_fields) + ["embed", "x"]), LINK_VALUES, max_size=4)
+)
 def test_fuzz_every_link_parameter(params):
     t0 = time.monotonic()
     cfg, issues = from_query_report(params)
@@ -265,8 +316,11 @@ def test_fuzz_every_link_parameter(params):
         alone, alone_issues = from_query_report({k: params[k]})
         assert not alone_issues and getattr(cfg, k) == getattr(alone, k)
     for i in issues:  # one that was not is named, with a reason, and left at its default
-        assert i.reason and (i.param not in RabitConfig.model_fields or getattr(cfg, i.param) == getattr(DEFAULT, i.param)
-                             or i.param == "assumptions")
+        assert i.reason and (
+            i.param not in RabitConfig.model_fields
+            or getattr(cfg, i.param) == getattr(DEFAULT, i.param)
+            or i.param == "assumptions"
+        )
 
 
 def test_the_hosted_configuration_hides_error_details_and_bounds_uploads():

@@ -56,8 +56,14 @@ def files(tmp_path_factory) -> dict[str, str]:
     os.mkfifo(f["fifo"])
     f["deep"].write_text("[" * 100_000 + "]" * 100_000)
     f["latin1_json"].write_bytes(b'{"_name_or_path": "caf\xe9", "hidden_size": 64}')
-    base = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000,
-            "intermediate_size": 11008, "max_position_embeddings": 131072}
+    base = {
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "vocab_size": 32000,
+        "intermediate_size": 11008,
+        "max_position_embeddings": 131072,
+    }
     f["bom_json"].write_bytes(b"\xef\xbb\xbf" + json.dumps(base).encode())
     header = "gpu,provider,kind,usd_per_gpu_hour,source,as_of\n"
     f["latin1_csv"].write_bytes(header.encode() + b"h100-sxm,caf\xe9,on-demand,2.0,a source,2025-01-01\n")
@@ -106,29 +112,34 @@ def test_bad_values_exit_2_naming_the_flag(argv, flag):
     assert f"argument {flag}" in err, err
 
 
-@pytest.mark.parametrize("argv, flag, words", [
-    (["memory", "--model-config", "{fifo}"], "--model-config", "not a regular file"),
-    (["memory", "--model-config", "{dir}"], "--model-config", ""),
-    (["memory", "--model-config", "{deep}"], "--model-config", "nests 100000 levels"),
-    (["memory", "--model-config", "{latin1_json}"], "--model-config", "not UTF-8"),
-    (["memory", "--model-config", "{heads}"], "--model-config", "num_attention_heads"),
-    (["recommend", "--rate", "1", "--price-file", "{latin1_csv}"], "--price-file", "not UTF-8"),
-    (["recommend", "--rate", "1", "--price-file", "{bigfield_csv}"], "--price-file", "not readable CSV"),
-    (["recommend", "--rate", "1", "--price-file", "{inf_price}"], "--price-file", "finite"),
-    (["recommend", "--rate", "1", "--price-file", "{fifo}"], "--price-file", "not a regular file"),
-    (["simulate", "--rate", "1", "--trace", "{bigfield_csv}"], "--trace", ""),
-    (["simulate", "--rate", "1", "--trace", "{big_tokens}"], "--trace", "at most 10,000,000"),
-    (["simulate", "--rate", "1", "--trace", "{fifo}"], "--trace", "not a regular file"),
-    (["diagnose", "--metrics", "{fifo}"], "--metrics", "not a regular file"),
-    (["analyses", "import", "{fifo}"], "file", "not a regular file"),
-])
+@pytest.mark.parametrize(
+    "argv, flag, words",
+    [
+        (["memory", "--model-config", "{fifo}"], "--model-config", "not a regular file"),
+        (["memory", "--model-config", "{dir}"], "--model-config", ""),
+        (["memory", "--model-config", "{deep}"], "--model-config", "nests 100000 levels"),
+        (["memory", "--model-config", "{latin1_json}"], "--model-config", "not UTF-8"),
+        (["memory", "--model-config", "{heads}"], "--model-config", "num_attention_heads"),
+        (["recommend", "--rate", "1", "--price-file", "{latin1_csv}"], "--price-file", "not UTF-8"),
+        (["recommend", "--rate", "1", "--price-file", "{bigfield_csv}"], "--price-file", "not readable CSV"),
+        (["recommend", "--rate", "1", "--price-file", "{inf_price}"], "--price-file", "finite"),
+        (["recommend", "--rate", "1", "--price-file", "{fifo}"], "--price-file", "not a regular file"),
+        (["simulate", "--rate", "1", "--trace", "{bigfield_csv}"], "--trace", ""),
+        (["simulate", "--rate", "1", "--trace", "{big_tokens}"], "--trace", "at most 10,000,000"),
+        (["simulate", "--rate", "1", "--trace", "{fifo}"], "--trace", "not a regular file"),
+        (["diagnose", "--metrics", "{fifo}"], "--metrics", "not a regular file"),
+        (["analyses", "import", "{fifo}"], "file", "not a regular file"),
+    ],
+)
 def test_bad_files_exit_2_naming_the_flag(files, argv, flag, words):
     rc, _out, err = run_cli([a.format(**files) for a in argv])
     assert rc == 2 and err.count("\n") == 1 and f"argument {flag}" in err and words in err, err
 
 
 def test_a_byte_order_mark_is_accepted_as_the_upload_accepts_it(files):
-    rc, out, err = run_cli(["memory", "--model-config", files["bom_json"], "--tp", "1", "--input", "1024", "--output", "1024", "--json"])
+    rc, out, err = run_cli(
+        ["memory", "--model-config", files["bom_json"], "--tp", "1", "--input", "1024", "--output", "1024", "--json"]
+    )
     assert rc == 0, err
     assert json.loads(out)["model"] == "bom"
 
@@ -151,8 +162,9 @@ def test_no_nan_or_infinity_is_written_as_null(monkeypatch):
 
 
 def test_json_piped_into_head_is_not_a_traceback():
-    p = subprocess.Popen([sys.executable, "-m", "cli.main", "models", "--json"], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "models", "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     p.stdout.close()  # the reader has gone before the first write, as `| head -0` does
     err = p.stderr.read().decode()
     p.wait(timeout=60)
@@ -161,8 +173,9 @@ def test_json_piped_into_head_is_not_a_traceback():
 
 def test_a_long_simulation_stops_on_its_budget(monkeypatch):
     monkeypatch.setattr(cli.common, "CLI_SIM_MAX_WALL_S", 0.5)
-    rc, _out, err = run_cli(["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--tp", "1", "--rate", "50",
-                            "--requests", "5000000"])
+    rc, _out, err = run_cli(
+        ["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--tp", "1", "--rate", "50", "--requests", "5000000"]
+    )
     assert rc == 2 and "stopped after" in err and "simulate fewer requests" in err, err
 
 
@@ -171,30 +184,109 @@ def test_a_long_simulation_stops_on_its_budget(monkeypatch):
 BASE = {
     "memory": ["memory", "--model", "llama-3.1-8b", "--json"],
     "speed": ["speed", "--model", "llama-3.1-8b", "--json"],
-    "simulate": ["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--tp", "1", "--rate", "2", "--requests", "30",
-                 "--json"],
+    "simulate": [
+        "simulate",
+        "--model",
+        "llama-3.1-8b",
+        "--gpus",
+        "1",
+        "--tp",
+        "1",
+        "--rate",
+        "2",
+        "--requests",
+        "30",
+        "--json",
+    ],
     "train": ["train", "--model", "llama-3.1-8b", "--tokens", "1e9", "--gpus", "8", "--json"],
-    "recommend": ["recommend", "--model", "llama-3.1-8b", "--rate", "1", "--requests", "20",
-                  "--max-simulations", "1", "--gpus-allowed", "h100-sxm", "--json"],
+    "recommend": [
+        "recommend",
+        "--model",
+        "llama-3.1-8b",
+        "--rate",
+        "1",
+        "--requests",
+        "20",
+        "--max-simulations",
+        "1",
+        "--gpus-allowed",
+        "h100-sxm",
+        "--json",
+    ],
     "models": ["models", "--json"],
     "gpus": ["gpus", "--json"],
     "diagnose": ["diagnose", "--metrics", "{metrics}", "--json"],
 }
-HOSTILE = ["", " ", "nan", "NaN", "inf", "-inf", "1e400", "-1e400", "1e-320", "0", "-0", "-1", "1", "2", "3", "7",
-           "17", "64", "1024", "32769", "100001", "5000001", "9223372036854775808", "1e23", "1.5", "abc",
-           "llama-3.1-8x", "h100", "fp4", "1,2,3", "8,1,1", "0,0,0", "../../etc/passwd", "{fifo}", "{deep}",
-           "{latin1_json}", "{bom_json}", "{bigfield_csv}", "{inf_price}", "{big_tokens}", "{heads}", "{dir}",
-           "/dev/zero", "![x](http://e.example/x.png)"]
-NUMERIC_SUFFIXES = ("_bytes", "_bytes_per_gpu", "_s", "_usd", "_usd_per_hour", "_tokens", "_per_s", "_params",
-                    "_frac", "_share", "gpus", "_count", "_per_token")
+HOSTILE = [
+    "",
+    " ",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "1e400",
+    "-1e400",
+    "1e-320",
+    "0",
+    "-0",
+    "-1",
+    "1",
+    "2",
+    "3",
+    "7",
+    "17",
+    "64",
+    "1024",
+    "32769",
+    "100001",
+    "5000001",
+    "9223372036854775808",
+    "1e23",
+    "1.5",
+    "abc",
+    "llama-3.1-8x",
+    "h100",
+    "fp4",
+    "1,2,3",
+    "8,1,1",
+    "0,0,0",
+    "../../etc/passwd",
+    "{fifo}",
+    "{deep}",
+    "{latin1_json}",
+    "{bom_json}",
+    "{bigfield_csv}",
+    "{inf_price}",
+    "{big_tokens}",
+    "{heads}",
+    "{dir}",
+    "/dev/zero",
+    "![x](http://e.example/x.png)",
+]
+NUMERIC_SUFFIXES = (
+    "_bytes",
+    "_bytes_per_gpu",
+    "_s",
+    "_usd",
+    "_usd_per_hour",
+    "_tokens",
+    "_per_s",
+    "_params",
+    "_frac",
+    "_share",
+    "gpus",
+    "_count",
+    "_per_token",
+)
 
 
 def _flags(sub: str) -> list[str]:
     parser = build_parser()
     for a in parser._actions:
         if hasattr(a, "choices") and isinstance(a.choices, dict) and sub in a.choices:
-            return sorted(o for act in a.choices[sub]._actions for o in act.option_strings
-                          if o.startswith("--") and o != "--help")
+            return sorted(
+                o for act in a.choices[sub]._actions for o in act.option_strings if o.startswith("--") and o != "--help"
+            )
     return []
 
 
@@ -222,15 +314,24 @@ def invocations(draw):
         if not FLAGS[sub]:
             break
         flag = draw(st.sampled_from(FLAGS[sub]))
-        value = draw(st.one_of(st.sampled_from(HOSTILE), st.integers(-10**20, 10**20).map(str),
-                               st.floats(allow_nan=True, allow_infinity=True).map(repr),
-                               st.text(max_size=12)))
+        value = draw(
+            st.one_of(
+                st.sampled_from(HOSTILE),
+                st.integers(-(10**20), 10**20).map(str),
+                st.floats(allow_nan=True, allow_infinity=True).map(repr),
+                st.text(max_size=12),
+            )
+        )
         argv += [flag, value] if not flag.startswith(("--json", "--train", "--qlora", "--no-")) else [flag]
     return argv
 
 
-@settings(max_examples=int(os.environ.get("RABIT_FUZZ_EXAMPLES", "150")), deadline=None, derandomize=os.environ.get("RABIT_FUZZ_RANDOM") is None,
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=int(os.environ.get("RABIT_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    derandomize=os.environ.get("RABIT_FUZZ_RANDOM") is None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(argv=invocations())
 def test_fuzz_every_subcommand(files, argv, monkeypatch_module):
     argv = [a.format(**files) if a.startswith("{") and a.endswith("}") and a[1:-1] in files else a for a in argv]
@@ -263,11 +364,13 @@ def _subcommands() -> dict[str, list[str]]:
                 nested = [x for x in sub._actions if hasattr(x, "choices") and isinstance(x.choices, dict)]
                 if nested:  # e.g. rabit analyses list|show|...: each of its own subcommands
                     for n2, s2 in nested[0].choices.items():
-                        out[f"{name} {n2}"] = sorted(o for act in s2._actions for o in act.option_strings
-                                                     if o.startswith("--") and o != "--help")
+                        out[f"{name} {n2}"] = sorted(
+                            o for act in s2._actions for o in act.option_strings if o.startswith("--") and o != "--help"
+                        )
                 else:
-                    out[name] = sorted(o for act in sub._actions for o in act.option_strings
-                                       if o.startswith("--") and o != "--help")
+                    out[name] = sorted(
+                        o for act in sub._actions for o in act.option_strings if o.startswith("--") and o != "--help"
+                    )
             return out
     return {}
 
@@ -279,8 +382,12 @@ def test_every_subcommand_is_known_to_the_fuzz():
     assert {"memory", "speed", "simulate", "train", "recommend", "models", "gpus"} <= set(ALL_FLAGS)
 
 
-@settings(max_examples=int(os.environ.get("RABIT_FUZZ_EXAMPLES", "150")) * 2, deadline=None,
-          derandomize=os.environ.get("RABIT_FUZZ_RANDOM") is None, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=int(os.environ.get("RABIT_FUZZ_EXAMPLES", "150")) * 2,
+    deadline=None,
+    derandomize=os.environ.get("RABIT_FUZZ_RANDOM") is None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(data=st.data())
 def test_fuzz_every_flag_of_every_subcommand_parses_or_exits_2(data):
     """Argument parsing of every subcommand (the slow ones too): a value is taken, or exit 2 with one line."""
@@ -289,8 +396,14 @@ def test_fuzz_every_flag_of_every_subcommand_parses_or_exits_2(data):
     flags = ALL_FLAGS[sub]
     if flags:
         flag = data.draw(st.sampled_from(flags))
-        value = data.draw(st.one_of(st.sampled_from(HOSTILE), st.integers(-10**20, 10**20).map(str),
-                                    st.floats(allow_nan=True, allow_infinity=True).map(repr), st.text(max_size=12)))
+        value = data.draw(
+            st.one_of(
+                st.sampled_from(HOSTILE),
+                st.integers(-(10**20), 10**20).map(str),
+                st.floats(allow_nan=True, allow_infinity=True).map(repr),
+                st.text(max_size=12),
+            )
+        )
         argv += [flag, value]
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

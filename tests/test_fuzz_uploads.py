@@ -41,28 +41,53 @@ def upload_prices(data: bytes):
     return parse_prices(decode_text(data, "the price list", MAX_TABLE_BYTES))
 
 
-UPLOADS = {"config.json": upload_model, "config file": upload_config, "trace": upload_trace,
-           "price list": upload_prices, "telemetry": parse_telemetry,
-           "runs (json)": lambda data: parse_file("runs.json", data, base=DEFAULT),
-           "runs (csv)": lambda data: parse_file("runs.csv", data, base=DEFAULT)}
+UPLOADS = {
+    "config.json": upload_model,
+    "config file": upload_config,
+    "trace": upload_trace,
+    "price list": upload_prices,
+    "telemetry": parse_telemetry,
+    "runs (json)": lambda data: parse_file("runs.json", data, base=DEFAULT),
+    "runs (csv)": lambda data: parse_file("runs.csv", data, base=DEFAULT),
+}
 ALLOWED = (ValueError, CatalogError, TelemetryError, PayloadError, RunError)
 
-VALID_MODEL = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000,
-               "intermediate_size": 11008}
+VALID_MODEL = {
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "vocab_size": 32000,
+    "intermediate_size": 11008,
+}
 SEEDS = [
-    b"", b"\xef\xbb\xbf", b"\xff\xfe\x00", b"null", b"[]", b"{}", b"1e400", b"NaN", b"[" * 10_000,
-    ("[" * 100_000 + "]" * 100_000).encode(), b'{"a": ' + b"9" * 5000 + b"}",
+    b"",
+    b"\xef\xbb\xbf",
+    b"\xff\xfe\x00",
+    b"null",
+    b"[]",
+    b"{}",
+    b"1e400",
+    b"NaN",
+    b"[" * 10_000,
+    ("[" * 100_000 + "]" * 100_000).encode(),
+    b'{"a": ' + b"9" * 5000 + b"}",
     json.dumps({**VALID_MODEL, "hidden_size": True}).encode(),
     json.dumps({**VALID_MODEL, "num_attention_heads": 10_000_000_000}).encode(),
     json.dumps({**VALID_MODEL, "architectures": 5}).encode(),
     json.dumps({**VALID_MODEL, "text_config": 5}).encode(),
     json.dumps({"text_config": VALID_MODEL}).encode(),
-    b"input_tokens,output_tokens\n9223372036854775808,1\n", b"input_tokens,output_tokens\n-1,5\n",
-    b"input_tokens,output_tokens\n1e400,5\n", b"x," + b"y" * 200_000 + b"\n1,2\n",
+    b"input_tokens,output_tokens\n9223372036854775808,1\n",
+    b"input_tokens,output_tokens\n-1,5\n",
+    b"input_tokens,output_tokens\n1e400,5\n",
+    b"x," + b"y" * 200_000 + b"\n1,2\n",
     b"gpu,provider,kind,usd_per_gpu_hour,source,as_of\nh100-sxm,p,on-demand,nan,a source,2025-01-01\n",
     b"gpu,provider,kind,usd_per_gpu_hour,source,as_of\nh100-sxm,p,on-demand,-1,a source,2025-01-01\n",
-    b"vllm:num_requests_running 1e400\n", b"vllm:num_requests_running NaN\n", b"# TYPE x counter\nx{a=\"" + b"b" * 100_000,
-    b"timestamp_s,metric,value\n0,m,inf\n", b"\x00" * 1000, "caf\u00e9,\u2603\n1,2".encode("latin-1", "replace"),
+    b"vllm:num_requests_running 1e400\n",
+    b"vllm:num_requests_running NaN\n",
+    b'# TYPE x counter\nx{a="' + b"b" * 100_000,
+    b"timestamp_s,metric,value\n0,m,inf\n",
+    b"\x00" * 1000,
+    "caf\u00e9,\u2603\n1,2".encode("latin-1", "replace"),
 ]
 
 
@@ -86,14 +111,23 @@ def test_an_oversized_upload_is_refused_before_it_is_parsed():
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(name=st.sampled_from(sorted(UPLOADS)),
-       data=st.one_of(st.binary(max_size=300),
-                      st.sampled_from(SEEDS).flatmap(lambda s: st.binary(max_size=20).map(lambda b: s[:200] + b)),
-                      st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-                                   lambda c: st.lists(c, max_size=4) | st.dictionaries(
-                                       st.sampled_from(sorted(VALID_MODEL) + ["model_type", "text_config", "x"]),
-                                       c, max_size=5), max_leaves=20).map(
-                          lambda o: json.dumps(o, allow_nan=True).encode())))
+@given(
+    name=st.sampled_from(sorted(UPLOADS)),
+    data=st.one_of(
+        st.binary(max_size=300),
+        st.sampled_from(SEEDS).flatmap(lambda s: st.binary(max_size=20).map(lambda b: s[:200] + b)),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+            lambda c: (
+                st.lists(c, max_size=4)
+                | st.dictionaries(
+                    st.sampled_from(sorted(VALID_MODEL) + ["model_type", "text_config", "x"]), c, max_size=5
+                )
+            ),
+            max_leaves=20,
+        ).map(lambda o: json.dumps(o, allow_nan=True).encode()),
+    ),
+)
 def test_fuzz_every_upload(name, data):
     try:
         UPLOADS[name](data)

@@ -79,8 +79,15 @@ def _check(name: str, obj) -> None:
 #: The subcommands whose README examples were frozen; later README examples (next-experiment, diagnose, the
 #: store and calibration commands) need files or a store and are covered by their own tests.
 FROZEN = ("memory", "speed", "simulate", "train", "recommend", "models", "gpus")
-COMMANDS = [c for c in readme_commands() if c.split()[1] in FROZEN and "--assume" not in c and "--config" not in c
-            and "--analysis" not in c and "--emit" not in c]
+COMMANDS = [
+    c
+    for c in readme_commands()
+    if c.split()[1] in FROZEN
+    and "--assume" not in c
+    and "--config" not in c
+    and "--analysis" not in c
+    and "--emit" not in c
+]
 
 
 def test_readme_has_the_examples():

@@ -18,30 +18,84 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Flag names as the engines document them (copied from the pages, not from core.launch):
 # vLLM "Engine Arguments" usage block (docs.vllm.ai/en/latest/models/engine_args.html)
-VLLM = {"--tensor-parallel-size", "--pipeline-parallel-size", "--max-num-seqs", "--max-num-batched-tokens",
-        "--gpu-memory-utilization", "--kv-cache-dtype", "--quantization", "--max-model-len", "--host", "--port"}
+VLLM = {
+    "--tensor-parallel-size",
+    "--pipeline-parallel-size",
+    "--max-num-seqs",
+    "--max-num-batched-tokens",
+    "--gpu-memory-utilization",
+    "--kv-cache-dtype",
+    "--quantization",
+    "--max-model-len",
+    "--host",
+    "--port",
+}
 # SGLang "Server Arguments" (docs.sglang.io/advanced_features/server_arguments.html) and its pipeline page
-SGLANG = {"--model-path", "--tp-size", "--pp-size", "--max-running-requests", "--chunked-prefill-size",
-          "--mem-fraction-static", "--kv-cache-dtype", "--quantization", "--context-length", "--host", "--port"}
+SGLANG = {
+    "--model-path",
+    "--tp-size",
+    "--pp-size",
+    "--max-running-requests",
+    "--chunked-prefill-size",
+    "--mem-fraction-static",
+    "--kv-cache-dtype",
+    "--quantization",
+    "--context-length",
+    "--host",
+    "--port",
+}
 # trtllm-serve options (nvidia.github.io/TensorRT-LLM/0.18.2/commands/trtllm-serve.html; --kv_cache_dtype
 # from NVIDIA/TensorRT-LLM PR #11487)
-TRTLLM = {"--backend", "--tp_size", "--pp_size", "--max_batch_size", "--max_num_tokens", "--max_seq_len",
-          "--kv_cache_free_gpu_memory_fraction", "--kv_cache_dtype", "--host", "--port"}
+TRTLLM = {
+    "--backend",
+    "--tp_size",
+    "--pp_size",
+    "--max_batch_size",
+    "--max_num_tokens",
+    "--max_seq_len",
+    "--kv_cache_free_gpu_memory_fraction",
+    "--kv_cache_dtype",
+    "--host",
+    "--port",
+}
 DOCS = {"vllm": VLLM, "sglang": SGLANG, "trtllm": TRTLLM}
 # documented values: vLLM --kv-cache-dtype {auto,fp8,fp8_e5m2,fp8_e4m3}; SGLang fp8_e4m3 / fp8_e5m2;
 # vLLM --quantization {aqlm,awq,fp8,gptq,...}; SGLang --quantization fp8
-KV_VALUES = {"vllm": {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"}, "sglang": {"auto", "fp8_e4m3", "fp8_e5m2"},
-             "trtllm": {"auto", "fp8", "nvfp4"}}
+KV_VALUES = {
+    "vllm": {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"},
+    "sglang": {"auto", "fp8_e4m3", "fp8_e5m2"},
+    "trtllm": {"auto", "fp8", "nvfp4"},
+}
 
-GOAL = ServingGoal(model="llama-3.1-70b", rate_per_s=4,
-                   workload=SimSpec(input=Lengths(kind="lognormal", mean=1000, spread=0.5),
-                                    output=Lengths(kind="lognormal", mean=250, spread=0.5)))
+GOAL = ServingGoal(
+    model="llama-3.1-70b",
+    rate_per_s=4,
+    workload=SimSpec(
+        input=Lengths(kind="lognormal", mean=1000, spread=0.5), output=Lengths(kind="lognormal", mean=250, spread=0.5)
+    ),
+)
 
 
 def pick(gpu="h100-sxm", n=4, tp=4, pp=1, weights="fp8", kv="fp8", replicas=3, seqs=96) -> Pick:
-    return Pick(gpu=gpu, gpus_per_replica=n, tp=tp, pp=pp, weights=weights, kv_dtype=kv, replicas=replicas,
-                cost_per_hour=1.0, cost_per_million_tokens=1.0, p95_ttft_s=1.0, p95_itl_s=0.05, p95_e2e_s=10.0,
-                capacity_requests_per_s=5.0, bottleneck="memory", meets_target=True, label="x", max_num_seqs=seqs)
+    return Pick(
+        gpu=gpu,
+        gpus_per_replica=n,
+        tp=tp,
+        pp=pp,
+        weights=weights,
+        kv_dtype=kv,
+        replicas=replicas,
+        cost_per_hour=1.0,
+        cost_per_million_tokens=1.0,
+        p95_ttft_s=1.0,
+        p95_itl_s=0.05,
+        p95_e2e_s=10.0,
+        capacity_requests_per_s=5.0,
+        bottleneck="memory",
+        meets_target=True,
+        label="x",
+        max_num_seqs=seqs,
+    )
 
 
 def argv_of(text: str) -> list[str]:
@@ -49,12 +103,20 @@ def argv_of(text: str) -> list[str]:
 
 
 def flags(argv: list[str]) -> dict[str, str]:
-    return {a: (argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else "")
-            for i, a in enumerate(argv) if a.startswith("--")}
+    return {
+        a: (argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else "")
+        for i, a in enumerate(argv)
+        if a.startswith("--")
+    }
 
 
-CASES = [pick(), pick(weights="bf16", kv="bf16", n=8, tp=8), pick(gpu="mi300x", n=1, tp=1, weights="bf16"),
-         pick(gpu="b200", n=2, tp=2, weights="nvfp4"), pick(gpu="h100-pcie", n=16, tp=8, pp=2)]
+CASES = [
+    pick(),
+    pick(weights="bf16", kv="bf16", n=8, tp=8),
+    pick(gpu="mi300x", n=1, tp=1, weights="bf16"),
+    pick(gpu="b200", n=2, tp=2, weights="nvfp4"),
+    pick(gpu="h100-pcie", n=16, tp=8, pp=2),
+]
 
 
 @pytest.mark.parametrize("p", CASES, ids=lambda p: f"{p.gpu}-tp{p.tp}-pp{p.pp}-{p.weights}-{p.kv_dtype}")
@@ -67,10 +129,11 @@ def test_every_flag_is_documented_and_follows_the_pick(p, engine):
         return
     f = flags(argv_of(command(engine, s)))
     assert set(f) <= DOCS[engine], set(f) - DOCS[engine]
-    tp, pp, seqs, kv = {"vllm": ("--tensor-parallel-size", "--pipeline-parallel-size", "--max-num-seqs",
-                                 "--kv-cache-dtype"),
-                        "sglang": ("--tp-size", "--pp-size", "--max-running-requests", "--kv-cache-dtype"),
-                        "trtllm": ("--tp_size", "--pp_size", "--max_batch_size", "--kv_cache_dtype")}[engine]
+    tp, pp, seqs, kv = {
+        "vllm": ("--tensor-parallel-size", "--pipeline-parallel-size", "--max-num-seqs", "--kv-cache-dtype"),
+        "sglang": ("--tp-size", "--pp-size", "--max-running-requests", "--kv-cache-dtype"),
+        "trtllm": ("--tp_size", "--pp_size", "--max_batch_size", "--kv_cache_dtype"),
+    }[engine]
     assert int(f[tp]) == p.tp and int(f[pp]) == p.pp and int(f[seqs]) == p.max_num_seqs
     assert f[kv] in KV_VALUES[engine] and (f[kv] == "auto") == (p.kv_dtype == "bf16")
     if engine != "trtllm":
@@ -125,13 +188,29 @@ def test_recommendation_launches_with_the_batch_cap_its_simulation_used(monkeypa
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.main", "recommend", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", "recommend", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_cli_emit_k8s_and_json():
-    base = ("--model", "llama-3.1-8b", "--rate", "2", "--gpus-allowed", "h100-sxm,mi300x", "--max-simulations", "2",
-            "--requests", "100")
+    base = (
+        "--model",
+        "llama-3.1-8b",
+        "--rate",
+        "2",
+        "--gpus-allowed",
+        "h100-sxm,mi300x",
+        "--max-simulations",
+        "2",
+        "--requests",
+        "100",
+    )
     out = _cli(*base, "--emit", "k8s")
     assert out.returncode == 0, out.stderr
     doc = yaml.safe_load(out.stdout)

@@ -25,8 +25,9 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_core_imports_no_ui_or_upper_layer():
-    offenders = {str(p.relative_to(ROOT)): sorted(_imports(p) & set(FORBIDDEN_IN_CORE))
-                 for p in (ROOT / "core").rglob("*.py")}
+    offenders = {
+        str(p.relative_to(ROOT)): sorted(_imports(p) & set(FORBIDDEN_IN_CORE)) for p in (ROOT / "core").rglob("*.py")
+    }
     assert not {k: v for k, v in offenders.items() if v}
 
 
@@ -36,13 +37,14 @@ def test_dashboard_does_not_import_pages():
 
 
 def test_importing_core_loads_no_streamlit():
-    code = ("import importlib, pkgutil, sys, core\n"
-            "for m in pkgutil.walk_packages(core.__path__, 'core.'): importlib.import_module(m.name)\n"
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('streamlit', 'plotly')]\n"
-            "print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import importlib, pkgutil, sys, core\n"
+        "for m in pkgutil.walk_packages(core.__path__, 'core.'): importlib.import_module(m.name)\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('streamlit', 'plotly')]\n"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-
 
 
 def test_pages_import_only_dashboard():
@@ -69,8 +71,12 @@ def _import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         tree = ast.parse(path.read_text(), filename=str(path))
-        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                       and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        typing_only = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)
+        }
         targets: set[str] = set()
         for node in ast.walk(tree):
             if id(node) in typing_only:

@@ -24,8 +24,10 @@ def figure(at, title_part: str) -> dict:
     raise AssertionError(f"no chart titled {title_part!r}")
 
 
-@pytest.mark.parametrize("rate,expected", [(0.718, 0.5), (7.3, 5.0), (13.0, 10.0), (1.0, 1.0), (0.25, 0.2),
-                                           (2.0, 2.0), (1999.0, 1000.0), (0.0049, 0.002)])
+@pytest.mark.parametrize(
+    "rate,expected",
+    [(0.718, 0.5), (7.3, 5.0), (13.0, 10.0), (1.0, 1.0), (0.25, 0.2), (2.0, 2.0), (1999.0, 1000.0), (0.0049, 0.002)],
+)
 def test_round_rate_down_is_a_1_2_5_value_not_above_the_rate(rate, expected):
     assert round_rate_down(rate) == pytest.approx(expected)
 
@@ -153,10 +155,12 @@ def test_shared_figures_are_built_once_for_every_session(clear_cache):
 
     st.cache_resource.clear()
     rows = ((1024, 100, 10), (2048, 50, 10))
-    assert cache.figure(charts.sequences_vs_context_chart, rows) is cache.figure(charts.sequences_vs_context_chart,
-                                                                                 rows)
+    assert cache.figure(charts.sequences_vs_context_chart, rows) is cache.figure(
+        charts.sequences_vs_context_chart, rows
+    )
     assert cache.figure(charts.sequences_vs_context_chart, rows[:1]) is not cache.figure(
-        charts.sequences_vs_context_chart, rows)
+        charts.sequences_vs_context_chart, rows
+    )
 
 
 def test_inputs_a_page_does_not_read_are_greyed_out_there_with_why(clear_cache):

@@ -6,8 +6,7 @@ import pytest
 
 from core import catalog
 from core.config import RabitConfig
-from core.memory import (activation_bytes_per_layer, kv_bytes_per_token, lora_params, serving_memory,
-                         training_memory)
+from core.memory import activation_bytes_per_layer, kv_bytes_per_token, lora_params, serving_memory, training_memory
 from core.units import GB, GiB
 
 EXAMPLE = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)
@@ -44,16 +43,25 @@ def test_max_sequences_by_hand():
     # Llama-3.1-8B on one H100, BF16, 1 sequence of 2k+2k, batch 1:
     # usable 80 GiB x 0.9 = 77.31 GB; W = 16.06 GB; A = 2 x 1 x 4096 x 4096 x 2 = 67.1 MB; O = 1.61 GB.
     # budget = 77.31 - 1.61 - 16.06 - 0.067 = 59.57 GB; per seq = 4096 x 131,072 = 536.9 MB -> 110 sequences.
-    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1,
-                      input_tokens=2048, output_tokens=2048)
+    cfg = RabitConfig(
+        model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1, input_tokens=2048, output_tokens=2048
+    )
     r = serving_memory(cfg)
     budget = 80 * GiB * 0.9 - 1.5 * GiB - r.weights_bytes_per_gpu - 2 * 4096 * 4096 * 2
     assert r.max_sequences == math.floor(budget / (4096 * 131_072)) == 110
 
 
 def test_paged_blocks_round_up_and_contiguous_reserves_max_context():
-    base = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1,
-                       input_tokens=1000, output_tokens=1, block_size=16)
+    base = RabitConfig(
+        model="llama-3.1-8b",
+        gpu="h100-sxm",
+        gpus_per_node=1,
+        tp=1,
+        batch=1,
+        input_tokens=1000,
+        output_tokens=1,
+        block_size=16,
+    )
     r = serving_memory(base)
     # 1,001 tokens occupy ceil(1001/16) = 63 blocks = 1,008 tokens.
     assert r.kv_bytes_per_seq_per_gpu == 1008 * 131_072
@@ -77,8 +85,10 @@ def test_prefix_sharing_and_fp8_raise_capacity():
 
 
 def test_weight_formats_order():
-    sizes = [serving_memory(EXAMPLE.with_(weights=w, batch=1)).weights_bytes_per_gpu
-             for w in ("bf16", "fp8", "nvfp4", "int4")]
+    sizes = [
+        serving_memory(EXAMPLE.with_(weights=w, batch=1)).weights_bytes_per_gpu
+        for w in ("bf16", "fp8", "nvfp4", "int4")
+    ]
     assert sizes[0] > sizes[1] > sizes[2] > sizes[3]
     # INT4 at group 128 is about 0.52 B/param for block linears; embeddings and head stay BF16.
     assert sizes[3] / sizes[0] == pytest.approx(0.2578 + 0.03, abs=0.02)
@@ -90,12 +100,12 @@ def test_too_big_does_not_fit_with_reason():
 
 
 def test_training_16_bytes_per_param_and_zero_stages():
-    cfg = RabitConfig(model="llama-3.1-70b", phase="train", tp=8, nodes=8, zero=0, micro_batch=1,
-                      seq_len=4096, recompute="full")
+    cfg = RabitConfig(
+        model="llama-3.1-70b", phase="train", tp=8, nodes=8, zero=0, micro_batch=1, seq_len=4096, recompute="full"
+    )
     P = catalog.model("llama-3.1-70b").total_params()
     r0 = training_memory(cfg)
-    assert r0.weight_bytes_per_gpu + r0.gradient_bytes_per_gpu + r0.optimizer_bytes_per_gpu == pytest.approx(
-        16 * P / 8)
+    assert r0.weight_bytes_per_gpu + r0.gradient_bytes_per_gpu + r0.optimizer_bytes_per_gpu == pytest.approx(16 * P / 8)
     totals = [training_memory(cfg.with_(zero=z)).total_bytes_per_gpu for z in (0, 1, 2, 3)]
     assert totals == sorted(totals, reverse=True) and len(set(totals)) == 4
     r3 = training_memory(cfg.with_(zero=3))
@@ -132,8 +142,12 @@ def test_lora_keeps_frozen_base_and_shrinks_state():
 
 def test_every_step_reevaluates():
     """The displayed math cannot drift: every recorded expression reproduces its value."""
-    for res in (serving_memory(EXAMPLE), serving_memory(EXAMPLE.with_(model="deepseek-v3", weights="fp8", tp=8, ep=8)),
-                training_memory(EXAMPLE.with_(phase="train", lora_rank=8)), training_memory(EXAMPLE.with_(phase="train"))):
+    for res in (
+        serving_memory(EXAMPLE),
+        serving_memory(EXAMPLE.with_(model="deepseek-v3", weights="fp8", tp=8, ep=8)),
+        training_memory(EXAMPLE.with_(phase="train", lora_rank=8)),
+        training_memory(EXAMPLE.with_(phase="train")),
+    ):
         for s in res.steps:
             assert s.evaluate() == pytest.approx(s.value, rel=1e-9), s.key
 

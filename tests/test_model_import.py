@@ -12,55 +12,114 @@ import pytest
 from core.model import UnsupportedArchitecture, from_hf_config
 
 FALCON_7B = {
-    "architectures": ["FalconForCausalLM"], "model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71,
-    "num_hidden_layers": 32, "vocab_size": 65024, "multi_query": True, "parallel_attn": True,
-    "new_decoder_architecture": False, "bias": False, "alibi": False, "_name_or_path": "tiiuae/falcon-7b",
+    "architectures": ["FalconForCausalLM"],
+    "model_type": "falcon",
+    "hidden_size": 4544,
+    "num_attention_heads": 71,
+    "num_hidden_layers": 32,
+    "vocab_size": 65024,
+    "multi_query": True,
+    "parallel_attn": True,
+    "new_decoder_architecture": False,
+    "bias": False,
+    "alibi": False,
+    "_name_or_path": "tiiuae/falcon-7b",
 }
 FALCON_180B = {
-    "architectures": ["FalconForCausalLM"], "model_type": "falcon", "hidden_size": 14848, "num_attention_heads": 232,
-    "num_kv_heads": 8, "num_hidden_layers": 80, "vocab_size": 65024, "multi_query": True, "parallel_attn": True,
-    "new_decoder_architecture": True, "bias": False, "alibi": False,
+    "architectures": ["FalconForCausalLM"],
+    "model_type": "falcon",
+    "hidden_size": 14848,
+    "num_attention_heads": 232,
+    "num_kv_heads": 8,
+    "num_hidden_layers": 80,
+    "vocab_size": 65024,
+    "multi_query": True,
+    "parallel_attn": True,
+    "new_decoder_architecture": True,
+    "bias": False,
+    "alibi": False,
 }
 JAMBA = {
-    "architectures": ["JambaForCausalLM"], "model_type": "jamba", "hidden_size": 4096, "intermediate_size": 14336,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 65536,
-    "num_experts": 16, "num_experts_per_tok": 2, "expert_layer_period": 2, "expert_layer_offset": 1,
-    "attn_layer_period": 8, "attn_layer_offset": 4, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
-    "mamba_dt_rank": 256, "mamba_conv_bias": True, "mamba_proj_bias": False, "tie_word_embeddings": False,
+    "architectures": ["JambaForCausalLM"],
+    "model_type": "jamba",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 65536,
+    "num_experts": 16,
+    "num_experts_per_tok": 2,
+    "expert_layer_period": 2,
+    "expert_layer_offset": 1,
+    "attn_layer_period": 8,
+    "attn_layer_offset": 4,
+    "mamba_d_state": 16,
+    "mamba_d_conv": 4,
+    "mamba_expand": 2,
+    "mamba_dt_rank": 256,
+    "mamba_conv_bias": True,
+    "mamba_proj_bias": False,
+    "tie_word_embeddings": False,
     "max_position_embeddings": 262144,
 }
 GEMMA3_27B = {
-    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-    "text_config": {"model_type": "gemma3_text", "hidden_size": 5376, "intermediate_size": 21504,
-                    "num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
-                    "vocab_size": 262208, "sliding_window": 1024, "sliding_window_pattern": 6,
-                    "max_position_embeddings": 131072},
+    "architectures": ["Gemma3ForConditionalGeneration"],
+    "model_type": "gemma3",
+    "text_config": {
+        "model_type": "gemma3_text",
+        "hidden_size": 5376,
+        "intermediate_size": 21504,
+        "num_hidden_layers": 62,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 16,
+        "head_dim": 128,
+        "vocab_size": 262208,
+        "sliding_window": 1024,
+        "sliding_window_pattern": 6,
+        "max_position_embeddings": 131072,
+    },
     "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "num_hidden_layers": 27},
 }
 LLAMA4_SCOUT = {
-    "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
-    "text_config": {"model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192,
-                    "intermediate_size_mlp": 16384, "num_hidden_layers": 48, "num_attention_heads": 40,
-                    "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 202048, "num_local_experts": 16,
-                    "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "tie_word_embeddings": False,
-                    "max_position_embeddings": 10485760},
+    "architectures": ["Llama4ForConditionalGeneration"],
+    "model_type": "llama4",
+    "text_config": {
+        "model_type": "llama4_text",
+        "hidden_size": 5120,
+        "intermediate_size": 8192,
+        "intermediate_size_mlp": 16384,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 202048,
+        "num_local_experts": 16,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 1,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 10485760,
+    },
     "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408},
 }
 
 
-@pytest.mark.parametrize("cfg, published, why", [
-    # Falcon-7B: "7B parameters" (TII model card); the Hub's safetensors count is 6.92B.
-    (FALCON_7B, 6.92e9, "multi-query attention (one KV head) and a GELU MLP of 4h"),
-    # Falcon-180B: "180B parameters" (TII model card; Almazrouei et al., arXiv 2311.16867, Table 1: 179.5B).
-    (FALCON_180B, 179.5e9, "grouped KV heads (num_kv_heads=8) in the new decoder architecture"),
-    # Jamba v0.1: "52B total parameters, 12B active" (AI21 model card; Lieber et al., arXiv 2403.19887).
-    (JAMBA, 52e9, "1 attention : 7 Mamba layers, MoE (16 experts) every other layer"),
-    # Gemma 3 27B: "27B" (Gemma 3 technical report, arXiv 2503.19786, Table 1: 25.6B non-embedding + 1.4B
-    # embedding; the 0.4B vision encoder is not counted here).
-    (GEMMA3_27B, 27.0e9, "the language model nested in text_config"),
-    # Llama 4 Scout: "109B total parameters, 17B active" (Meta Llama 4 model card).
-    (LLAMA4_SCOUT, 109e9, "16 routed experts + 1 shared per layer, nested in text_config"),
-])
+@pytest.mark.parametrize(
+    "cfg, published, why",
+    [
+        # Falcon-7B: "7B parameters" (TII model card); the Hub's safetensors count is 6.92B.
+        (FALCON_7B, 6.92e9, "multi-query attention (one KV head) and a GELU MLP of 4h"),
+        # Falcon-180B: "180B parameters" (TII model card; Almazrouei et al., arXiv 2311.16867, Table 1: 179.5B).
+        (FALCON_180B, 179.5e9, "grouped KV heads (num_kv_heads=8) in the new decoder architecture"),
+        # Jamba v0.1: "52B total parameters, 12B active" (AI21 model card; Lieber et al., arXiv 2403.19887).
+        (JAMBA, 52e9, "1 attention : 7 Mamba layers, MoE (16 experts) every other layer"),
+        # Gemma 3 27B: "27B" (Gemma 3 technical report, arXiv 2503.19786, Table 1: 25.6B non-embedding + 1.4B
+        # embedding; the 0.4B vision encoder is not counted here).
+        (GEMMA3_27B, 27.0e9, "the language model nested in text_config"),
+        # Llama 4 Scout: "109B total parameters, 17B active" (Meta Llama 4 model card).
+        (LLAMA4_SCOUT, 109e9, "16 routed experts + 1 shared per layer, nested in text_config"),
+    ],
+)
 def test_families_are_sized_within_5pct_of_the_published_count(cfg, published, why):
     m = from_hf_config(cfg)
     assert abs(m.total_params() / published - 1) < 0.05, (why, m.total_params())
@@ -85,39 +144,87 @@ def test_llama4_scout_active_params():
     assert abs(from_hf_config(LLAMA4_SCOUT).active_params() / 17e9 - 1) < 0.05
 
 
-@pytest.mark.parametrize("cfg, arch", [
-    ({"architectures": ["BertForMaskedLM"], "model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
-      "num_attention_heads": 12, "vocab_size": 30522, "intermediate_size": 3072}, "BertForMaskedLM"),
-    ({"architectures": ["MambaForCausalLM"], "model_type": "mamba", "hidden_size": 2560, "num_hidden_layers": 64,
-      "vocab_size": 50280, "state_size": 16}, "MambaForCausalLM"),
-    ({"architectures": ["RwkvForCausalLM"], "model_type": "rwkv", "hidden_size": 768, "num_hidden_layers": 12,
-      "vocab_size": 50277}, "RwkvForCausalLM"),
-    ({"architectures": ["T5ForConditionalGeneration"], "model_type": "t5", "d_model": 768, "num_layers": 12,
-      "num_heads": 12, "vocab_size": 32128, "is_encoder_decoder": True}, "T5ForConditionalGeneration"),
-])
+@pytest.mark.parametrize(
+    "cfg, arch",
+    [
+        (
+            {
+                "architectures": ["BertForMaskedLM"],
+                "model_type": "bert",
+                "hidden_size": 768,
+                "num_hidden_layers": 12,
+                "num_attention_heads": 12,
+                "vocab_size": 30522,
+                "intermediate_size": 3072,
+            },
+            "BertForMaskedLM",
+        ),
+        (
+            {
+                "architectures": ["MambaForCausalLM"],
+                "model_type": "mamba",
+                "hidden_size": 2560,
+                "num_hidden_layers": 64,
+                "vocab_size": 50280,
+                "state_size": 16,
+            },
+            "MambaForCausalLM",
+        ),
+        (
+            {
+                "architectures": ["RwkvForCausalLM"],
+                "model_type": "rwkv",
+                "hidden_size": 768,
+                "num_hidden_layers": 12,
+                "vocab_size": 50277,
+            },
+            "RwkvForCausalLM",
+        ),
+        (
+            {
+                "architectures": ["T5ForConditionalGeneration"],
+                "model_type": "t5",
+                "d_model": 768,
+                "num_layers": 12,
+                "num_heads": 12,
+                "vocab_size": 32128,
+                "is_encoder_decoder": True,
+            },
+            "T5ForConditionalGeneration",
+        ),
+    ],
+)
 def test_unsupported_families_are_refused_with_the_architecture_named(cfg, arch):
     with pytest.raises(UnsupportedArchitecture, match=rf"unsupported architecture: {arch} \(.+\)"):
         from_hf_config(cfg)
 
 
-BASE = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000,
-        "intermediate_size": 11008}
+BASE = {
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "vocab_size": 32000,
+    "intermediate_size": 11008,
+}
 
 
-@pytest.mark.parametrize("change, words", [
-    ({"hidden_size": True}, "hidden_size' must be an integer, not bool"),
-    ({"hidden_size": "4096"}, "hidden_size' must be an integer, not str"),
-    ({"hidden_size": [4096]}, "hidden_size' must be an integer, not list"),
-    ({"num_hidden_layers": {"a": 1}}, "num_hidden_layers' must be an integer, not dict"),
-    ({"architectures": 5}, "architectures' must be a list"),
-    ({"layer_types": 5}, "layer_types' must be a list"),
-    ({"num_attention_heads": 0}, "num_attention_heads'.*below the minimum"),
-    ({"num_attention_heads": 10_000_000_000}, "num_attention_heads'.*above the maximum"),
-    ({"hidden_size": float("inf")}, "hidden_size' must be an integer"),
-    ({"vocab_size": 10**5000}, "vocab_size'.*above the maximum"),
-    ({"tie_word_embeddings": "yes"}, "tie_word_embeddings' must be true or false"),
-    ({"model_type": 7}, "model_type' must be a string"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"hidden_size": True}, "hidden_size' must be an integer, not bool"),
+        ({"hidden_size": "4096"}, "hidden_size' must be an integer, not str"),
+        ({"hidden_size": [4096]}, "hidden_size' must be an integer, not list"),
+        ({"num_hidden_layers": {"a": 1}}, "num_hidden_layers' must be an integer, not dict"),
+        ({"architectures": 5}, "architectures' must be a list"),
+        ({"layer_types": 5}, "layer_types' must be a list"),
+        ({"num_attention_heads": 0}, "num_attention_heads'.*below the minimum"),
+        ({"num_attention_heads": 10_000_000_000}, "num_attention_heads'.*above the maximum"),
+        ({"hidden_size": float("inf")}, "hidden_size' must be an integer"),
+        ({"vocab_size": 10**5000}, "vocab_size'.*above the maximum"),
+        ({"tie_word_embeddings": "yes"}, "tie_word_embeddings' must be true or false"),
+        ({"model_type": 7}, "model_type' must be a string"),
+    ],
+)
 def test_wrong_typed_fields_are_refused_by_name(change, words):
     with pytest.raises(ValueError, match=words):
         from_hf_config({**BASE, **change})

@@ -24,8 +24,10 @@ HEADER = "gpu,provider,kind,usd_per_gpu_hour,region,source,as_of,verification\n"
 
 
 def _prices(h100: float, h200: float):
-    return parse_prices(HEADER + f"h100-sxm,test,on-demand,{h100},x,crafted,2026-11-30,S\n"
-                                 f"h200-sxm,test,on-demand,{h200},x,crafted,2026-11-30,S\n")
+    return parse_prices(
+        HEADER + f"h100-sxm,test,on-demand,{h100},x,crafted,2026-11-30,S\n"
+        f"h200-sxm,test,on-demand,{h200},x,crafted,2026-11-30,S\n"
+    )
 
 
 # Llama-3.1-8B, short prompts, a tight 6.5 ms p95 ITL target: decode is memory-bound at a small batch, so the
@@ -33,11 +35,15 @@ def _prices(h100: float, h200: float):
 # GPU-hour: the H100 answer (2 GPUs, $2.00/h) beats the H200 one (2 GPUs, $2.20/h) by 10 %. (Replicas are sized
 # from the simulated p95s in both directions, so the target sits where a 10 % slower H100 decode needs a second
 # TP2 replica.)
-TIE_GOAL = ServingGoal(model="llama-3.1-8b", rate_per_s=100.0,
-                       workload=SimSpec(num_requests=1000, input=Lengths(mean=32), output=Lengths(mean=256)),
-                       p95_itl_s=0.0065)
-TIE_CONS = Constraints(gpus_allowed=("h100-sxm", "h200-sxm"), weights_allowed=("bf16",), kv_allowed=("bf16",),
-                       max_simulations=8)
+TIE_GOAL = ServingGoal(
+    model="llama-3.1-8b",
+    rate_per_s=100.0,
+    workload=SimSpec(num_requests=1000, input=Lengths(mean=32), output=Lengths(mean=256)),
+    p95_itl_s=0.0065,
+)
+TIE_CONS = Constraints(
+    gpus_allowed=("h100-sxm", "h200-sxm"), weights_allowed=("bf16",), kv_allowed=("bf16",), max_simulations=8
+)
 TIE_PRICES = _prices(1.0, 1.1)
 
 
@@ -49,8 +55,9 @@ def _alone(kind: str, mbu: float):
 @pytest.fixture(scope="module")
 def tie():
     # the workload is known exactly here (no spread), so only the efficiencies are uncertain
-    spec = NextExperimentSpec(goal=TIE_GOAL, constraints=TIE_CONS, prompt_spread_frac=0, output_spread_frac=0,
-                              rate_spread_frac=0)
+    spec = NextExperimentSpec(
+        goal=TIE_GOAL, constraints=TIE_CONS, prompt_spread_frac=0, output_spread_frac=0, rate_spread_frac=0
+    )
     return next_experiment(spec, TIE_PRICES, workers=1)
 
 
@@ -78,22 +85,31 @@ def test_ranking_is_by_flip_chance_per_gpu_hour(tie):
     scores = [e.flip_chance / e.gpu_hours if e.gpu_hours else math.inf for e in tie.experiments]
     assert scores == sorted(scores, reverse=True)
     assert all(e.flip_chance == 0 for e in tie.stable)
-    assert {e.input.key for e in tie.experiments} | {e.input.key for e in tie.stable} == \
-        {i.key for i in uncertain_inputs(tie.spec, tie.baseline)}
+    assert {e.input.key for e in tie.experiments} | {e.input.key for e in tie.stable} == {
+        i.key for i in uncertain_inputs(tie.spec, tie.baseline)
+    }
 
 
 def test_nothing_flips_when_there_is_room_everywhere():
     # One GPU kind, one precision, an 8B model at half a request per second with no target: one H200 runs it
     # at a small fraction of its capacity whatever the efficiencies, lengths (+-30 %) or rate (+-30 %).
-    goal = ServingGoal(model="llama-3.1-8b", rate_per_s=0.5,
-                       workload=SimSpec(num_requests=300, input=Lengths(mean=512), output=Lengths(mean=128)))
-    cons = Constraints(gpus_allowed=("h200-sxm",), weights_allowed=("bf16",), kv_allowed=("bf16",),
-                       max_simulations=4)
+    goal = ServingGoal(
+        model="llama-3.1-8b",
+        rate_per_s=0.5,
+        workload=SimSpec(num_requests=300, input=Lengths(mean=512), output=Lengths(mean=128)),
+    )
+    cons = Constraints(gpus_allowed=("h200-sxm",), weights_allowed=("bf16",), kv_allowed=("bf16",), max_simulations=4)
     r = next_experiment(NextExperimentSpec(goal=goal, constraints=cons), _prices(1.0, 1.0), workers=1)
     assert r.baseline.recommendation is not None
     assert r.experiments == ()
-    assert {e.input.key for e in r.stable} == {"decode:h200-sxm", "prefill:h200-sxm", "comm:h200-sxm",
-                                               "prompt", "output", "rate"}
+    assert {e.input.key for e in r.stable} == {
+        "decode:h200-sxm",
+        "prefill:h200-sxm",
+        "comm:h200-sxm",
+        "prompt",
+        "output",
+        "rate",
+    }
     assert r.reruns == 6 * 4
 
 
@@ -116,15 +132,25 @@ def test_memo_and_decision_only_give_the_same_pick():
 
 
 def test_points_span_the_range_without_the_base():
-    inp = UncertainInput(key="prompt", kind="prompt", label="Mean prompt length", base=1000, low=1300, high=700,
-                         unit="tokens", source="")
+    inp = UncertainInput(
+        key="prompt", kind="prompt", label="Mean prompt length", base=1000, low=1300, high=700, unit="tokens", source=""
+    )
     assert points(inp) == (1300, 1150, 700, 850)
     assert points(inp, 1) == (1300, 700)
 
 
 def test_moved_goal_moves_one_input_only():
-    inp = UncertainInput(key="decode:h200-sxm", kind="decode", gpu="h200-sxm", label="d", base=0.75, low=0.6,
-                         high=0.85, unit="frac", source="")
+    inp = UncertainInput(
+        key="decode:h200-sxm",
+        kind="decode",
+        gpu="h200-sxm",
+        label="d",
+        base=0.75,
+        low=0.6,
+        high=0.85,
+        unit="frac",
+        source="",
+    )
     g = moved_goal(TIE_GOAL, inp, 0.6)
     assert g.assumptions_for("h200-sxm").mbu == 0.6 and g.assumptions_for("h100-sxm").mbu == 0.75
     rate = UncertainInput(key="rate", kind="rate", label="r", base=100, low=130, high=70, unit="", source="")
@@ -135,8 +161,7 @@ def test_moved_goal_moves_one_input_only():
 
 def test_changes_names_each_kind_of_flip(tie):
     base = tie.baseline.recommendation
-    other = base.model_copy(update={"gpu": "h200-sxm", "tp": 1, "gpus_per_replica": 1, "weights": "fp8",
-                                    "replicas": 3})
+    other = base.model_copy(update={"gpu": "h200-sxm", "tp": 1, "gpus_per_replica": 1, "weights": "fp8", "replicas": 3})
     diff = changes(base, other)
     assert [d.split(" ")[0] for d in diff] == ["GPU", "layout", "precision", "replicas"]
     assert changes(base, base) == ()
@@ -146,13 +171,22 @@ def test_changes_names_each_kind_of_flip(tie):
 def test_out_of_reach_inputs_really_cannot_flip():
     # The shortcut settles a GPU kind's points with one screen; re-running the optimizer at every one of those
     # points (the slow way) must give today's pick.
-    goal = ServingGoal(model="llama-3.1-8b", rate_per_s=20.0,
-                       workload=SimSpec(num_requests=400, input=Lengths(mean=1000), output=Lengths(mean=200)),
-                       p95_ttft_s=1.0, p95_e2e_s=10.0)
-    cons = Constraints(gpus_allowed=("a100-80gb", "h100-sxm", "l40s"), weights_allowed=("bf16", "fp8"),
-                       kv_allowed=("bf16",), max_simulations=6)
-    spec = NextExperimentSpec(goal=goal, constraints=cons, prompt_spread_frac=0, output_spread_frac=0,
-                              rate_spread_frac=0)
+    goal = ServingGoal(
+        model="llama-3.1-8b",
+        rate_per_s=20.0,
+        workload=SimSpec(num_requests=400, input=Lengths(mean=1000), output=Lengths(mean=200)),
+        p95_ttft_s=1.0,
+        p95_e2e_s=10.0,
+    )
+    cons = Constraints(
+        gpus_allowed=("a100-80gb", "h100-sxm", "l40s"),
+        weights_allowed=("bf16", "fp8"),
+        kv_allowed=("bf16",),
+        max_simulations=6,
+    )
+    spec = NextExperimentSpec(
+        goal=goal, constraints=cons, prompt_spread_frac=0, output_spread_frac=0, rate_spread_frac=0
+    )
     r = next_experiment(spec, workers=1)
     settled = [e for e in r.stable if e.note.startswith(("even at", "no "))]
     assert settled, "expected at least one GPU kind out of reach"
@@ -193,10 +227,12 @@ def test_training_mode_flips_agree_with_the_training_optimizer():
     r = next_training_experiment(TrainingExperimentSpec(config=cfg, deadline_s=20 * 86400, constraints=cons))
     base = r.baseline.recommendation
     assert base is not None and r.reruns == 2 * 2 * 4
+
     def alone(kind, name, value):  # one kind's option from the training optimizer itself
         one = cons.model_copy(update={"gpus_allowed": (kind,)})
-        return recommend_training(cfg.with_(assumptions=cfg.assumptions.with_(**{name: value})), 20 * 86400,
-                                  one).options[0]
+        return recommend_training(
+            cfg.with_(assumptions=cfg.assumptions.with_(**{name: value})), 20 * 86400, one
+        ).options[0]
 
     for e in r.experiments + r.stable:
         name = {"train": "mfu_train", "comm": "comm_bw_eff"}[e.input.kind]

@@ -35,8 +35,9 @@ def test_next_experiment_waits_for_the_button_then_ranks(clear_cache):
     assert at.get("plotly_chart")  # flip chance against GPU-hours
     ranked = any(h.startswith("Run first") for h in heads)
     if ranked:
-        assert at.dataframe and any("vllm" in c.value or "all_reduce_perf" in c.value or "curl" in c.value
-                                    for c in at.code)
+        assert at.dataframe and any(
+            "vllm" in c.value or "all_reduce_perf" in c.value or "curl" in c.value for c in at.code
+        )
         assert any(md.value.startswith("- If ") for md in at.markdown)  # the decision under each outcome
     else:
         assert any("nothing is worth measuring" in s.value for s in at.success)
@@ -60,9 +61,11 @@ class _Prom(BaseHTTPRequestHandler):
 
     def do_GET(self):
         # KV pool full on both GPUs while their tensor pipes idle
-        result = [{"metric": {"__name__": n, "gpu": g}, "values": [[1764000000 + 15 * i, v] for i in range(5)]}
-                  for n, v in (("vllm:kv_cache_usage_perc", "0.98"), ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "0.1"))
-                  for g in ("0", "1")]
+        result = [
+            {"metric": {"__name__": n, "gpu": g}, "values": [[1764000000 + 15 * i, v] for i in range(5)]}
+            for n, v in (("vllm:kv_cache_usage_perc", "0.98"), ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "0.1"))
+            for g in ("0", "1")
+        ]
         body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

@@ -6,8 +6,11 @@ import core.optimizer as opt
 from core.optimizer import Constraints, ServingGoal, pareto, recommend
 from core.simulate import Lengths, SimSpec, simulate
 
-SPEC = SimSpec(num_requests=600, input=Lengths(kind="lognormal", mean=1000, spread=0.5),
-               output=Lengths(kind="lognormal", mean=250, spread=0.5))
+SPEC = SimSpec(
+    num_requests=600,
+    input=Lengths(kind="lognormal", mean=1000, spread=0.5),
+    output=Lengths(kind="lognormal", mean=250, spread=0.5),
+)
 GOAL = ServingGoal(model="llama-3.1-70b", rate_per_s=10, workload=SPEC, p95_ttft_s=2.0, p95_e2e_s=20.0)
 
 
@@ -21,8 +24,10 @@ def test_recommendation_meets_the_target_in_its_own_simulation(base):
     rec = next(c for c in base.candidates if c.simulated and c.meets and opt._pick(GOAL, c) == base.recommendation)
     # with the batch cap the launch config sets (max_num_seqs)
     b = base.recommendation.max_num_seqs
-    r = simulate(opt._config(GOAL, rec), SPEC.with_(rate_per_s=GOAL.rate_per_s / rec.replicas, max_batch=b,
-                                                    token_budget=max(SPEC.token_budget, b)))
+    r = simulate(
+        opt._config(GOAL, rec),
+        SPEC.with_(rate_per_s=GOAL.rate_per_s / rec.replicas, max_batch=b, token_budget=max(SPEC.token_budget, b)),
+    )
     assert r.summary.ttft_s.p95 <= GOAL.p95_ttft_s
     assert r.summary.e2e_s.p95 <= GOAL.p95_e2e_s
     assert not r.summary.saturated and r.summary.rejected == 0
@@ -52,18 +57,40 @@ def test_pareto_front_is_not_dominated(base):
         for q in front:
             if p is q:
                 continue
-            better_or_equal = (q.cost_per_hour <= p.cost_per_hour and q.p95_e2e_s <= p.p95_e2e_s
-                               and q.capacity_requests_per_s >= p.capacity_requests_per_s)
+            better_or_equal = (
+                q.cost_per_hour <= p.cost_per_hour
+                and q.p95_e2e_s <= p.p95_e2e_s
+                and q.capacity_requests_per_s >= p.capacity_requests_per_s
+            )
             strictly = (q.cost_per_hour, q.p95_e2e_s, -q.capacity_requests_per_s) != (
-                p.cost_per_hour, p.p95_e2e_s, -p.capacity_requests_per_s)
+                p.cost_per_hour,
+                p.p95_e2e_s,
+                -p.capacity_requests_per_s,
+            )
             assert not (better_or_equal and strictly), (p.label, q.label)
 
 
 def test_pareto_helper_on_a_hand_made_set():
-    mk = lambda cost, e2e, cap: opt.Pick(gpu="x", gpus_per_replica=1, tp=1, pp=1, weights="bf16", kv_dtype="bf16",  # noqa: E731
-                                        replicas=1, cost_per_hour=cost, cost_per_million_tokens=0, p95_ttft_s=None,
-                                        p95_itl_s=None, p95_e2e_s=e2e, capacity_requests_per_s=cap,
-                                        bottleneck="memory", meets_target=True, label=f"{cost}/{e2e}/{cap}")
+    def mk(cost, e2e, cap):
+        return opt.Pick(
+            gpu="x",
+            gpus_per_replica=1,
+            tp=1,
+            pp=1,
+            weights="bf16",
+            kv_dtype="bf16",
+            replicas=1,
+            cost_per_hour=cost,
+            cost_per_million_tokens=0,
+            p95_ttft_s=None,
+            p95_itl_s=None,
+            p95_e2e_s=e2e,
+            capacity_requests_per_s=cap,
+            bottleneck="memory",
+            meets_target=True,
+            label=f"{cost}/{e2e}/{cap}",
+        )
+
     a, b, c, d = mk(1, 10, 5), mk(2, 5, 5), mk(3, 6, 4), mk(2, 5, 6)
     # c is dominated by b (cheaper, faster, more capacity); b is dominated by d (same cost and p95, more capacity)
     assert {p.label for p in pareto([a, b, c, d])} == {a.label, d.label}
@@ -125,10 +152,19 @@ def test_amd_is_recommended_where_it_is_cheaper():
     # 2026-05-18) holds it with room for KV, while H100/H200/A100-80GB need 2-4 GPUs at $2.29-$5.70 each
     # (median listings), i.e. at least 2 x 2.29 = $4.58/h per replica. At 1 request/s one replica of each
     # keeps up, so the cheapest meeting configuration is the single MI325X.
-    goal = ServingGoal(model="llama-3.1-70b", rate_per_s=1.0, p95_ttft_s=5.0, p95_e2e_s=60.0,
-                       workload=SimSpec(num_requests=300, input=Lengths(mean=1000), output=Lengths(mean=250)))
-    cons = Constraints(gpus_allowed=("h100-sxm", "h200-sxm", "a100-80gb", "mi300x", "mi325x"),
-                       weights_allowed=("bf16",), kv_allowed=("bf16",), max_simulations=6)
+    goal = ServingGoal(
+        model="llama-3.1-70b",
+        rate_per_s=1.0,
+        p95_ttft_s=5.0,
+        p95_e2e_s=60.0,
+        workload=SimSpec(num_requests=300, input=Lengths(mean=1000), output=Lengths(mean=250)),
+    )
+    cons = Constraints(
+        gpus_allowed=("h100-sxm", "h200-sxm", "a100-80gb", "mi300x", "mi325x"),
+        weights_allowed=("bf16",),
+        kv_allowed=("bf16",),
+        max_simulations=6,
+    )
     r = recommend(goal, cons)
     assert r.met and r.recommendation.gpu == "mi325x"
     assert r.recommendation.gpus_per_replica == 1
@@ -161,14 +197,16 @@ def test_training_recommendation_is_the_cheapest_option_that_meets(train_rec):
     assert r.recommendation.cost_usd == min(meeting)
     # cost = price x GPUs x expected wall-clock (with failures)
     price = gpu_price(r.recommendation.gpu, catalog.prices()).usd_per_gpu_hour
-    assert r.recommendation.cost_usd == pytest.approx(price * r.recommendation.gpus
-                                                      * r.recommendation.wall_clock_s / 3600)
+    assert r.recommendation.cost_usd == pytest.approx(
+        price * r.recommendation.gpus * r.recommendation.wall_clock_s / 3600
+    )
 
 
 def test_training_forbidding_the_choice_moves_it(train_rec):
     first = train_rec.recommendation.gpu
-    r = recommend_training(TRAIN, 14 * 86400,
-                           Constraints(gpus_allowed=tuple(g for g in KINDS.gpus_allowed if g != first)))
+    r = recommend_training(
+        TRAIN, 14 * 86400, Constraints(gpus_allowed=tuple(g for g in KINDS.gpus_allowed if g != first))
+    )
     assert r.recommendation.gpu != first and r.recommendation.cost_usd >= train_rec.recommendation.cost_usd
 
 
@@ -182,8 +220,11 @@ def test_replicas_come_from_the_simulation_in_both_directions():
     # ~31.5 requests/s. At 26 requests/s the screen sizes ceil(26 / (0.8 x 31.5)) = ceil(1.03) = 2 replicas;
     # one replica runs at 26 / 31.5 = 83 % of its capacity, and its simulated p95s meet loose targets (TTFT 5 s,
     # end-to-end 60 s), so the fewest replicas whose simulated p95s meet is 1, half the screen's cost.
-    spec = SimSpec(num_requests=1500, input=Lengths(kind="lognormal", mean=1000, spread=0.5),
-                   output=Lengths(kind="lognormal", mean=250, spread=0.5))
+    spec = SimSpec(
+        num_requests=1500,
+        input=Lengths(kind="lognormal", mean=1000, spread=0.5),
+        output=Lengths(kind="lognormal", mean=250, spread=0.5),
+    )
     goal = ServingGoal(model="llama-3.1-8b", rate_per_s=26.0, workload=spec, p95_ttft_s=5.0, p95_e2e_s=60.0)
     cons = Constraints(gpus_allowed=("h100-sxm",), weights_allowed=("bf16",), kv_allowed=("bf16",), max_simulations=4)
     screened = [c for c in opt.screen(goal, cons, catalog.prices()) if not c.pruned and c.gpus_per_replica == 1]

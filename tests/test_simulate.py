@@ -14,15 +14,17 @@ import pytest
 from core.config import RabitConfig
 from core.sim.metrics import Percentiles
 from core.sim.timing import LinearTiming, self_check
-from core.simulate import (DONE, REJECTED, TIMED_OUT, Lengths, SimSpec, kv_pool, max_throughput, parse_trace,
-                           simulate)
+from core.simulate import DONE, REJECTED, TIMED_OUT, Lengths, SimSpec, kv_pool, max_throughput, parse_trace, simulate
 from core.speed import StepModel
 
 L8 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=1000, output_tokens=250)
-LOGN = dict(input=Lengths(kind="lognormal", mean=1000, spread=0.5), output=Lengths(kind="lognormal", mean=250, spread=0.5))
+LOGN = dict(
+    input=Lengths(kind="lognormal", mean=1000, spread=0.5), output=Lengths(kind="lognormal", mean=250, spread=0.5)
+)
 
 
 # --- a naive reference: one iteration, one sequence at a time ----------------------------------------
+
 
 def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
     """Chunked prefill / prefill priority, paged preempt-and-recompute or reservation, FCFS, timeouts.
@@ -141,8 +143,11 @@ def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
                 total += n
                 chunks.append((r, n))
             if not chunks:
-                while spec.admission != "reserve" and dec and \
-                        used() + sum(blocks(c[r] + 1) - blocks(c[r]) for r in dec) > P:
+                while (
+                    spec.admission != "reserve"
+                    and dec
+                    and used() + sum(blocks(c[r] + 1) - blocks(c[r]) for r in dec) > P
+                ):
                     v = running.pop()
                     cached[v] = (c[v] // B) * B if keep else 0
                     c[v], phase[v] = 0, ""
@@ -177,20 +182,40 @@ def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
     return {k: np.array(v, dtype=float) for k, v in st.items()} | {"preemptions": pre}
 
 
-@pytest.mark.parametrize("policy,admission,timeout", [
-    ("chunked", "preempt", None), ("chunked", "reserve", None), ("prefill_priority", "preempt", None),
-    ("prefill_priority", "reserve", 15.0), ("chunked", "preempt", 6.0)])
+@pytest.mark.parametrize(
+    "policy,admission,timeout",
+    [
+        ("chunked", "preempt", None),
+        ("chunked", "reserve", None),
+        ("prefill_priority", "preempt", None),
+        ("prefill_priority", "reserve", 15.0),
+        ("chunked", "preempt", 6.0),
+    ],
+)
 def test_fast_engine_matches_naive_reference(policy, admission, timeout):
     # A small oversubscribed pool (20,000 tokens; ~10 req/s x ~3 s x ~1,100 tokens of context wanted)
     # so that preemption, head-of-line blocking and timeouts all occur.
-    spec = SimSpec(rate_per_s=10, num_requests=150, input=Lengths(kind="uniform", mean=700, spread=0.9),
-                   output=Lengths(kind="uniform", mean=400, spread=0.9), policy=policy, admission=admission,
-                   token_budget=1024, max_batch=48, kv_pool_tokens=20_000, timeout_s=timeout, seed=3)
+    spec = SimSpec(
+        rate_per_s=10,
+        num_requests=150,
+        input=Lengths(kind="uniform", mean=700, spread=0.9),
+        output=Lengths(kind="uniform", mean=400, spread=0.9),
+        policy=policy,
+        admission=admission,
+        token_budget=1024,
+        max_batch=48,
+        kv_pool_tokens=20_000,
+        timeout_s=timeout,
+        seed=3,
+    )
     fast = simulate(L8, spec)
     ref = _naive(L8, spec)
     assert np.array_equal(fast.status, ref["status"].astype(np.int8))
-    for mine, theirs in ((fast.first_token_s, ref["first"]), (fast.finish_s, ref["fin"]),
-                         (fast.admitted_s, ref["adm"])):
+    for mine, theirs in (
+        (fast.first_token_s, ref["first"]),
+        (fast.finish_s, ref["fin"]),
+        (fast.admitted_s, ref["adm"]),
+    ):
         np.testing.assert_allclose(mine, theirs, rtol=1e-9, atol=1e-12, equal_nan=True)
     assert fast.summary.preemptions == ref["preemptions"]
     assert (ref["preemptions"] > 0) == (admission == "preempt")  # the scenario exercises preemption
@@ -201,9 +226,16 @@ def test_fast_engine_matches_naive_reference(policy, admission, timeout):
 def test_fast_engine_matches_naive_reference_with_sliding_windows():
     # gpt-oss-120b: 18 of 36 layers attend a 128-token window; contexts cross it while decoding.
     cfg = RabitConfig(model="gpt-oss-120b", gpu="h100-sxm", gpus_per_node=2, tp=2)
-    spec = SimSpec(rate_per_s=40, num_requests=150, input=Lengths(kind="uniform", mean=100, spread=0.9),
-                   output=Lengths(kind="uniform", mean=300, spread=0.9), token_budget=512, max_batch=64,
-                   kv_pool_tokens=6_000, seed=5)
+    spec = SimSpec(
+        rate_per_s=40,
+        num_requests=150,
+        input=Lengths(kind="uniform", mean=100, spread=0.9),
+        output=Lengths(kind="uniform", mean=300, spread=0.9),
+        token_budget=512,
+        max_batch=64,
+        kv_pool_tokens=6_000,
+        seed=5,
+    )
     fast, ref = simulate(cfg, spec), _naive(cfg, spec)
     assert ref["preemptions"] > 0 and fast.summary.preemptions == ref["preemptions"]
     np.testing.assert_allclose(fast.finish_s, ref["fin"], rtol=1e-9)
@@ -212,6 +244,7 @@ def test_fast_engine_matches_naive_reference_with_sliding_windows():
 
 def test_tabulated_timing_reproduces_step_model_for_every_catalog_model():
     from core import catalog
+
     for slug in catalog.models():
         m = catalog.model(slug)
         tp = 8 if m.num_heads % 8 == 0 else 1
@@ -221,6 +254,7 @@ def test_tabulated_timing_reproduces_step_model_for_every_catalog_model():
 
 
 # --- determinism -----------------------------------------------------------------------------------
+
 
 def test_same_seed_identical_different_seed_different():
     spec = SimSpec(rate_per_s=10, num_requests=400, **LOGN, seed=7)
@@ -234,6 +268,7 @@ def test_same_seed_identical_different_seed_different():
 
 
 # --- queueing theory and closed forms --------------------------------------------------------------
+
 
 def test_littles_law_on_a_long_stable_run():
     # 15 req/s is about half the closed-form capacity (~31 req/s): stable, with a busy batch.
@@ -268,12 +303,15 @@ def test_low_rate_ttft_is_prefill_and_itl_is_batch1_decode():
     assert np.all((r.admitted_s - a)[alone] == 0.0)
 
 
-@pytest.mark.parametrize("kw,limit", [
-    # decode-heavy, max batch binding (64 x 1,200 tokens << the 454k-token pool)
-    (dict(input=Lengths(mean=200), output=Lengths(mean=1000), max_batch=64, token_budget=2048), "max batch"),
-    # prefill-heavy with a small budget: the batch settles at 512 / (1 + 999/250) = 102.5 sequences
-    (dict(**LOGN, token_budget=512), "token budget"),
-])
+@pytest.mark.parametrize(
+    "kw,limit",
+    [
+        # decode-heavy, max batch binding (64 x 1,200 tokens << the 454k-token pool)
+        (dict(input=Lengths(mean=200), output=Lengths(mean=1000), max_batch=64, token_budget=2048), "max batch"),
+        # prefill-heavy with a small budget: the batch settles at 512 / (1 + 999/250) = 102.5 sequences
+        (dict(**LOGN, token_budget=512), "token budget"),
+    ],
+)
 def test_saturation_throughput_approaches_closed_form_max(kw, limit):
     spec = SimSpec(rate_per_s=500, num_requests=3000, **kw)  # far above capacity
     r = simulate(L8, spec)
@@ -297,7 +335,9 @@ def test_saturation_flag_follows_the_arrival_rate():
     assert high.e2e_s.p95 > 5 * low.e2e_s.p95
 
 
-SHORT = dict(input=Lengths(kind="lognormal", mean=450, spread=0.5), output=Lengths(kind="lognormal", mean=100, spread=0.5))
+SHORT = dict(
+    input=Lengths(kind="lognormal", mean=450, spread=0.5), output=Lengths(kind="lognormal", mean=100, spread=0.5)
+)
 
 
 def test_short_low_load_runs_never_cry_wolf():
@@ -324,6 +364,7 @@ def test_longer_low_load_runs_are_stable_and_short_overload_is_still_caught():
 
 
 # --- KV admission ----------------------------------------------------------------------------------
+
 
 def test_kv_pool_by_hand():
     # Llama-3.1-8B, BF16, one H100 (80 GiB): usable 80 GiB x 0.9 = 77.31 GB; overhead 1.5 GiB = 1.61 GB;
@@ -354,8 +395,13 @@ def test_request_larger_than_pool_is_rejected_and_the_rest_complete():
 
 
 def test_preemption_only_under_preempt_and_recompute():
-    spec = SimSpec(rate_per_s=40, num_requests=600, input=Lengths(kind="uniform", mean=2000, spread=0.5),
-                   output=Lengths(kind="uniform", mean=2000, spread=0.5), max_batch=256)
+    spec = SimSpec(
+        rate_per_s=40,
+        num_requests=600,
+        input=Lengths(kind="uniform", mean=2000, spread=0.5),
+        output=Lengths(kind="uniform", mean=2000, spread=0.5),
+        max_batch=256,
+    )
     # 256 x ~4,000 tokens = ~1M tokens of context against a ~454k-token pool: oversubscribed
     pre = simulate(L8, spec)
     res = simulate(L8, spec.with_(admission="reserve"))
@@ -403,6 +449,7 @@ def test_sliding_window_model_runs_and_never_overfills():
 
 # --- percentiles -----------------------------------------------------------------------------------
 
+
 def test_percentiles_withheld_below_sample_minimums():
     p = Percentiles.of(np.arange(19.0))
     assert p.n == 19 and p.p50 == 9.0 and p.p95 is None and p.p99 is None
@@ -416,6 +463,7 @@ def test_percentiles_withheld_below_sample_minimums():
 
 
 # --- trace upload ----------------------------------------------------------------------------------
+
 
 def test_parse_trace_csv_and_jsonl():
     assert parse_trace("prompt_tokens,completion_tokens\n12,30\n7,1\n") == ((12, 30), (7, 1))
@@ -447,36 +495,88 @@ def test_spec_validation_messages():
 
 # --- CLI contract ----------------------------------------------------------------------------------
 
+
 def test_cli_simulate_json_contract(capsys):
     import json
 
     from cli.main import main
 
-    assert main(["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "1", "--tp", "1",
-                 "--rate", "5", "--requests", "60", "--input", "1000", "--output", "250", "--lengths", "lognormal",
-                 "--max-batch", "128", "--token-budget", "4096", "--prefill-priority", "--kv-admission", "reserve",
-                 "--seed", "3", "--json"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--model",
+                "llama-3.1-8b",
+                "--gpu",
+                "h100-sxm",
+                "--gpus",
+                "1",
+                "--tp",
+                "1",
+                "--rate",
+                "5",
+                "--requests",
+                "60",
+                "--input",
+                "1000",
+                "--output",
+                "250",
+                "--lengths",
+                "lognormal",
+                "--max-batch",
+                "128",
+                "--token-budget",
+                "4096",
+                "--prefill-priority",
+                "--kv-admission",
+                "reserve",
+                "--seed",
+                "3",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     for key in ("ttft_s", "itl_s", "e2e_s", "queue_s"):
         assert set(out[key]) >= {"p50", "p95", "p99", "n"}
         assert out[key]["n"] == 60 and out[key]["p95"] is not None and out[key]["p99"] is None  # 60 < 100
-    for key in ("throughput_tokens_per_s", "throughput_requests_per_s", "preemptions", "rejected", "timed_out",
-                "saturated", "kv_occupancy_mean", "prefill_time_share"):
+    for key in (
+        "throughput_tokens_per_s",
+        "throughput_requests_per_s",
+        "preemptions",
+        "rejected",
+        "timed_out",
+        "saturated",
+        "kv_occupancy_mean",
+        "prefill_time_share",
+    ):
         assert key in out
     assert out["preemptions"] == 0 and out["saturated"] is False and out["policy"] == "prefill_priority"
     # the same run through the library gives the same numbers
-    spec = SimSpec(rate_per_s=5, num_requests=60, input=Lengths(kind="lognormal", mean=1000, spread=0.5),
-                   output=Lengths(kind="lognormal", mean=250, spread=0.5), max_batch=128, token_budget=4096,
-                   policy="prefill_priority", admission="reserve", seed=3)
+    spec = SimSpec(
+        rate_per_s=5,
+        num_requests=60,
+        input=Lengths(kind="lognormal", mean=1000, spread=0.5),
+        output=Lengths(kind="lognormal", mean=250, spread=0.5),
+        max_batch=128,
+        token_budget=4096,
+        policy="prefill_priority",
+        admission="reserve",
+        seed=3,
+    )
     assert out["e2e_s"]["p50"] == simulate(L8, spec).summary.e2e_s.p50
 
 
-@pytest.mark.parametrize("argv,flag", [
-    (["--requests", "10"], "--rate"),
-    (["--rate", "-1"], "--rate"),
-    (["--rate", "1", "--max-batch", "512", "--token-budget", "256"], "--token-budget"),
-    (["--rate", "1", "--lengths", "uniform", "--spread", "2"], "--spread"),
-])
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["--requests", "10"], "--rate"),
+        (["--rate", "-1"], "--rate"),
+        (["--rate", "1", "--max-batch", "512", "--token-budget", "256"], "--token-budget"),
+        (["--rate", "1", "--lengths", "uniform", "--spread", "2"], "--spread"),
+    ],
+)
 def test_cli_simulate_bad_flags_exit_2(capsys, argv, flag):
     from cli.main import main
 
@@ -487,8 +587,16 @@ def test_cli_simulate_bad_flags_exit_2(capsys, argv, flag):
     assert err.count("\n") == 0 and flag in err
 
 
-THRASH_CFG = RabitConfig(model="llama-3.1-70b", gpu="h200-sxm", gpus_per_node=1, tp=1, weights="fp8", kv_dtype="fp8",
-                         input_tokens=20000, output_tokens=2000)
+THRASH_CFG = RabitConfig(
+    model="llama-3.1-70b",
+    gpu="h200-sxm",
+    gpus_per_node=1,
+    tp=1,
+    weights="fp8",
+    kv_dtype="fp8",
+    input_tokens=20000,
+    output_tokens=2000,
+)
 THRASH_SPEC = SimSpec(rate_per_s=5, num_requests=100, input=Lengths(mean=20000), output=Lengths(mean=2000))
 
 

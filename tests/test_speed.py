@@ -8,8 +8,7 @@ import pytest
 from core import speculative as spec
 from core.config import RabitConfig
 from core.speed import StepModel, compute_bound_batch, decode, prefill, speed_summary
-from core.speed_views import (batch_sweep, decode_curve, default_batches, roofline, spec_vs_alpha,
-                              textbook_comparison)
+from core.speed_views import batch_sweep, decode_curve, default_batches, roofline, spec_vs_alpha, textbook_comparison
 
 EXAMPLE = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)
 # Llama-3.1-70B: 70,553,706,496 parameters, of which 1,050,673,152 (128,256 x 8,192) are the input embedding.
@@ -55,13 +54,17 @@ def test_worked_example_ttft_by_hand_and_within_the_expected_window():
 
 def test_every_recorded_step_reevaluates():
     """The math page cannot drift: each recorded expression reproduces its value, over varied configs."""
-    cfgs = [EXAMPLE, EXAMPLE.with_(spec_method="draft"), EXAMPLE.with_(spec_method="eagle", batch=1),
-            EXAMPLE.with_(spec_method="ngram", spec_alpha=1.0),
-            EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm", batch=16),
-            EXAMPLE.with_(model="gpt-oss-120b", weights="mxfp4", gpu="b200", tp=4, gpus_per_node=4),
-            EXAMPLE.with_(model="mistral-7b", tp=2, pp=2, gpus_per_node=4, gpu="mi300x", prefix_cache_frac=0.5),
-            EXAMPLE.with_(model="llama-3.1-405b", tp=16, nodes=2, weights="fp8"),
-            EXAMPLE.with_(model="llama-3.1-8b", gpu="a100-80gb", tp=2, gpus_per_node=2, weights="int4", output_tokens=1)]
+    cfgs = [
+        EXAMPLE,
+        EXAMPLE.with_(spec_method="draft"),
+        EXAMPLE.with_(spec_method="eagle", batch=1),
+        EXAMPLE.with_(spec_method="ngram", spec_alpha=1.0),
+        EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm", batch=16),
+        EXAMPLE.with_(model="gpt-oss-120b", weights="mxfp4", gpu="b200", tp=4, gpus_per_node=4),
+        EXAMPLE.with_(model="mistral-7b", tp=2, pp=2, gpus_per_node=4, gpu="mi300x", prefix_cache_frac=0.5),
+        EXAMPLE.with_(model="llama-3.1-405b", tp=16, nodes=2, weights="fp8"),
+        EXAMPLE.with_(model="llama-3.1-8b", gpu="a100-80gb", tp=2, gpus_per_node=2, weights="int4", output_tokens=1),
+    ]
     for cfg in cfgs:
         s = speed_summary(cfg)
         assert len({st.key for st in s.steps}) == len(s.steps), "duplicate step keys"
@@ -77,8 +80,9 @@ def test_every_recorded_step_reevaluates():
 def test_batch_one_decode_approaches_weights_over_bandwidth():
     # Llama-3.1-8B on one H100, BF16, a 1-token prompt: (8,030,261,248 - 525,336,576) x 2 B = 15.01 GB streamed
     # per token; / (3.35 TB/s x 0.75) = 5.974 ms. KV of 1-2 tokens adds 0.004%.
-    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1, input_tokens=1,
-                      output_tokens=2)
+    cfg = RabitConfig(
+        model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1, input_tokens=1, output_tokens=2
+    )
     d = decode(cfg)
     w_over_bw = (8_030_261_248 - 525_336_576) * 2 / (3.35e12 * 0.75)
     assert w_over_bw == pytest.approx(5.974e-3, rel=1e-3)
@@ -88,8 +92,7 @@ def test_batch_one_decode_approaches_weights_over_bandwidth():
 
 
 def test_large_batch_prefill_approaches_the_compute_bound():
-    base = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=4096,
-                       output_tokens=16)
+    base = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=4096, output_tokens=16)
     ratios = []
     for B in (1, 4, 16, 64):
         p = prefill(base.with_(batch=B))
@@ -100,8 +103,15 @@ def test_large_batch_prefill_approaches_the_compute_bound():
     assert ratios[-1] == pytest.approx(1.0, abs=1e-3)
 
 
-@pytest.mark.parametrize("cfg", [EXAMPLE, EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm"),
-                                 EXAMPLE.with_(tp=4, pp=2), EXAMPLE.with_(model="mistral-7b", tp=1)])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        EXAMPLE,
+        EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm"),
+        EXAMPLE.with_(tp=4, pp=2),
+        EXAMPLE.with_(model="mistral-7b", tp=1),
+    ],
+)
 def test_time_is_monotone_in_tokens_and_scalar_path_matches_arrays(cfg):
     sm = StepModel.from_config(cfg)
     T = np.unique(np.geomspace(1, 200_000, 400).round())
@@ -195,8 +205,11 @@ def test_roofline_places_prefill_right_and_decode_left_of_the_ridge():
     assert r.ridge_flop_per_byte == pytest.approx(989e12 / 3.35e12)  # 295 FLOP/B
     pts = {p.name: p for p in r.points}
     assert pts["prefill, batch 32"].intensity_flop_per_byte > r.ridge_eff_flop_per_byte
-    assert pts["decode, batch 1"].intensity_flop_per_byte < pts["decode, batch 32"].intensity_flop_per_byte \
+    assert (
+        pts["decode, batch 1"].intensity_flop_per_byte
+        < pts["decode, batch 32"].intensity_flop_per_byte
         < r.ridge_eff_flop_per_byte
+    )
     for p in r.points:
         assert p.delivered_flop_per_s <= p.roof_flop_per_s <= r.ceiling_flop_per_s * (1 + 1e-12)
 
@@ -214,6 +227,7 @@ def test_textbook_comparison_starts_at_the_textbook_chain_and_ends_at_ours():
 
 
 # --- speculative decoding -------------------------------------------------------------------------------
+
 
 def test_expected_tokens_per_pass_leviathan():
     # (1 - 0.7^5) / 0.3 = (1 - 0.16807) / 0.3 = 2.7731
@@ -253,15 +267,24 @@ def test_attention_has_its_own_roofline_at_long_context():
     # Attention: 4 x 32 x 4,096 x 131,073 pairs = 6.872e10 FLOP / (989e12 x 0.65) = 0.107 ms at the ceiling.
     # With the ramp on attention too, compute would read 8.373e10 / 9.890e12 = 8.47 ms and claim the step is
     # compute-bound; by its own roofline attention is a KV stream and the step is memory-bound at 6.555 ms.
-    cfg = RabitConfig(model="llama-3.1-8b", gpu="h200-sxm", gpus_per_node=1, tp=1, kv_dtype="fp8", batch=1,
-                      input_tokens=1000, output_tokens=10)
+    cfg = RabitConfig(
+        model="llama-3.1-8b",
+        gpu="h200-sxm",
+        gpus_per_node=1,
+        tp=1,
+        kv_dtype="fp8",
+        batch=1,
+        input_tokens=1000,
+        output_tokens=10,
+    )
     sm = StepModel.from_config(cfg)
     R = 131_072
     t_cmp, t_mem, t_comm = sm.scalar_parts(1.0, R + 1, R)
-    assert t_mem == pytest.approx((8030261248 - 525336576) * 2 / (4.8e12 * 0.75) + (R + 1) * 65536 / (4.8e12 * 0.75),
-                                  rel=1e-6)
-    assert t_cmp == pytest.approx(2 * 7504924672 * 65 / (989e12 * 0.65) + 4 * 32 * 4096 * (R + 1) / (989e12 * 0.65),
-                                  rel=1e-6)
+    assert t_mem == pytest.approx(
+        (8030261248 - 525336576) * 2 / (4.8e12 * 0.75) + (R + 1) * 65536 / (4.8e12 * 0.75), rel=1e-6
+    )
+    assert t_cmp == pytest.approx(
+        2 * 7504924672 * 65 / (989e12 * 0.65) + 4 * 32 * 4096 * (R + 1) / (989e12 * 0.65), rel=1e-6
+    )
     assert t_cmp < 0.3 * t_mem and sm.bound(1.0, R + 1, R) == "memory"
     assert sm.iteration_s(1.0, R + 1, R) == pytest.approx(t_mem + T_O_8B, rel=1e-9)
-

@@ -37,8 +37,25 @@ def test_math_page_final_numbers_equal_the_cli(clear_cache, capsys):
     at.selectbox(key="cfg.kv_dtype").set_value("fp8").run()
     assert not at.exception
     shown = metrics(at)
-    args = ("--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "8", "--batch", "48",
-            "--input", "2048", "--output", "4096", "--kv-dtype", "fp8", "--json")
+    args = (
+        "--model",
+        "llama-3.1-70b",
+        "--gpu",
+        "h100-sxm",
+        "--gpus",
+        "8",
+        "--tp",
+        "8",
+        "--batch",
+        "48",
+        "--input",
+        "2048",
+        "--output",
+        "4096",
+        "--kv-dtype",
+        "fp8",
+        "--json",
+    )
     sp = cli_json(capsys, "speed", *args)
     mem = cli_json(capsys, "memory", *args)
     assert shown["Time to first token (one batch)"] == fmt_value(sp["prefill_s"], "s")
@@ -63,10 +80,28 @@ def test_speed_page_follows_the_sidebar(clear_cache, capsys):
     assert any("decode is **memory**-bound" in i.value for i in at.info)
     at.number_input(key="cfg.batch").set_value(8).run()
     after = metrics(at)
-    sp = cli_json(capsys, "speed", "--model", "llama-3.1-70b", "--gpus", "8", "--tp", "8", "--batch", "8",
-                  "--input", "4096", "--output", "4096", "--json")
-    assert after["Time to first token (one batch)"] == fmt_value(sp["prefill_s"], "s") != before[
-        "Time to first token (one batch)"]
+    sp = cli_json(
+        capsys,
+        "speed",
+        "--model",
+        "llama-3.1-70b",
+        "--gpus",
+        "8",
+        "--tp",
+        "8",
+        "--batch",
+        "8",
+        "--input",
+        "4096",
+        "--output",
+        "4096",
+        "--json",
+    )
+    assert (
+        after["Time to first token (one batch)"]
+        == fmt_value(sp["prefill_s"], "s")
+        != before["Time to first token (one batch)"]
+    )
     assert after["Per-user decode rate"] == fmt_value(sp["tokens_per_s_per_user"], "tokens/s")
     # turn on speculative decoding: its tab shows the speed-up
     at.selectbox(key="cfg.spec_method").set_value("eagle").run()
@@ -90,7 +125,26 @@ def test_speed_warns_when_the_batch_does_not_fit(clear_cache, capsys):
     at.number_input(key="cfg.batch").set_value(400).run()  # 400 x 8,192 tokens of KV cannot fit on 8 x H100
     assert not at.exception
     assert any("assume the batch is resident" in w.value and "at most" in w.value for w in at.warning)
-    assert cli_main(["speed", "--model", "llama-3.1-70b", "--gpus", "8", "--tp", "8", "--batch", "400",
-                     "--input", "4096", "--output", "4096", "--json"]) == 0
+    assert (
+        cli_main(
+            [
+                "speed",
+                "--model",
+                "llama-3.1-70b",
+                "--gpus",
+                "8",
+                "--tp",
+                "8",
+                "--batch",
+                "400",
+                "--input",
+                "4096",
+                "--output",
+                "4096",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["fits"] is False and "at most" in out["memory_reason"]

@@ -78,8 +78,12 @@ def test_list_search_rename_soft_delete_restore(store_url):
 def test_runs_and_telemetry_attach_and_export_import_round_trip(store_url):
     s = Store(store_url)
     aid = s.create("with runs", RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", tp=1, gpus_per_node=1))
-    s.save(aid, RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", tp=1, gpus_per_node=1, batch=8),
-           expected_revision=1, note="second")
+    s.save(
+        aid,
+        RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", tp=1, gpus_per_node=1, batch=8),
+        expected_revision=1,
+        note="second",
+    )
     runs = parse_csv(csv_template())
     ids = s.add_runs(aid, runs)
     assert len(ids) == len(runs)
@@ -137,8 +141,13 @@ def test_process_killed_inside_a_save_loses_nothing_committed(store_url):
     keep = [s.create(f"committed {i}", RabitConfig(batch=i + 1)) for i in range(3)]
     target = keep[0]
     s.save(target, RabitConfig(batch=42), expected_revision=1)
-    proc = subprocess.Popen([sys.executable, WRITER, "hang", store_url, target, "2"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, WRITER, "hang", store_url, target, "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         deadline = time.time() + 120
         line = ""
@@ -166,8 +175,13 @@ def test_processes_killed_at_random_points_of_back_to_back_saves(store_url):
     aid = s.create("hammered", RabitConfig())
     rng = random.Random(7)
     for _ in range(3):
-        proc = subprocess.Popen([sys.executable, WRITER, "loop", store_url, aid], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+        proc = subprocess.Popen(
+            [sys.executable, WRITER, "loop", store_url, aid],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=ROOT,
+        )
         try:
             first = proc.stdout.readline()  # saving has started
             assert first.startswith("saved"), first
@@ -192,9 +206,16 @@ def test_twenty_concurrent_writers_lose_no_revision(store_url):
 
     s = Store(store_url)
     shared = [s.create(f"shared {i}", RabitConfig()) for i in range(3)]
-    procs = [subprocess.Popen([sys.executable, WRITER, "stress", store_url, f"proc{i}", json.dumps(shared),
-                               str(STRESS_S)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-             for i in range(10)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, WRITER, "stress", store_url, f"proc{i}", json.dumps(shared), str(STRESS_S)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for i in range(10)
+    ]
     results: dict[str, dict] = {}
     errors: list[BaseException] = []
 
@@ -233,8 +254,10 @@ def test_twenty_concurrent_writers_lose_no_revision(store_url):
             assert a.config.batch == counter and a.revisions[0].revision >= rev
     total = len(claimed)
     conflicts = sum(r["conflicts"] for r in results.values())
-    print(f"\n{store_url.split(':')[0]}: 20 writers, {STRESS_S:g} s: {total} revisions saved, {conflicts} conflicts "
-          f"told and retried, {sum(r['reads'] for r in results.values())} reads")
+    print(
+        f"\n{store_url.split(':')[0]}: 20 writers, {STRESS_S:g} s: {total} revisions saved, {conflicts} conflicts "
+        f"told and retried, {sum(r['reads'] for r in results.values())} reads"
+    )
     assert total > 20 and sum(1 for r in results.values() if r["saved"]) == 20
     _consistent(store_url)
 
@@ -250,8 +273,11 @@ def test_an_analysis_saved_by_an_older_version_still_opens(store_url):
             data = json.loads(text_)
             data["retired_field"] = 1
             data.pop("workload", None)
-            c.execute(revisions.update().where(revisions.c.analysis_id == aid, revisions.c.revision == r)
-                      .values(config_json=json.dumps(data)))
+            c.execute(
+                revisions.update()
+                .where(revisions.c.analysis_id == aid, revisions.c.revision == r)
+                .values(config_json=json.dumps(data))
+            )
         from store.schema import runs as runs_table
 
         for rid, text_ in c.execute(select(runs_table.c.id, runs_table.c.run_json)).all():

@@ -14,8 +14,21 @@ from core.config import RabitConfig
 from core.goodput import daly_interval_s, goodput, mtbf_s, wall_clock_s
 from core.memory import training_memory_for
 from core.trace import Trace
-from core.training import (Layout, TrainingGoal, _ctx, _grid, bubble_fraction, catalog_price, evaluate_layout,
-                           flops_per_token, group_allreduce_s, group_gather_s, layouts_at, plan, training_math)
+from core.training import (
+    Layout,
+    TrainingGoal,
+    _ctx,
+    _grid,
+    bubble_fraction,
+    catalog_price,
+    evaluate_layout,
+    flops_per_token,
+    group_allreduce_s,
+    group_gather_s,
+    layouts_at,
+    plan,
+    training_math,
+)
 from core.units import DAY_S
 from core.catalog import gpu_of, model_of
 
@@ -23,6 +36,7 @@ L70 = RabitConfig(model="llama-3.1-70b", phase="train", train_tokens=1e12)
 
 
 # --- work ------------------------------------------------------------------------------------------------
+
 
 def test_flops_per_token_is_6n_plus_attention_for_a_dense_model():
     m = catalog.model("llama-3.1-70b")
@@ -64,6 +78,7 @@ def test_recomputation_counts_as_hardware_flops_only():
 
 
 # --- pipeline, ZeRO, FP8 -------------------------------------------------------------------------------------
+
 
 def test_bubble_formula_at_known_values():
     assert bubble_fraction(4, 8) == pytest.approx(3 / 11)
@@ -107,24 +122,43 @@ def test_fp8_speedup_stays_within_the_assumption_bounds():
     # A100 has no FP8 tensor cores: no speed-up
     a100 = L70.with_(gpu="a100-80gb", nodes=8)
     assert evaluate_layout(a100, lay).compute_s == pytest.approx(
-        evaluate_layout(a100.with_(train_precision="fp8"), lay).compute_s)
+        evaluate_layout(a100.with_(train_precision="fp8"), lay).compute_s
+    )
 
 
 # --- the search --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cfg,gpus", [
-    (L70, 64), (L70, 1024), (L70.with_(train_precision="fp8", seq_len=8192), 256),
-    (RabitConfig(model="mixtral-8x7b", phase="train"), 32),
-    (RabitConfig(model="llama-3.1-70b", phase="train", lora_rank=16, qlora=True, global_batch_tokens=2**17), 1),
-])
+
+@pytest.mark.parametrize(
+    "cfg,gpus",
+    [
+        (L70, 64),
+        (L70, 1024),
+        (L70.with_(train_precision="fp8", seq_len=8192), 256),
+        (RabitConfig(model="mixtral-8x7b", phase="train"), 32),
+        (RabitConfig(model="llama-3.1-70b", phase="train", lora_rank=16, qlora=True, global_batch_tokens=2**17), 1),
+    ],
+)
 def test_the_chosen_layout_fits_memory(cfg, gpus):
     p = plan(cfg, TrainingGoal(gpus=gpus))
     b = p.best
     assert b is not None and b.fits and b.gpus == gpus
     lay = b.layout
-    traced = training_memory_for(model_of(cfg), gpu_of(cfg), cfg, Trace(), dp=lay.dp, tp=lay.tp, pp=lay.pp,
-                                 zero=lay.zero, micro_batch=lay.micro_batch, recompute=lay.recompute, ep=lay.ep,
-                                 vpp=lay.vpp, micro_batches=b.micro_batches)
+    traced = training_memory_for(
+        model_of(cfg),
+        gpu_of(cfg),
+        cfg,
+        Trace(),
+        dp=lay.dp,
+        tp=lay.tp,
+        pp=lay.pp,
+        zero=lay.zero,
+        micro_batch=lay.micro_batch,
+        recompute=lay.recompute,
+        ep=lay.ep,
+        vpp=lay.vpp,
+        micro_batches=b.micro_batches,
+    )
     assert traced.fits and traced.total_bytes_per_gpu <= traced.capacity_bytes_per_gpu
     assert b.memory_bytes_per_gpu == pytest.approx(traced.total_bytes_per_gpu, rel=1e-9)
     # no feasible alternative is faster
@@ -133,10 +167,13 @@ def test_the_chosen_layout_fits_memory(cfg, gpus):
 
 def test_search_memory_equals_the_traced_memory_everywhere():
     rng = np.random.default_rng(7)
-    cfgs = [L70, L70.with_(train_precision="fp8", sequence_parallel=False),
-            RabitConfig(model="deepseek-v3", phase="train"),
-            RabitConfig(model="mixtral-8x7b", phase="train", lora_rank=8),
-            RabitConfig(model="llama-3.1-70b", phase="train", lora_rank=16, qlora=True)]
+    cfgs = [
+        L70,
+        L70.with_(train_precision="fp8", sequence_parallel=False),
+        RabitConfig(model="deepseek-v3", phase="train"),
+        RabitConfig(model="mixtral-8x7b", phase="train", lora_rank=8),
+        RabitConfig(model="llama-3.1-70b", phase="train", lora_rank=16, qlora=True),
+    ]
     for cfg in cfgs:
         c = _ctx(cfg)
         for _ in range(25):
@@ -145,8 +182,21 @@ def test_search_memory_equals_the_traced_memory_everywhere():
             v, b, z = int(rng.choice([1, 2, 4])), int(rng.choice([1, 2, 4])), int(rng.choice([0, 1, 2, 3]))
             rc = str(rng.choice(["none", "selective", "full"]))
             r = _grid(c, tp, pp, ep, np.array([dp]), (v,), (b,), (rc,), (z,), 1e9)
-            mem = training_memory_for(c.m, c.g, cfg, Trace(), dp=dp, tp=tp, pp=pp, zero=z, micro_batch=b, recompute=rc,
-                                      ep=ep, vpp=v, micro_batches=int(np.ravel(r["mm"])[0]))
+            mem = training_memory_for(
+                c.m,
+                c.g,
+                cfg,
+                Trace(),
+                dp=dp,
+                tp=tp,
+                pp=pp,
+                zero=z,
+                micro_batch=b,
+                recompute=rc,
+                ep=ep,
+                vpp=v,
+                micro_batches=int(np.ravel(r["mm"])[0]),
+            )
             assert float(np.ravel(r["mem"])[0]) == pytest.approx(mem.total_bytes_per_gpu, rel=1e-9)
 
 
@@ -190,6 +240,7 @@ def test_lora_and_qlora_fine_tunes():
 
 
 # --- GPU counts and the deadline -------------------------------------------------------------------------------
+
 
 def test_deadline_search_returns_the_smallest_count_that_meets_it():
     goal = TrainingGoal(deadline_s=30 * DAY_S, max_gpus=4096)
@@ -243,12 +294,15 @@ def test_prices_median_on_demand_or_none():
     # the median of the listings (odd count: the middle one), the optimizer's policy too
     assert len(rows) % 2 == 1 and p.kind == "on-demand" and p.usd_per_gpu_hour == rows[len(rows) // 2]
     assert catalog_price("b300") is None  # no dated public listing (catalogs/prices.csv header)
-    q = plan(RabitConfig(model="llama-3.1-8b", phase="train", gpu="b300", gpus_per_node=8, train_tokens=1e10),
-             TrainingGoal(gpus=8))
+    q = plan(
+        RabitConfig(model="llama-3.1-8b", phase="train", gpu="b300", gpus_per_node=8, train_tokens=1e10),
+        TrainingGoal(gpus=8),
+    )
     assert q.best is not None and q.cost_usd is None and q.price is None
 
 
 # --- goodput ---------------------------------------------------------------------------------------------------
+
 
 def test_goodput_at_llama3_scale_by_hand():
     # 16,384 GPUs x 2e-5 /GPU-h: M = 3600 / 0.32768 = 10,986 s; Young sqrt(2 x 60 x 10,986) = 1,148 s,
@@ -283,25 +337,29 @@ def test_goodput_invariants():
 
 # --- show the math -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cfg", [
-    L70.with_(nodes=8, tp=8, pp=2, zero=1),
-    L70.with_(nodes=8, tp=4, pp=4, zero=3, recompute="full", train_precision="fp8"),
-    RabitConfig(model="llama-3.1-70b", phase="train", tp=8, lora_rank=16, qlora=True, recompute="none"),
-    RabitConfig(model="deepseek-v3", phase="train", nodes=32, tp=1, pp=16, ep=8, recompute="full"),
-    RabitConfig(model="gpt-oss-120b", phase="train", nodes=4, tp=4, ep=8, zero=2),
-    RabitConfig(),  # the app's default (a serving config) must still give a chain
-])
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        L70.with_(nodes=8, tp=8, pp=2, zero=1),
+        L70.with_(nodes=8, tp=4, pp=4, zero=3, recompute="full", train_precision="fp8"),
+        RabitConfig(model="llama-3.1-70b", phase="train", tp=8, lora_rank=16, qlora=True, recompute="none"),
+        RabitConfig(model="deepseek-v3", phase="train", nodes=32, tp=1, pp=16, ep=8, recompute="full"),
+        RabitConfig(model="gpt-oss-120b", phase="train", nodes=4, tp=4, ep=8, zero=2),
+        RabitConfig(),  # the app's default (a serving config) must still give a chain
+    ],
+)
 def test_training_math_reevaluates(cfg):
     steps = training_math(cfg)
     keys = [s.key for s in steps]
-    for k in ("model_flop_per_token", "step_s", "runtime_s", "gpu_hours", "mfu", "goodput_frac",
-              "total_bytes_per_gpu"):
+    for k in ("model_flop_per_token", "step_s", "runtime_s", "gpu_hours", "mfu", "goodput_frac", "total_bytes_per_gpu"):
         assert k in keys
     for s in steps:
         assert s.evaluate() == pytest.approx(s.value, rel=1e-9), s.key
 
 
 # --- vectorised collectives --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("gpu", ["h100-sxm", "mi300x", "a100-80gb", "l40s"])
 def test_vectorised_group_collectives_match_core_collectives(gpu):
@@ -317,9 +375,12 @@ def test_vectorised_group_collectives_match_core_collectives(gpu):
 
 # --- CLI ---------------------------------------------------------------------------------------------------
 
+
 def test_cli_json_contract(capsys):
-    assert rabit(["train", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tokens", "1e12", "--gpus", "512",
-                  "--json"]) == 0
+    assert (
+        rabit(["train", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tokens", "1e12", "--gpus", "512", "--json"])
+        == 0
+    )
     d = json.loads(capsys.readouterr().out)
     for k in ("gpus", "layout", "step_s", "runtime_s", "gpu_hours", "mfu", "goodput", "memory_bytes_per_gpu"):
         assert d[k] is not None, k
@@ -331,28 +392,73 @@ def test_cli_json_contract(capsys):
 
 
 def test_cli_deadline_and_layout(capsys):
-    assert rabit(["train", "--model", "llama-3.1-70b", "--tokens", "1T", "--deadline-days", "30", "--max-gpus", "2048",
-                  "--precision", "fp8", "--json"]) == 0
+    assert (
+        rabit(
+            [
+                "train",
+                "--model",
+                "llama-3.1-70b",
+                "--tokens",
+                "1T",
+                "--deadline-days",
+                "30",
+                "--max-gpus",
+                "2048",
+                "--precision",
+                "fp8",
+                "--json",
+            ]
+        )
+        == 0
+    )
     d = json.loads(capsys.readouterr().out)
     assert d["deadline_met"] is True and d["mode"] == "deadline"
     assert all(not c["meets_deadline"] for c in d["curve"] if c["gpus"] < d["gpus"])
-    assert rabit(["train", "--model", "llama-3.1-70b", "--tokens", "1e12", "--layout", "8,4,16", "--zero", "3",
-                  "--recompute", "full", "--json"]) == 0
+    assert (
+        rabit(
+            [
+                "train",
+                "--model",
+                "llama-3.1-70b",
+                "--tokens",
+                "1e12",
+                "--layout",
+                "8,4,16",
+                "--zero",
+                "3",
+                "--recompute",
+                "full",
+                "--json",
+            ]
+        )
+        == 0
+    )
     e = json.loads(capsys.readouterr().out)
     assert e["mode"] == "layout" and e["gpus"] == 512
-    assert e["layout"] == {"tp": 8, "pp": 4, "dp": 16, "ep": 1, "micro_batch": 1, "zero": 3, "recompute": "full",
-                           "vpp": 1}
+    assert e["layout"] == {
+        "tp": 8,
+        "pp": 4,
+        "dp": 16,
+        "ep": 1,
+        "micro_batch": 1,
+        "zero": 3,
+        "recompute": "full",
+        "vpp": 1,
+    }
 
 
-@pytest.mark.parametrize("argv,flag", [
-    (["--gpus", "12"], "--gpus"),
-    (["--layout", "3,1,8"], "--layout"),
-    (["--layout", "8,x,1"], "--layout"),
-    (["--layout", "8,1,2", "--gpus", "32"], "--layout"),
-    ([], "--gpus"),
-    (["--gpus", "8", "--zero", "5"], "--zero"),
-    (["--gpus", "8", "--qlora"], "--qlora"),
-])
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["--gpus", "12"], "--gpus"),
+        (["--layout", "3,1,8"], "--layout"),
+        (["--layout", "8,x,1"], "--layout"),
+        (["--layout", "8,1,2", "--gpus", "32"], "--layout"),
+        ([], "--gpus"),
+        (["--gpus", "8", "--zero", "5"], "--zero"),
+        (["--gpus", "8", "--qlora"], "--qlora"),
+    ],
+)
 def test_cli_bad_arguments_exit_2_naming_the_flag(argv, flag, capsys):
     with pytest.raises(SystemExit) as e:
         rabit(["train", "--model", "llama-3.1-70b", "--tokens", "1e12", *argv])

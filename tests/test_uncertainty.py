@@ -58,10 +58,16 @@ GPUS = ("h100-sxm", "a100-80gb", "mi300x", "b200", "l40s")
 @st.composite
 def configs(draw):
     tp = draw(st.sampled_from((1, 2, 4, 8)))
-    cfg = RabitConfig(model=draw(st.sampled_from(MODELS)), gpu=draw(st.sampled_from(GPUS)), gpus_per_node=tp,
-                      tp=tp, batch=draw(st.integers(1, 256)), input_tokens=draw(st.integers(1, 16384)),
-                      output_tokens=draw(st.integers(1, 4096)),
-                      weights=draw(st.sampled_from(("bf16", "fp8", "int4"))))
+    cfg = RabitConfig(
+        model=draw(st.sampled_from(MODELS)),
+        gpu=draw(st.sampled_from(GPUS)),
+        gpus_per_node=tp,
+        tp=tp,
+        batch=draw(st.integers(1, 256)),
+        input_tokens=draw(st.integers(1, 16384)),
+        output_tokens=draw(st.integers(1, 4096)),
+        weights=draw(st.sampled_from(("bf16", "fp8", "int4"))),
+    )
     return cfg
 
 
@@ -99,9 +105,11 @@ def test_pinning_an_assumptions_bounds_to_its_base_removes_its_contribution(cfg,
 def test_an_estimate_that_does_not_depend_on_an_assumption_gets_zero_from_it():
     cfg = RabitConfig()
     # serving memory does not read the decode bandwidth efficiency or the training MFU
-    sp = spread(cfg, lambda c: {"max_sequences": float(__import__("core.memory", fromlist=["x"])
-                                                         .serving_memory(c).max_sequences)},
-                names=("mbu", "mfu_train", "gpu_mem_util"))
+    sp = spread(
+        cfg,
+        lambda c: {"max_sequences": float(__import__("core.memory", fromlist=["x"]).serving_memory(c).max_sequences)},
+        names=("mbu", "mfu_train", "gpu_mem_util"),
+    )
     names = {c.name for c in sp.ranges["max_sequences"].contributions}
     assert "mbu" not in names and "mfu_train" not in names and "gpu_mem_util" in names
     # BF16 weights: the FP8 and FP4 speed-ups cannot move the step time

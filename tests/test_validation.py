@@ -60,13 +60,25 @@ def test_megatron_case_by_hand():
 
 
 def test_cli_validate_json_runs_quickly():
-    out = subprocess.run([sys.executable, "-m", "cli.main", "validate", "--json"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=180, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "validate", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     payload = json.loads(out.stdout)
     fams = {f["family"] for f in payload["families"]}
     assert {"vendor-static-throughput", "vendor-first-token", "vendor-online-latency", "train-papers"} <= fams
     assert all({"median_abs_error", "bias", "within_25pct", "within_2x"} <= set(f) for f in payload["families"])
-    bad = subprocess.run([sys.executable, "-m", "cli.main", "validate", "--family", "nope"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60, check=False)
+    bad = subprocess.run(
+        [sys.executable, "-m", "cli.main", "validate", "--family", "nope"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

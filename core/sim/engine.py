@@ -277,7 +277,9 @@ class Engine:
 
     # --- KV ---------------------------------------------------------------------------------------
     def used(self) -> float:
-        return self.used_res if self.reserve else self.full_share * self.full_blocks + self.slide_share * self.slide_blocks
+        return (
+            self.used_res if self.reserve else self.full_share * self.full_blocks + self.slide_share * self.slide_blocks
+        )
 
     def _chunk_blocks(self, c: int, n: int) -> tuple[int, int]:
         B = self.block_tokens
@@ -656,7 +658,14 @@ class Engine:
         self.ts_s.append(self.now_s if t is None else t)
         self.ts_w.append(len(self.waiting))
         self.ts_r.append(len(self.running))
-        self.ts_kv.append((self.used_res if self.reserve else self.full_share * self.full_blocks + self.slide_share * self.slide_blocks) * self.inv_P)
+        self.ts_kv.append(
+            (
+                self.used_res
+                if self.reserve
+                else self.full_share * self.full_blocks + self.slide_share * self.slide_blocks
+            )
+            * self.inv_P
+        )
 
     # --- the loop ---------------------------------------------------------------------------------
     def run(self, budget: WorkBudget | None = None) -> Records:
@@ -683,10 +692,21 @@ class Engine:
             self.step()
         n = len(self.arr)
         return Records(
-            arrival_s=array("d", self.arr), input_tokens=array("q", self.inp), output_tokens=array("q", self.out),
-            status=array("b", self.status), admitted_s=array("d", self.admit_s),
-            first_token_s=array("d", self.first_s), finish_s=array("d", self.fin_s),
-            preemptions=array("l", self.npre[:n]), ts_s=self.ts_s, ts_waiting=self.ts_w, ts_running=self.ts_r,
-            ts_kv_frac=self.ts_kv, busy_s=self.busy_s, prefill_s=self.prefill_s, iterations=self.iterations,
-            total_preemptions=self.preemptions, last_arrival_s=self.last_arrival_s,
+            arrival_s=array("d", self.arr),
+            input_tokens=array("q", self.inp),
+            output_tokens=array("q", self.out),
+            status=array("b", self.status),
+            admitted_s=array("d", self.admit_s),
+            first_token_s=array("d", self.first_s),
+            finish_s=array("d", self.fin_s),
+            preemptions=array("l", self.npre[:n]),
+            ts_s=self.ts_s,
+            ts_waiting=self.ts_w,
+            ts_running=self.ts_r,
+            ts_kv_frac=self.ts_kv,
+            busy_s=self.busy_s,
+            prefill_s=self.prefill_s,
+            iterations=self.iterations,
+            total_preemptions=self.preemptions,
+            last_arrival_s=self.last_arrival_s,
         )

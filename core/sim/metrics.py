@@ -46,10 +46,13 @@ SAT_NOISE_SIGMAS = 3.0
 SATURATED, STABLE, TOO_SHORT = "saturated", "stable", "too short to tell"
 #: Preemptions per admitted request at and above which the run is said to thrash its KV cache.
 THRASH_PREEMPTIONS_PER_REQUEST = 1.0
-THRASH_REMEDIES = ("reserve KV for prompt + maximum output at admission (TensorRT-LLM's GUARANTEED_NO_EVICT)",
-                   "keep prefix caching on so a preempted request's blocks are reused",
-                   "a larger TP (more HBM for KV per replica)", "FP8 KV (half the bytes per token)",
-                   "a lower max_num_seqs")
+THRASH_REMEDIES = (
+    "reserve KV for prompt + maximum output at admission (TensorRT-LLM's GUARANTEED_NO_EVICT)",
+    "keep prefix caching on so a preempted request's blocks are reused",
+    "a larger TP (more HBM for KV per replica)",
+    "FP8 KV (half the bytes per token)",
+    "a lower max_num_seqs",
+)
 
 
 class Percentiles(BaseModel):
@@ -70,8 +73,9 @@ class Percentiles(BaseModel):
         if n == 0:
             return cls(p50=None, p95=None, p99=None, n=0, mean=None)
         p50, p95, p99 = (float(v) for v in np.percentile(x, [50, 95, 99]))
-        return cls(p50=p50, p95=p95 if n >= MIN_N_P95 else None, p99=p99 if n >= MIN_N_P99 else None, n=n,
-                   mean=float(x.mean()))
+        return cls(
+            p50=p50, p95=p95 if n >= MIN_N_P95 else None, p99=p99 if n >= MIN_N_P99 else None, n=n, mean=float(x.mean())
+        )
 
 
 class Summary(BaseModel):
@@ -157,9 +161,10 @@ def saturation(rec: Records, closed_loop: bool, capacity_rps: float | None = Non
     backlog_mean = float(np.mean(at(np.linspace(t0, t1, 257))))
     noise = SAT_NOISE_SIGMAS * float(np.sqrt(2 * max(backlog_mean, 1.0)))
     span = t1 - t0
-    words = (f"over the second half of the arrivals: {a / span:.3g} arrivals/s, {c / span:.3g} completions/s; "
-             f"backlog {b0:,} -> {b1:,} (mean {backlog_mean:.3g}, noise {noise:.2g})"
-             + (f"; {to} timed out" if to else ""))
+    words = (
+        f"over the second half of the arrivals: {a / span:.3g} arrivals/s, {c / span:.3g} completions/s; "
+        f"backlog {b0:,} -> {b1:,} (mean {backlog_mean:.3g}, noise {noise:.2g})" + (f"; {to} timed out" if to else "")
+    )
     grew = b1 - b0 >= max(SAT_GROWTH_FRAC * a, noise)
     sat = c < SAT_SERVED_FRAC * a and (grew or to >= SAT_GROWTH_FRAC * a)
     return (SATURATED if sat else STABLE), words
@@ -168,7 +173,9 @@ def saturation(rec: Records, closed_loop: bool, capacity_rps: float | None = Non
 def _short_run_verdict(arr: np.ndarray, a: int, capacity_rps: float | None) -> tuple[str, str]:
     """Too few arrivals for the backlog: the offered load against the closed-form capacity, or no verdict."""
     n = int(arr.size)
-    head = f"too short to tell: {a} arrivals in the second half of the arrival period (at least {SAT_MIN_ARRIVALS} needed)"
+    head = (
+        f"too short to tell: {a} arrivals in the second half of the arrival period (at least {SAT_MIN_ARRIVALS} needed)"
+    )
     period = float(arr.max() - arr.min()) if n > 1 else 0.0
     if capacity_rps is None or n < 2 or period <= 0:
         return TOO_SHORT, head
@@ -204,8 +211,12 @@ def summarise(rec: Records, closed_loop: bool, capacity_rps: float | None = None
     ppr = rec.total_preemptions / admitted if admitted else 0.0
     prefill_share = rec.prefill_s / rec.busy_s if rec.busy_s > 0 else 0.0
     thrash = ppr >= THRASH_PREEMPTIONS_PER_REQUEST
-    thrash_note = (f"KV thrash: {ppr:.3g} preemptions per request and {prefill_share:.0%} of busy time in prefill "
-                   "(much of it recomputation). Remedies: " + "; ".join(THRASH_REMEDIES) if thrash else "")
+    thrash_note = (
+        f"KV thrash: {ppr:.3g} preemptions per request and {prefill_share:.0%} of busy time in prefill "
+        "(much of it recomputation). Remedies: " + "; ".join(THRASH_REMEDIES)
+        if thrash
+        else ""
+    )
     period = rec.last_arrival_s - t_start
     return Summary(
         ttft_s=Percentiles.of(first[done] - arr[done]),

@@ -120,8 +120,10 @@ class SimSpec(BaseModel):
         if self.num_requests is None and self.duration_s is None:
             raise ValueError("give a number of requests or a duration")
         if self.token_budget < self.max_batch:
-            raise ValueError(f"token_budget ({self.token_budget}) must be at least max_batch ({self.max_batch}): "
-                             "every running sequence needs one token of the budget per iteration")
+            raise ValueError(
+                f"token_budget ({self.token_budget}) must be at least max_batch ({self.max_batch}): "
+                "every running sequence needs one token of the budget per iteration"
+            )
         if self.trace is not None:
             if not self.trace:
                 raise ValueError("the trace has no rows")
@@ -189,10 +191,30 @@ class Draws:
 
 # --- trace upload ----------------------------------------------------------------------------------
 
-INPUT_COLUMNS = ("input_tokens", "input_len", "input_length", "prompt_tokens", "prompt_len", "prompt_length",
-                 "num_prompt_tokens", "input", "prompt")
-OUTPUT_COLUMNS = ("output_tokens", "output_len", "output_length", "completion_tokens", "response_len",
-                  "response_tokens", "num_output_tokens", "generated_tokens", "output", "completion", "response")
+INPUT_COLUMNS = (
+    "input_tokens",
+    "input_len",
+    "input_length",
+    "prompt_tokens",
+    "prompt_len",
+    "prompt_length",
+    "num_prompt_tokens",
+    "input",
+    "prompt",
+)
+OUTPUT_COLUMNS = (
+    "output_tokens",
+    "output_len",
+    "output_length",
+    "completion_tokens",
+    "response_len",
+    "response_tokens",
+    "num_output_tokens",
+    "generated_tokens",
+    "output",
+    "completion",
+    "response",
+)
 MAX_TRACE_ROWS = 1_000_000
 #: One request's tokens: the longest context in the catalogs (core.limits, input_tokens).
 MAX_TRACE_TOKENS = 10_000_000
@@ -218,8 +240,9 @@ def _as_tokens(v: object, where: str, col: str) -> int:
     if f < 1:
         raise ValueError(f"{where}: {col} must be at least 1, got {int(f)}")
     if f > MAX_TRACE_TOKENS:
-        raise ValueError(f"{where}: {col} must be at most {MAX_TRACE_TOKENS:,} tokens (the longest catalog "
-                         f"context), got {v!r}")
+        raise ValueError(
+            f"{where}: {col} must be at most {MAX_TRACE_TOKENS:,} tokens (the longest catalog context), got {v!r}"
+        )
     return int(f)
 
 
