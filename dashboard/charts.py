@@ -743,6 +743,25 @@ def add_band(
     return fig
 
 
+#: Legend of a band computed per point by the combination rule (core.uncertainty.batch_band).
+BAND_RULE_TEXT = "heuristic range (each assumption at its bounds, combined)"
+
+
+def batch_band_chart(points, batch: int, band: dict, height: int = 380) -> go.Figure:
+    """:func:`batch_chart` with the aggregate tokens/s range shaded (``band``: core.uncertainty.batch_band)."""
+    fig = batch_chart(points, batch, height)
+    rows = band["tokens_per_s"]
+    return add_band(
+        fig,
+        [p.batch for p in points],
+        [r[0] for r in rows],
+        [r[2] for r in rows],
+        name=f"tokens/s, {BAND_RULE_TEXT}",
+        color=SPEED_COLORS["compute"],
+        secondary_y=True,
+    )
+
+
 def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: int | None = None) -> go.Figure:
     """Which assumptions move a number most: one bar per assumption, down-move left, up-move right [%].
 
