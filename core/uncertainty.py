@@ -529,6 +529,35 @@ def simulation_spread(cfg: RabitConfig, spec, full=None) -> SimulationRanges:
     )
 
 
+#: What an analysis predicts for its deployment (:class:`core.diagnose.Expectation`) -> the simulated figure.
+EXPECTATION_KEYS = {"p95_ttft_s": "ttft_s.p95", "p95_itl_s": "itl_s.p95"}
+
+
+def expectation_ranges(cfg: RabitConfig) -> dict[str, Range]:
+    """Heuristic ranges of what an analysis predicts for its deployment: the p95 TTFT and ITL of one simulated
+    replica at the config's workload (the figures :func:`core.diagnose.expectation_of` gives the rules).
+    Empty for a config the simulator cannot run."""
+    from core.simulate import sim_spec
+
+    try:
+        sr = simulation_spread(cfg, sim_spec(cfg))
+    except (ValueError, KeyError):
+        return {}
+    return {k: sr.ranges[v] for k, v in EXPECTATION_KEYS.items() if v in sr.ranges}
+
+
+def outside(r: Range | None, measured: float | None) -> str | None:
+    """ "below" or "above" when a measurement lies outside a non-empty range (itself evidence that an
+    assumption or the workload is off), else None."""
+    if r is None or measured is None or r.basis == "none" or r.empty:
+        return None
+    if measured < r.low:
+        return "below"
+    if measured > r.high:
+        return "above"
+    return None
+
+
 def _summary_dict(r) -> dict[str, Any]:
     s = r.summary
     out: dict[str, Any] = {}

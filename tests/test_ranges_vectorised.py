@@ -148,3 +148,13 @@ def test_combine_arrays_matches_combine():
     assert lo[0] == pytest.approx(ref.low, rel=1e-14) and hi[0] == pytest.approx(ref.high, rel=1e-14)
     assert lo[1] == hi[1] == 5.0
     assert math.isclose(hi[0], 12.284, rel_tol=1e-4)  # the hand computation in test_uncertainty
+
+
+def test_low_is_the_pessimistic_bound_of_every_assumption():
+    # the page's "pessimistic" switch and `rabit --bound low` put every assumption at its registry low: that must
+    # be the side that makes the system slower or smaller (direction +1: the smaller value; -1: the larger)
+    from core.assumptions import REGISTRY
+
+    for n, i in REGISTRY.items():
+        lo, hi = (i.low, i.high) if i.direction > 0 else (-i.low, -i.high)
+        assert lo <= (i.base if i.direction > 0 else -i.base) <= hi, n
