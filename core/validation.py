@@ -22,6 +22,7 @@ throughputs, pessimistic for latencies), and the shares within 25 % and within a
 from __future__ import annotations
 
 import csv
+import functools
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -199,6 +200,10 @@ def _summary(family: str, rs: list[CaseResult]) -> FamilySummary:
     )
 
 
+def _predicted(predict: Callable[..., float], r: dict[str, str], cfg: RabitConfig) -> dict[str, float]:
+    return {"predicted": predict(r, cfg)}
+
+
 def run(
     families: tuple[str, ...] = (), assumptions: Assumptions | None = None, ranges: bool = False
 ) -> ValidationReport:
@@ -219,7 +224,7 @@ def run(
             if assumptions is not None:
                 cfg = cfg.model_copy(update={"assumptions": assumptions})
             if ranges:
-                sp = spread(cfg, lambda c, r=r, p=predict: {"predicted": p(r, c)}, (tag,))
+                sp = spread(cfg, functools.partial(_predicted, predict, r), (tag,))
                 value, rng[r["id"]] = sp.base["predicted"], sp.ranges["predicted"]
             else:
                 value = predict(r, cfg)
