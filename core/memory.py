@@ -13,6 +13,8 @@ Training: mixed-precision Adam at 16 B per trainable parameter (2 weights + 2 gr
 12 FP32 master, momentum and variance; Rajbhandari et al., ZeRO, arXiv 1910.02054 sec. 3.1),
 split by TP and PP, then ZeRO stages over DP; activations per Korthikanti et al.,
 "Reducing Activation Recomputation in Large Transformer Models", arXiv 2205.05198, Table 2.
+:func:`training_memory_parts` is the one body of that formula: the traced view (:func:`training_memory_for`)
+calls it on scalars, the training layout search (:func:`core.training_layout.layout_grid`) on arrays.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 **Step time** of one global batch on a layout TP x PP x DP (x EP), micro-batch b, ZeRO stage z,
 recomputation r and v virtual pipeline stages; m = B / (DP b) micro-batches per pipeline::
 
-
     t_mb   = F_hw b s / (TP p_e) / (peak x fp8 x MFU_train x T/(T+T0))      one micro-batch, one stage
     slot   = t_mb + TP collectives + EP all-to-alls + PP sends                (per micro-batch, per stage)
     t_pipe = (m + (PP - 1) / v) slot         bubble share (PP - 1) / (v m + PP - 1)  (Narayanan sec. 2.2)
@@ -11,10 +10,6 @@ recomputation r and v virtual pipeline stages; m = B / (DP b) micro-batches per 
              ZeRO-0 all-reduce; 1: reduce-scatter + all-gather; 2: reduce-scatter per micro-batch
              + all-gather; 3: (2 all-gathers + reduce-scatter) per micro-batch
     step   = t_pipe + exposed t_dp + optimizer step (28 B per local parameter over HBM) + overhead
-
-Placement: TP inside the node, then EP, PP, DP outward (DP groups span nodes once TP x PP fills one).
-Each choice is a named assumption in :mod:`core.assumptions` or a documented constant below.
-
 
 Placement: TP inside the node, then EP, PP, DP outward (DP groups span nodes once TP x PP fills one).
 Each choice is a named assumption in :mod:`core.assumptions` or a documented constant below.
@@ -45,7 +40,7 @@ from core.model import ModelArch
 from core.step import effective_peak_flop_per_s
 from core.trace import Step, Trace
 from core.training_work import RECOMPUTES, attention_pairs_per_token, work
-from core.units import GiB, HOUR_S, MS
+from core.units import HOUR_S, MS
 
 __all__ = [
     "ACT_BYTES",
@@ -224,7 +219,6 @@ class LayoutContext:
     peak_eff: float  # peak x speed-up x mfu_train
     q_slow: float
     capacity: float
-    overhead_bytes: float
     hbm_eff: float
 
 
@@ -255,7 +249,6 @@ def layout_context(dep: Deployment | RabitConfig) -> LayoutContext:
         peak_eff=peak * sp * a.mfu_train,
         q_slow=a.qlora_slowdown if (cfg.lora_rank and cfg.qlora) else 1.0,
         capacity=g.memory_bytes,
-        overhead_bytes=a.runtime_overhead_gib * GiB,
         hbm_eff=g.memory_bw_bytes_per_s * a.mbu,
     )
 
