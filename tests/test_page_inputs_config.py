@@ -101,3 +101,18 @@ def test_the_next_experiment_is_the_configs():
     spec = next_experiment_spec(CHANGED.with_(workload={"rate_per_s": 2.0}, targets={"p95_ttft_s": 1.0}))
     assert spec.goal.workload.rate_per_s == 2.0 and spec.goal.p95_ttft_s == 1.0
     assert (spec.prompt_spread_frac, spec.output_spread_frac, spec.rate_spread_frac) == (0.25, 0.1, 0.5)
+
+
+def test_the_next_experiment_shows_its_decision_with_a_range_and_a_tornado(clear_cache):
+    from test_range_pages import BASIS, _range_captions, _titles
+
+    at = AppTest.from_file(APP, default_timeout=240).run()
+    at.switch_page("../pages/next_experiment.py").run()
+    at.multiselect(key=state.key("targets.gpus_allowed")).set_value(["h100-sxm", "h200-sxm"])
+    at.number_input(key=state.key("experiment.rate_spread_frac")).set_value(50.0)
+    at.button(key="ne.submit").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.query_params["experiment.rate_spread_frac"] in ("0.5", ["0.5"])
+    assert "Cost per hour" in {m.label for m in at.metric}
+    assert any(BASIS in c for c in _range_captions(at)), _range_captions(at)
+    assert any(t.startswith("What moves") for t in _titles(at)), _titles(at)
