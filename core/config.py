@@ -136,6 +136,16 @@ class WorkloadSpread(_Group):
     rate_spread_frac: float = Field(choices.DEFAULT_WORKLOAD_SPREAD_FRAC, ge=0.0, lt=1.0)
 
 
+class Predicted(_Group):
+    """What the analysis predicted, for the Diagnostics page's divergence and prefix-cache rules (None: the open
+    saved analysis's figure, or unknown). Where to read telemetry from (a file, a Prometheus server) is not
+    part of a link: opening a link never makes the server fetch from an address written in it."""
+
+    p95_ttft_s: float | None = Field(None, gt=0, le=1e6)
+    p95_itl_s: float | None = Field(None, gt=0, le=1e6)
+    prefix_cache_frac: float | None = Field(None, gt=0.0, lt=1.0)
+
+
 class RabitConfig(BaseModel):
     """Everything a page or CLI command needs to size one workload (frozen, hashable)."""
 
@@ -185,6 +195,7 @@ class RabitConfig(BaseModel):
     # how a training run is sized, and how far the workload's means may be off (the next experiment)
     training: TrainingRun = TrainingRun()
     experiment: WorkloadSpread = WorkloadSpread()
+    predicted: Predicted = Predicted()
     # assumptions
     assumptions: Assumptions = Assumptions()
 
@@ -258,6 +269,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "targets": Targets,
     "training": TrainingRun,
     "experiment": WorkloadSpread,
+    "predicted": Predicted,
 }
 #: Nested objects that travel as one compressed blob.
 _BLOBS = ("custom_model", "assumptions")

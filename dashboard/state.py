@@ -60,6 +60,9 @@ _ZERO_IS_NONE = frozenset(
         "workload.timeout_s",
         "training.budget_gpus",
         "training.checkpoint_interval_s",
+        "predicted.p95_ttft_s",
+        "predicted.p95_itl_s",
+        "predicted.prefix_cache_frac",
     }
 )
 #: Group fields a widget shows in another unit: widget = field x num / den (a checkpoint interval in
@@ -69,6 +72,7 @@ _SCALE = {
     "experiment.prompt_spread_frac": (100, 1),
     "experiment.output_spread_frac": (100, 1),
     "experiment.rate_spread_frac": (100, 1),
+    "predicted.prefix_cache_frac": (100, 1),
 }
 #: Tuple fields edited as a comma-separated text.
 _CSV = frozenset({"targets.providers"})

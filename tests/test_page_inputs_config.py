@@ -116,3 +116,17 @@ def test_the_next_experiment_shows_its_decision_with_a_range_and_a_tornado(clear
     assert "Cost per hour" in {m.label for m in at.metric}
     assert any(BASIS in c for c in _range_captions(at)), _range_captions(at)
     assert any(t.startswith("What moves") for t in _titles(at)), _titles(at)
+
+
+def test_the_diagnostics_predictions_travel_in_the_link(clear_cache):
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["predicted.p95_ttft_s"] = "1.5"
+    at.query_params["predicted.prefix_cache_frac"] = "0.4"
+    at.run()
+    at.switch_page("../pages/diagnostics.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key=state.key("predicted.p95_ttft_s")).value == 1.5
+    assert at.number_input(key=state.key("predicted.prefix_cache_frac")).value == 40.0  # shown in percent
+    at.number_input(key=state.key("predicted.p95_itl_s")).set_value(0.05).run()
+    assert at.query_params["predicted.p95_itl_s"] in ("0.05", ["0.05"])
+    assert not at.sidebar.error
