@@ -19,7 +19,7 @@ from core.optimizer import Constraints, ServingGoal
 from core.runs import CSV_COLUMNS, METRICS, RunError, csv_template, parse_file, parse_rows
 from core.deadline import deadline_choice
 from core.diagnose import RULES, Expectation
-from core.limits import MAX_TABLE_BYTES, decode_text
+from core.limits import MAX_TABLE_BYTES, BudgetExceeded, decode_text
 from core.next_experiment import NextExperimentSpec, outcomes
 from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates, sim_spec, sweep_rates
 from core.telemetry import MAX_BYTES, TelemetryError, from_payload, to_payload
@@ -39,6 +39,7 @@ __all__ = [
     "parse_file",
     "parse_rows",
     "MAX_TABLE_BYTES",
+    "BudgetExceeded",
     "decode_text",
     "from_payload",
     "to_payload",

@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -213,6 +214,22 @@ BASE = {
         "h100-sxm",
         "--json",
     ],
+    "next-experiment": [
+        "next-experiment",
+        "--model",
+        "llama-3.1-8b",
+        "--rate",
+        "1",
+        "--requests",
+        "20",
+        "--max-simulations",
+        "1",
+        "--gpus-allowed",
+        "h100-sxm",
+        "--points-per-side",
+        "1",
+        "--json",
+    ],
     "models": ["models", "--json"],
     "gpus": ["gpus", "--json"],
     "diagnose": ["diagnose", "--metrics", "{metrics}", "--json"],
@@ -335,7 +352,10 @@ def invocations(draw):
 @given(argv=invocations())
 def test_fuzz_every_subcommand(files, argv, monkeypatch_module):
     argv = [a.format(**files) if a.startswith("{") and a.endswith("}") and a[1:-1] in files else a for a in argv]
+    t0 = time.monotonic()
     rc, out, err = run_cli(argv)
+    # no hang past the work budget: a search stops on its budget, each simulation on its own
+    assert time.monotonic() - t0 < FUZZ_BUDGET_S + HANG_SLACK_S, (argv, time.monotonic() - t0)
     assert "Traceback" not in err and "Traceback" not in out
     if rc == 0:
         if "--json" in argv:
@@ -346,11 +366,18 @@ def test_fuzz_every_subcommand(files, argv, monkeypatch_module):
         assert err.count("\n") == 1 and err.startswith("rabit"), (argv, err)
 
 
+#: Every fuzzed simulation and search runs under this budget [s]; an invocation that takes longer than it plus
+#: HANG_SLACK_S (the CLI's own start, a check's granularity, a loaded machine) counts as a hang.
+FUZZ_BUDGET_S = 3.0
+HANG_SLACK_S = 12.0
+
+
 @pytest.fixture(scope="module")
 def monkeypatch_module():
-    """Every fuzzed simulation runs under a short budget: a hang past it is a failure, not a wait."""
+    """Every fuzzed simulation and search runs under a short budget: a hang past it is a failure, not a wait."""
     mp = pytest.MonkeyPatch()
-    mp.setattr(cli.common, "CLI_SIM_MAX_WALL_S", 3.0)
+    mp.setattr(cli.common, "CLI_SIM_MAX_WALL_S", FUZZ_BUDGET_S)
+    mp.setattr(cli.common, "CLI_SEARCH_MAX_WALL_S", FUZZ_BUDGET_S)
     yield mp
     mp.undo()
 
@@ -379,7 +406,8 @@ ALL_FLAGS = _subcommands()
 
 
 def test_every_subcommand_is_known_to_the_fuzz():
-    assert {"memory", "speed", "simulate", "train", "recommend", "models", "gpus"} <= set(ALL_FLAGS)
+    assert {"memory", "speed", "simulate", "train", "recommend", "next-experiment", "models", "gpus"} <= set(ALL_FLAGS)
+    assert {"recommend", "next-experiment"} <= set(BASE)  # the searches are fuzzed end to end, under a budget
 
 
 @settings(
