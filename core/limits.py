@@ -137,6 +137,9 @@ ARCH_DOMAINS: dict[str, Domain] = {
     "num_mamba_layers": Domain(0, 10_000, "at most the number of layers"),
     "ssm_layers": Domain(0, 10_000, "at most the number of layers"),
     "ssm_mixer_params": Domain(0, 10**13, "a state-space mixer is a fraction of a layer (Jamba: 105M)"),
+    "ssm_d_inner": Domain(0, 16_777_216, "as intermediate_size (Jamba: 2 x 4,096)"),
+    "ssm_d_conv": Domain(0, 1024, "a causal convolution of at most 1,024 taps (Mamba and Jamba: 4)"),
+    "ssm_d_state": Domain(0, 65_536, "as head_dim (Mamba and Jamba: 16)"),
 }
 
 
