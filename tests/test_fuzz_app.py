@@ -352,9 +352,9 @@ SEARCH_INPUTS = {
         "targets.p95_ttft_s",
         "targets.p95_itl_s",
         "targets.p95_e2e_s",
-        "=ne.sp_in",
-        "=ne.sp_out",
-        "=ne.sp_rate",
+        "experiment.prompt_spread_frac",
+        "experiment.output_spread_frac",
+        "experiment.rate_spread_frac",
     ],
 }
 #: The searches run under this budget here (core.limits reads it at each search), so a page that does
