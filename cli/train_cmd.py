@@ -34,6 +34,7 @@ from cli.common import (
 from core import catalog, choices
 from core.config import DEFAULT
 from core.deadline import deadline_choice
+from core.deployment import resolve
 from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, plan
 from core.uncertainty import training_ranges
 from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
@@ -210,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         batch_tolerance=args.batch_tolerance,
         checkpoint_interval_s=args.checkpoint_interval_s,
     )
-    p = plan(cfg, goal)
+    p = plan(resolve(cfg), goal)
     out, text = payload(cfg, p), human(p)
     rg = training_ranges(cfg, p)
     with_ranges(out, rg)
