@@ -363,7 +363,7 @@ def _screen_one(
     sm = StepModel.from_config(cfg)
     I = max(1, round(i_mean))
     ctx = i_mean + o_mean / 2
-    ttft1 = float(sm.iteration_s(I, I * (I + 1) / 2, 0))
+    ttft1 = float(sm.iteration_s(I, I * (I + 1) / 2, 0, 1))
     itl1 = float(sm.iteration_s(1, ctx, ctx))
     upd = {"batch_1_ttft_s": ttft1, "batch_1_itl_s": itl1, "bottleneck": sm.bound(1, ctx, ctx)}
     misses = []

@@ -179,11 +179,11 @@ def max_throughput(
         T = dec + rho * I
         A = dec * pool.eff(c + 1) + rho * pool.chunk_pairs(0, I)
         R = dec * pool.eff(c)
-        t = float(sm.iteration_s(T, A, R))
+        t = float(sm.iteration_s(T, A, R, B))  # B sequences: B - rho decoding, rho prefilling
         rps = rho / t
     else:
         n = max(1, min(B, K // I))
-        t_pf = float(sm.iteration_s(n * I, n * pool.chunk_pairs(0, I), 0.0))
+        t_pf = float(sm.iteration_s(n * I, n * pool.chunk_pairs(0, I), 0.0, n))
         t = float(sm.iteration_s(B, B * pool.eff(c + 1), B * pool.eff(c)))
         rps = 1.0 / (t_pf / n + (O - 1) * t / B)
     return Capacity(batch=int(B), requests_per_s=rps, output_tokens_per_s=rps * O, iteration_s=t, limited_by=limited)

@@ -86,6 +86,8 @@ def _serving_prediction(r: dict[str, str]) -> float:
         input_tokens=I,
         output_tokens=O,
     )
+    if r.get("engine"):  # the engine that produced the figure (its CUDA-graph capture size, core.engines)
+        cfg = cfg.with_(workload=cfg.workload.model_copy(update={"engine": r["engine"]}))
     metric = r["metric"]
     if metric == "ttft_s":
         return speed.prefill(cfg).ttft_s

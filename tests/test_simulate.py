@@ -161,7 +161,7 @@ def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
         T = len(dec) + sum(n for _, n in chunks)
         A = sum(pool.eff(c[r] + 1) for r in dec) + sum(pool.chunk_pairs(c[r], n) for r, n in chunks)
         R = sum(pool.eff(c[r]) for r in dec) + sum(pool.eff(c[r]) for r, _ in chunks)
-        now += float(sm.iteration_s(T, A, R))
+        now += float(sm.iteration_s(T, A, R, len(dec) + len(chunks)))  # S: the sequences scheduled
         for r in dec:
             c[r] += 1
             gen[r] += 1
@@ -292,7 +292,8 @@ def test_low_rate_ttft_is_prefill_and_itl_is_batch1_decode():
     alone[:-1] &= a[1:] > f[:-1]
     assert alone.sum() >= 30
     sm = StepModel.from_config(L8)
-    prefill = float(sm.iteration_s(I, I * (I + 1) / 2, 0))  # ~25.8 ms: 2 x 8.0e9 x 1000 FLOP at 643 TFLOP/s
+    # ~25.8 ms: 2 x 8.0e9 x 1000 FLOP at 643 TFLOP/s; one sequence scheduled (S = 1)
+    prefill = float(sm.iteration_s(I, I * (I + 1) / 2, 0, 1))
     assert 0.02 < prefill < 0.03
     np.testing.assert_allclose((r.first_token_s - a)[alone], prefill, rtol=1e-9)  # the timing table's tolerance
     # decode step at context c (c cached tokens, the new one attends c + 1): mean over c = I .. I + O - 2

@@ -5,7 +5,9 @@ The step model's iteration time has the shape (``core.speed``)::
     t(T, A, R) = pp * max( c0(T) + c1(T) A,  m0(T) + m1(T) R ) + x(T)
 
 compute is affine in the attended pairs ``A`` for a given token count ``T``, memory traffic is affine
-in the cached tokens read ``R``, and communication, hops and overhead depend on ``T`` only.
+in the cached tokens read ``R``, and communication, hops and kernel launches depend on ``T`` only; the fixed
+cost per scheduled sequence is one constant (``StepModel.seq_cost_s``), tabulated with ``S = T`` (decode) and
+corrected by ``(S - T)`` for iterations that carry prefill chunks.
 :class:`LinearTiming` tabulates the five coefficients per ``T`` from ``StepModel.parts`` and
 ``StepModel.iteration_s`` (one vectorised call), so an iteration costs a few float operations, and
 a run of ``k`` decode iterations whose ``A`` and ``R`` grow by ``g`` per iteration has a closed-form
@@ -43,6 +45,7 @@ class LinearTiming:
 
     def __init__(self, sm: StepModel, pp: int, t_max: int) -> None:
         self.sm, self.pp = sm, float(pp)
+        self.q = sm.seq_cost_s
         self.t_max = t_max
         T = np.arange(t_max + 1, dtype=float)
         self.c0, self.c1, self.m0, self.m1, self.x = (a.tolist() for a in self._coeffs(T))
@@ -67,15 +70,17 @@ class LinearTiming:
             got = self._extra[T] = (c0, c1, m0, m1, x)  # memo local to this simulation
         return got
 
-    def one(self, T: int, A: float, R: float) -> float:
-        """Time of one iteration [s] with ``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read."""
+    def one(self, T: int, A: float, R: float, S: int | None = None) -> float:
+        """Time of one iteration [s] with ``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read and
+        ``S`` sequences scheduled (default ``T``: decode)."""
+        extra = 0.0 if S is None else (S - T) * self.q
         if T <= self.t_max:
             a = self.c0[T] + self.c1[T] * A
             b = self.m0[T] + self.m1[T] * R
-            return self.pp * (a if a > b else b) + self.x[T]
+            return self.pp * (a if a > b else b) + self.x[T] + extra
         c0, c1, m0, m1, x = self.coeffs(T)
         a, b = c0 + c1 * A, m0 + m1 * R
-        return self.pp * (a if a > b else b) + x
+        return self.pp * (a if a > b else b) + x + extra
 
     def run(self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float) -> tuple[int, float]:
         """A run of decode iterations with ``T`` tokens whose ``A`` and ``R`` grow by ``g`` per iteration.
@@ -147,8 +152,8 @@ class ArrayTiming:
     def __init__(self, sm: StepModel) -> None:
         self.sm = sm
 
-    def one(self, T: int, A: float, R: float) -> float:
-        return float(self.sm.iteration_s(T, A, R))
+    def one(self, T: int, A: float, R: float, S: int | None = None) -> float:
+        return float(self.sm.iteration_s(T, A, R, S))
 
     def run(self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float) -> tuple[int, float]:
         j = np.arange(kmax, dtype=float)
