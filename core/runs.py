@@ -394,103 +394,45 @@ _INT_FIELDS = (
 _STR_FIELDS = ("model", "gpu", "weights", "train_precision")
 
 
+#: The template's example rows: one per kind of run (columns left out are blank).
+_TEMPLATE_ROWS: tuple[dict[str, Any], ...] = (
+    {"label": "serve-run-1", "rate_per_s": 2.0, "metric": "ttft_s.p50", "value": 0.036},
+    {"label": "serve-run-1", "rate_per_s": 2.0, "metric": "itl_s.p50", "value": 0.0075},
+    {"label": "batch-run", "batch": 32, "metric": "itl_s.p50", "value": 0.0095},
+    {
+        "label": "train-run",
+        "gpus": 8,
+        "weights": "",
+        "input_tokens": "",
+        "output_tokens": "",
+        "train_precision": "bf16",
+        "seq_len": 4096,
+        "micro_batch": 1,
+        "global_batch_tokens": 4194304,
+        "zero": 1,
+        "metric": "step_s",
+        "value": 52.0,
+    },
+)
+_TEMPLATE_SHARED = {
+    "model": "llama-3.1-8b",
+    "gpu": "h100-sxm",
+    "gpus": 1,
+    "tp": 1,
+    "pp": 1,
+    "weights": "bf16",
+    "input_tokens": 1024,
+    "output_tokens": 256,
+}
+
+
 def csv_template() -> str:
     """The template the Calibration page offers: the columns and one example row per kind of run."""
     buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(CSV_COLUMNS)
-    w.writerow(
-        [
-            "serve-run-1",
-            "llama-3.1-8b",
-            "h100-sxm",
-            1,
-            1,
-            1,
-            "bf16",
-            1024,
-            256,
-            2.0,
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "ttft_s.p50",
-            0.036,
-        ]
-    )
-    w.writerow(
-        [
-            "serve-run-1",
-            "llama-3.1-8b",
-            "h100-sxm",
-            1,
-            1,
-            1,
-            "bf16",
-            1024,
-            256,
-            2.0,
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "itl_s.p50",
-            0.0075,
-        ]
-    )
-    w.writerow(
-        [
-            "batch-run",
-            "llama-3.1-8b",
-            "h100-sxm",
-            1,
-            1,
-            1,
-            "bf16",
-            1024,
-            256,
-            "",
-            "",
-            32,
-            "",
-            "",
-            "",
-            "",
-            "",
-            "itl_s.p50",
-            0.0095,
-        ]
-    )
-    w.writerow(
-        [
-            "train-run",
-            "llama-3.1-8b",
-            "h100-sxm",
-            8,
-            1,
-            1,
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "bf16",
-            4096,
-            1,
-            4194304,
-            1,
-            "step_s",
-            52.0,
-        ]
-    )
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, restval="", lineterminator="\r\n")
+    w.writeheader()
+    for row in _TEMPLATE_ROWS:
+        w.writerow({**_TEMPLATE_SHARED, **row})
     return buf.getvalue()
 
 

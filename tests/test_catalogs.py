@@ -14,23 +14,9 @@ from core.catalog import CatalogError, load_fabrics, load_gpus, load_model_file,
 from core.model import from_hf_config
 from core.units import GiB
 
-GPU_SLUGS = {
-    "h100-sxm",
-    "h100-pcie",
-    "h100-nvl",
-    "h200-sxm",
-    "b200",
-    "b300",
-    "gb200",
-    "a100-40gb",
-    "a100-80gb",
-    "l40s",
-    "l4",
-    "mi300x",
-    "mi325x",
-    "mi355x",
-    "gaudi3",
-}
+GPU_SLUGS = set(
+    "h100-sxm h100-pcie h100-nvl h200-sxm b200 b300 gb200 a100-40gb a100-80gb l40s l4 mi300x mi325x mi355x gaudi3".split()
+)
 FABRIC_SLUGS = {"ib-ndr", "ib-xdr", "roce-400g", "eth-100g", "eth-200g"}
 MODEL_SLUGS = {
     "llama-2-7b",

@@ -8,23 +8,9 @@ import pytest
 
 from cli.main import main
 
-EXAMPLE_ARGS = [
-    "memory",
-    "--model",
-    "llama-3.1-70b",
-    "--gpu",
-    "h100-sxm",
-    "--gpus",
-    "8",
-    "--tp",
-    "8",
-    "--batch",
-    "32",
-    "--input",
-    "4096",
-    "--output",
-    "4096",
-]
+EXAMPLE_ARGS = (
+    "memory --model llama-3.1-70b --gpu h100-sxm --gpus 8 --tp 8 --batch 32 --input 4096 --output 4096".split()
+)
 
 
 def run_json(args, capsys):
@@ -139,23 +125,12 @@ def test_models_and_gpus_list_slugs(capsys):
     models = {m["slug"] for m in run_json(["models"], capsys)["models"]}
     assert {"llama-3.1-70b", "qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b", "gpt-3-175b"} <= models
     gpus = {g["slug"] for g in run_json(["gpus"], capsys)["gpus"]}
-    assert {
-        "h100-sxm",
-        "h100-pcie",
-        "h100-nvl",
-        "h200-sxm",
-        "b200",
-        "b300",
-        "gb200",
-        "a100-40gb",
-        "a100-80gb",
-        "l40s",
-        "l4",
-        "mi300x",
-        "mi325x",
-        "mi355x",
-        "gaudi3",
-    } <= gpus
+    assert (
+        set(
+            "h100-sxm h100-pcie h100-nvl h200-sxm b200 b300 gb200 a100-40gb a100-80gb l40s l4 mi300x mi325x mi355x gaudi3".split()
+        )
+        <= gpus
+    )
 
 
 def test_console_script_runs():
