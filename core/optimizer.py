@@ -291,11 +291,11 @@ def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int
         return cap
     limit = SCREEN_ITL_SHARE * itl_target
     lo, hi = 1, cap
-    if float(sm.iteration_s(1, context, context)) > limit:
+    if float(sm.pipelined_s(1, context, context)) > limit:
         return 0
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if float(sm.iteration_s(mid, mid * context, mid * context)) <= limit:
+        if float(sm.pipelined_s(mid, mid * context, mid * context)) <= limit:  # pp micro-batches in flight
             lo = mid
         else:
             hi = mid - 1

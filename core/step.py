@@ -358,6 +358,47 @@ class StepModel:
         hops = (self.pp - 1) * (self.pp_hop_alpha + self.pp_hop_beta * T)
         return self.pp * stage + hops + self.fixed_s(t_k, S)
 
+    def micro_batches(self, seqs):
+        """Micro-batches in flight through the pipeline: ``min(pp, S)`` (at least 1); arrays welcome.
+
+        Pipeline-parallel engines split the running batch by sequences into micro-batches that follow one
+        another through the stages (vLLM runs ``pipeline_parallel_size`` virtual engines, one micro-batch each;
+        TensorRT-LLM in-flight batching likewise), so while one stage works on a micro-batch the others work on
+        the rest. A single sequence cannot be split: with fewer sequences than stages, stages idle.
+        """
+        if self.pp == 1:
+            return 1.0 if isinstance(seqs, _SCALAR) else np.ones_like(np.asarray(seqs, dtype=float))
+        if isinstance(seqs, _SCALAR):
+            s = float(seqs)
+            return float(self.pp) if s >= self.pp else (s if s >= 1.0 else 1.0)
+        return np.clip(np.minimum(float(self.pp), np.asarray(seqs, dtype=float)), 1.0, None)
+
+    def pipelined_s(self, tokens, pairs, kv_tokens, seqs=None):
+        """Time for a whole batch to advance one iteration with the pipeline kept busy [s]::
+
+            m = min(pp, S);   t = pp (max(t_c, t_m) + t_x)(T/m) + (pp - 1) hop(T/m) + t_o(T/m, S/m)
+
+        The batch of ``S`` sequences runs as ``m`` micro-batches of ``T/m`` tokens. Each stage works through the
+        ``m`` micro-batches in turn while the other stages work on the others, so in steady state (engines keep
+        the micro-batches cycling from one iteration to the next) a stage is busy ``m t_stage(T/m)`` of every
+        ``pp t_stage(T/m) + hops`` -- the pipeline bubble is ``(pp - m) / pp``, zero once there are ``pp``
+        micro-batches -- and a sequence gets its next token after one trip through all ``pp`` stages and
+        ``pp - 1`` activation sends. Each micro-batch re-reads the stage's weights, which is what a pipeline
+        pays for its lower per-GPU traffic. Without a pipeline (``pp = 1``) this is :meth:`iteration_s`.
+        (GPipe, Huang et al. arXiv 1811.06965, for the bubble of ``m`` micro-batches over ``pp`` stages; vLLM
+        docs "Distributed inference and serving": pipeline parallelism with virtual engines.)
+        """
+        if self.pp == 1:
+            return self.iteration_s(tokens, pairs, kv_tokens, seqs)
+        S = tokens if seqs is None else seqs
+        m = self.micro_batches(S)
+        if all(isinstance(v, _SCALAR) for v in (tokens, pairs, kv_tokens, S)):
+            return self.iteration_s(float(tokens) / m, float(pairs) / m, float(kv_tokens) / m, float(S) / m)
+        T = np.asarray(tokens, dtype=float)
+        return self.iteration_s(
+            T / m, np.asarray(pairs, dtype=float) / m, np.asarray(kv_tokens, dtype=float) / m, np.asarray(S) / m
+        )
+
     def bound(self, tokens, pairs, kv_tokens) -> str:
         """Which limit binds a (scalar) iteration: "compute", "memory" or "communication"."""
         t_cmp, t_mem, t_comm, _ = self.parts(tokens, pairs, kv_tokens)
