@@ -102,6 +102,9 @@ def engine_defaults(engine: str, gpu: GpuSpec) -> EngineDefaults:
     raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
 
 
+#: How each engine is named on screen.
+ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
 #: Largest iteration [tokens] each engine runs from a captured CUDA graph by default (see the module docstring).
 CUDA_GRAPH_MAX_TOKENS = {"vllm": 512, "sglang": 256, "trtllm": 128}
 
