@@ -35,6 +35,8 @@ from core.speed import (
     spec_numbers,
     fmt_s,
 )
+from pydantic import BaseModel, ConfigDict
+
 from core.trace import NO_TRACE
 from core.units import US
 from core.catalog import fabric_of, gpu_of, model_of
@@ -416,3 +418,60 @@ def textbook_comparison(cfg: RabitConfig) -> TextbookComparison:
         f"({'graph' if T <= sm.graph_max_tokens else 'eager'}) + {pf.batch} sequences sampled",
     )
     return TextbookComparison(decode=decode_rows, prefill=tuple(rows))
+
+
+# --- expert parallelism for a MoE model ---------------------------------------------------------------
+
+
+class EpOption(BaseModel):
+    """One way to place a MoE model's routed experts on the replica (EP 1: every expert split by TP)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ep: int
+    decode_step_s: float
+    prefill_s: float
+    comm_s_per_step: float  # exposed TP all-reduces + EP all-to-alls + hops, one decode step
+    tokens_per_s: float
+    problem: str = ""  # why this EP cannot run here (empty when it can)
+
+
+def ep_options(cfg: RabitConfig) -> tuple[EpOption, ...]:
+    """The decode step, TTFT and communication of a MoE config at EP 1 and at each EP from TP to TP x DP.
+
+    Empty for a dense model. Each option is the same config with ``ep`` changed, timed by the one step model:
+    with EP the routed experts sit whole on their GPUs and a MoE layer swaps its MLP all-reduce for a dispatch
+    and a combine all-to-all on the GPU's fabric (vLLM ``--enable-expert-parallel``).
+    """
+    from core.validate import problems
+
+    m = model_of(cfg)
+    if not m.is_moe:
+        return ()
+    nan = math.nan
+    out = []
+    # EP 1 and each EP that spreads the experts over at least the TP ranks (an EP below TP would hold more
+    # expert bytes per GPU than splitting them by TP)
+    for ep in (1, *(e for e in (2, 4, 8, 16, 32, 64) if cfg.tp <= e <= cfg.tp * cfg.dp and e > 1)):
+        c = cfg.with_(ep=ep)
+        blocking = [p.message for p in problems(c) if p.blocking]
+        if blocking:
+            out.append(
+                EpOption(
+                    ep=ep, decode_step_s=nan, prefill_s=nan, comm_s_per_step=nan, tokens_per_s=nan, problem=blocking[0]
+                )
+            )
+            continue
+        sm = StepModel.from_config(c)
+        d = decode_numbers(sm, c, c.batch)
+        pf = prefill_numbers(sm, c, c.batch)
+        out.append(
+            EpOption(
+                ep=ep,
+                decode_step_s=d.mean_s,
+                prefill_s=pf.it.time_s,
+                comm_s_per_step=d.mid.pp * d.mid.comm_s + d.mid.hops_s,
+                tokens_per_s=c.batch / d.mean_s * replicas_of(c),
+            )
+        )
+    return tuple(out)

@@ -206,7 +206,9 @@ class StepModel:
             tp_ar_beta_ring=ar_b_ring,
             tp_ar_alpha_tree=float(ar_a_tree),
             tp_ar_beta_tree=ar_b_tree,
-            ar_per_iter=2 * layers_stage if tp > 1 else 0.0,
+            # 2 all-reduces per layer (attention, MLP); with EP a MoE layer's MLP all-reduce gives way to its
+            # dispatch + combine all-to-alls (vLLM --enable-expert-parallel, DeepSeek-V3 report arXiv 2412.19437)
+            ar_per_iter=(2 * m.num_layers - (m.moe_layers if a2a_n else 0)) / pp if tp > 1 else 0.0,
             ep_a2a_alpha=a2a_a,
             ep_a2a_beta=a2a_b,
             a2a_per_iter=a2a_n,

@@ -380,3 +380,17 @@ def test_moe_expert_gemms_ramp_on_the_rows_each_expert_receives():
     assert moe[0] / dense_like[0] > moe[1] / dense_like[1] > 1.0
     # a dense model has no expert term
     assert StepModel.from_config(EXAMPLE).expert_flop_per_token == 0.0
+
+
+def test_speed_views_compare_expert_parallelism_for_a_moe_model():
+    from core.speed_views import ep_options
+
+    cfg = RabitConfig(model="deepseek-v3", gpu="h200-sxm", tp=8, weights="fp8", batch=32)
+    opts = {o.ep: o for o in ep_options(cfg)}
+    assert set(opts) == {1, 8}
+    for ep, o in opts.items():  # each row is the one step model with that EP
+        assert o.decode_step_s == decode(cfg.with_(ep=ep)).step_s
+        assert o.prefill_s == prefill(cfg.with_(ep=ep)).ttft_s
+    # EP 8 trades 58 MLP all-reduces for 116 all-to-alls per step: more exposed communication on NVLink here
+    assert opts[8].comm_s_per_step > opts[1].comm_s_per_step
+    assert ep_options(EXAMPLE) == ()  # a dense model has no experts to place

@@ -150,3 +150,13 @@ def test_speed_warns_when_the_batch_does_not_fit(clear_cache, capsys):
     )
     out = json.loads(capsys.readouterr().out)
     assert out["fits"] is False and "at most" in out["memory_reason"]
+
+
+def test_speed_page_compares_expert_parallelism_for_moe(clear_cache):
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.selectbox(key="cfg.model").set_value("mixtral-8x7b").run()
+    at.switch_page("../pages/speed.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Expert parallelism" in h.value for h in at.subheader)
+    table = next(df.value for df in at.dataframe if "EP" in df.value.columns and "decode step" in df.value.columns)
+    assert list(table["EP"]) == [1, 8] and list(table["note"]) == ["current", ""]
