@@ -19,6 +19,7 @@ from cli.common import (
 )
 from core import choices
 from core.config import DEFAULT
+from core.deployment import resolve
 from core.memory import serving_memory, training_memory
 from core.uncertainty import memory_spread, training_memory_spread
 
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             lora_rank=args.lora_rank,
             qlora=args.qlora,
         )
-        r = training_memory(cfg)
+        r = training_memory(resolve(cfg))
         payload = {
             "phase": "train",
             "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,

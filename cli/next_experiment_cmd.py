@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from cli.common import die, emit
+from core.config import DEFAULT
 
 
 def _parent() -> argparse.ArgumentParser:
@@ -36,9 +37,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ranked by flip chance per GPU-hour",
     )
     g = p.add_argument_group("next experiment")
-    g.add_argument("--prompt-spread", type=float, default=0.3, help="relative spread of the mean prompt length")
-    g.add_argument("--output-spread", type=float, default=0.3, help="relative spread of the mean output length")
-    g.add_argument("--rate-spread", type=float, default=0.3, help="relative spread of the arrival rate")
+    g.add_argument(
+        "--prompt-spread",
+        type=float,
+        default=DEFAULT.experiment.prompt_spread_frac,
+        help="relative spread of the mean prompt length",
+    )
+    g.add_argument(
+        "--output-spread",
+        type=float,
+        default=DEFAULT.experiment.output_spread_frac,
+        help="relative spread of the mean output length",
+    )
+    g.add_argument(
+        "--rate-spread",
+        type=float,
+        default=DEFAULT.experiment.rate_spread_frac,
+        help="relative spread of the arrival rate",
+    )
     g.add_argument("--points-per-side", type=int, default=2, help="re-runs on each side of an input's base value")
     if not any("--analysis" in a.option_strings for a in p._actions):  # cli.main may add its own (it wins)
         g.add_argument("--analysis", metavar="ID", help="a saved analysis (its config and inputs; flags override)")
@@ -52,7 +68,15 @@ def run(args: argparse.Namespace) -> int:
 
     if getattr(args, "analysis", None) and not hasattr(args, "_analysis_config"):
         die("rabit next-experiment: error: argument --analysis: saved analyses are not available in this build")
-    fill_from_config(args, CONFIG_DEST)
+    fill_from_config(
+        args,
+        {
+            **CONFIG_DEST,
+            "prompt_spread": "experiment.prompt_spread_frac",
+            "output_spread": "experiment.output_spread_frac",
+            "rate_spread": "experiment.rate_spread_frac",
+        },
+    )
     if args.train:
         return run_training(args)
     if args.emit:

@@ -23,6 +23,7 @@ from cli.common import (
     add_json,
     add_model_args,
     add_range_args,
+    config_file,
     config_from_args,
     die,
     emit,
@@ -33,6 +34,7 @@ from cli.common import (
 from core import catalog, choices
 from core.config import DEFAULT
 from core.deadline import deadline_choice
+from core.deployment import resolve
 from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, plan
 from core.uncertainty import training_ranges
 from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
@@ -73,7 +75,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--gpus", type=_positive(int), help="GPU budget: plan on exactly this many GPUs")
     g.add_argument("--deadline-days", type=_positive(float), help="find the smallest GPU count that finishes in time")
-    p.add_argument("--max-gpus", type=_positive(int), default=MAX_GPUS, help="largest count the deadline search tries")
+    p.add_argument(
+        "--max-gpus",
+        type=_positive(int),
+        default=DEFAULT.training.max_gpus,
+        help="largest count the deadline search tries",
+    )
     p.add_argument("--gpus-per-node", type=int, help="default: the GPU's catalog node size")
     p.add_argument("--fabric", default=DEFAULT.fabric, help="inter-node fabric slug")
     p.add_argument("--precision", choices=choices.TRAIN_PRECISIONS, default=DEFAULT.train_precision)
@@ -91,7 +98,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lora-rank", type=int, default=DEFAULT.lora_rank, help="LoRA rank (0 = full training)")
     p.add_argument("--qlora", action="store_true", help="4-bit NF4 base under the LoRA adapters")
     p.add_argument("--no-sequence-parallel", action="store_true")
-    p.add_argument("--checkpoint-interval-s", type=_positive(float), help="default: Daly's optimum")
+    p.add_argument(
+        "--checkpoint-interval-s",
+        type=_positive(float),
+        default=DEFAULT.training.checkpoint_interval_s,
+        help="default: Daly's optimum",
+    )
     p.add_argument(
         "--batch-tolerance",
         type=float,
@@ -114,10 +126,36 @@ def _parse_layout(text: str) -> tuple[int, int, int, int]:
     return (vals[0], vals[1], vals[2], vals[3] if len(vals) == 4 else 1)
 
 
+def _fill_training_run(args: argparse.Namespace, explicit: bool) -> None:
+    """What a ``--config FILE`` (or ``--analysis``) says about sizing the run (its ``training`` group, as the
+    Training page reads it), for every flag left at its default: deadline (``targets.deadline_days``) or GPU
+    budget, search ceiling, checkpoint interval, and the pinned ZeRO stage, recomputation and micro-batch."""
+    cfg = config_file(args) or getattr(args, "_analysis_config", None)
+    parser = getattr(args, "_parser", None)
+    if cfg is None or parser is None:
+        return
+    t = cfg.training
+    if not explicit:
+        if t.mode == "deadline":
+            args.gpus, args.deadline_days = None, cfg.targets.deadline_days
+        else:
+            args.gpus = t.budget_gpus or cfg.gpus
+    if args.max_gpus == parser.get_default("max_gpus"):
+        args.max_gpus = t.max_gpus
+    if args.checkpoint_interval_s is None:
+        args.checkpoint_interval_s = t.checkpoint_interval_s
+    if t.pin:
+        args.zero = cfg.zero if args.zero is None else args.zero
+        args.recompute = args.recompute or cfg.recompute
+        args.micro_batch = args.micro_batch or cfg.micro_batch
+
+
 def run(args: argparse.Namespace) -> int:
     # the search picks ZeRO, recomputation and micro-batch unless a flag pins them, as the Training page does
     # unless its "use the sidebar's" box is ticked: a config file does not pin them
+    explicit = args.gpus is not None or args.deadline_days is not None or bool(args.layout)
     fill_from_config(args, skip=("zero", "recompute", "micro_batch"))
+    _fill_training_run(args, explicit)
     if args.gpu not in catalog.gpus():
         die(f"rabit: error: argument --gpu: unknown GPU '{args.gpu}'; known: {', '.join(sorted(catalog.gpus()))}")
     node = args.gpus_per_node or catalog.gpu(args.gpu).gpus_per_node
@@ -173,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         batch_tolerance=args.batch_tolerance,
         checkpoint_interval_s=args.checkpoint_interval_s,
     )
-    p = plan(cfg, goal)
+    p = plan(resolve(cfg), goal)
     out, text = payload(cfg, p), human(p)
     rg = training_ranges(cfg, p)
     with_ranges(out, rg)

@@ -80,6 +80,17 @@ ARRIVAL_LABELS = MappingProxyType({"poisson": "Poisson (open)", "closed": "close
 POLICY_LABELS = MappingProxyType({"chunked": "chunked prefill", "prefill_priority": "prefill priority"})
 ADMISSION_LABELS = MappingProxyType({"preempt": "paged, preempt + recompute", "reserve": "reserve prompt + max output"})
 
+# --- how a training run is sized (the Training page and ``rabit train``) ---------------------------------
+#: To a deadline (``targets.deadline_days``: the smallest GPU count that finishes in time) or on a GPU budget.
+TrainMode = Literal["deadline", "budget"]
+TRAIN_MODE_LABELS = MappingProxyType({"deadline": "Deadline", "budget": "GPU budget"})
+#: The GPU counts the deadline search may stop at (the last is the search's ceiling, core.training.MAX_GPUS).
+TRAIN_SEARCH_LIMITS = (512, 4096, 16384, 32768)
+
+# --- the next experiment: how far the workload's means may be off ------------------------------------------
+#: Relative spread of the mean prompt length, output length and arrival rate (the spec's default +-30 %).
+DEFAULT_WORKLOAD_SPREAD_FRAC = 0.3
+
 # --- what it costs (prices and the optimizer) ------------------------------------------------------------
 PriceKind = Literal["on-demand", "spot", "reserved", "marketplace"]
 PricePolicy = Literal["median", "cheapest"]
@@ -101,5 +112,6 @@ LENGTH_KINDS = values(LengthKind)
 SCHEDULER_POLICIES = values(SchedulerPolicy)
 ADMISSIONS = values(Admission)
 ENGINES = values(Engine)
+TRAIN_MODES = values(TrainMode)
 PRICE_KINDS = values(PriceKind)
 PRICE_POLICIES = values(PricePolicy)

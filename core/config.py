@@ -23,6 +23,7 @@ from core import choices
 from core.assumptions import REGISTRY, Assumptions
 from core.limits import (
     CONFIG_DOMAINS,
+    FLAG_DOMAINS,
     MAX_LINK_PARAM_CHARS,
     inflate,
     nearest,
@@ -104,6 +105,47 @@ class Targets(_Group):
     train_gpus_allowed: tuple[str, ...] = ()  # empty: every priced kind
 
 
+class TrainingRun(_Group):
+    """How a training run is sized: to the deadline ``targets.deadline_days`` (the smallest GPU count, up to
+    ``max_gpus``, that finishes in time) or on a GPU budget; whether the config's ZeRO stage, recomputation and
+    micro-batch are pinned (otherwise searched); the checkpoint interval (None: Daly's optimum).
+
+    The Training page's inputs and ``rabit train``'s flags (``--gpus``, ``--max-gpus``,
+    ``--checkpoint-interval-s``) read these defaults; domains as the CLI flags' (core.limits.FLAG_DOMAINS).
+    """
+
+    mode: choices.TrainMode = "deadline"
+    budget_gpus: int | None = Field(
+        None, ge=int(FLAG_DOMAINS["gpus"].lo), le=int(FLAG_DOMAINS["gpus"].hi)
+    )  # None: the config's cluster (gpus_per_node x nodes)
+    max_gpus: int = Field(
+        choices.TRAIN_SEARCH_LIMITS[-1], ge=int(FLAG_DOMAINS["max_gpus"].lo), le=int(FLAG_DOMAINS["max_gpus"].hi)
+    )
+    pin: bool = False
+    checkpoint_interval_s: float | None = Field(
+        None, ge=FLAG_DOMAINS["checkpoint_interval_s"].lo, le=FLAG_DOMAINS["checkpoint_interval_s"].hi
+    )
+
+
+class WorkloadSpread(_Group):
+    """How far the workload's means may be off (relative, each side): the next experiment moves the mean prompt
+    length, output length and arrival rate across these ranges (``rabit next-experiment --prompt-spread``...)."""
+
+    prompt_spread_frac: float = Field(choices.DEFAULT_WORKLOAD_SPREAD_FRAC, ge=0.0, lt=1.0)
+    output_spread_frac: float = Field(choices.DEFAULT_WORKLOAD_SPREAD_FRAC, ge=0.0, lt=1.0)
+    rate_spread_frac: float = Field(choices.DEFAULT_WORKLOAD_SPREAD_FRAC, ge=0.0, lt=1.0)
+
+
+class Predicted(_Group):
+    """What the analysis predicted, for the Diagnostics page's divergence and prefix-cache rules (None: the open
+    saved analysis's figure, or unknown). Where to read telemetry from (a file, a Prometheus server) is not
+    part of a link: opening a link never makes the server fetch from an address written in it."""
+
+    p95_ttft_s: float | None = Field(None, gt=0, le=1e6)
+    p95_itl_s: float | None = Field(None, gt=0, le=1e6)
+    prefix_cache_frac: float | None = Field(None, gt=0.0, lt=1.0)
+
+
 class RabitConfig(BaseModel):
     """Everything a page or CLI command needs to size one workload (frozen, hashable)."""
 
@@ -150,6 +192,10 @@ class RabitConfig(BaseModel):
     # the simulated workload and what a recommendation must meet
     workload: Workload = Workload()
     targets: Targets = Targets()
+    # how a training run is sized, and how far the workload's means may be off (the next experiment)
+    training: TrainingRun = TrainingRun()
+    experiment: WorkloadSpread = WorkloadSpread()
+    predicted: Predicted = Predicted()
     # assumptions
     assumptions: Assumptions = Assumptions()
 
@@ -203,8 +249,28 @@ class RabitConfig(BaseModel):
 DEFAULT = RabitConfig()
 
 
+def training_goal_args(cfg: RabitConfig) -> dict[str, Any]:
+    """The keyword arguments of :func:`core.training.goal_from_inputs` that ``cfg.training`` describes: the
+    deadline (``targets.deadline_days``) and search ceiling, or the GPU budget (None: the config's cluster)."""
+    t = cfg.training
+    deadline = t.mode == "deadline"
+    return {
+        "deadline_days": cfg.targets.deadline_days if deadline else None,
+        "gpus": None if deadline else (t.budget_gpus or cfg.gpus),
+        "max_gpus": t.max_gpus if deadline else choices.TRAIN_SEARCH_LIMITS[-1],
+        "pin_sidebar": t.pin,
+        "checkpoint_interval_min": t.checkpoint_interval_s / 60 if t.checkpoint_interval_s else None,
+    }
+
+
 #: Nested groups whose fields travel as their own ``group.field`` query parameters.
-GROUPS: dict[str, type[BaseModel]] = {"workload": Workload, "targets": Targets}
+GROUPS: dict[str, type[BaseModel]] = {
+    "workload": Workload,
+    "targets": Targets,
+    "training": TrainingRun,
+    "experiment": WorkloadSpread,
+    "predicted": Predicted,
+}
 #: Nested objects that travel as one compressed blob.
 _BLOBS = ("custom_model", "assumptions")
 

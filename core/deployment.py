@@ -7,7 +7,8 @@ hashes and compares as the config it was resolved from, so it can key a cache.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from core.assumptions import Assumptions
 from core.catalog import Fabric, GpuSpec, fabric_of, gpu_of, model_of
@@ -60,6 +61,14 @@ class Deployment:
         """Bytes per cached K or V element [B]."""
         return KV_BYTES[self.config.kv_dtype]
 
+    def with_(self, **changes: Any) -> Deployment:
+        """The deployment of ``config.with_(**changes)``; the catalog is consulted again only when a change
+        names another model, GPU or fabric."""
+        cfg = self.config.with_(**changes)
+        if changes.keys() & _LOOKUP_FIELDS:
+            return resolve(cfg)
+        return replace(self, config=cfg)
+
     def __hash__(self) -> int:
         return hash(self.config)
 
@@ -67,6 +76,16 @@ class Deployment:
         return isinstance(other, Deployment) and other.config == self.config
 
 
+#: Config fields the catalog lookups read.
+_LOOKUP_FIELDS = frozenset({"model", "custom_model", "gpu", "fabric"})
+
+
 def resolve(cfg: RabitConfig) -> Deployment:
     """Look up the catalog entries ``cfg`` names (an uploaded model wins over the catalog slug)."""
     return Deployment(config=cfg, model=model_of(cfg), gpu=gpu_of(cfg), fabric=fabric_of(cfg))
+
+
+def as_deployment(x: Deployment | RabitConfig) -> Deployment:
+    """``x`` itself when already resolved, else :func:`resolve` of it: entry points take either, so callers at
+    the edge resolve once and pass the deployment down while a plain config keeps working."""
+    return x if isinstance(x, Deployment) else resolve(x)

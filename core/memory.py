@@ -13,17 +13,22 @@ Training: mixed-precision Adam at 16 B per trainable parameter (2 weights + 2 gr
 12 FP32 master, momentum and variance; Rajbhandari et al., ZeRO, arXiv 1910.02054 sec. 3.1),
 split by TP and PP, then ZeRO stages over DP; activations per Korthikanti et al.,
 "Reducing Activation Recomputation in Large Transformer Models", arXiv 2205.05198, Table 2.
+:func:`training_memory_parts` is the one body of that formula: the traced view (:func:`training_memory_for`)
+calls it on scalars, the training layout search (:func:`core.training_layout.layout_grid`) on arrays.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from core.catalog import GpuSpec
 from core.config import RabitConfig
+from core.deployment import Deployment, as_deployment
 from core.model import ModelArch
 from core.trace import NO_TRACE, Step, Trace
 from core.units import GiB
@@ -467,7 +472,7 @@ def lora_params(m: ModelArch, rank: int) -> float:
     return rank * (m.num_layers * attn + m.dense_layers * dense_mlp + m.moe_layers * shared_mlp)
 
 
-def activation_bytes_per_layer(m: ModelArch, seq: int, micro_batch: int, tp: int, recompute: str, sp: bool) -> float:
+def activation_bytes_per_layer(m: ModelArch, seq: int, micro_batch: Any, tp: int, recompute: Any, sp: bool) -> Any:
     """Activation memory of one transformer layer for one micro-batch [B] (Korthikanti et al., Table 2).
 
     none:      s b h (34/t + 5 a s/(h t))        with SP;  s b h (10 + 24/t + 5 a s/(h t)) without
@@ -476,21 +481,26 @@ def activation_bytes_per_layer(m: ModelArch, seq: int, micro_batch: int, tp: int
 
     Llama-3.1-70B at s = 8,192, b = 1, t = 1: 34 x 8192 x 8192 = 2.28 GB per layer before the attention
     term (the RA-BIT spec: "about 34 x sequence x hidden bytes per layer, 2.3 GB").
+
+    ``micro_batch`` may be an array and ``recompute`` an array of mode names (the layout search's axes);
+    they broadcast.
     """
     s, b, h, a, t = seq, micro_batch, m.hidden_size, m.num_heads, tp
     sbh = s * b * h
     attn = 5 * a * s / (h * t)
-    if recompute == "full":
-        return 2 * sbh / (t if sp else 1)
     base = 34 / t if sp else 10 + 24 / t
-    return sbh * (base + (attn if recompute == "none" else 0.0))
+    if isinstance(recompute, str):
+        if recompute == "full":
+            return 2 * sbh / (t if sp else 1)
+        return sbh * (base + (attn if recompute == "none" else 0.0))
+    rc = np.asarray(recompute)
+    return np.where(rc == "full", 2 * sbh / (t if sp else 1), sbh * (base + np.where(rc == "none", attn, 0.0)))
 
 
-def training_memory(cfg: RabitConfig, tr: Trace | None = None, *, dp: int | None = None) -> TrainingMemory:
+def training_memory(dep: Deployment | RabitConfig, tr: Trace | None = None, *, dp: int | None = None) -> TrainingMemory:
     """Per-GPU training memory for the config's TP, PP, EP, ZeRO stage, micro-batch and recomputation."""
-    tr = tr if tr is not None else Trace()
-    m, g = model_of(cfg), gpu_of(cfg)
-    return training_memory_for(m, g, cfg, tr, dp=dp if dp is not None else cfg.dp)
+    dep = as_deployment(dep)
+    return training_memory_for(dep, tr if tr is not None else Trace(), dp=dp if dp is not None else dep.config.dp)
 
 
 def expert_params_total(m: ModelArch) -> float:
@@ -511,10 +521,465 @@ def stage_layers(num_layers: int, pp: int, vpp: int = 1) -> tuple[int, float]:
     return ls, num_layers / ls
 
 
+def _zero_div(zero: Any, stage: int, group: Any) -> Any:
+    """The divisor ZeRO applies to a state: the DP ``group`` from ``stage`` on, else 1 (arrays broadcast)."""
+    if isinstance(zero, (int, np.integer)):
+        return group if zero >= stage else 1
+    return np.where(np.asarray(zero) >= stage, group, 1.0)
+
+
+@dataclass(frozen=True)
+class TrainingMemoryParts:
+    """Every quantity of :func:`training_memory_parts`: floats for scalar inputs, arrays for array inputs [B]."""
+
+    trainable_params: float
+    stage_layers: Any  # layers on the heaviest stage (v chunks included)
+    pp_eff: Any  # L / stage_layers
+    expert_dp: Any  # GPUs holding the same expert shard (= dp without EP)
+    weight: Any
+    fp8_weight: Any
+    gradient: Any
+    optimizer: Any
+    optimizer_params: Any  # parameters one GPU's optimizer step updates
+    activation_per_layer: Any
+    interleave_factor: Any  # f_v
+    activation: Any
+    overhead: float
+    total: Any
+    capacity: float
+
+
+def training_memory_parts(
+    dep: Deployment,
+    *,
+    dp: Any,
+    tp: int,
+    pp: int,
+    ep: int,
+    zero: Any,
+    micro_batch: Any,
+    recompute: Any,
+    vpp: Any = 1,
+    micro_batches: Any = None,
+    tr: Trace = NO_TRACE,
+) -> TrainingMemoryParts:
+    """Training memory per GPU [B]: the one body of the formula, for the traced view and the layout search.
+
+    .. math:: U = W + W_8 + G + S + A_t + O
+
+    Mixed-precision Adam holds 2 + 2 + 12 B per trainable parameter (weights, gradients, FP32 master with
+    m and v; ZeRO, arXiv 1910.02054 sec. 3.1), split over TP x PP; ZeRO-1/2/3 shard the optimizer state,
+    then the gradients, then the weights over DP. Beyond the config's layout:
+
+      * ``ep``: expert parallelism. Routed experts are split over EP x PP (each expert whole on one GPU,
+        expert-tensor-parallel 1) and their ZeRO shards go over the expert-data-parallel group
+        TP x DP / EP; everything else over TP x PP and DP (Megatron-Core MoE layout).
+      * ``vpp``: interleaved (virtual) pipeline stages; the first stage then holds
+        (1 + (PP - 1) / (PP x v)) times the activations (Korthikanti et al. sec. 4.2.3).
+      * ``micro_batches``: micro-batches per step; 1F1B holds min(PP, m) of them in flight (PP when None).
+      * PP need not divide the layers: the heaviest stage holds ceil(L / PP) (see :func:`stage_layers`).
+      * FP8 training (``train_precision``): Transformer Engine caches an FP8 copy of every weight it
+        holds across micro-batches, 1 B per parameter on top of the BF16 weights.
+
+    ``dp``, ``vpp``, ``micro_batch``, ``recompute`` (mode names), ``zero`` and ``micro_batches`` may be
+    numpy arrays that broadcast (the search's grid); the steps are recorded on ``tr`` for scalar inputs.
+    Llama-3.1-70B, TP 8, PP 2, DP 4, ZeRO-3: W = 70.55e9 x 2 / (8 x 2 x 4) = 2.20 GB.
+    """
+    cfg, m = dep.config, dep.model
+    a = cfg.assumptions
+    seq = cfg.seq_len
+    L = m.num_layers
+    L_s: Any
+    pp_eff: Any
+    if isinstance(vpp, (int, np.integer)):
+        L_s, pp_eff = stage_layers(L, pp, int(vpp))
+        f_v: Any = 1 + (pp - 1) / (pp * vpp) if vpp > 1 else 1.0
+    else:
+        V = np.asarray(vpp, dtype=float)
+        L_s = V * np.ceil(L / (pp * V))
+        pp_eff = L / L_s
+        f_v = np.where(V > 1, 1 + (pp - 1) / (pp * V), 1.0)
+    P = float(m.total_params())
+    ppn = "pp"
+    pv: dict[str, Any] = {}  # the pipeline split under the name the recorded steps use
+    if tr.enabled:
+        record_params(m, tr)
+        if L_s * pp != L:
+            ppn = "p_e"
+            pp_eff = tr.step(
+                "p_e",
+                "Effective pipeline split (heaviest stage)",
+                "p_e",
+                "L / (v * ceil(L / (pp * v)))",
+                pp_eff,
+                L=L,
+                pp=pp,
+                v=vpp,
+                note=f"PP {pp} x {vpp} chunk(s) does not divide {L} layers: the "
+                f"heaviest stage holds {L_s} layers and sets memory and time",
+            )
+        pv[ppn] = pp_eff
+    shard = tp * pp_eff
+    split = m.is_moe and ep > 1
+    P_e = expert_params_total(m) if split else 0.0
+    P_d = P - P_e
+    edp = tp * dp / ep if split else dp
+    zw, zg, zo = _zero_div(zero, 3, dp), _zero_div(zero, 2, dp), _zero_div(zero, 1, dp)
+    W8: Any = 0.0
+    if cfg.lora_rank:
+        n_train = lora_params(m, cfg.lora_rank)
+        base_b = QLORA_BASE_BYTES if cfg.qlora else 2.0
+        W = (P_d * base_b + n_train * ADAM_WEIGHT_B) / shard + (P_e * base_b / (ep * pp_eff) if split else 0.0)
+        G = n_train * ADAM_GRAD_B / (shard * zg)
+        S = n_train * ADAM_OPTIM_B / (shard * zo)
+        upd = n_train / (shard * zo)
+        if tr.enabled:
+            note_w = (
+                "QLoRA: frozen base in NF4 with double-quantised scales" if cfg.qlora else "LoRA: frozen BF16 base"
+            ) + f"; rank-{cfg.lora_rank} adapters trainable"
+            if split:
+                tr.step(
+                    "weight_bytes_per_gpu",
+                    "Weights per GPU",
+                    "W",
+                    f"(P_d * b_base + N_t * 2) / (tp * {ppn}) + P_exp * b_base / (ep * {ppn})",
+                    W,
+                    unit="B",
+                    P_d=P_d,
+                    b_base=base_b,
+                    N_t=n_train,
+                    tp=tp,
+                    P_exp=P_e,
+                    ep=ep,
+                    **pv,
+                    note=note_w + "; routed experts split over EP",
+                )
+            else:
+                tr.step(
+                    "weight_bytes_per_gpu",
+                    "Weights per GPU",
+                    "W",
+                    f"(P * b_base + N_t * 2) / (tp * {ppn})",
+                    W,
+                    unit="B",
+                    latex=rf"\frac{{[P] \cdot [b_base] + [N_t] \cdot 2}}{{[tp] \cdot [{ppn}]}}",
+                    P=P,
+                    b_base=base_b,
+                    N_t=n_train,
+                    tp=tp,
+                    **pv,
+                    note=note_w,
+                )
+            tr.step(
+                "gradient_bytes_per_gpu",
+                "Gradients per GPU",
+                "G",
+                f"N_t * 2 / (tp * {ppn} * z_g)",
+                G,
+                unit="B",
+                N_t=n_train,
+                tp=tp,
+                **pv,
+                z_g=zg,
+                note="adapters only",
+            )
+            tr.step(
+                "optimizer_bytes_per_gpu",
+                "Optimizer state per GPU",
+                "S",
+                f"N_t * 12 / (tp * {ppn} * z_o)",
+                S,
+                unit="B",
+                N_t=n_train,
+                tp=tp,
+                **pv,
+                z_o=zo,
+                note="FP32 master, momentum and variance of the adapters",
+            )
+    else:
+        n_train = P
+        if split:
+            es = ep * pp_eff
+            ew, eg, eo = _zero_div(zero, 3, edp), _zero_div(zero, 2, edp), _zero_div(zero, 1, edp)
+            W = ADAM_WEIGHT_B * (P_d / (shard * zw) + P_e / (es * ew))
+            G = ADAM_GRAD_B * (P_d / (shard * zg) + P_e / (es * eg))
+            S = ADAM_OPTIM_B * (P_d / (shard * zo) + P_e / (es * eo))
+            upd = P_d / (shard * zo) + P_e / (es * eo)
+        else:
+            W = ADAM_WEIGHT_B * (P_d / (shard * zw))
+            G = ADAM_GRAD_B * (P_d / (shard * zg))
+            S = ADAM_OPTIM_B * (P_d / (shard * zo))
+            upd = P_d / (shard * zo)
+        if cfg.train_precision == "fp8":
+            W8 = W / 2
+        if tr.enabled and split:
+            tr.step(
+                "expert_dp",
+                "Expert data-parallel degree",
+                "d_e",
+                "tp * dp / ep",
+                edp,
+                tp=tp,
+                dp=dp,
+                ep=ep,
+                note="GPUs holding the same expert shard: ZeRO shards expert state over them",
+            )
+            tr.step(
+                "weight_bytes_per_gpu",
+                "Weights per GPU",
+                "W",
+                f"2 * (P_d / (tp * {ppn} * z_w) + P_exp / (ep * {ppn} * z_we))",
+                W,
+                unit="B",
+                P_d=P_d,
+                P_exp=P_e,
+                tp=tp,
+                ep=ep,
+                z_w=zw,
+                z_we=ew,
+                **pv,
+                note="BF16; routed experts split over EP x PP, the rest over TP x PP"
+                + ("; ZeRO-3 shards both over their DP groups" if zero >= 3 else ""),
+            )
+            tr.step(
+                "gradient_bytes_per_gpu",
+                "Gradients per GPU",
+                "G",
+                f"2 * (P_d / (tp * {ppn} * z_g) + P_exp / (ep * {ppn} * z_ge))",
+                G,
+                unit="B",
+                P_d=P_d,
+                P_exp=P_e,
+                tp=tp,
+                ep=ep,
+                z_g=zg,
+                z_ge=eg,
+                **pv,
+                note="BF16 gradients",
+            )
+            tr.step(
+                "optimizer_bytes_per_gpu",
+                "Optimizer state per GPU",
+                "S",
+                f"12 * (P_d / (tp * {ppn} * z_o) + P_exp / (ep * {ppn} * z_oe))",
+                S,
+                unit="B",
+                P_d=P_d,
+                P_exp=P_e,
+                tp=tp,
+                ep=ep,
+                z_o=zo,
+                z_oe=eo,
+                **pv,
+                note="FP32 master + Adam m and v = 12 B/param",
+            )
+        elif tr.enabled:
+            tr.step(
+                "weight_bytes_per_gpu",
+                "Weights per GPU",
+                "W",
+                f"P * 2 / (tp * {ppn} * z_w)",
+                W,
+                unit="B",
+                P=P,
+                tp=tp,
+                **pv,
+                z_w=zw,
+                note=f"BF16 weights; ZeRO-{zero} shards them over DP {dp}" if zero >= 3 else "BF16 weights",
+            )
+            tr.step(
+                "gradient_bytes_per_gpu",
+                "Gradients per GPU",
+                "G",
+                f"P * 2 / (tp * {ppn} * z_g)",
+                G,
+                unit="B",
+                P=P,
+                tp=tp,
+                **pv,
+                z_g=zg,
+                note="BF16 gradients" + (f", sharded over DP {dp}" if zero >= 2 else ""),
+            )
+            tr.step(
+                "optimizer_bytes_per_gpu",
+                "Optimizer state per GPU",
+                "S",
+                f"P * 12 / (tp * {ppn} * z_o)",
+                S,
+                unit="B",
+                P=P,
+                tp=tp,
+                **pv,
+                z_o=zo,
+                note="FP32 master + Adam m and v = 12 B/param" + (f", sharded over DP {dp}" if zero >= 1 else ""),
+            )
+    per_layer = activation_bytes_per_layer(m, seq, micro_batch, tp, recompute, cfg.sequence_parallel)
+    if micro_batches is None:
+        in_flight: Any = pp
+    elif isinstance(micro_batches, (int, np.integer)):
+        in_flight = max(1, min(pp, micro_batches))
+    else:
+        in_flight = np.maximum(1, np.minimum(pp, micro_batches))
+    logits = 4 * seq * micro_batch * m.vocab_size / tp
+    Act = per_layer * L_s * in_flight * f_v + logits
+    Ov = a.runtime_overhead_gib * GiB
+    total = W + W8 + G + S + Act + Ov
+    C = dep.gpu.memory_bytes
+    if tr.enabled:
+        _record_training_activations(
+            tr, dep, recompute, per_layer, L_s, in_flight, f_v, logits, Act, tp, pp, vpp, micro_batch
+        )
+        tr.step(
+            "overhead_bytes_per_gpu",
+            "Runtime overhead per GPU",
+            "O",
+            "O_gib * GiB",
+            Ov,
+            unit="B",
+            O_gib=a.runtime_overhead_gib,
+            GiB=GiB,
+        )
+        if cfg.train_precision == "fp8" and not cfg.lora_rank:
+            tr.step(
+                "fp8_weight_bytes_per_gpu",
+                "FP8 weight copies per GPU",
+                "W_8",
+                "W / 2",
+                W8,
+                unit="B",
+                W=W,
+                note="Transformer Engine caches an FP8 copy (1 B/param) of each weight across micro-batches",
+            )
+            tr.step(
+                "total_bytes_per_gpu",
+                "Total per GPU",
+                "U",
+                "W + W_8 + G + S + A_t + O",
+                total,
+                unit="B",
+                W=W,
+                W_8=W8,
+                G=G,
+                S=S,
+                A_t=Act,
+                O=Ov,
+            )
+        else:
+            tr.step(
+                "total_bytes_per_gpu",
+                "Total per GPU",
+                "U",
+                "W + G + S + A_t + O",
+                total,
+                unit="B",
+                W=W,
+                G=G,
+                S=S,
+                A_t=Act,
+                O=Ov,
+            )
+        tr.step(
+            "capacity_bytes_per_gpu",
+            "HBM capacity per GPU",
+            "C",
+            "C_gib * GiB",
+            C,
+            unit="B",
+            C_gib=dep.gpu.memory_gib,
+            GiB=GiB,
+        )
+    return TrainingMemoryParts(
+        trainable_params=n_train,
+        stage_layers=L_s,
+        pp_eff=pp_eff,
+        expert_dp=edp,
+        weight=W,
+        fp8_weight=W8,
+        gradient=G,
+        optimizer=S,
+        optimizer_params=upd,
+        activation_per_layer=per_layer,
+        interleave_factor=f_v,
+        activation=Act,
+        overhead=Ov,
+        total=total,
+        capacity=C,
+    )
+
+
+def _record_training_activations(
+    tr: Trace,
+    dep: Deployment,
+    recompute: str,
+    per_layer: float,
+    L_s: int,
+    in_flight: int,
+    f_v: float,
+    logits: float,
+    act: float,
+    tp: int,
+    pp: int,
+    vpp: int,
+    mb: int,
+) -> None:
+    """The activation steps of :func:`training_memory_parts` (scalar inputs)."""
+    cfg, m = dep.config, dep.model
+    tr.step(
+        "activation_bytes_per_layer",
+        "Activations per layer per micro-batch",
+        "a_l",
+        "a_l",
+        per_layer,
+        unit="B",
+        a_l=per_layer,
+        note=f"Korthikanti et al. Table 2: recompute={recompute}, sequence parallel={cfg.sequence_parallel}, "
+        f"s={cfg.seq_len}, b={mb}, h={m.hidden_size}, a={m.num_heads}, t={tp}",
+    )
+    if L_s * pp == m.num_layers and in_flight == pp and vpp == 1:
+        # 1F1B: the first stage holds pp micro-batches of L/pp layers = L layers' worth (Korthikanti sec. 4.2.3).
+        tr.step(
+            "activation_bytes_per_gpu",
+            "Activations per GPU",
+            "A_t",
+            "a_l * L + 4 * s * b * V / tp",
+            act,
+            unit="B",
+            latex=r"[a_l] \cdot [L] + \frac{4 [s] [b] [V]}{[tp]}",
+            a_l=per_layer,
+            L=m.num_layers,
+            s=cfg.seq_len,
+            b=mb,
+            V=m.vocab_size,
+            tp=tp,
+            note="1F1B keeps PP micro-batches of L/PP layers in flight on the first stage; "
+            "FP32 logits of the output layer",
+        )
+        return
+    tr.step(
+        "activation_bytes_per_gpu",
+        "Activations per GPU",
+        "A_t",
+        "a_l * L_s * n_f * f_v + 4 * s * b * V / tp",
+        act,
+        unit="B",
+        latex=r"[a_l] \cdot [L_s] \cdot [n_f] \cdot [f_v] + \frac{4 [s] [b] [V]}{[tp]}",
+        a_l=per_layer,
+        L_s=L_s,
+        n_f=in_flight,
+        f_v=f_v,
+        s=cfg.seq_len,
+        b=mb,
+        V=m.vocab_size,
+        tp=tp,
+        note=f"1F1B keeps min(PP, m) = {in_flight} micro-batches of {L_s} layers in flight on the "
+        "first stage"
+        + (f"; interleaving over {vpp} virtual stages adds (PP-1)/(PP v) (Korthikanti sec. 4.2.3)" if vpp > 1 else "")
+        + "; FP32 logits of the output layer",
+    )
+
+
 def training_memory_for(
-    m: ModelArch,
-    g: GpuSpec,
-    cfg: RabitConfig,
+    dep: Deployment | RabitConfig,
     tr: Trace,
     *,
     dp: int,
@@ -527,346 +992,25 @@ def training_memory_for(
     vpp: int = 1,
     micro_batches: int | None = None,
 ) -> TrainingMemory:
-    """As :func:`training_memory` with the layout given explicitly (used by the layout search).
-
-    Beyond the config's layout:
-      * ``ep``: expert parallelism. Routed experts are split over EP x PP (each expert whole on one GPU,
-        expert-tensor-parallel 1) and their ZeRO shards go over the expert-data-parallel group
-        TP x DP / EP; everything else over TP x PP and DP (Megatron-Core MoE layout).
-      * ``vpp``: interleaved (virtual) pipeline stages; the first stage then holds
-        (1 + (PP - 1) / (PP x v)) times the activations (Korthikanti et al. sec. 4.2.3).
-      * ``micro_batches``: micro-batches per step; 1F1B holds min(PP, m) of them in flight.
-      * PP need not divide the layers: the heaviest stage holds ceil(L / PP) (see :func:`stage_layers`).
-      * FP8 training (``cfg.train_precision``): Transformer Engine caches an FP8 copy of every weight it
-        holds across micro-batches, 1 B per parameter on top of the BF16 weights.
-    """
-    tp = tp or cfg.tp
-    pp = pp or cfg.pp
-    ep = ep or cfg.ep
+    """As :func:`training_memory` with the layout given explicitly: :func:`training_memory_parts` on
+    scalars, its steps recorded on ``tr`` (unset knobs come from the config)."""
+    dep = as_deployment(dep)
+    cfg = dep.config
     zero = cfg.zero if zero is None else zero
-    mb = micro_batch or cfg.micro_batch
-    rc = recompute or cfg.recompute
-    a = cfg.assumptions
-    L = m.num_layers
-    L_s, pp_eff = stage_layers(L, pp, vpp)
-    P = float(m.total_params())
-    record_params(m, tr)
-    ppn = "pp"
-    if L_s * pp != L:
-        ppn = "p_e"
-        pp_eff = tr.step(
-            "p_e",
-            "Effective pipeline split (heaviest stage)",
-            "p_e",
-            "L / (v * ceil(L / (pp * v)))",
-            pp_eff,
-            L=L,
-            pp=pp,
-            v=vpp,
-            note=f"PP {pp} x {vpp} chunk(s) does not divide {L} layers: the "
-            f"heaviest stage holds {L_s} layers and sets memory and time",
-        )
-    shard = tp * pp_eff
-    split_experts = m.is_moe and ep > 1
-    P_e = expert_params_total(m) if split_experts else 0.0
-    P_d = P - P_e
-    edp = tp * dp / ep if split_experts else dp
-    pv: dict[str, Any] = {ppn: pp_eff}  # named inputs of the recorded steps
-    if cfg.lora_rank:
-        n_train = lora_params(m, cfg.lora_rank)
-        base_b = QLORA_BASE_BYTES if cfg.qlora else 2.0
-        note_w = (
-            "QLoRA: frozen base in NF4 with double-quantised scales" if cfg.qlora else "LoRA: frozen BF16 base"
-        ) + f"; rank-{cfg.lora_rank} adapters trainable"
-        if split_experts:
-            Wb = tr.step(
-                "weight_bytes_per_gpu",
-                "Weights per GPU",
-                "W",
-                f"(P_d * b_base + N_t * 2) / (tp * {ppn}) + P_exp * b_base / (ep * {ppn})",
-                (P_d * base_b + n_train * ADAM_WEIGHT_B) / shard + P_e * base_b / (ep * pp_eff),
-                unit="B",
-                P_d=P_d,
-                b_base=base_b,
-                N_t=n_train,
-                tp=tp,
-                P_exp=P_e,
-                ep=ep,
-                **pv,
-                note=note_w + "; routed experts split over EP",
-            )
-        else:
-            Wb = tr.step(
-                "weight_bytes_per_gpu",
-                "Weights per GPU",
-                "W",
-                f"(P * b_base + N_t * 2) / (tp * {ppn})",
-                (P * base_b + n_train * ADAM_WEIGHT_B) / shard,
-                unit="B",
-                latex=rf"\frac{{[P] \cdot [b_base] + [N_t] \cdot 2}}{{[tp] \cdot [{ppn}]}}",
-                P=P,
-                b_base=base_b,
-                N_t=n_train,
-                tp=tp,
-                **pv,
-                note=note_w,
-            )
-        zg = dp if zero >= 2 else 1
-        zo = dp if zero >= 1 else 1
-        G = tr.step(
-            "gradient_bytes_per_gpu",
-            "Gradients per GPU",
-            "G",
-            f"N_t * 2 / (tp * {ppn} * z_g)",
-            n_train * ADAM_GRAD_B / (shard * zg),
-            unit="B",
-            N_t=n_train,
-            tp=tp,
-            **pv,
-            z_g=zg,
-            note="adapters only",
-        )
-        Ob = tr.step(
-            "optimizer_bytes_per_gpu",
-            "Optimizer state per GPU",
-            "S",
-            f"N_t * 12 / (tp * {ppn} * z_o)",
-            n_train * ADAM_OPTIM_B / (shard * zo),
-            unit="B",
-            N_t=n_train,
-            tp=tp,
-            **pv,
-            z_o=zo,
-            note="FP32 master, momentum and variance of the adapters",
-        )
-    elif split_experts:
-        n_train = P
-        zw, zg, zo = (dp if zero >= 3 else 1), (dp if zero >= 2 else 1), (dp if zero >= 1 else 1)
-        ew, eg, eo = (edp if zero >= 3 else 1), (edp if zero >= 2 else 1), (edp if zero >= 1 else 1)
-        tr.step(
-            "expert_dp",
-            "Expert data-parallel degree",
-            "d_e",
-            "tp * dp / ep",
-            edp,
-            tp=tp,
-            dp=dp,
-            ep=ep,
-            note="GPUs holding the same expert shard: ZeRO shards expert state over them",
-        )
-        Wb = tr.step(
-            "weight_bytes_per_gpu",
-            "Weights per GPU",
-            "W",
-            f"2 * (P_d / (tp * {ppn} * z_w) + P_exp / (ep * {ppn} * z_we))",
-            2 * (P_d / (shard * zw) + P_e / (ep * pp_eff * ew)),
-            unit="B",
-            P_d=P_d,
-            P_exp=P_e,
-            tp=tp,
-            ep=ep,
-            z_w=zw,
-            z_we=ew,
-            **pv,
-            note="BF16; routed experts split over EP x PP, the rest over TP x PP"
-            + ("; ZeRO-3 shards both over their DP groups" if zero >= 3 else ""),
-        )
-        G = tr.step(
-            "gradient_bytes_per_gpu",
-            "Gradients per GPU",
-            "G",
-            f"2 * (P_d / (tp * {ppn} * z_g) + P_exp / (ep * {ppn} * z_ge))",
-            2 * (P_d / (shard * zg) + P_e / (ep * pp_eff * eg)),
-            unit="B",
-            P_d=P_d,
-            P_exp=P_e,
-            tp=tp,
-            ep=ep,
-            z_g=zg,
-            z_ge=eg,
-            **pv,
-            note="BF16 gradients",
-        )
-        Ob = tr.step(
-            "optimizer_bytes_per_gpu",
-            "Optimizer state per GPU",
-            "S",
-            f"12 * (P_d / (tp * {ppn} * z_o) + P_exp / (ep * {ppn} * z_oe))",
-            12 * (P_d / (shard * zo) + P_e / (ep * pp_eff * eo)),
-            unit="B",
-            P_d=P_d,
-            P_exp=P_e,
-            tp=tp,
-            ep=ep,
-            z_o=zo,
-            z_oe=eo,
-            **pv,
-            note="FP32 master + Adam m and v = 12 B/param",
-        )
-    else:
-        n_train = P
-        zw = dp if zero >= 3 else 1
-        zg = dp if zero >= 2 else 1
-        zo = dp if zero >= 1 else 1
-        Wb = tr.step(
-            "weight_bytes_per_gpu",
-            "Weights per GPU",
-            "W",
-            f"P * 2 / (tp * {ppn} * z_w)",
-            P * ADAM_WEIGHT_B / (shard * zw),
-            unit="B",
-            P=P,
-            tp=tp,
-            **pv,
-            z_w=zw,
-            note=f"BF16 weights; ZeRO-{zero} shards them over DP {dp}" if zero >= 3 else "BF16 weights",
-        )
-        G = tr.step(
-            "gradient_bytes_per_gpu",
-            "Gradients per GPU",
-            "G",
-            f"P * 2 / (tp * {ppn} * z_g)",
-            P * ADAM_GRAD_B / (shard * zg),
-            unit="B",
-            P=P,
-            tp=tp,
-            **pv,
-            z_g=zg,
-            note="BF16 gradients" + (f", sharded over DP {dp}" if zero >= 2 else ""),
-        )
-        Ob = tr.step(
-            "optimizer_bytes_per_gpu",
-            "Optimizer state per GPU",
-            "S",
-            f"P * 12 / (tp * {ppn} * z_o)",
-            P * ADAM_OPTIM_B / (shard * zo),
-            unit="B",
-            P=P,
-            tp=tp,
-            **pv,
-            z_o=zo,
-            note="FP32 master + Adam m and v = 12 B/param" + (f", sharded over DP {dp}" if zero >= 1 else ""),
-        )
-    per_layer = activation_bytes_per_layer(m, cfg.seq_len, mb, tp, rc, cfg.sequence_parallel)
-    tr.step(
-        "activation_bytes_per_layer",
-        "Activations per layer per micro-batch",
-        "a_l",
-        "a_l",
-        per_layer,
-        unit="B",
-        a_l=per_layer,
-        note=f"Korthikanti et al. Table 2: recompute={rc}, sequence parallel={cfg.sequence_parallel}, "
-        f"s={cfg.seq_len}, b={mb}, h={m.hidden_size}, a={m.num_heads}, t={tp}",
+    p = training_memory_parts(
+        dep,
+        dp=dp,
+        tp=tp or cfg.tp,
+        pp=pp or cfg.pp,
+        ep=ep or cfg.ep,
+        zero=zero,
+        micro_batch=micro_batch or cfg.micro_batch,
+        recompute=recompute or cfg.recompute,
+        vpp=vpp,
+        micro_batches=micro_batches,
+        tr=tr,
     )
-    in_flight = pp if micro_batches is None else max(1, min(pp, micro_batches))
-    f_v = 1 + (pp - 1) / (pp * vpp) if vpp > 1 else 1.0
-    logits = 4 * cfg.seq_len * mb * m.vocab_size / tp
-    if L_s * pp == L and in_flight == pp and vpp == 1:
-        # 1F1B: the first stage holds pp micro-batches of L/pp layers = L layers' worth (Korthikanti sec. 4.2.3).
-        Act = tr.step(
-            "activation_bytes_per_gpu",
-            "Activations per GPU",
-            "A_t",
-            "a_l * L + 4 * s * b * V / tp",
-            per_layer * m.num_layers + logits,
-            unit="B",
-            latex=r"[a_l] \cdot [L] + \frac{4 [s] [b] [V]}{[tp]}",
-            a_l=per_layer,
-            L=m.num_layers,
-            s=cfg.seq_len,
-            b=mb,
-            V=m.vocab_size,
-            tp=tp,
-            note="1F1B keeps PP micro-batches of L/PP layers in flight on the first stage; "
-            "FP32 logits of the output layer",
-        )
-    else:
-        Act = tr.step(
-            "activation_bytes_per_gpu",
-            "Activations per GPU",
-            "A_t",
-            "a_l * L_s * n_f * f_v + 4 * s * b * V / tp",
-            per_layer * L_s * in_flight * f_v + logits,
-            unit="B",
-            latex=r"[a_l] \cdot [L_s] \cdot [n_f] \cdot [f_v] + \frac{4 [s] [b] [V]}{[tp]}",
-            a_l=per_layer,
-            L_s=L_s,
-            n_f=in_flight,
-            f_v=f_v,
-            s=cfg.seq_len,
-            b=mb,
-            V=m.vocab_size,
-            tp=tp,
-            note=f"1F1B keeps min(PP, m) = {in_flight} micro-batches of {L_s} layers in flight on the "
-            "first stage"
-            + (
-                f"; interleaving over {vpp} virtual stages adds (PP-1)/(PP v) (Korthikanti sec. 4.2.3)"
-                if vpp > 1
-                else ""
-            )
-            + "; FP32 logits of the output layer",
-        )
-    Ov = tr.step(
-        "overhead_bytes_per_gpu",
-        "Runtime overhead per GPU",
-        "O",
-        "O_gib * GiB",
-        a.runtime_overhead_gib * GiB,
-        unit="B",
-        O_gib=a.runtime_overhead_gib,
-        GiB=GiB,
-    )
-    if cfg.train_precision == "fp8" and not cfg.lora_rank:
-        W8 = tr.step(
-            "fp8_weight_bytes_per_gpu",
-            "FP8 weight copies per GPU",
-            "W_8",
-            "W / 2",
-            Wb / 2,
-            unit="B",
-            W=Wb,
-            note="Transformer Engine caches an FP8 copy (1 B/param) of each weight across micro-batches",
-        )
-        total = tr.step(
-            "total_bytes_per_gpu",
-            "Total per GPU",
-            "U",
-            "W + W_8 + G + S + A_t + O",
-            Wb + W8 + G + Ob + Act + Ov,
-            unit="B",
-            W=Wb,
-            W_8=W8,
-            G=G,
-            S=Ob,
-            A_t=Act,
-            O=Ov,
-        )
-    else:
-        W8 = 0.0
-        total = tr.step(
-            "total_bytes_per_gpu",
-            "Total per GPU",
-            "U",
-            "W + G + S + A_t + O",
-            Wb + G + Ob + Act + Ov,
-            unit="B",
-            W=Wb,
-            G=G,
-            S=Ob,
-            A_t=Act,
-            O=Ov,
-        )
-    C = tr.step(
-        "capacity_bytes_per_gpu",
-        "HBM capacity per GPU",
-        "C",
-        "C_gib * GiB",
-        g.memory_bytes,
-        unit="B",
-        C_gib=g.memory_gib,
-        GiB=GiB,
-    )
+    total, C = float(p.total), float(p.capacity)
     fits = total <= C
     reason = (
         f"fits: {total / 1e9:.3g} GB of {C / 1e9:.3g} GB"
@@ -874,18 +1018,18 @@ def training_memory_for(
         else f"does not fit: {total / 1e9:.3g} GB per GPU exceeds {C / 1e9:.3g} GB; " + _training_levers(cfg, dp, zero)
     )
     return TrainingMemory(
-        trainable_params=n_train,
-        weight_bytes_per_gpu=Wb,
-        gradient_bytes_per_gpu=G,
-        optimizer_bytes_per_gpu=Ob,
-        activation_bytes_per_gpu=Act,
-        overhead_bytes_per_gpu=Ov,
+        trainable_params=float(p.trainable_params),
+        weight_bytes_per_gpu=float(p.weight),
+        gradient_bytes_per_gpu=float(p.gradient),
+        optimizer_bytes_per_gpu=float(p.optimizer),
+        activation_bytes_per_gpu=float(p.activation),
+        overhead_bytes_per_gpu=float(p.overhead),
         total_bytes_per_gpu=total,
         capacity_bytes_per_gpu=C,
         fits=fits,
         reason=reason,
         steps=tr.frozen(),
-        fp8_weight_bytes_per_gpu=W8,
+        fp8_weight_bytes_per_gpu=float(p.fp8_weight),
     )
 
 
@@ -905,9 +1049,10 @@ def kv_per_token_across_catalog(kv_dtype: str = "bf16") -> tuple[tuple[str, str,
     )
 
 
-def training_memory_by_zero(cfg: RabitConfig) -> tuple[tuple[int, TrainingMemory], ...]:
+def training_memory_by_zero(dep: Deployment | RabitConfig) -> tuple[tuple[int, TrainingMemory], ...]:
     """Training memory per GPU at ZeRO stages 0-3, everything else as configured."""
-    return tuple((z, training_memory(cfg.with_(zero=z))) for z in (0, 1, 2, 3))
+    dep = as_deployment(dep)
+    return tuple((z, training_memory(dep.with_(zero=z))) for z in (0, 1, 2, 3))
 
 
 def _training_levers(cfg: RabitConfig, dp: int, zero: int) -> str:
@@ -925,12 +1070,13 @@ def _training_levers(cfg: RabitConfig, dp: int, zero: int) -> str:
     return ", ".join(levers[:-1]) + (" or " if len(levers) > 1 else "") + levers[-1]
 
 
-def _smallest_nodes(cfg: RabitConfig, zero: int, max_nodes: int = 8192) -> tuple[int, TrainingMemory] | None:
+def _smallest_nodes(dep: Deployment, zero: int, max_nodes: int = 8192) -> tuple[int, TrainingMemory] | None:
     """The fewest nodes (same GPUs per node and TP/PP) on which the layout fits at this ZeRO stage, or None."""
+    cfg = dep.config
 
     def at(n: int) -> TrainingMemory | None:
         try:
-            return training_memory(cfg.with_(nodes=n, zero=zero))
+            return training_memory(dep.with_(nodes=n, zero=zero))
         except ValueError:
             return None
 
@@ -953,21 +1099,23 @@ def _smallest_nodes(cfg: RabitConfig, zero: int, max_nodes: int = 8192) -> tuple
     return best
 
 
-def training_fit_options(cfg: RabitConfig) -> tuple[str, ...]:
+def training_fit_options(dep: Deployment | RabitConfig) -> tuple[str, ...]:
     """Changes to the sidebar's training layout that make it fit, each checked by computing it.
 
     Tried one at a time: ZeRO-3 on the GPUs there are (when DP > 1), full recomputation, micro-batch 1,
     the fewest nodes on which ZeRO-3 (and the configured stage) fits, LoRA rank 16 and QLoRA. Empty when the
     layout already fits or nothing tried helps.
     """
-    if training_memory(cfg).fits:
+    dep = as_deployment(dep)
+    cfg = dep.config
+    if training_memory(dep).fits:
         return ()
     gb = lambda tm: f"{tm.total_bytes_per_gpu / 1e9:.3g} GB per GPU"  # noqa: E731
     out: list[str] = []
 
     def try_(label: str, **changes) -> None:
         try:
-            tm = training_memory(cfg.with_(**changes))
+            tm = training_memory(dep.with_(**changes))
         except ValueError:
             return
         if tm.fits:
@@ -980,7 +1128,7 @@ def training_fit_options(cfg: RabitConfig) -> tuple[str, ...]:
     if cfg.micro_batch > 1:
         try_("micro-batch 1", micro_batch=1)
     for zero in dict.fromkeys((3, cfg.zero)):
-        found = _smallest_nodes(cfg, zero)
+        found = _smallest_nodes(dep, zero)
         if found is not None and found[0] != cfg.nodes:
             n, tm = found
             gpus = n * cfg.gpus_per_node

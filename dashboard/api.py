@@ -26,6 +26,8 @@ from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate,
 from core.telemetry import MAX_BYTES, TelemetryError, from_payload, to_payload
 from core.speed_views import default_batches
 from core.training import MAX_GPUS, budget_problem, goal_from_inputs
+from core.config import RabitConfig, training_goal_args
+from core.training import TrainingGoal
 from core.uncertainty import at_bound
 from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
 
@@ -72,12 +74,32 @@ __all__ = [
     "fmt_bytes",
     "fmt_num",
     "fmt_time",
+    "goal_from_config",
     "goal_from_inputs",
+    "next_experiment_spec",
     "knee_rates",
     "parse_prices",
     "sim_spec",
     "sweep_rates",
 ]
+
+
+def goal_from_config(cfg: RabitConfig) -> TrainingGoal:
+    """The training goal the config's ``training`` group describes (the Training page's inputs)."""
+    return goal_from_inputs(cfg, **training_goal_args(cfg))
+
+
+def next_experiment_spec(cfg: RabitConfig) -> NextExperimentSpec:
+    """The next experiment the config describes: its serving goal and constraints (``cfg.workload``,
+    ``cfg.targets``) and the workload's spread (``cfg.experiment``)."""
+    e = cfg.experiment
+    return NextExperimentSpec(
+        goal=ServingGoal.from_config(cfg),
+        constraints=Constraints.from_config(cfg),
+        prompt_spread_frac=e.prompt_spread_frac,
+        output_spread_frac=e.output_spread_frac,
+        rate_spread_frac=e.rate_spread_frac,
+    )
 
 
 def __getattr__(name: str) -> Any:

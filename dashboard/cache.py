@@ -6,6 +6,7 @@ import streamlit as st
 
 from core import memory as _memory
 from core.config import RabitConfig
+from core.deployment import resolve
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -15,7 +16,7 @@ def serving_memory(cfg: RabitConfig) -> _memory.ServingMemory:
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def training_memory(cfg: RabitConfig) -> _memory.TrainingMemory:
-    return _memory.training_memory(cfg)
+    return _memory.training_memory(resolve(cfg))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -30,7 +31,7 @@ def kv_per_token_across_catalog(kv_dtype: str) -> tuple[tuple[str, str, float], 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def training_memory_by_zero(cfg: RabitConfig) -> tuple[tuple[int, _memory.TrainingMemory], ...]:
-    return _memory.training_memory_by_zero(cfg)
+    return _memory.training_memory_by_zero(resolve(cfg))
 
 
 # --- speed (issue 3) ---------------------------------------------------------------------------------
@@ -89,18 +90,18 @@ from core import training as _training  # noqa: E402
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def training_plan(cfg: RabitConfig, goal: _training.TrainingGoal) -> _training.TrainingPlan:
-    return _training.plan(cfg, goal)
+    return _training.plan(resolve(cfg), goal)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def training_math(cfg: RabitConfig) -> tuple:
-    return _training.training_math(cfg)
+    return _training.training_math(resolve(cfg))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def training_layout(cfg: RabitConfig) -> _training.LayoutResult:
     """The sidebar's own layout, timed and sized."""
-    return _training.evaluate_layout(cfg, _training.config_layout(cfg))
+    return _training.evaluate_layout(resolve(cfg), _training.config_layout(cfg))
 
 
 # --- optimizer (issue 6) -----------------------------------------------------------------------------
@@ -280,7 +281,7 @@ def analysis_expectation(cfg: RabitConfig) -> _diagnose.Expectation:
 @st.cache_data(max_entries=64, show_spinner=False)
 def training_fit_options(cfg: RabitConfig) -> tuple[str, ...]:
     """Changes that make the sidebar's training layout fit (empty when it fits)."""
-    return _memory.training_fit_options(cfg)
+    return _memory.training_fit_options(resolve(cfg))
 
 
 # --- figures shared by every session ---------------------------------------------------------------------

@@ -58,8 +58,22 @@ _ZERO_IS_NONE = frozenset(
         "targets.max_gpus",
         "targets.max_usd_per_hour",
         "workload.timeout_s",
+        "training.budget_gpus",
+        "training.checkpoint_interval_s",
+        "predicted.p95_ttft_s",
+        "predicted.p95_itl_s",
+        "predicted.prefix_cache_frac",
     }
 )
+#: Group fields a widget shows in another unit: widget = field x num / den (a checkpoint interval in
+#: minutes, a relative spread in whole percent); the field is the widget's value x den / num.
+_SCALE = {
+    "training.checkpoint_interval_s": (1, 60),
+    "experiment.prompt_spread_frac": (100, 1),
+    "experiment.output_spread_frac": (100, 1),
+    "experiment.rate_spread_frac": (100, 1),
+    "predicted.prefix_cache_frac": (100, 1),
+}
 #: Tuple fields edited as a comma-separated text.
 _CSV = frozenset({"targets.providers"})
 _SKIP = ("custom_model", "assumptions", *GROUPS)
@@ -70,6 +84,9 @@ def _group_paths() -> list[str]:
 
 
 def _to_widget(path: str, v: Any) -> Any:
+    if path in _SCALE and v is not None:
+        num, den = _SCALE[path]
+        v = round(v * num / den, 9)
     if path in _ZERO_IS_NONE:
         return 0 if v is None else v
     if path in _CSV:
@@ -80,6 +97,9 @@ def _to_widget(path: str, v: Any) -> Any:
 
 
 def _from_widget(path: str, v: Any) -> Any:
+    if path in _SCALE and isinstance(v, (int, float)) and not isinstance(v, bool):
+        num, den = _SCALE[path]
+        v = v * den / num if v else v
     if path in _ZERO_IS_NONE:
         return v or None
     if path in _CSV:

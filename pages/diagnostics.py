@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import analyses, cache
+from dashboard import analyses, cache, state
 from dashboard.api import (
     MAX_BYTES,
     RULES,
@@ -36,18 +36,26 @@ if use_prom:
     timeout_s = p3.number_input("Timeout [s]", min_value=1, max_value=60, value=5, key="dx.timeout")
 with st.expander("What the analysis predicted (for the divergence and prefix-cache rules)"):
     e1, e2, e3 = st.columns(3)
-    ttft = e1.number_input("Predicted p95 TTFT [s] (0 = unknown)", min_value=0.0, value=0.0, key="dx.ttft")
-    itl = e2.number_input("Predicted p95 ITL [s] (0 = unknown)", min_value=0.0, value=0.0, format="%.4f", key="dx.itl")
-    prefix = e3.number_input(
-        "Expected cached prompt share [%] (0 = unknown)", min_value=0, max_value=99, value=0, key="dx.prefix"
+    K = state.key
+    e1.number_input("Predicted p95 TTFT [s] (0 = unknown)", min_value=0.0, key=K("predicted.p95_ttft_s"))
+    e2.number_input("Predicted p95 ITL [s] (0 = unknown)", min_value=0.0, format="%.4f", key=K("predicted.p95_itl_s"))
+    e3.number_input(
+        "Expected cached prompt share [%] (0 = unknown)",
+        min_value=0.0,
+        max_value=99.0,
+        format="%g",
+        key=K("predicted.prefix_cache_frac"),
     )
+    for path in ("predicted.p95_ttft_s", "predicted.p95_itl_s", "predicted.prefix_cache_frac"):
+        state.field_error(path)
 opened = analyses.current()
 saved = analyses.store_or_stop().get(opened["id"]) if opened else None
 predicted = cache.analysis_expectation(saved.config) if saved is not None else Expectation()
+mine = state.config().predicted if state.config() is not None else None  # the link's / sidebar's predictions
 expect = Expectation(
-    p95_ttft_s=ttft or predicted.p95_ttft_s,
-    p95_itl_s=itl or predicted.p95_itl_s,
-    prefix_cache_frac=(prefix / 100) or predicted.prefix_cache_frac,
+    p95_ttft_s=(mine and mine.p95_ttft_s) or predicted.p95_ttft_s,
+    p95_itl_s=(mine and mine.p95_itl_s) or predicted.p95_itl_s,
+    prefix_cache_frac=(mine and mine.prefix_cache_frac) or predicted.prefix_cache_frac,
 )
 if saved is not None:
     st.caption(

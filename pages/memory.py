@@ -8,92 +8,98 @@ st.title("Memory")
 st.caption("What fills one GPU — weights, KV cache, activations, overhead — and how many sequences a replica holds.")
 cfg = render.bound_choice("memory", state.require_config())
 
-serve, train = st.tabs(["Serving", "Training"])
+# lazy tabs: only the chosen tab is computed and sent (on this default page a first load costs about half);
+# the choice is the session's (st.session_state["memory.tab"])
+serve, train = st.tabs(["Serving", "Training"], key="memory.tab", on_change="rerun")
 
-with serve:
-    mem = cache.serving_memory(cfg)
-    rng = cache.memory_ranges(cfg)
-    (st.success if mem.fits else st.error)(mem.reason)
-    render.range_metrics(
-        mem.steps,
-        [
-            "weights_bytes_per_gpu",
-            "kv_bytes_per_gpu",
-            "activation_bytes_per_gpu",
-            "overhead_bytes_per_gpu",
-            "total_bytes_per_gpu",
-            "capacity_bytes_per_gpu",
-        ],
-        rng.ranges,
-    )
-    render.range_metrics(
-        mem.steps,
-        [
-            "kv_bytes_per_token",
-            "kv_budget_bytes_per_gpu",
-            "kv_bytes_per_seq_per_gpu",
-            "max_sequences",
-            "max_sequences_contiguous",
-        ],
-        rng.ranges,
-    )
-    st.caption(
-        f"Replica = TP {cfg.tp} × PP {cfg.pp} = {mem.replica_gpus} GPUs; {mem.replicas} replica(s) on "
-        f"{cfg.gpus} GPUs hold {mem.max_sequences * mem.replicas:,} sequences of "
-        f"{cfg.context_tokens:,} tokens (paged)."
-    )
-    st.plotly_chart(
-        cache.figure(
-            charts.stacked_bar,
+if serve.open is not False:
+    with serve:
+        mem = cache.serving_memory(cfg)
+        rng = cache.memory_ranges(cfg)
+        (st.success if mem.fits else st.error)(mem.reason)
+        render.range_metrics(
+            mem.steps,
             [
-                ("weights", mem.weights_bytes_per_gpu, charts.PALETTE["weights"]),
-                ("KV cache", mem.kv_bytes_per_gpu, charts.PALETTE["kv"]),
-                ("activations / workspace", mem.activation_bytes_per_gpu, charts.PALETTE["activations"]),
-                ("overhead", mem.overhead_bytes_per_gpu, charts.PALETTE["overhead"]),
-                ("free", mem.free_bytes_per_gpu, charts.PALETTE["free"]),
+                "weights_bytes_per_gpu",
+                "kv_bytes_per_gpu",
+                "activation_bytes_per_gpu",
+                "overhead_bytes_per_gpu",
+                "total_bytes_per_gpu",
+                "capacity_bytes_per_gpu",
             ],
-            mem.capacity_bytes_per_gpu,
-            "What fills one GPU",
-            mem.usable_bytes_per_gpu,
-        ),
-        width="stretch",
-    )
+            rng.ranges,
+        )
+        render.range_metrics(
+            mem.steps,
+            [
+                "kv_bytes_per_token",
+                "kv_budget_bytes_per_gpu",
+                "kv_bytes_per_seq_per_gpu",
+                "max_sequences",
+                "max_sequences_contiguous",
+            ],
+            rng.ranges,
+        )
+        st.caption(
+            f"Replica = TP {cfg.tp} × PP {cfg.pp} = {mem.replica_gpus} GPUs; {mem.replicas} replica(s) on "
+            f"{cfg.gpus} GPUs hold {mem.max_sequences * mem.replicas:,} sequences of "
+            f"{cfg.context_tokens:,} tokens (paged)."
+        )
+        st.plotly_chart(
+            cache.figure(
+                charts.stacked_bar,
+                [
+                    ("weights", mem.weights_bytes_per_gpu, charts.PALETTE["weights"]),
+                    ("KV cache", mem.kv_bytes_per_gpu, charts.PALETTE["kv"]),
+                    ("activations / workspace", mem.activation_bytes_per_gpu, charts.PALETTE["activations"]),
+                    ("overhead", mem.overhead_bytes_per_gpu, charts.PALETTE["overhead"]),
+                    ("free", mem.free_bytes_per_gpu, charts.PALETTE["free"]),
+                ],
+                mem.capacity_bytes_per_gpu,
+                "What fills one GPU",
+                mem.usable_bytes_per_gpu,
+            ),
+            width="stretch",
+        )
 
-    c1, c2 = st.columns(2)
-    ctxs = tuple(sorted({1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, cfg.context_tokens}))
-    rows = cache.sequences_vs_context(cfg, ctxs)
-    c1.plotly_chart(cache.figure(charts.sequences_vs_context_chart, rows), width="stretch")
-    kv_rows = cache.kv_per_token_across_catalog(cfg.kv_dtype)
-    c2.plotly_chart(cache.figure(charts.kv_per_token_chart, kv_rows, cfg.kv_dtype), width="stretch")
-    render.tornado_picker(
-        rng.ranges,
-        {"max_sequences": "max sequences per replica", "kv_budget_bytes_per_gpu": "the KV budget per GPU"},
-        "memory",
-        "max_sequences",
-    )
-    render.show_math(mem.steps)
+        c1, c2 = st.columns(2)
+        ctxs = tuple(sorted({1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, cfg.context_tokens}))
+        rows = cache.sequences_vs_context(cfg, ctxs)
+        c1.plotly_chart(cache.figure(charts.sequences_vs_context_chart, rows), width="stretch")
+        kv_rows = cache.kv_per_token_across_catalog(cfg.kv_dtype)
+        c2.plotly_chart(cache.figure(charts.kv_per_token_chart, kv_rows, cfg.kv_dtype), width="stretch")
+        render.tornado_picker(
+            rng.ranges,
+            {"max_sequences": "max sequences per replica", "kv_budget_bytes_per_gpu": "the KV budget per GPU"},
+            "memory",
+            "max_sequences",
+        )
+        render.show_math(mem.steps)
 
-with train:
-    tm = cache.training_memory(cfg)
-    trng = cache.training_memory_ranges(cfg)
-    render.fit_or_options(tm.fits, tm.reason, cache.training_fit_options(cfg))
-    render.range_metrics(
-        tm.steps,
-        [
-            "weight_bytes_per_gpu",
-            "gradient_bytes_per_gpu",
-            "optimizer_bytes_per_gpu",
-            "activation_bytes_per_gpu",
-            "total_bytes_per_gpu",
-            "capacity_bytes_per_gpu",
-        ],
-        trng.ranges,
-    )
-    st.caption(
-        f"TP {cfg.tp} × PP {cfg.pp} × DP {cfg.dp}, ZeRO-{cfg.zero}, micro-batch {cfg.micro_batch}, "
-        f"sequence {cfg.seq_len:,}, recompute {cfg.recompute}"
-        + (f", LoRA rank {cfg.lora_rank}" + (" (QLoRA)" if cfg.qlora else "") if cfg.lora_rank else "")
-    )
-    by_zero = cache.training_memory_by_zero(cfg)
-    st.plotly_chart(cache.figure(charts.training_by_zero_chart, by_zero, tm.capacity_bytes_per_gpu), width="stretch")
-    render.show_math(tm.steps)
+if train.open:
+    with train:
+        tm = cache.training_memory(cfg)
+        trng = cache.training_memory_ranges(cfg)
+        render.fit_or_options(tm.fits, tm.reason, cache.training_fit_options(cfg))
+        render.range_metrics(
+            tm.steps,
+            [
+                "weight_bytes_per_gpu",
+                "gradient_bytes_per_gpu",
+                "optimizer_bytes_per_gpu",
+                "activation_bytes_per_gpu",
+                "total_bytes_per_gpu",
+                "capacity_bytes_per_gpu",
+            ],
+            trng.ranges,
+        )
+        st.caption(
+            f"TP {cfg.tp} × PP {cfg.pp} × DP {cfg.dp}, ZeRO-{cfg.zero}, micro-batch {cfg.micro_batch}, "
+            f"sequence {cfg.seq_len:,}, recompute {cfg.recompute}"
+            + (f", LoRA rank {cfg.lora_rank}" + (" (QLoRA)" if cfg.qlora else "") if cfg.lora_rank else "")
+        )
+        by_zero = cache.training_memory_by_zero(cfg)
+        st.plotly_chart(
+            cache.figure(charts.training_by_zero_chart, by_zero, tm.capacity_bytes_per_gpu), width="stretch"
+        )
+        render.show_math(tm.steps)

@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import cache, charts, state
-from dashboard.api import Constraints, NextExperimentSpec, ServingGoal, catalog, outcomes
+from dashboard import cache, charts, render, state
+from dashboard.api import catalog, next_experiment_spec, outcomes
 
 st.title("Next experiment")
 st.caption(
@@ -26,9 +26,10 @@ with st.form("ne"):
     c3.number_input("p95 inter-token target [s] (0 = none)", min_value=0.0, format="%.3f", key=K("targets.p95_itl_s"))
     c4.number_input("p95 end-to-end target [s] (0 = none)", min_value=0.0, key=K("targets.p95_e2e_s"))
     s1, s2, s3, s4 = st.columns(4)
-    sp_in = s1.number_input("Prompt length spread [+-%]", min_value=0, max_value=90, value=30, key="ne.sp_in")
-    sp_out = s2.number_input("Output length spread [+-%]", min_value=0, max_value=90, value=30, key="ne.sp_out")
-    sp_rate = s3.number_input("Arrival rate spread [+-%]", min_value=0, max_value=90, value=30, key="ne.sp_rate")
+    spread = {"min_value": 0.0, "max_value": 99.0, "step": 5.0, "format": "%g"}
+    s1.number_input("Prompt length spread [+-%]", **spread, key=K("experiment.prompt_spread_frac"))
+    s2.number_input("Output length spread [+-%]", **spread, key=K("experiment.output_spread_frac"))
+    s3.number_input("Arrival rate spread [+-%]", **spread, key=K("experiment.rate_spread_frac"))
     s4.multiselect("GPU kinds (empty = all)", sorted(catalog.gpus()), key=K("targets.gpus_allowed"))
     run = st.form_submit_button("Find the next experiment", type="primary", key="ne.submit")
 
@@ -40,13 +41,11 @@ if not run and "ne.done" not in st.session_state:
     st.stop()
 st.session_state["ne.done"] = True
 
-spec = NextExperimentSpec(
-    goal=ServingGoal.from_config(cfg),
-    constraints=Constraints.from_config(cfg),
-    prompt_spread_frac=sp_in / 100,
-    output_spread_frac=sp_out / 100,
-    rate_spread_frac=sp_rate / 100,
-)
+for path in ("workload.rate_per_s", "targets.p95_ttft_s", "targets.p95_itl_s", "targets.p95_e2e_s"):
+    state.field_error(path)
+for path in ("experiment.prompt_spread_frac", "experiment.output_spread_frac", "experiment.rate_spread_frac"):
+    state.field_error(path)
+spec = next_experiment_spec(cfg)
 bar = st.progress(0.0, text="Re-running the optimizer across every input's range ...")
 r = cache.next_experiment(
     spec,
@@ -59,11 +58,40 @@ bar.empty()
 
 base = r.baseline.recommendation
 st.subheader("Today's decision")
-st.write(
-    f"**{base.label}** at ${base.cost_per_hour:,.2f}/h."
-    if base
-    else "Nothing meets the target today; each re-run is compared with that."
-)
+if base is None:
+    st.write("Nothing meets the target today; each re-run is compared with that.")
+else:
+    st.write(f"**{base.label}**.")
+    rr = cache.recommendation_ranges(spec.goal, spec.constraints, tuple(catalog.prices()))
+    rg = rr.recommendation.ranges if rr.recommendation else {}
+    m1, m2, m3 = render.grid(3, ("Cost per hour", "p95 end-to-end (simulated)", "Capacity"))
+    render.metric_range(
+        m1, "Cost per hour", f"${base.cost_per_hour:,.2f}", rg.get("cost_per_hour"), lambda x: f"${x:,.2f}"
+    )
+    render.metric_range(
+        m2,
+        "p95 end-to-end (simulated)",
+        f"{base.p95_e2e_s:.3g} s" if base.p95_e2e_s is not None else "withheld",
+        rg.get("p95_e2e_s") if base.p95_e2e_s is not None else None,
+        lambda x: f"{x:.3g} s" if x != float("inf") else "does not fit",
+    )
+    render.metric_range(
+        m3,
+        "Capacity",
+        f"{base.capacity_requests_per_s:.3g} req/s",
+        rg.get("capacity_requests_per_s"),
+        lambda x: f"{x:.3g} req/s",
+    )
+    render.tornado_picker(
+        rg,
+        {
+            "cost_per_hour": "the cost per hour",
+            "p95_e2e_s": "the p95 end-to-end",
+            "capacity_requests_per_s": "capacity",
+        },
+        "ne",
+        "cost_per_hour",
+    )
 st.caption(f"{r.reruns} optimizer re-runs across {len(r.experiments) + len(r.stable)} uncertain inputs.")
 
 st.subheader("Experiments, ranked by flip chance per GPU-hour")

@@ -9,10 +9,11 @@ from dashboard.api import (
     MAX_GPUS,
     at_bound,
     budget_problem,
+    choices,
     deadline_choice,
     fmt_bytes,
     fmt_time,
-    goal_from_inputs,
+    goal_from_config,
 )
 
 st.title("Training")
@@ -23,42 +24,49 @@ st.caption(
 )
 cfg = render.bound_choice("training", state.require_config())
 
+K = state.key
 c1, c2, c3 = st.columns(3)
-mode = c1.radio("Size the run by", ["Deadline", "GPU budget"], key="train.mode", horizontal=True)
-deadline_days = gpus = None
-if mode == "Deadline":
-    deadline_days = c2.number_input(
-        "Deadline [days]", min_value=0.01, max_value=3650.0, value=30.0, step=1.0, key="train.deadline_days"
+mode = c1.radio(
+    "Size the run by",
+    choices.TRAIN_MODES,
+    format_func=choices.TRAIN_MODE_LABELS.get,
+    key=K("training.mode"),
+    horizontal=True,
+)
+if mode == "deadline":
+    c2.number_input("Deadline [days]", min_value=0.01, max_value=3650.0, step=1.0, key=K("targets.deadline_days"))
+    state.field_error("targets.deadline_days")
+    shown = st.session_state.get(K("training.max_gpus"), cfg.training.max_gpus)
+    c3.selectbox(
+        "Search GPU counts up to",
+        sorted({*choices.TRAIN_SEARCH_LIMITS, shown}),
+        key=K("training.max_gpus"),
     )
-    max_gpus = c3.selectbox("Search GPU counts up to", [512, 4096, 16384, MAX_GPUS], index=3, key="train.max_gpus")
 else:
-    gpus = c2.number_input(
-        "GPU budget (GPUs to train on)", min_value=1, max_value=MAX_GPUS, value=cfg.gpus, step=1, key="train.gpus"
+    c2.number_input(
+        f"GPU budget (GPUs to train on; 0 = the sidebar's {cfg.gpus:,})",
+        min_value=0,
+        max_value=MAX_GPUS,
+        step=1,
+        key=K("training.budget_gpus"),
     )
-    problem = budget_problem(cfg, int(gpus))
+    state.field_error("training.budget_gpus")
+    problem = budget_problem(cfg, cfg.training.budget_gpus or cfg.gpus)
     if problem:
         c2.error(problem)
         st.stop()
-    max_gpus = MAX_GPUS
 c1, c2 = st.columns(2)
-pin = c1.checkbox("Use the sidebar's ZeRO stage, recomputation and micro-batch (otherwise searched)", key="train.pin")
-ckpt_min = c2.number_input(
+c1.checkbox("Use the sidebar's ZeRO stage, recomputation and micro-batch (otherwise searched)", key=K("training.pin"))
+c2.number_input(
     "Checkpoint interval [min] (0 = Daly optimum)",
     min_value=0.0,
     max_value=10_000.0,
-    value=0.0,
     step=5.0,
-    key="train.ckpt_min",
+    key=K("training.checkpoint_interval_s"),
 )
+state.field_error("training.checkpoint_interval_s")
 
-goal = goal_from_inputs(
-    cfg,
-    deadline_days=deadline_days,
-    gpus=int(gpus) if gpus else None,
-    max_gpus=int(max_gpus),
-    pin_sidebar=pin,
-    checkpoint_interval_min=ckpt_min or None,
-)
+goal = goal_from_config(cfg)
 with st.spinner("Searching layouts over every GPU count…"):
     plan = cache.training_plan(cfg, goal)
 with st.spinner("Evaluating the chosen layout at each assumption's bounds…"):

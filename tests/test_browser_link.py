@@ -1,6 +1,7 @@
-"""A pasted link reproduces the view: change inputs in the sidebar and on the Serving and Optimizer pages, then
-open each page's URL in a fresh browser context (no shared session, cookies or storage) and compare every
-headline number (each metric's label and value) with what the sender sees."""
+"""A pasted link reproduces the view: change inputs in the sidebar and on every page that has its own (Serving,
+Optimizer, Training, Next experiment), then open each page's URL in a fresh browser context (no shared session,
+cookies or storage) and compare every headline number (each metric's label and value) with what the sender
+sees."""
 
 import re
 
@@ -24,7 +25,20 @@ PAGES = (
     ("training", "Training"),
     ("optimizer", "Optimizer"),
     ("math", "Show the math"),
+    ("next-experiment", "Next experiment"),
 )
+#: The link every compared URL must carry: one changed input of each page's own.
+CHANGED = (
+    "batch=48",
+    "workload.rate_per_s=0.2",
+    "targets.p95_ttft_s=3",
+    "training.mode=budget",
+    "training.budget_gpus=16",
+    "training.checkpoint_interval_s=1800",
+    "experiment.rate_spread_frac=0.5",
+)
+#: Pages whose numbers appear only once their button is pressed (by the sender and by the visitor alike).
+BUTTON = {"Next experiment": "Find the next experiment"}
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +59,8 @@ def headline(page) -> dict[str, str]:
     return out
 
 
-def set_number(page, label: str, value: str) -> None:
-    box = page.get_by_label(label, exact=True).first
+def set_number(page, label, value: str) -> None:
+    box = page.get_by_label(label, exact=isinstance(label, str)).first
     box.fill(value)
     box.press("Enter")
 
@@ -59,7 +73,8 @@ def test_a_pasted_link_reproduces_every_page(server):
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=live.CHROMIUM, args=live.CHROMIUM_ARGS)
         sender = b.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-        sender.goto(server + "/")
+        # a link received with two GPU kinds chosen keeps the next experiment's re-runs short
+        sender.goto(server + "/?targets.gpus_allowed=h100-sxm,h200-sxm")
         sender.get_by_text("KV cache per GPU (batch)").first.wait_for(timeout=120_000)
         # the sidebar (shared by every page)
         set_number(sender, "Batch (concurrent sequences)", "48")
@@ -79,6 +94,23 @@ def test_a_pasted_link_reproduces_every_page(server):
         set_number(sender, "p95 TTFT target [s] (0 = none)", "3")
         sender.get_by_role("button", name="Find the cheapest configuration").click()
         sender.wait_for_function("() => location.search.includes('targets.p95_ttft_s=3')", timeout=60_000)
+        # the Training page's own inputs: size by a GPU budget, checkpoint every 30 min
+        goto_menu(sender, "Training")
+        sender.get_by_text("Size the run by").first.wait_for(timeout=180_000)
+        sender.get_by_text("GPU budget", exact=True).first.click()
+        sender.wait_for_function("() => location.search.includes('training.mode=budget')", timeout=120_000)
+        set_number(sender, re.compile(r"^GPU budget \(GPUs to train on"), "16")
+        sender.wait_for_function("() => location.search.includes('training.budget_gpus=16')", timeout=120_000)
+        set_number(sender, "Checkpoint interval [min] (0 = Daly optimum)", "30")
+        sender.wait_for_function(
+            "() => location.search.includes('training.checkpoint_interval_s=1800')", timeout=120_000
+        )
+        # the Next experiment's form: a wider arrival-rate spread, then its button
+        goto_menu(sender, "Next experiment")
+        sender.get_by_text("Arrival rate spread [+-%]").first.wait_for(timeout=120_000)
+        set_number(sender, "Arrival rate spread [+-%]", "50")
+        sender.get_by_role("button", name=BUTTON["Next experiment"]).click()
+        sender.wait_for_function("() => location.search.includes('experiment.rate_spread_frac=0.5')", timeout=60_000)
 
         mismatches = []
         for path, title in PAGES:
@@ -91,7 +123,7 @@ def test_a_pasted_link_reproduces_every_page(server):
             )
             sent = headline(sender)
             url = sender.url
-            assert "batch=48" in url and "workload.rate_per_s=0.2" in url and "targets.p95_ttft_s=3" in url, url
+            assert all(c in url for c in CHANGED), url
             fresh = b.new_context(viewport={"width": 1400, "height": 1000}).new_page()
             fresh.goto(url)
             fresh.wait_for_function(
@@ -99,6 +131,8 @@ def test_a_pasted_link_reproduces_every_page(server):
                 arg=title,
                 timeout=180_000,
             )
+            if title in BUTTON:
+                fresh.get_by_role("button", name=BUTTON[title]).click()
             got = headline(fresh)
             fresh.context.close()
             sent = headline(sender)  # again, now that the sender's page has surely finished too

@@ -151,3 +151,19 @@ def test_replicas_behind_a_sticky_proxy_serve_every_session():
     finally:
         for proc, _ in procs:
             live.stop(proc)
+
+
+def test_the_room_launcher_turns_off_per_run_watching_and_full_collection():
+    """Profiled (py-spy, 20 first loads at once): Streamlit's source watcher (every module's realpath after each
+    run) and its full gc.collect(2) after each run were over 80% of the server's CPU; the launcher and the
+    project's config turn both off, and an option given on the command line still wins."""
+    import tomllib
+
+    from dashboard import serve
+
+    args = serve.room_args(["--server.port", "8600"])
+    assert args[:2] == ["--server.port", "8600"]
+    assert dict(zip(args[2::2], args[3::2])) == {"--server.fileWatcherType": "none", "--runner.postScriptGC": "false"}
+    assert "none" not in serve.room_args(["--server.fileWatcherType=auto"])
+    conf = tomllib.loads((Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml").read_text())
+    assert conf["server"]["fileWatcherType"] == "none" and conf["runner"]["postScriptGC"] is False

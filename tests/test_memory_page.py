@@ -76,8 +76,18 @@ def test_bad_link_falls_back_with_message(clear_cache):
     assert metrics(at)["Weights per GPU"] == "17.6 GB"
 
 
+def test_tabs_are_lazy(clear_cache):
+    """Only the chosen tab is computed and drawn: the Training tab is empty until it is chosen."""
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert metrics(at, tab=0) and not metrics(at, tab=1)
+    at.session_state["memory.tab"] = "Training"
+    at.run()
+    assert metrics(at, tab=1) and not metrics(at, tab=0)
+
+
 def test_training_tab_zero_stages(clear_cache):
     at = AppTest.from_file(APP, default_timeout=60).run()
+    at.session_state["memory.tab"] = "Training"
     at.selectbox(key="cfg.zero").set_value(3).run()
     assert not at.exception
     labels = metrics(at, tab=1)

@@ -17,20 +17,19 @@ from core.trace import Trace
 from core.training import (
     Layout,
     TrainingGoal,
-    _ctx,
-    _grid,
     bubble_fraction,
     catalog_price,
     evaluate_layout,
     flops_per_token,
     group_allreduce_s,
     group_gather_s,
+    layout_context,
+    layout_grid,
     layouts_at,
     plan,
     training_math,
 )
 from core.units import DAY_S
-from core.catalog import gpu_of, model_of
 
 L70 = RabitConfig(model="llama-3.1-70b", phase="train", train_tokens=1e12)
 
@@ -145,8 +144,6 @@ def test_the_chosen_layout_fits_memory(cfg, gpus):
     assert b is not None and b.fits and b.gpus == gpus
     lay = b.layout
     traced = training_memory_for(
-        model_of(cfg),
-        gpu_of(cfg),
         cfg,
         Trace(),
         dp=lay.dp,
@@ -175,17 +172,15 @@ def test_search_memory_equals_the_traced_memory_everywhere():
         RabitConfig(model="llama-3.1-70b", phase="train", lora_rank=16, qlora=True),
     ]
     for cfg in cfgs:
-        c = _ctx(cfg)
+        c = layout_context(cfg)
         for _ in range(25):
             tp, pp, dp = (int(rng.choice(x)) for x in ([1, 2, 4, 8], [1, 2, 3, 5, 16], [1, 3, 8, 64]))
             ep = int(rng.choice([1, 2, 8])) if c.m.is_moe else 1
             v, b, z = int(rng.choice([1, 2, 4])), int(rng.choice([1, 2, 4])), int(rng.choice([0, 1, 2, 3]))
             rc = str(rng.choice(["none", "selective", "full"]))
-            r = _grid(c, tp, pp, ep, np.array([dp]), (v,), (b,), (rc,), (z,), 1e9)
+            r = layout_grid(c, tp, pp, ep, np.array([dp]), (v,), (b,), (rc,), (z,), 1e9)
             mem = training_memory_for(
-                c.m,
-                c.g,
-                cfg,
+                c.dep,
                 Trace(),
                 dp=dp,
                 tp=tp,
