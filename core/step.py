@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -122,6 +122,11 @@ class StepModel:
     graph_max_tokens: float = 0.0  # iterations up to this many tokens replay a graph
     seq_overhead_s: float = 0.0  # host work per scheduled sequence
     sample_s_per_seq: float = 0.0  # V y_v / (BW eta_bw): sampling one sequence's logits
+    # K/V reads per cached token relative to once per KV head: 1 for grouped decode-attention kernels (XQA,
+    # FlashInfer, FlashAttention read each KV head once for its query group); H / H_kv for a kernel that loads
+    # a KV head once per query head (TensorRT-LLM's masked MHA for GQA before its XQA kernels; see
+    # :func:`per_query_head_kv_reads`)
+    kv_read_factor: float = 1.0
 
     @classmethod
     def from_config(cls, cfg: RabitConfig) -> "StepModel":
@@ -301,7 +306,9 @@ class StepModel:
                 * (1.0 - (1.0 - m.experts_per_tok / m.num_experts) ** T)
                 * self.expert_bytes_per_gpu_per_expert
             )
-        t_mem = (w + (R + T) * self.kv_bytes_per_token + T * self.route_bytes_per_token) / self.mem_bw_bytes_per_s
+        t_mem = (
+            w + (self.kv_read_factor * R + T) * self.kv_bytes_per_token + T * self.route_bytes_per_token
+        ) / self.mem_bw_bytes_per_s
         n_k = self.kernels_per_stage
         if arr:
             t_k = np.where(T > 0, np.where(T <= self.graph_max_tokens, self.graph_launch_s, self.eager_launch_s), 0.0)
@@ -457,7 +464,9 @@ def iteration(sm: StepModel, T: float, A: float, R: float, S: float | None = Non
         pairs=A,
         kv_tokens=R,
         flop=sm.flop_per_token * T + sm.attn_flop_per_pair * A,
-        bytes=sm.weights_read_bytes(T) + (R + T) * sm.kv_bytes_per_token + T * sm.route_bytes_per_token,
+        bytes=sm.weights_read_bytes(T)
+        + (sm.kv_read_factor * R + T) * sm.kv_bytes_per_token
+        + T * sm.route_bytes_per_token,
         compute_s=c,
         memory_s=mm,
         comm_s=x,
@@ -512,6 +521,7 @@ _U_ITER = {
     "f_e": "FLOP",
     "t_e": "tokens",
     "r_b": "B",
+    "g_r": "x",
 }
 
 #: The recorded expressions of one iteration, in the symbols of :func:`consts` (each re-evaluated by a test).
@@ -520,7 +530,7 @@ EXPR_COMPUTE = (
     "(f_t - f_e) * T / (pi_flops * mfu * T / (T + T0)) + f_e * T / (pi_flops * mfu * t_e / (t_e + T0))"
     " + f_a * A / (pi_flops * mfu)"
 )
-EXPR_BYTES = "W_r + (R + T) * k_g + T * r_b"
+EXPR_BYTES = "W_r + (g_r * R + T) * k_g + T * r_b"
 EXPR_MEMORY = "Y / (pi_bw * eta_bw)"
 EXPR_COMM = "(n_ar * min(a_r + b_r * T, a_t + b_t * T) + n_a2a * (a_e + b_e * T)) * x_c"
 EXPR_FIXED = "t_s + pp * n_k * t_k + S * (t_q + V * y_v / (pi_bw * eta_bw))"
@@ -552,6 +562,7 @@ def consts(sm: StepModel, cfg: RabitConfig) -> dict[str, float]:
         f_t=sm.flop_per_token,
         f_e=sm.expert_flop_per_token,
         r_b=sm.route_bytes_per_token,
+        g_r=sm.kv_read_factor,
         f_a=sm.attn_flop_per_pair,
         mfu=a.mfu_max,
         pi_flops=sm.peak_flop_per_s / a.mfu_max,
@@ -577,6 +588,18 @@ def consts(sm: StepModel, cfg: RabitConfig) -> dict[str, float]:
         V=sm.model.vocab_size,
         y_v=a.sample_bytes_per_vocab,
     )
+
+
+def per_query_head_kv_reads(sm: StepModel) -> StepModel:
+    """``sm`` with a decode-attention kernel that loads each KV head once per query head (H / H_kv reads).
+
+    TensorRT-LLM's masked multi-head attention kernel served GQA models this way until its XQA kernels, which
+    read a KV head once for its whole query group (TensorRT-LLM v0.10.0 release notes: "Integrated the new
+    NVIDIA Hopper XQA kernels for LLaMA 2 70B model"; docs "Multi-Head, Multi-Query, and Group-Query
+    Attention"). The engines sized by default (vLLM, SGLang, TensorRT-LLM today) read each KV head once.
+    """
+    m = sm.model
+    return replace(sm, kv_read_factor=m.num_heads / m.num_kv_heads if m.num_kv_heads else 1.0)
 
 
 def launch_per_kernel_s(sm: StepModel, T: float) -> float:
@@ -701,9 +724,10 @@ def record_iteration(
         EXPR_BYTES,
         it.bytes,
         unit="B",
-        latex=r"[W_r] + ([R] + [T]) \cdot [k_g] + [T] \cdot [r_b]",
+        latex=r"[W_r] + ([g_r] \cdot [R] + [T]) \cdot [k_g] + [T] \cdot [r_b]",
         units=_U_ITER,
         W_r=W_r,
+        g_r=k["g_r"],
         R=R,
         T=T,
         k_g=k["k_g"],

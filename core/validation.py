@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from core import catalog
 from core.config import RabitConfig
 from core.model import from_hf_config
+from core.step import StepModel, per_query_head_kv_reads
 
 VALIDATION_DIR = Path(__file__).resolve().parent.parent / "validation"
 TARGET_MEDIAN_ABS_ERROR = 0.15
@@ -89,13 +90,16 @@ def _serving_prediction(r: dict[str, str]) -> float:
     if r.get("engine"):  # the engine that produced the figure (its CUDA-graph capture size, core.engines)
         cfg = cfg.with_(workload=cfg.workload.model_copy(update={"engine": r["engine"]}))
     metric = r["metric"]
+    sm = StepModel.from_config(cfg)
+    if r.get("decode_attention") == "per-query-head":  # the kernel the engine version ran (core.step)
+        sm = per_query_head_kv_reads(sm)
+    ttft = speed.prefill_numbers(sm, cfg, B).it.time_s  # = speed.prefill(cfg).ttft_s with the default kernel
     if metric == "ttft_s":
-        return speed.prefill(cfg).ttft_s
+        return ttft
     if metric == "itl_s":
-        return speed.decode(cfg).step_s
+        return speed.decode_numbers(sm, cfg, B).mean_s  # = speed.decode(cfg).step_s
     if metric.startswith("static_out_tokens_per_s"):
-        ttft = speed.prefill(cfg).ttft_s
-        step = speed.decode(cfg).step_s if O > 1 else 0.0
+        step = speed.decode_numbers(sm, cfg, B).mean_s if O > 1 else 0.0
         total = B * O / (ttft + (O - 1) * step)
         return total / gpus if metric.endswith("_per_gpu") else total
     raise ValueError(f"serving.csv: unknown metric {metric!r}")
