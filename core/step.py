@@ -140,7 +140,6 @@ class StepModel:
         m, g, f = dep.model, dep.gpu, dep.fabric
         a = dep.assumptions
         tp, pp, ep = dep.tp, dep.pp, dep.ep
-        layers_stage = m.num_layers / pp
         peak = effective_peak_flop_per_s(g, cfg.weights, a.fp8_speedup, a.fp4_speedup) * a.mfu_max
         b_w = cfg.weight_bytes_per_param
         p_expert_all = m.moe_layers * m.num_experts * m.expert_params()
