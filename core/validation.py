@@ -34,6 +34,7 @@ from core.assumptions import Assumptions
 from core.config import RabitConfig
 from core.model import from_hf_config
 from core.ranges import Range
+from core.step import StepModel, per_query_head_kv_reads
 
 VALIDATION_DIR = Path(__file__).resolve().parent.parent / "validation"
 TARGET_MEDIAN_ABS_ERROR = 0.15
@@ -82,7 +83,7 @@ def _rows(name: str) -> list[dict[str, str]]:
 
 def _serving_config(r: dict[str, str]) -> RabitConfig:
     gpus, B, I, O = int(r["gpus"]), int(r["batch"]), int(r["input"]), int(r["output"])
-    return RabitConfig(
+    cfg = RabitConfig(
         model=r["model"],
         gpu=r["gpu"],
         gpus_per_node=gpus,
@@ -95,6 +96,9 @@ def _serving_config(r: dict[str, str]) -> RabitConfig:
         input_tokens=I,
         output_tokens=O,
     )
+    if r.get("engine"):  # the engine that produced the figure (its CUDA-graph capture size, core.engines)
+        cfg = cfg.with_(workload=cfg.workload.model_copy(update={"engine": r["engine"]}))
+    return cfg
 
 
 def _serving_predict(r: dict[str, str], cfg: RabitConfig) -> float:
@@ -102,13 +106,16 @@ def _serving_predict(r: dict[str, str], cfg: RabitConfig) -> float:
 
     gpus, B, O = int(r["gpus"]), int(r["batch"]), int(r["output"])
     metric = r["metric"]
+    sm = StepModel.from_config(cfg)
+    if r.get("decode_attention") == "per-query-head":  # the kernel the engine version ran (core.step)
+        sm = per_query_head_kv_reads(sm)
+    ttft = speed.prefill_numbers(sm, cfg, B).it.time_s  # = speed.prefill(cfg).ttft_s with the default kernel
     if metric == "ttft_s":
-        return speed.prefill(cfg).ttft_s
+        return ttft
     if metric == "itl_s":
-        return speed.decode(cfg).step_s
+        return speed.decode_numbers(sm, cfg, B).mean_s  # = speed.decode(cfg).step_s
     if metric.startswith("static_out_tokens_per_s"):
-        ttft = speed.prefill(cfg).ttft_s
-        step = speed.decode(cfg).step_s if O > 1 else 0.0
+        step = speed.decode_numbers(sm, cfg, B).mean_s if O > 1 else 0.0
         total = B * O / (ttft + (O - 1) * step)
         return total / gpus if metric.endswith("_per_gpu") else total
     raise ValueError(f"serving.csv: unknown metric {metric!r}")

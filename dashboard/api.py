@@ -18,8 +18,9 @@ from core.catalog import CatalogError, parse_prices
 from core.optimizer import Constraints, ServingGoal
 from core.runs import CSV_COLUMNS, METRICS, RunError, csv_template, parse_file, parse_rows
 from core.deadline import deadline_choice
+from core.engines import CUDA_GRAPH_MAX_TOKENS, ENGINE_LABELS, engine_defaults
 from core.diagnose import RULES, Expectation, measured_p95
-from core.limits import MAX_TABLE_BYTES, decode_text
+from core.limits import MAX_TABLE_BYTES, BudgetExceeded, decode_text
 from core.next_experiment import NextExperimentSpec, outcomes
 from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates, sim_spec, sweep_rates
 from core.telemetry import MAX_BYTES, TelemetryError, from_payload, to_payload
@@ -41,6 +42,7 @@ __all__ = [
     "parse_file",
     "parse_rows",
     "MAX_TABLE_BYTES",
+    "BudgetExceeded",
     "decode_text",
     "from_payload",
     "to_payload",
@@ -67,6 +69,9 @@ __all__ = [
     "catalog",
     "choices",
     "deadline_choice",
+    "CUDA_GRAPH_MAX_TOKENS",
+    "ENGINE_LABELS",
+    "engine_defaults",
     "default_batches",
     "default_rate",
     "fmt_bytes",

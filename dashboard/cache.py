@@ -75,6 +75,11 @@ def allreduce_curve(cfg: RabitConfig, sizes_bytes: tuple[float, ...]) -> dict[st
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
+def ep_options(cfg: RabitConfig) -> tuple:
+    return _views.ep_options(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
 def textbook_comparison(cfg: RabitConfig) -> _speed.TextbookComparison:
     return _views.textbook_comparison(cfg)
 

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dashboard import analyses, cache, charts, render, state
-from dashboard.api import default_batches, fmt_time
+from dashboard.api import default_batches, fmt_num, fmt_time
 
 st.title("Speed")
 st.caption(
@@ -125,6 +125,29 @@ with tabs[4]:
     st.dataframe(render.collective_table(view), hide_index=True, width="stretch")
     sizes = tuple(float(2**k) for k in range(10, 33))
     st.plotly_chart(cache.figure(charts.allreduce_chart, sizes, cache.allreduce_curve(cfg, sizes)), width="stretch")
+    eps = cache.ep_options(cfg)
+    if eps:
+        st.subheader("Expert parallelism (MoE)")
+        st.caption(
+            "The same configuration with the routed experts split by TP (EP 1) or placed whole on their GPUs "
+            "(EP): each MoE layer then swaps its MLP all-reduce for a dispatch and a combine all-to-all over "
+            "this GPU's fabric. Set EP in the sidebar."
+        )
+        st.dataframe(
+            [
+                {
+                    "EP": o.ep,
+                    "decode step": fmt_time(o.decode_step_s) if not o.problem else "",
+                    "TTFT (batch)": fmt_time(o.prefill_s) if not o.problem else "",
+                    "communication per step": fmt_time(o.comm_s_per_step) if not o.problem else "",
+                    "tokens/s": fmt_num(o.tokens_per_s) if not o.problem else "",
+                    "note": o.problem or ("current" if o.ep == cfg.ep else ""),
+                }
+                for o in eps
+            ],
+            hide_index=True,
+            width="stretch",
+        )
 
 with tabs[5]:
     if s.spec is None:
