@@ -321,8 +321,10 @@ def _bound_of(c: np.ndarray, m: np.ndarray, x: np.ndarray) -> list[str]:
 
 
 def speed_rows(cfg: RabitConfig, models: Sequence[Any]) -> list[dict[str, Any]]:
-    """:func:`speed_estimate` for each step model of ``cfg`` (one per bound), every model in one vectorised
-    evaluation of the step-time body: the decode steps of all K models as one (K, steps) array."""
+    """:func:`speed_estimate` for each step model of ``cfg`` (one per bound), without its trace and result
+    objects: the single iterations (the prefill, one prompt alone, the decode step at the mean context) of all K
+    models in one call of the step-time body over a stack of the models, the decode steps (an array over the
+    output already) one model at a time."""
     from core.speed import _mean_over_steps, decode_times, prefill_numbers, replicas_of
 
     if not models:
@@ -384,8 +386,8 @@ def speed_spread(
     """Ranges of TTFT, decode step and tokens/s; ``labels("bound")`` says whether the binding limit changes.
 
     The same rule as :func:`spread` with :func:`speed_estimate` (which depends on the config only through its
-    step model), but every bound is evaluated in one call of the step-time body over a stack of step models
-    instead of one call per bound. ``models``: ``bound_models(cfg, by_tag("serving_speed"), bounds)`` when the
+    step model), evaluated by :func:`speed_rows` for every bound at once instead of one full estimate per bound
+    (the same numbers: ``tests/test_ranges_vectorised.py``). ``models``: ``bound_models(cfg, by_tag("serving_speed"), bounds)`` when the
     caller already has it.
     """
     base = speed_estimate(cfg)
