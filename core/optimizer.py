@@ -32,6 +32,7 @@ from core import catalog, choices
 from core.catalog import Price
 from core.assumptions import Assumptions
 from core.config import RabitConfig
+from core.limits import WorkBudget, search_budget
 from core.model import ModelArch
 from core.pricing import GpuPrice, gpu_price, unpriced
 from core.simulate import SimSpec, kv_pool, max_throughput, sim_spec, simulate
@@ -149,6 +150,7 @@ class _Replica(_F):
     pp: int
     weights: str
     kv_dtype: str
+    ep: int = 1  # expert parallelism (MoE): the routed experts spread over the TP ranks instead of split by TP
 
 
 class Candidate(_Replica):
@@ -174,7 +176,9 @@ class Candidate(_Replica):
 
     @property
     def label(self) -> str:
-        layout = f"TP {self.tp}" + (f" x PP {self.pp}" if self.pp > 1 else "")
+        layout = (
+            f"TP {self.tp}" + (f" x PP {self.pp}" if self.pp > 1 else "") + (f", EP {self.ep}" if self.ep > 1 else "")
+        )
         n = f"{self.replicas} replica{'s' if self.replicas != 1 else ''} of " if self.replicas else ""
         return f"{n}{self.gpus_per_replica} x {self.gpu} ({layout}, {self.weights} weights, {self.kv_dtype} KV)"
 
@@ -241,6 +245,23 @@ def _replica_layouts(gpu: catalog.GpuSpec, heads: int, layers: int) -> list[tupl
     return out
 
 
+def _with_expert_parallel(arch, layouts: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """Each layout with EP 1 and, for a MoE model, also with expert parallelism over its TP ranks.
+
+    With EP the routed experts are spread whole over the ``tp`` GPUs of a stage (vLLM
+    ``--enable-expert-parallel``: EP size = TP x DP, docs.vllm.ai "Expert Parallel Deployment"; SGLang
+    ``--ep-size``; TensorRT-LLM ``moe_expert_parallel_size``) instead of every expert being split ``tp`` ways:
+    each GPU reads whole experts, and each MoE layer adds a dispatch and a combine all-to-all over the
+    fabric (:class:`core.collectives.Collectives`, the same costs training EP uses). EP must divide the experts.
+    """
+    out = []
+    for n, tp, pp in layouts:
+        out.append((n, tp, pp, 1))
+        if arch.is_moe and tp > 1 and arch.num_experts % tp == 0:
+            out.append((n, tp, pp, tp))
+    return out
+
+
 def _ratio(value: float | None, target: float | None) -> float:
     if target is None:
         return 0.0
@@ -274,6 +295,7 @@ def _config(goal: ServingGoal, c: Candidate) -> RabitConfig:
         nodes=max(1, c.gpus_per_replica // gpn),
         tp=c.tp,
         pp=c.pp,
+        ep=c.ep,
         weights=c.weights,
         kv_dtype=c.kv_dtype,
         batch=1,
@@ -291,11 +313,11 @@ def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int
         return cap
     limit = SCREEN_ITL_SHARE * itl_target
     lo, hi = 1, cap
-    if float(sm.iteration_s(1, context, context)) > limit:
+    if float(sm.pipelined_s(1, context, context)) > limit:
         return 0
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if float(sm.iteration_s(mid, mid * context, mid * context)) <= limit:
+        if float(sm.pipelined_s(mid, mid * context, mid * context)) <= limit:  # pp micro-batches in flight
             lo = mid
         else:
             hi = mid - 1
@@ -305,8 +327,12 @@ def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int
 # --- search --------------------------------------------------------------------------------------------
 
 
-def screen(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...]) -> list[Candidate]:
-    """Enumerate and screen every configuration in closed form (no simulation)."""
+def screen(
+    goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...], budget: WorkBudget | None = None
+) -> list[Candidate]:
+    """Enumerate and screen every configuration in closed form (no simulation); each one is an evaluation
+    of ``budget`` (:func:`core.limits.search_budget` when None)."""
+    budget = budget if budget is not None else search_budget()
     arch = goal.custom_model if goal.custom_model is not None else catalog.model(goal.model)
     spec = goal.workload
     i_mean, o_mean = spec.mean_lengths()
@@ -317,7 +343,7 @@ def screen(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...]) -> l
         price: GpuPrice | None = gpu_price(
             slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers
         )
-        for n, tp, pp in _replica_layouts(g, arch.num_heads, arch.num_layers):
+        for n, tp, pp, ep in _with_expert_parallel(arch, _replica_layouts(g, arch.num_heads, arch.num_layers)):
             for w in cons.weights_allowed:
                 if w == "nvfp4" and not g.supports("fp4"):
                     continue
@@ -327,6 +353,7 @@ def screen(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...]) -> l
                         gpus_per_replica=n,
                         tp=tp,
                         pp=pp,
+                        ep=ep,
                         weights=w,
                         kv_dtype=kv,
                         usd_per_gpu_hour=price.usd_per_gpu_hour if price else None,
@@ -334,6 +361,7 @@ def screen(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...]) -> l
                         price_unverified=bool(price and any(r.verification == "U" for r in price.rows)),
                     )
                     out.append(_screen_one(goal, cons, c, spec, i_mean, o_mean, price))
+                    budget.tick()
     return out
 
 
@@ -363,7 +391,7 @@ def _screen_one(
     sm = StepModel.from_config(cfg)
     I = max(1, round(i_mean))
     ctx = i_mean + o_mean / 2
-    ttft1 = float(sm.iteration_s(I, I * (I + 1) / 2, 0))
+    ttft1 = float(sm.iteration_s(I, I * (I + 1) / 2, 0, 1))
     itl1 = float(sm.iteration_s(1, ctx, ctx))
     upd = {"batch_1_ttft_s": ttft1, "batch_1_itl_s": itl1, "bottleneck": sm.bound(1, ctx, ctx)}
     misses = []
@@ -397,7 +425,7 @@ def _screen_one(
     return c.model_copy(update=upd)
 
 
-def _simulate(goal: ServingGoal, c: Candidate) -> Candidate:
+def _simulate(goal: ServingGoal, c: Candidate, budget: WorkBudget | None = None) -> Candidate:
     cfg = _config(goal, c)
     b = c.screen_batch or goal.workload.max_batch
     # the screen's batch cap is the engine's max_num_seqs: simulate with it, so the p95s belong to the
@@ -408,7 +436,7 @@ def _simulate(goal: ServingGoal, c: Candidate) -> Candidate:
         max_batch=b,
         token_budget=max(goal.workload.token_budget, b),
     )
-    r = simulate(cfg, spec)
+    r = simulate(cfg, spec, budget=budget.child() if budget is not None else None)
     s = r.summary
     done = c.model_copy(
         update={
@@ -436,6 +464,7 @@ def _pick(goal: ServingGoal, c: Candidate) -> Pick:
         gpus_per_replica=c.gpus_per_replica,
         tp=c.tp,
         pp=c.pp,
+        ep=c.ep,
         weights=c.weights,
         kv_dtype=c.kv_dtype,
         replicas=c.replicas or 0,
@@ -475,6 +504,7 @@ def recommend(
     *,
     memo: dict | None = None,
     alternatives: bool = True,
+    budget: WorkBudget | None = None,
 ) -> Recommendation:
     """The cheapest priced configuration that meets ``goal`` under ``cons`` (see the module docstring).
 
@@ -482,9 +512,13 @@ def recommend(
     ``memo``: a dict the caller owns and passes to several calls with the same prices (re-runs at moved
     assumptions): screens per GPU kind and simulations are shared between them. ``alternatives=False`` skips
     the leftover-budget simulations, which feed the alternatives and the Pareto front but never the pick.
+    ``budget``: the work budget of the whole search (every screened configuration and every simulation is an
+    evaluation; each simulation ends no later than the search); :func:`core.limits.search_budget` when None.
+    Past it, :class:`core.limits.BudgetExceeded` (a ``ValueError``) says what to change.
     """
     prices = prices if prices is not None else catalog.prices()
-    cands = screen(goal, cons, prices) if memo is None else _screen_shared(goal, cons, prices, memo)
+    wb = budget if budget is not None else search_budget()
+    cands = screen(goal, cons, prices, wb) if memo is None else _screen_shared(goal, cons, prices, memo, wb)
     survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost_per_hour, c.gpus_per_replica))
     results: dict[int, Candidate] = {}
     sims = 0
@@ -496,11 +530,14 @@ def recommend(
         sims += 1
         if progress:
             progress(sims, budget, c.label)
+        wb.tick()
         return (
-            _simulate(goal, c)
+            _simulate(goal, c, wb)
             if memo is None
             else _shared(
-                memo, ("sim", _goal_for(goal, c.gpu, collectives=c.gpus_per_replica > 1), c), lambda: _simulate(goal, c)
+                memo,
+                ("sim", _goal_for(goal, c.gpu, collectives=c.gpus_per_replica > 1), c),
+                lambda: _simulate(goal, c, wb),
             )
         )
 
@@ -625,7 +662,9 @@ def _shared(memo: dict, key, compute):
     return memo[key]
 
 
-def _screen_shared(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...], memo: dict) -> list[Candidate]:
+def _screen_shared(
+    goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...], memo: dict, budget: WorkBudget | None = None
+) -> list[Candidate]:
     """:func:`screen`, one GPU kind at a time, each kind's rows shared through ``memo``."""
     out: list[Candidate] = []
     for slug in sorted(catalog.gpus()):
@@ -636,7 +675,7 @@ def _screen_shared(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ..
             _shared(
                 memo,
                 ("screen", _goal_for(goal, slug), one),
-                lambda slug=slug, one=one: tuple(screen(_goal_for(goal, slug), one, prices)),
+                lambda slug=slug, one=one: tuple(screen(_goal_for(goal, slug), one, prices, budget)),
             )
         )
     return out
@@ -824,22 +863,26 @@ def recommend_training(
     cons: Constraints = Constraints(),
     prices: tuple[Price, ...] | None = None,
     progress=None,
+    budget: WorkBudget | None = None,
 ) -> TrainingRecommendation:
     """The cheapest training run that meets ``deadline_s`` across GPU kinds and prices.
 
     For each allowed GPU kind with a price, the training deadline search (:func:`core.training.plan`) gives
     the runtime of every node-aligned count up to 32,768 GPUs; the cheapest count that meets the deadline
     (expected wall-clock with failures x GPUs x price) is that kind's option; the cheapest option wins.
+    ``budget``: each kind's search is an evaluation (:func:`core.limits.search_budget` when None).
     """
     from core import training
 
     prices = prices if prices is not None else catalog.prices()
+    wb = budget if budget is not None else search_budget()
     kinds = [g for g in sorted(catalog.gpus()) if not cons.gpus_allowed or g in cons.gpus_allowed]
     options: list[TrainingOption] = []
     skipped: list[str] = []
     for i, slug in enumerate(kinds):
         if progress:
             progress(i, len(kinds), slug)
+        wb.tick()
         price = gpu_price(slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
         if price is None:
             skipped.append(f"{slug}: no {cons.price_kind} price")

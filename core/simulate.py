@@ -100,7 +100,7 @@ def workspace_tokens(spec: SimSpec) -> int:
 def kv_pool(cfg: RabitConfig, spec: SimSpec) -> Pool:
     """The replica's paged KV pool for this workload (see the module docstring)."""
     m = model_of(cfg)
-    L = m.num_layers
+    L = m.attention_layers  # the shares are of the layers that cache KV (a hybrid's SSM layers hold none)
     slide = m.sliding_layers if m.sliding_window else 0
     B = cfg.block_size
     if spec.kv_pool_tokens is not None:
@@ -113,7 +113,10 @@ def kv_pool(cfg: RabitConfig, spec: SimSpec) -> Pool:
             or mem.weights_bytes_per_gpu + mem.overhead_bytes_per_gpu > mem.usable_bytes_per_gpu
         ):
             raise ValueError(f"no room for a KV cache: {mem.reason}")
-        blocks = float(math.floor(mem.kv_budget_bytes_per_gpu / (mem.kv_bytes_per_token_per_gpu * B)))
+        # a hybrid's fixed per-sequence state is set aside for max_num_seqs sequences first (vLLM's mamba cache
+        # is sized for max_num_seqs); the rest holds KV blocks
+        state = spec.max_batch * mem.ssm_state_bytes_per_seq_per_gpu
+        blocks = float(max(0, math.floor((mem.kv_budget_bytes_per_gpu - state) / (mem.kv_bytes_per_token_per_gpu * B))))
     return Pool(
         blocks=blocks,
         block=B,
@@ -149,12 +152,12 @@ def max_throughput(
     ``c = I + (O - 2) / 2`` and ``rho I`` prefill tokens; when that exceeds the token budget ``K``
     the batch settles lower, at ``B = K / (1 + (I - 1) / O)``::
 
-        t = iteration_s(T = B - rho + rho I,  A = (B - rho)(c + 1) + rho I (I + 1) / 2,  R = (B - rho) c)
+        t = pipelined_s(T = B - rho + rho I,  A = (B - rho)(c + 1) + rho I (I + 1) / 2,  R = (B - rho) c)
         requests/s = rho / t
 
     Prefill priority: prompts prefilled ``n = min(B, floor(K / I))`` at a time, decodes at batch ``B``::
 
-        1 / requests/s = iteration_s(n I, n I (I + 1) / 2, 0) / n + (O - 1) iteration_s(B, B (c + 1), B c) / B
+        1 / requests/s = pipelined_s(n I, n I (I + 1) / 2, 0) / n + (O - 1) pipelined_s(B, B (c + 1), B c) / B
 
     This is an upper bound the simulation approaches when prefills mix smoothly into decode
     iterations (it ignores the lumpiness of whole-prompt iterations and preemptions).
@@ -179,12 +182,12 @@ def max_throughput(
         T = dec + rho * I
         A = dec * pool.eff(c + 1) + rho * pool.chunk_pairs(0, I)
         R = dec * pool.eff(c)
-        t = float(sm.iteration_s(T, A, R))
+        t = float(sm.pipelined_s(T, A, R, B))  # B sequences: B - rho decoding, rho prefilling
         rps = rho / t
     else:
         n = max(1, min(B, K // I))
-        t_pf = float(sm.iteration_s(n * I, n * pool.chunk_pairs(0, I), 0.0))
-        t = float(sm.iteration_s(B, B * pool.eff(c + 1), B * pool.eff(c)))
+        t_pf = float(sm.pipelined_s(n * I, n * pool.chunk_pairs(0, I), 0.0, n))
+        t = float(sm.pipelined_s(B, B * pool.eff(c + 1), B * pool.eff(c)))
         rps = 1.0 / (t_pf / n + (O - 1) * t / B)
     return Capacity(batch=int(B), requests_per_s=rps, output_tokens_per_s=rps * O, iteration_s=t, limited_by=limited)
 
@@ -239,7 +242,7 @@ def simulate(cfg: RabitConfig, spec: SimSpec, *, timing: str = "auto", budget: W
     """Simulate one replica of ``cfg`` serving the workload ``spec`` (deterministic in ``spec.seed``).
 
     ``timing``: ``"auto"`` (the tabulated closed form when it reproduces the step model, which the
-    constructor checks), ``"direct"`` (always call ``StepModel.iteration_s``; the reference).
+    constructor checks), ``"direct"`` (always call ``StepModel.pipelined_s``; the reference).
     Raises ``ValueError`` when the replica has no room for a KV cache, and
     :class:`core.limits.BudgetExceeded` (a ``ValueError``) past the work ``budget`` (default: the
     shared server's, :class:`core.limits.WorkBudget`).

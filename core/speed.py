@@ -214,7 +214,8 @@ class CollectiveView(_Frozen):
 
 
 def _attended_pairs(m: ModelArch, start: float, end: float) -> float:
-    """Sum over query positions j = start+1 .. end of the keys each attends (itself included), layer average.
+    """Sum over query positions j = start+1 .. end of the keys each attends (itself included), averaged over the
+    attention layers (a hybrid's state-space layers attend nothing; the FLOPs per pair count attention layers).
 
     Full layers: sum j = (end (end+1) - start (start+1)) / 2; sliding layers: sum min(j, w).
     """
@@ -231,7 +232,7 @@ def _attended_pairs(m: ModelArch, start: float, end: float) -> float:
 
     return (
         m.full_attention_layers * (full(end) - full(start)) + m.sliding_layers * (slide(end) - slide(start))
-    ) / m.num_layers
+    ) / m.attention_layers
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,9 @@ def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int) -> _Prefill:
     a_seq = _attended_pairs(sm.model, c, I)
     r_seq = float(sm.kv_read_tokens(c))
     T, A, R = float(batch * u), batch * a_seq, batch * r_seq
-    return _Prefill(batch, I, c, u, T, A, R, iteration(sm, T, A, R), iteration(sm, float(u), a_seq, r_seq))
+    return _Prefill(
+        batch, I, c, u, T, A, R, iteration(sm, T, A, R, float(batch)), iteration(sm, float(u), a_seq, r_seq, 1.0)
+    )
 
 
 @dataclass(frozen=True)
@@ -341,11 +344,17 @@ def _record_setup(tr: Trace, cfg: RabitConfig, sm: StepModel) -> None:
         sm.attn_flop_per_pair,
         unit="FLOP",
         latex=r"\frac{4 [L] \cdot [H_dh]}{[tp] \cdot [pp]}",
-        L=m.num_layers,
+        L=m.attention_layers,
         H_dh=m.attn_qk_dim,
         tp=tp,
         pp=pp,
-        note="QK^T and PV, 2 FLOP per multiply-add, every layer" + ("; MLA: H (d_qk + d_v) / 2" if m.is_mla else ""),
+        note="QK^T and PV, 2 FLOP per multiply-add, every layer"
+        + ("; MLA: H (d_qk + d_v) / 2" if m.is_mla else "")
+        + (
+            f" with attention ({m.attention_layers} of {m.num_layers}; the rest are state-space)"
+            if m.ssm_layers
+            else ""
+        ),
     )
     prec = COMPUTE_PRECISION[cfg.weights]
     bf16 = g.peak_flop_per_s("bf16")
@@ -707,7 +716,7 @@ def _record_prefill(tr: Trace, cfg: RabitConfig, sm: StepModel, pf: _Prefill) ->
             unit="pairs",
             B=B,
             a_s=pf.A / B,
-            note=f"causal attention; {m.sliding_layers} of {m.num_layers} layers see at most {m.sliding_window} keys",
+            note=f"causal attention; {m.sliding_layers} of {m.attention_layers} layers see at most {m.sliding_window} keys",
         )
         tr.step(
             "prefill_kv_tokens", "Prefill: cached tokens read", "R_p", "B * r_s", pf.R, unit="tokens", B=B, r_s=pf.R / B
@@ -954,12 +963,13 @@ def fmt_s(x: float) -> str:
 def _draft_step_model(cfg: RabitConfig) -> StepModel:
     """The draft model on the target's GPUs: the same TP where its heads allow, one stage, no scheduler cost.
 
-    The draft's passes share the target's scheduler iteration, so their step overhead is not charged again.
+    The draft's passes share the target's scheduler iteration, so their step overhead and per-sequence
+    bookkeeping are not charged again (their kernel launches and sampling are).
     """
     dm = catalog.model(cfg.draft_model)
     tp = max(d for d in range(1, cfg.tp + 1) if cfg.tp % d == 0 and dm.num_heads % d == 0)
     dcfg = cfg.with_(model=cfg.draft_model, custom_model=None, tp=tp, pp=1, ep=1)
-    return replace(StepModel.from_config(dcfg), overhead_s=0.0)
+    return replace(StepModel.from_config(dcfg), overhead_s=0.0, seq_overhead_s=0.0)
 
 
 def spec_numbers(cfg: RabitConfig, sm: StepModel, d: _Decode):
@@ -984,7 +994,7 @@ def spec_numbers(cfg: RabitConfig, sm: StepModel, d: _Decode):
     T_v = float(b * (k + 1))
     A_v = b * sum(float(sm.kv_read_tokens(d.ctx + j)) for j in range(1, k + 2))
     R_v = b * d.s_read
-    verify = iteration(sm, T_v, A_v, R_v)
+    verify = iteration(sm, T_v, A_v, R_v, float(b))  # b sequences, k + 1 tokens each
     return E, draft_s, detail, verify, T_v, A_v, R_v
 
 
