@@ -545,6 +545,16 @@ def parse_assume(items: list[str]) -> dict[str, float]:
     return out
 
 
+def check_range_args(args: argparse.Namespace) -> RabitConfig | None:
+    """For a subcommand without a config of its own: check ``--assume`` (exit 2 naming the assumption) and read
+    ``--config FILE`` (exit 2 naming the flag); the file's config with the assumptions in force, or None."""
+    parse_assume(getattr(args, "assume", []))
+    cfg = config_file(args)
+    if cfg is None:
+        return None
+    return cfg.model_copy(update={"assumptions": assumptions_from_args(args)})
+
+
 def config_file(args: argparse.Namespace) -> RabitConfig | None:
     """The config of ``--config FILE`` (exit 2 naming the flag when it cannot be read)."""
     from core.config import from_json

@@ -75,8 +75,8 @@ _INFOS = (
         "Per-GPU runtime overhead (CUDA context, framework, fragmentation)",
         "GiB",
         1.5,
+        2.5,  # pessimistic: more overhead, less room
         1.0,
-        2.5,
         "The textbook example worked example (1.5 GiB); CUDA context is ~0.5 GiB on Hopper, NCCL and "
         "allocator slack add the rest.",
         -1,
@@ -223,6 +223,72 @@ _INFOS = (
         domain_reason="a scheduler overhead above one second per step is a stalled engine, not an overhead",
     ),
     AssumptionInfo(
+        "graph_launch_us",
+        "Per-kernel launch gap when the iteration replays a CUDA graph",
+        "us",
+        1.0,
+        2.0,
+        0.5,
+        "A CUDA graph submits its kernels in one launch, so only the GPU-side gap between dependent kernels "
+        "remains, about a microsecond each (NVIDIA CUDA Programming Guide 4.2 'CUDA Graphs'; Modal GPU "
+        "glossary 'CUDA Graph': each stream launch costs microseconds). vLLM captures graphs for iterations of "
+        "up to 512 tokens by default (compilation config cudagraph_capture_sizes).",
+        -1,
+        moves=("serving_speed",),
+        min_value=0.0,
+        max_value=1000.0,
+        domain_reason="a launch gap above a millisecond per kernel is a stalled stream, not a launch",
+    ),
+    AssumptionInfo(
+        "eager_launch_us",
+        "Per-kernel launch cost without CUDA graphs (eager mode: op dispatch + cudaLaunchKernel)",
+        "us",
+        5.0,
+        10.0,
+        3.0,
+        "cudaLaunchKernel costs a few microseconds of host time per kernel and PyTorch's eager dispatch adds "
+        "more (NVIDIA 'CUDA Graph' guide, docs.nvidia.com/dl-cuda-graph: launch overhead when the CPU cannot "
+        "keep up); vLLM runs eager for iterations beyond the capture sizes or with --enforce-eager. "
+        "Estimate: 3-10 us per kernel.",
+        -1,
+        moves=("serving_speed",),
+        min_value=0.0,
+        max_value=10000.0,
+        domain_reason="a launch above 10 ms per kernel is a stalled host, not a launch",
+    ),
+    AssumptionInfo(
+        "seq_overhead_us",
+        "Per-sequence scheduler and input-preparation work per iteration",
+        "us",
+        2.0,
+        6.0,
+        0.5,
+        "The scheduler walks every running request each step (block tables, positions, slot mappings, stop "
+        "checks); vLLM V1's persistent batch applies only the diffs to cached input tensors to cut this "
+        "host work (vLLM V1 blog, 2025-01). Estimate: 0.5-6 us per running sequence per step.",
+        -1,
+        moves=("serving_speed",),
+        min_value=0.0,
+        max_value=10000.0,
+        domain_reason="more than 10 ms of bookkeeping per sequence per step is a stalled scheduler",
+    ),
+    AssumptionInfo(
+        "sample_bytes_per_vocab",
+        "HBM bytes moved per vocabulary entry per sampled sequence (logits, softmax, top-k/top-p)",
+        "B",
+        16.0,
+        32.0,
+        8.0,
+        "FP32 logits (4 B per entry) are written by the LM head and read by the temperature, softmax and "
+        "top-p/top-k passes of the sampler (vLLM v1/sample/sampler.py): about 4 passes = 16 B; greedy is "
+        "one write and one read (8 B), a top-p sort doubles it (32 B).",
+        -1,
+        moves=("serving_speed",),
+        min_value=0.0,
+        max_value=1024.0,
+        domain_reason="beyond 1 KiB per vocabulary entry the sampler would re-read the logits hundreds of times",
+    ),
+    AssumptionInfo(
         "mfu_train",
         "Training compute-efficiency ceiling before bubble and exposed communication",
         "frac",
@@ -256,8 +322,8 @@ _INFOS = (
         "Job-interrupting failures per GPU-hour",
         "1/GPU-h",
         2.0e-5,
+        4.0e-5,  # pessimistic: more failures
         1.0e-5,
-        4.0e-5,
         "Llama 3: 419 unexpected interruptions in 54 days on 16,384 H100 "
         "(arXiv 2407.21783 sec. 3.3.4) = 2.0e-5 per GPU-hour.",
         -1,
@@ -407,6 +473,10 @@ class Assumptions(BaseModel):
     collective_base_us: float = _field("collective_base_us")
     comm_overlap: float = _field("comm_overlap")
     step_overhead_ms: float = _field("step_overhead_ms")
+    graph_launch_us: float = _field("graph_launch_us")
+    eager_launch_us: float = _field("eager_launch_us")
+    seq_overhead_us: float = _field("seq_overhead_us")
+    sample_bytes_per_vocab: float = _field("sample_bytes_per_vocab")
     mfu_train: float = _field("mfu_train")
     dp_overlap: float = _field("dp_overlap")
     failure_rate_per_gpu_hour: float = _field("failure_rate_per_gpu_hour")

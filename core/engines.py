@@ -18,6 +18,12 @@ policy, token budget, batch cap, KV admission, prefix caching) take the engine's
   maximum output is available, so it is never evicted (the simulator's ``reserve`` admission). Without
   chunked prefill a prompt enters an iteration whole; the simulator's chunked policy with the 8,192-token
   budget does the same for every prompt up to 8,192 tokens.
+
+CUDA graphs (the launch cost of each kernel, :class:`core.step.StepModel`): each engine replays captured graphs
+for iterations up to a size and launches kernel by kernel (eager) beyond it. vLLM V1 captures up to
+``max_cudagraph_capture_size`` = 512 tokens (``vllm/config/compilation.py``; off with ``--enforce-eager``);
+SGLang up to ``cuda_graph_max_bs`` (``server_args.py``, set by GPU memory and TP; 256 stands in); TensorRT-LLM's
+PyTorch backend up to ``CudaGraphConfig.max_batch_size`` (``llm_args.py``; 128 stands in).
 """
 
 from __future__ import annotations
@@ -94,6 +100,13 @@ def engine_defaults(engine: str, gpu: GpuSpec) -> EngineDefaults:
             "GUARANTEED_NO_EVICT, enable_block_reuse)",
         )
     raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+
+
+#: How each engine is named on screen.
+ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
+#: Largest iteration [tokens] each engine runs from a captured CUDA graph by default (see the module docstring).
+CUDA_GRAPH_MAX_TOKENS = {"vllm": 512, "sglang": 256, "trtllm": 128}
 
 
 def apply_engine(spec, engine: str, gpu: GpuSpec):

@@ -57,6 +57,7 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
                 "--max-model-len",
                 "--dtype",
                 "--enable-prefix-caching",
+                "--enable-expert-parallel",
                 "--host",
                 "--port",
             }
@@ -69,6 +70,7 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
                 "--model-path",
                 "--tp-size",
                 "--pp-size",
+                "--ep-size",
                 "--max-running-requests",
                 "--chunked-prefill-size",
                 "--mem-fraction-static",
@@ -166,6 +168,7 @@ class LaunchSpec(BaseModel):
     gpu_memory_utilization: float = Field(gt=0, le=1)
     gpus_per_node: int = Field(ge=1)
     port: int = 8000
+    ep: int = Field(1, ge=1)  # expert parallelism over the TP ranks (MoE)
 
 
 def model_repo(slug: str) -> str:
@@ -201,6 +204,7 @@ def launch_spec(pick, goal) -> LaunchSpec:
         max_model_len=min(longest, arch.max_context),
         gpu_memory_utilization=Assumptions().gpu_mem_util,
         gpus_per_node=g.gpus_per_node,
+        ep=getattr(pick, "ep", 1),
     )
 
 
@@ -240,6 +244,8 @@ def vllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         "--max-model-len",
         str(s.max_model_len),
     ]
+    if s.ep > 1:  # experts spread over the TP ranks (EP size = TP x DP)
+        argv += ["--enable-expert-parallel"]
     q = QUANT_VALUES["vllm"].get(s.weights)
     if q:
         argv += ["--quantization", q]
@@ -270,6 +276,8 @@ def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         "--context-length",
         str(s.max_model_len),
     ]
+    if s.ep > 1:
+        argv += ["--ep-size", str(s.ep)]
     q = QUANT_VALUES["sglang"].get(s.weights)
     if q:
         argv += ["--quantization", q]
@@ -300,11 +308,10 @@ def trtllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         f"{s.gpu_memory_utilization:g}",
         "--kv_cache_dtype",
         KV_VALUES["trtllm"][s.kv_dtype],
-        "--host",
-        "0.0.0.0",
-        "--port",
-        str(s.port),
     ]
+    if s.ep > 1:
+        argv += ["--ep_size", str(s.ep)]
+    argv += ["--host", "0.0.0.0", "--port", str(s.port)]
     notes = _notes(s, "trtllm")
     if s.weights != "bf16":
         notes.append(f"{s.weights} weights come from a pre-quantized checkpoint (ModelOpt export): point MODEL at it")
@@ -313,7 +320,8 @@ def trtllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
 
 def _notes(s: LaunchSpec, engine: str) -> list[str]:
     src = DOCUMENTED_FLAGS[engine][0]
-    notes = [f"{s.replicas} replica(s) of {s.gpus_per_replica} x {s.gpu} (TP {s.tp} x PP {s.pp}); flags: {src}"]
+    layout = f"TP {s.tp} x PP {s.pp}" + (f", EP {s.ep}" if s.ep > 1 else "")
+    notes = [f"{s.replicas} replica(s) of {s.gpus_per_replica} x {s.gpu} ({layout}); flags: {src}"]
     if s.gpus_per_replica > s.gpus_per_node:
         notes.append(
             f"a replica spans {-(-s.gpus_per_replica // s.gpus_per_node)} nodes: start it with the "

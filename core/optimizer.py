@@ -150,6 +150,7 @@ class _Replica(_F):
     pp: int
     weights: str
     kv_dtype: str
+    ep: int = 1  # expert parallelism (MoE): the routed experts spread over the TP ranks instead of split by TP
 
 
 class Candidate(_Replica):
@@ -175,7 +176,9 @@ class Candidate(_Replica):
 
     @property
     def label(self) -> str:
-        layout = f"TP {self.tp}" + (f" x PP {self.pp}" if self.pp > 1 else "")
+        layout = (
+            f"TP {self.tp}" + (f" x PP {self.pp}" if self.pp > 1 else "") + (f", EP {self.ep}" if self.ep > 1 else "")
+        )
         n = f"{self.replicas} replica{'s' if self.replicas != 1 else ''} of " if self.replicas else ""
         return f"{n}{self.gpus_per_replica} x {self.gpu} ({layout}, {self.weights} weights, {self.kv_dtype} KV)"
 
@@ -242,6 +245,23 @@ def _replica_layouts(gpu: catalog.GpuSpec, heads: int, layers: int) -> list[tupl
     return out
 
 
+def _with_expert_parallel(arch, layouts: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """Each layout with EP 1 and, for a MoE model, also with expert parallelism over its TP ranks.
+
+    With EP the routed experts are spread whole over the ``tp`` GPUs of a stage (vLLM
+    ``--enable-expert-parallel``: EP size = TP x DP, docs.vllm.ai "Expert Parallel Deployment"; SGLang
+    ``--ep-size``; TensorRT-LLM ``moe_expert_parallel_size``) instead of every expert being split ``tp`` ways:
+    each GPU reads whole experts, and each MoE layer adds a dispatch and a combine all-to-all over the
+    fabric (:class:`core.collectives.Collectives`, the same costs training EP uses). EP must divide the experts.
+    """
+    out = []
+    for n, tp, pp in layouts:
+        out.append((n, tp, pp, 1))
+        if arch.is_moe and tp > 1 and arch.num_experts % tp == 0:
+            out.append((n, tp, pp, tp))
+    return out
+
+
 def _ratio(value: float | None, target: float | None) -> float:
     if target is None:
         return 0.0
@@ -275,6 +295,7 @@ def _config(goal: ServingGoal, c: Candidate) -> RabitConfig:
         nodes=max(1, c.gpus_per_replica // gpn),
         tp=c.tp,
         pp=c.pp,
+        ep=c.ep,
         weights=c.weights,
         kv_dtype=c.kv_dtype,
         batch=1,
@@ -292,11 +313,11 @@ def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int
         return cap
     limit = SCREEN_ITL_SHARE * itl_target
     lo, hi = 1, cap
-    if float(sm.iteration_s(1, context, context)) > limit:
+    if float(sm.pipelined_s(1, context, context)) > limit:
         return 0
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if float(sm.iteration_s(mid, mid * context, mid * context)) <= limit:
+        if float(sm.pipelined_s(mid, mid * context, mid * context)) <= limit:  # pp micro-batches in flight
             lo = mid
         else:
             hi = mid - 1
@@ -322,7 +343,7 @@ def screen(
         price: GpuPrice | None = gpu_price(
             slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers
         )
-        for n, tp, pp in _replica_layouts(g, arch.num_heads, arch.num_layers):
+        for n, tp, pp, ep in _with_expert_parallel(arch, _replica_layouts(g, arch.num_heads, arch.num_layers)):
             for w in cons.weights_allowed:
                 if w == "nvfp4" and not g.supports("fp4"):
                     continue
@@ -332,6 +353,7 @@ def screen(
                         gpus_per_replica=n,
                         tp=tp,
                         pp=pp,
+                        ep=ep,
                         weights=w,
                         kv_dtype=kv,
                         usd_per_gpu_hour=price.usd_per_gpu_hour if price else None,
@@ -369,7 +391,7 @@ def _screen_one(
     sm = StepModel.from_config(cfg)
     I = max(1, round(i_mean))
     ctx = i_mean + o_mean / 2
-    ttft1 = float(sm.iteration_s(I, I * (I + 1) / 2, 0))
+    ttft1 = float(sm.iteration_s(I, I * (I + 1) / 2, 0, 1))
     itl1 = float(sm.iteration_s(1, ctx, ctx))
     upd = {"batch_1_ttft_s": ttft1, "batch_1_itl_s": itl1, "bottleneck": sm.bound(1, ctx, ctx)}
     misses = []
@@ -442,6 +464,7 @@ def _pick(goal: ServingGoal, c: Candidate) -> Pick:
         gpus_per_replica=c.gpus_per_replica,
         tp=c.tp,
         pp=c.pp,
+        ep=c.ep,
         weights=c.weights,
         kv_dtype=c.kv_dtype,
         replicas=c.replicas or 0,

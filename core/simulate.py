@@ -152,12 +152,12 @@ def max_throughput(
     ``c = I + (O - 2) / 2`` and ``rho I`` prefill tokens; when that exceeds the token budget ``K``
     the batch settles lower, at ``B = K / (1 + (I - 1) / O)``::
 
-        t = iteration_s(T = B - rho + rho I,  A = (B - rho)(c + 1) + rho I (I + 1) / 2,  R = (B - rho) c)
+        t = pipelined_s(T = B - rho + rho I,  A = (B - rho)(c + 1) + rho I (I + 1) / 2,  R = (B - rho) c)
         requests/s = rho / t
 
     Prefill priority: prompts prefilled ``n = min(B, floor(K / I))`` at a time, decodes at batch ``B``::
 
-        1 / requests/s = iteration_s(n I, n I (I + 1) / 2, 0) / n + (O - 1) iteration_s(B, B (c + 1), B c) / B
+        1 / requests/s = pipelined_s(n I, n I (I + 1) / 2, 0) / n + (O - 1) pipelined_s(B, B (c + 1), B c) / B
 
     This is an upper bound the simulation approaches when prefills mix smoothly into decode
     iterations (it ignores the lumpiness of whole-prompt iterations and preemptions).
@@ -182,12 +182,12 @@ def max_throughput(
         T = dec + rho * I
         A = dec * pool.eff(c + 1) + rho * pool.chunk_pairs(0, I)
         R = dec * pool.eff(c)
-        t = float(sm.iteration_s(T, A, R))
+        t = float(sm.pipelined_s(T, A, R, B))  # B sequences: B - rho decoding, rho prefilling
         rps = rho / t
     else:
         n = max(1, min(B, K // I))
-        t_pf = float(sm.iteration_s(n * I, n * pool.chunk_pairs(0, I), 0.0))
-        t = float(sm.iteration_s(B, B * pool.eff(c + 1), B * pool.eff(c)))
+        t_pf = float(sm.pipelined_s(n * I, n * pool.chunk_pairs(0, I), 0.0, n))
+        t = float(sm.pipelined_s(B, B * pool.eff(c + 1), B * pool.eff(c)))
         rps = 1.0 / (t_pf / n + (O - 1) * t / B)
     return Capacity(batch=int(B), requests_per_s=rps, output_tokens_per_s=rps * O, iteration_s=t, limited_by=limited)
 
@@ -242,7 +242,7 @@ def simulate(cfg: RabitConfig, spec: SimSpec, *, timing: str = "auto", budget: W
     """Simulate one replica of ``cfg`` serving the workload ``spec`` (deterministic in ``spec.seed``).
 
     ``timing``: ``"auto"`` (the tabulated closed form when it reproduces the step model, which the
-    constructor checks), ``"direct"`` (always call ``StepModel.iteration_s``; the reference).
+    constructor checks), ``"direct"`` (always call ``StepModel.pipelined_s``; the reference).
     Raises ``ValueError`` when the replica has no room for a KV cache, and
     :class:`core.limits.BudgetExceeded` (a ``ValueError``) past the work ``budget`` (default: the
     shared server's, :class:`core.limits.WorkBudget`).

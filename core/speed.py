@@ -255,7 +255,9 @@ def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int) -> _Prefill:
     a_seq = _attended_pairs(sm.model, c, I)
     r_seq = float(sm.kv_read_tokens(c))
     T, A, R = float(batch * u), batch * a_seq, batch * r_seq
-    return _Prefill(batch, I, c, u, T, A, R, iteration(sm, T, A, R), iteration(sm, float(u), a_seq, r_seq))
+    return _Prefill(
+        batch, I, c, u, T, A, R, iteration(sm, T, A, R, float(batch)), iteration(sm, float(u), a_seq, r_seq, 1.0)
+    )
 
 
 @dataclass(frozen=True)
@@ -961,12 +963,13 @@ def fmt_s(x: float) -> str:
 def _draft_step_model(cfg: RabitConfig) -> StepModel:
     """The draft model on the target's GPUs: the same TP where its heads allow, one stage, no scheduler cost.
 
-    The draft's passes share the target's scheduler iteration, so their step overhead is not charged again.
+    The draft's passes share the target's scheduler iteration, so their step overhead and per-sequence
+    bookkeeping are not charged again (their kernel launches and sampling are).
     """
     dm = catalog.model(cfg.draft_model)
     tp = max(d for d in range(1, cfg.tp + 1) if cfg.tp % d == 0 and dm.num_heads % d == 0)
     dcfg = cfg.with_(model=cfg.draft_model, custom_model=None, tp=tp, pp=1, ep=1)
-    return replace(StepModel.from_config(dcfg), overhead_s=0.0)
+    return replace(StepModel.from_config(dcfg), overhead_s=0.0, seq_overhead_s=0.0)
 
 
 def spec_numbers(cfg: RabitConfig, sm: StepModel, d: _Decode):
@@ -991,7 +994,7 @@ def spec_numbers(cfg: RabitConfig, sm: StepModel, d: _Decode):
     T_v = float(b * (k + 1))
     A_v = b * sum(float(sm.kv_read_tokens(d.ctx + j)) for j in range(1, k + 2))
     R_v = b * d.s_read
-    verify = iteration(sm, T_v, A_v, R_v)
+    verify = iteration(sm, T_v, A_v, R_v, float(b))  # b sequences, k + 1 tokens each
     return E, draft_s, detail, verify, T_v, A_v, R_v
 
 

@@ -35,6 +35,8 @@ from core.speed import (
     spec_numbers,
     fmt_s,
 )
+from pydantic import BaseModel, ConfigDict
+
 from core.trace import NO_TRACE
 from core.units import US
 from core.catalog import fabric_of, gpu_of, model_of
@@ -290,7 +292,8 @@ def textbook_comparison(cfg: RabitConfig) -> TextbookComparison:
             t_c = 2 * bb * P_textbook / (tp * pp) / (pi * TEXTBOOK_MFU)
         t_x = sm.scalar_parts(float(bb), bb * d.s_att, bb * d.s_read)[2] if comm else 0.0
         hops = sm.hops_s(bb) if (comm and micro) else 0.0
-        return pp * (max(t_c, t_m) + t_x) + hops + (sm.overhead_s if ovh else 0.0)
+        fixed = sm.fixed_s(sm.stage_parts(float(bb), 0.0, 0.0)[3], float(bb)) if ovh else 0.0
+        return pp * (max(t_c, t_m) + t_x) + hops + fixed
 
     flags = [False] * 7
     rows: list[GapRow] = []
@@ -349,7 +352,12 @@ def textbook_comparison(cfg: RabitConfig) -> TextbookComparison:
         "(NCCL tuning model); the textbook example adds about 1.1 ms (11.8 - 10.7) without a formula",
     )
     flags[6] = True
-    add("Scheduler / launch overhead per step", dec(*flags), f"{a.step_overhead_ms:g} ms (vLLM V1 with CUDA graphs)")
+    add(
+        "Fixed costs per step: scheduler, kernel launches, per-sequence work and sampling",
+        dec(*flags),
+        f"{a.step_overhead_ms:g} ms + {sm.kernels_per_stage:,.0f} kernels per stage x "
+        f"{a.graph_launch_us:g} us (CUDA graph) + {a.seq_overhead_us:g} us and the sampler's logits per sequence",
+    )
     add(
         "Mean over the output (ours)",
         d.mean_s,
@@ -403,5 +411,67 @@ def textbook_comparison(cfg: RabitConfig) -> TextbookComparison:
         f"{sm.ar_per_iter:g} all-reduces per stage of T x h x 2 B = {T * m.hidden_size * 2 / 1e6:,.4g} MB each; "
         "the textbook chain charges none",
     )
-    add("Scheduler / launch overhead", pf.it.time_s, f"{a.step_overhead_ms:g} ms per iteration")
+    add(
+        "Fixed costs: scheduler, kernel launches, per-sequence work and sampling",
+        pf.it.time_s,
+        f"{a.step_overhead_ms:g} ms + {sm.kernels_per_stage:,.0f} kernels per stage "
+        f"({'graph' if T <= sm.graph_max_tokens else 'eager'}) + {pf.batch} sequences sampled",
+    )
     return TextbookComparison(decode=decode_rows, prefill=tuple(rows))
+
+
+# --- expert parallelism for a MoE model ---------------------------------------------------------------
+
+
+class EpOption(BaseModel):
+    """One way to place a MoE model's routed experts on the replica (EP 1: every expert split by TP)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ep: int
+    decode_step_s: float
+    prefill_s: float
+    comm_s_per_step: float  # exposed TP all-reduces + EP all-to-alls + hops, one decode step
+    tokens_per_s: float
+    problem: str = ""  # why this EP cannot run here (empty when it can)
+
+
+def ep_options(cfg: RabitConfig) -> tuple[EpOption, ...]:
+    """The decode step, TTFT and communication of a MoE config at EP 1 and at each EP from TP to TP x DP.
+
+    Empty for a dense model. Each option is the same config with ``ep`` changed, timed by the one step model:
+    with EP the routed experts sit whole on their GPUs and a MoE layer swaps its MLP all-reduce for a dispatch
+    and a combine all-to-all on the GPU's fabric (vLLM ``--enable-expert-parallel``).
+    """
+    from core.validate import problems
+
+    m = model_of(cfg)
+    if not m.is_moe:
+        return ()
+    nan = math.nan
+    out = []
+    # EP 1 and each EP that spreads the experts over at least the TP ranks (an EP below TP would hold more
+    # expert bytes per GPU than splitting them by TP)
+    for ep in (1, *(e for e in (2, 4, 8, 16, 32, 64) if cfg.tp <= e <= cfg.tp * cfg.dp and e > 1)):
+        c = cfg.with_(ep=ep)
+        blocking = [p.message for p in problems(c) if p.blocking]
+        if blocking:
+            out.append(
+                EpOption(
+                    ep=ep, decode_step_s=nan, prefill_s=nan, comm_s_per_step=nan, tokens_per_s=nan, problem=blocking[0]
+                )
+            )
+            continue
+        sm = StepModel.from_config(c)
+        d = decode_numbers(sm, c, c.batch)
+        pf = prefill_numbers(sm, c, c.batch)
+        out.append(
+            EpOption(
+                ep=ep,
+                decode_step_s=d.mean_s,
+                prefill_s=pf.it.time_s,
+                comm_s_per_step=d.mid.pp * d.mid.comm_s + d.mid.hops_s,
+                tokens_per_s=c.batch / d.mean_s * replicas_of(c),
+            )
+        )
+    return tuple(out)

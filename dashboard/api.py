@@ -18,7 +18,8 @@ from core.catalog import CatalogError, parse_prices
 from core.optimizer import Constraints, ServingGoal
 from core.runs import CSV_COLUMNS, METRICS, RunError, csv_template, parse_file, parse_rows
 from core.deadline import deadline_choice
-from core.diagnose import RULES, Expectation
+from core.engines import CUDA_GRAPH_MAX_TOKENS, ENGINE_LABELS, engine_defaults
+from core.diagnose import RULES, Expectation, measured_p95
 from core.limits import MAX_TABLE_BYTES, BudgetExceeded, decode_text
 from core.next_experiment import NextExperimentSpec, outcomes
 from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates, sim_spec, sweep_rates
@@ -27,7 +28,7 @@ from core.speed_views import default_batches
 from core.training import MAX_GPUS, budget_problem, goal_from_inputs
 from core.config import RabitConfig, training_goal_args
 from core.training import TrainingGoal
-from core.uncertainty import at_bound
+from core.uncertainty import at_bound, outside
 from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
 
 __all__ = [
@@ -62,10 +63,15 @@ __all__ = [
     "ServingGoal",
     "ValidationError",
     "at_bound",
+    "measured_p95",
+    "outside",
     "budget_problem",
     "catalog",
     "choices",
     "deadline_choice",
+    "CUDA_GRAPH_MAX_TOKENS",
+    "ENGINE_LABELS",
+    "engine_defaults",
     "default_batches",
     "default_rate",
     "fmt_bytes",

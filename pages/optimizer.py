@@ -214,6 +214,7 @@ if view == "Serving":
                 "GPUs/replica": c.gpus_per_replica,
                 "TP": c.tp,
                 "PP": c.pp,
+                "EP": c.ep,
                 "weights": c.weights,
                 "KV": c.kv_dtype,
                 "replicas": c.replicas,

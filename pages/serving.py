@@ -7,8 +7,12 @@ from dashboard.api import (
     MAX_TABLE_BYTES,
     ValidationError,
     at_bound,
+    catalog,
+    CUDA_GRAPH_MAX_TOKENS,
+    ENGINE_LABELS,
     choices,
     decode_text,
+    engine_defaults,
     default_rate,
     fmt_num,
     fmt_time,
@@ -74,6 +78,24 @@ with len_col:
             st.error(f"That trace cannot be used: {plain(exc, 300)}")
 with sch_col:
     st.subheader("Scheduler")
+    gpu_spec = catalog.gpu(cfg.gpu)
+    st.selectbox("Serving engine", choices.ENGINES, key=K("workload.engine"), format_func=ENGINE_LABELS.get)
+    eng = engine_defaults(cfg.workload.engine, gpu_spec)
+
+    def _apply_engine_defaults(d=eng) -> None:
+        for field, value in d.spec_fields().items():
+            st.session_state[K(f"workload.{field}")] = value
+
+    w = cfg.workload
+    differs = [f"{f} {getattr(w, f)} (default {v})" for f, v in eng.spec_fields().items() if getattr(w, f) != v]
+    st.caption(
+        f"{ENGINE_LABELS[eng.engine]} on {cfg.gpu}: max batch {eng.max_batch:,}, token budget "
+        f"{eng.token_budget:,}, {choices.ADMISSION_LABELS[eng.admission]}, prefix caching "
+        f"{'on' if eng.prefix_caching else 'off'}; CUDA graphs for iterations up to "
+        f"{CUDA_GRAPH_MAX_TOKENS[eng.engine]:,} tokens, eager kernel launches beyond ({eng.source})."
+        + (f" Differs here: {'; '.join(differs)}." if differs else " These settings are its defaults.")
+    )
+    st.button(f"Use {ENGINE_LABELS[eng.engine]}'s defaults", on_click=_apply_engine_defaults, disabled=not differs)
     st.radio(
         "Policy",
         choices.SCHEDULER_POLICIES,
@@ -92,6 +114,7 @@ with sch_col:
         horizontal=True,
         format_func=choices.ADMISSION_LABELS.get,
     )
+    st.checkbox("Prefix caching (a preempted request finds its blocks again)", key=K("workload.prefix_caching"))
     c1, c2 = st.columns(2)
     c1.number_input("Timeout [s] (0 = none)", 0.0, 1e6, key=K("workload.timeout_s"))
     c2.number_input("Seed", 0, 2**31 - 1, key=K("workload.seed"))

@@ -220,3 +220,22 @@ def test_cli_emit_k8s_and_json():
     assert payload["launch"]["kind"] == "sglang" and "sglang.launch_server" in payload["launch"]["text"]
     bad = _cli(*base, "--emit", "tgi")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "engine, flag, value",
+    [
+        # vLLM engine args: --enable-expert-parallel (EP size = TP x DP); SGLang server arguments: --ep-size;
+        # trtllm-serve: --ep_size
+        ("vllm", "--enable-expert-parallel", ""),
+        ("sglang", "--ep-size", "8"),
+        ("trtllm", "--ep_size", "8"),
+    ],
+)
+def test_expert_parallel_picks_launch_with_the_engines_ep_flag(engine, flag, value):
+    p = pick(n=8, tp=8).model_copy(update={"ep": 8})
+    f = flags(argv_of(command(engine, launch_spec(p, GOAL))))
+    assert f[flag] == value
+    assert set(f) - DOCS[engine] == {flag}  # the one flag only an EP pick adds
+    plain = flags(argv_of(command(engine, launch_spec(pick(n=8, tp=8), GOAL))))
+    assert flag not in plain

@@ -4,6 +4,7 @@ import pytest
 
 import core.optimizer as opt
 from core.optimizer import Constraints, ServingGoal, pareto, recommend
+from core.step import StepModel
 from core.simulate import Lengths, SimSpec, simulate
 
 SPEC = SimSpec(
@@ -233,3 +234,31 @@ def test_replicas_come_from_the_simulation_in_both_directions():
     assert r.met and r.recommendation.gpus_per_replica == 1 and r.recommendation.replicas == 1
     one = simulate(opt._config(goal, screened[0]), spec.with_(rate_per_s=26.0))
     assert one.summary.e2e_s.p95 <= 60.0 and not one.summary.saturated
+
+
+def test_moe_serving_search_considers_expert_parallelism_with_its_all_to_alls():
+    # Qwen3-235B-A22B: 94 layers, every one MoE (128 experts, top-8). The screen tries each multi-GPU layout
+    # with EP = TP as well (the experts spread whole over the TP ranks); a dense model gets no EP candidates.
+    spec = SimSpec(num_requests=50, input=Lengths(mean=1000), output=Lengths(mean=250))
+    goal = ServingGoal(model="qwen3-235b-a22b", rate_per_s=2.0, workload=spec, p95_ttft_s=5.0, p95_e2e_s=60.0)
+    cons = Constraints(gpus_allowed=("h100-sxm", "h100-pcie"), weights_allowed=("fp8",), kv_allowed=("fp8",))
+    cands = opt.screen(goal, cons, catalog.prices())
+    ep = [c for c in cands if c.ep > 1]
+    assert ep and all(c.ep == c.tp for c in ep)
+    assert {(c.gpu, c.tp, c.pp) for c in ep} == {(c.gpu, c.tp, c.pp) for c in cands if c.tp > 1}
+    assert any("EP 8" in c.label for c in ep)
+    dense = opt.screen(GOAL, Constraints(gpus_allowed=("h100-sxm",)), catalog.prices())
+    assert all(c.ep == 1 for c in dense)
+    # With EP each MoE layer trades its MLP all-reduce for a dispatch and a combine all-to-all: 188 all-reduces
+    # (2 x 94) become 94, plus 188 all-to-alls, priced on the GPU's own fabric: NVLink (h100-sxm) against PCIe.
+    sms = {}
+    for g in ("h100-sxm", "h100-pcie"):
+        c = next(c for c in ep if c.gpu == g and c.tp == 8 and c.pp == 1)
+        sms[g] = StepModel.from_config(opt._config(goal, c))
+        assert sms[g].ar_per_iter == 94 and sms[g].a2a_per_iter == 188
+    a2a = {g: sm.ep_a2a_alpha + sm.ep_a2a_beta * 64 for g, sm in sms.items()}
+    assert a2a["h100-pcie"] > 2 * a2a["h100-sxm"] > 0
+    # a screened EP candidate carries its all-to-all cost into the step it is judged by
+    c8 = next(c for c in ep if c.gpu == "h100-sxm" and c.tp == 8 and not c.pruned)
+    no_ep = next(c for c in cands if (c.gpu, c.tp, c.pp, c.ep) == ("h100-sxm", 8, 1, 1))
+    assert c8.batch_1_itl_s != no_ep.batch_1_itl_s

@@ -63,3 +63,22 @@ def test_workload_survives_another_page_and_travels_in_the_link(clear_cache):
     at.switch_page("../pages/serving.py").run()
     assert not at.exception
     assert at.number_input(key="cfg.workload.rate_per_s").value == 4.0
+
+
+def test_engine_choice_sets_its_documented_defaults_and_the_launch_cost(clear_cache):
+    at = open_serving(num_requests=60, rate_per_s=2.0)
+    assert at.selectbox(key="cfg.workload.engine").value == "vllm"
+    assert any("vLLM on h100-sxm" in c.value for c in at.caption)
+    # TensorRT-LLM: max_batch_size 2,048, GUARANTEED_NO_EVICT (reserve), CUDA graphs up to 128 tokens
+    at.selectbox(key="cfg.workload.engine").set_value("trtllm").run()
+    assert not at.exception
+    cap = next(c.value for c in at.caption if "TensorRT-LLM on h100-sxm" in c.value)
+    assert "128 tokens" in cap and "Differs here" in cap
+    before = tiles(at)
+    next(b for b in at.button if "TensorRT-LLM" in b.label).click().run()
+    assert not at.exception
+    assert at.session_state["cfg.workload.admission"] == "reserve"
+    assert at.session_state["cfg.workload.max_batch"] == 2048
+    assert at.session_state["cfg.workload.token_budget"] == 8192
+    assert any("These settings are its defaults" in c.value for c in at.caption)
+    assert tiles(at) != before  # the simulation reran with the engine's scheduler and launch costs

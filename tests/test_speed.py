@@ -13,8 +13,24 @@ from core.speed_views import batch_sweep, decode_curve, default_batches, rooflin
 EXAMPLE = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)
 # Llama-3.1-70B: 70,553,706,496 parameters, of which 1,050,673,152 (128,256 x 8,192) are the input embedding.
 P_70B, EMB_70B = 70_553_706_496, 128_256 * 8_192
-# Fixed cost of an iteration: the scheduler overhead assumption, 0.5 ms.
-T_O_70B = T_O_8B = 0.5e-3
+# Fixed costs of an iteration (core.step: t_o = t_step + pp n_k t_k + S (t_seq + V y_v / (BW eta_bw))), with
+# the base assumptions: scheduler step 0.5 ms; kernel launches 1 us each from a CUDA graph (iterations of at most
+# vLLM's 512 tokens), 5 us eager; per sequence 2 us of bookkeeping + sampling 128,256 x 16 B of logits at
+# 3.35 TB/s x 0.75 = 0.8167 us (H100) or 4.8 TB/s x 0.75 = 0.5700 us (H200).
+T_STEP = 0.5e-3
+SEQ_H100 = 2e-6 + 128_256 * 16 / (3.35e12 * 0.75)
+SEQ_H200 = 2e-6 + 128_256 * 16 / (4.8e12 * 0.75)
+# Llama-3.1-70B at TP 8: 80 layers x (10 + 2 all-reduces) + 3 = 963 kernels per iteration.
+KERNELS_70B_TP8 = 80 * 12 + 3
+# Llama-3.1-8B on one GPU: 32 layers x 10 + 3 = 323 kernels.
+KERNELS_8B_TP1 = 32 * 10 + 3
+# The worked example's decode step (batch 32, graph): 0.5 + 0.963 + 32 x 2.8167e-3 ms = 1.553 ms.
+T_O_70B_DECODE = T_STEP + KERNELS_70B_TP8 * 1e-6 + 32 * SEQ_H100
+# Its prefill (131,072 tokens, eager, 32 prompts sampled): 0.5 + 4.815 + 0.090 ms = 5.405 ms.
+T_O_70B_PREFILL = T_STEP + KERNELS_70B_TP8 * 5e-6 + 32 * SEQ_H100
+# Llama-3.1-8B, one decode sequence: 0.5 + 0.323 + 0.0028 ms = 0.826 ms (H100); 0.8257 ms (H200).
+T_O_8B = T_STEP + KERNELS_8B_TP1 * 1e-6 + SEQ_H100
+T_O_8B_H200 = T_STEP + KERNELS_8B_TP1 * 1e-6 + SEQ_H200
 
 
 def test_worked_example_decode_by_hand_and_within_the_expected_window():
@@ -29,7 +45,7 @@ def test_worked_example_decode_by_hand_and_within_the_expected_window():
     t_comm = 160 * (8e-6 + 5e-6 + 32 * 8192 * 2 / (450e9 * 0.8))
     assert d.at_mean.memory_s == pytest.approx(t_mem, rel=1e-9)
     assert d.at_mean.comm_s == pytest.approx(t_comm, rel=1e-9)
-    assert d.step_s == pytest.approx(t_mem + t_comm + T_O_70B, rel=1e-9)  # 12.934 ms
+    assert d.step_s == pytest.approx(t_mem + t_comm + T_O_70B_DECODE, rel=1e-9)  # 13.987 ms
     assert d.bound == "memory"
     # Issue 3: between the textbook chain's 11.8 ms and measured kernels' ~16 ms.
     assert 11.8e-3 <= d.step_s <= 16e-3
@@ -47,7 +63,7 @@ def test_worked_example_ttft_by_hand_and_within_the_expected_window():
     # NVLS all-reduce of 131,072 x 8,192 x 2 B = 2.15 GB: 13 us + 2.147e9 / 3.6e11 = 5.978 ms; x 160 = 0.957 s.
     t_comm = 160 * (13e-6 + T * 8192 * 2 / (450e9 * 0.8))
     assert p.iteration.compute_s == pytest.approx(t_cmp, rel=1e-9)
-    assert p.ttft_s == pytest.approx(t_cmp + t_comm + T_O_70B, rel=1e-9)  # 4.639 s
+    assert p.ttft_s == pytest.approx(t_cmp + t_comm + T_O_70B_PREFILL, rel=1e-9)  # 4.644 s
     assert p.bound == "compute"
     assert 2.7 <= p.ttft_s <= 5.0
 
@@ -287,4 +303,94 @@ def test_attention_has_its_own_roofline_at_long_context():
         2 * 7504924672 * 65 / (989e12 * 0.65) + 4 * 32 * 4096 * (R + 1) / (989e12 * 0.65), rel=1e-6
     )
     assert t_cmp < 0.3 * t_mem and sm.bound(1.0, R + 1, R) == "memory"
-    assert sm.iteration_s(1.0, R + 1, R) == pytest.approx(t_mem + T_O_8B, rel=1e-9)
+    assert sm.iteration_s(1.0, R + 1, R) == pytest.approx(t_mem + T_O_8B_H200, rel=1e-9)
+
+
+def test_fixed_per_step_costs_kernel_launches_graph_then_eager():
+    # Llama-3.1-8B on one H100 under vLLM: 323 kernels per iteration (32 layers x 10 + 3). Up to the capture
+    # size (512 tokens) they replay from a CUDA graph at 1 us each = 0.323 ms; at 513 tokens they launch eagerly
+    # at 5 us each = 1.615 ms: a jump of 323 x 4 us = 1.292 ms in the launch term alone.
+    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1)
+    sm = StepModel.from_config(cfg)
+    assert sm.kernels_per_stage == KERNELS_8B_TP1
+    assert sm.stage_parts(512.0, 0.0, 0.0)[3] == pytest.approx(KERNELS_8B_TP1 * 1e-6, rel=1e-12)
+    assert sm.stage_parts(513.0, 0.0, 0.0)[3] == pytest.approx(KERNELS_8B_TP1 * 5e-6, rel=1e-12)
+    jump = sm.iteration_s(513.0, 0.0, 0.0) - sm.iteration_s(512.0, 0.0, 0.0)
+    assert jump > KERNELS_8B_TP1 * 4e-6  # the launch jump plus one more token's work
+    # SGLang captures up to 256 tokens (core.engines): 300 tokens run eagerly there, from a graph under vLLM.
+    sg = StepModel.from_config(cfg.with_(workload=cfg.workload.model_copy(update={"engine": "sglang"})))
+    assert sg.stage_parts(300.0, 0.0, 0.0)[3] == pytest.approx(KERNELS_8B_TP1 * 5e-6, rel=1e-12)
+    assert sm.stage_parts(300.0, 0.0, 0.0)[3] == pytest.approx(KERNELS_8B_TP1 * 1e-6, rel=1e-12)
+    # pipeline stages each launch their share: 4 stages of 8 layers launch (8 x 10 + 3/4) kernels each
+    pp4 = StepModel.from_config(RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=4, tp=1, pp=4))
+    assert pp4.kernels_per_stage == pytest.approx(8 * 10 + 0.75)
+
+
+def test_fixed_per_step_costs_grow_with_the_sequences_scheduled():
+    # Per sequence: 2 us of bookkeeping + sampling 128,256 FP32 logits x 4 passes = 2.05 MB at 2.51 TB/s
+    # (0.8167 us) = 2.8167 us. A 1,000-sequence decode step pays 999 x 2.8167 us = 2.814 ms more than a
+    # one-sequence iteration of the same tokens and traffic.
+    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1)
+    sm = StepModel.from_config(cfg)
+    d = sm.iteration_s(1000.0, 1000 * 513.0, 1000 * 512.0, 1000) - sm.iteration_s(1000.0, 1000 * 513.0, 1000 * 512.0, 1)
+    assert d == pytest.approx(999 * SEQ_H100, rel=1e-9)
+    assert sm.iteration_s(1000.0, 5e5, 5e5) == sm.iteration_s(1000.0, 5e5, 5e5, 1000)  # decode: S defaults to T
+    # a prefill of 32 prompts is charged for 32 sequences, not for its 131,072 tokens
+    p = prefill(EXAMPLE)
+    assert p.iteration.seqs == 32 and p.iteration.overhead_s == pytest.approx(T_O_70B_PREFILL, rel=1e-9)
+
+
+def test_fixed_per_step_costs_dominate_a_small_batch_and_can_be_switched_off():
+    # Batch-1 decode of Llama-3.1-8B on one H100: the streamed weights take 5.974 ms; the fixed costs (0.826 ms)
+    # are 12% of the step. Set every fixed cost to zero and the step is the roofline alone (the textbook chain).
+    cfg = RabitConfig(
+        model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1, input_tokens=1, output_tokens=2
+    )
+    d = decode(cfg)
+    assert d.at_mean.overhead_s == pytest.approx(T_O_8B, rel=1e-9)
+    zero = cfg.assumptions.with_(step_overhead_ms=0, graph_launch_us=0, seq_overhead_us=0, sample_bytes_per_vocab=0)
+    d0 = decode(cfg.with_(assumptions=zero))
+    assert d0.at_mean.overhead_s == 0.0
+    assert d.step_s - d0.step_s == pytest.approx(T_O_8B, rel=1e-6)
+    # at batch 1 the fixed costs are a larger share of the step than at batch 256 (per-token cost falls)
+    big = decode(cfg.with_(batch=256))
+    assert d.at_mean.overhead_s / d.step_s > 0.1
+    assert big.at_mean.overhead_s / 256 < d.at_mean.overhead_s / 1
+
+
+def test_moe_expert_gemms_ramp_on_the_rows_each_expert_receives():
+    # Mixtral-8x7B, BF16, TP 2 on H100: one routed expert is 3 x 4,096 x 14,336 = 176,160,768 parameters; the
+    # routed FLOPs per token per GPU are f_e = 2 x 2 (top-2) x 176,160,768 x 32 layers / 2 = 11,274,289,152.
+    # A 256-token iteration touches E_T = 8 (1 - (6/8)^256) = 8 experts, so each expert GEMM sees
+    # t_e = 256 x 2 / 8 = 64 rows and runs at 64 / (64 + 64) = 50% of the ceiling, not at the whole
+    # iteration's 256 / 320 = 80%.
+    cfg = RabitConfig(model="mixtral-8x7b", gpu="h100-sxm", gpus_per_node=2, tp=2, batch=1)
+    sm = StepModel.from_config(cfg)
+    f_e = 2 * 2 * 176_160_768 * 32 / 2
+    assert sm.expert_flop_per_token == pytest.approx(f_e, rel=1e-12)
+    pi = 989e12 * 0.65
+    T = 256.0
+    t_c = (sm.flop_per_token - f_e) * T / (pi * 256 / 320) + f_e * T / (pi * 64 / 128)
+    assert sm.scalar_parts(T, 0.0, 0.0)[0] == pytest.approx(t_c, rel=1e-9)
+    # permute + un-permute: 32 layers x 2 (2 + 1) x 4,096 x 2 B = 1,572,864 B per token, on the memory side
+    assert sm.route_bytes_per_token == 32 * 2 * 3 * 4096 * 2
+    # the per-expert penalty fades as each expert's share of the tokens grows: 8,192 tokens give 2,048 rows
+    dense_like = [(sm.flop_per_token * x / (pi * x / (x + 64))) for x in (256.0, 8192.0)]
+    moe = [sm.scalar_parts(x, 0.0, 0.0)[0] for x in (256.0, 8192.0)]
+    assert moe[0] / dense_like[0] > moe[1] / dense_like[1] > 1.0
+    # a dense model has no expert term
+    assert StepModel.from_config(EXAMPLE).expert_flop_per_token == 0.0
+
+
+def test_speed_views_compare_expert_parallelism_for_a_moe_model():
+    from core.speed_views import ep_options
+
+    cfg = RabitConfig(model="deepseek-v3", gpu="h200-sxm", tp=8, weights="fp8", batch=32)
+    opts = {o.ep: o for o in ep_options(cfg)}
+    assert set(opts) == {1, 8}
+    for ep, o in opts.items():  # each row is the one step model with that EP
+        assert o.decode_step_s == decode(cfg.with_(ep=ep)).step_s
+        assert o.prefill_s == prefill(cfg.with_(ep=ep)).ttft_s
+    # EP 8 trades 58 MLP all-reduces for 116 all-to-alls per step: more exposed communication on NVLink here
+    assert opts[8].comm_s_per_step > opts[1].comm_s_per_step
+    assert ep_options(EXAMPLE) == ()  # a dense model has no experts to place

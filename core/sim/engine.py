@@ -596,7 +596,8 @@ class Engine:
                 f, s = self._chunk_blocks(c, n)
                 self.full_blocks += f
                 self.slide_blocks += s
-        dt = tm.one(T, A, R)
+        # sequences scheduled: every decoding one and each prompt with a chunk (each is sampled or tracked)
+        dt = tm.one(T, A, R, (self.num_decoding if decoding else 0) + len(chunks))
         self.busy_s += dt
         self.prefill_s += dt - (tm.one(self.num_decoding, A_d, R_d) if decoding else 0.0)
         self.iterations += 1

@@ -1,11 +1,14 @@
 """Iteration times for the simulator, from :class:`core.speed.StepModel`, fast enough for runs of iterations.
 
-The step model's iteration time has the shape (``core.speed``)::
+The step model's iteration time of a whole batch, its pipeline kept busy by micro-batches
+(``StepModel.pipelined_s``; ``StepModel.iteration_s`` without a pipeline), has the shape (``core.speed``)::
 
     t(T, A, R) = pp * max( c0(T) + c1(T) A,  m0(T) + m1(T) R ) + x(T)
 
 compute is affine in the attended pairs ``A`` for a given token count ``T``, memory traffic is affine
-in the cached tokens read ``R``, and communication, hops and overhead depend on ``T`` only.
+in the cached tokens read ``R``, and communication, hops and kernel launches depend on ``T`` only; the fixed
+cost per scheduled sequence is one constant (``StepModel.seq_cost_s``), tabulated with ``S = T`` (decode) and
+corrected by ``(S - T)`` for iterations that carry prefill chunks.
 :class:`LinearTiming` tabulates the five coefficients per ``T`` from ``StepModel.parts`` and
 ``StepModel.iteration_s`` (one vectorised call), so an iteration costs a few float operations, and
 a run of ``k`` decode iterations whose ``A`` and ``R`` grow by ``g`` per iteration has a closed-form
@@ -43,20 +46,24 @@ class LinearTiming:
 
     def __init__(self, sm: StepModel, pp: int, t_max: int) -> None:
         self.sm, self.pp = sm, float(pp)
+        self.q = sm.seq_cost_s
         self.t_max = t_max
         T = np.arange(t_max + 1, dtype=float)
         self.c0, self.c1, self.m0, self.m1, self.x = (a.tolist() for a in self._coeffs(T))
         self._extra: dict[int, tuple[float, float, float, float, float]] = {}
 
     def _coeffs(self, T: np.ndarray) -> tuple[np.ndarray, ...]:
+        # with a pipeline the batch runs as m = min(pp, T) micro-batches of T / m tokens (StepModel.pipelined_s)
+        mb = np.asarray(self.sm.micro_batches(T), dtype=float)
+        Tm = T / mb
         z = np.zeros_like(T)
         with np.errstate(divide="ignore", invalid="ignore"):
-            c_0, m_0, _, _ = self.sm.parts(T, z, z)
-            c_b, m_b, _, _ = self.sm.parts(T, z + _BIG, z + _BIG)
-            total0 = self.sm.iteration_s(T, z, z)
+            c_0, m_0, _, _ = self.sm.parts(Tm, z, z)
+            c_b, m_b, _, _ = self.sm.parts(Tm, z + _BIG, z + _BIG)
+            total0 = self.sm.pipelined_s(T, z, z)
         c_0, m_0, c_b, m_b = (np.broadcast_to(np.asarray(a, dtype=float), T.shape) for a in (c_0, m_0, c_b, m_b))
         x = np.broadcast_to(np.asarray(total0, dtype=float), T.shape) - self.pp * np.maximum(c_0, m_0)
-        return c_0, (c_b - c_0) / _BIG, m_0, (m_b - m_0) / _BIG, x
+        return c_0, (c_b - c_0) / _BIG / mb, m_0, (m_b - m_0) / _BIG / mb, x
 
     def coeffs(self, T: int) -> tuple[float, float, float, float, float]:
         if T <= self.t_max:
@@ -67,15 +74,22 @@ class LinearTiming:
             got = self._extra[T] = (c0, c1, m0, m1, x)  # memo local to this simulation
         return got
 
-    def one(self, T: int, A: float, R: float) -> float:
-        """Time of one iteration [s] with ``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read."""
+    def one(self, T: int, A: float, R: float, S: int | None = None) -> float:
+        """Time of one iteration [s] with ``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read and
+        ``S`` sequences scheduled (default ``T``: decode)."""
+        if S is None or S == T:
+            extra = 0.0
+        elif self.pp > 1:  # the micro-batches follow the sequences, not the tokens: evaluate directly
+            return float(self.sm.pipelined_s(T, A, R, S))
+        else:
+            extra = (S - T) * self.q
         if T <= self.t_max:
             a = self.c0[T] + self.c1[T] * A
             b = self.m0[T] + self.m1[T] * R
-            return self.pp * (a if a > b else b) + self.x[T]
+            return self.pp * (a if a > b else b) + self.x[T] + extra
         c0, c1, m0, m1, x = self.coeffs(T)
         a, b = c0 + c1 * A, m0 + m1 * R
-        return self.pp * (a if a > b else b) + x
+        return self.pp * (a if a > b else b) + x + extra
 
     def run(self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float) -> tuple[int, float]:
         """A run of decode iterations with ``T`` tokens whose ``A`` and ``R`` grow by ``g`` per iteration.
@@ -147,12 +161,12 @@ class ArrayTiming:
     def __init__(self, sm: StepModel) -> None:
         self.sm = sm
 
-    def one(self, T: int, A: float, R: float) -> float:
-        return float(self.sm.iteration_s(T, A, R))
+    def one(self, T: int, A: float, R: float, S: int | None = None) -> float:
+        return float(self.sm.pipelined_s(T, A, R, S))
 
     def run(self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float) -> tuple[int, float]:
         j = np.arange(kmax, dtype=float)
-        t = np.broadcast_to(np.asarray(self.sm.iteration_s(float(T), A0 + g * j, R0 + g * j), dtype=float), j.shape)
+        t = np.broadcast_to(np.asarray(self.sm.pipelined_s(float(T), A0 + g * j, R0 + g * j), dtype=float), j.shape)
         cs = np.cumsum(t)
         k = kmax if budget_s == math.inf else min(kmax, int(np.searchsorted(cs, budget_s, side="left")) + 1)
         return k, float(cs[k - 1])
@@ -164,7 +178,7 @@ def self_check(lin: LinearTiming, sm: StepModel, t_max: int, ctx_max: float, rng
     T = rng.integers(1, t_max + 1, size=n)
     A = rng.uniform(0, 1, size=n) * T * ctx_max
     R = rng.uniform(0, 1, size=n) * T * ctx_max
-    ref = np.asarray(sm.iteration_s(T.astype(float), A, R), dtype=float)
+    ref = np.asarray(sm.pipelined_s(T.astype(float), A, R), dtype=float)
     got = np.array([lin.one(int(t), float(a), float(r)) for t, a, r in zip(T, A, R)])
     return float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300)))
 
