@@ -75,6 +75,7 @@ def scenario(kind: str, cores: set[int], what: str) -> dict:
             while time.time() < deadline and not _warmed(url):
                 time.sleep(0.5)
         cpu0 = _cpu_s(proc.pid)
+        load1 = os.getloadavg()[0]  # the machine's load as the scenario starts (other jobs inflate wall times)
         if what == "alone":
             r = asyncio.run(load.first_loads(url, 1, "", "", 300))
         elif what == "first20":
@@ -86,6 +87,7 @@ def scenario(kind: str, cores: set[int], what: str) -> dict:
                 load.reruns(url, 10, "serving", load.RERUN_KEY, [round(0.30 + 0.02 * i, 2) for i in range(10)], "", 300)
             )
         r["server_cpu_s"] = _cpu_s(proc.pid) - cpu0
+        r["load_avg_1min"] = load1
     finally:
         live.stop(proc)
     r["server"] = {"run": "streamlit run", "serve": "python -m dashboard.serve"}[kind]
@@ -122,8 +124,8 @@ def main() -> int:
             print(
                 f"[{r['server']}, {len(cores)} cores] {r['scenario']}: p50 {f(r['p50_s'])} s, "
                 f"p95 {f(r['p95_s'])} s, max {f(r['max_s'])} s, errors {r['errors']}, "
-                f"server CPU {r['server_cpu_s']:.2f} s ({r['server_cpu_s'] / max(1, r['sessions']):.3f} s a session)"
-                + (f" {r['error_samples']}" if r["error_samples"] else ""),
+                f"server CPU {r['server_cpu_s']:.2f} s ({r['server_cpu_s'] / max(1, r['sessions']):.3f} s a session), "
+                f"load average {r['load_avg_1min']:.2f}" + (f" {r['error_samples']}" if r["error_samples"] else ""),
                 flush=True,
             )
     if a.json:

@@ -1,17 +1,22 @@
 """``rabit assumptions``: every efficiency assumption with its unit, base, low, high, domain, what it moves and
-its source (``--json``: a list of objects with those keys)."""
+its source (``--json``: a list of objects with those keys).
+
+``--assume``, ``--bound`` and ``--config FILE`` as on every subcommand: each row then also has ``value``, the
+value in force (the file's, at the bound, with each ``--assume``), the one every estimate would use.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from cli.common import add_json, emit
+from cli.common import add_json, add_range_args, assumptions_from_args, emit, parse_assume
 from core.assumptions import REGISTRY
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("assumptions", help="every efficiency assumption: unit, base, low, high, what it moves, source")
     add_json(p)
+    add_range_args(p)
     p.set_defaults(func=run)
 
 
@@ -35,12 +40,20 @@ def rows() -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
+    parse_assume(args.assume)
     data = rows()
-    lines = [f"{'name':<26} {'unit':<8} {'base':>9} {'low':>9} {'high':>9}  moves"]
+    changed = bool(args.assume or args.config or args.bound != "base")
+    if changed:
+        now = assumptions_from_args(args)
+        for r in data:
+            r["value"] = getattr(now, r["name"])
+    head = f"{'name':<26} {'unit':<8} {'base':>9} {'low':>9} {'high':>9}"
+    lines = [head + (f" {'in force':>9}" if changed else "") + "  moves"]
     for r in data:
         lines.append(
-            f"{r['name']:<26} {r['unit']:<8} {r['base']:>9.4g} {r['low']:>9.4g} {r['high']:>9.4g}  "
-            f"{', '.join(r['moves'])}"
+            f"{r['name']:<26} {r['unit']:<8} {r['base']:>9.4g} {r['low']:>9.4g} {r['high']:>9.4g}"
+            + (f" {r['value']:>9.4g}" if changed else "")
+            + f"  {', '.join(r['moves'])}"
         )
         lines.append(f"    {r['label']}. Source: {r['source']}")
     lines.append(

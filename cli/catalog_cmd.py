@@ -1,23 +1,37 @@
-"""``rabit models`` and ``rabit gpus``: list the catalog slugs."""
+"""``rabit models`` and ``rabit gpus``: list the catalog slugs.
+
+Both take ``--assume``, ``--bound`` and ``--config`` like every subcommand (a listing has no estimate, so no
+range): the values are checked (exit 2 naming a bad one), and with ``--config FILE`` the JSON names the file's
+model or GPU under ``selected`` and the text marks it with ``*``.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from cli.common import add_json, emit
+from cli.common import add_json, add_range_args, check_range_args, emit
 from core import catalog
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list catalog models")
     add_json(p)
+    add_range_args(p)
     p.set_defaults(func=run_models)
     p = sub.add_parser("gpus", help="list catalog GPUs")
     add_json(p)
+    add_range_args(p)
     p.set_defaults(func=run_gpus)
 
 
+def _mark(cfg, slug: str, chosen: str | None) -> str:
+    """'* ' before the config file's choice, '  ' before the others (nothing without --config)."""
+    return "" if cfg is None else ("* " if slug == chosen else "  ")
+
+
 def run_models(args: argparse.Namespace) -> int:
+    cfg = check_range_args(args)
+    chosen = cfg.model if cfg is not None and cfg.custom_model is None else None
     rows = [
         {
             "slug": s,
@@ -29,15 +43,17 @@ def run_models(args: argparse.Namespace) -> int:
         for s, e in sorted(catalog.models().items())
     ]
     human = "\n".join(
-        f"{r['slug']:<18} {r['name']:<28} {r['total_params'] / 1e9:8.1f}B total "
+        _mark(cfg, r["slug"], chosen) + f"{r['slug']:<18} {r['name']:<28} {r['total_params'] / 1e9:8.1f}B total "
         f"{r['active_params'] / 1e9:7.1f}B active  {r['attention']}"
         for r in rows
     )
-    emit({"models": rows}, args.json, human)
+    emit({"models": rows, **({"selected": chosen} if cfg is not None else {})}, args.json, human)
     return 0
 
 
 def run_gpus(args: argparse.Namespace) -> int:
+    cfg = check_range_args(args)
+    chosen = cfg.gpu if cfg is not None else None
     rows = [
         {
             "slug": s,
@@ -51,10 +67,10 @@ def run_gpus(args: argparse.Namespace) -> int:
         for s, g in sorted(catalog.gpus().items())
     ]
     human = "\n".join(
-        f"{r['slug']:<10} {r['name']:<24} {r['memory_bytes'] / 1e9:6.1f} GB "
+        _mark(cfg, r["slug"], chosen) + f"{r['slug']:<10} {r['name']:<24} {r['memory_bytes'] / 1e9:6.1f} GB "
         f"{r['memory_bw_bytes_per_s'] / 1e12:5.2f} TB/s {r['bf16_flop_per_s'] / 1e12:7.0f} TFLOP/s "
         f"{r['topology']}"
         for r in rows
     )
-    emit({"gpus": rows}, args.json, human)
+    emit({"gpus": rows, **({"selected": chosen} if cfg is not None else {})}, args.json, human)
     return 0

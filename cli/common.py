@@ -344,6 +344,18 @@ def cli_budget(num_requests: int | None) -> WorkBudget:
     return WorkBudget(max_wall_s=CLI_SIM_MAX_WALL_S, progress=progress if sys.stderr.isatty() else None)
 
 
+#: A search from the command line (``recommend``, ``next-experiment``) may also run longer than on the shared
+#: server (core.limits.SEARCH_MAX_WALL_S, NEXT_MAX_WALL_S), but not unboundedly.
+CLI_SEARCH_MAX_WALL_S = 600.0
+
+
+def cli_search_budget(kind: str = "recommend") -> WorkBudget:
+    """The work budget of one CLI search: ``recommend`` (one optimizer search) or ``next-experiment``."""
+    from core.limits import next_budget, search_budget
+
+    return (next_budget if kind == "next-experiment" else search_budget)(max_wall_s=CLI_SEARCH_MAX_WALL_S)
+
+
 def steps_table(steps) -> str:
     rows = [f"  {s.label:<46} {s.shown():>16}" for s in steps]
     return "\n".join(rows)
@@ -531,6 +543,16 @@ def parse_assume(items: list[str]) -> dict[str, float]:
             die(f"rabit: error: argument --assume: {problem}")
         out[name] = value
     return out
+
+
+def check_range_args(args: argparse.Namespace) -> RabitConfig | None:
+    """For a subcommand without a config of its own: check ``--assume`` (exit 2 naming the assumption) and read
+    ``--config FILE`` (exit 2 naming the flag); the file's config with the assumptions in force, or None."""
+    parse_assume(getattr(args, "assume", []))
+    cfg = config_file(args)
+    if cfg is None:
+        return None
+    return cfg.model_copy(update={"assumptions": assumptions_from_args(args)})
 
 
 def config_file(args: argparse.Namespace) -> RabitConfig | None:

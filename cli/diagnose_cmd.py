@@ -10,8 +10,16 @@ leaves the analysis untouched), and the analysis's own prediction (its simulated
 prefix share) is what the divergence and prefix-cache rules compare with. ``--analysis ID`` alone diagnoses the
 telemetry last attached to it.
 
+``--config FILE`` (the dashboard's config JSON) is the analysis whose prediction the rules compare with,
+instead of a saved one; ``--assume NAME=VALUE`` and ``--bound low|base|high`` set the assumptions that prediction
+is made with.
+
 JSON keys (contract, issue 11): ``fired`` (list of {rule, evidence, remedies}), ``not_evaluated`` (list of
-{rule, missing}), ``quiet`` (rules evaluated that did not fire).
+{rule, missing}), ``quiet`` (rules evaluated that did not fire). With a prediction from ``--analysis`` or
+``--config`` also ``expected`` ({p95_ttft_s, p95_itl_s, prefix_cache_frac}, what the rules compared with),
+``measured`` ({p95_ttft_s, p95_itl_s} from the telemetry), ``outside_range`` (the expected keys whose measured
+value lies outside the prediction's heuristic range, with "below" or "above") and ``ranges``
+(``expected.p95_ttft_s``, ``expected.p95_itl_s``) with ``range_basis``.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from cli.common import add_json, die, emit
+from cli.common import add_json, add_range_args, die, emit
 from core.limits import PayloadError, read_regular_file
 
 
@@ -41,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--expect-p95-itl-s", type=float, help="the predicted p95 ITL [s] (instead of --analysis)")
     p.add_argument("--expect-prefix-cache", type=float, help="the share of prompt tokens expected to be cached")
     add_json(p)
+    add_range_args(p)
     p.set_defaults(func=run)
 
 
@@ -70,8 +79,10 @@ def read_metrics(path: str):
 
 
 def run(args: argparse.Namespace) -> int:
+    from cli.common import check_range_args
     from core.diagnose import diagnose
 
+    file_cfg = check_range_args(args)  # --assume checked, --config read (exit 2 naming either)
     for flag, v in (("--expect-p95-ttft-s", args.expect_p95_ttft_s), ("--expect-p95-itl-s", args.expect_p95_itl_s)):
         if v is not None and v <= 0:
             die(f"rabit diagnose: error: argument {flag}: must be positive, got {v:g}")
@@ -105,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
 
         tid = open_store().add_telemetry(analysis.id, tel.fmt, to_payload(tel))
         note = f"attached to analysis {analysis.id} ({analysis.name}) as telemetry {tid}"
-    expect = _expectation(analysis, args)
+    cfg = _prediction_config(file_cfg, analysis, args)
+    expect = _expectation(cfg, args)
     d = diagnose(tel, expect)
     payload = {
         "fired": [
@@ -115,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         "quiet": list(d.quiet),
     }
     lines = [f"{tel.name}: {len(tel.samples):,} samples in {tel.num_series:,} series"] + ([note] if note else [])
+    if cfg is not None:
+        lines += _with_prediction_ranges(payload, cfg, tel, expect, args)
     if not d.fired:
         lines.append("No rule fired.")
     for f in d.fired:
@@ -145,17 +159,33 @@ def _attached(analysis):
         die(f"rabit diagnose: error: argument --analysis: {exc}")
 
 
-def _expectation(analysis, args: argparse.Namespace):
-    """The saved analysis's prediction, with any --expect-* flag given alongside winning."""
+def _prediction_config(file_cfg, analysis, args: argparse.Namespace):
+    """The analysis whose prediction the rules compare with: ``--config FILE``, else the saved analysis's config,
+    with the assumptions ``--assume`` and ``--bound`` set (None without either)."""
+    if file_cfg is not None:
+        return file_cfg
+    if analysis is None:
+        return None
+    from cli.common import assumptions_from_args
+
+    return analysis.config.model_copy(update={"assumptions": assumptions_from_args(args)})
+
+
+def _expectation(cfg, args: argparse.Namespace):
+    """The analysis's prediction, with any --expect-* flag given alongside winning."""
     from core.diagnose import Expectation, expectation_of
 
     base = Expectation()
-    if analysis is not None:
+    if cfg is not None:
         try:
-            base = expectation_of(analysis.config)
+            base = expectation_of(cfg)
         except (ValueError, KeyError):  # a config the simulator cannot run (e.g. a training analysis)
-            base = Expectation(prefix_cache_frac=analysis.config.prefix_cache_frac or None)
-    given = {
+            base = Expectation(prefix_cache_frac=cfg.prefix_cache_frac or None)
+    return base.model_copy(update=_given(args))
+
+
+def _given(args: argparse.Namespace) -> dict:
+    return {
         k: v
         for k, v in (
             ("p95_ttft_s", args.expect_p95_ttft_s),
@@ -164,4 +194,36 @@ def _expectation(analysis, args: argparse.Namespace):
         )
         if v is not None
     }
-    return base.model_copy(update=given)
+
+
+def _with_prediction_ranges(payload: dict, cfg, tel, expect, args: argparse.Namespace) -> list[str]:
+    """Add the prediction, the measurement and the prediction's heuristic range to ``payload``; the text lines.
+
+    A figure typed with ``--expect-*`` has no range (no assumption produced it)."""
+    from cli.common import with_ranges
+    from core.diagnose import measured_p95
+    from core.units import fmt_time
+    from core.uncertainty import expectation_ranges, outside
+
+    given = _given(args)
+    rng = {k: r for k, r in expectation_ranges(cfg).items() if k not in given}
+    got = measured_p95(tel)
+    payload["expected"] = expect.model_dump()
+    payload["measured"] = got
+    where = {k: outside(r, got.get(k)) for k, r in rng.items()}
+    payload["outside_range"] = {k: w for k, w in where.items() if w}
+    with_ranges(payload, {f"expected.{k}": r for k, r in rng.items()})
+    lines = []
+    for k, label in (("p95_ttft_s", "p95 TTFT"), ("p95_itl_s", "p95 ITL")):
+        want, r, m = getattr(expect, k), rng.get(k), got.get(k)
+        if want is None:
+            continue
+        text = f"predicted {label} {fmt_time(want)}"
+        if r is not None and r.basis != "none":
+            text += f" (range {fmt_time(r.low)} ... {fmt_time(r.high)})"
+        if m is not None:
+            text += f"; measured {fmt_time(m)}"
+            if where.get(k):
+                text += f", {where[k]} the range: an assumption or the workload is off"
+        lines.append(text)
+    return lines

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli.common import die, emit
+from cli.common import cli_search_budget, die, emit
 from core.config import DEFAULT
 
 
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         if tty:
             print(f"\r  re-run {done}/{total}: {label[:60]:<60}", end="", file=sys.stderr, flush=True)
 
-    r = next_experiment(spec, prices, progress=progress)
+    r = next_experiment(spec, prices, progress=progress, budget=cli_search_budget("next-experiment"))
     if tty:
         print("\r" + " " * 80 + "\r", end="", file=sys.stderr)
     payload = to_json(r)
@@ -126,7 +126,7 @@ def run_training(args: argparse.Namespace) -> int:
     spec = TrainingExperimentSpec(
         config=cfg, deadline_s=cfg.targets.deadline_days * 86400, constraints=cons, points_per_side=args.points_per_side
     )
-    r = next_training_experiment(spec, prices)
+    r = next_training_experiment(spec, prices, budget=cli_search_budget("next-experiment"))
     emit(to_json(r), args.json, human(r))
     return 0
 

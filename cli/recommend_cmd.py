@@ -22,6 +22,7 @@ from cli.common import (
     add_json,
     add_range_args,
     assumptions_from_args,
+    cli_search_budget,
     config_file,
     custom_model,
     die,
@@ -275,7 +276,7 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
 
 
 def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
-    r = recommend(goal, cons, prices)
+    r = recommend(goal, cons, prices, budget=cli_search_budget())
     payload = {
         "met": r.met,
         "recommendation": r.recommendation.model_dump() if r.recommendation else None,
@@ -387,7 +388,7 @@ def training_inputs(args: argparse.Namespace) -> tuple:
 def _run_training(args: argparse.Namespace, cfg, cons, prices) -> int:
     from core.optimizer import recommend_training
 
-    r = recommend_training(cfg, cfg.targets.deadline_days * 86400, cons, prices)
+    r = recommend_training(cfg, cfg.targets.deadline_days * 86400, cons, prices, budget=cli_search_budget())
     rg = training_option_ranges(cfg, r.recommendation) if r.recommendation else {}
     payload = {
         "met": r.met,

@@ -478,3 +478,10 @@ def expectation_of(cfg) -> Expectation:
 
     s = simulate(cfg, sim_spec(cfg)).summary
     return Expectation(p95_ttft_s=s.ttft_s.p95, p95_itl_s=s.itl_s.p95, prefix_cache_frac=cfg.prefix_cache_frac or None)
+
+
+def measured_p95(tel: Telemetry) -> dict[str, float | None]:
+    """The telemetry's p95 TTFT and ITL [s] (the figures the divergence rule compares with the prediction;
+    None where the histogram is absent)."""
+    v = _View(tel)
+    return {"p95_ttft_s": _q(v, TTFT, 0.95), "p95_itl_s": _q(v, ITL, 0.95)}

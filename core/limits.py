@@ -9,8 +9,9 @@ Whatever arrives is checked here before it is parsed or computed on:
 * :data:`ARCH_DOMAINS`: the range of every size of a :class:`core.model.ModelArch` (a config.json).
 * Payload limits (:func:`read_regular_file`, :func:`parse_json`, :func:`inflate`): size before reading,
   encoding, nesting depth and number length before parsing; only regular files are read.
-* :class:`WorkBudget`: the events and wall time one simulation may use before it stops with
-  :class:`BudgetExceeded`, a ``ValueError`` whose message says what to change.
+* :class:`WorkBudget`: the events and wall time one simulation, or one search (:func:`search_budget`,
+  :func:`next_budget`), may use before it stops with :class:`BudgetExceeded`, a ``ValueError`` whose
+  message says what to change.
 
 Pure: no Streamlit, no global mutable state.
 """
@@ -136,6 +137,9 @@ ARCH_DOMAINS: dict[str, Domain] = {
     "num_mamba_layers": Domain(0, 10_000, "at most the number of layers"),
     "ssm_layers": Domain(0, 10_000, "at most the number of layers"),
     "ssm_mixer_params": Domain(0, 10**13, "a state-space mixer is a fraction of a layer (Jamba: 105M)"),
+    "ssm_d_inner": Domain(0, 16_777_216, "as intermediate_size (Jamba: 2 x 4,096)"),
+    "ssm_d_conv": Domain(0, 1024, "a causal convolution of at most 1,024 taps (Mamba and Jamba: 4)"),
+    "ssm_d_state": Domain(0, 65_536, "as head_dim (Mamba and Jamba: 16)"),
 }
 
 
@@ -318,12 +322,28 @@ class BudgetExceeded(ValueError):
     """A computation stopped because it used up its work budget (the message says what to change)."""
 
 
+#: One optimizer search on the shared server (serving: the closed-form screen of every configuration and at
+#: most 64 simulations; training: the deadline search of each GPU kind). The whole catalog for a 70B model
+#: takes about 1 s cold with 16 simulations; 64 simulations of 50,000 requests take about a minute.
+SEARCH_MAX_WALL_S = 60.0
+#: Configurations one optimizer search may screen or simulate: the whole catalog is about 600 per model
+#: and precision set (588 for Llama-3.1-70B), the simulations at most 64.
+SEARCH_MAX_EVALUATIONS = 20_000
+#: The next-experiment search: the optimizer re-run at every point of every uncertain input (156 re-runs,
+#: 8-10 s on two idle cores, for the default scenario; up to about 400 at five points per side).
+NEXT_MAX_WALL_S = 120.0
+#: Screens and simulations over all of its re-runs (shared screens and simulations are counted once).
+NEXT_MAX_EVALUATIONS = 200_000
+
+
 @dataclass
 class WorkBudget:
     """Events and wall time one computation may use; :meth:`check` raises :class:`BudgetExceeded`.
 
     Checked every few thousand events so the hot loop pays almost nothing. ``progress`` (optional) is
-    called with the events done so far at each check.
+    called with the events done so far at each check. A search counts its evaluations with :meth:`tick`
+    and gives each simulation inside it a :meth:`child` budget that ends no later than its own, so the
+    whole search, not only each simulation, stops on time.
     """
 
     max_events: int = SIM_MAX_EVENTS
@@ -332,6 +352,33 @@ class WorkBudget:
     what: str = "the simulation"
     progress: Callable[[int, float], None] | None = None
     started: float = field(default_factory=time.monotonic)
+    #: what one event is, in the message ("events", "evaluations")
+    unit: str = "events"
+    #: what to change, in the message, when the events or the wall time run out
+    events_hint: str = "simulate fewer requests"
+    wall_hint: str = "simulate fewer requests or a faster configuration"
+    #: the budget this one is part of (a simulation inside a search): its wall time is checked too
+    parent: WorkBudget | None = None
+    #: events counted by :meth:`tick`
+    spent: int = 0
+
+    def left_s(self) -> float:
+        """Wall time left [s] (negative once over)."""
+        return self.max_wall_s - (time.monotonic() - self.started)
+
+    def _wall_error(self) -> BudgetExceeded:
+        spent = time.monotonic() - self.started
+        return BudgetExceeded(
+            f"{self.what} stopped after {spent:.0f} s (the limit is {self.max_wall_s:.0f} s); {self.wall_hint}"
+        )
+
+    def _check_wall(self) -> None:
+        if self.parent is not None:
+            self.parent._check_wall()
+        if time.monotonic() - self.started > self.max_wall_s:
+            # a simulation cut short by the search's time left says so in the search's words
+            cut = self.parent is not None and self.max_wall_s < SIM_MAX_WALL_S
+            raise self.parent._wall_error() if cut and self.parent is not None else self._wall_error()
 
     def check(self, events: int, clock_s: float = 0.0) -> None:
         if not clock_s <= self.max_clock_s:
@@ -341,17 +388,47 @@ class WorkBudget:
             )
         if events > self.max_events:
             raise BudgetExceeded(
-                f"{self.what} stopped after {events:,} events (the limit is {self.max_events:,}); "
-                "simulate fewer requests"
+                f"{self.what} stopped after {events:,} {self.unit} (the limit is {self.max_events:,}); "
+                f"{self.events_hint}"
             )
-        spent = time.monotonic() - self.started
-        if spent > self.max_wall_s:
-            raise BudgetExceeded(
-                f"{self.what} stopped after {spent:.0f} s (the limit is {self.max_wall_s:.0f} s); "
-                "simulate fewer requests or a faster configuration"
-            )
+        self._check_wall()
         if self.progress is not None:
             self.progress(events, clock_s)
+
+    def tick(self, n: int = 1) -> None:
+        """Count ``n`` evaluations and check the budget."""
+        self.spent += n
+        self.check(self.spent)
+
+    def child(self, what: str = "the simulation") -> WorkBudget:
+        """A simulation's budget inside this one: the usual per-simulation limits, cut to the time left here."""
+        return WorkBudget(max_wall_s=max(0.0, min(SIM_MAX_WALL_S, self.left_s())), what=what, parent=self)
+
+
+def search_budget(max_wall_s: float | None = None, max_evaluations: int | None = None) -> WorkBudget:
+    """The work budget of one optimizer search (serving or training); None: :data:`SEARCH_MAX_WALL_S`,
+    :data:`SEARCH_MAX_EVALUATIONS` (read at the call)."""
+    return WorkBudget(
+        max_events=SEARCH_MAX_EVALUATIONS if max_evaluations is None else max_evaluations,
+        max_wall_s=SEARCH_MAX_WALL_S if max_wall_s is None else max_wall_s,
+        what="the optimizer search",
+        unit="evaluations",
+        events_hint="allow fewer GPU kinds or precisions",
+        wall_hint="allow fewer GPU kinds, fewer simulations or fewer requests per simulation",
+    )
+
+
+def next_budget(max_wall_s: float | None = None, max_evaluations: int | None = None) -> WorkBudget:
+    """The work budget of one next-experiment search (all of its optimizer re-runs together); None:
+    :data:`NEXT_MAX_WALL_S`, :data:`NEXT_MAX_EVALUATIONS` (read at the call)."""
+    return WorkBudget(
+        max_events=NEXT_MAX_EVALUATIONS if max_evaluations is None else max_evaluations,
+        max_wall_s=NEXT_MAX_WALL_S if max_wall_s is None else max_wall_s,
+        what="the next-experiment search",
+        unit="evaluations",
+        events_hint="allow fewer GPU kinds or fewer points per side",
+        wall_hint="allow fewer GPU kinds, fewer points per side or fewer simulations",
+    )
 
 
 # --- command-line flags ------------------------------------------------------------------------------

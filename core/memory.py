@@ -67,6 +67,8 @@ class ServingMemory(_Frozen):
     replica_gpus: int
     replicas: int
     steps: tuple[Step, ...] = ()
+    #: a hybrid's state-space layers: the fixed state of one sequence on one GPU (in kv_bytes_per_seq_per_gpu)
+    ssm_state_bytes_per_seq_per_gpu: float = 0.0
 
     @property
     def free_bytes_per_gpu(self) -> float:
@@ -179,14 +181,16 @@ def weight_bytes_per_gpu(m: ModelArch, weights_b: float, tp: int, pp: int, ep: i
 
 
 def kv_bytes_per_token(m: ModelArch, kv_b: float, tr: Trace = NO_TRACE) -> float:
-    """KV-cache bytes per token over all layers, before sharding [B].
+    """KV-cache bytes per token over all attention layers, before sharding [B].
 
     .. math:: 2 \\cdot L \\cdot n_{kv} \\cdot d_h \\cdot b_{kv}  (MLA: (r_{kv} + d_{rope}) \\cdot L \\cdot b_{kv})
 
-    Llama-3.1-70B in BF16: 2 x 80 x 8 x 128 x 2 = 327,680 B; DeepSeek-V3: (512 + 64) x 61 x 2 = 70,272 B.
+    L counts the layers with attention (:attr:`core.model.ModelArch.attention_layers`): a hybrid's state-space
+    layers hold no KV cache. Llama-3.1-70B in BF16: 2 x 80 x 8 x 128 x 2 = 327,680 B; DeepSeek-V3:
+    (512 + 64) x 61 x 2 = 70,272 B; Jamba-v0.1 (4 attention layers of 32): 2 x 4 x 8 x 128 x 2 = 16,384 B.
     """
     if m.is_mla:
-        v = (m.kv_lora_rank + m.qk_rope_head_dim) * m.num_layers * kv_b
+        v = (m.kv_lora_rank + m.qk_rope_head_dim) * m.attention_layers * kv_b
         return tr.step(
             "kv_bytes_per_token",
             "KV cache per token (all layers)",
@@ -196,11 +200,11 @@ def kv_bytes_per_token(m: ModelArch, kv_b: float, tr: Trace = NO_TRACE) -> float
             unit="B",
             r_kv=m.kv_lora_rank,
             d_rope=m.qk_rope_head_dim,
-            L=m.num_layers,
+            L=m.attention_layers,
             b_kv=kv_b,
             note="MLA caches the compressed latent and the RoPE key, not per-head K and V",
         )
-    v = 2 * m.num_layers * m.num_kv_heads * m.head_dim * kv_b
+    v = 2 * m.attention_layers * m.num_kv_heads * m.head_dim * kv_b
     return tr.step(
         "kv_bytes_per_token",
         "KV cache per token (all layers)",
@@ -208,11 +212,45 @@ def kv_bytes_per_token(m: ModelArch, kv_b: float, tr: Trace = NO_TRACE) -> float
         "2 * L * n_kv * d_h * b_kv",
         v,
         unit="B",
-        L=m.num_layers,
+        L=m.attention_layers,
         n_kv=m.num_kv_heads,
         d_h=m.head_dim,
         b_kv=kv_b,
-        note=f"{m.attention_kind}: {m.num_kv_heads} KV heads of {m.num_heads}",
+        note=f"{m.attention_kind}: {m.num_kv_heads} KV heads of {m.num_heads}"
+        + (f"; {m.ssm_layers} state-space layers of {m.num_layers} hold no KV" if m.ssm_layers else ""),
+    )
+
+
+#: Bytes per element of a state-space layer's conv and SSM state: the model's dtype (BF16), as the HF cache and
+#: vLLM's default mamba cache dtype ("auto": the model's) keep it.
+SSM_STATE_BYTES = 2.0
+
+
+def ssm_state_bytes_per_seq_per_gpu(m: ModelArch, tp: int, pp: int, tr: Trace = NO_TRACE) -> float:
+    """A hybrid's fixed state per sequence on one GPU [B]: :meth:`core.model.ModelArch.ssm_state_bytes_per_seq`
+    split over TP (the mixer's d_inner is split across TP ranks) and PP (its layers across stages); 0 (and no
+    step recorded) for a model without state-space layers.
+
+    Jamba-v0.1 at TP 1, PP 1: 28 x 8,192 x (4 + 16) x 2 B = 9,175,040 B per sequence.
+    """
+    if not m.ssm_layers:
+        return 0
+    v = m.ssm_state_bytes_per_seq(SSM_STATE_BYTES) / (tp * pp)
+    return tr.step(
+        "ssm_state_bytes_per_seq_per_gpu",
+        "State-space state per sequence on one GPU",
+        "m_s",
+        "L_ssm * d_in * (d_conv + d_state) * b_s / (tp * pp)",
+        v,
+        unit="B",
+        L_ssm=m.ssm_layers,
+        d_in=m.ssm_d_inner,
+        d_conv=m.ssm_d_conv,
+        d_state=m.ssm_d_state,
+        b_s=SSM_STATE_BYTES,
+        tp=tp,
+        pp=pp,
+        note="conv and SSM state of each Mamba layer: fixed per sequence, whatever its length",
     )
 
 
@@ -272,6 +310,22 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
         + (f"; sliding-window layers hold at most {m.sliding_window} tokens" if m.sliding_layers else "")
         + (f"; {cfg.prefix_cache_frac:.0%} of the prompt is a shared cached prefix" if shared else ""),
     )
+    m_s = ssm_state_bytes_per_seq_per_gpu(m, tp, pp, tr)
+    ssm_in: dict[str, Any] = {"m_s": m_s} if m_s else {}  # the state's input, in the steps it enters
+    if m_s:  # a hybrid: each sequence also holds its state-space layers' fixed state
+        per_seq = tr.step(
+            "kv_state_bytes_per_seq_per_gpu",
+            "KV and state per sequence on one GPU",
+            "k_s",
+            "k_g * (S_pad - S_shared) + m_s",
+            per_seq + m_s,
+            unit="B",
+            k_g=k_gpu,
+            S_pad=eff_ctx,
+            S_shared=shared_eff,
+            m_s=m_s,
+            note="the KV of the attention layers grows with the context; the state-space layers' state does not",
+        )
     prefix_once = k_gpu * shared_eff
     reserve = max(m.max_context, ctx)
     s_max = m.kv_context_tokens(reserve)
@@ -280,12 +334,13 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
             "kv_bytes_per_gpu",
             "KV cache per GPU (batch)",
             "KV",
-            "B * k_g * S_max",
-            cfg.batch * k_gpu * s_max,
+            "B * k_g * S_max" + (" + B * m_s" if m_s else ""),
+            cfg.batch * k_gpu * s_max + cfg.batch * m_s,
             unit="B",
             B=cfg.batch,
             k_g=k_gpu,
             S_max=s_max,
+            **ssm_in,
             note=f"contiguous allocation reserves the model's maximum context of {reserve:,} tokens "
             f"for each of the {cfg.batch} sequences",
         )
@@ -388,12 +443,13 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
         "max_sequences_contiguous",
         "Concurrent sequences per replica (contiguous)",
         "N_c",
-        "max(0, floor(K_b / (k_g * S_max)))",
-        max(0, math.floor(budget / (k_gpu * s_max))),
+        "max(0, floor(K_b / (k_g * S_max)))" if not m_s else "max(0, floor(K_b / (k_g * S_max + m_s)))",
+        max(0, math.floor(budget / (k_gpu * s_max + m_s))),
         unit="seq",
         K_b=budget,
         k_g=k_gpu,
         S_max=s_max,
+        **ssm_in,
         note=f"reserves the model's maximum context of {reserve:,} tokens per sequence up front",
     )
     fits, reason = True, f"fits: {U / 1e9:.3g} GB of {usable / 1e9:.3g} GB usable ({C / 1e9:.3g} GB HBM)"
@@ -434,6 +490,7 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
         contiguous_reserved_tokens=reserve,
         replica_gpus=tp * pp,
         replicas=cfg.dp,
+        ssm_state_bytes_per_seq_per_gpu=m_s,
         steps=tr.frozen(),
     )
 
@@ -469,7 +526,7 @@ def lora_params(m: ModelArch, rank: int) -> float:
     n_mats = 3 if m.mlp_kind == "swiglu" else 2
     dense_mlp = n_mats * (h + m.intermediate_size)
     shared_mlp = m.num_shared_experts * n_mats * (h + (m.shared_intermediate_size or m.moe_intermediate_size))
-    return rank * (m.num_layers * attn + m.dense_layers * dense_mlp + m.moe_layers * shared_mlp)
+    return rank * (m.attention_layers * attn + m.dense_layers * dense_mlp + m.moe_layers * shared_mlp)
 
 
 def activation_bytes_per_layer(m: ModelArch, seq: int, micro_batch: Any, tp: int, recompute: Any, sp: bool) -> Any:

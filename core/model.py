@@ -63,6 +63,11 @@ class ModelArch(BaseModel):
     # State-space (Mamba) layers of a hybrid (Jamba): their mixer replaces attention and holds no KV cache
     ssm_layers: int = Field(0, ge=0)
     ssm_mixer_params: int = Field(0, ge=0)  # parameters of one such mixer
+    # the fixed per-sequence state of one such mixer (HF JambaMambaMixer / HybridMambaAttentionDynamicCache):
+    # a conv state of d_inner x d_conv and an SSM state of d_inner x d_state, d_inner = mamba_expand x h
+    ssm_d_inner: int = Field(0, ge=0)
+    ssm_d_conv: int = Field(0, ge=0)
+    ssm_d_state: int = Field(0, ge=0)
 
     @field_validator("slug", "name", mode="before")
     @classmethod
@@ -98,6 +103,8 @@ class ModelArch(BaseModel):
             raise ValueError("an MoE model needs moe_intermediate_size (or intermediate_size)")
         if self.sliding_layers + self.ssm_layers > self.num_layers:
             raise ValueError("more sliding-window and state-space layers than layers")
+        if self.ssm_layers >= self.num_layers:
+            raise ValueError("no attention layer: every layer is a state-space layer")
         if self.first_dense_layers > self.num_layers:
             raise ValueError("first_k_dense_replace exceeds num_hidden_layers")
         return self
@@ -248,8 +255,28 @@ class ModelArch(BaseModel):
 
     # --- attention state -----------------------------------------------------------------------
     @property
+    def attention_layers(self) -> int:
+        """Layers with attention (full or sliding-window): the layers that cache keys and values and spend
+        attention FLOPs. A hybrid's state-space layers (Jamba: 28 of 32) have neither."""
+        return self.num_layers - self.ssm_layers
+
+    @property
     def full_attention_layers(self) -> int:
         return self.num_layers - self.sliding_layers - self.ssm_layers
+
+    def ssm_state_elements_per_seq(self) -> int:
+        """Elements of the fixed state one sequence holds in the state-space layers, whatever its length.
+
+        Per layer d_inner x (d_conv + d_state) (HF HybridMambaAttentionDynamicCache: conv_states of
+        (batch, d_inner, d_conv), ssm_states of (batch, d_inner, d_state)). Jamba-v0.1: 28 x 8,192 x (4 + 16)
+        = 4,587,520; 0 for a model without state-space layers.
+        """
+        return self.ssm_layers * self.ssm_d_inner * (self.ssm_d_conv + self.ssm_d_state)
+
+    def ssm_state_bytes_per_seq(self, bytes_per_elem: float = 2.0) -> float:
+        """Bytes of :meth:`ssm_state_elements_per_seq`, kept in the model's dtype (BF16: 2 B, as the HF cache and
+        vLLM's default mamba cache dtype keep it). Jamba-v0.1: 9,175,040 B (9.2 MB) per sequence."""
+        return self.ssm_state_elements_per_seq() * bytes_per_elem
 
     def kv_elements_per_token_layer(self) -> int:
         """Cached elements per token per layer: 2 x n_kv x d_head, or the MLA latent (r_kv + d_rope)."""
@@ -265,11 +292,12 @@ class ModelArch(BaseModel):
         return self.num_heads * self.head_dim
 
     def kv_context_tokens(self, context: int) -> float:
-        """Tokens held summed over layers, divided by L: sliding layers hold at most the window."""
-        if not self.sliding_layers and not self.ssm_layers:
+        """Tokens held summed over the attention layers, divided by their number (:attr:`attention_layers`,
+        the layers the KV bytes per token count): sliding layers hold at most the window."""
+        if not self.sliding_layers:
             return float(context)
         w = min(context, self.sliding_window)
-        return (self.full_attention_layers * context + self.sliding_layers * w) / self.num_layers
+        return (self.full_attention_layers * context + self.sliding_layers * w) / self.attention_layers
 
     def expected_experts_touched(self, tokens: float) -> float:
         """Expected distinct routed experts hit by ``tokens`` tokens with top-k routing, per MoE layer.
@@ -398,16 +426,25 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _ssm_sizes(cfg: dict[str, Any], h: int) -> tuple[int, int, int]:
+    """(d_inner, d_state, d_conv) of a Jamba Mamba mixer: d_inner = mamba_expand x h (HF JambaConfig defaults
+    2, 16 and 4)."""
+    e = _int(cfg, "mamba_expand", default=2, field="num_mamba_layers") * h
+    ARCH_DOMAINS["ssm_d_inner"].check("config.json: mamba_expand x hidden_size", e)
+    n = _int(cfg, "mamba_d_state", default=16, field="ssm_d_state")
+    conv = _int(cfg, "mamba_d_conv", default=4, field="ssm_d_conv")
+    return e, n, conv
+
+
 def _ssm_mixer_params(cfg: dict[str, Any], h: int) -> int:
     """Parameters of one Mamba mixer as in Jamba (Lieber et al., arXiv 2403.19887; HF JambaMambaMixer).
 
     in_proj h x 2E, conv1d E x (d_conv + 1), x_proj E x (R + 2N), dt_proj R x E + E, A_log E x N, D E,
     out_proj E x h, and the dt/B/C RMSNorms R + 2N; E = expand x h, N = d_state, R = dt_rank.
     """
-    e = _int(cfg, "mamba_expand", default=2, field="num_mamba_layers") * h
-    n = _int(cfg, "mamba_d_state", default=16, field="head_dim")
-    conv = _int(cfg, "mamba_d_conv", default=4, field="head_dim")
-    rank = _int(cfg, "mamba_dt_rank", default=math.ceil(h / 16), field="hidden_size")
+    e, n, conv = _ssm_sizes(cfg, h)
+    auto = cfg.get("mamba_dt_rank") == "auto"  # HF JambaConfig: "auto" is ceil(h / 16)
+    rank = math.ceil(h / 16) if auto else _int(cfg, "mamba_dt_rank", default=math.ceil(h / 16), field="hidden_size")
     conv_bias = _bool(cfg, "mamba_conv_bias", True)
     proj_bias = _bool(cfg, "mamba_proj_bias", False)
     return (
@@ -521,12 +558,19 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
         first_dense = layers - sum(1 for i in range(layers) if i % period == offset)
     if n_experts and not moe_inter:
         moe_inter = inter
-    ssm_layers = ssm_params = 0
+    ssm_layers = ssm_params = ssm_inner = ssm_state = ssm_conv = 0
     if jamba:
         period = _int(cfg, "attn_layer_period", default=8, field="num_layers") or 1
         offset = _int(cfg, "attn_layer_offset", default=4, field="num_layers")
         ssm_layers = layers - sum(1 for i in range(layers) if i % period == offset)
+        if ssm_layers >= layers:
+            raise _unsupported(
+                label,
+                f"attn_layer_offset {offset} never matches a layer of period {period}: with no attention layer "
+                "it is a pure state-space model",
+            )
         ssm_params = _ssm_mixer_params(cfg, h)
+        ssm_inner, ssm_state, ssm_conv = _ssm_sizes(cfg, h)
     max_ctx = _int(
         cfg,
         "max_position_embeddings",
@@ -590,4 +634,7 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
         sliding_layers=sliding_layers,
         ssm_layers=ssm_layers,
         ssm_mixer_params=ssm_params,
+        ssm_d_inner=ssm_inner,
+        ssm_d_conv=ssm_conv,
+        ssm_d_state=ssm_state,
     )

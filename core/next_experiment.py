@@ -41,6 +41,7 @@ from core import catalog
 from core.assumptions import REGISTRY
 from core.catalog import Price
 from core.config import RabitConfig
+from core.limits import WorkBudget, next_budget
 from core.optimizer import (
     Candidate,
     Constraints,
@@ -457,7 +458,11 @@ _Result = tuple[tuple[Point, ...], list, str]
 
 
 def out_of_reach(
-    spec: NextExperimentSpec, prices: tuple[Price, ...], base_pick: Pick | None, inp: UncertainInput
+    spec: NextExperimentSpec,
+    prices: tuple[Price, ...],
+    base_pick: Pick | None,
+    inp: UncertainInput,
+    budget: WorkBudget | None = None,
 ) -> str:
     """Why no point of a per-GPU input's range can flip the decision without re-running it, or "".
 
@@ -474,7 +479,7 @@ def out_of_reach(
     one = spec.constraints.model_copy(update={"gpus_allowed": (inp.gpu,)})
     cands = [
         c
-        for c in screen(moved_goal(spec.goal, inp, inp.high), one, prices)
+        for c in screen(moved_goal(spec.goal, inp, inp.high), one, prices, budget)
         if not c.pruned and c.cost_per_hour is not None
     ]
     if not cands:
@@ -500,8 +505,9 @@ def _run_task(
     inp: UncertainInput,
     values: tuple[float, ...],
     tick: Callable[[str], None],
+    budget: WorkBudget | None = None,
 ) -> _Result:
-    note = out_of_reach(spec, prices, base_pick, inp) if len(values) > 1 else ""
+    note = out_of_reach(spec, prices, base_pick, inp, budget) if len(values) > 1 else ""
     pts: list[Point] = []
     flips: list[Pick | None] = []
     for v in values:
@@ -518,7 +524,9 @@ def _run_task(
                 )
             )
             continue
-        rec = recommend(moved_goal(spec.goal, inp, v), spec.constraints, prices, memo=memo, alternatives=False)
+        rec = recommend(
+            moved_goal(spec.goal, inp, v), spec.constraints, prices, memo=memo, alternatives=False, budget=budget
+        )
         pick = _choice(rec)
         diff = changes(base_pick, pick)
         pts.append(
@@ -555,12 +563,12 @@ def _take(counter, n: int) -> int | None:
     return i if i < n else None
 
 
-def _child(conn, counter, tasks, spec, prices, memo, base_pick, inputs) -> None:  # pragma: no cover - forked
+def _child(conn, counter, tasks, spec, prices, memo, base_pick, inputs, budget=None) -> None:  # pragma: no cover
     try:
         while (i := _take(counter, len(tasks))) is not None:
             k, values = tasks[i]
             res = _run_task(
-                spec, prices, memo, base_pick, inputs[k], values, lambda lab: conn.send(("tick", lab, None))
+                spec, prices, memo, base_pick, inputs[k], values, lambda lab: conn.send(("tick", lab, None)), budget
             )
             conn.send(("result", i, res))
         conn.send(("done", None, None))
@@ -596,17 +604,20 @@ def next_experiment(
     prices: tuple[Price, ...] | None = None,
     progress: Progress | None = None,
     workers: int = 2,
+    budget: WorkBudget | None = None,
 ) -> NextExperiment:
     """Move every uncertain input across its range, re-run the optimizer, rank the measurements.
 
     ``progress``: optional ``(done, total, label)`` callable (called, never stored). ``workers``: 2 shares the
     tasks between this process and one forked child (each pulls the next task from a shared counter and keeps
     the baseline's shared screens and simulations); 1, or a platform without ``fork``, runs them here. Both
-    give the same answer.
+    give the same answer. ``budget``: the work budget of the whole search, baseline and every re-run in both
+    processes (:func:`core.limits.next_budget` when None); past it, :class:`core.limits.BudgetExceeded`.
     """
     prices = prices if prices is not None else catalog.prices()
+    wb = budget if budget is not None else next_budget()
     memo: dict = {}
-    baseline = recommend(spec.goal, spec.constraints, prices, memo=memo, alternatives=False)
+    baseline = recommend(spec.goal, spec.constraints, prices, memo=memo, alternatives=False, budget=wb)
     base_pick = _choice(baseline)
     inputs = uncertain_inputs(spec, baseline)
     tasks = _tasks(spec, inputs, base_pick)
@@ -630,7 +641,9 @@ def next_experiment(
             counter = ctx.Value("i", 0)
             conn, child_end = ctx.Pipe(duplex=False)
             proc = ctx.Process(
-                target=_child, args=(child_end, counter, tasks, spec, prices, memo, base_pick, inputs), daemon=True
+                target=_child,
+                args=(child_end, counter, tasks, spec, prices, memo, base_pick, inputs, wb),
+                daemon=True,
             )
             proc.start()
             child_end.close()
@@ -663,18 +676,24 @@ def next_experiment(
                 conn.close()
                 conn = None
 
-    while (i := _take(counter, len(tasks))) is not None:
-        k, values = tasks[i]
-        results[i] = _run_task(spec, prices, memo, base_pick, inputs[k], values, tick)
-        drain(block=False)
-    drain(block=True)
-    if proc is not None:
-        proc.join(timeout=5)
-        if proc.is_alive():
-            proc.kill()
+    try:
+        while (i := _take(counter, len(tasks))) is not None:
+            k, values = tasks[i]
+            results[i] = _run_task(spec, prices, memo, base_pick, inputs[k], values, tick, wb)
+            drain(block=False)
+        drain(block=True)
+    finally:  # a search stopped on its budget (or by any error) leaves no child running
+        if proc is not None:
+            proc.join(timeout=0 if proc.exitcode is None and conn is not None else 5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
+        if conn is not None:
+            conn.close()
+            conn = None
     for i, (k, values) in enumerate(tasks):  # anything the child could not finish
         if i not in results:
-            results[i] = _run_task(spec, prices, memo, base_pick, inputs[k], values, tick)
+            results[i] = _run_task(spec, prices, memo, base_pick, inputs[k], values, tick, wb)
     if progress:
         progress(total, total, "done")
 
@@ -774,7 +793,10 @@ def _pick_option(options: list):
 
 
 def next_training_experiment(
-    spec: TrainingExperimentSpec, prices: tuple[Price, ...] | None = None, progress: Progress | None = None
+    spec: TrainingExperimentSpec,
+    prices: tuple[Price, ...] | None = None,
+    progress: Progress | None = None,
+    budget: WorkBudget | None = None,
 ) -> TrainingNextExperiment:
     """Which measurement could change the training recommendation: the training efficiency (``mfu_train``) and
     the communication efficiency of every priced GPU kind, each across its registry range.
@@ -782,19 +804,21 @@ def next_training_experiment(
     Each kind's option depends on that kind's assumptions only, so a re-run re-plans one kind and the pick is
     the cheapest option that meets the deadline over all kinds. A kind other than today's that misses the
     deadline or costs more than today's pick even at its optimistic bound cannot take it at any point.
+    ``budget``: the work budget of the whole search (:func:`core.limits.next_budget` when None).
     """
     from core.optimizer import recommend_training
 
     prices = prices if prices is not None else catalog.prices()
+    wb = budget if budget is not None else next_budget()
     cfg, cons = spec.config, spec.constraints
-    baseline = recommend_training(cfg, spec.deadline_s, cons, prices)
+    baseline = recommend_training(cfg, spec.deadline_s, cons, prices, budget=wb)
     base = baseline.recommendation
     by_kind = {o.gpu: o for o in baseline.options}
 
     def option(kind: str, name: str, value: float) -> TrainingOption | None:
         moved = cfg.with_(assumptions=cfg.assumptions.with_(**{name: value}))
         one = cons.model_copy(update={"gpus_allowed": (kind,)})
-        r = recommend_training(moved, spec.deadline_s, one, prices)
+        r = recommend_training(moved, spec.deadline_s, one, prices, budget=wb)
         return r.options[0] if r.options else None
 
     inputs: list[UncertainInput] = []

@@ -32,6 +32,7 @@ from core import catalog, choices
 from core.catalog import Price
 from core.assumptions import Assumptions
 from core.config import RabitConfig
+from core.limits import WorkBudget, search_budget
 from core.model import ModelArch
 from core.pricing import GpuPrice, gpu_price, unpriced
 from core.simulate import SimSpec, kv_pool, max_throughput, sim_spec, simulate
@@ -326,8 +327,12 @@ def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int
 # --- search --------------------------------------------------------------------------------------------
 
 
-def screen(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...]) -> list[Candidate]:
-    """Enumerate and screen every configuration in closed form (no simulation)."""
+def screen(
+    goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...], budget: WorkBudget | None = None
+) -> list[Candidate]:
+    """Enumerate and screen every configuration in closed form (no simulation); each one is an evaluation
+    of ``budget`` (:func:`core.limits.search_budget` when None)."""
+    budget = budget if budget is not None else search_budget()
     arch = goal.custom_model if goal.custom_model is not None else catalog.model(goal.model)
     spec = goal.workload
     i_mean, o_mean = spec.mean_lengths()
@@ -356,6 +361,7 @@ def screen(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...]) -> l
                         price_unverified=bool(price and any(r.verification == "U" for r in price.rows)),
                     )
                     out.append(_screen_one(goal, cons, c, spec, i_mean, o_mean, price))
+                    budget.tick()
     return out
 
 
@@ -419,7 +425,7 @@ def _screen_one(
     return c.model_copy(update=upd)
 
 
-def _simulate(goal: ServingGoal, c: Candidate) -> Candidate:
+def _simulate(goal: ServingGoal, c: Candidate, budget: WorkBudget | None = None) -> Candidate:
     cfg = _config(goal, c)
     b = c.screen_batch or goal.workload.max_batch
     # the screen's batch cap is the engine's max_num_seqs: simulate with it, so the p95s belong to the
@@ -430,7 +436,7 @@ def _simulate(goal: ServingGoal, c: Candidate) -> Candidate:
         max_batch=b,
         token_budget=max(goal.workload.token_budget, b),
     )
-    r = simulate(cfg, spec)
+    r = simulate(cfg, spec, budget=budget.child() if budget is not None else None)
     s = r.summary
     done = c.model_copy(
         update={
@@ -498,6 +504,7 @@ def recommend(
     *,
     memo: dict | None = None,
     alternatives: bool = True,
+    budget: WorkBudget | None = None,
 ) -> Recommendation:
     """The cheapest priced configuration that meets ``goal`` under ``cons`` (see the module docstring).
 
@@ -505,9 +512,13 @@ def recommend(
     ``memo``: a dict the caller owns and passes to several calls with the same prices (re-runs at moved
     assumptions): screens per GPU kind and simulations are shared between them. ``alternatives=False`` skips
     the leftover-budget simulations, which feed the alternatives and the Pareto front but never the pick.
+    ``budget``: the work budget of the whole search (every screened configuration and every simulation is an
+    evaluation; each simulation ends no later than the search); :func:`core.limits.search_budget` when None.
+    Past it, :class:`core.limits.BudgetExceeded` (a ``ValueError``) says what to change.
     """
     prices = prices if prices is not None else catalog.prices()
-    cands = screen(goal, cons, prices) if memo is None else _screen_shared(goal, cons, prices, memo)
+    wb = budget if budget is not None else search_budget()
+    cands = screen(goal, cons, prices, wb) if memo is None else _screen_shared(goal, cons, prices, memo, wb)
     survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost_per_hour, c.gpus_per_replica))
     results: dict[int, Candidate] = {}
     sims = 0
@@ -519,11 +530,14 @@ def recommend(
         sims += 1
         if progress:
             progress(sims, budget, c.label)
+        wb.tick()
         return (
-            _simulate(goal, c)
+            _simulate(goal, c, wb)
             if memo is None
             else _shared(
-                memo, ("sim", _goal_for(goal, c.gpu, collectives=c.gpus_per_replica > 1), c), lambda: _simulate(goal, c)
+                memo,
+                ("sim", _goal_for(goal, c.gpu, collectives=c.gpus_per_replica > 1), c),
+                lambda: _simulate(goal, c, wb),
             )
         )
 
@@ -648,7 +662,9 @@ def _shared(memo: dict, key, compute):
     return memo[key]
 
 
-def _screen_shared(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...], memo: dict) -> list[Candidate]:
+def _screen_shared(
+    goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...], memo: dict, budget: WorkBudget | None = None
+) -> list[Candidate]:
     """:func:`screen`, one GPU kind at a time, each kind's rows shared through ``memo``."""
     out: list[Candidate] = []
     for slug in sorted(catalog.gpus()):
@@ -659,7 +675,7 @@ def _screen_shared(goal: ServingGoal, cons: Constraints, prices: tuple[Price, ..
             _shared(
                 memo,
                 ("screen", _goal_for(goal, slug), one),
-                lambda slug=slug, one=one: tuple(screen(_goal_for(goal, slug), one, prices)),
+                lambda slug=slug, one=one: tuple(screen(_goal_for(goal, slug), one, prices, budget)),
             )
         )
     return out
@@ -847,22 +863,26 @@ def recommend_training(
     cons: Constraints = Constraints(),
     prices: tuple[Price, ...] | None = None,
     progress=None,
+    budget: WorkBudget | None = None,
 ) -> TrainingRecommendation:
     """The cheapest training run that meets ``deadline_s`` across GPU kinds and prices.
 
     For each allowed GPU kind with a price, the training deadline search (:func:`core.training.plan`) gives
     the runtime of every node-aligned count up to 32,768 GPUs; the cheapest count that meets the deadline
     (expected wall-clock with failures x GPUs x price) is that kind's option; the cheapest option wins.
+    ``budget``: each kind's search is an evaluation (:func:`core.limits.search_budget` when None).
     """
     from core import training
 
     prices = prices if prices is not None else catalog.prices()
+    wb = budget if budget is not None else search_budget()
     kinds = [g for g in sorted(catalog.gpus()) if not cons.gpus_allowed or g in cons.gpus_allowed]
     options: list[TrainingOption] = []
     skipped: list[str] = []
     for i, slug in enumerate(kinds):
         if progress:
             progress(i, len(kinds), slug)
+        wb.tick()
         price = gpu_price(slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
         if price is None:
             skipped.append(f"{slug}: no {cons.price_kind} price")

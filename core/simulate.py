@@ -100,7 +100,7 @@ def workspace_tokens(spec: SimSpec) -> int:
 def kv_pool(cfg: RabitConfig, spec: SimSpec) -> Pool:
     """The replica's paged KV pool for this workload (see the module docstring)."""
     m = model_of(cfg)
-    L = m.num_layers
+    L = m.attention_layers  # the shares are of the layers that cache KV (a hybrid's SSM layers hold none)
     slide = m.sliding_layers if m.sliding_window else 0
     B = cfg.block_size
     if spec.kv_pool_tokens is not None:
@@ -113,7 +113,10 @@ def kv_pool(cfg: RabitConfig, spec: SimSpec) -> Pool:
             or mem.weights_bytes_per_gpu + mem.overhead_bytes_per_gpu > mem.usable_bytes_per_gpu
         ):
             raise ValueError(f"no room for a KV cache: {mem.reason}")
-        blocks = float(math.floor(mem.kv_budget_bytes_per_gpu / (mem.kv_bytes_per_token_per_gpu * B)))
+        # a hybrid's fixed per-sequence state is set aside for max_num_seqs sequences first (vLLM's mamba cache
+        # is sized for max_num_seqs); the rest holds KV blocks
+        state = spec.max_batch * mem.ssm_state_bytes_per_seq_per_gpu
+        blocks = float(max(0, math.floor((mem.kv_budget_bytes_per_gpu - state) / (mem.kv_bytes_per_token_per_gpu * B))))
     return Pool(
         blocks=blocks,
         block=B,

@@ -214,7 +214,8 @@ class CollectiveView(_Frozen):
 
 
 def _attended_pairs(m: ModelArch, start: float, end: float) -> float:
-    """Sum over query positions j = start+1 .. end of the keys each attends (itself included), layer average.
+    """Sum over query positions j = start+1 .. end of the keys each attends (itself included), averaged over the
+    attention layers (a hybrid's state-space layers attend nothing; the FLOPs per pair count attention layers).
 
     Full layers: sum j = (end (end+1) - start (start+1)) / 2; sliding layers: sum min(j, w).
     """
@@ -231,7 +232,7 @@ def _attended_pairs(m: ModelArch, start: float, end: float) -> float:
 
     return (
         m.full_attention_layers * (full(end) - full(start)) + m.sliding_layers * (slide(end) - slide(start))
-    ) / m.num_layers
+    ) / m.attention_layers
 
 
 @dataclass(frozen=True)
@@ -343,11 +344,17 @@ def _record_setup(tr: Trace, cfg: RabitConfig, sm: StepModel) -> None:
         sm.attn_flop_per_pair,
         unit="FLOP",
         latex=r"\frac{4 [L] \cdot [H_dh]}{[tp] \cdot [pp]}",
-        L=m.num_layers,
+        L=m.attention_layers,
         H_dh=m.attn_qk_dim,
         tp=tp,
         pp=pp,
-        note="QK^T and PV, 2 FLOP per multiply-add, every layer" + ("; MLA: H (d_qk + d_v) / 2" if m.is_mla else ""),
+        note="QK^T and PV, 2 FLOP per multiply-add, every layer"
+        + ("; MLA: H (d_qk + d_v) / 2" if m.is_mla else "")
+        + (
+            f" with attention ({m.attention_layers} of {m.num_layers}; the rest are state-space)"
+            if m.ssm_layers
+            else ""
+        ),
     )
     prec = COMPUTE_PRECISION[cfg.weights]
     bf16 = g.peak_flop_per_s("bf16")
@@ -709,7 +716,7 @@ def _record_prefill(tr: Trace, cfg: RabitConfig, sm: StepModel, pf: _Prefill) ->
             unit="pairs",
             B=B,
             a_s=pf.A / B,
-            note=f"causal attention; {m.sliding_layers} of {m.num_layers} layers see at most {m.sliding_window} keys",
+            note=f"causal attention; {m.sliding_layers} of {m.attention_layers} layers see at most {m.sliding_window} keys",
         )
         tr.step(
             "prefill_kv_tokens", "Prefill: cached tokens read", "R_p", "B * r_s", pf.R, unit="tokens", B=B, r_s=pf.R / B

@@ -140,7 +140,6 @@ class StepModel:
         m, g, f = dep.model, dep.gpu, dep.fabric
         a = dep.assumptions
         tp, pp, ep = dep.tp, dep.pp, dep.ep
-        layers_stage = m.num_layers / pp
         peak = effective_peak_flop_per_s(g, cfg.weights, a.fp8_speedup, a.fp4_speedup) * a.mfu_max
         b_w = cfg.weight_bytes_per_param
         p_expert_all = m.moe_layers * m.num_experts * m.expert_params()
@@ -201,7 +200,7 @@ class StepModel:
             pp=pp,
             ep=ep,
             flop_per_token=2.0 * m.active_matmul_params() / (tp * pp),
-            attn_flop_per_pair=4.0 * layers_stage * m.attn_qk_dim / tp,
+            attn_flop_per_pair=4.0 * (m.attention_layers / pp) * m.attn_qk_dim / tp,  # a hybrid's SSM layers: none
             peak_flop_per_s=peak,
             ramp_tokens=a.mfu_ramp_tokens,
             dense_weight_bytes=dense_bytes,
@@ -421,7 +420,7 @@ class StepModel:
         if not m.sliding_layers:
             return context
         c = np.asarray(context, dtype=float)
-        out = (m.full_attention_layers * c + m.sliding_layers * np.minimum(c, m.sliding_window)) / m.num_layers
+        out = (m.full_attention_layers * c + m.sliding_layers * np.minimum(c, m.sliding_window)) / m.attention_layers
         return float(out) if out.ndim == 0 else out
 
 

@@ -488,9 +488,10 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
             "L * (s + 1) / 2",
             A_t,
             unit="",
-            L=m.num_layers,
+            L=m.attention_layers,
             s=s,
-            note="causal attention: token i attends to i keys",
+            note="causal attention: token i attends to i keys"
+            + (f"; L counts the {m.attention_layers} attention layers of {m.num_layers}" if m.ssm_layers else ""),
         )
     dqk = m.attn_qk_dim
     if cfg.lora_rank:

@@ -26,10 +26,13 @@ cannot move anything). The ``*_spread`` functions below apply it to each page's 
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import numpy as np
 
 from core.assumptions import REGISTRY, by_tag
 from core.config import RabitConfig
@@ -272,27 +275,198 @@ def speed_estimate(cfg: RabitConfig) -> dict[str, Any]:
     }
 
 
-def speed_spread(cfg: RabitConfig, bounds: Mapping[str, tuple[float, float]] | None = None) -> Spread:
-    """Ranges of TTFT, decode step and tokens/s; ``labels("bound")`` says whether the binding limit changes."""
-    return spread(cfg, speed_estimate, ("serving_speed",), bounds=bounds, screen=step_model_screen)
+# --- vectorised bound evaluation of the step-time model ------------------------------------------------------
 
 
-def batch_band(cfg: RabitConfig, batches: tuple[int, ...]) -> dict[str, tuple[tuple[float, float, float], ...]]:
-    """Aggregate and per-user tokens/s against batch: (pessimistic, base, optimistic) per batch.
+def stack_models(models: Sequence[Any], ndim: int = 0) -> Any:
+    """One :class:`core.step.StepModel` standing for ``len(models)`` of them: every numeric constant that
+    differs between them becomes an array of shape ``(K,) + (1,) * ndim``, so the one step-time body
+    (``StepModel.stage_parts`` / ``iteration_s``), given ``ndim``-dimensional arrays, evaluates all K models in
+    one call (results of shape ``(K, ...)``). Constants they share stay scalars."""
+    first = models[0]
+    update = {}
+    for f in dataclasses.fields(first):
+        vals = [getattr(m, f.name) for m in models]
+        if all(v is vals[0] or v == vals[0] for v in vals[1:]):
+            continue
+        update[f.name] = np.asarray(vals, dtype=float).reshape((len(vals),) + (1,) * ndim)
+    return dataclasses.replace(first, **update) if update else first
 
-    A band is drawn with every assumption at its pessimistic and at its optimistic bound (two sweeps, not one
-    per assumption): the curve's envelope, at least as wide as each point's combined range.
+
+def bound_models(
+    cfg: RabitConfig, names: tuple[str, ...], bounds: Mapping[str, tuple[float, float]] | None = None
+) -> tuple[Any, tuple[tuple[str, float, Any], ...]]:
+    """The step model at base and at each assumption's bounds: ``(base, ((name, value, model), ...))``.
+
+    A bound whose step model equals the base's is left out (it cannot move anything the step time decides).
     """
-    from core.speed_views import batch_sweep
+    from core.speed import StepModel
 
-    sweeps = {b: batch_sweep(at_bound(cfg, b), batches) for b in ("low", "base", "high")}
-    out = {}
-    for key in ("tokens_per_s", "tokens_per_s_per_user"):
-        rows = []
-        for lo, mid, hi in zip(sweeps["low"], sweeps["base"], sweeps["high"]):
-            a, b = getattr(lo, key), getattr(hi, key)
-            rows.append((min(a, b), getattr(mid, key), max(a, b)))
-        out[key] = tuple(rows)
+    base = StepModel.from_config(cfg)
+    out = []
+    for n in names:
+        for v in bound_values(n, getattr(cfg.assumptions, n), bounds):
+            sm = StepModel.from_config(with_assumption(cfg, n, v))
+            if not _equal(sm, base):
+                out.append((n, v, sm))
+    return base, tuple(out)
+
+
+def _bound_of(c: np.ndarray, m: np.ndarray, x: np.ndarray) -> list[str]:
+    """Which limit binds each iteration (ties go to compute, then memory, as ``core.step.iteration``)."""
+    shape = np.broadcast_shapes(np.shape(c), np.shape(m), np.shape(x))
+    parts = np.stack([np.broadcast_to(np.asarray(a, dtype=float), shape) for a in (c, m, x)])
+    names = ("compute", "memory", "communication")
+    return [names[i] for i in np.argmax(parts, axis=0).ravel()]
+
+
+def speed_rows(cfg: RabitConfig, models: Sequence[Any]) -> list[dict[str, Any]]:
+    """:func:`speed_estimate` for each step model of ``cfg`` (one per bound), every model in one vectorised
+    evaluation of the step-time body: the decode steps of all K models as one (K, steps) array."""
+    from core.speed import _mean_over_steps, decode_times, prefill_numbers, replicas_of
+
+    if not models:
+        return []
+    k = len(models)
+    sm0 = models[0]
+    pf = prefill_numbers(sm0, cfg, cfg.batch)  # T, A, R of the prefill do not depend on the assumptions
+    s1 = stack_models(models, 1)
+    one = np.ones(1)
+
+    def it(T: float, A: float, R: float) -> tuple[np.ndarray, ...]:
+        c, mm, x = s1.stage_parts(T * one, A * one, R * one)
+        t = s1.iteration_s(T * one, A * one, R * one)
+        return tuple(np.broadcast_to(np.asarray(a, dtype=float).reshape(-1), (k,)) for a in (c, mm, x, t))
+
+    pc, pm, px, ttft = it(pf.T, pf.A, pf.R)
+    _, _, _, ttft_one = it(float(pf.uncached), pf.one.pairs, pf.one.kv_tokens)
+    b = math.ceil(cfg.batch / sm0.pp)
+    N = max(cfg.output_tokens - 1, 1)
+    ctx = cfg.input_tokens + (N - 1) / 2
+    s_read, s_att = float(sm0.kv_read_tokens(ctx)), float(sm0.kv_read_tokens(ctx + 1))
+    dc, dm, dx, _ = it(float(b), b * s_att, b * s_read)
+    hops = np.broadcast_to(np.asarray(s1.hops_s(float(b) * one), dtype=float).reshape(-1), (k,))
+    n, t = decode_times(s1, b, cfg.input_tokens, N)
+    t = np.broadcast_to(np.asarray(t, dtype=float), (k, len(n)))
+    dp = replicas_of(cfg)
+    pf_bound, d_bound = _bound_of(pc, pm, px), _bound_of(dc, dm, dx)
+    rows = []
+    for i in range(k):
+        mean_s = _mean_over_steps(n, t[i], N)
+        r_r = cfg.batch / mean_s
+        rows.append(
+            {
+                "prefill_s": float(ttft[i]),
+                "ttft_one_prompt_s": float(ttft_one[i]),
+                "decode_step_s": mean_s,
+                "tokens_per_s": r_r * dp,
+                "tokens_per_s_per_user": 1 / mean_s,
+                "tokens_per_s_per_gpu": r_r * dp / cfg.gpus,
+                "comm_s_per_step": float(sm0.pp * dx[i] + hops[i]),
+                "e2e_s": float(ttft[i]) + mean_s * max(cfg.output_tokens - 1, 0),
+                "bound": d_bound[i],
+                "prefill_bound": pf_bound[i],
+            }
+        )
+    return rows
+
+
+def speed_spread(
+    cfg: RabitConfig, bounds: Mapping[str, tuple[float, float]] | None = None, models: Any = None
+) -> Spread:
+    """Ranges of TTFT, decode step and tokens/s; ``labels("bound")`` says whether the binding limit changes.
+
+    The same rule as :func:`spread` with :func:`speed_estimate` (which depends on the config only through its
+    step model), but every bound is evaluated in one call of the step-time body over a stack of step models
+    instead of one call per bound. ``models``: ``bound_models(cfg, by_tag("serving_speed"), bounds)`` when the
+    caller already has it.
+    """
+    base = speed_estimate(cfg)
+    _, moved = models if models is not None else bound_models(cfg, by_tag("serving_speed"), bounds)
+    rows = speed_rows(cfg, [sm for _, _, sm in moved])
+    runs: list[tuple[str, float, dict[str, Any]]] = []
+    done = {(n, v) for n, v, _ in moved}
+    by_run = {(n, v): row for (n, v, _), row in zip(moved, rows)}
+    for n in by_tag("serving_speed"):
+        for v in bound_values(n, getattr(cfg.assumptions, n), bounds):
+            runs.append((n, v, by_run[(n, v)] if (n, v) in done else dict(base)))
+    return _spread_of(base, runs)
+
+
+def _spread_of(base: dict[str, Any], runs: list[tuple[str, float, dict[str, Any]]]) -> Spread:
+    ranges = {}
+    for key, val in base.items():
+        if isinstance(val, bool) or not isinstance(val, (int, float)) and val is not None:
+            continue
+        moves: dict[str, list[float]] = {}
+        for n, _, out in runs:
+            moves.setdefault(n, []).append(out.get(key))
+        ranges[key] = combine(val, {n: tuple(rs) for n, rs in moves.items()})
+    return Spread(ranges=ranges, base=base, runs=tuple(runs))
+
+
+#: Decode steps per batch at which a bound's log-move is taken on the batch curve (the step model's own
+#: uniform-grid mean, :func:`core.speed.decode_times`); the base values keep every step.
+BAND_DECODE_POINTS = 257
+
+
+def combine_arrays(base: np.ndarray, names: Sequence[str], moved: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`combine` for many points at once: ``base`` (P,), ``moved`` (runs, P) with ``names[j]`` the
+    assumption of run j. Returns (low, high) per point."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        d = np.log(moved / base)
+    d = np.where(np.isnan(d), 0.0, d)
+    s_down = np.zeros_like(base, dtype=float)
+    s_up = np.zeros_like(base, dtype=float)
+    for n in dict.fromkeys(names):
+        rows = d[[j for j, m in enumerate(names) if m == n]]
+        s_down += np.minimum(0.0, rows.min(axis=0)) ** 2
+        s_up += np.maximum(0.0, rows.max(axis=0)) ** 2
+    with np.errstate(over="ignore", invalid="ignore"):
+        return base * np.exp(-np.sqrt(s_down)), base * np.exp(np.sqrt(s_up))
+
+
+def batch_band(
+    cfg: RabitConfig, batches: tuple[int, ...], models: Any = None
+) -> dict[str, tuple[tuple[float, float, float], ...]]:
+    """Aggregate and per-user tokens/s against batch: (low, base, high) per batch.
+
+    Each point's range follows the combination rule (each assumption alone at its low and high bound), as
+    the headline numbers' do. All bounds and all batches are one evaluation of the step-time body over a
+    (bounds, batches, steps) array; a bound's log-move is taken on :data:`BAND_DECODE_POINTS` decode steps
+    (the base on the same grid) and applied to the base value over every step. ``models``: as for
+    :func:`speed_spread`.
+    """
+    from core.speed import _mean_over_steps, replicas_of
+    from core.speed import decode_times as _times
+
+    base_sm, moved = models if models is not None else bound_models(cfg, by_tag("serving_speed"))
+    N = max(cfg.output_tokens - 1, 1)
+    bs = np.asarray(batches, dtype=float)
+    mb = np.ceil(bs / base_sm.pp)
+    dp = replicas_of(cfg)
+    exact = np.empty(len(mb))
+    for i, b in enumerate(mb):
+        n_b, t_b = _times(base_sm, int(b), cfg.input_tokens, N)
+        exact[i] = _mean_over_steps(n_b, t_b, N)
+    out: dict[str, tuple[tuple[float, float, float], ...]] = {}
+    values = {"tokens_per_s": bs / exact * dp, "tokens_per_s_per_user": 1 / exact}
+    if not moved:
+        return {k: tuple((float(v), float(v), float(v)) for v in vs) for k, vs in values.items()}
+    s2 = stack_models([base_sm] + [sm for _, _, sm in moved], 2)
+    n = np.arange(1, N + 1, dtype=float) if N <= BAND_DECODE_POINTS else np.linspace(1.0, float(N), BAND_DECODE_POINTS)
+    R = cfg.input_tokens + n - 1
+    kv1 = np.asarray(base_sm.kv_read_tokens(R + 1), dtype=float)
+    kv0 = np.asarray(base_sm.kv_read_tokens(R), dtype=float)
+    b = mb[:, None]
+    t = np.asarray(s2.iteration_s(b * np.ones_like(n), b * kv1, b * kv0), dtype=float)  # (K, batches, steps)
+    t = np.broadcast_to(t, (1 + len(moved), len(mb), len(n)))
+    mean = t.mean(axis=-1) if len(n) == N else ((t[..., 1:] + t[..., :-1]) / 2).mean(axis=-1)
+    ratio = mean[0] / mean[1:]  # tokens/s at a bound / at base, on the same grid
+    names = [nm for nm, _, _ in moved]
+    for key, v in values.items():
+        lo, hi = combine_arrays(v, names, v * ratio)
+        out[key] = tuple((float(a), float(m), float(c)) for a, m, c in zip(lo, v, hi))
     return out
 
 
@@ -353,6 +527,35 @@ def simulation_spread(cfg: RabitConfig, spec, full=None) -> SimulationRanges:
     return SimulationRanges(
         ranges=ranges, saturated=bool(full.summary.saturated), saturated_at=sat, requests_at_bounds=short.num_requests
     )
+
+
+#: What an analysis predicts for its deployment (:class:`core.diagnose.Expectation`) -> the simulated figure.
+EXPECTATION_KEYS = {"p95_ttft_s": "ttft_s.p95", "p95_itl_s": "itl_s.p95"}
+
+
+def expectation_ranges(cfg: RabitConfig) -> dict[str, Range]:
+    """Heuristic ranges of what an analysis predicts for its deployment: the p95 TTFT and ITL of one simulated
+    replica at the config's workload (the figures :func:`core.diagnose.expectation_of` gives the rules).
+    Empty for a config the simulator cannot run."""
+    from core.simulate import sim_spec
+
+    try:
+        sr = simulation_spread(cfg, sim_spec(cfg))
+    except (ValueError, KeyError):
+        return {}
+    return {k: sr.ranges[v] for k, v in EXPECTATION_KEYS.items() if v in sr.ranges}
+
+
+def outside(r: Range | None, measured: float | None) -> str | None:
+    """ "below" or "above" when a measurement lies outside a non-empty range (itself evidence that an
+    assumption or the workload is off), else None."""
+    if r is None or measured is None or r.basis == "none" or r.empty:
+        return None
+    if measured < r.low:
+        return "below"
+    if measured > r.high:
+        return "above"
+    return None
 
 
 def _summary_dict(r) -> dict[str, Any]:

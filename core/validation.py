@@ -10,6 +10,11 @@ settings that reproduce it). Each case is predicted with today's default assumpt
 * ``hw_tflops_per_gpu`` / ``model_tflops_per_gpu``: the training layout timed by
   :func:`core.training.evaluate_layout`, as HFU or MFU times the dense BF16 peak.
 
+``run(assumptions=...)`` predicts every case with other assumption values (``rabit validate --assume/--bound/
+--config``), and ``run(ranges=True)`` adds each prediction's heuristic range from the assumption bounds
+(:mod:`core.uncertainty`: serving cases move with the serving-speed assumptions, training cases with the
+training ones).
+
 Per family: the median of ``|p / m - 1|``, the bias (median of ``p / m - 1``; positive = optimistic for
 throughputs, pessimistic for latencies), and the shares within 25 % and within a factor of 2.
 """
@@ -17,14 +22,18 @@ throughputs, pessimistic for latencies), and the shares within 25 % and within a
 from __future__ import annotations
 
 import csv
+import functools
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from core import catalog
+from core.assumptions import Assumptions
 from core.config import RabitConfig
 from core.model import from_hf_config
+from core.ranges import Range
 from core.step import StepModel, per_query_head_kv_reads
 
 VALIDATION_DIR = Path(__file__).resolve().parent.parent / "validation"
@@ -63,6 +72,8 @@ class FamilySummary(_F):
 class ValidationReport(_F):
     cases: tuple[CaseResult, ...]
     families: tuple[FamilySummary, ...]
+    #: case id -> the heuristic range of its prediction (``run(ranges=True)``; empty otherwise)
+    ranges: dict[str, Range] = {}
 
 
 def _rows(name: str) -> list[dict[str, str]]:
@@ -70,9 +81,7 @@ def _rows(name: str) -> list[dict[str, str]]:
     return list(csv.DictReader(line for line in text.splitlines() if line.strip() and not line.startswith("#")))
 
 
-def _serving_prediction(r: dict[str, str]) -> float:
-    from core import speed
-
+def _serving_config(r: dict[str, str]) -> RabitConfig:
     gpus, B, I, O = int(r["gpus"]), int(r["batch"]), int(r["input"]), int(r["output"])
     cfg = RabitConfig(
         model=r["model"],
@@ -89,6 +98,13 @@ def _serving_prediction(r: dict[str, str]) -> float:
     )
     if r.get("engine"):  # the engine that produced the figure (its CUDA-graph capture size, core.engines)
         cfg = cfg.with_(workload=cfg.workload.model_copy(update={"engine": r["engine"]}))
+    return cfg
+
+
+def _serving_predict(r: dict[str, str], cfg: RabitConfig) -> float:
+    from core import speed
+
+    gpus, B, O = int(r["gpus"]), int(r["batch"]), int(r["output"])
     metric = r["metric"]
     sm = StepModel.from_config(cfg)
     if r.get("decode_attention") == "per-query-head":  # the kernel the engine version ran (core.step)
@@ -103,6 +119,10 @@ def _serving_prediction(r: dict[str, str]) -> float:
         total = B * O / (ttft + (O - 1) * step)
         return total / gpus if metric.endswith("_per_gpu") else total
     raise ValueError(f"serving.csv: unknown metric {metric!r}")
+
+
+def _serving_prediction(r: dict[str, str]) -> float:
+    return _serving_predict(r, _serving_config(r))
 
 
 def _gpt(layers: int, hidden: int, heads: int, seq: int):
@@ -123,16 +143,14 @@ def _gpt(layers: int, hidden: int, heads: int, seq: int):
     )
 
 
-def _training_prediction(r: dict[str, str]) -> float:
-    from core import training
-
+def _training_config(r: dict[str, str]) -> RabitConfig:
     tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
     gpus = tp * pp * dp
     g = catalog.gpu(r["gpu"])
     node = g.gpus_per_node
     seq, gb = int(r["seq"]), int(r["global_batch"])
     custom = _gpt(int(r["layers"]), int(r["hidden"]), int(r["heads"]), seq) if r["model"] == "gpt" else None
-    cfg = RabitConfig(
+    return RabitConfig(
         model="llama-3.1-8b" if custom is not None else r["model"],
         custom_model=custom,
         phase="train",
@@ -147,6 +165,13 @@ def _training_prediction(r: dict[str, str]) -> float:
         micro_batch=int(r["micro_batch"]),
         recompute=r["recompute"],
     )
+
+
+def _training_predict(r: dict[str, str], cfg: RabitConfig) -> float:
+    from core import training
+
+    tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
+    g = catalog.gpu(r["gpu"])
     lay = training.Layout(tp=tp, pp=pp, dp=dp, micro_batch=int(r["micro_batch"]), recompute=r["recompute"])
     res = training.evaluate_layout(cfg, lay)
     peak = g.bf16_tflops
@@ -155,6 +180,17 @@ def _training_prediction(r: dict[str, str]) -> float:
     if r["metric"] == "model_tflops_per_gpu":
         return res.mfu * peak
     raise ValueError(f"training.csv: unknown metric {r['metric']!r}")
+
+
+def _training_prediction(r: dict[str, str]) -> float:
+    return _training_predict(r, _training_config(r))
+
+
+#: file -> (the case's config, its prediction from a config, the assumption tag that moves it)
+_KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] = {
+    "serving.csv": (_serving_config, _serving_predict, "serving_speed"),
+    "training.csv": (_training_config, _training_predict, "training"),
+}
 
 
 def _summary(family: str, rs: list[CaseResult]) -> FamilySummary:
@@ -171,20 +207,41 @@ def _summary(family: str, rs: list[CaseResult]) -> FamilySummary:
     )
 
 
-def run(families: tuple[str, ...] = ()) -> ValidationReport:
-    """Predict every case (optionally only ``families``) and summarise per family."""
+def _predicted(predict: Callable[..., float], r: dict[str, str], cfg: RabitConfig) -> dict[str, float]:
+    return {"predicted": predict(r, cfg)}
+
+
+def run(
+    families: tuple[str, ...] = (), assumptions: Assumptions | None = None, ranges: bool = False
+) -> ValidationReport:
+    """Predict every case (optionally only ``families``) and summarise per family.
+
+    assumptions: the values every case is predicted with (default: today's defaults). ranges: also each
+    prediction's heuristic range from the assumption bounds (one evaluation per bound per case).
+    """
+    from core.uncertainty import spread
+
     out: list[CaseResult] = []
-    for name, predict in (("serving.csv", _serving_prediction), ("training.csv", _training_prediction)):
+    rng: dict[str, Range] = {}
+    for name, (config_of, predict, tag) in _KINDS.items():
         for r in _rows(name):
             if families and r["family"] not in families:
                 continue
+            cfg = config_of(r)
+            if assumptions is not None:
+                cfg = cfg.model_copy(update={"assumptions": assumptions})
+            if ranges:
+                sp = spread(cfg, functools.partial(_predicted, predict, r), (tag,))
+                value, rng[r["id"]] = sp.base["predicted"], sp.ranges["predicted"]
+            else:
+                value = predict(r, cfg)
             out.append(
                 CaseResult(
                     family=r["family"],
                     id=r["id"],
                     metric=r["metric"],
                     measured=float(r["measured"]),
-                    predicted=float(predict(r)),
+                    predicted=float(value),
                     source=r["source"],
                     date=r["date"],
                 )
@@ -192,4 +249,4 @@ def run(families: tuple[str, ...] = ()) -> ValidationReport:
     fams: dict[str, list[CaseResult]] = {}
     for c in out:
         fams.setdefault(c.family, []).append(c)
-    return ValidationReport(cases=tuple(out), families=tuple(_summary(f, rs) for f, rs in fams.items()))
+    return ValidationReport(cases=tuple(out), families=tuple(_summary(f, rs) for f, rs in fams.items()), ranges=rng)

@@ -19,8 +19,8 @@ from core.optimizer import Constraints, ServingGoal
 from core.runs import CSV_COLUMNS, METRICS, RunError, csv_template, parse_file, parse_rows
 from core.deadline import deadline_choice
 from core.engines import CUDA_GRAPH_MAX_TOKENS, ENGINE_LABELS, engine_defaults
-from core.diagnose import RULES, Expectation
-from core.limits import MAX_TABLE_BYTES, decode_text
+from core.diagnose import RULES, Expectation, measured_p95
+from core.limits import MAX_TABLE_BYTES, BudgetExceeded, decode_text
 from core.next_experiment import NextExperimentSpec, outcomes
 from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates, sim_spec, sweep_rates
 from core.telemetry import MAX_BYTES, TelemetryError, from_payload, to_payload
@@ -28,7 +28,7 @@ from core.speed_views import default_batches
 from core.training import MAX_GPUS, budget_problem, goal_from_inputs
 from core.config import RabitConfig, training_goal_args
 from core.training import TrainingGoal
-from core.uncertainty import at_bound
+from core.uncertainty import at_bound, outside
 from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "parse_file",
     "parse_rows",
     "MAX_TABLE_BYTES",
+    "BudgetExceeded",
     "decode_text",
     "from_payload",
     "to_payload",
@@ -62,6 +63,8 @@ __all__ = [
     "ServingGoal",
     "ValidationError",
     "at_bound",
+    "measured_p95",
+    "outside",
     "budget_problem",
     "catalog",
     "choices",

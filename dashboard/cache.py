@@ -163,9 +163,16 @@ def training_recommendation(
 from core import uncertainty as _unc  # noqa: E402
 
 
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _speed_bound_models(cfg: RabitConfig) -> tuple:
+    """The step model at base and at each speed assumption's bounds (shared by the ranges and the band; the
+    models are frozen, so every session may hold the same ones)."""
+    return _unc.bound_models(cfg, _unc.by_tag("serving_speed"))
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def speed_ranges(cfg: RabitConfig) -> _unc.Spread:
-    return _unc.speed_spread(cfg)
+    return _unc.speed_spread(cfg, models=_speed_bound_models(cfg))
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -180,7 +187,7 @@ def training_memory_ranges(cfg: RabitConfig) -> _unc.Spread:
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def batch_band(cfg: RabitConfig, batches: tuple[int, ...]) -> dict:
-    return _unc.batch_band(cfg, batches)
+    return _unc.batch_band(cfg, batches, models=_speed_bound_models(cfg))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

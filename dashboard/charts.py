@@ -743,6 +743,77 @@ def add_band(
     return fig
 
 
+#: Legend of a band computed per point by the combination rule (core.uncertainty.batch_band).
+BAND_RULE_TEXT = "heuristic range (each assumption at its bounds, combined)"
+
+
+def batch_band_chart(points, batch: int, band: dict, height: int = 380) -> go.Figure:
+    """:func:`batch_chart` with the aggregate tokens/s range shaded (``band``: core.uncertainty.batch_band)."""
+    fig = batch_chart(points, batch, height)
+    rows = band["tokens_per_s"]
+    return add_band(
+        fig,
+        [p.batch for p in points],
+        [r[0] for r in rows],
+        [r[2] for r in rows],
+        name=f"tokens/s, {BAND_RULE_TEXT}",
+        color=SPEED_COLORS["compute"],
+        secondary_y=True,
+    )
+
+
+def range_compare_chart(
+    rows: tuple[tuple[str, float, float, float, str], ...],
+    title: str,
+    unit: str,
+    measured: tuple[tuple[str, float], ...] = (),
+    scale: float = 1.0,
+    height: int | None = None,
+) -> go.Figure:
+    """Ranges side by side: one row per (label, value, low, high, basis), the value a dot and the range an error
+    bar; each ``measured`` (label, value) a cross on its row, so a measurement outside a range shows at a glance.
+    Values are divided by ``scale`` and labelled ``unit`` (log axis: ranges are multiplicative)."""
+    labels = [r[0] for r in rows]
+    val = [r[1] / scale for r in rows]
+    fig = go.Figure()
+    fig.add_scatter(
+        x=val,
+        y=labels,
+        mode="markers",
+        name="prediction with its range",
+        marker=dict(size=10, color="#1f6feb"),
+        error_x=dict(
+            type="data",
+            symmetric=False,
+            array=[(r[3] - r[1]) / scale for r in rows],
+            arrayminus=[(r[1] - r[2]) / scale for r in rows],
+            thickness=2,
+            width=8,
+        ),
+        customdata=[[r[2] / scale, r[3] / scale, r[4]] for r in rows],
+        hovertemplate="%{y}: %{x:.4g}<br>range %{customdata[0]:.4g} … %{customdata[1]:.4g}<br>%{customdata[2]}"
+        "<extra></extra>",
+    )
+    if measured:
+        fig.add_scatter(
+            x=[m[1] / scale for m in measured],
+            y=[m[0] for m in measured],
+            mode="markers",
+            name="measured",
+            marker=dict(size=12, symbol="x", color="#cf222e"),
+            hovertemplate="%{y}: measured %{x:.4g}<extra></extra>",
+        )
+    fig.update_layout(
+        title=title,
+        xaxis_title=unit,
+        xaxis_type="log",
+        height=height or max(200, 110 + 45 * len(set(labels))),
+        legend=LEGEND_BELOW,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
+    return fig
+
+
 def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: int | None = None) -> go.Figure:
     """Which assumptions move a number most: one bar per assumption, down-move left, up-move right [%].
 

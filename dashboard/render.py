@@ -184,7 +184,8 @@ def bound_choice(page: str, cfg):
     choice = st.segmented_control(
         "Assumptions at",
         list(BOUND_CHOICES),
-        default="base",
+        # a link may have set the choice (dashboard.state.VIEW_PARAMS): no default then, or Streamlit warns
+        default=None if f"{page}.bound" in st.session_state else "base",
         key=f"{page}.bound",
         help="pessimistic / optimistic: every efficiency assumption at its low / high bound (rabit --bound).",
     )

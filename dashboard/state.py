@@ -110,9 +110,10 @@ def _from_widget(path: str, v: Any) -> Any:
 
 
 def _keep() -> None:
-    """Write every ``cfg.`` value back so that widgets not drawn on this page keep their values."""
+    """Write every ``cfg.`` value and view choice back so that widgets not drawn on this page keep their values
+    (a page shows the tab and bound it showed when it is opened again)."""
     for k, v in st.session_state.to_dict().items():
-        if isinstance(k, str) and k.startswith(_P):
+        if isinstance(k, str) and (k.startswith(_P) or k in VIEW_PARAMS):
             st.session_state[k] = v
 
 
@@ -143,6 +144,24 @@ def _load_into_state(cfg: RabitConfig) -> None:
         st.session_state[_key("a." + name)] = getattr(cfg.assumptions, name)
 
 
+#: Each page's view choices (which tab, view or bound it shows), by session key: (default, allowed values). A link
+#: carries those that differ from the default, so it opens the view the sender sees; they change what a page
+#: shows, not the analysis, so the config file does not carry them.
+_BOUND_VIEW = ("base", ("pessimistic", "base", "optimistic"))
+VIEW_PARAMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    **{f"{p}.bound": _BOUND_VIEW for p in ("memory", "speed", "serving", "training", "optimizer", "math")},
+    "memory.tab": ("Serving", ("Serving", "Training")),
+    "math.view": ("Inference", ("Inference", "Training")),
+    "opt.view": ("Serving", ("Serving", "Training run")),
+}
+
+
+def _view_query() -> dict[str, str]:
+    """The view choices of this session that differ from their defaults, for the URL."""
+    ss = st.session_state
+    return {k: str(ss[k]) for k, (d, ok) in VIEW_PARAMS.items() if k in ss and ss[k] != d and ss[k] in ok}
+
+
 def _init() -> None:
     if st.session_state.get("_rabit_init"):
         return
@@ -150,6 +169,14 @@ def _init() -> None:
     cfg = DEFAULT
     params = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
     saved = analyses.open_from_link(params.pop("analysis")[-1]) if params.get("analysis") else None
+    for k in [k for k in params if k in VIEW_PARAMS]:
+        v = params.pop(k)[-1] if params[k] else ""
+        if v in VIEW_PARAMS[k][1]:
+            st.session_state[k] = v
+        else:
+            st.session_state.setdefault("_link_error", []).append(
+                f"link parameter {k}={plain(v, 40)} was not used: one of {', '.join(VIEW_PARAMS[k][1])}"
+            )
     if params:
         cfg, issues = from_query_report(params)
         if issues:  # say which parameter was not used and why; the rest of the link applies
@@ -383,7 +410,7 @@ def sidebar(page: str = "") -> RabitConfig | None:
     for p in probs:
         (slots.get(p.field) or sb).error(plain(p.message, 1000))
     _config_file_controls(cfg)
-    st.query_params.from_dict({**to_query(cfg), **analyses.query_extra()})
+    st.query_params.from_dict({**to_query(cfg), **analyses.query_extra(), **_view_query()})
     return None if any(p.blocking for p in probs) else cfg
 
 

@@ -5,8 +5,8 @@ import json
 import pandas as pd
 import streamlit as st
 
-from dashboard import analyses, state
-from dashboard.api import Conflict, StoreError
+from dashboard import analyses, cache, render, state
+from dashboard.api import Conflict, StoreError, fmt_bytes, fmt_num, fmt_time
 from dashboard.text import plain
 
 st.title("Saved analyses")
@@ -133,8 +133,8 @@ else:
                 st.rerun()
             except StoreError as exc:
                 rename_slot.error(plain(exc, 400))
+    a = analyses.store().get(pick)
     with st.expander("Revisions"):
-        a = analyses.store().get(pick)
         st.dataframe(
             pd.DataFrame(
                 [
@@ -154,6 +154,53 @@ else:
         st.caption(
             f"{len(a.runs)} measured run(s) attached. Headline results at the last save: "
             + ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in a.results.items())
+        )
+
+    # --- the picked analysis's headline numbers, recomputed with their ranges ----------------------------------
+    st.subheader("Headline numbers, with ranges")
+    train = a.config.phase == "train"
+    HEADLINE = (
+        {
+            "step_s": ("Step time", fmt_time),
+            "mfu": ("MFU", lambda v: f"{v:.1%}"),
+            "runtime_s": ("Runtime", fmt_time),
+            "gpu_hours": ("GPU-hours", fmt_num),
+            "cost_usd": ("Cost [USD]", lambda v: f"${fmt_num(v)}"),
+        }
+        if train
+        else {
+            "prefill_s": ("TTFT (whole batch)", fmt_time),
+            "decode_step_s": ("Decode step", fmt_time),
+            "tokens_per_s": ("Tokens/s", fmt_num),
+            "e2e_s": ("End-to-end", fmt_time),
+            "max_sequences": ("Max sequences", fmt_num),
+            "total_bytes_per_gpu": ("Memory per GPU", fmt_bytes),
+        }
+    )
+    try:
+        with st.spinner("Evaluating the analysis at each assumption bound…"):
+            if train:
+                saved_rng = cache.training_layout_ranges(a.config).ranges
+            else:
+                saved_rng = {**cache.memory_ranges(a.config).ranges, **cache.speed_ranges(a.config).ranges}
+    except (ValueError, KeyError) as exc:  # a config today's catalog or model no longer accepts
+        saved_rng = {}
+        st.warning(f"{plain(a.name)} cannot be evaluated with today's catalog: {plain(exc, 300)}")
+    shown = [k for k in HEADLINE if k in saved_rng and saved_rng[k].value == saved_rng[k].value]  # not NaN
+    if shown:
+        st.caption(
+            f"**{plain(a.name)}**, revision {a.revision}, computed now from its saved configuration; under each "
+            "number its heuristic range from the assumption bounds."
+        )
+        cols = render.grid(len(shown), [HEADLINE[k][0] for k in shown])
+        for i, k in enumerate(shown):
+            label, fmt = HEADLINE[k]
+            render.metric_range(cols[i % len(cols)], label, fmt(saved_rng[k].value), saved_rng[k], fmt)
+        render.tornado_picker(
+            {k: saved_rng[k] for k in shown},
+            {k: HEADLINE[k][0].lower() for k in shown},
+            "an",
+            "step_s" if train else "decode_step_s",
         )
 
 with st.expander("Deleted analyses (restore)"):

@@ -3,16 +3,19 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import analyses, cache, charts, state
+from dashboard import analyses, cache, charts, render, state
 from dashboard.api import (
     COMPARABLE_RULE,
     CSV_COLUMNS,
     METRICS,
     RunError,
     csv_template,
+    fmt_num,
+    fmt_time,
     leave_one_out,
     parse_file,
     parse_rows,
+    sim_spec,
 )
 from dashboard.text import plain
 
@@ -117,6 +120,56 @@ st.plotly_chart(
     ),
     width="stretch",
 )
+
+# --- the heuristic range beside the calibrated interval, and what moves the metric ------------------------------
+st.subheader(f"Heuristic range and calibrated interval: {metric}")
+serve = METRICS[metric][1] == "serve"
+try:
+    with st.spinner("Evaluating this configuration at each assumption bound…"):
+        if serve:  # the simulated replica at the sidebar's workload: the same percentiles the runs measure
+            metric_rng = cache.simulation_ranges(cfg, sim_spec(cfg)).ranges
+        else:
+            metric_rng = cache.training_layout_ranges(cfg).ranges
+except (ValueError, KeyError) as exc:  # a config the simulator or the training model cannot run
+    metric_rng = {}
+    st.caption(f"No analytical value for {metric} on this configuration: {plain(exc, 300)}")
+hr = metric_rng.get(metric)
+if hr is not None and hr.value == hr.value:  # not NaN
+    unit = METRICS[metric][2]
+    fmt = fmt_time if unit == "s" else (lambda v: f"{v:.1%}") if metric == "mfu" else fmt_num
+    k1, k2 = st.columns(2)
+    render.metric_range(
+        k1,
+        f"{metric}, analytical",
+        fmt(hr.value),
+        hr,
+        fmt,
+        help="this configuration (the sidebar's)"
+        + (", one simulated replica at its workload" if serve else ", its own training layout"),
+    )
+    compare = [(f"{metric}: heuristic range", hr.value, hr.low, hr.high, "heuristic range from the assumption bounds")]
+    if c is not None:
+        cr = c.range(hr.value)  # the calibrated interval around the same analytical value
+        render.metric_range(k2, f"{metric}, calibrated (n={c.n})", fmt(cr.value), cr, fmt)
+        compare.append((f"{metric}: calibrated (n={c.n})", cr.value, cr.low, cr.high, "calibrated from measured runs"))
+    else:
+        k2.info(f"No comparable run of {metric} on {cfg.gpu}: no calibrated interval, the heuristic range stands.")
+    g1, g2 = st.columns(2)
+    g1.plotly_chart(
+        cache.figure(
+            charts.range_compare_chart,
+            tuple(compare),
+            "Heuristic range against the calibrated interval",
+            unit or "ratio",
+        ),
+        width="stretch",
+    )
+    with g2:
+        render.tornado(hr, f"What moves {metric}")
+    st.caption(
+        "The heuristic range is the analytical value with each assumption alone at its low and high bound, combined; "
+        "where comparable runs exist, the calibrated interval takes its place on every page."
+    )
 
 st.subheader("Residuals")
 used = {(r.label, r.metric) for c_ in cals.values() for r in c_.runs}

@@ -3,15 +3,19 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import analyses, cache, state
+from dashboard import analyses, cache, charts, render, state
 from dashboard.api import (
     MAX_BYTES,
     RULES,
     Expectation,
     PrometheusError,
     TelemetryError,
+    fmt_time,
     from_payload,
+    measured_p95,
+    outside,
     query_range,
+    sim_spec,
     to_payload,
 )
 
@@ -89,6 +93,60 @@ if tel is None and saved is not None and saved.telemetry and upload is None and 
 elif tel is not None and saved is not None and st.button(f"Attach this telemetry to {saved.name}", key="dx.attach"):
     tid = analyses.store().add_telemetry(saved.id, tel.fmt, to_payload(tel))
     st.success(f"Attached to {saved.name} as telemetry {tid}.")
+
+# --- the predictions the rules compare with, each with its heuristic range ------------------------------------
+PREDICTED = (("p95_ttft_s", "ttft_s.p95", "p95 TTFT"), ("p95_itl_s", "itl_s.p95", "p95 ITL"))
+st.subheader("Predicted against measured")
+rng = {}
+if saved is not None:
+    try:
+        with st.spinner("Evaluating the analysis's prediction at each assumption bound…"):
+            sim_rng = cache.simulation_ranges(saved.config, sim_spec(saved.config)).ranges
+        rng = {k: sim_rng[key] for k, key, _ in PREDICTED if key in sim_rng}
+    except (ValueError, KeyError) as exc:  # a config the simulator cannot run (e.g. a training analysis)
+        st.caption(f"No simulated prediction for {saved.name}: {exc}")
+typed = {k: bool(mine and getattr(mine, k)) for k, _, _ in PREDICTED}
+rng = {k: r for k, r in rng.items() if not typed[k]}  # a number typed above has no range
+got = measured_p95(tel) if tel is not None else {}
+cols = st.columns(len(PREDICTED))
+rows, marks = [], []
+for col, (k, _, label) in zip(cols, PREDICTED):
+    want, r, m = getattr(expect, k), rng.get(k), got.get(k)
+    if want is None:
+        col.metric(f"Predicted {label}", "—")
+        col.caption("no prediction: open a saved analysis or enter one above")
+        continue
+    render.metric_range(col, f"Predicted {label}", fmt_time(want), r, fmt_time)
+    if typed[k]:
+        col.caption("entered above: no range")
+    if m is not None:
+        side = outside(r, m)
+        col.metric(f"Measured {label}", fmt_time(m))
+        if side:
+            col.warning(
+                f"The measurement lies **{side}** the predicted range: itself evidence that an assumption or the "
+                "workload differs from the analysis (see the rules below, and Calibration)."
+            )
+        elif r is not None and r.basis != "none":
+            col.caption("inside the predicted range")
+        marks.append((label, m))
+    if r is not None and r.basis != "none":
+        rows.append((label, want, r.low, r.high, "heuristic range from the assumption bounds"))
+if rows:
+    c1, c2 = st.columns(2)
+    c1.plotly_chart(
+        cache.figure(
+            charts.range_compare_chart, tuple(rows), "Prediction, its range, and the measurement", "s", tuple(marks)
+        ),
+        width="stretch",
+    )
+    with c2:
+        render.tornado_picker(rng, {k: f"the predicted {label}" for k, _, label in PREDICTED}, "dx", "p95_ttft_s")
+elif saved is None:
+    st.caption(
+        "Open a saved analysis to compare the telemetry with its predicted p95s and their heuristic ranges from "
+        "the assumption bounds (a measurement outside the range is itself evidence)."
+    )
 
 if tel is None:
     st.info(

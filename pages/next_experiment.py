@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, charts, render, state
-from dashboard.api import catalog, next_experiment_spec, outcomes
+from dashboard.api import BudgetExceeded, catalog, next_experiment_spec, outcomes
 
 st.title("Next experiment")
 st.caption(
@@ -47,13 +47,18 @@ for path in ("experiment.prompt_spread_frac", "experiment.output_spread_frac", "
     state.field_error(path)
 spec = next_experiment_spec(cfg)
 bar = st.progress(0.0, text="Re-running the optimizer across every input's range ...")
-r = cache.next_experiment(
-    spec,
-    tuple(catalog.prices()),
-    progress=lambda done, total, label: bar.progress(
-        min(1.0, done / max(total, 1)), text=f"Re-run {done} of {total}: {label}"
-    ),
-)
+try:
+    r = cache.next_experiment(
+        spec,
+        tuple(catalog.prices()),
+        progress=lambda done, total, label: bar.progress(
+            min(1.0, done / max(total, 1)), text=f"Re-run {done} of {total}: {label}"
+        ),
+    )
+except BudgetExceeded as exc:  # the search's work budget (core.limits.next_budget) ran out
+    bar.empty()
+    st.error(str(exc))
+    st.stop()
 bar.empty()
 
 base = r.baseline.recommendation

@@ -6,6 +6,7 @@ import streamlit as st
 from dashboard import cache, charts, render, state
 from dashboard.api import (
     DAY_S,
+    BudgetExceeded,
     MAX_TABLE_BYTES,
     CatalogError,
     Constraints,
@@ -88,8 +89,12 @@ if view == "Serving":
             prices = catalog.prices()
 
     goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
-    rec = cache.recommendation(goal, cons, tuple(prices))
-    rr = cache.recommendation_ranges(goal, cons, tuple(prices))
+    try:
+        rec = cache.recommendation(goal, cons, tuple(prices))
+        rr = cache.recommendation_ranges(goal, cons, tuple(prices))
+    except BudgetExceeded as exc:  # the search's work budget (core.limits.search_budget) ran out
+        st.error(str(exc))
+        st.stop()
     rg = rr.recommendation.ranges if rr.recommendation else {}
     if rec.unpriced:
         st.warning(
@@ -243,9 +248,16 @@ if view == "Training run":
         c2.multiselect("GPU kinds (empty = all priced)", sorted(catalog.gpus()), key=K("targets.train_gpus_allowed"))
         st.form_submit_button("Find the cheapest run", type="primary", key="opt.train_submit")
     tcfg = cfg.with_(phase="train")
-    tr = cache.training_recommendation(
-        tcfg, cfg.targets.deadline_days * 86400, Constraints.from_config(cfg, training=True), tuple(catalog.prices())
-    )
+    try:
+        tr = cache.training_recommendation(
+            tcfg,
+            cfg.targets.deadline_days * 86400,
+            Constraints.from_config(cfg, training=True),
+            tuple(catalog.prices()),
+        )
+    except BudgetExceeded as exc:  # the search's work budget (core.limits.search_budget) ran out
+        st.error(str(exc))
+        st.stop()
     (st.success if tr.met else st.error)(tr.summary)
     if tr.recommendation is not None:
         trg = cache.training_option_ranges(tcfg, tr.recommendation)

@@ -80,7 +80,7 @@ else:
 tabs = st.tabs(["Roofline", "Batch", "One iteration", "Context", "Collectives", "Speculative decoding", "Sensitivity"])
 
 with tabs[0]:
-    st.plotly_chart(charts.roofline_chart(cache.roofline(cfg)), width="stretch")
+    st.plotly_chart(cache.figure(charts.roofline_chart, cache.roofline(cfg)), width="stretch")
     st.caption(
         "Prefill runs many tokens per weight read, so it sits right of the ridge; decode reads every weight "
         "and the KV cache for one token per sequence, so it sits left of it."
@@ -94,23 +94,19 @@ with tabs[1]:
         points = cache.batch_sweep(cfg, default_batches(cfg, top))
     c1, c2 = st.columns(2)
     band = cache.batch_band(cfg, tuple(p.batch for p in points))
-    fig = charts.batch_chart(points, cfg.batch)
-    charts.add_band(
-        fig,
-        [p.batch for p in points],
-        [b[0] for b in band["tokens_per_s"]],
-        [b[2] for b in band["tokens_per_s"]],
-        name="tokens/s range",
-        color="#cf222e",
-        secondary_y=True,
+    # figures shared across sessions and reruns: a rerun that leaves their inputs alone does not rebuild them
+    c1.plotly_chart(cache.figure(charts.batch_band_chart, points, cfg.batch, band), width="stretch")
+    c2.plotly_chart(cache.figure(charts.tradeoff_chart, points), width="stretch")
+    st.caption(
+        "Shaded: the aggregate tokens/s at each batch, as a heuristic range from the assumption bounds (each "
+        "assumption alone at its low and high bound, the moves combined as for the numbers above)."
     )
-    c1.plotly_chart(fig, width="stretch")
-    c2.plotly_chart(charts.tradeoff_chart(points), width="stretch")
 
 with tabs[2]:
     st.plotly_chart(
-        charts.breakdown_chart(
-            ((f"prefill (batch {pf.batch})", pf.iteration), (f"decode step (batch {d.batch})", d.at_mean))
+        cache.figure(
+            charts.breakdown_chart,
+            ((f"prefill (batch {pf.batch})", pf.iteration), (f"decode step (batch {d.batch})", d.at_mean)),
         ),
         width="stretch",
     )
@@ -128,7 +124,7 @@ with tabs[4]:
     st.markdown(view.topology)
     st.dataframe(render.collective_table(view), hide_index=True, width="stretch")
     sizes = tuple(float(2**k) for k in range(10, 33))
-    st.plotly_chart(charts.allreduce_chart(sizes, cache.allreduce_curve(cfg, sizes)), width="stretch")
+    st.plotly_chart(cache.figure(charts.allreduce_chart, sizes, cache.allreduce_curve(cfg, sizes)), width="stretch")
     eps = cache.ep_options(cfg)
     if eps:
         st.subheader("Expert parallelism (MoE)")

@@ -55,4 +55,8 @@ def test_save_an_analysis_then_reload_it_by_its_link(server):
         body = other.inner_text("body")
         assert "Browser-saved sizing" in body and "Traceback" not in body
         assert batch.input_value() == "48"
+        # the picked analysis's headline numbers with their ranges, and the tornado of its decode step
+        other.get_by_text("Headline numbers, with ranges").first.wait_for(timeout=60_000)
+        other.get_by_text("What moves decode step").first.wait_for(timeout=120_000)
+        assert "heuristic range from the assumption bounds" in other.inner_text("body")
         browser.close()

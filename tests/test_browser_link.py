@@ -36,9 +36,13 @@ CHANGED = (
     "training.budget_gpus=16",
     "training.checkpoint_interval_s=1800",
     "experiment.rate_spread_frac=0.5",
+    "predicted.p95_ttft_s=1.5",
+    "speed.bound=pessimistic",
 )
 #: Pages whose numbers appear only once their button is pressed (by the sender and by the visitor alike).
 BUTTON = {"Next experiment": "Find the next experiment"}
+#: The Diagnostics page's expander and the prediction changed in it.
+DIAG = ("What the analysis predicted", "Predicted p95 TTFT [s] (0 = unknown)")
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +98,13 @@ def test_a_pasted_link_reproduces_every_page(server):
         set_number(sender, "p95 TTFT target [s] (0 = none)", "3")
         sender.get_by_role("button", name="Find the cheapest configuration").click()
         sender.wait_for_function("() => location.search.includes('targets.p95_ttft_s=3')", timeout=60_000)
+        # the Speed page's bound: every number at the pessimistic bound (a view choice the link carries)
+        goto_menu(sender, "Speed")
+        sender.wait_for_function(
+            "() => [...document.querySelectorAll('h1')].some(h => h.innerText.trim() === 'Speed')", timeout=120_000
+        )
+        sender.locator("button").filter(has_text=re.compile(r"^\s*pessimistic\s*$")).first.click(timeout=120_000)
+        sender.wait_for_function("() => location.search.includes('speed.bound=pessimistic')", timeout=60_000)
         # the Training page's own inputs: size by a GPU budget, checkpoint every 30 min
         goto_menu(sender, "Training")
         sender.get_by_text("Size the run by").first.wait_for(timeout=180_000)
@@ -111,6 +122,11 @@ def test_a_pasted_link_reproduces_every_page(server):
         set_number(sender, "Arrival rate spread [+-%]", "50")
         sender.get_by_role("button", name=BUTTON["Next experiment"]).click()
         sender.wait_for_function("() => location.search.includes('experiment.rate_spread_frac=0.5')", timeout=60_000)
+        # the Diagnostics page's predictions (it shows numbers only for uploaded telemetry: its inputs are compared)
+        goto_menu(sender, "Diagnostics")
+        sender.get_by_text(DIAG[0]).first.click()
+        set_number(sender, DIAG[1], "1.5")
+        sender.wait_for_function("() => location.search.includes('predicted.p95_ttft_s=1.5')", timeout=60_000)
 
         mismatches = []
         for path, title in PAGES:
@@ -139,5 +155,24 @@ def test_a_pasted_link_reproduces_every_page(server):
             assert sent, f"no headline numbers on {title}"
             if got != sent:
                 mismatches.append(f"{title}: sent {sent} got {got}")
+        # the Diagnostics page: the visitor's inputs are the sender's
+        goto_menu(sender, "Diagnostics")
+        sender.wait_for_function(
+            "() => location.pathname.endsWith('diagnostics') && location.search.includes('predicted.p95_ttft_s=1.5')",
+            timeout=60_000,
+        )
+        fresh = b.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        fresh.goto(sender.url)
+        fresh.get_by_text(DIAG[0]).first.click(timeout=120_000)
+        box = fresh.get_by_label(DIAG[1], exact=True).first
+        got = box.input_value(timeout=120_000)
+        for _ in range(60):  # the input is drawn before the first run's value reaches it
+            if float(got or "nan") == 1.5:
+                break
+            fresh.wait_for_timeout(1000)
+            got = box.input_value()
+        if float(got or "nan") != 1.5:
+            mismatches.append(f"Diagnostics: sent predicted p95 TTFT 1.5, got {got}")
+        fresh.context.close()
         b.close()
     assert mismatches == [], "\n".join(mismatches)

@@ -131,3 +131,33 @@ def test_train_from_the_file_equals_the_dashboard(saved, capsys):
     assert out["cost_usd"] == plan.cost_usd
     rg = cache.training_ranges(cfg, goal_from_inputs(cfg, gpus=4))
     _same_ranges(out, rg, ("step_s", "runtime_s", "cost_usd"))
+
+
+def test_diagnose_from_the_file_equals_the_dashboard(saved, capsys):
+    # the Diagnostics page compares telemetry with the open analysis's prediction (cache.analysis_expectation)
+    # and its range (cache.simulation_ranges of the same simulated workload); the CLI reads the same file
+    from pathlib import Path
+
+    from dashboard.api import sim_spec
+
+    cfg, path = saved
+    dump = str(Path(__file__).parent / "fixtures" / "vllm_metrics.txt")
+    out = _json(["diagnose", "--metrics", dump, "--config", path], capsys)
+    e = cache.analysis_expectation(cfg)
+    assert out["expected"]["p95_ttft_s"] == e.p95_ttft_s and out["expected"]["p95_itl_s"] == e.p95_itl_s
+    rg = cache.simulation_ranges(cfg, sim_spec(cfg)).ranges
+    assert out["ranges"]["expected.p95_ttft_s"] == rg["ttft_s.p95"].as_json()
+    assert out["ranges"]["expected.p95_itl_s"] == rg["itl_s.p95"].as_json()
+
+
+def test_validate_models_and_gpus_from_the_file(saved, capsys):
+    # validate predicts published cases (each with its own model and sizes) with the file's assumptions;
+    # models and gpus name the file's choices
+    from core.validation import run
+
+    cfg, path = saved
+    out = _json(["validate", "--family", "vendor-first-token", "--config", path], capsys)
+    ref = run(("vendor-first-token",), assumptions=cfg.assumptions)
+    assert [c["predicted"] for c in out["cases"]] == [c.predicted for c in ref.cases]
+    assert _json(["models", "--config", path], capsys)["selected"] == cfg.model
+    assert _json(["gpus", "--config", path], capsys)["selected"] == cfg.gpu

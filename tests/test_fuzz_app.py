@@ -332,3 +332,68 @@ def test_the_hosted_configuration_hides_error_details_and_bounds_uploads():
     assert conf["client"]["showErrorDetails"] == "none"
     limit_bytes = conf["server"]["maxUploadSize"] * 1e6  # Streamlit's unit is the megabyte
     assert MAX_TABLE_BYTES <= limit_bytes <= 50e6 and MAX_CONFIG_BYTES < limit_bytes
+
+
+# --- the search pages: every input at its edges, under a short search budget ------------------------
+
+SEARCH_PAGES = {"../pages/optimizer.py": "opt.submit", "../pages/next_experiment.py": "ne.submit"}
+#: The number inputs of the two search pages (config fields through dashboard.state.key, and the page's own).
+SEARCH_INPUTS = {
+    "../pages/optimizer.py": [
+        "workload.rate_per_s",
+        "targets.p95_ttft_s",
+        "targets.p95_itl_s",
+        "targets.p95_e2e_s",
+        "targets.max_gpus",
+        "targets.max_usd_per_hour",
+    ],
+    "../pages/next_experiment.py": [
+        "workload.rate_per_s",
+        "targets.p95_ttft_s",
+        "targets.p95_itl_s",
+        "targets.p95_e2e_s",
+        "experiment.prompt_spread_frac",
+        "experiment.output_spread_frac",
+        "experiment.rate_spread_frac",
+    ],
+}
+#: The searches run under this budget here (core.limits reads it at each search), so a page that does
+#: not stop on its budget fails the AppTest timeout below instead of holding the test run.
+FUZZ_SEARCH_S = 3.0
+
+
+@pytest.fixture()
+def short_search_budget(monkeypatch):
+    import core.limits
+
+    monkeypatch.setattr(core.limits, "SEARCH_MAX_WALL_S", FUZZ_SEARCH_S)
+    monkeypatch.setattr(core.limits, "NEXT_MAX_WALL_S", FUZZ_SEARCH_S)
+
+
+def _search_edges(w) -> tuple[float, float]:
+    hi = w.max if w.max is not None and abs(w.max) < 1e300 else 1e308
+    return (w.min if w.min is not None else 0.0), hi
+
+
+@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(page=st.sampled_from(sorted(SEARCH_PAGES)), data=st.data())
+def test_fuzz_the_search_pages_inputs_at_their_edges(short_search_budget, page, data):
+    """Optimizer and Next experiment: any value their inputs take gives a result or an st.error within the search
+    budget (plus the page's own simulations), never an exception or a hang."""
+    from dashboard import state
+
+    st_ = __import__("streamlit")
+    st_.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=10 * FUZZ_SEARCH_S + 30)
+    at.run()
+    at.switch_page(page).run()
+    names = data.draw(st.lists(st.sampled_from(SEARCH_INPUTS[page]), min_size=1, max_size=3, unique=True))
+    ends = [data.draw(st.sampled_from(["min", "max"])) for _ in names]
+    for name, end in zip(names, ends):
+        w = at.number_input(key=name[1:] if name.startswith("=") else state.key(name))
+        lo, hi = _search_edges(w)
+        w.set_value(lo if end == "min" else hi)
+    t0 = time.monotonic()
+    at.button(key=SEARCH_PAGES[page]).click().run()
+    no_exception(at)
+    assert time.monotonic() - t0 < 10 * FUZZ_SEARCH_S + 30

@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -213,6 +214,22 @@ BASE = {
         "h100-sxm",
         "--json",
     ],
+    "next-experiment": [
+        "next-experiment",
+        "--model",
+        "llama-3.1-8b",
+        "--rate",
+        "1",
+        "--requests",
+        "20",
+        "--max-simulations",
+        "1",
+        "--gpus-allowed",
+        "h100-sxm",
+        "--points-per-side",
+        "1",
+        "--json",
+    ],
     "models": ["models", "--json"],
     "gpus": ["gpus", "--json"],
     "diagnose": ["diagnose", "--metrics", "{metrics}", "--json"],
@@ -335,7 +352,10 @@ def invocations(draw):
 @given(argv=invocations())
 def test_fuzz_every_subcommand(files, argv, monkeypatch_module):
     argv = [a.format(**files) if a.startswith("{") and a.endswith("}") and a[1:-1] in files else a for a in argv]
+    t0 = time.monotonic()
     rc, out, err = run_cli(argv)
+    # no hang past the work budget: a search stops on its budget, each simulation on its own
+    assert time.monotonic() - t0 < FUZZ_BUDGET_S + HANG_SLACK_S, (argv, time.monotonic() - t0)
     assert "Traceback" not in err and "Traceback" not in out
     if rc == 0:
         if "--json" in argv:
@@ -346,11 +366,18 @@ def test_fuzz_every_subcommand(files, argv, monkeypatch_module):
         assert err.count("\n") == 1 and err.startswith("rabit"), (argv, err)
 
 
+#: Every fuzzed simulation and search runs under this budget [s]; an invocation that takes longer than it plus
+#: HANG_SLACK_S (the CLI's own start, a check's granularity, a loaded machine) counts as a hang.
+FUZZ_BUDGET_S = 3.0
+HANG_SLACK_S = 12.0
+
+
 @pytest.fixture(scope="module")
 def monkeypatch_module():
-    """Every fuzzed simulation runs under a short budget: a hang past it is a failure, not a wait."""
+    """Every fuzzed simulation and search runs under a short budget: a hang past it is a failure, not a wait."""
     mp = pytest.MonkeyPatch()
-    mp.setattr(cli.common, "CLI_SIM_MAX_WALL_S", 3.0)
+    mp.setattr(cli.common, "CLI_SIM_MAX_WALL_S", FUZZ_BUDGET_S)
+    mp.setattr(cli.common, "CLI_SEARCH_MAX_WALL_S", FUZZ_BUDGET_S)
     yield mp
     mp.undo()
 
@@ -379,7 +406,8 @@ ALL_FLAGS = _subcommands()
 
 
 def test_every_subcommand_is_known_to_the_fuzz():
-    assert {"memory", "speed", "simulate", "train", "recommend", "models", "gpus"} <= set(ALL_FLAGS)
+    assert {"memory", "speed", "simulate", "train", "recommend", "next-experiment", "models", "gpus"} <= set(ALL_FLAGS)
+    assert {"recommend", "next-experiment"} <= set(BASE)  # the searches are fuzzed end to end, under a budget
 
 
 @settings(
@@ -413,3 +441,47 @@ def test_fuzz_every_flag_of_every_subcommand_parses_or_exits_2(data):
             assert exc.code in (0, 2), (argv, exc.code)
             if exc.code == 2:
                 assert err.getvalue().count("\n") == 1 and err.getvalue().startswith("rabit"), (argv, err.getvalue())
+
+
+# --- the searches at the edges of their valid inputs: a result or a budget stop, never past the budget ---
+
+#: Valid values at and inside the edges of each search flag's domain (core.limits.FLAG_DOMAINS).
+SEARCH_VALUES = {
+    "--rate": ["1e-6", "0.5", "10", "1000", "1e6"],
+    "--requests": ["20", "2000", "50000"],
+    "--max-simulations": ["1", "16", "64"],
+    "--input": ["1", "1000", "100000", "10000000"],
+    "--output": ["1", "250", "100000", "10000000"],
+    "--p95-ttft-s": ["1e-6", "2", "1e6"],
+    "--p95-e2e-s": ["1e-6", "20", "1e6"],
+    "--model": ["llama-3.1-8b", "llama-3.1-70b", "deepseek-v3"],
+    "--gpus-allowed": ["h100-sxm", "h100-sxm,h200-sxm"],
+}
+
+
+@settings(
+    max_examples=int(os.environ.get("RABIT_FUZZ_SEARCH_EXAMPLES", "12")),
+    deadline=None,
+    derandomize=os.environ.get("RABIT_FUZZ_RANDOM") is None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(data=st.data())
+def test_fuzz_the_searches_at_the_edges_of_their_inputs(monkeypatch_module, data):
+    """recommend and next-experiment with valid but heavy inputs (up to 64 finalists x 50,000 requests, contexts of
+    10M tokens, the whole catalog): a result or exit 2 with one line, within the search budget."""
+    sub = data.draw(st.sampled_from(["recommend", "next-experiment"]))
+    argv = [sub, "--json"]
+    for flag in data.draw(st.lists(st.sampled_from(sorted(SEARCH_VALUES)), min_size=2, max_size=5, unique=True)):
+        argv += [flag, data.draw(st.sampled_from(SEARCH_VALUES[flag]))]
+    if "--rate" not in argv:
+        argv += ["--rate", "10"]
+    if sub == "next-experiment":
+        argv += ["--points-per-side", data.draw(st.sampled_from(["1", "5"]))]
+    t0 = time.monotonic()
+    rc, out, err = run_cli(argv)
+    assert time.monotonic() - t0 < FUZZ_BUDGET_S + HANG_SLACK_S, (argv, time.monotonic() - t0)
+    assert "Traceback" not in err and "Traceback" not in out
+    if rc == 0:
+        _check_numbers(json.loads(out))
+    else:
+        assert rc == 2 and err.count("\n") == 1 and err.startswith("rabit"), (argv, err)

@@ -133,11 +133,116 @@ def test_falcon_7b_kv_cache_is_multi_query():
 
 def test_jamba_holds_kv_only_in_its_attention_layers():
     m = from_hf_config(JAMBA)
-    assert m.ssm_layers == 28 and m.full_attention_layers == 4
-    # 4 of 32 layers cache keys and values: the per-layer average context is an eighth of the context
-    assert m.kv_context_tokens(8000) == pytest.approx(1000)
+    # layer i has attention when i % attn_layer_period (8) == attn_layer_offset (4): layers 4, 12, 20, 28
+    assert m.ssm_layers == 28 and m.attention_layers == m.full_attention_layers == 4
+    # the KV bytes count the attention layers, so the context each holds is the whole context
+    assert m.kv_context_tokens(8000) == 8000
     # active: 12B published (2 of 16 experts)
     assert abs(m.active_params() / 12e9 - 1) < 0.05
+
+
+# --- Jamba outside the parameter count: KV, state, attention FLOPs --------------------------------------
+# Hand derivation from Jamba-v0.1's config.json (JAMBA above): h = 4,096, 32 layers of which 4 attend
+# (attn_layer_period 8, offset 4), 8 KV heads of d_h = 4,096 / 32 = 128; Mamba d_inner = mamba_expand x h = 8,192,
+# d_conv = 4, d_state = 16, dt_rank = 256.
+JAMBA_KV_BYTES_PER_TOKEN = 2 * 4 * 8 * 128 * 2  # K and V x 4 attention layers x 8 heads x 128 x BF16 = 16,384
+JAMBA_STATE_BYTES_PER_SEQ = 28 * 8192 * (4 + 16) * 2  # 28 Mamba layers x d_inner x (d_conv + d_state) x BF16
+# one Mamba mixer (HF JambaMambaMixer): in_proj h x 2E, conv1d E x 4 + E bias, x_proj E x (R + 2N),
+# dt_proj R x E + E, A_log E x N, D E, out_proj E x h, dt/B/C norms R + 2N
+JAMBA_MIXER_PARAMS = (
+    4096 * 2 * 8192 + 8192 * 4 + 8192 + 8192 * (256 + 32) + 256 * 8192 + 8192 + 8192 * 16 + 8192 + 8192 * 4096 + 288
+)
+
+
+def _jamba_cfg(**kw):
+    from core.config import DEFAULT
+
+    base = dict(
+        custom_model=from_hf_config(JAMBA),
+        gpu="h200-sxm",
+        gpus_per_node=1,
+        tp=1,
+        pp=1,
+        ep=1,
+        weights="bf16",
+        kv_dtype="bf16",
+    )
+    return DEFAULT.with_(**{**base, **kw})
+
+
+def test_jamba_kv_bytes_per_token_count_only_the_attention_layers():
+    from core.memory import kv_bytes_per_token
+
+    assert JAMBA_KV_BYTES_PER_TOKEN == 16_384
+    assert kv_bytes_per_token(from_hf_config(JAMBA), 2.0) == JAMBA_KV_BYTES_PER_TOKEN
+
+
+def test_jamba_holds_its_mamba_state_per_sequence():
+    from core.memory import serving_memory
+
+    m = from_hf_config(JAMBA)
+    assert JAMBA_STATE_BYTES_PER_SEQ == 9_175_040
+    assert m.ssm_state_bytes_per_seq(2.0) == JAMBA_STATE_BYTES_PER_SEQ
+    # one sequence of 8,192 tokens (whole blocks of 16, no shared prefix): KV grows with the context, the state not
+    r = serving_memory(_jamba_cfg(input_tokens=8000, output_tokens=192, batch=1, prefix_cache_frac=0.0))
+    assert r.kv_bytes_per_token == JAMBA_KV_BYTES_PER_TOKEN
+    assert r.ssm_state_bytes_per_seq_per_gpu == JAMBA_STATE_BYTES_PER_SEQ
+    assert r.kv_bytes_per_seq_per_gpu == 16_384 * 8192 + 9_175_040  # 143,392,768 B
+    # TP 2 splits both (KV heads 8 -> 4 per GPU; d_inner 8,192 -> 4,096)
+    r2 = serving_memory(
+        _jamba_cfg(input_tokens=8000, output_tokens=192, batch=1, prefix_cache_frac=0.0, gpus_per_node=2, tp=2)
+    )
+    assert r2.kv_bytes_per_seq_per_gpu == (16_384 * 8192 + 9_175_040) / 2
+
+
+def test_jamba_attention_flops_count_only_the_attention_layers():
+    from core.step import StepModel
+    from core.training import attention_pairs_per_token
+
+    m = from_hf_config(JAMBA)
+    sm = StepModel.from_config(_jamba_cfg())
+    # 4 FLOP per (query, key) pair per layer per H x d_h: 4 x 4 layers x 32 x 128 = 65,536 (not 32 layers' 524,288)
+    assert sm.attn_flop_per_pair == 4 * 4 * 32 * 128
+    # the cached tokens a decode step reads at context c: all of c in each attention layer, k_t per token
+    assert sm.kv_read_tokens(8000) == 8000
+    assert sm.kv_bytes_per_token == JAMBA_KV_BYTES_PER_TOKEN
+    # training: pairs per token summed over the 4 attention layers, (s + 1) / 2 each
+    assert attention_pairs_per_token(m, 4096) == 4 * 4097 / 2
+
+
+def test_jamba_mamba_mixer_flops_are_in_the_active_matmul_params():
+    from core.step import StepModel
+
+    m = from_hf_config(JAMBA)
+    assert m.ssm_mixer_params == JAMBA_MIXER_PARAMS == 105_308_448
+    plain = m.model_copy(update={"ssm_layers": 0, "ssm_mixer_params": 0, "ssm_d_inner": 0})
+    # each Mamba layer carries its mixer instead of attention; 2 FLOP per active parameter per token. (The
+    # selective scan's own ~9 x d_inner x d_state = 1.2 MFLOP per token per layer, 0.6% of the mixer's 211 MFLOP,
+    # is not counted.)
+    assert m.active_matmul_params() - plain.active_matmul_params() == 28 * (JAMBA_MIXER_PARAMS - m.attention_params())
+    assert StepModel.from_config(_jamba_cfg()).flop_per_token == 2.0 * m.active_matmul_params()
+
+
+def test_jamba_kv_pool_sets_the_state_aside_and_counts_attention_layers_only():
+    from core.memory import serving_memory
+    from core.simulate import SimSpec, kv_pool, workspace_tokens
+
+    cfg = _jamba_cfg()
+    spec = SimSpec(num_requests=100, rate_per_s=1.0, max_batch=64)
+    pool = kv_pool(cfg, spec)
+    assert pool.full_share == 1.0 and pool.slide_share == 0.0
+    mem = serving_memory(cfg.with_(batch=1, input_tokens=workspace_tokens(spec), output_tokens=1))
+    expect = (mem.kv_budget_bytes_per_gpu - 64 * JAMBA_STATE_BYTES_PER_SEQ) // (JAMBA_KV_BYTES_PER_TOKEN * 16)
+    assert pool.blocks == expect
+
+
+def test_jamba_without_an_attention_layer_is_refused():
+    with pytest.raises(UnsupportedArchitecture, match=r"unsupported architecture: JambaForCausalLM \(.*no attention"):
+        from_hf_config({**JAMBA, "attn_layer_period": 8, "attn_layer_offset": 9})
+
+
+def test_jamba_dt_rank_auto_is_the_hf_default():
+    assert from_hf_config({**JAMBA, "mamba_dt_rank": "auto"}).ssm_mixer_params == JAMBA_MIXER_PARAMS
 
 
 def test_llama4_scout_active_params():

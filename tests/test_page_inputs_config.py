@@ -133,3 +133,33 @@ def test_the_diagnostics_predictions_travel_in_the_link(clear_cache):
     at.number_input(key=state.key("predicted.p95_itl_s")).set_value(0.05).run()
     assert at.query_params["predicted.p95_itl_s"] in ("0.05", ["0.05"])
     assert not at.sidebar.error
+
+
+def test_a_link_carries_the_pages_view(clear_cache):
+    """The tab, view and bound a page shows travel in the link too (not in the config file)."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["memory.tab"] = "Training"
+    at.query_params["memory.bound"] = "pessimistic"
+    at.query_params["math.view"] = "sideways"  # not a view of that page: named, the rest applies
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    labels = {m.label for m in at.tabs[1].metric}
+    assert "Optimizer state per GPU" in labels and not at.tabs[0].metric
+    assert any("pessimistic" in i.value for i in at.info)
+    assert not any("Session State" in w.value for w in at.warning)  # no "default value and ..." warning
+    assert any("sideways was not used" in e.value for e in at.sidebar.error)
+    assert at.query_params["memory.tab"] in ("Training", ["Training"])
+    assert at.query_params["memory.bound"] in ("pessimistic", ["pessimistic"])
+    at.session_state["memory.bound"] = "base"  # back to base: the parameter leaves the link
+    at.run()
+    assert "memory.bound" not in at.query_params
+
+
+def test_a_page_keeps_its_view_while_another_is_shown(clear_cache):
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.session_state["memory.bound"] = "optimistic"
+    at.run()
+    at.switch_page("../pages/math.py").run()
+    assert at.query_params["memory.bound"] in ("optimistic", ["optimistic"])
+    at.switch_page("../pages/memory.py").run()
+    assert not at.exception and any("optimistic" in i.value for i in at.info)
