@@ -31,9 +31,13 @@ SLACK_S = 4.0
 
 
 def _heavy_goal() -> ServingGoal:
-    """Llama-3.1-70B at 10 requests/s, 50,000 requests per simulation: one simulation runs for seconds."""
+    """Llama-3.1-70B at 10 requests/s, 50,000 requests per simulation: one simulation runs for seconds.
+
+    No E2E target: the default 20 s for 4,096 output tokens asks for under 4.9 ms per token, which no H100
+    layout meets even at batch 1 once the step's fixed costs are charged (core.step), and the screen would
+    prune every configuration before a simulation could run."""
     g = ServingGoal.from_config(DEFAULT)
-    return g.model_copy(update={"workload": g.workload.with_(num_requests=50_000)})
+    return g.model_copy(update={"workload": g.workload.with_(num_requests=50_000), "p95_e2e_s": None})
 
 
 def _heavy_constraints() -> Constraints:
