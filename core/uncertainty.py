@@ -333,13 +333,13 @@ def speed_rows(cfg: RabitConfig, models: Sequence[Any]) -> list[dict[str, Any]]:
     s1 = stack_models(models, 1)
     one = np.ones(1)
 
-    def it(T: float, A: float, R: float) -> tuple[np.ndarray, ...]:
-        c, mm, x = s1.stage_parts(T * one, A * one, R * one)
-        t = s1.iteration_s(T * one, A * one, R * one)
+    def it(T: float, A: float, R: float, S: float | None = None) -> tuple[np.ndarray, ...]:
+        c, mm, x, _ = s1.stage_parts(T * one, A * one, R * one)  # the fourth part: the stage's kernel launches
+        t = s1.iteration_s(T * one, A * one, R * one, None if S is None else S * one)  # S: sequences scheduled
         return tuple(np.broadcast_to(np.asarray(a, dtype=float).reshape(-1), (k,)) for a in (c, mm, x, t))
 
-    pc, pm, px, ttft = it(pf.T, pf.A, pf.R)
-    _, _, _, ttft_one = it(float(pf.uncached), pf.one.pairs, pf.one.kv_tokens)
+    pc, pm, px, ttft = it(pf.T, pf.A, pf.R, float(cfg.batch))
+    _, _, _, ttft_one = it(float(pf.uncached), pf.one.pairs, pf.one.kv_tokens, 1.0)
     b = math.ceil(cfg.batch / sm0.pp)
     N = max(cfg.output_tokens - 1, 1)
     ctx = cfg.input_tokens + (N - 1) / 2
