@@ -79,6 +79,9 @@ class Workload(_Group):
     # with `rabit simulate --engine`), and whether a preempted request finds its blocks in the prefix cache
     engine: choices.Engine = "vllm"
     prefix_caching: bool = True
+    # CUDA graphs for iterations up to the engine's capture size (core.engines); False = eager mode
+    # (vLLM --enforce-eager): every kernel launched from the host (core.step)
+    cuda_graphs: bool = True
 
 
 class Targets(_Group):

@@ -179,7 +179,8 @@ class StepModel:
         k_layer = KERNELS_PER_LAYER + (2 if tp > 1 else 0)
         k_moe = (3 + (2 if ep > 1 else 0)) if m.is_moe else 0
         n_k = (m.num_layers * k_layer + m.moe_layers * k_moe + KERNELS_PER_ITERATION) / pp
-        graph_max = CUDA_GRAPH_MAX_TOKENS.get(dep.config.workload.engine, 512)
+        w = dep.config.workload
+        graph_max = CUDA_GRAPH_MAX_TOKENS.get(w.engine, 512) if w.cuda_graphs else 0
         if pp > 1:
             cross = cfg.tp * pp > coll.domain
             t1, t2 = coll.p2p_s(h * ACT_BYTES, cross), coll.p2p_s(2 * h * ACT_BYTES, cross)
