@@ -2,8 +2,12 @@
 
 JSON keys (contract, issue 10): ``save`` prints ``{"id": ...}``; ``list`` prints
 ``{"analyses": [{"id", "name", "model", "gpu", "updated_at", ...}]}``; ``show`` prints the analysis with
-its ``config``, ``runs`` and ``revisions``. The store is the one ``RABIT_DATABASE_URL`` names, else the
-embedded SQLite file (``rabit analyses where``).
+its ``config``, ``runs`` and ``revisions``, plus (issue 9) ``headline`` (the Saved analyses page's headline
+numbers, computed now from the saved config at the assumptions given), their ``ranges`` and ``range_basis``.
+The store is the one ``RABIT_DATABASE_URL`` names, else the embedded SQLite file (``rabit analyses where``).
+
+Only ``save`` (``--assume``, ``--bound``, ``--config FILE``) and ``show`` (``--assume``, ``--bound``) take the
+assumption flags: the other subcommands manage stored analyses and estimate nothing.
 """
 
 from __future__ import annotations
@@ -19,11 +23,18 @@ from cli.common import (
     add_cluster_args,
     add_json,
     add_model_args,
+    add_range_args,
     add_serving_args,
+    assumptions_from_args,
+    config_file,
     config_from_args,
     die,
     emit,
+    fill_from_config,
     open_store,
+    parse_assume,
+    range_line,
+    with_ranges,
 )
 from core.config import RabitConfig
 from core.limits import MAX_CONFIG_BYTES, parse_json, read_regular_file
@@ -42,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(q)
     add_cluster_args(q)
     add_serving_args(q)
+    add_range_args(q)  # the saved config carries the assumptions in force; --config FILE: the dashboard's file
     add_json(q)
     q.set_defaults(func=save)
 
@@ -54,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = s.add_parser("show", help="one analysis with its config, runs and revisions")
     q.add_argument("id")
     q.add_argument("--revision", type=int, help="an earlier revision")
+    add_range_args(q, config=False)  # evaluate the saved config's headline numbers at these assumptions
     add_json(q)
     q.set_defaults(func=show)
 
@@ -117,10 +130,29 @@ def headline(cfg: RabitConfig) -> dict[str, Any]:
     return out
 
 
+#: The config fields ``analyses save`` builds from its flags (config_from_args); the rest come from ``--config``.
+_FLAG_FIELDS = frozenset(
+    {
+        *("gpu", "gpus_per_node", "nodes", "fabric", "tp", "pp", "ep", "model", "custom_model", "assumptions"),
+        *("batch", "input_tokens", "output_tokens", "kv_dtype", "kv_alloc", "block_size", "prefix_cache_frac"),
+        "weights",
+    }
+)
+
+
+def _not_on_flags(cfg: RabitConfig | None) -> dict[str, Any]:
+    """The fields of a ``--config`` file that no ``analyses save`` flag carries (training, speculative
+    decoding, ...): saved as the file has them."""
+    if cfg is None:
+        return {}
+    return {f: getattr(cfg, f) for f in RabitConfig.model_fields if f not in _FLAG_FIELDS}
+
+
 def save(args: argparse.Namespace) -> int:
     from store import Conflict, StoreError
 
-    cfg = config_from_args(args)
+    fill_from_config(args)  # --assume checked; flags left at their default take the --config file's values
+    cfg = config_from_args(args, **_not_on_flags(config_file(args)))
     st = open_store()
     try:
         if args.analysis:
@@ -170,9 +202,25 @@ def _get(st, aid: str, revision: int | None = None):
         die(f"rabit analyses: error: argument id: {exc}")
 
 
+def _headline_ranges(cfg: RabitConfig) -> tuple[dict[str, Any], str | None]:
+    """The headline numbers' ranges of ``cfg`` (core.uncertainty), or {} and why it cannot be evaluated."""
+    from core.uncertainty import analysis_headline_ranges
+
+    try:
+        return analysis_headline_ranges(cfg), None
+    except (ValueError, KeyError) as exc:  # a config today's catalog or model no longer accepts
+        return {}, str(exc)
+
+
 def show(args: argparse.Namespace) -> int:
+    from core.units import fmt_bytes, fmt_num, fmt_time
+
+    parse_assume(args.assume)  # exit 2 naming a bad assumption before the store is read
     a = _get(open_store(), args.id, args.revision)
     c = a.config
+    args._analysis_config = c  # the saved assumptions, at --bound, then each --assume
+    cfg = c.model_copy(update={"assumptions": assumptions_from_args(args)})
+    rng, why = _headline_ranges(cfg)
     human = "\n".join(
         [
             f"{a.name} ({a.id}), revision {a.revision} of {a.summary.revision}, updated {a.summary.updated_at}",
@@ -184,7 +232,15 @@ def show(args: argparse.Namespace) -> int:
             + (f"; note: {a.note}" if a.note else ""),
         ]
     )
-    emit(a.as_json(), args.json, human)
+    fmts = {"mfu": lambda v: f"{v:.1%}", "cost_usd": lambda v: f"${fmt_num(v)}", "total_bytes_per_gpu": fmt_bytes}
+    plain = ("tokens_per_s", "max_sequences", "gpu_hours")
+    lines = [range_line(k, r, fmts.get(k, fmt_num if k in plain else fmt_time)) for k, r in rng.items()]
+    head = "  headline numbers now" + (f" (--bound {args.bound})" if args.bound != "base" else "") + ":"
+    human += "\n" + "\n".join([head, *lines] if lines else [f"  cannot be evaluated now: {why}"])
+    payload = {**a.as_json(), "headline": {k: r.value for k, r in rng.items()}}
+    if why:
+        payload["headline_error"] = why
+    emit(with_ranges(payload, rng), args.json, human)
     return 0
 
 

@@ -502,8 +502,9 @@ CONFIG_DEST = {
 }
 
 
-def add_range_args(p: argparse.ArgumentParser) -> None:
-    """``--assume NAME=VALUE`` (repeatable), ``--bound low|base|high`` and ``--config FILE``."""
+def add_range_args(p: argparse.ArgumentParser, *, config: bool = True) -> None:
+    """``--assume NAME=VALUE`` (repeatable), ``--bound low|base|high`` and ``--config FILE`` (``config=False``:
+    not ``--config``, for a subcommand whose config is a saved analysis's)."""
     g = p.add_argument_group("assumptions and ranges")
     g.add_argument(
         "--assume",
@@ -518,7 +519,8 @@ def add_range_args(p: argparse.ArgumentParser) -> None:
         default="base",
         help="evaluate with every assumption at its pessimistic (low) or optimistic (high) bound",
     )
-    g.add_argument("--config", metavar="FILE", help="a config JSON saved by the dashboard; flags given override it")
+    if config:
+        g.add_argument("--config", metavar="FILE", help="a config JSON saved by the dashboard; flags given override it")
     p.set_defaults(_parser=p)
 
 

@@ -863,3 +863,37 @@ def training_option_ranges(cfg: RabitConfig, option) -> dict[str, Range]:
         for k in ("runtime_s", "wall_clock_s", "gpu_hours", "cost_usd", "mfu")
         if k in rg
     }
+
+
+# --- saved analyses and calibration (the CLI's analyses show / calibrate) ------------------------------------
+
+#: The headline numbers of a saved analysis (the Saved analyses page's "Headline numbers, with ranges").
+SERVING_HEADLINE_KEYS = ("prefill_s", "decode_step_s", "tokens_per_s", "e2e_s", "max_sequences", "total_bytes_per_gpu")
+TRAINING_HEADLINE_KEYS = ("step_s", "mfu", "runtime_s", "gpu_hours", "cost_usd")
+
+
+def analysis_headline_ranges(cfg: RabitConfig) -> dict[str, Range]:
+    """The headline numbers of an analysis's config with their heuristic ranges: the training layout's step
+    time, MFU, runtime, GPU-hours and cost for a training config, else the serving memory and speed figures
+    (the same spreads the Saved analyses page draws). Raises ValueError/KeyError for a config the catalog no
+    longer accepts; a number that is not finite is left out."""
+    if cfg.phase == "train":
+        from core.training import config_layout
+
+        rng, keys = training_spread(cfg, config_layout(cfg)).ranges, TRAINING_HEADLINE_KEYS
+    else:
+        rng, keys = {**memory_spread(cfg).ranges, **speed_spread(cfg).ranges}, SERVING_HEADLINE_KEYS
+    return {k: rng[k] for k in keys if k in rng and math.isfinite(rng[k].value)}
+
+
+def prediction_ranges(run: Any) -> dict[str, Range]:
+    """Heuristic ranges of :func:`core.calibration.predict`'s figures for one measured run (each assumption
+    alone at its bounds, on the run's own config)."""
+    from core.calibration import predict
+
+    def est(cfg: RabitConfig) -> dict[str, float]:
+        return predict(run.model_copy(update={"config": cfg}))
+
+    if run.load == "train":
+        return spread(run.config, est, ("training",)).ranges
+    return spread(run.config, est, ("serving_memory", "serving_speed"), screen=serving_screen).ranges

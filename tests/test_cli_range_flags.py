@@ -13,8 +13,8 @@ from core.config import RabitConfig
 FIX = Path(__file__).parent / "fixtures"
 BASIS = "heuristic range from the assumption bounds"
 
-#: One valid invocation of each subcommand that has no store behind it (the analyses and calibrate groups
-#: manage saved analyses and their runs: they estimate nothing and take no assumptions).
+#: One valid invocation of each subcommand that has no store behind it (the analyses and calibrate groups:
+#: tests/test_cli_analyses_range_flags.py).
 INVOCATIONS = {
     "memory": ["memory"],
     "speed": ["speed"],
