@@ -172,15 +172,7 @@ def spread(
             moved = with_assumption(cfg, n, v)
             same = screen is not None and _equal(screen(moved), base_screen)
             runs.append((n, v, dict(base) if same else dict(estimate(moved))))
-    ranges = {}
-    for key, val in base.items():
-        if isinstance(val, bool) or not isinstance(val, (int, float)) and val is not None:
-            continue
-        moves: dict[str, list[float]] = {}
-        for n, _, out in runs:
-            moves.setdefault(n, []).append(out.get(key))
-        ranges[key] = combine(val, {n: tuple(rs) for n, rs in moves.items()})
-    return Spread(ranges=ranges, base=base, runs=tuple(runs))
+    return _spread_of(base, runs)
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -403,6 +395,7 @@ def speed_spread(
 
 
 def _spread_of(base: dict[str, Any], runs: list[tuple[str, float, dict[str, Any]]]) -> Spread:
+    """The range of every numeric key of ``base`` from the runs at each assumption's bounds (:func:`combine`)."""
     ranges = {}
     for key, val in base.items():
         if isinstance(val, bool) or not isinstance(val, (int, float)) and val is not None:
