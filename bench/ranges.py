@@ -33,9 +33,10 @@ def _page_reruns(page: str, n: int = 11) -> list[float]:
 
 def _added_ms(n: int = 9) -> tuple[float, float]:
     """What the ranges add to one Memory and one Speed page rerun (a new batch each time: no cache hit)."""
+    from core.assumptions import by_tag
     from core.config import RabitConfig
     from core.speed_views import default_batches
-    from core.uncertainty import batch_band, memory_spread, speed_spread, training_memory_spread
+    from core.uncertainty import batch_band, bound_models, memory_spread, speed_spread, training_memory_spread
 
     mem, speed = [], []
     for i in range(n):
@@ -45,8 +46,9 @@ def _added_ms(n: int = 9) -> tuple[float, float]:
         training_memory_spread(cfg)
         mem.append(time.perf_counter() - t)
         t = time.perf_counter()
-        speed_spread(cfg)
-        batch_band(cfg, default_batches(cfg, 1024))
+        models = bound_models(cfg, by_tag("serving_speed"))  # shared by both, as dashboard.cache does
+        speed_spread(cfg, models=models)
+        batch_band(cfg, default_batches(cfg, 1024), models=models)
         speed.append(time.perf_counter() - t)
     return statistics.median(mem) * 1e3, statistics.median(speed) * 1e3
 

@@ -321,8 +321,10 @@ def _bound_of(c: np.ndarray, m: np.ndarray, x: np.ndarray) -> list[str]:
 
 
 def speed_rows(cfg: RabitConfig, models: Sequence[Any]) -> list[dict[str, Any]]:
-    """:func:`speed_estimate` for each step model of ``cfg`` (one per bound), every model in one vectorised
-    evaluation of the step-time body: the decode steps of all K models as one (K, steps) array."""
+    """:func:`speed_estimate` for each step model of ``cfg`` (one per bound), without its trace and result
+    objects: the single iterations (the prefill, one prompt alone, the decode step at the mean context) of all K
+    models in one call of the step-time body over a stack of the models, the decode steps (an array over the
+    output already) one model at a time."""
     from core.speed import _mean_over_steps, decode_times, prefill_numbers, replicas_of
 
     if not models:
@@ -333,26 +335,33 @@ def speed_rows(cfg: RabitConfig, models: Sequence[Any]) -> list[dict[str, Any]]:
     s1 = stack_models(models, 1)
     one = np.ones(1)
 
-    def it(T: float, A: float, R: float) -> tuple[np.ndarray, ...]:
-        c, mm, x = s1.stage_parts(T * one, A * one, R * one)
-        t = s1.iteration_s(T * one, A * one, R * one)
+    def it(T: float, A: float, R: float, S: float | None = None) -> tuple[np.ndarray, ...]:
+        """One iteration (T tokens, A pairs, R cached tokens, S sequences) of every model: (compute, memory,
+        exposed communication, time), each of shape (K,)."""
+        c, mm, x = s1.stage_parts(T * one, A * one, R * one)[:3]
+        t = s1.iteration_s(T * one, A * one, R * one, None if S is None else S * one)
         return tuple(np.broadcast_to(np.asarray(a, dtype=float).reshape(-1), (k,)) for a in (c, mm, x, t))
 
-    pc, pm, px, ttft = it(pf.T, pf.A, pf.R)
-    _, _, _, ttft_one = it(float(pf.uncached), pf.one.pairs, pf.one.kv_tokens)
+    # as core.speed.prefill_numbers: the whole batch's prompts in one iteration, and one prompt alone
+    pc, pm, px, ttft = it(pf.T, pf.A, pf.R, pf.it.seqs)
+    _, _, _, ttft_one = it(float(pf.uncached), pf.one.pairs, pf.one.kv_tokens, pf.one.seqs)
     b = math.ceil(cfg.batch / sm0.pp)
     N = max(cfg.output_tokens - 1, 1)
     ctx = cfg.input_tokens + (N - 1) / 2
     s_read, s_att = float(sm0.kv_read_tokens(ctx)), float(sm0.kv_read_tokens(ctx + 1))
     dc, dm, dx, _ = it(float(b), b * s_att, b * s_read)
     hops = np.broadcast_to(np.asarray(s1.hops_s(float(b) * one), dtype=float).reshape(-1), (k,))
-    n, t = decode_times(s1, b, cfg.input_tokens, N)
-    t = np.broadcast_to(np.asarray(t, dtype=float), (k, len(n)))
+    # the decode steps of one model at a time: a (steps,) array stays in cache, where one (K, steps) array of
+    # every bound does not (measured: the stacked evaluation is slower here, the scalar iterations above faster)
+    means = []
+    for sm in models:
+        n, t = decode_times(sm, b, cfg.input_tokens, N)
+        means.append(_mean_over_steps(n, t, N))
     dp = replicas_of(cfg)
     pf_bound, d_bound = _bound_of(pc, pm, px), _bound_of(dc, dm, dx)
     rows = []
     for i in range(k):
-        mean_s = _mean_over_steps(n, t[i], N)
+        mean_s = means[i]
         r_r = cfg.batch / mean_s
         rows.append(
             {
@@ -377,8 +386,8 @@ def speed_spread(
     """Ranges of TTFT, decode step and tokens/s; ``labels("bound")`` says whether the binding limit changes.
 
     The same rule as :func:`spread` with :func:`speed_estimate` (which depends on the config only through its
-    step model), but every bound is evaluated in one call of the step-time body over a stack of step models
-    instead of one call per bound. ``models``: ``bound_models(cfg, by_tag("serving_speed"), bounds)`` when the
+    step model), evaluated by :func:`speed_rows` for every bound at once instead of one full estimate per bound
+    (the same numbers: ``tests/test_ranges_vectorised.py``). ``models``: ``bound_models(cfg, by_tag("serving_speed"), bounds)`` when the
     caller already has it.
     """
     base = speed_estimate(cfg)

@@ -159,7 +159,7 @@ if hr is not None and hr.value == hr.value:  # not NaN
         cache.figure(
             charts.range_compare_chart,
             tuple(compare),
-            "Heuristic range against the calibrated interval",
+            "Heuristic range vs calibrated interval",
             unit or "ratio",
         ),
         width="stretch",

@@ -135,9 +135,7 @@ for col, (k, _, label) in zip(cols, PREDICTED):
 if rows:
     c1, c2 = st.columns(2)
     c1.plotly_chart(
-        cache.figure(
-            charts.range_compare_chart, tuple(rows), "Prediction, its range, and the measurement", "s", tuple(marks)
-        ),
+        cache.figure(charts.range_compare_chart, tuple(rows), "Predicted range and the measurement", "s", tuple(marks)),
         width="stretch",
     )
     with c2:

@@ -115,6 +115,7 @@ with sch_col:
         format_func=choices.ADMISSION_LABELS.get,
     )
     st.checkbox("Prefix caching (a preempted request finds its blocks again)", key=K("workload.prefix_caching"))
+    st.checkbox("CUDA graphs (off = eager mode, every kernel launched from the host)", key=K("workload.cuda_graphs"))
     c1, c2 = st.columns(2)
     c1.number_input("Timeout [s] (0 = none)", 0.0, 1e6, key=K("workload.timeout_s"))
     c2.number_input("Seed", 0, 2**31 - 1, key=K("workload.seed"))

@@ -101,7 +101,7 @@ def test_ranges_band_and_tornado_render(server, browser):
     assert "Traceback" not in body and "range: " in body
     page.get_by_text("Assumptions behind these numbers").first.wait_for(timeout=60_000)  # the run has finished
     page.get_by_role("tab", name="Batch", exact=True).click(timeout=60_000)
-    chart = page.locator(".js-plotly-plot").filter(has_text="tokens/s range")
+    chart = page.locator(".js-plotly-plot").filter(has_text="tokens/s, heuristic range")
     chart.first.wait_for(timeout=30_000)
     # the band is a filled trace (fill="toself" draws an SVG path with a fill)
     assert chart.first.locator(".scatterlayer .js-fill").count() >= 1

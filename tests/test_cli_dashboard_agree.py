@@ -161,3 +161,10 @@ def test_validate_models_and_gpus_from_the_file(saved, capsys):
     assert [c["predicted"] for c in out["cases"]] == [c.predicted for c in ref.cases]
     assert _json(["models", "--config", path], capsys)["selected"] == cfg.model
     assert _json(["gpus", "--config", path], capsys)["selected"] == cfg.gpu
+
+
+def test_assumptions_in_force_from_the_file_equal_the_dashboards(saved, capsys):
+    # the sidebar's assumption inputs hold the file's values; `rabit assumptions --config` lists the same
+    cfg, path = saved
+    out = _json(["assumptions", "--config", path], capsys)
+    assert {a["name"]: a["value"] for a in out["assumptions"]} == cfg.assumptions.model_dump()

@@ -75,13 +75,21 @@ def warm():
     LIMIT_S[0] = max(2.0, 2 * base)
 
 
+def _limit_now() -> float:
+    """The limit, with the ordinary link measured again now: a shared machine's load moves between the module's
+    first measurement and this one (a link that hangs takes far longer than twice either)."""
+    __import__("streamlit").cache_data.clear()
+    _, again = open_link(SMALL, "../pages/serving.py", **{"sim.requests": 100, "sim.rate": 1.0})
+    return max(LIMIT_S[0], 2 * again)
+
+
 def test_infinite_step_overhead_in_a_link_is_refused_within_2s(clear_cache):
     bad = {"step_overhead_ms": 1e308, "mbu": 0.8}
     at, dt = open_link(
         {**SMALL, "assumptions": blob(bad)}, "../pages/serving.py", **{"sim.requests": 100, "sim.rate": 1.0}
     )
     no_exception(at)
-    assert dt < LIMIT_S[0], dt
+    assert dt < _limit_now(), dt
     msg = errors(at)
     assert "assumptions" in msg and "step_overhead_ms" in msg
     # the rest of the link applies: the 8B model and the other assumption

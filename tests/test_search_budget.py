@@ -24,6 +24,7 @@ from core.config import DEFAULT
 from core.limits import BudgetExceeded, WorkBudget, next_budget, search_budget
 from core.next_experiment import NextExperimentSpec, TrainingExperimentSpec, next_experiment, next_training_experiment
 from core.optimizer import Constraints, ServingGoal, recommend, recommend_training
+from core.simulate import SimSpec
 
 #: What one budget check may overrun on this 2-core machine shared with other processes (the granularity of
 #: a check, not a performance figure): a budget of B s must end before B + SLACK_S.
@@ -31,13 +32,14 @@ SLACK_S = 4.0
 
 
 def _heavy_goal() -> ServingGoal:
-    """Llama-3.1-70B at 10 requests/s, 50,000 requests per simulation: one simulation runs for seconds."""
-    g = ServingGoal.from_config(DEFAULT)
-    return g.model_copy(update={"workload": g.workload.with_(num_requests=50_000)})
+    """Llama-3.1-70B at 10 requests/s with no latency target (every configuration that fits survives the screen),
+    50,000 requests per simulation: one simulation runs for seconds. Spelled out, not the shared defaults, so a
+    change of the defaults cannot prune every candidate and leave nothing to simulate."""
+    return ServingGoal(model="llama-3.1-70b", workload=SimSpec(num_requests=50_000, rate_per_s=10.0))
 
 
 def _heavy_constraints() -> Constraints:
-    return Constraints.from_config(DEFAULT).model_copy(update={"max_simulations": 64})
+    return Constraints(max_simulations=64)
 
 
 def _timed(fn):
@@ -121,7 +123,7 @@ def test_next_experiment_stops_within_its_budget_and_leaves_no_worker(workers):
 
 
 def test_next_experiment_stops_on_its_evaluation_budget():
-    spec = NextExperimentSpec(goal=ServingGoal.from_config(DEFAULT), constraints=Constraints.from_config(DEFAULT))
+    spec = NextExperimentSpec(goal=_heavy_goal(), constraints=_heavy_constraints())
     _dt, msg = _timed(lambda: next_experiment(spec, workers=1, budget=next_budget(max_evaluations=100)))
     assert "stopped after 101 evaluations (the limit is 100)" in msg
 

@@ -82,3 +82,8 @@ def test_engine_choice_sets_its_documented_defaults_and_the_launch_cost(clear_ca
     assert at.session_state["cfg.workload.token_budget"] == 8192
     assert any("These settings are its defaults" in c.value for c in at.caption)
     assert tiles(at) != before  # the simulation reran with the engine's scheduler and launch costs
+    # eager mode (no CUDA graphs) makes every iteration pay host launches: the run slows down
+    graphs = tiles(at)
+    at.checkbox(key="cfg.workload.cuda_graphs").uncheck().run()
+    assert not at.exception and at.session_state["cfg.workload.cuda_graphs"] is False
+    assert tiles(at)["E2E p95"] != graphs["E2E p95"]

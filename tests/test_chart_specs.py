@@ -1,0 +1,55 @@
+"""Charts built from plain specs (dashboard.charts.figure_of skips plotly's per-property validation): every such
+chart must still be a valid figure, which plotly's validating constructor checks property by property."""
+
+import plotly.graph_objects as go
+import pytest
+
+from core.config import DEFAULT, RabitConfig
+from core.speed import speed_summary
+from core.speed_views import allreduce_curve, batch_sweep, decode_curve, default_batches, roofline
+from core.uncertainty import batch_band, speed_spread
+from dashboard import charts
+
+SOURCES = {"mbu": ("memory bandwidth utilisation", "a source")}
+
+
+def _figures(cfg):
+    pts = batch_sweep(cfg, default_batches(cfg, 1024))
+    s = speed_summary(cfg)
+    sizes = tuple(float(2**k) for k in range(10, 20))
+    r = speed_spread(cfg).ranges["decode_step_s"]
+    return {
+        "batch": charts.batch_chart(pts, cfg.batch),
+        "batch_band": charts.batch_band_chart(pts, cfg.batch, batch_band(cfg, tuple(p.batch for p in pts))),
+        "roofline": charts.roofline_chart(roofline(cfg)),
+        "tradeoff": charts.tradeoff_chart(pts),
+        "breakdown": charts.breakdown_chart((("prefill", s.prefill.iteration), ("decode", s.decode.at_mean))),
+        "decode_curve": charts.decode_curve_chart(decode_curve(cfg)),
+        "allreduce": charts.allreduce_chart(sizes, allreduce_curve(cfg, sizes)),
+        "tornado": charts.tornado_chart(r, "What moves the decode step", SOURCES),
+        "tornado_empty": charts.tornado_chart(r.model_copy(update={"contributions": ()}), "nothing", SOURCES),
+        "range_compare": charts.range_compare_chart(
+            (("a", 1.0, 0.8, 1.3, "heuristic"), ("b", 1.1, 1.0, 1.2, "calibrated")), "t", "s", (("a", 1.5),)
+        ),
+    }
+
+
+@pytest.mark.parametrize("cfg", [DEFAULT, RabitConfig(model="mixtral-8x7b", gpus_per_node=2, tp=2)], ids=["70b", "moe"])
+def test_every_plain_spec_chart_is_a_valid_figure(cfg):
+    for name, fig in _figures(cfg).items():
+        spec = fig.to_plotly_json()
+        checked = go.Figure(spec)  # raises on any property plotly does not know or a value it refuses
+        assert checked.to_plotly_json()["layout"].keys() == spec["layout"].keys(), name
+        assert len(checked.data) == len(fig.data) >= 1, name
+        title = spec["layout"].get("title")
+        assert isinstance(title, dict) and title.get("text"), name  # a title object, never a bare string
+
+
+def test_the_band_is_drawn_on_the_throughput_axis():
+    pts = batch_sweep(DEFAULT, default_batches(DEFAULT, 256))
+    band = batch_band(DEFAULT, tuple(p.batch for p in pts))
+    fig = charts.batch_band_chart(pts, DEFAULT.batch, band).to_plotly_json()
+    fill = [t for t in fig["data"] if t.get("fill") == "toself"]
+    assert len(fill) == 1 and fill[0]["yaxis"] == "y2" and charts.BAND_RULE_TEXT in fill[0]["name"]
+    lows, highs = [r[0] for r in band["tokens_per_s"]], [r[2] for r in band["tokens_per_s"]]
+    assert list(fill[0]["y"]) == highs + lows[::-1]
