@@ -35,7 +35,7 @@ from core.deployment import Deployment, resolve
 from core.engines import CUDA_GRAPH_MAX_TOKENS
 from core.collectives import Collectives
 from core.config import COMPUTE_PRECISION, RabitConfig
-from core.memory import kv_bytes_per_token, kv_shard
+from core.memory import SSM_STATE_BYTES, kv_bytes_per_token, kv_shard
 from core.model import ModelArch
 from core.trace import Trace
 from core.units import MS
@@ -122,6 +122,9 @@ class StepModel:
     graph_max_tokens: float = 0.0  # iterations up to this many tokens replay a graph
     seq_overhead_s: float = 0.0  # host work per scheduled sequence
     sample_s_per_seq: float = 0.0  # V y_v / (BW eta_bw): sampling one sequence's logits
+    # a hybrid's state-space layers (Jamba): one sequence's fixed state on one TP rank, summed over the stages
+    # (M_s / tp); each decode step reads and rewrites it (HF HybridMambaAttentionDynamicCache: conv and SSM states)
+    state_bytes_per_seq: float = 0.0  # m_s
     # K/V reads per cached token relative to once per KV head: 1 for grouped decode-attention kernels (XQA,
     # FlashInfer, FlashAttention read each KV head once for its query group); H / H_kv for a kernel that loads
     # a KV head once per query head (TensorRT-LLM's masked MHA for GQA before its XQA kernels; see
@@ -229,6 +232,7 @@ class StepModel:
             graph_max_tokens=float(graph_max),
             seq_overhead_s=a.seq_overhead_us * 1e-6,
             sample_s_per_seq=m.vocab_size * a.sample_bytes_per_vocab / (g.memory_bw_bytes_per_s * a.mbu),
+            state_bytes_per_seq=m.ssm_state_bytes_per_seq(SSM_STATE_BYTES) / tp,
         )
 
     # --- the model -------------------------------------------------------------------------------------
@@ -319,11 +323,13 @@ class StepModel:
 
     @property
     def seq_cost_s(self) -> float:
-        """Fixed cost of one scheduled sequence per iteration [s]: host bookkeeping + sampling its logits."""
-        return self.seq_overhead_s + self.sample_s_per_seq
+        """Fixed cost of one scheduled sequence per iteration [s]: host bookkeeping + sampling its logits + (a
+        hybrid) reading and rewriting its state-space state, 2 m_s / (BW eta_bw)."""
+        return self.seq_overhead_s + self.sample_s_per_seq + 2.0 * self.state_bytes_per_seq / self.mem_bw_bytes_per_s
 
     def fixed_s(self, launch_s, seqs):
-        """Fixed costs of one iteration [s]: t_step + pp t_k + S (t_seq + V y_v / (BW eta_bw)); arrays welcome."""
+        """Fixed costs of one iteration [s]: t_step + pp t_k + S (t_seq + (V y_v + 2 m_s) / (BW eta_bw)); arrays
+        welcome."""
         return self.overhead_s + self.pp * launch_s + seqs * self.seq_cost_s
 
     def parts(self, tokens, pairs, kv_tokens, seqs=None):
@@ -513,6 +519,7 @@ _U_ITER = {
     "t_q": "s",
     "V": "",
     "y_v": "B",
+    "m_s": "B",
     "t_c": "s",
     "t_m": "s",
     "t_x": "s",
@@ -533,7 +540,7 @@ EXPR_COMPUTE = (
 EXPR_BYTES = "W_r + (g_r * R + T) * k_g + T * r_b"
 EXPR_MEMORY = "Y / (pi_bw * eta_bw)"
 EXPR_COMM = "(n_ar * min(a_r + b_r * T, a_t + b_t * T) + n_a2a * (a_e + b_e * T)) * x_c"
-EXPR_FIXED = "t_s + pp * n_k * t_k + S * (t_q + V * y_v / (pi_bw * eta_bw))"
+EXPR_FIXED = "t_s + pp * n_k * t_k + S * (t_q + (V * y_v + 2 * m_s) / (pi_bw * eta_bw))"
 EXPR_TIME = "pp * (max(t_c, t_m) + t_x) + (pp - 1) * (a_h + b_h * T) + t_o"
 
 
@@ -587,6 +594,7 @@ def consts(sm: StepModel, cfg: RabitConfig) -> dict[str, float]:
         t_q=sm.seq_overhead_s,
         V=sm.model.vocab_size,
         y_v=a.sample_bytes_per_vocab,
+        m_s=sm.state_bytes_per_seq,
     )
 
 
@@ -782,7 +790,7 @@ def record_iteration(
         EXPR_FIXED,
         it.overhead_s,
         unit="s",
-        latex=r"[t_s] + [pp] \cdot [n_k] \cdot [t_k] + [S] \left([t_q] + \frac{[V] \cdot [y_v]}{[pi_bw] \cdot [eta_bw]}\right)",
+        latex=r"[t_s] + [pp] \cdot [n_k] \cdot [t_k] + [S] \left([t_q] + \frac{[V] \cdot [y_v] + 2 [m_s]}{[pi_bw] \cdot [eta_bw]}\right)",
         units=_U_ITER,
         t_s=k["t_s"],
         pp=sm.pp,
@@ -792,11 +800,13 @@ def record_iteration(
         t_q=k["t_q"],
         V=k["V"],
         y_v=k["y_v"],
+        m_s=k["m_s"],
         pi_bw=k["pi_bw"],
         eta_bw=k["eta_bw"],
         note=f"{k['n_k']:.0f} kernels per stage, {'replayed from a CUDA graph' if graph else 'launched eagerly'} "
         f"({T:,.0f} tokens {'<=' if graph else '>'} the engine's capture size {sm.graph_max_tokens:,.0f}); "
-        "per sequence: scheduler bookkeeping and sampling its logits over the vocabulary",
+        "per sequence: scheduler bookkeeping and sampling its logits over the vocabulary"
+        + (", and a hybrid's state-space state read and rewritten" if k["m_s"] else ""),
     )
     tr.step(
         final_key or f"{p}_s",

@@ -7,6 +7,8 @@ meta-llama/Llama-4-Scout-17B-16E, google-bert/bert-base-uncased, state-spaces/ma
 RWKV/rwkv-4-169m-pile, google-t5/t5-base).
 """
 
+import dataclasses
+
 import pytest
 
 from core.model import UnsupportedArchitecture, from_hf_config
@@ -208,6 +210,26 @@ def test_jamba_attention_flops_count_only_the_attention_layers():
     assert sm.kv_bytes_per_token == JAMBA_KV_BYTES_PER_TOKEN
     # training: pairs per token summed over the 4 attention layers, (s + 1) / 2 each
     assert attention_pairs_per_token(m, 4096) == 4 * 4097 / 2
+
+
+def test_jamba_decode_step_reads_and_rewrites_each_sequences_mamba_state():
+    from core.catalog import gpu_of
+    from core.step import StepModel
+
+    cfg = _jamba_cfg(gpus_per_node=2, tp=2)
+    sm = StepModel.from_config(cfg)
+    # TP 2 splits d_inner: one rank holds 9,175,040 / 2 = 4,587,520 B of each sequence's state
+    assert sm.state_bytes_per_seq == JAMBA_STATE_BYTES_PER_SEQ / 2
+    # a decode step of S sequences reads and rewrites it: S x 2 x 4,587,520 B at BW x mbu
+    bw = gpu_of(cfg).memory_bw_bytes_per_s * cfg.assumptions.mbu
+    without = dataclasses.replace(sm, state_bytes_per_seq=0.0)
+    for S in (1, 64):
+        extra = sm.iteration_s(float(S), S * 4000.0, S * 4000.0) - without.iteration_s(float(S), S * 4000.0, S * 4000.0)
+        assert extra == pytest.approx(S * 2 * 4_587_520 / bw, rel=1e-9)
+    # a model without state-space layers carries no such term
+    from core.config import DEFAULT
+
+    assert StepModel.from_config(DEFAULT).state_bytes_per_seq == 0.0
 
 
 def test_jamba_mamba_mixer_flops_are_in_the_active_matmul_params():
