@@ -7,17 +7,19 @@ them with the page they come from, and the tests check every emitted flag agains
 * vLLM, ``vllm serve MODEL``: engine arguments (docs.vllm.ai, "Engine Arguments"):
   ``--tensor-parallel-size``, ``--pipeline-parallel-size``, ``--max-num-seqs``, ``--max-num-batched-tokens``,
   ``--gpu-memory-utilization`` (default 0.9), ``--kv-cache-dtype {auto,fp8,...}``,
-  ``--quantization {fp8,awq,gptq,modelopt_fp4,...}``, ``--max-model-len``, ``--host``, ``--port``.
+  ``--quantization {fp8,awq,gptq,modelopt_fp4,...}``, ``--max-model-len``, ``--host``, ``--port``;
+  ``--enforce-eager`` when the config turns CUDA graphs off (eager mode).
 * SGLang, ``python -m sglang.launch_server`` (docs.sglang.io, "Server Arguments"; ``--pp-size`` in
   "Pipeline Parallelism for Long Context"): ``--model-path``, ``--tp-size`` (alias ``--tp``), ``--pp-size``,
   ``--max-running-requests``, ``--chunked-prefill-size``, ``--mem-fraction-static`` (default 0.9),
   ``--kv-cache-dtype {auto,fp8_e4m3,fp8_e5m2}``, ``--quantization {fp8,awq,modelopt_fp4,...}``,
-  ``--context-length``, ``--host``, ``--port``.
+  ``--context-length``, ``--host``, ``--port``; ``--disable-cuda-graph`` in eager mode.
 * TensorRT-LLM, ``trtllm-serve MODEL`` (nvidia.github.io/TensorRT-LLM, "trtllm-serve"): ``--backend pytorch``,
   ``--tp_size``, ``--pp_size``, ``--max_batch_size``, ``--max_num_tokens``, ``--max_seq_len``,
   ``--kv_cache_free_gpu_memory_fraction``, ``--kv_cache_dtype {auto,fp8,nvfp4}`` (NVIDIA/TensorRT-LLM PR
   #11487, March 2026), ``--host``, ``--port``. Weight quantization comes from the checkpoint (a
-  ModelOpt FP8/NVFP4 export), not from a flag: the command says so in a comment.
+  ModelOpt FP8/NVFP4 export), not from a flag: the command says so in a comment; so does eager mode, which
+  trtllm-serve sets only through its LLM API options (:data:`TRTLLM_EAGER_NOTE`).
 * Kubernetes: one Deployment per replica set; GPUs requested as ``nvidia.com/gpu`` or ``amd.com/gpu``
   (kubernetes.io "Schedule GPUs"), nodes chosen by the product label that NVIDIA GPU Feature Discovery
   (``nvidia.com/gpu.product``, e.g. ``NVIDIA-H100-80GB-HBM3``) or the AMD node labeller
@@ -58,6 +60,7 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
                 "--dtype",
                 "--enable-prefix-caching",
                 "--enable-expert-parallel",
+                "--enforce-eager",
                 "--host",
                 "--port",
             }
@@ -77,6 +80,7 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
                 "--kv-cache-dtype",
                 "--quantization",
                 "--context-length",
+                "--disable-cuda-graph",
                 "--dtype",
                 "--host",
                 "--port",
@@ -102,6 +106,15 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
         ),
     ),
 }
+
+#: trtllm-serve's documented options have no CUDA-graph switch: the PyTorch backend takes graphs from the LLM
+#: API option ``cuda_graph_config`` (TorchLlmArgs, nvidia.github.io/TensorRT-LLM/llm-api/reference/
+#: TorchLlmArgs.html), which a YAML file passed with ``--extra_llm_api_options`` sets. Eager mode is therefore
+#: a comment on the command, not a flag.
+TRTLLM_EAGER_NOTE = (
+    "eager mode: trtllm-serve has no command-line flag for it; set `cuda_graph_config: null` (TorchLlmArgs) "
+    "in a YAML file passed with --extra_llm_api_options"
+)
 
 #: Documented values of the KV-cache and weight-quantization flags, per engine.
 KV_VALUES = {
@@ -169,6 +182,7 @@ class LaunchSpec(BaseModel):
     gpus_per_node: int = Field(ge=1)
     port: int = 8000
     ep: int = Field(1, ge=1)  # expert parallelism over the TP ranks (MoE)
+    cuda_graphs: bool = True  # False: eager mode, every kernel launched from the host (the config's setting)
 
 
 def model_repo(slug: str) -> str:
@@ -205,6 +219,7 @@ def launch_spec(pick, goal) -> LaunchSpec:
         gpu_memory_utilization=Assumptions().gpu_mem_util,
         gpus_per_node=g.gpus_per_node,
         ep=getattr(pick, "ep", 1),
+        cuda_graphs=getattr(goal, "cuda_graphs", True),
     )
 
 
@@ -246,6 +261,8 @@ def vllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
     ]
     if s.ep > 1:  # experts spread over the TP ranks (EP size = TP x DP)
         argv += ["--enable-expert-parallel"]
+    if not s.cuda_graphs:  # "Always use eager-mode PyTorch" (engine arguments)
+        argv += ["--enforce-eager"]
     q = QUANT_VALUES["vllm"].get(s.weights)
     if q:
         argv += ["--quantization", q]
@@ -278,6 +295,8 @@ def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
     ]
     if s.ep > 1:
         argv += ["--ep-size", str(s.ep)]
+    if not s.cuda_graphs:  # server arguments: "Disable cuda graph"
+        argv += ["--disable-cuda-graph"]
     q = QUANT_VALUES["sglang"].get(s.weights)
     if q:
         argv += ["--quantization", q]
@@ -313,6 +332,8 @@ def trtllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         argv += ["--ep_size", str(s.ep)]
     argv += ["--host", "0.0.0.0", "--port", str(s.port)]
     notes = _notes(s, "trtllm")
+    if not s.cuda_graphs:
+        notes.append(TRTLLM_EAGER_NOTE)
     if s.weights != "bf16":
         notes.append(f"{s.weights} weights come from a pre-quantized checkpoint (ModelOpt export): point MODEL at it")
     return argv, notes

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from core import catalog, choices
 from core.catalog import Price
 from core.assumptions import Assumptions
-from core.config import RabitConfig
+from core.config import RabitConfig, Workload
 from core.limits import WorkBudget, search_budget
 from core.model import ModelArch
 from core.pricing import GpuPrice, gpu_price, unpriced
@@ -67,6 +67,7 @@ class ServingGoal(_F):
     assumptions: Assumptions = Assumptions()
     fabric: str = "ib-ndr"
     block_size: int = Field(16, ge=1, le=1024)
+    cuda_graphs: bool = True  # the config's workload.cuda_graphs: False = eager mode (launch configs say so)
     #: per GPU kind overrides of ``assumptions`` (slug, values): one accelerator measured faster or slower
     gpu_assumptions: tuple[tuple[str, Assumptions], ...] = ()
 
@@ -108,6 +109,7 @@ class ServingGoal(_F):
             assumptions=cfg.assumptions,
             fabric=cfg.fabric,
             block_size=cfg.block_size,
+            cuda_graphs=cfg.workload.cuda_graphs,
         )
 
 
@@ -304,6 +306,7 @@ def _config(goal: ServingGoal, c: Candidate) -> RabitConfig:
         assumptions=goal.assumptions_for(c.gpu),
         fabric=goal.fabric,
         block_size=goal.block_size,
+        workload=Workload(cuda_graphs=goal.cuda_graphs),  # eager mode: the step model launches every kernel
     )
 
 

@@ -29,6 +29,8 @@ The views built on it (traced, for the Speed page, the CLI and "show the math"):
 
   * :func:`prefill` -- TTFT of one batch of ``B`` prompts of ``I`` tokens, the cached-prefix share
     removed: ``T = B (I - c)``, ``A = B sum_{j=c+1..I} j`` (causal attention, each query sees itself).
+    With ``pp`` stages the prompts run as ``m = min(pp, B)`` micro-batches through an empty pipeline:
+    ``(m + pp - 1)`` stage times of one micro-batch, the hops and the fixed costs (:func:`pipeline_fill_s`).
   * :func:`decode` -- the mean decode step over the output as the context grows. Decode step ``n``
     (n = 1 .. O-1; the prefill pass emits output token 1) feeds token ``n`` with ``I + n - 1`` tokens
     cached. With ``pp`` stages the batch runs as ``pp`` micro-batches of ``b = ceil(B/pp)`` in flight,
@@ -90,8 +92,9 @@ class PrefillResult(_Frozen):
     prompt_tokens: int
     cached_tokens: int  # per prompt, read from the prefix cache
     uncached_tokens: int  # per prompt, computed
-    iteration: IterationParts
+    iteration: IterationParts  # one pipeline micro-batch (the whole batch without a pipeline)
     ttft_s: float  # the whole batch
+    micro_batches: int = 1  # min(pp, batch)
     ttft_one_s: float  # one prompt alone
     bound: str
     steps: tuple[Step, ...] = ()
@@ -244,20 +247,40 @@ class _Prefill:
     T: float
     A: float
     R: float
-    it: IterationParts
+    it: IterationParts  # one micro-batch: the whole batch without a pipeline (or with one prompt)
     one: IterationParts
+    m: float  # micro-batches, min(pp, B)
+    ttft_s: float  # the whole batch through an empty pipeline
+
+
+def pipeline_fill_s(t_micro_s, m, compute_s, memory_s, comm_s):
+    """A batch of ``m`` micro-batches through an empty pipeline [s]: one micro-batch's trip through the
+    ``pp`` stages (``StepModel.pipelined_s``) plus the ``m - 1`` stage times the last micro-batch waits to
+    enter the first stage::
+
+        t = t_mb + (m - 1)(max(t_c, t_m) + t_x) = (m + pp - 1)(max(t_c, t_m) + t_x) + (pp - 1) hop + t_o
+
+    with the stage times of one micro-batch (GPipe, Huang et al. arXiv 1811.06965: ``m + pp - 1`` stage
+    slots for ``m`` micro-batches over ``pp`` stages). The simulator's iterations follow one another with the
+    pipeline already full, so they charge ``pipelined_s`` alone; a lone batch (the Speed page's TTFT) also
+    pays the fill. Arrays welcome."""
+    return t_micro_s + (m - 1) * (np.maximum(compute_s, memory_s) + comm_s)
 
 
 def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int) -> _Prefill:
+    """The batch's prompts prefilled together: with a pipeline, as ``m = min(pp, B)`` micro-batches of
+    ``B / m`` prompts that follow one another through the stages (``StepModel.pipelined_s``)."""
     I = cfg.input_tokens
     c = math.floor(cfg.prefix_cache_frac * I)  # < I because the share is < 1
     u = I - c
     a_seq = _attended_pairs(sm.model, c, I)
     r_seq = float(sm.kv_read_tokens(c))
     T, A, R = float(batch * u), batch * a_seq, batch * r_seq
-    return _Prefill(
-        batch, I, c, u, T, A, R, iteration(sm, T, A, R, float(batch)), iteration(sm, float(u), a_seq, r_seq, 1.0)
-    )
+    m = float(sm.micro_batches(float(batch)))
+    it = iteration(sm, T / m, A / m, R / m, batch / m)
+    t_mb = float(sm.pipelined_s(T, A, R, float(batch)))  # = it.time_s: one micro-batch through all stages
+    ttft = float(pipeline_fill_s(t_mb, m, it.compute_s, it.memory_s, it.comm_s))
+    return _Prefill(batch, I, c, u, T, A, R, it, iteration(sm, float(u), a_seq, r_seq, 1.0), m, ttft)
 
 
 @dataclass(frozen=True)
@@ -703,7 +726,9 @@ def _record_prefill(tr: Trace, cfg: RabitConfig, sm: StepModel, pf: _Prefill) ->
         B=B,
         s_in=I,
         c=pf.cached,
-        note="all prompts of the batch in one iteration",
+        note="all prompts of the batch in one iteration"
+        if pf.m == 1
+        else f"all prompts of the batch, in {pf.m:g} pipeline micro-batches",
     )
     m = sm.model
     if m.sliding_layers:
@@ -738,20 +763,69 @@ def _record_prefill(tr: Trace, cfg: RabitConfig, sm: StepModel, pf: _Prefill) ->
         tr.step(
             "prefill_kv_tokens", "Prefill: cached tokens read", "R_p", "B * c", pf.R, unit="tokens", B=B, c=pf.cached
         )
-    record_iteration(
-        tr,
-        sm,
-        cfg,
-        "prefill",
-        "Prefill",
-        pf.T,
-        pf.A,
-        pf.R,
-        pf.it,
-        final_label="Time to first token (one batch)",
-        final_symbol=r"\mathrm{TTFT}",
-        note=f"bound: {pf.it.bound}; the whole batch prefilled in one iteration",
-    )
+    if pf.m == 1:
+        record_iteration(
+            tr,
+            sm,
+            cfg,
+            "prefill",
+            "Prefill",
+            pf.T,
+            pf.A,
+            pf.R,
+            pf.it,
+            final_label="Time to first token (one batch)",
+            final_symbol=r"\mathrm{TTFT}",
+            note=f"bound: {pf.it.bound}; the whole batch prefilled in one iteration",
+        )
+    else:
+        pp = sm.pp
+        n_mb = tr.step(
+            "prefill_micro_batches",
+            "Prefill: micro-batches in the pipeline",
+            "m",
+            "min(pp, B)",
+            pf.m,
+            B=B,
+            pp=pp,
+            note=f"the {B} prompts split by sequence into micro-batches that follow one another through the "
+            f"{pp} stages; below, one micro-batch of T = T_p / m = {pf.it.tokens:,.0f} tokens",
+        )
+        it = pf.it
+        record_iteration(
+            tr,
+            sm,
+            cfg,
+            "prefill",
+            "Prefill micro-batch",
+            it.tokens,
+            it.pairs,
+            it.kv_tokens,
+            it,
+            final_key="prefill_micro_s",
+            final_label="Prefill: one micro-batch through all stages",
+            final_symbol=r"t_{mb}",
+            note=f"bound: {it.bound}; the micro-batch passes the {pp} stages in turn (each stage re-reads its "
+            "weights for every micro-batch)",
+        )
+        tr.step(
+            "prefill_s",
+            "Time to first token (one batch)",
+            r"\mathrm{TTFT}",
+            "t_mb + (m - 1) * (max(t_c, t_m) + t_x)",
+            pf.ttft_s,
+            unit="s",
+            latex=r"[t_mb] + ([m] - 1) \left(\max([t_c], [t_m]) + [t_x]\right)",
+            units={"t_mb": "s", "t_c": "s", "t_m": "s", "t_x": "s"},
+            t_mb=it.time_s,
+            m=n_mb,
+            t_c=it.compute_s,
+            t_m=it.memory_s,
+            t_x=it.comm_s,
+            note=f"the last micro-batch enters the first stage {pf.m - 1:g} stage time(s) after the first: "
+            f"(m + pp - 1) = {pf.m + pp - 1:g} stage times + the hops + the fixed costs, against {pp} x the "
+            f"whole batch's stage time with the stages in turn (GPipe, arXiv 1811.06965)",
+        )
     record_iteration(
         tr,
         sm,
@@ -1202,7 +1276,8 @@ def _prefill_result(pf: _Prefill, steps: tuple[Step, ...] = ()) -> PrefillResult
         cached_tokens=pf.cached,
         uncached_tokens=pf.uncached,
         iteration=pf.it,
-        ttft_s=pf.it.time_s,
+        ttft_s=pf.ttft_s,
+        micro_batches=int(pf.m),
         ttft_one_s=pf.one.time_s,
         bound=pf.it.bound,
         steps=steps,
@@ -1254,7 +1329,7 @@ def decode(cfg: RabitConfig, tr: Trace | None = None) -> DecodeResult:
     sm = StepModel.from_config(cfg)
     d = decode_numbers(sm, cfg, cfg.batch)
     pf = prefill_numbers(sm, cfg, cfg.batch)
-    _record_decode(tr, cfg, sm, d, pf.it.time_s)
+    _record_decode(tr, cfg, sm, d, pf.ttft_s)
     return _decode_result(cfg, d, tr.frozen())
 
 
@@ -1282,7 +1357,7 @@ def speed_summary(cfg: RabitConfig) -> SpeedSummary:
     section("Prefill: time to first token", n0)
     d = decode_numbers(sm, cfg, cfg.batch)
     n0 = len(tr.steps)
-    out = _record_decode(tr, cfg, sm, d, pf.it.time_s)
+    out = _record_decode(tr, cfg, sm, d, pf.ttft_s)
     section("Decode: step time, throughput and latency", n0)
     n0 = len(tr.steps)
     sp = _spec_result(cfg, sm, d, tr)

@@ -66,7 +66,7 @@ def batch_sweep(cfg: RabitConfig, batches: tuple[int, ...]) -> tuple[BatchPoint,
         rows.append(
             BatchPoint(
                 batch=B,
-                ttft_s=pf.it.time_s,
+                ttft_s=pf.ttft_s,
                 decode_step_s=d.mean_s,
                 tokens_per_s=B / d.mean_s * replicas_of(cfg),
                 tokens_per_s_per_user=1 / d.mean_s,
@@ -370,7 +370,7 @@ def textbook_comparison(cfg: RabitConfig) -> TextbookComparison:
     eff = T / (T + sm.ramp_tokens)
     F_textbook = 2 * T * P_textbook / (tp * pp)
     F_mm = 2 * T * P_act / (tp * pp)
-    F_all = pf.it.flop
+    F_all = sm.flop_per_token * T + sm.attn_flop_per_pair * pf.A  # the whole batch (pf.it: one micro-batch)
     t1 = F_textbook / (pi * TEXTBOOK_MFU)
     add(
         "Textbook chain: 2 B s_pre P / (tp pp) / (pi x 0.74)",
@@ -399,21 +399,30 @@ def textbook_comparison(cfg: RabitConfig) -> TextbookComparison:
         f"T = {T:,.0f} tokens: the ramp costs the matmuls {100 * (1 / eff - 1):.2g}% (GEMM tiling; attention has "
         "its own roofline)",
     )
-    t_stage = max(pf.it.compute_s, pf.it.memory_s)
+    whole = (pf.it.compute_s, pf.it.memory_s) if pf.m == 1 else sm.scalar_parts(T, pf.A, pf.R)[:2]
     add(
         "Memory side (max with weights + KV traffic)",
-        pp * t_stage if pp > 1 else t_stage,
+        pp * max(whole) if pp > 1 else max(whole),
         "changes the time only when memory binds" + ("; stages run in turn" if pp > 1 else ""),
     )
+    t_stage = max(pf.it.compute_s, pf.it.memory_s)  # one micro-batch
+    slots = pf.m + pp - 1  # stage slots of m micro-batches through pp stages: pp without micro-batches
+    if pf.m > 1:
+        add(
+            f"Pipeline: {pf.m:g} micro-batches of {pf.batch / pf.m:g} prompts keep the stages busy",
+            slots * t_stage,
+            f"(m + pp - 1) = {slots:g} stage times of one micro-batch instead of {pp} of the whole batch; "
+            "each micro-batch re-reads the stage's weights",
+        )
     add(
         "TP/EP communication (and PP hops)",
-        pp * (t_stage + pf.it.comm_s) + pf.it.hops_s,
+        slots * (t_stage + pf.it.comm_s) + pf.it.hops_s,
         f"{sm.ar_per_iter:g} all-reduces per stage of T x h x 2 B = {T * m.hidden_size * 2 / 1e6:,.4g} MB each; "
         "the textbook chain charges none",
     )
     add(
         "Fixed costs: scheduler, kernel launches, per-sequence work and sampling",
-        pf.it.time_s,
+        pf.ttft_s,
         f"{a.step_overhead_ms:g} ms + {sm.kernels_per_stage:,.0f} kernels per stage "
         f"({'graph' if T <= sm.graph_max_tokens else 'eager'}) + {pf.batch} sequences sampled",
     )
@@ -469,7 +478,7 @@ def ep_options(cfg: RabitConfig) -> tuple[EpOption, ...]:
             EpOption(
                 ep=ep,
                 decode_step_s=d.mean_s,
-                prefill_s=pf.it.time_s,
+                prefill_s=pf.ttft_s,
                 comm_s_per_step=d.mid.pp * d.mid.comm_s + d.mid.hops_s,
                 tokens_per_s=c.batch / d.mean_s * replicas_of(c),
             )

@@ -659,9 +659,11 @@ def record_iteration(
     compact: bool = False,
     final_label: str | None = None,
     final_symbol: str = "t",
+    final_key: str | None = None,
     note: str = "",
 ) -> None:
-    """Record the chain of one iteration under key prefix ``p``; the values come from ``it``."""
+    """Record the chain of one iteration under key prefix ``p`` (the last step ``final_key``, default
+    ``{p}_s``); the values come from ``it``."""
     k = consts(sm, cfg)
     k["t_k"] = launch_per_kernel_s(sm, T) if T > 0 else 0.0
     k["t_e"] = rows_per_expert(sm, T)
@@ -807,7 +809,7 @@ def record_iteration(
         + (", and a hybrid's state-space state read and rewritten" if k["m_s"] else ""),
     )
     tr.step(
-        f"{p}_s",
+        final_key or f"{p}_s",
         final_label or f"{what}: iteration time",
         final_symbol,
         EXPR_TIME,

@@ -317,7 +317,7 @@ def speed_rows(cfg: RabitConfig, models: Sequence[Any]) -> list[dict[str, Any]]:
     objects: the single iterations (the prefill, one prompt alone, the decode step at the mean context) of all K
     models in one call of the step-time body over a stack of the models, the decode steps (an array over the
     output already) one model at a time."""
-    from core.speed import _mean_over_steps, decode_times, prefill_numbers, replicas_of
+    from core.speed import _mean_over_steps, decode_times, pipeline_fill_s, prefill_numbers, replicas_of
 
     if not models:
         return []
@@ -334,8 +334,9 @@ def speed_rows(cfg: RabitConfig, models: Sequence[Any]) -> list[dict[str, Any]]:
         t = s1.iteration_s(T * one, A * one, R * one, None if S is None else S * one)
         return tuple(np.broadcast_to(np.asarray(a, dtype=float).reshape(-1), (k,)) for a in (c, mm, x, t))
 
-    # as core.speed.prefill_numbers: the whole batch's prompts in one iteration, and one prompt alone
-    pc, pm, px, ttft = it(pf.T, pf.A, pf.R, pf.it.seqs)
+    # as core.speed.prefill_numbers: the whole batch's prompts as m pipeline micro-batches, and one prompt alone
+    pc, pm, px, t_mb = it(pf.T / pf.m, pf.A / pf.m, pf.R / pf.m, pf.it.seqs)
+    ttft = pipeline_fill_s(t_mb, pf.m, pc, pm, px)
     _, _, _, ttft_one = it(float(pf.uncached), pf.one.pairs, pf.one.kv_tokens, pf.one.seqs)
     b = math.ceil(cfg.batch / sm0.pp)
     N = max(cfg.output_tokens - 1, 1)

@@ -239,3 +239,34 @@ def test_expert_parallel_picks_launch_with_the_engines_ep_flag(engine, flag, val
     assert set(f) - DOCS[engine] == {flag}  # the one flag only an EP pick adds
     plain = flags(argv_of(command(engine, launch_spec(pick(n=8, tp=8), GOAL))))
     assert flag not in plain
+
+
+# Eager mode: vLLM engine arguments "--enforce-eager: Whether to always use eager-mode PyTorch. If True, we will
+# disable CUDA graph and always execute the model in eager mode" (docs.vllm.ai/en/latest/configuration/
+# engine_args.html); SGLang server arguments "--disable-cuda-graph: Disable cuda graph"
+# (docs.sglang.io/advanced_features/server_arguments.html). trtllm-serve documents no such option: its PyTorch
+# backend takes CUDA graphs from the LLM API's cuda_graph_config (TorchLlmArgs), so the command carries a comment.
+EAGER = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph"}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_eager_mode_in_the_config_reaches_the_launch_command(engine):
+    from core.config import RabitConfig
+    from core.step import StepModel
+
+    cfg = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=4, gpus_per_node=4)
+    eager_cfg = cfg.with_(workload=cfg.workload.model_copy(update={"cuda_graphs": False}))
+    goal, eager = ServingGoal.from_config(cfg), ServingGoal.from_config(eager_cfg)
+    assert goal.cuda_graphs and not eager.cuda_graphs
+    text = command(engine, launch_spec(pick(), eager))
+    f, plain = flags(argv_of(text)), flags(argv_of(command(engine, launch_spec(pick(), goal))))
+    if engine in EAGER:
+        assert f[EAGER[engine]] == "" and EAGER[engine] not in plain
+        assert set(f) - DOCS[engine] == {EAGER[engine]}  # the one flag eager mode adds
+    else:
+        assert f == plain and "cuda_graph_config" in text  # no flag: said in a comment
+        assert "cuda_graph_config" not in command(engine, launch_spec(pick(), goal))
+    # the optimizer sizes the candidates it launches in the same mode: no iteration replays a graph
+    c = opt.Candidate(gpu="h100-sxm", gpus_per_replica=4, tp=4, pp=1, weights="fp8", kv_dtype="fp8")
+    assert StepModel.from_config(opt._config(eager, c)).graph_max_tokens == 0
+    assert StepModel.from_config(opt._config(goal, c)).graph_max_tokens > 0

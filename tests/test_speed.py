@@ -181,6 +181,49 @@ def test_pipeline_adds_hops_and_uses_the_textbook_per_user_formula():
     assert d.tokens_per_s == pytest.approx(32 / d.step_s)
 
 
+def test_pipelined_prefill_keeps_the_stages_busy_with_micro_batches():
+    # Llama-3.1-70B, TP 4 x PP 2 on 8 H100s, a batch of 2 prompts of 4,096 tokens. The prompts run as
+    # m = min(pp, B) = 2 micro-batches of one prompt each. One prompt per GPU of one stage: matmuls
+    # 2 x 69,503,033,344 / (4 x 2) x 4,096 = 7.1171e13 FLOP at 989 TFLOP/s x 0.65 x 4096 / (4096 + 64) = 0.11244 s,
+    # attention 4 x 80 x 8,192 / 8 x (4,096 x 4,097 / 2) = 2.7495e12 FLOP at 642.85 TFLOP/s = 4.277 ms: 0.11672 s.
+    # Stage 1 works on prompt 1, then on prompt 2 while stage 2 works on prompt 1; prompt 2 leaves stage 2 after
+    # 3 stage times: TTFT = (m + pp - 1) t_stage(1 prompt) + hop(4,096 tokens) + t_o = t_alone + t_stage, where
+    # one prompt alone takes pp t_stage + hop + t_o (the same fixed costs: one sequence per micro-batch).
+    # Stages in turn (the model before) took pp t_stage(2 prompts) + hop(8,192) + t_o(2 sequences): ~4 stage times.
+    cfg = EXAMPLE.with_(tp=4, pp=2, batch=2)
+    sm = StepModel.from_config(cfg)
+    p2, p1 = prefill(cfg), prefill(cfg.with_(batch=1))
+    t_c = 2 * (P_70B - EMB_70B) / 8 * 4096 / (989e12 * 0.65 * 4096 / 4160) + 4 * 80 * 8192 / 8 * (4096 * 4097 / 2) / (
+        989e12 * 0.65
+    )
+    assert t_c == pytest.approx(0.11672, rel=1e-4)
+    assert p2.micro_batches == 2 and p1.micro_batches == 1
+    assert p2.iteration.compute_s == pytest.approx(t_c, rel=1e-9) == p1.iteration.compute_s
+    it = p2.iteration
+    assert p2.iteration.bound == "compute"
+    stage = max(it.compute_s, it.memory_s) + it.comm_s
+    hop = sm.pp_hop_alpha + sm.pp_hop_beta * 4096
+    assert p1.ttft_s == pytest.approx(2 * stage + hop + it.overhead_s, rel=1e-12)
+    assert p2.ttft_s == pytest.approx(3 * stage + hop + it.overhead_s, rel=1e-12)
+    assert p2.ttft_s == pytest.approx(p1.ttft_s + stage, rel=1e-12)
+    # the micro-batch is the simulator's body: StepModel.pipelined_s of the whole batch
+    assert it.time_s == sm.pipelined_s(8192.0, 2 * 4096 * 4097 / 2, 0.0, 2.0)
+    # against the stages in turn: 3 of about 4 stage times
+    in_turn = sm.iteration_s(8192.0, 2 * 4096 * 4097 / 2, 0.0, 2.0)
+    assert 0.7 < p2.ttft_s / in_turn < 0.8
+    # no pipeline: the whole batch in one iteration, unchanged
+    flat = prefill(EXAMPLE.with_(batch=2))
+    assert flat.micro_batches == 1 and flat.ttft_s == flat.iteration.time_s
+    # the shown math ends at the number: TTFT = t_mb + (m - 1) stage
+    s = speed_summary(cfg)
+    step = [x for x in s.steps if x.key == "prefill_s"][0]
+    assert step.value == p2.ttft_s and step.evaluate() == pytest.approx(p2.ttft_s, rel=1e-12)
+    assert dict(step.inputs)["m"] == 2 and dict(step.inputs)["t_mb"] == it.time_s
+    g = textbook_comparison(cfg)  # the textbook comparison's pipeline row and last row follow
+    assert any(r.label.startswith("Pipeline: 2 micro-batches") for r in g.prefill)
+    assert g.prefill[-1].value_s == p2.ttft_s
+
+
 def test_prefix_cache_removes_the_cached_share_from_ttft():
     p0, p5 = prefill(EXAMPLE), prefill(EXAMPLE.with_(prefix_cache_frac=0.5))
     assert p5.uncached_tokens == 2048 and p5.cached_tokens == 2048
