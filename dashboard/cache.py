@@ -219,6 +219,12 @@ def training_layout_ranges(cfg: RabitConfig) -> _unc.Spread:
     return _unc.training_spread(cfg, _training.config_layout(cfg))
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def analysis_headline_ranges(cfg: RabitConfig) -> dict[str, _unc.Range]:
+    """A saved analysis's headline numbers with their ranges (the same function as ``rabit analyses show``)."""
+    return _unc.analysis_headline_ranges(cfg)
+
+
 # --- next experiment and diagnostics (issue 11) -----------------------------------------------------
 from core import diagnose as _diagnose  # noqa: E402
 from core import next_experiment as _next  # noqa: E402

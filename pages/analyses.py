@@ -179,14 +179,11 @@ else:
     )
     try:
         with st.spinner("Evaluating the analysis at each assumption bound…"):
-            if train:
-                saved_rng = cache.training_layout_ranges(a.config).ranges
-            else:
-                saved_rng = {**cache.memory_ranges(a.config).ranges, **cache.speed_ranges(a.config).ranges}
+            saved_rng = cache.analysis_headline_ranges(a.config)
     except (ValueError, KeyError) as exc:  # a config today's catalog or model no longer accepts
         saved_rng = {}
         st.warning(f"{plain(a.name)} cannot be evaluated with today's catalog: {plain(exc, 300)}")
-    shown = [k for k in HEADLINE if k in saved_rng and saved_rng[k].value == saved_rng[k].value]  # not NaN
+    shown = [k for k in HEADLINE if k in saved_rng]  # the core leaves out a number that is not finite
     if shown:
         st.caption(
             f"**{plain(a.name)}**, revision {a.revision}, computed now from its saved configuration; under each "
