@@ -15,6 +15,7 @@ import time
 import tracemalloc
 
 from core.config import RabitConfig
+from core.limits import WorkBudget
 from core.simulate import Lengths, SimSpec, simulate
 
 CFG = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=1000, output_tokens=250)
@@ -42,7 +43,8 @@ def timed(n: int, repeats: int) -> tuple[float, object]:
 
 def peak_bytes(n: int) -> float:
     tracemalloc.start()
-    simulate(CFG, spec(n))
+    # tracemalloc slows every allocation several-fold: past the shared server's 20 s budget at 100k requests
+    simulate(CFG, spec(n), budget=WorkBudget(max_wall_s=600.0))
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return float(peak)

@@ -284,9 +284,11 @@ class StepModel:
         t_cmp = (self.flop_per_token - f_e) * T / (
             self.peak_flop_per_s * eff
         ) + self.attn_flop_per_pair * A / self.peak_flop_per_s
-        if f_e:  # each touched expert's GEMM sees t_e = T k / E_T rows: the tiling ramp per expert
+        # E_T: distinct routed experts the T tokens touch per MoE layer (their GEMMs and their weight reads)
+        if f_e or self.expert_bytes_per_gpu_per_expert:
             m = self.model
             touched = m.num_experts * (1.0 - (1.0 - m.experts_per_tok / m.num_experts) ** T)
+        if f_e:  # each touched expert's GEMM sees t_e = T k / E_T rows: the tiling ramp per expert
             if arr:
                 rows = np.where(T > 0, T * m.experts_per_tok / np.maximum(touched, 1e-300), 1.0)
                 eff_e = np.maximum(rows / (rows + self.ramp_tokens), 1e-12)
@@ -303,13 +305,7 @@ class StepModel:
         ) * self.comm_exposed
         w = self.dense_weight_bytes
         if self.expert_bytes_per_gpu_per_expert:  # touched experts x one expert's bytes on this GPU
-            m = self.model
-            w = (
-                w
-                + m.num_experts
-                * (1.0 - (1.0 - m.experts_per_tok / m.num_experts) ** T)
-                * self.expert_bytes_per_gpu_per_expert
-            )
+            w = w + touched * self.expert_bytes_per_gpu_per_expert
         t_mem = (
             w + (self.kv_read_factor * R + T) * self.kv_bytes_per_token + T * self.route_bytes_per_token
         ) / self.mem_bw_bytes_per_s
