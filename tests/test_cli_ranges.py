@@ -67,6 +67,22 @@ def test_assume_reproduces_the_worked_example_decode_step(capsys):
     assert out["decode_step_s"] == pytest.approx(0.0118, rel=0.02)
 
 
+def test_the_worked_example_four_flags_leave_only_the_launch_and_per_sequence_costs(capsys):
+    # The worked example's four flags alone keep the fixed per-step costs the example leaves out. By hand, for
+    # Llama-3.1-70B at TP 8 (80 layers of 10 kernels + 2 all-reduces, 3 more per iteration) and batch 32:
+    #   launches:      (80 x 12 + 3) = 963 kernels x 1 us (a CUDA graph: 32 tokens <= vLLM's 512) = 963.0 us
+    #   per sequence:  32 x (2 us + 128,256 x 16 B / (3.35e12 B/s x 0.8)) = 32 x 2.7657 us        =  88.5 us
+    # so the decode step is the roofline's 11.8 ms plus 1.0515 ms = 12.85 ms.
+    four = ["--assume", "mbu=0.8", "--assume", "mfu_max=0.74", "--assume", "mfu_ramp_tokens=0"]
+    four += ["--assume", "step_overhead_ms=0"]
+    with_costs = run_json(SPEED + four, capsys)["decode_step_s"]
+    zero = ["--assume", "graph_launch_us=0", "--assume", "seq_overhead_us=0", "--assume", "sample_bytes_per_vocab=0"]
+    roofline = run_json(SPEED + four + zero, capsys)["decode_step_s"]
+    fixed_s = 963 * 1e-6 + 32 * (2e-6 + 128_256 * 16 / (3.35e12 * 0.8))
+    assert with_costs - roofline == pytest.approx(fixed_s, rel=1e-6)
+    assert with_costs == pytest.approx(0.0118 + fixed_s, rel=0.02)
+
+
 @pytest.mark.parametrize(
     "bad, word",
     [("nope=1", "nope"), ("step_overhead_ms=1e308", "step_overhead_ms"), ("mbu=x", "mbu"), ("mbu", "NAME=VALUE")],
