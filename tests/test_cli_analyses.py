@@ -7,25 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
+from clirun import fails, run
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "vllm_bench_serve_llama-3.1-8b_h100.json"
-
-
-def run(capsys, *argv: str) -> dict:
-    capsys.readouterr()
-    assert main(list(argv)) == 0
-    return json.loads(capsys.readouterr().out)
-
-
-def fails(capsys, *argv: str) -> str:
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1, err  # one line
-    return err
 
 
 def test_save_list_show_and_estimate_from_the_saved_analysis(capsys):

@@ -10,29 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import build_parser, main
+from cli.main import build_parser
+from clirun import fails, run
 from core.assumptions import Assumptions
 from core.config import RabitConfig
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "vllm_bench_serve_llama-3.1-8b_h100.json"
 BASIS = "heuristic range from the assumption bounds"
 SERVING = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "1", "--batch", "16"]
-
-
-def run(capsys, *argv: str) -> dict:
-    capsys.readouterr()
-    assert main(list(argv)) == 0
-    return json.loads(capsys.readouterr().out)
-
-
-def fails(capsys, *argv: str) -> str:
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1, err  # one line
-    return err
 
 
 def _save(capsys, *extra: str) -> str:
