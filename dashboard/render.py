@@ -235,6 +235,36 @@ def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = No
         col.caption("range: " + range_text(r, fmt))
 
 
+def _secs(x: float) -> str:
+    return f"{x:.3g} s" if x != float("inf") else "does not fit"
+
+
+#: A recommended configuration's cards: (field of the pick, label, value format); the pick's range for each
+#: field (core.optimizer) is drawn under its card. A latency the simulation withheld (None) has no range.
+PICK_CARDS = {
+    "cost_per_hour": ("Cost per hour", lambda x: f"${x:,.2f}"),
+    "cost_per_million_tokens": ("Cost per million output tokens", lambda x: f"${x:,.3g}"),
+    "p95_ttft_s": ("p95 TTFT (simulated)", _secs),
+    "p95_itl_s": ("p95 ITL (simulated)", _secs),
+    "p95_e2e_s": ("p95 end-to-end (simulated)", _secs),
+    "capacity_requests_per_s": ("Capacity", lambda x: f"{x:.3g} req/s"),
+}
+
+
+def pick_metrics(pick, ranges: dict, keys: Iterable[str] = tuple(PICK_CARDS), gpus: bool = False) -> None:
+    """One card per field of a recommended configuration (``keys`` of :data:`PICK_CARDS`), each with its
+    range; ``gpus`` adds the replicas x GPUs card."""
+    keys = list(keys)
+    labels = [PICK_CARDS[k][0] for k in keys] + (["GPUs"] if gpus else [])
+    cols = grid(len(labels), labels, [f"{pick.replicas} x {pick.gpus_per_replica} {pick.gpu}"] if gpus else ())
+    for col, k in zip(cols, keys):
+        label, fmt = PICK_CARDS[k]
+        v = getattr(pick, k)
+        metric_range(col, label, fmt(v) if v is not None else "withheld", ranges.get(k) if v is not None else None, fmt)
+    if gpus:
+        cols[len(keys)].metric("GPUs", f"{pick.replicas} x {pick.gpus_per_replica} {pick.gpu}")
+
+
 def range_metrics(
     steps: tuple[Step, ...], keys, ranges: dict, cols: int | None = None, alias: dict[str, str] | None = None
 ) -> None:

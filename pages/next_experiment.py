@@ -69,28 +69,13 @@ else:
     st.write(f"**{base.label}**.")
     rr = cache.recommendation_ranges(spec.goal, spec.constraints, tuple(catalog.prices()))
     rg = rr.recommendation.ranges if rr.recommendation else {}
-    m1, m2, m3 = render.grid(3, ("Cost per hour", "p95 end-to-end (simulated)", "Capacity"))
-    render.metric_range(
-        m1, "Cost per hour", f"${base.cost_per_hour:,.2f}", rg.get("cost_per_hour"), lambda x: f"${x:,.2f}"
-    )
-    render.metric_range(
-        m2,
-        "p95 end-to-end (simulated)",
-        f"{base.p95_e2e_s:.3g} s" if base.p95_e2e_s is not None else "withheld",
-        rg.get("p95_e2e_s") if base.p95_e2e_s is not None else None,
-        lambda x: f"{x:.3g} s" if x != float("inf") else "does not fit",
-    )
-    render.metric_range(
-        m3,
-        "Capacity",
-        f"{base.capacity_requests_per_s:.3g} req/s",
-        rg.get("capacity_requests_per_s"),
-        lambda x: f"{x:.3g} req/s",
-    )
+    render.pick_metrics(base, rg, ("cost_per_hour", "p95_ttft_s", "p95_itl_s", "p95_e2e_s", "capacity_requests_per_s"))
     render.tornado_picker(
         rg,
         {
             "cost_per_hour": "the cost per hour",
+            "p95_ttft_s": "the p95 TTFT",
+            "p95_itl_s": "the p95 ITL",
             "p95_e2e_s": "the p95 end-to-end",
             "capacity_requests_per_s": "capacity",
         },

@@ -106,36 +106,7 @@ if view == "Serving":
     if rec.met:
         st.success(e.summary)
         r = rec.recommendation
-        m1, m2, m3, m4, m5 = render.grid(
-            5,
-            ("Cost per hour", "Cost per million output tokens", "GPUs", "p95 end-to-end (simulated)", "Capacity"),
-            (f"{r.replicas} x {r.gpus_per_replica} {r.gpu}",),
-        )
-        render.metric_range(
-            m1, "Cost per hour", f"${r.cost_per_hour:,.2f}", rg.get("cost_per_hour"), lambda x: f"${x:,.2f}"
-        )
-        render.metric_range(
-            m2,
-            "Cost per million output tokens",
-            f"${r.cost_per_million_tokens:,.3g}",
-            rg.get("cost_per_million_tokens"),
-            lambda x: f"${x:,.3g}",
-        )
-        m3.metric("GPUs", f"{r.replicas} x {r.gpus_per_replica} {r.gpu}")
-        render.metric_range(
-            m4,
-            "p95 end-to-end (simulated)",
-            f"{r.p95_e2e_s:.3g} s" if r.p95_e2e_s is not None else "withheld",
-            rg.get("p95_e2e_s") if r.p95_e2e_s is not None else None,
-            lambda x: f"{x:.3g} s" if x != float("inf") else "does not fit",
-        )
-        render.metric_range(
-            m5,
-            "Capacity",
-            f"{r.capacity_requests_per_s:.3g} req/s",
-            rg.get("capacity_requests_per_s"),
-            lambda x: f"{x:.3g} req/s",
-        )
+        render.pick_metrics(r, rg, gpus=True)
         if rr.recommendation is not None:
             (st.warning if rr.recommendation.misses_at_pessimistic else st.caption)(
                 "The recommendation " + rr.recommendation.pessimistic_note + "."
@@ -198,6 +169,8 @@ if view == "Serving":
                 rg,
                 {
                     "cost_per_hour": "the cost per hour",
+                    "p95_ttft_s": "the p95 TTFT",
+                    "p95_itl_s": "the p95 ITL",
                     "p95_e2e_s": "the p95 end-to-end",
                     "capacity_requests_per_s": "the capacity",
                 },
