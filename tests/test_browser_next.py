@@ -29,7 +29,8 @@ def test_next_experiment_ranks_and_draws_the_chart(server, browser):
     page.get_by_role("button", name="Find the next experiment").click()
     page.get_by_text("Today's decision").first.wait_for(timeout=240_000)
     page.get_by_text("Experiments, ranked by flip chance per GPU-hour").first.wait_for(timeout=30_000)
-    chart = page.locator(".js-plotly-plot").first
+    # the ranking chart: the plot with scatter points (the decision's tornado above it draws bars)
+    chart = page.locator(".js-plotly-plot").filter(has=page.locator(".scatterlayer .point")).first
     chart.wait_for(timeout=30_000)
     assert chart.locator(".scatterlayer .point").count() >= 1
     body = page.inner_text("body")
