@@ -115,7 +115,7 @@ class StepModel:
     # MoE: the routed experts' share of f_t, and the permute / un-permute traffic per token
     expert_flop_per_token: float = 0.0  # f_e = 2 k P_e L_moe / (tp pp)
     route_bytes_per_token: float = 0.0  # r_b = L_moe / pp x 2 (k + 1) h x 2 B / ep
-    # fixed per-step costs (issue: kernel launches, per-sequence work, sampling)
+    # fixed per-step costs: kernel launches, per-sequence work, sampling
     kernels_per_stage: float = 0.0  # n_k
     graph_launch_s: float = 0.0  # per kernel, inside a CUDA graph
     eager_launch_s: float = 0.0  # per kernel, eager
