@@ -408,6 +408,18 @@ def _spread_of(base: dict[str, Any], runs: list[tuple[str, float, dict[str, Any]
     return Spread(ranges=ranges, base=base, runs=tuple(runs))
 
 
+def bounds_band(
+    xs: Sequence[float], at_low: Mapping[float, float | None], at_high: Mapping[float, float | None]
+) -> tuple[list[float], list[float], list[float]]:
+    """A curve's band with every assumption at its pessimistic and at its optimistic bound: ``(x, lower, upper)``
+    at each ``x`` where both bound runs have a value, lower/upper the smaller/larger of the two (a bound can move
+    a number either way). A point either run lacks (infeasible, out of its work budget) is left out."""
+    ok = [x for x in xs if at_low.get(x) is not None and at_high.get(x) is not None]
+    lo = [min(at_low[x], at_high[x]) for x in ok]  # type: ignore[type-var]
+    hi = [max(at_low[x], at_high[x]) for x in ok]  # type: ignore[type-var]
+    return ok, lo, hi
+
+
 #: Decode steps per batch at which a bound's log-move is taken on the batch curve (the step model's own
 #: uniform-grid mean, :func:`core.speed.decode_times`); the base values keep every step.
 BAND_DECODE_POINTS = 257

@@ -219,6 +219,36 @@ def training_layout_ranges(cfg: RabitConfig) -> _unc.Spread:
     return _unc.training_spread(cfg, _training.config_layout(cfg))
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def p95_e2e_band(
+    cfg: RabitConfig, spec: _simulate.SimSpec, rates_per_s: tuple[float, ...]
+) -> tuple[list[float], list[float], list[float]]:
+    """The load sweep's p95 end-to-end with every assumption at each bound (no band where a bound's sweep runs
+    out of its work budget)."""
+    try:
+        ends = [
+            {r: s.e2e_s.p95 for r, s in sim_sweep(_unc.at_bound(cfg, b), spec, rates_per_s)} for b in ("low", "high")
+        ]
+    except ValueError:  # core.limits.BudgetExceeded
+        return [], [], []
+    return _unc.bounds_band(rates_per_s, *ends)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def training_bands(cfg: RabitConfig, goal: _training.TrainingGoal) -> dict[str, tuple[list, list, list]]:
+    """Wall-clock and cost against GPU count with every assumption at each bound, at the counts feasible in the
+    base plan and both bound plans (cost only when every one of them is priced)."""
+    base = [c.gpus for c in training_plan(cfg, goal).curve if c.feasible]
+    ends = [
+        {c.gpus: c for c in training_plan(_unc.at_bound(cfg, b), goal).curve if c.feasible} for b in ("low", "high")
+    ]
+    out = {"wall_clock_s": _unc.bounds_band(base, *({n: c.wall_clock_s for n, c in e.items()} for e in ends))}
+    cost = _unc.bounds_band(base, *({n: c.cost_usd for n, c in e.items()} for e in ends))
+    if cost[0] == out["wall_clock_s"][0]:  # every count of the band priced
+        out["cost_usd"] = cost
+    return out
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
 def analysis_headline_ranges(cfg: RabitConfig) -> dict[str, _unc.Range]:
     """A saved analysis's headline numbers with their ranges (the same function as ``rabit analyses show``)."""

@@ -6,7 +6,6 @@ from dashboard.api import (
     DEFAULT_RATE_FRACTION,
     MAX_TABLE_BYTES,
     ValidationError,
-    at_bound,
     catalog,
     CUDA_GRAPH_MAX_TOKENS,
     ENGINE_LABELS,
@@ -245,20 +244,13 @@ with st.spinner(f"Simulating {len(rates)} arrival rates…"):
         st.stop()
 fig = charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)
 with st.spinner("The same sweep at the pessimistic and optimistic bounds…"):
-    try:
-        ends = {
-            b: [summary.e2e_s.p95 for _, summary in cache.sim_sweep(at_bound(cfg, b), sweep_spec, tuple(rates))]
-            for b in ("low", "high")
-        }
-    except ValueError:  # a bound whose sweep runs out of its work budget: no band
-        ends = {"low": [None] * len(rates), "high": [None] * len(rates)}
-ok = [i for i in range(len(rates)) if ends["low"][i] is not None and ends["high"][i] is not None]
-if ok:
+    band_x, band_lo, band_hi = cache.p95_e2e_band(cfg, sweep_spec, tuple(rates))
+if band_x:
     charts.add_band(
         fig,
-        [rates[i] for i in ok],
-        [min(ends["low"][i], ends["high"][i]) for i in ok],
-        [max(ends["low"][i], ends["high"][i]) for i in ok],
+        band_x,
+        band_lo,
+        band_hi,
         name="p95 end-to-end, every assumption at its pessimistic / optimistic bound",
         color=charts.SIM_COLORS["e2e_s"],
     )

@@ -7,7 +7,6 @@ from dashboard import cache, charts, render, state
 from dashboard.api import (
     DAY_S,
     MAX_GPUS,
-    at_bound,
     budget_problem,
     choices,
     deadline_choice,
@@ -205,30 +204,23 @@ if choice is not None:
 st.subheader("Runtime and cost against GPU count")
 fig = charts.training_curve(plan.curve, plan.gpus, plan.goal.deadline_s)
 with st.spinner("The same search at the pessimistic and optimistic bounds…"):
-    ends = {
-        bd: {c.gpus: c for c in cache.training_plan(at_bound(cfg, bd), goal).curve if c.feasible}
-        for bd in ("low", "high")
-    }
-xs = [c.gpus for c in plan.curve if c.feasible and c.gpus in ends["low"] and c.gpus in ends["high"]]
-if xs:
+    bands = cache.training_bands(cfg, goal)
+if bands["wall_clock_s"][0]:
     charts.add_band(
         fig,
-        xs,
-        [ends["high"][n].wall_clock_s / DAY_S for n in xs],
-        [ends["low"][n].wall_clock_s / DAY_S for n in xs],
+        *bands["wall_clock_s"],
         name="wall-clock, every assumption at its optimistic / pessimistic bound",
+        scale=DAY_S,
         secondary_y=False,
     )
-    if all(ends[bd][n].cost_usd is not None for bd in ends for n in xs):
-        charts.add_band(
-            fig,
-            xs,
-            [ends["high"][n].cost_usd for n in xs],
-            [ends["low"][n].cost_usd for n in xs],
-            name="cost range",
-            color="#2da44e",
-            secondary_y=True,
-        )
+if "cost_usd" in bands and bands["cost_usd"][0]:
+    charts.add_band(
+        fig,
+        *bands["cost_usd"],
+        name="cost range",
+        color="#2da44e",
+        secondary_y=True,
+    )
 st.plotly_chart(fig, width="stretch")
 slow = [c for c in plan.curve if c.slower_reason]
 if slow:

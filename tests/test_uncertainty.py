@@ -127,3 +127,13 @@ def test_speed_ranges_of_the_worked_example_straddle_the_value():
     mbu = next(c for c in sp.ranges["decode_step_s"].contributions if c.name == "mbu")
     # decode at batch 32 x 8k context is memory-bound: t ~ 1/mbu, so ln(0.75/0.85) = -0.125 bounds the move
     assert -0.126 < mbu.d_down < -0.05
+
+
+def test_bounds_band_pairs_the_two_bound_runs_and_drops_a_point_either_lacks():
+    from core.uncertainty import bounds_band
+
+    # x=1: the pessimistic run is higher (3 vs 2); x=2: a bound that moves the number the other way (4 vs 5);
+    # x=3: the optimistic run has no value (out of its budget) and x=4 is missing from the pessimistic one
+    low = {1: 3.0, 2: 4.0, 3: 7.0}
+    high = {1: 2.0, 2: 5.0, 3: None, 4: 1.0}
+    assert bounds_band([1, 2, 3, 4], low, high) == ([1, 2], [2.0, 4.0], [3.0, 5.0])
