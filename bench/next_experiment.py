@@ -21,8 +21,8 @@ _COLD = """
 import json, resource, sys, time
 t0 = time.perf_counter()
 from core.config import RabitConfig
-from core.next_experiment import NextExperimentSpec, next_experiment
-from core.optimizer import Constraints, ServingGoal
+from core.decision.experiment import NextExperimentSpec, next_experiment
+from core.decision.optimizer import Constraints, ServingGoal
 t1 = time.perf_counter()
 cfg = RabitConfig()
 spec = NextExperimentSpec(goal=ServingGoal.from_config(cfg), constraints=Constraints.from_config(cfg))

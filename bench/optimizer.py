@@ -19,8 +19,8 @@ _COLD = """
 import json, time
 t0 = time.perf_counter()
 from core import catalog
-from core.optimizer import ServingGoal, Constraints, recommend
-from core.simulate import SimSpec, Lengths
+from core.decision.optimizer import ServingGoal, Constraints, recommend
+from core.serving.simulation import SimSpec, Lengths
 t1 = time.perf_counter()
 goal = ServingGoal(model="llama-3.1-70b", rate_per_s=10.0,
                    workload=SimSpec(num_requests=2000, input=Lengths(kind="lognormal", mean=1000),
@@ -40,8 +40,8 @@ def run() -> list[tuple[str, float, str, str]]:
         .splitlines()[-1]
     )
     from core import catalog
-    from core.optimizer import Constraints, ServingGoal
-    from core.simulate import Lengths, SimSpec
+    from core.decision import Constraints, ServingGoal
+    from core.serving import Lengths, SimSpec
     from dashboard import cache
 
     goal = ServingGoal(

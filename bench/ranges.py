@@ -2,7 +2,7 @@
 
 Targets (the uncertainty spec): Memory and Speed page reruns < 150 ms median with ranges on; a serving
 simulation of 2,000 requests with its ranges < 1.5 s cold on 2 cores (and cached after); ranges for the
-recommendation and the runner-up add < 1 s cold to the optimizer.
+recommendation and the runner-up add < 1 s cold to the decision.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ def _page_reruns(page: str, n: int = 11) -> list[float]:
 
 def _added_ms(n: int = 9) -> tuple[float, float]:
     """What the ranges add to one Memory and one Speed page rerun (a new batch each time: no cache hit)."""
-    from core.assumptions import by_tag
+    from core.base import by_tag
     from core.config import RabitConfig
-    from core.speed_views import default_batches
-    from core.uncertainty import batch_band, bound_models, memory_spread, speed_spread, training_memory_spread
+    from core.serving import default_batches
+    from core.decision import batch_band, bound_models, memory_spread, speed_spread, training_memory_spread
 
     mem, speed = [], []
     for i in range(n):
@@ -57,7 +57,7 @@ def _simulation_s() -> tuple[float, float]:
     import streamlit as st
 
     from core.config import RabitConfig
-    from core.simulate import SimSpec
+    from core.serving import SimSpec
     from dashboard import cache
 
     st.cache_data.clear()
@@ -74,14 +74,14 @@ def _simulation_s() -> tuple[float, float]:
 
 
 def _optimizer_s() -> tuple[float, float]:
-    from core import optimizer, uncertainty
+    from core import decision
 
-    goal = optimizer.ServingGoal(rate_per_s=10.0, p95_e2e_s=20.0)
+    goal = decision.ServingGoal(rate_per_s=10.0, p95_e2e_s=20.0)
     t = time.perf_counter()
-    rec = optimizer.recommend(goal)
+    rec = decision.recommend(goal)
     search = time.perf_counter() - t
     t = time.perf_counter()
-    uncertainty.recommendation_ranges(rec)
+    decision.recommendation_ranges(rec)
     return search, time.perf_counter() - t
 
 

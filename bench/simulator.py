@@ -15,8 +15,8 @@ import time
 import tracemalloc
 
 from core.config import RabitConfig
-from core.limits import WorkBudget
-from core.simulate import Lengths, SimSpec, simulate
+from core.base import WorkBudget
+from core.serving import Lengths, SimSpec, simulate
 
 CFG = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=1000, output_tokens=250)
 RATE_PER_S = 20.0

@@ -10,8 +10,8 @@ import time
 import numpy as np
 
 from core.config import RabitConfig
-from core.speed import StepModel, speed_summary
-from core.speed_views import batch_sweep, default_batches
+from core.serving import StepModel, speed_summary
+from core.serving import batch_sweep, default_batches
 
 TARGET = ">= 1e5 /s"
 

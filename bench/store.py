@@ -19,9 +19,9 @@ def _median_s(fn, n: int) -> float:
 
 
 def run() -> list[tuple[str, float, str, str]]:
-    from core.calibration import calibrate_all, residuals_of
+    from core.decision import calibrate_all, residuals_of
     from core.config import RabitConfig
-    from core.runs import csv_template, parse_csv
+    from core.operations import csv_template, parse_csv
     from store import Store
 
     with tempfile.TemporaryDirectory() as d:

@@ -7,7 +7,7 @@ import time
 
 from core.config import RabitConfig
 from core.training import MAX_GPUS, TrainingGoal, gpu_counts, plan
-from core.units import DAY_S
+from core.base import DAY_S
 
 
 def _time(cfg: RabitConfig, goal: TrainingGoal, repeat: int = 3) -> tuple[float, object]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from core.validation import TARGET_MEDIAN_ABS_ERROR
-from core.validation import run as validate
+from core.decision import TARGET_MEDIAN_ABS_ERROR
+from core.decision import run as validate
 
 
 def run() -> list[tuple[str, float, str, str]]:

@@ -37,7 +37,7 @@ from cli.common import (
     with_ranges,
 )
 from core.config import RabitConfig
-from core.limits import MAX_CONFIG_BYTES, parse_json, read_regular_file
+from core.base import MAX_CONFIG_BYTES, parse_json, read_regular_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -114,8 +114,8 @@ def _by(args: argparse.Namespace) -> str:
 
 def headline(cfg: RabitConfig) -> dict[str, Any]:
     """The headline results saved with a revision (a snapshot: later model changes do not rewrite it)."""
-    from core.memory import serving_memory
-    from core.speed import speed_summary
+    from core.physics import serving_memory
+    from core.serving import speed_summary
 
     out: dict[str, Any] = {}
     try:
@@ -203,8 +203,8 @@ def _get(st, aid: str, revision: int | None = None):
 
 
 def _headline_ranges(cfg: RabitConfig) -> tuple[dict[str, Any], str | None]:
-    """The headline numbers' ranges of ``cfg`` (core.uncertainty), or {} and why it cannot be evaluated."""
-    from core.uncertainty import analysis_headline_ranges
+    """The headline numbers' ranges of ``cfg`` (core.decision.uncertainty), or {} and why it cannot be evaluated."""
+    from core.decision import analysis_headline_ranges
 
     try:
         return analysis_headline_ranges(cfg), None
@@ -213,7 +213,7 @@ def _headline_ranges(cfg: RabitConfig) -> tuple[dict[str, Any], str | None]:
 
 
 def show(args: argparse.Namespace) -> int:
-    from core.units import fmt_bytes, fmt_num, fmt_time
+    from core.base import fmt_bytes, fmt_num, fmt_time
 
     parse_assume(args.assume)  # exit 2 naming a bad assumption before the store is read
     a = _get(open_store(), args.id, args.revision)
@@ -306,7 +306,7 @@ def import_(args: argparse.Namespace) -> int:
 
 
 def attach_telemetry(args: argparse.Namespace) -> int:
-    from core.telemetry import TelemetryError, parse, to_payload
+    from core.operations import TelemetryError, parse, to_payload
 
     st = open_store()
     _get(st, args.id)

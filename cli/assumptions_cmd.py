@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from cli.common import add_json, add_range_args, assumptions_from_args, emit, parse_assume
-from core.assumptions import REGISTRY
+from core.base import REGISTRY
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -23,9 +23,9 @@ import argparse
 from pathlib import Path
 
 from cli.common import add_json, add_range_args, die, emit, load_analysis, open_store, parse_assume, with_ranges
-from core.calibration import COMPARABLE_RULE, calibrate_all, leave_one_out, predict, residuals_of
-from core.limits import MAX_TABLE_BYTES, PayloadError, read_regular_file
-from core.runs import Run, RunError, parse_file
+from core.decision import COMPARABLE_RULE, calibrate_all, leave_one_out, predict, residuals_of
+from core.base import MAX_TABLE_BYTES, PayloadError, read_regular_file
+from core.operations import Run, RunError, parse_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,7 +59,7 @@ def _at_assumptions(runs: list[Run], args: argparse.Namespace) -> list[Run]:
 
 def _ranges_of(runs: list[Run]) -> list[dict]:
     """Per run, each predicted metric's heuristic range ({} for a run the model cannot evaluate)."""
-    from core.uncertainty import prediction_ranges
+    from core.decision import prediction_ranges
 
     out = []
     for r in runs:

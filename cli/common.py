@@ -16,9 +16,10 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
-from core import catalog, choices
+from core import catalog
+from core.base import choices
 from core.config import DEFAULT, RabitConfig, describe_validation_error, error_text
-from core.limits import (
+from core.base import (
     FLAG_DOMAINS,
     MAX_CONFIG_BYTES,
     PayloadError,
@@ -27,8 +28,8 @@ from core.limits import (
     parse_json,
     read_regular_file,
 )
-from core.model import from_hf_config
-from core.validate import problems
+from core.catalog import from_hf_config
+from core.config import problems
 
 #: config field -> CLI flag, for error messages that name the argument.
 FLAG_OF = {
@@ -77,7 +78,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but an error is one line on stderr and exit code 2.
 
     Every value is checked as it is parsed: an empty value is an error (never a silent default), a
-    number must be finite, and a flag with a domain in :data:`core.limits.FLAG_DOMAINS` must lie in it;
+    number must be finite, and a flag with a domain in :data:`core.base.limits.FLAG_DOMAINS` must lie in it;
     the message names the flag as typed.
     """
 
@@ -103,7 +104,7 @@ class OneLineParser(argparse.ArgumentParser):
         return value
 
 
-#: Problems about two inputs at once (``core.validate``): both flags are named, never only the first.
+#: Problems about two inputs at once (``core.config.checks``): both flags are named, never only the first.
 _JOINT = (("TP x PP", "--tp/--pp"), ("input + output", "--input/--output"))
 
 
@@ -321,7 +322,7 @@ def emit(payload: dict[str, Any], as_json: bool, human: str) -> None:
         print(human)
 
 
-#: A simulation from the command line may run longer than one on the shared server (core.limits), but not
+#: A simulation from the command line may run longer than one on the shared server (core.base.limits), but not
 #: unboundedly: 5 million requests take about a minute.
 CLI_SIM_MAX_WALL_S = 600.0
 
@@ -345,13 +346,13 @@ def cli_budget(num_requests: int | None) -> WorkBudget:
 
 
 #: A search from the command line (``recommend``, ``next-experiment``) may also run longer than on the shared
-#: server (core.limits.SEARCH_MAX_WALL_S, NEXT_MAX_WALL_S), but not unboundedly.
+#: server (core.base.limits.SEARCH_MAX_WALL_S, NEXT_MAX_WALL_S), but not unboundedly.
 CLI_SEARCH_MAX_WALL_S = 600.0
 
 
 def cli_search_budget(kind: str = "recommend") -> WorkBudget:
     """The work budget of one CLI search: ``recommend`` (one optimizer search) or ``next-experiment``."""
-    from core.limits import next_budget, search_budget
+    from core.base import next_budget, search_budget
 
     return (next_budget if kind == "next-experiment" else search_budget)(max_wall_s=CLI_SEARCH_MAX_WALL_S)
 
@@ -526,7 +527,7 @@ def add_range_args(p: argparse.ArgumentParser, *, config: bool = True) -> None:
 
 def parse_assume(items: list[str]) -> dict[str, float]:
     """``NAME=VALUE`` strings -> values, each checked against the assumption's domain (exit 2 naming it)."""
-    from core.assumptions import REGISTRY
+    from core.base import REGISTRY
 
     out: dict[str, float] = {}
     for item in items or ():
@@ -609,7 +610,7 @@ def fill_from_config(
 
 def assumptions_from_args(args: argparse.Namespace):
     """The assumptions in force: the config file's (or the defaults), at ``--bound``, then each ``--assume``."""
-    from core.assumptions import Assumptions
+    from core.base import Assumptions
 
     cfg = config_file(args) or getattr(args, "_analysis_config", None)  # --config FILE, else --analysis ID
     a = cfg.assumptions if cfg is not None else Assumptions()
@@ -624,7 +625,7 @@ def with_ranges(
     payload: dict[str, Any], ranges: dict[str, Any], keys: tuple[str, ...] | None = None, prefix: str = ""
 ) -> dict[str, Any]:
     """Add ``ranges`` (headline key -> {"low", "high"}) and ``range_basis`` to a JSON payload (keys kept)."""
-    from core.uncertainty import basis_of, ranges_json
+    from core.decision import basis_of, ranges_json
 
     chosen = {k: r for k, r in ranges.items() if keys is None or k in keys}
     payload.setdefault("ranges", {}).update(ranges_json(chosen, prefix=prefix))
@@ -648,7 +649,7 @@ def with_calibrated(
     aid = getattr(args, "analysis", None)
     if not aid:
         return payload
-    from core.calibration import calibrate_all, residuals_of
+    from core.decision import calibrate_all, residuals_of
 
     runs = tuple(r.run for r in load_analysis(aid).runs)
     cals = calibrate_all(residuals_of(runs), cfg.gpu) if runs else {}

@@ -28,7 +28,7 @@ import argparse
 import os
 
 from cli.common import add_json, add_range_args, die, emit
-from core.limits import PayloadError, read_regular_file
+from core.base import PayloadError, read_regular_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def read_metrics(path: str):
     """The parsed file (exit 2 with one line when it cannot be read or is not telemetry)."""
-    from core.telemetry import MAX_BYTES, TelemetryError, parse
+    from core.operations import MAX_BYTES, TelemetryError, parse
 
     try:
         size = os.stat(path).st_size
@@ -80,7 +80,7 @@ def read_metrics(path: str):
 
 def run(args: argparse.Namespace) -> int:
     from cli.common import check_range_args
-    from core.diagnose import diagnose
+    from core.operations import diagnose
 
     file_cfg = check_range_args(args)  # --assume checked, --config read (exit 2 naming either)
     for flag, v in (("--expect-p95-ttft-s", args.expect_p95_ttft_s), ("--expect-p95-itl-s", args.expect_p95_itl_s)):
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if analysis is not None and (args.metrics or args.prometheus):
         # parsed (or fetched) in full before anything is written: bad telemetry never reaches the analysis
         from cli.common import open_store
-        from core.telemetry import to_payload
+        from core.operations import to_payload
 
         tid = open_store().add_telemetry(analysis.id, tel.fmt, to_payload(tel))
         note = f"attached to analysis {analysis.id} ({analysis.name}) as telemetry {tid}"
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _attached(analysis):
     """The telemetry last attached to a saved analysis (exit 2 when there is none: no telemetry, no diagnosis)."""
-    from core.telemetry import TelemetryError, from_payload
+    from core.operations import TelemetryError, from_payload
 
     if not analysis.telemetry:
         die(
@@ -173,7 +173,7 @@ def _prediction_config(file_cfg, analysis, args: argparse.Namespace):
 
 def _expectation(cfg, args: argparse.Namespace):
     """The analysis's prediction, with any --expect-* flag given alongside winning."""
-    from core.diagnose import Expectation, expectation_of
+    from core.operations import Expectation, expectation_of
 
     base = Expectation()
     if cfg is not None:
@@ -201,9 +201,9 @@ def _with_prediction_ranges(payload: dict, cfg, tel, expect, args: argparse.Name
 
     A figure typed with ``--expect-*`` has no range (no assumption produced it)."""
     from cli.common import with_ranges
-    from core.diagnose import measured_p95
-    from core.units import fmt_time
-    from core.uncertainty import expectation_ranges, outside
+    from core.operations import measured_p95
+    from core.base import fmt_time
+    from core.decision import expectation_ranges, outside
 
     given = _given(args)
     rng = {k: r for k, r in expectation_ranges(cfg).items() if k not in given}

@@ -17,11 +17,11 @@ from cli.common import (
     steps_table,
     with_ranges,
 )
-from core import choices
+from core.base import choices
 from core.config import DEFAULT
-from core.deployment import resolve
-from core.memory import serving_memory, training_memory
-from core.uncertainty import memory_spread, training_memory_spread
+from core.config import resolve
+from core.physics import serving_memory, training_memory
+from core.decision import memory_spread, training_memory_spread
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from cli.common import fill_from_config
     from cli.recommend_cmd import CONFIG_DEST, serving_inputs
-    from core.next_experiment import NextExperimentSpec, next_experiment
+    from core.decision import NextExperimentSpec, next_experiment
 
     if getattr(args, "analysis", None) and not hasattr(args, "_analysis_config"):
         die("rabit next-experiment: error: argument --analysis: saved analyses are not available in this build")
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 def run_training(args: argparse.Namespace) -> int:
     """--train: which measurement could change the training run (training and communication efficiency per kind)."""
     from cli.recommend_cmd import training_inputs
-    from core.next_experiment import TrainingExperimentSpec, next_training_experiment
+    from core.decision import TrainingExperimentSpec, next_training_experiment
 
     if args.emit:
         die("rabit next-experiment: error: argument --emit: not available here (use rabit recommend --emit)")

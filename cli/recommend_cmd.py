@@ -30,12 +30,13 @@ from cli.common import (
     read_file,
     with_ranges,
 )
-from core import catalog, choices
+from core import catalog
+from core.base import choices
 from core.catalog import CatalogError, parse_prices
-from core.limits import MAX_TABLE_BYTES
+from core.base import MAX_TABLE_BYTES
 from core.config import DEFAULT, RabitConfig, Targets, describe_validation_error
-from core.optimizer import KV_FORMATS, WEIGHT_FORMATS, Constraints, ServingGoal, recommend
-from core.uncertainty import recommendation_ranges, training_option_ranges
+from core.decision import KV_FORMATS, WEIGHT_FORMATS, Constraints, ServingGoal, recommend
+from core.decision import recommendation_ranges, training_option_ranges
 
 
 def _csv(s: str) -> tuple[str, ...]:
@@ -336,8 +337,8 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
 
 def _launch_text(kind: str, r, goal) -> str:
     """The launch config of the recommendation (or, when nothing meets, of the nearest option, said so)."""
-    from core.launch import emit as emit_launch
-    from core.launch import launch_spec
+    from core.operations import emit as emit_launch
+    from core.operations import launch_spec
 
     pick = r.recommendation or r.nearest
     if pick is None:
@@ -386,7 +387,7 @@ def training_inputs(args: argparse.Namespace) -> tuple:
 
 
 def _run_training(args: argparse.Namespace, cfg, cons, prices) -> int:
-    from core.optimizer import recommend_training
+    from core.decision import recommend_training
 
     r = recommend_training(cfg, cfg.targets.deadline_days * 86400, cons, prices, budget=cli_search_budget())
     rg = training_option_ranges(cfg, r.recommendation) if r.recommendation else {}

@@ -22,12 +22,12 @@ from cli.common import (
     with_calibrated,
     with_ranges,
 )
-from core import choices
+from core.base import choices
 from core.config import DEFAULT, RabitConfig, Workload
-from core.limits import MAX_TABLE_BYTES
-from core.simulate import SimSpec, parse_trace, sim_spec, simulate
-from core.uncertainty import simulation_spread
-from core.units import fmt_time
+from core.base import MAX_TABLE_BYTES
+from core.serving import SimSpec, parse_trace, sim_spec, simulate
+from core.decision import simulation_spread
+from core.base import fmt_time
 
 #: Workload / SimSpec field -> flag, for error messages that name the argument.
 SPEC_FLAG = {
@@ -207,7 +207,7 @@ def _engine_defaults(args: argparse.Namespace) -> None:
     if not args.engine:
         return
     from core import catalog
-    from core.engines import engine_defaults
+    from core.catalog import engine_defaults
 
     try:
         d = engine_defaults(args.engine, catalog.gpu(args.gpu))

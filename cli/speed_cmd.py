@@ -23,13 +23,14 @@ from cli.common import (
     with_calibrated,
     with_ranges,
 )
-from core import catalog, choices
+from core import catalog
+from core.base import choices
 from core.config import DEFAULT
-from core.memory import serving_memory
-from core.speed import speed_summary
-from core.trace import find
-from core.uncertainty import speed_spread
-from core.units import fmt_num, fmt_time
+from core.physics import serving_memory
+from core.serving import speed_summary
+from core.base import find
+from core.decision import speed_spread
+from core.base import fmt_num, fmt_time
 
 #: Headline keys that carry a range in ``--json``.
 RANGED = (

@@ -10,7 +10,7 @@ included; ``--layout`` evaluates a given layout instead of searching. ``--zero``
 ``--micro-batch`` pin that knob; left out, the search picks it.
 
 JSON: ``runtime_s``, ``gpu_hours`` and ``step_s`` are failure-free; ``wall_clock_s``, ``gpu_hours_with_failures``
-and ``cost_usd`` (on-demand catalog price under core.pricing's median policy, in ``price``) include expected failures, checkpoints and
+and ``cost_usd`` (on-demand catalog price under core.catalog.pricing's median policy, in ``price``) include expected failures, checkpoints and
 restarts (``goodput`` = runtime_s / wall_clock_s). ``mfu`` is against the BF16 dense peak, also for FP8 runs.
 """
 
@@ -31,14 +31,15 @@ from cli.common import (
     range_line,
     with_ranges,
 )
-from core import catalog, choices
+from core import catalog
+from core.base import choices
 from core.config import DEFAULT
-from core.deadline import deadline_choice
-from core.deployment import resolve
+from core.training import deadline_choice
+from core.config import resolve
 from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, plan
-from core.uncertainty import training_ranges
-from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
-from core.validate import problems
+from core.decision import training_ranges
+from core.base import DAY_S, fmt_bytes, fmt_num, fmt_time
+from core.config import problems
 
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 

@@ -26,9 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.units import fmt_num
-    from core.validation import TARGET_MEDIAN_ABS_ERROR
-    from core.validation import run as validate
+    from core.base import fmt_num
+    from core.decision import TARGET_MEDIAN_ABS_ERROR
+    from core.decision import run as validate
 
     parse_assume(args.assume)
     r = validate(tuple(args.family), assumptions=assumptions_from_args(args), ranges=True)

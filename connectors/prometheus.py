@@ -2,8 +2,8 @@
 
 One ``GET /api/v1/query_range`` (prometheus.io/docs/prometheus/latest/querying/api, "Range queries") asks for
 every series the diagnostic rules read, over ``since_s`` seconds back from now at ``step_s``; the answer's
-``matrix`` becomes :class:`core.telemetry.Telemetry` samples. Direct connection (no proxy from the
-environment: the server is on the intranet), one hard timeout, at most :data:`core.telemetry.MAX_BYTES` read.
+``matrix`` becomes :class:`core.operations.telemetry.Telemetry` samples. Direct connection (no proxy from the
+environment: the server is on the intranet), one hard timeout, at most :data:`core.operations.telemetry.MAX_BYTES` read.
 A bad URL, a refused connection, a timeout, an HTTP error or an answer that is not the API's JSON raises
 :class:`PrometheusError` with one line.
 """
@@ -17,8 +17,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from core import diagnose
-from core.telemetry import MAX_BYTES, MAX_SAMPLES, Sample, Telemetry
+from core import operations
+from core.operations import MAX_BYTES, MAX_SAMPLES, Sample, Telemetry
 
 #: Prometheus refuses range queries of more than 11,000 points per series.
 MAX_POINTS = 11_000
@@ -31,10 +31,10 @@ class PrometheusError(ValueError):
 def metric_names() -> tuple[str, ...]:
     """Every sample name the rules read (histograms as their _bucket, _sum and _count series)."""
     out: list[str] = []
-    for rule in diagnose.RULES:
+    for rule in operations.RULES:
         for metric in rule.needs:
             for name in metric:
-                names = [name + s for s in ("_bucket", "_sum", "_count")] if metric in diagnose.HISTOGRAMS else [name]
+                names = [name + s for s in ("_bucket", "_sum", "_count")] if metric in operations.HISTOGRAMS else [name]
                 out += [n for n in names if n not in out]
     return tuple(out)
 

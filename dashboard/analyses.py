@@ -13,9 +13,9 @@ from typing import Any
 
 import streamlit as st
 
-from core.calibration import MetricCalibration, calibrate_all
+from core.decision import MetricCalibration, calibrate_all
 from core.config import RabitConfig
-from core.runs import Run
+from core.operations import Run
 from dashboard import cache
 
 KEY = "_analysis"
@@ -200,7 +200,7 @@ def show_calibrated(items: list[tuple[str, str, float | None]], cfg: RabitConfig
     ``items``: (label, metric name, analytical value in seconds or tokens/s). Nothing is drawn when no
     comparable run exists.
     """
-    from core.units import fmt_num, fmt_time
+    from core.base import fmt_num, fmt_time
 
     cals = calibrations(cfg)
     shown = [(lab, cals[m], v) for lab, m, v in items if m in cals and v is not None]
@@ -216,7 +216,7 @@ def show_calibrated(items: list[tuple[str, str, float | None]], cfg: RabitConfig
 
     cols = st.columns(len(shown))
     for col, (lab, c, v) in zip(cols, shown):
-        rg = c.range(v)  # a core.ranges.Range with basis "calibrated" and n_runs
+        rg = c.range(v)  # a core.base.ranges.Range with basis "calibrated" and n_runs
         fmt = fmt_num if c.metric.startswith("throughput") else fmt_time
         band = "Student t, 95 %" if c.basis == "t" else "x0.7 … x1.3, fewer than 3 runs"
         render.metric_range(

@@ -12,24 +12,25 @@ from typing import Any
 from pydantic import ValidationError
 
 from connectors.prometheus import PrometheusError, query_range
-from core import catalog, choices
-from core.calibration import COMPARABLE_RULE, leave_one_out
+from core import catalog
+from core.base import choices
+from core.decision import COMPARABLE_RULE, leave_one_out
 from core.catalog import CatalogError, parse_prices
-from core.optimizer import Constraints, ServingGoal
-from core.runs import CSV_COLUMNS, METRICS, RunError, csv_template, parse_file, parse_rows
-from core.deadline import deadline_choice
-from core.engines import CUDA_GRAPH_MAX_TOKENS, ENGINE_LABELS, engine_defaults
-from core.diagnose import RULES, Expectation, measured_p95
-from core.limits import MAX_TABLE_BYTES, BudgetExceeded, decode_text
-from core.next_experiment import NextExperimentSpec, outcomes
-from core.simulate import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates, sim_spec, sweep_rates
-from core.telemetry import MAX_BYTES, TelemetryError, from_payload, to_payload
-from core.speed_views import default_batches
+from core.decision import Constraints, ServingGoal
+from core.operations import CSV_COLUMNS, METRICS, RunError, csv_template, parse_file, parse_rows
+from core.training import deadline_choice
+from core.catalog import CUDA_GRAPH_MAX_TOKENS, ENGINE_LABELS, engine_defaults
+from core.operations import RULES, Expectation, measured_p95
+from core.base import MAX_TABLE_BYTES, BudgetExceeded, decode_text
+from core.decision import NextExperimentSpec, outcomes
+from core.serving import DEFAULT_RATE_FRACTION, Lengths, SimSpec, default_rate, knee_rates, sim_spec, sweep_rates
+from core.operations import MAX_BYTES, TelemetryError, from_payload, to_payload
+from core.serving import default_batches
 from core.training import MAX_GPUS, budget_problem, goal_from_inputs
 from core.config import RabitConfig, training_goal_args
 from core.training import TrainingGoal
-from core.uncertainty import at_bound, outside
-from core.units import DAY_S, fmt_bytes, fmt_num, fmt_time
+from core.decision import at_bound, outside
+from core.base import DAY_S, fmt_bytes, fmt_num, fmt_time
 
 __all__ = [
     "MAX_BYTES",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.units import DAY_S, GB
+from core.base import DAY_S, GB
 
 #: A horizontal legend at the foot of the figure: plotly reserves room for it below the axis title, where a
 #: legend placed at a negative paper fraction lands on the title or the tick labels when the figure is short.
@@ -137,7 +137,7 @@ def training_by_zero_chart(by_zero, capacity_bytes: float, height: int = 380) ->
 
 # --- speed (issue 3) ----------------------------------------------------------------------------------
 
-from core.units import MS, TERA  # noqa: E402
+from core.base import MS, TERA  # noqa: E402
 
 SPEED_COLORS = {
     "compute": "#cf222e",
@@ -466,7 +466,7 @@ def training_curve(curve, chosen_gpus: int | None, deadline_s: float | None, hei
     """Runtime (days, with and without failures) and cost against GPU count, for the feasible counts."""
     from plotly.subplots import make_subplots
 
-    from core.units import DAY_S
+    from core.base import DAY_S
 
     pts = [c for c in curve if c.feasible]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
@@ -688,7 +688,7 @@ def calibration_chart(
     height: int = 420,
 ) -> go.Figure:
     """Predicted against measured on log axes: the 1:1 line, the calibrated line and interval band, one point
-    per run (hover: the run's config). ``residuals``: :class:`core.calibration.Residual` of one metric."""
+    per run (hover: the run's config). ``residuals``: :class:`core.decision.calibration.Residual` of one metric."""
     fig = go.Figure()
     xs = [r.predicted for r in residuals] + [r.measured for r in residuals]
     lo, hi = min(xs) / 2, max(xs) * 2
@@ -785,12 +785,12 @@ def add_band(
     return fig
 
 
-#: Legend of a band computed per point by the combination rule (core.uncertainty.batch_band).
+#: Legend of a band computed per point by the combination rule (core.decision.uncertainty.batch_band).
 BAND_RULE_TEXT = "heuristic range (each assumption at its bounds, combined)"
 
 
 def batch_band_chart(points, batch: int, band: dict, height: int = 380) -> go.Figure:
-    """:func:`batch_chart` with the aggregate tokens/s range shaded (``band``: core.uncertainty.batch_band)."""
+    """:func:`batch_chart` with the aggregate tokens/s range shaded (``band``: core.decision.uncertainty.batch_band)."""
     data, layout = _batch_spec(points, batch, height)
     xs, rows = [p.batch for p in points], band["tokens_per_s"]
     lo, hi = [r[0] for r in rows], [r[2] for r in rows]
@@ -883,7 +883,7 @@ def range_compare_chart(
 def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: int | None = None) -> go.Figure:
     """Which assumptions move a number most: one bar per assumption, down-move left, up-move right [%].
 
-    ``r``: a :class:`core.ranges.Range`; ``sources``: name -> (label, source), shown on hover. Built from a
+    ``r``: a :class:`core.base.ranges.Range`; ``sources``: name -> (label, source), shown on hover. Built from a
     plain spec (:func:`figure_of`): every page redraws its tornado when its number changes.
     """
     import math
@@ -1078,7 +1078,7 @@ def optimizer_pareto(rec) -> go.Figure:
     two kinds: those no point beats on cost and p95 (blue, joined by the plotted front's staircase), and those
     on the front only for their capacity (orange diamonds, labelled with it, the reason on hover). Dominated
     points are grey; the recommendation is a star; the target a dashed line."""
-    from core.optimizer import pareto_reasons
+    from core.decision import pareto_reasons
 
     sim = [c for c in rec.candidates if c.simulated and c.p95_e2e_s is not None]
     best = rec.recommendation

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 import pandas as pd
 import streamlit as st
 
-from core.trace import Step, find
-from core.units import fmt_value  # noqa: F401  - pages format range ends like their steps
+from core.base import Step, find
+from core.base import fmt_value  # noqa: F401  - pages format range ends like their steps
 
 
 #: Width of the main column at 1280 x 720 with the sidebar open [px], and what a metric needs per character:
@@ -95,8 +95,8 @@ def steps_by_key(steps: tuple[Step, ...], keys: tuple[str, ...]) -> tuple[Step, 
 
 
 def gap_table(rows) -> pd.DataFrame:
-    """The textbook-vs-ours waterfall (core.speed.GapRow) as a table of formatted times."""
-    from core.units import fmt_time
+    """The textbook-vs-ours waterfall (core.serving.speed.GapRow) as a table of formatted times."""
+    from core.base import fmt_time
 
     return pd.DataFrame(
         [
@@ -113,7 +113,7 @@ def gap_table(rows) -> pd.DataFrame:
 
 def assumption_sources(cfg, names: tuple[str, ...]) -> pd.DataFrame:
     """The efficiency assumptions behind a result: value in force, base, range and the published source."""
-    from core.assumptions import REGISTRY
+    from core.base import REGISTRY
 
     rows = []
     for n in names:
@@ -132,7 +132,7 @@ def assumption_sources(cfg, names: tuple[str, ...]) -> pd.DataFrame:
 
 
 def collective_table(view) -> pd.DataFrame:
-    from core.units import fmt_bytes, fmt_time
+    from core.base import fmt_bytes, fmt_time
 
     return pd.DataFrame(
         [
@@ -144,7 +144,7 @@ def collective_table(view) -> pd.DataFrame:
 
 def launch_downloads(pick, goal, key: str = "launch") -> None:
     """Download buttons for the launch configs of an optimizer pick (engine commands and a Deployment)."""
-    from core.launch import EMIT_CHOICES, FILE_NAMES, emit, launch_spec
+    from core.operations import EMIT_CHOICES, FILE_NAMES, emit, launch_spec
 
     spec = launch_spec(pick, goal)
     labels = {
@@ -173,13 +173,13 @@ def launch_downloads(pick, goal, key: str = "launch") -> None:
 
 # --- ranges (issue 9) ---------------------------------------------------------------------------------
 
-#: The page's bound choice: what the segmented control shows -> the bound of core.uncertainty.at_bound.
+#: The page's bound choice: what the segmented control shows -> the bound of core.decision.uncertainty.at_bound.
 BOUND_CHOICES = {"pessimistic": "low", "base": "base", "optimistic": "high"}
 
 
 def bound_choice(page: str, cfg):
     """One click shows the whole page at the pessimistic, base or optimistic bound; returns the config there."""
-    from core.uncertainty import at_bound
+    from core.decision import at_bound
 
     choice = st.segmented_control(
         "Assumptions at",
@@ -218,7 +218,7 @@ def tornado_picker(ranges: dict, labels: dict[str, str], page: str, default: str
 
 def range_text(r, fmt) -> str:
     """'low … high (basis)' for a caption, or the basis text alone when the range is empty."""
-    from core.ranges import BASIS_TEXT
+    from core.base import BASIS_TEXT
 
     if r is None:
         return ""
@@ -240,7 +240,7 @@ def _secs(x: float) -> str:
 
 
 #: A recommended configuration's cards: (field of the pick, label, value format); the pick's range for each
-#: field (core.optimizer) is drawn under its card. A latency the simulation withheld (None) has no range.
+#: field (core.decision.optimizer) is drawn under its card. A latency the simulation withheld (None) has no range.
 PICK_CARDS = {
     "cost_per_hour": ("Cost per hour", lambda x: f"${x:,.2f}"),
     "cost_per_million_tokens": ("Cost per million output tokens", lambda x: f"${x:,.3g}"),
@@ -282,7 +282,7 @@ def range_metrics(
 
 def tornado(r, title: str) -> None:
     """The tornado chart of one number, each assumption's source on hover."""
-    from core.assumptions import REGISTRY
+    from core.base import REGISTRY
     from dashboard import cache, charts
 
     sources = {n: (i.label, i.source) for n, i in REGISTRY.items()}
@@ -293,8 +293,8 @@ def range_derivation(r, name: str, fmt) -> None:
     """Show the math of a range: each assumption's d_i, the two sums, the result."""
     import math
 
-    from core.assumptions import REGISTRY
-    from core.ranges import BASIS_TEXT
+    from core.base import REGISTRY
+    from core.base import BASIS_TEXT
 
     st.markdown(f"**{name}**: {fmt(r.value)}; {BASIS_TEXT[r.basis]}")
     if r.basis == "calibrated":

@@ -36,13 +36,13 @@ def preload() -> None:
     catalog.models(), catalog.gpus(), catalog.fabrics(), catalog.prices()
     # core's computation modules; not dashboard.cache, whose caches belong to the running server
     for name in (
-        "core.memory",
-        "core.speed",
-        "core.speed_views",
-        "core.simulate",
+        "core.physics.memory",
+        "core.serving.speed",
+        "core.serving.speed_views",
+        "core.serving.simulation",
         "core.training",
-        "core.optimizer",
-        "core.validate",
+        "core.decision.optimizer",
+        "core.config.checks",
         "dashboard.charts",
     ):
         try:
@@ -61,10 +61,10 @@ def _option(args: list[str], name: str, default: str) -> str:
 
 
 def warm(port: int, timeout_s: float = 300.0) -> None:
-    """Wait for the local server, then run the default page once over its websocket (bench.load's client)."""
+    """Wait for the local server, then run the default page once over its websocket (dashboard.wsclient)."""
     import asyncio
 
-    from bench import load
+    from dashboard import wsclient
 
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + timeout_s
@@ -76,7 +76,7 @@ def warm(port: int, timeout_s: float = 300.0) -> None:
             time.sleep(0.3)
     else:
         return
-    result = asyncio.run(load.first_loads(url, 1, "", "", timeout_s))
+    result = asyncio.run(wsclient.first_loads(url, 1, "", "", timeout_s))
     print(
         f"rabit: warmed the default page in {result['max_s'] or float('nan'):.2f} s ({result['errors']} errors)",
         file=sys.stderr,

@@ -18,8 +18,9 @@ from typing import Any
 import streamlit as st
 from pydantic import ValidationError
 
-from core import catalog, choices
-from core.assumptions import REGISTRY
+from core import catalog
+from core.base import choices
+from core.base import REGISTRY
 from core.config import (
     DEFAULT,
     GROUPS,
@@ -29,9 +30,10 @@ from core.config import (
     from_query_report,
     to_query,
 )
-from core.limits import CONFIG_DOMAINS, decode_text, parse_json
-from core.model import from_hf_config
-from core.validate import problems
+from core.base import CONFIG_DOMAINS, decode_text, parse_json
+from core.catalog import from_hf_config
+from core.config import problems
+from core.physics import fit_problems
 from dashboard import analyses
 from dashboard.text import plain
 
@@ -118,7 +120,7 @@ def _keep() -> None:
 
 
 def _dom(field: str, step: float | None = None) -> dict[str, Any]:
-    """min_value / max_value / step of a widget: the config field's one domain (core.limits)."""
+    """min_value / max_value / step of a widget: the config field's one domain (core.base.limits)."""
     d = CONFIG_DOMAINS[field]
     if d.integer:
         return {"min_value": int(d.lo), "max_value": int(d.hi), "step": int(step or d.step or 1)}
@@ -406,7 +408,8 @@ def sidebar(page: str = "") -> RabitConfig | None:
         else:  # the visitor has changed the view since: the message no longer describes it
             st.session_state.pop("_link_error")
             st.session_state.pop("_link_cfg", None)
-    probs = problems(cfg.with_(phase=PAGE_PHASE.get(page, "serve")))
+    page_cfg = cfg.with_(phase=PAGE_PHASE.get(page, "serve"))
+    probs = problems(page_cfg) or fit_problems(page_cfg)
     for p in probs:
         (slots.get(p.field) or sb).error(plain(p.message, 1000))
     _config_file_controls(cfg)

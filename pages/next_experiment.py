@@ -55,7 +55,7 @@ try:
             min(1.0, done / max(total, 1)), text=f"Re-run {done} of {total}: {label}"
         ),
     )
-except BudgetExceeded as exc:  # the search's work budget (core.limits.next_budget) ran out
+except BudgetExceeded as exc:  # the search's work budget (core.base.limits.next_budget) ran out
     bar.empty()
     st.error(str(exc))
     st.stop()

@@ -92,7 +92,7 @@ if view == "Serving":
     try:
         rec = cache.recommendation(goal, cons, tuple(prices))
         rr = cache.recommendation_ranges(goal, cons, tuple(prices))
-    except BudgetExceeded as exc:  # the search's work budget (core.limits.search_budget) ran out
+    except BudgetExceeded as exc:  # the search's work budget (core.base.limits.search_budget) ran out
         st.error(str(exc))
         st.stop()
     rg = rr.recommendation.ranges if rr.recommendation else {}
@@ -228,7 +228,7 @@ if view == "Training run":
             Constraints.from_config(cfg, training=True),
             tuple(catalog.prices()),
         )
-    except BudgetExceeded as exc:  # the search's work budget (core.limits.search_budget) ran out
+    except BudgetExceeded as exc:  # the search's work budget (core.base.limits.search_budget) ran out
         st.error(str(exc))
         st.stop()
     (st.success if tr.met else st.error)(tr.summary)

@@ -140,7 +140,7 @@ if arrival == "poisson":
 try:
     with st.spinner(f"Simulating {n_req:,} requests…"):
         res = cache.simulation(cfg, spec)
-except ValueError as exc:  # a work budget ran out (core.limits): say what to change
+except ValueError as exc:  # a work budget ran out (core.base.limits): say what to change
     st.error(str(exc))
     st.stop()
 s = res.summary
@@ -239,7 +239,7 @@ rates = knee_rates(cap.requests_per_s, spec.rate_per_s if arrival == "poisson" e
 with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     try:
         rows = cache.sim_sweep(cfg, sweep_spec, tuple(rates))
-    except ValueError as exc:  # a work budget ran out (core.limits): say what to change
+    except ValueError as exc:  # a work budget ran out (core.base.limits): say what to change
         st.error(str(exc))
         st.stop()
 fig = charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)

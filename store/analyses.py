@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine, func, insert, or_, select, update
 
 from core.config import RabitConfig, describe_validation_error
-from core.runs import Run
+from core.operations import Run
 from store import db
 from store.schema import analyses, revisions, runs, telemetry
 

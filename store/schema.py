@@ -4,7 +4,7 @@
   the search fields (name, model, GPU), owner, times, and ``deleted_at`` (soft delete).
 * ``revisions``: every save, never overwritten: ``(analysis_id, revision)`` is the primary key, so two
   writers can never both write revision N.
-* ``runs``: measured runs attached to an analysis (a :class:`core.runs.Run` as JSON).
+* ``runs``: measured runs attached to an analysis (a :class:`core.operations.runs.Run` as JSON).
 * ``telemetry``: telemetry attached to an analysis (read by diagnostics).
 
 Times are ISO 8601 UTC strings (``2026-12-01T09:30:00.000000Z``): portable, sortable, no timezone games.

@@ -122,7 +122,7 @@ def test_calibration_page_attaches_a_vllm_file_and_shows_bias_and_runs(clear_cac
     assert set(per_metric["runs (n)"]) == {1}
     assert "Comparable runs" in _text(at)
     assert at.get("plotly_chart")
-    from core.runs import csv_template
+    from core.operations import csv_template
 
     _runs_uploader(at).upload("runs.csv", csv_template().encode(), "text/csv").run()
     _button(at, "Attach the files").click().run()
@@ -136,7 +136,9 @@ def test_calibration_page_attaches_a_vllm_file_and_shows_bias_and_runs(clear_cac
 def test_a_bad_upload_shows_an_error_next_to_it_and_changes_nothing(clear_cache):
     st_ = Store()
     aid = st_.create("Guarded", SMALL)
-    st_.add_runs(aid, __import__("core.runs", fromlist=["x"]).parse_file(FIXTURE.name, FIXTURE.read_bytes(), SMALL))
+    st_.add_runs(
+        aid, __import__("core.operations.runs", fromlist=["x"]).parse_file(FIXTURE.name, FIXTURE.read_bytes(), SMALL)
+    )
     before = st_.export(aid)
     negative = json.dumps({**json.loads(FIXTURE.read_text()), "median_ttft_ms": -5.0}).encode()
     no_fields = json.dumps({"completed": 10}).encode()
@@ -157,7 +159,7 @@ def test_a_bad_upload_shows_an_error_next_to_it_and_changes_nothing(clear_cache)
 def test_serving_page_shows_calibrated_ttft_and_itl_beside_the_analytical_ones(clear_cache):
     st_ = Store()
     aid = st_.create("Serving calibrated", SMALL)
-    from core.runs import parse_file
+    from core.operations import parse_file
 
     st_.add_runs(aid, parse_file(FIXTURE.name, FIXTURE.read_bytes(), SMALL))
     at = _app("serving.py", analysis=aid)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.calibration import (
+from core.decision import (
     Residual,
     calibrate,
     calibrate_all,
@@ -20,7 +20,7 @@ from core.calibration import (
     residuals_of,
 )
 from core.config import RabitConfig
-from core.runs import RunError, csv_template, parse_csv, parse_file, parse_json, parse_rows
+from core.operations import RunError, csv_template, parse_csv, parse_file, parse_json, parse_rows
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "vllm_bench_serve_llama-3.1-8b_h100.json"
 TRUE_FACTOR = 1.3

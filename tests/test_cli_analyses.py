@@ -115,7 +115,7 @@ def test_estimates_from_a_calibrated_analysis_carry_the_calibrated_value_beside_
 
 
 def test_telemetry_attaches_to_an_analysis_in_its_stored_form(capsys, tmp_path):
-    from core.telemetry import from_payload, parse
+    from core.operations import from_payload, parse
 
     metrics = Path(__file__).resolve().parent / "fixtures" / "vllm_metrics.txt"
     aid = run(capsys, "analyses", "save", "--name", "tel", "--model", "llama-3.1-8b", "--tp", "1", "--json")["id"]

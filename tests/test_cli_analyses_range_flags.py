@@ -12,7 +12,7 @@ import pytest
 
 from cli.main import build_parser
 from clirun import fails, run
-from core.assumptions import Assumptions
+from core.base import Assumptions
 from core.config import RabitConfig
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "vllm_bench_serve_llama-3.1-8b_h100.json"

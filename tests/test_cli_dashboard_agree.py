@@ -6,7 +6,7 @@ import json
 import pytest
 
 from cli.main import main
-from core.assumptions import Assumptions
+from core.base import Assumptions
 from core.config import RabitConfig
 from dashboard import cache
 
@@ -61,7 +61,7 @@ def test_speed_from_the_file_equals_the_dashboard(saved, capsys):
 
 
 def test_bound_matches_the_page_switch(saved, capsys):
-    from core.uncertainty import at_bound
+    from core.decision import at_bound
 
     cfg, path = saved
     out = _json(["speed", "--config", path, "--bound", "low"], capsys)
@@ -89,7 +89,7 @@ def saved_workload(tmp_path):
 
 
 def test_simulate_from_the_file_equals_the_dashboard(saved_workload, capsys):
-    from core.simulate import sim_spec
+    from core.serving import sim_spec
 
     cfg, path = saved_workload
     out = _json(["simulate", "--config", path], capsys)
@@ -102,7 +102,7 @@ def test_simulate_from_the_file_equals_the_dashboard(saved_workload, capsys):
 
 def test_recommend_from_the_file_equals_the_dashboard(saved_workload, capsys):
     from core import catalog
-    from core.optimizer import Constraints, ServingGoal
+    from core.decision import Constraints, ServingGoal
 
     cfg, path = saved_workload
     out = _json(["recommend", "--config", path], capsys)
@@ -153,7 +153,7 @@ def test_diagnose_from_the_file_equals_the_dashboard(saved, capsys):
 def test_validate_models_and_gpus_from_the_file(saved, capsys):
     # validate predicts published cases (each with its own model and sizes) with the file's assumptions;
     # models and gpus name the file's choices
-    from core.validation import run
+    from core.decision import run
 
     cfg, path = saved
     out = _json(["validate", "--family", "vendor-first-token", "--config", path], capsys)

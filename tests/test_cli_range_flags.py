@@ -146,8 +146,8 @@ def test_diagnose_with_a_config_file_shows_the_prediction_its_range_and_where_th
 
 
 def test_diagnose_predicts_at_the_bound(cfg_file, capsys):
-    from core.diagnose import expectation_of
-    from core.uncertainty import at_bound
+    from core.operations import expectation_of
+    from core.decision import at_bound
 
     cfg, f = cfg_file
     dump = str(FIX / "vllm_metrics.txt")
@@ -160,7 +160,7 @@ def test_diagnose_predicts_at_the_bound(cfg_file, capsys):
 
 def test_assumptions_shows_the_values_in_force(tmp_path, capsys):
     out = _json(["assumptions", "--bound", "low", "--assume", "mbu=0.7"], capsys)
-    from core.assumptions import REGISTRY
+    from core.base import REGISTRY
 
     for a in out["assumptions"]:
         assert a["value"] == (0.7 if a["name"] == "mbu" else REGISTRY[a["name"]].low), a["name"]

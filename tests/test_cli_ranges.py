@@ -163,7 +163,7 @@ def test_recommend_ranges(capsys):
 
 def test_assumptions_lists_every_assumption(capsys):
     out = run_json(["assumptions"], capsys)
-    from core.assumptions import REGISTRY
+    from core.base import REGISTRY
 
     assert [a["name"] for a in out["assumptions"]] == list(REGISTRY)
     for a in out["assumptions"]:

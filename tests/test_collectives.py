@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from core import catalog
-from core.collectives import Collectives
+from core.physics import Collectives
 from core.config import RabitConfig
-from core.speed import StepModel
+from core.serving import StepModel
 
 EFF, BASE = 0.8, 8e-6  # comm_bw_eff and collective_base_us at their base values
 

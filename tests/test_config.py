@@ -3,9 +3,10 @@
 import pytest
 
 from core import catalog
-from core.assumptions import REGISTRY, Assumptions
+from core.base import REGISTRY, Assumptions
 from core.config import DEFAULT, RabitConfig, from_json, from_query, to_query
-from core.validate import problems
+from core.config import problems
+from core.physics import fit_problems
 
 
 def test_frozen_and_hashable():
@@ -74,7 +75,10 @@ def test_invalid_combinations_are_named(changes, field, words):
 
 
 def test_cannot_fit_at_batch_one_is_a_warning_on_tp():
-    probs = problems(RabitConfig(model="llama-3.1-405b", gpus_per_node=1, tp=1))
+    """The field checks find nothing wrong with the inputs; the physics wing's fit check warns on TP."""
+    cfg = RabitConfig(model="llama-3.1-405b", gpus_per_node=1, tp=1)
+    assert problems(cfg) == ()
+    probs = fit_problems(cfg)
     assert [(p.field, p.blocking) for p in probs] == [("tp", False)]
     assert "cannot fit even at batch 1" in probs[0].message
 
@@ -120,7 +124,7 @@ def test_workload_and_targets_round_trip_the_link_and_the_file():
 
 
 def test_serving_goal_has_one_rate_and_a_typed_custom_model():
-    from core.optimizer import Constraints, ServingGoal
+    from core.decision import Constraints, ServingGoal
     from core.config import Workload
 
     cfg = RabitConfig(input_tokens=1000, output_tokens=250, workload=Workload(rate_per_s=7.0, lengths="uniform"))
@@ -184,8 +188,8 @@ def test_cli_defaults_are_the_config_defaults():
 
 
 def test_a_config_resolves_once_into_a_hashable_deployment():
-    from core.deployment import resolve
-    from core.step import StepModel
+    from core.config import resolve
+    from core.physics import StepModel
 
     cfg = RabitConfig(model="mixtral-8x7b", tp=2, gpus_per_node=2, weights="fp8")
     dep = resolve(cfg)

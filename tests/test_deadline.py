@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from core.config import RabitConfig
-from core.deadline import deadline_choice
+from core.training import deadline_choice
 from core.training import CurvePoint, Layout, TrainingGoal, plan
-from core.units import DAY_S
+from core.base import DAY_S
 
 ROOT = Path(__file__).resolve().parents[1]
 

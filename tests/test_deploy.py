@@ -102,7 +102,7 @@ def test_replicas_behind_a_sticky_proxy_serve_every_session():
     """Two real dashboard processes behind the sticky proxy: four clients each open the page twice (a first
     load, then a reconnect); every run finishes without an error, each client's two connections reach the
     same replica, and both replicas serve someone."""
-    from bench import load
+    from dashboard import wsclient as load
 
     proxy_mod = _load("sticky_proxy")
     procs = []

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from core import diagnose as D
-from core import telemetry as T
-from core.telemetry import TelemetryError
+from core import operations
+from core.operations import TelemetryError
 
 FIX = Path(__file__).parent / "fixtures"
 VLLM = (FIX / "vllm_metrics.txt").read_text()
 DCGM = (FIX / "dcgm_metrics.txt").read_text()
-EXPECT = D.Expectation(p95_ttft_s=0.35, p95_itl_s=0.04, prefix_cache_frac=0.3)
+EXPECT = operations.Expectation(p95_ttft_s=0.35, p95_itl_s=0.04, prefix_cache_frac=0.3)
 
 
 def _hist(text: str, base: str, obs: list[float]) -> str:
@@ -58,8 +57,8 @@ def dump(values: dict[str, float] | None = None, drop: tuple[str, ...] = (), his
     return ("\n".join(lines) + "\n").encode()
 
 
-def _diag(data: bytes, expect: D.Expectation = EXPECT) -> D.Diagnosis:
-    return D.diagnose(T.parse(data, "dump"), expect)
+def _diag(data: bytes, expect: operations.Expectation = EXPECT) -> operations.Diagnosis:
+    return operations.diagnose(operations.parse(data, "dump"), expect)
 
 
 # (rule, values, histograms, expectation, metrics to drop for "not evaluated")
@@ -132,23 +131,23 @@ CASES = [
         "latency_diverges",
         {},
         {"vllm:time_to_first_token_seconds": [1.9] * 500 + [2.2] * 500},
-        D.Expectation(p95_ttft_s=0.35, prefix_cache_frac=0.3),
+        operations.Expectation(p95_ttft_s=0.35, prefix_cache_frac=0.3),
         ("vllm:time_to_first_token_seconds",),
     ),
 ]
 
 
 def test_there_are_at_least_ten_rules_each_with_a_stated_threshold():
-    assert len(D.RULES) >= 10 and len({r.id for r in D.RULES}) == len(D.RULES)
-    assert {c[0] for c in CASES} == {r.id for r in D.RULES}
-    for r in D.RULES:
+    assert len(operations.RULES) >= 10 and len({r.id for r in operations.RULES}) == len(operations.RULES)
+    assert {c[0] for c in CASES} == {r.id for r in operations.RULES}
+    for r in operations.RULES:
         assert r.threshold and r.needs and r.remedies and all(m.config_change for m in r.remedies)
 
 
 def test_the_healthy_dump_fires_nothing():
     d = _diag(dump())
     assert d.fired == () and d.not_evaluated == ()
-    assert set(d.quiet) == {r.id for r in D.RULES}
+    assert set(d.quiet) == {r.id for r in operations.RULES}
 
 
 @pytest.mark.parametrize("rule,values,hist,expect,drop", CASES, ids=[c[0] for c in CASES])
@@ -166,7 +165,7 @@ def test_each_rule_fires_on_its_dump_and_is_not_evaluated_without_a_metric(rule,
 
 
 def test_rules_that_need_the_analysis_wait_for_it():
-    d = _diag(dump(), D.Expectation())
+    d = _diag(dump(), operations.Expectation())
     waiting = {n.rule: n.missing for n in d.not_evaluated}
     assert set(waiting) == {"prefix_cache_misses", "latency_diverges"}
     assert all("saved analysis" in " ".join(m) for m in waiting.values())
@@ -174,7 +173,7 @@ def test_rules_that_need_the_analysis_wait_for_it():
 
 def test_no_telemetry_no_diagnosis():
     with pytest.raises(ValueError, match="no telemetry"):
-        D.diagnose(None)  # type: ignore[arg-type]
+        operations.diagnose(None)  # type: ignore[arg-type]
 
 
 def test_queue_growth_over_a_series():
@@ -185,7 +184,7 @@ def test_queue_growth_over_a_series():
             f"{t * 15},vllm:num_requests_waiting,{0 if t < 10 else (t - 10) * 0.6}",
             f"{t * 15},vllm:num_requests_running,40",
         ]
-    d = D.diagnose(T.parse("\n".join(rows).encode(), "series.csv"))
+    d = operations.diagnose(operations.parse("\n".join(rows).encode(), "series.csv"))
     assert "queue_growing" in {f.rule for f in d.fired}
     ev = next(f.evidence for f in d.fired if f.rule == "queue_growing")
     assert "went from" in ev
@@ -195,7 +194,7 @@ def test_queue_growth_over_a_series():
 
 
 def test_a_full_vllm_metrics_page_parses():
-    t = T.parse(VLLM.encode(), "metrics.txt")
+    t = operations.parse(VLLM.encode(), "metrics.txt")
     assert t.fmt == "prometheus"
     names = t.names()
     for n in (
@@ -209,12 +208,12 @@ def test_a_full_vllm_metrics_page_parses():
         "python_gc_objects_collected_total",
     ):
         assert n in names, n
-    assert T.gauge(t, "vllm:kv_cache_usage_perc") == 0.412
+    assert operations.gauge(t, "vllm:kv_cache_usage_perc") == 0.412
     # request_success carries three finished_reason series: 3787 stop + 213 length + 0 abort = 4000
-    assert T.counter(t, "vllm:request_success_total") == 4000
+    assert operations.counter(t, "vllm:request_success_total") == 4000
     p50, p95 = (
-        T.quantile(t, "vllm:time_to_first_token_seconds", 0.5),
-        T.quantile(t, "vllm:time_to_first_token_seconds", 0.95),
+        operations.quantile(t, "vllm:time_to_first_token_seconds", 0.5),
+        operations.quantile(t, "vllm:time_to_first_token_seconds", 0.95),
     )
     assert 0.1 < p50 < p95 < 1.0
 
@@ -226,22 +225,24 @@ def test_histogram_quantile_interpolates_inside_the_bucket():
         '# TYPE x histogram\nx_bucket{le="0.1"} 10\nx_bucket{le="0.2"} 30\nx_bucket{le="+Inf"} 40\n'
         "x_sum 6.0\nx_count 40\n"
     )
-    t = T.parse(text.encode())
-    assert math.isclose(T.quantile(t, "x", 0.5), 0.15)
-    assert math.isclose(T.mean(t, "x"), 0.15)
-    assert T.quantile(t, "x", 0.99) == 0.2  # in the +Inf bucket: the highest finite bound
+    t = operations.parse(text.encode())
+    assert math.isclose(operations.quantile(t, "x", 0.5), 0.15)
+    assert math.isclose(operations.mean(t, "x"), 0.15)
+    assert operations.quantile(t, "x", 0.99) == 0.2  # in the +Inf bucket: the highest finite bound
 
 
 def test_csv_long_and_wide_forms():
-    long = T.parse(
+    long = operations.parse(
         b"timestamp_s,metric,value,labels\n0,DCGM_FI_DEV_GPU_UTIL,50,gpu=0\n0,DCGM_FI_DEV_GPU_UTIL,70,gpu=1\n"
         b"15,DCGM_FI_DEV_GPU_UTIL,60,gpu=0\n15,DCGM_FI_DEV_GPU_UTIL,90,gpu=1\n",
         "long.csv",
     )
-    assert long.fmt == "csv" and T.gauge(long, "DCGM_FI_DEV_GPU_UTIL") == 67.5  # (55 + 80) / 2
-    wide = T.parse(b"timestamp_s,vllm:num_preemptions_total,vllm:num_requests_waiting\n0,100,1\n60,160,3\n", "w.csv")
-    assert T.counter(wide, "vllm:num_preemptions_total") == 60  # last - first over the series
-    assert T.gauge(wide, "vllm:num_requests_waiting") == 2
+    assert long.fmt == "csv" and operations.gauge(long, "DCGM_FI_DEV_GPU_UTIL") == 67.5  # (55 + 80) / 2
+    wide = operations.parse(
+        b"timestamp_s,vllm:num_preemptions_total,vllm:num_requests_waiting\n0,100,1\n60,160,3\n", "w.csv"
+    )
+    assert operations.counter(wide, "vllm:num_preemptions_total") == 60  # last - first over the series
+    assert operations.gauge(wide, "vllm:num_requests_waiting") == 2
 
 
 @pytest.mark.parametrize(
@@ -282,27 +283,27 @@ def test_csv_long_and_wide_forms():
 )
 def test_malformed_telemetry_gets_one_clear_line(data, match):
     with pytest.raises(TelemetryError, match=match) as e:
-        T.parse(data, "upload")
+        operations.parse(data, "upload")
     assert "\n" not in str(e.value)
 
 
 def test_a_200_mb_file_is_refused_before_parsing():
     big = b"#" * 200_000_000
     with pytest.raises(TelemetryError, match=r"200\.0 MB; the limit is 20 MB"):
-        T.parse(big, "huge.txt")
+        operations.parse(big, "huge.txt")
 
 
 def test_telemetry_round_trips_through_its_stored_form():
-    t = T.parse(dump(), "dump")
-    back = T.from_payload(__import__("json").loads(__import__("json").dumps(T.to_payload(t))))
+    t = operations.parse(dump(), "dump")
+    back = operations.from_payload(__import__("json").loads(__import__("json").dumps(operations.to_payload(t))))
     assert back == t
     with pytest.raises(TelemetryError, match="cannot be read"):
-        T.from_payload({"format": "prometheus", "samples": [["x"]]})
+        operations.from_payload({"format": "prometheus", "samples": [["x"]]})
 
 
 def test_an_analysis_predicts_from_its_simulation():
     from core.config import RabitConfig
-    from core.simulate import sim_spec, simulate
+    from core.serving import sim_spec, simulate
 
     cfg = RabitConfig(
         model="llama-3.1-8b",
@@ -313,6 +314,6 @@ def test_an_analysis_predicts_from_its_simulation():
         output_tokens=128,
         prefix_cache_frac=0.4,
     )
-    e = D.expectation_of(cfg)
+    e = operations.expectation_of(cfg)
     s = simulate(cfg, sim_spec(cfg)).summary
     assert (e.p95_ttft_s, e.p95_itl_s, e.prefix_cache_frac) == (s.ttft_s.p95, s.itl_s.p95, 0.4)

@@ -4,8 +4,8 @@ import pytest
 
 from core import catalog
 from core.config import RabitConfig
-from core.engines import apply_engine, engine_defaults
-from core.simulate import Lengths, SimSpec, simulate
+from core.catalog import apply_engine, engine_defaults
+from core.serving import Lengths, SimSpec, simulate
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from core.assumptions import REGISTRY
+from core.base import REGISTRY
 from core.config import DEFAULT, RabitConfig, from_query_report, to_query
-from core.limits import CONFIG_DOMAINS
+from core.base import CONFIG_DOMAINS
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 SMALL = {"model": "llama-3.1-8b", "gpus_per_node": "1", "tp": "1", "input_tokens": "1000", "output_tokens": "250"}
@@ -100,8 +100,8 @@ def test_infinite_step_overhead_in_a_link_is_refused_within_2s(clear_cache):
 def test_the_simulator_stops_on_its_budget_instead_of_looping():
     # arrivals a million seconds apart: the clock passes its budget (1e9 s) long before 10,000 requests,
     # and the run stops with a message at once instead of simulating 300 years
-    from core.limits import BudgetExceeded, WorkBudget
-    from core.simulate import SimSpec, simulate
+    from core.base import BudgetExceeded, WorkBudget
+    from core.serving import SimSpec, simulate
 
     cfg = DEFAULT.with_(model="llama-3.1-8b", gpus_per_node=1, tp=1)
     t0 = time.monotonic()
@@ -334,7 +334,7 @@ def test_fuzz_every_link_parameter(params):
 def test_the_hosted_configuration_hides_error_details_and_bounds_uploads():
     import tomllib
 
-    from core.limits import MAX_CONFIG_BYTES, MAX_TABLE_BYTES
+    from core.base import MAX_CONFIG_BYTES, MAX_TABLE_BYTES
 
     conf = tomllib.loads((Path(APP).parent.parent / ".streamlit" / "config.toml").read_text())
     assert conf["client"]["showErrorDetails"] == "none"
@@ -365,17 +365,17 @@ SEARCH_INPUTS = {
         "experiment.rate_spread_frac",
     ],
 }
-#: The searches run under this budget here (core.limits reads it at each search), so a page that does
+#: The searches run under this budget here (core.base.limits reads it at each search), so a page that does
 #: not stop on its budget fails the AppTest timeout below instead of holding the test run.
 FUZZ_SEARCH_S = 3.0
 
 
 @pytest.fixture()
 def short_search_budget(monkeypatch):
-    import core.limits
+    import core.base.limits
 
-    monkeypatch.setattr(core.limits, "SEARCH_MAX_WALL_S", FUZZ_SEARCH_S)
-    monkeypatch.setattr(core.limits, "NEXT_MAX_WALL_S", FUZZ_SEARCH_S)
+    monkeypatch.setattr(core.base.limits, "SEARCH_MAX_WALL_S", FUZZ_SEARCH_S)
+    monkeypatch.setattr(core.base.limits, "NEXT_MAX_WALL_S", FUZZ_SEARCH_S)
 
 
 def _search_edges(w) -> tuple[float, float]:

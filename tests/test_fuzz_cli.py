@@ -445,7 +445,7 @@ def test_fuzz_every_flag_of_every_subcommand_parses_or_exits_2(data):
 
 # --- the searches at the edges of their valid inputs: a result or a budget stop, never past the budget ---
 
-#: Valid values at and inside the edges of each search flag's domain (core.limits.FLAG_DOMAINS).
+#: Valid values at and inside the edges of each search flag's domain (core.base.limits.FLAG_DOMAINS).
 SEARCH_VALUES = {
     "--rate": ["1e-6", "0.5", "10", "1000", "1e6"],
     "--requests": ["20", "2000", "50000"],

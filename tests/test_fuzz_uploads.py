@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 from core.catalog import CatalogError, parse_prices
 from core.config import DEFAULT, from_json
-from core.limits import MAX_TABLE_BYTES, PayloadError, decode_text, parse_json
-from core.model import from_hf_config
-from core.runs import RunError, parse_file
-from core.simulate import parse_trace
-from core.telemetry import TelemetryError
-from core.telemetry import parse as parse_telemetry
+from core.base import MAX_TABLE_BYTES, PayloadError, decode_text, parse_json
+from core.catalog import from_hf_config
+from core.operations import RunError, parse_file
+from core.serving import parse_trace
+from core.operations import TelemetryError
+from core.operations import parse as parse_telemetry
 
 
 def upload_model(data: bytes):

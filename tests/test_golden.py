@@ -163,11 +163,12 @@ def _training_cfg():
 
 
 def test_core_serving_figures():
-    from core import memory, speed
+    from core import physics
+    from core import serving
 
     cfg = _serving_cfg()
-    s = speed.speed_summary(cfg)
-    mem = memory.serving_memory(cfg)
+    s = serving.speed_summary(cfg)
+    mem = physics.serving_memory(cfg)
     figs = {
         "decode_step_s": s.decode.step_s,
         "decode_tokens_per_s": s.decode.tokens_per_s,
@@ -178,10 +179,10 @@ def test_core_serving_figures():
         "compute_bound_batch": s.compute_bound_batch,
         "memory_total_bytes_per_gpu": mem.total_bytes_per_gpu,
         "memory_max_sequences": mem.max_sequences,
-        "fp8_decode_step_s": speed.decode(cfg.with_(weights="fp8", kv_dtype="fp8")).step_s,
-        "pp2_decode_step_s": speed.decode(cfg.with_(tp=4, pp=2)).step_s,
-        "moe_decode_step_s": speed.decode(cfg.with_(model="mixtral-8x7b", tp=2, gpus_per_node=2)).step_s,
-        "spec_speedup": speed.speculative(
+        "fp8_decode_step_s": serving.decode(cfg.with_(weights="fp8", kv_dtype="fp8")).step_s,
+        "pp2_decode_step_s": serving.decode(cfg.with_(tp=4, pp=2)).step_s,
+        "moe_decode_step_s": serving.decode(cfg.with_(model="mixtral-8x7b", tp=2, gpus_per_node=2)).step_s,
+        "spec_speedup": serving.speculative(
             cfg.with_(spec_method="draft", spec_k=4, spec_alpha=0.7, draft_model="llama-3.1-8b")
         ).speedup,
         "math_steps": [[st.key, st.value] for st in s.steps],
@@ -190,12 +191,13 @@ def test_core_serving_figures():
 
 
 def test_core_training_figures():
-    from core import memory, training
+    from core import physics
+    from core import training
 
     cfg = _training_cfg()
     lay = training.config_layout(cfg)
     r = training.evaluate_layout(cfg, lay)
-    tm = memory.training_memory(cfg)
+    tm = physics.training_memory(cfg)
     figs = {
         "layout": lay.label(),
         "step_s": r.step_s,
@@ -209,18 +211,18 @@ def test_core_training_figures():
 
 
 def test_core_optimizer_pick():
-    from core import optimizer
-    from core.sim.workload import Lengths, SimSpec
+    from core import decision
+    from core.config import Lengths, SimSpec
 
-    goal = optimizer.ServingGoal(
+    goal = decision.ServingGoal(
         model="llama-3.1-8b",
         rate_per_s=5.0,
         workload=SimSpec(num_requests=500, rate_per_s=5.0, input=Lengths(mean=1000), output=Lengths(mean=250)),
         p95_ttft_s=2.0,
         p95_e2e_s=20.0,
     )
-    cons = optimizer.Constraints(gpus_allowed=("h100-sxm", "a100-80gb", "l40s"), max_simulations=6)
-    rec = optimizer.recommend(goal, cons)
+    cons = decision.Constraints(gpus_allowed=("h100-sxm", "a100-80gb", "l40s"), max_simulations=6)
+    rec = decision.recommend(goal, cons)
     p = rec.recommendation
     figs = {
         "met": rec.met,

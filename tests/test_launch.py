@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core import optimizer as opt
-from core.launch import command, emit, k8s_manifest, launch_spec
-from core.optimizer import Constraints, Pick, ServingGoal, recommend
-from core.simulate import Lengths, SimSpec
+import core.decision.optimizer as opt
+from core.operations import command, emit, k8s_manifest, launch_spec
+from core.decision import Constraints, Pick, ServingGoal, recommend
+from core.serving import Lengths, SimSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Flag names as the engines document them (copied from the pages, not from core.launch):
+# Flag names as the engines document them (copied from the pages, not from core.operations.launch):
 # vLLM "Engine Arguments" usage block (docs.vllm.ai/en/latest/models/engine_args.html)
 VLLM = {
     "--tensor-parallel-size",
@@ -252,7 +252,7 @@ EAGER = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph"}
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_eager_mode_in_the_config_reaches_the_launch_command(engine):
     from core.config import RabitConfig
-    from core.step import StepModel
+    from core.physics import StepModel
 
     cfg = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=4, gpus_per_node=4)
     eager_cfg = cfg.with_(workload=cfg.workload.model_copy(update={"cuda_graphs": False}))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.simulate import default_rate, knee_rates, max_throughput, round_rate_down, sim_spec
+from core.serving import default_rate, knee_rates, max_throughput, round_rate_down, sim_spec
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 
@@ -111,7 +111,7 @@ def test_speed_leads_with_one_request_and_its_caption_agrees_with_the_info_box(c
 def test_batch_chart_axes_start_at_zero(clear_cache):
     from dashboard import charts
     from core.config import DEFAULT
-    from core.speed_views import batch_sweep, default_batches
+    from core.serving import batch_sweep, default_batches
 
     fig = charts.batch_chart(batch_sweep(DEFAULT, default_batches(DEFAULT, 1024)), DEFAULT.batch).to_plotly_json()
     assert fig["layout"]["yaxis"]["rangemode"] == "tozero" and fig["layout"]["yaxis2"]["rangemode"] == "tozero"
@@ -121,7 +121,7 @@ def test_defaults_show_no_red_dead_end_and_the_advice_fits_this_config(clear_cac
     """At the defaults (70B on 8 GPUs, TP 8, so DP 1) training does not fit: a warning with changes that do fit,
     and no advice to raise ZeRO, which shards over DP and so changes nothing at DP 1."""
     from core.config import DEFAULT
-    from core.memory import training_fit_options, training_memory
+    from core.physics import training_fit_options, training_memory
 
     assert DEFAULT.dp == 1 and not training_memory(DEFAULT).fits
     assert "ZeRO stage" not in training_memory(DEFAULT).reason
@@ -182,7 +182,7 @@ def test_inputs_a_page_does_not_read_are_greyed_out_there_with_why(clear_cache):
 
 
 def test_pareto_reasons_say_why_a_point_that_looks_dominated_is_on_the_front():
-    from core.optimizer import pareto_reasons
+    from core.decision import pareto_reasons
 
     # B is beaten on cost and p95 by A but holds more capacity: on the three-criterion front for that alone
     r = pareto_reasons([("A", 10.0, 5.0, 2.0), ("B", 20.0, 8.0, 9.0), ("C", 5.0, 30.0, 1.0)])
@@ -207,7 +207,7 @@ def test_optimizer_chart_shows_why_each_front_point_is_on_the_front(clear_cache)
 
 
 def test_assumption_inputs_are_drawn_only_when_opened_and_keep_their_values(clear_cache):
-    from core.assumptions import REGISTRY
+    from core.base import REGISTRY
 
     name = next(iter(REGISTRY))
     at = AppTest.from_file(APP, default_timeout=90).run()

@@ -5,8 +5,8 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from core.config import RabitConfig
-from core.memory import serving_memory
-from core.units import fmt_value
+from core.physics import serving_memory
+from core.base import fmt_value
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 

@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 
-from core.model import UnsupportedArchitecture, from_hf_config
+from core.catalog import UnsupportedArchitecture, from_hf_config
 
 FALCON_7B = {
     "architectures": ["FalconForCausalLM"],
@@ -173,14 +173,14 @@ def _jamba_cfg(**kw):
 
 
 def test_jamba_kv_bytes_per_token_count_only_the_attention_layers():
-    from core.memory import kv_bytes_per_token
+    from core.physics import kv_bytes_per_token
 
     assert JAMBA_KV_BYTES_PER_TOKEN == 16_384
     assert kv_bytes_per_token(from_hf_config(JAMBA), 2.0) == JAMBA_KV_BYTES_PER_TOKEN
 
 
 def test_jamba_holds_its_mamba_state_per_sequence():
-    from core.memory import serving_memory
+    from core.physics import serving_memory
 
     m = from_hf_config(JAMBA)
     assert JAMBA_STATE_BYTES_PER_SEQ == 9_175_040
@@ -198,7 +198,7 @@ def test_jamba_holds_its_mamba_state_per_sequence():
 
 
 def test_jamba_attention_flops_count_only_the_attention_layers():
-    from core.step import StepModel
+    from core.physics import StepModel
     from core.training import attention_pairs_per_token
 
     m = from_hf_config(JAMBA)
@@ -214,7 +214,7 @@ def test_jamba_attention_flops_count_only_the_attention_layers():
 
 def test_jamba_decode_step_reads_and_rewrites_each_sequences_mamba_state():
     from core.catalog import gpu_of
-    from core.step import StepModel
+    from core.physics import StepModel
 
     cfg = _jamba_cfg(gpus_per_node=2, tp=2)
     sm = StepModel.from_config(cfg)
@@ -233,7 +233,7 @@ def test_jamba_decode_step_reads_and_rewrites_each_sequences_mamba_state():
 
 
 def test_jamba_mamba_mixer_flops_are_in_the_active_matmul_params():
-    from core.step import StepModel
+    from core.physics import StepModel
 
     m = from_hf_config(JAMBA)
     assert m.ssm_mixer_params == JAMBA_MIXER_PARAMS == 105_308_448
@@ -246,8 +246,8 @@ def test_jamba_mamba_mixer_flops_are_in_the_active_matmul_params():
 
 
 def test_jamba_kv_pool_sets_the_state_aside_and_counts_attention_layers_only():
-    from core.memory import serving_memory
-    from core.simulate import SimSpec, kv_pool, workspace_tokens
+    from core.physics import serving_memory
+    from core.serving import SimSpec, kv_pool, workspace_tokens
 
     cfg = _jamba_cfg()
     spec = SimSpec(num_requests=100, rate_per_s=1.0, max_batch=64)

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from core.assumptions import REGISTRY, Assumptions
+from core.base import REGISTRY, Assumptions
 from core.catalog import parse_prices
-from core.next_experiment import (
+from core.decision import (
     NextExperimentSpec,
     UncertainInput,
     changes,
@@ -17,8 +17,8 @@ from core.next_experiment import (
     points,
     uncertain_inputs,
 )
-from core.optimizer import Constraints, ServingGoal, recommend
-from core.simulate import Lengths, SimSpec
+from core.decision import Constraints, ServingGoal, recommend
+from core.serving import Lengths, SimSpec
 
 HEADER = "gpu,provider,kind,usd_per_gpu_hour,region,source,as_of,verification\n"
 
@@ -35,7 +35,7 @@ def _prices(h100: float, h200: float):
 # GPU-hour: the H100 answer (2 GPUs, $2.00/h) beats the H200 one (2 GPUs, $2.20/h) by 10 %. (Replicas are sized
 # from the simulated p95s in both directions, so the target sits where a 10 % slower H100 decode needs a second
 # TP2 replica.) The target is the roofline's 6.5 ms plus the step's fixed costs at this replica's batch of a few
-# hundred sequences (core.step): 387 kernels from a CUDA graph at 1 us (0.39 ms) and 2.8 us per sequence
+# hundred sequences (core.physics.step): 387 kernels from a CUDA graph at 1 us (0.39 ms) and 2.8 us per sequence
 # (about 1 ms); with the step model it meets for the H100 at the base MBU from 7.6 ms and flips at -10 % up to
 # 8.4 ms, so 7.9 ms sits in the middle of that window.
 TIE_GOAL = ServingGoal(
@@ -204,8 +204,8 @@ def test_out_of_reach_inputs_really_cannot_flip():
 def test_a_one_gpu_replica_does_not_read_the_collective_assumptions():
     # What lets the optimizer's memo share a one-GPU candidate's simulation across communication re-runs.
     from core.config import RabitConfig
-    from core.optimizer import _COLLECTIVE_ASSUMPTIONS
-    from core.simulate import simulate
+    from core.decision import _COLLECTIVE_ASSUMPTIONS
+    from core.serving import simulate
 
     spec = SimSpec(num_requests=200, rate_per_s=5.0, input=Lengths(mean=512), output=Lengths(mean=64))
     cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
@@ -222,8 +222,8 @@ def test_a_one_gpu_replica_does_not_read_the_collective_assumptions():
 
 def test_training_mode_flips_agree_with_the_training_optimizer():
     from core.config import RabitConfig
-    from core.next_experiment import TrainingExperimentSpec, next_training_experiment
-    from core.optimizer import recommend_training
+    from core.decision import TrainingExperimentSpec, next_training_experiment
+    from core.decision import recommend_training
 
     cfg = RabitConfig(model="llama-3.1-8b", phase="train", train_tokens=1e12)
     cons = Constraints(gpus_allowed=("h100-sxm", "a100-80gb"))
@@ -258,7 +258,7 @@ def test_training_mode_flips_agree_with_the_training_optimizer():
 def test_a_child_that_dies_leaves_its_tasks_to_the_parent(tie, monkeypatch):
     import os
 
-    import core.next_experiment as ne
+    import core.decision.experiment as ne
 
     def dies(conn, counter, tasks, *rest):  # takes a task, then the process vanishes without a word
         ne._take(counter, len(tasks))

@@ -2,10 +2,10 @@
 
 import pytest
 
-import core.optimizer as opt
-from core.optimizer import Constraints, ServingGoal, pareto, recommend
-from core.step import StepModel
-from core.simulate import Lengths, SimSpec, simulate
+import core.decision.optimizer as opt
+from core.decision import Constraints, ServingGoal, pareto, recommend
+from core.physics import StepModel
+from core.serving import Lengths, SimSpec, simulate
 
 SPEC = SimSpec(
     num_requests=600,
@@ -137,7 +137,7 @@ def test_no_price_prunes_with_reason_and_is_named(base):
 
 
 def test_every_catalog_gpu_is_priced_or_named_as_unpriced():
-    from core.pricing import unpriced as unpriced_of
+    from core.catalog import unpriced as unpriced_of
 
     prices = catalog.prices()
     missing = set(unpriced_of(tuple(catalog.gpus()), prices))
@@ -177,8 +177,8 @@ def test_amd_is_recommended_where_it_is_cheaper():
 
 # --- training runs ---------------------------------------------------------------------------------------
 from core.config import RabitConfig  # noqa: E402
-from core.optimizer import recommend_training  # noqa: E402
-from core.pricing import gpu_price  # noqa: E402
+from core.decision import recommend_training  # noqa: E402
+from core.catalog import gpu_price  # noqa: E402
 from core import catalog  # noqa: E402
 
 TRAIN = RabitConfig(model="llama-3.1-8b", phase="train", train_tokens=1e12)

@@ -1,8 +1,8 @@
 """The serving optimizer honours the shared config's assumptions, fabric and block size."""
 
 from core import catalog
-from core import optimizer as opt
-from core.assumptions import Assumptions
+import core.decision.optimizer as opt
+from core.base import Assumptions
 
 
 def test_candidates_inherit_the_goal_settings():

@@ -7,10 +7,10 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from cli.main import main
-from core import choices
+from core.base import choices
 from core.config import DEFAULT, RabitConfig, from_json, from_query, to_query, training_goal_args
 from core.training import MAX_GPUS, TrainingGoal, goal_from_inputs
-from core.units import DAY_S
+from core.base import DAY_S
 from dashboard import cache, state
 from dashboard.api import goal_from_config, next_experiment_spec
 

@@ -49,7 +49,7 @@ def _range_captions(at) -> list[str]:
 
 
 def test_diagnostics_shows_each_prediction_with_its_range_and_the_measurement_against_it(clear_cache):
-    from core.diagnose import expectation_of
+    from core.operations import expectation_of
 
     aid = Store().create("Diagnosed", SMALL)
     at = _app("diagnostics.py", analysis=aid)
@@ -85,7 +85,7 @@ def test_saved_analyses_show_the_picked_analysis_headline_numbers_with_ranges(cl
     caps = _range_captions(at)
     assert len(caps) == 6 and sum(BASIS in c for c in caps) >= 4, caps
     assert "What moves decode step" in _titles(at)
-    from core.uncertainty import speed_spread
+    from core.decision import speed_spread
 
     r = speed_spread(SMALL).ranges["decode_step_s"]
     assert r.low < r.value < r.high
@@ -99,7 +99,7 @@ def test_saved_training_analysis_shows_training_ranges(clear_cache):
 
 
 def test_calibration_shows_the_heuristic_range_beside_the_calibrated_interval(clear_cache):
-    from core.runs import parse_file
+    from core.operations import parse_file
 
     st_ = Store()
     aid = st_.create("Calibrated", SMALL)

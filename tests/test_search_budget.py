@@ -1,4 +1,4 @@
-"""Every search stops on its overall work budget (core.limits.search_budget / next_budget), not only each
+"""Every search stops on its overall work budget (core.base.limits.search_budget / next_budget), not only each
 simulation inside it: the optimizer (serving and training) and the next-experiment search, in core, from the
 CLI (exit 2, one line) and on their pages (st.error).
 
@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 import cli.common
-import core.limits
+import core.base.limits
 from cli.main import main
 from core.config import DEFAULT
-from core.limits import BudgetExceeded, WorkBudget, next_budget, search_budget
-from core.next_experiment import NextExperimentSpec, TrainingExperimentSpec, next_experiment, next_training_experiment
-from core.optimizer import Constraints, ServingGoal, recommend, recommend_training
-from core.simulate import SimSpec
+from core.base import BudgetExceeded, WorkBudget, next_budget, search_budget
+from core.decision import NextExperimentSpec, TrainingExperimentSpec, next_experiment, next_training_experiment
+from core.decision import Constraints, ServingGoal, recommend, recommend_training
+from core.serving import SimSpec
 
 #: What one budget check may overrun on this 2-core machine shared with other processes (the granularity of
 #: a check, not a performance figure): a budget of B s must end before B + SLACK_S.
@@ -64,7 +64,7 @@ def test_a_simulation_inside_a_search_ends_no_later_than_the_search():
     parent = search_budget(max_wall_s=5.0)
     child = parent.child()
     # a fresh search gives its simulation the usual per-simulation limit or the time left, whichever is less
-    assert child.max_wall_s <= min(core.limits.SIM_MAX_WALL_S, 5.0)
+    assert child.max_wall_s <= min(core.base.limits.SIM_MAX_WALL_S, 5.0)
     spent = search_budget(max_wall_s=0.0)
     with pytest.raises(BudgetExceeded, match="the optimizer search stopped after"):
         spent.child().check(0)  # the search's words, not the simulation's
@@ -140,9 +140,9 @@ def test_training_next_experiment_stops_on_its_budget():
 def test_the_default_budgets_are_finite_and_above_the_default_scenario():
     # default scenario (README benchmarks): 604 evaluations and ~1 s for the search, 9,533 evaluations and
     # ~10 s for the next experiment; the limits leave at least 10x headroom and stay finite
-    assert 10 * 604 <= core.limits.SEARCH_MAX_EVALUATIONS < 10**6
-    assert 10 * 9_533 <= core.limits.NEXT_MAX_EVALUATIONS < 10**7
-    assert 10 <= core.limits.SEARCH_MAX_WALL_S <= core.limits.NEXT_MAX_WALL_S <= 600
+    assert 10 * 604 <= core.base.limits.SEARCH_MAX_EVALUATIONS < 10**6
+    assert 10 * 9_533 <= core.base.limits.NEXT_MAX_EVALUATIONS < 10**7
+    assert 10 <= core.base.limits.SEARCH_MAX_WALL_S <= core.base.limits.NEXT_MAX_WALL_S <= 600
 
 
 # --- CLI: exit 2, one line -----------------------------------------------------------------------------
@@ -188,8 +188,8 @@ def test_cli_search_stops_on_its_budget_with_exit_2(monkeypatch, argv, words):
 def test_page_shows_the_budget_message(clear_cache, monkeypatch, page, words):
     from streamlit.testing.v1 import AppTest
 
-    monkeypatch.setattr(core.limits, "SEARCH_MAX_WALL_S", 0.0)
-    monkeypatch.setattr(core.limits, "NEXT_MAX_WALL_S", 0.0)
+    monkeypatch.setattr(core.base.limits, "SEARCH_MAX_WALL_S", 0.0)
+    monkeypatch.setattr(core.base.limits, "NEXT_MAX_WALL_S", 0.0)
     app = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
     at = AppTest.from_file(app, default_timeout=180).run()
     at.switch_page(f"../pages/{page}").run()

@@ -5,15 +5,15 @@ import math
 import numpy as np
 import pytest
 
-from core import speculative as spec
+from core import serving
 from core.config import RabitConfig
-from core.speed import StepModel, compute_bound_batch, decode, prefill, speed_summary
-from core.speed_views import batch_sweep, decode_curve, default_batches, roofline, spec_vs_alpha, textbook_comparison
+from core.serving import StepModel, compute_bound_batch, decode, prefill, speed_summary
+from core.serving import batch_sweep, decode_curve, default_batches, roofline, spec_vs_alpha, textbook_comparison
 
 EXAMPLE = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)
 # Llama-3.1-70B: 70,553,706,496 parameters, of which 1,050,673,152 (128,256 x 8,192) are the input embedding.
 P_70B, EMB_70B = 70_553_706_496, 128_256 * 8_192
-# Fixed costs of an iteration (core.step: t_o = t_step + pp n_k t_k + S (t_seq + V y_v / (BW eta_bw))), with
+# Fixed costs of an iteration (core.physics.step: t_o = t_step + pp n_k t_k + S (t_seq + V y_v / (BW eta_bw))), with
 # the base assumptions: scheduler step 0.5 ms; kernel launches 1 us each from a CUDA graph (iterations of at most
 # vLLM's 512 tokens), 5 us eager; per sequence 2 us of bookkeeping + sampling 128,256 x 16 B of logits at
 # 3.35 TB/s x 0.75 = 0.8167 us (H100) or 4.8 TB/s x 0.75 = 0.5700 us (H200).
@@ -290,24 +290,24 @@ def test_textbook_comparison_starts_at_the_textbook_chain_and_ends_at_ours():
 
 def test_expected_tokens_per_pass_leviathan():
     # (1 - 0.7^5) / 0.3 = (1 - 0.16807) / 0.3 = 2.7731
-    assert spec.expected_tokens_per_pass(0.7, 4) == pytest.approx(2.7731)
-    assert spec.expected_tokens_per_pass(0.0, 4) == 1.0
-    assert spec.expected_tokens_per_pass(1.0, 4) == 5.0
-    assert spec.expected_tokens_per_pass(0.999999, 4) == pytest.approx(5.0, abs=1e-4)
+    assert serving.expected_tokens_per_pass(0.7, 4) == pytest.approx(2.7731)
+    assert serving.expected_tokens_per_pass(0.0, 4) == 1.0
+    assert serving.expected_tokens_per_pass(1.0, 4) == 5.0
+    assert serving.expected_tokens_per_pass(0.999999, 4) == pytest.approx(5.0, abs=1e-4)
 
 
 def test_break_even_alpha_solves_the_cost_ratio():
-    a = spec.break_even_alpha(2.0, 4)
-    assert spec.expected_tokens_per_pass(a, 4) == pytest.approx(2.0, rel=1e-9)
-    assert spec.break_even_alpha(0.9, 4) == 0.0
-    assert math.isnan(spec.break_even_alpha(5.5, 4))
+    a = serving.break_even_alpha(2.0, 4)
+    assert serving.expected_tokens_per_pass(a, 4) == pytest.approx(2.0, rel=1e-9)
+    assert serving.break_even_alpha(0.9, 4) == 0.0
+    assert math.isnan(serving.break_even_alpha(5.5, 4))
 
 
 def test_speculation_wins_at_small_batch_and_fades_at_large():
     small = speed_summary(EXAMPLE.with_(batch=1, spec_method="draft")).spec
     assert small.speedup > 1.5
     assert small.verify_s > small.plain_step_s  # verifying k+1 tokens costs more than one plain step
-    assert spec.expected_tokens_per_pass(small.break_even_alpha, 4) == pytest.approx(small.cost_ratio, rel=1e-9)
+    assert serving.expected_tokens_per_pass(small.break_even_alpha, 4) == pytest.approx(small.cost_ratio, rel=1e-9)
     big = speed_summary(EXAMPLE.with_(batch=1024, spec_method="draft")).spec
     assert big.speedup < small.speedup
     curve = spec_vs_alpha(EXAMPLE.with_(batch=1, spec_method="eagle"), (0.0, 0.5, 0.9))
@@ -360,7 +360,7 @@ def test_fixed_per_step_costs_kernel_launches_graph_then_eager():
     assert sm.stage_parts(513.0, 0.0, 0.0)[3] == pytest.approx(KERNELS_8B_TP1 * 5e-6, rel=1e-12)
     jump = sm.iteration_s(513.0, 0.0, 0.0) - sm.iteration_s(512.0, 0.0, 0.0)
     assert jump > KERNELS_8B_TP1 * 4e-6  # the launch jump plus one more token's work
-    # SGLang captures up to 256 tokens (core.engines): 300 tokens run eagerly there, from a graph under vLLM.
+    # SGLang captures up to 256 tokens (core.catalog.engines): 300 tokens run eagerly there, from a graph under vLLM.
     sg = StepModel.from_config(cfg.with_(workload=cfg.workload.model_copy(update={"engine": "sglang"})))
     assert sg.stage_parts(300.0, 0.0, 0.0)[3] == pytest.approx(KERNELS_8B_TP1 * 5e-6, rel=1e-12)
     assert sm.stage_parts(300.0, 0.0, 0.0)[3] == pytest.approx(KERNELS_8B_TP1 * 1e-6, rel=1e-12)
@@ -426,7 +426,7 @@ def test_moe_expert_gemms_ramp_on_the_rows_each_expert_receives():
 
 
 def test_speed_views_compare_expert_parallelism_for_a_moe_model():
-    from core.speed_views import ep_options
+    from core.serving import ep_options
 
     cfg = RabitConfig(model="deepseek-v3", gpu="h200-sxm", tp=8, weights="fp8", batch=32)
     opts = {o.ep: o for o in ep_options(cfg)}

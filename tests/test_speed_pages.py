@@ -6,7 +6,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from cli.main import main
-from core.units import fmt_value
+from core.base import fmt_value
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, func, select, text
 from store_fixtures import pg_server, store_url  # noqa: F401 - fixtures
 
 from core.config import RabitConfig
-from core.runs import csv_template, parse_csv
+from core.operations import csv_template, parse_csv
 from store import Conflict, NotFound, Store, StoreError
 from store import db as store_db
 from store.schema import analyses, revisions

@@ -9,11 +9,11 @@ import pytest
 
 from cli.main import main as rabit
 from core import catalog
-from core.collectives import Collectives
+from core.physics import Collectives
 from core.config import RabitConfig
-from core.goodput import daly_interval_s, goodput, mtbf_s, wall_clock_s
-from core.memory import training_memory_for
-from core.trace import Trace
+from core.training import daly_interval_s, goodput, mtbf_s, wall_clock_s
+from core.physics import training_memory_for
+from core.base import Trace
 from core.training import (
     Layout,
     TrainingGoal,
@@ -29,7 +29,7 @@ from core.training import (
     plan,
     training_math,
 )
-from core.units import DAY_S
+from core.base import DAY_S
 
 L70 = RabitConfig(model="llama-3.1-70b", phase="train", train_tokens=1e12)
 

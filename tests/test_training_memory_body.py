@@ -1,4 +1,4 @@
-"""Training memory's one body (core.memory.training_memory_parts) and the resolved deployment it takes.
+"""Training memory's one body (core.physics.memory.training_memory_parts) and the resolved deployment it takes.
 
 The traced Memory view (training_memory_for) and the layout search (training_layout.layout_grid) both call
 the body; these tests pin it to hand-derived numbers, check that array inputs give element by element what
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from core.config import RabitConfig
-from core.deployment import Deployment, as_deployment, resolve
-from core.memory import training_memory, training_memory_for, training_memory_parts
-from core.trace import Trace
+from core.config import Deployment, as_deployment, resolve
+from core.physics import training_memory, training_memory_for, training_memory_parts
+from core.base import Trace
 from core.training import Layout, layout_context, layout_grid, layout_memory
 
 L70 = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", phase="train", seq_len=4096, sequence_parallel=True)
@@ -67,8 +67,8 @@ def test_arrays_broadcast_to_the_scalar_values():
 
 def test_search_and_traced_view_share_the_body(monkeypatch):
     # Doubling the body's activations moves both callers by the same bytes: neither has a copy of its own.
-    import core.memory
-    import core.training_layout
+    import core.physics.memory
+    import core.training.layout
 
     dep = resolve(L70.with_(nodes=8))
     lay = Layout(tp=8, pp=2, dp=4, micro_batch=1, zero=1, recompute="selective")
@@ -81,14 +81,14 @@ def test_search_and_traced_view_share_the_body(monkeypatch):
     g0, mm = grid_mem()
     t0 = layout_memory(dep, lay, mm).total_bytes_per_gpu
     assert g0 == t0
-    real = core.memory.training_memory_parts
+    real = core.physics.memory.training_memory_parts
 
     def doubled(*args, **kw):
         p = real(*args, **kw)
         return type(p)(**{**p.__dict__, "total": p.total + p.activation})
 
-    monkeypatch.setattr(core.memory, "training_memory_parts", doubled)
-    monkeypatch.setattr(core.training_layout, "training_memory_parts", doubled)
+    monkeypatch.setattr(core.physics.memory, "training_memory_parts", doubled)
+    monkeypatch.setattr(core.training.layout, "training_memory_parts", doubled)
     g1, _ = grid_mem()
     t1 = layout_memory(dep, lay, mm).total_bytes_per_gpu
     assert g1 > g0 and g1 == t1

@@ -6,7 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.config import RabitConfig
 from core.training import TrainingGoal, plan
-from core.units import DAY_S, fmt_time
+from core.base import DAY_S, fmt_time
 from dashboard import state
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")

@@ -1,4 +1,4 @@
-"""Heuristic ranges (core.uncertainty): the combination rule, and invariants over random configs."""
+"""Heuristic ranges (core.decision.uncertainty): the combination rule, and invariants over random configs."""
 
 import math
 
@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from core.assumptions import MOVES, REGISTRY, Assumptions, by_tag
+from core.base import MOVES, REGISTRY, Assumptions, by_tag
 from core.config import RabitConfig
-from core.uncertainty import combine, memory_spread, speed_spread, spread
-from core.validate import problems
+from core.decision import combine, memory_spread, speed_spread, spread
+from core.config import problems
 
 
 def test_combination_matches_a_hand_computation():
@@ -107,7 +107,9 @@ def test_an_estimate_that_does_not_depend_on_an_assumption_gets_zero_from_it():
     # serving memory does not read the decode bandwidth efficiency or the training MFU
     sp = spread(
         cfg,
-        lambda c: {"max_sequences": float(__import__("core.memory", fromlist=["x"]).serving_memory(c).max_sequences)},
+        lambda c: {
+            "max_sequences": float(__import__("core.physics.memory", fromlist=["x"]).serving_memory(c).max_sequences)
+        },
         names=("mbu", "mfu_train", "gpu_mem_util"),
     )
     names = {c.name for c in sp.ranges["max_sequences"].contributions}
@@ -130,7 +132,7 @@ def test_speed_ranges_of_the_worked_example_straddle_the_value():
 
 
 def test_bounds_band_pairs_the_two_bound_runs_and_drops_a_point_either_lacks():
-    from core.uncertainty import bounds_band
+    from core.decision import bounds_band
 
     # x=1: the pessimistic run is higher (3 vs 2); x=2: a bound that moves the number the other way (4 vs 5);
     # x=3: the optimistic run has no value (out of its budget) and x=4 is missing from the pessimistic one

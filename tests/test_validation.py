@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.validation import TARGET_MEDIAN_ABS_ERROR, VALIDATION_DIR, run
+from core.decision import TARGET_MEDIAN_ABS_ERROR, VALIDATION_DIR, run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ def test_per_query_head_kv_reads_by_hand():
     # 64,000 x 40,960 B = 2.621 GB once per KV head; a kernel that loads it once per query head reads it
     # 64 / 8 = 8 times: 7 x 2.621 GB = 18.35 GB more, at 3.35 TB/s x 0.75 = 7.30 ms more per step.
     from core.config import RabitConfig
-    from core.step import StepModel, per_query_head_kv_reads
+    from core.physics import StepModel, per_query_head_kv_reads
 
     cfg = RabitConfig(model="llama-2-70b", gpu="h100-sxm", tp=4, gpus_per_node=4, weights="fp8", kv_dtype="fp8")
     sm = StepModel.from_config(cfg)

@@ -1,0 +1,117 @@
+"""Every enumerated choice of RA-BIT, in one place: its allowed values, their labels and what they mean.
+
+The config (:mod:`core.config`), the simulator's workload, the optimizer, the sidebar's widgets and the CLI's
+``choices=`` are all built from these names, so a new weight format or scheduler is added here once. Each
+choice is a ``Literal`` type (for pydantic and mypy) and a tuple of its values in display order
+(``values(T)``); the default of each setting is the default of its field in :class:`core.config.RabitConfig`.
+
+Bytes per element of each format are facts of the format, so they live here too:
+
+* INT4 at group 128 with one FP16 scale per group: 0.5 + 2/128 = 0.5156 B per parameter.
+* MXFP4: 4-bit E2M1 + one 8-bit E8M0 scale per 32: 0.5 + 1/32 = 0.53125 B (OCP MX spec v1.0).
+* NVFP4: 4-bit E2M1 + one FP8 E4M3 scale per 16: 0.5 + 1/16 = 0.5625 B (NVIDIA Blackwell docs).
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, Literal, get_args
+
+
+def values(choice: Any) -> tuple[Any, ...]:
+    """The allowed values of a ``Literal`` choice (or an ``Optional`` of one), in declaration order."""
+    out: list[Any] = []
+    for a in get_args(choice):
+        if a is type(None):
+            continue
+        out.extend(values(a) if get_args(a) else [a])
+    return tuple(out)
+
+
+# --- what runs -----------------------------------------------------------------------------------------
+Phase = Literal["serve", "train"]
+WeightFormat = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
+KvDtype = Literal["bf16", "fp8"]
+KvAlloc = Literal["paged", "contiguous"]
+SpecMethod = Literal["none", "draft", "ngram", "eagle"]
+TrainPrecision = Literal["bf16", "fp8"]
+ZeroStage = Literal[0, 1, 2, 3]
+Recompute = Literal["none", "selective", "full"]
+
+#: Spellings the CLI accepts besides the canonical ones (``fp4`` is NVFP4).
+WEIGHT_ALIASES = MappingProxyType({"fp4": "nvfp4"})
+#: Paged-KV block sizes [tokens] (the block sizes the paged-attention kernels take; core.base.limits checks them).
+BLOCK_SIZES = (8, 16, 32, 64, 128, 256)
+
+#: Bytes per parameter by weight format, scales included.
+WEIGHT_BYTES = MappingProxyType(
+    {
+        "bf16": 2.0,
+        "fp8": 1.0,
+        "int8": 1.0,
+        "int4": 0.5 + 2 / 128,
+        "mxfp4": 0.5 + 1 / 32,
+        "nvfp4": 0.5 + 1 / 16,
+    }
+)
+#: Bytes per cached K or V element by KV dtype.
+KV_BYTES = MappingProxyType({"bf16": 2.0, "fp8": 1.0})
+#: Compute precision a weight format runs its GEMMs in (weight-only INT4 dequantises to BF16).
+COMPUTE_PRECISION = MappingProxyType(
+    {
+        "bf16": "bf16",
+        "fp8": "fp8",
+        "int8": "int8",
+        "int4": "bf16",
+        "mxfp4": "fp4",
+        "nvfp4": "fp4",
+    }
+)
+
+# --- how requests arrive and are scheduled (the serving simulator) --------------------------------------
+Arrival = Literal["poisson", "closed"]
+LengthKind = Literal["fixed", "uniform", "lognormal"]
+SchedulerPolicy = Literal["chunked", "prefill_priority"]
+Admission = Literal["preempt", "reserve"]
+#: Serving engines whose documented scheduler defaults core.catalog.engines knows.
+Engine = Literal["vllm", "sglang", "trtllm"]
+
+ARRIVAL_LABELS = MappingProxyType({"poisson": "Poisson (open)", "closed": "closed loop"})
+POLICY_LABELS = MappingProxyType({"chunked": "chunked prefill", "prefill_priority": "prefill priority"})
+ADMISSION_LABELS = MappingProxyType({"preempt": "paged, preempt + recompute", "reserve": "reserve prompt + max output"})
+
+# --- how a training run is sized (the Training page and ``rabit train``) ---------------------------------
+#: To a deadline (``targets.deadline_days``: the smallest GPU count that finishes in time) or on a GPU budget.
+TrainMode = Literal["deadline", "budget"]
+TRAIN_MODE_LABELS = MappingProxyType({"deadline": "Deadline", "budget": "GPU budget"})
+#: The GPU counts the deadline search may stop at (the last is the search's ceiling, core.training.MAX_GPUS).
+TRAIN_SEARCH_LIMITS = (512, 4096, 16384, 32768)
+
+# --- the next experiment: how far the workload's means may be off ------------------------------------------
+#: Relative spread of the mean prompt length, output length and arrival rate (the spec's default +-30 %).
+DEFAULT_WORKLOAD_SPREAD_FRAC = 0.3
+
+# --- what it costs (prices and the optimizer) ------------------------------------------------------------
+PriceKind = Literal["on-demand", "spot", "reserved", "marketplace"]
+PricePolicy = Literal["median", "cheapest"]
+
+#: Formats the serving optimizer searches over (the others are sized, not searched).
+SEARCH_WEIGHT_FORMATS: tuple[WeightFormat, ...] = ("bf16", "fp8", "int4", "nvfp4")
+SEARCH_KV_DTYPES: tuple[KvDtype, ...] = ("bf16", "fp8")
+
+PHASES = values(Phase)
+WEIGHT_FORMATS = values(WeightFormat)
+KV_DTYPES = values(KvDtype)
+KV_ALLOCS = values(KvAlloc)
+SPEC_METHODS = values(SpecMethod)
+TRAIN_PRECISIONS = values(TrainPrecision)
+ZERO_STAGES = values(ZeroStage)
+RECOMPUTE_MODES = values(Recompute)
+ARRIVALS = values(Arrival)
+LENGTH_KINDS = values(LengthKind)
+SCHEDULER_POLICIES = values(SchedulerPolicy)
+ADMISSIONS = values(Admission)
+ENGINES = values(Engine)
+TRAIN_MODES = values(TrainMode)
+PRICE_KINDS = values(PriceKind)
+PRICE_POLICIES = values(PricePolicy)

@@ -1,0 +1,490 @@
+"""Every numeric domain, payload limit and work budget, defined once, each with its reason.
+
+RA-BIT runs as one shared server that anyone can send a link, a sidebar value or a file to.
+Whatever arrives is checked here before it is parsed or computed on:
+
+* :data:`CONFIG_DOMAINS`: the finite range of every numeric field of :class:`core.config.RabitConfig`.
+  The config's validator, the sidebar widgets and the CLI read the same entry, so a value one accepts
+  the others accept too.
+* :data:`ARCH_DOMAINS`: the range of every size of a :class:`core.catalog.arch.ModelArch` (a config.json).
+* Payload limits (:func:`read_regular_file`, :func:`parse_json`, :func:`inflate`): size before reading,
+  encoding, nesting depth and number length before parsing; only regular files are read.
+* :class:`WorkBudget`: the events and wall time one simulation, or one search (:func:`search_budget`,
+  :func:`next_budget`), may use before it stops with :class:`BudgetExceeded`, a ``ValueError`` whose
+  message says what to change.
+
+Pure: no Streamlit, no global mutable state.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import stat
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.base import choices
+
+# --- numeric domains ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A closed range ``[lo, hi]`` (or a set of ``choices``) and why it ends where it does."""
+
+    lo: float
+    hi: float
+    reason: str
+    integer: bool = True
+    choices: tuple[int, ...] = ()
+    #: the widget's step (None: 1 for integers)
+    step: float | None = None
+
+    def problem(self, value: Any) -> str | None:
+        """None when ``value`` is inside the domain, else what is wrong (for a message)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{value!r} is not a number"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{value} is not a finite number"
+        if self.choices:
+            if value not in self.choices:
+                return f"{_num(value)} is not one of {', '.join(map(str, self.choices))} ({self.reason})"
+            return None
+        if value < self.lo:
+            return f"{_num(value)} is below the minimum {_num(self.lo)}"
+        if value > self.hi:
+            return f"{_num(value)} is above the maximum {_num(self.hi)} ({self.reason})"
+        return None
+
+    def check(self, name: str, value: Any) -> Any:
+        """Return ``value`` or raise ``ValueError`` naming ``name``."""
+        p = self.problem(value)
+        if p is not None:
+            raise ValueError(f"{name}: {p}")
+        return value
+
+
+def _num(x: float) -> str:
+    if isinstance(x, int) and abs(x) >= 10**15:
+        return f"a {len(str(abs(x))) if x.bit_length() < 14_000 else 'many'}-digit number"
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
+        return f"{int(x):,}"
+    return f"{x:.6g}"
+
+
+#: vLLM's paged-attention kernels take these block sizes (docs.vllm.ai, engine args ``--block-size``).
+BLOCK_SIZES = choices.BLOCK_SIZES  # defined once, with the other choices
+
+#: The numeric fields of the shared config. Lower bounds are the physical minimum; upper bounds are
+#: beyond any deployment in the catalogs yet finite, so no input can make the server loop or overflow.
+CONFIG_DOMAINS: dict[str, Domain] = {
+    "gpus_per_node": Domain(1, 72, "the largest scale-up domain in the catalog is a 72-GPU NVL72 rack"),
+    "nodes": Domain(1, 8192, "8,192 nodes of 8 is 65,536 GPUs, beyond the largest published training clusters"),
+    "tp": Domain(1, 512, "tensor parallelism splits attention heads; no catalog model has more than 128"),
+    "pp": Domain(1, 512, "pipeline stages split layers; no catalog model has more than 128"),
+    "ep": Domain(1, 512, "expert parallelism splits experts; the catalog's largest MoE has 256 routed experts"),
+    "batch": Domain(
+        1, 100_000, "vLLM's default max_num_seqs is 256; 100,000 concurrent sequences is far beyond any one replica"
+    ),
+    "input_tokens": Domain(1, 10_000_000, "the longest context in the catalogs is 10M tokens (Llama 4 Scout)"),
+    "output_tokens": Domain(1, 10_000_000, "the longest context in the catalogs is 10M tokens (Llama 4 Scout)"),
+    "prefix_cache_frac": Domain(
+        0.0, 0.99, "a share of the prompt; at least one token per request is computed", integer=False, step=0.01
+    ),
+    "block_size": Domain(8, 256, "the block sizes vLLM's paged-attention kernels take", choices=BLOCK_SIZES),
+    "spec_k": Domain(1, 16, "speculative decoding gains nothing beyond 16 draft tokens at any acceptance rate"),
+    "spec_alpha": Domain(0.0, 1.0, "an acceptance rate is a probability", integer=False, step=0.05),
+    "micro_batch": Domain(1, 1024, "micro-batches beyond 1,024 sequences never fit one GPU's activations"),
+    "seq_len": Domain(1, 1_048_576, "2^20 tokens, beyond every published training sequence length"),
+    "lora_rank": Domain(0, 4096, "a LoRA rank above 4,096 is no longer low-rank for any catalog model"),
+    "train_tokens": Domain(
+        1e6, 1e15, "from a small fine-tune (1M tokens) to 1,000x the 15T tokens of Llama 3", integer=False
+    ),
+    "global_batch_tokens": Domain(1, 2**30, "2^30 tokens, 64x the 16M-token batches of Llama 3 405B"),
+}
+
+#: Sizes read from a config.json (:class:`core.catalog.arch.ModelArch`): finite, about 50x beyond the largest
+#: published model, so the layout checks and parameter counts stay cheap and exact.
+ARCH_DOMAINS: dict[str, Domain] = {
+    "hidden_size": Domain(1, 1_048_576, "2^20, 40x the widest published model (PaLM 540B: 18,432)"),
+    "num_layers": Domain(1, 10_000, "100x the deepest published decoder (GPT-3 and PaLM: 96-118)"),
+    "num_heads": Domain(1, 65_536, "2^16, 500x the most attention heads published (128)"),
+    "num_kv_heads": Domain(1, 65_536, "at most the number of attention heads"),
+    "head_dim": Domain(1, 65_536, "2^16, 100x the widest published head (256-576)"),
+    "intermediate_size": Domain(0, 16_777_216, "2^24, 200x the widest published MLP (PaLM 540B: 73,728)"),
+    "vocab_size": Domain(1, 16_777_216, "2^24, 64x the largest published vocabulary (Gemma 3: 262,144)"),
+    "max_context": Domain(1, 134_217_728, "2^27, 13x the longest published context (Llama 4 Scout: 10M)"),
+    "num_experts": Domain(0, 65_536, "2^16, 256x the most routed experts published (DeepSeek-V3: 256)"),
+    "experts_per_tok": Domain(0, 65_536, "at most the number of experts"),
+    "moe_intermediate_size": Domain(0, 16_777_216, "as intermediate_size"),
+    "num_shared_experts": Domain(0, 65_536, "at most 2^16 experts"),
+    "shared_intermediate_size": Domain(0, 16_777_216, "as intermediate_size"),
+    "first_dense_layers": Domain(0, 10_000, "at most the number of layers"),
+    "q_lora_rank": Domain(0, 1_048_576, "at most 2^20 (hidden_size)"),
+    "kv_lora_rank": Domain(0, 1_048_576, "at most 2^20 (hidden_size)"),
+    "qk_nope_head_dim": Domain(0, 65_536, "as head_dim"),
+    "qk_rope_head_dim": Domain(0, 65_536, "as head_dim"),
+    "v_head_dim": Domain(0, 65_536, "as head_dim"),
+    "sliding_window": Domain(0, 134_217_728, "as max_context"),
+    "sliding_layers": Domain(0, 10_000, "at most the number of layers"),
+    "learned_pos_embeddings": Domain(0, 134_217_728, "as max_context"),
+    "num_mamba_layers": Domain(0, 10_000, "at most the number of layers"),
+    "ssm_layers": Domain(0, 10_000, "at most the number of layers"),
+    "ssm_mixer_params": Domain(0, 10**13, "a state-space mixer is a fraction of a layer (Jamba: 105M)"),
+    "ssm_d_inner": Domain(0, 16_777_216, "as intermediate_size (Jamba: 2 x 4,096)"),
+    "ssm_d_conv": Domain(0, 1024, "a causal convolution of at most 1,024 taps (Mamba and Jamba: 4)"),
+    "ssm_d_state": Domain(0, 65_536, "as head_dim (Mamba and Jamba: 16)"),
+}
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` in ascending order, in O(sqrt n) (never a loop over ``range(n)``)."""
+    if n < 1:
+        return []
+    small, large = [], []
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            small.append(i)
+            if i != n // i:
+                large.append(n // i)
+        i += 1
+    return small + large[::-1]
+
+
+def nearest(name: str, known: Iterable[str]) -> str | None:
+    """The catalog name closest to a mistyped ``name`` (difflib), or None when nothing is close."""
+    got = difflib.get_close_matches(str(name).lower(), list(known), n=1, cutoff=0.5)
+    return got[0] if got else None
+
+
+# --- payloads ----------------------------------------------------------------------------------------
+
+#: A Hugging Face config.json is 1-10 kB (the largest multimodal ones about 30 kB); a RA-BIT config file
+#: with a custom model about 3 kB.
+MAX_CONFIG_BYTES = 1_000_000
+#: Traces and price lists: 100,000 rows of a few numbers fit in about 5 MB.
+MAX_TABLE_BYTES = 20_000_000
+#: One CSV field: a number or a name, never more than a line of text.
+MAX_CSV_FIELD_CHARS = 4096
+#: An encoded link parameter (custom model, assumptions): a few kB compressed; URLs beyond 64 kB are
+#: dropped by browsers and proxies anyway.
+MAX_LINK_PARAM_CHARS = 65_536
+#: What a link parameter may inflate to: the JSON of a model or the assumptions is a few kB.
+MAX_INFLATED_BYTES = 1_000_000
+#: JSON nesting: a config.json nests 3-4 levels (text_config inside a multimodal config).
+MAX_JSON_DEPTH = 32
+#: Digits of one JSON number: a 64-bit integer has at most 20.
+MAX_JSON_NUMBER_CHARS = 40
+
+
+class PayloadError(ValueError):
+    """A payload over its size, depth or encoding limit, refused before it was parsed."""
+
+
+def read_regular_file(path: str, max_bytes: int = MAX_CONFIG_BYTES) -> bytes:
+    """The bytes of a regular file no larger than ``max_bytes``.
+
+    A named pipe, device or directory is refused without blocking (opened non-blocking, checked with
+    fstat before any read). Raises ``OSError`` for an unreadable path and :class:`PayloadError` for a
+    file that is not regular or too large.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise PayloadError(f"{path} is not a regular file")
+        if st.st_size > max_bytes:
+            raise PayloadError(f"{path} is {st.st_size:,} bytes; the limit is {max_bytes:,}")
+        chunks, left = [], max_bytes + 1
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise PayloadError(f"{path} is over {max_bytes:,} bytes")
+    return data
+
+
+def decode_text(data: bytes | str, what: str = "the file", max_bytes: int = MAX_CONFIG_BYTES) -> str:
+    """UTF-8 text (a leading byte-order mark is dropped) or :class:`PayloadError` saying why not."""
+    if isinstance(data, str):
+        if len(data) > max_bytes:
+            raise PayloadError(f"{what} is over {max_bytes:,} characters")
+        return data.removeprefix("\ufeff")
+    if len(data) > max_bytes:
+        raise PayloadError(f"{what} is {len(data):,} bytes; the limit is {max_bytes:,}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise PayloadError(f"{what} is not UTF-8 text (byte {exc.start})") from None
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in JSON text, strings skipped (computed before parsing)."""
+    depth = best = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return best
+
+
+def _bad_constant(s: str) -> Any:
+    raise PayloadError(f"{s} is not a finite number")
+
+
+def _int(s: str) -> int:
+    if len(s) > MAX_JSON_NUMBER_CHARS:
+        raise PayloadError(f"a number with {len(s):,} digits is out of range")
+    return int(s)
+
+
+def _float(s: str) -> float:
+    if len(s) > MAX_JSON_NUMBER_CHARS:
+        raise PayloadError(f"a number with {len(s):,} characters is out of range")
+    x = float(s)
+    if not math.isfinite(x):
+        raise PayloadError(f"{s} is out of range")
+    return x
+
+
+def parse_json(
+    data: bytes | str, what: str = "the file", max_bytes: int = MAX_CONFIG_BYTES, max_depth: int = MAX_JSON_DEPTH
+) -> Any:
+    """JSON with every limit checked first: size, UTF-8, nesting depth; NaN/Infinity and huge numbers refused.
+
+    Raises :class:`PayloadError` (a ``ValueError``) with a one-line reason.
+    """
+    text = decode_text(data, what, max_bytes)
+    d = json_depth(text)
+    if d > max_depth:
+        raise PayloadError(f"{what} nests {d} levels deep; the limit is {max_depth}")
+    try:
+        return json.loads(text, parse_constant=_bad_constant, parse_int=_int, parse_float=_float)
+    except PayloadError as exc:
+        raise PayloadError(f"{what}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise PayloadError(f"{what} is not JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise PayloadError(f"{what} is not usable JSON ({exc})") from None
+
+
+def inflate(blob: bytes, max_bytes: int = MAX_INFLATED_BYTES) -> bytes:
+    """zlib-decompress at most ``max_bytes`` (a compression bomb is refused, never expanded whole)."""
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(blob, max_bytes + 1)
+    except zlib.error as exc:
+        raise PayloadError(f"not compressed data ({exc})") from None
+    if len(out) > max_bytes or d.unconsumed_tail:
+        raise PayloadError(f"expands beyond {max_bytes:,} bytes")
+    return out
+
+
+# --- work budgets ------------------------------------------------------------------------------------
+
+#: One simulation on the shared server: 200,000 requests of typical lengths take about 5 s; a run that
+#: needs more than 20 s holds a server thread too long.
+SIM_MAX_WALL_S = 20.0
+#: Engine loop passes (an iteration, a run of decode iterations, an idle gap or an arrival batch).
+#: 200,000 requests need about 2 million.
+SIM_MAX_EVENTS = 50_000_000
+#: The simulated clock: a run that reaches a billion seconds (32 years) of simulated time has a step
+#: time or arrival gap out of any meaningful range.
+SIM_MAX_CLOCK_S = 1e9
+
+
+class BudgetExceeded(ValueError):
+    """A computation stopped because it used up its work budget (the message says what to change)."""
+
+
+#: One optimizer search on the shared server (serving: the closed-form screen of every configuration and at
+#: most 64 simulations; training: the deadline search of each GPU kind). The whole catalog for a 70B model
+#: takes about 1 s cold with 16 simulations; 64 simulations of 50,000 requests take about a minute.
+SEARCH_MAX_WALL_S = 60.0
+#: Configurations one optimizer search may screen or simulate: the whole catalog is about 600 per model
+#: and precision set (588 for Llama-3.1-70B), the simulations at most 64.
+SEARCH_MAX_EVALUATIONS = 20_000
+#: The next-experiment search: the optimizer re-run at every point of every uncertain input (156 re-runs,
+#: 8-10 s on two idle cores, for the default scenario; up to about 400 at five points per side).
+NEXT_MAX_WALL_S = 120.0
+#: Screens and simulations over all of its re-runs (shared screens and simulations are counted once).
+NEXT_MAX_EVALUATIONS = 200_000
+
+
+@dataclass
+class WorkBudget:
+    """Events and wall time one computation may use; :meth:`check` raises :class:`BudgetExceeded`.
+
+    Checked every few thousand events so the hot loop pays almost nothing. ``progress`` (optional) is
+    called with the events done so far at each check. A search counts its evaluations with :meth:`tick`
+    and gives each simulation inside it a :meth:`child` budget that ends no later than its own, so the
+    whole search, not only each simulation, stops on time.
+    """
+
+    max_events: int = SIM_MAX_EVENTS
+    max_wall_s: float = SIM_MAX_WALL_S
+    max_clock_s: float = SIM_MAX_CLOCK_S
+    what: str = "the simulation"
+    progress: Callable[[int, float], None] | None = None
+    started: float = field(default_factory=time.monotonic)
+    #: what one event is, in the message ("events", "evaluations")
+    unit: str = "events"
+    #: what to change, in the message, when the events or the wall time run out
+    events_hint: str = "simulate fewer requests"
+    wall_hint: str = "simulate fewer requests or a faster configuration"
+    #: the budget this one is part of (a simulation inside a search): its wall time is checked too
+    parent: WorkBudget | None = None
+    #: events counted by :meth:`tick`
+    spent: int = 0
+
+    def left_s(self) -> float:
+        """Wall time left [s] (negative once over)."""
+        return self.max_wall_s - (time.monotonic() - self.started)
+
+    def _wall_error(self) -> BudgetExceeded:
+        spent = time.monotonic() - self.started
+        return BudgetExceeded(
+            f"{self.what} stopped after {spent:.0f} s (the limit is {self.max_wall_s:.0f} s); {self.wall_hint}"
+        )
+
+    def _check_wall(self) -> None:
+        if self.parent is not None:
+            self.parent._check_wall()
+        if time.monotonic() - self.started > self.max_wall_s:
+            # a simulation cut short by the search's time left says so in the search's words
+            cut = self.parent is not None and self.max_wall_s < SIM_MAX_WALL_S
+            raise self.parent._wall_error() if cut and self.parent is not None else self._wall_error()
+
+    def check(self, events: int, clock_s: float = 0.0) -> None:
+        if not clock_s <= self.max_clock_s:
+            raise BudgetExceeded(
+                f"{self.what} stopped: its clock passed {self.max_clock_s:.0e} s of simulated time, so a step time "
+                "or arrival gap is out of range (check the per-iteration overhead and the arrival rate)"
+            )
+        if events > self.max_events:
+            raise BudgetExceeded(
+                f"{self.what} stopped after {events:,} {self.unit} (the limit is {self.max_events:,}); "
+                f"{self.events_hint}"
+            )
+        self._check_wall()
+        if self.progress is not None:
+            self.progress(events, clock_s)
+
+    def tick(self, n: int = 1) -> None:
+        """Count ``n`` evaluations and check the budget."""
+        self.spent += n
+        self.check(self.spent)
+
+    def child(self, what: str = "the simulation") -> WorkBudget:
+        """A simulation's budget inside this one: the usual per-simulation limits, cut to the time left here."""
+        return WorkBudget(max_wall_s=max(0.0, min(SIM_MAX_WALL_S, self.left_s())), what=what, parent=self)
+
+
+def search_budget(max_wall_s: float | None = None, max_evaluations: int | None = None) -> WorkBudget:
+    """The work budget of one optimizer search (serving or training); None: :data:`SEARCH_MAX_WALL_S`,
+    :data:`SEARCH_MAX_EVALUATIONS` (read at the call)."""
+    return WorkBudget(
+        max_events=SEARCH_MAX_EVALUATIONS if max_evaluations is None else max_evaluations,
+        max_wall_s=SEARCH_MAX_WALL_S if max_wall_s is None else max_wall_s,
+        what="the optimizer search",
+        unit="evaluations",
+        events_hint="allow fewer GPU kinds or precisions",
+        wall_hint="allow fewer GPU kinds, fewer simulations or fewer requests per simulation",
+    )
+
+
+def next_budget(max_wall_s: float | None = None, max_evaluations: int | None = None) -> WorkBudget:
+    """The work budget of one next-experiment search (all of its optimizer re-runs together); None:
+    :data:`NEXT_MAX_WALL_S`, :data:`NEXT_MAX_EVALUATIONS` (read at the call)."""
+    return WorkBudget(
+        max_events=NEXT_MAX_EVALUATIONS if max_evaluations is None else max_evaluations,
+        max_wall_s=NEXT_MAX_WALL_S if max_wall_s is None else max_wall_s,
+        what="the next-experiment search",
+        unit="evaluations",
+        events_hint="allow fewer GPU kinds or fewer points per side",
+        wall_hint="allow fewer GPU kinds, fewer points per side or fewer simulations",
+    )
+
+
+# --- command-line flags ------------------------------------------------------------------------------
+
+#: CLI flag (argparse ``dest``) -> the config field whose domain it shares.
+FLAG_FIELDS: dict[str, str] = {
+    "batch": "batch",
+    "input": "input_tokens",
+    "output": "output_tokens",
+    "block_size": "block_size",
+    "prefix_cache": "prefix_cache_frac",
+    "tp": "tp",
+    "pp": "pp",
+    "ep": "ep",
+    "micro_batch": "micro_batch",
+    "seq": "seq_len",
+    "lora_rank": "lora_rank",
+    "global_batch_tokens": "global_batch_tokens",
+    "spec_k": "spec_k",
+    "spec_alpha": "spec_alpha",
+    "gpus_per_node": "gpus_per_node",
+    "tokens": "train_tokens",
+}
+
+#: The domain of every numeric CLI flag, by argparse ``dest`` (checked as the flag is parsed).
+FLAG_DOMAINS: dict[str, Domain] = {
+    **{dest: CONFIG_DOMAINS[f] for dest, f in FLAG_FIELDS.items()},
+    "gpus": Domain(
+        1,
+        65_536,
+        "72 x 8,192 nodes is the largest cluster a config describes; 65,536 GPUs is "
+        "beyond the largest published training clusters",
+    ),
+    "max_gpus": Domain(1, 32_768, "the training deadline search stops at 32,768 GPUs"),
+    "seed": Domain(
+        0, 2**32 - 1, "NumPy seeds a generator from an unsigned 32-bit integer or more; negative seeds are refused"
+    ),
+    "requests": Domain(1, 5_000_000, "5 million requests simulate in about a minute; more is a batch job"),
+    "recommend.requests": Domain(
+        20, 50_000, "each of up to 64 finalists is simulated: 64 x 50,000 requests take about a minute"
+    ),
+    "users": Domain(1, 100_000, "as the batch: 100,000 concurrent users is far beyond one replica"),
+    "think": Domain(0.0, 86_400.0, "a think time beyond a day is not a serving workload", integer=False),
+    "duration": Domain(1e-3, 1e8, "from a millisecond to three years of arrivals", integer=False),
+    "timeout": Domain(1e-3, 1e8, "from a millisecond to three years", integer=False),
+    "rate": Domain(1e-6, 1e6, "from one request in 11 days to a million requests per second", integer=False),
+    "spread": Domain(0.0, 3.0, "a lognormal sigma above 3 is not a usable length distribution", integer=False),
+    "max_batch": Domain(1, 100_000, "as the batch"),
+    "token_budget": Domain(1, 10_000_000, "at most the longest context in the catalogs per iteration"),
+    "kv_pool_tokens": Domain(1, 10**12, "a trillion tokens of KV cache is beyond any cluster's HBM"),
+    "max_simulations": Domain(1, 64, "the optimizer simulates at most 64 finalists"),
+    "p95_ttft_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
+    "p95_itl_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
+    "p95_e2e_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
+    "max_usd_per_hour": Domain(1e-6, 1e9, "a budget from a micro-dollar to a billion dollars per hour", integer=False),
+    "deadline_days": Domain(1e-3, 3650.0, "from about a minute and a half to ten years", integer=False),
+    "checkpoint_interval_s": Domain(1.0, 1e7, "from a second to four months between checkpoints", integer=False),
+    "batch_tolerance": Domain(0.0, 1.0, "a relative tolerance on the global batch", integer=False),
+}

@@ -1,0 +1,79 @@
+"""Catalog: the GPU, fabric, model and price tables under ``catalogs/`` (validated on load), model architectures, and the engines' defaults.
+
+The wing's face: it only hands on the names other wings and the edges use."""
+
+from __future__ import annotations
+
+from core.catalog.arch import (
+    ModelArch,
+    UnsupportedArchitecture,
+    from_hf_config,
+)
+from core.catalog.engines import (
+    CUDA_GRAPH_MAX_TOKENS,
+    ENGINE_LABELS,
+    apply_engine,
+    engine_defaults,
+)
+from core.catalog.pricing import (
+    GpuPrice,
+    gpu_price,
+    unpriced,
+)
+from core.catalog.tables import (
+    CATALOG_DIR,
+    CatalogError,
+    Fabric,
+    GpuSpec,
+    Price,
+    fabric,
+    fabric_of,
+    fabrics,
+    gpu,
+    gpu_of,
+    gpus,
+    load_fabrics,
+    load_gpus,
+    load_model_file,
+    load_models,
+    load_prices,
+    model,
+    model_of,
+    models,
+    parse_prices,
+    prices,
+)
+
+__all__ = [
+    "CATALOG_DIR",
+    "CUDA_GRAPH_MAX_TOKENS",
+    "CatalogError",
+    "ENGINE_LABELS",
+    "Fabric",
+    "GpuPrice",
+    "GpuSpec",
+    "ModelArch",
+    "Price",
+    "UnsupportedArchitecture",
+    "apply_engine",
+    "engine_defaults",
+    "fabric",
+    "fabric_of",
+    "fabrics",
+    "from_hf_config",
+    "gpu",
+    "gpu_of",
+    "gpu_price",
+    "gpus",
+    "load_fabrics",
+    "load_gpus",
+    "load_model_file",
+    "load_models",
+    "load_prices",
+    "model",
+    "model_of",
+    "models",
+    "parse_prices",
+    "prices",
+    "unpriced",
+]

@@ -1,0 +1,114 @@
+"""Serving engines: what each one does by default, as its own code and documentation say.
+
+A user sizes for a specific engine. The simulator's scheduler knobs (:class:`core.config.workload.SimSpec`:
+policy, token budget, batch cap, KV admission, prefix caching) take the engine's defaults for the GPU:
+
+* **vLLM** (V1 engine; ``vllm/engine/arg_utils.py`` ``get_batch_defaults``): chunked prefill on; for the
+  OpenAI server on GPUs with at least 70 GiB that are not A100s ("GPUs like H100 and MI300x")
+  ``max_num_batched_tokens`` 8,192 and ``max_num_seqs`` 1,024, otherwise 2,048 and 256. KV blocks are
+  allocated as tokens are computed; when they run out the scheduler preempts the most recently admitted
+  request and recomputes it later. Prefix caching (``enable_prefix_caching``) is on by default in V1.
+* **SGLang** (``python/sglang/srt/server_args.py``): ``chunked_prefill_size`` 2,048 below 35 GB of GPU memory,
+  8,192 below 160 GB (H100, H200, A100), 16,384 above (B200, MI300X); ``max_running_requests`` has no fixed
+  default (the KV pool bounds it; 4,096 stands in here). The radix cache (prefix caching) is on unless
+  ``--disable-radix-cache``; on KV exhaustion it retracts decoding requests and recomputes them.
+* **TensorRT-LLM** (``tensorrt_llm/llmapi/llm_args.py``): ``max_batch_size`` 2,048, ``max_num_tokens`` 8,192,
+  ``enable_chunked_prefill`` False, ``KvCacheConfig.enable_block_reuse`` True, and the capacity scheduler's
+  default policy ``GUARANTEED_NO_EVICT``: a request is admitted only when the KV for its prompt plus its
+  maximum output is available, so it is never evicted (the simulator's ``reserve`` admission). Without
+  chunked prefill a prompt enters an iteration whole; the simulator's chunked policy with the 8,192-token
+  budget does the same for every prompt up to 8,192 tokens.
+
+CUDA graphs (the launch cost of each kernel, :class:`core.physics.step.StepModel`): each engine replays captured graphs
+for iterations up to a size and launches kernel by kernel (eager) beyond it. vLLM V1 captures up to
+``max_cudagraph_capture_size`` = 512 tokens (``vllm/config/compilation.py``; off with ``--enforce-eager``);
+SGLang up to ``cuda_graph_max_bs`` (``server_args.py``, set by GPU memory and TP; 256 stands in); TensorRT-LLM's
+PyTorch backend up to ``CudaGraphConfig.max_batch_size`` (``llm_args.py``; 128 stands in).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from core.catalog.tables import GpuSpec
+
+Engine = Literal["vllm", "sglang", "trtllm"]
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+GIB = 2**30
+
+
+class EngineDefaults(BaseModel):
+    """The scheduler settings an engine starts with on one GPU (SimSpec field names)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: str
+    policy: Literal["chunked", "prefill_priority"]
+    token_budget: int  # max_num_batched_tokens / chunked_prefill_size / max_num_tokens
+    max_batch: int  # max_num_seqs / max_running_requests / max_batch_size
+    admission: Literal["preempt", "reserve"]
+    prefix_caching: bool
+    source: str
+
+    def spec_fields(self) -> dict:
+        return {
+            "policy": self.policy,
+            "token_budget": self.token_budget,
+            "max_batch": self.max_batch,
+            "admission": self.admission,
+            "prefix_caching": self.prefix_caching,
+        }
+
+
+def engine_defaults(engine: str, gpu: GpuSpec) -> EngineDefaults:
+    """The documented defaults of ``engine`` on ``gpu`` (see the module docstring for the sources)."""
+    mem = gpu.memory_bytes
+    if engine == "vllm":
+        big = mem >= 70 * GIB and not gpu.slug.startswith("a100")
+        return EngineDefaults(
+            engine=engine,
+            policy="chunked",
+            token_budget=8192 if big else 2048,
+            max_batch=1024 if big else 256,
+            admission="preempt",
+            prefix_caching=True,
+            source="vllm/engine/arg_utils.py get_batch_defaults (OpenAI server), V1 scheduler",
+        )
+    if engine == "sglang":
+        mib = mem / 2**20  # SGLang compares the device memory in MiB
+        budget = 2048 if mib < 35 * 1024 else 8192 if mib < 160 * 1024 else 16384
+        return EngineDefaults(
+            engine=engine,
+            policy="chunked",
+            token_budget=budget,
+            max_batch=4096,
+            admission="preempt",
+            prefix_caching=True,
+            source="python/sglang/srt/server_args.py (chunked_prefill_size by GPU memory)",
+        )
+    if engine == "trtllm":
+        return EngineDefaults(
+            engine=engine,
+            policy="chunked",
+            token_budget=8192,
+            max_batch=2048,
+            admission="reserve",
+            prefix_caching=True,
+            source="tensorrt_llm/llmapi/llm_args.py (max_batch_size, max_num_tokens, "
+            "GUARANTEED_NO_EVICT, enable_block_reuse)",
+        )
+    raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+
+
+#: How each engine is named on screen.
+ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
+#: Largest iteration [tokens] each engine runs from a captured CUDA graph by default (see the module docstring).
+CUDA_GRAPH_MAX_TOKENS = {"vllm": 512, "sglang": 256, "trtllm": 128}
+
+
+def apply_engine(spec, engine: str, gpu: GpuSpec):
+    """``spec`` with the engine's scheduler defaults (a :class:`core.config.workload.SimSpec`)."""
+    return spec.with_(**engine_defaults(engine, gpu).spec_fields())

@@ -1,0 +1,65 @@
+"""Config: the one shared config (workload and targets included), its link and file forms, the field checks, and the deployment it resolves to (the only catalog lookups in ``core``).
+
+The wing's face: it only hands on the names other wings and the edges use."""
+
+from __future__ import annotations
+
+from core.config.checks import (
+    Problem,
+    problems,
+)
+from core.config.deployment import (
+    Deployment,
+    as_deployment,
+    resolve,
+)
+from core.config.settings import (
+    COMPUTE_PRECISION,
+    DEFAULT,
+    GROUPS,
+    KV_BYTES,
+    RabitConfig,
+    Targets,
+    WEIGHT_BYTES,
+    Workload,
+    describe_validation_error,
+    error_text,
+    from_json,
+    from_query,
+    from_query_report,
+    to_query,
+    training_goal_args,
+)
+from core.config.workload import (
+    Draws,
+    Lengths,
+    SimSpec,
+    parse_trace,
+)
+
+__all__ = [
+    "Problem",
+    "COMPUTE_PRECISION",
+    "DEFAULT",
+    "Deployment",
+    "Draws",
+    "GROUPS",
+    "KV_BYTES",
+    "Lengths",
+    "RabitConfig",
+    "SimSpec",
+    "Targets",
+    "WEIGHT_BYTES",
+    "Workload",
+    "as_deployment",
+    "describe_validation_error",
+    "error_text",
+    "from_json",
+    "from_query",
+    "from_query_report",
+    "parse_trace",
+    "problems",
+    "resolve",
+    "to_query",
+    "training_goal_args",
+]

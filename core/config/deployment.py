@@ -1,0 +1,91 @@
+"""A config resolved once: the catalog entries it names, with its layout, precisions and assumptions.
+
+:func:`resolve` looks the model, GPU and fabric up once (at the edge: a cached wrapper, a CLI command)
+and the formulas take the result instead of looking them up again. A :class:`Deployment` is frozen and
+hashes and compares as the config it was resolved from, so it can key a cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from core.base import Assumptions
+from core.catalog import Fabric, GpuSpec, fabric_of, gpu_of, model_of
+from core.base import KV_BYTES, WEIGHT_BYTES
+from core.config.settings import RabitConfig
+from core.catalog import ModelArch
+
+
+@dataclass(frozen=True, eq=False)
+class Deployment:
+    """What runs where: architecture, GPU, fabric, layout, precisions and assumptions of one config."""
+
+    config: RabitConfig
+    model: ModelArch
+    gpu: GpuSpec
+    fabric: Fabric
+
+    # --- the config's settings, by the names the formulas use ---------------------------------------------
+    @property
+    def tp(self) -> int:
+        return self.config.tp
+
+    @property
+    def pp(self) -> int:
+        return self.config.pp
+
+    @property
+    def ep(self) -> int:
+        return self.config.ep
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.config.gpus_per_node
+
+    @property
+    def weights(self) -> str:
+        return self.config.weights
+
+    @property
+    def assumptions(self) -> Assumptions:
+        return self.config.assumptions
+
+    @property
+    def weight_bytes_per_param(self) -> float:
+        """Bytes per parameter of the weight format, scales included [B]."""
+        return WEIGHT_BYTES[self.config.weights]
+
+    @property
+    def kv_bytes_per_elem(self) -> float:
+        """Bytes per cached K or V element [B]."""
+        return KV_BYTES[self.config.kv_dtype]
+
+    def with_(self, **changes: Any) -> Deployment:
+        """The deployment of ``config.with_(**changes)``; the catalog is consulted again only when a change
+        names another model, GPU or fabric."""
+        cfg = self.config.with_(**changes)
+        if changes.keys() & _LOOKUP_FIELDS:
+            return resolve(cfg)
+        return replace(self, config=cfg)
+
+    def __hash__(self) -> int:
+        return hash(self.config)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Deployment) and other.config == self.config
+
+
+#: Config fields the catalog lookups read.
+_LOOKUP_FIELDS = frozenset({"model", "custom_model", "gpu", "fabric"})
+
+
+def resolve(cfg: RabitConfig) -> Deployment:
+    """Look up the catalog entries ``cfg`` names (an uploaded model wins over the catalog slug)."""
+    return Deployment(config=cfg, model=model_of(cfg), gpu=gpu_of(cfg), fabric=fabric_of(cfg))
+
+
+def as_deployment(x: Deployment | RabitConfig) -> Deployment:
+    """``x`` itself when already resolved, else :func:`resolve` of it: entry points take either, so callers at
+    the edge resolve once and pass the deployment down while a plain config keeps working."""
+    return x if isinstance(x, Deployment) else resolve(x)

@@ -1,0 +1,506 @@
+"""The one shared configuration: a frozen, hashable pydantic model.
+
+It flows from the sidebar to every page and into every ``core`` call; Streamlit's
+``st.cache_data`` keys on it. It round-trips through a URL query string
+(:func:`to_query` / :func:`from_query`) and through a JSON file
+(:meth:`RabitConfig.model_dump_json` / :func:`from_json`).
+
+Field-level checks (positive sizes, enumerations) live in the model; checks that need
+the catalogs (TP must divide heads, the model must fit at batch 1) live in
+:func:`core.config.checks.problems`, which names the field each message belongs to.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from typing import Any, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from core.base import choices
+from core.base import REGISTRY, Assumptions
+from core.base import (
+    CONFIG_DOMAINS,
+    FLAG_DOMAINS,
+    MAX_LINK_PARAM_CHARS,
+    inflate,
+    nearest,
+    parse_json,
+)
+from core.catalog import ModelArch
+from core.config.workload import DEFAULT_MAX_BATCH, DEFAULT_TOKEN_BUDGET
+
+# The choices and the format facts live in core.base.choices; re-exported here for the callers that import them
+# from the config.
+WEIGHT_BYTES = choices.WEIGHT_BYTES
+KV_BYTES = choices.KV_BYTES
+COMPUTE_PRECISION = choices.COMPUTE_PRECISION
+WeightFormat = choices.WeightFormat
+KvDtype = choices.KvDtype
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def with_(self, **changes: Any) -> Any:
+        """A validated copy with some fields changed."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+
+class Workload(_Group):
+    """How requests arrive, how their lengths spread and how one replica schedules them.
+
+    The mean prompt and output lengths are the config's ``input_tokens`` / ``output_tokens``; the rest of a
+    simulated workload is here. :func:`core.serving.simulation.sim_spec` turns it into the simulator's ``SimSpec``.
+    Times in seconds, lengths in tokens.
+    """
+
+    arrival: choices.Arrival = "poisson"
+    # Poisson arrival rate [requests/s]. The default is a round rate clearly inside the closed-form capacity of
+    # the default deployment (Llama-3.1-70B, TP 8 on H100 SXM, 4,096/4,096 tokens: about 1.44 requests/s), so the
+    # first page a user opens shows a stable replica rather than a runaway queue.
+    rate_per_s: float = Field(0.5, gt=0)
+    users: int = Field(16, ge=1, le=100_000)  # closed loop: concurrent users
+    think_s: float = Field(0.0, ge=0)  # closed loop: mean think time [s]
+    num_requests: int = Field(1000, ge=1, le=5_000_000)
+    duration_s: float | None = Field(None, gt=0)  # stop issuing after this long
+    lengths: choices.LengthKind = "fixed"  # distribution of prompt and output lengths around their means
+    spread: float = Field(0.5, ge=0.0, le=3.0)  # lognormal sigma, or uniform relative half-width
+    policy: choices.SchedulerPolicy = "chunked"
+    token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)  # tokens per iteration (max_num_batched_tokens)
+    max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1)  # running sequences (max_num_seqs)
+    admission: choices.Admission = "preempt"
+    timeout_s: float | None = Field(None, gt=0)
+    kv_pool_tokens: int | None = Field(None, ge=1)  # what-if override of the KV pool
+    seed: int = Field(0, ge=0)
+    # the serving engine sized for (core.catalog.engines: its documented defaults fill the scheduler fields when chosen
+    # with `rabit simulate --engine`), and whether a preempted request finds its blocks in the prefix cache
+    engine: choices.Engine = "vllm"
+    prefix_caching: bool = True
+    # CUDA graphs for iterations up to the engine's capture size (core.catalog.engines); False = eager mode
+    # (vLLM --enforce-eager): every kernel launched from the host (core.physics.step)
+    cuda_graphs: bool = True
+
+
+class Targets(_Group):
+    """What a recommendation must meet, the hard constraints on it, and the price basis.
+
+    Latency targets are p95 values [s]; ``None`` means no target on that metric.
+
+    The defaults are a per-token service level, not an end-to-end one, so they suit any output length: TTFT
+    2 s and 40 ms between tokens (25 tokens/s per user), MLPerf Inference's bounds for Llama-2-70B (Server
+    scenario TTFT 2,000 ms; Interactive scenario TPOT 40 ms; both P99 in mlperf.conf). An end-to-end target
+    grows with the output length (20 s is 4.9 ms a token at the default 4,096), so it is left for a user who
+    has one.
+    """
+
+    p95_ttft_s: float | None = Field(2.0, gt=0)
+    p95_itl_s: float | None = Field(0.04, gt=0)
+    p95_e2e_s: float | None = Field(None, gt=0)
+    gpus_allowed: tuple[str, ...] = ()  # empty: the whole catalog
+    max_gpus: int | None = Field(None, ge=1)
+    max_usd_per_hour: float | None = Field(None, gt=0)
+    weights_allowed: tuple[choices.WeightFormat, ...] = Field(choices.SEARCH_WEIGHT_FORMATS, min_length=1)
+    kv_allowed: tuple[choices.KvDtype, ...] = Field(choices.SEARCH_KV_DTYPES, min_length=1)
+    providers: tuple[str, ...] = ()  # substrings of provider names; empty: all
+    price_kind: choices.PriceKind = "on-demand"
+    price_policy: choices.PricePolicy = "median"
+    max_simulations: int = Field(16, ge=1, le=64)
+    requests_per_simulation: int = Field(2000, ge=1, le=5_000_000)
+    # training run
+    deadline_days: float = Field(30.0, gt=0)
+    train_gpus_allowed: tuple[str, ...] = ()  # empty: every priced kind
+
+
+class TrainingRun(_Group):
+    """How a training run is sized: to the deadline ``targets.deadline_days`` (the smallest GPU count, up to
+    ``max_gpus``, that finishes in time) or on a GPU budget; whether the config's ZeRO stage, recomputation and
+    micro-batch are pinned (otherwise searched); the checkpoint interval (None: Daly's optimum).
+
+    The Training page's inputs and ``rabit train``'s flags (``--gpus``, ``--max-gpus``,
+    ``--checkpoint-interval-s``) read these defaults; domains as the CLI flags' (core.base.limits.FLAG_DOMAINS).
+    """
+
+    mode: choices.TrainMode = "deadline"
+    budget_gpus: int | None = Field(
+        None, ge=int(FLAG_DOMAINS["gpus"].lo), le=int(FLAG_DOMAINS["gpus"].hi)
+    )  # None: the config's cluster (gpus_per_node x nodes)
+    max_gpus: int = Field(
+        choices.TRAIN_SEARCH_LIMITS[-1], ge=int(FLAG_DOMAINS["max_gpus"].lo), le=int(FLAG_DOMAINS["max_gpus"].hi)
+    )
+    pin: bool = False
+    checkpoint_interval_s: float | None = Field(
+        None, ge=FLAG_DOMAINS["checkpoint_interval_s"].lo, le=FLAG_DOMAINS["checkpoint_interval_s"].hi
+    )
+
+
+class WorkloadSpread(_Group):
+    """How far the workload's means may be off (relative, each side): the next experiment moves the mean prompt
+    length, output length and arrival rate across these ranges (``rabit next-experiment --prompt-spread``...)."""
+
+    prompt_spread_frac: float = Field(choices.DEFAULT_WORKLOAD_SPREAD_FRAC, ge=0.0, lt=1.0)
+    output_spread_frac: float = Field(choices.DEFAULT_WORKLOAD_SPREAD_FRAC, ge=0.0, lt=1.0)
+    rate_spread_frac: float = Field(choices.DEFAULT_WORKLOAD_SPREAD_FRAC, ge=0.0, lt=1.0)
+
+
+class Predicted(_Group):
+    """What the analysis predicted, for the Diagnostics page's divergence and prefix-cache rules (None: the open
+    saved analysis's figure, or unknown). Where to read telemetry from (a file, a Prometheus server) is not
+    part of a link: opening a link never makes the server fetch from an address written in it."""
+
+    p95_ttft_s: float | None = Field(None, gt=0, le=1e6)
+    p95_itl_s: float | None = Field(None, gt=0, le=1e6)
+    prefix_cache_frac: float | None = Field(None, gt=0.0, lt=1.0)
+
+
+class RabitConfig(BaseModel):
+    """Everything a page or CLI command needs to size one workload (frozen, hashable)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # what
+    model: str = "llama-3.1-70b"
+    custom_model: ModelArch | None = None  # a user-supplied config.json; wins over ``model``
+    # where
+    gpu: str = "h100-sxm"
+    gpus_per_node: int = Field(8, ge=1, le=72)
+    nodes: int = Field(1, ge=1, le=8192)
+    fabric: str = "ib-ndr"
+    # layout
+    tp: int = Field(8, ge=1)
+    pp: int = Field(1, ge=1)
+    ep: int = Field(1, ge=1)
+    # workload
+    phase: choices.Phase = "serve"
+    batch: int = Field(32, ge=1)
+    input_tokens: int = Field(4096, ge=1)
+    output_tokens: int = Field(4096, ge=1)
+    prefix_cache_frac: float = Field(0.0, ge=0.0, lt=1.0)
+    weights: WeightFormat = "bf16"
+    kv_dtype: KvDtype = "bf16"
+    kv_alloc: choices.KvAlloc = "paged"
+    block_size: int = Field(16, ge=1, le=1024)
+    # speculative decoding
+    spec_method: choices.SpecMethod = "none"
+    spec_k: int = Field(4, ge=1, le=16)
+    spec_alpha: float = Field(0.7, ge=0.0, le=1.0)
+    draft_model: str = "llama-3.1-8b"
+    # training
+    train_precision: choices.TrainPrecision = "bf16"
+    zero: choices.ZeroStage = 1
+    micro_batch: int = Field(1, ge=1)
+    seq_len: int = Field(4096, ge=1)
+    recompute: choices.Recompute = "selective"
+    sequence_parallel: bool = True
+    lora_rank: int = Field(0, ge=0)
+    qlora: bool = False
+    train_tokens: float = Field(1e12, gt=0)
+    global_batch_tokens: int = Field(4 * 2**20, ge=1)
+    # the simulated workload and what a recommendation must meet
+    workload: Workload = Workload()
+    targets: Targets = Targets()
+    # how a training run is sized, and how far the workload's means may be off (the next experiment)
+    training: TrainingRun = TrainingRun()
+    experiment: WorkloadSpread = WorkloadSpread()
+    predicted: Predicted = Predicted()
+    # assumptions
+    assumptions: Assumptions = Assumptions()
+
+    @field_validator(*CONFIG_DOMAINS, mode="before")
+    @classmethod
+    def _in_domain(cls, v: Any, info: Any) -> Any:
+        """Every numeric field inside its one finite domain (core.base.limits, shared with the widgets and CLI)."""
+        d = CONFIG_DOMAINS[info.field_name]
+        if isinstance(v, str):
+            try:
+                v = float(v) if not d.integer else int(v) if v.strip().lstrip("+-").isdigit() else float(v)
+            except ValueError:
+                raise ValueError(f"{v!r} is not a number") from None
+        if isinstance(v, float) and d.integer and v.is_integer() and abs(v) < 2**53:
+            v = int(v)
+        p = d.problem(v)
+        if p is not None:
+            raise ValueError(p)
+        return v
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel degree (serving: replicas) = GPUs / (TP x PP)."""
+        return max(1, self.gpus // (self.tp * self.pp))
+
+    @property
+    def replica_gpus(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def context_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def weight_bytes_per_param(self) -> float:
+        return WEIGHT_BYTES[self.weights]
+
+    @property
+    def kv_bytes_per_elem(self) -> float:
+        return KV_BYTES[self.kv_dtype]
+
+    def with_(self, **changes: Any) -> RabitConfig:
+        """A validated copy with some fields changed."""
+        return RabitConfig.model_validate({**self.model_dump(), **changes})
+
+
+DEFAULT = RabitConfig()
+
+
+def training_goal_args(cfg: RabitConfig) -> dict[str, Any]:
+    """The keyword arguments of :func:`core.training.goal_from_inputs` that ``cfg.training`` describes: the
+    deadline (``targets.deadline_days``) and search ceiling, or the GPU budget (None: the config's cluster)."""
+    t = cfg.training
+    deadline = t.mode == "deadline"
+    return {
+        "deadline_days": cfg.targets.deadline_days if deadline else None,
+        "gpus": None if deadline else (t.budget_gpus or cfg.gpus),
+        "max_gpus": t.max_gpus if deadline else choices.TRAIN_SEARCH_LIMITS[-1],
+        "pin_sidebar": t.pin,
+        "checkpoint_interval_min": t.checkpoint_interval_s / 60 if t.checkpoint_interval_s else None,
+    }
+
+
+#: Nested groups whose fields travel as their own ``group.field`` query parameters.
+GROUPS: dict[str, type[BaseModel]] = {
+    "workload": Workload,
+    "targets": Targets,
+    "training": TrainingRun,
+    "experiment": WorkloadSpread,
+    "predicted": Predicted,
+}
+#: Nested objects that travel as one compressed blob.
+_BLOBS = ("custom_model", "assumptions")
+
+
+def _flat(cfg: RabitConfig) -> dict[str, Any]:
+    """The config as JSON values with the groups' fields under ``group.field`` keys."""
+    out: dict[str, Any] = {}
+    for k, v in cfg.model_dump(mode="json").items():
+        if k in GROUPS:
+            out.update({f"{k}.{f}": x for f, x in v.items()})
+        else:
+            out[k] = v
+    return out
+
+
+def _annotation(key: str) -> Any:
+    group, _, name = key.rpartition(".")
+    fields = GROUPS[group].model_fields if group else RabitConfig.model_fields
+    return fields[name].annotation if name in fields else None
+
+
+def to_query(cfg: RabitConfig) -> dict[str, str]:
+    """The fields that differ from the defaults, as strings for a URL query.
+
+    Group fields travel as ``workload.rate_per_s=20``; ``none`` stands for an unset optional value and a
+    comma-separated list for a tuple. Nested objects (a custom model, changed assumptions) travel as
+    compressed base64 JSON so a pasted link reproduces the view exactly.
+    """
+    out: dict[str, str] = {}
+    base = _flat(DEFAULT)
+    for k, v in _flat(cfg).items():
+        if v == base.get(k):
+            continue
+        if k in _BLOBS:
+            blob = zlib.compress(json.dumps(v, separators=(",", ":")).encode())
+            out[k] = "z" + base64.urlsafe_b64encode(blob).decode().rstrip("=")
+        elif v is None:
+            out[k] = "none"
+        elif isinstance(v, list):
+            out[k] = ",".join(str(x) for x in v)
+        elif isinstance(v, bool):
+            out[k] = "1" if v else "0"
+        else:
+            out[k] = str(v)
+    return out
+
+
+#: Every setting a link may carry (for "did you mean" suggestions).
+_SETTINGS = tuple(k for k in RabitConfig.model_fields if k not in GROUPS) + tuple(
+    f"{g}.{f}" for g, model in GROUPS.items() for f in model.model_fields
+)
+
+#: Query parameters Streamlit itself reads (never RA-BIT settings, never reported).
+STREAMLIT_PARAMS = frozenset({"embed", "embed_options"})
+#: Fields that name a catalog entry, with the catalog they are checked against.
+_CATALOG_FIELDS = {"model": "models", "draft_model": "models", "gpu": "gpus", "fabric": "fabrics"}
+
+
+class LinkIssue(BaseModel):
+    """One link parameter that was not used, and why (the rest of the link still applies)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    param: str
+    value: str
+    reason: str
+
+    def message(self) -> str:
+        if (
+            self.param.startswith(("custom_model", "assumptions")) or not self.value
+        ):  # an encoded object: its name says it
+            return f"link parameter {self.param} was not used: {self.reason}"
+        shown = self.value if len(self.value) <= 40 else self.value[:37] + "..."
+        return f"link parameter {self.param}={shown} was not used: {self.reason}"
+
+
+def _decode_param(k: str, s: str) -> Any:
+    """Decode one raw query value (encoded objects inflated within their limits)."""
+    if k in ("custom_model", "assumptions"):
+        if not s.startswith("z"):
+            raise ValueError("not an encoded object")
+        if len(s) > MAX_LINK_PARAM_CHARS:
+            raise ValueError(f"{len(s):,} characters; the limit is {MAX_LINK_PARAM_CHARS:,}")
+        pad = "=" * (-len(s[1:]) % 4)
+        try:
+            blob = base64.urlsafe_b64decode(s[1:] + pad)
+        except (ValueError, TypeError):
+            raise ValueError("not base64") from None
+        return parse_json(inflate(blob), what="the encoded object")
+    ann = _annotation(k)
+    if s == "none" and type(None) in get_args(ann):
+        return None
+    if get_origin(ann) is tuple:
+        return tuple(x for x in s.split(",") if x)
+    if _int_literal(k):
+        return int(s) if s.lstrip("-").isdigit() and len(s) < 20 else s
+    return s
+
+
+def is_setting(key: str) -> bool:
+    """True for a config field (``tp``) or a group's field (``workload.rate_per_s``)."""
+    group, _, name = key.partition(".")
+    if name:
+        return group in GROUPS and name in GROUPS[group].model_fields
+    return key in RabitConfig.model_fields and key not in GROUPS
+
+
+def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, tuple[LinkIssue, ...]]:
+    """Rebuild a config from a link, using every parameter that can be honoured.
+
+    Each parameter that cannot (unknown name, catalog entry or value outside its domain) is left at
+    its default and reported as a :class:`LinkIssue` naming it and why; a mistyped catalog name gets
+    the nearest catalog name as a suggestion. Never raises for a bad link.
+    """
+    from core import catalog  # local: the catalogs are read only when a link is opened
+
+    issues: list[LinkIssue] = []
+    data: dict[str, Any] = {}
+    raw: dict[str, str] = {}
+    for k, v in params.items():
+        s = str(v[-1] if isinstance(v, (list, tuple)) and v else v if not isinstance(v, (list, tuple)) else "")
+        if k in STREAMLIT_PARAMS:
+            continue
+        if not is_setting(k):
+            near = nearest(k, _SETTINGS)
+            issues.append(
+                LinkIssue(
+                    param=k, value=s, reason="not a RA-BIT setting" + (f" (did you mean {near}?)" if near else "")
+                )
+            )
+            continue
+        if s == "":
+            issues.append(LinkIssue(param=k, value=s, reason="empty value"))
+            continue
+        if k in _CATALOG_FIELDS:
+            known = getattr(catalog, _CATALOG_FIELDS[k])()
+            if s not in known:
+                near = nearest(s, known)
+                what = {"models": "model", "gpus": "GPU", "fabrics": "fabric"}[_CATALOG_FIELDS[k]]
+                issues.append(
+                    LinkIssue(
+                        param=k, value=s, reason=f"unknown {what} '{s}'" + (f" (did you mean {near}?)" if near else "")
+                    )
+                )
+                continue
+        try:
+            value = _decode_param(k, s)
+            raw[k] = s
+        except ValueError as exc:
+            issues.append(LinkIssue(param=k, value=s, reason=f"could not be decoded: {exc}"))
+            continue
+        group, _, name = k.partition(".")
+        if name:
+            data.setdefault(group, {})[name] = value
+        else:
+            data[k] = value
+    for _ in range(len(raw) + 1):
+        try:
+            return RabitConfig.model_validate(data), tuple(issues)
+        except ValidationError as exc:
+            dropped = False
+            for e in exc.errors():
+                k = str(e["loc"][0]) if e["loc"] else ""
+                inner_key = f"{k}.{e['loc'][1]}" if k in GROUPS and len(e["loc"]) > 1 else ""
+                if inner_key in raw and str(e["loc"][1]) in data.get(k, {}):
+                    issues.append(LinkIssue(param=inner_key, value=raw[inner_key], reason=error_text(e)))
+                    del data[k][str(e["loc"][1])]  # the group's other fields of the link still apply
+                    dropped = True
+                elif k in data and k in raw:
+                    sub = ".".join(str(x) for x in e["loc"][1:])
+                    why = error_text(e)
+                    info = REGISTRY.get(sub) if k == "assumptions" else None
+                    if info is not None and isinstance(e.get("input"), (int, float)):
+                        why = (info.check(float(e["input"])) or why).removeprefix(f"{sub}=")
+                    inner = e["loc"][1] if len(e["loc"]) > 1 else None
+                    if k == "assumptions" and isinstance(data[k], dict) and inner in data[k]:
+                        issues.append(LinkIssue(param=f"{k}.{sub}", value="", reason=why))
+                        del data[k][inner]  # the other assumptions of the link still apply
+                    else:
+                        issues.append(LinkIssue(param=k, value=raw[k], reason=f"{sub}: {why}" if sub else why))
+                        del data[k]
+                    dropped = True
+            if not dropped:  # a rule across fields: drop nothing silently, use the defaults
+                issues.append(LinkIssue(param="(link)", value="", reason=describe_validation_error(exc)))
+                return DEFAULT, tuple(issues)
+    return DEFAULT, tuple(issues)
+
+
+def from_query(params: dict[str, str | list[str]]) -> RabitConfig:
+    """Rebuild a config from query parameters, strictly: unknown keys are ignored, any bad value raises.
+
+    Raises ``ValueError`` with the offending parameter named when a value is invalid. The app uses
+    :func:`from_query_report`, which keeps the parameters it can use and reports the others.
+    """
+    cfg, issues = from_query_report({k: v for k, v in params.items() if is_setting(k)})
+    if issues:
+        i = issues[0]
+        raise ValueError(f"query parameter '{i.param}' {i.reason}" if is_setting(i.param) else i.reason)
+    return cfg
+
+
+def _int_literal(field: str) -> bool:
+    """True for fields typed as a Literal of ints (pydantic will not coerce "3" to Literal[3])."""
+    args = get_args(_annotation(field))
+    return bool(args) and all(isinstance(a, int) and not isinstance(a, bool) for a in args)
+
+
+def from_json(text: str | bytes) -> RabitConfig:
+    """Load a config saved with ``model_dump_json``; raises ValueError naming the bad field."""
+    try:
+        return RabitConfig.model_validate_json(text)
+    except ValidationError as exc:
+        raise ValueError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    e = exc.errors()[0]
+    loc = ".".join(str(x) for x in e["loc"]) or "config"
+    return f"{loc}: {error_text(e)}"
+
+
+def error_text(e: Any) -> str:
+    """One pydantic error's message without pydantic's 'Value error, ' prefix."""
+    return str(e["msg"]).removeprefix("Value error, ")

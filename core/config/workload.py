@@ -1,0 +1,312 @@
+"""Workload and scheduler inputs of the serving simulator (frozen), and the draws they imply.
+
+Nothing here is in :class:`core.config.RabitConfig`: the config says *what* runs *where*; a
+:class:`SimSpec` says *how requests arrive*, *how long they are* and *how the engine schedules
+them*. Both are frozen and hashable, so ``st.cache_data`` keys on the pair.
+
+Length distributions (token counts, integers >= 1, clipped at ``max_tokens``):
+
+* ``fixed``: every request has ``mean`` tokens.
+* ``uniform``: integers uniform on ``[mean (1 - spread), mean (1 + spread)]``, ``0 <= spread <= 1``.
+* ``lognormal``: ``exp(N(mu, sigma))`` with ``sigma = spread`` and ``mu = ln(mean) - sigma^2 / 2``, so the
+  mean before clipping and rounding is ``mean``. The default clip is the 4-sigma quantile
+  ``exp(mu + 4 sigma)`` (0.003 % of draws are clipped).
+* a replayed trace: rows of (input, output) tokens, used in order and cycled.
+
+Arrivals: ``poisson`` at ``rate_per_s`` (exponential gaps), or ``closed`` loop: ``users`` each send a
+request, wait for its end (completion, rejection or timeout), think for an exponential time of mean
+``think_s`` and send the next. The run stops issuing after ``num_requests`` requests or at
+``duration_s`` (whichever is first) and then drains.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from core.base import Admission, Arrival, LengthKind, SchedulerPolicy
+from core.base import MAX_JSON_DEPTH, json_depth
+
+#: vLLM engine defaults (docs.vllm.ai, engine arguments): max_num_seqs = 256 and, for the V1
+#: OpenAI server on large GPUs, max_num_batched_tokens = 8192.
+DEFAULT_MAX_BATCH = 256
+DEFAULT_TOKEN_BUDGET = 8192
+#: The clip of a lognormal length, in standard deviations of the underlying normal.
+LOGNORMAL_CLIP_SIGMAS = 4.0
+
+
+class Lengths(BaseModel):
+    """A distribution of token counts (prompt or output) [tokens]."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: LengthKind = "fixed"
+    mean: float = Field(1024, ge=1)
+    spread: float = Field(0.5, ge=0)  # uniform: relative half-width (<= 1); lognormal: sigma
+    max_tokens: int | None = Field(None, ge=1)  # clip; default: see :meth:`upper`
+
+    @model_validator(mode="after")
+    def _check(self) -> "Lengths":
+        if self.kind == "uniform" and self.spread > 1:
+            raise ValueError("a uniform spread is a relative half-width and must be at most 1")
+        if self.kind == "lognormal" and self.spread > 3:
+            raise ValueError("a lognormal spread (sigma) above 3 is not a usable length distribution")
+        return self
+
+    def upper(self) -> int:
+        """The largest length this distribution can draw [tokens] (what a client sets as max_tokens)."""
+        if self.kind == "fixed":
+            hi = round(self.mean)
+        elif self.kind == "uniform":
+            hi = round(self.mean * (1 + self.spread))
+        else:
+            s = self.spread
+            hi = math.ceil(self.mean * math.exp(-s * s / 2 + LOGNORMAL_CLIP_SIGMAS * s))
+        hi = max(1, hi)
+        return min(hi, self.max_tokens) if self.max_tokens else hi
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` integer lengths >= 1 [tokens]."""
+        hi = self.upper()
+        if self.kind == "fixed":
+            return np.full(n, hi, dtype=np.int64)
+        if self.kind == "uniform":
+            lo = max(1, round(self.mean * (1 - self.spread)))
+            return rng.integers(min(lo, hi), hi + 1, size=n, dtype=np.int64)
+        s = self.spread
+        x = rng.lognormal(math.log(self.mean) - s * s / 2, s, size=n)
+        return np.clip(np.rint(x), 1, hi).astype(np.int64)
+
+
+class SimSpec(BaseModel):
+    """Arrivals, lengths and scheduler of one simulated replica (frozen, hashable).
+
+    Times in seconds, lengths in tokens.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # arrivals
+    arrival: Arrival = "poisson"
+    rate_per_s: float = Field(5.0, gt=0)  # poisson arrival rate [requests/s]
+    users: int = Field(16, ge=1)  # closed loop: concurrent users
+    think_s: float = Field(0.0, ge=0)  # closed loop: mean think time between a response and the next request
+    num_requests: int | None = Field(1000, ge=1, le=5_000_000)
+    duration_s: float | None = Field(None, gt=0)
+    # lengths
+    input: Lengths = Lengths(kind="fixed", mean=1024)
+    output: Lengths = Lengths(kind="fixed", mean=256)
+    trace: tuple[tuple[int, int], ...] | None = None  # replayed (input, output) rows; wins over the distributions
+    # scheduler
+    policy: SchedulerPolicy = "chunked"
+    token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)  # tokens per iteration (max_num_batched_tokens)
+    max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1)  # running sequences (max_num_seqs)
+    admission: Admission = "preempt"
+    # a preempted request's full KV blocks stay in the prefix cache until other allocations evict them, so its
+    # re-admission recomputes only what was evicted (vLLM V1 enable_prefix_caching, on by default; SGLang's
+    # radix cache; TensorRT-LLM's KV block reuse). Off: recompute from scratch (vLLM V0 without the cache).
+    prefix_caching: bool = True
+    timeout_s: float | None = Field(None, gt=0)  # a request not finished this long after arrival is cancelled
+    kv_pool_tokens: int | None = Field(None, ge=1)  # override of the KV pool size (what-if); default: from memory
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> "SimSpec":
+        if self.num_requests is None and self.duration_s is None:
+            raise ValueError("give a number of requests or a duration")
+        if self.token_budget < self.max_batch:
+            raise ValueError(
+                f"token_budget ({self.token_budget}) must be at least max_batch ({self.max_batch}): "
+                "every running sequence needs one token of the budget per iteration"
+            )
+        if self.trace is not None:
+            if not self.trace:
+                raise ValueError("the trace has no rows")
+            for i, (a, b) in enumerate(self.trace):
+                if a < 1 or b < 1:
+                    raise ValueError(f"trace row {i + 1}: input and output tokens must be at least 1")
+        return self
+
+    def with_(self, **changes) -> "SimSpec":
+        return SimSpec.model_validate({**self.model_dump(), **changes})
+
+    def max_output_tokens(self) -> int:
+        """What a client asks for as max_tokens: the largest output the workload can draw [tokens]."""
+        if self.trace is not None:
+            return max(b for _, b in self.trace)
+        return self.output.upper()
+
+    def mean_lengths(self) -> tuple[float, float]:
+        """(mean input, mean output) tokens of the workload (after clipping for traces only)."""
+        if self.trace is not None:
+            arr = np.asarray(self.trace, dtype=float)
+            return float(arr[:, 0].mean()), float(arr[:, 1].mean())
+        return float(self.input.mean), float(self.output.mean)
+
+
+# --- draws -----------------------------------------------------------------------------------------
+
+CHUNK = 8192
+
+
+class Draws:
+    """Per-request random draws, indexed by request number, produced in fixed-size chunks.
+
+    Every draw comes from the one injected generator in a fixed order (gaps, inputs, outputs per
+    chunk), so the same spec and seed give the same numbers whatever the run's length.
+    """
+
+    def __init__(self, spec: SimSpec, rng: np.random.Generator) -> None:
+        self.spec, self.rng = spec, rng
+        self.inp: list[int] = []
+        self.out: list[int] = []
+        self.gaps: list[float] = []
+        # all requests in one draw when their number is the only limit; chunks when a duration may end it early
+        self._extend(spec.num_requests if spec.num_requests is not None and spec.duration_s is None else CHUNK)
+
+    def _extend(self, n: int) -> None:
+        s = self.spec
+        mean_gap = (1.0 / s.rate_per_s) if s.arrival == "poisson" else s.think_s
+        gaps = self.rng.exponential(mean_gap, size=n) if mean_gap > 0 else np.zeros(n)
+        if s.trace is not None:
+            start = len(self.inp)
+            rows = np.asarray(s.trace, dtype=np.int64)
+            idx = (start + np.arange(n)) % len(rows)
+            inp, out = rows[idx, 0], rows[idx, 1]
+        else:
+            inp, out = s.input.draw(self.rng, n), s.output.draw(self.rng, n)
+        self.gaps.extend(gaps.tolist())
+        self.inp.extend(inp.tolist())
+        self.out.extend(out.tolist())
+
+    def ensure(self, n: int) -> None:
+        while len(self.inp) < n:
+            self._extend(CHUNK)
+
+
+# --- trace upload ----------------------------------------------------------------------------------
+
+INPUT_COLUMNS = (
+    "input_tokens",
+    "input_len",
+    "input_length",
+    "prompt_tokens",
+    "prompt_len",
+    "prompt_length",
+    "num_prompt_tokens",
+    "input",
+    "prompt",
+)
+OUTPUT_COLUMNS = (
+    "output_tokens",
+    "output_len",
+    "output_length",
+    "completion_tokens",
+    "response_len",
+    "response_tokens",
+    "num_output_tokens",
+    "generated_tokens",
+    "output",
+    "completion",
+    "response",
+)
+MAX_TRACE_ROWS = 1_000_000
+#: One request's tokens: the longest context in the catalogs (core.base.limits, input_tokens).
+MAX_TRACE_TOKENS = 10_000_000
+
+
+def _pick(names: list[str], wanted: tuple[str, ...], what: str) -> str:
+    low = {n.strip().lower(): n for n in names}
+    for w in wanted:
+        if w in low:
+            return low[w]
+    raise ValueError(f"no {what} column: expected one of {', '.join(wanted)}; found {', '.join(names) or 'none'}")
+
+
+def _as_tokens(v: object, where: str, col: str) -> int:
+    if isinstance(v, bool):
+        raise ValueError(f"{where}: {col} must be a whole number of tokens, got {v!r}")
+    try:
+        f = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: {col} must be a whole number of tokens, got {v!r}") from None
+    if not math.isfinite(f) or f != int(f):
+        raise ValueError(f"{where}: {col} must be a whole number of tokens, got {v!r}")
+    if f < 1:
+        raise ValueError(f"{where}: {col} must be at least 1, got {int(f)}")
+    if f > MAX_TRACE_TOKENS:
+        raise ValueError(
+            f"{where}: {col} must be at most {MAX_TRACE_TOKENS:,} tokens (the longest catalog context), got {v!r}"
+        )
+    return int(f)
+
+
+def _csv_rows(reader: csv.DictReader):
+    """The rows of ``reader``; a malformed row (a field over the csv module's limit) is a ValueError."""
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise ValueError(f"line {reader.line_num}: not readable CSV ({exc})") from None
+
+
+def parse_trace(text: str) -> tuple[tuple[int, int], ...]:
+    """Rows of (input tokens, output tokens) from a CSV (with a header) or JSON-lines text.
+
+    Recognised columns (case-insensitive): input ``input_tokens``, ``input_len``, ``prompt_tokens``,
+    ``prompt_len`` ...; output ``output_tokens``, ``output_len``, ``completion_tokens`` ... (a
+    ShareGPT-style export with token counts per conversation). Raises ``ValueError`` naming the line
+    and the column of the first bad value.
+    """
+    text = text.lstrip("\ufeff").strip()
+    if not text:
+        raise ValueError("the trace is empty")
+    rows: list[tuple[int, int]] = []
+    if text[0] in "{[" and json_depth(text) > MAX_JSON_DEPTH:  # checked before parsing (no RecursionError)
+        raise ValueError(f"the trace nests deeper than {MAX_JSON_DEPTH} levels; expected flat records")
+    if text[0] in "{[":
+        if text[0] == "[":
+            try:
+                records = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+            items = list(enumerate(records, start=1))
+            label = "record"
+        else:
+            items = []
+            for ln, line in enumerate(text.splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    items.append((ln, json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"line {ln}: not valid JSON ({exc.msg})") from None
+            label = "line"
+        for ln, rec in items:
+            if not isinstance(rec, dict):
+                raise ValueError(f"{label} {ln}: expected an object with input and output token counts")
+            ci = _pick(list(rec), INPUT_COLUMNS, "input-length")
+            co = _pick(list(rec), OUTPUT_COLUMNS, "output-length")
+            rows.append((_as_tokens(rec[ci], f"{label} {ln}", ci), _as_tokens(rec[co], f"{label} {ln}", co)))
+            if len(rows) > MAX_TRACE_ROWS:
+                raise ValueError(f"the trace has more than {MAX_TRACE_ROWS:,} rows")
+    else:
+        reader = csv.DictReader(io.StringIO(text))
+        try:
+            names = [n for n in (reader.fieldnames or []) if n is not None]
+        except csv.Error as exc:
+            raise ValueError(f"line 1: not a readable CSV header ({exc})") from None
+        ci = _pick(names, INPUT_COLUMNS, "input-length")
+        co = _pick(names, OUTPUT_COLUMNS, "output-length")
+        for rec in _csv_rows(reader):
+            ln = reader.line_num
+            rows.append((_as_tokens(rec.get(ci), f"line {ln}", ci), _as_tokens(rec.get(co), f"line {ln}", co)))
+            if len(rows) > MAX_TRACE_ROWS:
+                raise ValueError(f"the trace has more than {MAX_TRACE_ROWS:,} rows")
+    if not rows:
+        raise ValueError("the trace has a header but no rows")
+    return tuple(rows)

@@ -1,0 +1,252 @@
+"""Validation against published measurements: predicted / measured per case, summarised per family.
+
+The cases live in ``validation/*.csv`` (data, like the catalogs: every row names its source, its date and the
+settings that reproduce it). Each case is predicted with today's default assumptions and no per-case factor:
+
+* ``static_out_tokens_per_s`` (TensorRT-LLM's static-batch benchmark): a batch of ``B`` prompts is prefilled
+  together, then decodes ``O - 1`` more tokens, so ``B O / (TTFT_B + (O - 1) t_step)`` with the batch
+  prefill time and the mean decode step of :mod:`core.serving.speed`; ``_per_gpu`` divides by the GPUs.
+* ``ttft_s``: the batch-1 prefill time; ``itl_s``: the batch-1 mean decode step.
+* ``hw_tflops_per_gpu`` / ``model_tflops_per_gpu``: the training layout timed by
+  :func:`core.training.evaluate_layout`, as HFU or MFU times the dense BF16 peak.
+
+``run(assumptions=...)`` predicts every case with other assumption values (``rabit validate --assume/--bound/
+--config``), and ``run(ranges=True)`` adds each prediction's heuristic range from the assumption bounds
+(:mod:`core.decision.uncertainty`: serving cases move with the serving-speed assumptions, training cases with the
+training ones).
+
+Per family: the median of ``|p / m - 1|``, the bias (median of ``p / m - 1``; positive = optimistic for
+throughputs, pessimistic for latencies), and the shares within 25 % and within a factor of 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from core import catalog
+from core.base import Assumptions
+from core.config import RabitConfig
+from core.catalog import from_hf_config
+from core.base import Range
+from core.physics import StepModel, per_query_head_kv_reads
+
+VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"
+TARGET_MEDIAN_ABS_ERROR = 0.15
+
+
+class _F(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CaseResult(_F):
+    family: str
+    id: str
+    metric: str
+    measured: float
+    predicted: float
+    source: str
+    date: str
+
+    @property
+    def error(self) -> float:
+        """p / m - 1."""
+        return self.predicted / self.measured - 1.0
+
+
+class FamilySummary(_F):
+    family: str
+    cases: int
+    median_abs_error: float
+    bias: float  # median signed error
+    within_25pct: float
+    within_2x: float
+    meets_target: bool
+
+
+class ValidationReport(_F):
+    cases: tuple[CaseResult, ...]
+    families: tuple[FamilySummary, ...]
+    #: case id -> the heuristic range of its prediction (``run(ranges=True)``; empty otherwise)
+    ranges: dict[str, Range] = {}
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    text = (VALIDATION_DIR / name).read_text()
+    return list(csv.DictReader(line for line in text.splitlines() if line.strip() and not line.startswith("#")))
+
+
+def _serving_config(r: dict[str, str]) -> RabitConfig:
+    gpus, B, I, O = int(r["gpus"]), int(r["batch"]), int(r["input"]), int(r["output"])
+    cfg = RabitConfig(
+        model=r["model"],
+        gpu=r["gpu"],
+        gpus_per_node=gpus,
+        nodes=1,
+        tp=int(r["tp"]),
+        pp=int(r["pp"]),
+        weights=r["weights"],
+        kv_dtype=r["kv_dtype"],
+        batch=B,
+        input_tokens=I,
+        output_tokens=O,
+    )
+    if r.get("engine"):  # the engine that produced the figure (its CUDA-graph capture size, core.catalog.engines)
+        cfg = cfg.with_(workload=cfg.workload.model_copy(update={"engine": r["engine"]}))
+    return cfg
+
+
+def _serving_predict(r: dict[str, str], cfg: RabitConfig) -> float:
+    from core import serving
+
+    gpus, B, O = int(r["gpus"]), int(r["batch"]), int(r["output"])
+    metric = r["metric"]
+    sm = StepModel.from_config(cfg)
+    if r.get("decode_attention") == "per-query-head":  # the kernel the engine version ran (core.physics.step)
+        sm = per_query_head_kv_reads(sm)
+    ttft = serving.prefill_numbers(sm, cfg, B).ttft_s  # = serving.prefill(cfg).ttft_s with the default kernel
+    if metric == "ttft_s":
+        return ttft
+    if metric == "itl_s":
+        return serving.decode_numbers(sm, cfg, B).mean_s  # = serving.decode(cfg).step_s
+    if metric.startswith("static_out_tokens_per_s"):
+        step = serving.decode_numbers(sm, cfg, B).mean_s if O > 1 else 0.0
+        total = B * O / (ttft + (O - 1) * step)
+        return total / gpus if metric.endswith("_per_gpu") else total
+    raise ValueError(f"serving.csv: unknown metric {metric!r}")
+
+
+def _serving_prediction(r: dict[str, str]) -> float:
+    return _serving_predict(r, _serving_config(r))
+
+
+def _gpt(layers: int, hidden: int, heads: int, seq: int):
+    """A Megatron GPT of the given shape (GPT-2 block, 4h GELU MLP, vocabulary 51,200, tied embeddings)."""
+    return from_hf_config(
+        {
+            "model_type": "gpt2",
+            "n_layer": layers,
+            "n_embd": hidden,
+            "n_head": heads,
+            "vocab_size": 51200,
+            "n_positions": seq,
+            "tie_word_embeddings": True,
+            "activation_function": "gelu",
+        },
+        slug=f"megatron-gpt-{layers}l-{hidden}h",
+        name=f"Megatron GPT ({layers} layers, hidden {hidden})",
+    )
+
+
+def _training_config(r: dict[str, str]) -> RabitConfig:
+    tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
+    gpus = tp * pp * dp
+    g = catalog.gpu(r["gpu"])
+    node = g.gpus_per_node
+    seq, gb = int(r["seq"]), int(r["global_batch"])
+    custom = _gpt(int(r["layers"]), int(r["hidden"]), int(r["heads"]), seq) if r["model"] == "gpt" else None
+    return RabitConfig(
+        model="llama-3.1-8b" if custom is not None else r["model"],
+        custom_model=custom,
+        phase="train",
+        gpu=r["gpu"],
+        gpus_per_node=min(node, gpus),
+        nodes=max(1, gpus // node),
+        tp=tp,
+        pp=pp,
+        seq_len=seq,
+        global_batch_tokens=gb * seq,
+        train_precision=r["precision"],
+        micro_batch=int(r["micro_batch"]),
+        recompute=r["recompute"],
+    )
+
+
+def _training_predict(r: dict[str, str], cfg: RabitConfig) -> float:
+    from core import training
+
+    tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
+    g = catalog.gpu(r["gpu"])
+    lay = training.Layout(tp=tp, pp=pp, dp=dp, micro_batch=int(r["micro_batch"]), recompute=r["recompute"])
+    res = training.evaluate_layout(cfg, lay)
+    peak = g.bf16_tflops
+    if r["metric"] == "hw_tflops_per_gpu":
+        return res.hfu * peak
+    if r["metric"] == "model_tflops_per_gpu":
+        return res.mfu * peak
+    raise ValueError(f"training.csv: unknown metric {r['metric']!r}")
+
+
+def _training_prediction(r: dict[str, str]) -> float:
+    return _training_predict(r, _training_config(r))
+
+
+#: file -> (the case's config, its prediction from a config, the assumption tag that moves it)
+_KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] = {
+    "serving.csv": (_serving_config, _serving_predict, "serving_speed"),
+    "training.csv": (_training_config, _training_predict, "training"),
+}
+
+
+def _summary(family: str, rs: list[CaseResult]) -> FamilySummary:
+    errs = [c.error for c in rs]
+    med = statistics.median(abs(e) for e in errs)
+    return FamilySummary(
+        family=family,
+        cases=len(rs),
+        median_abs_error=med,
+        bias=statistics.median(errs),
+        within_25pct=sum(abs(e) <= 0.25 for e in errs) / len(errs),
+        within_2x=sum(0.5 <= 1 + e <= 2.0 for e in errs) / len(errs),
+        meets_target=med <= TARGET_MEDIAN_ABS_ERROR,
+    )
+
+
+def _predicted(predict: Callable[..., float], r: dict[str, str], cfg: RabitConfig) -> dict[str, float]:
+    return {"predicted": predict(r, cfg)}
+
+
+def run(
+    families: tuple[str, ...] = (), assumptions: Assumptions | None = None, ranges: bool = False
+) -> ValidationReport:
+    """Predict every case (optionally only ``families``) and summarise per family.
+
+    assumptions: the values every case is predicted with (default: today's defaults). ranges: also each
+    prediction's heuristic range from the assumption bounds (one evaluation per bound per case).
+    """
+    from core.decision.uncertainty import spread
+
+    out: list[CaseResult] = []
+    rng: dict[str, Range] = {}
+    for name, (config_of, predict, tag) in _KINDS.items():
+        for r in _rows(name):
+            if families and r["family"] not in families:
+                continue
+            cfg = config_of(r)
+            if assumptions is not None:
+                cfg = cfg.model_copy(update={"assumptions": assumptions})
+            if ranges:
+                sp = spread(cfg, functools.partial(_predicted, predict, r), (tag,))
+                value, rng[r["id"]] = sp.base["predicted"], sp.ranges["predicted"]
+            else:
+                value = predict(r, cfg)
+            out.append(
+                CaseResult(
+                    family=r["family"],
+                    id=r["id"],
+                    metric=r["metric"],
+                    measured=float(r["measured"]),
+                    predicted=float(value),
+                    source=r["source"],
+                    date=r["date"],
+                )
+            )
+    fams: dict[str, list[CaseResult]] = {}
+    for c in out:
+        fams.setdefault(c.family, []).append(c)
+    return ValidationReport(cases=tuple(out), families=tuple(_summary(f, rs) for f, rs in fams.items()), ranges=rng)

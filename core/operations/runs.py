@@ -1,0 +1,531 @@
+"""Measured runs: parse the files people already have into frozen :class:`Run` objects.
+
+A run is one measurement (or several metrics of one measurement) together with the configuration it
+was measured on, so RA-BIT can predict the same metric on the same configuration and compare
+(:mod:`core.decision.calibration`). Three sources and one typed form:
+
+* ``vllm bench serve --save-result`` JSON. Field names as written by vLLM's
+  ``vllm/benchmarks/serve.py`` (``benchmark()`` result and ``main()``'s ``result_json``):
+  ``model_id``, ``num_prompts``, ``request_rate`` (a number or ``"inf"``), ``max_concurrency``,
+  ``duration``, ``completed``, ``total_input_tokens``, ``total_output_tokens``, ``request_throughput``,
+  ``output_throughput``, and for each of ``ttft``, ``tpot``, ``itl``, ``e2el``: ``mean_<m>_ms``,
+  ``median_<m>_ms``, ``std_<m>_ms`` and ``p99_<m>_ms`` (``--metric-percentiles`` adds ``p<N>_<m>_ms``).
+  ``--metadata KEY=VALUE`` pairs land as top-level keys, which is how a file can name its own
+  ``gpu``, ``gpus``, ``tp``, ``pp`` or ``weights``.
+* ``vllm bench throughput --output-json`` (``vllm/benchmarks/throughput.py``): ``elapsed_time``,
+  ``num_requests``, ``total_num_tokens``, ``requests_per_second``, ``tokens_per_second`` (prompt plus
+  output tokens per second). The lengths are not in the file: they come from the analysis or the
+  caller.
+* The CSV template (:data:`CSV_COLUMNS`, :func:`csv_template`): one row per metric of a run.
+* Typed rows (the Calibration page's table): the same columns as the CSV, as dicts.
+
+Every metric is stored in SI under the estimate JSON key it calibrates (:data:`METRICS`).
+A run whose configuration is incomplete is refused with :class:`RunError` naming the missing fields.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core import catalog
+from core.base import parse_json as parse_json_payload
+from core.config import RabitConfig, describe_validation_error
+
+#: metric name (the estimate JSON key) -> (family, phase, unit on screen, description).
+#: The family is what "comparable" means in :mod:`core.decision.calibration`.
+METRICS: dict[str, tuple[str, str, str, str]] = {
+    "ttft_s.p50": ("ttft", "serve", "s", "time to first token, median"),
+    "ttft_s.p99": ("ttft", "serve", "s", "time to first token, 99th percentile"),
+    "itl_s.p50": ("itl", "serve", "s", "inter-token latency, median"),
+    "itl_s.p99": ("itl", "serve", "s", "inter-token latency, 99th percentile"),
+    "e2e_s.p50": ("e2e", "serve", "s", "end-to-end latency, median"),
+    "e2e_s.p99": ("e2e", "serve", "s", "end-to-end latency, 99th percentile"),
+    "throughput_tokens_per_s": ("throughput", "serve", "tokens/s", "output tokens per second"),
+    "step_s": ("training step", "train", "s", "training step time"),
+    "mfu": ("training step", "train", "", "model FLOPs utilisation"),
+}
+
+FAMILY_TEXT: dict[str, str] = {
+    "ttft": "TTFT / prefill",
+    "itl": "ITL / decode",
+    "e2e": "end-to-end latency",
+    "throughput": "throughput",
+    "training step": "training step time",
+}
+
+#: vLLM serve key -> our metric, with the factor to SI (ms -> s).
+_VLLM_SERVE: dict[str, tuple[str, float]] = {
+    "median_ttft_ms": ("ttft_s.p50", 1e-3),
+    "p99_ttft_ms": ("ttft_s.p99", 1e-3),
+    "median_itl_ms": ("itl_s.p50", 1e-3),
+    "p99_itl_ms": ("itl_s.p99", 1e-3),
+    "median_e2el_ms": ("e2e_s.p50", 1e-3),
+    "p99_e2el_ms": ("e2e_s.p99", 1e-3),
+    "output_throughput": ("throughput_tokens_per_s", 1.0),
+}
+
+#: The CSV template's columns: config fields, the load, then metric and value.
+CSV_COLUMNS = (
+    "label",
+    "model",
+    "gpu",
+    "gpus",
+    "tp",
+    "pp",
+    "weights",
+    "input_tokens",
+    "output_tokens",
+    "rate_per_s",
+    "concurrency",
+    "batch",
+    "train_precision",
+    "seq_len",
+    "micro_batch",
+    "global_batch_tokens",
+    "zero",
+    "metric",
+    "value",
+)
+
+#: Fields a run must name (or inherit from the analysis), by phase.
+REQUIRED_SERVE = ("model", "gpu", "gpus", "tp", "pp", "weights", "input_tokens", "output_tokens")
+REQUIRED_TRAIN = ("model", "gpu", "gpus", "tp", "pp", "train_precision", "seq_len", "global_batch_tokens")
+
+Load = Literal["rate", "concurrency", "batch", "offline", "train"]
+
+
+class RunError(ValueError):
+    """A file or row that cannot become a run; the message says what is wrong and how to fix it."""
+
+
+class Measurement(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    metric: str
+    value: float = Field(gt=0)
+
+
+class Run(BaseModel):
+    """One measured run on the configuration it was measured on (frozen, hashable).
+
+    ``load`` says how requests arrived: a Poisson ``rate`` [requests/s], a fixed ``concurrency`` (closed
+    loop, no think time), a ``batch`` timed alone (the speed model), ``offline`` (every request at once,
+    ``vllm bench throughput``) or ``train`` (one training step).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: str
+    source: Literal["vllm-serve", "vllm-throughput", "csv", "table"]
+    config: RabitConfig
+    load: Load
+    rate_per_s: float | None = Field(None, gt=0)
+    concurrency: int | None = Field(None, ge=1)
+    num_requests: int | None = Field(None, ge=1)
+    measurements: tuple[Measurement, ...]
+
+    def value(self, metric: str) -> float | None:
+        for m in self.measurements:
+            if m.metric == metric:
+                return m.value
+        return None
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(m.metric for m in self.measurements)
+
+    def describe(self) -> str:
+        """The run's config in one line (the chart's hover text)."""
+        c = self.config
+        model = c.custom_model.slug if c.custom_model is not None else c.model
+        if self.load == "train":
+            return (
+                f"{model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.train_precision}, seq {c.seq_len:,}, "
+                f"global batch {c.global_batch_tokens:,} tokens"
+            )
+        if self.load == "rate":
+            how = f"{self.rate_per_s:g} req/s"
+        elif self.load == "concurrency":
+            how = f"concurrency {self.concurrency}"
+        elif self.load == "batch":
+            how = f"batch {c.batch}"
+        else:
+            how = f"offline, {self.num_requests or c.batch} requests"
+        return (
+            f"{model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.weights}, "
+            f"{c.input_tokens:,} in / {c.output_tokens:,} out, {how}"
+        )
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def model_slug(name: str) -> str | None:
+    """The catalog slug a Hugging Face model id names, if any (``meta-llama/Llama-3.1-70B-Instruct``)."""
+    if name in catalog.models():
+        return name
+    s = name.rsplit("/", 1)[-1].lower()
+    s = re.sub(r"-(instruct|chat|hf|base|it)$", "", s)
+    s = re.sub(r"^meta-", "", s)
+    if s in catalog.models():
+        return s
+    return None
+
+
+def _number(data: dict[str, Any], key: str, what: str) -> float | None:
+    v = data.get(key)
+    if v is None or v == "":
+        return None
+    if isinstance(v, str) and v.strip().lower() == "inf":
+        return math.inf
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise RunError(f"{what}: field '{key}' is not a number ({v!r})") from None
+    if math.isnan(x):
+        raise RunError(f"{what}: field '{key}' is not a number")
+    return x
+
+
+def _positive(x: float | None, key: str, what: str) -> float | None:
+    if x is not None and x <= 0:
+        raise RunError(f"{what}: field '{key}' must be positive, got {x:g}")
+    return x
+
+
+def _int(x: float | None, key: str, what: str) -> int | None:
+    if x is None:
+        return None
+    if x != int(x):
+        raise RunError(f"{what}: field '{key}' must be a whole number, got {x:g}")
+    return int(x)
+
+
+def _split_gpus(gpu: str, gpus: int) -> tuple[int, int]:
+    node = catalog.gpu(gpu).gpus_per_node
+    if gpus <= node:
+        return gpus, 1
+    if gpus % node:
+        raise RunError(f"field 'gpus': {gpus} GPUs is not a whole number of {node}-GPU nodes of {gpu}")
+    return node, gpus // node
+
+
+def build_config(fields: dict[str, Any], base: RabitConfig | None, phase: str, what: str) -> RabitConfig:
+    """The run's config: ``fields`` over ``base``; refuse with the missing required fields named."""
+    required = REQUIRED_TRAIN if phase == "train" else REQUIRED_SERVE
+    have = {k: v for k, v in fields.items() if v is not None}
+    missing = [k for k in required if k not in have and base is None]
+    if missing:
+        raise RunError(
+            f"{what}: incomplete run config, missing {', '.join(missing)} "
+            "(name them in the file, or attach it to an analysis whose config supplies them)"
+        )
+    data = base.model_dump() if base is not None else RabitConfig().model_dump()
+    if "model" in have:
+        slug = model_slug(str(have.pop("model")))
+        if slug is None:
+            raise RunError(
+                f"{what}: field 'model': {fields['model']!r} is not a catalog model "
+                f"(known: {', '.join(sorted(catalog.models()))})"
+            )
+        data["model"], data["custom_model"] = slug, None
+    if "gpu" in have and have["gpu"] not in catalog.gpus():
+        raise RunError(f"{what}: field 'gpu': unknown GPU {have['gpu']!r}; known: {', '.join(sorted(catalog.gpus()))}")
+    gpu = have.get("gpu", data["gpu"])
+    data["gpu"] = gpu
+    gpus = have.pop("gpus", None)
+    if gpus is not None:
+        data["gpus_per_node"], data["nodes"] = _split_gpus(gpu, int(gpus))
+    have.pop("gpu", None)
+    data.update(have)
+    data["phase"] = phase
+    try:
+        return RabitConfig.model_validate(data)
+    except ValidationError as exc:
+        raise RunError(f"{what}: {describe_validation_error(exc)}") from None
+
+
+# --- vLLM ------------------------------------------------------------------------------------------
+
+_META_FIELDS = {"gpu": str, "gpus": int, "tp": int, "pp": int, "weights": str, "kv_dtype": str, "model": str}
+
+
+def _metadata(data: dict[str, Any], what: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, typ in _META_FIELDS.items():
+        if k in data and data[k] is not None:
+            if typ is int:
+                out[k] = _int(_positive(_number(data, k, what), k, what), k, what)
+            else:
+                out[k] = str(data[k])
+    return out
+
+
+def parse_vllm_serve(data: dict[str, Any], base: RabitConfig | None = None, label: str = "") -> Run:
+    """A ``vllm bench serve --save-result`` result; the config is ``base`` unless the file says otherwise."""
+    what = label or "vllm bench serve result"
+    meta = _metadata(data, what)
+    if "model" not in meta and data.get("model_id"):
+        slug = model_slug(str(data["model_id"]))
+        if slug is not None:
+            meta["model"] = slug
+        elif base is None:
+            raise RunError(
+                f"{what}: field 'model_id': {data['model_id']!r} is not a catalog model; add "
+                "--metadata model=<slug> or attach the file to an analysis"
+            )
+    completed = _int(_positive(_number(data, "completed", what), "completed", what), "completed", what)
+    if completed is None:
+        raise RunError(f"{what}: missing field 'completed' (not a vllm bench serve --save-result file?)")
+    for key in ("total_input_tokens", "total_output_tokens"):
+        if _positive(_number(data, key, what), key, what) is None:
+            raise RunError(f"{what}: missing field '{key}' (not a vllm bench serve --save-result file?)")
+    meta["input_tokens"] = max(1, round(float(data["total_input_tokens"]) / completed))
+    meta["output_tokens"] = max(1, round(float(data["total_output_tokens"]) / completed))
+    rate = _number(data, "request_rate", what)
+    conc = _int(_number(data, "max_concurrency", what), "max_concurrency", what)
+    _positive(rate, "request_rate", what)
+    _positive(conc, "max_concurrency", what)
+    n = _int(_number(data, "num_prompts", what), "num_prompts", what) or completed
+    meas = []
+    for key, (metric, k) in _VLLM_SERVE.items():
+        x = _number(data, key, what)
+        if x is None:
+            continue
+        if x <= 0:
+            raise RunError(f"{what}: field '{key}' must be positive, got {x:g}")
+        meas.append(Measurement(metric=metric, value=x * k))
+    if not meas:
+        raise RunError(
+            f"{what}: no metric found (expected median_ttft_ms, median_itl_ms, ... as vllm bench serve "
+            "--save-result writes them)"
+        )
+    if rate is not None and math.isfinite(rate):
+        load, extra = "rate", {"rate_per_s": rate}
+    elif conc is not None:
+        load, extra = "concurrency", {"concurrency": conc}
+    else:
+        load, extra = "offline", {}
+    cfg = build_config(meta, base, "serve", what)
+    return Run(
+        label=label or f"vllm serve {data.get('date', '')}".strip(),
+        source="vllm-serve",
+        config=cfg,
+        load=load,
+        num_requests=n,
+        measurements=tuple(meas),
+        **extra,
+    )
+
+
+def parse_vllm_throughput(
+    data: dict[str, Any],
+    base: RabitConfig | None = None,
+    label: str = "",
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+) -> Run:
+    """A ``vllm bench throughput --output-json`` result (offline: every request submitted at once).
+
+    ``tokens_per_second`` counts prompt and output tokens; the output share is ``O / (I + O)`` with the
+    run's mean lengths, which the file does not carry (the analysis's, or the caller's).
+    """
+    what = label or "vllm bench throughput result"
+    tps = _positive(_number(data, "tokens_per_second", what), "tokens_per_second", what)
+    if tps is None:
+        raise RunError(f"{what}: missing field 'tokens_per_second' (not a vllm bench throughput --output-json file?)")
+    n = _int(_positive(_number(data, "num_requests", what), "num_requests", what), "num_requests", what)
+    meta = _metadata(data, what)
+    for k, v in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+        if v is not None:
+            meta[k] = v
+        elif k in data:
+            meta[k] = _int(_positive(_number(data, k, what), k, what), k, what)
+    cfg = build_config(meta, base, "serve", what)
+    out_tps = tps * cfg.output_tokens / (cfg.input_tokens + cfg.output_tokens)
+    return Run(
+        label=label or "vllm throughput",
+        source="vllm-throughput",
+        config=cfg,
+        load="offline",
+        num_requests=n,
+        measurements=(Measurement(metric="throughput_tokens_per_s", value=out_tps),),
+    )
+
+
+def parse_json(text: str | bytes, base: RabitConfig | None = None, label: str = "") -> Run:
+    """Either vLLM file, told apart by its fields."""
+    try:
+        data = parse_json_payload(text, what=label or "file")  # size, UTF-8 and depth checked before parsing
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise RunError(f"{label or 'file'}: expected one JSON object from vllm bench, got {type(data).__name__}")
+    if "tokens_per_second" in data and "completed" not in data:
+        return parse_vllm_throughput(data, base, label)
+    if "completed" in data or any(k in data for k in _VLLM_SERVE):
+        return parse_vllm_serve(data, base, label)
+    raise RunError(
+        f"{label or 'file'}: neither a vllm bench serve --save-result nor a vllm bench throughput "
+        "--output-json file (no 'completed' or 'tokens_per_second' field)"
+    )
+
+
+# --- CSV template and typed rows -------------------------------------------------------------------
+
+_INT_FIELDS = (
+    "gpus",
+    "tp",
+    "pp",
+    "input_tokens",
+    "output_tokens",
+    "concurrency",
+    "batch",
+    "seq_len",
+    "micro_batch",
+    "global_batch_tokens",
+    "zero",
+)
+_STR_FIELDS = ("model", "gpu", "weights", "train_precision")
+
+
+#: The template's example rows: one per kind of run (columns left out are blank).
+_TEMPLATE_ROWS: tuple[dict[str, Any], ...] = (
+    {"label": "serve-run-1", "rate_per_s": 2.0, "metric": "ttft_s.p50", "value": 0.036},
+    {"label": "serve-run-1", "rate_per_s": 2.0, "metric": "itl_s.p50", "value": 0.0075},
+    {"label": "batch-run", "batch": 32, "metric": "itl_s.p50", "value": 0.0095},
+    {
+        "label": "train-run",
+        "gpus": 8,
+        "weights": "",
+        "input_tokens": "",
+        "output_tokens": "",
+        "train_precision": "bf16",
+        "seq_len": 4096,
+        "micro_batch": 1,
+        "global_batch_tokens": 4194304,
+        "zero": 1,
+        "metric": "step_s",
+        "value": 52.0,
+    },
+)
+_TEMPLATE_SHARED = {
+    "model": "llama-3.1-8b",
+    "gpu": "h100-sxm",
+    "gpus": 1,
+    "tp": 1,
+    "pp": 1,
+    "weights": "bf16",
+    "input_tokens": 1024,
+    "output_tokens": 256,
+}
+
+
+def csv_template() -> str:
+    """The template the Calibration page offers: the columns and one example row per kind of run."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, restval="", lineterminator="\r\n")
+    w.writeheader()
+    for row in _TEMPLATE_ROWS:
+        w.writerow({**_TEMPLATE_SHARED, **row})
+    return buf.getvalue()
+
+
+def parse_rows(rows: list[dict[str, Any]], base: RabitConfig | None = None, source: str = "table") -> tuple[Run, ...]:
+    """Typed rows (CSV template columns) -> runs; rows with the same label and config form one run."""
+    grouped: dict[tuple, dict[str, Any]] = {}
+    for i, row in enumerate(rows, start=1):
+        row = {k.strip(): (v.strip() if isinstance(v, str) else v) for k, v in row.items() if k is not None}
+        if all(v in (None, "") or (isinstance(v, float) and math.isnan(v)) for v in row.values()):
+            continue
+        what = f"row {i}"
+        row = {k: (None if (v == "" or (isinstance(v, float) and math.isnan(v))) else v) for k, v in row.items()}
+        metric = row.get("metric")
+        if not metric:
+            raise RunError(f"{what}: field 'metric' is empty; use one of {', '.join(METRICS)}")
+        if metric not in METRICS:
+            raise RunError(f"{what}: field 'metric': unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+        value = _number(row, "value", what)
+        if value is None:
+            raise RunError(f"{what}: field 'value' is empty")
+        if not value > 0 or not math.isfinite(value):
+            raise RunError(f"{what}: field 'value' must be a positive number, got {value:g}")
+        phase = METRICS[metric][1]
+        fields: dict[str, Any] = {}
+        for k in _INT_FIELDS:
+            x = _number(row, k, what)
+            if x is not None:
+                fields[k] = _int(x if k == "zero" else _positive(x, k, what), k, what)
+        for k in _STR_FIELDS:
+            if row.get(k):
+                fields[k] = str(row[k])
+        rate = _positive(_number(row, "rate_per_s", what), "rate_per_s", what)
+        conc = fields.pop("concurrency", None)
+        batch = fields.get("batch")
+        if phase == "train":
+            load = "train"
+        elif rate is not None and math.isfinite(rate):
+            load = "rate"
+        elif conc is not None:
+            load = "concurrency"
+        elif batch is not None:
+            load = "batch"
+        elif base is None:
+            raise RunError(f"{what}: incomplete run config, missing rate_per_s, concurrency or batch")
+        else:
+            load = "batch"
+        key = (row.get("label") or f"run {i}", phase, load, rate, conc, tuple(sorted(fields.items())))
+        g = grouped.setdefault(
+            key, {"what": what, "fields": fields, "phase": phase, "load": load, "rate": rate, "conc": conc, "meas": {}}
+        )
+        if metric in g["meas"]:
+            raise RunError(f"{what}: metric {metric!r} given twice for run {key[0]!r}")
+        g["meas"][metric] = value
+    if not grouped:
+        raise RunError("no rows: fill in at least one run (config fields, metric and value)")
+    runs = []
+    for key, g in grouped.items():
+        cfg = build_config(g["fields"], base, g["phase"], g["what"])
+        runs.append(
+            Run(
+                label=str(key[0]),
+                source=source,
+                config=cfg,
+                load=g["load"],
+                rate_per_s=g["rate"],
+                concurrency=g["conc"],
+                measurements=tuple(Measurement(metric=m, value=v) for m, v in g["meas"].items()),
+            )
+        )
+    return tuple(runs)
+
+
+def parse_csv(text: str | bytes, base: RabitConfig | None = None) -> tuple[Run, ...]:
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise RunError("the CSV is not UTF-8 text") from None
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        cols = set(reader.fieldnames or ())
+        missing = [c for c in ("metric", "value") if c not in cols]
+        if missing:
+            raise RunError(f"CSV: missing column(s) {', '.join(missing)}; download the template for the columns")
+        rows = list(reader)
+    except csv.Error as exc:  # e.g. a field over the csv module's size limit
+        raise RunError(f"CSV: line {reader.line_num}: not readable ({exc})") from None
+    return parse_rows(rows, base, source="csv")
+
+
+def parse_file(name: str, content: str | bytes, base: RabitConfig | None = None) -> tuple[Run, ...]:
+    """A file by its name: ``.csv`` is the template, anything else a vLLM JSON."""
+    if name.lower().endswith(".csv"):
+        return parse_csv(content, base)
+    return (parse_json(content, base, label=name.rsplit("/", 1)[-1]),)

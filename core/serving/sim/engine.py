@@ -1,0 +1,713 @@
+"""The event loop: one replica under continuous batching, iteration by iteration.
+
+One :class:`Engine` owns the clock ``now_s``, the queues, the KV pool and its counters; it draws
+nothing itself (the workload's :class:`~core.config.workload.Draws` come from the injected generator)
+and returns plain records. An iteration is timed by the step model for its exact mix of prefill
+and decode tokens (``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read).
+
+Speed: between events nothing but decoding happens, and every decoding sequence gains one token per
+decode iteration, so the decode set advances in lockstep. A sequence's context is ``base + D``
+(``D`` = decode iterations so far, ``Engine.decode_iters``), so the batch's ``R`` and ``A`` are affine in
+``D`` and a whole
+run of identical-shape decode iterations is timed in closed form (:mod:`core.serving.sim.timing`); the
+run stops at the next event: an arrival the scheduler could act on, the first sequence to finish,
+a timeout, the KV pool running out (paged blocks counted exactly via the block phase of each
+sequence), or a sequence's context reaching a sliding window. No Python work per token.
+
+Scheduling (vLLM V1 / Sarathi-Serve for ``chunked``, vLLM V0 for ``prefill_priority``):
+
+* ``chunked``: each iteration first gives every decoding sequence its token, then continues
+  partial prefills, then admits waiting requests first-come first-served while the token budget,
+  the batch limit and the KV pool allow; a prompt longer than what is left of the budget is split
+  into chunks over iterations. A request that does not fit blocks the ones behind it (strict FCFS).
+* ``prefill_priority``: when the head of the queue can be admitted, the iteration prefills whole
+  prompts (FCFS, up to the token budget; a prompt longer than the budget runs alone) and the
+  decoding sequences wait; otherwise it decodes every running sequence.
+
+KV admission:
+
+* ``preempt``: paged blocks of ``block_size`` tokens allocated as tokens are computed; when an
+  iteration's blocks cannot be allocated, the most recently admitted running sequence is
+  preempted (its blocks freed, it returns to the head of the queue and later recomputes its prompt
+  plus the tokens it had generated: recompute, as vLLM does); no admissions in such an iteration.
+  With ``prefix_caching`` (vLLM V1's default) the victim's full blocks stay in the prefix cache: freed
+  blocks join the tail of vLLM's free queue, so allocations evict everything older first, and the victim
+  at the head of the queue keeps ``min(its full blocks, free blocks when it is re-admitted)``; those
+  tokens are a cache hit and only the rest (at least the last token) is recomputed. Not modelled for
+  sliding-window models (their windowed blocks are not reusable the same way).
+* ``reserve``: admission reserves the blocks of prompt + the workload's largest output
+  (the client's max_tokens) up front; never preempts.
+
+A request that can never fit (its whole context exceeds the pool, or the model's context window) is
+rejected on arrival, counted, and never blocks the queue. With ``timeout_s``, a request not finished
+that long after its arrival is cancelled (waiting or running; a running one at the end of the
+iteration in progress) and its blocks are freed.
+
+Sliding-window layers (Mistral, gpt-oss): the pool is in bytes, so a sequence of context ``c`` holds
+``f ceil(c/B) + s ceil(min(c, w)/B)`` blocks-worth, with ``f`` and ``s`` the shares of full and
+sliding layers; the attended pairs and cached reads use the same per-layer-average clipping
+(a decode token at context ``c`` attends ``f (c+1) + s min(c+1, w)`` keys per layer on average).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from collections import deque
+from dataclasses import dataclass
+
+from core.base import WorkBudget
+from core.serving.sim.timing import ArrayTiming, LinearTiming
+from core.config import Draws, SimSpec
+
+INF = math.inf
+_EPS = 1e-9
+
+# request status codes in the records
+DONE, REJECTED, TIMED_OUT, UNFINISHED = 0, 1, 2, -1
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The KV pool of one replica, in blocks of ``block`` tokens at the per-token KV of all layers."""
+
+    blocks: float  # capacity [blocks-worth]; whole blocks for models without sliding layers
+    block: int  # tokens per block
+    full_share: float  # f: share of layers with full attention
+    slide_share: float  # s: share of sliding-window layers
+    window: int  # w [tokens]; 0 when there are no sliding layers
+    max_context: int  # the model's context window [tokens]
+
+    def blocks_for(self, c: int) -> float:
+        """Blocks-worth held by one sequence of ``c`` cached tokens."""
+        B = self.block
+        v = self.full_share * ((c + B - 1) // B)
+        if self.slide_share:
+            v += self.slide_share * ((min(c, self.window) + B - 1) // B)
+        return v
+
+    def eff(self, c: float) -> float:
+        """Per-layer-average tokens held or read at context ``c`` (``c`` without sliding layers)."""
+        if not self.slide_share:
+            return c
+        return self.full_share * c + self.slide_share * min(c, self.window)
+
+    def chunk_pairs(self, p: int, n: int) -> float:
+        """Attended (query, key) pairs of a prefill chunk of ``n`` tokens after ``p`` cached ones."""
+        full = n * p + n * (n + 1) / 2
+        if not self.slide_share:
+            return full
+        w, a, b = self.window, p + 1, p + n
+        if b <= w:
+            clipped = full
+        elif a > w:
+            clipped = n * w
+        else:
+            clipped = (a + w) * (w - a + 1) / 2 + (b - w) * w
+        return self.full_share * full + self.slide_share * clipped
+
+
+@dataclass(frozen=True)
+class Records:
+    """What one run leaves behind (plain arrays; :mod:`core.serving.sim.metrics` turns them into results)."""
+
+    arrival_s: array
+    input_tokens: array
+    output_tokens: array
+    status: array
+    admitted_s: array
+    first_token_s: array
+    finish_s: array
+    preemptions: array
+    # time series, one point per scheduler step (or run of decode iterations)
+    ts_s: array
+    ts_waiting: array
+    ts_running: array
+    ts_kv_frac: array
+    busy_s: float
+    prefill_s: float
+    iterations: int
+    total_preemptions: int
+    last_arrival_s: float
+
+
+class Engine:
+    """One replica: the clock, the queues, the KV pool and the counters of one simulation."""
+
+    def __init__(self, spec: SimSpec, timing: LinearTiming | ArrayTiming, pool: Pool, draws: Draws) -> None:
+        self.spec, self.timing, self.pool, self.draws = spec, timing, pool, draws
+        self.block_tokens = pool.block
+        self.pool_blocks = pool.blocks
+        self.inv_P = 1.0 / pool.blocks if pool.blocks > 0 else 0.0
+        self.full_share, self.slide_share, self.window = pool.full_share, pool.slide_share, pool.window
+        self.sliding = pool.slide_share > 0
+        self.reserve = spec.admission == "reserve"
+        self.max_out = spec.max_output_tokens()
+        self.now_s = 0.0
+        # per request (index = request number)
+        self.arr: list[float] = []
+        self.inp: list[int] = []
+        self.out: list[int] = []
+        self.status: list[int] = []
+        self.admit_s: list[float] = []
+        self.first_s: list[float] = []
+        self.fin_s: list[float] = []
+        self.npre: list[int] = []
+        self.gen: list[int] = []  # tokens emitted (decoding sequences: refreshed from out - (fin_d - D) on leaving)
+        self.ctx: list[int] = []  # prefilling: tokens computed; decoding: base (context - D)
+        self.target: list[int] = []  # prefill length of the current admission
+        self.fin_d: list[int] = []  # D at which a decoding sequence emits its last token; -1 otherwise
+        self.lo: list[bool] = []  # decoding and context below the sliding window
+        self.res: list[float] = []  # reserved blocks-worth (reserve admission)
+        self.cached: list[int] = []  # preempted: tokens of its full blocks left in the prefix cache
+        self.keep_cache = spec.prefix_caching and not self.reserve and not self.sliding
+        # queues
+        self.waiting: deque[int] = deque()
+        self.running: list[int] = []  # admission order (the last is preempted first)
+        self.prefilling: list[int] = []  # running, still prefilling (admission order)
+        # lockstep decode set
+        self.decode_iters = 0
+        self.num_decoding = 0
+        self.num_in_window = 0
+        self.base_sum = 0
+        self.base_sum_in_window = 0
+        self.hist_f = [0] * self.block_tokens
+        self.hist_s = [0] * self.block_tokens
+        self.fin_heap: list[tuple[int, int]] = []
+        self.cross_heap: list[tuple[int, int]] = []
+        self.dl_heap: list[tuple[float, int]] = []
+        # KV blocks held (or reserved): full-layer and sliding-layer block counts
+        self.full_blocks = 0
+        self.slide_blocks = 0
+        self.used_res = 0.0
+        # arrivals
+        self.issued = 0
+        self.arrivals: list[tuple[float, int]] = []  # closed loop: (time, user-seq) heap
+        self.next_poisson = draws.gaps[0] if spec.arrival == "poisson" else INF
+        self.next_arr = self.next_poisson  # time of the next arrival (kept current: the hot loop reads it)
+        self.last_arrival_s = 0.0
+        # counters
+        self.busy_s = 0.0
+        self.prefill_s = 0.0
+        self.iterations = 0
+        self.preemptions = 0
+        self._preempted_now = False
+        # time series
+        self.ts_s, self.ts_w, self.ts_r, self.ts_kv = array("d"), array("d"), array("d"), array("d")
+        if spec.arrival == "closed":
+            for u in range(self._issue_cap(spec.users)):
+                self.arrivals.append((0.0, u))
+            heapq.heapify(self.arrivals)
+            self.next_arr = self.arrivals[0][0] if self.arrivals else INF
+
+    # --- arrivals ---------------------------------------------------------------------------------
+    def _issue_cap(self, n: int) -> int:
+        cap = self.spec.num_requests
+        return n if cap is None else min(n, cap)
+
+    def next_arrival_s(self) -> float:
+        return self.next_arr
+
+    def _pop_arrival(self) -> float:
+        s = self.spec
+        if s.arrival == "poisson":
+            t = self.next_poisson
+            n = self.issued + 1
+            if s.num_requests is not None and n >= s.num_requests:
+                self.next_poisson = INF
+            else:
+                self.draws.ensure(n + 1)
+                nxt = t + self.draws.gaps[n]
+                self.next_poisson = nxt if (s.duration_s is None or nxt <= s.duration_s) else INF
+            self.next_arr = self.next_poisson
+            return t
+        t, _ = heapq.heappop(self.arrivals)
+        self.next_arr = self.arrivals[0][0] if self.arrivals else INF
+        return t
+
+    def _user_done(self, rid: int, t_end: float) -> None:
+        """Closed loop: the user of request ``rid`` thinks, then sends the next request."""
+        s = self.spec
+        if s.arrival != "closed":
+            return
+        if s.num_requests is not None and self.issued + len(self.arrivals) >= s.num_requests:
+            return
+        self.draws.ensure(rid + 1)
+        t = t_end + self.draws.gaps[rid]
+        if s.duration_s is not None and t > s.duration_s:
+            return
+        heapq.heappush(self.arrivals, (t, self.issued + len(self.arrivals)))
+        self.next_arr = self.arrivals[0][0]
+
+    def _absorb_arrivals(self) -> None:
+        """Queue (or reject) every request that has arrived by now; one time-series point at each arrival."""
+        while self.next_arr <= self.now_s and self.next_arr < INF:  # an infinite clock admits nothing more
+            t = self._pop_arrival()
+            rid = self.issued
+            self.issued += 1
+            self.draws.ensure(rid + 1)
+            i, o = self.draws.inp[rid], self.draws.out[rid]
+            self.arr.append(t)
+            self.inp.append(i)
+            self.out.append(o)
+            self.status.append(UNFINISHED)
+            self.admit_s.append(math.nan)
+            self.first_s.append(math.nan)
+            self.fin_s.append(math.nan)
+            self.npre.append(0)
+            self.gen.append(0)
+            self.ctx.append(0)
+            self.target.append(0)
+            self.fin_d.append(-1)
+            self.lo.append(False)
+            self.res.append(0.0)
+            self.cached.append(0)
+            self.last_arrival_s = t
+            need = self.pool.blocks_for(i + (self.max_out if self.reserve else o - 1))
+            if i + o > self.pool.max_context or need > self.pool_blocks + _EPS:
+                self.status[rid] = REJECTED
+                self.fin_s[rid] = t
+                self._user_done(rid, t)
+                continue
+            self.waiting.append(rid)
+            if self.spec.timeout_s is not None:
+                heapq.heappush(self.dl_heap, (t + self.spec.timeout_s, rid))
+            self._record(t)
+
+    # --- KV ---------------------------------------------------------------------------------------
+    def used(self) -> float:
+        return (
+            self.used_res if self.reserve else self.full_share * self.full_blocks + self.slide_share * self.slide_blocks
+        )
+
+    def _chunk_blocks(self, c: int, n: int) -> tuple[int, int]:
+        B = self.block_tokens
+        f = (c + n + B - 1) // B - (c + B - 1) // B
+        if not self.sliding:
+            return f, 0
+        w = self.window
+        s = (min(c + n, w) + B - 1) // B - (min(c, w) + B - 1) // B
+        return f, s
+
+    def _release(self, rid: int, c: int) -> None:
+        if self.reserve:
+            self.used_res -= self.res[rid]
+            self.res[rid] = 0.0
+            return
+        B = self.block_tokens
+        self.full_blocks -= (c + B - 1) // B
+        if self.sliding:
+            self.slide_blocks -= (min(c, self.window) + B - 1) // B
+
+    def _decode_need(self) -> float:
+        """Blocks-worth the decode set allocates in the next iteration."""
+        if self.reserve or not self.num_decoding:
+            return 0.0
+        ph = (-self.decode_iters) % self.block_tokens
+        return self.full_share * self.hist_f[ph] + (self.slide_share * self.hist_s[ph] if self.sliding else 0.0)
+
+    def _kv_run_bound(self, kmax: int) -> int:
+        """Decode iterations (<= kmax) whose block allocations all succeed."""
+        if self.reserve:
+            return kmax
+        cyc = self.full_share * self.num_decoding + self.slide_share * self.num_in_window
+        if cyc <= 0:
+            return kmax
+        free = self.pool_blocks - self.used() + _EPS
+        if free < 0:
+            return 0
+        B = self.block_tokens
+        q = int(free // cyc)
+        if q * B >= kmax:
+            return kmax
+        rem = free - q * cyc
+        D, hf, hs, wf, ws = self.decode_iters, self.hist_f, self.hist_s, self.full_share, self.slide_share
+        for j in range(B):
+            ph = (-(D + j)) % B
+            need = wf * hf[ph] + ws * hs[ph]
+            if need > rem:
+                return min(kmax, q * B + j)
+            rem -= need
+        return min(kmax, q * B + B)  # unreachable: a full cycle costs cyc > rem
+
+    # --- the lockstep decode set ------------------------------------------------------------------
+    def _join_decode(self, rid: int, c: int) -> None:
+        base = c - self.decode_iters
+        self.ctx[rid] = base
+        ph = base % self.block_tokens
+        self.num_decoding += 1
+        self.base_sum += base
+        self.hist_f[ph] += 1
+        if self.sliding and c < self.window:
+            self.lo[rid] = True
+            self.num_in_window += 1
+            self.base_sum_in_window += base
+            self.hist_s[ph] += 1
+            heapq.heappush(self.cross_heap, (self.window - base, rid))
+        fd = self.decode_iters + self.out[rid] - self.gen[rid]
+        self.fin_d[rid] = fd
+        heapq.heappush(self.fin_heap, (fd, rid))
+
+    def _leave_decode(self, rid: int) -> int:
+        """Take ``rid`` out of the decode set; returns its context."""
+        base = self.ctx[rid]
+        ph = base % self.block_tokens
+        self.num_decoding -= 1
+        self.base_sum -= base
+        self.hist_f[ph] -= 1
+        if self.lo[rid]:
+            self.lo[rid] = False
+            self.num_in_window -= 1
+            self.base_sum_in_window -= base
+            self.hist_s[ph] -= 1
+        self.gen[rid] = self.out[rid] - (self.fin_d[rid] - self.decode_iters)
+        self.fin_d[rid] = -1
+        return base + self.decode_iters
+
+    def _decode_AR(self) -> tuple[float, float, float]:
+        """(A, R, g) of the decode set now: attended pairs, cached tokens read, growth per iteration."""
+        m, D = self.num_decoding, self.decode_iters
+        if not self.sliding:
+            R = float(self.base_sum + m * D)
+            return R + m, R, float(m)
+        wf, ws = self.full_share, self.slide_share
+        lo_ctx = self.base_sum_in_window + self.num_in_window * D
+        R = wf * (self.base_sum + m * D) + ws * (lo_ctx + (m - self.num_in_window) * self.window)
+        g = wf * m + ws * self.num_in_window
+        return R + g, R, g
+
+    def _advance_decode(self, k: int) -> None:
+        """Account ``k`` decode iterations (blocks, D), then finish the sequences that are done."""
+        if not self.reserve:
+            B, D = self.block_tokens, self.decode_iters
+            if k == 1:
+                ph = (-D) % B
+                self.full_blocks += self.hist_f[ph]
+                if self.sliding:
+                    self.slide_blocks += self.hist_s[ph]
+            else:
+                q, r = divmod(k, B)
+                hf = self.hist_f
+                self.full_blocks += q * self.num_decoding + sum(hf[(-(D + j)) % B] for j in range(r))
+                if self.sliding:
+                    hs = self.hist_s
+                    self.slide_blocks += q * self.num_in_window + sum(hs[(-(D + j)) % B] for j in range(r))
+        self.decode_iters += k
+        D = self.decode_iters
+        fh = self.fin_heap
+        while fh and fh[0][0] <= D:
+            fd, rid = heapq.heappop(fh)
+            if self.fin_d[rid] != fd:
+                continue  # stale: preempted or cancelled since
+            c = self._leave_decode(rid)
+            self.running.remove(rid)
+            self._release(rid, c)
+            self._finish(rid, DONE)
+        ch = self.cross_heap
+        while ch and ch[0][0] <= D:
+            cd, rid = heapq.heappop(ch)
+            if not self.lo[rid] or self.ctx[rid] != self.window - cd:
+                continue
+            base = self.ctx[rid]
+            self.lo[rid] = False
+            self.num_in_window -= 1
+            self.base_sum_in_window -= base
+            self.hist_s[base % self.block_tokens] -= 1
+
+    def _finish(self, rid: int, status: int) -> None:
+        self.status[rid] = status
+        self.fin_s[rid] = self.now_s
+        self._user_done(rid, self.now_s)
+
+    # --- preemption and timeouts ------------------------------------------------------------------
+    def _take_out(self, rid: int) -> int:
+        """Remove a running request (prefilling or decoding) and free its blocks; returns its context."""
+        self.running.remove(rid)
+        if self.fin_d[rid] >= 0:
+            c = self._leave_decode(rid)
+        else:
+            self.prefilling.remove(rid)
+            c = self.ctx[rid]
+        self._release(rid, c)
+        return c
+
+    def _preempt_last(self) -> None:
+        rid = self.running[-1]
+        c = self._take_out(rid)
+        self.cached[rid] = (c // self.block_tokens) * self.block_tokens if self.keep_cache else 0
+        self.ctx[rid] = 0
+        self.npre[rid] += 1
+        self.preemptions += 1
+        self.waiting.appendleft(rid)
+
+    def _expire(self) -> None:
+        now = self.now_s
+        dh = self.dl_heap
+        while dh and dh[0][0] <= now:
+            t, rid = heapq.heappop(dh)
+            if self.status[rid] != UNFINISHED:
+                continue
+            if rid in self.running:
+                self._take_out(rid)
+            else:
+                self.waiting.remove(rid)
+            self._finish(rid, TIMED_OUT)
+
+    def _next_deadline(self) -> float:
+        dh = self.dl_heap
+        while dh and self.status[dh[0][1]] != UNFINISHED:
+            heapq.heappop(dh)
+        return dh[0][0] if dh else INF
+
+    # --- scheduling -------------------------------------------------------------------------------
+    def _hit(self, rid: int, used: float) -> int:
+        """Cached tokens the head request finds when admitted with ``used`` blocks-worth taken (see above)."""
+        cached = self.cached[rid]
+        if not cached:
+            return 0
+        B = self.block_tokens
+        free = int(math.floor(self.pool_blocks - used + _EPS))
+        last = ((self.inp[rid] + self.gen[rid] - 1) // B) * B  # the last token is always recomputed
+        return max(0, min(cached, free * B, last))
+
+    def _admit(self, rid: int, hit: int = 0) -> None:
+        self.waiting.popleft()
+        self.running.append(rid)
+        self.prefilling.append(rid)
+        self.ctx[rid] = hit
+        self.cached[rid] = 0
+        if hit:
+            self.full_blocks += hit // self.block_tokens  # the cached blocks are taken back
+        self.target[rid] = self.inp[rid] + self.gen[rid]  # recompute after a preemption
+        if math.isnan(self.admit_s[rid]):
+            self.admit_s[rid] = self.now_s
+        if self.reserve:
+            need = self.pool.blocks_for(self.inp[rid] + self.max_out)
+            self.res[rid] = need
+            self.used_res += need
+
+    def _admission_need(self, rid: int, n: int) -> float:
+        if self.reserve:
+            return self.pool.blocks_for(self.inp[rid] + self.max_out)
+        f, s = self._chunk_blocks(0, n)
+        return self.full_share * f + self.slide_share * s
+
+    def step(self) -> None:
+        """One scheduler decision: a single iteration with prefill work, or a run of decode iterations."""
+        chunks: list[tuple[int, int]] = []  # (request, tokens this iteration)
+        # a run of decode iterations is valid only while the queue cannot move: after a preemption
+        # the head was not even considered (no admissions in such an iteration), so run one iteration
+        self._preempted_now = False
+        if self.spec.policy == "chunked":
+            self._plan_chunked(chunks)
+        else:
+            self._plan_prefill_priority(chunks)
+        if chunks:
+            self._mixed_iteration(chunks)
+        elif self.num_decoding:
+            self._decode_run(1 if self._preempted_now else None)
+        elif self.waiting and not self.running:
+            rid = self.waiting[0]
+            n = min(self.inp[rid] + self.gen[rid], self.spec.token_budget)
+            if self._admission_need(rid, n) > self.pool_blocks + _EPS:
+                # cannot run even in an empty engine (arrival checks make this unreachable; no silent stall)
+                self.waiting.popleft()
+                self._finish(rid, REJECTED)
+            # else: preemption emptied the engine this step; the next step admits the head
+        self._record()
+
+    def _plan_chunked(self, chunks: list[tuple[int, int]]) -> None:
+        K = self.spec.token_budget
+        preempted = False
+        while True:
+            left = K - self.num_decoding
+            need = self._decode_need()
+            chunks.clear()
+            for rid in self.prefilling:
+                if left <= 0:
+                    break
+                c = self.ctx[rid]
+                n = min(self.target[rid] - c, left)
+                left -= n
+                chunks.append((rid, n))
+                if not self.reserve:
+                    f, s = self._chunk_blocks(c, n)
+                    need += self.full_share * f + self.slide_share * s
+            if self.reserve or self.used() + need <= self.pool_blocks + _EPS or not self.running:
+                break
+            self._preempt_last()
+            preempted = True
+        if preempted:
+            self._preempted_now = True
+            return
+        used = self.used() + need
+        mb = self.spec.max_batch
+        while self.waiting and left > 0 and len(self.running) < mb:
+            rid = self.waiting[0]
+            h = self._hit(rid, used)
+            n = min(self.inp[rid] + self.gen[rid] - h, left)
+            add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
+            if used + add > self.pool_blocks + _EPS:
+                break
+            self._admit(rid, h)
+            used += add
+            left -= n
+            chunks.append((rid, n))
+
+    def _plan_prefill_priority(self, chunks: list[tuple[int, int]]) -> None:
+        K = self.spec.token_budget
+        mb = self.spec.max_batch
+        used = self.used()
+        total = 0
+        while self.waiting and len(self.running) < mb:
+            rid = self.waiting[0]
+            h = self._hit(rid, used)
+            n = self.inp[rid] + self.gen[rid] - h
+            if chunks and total + n > K:
+                break
+            add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
+            if used + add > self.pool_blocks + _EPS:
+                break
+            self._admit(rid, h)
+            used += add
+            total += n
+            chunks.append((rid, n))
+        if chunks:
+            return
+        while self.num_decoding and not self.reserve and self.used() + self._decode_need() > self.pool_blocks + _EPS:
+            self._preempt_last()
+            self._preempted_now = True
+
+    def _mixed_iteration(self, chunks: list[tuple[int, int]]) -> None:
+        pool, tm = self.pool, self.timing
+        decoding = self.num_decoding > 0 and self.spec.policy == "chunked"
+        if decoding:
+            A_d, R_d, _ = self._decode_AR()
+            T, A, R = self.num_decoding, A_d, R_d
+        else:
+            T, A, R = 0, 0.0, 0.0
+        for rid, n in chunks:
+            c = self.ctx[rid]
+            T += n
+            A += pool.chunk_pairs(c, n)
+            R += pool.eff(c)
+            if not self.reserve:
+                f, s = self._chunk_blocks(c, n)
+                self.full_blocks += f
+                self.slide_blocks += s
+        # sequences scheduled: every decoding one and each prompt with a chunk (each is sampled or tracked)
+        dt = tm.one(T, A, R, (self.num_decoding if decoding else 0) + len(chunks))
+        self.busy_s += dt
+        self.prefill_s += dt - (tm.one(self.num_decoding, A_d, R_d) if decoding else 0.0)
+        self.iterations += 1
+        self.now_s += dt
+        if self.next_arr <= self.now_s:
+            self._absorb_arrivals()  # those that came during the iteration, before anything leaves
+        if decoding:
+            self._advance_decode(1)
+        for rid, n in chunks:
+            c = self.ctx[rid] + n
+            self.ctx[rid] = c
+            if c < self.target[rid]:
+                continue
+            self.prefilling.remove(rid)
+            self.gen[rid] += 1
+            if self.gen[rid] == 1:
+                self.first_s[rid] = self.now_s
+            if self.gen[rid] >= self.out[rid]:
+                self.running.remove(rid)
+                self._release(rid, c)
+                self._finish(rid, DONE)
+            else:
+                self._join_decode(rid, c)
+
+    def _decode_run(self, limit: int | None = None) -> None:
+        kmax = self.fin_heap_min() - self.decode_iters
+        if limit is not None:
+            kmax = min(kmax, limit)
+        if self.sliding and self.num_in_window:
+            kmax = min(kmax, self.cross_min() - self.decode_iters)
+        kmax = self._kv_run_bound(kmax)
+        if kmax <= 0:  # cannot happen after planning; guard against a silent stall
+            raise RuntimeError("decode run without room for one iteration")
+        t_event = self._next_deadline() if self.dl_heap else INF
+        if not self.waiting and self.next_arr < t_event:
+            t_event = self.next_arr
+        A, R, g = self._decode_AR()
+        k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, t_event - self.now_s if t_event < INF else INF)
+        self.busy_s += dt
+        self.iterations += k
+        self.now_s += dt
+        if self.next_arr <= self.now_s:
+            self._absorb_arrivals()
+        self._advance_decode(k)
+
+    def fin_heap_min(self) -> int:
+        fh = self.fin_heap
+        while fh and self.fin_d[fh[0][1]] != fh[0][0]:
+            heapq.heappop(fh)
+        return fh[0][0]
+
+    def cross_min(self) -> int:
+        ch = self.cross_heap
+        while ch and not (self.lo[ch[0][1]] and self.ctx[ch[0][1]] == self.window - ch[0][0]):
+            heapq.heappop(ch)
+        return ch[0][0] if ch else 1 << 62
+
+    def _record(self, t: float | None = None) -> None:
+        self.ts_s.append(self.now_s if t is None else t)
+        self.ts_w.append(len(self.waiting))
+        self.ts_r.append(len(self.running))
+        self.ts_kv.append(
+            (
+                self.used_res
+                if self.reserve
+                else self.full_share * self.full_blocks + self.slide_share * self.slide_blocks
+            )
+            * self.inv_P
+        )
+
+    # --- the loop ---------------------------------------------------------------------------------
+    def run(self, budget: WorkBudget | None = None) -> Records:
+        """Simulate to the end; raises :class:`core.base.limits.BudgetExceeded` past the work budget."""
+        budget = budget or WorkBudget()
+        self._record()
+        dh = self.dl_heap
+        passes = 0
+        while True:
+            passes += 1
+            if not passes & 1023 or self.now_s > budget.max_clock_s:
+                budget.check(passes, self.now_s)
+            if self.next_arr <= self.now_s:
+                self._absorb_arrivals()
+            if dh and dh[0][0] <= self.now_s:
+                self._expire()
+            if not self.running and not self.waiting:
+                t = self.next_arr
+                if t == INF:
+                    break
+                self._record(t)  # idle until the next arrival
+                self.now_s = t
+                continue
+            self.step()
+        n = len(self.arr)
+        return Records(
+            arrival_s=array("d", self.arr),
+            input_tokens=array("q", self.inp),
+            output_tokens=array("q", self.out),
+            status=array("b", self.status),
+            admitted_s=array("d", self.admit_s),
+            first_token_s=array("d", self.first_s),
+            finish_s=array("d", self.fin_s),
+            preemptions=array("l", self.npre[:n]),
+            ts_s=self.ts_s,
+            ts_waiting=self.ts_w,
+            ts_running=self.ts_r,
+            ts_kv_frac=self.ts_kv,
+            busy_s=self.busy_s,
+            prefill_s=self.prefill_s,
+            iterations=self.iterations,
+            total_preemptions=self.preemptions,
+            last_arrival_s=self.last_arrival_s,
+        )

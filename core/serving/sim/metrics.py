@@ -1,0 +1,249 @@
+"""From the engine's records to the numbers a serving team signs up to.
+
+Latencies are per completed request [s]:
+
+* ``ttft_s``: first token - arrival (queueing + prefill, including chunks spread over iterations);
+* ``itl_s``: mean inter-token latency of a request, (last token - first token) / (output - 1), one
+  sample per completed request with at least 2 output tokens (vLLM's TPOT; stalls behind other
+  prompts' prefills are inside it);
+* ``e2e_s``: last token - arrival;
+* ``queue_s``: first admission - arrival.
+
+Percentiles are numpy's linear interpolation. p95 needs at least :data:`MIN_N_P95` samples and p99 at
+least :data:`MIN_N_P99`; below that they are withheld (``None``), never extrapolated.
+
+Saturation verdict (the queue grows without bound: arrivals exceed what the replica drains): one of
+``"saturated"``, ``"stable"`` or ``"too short to tell"``. Over the second half of the arrival period,
+``[t_last/2, t_last]`` (the first half is the warm-up from an empty replica), with ``a`` arrivals, ``c``
+completions, the backlog ``b`` (requests arrived and not yet ended) at the window's start and end, and its
+time-average ``L`` over the window:
+
+* ``a < 30``: too few arrivals for the backlog to say anything (a stable replica's backlog at one instant
+  is roughly Poisson with mean ``L``, so with ``L`` about 4 a rise of 0 -> 4 is ordinary noise). When the
+  closed-form capacity ``mu`` is known, the offered load decides instead: saturated when even the low end
+  of the arrival rate's 3-sigma interval, ``lambda (1 - 3 / sqrt(n))``, exceeds ``mu``; otherwise the
+  verdict is "too short to tell", with the offered load against ``mu`` in words.
+* otherwise saturated when ``c < 0.9 a`` and either timeouts ``>= 5 %`` of ``a``, or the backlog grew by
+  more than both ``5 %`` of ``a`` and the noise of a stable backlog, ``3 sqrt(2 max(L, 1))`` (the
+  difference of two roughly independent Poisson(L) counts has standard deviation ``sqrt(2 L)``).
+
+A closed loop is never saturated: its backlog is bounded by the number of users.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Records
+
+MIN_N_P95 = 20
+MIN_N_P99 = 100
+SAT_MIN_ARRIVALS = 30
+SAT_SERVED_FRAC = 0.9
+SAT_GROWTH_FRAC = 0.05
+SAT_NOISE_SIGMAS = 3.0
+SATURATED, STABLE, TOO_SHORT = "saturated", "stable", "too short to tell"
+#: Preemptions per admitted request at and above which the run is said to thrash its KV cache.
+THRASH_PREEMPTIONS_PER_REQUEST = 1.0
+THRASH_REMEDIES = (
+    "reserve KV for prompt + maximum output at admission (TensorRT-LLM's GUARANTEED_NO_EVICT)",
+    "keep prefix caching on so a preempted request's blocks are reused",
+    "a larger TP (more HBM for KV per replica)",
+    "FP8 KV (half the bytes per token)",
+    "a lower max_num_seqs",
+)
+
+
+class Percentiles(BaseModel):
+    """p50 / p95 / p99 of a latency [s] with the sample count; withheld percentiles are ``None``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    n: int
+    mean: float | None
+
+    @classmethod
+    def of(cls, x: np.ndarray) -> "Percentiles":
+        x = np.asarray(x, dtype=float)
+        n = int(x.size)
+        if n == 0:
+            return cls(p50=None, p95=None, p99=None, n=0, mean=None)
+        p50, p95, p99 = (float(v) for v in np.percentile(x, [50, 95, 99]))
+        return cls(
+            p50=p50, p95=p95 if n >= MIN_N_P95 else None, p99=p99 if n >= MIN_N_P99 else None, n=n, mean=float(x.mean())
+        )
+
+
+class Summary(BaseModel):
+    """The metric summary of one simulation (frozen; ``summary["ttft_s"]`` works like a dict)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ttft_s: Percentiles
+    itl_s: Percentiles
+    e2e_s: Percentiles
+    queue_s: Percentiles
+    throughput_tokens_per_s: float  # output tokens of completed requests / span
+    throughput_requests_per_s: float
+    preemptions: int
+    rejected: int
+    timed_out: int
+    saturated: bool
+    kv_occupancy_mean: float  # time-average share of the KV pool held (reserved, under reservation)
+    prefill_time_share: float  # busy time the prefill tokens add, over busy time
+    # extras
+    requests: int
+    completed: int
+    rejection_rate: float
+    timeout_rate: float
+    gpu_busy_share: float
+    mean_in_system: float  # time-average of waiting + running
+    kv_occupancy_max: float
+    span_s: float  # first arrival to last event
+    iterations: int
+    arrival_rate_per_s: float  # observed: arrivals / arrival period
+    saturation_reason: str
+    saturation_verdict: str = STABLE  # "saturated", "stable" or "too short to tell"
+    preemptions_per_request: float = 0.0  # preemptions / requests admitted at least once
+    thrash: bool = False  # at least one preemption per request: KV thrash (see thrash_note)
+    thrash_note: str = ""
+
+    def __getitem__(self, key: str):
+        return getattr(self, key)
+
+    def as_dict(self) -> dict:
+        return self.model_dump(mode="json")
+
+
+def _hold_mean(t: np.ndarray, v: np.ndarray) -> float:
+    """Time-average of a sample-and-hold series (each value holds until the next time)."""
+    if t.size < 2 or t[-1] <= t[0]:
+        return float(v[-1]) if v.size else 0.0
+    return float(np.sum(v[:-1] * np.diff(t)) / (t[-1] - t[0]))
+
+
+def _trapz_mean(t: np.ndarray, v: np.ndarray) -> float:
+    if t.size < 2 or t[-1] <= t[0]:
+        return float(v[-1]) if v.size else 0.0
+    return float(np.sum((v[:-1] + v[1:]) / 2 * np.diff(t)) / (t[-1] - t[0]))
+
+
+def saturation(rec: Records, closed_loop: bool, capacity_rps: float | None = None) -> tuple[str, str]:
+    """The saturation verdict of the module docstring and its reason in words.
+
+    ``capacity_rps``: the replica's closed-form capacity [requests/s], used only when the run is too short
+    for the backlog to tell.
+    """
+    if closed_loop:
+        return STABLE, "closed loop: the backlog is bounded by the number of users"
+    arr = np.frombuffer(rec.arrival_s, dtype=float)
+    status = np.frombuffer(rec.status, dtype=np.int8)
+    fin = np.frombuffer(rec.finish_s, dtype=float)
+    t1 = rec.last_arrival_s
+    t0 = t1 / 2
+    a = int(np.count_nonzero((arr >= t0) & (arr <= t1)))
+    if a < SAT_MIN_ARRIVALS or t1 <= t0:
+        return _short_run_verdict(arr, a, capacity_rps)
+    done = status == DONE
+    c = int(np.count_nonzero(done & (fin >= t0) & (fin <= t1)))
+    to = int(np.count_nonzero((status == TIMED_OUT) & (fin >= t0) & (fin <= t1)))
+    arr_sorted = np.sort(arr)
+    fin_sorted = np.sort(np.where(np.isnan(fin), np.inf, fin))
+
+    def at(t):  # requests arrived and not yet ended (waiting or running), exactly
+        return np.searchsorted(arr_sorted, t, side="right") - np.searchsorted(fin_sorted, t, side="right")
+
+    b0, b1 = int(at(t0)), int(at(t1))
+    backlog_mean = float(np.mean(at(np.linspace(t0, t1, 257))))
+    noise = SAT_NOISE_SIGMAS * float(np.sqrt(2 * max(backlog_mean, 1.0)))
+    span = t1 - t0
+    words = (
+        f"over the second half of the arrivals: {a / span:.3g} arrivals/s, {c / span:.3g} completions/s; "
+        f"backlog {b0:,} -> {b1:,} (mean {backlog_mean:.3g}, noise {noise:.2g})" + (f"; {to} timed out" if to else "")
+    )
+    grew = b1 - b0 >= max(SAT_GROWTH_FRAC * a, noise)
+    sat = c < SAT_SERVED_FRAC * a and (grew or to >= SAT_GROWTH_FRAC * a)
+    return (SATURATED if sat else STABLE), words
+
+
+def _short_run_verdict(arr: np.ndarray, a: int, capacity_rps: float | None) -> tuple[str, str]:
+    """Too few arrivals for the backlog: the offered load against the closed-form capacity, or no verdict."""
+    n = int(arr.size)
+    head = (
+        f"too short to tell: {a} arrivals in the second half of the arrival period (at least {SAT_MIN_ARRIVALS} needed)"
+    )
+    period = float(arr.max() - arr.min()) if n > 1 else 0.0
+    if capacity_rps is None or n < 2 or period <= 0:
+        return TOO_SHORT, head
+    lam = (n - 1) / period
+    low = lam * max(0.0, 1 - SAT_NOISE_SIGMAS / np.sqrt(n))
+    words = f"offered {lam:.3g} requests/s against a closed-form capacity of {capacity_rps:.3g}/s"
+    if low > capacity_rps:
+        return SATURATED, f"{words} (even its low end, {low:.3g}/s, is above it; {a} arrivals in the second half)"
+    return TOO_SHORT, f"{head}; {words}"
+
+
+def summarise(rec: Records, closed_loop: bool, capacity_rps: float | None = None) -> Summary:
+    arr = np.frombuffer(rec.arrival_s, dtype=float)
+    status = np.frombuffer(rec.status, dtype=np.int8)
+    fin = np.frombuffer(rec.finish_s, dtype=float)
+    first = np.frombuffer(rec.first_token_s, dtype=float)
+    adm = np.frombuffer(rec.admitted_s, dtype=float)
+    out = np.frombuffer(rec.output_tokens, dtype=np.int64)
+    done = status == DONE
+    n = int(arr.size)
+    n_done = int(done.sum())
+    multi = done & (out >= 2)
+    itl = (fin[multi] - first[multi]) / (out[multi] - 1)
+    ts = np.frombuffer(rec.ts_s, dtype=float)
+    in_sys = np.frombuffer(rec.ts_waiting, dtype=float) + np.frombuffer(rec.ts_running, dtype=float)
+    kv = np.frombuffer(rec.ts_kv_frac, dtype=float)
+    t_start = float(arr.min()) if n else 0.0
+    t_end = float(np.nanmax(fin)) if n and np.isfinite(fin).any() else t_start
+    span = max(t_end - t_start, 0.0)
+    tok = float(out[done].sum())
+    verdict, why = saturation(rec, closed_loop, capacity_rps)
+    admitted = int(np.count_nonzero(~np.isnan(adm)))
+    ppr = rec.total_preemptions / admitted if admitted else 0.0
+    prefill_share = rec.prefill_s / rec.busy_s if rec.busy_s > 0 else 0.0
+    thrash = ppr >= THRASH_PREEMPTIONS_PER_REQUEST
+    thrash_note = (
+        f"KV thrash: {ppr:.3g} preemptions per request and {prefill_share:.0%} of busy time in prefill "
+        "(much of it recomputation). Remedies: " + "; ".join(THRASH_REMEDIES)
+        if thrash
+        else ""
+    )
+    period = rec.last_arrival_s - t_start
+    return Summary(
+        ttft_s=Percentiles.of(first[done] - arr[done]),
+        itl_s=Percentiles.of(itl),
+        e2e_s=Percentiles.of(fin[done] - arr[done]),
+        queue_s=Percentiles.of(adm[done] - arr[done]),
+        throughput_tokens_per_s=tok / span if span > 0 else 0.0,
+        throughput_requests_per_s=n_done / span if span > 0 else 0.0,
+        preemptions=rec.total_preemptions,
+        rejected=int(np.count_nonzero(status == REJECTED)),
+        timed_out=int(np.count_nonzero(status == TIMED_OUT)),
+        saturated=verdict == SATURATED,
+        kv_occupancy_mean=_trapz_mean(ts, kv),
+        prefill_time_share=rec.prefill_s / rec.busy_s if rec.busy_s > 0 else 0.0,
+        requests=n,
+        completed=n_done,
+        rejection_rate=float(np.count_nonzero(status == REJECTED)) / n if n else 0.0,
+        timeout_rate=float(np.count_nonzero(status == TIMED_OUT)) / n if n else 0.0,
+        gpu_busy_share=rec.busy_s / (ts[-1] - ts[0]) if ts.size > 1 and ts[-1] > ts[0] else 0.0,
+        mean_in_system=_hold_mean(ts, in_sys),
+        kv_occupancy_max=float(kv.max()) if kv.size else 0.0,
+        span_s=span,
+        iterations=rec.iterations,
+        arrival_rate_per_s=(n - 1) / period if n > 1 and period > 0 else 0.0,
+        saturation_reason=why,
+        saturation_verdict=verdict,
+        preemptions_per_request=ppr,
+        thrash=thrash,
+        thrash_note=thrash_note,
+    )

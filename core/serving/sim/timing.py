@@ -1,0 +1,191 @@
+"""Iteration times for the simulator, from :class:`core.serving.speed.StepModel`, fast enough for runs of iterations.
+
+The step model's iteration time of a whole batch, its pipeline kept busy by micro-batches
+(``StepModel.pipelined_s``; ``StepModel.iteration_s`` without a pipeline), has the shape (``core.serving.speed``)::
+
+    t(T, A, R) = pp * max( c0(T) + c1(T) A,  m0(T) + m1(T) R ) + x(T)
+
+compute is affine in the attended pairs ``A`` for a given token count ``T``, memory traffic is affine
+in the cached tokens read ``R``, and communication, hops and kernel launches depend on ``T`` only; the fixed
+cost per scheduled sequence is one constant (``StepModel.seq_cost_s``), tabulated with ``S = T`` (decode) and
+corrected by ``(S - T)`` for iterations that carry prefill chunks.
+:class:`LinearTiming` tabulates the five coefficients per ``T`` from ``StepModel.parts`` and
+``StepModel.iteration_s`` (one vectorised call), so an iteration costs a few float operations, and
+a run of ``k`` decode iterations whose ``A`` and ``R`` grow by ``g`` per iteration has a closed-form
+total (a sum of a maximum of two arithmetic progressions). Before use it checks itself against
+``StepModel.iteration_s`` on random points (relative error <= 1e-9); should the step model ever
+lose that shape, :func:`timing_for` falls back to :class:`ArrayTiming`, which calls
+``iteration_s`` directly (vectorised over a run, then ``cumsum``): slower, same results.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from core.physics import StepModel
+
+#: Probe size for the slopes in A and R (a power of two: the differences stay exact to ~1e-16).
+_BIG = 2.0**40
+#: Largest relative mismatch accepted between the tabulated form and ``StepModel.iteration_s``.
+SELF_CHECK_RTOL = 1e-9
+
+
+def _line_sum(alpha: float, beta: float, lo: int, hi: int) -> float:
+    """sum_{j=lo}^{hi-1} (alpha + beta j)."""
+    if hi <= lo:
+        return 0.0
+    return alpha * (hi - lo) + beta * (hi * (hi - 1) - lo * (lo - 1)) / 2
+
+
+class LinearTiming:
+    """Tabulated iteration time, exact for the step model's shape (checked on construction)."""
+
+    exact_shape = True
+
+    def __init__(self, sm: StepModel, pp: int, t_max: int) -> None:
+        self.sm, self.pp = sm, float(pp)
+        self.q = sm.seq_cost_s
+        self.t_max = t_max
+        T = np.arange(t_max + 1, dtype=float)
+        self.c0, self.c1, self.m0, self.m1, self.x = (a.tolist() for a in self._coeffs(T))
+        self._extra: dict[int, tuple[float, float, float, float, float]] = {}
+
+    def _coeffs(self, T: np.ndarray) -> tuple[np.ndarray, ...]:
+        # with a pipeline the batch runs as m = min(pp, T) micro-batches of T / m tokens (StepModel.pipelined_s)
+        mb = np.asarray(self.sm.micro_batches(T), dtype=float)
+        Tm = T / mb
+        z = np.zeros_like(T)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c_0, m_0, _, _ = self.sm.parts(Tm, z, z)
+            c_b, m_b, _, _ = self.sm.parts(Tm, z + _BIG, z + _BIG)
+            total0 = self.sm.pipelined_s(T, z, z)
+        c_0, m_0, c_b, m_b = (np.broadcast_to(np.asarray(a, dtype=float), T.shape) for a in (c_0, m_0, c_b, m_b))
+        x = np.broadcast_to(np.asarray(total0, dtype=float), T.shape) - self.pp * np.maximum(c_0, m_0)
+        return c_0, (c_b - c_0) / _BIG / mb, m_0, (m_b - m_0) / _BIG / mb, x
+
+    def coeffs(self, T: int) -> tuple[float, float, float, float, float]:
+        if T <= self.t_max:
+            return self.c0[T], self.c1[T], self.m0[T], self.m1[T], self.x[T]
+        got = self._extra.get(T)
+        if got is None:
+            c0, c1, m0, m1, x = (float(a[0]) for a in self._coeffs(np.array([float(T)])))
+            got = self._extra[T] = (c0, c1, m0, m1, x)  # memo local to this simulation
+        return got
+
+    def one(self, T: int, A: float, R: float, S: int | None = None) -> float:
+        """Time of one iteration [s] with ``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read and
+        ``S`` sequences scheduled (default ``T``: decode)."""
+        if S is None or S == T:
+            extra = 0.0
+        elif self.pp > 1:  # the micro-batches follow the sequences, not the tokens: evaluate directly
+            return float(self.sm.pipelined_s(T, A, R, S))
+        else:
+            extra = (S - T) * self.q
+        if T <= self.t_max:
+            a = self.c0[T] + self.c1[T] * A
+            b = self.m0[T] + self.m1[T] * R
+            return self.pp * (a if a > b else b) + self.x[T] + extra
+        c0, c1, m0, m1, x = self.coeffs(T)
+        a, b = c0 + c1 * A, m0 + m1 * R
+        return self.pp * (a if a > b else b) + x + extra
+
+    def run(self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float) -> tuple[int, float]:
+        """A run of decode iterations with ``T`` tokens whose ``A`` and ``R`` grow by ``g`` per iteration.
+
+        Returns ``(k, elapsed_s)``: ``k`` = the smallest count whose total time reaches ``budget_s``
+        (the iteration during which the next event happens is the last one), at most ``kmax``.
+        """
+        c0, c1, m0, m1, x = self.coeffs(T)
+        pp = self.pp
+        a0, a1 = c0 + c1 * A0, c1 * g
+        b0, b1 = m0 + m1 * R0, m1 * g
+        d0, d1 = a0 - b0, a1 - b1
+        # split: indices j < s follow line 1, j >= s line 2
+        if d1 > 0:
+            js = -d0 / d1
+            s = 0 if js <= 0 else (kmax if js >= kmax else math.ceil(js))
+            l1, l2 = (b0, b1), (a0, a1)
+        elif d1 < 0:
+            js = -d0 / d1
+            s = 0 if js < 0 else (kmax if js >= kmax - 1 else math.floor(js) + 1)
+            l1, l2 = (a0, a1), (b0, b1)
+        else:
+            s = kmax
+            l1 = l2 = (a0, a1) if d0 >= 0 else (b0, b1)
+
+        def total(k: int) -> float:
+            ss = s if s < k else k
+            return pp * (_line_sum(l1[0], l1[1], 0, ss) + _line_sum(l2[0], l2[1], ss, k)) + x * k
+
+        if budget_s == math.inf:
+            return kmax, total(kmax)
+        # first segment: per-iteration time pp (alpha1 + beta1 j) + x for j < s
+        seg1_end = total(s) if s > 0 else 0.0
+        if s > 0 and seg1_end >= budget_s:
+            k = _first_reach(pp * l1[0] + x, pp * l1[1], budget_s)
+        else:
+            lin = pp * (l2[0] + l2[1] * s) + x
+            k = s + _first_reach(lin, pp * l2[1], budget_s - seg1_end)
+        k = max(1, min(k, kmax))
+        while k > 1 and total(k - 1) >= budget_s:
+            k -= 1
+        while k < kmax and total(k) < budget_s:
+            k += 1
+        return k, total(k)
+
+
+def _first_reach(lin: float, quad: float, target: float) -> int:
+    """Smallest k >= 1 with lin k + quad k (k - 1) / 2 >= target (approximately; callers adjust by +-1)."""
+    if target <= 0:
+        return 1
+    qa, qb = quad / 2, lin - quad / 2
+    if abs(qa) * target < 1e-12 * qb * qb:
+        kf = target / qb
+    else:
+        disc = qb * qb + 4 * qa * target
+        if disc < 0:
+            return 1 << 62
+        kf = 2 * target / (qb + math.sqrt(disc)) if qb > 0 else (-qb + math.sqrt(disc)) / (2 * qa)
+    if not math.isfinite(kf) or kf > 1e15:
+        return 1 << 62
+    return max(1, math.ceil(kf - 1e-9))
+
+
+class ArrayTiming:
+    """Direct calls of ``StepModel.iteration_s`` (vectorised over a run): the reference and the fallback."""
+
+    exact_shape = False
+
+    def __init__(self, sm: StepModel) -> None:
+        self.sm = sm
+
+    def one(self, T: int, A: float, R: float, S: int | None = None) -> float:
+        return float(self.sm.pipelined_s(T, A, R, S))
+
+    def run(self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float) -> tuple[int, float]:
+        j = np.arange(kmax, dtype=float)
+        t = np.broadcast_to(np.asarray(self.sm.pipelined_s(float(T), A0 + g * j, R0 + g * j), dtype=float), j.shape)
+        cs = np.cumsum(t)
+        k = kmax if budget_s == math.inf else min(kmax, int(np.searchsorted(cs, budget_s, side="left")) + 1)
+        return k, float(cs[k - 1])
+
+
+def self_check(lin: LinearTiming, sm: StepModel, t_max: int, ctx_max: float, rng: np.random.Generator) -> float:
+    """Largest relative difference between the tabulated form and ``iteration_s`` on random points."""
+    n = 256
+    T = rng.integers(1, t_max + 1, size=n)
+    A = rng.uniform(0, 1, size=n) * T * ctx_max
+    R = rng.uniform(0, 1, size=n) * T * ctx_max
+    ref = np.asarray(sm.pipelined_s(T.astype(float), A, R), dtype=float)
+    got = np.array([lin.one(int(t), float(a), float(r)) for t, a, r in zip(T, A, R)])
+    return float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300)))
+
+
+def timing_for(sm: StepModel, pp: int, t_max: int, ctx_max: float) -> LinearTiming | ArrayTiming:
+    """The fast tabulated timing when it reproduces the step model, else direct calls."""
+    lin = LinearTiming(sm, pp, t_max)
+    # a fixed generator: the check must not consume the simulation's random stream
+    err = self_check(lin, sm, t_max, ctx_max, np.random.default_rng(12345))
+    return lin if err <= SELF_CHECK_RTOL else ArrayTiming(sm)

@@ -1,0 +1,341 @@
+"""Serving simulation: a deterministic, iteration-level simulator of one replica under continuous batching.
+
+``simulate(cfg, spec) -> SimResult``: same config, spec and seed give byte-identical records.
+The pieces live in :mod:`core.serving.sim`: the workload and its draws (:mod:`core.config.workload`), the
+iteration timing from :class:`core.serving.speed.StepModel` (:mod:`core.serving.sim.timing`), the event loop
+(:mod:`core.serving.sim.engine`) and the metrics (:mod:`core.serving.sim.metrics`); this module wires them to the
+shared config and adds the closed-form capacity the simulator is checked against.
+
+KV pool (the RA-BIT spec "Memory"): ``blocks = floor(K_b / (k_g x block))`` with the per-GPU KV budget
+``K_b`` and per-token KV ``k_g`` of :func:`core.physics.memory.serving_memory`. Deviation from the issue
+notes, physics first: the engine's activation workspace is sized for the tokens of one iteration
+(the token budget, or the longest prompt under prefill priority) instead of "batch x context" of
+the sidebar's batch: an engine profiles one forward pass of its largest iteration (vLLM runs
+``max_num_batched_tokens`` tokens) and gives the rest to the KV cache. The textbook example's workspace
+formula ``2 B S h b_a / (tp pp)`` is applied with ``B S`` = those tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from core.config import RabitConfig
+from core.base import WorkBudget
+from core.physics import serving_memory
+from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Pool
+from core.serving.sim.metrics import MIN_N_P95, MIN_N_P99, Percentiles, Summary, summarise
+from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
+from core.config import Draws, Lengths, SimSpec, parse_trace
+from core.physics import StepModel
+from core.base import NO_TRACE
+from core.catalog import model_of
+
+__all__ = [
+    "SimSpec",
+    "Lengths",
+    "SimResult",
+    "Summary",
+    "Percentiles",
+    "Capacity",
+    "simulate",
+    "kv_pool",
+    "max_throughput",
+    "sim_spec",
+    "sweep",
+    "sweep_rates",
+    "knee_rates",
+    "default_rate",
+    "round_rate_down",
+    "parse_trace",
+    "MIN_N_P95",
+    "MIN_N_P99",
+    "DONE",
+    "REJECTED",
+    "TIMED_OUT",
+]
+
+
+def sim_spec(cfg: RabitConfig, **changes: Any) -> SimSpec:
+    """The simulator's workload from the shared config: ``cfg.workload`` with lengths spread around the
+    config's mean prompt and output tokens; ``changes`` override SimSpec fields (e.g. ``trace=``)."""
+    w = cfg.workload
+    lengths = {
+        f: Lengths(kind=w.lengths, mean=m, spread=w.spread)
+        for f, m in (("input", cfg.input_tokens), ("output", cfg.output_tokens))
+    }
+    data: dict[str, Any] = dict(
+        arrival=w.arrival,
+        rate_per_s=w.rate_per_s,
+        users=w.users,
+        think_s=w.think_s,
+        num_requests=w.num_requests,
+        duration_s=w.duration_s,
+        policy=w.policy,
+        token_budget=w.token_budget,
+        max_batch=w.max_batch,
+        admission=w.admission,
+        timeout_s=w.timeout_s,
+        kv_pool_tokens=w.kv_pool_tokens,
+        seed=w.seed,
+        prefix_caching=w.prefix_caching,
+        **lengths,
+    )
+    return SimSpec(**{**data, **changes})
+
+
+def workspace_tokens(spec: SimSpec) -> int:
+    """Tokens of the largest iteration the engine can run (what its activation workspace must hold)."""
+    if spec.policy == "prefill_priority":
+        longest = max(a for a, _ in spec.trace) if spec.trace is not None else spec.input.upper()
+        return max(spec.token_budget, longest)
+    return spec.token_budget
+
+
+def kv_pool(cfg: RabitConfig, spec: SimSpec) -> Pool:
+    """The replica's paged KV pool for this workload (see the module docstring)."""
+    m = model_of(cfg)
+    L = m.attention_layers  # the shares are of the layers that cache KV (a hybrid's SSM layers hold none)
+    slide = m.sliding_layers if m.sliding_window else 0
+    B = cfg.block_size
+    if spec.kv_pool_tokens is not None:
+        blocks = float(spec.kv_pool_tokens // B)
+    else:
+        ws = workspace_tokens(spec)
+        mem = serving_memory(cfg.with_(batch=1, input_tokens=ws, output_tokens=1), NO_TRACE)
+        if (
+            mem.kv_budget_bytes_per_gpu <= 0
+            or mem.weights_bytes_per_gpu + mem.overhead_bytes_per_gpu > mem.usable_bytes_per_gpu
+        ):
+            raise ValueError(f"no room for a KV cache: {mem.reason}")
+        # a hybrid's fixed per-sequence state is set aside for max_num_seqs sequences first (vLLM's mamba cache
+        # is sized for max_num_seqs); the rest holds KV blocks
+        state = spec.max_batch * mem.ssm_state_bytes_per_seq_per_gpu
+        blocks = float(max(0, math.floor((mem.kv_budget_bytes_per_gpu - state) / (mem.kv_bytes_per_token_per_gpu * B))))
+    return Pool(
+        blocks=blocks,
+        block=B,
+        full_share=(L - slide) / L,
+        slide_share=slide / L,
+        window=m.sliding_window if slide else 0,
+        max_context=m.max_context,
+    )
+
+
+class Capacity(BaseModel):
+    """Closed-form saturation throughput of one replica at the largest batch that fits."""
+
+    model_config = ConfigDict(frozen=True)
+
+    batch: int  # sequences resident at once (rounded down when the token budget sets it)
+    requests_per_s: float
+    output_tokens_per_s: float
+    iteration_s: float  # steady-state iteration (chunked) or decode iteration (prefill priority)
+    limited_by: str  # "max batch", "KV pool" or "token budget"
+
+
+def max_throughput(
+    cfg: RabitConfig, spec: SimSpec, *, pool: Pool | None = None, sm: StepModel | None = None
+) -> Capacity:
+    """Closed-form maximum throughput: the fluid steady state of a full batch (mean lengths).
+
+    Batch: ``B = min(max_batch, floor(pool / blocks(I + O - 1)))`` (whole contexts, so every resident
+    sequence can finish; under reservation ``blocks(I + max_out)``).
+    Each sequence stays ``O`` iterations (one that ends its prefill and emits the first token,
+    ``O - 1`` decodes), so ``rho = B / O`` requests start and end per iteration. Chunked prefill,
+    perfectly mixed: one iteration carries ``B - rho`` decode tokens at the mean decode context
+    ``c = I + (O - 2) / 2`` and ``rho I`` prefill tokens; when that exceeds the token budget ``K``
+    the batch settles lower, at ``B = K / (1 + (I - 1) / O)``::
+
+        t = pipelined_s(T = B - rho + rho I,  A = (B - rho)(c + 1) + rho I (I + 1) / 2,  R = (B - rho) c)
+        requests/s = rho / t
+
+    Prefill priority: prompts prefilled ``n = min(B, floor(K / I))`` at a time, decodes at batch ``B``::
+
+        1 / requests/s = pipelined_s(n I, n I (I + 1) / 2, 0) / n + (O - 1) pipelined_s(B, B (c + 1), B c) / B
+
+    This is an upper bound the simulation approaches when prefills mix smoothly into decode
+    iterations (it ignores the lumpiness of whole-prompt iterations and preemptions).
+    """
+    pool = pool or kv_pool(cfg, spec)
+    sm = sm or StepModel.from_config(cfg)
+    I_mean, O_mean = spec.mean_lengths()
+    I, O = max(1, round(I_mean)), max(1, round(O_mean))
+    per_seq = pool.blocks_for(I + (spec.max_output_tokens() if spec.admission == "reserve" else O - 1))
+    fit = int(pool.blocks // per_seq) if per_seq > 0 else spec.max_batch
+    B: float = max(1, min(spec.max_batch, fit))
+    limited = "max batch" if spec.max_batch <= fit else "KV pool"
+    c = I + max(O - 2, 0) / 2
+    K = spec.token_budget
+    if spec.policy == "chunked":
+        if B * (1 + (I - 1) / O) > K:
+            # the budget caps the tokens per iteration: the batch settles where B (1 + (I - 1) / O) = K
+            B = K / (1 + (I - 1) / O)
+            limited = "token budget"
+        rho = B / O
+        dec = B - rho
+        T = dec + rho * I
+        A = dec * pool.eff(c + 1) + rho * pool.chunk_pairs(0, I)
+        R = dec * pool.eff(c)
+        t = float(sm.pipelined_s(T, A, R, B))  # B sequences: B - rho decoding, rho prefilling
+        rps = rho / t
+    else:
+        n = max(1, min(B, K // I))
+        t_pf = float(sm.pipelined_s(n * I, n * pool.chunk_pairs(0, I), 0.0, n))
+        t = float(sm.pipelined_s(B, B * pool.eff(c + 1), B * pool.eff(c)))
+        rps = 1.0 / (t_pf / n + (O - 1) * t / B)
+    return Capacity(batch=int(B), requests_per_s=rps, output_tokens_per_s=rps * O, iteration_s=t, limited_by=limited)
+
+
+def _ro(x: np.ndarray) -> np.ndarray:
+    x.flags.writeable = False
+    return x
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """One simulation: the summary, per-request records and the time series (read-only numpy arrays).
+
+    ``status``: 0 completed, 1 rejected on arrival, 2 timed out. Times in seconds from the start.
+    """
+
+    spec: SimSpec
+    summary: Summary
+    capacity: Capacity
+    kv_pool_tokens: int
+    timing: str  # "tabulated" (closed-form runs) or "direct" (StepModel.iteration_s per run)
+    arrival_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    status: np.ndarray
+    admitted_s: np.ndarray
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    preemptions: np.ndarray
+    ts_s: np.ndarray
+    ts_waiting: np.ndarray
+    ts_running: np.ndarray
+    ts_kv_frac: np.ndarray
+
+    def samples(self, metric: str) -> np.ndarray:
+        """Per-request samples behind a latency percentile: ``ttft_s``, ``itl_s``, ``e2e_s`` or ``queue_s``."""
+        done = self.status == DONE
+        a = self.arrival_s[done]
+        if metric == "ttft_s":
+            return self.first_token_s[done] - a
+        if metric == "e2e_s":
+            return self.finish_s[done] - a
+        if metric == "queue_s":
+            return self.admitted_s[done] - a
+        if metric == "itl_s":
+            multi = done & (self.output_tokens >= 2)
+            return (self.finish_s[multi] - self.first_token_s[multi]) / (self.output_tokens[multi] - 1)
+        raise KeyError(f"unknown metric {metric!r}; use ttft_s, itl_s, e2e_s or queue_s")
+
+
+def simulate(cfg: RabitConfig, spec: SimSpec, *, timing: str = "auto", budget: WorkBudget | None = None) -> SimResult:
+    """Simulate one replica of ``cfg`` serving the workload ``spec`` (deterministic in ``spec.seed``).
+
+    ``timing``: ``"auto"`` (the tabulated closed form when it reproduces the step model, which the
+    constructor checks), ``"direct"`` (always call ``StepModel.pipelined_s``; the reference).
+    Raises ``ValueError`` when the replica has no room for a KV cache, and
+    :class:`core.base.limits.BudgetExceeded` (a ``ValueError``) past the work ``budget`` (default: the
+    shared server's, :class:`core.base.limits.WorkBudget`).
+    """
+    sm = StepModel.from_config(cfg)
+    pool = kv_pool(cfg, spec)
+    m = model_of(cfg)
+    if timing == "direct":
+        tm: LinearTiming | ArrayTiming = ArrayTiming(sm)
+    else:
+        tm = timing_for(sm, cfg.pp, spec.token_budget, float(min(m.max_context, 32768)))
+    rng = np.random.default_rng(spec.seed)
+    rec = Engine(spec, tm, pool, Draws(spec, rng)).run(budget)
+    capacity = max_throughput(cfg, spec, pool=pool, sm=sm)
+    summary = summarise(rec, spec.arrival == "closed", capacity.requests_per_s)
+    return SimResult(
+        spec=spec,
+        summary=summary,
+        capacity=capacity,
+        kv_pool_tokens=int(pool.blocks * pool.block),
+        timing="tabulated" if isinstance(tm, LinearTiming) else "direct",
+        arrival_s=_ro(np.array(rec.arrival_s, dtype=float)),
+        input_tokens=_ro(np.array(rec.input_tokens, dtype=np.int64)),
+        output_tokens=_ro(np.array(rec.output_tokens, dtype=np.int64)),
+        status=_ro(np.array(rec.status, dtype=np.int8)),
+        admitted_s=_ro(np.array(rec.admitted_s, dtype=float)),
+        first_token_s=_ro(np.array(rec.first_token_s, dtype=float)),
+        finish_s=_ro(np.array(rec.finish_s, dtype=float)),
+        preemptions=_ro(np.array(rec.preemptions, dtype=np.int64)),
+        ts_s=_ro(np.array(rec.ts_s, dtype=float)),
+        ts_waiting=_ro(np.array(rec.ts_waiting, dtype=float)),
+        ts_running=_ro(np.array(rec.ts_running, dtype=float)),
+        ts_kv_frac=_ro(np.array(rec.ts_kv_frac, dtype=float)),
+    )
+
+
+#: Arrival rates of a load sweep, as fractions of the closed-form capacity: dense around the knee.
+SWEEP_FRACTIONS = (0.1, 0.3, 0.5, 0.65, 0.75, 0.85, 0.95, 1.05, 1.2)
+
+
+def sweep_rates(capacity_requests_per_s: float, fractions: tuple[float, ...] = SWEEP_FRACTIONS) -> tuple[float, ...]:
+    """Arrival rates [requests/s] for a p95-vs-load sweep around the closed-form capacity."""
+    return tuple(float(f"{capacity_requests_per_s * f:.3g}") for f in fractions)
+
+
+def round_rate_down(rate_per_s: float) -> float:
+    """The largest 1-2-5 series rate [requests/s] not above ``rate_per_s`` (0.718 -> 0.5; 7.3 -> 5; 13 -> 10)."""
+    if not rate_per_s > 0 or not math.isfinite(rate_per_s):
+        raise ValueError(f"rate must be a positive finite number of requests/s, got {rate_per_s}")
+    exp = math.floor(math.log10(rate_per_s))
+    for m in (5, 2, 1):
+        v = m * 10.0**exp
+        if v <= rate_per_s * (1 + 1e-12):
+            return float(f"{v:.3g}")
+    return float(f"{10.0**exp:.3g}")
+
+
+#: The starting rate is half the closed-form capacity, rounded down to a 1-2-5 value: 25-50 % of capacity,
+#: clearly stable, and a number a reader can repeat.
+DEFAULT_RATE_FRACTION = 0.5
+
+
+def default_rate(capacity_requests_per_s: float) -> float:
+    """A round starting arrival rate [requests/s] clearly inside capacity (1.44 req/s capacity -> 0.5)."""
+    return round_rate_down(capacity_requests_per_s * DEFAULT_RATE_FRACTION)
+
+
+def knee_rates(capacity_requests_per_s: float, chosen_per_s: float | None = None) -> tuple[float, ...]:
+    """Sweep rates [requests/s] around the closed-form capacity and around the chosen rate, ascending.
+
+    Around capacity alone, a chosen rate 30x above it leaves every point in the left 3 % of the axis; the
+    chosen rate brings its own points (x0.5 .. x1.5) so both regions of the chart carry data.
+    """
+    rates = set(sweep_rates(capacity_requests_per_s))
+    if (
+        chosen_per_s is not None
+        and chosen_per_s > 0
+        and not (0.5 * capacity_requests_per_s <= chosen_per_s <= 1.5 * capacity_requests_per_s)
+    ):
+        rates |= set(sweep_rates(chosen_per_s, (0.5, 0.75, 1.0, 1.25, 1.5)))
+    return tuple(sorted(r for r in rates if r > 0))
+
+
+def sweep(
+    cfg: RabitConfig, spec: SimSpec, rates_per_s: tuple[float, ...], progress: Callable[[float], None] | None = None
+) -> tuple[tuple[float, Summary], ...]:
+    """The summary at each Poisson arrival rate (the same seed, lengths and scheduler).
+
+    ``progress`` (optional) is called with the finished share after each rate.
+    """
+    out = []
+    for i, r in enumerate(rates_per_s):
+        out.append((r, simulate(cfg, spec.with_(arrival="poisson", rate_per_s=r)).summary))
+        if progress is not None:
+            progress((i + 1) / len(rates_per_s))
+    return tuple(out)

@@ -1,1 +1,0 @@
-"""The serving simulator's parts; the public entry point is :mod:`core.simulate`."""

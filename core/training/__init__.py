@@ -1,0 +1,102 @@
+"""Training: work, the fastest layout that fits, the deadline search to 32,768 GPUs, and goodput.
+
+The model lives in three modules along its seams; this one gathers their public names so callers import
+from one place:
+
+* :mod:`core.training.flops`: model and hardware FLOPs per token and of the run (Kaplan et al. 2020;
+  Narayanan et al., SC'21).
+* :mod:`core.training.layout`: one layout's memory (the one body :func:`core.physics.training_memory_parts`)
+  and step time (compute, pipeline bubble, TP / EP / PP / DP traffic, optimizer step), on a grid of layouts
+  or traced for one.
+* :mod:`core.training.search`: the fastest layout on a GPU count, the curve over GPU counts, the deadline
+  (smallest count that meets it with failures, :mod:`core.training.reliability`) and the cost.
+
+Every entry point takes a :class:`core.config.Deployment` (resolved once at the edge) or a config.
+"""
+
+from __future__ import annotations
+
+from core.training.reliability import daly_interval_s, goodput, mtbf_s, wall_clock_s
+from core.training.deadline import deadline_choice
+from core.training.layout import (
+    ACT_BYTES,
+    COLLECTIVES_PER_LAYER,
+    GRAD_COMM_BYTES,
+    OPTIMIZER_STEP_BYTES,
+    Layout,
+    LayoutContext,
+    LayoutResult,
+    bubble_fraction,
+    config_layout,
+    evaluate_layout,
+    fp8_compute_speedup,
+    group_allreduce_s,
+    group_gather_s,
+    layout_context,
+    layout_grid,
+    layout_memory,
+    layout_of,
+    result_at,
+    training_math,
+)
+from core.training.search import (
+    MAX_GPUS,
+    MICRO_BATCHES,
+    VIRTUAL_STAGES,
+    ZERO_STAGES,
+    CurvePoint,
+    TrainingGoal,
+    TrainingPlan,
+    budget_problem,
+    catalog_price,
+    goal_from_inputs,
+    gpu_counts,
+    layouts_at,
+    plan,
+)
+from core.training.flops import RECOMPUTES, Work, attention_pairs_per_token, flops_per_token, work
+
+__all__ = [
+    "daly_interval_s",
+    "deadline_choice",
+    "goodput",
+    "mtbf_s",
+    "wall_clock_s",
+    "ACT_BYTES",
+    "COLLECTIVES_PER_LAYER",
+    "GRAD_COMM_BYTES",
+    "MAX_GPUS",
+    "MICRO_BATCHES",
+    "OPTIMIZER_STEP_BYTES",
+    "RECOMPUTES",
+    "VIRTUAL_STAGES",
+    "ZERO_STAGES",
+    "CurvePoint",
+    "Layout",
+    "LayoutContext",
+    "LayoutResult",
+    "TrainingGoal",
+    "TrainingPlan",
+    "Work",
+    "attention_pairs_per_token",
+    "bubble_fraction",
+    "budget_problem",
+    "catalog_price",
+    "config_layout",
+    "evaluate_layout",
+    "flops_per_token",
+    "fp8_compute_speedup",
+    "goal_from_inputs",
+    "gpu_counts",
+    "group_allreduce_s",
+    "group_gather_s",
+    "layout_context",
+    "layout_grid",
+    "layout_memory",
+    "layout_of",
+    "layouts_at",
+    "plan",
+    "result_at",
+    "training_math",
+    "work",
+]

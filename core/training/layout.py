@@ -1,0 +1,890 @@
+"""The layout model: memory and step time of one parallel layout, scalar or over a grid of layouts.
+
+**Step time** of one global batch on a layout TP x PP x DP (x EP), micro-batch b, ZeRO stage z,
+recomputation r and v virtual pipeline stages; m = B / (DP b) micro-batches per pipeline::
+
+    t_mb   = F_hw b s / (TP p_e) / (peak x fp8 x MFU_train x T/(T+T0))      one micro-batch, one stage
+    slot   = t_mb + TP collectives + EP all-to-alls + PP sends                (per micro-batch, per stage)
+    t_pipe = (m + (PP - 1) / v) slot         bubble share (PP - 1) / (v m + PP - 1)  (Narayanan sec. 2.2)
+    t_dp   = DP/ZeRO traffic over the DP group, partly hidden (dp_overlap) behind compute:
+             ZeRO-0 all-reduce; 1: reduce-scatter + all-gather; 2: reduce-scatter per micro-batch
+             + all-gather; 3: (2 all-gathers + reduce-scatter) per micro-batch
+    step   = t_pipe + exposed t_dp + optimizer step (28 B per local parameter over HBM) + overhead
+
+Placement: TP inside the node, then EP, PP, DP outward (DP groups span nodes once TP x PP fills one).
+Each choice is a named assumption in :mod:`core.base.assumptions` or a documented constant below.
+
+**Memory** per GPU is :func:`core.physics.memory.training_memory_parts` (the one body the traced Memory view also
+calls), evaluated here on the grid's arrays.
+
+:func:`layout_grid` evaluates every quantity on a grid with axes (dp, v, b, recompute, zero) for one
+TP x PP x EP; :func:`evaluate_layout` times one layout and records its derivation from the same grid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.base import choices
+from core.catalog import GpuSpec
+from core.physics import Collectives
+from core.config import RabitConfig
+from core.config import Deployment, as_deployment
+from core.training.reliability import goodput
+from core.physics import TrainingMemory, expert_params_total, lora_params, training_memory_for, training_memory_parts
+from core.catalog import ModelArch
+from core.physics import effective_peak_flop_per_s
+from core.base import Step, Trace
+from core.training.flops import RECOMPUTES, attention_pairs_per_token, work
+from core.base import HOUR_S, MS
+
+__all__ = [
+    "ACT_BYTES",
+    "COLLECTIVES_PER_LAYER",
+    "GRAD_COMM_BYTES",
+    "OPTIMIZER_STEP_BYTES",
+    "Layout",
+    "LayoutContext",
+    "LayoutResult",
+    "bubble_fraction",
+    "config_layout",
+    "evaluate_layout",
+    "fp8_compute_speedup",
+    "group_allreduce_s",
+    "group_gather_s",
+    "layout_context",
+    "layout_grid",
+    "layout_memory",
+    "layout_of",
+    "result_at",
+    "training_math",
+]
+
+Recompute = choices.Recompute
+
+#: Bytes per element of gradients and parameters on the DP wire (BF16 reduce-scatter / all-gather).
+#: Megatron can reduce in FP32 (--accumulate-allreduce-grads-in-fp32), which doubles this traffic.
+GRAD_COMM_BYTES = 2.0
+#: Bytes of the activations sent between TP ranks, EP ranks and pipeline stages (BF16).
+ACT_BYTES = 2.0
+#: HBM traffic of one Adam step per local parameter: FP32 master, m and v read and written (24 B),
+#: the BF16 gradient read (2 B) and the BF16 weight written (2 B).
+OPTIMIZER_STEP_BYTES = 28.0
+#: TP collectives per layer per micro-batch (all-reduce equivalents; with sequence parallelism each is an
+#: all-gather + reduce-scatter of the same volume): 2 forward + 2 backward, +2 when full recomputation
+#: reruns the forward (Megatron-LM, Korthikanti et al. sec. 4.2.2). Same count for EP all-to-alls per
+#: MoE layer (dispatch + combine, forward and backward).
+COLLECTIVES_PER_LAYER = {"none": 4, "selective": 4, "full": 6}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Layout(_Frozen):
+    """One parallel layout. ``gpus = tp x pp x dp``; EP splits experts inside TP x DP."""
+
+    tp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1)
+    dp: int = Field(1, ge=1)
+    ep: int = Field(1, ge=1)
+    micro_batch: int = Field(1, ge=1)
+    zero: choices.ZeroStage = 1
+    recompute: Recompute = "selective"
+    vpp: int = Field(1, ge=1)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    def label(self) -> str:
+        v = f"(v{self.vpp})" if self.vpp > 1 else ""
+        e = f" EP{self.ep}" if self.ep > 1 else ""
+        return (
+            f"TP{self.tp} PP{self.pp}{v} DP{self.dp}{e} · mb {self.micro_batch} · ZeRO-{self.zero} · "
+            f"{self.recompute} recompute"
+        )
+
+
+class LayoutResult(_Frozen):
+    """One layout timed and sized (times per optimizer step unless named otherwise) [s, B]."""
+
+    layout: Layout
+    gpus: int
+    fits: bool
+    batch_ok: bool
+    memory_bytes_per_gpu: float
+    capacity_bytes_per_gpu: float
+    micro_batches: int
+    global_batch_seqs: int
+    global_batch_tokens: int
+    steps: int
+    compute_s: float
+    bubble_s: float
+    tp_comm_s: float
+    ep_comm_s: float
+    pp_comm_s: float
+    dp_comm_s: float  # raw DP / ZeRO traffic time
+    dp_exposed_s: float  # the part not hidden behind compute
+    optimizer_s: float
+    overhead_s: float
+    step_s: float
+    runtime_s: float
+    gpu_hours: float
+    mfu: float
+    hfu: float
+    tokens_per_s: float
+    why: str = ""
+
+    @property
+    def feasible(self) -> bool:
+        return self.fits and self.batch_ok
+
+    @property
+    def bubble_frac(self) -> float:
+        return self.bubble_s / self.step_s if self.step_s else 0.0
+
+    @property
+    def comm_exposed_s(self) -> float:
+        return self.tp_comm_s + self.ep_comm_s + self.pp_comm_s + self.dp_exposed_s
+
+    def time_parts(self) -> tuple[tuple[str, float], ...]:
+        """(name, seconds per step) adding up to ``step_s``."""
+        return (
+            ("compute", self.compute_s),
+            ("pipeline bubble", self.bubble_s),
+            ("TP communication", self.tp_comm_s),
+            ("EP all-to-all", self.ep_comm_s),
+            ("PP sends", self.pp_comm_s),
+            ("DP/ZeRO (exposed)", self.dp_exposed_s),
+            ("optimizer step", self.optimizer_s),
+            ("overhead", self.overhead_s),
+        )
+
+
+def bubble_fraction(pp: int, micro_batches, vpp: int = 1):
+    """Share of a 1F1B step spent in the pipeline bubble: (p - 1) / (v m + p - 1) (Narayanan et al. sec. 2.2).
+
+    p = 4, m = 8: 3/11 = 27.3 %; interleaved with v = 2: 3/19 = 15.8 %.
+    """
+    return (pp - 1) / (vpp * np.asarray(micro_batches, dtype=float) + pp - 1)
+
+
+def fp8_compute_speedup(g: GpuSpec, precision: str, fp8_speedup: float) -> float:
+    """Compute speed-up of the training precision over BF16: the named assumption, capped by the datasheet
+    ratio; 1 on parts without FP8 tensor cores (A100 runs FP8 recipes at BF16 speed)."""
+    if precision != "fp8":
+        return 1.0
+    return effective_peak_flop_per_s(g, "fp8", fp8_speedup, 1.0) / g.peak_flop_per_s("bf16")
+
+
+# --- collectives over arrays of group sizes ----------------------------------------------------------------
+
+
+def group_gather_s(coll: Collectives, n, p, k: int):
+    """All-gather (= reduce-scatter) of ``n`` bytes over groups of ``p`` GPUs (array), ``k`` per node [s]."""
+    return dataclasses.replace(coll, domain=k).all_gather_s(n, p)
+
+
+def group_allreduce_s(coll: Collectives, n, p, k: int):
+    """All-reduce of ``n`` bytes over groups of ``p`` GPUs (array), ``k`` per node, hierarchical across nodes [s]."""
+    return dataclasses.replace(coll, domain=k).all_reduce_s(n, p)
+
+
+# --- the vectorised layout model -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class LayoutContext:
+    """Per-deployment constants of the layout model."""
+
+    dep: Deployment
+    cfg: RabitConfig
+    m: ModelArch
+    g: GpuSpec
+    coll: Collectives
+    seq: int
+    batch_seqs: int  # requested global batch [sequences]
+    tokens: float
+    P: float
+    N_t: float  # LoRA adapters (0 for full training)
+    flop_model: float
+    flop_hw: tuple[float, ...]  # by RECOMPUTES
+    peak_bf16: float
+    speedup: float
+    peak_eff: float  # peak x speed-up x mfu_train
+    q_slow: float
+    capacity: float
+    hbm_eff: float
+
+
+def layout_context(dep: Deployment | RabitConfig) -> LayoutContext:
+    """The constants of the layout model for a deployment (a config is resolved here)."""
+    dep = as_deployment(dep)
+    cfg, m, g, f = dep.config, dep.model, dep.gpu, dep.fabric
+    a = cfg.assumptions
+    coll = Collectives.for_cluster(g, f, cfg.gpus_per_node, a.comm_bw_eff, a.collective_base_us * 1e-6)
+    wk = work(dep)
+    sp = fp8_compute_speedup(g, cfg.train_precision, a.fp8_speedup)
+    peak = g.peak_flop_per_s("bf16")
+    return LayoutContext(
+        dep=dep,
+        cfg=cfg,
+        m=m,
+        g=g,
+        coll=coll,
+        seq=cfg.seq_len,
+        batch_seqs=max(1, round(cfg.global_batch_tokens / cfg.seq_len)),
+        tokens=cfg.train_tokens,
+        P=float(m.total_params()),
+        N_t=float(lora_params(m, cfg.lora_rank)) if cfg.lora_rank else 0.0,
+        flop_model=wk.model_flop_per_token,
+        flop_hw=tuple(wk.hardware_flop_per_token[r] for r in RECOMPUTES),
+        peak_bf16=peak,
+        speedup=sp,
+        peak_eff=peak * sp * a.mfu_train,
+        q_slow=a.qlora_slowdown if (cfg.lora_rank and cfg.qlora) else 1.0,
+        capacity=g.memory_bytes,
+        hbm_eff=g.memory_bw_bytes_per_s * a.mbu,
+    )
+
+
+def layout_grid(c: LayoutContext, tp: int, pp: int, ep: int, dp, vs, bs, rcs, zs, tol: float) -> dict[str, np.ndarray]:
+    """Every quantity of the layout model on a grid with axes (dp, v, b, recompute, zero).
+
+    Arrays broadcast against shape (len(dp), len(vs), len(bs), len(rcs), len(zs)).
+    """
+    cfg, m, a = c.cfg, c.m, c.cfg.assumptions
+    s, h, L = c.seq, m.hidden_size, m.num_layers
+    D = np.asarray(dp, dtype=float)[:, None, None, None, None]
+    V = np.asarray(vs, dtype=float)[None, :, None, None, None]
+    B = np.asarray(bs, dtype=float)[None, None, :, None, None]
+    ri = np.array([RECOMPUTES.index(r) for r in rcs])
+    R = np.asarray(rcs)[None, None, None, :, None]
+    Z = np.asarray(zs)[None, None, None, None, :]
+    split = m.is_moe and ep > 1
+
+    # batch: m micro-batches of b sequences on each of DP pipelines
+    mm = np.maximum(1.0, np.floor(c.batch_seqs / (D * B) + 0.5))
+    b_seq = mm * D * B
+    batch_ok = np.abs(b_seq / c.batch_seqs - 1) <= tol + 1e-12
+    v_ok = (V == 1) | ((pp > 1) & (pp * V <= L) & (np.mod(mm, pp) == 0))
+
+    # memory: the one body, on arrays
+    mem = training_memory_parts(
+        c.dep, dp=D, tp=tp, pp=pp, ep=ep, zero=Z, micro_batch=B, recompute=R, vpp=V, micro_batches=mm
+    )
+    L_s, p_e, E = mem.stage_layers, mem.pp_eff, mem.expert_dp
+    fits = mem.total <= mem.capacity
+    shard = tp * p_e
+    upd = mem.optimizer_params
+    # DP / ZeRO traffic per step: the local gradient shard (adapters only under LoRA)
+    if cfg.lora_rank:
+        n_dense, n_exp = c.N_t * GRAD_COMM_BYTES / shard, 0.0
+    else:
+        P_e = expert_params_total(m) if split else 0.0
+        n_dense = (c.P - P_e) * GRAD_COMM_BYTES / shard
+        n_exp = P_e * GRAD_COMM_BYTES / (ep * p_e) if split else 0.0
+
+    # one micro-batch on one stage
+    tok = B * s
+    ramp = tok / (tok + a.mfu_ramp_tokens)
+    hw = np.array(c.flop_hw)[ri][None, None, None, :, None]
+    t_mb = hw * tok / shard / (c.peak_eff * ramp) * c.q_slow
+    n_coll = np.array([COLLECTIVES_PER_LAYER[r] for r in RECOMPUTES], dtype=float)[ri][None, None, None, :, None]
+    t_ar = c.coll.all_reduce_s(tok * h * ACT_BYTES, tp) if tp > 1 else 0.0 * tok
+    t_tp = n_coll * L_s * t_ar * (1 - a.tp_overlap_train)
+    if split:
+        coll_ep = dataclasses.replace(c.coll, domain=max(1, c.coll.domain // tp))
+        t_a2a = coll_ep.all_to_all_s(tok / tp * m.experts_per_tok * h * ACT_BYTES, ep)
+        L_moe = np.minimum(L_s, m.moe_layers)
+        t_ep = n_coll * L_moe * t_a2a
+    else:
+        t_a2a, L_moe, t_ep = 0.0 * tok, 0, 0.0 * tok
+    if pp > 1:
+        cross = tp * pp > c.coll.domain
+        t_hop = c.coll.p2p_s(tok * h * ACT_BYTES / (tp if cfg.sequence_parallel else 1), cross)
+        t_p2p = 2 * V * t_hop
+    else:
+        t_hop, t_p2p = 0.0 * tok, 0.0 * V * tok
+    slot = t_mb + t_tp + t_ep + t_p2p
+    bub = (pp - 1) / V * slot
+
+    # data parallel / ZeRO traffic per step
+    k = max(1, c.coll.domain // (tp * pp))
+    rs_d, ar_d = group_gather_s(c.coll, n_dense, D, k), group_allreduce_s(c.coll, n_dense, D, k)
+    if split and not cfg.lora_rank:
+        rs_e, ar_e = group_gather_s(c.coll, n_exp, E, k), group_allreduce_s(c.coll, n_exp, E, k)
+    else:
+        rs_e, ar_e = 0.0 * D, 0.0 * D
+    rs, ar = rs_d + rs_e, ar_d + ar_e
+    t_dp = np.where(Z == 0, ar, np.where(Z == 1, 2 * rs, np.where(Z == 2, (mm + 1) * rs, 3 * mm * rs)))
+    compute = mm * t_mb
+    dp_exp = t_dp - np.minimum(a.dp_overlap * t_dp, compute)
+    opt = OPTIMIZER_STEP_BYTES * upd / c.hbm_eff
+    ovh = a.step_overhead_ms * MS
+    t_pipe = (mm + (pp - 1) / V) * slot
+    step = t_pipe + dp_exp + opt + ovh
+    tokens_step = b_seq * s
+    n_steps = np.ceil(c.tokens / tokens_step)
+    runtime = n_steps * step
+    gpus = tp * pp * D
+    return dict(
+        mm=mm,
+        b_seq=b_seq,
+        batch_ok=batch_ok,
+        v_ok=v_ok,
+        fits=fits,
+        mem=mem.total,
+        W=mem.weight,
+        W8=mem.fp8_weight,
+        G=mem.gradient,
+        S=mem.optimizer,
+        act=mem.activation,
+        a_l=mem.activation_per_layer,
+        f_v=mem.interleave_factor,
+        ramp=ramp,
+        hw=hw,
+        t_mb=t_mb,
+        n_coll=n_coll,
+        t_ar=t_ar,
+        t_tp=t_tp,
+        t_a2a=t_a2a,
+        L_moe=L_moe,
+        t_ep=t_ep,
+        t_hop=t_hop,
+        t_p2p=t_p2p,
+        slot=slot,
+        bubble=bub,
+        rs=rs,
+        ar=ar,
+        t_dp=t_dp,
+        dp_exp=dp_exp,
+        compute=compute,
+        upd=upd,
+        opt=opt,
+        ovh=ovh,
+        t_pipe=t_pipe,
+        step=step,
+        steps=n_steps,
+        runtime=runtime,
+        gpus=gpus,
+        k=k,
+        L_s=L_s,
+        p_e=p_e,
+        E=E,
+        mfu=c.flop_model * tokens_step / (step * gpus * c.peak_bf16),
+        hfu=hw * tokens_step / (step * gpus * c.peak_bf16),
+        feasible=fits & batch_ok & v_ok,
+    )
+
+
+def layout_of(row: Any) -> Layout:
+    """The layout a search row (tp, pp, dp, ep, b, zero, recompute index, v) stands for."""
+    tp, pp, dp, ep, b, z, ri, v = (int(x) for x in row)
+    return Layout(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=b, zero=z, recompute=RECOMPUTES[ri], vpp=v)
+
+
+def result_at(c: LayoutContext, lay: Layout, r: dict[str, np.ndarray], ix: tuple, why: str = "") -> LayoutResult:
+    """A LayoutResult from element ``ix`` of a grid."""
+
+    def f(key: str) -> float:
+        return float(
+            np.asarray(r[key])[tuple(min(i, s - 1) for i, s in zip(ix, np.shape(r[key])))]
+            if np.ndim(r[key])
+            else r[key]
+        )
+
+    mm, steps, step = int(f("mm")), int(f("steps")), f("step")
+    gpus = lay.gpus
+    return LayoutResult(
+        layout=lay,
+        gpus=gpus,
+        fits=bool(f("fits")),
+        batch_ok=bool(f("batch_ok")) and bool(f("v_ok")),
+        memory_bytes_per_gpu=f("mem"),
+        capacity_bytes_per_gpu=c.capacity,
+        micro_batches=mm,
+        global_batch_seqs=int(f("b_seq")),
+        global_batch_tokens=int(f("b_seq")) * c.seq,
+        steps=steps,
+        compute_s=f("compute"),
+        bubble_s=f("bubble"),
+        tp_comm_s=mm * f("t_tp"),
+        ep_comm_s=mm * f("t_ep"),
+        pp_comm_s=mm * f("t_p2p"),
+        dp_comm_s=f("t_dp"),
+        dp_exposed_s=f("dp_exp"),
+        optimizer_s=f("opt"),
+        overhead_s=f("ovh"),
+        step_s=step,
+        runtime_s=steps * step,
+        gpu_hours=gpus * steps * step / HOUR_S,
+        mfu=f("mfu"),
+        hfu=f("hfu"),
+        tokens_per_s=f("b_seq") * c.seq / step,
+        why=why,
+    )
+
+
+# --- one layout, traced ------------------------------------------------------------------------------------
+
+
+def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None = None) -> LayoutResult:
+    """Time and size one layout exactly as given (no batch tolerance), recording the derivation on ``tr``."""
+    tr = tr if tr is not None else Trace()
+    c = layout_context(dep)
+    cfg, m, a = c.cfg, c.m, c.cfg.assumptions
+    r = layout_grid(
+        c,
+        lay.tp,
+        lay.pp,
+        lay.ep,
+        np.array([lay.dp]),
+        (lay.vpp,),
+        (lay.micro_batch,),
+        (lay.recompute,),
+        (lay.zero,),
+        1e9,
+    )
+    res = result_at(c, lay, r, (0, 0, 0, 0, 0))
+    if not tr.enabled:
+        return res
+    x = {k: (float(np.ravel(v)[0]) if np.ndim(v) else float(v)) for k, v in r.items()}
+    tp, pp, dp, ep, b, v = lay.tp, lay.pp, lay.dp, lay.ep, lay.micro_batch, lay.vpp
+    s = c.seq
+    wk = work(c.dep)
+    N = tr.step(
+        "N_mm",
+        "Active parameters doing matrix work",
+        "N",
+        "N",
+        wk.active_matmul_params,
+        unit="",
+        N=wk.active_matmul_params,
+        note="all layers' active weights plus the LM head; the embedding is a lookup",
+    )
+    A_t = attention_pairs_per_token(m, s)
+    if m.sliding_layers:
+        A_t = tr.step(
+            "attention_pairs_per_token",
+            "Attended pairs per token (all layers)",
+            "A_t",
+            "A_t",
+            A_t,
+            unit="",
+            A_t=A_t,
+            note=f"causal; {m.sliding_layers} sliding-window layers see at most {m.sliding_window} tokens",
+        )
+    else:
+        A_t = tr.step(
+            "attention_pairs_per_token",
+            "Attended pairs per token (all layers)",
+            "A_t",
+            "L * (s + 1) / 2",
+            A_t,
+            unit="",
+            L=m.attention_layers,
+            s=s,
+            note="causal attention: token i attends to i keys"
+            + (f"; L counts the {m.attention_layers} attention layers of {m.num_layers}" if m.ssm_layers else ""),
+        )
+    dqk = m.attn_qk_dim
+    if cfg.lora_rank:
+        n_l = lora_params(m, cfg.lora_rank)
+        F_m = tr.step(
+            "model_flop_per_token",
+            "Model FLOPs per token",
+            "F_m",
+            "c_L * N + 6 * N_lora + 12 * d_qk * A_t",
+            wk.model_flop_per_token,
+            unit="FLOP",
+            c_L=a.lora_flop_per_param,
+            N=N,
+            N_lora=n_l,
+            d_qk=dqk,
+            A_t=A_t,
+            note="LoRA: the frozen base runs forward and the activation-gradient backward, "
+            "no weight gradients (assumption lora_flop_per_param)",
+        )
+    else:
+        F_m = tr.step(
+            "model_flop_per_token",
+            "Model FLOPs per token",
+            "F_m",
+            "6 * N + 12 * d_qk * A_t",
+            wk.model_flop_per_token,
+            unit="FLOP",
+            N=N,
+            d_qk=dqk,
+            A_t=A_t,
+            note="6N (forward 2N + backward 4N) plus causal attention, forward + backward",
+        )
+    if lay.recompute == "selective":
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 4 * d_qk * A_t",
+            x["hw"],
+            unit="FLOP",
+            F_m=F_m,
+            d_qk=dqk,
+            A_t=A_t,
+            note="selective recomputation reruns the attention core (Korthikanti et al. sec. 5)",
+        )
+    elif lay.recompute == "full":
+        n_l = 2 * lora_params(m, cfg.lora_rank) if cfg.lora_rank else 0.0
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 2 * N + N_a + 4 * d_qk * A_t",
+            x["hw"],
+            unit="FLOP",
+            F_m=F_m,
+            N=N,
+            N_a=n_l,
+            d_qk=dqk,
+            A_t=A_t,
+            note="full recomputation reruns the whole forward before the backward",
+        )
+    else:
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m",
+            x["hw"],
+            unit="FLOP",
+            F_m=F_m,
+            note="no recomputation",
+        )
+    tr.step(
+        "total_model_flop", "Model FLOPs of the run", "F", "F_m * T", F_m * c.tokens, unit="FLOP", F_m=F_m, T=c.tokens
+    )
+    peak = tr.step(
+        "peak_eff_flop_per_s",
+        "Sustained compute per GPU",
+        "R",
+        "pi_flops * x_p * mfu",
+        c.peak_eff,
+        unit="FLOP/s",
+        pi_flops=c.peak_bf16,
+        x_p=c.speedup,
+        mfu=a.mfu_train,
+        note=f"BF16 dense peak x {cfg.train_precision.upper()} speed-up x the MFU "
+        "ceiling (assumptions fp8_speedup, mfu_train)",
+    )
+    mm = tr.step(
+        "micro_batches",
+        "Micro-batches per pipeline per step",
+        "m",
+        "max(1, floor(B_req / (dp * b) + 0.5))",
+        x["mm"],
+        unit="",
+        B_req=c.batch_seqs,
+        dp=dp,
+        b=b,
+        note=f"global batch {cfg.global_batch_tokens:,} tokens = {c.batch_seqs:,} sequences of {s:,}",
+    )
+    eta = tr.step(
+        "gemm_efficiency",
+        "GEMM fill at b x s tokens",
+        r"\eta_T",
+        "b * s / (b * s + T0)",
+        x["ramp"],
+        unit="",
+        b=b,
+        s=s,
+        T0=a.mfu_ramp_tokens,
+    )
+    p_e = x["p_e"]
+    t_mb = tr.step(
+        "t_mb",
+        "One micro-batch on one stage (compute)",
+        "t_{mb}",
+        "F_hw * b * s / (tp * p_e) / (R * eta_T) * q",
+        x["t_mb"],
+        unit="s",
+        F_hw=F_hw,
+        b=b,
+        s=s,
+        tp=tp,
+        p_e=p_e,
+        R=peak,
+        eta_T=eta,
+        q=c.q_slow,
+        note=f"PP {pp} puts {x['L_s']:.0f} of {m.num_layers} layers on the heaviest stage"
+        + (f"; QLoRA dequantisation x{c.q_slow:g}" if c.q_slow != 1 else ""),
+    )
+    parts = ["t_mb"]
+    vals = {"t_mb": t_mb}
+    if tp > 1:
+        t_ar = tr.step(
+            "t_ar_tp",
+            "One TP all-reduce of b x s x h activations",
+            "t_{ar}",
+            "t_ar",
+            x["t_ar"],
+            unit="s",
+            t_ar=x["t_ar"],
+            note=f"{b * s * m.hidden_size * ACT_BYTES / 1e6:.3g} MB over TP {tp} inside "
+            "the node (alpha-beta, core.physics.collectives)",
+        )
+        vals["t_tp"] = tr.step(
+            "t_tp",
+            "TP communication per micro-batch",
+            "t_{tp}",
+            "n_c * L_s * t_ar * (1 - o_tp)",
+            x["t_tp"],
+            unit="s",
+            n_c=x["n_coll"],
+            L_s=x["L_s"],
+            t_ar=t_ar,
+            o_tp=a.tp_overlap_train,
+            note="2 forward + 2 backward per layer (+2 with full recomputation)",
+        )
+        parts.append("t_tp")
+    if ep > 1 and m.is_moe:
+        t_a = tr.step(
+            "t_a2a",
+            "One EP all-to-all",
+            "t_{a2a}",
+            "t_a2a",
+            x["t_a2a"],
+            unit="s",
+            t_a2a=x["t_a2a"],
+            note=f"top-{m.experts_per_tok} tokens x h over EP {ep}",
+        )
+        vals["t_ep"] = tr.step(
+            "t_ep",
+            "EP all-to-alls per micro-batch",
+            "t_{ep}",
+            "n_c * L_moe * t_a2a",
+            x["t_ep"],
+            unit="s",
+            n_c=x["n_coll"],
+            L_moe=x["L_moe"],
+            t_a2a=t_a,
+        )
+        parts.append("t_ep")
+    if pp > 1:
+        t_h = tr.step(
+            "t_hop",
+            "One pipeline send",
+            "t_{hop}",
+            "t_hop",
+            x["t_hop"],
+            unit="s",
+            t_hop=x["t_hop"],
+            note="activations (forward) or their gradients (backward) to the next stage",
+        )
+        vals["t_p2p"] = tr.step(
+            "t_p2p", "PP sends per micro-batch", "t_{pp}", "2 * v * t_hop", x["t_p2p"], unit="s", v=v, t_hop=t_h
+        )
+        parts.append("t_p2p")
+    slot_inputs: dict[str, Any] = {k: vals[k] for k in parts}
+    slot = tr.step("t_slot", "One pipeline slot", "t_{slot}", " + ".join(parts), x["slot"], unit="s", **slot_inputs)
+    tr.step(
+        "bubble_frac",
+        "Pipeline bubble share",
+        "f_b",
+        "(pp - 1) / (v * m + pp - 1)",
+        float(bubble_fraction(pp, mm, v)),
+        unit="%",
+        pp=pp,
+        v=v,
+        m=mm,
+        note="1F1B; v virtual stages per GPU divide the bubble by v (Narayanan et al. 2021 sec. 2.2)",
+    )
+    t_pipe = tr.step(
+        "t_pipe",
+        "Pipeline time per step",
+        "t_{pipe}",
+        "(m + (pp - 1) / v) * t_slot",
+        x["t_pipe"],
+        unit="s",
+        m=mm,
+        pp=pp,
+        v=v,
+        t_slot=slot,
+    )
+    z = lay.zero
+    if dp > 1:
+        unit_key = "t_ar_dp" if z == 0 else "t_rs_dp"
+        unit_v = x["ar"] if z == 0 else x["rs"]
+        tu = tr.step(
+            unit_key,
+            "DP all-reduce of the gradients" if z == 0 else "DP reduce-scatter (= all-gather)",
+            "t_u",
+            "t_u",
+            unit_v,
+            unit="s",
+            t_u=unit_v,
+            note=f"BF16 gradients of the local shard over DP {dp}, {x['k']:.0f} per node; across nodes "
+            "over the inter-node fabric (hierarchical alpha-beta)",
+        )
+        expr = {0: "t_u", 1: "2 * t_u", 2: "(m + 1) * t_u", 3: "3 * m * t_u"}[z]
+        t_dp = tr.step(
+            "t_dp",
+            "DP / ZeRO traffic per step",
+            "t_{dp}",
+            expr,
+            x["t_dp"],
+            unit="s",
+            t_u=tu,
+            m=mm,
+            note={
+                0: "DDP: one all-reduce per step",
+                1: "ZeRO-1: reduce-scatter gradients, all-gather params",
+                2: "ZeRO-2: reduce-scatter every micro-batch, all-gather once",
+                3: "ZeRO-3: all-gather params forward and backward, reduce-scatter, every micro-batch",
+            }[z],
+        )
+        dpx = tr.step(
+            "t_dp_exposed",
+            "Exposed DP / ZeRO time",
+            "t_{dpx}",
+            "t_dp - min(o_dp * t_dp, m * t_mb)",
+            x["dp_exp"],
+            unit="s",
+            t_dp=t_dp,
+            o_dp=a.dp_overlap,
+            m=mm,
+            t_mb=t_mb,
+            note="bucketed overlap with the backward (assumption dp_overlap)",
+        )
+    else:
+        dpx = tr.step(
+            "t_dp_exposed",
+            "Exposed DP / ZeRO time",
+            "t_{dpx}",
+            "0 * dp",
+            0.0,
+            unit="s",
+            dp=dp,
+            note="DP 1: no gradient traffic",
+        )
+    t_opt = tr.step(
+        "t_opt",
+        "Optimizer step",
+        "t_{opt}",
+        "28 * P_u / (bw * mbu)",
+        x["opt"],
+        unit="s",
+        P_u=x["upd"],
+        bw=c.g.memory_bw_bytes_per_s,
+        mbu=a.mbu,
+        note="Adam reads and writes FP32 master, m, v (24 B) + BF16 grad and weight (4 B) per local "
+        "parameter, memory-bound",
+    )
+    t_step = tr.step(
+        "step_s",
+        "Time per optimizer step",
+        "t_{step}",
+        "t_pipe + t_dpx + t_opt + t_ovh",
+        x["step"],
+        unit="s",
+        t_pipe=t_pipe,
+        t_dpx=dpx,
+        t_opt=t_opt,
+        t_ovh=x["ovh"],
+    )
+    B_tok = tr.step(
+        "global_batch_tokens_actual",
+        "Tokens per step",
+        "B_t",
+        "m * dp * b * s",
+        x["b_seq"] * s,
+        unit="tokens",
+        m=mm,
+        dp=dp,
+        b=b,
+        s=s,
+    )
+    n_steps = tr.step("steps", "Optimizer steps", "n", "ceil(T / B_t)", x["steps"], unit="", T=c.tokens, B_t=B_tok)
+    rt = tr.step(
+        "runtime_s", "Runtime without failures", "T_s", "n * t_step", x["runtime"], unit="s", n=n_steps, t_step=t_step
+    )
+    tr.step(
+        "gpu_hours",
+        "GPU-hours (without failures)",
+        "H",
+        "gpus * T_s / 3600",
+        lay.gpus * rt / HOUR_S,
+        unit="GPU-h",
+        gpus=lay.gpus,
+        T_s=rt,
+    )
+    tr.step(
+        "mfu",
+        "Model FLOPs utilisation",
+        "MFU",
+        "F_m * B_t / (t_step * gpus * pi_flops)",
+        x["mfu"],
+        unit="%",
+        F_m=F_m,
+        B_t=B_tok,
+        t_step=t_step,
+        gpus=lay.gpus,
+        pi_flops=c.peak_bf16,
+        note="against the BF16 dense peak; bubble, communication and the optimizer step pull it below the ceiling",
+    )
+    tr.step(
+        "hfu",
+        "Hardware FLOPs utilisation",
+        "HFU",
+        "F_hw * B_t / (t_step * gpus * pi_flops)",
+        x["hfu"],
+        unit="%",
+        F_hw=F_hw,
+        B_t=B_tok,
+        t_step=t_step,
+        gpus=lay.gpus,
+        pi_flops=c.peak_bf16,
+        note="counts recomputed FLOPs too",
+    )
+    return res
+
+
+def layout_memory(
+    dep: Deployment | RabitConfig, lay: Layout, micro_batches: int, tr: Trace | None = None
+) -> TrainingMemory:
+    """Training memory per GPU of one layout, its steps recorded (the traced view of the one body)."""
+    return training_memory_for(
+        dep,
+        tr if tr is not None else Trace(),
+        dp=lay.dp,
+        tp=lay.tp,
+        pp=lay.pp,
+        zero=lay.zero,
+        micro_batch=lay.micro_batch,
+        recompute=lay.recompute,
+        ep=lay.ep,
+        vpp=lay.vpp,
+        micro_batches=micro_batches,
+    )
+
+
+def config_layout(cfg: Deployment | RabitConfig) -> Layout:
+    """The layout the config's sidebar / CLI flags name."""
+    cfg = cfg.config if isinstance(cfg, Deployment) else cfg
+    return Layout(
+        tp=cfg.tp, pp=cfg.pp, dp=cfg.dp, ep=cfg.ep, micro_batch=cfg.micro_batch, zero=cfg.zero, recompute=cfg.recompute
+    )
+
+
+def training_math(dep: Deployment | RabitConfig) -> tuple[Step, ...]:
+    """The traced chain for the config's own layout: memory, work, step time, runtime, GPU-hours, goodput."""
+    dep = as_deployment(dep)
+    lay = config_layout(dep)
+    tr = Trace()
+    res = evaluate_layout(dep, lay, tr)
+    mem = layout_memory(dep, lay, res.micro_batches)
+    goodput(res.runtime_s, lay.gpus, dep.assumptions, tr=tr)
+    return mem.steps + tr.frozen()
