@@ -103,6 +103,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(q)
     q.set_defaults(func=attach_telemetry)
 
+    q = s.add_parser("attach-log", help="attach a vLLM or SGLang start-up log to an analysis")
+    q.add_argument("id")
+    q.add_argument("--file", required=True, metavar="F", help="the engine's start-up log (text)")
+    add_json(q)
+    q.set_defaults(func=attach_log)
+
     q = s.add_parser("where", help="where the analyses are stored")
     add_json(q)
     q.set_defaults(func=where)
@@ -323,6 +329,22 @@ def attach_telemetry(args: argparse.Namespace) -> int:
         {"id": args.id, "telemetry": tid, "samples": len(tel.samples)},
         args.json,
         f"attached {len(tel.samples):,} samples to {args.id}",
+    )
+    return 0
+
+
+def attach_log(args: argparse.Namespace) -> int:
+    """Parse the log in full first: a file that is not a start-up log exits 2 and the analysis is untouched."""
+    from cli.common import read_log
+
+    st = open_store()
+    _get(st, args.id)
+    log, text = read_log(args.file, "--file", "analyses attach-log")
+    lid = st.add_log(args.id, Path(args.file).name, log, text)
+    emit(
+        {"id": args.id, "startup_log": lid, "log": log.as_json()},
+        args.json,
+        f"attached the {log.engine} {log.version} start-up log to {args.id}",
     )
     return 0
 

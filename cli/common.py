@@ -191,6 +191,24 @@ def read_file(path: str, flag: str, max_bytes: int = MAX_CONFIG_BYTES) -> str:
         die(f"rabit: error: argument {flag}: {exc}")
 
 
+def read_log(path: str, flag: str, command: str):
+    """A vLLM or SGLang start-up log from a file, parsed (:func:`core.operations.parse_log`), or exit 2 with one
+    line naming ``flag``: an unreadable path, a file over the size limit, text that is not a start-up log."""
+    from core.base import MAX_LOG_BYTES
+    from core.operations import LogError, parse_log
+
+    try:
+        data = read_regular_file(path, MAX_LOG_BYTES)
+    except OSError as exc:
+        die(f"rabit {command}: error: argument {flag}: cannot read {path}: {exc.strerror}")
+    except PayloadError as exc:
+        die(f"rabit {command}: error: argument {flag}: {exc}")
+    try:
+        return parse_log(data, Path(path).name), data.decode("utf-8", "replace")
+    except LogError as exc:
+        die(f"rabit {command}: error: argument {flag}: {exc}")
+
+
 def custom_model(path: str | None):
     if path is None:
         return None

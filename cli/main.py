@@ -27,6 +27,7 @@ COMMANDS = (
     "cli.diagnose_cmd",
     "cli.analyses_cmd",
     "cli.calibrate_cmd",
+    "cli.tune_cmd",
 )
 
 

@@ -1,4 +1,14 @@
-"""``rabit memory``: does it fit, and how many sequences can one replica hold."""
+"""``rabit memory``: does it fit, and how many sequences can one replica hold.
+
+``--log FILE`` (serving): a vLLM or SGLang start-up log. Its flags (memory share, token budget, tensor
+parallelism, KV format, max model len) are laid over the config, and ``--json`` adds ``log`` (the numbers read:
+``weights_bytes``, ``kv_cache_bytes`` per GPU, ``kv_cache_tokens``, ``max_concurrency``, ``context_tokens``, and
+``unrecognised``: the ones the log does not state), ``log_vs_predicted`` (measured / predicted per number),
+``log_comparison`` (the prediction, the flags taken from the log, the runtime overhead that reproduces the log
+and the numbers predicted again with it) and ``oom`` (a failure in the log: ``phase`` start-up or under load,
+``cause``, ``remedies`` ranked by cost; null without one). A file that is not a start-up log exits 2 naming
+``--log``.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +21,19 @@ from cli.common import (
     add_range_args,
     add_serving_args,
     config_from_args,
+    die,
     emit,
     fill_from_config,
     range_line,
+    read_log,
     steps_table,
     with_ranges,
 )
-from core.base import choices
+from core.base import GiB, choices
+from core.catalog import ENGINE_LABELS
 from core.config import DEFAULT
 from core.config import resolve
+from core.operations import NUMBER_TEXT, NUMBERS, compare_log, config_for_log, diagnose_oom
 from core.physics import serving_memory, training_memory
 from core.decision import memory_spread, training_memory_spread
 
@@ -37,6 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument("--lora-rank", type=int, default=DEFAULT.lora_rank)
     p.add_argument("--qlora", action="store_true")
+    p.add_argument(
+        "--log",
+        metavar="FILE",
+        help="a vLLM or SGLang start-up log: its numbers beside the prediction for the same flags, and any "
+        "out-of-memory failure diagnosed",
+    )
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)
@@ -44,6 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args)
+    if args.log and args.phase == "train":
+        die("rabit memory: error: argument --log: a start-up log describes a serving engine; use --phase serve")
+    log = read_log(args.log, "--log", "memory")[0] if args.log else None
     if args.phase == "train":
         cfg = config_from_args(
             args,
@@ -79,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         }
     else:
         cfg = config_from_args(args)
+        if log is not None:  # the prediction for the log's own flags
+            cfg = config_for_log(log, cfg)[0]
         r = serving_memory(cfg)
         payload = {
             "phase": "serve",
@@ -129,5 +154,44 @@ def run(args: argparse.Namespace) -> int:
         + "):\n"
         + "\n".join(range_line(k, sp.ranges[k], lambda x: f"{x:,.4g}") for k in payload["ranges"])
     )
+    if log is not None:
+        comp = compare_log(log, config_from_args(args))
+        diag = diagnose_oom(log, config_from_args(args))
+        payload["log"] = log.as_json()
+        payload["log_vs_predicted"] = comp.ratios
+        payload["log_comparison"] = comp.as_json()
+        payload["oom"] = diag.as_json() if diag is not None else None
+        human += "\n\n" + log_text(log, comp, diag)
     emit(payload, args.json, human)
     return 0
+
+
+def _shown(key: str, v: float | None) -> str:
+    if v is None:
+        return "-"
+    if key.endswith("_bytes"):
+        return f"{v / GiB:.2f} GiB"
+    return f"{v:,.2f}" if key == "max_concurrency" else f"{v:,.0f}"
+
+
+def log_text(log, comp, diag) -> str:
+    """The log beside the prediction, the calibrated overhead and the diagnosis, as lines."""
+    lines = [f"start-up log: {ENGINE_LABELS.get(log.engine, log.engine)} {log.version}"]
+    if comp.applied:
+        lines.append("flags from the log: " + ", ".join(comp.applied))
+    lines.append(f"  {'number':<44} {'log':>14} {'RA-BIT':>14} {'log / RA-BIT':>12}")
+    for k in NUMBERS:
+        r = comp.ratios[k]
+        lines.append(
+            f"  {NUMBER_TEXT[k]:<44} {_shown(k, comp.measured[k]):>14} {_shown(k, comp.predicted[k]):>14} "
+            f"{'' if r is None else f'x{r:.3f}':>12}"
+        )
+    if log.unrecognised:
+        lines.append("not in the log: " + ", ".join(NUMBER_TEXT[k] for k in log.unrecognised))
+    for name, v in comp.calibrated.items():
+        lines.append(f"calibrated: {name} = {v:.3f} reproduces the log (--assume {name}={v:.3f})")
+    lines += [f"note: {n}" for n in comp.notes]
+    if diag is not None:
+        lines.append(f"failure {diag.phase}, while {diag.stage}: {diag.cause}")
+        lines += [f"  {i}. {r.change}  [{r.cost}]  {r.effect}" for i, r in enumerate(diag.remedies, start=1)]
+    return "\n".join(lines)

@@ -283,6 +283,32 @@ def diagnosis(tel: operations.Telemetry, expect: operations.Expectation) -> oper
     return operations.diagnose(tel, expect)
 
 
+# --- an engine's start-up log (issue 26) ---------------------------------------------------------------
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def startup_log(data: bytes, name: str) -> operations.StartupLog:
+    """A parsed vLLM or SGLang start-up log (a LogError is raised, not cached)."""
+    return operations.parse_log(data, name)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def log_comparison(log: operations.StartupLog, cfg: RabitConfig) -> operations.LogComparison:
+    return operations.compare_log(log, cfg)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def oom_diagnosis(log: operations.StartupLog, cfg: RabitConfig) -> operations.OomDiagnosis | None:
+    return operations.diagnose_oom(log, cfg)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def tuning(
+    cfg: RabitConfig, target: int | None, log: operations.StartupLog | None, engine: str | None
+) -> decision.TuningPlan:
+    return decision.tune(cfg, target, log=log, engine=engine)
+
+
 # --- saved analyses and calibration (issue 10) -------------------------------------------------------
 from core.operations import Run as _Run  # noqa: E402
 

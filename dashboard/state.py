@@ -431,6 +431,11 @@ def _config_file_controls(cfg: RabitConfig) -> None:
         st.caption("The page URL carries this configuration too: paste it to share the view.")
 
 
+def set_assumption(name: str, value: float) -> None:
+    """Set one efficiency assumption in the sidebar (a button's ``on_click``: runs before the widgets are drawn)."""
+    st.session_state[_key("a." + name)] = float(value)
+
+
 def field_error(path: str) -> None:
     """Show the problem with a page's config input (``"workload.max_batch"``), if any, where this is called."""
     msg = st.session_state.get("_group_errors", {}).get(path)

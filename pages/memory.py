@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import cache, charts, render, state
+from dashboard import cache, charts, render, startup_log, state
 
 st.title("Memory")
 st.caption("What fills one GPU — weights, KV cache, activations, overhead — and how many sequences a replica holds.")
@@ -10,7 +10,7 @@ cfg = render.bound_choice("memory", state.require_config())
 
 # lazy tabs: only the chosen tab is computed and sent (on this default page a first load costs about half);
 # the choice is the session's (st.session_state["memory.tab"])
-serve, train = st.tabs(["Serving", "Training"], key="memory.tab", on_change="rerun")
+serve, train, log_tab = st.tabs(["Serving", "Training", "Start-up log"], key="memory.tab", on_change="rerun")
 
 if serve.open is not False:
     with serve:
@@ -103,3 +103,7 @@ if train.open:
             cache.figure(charts.training_by_zero_chart, by_zero, tm.capacity_bytes_per_gpu), width="stretch"
         )
         render.show_math(tm.steps)
+
+if log_tab.open:
+    with log_tab:
+        startup_log.section(cfg)

@@ -1,5 +1,5 @@
 """Saved analyses: create, save a new revision (optimistic concurrency), list and search, rename,
-soft delete and restore, attach runs and telemetry, export and import.
+soft delete and restore, attach runs, telemetry and engine start-up logs, export and import.
 
 Nothing is overwritten: every save adds a row to ``revisions``; the analysis row's ``revision`` is the
 token a writer must present (``expected_revision``). The update that bumps it and the insert of the new
@@ -20,12 +20,16 @@ from pydantic import ValidationError
 from sqlalchemy import Engine, func, insert, or_, select, update
 
 from core.config import RabitConfig, describe_validation_error
-from core.operations import Run
+from core.operations import Run, StartupLog
 from store import db
-from store.schema import analyses, revisions, runs, telemetry
+from store.schema import analyses, revisions, runs, startup_logs, telemetry
 
 #: ``export`` writes this format tag; ``import_`` checks it.
 EXPORT_FORMAT = "rabit-analysis/1"
+#: A start-up log's text is kept up to this many characters (its numbers are kept whatever its size): a
+#: start-up is a few hundred lines (30-200 kB), and an export must stay importable (``rabit analyses import``
+#: reads at most 1 MB).
+MAX_STORED_LOG_CHARS = 250_000
 
 
 class StoreError(ValueError):
@@ -151,6 +155,8 @@ class Analysis:
     runs: tuple[StoredRun, ...] = ()
     revisions: tuple[RevisionInfo, ...] = ()
     telemetry: tuple[dict[str, Any], ...] = field(default=())
+    #: attached start-up logs: {"id", "name", "engine", "created_at", "log" (a StartupLog), "text"}
+    logs: tuple[dict[str, Any], ...] = field(default=())
 
     @property
     def id(self) -> str:
@@ -171,6 +177,9 @@ class Analysis:
             "runs": [r.as_json() for r in self.runs],
             "revisions": [r.as_json() for r in self.revisions],
             "telemetry": list(self.telemetry),
+            "startup_logs": [
+                {k: (v.as_json() if k == "log" else v) for k, v in lg.items() if k != "text"} for lg in self.logs
+            ],
         }
 
 
@@ -358,6 +367,30 @@ class Store:
             )
             return int(res.inserted_primary_key[0])
 
+    def add_log(self, analysis_id: str, name: str, log: StartupLog, text: str) -> int:
+        """Attach a parsed start-up log (its numbers, and its text up to :data:`MAX_STORED_LOG_CHARS`)."""
+        with self._engine.begin() as c:
+            if c.execute(select(analyses.c.id).where(analyses.c.id == analysis_id)).first() is None:
+                raise NotFound(f"no analysis with id {analysis_id!r}")
+            res = c.execute(
+                insert(startup_logs).values(
+                    analysis_id=analysis_id,
+                    name=(name or "start-up log")[:200],
+                    engine=log.engine,
+                    payload_json=log.model_dump_json(),
+                    text=text[:MAX_STORED_LOG_CHARS],
+                    created_at=now(),
+                )
+            )
+            c.execute(update(analyses).where(analyses.c.id == analysis_id).values(updated_at=now()))
+            return int(res.inserted_primary_key[0])
+
+    def remove_log(self, analysis_id: str, log_id: int) -> None:
+        with self._engine.begin() as c:
+            q = startup_logs.delete().where(startup_logs.c.analysis_id == analysis_id, startup_logs.c.id == log_id)
+            if c.execute(q).rowcount != 1:
+                raise NotFound(f"analysis {analysis_id!r} has no start-up log {log_id}")
+
     # --- reads ----------------------------------------------------------------------------------
     def list(
         self, search: str = "", *, deleted: bool = False, owner: str | None = None, limit: int = 500
@@ -408,6 +441,9 @@ class Store:
             tel = c.execute(
                 select(telemetry).where(telemetry.c.analysis_id == analysis_id).order_by(telemetry.c.id)
             ).all()
+            log_rows = c.execute(
+                select(startup_logs).where(startup_logs.c.analysis_id == analysis_id).order_by(startup_logs.c.id)
+            ).all()
         return Analysis(
             summary=_summary(row),
             config=load_config(rev.config_json),
@@ -425,6 +461,7 @@ class Store:
                 {"id": t.id, "kind": t.kind, "created_at": t.created_at, "payload": json.loads(t.payload_json)}
                 for t in tel
             ),
+            logs=tuple(_stored_log(r) for r in log_rows),
         )
 
     def revision_count(self, analysis_id: str) -> int:
@@ -464,6 +501,9 @@ class Store:
             ],
             "runs": [r.run.model_dump(mode="json") for r in a.runs],
             "telemetry": [{"kind": t["kind"], "payload": t["payload"]} for t in a.telemetry],
+            "startup_logs": [
+                {"name": lg["name"], "log": lg["log"].model_dump(mode="json"), "text": lg["text"]} for lg in a.logs
+            ],
         }
 
     def import_(self, data: Any, *, saved_by: str = "", owner: str | None = None) -> str:
@@ -476,6 +516,10 @@ class Store:
         try:
             cfgs = [RabitConfig.model_validate(r["config"]) for r in revs]
             imported_runs = [Run.model_validate(r) for r in data.get("runs", [])]
+            imported_logs = [
+                (str(lg.get("name") or "start-up log"), StartupLog.model_validate(lg["log"]), str(lg.get("text") or ""))
+                for lg in data.get("startup_logs", [])
+            ]
         except (ValidationError, KeyError, TypeError) as exc:
             msg = describe_validation_error(exc) if isinstance(exc, ValidationError) else f"missing {exc}"
             raise StoreError(f"the export cannot be read: {msg}") from None
@@ -529,7 +573,28 @@ class Store:
                         created_at=t,
                     )
                 )
+            for lname, lg, text in imported_logs:
+                c.execute(
+                    insert(startup_logs).values(
+                        analysis_id=aid,
+                        name=lname[:200],
+                        engine=lg.engine,
+                        payload_json=lg.model_dump_json(),
+                        text=text[:MAX_STORED_LOG_CHARS],
+                        created_at=t,
+                    )
+                )
         return aid
+
+
+def _stored_log(r) -> dict[str, Any]:
+    """A stored start-up log; numbers this version cannot read any more are dropped, not the analysis."""
+    try:
+        log = StartupLog.model_validate_json(r.payload_json)
+    except ValidationError:
+        data = {k: v for k, v in json.loads(r.payload_json).items() if k in StartupLog.model_fields}
+        log = StartupLog.model_validate(data)
+    return {"id": r.id, "name": r.name, "engine": r.engine, "created_at": r.created_at, "log": log, "text": r.text}
 
 
 def _check_name(name: str) -> str:

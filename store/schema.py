@@ -6,6 +6,8 @@
   writers can never both write revision N.
 * ``runs``: measured runs attached to an analysis (a :class:`core.operations.runs.Run` as JSON).
 * ``telemetry``: telemetry attached to an analysis (read by diagnostics).
+* ``startup_logs``: an engine's start-up log attached to an analysis: the numbers read from it (a
+  :class:`core.operations.StartupLog` as JSON) and the text (kept up to ``MAX_STORED_LOG_CHARS``).
 
 Times are ISO 8601 UTC strings (``2026-12-01T09:30:00.000000Z``): portable, sortable, no timezone games.
 """
@@ -62,5 +64,17 @@ telemetry = Table(
     Column("analysis_id", String(32), ForeignKey("analyses.id"), nullable=False, index=True),
     Column("kind", String(64), nullable=False),
     Column("payload_json", Text, nullable=False),
+    Column("created_at", String(32), nullable=False),
+)
+
+startup_logs = Table(
+    "startup_logs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("analysis_id", String(32), ForeignKey("analyses.id"), nullable=False, index=True),
+    Column("name", String(200), nullable=False),
+    Column("engine", String(32), nullable=False),
+    Column("payload_json", Text, nullable=False),
+    Column("text", Text, nullable=False),
     Column("created_at", String(32), nullable=False),
 )

@@ -92,3 +92,22 @@ def test_training_tab_zero_stages(clear_cache):
     assert not at.exception
     labels = metrics(at, tab=1)
     assert "Optimizer state per GPU" in labels and "Gradients per GPU" in labels
+
+
+LOGS = Path(__file__).resolve().parent / "fixtures" / "engine_logs"
+
+
+def test_start_up_log_tab_pastes_a_log_and_refuses_another_programs(clear_cache):
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.session_state["memory.tab"] = "Start-up log"
+    at.run()
+    at.selectbox(key="cfg.model").set_value("llama-3.1-8b").run()
+    text = (LOGS / "vllm_0.6.4dev_v0_llama3.1-8b_gpu-unknown_startup_fail_maxlen_gt_kv.log").read_text()
+    at.text_area(key="mem.log.text").set_value(text).run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert table.loc[2, "log"] == "41,200"  # the KV cache size in tokens, read from the log
+    assert any(s.value == "Out of memory start-up" for s in at.subheader)
+    assert at.dataframe[1].value.loc[0, "cost"] == "free"  # the remedies, the free one first
+    at.text_area(key="mem.log.text").set_value("hello\nworld\n").run()
+    assert not at.exception and any("cannot be used" in e.value for e in at.error)

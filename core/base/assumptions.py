@@ -86,6 +86,23 @@ _INFOS = (
         domain_reason="beyond 64 GiB per GPU the overhead would be a model of its own, not a context and allocator slack",
     ),
     AssumptionInfo(
+        "cuda_graph_gib",
+        "Memory the engine's CUDA graphs take outside its memory share, per GPU",
+        "GiB",
+        1.0,
+        3.0,  # pessimistic: more memory outside the share, so a lower safe share
+        0.5,
+        "vLLM captures its CUDA graphs after the KV cache is allocated, outside --gpu-memory-utilization: "
+        "'CUDA graphs can take additional 1~3 GiB memory per GPU' (vLLM 0.6.4 worker/model_runner.py, printed "
+        "at start-up); vLLM 0.10.1.1 logs show 0.50 GiB (Qwen2-7B, TP 1) and 0.65 GiB (TP 2) ('Graph capturing "
+        "finished ... took'). The tuning loop keeps this much free above the share it proposes.",
+        -1,
+        moves=(),
+        min_value=0.0,
+        max_value=64.0,
+        domain_reason="graphs larger than 64 GiB per GPU would be a model's worth of memory, not launch buffers",
+    ),
+    AssumptionInfo(
         "mbu",
         "Decode memory-bandwidth utilisation (achieved / peak HBM bandwidth)",
         "frac",
@@ -464,6 +481,7 @@ class Assumptions(BaseModel):
 
     gpu_mem_util: float = _field("gpu_mem_util")
     runtime_overhead_gib: float = _field("runtime_overhead_gib")
+    cuda_graph_gib: float = _field("cuda_graph_gib")
     mbu: float = _field("mbu")
     mfu_max: float = _field("mfu_max")
     mfu_ramp_tokens: float = _field("mfu_ramp_tokens")

@@ -171,6 +171,9 @@ def nearest(name: str, known: Iterable[str]) -> str | None:
 MAX_CONFIG_BYTES = 1_000_000
 #: Traces and price lists: 100,000 rows of a few numbers fit in about 5 MB.
 MAX_TABLE_BYTES = 20_000_000
+#: An engine's start-up log: a few hundred lines (30-200 kB); a whole day of a server's log with its access lines
+#: can reach megabytes, so 20 MB keeps any real log and refuses what is not one.
+MAX_LOG_BYTES = 20_000_000
 #: One CSV field: a number or a name, never more than a line of text.
 MAX_CSV_FIELD_CHARS = 4096
 #: An encoded link parameter (custom model, assumptions): a few kB compressed; URLs beyond 64 kB are

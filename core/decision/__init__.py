@@ -78,6 +78,8 @@ from core.decision.uncertainty import (
     training_spread,
     with_assumption,
 )
+from core.decision.tuning import ORDER as TUNING_ORDER
+from core.decision.tuning import STOPPING_RULE, TuningPlan, TuningState, TuningStep, tune
 from core.decision.validation import (
     TARGET_MEDIAN_ABS_ERROR,
     VALIDATION_DIR,
@@ -102,6 +104,11 @@ __all__ = [
     "Spread",
     "TARGET_MEDIAN_ABS_ERROR",
     "TrainingExperimentSpec",
+    "TUNING_ORDER",
+    "STOPPING_RULE",
+    "TuningPlan",
+    "TuningState",
+    "TuningStep",
     "TrainingOption",
     "TrainingRecommendation",
     "UncertainInput",
@@ -152,6 +159,7 @@ __all__ = [
     "training_option_ranges",
     "training_ranges",
     "training_spread",
+    "tune",
     "uncertain_inputs",
     "with_assumption",
 ]

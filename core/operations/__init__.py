@@ -16,11 +16,22 @@ from core.operations.diagnosis import (
 from core.operations.launch import (
     EMIT_CHOICES,
     FILE_NAMES,
+    LaunchSpec,
     command,
     emit,
     k8s_manifest,
     launch_spec,
+    model_repo,
 )
+from core.operations.log_compare import (
+    LogComparison,
+    MemoryCalibration,
+    calibrate_memory,
+    compare_log,
+    config_for_log,
+    predict_numbers,
+)
+from core.operations.oom import COSTS, OomDiagnosis, Remedy, diagnose_oom
 from core.operations.runs import (
     CSV_COLUMNS,
     FAMILY_TEXT,
@@ -33,6 +44,7 @@ from core.operations.runs import (
     parse_json,
     parse_rows,
 )
+from core.operations.startup_log import NUMBER_TEXT, NUMBERS, Failure, LogError, StartupLog, parse_log
 from core.operations.telemetry import (
     MAX_BYTES,
     MAX_SAMPLES,
@@ -49,26 +61,41 @@ from core.operations.telemetry import (
 )
 
 __all__ = [
+    "COSTS",
     "CSV_COLUMNS",
     "Diagnosis",
     "EMIT_CHOICES",
     "Expectation",
     "FAMILY_TEXT",
     "FILE_NAMES",
+    "Failure",
     "HISTOGRAMS",
+    "LaunchSpec",
+    "LogComparison",
+    "LogError",
     "MAX_BYTES",
     "MAX_SAMPLES",
     "METRICS",
+    "MemoryCalibration",
+    "NUMBERS",
+    "NUMBER_TEXT",
+    "OomDiagnosis",
     "RULES",
+    "Remedy",
     "Run",
     "RunError",
     "Sample",
+    "StartupLog",
     "Telemetry",
     "TelemetryError",
+    "calibrate_memory",
     "command",
+    "compare_log",
+    "config_for_log",
     "counter",
     "csv_template",
     "diagnose",
+    "diagnose_oom",
     "emit",
     "expectation_of",
     "from_payload",
@@ -77,11 +104,14 @@ __all__ = [
     "launch_spec",
     "mean",
     "measured_p95",
+    "model_repo",
     "parse",
     "parse_csv",
     "parse_file",
     "parse_json",
+    "parse_log",
     "parse_rows",
+    "predict_numbers",
     "quantile",
     "to_payload",
 ]
