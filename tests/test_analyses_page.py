@@ -127,7 +127,7 @@ def test_calibration_page_attaches_a_vllm_file_and_shows_bias_and_runs(clear_cac
     _runs_uploader(at).upload("runs.csv", csv_template().encode(), "text/csv").run()
     _button(at, "Attach the files").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    assert len(Store().get(aid).runs) == 4
+    assert len(Store().get(aid).runs) == 6  # the file and the template's five runs
     per_metric = at.dataframe[1].value
     assert dict(zip(per_metric["metric"], per_metric["runs (n)"]))["itl_s.p50"] == 3  # the file's, the CSV's two
     assert "step_s" in set(per_metric["metric"])

@@ -18,6 +18,7 @@ from core.decision import (
     leave_one_out,
     predict,
     residuals_of,
+    run_spec,
 )
 from core.config import RabitConfig
 from core.operations import RunError, csv_template, parse_csv, parse_file, parse_json, parse_rows
@@ -171,13 +172,16 @@ def test_vllm_bench_throughput_counts_only_output_tokens():
 
 def test_csv_template_round_trips_and_typed_rows_are_checked():
     runs = parse_csv(csv_template())
-    assert [r.load for r in runs] == ["rate", "batch", "train"]
-    assert runs[0].metrics == ("ttft_s.p50", "itl_s.p50") and runs[2].config.gpus == 8
+    assert [r.load for r in runs] == ["rate", "batch", "offline", "rate_search", "train"]
+    assert runs[0].metrics == ("ttft_s.p50", "itl_s.p50") and runs[4].config.gpus == 8
+    assert runs[3].limits == (("ttft_s.p99", 2.0), ("itl_s.p99", 0.05)) and runs[2].num_requests == 1000
     res = residuals_of(runs)  # every kind of run is predicted on its own config (simulator, speed, training)
     assert [(r.label, r.metric) for r in res] == [
         ("serve-run-1", "ttft_s.p50"),
         ("serve-run-1", "itl_s.p50"),
         ("batch-run", "itl_s.p50"),
+        ("offline-run", "throughput_tokens_per_s"),
+        ("rate-search", "max_rate_per_s"),
         ("train-run", "step_s"),
     ]
     assert all(r.predicted > 0 and r.config for r in res) and "batch 32" in res[2].config
@@ -203,3 +207,156 @@ def test_the_fixture_calibrates_ttft_and_itl_against_the_simulator():
         # one run: the factor is that run's measured / predicted, the band x0.7 ... x1.3 of it
         assert cal.factor == pytest.approx(got[m].measured / got[m].predicted)
         assert cal.range(pred[m]).value == pytest.approx(got[m].measured)
+
+
+# --- each run on its own scheduler; offline and rate-search forms ---------------------------------------------
+
+_ROW = {
+    "model": "llama-3.1-8b",
+    "gpu": "h100-sxm",
+    "gpus": "1",
+    "tp": "1",
+    "pp": "1",
+    "weights": "bf16",
+    "input_tokens": "1000",
+    "output_tokens": "250",
+}
+
+
+def test_a_run_is_predicted_on_its_own_scheduler_settings():
+    # At 20 requests/s of 1,000 + 250 tokens one H100 holds ~60 sequences at once (Little's law with a ~3 s
+    # end-to-end); capped at 4 running sequences the queue grows and the first token waits: the prediction moves.
+    def ttft(**extra):
+        (run,) = parse_rows(
+            [{**_ROW, "rate_per_s": "20", "num_requests": "300", **extra, "metric": "ttft_s.p50", "value": "0.05"}]
+        )
+        return run, predict(run)["ttft_s.p50"]
+
+    wide, t_wide = ttft(max_batch="256", token_budget="8192")
+    narrow, t_narrow = ttft(max_batch="4", token_budget="8192")
+    assert (wide.config.workload.max_batch, narrow.config.workload.max_batch) == (256, 4)
+    assert t_narrow > 3 * t_wide
+    # an engine named without its settings brings its documented defaults on the run's GPU (TensorRT-LLM:
+    # max batch 2,048, token budget 8,192, KV reserved for prompt plus output at admission)
+    trt, _ = ttft(engine="trtllm")
+    w = trt.config.workload
+    assert (w.engine, w.max_batch, w.token_budget, w.admission) == ("trtllm", 2048, 8192, "reserve")
+    # the request count is the run's, not a default
+    assert run_spec(wide).num_requests == 300
+    with pytest.raises(RunError, match="token budget must be at least the max batch"):
+        ttft(max_batch="512", token_budget="256")
+
+
+def test_vllm_metadata_names_the_scheduler_and_the_analysis_supplies_the_rest():
+    data = json.loads(FIXTURE.read_text())
+    (plain,) = parse_file("a.json", json.dumps(data).encode(), base=RabitConfig())
+    capped = parse_json(json.dumps({**data, "max_num_seqs": "2", "max_num_batched_tokens": "2048"}), base=RabitConfig())
+    assert (capped.config.workload.max_batch, capped.config.workload.token_budget) == (2, 2048)
+    assert plain.config.workload.max_batch == RabitConfig().workload.max_batch  # the analysis's own
+    assert predict(capped)["ttft_s.p50"] > predict(plain)["ttft_s.p50"]
+
+
+def test_offline_and_rate_search_results_attach_and_are_predicted(tmp_path):
+    from store import Store
+
+    rows = [
+        {**_ROW, "load": "offline", "num_requests": "500", "metric": "throughput_tokens_per_s", "value": "9000"},
+        {
+            **_ROW,
+            "load": "rate-search",
+            "limit_ttft_s": "2",
+            "limit_itl_s": "0.05",
+            "metric": "max_rate_per_s",
+            "value": "12",
+        },
+        {
+            **_ROW,
+            "load": "rate-search",
+            "limit_ttft_s": "2",
+            "limit_itl_s": "0.02",
+            "label": "tight",
+            "metric": "max_rate_per_s",
+            "value": "6",
+        },
+    ]
+    offline, loose, tight = parse_rows(rows)
+    assert (
+        offline.load == "offline"
+        and loose.load == "rate_search"
+        and loose.limits == (("ttft_s.p99", 2.0), ("itl_s.p99", 0.05))
+    )
+    s = Store(f"sqlite:///{tmp_path / 's.sqlite3'}")
+    aid = s.create("runs", RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1))
+    s.add_runs(aid, [offline, loose, tight])
+    assert tuple(r.run for r in s.get(aid).runs) == (offline, loose, tight)
+    p_off, p_loose, p_tight = (predict(r) for r in (offline, loose, tight))
+    assert p_off["throughput_tokens_per_s"] > 0
+    # a tighter inter-token limit can only lower the highest rate that meets it
+    assert 0 < p_tight["max_rate_per_s"] <= p_loose["max_rate_per_s"]
+    res = residuals_of([offline, loose])
+    assert [r.metric for r in res] == ["throughput_tokens_per_s", "max_rate_per_s"]
+    with pytest.raises(RunError, match="needs a latency limit"):
+        parse_rows([{**_ROW, "load": "rate-search", "metric": "max_rate_per_s", "value": "3"}])
+
+
+# --- the second calibration: fit the efficiency assumptions ------------------------------------------------------
+
+TRUE = {"mbu": 0.65, "mfu_max": 0.55, "mfu_ramp_tokens": 100.0, "step_overhead_ms": 1.0}  # inside each bound
+SHAPES = [
+    (1, 128, 256),
+    (1, 2048, 128),
+    (8, 1024, 512),
+    (32, 512, 1024),
+    (64, 4096, 256),
+    (4, 8192, 64),
+    (16, 256, 2048),
+    (128, 1024, 128),
+    (2, 512, 64),
+]
+
+
+def _model_runs(truth: dict[str, float]) -> list:
+    """Batch runs of several shapes whose 'measurements' are the model's own predictions at ``truth``."""
+    from core.operations import Run
+    from core.operations.runs import Measurement
+
+    out = []
+    for b, i, o in SHAPES:
+        cfg = RabitConfig(
+            model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=b, input_tokens=i, output_tokens=o
+        )
+        probe = Run(
+            label=f"batch {b}, {i} in, {o} out",
+            source="table",
+            config=cfg.with_(assumptions=cfg.assumptions.with_(**truth)),
+            load="batch",
+            measurements=(Measurement(metric="ttft_s.p50", value=1.0), Measurement(metric="itl_s.p50", value=1.0)),
+        )
+        got = predict(probe)
+        out.append(
+            probe.model_copy(
+                update={"config": cfg, "measurements": tuple(Measurement(metric=k, value=v) for k, v in got.items())}
+            )
+        )
+    return out
+
+
+def test_the_fit_recovers_known_efficiencies_from_runs_of_several_shapes():
+    from core.decision import fit
+
+    f = fit(_model_runs(TRUE), "h100-sxm", "vllm")
+    assert set(f.moved) == set(TRUE)
+    for k, v in TRUE.items():
+        assert f.values[k] == pytest.approx(v, rel=0.02), k
+    assert f.sd < 1e-3 and f.basis == "t" and f.high_mult < 1.01
+    assert fit(_model_runs(TRUE), "b200", "vllm") is None  # another GPU kind: nothing to fit
+
+
+def test_leave_one_out_error_of_the_fit_beats_the_factor_across_shapes():
+    from core.decision import compare
+
+    c = compare(_model_runs(TRUE), "h100-sxm", "vllm")
+    e = c.median_abs_error
+    # the factor of one metric cannot follow an error that depends on the shape; the fit can
+    assert e["fit"] < e["factor"] < e["analytical"] and c.trust == "fit"
+    assert "fit" in c.why and len(c.rows) == 2 * len(SHAPES)

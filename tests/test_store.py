@@ -116,7 +116,7 @@ def test_migrations_run_once_and_are_idempotent(store_url):
     assert Store(store_url).get(aid).name == "kept"
     eng = create_engine(store_url)
     with eng.connect() as c:
-        assert c.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0001"
+        assert c.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0002"
     eng.dispose()
 
 

@@ -14,7 +14,10 @@ from core.decision.calibration import (
     leave_one_out,
     predict,
     residuals_of,
+    run_spec,
 )
+from core.decision.fit import FIT_PARAMS, AssumptionFit, Comparison, compare, fit, group
+from core.decision.rate_search import RateSearch, max_rate, meets
 from core.decision.experiment import (
     NextExperiment,
     NextExperimentSpec,
@@ -87,7 +90,11 @@ from core.decision.validation import (
 )
 
 __all__ = [
+    "AssumptionFit",
     "COMPARABLE_RULE",
+    "Comparison",
+    "FIT_PARAMS",
+    "RateSearch",
     "Candidate",
     "Constraints",
     "KV_FORMATS",
@@ -127,6 +134,12 @@ __all__ = [
     "calibrate_all",
     "changes",
     "combine",
+    "compare",
+    "fit",
+    "group",
+    "max_rate",
+    "meets",
+    "run_spec",
     "combine_arrays",
     "expectation_ranges",
     "interval_multipliers",

@@ -219,17 +219,42 @@ def leave_one_out(cal: MetricCalibration) -> LooCheck:
 
 # --- predictions on a run's own config ------------------------------------------------------------
 
-#: Requests simulated per run prediction (enough for a p99: the simulator withholds it below 100).
+#: Requests simulated per run prediction when the run does not say how many it sent (enough for a p99: the
+#: simulator withholds it below 100); a run's own count is simulated up to :data:`MAX_SIM_REQUESTS`.
 SIM_REQUESTS = 400
+MAX_SIM_REQUESTS = 2000
+
+
+def run_spec(run: Run):
+    """The simulator's workload for a serving run: the run's own scheduler (its config's ``workload``: max batch,
+    token budget, KV admission, policy, prefix caching), its mean lengths (fixed), its load and request count."""
+    from core.serving import Lengths, sim_spec
+
+    cfg = run.config
+    n = min(run.num_requests or SIM_REQUESTS, MAX_SIM_REQUESTS)
+    lengths = {
+        "input": Lengths(kind="fixed", mean=cfg.input_tokens),
+        "output": Lengths(kind="fixed", mean=cfg.output_tokens),
+    }
+    common = dict(num_requests=n, duration_s=None, think_s=0.0, trace=None, **lengths)
+    if run.load == "rate":
+        return sim_spec(cfg, arrival="poisson", rate_per_s=run.rate_per_s, **common)
+    if run.load == "rate_search":
+        return sim_spec(cfg, arrival="poisson", **{**common, "num_requests": max(n, SIM_REQUESTS)})
+    users = run.concurrency if run.load == "concurrency" else n
+    return sim_spec(cfg, arrival="closed", users=max(1, min(users or n, n)), **common)
 
 
 def predict(run: Run) -> dict[str, float]:
     """RA-BIT's prediction of each metric the run measured, on the run's own config.
 
-    * ``rate`` / ``concurrency`` / ``offline`` serving runs: :func:`core.serving.simulation.simulate` with the run's
-      mean lengths (fixed), Poisson arrivals at the rate, a closed loop of ``concurrency`` users without
-      think time, or every request at once; the offline throughput is the closed-form capacity
-      (:func:`core.serving.simulation.max_throughput`), what an offline engine approaches.
+    * ``rate`` / ``concurrency`` / ``offline`` serving runs: :func:`core.serving.simulation.simulate` on
+      :func:`run_spec` (the run's own scheduler and request count, Poisson arrivals at the rate, a closed loop of
+      ``concurrency`` users without think time, or every request at once); the offline throughput is the
+      closed-form capacity (:func:`core.serving.simulation.max_throughput`) at the run's scheduler, what an
+      offline engine approaches.
+    * ``rate_search``: the highest rate meeting the run's limits (:func:`core.decision.rate_search.max_rate`);
+      ``max_rate_per_s`` is that rate, ``throughput_tokens_per_s`` the output tokens/s there.
     * ``batch``: :func:`core.serving.speed.speed_summary` (TTFT = prefill of the batch, ITL = mean decode step).
     * ``train``: :func:`core.training.evaluate_layout` on the run's own layout (step time, MFU).
 
@@ -258,18 +283,15 @@ def predict(run: Run) -> dict[str, float]:
             "throughput_tokens_per_s": s.decode.tokens_per_s,
         }
         return {k: float(v) for k, v in vals.items() if k in want and v and v > 0}
-    from core.serving import Lengths, SimSpec, max_throughput, simulate
+    from core.serving import max_throughput, simulate
 
-    lengths = {
-        "input": Lengths(kind="fixed", mean=cfg.input_tokens),
-        "output": Lengths(kind="fixed", mean=cfg.output_tokens),
-    }
-    n = min(run.num_requests or SIM_REQUESTS, SIM_REQUESTS)
-    if run.load == "rate":
-        spec = SimSpec(arrival="poisson", rate_per_s=run.rate_per_s, num_requests=n, **lengths)
-    else:
-        users = run.concurrency if run.load == "concurrency" else n
-        spec = SimSpec(arrival="closed", users=max(1, min(users, n)), think_s=0.0, num_requests=n, **lengths)
+    spec = run_spec(run)
+    if run.load == "rate_search":
+        from core.decision.rate_search import max_rate
+
+        rs = max_rate(cfg, spec, run.limits)
+        vals = {"max_rate_per_s": rs.rate_per_s, "throughput_tokens_per_s": rs.output_tokens_per_s}
+        return {k: float(v) for k, v in vals.items() if k in want and v > 0}
     if want == {"throughput_tokens_per_s"} and run.load == "offline":
         return {"throughput_tokens_per_s": float(max_throughput(cfg, spec).output_tokens_per_s)}
     s = simulate(cfg, spec).summary

@@ -34,7 +34,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core import catalog
+from core.base import ADMISSIONS, ENGINES
 from core.base import parse_json as parse_json_payload
+from core.catalog import engine_defaults
 from core.config import RabitConfig, describe_validation_error
 
 #: metric name (the estimate JSON key) -> (family, phase, unit on screen, description).
@@ -47,6 +49,7 @@ METRICS: dict[str, tuple[str, str, str, str]] = {
     "e2e_s.p50": ("e2e", "serve", "s", "end-to-end latency, median"),
     "e2e_s.p99": ("e2e", "serve", "s", "end-to-end latency, 99th percentile"),
     "throughput_tokens_per_s": ("throughput", "serve", "tokens/s", "output tokens per second"),
+    "max_rate_per_s": ("max rate", "serve", "requests/s", "highest Poisson arrival rate that meets the latency limits"),
     "step_s": ("training step", "train", "s", "training step time"),
     "mfu": ("training step", "train", "", "model FLOPs utilisation"),
 }
@@ -56,6 +59,7 @@ FAMILY_TEXT: dict[str, str] = {
     "itl": "ITL / decode",
     "e2e": "end-to-end latency",
     "throughput": "throughput",
+    "max rate": "highest rate under latency limits",
     "training step": "training step time",
 }
 
@@ -84,6 +88,15 @@ CSV_COLUMNS = (
     "rate_per_s",
     "concurrency",
     "batch",
+    "load",
+    "num_requests",
+    "engine",
+    "max_batch",
+    "token_budget",
+    "admission",
+    "limit_ttft_s",
+    "limit_itl_s",
+    "limit_percentile",
     "train_precision",
     "seq_len",
     "micro_batch",
@@ -97,7 +110,15 @@ CSV_COLUMNS = (
 REQUIRED_SERVE = ("model", "gpu", "gpus", "tp", "pp", "weights", "input_tokens", "output_tokens")
 REQUIRED_TRAIN = ("model", "gpu", "gpus", "tp", "pp", "train_precision", "seq_len", "global_batch_tokens")
 
-Load = Literal["rate", "concurrency", "batch", "offline", "train"]
+Load = Literal["rate", "concurrency", "batch", "offline", "rate_search", "train"]
+#: The CSV's ``load`` column: how requests arrived (empty: told from rate_per_s, concurrency or batch).
+LOADS = ("rate", "concurrency", "batch", "offline", "rate-search")
+#: Scheduler settings a run may name (the config's ``workload`` fields, the engine's flags in brackets):
+#: ``engine``, ``max_batch`` (--max-num-seqs), ``token_budget`` (--max-num-batched-tokens), ``admission``
+#: (preempt, or reserve: TensorRT-LLM's GUARANTEED_NO_EVICT).
+WORKLOAD_FIELDS = ("engine", "max_batch", "token_budget", "admission")
+#: Latency percentiles a rate-search limit may be on.
+LIMIT_PERCENTILES = ("p50", "p95", "p99")
 
 
 class RunError(ValueError):
@@ -116,7 +137,10 @@ class Run(BaseModel):
 
     ``load`` says how requests arrived: a Poisson ``rate`` [requests/s], a fixed ``concurrency`` (closed
     loop, no think time), a ``batch`` timed alone (the speed model), ``offline`` (every request at once,
-    ``vllm bench throughput``) or ``train`` (one training step).
+    ``vllm bench throughput``), ``rate_search`` (the highest Poisson rate whose latencies stay under ``limits``,
+    e.g. MLPerf's Server scenario or a sweep of ``vllm bench serve --request-rate``) or ``train`` (one training
+    step). The scheduler the run used is its config's ``workload`` (engine, max batch, token budget, KV
+    admission); ``num_requests`` how many requests it sent.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -128,6 +152,8 @@ class Run(BaseModel):
     rate_per_s: float | None = Field(None, gt=0)
     concurrency: int | None = Field(None, ge=1)
     num_requests: int | None = Field(None, ge=1)
+    #: rate search: (latency metric, its limit [s]), e.g. (("ttft_s.p99", 2.0), ("itl_s.p99", 0.2))
+    limits: tuple[tuple[str, float], ...] = ()
     measurements: tuple[Measurement, ...]
 
     def value(self, metric: str) -> float | None:
@@ -155,11 +181,15 @@ class Run(BaseModel):
             how = f"concurrency {self.concurrency}"
         elif self.load == "batch":
             how = f"batch {c.batch}"
+        elif self.load == "rate_search":
+            how = "highest rate with " + " and ".join(f"{m} <= {v:g} s" for m, v in self.limits)
         else:
             how = f"offline, {self.num_requests or c.batch} requests"
+        w = c.workload
         return (
             f"{model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.weights}, "
-            f"{c.input_tokens:,} in / {c.output_tokens:,} out, {how}"
+            f"{c.input_tokens:,} in / {c.output_tokens:,} out, {how}; {w.engine} max batch {w.max_batch:,}, "
+            f"token budget {w.token_budget:,}, {w.admission}"
         )
 
 
@@ -243,6 +273,7 @@ def build_config(fields: dict[str, Any], base: RabitConfig | None, phase: str, w
     if gpus is not None:
         data["gpus_per_node"], data["nodes"] = _split_gpus(gpu, int(gpus))
     have.pop("gpu", None)
+    data["workload"] = _workload(data["workload"], {k: have.pop(k) for k in WORKLOAD_FIELDS if k in have}, gpu, what)
     data.update(have)
     data["phase"] = phase
     try:
@@ -251,13 +282,50 @@ def build_config(fields: dict[str, Any], base: RabitConfig | None, phase: str, w
         raise RunError(f"{what}: {describe_validation_error(exc)}") from None
 
 
+def _workload(base: dict[str, Any], given: dict[str, Any], gpu: str, what: str) -> dict[str, Any]:
+    """The run's scheduler: what it names; for the rest, its engine's documented defaults on its GPU when it
+    names an engine (core.catalog.engines), else the base config's."""
+    w = dict(base)
+    engine = given.get("engine")
+    if engine is not None:
+        if engine not in ENGINES:
+            raise RunError(f"{what}: field 'engine': unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+        d = engine_defaults(engine, catalog.gpu(gpu))
+        w.update(engine=engine, max_batch=d.max_batch, token_budget=d.token_budget, admission=d.admission)
+    adm = given.get("admission")
+    if adm is not None and adm not in ADMISSIONS:
+        raise RunError(f"{what}: field 'admission': {adm!r} is not one of {', '.join(ADMISSIONS)}")
+    w.update({k: v for k, v in given.items() if k != "engine"})
+    if int(w["token_budget"]) < int(w["max_batch"]):
+        raise RunError(
+            f"{what}: fields 'token_budget' ({w['token_budget']}) and 'max_batch' ({w['max_batch']}): the token "
+            "budget must be at least the max batch (every running sequence takes one token of it)"
+        )
+    return w
+
+
 # --- vLLM ------------------------------------------------------------------------------------------
 
-_META_FIELDS = {"gpu": str, "gpus": int, "tp": int, "pp": int, "weights": str, "kv_dtype": str, "model": str}
+_META_FIELDS = {
+    "gpu": str,
+    "gpus": int,
+    "tp": int,
+    "pp": int,
+    "weights": str,
+    "kv_dtype": str,
+    "model": str,
+    "engine": str,
+    "max_batch": int,
+    "token_budget": int,
+    "admission": str,
+}
+#: The engine flag names ``--metadata`` may use for the scheduler settings.
+_META_ALIASES = {"max_num_seqs": "max_batch", "max_num_batched_tokens": "token_budget"}
 
 
 def _metadata(data: dict[str, Any], what: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    data = {**{v: data[k] for k, v in _META_ALIASES.items() if k in data and v not in data}, **data}
     for k, typ in _META_FIELDS.items():
         if k in data and data[k] is not None:
             if typ is int:
@@ -391,15 +459,55 @@ _INT_FIELDS = (
     "micro_batch",
     "global_batch_tokens",
     "zero",
+    "max_batch",
+    "token_budget",
 )
-_STR_FIELDS = ("model", "gpu", "weights", "train_precision")
+_STR_FIELDS = ("model", "gpu", "weights", "train_precision", "engine", "admission")
 
 
 #: The template's example rows: one per kind of run (columns left out are blank).
 _TEMPLATE_ROWS: tuple[dict[str, Any], ...] = (
-    {"label": "serve-run-1", "rate_per_s": 2.0, "metric": "ttft_s.p50", "value": 0.036},
-    {"label": "serve-run-1", "rate_per_s": 2.0, "metric": "itl_s.p50", "value": 0.0075},
+    {
+        "label": "serve-run-1",
+        "rate_per_s": 2.0,
+        "num_requests": 400,
+        "engine": "vllm",
+        "max_batch": 256,
+        "token_budget": 8192,
+        "admission": "preempt",
+        "metric": "ttft_s.p50",
+        "value": 0.036,
+    },
+    {
+        "label": "serve-run-1",
+        "rate_per_s": 2.0,
+        "num_requests": 400,
+        "engine": "vllm",
+        "max_batch": 256,
+        "token_budget": 8192,
+        "admission": "preempt",
+        "metric": "itl_s.p50",
+        "value": 0.0075,
+    },
     {"label": "batch-run", "batch": 32, "metric": "itl_s.p50", "value": 0.0095},
+    {
+        "label": "offline-run",
+        "load": "offline",
+        "num_requests": 1000,
+        "engine": "vllm",
+        "metric": "throughput_tokens_per_s",
+        "value": 9000.0,
+    },
+    {
+        "label": "rate-search",
+        "load": "rate-search",
+        "engine": "vllm",
+        "limit_ttft_s": 2.0,
+        "limit_itl_s": 0.05,
+        "limit_percentile": "p99",
+        "metric": "max_rate_per_s",
+        "value": 12.0,
+    },
     {
         "label": "train-run",
         "gpus": 8,
@@ -437,6 +545,21 @@ def csv_template() -> str:
     return buf.getvalue()
 
 
+def _limits(row: dict[str, Any], what: str) -> tuple[tuple[str, float], ...]:
+    """A rate search's latency limits: ``limit_ttft_s`` and ``limit_itl_s`` at ``limit_percentile`` (p99)."""
+    q = str(row.get("limit_percentile") or "p99").strip().lower()
+    if q not in LIMIT_PERCENTILES:
+        raise RunError(f"{what}: field 'limit_percentile': {q!r} is not one of {', '.join(LIMIT_PERCENTILES)}")
+    out = []
+    for col, key in (("limit_ttft_s", "ttft_s"), ("limit_itl_s", "itl_s")):
+        x = _positive(_number(row, col, what), col, what)
+        if x is not None:
+            out.append((f"{key}.{q}", float(x)))
+    if not out:
+        raise RunError(f"{what}: a rate search needs a latency limit: fill limit_ttft_s or limit_itl_s")
+    return tuple(out)
+
+
 def parse_rows(rows: list[dict[str, Any]], base: RabitConfig | None = None, source: str = "table") -> tuple[Run, ...]:
     """Typed rows (CSV template columns) -> runs; rows with the same label and config form one run."""
     grouped: dict[tuple, dict[str, Any]] = {}
@@ -465,11 +588,28 @@ def parse_rows(rows: list[dict[str, Any]], base: RabitConfig | None = None, sour
         for k in _STR_FIELDS:
             if row.get(k):
                 fields[k] = str(row[k])
-        rate = _positive(_number(row, "rate_per_s", what), "rate_per_s", what)
+        raw_rate = row.get("rate_per_s")
+        rate = (
+            None
+            if str(raw_rate).strip().lower() == "inf"
+            else _positive(_number(row, "rate_per_s", what), "rate_per_s", what)
+        )
         conc = fields.pop("concurrency", None)
         batch = fields.get("batch")
+        n = _number(row, "num_requests", what)
+        n = _int(_positive(n, "num_requests", what), "num_requests", what)
+        limits: tuple[tuple[str, float], ...] = ()
+        kind = str(row.get("load") or "").strip().lower().replace("_", "-")
+        if kind and kind not in LOADS:
+            raise RunError(f"{what}: field 'load': {kind!r} is not one of {', '.join(LOADS)}")
         if phase == "train":
             load = "train"
+        elif kind == "rate-search" or metric == "max_rate_per_s":
+            load, limits = "rate_search", _limits(row, what)
+        elif kind:
+            load = kind
+        elif str(raw_rate).strip().lower() == "inf":
+            load = "offline"
         elif rate is not None and math.isfinite(rate):
             load = "rate"
         elif conc is not None:
@@ -477,12 +617,27 @@ def parse_rows(rows: list[dict[str, Any]], base: RabitConfig | None = None, sour
         elif batch is not None:
             load = "batch"
         elif base is None:
-            raise RunError(f"{what}: incomplete run config, missing rate_per_s, concurrency or batch")
+            raise RunError(f"{what}: incomplete run config, missing rate_per_s, concurrency, batch or load")
         else:
             load = "batch"
-        key = (row.get("label") or f"run {i}", phase, load, rate, conc, tuple(sorted(fields.items())))
+        if load == "rate" and rate is None:
+            raise RunError(f"{what}: load 'rate' needs rate_per_s")
+        if load == "concurrency" and conc is None:
+            raise RunError(f"{what}: load 'concurrency' needs concurrency")
+        key = (row.get("label") or f"run {i}", phase, load, rate, conc, n, limits, tuple(sorted(fields.items())))
         g = grouped.setdefault(
-            key, {"what": what, "fields": fields, "phase": phase, "load": load, "rate": rate, "conc": conc, "meas": {}}
+            key,
+            {
+                "what": what,
+                "fields": fields,
+                "phase": phase,
+                "load": load,
+                "rate": rate,
+                "conc": conc,
+                "n": n,
+                "limits": limits,
+                "meas": {},
+            },
         )
         if metric in g["meas"]:
             raise RunError(f"{what}: metric {metric!r} given twice for run {key[0]!r}")
@@ -498,8 +653,10 @@ def parse_rows(rows: list[dict[str, Any]], base: RabitConfig | None = None, sour
                 source=source,
                 config=cfg,
                 load=g["load"],
-                rate_per_s=g["rate"],
+                rate_per_s=g["rate"] if g["load"] == "rate" else None,
                 concurrency=g["conc"],
+                num_requests=g["n"],
+                limits=g["limits"],
                 measurements=tuple(Measurement(metric=m, value=v) for m, v in g["meas"].items()),
             )
         )
