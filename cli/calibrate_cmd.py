@@ -9,6 +9,10 @@ files are read first; a refused file exits 2 naming what is wrong, and nothing i
 (``ttft_s.p50``, ``itl_s.p50``, ``e2e_s.p50``, ``throughput_tokens_per_s``, ``step_s``, ...); ``interval``
 holds multipliers on the analytical value.
 
+``fit --analysis ID --json``: the second calibration (:mod:`core.decision.fit`): the efficiency assumptions fitted to
+the runs per GPU kind and engine (``fits``), each one's leave-one-out comparison with the factor (``compare``) and
+which of the two to trust (``trust``).
+
 ``--assume NAME=VALUE`` / ``--bound low|base|high`` (issue 9) make the predictions the runs are compared
 against at those assumptions (each run's own config, its assumptions moved); ``--json`` then also carries the
 heuristic ``ranges`` of every prediction (``show``: ``metrics.<NAME>.runs.<i>.predicted``; ``add``: the added
@@ -42,6 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_range_args(q, config=False)  # the predictions compared with the runs, at these assumptions
     add_json(q)
     q.set_defaults(func=show)
+    q = s.add_parser("fit", help="fit the efficiency assumptions to the analysis's runs; compare with the factor")
+    q.add_argument("--analysis", metavar="ID", required=True)
+    q.add_argument("--no-compare", action="store_true", help="skip the leave-one-out comparison with the factor")
+    add_json(q)
+    q.set_defaults(func=fit_cmd)
 
 
 def _at_assumptions(runs: list[Run], args: argparse.Namespace) -> list[Run]:
@@ -129,4 +138,30 @@ def show(args: argparse.Namespace) -> int:
     if not cals:
         lines.append("  no comparable runs yet (rabit calibrate add)")
     emit(payload, args.json, "\n".join(lines))
+    return 0
+
+
+def fit_cmd(args: argparse.Namespace) -> int:
+    """``rabit calibrate fit``: JSON ``{"analysis", "fits": [AssumptionFit], "compare": {GPU/engine: Comparison},
+    "trust": {GPU/engine: "fit" | "factor" | "analytical"}}`` per GPU kind and engine of the runs."""
+    from core.decision import compare, fit, group
+
+    a = load_analysis(args.analysis)
+    runs = [r.run for r in a.runs if r.run.load != "train"]
+    fits, comps, trust, lines = [], {}, {}, [f"{a.name} ({a.id}): {len(runs)} serving run(s)"]
+    for (gpu, engine), rs in group(runs).items():
+        f = fit(rs, gpu, engine)
+        if f is None:
+            continue
+        fits.append(f.as_json())
+        key = f"{gpu}/{engine}"
+        moved = ", ".join(f"{k} {f.base[k]:g} -> {f.values[k]:.4g}" for k in f.moved) or "nothing the runs move"
+        lines.append(f"  {key}: {moved}; interval x{f.low_mult:.3f} ... x{f.high_mult:.3f} ({f.basis}, n={f.n})")
+        c = None if args.no_compare else compare(rs, gpu, engine)
+        if c is not None:
+            comps[key], trust[key] = c.as_json(), c.trust
+            lines.append(f"    trust the {c.trust}: {c.why}")
+    if not fits:
+        lines.append("  no serving run to fit (rabit calibrate add)")
+    emit({"analysis": a.id, "fits": fits, "compare": comps, "trust": trust}, args.json, "\n".join(lines))
     return 0

@@ -351,3 +351,43 @@ def fit_or_options(fits: bool, message: str, options: tuple[str, ...]) -> None:
             "**It fits with any one of these changes** (each computed for this config):\n"
             + "\n".join(f"- {o}" for o in options)
         )
+
+
+def fit_table(f) -> None:
+    """The fitted efficiency assumptions beside their base and bounds (a :class:`core.decision.AssumptionFit`)."""
+    from core.base import REGISTRY
+
+    rows = []
+    for k, v in f.values.items():
+        i = REGISTRY[k]
+        rows.append(
+            {
+                "assumption": k,
+                "what": i.label,
+                "base": i.base,
+                "fitted": round(v, 4) if k in f.moved else "not moved by these runs",
+                "bounds": f"{min(i.low, i.high):g} … {max(i.low, i.high):g} {i.unit}",
+            }
+        )
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.caption(
+        f"{f.n} measurement(s); a new run lands within ×{f.low_mult:.3f} … ×{f.high_mult:.3f} of the fitted "
+        + (
+            "prediction (Student t from the residuals, 95 %)."
+            if f.basis == "t"
+            else "prediction (×0.7 … ×1.3: fewer than two degrees of freedom)."
+        )
+    )
+
+
+def fit_comparison(c) -> None:
+    """The leave-one-out comparison of the factor and the fit, and which to trust."""
+    e = c.median_abs_error
+    cols = st.columns(3)
+    for col, (k, label) in zip(
+        cols, (("analytical", "No calibration"), ("factor", "Factor per metric"), ("fit", "Fitted assumptions"))
+    ):
+        col.metric(f"{label}: median held-out error", f"{e[k]:.1%}")
+    (st.success if c.trust == "fit" else st.info)(f"Trust the **{c.trust}** for this configuration: {c.why}.")
+    with st.expander("Each run predicted from the others"):
+        st.dataframe(pd.DataFrame([r.model_dump() for r in c.rows]), hide_index=True, width="stretch")

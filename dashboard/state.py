@@ -436,6 +436,12 @@ def set_assumption(name: str, value: float) -> None:
     st.session_state[_key("a." + name)] = float(value)
 
 
+def set_assumptions(values: dict[str, float]) -> None:
+    """Set several efficiency assumptions in the sidebar (a button's ``on_click``)."""
+    for name, value in values.items():
+        set_assumption(name, value)
+
+
 def field_error(path: str) -> None:
     """Show the problem with a page's config input (``"workload.max_batch"``), if any, where this is called."""
     msg = st.session_state.get("_group_errors", {}).get(path)

@@ -211,3 +211,33 @@ with st.expander("Attached runs"):
         if b.button("Remove", key=f"cal.rm.{rid}"):
             analyses.store().remove_run(cur["id"], rid)
             st.rerun()
+
+# --- the second calibration: the efficiency assumptions fitted to the runs ---------------------------------------
+st.subheader("Fit of the efficiency assumptions")
+st.caption(
+    "A factor per metric cannot follow an error that depends on the run's shape. This fit moves the step model's "
+    "efficiencies (decode bandwidth, compute ceiling and its ramp, the fixed per-step cost) within their bounds so "
+    "that every run, predicted again, matches in log space; runs of one shape then calibrate another. Per GPU kind "
+    "and engine; the interval comes from the fit's residuals."
+)
+serving_runs = tuple(r for _, r in runs if r.load != "train")
+engine = cfg.workload.engine
+with st.spinner(f"Fitting the assumptions to the runs on {cfg.gpu} with {engine}…"):
+    fitted = cache.assumption_fit(serving_runs, cfg.gpu, engine)
+if fitted is None:
+    st.info(f"No serving run on {cfg.gpu} with {engine}: nothing to fit for this configuration.")
+else:
+    render.fit_table(fitted)
+    with st.spinner("Predicting each run from the others, with the factor and with the fit…"):
+        comp = cache.fit_comparison(serving_runs, cfg.gpu, engine)
+    if comp is None:
+        st.caption("The leave-one-out comparison needs at least 3 runs on this GPU kind and engine.")
+    else:
+        render.fit_comparison(comp)
+    if fitted.moved:
+        st.button(
+            "Use the fitted assumptions in the sidebar",
+            key="cal.fit.use",
+            on_click=state.set_assumptions,
+            args=({k: round(fitted.values[k], 4) for k in fitted.moved},),
+        )

@@ -131,6 +131,9 @@ def test_calibration_page_attaches_a_vllm_file_and_shows_bias_and_runs(clear_cac
     per_metric = at.dataframe[1].value
     assert dict(zip(per_metric["metric"], per_metric["runs (n)"]))["itl_s.p50"] == 3  # the file's, the CSV's two
     assert "step_s" in set(per_metric["metric"])
+    # the second calibration: the efficiency assumptions fitted to the serving runs, and which to trust
+    assert "Fit of the efficiency assumptions" in [h.value for h in at.subheader]
+    assert any("Trust the" in s.value for s in list(at.success) + list(at.info))
 
 
 def test_a_bad_upload_shows_an_error_next_to_it_and_changes_nothing(clear_cache):

@@ -360,3 +360,23 @@ def test_leave_one_out_error_of_the_fit_beats_the_factor_across_shapes():
     # the factor of one metric cannot follow an error that depends on the shape; the fit can
     assert e["fit"] < e["factor"] < e["analytical"] and c.trust == "fit"
     assert "fit" in c.why and len(c.rows) == 2 * len(SHAPES)
+
+
+def test_cli_calibrate_fit_json(tmp_path, capsys):
+    from tests.clirun import run
+
+    aid = run(
+        capsys, "analyses", "save", "--name", "fit", "--model", "llama-3.1-8b", "--gpus", "1", "--tp", "1", "--json"
+    )["id"]
+    f = tmp_path / "runs.csv"
+    f.write_text(csv_template())
+    run(capsys, "calibrate", "add", "--analysis", aid, "--file", str(f), "--json")
+    out = run(capsys, "calibrate", "fit", "--analysis", aid, "--json")
+    (fit,) = out["fits"]
+    assert (fit["gpu"], fit["engine"]) == ("h100-sxm", "vllm") and set(fit["values"]) == {
+        "mbu",
+        "mfu_max",
+        "mfu_ramp_tokens",
+        "step_overhead_ms",
+    }
+    assert out["trust"]["h100-sxm/vllm"] in ("fit", "factor", "analytical")
