@@ -33,6 +33,7 @@ MODEL_SLUGS = {
     "deepseek-v3",
     "gpt-oss-120b",
     "gpt-3-175b",
+    "gpt-j-6b",
 }
 
 # Where each model's published figure comes from (the number itself lives in the model file's
@@ -57,6 +58,8 @@ MODEL_SLUGS = {
 #                    not the embedding: 20b's 3.61B checks the same convention). Architecture: 116.83B /
 #                    5.13B without the input embedding.
 #   gpt-3-175b       "175.0B" (Brown et al. 2020, Table 2.1). Architecture: 174.60B (-0.2%).
+#   gpt-j-6b         6,053,381,344 total (EleutherAI model card). Architecture, read as a GPT-2 block: 6.060B
+#                    (+0.1%: the learned position table and q/k/v biases GPT-J does not have).
 #
 # ``active_excludes_embedding`` therefore means "the input-embedding lookup is not counted; the LM head
 # is" (ModelArch.active_matmul_params for untied models). Subtracting the LM head as well

@@ -2,7 +2,7 @@
 
 Revision ID: 0002
 Revises: 0001
-Create Date: 2026-12-02
+Create Date: 2026-12-01
 """
 
 import sqlalchemy as sa
