@@ -48,10 +48,11 @@ def run(args: argparse.Namespace) -> int:
             + (f", {', '.join(args.assume)}" if args.assume else "")
             + (f", assumptions of {args.config}" if args.config else "")
         )
-    lines.append(f"{'family':<26} {'cases':>5} {'median |err|':>12} {'bias':>7} {'within 25%':>10} {'within 2x':>9}")
+    w = max([26] + [len(f.family) for f in r.families])
+    lines.append(f"{'family':<{w}} {'cases':>5} {'median |err|':>12} {'bias':>7} {'within 25%':>10} {'within 2x':>9}")
     for f in r.families:
         lines.append(
-            f"{f.family:<26} {f.cases:>5} {f.median_abs_error:>12.1%} {f.bias:>+7.1%} "
+            f"{f.family:<{w}} {f.cases:>5} {f.median_abs_error:>12.1%} {f.bias:>+7.1%} "
             f"{f.within_25pct:>10.0%} {f.within_2x:>9.0%}"
             + ("" if f.meets_target else f"  (misses the {TARGET_MEDIAN_ABS_ERROR:.0%} target)")
         )

@@ -10,6 +10,18 @@ settings that reproduce it). Each case is predicted with today's default assumpt
 * ``hw_tflops_per_gpu`` / ``model_tflops_per_gpu``: the training layout timed by
   :func:`core.training.evaluate_layout`, as HFU or MFU times the dense BF16 peak.
 
+``serving_published.csv`` adds the load-dependent metrics, each predicted for one replica of ``tp x pp`` GPUs on
+the engine the row names (its documented scheduler defaults on that GPU, :mod:`core.catalog.engines`, with the
+row's ``max_batch`` and ``max_num_tokens`` where the source gives them) and multiplied by the replicas:
+
+* ``offline_tokens_per_s`` (every request queued at once: ``trtllm-bench throughput``, MLPerf Offline, vLLM's
+  offline runs): the closed-form saturation throughput :func:`core.serving.max_throughput` at the row's fixed
+  lengths; ``_per_gpu`` divides by the GPUs.
+* ``server_tokens_per_s`` (MLPerf Server / Interactive): the highest Poisson rate whose simulated p99 TTFT and
+  p99 TPOT meet the row's limits (:func:`core.decision.rate_search.max_rate`), times the output length.
+* ``static_batch_latency_s``: one static batch from its first prompt token to its last output token,
+  ``TTFT_B + (O - 1) t_step``.
+
 ``run(assumptions=...)`` predicts every case with other assumption values (``rabit validate --assume/--bound/
 --config``), and ``run(ranges=True)`` adds each prediction's heuristic range from the assumption bounds
 (:mod:`core.decision.uncertainty`: serving cases move with the serving-speed assumptions, training cases with the
@@ -125,15 +137,90 @@ def _serving_prediction(r: dict[str, str]) -> float:
     return _serving_predict(r, _serving_config(r))
 
 
-def _gpt(layers: int, hidden: int, heads: int, seq: int):
-    """A Megatron GPT of the given shape (GPT-2 block, 4h GELU MLP, vocabulary 51,200, tied embeddings)."""
+#: Requests simulated at each rate of a server-scenario rate search (a p99 needs at least 100).
+SERVER_SIM_REQUESTS = 300
+
+
+def _replicas(r: dict[str, str]) -> int:
+    per = int(r["tp"]) * int(r["pp"])
+    return int(r["replicas"]) if r.get("replicas") else max(1, int(r["gpus"]) // per)
+
+
+def _published_config(r: dict[str, str]) -> RabitConfig:
+    """One replica of the row's system, on its engine's scheduler."""
+    from core.catalog import engine_defaults
+
+    tp, pp = int(r["tp"]), int(r["pp"])
+    g = catalog.gpu(r["gpu"])
+    per = tp * pp
+    node = min(per, g.gpus_per_node)
+    B = int(r["batch"]) if r.get("batch") else 1
+    cfg = RabitConfig(
+        model=r["model"],
+        gpu=r["gpu"],
+        gpus_per_node=node,
+        nodes=max(1, per // node),
+        tp=tp,
+        pp=pp,
+        weights=r["weights"],
+        kv_dtype=r["kv_dtype"],
+        batch=B,
+        input_tokens=int(r["input"]),
+        output_tokens=max(1, round(float(r["output"]))),
+    )
+    d = engine_defaults(r["engine"], g)
+    max_batch = int(r["max_batch"]) if r.get("max_batch") else d.max_batch
+    budget = max(int(r["max_num_tokens"]) if r.get("max_num_tokens") else d.token_budget, max_batch)
+    w = cfg.workload.model_copy(
+        update={
+            "engine": r["engine"],
+            "policy": d.policy,
+            "admission": d.admission,
+            "prefix_caching": d.prefix_caching,
+            "max_batch": max_batch,
+            "token_budget": budget,
+            "lengths": "fixed",
+        }
+    )
+    return cfg.with_(workload=w)
+
+
+def _published_predict(r: dict[str, str], cfg: RabitConfig) -> float:
+    from core import serving
+    from core.decision.rate_search import max_rate
+
+    metric = r["metric"]
+    if metric.startswith("static") or metric == "ttft_s":
+        if metric == "static_batch_latency_s":
+            sm = StepModel.from_config(cfg)
+            B, O = cfg.batch, cfg.output_tokens
+            step = serving.decode_numbers(sm, cfg, B).mean_s if O > 1 else 0.0
+            return serving.prefill_numbers(sm, cfg, B).ttft_s + (O - 1) * step
+        return _serving_predict(r, cfg)
+    n = _replicas(r)
+    spec = serving.sim_spec(cfg, num_requests=SERVER_SIM_REQUESTS, duration_s=None, trace=None)
+    if metric.startswith("offline_tokens_per_s"):
+        total = n * serving.max_throughput(cfg, spec).output_tokens_per_s
+        return total / int(r["gpus"]) if metric.endswith("_per_gpu") else total
+    if metric == "server_tokens_per_s":
+        limits = (("ttft_s.p99", float(r["p99_ttft_limit_s"])), ("itl_s.p99", float(r["p99_tpot_limit_s"])))
+        return n * max_rate(cfg, spec, limits).rate_per_s * cfg.output_tokens
+    raise ValueError(f"serving_published.csv: unknown metric {metric!r}")
+
+
+#: Metrics whose prediction is a search over simulations: no range (each bound would be a search of its own).
+SEARCHED_METRICS = ("server_tokens_per_s",)
+
+
+def _gpt(layers: int, hidden: int, heads: int, seq: int, vocab: int = 51200):
+    """A Megatron GPT of the given shape (GPT-2 block, 4h GELU MLP, vocabulary 51,200 unless given, tied embeddings)."""
     return from_hf_config(
         {
             "model_type": "gpt2",
             "n_layer": layers,
             "n_embd": hidden,
             "n_head": heads,
-            "vocab_size": 51200,
+            "vocab_size": vocab,
             "n_positions": seq,
             "tie_word_embeddings": True,
             "activation_function": "gelu",
@@ -186,10 +273,65 @@ def _training_prediction(r: dict[str, str]) -> float:
     return _training_predict(r, _training_config(r))
 
 
+def _published_training_config(r: dict[str, str]) -> RabitConfig:
+    """The row's run: its model (a catalog slug or a GPT shape with its vocabulary), GPUs, layout and batch."""
+    tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
+    gpus = tp * pp * dp
+    node = catalog.gpu(r["gpu"]).gpus_per_node
+    seq, gb = int(r["seq"]), int(r["global_batch"])
+    custom = None
+    if r["model"] == "gpt":
+        custom = _gpt(int(r["layers"]), int(r["hidden"]), int(r["heads"]), seq, int(r["vocab"] or 51200))
+    return RabitConfig(
+        model="llama-3.1-8b" if custom is not None else r["model"],
+        custom_model=custom,
+        phase="train",
+        gpu=r["gpu"],
+        gpus_per_node=min(node, gpus),
+        nodes=max(1, gpus // node),
+        tp=tp,
+        pp=pp,
+        ep=int(r["ep"] or 1),
+        seq_len=seq,
+        global_batch_tokens=gb * seq,
+        train_precision=r["precision"],
+        micro_batch=int(r["micro_batch"] or 1),
+        recompute=r["recompute"] or "selective",
+    )
+
+
+def _published_training_predict(r: dict[str, str], cfg: RabitConfig) -> float:
+    """Throughput per GPU, model FLOP/s per GPU, or an MLPerf time to train (its tokens at the layout's rate,
+    times the round's scaling factor, in minutes)."""
+    from core import training
+
+    lay = training.Layout(
+        tp=cfg.tp,
+        pp=cfg.pp,
+        dp=int(r["dp"]),
+        ep=cfg.ep,
+        micro_batch=cfg.micro_batch,
+        recompute=cfg.recompute,
+        vpp=int(r["vp"] or 1),
+    )
+    res = training.evaluate_layout(cfg, lay)
+    tokens_per_s = res.global_batch_tokens / res.step_s
+    metric = r["metric"]
+    if metric == "tokens_per_s_per_gpu":
+        return tokens_per_s / res.gpus
+    if metric == "model_tflops_per_gpu":
+        return res.mfu * catalog.gpu(r["gpu"]).bf16_tflops
+    if metric == "time_to_train_min":
+        return float(r["train_tokens"]) / tokens_per_s / 60 * float(r["score_scaling"] or 1)
+    raise ValueError(f"training_published.csv: unknown metric {metric!r}")
+
+
 #: file -> (the case's config, its prediction from a config, the assumption tag that moves it)
 _KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] = {
     "serving.csv": (_serving_config, _serving_predict, "serving_speed"),
+    "serving_published.csv": (_published_config, _published_predict, "serving_speed"),
     "training.csv": (_training_config, _training_predict, "training"),
+    "training_published.csv": (_published_training_config, _published_training_predict, "training"),
 }
 
 
@@ -230,7 +372,7 @@ def run(
             cfg = config_of(r)
             if assumptions is not None:
                 cfg = cfg.model_copy(update={"assumptions": assumptions})
-            if ranges:
+            if ranges and r["metric"] not in SEARCHED_METRICS:
                 sp = spread(cfg, functools.partial(_predicted, predict, r), (tag,))
                 value, rng[r["id"]] = sp.base["predicted"], sp.ranges["predicted"]
             else:
