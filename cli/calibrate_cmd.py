@@ -144,20 +144,20 @@ def show(args: argparse.Namespace) -> int:
 def fit_cmd(args: argparse.Namespace) -> int:
     """``rabit calibrate fit``: JSON ``{"analysis", "fits": [AssumptionFit], "compare": {GPU/engine: Comparison},
     "trust": {GPU/engine: "fit" | "factor" | "analytical"}}`` per GPU kind and engine of the runs."""
-    from core.decision import compare, fit, group
+    from core.decision import compare_fit, fit_assumptions, group
 
     a = load_analysis(args.analysis)
     runs = [r.run for r in a.runs if r.run.load != "train"]
     fits, comps, trust, lines = [], {}, {}, [f"{a.name} ({a.id}): {len(runs)} serving run(s)"]
     for (gpu, engine), rs in group(runs).items():
-        f = fit(rs, gpu, engine)
+        f = fit_assumptions(rs, gpu, engine)
         if f is None:
             continue
         fits.append(f.as_json())
         key = f"{gpu}/{engine}"
         moved = ", ".join(f"{k} {f.base[k]:g} -> {f.values[k]:.4g}" for k in f.moved) or "nothing the runs move"
         lines.append(f"  {key}: {moved}; interval x{f.low_mult:.3f} ... x{f.high_mult:.3f} ({f.basis}, n={f.n})")
-        c = None if args.no_compare else compare(rs, gpu, engine)
+        c = None if args.no_compare else compare_fit(rs, gpu, engine)
         if c is not None:
             comps[key], trust[key] = c.as_json(), c.trust
             lines.append(f"    trust the {c.trust}: {c.why}")

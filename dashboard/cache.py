@@ -330,13 +330,13 @@ def run_residuals(runs: tuple[_Run, ...]) -> tuple[decision.Residual, ...]:
 @st.cache_data(max_entries=32, show_spinner=False)
 def assumption_fit(runs: tuple[_Run, ...], gpu: str, engine: str) -> decision.AssumptionFit | None:
     """The efficiency assumptions fitted to the runs on ``gpu`` with ``engine`` (the second calibration)."""
-    return decision.fit(runs, gpu, engine)
+    return decision.fit_assumptions(runs, gpu, engine)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def fit_comparison(runs: tuple[_Run, ...], gpu: str, engine: str) -> decision.Comparison | None:
     """Leave-one-out: the factor against the fit on the runs on ``gpu`` with ``engine``."""
-    return decision.compare(runs, gpu, engine)
+    return decision.compare_fit(runs, gpu, engine)
 
 
 @st.cache_data(max_entries=32, show_spinner="Simulating the saved analysis for its predicted p95s ...")

@@ -317,8 +317,7 @@ SHAPES = [
 
 def _model_runs(truth: dict[str, float]) -> list:
     """Batch runs of several shapes whose 'measurements' are the model's own predictions at ``truth``."""
-    from core.operations import Run
-    from core.operations.runs import Measurement
+    from core.operations import Measurement, Run
 
     out = []
     for b, i, o in SHAPES:
@@ -342,7 +341,7 @@ def _model_runs(truth: dict[str, float]) -> list:
 
 
 def test_the_fit_recovers_known_efficiencies_from_runs_of_several_shapes():
-    from core.decision import fit
+    from core.decision import fit_assumptions as fit
 
     f = fit(_model_runs(TRUE), "h100-sxm", "vllm")
     assert set(f.moved) == set(TRUE)
@@ -353,7 +352,7 @@ def test_the_fit_recovers_known_efficiencies_from_runs_of_several_shapes():
 
 
 def test_leave_one_out_error_of_the_fit_beats_the_factor_across_shapes():
-    from core.decision import compare
+    from core.decision import compare_fit as compare
 
     c = compare(_model_runs(TRUE), "h100-sxm", "vllm")
     e = c.median_abs_error

@@ -145,62 +145,43 @@ def test_per_query_head_kv_reads_by_hand():
     assert per_query_head_kv_reads(s7).kv_read_factor == 1
 
 
-def test_server_rows_are_the_highest_rate_that_meets_their_limits():
+def test_server_rows_are_the_highest_rate_that_meets_their_limits(report):
     # MLPerf Server: throughput = replicas x the highest Poisson rate whose p99 TTFT and TPOT meet the limits x
     # the output length; just above that rate (4 % more) one limit fails, at it both hold.
-    import csv
-
-    from core.decision import max_rate, meets
-    from core.decision.validation import SERVER_SIM_REQUESTS, _published_config, _replicas
+    from core.decision import SERVER_SIM_REQUESTS, case_row, max_rate, meets, replicas_of_row
     from core.serving import sim_spec, simulate
 
-    text = (VALIDATION_DIR / "serving_published.csv").read_text()
-    rows = [
-        r
-        for r in csv.DictReader(x for x in text.splitlines() if not x.startswith("#"))
-        if r["metric"] == "server_tokens_per_s"
-    ]
-    r = next(x for x in rows if x["gpu"] == "b200" and x["scenario"] == "server")
-    cfg = _published_config(r)
+    case = next(
+        c for c in report.cases if c.metric == "server_tokens_per_s" and "b200" in c.id and c.id.endswith("-server")
+    )
+    _, r, cfg = case_row(case.id)
     limits = (("ttft_s.p99", float(r["p99_ttft_limit_s"])), ("itl_s.p99", float(r["p99_tpot_limit_s"])))
     spec = sim_spec(cfg, num_requests=SERVER_SIM_REQUESTS)
     found = max_rate(cfg, spec, limits)
     assert found.rate_per_s > 0 and meets(found.summary, limits) is None
     above = simulate(cfg, spec.with_(rate_per_s=found.rate_per_s * 1.04)).summary
     assert meets(above, limits) is not None
-    case = next(c for c in run(("dense-405b-ttft-limited",)).cases if c.id == r["id"])
-    assert case.predicted == pytest.approx(_replicas(r) * found.rate_per_s * cfg.output_tokens)
+    assert case.predicted == pytest.approx(replicas_of_row(r) * found.rate_per_s * cfg.output_tokens)
 
 
-def test_published_rows_run_on_their_engines_scheduler():
+def test_published_rows_run_on_their_engines_scheduler(report):
     # TensorRT-LLM's documented defaults (llm_args.py): max_batch_size 2,048, max_num_tokens 8,192, KV reserved
     # for prompt plus output at admission; a row's own max_batch (vLLM's max num seqs 3,200 on the AMD page) wins.
-    import csv
+    from core.decision import case_row
 
-    from core.decision.validation import _published_config
-
-    text = (VALIDATION_DIR / "serving_published.csv").read_text()
-    rows = list(csv.DictReader(x for x in text.splitlines() if not x.startswith("#")))
-    trt = _published_config(next(r for r in rows if r["engine"] == "trtllm" and not r["max_batch"])).workload
+    trt = case_row("trtllm017-h200-llama-3.1-70b-tp1-128-128")[2].workload
     assert (trt.engine, trt.max_batch, trt.token_budget, trt.admission) == ("trtllm", 2048, 8192, "reserve")
-    amd = _published_config(next(r for r in rows if r["engine"] == "vllm" and r["max_batch"] == "3200")).workload
+    amd = case_row("amdperf-rocm6.4.1_vllm_0.9.0.1_20250605-mi300x-llama-3.1-70b-tp8-128-2048")[2].workload
     assert (amd.engine, amd.max_batch, amd.admission) == ("vllm", 3200, "preempt")
 
 
-def test_time_to_train_is_the_tokens_at_the_layouts_rate():
+def test_time_to_train_is_the_tokens_at_the_layouts_rate(report):
     # An MLPerf GPT-3 score is (tokens to the target) / (tokens per second) x the round's scaling: twice the
-    # tokens is twice the predicted time, the same layout's rate.
-    import csv
+    # tokens is twice the predicted time, at the same layout's rate.
+    from core.decision import case_row, predict_row
 
-    from core.decision.validation import _published_training_config, _published_training_predict
-
-    text = (VALIDATION_DIR / "training_published.csv").read_text()
-    r = next(
-        x
-        for x in csv.DictReader(y for y in text.splitlines() if not y.startswith("#"))
-        if x["metric"] == "time_to_train_min"
-    )
-    cfg = _published_training_config(r)
-    one = _published_training_predict(r, cfg)
-    two = _published_training_predict({**r, "train_tokens": str(2 * float(r["train_tokens"]))}, cfg)
-    assert two == pytest.approx(2 * one) and 1 < one < 10_000
+    case = next(c for c in report.cases if c.metric == "time_to_train_min")
+    name, r, cfg = case_row(case.id)
+    one = predict_row(name, r, cfg)
+    two = predict_row(name, {**r, "train_tokens": str(2 * float(r["train_tokens"]))}, cfg)
+    assert one == pytest.approx(case.predicted) and two == pytest.approx(2 * one) and 1 < one < 10_000

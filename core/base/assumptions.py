@@ -97,7 +97,7 @@ _INFOS = (
         "at start-up); vLLM 0.10.1.1 logs show 0.50 GiB (Qwen2-7B, TP 1) and 0.65 GiB (TP 2) ('Graph capturing "
         "finished ... took'). The tuning loop keeps this much free above the share it proposes.",
         -1,
-        moves=(),
+        moves=("serving_memory",),
         min_value=0.0,
         max_value=64.0,
         domain_reason="graphs larger than 64 GiB per GPU would be a model's worth of memory, not launch buffers",

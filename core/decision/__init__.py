@@ -16,7 +16,7 @@ from core.decision.calibration import (
     residuals_of,
     run_spec,
 )
-from core.decision.fit import FIT_PARAMS, AssumptionFit, Comparison, compare, fit, group
+from core.decision.fit import FIT_PARAMS, AssumptionFit, Comparison, compare_fit, fit_assumptions, group
 from core.decision.rate_search import RateSearch, max_rate, meets
 from core.decision.experiment import (
     NextExperiment,
@@ -84,8 +84,12 @@ from core.decision.uncertainty import (
 from core.decision.tuning import ORDER as TUNING_ORDER
 from core.decision.tuning import STOPPING_RULE, TuningPlan, TuningState, TuningStep, tune
 from core.decision.validation import (
+    SERVER_SIM_REQUESTS,
     TARGET_MEDIAN_ABS_ERROR,
     VALIDATION_DIR,
+    case_row,
+    predict_row,
+    replicas_of_row,
     run,
 )
 
@@ -109,6 +113,7 @@ __all__ = [
     "ServingGoal",
     "SimulationRanges",
     "Spread",
+    "SERVER_SIM_REQUESTS",
     "TARGET_MEDIAN_ABS_ERROR",
     "TrainingExperimentSpec",
     "TUNING_ORDER",
@@ -131,11 +136,12 @@ __all__ = [
     "bounds_band",
     "by_tag",
     "calibrate",
+    "case_row",
     "calibrate_all",
     "changes",
     "combine",
-    "compare",
-    "fit",
+    "compare_fit",
+    "fit_assumptions",
     "group",
     "max_rate",
     "meets",
@@ -154,11 +160,13 @@ __all__ = [
     "pareto_reasons",
     "points",
     "predict",
+    "predict_row",
     "prediction_ranges",
     "ranges_json",
     "recommend",
     "recommend_training",
     "recommendation_ranges",
+    "replicas_of_row",
     "residuals_of",
     "run",
     "screen",

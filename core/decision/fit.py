@@ -20,7 +20,7 @@ Interval: from the fit's residuals, ``s^2 = sum r^2 / (n - k)`` with ``k`` the a
 new run lands in ``exp(+- t_{0.975, n-k} s sqrt(1 + k / n))`` of the fitted prediction (fewer than two degrees of
 freedom: the heuristic x0.7 ... x1.3).
 
-Which to trust: :func:`compare` predicts each run from the others, once with the factor and once with the fit,
+Which to trust: :func:`compare_fit` predicts each run from the others, once with the factor and once with the fit,
 and the one with the smaller median held-out error is the one to use for a config like the runs.
 """
 
@@ -121,7 +121,7 @@ def group(runs: Sequence[Run]) -> dict[tuple[str, str], list[Run]]:
     return out
 
 
-def fit(
+def fit_assumptions(
     runs: Sequence[Run],
     gpu: str,
     engine: str,
@@ -240,7 +240,7 @@ class Comparison(BaseModel):
         }
 
 
-def compare(
+def compare_fit(
     runs: Sequence[Run],
     gpu: str,
     engine: str,
@@ -256,7 +256,7 @@ def compare(
     rows = []
     for i, held in enumerate(used):
         others = [j for j in range(len(used)) if j != i]
-        f = fit([used[j] for j in others], gpu, engine, params, predictor, max_evaluations)
+        f = fit_assumptions([used[j] for j in others], gpu, engine, params, predictor, max_evaluations)
         fp = predictor(_moved(held, f.values)) if f is not None else {}
         for m in held.measurements:
             a = base[i].get(m.metric)

@@ -335,6 +335,25 @@ _KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] 
 }
 
 
+def case_row(case_id: str) -> tuple[str, dict[str, str], RabitConfig]:
+    """(file, row, config) of one case: the published row and the config it is predicted on."""
+    for name, (config_of, _, _) in _KINDS.items():
+        for r in _rows(name):
+            if r["id"] == case_id:
+                return name, r, config_of(r)
+    raise KeyError(f"no validation case {case_id!r}")
+
+
+def predict_row(name: str, r: dict[str, str], cfg: RabitConfig) -> float:
+    """The prediction of row ``r`` of file ``name`` on ``cfg`` (``case_row``'s config, or one changed)."""
+    return _KINDS[name][1](r, cfg)
+
+
+def replicas_of_row(r: dict[str, str]) -> int:
+    """The model copies of a published serving row's system: ``replicas``, else gpus / (tp pp)."""
+    return _replicas(r)
+
+
 def _summary(family: str, rs: list[CaseResult]) -> FamilySummary:
     errs = [c.error for c in rs]
     med = statistics.median(abs(e) for e in errs)
