@@ -29,11 +29,11 @@ from cli.common import (
     steps_table,
     with_ranges,
 )
-from core.base import GiB, choices
+from core.base import choices
 from core.catalog import ENGINE_LABELS
 from core.config import DEFAULT
 from core.config import resolve
-from core.operations import NUMBER_TEXT, NUMBERS, compare_log, config_for_log, diagnose_oom
+from core.operations import NUMBER_TEXT, NUMBERS, compare_log, config_for_log, diagnose_oom, number_text
 from core.physics import serving_memory, training_memory
 from core.decision import memory_spread, training_memory_spread
 
@@ -166,14 +166,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shown(key: str, v: float | None) -> str:
-    if v is None:
-        return "-"
-    if key.endswith("_bytes"):
-        return f"{v / GiB:.2f} GiB"
-    return f"{v:,.2f}" if key == "max_concurrency" else f"{v:,.0f}"
-
-
 def log_text(log, comp, diag) -> str:
     """The log beside the prediction, the calibrated overhead and the diagnosis, as lines."""
     lines = [f"start-up log: {ENGINE_LABELS.get(log.engine, log.engine)} {log.version}"]
@@ -183,7 +175,7 @@ def log_text(log, comp, diag) -> str:
     for k in NUMBERS:
         r = comp.ratios[k]
         lines.append(
-            f"  {NUMBER_TEXT[k]:<44} {_shown(k, comp.measured[k]):>14} {_shown(k, comp.predicted[k]):>14} "
+            f"  {NUMBER_TEXT[k]:<44} {number_text(k, comp.measured[k]):>14} {number_text(k, comp.predicted[k]):>14} "
             f"{'' if r is None else f'x{r:.3f}':>12}"
         )
     if log.unrecognised:

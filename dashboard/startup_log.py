@@ -7,21 +7,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.base import GiB
 from core.base import MAX_LOG_BYTES
 from core.catalog import ENGINE_LABELS
 from core.config import RabitConfig
-from core.operations import COSTS, NUMBER_TEXT, NUMBERS, LogError, StartupLog
+from core.operations import COSTS, NUMBER_TEXT, NUMBERS, LogError, StartupLog, number_text
 from dashboard import analyses, cache, state
 from dashboard.text import plain
-
-
-def _shown(key: str, v: float | None) -> str:
-    if v is None:
-        return "—"
-    if key.endswith("_bytes"):
-        return f"{v / GiB:,.2f} GiB"
-    return f"{v:,.2f}" if key == "max_concurrency" else f"{v:,.0f}"
 
 
 def read_input() -> tuple[StartupLog | None, str, str]:
@@ -77,10 +68,10 @@ def section(cfg: RabitConfig) -> None:
             [
                 {
                     "number": NUMBER_TEXT[k],
-                    "log": _shown(k, comp.measured[k]),
-                    "RA-BIT": _shown(k, comp.predicted[k]),
+                    "log": number_text(k, comp.measured[k]),
+                    "RA-BIT": number_text(k, comp.predicted[k]),
                     "log / RA-BIT": "—" if comp.ratios[k] is None else f"×{comp.ratios[k]:.3f}",
-                    "RA-BIT, calibrated": _shown(k, comp.recalibrated[k]),
+                    "RA-BIT, calibrated": number_text(k, comp.recalibrated[k]),
                 }
                 for k in NUMBERS
             ]

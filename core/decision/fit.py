@@ -121,6 +121,10 @@ def group(runs: Sequence[Run]) -> dict[tuple[str, str], list[Run]]:
     return out
 
 
+def _of(runs: Sequence[Run], gpu: str, engine: str) -> list[Run]:
+    return group(runs).get((gpu, engine), [])
+
+
 def fit_assumptions(
     runs: Sequence[Run],
     gpu: str,
@@ -132,7 +136,7 @@ def fit_assumptions(
     """Fit ``params`` to the runs on ``gpu`` served by ``engine`` (None without a comparable run)."""
     from scipy import optimize, stats  # imported on first use, like the calibration's Student t
 
-    used = [r for r in runs if r.config.gpu == gpu and r.config.workload.engine == engine]
+    used = _of(runs, gpu, engine)
     if not used:
         return None
     base_cfg = used[0].config.assumptions
@@ -249,7 +253,7 @@ def compare_fit(
     max_evaluations: int = 40,
 ) -> Comparison | None:
     """Predict each run from the others (leave-one-out) with the factor and with the fit; None below 3 runs."""
-    used = [r for r in runs if r.config.gpu == gpu and r.config.workload.engine == engine]
+    used = _of(runs, gpu, engine)
     if len(used) < 3:
         return None
     base = [{m: p for (_, m), (_, p) in _pairs([r], {}, predictor).items()} for r in used]

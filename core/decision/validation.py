@@ -231,49 +231,6 @@ def _gpt(layers: int, hidden: int, heads: int, seq: int, vocab: int = 51200):
 
 
 def _training_config(r: dict[str, str]) -> RabitConfig:
-    tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
-    gpus = tp * pp * dp
-    g = catalog.gpu(r["gpu"])
-    node = g.gpus_per_node
-    seq, gb = int(r["seq"]), int(r["global_batch"])
-    custom = _gpt(int(r["layers"]), int(r["hidden"]), int(r["heads"]), seq) if r["model"] == "gpt" else None
-    return RabitConfig(
-        model="llama-3.1-8b" if custom is not None else r["model"],
-        custom_model=custom,
-        phase="train",
-        gpu=r["gpu"],
-        gpus_per_node=min(node, gpus),
-        nodes=max(1, gpus // node),
-        tp=tp,
-        pp=pp,
-        seq_len=seq,
-        global_batch_tokens=gb * seq,
-        train_precision=r["precision"],
-        micro_batch=int(r["micro_batch"]),
-        recompute=r["recompute"],
-    )
-
-
-def _training_predict(r: dict[str, str], cfg: RabitConfig) -> float:
-    from core import training
-
-    tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
-    g = catalog.gpu(r["gpu"])
-    lay = training.Layout(tp=tp, pp=pp, dp=dp, micro_batch=int(r["micro_batch"]), recompute=r["recompute"])
-    res = training.evaluate_layout(cfg, lay)
-    peak = g.bf16_tflops
-    if r["metric"] == "hw_tflops_per_gpu":
-        return res.hfu * peak
-    if r["metric"] == "model_tflops_per_gpu":
-        return res.mfu * peak
-    raise ValueError(f"training.csv: unknown metric {r['metric']!r}")
-
-
-def _training_prediction(r: dict[str, str]) -> float:
-    return _training_predict(r, _training_config(r))
-
-
-def _published_training_config(r: dict[str, str]) -> RabitConfig:
     """The row's run: its model (a catalog slug or a GPT shape with its vocabulary), GPUs, layout and batch."""
     tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
     gpus = tp * pp * dp
@@ -281,7 +238,7 @@ def _published_training_config(r: dict[str, str]) -> RabitConfig:
     seq, gb = int(r["seq"]), int(r["global_batch"])
     custom = None
     if r["model"] == "gpt":
-        custom = _gpt(int(r["layers"]), int(r["hidden"]), int(r["heads"]), seq, int(r["vocab"] or 51200))
+        custom = _gpt(int(r["layers"]), int(r["hidden"]), int(r["heads"]), seq, int(r.get("vocab") or 51200))
     return RabitConfig(
         model="llama-3.1-8b" if custom is not None else r["model"],
         custom_model=custom,
@@ -291,7 +248,7 @@ def _published_training_config(r: dict[str, str]) -> RabitConfig:
         nodes=max(1, gpus // node),
         tp=tp,
         pp=pp,
-        ep=int(r["ep"] or 1),
+        ep=int(r.get("ep") or 1),
         seq_len=seq,
         global_batch_tokens=gb * seq,
         train_precision=r["precision"],
@@ -300,9 +257,9 @@ def _published_training_config(r: dict[str, str]) -> RabitConfig:
     )
 
 
-def _published_training_predict(r: dict[str, str], cfg: RabitConfig) -> float:
-    """Throughput per GPU, model FLOP/s per GPU, or an MLPerf time to train (its tokens at the layout's rate,
-    times the round's scaling factor, in minutes)."""
+def _training_predict(r: dict[str, str], cfg: RabitConfig) -> float:
+    """Hardware or model FLOP/s per GPU (HFU or MFU times the dense BF16 peak), throughput per GPU, or an MLPerf
+    time to train (its tokens at the layout's rate, times the round's scaling factor, in minutes)."""
     from core import training
 
     lay = training.Layout(
@@ -312,18 +269,20 @@ def _published_training_predict(r: dict[str, str], cfg: RabitConfig) -> float:
         ep=cfg.ep,
         micro_batch=cfg.micro_batch,
         recompute=cfg.recompute,
-        vpp=int(r["vp"] or 1),
+        vpp=int(r.get("vp") or 1),
     )
     res = training.evaluate_layout(cfg, lay)
     tokens_per_s = res.global_batch_tokens / res.step_s
     metric = r["metric"]
     if metric == "tokens_per_s_per_gpu":
         return tokens_per_s / res.gpus
+    if metric == "hw_tflops_per_gpu":
+        return res.hfu * catalog.gpu(r["gpu"]).bf16_tflops
     if metric == "model_tflops_per_gpu":
         return res.mfu * catalog.gpu(r["gpu"]).bf16_tflops
     if metric == "time_to_train_min":
         return float(r["train_tokens"]) / tokens_per_s / 60 * float(r["score_scaling"] or 1)
-    raise ValueError(f"training_published.csv: unknown metric {metric!r}")
+    raise ValueError(f"training metric {metric!r} is not one validation predicts")
 
 
 #: file -> (the case's config, its prediction from a config, the assumption tag that moves it)
@@ -331,7 +290,7 @@ _KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] 
     "serving.csv": (_serving_config, _serving_predict, "serving_speed"),
     "serving_published.csv": (_published_config, _published_predict, "serving_speed"),
     "training.csv": (_training_config, _training_predict, "training"),
-    "training_published.csv": (_published_training_config, _published_training_predict, "training"),
+    "training_published.csv": (_training_config, _training_predict, "training"),
 }
 
 

@@ -45,7 +45,7 @@ from core.operations.runs import (
     parse_json,
     parse_rows,
 )
-from core.operations.startup_log import NUMBER_TEXT, NUMBERS, Failure, LogError, StartupLog, parse_log
+from core.operations.startup_log import NUMBER_TEXT, NUMBERS, Failure, LogError, StartupLog, number_text, parse_log
 from core.operations.telemetry import (
     MAX_BYTES,
     MAX_SAMPLES,
@@ -107,6 +107,7 @@ __all__ = [
     "mean",
     "measured_p95",
     "model_repo",
+    "number_text",
     "parse",
     "parse_csv",
     "parse_file",

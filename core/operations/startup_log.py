@@ -62,6 +62,15 @@ NUMBER_TEXT = {
 VLLM_DEFAULT_BLOCK = 16
 
 
+def number_text(key: str, value: float | None) -> str:
+    """One of :data:`NUMBERS` as a person reads it: sizes in GiB (as the engines print them), counts whole."""
+    if value is None:
+        return "-"
+    if key.endswith("_bytes"):
+        return f"{value / GiB:,.2f} GiB"
+    return f"{value:,.2f}" if key == "max_concurrency" else f"{value:,.0f}"
+
+
 class LogError(ValueError):
     """A text that cannot be read as a start-up log; the message says why, in one line."""
 
@@ -266,80 +275,69 @@ def _flag(text: str, names: tuple[str, ...], number: str = _NUM) -> str | None:
     return None if best is None else best[1]
 
 
-def _parse_vllm(lines: list[str], f: _Found) -> None:
-    for no, line in enumerate(lines, start=1):
-        if m := re.search(r"(?:Model loading took|Loading model weights took)\s+" + _NUM + _UNIT, line):
-            f.put("weights_bytes", _bytes(m.group(1), m.group(2)), no, line)
-        if m := re.search(r"Available KV cache memory:\s*" + _NUM + _UNIT, line):
-            f.put("kv_cache_bytes", _bytes(m.group(1), m.group(2)), no, line)
-        if m := re.search(r"reserved for KV Cache is\s*" + _NUM + _UNIT, line):  # V0 0.8 profiling summary
-            f.put("kv_cache_bytes", _bytes(m.group(1), m.group(2)), no, line)
-        if m := re.search(r"KV cache size:\s*" + _INT + r"\s+tokens\b", line):
-            f.put("kv_cache_tokens", _tokens(m.group(1)), no, line)
-        if m := re.search(r"#?\s*(?:GPU|cuda|[A-Za-z]+) blocks:\s*(\d+),\s*# CPU blocks", line):
-            f.put("gpu_blocks", int(m.group(1)), no, line)
-        if m := re.search(r"num_gpu_blocks is\s*:?\s*(\d+)\s*$", line):
-            f.put("gpu_blocks", int(m.group(1)), no, line)
-        if m := re.search(r"Maximum concurrency for\s+" + _INT + r"\s+tokens per request:\s*" + _NUM + r"x", line):
-            f.put("context_tokens", _tokens(m.group(1)), no, line)
-            f.put("max_concurrency", float(m.group(2)), no, line)
-        if m := re.search(r"Using max model len\s+(\d+)\b", line):
-            f.put("context_tokens_flag", int(m.group(1)), no, line)
-        if m := re.search(r"max_num_batched_tokens=(\d+)\b", line):
-            f.put("token_budget", int(m.group(1)), no, line)
-        if m := re.search(r"Memory profiling results:.*?total_gpu_memory=" + _NUM + _UNIT, line):
-            f.put("total_memory_bytes", _bytes(m.group(1), m.group(2)), no, line)
-            if k := re.search(r"kv_cache_size=" + _NUM + _UNIT, line):
-                f.put("kv_cache_bytes", _bytes(k.group(1), k.group(2)), no, line)
-        if m := re.search(r"total_gpu_memory \(" + _NUM + r"\s*(GiB|GB)\)", line):
-            f.put("total_memory_bytes", _bytes(m.group(1), m.group(2)), no, line)
-        if m := re.search(r"Graph capturing finished in .*?took\s+" + _NUM + _UNIT, line):
-            f.put("cuda_graph_bytes", _bytes(m.group(1), m.group(2)), no, line)
-        if m := re.search(r"vLLM API server version\s+(\S+)", line):
-            f.put("version", m.group(1), no, line)
-        elif m := re.search(r"Initializing an? (?:V1 )?LLM engine \(v([^)]+)\)", line):
-            f.put("version", m.group(1), no, line)
-        if m := re.search(r"\bmodel='([^']+)'", line):
-            f.put("model", m.group(1), no, line)
-        if m := re.search(r"\bkv_cache_dtype=([\w.]+)", line):
-            f.put("kv_dtype", m.group(1), no, line)
+#: (number, pattern, how the groups become it, a substring the line must hold): ``bytes`` is (value, unit),
+#: ``bytes2`` two such pairs added (SGLang's K and V sizes), ``tokens`` a count with thousands separators.
+_Pattern = tuple[str, str, str, str]
+
+_VLLM: tuple[_Pattern, ...] = (
+    ("weights_bytes", r"(?:Model loading took|Loading model weights took)\s+" + _NUM + _UNIT, "bytes", ""),
+    ("kv_cache_bytes", r"Available KV cache memory:\s*" + _NUM + _UNIT, "bytes", ""),
+    ("kv_cache_bytes", r"reserved for KV Cache is\s*" + _NUM + _UNIT, "bytes", ""),  # V0 0.8 profiling summary
+    ("kv_cache_bytes", r"kv_cache_size=" + _NUM + _UNIT, "bytes", "Memory profiling results:"),
+    ("kv_cache_tokens", r"KV cache size:\s*" + _INT + r"\s+tokens\b", "tokens", ""),
+    ("gpu_blocks", r"#?\s*(?:GPU|cuda|[A-Za-z]+) blocks:\s*(\d+),\s*# CPU blocks", "int", ""),
+    ("gpu_blocks", r"num_gpu_blocks is\s*:?\s*(\d+)\s*$", "int", ""),
+    ("context_tokens", r"Maximum concurrency for\s+" + _INT + r"\s+tokens per request:", "tokens", ""),
+    ("max_concurrency", r"Maximum concurrency for\s+[\d,]+\s+tokens per request:\s*" + _NUM + r"x", "float", ""),
+    ("context_tokens_flag", r"Using max model len\s+(\d+)\b", "int", ""),
+    ("token_budget", r"max_num_batched_tokens=(\d+)\b", "int", ""),
+    ("total_memory_bytes", r"total_gpu_memory=" + _NUM + _UNIT, "bytes", "Memory profiling results:"),
+    ("total_memory_bytes", r"total_gpu_memory \(" + _NUM + r"\s*(GiB|GB)\)", "bytes", ""),
+    ("cuda_graph_bytes", r"Graph capturing finished in .*?took\s+" + _NUM + _UNIT, "bytes", ""),
+    ("version", r"Initializing an? (?:V1 )?LLM engine \(v([^)]+)\)", "str", ""),
+    ("version", r"vLLM API server version\s+(\S+)", "str", ""),
+    ("model", r"\bmodel='([^']+)'", "str", ""),
+    ("kv_dtype", r"\bkv_cache_dtype=([\w.]+)", "str", ""),
+)
+_SGLANG: tuple[_Pattern, ...] = (
+    ("avail_before_bytes", r"Load weight begin\.\s*avail mem=" + _NUM + _UNIT, "bytes", ""),
+    ("avail_after_bytes", r"avail mem=" + _NUM + _UNIT, "bytes", "Load weight end."),
+    ("weights_bytes", r"mem usage=" + _NUM + _UNIT, "bytes", "Load weight end."),
+    ("pool_tokens", r"#tokens:\s*(\d+)\s*,", "int", "KV Cache "),
+    ("kv_cache_bytes", r"K size:\s*" + _NUM + _UNIT + r",\s*V size:\s*" + _NUM + _UNIT, "bytes2", "KV Cache "),
+    ("kv_cache_bytes", r"(?<![KV] )\bKV size:\s*" + _NUM + _UNIT, "bytes", "KV Cache "),
+    ("kv_dtype", r"dtype:\s*([\w.]+)", "str", "KV Cache "),
+    ("kv_cache_tokens", r"max_total_num_tokens=(\d+),", "int", ""),
+    ("token_budget", r"\bchunked_prefill_size=(\d+)\b", "int", "max_total_num_tokens="),
+    ("max_num_seqs", r"\bmax_running_requests=(\d+)\b", "int", "max_total_num_tokens="),
+    ("context_tokens", r"\bcontext_len=(\d+)\b", "int", "max_total_num_tokens="),
+    ("cuda_graph_bytes", r"Capture cuda graph end\..*?mem usage=" + _NUM + _UNIT, "bytes", ""),
+    ("kv_dtype", r"Using KV cache dtype:\s*([\w.]+)", "str", ""),
+    ("model", r"\bmodel_path='([^']+)'", "str", ""),
+    ("version", r"\bsglang(?:==| version:? ?)v?(\d+\.\d+[\w.]*)", "str", ""),
+)
 
 
-def _parse_sglang(lines: list[str], f: _Found) -> None:
+def _value(m: re.Match, how: str) -> float | int | str:
+    g = m.groups()
+    if how == "bytes":
+        return _bytes(g[0], g[1])
+    if how == "bytes2":
+        return _bytes(g[0], g[1]) + _bytes(g[2], g[3])
+    if how == "tokens":
+        return _tokens(g[0])
+    return {"int": int, "float": float, "str": str}[how](g[0])
+
+
+def _scan(lines: list[str], f: _Found, patterns: tuple[_Pattern, ...]) -> None:
+    """Every pattern over every line; the last match of each number wins (see the module docstring)."""
+    compiled = [(key, re.compile(pat), how, within) for key, pat, how, within in patterns]
     for no, line in enumerate(lines, start=1):
-        if m := re.search(r"Load weight begin\.\s*avail mem=" + _NUM + _UNIT, line):
-            f.put("avail_before_bytes", _bytes(m.group(1), m.group(2)), no, line)
-        if "Load weight end." in line:
-            if m := re.search(r"avail mem=" + _NUM + _UNIT, line):
-                f.put("avail_after_bytes", _bytes(m.group(1), m.group(2)), no, line)
-            if m := re.search(r"mem usage=" + _NUM + _UNIT, line):
-                f.put("weights_bytes", _bytes(m.group(1), m.group(2)), no, line)
-        if "KV Cache is allocated." in line or "KV Cache VA upper bound." in line:
-            if m := re.search(r"#tokens:\s*(\d+)\s*,", line):
-                f.put("pool_tokens", int(m.group(1)), no, line)
-            if m := re.search(r"K size:\s*" + _NUM + _UNIT + r",\s*V size:\s*" + _NUM + _UNIT, line):
-                f.put("kv_cache_bytes", _bytes(m.group(1), m.group(2)) + _bytes(m.group(3), m.group(4)), no, line)
-            elif m := re.search(r"KV size:\s*" + _NUM + _UNIT, line):
-                f.put("kv_cache_bytes", _bytes(m.group(1), m.group(2)), no, line)
-            if m := re.search(r"dtype:\s*([\w.]+)", line):
-                f.put("kv_dtype", m.group(1), no, line)
-        if m := re.search(r"max_total_num_tokens=(\d+),", line):
-            f.put("kv_cache_tokens", int(m.group(1)), no, line)
-            for key, name in (
-                ("token_budget", "chunked_prefill_size"),
-                ("max_num_seqs", "max_running_requests"),
-                ("context_tokens", "context_len"),
-            ):
-                if k := re.search(rf"\b{name}=(\d+)\b", line):
-                    f.put(key, int(k.group(1)), no, line)
-        if m := re.search(r"Capture cuda graph end\..*?mem usage=" + _NUM + _UNIT, line):
-            f.put("cuda_graph_bytes", _bytes(m.group(1), m.group(2)), no, line)
-        if m := re.search(r"Using KV cache dtype:\s*([\w.]+)", line):
-            f.put("kv_dtype", m.group(1), no, line)
-        if m := re.search(r"\bmodel_path='([^']+)'", line):
-            f.put("model", m.group(1), no, line)
-        if m := re.search(r"\bsglang(?:==| version:? ?)v?(\d+\.\d+[\w.]*)", line):
-            f.put("version", m.group(1), no, line)
+        for key, rx, how, within in compiled:
+            if within and within not in line:
+                continue
+            if m := rx.search(line):
+                f.put(key, _value(m, how), no, line)
 
 
 # --- failures ------------------------------------------------------------------------------------------
@@ -447,7 +445,7 @@ def parse_log(data: str | bytes, what: str = "the log") -> StartupLog:
             "print while starting (e.g. 'Model loading took', 'GPU KV cache size', 'KV Cache is allocated')"
         )
     f = _Found()
-    (_parse_vllm if engine == "vllm" else _parse_sglang)(lines, f)
+    _scan(lines, f, _VLLM if engine == "vllm" else _SGLANG)
     failure = _failure(lines, engine)
     text_flags = "\n".join(lines[:20000])
     gmu = _flag(text_flags, ("gpu_memory_utilization", "mem_fraction_static"))
