@@ -37,8 +37,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from core.base import REGISTRY, GiB
-from core.catalog import engine_defaults, gpu_of, model_of
-from core.config import RabitConfig
+from core.catalog import engine_defaults
+from core.config import RabitConfig, resolve
 from core.operations import (
     LaunchSpec,
     StartupLog,
@@ -214,7 +214,8 @@ def tune(
     engine = engine or (log.engine if log is not None else cfg.workload.engine)
     names = FLAGS[engine]
     target = int(target_concurrency or cfg.batch)
-    g, m = gpu_of(cfg), model_of(cfg)
+    dep = resolve(cfg)
+    g, m = dep.gpu, dep.model
     d = engine_defaults(engine, g)
     calibrated: dict[str, float] = {}
     block = 16 if engine == "vllm" else 1

@@ -28,8 +28,7 @@ import math
 from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE, REGISTRY, GiB
-from core.catalog import gpu_of, model_of
-from core.config import RabitConfig
+from core.config import RabitConfig, resolve
 from core.operations.startup_log import NUMBERS, StartupLog
 from core.physics import serving_memory
 
@@ -89,7 +88,7 @@ def config_for_log(log: StartupLog, cfg: RabitConfig) -> tuple[RabitConfig, tupl
     if util is not None:
         if util != cfg.assumptions.gpu_mem_util:
             applied.append(f"memory share {util:g}")
-        cat = gpu_of(cfg).memory_bytes
+        cat = resolve(cfg).gpu.memory_bytes
         if log.total_memory_bytes and abs(log.total_memory_bytes / cat - 1) > 0.005:
             # the engine's share of the memory the log reports, as a share of the catalog GPU's
             util = min(1.0, util * log.total_memory_bytes / cat)
@@ -149,10 +148,11 @@ def compare_log(log: StartupLog, cfg: RabitConfig) -> LogComparison:
     measured = {k: (None if getattr(log, k) is None else float(getattr(log, k))) for k in NUMBERS}
     predicted = predict_numbers(run_cfg, ws, block, context)
     ratios = {k: _ratio(measured[k], predicted[k]) for k in NUMBERS}
-    g = gpu_of(run_cfg)
+    dep = resolve(run_cfg)
+    g = dep.gpu
     C = g.memory_bytes  # the log's own total, where it prints one, is already in the share (config_for_log)
     u = run_cfg.assumptions.gpu_mem_util
-    m = model_of(run_cfg)
+    m = dep.model
     A = 2 * ws * m.hidden_size * 2 / (run_cfg.tp * run_cfg.pp)  # the workspace formula of core.physics.memory
     calibrated: dict[str, float] = {}
     recal: dict[str, float | None] = dict(predicted)
@@ -213,7 +213,7 @@ def calibrate_memory(pairs: list[tuple[StartupLog, RabitConfig]]) -> MemoryCalib
         u = c.config.assumptions.gpu_mem_util
         xs.append(float(c.workspace_tokens))
         ys.append(c.capacity_bytes * u - log.weights_bytes - log.kv_cache_bytes)
-        m = model_of(c.config)
+        m = resolve(c.config).model
         forms.append(2 * m.hidden_size * 2 / (c.config.tp * c.config.pp))
     if len(set(xs)) < 2:
         return None

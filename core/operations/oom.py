@@ -29,8 +29,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE, REGISTRY, GiB
-from core.catalog import gpu_of
-from core.config import RabitConfig
+from core.config import RabitConfig, resolve
 from core.operations.log_compare import LogComparison, compare_log, predict_numbers
 from core.operations.startup_log import Failure, StartupLog
 from core.physics import serving_memory
@@ -145,7 +144,7 @@ def _context_too_long(log: StartupLog, f: Failure, cfg: RabitConfig | None, run:
 
 
 def _capacity(run: RabitConfig) -> float:
-    return gpu_of(run).memory_bytes
+    return resolve(run).gpu.memory_bytes
 
 
 def _more_tp(run: RabitConfig | None) -> Remedy:
