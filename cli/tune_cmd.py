@@ -8,7 +8,8 @@ flags move in a stated order (``--max-model-len``, ``--max-num-seqs``, ``--gpu-m
 JSON keys: ``engine``, ``target_concurrency``, ``order``, ``stopping_rule``, ``start`` and ``final`` (the five
 flags with ``kv_cache_tokens``, ``max_concurrency``, ``concurrency``), ``steps`` ([{change, why, cost, gain_frac,
 price_frac, after}]), ``reached``, ``stopped_because``, ``declined``, ``command`` (the final launch command) and
-``calibrated`` (assumptions calibrated from the log).
+``calibrated`` (assumptions calibrated from the log); ``ranges`` of ``final.kv_cache_tokens`` and
+``final.max_concurrency`` (each serving-memory assumption alone at its bounds) with ``range_basis``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from cli.common import (
     emit,
     fill_from_config,
     read_log,
+    with_ranges,
 )
 from core.base import ENGINES
 
@@ -44,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.decision import tune
+    from core.decision import final_ranges, tune
 
     fill_from_config(args)
     if args.target_concurrency is not None and not 1 <= args.target_concurrency <= 1_000_000:
@@ -71,5 +73,6 @@ def run(args: argparse.Namespace) -> int:
     if plan.declined:
         lines.append(f"declined: {plan.declined}")
     lines.append(plan.command.rstrip())
-    emit(plan.as_json(), args.json, "\n".join(lines))
+    payload = with_ranges(plan.as_json(), final_ranges(plan))
+    emit(payload, args.json, "\n".join(lines))
     return 0

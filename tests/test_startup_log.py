@@ -339,4 +339,6 @@ def test_cli_tune_json(capsys):
         ],
     )
     assert {"order", "stopping_rule", "start", "steps", "final", "reached", "stopped_because", "command"} <= set(out)
+    r = out["ranges"]["final.kv_cache_tokens"]  # more runtime overhead, fewer tokens; less, more
+    assert r["low"] < out["final"]["kv_cache_tokens"] < r["high"]
     assert "--target-concurrency" in fails(capsys, *["tune", "--target-concurrency", "0"])

@@ -82,7 +82,7 @@ from core.decision.uncertainty import (
     with_assumption,
 )
 from core.decision.tuning import ORDER as TUNING_ORDER
-from core.decision.tuning import STOPPING_RULE, TuningPlan, TuningState, TuningStep, tune
+from core.decision.tuning import STOPPING_RULE, TuningPlan, TuningState, TuningStep, final_ranges, tune
 from core.decision.validation import (
     SERVER_SIM_REQUESTS,
     TARGET_MEDIAN_ABS_ERROR,
@@ -141,6 +141,7 @@ __all__ = [
     "changes",
     "combine",
     "compare_fit",
+    "final_ranges",
     "fit_assumptions",
     "group",
     "max_rate",

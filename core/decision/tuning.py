@@ -129,6 +129,8 @@ class TuningStep(BaseModel):
 class TuningPlan(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    config: RabitConfig  # what the numbers are predicted on (the log's flags and calibration over the given config)
+    block: int  # KV block size of the engine [tokens]
     engine: str
     target_concurrency: int
     start: TuningState
@@ -347,6 +349,8 @@ def tune(
         cuda_graphs=cfg.workload.cuda_graphs,
     )
     return TuningPlan(
+        config=cfg,
+        block=block,
         engine=engine,
         target_concurrency=target,
         start=start,
@@ -357,3 +361,18 @@ def tune(
         command=command(engine, spec),
         calibrated=calibrated,
     )
+
+
+def final_ranges(plan: TuningPlan) -> dict:
+    """Heuristic ranges of the final KV tokens and concurrency: the final flags, each serving-memory assumption
+    alone at its bounds (:func:`core.decision.uncertainty.spread`); the memory share is a flag, so it stays."""
+    from core.decision.uncertainty import spread
+
+    flags = plan.final.flags()
+
+    def estimate(c: RabitConfig) -> dict[str, float]:
+        s = _state(c, flags, plan.block)
+        return {"final.kv_cache_tokens": float(s.kv_cache_tokens), "final.max_concurrency": s.max_concurrency}
+
+    names = tuple(n for n in REGISTRY if "serving_memory" in REGISTRY[n].moves and n != "gpu_mem_util")
+    return spread(plan.config, estimate, names=names).ranges
