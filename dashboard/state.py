@@ -65,6 +65,10 @@ _ZERO_IS_NONE = frozenset(
         "predicted.p95_ttft_s",
         "predicted.p95_itl_s",
         "predicted.prefix_cache_frac",
+        "video.seconds",
+        "video.fps",
+        "video.rate_per_hour",
+        "video.p95_target_s",
     }
 )
 #: Group fields a widget shows in another unit: widget = field x num / den (a checkpoint interval in
@@ -151,7 +155,7 @@ def _load_into_state(cfg: RabitConfig) -> None:
 #: shows, not the analysis, so the config file does not carry them.
 _BOUND_VIEW = ("base", ("pessimistic", "base", "optimistic"))
 VIEW_PARAMS: dict[str, tuple[str, tuple[str, ...]]] = {
-    **{f"{p}.bound": _BOUND_VIEW for p in ("memory", "speed", "serving", "training", "optimizer", "math")},
+    **{f"{p}.bound": _BOUND_VIEW for p in ("memory", "speed", "serving", "training", "optimizer", "math", "video")},
     "memory.tab": ("Serving", ("Serving", "Training")),
     "math.view": ("Inference", ("Inference", "Training")),
     "opt.view": ("Serving", ("Serving", "Training run")),
@@ -248,6 +252,25 @@ UNUSED_ON_PAGE: dict[str, dict[str, str]] = {
         f: _OPTIMIZER_SEARCHES
         for f in ("gpu", "gpus_per_node", "nodes", "tp", "pp", "ep", "batch", "weights", "kv_dtype")
     },
+    "video": {
+        f: "the Video generation page sizes its own request (model, size, GPUs per request) on the page"
+        for f in (
+            "model",
+            "gpus_per_node",
+            "nodes",
+            "tp",
+            "pp",
+            "ep",
+            "batch",
+            "input_tokens",
+            "output_tokens",
+            "prefix_cache_frac",
+            "weights",
+            "kv_dtype",
+            "kv_alloc",
+            "block_size",
+        )
+    },
     "training": {
         f: _TRAINING_SECTION
         for f in (
@@ -295,6 +318,7 @@ def sidebar(page: str = "") -> RabitConfig | None:
         opts,
         key=_key("model"),
         format_func=lambda s: f"{custom.name} (uploaded)" if s == _CUSTOM and custom else s,
+        **_off(page, "model"),
     )
     slots["model"] = sb.container()
     with sb.expander("Add a model from config.json"):
@@ -429,6 +453,22 @@ def _config_file_controls(cfg: RabitConfig) -> None:
         if "_upload_error" in st.session_state:
             st.error(plain(st.session_state["_upload_error"], 1000))
         st.caption("The page URL carries this configuration too: paste it to share the view.")
+
+
+def video_model_defaults() -> None:
+    """Button callback: the Video generation page's request at its model's own size, length, steps and guidance
+    (the catalog's defaults; runs before the widgets are drawn)."""
+    m = catalog.diffusion_model(st.session_state.get(_key("video.model"), DEFAULT.video.model))
+    for field, value in (
+        ("height", m.default_height),
+        ("width", m.default_width),
+        ("frames", m.default_frames),
+        ("seconds", 0),
+        ("steps", m.default_steps),
+        ("guidance", "model"),
+        ("cfg_parallel", False),
+    ):
+        st.session_state[_key(f"video.{field}")] = value
 
 
 def field_error(path: str) -> None:
