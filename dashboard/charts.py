@@ -1239,13 +1239,35 @@ def video_speedup_chart(points, current_gpus: int, knees: dict[str, int | None],
             hovertemplate="%{x} GPUs: %{y:.3g}x, %{customdata[0]:.4g} s per video; exposed communication "
             "%{customdata[1]:.3g} s per forward against %{customdata[2]:.3g} s of compute<extra>" + mode + "</extra>",
         )
-        k = knees.get(mode)
-        if k is not None:
-            p = next(p for p in pts if p.gpus == k)
-            fig.add_annotation(
-                x=p.gpus, y=p.speedup, text=f"stops hiding ({k})", showarrow=True, arrowhead=2, font_size=10
-            )
-    fig.add_vline(x=current_gpus, line_dash="dash", line_color="black", annotation_text="this request")
+    # markers and reference lines as traces: a shape's or an annotation's position is in log units on a log axis
+    marks = [
+        (p.gpus, p.speedup, mode)
+        for mode, k in knees.items()
+        if k is not None
+        for p in points
+        if p.mode == mode and p.gpus == k
+    ]
+    if marks:
+        fig.add_scatter(
+            x=[m[0] for m in marks],
+            y=[m[1] for m in marks],
+            mode="markers",
+            marker=dict(symbol="x", size=11, color="black"),
+            name="communication stops hiding",
+            customdata=[m[2] for m in marks],
+            hovertemplate="%{customdata}: communication stops hiding at %{x} GPUs<extra></extra>",
+        )
+    ys = [p.speedup for p in points] or [1.0]
+    fig.add_scatter(
+        x=[current_gpus, current_gpus],
+        y=[min(ys + [1.0]), max(ys + [float(top)])],
+        mode="lines+text",
+        text=["", "this request"],
+        textposition="top right",
+        line=dict(dash="dash", color="black"),
+        hoverinfo="skip",
+        showlegend=False,
+    )
     fig.update_layout(
         title="Speed-up against GPUs per request (hollow: communication no longer hidden)",
         xaxis_title="GPUs per request",
@@ -1298,7 +1320,7 @@ def video_rate_chart(rows, capacity_per_hour: float, rate_per_hour: float | None
     return fig
 
 
-def video_timeline_chart(timeline, height: int = 380) -> go.Figure:
+def video_timeline_chart(timeline, height: int | None = None) -> go.Figure:
     """The first requests' lives: waiting in the queue (grey) and running their denoising steps (blue)."""
     fig = go.Figure()
     ids = [f"#{t.id}" for t in timeline]
@@ -1325,8 +1347,8 @@ def video_timeline_chart(timeline, height: int = 380) -> go.Figure:
         barmode="overlay",
         title="The first requests: queued, then running",
         xaxis_title="seconds since the first arrival",
-        yaxis=dict(autorange="reversed"),
-        height=height,
+        yaxis=dict(autorange="reversed", dtick=1),
+        height=height or 140 + 18 * len(timeline),
         margin=dict(l=10, r=10, t=40, b=10),
         legend=LEGEND_BELOW,
     )
@@ -1345,7 +1367,7 @@ def video_progress_chart(progress, steps: int, at_s: float, height: int = 260) -
     fig.add_hline(y=steps, line_dash="dash", line_color="gray", annotation_text=f"{steps} steps")
     fig.update_layout(
         title=f"Per-request progress at {at_s:,.0f} s",
-        xaxis_title="request",
+        xaxis=dict(title="request", type="category"),
         yaxis_title="denoising step",
         height=height,
         margin=dict(l=10, r=10, t=40, b=10),

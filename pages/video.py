@@ -63,22 +63,19 @@ render.metric_range(
 )
 cols[0].caption(("fits" if e.fits else "does not fit") + f" in {fmt_bytes(e.capacity_bytes_per_gpu)}")
 render.metric_range(cols[1], "Time per video", fmt_time(e.video_s), rng.get("video_s"), fmt_time)
-cost = q.cost_per_video_usd if q is not None else rep.cost_per_video_full_load_usd
-cost_key = "cost_per_video_usd" if q is not None else "cost_per_video_full_load_usd"
+full = rep.cost_per_video_full_load_usd
 render.metric_range(
     cols[2],
     "Cost per video",
-    f"${cost:,.3g}" if cost is not None else "unpriced",
-    rng.get(cost_key) if cost is not None else None,
+    f"${full:,.3g}" if full is not None else "unpriced",
+    rng.get("cost_per_video_full_load_usd"),
     lambda x: f"${x:,.3g}",
-    help=rep.price_basis,
+    help=f"The request's GPUs for the time of one video, kept busy. Price: {rep.price_basis}",
 )
-if q is not None and rep.cost_per_video_full_load_usd is not None:
+if q is not None and q.cost_per_video_usd is not None:
     cols[2].caption(
-        f"at {v.rate_per_hour:g} videos/h on {v.replicas} replica(s); kept busy: "
-        f"${rep.cost_per_video_full_load_usd:,.3g} ("
-        + render.range_text(rng.get("cost_per_video_full_load_usd"), lambda x: f"${x:,.3g}")
-        + ")"
+        f"at {v.rate_per_hour:g} videos/h on {v.replicas} replica(s) of {v.gpus}: ${q.cost_per_video_usd:,.3g} per "
+        f"video, the fleet paid while {1 - q.utilisation:.0%} idle"
     )
 if not e.fits:
     st.error(f"The request {e.reason}: shard the weights (FSDP), offload the text encoder or add GPUs.")
@@ -150,10 +147,10 @@ with fleet:
         rec = cache.video_recommendation(cfg, catalog.prices())
         (st.success if rec.pick else st.warning)(rec.why)
         if rec.pick is not None:
-            cols = render.grid(3, ["Fleet", "Cost per hour", "Cost per video"])
-            cols[0].metric("Fleet", rec.pick.label)
-            cols[1].metric("Cost per hour", f"${rec.pick.usd_per_hour:,.2f}")
-            cols[2].metric("Cost per video", f"${rec.pick.cost_per_video_usd:,.3g}")
+            cols = render.grid(3, ["GPUs", "Fleet cost per hour", "Fleet cost per video"])
+            cols[0].metric("GPUs", f"{rec.pick.replicas} x {rec.pick.gpus} {rec.pick.gpu}")
+            cols[1].metric("Fleet cost per hour", f"${rec.pick.usd_per_hour:,.2f}")
+            cols[2].metric("Fleet cost per video", f"${rec.pick.cost_per_video_usd:,.3g}")
         st.dataframe(
             [
                 {

@@ -37,7 +37,7 @@ from core.physics import VideoEstimate, video_quick
 from core.serving.sim.metrics import SAT_GROWTH_FRAC, SAT_NOISE_SIGMAS, Percentiles
 
 #: Requests whose progress the result keeps for the timeline (the first ones to arrive).
-TIMELINE_REQUESTS = 40
+TIMELINE_REQUESTS = 24
 #: Samples of the queue length over time kept for the chart.
 QUEUE_SAMPLES = 200
 
@@ -138,7 +138,11 @@ def _with_batch(dep: VideoDeployment, b: int):
 
 
 def simulate_queue(t: VideoTiming, spec: VideoQueueSpec, usd_per_gpu_hour: float | None = None) -> VideoQueueResult:
-    """Run the queue (one heap of round ends keyed ``(time, replica)``; deterministic for a seed)."""
+    """Run the queue (one heap of segment ends keyed ``(time, replica)``; deterministic for a seed).
+
+    A segment is the rounds a replica runs with nothing to change (no request finishing, none joining): one event
+    each, so a batch of one costs one event per video rather than one per step. Round by round it is the same run.
+    """
     B = min(spec.max_batch, t.max_batch)
     R = spec.replicas
     lam = spec.rate_per_hour / HOUR_S
@@ -152,7 +156,7 @@ def simulate_queue(t: VideoTiming, spec: VideoQueueSpec, usd_per_gpu_hour: float
     done_steps = np.zeros(n, dtype=int)
     running: list[list[int]] = [[] for _ in range(R)]
     busy = [False] * R
-    heap: list[tuple[float, int]] = []
+    heap: list[tuple[float, int, int]] = []  # (end time, replica, rounds)
     nxt = 0  # next arrival not yet queued
     queue: list[int] = []
     qhead = 0
@@ -165,51 +169,74 @@ def simulate_queue(t: VideoTiming, spec: VideoQueueSpec, usd_per_gpu_hour: float
     snap_t = float(arrivals[n // 2]) if n > 1 else 0.0
     snap: list[tuple[int, int]] | None = None
 
-    def start_round(r: int, now: float) -> None:
+    seg: list[tuple[float, float, float, int]] = [(0.0, 0.0, 1.0, 0)] * R  # (start, text, step, rounds) per replica
+
+    def start_segment(r: int, now: float) -> None:
+        """Admit waiting requests, then run as many rounds as can pass with nothing to change: until the first
+        request of the batch finishes, or (slots free) until the first round boundary after the next arrival."""
         nonlocal qhead, busy_s, batch_time
-        joining = []
+        joining = 0
         while len(running[r]) < B and qhead < len(queue):
             i = queue[qhead]
             qhead += 1
             running[r].append(i)
             start[i] = now
             where[i] = r
-            joining.append(i)
+            joining += 1
         if not running[r]:
             busy[r] = False
             return
         b = len(running[r])
-        finishing = sum(1 for i in running[r] if done_steps[i] + 1 == t.steps)
-        dur = t.step_s[b - 1] + len(joining) * t.text_s + finishing * t.vae_s
+        step = t.step_s[b - 1]
+        head = joining * t.text_s
+        rem = min(t.steps - int(done_steps[i]) for i in running[r])
+        k = rem
+        if b < B and nxt < n:  # a request arriving meanwhile joins at the first boundary after it
+            k = min(rem, max(1, math.floor((float(arrivals[nxt]) - now - head) / step) + 1))
+        finishing = sum(1 for i in running[r] if t.steps - int(done_steps[i]) == k)
+        dur = head + k * step + finishing * t.vae_s
         busy[r] = True
         busy_s += dur
         batch_time += b * dur
-        heapq.heappush(heap, (now + dur, r))
+        seg[r] = (now, head, step, k)
+        heapq.heappush(heap, (now + dur, r, k))
+
+    def snapshot(at: float) -> list[tuple[int, int]]:
+        out = []
+        for r in range(R):
+            s0, head, step, k = seg[r]
+            into = min(max(0, math.floor((at - s0 - head) / step)), k - 1) if busy[r] else 0
+            out += [(i, int(done_steps[i]) + into) for i in running[r]]
+        return out
 
     now = 0.0
     while nxt < n or heap:
         t_arr = float(arrivals[nxt]) if nxt < n else math.inf
         if heap and heap[0][0] <= t_arr:
-            now, r = heapq.heappop(heap)
-            if snap is None and now >= snap_t:
-                snap = [(i, int(done_steps[i])) for rr in range(R) for i in running[rr]]
+            now, r, k = heapq.heappop(heap)
+            if snap is None and now >= snap_t and any(running):
+                snap = snapshot(snap_t)  # the state of the interval that holds the middle arrival
             still = []
             for i in running[r]:
-                done_steps[i] += 1
+                done_steps[i] += k
                 if done_steps[i] >= t.steps:
                     end[i] = now
                 else:
                     still.append(i)
             running[r] = still
-            start_round(r, now)
+            start_segment(r, now)
         else:
             now = t_arr
+            if snap is None and now >= snap_t and any(running):
+                snap = snapshot(snap_t)
             queue.append(nxt)
             nxt += 1
             for r in range(R):
                 if not busy[r]:
-                    start_round(r, now)
+                    start_segment(r, now)
                     break
+        if snap is None and now >= snap_t and any(running):
+            snap, snap_t = snapshot(now), now  # idle then: the first moment after it with work running
         area += (q_len[-1] if q_len else 0) * (now - last_t)
         last_t = now
         q_t.append(now)
