@@ -159,6 +159,10 @@ VIEW_PARAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "memory.tab": ("Serving", ("Serving", "Training")),
     "math.view": ("Inference", ("Inference", "Training")),
     "opt.view": ("Serving", ("Serving", "Training run")),
+    "video.tab": (
+        "Parallel speed-up",
+        ("Parallel speed-up", "Queue and cost", "Cheapest fleet", "Memory", "Sensitivity"),
+    ),
 }
 
 

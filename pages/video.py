@@ -89,123 +89,138 @@ st.caption(
     + "."
 )
 
+# lazy tabs: only the open one is computed and sent (the fleet search and the rate sweep run only when asked for)
 speed, queue, fleet, memory, sens = st.tabs(
-    ["Parallel speed-up", "Queue and cost", "Cheapest fleet", "Memory", "Sensitivity"]
+    ["Parallel speed-up", "Queue and cost", "Cheapest fleet", "Memory", "Sensitivity"],
+    key="video.tab",
+    on_change="rerun",
 )
-with speed:
-    pts = cache.video_speedup(cfg)
-    knees = cache.video_knees(cfg)
-    st.plotly_chart(cache.figure(charts.video_speedup_chart, pts, v.gpus, knees), width="stretch")
-    st.caption(
-        "Ulysses moves each block's q, k, v and output through an all-to-all (its traffic per GPU falls with the "
-        "GPU count; the degree must divide the heads); ring attention passes key/value blocks around while each "
-        "GPU attends its own, so it hides until a hop takes longer than a block's attention, which happens once "
-        "the ring leaves the node. The speed-up never exceeds the GPU count: the text encoder and the VAE do not "
-        "split. " + "; ".join(f"{m}: communication stops hiding at {k} GPUs" for m, k in knees.items() if k is not None)
-    )
-with queue:
-    c1, c2, c3, c4 = st.columns(4)
-    c1.number_input("Videos per hour (0 = no queue)", 0.0, 1e6, step=1.0, key=K("video.rate_per_hour"), format="%.4g")
-    c2.number_input("Replicas", 1, 10_000, key=K("video.replicas"))
-    c3.number_input("Videos simulated", 20, 20_000, step=100, key=K("video.num_videos"))
-    c4.number_input("Seed", 0, 2**32 - 1, key=K("video.seed"))
-    state.field_error("video.rate_per_hour")
-    if q is None:
-        st.info("Set a rate of videos per hour to queue them.")
-    else:
-        (st.error if q.saturated else st.success)(q.verdict)
-        if len(set(rep.saturated_inside_range)) > 1:
-            st.warning("The saturation verdict changes inside the range of the assumptions.")
-        cols = render.grid(4, ["p50 latency", "p95 latency", "Utilisation", "GPU-seconds per video"])
-        render.metric_range(cols[0], "p50 latency", fmt_time(q.latency_s.p50), rng.get("p50_latency_s"), fmt_time)
-        p95 = q.latency_s.p95
-        render.metric_range(
-            cols[1], "p95 latency", fmt_time(p95) if p95 is not None else "withheld", rng.get("p95_latency_s"), fmt_time
-        )
-        cols[2].metric("Utilisation", f"{q.utilisation:.0%}")
-        cols[3].metric("GPU-seconds per video", fmt_num(q.gpu_s_per_video))
+if speed.open is not False:
+    with speed:
+        pts = cache.video_speedup(cfg)
+        knees = cache.video_knees(cfg)
+        st.plotly_chart(cache.figure(charts.video_speedup_chart, pts, v.gpus, knees), width="stretch")
         st.caption(
-            f"Capacity {q.capacity_per_hour:,.3g} videos/h ({render.range_text(rng.get('capacity_per_hour'), fmt_num)})"
-            f"; offered load {q.offered_load:.0%}; mean batch {q.mean_batch:.2g}. A replica admits a request at a "
-            "step boundary and every request in its batch advances one step per round: batching fills the GPUs, "
-            "but a step of b videos takes about b times as long, so it buys little throughput."
+            "Ulysses moves each block's q, k, v and output through an all-to-all (its traffic per GPU falls with the "
+            "GPU count; the degree must divide the heads); ring attention passes key/value blocks around while each "
+            "GPU attends its own, so it hides until a hop takes longer than a block's attention, which happens once "
+            "the ring leaves the node. The speed-up never exceeds the GPU count: the text encoder and the VAE do not "
+            "split. "
+            + "; ".join(f"{m}: communication stops hiding at {k} GPUs" for m, k in knees.items() if k is not None)
         )
-        sweep = cache.video_rate_sweep(cfg, (0.2, 0.4, 0.6, 0.8, 0.9, 0.95, 1.05, 1.2))
+if queue.open:
+    with queue:
+        c1, c2, c3, c4 = st.columns(4)
+        c1.number_input(
+            "Videos per hour (0 = no queue)", 0.0, 1e6, step=1.0, key=K("video.rate_per_hour"), format="%.4g"
+        )
+        c2.number_input("Replicas", 1, 10_000, key=K("video.replicas"))
+        c3.number_input("Videos simulated", 20, 20_000, step=100, key=K("video.num_videos"))
+        c4.number_input("Seed", 0, 2**32 - 1, key=K("video.seed"))
+        state.field_error("video.rate_per_hour")
+        if q is None:
+            st.info("Set a rate of videos per hour to queue them.")
+        else:
+            (st.error if q.saturated else st.success)(q.verdict)
+            if len(set(rep.saturated_inside_range)) > 1:
+                st.warning("The saturation verdict changes inside the range of the assumptions.")
+            cols = render.grid(4, ["p50 latency", "p95 latency", "Utilisation", "GPU-seconds per video"])
+            render.metric_range(cols[0], "p50 latency", fmt_time(q.latency_s.p50), rng.get("p50_latency_s"), fmt_time)
+            p95 = q.latency_s.p95
+            render.metric_range(
+                cols[1],
+                "p95 latency",
+                fmt_time(p95) if p95 is not None else "withheld",
+                rng.get("p95_latency_s"),
+                fmt_time,
+            )
+            cols[2].metric("Utilisation", f"{q.utilisation:.0%}")
+            cols[3].metric("GPU-seconds per video", fmt_num(q.gpu_s_per_video))
+            st.caption(
+                f"Capacity {q.capacity_per_hour:,.3g} videos/h ({render.range_text(rng.get('capacity_per_hour'), fmt_num)})"
+                f"; offered load {q.offered_load:.0%}; mean batch {q.mean_batch:.2g}. A replica admits a request at a "
+                "step boundary and every request in its batch advances one step per round: batching fills the GPUs, "
+                "but a step of b videos takes about b times as long, so it buys little throughput."
+            )
+            sweep = cache.video_rate_sweep(cfg, (0.2, 0.4, 0.6, 0.8, 0.9, 0.95, 1.05, 1.2))
+            st.plotly_chart(
+                cache.figure(charts.video_rate_chart, sweep, q.capacity_per_hour, v.rate_per_hour), width="stretch"
+            )
+            c1, c2 = st.columns(2)
+            c1.plotly_chart(cache.figure(charts.video_timeline_chart, q.timeline), width="stretch")
+            c2.plotly_chart(
+                cache.figure(charts.video_progress_chart, q.progress, v.steps, q.progress_at_s), width="stretch"
+            )
+if fleet.open:
+    with fleet:
+        st.number_input("p95 latency target [s]", 1.0, 1e6, step=60.0, key=K("video.p95_target_s"))
+        if not v.rate_per_hour:
+            st.info("Set a rate of videos per hour on the Queue tab to size a fleet.")
+        else:
+            rec = cache.video_recommendation(cfg, catalog.prices())
+            (st.success if rec.pick else st.warning)(rec.why)
+            if rec.pick is not None:
+                cols = render.grid(3, ["GPUs", "Fleet cost per hour", "Fleet cost per video"])
+                cols[0].metric("GPUs", f"{rec.pick.replicas} x {rec.pick.gpus} {rec.pick.gpu}")
+                cols[1].metric("Fleet cost per hour", f"${rec.pick.usd_per_hour:,.2f}")
+                cols[2].metric("Fleet cost per video", f"${rec.pick.cost_per_video_usd:,.3g}")
+            st.dataframe(
+                [
+                    {
+                        "fleet": o.label,
+                        "$/h": round(o.usd_per_hour, 2),
+                        "$/video": round(o.cost_per_video_usd, 3),
+                        "p95 [s]": round(o.p95_latency_s, 1) if o.p95_latency_s is not None else None,
+                        "one video [s]": round(o.video_s, 1),
+                        "meets": o.meets,
+                    }
+                    for o in rec.options
+                ],
+                hide_index=True,
+                width="stretch",
+            )
+            if rec.unpriced:
+                st.caption(f"No {cfg.targets.price_kind} price for {', '.join(rec.unpriced)}: left out of the search.")
+if memory.open:
+    with memory:
         st.plotly_chart(
-            cache.figure(charts.video_rate_chart, sweep, q.capacity_per_hour, v.rate_per_hour), width="stretch"
+            cache.figure(
+                charts.stacked_bar,
+                [
+                    ("transformer weights", e.weights_bytes_per_gpu, charts.PALETTE["weights"]),
+                    ("text encoder", e.text_encoder_bytes_per_gpu, charts.PALETTE["optimizer"]),
+                    ("VAE weights", e.vae_weights_bytes_per_gpu, charts.PALETTE["gradients"]),
+                    (
+                        "activations" if e.activation_bytes_per_gpu >= e.vae_decode_bytes else "VAE decode",
+                        max(e.activation_bytes_per_gpu, e.vae_decode_bytes),
+                        charts.PALETTE["activations"],
+                    ),
+                    ("overhead", e.overhead_bytes_per_gpu, charts.PALETTE["overhead"]),
+                ],
+                e.capacity_bytes_per_gpu,
+                "What fills the busiest GPU",
+            ),
+            width="stretch",
         )
-        c1, c2 = st.columns(2)
-        c1.plotly_chart(cache.figure(charts.video_timeline_chart, q.timeline), width="stretch")
-        c2.plotly_chart(
-            cache.figure(charts.video_progress_chart, q.progress, v.steps, q.progress_at_s), width="stretch"
+        render.metrics(e.steps_trace, ["activation_bytes_per_gpu", "vae_decode_bytes", "text_encoder_bytes_per_gpu"])
+if sens.open:
+    with sens:
+        render.tornado_picker(
+            rng,
+            {
+                "video_s": "the time per video",
+                "step_s": "one denoising step",
+                "memory_bytes_per_gpu": "memory per GPU",
+                "p95_latency_s": "p95 latency",
+                "cost_per_video_full_load_usd": "cost per video kept busy",
+            },
+            "video",
+            "video_s",
         )
-with fleet:
-    st.number_input("p95 latency target [s]", 1.0, 1e6, step=60.0, key=K("video.p95_target_s"))
-    if not v.rate_per_hour:
-        st.info("Set a rate of videos per hour on the Queue tab to size a fleet.")
-    else:
-        rec = cache.video_recommendation(cfg, catalog.prices())
-        (st.success if rec.pick else st.warning)(rec.why)
-        if rec.pick is not None:
-            cols = render.grid(3, ["GPUs", "Fleet cost per hour", "Fleet cost per video"])
-            cols[0].metric("GPUs", f"{rec.pick.replicas} x {rec.pick.gpus} {rec.pick.gpu}")
-            cols[1].metric("Fleet cost per hour", f"${rec.pick.usd_per_hour:,.2f}")
-            cols[2].metric("Fleet cost per video", f"${rec.pick.cost_per_video_usd:,.3g}")
         st.dataframe(
-            [
-                {
-                    "fleet": o.label,
-                    "$/h": round(o.usd_per_hour, 2),
-                    "$/video": round(o.cost_per_video_usd, 3),
-                    "p95 [s]": round(o.p95_latency_s, 1) if o.p95_latency_s is not None else None,
-                    "one video [s]": round(o.video_s, 1),
-                    "meets": o.meets,
-                }
-                for o in rec.options
-            ],
+            render.assumption_sources(cfg, VIDEO_ASSUMPTIONS),
             hide_index=True,
             width="stretch",
         )
-        if rec.unpriced:
-            st.caption(f"No {cfg.targets.price_kind} price for {', '.join(rec.unpriced)}: left out of the search.")
-with memory:
-    st.plotly_chart(
-        cache.figure(
-            charts.stacked_bar,
-            [
-                ("transformer weights", e.weights_bytes_per_gpu, charts.PALETTE["weights"]),
-                ("text encoder", e.text_encoder_bytes_per_gpu, charts.PALETTE["optimizer"]),
-                ("VAE weights", e.vae_weights_bytes_per_gpu, charts.PALETTE["gradients"]),
-                (
-                    "activations" if e.activation_bytes_per_gpu >= e.vae_decode_bytes else "VAE decode",
-                    max(e.activation_bytes_per_gpu, e.vae_decode_bytes),
-                    charts.PALETTE["activations"],
-                ),
-                ("overhead", e.overhead_bytes_per_gpu, charts.PALETTE["overhead"]),
-            ],
-            e.capacity_bytes_per_gpu,
-            "What fills the busiest GPU",
-        ),
-        width="stretch",
-    )
-    render.metrics(e.steps_trace, ["activation_bytes_per_gpu", "vae_decode_bytes", "text_encoder_bytes_per_gpu"])
-with sens:
-    render.tornado_picker(
-        rng,
-        {
-            "video_s": "the time per video",
-            "step_s": "one denoising step",
-            "memory_bytes_per_gpu": "memory per GPU",
-            "p95_latency_s": "p95 latency",
-            "cost_per_video_full_load_usd": "cost per video kept busy",
-        },
-        "video",
-        "video_s",
-    )
-    st.dataframe(
-        render.assumption_sources(cfg, VIDEO_ASSUMPTIONS),
-        hide_index=True,
-        width="stretch",
-    )
 st.caption(f"FLOPs per step {fmt_value(e.flop_per_step, 'FLOP')}; price: {rep.price_basis}.")
 render.show_math(e.steps_trace)

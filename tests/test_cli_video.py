@@ -133,6 +133,7 @@ def test_the_page_shows_the_clis_numbers_from_a_link(clear_cache, capsys):
     at = AppTest.from_file(APP, default_timeout=240)
     for k, v in to_query(cfg).items():
         at.query_params[k] = v
+    at.query_params["video.tab"] = "Queue and cost"
     at.run()
     at.switch_page("../pages/video.py").run()
     assert not at.exception, [e.value for e in at.exception]

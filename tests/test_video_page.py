@@ -51,6 +51,8 @@ def test_a_request_that_cannot_run_is_said_next_to_its_inputs(page):
 
 
 def test_the_queue_saturates_past_capacity(page):
+    page.session_state["video.tab"] = "Queue and cost"  # the page computes only the open tab
+    page.run()
     page.number_input(key=state.key("video.rate_per_hour")).set_value(500.0).run()
     assert not page.exception
     assert any(e.value.startswith("saturated") for e in page.error)
@@ -72,3 +74,13 @@ def test_sidebar_inputs_the_page_does_not_read_are_greyed_out(page):
     assert page.selectbox(key=state.key("model")).disabled
     assert page.number_input(key=state.key("tp")).disabled
     assert not page.selectbox(key=state.key("gpu")).disabled  # the request runs on the sidebar's GPU
+
+
+def test_each_tab_draws_and_the_link_carries_it(page):
+    for tab in ("Queue and cost", "Cheapest fleet", "Memory", "Sensitivity"):
+        page.session_state["video.tab"] = tab
+        page.run()
+        assert not page.exception, (tab, [e.value for e in page.exception])
+        assert page.query_params["video.tab"] in (tab, [tab])
+        if tab == "Cheapest fleet":
+            assert "Fleet cost per hour" in {m.label for m in page.metric}
