@@ -25,34 +25,17 @@ from pydantic import ValidationError
 
 from cli.common import add_json, add_range_args, assumptions_from_args, config_file, die, emit, range_line, with_ranges
 from core import catalog
-from core.base import choices, fmt_bytes, fmt_num, fmt_time, fmt_value
+from core.base import VIDEO_FLAG_FIELDS, choices, fmt_bytes, fmt_num, fmt_time, fmt_value
 from core.config import DEFAULT, RabitConfig, error_text, video_problems
 from core.decision import QUEUE_KEYS, VIDEO_KEYS, recommend_video, video_report
 
 V = DEFAULT.video
-#: flag dest -> the video group's field
+#: flag dest -> the video group's field: the numeric flags share their domains (core.base.limits), the choices and
+#: switches are named as their fields
 FIELD_OF = {
     "model": "model",
-    "gpus": "gpus",
-    "height": "height",
-    "width": "width",
-    "frames": "frames",
-    "seconds": "seconds",
-    "fps": "fps",
-    "steps": "steps",
-    "guidance": "guidance",
-    "batch": "batch",
-    "sp": "sp",
-    "cfg_parallel": "cfg_parallel",
-    "fsdp": "fsdp",
-    "weights": "weights",
-    "text_encoder": "text_encoder",
-    "attention": "attention",
-    "rate": "rate_per_hour",
-    "replicas": "replicas",
-    "p95_target_s": "p95_target_s",
-    "videos": "num_videos",
-    "seed": "seed",
+    **VIDEO_FLAG_FIELDS,
+    **{f: f for f in ("guidance", "sp", "cfg_parallel", "fsdp", "weights", "text_encoder", "attention")},
 }
 FLAG_OF = {field: "--" + dest.replace("_", "-") for dest, field in FIELD_OF.items()}
 

@@ -1196,6 +1196,21 @@ VIDEO_COLORS = {
 }
 
 
+def _ref_line(fig: go.Figure, x: float, y_span: list[float], label: str, dash: str, color: str, where: str) -> None:
+    """A vertical reference line at ``x`` as a trace, labelled at its ``where`` end ("top" or "bottom"): a shape's
+    or an annotation's position is in log units on a log axis, a trace's is not."""
+    fig.add_scatter(
+        x=[x, x],
+        y=y_span,
+        mode="lines+text",
+        text=["", label] if where == "top" else [label, ""],
+        textposition=f"{where} right",
+        line=dict(dash=dash, color=color),
+        hoverinfo="skip",
+        showlegend=False,
+    )
+
+
 def video_time_bar(parts: dict[str, float], video_s: float, height: int = 200) -> go.Figure:
     """One stacked bar of where a video's time goes [s]: text encoder, denoising, VAE decode."""
     fig = go.Figure()
@@ -1258,16 +1273,7 @@ def video_speedup_chart(points, current_gpus: int, knees: dict[str, int | None],
             hovertemplate="%{customdata}: communication stops hiding at %{x} GPUs<extra></extra>",
         )
     ys = [p.speedup for p in points] or [1.0]
-    fig.add_scatter(
-        x=[current_gpus, current_gpus],
-        y=[min(ys + [1.0]), max(ys + [float(top)])],
-        mode="lines+text",
-        text=["", "this request"],
-        textposition="top right",
-        line=dict(dash="dash", color="black"),
-        hoverinfo="skip",
-        showlegend=False,
-    )
+    _ref_line(fig, current_gpus, [min(ys + [1.0]), max(ys + [float(top)])], "this request", "dash", "black", "top")
     fig.update_layout(
         title="Speed-up against GPUs per request (hollow: communication no longer hidden)",
         xaxis_title="GPUs per request",
@@ -1296,18 +1302,12 @@ def video_rate_chart(rows, capacity_per_hour: float, rate_per_hour: float | None
             marker_size=9,
         )
     ys = [y for r in rows for y in (r[1], r[2]) if y] or [1.0]
-    for x, label, dash in ((capacity_per_hour, "capacity", "dash"), (rate_per_hour, "this rate", "dot")):
+    for x, label, dash, color in (
+        (capacity_per_hour, "capacity", "dash", "gray"),
+        (rate_per_hour, "this rate", "dot", "black"),
+    ):
         if x:
-            fig.add_scatter(
-                x=[x, x],
-                y=[min(ys), max(ys)],
-                mode="lines+text",
-                text=[label, ""],
-                textposition="bottom right",
-                line=dict(dash=dash, color="gray" if label == "capacity" else "black"),
-                hoverinfo="skip",
-                showlegend=False,
-            )
+            _ref_line(fig, x, [min(ys), max(ys)], label, dash, color, "bottom")
     fig.update_layout(
         title="Latency per video against the arrival rate (x = saturated)",
         xaxis_title="videos per hour",

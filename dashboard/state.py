@@ -250,6 +250,17 @@ def _values() -> dict[str, Any]:
 #: Sidebar inputs a page does not read, and why: drawn greyed out there (a change would do nothing but rerun).
 _OPTIMIZER_SEARCHES = "the optimizer searches GPU kinds, counts, layouts and formats itself"
 _TRAINING_SECTION = "training reads the Training section below"
+#: The sidebar's serving request: what a page that sizes something else does not read.
+_SERVING_REQUEST = (
+    "batch",
+    "input_tokens",
+    "output_tokens",
+    "prefix_cache_frac",
+    "weights",
+    "kv_dtype",
+    "kv_alloc",
+    "block_size",
+)
 UNUSED_ON_PAGE: dict[str, dict[str, str]] = {
     "serving": {"batch": "the simulated scheduler forms its own batches (Max batch on this page)"},
     "optimizer": {
@@ -258,36 +269,9 @@ UNUSED_ON_PAGE: dict[str, dict[str, str]] = {
     },
     "video": {
         f: "the Video generation page sizes its own request (model, size, GPUs per request) on the page"
-        for f in (
-            "model",
-            "gpus_per_node",
-            "nodes",
-            "tp",
-            "pp",
-            "ep",
-            "batch",
-            "input_tokens",
-            "output_tokens",
-            "prefix_cache_frac",
-            "weights",
-            "kv_dtype",
-            "kv_alloc",
-            "block_size",
-        )
+        for f in ("model", "gpus_per_node", "nodes", "tp", "pp", "ep", *_SERVING_REQUEST)
     },
-    "training": {
-        f: _TRAINING_SECTION
-        for f in (
-            "batch",
-            "input_tokens",
-            "output_tokens",
-            "prefix_cache_frac",
-            "weights",
-            "kv_dtype",
-            "kv_alloc",
-            "block_size",
-        )
-    },
+    "training": {f: _TRAINING_SECTION for f in _SERVING_REQUEST},
 }
 #: The phase is the page's: its fit checks (serving context, batch-1 fit; training sequence length) follow it.
 PAGE_PHASE = {"training": "train"}
