@@ -24,6 +24,7 @@ with st.expander(f"The request: {model.name}, {v.width}x{v.height}, {v.gpus} x {
     c2.number_input("Width [px]", 16, 4096, step=16, key=K("video.width"))
     c3.number_input("Frames", 1, 2049, step=4, key=K("video.frames"), disabled=model.kind == "image")
     c3.number_input("or seconds (0 = use frames)", 0.0, 120.0, step=0.5, key=K("video.seconds"))
+    c3.number_input(f"at fps (0 = the model's {model.default_fps:g})", 0.0, 120.0, step=1.0, key=K("video.fps"))
     c4.number_input("Denoising steps", 1, 1000, key=K("video.steps"))
     c4.selectbox("Guidance", choices.GUIDANCES, key=K("video.guidance"), format_func=choices.GUIDANCE_LABELS.get)
     c1, c2, c3, c4 = st.columns(4)
@@ -40,7 +41,7 @@ with st.expander(f"The request: {model.name}, {v.width}x{v.height}, {v.gpus} x {
         key=K("video.attention"),
         format_func=choices.ATTENTION_LABELS.get,
     )
-    for field in ("model", "height", "width", "frames", "steps", "gpus", "batch", "seconds"):
+    for field in ("model", "height", "width", "frames", "steps", "gpus", "batch", "seconds", "fps"):
         state.field_error(f"video.{field}")
 
 probs = video_problems(cfg)
