@@ -28,6 +28,7 @@ INVOCATIONS = {
     "next-experiment": ["next-experiment"],
     "diagnose": ["diagnose", "--metrics", str(FIX / "vllm_metrics.txt")],
     "tune": ["tune"],
+    "video": ["video", "--rate", "5"],
 }
 
 

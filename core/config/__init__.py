@@ -30,6 +30,12 @@ from core.config.settings import (
     to_query,
     training_goal_args,
 )
+from core.config.video import (
+    VideoDeployment,
+    VideoRequest,
+    resolve_video,
+    video_problems,
+)
 from core.config.workload import (
     Draws,
     Lengths,
@@ -49,6 +55,8 @@ __all__ = [
     "RabitConfig",
     "SimSpec",
     "Targets",
+    "VideoDeployment",
+    "VideoRequest",
     "WEIGHT_BYTES",
     "Workload",
     "as_deployment",
@@ -60,6 +68,8 @@ __all__ = [
     "parse_trace",
     "problems",
     "resolve",
+    "resolve_video",
     "to_query",
     "training_goal_args",
+    "video_problems",
 ]

@@ -25,6 +25,15 @@ from core.physics.memory import (
     training_memory_for,
     training_memory_parts,
 )
+from core.physics.video import (
+    VideoEstimate,
+    estimate as video_estimate,
+    latent_shape,
+    linear_flop_per_token,
+    quick as video_quick,
+    vae_cache_bytes,
+    vae_decode_flop,
+)
 from core.physics.step import (
     ACT_BYTES,
     IterationParts,
@@ -45,6 +54,7 @@ __all__ = [
     "ServingMemory",
     "StepModel",
     "TrainingMemory",
+    "VideoEstimate",
     "activation_bytes_per_layer",
     "consts",
     "effective_peak_flop_per_s",
@@ -53,6 +63,8 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_per_token_across_catalog",
     "kv_shard",
+    "latent_shape",
+    "linear_flop_per_token",
     "lora_params",
     "per_query_head_kv_reads",
     "record_iteration",
@@ -64,4 +76,8 @@ __all__ = [
     "training_memory_by_zero",
     "training_memory_for",
     "training_memory_parts",
+    "vae_cache_bytes",
+    "vae_decode_flop",
+    "video_estimate",
+    "video_quick",
 ]
