@@ -152,7 +152,13 @@ else:
             width="stretch",
         )
         st.caption(
-            f"{len(a.runs)} measured run(s) attached. Headline results at the last save: "
+            f"{len(a.runs)} measured run(s) and {len(a.logs)} engine start-up log(s) attached"
+            + (
+                " (" + "; ".join(f"{lg['name']}: {lg['engine']} {lg['log'].version}" for lg in a.logs[-3:]) + ")"
+                if a.logs
+                else ""
+            )
+            + ". Headline results at the last save: "
             + ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in a.results.items())
         )
 
