@@ -36,17 +36,23 @@ use_prom = st.toggle("Query a Prometheus server instead (off by default)", key="
 if use_prom:
     p1, p2, p3 = st.columns([3, 1, 1])
     prom_url = p1.text_input("Prometheus URL", placeholder="http://prometheus:9090", key="dx.prom_url")
-    since_min = p2.number_input("Last minutes", min_value=1, max_value=7 * 24 * 60, value=60, key="dx.since")
-    timeout_s = p3.number_input("Timeout [s]", min_value=1, max_value=60, value=5, key="dx.timeout")
+    since_min = p2.number_input("Last minutes", **state.query_bounds("since_min"), value=60, key="dx.since")
+    timeout_s = p3.number_input("Timeout [s]", **state.query_bounds("timeout_s"), value=5, key="dx.timeout")
 with st.expander("What the analysis predicted (for the divergence and prefix-cache rules)"):
     e1, e2, e3 = st.columns(3)
     K = state.key
-    e1.number_input("Predicted p95 TTFT [s] (0 = unknown)", min_value=0.0, key=K("predicted.p95_ttft_s"))
-    e2.number_input("Predicted p95 ITL [s] (0 = unknown)", min_value=0.0, format="%.4f", key=K("predicted.p95_itl_s"))
+    e1.number_input(
+        "Predicted p95 TTFT [s] (0 = unknown)", **state.bounds("predicted.p95_ttft_s"), key=K("predicted.p95_ttft_s")
+    )
+    e2.number_input(
+        "Predicted p95 ITL [s] (0 = unknown)",
+        **state.bounds("predicted.p95_itl_s"),
+        format="%.4f",
+        key=K("predicted.p95_itl_s"),
+    )
     e3.number_input(
         "Expected cached prompt share [%] (0 = unknown)",
-        min_value=0.0,
-        max_value=99.0,
+        **state.bounds("predicted.prefix_cache_frac"),
         format="%g",
         key=K("predicted.prefix_cache_frac"),
     )

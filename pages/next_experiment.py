@@ -13,7 +13,7 @@ st.caption(
     "GPU-hour. Diagnosing a running deployment from its metrics is on the Diagnostics page."
 )
 cfg = state.require_config()
-K = state.key
+K, B = state.key, state.bounds
 
 st.caption(
     f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the sidebar; "
@@ -21,15 +21,20 @@ st.caption(
 )
 with st.form("ne"):
     c1, c2, c3, c4 = st.columns(4)
-    c1.number_input("Arrival rate [requests/s]", min_value=0.01, max_value=1e5, key=K("workload.rate_per_s"))
-    c2.number_input("p95 TTFT target [s] (0 = none)", min_value=0.0, key=K("targets.p95_ttft_s"))
-    c3.number_input("p95 inter-token target [s] (0 = none)", min_value=0.0, format="%.3f", key=K("targets.p95_itl_s"))
-    c4.number_input("p95 end-to-end target [s] (0 = none)", min_value=0.0, key=K("targets.p95_e2e_s"))
+    c1.number_input("Arrival rate [requests/s]", **B("workload.rate_per_s"), key=K("workload.rate_per_s"))
+    c2.number_input("p95 TTFT target [s] (0 = none)", **B("targets.p95_ttft_s"), key=K("targets.p95_ttft_s"))
+    c3.number_input(
+        "p95 inter-token target [s] (0 = none)", **B("targets.p95_itl_s"), format="%.3f", key=K("targets.p95_itl_s")
+    )
+    c4.number_input("p95 end-to-end target [s] (0 = none)", **B("targets.p95_e2e_s"), key=K("targets.p95_e2e_s"))
     s1, s2, s3, s4 = st.columns(4)
-    spread = {"min_value": 0.0, "max_value": 99.0, "step": 5.0, "format": "%g"}
-    s1.number_input("Prompt length spread [+-%]", **spread, key=K("experiment.prompt_spread_frac"))
-    s2.number_input("Output length spread [+-%]", **spread, key=K("experiment.output_spread_frac"))
-    s3.number_input("Arrival rate spread [+-%]", **spread, key=K("experiment.rate_spread_frac"))
+    for col, name, label in (
+        (s1, "prompt", "Prompt length spread [+-%]"),
+        (s2, "output", "Output length spread [+-%]"),
+        (s3, "rate", "Arrival rate spread [+-%]"),
+    ):
+        path = f"experiment.{name}_spread_frac"
+        col.number_input(label, **B(path), format="%g", key=K(path))
     s4.multiselect("GPU kinds (empty = all)", sorted(catalog.gpus()), key=K("targets.gpus_allowed"))
     run = st.form_submit_button("Find the next experiment", type="primary", key="ne.submit")
 

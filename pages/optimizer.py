@@ -24,7 +24,7 @@ st.caption(
     "screened in closed form, the finalists checked by the serving simulator."
 )
 cfg = render.bound_choice("optimizer", state.require_config())
-K = state.key
+K, B = state.key, state.bounds
 model_name = cfg.custom_model.name if cfg.custom_model else cfg.model
 # A choice, not tabs: every tab's body runs on every rerun, and the hidden training search cost ~2 s on each
 # sidebar change; only the chosen view runs here.
@@ -37,19 +37,24 @@ if view == "Serving":
     )
     with st.form("opt"):
         c1, c2 = st.columns(2)
-        c1.number_input("Arrival rate [requests/s]", min_value=0.01, max_value=1e5, key=K("workload.rate_per_s"))
+        c1.number_input("Arrival rate [requests/s]", **B("workload.rate_per_s"), key=K("workload.rate_per_s"))
         c2.selectbox("Length distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
         t1, t2, t3 = st.columns(3)
-        t1.number_input("p95 TTFT target [s] (0 = none)", min_value=0.0, key=K("targets.p95_ttft_s"))
+        t1.number_input("p95 TTFT target [s] (0 = none)", **B("targets.p95_ttft_s"), key=K("targets.p95_ttft_s"))
         t2.number_input(
-            "p95 inter-token target [s] (0 = none)", min_value=0.0, format="%.3f", key=K("targets.p95_itl_s")
+            "p95 inter-token target [s] (0 = none)",
+            **B("targets.p95_itl_s"),
+            format="%.3f",
+            key=K("targets.p95_itl_s"),
         )
-        t3.number_input("p95 end-to-end target [s] (0 = none)", min_value=0.0, key=K("targets.p95_e2e_s"))
+        t3.number_input("p95 end-to-end target [s] (0 = none)", **B("targets.p95_e2e_s"), key=K("targets.p95_e2e_s"))
         with st.expander("Hard constraints and prices"):
             st.multiselect("GPU kinds allowed (empty = all)", sorted(catalog.gpus()), key=K("targets.gpus_allowed"))
             k1, k2 = st.columns(2)
-            k1.number_input("Max GPUs in total (0 = no limit)", min_value=0, key=K("targets.max_gpus"))
-            k2.number_input("Max USD per hour (0 = no limit)", min_value=0.0, key=K("targets.max_usd_per_hour"))
+            k1.number_input("Max GPUs in total (0 = no limit)", **B("targets.max_gpus"), key=K("targets.max_gpus"))
+            k2.number_input(
+                "Max USD per hour (0 = no limit)", **B("targets.max_usd_per_hour"), key=K("targets.max_usd_per_hour")
+            )
             st.multiselect("Weight formats", choices.SEARCH_WEIGHT_FORMATS, key=K("targets.weights_allowed"))
             st.multiselect("KV cache formats", choices.SEARCH_KV_DTYPES, key=K("targets.kv_allowed"))
             p1, p2, p3 = st.columns(3)
@@ -217,7 +222,7 @@ if view == "Training run":
     )
     with st.form("opt_train"):
         c1, c2 = st.columns(2)
-        c1.number_input("Deadline [days]", min_value=0.01, max_value=3650.0, key=K("targets.deadline_days"))
+        c1.number_input("Deadline [days]", **B("targets.deadline_days"), key=K("targets.deadline_days"))
         c2.multiselect("GPU kinds (empty = all priced)", sorted(catalog.gpus()), key=K("targets.train_gpus_allowed"))
         st.form_submit_button("Find the cheapest run", type="primary", key="opt.train_submit")
     tcfg = cfg.with_(phase="train")

@@ -29,7 +29,7 @@ st.caption(
 )
 cfg = render.bound_choice("serving", state.require_config())
 
-K = state.key
+K, B = state.key, state.bounds
 arr_col, len_col, sch_col = st.columns(3)
 with arr_col:
     st.subheader("Arrivals")
@@ -43,24 +43,20 @@ with arr_col:
     closed = cfg.workload.arrival == "closed"
     st.number_input(
         "Arrival rate [requests/s]",
-        min_value=0.001,
-        max_value=1e6,
-        step=0.5,
+        **B("workload.rate_per_s"),
         key=K("workload.rate_per_s"),
         format="%.3g",
         disabled=closed,
     )
-    st.number_input("Concurrent users", 1, 100_000, key=K("workload.users"), disabled=not closed)
-    st.number_input("Mean think time [s]", 0.0, 3600.0, key=K("workload.think_s"), disabled=not closed)
-    st.number_input("Requests", 1, 200_000, step=100, key=K("workload.num_requests"))
+    st.number_input("Concurrent users", **B("workload.users"), key=K("workload.users"), disabled=not closed)
+    st.number_input("Mean think time [s]", **B("workload.think_s"), key=K("workload.think_s"), disabled=not closed)
+    st.number_input("Requests", **B("workload.num_requests"), key=K("workload.num_requests"))
 with len_col:
     st.subheader("Lengths")
     st.selectbox("Distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
     st.number_input(
         "Spread (lognormal σ / uniform half-width)",
-        0.0,
-        3.0,
-        step=0.1,
+        **B("workload.spread"),
         key=K("workload.spread"),
         disabled=cfg.workload.lengths == "fixed",
     )
@@ -103,8 +99,8 @@ with sch_col:
         format_func=choices.POLICY_LABELS.get,
     )
     c1, c2 = st.columns(2)
-    c1.number_input("Token budget / iteration", 1, 1_000_000, step=512, key=K("workload.token_budget"))
-    c2.number_input("Max batch", 1, 100_000, step=16, key=K("workload.max_batch"))
+    c1.number_input("Token budget / iteration", **B("workload.token_budget"), key=K("workload.token_budget"))
+    c2.number_input("Max batch", **B("workload.max_batch"), key=K("workload.max_batch"))
     sched_err = st.empty()
     st.radio(
         "KV admission",
@@ -116,8 +112,8 @@ with sch_col:
     st.checkbox("Prefix caching (a preempted request finds its blocks again)", key=K("workload.prefix_caching"))
     st.checkbox("CUDA graphs (off = eager mode, every kernel launched from the host)", key=K("workload.cuda_graphs"))
     c1, c2 = st.columns(2)
-    c1.number_input("Timeout [s] (0 = none)", 0.0, 1e6, key=K("workload.timeout_s"))
-    c2.number_input("Seed", 0, 2**31 - 1, key=K("workload.seed"))
+    c1.number_input("Timeout [s] (0 = none)", **B("workload.timeout_s"), key=K("workload.timeout_s"))
+    c2.number_input("Seed", **B("workload.seed"), key=K("workload.seed"))
 
 try:
     spec = sim_spec(cfg, trace=trace)

@@ -31,8 +31,10 @@ from core.config.settings import (
     training_goal_args,
 )
 from core.config.workload import (
+    LOAD_FIELDS,
     Draws,
     Lengths,
+    ServingLoad,
     SimSpec,
     parse_trace,
 )
@@ -45,8 +47,10 @@ __all__ = [
     "Draws",
     "GROUPS",
     "KV_BYTES",
+    "LOAD_FIELDS",
     "Lengths",
     "RabitConfig",
+    "ServingLoad",
     "SimSpec",
     "Targets",
     "WEIGHT_BYTES",

@@ -32,7 +32,7 @@ from core import catalog
 from core.base import choices
 from core.catalog import Price
 from core.base import Assumptions
-from core.config import RabitConfig, Workload
+from core.config import RabitConfig, Targets, Workload
 from core.base import WorkBudget, search_budget
 from core.catalog import ModelArch
 from core.catalog import GpuPrice, gpu_price, unpriced
@@ -60,7 +60,8 @@ class ServingGoal(_F):
 
     model: str = "llama-3.1-70b"
     custom_model: ModelArch | None = None
-    workload: SimSpec = SimSpec(num_requests=2000, rate_per_s=10.0)
+    # the default config's workload, with its requests per simulation (one default per field)
+    workload: SimSpec = SimSpec(num_requests=Targets().requests_per_simulation)
     p95_ttft_s: float | None = Field(None, gt=0)
     p95_itl_s: float | None = Field(None, gt=0)
     p95_e2e_s: float | None = Field(None, gt=0)

@@ -31,7 +31,7 @@ from core.physics import serving_memory
 from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Pool
 from core.serving.sim.metrics import MIN_N_P95, MIN_N_P99, Percentiles, Summary, summarise
 from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
-from core.config import Draws, Lengths, SimSpec, parse_trace
+from core.config import LOAD_FIELDS, Draws, Lengths, SimSpec, parse_trace
 from core.physics import StepModel
 from core.base import NO_TRACE
 from core.catalog import model_of
@@ -62,31 +62,15 @@ __all__ = [
 
 
 def sim_spec(cfg: RabitConfig, **changes: Any) -> SimSpec:
-    """The simulator's workload from the shared config: ``cfg.workload`` with lengths spread around the
-    config's mean prompt and output tokens; ``changes`` override SimSpec fields (e.g. ``trace=``)."""
+    """The simulator's workload from the shared config: ``cfg.workload``'s arrival and scheduler fields as they
+    are (:data:`core.config.LOAD_FIELDS`, one model), with lengths spread around the config's mean prompt and
+    output tokens; ``changes`` override SimSpec fields (e.g. ``trace=``)."""
     w = cfg.workload
     lengths = {
         f: Lengths(kind=w.lengths, mean=m, spread=w.spread)
         for f, m in (("input", cfg.input_tokens), ("output", cfg.output_tokens))
     }
-    data: dict[str, Any] = dict(
-        arrival=w.arrival,
-        rate_per_s=w.rate_per_s,
-        users=w.users,
-        think_s=w.think_s,
-        num_requests=w.num_requests,
-        duration_s=w.duration_s,
-        policy=w.policy,
-        token_budget=w.token_budget,
-        max_batch=w.max_batch,
-        admission=w.admission,
-        timeout_s=w.timeout_s,
-        kv_pool_tokens=w.kv_pool_tokens,
-        seed=w.seed,
-        prefix_caching=w.prefix_caching,
-        **lengths,
-    )
-    return SimSpec(**{**data, **changes})
+    return SimSpec.model_validate({**w.model_dump(include=set(LOAD_FIELDS)), **lengths, **changes})
 
 
 def workspace_tokens(spec: SimSpec) -> int:
