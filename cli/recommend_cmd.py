@@ -260,14 +260,16 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
             die(f"rabit: error: argument {flag}: {bad[0]!r} is not one of {', '.join(ok)}")
     prices = _checked_model_gpus_prices(args)
     try:
-        cfg = RabitConfig(
+        # the settings every candidate inherits (cached prefix, speculative decoding, engine, fabric, block size)
+        # are the --config file's, as the dashboard's optimizer takes the sidebar's; the flags set the rest
+        base = config_file(args) or DEFAULT
+        cfg = base.with_(
             model=args.model,
             custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
             input_tokens=args.input,
             output_tokens=args.output,
             assumptions=assumptions_from_args(args),
-            **_shared_settings(args),
-            workload=W.with_(rate_per_s=args.rate, lengths=args.lengths, spread=args.spread, seed=args.seed),
+            workload=base.workload.with_(rate_per_s=args.rate, lengths=args.lengths, spread=args.spread, seed=args.seed),
             targets=_targets(args),
         )
         goal = ServingGoal.from_config(cfg)

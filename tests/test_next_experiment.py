@@ -51,7 +51,7 @@ TIE_PRICES = _prices(1.0, 1.1)
 
 
 def _alone(kind: str, mbu: float):
-    goal = TIE_GOAL.model_copy(update={"assumptions": Assumptions(mbu=mbu)})
+    goal = TIE_GOAL.with_(assumptions=Assumptions(mbu=mbu))
     return recommend(goal, TIE_CONS.model_copy(update={"gpus_allowed": (kind,)}), TIE_PRICES).recommendation
 
 
@@ -204,12 +204,12 @@ def test_out_of_reach_inputs_really_cannot_flip():
 def test_a_one_gpu_replica_does_not_read_the_collective_assumptions():
     # What lets the optimizer's memo share a one-GPU candidate's simulation across communication re-runs.
     from core.config import RabitConfig
-    from core.decision import _COLLECTIVE_ASSUMPTIONS
+    from core.decision import COLLECTIVE_ASSUMPTIONS
     from core.serving import simulate
 
     spec = SimSpec(num_requests=200, rate_per_s=5.0, input=Lengths(mean=512), output=Lengths(mean=64))
     cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
-    worst = {n: REGISTRY[n].low for n in _COLLECTIVE_ASSUMPTIONS}
+    worst = {n: REGISTRY[n].low for n in COLLECTIVE_ASSUMPTIONS}
     a = simulate(cfg, spec).summary
     b = simulate(cfg.with_(assumptions=cfg.assumptions.with_(**worst)), spec).summary
     assert (a.ttft_s.p95, a.itl_s.p95, a.e2e_s.p95) == (b.ttft_s.p95, b.itl_s.p95, b.e2e_s.p95)

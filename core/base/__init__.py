@@ -98,8 +98,10 @@ from core.base.units import (
     TERA,
     US,
     fmt_bytes,
+    fmt_latency,
     fmt_num,
     fmt_time,
+    fmt_time_in,
     fmt_value,
 )
 from core.base import choices
@@ -181,8 +183,10 @@ __all__ = [
     "group_domain",
     "find",
     "fmt_bytes",
+    "fmt_latency",
     "fmt_num",
     "fmt_time",
+    "fmt_time_in",
     "fmt_value",
     "in_domain",
     "inflate",

@@ -238,8 +238,8 @@ class RabitConfig(BaseModel):
         return KV_BYTES[self.kv_dtype]
 
     def with_(self, **changes: Any) -> RabitConfig:
-        """A validated copy with some fields changed."""
-        return RabitConfig.model_validate({**self.model_dump(), **changes})
+        """A validated copy with some fields changed (the unchanged groups, already valid, are kept as they are)."""
+        return RabitConfig.model_validate({**dict(self), **changes})
 
 
 DEFAULT = RabitConfig()

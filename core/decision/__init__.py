@@ -28,24 +28,35 @@ from core.decision.experiment import (
     points,
     uncertain_inputs,
 )
-from core.decision.optimizer import (
+from core.decision.explain import (
+    Explanation,
+    pareto_reasons,
+)
+from core.decision.goal import (
     Candidate,
     Constraints,
     KV_FORMATS,
     Pick,
-    Recommendation,
     ServingGoal,
+    WEIGHT_FORMATS,
+    candidate_config,
+    candidate_deployment,
+    settings_of,
+)
+from core.decision.optimizer import (
+    COLLECTIVE_ASSUMPTIONS,
+    Recommendation,
+    pareto,
+    pick_of,
+    recommend,
+    screen,
+    screen_candidate,
+    simulate_candidate,
+)
+from core.decision.training_optimizer import (
     TrainingOption,
     TrainingRecommendation,
-    WEIGHT_FORMATS,
-    _COLLECTIVE_ASSUMPTIONS,
-    _config,
-    pareto,
-    pareto_reasons,
-    recommend,
     recommend_training,
-    screen,
-    simulate,
 )
 from core.decision.uncertainty import (
     Range,
@@ -85,9 +96,11 @@ from core.decision.validation import (
 )
 
 __all__ = [
+    "COLLECTIVE_ASSUMPTIONS",
     "COMPARABLE_RULE",
     "Candidate",
     "Constraints",
+    "Explanation",
     "KV_FORMATS",
     "MetricCalibration",
     "NextExperiment",
@@ -107,8 +120,6 @@ __all__ = [
     "UncertainInput",
     "VALIDATION_DIR",
     "WEIGHT_FORMATS",
-    "_COLLECTIVE_ASSUMPTIONS",
-    "_config",
     "analysis_headline_ranges",
     "at_bound",
     "basis_of",
@@ -118,6 +129,8 @@ __all__ = [
     "by_tag",
     "calibrate",
     "calibrate_all",
+    "candidate_config",
+    "candidate_deployment",
     "changes",
     "combine",
     "combine_arrays",
@@ -132,6 +145,7 @@ __all__ = [
     "outside",
     "pareto",
     "pareto_reasons",
+    "pick_of",
     "points",
     "predict",
     "prediction_ranges",
@@ -142,7 +156,9 @@ __all__ = [
     "residuals_of",
     "run",
     "screen",
-    "simulate",
+    "screen_candidate",
+    "settings_of",
+    "simulate_candidate",
     "simulation_spread",
     "speed_estimate",
     "speed_spread",

@@ -42,16 +42,9 @@ from core.base import REGISTRY
 from core.catalog import Price
 from core.config import RabitConfig
 from core.base import WorkBudget, next_budget
-from core.decision.optimizer import (
-    Candidate,
-    Constraints,
-    Pick,
-    Recommendation,
-    ServingGoal,
-    TrainingOption,
-    TrainingRecommendation,
-    recommend,
-)
+from core.decision.goal import Candidate, Constraints, Pick, ServingGoal
+from core.decision.optimizer import Recommendation, recommend, screen
+from core.decision.training_optimizer import TrainingOption, TrainingRecommendation, recommend_training
 from core.catalog import gpu_price
 
 InputKind = Literal["decode", "prefill", "comm", "prompt", "output", "rate", "train"]
@@ -474,8 +467,6 @@ def out_of_reach(
     """
     if base_pick is None or inp.gpu is None or inp.gpu == base_pick.gpu:
         return ""
-    from core.decision.optimizer import screen
-
     one = spec.constraints.model_copy(update={"gpus_allowed": (inp.gpu,)})
     cands = [
         c
@@ -806,8 +797,6 @@ def next_training_experiment(
     deadline or costs more than today's pick even at its optimistic bound cannot take it at any point.
     ``budget``: the work budget of the whole search (:func:`core.base.limits.next_budget` when None).
     """
-    from core.decision.optimizer import recommend_training
-
     prices = prices if prices is not None else catalog.prices()
     wb = budget if budget is not None else next_budget()
     cfg, cons = spec.config, spec.constraints

@@ -35,7 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from core.base import REGISTRY, by_tag
-from core.config import RabitConfig
+from core.config import RabitConfig, resolve
 from core.base import Contribution, Range
 
 Bound = Literal["low", "base", "high"]
@@ -711,10 +711,10 @@ def _candidate_for(rec, pick):
 def _pick_estimate(goal, cons, prices, cand, *, simulate_p95: bool) -> Estimate:
     """Replicas and cost from the optimizer's closed-form screen at this bound; p95 from a shortened simulation
     with the pick's replica count fixed."""
-    from core.decision import optimizer as opt
     from core.catalog import gpu_price
+    from core.decision.optimizer import screen_candidate
 
-    i_mean, o_mean = goal.workload.mean_lengths()
+    _, o_mean = goal.workload.mean_lengths()
     price = gpu_price(cand.gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
     tokens_per_hour = goal.rate_per_s * o_mean * 3600
     short = goal.workload.with_(num_requests=min(goal.workload.num_requests, RANGE_SIM_REQUESTS))
@@ -722,9 +722,9 @@ def _pick_estimate(goal, cons, prices, cand, *, simulate_p95: bool) -> Estimate:
     def est(cfg: RabitConfig) -> dict[str, Any]:
         from core.serving import simulate
 
-        g = goal.model_copy(update={"assumptions": cfg.assumptions})
+        dep = resolve(cfg)  # the candidate at this bound, resolved once for its screen and its simulation
         bare = cand.model_copy(update={"pruned": "", "simulated": False, "meets": None})
-        sc = opt._screen_one(g, cons, bare, goal.workload, i_mean, o_mean, price)
+        sc = screen_candidate(goal, cons, bare, price, dep=dep)
         replicas = max(sc.replicas or 0, cand.replicas or 0) if sc.replicas else None
         cap_rep = sc.capacity_per_replica_rps
         cost = replicas * cand.gpus_per_replica * price.usd_per_gpu_hour if (replicas and price) else None
@@ -736,7 +736,7 @@ def _pick_estimate(goal, cons, prices, cand, *, simulate_p95: bool) -> Estimate:
         if simulate_p95:
             try:
                 s = simulate(
-                    cfg, short.with_(rate_per_s=goal.rate_per_s / (cand.replicas or 1), arrival="poisson")
+                    dep.config, short.with_(rate_per_s=goal.rate_per_s / (cand.replicas or 1), arrival="poisson")
                 ).summary
                 out.update(p95_e2e_s=s.e2e_s.p95, p95_ttft_s=s.ttft_s.p95, p95_itl_s=s.itl_s.p95)
             except ValueError:
@@ -757,7 +757,8 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
     whose measurement settles it.
     """
     from core import catalog
-    from core.decision import optimizer as opt
+    from core.decision.goal import candidate_config
+    from core.decision.optimizer import pick_of, simulate_candidate
 
     if rec.recommendation is None:
         return RecommendationRanges(None, None, True, "", "nothing meets the target: no range to show")
@@ -767,7 +768,7 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
     if best is None:
         return RecommendationRanges(None, None, True, "", "")
     names = by_tag("serving_memory", "serving_speed")
-    cfg = opt._config(goal, best)
+    cfg = candidate_config(goal, best)
     sp = spread(cfg, _pick_estimate(goal, cons, prices, best, simulate_p95=True), names=names, screen=serving_screen)
     base_pick = rec.recommendation
     ranges = {
@@ -776,9 +777,9 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
         if k in sp.ranges
     }
     # the pessimistic bound, every assumption at once, full workload
-    g_low = goal.model_copy(update={"assumptions": goal.assumptions.at("low")})
+    g_low = goal.with_(assumptions=goal.assumptions.at("low"))
     try:
-        low = opt._simulate(g_low, best)
+        low = simulate_candidate(g_low, best)
     except ValueError as exc:  # the model no longer fits at the pessimistic memory bounds
         low, why = None, str(exc)
     misses = low is None or not low.meets
@@ -808,12 +809,12 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
         return RecommendationRanges(rp, None, True, "", "no runner-up meets the target")
     ru = others[0]
     sp2 = spread(
-        opt._config(goal, ru),
+        candidate_config(goal, ru),
         _pick_estimate(goal, cons, prices, ru, simulate_p95=False),
         names=names,
         screen=serving_screen,
     )
-    ru_pick = opt._pick(goal, ru)
+    ru_pick = pick_of(goal, ru)
     rr = PickRanges(
         label=ru_pick.label,
         ranges={
