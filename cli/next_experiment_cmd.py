@@ -15,6 +15,7 @@ import sys
 
 from cli.common import cli_search_budget, die, emit
 from core.config import DEFAULT
+from executors import ProcessExecutor
 
 
 def _parent() -> argparse.ArgumentParser:
@@ -107,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
         if tty:
             print(f"\r  re-run {done}/{total}: {label[:60]:<60}", end="", file=sys.stderr, flush=True)
 
-    r = next_experiment(spec, prices, progress=progress, budget=cli_search_budget("next-experiment"))
+    r = next_experiment(
+        spec, prices, progress=progress, executor=ProcessExecutor(), budget=cli_search_budget("next-experiment")
+    )
     if tty:
         print("\r" + " " * 80 + "\r", end="", file=sys.stderr)
     payload = to_json(r)

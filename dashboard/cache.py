@@ -7,6 +7,7 @@ import streamlit as st
 from core import decision, operations, physics, serving, training
 from core.config import RabitConfig
 from core.config import resolve
+from executors import ProcessExecutor
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -268,7 +269,7 @@ def next_experiment(spec: decision.NextExperimentSpec, prices: tuple, progress=N
         return _next_experiment_store(spec, prices)
     except LookupError:
         pass
-    result = decision.next_experiment(spec, prices, progress=progress)
+    result = decision.next_experiment(spec, prices, progress=progress, executor=ProcessExecutor())
     return _next_experiment_store(spec, prices, _result=result)
 
 

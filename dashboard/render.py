@@ -173,7 +173,7 @@ def launch_downloads(pick, goal, key: str = "launch") -> None:
 
 # --- ranges (issue 9) ---------------------------------------------------------------------------------
 
-#: The page's bound choice: what the segmented control shows -> the bound of core.decision.uncertainty.at_bound.
+#: The page's bound choice: what the segmented control shows -> the bound of core.decision.range_rule.at_bound.
 BOUND_CHOICES = {"pessimistic": "low", "base": "base", "optimistic": "high"}
 
 

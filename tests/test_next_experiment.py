@@ -19,6 +19,7 @@ from core.decision import (
 )
 from core.decision import Constraints, ServingGoal, recommend
 from core.serving import Lengths, SimSpec
+from executors import ProcessExecutor
 
 HEADER = "gpu,provider,kind,usd_per_gpu_hour,region,source,as_of,verification\n"
 
@@ -61,7 +62,7 @@ def tie():
     spec = NextExperimentSpec(
         goal=TIE_GOAL, constraints=TIE_CONS, prompt_spread_frac=0, output_spread_frac=0, rate_spread_frac=0
     )
-    return next_experiment(spec, TIE_PRICES, workers=1)
+    return next_experiment(spec, TIE_PRICES)
 
 
 def test_a_small_decode_change_that_flips_the_gpu_ranks_first(tie):
@@ -102,7 +103,7 @@ def test_nothing_flips_when_there_is_room_everywhere():
         workload=SimSpec(num_requests=300, input=Lengths(mean=512), output=Lengths(mean=128)),
     )
     cons = Constraints(gpus_allowed=("h200-sxm",), weights_allowed=("bf16",), kv_allowed=("bf16",), max_simulations=4)
-    r = next_experiment(NextExperimentSpec(goal=goal, constraints=cons), _prices(1.0, 1.0), workers=1)
+    r = next_experiment(NextExperimentSpec(goal=goal, constraints=cons), _prices(1.0, 1.0))
     assert r.baseline.recommendation is not None
     assert r.experiments == ()
     assert {e.input.key for e in r.stable} == {
@@ -119,7 +120,7 @@ def test_nothing_flips_when_there_is_room_everywhere():
 def test_parallel_and_serial_agree(tie):
     spec = tie.spec
     seen = []
-    par = next_experiment(spec, TIE_PRICES, workers=2, progress=lambda d, t, label: seen.append((d, t)))
+    par = next_experiment(spec, TIE_PRICES, progress=lambda d, t, label: seen.append((d, t)), executor=ProcessExecutor(2))
     assert par.experiments == tie.experiments and par.stable == tie.stable
     assert seen[-1][0] == seen[-1][1] == tie.reruns  # the bar ends full
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
@@ -190,7 +191,7 @@ def test_out_of_reach_inputs_really_cannot_flip():
     spec = NextExperimentSpec(
         goal=goal, constraints=cons, prompt_spread_frac=0, output_spread_frac=0, rate_spread_frac=0
     )
-    r = next_experiment(spec, workers=1)
+    r = next_experiment(spec)
     settled = [e for e in r.stable if e.note.startswith(("even at", "no "))]
     assert settled, "expected at least one GPU kind out of reach"
     for e in settled:
@@ -255,15 +256,15 @@ def test_training_mode_flips_agree_with_the_training_optimizer():
     assert "pretrain_gpt.py" in top.command and "--train-iters 20" in top.command
 
 
-def test_a_child_that_dies_leaves_its_tasks_to_the_parent(tie, monkeypatch):
+def test_a_worker_that_dies_leaves_its_tasks_to_the_parent(tie, monkeypatch):
     import os
 
-    import core.decision.experiment as ne
+    import executors.processes as pe
 
-    def dies(conn, counter, tasks, *rest):  # takes a task, then the process vanishes without a word
-        ne._take(counter, len(tasks))
+    def dies(conn, counter, fn, tasks):  # takes a task, then the process vanishes without a word
+        pe._take(counter, len(tasks))
         os._exit(1)
 
-    monkeypatch.setattr(ne, "_child", dies)
-    r = ne.next_experiment(tie.spec, TIE_PRICES, workers=2)
+    monkeypatch.setattr(pe, "_child", dies)
+    r = next_experiment(tie.spec, TIE_PRICES, executor=ProcessExecutor(2))
     assert r.experiments == tie.experiments and r.stable == tie.stable

@@ -51,6 +51,11 @@ from core.base.choices import (
     ZERO_STAGES,
     ZeroStage,
 )
+from core.base.executor import (
+    Executor,
+    SERIAL,
+    SerialExecutor,
+)
 from core.base.limits import (
     ARCH_DOMAINS,
     BudgetExceeded,
@@ -122,6 +127,7 @@ __all__ = [
     "DAY_S",
     "DEFAULT_WORKLOAD_SPREAD_FRAC",
     "ENGINES",
+    "Executor",
     "Engine",
     "Domain",
     "FLAG_DOMAINS",
@@ -157,8 +163,10 @@ __all__ = [
     "Recompute",
     "SEARCH_KV_DTYPES",
     "SEARCH_WEIGHT_FORMATS",
+    "SERIAL",
     "SPEC_METHODS",
     "SchedulerPolicy",
+    "SerialExecutor",
     "SpecMethod",
     "Step",
     "TB",

@@ -18,14 +18,14 @@ from core.decision.calibration import (
 from core.decision.experiment import (
     NextExperiment,
     NextExperimentSpec,
-    TrainingExperimentSpec,
+    Rerun,
     UncertainInput,
     changes,
     moved_goal,
     next_experiment,
-    next_training_experiment,
     outcomes,
     points,
+    rerun,
     uncertain_inputs,
 )
 from core.decision.explain import (
@@ -53,41 +53,49 @@ from core.decision.optimizer import (
     screen_candidate,
     simulate_candidate,
 )
+from core.decision.training_experiment import (
+    TrainingExperimentSpec,
+    next_training_experiment,
+)
 from core.decision.training_optimizer import (
     TrainingOption,
     TrainingRecommendation,
     recommend_training,
 )
-from core.decision.uncertainty import (
-    Range,
+from core.decision.pick_ranges import (
     RecommendationRanges,
-    SimulationRanges,
+    recommendation_ranges,
+    training_option_ranges,
+)
+from core.decision.range_rule import (
+    Range,
     Spread,
-    analysis_headline_ranges,
     at_bound,
     basis_of,
-    batch_band,
-    bound_models,
     bounds_band,
     by_tag,
     combine,
     combine_arrays,
+    outside,
+    ranges_json,
+    spread,
+    with_assumption,
+)
+from core.decision.uncertainty import (
+    SimulationRanges,
+    analysis_headline_ranges,
+    batch_band,
+    bound_models,
     expectation_ranges,
     memory_spread,
-    outside,
     prediction_ranges,
-    ranges_json,
-    recommendation_ranges,
     simulation_spread,
     speed_estimate,
     speed_spread,
-    spread,
     stack_models,
     training_memory_spread,
-    training_option_ranges,
     training_ranges,
     training_spread,
-    with_assumption,
 )
 from core.decision.validation import (
     TARGET_MEDIAN_ABS_ERROR,
@@ -109,6 +117,7 @@ __all__ = [
     "Range",
     "Recommendation",
     "RecommendationRanges",
+    "Rerun",
     "Residual",
     "ServingGoal",
     "SimulationRanges",
@@ -153,6 +162,7 @@ __all__ = [
     "recommend",
     "recommend_training",
     "recommendation_ranges",
+    "rerun",
     "residuals_of",
     "run",
     "screen",
