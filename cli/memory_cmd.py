@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         r = training_memory(resolve(cfg))
         payload = {
             "phase": "train",
-            "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+            "model": cfg.model_label,
             "gpu": cfg.gpu,
             "gpus": cfg.gpus,
             "tp": cfg.tp,
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         r = serving_memory(cfg)
         payload = {
             "phase": "serve",
-            "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+            "model": cfg.model_label,
             "gpu": cfg.gpu,
             "gpus": cfg.gpus,
             "tp": cfg.tp,

@@ -127,7 +127,7 @@ def run_training(args: argparse.Namespace) -> int:
         die("rabit next-experiment: error: argument --emit: not available here (use rabit recommend --emit)")
     cfg, cons, prices = training_inputs(args)
     spec = TrainingExperimentSpec(
-        config=cfg, deadline_s=cfg.targets.deadline_days * 86400, constraints=cons, points_per_side=args.points_per_side
+        config=cfg, deadline_s=cfg.targets.deadline_s, constraints=cons, points_per_side=args.points_per_side
     )
     r = next_training_experiment(spec, prices, budget=cli_search_budget("next-experiment"))
     emit(to_json(r), args.json, human(r))

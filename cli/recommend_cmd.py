@@ -391,7 +391,7 @@ def training_inputs(args: argparse.Namespace) -> tuple:
 def _run_training(args: argparse.Namespace, cfg, cons, prices) -> int:
     from core.decision import recommend_training
 
-    r = recommend_training(cfg, cfg.targets.deadline_days * 86400, cons, prices, budget=cli_search_budget())
+    r = recommend_training(cfg, cfg.targets.deadline_s, cons, prices, budget=cli_search_budget())
     rg = training_option_ranges(cfg, r.recommendation) if r.recommendation else {}
     payload = {
         "met": r.met,

@@ -231,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
         die(f"rabit simulate: error: {exc}")
     s = r.summary.as_dict()
     payload = {
-        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+        "model": cfg.model_label,
         "gpu": cfg.gpu,
         "gpus": cfg.gpus,
         "tp": cfg.tp,

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     s = speed_summary(cfg)
     pf, d = s.prefill, s.decode
     payload = {
-        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+        "model": cfg.model_label,
         "gpu": cfg.gpu,
         "gpus": cfg.gpus,
         "tp": cfg.tp,

@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
 def payload(cfg, p: TrainingPlan) -> dict:
     b, gp = p.best, p.goodput
     out: dict = {
-        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+        "model": cfg.model_label,
         "gpu": cfg.gpu,
         "mode": p.mode,
         "gpus": p.gpus,

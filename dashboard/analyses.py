@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from core.decision import MetricCalibration, calibrate_all
+from core.decision import MetricCalibration, analysis_headline, calibrate_all
 from core.config import RabitConfig
 from core.operations import Run
 from dashboard import cache
@@ -159,18 +159,8 @@ def save_revision(
 
 
 def headline(cfg: RabitConfig) -> dict[str, Any]:
-    """The snapshot of headline results saved with each revision."""
-    out: dict[str, Any] = {}
-    try:
-        mem = cache.serving_memory(cfg)
-        out.update(fits=mem.fits, total_bytes_per_gpu=mem.total_bytes_per_gpu)
-        s = cache.speed_summary(cfg)
-        out.update(
-            prefill_s=s.prefill.ttft_s, decode_step_s=s.decode.step_s, tokens_per_s=s.decode.tokens_per_s, e2e_s=s.e2e_s
-        )
-    except (ValueError, KeyError) as exc:
-        out["error"] = str(exc)
-    return out
+    """The snapshot of headline results saved with each revision (core's, from the cached memory and speed)."""
+    return analysis_headline(cfg, memory=cache.serving_memory, speed=cache.speed_summary)
 
 
 # --- runs and calibration --------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from core.training import MAX_GPUS, budget_problem, goal_from_inputs
 from core.config import RabitConfig, training_goal_args
 from core.training import TrainingGoal
 from core.decision import at_bound, outside
-from core.base import DAY_S, fmt_bytes, fmt_num, fmt_time
+from core.base import DAY_S, fmt_bytes, fmt_days, fmt_num, fmt_time
 
 __all__ = [
     "MAX_BYTES",
@@ -76,6 +76,7 @@ __all__ = [
     "default_batches",
     "default_rate",
     "fmt_bytes",
+    "fmt_days",
     "fmt_num",
     "fmt_time",
     "goal_from_config",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.base import DAY_S, GB
+from core.base import DAY_S, GB, fmt_time_in
 
 #: A horizontal legend at the foot of the figure: plotly reserves room for it below the axis title, where a
 #: legend placed at a negative paper fraction lands on the title or the tick labels when the figure is short.
@@ -465,8 +465,6 @@ def training_time_bar(parts, step_s: float, height: int = 220) -> go.Figure:
 def training_curve(curve, chosen_gpus: int | None, deadline_s: float | None, height: int = 380) -> go.Figure:
     """Runtime (days, with and without failures) and cost against GPU count, for the feasible counts."""
     from plotly.subplots import make_subplots
-
-    from core.base import DAY_S
 
     pts = [c for c in curve if c.feasible]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
@@ -1166,7 +1164,7 @@ def training_cost_by_gpu(tr) -> go.Figure:
                 else ("#1f6feb" if o.meets_deadline else "#8c959f")
                 for o in tr.options
             ],
-            text=[f"{o.gpus:,} GPUs, {fmt_days(o.wall_clock_s)} d" for o in tr.options],
+            text=[f"{o.gpus:,} GPUs, {fmt_time_in(o.wall_clock_s, 'days')} d" for o in tr.options],
             hovertemplate="%{x}: $%{y:,.0f}<br>%{text}<extra></extra>",
         )
     )
@@ -1178,6 +1176,3 @@ def training_cost_by_gpu(tr) -> go.Figure:
     return fig
 
 
-def fmt_days(seconds: float) -> str:
-    """Seconds as days, three significant figures."""
-    return f"{seconds / DAY_S:.3g}"

@@ -5,7 +5,7 @@ import streamlit as st
 
 from dashboard import cache, charts, render, state
 from dashboard.api import (
-    DAY_S,
+    fmt_days,
     BudgetExceeded,
     MAX_TABLE_BYTES,
     CatalogError,
@@ -25,7 +25,6 @@ st.caption(
 )
 cfg = render.bound_choice("optimizer", state.require_config())
 K, B = state.key, state.bounds
-model_name = cfg.custom_model.name if cfg.custom_model else cfg.model
 # A choice, not tabs: every tab's body runs on every rerun, and the hidden training search cost ~2 s on each
 # sidebar change; only the chosen view runs here.
 view = st.radio("Recommend", ["Serving", "Training run"], horizontal=True, key="opt.view")
@@ -229,7 +228,7 @@ if view == "Training run":
     try:
         tr = cache.training_recommendation(
             tcfg,
-            cfg.targets.deadline_days * 86400,
+            cfg.targets.deadline_s,
             Constraints.from_config(cfg, training=True),
             tuple(catalog.prices()),
         )
@@ -245,9 +244,9 @@ if view == "Training run":
         render.metric_range(
             t2,
             "Wall-clock with failures",
-            f"{o.wall_clock_s / DAY_S:.3g} days",
+            fmt_days(o.wall_clock_s),
             trg.get("wall_clock_s"),
-            lambda x: f"{x / DAY_S:.3g} days",
+            fmt_days,
         )
         render.metric_range(t3, "GPU-hours", f"{o.gpu_hours:,.0f}", trg.get("gpu_hours"), lambda x: f"{x:,.0f}")
     if tr.why_gpu:

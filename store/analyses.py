@@ -77,10 +77,6 @@ def load_run(text: str) -> Run:
             raise StoreError(f"saved run cannot be read: {describe_validation_error(exc)}") from None
 
 
-def _model_name(cfg: RabitConfig) -> str:
-    return cfg.custom_model.slug if cfg.custom_model is not None else cfg.model
-
-
 @dataclass(frozen=True)
 class Summary:
     """One row of the list."""
@@ -221,7 +217,7 @@ class Store:
                 insert(analyses).values(
                     id=aid,
                     name=name,
-                    model=_model_name(config),
+                    model=config.model_label,
                     gpu=config.gpu,
                     owner=owner,
                     saved_by=saved_by,
@@ -278,7 +274,7 @@ class Store:
                 update(analyses)
                 .where(analyses.c.id == analysis_id, analyses.c.revision == expected_revision)
                 .values(
-                    revision=new, name=name, model=_model_name(config), gpu=config.gpu, saved_by=saved_by, updated_at=t
+                    revision=new, name=name, model=config.model_label, gpu=config.gpu, saved_by=saved_by, updated_at=t
                 )
             )
             if res.rowcount != 1:  # another transaction bumped it between our read and this update
@@ -487,7 +483,7 @@ class Store:
                 insert(analyses).values(
                     id=aid,
                     name=name,
-                    model=_model_name(cfgs[-1]),
+                    model=cfgs[-1].model_label,
                     gpu=cfgs[-1].gpu,
                     owner=owner if owner is not None else data.get("owner"),
                     saved_by=saved_by,

@@ -45,6 +45,8 @@ TIME_UNITS = {"µs": US, "ms": MS, "s": 1.0, "min": 60.0, "h": HOUR_S, "days": D
 AUTO_SCALE = ((1e-3, "µs"), (1.0, "ms"), (120.0, "s"), (2 * HOUR_S, "min"), (2 * DAY_S, "h"), (math.inf, "days"))
 #: A latency in the optimizer's prose: milliseconds below a second, else seconds.
 LATENCY_SCALE = ((1.0, "ms"), (math.inf, "s"))
+#: A training run's length: always in days.
+DAYS_SCALE = ((math.inf, "days"),)
 
 
 def fmt_time_in(x_s: float, unit: str, digits: int = 3) -> str:
@@ -70,6 +72,11 @@ def fmt_latency(x_s: float | None) -> str:
     """A latency in words: milliseconds below a second, else seconds, three significant figures; "withheld" when
     the percentile has too few samples (None)."""
     return fmt_time(x_s, scale=LATENCY_SCALE, missing="withheld")
+
+
+def fmt_days(x_s: float) -> str:
+    """A run's length in days, three significant figures ("12.3 days")."""
+    return fmt_time(x_s, scale=DAYS_SCALE)
 
 
 def fmt_num(x: float, digits: int = 3) -> str:

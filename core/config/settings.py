@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Self, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from core.base import choices
+from core.base import DAY_S, choices
 from core.base import REGISTRY, Assumptions
 from core.base import (
     CONFIG_DOMAINS,
@@ -110,6 +110,11 @@ class Targets(_Group):
     # training run
     deadline_days: float = 30.0
     train_gpus_allowed: tuple[str, ...] = ()  # empty: every priced kind
+
+    @property
+    def deadline_s(self) -> float:
+        """The training run's deadline [s]."""
+        return self.deadline_days * DAY_S
 
 
 class TrainingRun(_Group):
@@ -211,6 +216,11 @@ class RabitConfig(BaseModel):
     def _in_domain(cls, v: Any, info: ValidationInfo) -> Any:
         """Every numeric field inside its one finite domain (core.base.limits, shared with the widgets and CLI)."""
         return in_domain(info.field_name, v)
+
+    @property
+    def model_label(self) -> str:
+        """The model's name in every output: an uploaded config.json's slug, else the catalog slug."""
+        return self.custom_model.slug if self.custom_model is not None else self.model
 
     @property
     def gpus(self) -> int:

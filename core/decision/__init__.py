@@ -83,6 +83,7 @@ from core.decision.range_rule import (
 )
 from core.decision.uncertainty import (
     SimulationRanges,
+    analysis_headline,
     analysis_headline_ranges,
     batch_band,
     bound_models,
@@ -129,6 +130,7 @@ __all__ = [
     "UncertainInput",
     "VALIDATION_DIR",
     "WEIGHT_FORMATS",
+    "analysis_headline",
     "analysis_headline_ranges",
     "at_bound",
     "basis_of",

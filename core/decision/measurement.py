@@ -14,7 +14,7 @@ from core import catalog
 from core.base import WEIGHT_BYTES
 from core.catalog import Price, gpu_price
 from core.config import RabitConfig
-from core.decision.goal import Candidate, Constraints, Pick, ServingGoal
+from core.decision.goal import Candidate, Constraints, Pick
 from core.operations import model_repo
 
 if TYPE_CHECKING:  # the experiment's own types, for the annotations only
@@ -40,10 +40,12 @@ PREFILL_PROMPTS = 1000
 TRAIN_BENCH_S = 1800.0
 
 
-def _model_arg(goal: ServingGoal) -> str:
-    if goal.custom_model is not None:
-        return f"<path to {getattr(goal.custom_model, 'slug', 'your model')}>"
-    return model_repo(goal.model)
+def model_arg(cfg: RabitConfig) -> str:
+    """The model a benchmark command loads: the catalog model's Hugging Face repository, or a placeholder for the
+    path to an uploaded config.json's weights."""
+    if cfg.custom_model is not None:
+        return f"<path to {cfg.model_label}>"
+    return model_repo(cfg.model)
 
 
 def _replica_on(gpu: str, baseline: Recommendation, flips: list[Pick | None]) -> tuple[int, int, int, str, str, int]:
@@ -89,7 +91,7 @@ def measurement(
     goal, cons = spec.goal, spec.constraints
     i_mean, o_mean = goal.workload.mean_lengths()
     I, O = max(1, round(i_mean)), max(1, round(o_mean))
-    model = _model_arg(goal)
+    model = model_arg(goal.settings)
     then = (
         "Upload the result JSON on the Calibration page (it imports vllm bench serve --save-result and "
         "vllm bench throughput --output-json): the measured figure replaces the assumption and the "
@@ -201,7 +203,7 @@ def training_measurement(inp: UncertainInput, cfg: RabitConfig, cons: Constraint
     if inp.key.startswith("train:"):
         tp = min(node, 8)
         cmd = training_step_command(
-            cfg.custom_model.slug if cfg.custom_model is not None else model_repo(cfg.model),
+            model_arg(cfg),
             node,
             tp,
             1,

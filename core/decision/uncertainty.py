@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,7 @@ from core.decision.range_rule import (
     spread_of,
     with_assumption,
 )
-from core.physics import StepModel, serving_memory, training_memory
+from core.physics import ServingMemory, StepModel, serving_memory, training_memory
 from core.serving import (
     decode,
     decode_times,
@@ -41,8 +41,10 @@ from core.serving import (
     prefill,
     prefill_numbers,
     replicas_of,
+    SpeedSummary,
     sim_spec,
     simulate,
+    speed_summary,
 )
 from core.training import catalog_price, config_layout, evaluate_layout, goodput, plan
 
@@ -443,6 +445,28 @@ def training_ranges(cfg: RabitConfig, p) -> dict[str, Range]:
 #: The headline numbers of a saved analysis (the Saved analyses page's "Headline numbers, with ranges").
 SERVING_HEADLINE_KEYS = ("prefill_s", "decode_step_s", "tokens_per_s", "e2e_s", "max_sequences", "total_bytes_per_gpu")
 TRAINING_HEADLINE_KEYS = ("step_s", "mfu", "runtime_s", "gpu_hours", "cost_usd")
+
+
+def analysis_headline(
+    cfg: RabitConfig,
+    memory: Callable[[RabitConfig], ServingMemory] = serving_memory,
+    speed: Callable[[RabitConfig], SpeedSummary] = speed_summary,
+) -> dict[str, Any]:
+    """The headline results saved with each revision of an analysis (a snapshot: later model changes do not
+    rewrite it): whether it fits and its memory per GPU, its prefill, decode step, tokens/s and end-to-end time;
+    ``error`` instead of the figures the catalog no longer lets it compute. ``memory`` and ``speed``: how to
+    compute them (the dashboard passes its cached wrappers)."""
+    out: dict[str, Any] = {}
+    try:
+        mem = memory(cfg)
+        out.update(fits=mem.fits, total_bytes_per_gpu=mem.total_bytes_per_gpu)
+        s = speed(cfg)
+        out.update(
+            prefill_s=s.prefill.ttft_s, decode_step_s=s.decode.step_s, tokens_per_s=s.decode.tokens_per_s, e2e_s=s.e2e_s
+        )
+    except (ValueError, KeyError) as exc:
+        out["error"] = str(exc)
+    return out
 
 
 def analysis_headline_ranges(cfg: RabitConfig) -> dict[str, Range]:
