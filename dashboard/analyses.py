@@ -15,7 +15,7 @@ import streamlit as st
 
 from core.decision import MetricCalibration, analysis_headline, calibrate_all
 from core.config import RabitConfig
-from core.operations import Run
+from core.operations import Run, Telemetry, to_payload
 from dashboard import cache
 
 KEY = "_analysis"
@@ -161,6 +161,11 @@ def save_revision(
 def headline(cfg: RabitConfig) -> dict[str, Any]:
     """The snapshot of headline results saved with each revision (core's, from the cached memory and speed)."""
     return analysis_headline(cfg, memory=cache.serving_memory, speed=cache.speed_summary)
+
+
+def attach_telemetry(analysis_id: str, tel: Telemetry) -> int:
+    """Keep parsed telemetry with a saved analysis (its stored form); the new telemetry's id."""
+    return store().add_telemetry(analysis_id, tel.fmt, to_payload(tel))
 
 
 # --- runs and calibration --------------------------------------------------------------------------

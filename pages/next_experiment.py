@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, charts, render, state
-from dashboard.api import BudgetExceeded, catalog, next_experiment_spec, outcomes
+from dashboard.api import BudgetExceeded
 
 st.title("Next experiment")
 st.caption(
@@ -35,7 +35,7 @@ with st.form("ne"):
     ):
         path = f"experiment.{name}_spread_frac"
         col.number_input(label, **B(path), format="%g", key=K(path))
-    s4.multiselect("GPU kinds (empty = all)", sorted(catalog.gpus()), key=K("targets.gpus_allowed"))
+    s4.multiselect("GPU kinds (empty = all)", cache.gpu_slugs(), key=K("targets.gpus_allowed"))
     run = st.form_submit_button("Find the next experiment", type="primary", key="ne.submit")
 
 if not run and "ne.done" not in st.session_state:
@@ -50,12 +50,12 @@ for path in ("workload.rate_per_s", "targets.p95_ttft_s", "targets.p95_itl_s", "
     state.field_error(path)
 for path in ("experiment.prompt_spread_frac", "experiment.output_spread_frac", "experiment.rate_spread_frac"):
     state.field_error(path)
-spec = next_experiment_spec(cfg)
+spec = cache.next_experiment_spec(cfg)
 bar = st.progress(0.0, text="Re-running the optimizer across every input's range ...")
 try:
     r = cache.next_experiment(
         spec,
-        tuple(catalog.prices()),
+        cache.catalog_prices(),
         progress=lambda done, total, label: bar.progress(
             min(1.0, done / max(total, 1)), text=f"Re-run {done} of {total}: {label}"
         ),
@@ -72,7 +72,7 @@ if base is None:
     st.write("Nothing meets the target today; each re-run is compared with that.")
 else:
     st.write(f"**{base.label}**.")
-    rr = cache.recommendation_ranges(spec.goal, spec.constraints, tuple(catalog.prices()))
+    rr = cache.recommendation_ranges(spec.goal, spec.constraints, cache.catalog_prices())
     rg = rr.recommendation.ranges if rr.recommendation else {}
     render.pick_metrics(base, rg, ("cost_per_hour", "p95_ttft_s", "p95_itl_s", "p95_e2e_s", "capacity_requests_per_s"))
     render.tornado_picker(
@@ -130,7 +130,7 @@ if top is not None:
     st.code(top.command, language="bash")
     st.caption(top.then)
     st.markdown("**The decision under each outcome**")
-    for line in outcomes(top):
+    for line in cache.outcomes(top):
         st.markdown(f"- {line}")
 
 with st.expander(f"Not worth measuring now ({len(r.stable)})", expanded=not r.experiments):

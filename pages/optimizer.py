@@ -5,16 +5,13 @@ import streamlit as st
 
 from dashboard import cache, charts, render, state
 from dashboard.api import (
-    fmt_days,
-    BudgetExceeded,
     MAX_TABLE_BYTES,
+    BudgetExceeded,
     CatalogError,
     Constraints,
     ServingGoal,
-    catalog,
     choices,
-    decode_text,
-    parse_prices,
+    fmt_days,
 )
 from dashboard.text import plain
 
@@ -48,7 +45,7 @@ if view == "Serving":
         )
         t3.number_input("p95 end-to-end target [s] (0 = none)", **B("targets.p95_e2e_s"), key=K("targets.p95_e2e_s"))
         with st.expander("Hard constraints and prices"):
-            st.multiselect("GPU kinds allowed (empty = all)", sorted(catalog.gpus()), key=K("targets.gpus_allowed"))
+            st.multiselect("GPU kinds allowed (empty = all)", cache.gpu_slugs(), key=K("targets.gpus_allowed"))
             k1, k2 = st.columns(2)
             k1.number_input("Max GPUs in total (0 = no limit)", **B("targets.max_gpus"), key=K("targets.max_gpus"))
             k2.number_input(
@@ -72,10 +69,11 @@ if view == "Serving":
     state.field_error("targets.weights_allowed")
     state.field_error("targets.kv_allowed")
 
-    prices = catalog.prices()
+    prices = cache.catalog_prices()
     if upload is not None:
         try:
-            prices = parse_prices(decode_text(upload.getvalue(), "the price list", MAX_TABLE_BYTES), name=upload.name)
+            text = cache.upload_text(upload.getvalue(), "the price list", MAX_TABLE_BYTES)
+            prices = cache.prices_from_csv(text, upload.name)
             st.caption(f"Using {len(prices)} prices from {plain(upload.name)}.")
         except (CatalogError, ValueError) as exc:  # not UTF-8, too large, or not a price list
             st.error(f"That price list cannot be used: {plain(exc, 300)}. Using the catalog's prices.")
@@ -87,10 +85,10 @@ if view == "Serving":
             width="stretch",
         )
         try:
-            prices = parse_prices(edited.to_csv(index=False), name="edited prices")
+            prices = cache.prices_from_csv(edited.to_csv(index=False), "edited prices")
         except CatalogError as exc:
             st.error(f"The edited prices are not valid: {exc}. Using the catalog's prices.")
-            prices = catalog.prices()
+            prices = cache.catalog_prices()
 
     goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
     try:
@@ -222,7 +220,7 @@ if view == "Training run":
     with st.form("opt_train"):
         c1, c2 = st.columns(2)
         c1.number_input("Deadline [days]", **B("targets.deadline_days"), key=K("targets.deadline_days"))
-        c2.multiselect("GPU kinds (empty = all priced)", sorted(catalog.gpus()), key=K("targets.train_gpus_allowed"))
+        c2.multiselect("GPU kinds (empty = all priced)", cache.gpu_slugs(), key=K("targets.train_gpus_allowed"))
         st.form_submit_button("Find the cheapest run", type="primary", key="opt.train_submit")
     tcfg = cfg.with_(phase="train")
     try:
@@ -230,7 +228,7 @@ if view == "Training run":
             tcfg,
             cfg.targets.deadline_s,
             Constraints.from_config(cfg, training=True),
-            tuple(catalog.prices()),
+            cache.catalog_prices(),
         )
     except BudgetExceeded as exc:  # the search's work budget (core.base.limits.search_budget) ran out
         st.error(str(exc))

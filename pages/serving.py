@@ -3,20 +3,14 @@
 import streamlit as st
 from dashboard import analyses, cache, charts, render, state
 from dashboard.api import (
+    CUDA_GRAPH_MAX_TOKENS,
     DEFAULT_RATE_FRACTION,
+    ENGINE_LABELS,
     MAX_TABLE_BYTES,
     ValidationError,
-    catalog,
-    CUDA_GRAPH_MAX_TOKENS,
-    ENGINE_LABELS,
     choices,
-    decode_text,
-    engine_defaults,
-    default_rate,
     fmt_num,
     fmt_time,
-    knee_rates,
-    sim_spec,
 )
 from dashboard.text import plain
 
@@ -67,15 +61,14 @@ with len_col:
     trace = None
     if up is not None:
         try:
-            trace = cache.sim_trace(decode_text(up.getvalue(), "the trace", MAX_TABLE_BYTES))  # UTF-8, sized
+            trace = cache.sim_trace(cache.upload_text(up.getvalue(), "the trace", MAX_TABLE_BYTES))  # UTF-8, sized
             st.caption(f"Replaying {len(trace):,} rows in order (cycled).")
         except ValueError as exc:
             st.error(f"That trace cannot be used: {plain(exc, 300)}")
 with sch_col:
     st.subheader("Scheduler")
-    gpu_spec = catalog.gpu(cfg.gpu)
     st.selectbox("Serving engine", choices.ENGINES, key=K("workload.engine"), format_func=ENGINE_LABELS.get)
-    eng = engine_defaults(cfg.workload.engine, gpu_spec)
+    eng = cache.engine_defaults(cfg)
 
     def _apply_engine_defaults(d=eng) -> None:
         for field, value in d.spec_fields().items():
@@ -116,7 +109,7 @@ with sch_col:
     c2.number_input("Seed", **B("workload.seed"), key=K("workload.seed"))
 
 try:
-    spec = sim_spec(cfg, trace=trace)
+    spec = cache.sim_spec(cfg, trace)
     cap = cache.sim_capacity(cfg, spec)
 except ValidationError as exc:
     sched_err.error(exc.errors()[0]["msg"].removeprefix("Value error, "))
@@ -129,7 +122,7 @@ if arrival == "poisson":
     st.caption(
         f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
         f"closed-form capacity ({cap.requests_per_s:.3g} requests/s). A round rate clearly inside capacity "
-        f"would be {default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
+        f"would be {cache.default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
         "down to 1, 2 or 5 x 10^k."
     )
 
@@ -230,8 +223,7 @@ left.plotly_chart(charts.latency_cdf({k: res.samples(k) for k in ("ttft_s", "itl
 right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_running, res.ts_kv_frac), width="stretch")
 
 st.subheader("Where is the knee?")
-sweep_spec = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(n_req, 600))  # the rate is swept
-rates = knee_rates(cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)  # capacity and this rate
+sweep_spec, rates = cache.knee_sweep(spec, cap.requests_per_s)  # around the capacity and this rate
 with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     try:
         rows = cache.sim_sweep(cfg, sweep_spec, tuple(rates))

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dashboard import analyses, cache, charts, render, state
-from dashboard.api import choices, default_batches, fmt_num, fmt_time
+from dashboard.api import choices, fmt_num, fmt_time
 
 st.title("Speed")
 st.caption(
@@ -94,7 +94,7 @@ with tabs[1]:
         key="speed.max_batch",
     )
     with st.spinner("Sweeping batch sizes…"):
-        points = cache.batch_sweep(cfg, default_batches(cfg, top))
+        points = cache.batch_sweep(cfg, cache.sweep_batches(cfg, top))
     c1, c2 = st.columns(2)
     band = cache.batch_band(cfg, tuple(p.batch for p in points))
     # figures shared across sessions and reruns: a rerun that leaves their inputs alone does not rebuild them

@@ -6,12 +6,9 @@ import streamlit as st
 from dashboard import cache, charts, render, state
 from dashboard.api import (
     DAY_S,
-    budget_problem,
     choices,
-    deadline_choice,
     fmt_bytes,
     fmt_time,
-    goal_from_config,
 )
 
 st.title("Training")
@@ -47,7 +44,7 @@ else:
         key=K("training.budget_gpus"),
     )
     state.field_error("training.budget_gpus")
-    problem = budget_problem(cfg, cfg.training.budget_gpus or cfg.gpus)
+    problem = cache.budget_problem(cfg)
     if problem:
         c2.error(problem)
         st.stop()
@@ -60,7 +57,7 @@ c2.number_input(
 )
 state.field_error("training.checkpoint_interval_s")
 
-goal = goal_from_config(cfg)
+goal = cache.training_goal(cfg)
 with st.spinner("Searching layouts over every GPU count…"):
     plan = cache.training_plan(cfg, goal)
 with st.spinner("Evaluating the chosen layout at each assumption's bounds…"):
@@ -190,7 +187,7 @@ if plan.alternatives:
         width="stretch",
     )
 
-choice = deadline_choice(plan.curve) if plan.mode == "deadline" else None
+choice = cache.deadline_choice(cfg, goal)
 if choice is not None:
     st.subheader("Smallest or cheapest count that meets the deadline")
     (st.info if choice.smallest.gpus == choice.cheapest.gpus else st.success)(choice.message)

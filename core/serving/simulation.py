@@ -50,6 +50,8 @@ __all__ = [
     "sweep",
     "sweep_rates",
     "knee_rates",
+    "knee_sweep",
+    "SWEEP_REQUESTS",
     "default_rate",
     "round_rate_down",
     "parse_trace",
@@ -308,6 +310,22 @@ def knee_rates(capacity_requests_per_s: float, chosen_per_s: float | None = None
     ):
         rates |= set(sweep_rates(chosen_per_s, (0.5, 0.75, 1.0, 1.25, 1.5)))
     return tuple(sorted(r for r in rates if r > 0))
+
+
+#: Requests simulated at each point of a load sweep (the Serving page's p95 against arrival rate): 30 times the
+#: 20 samples a p95 needs and enough for the saturation check, while the 9-15 points of a sweep stay well under a
+#: second each for a 70B replica.
+SWEEP_REQUESTS = 600
+
+
+def knee_sweep(
+    spec: SimSpec, capacity_requests_per_s: float, requests: int = SWEEP_REQUESTS
+) -> tuple[SimSpec, tuple[float, ...]]:
+    """The workload of each point of a p95-against-rate sweep and the rates to sweep: Poisson arrivals, at most
+    ``requests`` requests (the rate is set at each point), at the rates of :func:`knee_rates` around the
+    closed-form capacity and the workload's own Poisson rate."""
+    point = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(spec.num_requests or requests, requests))
+    return point, knee_rates(capacity_requests_per_s, spec.rate_per_s if spec.arrival == "poisson" else None)
 
 
 def sweep(
