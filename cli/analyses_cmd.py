@@ -154,7 +154,10 @@ def save(args: argparse.Namespace) -> int:
         else:
             if not args.name:
                 die("rabit analyses save: error: argument --name: required for a new analysis")
-            aid, rev = st.create(args.name, cfg, results=analysis_headline(cfg), note=args.note or "", saved_by=_by(args)), 1
+            aid, rev = (
+                st.create(args.name, cfg, results=analysis_headline(cfg), note=args.note or "", saved_by=_by(args)),
+                1,
+            )
     except Conflict as exc:
         die(f"rabit analyses save: error: argument --revision: {exc}")
     except StoreError as exc:

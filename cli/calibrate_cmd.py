@@ -73,7 +73,7 @@ def _ranges_of(runs: list[Run]) -> list[dict]:
 def add(args: argparse.Namespace) -> int:
     parse_assume(args.assume)  # exit 2 naming a bad assumption before any file is read
     a = load_analysis(args.analysis)
-    runs = []
+    runs: list[Run] = []
     for f in args.file:
         try:
             content = read_regular_file(f, MAX_TABLE_BYTES)  # a named pipe or device is refused, never read

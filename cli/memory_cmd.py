@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from cli.common import (
     add_cluster_args,
@@ -56,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
             lora_rank=args.lora_rank,
             qlora=args.qlora,
         )
-        r = training_memory(resolve(cfg))
-        payload = {
+        tm = training_memory(resolve(cfg))
+        reason, steps = tm.reason, tm.steps
+        payload: dict[str, Any] = {
             "phase": "train",
             "model": cfg.model_label,
             "gpu": cfg.gpu,
@@ -66,20 +68,21 @@ def run(args: argparse.Namespace) -> int:
             "pp": cfg.pp,
             "dp": cfg.dp,
             "zero": cfg.zero,
-            "trainable_params": r.trainable_params,
-            "weight_bytes_per_gpu": r.weight_bytes_per_gpu,
-            "gradient_bytes_per_gpu": r.gradient_bytes_per_gpu,
-            "optimizer_bytes_per_gpu": r.optimizer_bytes_per_gpu,
-            "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
-            "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
-            "total_bytes_per_gpu": r.total_bytes_per_gpu,
-            "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu,
-            "fits": r.fits,
-            "reason": r.reason,
+            "trainable_params": tm.trainable_params,
+            "weight_bytes_per_gpu": tm.weight_bytes_per_gpu,
+            "gradient_bytes_per_gpu": tm.gradient_bytes_per_gpu,
+            "optimizer_bytes_per_gpu": tm.optimizer_bytes_per_gpu,
+            "activation_bytes_per_gpu": tm.activation_bytes_per_gpu,
+            "overhead_bytes_per_gpu": tm.overhead_bytes_per_gpu,
+            "total_bytes_per_gpu": tm.total_bytes_per_gpu,
+            "capacity_bytes_per_gpu": tm.capacity_bytes_per_gpu,
+            "fits": tm.fits,
+            "reason": tm.reason,
         }
     else:
         cfg = config_from_args(args)
         r = serving_memory(cfg)
+        reason, steps = r.reason, r.steps
         payload = {
             "phase": "serve",
             "model": cfg.model_label,
@@ -106,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
             "max_sequences": r.max_sequences,
             "max_sequences_contiguous": r.max_sequences_contiguous,
         }
-    human = f"{r.reason}\n{steps_table(r.steps)}"
+    human = f"{reason}\n{steps_table(steps)}"
     if args.phase == "train":
         sp = training_memory_spread(cfg)
         with_ranges(payload, sp.ranges, ("total_bytes_per_gpu", "overhead_bytes_per_gpu"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -269,7 +269,9 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
             input_tokens=args.input,
             output_tokens=args.output,
             assumptions=assumptions_from_args(args),
-            workload=base.workload.with_(rate_per_s=args.rate, lengths=args.lengths, spread=args.spread, seed=args.seed),
+            workload=base.workload.with_(
+                rate_per_s=args.rate, lengths=args.lengths, spread=args.spread, seed=args.seed
+            ),
             targets=_targets(args),
         )
         goal = ServingGoal.from_config(cfg)
@@ -280,7 +282,7 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
 
 def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
     r = recommend(goal, cons, prices, budget=cli_search_budget())
-    payload = {
+    payload: dict[str, Any] = {
         "met": r.met,
         "recommendation": r.recommendation.model_dump() if r.recommendation else None,
         "nearest": r.nearest.model_dump() if r.nearest else None,
@@ -393,7 +395,7 @@ def _run_training(args: argparse.Namespace, cfg, cons, prices) -> int:
 
     r = recommend_training(cfg, cfg.targets.deadline_s, cons, prices, budget=cli_search_budget())
     rg = training_option_ranges(cfg, r.recommendation) if r.recommendation else {}
-    payload = {
+    payload: dict[str, Any] = {
         "met": r.met,
         "recommendation": r.recommendation.model_dump() if r.recommendation else None,
         "options": [o.model_dump() for o in r.options],

@@ -8,6 +8,7 @@ tokens_per_s (aggregate decode, all replicas), tokens_per_s_per_user, bound ("co
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from cli.common import (
     add_cluster_args,
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     )
     s = speed_summary(cfg)
     pf, d = s.prefill, s.decode
-    payload = {
+    payload: dict[str, Any] = {
         "model": cfg.model_label,
         "gpu": cfg.gpu,
         "gpus": cfg.gpus,

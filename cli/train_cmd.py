@@ -351,7 +351,7 @@ def human(p: TrainingPlan) -> str:
         f"work: {p.work.model_flop_per_token:.3g} FLOP/token x {fmt_num(p.work.tokens)} tokens = "
         f"{p.work.total_model_flop:.3g} FLOP"
     )
-    if b is None:
+    if b is None or gp is None:
         return "\n".join(lines)
     lines += [
         f"layout: {b.layout.label()} on {b.gpus:,} GPU{'' if b.gpus == 1 else 's'} "
@@ -365,7 +365,7 @@ def human(p: TrainingPlan) -> str:
         "cost: "
         + (
             f"${p.cost_usd:,.0f} at ${p.price.usd_per_gpu_hour:g}/GPU-h ({p.price.provider}, {p.price.as_of})"
-            if p.cost_usd is not None
+            if p.cost_usd is not None and p.price is not None
             else "no catalog price for this GPU"
         ),
         "time per step:",

@@ -96,7 +96,8 @@ def query_range(
 
 
 def _read(resp, deadline: float, timeout_s: float) -> bytes:
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         if time.monotonic() > deadline:
             raise PrometheusError(f"the answer took longer than {timeout_s:g} s")

@@ -199,13 +199,13 @@ def show_calibrated(items: list[tuple[str, str, float | None]], cfg: RabitConfig
 
     cals = calibrations(cfg)
     shown = [(lab, cals[m], v) for lab, m, v in items if m in cals and v is not None]
-    if not shown:
+    cur = current()
+    if not shown or cur is None:
         return
     from dashboard.text import plain
 
     st.markdown(
-        f"**Calibrated** from the measured runs of *{plain(current()['name'])}* "
-        f"(same GPU kind, same metric; see Calibration)"
+        f"**Calibrated** from the measured runs of *{plain(cur['name'])}* (same GPU kind, same metric; see Calibration)"
     )
     from dashboard import render
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 
 from core.base import DAY_S, GB, fmt_time_in
@@ -220,12 +222,12 @@ def batch_chart(points, batch: int, height: int = 380) -> go.Figure:
     return figure_of(data, layout)
 
 
-def _batch_spec(points, batch: int, height: int) -> tuple[list[dict], dict]:
+def _batch_spec(points, batch: int, height: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The traces and layout of :func:`batch_chart`: step time on the left axis, tokens/s on the right one (the
     layout ``make_subplots(specs=[[{"secondary_y": True}]])`` makes), as a plain spec for :func:`figure_of`."""
     xs = [p.batch for p in points]
     top = max(p.decode_step_s for p in points) / MS
-    data = [
+    data: list[dict[str, Any]] = [
         dict(
             type="scatter",
             x=xs,
@@ -263,7 +265,7 @@ def _batch_spec(points, batch: int, height: int) -> tuple[list[dict], dict]:
             yaxis="y",
         ),
     ]
-    layout = dict(
+    layout: dict[str, Any] = dict(
         xaxis=dict(
             anchor="y", domain=[0.0, 0.94], type="log", title=dict(text="batch (concurrent sequences per replica)")
         ),
@@ -1174,5 +1176,3 @@ def training_cost_by_gpu(tr) -> go.Figure:
         height=380,
     )
     return fig
-
-

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from core.base import Step, find
+from core.decision import Bound
 from core.base import fmt_value  # noqa: F401  - pages format range ends like their steps
 
 
@@ -174,7 +175,7 @@ def launch_downloads(pick, goal, key: str = "launch") -> None:
 # --- ranges (issue 9) ---------------------------------------------------------------------------------
 
 #: The page's bound choice: what the segmented control shows -> the bound of core.decision.range_rule.at_bound.
-BOUND_CHOICES = {"pessimistic": "low", "base": "base", "optimistic": "high"}
+BOUND_CHOICES: dict[str, Bound] = {"pessimistic": "low", "base": "base", "optimistic": "high"}
 
 
 def bound_choice(page: str, cfg):
@@ -204,9 +205,11 @@ def tornado_picker(ranges: dict, labels: dict[str, str], page: str, default: str
         "Which number's sensitivity",
         keys,
         index=keys.index(default) if default in keys else 0,
-        format_func=labels.get,
+        format_func=lambda key: labels[key],
         key=f"{page}.tornado",
     )
+    if k is None:
+        return
     # the title stays short enough for a half-width column at 1280 x 720; the basis goes in the caption under it
     tornado(ranges[k], f"What moves {labels[k]}")
     if ranges[k].basis == "heuristic":

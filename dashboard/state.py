@@ -318,7 +318,9 @@ def sidebar(page: str = "") -> RabitConfig | None:
     sb.selectbox("GPU", gpus, key=_key("gpu"), format_func=lambda s: catalog.gpus()[s].name, **_off(page, "gpu"))
     slots["gpu"] = sb.container()
     c1, c2 = sb.columns(2)
-    c1.number_input("GPUs per node", **bounds("gpus_per_node"), key=_key("gpus_per_node"), **_off(page, "gpus_per_node"))
+    c1.number_input(
+        "GPUs per node", **bounds("gpus_per_node"), key=_key("gpus_per_node"), **_off(page, "gpus_per_node")
+    )
     c2.number_input("Nodes", **bounds("nodes"), key=_key("nodes"), **_off(page, "nodes"))
     slots["gpus_per_node"] = sb.container()
     slots["nodes"] = sb.container()
@@ -337,7 +339,9 @@ def sidebar(page: str = "") -> RabitConfig | None:
     sb.number_input("Batch (concurrent sequences)", **bounds("batch"), key=_key("batch"), **_off(page, "batch"))
     slots["batch"] = sb.container()
     c1, c2 = sb.columns(2)
-    c1.number_input("Input tokens", **bounds("input_tokens", 256), key=_key("input_tokens"), **_off(page, "input_tokens"))
+    c1.number_input(
+        "Input tokens", **bounds("input_tokens", 256), key=_key("input_tokens"), **_off(page, "input_tokens")
+    )
     c2.number_input(
         "Output tokens", **bounds("output_tokens", 256), key=_key("output_tokens"), **_off(page, "output_tokens")
     )
@@ -372,7 +376,9 @@ def sidebar(page: str = "") -> RabitConfig | None:
         st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))
         slots["qlora"] = st.container()
         st.number_input("Training tokens", **bounds("train_tokens"), format="%.3e", key=_key("train_tokens"))
-        st.number_input("Global batch (tokens)", **bounds("global_batch_tokens", 2**20), key=_key("global_batch_tokens"))
+        st.number_input(
+            "Global batch (tokens)", **bounds("global_batch_tokens", 2**20), key=_key("global_batch_tokens")
+        )
     # drawn only when opened: its inputs are a third of the sidebar's widgets, sent on every rerun otherwise;
     # their values stay in the session (and the link) while it is closed
     if sb.toggle("Assumptions (efficiencies)", key="show_assumptions"):

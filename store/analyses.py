@@ -77,6 +77,14 @@ def load_run(text: str) -> Run:
             raise StoreError(f"saved run cannot be read: {describe_validation_error(exc)}") from None
 
 
+def _new_id(res: Any) -> int:
+    """The id the database gave the row an insert wrote."""
+    key = res.inserted_primary_key
+    if key is None:
+        raise StoreError("the database returned no id for the new row")
+    return int(key[0])
+
+
 @dataclass(frozen=True)
 class Summary:
     """One row of the list."""
@@ -334,7 +342,7 @@ class Store:
                         created_at=t,
                     )
                 )
-                ids.append(int(res.inserted_primary_key[0]))
+                ids.append(_new_id(res))
             c.execute(update(analyses).where(analyses.c.id == analysis_id).values(updated_at=t))
         return tuple(ids)
 
@@ -352,7 +360,7 @@ class Store:
                     analysis_id=analysis_id, kind=kind, payload_json=json.dumps(payload), created_at=now()
                 )
             )
-            return int(res.inserted_primary_key[0])
+            return _new_id(res)
 
     # --- reads ----------------------------------------------------------------------------------
     def list(

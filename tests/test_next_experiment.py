@@ -120,7 +120,9 @@ def test_nothing_flips_when_there_is_room_everywhere():
 def test_parallel_and_serial_agree(tie):
     spec = tie.spec
     seen = []
-    par = next_experiment(spec, TIE_PRICES, progress=lambda d, t, label: seen.append((d, t)), executor=ProcessExecutor(2))
+    par = next_experiment(
+        spec, TIE_PRICES, progress=lambda d, t, label: seen.append((d, t)), executor=ProcessExecutor(2)
+    )
     assert par.experiments == tie.experiments and par.stable == tie.stable
     assert seen[-1][0] == seen[-1][1] == tie.reruns  # the bar ends full
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)

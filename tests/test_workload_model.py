@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_shared_fields_have_one_default():
     for f in LOAD_FIELDS:
-        assert Workload.model_fields[f].default == SimSpec.model_fields[f].default == ServingLoad.model_fields[f].default
+        assert (
+            Workload.model_fields[f].default == SimSpec.model_fields[f].default == ServingLoad.model_fields[f].default
+        )
     # the simulator's default workload is the default config's, and so is the optimizer's default goal's
     assert sim_spec(DEFAULT) == SimSpec()
     assert ServingGoal().workload == ServingGoal.from_config(DEFAULT).workload

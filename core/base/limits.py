@@ -157,13 +157,18 @@ GROUP_DOMAINS: dict[str, Domain] = {
         "72 x 8,192 nodes is the largest cluster a config describes; 65,536 GPUs is "
         "beyond the largest published training clusters",
     ),
-    "training.max_gpus": Domain(1, choices.TRAIN_SEARCH_LIMITS[-1], "the training deadline search stops at 32,768 GPUs"),
+    "training.max_gpus": Domain(
+        1, choices.TRAIN_SEARCH_LIMITS[-1], "the training deadline search stops at 32,768 GPUs"
+    ),
     "training.checkpoint_interval_s": Domain(
         1.0, 1e7, "from a second to four months between checkpoints", integer=False, step=300.0
     ),
     **{
         f"experiment.{name}_spread_frac": Domain(
-            0.0, 0.99, "a relative spread each side of the mean; at 100 % the mean could be zero", integer=False,
+            0.0,
+            0.99,
+            "a relative spread each side of the mean; at 100 % the mean could be zero",
+            integer=False,
             step=0.05,
         )
         for name in ("prompt", "output", "rate")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
+from collections.abc import Mapping
 from typing import Any, ClassVar, Self, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -215,7 +216,7 @@ class RabitConfig(BaseModel):
     @classmethod
     def _in_domain(cls, v: Any, info: ValidationInfo) -> Any:
         """Every numeric field inside its one finite domain (core.base.limits, shared with the widgets and CLI)."""
-        return in_domain(info.field_name, v)
+        return in_domain(str(info.field_name), v)
 
     @property
     def model_label(self) -> str:
@@ -384,7 +385,7 @@ def is_setting(key: str) -> bool:
     return key in RabitConfig.model_fields and key not in GROUPS
 
 
-def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, tuple[LinkIssue, ...]]:
+def from_query_report(params: Mapping[str, str | list[str]]) -> tuple[RabitConfig, tuple[LinkIssue, ...]]:
     """Rebuild a config from a link, using every parameter that can be honoured.
 
     Each parameter that cannot (unknown name, catalog entry or value outside its domain) is left at
@@ -465,7 +466,7 @@ def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, 
     return DEFAULT, tuple(issues)
 
 
-def from_query(params: dict[str, str | list[str]]) -> RabitConfig:
+def from_query(params: Mapping[str, str | list[str]]) -> RabitConfig:
     """Rebuild a config from query parameters, strictly: unknown keys are ignored, any bad value raises.
 
     Raises ``ValueError`` with the offending parameter named when a value is invalid. The app uses

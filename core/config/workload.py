@@ -273,10 +273,10 @@ def _pick(names: list[str], wanted: tuple[str, ...], what: str) -> str:
 
 
 def _as_tokens(v: object, where: str, col: str) -> int:
-    if isinstance(v, bool):
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         raise ValueError(f"{where}: {col} must be a whole number of tokens, got {v!r}")
     try:
-        f = float(v)  # type: ignore[arg-type]
+        f = float(v)
     except (TypeError, ValueError):
         raise ValueError(f"{where}: {col} must be a whole number of tokens, got {v!r}") from None
     if not math.isfinite(f) or f != int(f):

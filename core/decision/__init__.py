@@ -68,6 +68,7 @@ from core.decision.pick_ranges import (
     training_option_ranges,
 )
 from core.decision.range_rule import (
+    Bound,
     Range,
     Spread,
     at_bound,
@@ -105,6 +106,7 @@ from core.decision.validation import (
 )
 
 __all__ = [
+    "Bound",
     "COLLECTIVE_ASSUMPTIONS",
     "COMPARABLE_RULE",
     "Candidate",

@@ -165,7 +165,7 @@ def uncertain_inputs(spec: NextExperimentSpec, baseline: Recommendation) -> tupl
                     kind=kind,
                     label=label,
                     base=mean,
-                    low=mean * (1 + frac),  # type: ignore[arg-type]
+                    low=mean * (1 + frac),
                     high=max(1.0, mean * (1 - frac)),
                     unit="tokens",
                     source=f"your spread: +-{frac:.0%} of the analysis's mean",
@@ -227,12 +227,10 @@ def _choice(rec: Recommendation) -> Pick | None:
 
 def changes(base: Pick | None, new: Pick | None) -> tuple[str, ...]:
     """What differs between two picks, in the order GPU kind, layout, precision, replicas."""
-    if base is None and new is None:
-        return ()
-    if base is None:
-        return (f"a configuration now meets the target: {new.label}",)  # type: ignore[union-attr]
     if new is None:
-        return ("nothing meets the target any more",)
+        return () if base is None else ("nothing meets the target any more",)
+    if base is None:
+        return (f"a configuration now meets the target: {new.label}",)
     out = []
     if new.gpu != base.gpu:
         out.append(f"GPU kind {base.gpu} -> {new.gpu}")

@@ -26,7 +26,6 @@ class Explanation(_F):
     relax: str = ""  # when nothing meets the target: which constraint to relax
 
 
-
 def explain(
     goal: ServingGoal,
     cons: Constraints,
@@ -63,7 +62,7 @@ def explain(
         for c in pruned:
             key = c.pruned.split(":")[0]
             reasons[key] = reasons.get(key, 0) + 1
-        top = max(reasons, key=reasons.get) if reasons else ""
+        top = max(reasons, key=lambda k: reasons[k]) if reasons else ""
         relax = relax_hint(goal, cons, nearest, top)
         return Explanation(
             summary=f"Nothing meets {targets} at {goal.rate_per_s:g} requests/s. Closest: {near}.",
@@ -77,16 +76,15 @@ def explain(
             relax=relax,
         )
     others = [c for c in simulated if c.meets and c.gpu != best.gpu]
-    runner = min(others, key=lambda c: c.cost_per_hour) if others else None
-    why_gpu = f"{best.gpu} meets the target at ${best.cost_per_hour:,.2f}/h" + (
-        f"; the best other GPU, {runner.gpu}, needs ${runner.cost_per_hour:,.2f}/h "
-        f"({runner.cost_per_hour / best.cost_per_hour - 1:+.0%})"
+    runner = min(others, key=lambda c: c.cost) if others else None
+    why_gpu = f"{best.gpu} meets the target at ${best.cost:,.2f}/h" + (
+        f"; the best other GPU, {runner.gpu}, needs ${runner.cost:,.2f}/h ({runner.cost / best.cost - 1:+.0%})"
         if runner
         else "; no other GPU kind met the target within the simulation budget"
     )
     why_count = (
         f"{best.replicas} replica(s) of {best.gpus_per_replica} GPU(s): each carries "
-        f"{goal.rate_per_s / best.replicas:.3g} of the {goal.rate_per_s:g} requests/s against a closed-form "
+        f"{goal.rate_per_s / best.n_replicas:.3g} of the {goal.rate_per_s:g} requests/s against a closed-form "
         f"capacity of {best.capacity_per_replica_rps:.3g}/s at batch {int(best.screen_batch or 0)}; simulated p95 "
         f"TTFT {fmt_latency(best.p95_ttft_s)}, ITL {fmt_latency(best.p95_itl_s)}, end-to-end {fmt_latency(best.p95_e2e_s)}"
     )
@@ -105,27 +103,28 @@ def explain(
         risks.append(
             "the simulation preempts at least once per request (KV thrash); remedies: " + "; ".join(THRASH_REMEDIES)
         )
-    if goal.rate_per_s / best.replicas > 0.85 * (best.capacity_per_replica_rps or math.inf):
+    if goal.rate_per_s / best.n_replicas > 0.85 * (best.capacity_per_replica_rps or math.inf):
         risks.append("replicas run above 85% of their closed-form capacity")
-    cheaper = [c for c in simulated if not c.meets and c.cost_per_hour < best.cost_per_hour]
+    cheaper = [c for c in simulated if not c.meets and c.cost < best.cost]
     cheap_txt = ""
     if cheaper:
-        ch = min(cheaper, key=lambda c: c.cost_per_hour)
+        ch = min(cheaper, key=lambda c: c.cost)
         cheap_txt = (
-            f"{ch.label} at ${ch.cost_per_hour:,.2f}/h gives up the target: p95 end-to-end "
+            f"{ch.label} at ${ch.cost:,.2f}/h gives up the target: p95 end-to-end "
             f"{fmt_latency(ch.p95_e2e_s)}, TTFT {fmt_latency(ch.p95_ttft_s)}, ITL {fmt_latency(ch.p95_itl_s)}"
         )
+    best_e2e = best.p95_e2e_s
     faster = [
-        c
+        (e2e, c)
         for c in simulated
-        if c.meets and c.p95_e2e_s is not None and best.p95_e2e_s is not None and c.p95_e2e_s < best.p95_e2e_s
+        if c.meets and (e2e := c.p95_e2e_s) is not None and best_e2e is not None and e2e < best_e2e
     ]
     fast_txt = ""
     if faster:
-        fa = min(faster, key=lambda c: c.p95_e2e_s)
+        fa = min(faster, key=lambda ec: ec[0])[1]
         fast_txt = (
-            f"{fa.label}: p95 end-to-end {fmt_latency(fa.p95_e2e_s)} instead of {fmt_latency(best.p95_e2e_s)} for "
-            f"${fa.cost_per_hour:,.2f}/h ({fa.cost_per_hour / best.cost_per_hour - 1:+.0%})"
+            f"{fa.label}: p95 end-to-end {fmt_latency(fa.p95_e2e_s)} instead of {fmt_latency(best_e2e)} for "
+            f"${fa.cost:,.2f}/h ({fa.cost / best.cost - 1:+.0%})"
         )
     return Explanation(
         summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {goal.rate_per_s:g} requests/s.",

@@ -247,6 +247,16 @@ class Candidate(_Replica):
     sim_notes: str = ""
 
     @property
+    def cost(self) -> float:
+        """The cost per hour the screen (or the simulation) sized [USD/h]; infinite before that."""
+        return self.cost_per_hour if self.cost_per_hour is not None else math.inf
+
+    @property
+    def n_replicas(self) -> int:
+        """The replicas the screen (or the simulation) sized; 1 before that."""
+        return self.replicas or 1
+
+    @property
     def label(self) -> str:
         layout = (
             f"TP {self.tp}" + (f" x PP {self.pp}" if self.pp > 1 else "") + (f", EP {self.ep}" if self.ep > 1 else "")

@@ -64,7 +64,6 @@ class Recommendation(_F):
     unpriced: tuple[str, ...] = ()  # GPU kinds searched for but with no price of the requested kind
 
 
-
 # --- helpers -------------------------------------------------------------------------------------------
 
 
@@ -264,7 +263,7 @@ def simulate_candidate(
     # the screen's batch cap is the engine's max_num_seqs: simulate with it, so the p95s belong to the
     # configuration the launch config starts
     spec = goal.workload.with_(
-        rate_per_s=goal.rate_per_s / c.replicas,
+        rate_per_s=goal.rate_per_s / c.n_replicas,
         arrival="poisson",
         max_batch=b,
         token_budget=max(goal.workload.token_budget, b),
@@ -353,17 +352,17 @@ def recommend(
     prices = prices if prices is not None else catalog.prices()
     wb = budget if budget is not None else search_budget()
     cands = screen(goal, cons, prices, wb) if memo is None else _screen_shared(goal, cons, prices, memo, wb)
-    survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost_per_hour, c.gpus_per_replica))
+    survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost, c.gpus_per_replica))
     results: dict[int, Candidate] = {}
     sims = 0
     best_cost = math.inf
-    budget = cons.max_simulations
+    max_sims = cons.max_simulations
 
     def run(c: Candidate) -> Candidate:
         nonlocal sims
         sims += 1
         if progress:
-            progress(sims, budget, c.label)
+            progress(sims, max_sims, c.label)
         wb.tick()
         return (
             simulate_candidate(goal, c, wb)
@@ -385,12 +384,12 @@ def recommend(
 
     # 1. branch and bound over the cheapest estimates
     for idx, c in enumerate(survivors):
-        if sims >= budget:
+        if sims >= max_sims:
             break
-        if with_replicas(c, floor_replicas(c)).cost_per_hour >= best_cost:
+        if with_replicas(c, floor_replicas(c)).cost >= best_cost:
             continue
         r = run(c)
-        while not r.meets and sims < budget and r.replicas is not None and r.replicas < 1024:
+        while not r.meets and sims < max_sims and r.replicas is not None and r.replicas < 1024:
             more = r.replicas + max(1, r.replicas // 4)
             cost = more * r.gpus_per_replica * (r.usd_per_gpu_hour or 0.0)
             if (
@@ -402,7 +401,7 @@ def recommend(
             r = run(r.model_copy(update={"replicas": more, "cost_per_hour": cost}))
         # the simulation met the targets: bisect down to the fewest replicas whose simulated p95s still meet
         lo = floor_replicas(r)
-        while r.meets and sims < budget and r.replicas is not None and lo < r.replicas:
+        while r.meets and sims < max_sims and r.replicas is not None and lo < r.replicas:
             mid = (lo + r.replicas) // 2
             trial = run(with_replicas(r, mid))
             if trial.meets:
@@ -417,7 +416,7 @@ def recommend(
     for key in (lambda c: c.gpu, lambda c: (c.gpu, c.gpus_per_replica)) if alternatives else ():
         seen = {key(results[i]) for i in results}
         for idx, c in enumerate(survivors):
-            if sims >= budget:
+            if sims >= max_sims:
                 break
             if idx in results or key(c) in seen:
                 continue
@@ -425,13 +424,13 @@ def recommend(
             results[idx] = run(c)
     simulated = [results[i] for i in sorted(results)]
     all_cands = [results.get(i, c) for i, c in enumerate(survivors)] + [c for c in cands if c.pruned]
-    meeting = sorted((c for c in simulated if c.meets), key=lambda c: c.cost_per_hour)
+    meeting = sorted((c for c in simulated if c.meets), key=lambda c: c.cost)
     best = meeting[0] if meeting else None
     picks = [pick_of(goal, c) for c in simulated]
     front = pareto(picks)
     nearest = None
     if best is None and simulated:
-        nearest = min(simulated, key=lambda c: (worst_ratio(c, goal), c.cost_per_hour))
+        nearest = min(simulated, key=lambda c: (worst_ratio(c, goal), c.cost))
     elif best is None:
         # nothing survived to a simulation: the nearest is the best batch-1 latency among those that fit
         near = [
@@ -446,7 +445,7 @@ def recommend(
                 }
             )
             for c in cands
-            if c.batch_1_ttft_s is not None and c.usd_per_gpu_hour is not None
+            if c.batch_1_ttft_s is not None and c.batch_1_itl_s is not None and c.usd_per_gpu_hour is not None
         ]
         if near:
             nearest = min(near, key=lambda c: (worst_ratio(c, goal), c.cost_per_hour or 0.0))
@@ -487,7 +486,9 @@ def _goal_for(goal: ServingGoal, gpu: str, collectives: bool = True) -> ServingG
     a = goal.assumptions_for(gpu)
     if not collectives:
         a = a.with_(**{n: getattr(Assumptions(), n) for n in COLLECTIVE_ASSUMPTIONS})
-    return goal.model_copy(update={"settings": goal.settings.model_copy(update={"assumptions": a}), "gpu_assumptions": ()})
+    return goal.model_copy(
+        update={"settings": goal.settings.model_copy(update={"assumptions": a}), "gpu_assumptions": ()}
+    )
 
 
 def _shared(memo: dict, key, compute):

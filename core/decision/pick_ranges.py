@@ -179,7 +179,7 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
         c1, c2 = o1.get("cost_per_hour"), o2.get("cost_per_hour")
         if c1 and c2:
             move[n] = max(move.get(n, 0.0), abs(math.log(c2 / c1) - base_ratio))
-    by = max(move, key=move.get) if move and max(move.values()) > 0 else ""
+    by = max(move, key=lambda n: move[n]) if move and max(move.values()) > 0 else ""
     if not by:  # both costs move together: the assumption that moves them most is the one to measure
         contribs = sorted(a.contributions + b.contributions, key=lambda c: c.d_down - c.d_up)
         by = contribs[0].name if contribs else ""

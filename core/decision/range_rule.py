@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -38,10 +38,12 @@ from core.base import BASIS_TEXT, REGISTRY, Contribution, Range, by_tag
 from core.config import RabitConfig
 
 Bound = Literal["low", "base", "high"]
+#: The x of a curve's band (a rate, a GPU count).
+X = TypeVar("X")
 Estimate = Callable[[RabitConfig], Mapping[str, Any]]
 
 
-def combine(value: float, moves: Mapping[str, tuple[float, ...]]) -> Range:
+def combine(value: float | None, moves: Mapping[str, Sequence[Any]]) -> Range:
     """The heuristic range of ``value`` from each assumption's results at its bounds.
 
     moves: assumption name -> the estimate's results with that assumption alone at each of its bounds.
@@ -53,8 +55,7 @@ def combine(value: float, moves: Mapping[str, tuple[float, ...]]) -> Range:
         return Range(value=v, low=v, high=v, basis="none")
     contribs = []
     for name, results in moves.items():
-        ds = [_log_move(r, value) for r in results]
-        ds = [d for d in ds if d is not None]
+        ds = [d for d in (_log_move(r, value) for r in results) if d is not None]
         if not ds:
             continue
         down, up = min(0.0, *ds), max(0.0, *ds)
@@ -180,7 +181,7 @@ def spread_of(base: dict[str, Any], runs: list[tuple[str, float, dict[str, Any]]
     for key, val in base.items():
         if isinstance(val, bool) or not isinstance(val, (int, float)) and val is not None:
             continue
-        moves: dict[str, list[float]] = {}
+        moves: dict[str, list[Any]] = {}
         for n, _, out in runs:
             moves.setdefault(n, []).append(out.get(key))
         ranges[key] = combine(val, {n: tuple(rs) for n, rs in moves.items()})
@@ -204,15 +205,13 @@ def combine_arrays(base: np.ndarray, names: Sequence[str], moved: np.ndarray) ->
 
 
 def bounds_band(
-    xs: Sequence[float], at_low: Mapping[float, float | None], at_high: Mapping[float, float | None]
-) -> tuple[list[float], list[float], list[float]]:
+    xs: Sequence[X], at_low: Mapping[X, float | None], at_high: Mapping[X, float | None]
+) -> tuple[list[X], list[float], list[float]]:
     """A curve's band with every assumption at its pessimistic and at its optimistic bound: ``(x, lower, upper)``
     at each ``x`` where both bound runs have a value, lower/upper the smaller/larger of the two (a bound can move
     a number either way). A point either run lacks (infeasible, out of its work budget) is left out."""
-    ok = [x for x in xs if at_low.get(x) is not None and at_high.get(x) is not None]
-    lo = [min(at_low[x], at_high[x]) for x in ok]  # type: ignore[type-var]
-    hi = [max(at_low[x], at_high[x]) for x in ok]  # type: ignore[type-var]
-    return ok, lo, hi
+    both = [(x, a, b) for x in xs if (a := at_low.get(x)) is not None and (b := at_high.get(x)) is not None]
+    return [x for x, _, _ in both], [min(a, b) for _, a, b in both], [max(a, b) for _, a, b in both]
 
 
 def outside(r: Range | None, measured: float | None) -> str | None:

@@ -111,7 +111,7 @@ def next_training_experiment(
                 UncertainInput(
                     key=f"{kind}:{g}",
                     kind=kind,
-                    gpu=g,  # type: ignore[arg-type]
+                    gpu=g,
                     label=f"{what} on {g}",
                     base=getattr(cfg.assumptions, name),
                     low=info.low,

@@ -24,7 +24,7 @@ class TrainingOption(_F):
     runtime_s: float  # failure-free
     wall_clock_s: float  # expected, with failures
     gpu_hours: float  # failure-free
-    cost_usd: float | None
+    cost_usd: float  # every option searched is priced (a kind without a price is skipped)
     usd_per_gpu_hour: float | None
     price_basis: str
     mfu: float

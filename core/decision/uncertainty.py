@@ -474,6 +474,7 @@ def analysis_headline_ranges(cfg: RabitConfig) -> dict[str, Range]:
     time, MFU, runtime, GPU-hours and cost for a training config, else the serving memory and speed figures
     (the same spreads the Saved analyses page draws). Raises ValueError/KeyError for a config the catalog no
     longer accepts; a number that is not finite is left out."""
+    keys: tuple[str, ...]
     if cfg.phase == "train":
         rng, keys = training_spread(cfg, config_layout(cfg)).ranges, TRAINING_HEADLINE_KEYS
     else:
@@ -484,6 +485,7 @@ def analysis_headline_ranges(cfg: RabitConfig) -> dict[str, Range]:
 def prediction_ranges(run: Any) -> dict[str, Range]:
     """Heuristic ranges of :func:`core.decision.calibration.predict`'s figures for one measured run (each assumption
     alone at its bounds, on the run's own config)."""
+
     def est(cfg: RabitConfig) -> dict[str, float]:
         return predict(run.model_copy(update={"config": cfg}))
 
