@@ -35,8 +35,8 @@ def _added_ms(n: int = 9) -> tuple[float, float]:
     """What the ranges add to one Memory and one Speed page rerun (a new batch each time: no cache hit)."""
     from core.base import by_tag
     from core.config import RabitConfig
-    from core.serving import default_batches
     from core.decision import batch_band, bound_models, memory_spread, speed_spread, training_memory_spread
+    from core.serving import default_batches
 
     mem, speed = [], []
     for i in range(n):
@@ -76,7 +76,6 @@ def _simulation_s() -> tuple[float, float]:
 
 def _optimizer_s() -> tuple[float, float]:
     from core import decision
-
     from core.serving import Lengths, SimSpec
 
     # the goal this benchmark has always timed (1,024 / 256 fixed lengths, 2,000 requests per simulation)

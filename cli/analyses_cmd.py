@@ -36,9 +36,9 @@ from cli.common import (
     range_line,
     with_ranges,
 )
-from core.decision import analysis_headline
-from core.config import RabitConfig
 from core.base import MAX_CONFIG_BYTES, parse_json, read_regular_file
+from core.config import RabitConfig
+from core.decision import analysis_headline
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -23,8 +23,8 @@ import argparse
 from pathlib import Path
 
 from cli.common import add_json, add_range_args, die, emit, load_analysis, open_store, parse_assume, with_ranges
-from core.decision import COMPARABLE_RULE, calibrate_all, leave_one_out, predict, residuals_of
 from core.base import MAX_TABLE_BYTES, PayloadError, read_regular_file
+from core.decision import COMPARABLE_RULE, calibrate_all, leave_one_out, predict, residuals_of
 from core.operations import Run, RunError, parse_file
 
 

@@ -17,19 +17,18 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from core import catalog
-from core.base import choices
-from core.config import DEFAULT, RabitConfig, describe_validation_error, error_text
 from core.base import (
     FLAG_DOMAINS,
     MAX_CONFIG_BYTES,
     PayloadError,
     WorkBudget,
+    choices,
     decode_text,
     parse_json,
     read_regular_file,
 )
 from core.catalog import from_hf_config
-from core.config import problems
+from core.config import DEFAULT, RabitConfig, describe_validation_error, error_text, problems
 
 #: config field -> CLI flag, for error messages that name the argument.
 FLAG_OF = {

@@ -19,10 +19,9 @@ from cli.common import (
     with_ranges,
 )
 from core.base import choices
-from core.config import DEFAULT
-from core.config import resolve
-from core.physics import serving_memory, training_memory
+from core.config import DEFAULT, resolve
 from core.decision import memory_spread, training_memory_spread
+from core.physics import serving_memory, training_memory
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -31,12 +31,18 @@ from cli.common import (
     with_ranges,
 )
 from core import catalog
-from core.base import choices
+from core.base import MAX_TABLE_BYTES, choices
 from core.catalog import CatalogError, parse_prices
-from core.base import MAX_TABLE_BYTES
 from core.config import DEFAULT, RabitConfig, Targets, describe_validation_error
-from core.decision import KV_FORMATS, WEIGHT_FORMATS, Constraints, ServingGoal, recommend
-from core.decision import recommendation_ranges, training_option_ranges
+from core.decision import (
+    KV_FORMATS,
+    WEIGHT_FORMATS,
+    Constraints,
+    ServingGoal,
+    recommend,
+    recommendation_ranges,
+    training_option_ranges,
+)
 
 
 def _csv(s: str) -> tuple[str, ...]:

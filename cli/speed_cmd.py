@@ -25,13 +25,11 @@ from cli.common import (
     with_ranges,
 )
 from core import catalog
-from core.base import choices
+from core.base import choices, find, fmt_num, fmt_time
 from core.config import DEFAULT
+from core.decision import speed_spread
 from core.physics import serving_memory
 from core.serving import speed_summary
-from core.base import find
-from core.decision import speed_spread
-from core.base import fmt_num, fmt_time
 
 #: Headline keys that carry a range in ``--json``.
 RANGED = (

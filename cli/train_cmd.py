@@ -32,14 +32,10 @@ from cli.common import (
     with_ranges,
 )
 from core import catalog
-from core.base import choices
-from core.config import DEFAULT
-from core.training import deadline_choice
-from core.config import resolve
-from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, plan
+from core.base import DAY_S, choices, fmt_bytes, fmt_num, fmt_time
+from core.config import DEFAULT, problems, resolve
 from core.decision import training_ranges
-from core.base import DAY_S, fmt_bytes, fmt_num, fmt_time
-from core.config import problems
+from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, deadline_choice, plan
 
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import streamlit as st
 
-from core.decision import MetricCalibration, analysis_headline, calibrate_all
 from core.config import RabitConfig
+from core.decision import MetricCalibration, analysis_headline, calibrate_all
 from core.operations import Run, Telemetry, to_payload
 from dashboard import cache
 
@@ -33,9 +33,8 @@ def store_or_stop():
     try:
         return store()
     except Exception as exc:  # noqa: BLE001 - a bad URL or an unreachable server is the operator's to fix
-        from store import database_url
-
         from dashboard.text import plain
+        from store import database_url
 
         try:
             where = database_url()

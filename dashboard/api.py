@@ -13,8 +13,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from connectors.prometheus import PrometheusError
-from core.base import DAY_S, MAX_TABLE_BYTES, BudgetExceeded, PayloadError, choices, fmt_bytes, fmt_days, fmt_num
-from core.base import fmt_time
+from core.base import (
+    DAY_S,
+    MAX_TABLE_BYTES,
+    BudgetExceeded,
+    PayloadError,
+    choices,
+    fmt_bytes,
+    fmt_days,
+    fmt_num,
+    fmt_time,
+)
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, ENGINE_LABELS, CatalogError
 from core.decision import COMPARABLE_RULE, Constraints, ServingGoal
 from core.operations import CSV_COLUMNS, MAX_BYTES, METRICS, RULES, Expectation, RunError, TelemetryError

@@ -15,7 +15,6 @@ from core.base import decode_text
 from core.config import RabitConfig, resolve, training_goal_args
 from executors import ProcessExecutor
 
-
 # --- the catalog's listings and the inputs a page reads from uploads ----------------------------------------------
 
 

@@ -7,10 +7,12 @@ from collections.abc import Iterable
 import pandas as pd
 import streamlit as st
 
-from core.base import Step, find
+from core.base import (
+    Step,
+    find,
+    fmt_value,  # noqa: F401  - pages format range ends like their steps
+)
 from core.decision import Bound
-from core.base import fmt_value  # noqa: F401  - pages format range ends like their steps
-
 
 #: Width of the main column at 1280 x 720 with the sidebar open [px], and what a metric needs per character:
 #: Streamlit cuts a metric's label and value with an ellipsis rather than wrapping them.
@@ -296,8 +298,7 @@ def range_derivation(r, name: str, fmt) -> None:
     """Show the math of a range: each assumption's d_i, the two sums, the result."""
     import math
 
-    from core.base import REGISTRY
-    from core.base import BASIS_TEXT
+    from core.base import BASIS_TEXT, REGISTRY
 
     st.markdown(f"**{name}**: {fmt(r.value)}; {BASIS_TEXT[r.basis]}")
     if r.basis == "calibrated":

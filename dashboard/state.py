@@ -19,8 +19,8 @@ import streamlit as st
 from pydantic import ValidationError
 
 from core import catalog
-from core.base import choices
-from core.base import REGISTRY
+from core.base import QUERY_DOMAINS, REGISTRY, choices, decode_text, group_domain, parse_json
+from core.catalog import from_hf_config
 from core.config import (
     DEFAULT,
     GROUPS,
@@ -28,11 +28,9 @@ from core.config import (
     describe_validation_error,
     from_json,
     from_query_report,
+    problems,
     to_query,
 )
-from core.base import QUERY_DOMAINS, decode_text, group_domain, parse_json
-from core.catalog import from_hf_config
-from core.config import problems
 from core.physics import fit_problems
 from dashboard import analyses
 from dashboard.text import plain

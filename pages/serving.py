@@ -1,6 +1,7 @@
 """Serving simulation: watch queues build on one replica under continuous batching."""
 
 import streamlit as st
+
 from dashboard import analyses, cache, charts, render, state
 from dashboard.api import (
     CUDA_GRAPH_MAX_TOKENS,

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 import core.decision.optimizer as opt
-from core.operations import command, emit, k8s_manifest, launch_spec
 from core.decision import Constraints, Pick, ServingGoal, candidate_deployment, recommend
+from core.operations import command, emit, k8s_manifest, launch_spec
 from core.serving import Lengths, SimSpec
 
 ROOT = Path(__file__).resolve().parents[1]

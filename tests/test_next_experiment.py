@@ -8,16 +8,18 @@ import pytest
 from core.base import REGISTRY, Assumptions
 from core.catalog import parse_prices
 from core.decision import (
+    Constraints,
     NextExperimentSpec,
+    ServingGoal,
     UncertainInput,
     changes,
     moved_goal,
     next_experiment,
     outcomes,
     points,
+    recommend,
     uncertain_inputs,
 )
-from core.decision import Constraints, ServingGoal, recommend
 from core.serving import Lengths, SimSpec
 from executors import ProcessExecutor
 
@@ -225,8 +227,7 @@ def test_a_one_gpu_replica_does_not_read_the_collective_assumptions():
 
 def test_training_mode_flips_agree_with_the_training_optimizer():
     from core.config import RabitConfig
-    from core.decision import TrainingExperimentSpec, next_training_experiment
-    from core.decision import recommend_training
+    from core.decision import TrainingExperimentSpec, next_training_experiment, recommend_training
 
     cfg = RabitConfig(model="llama-3.1-8b", phase="train", train_tokens=1e12)
     cons = Constraints(gpus_allowed=("h100-sxm", "a100-80gb"))

@@ -184,10 +184,10 @@ def test_amd_is_recommended_where_it_is_cheaper():
 
 
 # --- training runs ---------------------------------------------------------------------------------------
+from core import catalog  # noqa: E402
+from core.catalog import gpu_price  # noqa: E402
 from core.config import RabitConfig  # noqa: E402
 from core.decision import recommend_training  # noqa: E402
-from core.catalog import gpu_price  # noqa: E402
-from core import catalog  # noqa: E402
 
 TRAIN = RabitConfig(model="llama-3.1-8b", phase="train", train_tokens=1e12)
 KINDS = Constraints(gpus_allowed=("h100-sxm", "a100-80gb", "h200-sxm"))

@@ -1,9 +1,9 @@
 """The serving optimizer honours the shared config's assumptions, fabric and block size."""
 
-from core import catalog
 import core.decision.optimizer as opt
-from core.decision import candidate_config
+from core import catalog
 from core.base import Assumptions
+from core.decision import candidate_config
 
 
 def test_candidates_inherit_the_goal_settings():

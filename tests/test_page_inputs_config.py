@@ -7,10 +7,9 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from cli.main import main
-from core.base import choices
+from core.base import DAY_S, choices
 from core.config import DEFAULT, RabitConfig, from_json, from_query, to_query, training_goal_args
 from core.training import MAX_GPUS, TrainingGoal, goal_from_inputs
-from core.base import DAY_S
 from dashboard import cache, state
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")

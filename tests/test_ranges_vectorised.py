@@ -13,8 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from core.base import by_tag
-from core.config import RabitConfig
-from core.serving import batch_sweep
+from core.config import RabitConfig, problems
 from core.decision import (
     at_bound,
     batch_band,
@@ -27,7 +26,7 @@ from core.decision import (
     stack_models,
     with_assumption,
 )
-from core.config import problems
+from core.serving import batch_sweep
 
 # dense, MoE, sliding-window and MoE + sliding-window models; pipeline stages; TP across two nodes
 CASES = (

@@ -20,10 +20,18 @@ import pytest
 import cli.common
 import core.base.limits
 from cli.main import main
-from core.config import DEFAULT
 from core.base import BudgetExceeded, WorkBudget, next_budget, search_budget
-from core.decision import NextExperimentSpec, TrainingExperimentSpec, next_experiment, next_training_experiment
-from core.decision import Constraints, ServingGoal, recommend, recommend_training
+from core.config import DEFAULT
+from core.decision import (
+    Constraints,
+    NextExperimentSpec,
+    ServingGoal,
+    TrainingExperimentSpec,
+    next_experiment,
+    next_training_experiment,
+    recommend,
+    recommend_training,
+)
 from core.serving import SimSpec
 from executors import ProcessExecutor
 

@@ -20,12 +20,14 @@ from typing import Any, ClassVar, Self, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from core.base import DAY_S, choices
-from core.base import REGISTRY, Assumptions
 from core.base import (
     CONFIG_DOMAINS,
+    DAY_S,
     GROUP_DOMAINS,
     MAX_LINK_PARAM_CHARS,
+    REGISTRY,
+    Assumptions,
+    choices,
     in_domain,
     inflate,
     nearest,

@@ -30,14 +30,21 @@ import csv
 import io
 import json
 import math
-
-import numpy as np
 from typing import Any, Self
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from core.base import Admission, Arrival, LengthKind, SchedulerPolicy
-from core.base import GROUP_DOMAINS, MAX_JSON_DEPTH, in_domain, json_depth
+from core.base import (
+    GROUP_DOMAINS,
+    MAX_JSON_DEPTH,
+    Admission,
+    Arrival,
+    LengthKind,
+    SchedulerPolicy,
+    in_domain,
+    json_depth,
+)
 
 #: vLLM engine defaults (docs.vllm.ai, engine arguments): max_num_seqs = 256 and, for the V1
 #: OpenAI server on large GPUs, max_num_batched_tokens = 8192.

@@ -33,12 +33,12 @@ from core.decision.explain import (
     pareto_reasons,
 )
 from core.decision.goal import (
+    KV_FORMATS,
+    WEIGHT_FORMATS,
     Candidate,
     Constraints,
-    KV_FORMATS,
     Pick,
     ServingGoal,
-    WEIGHT_FORMATS,
     candidate_config,
     candidate_deployment,
     settings_of,
@@ -52,15 +52,6 @@ from core.decision.optimizer import (
     screen,
     screen_candidate,
     simulate_candidate,
-)
-from core.decision.training_experiment import (
-    TrainingExperimentSpec,
-    next_training_experiment,
-)
-from core.decision.training_optimizer import (
-    TrainingOption,
-    TrainingRecommendation,
-    recommend_training,
 )
 from core.decision.pick_ranges import (
     RecommendationRanges,
@@ -81,6 +72,15 @@ from core.decision.range_rule import (
     ranges_json,
     spread,
     with_assumption,
+)
+from core.decision.training_experiment import (
+    TrainingExperimentSpec,
+    next_training_experiment,
+)
+from core.decision.training_optimizer import (
+    TrainingOption,
+    TrainingRecommendation,
+    recommend_training,
 )
 from core.decision.uncertainty import (
     SimulationRanges,

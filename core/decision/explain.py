@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from core.base import REGISTRY, fmt_latency
-from core.decision.goal import SCREEN_UTILISATION, WEIGHT_FORMATS, Candidate, Constraints, ServingGoal, _F, worst_ratio
+from core.decision.goal import _F, SCREEN_UTILISATION, WEIGHT_FORMATS, Candidate, Constraints, ServingGoal, worst_ratio
 from core.serving import THRASH_REMEDIES
 
 

@@ -33,12 +33,12 @@ from core.catalog import GpuPrice, Price, gpu_price, unpriced
 from core.config import Deployment, RabitConfig, SimSpec, problems
 from core.decision.explain import Explanation, explain
 from core.decision.goal import (
+    _F,
     SCREEN_UTILISATION,
     Candidate,
     Constraints,
     Pick,
     ServingGoal,
-    _F,
     candidate_deployment,
     meets,
     worst_ratio,

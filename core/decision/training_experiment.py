@@ -15,7 +15,7 @@ from core import catalog
 from core.base import REGISTRY, WorkBudget, next_budget
 from core.catalog import Price
 from core.config import RabitConfig
-from core.decision.experiment import Experiment, Point, Progress, UncertainInput, _F, points
+from core.decision.experiment import _F, Experiment, Point, Progress, UncertainInput, points
 from core.decision.goal import Constraints
 from core.decision.measurement import training_measurement
 from core.decision.training_optimizer import TrainingOption, TrainingRecommendation, recommend_training

@@ -12,7 +12,7 @@ from core import catalog, training
 from core.base import WorkBudget, search_budget
 from core.catalog import Price, gpu_price
 from core.config import RabitConfig
-from core.decision.goal import Constraints, _F
+from core.decision.goal import _F, Constraints
 
 
 class TrainingOption(_F):

@@ -34,6 +34,7 @@ from core.decision.range_rule import (
 )
 from core.physics import ServingMemory, StepModel, serving_memory, training_memory
 from core.serving import (
+    SpeedSummary,
     decode,
     decode_times,
     mean_over_steps,
@@ -41,7 +42,6 @@ from core.serving import (
     prefill,
     prefill_numbers,
     replicas_of,
-    SpeedSummary,
     sim_spec,
     simulate,
     speed_summary,

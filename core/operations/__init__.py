@@ -5,10 +5,10 @@ The wing's face: it only hands on the names other wings and the edges use."""
 from __future__ import annotations
 
 from core.operations.diagnosis import (
-    Diagnosis,
-    Expectation,
     HISTOGRAMS,
     RULES,
+    Diagnosis,
+    Expectation,
     diagnose,
     expectation_of,
     measured_p95,

@@ -22,8 +22,8 @@ Metric names are the ones the servers expose:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 

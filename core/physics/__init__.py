@@ -8,11 +8,11 @@ from core.physics.collectives import (
     Collectives,
 )
 from core.physics.memory import (
-    fit_problems,
     ServingMemory,
     TrainingMemory,
     activation_bytes_per_layer,
     expert_params_total,
+    fit_problems,
     kv_bytes_per_token,
     kv_per_token_across_catalog,
     kv_shard,

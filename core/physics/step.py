@@ -31,15 +31,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from core import catalog
-from core.catalog import gpu_of
-from core.config import Deployment, resolve
-from core.catalog import CUDA_GRAPH_MAX_TOKENS
+from core.base import MS, Trace
+from core.catalog import CUDA_GRAPH_MAX_TOKENS, ModelArch, gpu_of
+from core.config import COMPUTE_PRECISION, Deployment, RabitConfig, resolve
 from core.physics.collectives import Collectives
-from core.config import COMPUTE_PRECISION, RabitConfig
 from core.physics.memory import SSM_STATE_BYTES, kv_bytes_per_token, kv_shard
-from core.catalog import ModelArch
-from core.base import Trace
-from core.base import MS
 
 __all__ = [
     "ACT_BYTES",

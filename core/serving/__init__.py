@@ -9,25 +9,25 @@ from core.serving.acceptance import (
     expected_tokens_per_pass,
 )
 from core.serving.sim.metrics import (
-    Percentiles,
     THRASH_REMEDIES,
+    Percentiles,
 )
 from core.serving.sim.timing import (
     LinearTiming,
     self_check,
 )
 from core.serving.simulation import (
-    Capacity,
     DEFAULT_RATE_FRACTION,
     DONE,
-    Lengths,
     REJECTED,
+    SWEEP_REQUESTS,
+    TIMED_OUT,
+    Capacity,
+    Lengths,
     SimResult,
     SimSpec,
     Summary,
-    TIMED_OUT,
     default_rate,
-    SWEEP_REQUESTS,
     knee_rates,
     knee_sweep,
     kv_pool,

@@ -19,22 +19,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.config import RabitConfig
-from core.base import WorkBudget
-from core.physics import serving_memory
+from core.base import NO_TRACE, WorkBudget
+from core.catalog import model_of
+from core.config import LOAD_FIELDS, Draws, Lengths, RabitConfig, SimSpec, parse_trace
+from core.physics import StepModel, serving_memory
 from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Pool
 from core.serving.sim.metrics import MIN_N_P95, MIN_N_P99, Percentiles, Summary, summarise
 from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
-from core.config import LOAD_FIELDS, Draws, Lengths, SimSpec, parse_trace
-from core.physics import StepModel
-from core.base import NO_TRACE
-from core.catalog import model_of
 
 __all__ = [
     "SimSpec",

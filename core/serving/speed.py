@@ -52,24 +52,23 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from core import catalog
-from core.serving import acceptance as spec
-from core.physics import Collectives
+from core.base import NO_TRACE, US, Step, Trace, fmt_time
+from core.catalog import ModelArch, fabric_of, gpu_of, model_of
 from core.config import COMPUTE_PRECISION, RabitConfig
-from core.physics import kv_bytes_per_token, kv_shard
 from core.physics import (  # noqa: F401 - ACT_BYTES, StepModel, effective_peak_flop_per_s stay importable from here
     ACT_BYTES,
+    Collectives,
     IterationParts,
     StepModel,
     consts,
     effective_peak_flop_per_s,
     iteration,
+    kv_bytes_per_token,
+    kv_shard,
     record_iteration,
     record_weights_read,
 )
-from core.catalog import ModelArch
-from core.base import NO_TRACE, Step, Trace
-from core.base import US, fmt_time
-from core.catalog import fabric_of, gpu_of, model_of
+from core.serving import acceptance as spec
 
 #: The textbook example's efficiencies, used only to rebuild the textbook chain for comparison.
 TEXTBOOK_MBU = 0.8
