@@ -125,34 +125,40 @@ class NextExperiment(_F):
 
 # --- inputs and points ------------------------------------------------------------------------------------
 
+#: What each per-GPU input is, in words (the label says on which GPU kind).
+INPUT_LABELS: dict[str, str] = {
+    "decode": "Decode efficiency (memory-bandwidth utilisation)",
+    "prefill": "Prefill efficiency (compute-efficiency ceiling)",
+    "comm": "Communication efficiency (collective bus bandwidth / link peak)",
+    "train": "Training efficiency (MFU ceiling)",
+}
+
+
+def assumption_input(kind: InputKind, gpu: str, name: str, base: float) -> UncertainInput:
+    """A per-GPU input: assumption ``name`` on GPU kind ``gpu``, at ``base`` now, across its registry range."""
+    info = REGISTRY[name]
+    return UncertainInput(
+        key=f"{kind}:{gpu}",
+        kind=kind,
+        gpu=gpu,
+        label=f"{INPUT_LABELS[kind]} on {gpu}",
+        base=base,
+        low=info.low,
+        high=info.high,
+        unit=info.unit,
+        source=info.source,
+    )
+
 
 def uncertain_inputs(spec: NextExperimentSpec, baseline: Recommendation) -> tuple[UncertainInput, ...]:
     """The inputs to move: three per priced GPU kind the optimizer considered, then the workload."""
     goal = spec.goal
     kinds = sorted({c.gpu for c in baseline.candidates if c.usd_per_gpu_hour is not None})
-    out: list[UncertainInput] = []
-    for kind in ("decode", "prefill", "comm"):
-        name = ASSUMPTION_OF[kind]
-        info = REGISTRY[name]
-        what = {
-            "decode": "Decode efficiency (memory-bandwidth utilisation)",
-            "prefill": "Prefill efficiency (compute-efficiency ceiling)",
-            "comm": "Communication efficiency (collective bus bandwidth / link peak)",
-        }[kind]
-        for g in kinds:
-            out.append(
-                UncertainInput(
-                    key=f"{kind}:{g}",
-                    kind=kind,
-                    gpu=g,
-                    label=f"{what} on {g}",
-                    base=getattr(goal.assumptions_for(g), name),
-                    low=info.low,
-                    high=info.high,
-                    unit=info.unit,
-                    source=info.source,
-                )
-            )
+    out = [
+        assumption_input(kind, g, ASSUMPTION_OF[kind], getattr(goal.assumptions_for(g), ASSUMPTION_OF[kind]))
+        for kind in ("decode", "prefill", "comm")
+        for g in kinds
+    ]
     i_mean, o_mean = goal.workload.mean_lengths()
     if goal.workload.trace is None:
         for kind, mean, frac, label in (

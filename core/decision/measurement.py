@@ -111,16 +111,8 @@ def measurement(
             f"curl -sG http://PROMETHEUS:9090/api/v1/query --data-urlencode {shlex.quote('query=' + q)}"
             f"  # {metric[1]} over the last hour of production traffic (or count it in your request logs)"
         )
-        return {
-            "measurement": f"read the {metric[1]} from production traffic or request logs (no GPU time)",
-            "gpu": None,
-            "gpus": 0,
-            "duration_s": 0.0,
-            "gpu_hours": 0.0,
-            "cost_usd": 0.0,
-            "command": cmd,
-            "then": "Enter the measured value as the analysis's input and re-run.",
-        }
+        what = f"read the {metric[1]} from production traffic or request logs (no GPU time)"
+        return _held(what, None, 0, 0.0, 0.0, cmd, "Enter the measured value as the analysis's input and re-run.")
     assert inp.gpu is not None
     n, tp, pp, w, kv, replicas = _replica_on(inp.gpu, baseline, flips)
     price = gpu_price(inp.gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
@@ -162,25 +154,44 @@ def measurement(
         )
     else:  # comm
         n = tp if tp >= 2 else max(2, min(8, catalog.gpu(inp.gpu).scale_up_domain))
-        dur = NCCL_SWEEP_S
-        tool = "rccl-tests" if catalog.gpu(inp.gpu).vendor == "amd" else "nccl-tests"
-        cmd = (
-            f"./build/all_reduce_perf -b 8 -e 1G -f 2 -g {n}  # {tool}, one node of {inp.gpu}; "
-            "busbw at 1 GiB / link peak pins the communication efficiency"
-        )
-        what = f"{tool} all_reduce_perf on {n} x {inp.gpu} (the tensor-parallel group's fabric)"
-        then = "Enter busbw / link peak as the communication efficiency (assumption comm_bw_eff) and re-run."
-    gpu_hours = n * dur / 3600.0
+        dur, cmd, then = NCCL_SWEEP_S, allreduce_command(inp.gpu, n), ALLREDUCE_THEN
+        what = f"{_collectives_tool(inp.gpu)} all_reduce_perf on {n} x {inp.gpu} (the tensor-parallel group's fabric)"
+    return _held(what, inp.gpu, n, dur, usd, cmd, then)
+
+
+def _held(
+    what: str, gpu: str | None, gpus: int, duration_s: float, usd_per_gpu_hour: float, cmd: str, then: str
+) -> dict:
+    """A measurement's fields: what it is, the GPUs it holds for how long, their GPU-hours and cost, the command,
+    and what to do with the output."""
+    gpu_hours = gpus * duration_s / 3600.0
     return {
         "measurement": what,
-        "gpu": inp.gpu,
-        "gpus": n,
-        "duration_s": dur,
+        "gpu": gpu,
+        "gpus": gpus,
+        "duration_s": duration_s,
         "gpu_hours": gpu_hours,
-        "cost_usd": gpu_hours * usd,
+        "cost_usd": gpu_hours * usd_per_gpu_hour,
         "command": cmd,
         "then": then,
     }
+
+
+#: What to do with an all-reduce sweep's output.
+ALLREDUCE_THEN = "Enter busbw / link peak as the communication efficiency (assumption comm_bw_eff) and re-run."
+
+
+def _collectives_tool(gpu: str) -> str:
+    return "rccl-tests" if catalog.gpu(gpu).vendor == "amd" else "nccl-tests"
+
+
+def allreduce_command(gpu: str, gpus: int) -> str:
+    """An all-reduce sweep from 8 B to 1 GiB on ``gpus`` GPUs of one node (nccl-tests, or rccl-tests on AMD): its
+    bus bandwidth at 1 GiB over the link peak is the communication efficiency."""
+    return (
+        f"./build/all_reduce_perf -b 8 -e 1G -f 2 -g {gpus}  # {_collectives_tool(gpu)}, one node of {gpu}; "
+        "busbw at 1 GiB / link peak pins the communication efficiency"
+    )
 
 
 def training_step_command(model: str, gpus: int, tp: int, pp: int, seq_len: int, micro_batch: int = 1) -> str:
@@ -196,8 +207,7 @@ def training_measurement(inp: UncertainInput, cfg: RabitConfig, cons: Constraint
     """The benchmark that pins a training input down (one node of its GPU kind): the training step's MFU, or the
     all-reduce bus bandwidth; command, GPUs held, duration, GPU-hours and cost."""
     gpu = inp.gpu or ""
-    spec_g = catalog.gpu(gpu)
-    node = spec_g.gpus_per_node
+    node = catalog.gpu(gpu).gpus_per_node
     price = gpu_price(gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
     usd = price.usd_per_gpu_hour if price else 0.0
     if inp.key.startswith("train:"):
@@ -219,21 +229,6 @@ def training_measurement(inp: UncertainInput, cfg: RabitConfig, cons: Constraint
         )
         then = "Enter the measured MFU as the training efficiency (assumption mfu_train) and re-run."
     else:
-        tool = "rccl-tests" if spec_g.vendor == "amd" else "nccl-tests"
-        cmd = (
-            f"./build/all_reduce_perf -b 8 -e 1G -f 2 -g {node}  # {tool}, one node of {inp.gpu}; busbw at "
-            "1 GiB / link peak pins the communication efficiency"
-        )
-        dur, what = NCCL_SWEEP_S, f"{tool} all_reduce_perf on one node of {node} x {inp.gpu}"
-        then = "Enter busbw / link peak as the communication efficiency (assumption comm_bw_eff) and re-run."
-    gh = node * dur / 3600.0
-    return {
-        "measurement": what,
-        "gpu": inp.gpu,
-        "gpus": node,
-        "duration_s": dur,
-        "gpu_hours": gh,
-        "cost_usd": gh * usd,
-        "command": cmd,
-        "then": then,
-    }
+        dur, cmd, then = NCCL_SWEEP_S, allreduce_command(gpu, node), ALLREDUCE_THEN
+        what = f"{_collectives_tool(gpu)} all_reduce_perf on one node of {node} x {inp.gpu}"
+    return _held(what, inp.gpu, node, dur, usd, cmd, then)

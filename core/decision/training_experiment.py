@@ -12,10 +12,10 @@ import math
 from pydantic import Field
 
 from core import catalog
-from core.base import REGISTRY, WorkBudget, next_budget
+from core.base import WorkBudget, next_budget
 from core.catalog import Price
 from core.config import RabitConfig
-from core.decision.experiment import _F, Experiment, Point, Progress, UncertainInput, points
+from core.decision.experiment import _F, Experiment, Point, Progress, assumption_input, points
 from core.decision.goal import Constraints
 from core.decision.measurement import training_measurement
 from core.decision.training_optimizer import TrainingOption, TrainingRecommendation, recommend_training
@@ -98,28 +98,11 @@ def next_training_experiment(
         r = recommend_training(moved, spec.deadline_s, one, prices, budget=wb)
         return r.options[0] if r.options else None
 
-    inputs: list[UncertainInput] = []
-    for kind in ("train", "comm"):
-        name = TRAIN_ASSUMPTION_OF[kind]
-        info = REGISTRY[name]
-        what = {
-            "train": "Training efficiency (MFU ceiling)",
-            "comm": "Communication efficiency (collective bus bandwidth / link peak)",
-        }[kind]
-        for g in sorted(by_kind):
-            inputs.append(
-                UncertainInput(
-                    key=f"{kind}:{g}",
-                    kind=kind,
-                    gpu=g,
-                    label=f"{what} on {g}",
-                    base=getattr(cfg.assumptions, name),
-                    low=info.low,
-                    high=info.high,
-                    unit=info.unit,
-                    source=info.source,
-                )
-            )
+    inputs = [
+        assumption_input(kind, g, TRAIN_ASSUMPTION_OF[kind], getattr(cfg.assumptions, TRAIN_ASSUMPTION_OF[kind]))
+        for kind in ("train", "comm")
+        for g in sorted(by_kind)
+    ]
     plan = [(inp, points(inp, spec.points_per_side)) for inp in inputs]
     total = sum(len(v) for _, v in plan)
     done = 0

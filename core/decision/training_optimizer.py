@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from core import catalog, training
-from core.base import WorkBudget, search_budget
+from core.base import WorkBudget, fmt_days, search_budget
 from core.catalog import Price, gpu_price
 from core.config import RabitConfig
 from core.decision.goal import _F, Constraints
@@ -109,12 +109,11 @@ def recommend_training(
                 price_basis=price.basis,
                 mfu=pt.mfu,
                 meets_deadline=bool(meeting),
-                note="" if meeting else f"fastest is {pt.wall_clock_s / 86400:.3g} days on {pt.gpus:,} GPUs",
+                note="" if meeting else f"fastest is {fmt_days(pt.wall_clock_s)} on {pt.gpus:,} GPUs",
             )
         )
     options.sort(key=lambda o: (not o.meets_deadline, o.cost_usd if o.meets_deadline else o.wall_clock_s))
     best = options[0] if options and options[0].meets_deadline else None
-    days = deadline_s / 86400
     if best is None:
         fastest = min(options, key=lambda o: o.wall_clock_s) if options else None
         return TrainingRecommendation(
@@ -123,9 +122,9 @@ def recommend_training(
             recommendation=None,
             options=tuple(options),
             skipped=tuple(skipped),
-            summary=f"No priced GPU kind finishes within {days:.3g} days"
+            summary=f"No priced GPU kind finishes within {fmt_days(deadline_s)}"
             + (
-                f"; the fastest is {fastest.gpus:,} x {fastest.gpu} at {fastest.wall_clock_s / 86400:.3g} days"
+                f"; the fastest is {fastest.gpus:,} x {fastest.gpu} at {fmt_days(fastest.wall_clock_s)}"
                 if fastest
                 else ""
             ),
@@ -146,7 +145,7 @@ def recommend_training(
         options=tuple(options),
         skipped=tuple(skipped),
         summary=(
-            f"Train on {best.gpus:,} x {best.gpu} ({best.layout}): {best.wall_clock_s / 86400:.3g} days expected "
+            f"Train on {best.gpus:,} x {best.gpu} ({best.layout}): {fmt_days(best.wall_clock_s)} expected "
             f"with failures, {best.gpu_hours:,.0f} GPU-hours, ${best.cost_usd:,.0f} at {best.price_basis}"
         ),
         why_gpu=why,
