@@ -100,3 +100,41 @@ def test_an_abandoned_map_leaves_no_worker():
     assert next(it) == 0
     it.close()
     assert _alive() == []
+
+
+class PicklingExecutor:
+    """Runs each task from its pickled form and hands back the pickled result, as an executor on other
+    machines would (issue 24's distributed engine): what a task reads must travel with it."""
+
+    def map(self, fn, tasks):
+        import pickle
+
+        for t in tasks:
+            f, arg = pickle.loads(pickle.dumps((fn, t)))
+            yield pickle.loads(pickle.dumps(f(arg)))
+
+
+def test_the_next_experiment_is_the_same_whichever_executor_runs_it():
+    from core.catalog import parse_prices
+    from core.decision import Constraints, NextExperimentSpec, ServingGoal, next_experiment
+    from core.serving import Lengths, SimSpec
+
+    header = "gpu,provider,kind,usd_per_gpu_hour,region,source,as_of,verification\n"
+    prices = parse_prices(
+        header
+        + "h100-sxm,test,on-demand,1.0,x,crafted,2026-11-30,S\nh200-sxm,test,on-demand,1.1,x,crafted,2026-11-30,S\n"
+    )
+    goal = ServingGoal(
+        model="llama-3.1-8b",
+        rate_per_s=20.0,
+        workload=SimSpec(num_requests=200, input=Lengths(mean=512), output=Lengths(mean=128)),
+        p95_ttft_s=1.0,
+    )
+    cons = Constraints(
+        gpus_allowed=("h100-sxm", "h200-sxm"), weights_allowed=("bf16",), kv_allowed=("bf16",), max_simulations=3
+    )
+    spec = NextExperimentSpec(goal=goal, constraints=cons, points_per_side=1)
+    runs = [next_experiment(spec, prices, executor=ex) for ex in (SERIAL, PicklingExecutor(), ProcessExecutor(2))]
+    dumps = [r.model_dump_json() for r in runs]
+    assert dumps[0] == dumps[1] == dumps[2]
+    assert _alive() == []

@@ -18,6 +18,7 @@ from core import catalog
 from core.base import Assumptions, choices
 from core.catalog import ModelArch
 from core.config import DEFAULT, Deployment, RabitConfig, SimSpec, Targets, Workload, resolve
+from core.serving import sim_spec
 
 #: Target utilisation of each replica when sizing the replica count in closed form: queues need headroom
 #: (M/D/1 waiting time grows as rho / (1 - rho); at 0.8 the queue stays short against second-scale targets).
@@ -166,8 +167,6 @@ class ServingGoal(_F):
     def from_config(cls, cfg: RabitConfig) -> ServingGoal:
         """The goal the shared config describes: its workload (with ``targets.requests_per_simulation``
         requests per simulation), p95 targets and the settings every candidate inherits."""
-        from core.serving import sim_spec
-
         t = cfg.targets
         spec = sim_spec(cfg).with_(num_requests=t.requests_per_simulation, duration_s=None)
         return cls(
