@@ -18,11 +18,13 @@ from core.base import (
     MAX_TABLE_BYTES,
     BudgetExceeded,
     PayloadError,
+    by_tag,
     choices,
     fmt_bytes,
     fmt_days,
     fmt_num,
     fmt_time,
+    fmt_value,
 )
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, ENGINE_LABELS, CatalogError
 from core.decision import COMPARABLE_RULE, Constraints, ServingGoal
@@ -55,7 +57,13 @@ __all__ = [
     "fmt_days",
     "fmt_num",
     "fmt_time",
+    "fmt_value",
+    "VIDEO_ASSUMPTIONS",
 ]
+
+
+#: The efficiency assumptions a video request's numbers move with (the Video generation page's sources table).
+VIDEO_ASSUMPTIONS = by_tag("video")
 
 
 def __getattr__(name: str) -> Any:

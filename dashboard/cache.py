@@ -12,7 +12,8 @@ import streamlit as st
 from connectors import prometheus
 from core import catalog, decision, operations, physics, serving, training
 from core.base import decode_text
-from core.config import RabitConfig, resolve, training_goal_args
+from core.config import RabitConfig, resolve, resolve_video, training_goal_args
+from core.config import video_problems as video_problems_of
 from executors import ProcessExecutor
 
 # --- the catalog's listings and the inputs a page reads from uploads ----------------------------------------------
@@ -28,6 +29,18 @@ def gpu_slugs() -> tuple[str, ...]:
 def catalog_prices() -> tuple:
     """The catalog's price list."""
     return tuple(catalog.prices())
+
+
+@st.cache_data(show_spinner=False)
+def diffusion_models() -> tuple[str, ...]:
+    """The catalog's diffusion models, sorted (the Video generation page's model choices)."""
+    return tuple(sorted(catalog.diffusion_models()))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def diffusion_model(slug: str) -> catalog.DiffusionModel:
+    """One diffusion model of the catalog (its name, kind and default frame rate for the page's labels)."""
+    return catalog.diffusion_model(slug)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -484,3 +497,41 @@ def figure(build, *args, **kwargs):
     of a page's own cost once its numbers are cached. The figure is shared, so a caller draws it and never
     changes it (``st.plotly_chart`` copies it before sending)."""
     return _shared_figure(f"{build.__module__}.{build.__qualname__}", build, args, kwargs)
+
+
+# --- video generation (issue 23) ---------------------------------------------------------------------------------
+
+
+@st.cache_data(max_entries=64, show_spinner="Sizing the video request and its queue ...")
+def video_report(cfg: RabitConfig) -> decision.VideoReport:
+    """The request, its ranges and (with a rate) the queue: the same function as ``rabit video``."""
+    return decision.video_report(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def video_speedup(cfg: RabitConfig) -> tuple:
+    """Speed-up of the request against its GPU count in each layout it allows."""
+    return serving.parallel_speedup(resolve_video(cfg))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def video_knees(cfg: RabitConfig) -> dict[str, int | None]:
+    """Each layout's first GPU count at which communication is no longer hidden (None: hidden throughout)."""
+    pts = video_speedup(cfg)
+    return {mode: serving.stops_hiding(pts, mode) for mode in dict.fromkeys(p.mode for p in pts)}
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def video_rate_sweep(cfg: RabitConfig, fractions: tuple[float, ...]) -> tuple:
+    return decision.rate_sweep(cfg, fractions)
+
+
+@st.cache_data(max_entries=16, show_spinner="Searching GPU kinds, GPUs per request and replicas ...")
+def video_recommendation(cfg: RabitConfig, prices: tuple) -> decision.VideoRecommendation:
+    return decision.recommend_video(cfg, prices)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def video_problems(cfg: RabitConfig) -> tuple:
+    """What is wrong with the config's video request, by field (core.config.video_problems)."""
+    return tuple(video_problems_of(cfg))

@@ -30,6 +30,12 @@ from core.config.settings import (
     to_query,
     training_goal_args,
 )
+from core.config.video import (
+    VideoDeployment,
+    VideoRequest,
+    resolve_video,
+    video_problems,
+)
 from core.config.workload import (
     LOAD_FIELDS,
     Draws,
@@ -53,6 +59,8 @@ __all__ = [
     "ServingLoad",
     "SimSpec",
     "Targets",
+    "VideoDeployment",
+    "VideoRequest",
     "WEIGHT_BYTES",
     "Workload",
     "as_deployment",
@@ -64,6 +72,8 @@ __all__ = [
     "parse_trace",
     "problems",
     "resolve",
+    "resolve_video",
     "to_query",
     "training_goal_args",
+    "video_problems",
 ]

@@ -34,6 +34,7 @@ from core.base import (
     parse_json,
 )
 from core.catalog import ModelArch
+from core.config.video import VideoRequest
 from core.config.workload import DEFAULT_INPUT_TOKENS, DEFAULT_LENGTH_SPREAD, DEFAULT_OUTPUT_TOKENS, ServingLoad
 
 # The choices and the format facts live in core.base.choices; re-exported here for the callers that import them
@@ -211,6 +212,8 @@ class RabitConfig(BaseModel):
     training: TrainingRun = TrainingRun()
     experiment: WorkloadSpread = WorkloadSpread()
     predicted: Predicted = Predicted()
+    # a video (or image) generation request (core.config.video)
+    video: VideoRequest = VideoRequest()
     # assumptions
     assumptions: Assumptions = Assumptions()
 
@@ -279,6 +282,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "training": TrainingRun,
     "experiment": WorkloadSpread,
     "predicted": Predicted,
+    "video": VideoRequest,
 }
 #: Nested objects that travel as one compressed blob.
 _BLOBS = ("custom_model", "assumptions")

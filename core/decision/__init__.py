@@ -104,6 +104,21 @@ from core.decision.validation import (
     VALIDATION_DIR,
     run,
 )
+from core.decision.video import (
+    QUEUE_KEYS,
+    VIDEO_KEYS,
+    VideoOption,
+    VideoRecommendation,
+    VideoReport,
+    price_of,
+    queue_spec,
+    rate_sweep,
+    recommend_video,
+    video_report,
+)
+from core.decision.video import (
+    ranges_of as video_ranges_of,
+)
 
 __all__ = [
     "Bound",
@@ -117,6 +132,7 @@ __all__ = [
     "NextExperiment",
     "NextExperimentSpec",
     "Pick",
+    "QUEUE_KEYS",
     "Range",
     "Recommendation",
     "RecommendationRanges",
@@ -131,6 +147,10 @@ __all__ = [
     "TrainingRecommendation",
     "UncertainInput",
     "VALIDATION_DIR",
+    "VIDEO_KEYS",
+    "VideoOption",
+    "VideoRecommendation",
+    "VideoReport",
     "WEIGHT_FORMATS",
     "analysis_headline",
     "analysis_headline_ranges",
@@ -162,9 +182,13 @@ __all__ = [
     "points",
     "predict",
     "prediction_ranges",
+    "price_of",
+    "queue_spec",
     "ranges_json",
+    "rate_sweep",
     "recommend",
     "recommend_training",
+    "recommend_video",
     "recommendation_ranges",
     "rerun",
     "residuals_of",
@@ -183,5 +207,7 @@ __all__ = [
     "training_ranges",
     "training_spread",
     "uncertain_inputs",
+    "video_ranges_of",
+    "video_report",
     "with_assumption",
 ]

@@ -36,6 +36,19 @@ from core.physics.step import (
     record_iteration,
     record_weights_read,
 )
+from core.physics.video import (
+    VideoEstimate,
+    latent_shape,
+    linear_flop_per_token,
+    vae_cache_bytes,
+    vae_decode_flop,
+)
+from core.physics.video import (
+    estimate as video_estimate,
+)
+from core.physics.video import (
+    quick as video_quick,
+)
 
 __all__ = [
     "fit_problems",
@@ -45,6 +58,7 @@ __all__ = [
     "ServingMemory",
     "StepModel",
     "TrainingMemory",
+    "VideoEstimate",
     "activation_bytes_per_layer",
     "consts",
     "effective_peak_flop_per_s",
@@ -53,6 +67,8 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_per_token_across_catalog",
     "kv_shard",
+    "latent_shape",
+    "linear_flop_per_token",
     "lora_params",
     "per_query_head_kv_reads",
     "record_iteration",
@@ -64,4 +80,8 @@ __all__ = [
     "training_memory_by_zero",
     "training_memory_for",
     "training_memory_parts",
+    "vae_cache_bytes",
+    "vae_decode_flop",
+    "video_estimate",
+    "video_quick",
 ]
