@@ -10,8 +10,7 @@ import time
 import numpy as np
 
 from core.config import RabitConfig
-from core.serving import StepModel, speed_summary
-from core.serving import batch_sweep, default_batches
+from core.serving import StepModel, batch_sweep, default_batches, speed_summary
 
 TARGET = ">= 1e5 /s"
 

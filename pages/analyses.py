@@ -154,7 +154,9 @@ else:
         st.caption(
             f"{len(a.runs)} measured run(s) and {len(a.logs)} engine start-up log(s) attached"
             + (
-                " (" + "; ".join(plain(f"{lg['name']}: {lg['engine']} {lg['log'].version}", 200) for lg in a.logs[-3:]) + ")"
+                " ("
+                + "; ".join(plain(f"{lg['name']}: {lg['engine']} {lg['log'].version}", 200) for lg in a.logs[-3:])
+                + ")"
                 if a.logs
                 else ""
             )

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from core import catalog
-from core.physics import Collectives
 from core.config import RabitConfig
+from core.physics import Collectives
 from core.serving import StepModel
 
 EFF, BASE = 0.8, 8e-6  # comm_bw_eff and collective_base_us at their base values

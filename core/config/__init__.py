@@ -18,9 +18,9 @@ from core.config.settings import (
     DEFAULT,
     GROUPS,
     KV_BYTES,
+    WEIGHT_BYTES,
     RabitConfig,
     Targets,
-    WEIGHT_BYTES,
     Workload,
     describe_validation_error,
     error_text,
@@ -37,8 +37,10 @@ from core.config.video import (
     video_problems,
 )
 from core.config.workload import (
+    LOAD_FIELDS,
     Draws,
     Lengths,
+    ServingLoad,
     SimSpec,
     parse_trace,
 )
@@ -51,8 +53,10 @@ __all__ = [
     "Draws",
     "GROUPS",
     "KV_BYTES",
+    "LOAD_FIELDS",
     "Lengths",
     "RabitConfig",
+    "ServingLoad",
     "SimSpec",
     "Targets",
     "VideoDeployment",

@@ -10,11 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.base import Assumptions
-from core.catalog import Fabric, GpuSpec, fabric_of, gpu_of, model_of
-from core.base import KV_BYTES, WEIGHT_BYTES
+from core.base import KV_BYTES, WEIGHT_BYTES, Assumptions
+from core.catalog import Fabric, GpuSpec, ModelArch, fabric_of, gpu_of, model_of
 from core.config.settings import RabitConfig
-from core.catalog import ModelArch
 
 
 @dataclass(frozen=True, eq=False)

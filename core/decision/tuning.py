@@ -365,8 +365,8 @@ def tune(
 
 def final_ranges(plan: TuningPlan) -> dict:
     """Heuristic ranges of the final KV tokens and concurrency: the final flags, each serving-memory assumption
-    alone at its bounds (:func:`core.decision.uncertainty.spread`); the memory share is a flag, so it stays."""
-    from core.decision.uncertainty import spread
+    alone at its bounds (:func:`core.decision.range_rule.spread`); the memory share is a flag, so it stays."""
+    from core.decision.range_rule import spread
 
     flags = plan.final.flags()
 

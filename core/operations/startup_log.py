@@ -42,8 +42,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from core.base import MAX_LOG_BYTES, PayloadError, decode_text
-from core.base import GiB
+from core.base import MAX_LOG_BYTES, GiB, PayloadError, decode_text
 
 Engine = Literal["vllm", "sglang"]
 Phase = Literal["start-up", "under load"]

@@ -8,11 +8,11 @@ from core.physics.collectives import (
     Collectives,
 )
 from core.physics.memory import (
-    fit_problems,
     ServingMemory,
     TrainingMemory,
     activation_bytes_per_layer,
     expert_params_total,
+    fit_problems,
     kv_bytes_per_token,
     kv_per_token_across_catalog,
     kv_shard,
@@ -25,15 +25,6 @@ from core.physics.memory import (
     training_memory_for,
     training_memory_parts,
 )
-from core.physics.video import (
-    VideoEstimate,
-    estimate as video_estimate,
-    latent_shape,
-    linear_flop_per_token,
-    quick as video_quick,
-    vae_cache_bytes,
-    vae_decode_flop,
-)
 from core.physics.step import (
     ACT_BYTES,
     IterationParts,
@@ -44,6 +35,19 @@ from core.physics.step import (
     per_query_head_kv_reads,
     record_iteration,
     record_weights_read,
+)
+from core.physics.video import (
+    VideoEstimate,
+    latent_shape,
+    linear_flop_per_token,
+    vae_cache_bytes,
+    vae_decode_flop,
+)
+from core.physics.video import (
+    estimate as video_estimate,
+)
+from core.physics.video import (
+    quick as video_quick,
 )
 
 __all__ = [

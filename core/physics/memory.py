@@ -26,13 +26,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.catalog import GpuSpec
-from core.config import RabitConfig
-from core.config import Deployment, Problem, as_deployment
-from core.catalog import ModelArch
-from core.base import NO_TRACE, Step, Trace
-from core.base import GiB
-from core.catalog import gpu_of, model_of
+from core.base import NO_TRACE, GiB, Step, Trace
+from core.catalog import GpuSpec, ModelArch, gpu_of, model_of
+from core.config import Deployment, Problem, RabitConfig, as_deployment
 
 #: Bytes per parameter of a QLoRA NF4 base with double-quantised scales (Dettmers et al.,
 #: arXiv 2305.14314 sec. 3: 4-bit NF4 + 0.127 bit of scales per parameter).

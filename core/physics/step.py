@@ -25,20 +25,17 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from core import catalog
-from core.catalog import gpu_of
-from core.config import Deployment, resolve
-from core.catalog import CUDA_GRAPH_MAX_TOKENS
+from core.base import MS, Trace
+from core.catalog import CUDA_GRAPH_MAX_TOKENS, ModelArch, gpu_of
+from core.config import COMPUTE_PRECISION, Deployment, RabitConfig, resolve
 from core.physics.collectives import Collectives
-from core.config import COMPUTE_PRECISION, RabitConfig
 from core.physics.memory import SSM_STATE_BYTES, kv_bytes_per_token, kv_shard
-from core.catalog import ModelArch
-from core.base import Trace
-from core.base import MS
 
 __all__ = [
     "ACT_BYTES",
@@ -289,6 +286,8 @@ class StepModel:
             m = self.model
             touched = m.num_experts * (1.0 - (1.0 - m.experts_per_tok / m.num_experts) ** T)
         if f_e:  # each touched expert's GEMM sees t_e = T k / E_T rows: the tiling ramp per expert
+            rows: Any  # an array of rows per expert, or one float on the scalar path
+            eff_e: Any
             if arr:
                 rows = np.where(T > 0, T * m.experts_per_tok / np.maximum(touched, 1e-300), 1.0)
                 eff_e = np.maximum(rows / (rows + self.ramp_tokens), 1e-12)
@@ -355,6 +354,7 @@ class StepModel:
         is exact for decode. Scalars in, float out (pure Python, for the simulator's inner loop); arrays in,
         array out.
         """
+        T: Any  # one float on the simulator's scalar path, else an array
         if isinstance(tokens, _SCALAR) and isinstance(pairs, _SCALAR) and isinstance(kv_tokens, _SCALAR):
             T = float(tokens)
             t_cmp, t_mem, t_comm, t_k = self.stage_parts(T, float(pairs), float(kv_tokens))

@@ -52,24 +52,23 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from core import catalog
-from core.serving import acceptance as spec
-from core.physics import Collectives
+from core.base import NO_TRACE, US, Step, Trace, fmt_time
+from core.catalog import ModelArch, fabric_of, gpu_of, model_of
 from core.config import COMPUTE_PRECISION, RabitConfig
-from core.physics import kv_bytes_per_token, kv_shard
 from core.physics import (  # noqa: F401 - ACT_BYTES, StepModel, effective_peak_flop_per_s stay importable from here
     ACT_BYTES,
+    Collectives,
     IterationParts,
     StepModel,
     consts,
     effective_peak_flop_per_s,
     iteration,
+    kv_bytes_per_token,
+    kv_shard,
     record_iteration,
     record_weights_read,
 )
-from core.catalog import ModelArch
-from core.base import NO_TRACE, Step, Trace
-from core.base import US, fmt_time
-from core.catalog import fabric_of, gpu_of, model_of
+from core.serving import acceptance as spec
 
 #: The textbook example's efficiencies, used only to rebuild the textbook chain for comparison.
 TEXTBOOK_MBU = 0.8
@@ -309,7 +308,9 @@ def decode_times(sm: StepModel, b: int, I: int, N: int, points: int = MAX_DECODE
     return n, np.asarray(t, dtype=float)
 
 
-def _mean_over_steps(n: np.ndarray, t: np.ndarray, N: int) -> float:
+def mean_over_steps(n: np.ndarray, t: np.ndarray, N: int) -> float:
+    """The mean of N decode step times from their values ``t`` at steps ``n`` (:func:`decode_times`): the plain
+    mean when every step is there, else the trapezoid on the uniform grid [s]."""
     if len(n) == N:
         return float(t.mean())
     return float(((t[1:] + t[:-1]) / 2).mean())  # trapezoid on a uniform grid
@@ -323,7 +324,7 @@ def decode_numbers(sm: StepModel, cfg: RabitConfig, batch: int) -> _Decode:
     s_read, s_att = float(sm.kv_read_tokens(ctx)), float(sm.kv_read_tokens(ctx + 1))
     mid = iteration(sm, float(b), b * s_att, b * s_read)
     n, t = decode_times(sm, b, I, N)
-    return _Decode(batch, b, N, ctx, s_read, s_att, mid, _mean_over_steps(n, t, N), float(t[0]), float(t[-1]))
+    return _Decode(batch, b, N, ctx, s_read, s_att, mid, mean_over_steps(n, t, N), float(t[0]), float(t[-1]))
 
 
 def replicas_of(cfg: RabitConfig) -> int:

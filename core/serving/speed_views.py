@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
-from core.serving import acceptance as spec
-from core.physics import Collectives
+from core.base import NO_TRACE, US
+from core.catalog import fabric_of, gpu_of, model_of
 from core.config import COMPUTE_PRECISION, RabitConfig
-from core.physics import serving_memory
+from core.physics import Collectives, serving_memory
+from core.serving import acceptance as spec
 from core.serving.speed import (
     ACT_BYTES,
     TEXTBOOK_MBU,
@@ -30,16 +32,11 @@ from core.serving.speed import (
     TextbookComparison,
     decode_numbers,
     decode_times,
+    fmt_s,
     prefill_numbers,
     replicas_of,
     spec_numbers,
-    fmt_s,
 )
-from pydantic import BaseModel, ConfigDict
-
-from core.base import NO_TRACE
-from core.base import US
-from core.catalog import fabric_of, gpu_of, model_of
 
 # --- sweeps for the charts ---------------------------------------------------------------------------
 

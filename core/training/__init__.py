@@ -16,8 +16,8 @@ Every entry point takes a :class:`core.config.Deployment` (resolved once at the 
 
 from __future__ import annotations
 
-from core.training.reliability import daly_interval_s, goodput, mtbf_s, wall_clock_s
 from core.training.deadline import deadline_choice
+from core.training.flops import RECOMPUTES, Work, attention_pairs_per_token, flops_per_token, work
 from core.training.layout import (
     ACT_BYTES,
     COLLECTIVES_PER_LAYER,
@@ -39,6 +39,7 @@ from core.training.layout import (
     result_at,
     training_math,
 )
+from core.training.reliability import daly_interval_s, goodput, mtbf_s, wall_clock_s
 from core.training.search import (
     MAX_GPUS,
     MICRO_BATCHES,
@@ -54,7 +55,6 @@ from core.training.search import (
     layouts_at,
     plan,
 )
-from core.training.flops import RECOMPUTES, Work, attention_pairs_per_token, flops_per_token, work
 
 __all__ = [
     "daly_interval_s",

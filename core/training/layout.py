@@ -29,18 +29,20 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.base import choices
-from core.catalog import GpuSpec
-from core.physics import Collectives
-from core.config import RabitConfig
-from core.config import Deployment, as_deployment
-from core.training.reliability import goodput
-from core.physics import TrainingMemory, expert_params_total, lora_params, training_memory_for, training_memory_parts
-from core.catalog import ModelArch
-from core.physics import effective_peak_flop_per_s
-from core.base import Step, Trace
+from core.base import HOUR_S, MS, Step, Trace, choices
+from core.catalog import GpuSpec, ModelArch
+from core.config import Deployment, RabitConfig, as_deployment
+from core.physics import (
+    Collectives,
+    TrainingMemory,
+    effective_peak_flop_per_s,
+    expert_params_total,
+    lora_params,
+    training_memory_for,
+    training_memory_parts,
+)
 from core.training.flops import RECOMPUTES, attention_pairs_per_token, work
-from core.base import HOUR_S, MS
+from core.training.reliability import goodput
 
 __all__ = [
     "ACT_BYTES",

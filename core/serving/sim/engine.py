@@ -58,8 +58,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from core.base import WorkBudget
-from core.serving.sim.timing import ArrayTiming, LinearTiming
 from core.config import Draws, SimSpec
+from core.serving.sim.timing import ArrayTiming, LinearTiming
 
 INF = math.inf
 _EPS = 1e-9
