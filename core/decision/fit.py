@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from core.base import REGISTRY
-from core.decision.calibration import HEURISTIC_HIGH, HEURISTIC_LOW, LEVEL, predict
+from core.decision.calibration import HEURISTIC_HIGH, HEURISTIC_LOW, LEVEL, interval_multipliers, predict
 from core.operations import Run
 
 #: The assumptions the fit moves (the step model's efficiencies).
@@ -271,7 +271,7 @@ def compare_fit(
                 for j in others
                 if (v := used[j].value(m.metric)) is not None and m.metric in base[j]
             ]
-            factor = math.exp(statistics.fmean(rs)) if rs else 1.0
+            factor = math.exp(interval_multipliers(rs)[0]) if rs else 1.0  # the spec's factor: exp(mean r)
             rows.append(
                 CompareRow(
                     label=held.label,
