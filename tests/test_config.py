@@ -195,5 +195,5 @@ def test_a_config_resolves_once_into_a_hashable_deployment():
     dep = resolve(cfg)
     assert dep.model.slug == "mixtral-8x7b" and dep.gpu.memory_bytes > 0 and dep.weight_bytes_per_param == 1.0
     assert dep == resolve(cfg) and hash(dep) == hash(resolve(cfg)) and dep != resolve(cfg.with_(tp=1))
-    # the formulas take the deployment: the same constants as from the config
-    assert StepModel.from_deployment(dep) == StepModel.from_config(cfg)
+    # the formulas take the deployment: resolving the same config again gives the same constants
+    assert StepModel.from_deployment(dep) == StepModel.from_deployment(resolve(cfg))

@@ -176,7 +176,7 @@ def test_amd_is_recommended_where_it_is_cheaper():
 
 
 # --- training runs ---------------------------------------------------------------------------------------
-from core.config import RabitConfig  # noqa: E402
+from core.config import RabitConfig, resolve  # noqa: E402
 from core.decision import recommend_training  # noqa: E402
 from core.catalog import gpu_price  # noqa: E402
 from core import catalog  # noqa: E402
@@ -254,7 +254,7 @@ def test_moe_serving_search_considers_expert_parallelism_with_its_all_to_alls():
     sms = {}
     for g in ("h100-sxm", "h100-pcie"):
         c = next(c for c in ep if c.gpu == g and c.tp == 8 and c.pp == 1)
-        sms[g] = StepModel.from_config(opt._config(goal, c))
+        sms[g] = StepModel.from_deployment(resolve(opt._config(goal, c)))
         assert sms[g].ar_per_iter == 94 and sms[g].a2a_per_iter == 188
     a2a = {g: sm.ep_a2a_alpha + sm.ep_a2a_beta * 64 for g, sm in sms.items()}
     assert a2a["h100-pcie"] > 2 * a2a["h100-sxm"] > 0

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from core import catalog
 from core.base import divisors
-from core.catalog import fabric_of, gpu_of, model_of  # noqa: F401 - re-exported for existing callers
+from core.config.deployment import gpu_of, model_of
 from core.config.settings import RabitConfig
 
 

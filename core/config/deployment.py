@@ -1,7 +1,8 @@
 """A config resolved once: the catalog entries it names, with its layout, precisions and assumptions.
 
 :func:`resolve` looks the model, GPU and fabric up once (at the edge: a cached wrapper, a CLI command)
-and the formulas take the result instead of looking them up again. A :class:`Deployment` is frozen and
+and the formulas take the result instead of looking them up again. These are the only catalog lookups
+in ``core`` (:func:`model_of`, :func:`gpu_of`, :func:`fabric_of`). A :class:`Deployment` is frozen and
 hashes and compares as the config it was resolved from, so it can key a cache.
 """
 
@@ -10,11 +11,25 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.base import Assumptions
-from core.catalog import Fabric, GpuSpec, fabric_of, gpu_of, model_of
-from core.base import KV_BYTES, WEIGHT_BYTES
+from core import catalog
+from core.base import KV_BYTES, WEIGHT_BYTES, Assumptions
+from core.catalog import Fabric, GpuSpec, ModelArch
 from core.config.settings import RabitConfig
-from core.catalog import ModelArch
+
+
+def model_of(cfg: RabitConfig) -> ModelArch:
+    """The architecture a config names: an uploaded config.json wins over the catalog slug."""
+    return cfg.custom_model if cfg.custom_model is not None else catalog.model(cfg.model)
+
+
+def gpu_of(cfg: RabitConfig) -> GpuSpec:
+    """The GPU a config names."""
+    return catalog.gpu(cfg.gpu)
+
+
+def fabric_of(cfg: RabitConfig) -> Fabric:
+    """The inter-node fabric a config names."""
+    return catalog.fabric(cfg.fabric)
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,6 +83,14 @@ class Deployment:
         if changes.keys() & _LOOKUP_FIELDS:
             return resolve(cfg)
         return replace(self, config=cfg)
+
+    def draft(self) -> Deployment:
+        """The speculative draft model (``config.draft_model``) on this deployment's GPUs: one stage, no expert
+        parallelism, and the largest TP that divides both this TP and the draft's heads."""
+        dm = catalog.model(self.config.draft_model)
+        tp = max(d for d in range(1, self.tp + 1) if self.tp % d == 0 and dm.splits_heads(d))
+        cfg = self.config.with_(model=self.config.draft_model, custom_model=None, tp=tp, pp=1, ep=1)
+        return replace(self, config=cfg, model=dm)
 
     def __hash__(self) -> int:
         return hash(self.config)

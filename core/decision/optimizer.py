@@ -32,7 +32,7 @@ from core import catalog
 from core.base import choices
 from core.catalog import Price
 from core.base import Assumptions
-from core.config import RabitConfig, Workload
+from core.config import RabitConfig, Workload, resolve
 from core.base import WorkBudget, search_budget
 from core.catalog import ModelArch
 from core.catalog import GpuPrice, gpu_price, unpriced
@@ -392,7 +392,7 @@ def _screen_one(
         return c.model_copy(update={"pruned": f"does not fit: {exc}"})
     if pool.blocks * pool.block < i_mean + o_mean:
         return c.model_copy(update={"pruned": "does not fit: KV pool smaller than one mean request"})
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     I = max(1, round(i_mean))
     ctx = i_mean + o_mean / 2
     ttft1 = float(sm.iteration_s(I, I * (I + 1) / 2, 0, 1))

@@ -35,7 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from core.base import REGISTRY, by_tag
-from core.config import RabitConfig
+from core.config import RabitConfig, resolve
 from core.base import Contribution, Range
 
 Bound = Literal["low", "base", "high"]
@@ -186,7 +186,7 @@ def step_model_screen(cfg: RabitConfig) -> Any:
     """Everything the step time reads from the config (the speed and simulation estimates depend on it)."""
     from core.serving import StepModel
 
-    return StepModel.from_config(cfg)
+    return StepModel.from_deployment(resolve(cfg))
 
 
 def serving_screen(cfg: RabitConfig) -> Any:
@@ -294,11 +294,11 @@ def bound_models(
     """
     from core.serving import StepModel
 
-    base = StepModel.from_config(cfg)
+    base = StepModel.from_deployment(resolve(cfg))
     out = []
     for n in names:
         for v in bound_values(n, getattr(cfg.assumptions, n), bounds):
-            sm = StepModel.from_config(with_assumption(cfg, n, v))
+            sm = StepModel.from_deployment(resolve(with_assumption(cfg, n, v)))
             if not _equal(sm, base):
                 out.append((n, v, sm))
     return base, tuple(out)

@@ -5,6 +5,7 @@ The wing's face: it only hands on the names other wings and the edges use."""
 from __future__ import annotations
 
 from core.physics.collectives import (
+    ACT_BYTES,
     Collectives,
 )
 from core.physics.memory import (
@@ -26,7 +27,6 @@ from core.physics.memory import (
     training_memory_parts,
 )
 from core.physics.step import (
-    ACT_BYTES,
     IterationParts,
     StepModel,
     consts,

@@ -37,7 +37,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.base import US
 from core.catalog import Fabric, GpuSpec
+from core.config import Deployment
+
+#: Bytes per element of the activations that TP all-reduces, EP all-to-alls and pipeline sends move (BF16).
+ACT_BYTES = 2.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,13 @@ class Collectives:
         dom = gpu.scale_up_domain
         domain = dom if dom > gpu.gpus_per_node else min(gpus_per_node, dom)
         return cls(gpu=gpu, fabric=fabric, domain=max(1, domain), bw_eff=bw_eff, base_s=base_s)
+
+    @classmethod
+    def of(cls, dep: Deployment) -> "Collectives":
+        """The collectives of a deployment's cluster: its GPU and fabric, GPUs per node, and the assumptions
+        ``comm_bw_eff`` (achieved share of the link bandwidth) and ``collective_base_us`` (launch cost)."""
+        a = dep.assumptions
+        return cls.for_cluster(dep.gpu, dep.fabric, dep.gpus_per_node, a.comm_bw_eff, a.collective_base_us * US)
 
     # --- levels ------------------------------------------------------------------------------------
     def intra(self, p) -> Level:

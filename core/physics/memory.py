@@ -19,6 +19,7 @@ calls it on scalars, the training layout search (:func:`core.training.layout.lay
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -26,13 +27,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.catalog import GpuSpec
 from core.config import RabitConfig
 from core.config import Deployment, Problem, as_deployment
 from core.catalog import ModelArch
 from core.base import NO_TRACE, Step, Trace
 from core.base import GiB
-from core.catalog import gpu_of, model_of
 
 #: Bytes per parameter of a QLoRA NF4 base with double-quantised scales (Dettmers et al.,
 #: arXiv 2305.14314 sec. 3: 4-bit NF4 + 0.127 bit of scales per parameter).
@@ -261,21 +260,20 @@ def kv_shard(m: ModelArch, tp: int) -> int:
     return min(tp, m.num_kv_heads)
 
 
-def serving_memory(cfg: RabitConfig, tr: Trace | None = None) -> ServingMemory:
+def serving_memory(dep: Deployment | RabitConfig, tr: Trace | None = None) -> ServingMemory:
     """Serving memory per GPU and the sequences one replica holds (the RA-BIT spec, the textbook example)."""
-    tr = tr if tr is not None else Trace()
-    m, g = model_of(cfg), gpu_of(cfg)
-    return _serving_memory(m, g, cfg, tr)
+    return _serving_memory(as_deployment(dep), tr if tr is not None else Trace())
 
 
-def fit_problems(cfg: RabitConfig) -> tuple[Problem, ...]:
+def fit_problems(dep: Deployment | RabitConfig) -> tuple[Problem, ...]:
     """The serving model that cannot fit even at batch 1, as a non-blocking problem on TP (the pages still draw
     its memory breakdown); nothing for a config that fits or for training. Callers ask only once the field
     checks (:func:`core.config.problems`) found nothing."""
+    dep = as_deployment(dep)
+    cfg, m, g = dep.config, dep.model, dep.gpu
     if cfg.phase != "serve":
         return ()
-    m, g = model_of(cfg), gpu_of(cfg)
-    one = _serving_memory(m, g, cfg.with_(batch=1), NO_TRACE)
+    one = _serving_memory(dep.with_(batch=1), NO_TRACE)
     if one.fits:
         return ()
     return (
@@ -288,7 +286,8 @@ def fit_problems(cfg: RabitConfig) -> tuple[Problem, ...]:
     )
 
 
-def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> ServingMemory:
+def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
+    cfg, m, g = dep.config, dep.model, dep.gpu
     a = cfg.assumptions
     tp, pp = cfg.tp, cfg.pp
     W = weight_bytes_per_gpu(m, cfg.weight_bytes_per_param, tp, pp, cfg.ep, tr)
@@ -515,15 +514,16 @@ def _serving_memory(m: ModelArch, g: GpuSpec, cfg: RabitConfig, tr: Trace) -> Se
     )
 
 
-def sequences_vs_context(cfg: RabitConfig, contexts: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
+def sequences_vs_context(dep: Deployment | RabitConfig, contexts: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
     """(context, paged sequences, contiguous sequences) per replica for each total context length."""
-    m, g = model_of(cfg), gpu_of(cfg)
+    dep = as_deployment(dep)
+    cfg = dep.config
     out = []
     for c in contexts:
         out_tokens = max(1, c - cfg.input_tokens) if c > cfg.input_tokens else 1
         in_tokens = c - out_tokens
         sub = cfg.model_copy(update={"input_tokens": max(1, in_tokens), "output_tokens": out_tokens})
-        r = _serving_memory(m, g, sub, NO_TRACE)
+        r = _serving_memory(dataclasses.replace(dep, config=sub), NO_TRACE)
         out.append((c, r.max_sequences, r.max_sequences_contiguous))
     return tuple(out)
 

@@ -30,18 +30,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from core import catalog
-from core.catalog import gpu_of
-from core.config import Deployment, resolve
+from core.config import Deployment
 from core.catalog import CUDA_GRAPH_MAX_TOKENS
-from core.physics.collectives import Collectives
-from core.config import COMPUTE_PRECISION, RabitConfig
+from core.physics.collectives import ACT_BYTES, Collectives
+from core.config import COMPUTE_PRECISION
 from core.physics.memory import SSM_STATE_BYTES, kv_bytes_per_token, kv_shard
 from core.catalog import ModelArch
 from core.base import Trace
 from core.base import MS
 
 __all__ = [
-    "ACT_BYTES",
     "IterationParts",
     "StepModel",
     "effective_peak_flop_per_s",
@@ -49,9 +47,6 @@ __all__ = [
     "record_iteration",
     "record_weights_read",
 ]
-
-#: Bytes per element of the activations moved by TP all-reduces and EP all-to-alls (BF16).
-ACT_BYTES = 2.0
 
 #: Kernels one decoder layer launches: input RMSNorm, QKV GEMM, RoPE, KV-cache write, attention, output GEMM,
 #: residual + post-attention RMSNorm, gate/up GEMM, SiLU x mul, down GEMM (the vLLM Llama layer,
@@ -132,15 +127,10 @@ class StepModel:
     kv_read_factor: float = 1.0
 
     @classmethod
-    def from_config(cls, cfg: RabitConfig) -> "StepModel":
-        """The step model of a config (resolved here; callers holding a Deployment use from_deployment)."""
-        return cls.from_deployment(resolve(cfg))
-
-    @classmethod
     def from_deployment(cls, dep: Deployment) -> "StepModel":
         """Every per-deployment constant of the iteration formula, computed once."""
         cfg = dep
-        m, g, f = dep.model, dep.gpu, dep.fabric
+        m, g = dep.model, dep.gpu
         a = dep.assumptions
         tp, pp, ep = dep.tp, dep.pp, dep.ep
         peak = effective_peak_flop_per_s(g, cfg.weights, a.fp8_speedup, a.fp4_speedup) * a.mfu_max
@@ -153,7 +143,7 @@ class StepModel:
         expert_split = ep if ep > 1 else tp
         expert_bytes = m.expert_params() * b_w * (m.moe_layers / pp) / expert_split
         k_t = kv_bytes_per_token(m, cfg.kv_bytes_per_elem) / (kv_shard(m, tp) * pp)
-        coll = Collectives.for_cluster(g, f, cfg.gpus_per_node, a.comm_bw_eff, a.collective_base_us * 1e-6)
+        coll = Collectives.of(dep)
         h = m.hidden_size
         # TP all-reduce of T x h x 2 B: a min of two affine functions of T (ring, tree); see core.physics.collectives.
         if tp > 1 and not coll.spans_nodes(tp):
@@ -557,10 +547,10 @@ _FULL_ITER = _inline(
 )
 
 
-def consts(sm: StepModel, cfg: RabitConfig) -> dict[str, float]:
+def consts(sm: StepModel, dep: Deployment) -> dict[str, float]:
     """The StepModel constants as the named inputs of the recorded expressions."""
-    a = cfg.assumptions
-    g = gpu_of(cfg)
+    a = dep.assumptions
+    g = dep.gpu
     return dict(
         f_t=sm.flop_per_token,
         f_e=sm.expert_flop_per_token,
@@ -644,7 +634,7 @@ def record_weights_read(tr: Trace, sm: StepModel, key: str, T: float) -> float:
 def record_iteration(
     tr: Trace,
     sm: StepModel,
-    cfg: RabitConfig,
+    dep: Deployment,
     p: str,
     what: str,
     T: float,
@@ -660,7 +650,7 @@ def record_iteration(
 ) -> None:
     """Record the chain of one iteration under key prefix ``p`` (the last step ``final_key``, default
     ``{p}_s``); the values come from ``it``."""
-    k = consts(sm, cfg)
+    k = consts(sm, dep)
     k["t_k"] = launch_per_kernel_s(sm, T) if T > 0 else 0.0
     k["t_e"] = rows_per_expert(sm, T)
     k["S"] = it.seqs

@@ -51,10 +51,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core import catalog
 from core.serving import acceptance as spec
 from core.physics import Collectives
-from core.config import COMPUTE_PRECISION, RabitConfig
+from core.config import COMPUTE_PRECISION, Deployment, RabitConfig, as_deployment
 from core.physics import kv_bytes_per_token, kv_shard
 from core.physics import (  # noqa: F401 - ACT_BYTES, StepModel, effective_peak_flop_per_s stay importable from here
     ACT_BYTES,
@@ -69,7 +68,6 @@ from core.physics import (  # noqa: F401 - ACT_BYTES, StepModel, effective_peak_
 from core.catalog import ModelArch
 from core.base import NO_TRACE, Step, Trace
 from core.base import US, fmt_time
-from core.catalog import fabric_of, gpu_of, model_of
 
 #: The textbook example's efficiencies, used only to rebuild the textbook chain for comparison.
 TEXTBOOK_MBU = 0.8
@@ -333,8 +331,8 @@ def replicas_of(cfg: RabitConfig) -> int:
 # --- traced chain ------------------------------------------------------------------------------------
 
 
-def _record_setup(tr: Trace, cfg: RabitConfig, sm: StepModel) -> None:
-    m, g = model_of(cfg), gpu_of(cfg)
+def _record_setup(tr: Trace, dep: Deployment, sm: StepModel) -> None:
+    cfg, m, g = dep.config, dep.model, dep.gpu
     a = cfg.assumptions
     tp, pp, ep = cfg.tp, cfg.pp, cfg.ep
     P_act = tr.step(
@@ -493,14 +491,14 @@ def _record_setup(tr: Trace, cfg: RabitConfig, sm: StepModel) -> None:
             else f"{m.num_kv_heads} KV heads split {kv_shard(m, tp)} ways by TP"
         ),
     )
-    _record_comm_setup(tr, cfg, sm)
+    _record_comm_setup(tr, dep, sm)
 
 
-def _record_comm_setup(tr: Trace, cfg: RabitConfig, sm: StepModel) -> None:
-    m, g, f = model_of(cfg), gpu_of(cfg), fabric_of(cfg)
+def _record_comm_setup(tr: Trace, dep: Deployment, sm: StepModel) -> None:
+    cfg, m, g, f = dep.config, dep.model, dep.gpu, dep.fabric
     a = cfg.assumptions
     tp = cfg.tp
-    coll = Collectives.for_cluster(g, f, cfg.gpus_per_node, a.comm_bw_eff, a.collective_base_us * US)
+    coll = Collectives.of(dep)
     h = m.hidden_size
     if tp > 1 and not coll.spans_nodes(tp):
         lv = coll.intra(tp)
@@ -703,7 +701,8 @@ def _record_comm_setup(tr: Trace, cfg: RabitConfig, sm: StepModel) -> None:
         )
 
 
-def _record_prefill(tr: Trace, cfg: RabitConfig, sm: StepModel, pf: _Prefill) -> None:
+def _record_prefill(tr: Trace, dep: Deployment, sm: StepModel, pf: _Prefill) -> None:
+    cfg = dep.config
     B, I = pf.batch, pf.prompt
     tr.step(
         "prefill_cached_tokens",
@@ -767,7 +766,7 @@ def _record_prefill(tr: Trace, cfg: RabitConfig, sm: StepModel, pf: _Prefill) ->
         record_iteration(
             tr,
             sm,
-            cfg,
+            dep,
             "prefill",
             "Prefill",
             pf.T,
@@ -795,7 +794,7 @@ def _record_prefill(tr: Trace, cfg: RabitConfig, sm: StepModel, pf: _Prefill) ->
         record_iteration(
             tr,
             sm,
-            cfg,
+            dep,
             "prefill",
             "Prefill micro-batch",
             it.tokens,
@@ -829,7 +828,7 @@ def _record_prefill(tr: Trace, cfg: RabitConfig, sm: StepModel, pf: _Prefill) ->
     record_iteration(
         tr,
         sm,
-        cfg,
+        dep,
         "ttft_one",
         "Prefill of one prompt",
         float(pf.uncached),
@@ -843,7 +842,8 @@ def _record_prefill(tr: Trace, cfg: RabitConfig, sm: StepModel, pf: _Prefill) ->
     )
 
 
-def _record_decode(tr: Trace, cfg: RabitConfig, sm: StepModel, d: _Decode, prefill_s: float) -> dict[str, float]:
+def _record_decode(tr: Trace, dep: Deployment, sm: StepModel, d: _Decode, prefill_s: float) -> dict[str, float]:
+    cfg = dep.config
     B, b, pp = d.batch, d.b, sm.pp
     tr.step(
         "decode_micro_batch",
@@ -926,7 +926,7 @@ def _record_decode(tr: Trace, cfg: RabitConfig, sm: StepModel, d: _Decode, prefi
     record_iteration(
         tr,
         sm,
-        cfg,
+        dep,
         "decode_mid",
         "Decode",
         T,
@@ -1034,26 +1034,24 @@ def fmt_s(x: float) -> str:
 # --- speculative decoding ----------------------------------------------------------------------------
 
 
-def _draft_step_model(cfg: RabitConfig) -> StepModel:
-    """The draft model on the target's GPUs: the same TP where its heads allow, one stage, no scheduler cost.
+def _draft_step_model(dep: Deployment) -> StepModel:
+    """The draft model on the target's GPUs (:meth:`core.config.Deployment.draft`), no scheduler cost.
 
     The draft's passes share the target's scheduler iteration, so their step overhead and per-sequence
     bookkeeping are not charged again (their kernel launches and sampling are).
     """
-    dm = catalog.model(cfg.draft_model)
-    tp = max(d for d in range(1, cfg.tp + 1) if cfg.tp % d == 0 and dm.num_heads % d == 0)
-    dcfg = cfg.with_(model=cfg.draft_model, custom_model=None, tp=tp, pp=1, ep=1)
-    return replace(StepModel.from_config(dcfg), overhead_s=0.0, seq_overhead_s=0.0)
+    return replace(StepModel.from_deployment(dep.draft()), overhead_s=0.0, seq_overhead_s=0.0)
 
 
-def spec_numbers(cfg: RabitConfig, sm: StepModel, d: _Decode):
+def spec_numbers(dep: Deployment, sm: StepModel, d: _Decode):
     """(E, draft_s, draft details, verify IterationParts, T_v, A_v, R_v)."""
+    cfg = dep.config
     k, alpha, b = cfg.spec_k, cfg.spec_alpha, d.b
     E = spec.expected_tokens_per_pass(alpha, k)
     a = cfg.assumptions
     detail: dict[str, float] = {}
     if cfg.spec_method == "draft":
-        dsm = _draft_step_model(cfg)
+        dsm = _draft_step_model(dep)
         ctx = d.ctx + (k - 1) / 2  # mean context of the k draft passes
         s_a, s_r = float(dsm.kv_read_tokens(ctx + 1)), float(dsm.kv_read_tokens(ctx))
         one = iteration(dsm, float(b), b * s_a, b * s_r)
@@ -1072,11 +1070,12 @@ def spec_numbers(cfg: RabitConfig, sm: StepModel, d: _Decode):
     return E, draft_s, detail, verify, T_v, A_v, R_v
 
 
-def _spec_result(cfg: RabitConfig, sm: StepModel, d: _Decode, tr: Trace = NO_TRACE) -> SpecResult | None:
+def _spec_result(dep: Deployment, sm: StepModel, d: _Decode, tr: Trace = NO_TRACE) -> SpecResult | None:
+    cfg = dep.config
     if cfg.spec_method == "none":
         return None
     k, alpha = cfg.spec_k, cfg.spec_alpha
-    E, draft_s, detail, verify, T_v, A_v, R_v = spec_numbers(cfg, sm, d)
+    E, draft_s, detail, verify, T_v, A_v, R_v = spec_numbers(dep, sm, d)
     plain = d.mid.time_s
     round_s = draft_s + verify.time_s
     ratio = round_s / plain
@@ -1128,7 +1127,7 @@ def _spec_result(cfg: RabitConfig, sm: StepModel, d: _Decode, tr: Trace = NO_TRA
         record_iteration(
             tr,
             dsm,
-            cfg.with_(model=cfg.draft_model, custom_model=None, tp=dsm.tp, pp=1, ep=1),
+            dep.draft(),
             "spec_draft_pass",
             "Draft pass",
             float(d.b),
@@ -1182,7 +1181,7 @@ def _spec_result(cfg: RabitConfig, sm: StepModel, d: _Decode, tr: Trace = NO_TRA
     record_iteration(
         tr,
         sm,
-        cfg,
+        dep,
         "spec_verify",
         "Verification",
         T_v,
@@ -1308,59 +1307,66 @@ def _decode_result(cfg: RabitConfig, d: _Decode, steps: tuple[Step, ...] = ()) -
     )
 
 
-def prefill(cfg: RabitConfig, tr: Trace | None = None) -> PrefillResult:
+def prefill(dep: Deployment | RabitConfig, tr: Trace | None = None) -> PrefillResult:
     """TTFT of one batch of ``cfg.batch`` prompts of ``cfg.input_tokens``, cached prefix removed [s].
 
     The textbook example (Llama-3.1-70B, H100 SXM, TP 8, B 32, 4k prompts): about 4.6 s (the textbook chain: 3.16 s).
     """
     tr = tr if tr is not None else Trace()
-    sm = StepModel.from_config(cfg)
+    dep = as_deployment(dep)
+    cfg = dep.config
+    sm = StepModel.from_deployment(dep)
     pf = prefill_numbers(sm, cfg, cfg.batch)
-    _record_prefill(tr, cfg, sm, pf)
+    _record_prefill(tr, dep, sm, pf)
     return _prefill_result(pf, tr.frozen())
 
 
-def decode(cfg: RabitConfig, tr: Trace | None = None) -> DecodeResult:
+def decode(dep: Deployment | RabitConfig, tr: Trace | None = None) -> DecodeResult:
     """Mean decode step over the output, throughput and per-user rate.
 
     The textbook example: about 12.9 ms per step, memory-bound (the textbook chain: 11.8 ms).
     """
     tr = tr if tr is not None else Trace()
-    sm = StepModel.from_config(cfg)
+    dep = as_deployment(dep)
+    cfg = dep.config
+    sm = StepModel.from_deployment(dep)
     d = decode_numbers(sm, cfg, cfg.batch)
     pf = prefill_numbers(sm, cfg, cfg.batch)
-    _record_decode(tr, cfg, sm, d, pf.ttft_s)
+    _record_decode(tr, dep, sm, d, pf.ttft_s)
     return _decode_result(cfg, d, tr.frozen())
 
 
-def speculative(cfg: RabitConfig) -> SpecResult | None:
+def speculative(dep: Deployment | RabitConfig) -> SpecResult | None:
     """Speculative decoding at the mean decode context (None when ``cfg.spec_method`` is "none")."""
-    sm = StepModel.from_config(cfg)
-    return _spec_result(cfg, sm, decode_numbers(sm, cfg, cfg.batch))
+    dep = as_deployment(dep)
+    sm = StepModel.from_deployment(dep)
+    return _spec_result(dep, sm, decode_numbers(sm, dep.config, dep.config.batch))
 
 
-def speed_summary(cfg: RabitConfig) -> SpeedSummary:
+def speed_summary(dep: Deployment | RabitConfig) -> SpeedSummary:
     """Prefill, decode, speculative decoding and end-to-end latency, as one traced chain."""
     tr = Trace()
-    sm = StepModel.from_config(cfg)
+    dep = as_deployment(dep)
+    cfg = dep.config
+    sm = StepModel.from_deployment(dep)
     sections: list[tuple[str, tuple[str, ...]]] = []
 
     def section(title: str, start: int) -> None:
         sections.append((title, tuple(s.key for s in tr.steps[start:])))
 
     n0 = len(tr.steps)
-    _record_setup(tr, cfg, sm)
+    _record_setup(tr, dep, sm)
     section("Per-GPU constants of the iteration model", n0)
     pf = prefill_numbers(sm, cfg, cfg.batch)
     n0 = len(tr.steps)
-    _record_prefill(tr, cfg, sm, pf)
+    _record_prefill(tr, dep, sm, pf)
     section("Prefill: time to first token", n0)
     d = decode_numbers(sm, cfg, cfg.batch)
     n0 = len(tr.steps)
-    out = _record_decode(tr, cfg, sm, d, pf.ttft_s)
+    out = _record_decode(tr, dep, sm, d, pf.ttft_s)
     section("Decode: step time, throughput and latency", n0)
     n0 = len(tr.steps)
-    sp = _spec_result(cfg, sm, d, tr)
+    sp = _spec_result(dep, sm, d, tr)
     if sp is not None:
         section(f"Speculative decoding ({cfg.spec_method}, k = {cfg.spec_k}, alpha = {cfg.spec_alpha:g})", n0)
     steps = tr.frozen()
@@ -1369,8 +1375,8 @@ def speed_summary(cfg: RabitConfig) -> SpeedSummary:
         decode=_decode_result(cfg, d, steps),
         spec=sp,
         e2e_s=out["e2e"],
-        compute_bound_batch=compute_bound_batch(cfg),
-        compute_bound_batch_short=compute_bound_batch(cfg, context=1.0),
+        compute_bound_batch=compute_bound_batch(dep),
+        compute_bound_batch_short=compute_bound_batch(dep, context=1.0),
         steps=steps,
         sections=tuple(sections),
     )
@@ -1379,14 +1385,16 @@ def speed_summary(cfg: RabitConfig) -> SpeedSummary:
 # --- where decode turns compute-bound ------------------------------------------------------------
 
 
-def compute_bound_batch(cfg: RabitConfig, context: float | None = None) -> int | None:
+def compute_bound_batch(dep: Deployment | RabitConfig, context: float | None = None) -> int | None:
     """The smallest batch per replica at which a decode step is compute- rather than memory-bound.
 
     Evaluated at ``context`` cached tokens (default: the mean decode context). Compute grows as
     (f_t + f_a s)(b + T0) / pi and memory as (W + b k_g (s + 1)) / bw: when each sequence adds more
     KV bytes than its FLOPs cover (long contexts with GQA), the lines never cross and this is None.
     """
-    sm = StepModel.from_config(cfg)
+    dep = as_deployment(dep)
+    cfg = dep.config
+    sm = StepModel.from_deployment(dep)
     s = context if context is not None else cfg.input_tokens + (max(cfg.output_tokens - 1, 1) - 1) / 2
     s_r, s_a = float(sm.kv_read_tokens(s)), float(sm.kv_read_tokens(s + 1))
 

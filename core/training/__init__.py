@@ -19,7 +19,6 @@ from __future__ import annotations
 from core.training.reliability import daly_interval_s, goodput, mtbf_s, wall_clock_s
 from core.training.deadline import deadline_choice
 from core.training.layout import (
-    ACT_BYTES,
     COLLECTIVES_PER_LAYER,
     GRAD_COMM_BYTES,
     OPTIMIZER_STEP_BYTES,
@@ -62,7 +61,6 @@ __all__ = [
     "goodput",
     "mtbf_s",
     "wall_clock_s",
-    "ACT_BYTES",
     "COLLECTIVES_PER_LAYER",
     "GRAD_COMM_BYTES",
     "MAX_GPUS",

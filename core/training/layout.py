@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.base import choices
 from core.catalog import GpuSpec
-from core.physics import Collectives
+from core.physics import ACT_BYTES, Collectives
 from core.config import RabitConfig
 from core.config import Deployment, as_deployment
 from core.training.reliability import goodput
@@ -43,7 +43,6 @@ from core.training.flops import RECOMPUTES, attention_pairs_per_token, work
 from core.base import HOUR_S, MS
 
 __all__ = [
-    "ACT_BYTES",
     "COLLECTIVES_PER_LAYER",
     "GRAD_COMM_BYTES",
     "OPTIMIZER_STEP_BYTES",
@@ -69,8 +68,6 @@ Recompute = choices.Recompute
 #: Bytes per element of gradients and parameters on the DP wire (BF16 reduce-scatter / all-gather).
 #: Megatron can reduce in FP32 (--accumulate-allreduce-grads-in-fp32), which doubles this traffic.
 GRAD_COMM_BYTES = 2.0
-#: Bytes of the activations sent between TP ranks, EP ranks and pipeline stages (BF16).
-ACT_BYTES = 2.0
 #: HBM traffic of one Adam step per local parameter: FP32 master, m and v read and written (24 B),
 #: the BF16 gradient read (2 B) and the BF16 weight written (2 B).
 OPTIMIZER_STEP_BYTES = 28.0
@@ -225,9 +222,9 @@ class LayoutContext:
 def layout_context(dep: Deployment | RabitConfig) -> LayoutContext:
     """The constants of the layout model for a deployment (a config is resolved here)."""
     dep = as_deployment(dep)
-    cfg, m, g, f = dep.config, dep.model, dep.gpu, dep.fabric
+    cfg, m, g = dep.config, dep.model, dep.gpu
     a = cfg.assumptions
-    coll = Collectives.for_cluster(g, f, cfg.gpus_per_node, a.comm_bw_eff, a.collective_base_us * 1e-6)
+    coll = Collectives.of(dep)
     wk = work(dep)
     sp = fp8_compute_speedup(g, cfg.train_precision, a.fp8_speedup)
     peak = g.peak_flop_per_s("bf16")
