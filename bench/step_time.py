@@ -10,7 +10,8 @@ import time
 import numpy as np
 
 from core.config import RabitConfig, resolve
-from core.serving import StepModel, speed_summary
+from core.physics import StepModel
+from core.serving import speed_summary
 from core.serving import batch_sweep, default_batches
 
 TARGET = ">= 1e5 /s"

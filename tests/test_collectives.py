@@ -6,7 +6,7 @@ import pytest
 from core import catalog
 from core.physics import Collectives
 from core.config import RabitConfig, resolve
-from core.serving import StepModel
+from core.physics import StepModel
 
 EFF, BASE = 0.8, 8e-6  # comm_bw_eff and collective_base_us at their base values
 

@@ -7,7 +7,8 @@ import pytest
 
 from core import serving
 from core.config import RabitConfig, resolve
-from core.serving import StepModel, compute_bound_batch, decode, prefill, speed_summary
+from core.physics import StepModel
+from core.serving import compute_bound_batch, decode, prefill, speed_summary
 from core.serving import batch_sweep, decode_curve, default_batches, roofline, spec_vs_alpha, textbook_comparison
 
 EXAMPLE = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)

@@ -184,7 +184,7 @@ def _equal(a: Any, b: Any) -> bool:
 
 def step_model_screen(cfg: RabitConfig) -> Any:
     """Everything the step time reads from the config (the speed and simulation estimates depend on it)."""
-    from core.serving import StepModel
+    from core.physics import StepModel
 
     return StepModel.from_deployment(resolve(cfg))
 
@@ -292,7 +292,7 @@ def bound_models(
 
     A bound whose step model equals the base's is left out (it cannot move anything the step time decides).
     """
-    from core.serving import StepModel
+    from core.physics import StepModel
 
     base = StepModel.from_deployment(resolve(cfg))
     out = []
@@ -305,7 +305,7 @@ def bound_models(
 
 
 def _bound_of(c: np.ndarray, m: np.ndarray, x: np.ndarray) -> list[str]:
-    """Which limit binds each iteration (ties go to compute, then memory, as ``core.physics.step.iteration``)."""
+    """Which limit binds each iteration (ties go to compute, then memory, as ``core.physics.iteration_parts.iteration``)."""
     shape = np.broadcast_shapes(np.shape(c), np.shape(m), np.shape(x))
     parts = np.stack([np.broadcast_to(np.asarray(a, dtype=float), shape) for a in (c, m, x)])
     names = ("compute", "memory", "communication")

@@ -38,13 +38,11 @@ from core.serving.simulation import (
     sweep_rates,
     workspace_tokens,
 )
+from core.serving.speculative_decoding import (
+    SpecResult,
+)
 from core.serving.speed import (
-    BatchPoint,
-    CollectiveView,
-    Roofline,
     SpeedSummary,
-    StepModel,
-    TextbookComparison,
     _mean_over_steps,
     compute_bound_batch,
     decode,
@@ -58,6 +56,10 @@ from core.serving.speed import (
     speed_summary,
 )
 from core.serving.speed_views import (
+    BatchPoint,
+    CollectiveView,
+    Roofline,
+    TextbookComparison,
     allreduce_curve,
     batch_sweep,
     collective_view,
@@ -83,7 +85,7 @@ __all__ = [
     "SimResult",
     "SimSpec",
     "SpeedSummary",
-    "StepModel",
+    "SpecResult",
     "Summary",
     "THRASH_REMEDIES",
     "TIMED_OUT",

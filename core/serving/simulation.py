@@ -2,7 +2,7 @@
 
 ``simulate(cfg, spec) -> SimResult``: same config, spec and seed give byte-identical records.
 The pieces live in :mod:`core.serving.sim`: the workload and its draws (:mod:`core.config.workload`), the
-iteration timing from :class:`core.serving.speed.StepModel` (:mod:`core.serving.sim.timing`), the event loop
+iteration timing from :class:`core.physics.StepModel` (:mod:`core.serving.sim.timing`), the event loop
 (:mod:`core.serving.sim.engine`) and the metrics (:mod:`core.serving.sim.metrics`); this module wires them to the
 shared config and adds the closed-form capacity the simulator is checked against.
 

@@ -2,8 +2,8 @@
 
 Batch sweeps, the decode curve over context, the roofline operating points, speculative decoding
 against acceptance rate, collective costs per fabric and topology, and the textbook chain changed one
-assumption at a time into ours. Every number comes from :class:`core.serving.speed.StepModel` and the traced
-views there; nothing here models anything new.
+assumption at a time into ours. Every number comes from the step model (:class:`core.physics.StepModel`) and
+the views in :mod:`core.serving.speed`; nothing here models anything new.
 """
 
 from __future__ import annotations
@@ -13,32 +13,82 @@ import math
 
 import numpy as np
 
-from core.serving import acceptance as spec
-from core.physics import Collectives
-from core.config import COMPUTE_PRECISION, Deployment, RabitConfig, as_deployment
-from core.physics import serving_memory
-from core.serving.speed import (
-    ACT_BYTES,
-    TEXTBOOK_MBU,
-    TEXTBOOK_MFU,
-    BatchPoint,
-    CollectiveRow,
-    CollectiveView,
-    GapRow,
-    Roofline,
-    RooflinePoint,
-    StepModel,
-    TextbookComparison,
-    decode_numbers,
-    decode_times,
-    prefill_numbers,
-    replicas_of,
-    spec_numbers,
-    fmt_s,
-)
 from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE
+from core.config import COMPUTE_PRECISION, Deployment, RabitConfig, as_deployment
+from core.physics import ACT_BYTES, Collectives, StepModel, serving_memory
+from core.serving import acceptance
+from core.serving.speculative_decoding import speculation
+from core.serving.speed import decode_numbers, decode_times, fmt_s, prefill_numbers, replicas_of
+
+#: The textbook example's efficiencies, used only to rebuild the textbook chain for comparison.
+TEXTBOOK_MBU = 0.8
+TEXTBOOK_MFU = 0.74
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+
+class BatchPoint(_Frozen):
+    batch: int
+    ttft_s: float
+    decode_step_s: float
+    tokens_per_s: float
+    tokens_per_s_per_user: float
+    compute_s: float  # per stage, at the mean context
+    memory_s: float
+    comm_s: float
+    bound: str
+    fits: bool
+
+
+class RooflinePoint(_Frozen):
+    name: str
+    intensity_flop_per_byte: float
+    roof_flop_per_s: float  # F / max(t_compute, t_memory): on the model's roofline
+    delivered_flop_per_s: float  # F x pp / iteration time: with communication and overhead
+    bound: str
+
+
+class Roofline(_Frozen):
+    """Per-GPU roofline: datasheet and effective (with MFU, MBU) roofs and operating points."""
+
+    peak_flop_per_s: float  # datasheet dense peak of the compute precision
+    ceiling_flop_per_s: float  # effective peak x mfu_max (FP8/FP4 at the named speed-ups)
+    bw_bytes_per_s: float
+    bw_eff_bytes_per_s: float
+    ridge_flop_per_byte: float  # datasheet
+    ridge_eff_flop_per_byte: float
+    points: tuple[RooflinePoint, ...]
+
+
+class GapRow(_Frozen):
+    """One change from the textbook chain towards ours; value is cumulative."""
+
+    label: str
+    value_s: float
+    delta_s: float
+    note: str
+
+
+class TextbookComparison(_Frozen):
+    decode: tuple[GapRow, ...]
+    prefill: tuple[GapRow, ...]
+
+
+class CollectiveRow(_Frozen):
+    what: str
+    bytes: float
+    time_s: float
+    how: str
+
+
+class CollectiveView(_Frozen):
+    topology: str
+    rows: tuple[CollectiveRow, ...]
+
 
 # --- sweeps for the charts ---------------------------------------------------------------------------
 
@@ -146,9 +196,12 @@ def spec_vs_alpha(dep: Deployment | RabitConfig, alphas: tuple[float, ...]) -> t
         return ()
     sm = StepModel.from_deployment(dep)
     d = decode_numbers(sm, cfg, cfg.batch)
-    _, draft_s, _, verify, *_ = spec_numbers(dep, sm, d)
+    sp = speculation(dep, sm, d.batch, d.b, d.ctx, d.s_read, d.mid)
+    if sp is None:
+        return ()
     return tuple(
-        (float(al), float(spec.speedup(al, cfg.spec_k, d.mid.time_s, draft_s, verify.time_s))) for al in alphas
+        (float(al), float(acceptance.speedup(al, cfg.spec_k, sp.plain_step_s, sp.draft_s, sp.verify_s)))
+        for al in alphas
     )
 
 

@@ -16,6 +16,7 @@ Every entry point takes a :class:`core.config.Deployment` (resolved once at the 
 
 from __future__ import annotations
 
+from core.training.advice import training_fit_options
 from core.training.reliability import daly_interval_s, goodput, mtbf_s, wall_clock_s
 from core.training.deadline import deadline_choice
 from core.training.layout import (
@@ -56,6 +57,7 @@ from core.training.search import (
 from core.training.flops import RECOMPUTES, Work, attention_pairs_per_token, flops_per_token, work
 
 __all__ = [
+    "training_fit_options",
     "daly_interval_s",
     "deadline_choice",
     "goodput",

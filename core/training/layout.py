@@ -14,7 +14,7 @@ recomputation r and v virtual pipeline stages; m = B / (DP b) micro-batches per 
 Placement: TP inside the node, then EP, PP, DP outward (DP groups span nodes once TP x PP fills one).
 Each choice is a named assumption in :mod:`core.base.assumptions` or a documented constant below.
 
-**Memory** per GPU is :func:`core.physics.memory.training_memory_parts` (the one body the traced Memory view also
+**Memory** per GPU is :func:`core.physics.training_footprint.training_memory_parts` (the one body the traced Memory view also
 calls), evaluated here on the grid's arrays.
 
 :func:`layout_grid` evaluates every quantity on a grid with axes (dp, v, b, recompute, zero) for one

@@ -3,7 +3,7 @@
 **Search**: every TP (power of 2 dividing the heads, inside the scale-up domain) x PP (divisors of L and
 powers of two) x EP (MoE) is a small python loop; DP over all GPU counts x v x b x recompute x ZeRO are
 numpy axes of :func:`core.training.layout.layout_grid`. A layout is kept if it fits memory (the one body
-:func:`core.physics.memory.training_memory_parts`, evaluated on arrays) and splits the global batch within
+:func:`core.physics.training_footprint.training_memory_parts`, evaluated on arrays) and splits the global batch within
 ``batch_tolerance``. The fastest wins.
 
 **Deadline**: the smallest GPU count whose expected wall-clock *with failures* (:mod:`core.training.reliability`) meets
