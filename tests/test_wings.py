@@ -164,6 +164,18 @@ def test_each_face_only_hands_names_on(wing):
     assert not shadowed, f"names on the face hide modules of the same name (import core.{wing}.x breaks): {shadowed}"
 
 
+#: Wings whose modules stay at about 700 lines at most: a bigger module holds more than one concern.
+SMALL_WINGS = ("base", "catalog", "config", "physics", "serving", "training")
+
+
+@pytest.mark.parametrize("wing", SMALL_WINGS)
+def test_modules_stay_small(wing):
+    big = {
+        str(p.relative_to(ROOT)): n for p in (CORE / wing).rglob("*.py") if (n := len(p.read_text().splitlines())) > 700
+    }
+    assert big == {}, "split these along their seams (docs/wings.md)"
+
+
 def test_wings_import_only_lower_wings_through_their_faces():
     offenders = {str(p.relative_to(ROOT)): v for p in _files("core") if (v := _violations(p))}
     assert offenders == {}

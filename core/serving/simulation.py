@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict
 from core.config import Deployment, RabitConfig, as_deployment
 from core.base import WorkBudget
 from core.physics import serving_memory
-from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Pool
+from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine
+from core.serving.sim.pool import Pool
 from core.serving.sim.metrics import MIN_N_P95, MIN_N_P99, Percentiles, Summary, summarise
 from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
 from core.config import Draws, Lengths, SimSpec, parse_trace

@@ -553,10 +553,6 @@ def decode_rates(cfg: RabitConfig, sm: StepModel, d: _Decode, prefill_s: float, 
     return _Rates(dp, comm, r_u, r_r, r, r_g, e2e)
 
 
-def fmt_s(x: float) -> str:
-    return fmt_time(x)
-
-
 # --- public views ------------------------------------------------------------------------------------
 
 

@@ -15,12 +15,12 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE
+from core.base import NO_TRACE, fmt_time
 from core.config import COMPUTE_PRECISION, Deployment, RabitConfig, as_deployment
 from core.physics import ACT_BYTES, Collectives, StepModel, serving_memory
 from core.serving import acceptance
 from core.serving.speculative_decoding import speculation
-from core.serving.speed import decode_numbers, decode_times, fmt_s, prefill_numbers, replicas_of
+from core.serving.speed import decode_numbers, decode_times, prefill_numbers, replicas_of
 
 #: The textbook example's efficiencies, used only to rebuild the textbook chain for comparison.
 TEXTBOOK_MBU = 0.8
@@ -271,7 +271,7 @@ def collective_view(dep: Deployment | RabitConfig) -> CollectiveView:
                 if lv.in_switch_reduction:
                     algs["NVLS"] = float(Collectives._nvls_ar(n, cfg.tp, lv))
                 best = min(algs, key=lambda k: algs[k])
-                how = "; ".join(f"{k} {fmt_s(v)}" for k, v in algs.items()) + f" -> {best}"
+                how = "; ".join(f"{k} {fmt_time(v)}" for k, v in algs.items()) + f" -> {best}"
             else:
                 how = "hierarchical across nodes"
             rows.append(

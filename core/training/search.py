@@ -31,13 +31,12 @@ from core.training.layout import (
     Layout,
     LayoutContext,
     LayoutResult,
-    evaluate_layout,
     layout_context,
     layout_grid,
-    layout_memory,
     layout_of,
     result_at,
 )
+from core.training.layout_math import evaluate_layout, layout_memory
 from core.training.flops import RECOMPUTES, Work, work
 from core.base import DAY_S, HOUR_S
 
