@@ -12,6 +12,8 @@ from core.config.deployment import (
     Deployment,
     as_deployment,
     resolve,
+    split_nodes,
+    whole_nodes_problem,
 )
 from core.config.settings import (
     COMPUTE_PRECISION,
@@ -60,6 +62,8 @@ __all__ = [
     "parse_trace",
     "problems",
     "resolve",
+    "split_nodes",
     "to_query",
     "training_goal_args",
+    "whole_nodes_problem",
 ]

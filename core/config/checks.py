@@ -60,7 +60,7 @@ def problems(cfg: RabitConfig) -> tuple[Problem, ...]:
                 f"{max(g.gpus_per_node, g.scale_up_domain)} GPUs; add nodes instead",
             )
         )
-    if m.num_heads % cfg.tp:
+    if not m.splits_heads(cfg.tp):
         fitting = [d for d in divisors(m.num_heads) if d <= cfg.gpus]  # O(sqrt heads), never range(heads)
         out.append(
             Problem(

@@ -99,6 +99,25 @@ class Deployment:
         return isinstance(other, Deployment) and other.config == self.config
 
 
+def whole_nodes_problem(gpus: int, per_node: int) -> str | None:
+    """Why ``gpus`` GPUs cannot be a cluster on nodes of ``per_node`` (None when they can): up to one node they
+    share a single node, beyond it they must fill whole nodes. 8 per node: 12 -> "use 8 or 16"."""
+    if gpus > per_node and gpus % per_node:
+        lo = gpus // per_node * per_node
+        return f"{gpus:,} GPUs is not a whole number of {per_node}-GPU nodes; use {lo:,} or {lo + per_node:,}"
+    return None
+
+
+def split_nodes(gpus: int, per_node: int) -> tuple[int, int]:
+    """(GPUs per node, nodes) of a cluster of ``gpus`` GPUs on nodes of ``per_node``: one node holding them all
+    up to a node's worth, whole nodes beyond; ``ValueError`` (:func:`whole_nodes_problem`) otherwise.
+    8 per node: 4 -> (4, 1), 16 -> (8, 2)."""
+    problem = whole_nodes_problem(gpus, per_node)
+    if problem is not None:
+        raise ValueError(problem)
+    return (gpus, 1) if gpus <= per_node else (per_node, gpus // per_node)
+
+
 #: Config fields the catalog lookups read.
 _LOOKUP_FIELDS = frozenset({"model", "custom_model", "gpu", "fabric"})
 

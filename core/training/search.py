@@ -22,7 +22,7 @@ from core import catalog
 from core.base import choices
 from core.catalog import Price
 from core.config import RabitConfig
-from core.config import Deployment, as_deployment
+from core.config import Deployment, as_deployment, whole_nodes_problem
 from core.training.reliability import Goodput, goodput, goodput_arrays
 from core.physics import TrainingMemory
 from core.catalog import gpu_price
@@ -136,7 +136,7 @@ def _candidates(c: LayoutContext, goal: TrainingGoal) -> tuple[tuple[int, ...], 
     """(TP, PP, EP) values worth searching for this model and cluster."""
     m = c.m
     top = min(c.coll.domain, 64)
-    tps = tuple(t for t in (1, 2, 4, 8, 16, 32, 64) if t <= top and m.num_heads % t == 0)
+    tps = tuple(t for t in (1, 2, 4, 8, 16, 32, 64) if t <= top and m.splits_heads(t))
     L = m.num_layers
     pps = sorted({d for d in range(1, L + 1) if L % d == 0} | {p for p in (2, 4, 8, 16, 32) if p <= L})
     eps: tuple[int, ...] = (1,)
@@ -323,12 +323,7 @@ def budget_problem(cfg: RabitConfig, gpus: int) -> str | None:
         return "the GPU budget must be at least 1"
     if gpus > MAX_GPUS:
         return f"at most {MAX_GPUS:,} GPUs"
-    if gpus > node and gpus % node:
-        return (
-            f"{gpus:,} GPUs is not a whole number of {node}-GPU nodes; use {gpus // node * node:,} or "
-            f"{(gpus // node + 1) * node:,}"
-        )
-    return None
+    return whole_nodes_problem(gpus, node)
 
 
 def goal_from_inputs(
