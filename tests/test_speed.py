@@ -94,6 +94,45 @@ def test_every_recorded_step_reevaluates():
         assert [x for x in s.steps if x.key == "decode_step_s"][0].value == s.decode.step_s
 
 
+def test_the_recorded_constants_are_the_step_models_own():
+    """The Speed page's constants are recorded by the body that computes them: each recorded value is the step
+    model's field itself, bit for bit, for dense, MoE with EP, a mesh part, a pipeline and TP across nodes."""
+    from core.base import Trace
+    from core.config import resolve
+
+    fields = {
+        "flop_per_token": "flop_per_token",
+        "attn_flop_per_pair": "attn_flop_per_pair",
+        "weights_read_bytes": "dense_weight_bytes",
+        "expert_bytes": "expert_bytes_per_gpu_per_expert",
+        "kv_read_bytes_per_token": "kv_bytes_per_token",
+        "ar_ring_alpha_s": "tp_ar_alpha_ring",
+        "ar_ring_beta_s": "tp_ar_beta_ring",
+        "ar_tree_alpha_s": "tp_ar_alpha_tree",
+        "ar_tree_beta_s": "tp_ar_beta_tree",
+        "a2a_alpha_s": "ep_a2a_alpha",
+        "a2a_beta_s": "ep_a2a_beta",
+        "hop_alpha_s": "pp_hop_alpha",
+        "hop_beta_s": "pp_hop_beta",
+    }
+    for cfg in (
+        EXAMPLE,
+        EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm"),
+        EXAMPLE.with_(gpu="mi300x", tp=4),
+        EXAMPLE.with_(tp=4, pp=2),
+        EXAMPLE.with_(model="llama-3.1-405b", tp=16, nodes=2, weights="fp8"),
+    ):
+        tr = Trace()
+        sm = StepModel.from_deployment(resolve(cfg), tr)
+        assert sm == StepModel.from_deployment(resolve(cfg))  # recording changes nothing
+        recorded = {s.key: s.value for s in tr.steps}
+        shown = {k: f for k, f in fields.items() if k in recorded}
+        assert {"flop_per_token", "weights_read_bytes", "ar_ring_alpha_s"} <= set(shown), cfg
+        for key, field in shown.items():
+            assert recorded[key] == float(getattr(sm, field)), (cfg.model, key)
+        assert recorded["pi_flops"] * cfg.assumptions.mfu_max == sm.peak_flop_per_s
+
+
 def test_batch_one_decode_approaches_weights_over_bandwidth():
     # Llama-3.1-8B on one H100, BF16, a 1-token prompt: (8,030,261,248 - 525,336,576) x 2 B = 15.01 GB streamed
     # per token; / (3.35 TB/s x 0.75) = 5.974 ms. KV of 1-2 tokens adds 0.004%.

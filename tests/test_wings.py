@@ -176,6 +176,23 @@ def test_modules_stay_small(wing):
     assert big == {}, "split these along their seams (docs/wings.md)"
 
 
+def test_only_the_config_wing_looks_a_config_up():
+    """The catalog entries a config names are looked up once, in core.config (resolve); every formula below takes
+    the resolved Deployment, and the step model is built only from one."""
+    lookups = {"model_of", "gpu_of", "fabric_of"}
+    offenders = []
+    for p in _files("core"):
+        if _wing_of(p) == "config":
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                if name in lookups or name == "from_config" and ast.unparse(f).endswith("StepModel.from_config"):
+                    offenders.append(f"{p.relative_to(ROOT)}:{node.lineno}: {ast.unparse(f)}")
+    assert offenders == []
+
+
 def test_wings_import_only_lower_wings_through_their_faces():
     offenders = {str(p.relative_to(ROOT)): v for p in _files("core") if (v := _violations(p))}
     assert offenders == {}

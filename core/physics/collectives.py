@@ -62,7 +62,8 @@ def _scalar(x):
 
 @dataclass(frozen=True)
 class Collectives:
-    """Collective times for one cluster shape. Build with :meth:`for_cluster`; all times in seconds."""
+    """Collective times for one cluster shape. Build with :meth:`of` (a deployment) or :meth:`for_cluster`; all
+    times in seconds."""
 
     gpu: GpuSpec
     fabric: Fabric

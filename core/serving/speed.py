@@ -240,51 +240,38 @@ def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_
             )
             tr.step("prefill_kv_tokens", "Prefill: cached tokens read", "R_p", "B * c", R, unit="tokens", B=B, c=c)
     pp = sm.pp
-    if m == 1:
-        it = iteration(
-            sm,
-            T / m,
-            A / m,
-            R / m,
-            B / m,
-            tr=tr,
-            key="prefill",
-            what="Prefill",
-            final_label="Time to first token (one batch)",
-            final_symbol=r"\mathrm{TTFT}",
-            note="the whole batch prefilled in one iteration",
+    whole = m == 1  # the whole batch in one iteration, else one micro-batch of B / m prompts
+    if on and not whole:
+        tr.step(
+            "prefill_micro_batches",
+            "Prefill: micro-batches in the pipeline",
+            "m",
+            "min(pp, B)",
+            m,
+            B=B,
+            pp=pp,
+            note=f"the {B} prompts split by sequence into micro-batches that follow one another through the "
+            f"{pp} stages; below, one micro-batch of T = T_p / m = {T / m:,.0f} tokens",
         )
-    else:
-        if on:
-            tr.step(
-                "prefill_micro_batches",
-                "Prefill: micro-batches in the pipeline",
-                "m",
-                "min(pp, B)",
-                m,
-                B=B,
-                pp=pp,
-                note=f"the {B} prompts split by sequence into micro-batches that follow one another through the "
-                f"{pp} stages; below, one micro-batch of T = T_p / m = {T / m:,.0f} tokens",
-            )
-        it = iteration(
-            sm,
-            T / m,
-            A / m,
-            R / m,
-            B / m,
-            tr=tr,
-            key="prefill",
-            what="Prefill micro-batch",
-            final_key="prefill_micro_s",
-            final_label="Prefill: one micro-batch through all stages",
-            final_symbol=r"t_{mb}",
-            note=f"the micro-batch passes the {pp} stages in turn (each stage re-reads its weights for every "
-            "micro-batch)",
-        )
+    it = iteration(
+        sm,
+        T / m,
+        A / m,
+        R / m,
+        B / m,
+        tr=tr,
+        key="prefill",
+        what="Prefill" if whole else "Prefill micro-batch",
+        final_key=None if whole else "prefill_micro_s",
+        final_label="Time to first token (one batch)" if whole else "Prefill: one micro-batch through all stages",
+        final_symbol=r"\mathrm{TTFT}" if whole else r"t_{mb}",
+        note="the whole batch prefilled in one iteration"
+        if whole
+        else f"the micro-batch passes the {pp} stages in turn (each stage re-reads its weights for every micro-batch)",
+    )
     t_mb = float(sm.pipelined_s(T, A, R, float(B)))  # = it.time_s: one micro-batch through all stages
     ttft = float(pipeline_fill_s(t_mb, m, it.compute_s, it.memory_s, it.comm_s))
-    if on and m > 1:
+    if on and not whole:
         tr.step(
             "prefill_s",
             "Time to first token (one batch)",
