@@ -141,7 +141,7 @@ def consts(sm: StepModel) -> dict[str, float]:
         g_r=sm.kv_read_factor,
         f_a=sm.attn_flop_per_pair,
         mfu=sm.mfu_max,
-        pi_flops=sm.peak_flop_per_s / sm.mfu_max,
+        pi_flops=sm.peak_flop_per_s / sm.mfu_max,  # pi x mfu: the ceiling the body divides by
         T0=sm.ramp_tokens,
         k_g=sm.kv_bytes_per_token,
         pi_bw=sm.hbm_bw_bytes_per_s,
