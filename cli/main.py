@@ -19,6 +19,7 @@ COMMANDS = (
     "cli.speed_cmd",
     "cli.simulate_cmd",
     "cli.train_cmd",
+    "cli.video_cmd",
     "cli.recommend_cmd",
     "cli.catalog_cmd",
     "cli.assumptions_cmd",

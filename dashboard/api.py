@@ -30,7 +30,9 @@ from core.training import MAX_GPUS, budget_problem, goal_from_inputs
 from core.config import RabitConfig, training_goal_args
 from core.training import TrainingGoal
 from core.decision import at_bound, outside
-from core.base import DAY_S, fmt_bytes, fmt_num, fmt_time
+from core.base import DAY_S, fmt_bytes, fmt_num, fmt_time, fmt_value
+from core.base import by_tag
+from core.config import video_problems
 
 __all__ = [
     "MAX_BYTES",
@@ -78,6 +80,9 @@ __all__ = [
     "fmt_bytes",
     "fmt_num",
     "fmt_time",
+    "fmt_value",
+    "VIDEO_ASSUMPTIONS",
+    "video_problems",
     "goal_from_config",
     "goal_from_inputs",
     "next_experiment_spec",
@@ -86,6 +91,10 @@ __all__ = [
     "sim_spec",
     "sweep_rates",
 ]
+
+
+#: The efficiency assumptions a video request's numbers move with (the Video generation page's sources table).
+VIDEO_ASSUMPTIONS = by_tag("video")
 
 
 def goal_from_config(cfg: RabitConfig) -> TrainingGoal:

@@ -36,6 +36,7 @@ PAGE_SPECS = (
     ("serving.py", "Serving simulation", ":material/queue:", "serving"),
     ("training.py", "Training", ":material/model_training:", "training"),
     ("optimizer.py", "Optimizer", ":material/price_check:", "optimizer"),
+    ("video.py", "Video generation", ":material/movie:", "video"),
     ("math.py", "Show the math", ":material/functions:", "math"),
     ("next_experiment.py", "Next experiment", ":material/science:", "next-experiment"),
     ("diagnostics.py", "Diagnostics", ":material/troubleshoot:", "diagnostics"),

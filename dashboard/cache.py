@@ -6,7 +6,7 @@ import streamlit as st
 
 from core import decision, operations, physics, serving, training
 from core.config import RabitConfig
-from core.config import resolve
+from core.config import resolve, resolve_video
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -327,3 +327,35 @@ def figure(build, *args, **kwargs):
     of a page's own cost once its numbers are cached. The figure is shared, so a caller draws it and never
     changes it (``st.plotly_chart`` copies it before sending)."""
     return _shared_figure(f"{build.__module__}.{build.__qualname__}", build, args, kwargs)
+
+
+# --- video generation (issue 23) ---------------------------------------------------------------------------------
+
+
+@st.cache_data(max_entries=64, show_spinner="Sizing the video request and its queue ...")
+def video_report(cfg: RabitConfig) -> decision.VideoReport:
+    """The request, its ranges and (with a rate) the queue: the same function as ``rabit video``."""
+    return decision.video_report(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def video_speedup(cfg: RabitConfig) -> tuple:
+    """Speed-up of the request against its GPU count in each layout it allows."""
+    return serving.parallel_speedup(resolve_video(cfg))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def video_knees(cfg: RabitConfig) -> dict[str, int | None]:
+    """Each layout's first GPU count at which communication is no longer hidden (None: hidden throughout)."""
+    pts = video_speedup(cfg)
+    return {mode: serving.stops_hiding(pts, mode) for mode in dict.fromkeys(p.mode for p in pts)}
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def video_rate_sweep(cfg: RabitConfig, fractions: tuple[float, ...]) -> tuple:
+    return decision.rate_sweep(cfg, fractions)
+
+
+@st.cache_data(max_entries=16, show_spinner="Searching GPU kinds, GPUs per request and replicas ...")
+def video_recommendation(cfg: RabitConfig, prices: tuple) -> decision.VideoRecommendation:
+    return decision.recommend_video(cfg, prices)

@@ -1181,3 +1181,195 @@ def training_cost_by_gpu(tr) -> go.Figure:
 def fmt_days(seconds: float) -> str:
     """Seconds as days, three significant figures."""
     return f"{seconds / DAY_S:.3g}"
+
+
+# --- video generation (issue 23) ---------------------------------------------------------------------------------
+
+VIDEO_COLORS = {
+    "text encoder": "#8250df",
+    "denoising": "#1f6feb",
+    "VAE decode": "#bf8700",
+    "ulysses": "#1f6feb",
+    "ring": "#2da44e",
+    "ulysses + cfg": "#8250df",
+    "ring + cfg": "#e16f24",
+}
+
+
+def _ref_line(fig: go.Figure, x: float, y_span: list[float], label: str, dash: str, color: str, where: str) -> None:
+    """A vertical reference line at ``x`` as a trace, labelled at its ``where`` end ("top" or "bottom"): a shape's
+    or an annotation's position is in log units on a log axis, a trace's is not."""
+    fig.add_scatter(
+        x=[x, x],
+        y=y_span,
+        mode="lines+text",
+        text=["", label] if where == "top" else [label, ""],
+        textposition=f"{where} right",
+        line=dict(dash=dash, color=color),
+        hoverinfo="skip",
+        showlegend=False,
+    )
+
+
+def video_time_bar(parts: dict[str, float], video_s: float, height: int = 200) -> go.Figure:
+    """One stacked bar of where a video's time goes [s]: text encoder, denoising, VAE decode."""
+    fig = go.Figure()
+    for name, value in parts.items():
+        fig.add_bar(
+            y=["one video"],
+            x=[value],
+            name=f"{name} ({value / video_s:.0%})" if video_s > 0 else name,
+            orientation="h",
+            marker_color=VIDEO_COLORS.get(name, "#6e7781"),
+            hovertemplate=f"{name}: %{{x:.4g}} s<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="stack",
+        height=height,
+        title="Where the time per video goes",
+        xaxis_title="seconds",
+        margin=dict(l=10, r=10, t=40, b=10),
+        legend=LEGEND_BELOW,
+    )
+    return fig
+
+
+def video_speedup_chart(points, current_gpus: int, knees: dict[str, int | None], height: int = 400) -> go.Figure:
+    """Speed-up of one request against its GPU count per layout, the ideal line, and where communication stops
+    hiding (a hollow marker on each layout's first such count)."""
+    fig = go.Figure()
+    top = max((p.gpus for p in points), default=1)
+    fig.add_scatter(x=[1, top], y=[1, top], mode="lines", name="ideal (= GPUs)", line=dict(color="gray", dash="dot"))
+    for mode in dict.fromkeys(p.mode for p in points):
+        pts = sorted((p for p in points if p.mode == mode), key=lambda p: p.gpus)
+        fig.add_scatter(
+            x=[p.gpus for p in pts],
+            y=[p.speedup for p in pts],
+            mode="lines+markers",
+            name=mode,
+            line_color=VIDEO_COLORS.get(mode),
+            marker_symbol=["circle" if p.hidden else "circle-open" for p in pts],
+            marker_size=8,
+            customdata=[[p.video_s, p.comm_s, p.compute_s] for p in pts],
+            hovertemplate="%{x} GPUs: %{y:.3g}x, %{customdata[0]:.4g} s per video; exposed communication "
+            "%{customdata[1]:.3g} s per forward against %{customdata[2]:.3g} s of compute<extra>" + mode + "</extra>",
+        )
+    # markers and reference lines as traces: a shape's or an annotation's position is in log units on a log axis
+    marks = [
+        (p.gpus, p.speedup, mode)
+        for mode, k in knees.items()
+        if k is not None
+        for p in points
+        if p.mode == mode and p.gpus == k
+    ]
+    if marks:
+        fig.add_scatter(
+            x=[m[0] for m in marks],
+            y=[m[1] for m in marks],
+            mode="markers",
+            marker=dict(symbol="x", size=11, color="black"),
+            name="communication stops hiding",
+            customdata=[m[2] for m in marks],
+            hovertemplate="%{customdata}: communication stops hiding at %{x} GPUs<extra></extra>",
+        )
+    ys = [p.speedup for p in points] or [1.0]
+    _ref_line(fig, current_gpus, [min(ys + [1.0]), max(ys + [float(top)])], "this request", "dash", "black", "top")
+    fig.update_layout(
+        title="Speed-up against GPUs per request (hollow: communication no longer hidden)",
+        xaxis_title="GPUs per request",
+        yaxis_title="speed-up over one GPU",
+        xaxis_type="log",
+        yaxis_type="log",
+        height=height,
+        margin=dict(l=10, r=10, t=40, b=10),
+        legend=LEGEND_BELOW,
+    )
+    return fig
+
+
+def video_rate_chart(rows, capacity_per_hour: float, rate_per_hour: float | None, height: int = 360) -> go.Figure:
+    """p50 and p95 latency per video against the arrival rate [videos/h]; saturated points marked with an x."""
+    fig = go.Figure()
+    rates = [r[0] for r in rows]
+    for idx, name, color in ((1, "p50", "#2da44e"), (2, "p95", "#cf222e")):
+        fig.add_scatter(
+            x=rates,
+            y=[r[idx] for r in rows],
+            mode="lines+markers",
+            name=f"{name} latency per video",
+            line_color=color,
+            marker_symbol=["x" if r[3] else "circle" for r in rows],
+            marker_size=9,
+        )
+    ys = [y for r in rows for y in (r[1], r[2]) if y] or [1.0]
+    for x, label, dash, color in (
+        (capacity_per_hour, "capacity", "dash", "gray"),
+        (rate_per_hour, "this rate", "dot", "black"),
+    ):
+        if x:
+            _ref_line(fig, x, [min(ys), max(ys)], label, dash, color, "bottom")
+    fig.update_layout(
+        title="Latency per video against the arrival rate (x = saturated)",
+        xaxis_title="videos per hour",
+        yaxis_title="seconds",
+        yaxis_type="log",
+        height=height,
+        margin=dict(l=10, r=10, t=40, b=10),
+        legend=LEGEND_BELOW,
+    )
+    return fig
+
+
+def video_timeline_chart(timeline, height: int | None = None) -> go.Figure:
+    """The first requests' lives: waiting in the queue (grey) and running their denoising steps (blue)."""
+    fig = go.Figure()
+    ids = [f"#{t.id}" for t in timeline]
+    fig.add_bar(
+        y=ids,
+        x=[t.start_s - t.arrival_s for t in timeline],
+        base=[t.arrival_s for t in timeline],
+        orientation="h",
+        name="queued",
+        marker_color="#d0d7de",
+        hovertemplate="%{y}: queued %{x:.4g} s<extra></extra>",
+    )
+    fig.add_bar(
+        y=ids,
+        x=[t.end_s - t.start_s for t in timeline],
+        base=[t.start_s for t in timeline],
+        orientation="h",
+        name="running (text, steps, decode)",
+        marker_color="#1f6feb",
+        customdata=[[t.replica] for t in timeline],
+        hovertemplate="%{y}: running %{x:.4g} s on replica %{customdata[0]}<extra></extra>",
+    )
+    fig.update_layout(
+        barmode="overlay",
+        title="The first requests: queued, then running",
+        xaxis_title="seconds since the first arrival",
+        yaxis=dict(autorange="reversed", dtick=1),
+        height=height or 140 + 18 * len(timeline),
+        margin=dict(l=10, r=10, t=40, b=10),
+        legend=LEGEND_BELOW,
+    )
+    return fig
+
+
+def video_progress_chart(progress, steps: int, at_s: float, height: int = 260) -> go.Figure:
+    """Every request running at one moment and the denoising step it is on."""
+    fig = go.Figure()
+    fig.add_bar(
+        x=[f"#{i}" for i, _ in progress],
+        y=[s for _, s in progress],
+        marker_color="#1f6feb",
+        hovertemplate="%{x}: step %{y} of " + str(steps) + "<extra></extra>",
+    )
+    fig.add_hline(y=steps, line_dash="dash", line_color="gray", annotation_text=f"{steps} steps")
+    fig.update_layout(
+        title=f"Per-request progress at {at_s:,.0f} s",
+        xaxis=dict(title="request", type="category"),
+        yaxis_title="denoising step",
+        height=height,
+        margin=dict(l=10, r=10, t=40, b=10),
+    )
+    return fig

@@ -65,6 +65,10 @@ _ZERO_IS_NONE = frozenset(
         "predicted.p95_ttft_s",
         "predicted.p95_itl_s",
         "predicted.prefix_cache_frac",
+        "video.seconds",
+        "video.fps",
+        "video.rate_per_hour",
+        "video.p95_target_s",
     }
 )
 #: Group fields a widget shows in another unit: widget = field x num / den (a checkpoint interval in
@@ -151,10 +155,14 @@ def _load_into_state(cfg: RabitConfig) -> None:
 #: shows, not the analysis, so the config file does not carry them.
 _BOUND_VIEW = ("base", ("pessimistic", "base", "optimistic"))
 VIEW_PARAMS: dict[str, tuple[str, tuple[str, ...]]] = {
-    **{f"{p}.bound": _BOUND_VIEW for p in ("memory", "speed", "serving", "training", "optimizer", "math")},
+    **{f"{p}.bound": _BOUND_VIEW for p in ("memory", "speed", "serving", "training", "optimizer", "math", "video")},
     "memory.tab": ("Serving", ("Serving", "Training")),
     "math.view": ("Inference", ("Inference", "Training")),
     "opt.view": ("Serving", ("Serving", "Training run")),
+    "video.tab": (
+        "Parallel speed-up",
+        ("Parallel speed-up", "Queue and cost", "Cheapest fleet", "Memory", "Sensitivity"),
+    ),
 }
 
 
@@ -242,25 +250,28 @@ def _values() -> dict[str, Any]:
 #: Sidebar inputs a page does not read, and why: drawn greyed out there (a change would do nothing but rerun).
 _OPTIMIZER_SEARCHES = "the optimizer searches GPU kinds, counts, layouts and formats itself"
 _TRAINING_SECTION = "training reads the Training section below"
+#: The sidebar's serving request: what a page that sizes something else does not read.
+_SERVING_REQUEST = (
+    "batch",
+    "input_tokens",
+    "output_tokens",
+    "prefix_cache_frac",
+    "weights",
+    "kv_dtype",
+    "kv_alloc",
+    "block_size",
+)
 UNUSED_ON_PAGE: dict[str, dict[str, str]] = {
     "serving": {"batch": "the simulated scheduler forms its own batches (Max batch on this page)"},
     "optimizer": {
         f: _OPTIMIZER_SEARCHES
         for f in ("gpu", "gpus_per_node", "nodes", "tp", "pp", "ep", "batch", "weights", "kv_dtype")
     },
-    "training": {
-        f: _TRAINING_SECTION
-        for f in (
-            "batch",
-            "input_tokens",
-            "output_tokens",
-            "prefix_cache_frac",
-            "weights",
-            "kv_dtype",
-            "kv_alloc",
-            "block_size",
-        )
+    "video": {
+        f: "the Video generation page sizes its own request (model, size, GPUs per request) on the page"
+        for f in ("model", "gpus_per_node", "nodes", "tp", "pp", "ep", *_SERVING_REQUEST)
     },
+    "training": {f: _TRAINING_SECTION for f in _SERVING_REQUEST},
 }
 #: The phase is the page's: its fit checks (serving context, batch-1 fit; training sequence length) follow it.
 PAGE_PHASE = {"training": "train"}
@@ -295,6 +306,7 @@ def sidebar(page: str = "") -> RabitConfig | None:
         opts,
         key=_key("model"),
         format_func=lambda s: f"{custom.name} (uploaded)" if s == _CUSTOM and custom else s,
+        **_off(page, "model"),
     )
     slots["model"] = sb.container()
     with sb.expander("Add a model from config.json"):
@@ -429,6 +441,22 @@ def _config_file_controls(cfg: RabitConfig) -> None:
         if "_upload_error" in st.session_state:
             st.error(plain(st.session_state["_upload_error"], 1000))
         st.caption("The page URL carries this configuration too: paste it to share the view.")
+
+
+def video_model_defaults() -> None:
+    """Button callback: the Video generation page's request at its model's own size, length, steps and guidance
+    (the catalog's defaults; runs before the widgets are drawn)."""
+    m = catalog.diffusion_model(st.session_state.get(_key("video.model"), DEFAULT.video.model))
+    for field, value in (
+        ("height", m.default_height),
+        ("width", m.default_width),
+        ("frames", m.default_frames),
+        ("seconds", 0),
+        ("steps", m.default_steps),
+        ("guidance", "model"),
+        ("cfg_parallel", False),
+    ):
+        st.session_state[_key(f"video.{field}")] = value
 
 
 def field_error(path: str) -> None:

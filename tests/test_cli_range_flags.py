@@ -27,6 +27,7 @@ INVOCATIONS = {
     "validate": ["validate", "--family", "train-papers"],
     "next-experiment": ["next-experiment"],
     "diagnose": ["diagnose", "--metrics", str(FIX / "vllm_metrics.txt")],
+    "video": ["video", "--rate", "5"],
 }
 
 

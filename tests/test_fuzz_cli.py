@@ -233,6 +233,7 @@ BASE = {
     "models": ["models", "--json"],
     "gpus": ["gpus", "--json"],
     "diagnose": ["diagnose", "--metrics", "{metrics}", "--json"],
+    "video": ["video", "--rate", "5", "--videos", "40", "--json"],
 }
 HOSTILE = [
     "",

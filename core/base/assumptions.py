@@ -52,7 +52,7 @@ class AssumptionInfo:
 
 
 #: Everything an assumption can be tagged as moving.
-MOVES = ("serving_memory", "serving_speed", "training_memory", "training")
+MOVES = ("serving_memory", "serving_speed", "training_memory", "training", "video")
 
 
 _INFOS = (
@@ -80,7 +80,7 @@ _INFOS = (
         "The textbook example worked example (1.5 GiB); CUDA context is ~0.5 GiB on Hopper, NCCL and "
         "allocator slack add the rest.",
         -1,
-        moves=("serving_memory", "training_memory", "training"),
+        moves=("serving_memory", "training_memory", "training", "video"),
         min_value=0.0,
         max_value=64.0,
         domain_reason="beyond 64 GiB per GPU the overhead would be a model of its own, not a context and allocator slack",
@@ -96,7 +96,7 @@ _INFOS = (
         "A100/H100; TensorRT-LLM/FlashInfer GEMV kernels reach ~80-85% of peak HBM bandwidth. "
         "The textbook example uses 0.8.",
         +1,
-        moves=("serving_speed", "training"),
+        moves=("serving_speed", "training", "video"),
         min_value=0.01,
         max_value=1.0,
         domain_reason="achieved / peak bandwidth: never above the peak",
@@ -111,7 +111,7 @@ _INFOS = (
         "Large BF16 GEMMs on H100 SXM sustain ~600-700 of 989 TFLOP/s (cuBLASLt, NVIDIA Hopper "
         "tuning guide); prefill MFU of 50-65% is reported by vLLM/SGLang profiles.",
         +1,
-        moves=("serving_speed",),
+        moves=("serving_speed", "video"),
         min_value=0.01,
         max_value=1.0,
         domain_reason="achieved / peak FLOP/s: never above the peak",
@@ -141,7 +141,7 @@ _INFOS = (
         "the RA-BIT spec; NVIDIA Transformer Engine / Megatron FP8 training reports 1.3-1.5x end-to-end "
         "over BF16 on H100.",
         +1,
-        moves=("serving_speed", "training"),
+        moves=("serving_speed", "training", "video"),
         min_value=1.0,
         max_value=2.0,
         domain_reason="FP8 runs at most the 2x peak ratio over BF16",
@@ -171,7 +171,7 @@ _INFOS = (
         "nccl-tests all_reduce busbw on DGX H100: ~360-480 GB/s of 450 GB/s per direction "
         "(NVIDIA NCCL performance notes).",
         +1,
-        moves=("serving_speed", "training"),
+        moves=("serving_speed", "training", "video"),
         min_value=0.01,
         max_value=1.0,
         domain_reason="achieved / link peak: never above the peak",
@@ -187,7 +187,7 @@ _INFOS = (
         "per-hop terms (src/graph/tuning.cc, quoted in NVIDIA/nccl issue #1334); custom one-shot "
         "all-reduce kernels (TensorRT-LLM) reach ~4 us.",
         -1,
-        moves=("serving_speed", "training"),
+        moves=("serving_speed", "training", "video"),
         min_value=0.0,
         max_value=10000.0,
         domain_reason="a 10 ms launch cost is a hung collective, not a latency",
@@ -251,7 +251,7 @@ _INFOS = (
         "keep up); vLLM runs eager for iterations beyond the capture sizes or with --enforce-eager. "
         "Estimate: 3-10 us per kernel.",
         -1,
-        moves=("serving_speed",),
+        moves=("serving_speed", "video"),
         min_value=0.0,
         max_value=10000.0,
         domain_reason="a launch above 10 ms per kernel is a stalled host, not a launch",
@@ -438,6 +438,71 @@ _INFOS = (
         max_value=10.0,
         domain_reason="dequantisation cannot make QLoRA faster than LoRA; 10x is a broken kernel",
     ),
+    AssumptionInfo(
+        "attn_eff",
+        "Attention kernel efficiency at video sequence lengths, the GPU's own kernel (achieved / dense BF16 peak)",
+        "frac",
+        0.60,
+        0.45,
+        0.75,
+        "A kernel written for the GPU's tensor cores: FlashAttention-2 forward reaches 50-73% of the A100's peak "
+        "(Dao, arXiv 2307.08691); FlashAttention-3 on H100 reaches 60-75% at head dimension 128 and long "
+        "sequences (740 TFLOP/s FP16 at its best; Shah et al., arXiv 2407.08608). Video DiTs attend over "
+        "10^4-10^5 tokens, the long-sequence end of both curves.",
+        +1,
+        moves=("video",),
+        min_value=0.01,
+        max_value=1.0,
+        domain_reason="achieved / peak FLOP/s: never above the peak",
+    ),
+    AssumptionInfo(
+        "attn_eff_legacy",
+        "Attention efficiency of FlashAttention-2 on Hopper or Blackwell (achieved / dense BF16 peak)",
+        "frac",
+        0.35,
+        0.30,
+        0.45,
+        "FlashAttention-2 issues Ampere's mma.sync instructions and cannot use Hopper's asynchronous wgmma and TMA: "
+        "35% of the H100's peak (Shah et al., arXiv 2407.08608, against FlashAttention-3's up to 75%); the "
+        "catalog's attention-kernel table says on which GPUs FA2 is not the native kernel.",
+        +1,
+        moves=("video",),
+        min_value=0.01,
+        max_value=1.0,
+        domain_reason="achieved / peak FLOP/s: never above the peak",
+    ),
+    AssumptionInfo(
+        "vae_conv_eff",
+        "VAE decoder convolution efficiency (achieved / dense peak of its precision)",
+        "frac",
+        0.30,
+        0.15,
+        0.50,
+        "Estimate: the video VAEs decode with cuDNN 3D convolutions (implicit GEMM) over a few hundred channels, "
+        "chunk by chunk with a feature cache and eager normalisations between them; one published Wan 2.2 VAE "
+        "decode (heygen-com/auto-model-optim leaderboard) takes 14.5 s in FP32 eager and 4.8 s fused in BF16 with "
+        "torch.compile, a 3x spread from the kernels alone, which this range spans.",
+        +1,
+        moves=("video",),
+        min_value=0.01,
+        max_value=1.0,
+        domain_reason="achieved / peak FLOP/s: never above the peak",
+    ),
+    AssumptionInfo(
+        "offload_gb_per_s",
+        "Host-to-GPU bandwidth for a model offloaded to CPU memory between requests",
+        "GB/s",
+        25.0,
+        12.0,
+        50.0,
+        "PCIe Gen4 x16 carries 32 GB/s per direction (about 25 GB/s from pinned memory), Gen5 x16 64 GB/s (about "
+        "50); pageable memory halves it (NVIDIA CUDA C++ Best Practices Guide, 'Pinned Memory').",
+        +1,
+        moves=("video",),
+        min_value=0.1,
+        max_value=1000.0,
+        domain_reason="from a slow host link to beyond any CPU-GPU link (Grace Hopper's NVLink-C2C is 450 GB/s)",
+    ),
 )
 
 REGISTRY: MappingProxyType[str, AssumptionInfo] = MappingProxyType({a.name: a for a in _INFOS})
@@ -487,6 +552,10 @@ class Assumptions(BaseModel):
     tp_overlap_train: float = _field("tp_overlap_train")
     lora_flop_per_param: float = _field("lora_flop_per_param")
     qlora_slowdown: float = _field("qlora_slowdown")
+    attn_eff: float = _field("attn_eff")
+    attn_eff_legacy: float = _field("attn_eff_legacy")
+    vae_conv_eff: float = _field("vae_conv_eff")
+    offload_gb_per_s: float = _field("offload_gb_per_s")
 
     def at(self, bound: Literal["base", "low", "high"]) -> "Assumptions":
         """Every assumption at its base, pessimistic ("low") or optimistic ("high") bound (the registry's values)."""

@@ -91,6 +91,32 @@ TRAIN_SEARCH_LIMITS = (512, 4096, 16384, 32768)
 #: Relative spread of the mean prompt length, output length and arrival rate (the spec's default +-30 %).
 DEFAULT_WORKLOAD_SPREAD_FRAC = 0.3
 
+# --- video generation (a diffusion transformer's request: core.config.VideoRequest) ------------------------
+#: How one request's sequence is split across its GPUs: Ulysses (an all-to-all turns a sequence shard into a head
+#: shard around attention; the degree must divide the heads) or ring attention (key/value blocks pass around a ring
+#: while each GPU attends its query block).
+SpMode = Literal["ulysses", "ring"]
+#: Forwards per denoising step: the model's own mode, classifier-free guidance (a conditional and an unconditional
+#: forward) or a guidance-distilled sampler (one forward, the scale an input).
+Guidance = Literal["model", "cfg", "distilled"]
+#: The dtype the transformer's weights are held in (FP16 runs at the BF16 rate; FP32 under BF16 autocast is what some
+#: reference code does: its GEMMs run in BF16).
+VideoWeights = Literal["bf16", "fp16", "fp32", "fp8"]
+#: The text encoder stays on the GPU, or is moved there for each prompt and back (CPU offload).
+TextEncoderPlacement = Literal["resident", "offload"]
+#: The attention kernel: the one written for the GPU's tensor cores, or FlashAttention-2 whatever the GPU (what
+#: many published runs used on Hopper; core.catalog.attention_kernel says where that differs).
+AttentionChoice = Literal["native", "fa2"]
+
+ATTENTION_LABELS = MappingProxyType({"native": "the GPU's own kernel", "fa2": "FlashAttention-2"})
+SP_LABELS = MappingProxyType({"ulysses": "Ulysses (all-to-all)", "ring": "ring attention"})
+GUIDANCE_LABELS = MappingProxyType(
+    {"model": "the model's own", "cfg": "classifier-free (2 passes)", "distilled": "distilled (1 pass)"}
+)
+#: Bytes per transformer weight by video weight format, and the precision its GEMMs run in.
+VIDEO_WEIGHT_BYTES = MappingProxyType({"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0})
+VIDEO_COMPUTE_PRECISION = MappingProxyType({"bf16": "bf16", "fp16": "bf16", "fp32": "bf16", "fp8": "fp8"})
+
 # --- what it costs (prices and the optimizer) ------------------------------------------------------------
 PriceKind = Literal["on-demand", "spot", "reserved", "marketplace"]
 PricePolicy = Literal["median", "cheapest"]
@@ -115,3 +141,8 @@ ENGINES = values(Engine)
 TRAIN_MODES = values(TrainMode)
 PRICE_KINDS = values(PriceKind)
 PRICE_POLICIES = values(PricePolicy)
+SP_MODES = values(SpMode)
+GUIDANCES = values(Guidance)
+VIDEO_WEIGHTS = values(VideoWeights)
+TEXT_ENCODER_PLACEMENTS = values(TextEncoderPlacement)
+ATTENTION_CHOICES = values(AttentionChoice)

@@ -109,6 +109,26 @@ CONFIG_DOMAINS: dict[str, Domain] = {
     "global_batch_tokens": Domain(1, 2**30, "2^30 tokens, 64x the 16M-token batches of Llama 3 405B"),
 }
 
+#: The numeric fields of the shared config's ``video`` group (:class:`core.config.VideoRequest`), shared with the
+#: Video generation page's inputs and ``rabit video``'s flags (FLAG_DOMAINS["video.<flag>"]).
+VIDEO_DOMAINS: dict[str, Domain] = {
+    "height": Domain(16, 4096, "4K frames; the catalog's models are trained at 480-1024 pixels"),
+    "width": Domain(16, 4096, "4K frames; the catalog's models are trained at 720-1360 pixels"),
+    "frames": Domain(1, 2049, "about 85 s at 24 fps, 16x the longest default clip in the catalog (129 frames)"),
+    "seconds": Domain(0.01, 120.0, "two minutes of video; the catalog's clips are 5-6 s", integer=False, step=0.5),
+    "fps": Domain(1.0, 120.0, "frame rates from 1 to 120 per second", integer=False, step=1.0),
+    "steps": Domain(1, 1000, "samplers run 1-100 steps; 1,000 is the training schedule's length"),
+    "batch": Domain(1, 64, "videos stepping together on one replica; 64 clips of 75,600 tokens is 4.8M tokens"),
+    "gpus": Domain(
+        1, 256, "GPUs sharing one request (sequence x guidance parallel); beyond 256 each holds a few tokens"
+    ),
+    "replicas": Domain(1, 10_000, "replicas of the request's GPUs; 10,000 is beyond any video fleet published"),
+    "rate_per_hour": Domain(1e-3, 1e6, "from one video in 40 days to a million per hour", integer=False),
+    "p95_target_s": Domain(1e-3, 1e6, "a latency target from a millisecond to 11 days", integer=False),
+    "num_videos": Domain(20, 20_000, "p95 needs 20 videos; 20,000 simulate in about a second"),
+    "seed": Domain(0, 2**32 - 1, "NumPy seeds a generator from an unsigned 32-bit integer"),
+}
+
 #: Sizes read from a config.json (:class:`core.catalog.arch.ModelArch`): finite, about 50x beyond the largest
 #: published model, so the layout checks and parameter counts stay cheap and exact.
 ARCH_DOMAINS: dict[str, Domain] = {
@@ -453,6 +473,23 @@ FLAG_FIELDS: dict[str, str] = {
     "tokens": "train_tokens",
 }
 
+#: ``rabit video``'s flag (argparse ``dest``) -> the video group's field whose domain it shares.
+VIDEO_FLAG_FIELDS: dict[str, str] = {
+    "height": "height",
+    "width": "width",
+    "frames": "frames",
+    "seconds": "seconds",
+    "fps": "fps",
+    "steps": "steps",
+    "batch": "batch",
+    "gpus": "gpus",
+    "replicas": "replicas",
+    "rate": "rate_per_hour",
+    "p95_target_s": "p95_target_s",
+    "videos": "num_videos",
+    "seed": "seed",
+}
+
 #: The domain of every numeric CLI flag, by argparse ``dest`` (checked as the flag is parsed).
 FLAG_DOMAINS: dict[str, Domain] = {
     **{dest: CONFIG_DOMAINS[f] for dest, f in FLAG_FIELDS.items()},
@@ -487,4 +524,6 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "deadline_days": Domain(1e-3, 3650.0, "from about a minute and a half to ten years", integer=False),
     "checkpoint_interval_s": Domain(1.0, 1e7, "from a second to four months between checkpoints", integer=False),
     "batch_tolerance": Domain(0.0, 1.0, "a relative tolerance on the global batch", integer=False),
+    # rabit video: its flags share the video group's domains
+    **{f"video.{flag}": VIDEO_DOMAINS[field] for flag, field in VIDEO_FLAG_FIELDS.items()},
 }

@@ -79,6 +79,10 @@ def fmt_value(x: float, unit: str, digits: int = 3) -> str:
     if unit == "s":
         return fmt_time(x, digits)
     if unit == "FLOP":
+        if abs(x) >= 1e18:
+            return f"{x / 1e18:.{digits}g} EFLOP"
+        if abs(x) >= PETA:
+            return f"{x / PETA:.{digits}g} PFLOP"
         return f"{x / TERA:.{digits}g} TFLOP" if abs(x) >= 1e9 else f"{x:.{digits}g} FLOP"
     if unit == "FLOP/s":
         return f"{x / TERA:.{digits}g} TFLOP/s"

@@ -1,4 +1,4 @@
-"""Catalog: the GPU, fabric, model and price tables under ``catalogs/`` (validated on load), model architectures, and the engines' defaults.
+"""Catalog: the GPU, fabric, model, diffusion-model and price tables under ``catalogs/`` (validated on load), model architectures, and the engines' defaults.
 
 The wing's face: it only hands on the names other wings and the edges use."""
 
@@ -8,6 +8,16 @@ from core.catalog.arch import (
     ModelArch,
     UnsupportedArchitecture,
     from_hf_config,
+)
+from core.catalog.diffusion import (
+    AttentionKernel,
+    DiffusionModel,
+    attention_kernel,
+    attention_kernels,
+    diffusion_model,
+    diffusion_models,
+    load_attention_kernels,
+    load_diffusion_models,
 )
 from core.catalog.engines import (
     CUDA_GRAPH_MAX_TOKENS,
@@ -42,9 +52,11 @@ from core.catalog.tables import (
 )
 
 __all__ = [
+    "AttentionKernel",
     "CATALOG_DIR",
     "CUDA_GRAPH_MAX_TOKENS",
     "CatalogError",
+    "DiffusionModel",
     "ENGINE_LABELS",
     "Fabric",
     "GpuPrice",
@@ -53,6 +65,10 @@ __all__ = [
     "Price",
     "UnsupportedArchitecture",
     "apply_engine",
+    "attention_kernel",
+    "attention_kernels",
+    "diffusion_model",
+    "diffusion_models",
     "engine_defaults",
     "fabric",
     "fabrics",
@@ -60,6 +76,8 @@ __all__ = [
     "gpu",
     "gpu_price",
     "gpus",
+    "load_attention_kernels",
+    "load_diffusion_models",
     "load_fabrics",
     "load_gpus",
     "load_model_file",

@@ -32,6 +32,12 @@ from core.config.settings import (
     to_query,
     training_goal_args,
 )
+from core.config.video import (
+    VideoDeployment,
+    VideoRequest,
+    resolve_video,
+    video_problems,
+)
 from core.config.workload import (
     Draws,
     Lengths,
@@ -51,6 +57,8 @@ __all__ = [
     "RabitConfig",
     "SimSpec",
     "Targets",
+    "VideoDeployment",
+    "VideoRequest",
     "WEIGHT_BYTES",
     "Workload",
     "as_deployment",
@@ -62,8 +70,10 @@ __all__ = [
     "parse_trace",
     "problems",
     "resolve",
+    "resolve_video",
     "split_nodes",
     "to_query",
     "training_goal_args",
+    "video_problems",
     "whole_nodes_problem",
 ]

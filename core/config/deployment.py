@@ -9,12 +9,14 @@ hashes and compares as the config it was resolved from, so it can key a cache.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import catalog
 from core.base import KV_BYTES, WEIGHT_BYTES, Assumptions
 from core.catalog import Fabric, GpuSpec, ModelArch
-from core.config.settings import RabitConfig
+
+if TYPE_CHECKING:  # the config's own module imports the video group, which resolves through the lookups here
+    from core.config.settings import RabitConfig
 
 
 def model_of(cfg: RabitConfig) -> ModelArch:

@@ -31,6 +31,7 @@ from core.base import (
 )
 from core.catalog import ModelArch
 from core.config.workload import DEFAULT_MAX_BATCH, DEFAULT_TOKEN_BUDGET
+from core.config.video import VideoRequest
 
 # The choices and the format facts live in core.base.choices; re-exported here for the callers that import them
 # from the config.
@@ -205,6 +206,8 @@ class RabitConfig(BaseModel):
     training: TrainingRun = TrainingRun()
     experiment: WorkloadSpread = WorkloadSpread()
     predicted: Predicted = Predicted()
+    # a video (or image) generation request (core.config.video)
+    video: VideoRequest = VideoRequest()
     # assumptions
     assumptions: Assumptions = Assumptions()
 
@@ -279,6 +282,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "training": TrainingRun,
     "experiment": WorkloadSpread,
     "predicted": Predicted,
+    "video": VideoRequest,
 }
 #: Nested objects that travel as one compressed blob.
 _BLOBS = ("custom_model", "assumptions")

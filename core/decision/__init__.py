@@ -47,6 +47,19 @@ from core.decision.optimizer import (
     screen,
     simulate,
 )
+from core.decision.video import (
+    QUEUE_KEYS,
+    VIDEO_KEYS,
+    VideoOption,
+    VideoRecommendation,
+    VideoReport,
+    price_of,
+    queue_spec,
+    ranges_of as video_ranges_of,
+    rate_sweep,
+    recommend_video,
+    video_report,
+)
 from core.decision.uncertainty import (
     Range,
     RecommendationRanges,
@@ -154,4 +167,15 @@ __all__ = [
     "training_spread",
     "uncertain_inputs",
     "with_assumption",
+    "QUEUE_KEYS",
+    "VIDEO_KEYS",
+    "VideoOption",
+    "VideoRecommendation",
+    "VideoReport",
+    "price_of",
+    "queue_spec",
+    "video_ranges_of",
+    "rate_sweep",
+    "recommend_video",
+    "video_report",
 ]

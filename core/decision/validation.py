@@ -9,6 +9,8 @@ settings that reproduce it). Each case is predicted with today's default assumpt
 * ``ttft_s``: the batch-1 prefill time; ``itl_s``: the batch-1 mean decode step.
 * ``hw_tflops_per_gpu`` / ``model_tflops_per_gpu``: the training layout timed by
   :func:`core.training.evaluate_layout`, as HFU or MFU times the dense BF16 peak.
+* ``video.csv``: a diffusion-transformer request (:func:`core.physics.video_estimate`): seconds per video or per
+  denoising step, the denoising time alone, peak memory per GPU [GB], attention's share of the denoising time.
 
 ``run(assumptions=...)`` predicts every case with other assumption values (``rabit validate --assume/--bound/
 --config``), and ``run(ranges=True)`` adds each prediction's heuristic range from the assumption bounds
@@ -186,10 +188,54 @@ def _training_prediction(r: dict[str, str]) -> float:
     return _training_predict(r, _training_config(r))
 
 
+def _video_config(r: dict[str, str]) -> RabitConfig:
+    """A video case's request: the model, GPU and GPU count, size, steps and layout of the published run."""
+    return RabitConfig(
+        gpu=r["gpu"],
+        video={
+            "model": r["model"],
+            "gpus": int(r["gpus"]),
+            "height": int(r["height"]),
+            "width": int(r["width"]),
+            "frames": int(r["frames"]),
+            "steps": int(r["steps"]),
+            "guidance": r["guidance"],
+            "sp": r["sp"],
+            "cfg_parallel": r["cfg_parallel"] == "1",
+            "fsdp": r["fsdp"] == "1",
+            "weights": r["weights"],
+            "text_encoder": r["text_encoder"],
+            "attention": r["attention"],
+            "rate_per_hour": None,
+        },
+    )
+
+
+#: video.csv metric -> the estimate's field (and the factor from its SI unit to the published one)
+_VIDEO_METRICS = {
+    "video_s": ("video_s", 1.0),
+    "denoise_s": ("denoise_s", 1.0),
+    "step_s": ("step_s", 1.0),
+    "peak_memory_gb": ("memory_bytes_per_gpu", 1e-9),
+    "attention_share": ("attention_share", 1.0),
+}
+
+
+def _video_predict(r: dict[str, str], cfg: RabitConfig) -> float:
+    from core.config import resolve_video
+    from core.physics import video_quick
+
+    if r["metric"] not in _VIDEO_METRICS:
+        raise ValueError(f"video.csv: unknown metric {r['metric']!r}")
+    field, factor = _VIDEO_METRICS[r["metric"]]
+    return float(getattr(video_quick(resolve_video(cfg)), field)) * factor
+
+
 #: file -> (the case's config, its prediction from a config, the assumption tag that moves it)
 _KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] = {
     "serving.csv": (_serving_config, _serving_predict, "serving_speed"),
     "training.csv": (_training_config, _training_predict, "training"),
+    "video.csv": (_video_config, _video_predict, "video"),
 }
 
 

@@ -32,6 +32,15 @@ from core.physics.training_footprint import (
     training_memory_for,
     training_memory_parts,
 )
+from core.physics.video import (
+    VideoEstimate,
+    estimate as video_estimate,
+    latent_shape,
+    linear_flop_per_token,
+    quick as video_quick,
+    vae_cache_bytes,
+    vae_decode_flop,
+)
 from core.physics.step import (
     StepModel,
     effective_peak_flop_per_s,
@@ -47,6 +56,7 @@ __all__ = [
     "ServingMemory",
     "StepModel",
     "TrainingMemory",
+    "VideoEstimate",
     "activation_bytes_per_layer",
     "effective_peak_flop_per_s",
     "expert_params_total",
@@ -54,6 +64,8 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_per_token_across_catalog",
     "kv_shard",
+    "latent_shape",
+    "linear_flop_per_token",
     "lora_params",
     "per_query_head_kv_reads",
     "sequences_vs_context",
@@ -62,4 +74,8 @@ __all__ = [
     "training_memory_by_zero",
     "training_memory_for",
     "training_memory_parts",
+    "vae_cache_bytes",
+    "vae_decode_flop",
+    "video_estimate",
+    "video_quick",
 ]

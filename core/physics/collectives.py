@@ -41,7 +41,7 @@ from core.base import NO_TRACE, US, Trace
 from core.catalog import Fabric, GpuSpec
 from core.config import Deployment
 
-#: Bytes per element of the activations that TP all-reduces, EP all-to-alls and pipeline sends move (BF16).
+#: Bytes per activation element (BF16): what TP all-reduces, EP all-to-alls, pipeline and sequence-parallel sends move.
 ACT_BYTES = 2.0
 
 
