@@ -39,7 +39,7 @@ import numpy as np
 
 from core.base import NO_TRACE, US, Trace
 from core.catalog import Fabric, GpuSpec
-from core.config import Deployment
+from core.config import Deployment, VideoDeployment
 
 #: Bytes per activation element (BF16): what TP all-reduces, EP all-to-alls, pipeline and sequence-parallel sends move.
 ACT_BYTES = 2.0
@@ -81,11 +81,13 @@ class Collectives:
         return cls(gpu=gpu, fabric=fabric, domain=max(1, domain), bw_eff=bw_eff, base_s=base_s)
 
     @classmethod
-    def of(cls, dep: Deployment) -> "Collectives":
-        """The collectives of a deployment's cluster: its GPU and fabric, GPUs per node, and the assumptions
-        ``comm_bw_eff`` (achieved share of the link bandwidth) and ``collective_base_us`` (launch cost)."""
+    def of(cls, dep: Deployment | VideoDeployment, gpus_per_node: int | None = None) -> "Collectives":
+        """The collectives of a deployment's cluster: its GPU and fabric, its GPUs per node (or ``gpus_per_node``),
+        and the assumptions ``comm_bw_eff`` (achieved share of the link bandwidth) and ``collective_base_us``
+        (launch cost)."""
         a = dep.assumptions
-        return cls.for_cluster(dep.gpu, dep.fabric, dep.gpus_per_node, a.comm_bw_eff, a.collective_base_us * US)
+        node = dep.config.gpus_per_node if gpus_per_node is None else gpus_per_node
+        return cls.for_cluster(dep.gpu, dep.fabric, node, a.comm_bw_eff, a.collective_base_us * US)
 
     # --- levels ------------------------------------------------------------------------------------
     def intra(self, p, tr: Trace = NO_TRACE) -> Level:

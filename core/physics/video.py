@@ -189,8 +189,8 @@ def vae_cache_bytes(m: DiffusionModel, height: int, width: int) -> float:
 
 
 def _collectives(dep: VideoDeployment) -> Collectives:
-    a = dep.assumptions
-    return Collectives.for_cluster(dep.gpu, dep.fabric, dep.gpu.gpus_per_node, a.comm_bw_eff, a.collective_base_us * US)
+    """The request's GPUs talk inside a node of the part's own size."""
+    return Collectives.of(dep, gpus_per_node=dep.gpu.gpus_per_node)
 
 
 def estimate(dep: VideoDeployment, tr: Trace | None = None) -> VideoEstimate:
