@@ -27,10 +27,12 @@ bench: install
 room: install
 	$(ACT) && python -m bench.room
 
-# ruff (lint and format) over the tree, mypy over core; settings in pyproject.toml. LINT_PY is the interpreter
-# that has them (default: python on PATH, e.g. the activated .venv after `make install`).
+# ruff (lint, import order, the banned imports that carry the layering, format) over the tree, and mypy over
+# core, dashboard, cli, store, connectors and executors with every function body checked; settings in
+# pyproject.toml and each package's ruff.toml. LINT_PY is the interpreter that has them (default: python on
+# PATH, e.g. the activated .venv after `make install`).
 LINT_PY ?= python
 lint:
 	$(LINT_PY) -m ruff check .
 	$(LINT_PY) -m ruff format --check .
-	$(LINT_PY) -m mypy core
+	$(LINT_PY) -m mypy

@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 import tracemalloc
 
-from core.config import RabitConfig
 from core.base import WorkBudget
+from core.config import RabitConfig
 from core.serving import Lengths, SimSpec, simulate
 
 CFG = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=1000, output_tokens=250)

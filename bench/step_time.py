@@ -11,8 +11,7 @@ import numpy as np
 
 from core.config import RabitConfig, resolve
 from core.physics import StepModel
-from core.serving import speed_summary
-from core.serving import batch_sweep, default_batches
+from core.serving import batch_sweep, default_batches, speed_summary
 
 TARGET = ">= 1e5 /s"
 

@@ -19,8 +19,8 @@ def _median_s(fn, n: int) -> float:
 
 
 def run() -> list[tuple[str, float, str, str]]:
-    from core.decision import calibrate_all, residuals_of
     from core.config import RabitConfig
+    from core.decision import calibrate_all, residuals_of
     from core.operations import csv_template, parse_csv
     from store import Store
 

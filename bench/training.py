@@ -5,9 +5,9 @@ from __future__ import annotations
 import statistics
 import time
 
+from core.base import DAY_S
 from core.config import RabitConfig
 from core.training import MAX_GPUS, TrainingGoal, gpu_counts, plan
-from core.base import DAY_S
 
 
 def _time(cfg: RabitConfig, goal: TrainingGoal, repeat: int = 3) -> tuple[float, object]:

@@ -36,8 +36,9 @@ from cli.common import (
     range_line,
     with_ranges,
 )
-from core.config import RabitConfig
 from core.base import MAX_CONFIG_BYTES, parse_json, read_regular_file
+from core.config import RabitConfig
+from core.decision import analysis_headline
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -112,24 +113,6 @@ def _by(args: argparse.Namespace) -> str:
     return args.by or os.environ.get("USER", "")
 
 
-def headline(cfg: RabitConfig) -> dict[str, Any]:
-    """The headline results saved with a revision (a snapshot: later model changes do not rewrite it)."""
-    from core.physics import serving_memory
-    from core.serving import speed_summary
-
-    out: dict[str, Any] = {}
-    try:
-        mem = serving_memory(cfg)
-        out.update(fits=mem.fits, total_bytes_per_gpu=mem.total_bytes_per_gpu)
-        s = speed_summary(cfg)
-        out.update(
-            prefill_s=s.prefill.ttft_s, decode_step_s=s.decode.step_s, tokens_per_s=s.decode.tokens_per_s, e2e_s=s.e2e_s
-        )
-    except (ValueError, KeyError) as exc:
-        out["error"] = str(exc)
-    return out
-
-
 #: The config fields ``analyses save`` builds from its flags (config_from_args); the rest come from ``--config``.
 _FLAG_FIELDS = frozenset(
     {
@@ -163,7 +146,7 @@ def save(args: argparse.Namespace) -> int:
                 cfg,
                 expected_revision=expected,
                 name=args.name,
-                results=headline(cfg),
+                results=analysis_headline(cfg),
                 note=args.note,
                 saved_by=_by(args),
             )
@@ -171,7 +154,10 @@ def save(args: argparse.Namespace) -> int:
         else:
             if not args.name:
                 die("rabit analyses save: error: argument --name: required for a new analysis")
-            aid, rev = st.create(args.name, cfg, results=headline(cfg), note=args.note or "", saved_by=_by(args)), 1
+            aid, rev = (
+                st.create(args.name, cfg, results=analysis_headline(cfg), note=args.note or "", saved_by=_by(args)),
+                1,
+            )
     except Conflict as exc:
         die(f"rabit analyses save: error: argument --revision: {exc}")
     except StoreError as exc:

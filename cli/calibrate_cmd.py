@@ -23,8 +23,8 @@ import argparse
 from pathlib import Path
 
 from cli.common import add_json, add_range_args, die, emit, load_analysis, open_store, parse_assume, with_ranges
-from core.decision import COMPARABLE_RULE, calibrate_all, leave_one_out, predict, residuals_of
 from core.base import MAX_TABLE_BYTES, PayloadError, read_regular_file
+from core.decision import COMPARABLE_RULE, calibrate_all, leave_one_out, predict, residuals_of
 from core.operations import Run, RunError, parse_file
 
 
@@ -73,7 +73,7 @@ def _ranges_of(runs: list[Run]) -> list[dict]:
 def add(args: argparse.Namespace) -> int:
     parse_assume(args.assume)  # exit 2 naming a bad assumption before any file is read
     a = load_analysis(args.analysis)
-    runs = []
+    runs: list[Run] = []
     for f in args.file:
         try:
             content = read_regular_file(f, MAX_TABLE_BYTES)  # a named pipe or device is refused, never read

@@ -8,6 +8,7 @@ model or GPU under ``selected`` and the text marks it with ``*``.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from cli.common import add_json, add_range_args, check_range_args, emit
 from core import catalog
@@ -32,7 +33,7 @@ def _mark(cfg, slug: str, chosen: str | None) -> str:
 def run_models(args: argparse.Namespace) -> int:
     cfg = check_range_args(args)
     chosen = cfg.model if cfg is not None and cfg.custom_model is None else None
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "slug": s,
             "name": e.meta.name,
@@ -54,7 +55,7 @@ def run_models(args: argparse.Namespace) -> int:
 def run_gpus(args: argparse.Namespace) -> int:
     cfg = check_range_args(args)
     chosen = cfg.gpu if cfg is not None else None
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "slug": s,
             "name": g.name,

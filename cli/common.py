@@ -17,19 +17,18 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from core import catalog
-from core.base import choices
-from core.config import DEFAULT, RabitConfig, describe_validation_error, error_text, split_nodes
 from core.base import (
     FLAG_DOMAINS,
     MAX_CONFIG_BYTES,
     PayloadError,
     WorkBudget,
+    choices,
     decode_text,
     parse_json,
     read_regular_file,
 )
 from core.catalog import from_hf_config
-from core.config import problems
+from core.config import DEFAULT, RabitConfig, describe_validation_error, error_text, problems, split_nodes
 
 #: config field -> CLI flag, for error messages that name the argument.
 FLAG_OF = {
@@ -434,7 +433,7 @@ def parse_with_analysis(parser: argparse.ArgumentParser, argv: list[str] | None)
         elif tok.startswith("--analysis="):
             aid = tok.split("=", 1)[1]
     sub = _subparser(parser, argv) if aid else None
-    if sub is None or "analysis" not in {a.dest for a in sub._actions}:
+    if aid is None or sub is None or "analysis" not in {a.dest for a in sub._actions}:
         return parser.parse_args(argv)
     a = load_analysis(aid)
     defaults = analysis_defaults(a.config, sub)
@@ -613,8 +612,8 @@ def assumptions_from_args(args: argparse.Namespace):
     cfg = config_file(args) or getattr(args, "_analysis_config", None)  # --config FILE, else --analysis ID
     a = cfg.assumptions if cfg is not None else Assumptions()
     bound = getattr(args, "bound", "base") or "base"
-    if bound != "base":
-        a = a.at(bound)
+    if bound in ("low", "high"):  # argparse's choices: low, base, high
+        a = a.at("low" if bound == "low" else "high")
     values = parse_assume(getattr(args, "assume", []))
     return a.with_(**values) if values else a
 
@@ -651,9 +650,9 @@ def with_calibrated(
 
     runs = tuple(r.run for r in load_analysis(aid).runs)
     cals = calibrate_all(residuals_of(runs), cfg.gpu) if runs else {}
-    out = {}
+    out: dict[str, Any] = {}
     for key, metric in keys.items():
-        v = payload
+        v: Any = payload
         for part in key.split("."):
             v = v.get(part) if isinstance(v, dict) else None
         if metric in cals and isinstance(v, (int, float)) and v > 0:

@@ -201,9 +201,9 @@ def _with_prediction_ranges(payload: dict, cfg, tel, expect, args: argparse.Name
 
     A figure typed with ``--expect-*`` has no range (no assumption produced it)."""
     from cli.common import with_ranges
-    from core.operations import measured_p95
     from core.base import fmt_time
     from core.decision import expectation_ranges, outside
+    from core.operations import measured_p95
 
     given = _given(args)
     rng = {k: r for k, r in expectation_ranges(cfg).items() if k not in given}

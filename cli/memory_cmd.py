@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from cli.common import (
     add_cluster_args,
@@ -18,10 +19,9 @@ from cli.common import (
     with_ranges,
 )
 from core.base import choices
-from core.config import DEFAULT
-from core.config import resolve
-from core.physics import serving_memory, training_memory
+from core.config import DEFAULT, resolve
 from core.decision import memory_spread, training_memory_spread
+from core.physics import serving_memory, training_memory
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,33 +56,35 @@ def run(args: argparse.Namespace) -> int:
             lora_rank=args.lora_rank,
             qlora=args.qlora,
         )
-        r = training_memory(resolve(cfg))
-        payload = {
+        tm = training_memory(resolve(cfg))
+        reason, steps = tm.reason, tm.steps
+        payload: dict[str, Any] = {
             "phase": "train",
-            "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+            "model": cfg.model_label,
             "gpu": cfg.gpu,
             "gpus": cfg.gpus,
             "tp": cfg.tp,
             "pp": cfg.pp,
             "dp": cfg.dp,
             "zero": cfg.zero,
-            "trainable_params": r.trainable_params,
-            "weight_bytes_per_gpu": r.weight_bytes_per_gpu,
-            "gradient_bytes_per_gpu": r.gradient_bytes_per_gpu,
-            "optimizer_bytes_per_gpu": r.optimizer_bytes_per_gpu,
-            "activation_bytes_per_gpu": r.activation_bytes_per_gpu,
-            "overhead_bytes_per_gpu": r.overhead_bytes_per_gpu,
-            "total_bytes_per_gpu": r.total_bytes_per_gpu,
-            "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu,
-            "fits": r.fits,
-            "reason": r.reason,
+            "trainable_params": tm.trainable_params,
+            "weight_bytes_per_gpu": tm.weight_bytes_per_gpu,
+            "gradient_bytes_per_gpu": tm.gradient_bytes_per_gpu,
+            "optimizer_bytes_per_gpu": tm.optimizer_bytes_per_gpu,
+            "activation_bytes_per_gpu": tm.activation_bytes_per_gpu,
+            "overhead_bytes_per_gpu": tm.overhead_bytes_per_gpu,
+            "total_bytes_per_gpu": tm.total_bytes_per_gpu,
+            "capacity_bytes_per_gpu": tm.capacity_bytes_per_gpu,
+            "fits": tm.fits,
+            "reason": tm.reason,
         }
     else:
         cfg = config_from_args(args)
         r = serving_memory(cfg)
+        reason, steps = r.reason, r.steps
         payload = {
             "phase": "serve",
-            "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+            "model": cfg.model_label,
             "gpu": cfg.gpu,
             "gpus": cfg.gpus,
             "tp": cfg.tp,
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             "max_sequences": r.max_sequences,
             "max_sequences_contiguous": r.max_sequences_contiguous,
         }
-    human = f"{r.reason}\n{steps_table(r.steps)}"
+    human = f"{reason}\n{steps_table(steps)}"
     if args.phase == "train":
         sp = training_memory_spread(cfg)
         with_ranges(payload, sp.ranges, ("total_bytes_per_gpu", "overhead_bytes_per_gpu"))

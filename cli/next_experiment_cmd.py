@@ -15,6 +15,7 @@ import sys
 
 from cli.common import cli_search_budget, die, emit
 from core.config import DEFAULT
+from executors import ProcessExecutor
 
 
 def _parent() -> argparse.ArgumentParser:
@@ -107,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
         if tty:
             print(f"\r  re-run {done}/{total}: {label[:60]:<60}", end="", file=sys.stderr, flush=True)
 
-    r = next_experiment(spec, prices, progress=progress, budget=cli_search_budget("next-experiment"))
+    r = next_experiment(
+        spec, prices, progress=progress, executor=ProcessExecutor(), budget=cli_search_budget("next-experiment")
+    )
     if tty:
         print("\r" + " " * 80 + "\r", end="", file=sys.stderr)
     payload = to_json(r)
@@ -124,7 +127,7 @@ def run_training(args: argparse.Namespace) -> int:
         die("rabit next-experiment: error: argument --emit: not available here (use rabit recommend --emit)")
     cfg, cons, prices = training_inputs(args)
     spec = TrainingExperimentSpec(
-        config=cfg, deadline_s=cfg.targets.deadline_days * 86400, constraints=cons, points_per_side=args.points_per_side
+        config=cfg, deadline_s=cfg.targets.deadline_s, constraints=cons, points_per_side=args.points_per_side
     )
     r = next_training_experiment(spec, prices, budget=cli_search_budget("next-experiment"))
     emit(to_json(r), args.json, human(r))

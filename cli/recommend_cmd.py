@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -31,12 +31,18 @@ from cli.common import (
     with_ranges,
 )
 from core import catalog
-from core.base import choices
+from core.base import MAX_TABLE_BYTES, choices
 from core.catalog import CatalogError, parse_prices
-from core.base import MAX_TABLE_BYTES
 from core.config import DEFAULT, RabitConfig, Targets, describe_validation_error
-from core.decision import KV_FORMATS, WEIGHT_FORMATS, Constraints, ServingGoal, recommend
-from core.decision import recommendation_ranges, training_option_ranges
+from core.decision import (
+    KV_FORMATS,
+    WEIGHT_FORMATS,
+    Constraints,
+    ServingGoal,
+    recommend,
+    recommendation_ranges,
+    training_option_ranges,
+)
 
 
 def _csv(s: str) -> tuple[str, ...]:
@@ -260,14 +266,18 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
             die(f"rabit: error: argument {flag}: {bad[0]!r} is not one of {', '.join(ok)}")
     prices = _checked_model_gpus_prices(args)
     try:
-        cfg = RabitConfig(
+        # the settings every candidate inherits (cached prefix, speculative decoding, engine, fabric, block size)
+        # are the --config file's, as the dashboard's optimizer takes the sidebar's; the flags set the rest
+        base = config_file(args) or DEFAULT
+        cfg = base.with_(
             model=args.model,
             custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
             input_tokens=args.input,
             output_tokens=args.output,
             assumptions=assumptions_from_args(args),
-            **_shared_settings(args),
-            workload=W.with_(rate_per_s=args.rate, lengths=args.lengths, spread=args.spread, seed=args.seed),
+            workload=base.workload.with_(
+                rate_per_s=args.rate, lengths=args.lengths, spread=args.spread, seed=args.seed
+            ),
             targets=_targets(args),
         )
         goal = ServingGoal.from_config(cfg)
@@ -278,7 +288,7 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
 
 def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
     r = recommend(goal, cons, prices, budget=cli_search_budget())
-    payload = {
+    payload: dict[str, Any] = {
         "met": r.met,
         "recommendation": r.recommendation.model_dump() if r.recommendation else None,
         "nearest": r.nearest.model_dump() if r.nearest else None,
@@ -389,9 +399,9 @@ def training_inputs(args: argparse.Namespace) -> tuple:
 def _run_training(args: argparse.Namespace, cfg, cons, prices) -> int:
     from core.decision import recommend_training
 
-    r = recommend_training(cfg, cfg.targets.deadline_days * 86400, cons, prices, budget=cli_search_budget())
+    r = recommend_training(cfg, cfg.targets.deadline_s, cons, prices, budget=cli_search_budget())
     rg = training_option_ranges(cfg, r.recommendation) if r.recommendation else {}
-    payload = {
+    payload: dict[str, Any] = {
         "met": r.met,
         "recommendation": r.recommendation.model_dump() if r.recommendation else None,
         "options": [o.model_dump() for o in r.options],

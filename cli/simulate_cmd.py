@@ -22,12 +22,10 @@ from cli.common import (
     with_calibrated,
     with_ranges,
 )
-from core.base import choices
+from core.base import MAX_TABLE_BYTES, choices, fmt_time
 from core.config import DEFAULT, RabitConfig, Workload
-from core.base import MAX_TABLE_BYTES
-from core.serving import SimSpec, parse_trace, sim_spec, simulate
 from core.decision import simulation_spread
-from core.base import fmt_time
+from core.serving import SimSpec, parse_trace, sim_spec, simulate
 
 #: Workload / SimSpec field -> flag, for error messages that name the argument.
 SPEC_FLAG = {
@@ -232,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
         die(f"rabit simulate: error: {exc}")
     s = r.summary.as_dict()
     payload = {
-        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+        "model": cfg.model_label,
         "gpu": cfg.gpu,
         "gpus": cfg.gpus,
         "tp": cfg.tp,

@@ -8,6 +8,7 @@ tokens_per_s (aggregate decode, all replicas), tokens_per_s_per_user, bound ("co
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from cli.common import (
     add_cluster_args,
@@ -24,13 +25,11 @@ from cli.common import (
     with_ranges,
 )
 from core import catalog
-from core.base import choices
+from core.base import choices, find, fmt_num, fmt_time
 from core.config import DEFAULT
+from core.decision import speed_spread
 from core.physics import serving_memory
 from core.serving import speed_summary
-from core.base import find
-from core.decision import speed_spread
-from core.base import fmt_num, fmt_time
 
 #: Headline keys that carry a range in ``--json``.
 RANGED = (
@@ -77,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
     )
     s = speed_summary(cfg)
     pf, d = s.prefill, s.decode
-    payload = {
-        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+    payload: dict[str, Any] = {
+        "model": cfg.model_label,
         "gpu": cfg.gpu,
         "gpus": cfg.gpus,
         "tp": cfg.tp,

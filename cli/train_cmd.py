@@ -32,14 +32,10 @@ from cli.common import (
     with_ranges,
 )
 from core import catalog
-from core.base import choices
-from core.config import DEFAULT
-from core.training import deadline_choice
-from core.config import resolve, whole_nodes_problem
-from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, plan
+from core.base import DAY_S, choices, fmt_bytes, fmt_num, fmt_time
+from core.config import DEFAULT, problems, resolve, whole_nodes_problem
 from core.decision import training_ranges
-from core.base import DAY_S, fmt_bytes, fmt_num, fmt_time
-from core.config import problems
+from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, deadline_choice, plan
 
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
@@ -233,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
 def payload(cfg, p: TrainingPlan) -> dict:
     b, gp = p.best, p.goodput
     out: dict = {
-        "model": cfg.model if cfg.custom_model is None else cfg.custom_model.slug,
+        "model": cfg.model_label,
         "gpu": cfg.gpu,
         "mode": p.mode,
         "gpus": p.gpus,
@@ -351,7 +347,7 @@ def human(p: TrainingPlan) -> str:
         f"work: {p.work.model_flop_per_token:.3g} FLOP/token x {fmt_num(p.work.tokens)} tokens = "
         f"{p.work.total_model_flop:.3g} FLOP"
     )
-    if b is None:
+    if b is None or gp is None:
         return "\n".join(lines)
     lines += [
         f"layout: {b.layout.label()} on {b.gpus:,} GPU{'' if b.gpus == 1 else 's'} "
@@ -365,7 +361,7 @@ def human(p: TrainingPlan) -> str:
         "cost: "
         + (
             f"${p.cost_usd:,.0f} at ${p.price.usd_per_gpu_hour:g}/GPU-h ({p.price.provider}, {p.price.as_of})"
-            if p.cost_usd is not None
+            if p.cost_usd is not None and p.price is not None
             else "no catalog price for this GPU"
         ),
         "time per step:",

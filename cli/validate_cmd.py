@@ -12,6 +12,7 @@ at the pessimistic bound.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from cli.common import add_json, add_range_args, assumptions_from_args, die, emit, parse_assume, with_ranges
 
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     r = validate(tuple(args.family), assumptions=assumptions_from_args(args), ranges=True)
     if not r.cases:
         die(f"rabit validate: error: argument --family: no cases in {', '.join(args.family)}")
-    payload = {
+    payload: dict[str, Any] = {
         "target_median_abs_error": TARGET_MEDIAN_ABS_ERROR,
         "families": [f.model_dump() for f in r.families],
         "cases": [{**c.model_dump(), "error": c.error} for c in r.cases],

@@ -18,6 +18,7 @@ import urllib.parse
 import urllib.request
 
 from core import operations
+from core.base import QUERY_DOMAINS
 from core.operations import MAX_BYTES, MAX_SAMPLES, Sample, Telemetry
 
 #: Prometheus refuses range queries of more than 11,000 points per series.
@@ -58,8 +59,9 @@ def query_range(
 ) -> Telemetry:
     """The rules' series over the last ``since_s`` seconds from the server at ``url``."""
     base = check_url(url)
-    if not (0 < timeout_s <= 60):
-        raise PrometheusError(f"timeout {timeout_s:g} s: give 0-60 s")
+    longest = QUERY_DOMAINS["timeout_s"].hi
+    if not (0 < timeout_s <= longest):
+        raise PrometheusError(f"timeout {timeout_s:g} s: give 0-{longest:g} s")
     if since_s <= 0 or step_s <= 0:
         raise PrometheusError("the range and the step must be positive")
     end = time.time() if now_s is None else now_s
@@ -94,7 +96,8 @@ def query_range(
 
 
 def _read(resp, deadline: float, timeout_s: float) -> bytes:
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         if time.monotonic() > deadline:
             raise PrometheusError(f"the answer took longer than {timeout_s:g} s")

@@ -13,9 +13,9 @@ from typing import Any
 
 import streamlit as st
 
-from core.decision import MetricCalibration, calibrate_all
 from core.config import RabitConfig
-from core.operations import Run
+from core.decision import MetricCalibration, analysis_headline, calibrate_all
+from core.operations import Run, Telemetry, to_payload
 from dashboard import cache
 
 KEY = "_analysis"
@@ -33,9 +33,8 @@ def store_or_stop():
     try:
         return store()
     except Exception as exc:  # noqa: BLE001 - a bad URL or an unreachable server is the operator's to fix
-        from store import database_url
-
         from dashboard.text import plain
+        from store import database_url
 
         try:
             where = database_url()
@@ -159,18 +158,13 @@ def save_revision(
 
 
 def headline(cfg: RabitConfig) -> dict[str, Any]:
-    """The snapshot of headline results saved with each revision."""
-    out: dict[str, Any] = {}
-    try:
-        mem = cache.serving_memory(cfg)
-        out.update(fits=mem.fits, total_bytes_per_gpu=mem.total_bytes_per_gpu)
-        s = cache.speed_summary(cfg)
-        out.update(
-            prefill_s=s.prefill.ttft_s, decode_step_s=s.decode.step_s, tokens_per_s=s.decode.tokens_per_s, e2e_s=s.e2e_s
-        )
-    except (ValueError, KeyError) as exc:
-        out["error"] = str(exc)
-    return out
+    """The snapshot of headline results saved with each revision (core's, from the cached memory and speed)."""
+    return analysis_headline(cfg, memory=cache.serving_memory, speed=cache.speed_summary)
+
+
+def attach_telemetry(analysis_id: str, tel: Telemetry) -> int:
+    """Keep parsed telemetry with a saved analysis (its stored form); the new telemetry's id."""
+    return store().add_telemetry(analysis_id, tel.fmt, to_payload(tel))
 
 
 # --- runs and calibration --------------------------------------------------------------------------
@@ -204,13 +198,13 @@ def show_calibrated(items: list[tuple[str, str, float | None]], cfg: RabitConfig
 
     cals = calibrations(cfg)
     shown = [(lab, cals[m], v) for lab, m, v in items if m in cals and v is not None]
-    if not shown:
+    cur = current()
+    if not shown or cur is None:
         return
     from dashboard.text import plain
 
     st.markdown(
-        f"**Calibrated** from the measured runs of *{plain(current()['name'])}* "
-        f"(same GPU kind, same metric; see Calibration)"
+        f"**Calibrated** from the measured runs of *{plain(cur['name'])}* (same GPU kind, same metric; see Calibration)"
     )
     from dashboard import render
 

@@ -1,12 +1,58 @@
-"""The only place with ``st.cache_data``: cached wrappers around ``core`` keyed on the frozen config."""
+"""The only place with ``st.cache_data``: cached wrappers around ``core`` keyed on the frozen config.
+
+Every number, parse and fetch a page needs goes through here: a page gathers inputs, calls these and draws.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
-from core import decision, operations, physics, serving, training
-from core.config import RabitConfig
-from core.config import resolve, resolve_video
+from connectors import prometheus
+from core import catalog, decision, operations, physics, serving, training
+from core.base import decode_text
+from core.config import RabitConfig, resolve, resolve_video, training_goal_args
+from core.config import video_problems as video_problems_of
+from executors import ProcessExecutor
+
+# --- the catalog's listings and the inputs a page reads from uploads ----------------------------------------------
+
+
+@st.cache_data(show_spinner=False)
+def gpu_slugs() -> tuple[str, ...]:
+    """The catalog's GPU kinds, sorted (the choices of a GPU multiselect)."""
+    return tuple(sorted(catalog.gpus()))
+
+
+@st.cache_data(show_spinner=False)
+def catalog_prices() -> tuple:
+    """The catalog's price list."""
+    return tuple(catalog.prices())
+
+
+@st.cache_data(show_spinner=False)
+def diffusion_models() -> tuple[str, ...]:
+    """The catalog's diffusion models, sorted (the Video generation page's model choices)."""
+    return tuple(sorted(catalog.diffusion_models()))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def diffusion_model(slug: str) -> catalog.DiffusionModel:
+    """One diffusion model of the catalog (its name, kind and default frame rate for the page's labels)."""
+    return catalog.diffusion_model(slug)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def upload_text(data: bytes, what: str, max_bytes: int) -> str:
+    """An upload as UTF-8 text within its size limit (core.base.limits.decode_text; a PayloadError is raised)."""
+    return decode_text(data, what, max_bytes)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def prices_from_csv(text: str, name: str) -> tuple:
+    """A price list from CSV text (an upload or the edited table); a CatalogError is raised, not cached."""
+    return tuple(catalog.parse_prices(text, name=name))
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -40,6 +86,12 @@ def training_memory_by_zero(cfg: RabitConfig) -> tuple[tuple[int, physics.Traini
 @st.cache_data(max_entries=256, show_spinner=False)
 def speed_summary(cfg: RabitConfig) -> serving.SpeedSummary:
     return serving.speed_summary(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def sweep_batches(cfg: RabitConfig, top: int) -> tuple[int, ...]:
+    """The batches of the Speed page's sweep up to ``top`` (and the configured batch)."""
+    return tuple(serving.default_batches(cfg, top))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -85,9 +137,28 @@ def textbook_comparison(cfg: RabitConfig) -> serving.TextbookComparison:
 # --- training (issue 5) ------------------------------------------------------------------------------
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def training_goal(cfg: RabitConfig) -> training.TrainingGoal:
+    """The training goal the config's ``training`` group describes (the Training page's inputs)."""
+    return training.goal_from_inputs(cfg, **training_goal_args(cfg))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def budget_problem(cfg: RabitConfig) -> str | None:
+    """Why the Training page's GPU budget cannot train on this cluster (None when it can)."""
+    return training.budget_problem(cfg, cfg.training.budget_gpus or cfg.gpus)
+
+
 @st.cache_data(max_entries=32, show_spinner=False)
 def training_plan(cfg: RabitConfig, goal: training.TrainingGoal) -> training.TrainingPlan:
     return training.plan(resolve(cfg), goal)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def deadline_choice(cfg: RabitConfig, goal: training.TrainingGoal) -> Any:
+    """The smallest and the cheapest GPU count of the plan that meet its deadline (None when none does)."""
+    plan = training_plan(cfg, goal)
+    return training.deadline_choice(plan.curve) if plan.mode == "deadline" else None
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -112,6 +183,31 @@ def recommendation(goal: decision.ServingGoal, cons: decision.Constraints, price
 
 
 # --- serving simulation (issue 4) ------------------------------------------------------------------
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def sim_spec(cfg: RabitConfig, trace: tuple[tuple[int, int], ...] | None = None) -> serving.SimSpec:
+    """The simulator's workload from the config (a replayed ``trace`` wins over the lengths); a ValidationError
+    naming the field is raised, not cached."""
+    return serving.sim_spec(cfg, trace=trace)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def engine_defaults(cfg: RabitConfig) -> Any:
+    """The documented defaults of the config's serving engine on its GPU (core.catalog.engines)."""
+    return catalog.engine_defaults(cfg.workload.engine, catalog.gpu(cfg.gpu))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def default_rate(capacity_requests_per_s: float) -> float:
+    """A round arrival rate clearly inside the closed-form capacity (core.serving.default_rate)."""
+    return serving.default_rate(capacity_requests_per_s)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def knee_sweep(spec: serving.SimSpec, capacity_requests_per_s: float) -> tuple[serving.SimSpec, tuple[float, ...]]:
+    """The workload of each point of the p95-against-rate sweep and its rates (core.serving.knee_sweep)."""
+    return serving.knee_sweep(spec, capacity_requests_per_s)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -261,6 +357,26 @@ def _next_experiment_store(
     return _result
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def next_experiment_spec(cfg: RabitConfig) -> decision.NextExperimentSpec:
+    """The next experiment the config describes: its serving goal and constraints (``cfg.workload``,
+    ``cfg.targets``) and the workload's spread (``cfg.experiment``)."""
+    e = cfg.experiment
+    return decision.NextExperimentSpec(
+        goal=decision.ServingGoal.from_config(cfg),
+        constraints=decision.Constraints.from_config(cfg),
+        prompt_spread_frac=e.prompt_spread_frac,
+        output_spread_frac=e.output_spread_frac,
+        rate_spread_frac=e.rate_spread_frac,
+    )
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def outcomes(experiment: Any) -> tuple[str, ...]:
+    """The decision under each outcome of one experiment, in words (core.decision.outcomes)."""
+    return decision.outcomes(experiment)
+
+
 def next_experiment(spec: decision.NextExperimentSpec, prices: tuple, progress=None) -> decision.NextExperiment:
     """Cached across sessions, with a progress bar on the cold run: the computation runs outside the cached
     function (an element updated inside one breaks Streamlit's replay) and is then stored under its key."""
@@ -268,7 +384,7 @@ def next_experiment(spec: decision.NextExperimentSpec, prices: tuple, progress=N
         return _next_experiment_store(spec, prices)
     except LookupError:
         pass
-    result = decision.next_experiment(spec, prices, progress=progress)
+    result = decision.next_experiment(spec, prices, progress=progress, executor=ProcessExecutor())
     return _next_experiment_store(spec, prices, _result=result)
 
 
@@ -283,6 +399,36 @@ def diagnosis(tel: operations.Telemetry, expect: operations.Expectation) -> oper
     return operations.diagnose(tel, expect)
 
 
+#: How long a Prometheus answer stands before the same query is sent again [s]: a page reruns on every input
+#: change, and the server is asked once per window, not once per rerun.
+PROMETHEUS_TTL_S = 60
+
+
+@st.cache_data(max_entries=8, ttl=PROMETHEUS_TTL_S, show_spinner="Querying Prometheus ...")
+def prometheus_telemetry(url: str, since_min: float, timeout_s: float) -> operations.Telemetry:
+    """The rules' series over the last ``since_min`` minutes from a Prometheus server (connectors.prometheus; a
+    PrometheusError is raised, not cached)."""
+    return prometheus.query_range(url, since_s=since_min * 60, timeout_s=timeout_s)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def stored_telemetry(payload: dict) -> operations.Telemetry:
+    """Telemetry a saved analysis holds (core.operations.from_payload; a TelemetryError is raised)."""
+    return operations.from_payload(payload)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def measured_p95(tel: operations.Telemetry) -> dict[str, float | None]:
+    """The telemetry's p95 TTFT and ITL [s] (None where the histogram is absent)."""
+    return operations.measured_p95(tel)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def outside(r: decision.Range | None, measured: float | None) -> str | None:
+    """Whether a measurement lies "below" or "above" a non-empty range (None when inside or not comparable)."""
+    return decision.outside(r, measured)
+
+
 # --- saved analyses and calibration (issue 10) -------------------------------------------------------
 from core.operations import Run as _Run  # noqa: E402
 
@@ -293,6 +439,30 @@ def store(url: str):
     from store import Store
 
     return Store(url)
+
+
+@st.cache_data(show_spinner=False)
+def run_csv_template() -> str:
+    """The Calibration page's CSV template of measured runs."""
+    return operations.csv_template()
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def runs_from_file(name: str, data: bytes, base: RabitConfig | None) -> tuple[_Run, ...]:
+    """Measured runs from an uploaded benchmark file (a RunError naming the file and field is raised)."""
+    return operations.parse_file(name, data, base=base)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def runs_from_rows(rows: list[dict[str, Any]], base: RabitConfig | None) -> tuple[_Run, ...]:
+    """Measured runs from the rows typed into the CSV template's table (a RunError is raised)."""
+    return operations.parse_rows(rows, base=base, source="table")
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def leave_one_out(cal: decision.MetricCalibration) -> Any:
+    """The leave-one-out check of one metric's calibration interval (each run held out in turn)."""
+    return decision.leave_one_out(cal)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -359,3 +529,9 @@ def video_rate_sweep(cfg: RabitConfig, fractions: tuple[float, ...]) -> tuple:
 @st.cache_data(max_entries=16, show_spinner="Searching GPU kinds, GPUs per request and replicas ...")
 def video_recommendation(cfg: RabitConfig, prices: tuple) -> decision.VideoRecommendation:
     return decision.recommend_video(cfg, prices)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def video_problems(cfg: RabitConfig) -> tuple:
+    """What is wrong with the config's video request, by field (core.config.video_problems)."""
+    return tuple(video_problems_of(cfg))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 
-from core.base import DAY_S, GB
+from core.base import DAY_S, GB, fmt_time_in
 
 #: A horizontal legend at the foot of the figure: plotly reserves room for it below the axis title, where a
 #: legend placed at a negative paper fraction lands on the title or the tick labels when the figure is short.
@@ -220,12 +222,12 @@ def batch_chart(points, batch: int, height: int = 380) -> go.Figure:
     return figure_of(data, layout)
 
 
-def _batch_spec(points, batch: int, height: int) -> tuple[list[dict], dict]:
+def _batch_spec(points, batch: int, height: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The traces and layout of :func:`batch_chart`: step time on the left axis, tokens/s on the right one (the
     layout ``make_subplots(specs=[[{"secondary_y": True}]])`` makes), as a plain spec for :func:`figure_of`."""
     xs = [p.batch for p in points]
     top = max(p.decode_step_s for p in points) / MS
-    data = [
+    data: list[dict[str, Any]] = [
         dict(
             type="scatter",
             x=xs,
@@ -263,7 +265,7 @@ def _batch_spec(points, batch: int, height: int) -> tuple[list[dict], dict]:
             yaxis="y",
         ),
     ]
-    layout = dict(
+    layout: dict[str, Any] = dict(
         xaxis=dict(
             anchor="y", domain=[0.0, 0.94], type="log", title=dict(text="batch (concurrent sequences per replica)")
         ),
@@ -465,8 +467,6 @@ def training_time_bar(parts, step_s: float, height: int = 220) -> go.Figure:
 def training_curve(curve, chosen_gpus: int | None, deadline_s: float | None, height: int = 380) -> go.Figure:
     """Runtime (days, with and without failures) and cost against GPU count, for the feasible counts."""
     from plotly.subplots import make_subplots
-
-    from core.base import DAY_S
 
     pts = [c for c in curve if c.feasible]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
@@ -1166,7 +1166,7 @@ def training_cost_by_gpu(tr) -> go.Figure:
                 else ("#1f6feb" if o.meets_deadline else "#8c959f")
                 for o in tr.options
             ],
-            text=[f"{o.gpus:,} GPUs, {fmt_days(o.wall_clock_s)} d" for o in tr.options],
+            text=[f"{o.gpus:,} GPUs, {fmt_time_in(o.wall_clock_s, 'days')} d" for o in tr.options],
             hovertemplate="%{x}: $%{y:,.0f}<br>%{text}<extra></extra>",
         )
     )
@@ -1176,11 +1176,6 @@ def training_cost_by_gpu(tr) -> go.Figure:
         height=380,
     )
     return fig
-
-
-def fmt_days(seconds: float) -> str:
-    """Seconds as days, three significant figures."""
-    return f"{seconds / DAY_S:.3g}"
 
 
 # --- video generation (issue 23) ---------------------------------------------------------------------------------

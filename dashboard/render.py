@@ -7,9 +7,12 @@ from collections.abc import Iterable
 import pandas as pd
 import streamlit as st
 
-from core.base import Step, find
-from core.base import fmt_value  # noqa: F401  - pages format range ends like their steps
-
+from core.base import (
+    Step,
+    find,
+    fmt_value,  # noqa: F401  - pages format range ends like their steps
+)
+from core.decision import Bound
 
 #: Width of the main column at 1280 x 720 with the sidebar open [px], and what a metric needs per character:
 #: Streamlit cuts a metric's label and value with an ellipsis rather than wrapping them.
@@ -173,8 +176,8 @@ def launch_downloads(pick, goal, key: str = "launch") -> None:
 
 # --- ranges (issue 9) ---------------------------------------------------------------------------------
 
-#: The page's bound choice: what the segmented control shows -> the bound of core.decision.uncertainty.at_bound.
-BOUND_CHOICES = {"pessimistic": "low", "base": "base", "optimistic": "high"}
+#: The page's bound choice: what the segmented control shows -> the bound of core.decision.range_rule.at_bound.
+BOUND_CHOICES: dict[str, Bound] = {"pessimistic": "low", "base": "base", "optimistic": "high"}
 
 
 def bound_choice(page: str, cfg):
@@ -204,9 +207,11 @@ def tornado_picker(ranges: dict, labels: dict[str, str], page: str, default: str
         "Which number's sensitivity",
         keys,
         index=keys.index(default) if default in keys else 0,
-        format_func=labels.get,
+        format_func=lambda key: labels[key],
         key=f"{page}.tornado",
     )
+    if k is None:
+        return
     # the title stays short enough for a half-width column at 1280 x 720; the basis goes in the caption under it
     tornado(ranges[k], f"What moves {labels[k]}")
     if ranges[k].basis == "heuristic":
@@ -293,8 +298,7 @@ def range_derivation(r, name: str, fmt) -> None:
     """Show the math of a range: each assumption's d_i, the two sums, the result."""
     import math
 
-    from core.base import REGISTRY
-    from core.base import BASIS_TEXT
+    from core.base import BASIS_TEXT, REGISTRY
 
     st.markdown(f"**{name}**: {fmt(r.value)}; {BASIS_TEXT[r.basis]}")
     if r.basis == "calibrated":

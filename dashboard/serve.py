@@ -24,12 +24,12 @@ def preload() -> None:
     """Import what every page needs and read the catalogs, in this (main) thread."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+    import importlib
+
     import numpy  # noqa: F401
     import pandas  # noqa: F401
     import plotly.graph_objects  # noqa: F401
     import plotly.subplots  # noqa: F401
-
-    import importlib
 
     from core import catalog
 

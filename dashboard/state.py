@@ -19,8 +19,8 @@ import streamlit as st
 from pydantic import ValidationError
 
 from core import catalog
-from core.base import choices
-from core.base import REGISTRY
+from core.base import QUERY_DOMAINS, REGISTRY, choices, decode_text, group_domain, parse_json
+from core.catalog import from_hf_config
 from core.config import (
     DEFAULT,
     GROUPS,
@@ -28,11 +28,9 @@ from core.config import (
     describe_validation_error,
     from_json,
     from_query_report,
+    problems,
     to_query,
 )
-from core.base import CONFIG_DOMAINS, decode_text, parse_json
-from core.catalog import from_hf_config
-from core.config import problems
 from core.physics import fit_problems
 from dashboard import analyses
 from dashboard.text import plain
@@ -123,15 +121,27 @@ def _keep() -> None:
             st.session_state[k] = v
 
 
-def _dom(field: str, step: float | None = None) -> dict[str, Any]:
-    """min_value / max_value / step of a widget: the config field's one domain (core.base.limits)."""
-    d = CONFIG_DOMAINS[field]
-    if d.integer:
-        return {"min_value": int(d.lo), "max_value": int(d.hi), "step": int(step or d.step or 1)}
-    out: dict[str, Any] = {"min_value": float(d.lo), "max_value": float(d.hi)}
-    if step or d.step:
-        out["step"] = float(step or d.step)
+def bounds(path: str, step: float | None = None) -> dict[str, Any]:
+    """``min_value`` / ``max_value`` / ``step`` of the widget that edits a config field (``"tp"``) or a group's
+    field (``"workload.rate_per_s"``): the field's one domain (core.base.limits), in the unit the widget shows
+    (a spread in percent, an interval in minutes) and from 0 where the widget shows 0 for "none"."""
+    d = group_domain(path)
+    num, den = _SCALE.get(path, (1, 1))
+    lo, hi, st_ = d.lo * num / den, d.hi * num / den, (step or d.step)
+    if path in _ZERO_IS_NONE:
+        lo = 0
+    if d.integer and num == den:
+        return {"min_value": int(lo), "max_value": int(hi), "step": int(st_ or 1)}
+    out: dict[str, Any] = {"min_value": float(lo), "max_value": round(float(hi), 9)}
+    if st_:
+        out["step"] = round(float(st_) * num / den, 9) if step is None else float(step)
     return out
+
+
+def query_bounds(name: str) -> dict[str, Any]:
+    """``min_value`` / ``max_value`` of an input of the Diagnostics page's Prometheus query (core.base.limits)."""
+    d = QUERY_DOMAINS[name]
+    return {"min_value": int(d.lo), "max_value": int(d.hi)}
 
 
 def _load_into_state(cfg: RabitConfig) -> None:
@@ -318,8 +328,10 @@ def sidebar(page: str = "") -> RabitConfig | None:
     sb.selectbox("GPU", gpus, key=_key("gpu"), format_func=lambda s: catalog.gpus()[s].name, **_off(page, "gpu"))
     slots["gpu"] = sb.container()
     c1, c2 = sb.columns(2)
-    c1.number_input("GPUs per node", **_dom("gpus_per_node"), key=_key("gpus_per_node"), **_off(page, "gpus_per_node"))
-    c2.number_input("Nodes", **_dom("nodes"), key=_key("nodes"), **_off(page, "nodes"))
+    c1.number_input(
+        "GPUs per node", **bounds("gpus_per_node"), key=_key("gpus_per_node"), **_off(page, "gpus_per_node")
+    )
+    c2.number_input("Nodes", **bounds("nodes"), key=_key("nodes"), **_off(page, "nodes"))
     slots["gpus_per_node"] = sb.container()
     slots["nodes"] = sb.container()
     sb.selectbox(
@@ -329,22 +341,24 @@ def sidebar(page: str = "") -> RabitConfig | None:
         format_func=lambda s: catalog.fabrics()[s].name,
     )
     c1, c2, c3 = sb.columns(3)
-    c1.number_input("TP", **_dom("tp"), key=_key("tp"), **_off(page, "tp"))
-    c2.number_input("PP", **_dom("pp"), key=_key("pp"), **_off(page, "pp"))
-    c3.number_input("EP", **_dom("ep"), key=_key("ep"), **_off(page, "ep"))
+    c1.number_input("TP", **bounds("tp"), key=_key("tp"), **_off(page, "tp"))
+    c2.number_input("PP", **bounds("pp"), key=_key("pp"), **_off(page, "pp"))
+    c3.number_input("EP", **bounds("ep"), key=_key("ep"), **_off(page, "ep"))
     for f in ("tp", "pp", "ep"):
         slots[f] = sb.container()
-    sb.number_input("Batch (concurrent sequences)", **_dom("batch"), key=_key("batch"), **_off(page, "batch"))
+    sb.number_input("Batch (concurrent sequences)", **bounds("batch"), key=_key("batch"), **_off(page, "batch"))
     slots["batch"] = sb.container()
     c1, c2 = sb.columns(2)
-    c1.number_input("Input tokens", **_dom("input_tokens", 256), key=_key("input_tokens"), **_off(page, "input_tokens"))
+    c1.number_input(
+        "Input tokens", **bounds("input_tokens", 256), key=_key("input_tokens"), **_off(page, "input_tokens")
+    )
     c2.number_input(
-        "Output tokens", **_dom("output_tokens", 256), key=_key("output_tokens"), **_off(page, "output_tokens")
+        "Output tokens", **bounds("output_tokens", 256), key=_key("output_tokens"), **_off(page, "output_tokens")
     )
     slots["input_tokens"] = sb.container()
     sb.slider(
         "Cached prefix share of the prompt",
-        **_dom("prefix_cache_frac"),
+        **bounds("prefix_cache_frac"),
         key=_key("prefix_cache_frac"),
         **_off(page, "prefix_cache_frac"),
     )
@@ -358,21 +372,23 @@ def sidebar(page: str = "") -> RabitConfig | None:
     with sb.expander("Speculative decoding"):
         st.selectbox("Method", choices.SPEC_METHODS, key=_key("spec_method"))
         st.selectbox("Draft model", models, key=_key("draft_model"))
-        st.number_input("Draft tokens k", **_dom("spec_k"), key=_key("spec_k"))
-        st.slider("Acceptance rate α", **_dom("spec_alpha"), key=_key("spec_alpha"))
+        st.number_input("Draft tokens k", **bounds("spec_k"), key=_key("spec_k"))
+        st.slider("Acceptance rate α", **bounds("spec_alpha"), key=_key("spec_alpha"))
     with sb.expander("Training"):
         st.selectbox("Precision", choices.TRAIN_PRECISIONS, key=_key("train_precision"))
         st.selectbox("ZeRO stage", choices.ZERO_STAGES, key=_key("zero"))
-        st.number_input("Micro-batch", **_dom("micro_batch"), key=_key("micro_batch"))
-        st.number_input("Sequence length", **_dom("seq_len", 1024), key=_key("seq_len"))
+        st.number_input("Micro-batch", **bounds("micro_batch"), key=_key("micro_batch"))
+        st.number_input("Sequence length", **bounds("seq_len", 1024), key=_key("seq_len"))
         slots["seq_len"] = st.container()
         st.selectbox("Recomputation", choices.RECOMPUTE_MODES, key=_key("recompute"))
         st.checkbox("Sequence parallelism", key=_key("sequence_parallel"))
-        st.number_input("LoRA rank (0 = full fine-tune)", **_dom("lora_rank", 8), key=_key("lora_rank"))
+        st.number_input("LoRA rank (0 = full fine-tune)", **bounds("lora_rank", 8), key=_key("lora_rank"))
         st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))
         slots["qlora"] = st.container()
-        st.number_input("Training tokens", **_dom("train_tokens"), format="%.3e", key=_key("train_tokens"))
-        st.number_input("Global batch (tokens)", **_dom("global_batch_tokens", 2**20), key=_key("global_batch_tokens"))
+        st.number_input("Training tokens", **bounds("train_tokens"), format="%.3e", key=_key("train_tokens"))
+        st.number_input(
+            "Global batch (tokens)", **bounds("global_batch_tokens", 2**20), key=_key("global_batch_tokens")
+        )
     # drawn only when opened: its inputs are a third of the sidebar's widgets, sent on every rerun otherwise;
     # their values stay in the session (and the link) while it is closed
     if sb.toggle("Assumptions (efficiencies)", key="show_assumptions"):

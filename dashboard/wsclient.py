@@ -12,13 +12,14 @@ import asyncio
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
 class Session:
     """One simulated user: its socket, the widget ids seen on its page, its timings and errors."""
 
-    ws: object = None
+    ws: Any = None  # a websockets client connection once opened
     source_ip: str | None = None  # a loopback address to connect from (127.0.0.2 ...), to look like another client
     widget_ids: dict[str, tuple[str, str]] = field(default_factory=dict)  # user key -> (widget id, value kind)
     page_hash: str = ""
@@ -109,9 +110,11 @@ async def _open(url: str, sess: Session, deadline: float) -> None:
     import websockets
 
     ws_url = url.replace("http://", "ws://").rstrip("/") + "/_stcore/stream"
-    extra = {"local_addr": (sess.source_ip, 0)} if sess.source_ip else {}
+    options: dict[str, Any] = {"subprotocols": ["streamlit"], "max_size": 2**28, "open_timeout": 30}
+    if sess.source_ip:
+        options["local_addr"] = (sess.source_ip, 0)
     sess.ws = await asyncio.wait_for(
-        websockets.connect(ws_url, subprotocols=["streamlit"], max_size=2**28, open_timeout=30, **extra),
+        websockets.connect(ws_url, **options),
         timeout=max(1.0, deadline - time.monotonic()),
     )
 

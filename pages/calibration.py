@@ -9,13 +9,8 @@ from dashboard.api import (
     CSV_COLUMNS,
     METRICS,
     RunError,
-    csv_template,
     fmt_num,
     fmt_time,
-    leave_one_out,
-    parse_file,
-    parse_rows,
-    sim_spec,
 )
 from dashboard.text import plain
 
@@ -45,13 +40,13 @@ files = c1.file_uploader(
     accept_multiple_files=True,
     key=f"cal.files.{st.session_state.get('cal.attached', 0)}",
 )  # a new key empties it
-c2.download_button("CSV template", csv_template(), file_name="rabit-runs-template.csv", mime="text/csv")
+c2.download_button("CSV template", cache.run_csv_template(), file_name="rabit-runs-template.csv", mime="text/csv")
 upload_slot = c1.container()
 if "cal.message" in st.session_state:
     upload_slot.success(st.session_state.pop("cal.message"))
 if files and c1.button("Attach the files", key="cal.attach", type="primary"):
     try:  # all files or none
-        new = [r for f in files for r in parse_file(f.name, f.getvalue(), base=saved_cfg)]
+        new = [r for f in files for r in cache.runs_from_file(f.name, f.getvalue(), saved_cfg)]
         analyses.store().add_runs(cur["id"], new)
         st.session_state["cal.attached"] = st.session_state.get("cal.attached", 0) + 1
         st.session_state["cal.message"] = f"Attached {len(new)} run(s)."
@@ -65,7 +60,7 @@ with st.expander("…or type runs into a table (the CSV template's columns; empt
     table_slot = st.container()
     if st.button("Attach the typed runs", key="cal.attach_rows"):
         try:
-            new = parse_rows(table.to_dict("records"), base=saved_cfg, source="table")
+            new = cache.runs_from_rows(table.to_dict("records"), saved_cfg)
             analyses.store().add_runs(cur["id"], new)
             table_slot.success(f"Attached {len(new)} run(s).")
         except RunError as exc:
@@ -81,7 +76,7 @@ cals = analyses.calibrations(cfg)
 
 st.subheader("Per metric")
 st.info(f"**Comparable runs.** {COMPARABLE_RULE}")
-loos = {m: leave_one_out(c) for m, c in cals.items()}
+loos = {m: cache.leave_one_out(c) for m, c in cals.items()}
 st.dataframe(
     pd.DataFrame(
         [
@@ -127,7 +122,7 @@ serve = METRICS[metric][1] == "serve"
 try:
     with st.spinner("Evaluating this configuration at each assumption bound…"):
         if serve:  # the simulated replica at the sidebar's workload: the same percentiles the runs measure
-            metric_rng = cache.simulation_ranges(cfg, sim_spec(cfg)).ranges
+            metric_rng = cache.simulation_ranges(cfg, cache.sim_spec(cfg)).ranges
         else:
             metric_rng = cache.training_layout_ranges(cfg).ranges
 except (ValueError, KeyError) as exc:  # a config the simulator or the training model cannot run

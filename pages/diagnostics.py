@@ -11,12 +11,6 @@ from dashboard.api import (
     PrometheusError,
     TelemetryError,
     fmt_time,
-    from_payload,
-    measured_p95,
-    outside,
-    query_range,
-    sim_spec,
-    to_payload,
 )
 
 st.title("Diagnostics")
@@ -36,17 +30,23 @@ use_prom = st.toggle("Query a Prometheus server instead (off by default)", key="
 if use_prom:
     p1, p2, p3 = st.columns([3, 1, 1])
     prom_url = p1.text_input("Prometheus URL", placeholder="http://prometheus:9090", key="dx.prom_url")
-    since_min = p2.number_input("Last minutes", min_value=1, max_value=7 * 24 * 60, value=60, key="dx.since")
-    timeout_s = p3.number_input("Timeout [s]", min_value=1, max_value=60, value=5, key="dx.timeout")
+    since_min = p2.number_input("Last minutes", **state.query_bounds("since_min"), value=60, key="dx.since")
+    timeout_s = p3.number_input("Timeout [s]", **state.query_bounds("timeout_s"), value=5, key="dx.timeout")
 with st.expander("What the analysis predicted (for the divergence and prefix-cache rules)"):
     e1, e2, e3 = st.columns(3)
     K = state.key
-    e1.number_input("Predicted p95 TTFT [s] (0 = unknown)", min_value=0.0, key=K("predicted.p95_ttft_s"))
-    e2.number_input("Predicted p95 ITL [s] (0 = unknown)", min_value=0.0, format="%.4f", key=K("predicted.p95_itl_s"))
+    e1.number_input(
+        "Predicted p95 TTFT [s] (0 = unknown)", **state.bounds("predicted.p95_ttft_s"), key=K("predicted.p95_ttft_s")
+    )
+    e2.number_input(
+        "Predicted p95 ITL [s] (0 = unknown)",
+        **state.bounds("predicted.p95_itl_s"),
+        format="%.4f",
+        key=K("predicted.p95_itl_s"),
+    )
     e3.number_input(
         "Expected cached prompt share [%] (0 = unknown)",
-        min_value=0.0,
-        max_value=99.0,
+        **state.bounds("predicted.prefix_cache_frac"),
         format="%g",
         key=K("predicted.prefix_cache_frac"),
     )
@@ -71,7 +71,7 @@ if saved is not None:
 tel = None
 if use_prom and prom_url:
     try:
-        tel = query_range(prom_url, since_s=since_min * 60, timeout_s=float(timeout_s))
+        tel = cache.prometheus_telemetry(prom_url, since_min, float(timeout_s))
     except PrometheusError as exc:
         st.error(f"Prometheus: {exc}")
 elif upload is not None:
@@ -88,10 +88,10 @@ elif upload is not None:
 
 if tel is None and saved is not None and saved.telemetry and upload is None and not use_prom:
     last = saved.telemetry[-1]
-    tel = from_payload(last["payload"])
+    tel = cache.stored_telemetry(last["payload"])
     st.caption(f"Diagnosing the telemetry attached to {saved.name} on {last['created_at'][:16].replace('T', ' ')} UTC.")
 elif tel is not None and saved is not None and st.button(f"Attach this telemetry to {saved.name}", key="dx.attach"):
-    tid = analyses.store().add_telemetry(saved.id, tel.fmt, to_payload(tel))
+    tid = analyses.attach_telemetry(saved.id, tel)
     st.success(f"Attached to {saved.name} as telemetry {tid}.")
 
 # --- the predictions the rules compare with, each with its heuristic range ------------------------------------
@@ -101,13 +101,13 @@ rng = {}
 if saved is not None:
     try:
         with st.spinner("Evaluating the analysis's prediction at each assumption bound…"):
-            sim_rng = cache.simulation_ranges(saved.config, sim_spec(saved.config)).ranges
+            sim_rng = cache.simulation_ranges(saved.config, cache.sim_spec(saved.config)).ranges
         rng = {k: sim_rng[key] for k, key, _ in PREDICTED if key in sim_rng}
     except (ValueError, KeyError) as exc:  # a config the simulator cannot run (e.g. a training analysis)
         st.caption(f"No simulated prediction for {saved.name}: {exc}")
 typed = {k: bool(mine and getattr(mine, k)) for k, _, _ in PREDICTED}
 rng = {k: r for k, r in rng.items() if not typed[k]}  # a number typed above has no range
-got = measured_p95(tel) if tel is not None else {}
+got = cache.measured_p95(tel) if tel is not None else {}
 cols = st.columns(len(PREDICTED))
 rows, marks = [], []
 for col, (k, _, label) in zip(cols, PREDICTED):
@@ -120,7 +120,7 @@ for col, (k, _, label) in zip(cols, PREDICTED):
     if typed[k]:
         col.caption("entered above: no range")
     if m is not None:
-        side = outside(r, m)
+        side = cache.outside(r, m)
         col.metric(f"Measured {label}", fmt_time(m))
         if side:
             col.warning(

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, charts, render, state
-from dashboard.api import BudgetExceeded, catalog, next_experiment_spec, outcomes
+from dashboard.api import BudgetExceeded
 
 st.title("Next experiment")
 st.caption(
@@ -13,7 +13,7 @@ st.caption(
     "GPU-hour. Diagnosing a running deployment from its metrics is on the Diagnostics page."
 )
 cfg = state.require_config()
-K = state.key
+K, B = state.key, state.bounds
 
 st.caption(
     f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the sidebar; "
@@ -21,16 +21,21 @@ st.caption(
 )
 with st.form("ne"):
     c1, c2, c3, c4 = st.columns(4)
-    c1.number_input("Arrival rate [requests/s]", min_value=0.01, max_value=1e5, key=K("workload.rate_per_s"))
-    c2.number_input("p95 TTFT target [s] (0 = none)", min_value=0.0, key=K("targets.p95_ttft_s"))
-    c3.number_input("p95 inter-token target [s] (0 = none)", min_value=0.0, format="%.3f", key=K("targets.p95_itl_s"))
-    c4.number_input("p95 end-to-end target [s] (0 = none)", min_value=0.0, key=K("targets.p95_e2e_s"))
+    c1.number_input("Arrival rate [requests/s]", **B("workload.rate_per_s"), key=K("workload.rate_per_s"))
+    c2.number_input("p95 TTFT target [s] (0 = none)", **B("targets.p95_ttft_s"), key=K("targets.p95_ttft_s"))
+    c3.number_input(
+        "p95 inter-token target [s] (0 = none)", **B("targets.p95_itl_s"), format="%.3f", key=K("targets.p95_itl_s")
+    )
+    c4.number_input("p95 end-to-end target [s] (0 = none)", **B("targets.p95_e2e_s"), key=K("targets.p95_e2e_s"))
     s1, s2, s3, s4 = st.columns(4)
-    spread = {"min_value": 0.0, "max_value": 99.0, "step": 5.0, "format": "%g"}
-    s1.number_input("Prompt length spread [+-%]", **spread, key=K("experiment.prompt_spread_frac"))
-    s2.number_input("Output length spread [+-%]", **spread, key=K("experiment.output_spread_frac"))
-    s3.number_input("Arrival rate spread [+-%]", **spread, key=K("experiment.rate_spread_frac"))
-    s4.multiselect("GPU kinds (empty = all)", sorted(catalog.gpus()), key=K("targets.gpus_allowed"))
+    for col, name, label in (
+        (s1, "prompt", "Prompt length spread [+-%]"),
+        (s2, "output", "Output length spread [+-%]"),
+        (s3, "rate", "Arrival rate spread [+-%]"),
+    ):
+        path = f"experiment.{name}_spread_frac"
+        col.number_input(label, **B(path), format="%g", key=K(path))
+    s4.multiselect("GPU kinds (empty = all)", cache.gpu_slugs(), key=K("targets.gpus_allowed"))
     run = st.form_submit_button("Find the next experiment", type="primary", key="ne.submit")
 
 if not run and "ne.done" not in st.session_state:
@@ -45,12 +50,12 @@ for path in ("workload.rate_per_s", "targets.p95_ttft_s", "targets.p95_itl_s", "
     state.field_error(path)
 for path in ("experiment.prompt_spread_frac", "experiment.output_spread_frac", "experiment.rate_spread_frac"):
     state.field_error(path)
-spec = next_experiment_spec(cfg)
+spec = cache.next_experiment_spec(cfg)
 bar = st.progress(0.0, text="Re-running the optimizer across every input's range ...")
 try:
     r = cache.next_experiment(
         spec,
-        tuple(catalog.prices()),
+        cache.catalog_prices(),
         progress=lambda done, total, label: bar.progress(
             min(1.0, done / max(total, 1)), text=f"Re-run {done} of {total}: {label}"
         ),
@@ -67,7 +72,7 @@ if base is None:
     st.write("Nothing meets the target today; each re-run is compared with that.")
 else:
     st.write(f"**{base.label}**.")
-    rr = cache.recommendation_ranges(spec.goal, spec.constraints, tuple(catalog.prices()))
+    rr = cache.recommendation_ranges(spec.goal, spec.constraints, cache.catalog_prices())
     rg = rr.recommendation.ranges if rr.recommendation else {}
     render.pick_metrics(base, rg, ("cost_per_hour", "p95_ttft_s", "p95_itl_s", "p95_e2e_s", "capacity_requests_per_s"))
     render.tornado_picker(
@@ -125,7 +130,7 @@ if top is not None:
     st.code(top.command, language="bash")
     st.caption(top.then)
     st.markdown("**The decision under each outcome**")
-    for line in outcomes(top):
+    for line in cache.outcomes(top):
         st.markdown(f"- {line}")
 
 with st.expander(f"Not worth measuring now ({len(r.stable)})", expanded=not r.experiments):

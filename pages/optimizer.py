@@ -5,16 +5,13 @@ import streamlit as st
 
 from dashboard import cache, charts, render, state
 from dashboard.api import (
-    DAY_S,
-    BudgetExceeded,
     MAX_TABLE_BYTES,
+    BudgetExceeded,
     CatalogError,
     Constraints,
     ServingGoal,
-    catalog,
     choices,
-    decode_text,
-    parse_prices,
+    fmt_days,
 )
 from dashboard.text import plain
 
@@ -24,8 +21,7 @@ st.caption(
     "screened in closed form, the finalists checked by the serving simulator."
 )
 cfg = render.bound_choice("optimizer", state.require_config())
-K = state.key
-model_name = cfg.custom_model.name if cfg.custom_model else cfg.model
+K, B = state.key, state.bounds
 # A choice, not tabs: every tab's body runs on every rerun, and the hidden training search cost ~2 s on each
 # sidebar change; only the chosen view runs here.
 view = st.radio("Recommend", ["Serving", "Training run"], horizontal=True, key="opt.view")
@@ -37,19 +33,24 @@ if view == "Serving":
     )
     with st.form("opt"):
         c1, c2 = st.columns(2)
-        c1.number_input("Arrival rate [requests/s]", min_value=0.01, max_value=1e5, key=K("workload.rate_per_s"))
+        c1.number_input("Arrival rate [requests/s]", **B("workload.rate_per_s"), key=K("workload.rate_per_s"))
         c2.selectbox("Length distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
         t1, t2, t3 = st.columns(3)
-        t1.number_input("p95 TTFT target [s] (0 = none)", min_value=0.0, key=K("targets.p95_ttft_s"))
+        t1.number_input("p95 TTFT target [s] (0 = none)", **B("targets.p95_ttft_s"), key=K("targets.p95_ttft_s"))
         t2.number_input(
-            "p95 inter-token target [s] (0 = none)", min_value=0.0, format="%.3f", key=K("targets.p95_itl_s")
+            "p95 inter-token target [s] (0 = none)",
+            **B("targets.p95_itl_s"),
+            format="%.3f",
+            key=K("targets.p95_itl_s"),
         )
-        t3.number_input("p95 end-to-end target [s] (0 = none)", min_value=0.0, key=K("targets.p95_e2e_s"))
+        t3.number_input("p95 end-to-end target [s] (0 = none)", **B("targets.p95_e2e_s"), key=K("targets.p95_e2e_s"))
         with st.expander("Hard constraints and prices"):
-            st.multiselect("GPU kinds allowed (empty = all)", sorted(catalog.gpus()), key=K("targets.gpus_allowed"))
+            st.multiselect("GPU kinds allowed (empty = all)", cache.gpu_slugs(), key=K("targets.gpus_allowed"))
             k1, k2 = st.columns(2)
-            k1.number_input("Max GPUs in total (0 = no limit)", min_value=0, key=K("targets.max_gpus"))
-            k2.number_input("Max USD per hour (0 = no limit)", min_value=0.0, key=K("targets.max_usd_per_hour"))
+            k1.number_input("Max GPUs in total (0 = no limit)", **B("targets.max_gpus"), key=K("targets.max_gpus"))
+            k2.number_input(
+                "Max USD per hour (0 = no limit)", **B("targets.max_usd_per_hour"), key=K("targets.max_usd_per_hour")
+            )
             st.multiselect("Weight formats", choices.SEARCH_WEIGHT_FORMATS, key=K("targets.weights_allowed"))
             st.multiselect("KV cache formats", choices.SEARCH_KV_DTYPES, key=K("targets.kv_allowed"))
             p1, p2, p3 = st.columns(3)
@@ -68,10 +69,11 @@ if view == "Serving":
     state.field_error("targets.weights_allowed")
     state.field_error("targets.kv_allowed")
 
-    prices = catalog.prices()
+    prices = cache.catalog_prices()
     if upload is not None:
         try:
-            prices = parse_prices(decode_text(upload.getvalue(), "the price list", MAX_TABLE_BYTES), name=upload.name)
+            text = cache.upload_text(upload.getvalue(), "the price list", MAX_TABLE_BYTES)
+            prices = cache.prices_from_csv(text, upload.name)
             st.caption(f"Using {len(prices)} prices from {plain(upload.name)}.")
         except (CatalogError, ValueError) as exc:  # not UTF-8, too large, or not a price list
             st.error(f"That price list cannot be used: {plain(exc, 300)}. Using the catalog's prices.")
@@ -83,10 +85,10 @@ if view == "Serving":
             width="stretch",
         )
         try:
-            prices = parse_prices(edited.to_csv(index=False), name="edited prices")
+            prices = cache.prices_from_csv(edited.to_csv(index=False), "edited prices")
         except CatalogError as exc:
             st.error(f"The edited prices are not valid: {exc}. Using the catalog's prices.")
-            prices = catalog.prices()
+            prices = cache.catalog_prices()
 
     goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
     try:
@@ -217,16 +219,16 @@ if view == "Training run":
     )
     with st.form("opt_train"):
         c1, c2 = st.columns(2)
-        c1.number_input("Deadline [days]", min_value=0.01, max_value=3650.0, key=K("targets.deadline_days"))
-        c2.multiselect("GPU kinds (empty = all priced)", sorted(catalog.gpus()), key=K("targets.train_gpus_allowed"))
+        c1.number_input("Deadline [days]", **B("targets.deadline_days"), key=K("targets.deadline_days"))
+        c2.multiselect("GPU kinds (empty = all priced)", cache.gpu_slugs(), key=K("targets.train_gpus_allowed"))
         st.form_submit_button("Find the cheapest run", type="primary", key="opt.train_submit")
     tcfg = cfg.with_(phase="train")
     try:
         tr = cache.training_recommendation(
             tcfg,
-            cfg.targets.deadline_days * 86400,
+            cfg.targets.deadline_s,
             Constraints.from_config(cfg, training=True),
-            tuple(catalog.prices()),
+            cache.catalog_prices(),
         )
     except BudgetExceeded as exc:  # the search's work budget (core.base.limits.search_budget) ran out
         st.error(str(exc))
@@ -240,9 +242,9 @@ if view == "Training run":
         render.metric_range(
             t2,
             "Wall-clock with failures",
-            f"{o.wall_clock_s / DAY_S:.3g} days",
+            fmt_days(o.wall_clock_s),
             trg.get("wall_clock_s"),
-            lambda x: f"{x / DAY_S:.3g} days",
+            fmt_days,
         )
         render.metric_range(t3, "GPU-hours", f"{o.gpu_hours:,.0f}", trg.get("gpu_hours"), lambda x: f"{x:,.0f}")
     if tr.why_gpu:

@@ -1,22 +1,17 @@
 """Serving simulation: watch queues build on one replica under continuous batching."""
 
 import streamlit as st
+
 from dashboard import analyses, cache, charts, render, state
 from dashboard.api import (
+    CUDA_GRAPH_MAX_TOKENS,
     DEFAULT_RATE_FRACTION,
+    ENGINE_LABELS,
     MAX_TABLE_BYTES,
     ValidationError,
-    catalog,
-    CUDA_GRAPH_MAX_TOKENS,
-    ENGINE_LABELS,
     choices,
-    decode_text,
-    engine_defaults,
-    default_rate,
     fmt_num,
     fmt_time,
-    knee_rates,
-    sim_spec,
 )
 from dashboard.text import plain
 
@@ -29,7 +24,7 @@ st.caption(
 )
 cfg = render.bound_choice("serving", state.require_config())
 
-K = state.key
+K, B = state.key, state.bounds
 arr_col, len_col, sch_col = st.columns(3)
 with arr_col:
     st.subheader("Arrivals")
@@ -43,24 +38,20 @@ with arr_col:
     closed = cfg.workload.arrival == "closed"
     st.number_input(
         "Arrival rate [requests/s]",
-        min_value=0.001,
-        max_value=1e6,
-        step=0.5,
+        **B("workload.rate_per_s"),
         key=K("workload.rate_per_s"),
         format="%.3g",
         disabled=closed,
     )
-    st.number_input("Concurrent users", 1, 100_000, key=K("workload.users"), disabled=not closed)
-    st.number_input("Mean think time [s]", 0.0, 3600.0, key=K("workload.think_s"), disabled=not closed)
-    st.number_input("Requests", 1, 200_000, step=100, key=K("workload.num_requests"))
+    st.number_input("Concurrent users", **B("workload.users"), key=K("workload.users"), disabled=not closed)
+    st.number_input("Mean think time [s]", **B("workload.think_s"), key=K("workload.think_s"), disabled=not closed)
+    st.number_input("Requests", **B("workload.num_requests"), key=K("workload.num_requests"))
 with len_col:
     st.subheader("Lengths")
     st.selectbox("Distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
     st.number_input(
         "Spread (lognormal σ / uniform half-width)",
-        0.0,
-        3.0,
-        step=0.1,
+        **B("workload.spread"),
         key=K("workload.spread"),
         disabled=cfg.workload.lengths == "fixed",
     )
@@ -71,15 +62,14 @@ with len_col:
     trace = None
     if up is not None:
         try:
-            trace = cache.sim_trace(decode_text(up.getvalue(), "the trace", MAX_TABLE_BYTES))  # UTF-8, sized
+            trace = cache.sim_trace(cache.upload_text(up.getvalue(), "the trace", MAX_TABLE_BYTES))  # UTF-8, sized
             st.caption(f"Replaying {len(trace):,} rows in order (cycled).")
         except ValueError as exc:
             st.error(f"That trace cannot be used: {plain(exc, 300)}")
 with sch_col:
     st.subheader("Scheduler")
-    gpu_spec = catalog.gpu(cfg.gpu)
     st.selectbox("Serving engine", choices.ENGINES, key=K("workload.engine"), format_func=ENGINE_LABELS.get)
-    eng = engine_defaults(cfg.workload.engine, gpu_spec)
+    eng = cache.engine_defaults(cfg)
 
     def _apply_engine_defaults(d=eng) -> None:
         for field, value in d.spec_fields().items():
@@ -103,8 +93,8 @@ with sch_col:
         format_func=choices.POLICY_LABELS.get,
     )
     c1, c2 = st.columns(2)
-    c1.number_input("Token budget / iteration", 1, 1_000_000, step=512, key=K("workload.token_budget"))
-    c2.number_input("Max batch", 1, 100_000, step=16, key=K("workload.max_batch"))
+    c1.number_input("Token budget / iteration", **B("workload.token_budget"), key=K("workload.token_budget"))
+    c2.number_input("Max batch", **B("workload.max_batch"), key=K("workload.max_batch"))
     sched_err = st.empty()
     st.radio(
         "KV admission",
@@ -116,11 +106,11 @@ with sch_col:
     st.checkbox("Prefix caching (a preempted request finds its blocks again)", key=K("workload.prefix_caching"))
     st.checkbox("CUDA graphs (off = eager mode, every kernel launched from the host)", key=K("workload.cuda_graphs"))
     c1, c2 = st.columns(2)
-    c1.number_input("Timeout [s] (0 = none)", 0.0, 1e6, key=K("workload.timeout_s"))
-    c2.number_input("Seed", 0, 2**31 - 1, key=K("workload.seed"))
+    c1.number_input("Timeout [s] (0 = none)", **B("workload.timeout_s"), key=K("workload.timeout_s"))
+    c2.number_input("Seed", **B("workload.seed"), key=K("workload.seed"))
 
 try:
-    spec = sim_spec(cfg, trace=trace)
+    spec = cache.sim_spec(cfg, trace)
     cap = cache.sim_capacity(cfg, spec)
 except ValidationError as exc:
     sched_err.error(exc.errors()[0]["msg"].removeprefix("Value error, "))
@@ -133,7 +123,7 @@ if arrival == "poisson":
     st.caption(
         f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
         f"closed-form capacity ({cap.requests_per_s:.3g} requests/s). A round rate clearly inside capacity "
-        f"would be {default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
+        f"would be {cache.default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
         "down to 1, 2 or 5 x 10^k."
     )
 
@@ -234,8 +224,7 @@ left.plotly_chart(charts.latency_cdf({k: res.samples(k) for k in ("ttft_s", "itl
 right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_running, res.ts_kv_frac), width="stretch")
 
 st.subheader("Where is the knee?")
-sweep_spec = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(n_req, 600))  # the rate is swept
-rates = knee_rates(cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)  # capacity and this rate
+sweep_spec, rates = cache.knee_sweep(spec, cap.requests_per_s)  # around the capacity and this rate
 with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     try:
         rows = cache.sim_sweep(cfg, sweep_spec, tuple(rates))

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dashboard import analyses, cache, charts, render, state
-from dashboard.api import default_batches, fmt_num, fmt_time
+from dashboard.api import choices, fmt_num, fmt_time
 
 st.title("Speed")
 st.caption(
@@ -88,10 +88,13 @@ with tabs[0]:
 
 with tabs[1]:
     top = st.select_slider(
-        "Sweep batches up to", options=[64, 128, 256, 512, 1024, 2048, 4096], value=1024, key="speed.max_batch"
+        "Sweep batches up to",
+        options=choices.SWEEP_BATCH_LIMITS,
+        value=choices.DEFAULT_SWEEP_BATCH_LIMIT,
+        key="speed.max_batch",
     )
     with st.spinner("Sweeping batch sizes…"):
-        points = cache.batch_sweep(cfg, default_batches(cfg, top))
+        points = cache.batch_sweep(cfg, cache.sweep_batches(cfg, top))
     c1, c2 = st.columns(2)
     band = cache.batch_band(cfg, tuple(p.batch for p in points))
     # figures shared across sessions and reruns: a rerun that leaves their inputs alone does not rebuild them

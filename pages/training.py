@@ -6,13 +6,9 @@ import streamlit as st
 from dashboard import cache, charts, render, state
 from dashboard.api import (
     DAY_S,
-    MAX_GPUS,
-    budget_problem,
     choices,
-    deadline_choice,
     fmt_bytes,
     fmt_time,
-    goal_from_config,
 )
 
 st.title("Training")
@@ -33,7 +29,7 @@ mode = c1.radio(
     horizontal=True,
 )
 if mode == "deadline":
-    c2.number_input("Deadline [days]", min_value=0.01, max_value=3650.0, step=1.0, key=K("targets.deadline_days"))
+    c2.number_input("Deadline [days]", **state.bounds("targets.deadline_days"), key=K("targets.deadline_days"))
     state.field_error("targets.deadline_days")
     shown = st.session_state.get(K("training.max_gpus"), cfg.training.max_gpus)
     c3.selectbox(
@@ -44,13 +40,11 @@ if mode == "deadline":
 else:
     c2.number_input(
         f"GPU budget (GPUs to train on; 0 = the sidebar's {cfg.gpus:,})",
-        min_value=0,
-        max_value=MAX_GPUS,
-        step=1,
+        **state.bounds("training.budget_gpus"),
         key=K("training.budget_gpus"),
     )
     state.field_error("training.budget_gpus")
-    problem = budget_problem(cfg, cfg.training.budget_gpus or cfg.gpus)
+    problem = cache.budget_problem(cfg)
     if problem:
         c2.error(problem)
         st.stop()
@@ -58,14 +52,12 @@ c1, c2 = st.columns(2)
 c1.checkbox("Use the sidebar's ZeRO stage, recomputation and micro-batch (otherwise searched)", key=K("training.pin"))
 c2.number_input(
     "Checkpoint interval [min] (0 = Daly optimum)",
-    min_value=0.0,
-    max_value=10_000.0,
-    step=5.0,
+    **state.bounds("training.checkpoint_interval_s"),
     key=K("training.checkpoint_interval_s"),
 )
 state.field_error("training.checkpoint_interval_s")
 
-goal = goal_from_config(cfg)
+goal = cache.training_goal(cfg)
 with st.spinner("Searching layouts over every GPU count…"):
     plan = cache.training_plan(cfg, goal)
 with st.spinner("Evaluating the chosen layout at each assumption's bounds…"):
@@ -195,7 +187,7 @@ if plan.alternatives:
         width="stretch",
     )
 
-choice = deadline_choice(plan.curve) if plan.mode == "deadline" else None
+choice = cache.deadline_choice(cfg, goal)
 if choice is not None:
     st.subheader("Smallest or cheapest count that meets the deadline")
     (st.info if choice.smallest.gpus == choice.cheapest.gpus else st.success)(choice.message)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dashboard import cache, charts, render, state
-from dashboard.api import VIDEO_ASSUMPTIONS, catalog, choices, fmt_bytes, fmt_num, fmt_time, fmt_value, video_problems
+from dashboard.api import VIDEO_ASSUMPTIONS, choices, fmt_bytes, fmt_num, fmt_time, fmt_value
 
 st.title("Video generation")
 st.caption(
@@ -12,24 +12,24 @@ st.caption(
     "the latent's tokens. The GPU and fabric come from the sidebar; the request lives here and in the link."
 )
 cfg = render.bound_choice("video", state.require_config())
-K = state.key
+K, B = state.key, state.bounds
 v = cfg.video
-model = catalog.diffusion_model(v.model)
+model = cache.diffusion_model(v.model)
 
 with st.expander(f"The request: {model.name}, {v.width}x{v.height}, {v.gpus} x {cfg.gpu}", expanded=False):
     c1, c2, c3, c4 = st.columns(4)
-    c1.selectbox("Model", sorted(catalog.diffusion_models()), key=K("video.model"))
+    c1.selectbox("Model", cache.diffusion_models(), key=K("video.model"))
     c1.button("Use the model's defaults", on_click=state.video_model_defaults, key="video.defaults")
-    c2.number_input("Height [px]", 16, 4096, step=16, key=K("video.height"))
-    c2.number_input("Width [px]", 16, 4096, step=16, key=K("video.width"))
-    c3.number_input("Frames", 1, 2049, step=4, key=K("video.frames"), disabled=model.kind == "image")
-    c3.number_input("or seconds (0 = use frames)", 0.0, 120.0, step=0.5, key=K("video.seconds"))
-    c3.number_input(f"at fps (0 = the model's {model.default_fps:g})", 0.0, 120.0, step=1.0, key=K("video.fps"))
-    c4.number_input("Denoising steps", 1, 1000, key=K("video.steps"))
+    c2.number_input("Height [px]", **B("video.height", 16), key=K("video.height"))
+    c2.number_input("Width [px]", **B("video.width", 16), key=K("video.width"))
+    c3.number_input("Frames", **B("video.frames", 4), key=K("video.frames"), disabled=model.kind == "image")
+    c3.number_input("or seconds (0 = use frames)", **B("video.seconds"), key=K("video.seconds"))
+    c3.number_input(f"at fps (0 = the model's {model.default_fps:g})", **B("video.fps"), key=K("video.fps"))
+    c4.number_input("Denoising steps", **B("video.steps"), key=K("video.steps"))
     c4.selectbox("Guidance", choices.GUIDANCES, key=K("video.guidance"), format_func=choices.GUIDANCE_LABELS.get)
     c1, c2, c3, c4 = st.columns(4)
-    c1.number_input("GPUs per request", 1, 256, key=K("video.gpus"))
-    c1.number_input("Videos per batch", 1, 64, key=K("video.batch"))
+    c1.number_input("GPUs per request", **B("video.gpus"), key=K("video.gpus"))
+    c1.number_input("Videos per batch", **B("video.batch"), key=K("video.batch"))
     c2.radio("Sequence parallelism", choices.SP_MODES, key=K("video.sp"), format_func=choices.SP_LABELS.get)
     c2.checkbox("CFG parallel (the two passes on two halves)", key=K("video.cfg_parallel"))
     c3.checkbox("FSDP (shard the weights)", key=K("video.fsdp"))
@@ -44,7 +44,7 @@ with st.expander(f"The request: {model.name}, {v.width}x{v.height}, {v.gpus} x {
     for field in ("model", "height", "width", "frames", "steps", "gpus", "batch", "seconds", "fps"):
         state.field_error(f"video.{field}")
 
-probs = video_problems(cfg)
+probs = cache.video_problems(cfg)
 for field, message in probs:
     st.error(f"{field.removeprefix('video.')}: {message}")
 if probs:
@@ -113,11 +113,14 @@ if queue.open:
     with queue:
         c1, c2, c3, c4 = st.columns(4)
         c1.number_input(
-            "Videos per hour (0 = no queue)", 0.0, 1e6, step=1.0, key=K("video.rate_per_hour"), format="%.4g"
+            "Videos per hour (0 = no queue)",
+            **B("video.rate_per_hour", 1.0),
+            key=K("video.rate_per_hour"),
+            format="%.4g",
         )
-        c2.number_input("Replicas", 1, 10_000, key=K("video.replicas"))
-        c3.number_input("Videos simulated", 20, 20_000, step=100, key=K("video.num_videos"))
-        c4.number_input("Seed", 0, 2**32 - 1, key=K("video.seed"))
+        c2.number_input("Replicas", **B("video.replicas"), key=K("video.replicas"))
+        c3.number_input("Videos simulated", **B("video.num_videos", 100), key=K("video.num_videos"))
+        c4.number_input("Seed", **B("video.seed"), key=K("video.seed"))
         state.field_error("video.rate_per_hour")
         if q is None:
             st.info("Set a rate of videos per hour to queue them.")
@@ -154,11 +157,11 @@ if queue.open:
             )
 if fleet.open:
     with fleet:
-        st.number_input("p95 latency target [s]", 1.0, 1e6, step=60.0, key=K("video.p95_target_s"))
+        st.number_input("p95 latency target [s]", **B("video.p95_target_s", 60.0), key=K("video.p95_target_s"))
         if not v.rate_per_hour:
             st.info("Set a rate of videos per hour on the Queue tab to size a fleet.")
         else:
-            rec = cache.video_recommendation(cfg, catalog.prices())
+            rec = cache.video_recommendation(cfg, cache.catalog_prices())
             (st.success if rec.pick else st.warning)(rec.why)
             if rec.pick is not None:
                 cols = render.grid(3, ["GPUs", "Fleet cost per hour", "Fleet cost per video"])

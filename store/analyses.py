@@ -77,8 +77,12 @@ def load_run(text: str) -> Run:
             raise StoreError(f"saved run cannot be read: {describe_validation_error(exc)}") from None
 
 
-def _model_name(cfg: RabitConfig) -> str:
-    return cfg.custom_model.slug if cfg.custom_model is not None else cfg.model
+def _new_id(res: Any) -> int:
+    """The id the database gave the row an insert wrote."""
+    key = res.inserted_primary_key
+    if key is None:
+        raise StoreError("the database returned no id for the new row")
+    return int(key[0])
 
 
 @dataclass(frozen=True)
@@ -221,7 +225,7 @@ class Store:
                 insert(analyses).values(
                     id=aid,
                     name=name,
-                    model=_model_name(config),
+                    model=config.model_label,
                     gpu=config.gpu,
                     owner=owner,
                     saved_by=saved_by,
@@ -278,7 +282,7 @@ class Store:
                 update(analyses)
                 .where(analyses.c.id == analysis_id, analyses.c.revision == expected_revision)
                 .values(
-                    revision=new, name=name, model=_model_name(config), gpu=config.gpu, saved_by=saved_by, updated_at=t
+                    revision=new, name=name, model=config.model_label, gpu=config.gpu, saved_by=saved_by, updated_at=t
                 )
             )
             if res.rowcount != 1:  # another transaction bumped it between our read and this update
@@ -338,7 +342,7 @@ class Store:
                         created_at=t,
                     )
                 )
-                ids.append(int(res.inserted_primary_key[0]))
+                ids.append(_new_id(res))
             c.execute(update(analyses).where(analyses.c.id == analysis_id).values(updated_at=t))
         return tuple(ids)
 
@@ -356,7 +360,7 @@ class Store:
                     analysis_id=analysis_id, kind=kind, payload_json=json.dumps(payload), created_at=now()
                 )
             )
-            return int(res.inserted_primary_key[0])
+            return _new_id(res)
 
     # --- reads ----------------------------------------------------------------------------------
     def list(
@@ -487,7 +491,7 @@ class Store:
                 insert(analyses).values(
                     id=aid,
                     name=name,
-                    model=_model_name(cfgs[-1]),
+                    model=cfgs[-1].model_label,
                     gpu=cfgs[-1].gpu,
                     owner=owner if owner is not None else data.get("owner"),
                     saved_by=saved_by,

@@ -8,9 +8,8 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 import live
+import pytest
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,9 +5,8 @@ The server runs on its own empty embedded store (``RABIT_DATA_DIR`` in a tempora
 
 from pathlib import Path
 
-import pytest
-
 import live
+import pytest
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent

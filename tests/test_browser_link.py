@@ -5,16 +5,14 @@ sees."""
 
 import re
 
-import pytest
-
 import live
+import pytest
 
 pytestmark = pytest.mark.browser
 
 live.require_chromium()
 
 from playwright.sync_api import sync_playwright  # noqa: E402
-
 from test_browser_meeting import wait_drawn  # noqa: E402
 
 #: (url path, menu title) of the pages whose numbers the link must reproduce

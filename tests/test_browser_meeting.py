@@ -3,9 +3,8 @@ reads at a projector's 1280 x 720 and a desk's 1920 x 1080."""
 
 from urllib.parse import urlparse
 
-import pytest
-
 import live
+import pytest
 
 pytestmark = pytest.mark.browser
 

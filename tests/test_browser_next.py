@@ -3,9 +3,8 @@
 
 from pathlib import Path
 
-import pytest
-
 import live
+import pytest
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,9 +8,8 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 import live
+import pytest
 
 pytestmark = pytest.mark.browser
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.config import RabitConfig
 from core.decision import (
     Residual,
     calibrate,
@@ -19,7 +20,6 @@ from core.decision import (
     predict,
     residuals_of,
 )
-from core.config import RabitConfig
 from core.operations import RunError, csv_template, parse_csv, parse_file, parse_json, parse_rows
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "vllm_bench_serve_llama-3.1-8b_h100.json"

@@ -10,9 +10,16 @@ from pathlib import Path
 import pytest
 
 from core import catalog
-from core.catalog import CatalogError, load_fabrics, load_gpus, load_model_file, load_models, load_prices
-from core.catalog import from_hf_config
 from core.base import GiB
+from core.catalog import (
+    CatalogError,
+    from_hf_config,
+    load_fabrics,
+    load_gpus,
+    load_model_file,
+    load_models,
+    load_prices,
+)
 
 GPU_SLUGS = set(
     "h100-sxm h100-pcie h100-nvl h200-sxm b200 b300 gb200 a100-40gb a100-80gb l40s l4 mi300x mi325x mi355x gaudi3".split()

@@ -5,9 +5,8 @@ import plotly.graph_objects as go
 import pytest
 
 from core.config import DEFAULT, RabitConfig
-from core.serving import speed_summary
-from core.serving import allreduce_curve, batch_sweep, decode_curve, default_batches, roofline
 from core.decision import batch_band, speed_spread
+from core.serving import allreduce_curve, batch_sweep, decode_curve, default_batches, roofline, speed_summary
 from dashboard import charts
 
 SOURCES = {"mbu": ("memory bandwidth utilisation", "a source")}

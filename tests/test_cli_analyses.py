@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from clirun import fails, run
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "vllm_bench_serve_llama-3.1-8b_h100.json"

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
+from clirun import fails, run
 
 from cli.main import build_parser
-from clirun import fails, run
 from core.base import Assumptions
 from core.config import RabitConfig
 

@@ -138,14 +138,12 @@ def test_diagnose_from_the_file_equals_the_dashboard(saved, capsys):
     # and its range (cache.simulation_ranges of the same simulated workload); the CLI reads the same file
     from pathlib import Path
 
-    from dashboard.api import sim_spec
-
     cfg, path = saved
     dump = str(Path(__file__).parent / "fixtures" / "vllm_metrics.txt")
     out = _json(["diagnose", "--metrics", dump, "--config", path], capsys)
     e = cache.analysis_expectation(cfg)
     assert out["expected"]["p95_ttft_s"] == e.p95_ttft_s and out["expected"]["p95_itl_s"] == e.p95_itl_s
-    rg = cache.simulation_ranges(cfg, sim_spec(cfg)).ranges
+    rg = cache.simulation_ranges(cfg, cache.sim_spec(cfg)).ranges
     assert out["ranges"]["expected.p95_ttft_s"] == rg["ttft_s.p95"].as_json()
     assert out["ranges"]["expected.p95_itl_s"] == rg["itl_s.p95"].as_json()
 

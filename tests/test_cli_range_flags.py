@@ -147,8 +147,8 @@ def test_diagnose_with_a_config_file_shows_the_prediction_its_range_and_where_th
 
 
 def test_diagnose_predicts_at_the_bound(cfg_file, capsys):
-    from core.operations import expectation_of
     from core.decision import at_bound
+    from core.operations import expectation_of
 
     cfg, f = cfg_file
     dump = str(FIX / "vllm_metrics.txt")

@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 
 from core import catalog
-from core.physics import Collectives
 from core.config import RabitConfig, resolve
-from core.physics import StepModel
+from core.physics import Collectives, StepModel
 
 EFF, BASE = 0.8, 8e-6  # comm_bw_eff and collective_base_us at their base values
 

@@ -4,8 +4,7 @@ import pytest
 
 from core import catalog
 from core.base import REGISTRY, Assumptions
-from core.config import DEFAULT, RabitConfig, from_json, from_query, to_query
-from core.config import problems
+from core.config import DEFAULT, RabitConfig, from_json, from_query, problems, to_query
 from core.physics import fit_problems
 
 
@@ -124,8 +123,8 @@ def test_workload_and_targets_round_trip_the_link_and_the_file():
 
 
 def test_serving_goal_has_one_rate_and_a_typed_custom_model():
-    from core.decision import Constraints, ServingGoal
     from core.config import Workload
+    from core.decision import Constraints, ServingGoal
 
     cfg = RabitConfig(input_tokens=1000, output_tokens=250, workload=Workload(rate_per_s=7.0, lengths="uniform"))
     goal = ServingGoal.from_config(cfg)

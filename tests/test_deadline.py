@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from core.config import RabitConfig
-from core.training import deadline_choice
-from core.training import CurvePoint, Layout, TrainingGoal, plan
 from core.base import DAY_S
+from core.config import RabitConfig
+from core.training import CurvePoint, Layout, TrainingGoal, deadline_choice, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 

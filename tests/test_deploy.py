@@ -10,9 +10,8 @@ import time
 import zlib
 from pathlib import Path
 
-import yaml
-
 import live
+import yaml
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 

@@ -3,8 +3,8 @@
 import pytest
 
 from core import catalog
-from core.config import RabitConfig
 from core.catalog import apply_engine, engine_defaults
+from core.config import RabitConfig
 from core.serving import Lengths, SimSpec, simulate
 
 

@@ -19,9 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from core.base import REGISTRY
+from core.base import CONFIG_DOMAINS, REGISTRY
 from core.config import DEFAULT, RabitConfig, from_query_report, to_query
-from core.base import CONFIG_DOMAINS
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 SMALL = {"model": "llama-3.1-8b", "gpus_per_node": "1", "tp": "1", "input_tokens": "1000", "output_tokens": "250"}

@@ -15,14 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.catalog import CatalogError, parse_prices
-from core.config import DEFAULT, from_json
 from core.base import MAX_TABLE_BYTES, PayloadError, decode_text, parse_json
-from core.catalog import from_hf_config
-from core.operations import RunError, parse_file
-from core.serving import parse_trace
-from core.operations import TelemetryError
+from core.catalog import CatalogError, from_hf_config, parse_prices
+from core.config import DEFAULT, from_json
+from core.operations import RunError, TelemetryError, parse_file
 from core.operations import parse as parse_telemetry
+from core.serving import parse_trace
 
 
 def upload_model(data: bytes):

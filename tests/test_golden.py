@@ -163,8 +163,7 @@ def _training_cfg():
 
 
 def test_core_serving_figures():
-    from core import physics
-    from core import serving
+    from core import physics, serving
 
     cfg = _serving_cfg()
     s = serving.speed_summary(cfg)
@@ -191,8 +190,7 @@ def test_core_serving_figures():
 
 
 def test_core_training_figures():
-    from core import physics
-    from core import training
+    from core import physics, training
 
     cfg = _training_cfg()
     lay = training.config_layout(cfg)

@@ -10,9 +10,8 @@ import pytest
 import yaml
 
 import core.decision.optimizer as opt
-from core.config import resolve
+from core.decision import Constraints, Pick, ServingGoal, candidate_deployment, recommend
 from core.operations import command, emit, k8s_manifest, launch_spec
-from core.decision import Constraints, Pick, ServingGoal, recommend
 from core.serving import Lengths, SimSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -269,5 +268,5 @@ def test_eager_mode_in_the_config_reaches_the_launch_command(engine):
         assert "cuda_graph_config" not in command(engine, launch_spec(pick(), goal))
     # the optimizer sizes the candidates it launches in the same mode: no iteration replays a graph
     c = opt.Candidate(gpu="h100-sxm", gpus_per_replica=4, tp=4, pp=1, weights="fp8", kv_dtype="fp8")
-    assert StepModel.from_deployment(resolve(opt._config(eager, c))).graph_max_tokens == 0
-    assert StepModel.from_deployment(resolve(opt._config(goal, c))).graph_max_tokens > 0
+    assert StepModel.from_deployment(candidate_deployment(eager, c)).graph_max_tokens == 0
+    assert StepModel.from_deployment(candidate_deployment(goal, c)).graph_max_tokens > 0

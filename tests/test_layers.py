@@ -148,3 +148,22 @@ def test_every_page_runs_without_exception(page, clear_cache):
     at.switch_page(f"../pages/{page}").run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.title, f"{page} shows no title"
+
+
+def test_the_api_hands_pages_no_computation():
+    """dashboard.api keeps choices, formatters, types, limits and errors: what a page calls to compute, parse or
+    fetch is a cached function of dashboard.cache."""
+    import inspect
+
+    import dashboard.api as api
+
+    computing = [
+        n
+        for n in api.__all__
+        if callable(obj := getattr(api, n))
+        and not isinstance(obj, type)
+        and not n.startswith("fmt_")
+        and not (inspect.ismodule(obj) and n == "choices")
+    ]
+    assert computing == []
+    assert not [n for n in api.__all__ if inspect.ismodule(getattr(api, n)) and n != "choices"]

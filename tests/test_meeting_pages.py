@@ -109,9 +109,9 @@ def test_speed_leads_with_one_request_and_its_caption_agrees_with_the_info_box(c
 
 
 def test_batch_chart_axes_start_at_zero(clear_cache):
-    from dashboard import charts
     from core.config import DEFAULT
     from core.serving import batch_sweep, default_batches
+    from dashboard import charts
 
     fig = charts.batch_chart(batch_sweep(DEFAULT, default_batches(DEFAULT, 1024)), DEFAULT.batch).to_plotly_json()
     assert fig["layout"]["yaxis"]["rangemode"] == "tozero" and fig["layout"]["yaxis2"]["rangemode"] == "tozero"

@@ -5,9 +5,9 @@ import math
 import pytest
 
 from core import catalog
+from core.base import GB, GiB
 from core.config import RabitConfig
 from core.physics import activation_bytes_per_layer, kv_bytes_per_token, lora_params, serving_memory, training_memory
-from core.base import GB, GiB
 
 EXAMPLE = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from core.base import fmt_value
 from core.config import RabitConfig
 from core.physics import serving_memory
-from core.base import fmt_value
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 

@@ -11,8 +11,8 @@ import dataclasses
 
 import pytest
 
-from core.config import resolve
 from core.catalog import UnsupportedArchitecture, from_hf_config
+from core.config import resolve
 
 FALCON_7B = {
     "architectures": ["FalconForCausalLM"],

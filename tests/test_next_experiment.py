@@ -8,17 +8,20 @@ import pytest
 from core.base import REGISTRY, Assumptions
 from core.catalog import parse_prices
 from core.decision import (
+    Constraints,
     NextExperimentSpec,
+    ServingGoal,
     UncertainInput,
     changes,
     moved_goal,
     next_experiment,
     outcomes,
     points,
+    recommend,
     uncertain_inputs,
 )
-from core.decision import Constraints, ServingGoal, recommend
 from core.serving import Lengths, SimSpec
+from executors import ProcessExecutor
 
 HEADER = "gpu,provider,kind,usd_per_gpu_hour,region,source,as_of,verification\n"
 
@@ -51,7 +54,7 @@ TIE_PRICES = _prices(1.0, 1.1)
 
 
 def _alone(kind: str, mbu: float):
-    goal = TIE_GOAL.model_copy(update={"assumptions": Assumptions(mbu=mbu)})
+    goal = TIE_GOAL.with_(assumptions=Assumptions(mbu=mbu))
     return recommend(goal, TIE_CONS.model_copy(update={"gpus_allowed": (kind,)}), TIE_PRICES).recommendation
 
 
@@ -61,7 +64,7 @@ def tie():
     spec = NextExperimentSpec(
         goal=TIE_GOAL, constraints=TIE_CONS, prompt_spread_frac=0, output_spread_frac=0, rate_spread_frac=0
     )
-    return next_experiment(spec, TIE_PRICES, workers=1)
+    return next_experiment(spec, TIE_PRICES)
 
 
 def test_a_small_decode_change_that_flips_the_gpu_ranks_first(tie):
@@ -102,7 +105,7 @@ def test_nothing_flips_when_there_is_room_everywhere():
         workload=SimSpec(num_requests=300, input=Lengths(mean=512), output=Lengths(mean=128)),
     )
     cons = Constraints(gpus_allowed=("h200-sxm",), weights_allowed=("bf16",), kv_allowed=("bf16",), max_simulations=4)
-    r = next_experiment(NextExperimentSpec(goal=goal, constraints=cons), _prices(1.0, 1.0), workers=1)
+    r = next_experiment(NextExperimentSpec(goal=goal, constraints=cons), _prices(1.0, 1.0))
     assert r.baseline.recommendation is not None
     assert r.experiments == ()
     assert {e.input.key for e in r.stable} == {
@@ -119,7 +122,9 @@ def test_nothing_flips_when_there_is_room_everywhere():
 def test_parallel_and_serial_agree(tie):
     spec = tie.spec
     seen = []
-    par = next_experiment(spec, TIE_PRICES, workers=2, progress=lambda d, t, label: seen.append((d, t)))
+    par = next_experiment(
+        spec, TIE_PRICES, progress=lambda d, t, label: seen.append((d, t)), executor=ProcessExecutor(2)
+    )
     assert par.experiments == tie.experiments and par.stable == tie.stable
     assert seen[-1][0] == seen[-1][1] == tie.reruns  # the bar ends full
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
@@ -190,7 +195,7 @@ def test_out_of_reach_inputs_really_cannot_flip():
     spec = NextExperimentSpec(
         goal=goal, constraints=cons, prompt_spread_frac=0, output_spread_frac=0, rate_spread_frac=0
     )
-    r = next_experiment(spec, workers=1)
+    r = next_experiment(spec)
     settled = [e for e in r.stable if e.note.startswith(("even at", "no "))]
     assert settled, "expected at least one GPU kind out of reach"
     for e in settled:
@@ -204,12 +209,12 @@ def test_out_of_reach_inputs_really_cannot_flip():
 def test_a_one_gpu_replica_does_not_read_the_collective_assumptions():
     # What lets the optimizer's memo share a one-GPU candidate's simulation across communication re-runs.
     from core.config import RabitConfig
-    from core.decision import _COLLECTIVE_ASSUMPTIONS
+    from core.decision import COLLECTIVE_ASSUMPTIONS
     from core.serving import simulate
 
     spec = SimSpec(num_requests=200, rate_per_s=5.0, input=Lengths(mean=512), output=Lengths(mean=64))
     cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
-    worst = {n: REGISTRY[n].low for n in _COLLECTIVE_ASSUMPTIONS}
+    worst = {n: REGISTRY[n].low for n in COLLECTIVE_ASSUMPTIONS}
     a = simulate(cfg, spec).summary
     b = simulate(cfg.with_(assumptions=cfg.assumptions.with_(**worst)), spec).summary
     assert (a.ttft_s.p95, a.itl_s.p95, a.e2e_s.p95) == (b.ttft_s.p95, b.itl_s.p95, b.e2e_s.p95)
@@ -222,8 +227,7 @@ def test_a_one_gpu_replica_does_not_read_the_collective_assumptions():
 
 def test_training_mode_flips_agree_with_the_training_optimizer():
     from core.config import RabitConfig
-    from core.decision import TrainingExperimentSpec, next_training_experiment
-    from core.decision import recommend_training
+    from core.decision import TrainingExperimentSpec, next_training_experiment, recommend_training
 
     cfg = RabitConfig(model="llama-3.1-8b", phase="train", train_tokens=1e12)
     cons = Constraints(gpus_allowed=("h100-sxm", "a100-80gb"))
@@ -255,15 +259,15 @@ def test_training_mode_flips_agree_with_the_training_optimizer():
     assert "pretrain_gpt.py" in top.command and "--train-iters 20" in top.command
 
 
-def test_a_child_that_dies_leaves_its_tasks_to_the_parent(tie, monkeypatch):
+def test_a_worker_that_dies_leaves_its_tasks_to_the_parent(tie, monkeypatch):
     import os
 
-    import core.decision.experiment as ne
+    import executors.processes as pe
 
-    def dies(conn, counter, tasks, *rest):  # takes a task, then the process vanishes without a word
-        ne._take(counter, len(tasks))
+    def dies(conn, counter, fn, tasks):  # takes a task, then the process vanishes without a word
+        pe._take(counter, len(tasks))
         os._exit(1)
 
-    monkeypatch.setattr(ne, "_child", dies)
-    r = ne.next_experiment(tie.spec, TIE_PRICES, workers=2)
+    monkeypatch.setattr(pe, "_child", dies)
+    r = next_experiment(tie.spec, TIE_PRICES, executor=ProcessExecutor(2))
     assert r.experiments == tie.experiments and r.stable == tie.stable

@@ -3,7 +3,15 @@
 import pytest
 
 import core.decision.optimizer as opt
-from core.decision import Constraints, ServingGoal, pareto, recommend
+from core.decision import (
+    Constraints,
+    ServingGoal,
+    candidate_config,
+    candidate_deployment,
+    pareto,
+    pick_of,
+    recommend,
+)
 from core.physics import StepModel
 from core.serving import Lengths, SimSpec, simulate
 
@@ -22,11 +30,11 @@ def base():
 
 def test_recommendation_meets_the_target_in_its_own_simulation(base):
     assert base.met and base.recommendation is not None
-    rec = next(c for c in base.candidates if c.simulated and c.meets and opt._pick(GOAL, c) == base.recommendation)
+    rec = next(c for c in base.candidates if c.simulated and c.meets and pick_of(GOAL, c) == base.recommendation)
     # with the batch cap the launch config sets (max_num_seqs)
     b = base.recommendation.max_num_seqs
     r = simulate(
-        opt._config(GOAL, rec),
+        candidate_config(GOAL, rec),
         SPEC.with_(rate_per_s=GOAL.rate_per_s / rec.replicas, max_batch=b, token_budget=max(SPEC.token_budget, b)),
     )
     assert r.summary.ttft_s.p95 <= GOAL.p95_ttft_s
@@ -176,10 +184,10 @@ def test_amd_is_recommended_where_it_is_cheaper():
 
 
 # --- training runs ---------------------------------------------------------------------------------------
-from core.config import RabitConfig, resolve  # noqa: E402
-from core.decision import recommend_training  # noqa: E402
-from core.catalog import gpu_price  # noqa: E402
 from core import catalog  # noqa: E402
+from core.catalog import gpu_price  # noqa: E402
+from core.config import RabitConfig  # noqa: E402
+from core.decision import recommend_training  # noqa: E402
 
 TRAIN = RabitConfig(model="llama-3.1-8b", phase="train", train_tokens=1e12)
 KINDS = Constraints(gpus_allowed=("h100-sxm", "a100-80gb", "h200-sxm"))
@@ -232,7 +240,7 @@ def test_replicas_come_from_the_simulation_in_both_directions():
     assert screened and screened[0].replicas == 2
     r = recommend(goal, cons)
     assert r.met and r.recommendation.gpus_per_replica == 1 and r.recommendation.replicas == 1
-    one = simulate(opt._config(goal, screened[0]), spec.with_(rate_per_s=26.0))
+    one = simulate(candidate_config(goal, screened[0]), spec.with_(rate_per_s=26.0))
     assert one.summary.e2e_s.p95 <= 60.0 and not one.summary.saturated
 
 
@@ -254,7 +262,7 @@ def test_moe_serving_search_considers_expert_parallelism_with_its_all_to_alls():
     sms = {}
     for g in ("h100-sxm", "h100-pcie"):
         c = next(c for c in ep if c.gpu == g and c.tp == 8 and c.pp == 1)
-        sms[g] = StepModel.from_deployment(resolve(opt._config(goal, c)))
+        sms[g] = StepModel.from_deployment(candidate_deployment(goal, c))
         assert sms[g].ar_per_iter == 94 and sms[g].a2a_per_iter == 188
     a2a = {g: sm.ep_a2a_alpha + sm.ep_a2a_beta * 64 for g, sm in sms.items()}
     assert a2a["h100-pcie"] > 2 * a2a["h100-sxm"] > 0

@@ -65,7 +65,10 @@ def _run(venv, env, *args, timeout=120):
 
 def test_the_installed_packages_are_the_wheels_not_the_checkout(installed):
     venv, purelib, env = installed
-    code = "import core, cli, dashboard, store, connectors, pages; print(core.__file__, connectors.__file__)"
+    code = (
+        "import core, cli, dashboard, store, connectors, executors, pages; "
+        "print(core.__file__, connectors.__file__, executors.__file__)"
+    )
     r = _run(venv, env, "python", "-c", code)
     assert r.returncode == 0, r.stderr
     assert all(str(purelib) in p for p in r.stdout.split()), r.stdout

@@ -7,12 +7,10 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from cli.main import main
-from core.base import choices
+from core.base import DAY_S, choices
 from core.config import DEFAULT, RabitConfig, from_json, from_query, to_query, training_goal_args
 from core.training import MAX_GPUS, TrainingGoal, goal_from_inputs
-from core.base import DAY_S
 from dashboard import cache, state
-from dashboard.api import goal_from_config, next_experiment_spec
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 
@@ -37,12 +35,12 @@ def test_the_defaults_are_the_cli_flags_and_the_search_ceiling():
     # the deadline lives once, in the targets (shared with the Optimizer's training run)
     args = training_goal_args(DEFAULT)
     assert args["deadline_days"] == DEFAULT.targets.deadline_days and args["gpus"] is None
-    assert goal_from_config(DEFAULT) == TrainingGoal(deadline_s=30 * DAY_S, max_gpus=MAX_GPUS)
+    assert cache.training_goal(DEFAULT) == TrainingGoal(deadline_s=30 * DAY_S, max_gpus=MAX_GPUS)
     # a budget of "none" is the config's own cluster; pinning takes the config's ZeRO, recompute, micro-batch
-    budget = goal_from_config(DEFAULT.with_(training={"mode": "budget", "pin": True}))
+    budget = cache.training_goal(DEFAULT.with_(training={"mode": "budget", "pin": True}))
     assert budget.gpus == DEFAULT.gpus and budget.deadline_s is None
     assert (budget.zero, budget.recompute, budget.micro_batch) == (DEFAULT.zero, DEFAULT.recompute, 1)
-    assert goal_from_config(CHANGED).checkpoint_interval_s == 900.0
+    assert cache.training_goal(CHANGED).checkpoint_interval_s == 900.0
 
 
 def test_the_widget_shows_minutes_and_percent():
@@ -82,7 +80,7 @@ def test_rabit_train_reads_the_training_group_of_the_file(tmp_path, capsys):
     f = tmp_path / "c.json"
     f.write_text(cfg.model_dump_json())
     out = _json(["train", "--config", str(f), "--tokens", "1e11"], capsys)
-    p = cache.training_plan(cfg, goal_from_config(cfg))
+    p = cache.training_plan(cfg, cache.training_goal(cfg))
     assert out["mode"] == "deadline" and out["deadline_s"] == 2.0 * DAY_S
     assert out["gpus"] == p.gpus and out["runtime_s"] == p.best.runtime_s
     assert out["checkpoint_interval_s"] == 1800.0
@@ -91,14 +89,14 @@ def test_rabit_train_reads_the_training_group_of_the_file(tmp_path, capsys):
     f.write_text(cfg.model_dump_json())
     out = _json(["train", "--config", str(f), "--tokens", "1e11"], capsys)
     assert out["gpus"] == 16 and out["layout"]["zero"] == 3
-    assert goal_from_config(cfg) == goal_from_inputs(cfg, gpus=16, max_gpus=MAX_GPUS, pin_sidebar=True)
+    assert cache.training_goal(cfg) == goal_from_inputs(cfg, gpus=16, max_gpus=MAX_GPUS, pin_sidebar=True)
     # a flag on the command line still wins
     out = _json(["train", "--config", str(f), "--tokens", "1e11", "--gpus", "8"], capsys)
     assert out["gpus"] == 8
 
 
 def test_the_next_experiment_is_the_configs():
-    spec = next_experiment_spec(CHANGED.with_(workload={"rate_per_s": 2.0}, targets={"p95_ttft_s": 1.0}))
+    spec = cache.next_experiment_spec(CHANGED.with_(workload={"rate_per_s": 2.0}, targets={"p95_ttft_s": 1.0}))
     assert spec.goal.workload.rate_per_s == 2.0 and spec.goal.p95_ttft_s == 1.0
     assert (spec.prompt_spread_frac, spec.output_spread_frac, spec.rate_spread_frac) == (0.25, 0.1, 0.5)
 

@@ -1,6 +1,6 @@
 """The vectorised bound evaluations (core.decision.uncertainty.speed_spread, batch_band) against the one-at-a-time rule.
 
-The reference is :func:`core.decision.uncertainty.spread` with :func:`speed_estimate`: the page's estimate evaluated once
+The reference is :func:`core.decision.range_rule.spread` with :func:`speed_estimate`: the page's estimate evaluated once
 per bound through the scalar path. The vectorised path must give the same numbers (same step-time body, same
 operations), and the batch band must follow the same combination rule at every point.
 """
@@ -13,8 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from core.base import by_tag
-from core.config import RabitConfig
-from core.serving import batch_sweep
+from core.config import RabitConfig, problems
 from core.decision import (
     at_bound,
     batch_band,
@@ -27,7 +26,7 @@ from core.decision import (
     stack_models,
     with_assumption,
 )
-from core.config import problems
+from core.serving import batch_sweep
 
 # dense, MoE, sliding-window and MoE + sliding-window models; pipeline stages; TP across two nodes
 CASES = (
@@ -111,7 +110,7 @@ def test_a_stacked_model_evaluates_each_model_it_stands_for():
 
 def test_the_batch_band_follows_the_combination_rule_at_every_point():
     # reference: tokens/s at each batch from the batch sweep with one assumption at one bound, combined by the
-    # rule (core.decision.uncertainty.combine) point by point. The band takes each bound's log-move on 257 decode steps
+    # rule (core.decision.range_rule.combine) point by point. The band takes each bound's log-move on 257 decode steps
     # (the step model's own trapezoid grid), so it matches to well under 0.1 %.
     cfg = RabitConfig(output_tokens=2000)
     batches = (1, 8, 64, 256, 1024)

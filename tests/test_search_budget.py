@@ -20,11 +20,20 @@ import pytest
 import cli.common
 import core.base.limits
 from cli.main import main
-from core.config import DEFAULT
 from core.base import BudgetExceeded, WorkBudget, next_budget, search_budget
-from core.decision import NextExperimentSpec, TrainingExperimentSpec, next_experiment, next_training_experiment
-from core.decision import Constraints, ServingGoal, recommend, recommend_training
+from core.config import DEFAULT
+from core.decision import (
+    Constraints,
+    NextExperimentSpec,
+    ServingGoal,
+    TrainingExperimentSpec,
+    next_experiment,
+    next_training_experiment,
+    recommend,
+    recommend_training,
+)
 from core.serving import SimSpec
+from executors import ProcessExecutor
 
 #: What one budget check may overrun on this 2-core machine shared with other processes (the granularity of
 #: a check, not a performance figure): a budget of B s must end before B + SLACK_S.
@@ -116,7 +125,8 @@ def test_training_search_stops_on_its_budget():
 def test_next_experiment_stops_within_its_budget_and_leaves_no_worker(workers):
     spec = NextExperimentSpec(goal=_heavy_goal(), constraints=_heavy_constraints(), points_per_side=5)
     budget_s = 2.0
-    dt, msg = _timed(lambda: next_experiment(spec, workers=workers, budget=next_budget(max_wall_s=budget_s)))
+    ex = ProcessExecutor(workers)
+    dt, msg = _timed(lambda: next_experiment(spec, executor=ex, budget=next_budget(max_wall_s=budget_s)))
     assert "the next-experiment search stopped after" in msg and "fewer points per side" in msg, msg
     assert dt < budget_s + SLACK_S, dt
     assert not [p for p in multiprocessing.active_children() if p.is_alive()]
@@ -124,7 +134,7 @@ def test_next_experiment_stops_within_its_budget_and_leaves_no_worker(workers):
 
 def test_next_experiment_stops_on_its_evaluation_budget():
     spec = NextExperimentSpec(goal=_heavy_goal(), constraints=_heavy_constraints())
-    _dt, msg = _timed(lambda: next_experiment(spec, workers=1, budget=next_budget(max_evaluations=100)))
+    _dt, msg = _timed(lambda: next_experiment(spec, budget=next_budget(max_evaluations=100)))
     assert "stopped after 101 evaluations (the limit is 100)" in msg
 
 

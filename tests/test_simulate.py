@@ -12,10 +12,21 @@ import numpy as np
 import pytest
 
 from core.config import RabitConfig, resolve
-from core.serving import Percentiles
-from core.serving import LinearTiming, self_check
-from core.serving import DONE, REJECTED, TIMED_OUT, Lengths, SimSpec, kv_pool, max_throughput, parse_trace, simulate
 from core.physics import StepModel
+from core.serving import (
+    DONE,
+    REJECTED,
+    TIMED_OUT,
+    Lengths,
+    LinearTiming,
+    Percentiles,
+    SimSpec,
+    kv_pool,
+    max_throughput,
+    parse_trace,
+    self_check,
+    simulate,
+)
 
 L8 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, input_tokens=1000, output_tokens=250)
 LOGN = dict(

@@ -8,8 +8,18 @@ import pytest
 from core import serving
 from core.config import RabitConfig, resolve
 from core.physics import StepModel
-from core.serving import compute_bound_batch, decode, prefill, speed_summary
-from core.serving import batch_sweep, decode_curve, default_batches, roofline, spec_vs_alpha, textbook_comparison
+from core.serving import (
+    batch_sweep,
+    compute_bound_batch,
+    decode,
+    decode_curve,
+    default_batches,
+    prefill,
+    roofline,
+    spec_vs_alpha,
+    speed_summary,
+    textbook_comparison,
+)
 
 EXAMPLE = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", tp=8, batch=32, input_tokens=4096, output_tokens=4096)
 # Llama-3.1-70B: 70,553,706,496 parameters, of which 1,050,673,152 (128,256 x 8,192) are the input embedding.

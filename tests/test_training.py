@@ -9,27 +9,28 @@ import pytest
 
 from cli.main import main as rabit
 from core import catalog
-from core.physics import Collectives
+from core.base import DAY_S, Trace
 from core.config import RabitConfig
-from core.training import daly_interval_s, goodput, mtbf_s, wall_clock_s
-from core.physics import training_memory_for
-from core.base import Trace
+from core.physics import Collectives, training_memory_for
 from core.training import (
     Layout,
     TrainingGoal,
     bubble_fraction,
     catalog_price,
+    daly_interval_s,
     evaluate_layout,
     flops_per_token,
+    goodput,
     group_allreduce_s,
     group_gather_s,
     layout_context,
     layout_grid,
     layouts_at,
+    mtbf_s,
     plan,
     training_math,
+    wall_clock_s,
 )
-from core.base import DAY_S
 
 L70 = RabitConfig(model="llama-3.1-70b", phase="train", train_tokens=1e12)
 

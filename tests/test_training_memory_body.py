@@ -10,10 +10,9 @@ import itertools
 import numpy as np
 import pytest
 
-from core.config import RabitConfig
-from core.config import Deployment, as_deployment, resolve
-from core.physics import training_memory, training_memory_for, training_memory_parts
 from core.base import Trace
+from core.config import Deployment, RabitConfig, as_deployment, resolve
+from core.physics import training_memory, training_memory_for, training_memory_parts
 from core.training import Layout, layout_context, layout_grid, layout_memory
 
 L70 = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", phase="train", seq_len=4096, sequence_parallel=True)

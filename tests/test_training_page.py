@@ -4,9 +4,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from core.base import DAY_S, fmt_time
 from core.config import RabitConfig
 from core.training import TrainingGoal, plan
-from core.base import DAY_S, fmt_time
 from dashboard import state
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")

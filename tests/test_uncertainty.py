@@ -7,9 +7,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from core.base import MOVES, REGISTRY, Assumptions, by_tag
-from core.config import RabitConfig
+from core.config import RabitConfig, problems
 from core.decision import combine, memory_spread, speed_spread, spread
-from core.config import problems
 
 
 def test_combination_matches_a_hand_computation():

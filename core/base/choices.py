@@ -80,6 +80,12 @@ ARRIVAL_LABELS = MappingProxyType({"poisson": "Poisson (open)", "closed": "close
 POLICY_LABELS = MappingProxyType({"chunked": "chunked prefill", "prefill_priority": "prefill priority"})
 ADMISSION_LABELS = MappingProxyType({"preempt": "paged, preempt + recompute", "reserve": "reserve prompt + max output"})
 
+# --- the Speed page's batch sweep ----------------------------------------------------------------------
+#: The largest batch a throughput-against-batch sweep may reach (core.serving.default_batches), and the default:
+#: four times vLLM's default max_num_seqs (256), well past where one replica stops gaining throughput.
+SWEEP_BATCH_LIMITS = (64, 128, 256, 512, 1024, 2048, 4096)
+DEFAULT_SWEEP_BATCH_LIMIT = 1024
+
 # --- how a training run is sized (the Training page and ``rabit train``) ---------------------------------
 #: To a deadline (``targets.deadline_days``: the smallest GPU count that finishes in time) or on a GPU budget.
 TrainMode = Literal["deadline", "budget"]

@@ -129,6 +129,107 @@ VIDEO_DOMAINS: dict[str, Domain] = {
     "seed": Domain(0, 2**32 - 1, "NumPy seeds a generator from an unsigned 32-bit integer"),
 }
 
+#: The numeric fields of the config's groups (``group.field``) and of the simulator's workload
+#: (:class:`core.config.SimSpec` shares the ``workload`` fields). The group's validator, the page widgets and
+#: the CLI flags read the same entry. An optional field (``None``: unset) is checked only when set; a widget
+#: that shows 0 for "none" starts at 0.
+GROUP_DOMAINS: dict[str, Domain] = {
+    **{f"video.{field}": d for field, d in VIDEO_DOMAINS.items()},
+    "workload.rate_per_s": Domain(
+        1e-6, 1e6, "from one request in 11 days to a million requests per second", integer=False, step=0.5
+    ),
+    "workload.users": Domain(1, 100_000, "as the batch: 100,000 concurrent users is far beyond one replica"),
+    "workload.think_s": Domain(0.0, 86_400.0, "a think time beyond a day is not a serving workload", integer=False),
+    "workload.num_requests": Domain(
+        1, 5_000_000, "5 million requests simulate in about a minute; more is a batch job", step=100
+    ),
+    "workload.duration_s": Domain(1e-3, 1e8, "from a millisecond to three years of arrivals", integer=False),
+    "workload.spread": Domain(
+        0.0, 3.0, "a lognormal sigma above 3 is not a usable length distribution", integer=False, step=0.1
+    ),
+    "workload.token_budget": Domain(
+        1, 10_000_000, "at most the longest context in the catalogs per iteration", step=512
+    ),
+    "workload.max_batch": Domain(1, 100_000, "as the batch", step=16),
+    "workload.timeout_s": Domain(1e-3, 1e8, "from a millisecond to three years", integer=False),
+    "workload.kv_pool_tokens": Domain(1, 10**12, "a trillion tokens of KV cache is beyond any cluster's HBM"),
+    "workload.seed": Domain(
+        0, 2**32 - 1, "NumPy seeds a generator from an unsigned 32-bit integer or more; negative seeds are refused"
+    ),
+    "targets.p95_ttft_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
+    "targets.p95_itl_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
+    "targets.p95_e2e_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
+    "targets.max_gpus": Domain(
+        1, 65_536, "72 x 8,192 nodes is the largest cluster a config describes; 65,536 GPUs is beyond it"
+    ),
+    "targets.max_usd_per_hour": Domain(
+        1e-6, 1e9, "a budget from a micro-dollar to a billion dollars per hour", integer=False
+    ),
+    "targets.max_simulations": Domain(1, 64, "the optimizer simulates at most 64 finalists"),
+    "targets.requests_per_simulation": Domain(
+        1, 5_000_000, "5 million requests simulate in about a minute; more is a batch job"
+    ),
+    "targets.deadline_days": Domain(
+        1e-3, 3650.0, "from about a minute and a half to ten years", integer=False, step=1.0
+    ),
+    "training.budget_gpus": Domain(
+        1,
+        65_536,
+        "72 x 8,192 nodes is the largest cluster a config describes; 65,536 GPUs is "
+        "beyond the largest published training clusters",
+    ),
+    "training.max_gpus": Domain(
+        1, choices.TRAIN_SEARCH_LIMITS[-1], "the training deadline search stops at 32,768 GPUs"
+    ),
+    "training.checkpoint_interval_s": Domain(
+        1.0, 1e7, "from a second to four months between checkpoints", integer=False, step=300.0
+    ),
+    **{
+        f"experiment.{name}_spread_frac": Domain(
+            0.0,
+            0.99,
+            "a relative spread each side of the mean; at 100 % the mean could be zero",
+            integer=False,
+            step=0.05,
+        )
+        for name in ("prompt", "output", "rate")
+    },
+    "predicted.p95_ttft_s": Domain(1e-6, 1e6, "a latency from a microsecond to 11 days", integer=False),
+    "predicted.p95_itl_s": Domain(1e-6, 1e6, "a latency from a microsecond to 11 days", integer=False),
+    "predicted.prefix_cache_frac": CONFIG_DOMAINS["prefix_cache_frac"],
+}
+
+
+def group_domain(path: str) -> Domain:
+    """The one domain of a group's field (``"workload.rate_per_s"``) or of a top-level config field (``"tp"``)."""
+    return GROUP_DOMAINS[path] if "." in path else CONFIG_DOMAINS[path]
+
+
+def in_domain(path: str, v: Any) -> Any:
+    """A field validator's body: ``v`` (an int when the domain is integral and ``v`` a whole float) inside the
+    domain of ``path``, else ``ValueError`` saying what is wrong. None (an unset optional field) passes."""
+    if v is None:
+        return v
+    d = group_domain(path)
+    if isinstance(v, str):
+        try:
+            v = float(v) if not d.integer else int(v) if v.strip().lstrip("+-").isdigit() else float(v)
+        except ValueError:
+            raise ValueError(f"{v!r} is not a number") from None
+    if isinstance(v, float) and d.integer and v.is_integer() and abs(v) < 2**53:
+        v = int(v)
+    p = d.problem(v)
+    if p is not None:
+        raise ValueError(p)
+    return v
+
+
+#: Inputs of the Diagnostics page's Prometheus query (connectors.prometheus.query_range checks them too).
+QUERY_DOMAINS: dict[str, Domain] = {
+    "since_min": Domain(1, 7 * 24 * 60, "a week of history at the query's step stays within the answer's size"),
+    "timeout_s": Domain(1, 60, "a page waits at most a minute for a server"),
+}
+
 #: Sizes read from a config.json (:class:`core.catalog.arch.ModelArch`): finite, about 50x beyond the largest
 #: published model, so the layout checks and parameter counts stay cheap and exact.
 ARCH_DOMAINS: dict[str, Domain] = {
@@ -493,36 +594,29 @@ VIDEO_FLAG_FIELDS: dict[str, str] = {
 #: The domain of every numeric CLI flag, by argparse ``dest`` (checked as the flag is parsed).
 FLAG_DOMAINS: dict[str, Domain] = {
     **{dest: CONFIG_DOMAINS[f] for dest, f in FLAG_FIELDS.items()},
-    "gpus": Domain(
-        1,
-        65_536,
-        "72 x 8,192 nodes is the largest cluster a config describes; 65,536 GPUs is "
-        "beyond the largest published training clusters",
-    ),
-    "max_gpus": Domain(1, 32_768, "the training deadline search stops at 32,768 GPUs"),
-    "seed": Domain(
-        0, 2**32 - 1, "NumPy seeds a generator from an unsigned 32-bit integer or more; negative seeds are refused"
-    ),
-    "requests": Domain(1, 5_000_000, "5 million requests simulate in about a minute; more is a batch job"),
+    "gpus": GROUP_DOMAINS["training.budget_gpus"],
+    "max_gpus": GROUP_DOMAINS["training.max_gpus"],
+    "seed": GROUP_DOMAINS["workload.seed"],
+    "requests": GROUP_DOMAINS["workload.num_requests"],
     "recommend.requests": Domain(
         20, 50_000, "each of up to 64 finalists is simulated: 64 x 50,000 requests take about a minute"
     ),
-    "users": Domain(1, 100_000, "as the batch: 100,000 concurrent users is far beyond one replica"),
-    "think": Domain(0.0, 86_400.0, "a think time beyond a day is not a serving workload", integer=False),
-    "duration": Domain(1e-3, 1e8, "from a millisecond to three years of arrivals", integer=False),
-    "timeout": Domain(1e-3, 1e8, "from a millisecond to three years", integer=False),
-    "rate": Domain(1e-6, 1e6, "from one request in 11 days to a million requests per second", integer=False),
-    "spread": Domain(0.0, 3.0, "a lognormal sigma above 3 is not a usable length distribution", integer=False),
-    "max_batch": Domain(1, 100_000, "as the batch"),
-    "token_budget": Domain(1, 10_000_000, "at most the longest context in the catalogs per iteration"),
-    "kv_pool_tokens": Domain(1, 10**12, "a trillion tokens of KV cache is beyond any cluster's HBM"),
-    "max_simulations": Domain(1, 64, "the optimizer simulates at most 64 finalists"),
-    "p95_ttft_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
-    "p95_itl_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
-    "p95_e2e_s": Domain(1e-6, 1e6, "a latency target from a microsecond to 11 days", integer=False),
-    "max_usd_per_hour": Domain(1e-6, 1e9, "a budget from a micro-dollar to a billion dollars per hour", integer=False),
-    "deadline_days": Domain(1e-3, 3650.0, "from about a minute and a half to ten years", integer=False),
-    "checkpoint_interval_s": Domain(1.0, 1e7, "from a second to four months between checkpoints", integer=False),
+    "users": GROUP_DOMAINS["workload.users"],
+    "think": GROUP_DOMAINS["workload.think_s"],
+    "duration": GROUP_DOMAINS["workload.duration_s"],
+    "timeout": GROUP_DOMAINS["workload.timeout_s"],
+    "rate": GROUP_DOMAINS["workload.rate_per_s"],
+    "spread": GROUP_DOMAINS["workload.spread"],
+    "max_batch": GROUP_DOMAINS["workload.max_batch"],
+    "token_budget": GROUP_DOMAINS["workload.token_budget"],
+    "kv_pool_tokens": GROUP_DOMAINS["workload.kv_pool_tokens"],
+    "max_simulations": GROUP_DOMAINS["targets.max_simulations"],
+    "p95_ttft_s": GROUP_DOMAINS["targets.p95_ttft_s"],
+    "p95_itl_s": GROUP_DOMAINS["targets.p95_itl_s"],
+    "p95_e2e_s": GROUP_DOMAINS["targets.p95_e2e_s"],
+    "max_usd_per_hour": GROUP_DOMAINS["targets.max_usd_per_hour"],
+    "deadline_days": GROUP_DOMAINS["targets.deadline_days"],
+    "checkpoint_interval_s": GROUP_DOMAINS["training.checkpoint_interval_s"],
     "batch_tolerance": Domain(0.0, 1.0, "a relative tolerance on the global batch", integer=False),
     # rabit video: its flags share the video group's domains
     **{f"video.{flag}": VIDEO_DOMAINS[field] for flag, field in VIDEO_FLAG_FIELDS.items()},

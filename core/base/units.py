@@ -39,24 +39,44 @@ def fmt_bytes(x_bytes: float, unit: str = "GB", digits: int = 3) -> str:
     return f"{x_bytes / GB:.{digits}g} GB"
 
 
-def fmt_time(x_s: float, digits: int = 3) -> str:
-    """Format seconds with a unit that keeps 1-3 digits before the point."""
+#: Seconds per time unit, for the formatters below.
+TIME_UNITS = {"µs": US, "ms": MS, "s": 1.0, "min": 60.0, "h": HOUR_S, "days": DAY_S}
+#: The unit :func:`fmt_time` picks: the first whose bound [s] the magnitude stays under (1-3 digits before the point).
+AUTO_SCALE = ((1e-3, "µs"), (1.0, "ms"), (120.0, "s"), (2 * HOUR_S, "min"), (2 * DAY_S, "h"), (math.inf, "days"))
+#: A latency in the optimizer's prose: milliseconds below a second, else seconds.
+LATENCY_SCALE = ((1.0, "ms"), (math.inf, "s"))
+#: A training run's length: always in days.
+DAYS_SCALE = ((math.inf, "days"),)
+
+
+def fmt_time_in(x_s: float, unit: str, digits: int = 3) -> str:
+    """Seconds as a number of ``unit`` (a key of :data:`TIME_UNITS`), ``digits`` significant figures, no label."""
+    return f"{x_s / TIME_UNITS[unit]:.{digits}g}"
+
+
+def fmt_time(
+    x_s: float | None, digits: int = 3, scale: tuple[tuple[float, str], ...] = AUTO_SCALE, missing: str = "n/a"
+) -> str:
+    """Format seconds with a unit from ``scale`` (default: one that keeps 1-3 digits before the point); a missing
+    value (None or NaN) reads ``missing``. Zero reads "0 s" on the default scale."""
     if x_s is None or (isinstance(x_s, float) and math.isnan(x_s)):
-        return "n/a"
+        return missing
     a = abs(x_s)
-    if a == 0:
+    if a == 0 and scale is AUTO_SCALE:
         return "0 s"
-    if a < 1e-3:
-        return f"{x_s / US:.{digits}g} µs"
-    if a < 1:
-        return f"{x_s / MS:.{digits}g} ms"
-    if a < 120:
-        return f"{x_s:.{digits}g} s"
-    if a < 2 * HOUR_S:
-        return f"{x_s / 60:.{digits}g} min"
-    if a < 2 * DAY_S:
-        return f"{x_s / HOUR_S:.{digits}g} h"
-    return f"{x_s / DAY_S:.{digits}g} days"
+    unit = next(u for bound, u in scale if a < bound)
+    return f"{fmt_time_in(x_s, unit, digits)} {unit}"
+
+
+def fmt_latency(x_s: float | None) -> str:
+    """A latency in words: milliseconds below a second, else seconds, three significant figures; "withheld" when
+    the percentile has too few samples (None)."""
+    return fmt_time(x_s, scale=LATENCY_SCALE, missing="withheld")
+
+
+def fmt_days(x_s: float) -> str:
+    """A run's length in days, three significant figures ("12.3 days")."""
+    return fmt_time(x_s, scale=DAYS_SCALE)
 
 
 def fmt_num(x: float, digits: int = 3) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -367,6 +367,10 @@ def _get(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
     return default
 
 
+@overload
+def _int(cfg: dict[str, Any], *keys: str, default: int, field: str | None = None) -> int: ...
+@overload
+def _int(cfg: dict[str, Any], *keys: str, default: None = None, field: str | None = None) -> int | None: ...
 def _int(cfg: dict[str, Any], *keys: str, default: int | None = None, field: str | None = None) -> int | None:
     """The first present key as an integer inside its domain; a wrong type is refused by name.
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from core.catalog.tables import Price
+
 from core.base import PricePolicy
+from core.catalog.tables import Price
 
 __all__ = ["GpuPrice", "PricePolicy", "gpu_price"]
 

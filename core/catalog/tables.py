@@ -14,16 +14,16 @@ import csv
 import datetime as dt
 import json
 import tomllib
-from functools import lru_cache
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.base import GB, TB, TERA, US, GiB
 from core.catalog.arch import ModelArch, from_hf_config
-from core.base import GB, GiB, TERA, TB, US
 
 CATALOG_DIR = Path(__file__).resolve().parents[2] / "catalogs"
 

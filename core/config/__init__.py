@@ -20,9 +20,9 @@ from core.config.settings import (
     DEFAULT,
     GROUPS,
     KV_BYTES,
+    WEIGHT_BYTES,
     RabitConfig,
     Targets,
-    WEIGHT_BYTES,
     Workload,
     describe_validation_error,
     error_text,
@@ -39,8 +39,10 @@ from core.config.video import (
     video_problems,
 )
 from core.config.workload import (
+    LOAD_FIELDS,
     Draws,
     Lengths,
+    ServingLoad,
     SimSpec,
     parse_trace,
 )
@@ -53,8 +55,10 @@ __all__ = [
     "Draws",
     "GROUPS",
     "KV_BYTES",
+    "LOAD_FIELDS",
     "Lengths",
     "RabitConfig",
+    "ServingLoad",
     "SimSpec",
     "Targets",
     "VideoDeployment",

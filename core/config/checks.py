@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from core import catalog
 from core.base import divisors
-from core.config.deployment import gpu_of, model_of
+from core.catalog import GpuSpec, ModelArch
+from core.config.deployment import Deployment, gpu_of, model_of
 from core.config.settings import RabitConfig
 
 
@@ -25,8 +26,12 @@ class Problem:
     blocking: bool = True
 
 
-def problems(cfg: RabitConfig) -> tuple[Problem, ...]:
-    """Everything wrong with ``cfg`` that the field validators cannot see."""
+def problems(x: RabitConfig | Deployment) -> tuple[Problem, ...]:
+    """Everything wrong with a config that the field validators cannot see. A resolved :class:`Deployment`
+    names catalog entries that exist, and its model and GPU are not looked up again."""
+    if isinstance(x, Deployment):
+        return _layout_problems(x.config, x.model, x.gpu)
+    cfg = x
     out: list[Problem] = []
     if cfg.custom_model is None and cfg.model not in catalog.models():
         out.append(
@@ -44,7 +49,12 @@ def problems(cfg: RabitConfig) -> tuple[Problem, ...]:
         )
     if out:
         return tuple(out)
-    m, g = model_of(cfg), gpu_of(cfg)
+    return _layout_problems(cfg, model_of(cfg), gpu_of(cfg))
+
+
+def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Problem, ...]:
+    """The checks of a config whose model ``m`` and GPU ``g`` are known: cluster, layout, context, adapters."""
+    out: list[Problem] = []
     if cfg.gpus_per_node > g.gpus_per_node and g.topology != "nvswitch":
         out.append(
             Problem(

@@ -15,23 +15,27 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from typing import Any, get_args, get_origin
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from core.base import choices
-from core.base import REGISTRY, Assumptions
 from core.base import (
     CONFIG_DOMAINS,
-    FLAG_DOMAINS,
+    DAY_S,
+    GROUP_DOMAINS,
     MAX_LINK_PARAM_CHARS,
+    REGISTRY,
+    Assumptions,
+    choices,
+    in_domain,
     inflate,
     nearest,
     parse_json,
 )
 from core.catalog import ModelArch
-from core.config.workload import DEFAULT_MAX_BATCH, DEFAULT_TOKEN_BUDGET
 from core.config.video import VideoRequest
+from core.config.workload import DEFAULT_INPUT_TOKENS, DEFAULT_LENGTH_SPREAD, DEFAULT_OUTPUT_TOKENS, ServingLoad
 
 # The choices and the format facts live in core.base.choices; re-exported here for the callers that import them
 # from the config.
@@ -43,43 +47,38 @@ KvDtype = choices.KvDtype
 
 
 class _Group(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """A group of config fields; each numeric field lies in its domain ``<group>.<field>``
+    (:data:`core.base.limits.GROUP_DOMAINS`)."""
 
-    def with_(self, **changes: Any) -> Any:
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    #: the group's name in the config (the prefix of its fields' domains)
+    _group: ClassVar[str] = ""
+
+    def with_(self, **changes: Any) -> Self:
         """A validated copy with some fields changed."""
         return type(self).model_validate({**self.model_dump(), **changes})
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _in_domain(cls, v: Any, info: ValidationInfo) -> Any:
+        path = f"{cls._group}.{info.field_name}"
+        return in_domain(path, v) if path in GROUP_DOMAINS else v
 
-class Workload(_Group):
+
+class Workload(ServingLoad):
     """How requests arrive, how their lengths spread and how one replica schedules them.
 
-    The mean prompt and output lengths are the config's ``input_tokens`` / ``output_tokens``; the rest of a
-    simulated workload is here. :func:`core.serving.simulation.sim_spec` turns it into the simulator's ``SimSpec``.
+    The arrival and scheduler fields (and their defaults) are :class:`core.config.workload.ServingLoad`'s, shared
+    with the simulator's ``SimSpec``; the mean prompt and output lengths are the config's ``input_tokens`` /
+    ``output_tokens``. :func:`core.serving.simulation.sim_spec` turns it into the simulator's ``SimSpec``.
     Times in seconds, lengths in tokens.
     """
 
-    arrival: choices.Arrival = "poisson"
-    # Poisson arrival rate [requests/s]. The default is a round rate clearly inside the closed-form capacity of
-    # the default deployment (Llama-3.1-70B, TP 8 on H100 SXM, 4,096/4,096 tokens: about 1.44 requests/s), so the
-    # first page a user opens shows a stable replica rather than a runaway queue.
-    rate_per_s: float = Field(0.5, gt=0)
-    users: int = Field(16, ge=1, le=100_000)  # closed loop: concurrent users
-    think_s: float = Field(0.0, ge=0)  # closed loop: mean think time [s]
-    num_requests: int = Field(1000, ge=1, le=5_000_000)
-    duration_s: float | None = Field(None, gt=0)  # stop issuing after this long
     lengths: choices.LengthKind = "fixed"  # distribution of prompt and output lengths around their means
-    spread: float = Field(0.5, ge=0.0, le=3.0)  # lognormal sigma, or uniform relative half-width
-    policy: choices.SchedulerPolicy = "chunked"
-    token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)  # tokens per iteration (max_num_batched_tokens)
-    max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1)  # running sequences (max_num_seqs)
-    admission: choices.Admission = "preempt"
-    timeout_s: float | None = Field(None, gt=0)
-    kv_pool_tokens: int | None = Field(None, ge=1)  # what-if override of the KV pool
-    seed: int = Field(0, ge=0)
+    spread: float = DEFAULT_LENGTH_SPREAD  # lognormal sigma, or uniform relative half-width
     # the serving engine sized for (core.catalog.engines: its documented defaults fill the scheduler fields when chosen
-    # with `rabit simulate --engine`), and whether a preempted request finds its blocks in the prefix cache
+    # with `rabit simulate --engine`)
     engine: choices.Engine = "vllm"
-    prefix_caching: bool = True
     # CUDA graphs for iterations up to the engine's capture size (core.catalog.engines); False = eager mode
     # (vLLM --enforce-eager): every kernel launched from the host (core.physics.step)
     cuda_graphs: bool = True
@@ -97,22 +96,29 @@ class Targets(_Group):
     has one.
     """
 
-    p95_ttft_s: float | None = Field(2.0, gt=0)
-    p95_itl_s: float | None = Field(0.04, gt=0)
-    p95_e2e_s: float | None = Field(None, gt=0)
+    _group: ClassVar[str] = "targets"
+
+    p95_ttft_s: float | None = 2.0
+    p95_itl_s: float | None = 0.04
+    p95_e2e_s: float | None = None
     gpus_allowed: tuple[str, ...] = ()  # empty: the whole catalog
-    max_gpus: int | None = Field(None, ge=1)
-    max_usd_per_hour: float | None = Field(None, gt=0)
+    max_gpus: int | None = None
+    max_usd_per_hour: float | None = None
     weights_allowed: tuple[choices.WeightFormat, ...] = Field(choices.SEARCH_WEIGHT_FORMATS, min_length=1)
     kv_allowed: tuple[choices.KvDtype, ...] = Field(choices.SEARCH_KV_DTYPES, min_length=1)
     providers: tuple[str, ...] = ()  # substrings of provider names; empty: all
     price_kind: choices.PriceKind = "on-demand"
     price_policy: choices.PricePolicy = "median"
-    max_simulations: int = Field(16, ge=1, le=64)
-    requests_per_simulation: int = Field(2000, ge=1, le=5_000_000)
+    max_simulations: int = 16
+    requests_per_simulation: int = 2000
     # training run
-    deadline_days: float = Field(30.0, gt=0)
+    deadline_days: float = 30.0
     train_gpus_allowed: tuple[str, ...] = ()  # empty: every priced kind
+
+    @property
+    def deadline_s(self) -> float:
+        """The training run's deadline [s]."""
+        return self.deadline_days * DAY_S
 
 
 class TrainingRun(_Group):
@@ -124,26 +130,24 @@ class TrainingRun(_Group):
     ``--checkpoint-interval-s``) read these defaults; domains as the CLI flags' (core.base.limits.FLAG_DOMAINS).
     """
 
+    _group: ClassVar[str] = "training"
+
     mode: choices.TrainMode = "deadline"
-    budget_gpus: int | None = Field(
-        None, ge=int(FLAG_DOMAINS["gpus"].lo), le=int(FLAG_DOMAINS["gpus"].hi)
-    )  # None: the config's cluster (gpus_per_node x nodes)
-    max_gpus: int = Field(
-        choices.TRAIN_SEARCH_LIMITS[-1], ge=int(FLAG_DOMAINS["max_gpus"].lo), le=int(FLAG_DOMAINS["max_gpus"].hi)
-    )
+    budget_gpus: int | None = None  # None: the config's cluster (gpus_per_node x nodes)
+    max_gpus: int = choices.TRAIN_SEARCH_LIMITS[-1]
     pin: bool = False
-    checkpoint_interval_s: float | None = Field(
-        None, ge=FLAG_DOMAINS["checkpoint_interval_s"].lo, le=FLAG_DOMAINS["checkpoint_interval_s"].hi
-    )
+    checkpoint_interval_s: float | None = None
 
 
 class WorkloadSpread(_Group):
     """How far the workload's means may be off (relative, each side): the next experiment moves the mean prompt
     length, output length and arrival rate across these ranges (``rabit next-experiment --prompt-spread``...)."""
 
-    prompt_spread_frac: float = Field(choices.DEFAULT_WORKLOAD_SPREAD_FRAC, ge=0.0, lt=1.0)
-    output_spread_frac: float = Field(choices.DEFAULT_WORKLOAD_SPREAD_FRAC, ge=0.0, lt=1.0)
-    rate_spread_frac: float = Field(choices.DEFAULT_WORKLOAD_SPREAD_FRAC, ge=0.0, lt=1.0)
+    _group: ClassVar[str] = "experiment"
+
+    prompt_spread_frac: float = choices.DEFAULT_WORKLOAD_SPREAD_FRAC
+    output_spread_frac: float = choices.DEFAULT_WORKLOAD_SPREAD_FRAC
+    rate_spread_frac: float = choices.DEFAULT_WORKLOAD_SPREAD_FRAC
 
 
 class Predicted(_Group):
@@ -151,9 +155,11 @@ class Predicted(_Group):
     saved analysis's figure, or unknown). Where to read telemetry from (a file, a Prometheus server) is not
     part of a link: opening a link never makes the server fetch from an address written in it."""
 
-    p95_ttft_s: float | None = Field(None, gt=0, le=1e6)
-    p95_itl_s: float | None = Field(None, gt=0, le=1e6)
-    prefix_cache_frac: float | None = Field(None, gt=0.0, lt=1.0)
+    _group: ClassVar[str] = "predicted"
+
+    p95_ttft_s: float | None = None
+    p95_itl_s: float | None = None
+    prefix_cache_frac: float | None = None
 
 
 class RabitConfig(BaseModel):
@@ -176,8 +182,8 @@ class RabitConfig(BaseModel):
     # workload
     phase: choices.Phase = "serve"
     batch: int = Field(32, ge=1)
-    input_tokens: int = Field(4096, ge=1)
-    output_tokens: int = Field(4096, ge=1)
+    input_tokens: int = Field(DEFAULT_INPUT_TOKENS, ge=1)
+    output_tokens: int = Field(DEFAULT_OUTPUT_TOKENS, ge=1)
     prefix_cache_frac: float = Field(0.0, ge=0.0, lt=1.0)
     weights: WeightFormat = "bf16"
     kv_dtype: KvDtype = "bf16"
@@ -213,20 +219,14 @@ class RabitConfig(BaseModel):
 
     @field_validator(*CONFIG_DOMAINS, mode="before")
     @classmethod
-    def _in_domain(cls, v: Any, info: Any) -> Any:
+    def _in_domain(cls, v: Any, info: ValidationInfo) -> Any:
         """Every numeric field inside its one finite domain (core.base.limits, shared with the widgets and CLI)."""
-        d = CONFIG_DOMAINS[info.field_name]
-        if isinstance(v, str):
-            try:
-                v = float(v) if not d.integer else int(v) if v.strip().lstrip("+-").isdigit() else float(v)
-            except ValueError:
-                raise ValueError(f"{v!r} is not a number") from None
-        if isinstance(v, float) and d.integer and v.is_integer() and abs(v) < 2**53:
-            v = int(v)
-        p = d.problem(v)
-        if p is not None:
-            raise ValueError(p)
-        return v
+        return in_domain(str(info.field_name), v)
+
+    @property
+    def model_label(self) -> str:
+        """The model's name in every output: an uploaded config.json's slug, else the catalog slug."""
+        return self.custom_model.slug if self.custom_model is not None else self.model
 
     @property
     def gpus(self) -> int:
@@ -254,8 +254,8 @@ class RabitConfig(BaseModel):
         return KV_BYTES[self.kv_dtype]
 
     def with_(self, **changes: Any) -> RabitConfig:
-        """A validated copy with some fields changed."""
-        return RabitConfig.model_validate({**self.model_dump(), **changes})
+        """A validated copy with some fields changed (the unchanged groups, already valid, are kept as they are)."""
+        return RabitConfig.model_validate({**dict(self), **changes})
 
 
 DEFAULT = RabitConfig()
@@ -391,7 +391,7 @@ def is_setting(key: str) -> bool:
     return key in RabitConfig.model_fields and key not in GROUPS
 
 
-def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, tuple[LinkIssue, ...]]:
+def from_query_report(params: Mapping[str, str | list[str]]) -> tuple[RabitConfig, tuple[LinkIssue, ...]]:
     """Rebuild a config from a link, using every parameter that can be honoured.
 
     Each parameter that cannot (unknown name, catalog entry or value outside its domain) is left at
@@ -472,7 +472,7 @@ def from_query_report(params: dict[str, str | list[str]]) -> tuple[RabitConfig, 
     return DEFAULT, tuple(issues)
 
 
-def from_query(params: dict[str, str | list[str]]) -> RabitConfig:
+def from_query(params: Mapping[str, str | list[str]]) -> RabitConfig:
     """Rebuild a config from query parameters, strictly: unknown keys are ignored, any bad value raises.
 
     Raises ``ValueError`` with the offending parameter named when a value is invalid. The app uses

@@ -1,8 +1,13 @@
-"""Workload and scheduler inputs of the serving simulator (frozen), and the draws they imply.
+"""The serving workload (frozen): how requests arrive, how long they are, how one replica schedules them, and
+the draws they imply.
 
-Nothing here is in :class:`core.config.RabitConfig`: the config says *what* runs *where*; a
-:class:`SimSpec` says *how requests arrive*, *how long they are* and *how the engine schedules
-them*. Both are frozen and hashable, so ``st.cache_data`` keys on the pair.
+One model: :class:`ServingLoad` holds every arrival and scheduler field with its one default and its one domain
+(:data:`core.base.limits.GROUP_DOMAINS`, ``workload.*``). The shared config's ``workload`` group
+(:class:`core.config.settings.Workload`) adds how the lengths spread around the config's mean prompt and output
+tokens; the simulator's :class:`SimSpec` adds the resolved length distributions (or a replayed trace).
+:func:`core.serving.simulation.sim_spec` turns the first into the second, field for field. The config says
+*what* runs *where*; the workload says *how requests arrive*, *how long they are* and *how the engine
+schedules them*. Both are frozen and hashable, so ``st.cache_data`` keys on the pair.
 
 Length distributions (token counts, integers >= 1, clipped at ``max_tokens``):
 
@@ -25,17 +30,32 @@ import csv
 import io
 import json
 import math
+from typing import Any, Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from core.base import Admission, Arrival, LengthKind, SchedulerPolicy
-from core.base import MAX_JSON_DEPTH, json_depth
+from core.base import (
+    GROUP_DOMAINS,
+    MAX_JSON_DEPTH,
+    Admission,
+    Arrival,
+    LengthKind,
+    SchedulerPolicy,
+    in_domain,
+    json_depth,
+)
 
 #: vLLM engine defaults (docs.vllm.ai, engine arguments): max_num_seqs = 256 and, for the V1
 #: OpenAI server on large GPUs, max_num_batched_tokens = 8192.
 DEFAULT_MAX_BATCH = 256
 DEFAULT_TOKEN_BUDGET = 8192
+#: The mean prompt and output lengths of the shared config (``input_tokens``, ``output_tokens``) and of a
+#: workload built without them [tokens]: the textbook example's 4,096 / 4,096.
+DEFAULT_INPUT_TOKENS = 4096
+DEFAULT_OUTPUT_TOKENS = 4096
+#: How far lengths spread around their means: lognormal sigma, or uniform relative half-width.
+DEFAULT_LENGTH_SPREAD = 0.5
 #: The clip of a lognormal length, in standard deviations of the underlying normal.
 LOGNORMAL_CLIP_SIGMAS = 4.0
 
@@ -46,8 +66,8 @@ class Lengths(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: LengthKind = "fixed"
-    mean: float = Field(1024, ge=1)
-    spread: float = Field(0.5, ge=0)  # uniform: relative half-width (<= 1); lognormal: sigma
+    mean: float = Field(DEFAULT_INPUT_TOKENS, ge=1)
+    spread: float = Field(DEFAULT_LENGTH_SPREAD, ge=0)  # uniform: relative half-width (<= 1); lognormal: sigma
     max_tokens: int | None = Field(None, ge=1)  # clip; default: see :meth:`upper`
 
     @model_validator(mode="after")
@@ -83,42 +103,76 @@ class Lengths(BaseModel):
         return np.clip(np.rint(x), 1, hi).astype(np.int64)
 
 
-class SimSpec(BaseModel):
-    """Arrivals, lengths and scheduler of one simulated replica (frozen, hashable).
+class ServingLoad(BaseModel):
+    """How requests arrive and how one replica schedules them: the fields the shared config's workload and the
+    simulator's :class:`SimSpec` have in common, each with its one default. Times in seconds.
 
-    Times in seconds, lengths in tokens.
+    Each numeric field lies in its domain ``workload.<field>`` of :data:`core.base.limits.GROUP_DOMAINS` (shared
+    with the page widgets and the CLI flags).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # arrivals
     arrival: Arrival = "poisson"
-    rate_per_s: float = Field(5.0, gt=0)  # poisson arrival rate [requests/s]
-    users: int = Field(16, ge=1)  # closed loop: concurrent users
-    think_s: float = Field(0.0, ge=0)  # closed loop: mean think time between a response and the next request
-    num_requests: int | None = Field(1000, ge=1, le=5_000_000)
-    duration_s: float | None = Field(None, gt=0)
-    # lengths
-    input: Lengths = Lengths(kind="fixed", mean=1024)
-    output: Lengths = Lengths(kind="fixed", mean=256)
-    trace: tuple[tuple[int, int], ...] | None = None  # replayed (input, output) rows; wins over the distributions
+    # Poisson arrival rate [requests/s]. The default is a round rate clearly inside the closed-form capacity of
+    # the default deployment (Llama-3.1-70B, TP 8 on H100 SXM, 4,096/4,096 tokens: about 1.44 requests/s), so the
+    # first page a user opens shows a stable replica rather than a runaway queue.
+    rate_per_s: float = 0.5
+    users: int = 16  # closed loop: concurrent users
+    think_s: float = 0.0  # closed loop: mean think time between a response and the next request
+    num_requests: int | None = 1000
+    duration_s: float | None = None  # stop issuing after this long
     # scheduler
     policy: SchedulerPolicy = "chunked"
-    token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)  # tokens per iteration (max_num_batched_tokens)
-    max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1)  # running sequences (max_num_seqs)
+    token_budget: int = DEFAULT_TOKEN_BUDGET  # tokens per iteration (max_num_batched_tokens)
+    max_batch: int = DEFAULT_MAX_BATCH  # running sequences (max_num_seqs)
     admission: Admission = "preempt"
     # a preempted request's full KV blocks stay in the prefix cache until other allocations evict them, so its
     # re-admission recomputes only what was evicted (vLLM V1 enable_prefix_caching, on by default; SGLang's
     # radix cache; TensorRT-LLM's KV block reuse). Off: recompute from scratch (vLLM V0 without the cache).
     prefix_caching: bool = True
-    timeout_s: float | None = Field(None, gt=0)  # a request not finished this long after arrival is cancelled
-    kv_pool_tokens: int | None = Field(None, ge=1)  # override of the KV pool size (what-if); default: from memory
+    timeout_s: float | None = None  # a request not finished this long after arrival is cancelled
+    kv_pool_tokens: int | None = None  # override of the KV pool size (what-if); default: from memory
     seed: int = 0
+
+    @field_validator(
+        *(k.removeprefix("workload.") for k in GROUP_DOMAINS if k.startswith("workload.")),
+        mode="before",
+        check_fields=False,  # the config's workload adds ``spread``
+    )
+    @classmethod
+    def _in_domain(cls, v: Any, info: ValidationInfo) -> Any:
+        return in_domain(f"workload.{info.field_name}", v)
+
+    def with_(self, **changes: Any) -> Self:
+        """A validated copy with some fields changed."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+    @model_validator(mode="after")
+    def _issues_requests(self) -> "ServingLoad":
+        if self.num_requests is None and self.duration_s is None:
+            raise ValueError("give a number of requests or a duration")
+        return self
+
+
+#: The fields a :class:`SimSpec` takes from the shared config's workload as they are.
+LOAD_FIELDS = tuple(ServingLoad.model_fields)
+
+
+class SimSpec(ServingLoad):
+    """Arrivals, lengths and scheduler of one simulated replica (frozen, hashable).
+
+    Times in seconds, lengths in tokens. Built without lengths, it is the default config's workload.
+    """
+
+    # lengths
+    input: Lengths = Lengths(kind="fixed", mean=DEFAULT_INPUT_TOKENS)
+    output: Lengths = Lengths(kind="fixed", mean=DEFAULT_OUTPUT_TOKENS)
+    trace: tuple[tuple[int, int], ...] | None = None  # replayed (input, output) rows; wins over the distributions
 
     @model_validator(mode="after")
     def _check(self) -> "SimSpec":
-        if self.num_requests is None and self.duration_s is None:
-            raise ValueError("give a number of requests or a duration")
         if self.token_budget < self.max_batch:
             raise ValueError(
                 f"token_budget ({self.token_budget}) must be at least max_batch ({self.max_batch}): "
@@ -131,9 +185,6 @@ class SimSpec(BaseModel):
                 if a < 1 or b < 1:
                     raise ValueError(f"trace row {i + 1}: input and output tokens must be at least 1")
         return self
-
-    def with_(self, **changes) -> "SimSpec":
-        return SimSpec.model_validate({**self.model_dump(), **changes})
 
     def max_output_tokens(self) -> int:
         """What a client asks for as max_tokens: the largest output the workload can draw [tokens]."""
@@ -229,10 +280,10 @@ def _pick(names: list[str], wanted: tuple[str, ...], what: str) -> str:
 
 
 def _as_tokens(v: object, where: str, col: str) -> int:
-    if isinstance(v, bool):
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         raise ValueError(f"{where}: {col} must be a whole number of tokens, got {v!r}")
     try:
-        f = float(v)  # type: ignore[arg-type]
+        f = float(v)
     except (TypeError, ValueError):
         raise ValueError(f"{where}: {col} must be a whole number of tokens, got {v!r}") from None
     if not math.isfinite(f) or f != int(f):

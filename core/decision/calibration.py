@@ -122,11 +122,12 @@ def interval_multipliers(r: Sequence[float]) -> tuple[float, float, float, float
         raise ValueError("no residuals: calibration needs at least one comparable run")
     bias = float(x.mean())
     factor = math.exp(bias)
-    sd = float(x.std(ddof=1)) if n >= 2 else None
     if n < 3:
-        return bias, HEURISTIC_LOW * factor, HEURISTIC_HIGH * factor, sd, "heuristic"
+        sd1 = float(x.std(ddof=1)) if n >= 2 else None
+        return bias, HEURISTIC_LOW * factor, HEURISTIC_HIGH * factor, sd1, "heuristic"
     from scipy import stats  # imported on first use: it costs a cold dashboard start about a second
 
+    sd = float(x.std(ddof=1))
     t = float(stats.t.ppf(0.5 + LEVEL / 2, n - 1))
     half = t * sd * math.sqrt(1 + 1 / n)
     return bias, factor * math.exp(-half), factor * math.exp(half), sd, "t"
@@ -268,17 +269,17 @@ def predict(run: Run) -> dict[str, float]:
     if run.load == "rate":
         spec = SimSpec(arrival="poisson", rate_per_s=run.rate_per_s, num_requests=n, **lengths)
     else:
-        users = run.concurrency if run.load == "concurrency" else n
+        users = run.concurrency if run.load == "concurrency" and run.concurrency is not None else n
         spec = SimSpec(arrival="closed", users=max(1, min(users, n)), think_s=0.0, num_requests=n, **lengths)
     if want == {"throughput_tokens_per_s"} and run.load == "offline":
         return {"throughput_tokens_per_s": float(max_throughput(cfg, spec).output_tokens_per_s)}
-    s = simulate(cfg, spec).summary
+    summary = simulate(cfg, spec).summary
     for metric in want:
         if metric == "throughput_tokens_per_s":
-            v = s.throughput_tokens_per_s
+            v = summary.throughput_tokens_per_s
         elif "." in metric and metric.split(".")[0] in ("ttft_s", "itl_s", "e2e_s"):
             key, q = metric.split(".")
-            v = getattr(getattr(s, key), q)
+            v = getattr(getattr(summary, key), q)
         else:
             continue
         if v is not None and v > 0:

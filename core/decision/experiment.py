@@ -20,58 +20,30 @@ Speed: every re-run passes one ``memo`` to the optimizer, which shares its per-G
 simulations across re-runs (moving one kind's efficiency re-screens that kind only) and skips the
 leftover-budget simulations (they feed alternatives, never the pick). A GPU kind other than today's whose
 cheapest estimate stays above today's cost even at its optimistic bound cannot take the pick at any point
-(:func:`out_of_reach`): one screen settles its points. The re-runs are Python under the GIL, so threads gain
-nothing; they are shared between this process and one forked child pulling tasks from a shared counter
-(``bench/next_experiment.py`` measures both ways).
+(:func:`out_of_reach`): one screen settles its points. The re-runs are independent tasks (:class:`Rerun`) for an
+executor the edge supplies (:class:`core.base.Executor`: the dashboard and the CLI share them between worker
+processes; ``core`` itself runs them one after another); ``bench/next_experiment.py`` measures both ways.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import shlex
-import time
 from collections.abc import Callable
-from functools import lru_cache
-from typing import Any, Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import catalog
-from core.base import REGISTRY
+from core.base import REGISTRY, SERIAL, Executor, WorkBudget, next_budget
 from core.catalog import Price
-from core.config import RabitConfig
-from core.base import WorkBudget, next_budget
-from core.decision.optimizer import (
-    Candidate,
-    Constraints,
-    Pick,
-    Recommendation,
-    ServingGoal,
-    TrainingOption,
-    TrainingRecommendation,
-    recommend,
-)
-from core.catalog import gpu_price
+from core.decision.goal import Constraints, Pick, ServingGoal
+from core.decision.measurement import measurement
+from core.decision.optimizer import Recommendation, recommend, screen
 
 InputKind = Literal["decode", "prefill", "comm", "prompt", "output", "rate", "train"]
 
 #: Which assumption each per-GPU input moves.
 ASSUMPTION_OF: dict[str, str] = {"decode": "mbu", "prefill": "mfu_max", "comm": "comm_bw_eff"}
-
-#: Start-up of a serving benchmark before its first measured request [s]: download cache assumed warm,
-#: weights loaded from local NVMe at ~2 GB/s per GPU, CUDA-graph capture and warm-up (vLLM logs 1-3 min of
-#: graph capture and profiling for 70B models; estimate).
-BENCH_SETUP_FIXED_S = 180.0
-WEIGHT_LOAD_BYTES_PER_S = 2e9
-#: Requests in a serving benchmark: enough for a p99 (at least 100 samples; the spec) several times over.
-BENCH_MIN_PROMPTS = 500
-#: Measured span of a serving benchmark at the analysis's per-replica rate [s] (a steady state of 10 min).
-BENCH_STEADY_S = 600.0
-#: An nccl-tests sweep from 8 B to 1 GiB on one node, with start-up: about 5 minutes (estimate).
-NCCL_SWEEP_S = 300.0
-#: Prompts in a prefill-only ``vllm bench throughput`` run.
-PREFILL_PROMPTS = 1000
 
 
 class _F(BaseModel):
@@ -153,34 +125,40 @@ class NextExperiment(_F):
 
 # --- inputs and points ------------------------------------------------------------------------------------
 
+#: What each per-GPU input is, in words (the label says on which GPU kind).
+INPUT_LABELS: dict[str, str] = {
+    "decode": "Decode efficiency (memory-bandwidth utilisation)",
+    "prefill": "Prefill efficiency (compute-efficiency ceiling)",
+    "comm": "Communication efficiency (collective bus bandwidth / link peak)",
+    "train": "Training efficiency (MFU ceiling)",
+}
+
+
+def assumption_input(kind: InputKind, gpu: str, name: str, base: float) -> UncertainInput:
+    """A per-GPU input: assumption ``name`` on GPU kind ``gpu``, at ``base`` now, across its registry range."""
+    info = REGISTRY[name]
+    return UncertainInput(
+        key=f"{kind}:{gpu}",
+        kind=kind,
+        gpu=gpu,
+        label=f"{INPUT_LABELS[kind]} on {gpu}",
+        base=base,
+        low=info.low,
+        high=info.high,
+        unit=info.unit,
+        source=info.source,
+    )
+
 
 def uncertain_inputs(spec: NextExperimentSpec, baseline: Recommendation) -> tuple[UncertainInput, ...]:
     """The inputs to move: three per priced GPU kind the optimizer considered, then the workload."""
     goal = spec.goal
     kinds = sorted({c.gpu for c in baseline.candidates if c.usd_per_gpu_hour is not None})
-    out: list[UncertainInput] = []
-    for kind in ("decode", "prefill", "comm"):
-        name = ASSUMPTION_OF[kind]
-        info = REGISTRY[name]
-        what = {
-            "decode": "Decode efficiency (memory-bandwidth utilisation)",
-            "prefill": "Prefill efficiency (compute-efficiency ceiling)",
-            "comm": "Communication efficiency (collective bus bandwidth / link peak)",
-        }[kind]
-        for g in kinds:
-            out.append(
-                UncertainInput(
-                    key=f"{kind}:{g}",
-                    kind=kind,
-                    gpu=g,
-                    label=f"{what} on {g}",
-                    base=getattr(goal.assumptions_for(g), name),
-                    low=info.low,
-                    high=info.high,
-                    unit=info.unit,
-                    source=info.source,
-                )
-            )
+    out = [
+        assumption_input(kind, g, ASSUMPTION_OF[kind], getattr(goal.assumptions_for(g), ASSUMPTION_OF[kind]))
+        for kind in ("decode", "prefill", "comm")
+        for g in kinds
+    ]
     i_mean, o_mean = goal.workload.mean_lengths()
     if goal.workload.trace is None:
         for kind, mean, frac, label in (
@@ -193,7 +171,7 @@ def uncertain_inputs(spec: NextExperimentSpec, baseline: Recommendation) -> tupl
                     kind=kind,
                     label=label,
                     base=mean,
-                    low=mean * (1 + frac),  # type: ignore[arg-type]
+                    low=mean * (1 + frac),
                     high=max(1.0, mean * (1 - frac)),
                     unit="tokens",
                     source=f"your spread: +-{frac:.0%} of the analysis's mean",
@@ -255,12 +233,10 @@ def _choice(rec: Recommendation) -> Pick | None:
 
 def changes(base: Pick | None, new: Pick | None) -> tuple[str, ...]:
     """What differs between two picks, in the order GPU kind, layout, precision, replicas."""
-    if base is None and new is None:
-        return ()
-    if base is None:
-        return (f"a configuration now meets the target: {new.label}",)  # type: ignore[union-attr]
     if new is None:
-        return ("nothing meets the target any more",)
+        return () if base is None else ("nothing meets the target any more",)
+    if base is None:
+        return (f"a configuration now meets the target: {new.label}",)
     out = []
     if new.gpu != base.gpu:
         out.append(f"GPU kind {base.gpu} -> {new.gpu}")
@@ -276,183 +252,11 @@ def changes(base: Pick | None, new: Pick | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-# --- measurements --------------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=64)
-def hf_repo(model_slug: str) -> str:
-    """The Hugging Face repository of a catalog model (its config.json's ``_name_or_path``)."""
-    path = catalog.CATALOG_DIR / "models" / f"{model_slug}.json"
-    try:
-        return str(json.loads(path.read_text()).get("_name_or_path") or model_slug)
-    except (OSError, ValueError):
-        return model_slug
-
-
-def _model_arg(goal: ServingGoal) -> str:
-    if goal.custom_model is not None:
-        return f"<path to {getattr(goal.custom_model, 'slug', 'your model')}>"
-    return hf_repo(goal.model)
-
-
-def _replica_on(
-    gpu: str, baseline: Recommendation, pts: tuple[Point, ...], flips: list[Pick | None]
-) -> tuple[int, int, int, str, str, int]:
-    """(GPUs, TP, PP, weights, KV, replicas) of the replica to benchmark on ``gpu``: the baseline's if it runs
-    there, else the one a flip leads to there, else that kind's cheapest screened candidate."""
-    for p in [baseline.recommendation, *flips]:
-        if p is not None and p.gpu == gpu:
-            return p.gpus_per_replica, p.tp, p.pp, p.weights, p.kv_dtype, p.replicas
-    cands = [c for c in baseline.candidates if c.gpu == gpu and c.cost_per_hour is not None and not c.pruned]
-    cands = cands or [c for c in baseline.candidates if c.gpu == gpu and c.batch_1_ttft_s is not None]
-    if cands:
-        c: Candidate = min(cands, key=lambda c: (c.cost_per_hour or math.inf, c.gpus_per_replica))
-        return c.gpus_per_replica, c.tp, c.pp, c.weights, c.kv_dtype, c.replicas or 1
-    g = catalog.gpu(gpu)
-    return g.gpus_per_node, g.gpus_per_node, 1, "bf16", "bf16", 1
-
-
-def _quant_flags(weights: str, kv: str) -> str:
-    flags = []
-    if weights == "fp8":
-        flags.append("--quantization fp8")
-    if kv == "fp8":
-        flags.append("--kv-cache-dtype fp8")
-    return (" " + " ".join(flags)) if flags else ""
-
-
-def _checkpoint_note(weights: str) -> str:
-    """A shell comment naming the checkpoint a 4-bit format needs (vLLM reads them pre-quantized)."""
-    return {
-        "int4": "  # use an INT4 (AWQ or GPTQ) checkpoint of this model",
-        "nvfp4": "  # use an NVFP4 checkpoint of this model (e.g. from NVIDIA Model Optimizer)",
-    }.get(weights, "")
-
-
-def measurement(
-    inp: UncertainInput,
-    spec: NextExperimentSpec,
-    baseline: Recommendation,
-    pts: tuple[Point, ...],
-    flips: list[Pick | None],
-    prices: tuple[Price, ...],
-) -> dict:
-    """The benchmark that pins ``inp`` down: command, GPUs held, duration, GPU-hours and cost."""
-    goal, cons = spec.goal, spec.constraints
-    i_mean, o_mean = goal.workload.mean_lengths()
-    I, O = max(1, round(i_mean)), max(1, round(o_mean))
-    model = _model_arg(goal)
-    then = (
-        "Upload the result JSON on the Calibration page (it imports vllm bench serve --save-result and "
-        "vllm bench throughput --output-json): the measured figure replaces the assumption and the "
-        "recommendation is re-run."
-    )
-    if inp.kind in ("prompt", "output", "rate"):
-        metric = {
-            "prompt": ("vllm:request_prompt_tokens", "mean prompt tokens"),
-            "output": ("vllm:request_generation_tokens", "mean output tokens"),
-            "rate": ("vllm:request_success_total", "requests/s"),
-        }[inp.kind]
-        if inp.kind == "rate":
-            q = "sum(rate(vllm:request_success_total[1h]))"
-        else:
-            q = f"sum(rate({metric[0]}_sum[1h])) / sum(rate({metric[0]}_count[1h]))"
-        cmd = (
-            f"curl -sG http://PROMETHEUS:9090/api/v1/query --data-urlencode {shlex.quote('query=' + q)}"
-            f"  # {metric[1]} over the last hour of production traffic (or count it in your request logs)"
-        )
-        return {
-            "measurement": f"read the {metric[1]} from production traffic or request logs (no GPU time)",
-            "gpu": None,
-            "gpus": 0,
-            "duration_s": 0.0,
-            "gpu_hours": 0.0,
-            "cost_usd": 0.0,
-            "command": cmd,
-            "then": "Enter the measured value as the analysis's input and re-run.",
-        }
-    assert inp.gpu is not None
-    n, tp, pp, w, kv, replicas = _replica_on(inp.gpu, baseline, pts, flips)
-    price = gpu_price(inp.gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
-    usd = price.usd_per_gpu_hour if price else 0.0
-    arch = goal.custom_model if goal.custom_model is not None else catalog.model(goal.model)
-    from core.config import WEIGHT_BYTES
-
-    load_s = BENCH_SETUP_FIXED_S + arch.total_params() * WEIGHT_BYTES.get(w, 2.0) / n / WEIGHT_LOAD_BYTES_PER_S
-    serve = (
-        f"vllm serve {model} --tensor-parallel-size {tp}"
-        + (f" --pipeline-parallel-size {pp}" if pp > 1 else "")
-        + _quant_flags(w, kv)
-        + f" --max-model-len {I + O + 64} &{_checkpoint_note(w)}"
-    )
-    if inp.kind == "decode":
-        rate = goal.rate_per_s / max(1, replicas)
-        prompts = max(BENCH_MIN_PROMPTS, math.ceil(rate * BENCH_STEADY_S))
-        dur = load_s + prompts / rate
-        cmd = (
-            f"{serve}\nuntil curl -sf localhost:8000/health; do sleep 10; done  # the server is up\n"
-            f"vllm bench serve --model {model} --dataset-name random --random-input-len {I} "
-            f"--random-output-len {O} --request-rate {rate:.4g} --num-prompts {prompts} --save-result "
-            f"--result-filename decode-{inp.gpu}-tp{tp}.json"
-        )
-        what = (
-            f"vllm bench serve on one replica of {n} x {inp.gpu} (TP {tp}{f' PP {pp}' if pp > 1 else ''}) "
-            f"at the analysis's per-replica rate: TPOT/ITL pins the decode efficiency"
-        )
-    elif inp.kind == "prefill":
-        dur = load_s + 120.0
-        cmd = (
-            f"vllm bench throughput --model {model} --tensor-parallel-size {tp}"
-            + (f" --pipeline-parallel-size {pp}" if pp > 1 else "")
-            + _quant_flags(w, kv)
-            + f" --input-len {I} --output-len 1 --num-prompts {PREFILL_PROMPTS} "
-            f"--output-json prefill-{inp.gpu}-tp{tp}.json{_checkpoint_note(w)}"
-        )
-        what = (
-            f"vllm bench throughput with one output token on {n} x {inp.gpu} (TP {tp}): prompt tokens/s "
-            "pins the prefill efficiency"
-        )
-    else:  # comm
-        n = tp if tp >= 2 else max(2, min(8, catalog.gpu(inp.gpu).scale_up_domain))
-        dur = NCCL_SWEEP_S
-        tool = "rccl-tests" if catalog.gpu(inp.gpu).vendor == "amd" else "nccl-tests"
-        cmd = (
-            f"./build/all_reduce_perf -b 8 -e 1G -f 2 -g {n}  # {tool}, one node of {inp.gpu}; "
-            "busbw at 1 GiB / link peak pins the communication efficiency"
-        )
-        what = f"{tool} all_reduce_perf on {n} x {inp.gpu} (the tensor-parallel group's fabric)"
-        then = "Enter busbw / link peak as the communication efficiency (assumption comm_bw_eff) and re-run."
-    gpu_hours = n * dur / 3600.0
-    return {
-        "measurement": what,
-        "gpu": inp.gpu,
-        "gpus": n,
-        "duration_s": dur,
-        "gpu_hours": gpu_hours,
-        "cost_usd": gpu_hours * usd,
-        "command": cmd,
-        "then": then,
-    }
-
-
-def training_step_command(model: str, gpus: int, tp: int, pp: int, seq_len: int, micro_batch: int = 1) -> str:
-    """A short training-step benchmark for MFU (Megatron-LM, 20 iterations on mock data)."""
-    return (
-        f"torchrun --nproc-per-node {gpus} pretrain_gpt.py --tensor-model-parallel-size {tp} "
-        f"--pipeline-model-parallel-size {pp} --seq-length {seq_len} --micro-batch-size {micro_batch} "
-        f"--train-iters 20 --mock-data --bf16 --log-throughput  # model {model}; MFU from the logged TFLOP/s"
-    )
-
-
 # --- the analysis ------------------------------------------------------------------------------------
 
 Progress = Callable[[int, int, str], None]
 
-#: A forked child silent this long is given up (it reports every re-run; one takes seconds) [s].
-CHILD_SILENCE_S = 120.0
-
-#: A task: one uncertain input and the values to evaluate (one value for a workload point, all of a per-GPU
-#: input's points at once: those are cheap, and most end at the out-of-reach check).
+#: One task's plan: an uncertain input (by position) and the values to evaluate.
 _Task = tuple[int, tuple[float, ...]]
 _Result = tuple[tuple[Point, ...], list, str]
 
@@ -474,8 +278,6 @@ def out_of_reach(
     """
     if base_pick is None or inp.gpu is None or inp.gpu == base_pick.gpu:
         return ""
-    from core.decision.optimizer import screen
-
     one = spec.constraints.model_copy(update={"gpus_allowed": (inp.gpu,)})
     cands = [
         c
@@ -497,21 +299,29 @@ def out_of_reach(
     return ""
 
 
-def _run_task(
-    spec: NextExperimentSpec,
-    prices: tuple[Price, ...],
-    memo: dict,
-    base_pick: Pick | None,
-    inp: UncertainInput,
-    values: tuple[float, ...],
-    tick: Callable[[str], None],
-    budget: WorkBudget | None = None,
-) -> _Result:
+class Rerun(NamedTuple):
+    """One task of the next experiment: one uncertain input and the values to re-run the optimizer at (one value
+    for a workload point, all of a per-GPU input's points at once: those are cheap, and most end at the
+    out-of-reach check), with all it reads. Picklable, so any executor can run it; ``memo`` is the optimizer's
+    shared screens and simulations (a worker may hold a copy: they only save work, never change an answer)."""
+
+    spec: NextExperimentSpec
+    prices: tuple[Price, ...]
+    memo: dict
+    base_pick: Pick | None
+    input: UncertainInput
+    values: tuple[float, ...]
+    budget: WorkBudget | None = None
+
+
+def rerun(task: Rerun) -> tuple[tuple[Point, ...], list[Pick | None], str]:
+    """The points of one task: the optimizer re-run at each value (or the out-of-reach check's reason for all of
+    them), the picks the flips lead to, and that reason."""
+    spec, prices, memo, base_pick, inp, values, budget = task
     note = out_of_reach(spec, prices, base_pick, inp, budget) if len(values) > 1 else ""
     pts: list[Point] = []
     flips: list[Pick | None] = []
     for v in values:
-        tick(f"{inp.label} = {v:.4g}")
         if note:
             pts.append(
                 Point(
@@ -543,47 +353,9 @@ def _run_task(
     return tuple(pts), flips, note
 
 
-class _Counter:
-    """The next task's index when no child shares it."""
-
-    def __init__(self) -> None:
-        self.value = 0
-        self._lock = None
-
-    def get_lock(self):
-        import contextlib
-
-        return contextlib.nullcontext()
-
-
-def _take(counter, n: int) -> int | None:
-    with counter.get_lock():
-        i = counter.value
-        counter.value += 1
-    return i if i < n else None
-
-
-def _child(conn, counter, tasks, spec, prices, memo, base_pick, inputs, budget=None) -> None:  # pragma: no cover
-    try:
-        while (i := _take(counter, len(tasks))) is not None:
-            k, values = tasks[i]
-            res = _run_task(
-                spec, prices, memo, base_pick, inputs[k], values, lambda lab: conn.send(("tick", lab, None)), budget
-            )
-            conn.send(("result", i, res))
-        conn.send(("done", None, None))
-    except BaseException as exc:  # noqa: BLE001 - the parent runs whatever is left
-        try:
-            conn.send(("error", None, repr(exc)))
-        except OSError:
-            pass
-    finally:
-        conn.close()
-
-
-def _tasks(spec: NextExperimentSpec, inputs: tuple[UncertainInput, ...], base_pick: Pick | None) -> list[_Task]:
+def _plan(spec: NextExperimentSpec, inputs: tuple[UncertainInput, ...], base_pick: Pick | None) -> list[_Task]:
     """Heaviest first (each workload point re-screens every kind and re-simulates; today's kind re-simulates its
-    candidates; other kinds mostly end at the out-of-reach check), so two processes finish together."""
+    candidates; other kinds mostly end at the out-of-reach check), so parallel workers finish together."""
 
     def order(k: int) -> int:
         gpu = inputs[k].gpu
@@ -603,16 +375,17 @@ def next_experiment(
     spec: NextExperimentSpec,
     prices: tuple[Price, ...] | None = None,
     progress: Progress | None = None,
-    workers: int = 2,
+    executor: Executor = SERIAL,
     budget: WorkBudget | None = None,
 ) -> NextExperiment:
     """Move every uncertain input across its range, re-run the optimizer, rank the measurements.
 
-    ``progress``: optional ``(done, total, label)`` callable (called, never stored). ``workers``: 2 shares the
-    tasks between this process and one forked child (each pulls the next task from a shared counter and keeps
-    the baseline's shared screens and simulations); 1, or a platform without ``fork``, runs them here. Both
-    give the same answer. ``budget``: the work budget of the whole search, baseline and every re-run in both
-    processes (:func:`core.base.limits.next_budget` when None); past it, :class:`core.base.limits.BudgetExceeded`.
+    ``progress``: optional ``(done, total, label)`` callable, called as each re-run's result arrives (never
+    stored). ``executor``: runs the tasks (:class:`Rerun`, :func:`rerun`; this process, one after another, when
+    None is supplied); every executor gives the same answer, the results being merged by their task's position.
+    ``budget``: the work budget of the whole search, baseline and every re-run (each worker checks the wall time
+    and counts the evaluations of its copy; :func:`core.base.limits.next_budget` when None); past it,
+    :class:`core.base.limits.BudgetExceeded`.
     """
     prices = prices if prices is not None else catalog.prices()
     wb = budget if budget is not None else next_budget()
@@ -620,86 +393,22 @@ def next_experiment(
     baseline = recommend(spec.goal, spec.constraints, prices, memo=memo, alternatives=False, budget=wb)
     base_pick = _choice(baseline)
     inputs = uncertain_inputs(spec, baseline)
-    tasks = _tasks(spec, inputs, base_pick)
-    total = sum(len(v) for _, v in tasks)
+    plan = _plan(spec, inputs, base_pick)
+    total = sum(len(v) for _, v in plan)
+    tasks = [Rerun(spec, prices, memo, base_pick, inputs[k], values, wb) for k, values in plan]
+    results: list[_Result] = []
     done = 0
-
-    def tick(label: str) -> None:
-        nonlocal done
-        if progress:
-            progress(done, total, label)
-        done += 1
-
-    results: dict[int, _Result] = {}
-    counter: Any = _Counter()
-    conn = proc = None
-    if workers > 1 and len(tasks) > 1:
-        import multiprocessing as mp
-
-        try:
-            ctx = mp.get_context("fork")
-            counter = ctx.Value("i", 0)
-            conn, child_end = ctx.Pipe(duplex=False)
-            proc = ctx.Process(
-                target=_child,
-                args=(child_end, counter, tasks, spec, prices, memo, base_pick, inputs, wb),
-                daemon=True,
-            )
-            proc.start()
-            child_end.close()
-        except (ValueError, OSError):  # no fork here, or no process to spare: run everything in this one
-            counter, conn, proc = _Counter(), None, None
-
-    def drain(block: bool) -> None:
-        """Take the child's messages (all of them when ``block``). A child that dies, or says nothing for
-        CHILD_SILENCE_S, is given up: the tasks it had not finished are run here afterwards."""
-        nonlocal conn
-        quiet_since = time.monotonic()
-        while conn is not None:
-            if not conn.poll(1.0 if block else 0):
-                if not block:
-                    return
-                if not proc.is_alive() or time.monotonic() - quiet_since > CHILD_SILENCE_S:  # type: ignore[union-attr]
-                    conn.close()
-                    conn = None
-                continue
-            quiet_since = time.monotonic()
-            try:
-                kind, i, payload = conn.recv()
-            except (EOFError, OSError):
-                kind, i, payload = "error", None, "the worker process ended early"
-            if kind == "tick":
-                tick(i)
-            elif kind == "result":
-                results[i] = payload
-            else:  # done or error: the child is finished
-                conn.close()
-                conn = None
-
-    try:
-        while (i := _take(counter, len(tasks))) is not None:
-            k, values = tasks[i]
-            results[i] = _run_task(spec, prices, memo, base_pick, inputs[k], values, tick, wb)
-            drain(block=False)
-        drain(block=True)
-    finally:  # a search stopped on its budget (or by any error) leaves no child running
-        if proc is not None:
-            proc.join(timeout=0 if proc.exitcode is None and conn is not None else 5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(timeout=5)
-        if conn is not None:
-            conn.close()
-            conn = None
-    for i, (k, values) in enumerate(tasks):  # anything the child could not finish
-        if i not in results:
-            results[i] = _run_task(spec, prices, memo, base_pick, inputs[k], values, tick, wb)
+    for (k, values), res in zip(plan, executor.map(rerun, tasks)):
+        results.append(res)
+        for v in values:
+            if progress:
+                progress(done, total, f"{inputs[k].label} = {v:.4g}")
+            done += 1
     if progress:
         progress(total, total, "done")
 
     per_input: dict[int, list] = {k: [[], [], ""] for k in range(len(inputs))}
-    for i, (k, _) in enumerate(tasks):
-        pts, flips, note = results[i]
+    for (k, _), (pts, flips, note) in zip(plan, results):
         per_input[k][0].extend(pts)
         per_input[k][1].extend(flips)
         per_input[k][2] = per_input[k][2] or note
@@ -712,7 +421,7 @@ def next_experiment(
         flips_to = max(labels, key=labels.count) if labels else ""
         if not pts:
             note = "no spread given: the value is taken as known"
-        m = measurement(inp, spec, baseline, pts, flips, prices)
+        m = measurement(inp, spec, baseline, flips, prices)
         experiments.append(Experiment(input=inp, points=pts, flip_chance=chance, flips_to=flips_to, note=note, **m))
     ranked = sorted(
         (e for e in experiments if e.flip_chance > 0), key=lambda e: (-e.score, -e.flip_chance, e.cost_usd, e.input.key)
@@ -735,209 +444,3 @@ def outcomes(e: Experiment) -> tuple[str, ...]:
         verdict = f"the choice becomes {p.choice}{cost}" if p.flipped else "the choice stays"
         out.append(f"If {inp.label[0].lower() + inp.label[1:]} is {how}, {verdict}.")
     return tuple(out)
-
-
-# --- training runs ---------------------------------------------------------------------------------------
-
-#: A short training-step benchmark on one node: start-up, then 20 iterations (estimate).
-TRAIN_BENCH_S = 1800.0
-TRAIN_ASSUMPTION_OF: dict[str, str] = {"train": "mfu_train", "comm": "comm_bw_eff"}
-
-
-class TrainingExperimentSpec(_F):
-    """A training run to question: the shared config (phase train), its deadline and the constraints."""
-
-    config: RabitConfig
-    deadline_s: float = Field(gt=0)
-    constraints: Constraints = Constraints()
-    points_per_side: int = Field(2, ge=1, le=5)
-
-
-class TrainingNextExperiment(_F):
-    spec: TrainingExperimentSpec
-    baseline: TrainingRecommendation
-    experiments: tuple[Experiment, ...]
-    stable: tuple[Experiment, ...]
-    reruns: int
-
-    @property
-    def top(self) -> Experiment | None:
-        return self.experiments[0] if self.experiments else None
-
-
-def _train_changes(base, new) -> tuple[str, ...]:
-    if base is None and new is None:
-        return ()
-    if base is None:
-        return (f"a run now meets the deadline: {new.gpus:,} x {new.gpu} ({new.layout})",)
-    if new is None:
-        return ("no priced run meets the deadline any more",)
-    out = []
-    if new.gpu != base.gpu:
-        out.append(f"GPU kind {base.gpu} -> {new.gpu}")
-    if new.gpus != base.gpus:
-        out.append(f"GPUs {base.gpus:,} -> {new.gpus:,}")
-    if new.layout != base.layout:
-        out.append(f"layout {base.layout} -> {new.layout}")
-    return tuple(out)
-
-
-def _train_label(o) -> str:
-    return f"{o.gpus:,} x {o.gpu} ({o.layout})" if o is not None else "no priced run meets the deadline"
-
-
-def _pick_option(options: list):
-    """The optimizer's rule (:func:`core.decision.optimizer.recommend_training`): the cheapest option that meets."""
-    meeting = [o for o in options if o is not None and o.meets_deadline and o.cost_usd is not None]
-    return min(meeting, key=lambda o: o.cost_usd) if meeting else None
-
-
-def next_training_experiment(
-    spec: TrainingExperimentSpec,
-    prices: tuple[Price, ...] | None = None,
-    progress: Progress | None = None,
-    budget: WorkBudget | None = None,
-) -> TrainingNextExperiment:
-    """Which measurement could change the training recommendation: the training efficiency (``mfu_train``) and
-    the communication efficiency of every priced GPU kind, each across its registry range.
-
-    Each kind's option depends on that kind's assumptions only, so a re-run re-plans one kind and the pick is
-    the cheapest option that meets the deadline over all kinds. A kind other than today's that misses the
-    deadline or costs more than today's pick even at its optimistic bound cannot take it at any point.
-    ``budget``: the work budget of the whole search (:func:`core.base.limits.next_budget` when None).
-    """
-    from core.decision.optimizer import recommend_training
-
-    prices = prices if prices is not None else catalog.prices()
-    wb = budget if budget is not None else next_budget()
-    cfg, cons = spec.config, spec.constraints
-    baseline = recommend_training(cfg, spec.deadline_s, cons, prices, budget=wb)
-    base = baseline.recommendation
-    by_kind = {o.gpu: o for o in baseline.options}
-
-    def option(kind: str, name: str, value: float) -> TrainingOption | None:
-        moved = cfg.with_(assumptions=cfg.assumptions.with_(**{name: value}))
-        one = cons.model_copy(update={"gpus_allowed": (kind,)})
-        r = recommend_training(moved, spec.deadline_s, one, prices, budget=wb)
-        return r.options[0] if r.options else None
-
-    inputs: list[UncertainInput] = []
-    for kind in ("train", "comm"):
-        name = TRAIN_ASSUMPTION_OF[kind]
-        info = REGISTRY[name]
-        what = {
-            "train": "Training efficiency (MFU ceiling)",
-            "comm": "Communication efficiency (collective bus bandwidth / link peak)",
-        }[kind]
-        for g in sorted(by_kind):
-            inputs.append(
-                UncertainInput(
-                    key=f"{kind}:{g}",
-                    kind=kind,
-                    gpu=g,  # type: ignore[arg-type]
-                    label=f"{what} on {g}",
-                    base=getattr(cfg.assumptions, name),
-                    low=info.low,
-                    high=info.high,
-                    unit=info.unit,
-                    source=info.source,
-                )
-            )
-    plan = [(inp, points(inp, spec.points_per_side)) for inp in inputs]
-    total = sum(len(v) for _, v in plan)
-    done = 0
-    experiments: list[Experiment] = []
-    arch = cfg.custom_model if cfg.custom_model is not None else catalog.model(cfg.model)
-    for inp, values in plan:
-        name = TRAIN_ASSUMPTION_OF[inp.kind]
-        gpu = inp.gpu or ""
-        note = ""
-        if base is not None and inp.gpu != base.gpu:
-            best = option(gpu, name, inp.high)
-            if best is None or not best.meets_deadline or (best.cost_usd or math.inf) > (base.cost_usd or 0):
-                note = (
-                    f"even at the optimistic bound ({inp.high:g}) {inp.gpu} "
-                    + (
-                        "misses the deadline"
-                        if best is None or not best.meets_deadline
-                        else f"costs ${best.cost_usd:,.0f}, above today's ${base.cost_usd:,.0f}"
-                    )
-                    + ": no point of the range can flip the decision"
-                )
-        pts: list[Point] = []
-        for v in values:
-            if progress:
-                progress(done, total, f"{inp.label} = {v:.4g}")
-            done += 1
-            if note:
-                pts.append(
-                    Point(
-                        value=v, choice=_train_label(base), flipped=False, changes=(), cost_per_hour=None, rerun=False
-                    )
-                )
-                continue
-            new = _pick_option([option(gpu, name, v) if k == gpu else o for k, o in by_kind.items()])
-            diff = _train_changes(base, new)
-            pts.append(Point(value=v, choice=_train_label(new), flipped=bool(diff), changes=diff, cost_per_hour=None))
-        chance = sum(p.flipped for p in pts) / len(pts) if pts else 0.0
-        labels = [p.choice for p in pts if p.flipped]
-        spec_g = catalog.gpu(gpu)
-        node = spec_g.gpus_per_node
-        price = gpu_price(gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
-        usd = price.usd_per_gpu_hour if price else 0.0
-        if inp.key.startswith("train:"):
-            tp = min(node, 8)
-            cmd = training_step_command(
-                arch.slug if cfg.custom_model is not None else hf_repo(cfg.model),
-                node,
-                tp,
-                1,
-                cfg.seq_len,
-                cfg.micro_batch,
-            )
-            dur, what = (
-                TRAIN_BENCH_S,
-                (
-                    f"a short training-step benchmark on one node of {node} x {inp.gpu}: the "
-                    "logged TFLOP/s per GPU over peak pins the MFU"
-                ),
-            )
-            then = "Enter the measured MFU as the training efficiency (assumption mfu_train) and re-run."
-        else:
-            tool = "rccl-tests" if spec_g.vendor == "amd" else "nccl-tests"
-            cmd = (
-                f"./build/all_reduce_perf -b 8 -e 1G -f 2 -g {node}  # {tool}, one node of {inp.gpu}; busbw at "
-                "1 GiB / link peak pins the communication efficiency"
-            )
-            dur, what = NCCL_SWEEP_S, f"{tool} all_reduce_perf on one node of {node} x {inp.gpu}"
-            then = "Enter busbw / link peak as the communication efficiency (assumption comm_bw_eff) and re-run."
-        gh = node * dur / 3600.0
-        experiments.append(
-            Experiment(
-                input=inp,
-                points=tuple(pts),
-                flip_chance=chance,
-                flips_to=max(labels, key=labels.count) if labels else "",
-                measurement=what,
-                gpu=inp.gpu,
-                gpus=node,
-                duration_s=dur,
-                gpu_hours=gh,
-                cost_usd=gh * usd,
-                command=cmd,
-                then=then,
-                note=note,
-            )
-        )
-    if progress:
-        progress(total, total, "done")
-    ranked = sorted(
-        (e for e in experiments if e.flip_chance > 0), key=lambda e: (-e.score, -e.flip_chance, e.cost_usd, e.input.key)
-    )
-    return TrainingNextExperiment(
-        spec=spec,
-        baseline=baseline,
-        experiments=tuple(ranked),
-        stable=tuple(e for e in experiments if e.flip_chance == 0),
-        reruns=total,
-    )

@@ -32,10 +32,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from core import catalog
-from core.base import Assumptions
-from core.config import RabitConfig, resolve
+from core.base import Assumptions, Range
 from core.catalog import from_hf_config
-from core.base import Range
+from core.config import RabitConfig, resolve
 from core.physics import StepModel, per_query_head_kv_reads
 
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from core import catalog
 from core.base import HOUR_S, Range
 from core.config import RabitConfig, resolve_video, video_problems
+from core.decision.uncertainty import spread
 from core.physics import VideoEstimate, video_estimate, video_quick
 from core.serving import (
     VideoQueueResult,
@@ -33,7 +34,6 @@ from core.serving import (
     simulate_queue,
     video_timing,
 )
-from core.decision.uncertainty import spread
 
 #: Headline numbers of one request that carry a range (``rabit video --json``: ``ranges[key]``);
 #: ``cost_per_video_full_load_usd`` only where the GPU is priced.

@@ -5,10 +5,10 @@ The wing's face: it only hands on the names other wings and the edges use."""
 from __future__ import annotations
 
 from core.operations.diagnosis import (
-    Diagnosis,
-    Expectation,
     HISTOGRAMS,
     RULES,
+    Diagnosis,
+    Expectation,
     diagnose,
     expectation_of,
     measured_p95,
@@ -20,6 +20,7 @@ from core.operations.launch import (
     emit,
     k8s_manifest,
     launch_spec,
+    model_repo,
 )
 from core.operations.runs import (
     CSV_COLUMNS,
@@ -75,6 +76,7 @@ __all__ = [
     "gauge",
     "k8s_manifest",
     "launch_spec",
+    "model_repo",
     "mean",
     "measured_p95",
     "parse",

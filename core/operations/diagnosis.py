@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -137,12 +138,33 @@ class Rule:
     needs_expectation: str = ""  # an analysis figure the rule needs ("" when none)
 
 
-def _g(v: _View, m, how="mean") -> float:
-    return T.gauge(v.tel, v.has(m), how)  # type: ignore[arg-type,return-value]
+def _name(v: _View, m: tuple[str, ...]) -> str:
+    """The name a needed metric has in this telemetry (a rule is checked only once every metric it needs is
+    present, :func:`diagnose`)."""
+    name = v.has(m)
+    if name is None:
+        raise LookupError(f"a rule read {m[0]}, which the telemetry does not have")
+    return name
 
 
-def _c(v: _View, m) -> float:
-    return T.counter(v.tel, v.has(m))  # type: ignore[arg-type,return-value]
+def _known(x: float | None, m: tuple[str, ...]) -> float:
+    """A needed metric's figure (present, so never None)."""
+    if x is None:
+        raise LookupError(f"a rule read {m[0]}, which has no samples")
+    return x
+
+
+def _g(v: _View, m: tuple[str, ...], how: Literal["mean", "max", "min"] = "mean") -> float:
+    return _known(T.gauge(v.tel, _name(v, m), how), m)
+
+
+def _c(v: _View, m: tuple[str, ...]) -> float:
+    return _known(T.counter(v.tel, _name(v, m)), m)
+
+
+def _gs(v: _View, m: tuple[str, ...]) -> float:
+    """A needed gauge summed over its label sets (replicas), averaged over time."""
+    return _known(T.gauge_sum(v.tel, _name(v, m)), m)
 
 
 def _q(v: _View, m, q) -> float | None:
@@ -166,8 +188,8 @@ def _kv_full(v, e):
 
 
 def _queue(v, e):
-    wait, run = T.gauge_sum(v.tel, v.has(WAITING)), T.gauge_sum(v.tel, v.has(RUNNING))
-    tr = T.trend(v.tel, v.has(WAITING))
+    wait, run = _gs(v, WAITING), _gs(v, RUNNING)
+    tr = T.trend(v.tel, _name(v, WAITING))
     growing = tr is not None and tr[1] >= 1 and tr[1] >= QUEUE_GROWTH_X * max(tr[0], 0.5)
     share = wait / run if run else (float("inf") if wait else 0.0)
     txt = f"{wait:.3g} requests waiting against {run:.3g} running ({share:.0%})"
@@ -217,7 +239,7 @@ def _prefill_bound(v, e):
 
 
 def _over(v, e):
-    util, kv, wait = _g(v, GPU_UTIL), _g(v, KV_USAGE), T.gauge_sum(v.tel, v.has(WAITING))
+    util, kv, wait = _g(v, GPU_UTIL), _g(v, KV_USAGE), _gs(v, WAITING)
     return (
         util < OVER_UTIL_PCT and kv < OVER_KV_FRAC and wait < 1,
         f"GPUs busy {util:.0f}% of the time, KV cache {_pct(kv)} full, {wait:.2g} requests waiting",

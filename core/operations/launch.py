@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -185,6 +186,7 @@ class LaunchSpec(BaseModel):
     cuda_graphs: bool = True  # False: eager mode, every kernel launched from the host (the config's setting)
 
 
+@lru_cache(maxsize=64)
 def model_repo(slug: str) -> str:
     """The Hugging Face repository a catalog model's config came from (``_name_or_path``), else the slug."""
     path = catalog.CATALOG_DIR / "models" / f"{slug}.json"

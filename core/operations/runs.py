@@ -143,7 +143,7 @@ class Run(BaseModel):
     def describe(self) -> str:
         """The run's config in one line (the chart's hover text)."""
         c = self.config
-        model = c.custom_model.slug if c.custom_model is not None else c.model
+        model = c.model_label
         if self.load == "train":
             return (
                 f"{model} on {c.gpus} x {c.gpu}, TP {c.tp} PP {c.pp}, {c.train_precision}, seq {c.seq_len:,}, "

@@ -23,6 +23,11 @@ from core.physics.memory import (
     sequences_vs_context,
     serving_memory,
 )
+from core.physics.step import (
+    StepModel,
+    effective_peak_flop_per_s,
+    per_query_head_kv_reads,
+)
 from core.physics.training_footprint import (
     TrainingMemory,
     activation_bytes_per_layer,
@@ -34,17 +39,16 @@ from core.physics.training_footprint import (
 )
 from core.physics.video import (
     VideoEstimate,
-    estimate as video_estimate,
     latent_shape,
     linear_flop_per_token,
-    quick as video_quick,
     vae_cache_bytes,
     vae_decode_flop,
 )
-from core.physics.step import (
-    StepModel,
-    effective_peak_flop_per_s,
-    per_query_head_kv_reads,
+from core.physics.video import (
+    estimate as video_estimate,
+)
+from core.physics.video import (
+    quick as video_quick,
 )
 
 __all__ = [

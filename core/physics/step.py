@@ -26,6 +26,7 @@ one iteration apart and records it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -429,6 +430,8 @@ class StepModel:
             m = self.model
             touched = m.num_experts * (1.0 - (1.0 - m.experts_per_tok / m.num_experts) ** T)
         if f_e:  # each touched expert's GEMM sees t_e = T k / E_T rows: the tiling ramp per expert
+            rows: Any  # an array of rows per expert, or one float on the scalar path
+            eff_e: Any
             if arr:
                 rows = np.where(T > 0, T * m.experts_per_tok / np.maximum(touched, 1e-300), 1.0)
                 eff_e = np.maximum(rows / (rows + self.ramp_tokens), 1e-12)
@@ -495,6 +498,7 @@ class StepModel:
         is exact for decode. Scalars in, float out (pure Python, for the simulator's inner loop); arrays in,
         array out.
         """
+        T: Any  # one float on the simulator's scalar path, else an array
         if isinstance(tokens, _SCALAR) and isinstance(pairs, _SCALAR) and isinstance(kv_tokens, _SCALAR):
             T = float(tokens)
             t_cmp, t_mem, t_comm, t_k = self.stage_parts(T, float(pairs), float(kv_tokens))

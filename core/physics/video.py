@@ -42,7 +42,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
-from core.base import GB, GiB, US, NO_TRACE, Step, Trace, choices
+from core.base import GB, NO_TRACE, US, GiB, Step, Trace, choices
 from core.catalog import DiffusionModel
 from core.config import VideoDeployment
 from core.physics.collectives import ACT_BYTES, Collectives

@@ -9,25 +9,27 @@ from core.serving.acceptance import (
     expected_tokens_per_pass,
 )
 from core.serving.sim.metrics import (
-    Percentiles,
     THRASH_REMEDIES,
+    Percentiles,
 )
 from core.serving.sim.timing import (
     LinearTiming,
     self_check,
 )
 from core.serving.simulation import (
-    Capacity,
     DEFAULT_RATE_FRACTION,
     DONE,
-    Lengths,
     REJECTED,
+    SWEEP_REQUESTS,
+    TIMED_OUT,
+    Capacity,
+    Lengths,
     SimResult,
     SimSpec,
     Summary,
-    TIMED_OUT,
     default_rate,
     knee_rates,
+    knee_sweep,
     kv_pool,
     max_throughput,
     parse_trace,
@@ -43,30 +45,17 @@ from core.serving.speculative_decoding import (
 )
 from core.serving.speed import (
     SpeedSummary,
-    _mean_over_steps,
     compute_bound_batch,
     decode,
     decode_numbers,
     decode_times,
+    mean_over_steps,
     pipeline_fill_s,
     prefill,
     prefill_numbers,
     replicas_of,
     speculative,
     speed_summary,
-)
-from core.serving.video import (
-    RequestTrace,
-    VideoQueueResult,
-    VideoQueueSpec,
-    HIDDEN_FRAC,
-    SPEEDUP_GPUS,
-    SpeedupPoint,
-    VideoTiming,
-    parallel_speedup,
-    simulate_queue,
-    stops_hiding,
-    timing as video_timing,
 )
 from core.serving.speed_views import (
     BatchPoint,
@@ -83,6 +72,21 @@ from core.serving.speed_views import (
     spec_vs_alpha,
     textbook_comparison,
 )
+from core.serving.video import (
+    HIDDEN_FRAC,
+    SPEEDUP_GPUS,
+    RequestTrace,
+    SpeedupPoint,
+    VideoQueueResult,
+    VideoQueueSpec,
+    VideoTiming,
+    parallel_speedup,
+    simulate_queue,
+    stops_hiding,
+)
+from core.serving.video import (
+    timing as video_timing,
+)
 
 __all__ = [
     "BatchPoint",
@@ -97,12 +101,13 @@ __all__ = [
     "REJECTED",
     "RequestTrace",
     "Roofline",
-    "SimResult",
     "SPEEDUP_GPUS",
+    "SWEEP_REQUESTS",
+    "SimResult",
     "SimSpec",
     "SpeedSummary",
-    "SpecResult",
     "SpeedupPoint",
+    "SpecResult",
     "Summary",
     "THRASH_REMEDIES",
     "TIMED_OUT",
@@ -110,7 +115,6 @@ __all__ = [
     "VideoQueueResult",
     "VideoQueueSpec",
     "VideoTiming",
-    "_mean_over_steps",
     "allreduce_curve",
     "batch_sweep",
     "break_even_alpha",
@@ -125,8 +129,10 @@ __all__ = [
     "ep_options",
     "expected_tokens_per_pass",
     "knee_rates",
+    "knee_sweep",
     "kv_pool",
     "max_throughput",
+    "mean_over_steps",
     "parallel_speedup",
     "parse_trace",
     "pipeline_fill_s",
@@ -137,15 +143,15 @@ __all__ = [
     "round_rate_down",
     "self_check",
     "sim_spec",
-    "stops_hiding",
     "simulate",
     "simulate_queue",
     "spec_vs_alpha",
     "speculative",
     "speed_summary",
+    "stops_hiding",
     "sweep",
     "sweep_rates",
     "textbook_comparison",
-    "workspace_tokens",
     "video_timing",
+    "workspace_tokens",
 ]

@@ -19,22 +19,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.config import Deployment, RabitConfig, as_deployment
-from core.base import WorkBudget
-from core.physics import serving_memory
+from core.base import NO_TRACE, WorkBudget
+from core.config import LOAD_FIELDS, Deployment, Draws, Lengths, RabitConfig, SimSpec, as_deployment, parse_trace
+from core.physics import StepModel, serving_memory
 from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine
-from core.serving.sim.pool import Pool
 from core.serving.sim.metrics import MIN_N_P95, MIN_N_P99, Percentiles, Summary, summarise
+from core.serving.sim.pool import Pool
 from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
-from core.config import Draws, Lengths, SimSpec, parse_trace
-from core.physics import StepModel
-from core.base import NO_TRACE
 
 __all__ = [
     "SimSpec",
@@ -50,6 +47,8 @@ __all__ = [
     "sweep",
     "sweep_rates",
     "knee_rates",
+    "knee_sweep",
+    "SWEEP_REQUESTS",
     "default_rate",
     "round_rate_down",
     "parse_trace",
@@ -62,31 +61,15 @@ __all__ = [
 
 
 def sim_spec(cfg: RabitConfig, **changes: Any) -> SimSpec:
-    """The simulator's workload from the shared config: ``cfg.workload`` with lengths spread around the
-    config's mean prompt and output tokens; ``changes`` override SimSpec fields (e.g. ``trace=``)."""
+    """The simulator's workload from the shared config: ``cfg.workload``'s arrival and scheduler fields as they
+    are (:data:`core.config.LOAD_FIELDS`, one model), with lengths spread around the config's mean prompt and
+    output tokens; ``changes`` override SimSpec fields (e.g. ``trace=``)."""
     w = cfg.workload
     lengths = {
         f: Lengths(kind=w.lengths, mean=m, spread=w.spread)
         for f, m in (("input", cfg.input_tokens), ("output", cfg.output_tokens))
     }
-    data: dict[str, Any] = dict(
-        arrival=w.arrival,
-        rate_per_s=w.rate_per_s,
-        users=w.users,
-        think_s=w.think_s,
-        num_requests=w.num_requests,
-        duration_s=w.duration_s,
-        policy=w.policy,
-        token_budget=w.token_budget,
-        max_batch=w.max_batch,
-        admission=w.admission,
-        timeout_s=w.timeout_s,
-        kv_pool_tokens=w.kv_pool_tokens,
-        seed=w.seed,
-        prefix_caching=w.prefix_caching,
-        **lengths,
-    )
-    return SimSpec(**{**data, **changes})
+    return SimSpec.model_validate({**w.model_dump(include=set(LOAD_FIELDS)), **lengths, **changes})
 
 
 def workspace_tokens(spec: SimSpec) -> int:
@@ -329,6 +312,22 @@ def knee_rates(capacity_requests_per_s: float, chosen_per_s: float | None = None
     ):
         rates |= set(sweep_rates(chosen_per_s, (0.5, 0.75, 1.0, 1.25, 1.5)))
     return tuple(sorted(r for r in rates if r > 0))
+
+
+#: Requests simulated at each point of a load sweep (the Serving page's p95 against arrival rate): 30 times the
+#: 20 samples a p95 needs and enough for the saturation check, while the 9-15 points of a sweep stay well under a
+#: second each for a 70B replica.
+SWEEP_REQUESTS = 600
+
+
+def knee_sweep(
+    spec: SimSpec, capacity_requests_per_s: float, requests: int = SWEEP_REQUESTS
+) -> tuple[SimSpec, tuple[float, ...]]:
+    """The workload of each point of a p95-against-rate sweep and the rates to sweep: Poisson arrivals, at most
+    ``requests`` requests (the rate is set at each point), at the rates of :func:`knee_rates` around the
+    closed-form capacity and the workload's own Poisson rate."""
+    point = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(spec.num_requests or requests, requests))
+    return point, knee_rates(capacity_requests_per_s, spec.rate_per_s if spec.arrival == "poisson" else None)
 
 
 def sweep(

@@ -336,7 +336,9 @@ def decode_times(sm: StepModel, b: int, I: int, N: int, points: int = MAX_DECODE
     return n, np.asarray(t, dtype=float)
 
 
-def _mean_over_steps(n: np.ndarray, t: np.ndarray, N: int) -> float:
+def mean_over_steps(n: np.ndarray, t: np.ndarray, N: int) -> float:
+    """The mean of N decode step times from their values ``t`` at steps ``n`` (:func:`decode_times`): the plain
+    mean when every step is there, else the trapezoid on the uniform grid [s]."""
     if len(n) == N:
         return float(t.mean())
     return float(((t[1:] + t[:-1]) / 2).mean())  # trapezoid on a uniform grid
@@ -426,7 +428,7 @@ def decode_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_T
         note="time between two tokens of one sequence",
     )
     n, t = decode_times(sm, b, I, N)
-    mean_s, first_s, last_s = _mean_over_steps(n, t, N), float(t[0]), float(t[-1])
+    mean_s, first_s, last_s = mean_over_steps(n, t, N), float(t[0]), float(t[-1])
     if on:
         gap = mean_s - mid.time_s
         gap = 0.0 if abs(gap) <= 1e-9 * mean_s else gap  # float noise when one limit binds throughout

@@ -12,7 +12,6 @@ import dataclasses
 import math
 
 import numpy as np
-
 from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE, fmt_time

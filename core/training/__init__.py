@@ -18,8 +18,8 @@ Every entry point takes a :class:`core.config.Deployment` (resolved once at the 
 from __future__ import annotations
 
 from core.training.advice import training_fit_options
-from core.training.reliability import daly_interval_s, goodput, mtbf_s, wall_clock_s
 from core.training.deadline import deadline_choice
+from core.training.flops import RECOMPUTES, Work, attention_pairs_per_token, flops_per_token, work
 from core.training.layout import (
     COLLECTIVES_PER_LAYER,
     GRAD_COMM_BYTES,
@@ -42,6 +42,7 @@ from core.training.layout_math import (
     layout_memory,
     training_math,
 )
+from core.training.reliability import daly_interval_s, goodput, mtbf_s, wall_clock_s
 from core.training.search import (
     MAX_GPUS,
     MICRO_BATCHES,
@@ -57,7 +58,6 @@ from core.training.search import (
     layouts_at,
     plan,
 )
-from core.training.flops import RECOMPUTES, Work, attention_pairs_per_token, flops_per_token, work
 
 __all__ = [
     "training_fit_options",

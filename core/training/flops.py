@@ -23,10 +23,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from core.config import RabitConfig
-from core.config import Deployment, as_deployment
-from core.physics import lora_params
 from core.catalog import ModelArch
+from core.config import Deployment, RabitConfig, as_deployment
+from core.physics import lora_params
 
 __all__ = ["RECOMPUTES", "Work", "attention_pairs_per_token", "flops_per_token", "work"]
 

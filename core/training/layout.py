@@ -30,16 +30,18 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.base import choices
-from core.catalog import GpuSpec
-from core.physics import ACT_BYTES, Collectives
-from core.config import RabitConfig
-from core.config import Deployment, as_deployment
-from core.physics import expert_params_total, lora_params, training_memory_parts
-from core.catalog import ModelArch
-from core.physics import effective_peak_flop_per_s
+from core.base import HOUR_S, MS, choices
+from core.catalog import GpuSpec, ModelArch
+from core.config import Deployment, RabitConfig, as_deployment
+from core.physics import (
+    ACT_BYTES,
+    Collectives,
+    effective_peak_flop_per_s,
+    expert_params_total,
+    lora_params,
+    training_memory_parts,
+)
 from core.training.flops import RECOMPUTES, work
-from core.base import HOUR_S, MS
 
 __all__ = [
     "COLLECTIVES_PER_LAYER",

@@ -32,9 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.base import Assumptions
-from core.base import NO_TRACE, Step, Trace
-from core.base import HOUR_S
+from core.base import HOUR_S, NO_TRACE, Assumptions, Step, Trace
 
 
 class Goodput(BaseModel):

@@ -19,14 +19,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import catalog
-from core.base import choices
-from core.catalog import Price
-from core.config import RabitConfig
-from core.config import Deployment, as_deployment, whole_nodes_problem
-from core.training.reliability import Goodput, goodput, goodput_arrays
+from core.base import DAY_S, HOUR_S, Step, Trace, choices
+from core.catalog import Price, gpu_price
+from core.config import Deployment, RabitConfig, as_deployment, whole_nodes_problem
 from core.physics import TrainingMemory
-from core.catalog import gpu_price
-from core.base import Step, Trace
+from core.training.flops import RECOMPUTES, Work, work
 from core.training.layout import (
     Layout,
     LayoutContext,
@@ -37,8 +34,7 @@ from core.training.layout import (
     result_at,
 )
 from core.training.layout_math import evaluate_layout, layout_memory
-from core.training.flops import RECOMPUTES, Work, work
-from core.base import DAY_S, HOUR_S
+from core.training.reliability import Goodput, goodput, goodput_arrays
 
 __all__ = [
     "MAX_GPUS",

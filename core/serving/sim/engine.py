@@ -58,9 +58,9 @@ from collections import deque
 from dataclasses import dataclass
 
 from core.base import WorkBudget
+from core.config import Draws, SimSpec
 from core.serving.sim.pool import Pool
 from core.serving.sim.timing import ArrayTiming, LinearTiming
-from core.config import Draws, SimSpec
 
 INF = math.inf
 _EPS = 1e-9

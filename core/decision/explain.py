@@ -1,0 +1,184 @@
+"""Why the optimizer chose what it chose, in words: the GPU, the count, the bottleneck, the risks, the alternatives,
+what to relax when nothing meets the target, and why each configuration is on the Pareto front.
+
+The prose of :func:`core.decision.optimizer.recommend`; its latencies in the one formatter family
+(:func:`core.base.units.fmt_latency`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from core.base import REGISTRY, fmt_latency
+from core.decision.goal import _F, SCREEN_UTILISATION, WEIGHT_FORMATS, Candidate, Constraints, ServingGoal, worst_ratio
+from core.serving import THRASH_REMEDIES
+
+
+class Explanation(_F):
+    summary: str
+    why_gpu: str
+    why_count: str
+    bottleneck: str
+    assumptions: tuple[str, ...]
+    risks: tuple[str, ...]
+    cheaper_alternative: str
+    faster_alternative: str
+    relax: str = ""  # when nothing meets the target: which constraint to relax
+
+
+def explain(
+    goal: ServingGoal,
+    cons: Constraints,
+    best: Candidate | None,
+    nearest: Candidate | None,
+    simulated: list[Candidate],
+    cands: list[Candidate],
+) -> Explanation:
+    """The structured why: GPU, count, bottleneck, assumptions, risks, alternatives, what to relax."""
+    a = goal.assumptions
+    assumptions = (
+        f"decode memory-bandwidth utilisation {a.mbu:g} ({REGISTRY['mbu'].low:g}-{REGISTRY['mbu'].high:g})",
+        f"prefill compute efficiency ceiling {a.mfu_max:g} ({REGISTRY['mfu_max'].low:g}-{REGISTRY['mfu_max'].high:g})",
+        f"replicas sized in the screen at {SCREEN_UTILISATION:.0%} utilisation, then checked by simulation",
+        f"prices: {cons.price_policy} {cons.price_kind} listing per GPU-hour",
+    )
+    targets = (
+        ", ".join(
+            f"p95 {n} <= {v:g} s"
+            for n, v in (("TTFT", goal.p95_ttft_s), ("ITL", goal.p95_itl_s), ("end-to-end", goal.p95_e2e_s))
+            if v is not None
+        )
+        or "no latency target (cheapest that keeps up)"
+    )
+    if best is None:
+        near = (
+            f"{nearest.label} (p95 TTFT {fmt_latency(nearest.p95_ttft_s)}, ITL {fmt_latency(nearest.p95_itl_s)}, end-to-end "
+            f"{fmt_latency(nearest.p95_e2e_s)}{'; ' + nearest.sim_notes if not nearest.simulated else ''})"
+            if nearest
+            else "no configuration fits under these constraints"
+        )
+        pruned = [c for c in cands if c.pruned]
+        reasons: dict[str, int] = {}
+        for c in pruned:
+            key = c.pruned.split(":")[0]
+            reasons[key] = reasons.get(key, 0) + 1
+        top = max(reasons, key=lambda k: reasons[k]) if reasons else ""
+        relax = relax_hint(goal, cons, nearest, top)
+        return Explanation(
+            summary=f"Nothing meets {targets} at {goal.rate_per_s:g} requests/s. Closest: {near}.",
+            why_gpu="",
+            why_count="",
+            bottleneck=nearest.bottleneck if nearest else "",
+            assumptions=assumptions,
+            risks=(),
+            cheaper_alternative="",
+            faster_alternative="",
+            relax=relax,
+        )
+    others = [c for c in simulated if c.meets and c.gpu != best.gpu]
+    runner = min(others, key=lambda c: c.cost) if others else None
+    why_gpu = f"{best.gpu} meets the target at ${best.cost:,.2f}/h" + (
+        f"; the best other GPU, {runner.gpu}, needs ${runner.cost:,.2f}/h ({runner.cost / best.cost - 1:+.0%})"
+        if runner
+        else "; no other GPU kind met the target within the simulation budget"
+    )
+    why_count = (
+        f"{best.replicas} replica(s) of {best.gpus_per_replica} GPU(s): each carries "
+        f"{goal.rate_per_s / best.n_replicas:.3g} of the {goal.rate_per_s:g} requests/s against a closed-form "
+        f"capacity of {best.capacity_per_replica_rps:.3g}/s at batch {int(best.screen_batch or 0)}; simulated p95 "
+        f"TTFT {fmt_latency(best.p95_ttft_s)}, ITL {fmt_latency(best.p95_itl_s)}, end-to-end {fmt_latency(best.p95_e2e_s)}"
+    )
+    bott = f"decode at batch {int(best.screen_batch or 0)} is {best.bottleneck}-bound" + (
+        "; the weights and KV cache stream from HBM every step" if best.bottleneck == "memory" else ""
+    )
+    risks = []
+    margin = worst_ratio(best, goal)
+    if margin > 0.9:
+        risks.append(f"the tightest p95 is at {margin:.0%} of its target: little headroom for burstier traffic")
+    if best.weights in ("int4", "nvfp4") or best.kv_dtype == "fp8":
+        risks.append(f"{best.weights} weights / {best.kv_dtype} KV need a quality evaluation before shipping")
+    if best.price_unverified:
+        risks.append(f"the price rests on unverified listings: {best.price_basis}")
+    if "KV thrash" in best.sim_notes:
+        risks.append(
+            "the simulation preempts at least once per request (KV thrash); remedies: " + "; ".join(THRASH_REMEDIES)
+        )
+    if goal.rate_per_s / best.n_replicas > 0.85 * (best.capacity_per_replica_rps or math.inf):
+        risks.append("replicas run above 85% of their closed-form capacity")
+    cheaper = [c for c in simulated if not c.meets and c.cost < best.cost]
+    cheap_txt = ""
+    if cheaper:
+        ch = min(cheaper, key=lambda c: c.cost)
+        cheap_txt = (
+            f"{ch.label} at ${ch.cost:,.2f}/h gives up the target: p95 end-to-end "
+            f"{fmt_latency(ch.p95_e2e_s)}, TTFT {fmt_latency(ch.p95_ttft_s)}, ITL {fmt_latency(ch.p95_itl_s)}"
+        )
+    best_e2e = best.p95_e2e_s
+    faster = [
+        (e2e, c)
+        for c in simulated
+        if c.meets and (e2e := c.p95_e2e_s) is not None and best_e2e is not None and e2e < best_e2e
+    ]
+    fast_txt = ""
+    if faster:
+        fa = min(faster, key=lambda ec: ec[0])[1]
+        fast_txt = (
+            f"{fa.label}: p95 end-to-end {fmt_latency(fa.p95_e2e_s)} instead of {fmt_latency(best_e2e)} for "
+            f"${fa.cost:,.2f}/h ({fa.cost / best.cost - 1:+.0%})"
+        )
+    return Explanation(
+        summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {goal.rate_per_s:g} requests/s.",
+        why_gpu=why_gpu,
+        why_count=why_count,
+        bottleneck=bott,
+        assumptions=assumptions,
+        risks=tuple(risks),
+        cheaper_alternative=cheap_txt,
+        faster_alternative=fast_txt,
+    )
+
+
+def relax_hint(goal: ServingGoal, cons: Constraints, nearest: Candidate | None, top_reason: str) -> str:
+    """What to relax when nothing meets the target: each target the nearest option misses, each hard constraint."""
+    hints = []
+    if nearest is not None:
+        for name, v, t in (
+            ("p95 TTFT", nearest.p95_ttft_s, goal.p95_ttft_s),
+            ("p95 ITL", nearest.p95_itl_s, goal.p95_itl_s),
+            ("p95 end-to-end", nearest.p95_e2e_s, goal.p95_e2e_s),
+        ):
+            if t is not None and v is not None and v > t:
+                hints.append(f"raise the {name} target to at least {fmt_latency(v)}")
+    if cons.max_gpus is not None:
+        hints.append(f"raise the GPU limit above {cons.max_gpus}")
+    if cons.max_usd_per_hour is not None:
+        hints.append(f"raise the price limit above ${cons.max_usd_per_hour:,.0f}/h")
+    if cons.gpus_allowed:
+        hints.append("allow more GPU kinds")
+    if set(cons.weights_allowed) != set(WEIGHT_FORMATS):
+        hints.append("allow FP8 or 4-bit weights")
+    if top_reason:
+        hints.append(f"most configurations were pruned because: {top_reason}")
+    return "; ".join(hints)
+
+
+def pareto_reasons(points) -> dict[str, str]:
+    """Why each point of a three-criterion front is on it, in the terms a cost-against-p95 chart shows.
+
+    ``points``: ``(label, cost_per_hour, p95_e2e_s, capacity_requests_per_s)`` of the front's members and the
+    points they are compared with. A member no other point beats on both cost and p95 is on the plotted
+    (two-criterion) front; a member that some cheaper-and-faster point beats is on the front only because it
+    has more capacity than every one of those, which marker size alone does not make visible.
+    """
+    pts = [(lbl, c, p if p is not None else math.inf, cap) for lbl, c, p, cap in points]
+    out: dict[str, str] = {}
+    for lbl, c, p, cap in pts:
+        beat = [q for q in pts if q[0] != lbl and q[1] <= c and q[2] <= p and (q[1] < c or q[2] < p)]
+        if not beat:
+            out[lbl] = "no other configuration is both cheaper and faster"
+        else:
+            out[lbl] = (
+                f"{len(beat)} cheaper-and-faster configuration(s) hold at most "
+                f"{max(q[3] for q in beat):.3g} requests/s; this one holds {cap:.3g}"
+            )
+    return out

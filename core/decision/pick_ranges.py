@@ -1,0 +1,211 @@
+"""Ranges of the optimizer's answer: the recommendation's cost, p95s and capacity at each assumption's bounds, the
+runner-up's cost, whether the choice is settled and which measurement would settle it; and the ranges of a
+recommended training run.
+
+Only the recommendation and the runner-up are evaluated at the bounds (each with the optimizer's own screen and
+a shortened simulation), never the whole search again.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from core import catalog
+from core.base import REGISTRY, Range, by_tag
+from core.catalog import gpu_price
+from core.config import RabitConfig, resolve
+from core.decision.goal import candidate_config
+from core.decision.optimizer import pick_of, screen_candidate, simulate_candidate
+from core.decision.range_rule import Estimate, rebase, spread
+from core.decision.uncertainty import RANGE_SIM_REQUESTS, serving_screen, training_ranges
+from core.serving import simulate
+from core.training import TrainingGoal, plan
+
+#: Pick keys with a range (``rabit recommend --json``: ``recommendation.<key>``).
+PICK_KEYS = (
+    "cost_per_hour",
+    "cost_per_million_tokens",
+    "p95_e2e_s",
+    "p95_ttft_s",
+    "p95_itl_s",
+    "capacity_requests_per_s",
+)
+
+
+@dataclass(frozen=True)
+class PickRanges:
+    label: str
+    ranges: dict[str, Range]
+    misses_at_pessimistic: bool | None  # None: not checked (the runner-up)
+    pessimistic_note: str
+
+
+@dataclass(frozen=True)
+class RecommendationRanges:
+    recommendation: PickRanges | None
+    runner_up: PickRanges | None
+    settled: bool
+    settled_by: str  # the assumption whose measurement would settle an open choice ("" when settled)
+    note: str
+
+
+def _candidate_for(rec, pick):
+    shape = ("gpu", "gpus_per_replica", "tp", "pp", "weights", "kv_dtype")
+    for c in rec.candidates:
+        if c.simulated and all(getattr(c, k) == getattr(pick, k) for k in shape) and c.replicas == pick.replicas:
+            return c
+    return None
+
+
+def _pick_estimate(goal, cons, prices, cand, *, simulate_p95: bool) -> Estimate:
+    """Replicas and cost from the optimizer's closed-form screen at this bound; p95 from a shortened simulation
+    with the pick's replica count fixed."""
+    _, o_mean = goal.workload.mean_lengths()
+    price = gpu_price(cand.gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
+    tokens_per_hour = goal.rate_per_s * o_mean * 3600
+    short = goal.workload.with_(num_requests=min(goal.workload.num_requests, RANGE_SIM_REQUESTS))
+
+    def est(cfg: RabitConfig) -> dict[str, Any]:
+        dep = resolve(cfg)  # the candidate at this bound, resolved once for its screen and its simulation
+        bare = cand.model_copy(update={"pruned": "", "simulated": False, "meets": None})
+        sc = screen_candidate(goal, cons, bare, price, dep=dep)
+        replicas = max(sc.replicas or 0, cand.replicas or 0) if sc.replicas else None
+        cap_rep = sc.capacity_per_replica_rps
+        cost = replicas * cand.gpus_per_replica * price.usd_per_gpu_hour if (replicas and price) else None
+        out: dict[str, Any] = {
+            "cost_per_hour": cost,
+            "cost_per_million_tokens": cost / tokens_per_hour * 1e6 if cost else None,
+            "capacity_requests_per_s": (cand.replicas or 0) * cap_rep if cap_rep else None,
+        }
+        if simulate_p95:
+            try:
+                s = simulate(
+                    dep.config, short.with_(rate_per_s=goal.rate_per_s / (cand.replicas or 1), arrival="poisson")
+                ).summary
+                out.update(p95_e2e_s=s.e2e_s.p95, p95_ttft_s=s.ttft_s.p95, p95_itl_s=s.itl_s.p95)
+            except ValueError:
+                out.update(p95_e2e_s=math.inf, p95_ttft_s=math.inf, p95_itl_s=math.inf)
+        return out
+
+    return est
+
+
+def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
+    """Ranges of the recommendation (cost, cost per million tokens, p95s, capacity) and of the runner-up's cost.
+
+    The replica count at a bound follows the optimizer's own screen (capacity at 80% utilisation), so a cost
+    moves only where a bound needs another replica; the p95s come from shortened simulations at each bound with
+    the recommended replica count. The recommendation is also simulated with every assumption at its pessimistic
+    bound (full workload): a miss there is said. When the runner-up's cost range overlaps the recommendation's,
+    the choice is not settled, and the assumption that moves the cost ratio between the two most is the one
+    whose measurement settles it.
+    """
+    if rec.recommendation is None:
+        return RecommendationRanges(None, None, True, "", "nothing meets the target: no range to show")
+    prices = prices if prices is not None else catalog.prices()
+    goal, cons = rec.goal, rec.constraints
+    best = _candidate_for(rec, rec.recommendation)
+    if best is None:
+        return RecommendationRanges(None, None, True, "", "")
+    names = by_tag("serving_memory", "serving_speed")
+    cfg = candidate_config(goal, best)
+    sp = spread(cfg, _pick_estimate(goal, cons, prices, best, simulate_p95=True), names=names, screen=serving_screen)
+    base_pick = rec.recommendation
+    ranges = {
+        k: rebase(sp.ranges[k], getattr(base_pick, k)) if k.startswith("p95") else sp.ranges[k]
+        for k in PICK_KEYS
+        if k in sp.ranges
+    }
+    # the pessimistic bound, every assumption at once, full workload
+    g_low = goal.with_(assumptions=goal.assumptions.at("low"))
+    try:
+        low = simulate_candidate(g_low, best)
+    except ValueError as exc:  # the model no longer fits at the pessimistic memory bounds
+        low, why = None, str(exc)
+    misses = low is None or not low.meets
+    if low is None:
+        note = f"misses the target at the pessimistic bound: {why}"
+    elif misses:
+        note = "misses the target at the pessimistic bound" + (
+            f" (p95 end-to-end {low.p95_e2e_s:.3g} s)" if low.p95_e2e_s is not None else ""
+        )
+    else:
+        note = "meets the target even at the pessimistic bound"
+    rp = PickRanges(label=base_pick.label, ranges=ranges, misses_at_pessimistic=misses, pessimistic_note=note)
+    # the runner-up: the cheapest other simulated configuration that meets the target
+    others = sorted(
+        (
+            c
+            for c in rec.candidates
+            if c.simulated
+            and c.meets
+            and c is not best
+            and (c.gpu, c.gpus_per_replica, c.tp, c.pp, c.weights, c.kv_dtype)
+            != (best.gpu, best.gpus_per_replica, best.tp, best.pp, best.weights, best.kv_dtype)
+        ),
+        key=lambda c: c.cost_per_hour or math.inf,
+    )
+    if not others:
+        return RecommendationRanges(rp, None, True, "", "no runner-up meets the target")
+    ru = others[0]
+    sp2 = spread(
+        candidate_config(goal, ru),
+        _pick_estimate(goal, cons, prices, ru, simulate_p95=False),
+        names=names,
+        screen=serving_screen,
+    )
+    ru_pick = pick_of(goal, ru)
+    rr = PickRanges(
+        label=ru_pick.label,
+        ranges={
+            k: sp2.ranges[k]
+            for k in ("cost_per_hour", "cost_per_million_tokens", "capacity_requests_per_s")
+            if k in sp2.ranges
+        },
+        misses_at_pessimistic=None,
+        pessimistic_note="",
+    )
+    a, b = ranges.get("cost_per_hour"), rr.ranges.get("cost_per_hour")
+    if a is None or b is None or a.high < b.low:
+        return RecommendationRanges(
+            rp, rr, True, "", f"settled: the runner-up ({ru_pick.label}) costs more even at the ends of both ranges"
+        )
+    # which assumption moves the cost ratio most (the runs line up: same names, same bound values)
+    base_ratio = math.log(b.value / a.value) if a.value and b.value else 0.0
+    move: dict[str, float] = {}
+    for (n, _, o1), (_, _, o2) in zip(sp.runs, sp2.runs):
+        c1, c2 = o1.get("cost_per_hour"), o2.get("cost_per_hour")
+        if c1 and c2:
+            move[n] = max(move.get(n, 0.0), abs(math.log(c2 / c1) - base_ratio))
+    by = max(move, key=lambda n: move[n]) if move and max(move.values()) > 0 else ""
+    if not by:  # both costs move together: the assumption that moves them most is the one to measure
+        contribs = sorted(a.contributions + b.contributions, key=lambda c: c.d_down - c.d_up)
+        by = contribs[0].name if contribs else ""
+    label = REGISTRY[by].label if by else ""
+    return RecommendationRanges(
+        rp,
+        rr,
+        False,
+        by,
+        (
+            f"not settled: the runner-up ({ru_pick.label}) has an overlapping cost range"
+            + (f"; measuring {by} ({label}) would settle it" if by else "")
+        ),
+    )
+
+
+def training_option_ranges(cfg: RabitConfig, option) -> dict[str, Range]:
+    """Ranges of a recommended training option (runtime, wall-clock, GPU-hours, cost) at its GPU count."""
+    g = catalog.gpu(option.gpu)
+    cg = cfg.with_(
+        gpu=option.gpu, gpus_per_node=g.gpus_per_node, nodes=max(1, option.gpus // g.gpus_per_node), tp=1, pp=1, ep=1
+    )
+    p = plan(cg, TrainingGoal(gpus=option.gpus))
+    rg = training_ranges(cg, p)
+    return {
+        k: rebase(rg[k], getattr(option, k))
+        for k in ("runtime_s", "wall_clock_s", "gpu_hours", "cost_usd", "mfu")
+        if k in rg
+    }
