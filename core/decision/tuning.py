@@ -195,7 +195,7 @@ def _gain(a: TuningState, b: TuningState) -> float:
 
 def _prefill_slowdown(cfg: RabitConfig, old: int, new: int) -> float:
     """Relative time to prefill ``old`` tokens in chunks of ``new`` instead of one iteration (the step model)."""
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     one = float(sm.pipelined_s(old, old * (old + 1) / 2, 0.0, 1))
     n = old / new
     chunks = sum(float(sm.pipelined_s(new, new * (new + 1) / 2 + i * new * new, i * new, 1)) for i in range(int(n)))

@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict
 from core import catalog
 from core.base import Assumptions, Range
 from core.catalog import from_hf_config
-from core.config import RabitConfig
+from core.config import RabitConfig, resolve
 from core.physics import StepModel, per_query_head_kv_reads
 
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"
@@ -119,7 +119,7 @@ def _serving_predict(r: dict[str, str], cfg: RabitConfig) -> float:
 
     gpus, B, O = int(r["gpus"]), int(r["batch"]), int(r["output"])
     metric = r["metric"]
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     if r.get("decode_attention") == "per-query-head":  # the kernel the engine version ran (core.physics.step)
         sm = per_query_head_kv_reads(sm)
     ttft = serving.prefill_numbers(sm, cfg, B).ttft_s  # = serving.prefill(cfg).ttft_s with the default kernel
@@ -193,7 +193,7 @@ def _published_predict(r: dict[str, str], cfg: RabitConfig) -> float:
     metric = r["metric"]
     if metric.startswith("static") or metric == "ttft_s":
         if metric == "static_batch_latency_s":
-            sm = StepModel.from_config(cfg)
+            sm = StepModel.from_deployment(resolve(cfg))
             B, O = cfg.batch, cfg.output_tokens
             step = serving.decode_numbers(sm, cfg, B).mean_s if O > 1 else 0.0
             return serving.prefill_numbers(sm, cfg, B).ttft_s + (O - 1) * step
