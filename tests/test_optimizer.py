@@ -226,21 +226,22 @@ def test_training_impossible_deadline(train_rec):
 
 def test_replicas_come_from_the_simulation_in_both_directions():
     # Llama-3.1-8B on one H100, lognormal 1,000 / 250 tokens: the closed-form capacity of one replica is
-    # ~31.5 requests/s. At 26 requests/s the screen sizes ceil(26 / (0.8 x 31.5)) = ceil(1.03) = 2 replicas;
-    # one replica runs at 26 / 31.5 = 83 % of its capacity, and its simulated p95s meet loose targets (TTFT 5 s,
-    # end-to-end 60 s), so the fewest replicas whose simulated p95s meet is 1, half the screen's cost.
+    # ~20.8 requests/s (256 sequences at once). At 17.5 requests/s the screen sizes ceil(17.5 / (0.8 x 20.8)) =
+    # ceil(1.05) = 2 replicas; one replica runs at 17.5 / 20.8 = 84 % of its capacity, and its simulated p95s meet
+    # loose targets (TTFT 5 s, end-to-end 60 s), so the fewest replicas whose simulated p95s meet is 1, half the
+    # screen's cost.
     spec = SimSpec(
         num_requests=1500,
         input=Lengths(kind="lognormal", mean=1000, spread=0.5),
         output=Lengths(kind="lognormal", mean=250, spread=0.5),
     )
-    goal = ServingGoal(model="llama-3.1-8b", rate_per_s=26.0, workload=spec, p95_ttft_s=5.0, p95_e2e_s=60.0)
+    goal = ServingGoal(model="llama-3.1-8b", rate_per_s=17.5, workload=spec, p95_ttft_s=5.0, p95_e2e_s=60.0)
     cons = Constraints(gpus_allowed=("h100-sxm",), weights_allowed=("bf16",), kv_allowed=("bf16",), max_simulations=4)
     screened = [c for c in opt.screen(goal, cons, catalog.prices()) if not c.pruned and c.gpus_per_replica == 1]
     assert screened and screened[0].replicas == 2
     r = recommend(goal, cons)
     assert r.met and r.recommendation.gpus_per_replica == 1 and r.recommendation.replicas == 1
-    one = simulate(candidate_config(goal, screened[0]), spec.with_(rate_per_s=26.0))
+    one = simulate(candidate_config(goal, screened[0]), spec.with_(rate_per_s=17.5))
     assert one.summary.e2e_s.p95 <= 60.0 and not one.summary.saturated
 
 

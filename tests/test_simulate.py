@@ -353,13 +353,13 @@ SHORT = dict(
 
 
 def test_short_low_load_runs_never_cry_wolf():
-    # 2 requests/s against ~75/s of capacity: rho ~ 0.03, so the backlog is a handful of requests in
+    # 2 requests/s against ~60/s of capacity: rho ~ 0.03, so the backlog is a handful of requests in
     # flight (Little: L = 2/s x ~0.6 s e2e ~ 1). With 20 requests the second half of the arrival period
     # holds ~10 arrivals, and a backlog of 0 -> 4 there is noise, not growth. The rule used to flag
     # several of 40 seeds; now the run is "too short to tell" and the offered load is far below capacity.
     spec = SimSpec(rate_per_s=2, num_requests=20, **SHORT)
     cap = max_throughput(L8, spec).requests_per_s
-    assert 60 < cap < 90
+    assert 50 < cap < 90
     verdicts = [simulate(L8, spec.with_(seed=s)).summary for s in range(40)]
     assert not any(v.saturated for v in verdicts)
     assert all(v.saturation_verdict == "too short to tell" for v in verdicts)

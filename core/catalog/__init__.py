@@ -21,6 +21,7 @@ from core.catalog.diffusion import (
 )
 from core.catalog.engines import (
     CUDA_GRAPH_MAX_TOKENS,
+    CUDA_GRAPH_PREFILL,
     ENGINE_LABELS,
     apply_engine,
     engine_defaults,
@@ -55,6 +56,7 @@ __all__ = [
     "AttentionKernel",
     "CATALOG_DIR",
     "CUDA_GRAPH_MAX_TOKENS",
+    "CUDA_GRAPH_PREFILL",
     "CatalogError",
     "DiffusionModel",
     "ENGINE_LABELS",

@@ -118,6 +118,14 @@ ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
 #: Largest iteration [tokens] each engine runs from a captured CUDA graph by default (see the module docstring).
 CUDA_GRAPH_MAX_TOKENS = {"vllm": 512, "sglang": 256, "trtllm": 128}
+#: Whether an engine's CUDA graphs also cover iterations that carry prompt (prefill) tokens. vLLM V1 captures
+#: piecewise graphs for mixed prefill-and-decode batches up to its capture size (``vllm/config/compilation.py``,
+#: ``cudagraph_mode`` PIECEWISE). SGLang captures decode batches only (``CudaGraphRunner`` over
+#: ``cuda_graph_bs``; its log prints ``Prefill batch ... cuda graph: False``, as the 0.5.x start-up log under
+#: ``tests/fixtures/engine_logs`` shows). TensorRT-LLM replays graphs for generation-only iterations
+#: (``cuda_graph_config.batch_sizes``: generation batch sizes; ``gptSessionBenchmark --enable_cuda_graph`` for the
+#: generation phase), so its context phase launches every kernel from the host.
+CUDA_GRAPH_PREFILL = {"vllm": True, "sglang": False, "trtllm": False}
 
 
 def apply_engine(spec, engine: str, gpu: GpuSpec):

@@ -184,20 +184,21 @@ def speed_rows(cfg: RabitConfig, models: Sequence[Any]) -> list[dict[str, Any]]:
 
     def it(T: float, A: float, R: float, S: float | None = None) -> tuple[np.ndarray, ...]:
         """One iteration (T tokens, A pairs, R cached tokens, S sequences) of every model: (compute, memory,
-        exposed communication, time), each of shape (K,)."""
+        exposed communication, busy, time), each of shape (K,)."""
         c, mm, x = s1.stage_parts(T * one, A * one, R * one)[:3]
+        b = s1.busy_s(c, mm, A * one, R * one)
         t = s1.iteration_s(T * one, A * one, R * one, None if S is None else S * one)
-        return tuple(np.broadcast_to(np.asarray(a, dtype=float).reshape(-1), (k,)) for a in (c, mm, x, t))
+        return tuple(np.broadcast_to(np.asarray(a, dtype=float).reshape(-1), (k,)) for a in (c, mm, x, b, t))
 
     # as core.serving.speed.prefill_numbers: the whole batch's prompts as m pipeline micro-batches, and one prompt alone
-    pc, pm, px, t_mb = it(pf.T / pf.m, pf.A / pf.m, pf.R / pf.m, pf.it.seqs)
-    ttft = pipeline_fill_s(t_mb, pf.m, pc, pm, px)
-    _, _, _, ttft_one = it(float(pf.uncached), pf.one.pairs, pf.one.kv_tokens, pf.one.seqs)
+    pc, pm, px, pb, t_mb = it(pf.T / pf.m, pf.A / pf.m, pf.R / pf.m, pf.it.seqs)
+    ttft = pipeline_fill_s(t_mb, pf.m, pb, px)
+    _, _, _, _, ttft_one = it(float(pf.uncached), pf.one.pairs, pf.one.kv_tokens, pf.one.seqs)
     b = math.ceil(cfg.batch / sm0.pp)
     N = max(cfg.output_tokens - 1, 1)
     ctx = cfg.input_tokens + (N - 1) / 2
     s_read, s_att = float(sm0.kv_read_tokens(ctx)), float(sm0.kv_read_tokens(ctx + 1))
-    dc, dm, dx, _ = it(float(b), b * s_att, b * s_read)
+    dc, dm, dx, _, _ = it(float(b), b * s_att, b * s_read)
     hops = np.broadcast_to(np.asarray(s1.hops_s(float(b) * one), dtype=float).reshape(-1), (k,))
     # the decode steps of one model at a time: a (steps,) array stays in cache, where one (K, steps) array of
     # every bound does not (measured: the stacked evaluation is slower here, the scalar iterations above faster)

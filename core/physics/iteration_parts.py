@@ -11,7 +11,9 @@ of :func:`consts`::
     t_m = Y / (pi_bw eta_bw)
     t_x = (n_ar min(a_r + b_r T, a_t + b_t T) + n_a2a (a_e + b_e T)) x_c
     t_o = t_s + pp n_k t_k + S (t_q + (V y_v + 2 m_s) / (pi_bw eta_bw))
-    t   = pp (max(t_c, t_m) + t_x) + (pp - 1)(a_h + b_h T) + t_o
+    t_ca = f_a A / (pi mfu),   t_ma = g_r R k_g / (pi_bw eta_bw)              attention's compute and K/V reads
+    t_b = max(t_c - t_ca, t_m - t_ma) + max(t_ca, t_ma)                       GEMMs and attention, each at its roofline
+    t   = pp (t_b + t_x) + (pp - 1)(a_h + b_h T) + t_o
 
 A test re-evaluates every recorded expression against its value, so the derivation cannot drift from the body.
 """
@@ -46,11 +48,12 @@ class IterationParts(_Frozen):
     comm_s: float  # one stage, exposed
     hops_s: float  # all pp - 1 stage hops
     overhead_s: float  # fixed costs of the iteration: scheduler step + pp x launches + per-sequence work
-    time_s: float  # pp (max(compute, memory) + comm) + hops + overhead
+    time_s: float  # pp (busy + comm) + hops + overhead
     pp: int
     bound: str
     seqs: float = 0.0  # S: sequences scheduled and sampled
     launch_s: float = 0.0  # kernel launches of one stage
+    busy_s: float = 0.0  # one stage: the GEMMs and attention each at their own roofline (StepModel.busy_s)
 
     @property
     def intensity_flop_per_byte(self) -> float:
@@ -92,6 +95,9 @@ _U_ITER = {
     "y_v": "B",
     "m_s": "B",
     "t_c": "s",
+    "t_ca": "s",
+    "t_ma": "s",
+    "t_b": "s",
     "t_m": "s",
     "t_x": "s",
     "F": "FLOP",
@@ -112,7 +118,10 @@ EXPR_BYTES = "W_r + (g_r * R + T) * k_g + T * r_b"
 EXPR_MEMORY = "Y / (pi_bw * eta_bw)"
 EXPR_COMM = "(n_ar * min(a_r + b_r * T, a_t + b_t * T) + n_a2a * (a_e + b_e * T)) * x_c"
 EXPR_FIXED = "t_s + pp * n_k * t_k + S * (t_q + (V * y_v + 2 * m_s) / (pi_bw * eta_bw))"
-EXPR_TIME = "pp * (max(t_c, t_m) + t_x) + (pp - 1) * (a_h + b_h * T) + t_o"
+EXPR_ATT_COMPUTE = "f_a * A / (pi_flops * mfu)"
+EXPR_ATT_MEMORY = "g_r * R * k_g / (pi_bw * eta_bw)"
+EXPR_BUSY = "max(t_c - t_ca, t_m - t_ma) + max(t_ca, t_ma)"
+EXPR_TIME = "pp * (t_b + t_x) + (pp - 1) * (a_h + b_h * T) + t_o"
 
 
 def _inline(expr: str, **parts: str) -> str:
@@ -125,8 +134,13 @@ def _inline(expr: str, **parts: str) -> str:
 #: The whole iteration in one expression (the compact record), built from the parts above.
 _FULL_ITER = _inline(
     EXPR_TIME,
-    t_c=_inline(EXPR_COMPUTE, F=EXPR_FLOP),
-    t_m=_inline(EXPR_MEMORY, Y=EXPR_BYTES),
+    t_b=_inline(
+        EXPR_BUSY,
+        t_c=_inline(EXPR_COMPUTE, F=EXPR_FLOP),
+        t_m=_inline(EXPR_MEMORY, Y=EXPR_BYTES),
+        t_ca=EXPR_ATT_COMPUTE,
+        t_ma=EXPR_ATT_MEMORY,
+    ),
     t_x=EXPR_COMM,
     t_o=EXPR_FIXED,
 )
@@ -167,8 +181,11 @@ def consts(sm: StepModel) -> dict[str, float]:
     )
 
 
-def launch_per_kernel_s(sm: StepModel, T: float) -> float:
-    """The launch cost of one kernel in an iteration of ``T`` tokens: a graph replay or an eager launch [s]."""
+def launch_per_kernel_s(sm: StepModel, T: float, S: float | None = None) -> float:
+    """The launch cost of one kernel in an iteration of ``T`` tokens and ``S`` sequences: a graph replay or an
+    eager launch [s] (:meth:`core.physics.step.StepModel.launch_s`)."""
+    if not sm.graph_prefill and S is not None and S < T:
+        return sm.eager_launch_s
     return sm.graph_launch_s if T <= sm.graph_max_tokens else sm.eager_launch_s
 
 
@@ -205,10 +222,13 @@ def iteration(
     """
     c, mm, x, k = sm.stage_parts(float(T), float(A), float(R))
     S = float(T) if S is None else float(S)
+    k = sm.launch_s(k, float(T), S)
+    c_a, m_a = sm.attention_s(float(A), float(R))
+    busy = sm.busy_s(c, mm, float(A), float(R))
     full = tr.enabled and not compact
     if tr.enabled:
         K = consts(sm)
-        K["t_k"] = launch_per_kernel_s(sm, T) if T > 0 else 0.0
+        K["t_k"] = launch_per_kernel_s(sm, T, S) if T > 0 else 0.0
         K["t_e"] = rows_per_expert(sm, T)
         K["S"] = S
     W_r = sm.weights_read_bytes(T)
@@ -332,9 +352,57 @@ def iteration(
             note="TP all-reduces of T x h x 2 B (2 per layer; the cheaper of ring and tree/NVLS) + EP "
             "all-to-alls, times the share not hidden behind compute",
         )
+    if full:
+        tr.step(
+            f"{key}_attention_compute_s",
+            f"{what}: attention compute",
+            "t_ca",
+            EXPR_ATT_COMPUTE,
+            c_a,
+            unit="s",
+            latex=r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}",
+            units=_U_ITER,
+            f_a=K["f_a"],
+            A=A,
+            pi_flops=K["pi_flops"],
+            mfu=K["mfu"],
+            note="the attention kernels' share of t_c",
+        )
+        tr.step(
+            f"{key}_attention_memory_s",
+            f"{what}: attention K/V reads",
+            "t_ma",
+            EXPR_ATT_MEMORY,
+            m_a,
+            unit="s",
+            latex=r"\frac{[g_r] \cdot [R] \cdot [k_g]}{[pi_bw] \cdot [eta_bw]}",
+            units=_U_ITER,
+            g_r=K["g_r"],
+            R=R,
+            k_g=K["k_g"],
+            pi_bw=K["pi_bw"],
+            eta_bw=K["eta_bw"],
+            note="the attention kernels' share of t_m: the cached K/V they read",
+        )
+        tr.step(
+            f"{key}_busy_s",
+            f"{what}: busy time per stage (GEMMs and attention each at their own roofline)",
+            "t_b",
+            EXPR_BUSY,
+            busy,
+            unit="s",
+            latex=r"\max([t_c] - [t_ca],\ [t_m] - [t_ma]) + \max([t_ca],\ [t_ma])",
+            units=_U_ITER,
+            t_c=c,
+            t_ca=c_a,
+            t_m=mm,
+            t_ma=m_a,
+            note="a layer's GEMMs (against the weights they stream) and its attention (against the K/V it reads) "
+            "run as separate kernels, one after the other (per-operator roofline, arXiv 2402.16363)",
+        )
     fixed = sm.fixed_s(k, S)
     if full:
-        graph = T <= sm.graph_max_tokens
+        graph = T <= sm.graph_max_tokens and (sm.graph_prefill or S >= T)
         tr.step(
             f"{key}_fixed_s",
             f"{what}: fixed costs (scheduler, kernel launches, per-sequence work and sampling)",
@@ -357,8 +425,12 @@ def iteration(
             pi_bw=K["pi_bw"],
             eta_bw=K["eta_bw"],
             note=f"{K['n_k']:.0f} kernels per stage, {'replayed from a CUDA graph' if graph else 'launched eagerly'} "
-            f"({T:,.0f} tokens {'<=' if graph else '>'} the engine's capture size {sm.graph_max_tokens:,.0f}); "
-            "per sequence: scheduler bookkeeping and sampling its logits over the vocabulary"
+            + (
+                f"({T:,.0f} tokens {'<=' if graph else '>'} the engine's capture size {sm.graph_max_tokens:,.0f}); "
+                if sm.graph_prefill or S >= T
+                else "(prompt tokens in an engine whose CUDA graphs cover decode iterations only); "
+            )
+            + "per sequence: scheduler bookkeeping and sampling its logits over the vocabulary"
             + (", and a hybrid's state-space state read and rewritten" if K["m_s"] else ""),
         )
     hops = sm.hops_s(T)
@@ -390,11 +462,10 @@ def iteration(
             EXPR_TIME,
             time,
             unit="s",
-            latex=r"[pp] \left(\max([t_c], [t_m]) + [t_x]\right) + ([pp] - 1)([a_h] + [b_h] \cdot [T]) + [t_o]",
+            latex=r"[pp] \left([t_b] + [t_x]\right) + ([pp] - 1)([a_h] + [b_h] \cdot [T]) + [t_o]",
             units=_U_ITER,
             pp=sm.pp,
-            t_c=c,
-            t_m=mm,
+            t_b=busy,
             t_x=x,
             a_h=K["a_h"],
             b_h=K["b_h"],
@@ -418,4 +489,5 @@ def iteration(
         bound=bound,
         seqs=S,
         launch_s=k,
+        busy_s=busy,
     )

@@ -9,8 +9,11 @@ attended (query, key) pairs, reading the cached K/V of ``R`` context tokens::
           + f_a A / (peak x mfu_max)                                   attention
     t_m = (W_r(T) + (R + T) k_g + T r_b) / (BW x eta_bw)                memory, one stage (r_b: MoE permute)
     t_x = (n_ar min(ring(T), tree(T)) + n_a2a a2a(T)) x (1 - overlap)   exposed communication, one stage
-    t_k = n_k x (t_graph if T <= T_graph else t_eager)                  kernel launches, one stage
-    t   = pp (max(t_c, t_m) + t_x) + (pp - 1) hop(T) + t_o
+    t_k = n_k x (t_graph if T <= T_graph else t_eager)                  kernel launches, one stage (eager for a
+                                                                        prefill on an engine graphing decode only)
+    t_b = max(t_c - t_ca, t_m - t_ma) + max(t_ca, t_ma)                 busy time: the linear layers and attention
+          t_ca = f_a A / (peak x mfu_max),  t_ma = R k_g / (BW x eta_bw)  each at their own roofline
+    t   = pp (t_b + t_x) + (pp - 1) hop(T) + t_o
     t_o = t_step + pp t_k + S (t_seq + V y_v / (BW x eta_bw))             fixed costs of the iteration
 
 ``S`` is the number of sequences the iteration schedules and samples (a decode iteration: ``S = T``).
@@ -32,7 +35,7 @@ import numpy as np
 
 from core import catalog
 from core.base import MS, NO_TRACE, Trace
-from core.catalog import CUDA_GRAPH_MAX_TOKENS, ModelArch
+from core.catalog import CUDA_GRAPH_MAX_TOKENS, CUDA_GRAPH_PREFILL, ModelArch
 from core.config import COMPUTE_PRECISION, Deployment
 from core.physics.collectives import ACT_BYTES, Collectives
 from core.physics.memory import SSM_STATE_BYTES, dense_weight_bytes, kv_bytes_per_token, kv_shard
@@ -159,6 +162,7 @@ class StepModel:
     graph_launch_s: float = 0.0  # per kernel, inside a CUDA graph
     eager_launch_s: float = 0.0  # per kernel, eager
     graph_max_tokens: float = 0.0  # iterations up to this many tokens replay a graph
+    graph_prefill: bool = True  # the graphs also cover iterations with prompt tokens (False: decode-only graphs)
     seq_overhead_s: float = 0.0  # host work per scheduled sequence
     sample_s_per_seq: float = 0.0  # V y_v / (BW eta_bw): sampling one sequence's logits
     # a hybrid's state-space layers (Jamba): one sequence's fixed state on one TP rank, summed over the stages
@@ -167,7 +171,7 @@ class StepModel:
     # K/V reads per cached token relative to once per KV head: 1 for grouped decode-attention kernels (XQA,
     # FlashInfer, FlashAttention read each KV head once for its query group); H / H_kv for a kernel that loads
     # a KV head once per query head (TensorRT-LLM's masked MHA for GQA before its XQA kernels; see
-    # :func:`per_query_head_kv_reads`)
+    # :func:`per_query_head_kv_reads`); divided by rocm_attn_bw_eff for vLLM and SGLang on AMD GPUs
     kv_read_factor: float = 1.0
     # what the recorded derivation shows beside the body's constants: the MFU ceiling inside peak_flop_per_s,
     # MBU and the datasheet bandwidth inside mem_bw_bytes_per_s, the sampler's bytes per vocabulary entry
@@ -367,6 +371,10 @@ class StepModel:
             graph_launch_s=a.graph_launch_us * 1e-6,
             eager_launch_s=a.eager_launch_us * 1e-6,
             graph_max_tokens=float(graph_max),
+            graph_prefill=CUDA_GRAPH_PREFILL.get(w.engine, True),
+            # vLLM's and SGLang's paged-attention kernels on ROCm: their share of the achieved bandwidth
+            # (assumption rocm_attn_bw_eff) read as K/V bytes per cached token
+            kv_read_factor=1.0 / a.rocm_attn_bw_eff if g.vendor == "amd" and w.engine in ("vllm", "sglang") else 1.0,
             seq_overhead_s=a.seq_overhead_us * 1e-6,
             sample_s_per_seq=m.vocab_size * a.sample_bytes_per_vocab / (hbm * a.mbu),
             state_bytes_per_seq=m.ssm_state_bytes_per_seq(SSM_STATE_BYTES) / tp,
@@ -460,6 +468,44 @@ class StepModel:
             return 0.0, t_mem, 0.0, 0.0
         return t_cmp, t_mem, t_comm, n_k * (self.graph_launch_s if T <= self.graph_max_tokens else self.eager_launch_s)
 
+    def attention_s(self, A, R):
+        """(compute, memory) of the attention kernels of one stage [s]: ``f_a A / (peak x mfu_max)`` over the attended
+        pairs and ``g_r R k_g / (BW x eta_bw)`` for the cached K/V they read; arrays welcome."""
+        return self.attn_flop_per_pair * A / self.peak_flop_per_s, (
+            self.kv_read_factor * R * self.kv_bytes_per_token / self.mem_bw_bytes_per_s
+        )
+
+    def busy_s(self, t_cmp, t_mem, A, R):
+        """Busy time of one stage [s]: the linear layers and attention each at their own roofline, one after the
+        other::
+
+            t_b = max(t_c - t_ca, t_m - t_ma) + max(t_ca, t_ma)
+
+        A layer's GEMMs (compute against the weights they stream) and its attention (compute against the cached K/V
+        it reads) are separate kernels that run in turn, so each takes the slower of its own two limits and the
+        times add (the per-operator roofline of LLM-Viewer, Yuan et al. "LLM Inference Unveiled", arXiv
+        2402.16363). Where both are memory-bound (decode at small batch) or both compute-bound (long prefills)
+        this is ``max(t_c, t_m)``; at large decode batches the GEMMs turn compute-bound while attention stays
+        bound by its K/V reads, and the sum is slower than the whole-step maximum. Worked number (Llama-3.1-8B
+        on one H100, BF16, 1,024 sequences at 1,100 cached tokens): the GEMMs 25.4 ms of compute against 6.0 ms
+        of weights, attention 58.8 ms of K/V reads against 0.9 ms of FLOPs: 84.2 ms, not max(26.3, 64.8) = 64.8 ms.
+        Arrays welcome."""
+        c_a, m_a = self.attention_s(A, R)
+        if type(t_cmp) is np.ndarray or type(t_mem) is np.ndarray or type(c_a) is np.ndarray:
+            return np.maximum(t_cmp - c_a, t_mem - m_a) + np.maximum(c_a, m_a)
+        lin_c, lin_m = t_cmp - c_a, t_mem - m_a
+        return (lin_c if lin_c > lin_m else lin_m) + (c_a if c_a > m_a else m_a)
+
+    def launch_s(self, t_k, T, S):
+        """Kernel launches of one stage [s]: ``t_k`` (by the capture size), or every kernel eager when the iteration
+        carries prompt tokens (``S < T``) on an engine whose graphs cover decode iterations only; arrays welcome."""
+        if self.graph_prefill:
+            return t_k
+        eager = self.kernels_per_stage * self.eager_launch_s
+        if type(t_k) is np.ndarray or type(T) is np.ndarray or type(S) is np.ndarray:
+            return np.where((np.asarray(S) < np.asarray(T)) & (np.asarray(T) > 0), eager, t_k)
+        return eager if S < T and T > 0 else t_k
+
     @property
     def seq_cost_s(self) -> float:
         """Fixed cost of one scheduled sequence per iteration [s]: host bookkeeping + sampling its logits + (a
@@ -492,26 +538,26 @@ class StepModel:
     def iteration_s(self, tokens, pairs, kv_tokens, seqs=None):
         """Wall time of one iteration through all ``pp`` stages [s] (latency of the batch)::
 
-            t = pp (max(t_c, t_m) + t_x) + (pp - 1)(a_h + b_h T) + t_o(T, S)
+            t = pp (t_b + t_x) + (pp - 1)(a_h + b_h T) + t_o(T, S)
 
-        ``seqs`` (S) is the number of sequences scheduled (and sampled); it defaults to ``tokens``, which
-        is exact for decode. Scalars in, float out (pure Python, for the simulator's inner loop); arrays in,
-        array out.
+        with the stage's busy time ``t_b`` (:meth:`busy_s`) and launches by :meth:`launch_s`. ``seqs`` (S) is the
+        number of sequences scheduled (and sampled); it defaults to ``tokens``, which is exact for decode. Scalars
+        in, float out (pure Python, for the simulator's inner loop); arrays in, array out.
         """
         T: Any  # one float on the simulator's scalar path, else an array
+        A: Any
+        R: Any
         if isinstance(tokens, _SCALAR) and isinstance(pairs, _SCALAR) and isinstance(kv_tokens, _SCALAR):
-            T = float(tokens)
-            t_cmp, t_mem, t_comm, t_k = self.stage_parts(T, float(pairs), float(kv_tokens))
-            stage = (t_cmp if t_cmp > t_mem else t_mem) + t_comm
+            T, A, R = float(tokens), float(pairs), float(kv_tokens)
+            t_cmp, t_mem, t_comm, t_k = self.stage_parts(T, A, R)
         else:
             T = np.asarray(tokens, dtype=float)
-            t_cmp, t_mem, t_comm, t_k = self.stage_parts(
-                T, np.asarray(pairs, dtype=float), np.asarray(kv_tokens, dtype=float)
-            )
-            stage = np.maximum(t_cmp, t_mem) + t_comm
+            A, R = np.asarray(pairs, dtype=float), np.asarray(kv_tokens, dtype=float)
+            t_cmp, t_mem, t_comm, t_k = self.stage_parts(T, A, R)
+        stage = self.busy_s(t_cmp, t_mem, A, R) + t_comm
         S = T if seqs is None else seqs
         hops = (self.pp - 1) * (self.pp_hop_alpha + self.pp_hop_beta * T)
-        return self.pp * stage + hops + self.fixed_s(t_k, S)
+        return self.pp * stage + hops + self.fixed_s(self.launch_s(t_k, T, S), S)
 
     def micro_batches(self, seqs):
         """Micro-batches in flight through the pipeline: ``min(pp, S)`` (at least 1); arrays welcome.
@@ -531,7 +577,7 @@ class StepModel:
     def pipelined_s(self, tokens, pairs, kv_tokens, seqs=None):
         """Time for a whole batch to advance one iteration with the pipeline kept busy [s]::
 
-            m = min(pp, S);   t = pp (max(t_c, t_m) + t_x)(T/m) + (pp - 1) hop(T/m) + t_o(T/m, S/m)
+            m = min(pp, S);   t = pp (t_b + t_x)(T/m) + (pp - 1) hop(T/m) + t_o(T/m, S/m)
 
         The batch of ``S`` sequences runs as ``m`` micro-batches of ``T/m`` tokens. Each stage works through the
         ``m`` micro-batches in turn while the other stages work on the others, so in steady state (engines keep
@@ -579,4 +625,4 @@ def per_query_head_kv_reads(sm: StepModel) -> StepModel:
     Attention"). The engines sized by default (vLLM, SGLang, TensorRT-LLM today) read each KV head once.
     """
     m = sm.model
-    return replace(sm, kv_read_factor=m.num_heads / m.num_kv_heads if m.num_kv_heads else 1.0)
+    return replace(sm, kv_read_factor=sm.kv_read_factor * (m.num_heads / m.num_kv_heads if m.num_kv_heads else 1.0))

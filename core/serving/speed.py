@@ -155,18 +155,18 @@ class _Prefill:
     ttft_s: float  # the whole batch through an empty pipeline
 
 
-def pipeline_fill_s(t_micro_s, m, compute_s, memory_s, comm_s):
+def pipeline_fill_s(t_micro_s, m, busy_s, comm_s):
     """A batch of ``m`` micro-batches through an empty pipeline [s]: one micro-batch's trip through the
     ``pp`` stages (``StepModel.pipelined_s``) plus the ``m - 1`` stage times the last micro-batch waits to
     enter the first stage::
 
-        t = t_mb + (m - 1)(max(t_c, t_m) + t_x) = (m + pp - 1)(max(t_c, t_m) + t_x) + (pp - 1) hop + t_o
+        t = t_mb + (m - 1)(t_b + t_x) = (m + pp - 1)(t_b + t_x) + (pp - 1) hop + t_o
 
     with the stage times of one micro-batch (GPipe, Huang et al. arXiv 1811.06965: ``m + pp - 1`` stage
     slots for ``m`` micro-batches over ``pp`` stages). The simulator's iterations follow one another with the
     pipeline already full, so they charge ``pipelined_s`` alone; a lone batch (the Speed page's TTFT) also
     pays the fill. Arrays welcome."""
-    return t_micro_s + (m - 1) * (np.maximum(compute_s, memory_s) + comm_s)
+    return t_micro_s + (m - 1) * (busy_s + comm_s)
 
 
 def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_TRACE) -> _Prefill:
@@ -270,21 +270,20 @@ def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_
         else f"the micro-batch passes the {pp} stages in turn (each stage re-reads its weights for every micro-batch)",
     )
     t_mb = float(sm.pipelined_s(T, A, R, float(B)))  # = it.time_s: one micro-batch through all stages
-    ttft = float(pipeline_fill_s(t_mb, m, it.compute_s, it.memory_s, it.comm_s))
+    ttft = float(pipeline_fill_s(t_mb, m, it.busy_s, it.comm_s))
     if on and not whole:
         tr.step(
             "prefill_s",
             "Time to first token (one batch)",
             r"\mathrm{TTFT}",
-            "t_mb + (m - 1) * (max(t_c, t_m) + t_x)",
+            "t_mb + (m - 1) * (t_b + t_x)",
             ttft,
             unit="s",
-            latex=r"[t_mb] + ([m] - 1) \left(\max([t_c], [t_m]) + [t_x]\right)",
-            units={"t_mb": "s", "t_c": "s", "t_m": "s", "t_x": "s"},
+            latex=r"[t_mb] + ([m] - 1) \left([t_b] + [t_x]\right)",
+            units={"t_mb": "s", "t_b": "s", "t_x": "s"},
             t_mb=it.time_s,
             m=m,
-            t_c=it.compute_s,
-            t_m=it.memory_s,
+            t_b=it.busy_s,
             t_x=it.comm_s,
             note=f"the last micro-batch enters the first stage {m - 1:g} stage time(s) after the first: "
             f"(m + pp - 1) = {m + pp - 1:g} stage times + the hops + the fixed costs, against {pp} x the "

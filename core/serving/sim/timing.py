@@ -3,16 +3,18 @@
 The step model's iteration time of a whole batch, its pipeline kept busy by micro-batches
 (``StepModel.pipelined_s``; ``StepModel.iteration_s`` without a pipeline), has the shape (``core.serving.speed``)::
 
-    t(T, A, R) = pp * max( c0(T) + c1(T) A,  m0(T) + m1(T) R ) + x(T)
+    t(T, A, R) = pp * ( max(c0(T), m0(T)) + max(c1(T) A,  m1(T) R) ) + x(T)
 
-compute is affine in the attended pairs ``A`` for a given token count ``T``, memory traffic is affine
-in the cached tokens read ``R``, and communication, hops and kernel launches depend on ``T`` only; the fixed
+the GEMMs at their own roofline (``c0``, ``m0``: their compute and the weights and new K/V they move, functions of
+``T`` only) plus attention at its own (compute ``c1 A`` over the attended pairs, memory ``m1 R`` over the cached
+tokens it reads; ``StepModel.busy_s``), and communication, hops and kernel launches depend on ``T`` only; the fixed
 cost per scheduled sequence is one constant (``StepModel.seq_cost_s``), tabulated with ``S = T`` (decode) and
-corrected by ``(S - T)`` for iterations that carry prefill chunks.
+corrected by ``(S - T)`` for iterations that carry prefill chunks (and by the eager launches such an iteration
+pays on an engine whose CUDA graphs cover decode only, ``StepModel.launch_s``).
 :class:`LinearTiming` tabulates the five coefficients per ``T`` from ``StepModel.parts`` and
 ``StepModel.iteration_s`` (one vectorised call), so an iteration costs a few float operations, and
 a run of ``k`` decode iterations whose ``A`` and ``R`` grow by ``g`` per iteration has a closed-form
-total (a sum of a maximum of two arithmetic progressions). Before use it checks itself against
+total (a constant plus a sum of a maximum of two arithmetic progressions). Before use it checks itself against
 ``StepModel.iteration_s`` on random points (relative error <= 1e-9); should the step model ever
 lose that shape, :func:`timing_for` falls back to :class:`ArrayTiming`, which calls
 ``iteration_s`` directly (vectorised over a run, then ``cumsum``): slower, same results.
@@ -83,13 +85,16 @@ class LinearTiming:
             return float(self.sm.pipelined_s(T, A, R, S))
         else:
             extra = (S - T) * self.q
+            if S < T and not self.sm.graph_prefill:  # a prefill on decode-only graphs: every kernel eager
+                sm = self.sm
+                graph = sm.graph_launch_s if T <= sm.graph_max_tokens else sm.eager_launch_s
+                extra += sm.kernels_per_stage * (sm.eager_launch_s - graph)
         if T <= self.t_max:
-            a = self.c0[T] + self.c1[T] * A
-            b = self.m0[T] + self.m1[T] * R
-            return self.pp * (a if a > b else b) + self.x[T] + extra
-        c0, c1, m0, m1, x = self.coeffs(T)
-        a, b = c0 + c1 * A, m0 + m1 * R
-        return self.pp * (a if a > b else b) + x + extra
+            c0, c1, m0, m1, x = self.c0[T], self.c1[T], self.m0[T], self.m1[T], self.x[T]
+        else:
+            c0, c1, m0, m1, x = self.coeffs(T)
+        a, b = c1 * A, m1 * R
+        return self.pp * ((c0 if c0 > m0 else m0) + (a if a > b else b)) + x + extra
 
     def run(self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float) -> tuple[int, float]:
         """A run of decode iterations with ``T`` tokens whose ``A`` and ``R`` grow by ``g`` per iteration.
@@ -99,8 +104,9 @@ class LinearTiming:
         """
         c0, c1, m0, m1, x = self.coeffs(T)
         pp = self.pp
-        a0, a1 = c0 + c1 * A0, c1 * g
-        b0, b1 = m0 + m1 * R0, m1 * g
+        x = x + pp * (c0 if c0 > m0 else m0)  # the GEMMs' part is the same every iteration of the run
+        a0, a1 = c1 * A0, c1 * g
+        b0, b1 = m1 * R0, m1 * g
         d0, d1 = a0 - b0, a1 - b1
         # split: indices j < s follow line 1, j >= s line 2
         if d1 > 0:
