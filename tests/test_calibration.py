@@ -315,14 +315,15 @@ SHAPES = [
 ]
 
 
-def _model_runs(truth: dict[str, float]) -> list:
-    """Batch runs of several shapes whose 'measurements' are the model's own predictions at ``truth``."""
+def _model_runs(truth: dict[str, float], gpu: str = "h100-sxm", models: tuple[str, ...] = ("llama-3.1-8b",)) -> list:
+    """Batch runs of several shapes (the models taken in turn) whose 'measurements' are the model's own predictions
+    at ``truth``."""
     from core.operations import Measurement, Run
 
     out = []
-    for b, i, o in SHAPES:
+    for k, (b, i, o) in enumerate(SHAPES):
         cfg = RabitConfig(
-            model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=b, input_tokens=i, output_tokens=o
+            model=models[k % len(models)], gpu=gpu, gpus_per_node=1, tp=1, batch=b, input_tokens=i, output_tokens=o
         )
         probe = Run(
             label=f"batch {b}, {i} in, {o} out",
@@ -349,6 +350,21 @@ def test_the_fit_recovers_known_efficiencies_from_runs_of_several_shapes():
         assert f.values[k] == pytest.approx(v, rel=0.02), k
     assert f.sd < 1e-3 and f.basis == "t" and f.high_mult < 1.01
     assert fit(_model_runs(TRUE), "b200", "vllm") is None  # another GPU kind: nothing to fit
+
+
+def test_on_mi300x_under_vllm_the_fit_also_recovers_the_rocm_attention_bandwidth():
+    # Large batches with long contexts pin the K/V reads, which the ROCm paged-attention kernels take at
+    # mbu x rocm_attn_bw_eff; small batches the weight reads (mbu) plus the per-step cost, which two weight sizes
+    # (8B and 70B in turn) tell apart. One model alone pins the product and the sum, enough to predict its shapes.
+    from core.decision import FIT_PARAMS, ROCM_FIT_PARAMS, fit_assumptions, params_for
+
+    truth = {**TRUE, "rocm_attn_bw_eff": 0.5}
+    assert params_for("mi300x", "vllm") == ROCM_FIT_PARAMS and params_for("h100-sxm", "vllm") == FIT_PARAMS
+    runs = _model_runs(truth, gpu="mi300x", models=("llama-3.1-8b", "llama-3.1-70b"))
+    f = fit_assumptions(runs, "mi300x", "vllm")
+    assert "rocm_attn_bw_eff" in f.moved
+    for k, v in truth.items():
+        assert f.values[k] == pytest.approx(v, rel=0.02), k
 
 
 def test_leave_one_out_error_of_the_fit_beats_the_factor_across_shapes():

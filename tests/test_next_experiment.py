@@ -120,6 +120,35 @@ def test_nothing_flips_when_there_is_room_everywhere():
     assert r.reruns == 6 * 4
 
 
+def test_an_amd_kind_under_vllm_asks_for_its_rocm_attention_bandwidth():
+    # vLLM's paged attention on MI300X reads K/V at rocm_attn_bw_eff of the CUDA kernels' bandwidth (base 1, low
+    # 0.25: no source gives the number), so the kind carries a fourth input, pinned by an offline run with
+    # thousands of sequences in flight; an NVIDIA kind carries three.
+    goal = ServingGoal(
+        model="llama-3.1-8b",
+        rate_per_s=0.5,
+        workload=SimSpec(num_requests=300, input=Lengths(mean=512), output=Lengths(mean=128)),
+    )
+    cons = Constraints(gpus_allowed=("mi300x",), weights_allowed=("bf16",), kv_allowed=("bf16",), max_simulations=4)
+    prices = parse_prices(HEADER + "mi300x,test,on-demand,1.5,x,crafted,2026-11-30,S\n")
+    r = next_experiment(NextExperimentSpec(goal=goal, constraints=cons), prices)
+    everything = {e.input.key: e for e in r.experiments + r.stable}
+    assert set(everything) == {"decode:mi300x", "prefill:mi300x", "comm:mi300x", "attention:mi300x"} | {
+        "prompt",
+        "output",
+        "rate",
+    }
+    att = everything["attention:mi300x"]
+    assert (att.input.low, att.input.high) == (REGISTRY["rocm_attn_bw_eff"].low, REGISTRY["rocm_attn_bw_eff"].high)
+    assert "vllm bench throughput" in att.command and "--num-prompts 2000" in att.command
+    assert "rocm_attn_bw_eff" in att.then
+    # under TensorRT-LLM (CUDA only) there is no such input
+    s = goal.settings
+    trt = goal.model_copy(update={"settings": s.with_(workload=s.workload.with_(engine="trtllm"))})
+    keys = {i.key for i in uncertain_inputs(NextExperimentSpec(goal=trt, constraints=cons), r.baseline)}
+    assert "attention:mi300x" not in keys
+
+
 def test_parallel_and_serial_agree(tie):
     spec = tie.spec
     seen = []

@@ -23,8 +23,10 @@ from core.catalog.engines import (
     CUDA_GRAPH_MAX_TOKENS,
     CUDA_GRAPH_PREFILL,
     ENGINE_LABELS,
+    ROCM_ATTENTION_ENGINES,
     apply_engine,
     engine_defaults,
+    rocm_attention,
 )
 from core.catalog.pricing import (
     GpuPrice,
@@ -65,6 +67,7 @@ __all__ = [
     "GpuSpec",
     "ModelArch",
     "Price",
+    "ROCM_ATTENTION_ENGINES",
     "UnsupportedArchitecture",
     "apply_engine",
     "attention_kernel",
@@ -72,6 +75,7 @@ __all__ = [
     "diffusion_model",
     "diffusion_models",
     "engine_defaults",
+    "rocm_attention",
     "fabric",
     "fabrics",
     "from_hf_config",

@@ -127,6 +127,15 @@ CUDA_GRAPH_MAX_TOKENS = {"vllm": 512, "sglang": 256, "trtllm": 128}
 #: generation phase), so its context phase launches every kernel from the host.
 CUDA_GRAPH_PREFILL = {"vllm": True, "sglang": False, "trtllm": False}
 
+#: Engines whose paged-attention kernels on AMD GPUs (ROCm) read K/V at the assumption ``rocm_attn_bw_eff`` of the
+#: CUDA kernels' bandwidth: vLLM and SGLang (TensorRT-LLM does not run on ROCm).
+ROCM_ATTENTION_ENGINES = frozenset({"vllm", "sglang"})
+
+
+def rocm_attention(gpu: GpuSpec, engine: str) -> bool:
+    """Whether ``engine`` on ``gpu`` runs its paged attention on ROCm kernels (``rocm_attn_bw_eff`` applies)."""
+    return gpu.vendor == "amd" and engine in ROCM_ATTENTION_ENGINES
+
 
 def apply_engine(spec, engine: str, gpu: GpuSpec):
     """``spec`` with the engine's scheduler defaults (a :class:`core.config.workload.SimSpec`)."""

@@ -33,7 +33,16 @@ from core.decision.explain import (
     Explanation,
     pareto_reasons,
 )
-from core.decision.fit import FIT_PARAMS, AssumptionFit, Comparison, compare_fit, fit_assumptions, group
+from core.decision.fit import (
+    FIT_PARAMS,
+    ROCM_FIT_PARAMS,
+    AssumptionFit,
+    Comparison,
+    compare_fit,
+    fit_assumptions,
+    group,
+    params_for,
+)
 from core.decision.goal import (
     KV_FORMATS,
     WEIGHT_FORMATS,
@@ -139,6 +148,7 @@ __all__ = [
     "Constraints",
     "Explanation",
     "FIT_PARAMS",
+    "ROCM_FIT_PARAMS",
     "KV_FORMATS",
     "MetricCalibration",
     "NextExperiment",
@@ -202,6 +212,7 @@ __all__ = [
     "next_training_experiment",
     "outcomes",
     "outside",
+    "params_for",
     "pareto",
     "pareto_reasons",
     "pick_of",

@@ -1,8 +1,9 @@
 """The next experiment: which measurement could change the decision, and what it costs to make.
 
 The RA-BIT spec, "The next experiment, and diagnostics": some uncertainties change the decision and some do
-not. For every uncertain input (the decode, prefill and communication efficiency of each priced GPU kind, the
-mean prompt and output length, the arrival rate) this module moves the input across its range, re-runs the
+not. For every uncertain input (the decode, prefill and communication efficiency of each priced GPU kind, on an
+AMD kind under vLLM or SGLang also the bandwidth of the engine's ROCm attention kernels, the mean prompt and
+output length, the arrival rate) this module moves the input across its range, re-runs the
 serving optimizer (:func:`core.decision.optimizer.recommend`) at each point, and records whether the recommendation
 flips::
 
@@ -13,7 +14,7 @@ flips::
     score      = flip chance / GPU-hours of the measurement that pins the input down   (free: first)
 
 Bounds come from the assumptions registry (:data:`core.base.assumptions.REGISTRY`: ``mbu`` for decode, ``mfu_max``
-for prefill, ``comm_bw_eff`` for the fabric) and, for the workload, from the user's own spread (default
+for prefill, ``comm_bw_eff`` for the fabric, ``rocm_attn_bw_eff`` for ROCm attention) and, for the workload, from the user's own spread (default
 +-30 % of the mean prompt length, output length and rate).
 
 Speed: every re-run passes one ``memo`` to the optimizer, which shares its per-GPU-kind screens and its
@@ -40,10 +41,15 @@ from core.decision.goal import Constraints, Pick, ServingGoal
 from core.decision.measurement import measurement
 from core.decision.optimizer import Recommendation, recommend, screen
 
-InputKind = Literal["decode", "prefill", "comm", "prompt", "output", "rate", "train"]
+InputKind = Literal["decode", "prefill", "comm", "attention", "prompt", "output", "rate", "train"]
 
 #: Which assumption each per-GPU input moves.
-ASSUMPTION_OF: dict[str, str] = {"decode": "mbu", "prefill": "mfu_max", "comm": "comm_bw_eff"}
+ASSUMPTION_OF: dict[str, str] = {
+    "decode": "mbu",
+    "prefill": "mfu_max",
+    "comm": "comm_bw_eff",
+    "attention": "rocm_attn_bw_eff",
+}
 
 
 class _F(BaseModel):
@@ -130,6 +136,7 @@ INPUT_LABELS: dict[str, str] = {
     "decode": "Decode efficiency (memory-bandwidth utilisation)",
     "prefill": "Prefill efficiency (compute-efficiency ceiling)",
     "comm": "Communication efficiency (collective bus bandwidth / link peak)",
+    "attention": "Paged-attention bandwidth of the engine's ROCm kernels (share of the CUDA kernels')",
     "train": "Training efficiency (MFU ceiling)",
 }
 
@@ -154,10 +161,12 @@ def uncertain_inputs(spec: NextExperimentSpec, baseline: Recommendation) -> tupl
     """The inputs to move: three per priced GPU kind the optimizer considered, then the workload."""
     goal = spec.goal
     kinds = sorted({c.gpu for c in baseline.candidates if c.usd_per_gpu_hour is not None})
+    engine = goal.settings.workload.engine
     out = [
         assumption_input(kind, g, ASSUMPTION_OF[kind], getattr(goal.assumptions_for(g), ASSUMPTION_OF[kind]))
-        for kind in ("decode", "prefill", "comm")
+        for kind in ("decode", "prefill", "comm", "attention")
         for g in kinds
+        if kind != "attention" or catalog.rocm_attention(catalog.gpu(g), engine)
     ]
     i_mean, o_mean = goal.workload.mean_lengths()
     if goal.workload.trace is None:

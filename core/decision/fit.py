@@ -14,7 +14,9 @@ its ramp ``mfu_ramp_tokens``, and the fixed per-step cost ``step_overhead_ms`` (
 its registry bounds (:data:`core.base.REGISTRY`: ``[min(low, high), max(low, high)]``), ``w_j`` half the log-width
 of those bounds and a weak pull ``lambda`` (:data:`PRIOR_WEIGHT`) to the base that only decides directions the
 runs do not constrain. Bounded least squares (scipy's trust-region reflective). The fit is per GPU kind and
-engine: runs on other hardware or another engine do not move it.
+engine: runs on other hardware or another engine do not move it. On an AMD GPU under vLLM or SGLang it also moves
+``rocm_attn_bw_eff`` (:data:`ROCM_FIT_PARAMS`): the K/V reads then run at ``mbu x rocm_attn_bw_eff``, the weight
+reads at ``mbu``, and runs of two weight sizes tell ``mbu`` from the per-step cost.
 
 Interval: from the fit's residuals, ``s^2 = sum r^2 / (n - k)`` with ``k`` the assumptions the runs move, and a
 new run lands in ``exp(+- t_{0.975, n-k} s sqrt(1 + k / n))`` of the fitted prediction (fewer than two degrees of
@@ -33,12 +35,16 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from core import catalog
 from core.base import REGISTRY
 from core.decision.calibration import HEURISTIC_HIGH, HEURISTIC_LOW, LEVEL, interval_multipliers, predict
 from core.operations import Run
 
 #: The assumptions the fit moves (the step model's efficiencies).
 FIT_PARAMS: tuple[str, ...] = ("mbu", "mfu_max", "mfu_ramp_tokens", "step_overhead_ms")
+#: On an AMD GPU under vLLM or SGLang the fit also moves the ROCm paged-attention bandwidth (``rocm_attn_bw_eff``):
+#: runs at small batches pin ``mbu`` on the weight reads, runs at large batches the K/V reads.
+ROCM_FIT_PARAMS: tuple[str, ...] = (*FIT_PARAMS, "rocm_attn_bw_eff")
 #: The pull to the base, per unit of half the log-width of an assumption's bounds (a tie-breaker, not a prior).
 PRIOR_WEIGHT = 1e-6
 #: An assumption counts as moved by the runs when a 5 % change moves some prediction by more than this (log).
@@ -125,20 +131,28 @@ def _of(runs: Sequence[Run], gpu: str, engine: str) -> list[Run]:
     return group(runs).get((gpu, engine), [])
 
 
+def params_for(gpu: str, engine: str) -> tuple[str, ...]:
+    """The assumptions a fit for ``gpu`` under ``engine`` moves: :data:`FIT_PARAMS`, and on ROCm kernels
+    :data:`ROCM_FIT_PARAMS`."""
+    return ROCM_FIT_PARAMS if catalog.rocm_attention(catalog.gpu(gpu), engine) else FIT_PARAMS
+
+
 def fit_assumptions(
     runs: Sequence[Run],
     gpu: str,
     engine: str,
-    params: tuple[str, ...] = FIT_PARAMS,
+    params: tuple[str, ...] | None = None,
     predictor: Predictor = predict,
     max_evaluations: int = 80,
 ) -> AssumptionFit | None:
-    """Fit ``params`` to the runs on ``gpu`` served by ``engine`` (None without a comparable run)."""
+    """Fit ``params`` (default :func:`params_for`) to the runs on ``gpu`` served by ``engine`` (None without a
+    comparable run)."""
     from scipy import optimize, stats  # imported on first use, like the calibration's Student t
 
     used = _of(runs, gpu, engine)
     if not used:
         return None
+    params = params or params_for(gpu, engine)
     base_cfg = used[0].config.assumptions
     x0 = np.array([math.log(getattr(base_cfg, p)) for p in params])
     lo = np.array([math.log(_bounds(p)[0]) for p in params])
@@ -248,7 +262,7 @@ def compare_fit(
     runs: Sequence[Run],
     gpu: str,
     engine: str,
-    params: tuple[str, ...] = FIT_PARAMS,
+    params: tuple[str, ...] | None = None,
     predictor: Predictor = predict,
     max_evaluations: int = 40,
 ) -> Comparison | None:

@@ -34,6 +34,10 @@ BENCH_STEADY_S = 600.0
 NCCL_SWEEP_S = 300.0
 #: Prompts in a prefill-only ``vllm bench throughput`` run.
 PREFILL_PROMPTS = 1000
+#: Prompts in an offline run that keeps thousands of sequences in flight (the K/V reads bind the decode step), and
+#: its measured span with the engine's defaults [s] (estimate: 2,000 requests of a few thousand tokens on one node).
+ATTENTION_PROMPTS = 2000
+ATTENTION_BENCH_S = 600.0
 
 
 #: A short training-step benchmark on one node: start-up, then 20 iterations (estimate).
@@ -151,6 +155,33 @@ def measurement(
         what = (
             f"vllm bench throughput with one output token on {n} x {inp.gpu} (TP {tp}): prompt tokens/s "
             "pins the prefill efficiency"
+        )
+    elif inp.kind == "attention":
+        dur = load_s + ATTENTION_BENCH_S
+        if goal.settings.workload.engine == "sglang":
+            cmd = (
+                f"python -m sglang.bench_offline_throughput --model-path {model} --tp {tp} --dataset-name random "
+                f"--random-input-len {I} --random-output-len {O} --num-prompts {ATTENTION_PROMPTS} "
+                f"--result-filename attention-{inp.gpu}-tp{tp}.jsonl{_checkpoint_note(w)}"
+            )
+            tool = "sglang.bench_offline_throughput"
+        else:
+            cmd = (
+                f"vllm bench throughput --model {model} --tensor-parallel-size {tp}"
+                + (f" --pipeline-parallel-size {pp}" if pp > 1 else "")
+                + _quant_flags(w, kv)
+                + f" --input-len {I} --output-len {O} --num-prompts {ATTENTION_PROMPTS} "
+                f"--output-json attention-{inp.gpu}-tp{tp}.json{_checkpoint_note(w)}"
+            )
+            tool = "vllm bench throughput"
+        what = (
+            f"{tool} with {ATTENTION_PROMPTS} prompts at once on {n} x {inp.gpu} (TP {tp}): at thousands of "
+            "sequences the K/V reads bind the decode step, so output tokens/s pins the ROCm attention bandwidth"
+        )
+        then = (
+            "Upload the result JSON on the Calibration page with a batch-1 run of the same model: the parameter "
+            "fit separates the K/V reads (rocm_attn_bw_eff) from the weight reads and fixed costs, and the "
+            "recommendation is re-run."
         )
     else:  # comm
         n = tp if tp >= 2 else max(2, min(8, catalog.gpu(inp.gpu).scale_up_domain))

@@ -35,7 +35,7 @@ import numpy as np
 
 from core import catalog
 from core.base import MS, NO_TRACE, Trace
-from core.catalog import CUDA_GRAPH_MAX_TOKENS, CUDA_GRAPH_PREFILL, ModelArch
+from core.catalog import CUDA_GRAPH_MAX_TOKENS, CUDA_GRAPH_PREFILL, ModelArch, rocm_attention
 from core.config import COMPUTE_PRECISION, Deployment
 from core.physics.collectives import ACT_BYTES, Collectives
 from core.physics.memory import SSM_STATE_BYTES, dense_weight_bytes, kv_bytes_per_token, kv_shard
@@ -374,7 +374,7 @@ class StepModel:
             graph_prefill=CUDA_GRAPH_PREFILL.get(w.engine, True),
             # vLLM's and SGLang's paged-attention kernels on ROCm: their share of the achieved bandwidth
             # (assumption rocm_attn_bw_eff) read as K/V bytes per cached token
-            kv_read_factor=1.0 / a.rocm_attn_bw_eff if g.vendor == "amd" and w.engine in ("vllm", "sglang") else 1.0,
+            kv_read_factor=1.0 / a.rocm_attn_bw_eff if rocm_attention(g, w.engine) else 1.0,
             seq_overhead_s=a.seq_overhead_us * 1e-6,
             sample_s_per_seq=m.vocab_size * a.sample_bytes_per_vocab / (hbm * a.mbu),
             state_bytes_per_seq=m.ssm_state_bytes_per_seq(SSM_STATE_BYTES) / tp,
