@@ -21,9 +21,12 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import numbers
 import os
+import re
 import stat
 import time
+import unicodedata
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -47,11 +50,14 @@ class Domain:
     step: float | None = None
 
     def problem(self, value: Any) -> str | None:
-        """None when ``value`` is inside the domain, else what is wrong (for a message)."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return f"{value!r} is not a number"
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"{value} is not a finite number"
+        """None when ``value`` is inside the domain, else what is wrong (for a message).
+
+        The type is part of the domain: a boolean or a text is never a number, and an integer domain takes no
+        number written with a decimal point (``1e10`` or ``32.0`` from a file), so every way in refuses the same.
+        """
+        p = type_problem(value, self.integer)
+        if p is not None:
+            return p
         if self.choices:
             if value not in self.choices:
                 return f"{_num(value)} is not one of {', '.join(map(str, self.choices))} ({self.reason})"
@@ -70,10 +76,32 @@ class Domain:
         return value
 
 
+def type_problem(value: Any, integer: bool = False) -> str | None:
+    """None when ``value`` is a finite number of the right kind (an integer where ``integer``), else why not."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()} is not a number"
+    if isinstance(value, str):
+        return f"{_shown(value)} is text, not a number"
+    if not isinstance(value, (numbers.Integral, float)):
+        return f"{_shown(value)} is not a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} is not a finite number"
+    if integer and not isinstance(value, numbers.Integral):
+        return f"{value!r} is not a whole number (write it without a decimal point or exponent)"
+    return None
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    """A value as a message quotes it, cut to ``limit`` characters."""
+    s = repr(value)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
 def _num(x: float) -> str:
-    if isinstance(x, int) and abs(x) >= 10**15:
+    if isinstance(x, numbers.Integral) and abs(int(x)) >= 10**15:
+        x = int(x)
         return f"a {len(str(abs(x))) if x.bit_length() < 14_000 else 'many'}-digit number"
-    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
+    if isinstance(x, numbers.Integral) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
         return f"{int(x):,}"
     return f"{x:.6g}"
 
@@ -206,22 +234,41 @@ def group_domain(path: str) -> Domain:
 
 
 def in_domain(path: str, v: Any) -> Any:
-    """A field validator's body: ``v`` (an int when the domain is integral and ``v`` a whole float) inside the
-    domain of ``path``, else ``ValueError`` saying what is wrong. None (an unset optional field) passes."""
+    """A field validator's body: ``v`` inside the domain of ``path`` (type included: no text, boolean or, for an
+    integer domain, decimal number), else ``ValueError`` saying what is wrong. None (an unset optional field)
+    passes. Text from a link is turned into a number by the link's parser first (core.config.settings)."""
     if v is None:
         return v
     d = group_domain(path)
-    if isinstance(v, str):
-        try:
-            v = float(v) if not d.integer else int(v) if v.strip().lstrip("+-").isdigit() else float(v)
-        except ValueError:
-            raise ValueError(f"{v!r} is not a number") from None
-    if isinstance(v, float) and d.integer and v.is_integer() and abs(v) < 2**53:
-        v = int(v)
     p = d.problem(v)
     if p is not None:
         raise ValueError(p)
-    return v
+    return int(v) if d.integer else v
+
+
+def number_from_text(text: str, integer: bool) -> int | float:
+    """A number typed as text (a link parameter, a CSV cell): ``ValueError`` saying why it is not one.
+
+    Text has no type of its own, so a whole number may be written ``4096``, ``4096.0`` or ``4.096e3`` where an
+    integer is meant; anything else is refused. Finiteness and range are the domain's (:meth:`Domain.problem`).
+    """
+    s = text.strip()
+    if len(s) > MAX_JSON_NUMBER_CHARS:
+        raise ValueError(f"a number of {len(s):,} characters is out of range")
+    if integer and _INT_TEXT.fullmatch(s):
+        return int(s)
+    try:
+        x = float(s)
+    except ValueError:
+        raise ValueError(f"{_shown(s)} is not a number") from None
+    if integer:
+        if not math.isfinite(x) or not x.is_integer():
+            raise ValueError(f"{_shown(s)} is not a whole number")
+        return int(x)
+    return x
+
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
 #: Inputs of the Diagnostics page's Prometheus query (connectors.prometheus.query_range checks them too).
@@ -283,6 +330,69 @@ def nearest(name: str, known: Iterable[str]) -> str | None:
     """The catalog name closest to a mistyped ``name`` (difflib), or None when nothing is close."""
     got = difflib.get_close_matches(str(name).lower(), list(known), n=1, cutoff=0.5)
     return got[0] if got else None
+
+
+# --- measured values and stored text ------------------------------------------------------------------
+
+#: What one measured run may report, by metric (core.operations.runs.METRICS): finite, positive and within what
+#: any deployment measures, so a calibration's log-ratios and their spread stay finite.
+MEASUREMENT_DOMAINS: dict[str, Domain] = {
+    **{
+        f"{m}_s.{q}": Domain(1e-6, 1e6, "a latency from a microsecond to 11 days", integer=False)
+        for m in ("ttft", "itl", "e2e")
+        for q in ("p50", "p99")
+    },
+    "throughput_tokens_per_s": Domain(
+        1e-6, 1e9, "a billion tokens per second is beyond any one deployment", integer=False
+    ),
+    "step_s": Domain(1e-6, 1e7, "a training step from a microsecond to four months", integer=False),
+    "mfu": Domain(1e-6, 1.0, "model FLOPs utilisation is a share of the peak", integer=False),
+}
+#: How a measured run was driven (a benchmark's request rate, concurrency and number of requests).
+RUN_LOAD_DOMAINS: dict[str, Domain] = {
+    "rate_per_s": GROUP_DOMAINS["workload.rate_per_s"],
+    "concurrency": Domain(1, 100_000, "as the batch: 100,000 concurrent requests is far beyond one deployment"),
+    "num_requests": Domain(1, 10**9, "a billion requests is beyond any benchmark run"),
+}
+#: One telemetry sample's value: finite and below 10^30 in size (no server exposes a larger counter), so a sum
+#: over every sample of a file stays finite.
+TELEMETRY_MAX_ABS = 1e30
+#: A telemetry time stamp [s]: since the series started, or since 1970 (1.7e9 today); 1e11 s is the year 5138,
+#: so milliseconds since 1970 (1.7e12) are refused rather than read as seconds.
+TELEMETRY_TIME_DOMAIN = Domain(0.0, 1e11, "seconds, since the series started or since 1970", integer=False)
+
+#: An analysis's name: one line of text, as a list shows it.
+MAX_NAME_CHARS = 200
+#: A note on an analysis, or who saved it.
+MAX_NOTE_CHARS = 10_000
+#: Everything one saved analysis stores (revisions, runs, telemetry) as its export writes it: 100 MB, five full
+#: telemetry files (core.operations.telemetry.MAX_BYTES) with room to spare. Attaching more is refused.
+MAX_ANALYSIS_BYTES = 100_000_000
+#: An export file read back by import: what an analysis can hold, plus the export's own keys.
+MAX_IMPORT_BYTES = MAX_ANALYSIS_BYTES + 10_000_000
+
+#: Characters that make text that is shown change how other text is shown: bidirectional overrides and isolates.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def text_problem(text: Any, *, max_chars: int = MAX_NAME_CHARS, multiline: bool = False) -> str | None:
+    """None when ``text`` is text a person typed (no control characters but, where ``multiline``, newlines and
+    tabs; at most ``max_chars``), else what is wrong."""
+    if not isinstance(text, str):
+        return f"{_shown(text)} is not text"
+    if len(text) > max_chars:
+        return f"{len(text):,} characters; the limit is {max_chars:,}"
+    allowed = "\n\t" if multiline else ""
+    for i, ch in enumerate(text):
+        cat = unicodedata.category(ch)
+        if (
+            (cat in ("Cc", "Cs") and ch not in allowed)
+            or ch in _BIDI_CONTROLS
+            or (not multiline and cat in ("Zl", "Zp"))
+        ):
+            what = "a line break" if ch in "\r\n\u2028\u2029" else f"the control character U+{ord(ch):04X}"
+            return f"{what} at character {i + 1}" + ("" if multiline else " (a name is one line of text)")
+    return None
 
 
 # --- payloads ----------------------------------------------------------------------------------------
@@ -352,30 +462,60 @@ def decode_text(data: bytes | str, what: str = "the file", max_bytes: int = MAX_
         raise PayloadError(f"{what} is not UTF-8 text (byte {exc.start})") from None
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+#: json_depth reads the text this many bytes at a time (its running depth is carried from one to the next).
+_DEPTH_CHUNK = 1 << 23
+
+
 def json_depth(text: str) -> int:
-    """The deepest nesting of ``[``/``{`` in JSON text, strings skipped (computed before parsing)."""
-    depth = best = 0
-    in_str = esc = False
-    for ch in text:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            best = max(best, depth)
-        elif ch in "]}":
-            depth -= 1
+    """The deepest nesting of ``[``/``{`` in JSON text, strings skipped (computed before parsing).
+
+    Linear and vectorised (an export of a saved analysis runs to tens of MB): strings are cut out, then the
+    running count of opening minus closing brackets is summed a chunk at a time. After an unterminated string
+    nothing is structure.
+    """
+    import numpy as np  # local: limits is read by every wing; numpy only when a payload is checked
+
+    bare = _JSON_STRING.sub("", text).split('"', 1)[0].encode("utf-8")  # UTF-8 never reuses ASCII bytes
+    best = depth = 0
+    for i in range(0, len(bare), _DEPTH_CHUNK):
+        b = np.frombuffer(bare, dtype=np.uint8, count=min(_DEPTH_CHUNK, len(bare) - i), offset=i)
+        steps = (b == 91).astype(np.int32) + (b == 123) - (b == 93) - (b == 125)
+        run = np.cumsum(steps, dtype=np.int64) + depth
+        if run.size:
+            best, depth = max(best, int(run.max())), int(run[-1])
     return best
 
 
+class _NotFinite(PayloadError):
+    """A JSON number (or NaN/Infinity constant) that is not a finite double; ``token`` is how it was written."""
+
+    def __init__(self, message: str, token: str) -> None:
+        super().__init__(message)
+        self.token = token
+
+
 def _bad_constant(s: str) -> Any:
-    raise PayloadError(f"{s} is not a finite number")
+    raise _NotFinite(f"{s} is not a finite number", s)
+
+
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (``json.loads(..., object_pairs_hook=unique_object)``): a key
+    given twice would silently keep only its last value. Raises :class:`PayloadError` naming the key."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise PayloadError(f"the key {_shown(k)} is given twice")
+            seen.add(k)
+    return out
+
+
+def _line_of(text: str, token: str) -> str:
+    """The ``" at line N"`` of the first place ``token`` is written in ``text`` ("" when it cannot be found)."""
+    at = text.find(token)
+    return f" at line {text.count(chr(10), 0, at) + 1}" if at >= 0 else ""
 
 
 def _int(s: str) -> int:
@@ -389,23 +529,29 @@ def _float(s: str) -> float:
         raise PayloadError(f"a number with {len(s):,} characters is out of range")
     x = float(s)
     if not math.isfinite(x):
-        raise PayloadError(f"{s} is out of range")
+        raise _NotFinite(f"{s} is out of range", s)
     return x
 
 
 def parse_json(
     data: bytes | str, what: str = "the file", max_bytes: int = MAX_CONFIG_BYTES, max_depth: int = MAX_JSON_DEPTH
 ) -> Any:
-    """JSON with every limit checked first: size, UTF-8, nesting depth; NaN/Infinity and huge numbers refused.
+    """JSON with every limit checked first: size, UTF-8, nesting depth; NaN/Infinity, huge numbers and a key given
+    twice in one object refused.
 
-    Raises :class:`PayloadError` (a ``ValueError``) with a one-line reason.
+    Raises :class:`PayloadError` (a ``ValueError``) with a one-line reason (and the line of a number that is not
+    finite).
     """
     text = decode_text(data, what, max_bytes)
     d = json_depth(text)
     if d > max_depth:
         raise PayloadError(f"{what} nests {d} levels deep; the limit is {max_depth}")
     try:
-        return json.loads(text, parse_constant=_bad_constant, parse_int=_int, parse_float=_float)
+        return json.loads(
+            text, parse_constant=_bad_constant, parse_int=_int, parse_float=_float, object_pairs_hook=unique_object
+        )
+    except _NotFinite as exc:
+        raise PayloadError(f"{what}{_line_of(text, exc.token)}: {exc}") from None
     except PayloadError as exc:
         raise PayloadError(f"{what}: {exc}") from None
     except json.JSONDecodeError as exc:
@@ -423,6 +569,10 @@ def inflate(blob: bytes, max_bytes: int = MAX_INFLATED_BYTES) -> bytes:
         raise PayloadError(f"not compressed data ({exc})") from None
     if len(out) > max_bytes or d.unconsumed_tail:
         raise PayloadError(f"expands beyond {max_bytes:,} bytes")
+    if not d.eof:
+        raise PayloadError("the compressed data is cut short")
+    if d.unused_data:
+        raise PayloadError(f"{len(d.unused_data):,} bytes follow the end of the compressed data")
     return out
 
 

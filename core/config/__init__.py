@@ -7,6 +7,7 @@ from __future__ import annotations
 from core.config.checks import (
     Problem,
     problems,
+    workload_problems,
 )
 from core.config.deployment import (
     Deployment,
@@ -76,4 +77,5 @@ __all__ = [
     "to_query",
     "training_goal_args",
     "video_problems",
+    "workload_problems",
 ]
