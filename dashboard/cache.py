@@ -14,6 +14,7 @@ from core import catalog, decision, operations, physics, serving, training
 from core.base import decode_text
 from core.config import RabitConfig, resolve, resolve_video, training_goal_args
 from core.config import video_problems as video_problems_of
+from core.config import workload_problems as workload_problems_of
 from executors import ProcessExecutor
 
 # --- the catalog's listings and the inputs a page reads from uploads ----------------------------------------------
@@ -190,6 +191,12 @@ def sim_spec(cfg: RabitConfig, trace: tuple[tuple[int, int], ...] | None = None)
     """The simulator's workload from the config (a replayed ``trace`` wins over the lengths); a ValidationError
     naming the field is raised, not cached."""
     return serving.sim_spec(cfg, trace=trace)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def workload_problems(cfg: RabitConfig, trace: tuple[tuple[int, int], ...] | None) -> tuple[Any, ...]:
+    """What the simulated workload asks that the deployment cannot serve (core.config.workload_problems)."""
+    return workload_problems_of(cfg, trace)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

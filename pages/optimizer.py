@@ -87,7 +87,7 @@ if view == "Serving":
         try:
             prices = cache.prices_from_csv(edited.to_csv(index=False), "edited prices")
         except CatalogError as exc:
-            st.error(f"The edited prices are not valid: {exc}. Using the catalog's prices.")
+            st.error(f"The edited prices are not valid: {plain(exc, 300)}. Using the catalog's prices.")
             prices = cache.catalog_prices()
 
     goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
