@@ -113,8 +113,14 @@ def run(args: argparse.Namespace) -> int:
             "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu,
             "usable_bytes_per_gpu": r.usable_bytes_per_gpu,
             # a budget is never negative: what is missing is its own key
-            "kv_budget_bytes_per_gpu": max(0.0, r.kv_budget_bytes_per_gpu),
-            "shortfall_bytes_per_gpu": max(0.0, -r.kv_budget_bytes_per_gpu),
+            "kv_budget_bytes_per_gpu": r.kv_budget_bytes_per_gpu,  # never negative: what is left, at least 0
+            "shortfall_bytes_per_gpu": max(
+                0.0,
+                r.weights_bytes_per_gpu
+                + r.overhead_bytes_per_gpu
+                + r.activation_bytes_per_gpu
+                - r.usable_bytes_per_gpu,
+            ),
             "fits": r.fits,
             "reason": r.reason,
             "max_sequences": r.max_sequences,
