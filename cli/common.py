@@ -162,13 +162,14 @@ def problem_flag(field: str, message: str) -> str:
     return FLAG_OF.get(field, "--" + field.replace("_", "-"))
 
 
-def flag_for(field: str, parser: argparse.ArgumentParser | None = None) -> str:
-    """The CLI flag of a config or goal field, for a message; never a flag that does not exist."""
+def flag_for(field: str, parser: argparse.ArgumentParser | None = None) -> str | None:
+    """The CLI flag of a config or goal field, for a message; None when the subcommand has no such flag (the
+    message then names the field where the user wrote it, never an argument that does not exist)."""
     flag = FLAG_OF.get(field) or "--" + field.replace("_", "-")
     if parser is not None:
         known = {o for a in parser._actions for o in a.option_strings}
         if flag not in known:
-            return f"value {field}"
+            return None
     return flag
 
 

@@ -113,7 +113,7 @@ try:
     spec = cache.sim_spec(cfg, trace)
     cap = cache.sim_capacity(cfg, spec)
 except ValidationError as exc:
-    sched_err.error(plain(exc.errors()[0]["msg"].removeprefix("Value error, "), 400))
+    sched_err.error(exc.errors()[0]["msg"].removeprefix("Value error, "))
     st.stop()
 except ValueError as exc:
     st.error(plain(exc, 400))
