@@ -76,7 +76,7 @@ with sch_col:
             st.session_state[K(f"workload.{field}")] = value
 
     w = cfg.workload
-    differs = [f"{f} {getattr(w, f)} (default {v})" for f, v in eng.spec_fields().items() if getattr(w, f) != v]
+    differs = [f"{f} {now} (default {v})" for f, (now, v) in eng.differences(w.model_dump()).items()]
     st.caption(
         f"{ENGINE_LABELS[eng.engine]} on {cfg.gpu}: max batch {eng.max_batch:,}, token budget "
         f"{eng.token_budget:,}, {choices.ADMISSION_LABELS[eng.admission]}, prefix caching "

@@ -13,6 +13,8 @@ from core.config.deployment import (
     Deployment,
     as_deployment,
     resolve,
+    split_nodes,
+    whole_nodes_problem,
 )
 from core.config.settings import (
     COMPUTE_PRECISION,
@@ -74,8 +76,10 @@ __all__ = [
     "problems",
     "resolve",
     "resolve_video",
+    "split_nodes",
     "to_query",
     "training_goal_args",
     "video_problems",
+    "whole_nodes_problem",
     "workload_problems",
 ]

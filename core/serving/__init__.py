@@ -40,13 +40,11 @@ from core.serving.simulation import (
     sweep_rates,
     workspace_tokens,
 )
+from core.serving.speculative_decoding import (
+    SpecResult,
+)
 from core.serving.speed import (
-    BatchPoint,
-    CollectiveView,
-    Roofline,
     SpeedSummary,
-    StepModel,
-    TextbookComparison,
     compute_bound_batch,
     decode,
     decode_numbers,
@@ -60,6 +58,10 @@ from core.serving.speed import (
     speed_summary,
 )
 from core.serving.speed_views import (
+    BatchPoint,
+    CollectiveView,
+    Roofline,
+    TextbookComparison,
     allreduce_curve,
     batch_sweep,
     collective_view,
@@ -105,7 +107,7 @@ __all__ = [
     "SimSpec",
     "SpeedSummary",
     "SpeedupPoint",
-    "StepModel",
+    "SpecResult",
     "Summary",
     "THRASH_REMEDIES",
     "TIMED_OUT",
