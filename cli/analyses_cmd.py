@@ -284,7 +284,7 @@ def export(args: argparse.Namespace) -> int:
 def import_(args: argparse.Namespace) -> int:
     from store import StoreError
 
-    try:  # a regular file within the bound of what an analysis can hold (core.base.limits.MAX_IMPORT_BYTES)
+    try:  # a regular file within the bound of what an analysis can hold (core.base.payloads.MAX_IMPORT_BYTES)
         data = parse_json(read_regular_file(args.file, MAX_IMPORT_BYTES), what=args.file, max_bytes=MAX_IMPORT_BYTES)
     except OSError as exc:
         die(f"rabit analyses import: error: argument file: cannot read {args.file}: {exc.strerror}")

@@ -46,7 +46,7 @@ def diffusion_model(slug: str) -> catalog.DiffusionModel:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def upload_text(data: bytes, what: str, max_bytes: int) -> str:
-    """An upload as UTF-8 text within its size limit (core.base.limits.decode_text; a PayloadError is raised)."""
+    """An upload as UTF-8 text within its size limit (core.base.payloads.decode_text; a PayloadError is raised)."""
     return decode_text(data, what, max_bytes)
 
 

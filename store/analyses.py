@@ -361,7 +361,7 @@ class Store:
 
     def add_telemetry(self, analysis_id: str, kind: str, payload: dict[str, Any]) -> int:
         """Attach telemetry in its stored form (:func:`core.operations.to_payload`); refused, with nothing
-        written, when the analysis would outgrow :data:`core.base.limits.MAX_ANALYSIS_BYTES`."""
+        written, when the analysis would outgrow :data:`core.base.payloads.MAX_ANALYSIS_BYTES`."""
         try:
             if from_payload(payload).fmt != kind:
                 raise StoreError(f"telemetry of kind {kind!r} holds a payload of kind {payload.get('format')!r}")
@@ -690,7 +690,7 @@ def _check_note(note: str) -> str:
 
 def _check_room(c: Any, analysis_id: str, adding: int) -> None:
     """Refuse (before anything is written) what would make the analysis's export larger than
-    :data:`core.base.limits.MAX_ANALYSIS_BYTES`, the bound ``import`` reads back."""
+    :data:`core.base.payloads.MAX_ANALYSIS_BYTES`, the bound ``import`` reads back."""
     have = 0
     for table, cols in (
         (revisions, (revisions.c.config_json, revisions.c.results_json, revisions.c.note)),
