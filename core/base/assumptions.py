@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from core.base.limits import type_problem
+from core.base.limits import checked, type_problem
 
 
 @dataclass(frozen=True)
@@ -563,10 +563,7 @@ class Assumptions(BaseModel):
     @classmethod
     def _a_number(cls, v: object) -> object:
         """A number, never a boolean or a text standing in for one (a link's or a file's ``"mbu": true``)."""
-        problem = type_problem(v)
-        if problem is not None:
-            raise ValueError(problem)
-        return v
+        return checked(v, type_problem(v))
 
     def at(self, bound: Literal["base", "low", "high"]) -> "Assumptions":
         """Every assumption at its base, pessimistic ("low") or optimistic ("high") bound (the registry's values)."""

@@ -89,6 +89,14 @@ def type_problem(value: Any, integer: bool = False) -> str | None:
     return None
 
 
+def checked(value: Any, problem: str | None) -> Any:
+    """A field validator's body: ``value`` when ``problem`` is None, else ``ValueError(problem)`` (pydantic names the
+    field). ``checked(v, type_problem(v))``."""
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
 def _num(x: float) -> str:
     if isinstance(x, numbers.Integral) and abs(int(x)) >= 10**15:
         x = int(x)

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core import catalog
-from core.base import MEASUREMENT_DOMAINS, RUN_LOAD_DOMAINS, type_problem
+from core.base import MEASUREMENT_DOMAINS, RUN_LOAD_DOMAINS, checked, type_problem
 from core.base import parse_json as parse_json_payload
 from core.config import RabitConfig, describe_validation_error, problems, split_nodes
 
@@ -148,10 +148,7 @@ class Run(BaseModel):
     @field_validator("rate_per_s", "concurrency", "num_requests", mode="before")
     @classmethod
     def _load_in_domain(cls, v: Any, info: Any) -> Any:
-        why = None if v is None else RUN_LOAD_DOMAINS[info.field_name].problem(v)
-        if why is not None:
-            raise ValueError(why)
-        return v
+        return checked(v, None if v is None else RUN_LOAD_DOMAINS[info.field_name].problem(v))
 
     def value(self, metric: str) -> float | None:
         for m in self.measurements:

@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from core.base import TELEMETRY_MAX_ABS, TELEMETRY_TIME_DOMAIN, type_problem
+from core.base import TELEMETRY_MAX_ABS, TELEMETRY_TIME_DOMAIN, checked, type_problem
 
 #: A vLLM /metrics scrape is 50-300 kB and a dcgm-exporter scrape of 8 GPUs about 100 kB; a day of 15-second
 #: samples of the metrics the rules read is a few MB of CSV. 20 MB leaves room and refuses accidents.
@@ -54,18 +54,13 @@ class Sample(BaseModel):
     @field_validator("value", mode="before")
     @classmethod
     def _finite(cls, v: object) -> object:
-        why = value_problem(v)
-        if why is not None:
-            raise ValueError(why)
-        return v
+        return checked(v, value_problem(v))
 
     @field_validator("t_s", mode="before")
     @classmethod
     def _time(cls, v: object) -> object:
         why = None if v is None else TELEMETRY_TIME_DOMAIN.problem(v)
-        if why is not None:
-            raise ValueError(f"time stamp {why}")
-        return v
+        return checked(v, None if why is None else f"time stamp {why}")
 
 
 def value_problem(v: object) -> str | None:
