@@ -90,7 +90,8 @@ EDGE_LINKS = {
         "serving.bound": "pessimistic",
     },
 }
-#: Pages cheap enough to load at every edge link (the Training page runs its deadline search, seconds a link).
+#: Pages cheap enough to load at every edge link (the Training page runs its deadline search, seconds a link: its
+#: edge without failures is tests/test_fuzz_regressions.py's).
 QUICK = ("memory", "speed", "serving", "math", "video", "diagnostics", "analyses", "calibration")
 
 
@@ -105,12 +106,6 @@ def test_no_page_shows_an_impossible_number_at_its_defaults(clear_cache, name):
 def test_fuzz_no_page_shows_an_impossible_number_at_the_edges(link, name):
     at = open_page(EDGE_LINKS[link], name)
     assert not impossible(at), (link, name, impossible(at))
-
-
-@pytest.mark.parametrize("link", ["no failures", "weights exceed one GPU"])
-def test_the_training_page_at_its_edges(clear_cache, link):
-    at = open_page(EDGE_LINKS[link], "training")
-    assert not impossible(at), impossible(at)
 
 
 # --- user text is text on every page that shows it -------------------------------------------------------
