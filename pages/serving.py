@@ -116,10 +116,13 @@ except ValidationError as exc:
     sched_err.error(exc.errors()[0]["msg"].removeprefix("Value error, "))
     st.stop()
 except ValueError as exc:
-    st.error(str(exc))
+    st.error(plain(exc, 400))
+    st.stop()
+for prob in cache.workload_problems(cfg, trace):  # a replayed request past the context, a pool too small
+    st.error(plain(prob.message, 400))
     st.stop()
 n_req, arrival = spec.num_requests or 0, spec.arrival
-if arrival == "poisson":
+if arrival == "poisson" and cap.requests_per_s > 0:
     st.caption(
         f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
         f"closed-form capacity ({cap.requests_per_s:.3g} requests/s). A round rate clearly inside capacity "
