@@ -31,7 +31,7 @@ from cli.common import (
 )
 from core.base import MAX_TABLE_BYTES, choices, fmt_time
 from core.config import DEFAULT, RabitConfig, Workload
-from core.decision import simulation_spread
+from core.decision import deployment_spread
 from core.serving import SimSpec, layout_of, parse_trace, sim_spec, simulate_deployment
 
 #: Workload / SimSpec field -> flag, for error messages that name the argument.
@@ -322,12 +322,6 @@ def _engine_defaults(args: argparse.Namespace) -> None:
         setattr(args, dest.get(field, field), value)
 
 
-def _decode_config(cfg: RabitConfig, layout) -> RabitConfig:
-    """A disaggregated deployment's ranges move with its decode instance's config (what sets ITL and end-to-end)."""
-    dec = layout.decode
-    return cfg.with_(gpu=dec.gpu, tp=dec.tp, gpus_per_node=min(cfg.gpus_per_node, dec.tp * dec.pp) or 1)
-
-
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args, CONFIG_DEST)
     _engine_defaults(args)
@@ -409,11 +403,7 @@ def run(args: argparse.Namespace) -> int:
         human += f"\n  KV transfer ({d.kv_path}) {_pct(d.kv_transfer_s.model_dump())}, " + (
             f"{d.kv_transfer_share_of_ttft:.1%} of the mean TTFT" if d.kv_transfer_share_of_ttft is not None else ""
         )
-    # the ranges: one replica at its share of the rate (aggregated) moved to each bound, rebased on the deployment
-    per = (
-        spec.with_(rate_per_s=d.per_replica_rate_per_s) if spec.arrival == "poisson" and d.layout.replicas > 1 else spec
-    )
-    rg = simulation_spread(cfg if d.mode == "aggregated" else _decode_config(cfg, layout), per, r)
+    rg = deployment_spread(cfg, spec, d)
     with_ranges(payload, rg.ranges)
     payload["saturated_at_bounds"] = {"pessimistic": rg.saturated_at["low"], "optimistic": rg.saturated_at["high"]}
     payload["saturation_range"] = rg.verdict_text()

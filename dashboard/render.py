@@ -10,6 +10,7 @@ import streamlit as st
 from core.base import (
     Step,
     find,
+    fmt_time,
     fmt_value,  # noqa: F401  - pages format range ends like their steps
 )
 from core.decision import Bound
@@ -355,3 +356,60 @@ def fit_or_options(fits: bool, message: str, options: tuple[str, ...]) -> None:
             "**It fits with any one of these changes** (each computed for this config):\n"
             + "\n".join(f"- {o}" for o in options)
         )
+
+
+def deployment_shape(cfg, dep) -> str:
+    """What serves, in words: "2 replicas of TP 4" or "2 prefill x TP 4 + 2 decode x TP 8 (h100-sxm)"."""
+    lay = dep.layout
+    if lay.mode == "disaggregated":
+        p, d = lay.prefill, lay.decode
+        return f"{p.instances} prefill x {p.gpu} TP {p.tp} + {d.instances} decode x {d.gpu} TP {d.tp}, disaggregated"
+    layout = f"TP {cfg.tp}" + (f" x PP {cfg.pp}" if cfg.pp > 1 else "")
+    return f"{lay.replicas} replica{'s' if lay.replicas != 1 else ''} of {layout}"
+
+
+def deployment_headline(cfg, dep) -> str:
+    """The Serving page's headline: the GPUs, how many replicas they make, the rate each receives, the p95s."""
+    s = dep.summary
+    rate = dep.result.spec.rate_per_s if dep.result.spec.arrival == "poisson" else s.arrival_rate_per_s
+    gpus = dep.layout.gpus if dep.layout.mode == "disaggregated" else cfg.gpus
+    verdict = {"saturated": "saturated", "stable": "stable"}.get(s.saturation_verdict, "too short to tell")
+    p95 = lambda p: fmt_time(p.p95) if p.p95 is not None else "withheld"  # noqa: E731
+    return (
+        f"### {gpus} x {cfg.gpu} at {rate:.3g} requests/s: {deployment_shape(cfg, dep)}, "
+        f"**{dep.per_replica_rate_per_s:.3g} requests/s each**\n"
+        f"p95 TTFT **{p95(s.ttft_s)}**, p95 ITL **{p95(s.itl_s)}**, p95 end-to-end {p95(s.e2e_s)}; {verdict} "
+        f"({dep.layout.router} router; load imbalance {dep.load_imbalance:.2f})"
+    )
+
+
+def deployment_details(dep) -> None:
+    """Per replica (or pool instance) and, disaggregated, the KV transfer and each pool."""
+    rows = [
+        {
+            "pool": r.pool,
+            "instance": r.replica,
+            "requests": r.requests,
+            "requests/s": round(r.rate_per_s, 3),
+            "busy": f"{r.utilization:.0%}",
+            "queue p95": fmt_time(r.queue_p95_s) if r.queue_p95_s is not None else "withheld",
+            "TTFT p95": fmt_time(r.ttft_p95_s) if r.ttft_p95_s is not None else "",
+            "E2E p95": fmt_time(r.e2e_p95_s) if r.e2e_p95_s is not None else "",
+        }
+        for r in dep.replicas
+    ]
+    with st.expander(f"Per replica ({len(rows)}), load imbalance {dep.load_imbalance:.2f}", expanded=False):
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    if dep.mode != "disaggregated" or dep.kv_transfer_s is None:
+        return
+    kv = dep.kv_transfer_s
+    c = st.columns(4)
+    c[0].metric("KV transfer p50", fmt_time(kv.p50) if kv.p50 is not None else "-", help=f"over {dep.kv_path}")
+    c[1].metric("KV transfer p95", fmt_time(kv.p95) if kv.p95 is not None else "withheld")
+    share = dep.kv_transfer_share_of_ttft
+    c[2].metric("Transfer share of TTFT", f"{share:.1%}" if share is not None else "-")
+    pools = dep.pools or {}
+    c[3].metric(
+        "Pool busy (prefill / decode)",
+        " / ".join(f"{pools[k].utilization:.0%}" for k in ("prefill", "decode") if k in pools),
+    )

@@ -1,4 +1,5 @@
-"""Serving simulation: watch queues build on one replica under continuous batching."""
+"""Serving simulation: watch queues build on a deployment (replicas behind a router, or prefill and decode pools)
+under continuous batching."""
 
 import streamlit as st
 
@@ -8,6 +9,8 @@ from dashboard.api import (
     DEFAULT_RATE_FRACTION,
     ENGINE_LABELS,
     MAX_TABLE_BYTES,
+    ROUTER_HELP,
+    ROUTER_LABELS,
     ValidationError,
     choices,
     fmt_num,
@@ -16,8 +19,10 @@ from dashboard.api import (
 from dashboard.text import plain
 
 st.title("Serving simulation")
+headline = st.empty()  # the deployment's answer, filled once simulated (above the fold)
 st.caption(
-    "A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
+    "A deterministic, iteration-level simulation of the deployment: its replicas behind a router, each one "
+    "stepping iteration by iteration: arrivals queue, the scheduler batches "
     "prefill and decode tokens, each iteration is timed by the step-time model for its exact mix. "
     "Mean prompt and output lengths come from the sidebar; these inputs travel with the link and the "
     "saved configuration."
@@ -25,6 +30,25 @@ st.caption(
 cfg = render.bound_choice("serving", state.require_config())
 
 K, B = state.key, state.bounds
+with st.expander("Deployment: replicas, router, disaggregated prefill / decode", expanded=cfg.disagg.enabled):
+    d1, d2, d3 = st.columns(3)
+    d1.number_input(f"Replicas (0 = GPUs / (TP x PP) = {cfg.dp})", **B("workload.replicas"), key=K("workload.replicas"))
+    d1.selectbox("Router", choices.ROUTERS, key=K("workload.router"), format_func=ROUTER_LABELS.get, help=ROUTER_HELP)
+    d2.number_input(
+        "Shared prefix (share of each prompt)", **B("workload.prefix_cache_frac"), key=K("workload.prefix_cache_frac")
+    )
+    d2.number_input("Prefix groups", **B("workload.prefix_groups"), key=K("workload.prefix_groups"))
+    d3.checkbox("Disaggregated prefill / decode pools", key=K("disagg.enabled"))
+    d3.checkbox("KV sent layer by layer during the prefill", key=K("disagg.overlap"), disabled=not cfg.disagg.enabled)
+    if cfg.disagg.enabled:
+        p1, p2, p3, q1, q2, q3 = st.columns(6)
+        gpus = ("", *cache.gpu_slugs())
+        p1.number_input("Prefill instances", **B("disagg.prefill_instances"), key=K("disagg.prefill_instances"))
+        p2.number_input("Prefill TP (0 = sidebar)", **B("disagg.prefill_tp"), key=K("disagg.prefill_tp"))
+        p3.selectbox("Prefill GPU", gpus, key=K("disagg.prefill_gpu"), format_func=lambda g: g or cfg.gpu)
+        q1.number_input("Decode instances", **B("disagg.decode_instances"), key=K("disagg.decode_instances"))
+        q2.number_input("Decode TP (0 = sidebar)", **B("disagg.decode_tp"), key=K("disagg.decode_tp"))
+        q3.selectbox("Decode GPU", gpus, key=K("disagg.decode_gpu"), format_func=lambda g: g or cfg.gpu)
 arr_col, len_col, sch_col = st.columns(3)
 with arr_col:
     st.subheader("Arrivals")
@@ -129,13 +153,16 @@ if arrival == "poisson":
 
 try:
     with st.spinner(f"Simulating {n_req:,} requests…"):
-        res = cache.simulation(cfg, spec)
+        dep = cache.deployment(cfg, spec)
 except ValueError as exc:  # a work budget ran out (core.base.limits): say what to change
-    st.error(str(exc))
+    headline.error(str(exc))
     st.stop()
+res = dep.result
 s = res.summary
+headline.markdown(render.deployment_headline(cfg, dep))
 with st.spinner("Simulating each assumption at its bounds…"):
-    rng = cache.simulation_ranges(cfg, spec)
+    rng = cache.deployment_ranges(cfg, spec)
+render.deployment_details(dep)
 
 if s.saturated:
     st.error(
