@@ -132,6 +132,7 @@ class Targets(_Group):
     price_policy: choices.PricePolicy = "median"
     max_simulations: int = 16
     requests_per_simulation: int = 2000
+    disagg: bool = True  # the search includes disaggregated prefill/decode layouts
     # training run
     deadline_days: float = 30.0
     train_gpus_allowed: tuple[str, ...] = ()  # empty: every priced kind

@@ -181,10 +181,9 @@ def _replica_stats(k: int, pool: str, rec: Records, span: float, period: float, 
     )
 
 
-def decode_capacity(dep: Deployment, spec: SimSpec, pool=None) -> float:
-    """Requests/s one decode instance drains at its largest batch (see the module docstring)."""
-    pool = pool or kv_pool(dep, spec)
-    sm, _ = replica_timing(dep, spec, "direct")
+def decode_capacity(sm, pool, spec: SimSpec) -> float:
+    """Requests/s one decode instance drains at its largest batch (see the module docstring): ``sm`` its step
+    model, ``pool`` its KV pool, ``spec`` the workload (its ``max_batch`` caps the batch)."""
     i_mean, o_mean = spec.mean_lengths()
     I, O = max(1, round(i_mean)), max(1, round(o_mean))
     per_seq = pool.blocks_for(I + O - 1)
@@ -310,7 +309,7 @@ def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     rs.run(budget)
     merged, parts, kv = rs.records()
     c_p = max_throughput(pdep, pspec, pool=ppool).requests_per_s
-    c_d = decode_capacity(ddep, spec, dpool)
+    c_d = decode_capacity(dsm, dpool, spec)
     rps = min(P.instances * c_p, D.instances * c_d)
     _, o_mean = spec.mean_lengths()
     cap = Capacity(
