@@ -147,10 +147,10 @@ def collective_table(view) -> pd.DataFrame:
 
 
 def launch_downloads(pick, goal, key: str = "launch") -> None:
-    """Download buttons for the launch configs of an optimizer pick (engine commands and a Deployment)."""
-    from core.operations import EMIT_CHOICES, FILE_NAMES, emit, launch_spec
+    """Download buttons for the launch configs of an optimizer pick (engine commands and a Deployment; both pools'
+    when the pick is disaggregated)."""
+    from core.operations import EMIT_CHOICES, FILE_NAMES, emit_pick
 
-    spec = launch_spec(pick, goal)
     labels = {
         "vllm": "vLLM command",
         "sglang": "SGLang command",
@@ -160,8 +160,8 @@ def launch_downloads(pick, goal, key: str = "launch") -> None:
     cols = st.columns(len(EMIT_CHOICES))
     for col, kind in zip(cols, EMIT_CHOICES):
         try:
-            text = emit(kind, spec)
-        except ValueError as exc:  # e.g. TensorRT-LLM on an AMD GPU
+            text = emit_pick(kind, pick, goal)
+        except ValueError as exc:  # e.g. TensorRT-LLM on an AMD GPU, or a disaggregated pick
             col.caption(f"{labels[kind]}: {exc}")
             continue
         col.download_button(
@@ -172,7 +172,7 @@ def launch_downloads(pick, goal, key: str = "launch") -> None:
             mime="text/yaml" if kind == "k8s" else "text/x-shellscript",
         )
     with st.expander("Launch config (vLLM)"):
-        st.code(emit("vllm", spec), language="bash")
+        st.code(emit_pick("vllm", pick, goal), language="bash")
 
 
 # --- ranges (issue 9) ---------------------------------------------------------------------------------

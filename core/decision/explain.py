@@ -89,6 +89,16 @@ def explain(
         f"capacity of {best.capacity_per_replica_rps:.3g}/s at batch {int(best.screen_batch or 0)}; simulated p95 "
         f"TTFT {fmt_latency(best.p95_ttft_s)}, ITL {fmt_latency(best.p95_itl_s)}, end-to-end {fmt_latency(best.p95_e2e_s)}"
     )
+    if best.prefill is not None and best.decode is not None:
+        P, D = best.prefill, best.decode
+        why_count = (
+            f"{P.instances} prefill instance(s) of {P.gpus_per_instance} GPU(s), each taking "
+            f"{goal.rate_per_s / P.instances:.3g} of the {goal.rate_per_s:g} requests/s against a closed-form "
+            f"{P.capacity_per_instance_rps:.3g}/s, and {D.instances} decode instance(s) of {D.gpus_per_instance} GPU(s) "
+            f"at {goal.rate_per_s / D.instances:.3g} against {D.capacity_per_instance_rps:.3g}/s (batch cap "
+            f"{D.max_num_seqs}); simulated p95 TTFT {fmt_latency(best.p95_ttft_s)}, ITL {fmt_latency(best.p95_itl_s)}, "
+            f"end-to-end {fmt_latency(best.p95_e2e_s)}"
+        )
     bott = f"decode at batch {int(best.screen_batch or 0)} is {best.bottleneck}-bound" + (
         "; the weights and KV cache stream from HBM every step" if best.bottleneck == "memory" else ""
     )
