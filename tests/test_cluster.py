@@ -216,3 +216,40 @@ def test_decode_instance_waits_for_blocks_for_the_whole_prompt():
     big = simulate_deployment(cfg, spec, lay)
     assert small.summary.completed == 60
     assert small.pools["decode"].queue_s.p95 > big.pools["decode"].queue_s.p95
+
+
+def test_rabit_simulate_answers_eight_h100_at_tp4_and_five_requests_per_second(capsys):
+    from clirun import run
+
+    out = run(
+        capsys,
+        *"simulate --model llama-3.1-70b --gpu h100-sxm --gpus 8 --tp 4 --rate 5 --requests 300 --input 1000 "
+        "--output 100 --json".split(),
+    )
+    assert (out["mode"], out["replicas"], out["per_replica_rate_per_s"], out["router"]) == (
+        "aggregated",
+        2,
+        2.5,
+        "least-outstanding",
+    )
+    assert len(out["replica_utilization"]) == len(out["per_replica"]) == 2
+    assert out["load_imbalance"] >= 1.0
+    assert sum(r["requests"] for r in out["per_replica"]) == 300
+
+
+def test_rabit_simulate_disaggregated_keys(capsys):
+    from clirun import fails, run
+
+    out = run(
+        capsys,
+        *"simulate --model llama-3.1-8b --gpus 2 --tp 1 --rate 4 --requests 200 --input 2000 --output 50 --disagg "
+        "--prefill-instances 1 --decode-instances 1 --decode-gpu h200-sxm --json".split(),
+    )
+    assert out["mode"] == "disaggregated" and out["replicas"] == 2 and out["gpus"] == 2
+    assert set(out["kv_transfer_s"]) >= {"p50", "p95", "p99"}
+    assert out["pools"]["decode"]["gpu"] == "h200-sxm" and out["pools"]["prefill"]["gpu"] == "h100-sxm"
+    for pool in out["pools"].values():
+        assert set(pool) >= {"instances", "tp", "gpu", "utilization"}
+    assert not out["kv_path"].startswith("NVLink")  # two GPU kinds: across the fabric
+    assert "--router" in fails(capsys, "simulate", "--rate", "1", "--router", "random")
+    assert "--decode-gpu" in fails(capsys, "simulate", "--rate", "1", "--disagg", "--decode-gpu", "nope")
