@@ -143,14 +143,6 @@ except ValueError as exc:
     st.error(str(exc))
     st.stop()
 n_req, arrival = spec.num_requests or 0, spec.arrival
-if arrival == "poisson":
-    st.caption(
-        f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
-        f"closed-form capacity ({cap.requests_per_s:.3g} requests/s). A round rate clearly inside capacity "
-        f"would be {cache.default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
-        "down to 1, 2 or 5 x 10^k."
-    )
-
 try:
     with st.spinner(f"Simulating {n_req:,} requests…"):
         dep = cache.deployment(cfg, spec)
@@ -158,6 +150,14 @@ except ValueError as exc:  # a work budget ran out (core.base.limits): say what 
     headline.error(str(exc))
     st.stop()
 res = dep.result
+if arrival == "poisson":
+    dcap = res.capacity.requests_per_s  # the deployment's closed form (replicas x one, or its pools)
+    st.caption(
+        f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / dcap:.0%} of the deployment's "
+        f"closed-form capacity ({dcap:.3g} requests/s; one replica of this layout: {cap.requests_per_s:.3g}). "
+        f"A round rate clearly inside capacity would be {cache.default_rate(dcap):g}: {DEFAULT_RATE_FRACTION:.0%} "
+        "of capacity, rounded down to 1, 2 or 5 x 10^k."
+    )
 s = res.summary
 headline.markdown(render.deployment_headline(cfg, dep))
 with st.spinner("Simulating each assumption at its bounds…"):
@@ -166,9 +166,9 @@ render.deployment_details(dep)
 
 if s.saturated:
     st.error(
-        f"Saturated: requests arrive faster than this replica drains them, so the queue grows without bound "
-        f"({s.saturation_reason}). Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
-        f"at a batch of {cap.batch:.0f} ({cap.limited_by})."
+        f"Saturated: requests arrive faster than the deployment drains them, so the queue grows without bound "
+        f"({s.saturation_reason}). Closed-form capacity of one replica ≈ {cap.requests_per_s:.3g} requests/s "
+        f"at a batch of {cap.batch:.0f} ({cap.limited_by}); it gets {dep.per_replica_rate_per_s:.3g}."
     )
 elif s.saturation_verdict == "too short to tell":
     st.warning(
@@ -250,15 +250,16 @@ left, right = st.columns(2)
 left.plotly_chart(charts.latency_cdf({k: res.samples(k) for k in ("ttft_s", "itl_s", "e2e_s")}), width="stretch")
 right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_running, res.ts_kv_frac), width="stretch")
 
-st.subheader("Where is the knee?")
-sweep_spec, rates = cache.knee_sweep(spec, cap.requests_per_s)  # around the capacity and this rate
+st.subheader("Where is the knee? (one replica)")
+one_spec = spec.with_(rate_per_s=dep.per_replica_rate_per_s) if arrival == "poisson" else spec  # one replica's share
+sweep_spec, rates = cache.knee_sweep(one_spec, cap.requests_per_s)  # around the capacity and this rate
 with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     try:
         rows = cache.sim_sweep(cfg, sweep_spec, tuple(rates))
     except ValueError as exc:  # a work budget ran out (core.base.limits): say what to change
         st.error(str(exc))
         st.stop()
-fig = charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)
+fig = charts.p95_vs_rate(rows, cap.requests_per_s, one_spec.rate_per_s if arrival == "poisson" else None)
 with st.spinner("The same sweep at the pessimistic and optimistic bounds…"):
     band_x, band_lo, band_hi = cache.p95_e2e_band(cfg, sweep_spec, tuple(rates))
 if band_x:
@@ -294,7 +295,9 @@ with c2:
         lambda x: f"{x:.3g}",
     )
 st.caption(
-    f"Each point simulates {sweep_spec.num_requests:,} requests with this page's lengths and scheduler; "
+    f"One replica of this layout against its own arrival rate (the deployment's rate split over its replicas is "
+    "marked); each point simulates "
+    f"{sweep_spec.num_requests:,} requests with this page's lengths and scheduler; "
     "the closed-form capacity assumes prefills mix perfectly into decode iterations, so the knee comes "
     "a little before it."
 )
