@@ -95,7 +95,8 @@ D = DEFAULT.disagg
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "simulate",
-        help="simulate one serving replica under load: TTFT/ITL/E2E percentiles, throughput, preemptions, saturation",
+        help="simulate a serving deployment under load (replicas behind a router, or prefill and decode pools): "
+        "TTFT/ITL/E2E percentiles, throughput, preemptions, saturation, per replica",
     )
     add_model_args(p)
     add_cluster_args(p)
