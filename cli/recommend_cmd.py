@@ -46,7 +46,11 @@ from core.decision import (
 
 
 def _csv(s: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in s.split(",") if x.strip())
+    """Comma-separated names; a list that names nothing (``,,,``) is refused, as an empty value is."""
+    names = tuple(x.strip() for x in s.split(",") if x.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"{s!r} names nothing: give comma-separated names")
+    return names
 
 
 def _target(text: str) -> float | None:
@@ -240,9 +244,22 @@ def run(args: argparse.Namespace) -> int:
     from cli.common import fill_from_config
 
     fill_from_config(args, CONFIG_DEST)
+    from cli.common import refuse_unused
+
     if args.train:
+        why = "with --train (a serving flag: the training run is sized by --tokens and --deadline-days)"
+        refuse_unused(args, "rabit recommend", dict.fromkeys(_SERVING_ONLY, why))
         return run_training(args)
+    refuse_unused(args, "rabit recommend", dict.fromkeys(_TRAINING_ONLY, "without --train (a training flag)"))
     return _run_serving(args, *serving_inputs(args))
+
+
+#: The flags only one of recommend's two searches reads (refused under the other).
+_SERVING_ONLY = (
+    *("rate", "input", "output", "lengths", "spread", "p95_ttft_s", "p95_itl_s", "p95_e2e_s"),
+    *("max_simulations", "requests", "emit"),
+)
+_TRAINING_ONLY = ("tokens", "deadline_days", "seq", "global_batch_tokens", "precision", "lora_rank")
 
 
 def serving_inputs(args: argparse.Namespace) -> tuple:

@@ -25,12 +25,14 @@ from cli.common import (
     die,
     emit,
     fill_from_config,
+    named,
     read_file,
+    refuse_unused,
     with_calibrated,
     with_ranges,
 )
 from core.base import MAX_TABLE_BYTES, choices, fmt_time
-from core.config import DEFAULT, RabitConfig, Workload
+from core.config import DEFAULT, RabitConfig, Workload, workload_problems
 from core.decision import deployment_spread
 from core.serving import SimSpec, layout_of, parse_trace, sim_spec, simulate_deployment
 
@@ -203,14 +205,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run, policy=W.policy)
 
 
-def _spec_error(exc: ValidationError) -> NoReturn:
+def _spec_error(exc: ValidationError, args: argparse.Namespace) -> NoReturn:
     e = exc.errors()[0]
     field = str(e["loc"][-1]) if e["loc"] else ""
     msg = e["msg"].removeprefix("Value error, ")
     flag = SPEC_FLAG.get(field)
     if flag is None:  # a model-level check: name the flag its message is about
         flag = "--token-budget" if "token_budget" in msg else "--spread" if "spread" in msg else "--requests"
-    die(f"rabit simulate: error: argument {flag}: {msg}")
+    die(f"rabit simulate: error: argument {named(args, flag)}: {msg}")
 
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
@@ -242,7 +244,7 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
             prefix_groups=args.prefix_groups,
         )
     except ValidationError as exc:
-        _spec_error(exc)
+        _spec_error(exc, args)
 
 
 def disagg_from_args(args: argparse.Namespace) -> dict:
@@ -294,9 +296,13 @@ def spec_from_args(args: argparse.Namespace, cfg: RabitConfig) -> SimSpec:
         except ValueError as exc:
             die(f"rabit simulate: error: argument --trace: {exc}")
     try:
-        return sim_spec(cfg, trace=trace)
+        spec = sim_spec(cfg, trace=trace)
     except ValidationError as exc:
-        _spec_error(exc)
+        _spec_error(exc, args)
+    for prob in workload_problems(cfg, trace):
+        flag = "--trace" if prob.field == "trace" else "--kv-pool-tokens"
+        die(f"rabit simulate: error: argument {named(args, flag)}: {prob.message}")
+    return spec
 
 
 def _pct(p: dict) -> str:
@@ -323,8 +329,25 @@ def _engine_defaults(args: argparse.Namespace) -> None:
         setattr(args, dest.get(field, field), value)
 
 
+#: Flags a simulation does not read in a given mode, with why (refused when given: nothing is ignored silently).
+def _unused(args: argparse.Namespace) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if args.arrival == "closed":
+        out["rate"] = "with --arrival closed: each closed-loop user sends its next request after --think"
+    else:
+        why = "with --arrival poisson: requests arrive at --rate (give --arrival closed for a closed loop)"
+        out.update(users=why, think=why)
+    if args.trace:
+        why = "with --trace: the trace's rows are the request lengths"
+        out.update(lengths=why, spread=why)
+    elif args.lengths == "fixed":
+        out["spread"] = "with --lengths fixed: every request has the mean lengths (give --lengths uniform or lognormal)"
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args, CONFIG_DEST)
+    refuse_unused(args, "rabit simulate", _unused(args))
     _engine_defaults(args)
     if args.input < 1 or args.output < 1:
         die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")

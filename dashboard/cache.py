@@ -14,6 +14,7 @@ from core import catalog, decision, operations, physics, serving, training
 from core.base import decode_text
 from core.config import RabitConfig, resolve, resolve_video, training_goal_args
 from core.config import video_problems as video_problems_of
+from core.config import workload_problems as workload_problems_of
 from executors import ProcessExecutor
 
 # --- the catalog's listings and the inputs a page reads from uploads ----------------------------------------------
@@ -45,7 +46,7 @@ def diffusion_model(slug: str) -> catalog.DiffusionModel:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def upload_text(data: bytes, what: str, max_bytes: int) -> str:
-    """An upload as UTF-8 text within its size limit (core.base.limits.decode_text; a PayloadError is raised)."""
+    """An upload as UTF-8 text within its size limit (core.base.payloads.decode_text; a PayloadError is raised)."""
     return decode_text(data, what, max_bytes)
 
 
@@ -190,6 +191,12 @@ def sim_spec(cfg: RabitConfig, trace: tuple[tuple[int, int], ...] | None = None)
     """The simulator's workload from the config (a replayed ``trace`` wins over the lengths); a ValidationError
     naming the field is raised, not cached."""
     return serving.sim_spec(cfg, trace=trace)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def workload_problems(cfg: RabitConfig, trace: tuple[tuple[int, int], ...] | None) -> tuple[Any, ...]:
+    """What the simulated workload asks that the deployment cannot serve (core.config.workload_problems)."""
+    return workload_problems_of(cfg, trace)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import plotly.graph_objects as go
@@ -722,7 +723,8 @@ def calibration_chart(
                 mode="markers",
                 name="runs used" if used else "other GPU kind (not used)",
                 marker=dict(size=10, color="#cf222e" if used else "#8c959f"),
-                text=[f"{r.label}<br>{r.config}<br>r = {r.r:+.3f}" for r in pts],
+                # a run's label is the user's text: escaped, so plotly's hover never renders it as a tag or a link
+                text=[f"{html.escape(r.label)}<br>{html.escape(r.config)}<br>r = {r.r:+.3f}" for r in pts],
                 hovertemplate="%{text}<br>predicted %{x:.4s}, measured %{y:.4s}<extra></extra>",
             )
     fig.update_layout(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import pandas as pd
@@ -43,13 +44,22 @@ def grid(count: int, labels: Iterable[str] = (), values: Iterable[str] = ()) -> 
     return slots[:count]
 
 
+def finite(s: Step) -> bool:
+    """True for a step whose value is a finite number. A NaN (speculation that never wins) or an infinity is never
+    drawn as a number: a card leaves it out and the page says in words what it means."""
+    try:
+        return math.isfinite(float(s.value))
+    except (TypeError, ValueError):
+        return True  # not a scalar (an array's steps are drawn by their own charts)
+
+
 def metrics(steps: tuple[Step, ...], keys: Iterable[str], cols: int | None = None) -> None:
     """One ``st.metric`` per step key, showing exactly the step's formatted value, in rows that fit.
 
     A key the computation did not record (no failures: no checkpoint interval) is left out, not an error.
     """
     recorded = {s.key for s in steps}
-    found = [find(steps, k) for k in keys if k in recorded]
+    found = [s for s in (find(steps, k) for k in keys if k in recorded) if finite(s)]
     if not found:
         return
     columns = grid(len(found), [s.label for s in found], [s.shown() for s in found])
@@ -59,7 +69,15 @@ def metrics(steps: tuple[Step, ...], keys: Iterable[str], cols: int | None = Non
 
 def steps_table(steps: tuple[Step, ...]) -> pd.DataFrame:
     return pd.DataFrame(
-        [{"step": s.label, "formula": f"{s.symbol} = {s.expr}", "value": s.shown(), "note": s.note} for s in steps]
+        [
+            {
+                "step": s.label,
+                "formula": f"{s.symbol} = {s.expr}",
+                "value": s.shown() if finite(s) else "no finite value",
+                "note": s.note,
+            }
+            for s in steps
+        ]
     )
 
 
@@ -77,6 +95,12 @@ def show_math(steps: tuple[Step, ...], *, expanded: bool = False, title: str = "
 
 
 def math_step(s: Step) -> None:
+    if not finite(s):  # the formula, and that it has no finite value here (never "nan" or "inf")
+        st.markdown(f"**{s.label}** — no finite value for these inputs")
+        st.latex(s.latex_symbolic())
+        if s.note:
+            st.caption(s.note)
+        return
     st.markdown(f"**{s.label}** — {s.shown()}")
     st.latex(s.latex_symbolic())
     st.latex(s.latex_substituted())
@@ -275,7 +299,7 @@ def range_metrics(
     steps: tuple[Step, ...], keys, ranges: dict, cols: int | None = None, alias: dict[str, str] | None = None
 ) -> None:
     """Like :func:`metrics`, with each step's range (looked up by key, or ``alias[key]``) under the card."""
-    keys = list(keys)
+    keys = [k for k in keys if finite(find(steps, k))]
     found = [find(steps, k) for k in keys]
     columns = grid(len(found), [s.label for s in found], [s.shown() for s in found])
     for i, k in enumerate(keys):

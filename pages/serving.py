@@ -140,7 +140,10 @@ except ValidationError as exc:
     sched_err.error(exc.errors()[0]["msg"].removeprefix("Value error, "))
     st.stop()
 except ValueError as exc:
-    st.error(str(exc))
+    st.error(plain(exc, 400))
+    st.stop()
+for prob in cache.workload_problems(cfg, trace):  # a replayed request past the context, a pool too small
+    st.error(plain(prob.message, 400))
     st.stop()
 n_req, arrival = spec.num_requests or 0, spec.arrival
 try:
@@ -150,7 +153,7 @@ except ValueError as exc:  # a work budget ran out (core.base.limits): say what 
     headline.error(str(exc))
     st.stop()
 res = dep.result
-if arrival == "poisson":
+if arrival == "poisson" and res.capacity.requests_per_s > 0:
     dcap = res.capacity.requests_per_s  # the deployment's closed form (replicas x one, or its pools)
     st.caption(
         f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / dcap:.0%} of the deployment's "

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.base.limits import checked, type_problem
 
 
 @dataclass(frozen=True)
@@ -591,9 +593,16 @@ class Assumptions(BaseModel):
     kv_transfer_eff: float = _field("kv_transfer_eff")
     kv_transfer_setup_us: float = _field("kv_transfer_setup_us")
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _a_number(cls, v: object) -> object:
+        """A number, never a boolean or a text standing in for one (a link's or a file's ``"mbu": true``)."""
+        return checked(v, type_problem(v))
+
     def at(self, bound: Literal["base", "low", "high"]) -> "Assumptions":
         """Every assumption at its base, pessimistic ("low") or optimistic ("high") bound (the registry's values)."""
         return Assumptions(**{n: getattr(i, bound) for n, i in REGISTRY.items()})
 
     def with_(self, **values: float) -> "Assumptions":
-        return self.model_copy(update=values)
+        """A copy with some assumptions moved, each checked against its domain (``ValueError`` naming it)."""
+        return Assumptions.model_validate({**self.model_dump(), **values})

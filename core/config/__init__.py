@@ -7,6 +7,7 @@ from __future__ import annotations
 from core.config.checks import (
     Problem,
     problems,
+    workload_problems,
 )
 from core.config.deployment import (
     Deployment,
@@ -82,4 +83,5 @@ __all__ = [
     "training_goal_args",
     "video_problems",
     "whole_nodes_problem",
+    "workload_problems",
 ]

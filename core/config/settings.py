@@ -31,6 +31,7 @@ from core.base import (
     in_domain,
     inflate,
     nearest,
+    number_from_text,
     parse_json,
 )
 from core.catalog import ModelArch
@@ -398,18 +399,10 @@ class LinkIssue(BaseModel):
 
 
 def _decode_param(k: str, s: str) -> Any:
-    """Decode one raw query value (encoded objects inflated within their limits)."""
-    if k in ("custom_model", "assumptions"):
-        if not s.startswith("z"):
-            raise ValueError("not an encoded object")
-        if len(s) > MAX_LINK_PARAM_CHARS:
-            raise ValueError(f"{len(s):,} characters; the limit is {MAX_LINK_PARAM_CHARS:,}")
-        pad = "=" * (-len(s[1:]) % 4)
-        try:
-            blob = base64.urlsafe_b64decode(s[1:] + pad)
-        except (ValueError, TypeError):
-            raise ValueError("not base64") from None
-        return parse_json(inflate(blob), what="the encoded object")
+    """Decode one raw query value: an encoded object inflated within its limits, a number read as the number its
+    field's domain takes (a whole number where an integer is meant), a list, ``none`` for an unset value."""
+    if k in _BLOBS:
+        return _decode_blob(s)
     ann = _annotation(k)
     if s == "none" and type(None) in get_args(ann):
         return None
@@ -417,7 +410,37 @@ def _decode_param(k: str, s: str) -> Any:
         return tuple(x for x in s.split(",") if x)
     if _int_literal(k):
         return int(s) if s.lstrip("-").isdigit() and len(s) < 20 else s
+    domain = _DOMAINS.get(k)
+    if domain is not None:
+        return number_from_text(s, domain.integer)
     return s
+
+
+#: The numeric settings a link carries, by parameter name: each read from its text as its domain's kind of number.
+_DOMAINS = {**CONFIG_DOMAINS, **GROUP_DOMAINS}
+
+
+def _decode_blob(s: str) -> dict[str, Any]:
+    """An encoded object of a link (``z`` + base64 of zlib-compressed JSON, as :func:`to_query` writes it): the
+    JSON object, or ``ValueError`` saying why not. Nothing is ignored: not a byte-order mark, a key given twice,
+    bytes after the compressed stream, nor a value that is not an object (``null`` included)."""
+    if not s.startswith("z"):
+        raise ValueError("not an encoded object")
+    if len(s) > MAX_LINK_PARAM_CHARS:
+        raise ValueError(f"{len(s):,} characters; the limit is {MAX_LINK_PARAM_CHARS:,}")
+    pad = "=" * (-len(s[1:]) % 4)
+    try:
+        blob = base64.urlsafe_b64decode(s[1:] + pad)
+    except (ValueError, TypeError):
+        raise ValueError("not base64") from None
+    raw = inflate(blob)
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise ValueError("the encoded object starts with a byte-order mark")
+    value = parse_json(raw, what="the encoded object")
+    if not isinstance(value, dict):
+        kind = "null" if value is None else type(value).__name__.replace("dict", "object").replace("list", "array")
+        raise ValueError(f"the encoded value is {kind}, not an object")
+    return value
 
 
 def is_setting(key: str) -> bool:
