@@ -32,6 +32,8 @@ from core.config import DEFAULT, RabitConfig, describe_validation_error, error_t
 
 #: config field -> CLI flag, for error messages that name the argument.
 FLAG_OF = {
+    "disagg.prefill_tp": "--prefill-tp",
+    "disagg.decode_tp": "--decode-tp",
     "model": "--model",
     "custom_model": "--model-config",
     "gpu": "--gpu",

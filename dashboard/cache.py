@@ -223,6 +223,20 @@ def simulation(cfg: RabitConfig, spec: serving.SimSpec) -> serving.SimResult:
     return serving.simulate(cfg, spec)
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def deployment(cfg: RabitConfig, spec: serving.SimSpec) -> serving.DeploymentResult:
+    """The deployment the config describes (its replicas behind its router, or its prefill and decode pools)
+    serving the workload, cached on (config, workload spec)."""
+    return serving.simulate_deployment(cfg, spec)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def deployment_ranges(cfg: RabitConfig, spec: serving.SimSpec) -> decision.SimulationRanges:
+    """Ranges of the deployment's figures: one replica at its share of the rate moved to each bound, rebased on
+    the deployment's values (a disaggregated deployment: its decode instance's)."""
+    return decision.deployment_spread(cfg, spec, deployment(cfg, spec))
+
+
 @st.cache_data(max_entries=128, show_spinner=False)
 def sim_capacity(cfg: RabitConfig, spec: serving.SimSpec) -> serving.Capacity:
     return serving.max_throughput(cfg, spec)

@@ -1124,6 +1124,16 @@ def optimizer_pareto(rec) -> go.Figure:
             ],
             hovertemplate="%{customdata}<br>$%{x:,.2f}/h, p95 e2e %{y:.3g} s<extra></extra>",
         )
+    dis = [c for c in sim if c.mode == "disaggregated"]
+    if dis:  # the front marks which layouts are disaggregated (a ring around their markers)
+        fig.add_scatter(
+            x=[c.cost_per_hour for c in dis],
+            y=[c.p95_e2e_s for c in dis],
+            mode="markers",
+            name="disaggregated (prefill + decode pools)",
+            marker=dict(size=18, color="rgba(0,0,0,0)", symbol="square-open", line=dict(width=2, color="#8250df")),
+            hoverinfo="skip",
+        )
     if best is not None:
         fig.add_scatter(
             x=[best.cost_per_hour],

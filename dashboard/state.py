@@ -58,6 +58,9 @@ _ZERO_IS_NONE = frozenset(
         "targets.max_gpus",
         "targets.max_usd_per_hour",
         "workload.timeout_s",
+        "workload.replicas",
+        "disagg.prefill_tp",
+        "disagg.decode_tp",
         "training.budget_gpus",
         "training.checkpoint_interval_s",
         "predicted.p95_ttft_s",
@@ -78,6 +81,8 @@ _SCALE = {
     "experiment.rate_spread_frac": (100, 1),
     "predicted.prefix_cache_frac": (100, 1),
 }
+#: Optional text fields whose widget shows "" for "none" (a pool's GPU kind: the sidebar's).
+_EMPTY_IS_NONE = frozenset({"disagg.prefill_gpu", "disagg.decode_gpu"})
 #: Tuple fields edited as a comma-separated text.
 _CSV = frozenset({"targets.providers"})
 _SKIP = ("custom_model", "assumptions", *GROUPS)
@@ -93,6 +98,8 @@ def _to_widget(path: str, v: Any) -> Any:
         v = round(v * num / den, 9)
     if path in _ZERO_IS_NONE:
         return 0 if v is None else v
+    if path in _EMPTY_IS_NONE:
+        return "" if v is None else v
     if path in _CSV:
         return ", ".join(v)
     if isinstance(v, tuple):
@@ -104,7 +111,7 @@ def _from_widget(path: str, v: Any) -> Any:
     if path in _SCALE and isinstance(v, (int, float)) and not isinstance(v, bool):
         num, den = _SCALE[path]
         v = v * den / num if v else v
-    if path in _ZERO_IS_NONE:
+    if path in _ZERO_IS_NONE or path in _EMPTY_IS_NONE:
         return v or None
     if path in _CSV:
         return tuple(x.strip() for x in str(v).split(",") if x.strip())

@@ -127,6 +127,7 @@ if view == "Serving":
             ("Why this GPU", e.why_gpu),
             ("Why this count and layout", e.why_count),
             ("Bottleneck", e.bottleneck),
+            ("Disaggregated or not", e.disaggregation),
             ("Cheaper alternative", e.cheaper_alternative),
             ("Faster alternative", e.faster_alternative),
         ):

@@ -181,6 +181,17 @@ GROUP_DOMAINS: dict[str, Domain] = {
     "workload.max_batch": Domain(1, 100_000, "as the batch", step=16),
     "workload.timeout_s": Domain(1e-3, 1e8, "from a millisecond to three years", integer=False),
     "workload.kv_pool_tokens": Domain(1, 10**12, "a trillion tokens of KV cache is beyond any cluster's HBM"),
+    "workload.replicas": Domain(1, 4096, "4,096 replicas is beyond any published serving deployment of one model"),
+    "workload.prefix_cache_frac": Domain(
+        0.0, 0.99, "a share of the prompt; at least one token per request is computed", integer=False, step=0.05
+    ),
+    "workload.prefix_groups": Domain(
+        1, 1_000_000, "distinct shared prefixes (system prompts, documents); a million is one per request", step=1
+    ),
+    "disagg.prefill_instances": Domain(1, 1024, "1,024 prefill instances is beyond any published P:D deployment"),
+    "disagg.decode_instances": Domain(1, 1024, "1,024 decode instances is beyond any published P:D deployment"),
+    "disagg.prefill_tp": Domain(1, 512, "as tp"),
+    "disagg.decode_tp": Domain(1, 512, "as tp"),
     "workload.seed": Domain(
         0, 2**32 - 1, "NumPy seeds a generator from an unsigned 32-bit integer or more; negative seeds are refused"
     ),
@@ -546,6 +557,13 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "token_budget": GROUP_DOMAINS["workload.token_budget"],
     "kv_pool_tokens": GROUP_DOMAINS["workload.kv_pool_tokens"],
     "max_simulations": GROUP_DOMAINS["targets.max_simulations"],
+    "replicas": GROUP_DOMAINS["workload.replicas"],
+    "prefix_groups": GROUP_DOMAINS["workload.prefix_groups"],
+    "prefix_share": GROUP_DOMAINS["workload.prefix_cache_frac"],
+    "prefill_instances": GROUP_DOMAINS["disagg.prefill_instances"],
+    "decode_instances": GROUP_DOMAINS["disagg.decode_instances"],
+    "prefill_tp": GROUP_DOMAINS["disagg.prefill_tp"],
+    "decode_tp": GROUP_DOMAINS["disagg.decode_tp"],
     "p95_ttft_s": GROUP_DOMAINS["targets.p95_ttft_s"],
     "p95_itl_s": GROUP_DOMAINS["targets.p95_itl_s"],
     "p95_e2e_s": GROUP_DOMAINS["targets.p95_e2e_s"],

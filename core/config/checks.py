@@ -70,6 +70,18 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
                 f"{max(g.gpus_per_node, g.scale_up_domain)} GPUs; add nodes instead",
             )
         )
+    dis = cfg.disagg
+    if dis.enabled:
+        for role, tp in (("prefill", dis.prefill_tp), ("decode", dis.decode_tp)):
+            if tp is not None and not m.splits_heads(tp):
+                ok = [x for x in divisors(m.num_heads) if x <= 64]
+                out.append(
+                    Problem(
+                        f"disagg.{role}_tp",
+                        f"{role} TP {tp} does not divide the {m.num_heads} attention heads of {m.name}; "
+                        f"use one of {ok[-6:]}",
+                    )
+                )
     if not m.splits_heads(cfg.tp):
         fitting = [d for d in divisors(m.num_heads) if d <= cfg.gpus]  # O(sqrt heads), never range(heads)
         out.append(

@@ -83,6 +83,27 @@ class Workload(ServingLoad):
     # CUDA graphs for iterations up to the engine's capture size (core.catalog.engines); False = eager mode
     # (vLLM --enforce-eager): every kernel launched from the host (core.physics.step)
     cuda_graphs: bool = True
+    # the deployment: replicas behind a router (None: the config's GPUs / (TP x PP), RabitConfig.dp)
+    replicas: int | None = None
+    router: choices.RouterPolicy = "least-outstanding"
+
+
+class Disagg(_Group):
+    """A disaggregated deployment: ``prefill_instances`` prefill instances and ``decode_instances`` decode
+    instances, each of its own GPU kind and TP (None: the config's ``gpu`` / ``tp``; PP is the config's), the KV
+    cache of each prompt moved from the prefill to the decode instance (core.serving.kv_transfer), layer by layer
+    overlapped with the prefill when ``overlap``. Off (``enabled`` False): every replica prefills and decodes."""
+
+    _group: ClassVar[str] = "disagg"
+
+    enabled: bool = False
+    prefill_instances: int = 1
+    prefill_tp: int | None = None
+    prefill_gpu: str | None = None
+    decode_instances: int = 1
+    decode_tp: int | None = None
+    decode_gpu: str | None = None
+    overlap: bool = True
 
 
 class Targets(_Group):
@@ -112,6 +133,7 @@ class Targets(_Group):
     price_policy: choices.PricePolicy = "median"
     max_simulations: int = 16
     requests_per_simulation: int = 2000
+    disagg: bool = True  # the search includes disaggregated prefill/decode layouts
     # training run
     deadline_days: float = 30.0
     train_gpus_allowed: tuple[str, ...] = ()  # empty: every priced kind
@@ -215,6 +237,8 @@ class RabitConfig(BaseModel):
     predicted: Predicted = Predicted()
     # a video (or image) generation request (core.config.video)
     video: VideoRequest = VideoRequest()
+    # separate prefill and decode pools (off: aggregated replicas)
+    disagg: Disagg = Disagg()
     # assumptions
     assumptions: Assumptions = Assumptions()
 
@@ -241,6 +265,11 @@ class RabitConfig(BaseModel):
     @property
     def replica_gpus(self) -> int:
         return self.tp * self.pp
+
+    @property
+    def replicas(self) -> int:
+        """Replicas the deployment serves with: ``workload.replicas``, else GPUs / (TP x PP)."""
+        return self.workload.replicas if self.workload.replicas is not None else self.dp
 
     @property
     def context_tokens(self) -> int:
@@ -284,6 +313,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "experiment": WorkloadSpread,
     "predicted": Predicted,
     "video": VideoRequest,
+    "disagg": Disagg,
 }
 #: Nested objects that travel as one compressed blob.
 _BLOBS = ("custom_model", "assumptions")
@@ -340,7 +370,14 @@ _SETTINGS = tuple(k for k in RabitConfig.model_fields if k not in GROUPS) + tupl
 #: Query parameters Streamlit itself reads (never RA-BIT settings, never reported).
 STREAMLIT_PARAMS = frozenset({"embed", "embed_options"})
 #: Fields that name a catalog entry, with the catalog they are checked against.
-_CATALOG_FIELDS = {"model": "models", "draft_model": "models", "gpu": "gpus", "fabric": "fabrics"}
+_CATALOG_FIELDS = {
+    "model": "models",
+    "draft_model": "models",
+    "gpu": "gpus",
+    "fabric": "fabrics",
+    "disagg.prefill_gpu": "gpus",
+    "disagg.decode_gpu": "gpus",
+}
 
 
 class LinkIssue(BaseModel):

@@ -136,6 +136,11 @@ class ServingLoad(BaseModel):
     timeout_s: float | None = None  # a request not finished this long after arrival is cancelled
     kv_pool_tokens: int | None = None  # override of the KV pool size (what-if); default: from memory
     seed: int = 0
+    # shared prefixes: each request belongs to one of ``prefix_groups`` groups (drawn uniformly, seeded) whose
+    # first ``prefix_cache_frac`` of the prompt is the same for every request of the group (a system prompt, a
+    # document); a replica that has already served the group finds those tokens in its prefix cache
+    prefix_cache_frac: float = 0.0
+    prefix_groups: int = 32
 
     @field_validator(
         *(k.removeprefix("workload.") for k in GROUP_DOMAINS if k.startswith("workload.")),
