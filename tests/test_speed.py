@@ -140,7 +140,9 @@ def test_the_recorded_constants_are_the_step_models_own():
         assert {"flop_per_token", "weights_read_bytes", "ar_ring_alpha_s"} <= set(shown), cfg
         for key, field in shown.items():
             assert recorded[key] == float(getattr(sm, field)), (cfg.model, key)
-        assert recorded["pi_flops"] * cfg.assumptions.mfu_max == sm.peak_flop_per_s
+        # a part with a published dense-GEMM clock (MI300X) records its share of the peak's clock as a step of its own
+        clk = recorded.get("dense_clock_share", 1.0)
+        assert recorded["pi_flops"] * cfg.assumptions.mfu_max * clk == pytest.approx(sm.peak_flop_per_s, rel=1e-12)
 
 
 def test_batch_one_decode_approaches_weights_over_bandwidth():
@@ -498,3 +500,29 @@ def test_eager_mode_launches_every_iteration_from_the_host():
     eager = cfg.with_(workload=cfg.workload.model_copy(update={"cuda_graphs": False}))
     d, e = decode(cfg), decode(eager)
     assert e.step_s - d.step_s == pytest.approx(KERNELS_8B_TP1 * 4e-6, rel=1e-9)
+
+
+def test_dense_matrix_work_runs_at_the_clock_the_part_holds():
+    """AMD's hipBLASLt max-achievable GEMM on MI300X runs at a median 1,230 MHz (FP8) where the datasheet peak
+    assumes 2,100 MHz (ROCm blog "Measuring Max-Achievable FLOPs - Part 2", Table 1), so the compute peak is
+    min(1,307.4 x 1.4, 2,614.9) = 1,830.4 TFLOP/s x mfu_max 0.65 x 1,230 / 2,100 = 696.8 TFLOP/s; a part without a
+    published clock keeps its peak (H100 SXM FP8: 989.4 x 1.4 x 0.65 = 900.4 TFLOP/s)."""
+    from core import catalog
+
+    assert catalog.gpu("mi300x").dense_clock_share("fp8") == pytest.approx(1230 / 2100)
+    assert catalog.gpu("mi325x").dense_clock_share("bf16") == pytest.approx(1447 / 2100)
+    assert catalog.gpu("h100-sxm").dense_clock_share("fp8") == 1.0
+    amd = StepModel.from_deployment(resolve(RabitConfig(model="llama-3.1-70b", gpu="mi300x", weights="fp8")))
+    nv = StepModel.from_deployment(
+        resolve(RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", gpus_per_node=2, tp=2, weights="fp8"))
+    )
+    assert amd.peak_flop_per_s == pytest.approx(696.8e12, rel=1e-3)
+    assert nv.peak_flop_per_s == pytest.approx(900.4e12, rel=1e-3)
+    # the clock moves compute only: a memory-bound batch-1 decode step barely changes, a compute-bound prefill does
+    base = RabitConfig(model="llama-3.1-70b", gpu="mi300x", weights="fp8")
+    fast = base.with_(assumptions=base.assumptions.model_copy(update={"mfu_max": 0.65 * 2100 / 1230}))
+    decode = [serving.decode_numbers(StepModel.from_deployment(resolve(c)), c, 1).mean_s for c in (base, fast)]
+    prefill = [serving.prefill_numbers(StepModel.from_deployment(resolve(c)), c, 8).ttft_s for c in (base, fast)]
+    assert decode[0] / decode[1] < 1.05
+    # a 1,000-token prompt at batch 8 is mostly GEMMs: close to the clock ratio, never past it
+    assert 1.3 < prefill[0] / prefill[1] <= 2100 / 1230 + 1e-9

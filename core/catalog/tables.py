@@ -64,8 +64,24 @@ class GpuSpec(_Row):
     in_switch_reduction: bool = Field(False, description="NVLink SHARP (NVLS): the switch reduces all-reduce data")
     gpus_per_node: int = Field(gt=0)
     power_w: float = Field(gt=0)
+    peak_clock_mhz: float | None = Field(None, gt=0, description="the engine clock the datasheet peaks assume")
+    dense_clock_mhz_bf16: float | None = Field(
+        None, gt=0, description="median engine clock under a dense BF16 GEMM, where the vendor publishes it"
+    )
+    dense_clock_mhz_fp8: float | None = Field(
+        None, gt=0, description="median engine clock under a dense FP8 GEMM, where the vendor publishes it"
+    )
     verification: Literal["V", "S", "U"] = "S"
     notes: str = ""
+
+    def dense_clock_share(self, precision: str) -> float:
+        """Share of the datasheet peak's clock a dense matrix kernel holds: the median clock the vendor measured
+        under a dense GEMM over the clock the peak assumes (MI300X FP8: 1,230 / 2,100 MHz = 0.586); 1 where no
+        clock is published (the efficiency ceiling ``mfu_max`` was set on parts whose datasheet clock holds)."""
+        dense = self.dense_clock_mhz_bf16 if precision == "bf16" else self.dense_clock_mhz_fp8
+        if not (dense and self.peak_clock_mhz):
+            return 1.0
+        return min(1.0, dense / self.peak_clock_mhz)
 
     @property
     def memory_bytes(self) -> float:

@@ -236,6 +236,23 @@ class StepModel:
                 ),
             )
         peak = effective_peak_flop_per_s(g, dep.weights, a.fp8_speedup, a.fp4_speedup, tr) * a.mfu_max
+        clk = g.dense_clock_share(COMPUTE_PRECISION[dep.weights])
+        if clk < 1.0:
+            peak *= clk
+            if on:
+                tr.step(
+                    "dense_clock_share",
+                    "Clock a dense matrix kernel holds, as a share of the datasheet peak's",
+                    r"f_{clk}",
+                    "f_dense / f_peak",
+                    clk,
+                    unit="x",
+                    units={"f_dense": "MHz", "f_peak": "MHz"},
+                    f_dense=clk * (g.peak_clock_mhz or 0.0),
+                    f_peak=g.peak_clock_mhz or 0.0,
+                    note=f"{g.name}: the vendor's median clock under a dense GEMM (catalog); the peak and the "
+                    "compute ceiling scale with it",
+                )
         # --- memory: weights read, one routed expert's bytes, KV bytes per cached token ---------------------
         hbm = g.memory_bw_bytes_per_s
         if on:
