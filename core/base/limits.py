@@ -357,6 +357,8 @@ MEASUREMENT_DOMAINS: dict[str, Domain] = {
         1e-6, 1e9, "a billion tokens per second is beyond any one deployment", integer=False
     ),
     "step_s": Domain(1e-6, 1e7, "a training step from a microsecond to four months", integer=False),
+    # a rate-search result: the highest Poisson rate that met the limits, in the workload rate's own domain
+    "max_rate_per_s": GROUP_DOMAINS["workload.rate_per_s"],
     "mfu": Domain(1e-6, 1.0, "model FLOPs utilisation is a share of the peak", integer=False),
 }
 #: How a measured run was driven (a benchmark's request rate, concurrency and number of requests).
