@@ -241,7 +241,8 @@ def layout_context(dep: Deployment | RabitConfig) -> LayoutContext:
         flop_hw=tuple(wk.hardware_flop_per_token[r] for r in RECOMPUTES),
         peak_bf16=peak,
         speedup=sp,
-        peak_eff=peak * sp * a.mfu_train,
+        # dense matrix work at the clock the part holds under it (MI300X: 0.58 of the peak's; 1 where unpublished)
+        peak_eff=peak * sp * a.mfu_train * g.dense_clock_share("fp8" if sp > 1.0 else "bf16"),
         q_slow=a.qlora_slowdown if (cfg.lora_rank and cfg.qlora) else 1.0,
         capacity=g.memory_bytes,
         hbm_eff=g.memory_bw_bytes_per_s * a.mbu,

@@ -167,14 +167,16 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         "peak_eff_flop_per_s",
         "Sustained compute per GPU",
         "R",
-        "pi_flops * x_p * mfu",
+        "pi_flops * x_p * mfu * f_clk",
         c.peak_eff,
         unit="FLOP/s",
         pi_flops=c.peak_bf16,
         x_p=c.speedup,
         mfu=a.mfu_train,
+        f_clk=c.g.dense_clock_share("fp8" if c.speedup > 1.0 else "bf16"),
         note=f"BF16 dense peak x {cfg.train_precision.upper()} speed-up x the MFU "
-        "ceiling (assumptions fp8_speedup, mfu_train)",
+        "ceiling (assumptions fp8_speedup, mfu_train) x the share of the peak's clock the part holds under dense "
+        "matrix work (catalog; 1 where the vendor publishes none)",
     )
     mm = tr.step(
         "micro_batches",
