@@ -461,3 +461,17 @@ def test_cli_bad_arguments_exit_2_naming_the_flag(argv, flag, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and flag in err, err
+
+
+def test_training_compute_runs_at_the_clock_the_part_holds():
+    """MI300X holds a median 1,207 MHz (BF16) / 1,230 MHz (FP8) under a dense GEMM where its datasheet peak assumes
+    2,100 MHz (AMD ROCm blog, 'Measuring Max-Achievable FLOPs - Part 2', Table 1). Sustained compute per GPU:
+    BF16 1,307.4 x mfu_train 0.55 x 1,207 / 2,100 = 413.3 TFLOP/s; FP8 1,307.4 x 1.4 x 0.55 x 1,230 / 2,100 =
+    589.6 TFLOP/s; an H100 keeps 989.4 x 0.55 = 544.2 TFLOP/s (no published clock)."""
+    from core.training import layout_context
+
+    assert layout_context(RabitConfig(gpu="mi300x")).peak_eff == pytest.approx(413.3e12, rel=1e-3)
+    assert layout_context(RabitConfig(gpu="mi300x", train_precision="fp8")).peak_eff == pytest.approx(
+        589.6e12, rel=1e-3
+    )
+    assert layout_context(RabitConfig(gpu="h100-sxm")).peak_eff == pytest.approx(544.2e12, rel=1e-3)
