@@ -54,6 +54,10 @@ def test_one_replica_deployment_is_the_one_replica_simulation(changes):
     # the deployment's own loop (taken with a shared prefix: here 0.01 % of prompts below 10,000 tokens, none)
     looped = simulate_deployment(L8, spec.with_(prefix_cache_frac=1e-4), Layout(replicas=1, router="round-robin"))
     assert _same(alone, looped.result) and alone.summary == looped.summary
+    # its one replica's percentiles are the deployment's
+    (one,) = dep.replicas
+    s = dep.summary
+    assert (one.queue_s, one.ttft_s, one.itl_s, one.e2e_s) == (s.queue_s, s.ttft_s, s.itl_s, s.e2e_s)
     assert dep.per_replica_rate_per_s == (
         spec.rate_per_s if spec.arrival == "poisson" else dep.summary.arrival_rate_per_s
     )
@@ -235,6 +239,17 @@ def test_rabit_simulate_answers_eight_h100_at_tp4_and_five_requests_per_second(c
     assert len(out["replica_utilization"]) == len(out["per_replica"]) == 2
     assert out["load_imbalance"] >= 1.0
     assert sum(r["requests"] for r in out["per_replica"]) == 300
+    # each replica reports the deployment's percentiles of its own requests
+    for r in out["per_replica"]:
+        for key in ("queue_s", "ttft_s", "itl_s", "e2e_s"):
+            assert set(r[key]) >= {"p50", "p95", "p99", "n", "mean"}
+            assert r[key]["p50"] <= r[key]["p95"] <= r[key]["p99"]
+        assert r["ttft_s"]["p95"] == r["ttft_p95_s"] and r["queue_s"]["n"] == r["requests"]
+    # the deployment's samples are the union of the replicas': counts add, its mean is their count-weighted mean
+    for key in ("ttft_s", "itl_s", "e2e_s"):
+        parts = [r[key] for r in out["per_replica"]]
+        assert sum(p["n"] for p in parts) == out[key]["n"]
+        assert sum(p["n"] * p["mean"] for p in parts) / out[key]["n"] == pytest.approx(out[key]["mean"], rel=1e-12)
 
 
 def test_rabit_simulate_disaggregated_keys(capsys):
