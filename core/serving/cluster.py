@@ -108,6 +108,12 @@ class ReplicaStats(_F):
     queue_p95_s: float | None
     ttft_p95_s: float | None  # aggregated only (a pool instance serves part of a request)
     e2e_p95_s: float | None
+    # the same percentiles as the deployment's (p50 / p95 / p99, count, mean) of its finished requests; TTFT,
+    # ITL and E2E aggregated only
+    queue_s: Percentiles
+    ttft_s: Percentiles | None = None
+    itl_s: Percentiles | None = None
+    e2e_s: Percentiles | None = None
 
 
 class PoolStats(_F):
@@ -158,10 +164,6 @@ def pool_deployment(dep: Deployment, gpu: str, tp: int) -> Deployment:
     return d.with_(gpus_per_node=per, nodes=max(1, math.ceil(n / per)))
 
 
-def _p95(x: np.ndarray) -> float | None:
-    return Percentiles.of(x).p95
-
-
 def _replica_stats(k: int, pool: str, rec: Records, span: float, period: float, with_latency: bool) -> ReplicaStats:
     arr = np.frombuffer(rec.arrival_s, dtype=float)
     st = np.frombuffer(rec.status, dtype=np.int8)
@@ -169,15 +171,27 @@ def _replica_stats(k: int, pool: str, rec: Records, span: float, period: float, 
     done = st == DONE
     first = np.frombuffer(rec.first_token_s, dtype=float)
     fin = np.frombuffer(rec.finish_s, dtype=float)
+    queue = Percentiles.of(adm[done] - arr[done])
+    ttft = itl = e2e = None
+    if with_latency:
+        out = np.frombuffer(rec.output_tokens, dtype=np.int64)
+        multi = done & (out >= 2)  # as the deployment's ITL (core.serving.sim.metrics)
+        ttft = Percentiles.of(first[done] - arr[done])
+        itl = Percentiles.of((fin[multi] - first[multi]) / (out[multi] - 1))
+        e2e = Percentiles.of(fin[done] - arr[done])
     return ReplicaStats(
         replica=k,
         pool=pool,
         requests=int(arr.size),
         rate_per_s=arr.size / period if period > 0 else 0.0,
         utilization=rec.busy_s / span if span > 0 else 0.0,
-        queue_p95_s=_p95(adm[done] - arr[done]),
-        ttft_p95_s=_p95(first[done] - arr[done]) if with_latency else None,
-        e2e_p95_s=_p95(fin[done] - arr[done]) if with_latency else None,
+        queue_p95_s=queue.p95,
+        ttft_p95_s=ttft.p95 if ttft is not None else None,
+        e2e_p95_s=e2e.p95 if e2e is not None else None,
+        queue_s=queue,
+        ttft_s=ttft,
+        itl_s=itl,
+        e2e_s=e2e,
     )
 
 

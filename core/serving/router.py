@@ -74,6 +74,11 @@ class Policy(ABC):
 def least_loaded(outstanding: Sequence[int], start: int) -> int:
     """The replica with the fewest requests in flight; among equals, the first at or after ``start`` (cyclic)."""
     m = min(outstanding)
+    if isinstance(outstanding, list):  # the deployment's load list: the scan in C
+        try:
+            return outstanding.index(m, start)
+        except ValueError:
+            return outstanding.index(m)
     n = len(outstanding)
     for k in range(n):
         j = (start + k) % n
