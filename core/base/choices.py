@@ -80,6 +80,17 @@ ARRIVAL_LABELS = MappingProxyType({"poisson": "Poisson (open)", "closed": "close
 POLICY_LABELS = MappingProxyType({"chunked": "chunked prefill", "prefill_priority": "prefill priority"})
 ADMISSION_LABELS = MappingProxyType({"preempt": "paged, preempt + recompute", "reserve": "reserve prompt + max output"})
 
+# --- low-rank adapters served over one base (multi-LoRA: the config's ``adapters`` group) -------------------
+#: The linear layers an adapter targets: the attention projections (q, k, v, o), the MLP's (gate, up, down), or
+#: every linear layer of the blocks (PEFT's ``all-linear``; routed experts are left out, as in training).
+LoraTargets = Literal["qkvo", "mlp", "all"]
+#: The dtype adapter weights are held and computed in (vLLM ``--lora-dtype``: "auto" is the base model's dtype).
+AdapterDtype = Literal["bf16", "fp16", "fp32"]
+ADAPTER_BYTES = MappingProxyType({"bf16": 2.0, "fp16": 2.0, "fp32": 4.0})
+LORA_TARGET_LABELS = MappingProxyType(
+    {"qkvo": "attention (q, k, v, o)", "mlp": "MLP (gate, up, down)", "all": "all linear layers"}
+)
+
 # --- the Speed page's batch sweep ----------------------------------------------------------------------
 #: The largest batch a throughput-against-batch sweep may reach (core.serving.default_batches), and the default:
 #: four times vLLM's default max_num_seqs (256), well past where one replica stops gaining throughput.
@@ -152,3 +163,5 @@ GUIDANCES = values(Guidance)
 VIDEO_WEIGHTS = values(VideoWeights)
 TEXT_ENCODER_PLACEMENTS = values(TextEncoderPlacement)
 ATTENTION_CHOICES = values(AttentionChoice)
+LORA_TARGETS = values(LoraTargets)
+ADAPTER_DTYPES = values(AdapterDtype)

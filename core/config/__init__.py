@@ -4,6 +4,10 @@ The wing's face: it only hands on the names other wings and the edges use."""
 
 from __future__ import annotations
 
+from core.config.adapters import (
+    AdapterSet,
+    adapter_problems,
+)
 from core.config.checks import (
     Problem,
     problems,
@@ -48,7 +52,9 @@ from core.config.workload import (
 )
 
 __all__ = [
+    "AdapterSet",
     "Problem",
+    "adapter_problems",
     "COMPUTE_PRECISION",
     "DEFAULT",
     "Deployment",

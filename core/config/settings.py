@@ -34,6 +34,7 @@ from core.base import (
     parse_json,
 )
 from core.catalog import ModelArch
+from core.config.adapters import AdapterSet
 from core.config.video import VideoRequest
 from core.config.workload import DEFAULT_INPUT_TOKENS, DEFAULT_LENGTH_SPREAD, DEFAULT_OUTPUT_TOKENS, ServingLoad
 
@@ -214,6 +215,8 @@ class RabitConfig(BaseModel):
     predicted: Predicted = Predicted()
     # a video (or image) generation request (core.config.video)
     video: VideoRequest = VideoRequest()
+    # low-rank adapters served over the base model (core.config.adapters; count 0: the base alone)
+    adapters: AdapterSet = AdapterSet()
     # assumptions
     assumptions: Assumptions = Assumptions()
 
@@ -283,6 +286,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "experiment": WorkloadSpread,
     "predicted": Predicted,
     "video": VideoRequest,
+    "adapters": AdapterSet,
 }
 #: Nested objects that travel as one compressed blob.
 _BLOBS = ("custom_model", "assumptions")
