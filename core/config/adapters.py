@@ -70,6 +70,11 @@ class AdapterSet(BaseModel):
         """The largest rank of the set (the rank of the adapters ``ranks`` spreads at most)."""
         return max(self.ranks[: max(1, min(self.count, len(self.ranks)))])
 
+    @staticmethod
+    def name_of(i: int) -> str:
+        """The name of adapter ``i`` (0-based, hottest first) on screen, in reports and in launch configs."""
+        return f"adapter-{i + 1}"
+
     def rank_of(self, i: int) -> int:
         """Rank of adapter ``i`` (0-based): the ranks spread over the adapters in turn."""
         return self.ranks[i % len(self.ranks)]
@@ -91,13 +96,13 @@ class AdapterSet(BaseModel):
 
     def host_slots(self, engine: str) -> int:
         """Adapters held in host memory (``max_cpu_loras``, else the engine's default: vLLM as many as the GPU
-        slots, SGLang every adapter)."""
+        slots, SGLang every adapter; never fewer than the slots)."""
         if self.max_cpu_loras is not None:
             return self.max_cpu_loras
         rule = lora_defaults(engine).max_cpu_loras
         if rule < 0:
             return max(self.count, self.slots(engine))
-        return rule if rule > 0 else self.slots(engine)
+        return max(rule, self.slots(engine))
 
     def popularity(self) -> tuple[float, ...]:
         """Each adapter's share of the requests, hottest first: uniform, or Zipf ``i^-skew`` normalised."""

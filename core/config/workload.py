@@ -170,6 +170,9 @@ class SimSpec(ServingLoad):
     input: Lengths = Lengths(kind="fixed", mean=DEFAULT_INPUT_TOKENS)
     output: Lengths = Lengths(kind="fixed", mean=DEFAULT_OUTPUT_TOKENS)
     trace: tuple[tuple[int, int], ...] | None = None  # replayed (input, output) rows; wins over the distributions
+    #: the adapter each replayed row names (0-based, hottest first; cycled like the rows); None: drawn from the
+    #: config's adapter popularity (core.config.adapters)
+    adapter_trace: tuple[int, ...] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "SimSpec":

@@ -53,6 +53,11 @@ from core.decision.optimizer import (
     screen_candidate,
     simulate_candidate,
 )
+from core.decision.variants import (
+    PerVariant,
+    VariantReplica,
+    per_variant,
+)
 from core.decision.pick_ranges import (
     RecommendationRanges,
     recommendation_ranges,
@@ -121,6 +126,9 @@ from core.decision.video import (
 )
 
 __all__ = [
+    "PerVariant",
+    "VariantReplica",
+    "per_variant",
     "Bound",
     "COLLECTIVE_ASSUMPTIONS",
     "COMPARABLE_RULE",

@@ -218,6 +218,8 @@ class _Replica(_F):
     weights: str
     kv_dtype: str
     ep: int = 1  # expert parallelism (MoE): the routed experts spread over the TP ranks instead of split by TP
+    #: multi-LoRA serving: the adapter slots (max_loras) the search chose for this replica; 0 = the config's own
+    adapter_slots: int = Field(0, ge=0, exclude=True)
 
     def shape(self) -> tuple[str, int, int, int, str, str]:
         """(GPU kind, GPUs per replica, TP, PP, weights, KV): what two picks of one configuration share."""
@@ -261,7 +263,8 @@ class Candidate(_Replica):
             f"TP {self.tp}" + (f" x PP {self.pp}" if self.pp > 1 else "") + (f", EP {self.ep}" if self.ep > 1 else "")
         )
         n = f"{self.replicas} replica{'s' if self.replicas != 1 else ''} of " if self.replicas else ""
-        return f"{n}{self.gpus_per_replica} x {self.gpu} ({layout}, {self.weights} weights, {self.kv_dtype} KV)"
+        slots = f", max_loras {self.adapter_slots}" if self.adapter_slots else ""
+        return f"{n}{self.gpus_per_replica} x {self.gpu} ({layout}, {self.weights} weights, {self.kv_dtype} KV{slots})"
 
 
 class Pick(_Replica):
@@ -286,7 +289,9 @@ def candidate_config(goal: ServingGoal, c: _Replica, assumptions: Assumptions | 
     g = catalog.gpu(c.gpu)
     gpn = min(c.gpus_per_replica, g.scale_up_domain)
     i, o = goal.workload.mean_lengths()
+    slots = {"adapters": goal.settings.adapters.with_(max_loras=c.adapter_slots)} if c.adapter_slots else {}
     return goal.settings.with_(
+        **slots,
         gpu=c.gpu,
         gpus_per_node=gpn,
         nodes=max(1, c.gpus_per_replica // gpn),

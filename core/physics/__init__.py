@@ -4,6 +4,12 @@ The wing's face: it only hands on the names other wings and the edges use."""
 
 from __future__ import annotations
 
+from core.physics.adapters import (
+    AdapterFootprint,
+    adapter_footprint,
+    adapter_load_s,
+    adapter_modules,
+)
 from core.physics.collectives import (
     ACT_BYTES,
     Collectives,
@@ -52,6 +58,10 @@ from core.physics.video import (
 )
 
 __all__ = [
+    "AdapterFootprint",
+    "adapter_footprint",
+    "adapter_load_s",
+    "adapter_modules",
     "dense_weight_bytes",
     "fit_problems",
     "ACT_BYTES",

@@ -10,6 +10,7 @@ from core.serving.acceptance import (
 )
 from core.serving.sim.metrics import (
     THRASH_REMEDIES,
+    AdapterStats,
     Percentiles,
 )
 from core.serving.sim.timing import (
@@ -27,7 +28,9 @@ from core.serving.simulation import (
     SimResult,
     SimSpec,
     Summary,
+    adapter_sessions,
     default_rate,
+    effective_adapters,
     knee_rates,
     knee_sweep,
     kv_pool,
@@ -89,6 +92,9 @@ from core.serving.video import (
 )
 
 __all__ = [
+    "AdapterStats",
+    "adapter_sessions",
+    "effective_adapters",
     "BatchPoint",
     "Capacity",
     "CollectiveView",

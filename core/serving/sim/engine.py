@@ -55,10 +55,11 @@ import heapq
 import math
 from array import array
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.base import WorkBudget
 from core.config import Draws, SimSpec
+from core.serving.sim.adapters import Adapters
 from core.serving.sim.pool import Pool
 from core.serving.sim.timing import ArrayTiming, LinearTiming
 
@@ -91,13 +92,29 @@ class Records:
     iterations: int
     total_preemptions: int
     last_arrival_s: float
+    # multi-LoRA serving (core.serving.sim.adapters); empty without adapters
+    adapter: array = field(default_factory=lambda: array("l"))  # each request's adapter
+    adapter_load_s: array = field(default_factory=lambda: array("d"))  # each load of an adapter into a GPU slot
+    adapter_storage_loads: int = 0  # loads that read the adapter from storage first
+    adapter_wait_s: array = field(default_factory=lambda: array("d"))  # each request's wait for a slot (NaN: never)
+    adapter_distinct_s: float = 0.0  # busy time x distinct adapters, summed (its mean over busy time)
 
 
 class Engine:
     """One replica: the clock, the queues, the KV pool and the counters of one simulation."""
 
-    def __init__(self, spec: SimSpec, timing: LinearTiming | ArrayTiming, pool: Pool, draws: Draws) -> None:
+    def __init__(
+        self,
+        spec: SimSpec,
+        timing: LinearTiming | ArrayTiming,
+        pool: Pool,
+        draws: Draws,
+        adapters: Adapters | None = None,
+    ) -> None:
         self.spec, self.timing, self.pool, self.draws = spec, timing, pool, draws
+        self.lora = adapters
+        self._load_s = 0.0  # adapter loads the iteration being planned waits for
+        self.adapter_distinct_s = 0.0
         self.block_tokens = pool.block
         self.pool_blocks = pool.blocks
         self.inv_P = 1.0 / pool.blocks if pool.blocks > 0 else 0.0
@@ -252,6 +269,8 @@ class Engine:
         return f, s
 
     def _release(self, rid: int, c: int) -> None:
+        if self.lora is not None:
+            self.lora.release(rid)
         if self.reserve:
             self.used_res -= self.res[rid]
             self.res[rid] = 0.0
@@ -432,8 +451,13 @@ class Engine:
         last = ((self.inp[rid] + self.gen[rid] - 1) // B) * B  # the last token is always recomputed
         return max(0, min(cached, free * B, last))
 
-    def _admit(self, rid: int, hit: int = 0) -> None:
-        self.waiting.popleft()
+    def _admit(self, rid: int, hit: int = 0, at: int = 0) -> None:
+        if at:
+            del self.waiting[at]
+        else:
+            self.waiting.popleft()
+        if self.lora is not None:
+            self._load_s += self.lora.acquire(rid, self.now_s)
         self.running.append(rid)
         self.prefilling.append(rid)
         self.ctx[rid] = hit
@@ -504,14 +528,18 @@ class Engine:
             return
         used = self.used() + need
         mb = self.spec.max_batch
-        while self.waiting and left > 0 and len(self.running) < mb:
-            rid = self.waiting[0]
+        lora, j = self.lora, 0
+        while j < len(self.waiting) and left > 0 and len(self.running) < mb:
+            rid = self.waiting[j]
+            if lora is not None and not lora.admissible(rid, self.now_s):
+                j += 1  # its adapter would exceed max_loras: skipped, it keeps its place (vLLM)
+                continue
             h = self._hit(rid, used)
             n = min(self.inp[rid] + self.gen[rid] - h, left)
             add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
             if used + add > self.pool_blocks + _EPS:
                 break
-            self._admit(rid, h)
+            self._admit(rid, h, j)
             used += add
             left -= n
             chunks.append((rid, n))
@@ -521,8 +549,12 @@ class Engine:
         mb = self.spec.max_batch
         used = self.used()
         total = 0
-        while self.waiting and len(self.running) < mb:
-            rid = self.waiting[0]
+        lora, j = self.lora, 0
+        while j < len(self.waiting) and len(self.running) < mb:
+            rid = self.waiting[j]
+            if lora is not None and not lora.admissible(rid, self.now_s):
+                j += 1  # its adapter would exceed max_loras: skipped, it keeps its place (vLLM)
+                continue
             h = self._hit(rid, used)
             n = self.inp[rid] + self.gen[rid] - h
             if chunks and total + n > K:
@@ -530,7 +562,7 @@ class Engine:
             add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
             if used + add > self.pool_blocks + _EPS:
                 break
-            self._admit(rid, h)
+            self._admit(rid, h, j)
             used += add
             total += n
             chunks.append((rid, n))
@@ -558,9 +590,17 @@ class Engine:
                 self.full_blocks += f
                 self.slide_blocks += s
         # sequences scheduled: every decoding one and each prompt with a chunk (each is sampled or tracked)
-        dt = tm.one(T, A, R, (self.num_decoding if decoding else 0) + len(chunks))
-        self.busy_s += dt
-        self.prefill_s += dt - (tm.one(self.num_decoding, A_d, R_d) if decoding else 0.0)
+        if self.lora is None:
+            dt = tm.one(T, A, R, (self.num_decoding if decoding else 0) + len(chunks))
+            self.busy_s += dt
+            self.prefill_s += dt - (tm.one(self.num_decoding, A_d, R_d) if decoding else 0.0)
+        else:  # the adapters of the running set are read; the loads of newly admitted ones come first
+            D = self.lora.distinct
+            dt = tm.one(T, A, R, (self.num_decoding if decoding else 0) + len(chunks), D) + self._load_s
+            self._load_s = 0.0
+            self.busy_s += dt
+            self.prefill_s += dt - (tm.one(self.num_decoding, A_d, R_d, None, D) if decoding else 0.0)
+            self.adapter_distinct_s += D * dt
         self.iterations += 1
         self.now_s += dt
         if self.next_arr <= self.now_s:
@@ -593,10 +633,17 @@ class Engine:
         if kmax <= 0:  # cannot happen after planning; guard against a silent stall
             raise RuntimeError("decode run without room for one iteration")
         t_event = self._next_deadline() if self.dl_heap else INF
-        if not self.waiting and self.next_arr < t_event:
+        # with adapters an arrival may join at once although others wait (theirs would exceed max_loras)
+        if (not self.waiting or self.lora is not None) and self.next_arr < t_event:
             t_event = self.next_arr
         A, R, g = self._decode_AR()
-        k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, t_event - self.now_s if t_event < INF else INF)
+        budget_s = t_event - self.now_s if t_event < INF else INF
+        if self.lora is None:
+            k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, budget_s)
+        else:
+            D = self.lora.distinct
+            k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, budget_s, D)
+            self.adapter_distinct_s += D * dt
         self.busy_s += dt
         self.iterations += k
         self.now_s += dt
@@ -671,4 +718,15 @@ class Engine:
             iterations=self.iterations,
             total_preemptions=self.preemptions,
             last_arrival_s=self.last_arrival_s,
+            **(
+                {
+                    "adapter": array("l", (self.lora.adapter(i) for i in range(n))),
+                    "adapter_load_s": self.lora.load_s,
+                    "adapter_storage_loads": self.lora.storage_loads,
+                    "adapter_wait_s": self.lora.waits(n),
+                    "adapter_distinct_s": self.adapter_distinct_s,
+                }
+                if self.lora is not None
+                else {}
+            ),
         )
