@@ -6,6 +6,9 @@ import argparse
 from typing import Any
 
 from cli.common import (
+    adapter_payload,
+    adapters_from_args,
+    add_adapter_args,
     add_cluster_args,
     add_json,
     add_model_args,
@@ -37,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument("--lora-rank", type=int, default=DEFAULT.lora_rank)
     p.add_argument("--qlora", action="store_true")
+    add_adapter_args(p, lora_rank=False)
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)
@@ -79,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             "reason": tm.reason,
         }
     else:
-        cfg = config_from_args(args)
+        cfg = config_from_args(args, adapters=adapters_from_args(args))
         r = serving_memory(cfg)
         reason, steps = r.reason, r.steps
         payload = {
@@ -107,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
             "reason": r.reason,
             "max_sequences": r.max_sequences,
             "max_sequences_contiguous": r.max_sequences_contiguous,
+            **adapter_payload(cfg, r),
         }
     human = f"{reason}\n{steps_table(steps)}"
     if args.phase == "train":

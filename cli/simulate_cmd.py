@@ -8,6 +8,9 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from cli.common import (
+    adapter_payload,
+    adapters_from_args,
+    add_adapter_args,
     add_cluster_args,
     add_json,
     add_model_args,
@@ -23,8 +26,9 @@ from cli.common import (
     with_ranges,
 )
 from core.base import MAX_TABLE_BYTES, choices, fmt_time
-from core.config import DEFAULT, RabitConfig, Workload
+from core.config import DEFAULT, RabitConfig, Workload, parse_trace_adapters
 from core.decision import simulation_spread
+from core.physics import serving_memory
 from core.serving import SimSpec, parse_trace, sim_spec, simulate
 
 #: Workload / SimSpec field -> flag, for error messages that name the argument.
@@ -136,6 +140,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a preempted request recomputes from scratch (prefix cache off)",
     )
     p.add_argument("--seed", type=int, default=W.seed)
+    add_adapter_args(p)
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run, policy=W.policy)
@@ -179,18 +184,37 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
         _spec_error(exc)
 
 
-def spec_from_args(args: argparse.Namespace, cfg: RabitConfig) -> SimSpec:
-    trace = None
-    if args.trace:
-        text = read_file(args.trace, "--trace", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
-        try:
-            trace = parse_trace(text)
-        except ValueError as exc:
-            die(f"rabit simulate: error: argument --trace: {exc}")
+def _trace(args: argparse.Namespace) -> tuple[tuple[tuple[int, int], ...] | None, tuple[int, ...] | None]:
+    """The ``--trace`` rows and the adapter each names (None without a trace or an adapter column)."""
+    if not args.trace:
+        return None, None
+    text = read_file(args.trace, "--trace", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
     try:
-        return sim_spec(cfg, trace=trace)
+        return parse_trace(text), parse_trace_adapters(text)
+    except ValueError as exc:
+        die(f"rabit simulate: error: argument --trace: {exc}")
+
+
+def spec_from_args(args: argparse.Namespace, cfg: RabitConfig) -> SimSpec:
+    trace, named = _trace(args)
+    try:
+        return sim_spec(cfg, trace=trace, adapter_trace=named if cfg.adapters.enabled else None)
     except ValidationError as exc:
         _spec_error(exc)
+
+
+def _adapters(args: argparse.Namespace):
+    """The adapters group; a trace that names each request's adapter serves as many adapters as it names (unless
+    ``--adapters`` says otherwise)."""
+    a = adapters_from_args(args)
+    _, named = _trace(args)
+    if named and args.adapters is None:
+        a = a.with_(count=max(a.count, max(named) + 1))
+    if named and a.count <= max(named):
+        die(
+            f"rabit simulate: error: argument --adapters: the trace names {max(named) + 1} adapters, more than {a.count}"
+        )
+    return a
 
 
 def _pct(p: dict) -> str:
@@ -222,7 +246,13 @@ def run(args: argparse.Namespace) -> int:
     _engine_defaults(args)
     if args.input < 1 or args.output < 1:
         die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")
-    cfg = config_from_args(args, input_tokens=args.input, output_tokens=args.output, workload=workload_from_args(args))
+    cfg = config_from_args(
+        args,
+        input_tokens=args.input,
+        output_tokens=args.output,
+        workload=workload_from_args(args),
+        adapters=_adapters(args),
+    )
     spec = spec_from_args(args, cfg)
     try:
         r = simulate(cfg, spec, budget=cli_budget(spec.num_requests))
@@ -251,6 +281,22 @@ def run(args: argparse.Namespace) -> int:
         "capacity_batch": r.capacity.batch,
         "capacity_limited_by": r.capacity.limited_by,
     }
+    ad = r.summary.adapters
+    if ad is not None:  # multi-LoRA serving: the adapters' memory, loads and the queueing they caused
+        payload.update(adapter_payload(cfg, serving_memory(cfg)))
+        payload.update(
+            {
+                "adapter_loads": ad.loads,
+                "adapter_loads_from_storage": ad.loads_from_storage,
+                "adapter_load_s": ad.load_s.model_dump(),
+                "adapter_load_time_share": ad.load_time_share,
+                "adapter_blocked_requests": ad.blocked_requests,
+                "adapter_wait_s": ad.wait_s.model_dump(),
+                "adapters_in_batch_mean": ad.distinct_mean,
+                "adapters_seen": ad.adapters_seen,
+                "capacity_adapter_slot_wait_s": r.capacity.adapter_slot_wait_s,
+            }
+        )
     human = "\n".join(
         [
             f"{payload['model']} on {cfg.gpus} x {cfg.gpu} (TP {cfg.tp}, PP {cfg.pp}); {spec.policy}, {spec.admission}; "
@@ -269,6 +315,16 @@ def run(args: argparse.Namespace) -> int:
             ("  SATURATED: " if s["saturated"] else "  stable: " if s["saturation_verdict"] == "stable" else "  ")
             + s["saturation_reason"],
         ]
+        + (
+            [
+                f"  adapters: {ad.loads:,} loads ({ad.loads_from_storage:,} from storage), load p50 "
+                f"{fmt_time(ad.load_s.p50 or 0)}, {ad.load_time_share:.1%} of busy time; {ad.blocked_requests:,} "
+                f"requests waited for a slot (p95 {fmt_time(ad.wait_s.p95) if ad.wait_s.p95 is not None else 'withheld'}"
+                f"); {ad.distinct_mean:.3g} adapters per batch on average"
+            ]
+            if ad is not None
+            else []
+        )
     )
     rg = simulation_spread(cfg, spec, r)
     with_ranges(payload, rg.ranges)

@@ -628,6 +628,12 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "deadline_days": GROUP_DOMAINS["targets.deadline_days"],
     "checkpoint_interval_s": GROUP_DOMAINS["training.checkpoint_interval_s"],
     "batch_tolerance": Domain(0.0, 1.0, "a relative tolerance on the global batch", integer=False),
+    # multi-LoRA serving: the adapter flags share the adapters group's domains
+    "adapters": GROUP_DOMAINS["adapters.count"],
+    "adapter_skew": GROUP_DOMAINS["adapters.skew"],
+    "max_loras": GROUP_DOMAINS["adapters.max_loras"],
+    "max_lora_rank": GROUP_DOMAINS["adapters.max_lora_rank"],
+    "max_cpu_loras": GROUP_DOMAINS["adapters.max_cpu_loras"],
     # rabit video: its flags share the video group's domains
     **{f"video.{flag}": VIDEO_DOMAINS[field] for flag, field in VIDEO_FLAG_FIELDS.items()},
 }

@@ -49,6 +49,7 @@ from core.config.workload import (
     ServingLoad,
     SimSpec,
     parse_trace,
+    parse_trace_adapters,
 )
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
     "from_query",
     "from_query_report",
     "parse_trace",
+    "parse_trace_adapters",
     "problems",
     "resolve",
     "resolve_video",

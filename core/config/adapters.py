@@ -55,6 +55,13 @@ class AdapterSet(BaseModel):
         """A validated copy with some fields changed."""
         return type(self).model_validate({**self.model_dump(), **changes})
 
+    def with_slots(self, slots: int) -> AdapterSet:
+        """The set as a search sizes it with ``slots`` GPU slots: host memory (not priced) holds every adapter
+        unless ``max_cpu_loras`` is set; ``slots`` 0 leaves the set as it is."""
+        if not slots:
+            return self
+        return self.with_(max_loras=slots, max_cpu_loras=self.max_cpu_loras or max(self.count, slots))
+
     @property
     def enabled(self) -> bool:
         """Whether any adapter is served (``count > 0``)."""
@@ -147,4 +154,3 @@ def adapter_problems(a: AdapterSet, engine: str) -> list[tuple[str, str]]:
             )
         )
     return out
-

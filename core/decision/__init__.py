@@ -53,11 +53,6 @@ from core.decision.optimizer import (
     screen_candidate,
     simulate_candidate,
 )
-from core.decision.variants import (
-    PerVariant,
-    VariantReplica,
-    per_variant,
-)
 from core.decision.pick_ranges import (
     RecommendationRanges,
     recommendation_ranges,
@@ -108,6 +103,11 @@ from core.decision.validation import (
     TARGET_MEDIAN_ABS_ERROR,
     VALIDATION_DIR,
     run,
+)
+from core.decision.variants import (
+    PerVariant,
+    VariantReplica,
+    per_variant,
 )
 from core.decision.video import (
     QUEUE_KEYS,

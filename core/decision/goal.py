@@ -289,7 +289,7 @@ def candidate_config(goal: ServingGoal, c: _Replica, assumptions: Assumptions | 
     g = catalog.gpu(c.gpu)
     gpn = min(c.gpus_per_replica, g.scale_up_domain)
     i, o = goal.workload.mean_lengths()
-    slots = {"adapters": goal.settings.adapters.with_(max_loras=c.adapter_slots)} if c.adapter_slots else {}
+    slots = {"adapters": goal.settings.adapters.with_slots(c.adapter_slots)} if c.adapter_slots else {}
     return goal.settings.with_(
         **slots,
         gpu=c.gpu,

@@ -45,7 +45,7 @@ class VariantReplica(_F):
 
 
 class PerVariant(_F):
-    """"One deployment per variant" beside the multi-adapter deployment (closed form, see the module docstring)."""
+    """ "One deployment per variant" beside the multi-adapter deployment (closed form, see the module docstring)."""
 
     variants: int
     gpus: int  # every variant's own deployment, added up
@@ -205,4 +205,3 @@ def _rank_split(
         )
         for i in tops
     ]
-

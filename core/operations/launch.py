@@ -257,8 +257,7 @@ def _adapters_of(pick, goal) -> AdapterSet | None:
     a = settings.adapters if settings is not None else None
     if a is None or not a.enabled:
         return None
-    slots = getattr(pick, "adapter_slots", 0)
-    return a.with_(max_loras=slots) if slots else a
+    return a.with_slots(getattr(pick, "adapter_slots", 0))  # as the search sized it
 
 
 #: Adapters named on the command line; the rest are registered at run time (vLLM) or listed alike (the note says).

@@ -26,7 +26,7 @@ Llama-3.1-8B, rank 16, all linear layers, BF16: 16 x 32 x (8,192 + 5,120 + 5,120
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -125,9 +125,9 @@ def _numbered(mods: tuple[AdapterModule, ...]):
     return ((i, md) for i, md in enumerate(mods, start=1))
 
 
-def _module_inputs(mods: tuple[AdapterModule, ...], tp: int | None = None) -> dict[str, float]:
+def _module_inputs(mods: tuple[AdapterModule, ...], tp: int | None = None) -> dict[str, Any]:
     """The recorded inputs of a sum over modules: L_i, i_i, o_i (and, given ``tp``, the shards si_i, so_i)."""
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     for i, md in _numbered(mods):
         out.update({f"L{i}": md.layers, f"i{i}": md.d_in, f"o{i}": md.d_out})
         if tp is not None:
@@ -210,7 +210,9 @@ def adapter_footprint(dep: Deployment | RabitConfig, tr: Trace = NO_TRACE) -> Ad
             unit="",
             **_module_inputs(mods),
             note=f"{len(mods)} targeted modules: "
-            + "; ".join(f"{i}: {md.name} {md.d_in:,} -> {md.d_out:,} on {md.layers} layers" for i, md in _numbered(mods)),
+            + "; ".join(
+                f"{i}: {md.name} {md.d_in:,} -> {md.d_out:,} on {md.layers} layers" for i, md in _numbered(mods)
+            ),
         )
     one = tr.step(
         "adapter_bytes",
@@ -320,7 +322,7 @@ def adapter_load_s(
     store = rank * n_a * b / (x.adapter_storage_gb_per_s * 1e9) if from_storage else 0.0
     if not tr.enabled:
         return t + store
-    inputs = dict(
+    inputs: dict[str, Any] = dict(
         n_l=n_l,
         pp=cfg.pp,
         t_l=x.adapter_layer_load_us * 1e-6,

@@ -51,6 +51,10 @@ class IterationParts(_Frozen):
     bound: str
     seqs: float = 0.0  # S: sequences scheduled and sampled
     launch_s: float = 0.0  # kernel launches of one stage
+    # multi-LoRA serving: distinct adapters read (D), their bytes and FLOPs (in ``bytes`` and ``flop``)
+    adapters: float = 0.0
+    adapter_bytes: float = 0.0
+    adapter_flop: float = 0.0
 
     @property
     def intensity_flop_per_byte(self) -> float:
@@ -153,7 +157,9 @@ def lora_consts(sm: StepModel) -> dict[str, float]:
     """The step model's adapter constants as named inputs (empty without adapters)."""
     if not sm.lora_bytes_per_adapter:
         return {}
-    return dict(f_l=sm.lora_flop_per_token, w_l=sm.lora_bytes_per_adapter, a_l=sm.lora_act_bytes_per_token, eta_l=sm.lora_eff)
+    return dict(
+        f_l=sm.lora_flop_per_token, w_l=sm.lora_bytes_per_adapter, a_l=sm.lora_act_bytes_per_token, eta_l=sm.lora_eff
+    )
 
 
 def consts(sm: StepModel) -> dict[str, float]:
@@ -489,4 +495,7 @@ def iteration(
         bound=bound,
         seqs=S,
         launch_s=k,
+        adapters=D,
+        adapter_bytes=lora_bytes,
+        adapter_flop=sm.lora_flop_per_token * T if lora else 0.0,
     )

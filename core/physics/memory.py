@@ -405,7 +405,16 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
     L = ad.reserved_bytes_per_gpu if ad is not None else 0.0
     if ad is None:
         U = tr.step(
-            "total_bytes_per_gpu", "Total per GPU", "U", "W + KV + A + O", W + KV + A + O, unit="B", W=W, KV=KV, A=A, O=O
+            "total_bytes_per_gpu",
+            "Total per GPU",
+            "U",
+            "W + KV + A + O",
+            W + KV + A + O,
+            unit="B",
+            W=W,
+            KV=KV,
+            A=A,
+            O=O,
         )
     else:
         U = tr.step(

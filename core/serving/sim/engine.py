@@ -56,6 +56,7 @@ import math
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from core.base import WorkBudget
 from core.config import Draws, SimSpec
@@ -651,6 +652,18 @@ class Engine:
             self._absorb_arrivals()
         self._advance_decode(k)
 
+    def _adapter_records(self, n: int) -> dict[str, Any]:
+        """The adapter fields of the records (none without adapters)."""
+        if self.lora is None:
+            return {}
+        return {
+            "adapter": array("l", (self.lora.adapter(i) for i in range(n))),
+            "adapter_load_s": self.lora.load_s,
+            "adapter_storage_loads": self.lora.storage_loads,
+            "adapter_wait_s": self.lora.waits(n),
+            "adapter_distinct_s": self.adapter_distinct_s,
+        }
+
     def fin_heap_min(self) -> int:
         fh = self.fin_heap
         while fh and self.fin_d[fh[0][1]] != fh[0][0]:
@@ -718,15 +731,5 @@ class Engine:
             iterations=self.iterations,
             total_preemptions=self.preemptions,
             last_arrival_s=self.last_arrival_s,
-            **(
-                {
-                    "adapter": array("l", (self.lora.adapter(i) for i in range(n))),
-                    "adapter_load_s": self.lora.load_s,
-                    "adapter_storage_loads": self.lora.storage_loads,
-                    "adapter_wait_s": self.lora.waits(n),
-                    "adapter_distinct_s": self.adapter_distinct_s,
-                }
-                if self.lora is not None
-                else {}
-            ),
+            **self._adapter_records(n),
         )
