@@ -136,6 +136,14 @@ if view == "Serving":
             st.markdown("**Risks:** " + "; ".join(e.risks))
         st.caption("Assumptions: " + "; ".join(e.assumptions))
 
+    if cfg.adapters.enabled:
+        st.subheader(f"{cfg.adapters.count:,} adapters: one deployment per variant, or one base")
+        pv = cache.per_variant(goal, cons, tuple(prices), rec.recommendation or rec.nearest)
+        if pv is None:
+            st.caption("No merged deployment fits under these constraints, so there is nothing to compare.")
+        else:
+            render.per_variant(pv)
+
     sim = [c for c in rec.candidates if c.simulated]
     if sim:
         best = rec.recommendation

@@ -19,7 +19,9 @@ from core.physics.iteration_parts import (
     iteration,
 )
 from core.physics.memory import (
+    AdapterKvCost,
     ServingMemory,
+    adapter_kv_cost,
     dense_weight_bytes,
     expert_params_total,
     fit_problems,
@@ -58,6 +60,8 @@ from core.physics.video import (
 )
 
 __all__ = [
+    "AdapterKvCost",
+    "adapter_kv_cost",
     "AdapterFootprint",
     "adapter_footprint",
     "adapter_load_s",

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE, GiB, Step, Trace
 from core.catalog import ModelArch
-from core.config import Deployment, Problem, RabitConfig, as_deployment
+from core.config import AdapterSet, Deployment, Problem, RabitConfig, as_deployment
 from core.physics.adapters import adapter_footprint
 
 
@@ -569,6 +569,40 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
             if ad is not None
             else {}
         ),
+    )
+
+
+class AdapterKvCost(_Frozen):
+    """What the adapter slots take out of one replica: the KV budget and the sequences, against the base alone."""
+
+    reserved_bytes_per_gpu: float
+    kv_budget_without_bytes_per_gpu: float
+    kv_budget_with_bytes_per_gpu: float
+    sequences_without: int
+    sequences_with: int
+
+    @property
+    def sequences_lost(self) -> int:
+        return self.sequences_without - self.sequences_with
+
+    @property
+    def budget_share(self) -> float:
+        """The slots' share of the KV budget the base alone has."""
+        b = self.kv_budget_without_bytes_per_gpu
+        return self.reserved_bytes_per_gpu / b if b > 0 else 0.0
+
+
+def adapter_kv_cost(dep: Deployment | RabitConfig) -> AdapterKvCost:
+    """The KV budget and the sequences one replica holds with the config's adapter slots and without them."""
+    dep = as_deployment(dep)
+    with_ = _serving_memory(dep, NO_TRACE)
+    base = _serving_memory(dataclasses.replace(dep, config=dep.config.with_(adapters=AdapterSet())), NO_TRACE)
+    return AdapterKvCost(
+        reserved_bytes_per_gpu=with_.adapter_reserved_bytes_per_gpu,
+        kv_budget_without_bytes_per_gpu=base.kv_budget_bytes_per_gpu,
+        kv_budget_with_bytes_per_gpu=with_.kv_budget_bytes_per_gpu,
+        sequences_without=base.max_sequences,
+        sequences_with=with_.max_sequences,
     )
 
 
