@@ -204,12 +204,12 @@ def adapter_sessions(dep: Deployment, rps: float, batch: float) -> tuple[float, 
     With ``K`` slots and traffic worth ``N_e`` equally popular adapters (:func:`effective_adapters`), the batch
     serves the requests of at most ``K`` adapters at a time; the others queue until a running adapter's requests
     have all left (vLLM's skip rule). In steady state each running adapter holds ``n / K`` of the ``n = rps t_r``
-    requests in flight (``t_r = B / rps``, Little's law at the batch ``B``) and the waiting ones hold
+    requests in flight (``t_r = B / rps_K``, Little's law at the batch ``B``) and the waiting ones hold
     ``(N_e - K) / K`` times as many, so a request waits ``W = t_r (N_e - K) / K`` for a slot; each of the ``rps K / n``
     switches per second loads an adapter in ``t_L`` (from host memory, or from storage for the share the host
     cache misses, ``1 - C / N_e``), during which the batch stands still::
 
-        rps_K = rps / (1 + rps K t_L / B)        W = t_r (N_e - K) / K        (K < N_e; else rps, 0)
+        rps_K = rps / (1 + rps K t_L / B)        W = B / rps_K x (N_e - K) / K        (K < N_e; else rps, 0)
 
     A model of the mean, not of the tail; the simulator plays the rule itself.
     """
@@ -223,8 +223,8 @@ def adapter_sessions(dep: Deployment, rps: float, batch: float) -> tuple[float, 
     t_load = hit * adapter_load_s(dep, a.max_rank, from_storage=False) + (1 - hit) * adapter_load_s(
         dep, a.max_rank, from_storage=True
     )
-    t_r = batch / rps
     stall_rps = rps / (1 + rps * K * t_load / batch)
+    t_r = batch / stall_rps
     return stall_rps, 1 - stall_rps / rps, t_r * (n_e - K) / K
 
 
