@@ -430,6 +430,7 @@ def adapter_simulation(ad) -> None:
 def per_variant(pv) -> None:
     """One deployment per variant (merged weights) beside the adapters over one base (the Optimizer page)."""
     labels = ("One deployment per variant", "Adapters over one base", "GPUs saved", "Cost ratio")
+
     def gpus(n: int) -> str:
         return f"{n:,} GPU" + ("" if n == 1 else "s")
 

@@ -64,7 +64,9 @@ def test_the_slots_take_exactly_their_bytes_from_the_kv_budget():
         assert mem.adapter_reserved_bytes_per_gpu == reserved
         assert mem.kv_budget_bytes_per_gpu == base.kv_budget_bytes_per_gpu - reserved
         assert mem.total_bytes_per_gpu == base.total_bytes_per_gpu + reserved
-        assert mem.max_sequences == math.floor((base.kv_budget_bytes_per_gpu - reserved) / base.kv_bytes_per_seq_per_gpu)
+        assert mem.max_sequences == math.floor(
+            (base.kv_budget_bytes_per_gpu - reserved) / base.kv_bytes_per_seq_per_gpu
+        )
         cost = adapter_kv_cost(cfg)
         assert (cost.sequences_without, cost.sequences_with) == (base.max_sequences, mem.max_sequences)
 
@@ -73,7 +75,9 @@ def test_a_slot_rank_above_the_adapters_pads_every_slot():
     # rank-8 adapters in rank-64 slots: the slots hold 8x what the adapters need, and the step reads 8x too
     tight = with_adapters(EIGHT_B, count=20, ranks=(8,), max_loras=8, max_lora_rank=8)
     loose = with_adapters(EIGHT_B, count=20, ranks=(8,), max_loras=8, max_lora_rank=64)
-    assert serving_memory(loose).adapter_reserved_bytes_per_gpu == 8 * serving_memory(tight).adapter_reserved_bytes_per_gpu
+    assert (
+        serving_memory(loose).adapter_reserved_bytes_per_gpu == 8 * serving_memory(tight).adapter_reserved_bytes_per_gpu
+    )
     a, b = StepModel.from_deployment(resolve(tight)), StepModel.from_deployment(resolve(loose))
     assert b.lora_bytes_per_adapter == 8 * a.lora_bytes_per_adapter
     assert b.lora_flop_per_token == 8 * a.lora_flop_per_token
@@ -88,8 +92,9 @@ def test_no_adapters_is_the_base_alone():
     assert StepModel.from_deployment(resolve(off)) == StepModel.from_deployment(resolve(EIGHT_B))
     assert speed_summary(off).decode.step_s == speed_summary(EIGHT_B).decode.step_s
     w = EIGHT_B.workload.with_(rate_per_s=10, num_requests=300)
-    a, b = simulate(EIGHT_B.with_(workload=w), sim_spec(EIGHT_B.with_(workload=w))), simulate(
-        off.with_(workload=w), sim_spec(off.with_(workload=w))
+    a, b = (
+        simulate(EIGHT_B.with_(workload=w), sim_spec(EIGHT_B.with_(workload=w))),
+        simulate(off.with_(workload=w), sim_spec(off.with_(workload=w))),
     )
     assert a.summary == b.summary and b.summary.adapters is None
     assert np.array_equal(a.finish_s, b.finish_s)
@@ -129,7 +134,9 @@ def test_expected_distinct_adapters_in_a_batch():
     # Zipf: the hot adapters repeat, so fewer distinct ones than uniform
     zipf = StepModel.from_deployment(resolve(with_adapters(EIGHT_B, count=50, max_loras=64, skew=1.0)))
     assert zipf.distinct_adapters(32) < sm.distinct_adapters(32)
-    assert np.allclose(zipf.distinct_adapters(np.array([1.0, 32.0])), [zipf.distinct_adapters(1), zipf.distinct_adapters(32)])
+    assert np.allclose(
+        zipf.distinct_adapters(np.array([1.0, 32.0])), [zipf.distinct_adapters(1), zipf.distinct_adapters(32)]
+    )
 
 
 def test_every_recorded_adapter_step_reevaluates():
@@ -141,7 +148,12 @@ def test_every_recorded_adapter_step_reevaluates():
     ):
         steps = speed_summary(cfg).steps + serving_memory(cfg).steps
         keys = {s.key for s in steps}
-        assert {"adapter_bytes", "adapter_reserved_bytes_per_gpu", "lora_flop_per_token", "decode_mid_lora_bytes"} <= keys
+        assert {
+            "adapter_bytes",
+            "adapter_reserved_bytes_per_gpu",
+            "lora_flop_per_token",
+            "decode_mid_lora_bytes",
+        } <= keys
         for st in steps:
             if not math.isnan(st.value):
                 assert st.evaluate() == pytest.approx(st.value, rel=1e-9, abs=1e-300), (cfg.model, st.key)
@@ -191,8 +203,9 @@ def test_a_small_host_cache_reads_from_storage_again():
 def test_simulation_is_deterministic_and_the_draws_follow_the_popularity():
     cfg = with_adapters(EIGHT_B, count=20, max_loras=4, skew=1.5)
     w = cfg.workload.with_(rate_per_s=5, num_requests=400)
-    a, b = simulate(cfg.with_(workload=w), sim_spec(cfg.with_(workload=w))), simulate(
-        cfg.with_(workload=w), sim_spec(cfg.with_(workload=w))
+    a, b = (
+        simulate(cfg.with_(workload=w), sim_spec(cfg.with_(workload=w))),
+        simulate(cfg.with_(workload=w), sim_spec(cfg.with_(workload=w))),
     )
     assert a.summary == b.summary and np.array_equal(a.finish_s, b.finish_s)
     # the arrivals and lengths are the base's draws: adapters take a stream of their own
