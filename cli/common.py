@@ -193,6 +193,13 @@ def add_adapter_args(p: argparse.ArgumentParser, *, lora_rank: bool = True) -> N
     g.add_argument("--max-loras", type=int, help="GPU slots: distinct adapters per batch (default: the engine's)")
     g.add_argument("--max-lora-rank", type=int, help="rank of every slot (default: the engine's, or the adapters')")
     g.add_argument("--max-cpu-loras", type=int, help="adapters held in host memory (default: the engine's)")
+    g.add_argument(
+        "--fully-sharded-loras",
+        dest="fully_sharded_loras",
+        action="store_const",
+        const=True,
+        help="TP splits both A and B of every adapter (vLLM --fully-sharded-loras)",
+    )
 
 
 #: The adapter flags, by argparse dest -> the adapters group's field.
@@ -203,6 +210,7 @@ ADAPTER_FLAGS = {
     "max_loras": ("max_loras", "--max-loras"),
     "max_lora_rank": ("max_lora_rank", "--max-lora-rank"),
     "max_cpu_loras": ("max_cpu_loras", "--max-cpu-loras"),
+    "fully_sharded_loras": ("fully_sharded", "--fully-sharded-loras"),
 }
 
 

@@ -412,6 +412,11 @@ def sidebar(page: str = "") -> RabitConfig | None:
         )
         slots["adapters.max_lora_rank"] = st.container()
         slots["adapters.max_cpu_loras"] = st.container()
+        st.checkbox(
+            "Fully sharded over TP (vLLM --fully-sharded-loras)",
+            key=_key("adapters.fully_sharded"),
+            help="Off (vLLM's default): TP splits half of each adapter, so every GPU holds most of it.",
+        )
     with sb.expander("Training"):
         st.selectbox("Precision", choices.TRAIN_PRECISIONS, key=_key("train_precision"))
         st.selectbox("ZeRO stage", choices.ZERO_STAGES, key=_key("zero"))

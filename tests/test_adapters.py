@@ -312,3 +312,20 @@ def test_max_loras_is_searched():
     assert few.adapter_slots == 4
     many = recommend(_goal(200, 5.0), CONS).recommendation
     assert 1 <= many.adapter_slots <= 200
+
+
+def test_fully_sharded_adapters_split_both_matrices():
+    # TP 2, fully sharded: every module's d_in and d_out split 2 ways (k, v outputs by their 8 KV heads, 2 ways):
+    # per layer 81,920 / 2 = 40,960 per unit rank -> 16 x 40,960 x 32 x 2 B = 41,943,040 B, half the adapter
+    cfg = EIGHT_B.with_(gpus_per_node=2, tp=2, adapters=AdapterSet(count=4, max_loras=1, fully_sharded=True))
+    assert adapter_footprint(cfg).slot_bytes_per_gpu == 41_943_040
+
+
+def test_the_adapter_cases_are_predicted_and_the_overhead_family_stays_close():
+    from core.decision import run
+
+    r = run(("lora-overhead-throughput", "lora-engine-throughput"))
+    assert {c.id for c in r.cases} >= {"punica-7b", "punica-70b-tp8", "vllm-pr11613-llama2-7b-r8"}
+    assert all(0 < c.predicted < float("inf") for c in r.cases)
+    fam = next(f for f in r.families if f.family == "lora-overhead-throughput")
+    assert fam.median_abs_error <= 0.15 and fam.within_2x == 1.0

@@ -36,6 +36,9 @@ class AdapterSet(BaseModel):
     max_loras: int | None = None  # GPU slots; None: the engine's default
     max_lora_rank: int | None = None  # slot rank; None: the engine's default (vLLM 16) or the adapters' own
     max_cpu_loras: int | None = None  # host cache; None: the engine's default
+    #: TP splits both A and B of every adapter (vLLM --fully-sharded-loras; Punica and S-LoRA shard that way);
+    #: off: vLLM's default, "only half of the LoRA computation is sharded with tensor parallelism"
+    fully_sharded: bool = False
 
     @field_validator("count", "skew", "max_loras", "max_lora_rank", "max_cpu_loras", mode="before")
     @classmethod

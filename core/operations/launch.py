@@ -77,6 +77,7 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
                 "--max-loras",
                 "--max-lora-rank",
                 "--max-cpu-loras",
+                "--fully-sharded-loras",
                 "--lora-dtype",
                 "--lora-modules",
                 "--host",
@@ -306,6 +307,8 @@ def _vllm_lora(s: LaunchSpec) -> tuple[list[str], list[str]]:
         "--max-cpu-loras",
         str(a.host_slots("vllm")),
     ]
+    if a.fully_sharded:  # "use the fully sharded layers" (vllm/config/lora.py)
+        argv += ["--fully-sharded-loras"]
     if a.dtype in VLLM_LORA_DTYPE:
         argv += ["--lora-dtype", VLLM_LORA_DTYPE[a.dtype]]
     else:

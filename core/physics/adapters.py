@@ -60,16 +60,25 @@ class AdapterModule:
     out_shard_cap: int = 0  # at most this many ways TP splits d_out (k, v: the KV heads); 0: no cap
 
     def shards(self, tp: int) -> tuple[int, int]:
-        """(s_in, s_out): how many ways TP splits d_in and d_out on one rank."""
+        """(s_in, s_out): how many ways TP splits the layer's input and output on one rank (its activations, and
+        its adapter weights under vLLM's default sharding)."""
+        cap = min(tp, self.out_shard_cap) if self.out_shard_cap else tp
         if self.split == "column":
-            return 1, min(tp, self.out_shard_cap) if self.out_shard_cap else tp
+            return 1, cap
         if self.split == "row":
             return tp, 1
         return 1, 1
 
-    def per_gpu(self, tp: int) -> float:
+    def weight_shards(self, tp: int, fully: bool = False) -> tuple[int, int]:
+        """(s_in, s_out) of the adapter's weights: as :meth:`shards`, or, fully sharded (vLLM
+        ``--fully-sharded-loras``; Punica and S-LoRA shard like Megatron), both ``A`` and ``B`` split ``tp`` ways."""
+        if not fully or self.split == "replicated":
+            return self.shards(tp)
+        return tp, min(tp, self.out_shard_cap) if self.out_shard_cap else tp
+
+    def per_gpu(self, tp: int, fully: bool = False) -> float:
         """Adapter weights of this module per unit rank on one TP rank, one layer: d_in / s_in + d_out / s_out."""
-        s_in, s_out = self.shards(tp)
+        s_in, s_out = self.weight_shards(tp, fully)
         return self.d_in / s_in + self.d_out / s_out
 
 
@@ -125,13 +134,13 @@ def _numbered(mods: tuple[AdapterModule, ...]):
     return ((i, md) for i, md in enumerate(mods, start=1))
 
 
-def _module_inputs(mods: tuple[AdapterModule, ...], tp: int | None = None) -> dict[str, Any]:
-    """The recorded inputs of a sum over modules: L_i, i_i, o_i (and, given ``tp``, the shards si_i, so_i)."""
+def _module_inputs(mods: tuple[AdapterModule, ...], tp: int | None = None, fully: bool = False) -> dict[str, Any]:
+    """The recorded inputs of a sum over modules: L_i, i_i, o_i (and, given ``tp``, the weights' shards si_i, so_i)."""
     out: dict[str, Any] = {}
     for i, md in _numbered(mods):
         out.update({f"L{i}": md.layers, f"i{i}": md.d_in, f"o{i}": md.d_out})
         if tp is not None:
-            s_in, s_out = md.shards(tp)
+            s_in, s_out = md.weight_shards(tp, fully)
             out.update({f"si{i}": s_in, f"so{i}": s_out})
     return out
 
@@ -141,9 +150,9 @@ def adapter_weights_per_rank(mods: tuple[AdapterModule, ...]) -> int:
     return sum(md.layers * (md.d_in + md.d_out) for md in mods)
 
 
-def per_gpu_weights_per_rank(mods: tuple[AdapterModule, ...], tp: int, pp: int) -> float:
+def per_gpu_weights_per_rank(mods: tuple[AdapterModule, ...], tp: int, pp: int, fully: bool = False) -> float:
     """Weights per unit rank one GPU of one stage holds: sum_modules L_m / pp (d_in / s_in + d_out / s_out)."""
-    return sum(md.layers * md.per_gpu(tp) for md in mods) / pp
+    return sum(md.layers * md.per_gpu(tp, fully) for md in mods) / pp
 
 
 def act_elems_per_token(mods: tuple[AdapterModule, ...], tp: int, pp: int) -> float:
@@ -197,7 +206,7 @@ def adapter_footprint(dep: Deployment | RabitConfig, tr: Trace = NO_TRACE) -> Ad
     b = a.bytes_per_param
     n_w = adapter_weights_per_rank(mods)
     r_max = a.max_rank
-    n_gpu = per_gpu_weights_per_rank(mods, cfg.tp, cfg.pp)
+    n_gpu = per_gpu_weights_per_rank(mods, cfg.tp, cfg.pp, a.fully_sharded)
     slot_rank, slots, host = a.slot_rank(engine), a.slots(engine), a.host_slots(engine)
     names = tuple(md.name for md in mods)
     if tr.enabled:
@@ -248,10 +257,15 @@ def adapter_footprint(dep: Deployment | RabitConfig, tr: Trace = NO_TRACE) -> Ad
         "(" + " + ".join(f"L{i} * (i{i} / si{i} + o{i} / so{i})" for i in range(1, len(mods) + 1)) + ") / pp",
         n_gpu,
         unit="",
-        **_module_inputs(mods, cfg.tp),
+        **_module_inputs(mods, cfg.tp, a.fully_sharded),
         pp=cfg.pp,
-        note=f"TP {cfg.tp}: column-parallel layers keep A whole and split B (s_out = TP), row-parallel ones split "
-        f"A (s_in = TP) and keep B whole (vLLM's default, fully_sharded_loras off); PP {cfg.pp} splits the layers",
+        note=(
+            f"TP {cfg.tp}: fully sharded, A and B split TP ways (vLLM --fully-sharded-loras)"
+            if a.fully_sharded
+            else f"TP {cfg.tp}: column-parallel layers keep A whole and split B (s_out = TP), row-parallel ones split "
+            "A (s_in = TP) and keep B whole (vLLM's default, fully_sharded_loras off)"
+        )
+        + f"; PP {cfg.pp} splits the layers",
     )
     slot = tr.step(
         "adapter_slot_bytes_per_gpu",
@@ -315,7 +329,7 @@ def adapter_load_s(
     mods = adapter_modules(m, a.targets)
     b = a.bytes_per_param
     n_l = wrapped_layers(mods)
-    n_g = per_gpu_weights_per_rank(mods, cfg.tp, cfg.pp)
+    n_g = per_gpu_weights_per_rank(mods, cfg.tp, cfg.pp, a.fully_sharded)
     n_a = adapter_weights_per_rank(mods)
     bw = g.host_bw_bytes_per_s
     t = n_l / cfg.pp * x.adapter_layer_load_us * 1e-6 + rank * n_g * b / (bw * x.adapter_link_eff)
