@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 
@@ -130,3 +131,14 @@ class Adapters:
     def waits(self, n: int) -> array:
         """Each request's wait for an adapter slot [s] (NaN for a request never turned away)."""
         return array("d", (self.wait_s.get(i, math.nan) for i in range(n)))
+
+    def records(self, n: int, distinct_s: float) -> dict[str, Any]:
+        """The adapter fields of the engine's records for ``n`` requests (``distinct_s``: busy time x distinct
+        adapters, summed)."""
+        return {
+            "adapter": array("l", (self.adapter(i) for i in range(n))),
+            "adapter_load_s": self.load_s,
+            "adapter_storage_loads": self.storage_loads,
+            "adapter_wait_s": self.waits(n),
+            "adapter_distinct_s": distinct_s,
+        }

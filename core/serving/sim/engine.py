@@ -55,7 +55,7 @@ import heapq
 import math
 from array import array
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from core.base import WorkBudget
@@ -64,6 +64,7 @@ from core.serving.sim.adapters import Adapters
 from core.serving.sim.pool import Pool
 from core.serving.sim.timing import ArrayTiming, LinearTiming
 
+Timing = LinearTiming | ArrayTiming
 INF = math.inf
 _EPS = 1e-9
 
@@ -93,27 +94,15 @@ class Records:
     iterations: int
     total_preemptions: int
     last_arrival_s: float
-    # multi-LoRA serving (core.serving.sim.adapters); empty without adapters
-    adapter: array = field(default_factory=lambda: array("l"))  # each request's adapter
-    adapter_load_s: array = field(default_factory=lambda: array("d"))  # each load of an adapter into a GPU slot
-    adapter_storage_loads: int = 0  # loads that read the adapter from storage first
-    adapter_wait_s: array = field(default_factory=lambda: array("d"))  # each request's wait for a slot (NaN: never)
-    adapter_distinct_s: float = 0.0  # busy time x distinct adapters, summed (its mean over busy time)
+    adapters: dict[str, Any] | None = None  # multi-LoRA serving: core.serving.sim.adapters.Adapters.records
 
 
 class Engine:
     """One replica: the clock, the queues, the KV pool and the counters of one simulation."""
 
-    def __init__(
-        self,
-        spec: SimSpec,
-        timing: LinearTiming | ArrayTiming,
-        pool: Pool,
-        draws: Draws,
-        adapters: Adapters | None = None,
-    ) -> None:
+    def __init__(self, spec: SimSpec, timing: Timing, pool: Pool, draws: Draws, lora: Adapters | None = None) -> None:
         self.spec, self.timing, self.pool, self.draws = spec, timing, pool, draws
-        self.lora = adapters
+        self.lora = lora  # the adapters (multi-LoRA serving), None without
         self._load_s = 0.0  # adapter loads the iteration being planned waits for
         self.adapter_distinct_s = 0.0
         self.block_tokens = pool.block
@@ -453,10 +442,7 @@ class Engine:
         return max(0, min(cached, free * B, last))
 
     def _admit(self, rid: int, hit: int = 0, at: int = 0) -> None:
-        if at:
-            del self.waiting[at]
-        else:
-            self.waiting.popleft()
+        del self.waiting[at]  # the head, or one behind requests skipped for their adapters
         if self.lora is not None:
             self._load_s += self.lora.acquire(rid, self.now_s)
         self.running.append(rid)
@@ -590,18 +576,13 @@ class Engine:
                 f, s = self._chunk_blocks(c, n)
                 self.full_blocks += f
                 self.slide_blocks += s
-        # sequences scheduled: every decoding one and each prompt with a chunk (each is sampled or tracked)
-        if self.lora is None:
-            dt = tm.one(T, A, R, (self.num_decoding if decoding else 0) + len(chunks))
-            self.busy_s += dt
-            self.prefill_s += dt - (tm.one(self.num_decoding, A_d, R_d) if decoding else 0.0)
-        else:  # the adapters of the running set are read; the loads of newly admitted ones come first
-            D = self.lora.distinct
-            dt = tm.one(T, A, R, (self.num_decoding if decoding else 0) + len(chunks), D) + self._load_s
-            self._load_s = 0.0
-            self.busy_s += dt
-            self.prefill_s += dt - (tm.one(self.num_decoding, A_d, R_d, None, D) if decoding else 0.0)
-            self.adapter_distinct_s += D * dt
+        # sequences scheduled: every decoding one and each prompt with a chunk; D: the running set's adapters
+        D = self.lora.distinct if self.lora is not None else 0
+        dt = tm.one(T, A, R, (self.num_decoding if decoding else 0) + len(chunks), D) + self._load_s
+        self._load_s = 0.0
+        self.busy_s += dt
+        self.prefill_s += dt - (tm.one(self.num_decoding, A_d, R_d, None, D) if decoding else 0.0)
+        self.adapter_distinct_s += D * dt
         self.iterations += 1
         self.now_s += dt
         if self.next_arr <= self.now_s:
@@ -638,31 +619,15 @@ class Engine:
         if (not self.waiting or self.lora is not None) and self.next_arr < t_event:
             t_event = self.next_arr
         A, R, g = self._decode_AR()
-        budget_s = t_event - self.now_s if t_event < INF else INF
-        if self.lora is None:
-            k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, budget_s)
-        else:
-            D = self.lora.distinct
-            k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, budget_s, D)
-            self.adapter_distinct_s += D * dt
+        D = self.lora.distinct if self.lora is not None else 0
+        k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, t_event - self.now_s if t_event < INF else INF, D)
+        self.adapter_distinct_s += D * dt
         self.busy_s += dt
         self.iterations += k
         self.now_s += dt
         if self.next_arr <= self.now_s:
             self._absorb_arrivals()
         self._advance_decode(k)
-
-    def _adapter_records(self, n: int) -> dict[str, Any]:
-        """The adapter fields of the records (none without adapters)."""
-        if self.lora is None:
-            return {}
-        return {
-            "adapter": array("l", (self.lora.adapter(i) for i in range(n))),
-            "adapter_load_s": self.lora.load_s,
-            "adapter_storage_loads": self.lora.storage_loads,
-            "adapter_wait_s": self.lora.waits(n),
-            "adapter_distinct_s": self.adapter_distinct_s,
-        }
 
     def fin_heap_min(self) -> int:
         fh = self.fin_heap
@@ -731,5 +696,5 @@ class Engine:
             iterations=self.iterations,
             total_preemptions=self.preemptions,
             last_arrival_s=self.last_arrival_s,
-            **self._adapter_records(n),
+            adapters=self.lora.records(n, self.adapter_distinct_s) if self.lora is not None else None,
         )

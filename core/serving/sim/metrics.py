@@ -206,19 +206,20 @@ def _short_run_verdict(arr: np.ndarray, a: int, capacity_rps: float | None) -> t
 
 
 def _adapter_stats(rec: Records, n: int) -> AdapterStats:
-    loads = np.frombuffer(rec.adapter_load_s, dtype=float) if len(rec.adapter_load_s) else np.zeros(0)
-    waits = np.frombuffer(rec.adapter_wait_s, dtype=float) if len(rec.adapter_wait_s) else np.zeros(0)
+    a = rec.adapters or {}
+    loads = np.asarray(a["adapter_load_s"], dtype=float)
+    waits = np.asarray(a["adapter_wait_s"], dtype=float)
     blocked = waits[~np.isnan(waits)]
     return AdapterStats(
-        adapters_seen=len(set(rec.adapter)),
+        adapters_seen=len(set(a["adapter"])),
         loads=int(loads.size),
-        loads_from_storage=rec.adapter_storage_loads,
+        loads_from_storage=a["adapter_storage_loads"],
         load_s=Percentiles.of(loads),
         load_time_share=float(loads.sum()) / rec.busy_s if rec.busy_s > 0 else 0.0,
         loads_per_request=loads.size / n if n else 0.0,
         blocked_requests=int(blocked.size),
         wait_s=Percentiles.of(blocked),
-        distinct_mean=rec.adapter_distinct_s / rec.busy_s if rec.busy_s > 0 else 0.0,
+        distinct_mean=a["adapter_distinct_s"] / rec.busy_s if rec.busy_s > 0 else 0.0,
     )
 
 
@@ -254,7 +255,7 @@ def summarise(rec: Records, closed_loop: bool, capacity_rps: float | None = None
     )
     period = rec.last_arrival_s - t_start
     return Summary(
-        adapters=_adapter_stats(rec, n) if len(rec.adapter) else None,
+        adapters=_adapter_stats(rec, n) if rec.adapters is not None else None,
         ttft_s=Percentiles.of(first[done] - arr[done]),
         itl_s=Percentiles.of(itl),
         e2e_s=Percentiles.of(fin[done] - arr[done]),
