@@ -292,48 +292,38 @@ def _adapter_modules(a: AdapterSet, engine: str) -> tuple[list[str], list[str]]:
     return items, notes
 
 
-def _vllm_lora(s: LaunchSpec) -> tuple[list[str], list[str]]:
-    """vLLM's LoRA flags for the spec's adapters: (argv, notes)."""
+#: Each engine's flags for the slots, the slot rank, the host cache and the adapters to load.
+LORA_FLAGS = {
+    "vllm": ("--max-loras", "--max-lora-rank", "--max-cpu-loras", "--lora-modules"),
+    "sglang": ("--max-loras-per-batch", "--max-lora-rank", "--max-loaded-loras", "--lora-paths"),
+}
+
+
+def _lora_argv(s: LaunchSpec, engine: str) -> tuple[list[str], list[str]]:
+    """vLLM's or SGLang's LoRA flags for the spec's adapters: (argv, notes); nothing without adapters."""
     a = s.adapters
     if a is None:
         return [], []
-    mods, notes = _adapter_modules(a, "vllm")
+    mods, notes = _adapter_modules(a, engine)
+    slots, rank, host, paths = LORA_FLAGS[engine]
     argv = [
         "--enable-lora",
-        "--max-loras",
-        str(a.slots("vllm")),
-        "--max-lora-rank",
-        str(a.slot_rank("vllm")),
-        "--max-cpu-loras",
-        str(a.host_slots("vllm")),
+        slots,
+        str(a.slots(engine)),
+        rank,
+        str(a.slot_rank(engine)),
+        host,
+        str(a.host_slots(engine)),
     ]
-    if a.fully_sharded:  # "use the fully sharded layers" (vllm/config/lora.py)
-        argv += ["--fully-sharded-loras"]
-    if a.dtype in VLLM_LORA_DTYPE:
+    if engine == "sglang":
+        argv += ["--lora-target-modules", *SGLANG_TARGETS[a.targets]]
+    elif a.dtype in VLLM_LORA_DTYPE:
         argv += ["--lora-dtype", VLLM_LORA_DTYPE[a.dtype]]
     else:
         notes.append(f"{a.dtype} adapters: vLLM's --lora-dtype takes auto, float16 or bfloat16")
-    return argv + ["--lora-modules", *mods], notes
-
-
-def _sglang_lora(s: LaunchSpec) -> tuple[list[str], list[str]]:
-    """SGLang's LoRA flags for the spec's adapters: (argv, notes)."""
-    a = s.adapters
-    if a is None:
-        return [], []
-    mods, notes = _adapter_modules(a, "sglang")
-    argv = [
-        "--enable-lora",
-        "--max-loras-per-batch",
-        str(a.slots("sglang")),
-        "--max-lora-rank",
-        str(a.slot_rank("sglang")),
-        "--max-loaded-loras",
-        str(a.host_slots("sglang")),
-        "--lora-target-modules",
-        *SGLANG_TARGETS[a.targets],
-    ]
-    return argv + ["--lora-paths", *mods], notes
+    if engine == "vllm" and a.fully_sharded:  # "use the fully sharded layers" (vllm/config/lora.py)
+        argv += ["--fully-sharded-loras"]
+    return argv + [paths, *mods], notes
 
 
 def _trtllm_lora_note(s: LaunchSpec) -> list[str]:
@@ -389,7 +379,7 @@ def vllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
     q = QUANT_VALUES["vllm"].get(s.weights)
     if q:
         argv += ["--quantization", q]
-    lora, lora_notes = _vllm_lora(s)
+    lora, lora_notes = _lora_argv(s, "vllm")
     argv += lora + ["--host", "0.0.0.0", "--port", str(s.port)]
     return argv, _notes(s, "vllm") + lora_notes
 
@@ -424,7 +414,7 @@ def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
     q = QUANT_VALUES["sglang"].get(s.weights)
     if q:
         argv += ["--quantization", q]
-    lora, lora_notes = _sglang_lora(s)
+    lora, lora_notes = _lora_argv(s, "sglang")
     argv += lora + ["--host", "0.0.0.0", "--port", str(s.port)]
     return argv, _notes(s, "sglang") + lora_notes
 

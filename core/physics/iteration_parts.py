@@ -337,8 +337,9 @@ def iteration(
             note="weights read + KV read (R cached tokens) + KV written (T new tokens)"
             + (" + MoE permute / un-permute copies (r_b per token)" if K["r_b"] else ""),
         )
+        extra: dict[str, float] = {}
         if lora:
-            y_l = tr.step(
+            extra["Y_l"] = tr.step(
                 f"{key}_lora_bytes",
                 f"{what}: adapter bytes per GPU",
                 "Y_l",
@@ -355,37 +356,24 @@ def iteration(
                 f"{sm.lora_slots:g} of {sm.lora_count:g}), each read once at the slot rank, + the adapter kernels' "
                 "activations",
             )
-            tr.step(
-                f"{key}_memory_s",
-                f"{what}: memory time",
-                "t_m",
-                EXPR_MEMORY_LORA,
-                mm,
-                unit="s",
-                latex=r"\frac{[Y]}{[pi_bw] \cdot [eta_bw]} + \frac{[Y_l]}{[pi_bw] \cdot [eta_bw] \cdot [eta_l]}",
-                units=_U_ITER,
-                Y=nbytes,
-                Y_l=y_l,
-                pi_bw=K["pi_bw"],
-                eta_bw=K["eta_bw"],
-                eta_l=K["eta_l"],
-                note="achieved HBM bandwidth = datasheet x MBU; the adapter kernels reach eta_l of it",
-            )
-        else:
-            tr.step(
-                f"{key}_memory_s",
-                f"{what}: memory time",
-                "t_m",
-                EXPR_MEMORY,
-                mm,
-                unit="s",
-                latex=r"\frac{[Y]}{[pi_bw] \cdot [eta_bw]}",
-                units=_U_ITER,
-                Y=nbytes,
-                pi_bw=K["pi_bw"],
-                eta_bw=K["eta_bw"],
-                note="achieved HBM bandwidth = datasheet x MBU",
-            )
+            extra["eta_l"] = K["eta_l"]
+        tr.step(
+            f"{key}_memory_s",
+            f"{what}: memory time",
+            "t_m",
+            EXPR_MEMORY_LORA if lora else EXPR_MEMORY,
+            mm,
+            unit="s",
+            latex=r"\frac{[Y]}{[pi_bw] \cdot [eta_bw]}"
+            + (r" + \frac{[Y_l]}{[pi_bw] \cdot [eta_bw] \cdot [eta_l]}" if lora else ""),
+            units=_U_ITER,
+            Y=nbytes,
+            pi_bw=K["pi_bw"],
+            eta_bw=K["eta_bw"],
+            **extra,
+            note="achieved HBM bandwidth = datasheet x MBU"
+            + ("; the adapter kernels reach eta_l of it" if lora else ""),
+        )
         tr.step(
             f"{key}_comm_s",
             f"{what}: exposed communication per stage",

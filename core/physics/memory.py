@@ -403,34 +403,20 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
     )
     ad = adapter_footprint(dep, tr) if cfg.adapters.enabled else None
     L = ad.reserved_bytes_per_gpu if ad is not None else 0.0
-    if ad is None:
-        U = tr.step(
-            "total_bytes_per_gpu",
-            "Total per GPU",
-            "U",
-            "W + KV + A + O",
-            W + KV + A + O,
-            unit="B",
-            W=W,
-            KV=KV,
-            A=A,
-            O=O,
-        )
-    else:
-        U = tr.step(
-            "total_bytes_per_gpu",
-            "Total per GPU",
-            "U",
-            "W + KV + A + O + L_r",
-            W + KV + A + O + L,
-            unit="B",
-            W=W,
-            KV=KV,
-            A=A,
-            O=O,
-            L_r=L,
-            note="the adapter slots are held like the weights",
-        )
+    slots: dict[str, Any] = {"L_r": L} if ad is not None else {}  # the adapter slots (multi-LoRA), held like weights
+    U = tr.step(
+        "total_bytes_per_gpu",
+        "Total per GPU",
+        "U",
+        "W + KV + A + O" + (" + L_r" if slots else ""),
+        W + KV + A + O + L,
+        unit="B",
+        W=W,
+        KV=KV,
+        A=A,
+        O=O,
+        **slots,
+    )
     C = tr.step(
         "capacity_bytes_per_gpu",
         "HBM capacity per GPU",
@@ -453,34 +439,20 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         u=a.gpu_mem_util,
         note="gpu_memory_utilization",
     )
-    if ad is None:
-        budget = tr.step(
-            "kv_budget_bytes_per_gpu",
-            "Left for KV cache per GPU",
-            "K_b",
-            "C_u - O - W - A",
-            usable - O - W - A,
-            unit="B",
-            C_u=usable,
-            O=O,
-            W=W,
-            A=A,
-        )
-    else:
-        budget = tr.step(
-            "kv_budget_bytes_per_gpu",
-            "Left for KV cache per GPU",
-            "K_b",
-            "C_u - O - W - A - L_r",
-            usable - O - W - A - L,
-            unit="B",
-            C_u=usable,
-            O=O,
-            W=W,
-            A=A,
-            L_r=L,
-            note=f"{ad.slots} adapter slot(s) at rank {ad.slot_rank} take {L / 1e9:.3g} GB of it",
-        )
+    budget = tr.step(
+        "kv_budget_bytes_per_gpu",
+        "Left for KV cache per GPU",
+        "K_b",
+        "C_u - O - W - A" + (" - L_r" if slots else ""),
+        usable - O - W - A - L,
+        unit="B",
+        C_u=usable,
+        O=O,
+        W=W,
+        A=A,
+        **slots,
+        note=f"{ad.slots} adapter slot(s) at rank {ad.slot_rank} take {L / 1e9:.3g} GB of it" if ad else "",
+    )
     # a sequence always holds at least its newest token of its own (a prefix share close to 1 or an all-sliding
     # model must not make the per-sequence cost zero)
     n_paged: float = max(0, math.floor((budget - prefix_once) / max(per_seq, k_gpu)))
