@@ -28,7 +28,7 @@ from core.base import (
     read_regular_file,
 )
 from core.catalog import from_hf_config
-from core.config import DEFAULT, RabitConfig, describe_validation_error, error_text, problems, split_nodes
+from core.config import DEFAULT, GROUPS, RabitConfig, describe_validation_error, error_text, problems, split_nodes
 
 #: config field -> CLI flag, for error messages that name the argument.
 FLAG_OF = {
@@ -495,7 +495,7 @@ def analysis_defaults(cfg: RabitConfig, p: argparse.ArgumentParser) -> dict[str,
         dest, conv = _DEST_OF.get(field, (field, None))
         if field == "model" and cfg.custom_model is not None:
             continue
-        if dest in dests and field not in ("custom_model", "assumptions"):
+        if dest in dests and field not in ("custom_model", "assumptions", *GROUPS):  # a group is no one flag
             v = getattr(cfg, field)
             out[dest] = conv(v) if conv else v
     return {k: v for k, v in out.items() if k in dests}

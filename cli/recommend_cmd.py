@@ -374,7 +374,7 @@ def _adapter_keys(r, goal, cons, prices) -> dict[str, Any]:
     pick = r.recommendation or r.nearest
     out: dict[str, Any] = {}
     if pick is not None:
-        chosen = a.with_slots(pick.adapter_slots)
+        chosen = a.with_slots(pick.adapter_slots, engine)
         out["adapters"] = {
             "count": a.count,
             "ranks": list(a.ranks),

@@ -312,6 +312,14 @@ def test_max_loras_is_searched():
     assert few.adapter_slots == 4
     many = recommend(_goal(200, 5.0), CONS).recommendation
     assert 1 <= many.adapter_slots <= 200
+    # and the slot rank: rank-8 adapters get rank-8 slots (vLLM's default 16 would pad each to twice its size)
+    from core.decision import candidate_config
+
+    goal = _goal(20, 5.0, ranks=(8,))
+    pick = recommend(goal, CONS).recommendation
+    searched = candidate_config(goal, pick).adapters
+    assert searched.slot_rank("vllm") == 8 and searched.max_loras == pick.adapter_slots
+    assert searched.host_slots("vllm") == 20  # host memory holds every adapter (not priced)
 
 
 def test_fully_sharded_adapters_split_both_matrices():

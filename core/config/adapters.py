@@ -58,12 +58,22 @@ class AdapterSet(BaseModel):
         """A validated copy with some fields changed."""
         return type(self).model_validate({**self.model_dump(), **changes})
 
-    def with_slots(self, slots: int) -> AdapterSet:
-        """The set as a search sizes it with ``slots`` GPU slots: host memory (not priced) holds every adapter
-        unless ``max_cpu_loras`` is set; ``slots`` 0 leaves the set as it is."""
+    def with_slots(self, slots: int, engine: str) -> AdapterSet:
+        """The set as a search sizes it with ``slots`` GPU slots: the slots at the smallest rank the engine takes that
+        holds the adapters (a larger one only pads them) unless ``max_lora_rank`` is set, and host memory (not
+        priced) holding every adapter unless ``max_cpu_loras`` is set; ``slots`` 0 leaves the set as it is."""
         if not slots:
             return self
-        return self.with_(max_loras=slots, max_cpu_loras=self.max_cpu_loras or max(self.count, slots))
+        return self.with_(
+            max_loras=slots,
+            max_lora_rank=self.max_lora_rank or self.tight_rank(engine),
+            max_cpu_loras=self.max_cpu_loras or max(self.count, slots),
+        )
+
+    def tight_rank(self, engine: str) -> int:
+        """The smallest slot rank ``engine`` takes that holds the set's largest rank."""
+        need = self.max_rank
+        return next((r for r in lora_defaults(engine).allowed_ranks if r >= need), need)
 
     @property
     def enabled(self) -> bool:
@@ -98,11 +108,8 @@ class AdapterSet(BaseModel):
         smallest rank the engine accepts that holds the set's largest)."""
         if self.max_lora_rank is not None:
             return self.max_lora_rank
-        d = lora_defaults(engine)
-        need = self.max_rank
-        if d.max_lora_rank and d.max_lora_rank >= need:
-            return d.max_lora_rank
-        return next((r for r in d.allowed_ranks if r >= need), need)
+        default = lora_defaults(engine).max_lora_rank
+        return default if default and default >= self.max_rank else self.tight_rank(engine)
 
     def host_slots(self, engine: str) -> int:
         """Adapters held in host memory (``max_cpu_loras``, else the engine's default: vLLM as many as the GPU

@@ -23,6 +23,9 @@ from core.serving import sim_spec
 #: Target utilisation of each replica when sizing the replica count in closed form: queues need headroom
 #: (M/D/1 waiting time grows as rho / (1 - rho); at 0.8 the queue stays short against second-scale targets).
 SCREEN_UTILISATION = 0.8
+#: Share of the p95 TTFT target (else of the end-to-end one) a request's mean wait for an adapter slot may take when
+#: the screen chooses max_loras (multi-LoRA serving).
+SCREEN_SLOT_WAIT_SHARE = 0.25
 #: Formats the search tries (defined once in core.base.choices).
 WEIGHT_FORMATS = choices.SEARCH_WEIGHT_FORMATS
 KV_FORMATS = choices.SEARCH_KV_DTYPES
@@ -289,7 +292,11 @@ def candidate_config(goal: ServingGoal, c: _Replica, assumptions: Assumptions | 
     g = catalog.gpu(c.gpu)
     gpn = min(c.gpus_per_replica, g.scale_up_domain)
     i, o = goal.workload.mean_lengths()
-    slots = {"adapters": goal.settings.adapters.with_slots(c.adapter_slots)} if c.adapter_slots else {}
+    slots = (
+        {"adapters": goal.settings.adapters.with_slots(c.adapter_slots, goal.settings.workload.engine)}
+        if c.adapter_slots
+        else {}
+    )
     return goal.settings.with_(
         **slots,
         gpu=c.gpu,

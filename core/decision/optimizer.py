@@ -34,6 +34,7 @@ from core.config import Deployment, RabitConfig, SimSpec, problems
 from core.decision.explain import Explanation, explain
 from core.decision.goal import (
     _F,
+    SCREEN_SLOT_WAIT_SHARE,
     SCREEN_UTILISATION,
     Candidate,
     Constraints,
@@ -188,8 +189,6 @@ def screen_candidate(
 
 #: The adapter slots (max_loras) the screen tries: powers of two up to the adapters served, and all of them.
 SLOT_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-#: Share of the p95 TTFT target (else of the end-to-end one) a request's mean wait for an adapter slot may take.
-SCREEN_SLOT_WAIT_SHARE = 0.25
 
 
 def slot_choices(count: int) -> tuple[int, ...]:

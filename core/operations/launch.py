@@ -255,10 +255,9 @@ def launch_spec(pick, goal) -> LaunchSpec:
 def _adapters_of(pick, goal) -> AdapterSet | None:
     """The goal's adapter set with the slots the search chose for ``pick`` (None without adapters)."""
     settings = getattr(goal, "settings", None)
-    a = settings.adapters if settings is not None else None
-    if a is None or not a.enabled:
+    if settings is None or not settings.adapters.enabled:
         return None
-    return a.with_slots(getattr(pick, "adapter_slots", 0))  # as the search sized it
+    return settings.adapters.with_slots(getattr(pick, "adapter_slots", 0), settings.workload.engine)  # as searched
 
 
 #: Adapters named on the command line; the rest are registered at run time (vLLM) or listed alike (the note says).
