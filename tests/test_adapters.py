@@ -337,3 +337,76 @@ def test_the_adapter_cases_are_predicted_and_the_overhead_family_stays_close():
     assert all(0 < c.predicted < float("inf") for c in r.cases)
     fam = next(f for f in r.families if f.family == "lora-overhead-throughput")
     assert fam.median_abs_error <= 0.15 and fam.within_2x == 1.0
+
+
+# --- routing a deployment's adapters ------------------------------------------------------------------------
+
+
+def test_adapter_affinity_picks_by_its_rule():
+    """The lora-affinity-scorer's tiers: active adapter, then room to load one (fewer adapters in flight than
+    max_loras), then the rest; the least loaded within the best tier; out-of-balance replicas left out first."""
+    from core.serving import Request, make_policy
+
+    def req(a: int) -> Request:
+        return Request(0, 0.0, 100, 10, -1, a)
+
+    p = make_policy("adapter-affinity", 3, adapter_slots=2)
+    assert p.pick(req(5), [3, 0, 1]) == 1  # nowhere active, room everywhere: the least loaded
+    assert p.pick(req(5), [3, 1, 1]) == 1  # active on 1: kept there although 2 is as light
+    assert p.pick(req(6), [3, 2, 1]) == 2  # 6 nowhere active, room on all: the least loaded
+    assert p.pick(req(7), [3, 2, 2]) == 1  # room on all; 1 and 2 tie, the first after the last pick (0) wins
+    assert p.pick(req(8), [3, 3, 2]) == 2  # 1 is full (5 and 7 in flight): the lighter of 0 and 2
+    assert p.pick(req(9), [3, 3, 3]) == 0  # 1 and 2 are full: only 0 has room
+    assert p.pick(req(10), [4, 3, 3]) == 0  # room before load: 0 is the heaviest but the only one with room
+    assert p.pick(req(11), [5, 3, 4]) == 1  # every replica full: the least loaded
+    assert p.active == [{9: 1, 10: 1}, {5: 2, 7: 1, 11: 1}, {6: 1, 8: 1}]
+    # a hot adapter active on a replica out of balance (200 - 4 > 64 and 200 > 1.5 x 4) goes to the lightest
+    assert p.pick(req(5), [30, 200, 4]) == 2
+    # the base model's requests (no adapter) go to the least loaded and are not tracked
+    assert p.pick(req(-1), [1, 0, 2]) == 1
+    # every request that ends leaves the table: what was routed, once ended, leaves it empty
+    for j, a in ((0, 9), (0, 10), (1, 5), (1, 5), (1, 7), (1, 11), (2, 6), (2, 8), (2, 5), (1, -1)):
+        p.ended(j, req(a))
+    assert p.active == [{}, {}, {}]
+
+
+#: a four-replica deployment serving 40 adapters, uniform traffic, 4 slots each (vLLM's max_loras default is 1)
+FOUR = with_adapters(EIGHT_B.with_(gpus_per_node=4), count=40, max_loras=4)
+
+
+def _deployment(router: str, cfg: RabitConfig = FOUR, rate: float = 16.0, n: int = 1200):
+    from core.serving import Layout, simulate_deployment
+
+    w = cfg.workload.with_(rate_per_s=rate, num_requests=n)
+    c = cfg.with_(workload=w)
+    return simulate_deployment(c, sim_spec(c), Layout(replicas=4, router=router))
+
+
+def test_adapter_affinity_loads_fewer_adapters_than_round_robin_on_the_same_draws():
+    """Round-robin sends each replica every adapter (40 adapters over 4 slots: nearly every admission changes a
+    slot); affinity keeps an adapter's requests where it is active, so the same requests need fewer loads."""
+    rr = _deployment("round-robin")
+    aff = _deployment("adapter-affinity")
+    assert np.array_equal(rr.result.arrival_s, aff.result.arrival_s)  # the same arrival and length draws
+    assert aff.summary.adapters.adapters_seen == rr.summary.adapters.adapters_seen == 40
+    assert aff.summary.adapters.loads < 0.9 * rr.summary.adapters.loads, (
+        aff.summary.adapters.loads,
+        rr.summary.adapters.loads,
+    )
+    assert aff.summary.adapters.distinct_mean <= 4 + 1e-9 and rr.summary.adapters.distinct_mean <= 4 + 1e-9
+    # nothing is lost or counted twice: every request ends on one replica
+    assert sum(r.requests for r in aff.replicas) == aff.summary.requests == rr.summary.requests
+
+
+def test_a_one_replica_deployment_with_adapters_is_the_one_replica_simulation():
+    """The deployment's own loop (a shared prefix too small to cache anything forces it) reads each request's
+    adapter by its number in the deployment: the same records, adapters included, as the one-replica engine."""
+    from core.serving import Layout, simulate_deployment
+
+    cfg = with_adapters(EIGHT_B, count=30, max_loras=2, skew=0.8)
+    c = cfg.with_(workload=cfg.workload.with_(rate_per_s=6.0, num_requests=500))
+    alone = simulate(c, sim_spec(c))
+    looped = simulate_deployment(c, sim_spec(c).with_(prefix_cache_frac=1e-4), Layout(replicas=1, router="round-robin"))
+    assert alone.summary == looped.summary
+    assert alone.summary.adapters is not None and alone.summary.adapters.loads > 0
+    assert np.array_equal(alone.finish_s, looped.result.finish_s, equal_nan=True)

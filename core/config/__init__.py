@@ -11,6 +11,7 @@ from core.config.adapters import (
 from core.config.checks import (
     Problem,
     problems,
+    workload_problems,
 )
 from core.config.deployment import (
     Deployment,
@@ -25,6 +26,7 @@ from core.config.settings import (
     GROUPS,
     KV_BYTES,
     WEIGHT_BYTES,
+    Disagg,
     RabitConfig,
     Targets,
     Workload,
@@ -59,6 +61,7 @@ __all__ = [
     "COMPUTE_PRECISION",
     "DEFAULT",
     "Deployment",
+    "Disagg",
     "Draws",
     "GROUPS",
     "KV_BYTES",
@@ -88,4 +91,5 @@ __all__ = [
     "training_goal_args",
     "video_problems",
     "whole_nodes_problem",
+    "workload_problems",
 ]

@@ -31,30 +31,50 @@ ADAPTER_STREAM = 0x4C6F5241  # "LoRA"
 _CHUNK = 8192
 
 
+class AdapterDraws:
+    """Which adapter each request of a run carries, by its number in the run's arrival order: drawn from the
+    traffic's popularity (a generator of its own) or read from a trace that names them. A deployment shares one
+    among its replicas (its router reads it too), so every router sees the same requests carry the same adapters."""
+
+    def __init__(self, popularity: tuple[float, ...], seed: int, trace: tuple[int, ...] | None = None) -> None:
+        self.n = len(popularity)
+        self.rng = np.random.default_rng([seed, ADAPTER_STREAM])
+        self.cdf = np.cumsum(np.asarray(popularity, dtype=float))
+        self.cdf[-1] = 1.0
+        self.trace = trace
+        self.of: list[int] = []
+
+    def adapter(self, i: int) -> int:
+        """The adapter of request ``i`` (drawn on first use, in request order)."""
+        while len(self.of) <= i:
+            if self.trace is not None:
+                start = len(self.of)
+                self.of.extend(self.trace[(start + k) % len(self.trace)] for k in range(_CHUNK))
+            else:
+                u = self.rng.random(_CHUNK)
+                self.of.extend(np.searchsorted(self.cdf, u, side="right").tolist())
+        return self.of[i]
+
+
 class Adapters:
     """Residency and loads of the adapters of one replica (the engine calls it; it owns no clock)."""
 
     def __init__(
         self,
-        popularity: tuple[float, ...],
+        draws: AdapterDraws,
         ranks: tuple[int, ...],
         slots: int,
         host_slots: int,
         load_host_s: dict[int, float],
         load_storage_s: dict[int, float],
-        seed: int,
-        trace: tuple[int, ...] | None = None,
+        gids: list[int] | None = None,
     ) -> None:
-        self.n = len(popularity)
+        self.draws = draws
+        self.gids = gids  # a deployment's replica: the deployment's number of each of its requests (None: the same)
         self.ranks = ranks
         self.slots = max(1, slots)
         self.host_slots = max(self.slots, host_slots)
         self.load_host_s, self.load_storage_s = load_host_s, load_storage_s
-        self.rng = np.random.default_rng([seed, ADAPTER_STREAM])
-        self.cdf = np.cumsum(np.asarray(popularity, dtype=float))
-        self.cdf[-1] = 1.0
-        self.trace = trace
-        self.of: list[int] = []  # adapter of each request, by request number
         self.gpu: OrderedDict[int, None] = OrderedDict()  # adapters in GPU slots, least recently used first
         self.host: OrderedDict[int, None] = OrderedDict()  # adapters in host memory, least recently used first
         self.running: dict[int, int] = {}  # adapter -> running requests that carry it
@@ -65,15 +85,8 @@ class Adapters:
         self.wait_s: dict[int, float] = {}  # request -> time it waited for a slot
 
     def adapter(self, rid: int) -> int:
-        """The adapter request ``rid`` carries (drawn on first use, in request order)."""
-        while len(self.of) <= rid:
-            if self.trace is not None:
-                start = len(self.of)
-                self.of.extend(self.trace[(start + i) % len(self.trace)] for i in range(_CHUNK))
-            else:
-                u = self.rng.random(_CHUNK)
-                self.of.extend(np.searchsorted(self.cdf, u, side="right").tolist())
-        return self.of[rid]
+        """The adapter request ``rid`` (this replica's number) carries."""
+        return self.draws.adapter(rid if self.gids is None else self.gids[rid])
 
     def admissible(self, rid: int, now_s: float) -> bool:
         """Whether request ``rid`` may join the batch: its adapter is running, or a slot is free of running ones.
@@ -141,4 +154,5 @@ class Adapters:
             "adapter_storage_loads": self.storage_loads,
             "adapter_wait_s": self.waits(n),
             "adapter_distinct_s": distinct_s,
+            "adapter_engines": 1,
         }
