@@ -410,3 +410,11 @@ def test_a_one_replica_deployment_with_adapters_is_the_one_replica_simulation():
     assert alone.summary == looped.summary
     assert alone.summary.adapters is not None and alone.summary.adapters.loads > 0
     assert np.array_equal(alone.finish_s, looped.result.finish_s, equal_nan=True)
+
+
+def test_every_router_is_labelled_and_names_what_it_mimics():
+    from core.base import choices
+    from core.serving import POLICIES
+
+    assert set(choices.ROUTER_LABELS) == set(choices.ROUTERS) == set(POLICIES)
+    assert "lora-affinity-scorer" in POLICIES["adapter-affinity"].mimics

@@ -88,6 +88,7 @@ ROUTER_LABELS = MappingProxyType(
         "least-outstanding": "least outstanding requests",
         "power-of-two": "power of two choices",
         "prefix-affinity": "prefix affinity",
+        "adapter-affinity": "adapter affinity (multi-LoRA)",
     }
 )
 #: A deployment serves with every replica doing prefill and decode (aggregated), or with separate prefill and

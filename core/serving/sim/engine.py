@@ -1,53 +1,49 @@
 """The event loop: one replica under continuous batching, iteration by iteration.
 
-One :class:`Engine` owns the clock ``now_s``, the queues, the KV pool and its counters; it draws
-nothing itself (the workload's :class:`~core.config.workload.Draws` come from the injected generator)
-and returns plain records. An iteration is timed by the step model for its exact mix of prefill
-and decode tokens (``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read).
+One :class:`Engine` owns the clock ``now_s``, the queues, the KV pool and its counters; it draws nothing itself (the
+workload's :class:`~core.config.workload.Draws` come from the injected generator) and returns plain records. An
+iteration is timed by the step model for its exact mix of prefill and decode tokens (``T`` new tokens, ``A``
+attended pairs, ``R`` cached tokens read).
 
-Speed: between events nothing but decoding happens, and every decoding sequence gains one token per
-decode iteration, so the decode set advances in lockstep. A sequence's context is ``base + D``
-(``D`` = decode iterations so far, ``Engine.decode_iters``), so the batch's ``R`` and ``A`` are affine in
-``D`` and a whole
-run of identical-shape decode iterations is timed in closed form (:mod:`core.serving.sim.timing`); the
-run stops at the next event: an arrival the scheduler could act on, the first sequence to finish,
-a timeout, the KV pool running out (paged blocks counted exactly via the block phase of each
-sequence), or a sequence's context reaching a sliding window. No Python work per token.
+Speed: between events nothing but decoding happens, and every decoding sequence gains one token per decode
+iteration, so the decode set advances in lockstep. A sequence's context is ``base + D`` (``D`` = decode iterations
+so far, ``Engine.decode_iters``), so the batch's ``R`` and ``A`` are affine in ``D`` and a whole run of
+identical-shape decode iterations is timed in closed form (:mod:`core.serving.sim.timing`); the run stops at the
+next event: an arrival the scheduler could act on, the first sequence to finish, a timeout, the KV pool running out
+(paged blocks counted exactly via the block phase of each sequence), or a sequence's context reaching a sliding
+window. No Python work per token.
 
 Scheduling (vLLM V1 / Sarathi-Serve for ``chunked``, vLLM V0 for ``prefill_priority``):
 
-* ``chunked``: each iteration first gives every decoding sequence its token, then continues
-  partial prefills, then admits waiting requests first-come first-served while the token budget,
-  the batch limit and the KV pool allow; a prompt longer than what is left of the budget is split
-  into chunks over iterations. A request that does not fit blocks the ones behind it (strict FCFS).
-* ``prefill_priority``: when the head of the queue can be admitted, the iteration prefills whole
-  prompts (FCFS, up to the token budget; a prompt longer than the budget runs alone) and the
-  decoding sequences wait; otherwise it decodes every running sequence.
+* ``chunked``: each iteration first gives every decoding sequence its token, then continues partial prefills, then
+  admits waiting requests first-come first-served while the token budget, the batch limit and the KV pool allow; a
+  prompt longer than what is left of the budget is split into chunks over iterations. A request that does not fit
+  blocks the ones behind it (strict FCFS).
+* ``prefill_priority``: when the head of the queue can be admitted, the iteration prefills whole prompts (FCFS, up
+  to the token budget; a prompt longer than the budget runs alone) and the decoding sequences wait; otherwise it
+  decodes every running sequence.
 
 KV admission:
 
-* ``preempt``: paged blocks of ``block_size`` tokens allocated as tokens are computed; when an
-  iteration's blocks cannot be allocated, the most recently admitted running sequence is
-  preempted (its blocks freed, it returns to the head of the queue and later recomputes its prompt
-  plus the tokens it had generated: recompute, as vLLM does); no admissions in such an iteration.
-  With ``prefix_caching`` (vLLM V1's default) the victim's full blocks stay in the prefix cache: freed
-  blocks join the tail of vLLM's free queue, so allocations evict everything older first, and the victim
-  at the head of the queue keeps ``min(its full blocks, free blocks when it is re-admitted)``; those
-  tokens are a cache hit and only the rest (at least the last token) is recomputed. Not modelled for
-  sliding-window models (their windowed blocks are not reusable the same way).
-* ``reserve``: admission reserves the blocks of prompt + the workload's largest output
-  (the client's max_tokens) up front; never preempts.
+* ``preempt``: paged blocks of ``block_size`` tokens allocated as tokens are computed; when an iteration's blocks
+  cannot be allocated, the most recently admitted running sequence is preempted (its blocks freed, it returns to the
+  head of the queue and later recomputes its prompt plus the tokens it had generated: recompute, as vLLM does); no
+  admissions in such an iteration. With ``prefix_caching`` (vLLM V1's default) the victim's full blocks stay in the
+  prefix cache: freed blocks join the tail of vLLM's free queue, so allocations evict everything older first, and
+  the victim at the head of the queue keeps ``min(its full blocks, free blocks when it is re-admitted)``; those
+  tokens are a cache hit and only the rest (at least the last token) is recomputed. Not modelled for sliding-window
+  models (their windowed blocks are not reusable the same way).
+* ``reserve``: admission reserves the blocks of prompt + the workload's largest output (the client's max_tokens) up
+  front; never preempts.
 
-A request that can never fit (its whole context exceeds the pool, or the model's context window) is
-rejected on arrival, counted, and never blocks the queue. With ``timeout_s``, a request not finished
-that long after its arrival is cancelled (waiting or running; a running one at the end of the
-iteration in progress) and its blocks are freed.
+A request that can never fit (its whole context exceeds the pool, or the model's context window) is rejected on
+arrival, counted, and never blocks the queue. With ``timeout_s``, a request not finished that long after its arrival
+is cancelled (waiting or running; a running one at the end of the iteration in progress) and its blocks are freed.
 
-Sliding-window layers (Mistral, gpt-oss): the pool is in bytes, so a sequence of context ``c`` holds
-``f ceil(c/B) + s ceil(min(c, w)/B)`` blocks-worth, with ``f`` and ``s`` the shares of full and
-sliding layers; the attended pairs and cached reads use the same per-layer-average clipping
-(a decode token at context ``c`` attends ``f (c+1) + s min(c+1, w)`` keys per layer on average).
-"""
+Sliding-window layers (Mistral, gpt-oss): the pool is in bytes, so a sequence of context ``c`` holds ``f ceil(c/B) +
+s ceil(min(c, w)/B)`` blocks-worth, with ``f`` and ``s`` the shares of full and sliding layers; the attended pairs
+and cached reads use the same per-layer-average clipping (a decode token at context ``c`` attends ``f (c+1) + s
+min(c+1, w)`` keys per layer on average)."""
 
 from __future__ import annotations
 
@@ -67,6 +63,7 @@ from core.serving.sim.timing import ArrayTiming, LinearTiming
 Timing = LinearTiming | ArrayTiming
 INF = math.inf
 _EPS = 1e-9
+_NO_RUN = (0, 0.0, 0, 0.0, 0.0, 0.0, INF, False)  # no run of decode iterations planned
 
 
 class Engine(ArrivalStream):
@@ -111,16 +108,7 @@ class Engine(ArrivalStream):
         self.pend_end_s = 0.0
         self._pend_chunks: list[tuple[int, int]] = []
         self._pend_decoding = False
-        self._pend_run: tuple[int, float, int, float, float, float, float, bool] = (
-            0,
-            0.0,
-            0,
-            0.0,
-            0.0,
-            0.0,
-            INF,
-            False,
-        )
+        self._pend_run: tuple[int, float, int, float, float, float, float, bool] = _NO_RUN
         # queues
         self.waiting: deque[int] = deque()
         self.running: list[int] = []  # admission order (the last is preempted first)
