@@ -85,6 +85,20 @@ def test_serving_page_shows_the_loads_and_math_the_adapter_chain(clear_cache):
     assert any(h.value == "Adapters over one base" for h in at.subheader)
 
 
+def test_serving_page_routes_a_deployments_adapters_by_affinity(clear_cache):
+    """Two replicas behind the adapter-affinity router (the link's router): the page simulates the deployment and
+    shows its adapter loads, fewer than round-robin's on the same requests (the CLI's numbers)."""
+    two = {**FIFTY, "gpus_per_node": "2", "workload.rate_per_s": "10", "workload.num_requests": "400"}
+    loads = {}
+    for router in ("round-robin", "adapter-affinity"):
+        at = opened({**two, "workload.router": router})
+        at.switch_page("../pages/serving.py").run()
+        assert not at.exception
+        loads[router] = int(metrics(at)["Adapter loads"].replace(",", ""))
+        assert any("2 replicas" in m.value for m in at.markdown)
+    assert 0 < loads["adapter-affinity"] < loads["round-robin"], loads
+
+
 def test_sidebar_adapter_inputs_update_the_page_and_refuse_bad_ranks(clear_cache):
     at = AppTest.from_file(APP, default_timeout=120).run()
     assert "One adapter" not in metrics(at)  # the base alone by default
