@@ -418,3 +418,17 @@ def test_every_router_is_labelled_and_names_what_it_mimics():
 
     assert set(choices.ROUTER_LABELS) == set(choices.ROUTERS) == set(POLICIES)
     assert "lora-affinity-scorer" in POLICIES["adapter-affinity"].mimics
+
+
+def test_the_adapter_kernel_efficiency_moves_the_speed_range_only_with_adapters():
+    """The tornado's inputs: lora_kernel_eff (registry bounds 0.17-1.00) moves the decode step of a batch of 32
+    over 50 adapters (32 slots) and is absent from the base model's ranges."""
+    from core.decision import speed_spread
+
+    cfg = EIGHT_B.with_(batch=32)
+    base = speed_spread(cfg).ranges["decode_step_s"]
+    assert all(c.name != "lora_kernel_eff" for c in base.contributions)
+    served = speed_spread(with_adapters(cfg, count=50, max_loras=32)).ranges["decode_step_s"]
+    (c,) = [c for c in served.contributions if c.name == "lora_kernel_eff"]
+    assert c.d_up > 0 > c.d_down  # one bound (0.17) slows the step, the other (1.00) speeds it up
+    assert served.low <= served.value <= served.high
