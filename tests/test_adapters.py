@@ -432,3 +432,15 @@ def test_the_adapter_kernel_efficiency_moves_the_speed_range_only_with_adapters(
     (c,) = [c for c in served.contributions if c.name == "lora_kernel_eff"]
     assert c.d_up > 0 > c.d_down  # one bound (0.17) slows the step, the other (1.00) speeds it up
     assert served.low <= served.value <= served.high
+
+
+def test_without_adapters_adapter_affinity_is_least_outstanding():
+    """The base model's requests carry no adapter: the adapter-affinity router falls back to the fewest requests in
+    flight with the same rotation of ties, so a deployment without adapters is least-outstanding's to the byte."""
+    from core.serving import Layout, simulate_deployment
+
+    c = EIGHT_B.with_(gpus_per_node=3, workload=EIGHT_B.workload.with_(rate_per_s=20.0, num_requests=600))
+    lo = simulate_deployment(c, sim_spec(c), Layout(replicas=3, router="least-outstanding"))
+    aff = simulate_deployment(c, sim_spec(c), Layout(replicas=3, router="adapter-affinity"))
+    assert lo.summary == aff.summary and lo.replicas == aff.replicas and aff.summary.adapters is None
+    assert np.array_equal(lo.result.finish_s, aff.result.finish_s, equal_nan=True)
