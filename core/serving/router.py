@@ -4,8 +4,9 @@ A policy is a small class: it is built once per simulation with the replica coun
 :meth:`Policy.pick` is called once per request, in arrival order, with the request and the number of requests
 each replica has in flight at that instant (routed to it and not yet ended: exact, since the deployment's
 replicas step side by side, :mod:`core.serving.sim.replicas`). A policy may keep its own state (a counter, where
-each prefix went, and hears through :meth:`Policy.ended` when a request it routed ends); it never sees the future. Add a policy by subclassing :class:`Policy`, naming it in
-:data:`core.base.choices.RouterPolicy` and registering it in :data:`POLICIES`.
+each prefix went) and hears through :meth:`Policy.ended` when a request it routed ends; it never sees the future.
+Add a policy by subclassing :class:`Policy`, naming it in :data:`core.base.choices.RouterPolicy` and registering
+it in :data:`POLICIES`.
 
 The five policies and the production routers they mimic (sources: the SGLang router's ``router_args.py`` in the
 ``sglang-router`` 0.3.2 wheel and docs/advanced_features/router.md; llm-d inference scheduler
