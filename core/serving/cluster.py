@@ -33,10 +33,20 @@ from core.config import Deployment, Draws, Lengths, RabitConfig, SimSpec, as_dep
 from core.physics import serving_memory
 from core.serving.kv_transfer import KvPath, kv_path, kv_transfer_s, wire_share
 from core.serving.router import make_policy
+from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.engine import DONE, Engine, Records
 from core.serving.sim.metrics import Percentiles
 from core.serving.sim.replicas import Replica, ReplicaSet, Transfers
-from core.serving.simulation import Capacity, SimResult, kv_pool, max_throughput, replica_timing, result_of
+from core.serving.simulation import (
+    Capacity,
+    SimResult,
+    adapter_draws,
+    kv_pool,
+    max_throughput,
+    replica_adapters,
+    replica_timing,
+    result_of,
+)
 
 
 class _F(BaseModel):
@@ -242,15 +252,18 @@ def _aggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     R = layout.replicas
     draws = Draws(spec, np.random.default_rng(spec.seed))
     prefix = _prefix_tokens(dep, spec, pool)
+    ad = adapter_draws(dep, spec)
     if R == 1 and prefix is None:
         # one replica and nothing to route: the one-replica loop itself (the same records, without the deployment's
         # event heap; tests/test_cluster.py holds the two to the byte)
-        merged = Engine(spec, tm, pool, draws).run(budget)
+        merged = Engine(spec, tm, pool, draws, replica_adapters(dep, ad)).run(budget)
         parts = [merged]
     else:
         load = [0] * R
-        front = [Replica(k, spec, tm, pool, draws, load) for k in range(R)]
-        rs = ReplicaSet(spec, draws, make_policy(layout.router, R, spec.seed), front, prefix_tokens=prefix)
+        lora = _lora(dep, ad)
+        front = [Replica(k, spec, tm, pool, draws, load, lora=lora) for k in range(R)]
+        policy = make_policy(layout.router, R, spec.seed, _slots(dep))
+        rs = ReplicaSet(spec, draws, policy, front, prefix_tokens=prefix, adapters=ad)
         rs.run(budget)
         merged, parts, _ = rs.records()
     one = max_throughput(dep, spec, pool=pool, sm=sm)
@@ -259,6 +272,19 @@ def _aggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     )
     res = result_of(spec, merged, cap, int(pool.blocks * pool.block), tm.exact_shape)
     return _with_stats(res, layout, parts, ["replica"] * R, R)
+
+
+def _lora(dep: Deployment, ad: AdapterDraws | None) -> Callable[[list[int]], Adapters | None] | None:
+    """How each replica of ``dep`` builds its adapter slots from the deployment's numbers of its requests."""
+    if ad is None:
+        return None
+    return lambda gids: replica_adapters(dep, ad, gids)
+
+
+def _slots(dep: Deployment) -> int:
+    """The engine's adapter slots per replica (``max_loras``; 1 without adapters)."""
+    a = dep.config.adapters
+    return a.slots(dep.config.workload.engine) if a.enabled else 1
 
 
 def _with_stats(res: SimResult, layout: Layout, parts: list[Records], kinds: list[str], front: int, **extra):
@@ -301,8 +327,13 @@ def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     ppool, dpool = kv_pool(pdep, pspec), kv_pool(ddep, spec)
     draws = Draws(spec, np.random.default_rng(spec.seed))
     pload, dload = [0] * P.instances, [0] * D.instances
-    front = [Replica(k, pspec, ptm, ppool, draws, pload, hold_kv=True) for k in range(P.instances)]
-    back = [Replica(k, spec, dtm, dpool, draws, dload, remote_kv=True) for k in range(D.instances)]
+    ad = adapter_draws(dep, spec)
+    front = [
+        Replica(k, pspec, ptm, ppool, draws, pload, hold_kv=True, lora=_lora(pdep, ad)) for k in range(P.instances)
+    ]
+    back = [
+        Replica(k, spec, dtm, dpool, draws, dload, remote_kv=True, lora=_lora(ddep, ad)) for k in range(D.instances)
+    ]
     a = dep.config.assumptions
     path: KvPath = kv_path(pdep.gpu, ddep.gpu, P.tp * P.pp, D.tp * D.pp, dep.fabric)
     k_p = serving_memory(pdep, NO_TRACE).kv_bytes_per_token_per_gpu
@@ -318,12 +349,13 @@ def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     rs = ReplicaSet(
         spec,
         draws,
-        make_policy(layout.router, P.instances, spec.seed),
+        make_policy(layout.router, P.instances, spec.seed, _slots(pdep)),
         front,
         back,
-        make_policy(back_router, D.instances, spec.seed + 1),
+        make_policy(back_router, D.instances, spec.seed + 1, _slots(ddep)),
         Transfers(P.instances, wire, fixed),
         prefix_tokens=_prefix_tokens(dep, spec, ppool),
+        adapters=ad,
     )
     rs.run(budget)
     merged, parts, kv = rs.records()
