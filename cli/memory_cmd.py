@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from cli.common import (
+    add_attention_args,
     add_cluster_args,
     add_json,
     add_model_args,
@@ -29,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(p)
     add_cluster_args(p)
     add_serving_args(p)
+    add_attention_args(p)
     p.add_argument("--phase", choices=choices.PHASES, default=DEFAULT.phase)
     p.add_argument("--zero", type=int, choices=choices.ZERO_STAGES, default=DEFAULT.zero)
     p.add_argument("--micro-batch", type=int, default=DEFAULT.micro_batch)
@@ -66,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
             "tp": cfg.tp,
             "pp": cfg.pp,
             "dp": cfg.dp,
+            "cp": cfg.cp,
             "zero": cfg.zero,
+            "attention_kernel": cfg.attention_kernel,
             "trainable_params": tm.trainable_params,
             "weight_bytes_per_gpu": tm.weight_bytes_per_gpu,
             "gradient_bytes_per_gpu": tm.gradient_bytes_per_gpu,
@@ -75,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
             "overhead_bytes_per_gpu": tm.overhead_bytes_per_gpu,
             "total_bytes_per_gpu": tm.total_bytes_per_gpu,
             "capacity_bytes_per_gpu": tm.capacity_bytes_per_gpu,
+            "usable_bytes_per_gpu": tm.usable_bytes_per_gpu,
             "fits": tm.fits,
             "reason": tm.reason,
         }

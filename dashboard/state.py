@@ -381,6 +381,12 @@ def sidebar(page: str = "") -> RabitConfig | None:
         st.number_input("Sequence length", **bounds("seq_len", 1024), key=_key("seq_len"))
         slots["seq_len"] = st.container()
         st.selectbox("Recomputation", choices.RECOMPUTE_MODES, key=_key("recompute"))
+        st.selectbox(
+            "Attention kernel",
+            choices.ATTENTION_KERNELS,
+            key=_key("attention_kernel"),
+            format_func=lambda k: choices.ATTENTION_KERNEL_LABELS[k],
+        )
         st.checkbox("Sequence parallelism", key=_key("sequence_parallel"))
         st.number_input("LoRA rank (0 = full fine-tune)", **bounds("lora_rank", 8), key=_key("lora_rank"))
         st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))

@@ -503,6 +503,23 @@ _INFOS = (
         max_value=1000.0,
         domain_reason="from a slow host link to beyond any CPU-GPU link (Grace Hopper's NVLink-C2C is 450 GB/s)",
     ),
+    AssumptionInfo(
+        "train_mem_headroom_frac",
+        "Share of HBM a training layout keeps free (allocator fragmentation, transient peaks)",
+        "frac",
+        0.05,
+        0.10,  # pessimistic: more kept free, less room
+        0.02,
+        "PyTorch's caching allocator keeps freed blocks reserved, so the reserved peak exceeds the allocated peak "
+        "by the fragmentation (PyTorch docs 'CUDA semantics: memory management', expandable_segments); Megatron "
+        "Bridge's tuning guide ('Activation Recompute'): most borderline OOMs are allocator fragmentation, not "
+        "capacity. Estimate 2-10 %; serving keeps 10 % (vLLM gpu_memory_utilization 0.9).",
+        -1,
+        moves=("training_memory", "training"),
+        min_value=0.0,
+        max_value=0.5,
+        domain_reason="a share of HBM; keeping more than half free is a different GPU",
+    ),
 )
 
 REGISTRY: MappingProxyType[str, AssumptionInfo] = MappingProxyType({a.name: a for a in _INFOS})
@@ -556,6 +573,7 @@ class Assumptions(BaseModel):
     attn_eff_legacy: float = _field("attn_eff_legacy")
     vae_conv_eff: float = _field("vae_conv_eff")
     offload_gb_per_s: float = _field("offload_gb_per_s")
+    train_mem_headroom_frac: float = _field("train_mem_headroom_frac")
 
     def at(self, bound: Literal["base", "low", "high"]) -> "Assumptions":
         """Every assumption at its base, pessimistic ("low") or optimistic ("high") bound (the registry's values)."""

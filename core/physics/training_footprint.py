@@ -49,6 +49,7 @@ class TrainingMemory(_Frozen):
     reason: str
     steps: tuple[Step, ...] = ()
     fp8_weight_bytes_per_gpu: float = 0.0  # FP8 training: Transformer Engine's cached FP8 weight copies
+    usable_bytes_per_gpu: float = 0.0  # capacity less the training headroom (the fit is against this)
 
 
 def lora_params(m: ModelArch, rank: int) -> float:
@@ -69,12 +70,34 @@ def lora_params(m: ModelArch, rank: int) -> float:
     return rank * (m.attention_layers * attn + m.dense_layers * dense_mlp + m.moe_layers * shared_mlp)
 
 
-def activation_bytes_per_layer(m: ModelArch, seq: int, micro_batch: Any, tp: int, recompute: Any, sp: bool) -> Any:
+def activation_bytes_per_layer(
+    m: ModelArch, seq: int, micro_batch: Any, tp: int, recompute: Any, sp: bool, kernel: str = "flash"
+) -> Any:
     """Activation memory of one transformer layer for one micro-batch [B] (Korthikanti et al., Table 2).
 
-    none:      s b h (34/t + 5 a s/(h t))        with SP;  s b h (10 + 24/t + 5 a s/(h t)) without
-    selective: s b h 34/t                        with SP;  s b h (10 + 24/t) without
-    full:      2 s b h / t                       with SP;  2 s b h without
+    With the eager softmax (``kernel="eager"``: the scores stored, Korthikanti et al.'s own case)::
+
+        none:      s b h (34/t + 5 a s/(h t))        with SP;  s b h (10 + 24/t + 5 a s/(h t)) without
+        selective: s b h 34/t                        with SP;  s b h (10 + 24/t) without
+        full:      2 s b h / t                       with SP;  2 s b h without
+
+    The 5 a s / h term is the s x s attention scores, their dropout mask and the dropped-out scores
+    (2 + 1 + 2 bytes per score). A fused kernel (``kernel="flash"``: FlashAttention, PyTorch's
+    ``scaled_dot_product_attention`` on its flash or memory-efficient backend, Transformer Engine's fused
+    attention; what every current training stack runs) never stores the scores: it keeps its inputs Q, K, V and its
+    output (already in the 34) and one FP32 log-sum-exp per head and query for its backward, and rebuilds the
+    scores block by block there (Dao, FlashAttention-2, arXiv 2307.08691 sec. 3.1.2)::
+
+        none:      s b h 34/t + 4 a s b / t          (with SP; 10 + 24/t without)
+        selective: s b h 34/t                        Megatron's selective recomputation ("core_attn") reruns the
+                                                     kernel from Q, K, V, so only its log-sum-exp goes
+        full:      as eager
+
+    The recomputation modes are what Megatron-LM means by ``--recompute-granularity`` (selective: the core
+    attention of each layer; full: whole layers from their input, ``--recompute-method uniform``) and what PyTorch's
+    ``torch.utils.checkpoint`` does around a whole block. Megatron Bridge's guide ("Activation Recomputation")
+    says of fused and Flash attention that the backend "already rematerializes attention internals", which is why
+    selective saves almost nothing here.
 
     Llama-3.1-70B at s = 8,192, b = 1, t = 1: 34 x 8192 x 8192 = 2.28 GB per layer before the attention
     term (the RA-BIT spec: "about 34 x sequence x hidden bytes per layer, 2.3 GB").
@@ -84,7 +107,10 @@ def activation_bytes_per_layer(m: ModelArch, seq: int, micro_batch: Any, tp: int
     """
     s, b, h, a, t = seq, micro_batch, m.hidden_size, m.num_heads, tp
     sbh = s * b * h
-    attn = 5 * a * s / (h * t)
+    if kernel == "eager":
+        attn = 5 * a * s / (h * t)  # of s b h: the stored scores
+    else:
+        attn = 4 * a / (h * t)  # of s b h: one FP32 log-sum-exp per head and query
     base = 34 / t if sp else 10 + 24 / t
     if isinstance(recompute, str):
         if recompute == "full":
@@ -139,6 +165,7 @@ class TrainingMemoryParts:
     overhead: float
     total: Any
     capacity: float
+    usable: float  # capacity less the training headroom: what a layout may fill
 
 
 def training_memory_parts(
@@ -153,6 +180,7 @@ def training_memory_parts(
     recompute: Any,
     vpp: Any = 1,
     micro_batches: Any = None,
+    cp: int = 1,
     tr: Trace = NO_TRACE,
 ) -> TrainingMemoryParts:
     """Training memory per GPU [B]: the one body of the formula, for the traced view and the layout search.
@@ -172,6 +200,13 @@ def training_memory_parts(
       * PP need not divide the layers: the heaviest stage holds ceil(L / PP) (see :func:`stage_layers`).
       * FP8 training (``train_precision``): Transformer Engine caches an FP8 copy of every weight it
         holds across micro-batches, 1 B per parameter on top of the BF16 weights.
+      * ``cp``: context parallelism (Megatron-LM ``--context-parallel-size``): the sequence and every activation
+        are split over ``cp`` ranks (the keys and values of the other ranks pass through in a ring, block by
+        block, and are not kept), so activations and logits divide by ``cp``; the ranks hold the same weights,
+        and the distributed optimizer shards over DP x CP (Megatron-Core's data-parallel group with context
+        parallelism), so ZeRO's group is ``dp x cp``.
+      * The fit is against the usable memory ``C (1 - f_h)``: the assumption ``train_mem_headroom_frac`` keeps a
+        share of HBM free for the allocator's fragmentation and transient peaks.
 
     ``dp``, ``vpp``, ``micro_batch``, ``recompute`` (mode names), ``zero`` and ``micro_batches`` may be
     numpy arrays that broadcast (the search's grid); the steps are recorded on ``tr`` for scalar inputs.
@@ -212,6 +247,7 @@ def training_memory_parts(
             )
         pv[ppn] = pp_eff
     shard = tp * pp_eff
+    dp = dp * cp  # ZeRO shards over the data-parallel group with context parallelism (the CP ranks hold one copy)
     split = m.is_moe and ep > 1
     P_e = expert_params_total(m) if split else 0.0
     P_d = P - P_e
@@ -405,21 +441,24 @@ def training_memory_parts(
                 z_o=zo,
                 note="FP32 master + Adam m and v = 12 B/param" + (f", sharded over DP {dp}" if zero >= 1 else ""),
             )
-    per_layer = activation_bytes_per_layer(m, seq, micro_batch, tp, recompute, cfg.sequence_parallel)
+    per_layer = (
+        activation_bytes_per_layer(m, seq, micro_batch, tp, recompute, cfg.sequence_parallel, cfg.attention_kernel) / cp
+    )
     if micro_batches is None:
         in_flight: Any = pp
     elif isinstance(micro_batches, (int, np.integer)):
         in_flight = max(1, min(pp, micro_batches))
     else:
         in_flight = np.maximum(1, np.minimum(pp, micro_batches))
-    logits = 4 * seq * micro_batch * m.vocab_size / tp
+    logits = 4 * seq * micro_batch * m.vocab_size / (tp * cp)
     Act = per_layer * L_s * in_flight * f_v + logits
     Ov = a.runtime_overhead_gib * GiB
     total = W + W8 + G + S + Act + Ov
     C = dep.gpu.memory_bytes
+    usable = C * (1 - a.train_mem_headroom_frac)
     if tr.enabled:
         _record_training_activations(
-            tr, dep, recompute, per_layer, L_s, in_flight, f_v, logits, Act, tp, pp, vpp, micro_batch
+            tr, dep, recompute, per_layer, L_s, in_flight, f_v, logits, Act, tp, pp, vpp, micro_batch, cp
         )
         tr.step(
             "overhead_bytes_per_gpu",
@@ -480,6 +519,18 @@ def training_memory_parts(
             C_gib=dep.gpu.memory_gib,
             GiB=GiB,
         )
+        tr.step(
+            "usable_bytes_per_gpu",
+            "Usable by a training layout",
+            "C_u",
+            "C * (1 - f_h)",
+            usable,
+            unit="B",
+            C=C,
+            f_h=a.train_mem_headroom_frac,
+            note="HBM less the headroom kept free for allocator fragmentation and transient peaks "
+            "(assumption train_mem_headroom_frac); a layout fits when U <= C_u",
+        )
     return TrainingMemoryParts(
         trainable_params=n_train,
         stage_layers=L_s,
@@ -496,6 +547,7 @@ def training_memory_parts(
         overhead=Ov,
         total=total,
         capacity=C,
+        usable=usable,
     )
 
 
@@ -513,20 +565,33 @@ def _record_training_activations(
     pp: int,
     vpp: int,
     mb: int,
+    cp: int = 1,
 ) -> None:
     """The activation steps of :func:`training_memory_parts` (scalar inputs)."""
     cfg, m = dep.config, dep.model
-    tr.step(
-        "activation_bytes_per_layer",
-        "Activations per layer per micro-batch",
-        "a_l",
-        "a_l",
-        per_layer,
-        unit="B",
-        a_l=per_layer,
-        note=f"Korthikanti et al. Table 2: recompute={recompute}, sequence parallel={cfg.sequence_parallel}, "
-        f"s={cfg.seq_len}, b={mb}, h={m.hidden_size}, a={m.num_heads}, t={tp}",
-    )
+    _record_layer_activations(tr, cfg, m, recompute, per_layer, tp, mb, cp)
+    if cp > 1:
+        tr.step(
+            "activation_bytes_per_gpu",
+            "Activations per GPU",
+            "A_t",
+            "a_l * L_s * n_f * f_v + 4 * s * b * V / (tp * cp)",
+            act,
+            unit="B",
+            latex=r"[a_l] \cdot [L_s] \cdot [n_f] \cdot [f_v] + \frac{4 [s] [b] [V]}{[tp] [cp]}",
+            a_l=per_layer,
+            L_s=L_s,
+            n_f=in_flight,
+            f_v=f_v,
+            s=cfg.seq_len,
+            b=mb,
+            V=m.vocab_size,
+            tp=tp,
+            cp=cp,
+            note=f"1F1B keeps min(PP, m) = {in_flight} micro-batches of {L_s} layers in flight on the first stage; "
+            f"context parallelism {cp} splits the sequence and the FP32 logits",
+        )
+        return
     if L_s * pp == m.num_layers and in_flight == pp and vpp == 1:
         # 1F1B: the first stage holds pp micro-batches of L/pp layers = L layers' worth (Korthikanti sec. 4.2.3).
         tr.step(
@@ -570,6 +635,49 @@ def _record_training_activations(
     )
 
 
+def _record_layer_activations(
+    tr: Trace, cfg: RabitConfig, m: ModelArch, recompute: str, per_layer: float, tp: int, mb: int, cp: int
+) -> None:
+    """The per-layer activation step: Korthikanti et al. Table 2 with the attention kernel's own term."""
+    s, h, a = cfg.seq_len, m.hidden_size, m.num_heads
+    sp = cfg.sequence_parallel
+    base, base_tex = ("34 / t", r"\frac{34}{[t]}") if sp else ("(10 + 24 / t)", r"\left(10 + \frac{24}{[t]}\right)")
+    kv: dict[str, Any] = {"s": s, "b": mb, "h": h, "t": tp}
+    if recompute == "full":
+        expr = "2 * s * b * h / t" if sp else "2 * s * b * h"
+        latex = r"\frac{2 [s] [b] [h]}{[t]}" if sp else r"2 [s] [b] [h]"
+        what = "full recomputation keeps each layer's input only"
+        if not sp:
+            kv.pop("t")
+    elif recompute == "selective":
+        expr, latex = f"s * b * h * {base}", rf"[s] [b] [h] {base_tex}"
+        what = "selective recomputation reruns the core attention: its scores and statistics are not kept"
+    elif cfg.attention_kernel == "eager":
+        expr = f"s * b * h * ({base} + 5 * a * s / (h * t))"
+        latex = rf"[s] [b] [h] \left({base_tex} + \frac{{5 [a] [s]}}{{[h] [t]}}\right)"
+        what = "the eager softmax stores the s x s scores, their dropout mask and the dropped-out scores (5 a s / h)"
+        kv["a"] = a
+    else:
+        expr = f"s * b * h * {base} + 4 * a * s * b / t"
+        latex = rf"[s] [b] [h] {base_tex} + \frac{{4 [a] [s] [b]}}{{[t]}}"
+        what = "a fused (flash) kernel stores no scores, one FP32 log-sum-exp per head and query"
+        kv["a"] = a
+    if cp > 1:
+        expr, latex, kv["cp"] = f"({expr}) / cp", rf"\left({latex}\right) / [cp]", cp
+    tr.step(
+        "activation_bytes_per_layer",
+        "Activations per layer per micro-batch",
+        "a_l",
+        expr,
+        per_layer,
+        unit="B",
+        latex=latex,
+        **kv,
+        note=f"Korthikanti et al. Table 2, {cfg.attention_kernel} attention kernel, recompute={recompute}, "
+        f"sequence parallel={sp}: {what}" + (f"; context parallelism {cp} splits the sequence" if cp > 1 else ""),
+    )
+
+
 def training_memory_for(
     dep: Deployment | RabitConfig,
     tr: Trace,
@@ -583,6 +691,7 @@ def training_memory_for(
     ep: int | None = None,
     vpp: int = 1,
     micro_batches: int | None = None,
+    cp: int | None = None,
 ) -> TrainingMemory:
     """As :func:`training_memory` with the layout given explicitly: :func:`training_memory_parts` on
     scalars, its steps recorded on ``tr`` (unset knobs come from the config)."""
@@ -600,14 +709,16 @@ def training_memory_for(
         recompute=recompute or cfg.recompute,
         vpp=vpp,
         micro_batches=micro_batches,
+        cp=cp or cfg.cp,
         tr=tr,
     )
-    total, C = float(p.total), float(p.capacity)
-    fits = total <= C
+    total, C, usable = float(p.total), float(p.capacity), float(p.usable)
+    fits = total <= usable
+    kept = f"{usable / 1e9:.3g} GB usable of {C / 1e9:.3g} GB (headroom {cfg.assumptions.train_mem_headroom_frac:.0%})"
     reason = (
-        f"fits: {total / 1e9:.3g} GB of {C / 1e9:.3g} GB"
+        f"fits: {total / 1e9:.3g} GB of {kept}"
         if fits
-        else f"does not fit: {total / 1e9:.3g} GB per GPU exceeds {C / 1e9:.3g} GB; " + _training_levers(cfg, dp, zero)
+        else f"does not fit: {total / 1e9:.3g} GB per GPU exceeds {kept}; " + _training_levers(cfg, dp, zero)
     )
     return TrainingMemory(
         trainable_params=float(p.trainable_params),
@@ -622,6 +733,7 @@ def training_memory_for(
         reason=reason,
         steps=tr.frozen(),
         fp8_weight_bytes_per_gpu=float(p.fp8_weight),
+        usable_bytes_per_gpu=usable,
     )
 
 
@@ -643,4 +755,6 @@ def _training_levers(cfg: RabitConfig, dp: int, zero: int) -> str:
         levers.append("recompute more")
     if cfg.micro_batch > 1:
         levers.append("lower the micro-batch")
+    if cfg.seq_len >= 16384:
+        levers.append("split the sequence with context parallelism")
     return ", ".join(levers[:-1]) + (" or " if len(levers) > 1 else "") + levers[-1]
