@@ -177,9 +177,7 @@ def run(args: argparse.Namespace) -> int:
         die(f"rabit train: error: argument --cp: {args.cp} but --layout says CP {lay_t[4]}")
     n_layout = lay_t[0] * lay_t[1] * lay_t[2] * lay_t[4] if lay_t else None
     if lay_t and args.gpus is not None and args.gpus != n_layout:
-        die(
-            f"rabit train: error: argument --layout: TP x PP x DP x CP = {n_layout} GPUs but --gpus says {args.gpus}"
-        )
+        die(f"rabit train: error: argument --layout: TP x PP x DP x CP = {n_layout} GPUs but --gpus says {args.gpus}")
     n = n_layout or args.gpus
     problem = whole_nodes_problem(n, node) if n is not None else None
     if problem is not None:
