@@ -191,6 +191,17 @@ def add_attention_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def attention_payload(cfg: RabitConfig) -> dict[str, Any]:
+    """The attention-parallelism keys of every estimate's JSON (contract: ``cp``, ``dcp``, ``dp_attention``,
+    ``kv_offload_bytes``)."""
+    return {
+        "cp": cfg.cp,
+        "dcp": cfg.dcp,
+        "dp_attention": cfg.dp_attention,
+        "kv_offload_bytes": cfg.kv_offload_bytes,
+    }
+
+
 def add_weight_kv_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", choices=WEIGHT_CHOICES, default=DEFAULT.weights, help="weight format (fp4 = nvfp4)")
     p.add_argument("--kv-dtype", choices=choices.KV_DTYPES, default=DEFAULT.kv_dtype)

@@ -12,6 +12,7 @@ from cli.common import (
     add_model_args,
     add_range_args,
     add_serving_args,
+    attention_payload,
     config_from_args,
     emit,
     fill_from_config,
@@ -94,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
             "gpus": cfg.gpus,
             "tp": cfg.tp,
             "pp": cfg.pp,
+            **attention_payload(cfg),
             "replicas": r.replicas,
             "weights_bytes_per_gpu": r.weights_bytes_per_gpu,
             "kv_bytes_per_token": r.kv_bytes_per_token,
@@ -112,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
             "reason": r.reason,
             "max_sequences": r.max_sequences,
             "max_sequences_contiguous": r.max_sequences_contiguous,
+            "kv_tokens_per_replica": r.kv_tokens_per_replica,
+            "kv_host_bytes_per_gpu": r.kv_host_bytes_per_gpu,
         }
     human = f"{reason}\n{steps_table(steps)}"
     if args.phase == "train":

@@ -8,11 +8,13 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from cli.common import (
+    add_attention_args,
     add_cluster_args,
     add_json,
     add_model_args,
     add_range_args,
     add_weight_kv_args,
+    attention_payload,
     cli_budget,
     config_from_args,
     die,
@@ -77,6 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(p)
     add_cluster_args(p)
     add_weight_kv_args(p)
+    add_attention_args(p)
     a = p.add_argument_group("arrivals")
     a.add_argument("--arrival", choices=choices.ARRIVALS, default=W.arrival)
     a.add_argument("--rate", type=float, help="Poisson arrival rate [requests/s] (required for poisson)")
@@ -235,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
         "gpus": cfg.gpus,
         "tp": cfg.tp,
         "pp": cfg.pp,
+        **attention_payload(cfg),
         "arrival": spec.arrival,
         "rate_per_s": spec.rate_per_s if spec.arrival == "poisson" else None,
         "policy": spec.policy,

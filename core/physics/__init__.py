@@ -14,14 +14,18 @@ from core.physics.iteration_parts import (
 )
 from core.physics.memory import (
     ServingMemory,
+    attention_replica_bytes,
     dense_weight_bytes,
     expert_params_total,
     fit_problems,
     kv_bytes_per_token,
     kv_per_token_across_catalog,
     kv_shard,
+    prefill_chunk_tokens,
     sequences_vs_context,
     serving_memory,
+    weight_bytes_per_gpu,
+    workspace_bytes_per_gpu,
 )
 from core.physics.step import (
     StepModel,
@@ -68,6 +72,10 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_per_token_across_catalog",
     "kv_shard",
+    "attention_replica_bytes",
+    "prefill_chunk_tokens",
+    "weight_bytes_per_gpu",
+    "workspace_bytes_per_gpu",
     "latent_shape",
     "linear_flop_per_token",
     "lora_params",

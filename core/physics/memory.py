@@ -52,6 +52,10 @@ class ServingMemory(_Frozen):
     steps: tuple[Step, ...] = ()
     #: a hybrid's state-space layers: the fixed state of one sequence on one GPU (in kv_bytes_per_seq_per_gpu)
     ssm_state_bytes_per_seq_per_gpu: float = 0.0
+    #: the KV tier in host memory, per GPU (vLLM --kv-offloading-size over the replica's GPUs) [B]
+    kv_host_bytes_per_gpu: float = 0.0
+    #: tokens of KV the replica's pool holds (HBM budget plus host tier, over the per-token KV on one GPU)
+    kv_tokens_per_replica: float = 0.0
 
     @property
     def free_bytes_per_gpu(self) -> float:
@@ -115,12 +119,24 @@ def dense_weight_bytes(
     return (p_q * b_w + p_bf16 * 2.0) / (tp * pp), p_q, p_bf16
 
 
-def weight_bytes_per_gpu(m: ModelArch, weights_b: float, tp: int, pp: int, ep: int = 1, tr: Trace = NO_TRACE) -> float:
+def attention_replica_bytes(m: ModelArch, weights_b: float, tp: int, pp: int) -> float:
+    """What data-parallel attention adds to one GPU's weights [B]: every rank holds whole attention blocks, not
+    1/TP of them: ``P_a b_w (1 - 1/tp) / pp`` with ``P_a`` = the attention parameters of all attention layers.
+
+    DeepSeek-V3 (61 MLA layers of 187.1M), FP8, TP 8: 11.41e9 x 1 x 7/8 = 9.99 GB per GPU.
+    """
+    return m.attention_layers * m.attention_params() * weights_b * (1 - 1 / tp) / pp
+
+
+def weight_bytes_per_gpu(
+    m: ModelArch, weights_b: float, tp: int, pp: int, ep: int = 1, tr: Trace = NO_TRACE, dp_attention: bool = False
+) -> float:
     """Weights held by one GPU [B].
 
     Linear layers inside the blocks take the weight format's bytes; embeddings, LM head and
     norms stay in BF16 (:func:`dense_weight_bytes`). Routed experts are split over EP x PP when EP > 1,
-    everything else over TP x PP.
+    everything else over TP x PP; with data-parallel attention every rank holds whole attention blocks
+    (:func:`attention_replica_bytes` on top).
 
     Llama-3.1-70B, BF16, TP 8: 70.55e9 x 2 / 8 = 17.6 GB (the textbook example).
     """
@@ -129,6 +145,29 @@ def weight_bytes_per_gpu(m: ModelArch, weights_b: float, tp: int, pp: int, ep: i
     dense, p_q, p_rest = dense_weight_bytes(m, weights_b, tp, pp, experts_apart=split)
     record_params(m, tr)
     value = dense + p_expert * weights_b / (ep * pp)
+    if dp_attention and tp > 1:
+        W_a = attention_replica_bytes(m, weights_b, tp, pp)
+        return tr.step(
+            "weights_bytes_per_gpu",
+            "Weights per GPU",
+            "W",
+            "(P_q * b_w + P_bf16 * 2) / (tp * pp) + P_exp * b_w / (ep * pp) + P_a * b_w * (1 - 1 / tp) / pp",
+            value + W_a,
+            unit="B",
+            latex=r"\frac{[P_q] [b_w] + [P_bf16] \cdot 2}{[tp] [pp]} + \frac{[P_exp] [b_w]}{[ep] [pp]} + "
+            r"\frac{[P_a] [b_w] (1 - 1/[tp])}{[pp]}",
+            P_q=p_q,
+            b_w=weights_b,
+            P_bf16=p_rest,
+            tp=tp,
+            pp=pp,
+            P_exp=p_expert,
+            ep=ep,
+            P_a=m.attention_layers * m.attention_params(),
+            note="data-parallel attention: each rank holds whole attention blocks (P_a over all attention layers); "
+            + ("routed experts split over EP; " if p_expert else "")
+            + "the rest split over TP",
+        )
     if p_expert:
         return tr.step(
             "weights_bytes_per_gpu",
@@ -239,11 +278,22 @@ def ssm_state_bytes_per_seq_per_gpu(m: ModelArch, tp: int, pp: int, tr: Trace = 
     )
 
 
-def kv_shard(m: ModelArch, tp: int) -> int:
-    """How many ways TP splits the KV heads: min(TP, n_kv); heads are replicated beyond that; MLA is not split."""
+def kv_shard(m: ModelArch, tp: int, dcp: int = 1, dp_attention: bool = False) -> int:
+    """How many ways a TP group splits one token's KV across its ranks [ways].
+
+    Plain TP: min(TP, n_kv) (heads are replicated beyond n_kv); MLA's latent is not split (1). Decode context
+    parallelism (vLLM ``--decode-context-parallel-size``) splits the tokens over ``dcp`` of the TP ranks and the heads
+    over the TP / dcp groups: min(TP / dcp, n_kv) x dcp (MLA: dcp), which recovers the replication and nothing
+    more. Data-parallel attention gives each rank its own sequences, whole: on average one GPU holds 1/TP of the
+    replica's KV (TP).
+
+    Llama-3.1-70B (8 KV heads) at TP 8: 8; DeepSeek-V3 at TP 8: 1, with DCP 8 or DP attention: 8.
+    """
+    if dp_attention:
+        return tp
     if m.is_mla:
-        return 1
-    return min(tp, m.num_kv_heads)
+        return dcp
+    return min(tp // dcp, m.num_kv_heads) * dcp
 
 
 def serving_memory(dep: Deployment | RabitConfig, tr: Trace | None = None) -> ServingMemory:
@@ -272,28 +322,120 @@ def fit_problems(dep: Deployment | RabitConfig) -> tuple[Problem, ...]:
     )
 
 
+def prefill_chunk_tokens(cfg: RabitConfig) -> int | None:
+    """The chunk a long prompt is prefilled in [tokens]: the engine's token budget (``workload.token_budget``,
+    vLLM's ``max_num_batched_tokens``) when one prompt's uncached part is longer than it, else None (the prompt in
+    one pass). vLLM and SGLang chunk a prompt that exceeds the budget and run one chunk per iteration; the Qwen2.5-1M
+    blog recommends a budget of 131,072 for 1M-token prompts."""
+    uncached = cfg.input_tokens - math.floor(cfg.prefix_cache_frac * cfg.input_tokens)
+    C = cfg.workload.token_budget
+    return C if uncached > C else None
+
+
+def workspace_bytes_per_gpu(m: ModelArch, cfg: RabitConfig, tr: Trace = NO_TRACE) -> float:
+    """The activation workspace of one GPU [B]: two hidden-size buffers of BF16 for the largest forward pass.
+
+    .. math:: A = 2 \\cdot T_w \\cdot h \\cdot b_a / (t_p p_p c_p)
+
+    ``T_w`` is the whole batch at full context, B x S (the textbook example: conservative), unless a prompt is
+    longer than the chunk (:func:`prefill_chunk_tokens`): then no pass holds more than one chunk, ``T_w = C``.
+    Context parallelism splits the pass's tokens over ``cp`` groups. Llama-3.1-70B, TP 8, B 32, S 8,192:
+    2 x 32 x 8,192 x 8,192 x 2 / 8 = 1.07 GB; one prompt of 1M tokens in chunks of 8,192: 33.6 MB.
+    """
+    tp, pp, cp = cfg.tp, cfg.pp, cfg.cp
+    chunk = prefill_chunk_tokens(cfg)
+    ctx = cfg.context_tokens
+    div: dict[str, Any] = {"tp": tp, "pp": pp}
+    d_expr, d_tex = "(tp * pp)", r"[tp] \cdot [pp]"
+    if cp > 1:
+        div["cp"] = cp
+        d_expr, d_tex = "(tp * pp * cp)", r"[tp] \cdot [pp] \cdot [cp]"
+    if chunk is None:
+        return tr.step(
+            "activation_bytes_per_gpu",
+            "Activations / workspace per GPU",
+            "A",
+            f"2 * B * S * h * b_a / {d_expr}",
+            2 * cfg.batch * ctx * m.hidden_size * 2 / (tp * pp * cp),
+            unit="B",
+            latex=rf"\frac{{2 \cdot [B] \cdot [S] \cdot [h] \cdot [b_a]}}{{{d_tex}}}",
+            B=cfg.batch,
+            S=ctx,
+            h=m.hidden_size,
+            b_a=2,
+            **div,
+            note="the textbook example workspace: two hidden-size buffers for the whole batch at full context "
+            "(conservative; a chunked-prefill engine peaks lower)"
+            + (f"; context parallelism {cp} splits the pass over {cp} TP groups" if cp > 1 else ""),
+        )
+    return tr.step(
+        "activation_bytes_per_gpu",
+        "Activations / workspace per GPU",
+        "A",
+        f"2 * C * h * b_a / {d_expr}",
+        2 * chunk * m.hidden_size * 2 / (tp * pp * cp),
+        unit="B",
+        latex=rf"\frac{{2 \cdot [C] \cdot [h] \cdot [b_a]}}{{{d_tex}}}",
+        C=chunk,
+        h=m.hidden_size,
+        b_a=2,
+        **div,
+        note=f"the {cfg.input_tokens:,}-token prompt is prefilled in chunks of C = {chunk:,} tokens (the token "
+        "budget): no pass holds more than one chunk, whatever the context"
+        + (f"; context parallelism {cp} splits each chunk over {cp} TP groups" if cp > 1 else ""),
+    )
+
+
+def kv_split_note(m: ModelArch, tp: int, cp: int, dcp: int, dp_attention: bool, shard: int) -> str:
+    """How one token's KV is split over a replica's GPUs, in words (the note of the per-token step)."""
+    if dp_attention:
+        what = f"data-parallel attention: each of the {tp} ranks holds its own sequences' KV whole"
+    elif dcp > 1:
+        what = f"decode context parallelism {dcp}: tokens split {dcp}x over the TP ranks, heads {shard // dcp}x"
+    elif m.is_mla:
+        what = "MLA's latent is not split by TP: every rank holds it"
+    else:
+        what = f"KV heads split {shard}x by TP" + (" (replicated beyond n_kv)" if tp > shard else "")
+    return what + (f"; context parallelism {cp}: each sequence's tokens split over {cp} TP groups" if cp > 1 else "")
+
+
 def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
     cfg, m, g = dep.config, dep.model, dep.gpu
     a = cfg.assumptions
-    tp, pp = cfg.tp, cfg.pp
-    W = weight_bytes_per_gpu(m, cfg.weight_bytes_per_param, tp, pp, cfg.ep, tr)
+    tp, pp, cp = cfg.tp, cfg.pp, cfg.cp
+    W = weight_bytes_per_gpu(m, cfg.weight_bytes_per_param, tp, pp, cfg.ep, tr, dp_attention=cfg.dp_attention)
     k_t = kv_bytes_per_token(m, cfg.kv_bytes_per_elem, tr)
-    shard = kv_shard(m, tp)
-    k_gpu = tr.step(
-        "kv_bytes_per_token_per_gpu",
-        "KV per token on one GPU",
-        "k_g",
-        "k_t / (s_kv * pp)",
-        k_t / (shard * pp),
-        unit="B",
-        latex=r"\frac{[k_t]}{[s_kv] \cdot [pp]}",
-        k_t=k_t,
-        s_kv=shard,
-        pp=pp,
-        note=f"KV heads split {shard}x by TP"
-        + (" (replicated beyond n_kv)" if tp > shard else "")
-        + f", layers {pp}x by PP",
-    )
+    shard = kv_shard(m, tp, cfg.dcp, cfg.dp_attention)
+    note = kv_split_note(m, tp, cp, cfg.dcp, cfg.dp_attention, shard) + f", layers {pp}x by PP"
+    if cp > 1:
+        k_gpu = tr.step(
+            "kv_bytes_per_token_per_gpu",
+            "KV per token on one GPU",
+            "k_g",
+            "k_t / (s_kv * pp * cp)",
+            k_t / (shard * pp * cp),
+            unit="B",
+            latex=r"\frac{[k_t]}{[s_kv] \cdot [pp] \cdot [cp]}",
+            k_t=k_t,
+            s_kv=shard,
+            pp=pp,
+            cp=cp,
+            note=note,
+        )
+    else:
+        k_gpu = tr.step(
+            "kv_bytes_per_token_per_gpu",
+            "KV per token on one GPU",
+            "k_g",
+            "k_t / (s_kv * pp)",
+            k_t / (shard * pp),
+            unit="B",
+            latex=r"\frac{[k_t]}{[s_kv] \cdot [pp]}",
+            k_t=k_t,
+            s_kv=shard,
+            pp=pp,
+            note=note,
+        )
     ctx = cfg.context_tokens
     blocks = math.ceil(ctx / cfg.block_size)
     padded = blocks * cfg.block_size
@@ -363,23 +505,7 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
             S_shared=shared_eff,
             note=f"paged allocation, batch {cfg.batch}",
         )
-    A = tr.step(
-        "activation_bytes_per_gpu",
-        "Activations / workspace per GPU",
-        "A",
-        "2 * B * S * h * b_a / (tp * pp)",
-        2 * cfg.batch * ctx * m.hidden_size * 2 / (tp * pp),
-        unit="B",
-        latex=r"\frac{2 \cdot [B] \cdot [S] \cdot [h] \cdot [b_a]}{[tp] \cdot [pp]}",
-        B=cfg.batch,
-        S=ctx,
-        h=m.hidden_size,
-        b_a=2,
-        tp=tp,
-        pp=pp,
-        note="the textbook example workspace: two hidden-size buffers for the whole batch at full context "
-        "(conservative; a chunked-prefill engine peaks lower)",
-    )
+    A = workspace_bytes_per_gpu(m, cfg, tr)
     O = tr.step(
         "overhead_bytes_per_gpu",
         "Runtime overhead per GPU",
@@ -391,9 +517,47 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         GiB=GiB,
         note="CUDA context + framework + fragmentation (assumption runtime_overhead_gib)",
     )
-    U = tr.step(
-        "total_bytes_per_gpu", "Total per GPU", "U", "W + KV + A + O", W + KV + A + O, unit="B", W=W, KV=KV, A=A, O=O
-    )
+    if cfg.kv_offload_gib > 0:  # the batch's KV beyond what HBM holds sits in the host tier
+        KV_m = tr.step(
+            "kv_hbm_bytes_per_gpu",
+            "KV cache in HBM per GPU (batch)",
+            "KV_m",
+            "min(KV, max(0, C * u - O - W - A))",
+            min(KV, max(0.0, g.memory_bytes * a.gpu_mem_util - O - W - A)),
+            unit="B",
+            KV=KV,
+            C=g.memory_bytes,
+            u=a.gpu_mem_util,
+            O=O,
+            W=W,
+            A=A,
+            note="the rest of the batch's KV is in host memory",
+        )
+        U = tr.step(
+            "total_bytes_per_gpu",
+            "Total per GPU (HBM)",
+            "U",
+            "W + KV_m + A + O",
+            W + KV_m + A + O,
+            unit="B",
+            W=W,
+            KV_m=KV_m,
+            A=A,
+            O=O,
+        )
+    else:
+        U = tr.step(
+            "total_bytes_per_gpu",
+            "Total per GPU",
+            "U",
+            "W + KV + A + O",
+            W + KV + A + O,
+            unit="B",
+            W=W,
+            KV=KV,
+            A=A,
+            O=O,
+        )
     C = tr.step(
         "capacity_bytes_per_gpu",
         "HBM capacity per GPU",
@@ -428,21 +592,81 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         W=W,
         A=A,
     )
+    host = 0.0
+    pool = budget
+    if cfg.kv_offload_gib > 0:
+        host = tr.step(
+            "kv_host_bytes_per_gpu",
+            "KV tier in host memory per GPU",
+            "K_h",
+            "X_gib * GiB / G_r",
+            cfg.kv_offload_bytes / cfg.replica_gpus,
+            unit="B",
+            X_gib=cfg.kv_offload_gib,
+            GiB=GiB,
+            G_r=cfg.replica_gpus,
+            note="vLLM --kv-offloading-size (summed over the replica's ranks): blocks beyond HBM live in host "
+            "memory and are read back over the host link (assumption offload_gb_per_s) when attended",
+        )
+        pool = tr.step(
+            "kv_pool_bytes_per_gpu",
+            "KV pool per GPU (HBM + host tier)",
+            "K_p",
+            "max(0, K_b) + K_h",
+            max(0.0, budget) + host,
+            unit="B",
+            K_b=budget,
+            K_h=host,
+        )
     # a sequence always holds at least its newest token of its own (a prefix share close to 1 or an all-sliding
     # model must not make the per-sequence cost zero)
-    n_paged: float = max(0, math.floor((budget - prefix_once) / max(per_seq, k_gpu)))
-    n_paged = tr.step(
-        "max_sequences",
-        "Concurrent sequences per replica (paged)",
-        "N",
-        "max(0, floor((K_b - k_g * S_shared) / k_s))",
-        n_paged,
-        unit="seq",
-        K_b=budget,
+    seq_cost = max(per_seq, k_gpu)
+    if cfg.dp_attention and tp > 1:
+        # each rank holds whole sequences: tp ranks of floor(pool / (tp k_s)) sequences each
+        n_paged: float = tp * max(0, math.floor((pool - prefix_once) / (tp * seq_cost)))
+        n_paged = tr.step(
+            "max_sequences",
+            "Concurrent sequences per replica (paged)",
+            "N",
+            "tp * max(0, floor((K - k_g * S_shared) / (tp * k_s)))",
+            n_paged,
+            unit="seq",
+            tp=tp,
+            K=pool,
+            k_g=k_gpu,
+            S_shared=shared_eff,
+            k_s=per_seq,
+            note="data-parallel attention: each of the tp ranks holds whole sequences in its own pool "
+            "(tp k_s per sequence on its rank)",
+        )
+    else:
+        n_paged = max(0, math.floor((pool - prefix_once) / seq_cost))
+        kname = "K_p" if host else "K_b"
+        n_paged = tr.step(
+            "max_sequences",
+            "Concurrent sequences per replica (paged)",
+            "N",
+            f"max(0, floor(({kname} - k_g * S_shared) / k_s))",
+            n_paged,
+            unit="seq",
+            **{kname: pool},
+            k_g=k_gpu,
+            S_shared=shared_eff,
+            k_s=per_seq,
+            note="whole paged blocks; every GPU of the replica holds its shard of each sequence"
+            + ("; the pool includes the host tier" if host else ""),
+        )
+    kv_tokens = tr.step(
+        "kv_tokens_per_replica",
+        "KV tokens one replica holds",
+        "N_t",
+        "max(0, K) / k_g",
+        max(0.0, pool) / k_gpu,
+        unit="tokens",
+        K=pool,
         k_g=k_gpu,
-        S_shared=shared_eff,
-        k_s=per_seq,
-        note="whole paged blocks; every GPU of the replica holds its shard of each sequence",
+        note="the KV pool in tokens of the model's own per-token KV (all attention layers)"
+        + ("; sliding-window layers hold fewer, so a sequence of more tokens fits" if m.sliding_layers else ""),
     )
     n_contig = tr.step(
         "max_sequences_contiguous",
@@ -472,9 +696,16 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         fits = False
         n_sel = n_contig if cfg.kv_alloc == "contiguous" else n_paged
         reason = (
-            f"does not fit: batch {cfg.batch} needs {KV / 1e9:.3g} GB of KV per GPU but {budget / 1e9:.3g} GB "
-            f"is left; at most {n_sel} sequences of {ctx:,} tokens fit under {cfg.kv_alloc} allocation"
+            f"does not fit: batch {cfg.batch} needs {KV / 1e9:.3g} GB of KV per GPU but {pool / 1e9:.3g} GB "
+            f"is left{' (HBM + host tier)' if host else ''}; at most {n_sel} sequences of {ctx:,} tokens fit under "
+            f"{cfg.kv_alloc} allocation"
             + (f" ({n_paged} with paged allocation)" if cfg.kv_alloc == "contiguous" else "")
+            + (
+                "; one sequence alone does not fit: split it over more GPUs with context parallelism (cp), or "
+                "hold part of its KV in host memory (kv_offload_gib)"
+                if n_sel == 0
+                else ""
+            )
         )
     return ServingMemory(
         weights_bytes_per_gpu=W,
@@ -493,10 +724,12 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         max_sequences=int(n_paged),
         max_sequences_contiguous=int(n_contig),
         contiguous_reserved_tokens=reserve,
-        replica_gpus=tp * pp,
+        replica_gpus=cfg.replica_gpus,
         replicas=cfg.dp,
         ssm_state_bytes_per_seq_per_gpu=m_s,
         steps=tr.frozen(),
+        kv_host_bytes_per_gpu=host,
+        kv_tokens_per_replica=kv_tokens,
     )
 
 

@@ -15,6 +15,21 @@ attended (query, key) pairs, reading the cached K/V of ``R`` context tokens::
 
 ``S`` is the number of sequences the iteration schedules and samples (a decode iteration: ``S = T``).
 
+Attention parallelism (:meth:`StepModel.stage_parts`):
+
+* data-parallel attention: each TP rank runs attention on its own sequences with whole attention weights (read in
+  full by every rank), the KV of 1/TP of the batch, and no all-reduce after attention; the MLP or MoE layers gather
+  the batch (all-gather + reduce-scatter: one all-reduce's volume) or dispatch it to the experts (EP all-to-alls);
+* context parallelism ``cp``: the iteration's tokens, attended pairs and cached tokens split over ``cp`` TP groups;
+  per attention layer ``cp - 1`` ring steps each pass a block (the keys and values of the rank's tokens, or its
+  queries and partial outputs, whichever is smaller: pass-KV or pass-Q, Yang et al. arXiv 2411.01783) while the rank
+  attends the block it holds, so a step costs ``max(t_send, t_block)`` and only ``max(0, t_send - t_block)`` shows;
+* decode context parallelism ``dcp``: the KV split over ``dcp`` TP ranks (:func:`core.physics.memory.kv_shard`), and per
+  attention layer two collectives over them (the queries gathered, the partial outputs and their log-sum-exps
+  combined);
+* a KV tier in host memory: cached tokens beyond what HBM holds are read (or written) over the host link, a stream
+  beside HBM's: ``t_m = max(t_m, max(0, R + T - N_h) k_g / BW_host)``.
+
 :meth:`StepModel.from_deployment` computes every constant of that formula once per deployment, recording each
 on a :class:`core.base.Trace` as it computes it (the communication lines come from
 :class:`core.physics.collectives.Collectives`). :meth:`StepModel.stage_parts` is the one body of the formula:
@@ -35,7 +50,14 @@ from core.base import MS, NO_TRACE, Trace
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, ModelArch
 from core.config import COMPUTE_PRECISION, Deployment
 from core.physics.collectives import ACT_BYTES, Collectives
-from core.physics.memory import SSM_STATE_BYTES, dense_weight_bytes, kv_bytes_per_token, kv_shard
+from core.physics.memory import (
+    SSM_STATE_BYTES,
+    attention_replica_bytes,
+    dense_weight_bytes,
+    kv_bytes_per_token,
+    kv_shard,
+    serving_memory,
+)
 
 __all__ = [
     "KERNELS_PER_ITERATION",
@@ -175,6 +197,21 @@ class StepModel:
     mbu: float = 1.0
     hbm_bw_bytes_per_s: float = 0.0
     sample_bytes_per_vocab: float = 0.0
+    # attention parallelism and the host KV tier (stage_parts): any of them set -> the split path
+    attention_split: bool = False
+    cp: int = 1  # context parallelism: TP groups an iteration's tokens are split over
+    attn_layers_stage: float = 0.0  # L_a: attention layers of one stage
+    cp_alpha_s: float = 0.0  # one ring send: a_cp + b_cp x bytes
+    cp_beta_s_per_byte: float = 0.0
+    cp_kv_bytes_per_token_layer: float = 0.0  # k_l: K and V of one token in one layer on one GPU (pass-KV)
+    cp_q_bytes_per_token_layer: float = 0.0  # q_l: one token's queries out and partial outputs back (pass-Q)
+    dcp_alpha_s: float = 0.0  # one decode-context-parallel collective: a_d + b_d x tokens
+    dcp_beta_s: float = 0.0
+    dcp: int = 1  # decode context parallelism: TP ranks the KV is split over
+    dcp_per_iter: float = 0.0  # n_dcp: 2 per attention layer of the stage
+    host_tier: bool = False  # a KV tier in host memory
+    hbm_kv_tokens: float = float("inf")  # N_h: cached tokens one GPU's HBM holds before the host tier
+    host_bw_bytes_per_s: float = 0.0  # the host link's achieved bandwidth (assumption offload_gb_per_s)
 
     @classmethod
     def from_deployment(cls, dep: Deployment, tr: Trace = NO_TRACE) -> StepModel:
@@ -249,6 +286,9 @@ class StepModel:
         b_w = dep.weight_bytes_per_param
         # the input embedding is a lookup: only the rows used are read, so leave it out of the traffic
         dense_bytes, P_q, P_r = dense_weight_bytes(m, b_w, tp, pp, experts_apart=True, streamed=True)
+        dp_att = dep.config.dp_attention and tp > 1
+        if dp_att:  # every rank reads whole attention blocks
+            dense_bytes = dense_bytes + attention_replica_bytes(m, b_w, tp, pp)
         if on:
             tr.step(
                 "weights_read_bytes",
@@ -264,7 +304,14 @@ class StepModel:
                 tp=tp,
                 pp=pp,
                 note="block linears in the weight format; LM head and norms in BF16; the input embedding is a "
-                "lookup and is not streamed" + ("; routed experts below" if m.is_moe else ""),
+                "lookup and is not streamed"
+                + ("; routed experts below" if m.is_moe else "")
+                + (
+                    "; data-parallel attention: each rank also reads whole attention blocks "
+                    "(P_a b_w (1 - 1/tp) / pp more)"
+                    if dp_att
+                    else ""
+                ),
             )
         expert_split = ep if ep > 1 else tp
         expert_bytes = m.expert_params() * b_w * (m.moe_layers / pp) / expert_split
@@ -285,8 +332,9 @@ class StepModel:
                 note=f"experts split {expert_split} ways by "
                 + ("EP (whole experts per GPU)" if ep > 1 else "TP (slices)"),
             )
+        cfg = dep.config
         k_all = kv_bytes_per_token(m, dep.kv_bytes_per_elem)
-        shard = kv_shard(m, tp)
+        shard = kv_shard(m, tp, cfg.dcp, cfg.dp_attention)
         k_t = k_all / (shard * pp)
         if on:
             tr.step(
@@ -302,7 +350,11 @@ class StepModel:
                 s_kv=shard,
                 pp=pp,
                 note=(
-                    "MLA: the compressed latent, not split by TP"
+                    f"data-parallel attention: each rank reads the KV of its own sequences, 1/{tp} of the batch's"
+                    if cfg.dp_attention
+                    else f"decode context parallelism: the KV split {shard} ways over the TP ranks"
+                    if cfg.dcp > 1
+                    else "MLA: the compressed latent, not split by TP"
                     if m.is_mla
                     else f"{m.num_kv_heads} KV heads split {shard} ways by TP"
                 ),
@@ -352,8 +404,14 @@ class StepModel:
             tp_ar_alpha_tree=float(ar_a_tree),
             tp_ar_beta_tree=ar_b_tree,
             # 2 all-reduces per layer (attention, MLP); with EP a MoE layer's MLP all-reduce gives way to its
-            # dispatch + combine all-to-alls (vLLM --enable-expert-parallel, DeepSeek-V3 report arXiv 2412.19437)
-            ar_per_iter=(2 * m.num_layers - (m.moe_layers if a2a_n else 0)) / pp if tp > 1 else 0.0,
+            # dispatch + combine all-to-alls (vLLM --enable-expert-parallel, DeepSeek-V3 report arXiv 2412.19437);
+            # data-parallel attention has no all-reduce after attention, and gathers the batch for the MLP
+            # (all-gather + reduce-scatter: one all-reduce's volume; SGLang --enable-dp-attention)
+            ar_per_iter=(
+                ((m.num_layers if not dp_att else 0) + m.num_layers - (m.moe_layers if a2a_n else 0)) / pp
+                if tp > 1
+                else 0.0
+            ),
             ep_a2a_alpha=a2a_a,
             ep_a2a_beta=a2a_b,
             a2a_per_iter=a2a_n,
@@ -374,6 +432,7 @@ class StepModel:
             mbu=a.mbu,
             hbm_bw_bytes_per_s=hbm,
             sample_bytes_per_vocab=a.sample_bytes_per_vocab,
+            **_attention_split(dep, coll, k_t, tr),
         )
 
     # --- the model -------------------------------------------------------------------------------------
@@ -415,6 +474,40 @@ class StepModel:
         stage's ``n_k`` kernels from the host (NVIDIA CUDA Programming Guide, "CUDA Graphs"). An iteration
         without new tokens computes, communicates and launches nothing.
         """
+        if self.attention_split:
+            return self._split_parts(T, A, R)
+        return self._stage_body(T, A, R)
+
+    def _split_parts(self, T, A, R):
+        """:meth:`stage_parts` with context parallelism, decode context parallelism or a host KV tier: the body on
+        one rank's share ``T/cp, A/cp, R/cp``, the exposed ring steps and the DCP collectives added to the
+        communication, the host link's stream beside HBM's (see the module docstring)."""
+        arr = type(T) is np.ndarray
+        cp = self.cp
+        Tc, Ac, Rc = (T / cp, A / cp, R / cp) if cp > 1 else (T, A, R)
+        c, mm, x, k = self._stage_body(Tc, Ac, Rc)
+        live = (T > 0) if arr else (1.0 if T > 0 else 0.0)
+        if cp > 1:
+            kv = self.cp_kv_bytes_per_token_layer * (Tc + Rc)
+            q = self.cp_q_bytes_per_token_layer * Tc
+            msg = np.minimum(kv, q) if arr else (kv if kv < q else q)
+            t_send = self.cp_alpha_s + self.cp_beta_s_per_byte * msg
+            t_block = self.attn_flop_per_pair / self.attn_layers_stage * Ac / cp / self.peak_flop_per_s
+            gap = t_send - t_block
+            ring = self.attn_layers_stage * (cp - 1) * (np.maximum(gap, 0.0) if arr else (gap if gap > 0 else 0.0))
+            x = x + ring * live
+        if self.dcp > 1:
+            x = x + (self.dcp_alpha_s + self.dcp_beta_s * Tc) * self.dcp_per_iter * self.comm_exposed * live
+        if self.host_tier:
+            over = Rc + Tc - self.hbm_kv_tokens
+            t_host = (np.maximum(over, 0.0) if arr else (over if over > 0 else 0.0)) * (
+                self.kv_bytes_per_token / self.host_bw_bytes_per_s
+            )
+            mm = np.maximum(mm, t_host) if arr else (mm if mm > t_host else t_host)
+        return c, mm, x, k
+
+    def _stage_body(self, T, A, R):
+        """The step formula on one GPU of one stage (:meth:`stage_parts` without attention parallelism)."""
         arr = type(T) is np.ndarray
         if arr:
             eff = np.maximum(T / (T + self.ramp_tokens), 1e-12)
@@ -568,6 +661,145 @@ class StepModel:
         c = np.asarray(context, dtype=float)
         out = (m.full_attention_layers * c + m.sliding_layers * np.minimum(c, m.sliding_window)) / m.attention_layers
         return float(out) if out.ndim == 0 else out
+
+
+def _attention_split(dep: Deployment, coll: Collectives, k_g: float, tr: Trace) -> dict:
+    """The step model's constants of context parallelism, decode context parallelism and the host KV tier (empty
+    when none is set), each recorded on ``tr``.
+
+    A ring send crosses the inter-node fabric once TP x CP outgrows the scale-up domain (the CP groups sit outside
+    the TP groups); the DCP collectives stay inside the TP group. One token's queries and partial outputs are
+    H / tp x (d_q + d_v) x 2 B per layer (MLA: the absorbed query of r_kv + d_rope and the latent output r_kv)."""
+    cfg, m, a = dep.config, dep.model, dep.assumptions
+    tp, pp, cp, dcp = cfg.tp, cfg.pp, cfg.cp, cfg.dcp
+    host = cfg.kv_offload_gib > 0
+    if cp == 1 and dcp == 1 and not host:
+        return {}
+    on = tr.enabled
+    L_a = m.attention_layers / pp
+    d_q, d_v = (m.kv_lora_rank + m.qk_rope_head_dim, m.kv_lora_rank) if m.is_mla else (m.head_dim, m.head_dim)
+    out: dict[str, Any] = {"attention_split": True, "attn_layers_stage": L_a}
+    if cp > 1:
+        cross = tp * cp > coll.domain
+        t1, t2 = float(coll.p2p_s(1.0, cross)), float(coll.p2p_s(2.0, cross))
+        k_l = k_g / L_a
+        q_l = m.num_heads / tp * (d_q + d_v) * ACT_BYTES
+        out.update(
+            cp=cp,
+            cp_alpha_s=2 * t1 - t2,
+            cp_beta_s_per_byte=t2 - t1,
+            cp_kv_bytes_per_token_layer=k_l,
+            cp_q_bytes_per_token_layer=q_l,
+        )
+        if on:
+            tr.step(
+                "cp_alpha_s",
+                "Ring send: fixed time",
+                "a_{cp}",
+                "2 * t_1 - t_2",
+                2 * t1 - t2,
+                unit="s",
+                units={"t_1": "s", "t_2": "s"},
+                t_1=t1,
+                t_2=t2,
+                note=f"context parallelism {cp}: point-to-point to the next TP group "
+                + (f"over {dep.fabric.name}" if cross else "over the scale-up fabric")
+                + " (the line through one and two bytes)",
+            )
+            tr.step(
+                "cp_beta_s_per_byte",
+                "Ring send: time per byte",
+                "b_{cp}",
+                "t_2 - t_1",
+                t2 - t1,
+                unit="s",
+                units={"t_1": "s", "t_2": "s"},
+                t_1=t1,
+                t_2=t2,
+            )
+            tr.step(
+                "cp_kv_bytes_per_token_layer",
+                "Pass-KV: one token's K and V in one layer on one GPU",
+                "k_l",
+                "k_g / L_a",
+                k_l,
+                unit="B",
+                k_g=k_g,
+                L_a=L_a,
+            )
+            tr.step(
+                "cp_q_bytes_per_token_layer",
+                "Pass-Q: one token's queries and partial outputs in one layer on one GPU",
+                "q_l",
+                "H / tp * (d_q + d_v) * b_a",
+                q_l,
+                unit="B",
+                H=m.num_heads,
+                tp=tp,
+                d_q=d_q,
+                d_v=d_v,
+                b_a=ACT_BYTES,
+                note="a ring step passes whichever is smaller: the block's keys and values (prefill) or the queries "
+                "and partial outputs (decode, a short chunk after a long cached prefix); Yang et al. arXiv 2411.01783",
+            )
+    if dcp > 1:
+        n_tok = m.num_heads * dcp / tp * (d_q + d_v) / 2 * ACT_BYTES  # one of the two collectives, per token
+        t1, t2 = float(coll.all_to_all_s(n_tok, dcp)), float(coll.all_to_all_s(2 * n_tok, dcp))
+        out.update(dcp=dcp, dcp_alpha_s=2 * t1 - t2, dcp_beta_s=t2 - t1, dcp_per_iter=2 * L_a)
+        if on:
+            tr.step(
+                "dcp_alpha_s",
+                "DCP collective: fixed time",
+                "a_d",
+                "2 * t_1 - t_2",
+                2 * t1 - t2,
+                unit="s",
+                units={"t_1": "s", "t_2": "s"},
+                t_1=t1,
+                t_2=t2,
+                note=f"decode context parallelism {dcp}: the queries of H dcp / tp heads gathered over the {dcp} "
+                "ranks, their partial outputs and log-sum-exps combined: two collectives per attention layer "
+                "(vLLM --decode-context-parallel-size)",
+            )
+            tr.step(
+                "dcp_beta_s",
+                "DCP collective: time per token",
+                "b_d",
+                "t_2 - t_1",
+                t2 - t1,
+                unit="s",
+                units={"t_1": "s", "t_2": "s"},
+                t_1=t1,
+                t_2=t2,
+            )
+    if host:
+        mem = serving_memory(dep, NO_TRACE)
+        n_h = max(0.0, mem.kv_budget_bytes_per_gpu) / k_g
+        bw_h = a.offload_gb_per_s * 1e9
+        out.update(host_tier=True, hbm_kv_tokens=n_h, host_bw_bytes_per_s=bw_h)
+        if on:
+            tr.step(
+                "hbm_kv_tokens",
+                "Cached tokens one GPU's HBM holds",
+                "N_h",
+                "max(0, K_b) / k_g",
+                n_h,
+                unit="tokens",
+                K_b=mem.kv_budget_bytes_per_gpu,
+                k_g=k_g,
+                note="beyond these the KV lives in the host tier",
+            )
+            tr.step(
+                "host_bw_bytes_per_s",
+                "Host link bandwidth",
+                r"BW_{host}",
+                "b_h * 1e9",
+                bw_h,
+                unit="B/s",
+                b_h=a.offload_gb_per_s,
+                note="assumption offload_gb_per_s: PCIe Gen4 x16 about 25 GB/s from pinned memory, Gen5 about 50",
+            )
+    return out
 
 
 def per_query_head_kv_reads(sm: StepModel) -> StepModel:

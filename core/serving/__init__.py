@@ -44,7 +44,9 @@ from core.serving.speculative_decoding import (
     SpecResult,
 )
 from core.serving.speed import (
+    ChunkPart,
     SpeedSummary,
+    chunked_prompt_s,
     compute_bound_batch,
     decode,
     decode_numbers,
@@ -53,6 +55,7 @@ from core.serving.speed import (
     pipeline_fill_s,
     prefill,
     prefill_numbers,
+    prompt_chunks,
     replicas_of,
     speculative,
     speed_summary,
@@ -137,7 +140,10 @@ __all__ = [
     "parse_trace",
     "pipeline_fill_s",
     "prefill",
+    "ChunkPart",
+    "chunked_prompt_s",
     "prefill_numbers",
+    "prompt_chunks",
     "replicas_of",
     "roofline",
     "round_rate_down",

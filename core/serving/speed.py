@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict
 from core.base import NO_TRACE, Step, Trace, fmt_time
 from core.catalog import ModelArch
 from core.config import Deployment, RabitConfig, as_deployment
-from core.physics import IterationParts, StepModel, iteration
+from core.physics import IterationParts, StepModel, iteration, prefill_chunk_tokens
 from core.serving.speculative_decoding import SpecResult, speculation
 
 #: Decode steps evaluated exactly up to this many; beyond, a uniform grid with the trapezoid rule.
@@ -65,8 +65,23 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
 
+class ChunkPart(_Frozen):
+    """One prefill chunk of one prompt: its tokens, what it attends, and the parts of its iteration [s]."""
+
+    start_tokens: int  # tokens of the prompt before this chunk (cached or prefilled by earlier chunks)
+    tokens: int  # T: the chunk's new tokens
+    pairs: float  # A: (query, key) pairs it attends (every earlier token of the prompt, and its own causally)
+    linear_s: float  # the matmuls' share of the compute (linear in T)
+    attention_s: float  # attention's share of the compute (quadratic in the context over the chunks)
+    compute_s: float
+    memory_s: float
+    comm_s: float
+    time_s: float
+
+
 class PrefillResult(_Frozen):
-    """Time to first token of one batch of prompts (all prefilled in one iteration)."""
+    """Time to first token of one batch of prompts (prefilled together, or chunk by chunk when a prompt is longer
+    than the token budget)."""
 
     batch: int
     prompt_tokens: int
@@ -78,6 +93,9 @@ class PrefillResult(_Frozen):
     ttft_one_s: float  # one prompt alone
     bound: str
     steps: tuple[Step, ...] = ()
+    chunk_tokens: int | None = None  # the chunk a long prompt is prefilled in (None: one pass)
+    #: one prompt's prefill, chunk by chunk (a single part when it runs in one pass): TTFT_1 = sum of their times
+    chunks: tuple[ChunkPart, ...] = ()
 
 
 class DecodeResult(_Frozen):
@@ -153,6 +171,68 @@ class _Prefill:
     one: IterationParts
     m: float  # micro-batches, min(pp, B)
     ttft_s: float  # the whole batch through an empty pipeline
+    chunks: PromptChunks  # one prompt's chunk schedule (a single chunk: the prompt in one pass)
+    chunked: bool = False  # the prompt is longer than the token budget
+
+
+@dataclass(frozen=True)
+class PromptChunks:
+    """One prompt's prefill as chunks of at most ``C`` tokens, arrays over the chunks: ``T`` new tokens, ``A`` pairs
+    (each chunk attends every earlier token of the prompt and its own causally), ``R`` cached tokens read."""
+
+    chunk: int
+    start: np.ndarray
+    T: np.ndarray
+    A: np.ndarray
+    R: np.ndarray
+
+
+def prompt_chunks(sm: StepModel, cached: int, prompt: int, chunk: int) -> PromptChunks:
+    """The chunks of one prompt of ``prompt`` tokens whose first ``cached`` are in the prefix cache: chunk ``j``
+    starts at ``c + j C``, holds ``T_j = min(C, I - start_j)`` tokens, attends ``sum_{q=start+1..start+T} q`` pairs
+    (window-clipped) and reads the ``start_j`` tokens before it (vLLM / SGLang chunked prefill: one chunk of a long
+    prompt per iteration)."""
+    start = np.arange(cached, prompt, chunk, dtype=float)
+    T = np.minimum(float(chunk), prompt - start)
+    A = np.array([_attended_pairs(sm.model, a, a + t) for a, t in zip(start, T)])
+    R = np.asarray(sm.kv_read_tokens(start), dtype=float)
+    return PromptChunks(chunk, start, T, A, R)
+
+
+def chunked_prompt_s(sm: StepModel, ch: PromptChunks):
+    """One prompt's prefill chunk after chunk [s] (arrays over a stack of step models welcome): the chunks follow
+    one another through the ``pp`` stages, each after the one before it (its keys and values are needed), so::
+
+        TTFT_1 = sum_j (max(t_c, t_m) + t_x + t_o)_j + (pp - 1)(max(t_c, t_m) + t_x + hop)_last
+
+    the sum of the chunk iterations without a pipeline (``pp = 1``: each chunk one ``iteration_s``)."""
+    c, mm, x, k = sm.stage_parts(ch.T, ch.A, ch.R)
+    stage = np.maximum(c, mm) + x
+    fixed = sm.fixed_s(k, 1.0)
+    hop = sm.pp_hop_alpha + sm.pp_hop_beta * ch.T[-1]
+    last = np.take(stage, -1, axis=-1)
+    return np.sum(stage + fixed, axis=-1) + (sm.pp - 1) * (last + hop)
+
+
+def _chunk_parts(sm: StepModel, ch: PromptChunks) -> tuple[ChunkPart, ...]:
+    """Each chunk's iteration taken apart (its compute split into the matmuls' and attention's shares)."""
+    c, mm, x, k = sm.stage_parts(ch.T, ch.A, ch.R)
+    lin = sm.stage_parts(ch.T, 0.0 * ch.A, ch.R)[0]
+    t = sm.iteration_s(ch.T, ch.A, ch.R, np.ones_like(ch.T))
+    return tuple(
+        ChunkPart(
+            start_tokens=int(ch.start[j]),
+            tokens=int(ch.T[j]),
+            pairs=float(ch.A[j]),
+            linear_s=float(lin[j]),
+            attention_s=float(c[j] - lin[j]),
+            compute_s=float(c[j]),
+            memory_s=float(mm[j]),
+            comm_s=float(x[j]),
+            time_s=float(t[j]),
+        )
+        for j in range(len(ch.T))
+    )
 
 
 def pipeline_fill_s(t_micro_s, m, compute_s, memory_s, comm_s):
@@ -189,6 +269,9 @@ def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_
         )
     u = I - c
     mdl = sm.model
+    chunk = prefill_chunk_tokens(cfg)
+    if chunk is not None:
+        return _chunked_prefill(sm, cfg, B, c, chunk, tr)
     a_seq = _attended_pairs(mdl, c, I)
     r_seq = float(sm.kv_read_tokens(c))
     T, A, R = float(B * u), B * a_seq, B * r_seq
@@ -304,7 +387,95 @@ def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_
         final_symbol=r"\mathrm{TTFT}_1",
         note="the same iteration with B = 1",
     )
-    return _Prefill(B, I, c, u, T, A, R, it, one, m, ttft)
+    whole = PromptChunks(u, np.array([float(c)]), np.array([float(u)]), np.array([a_seq]), np.array([r_seq]))
+    return _Prefill(B, I, c, u, T, A, R, it, one, m, ttft, chunks=whole)
+
+
+def _chunked_prefill(sm: StepModel, cfg: RabitConfig, B: int, c: int, chunk: int, tr: Trace) -> _Prefill:
+    """A batch of prompts longer than the token budget, prefilled chunk by chunk (:func:`prompt_chunks`): the batch's
+    prompts one after another, each as its chunks, ``TTFT = B x TTFT_1``; recorded on ``tr``."""
+    on = tr.enabled
+    I = cfg.input_tokens
+    u = I - c
+    ch = prompt_chunks(sm, c, I, chunk)
+    n = len(ch.T)
+    t_one = float(chunked_prompt_s(sm, ch))
+    if on:
+        tr.step(
+            "prefill_chunks",
+            "Prefill: chunks of one prompt",
+            "n_c",
+            "ceil((s_in - c) / C)",
+            n,
+            unit="chunks",
+            s_in=I,
+            c=c,
+            C=chunk,
+            note=f"the {u:,} uncached tokens exceed the token budget C = {chunk:,} (workload.token_budget, "
+            "max_num_batched_tokens): the engine prefills the prompt one chunk per iteration, each chunk attending "
+            "every earlier token of the prompt",
+        )
+    first = iteration(
+        sm,
+        float(ch.T[0]),
+        float(ch.A[0]),
+        float(ch.R[0]),
+        1.0,
+        tr=tr,
+        key="prefill_chunk_first",
+        what="First prefill chunk",
+        compact=True,
+        final_label="Prefill: the first chunk",
+        final_symbol=r"t_{1}",
+        note=f"{int(ch.T[0]):,} tokens after {int(ch.start[0]):,}",
+    )
+    last = iteration(
+        sm,
+        float(ch.T[-1]),
+        float(ch.A[-1]),
+        float(ch.R[-1]),
+        1.0,
+        tr=tr,
+        key="prefill_chunk_last",
+        what="Last prefill chunk",
+        compact=True,
+        final_label="Prefill: the last chunk",
+        final_symbol=r"t_{n}",
+        note=f"{int(ch.T[-1]):,} tokens after {int(ch.start[-1]):,}: it attends the whole prompt before it",
+    )
+    if on:
+        parts = _chunk_parts(sm, ch)
+        lin = sum(p.linear_s for p in parts)
+        att = sum(p.attention_s for p in parts)
+        tr.step(
+            "ttft_one_s",
+            "Time to first token (one prompt alone)",
+            r"\mathrm{TTFT}_1",
+            "n_c * t_bar",
+            t_one,
+            unit="s",
+            units={"t_bar": "s"},
+            n_c=n,
+            t_bar=t_one / n,
+            note=f"the sum of the {n} chunk iterations (t_bar their mean; {fmt_time(first.time_s)} the first, "
+            f"{fmt_time(last.time_s)} the last); over the chunks the matmuls take {fmt_time(lin)} and attention "
+            f"{fmt_time(att)}: "
+            + ("attention, quadratic in the prompt, dominates" if att > lin else "the linear GEMMs dominate"),
+        )
+        tr.step(
+            "prefill_s",
+            "Time to first token (one batch)",
+            r"\mathrm{TTFT}",
+            "B * TTFT_1",
+            B * t_one,
+            unit="s",
+            units={"TTFT_1": "s"},
+            B=B,
+            TTFT_1=t_one,
+            note="the batch's long prompts are prefilled one after another, chunk by chunk",
+        )
+    T, A, R = float(B * u), B * float(ch.A.sum()), B * float(ch.R.sum())
+    return _Prefill(B, I, c, u, T, A, R, last, last, 1.0, B * t_one, chunks=ch, chunked=True)
 
 
 # --- decode ----------------------------------------------------------------------------------------
@@ -545,7 +716,7 @@ def decode_rates(cfg: RabitConfig, sm: StepModel, d: _Decode, prefill_s: float, 
 # --- public views ------------------------------------------------------------------------------------
 
 
-def _prefill_result(pf: _Prefill, steps: tuple[Step, ...] = ()) -> PrefillResult:
+def _prefill_result(pf: _Prefill, sm: StepModel, steps: tuple[Step, ...] = ()) -> PrefillResult:
     return PrefillResult(
         batch=pf.batch,
         prompt_tokens=pf.prompt,
@@ -554,9 +725,11 @@ def _prefill_result(pf: _Prefill, steps: tuple[Step, ...] = ()) -> PrefillResult
         iteration=pf.it,
         ttft_s=pf.ttft_s,
         micro_batches=int(pf.m),
-        ttft_one_s=pf.one.time_s,
+        ttft_one_s=pf.ttft_s / pf.batch if pf.chunked else pf.one.time_s,
         bound=pf.it.bound,
         steps=steps,
+        chunk_tokens=pf.chunks.chunk if pf.chunked else None,
+        chunks=_chunk_parts(sm, pf.chunks),
     )
 
 
@@ -589,8 +762,9 @@ def prefill(dep: Deployment | RabitConfig, tr: Trace | None = None) -> PrefillRe
     """
     tr = tr if tr is not None else Trace()
     dep = as_deployment(dep)
-    pf = prefill_numbers(StepModel.from_deployment(dep), dep.config, dep.config.batch, tr)
-    return _prefill_result(pf, tr.frozen())
+    sm = StepModel.from_deployment(dep)
+    pf = prefill_numbers(sm, dep.config, dep.config.batch, tr)
+    return _prefill_result(pf, sm, tr.frozen())
 
 
 def decode(dep: Deployment | RabitConfig, tr: Trace | None = None) -> DecodeResult:
@@ -641,7 +815,7 @@ def speed_summary(dep: Deployment | RabitConfig) -> SpeedSummary:
         section(f"Speculative decoding ({cfg.spec_method}, k = {cfg.spec_k}, alpha = {cfg.spec_alpha:g})", n0)
     steps = tr.frozen()
     return SpeedSummary(
-        prefill=_prefill_result(pf, steps),
+        prefill=_prefill_result(pf, sm, steps),
         decode=_decode_result(d, rates, steps),
         spec=sp,
         e2e_s=rates.e2e_s,
