@@ -9,6 +9,7 @@ import json
 import pytest
 
 from cli.main import main
+from core import catalog
 from core.base import Trace
 from core.config import RabitConfig
 from core.physics import training_memory, training_memory_for
@@ -158,3 +159,192 @@ def test_cli_train_takes_cp_and_a_five_number_layout(capsys):
         main([*args, "--layout", "8,1,4,1,16", "--cp", "4"])
     assert exc.value.code == 2
     assert "--cp" in capsys.readouterr().err
+
+
+# --- serving: data-parallel attention ---------------------------------------------------------------------------
+
+H200 = dict(gpu="h200-sxm", gpus_per_node=8, nodes=1, tp=8)
+
+
+def test_dp_attention_lets_deepseek_hold_more_tokens_than_a_dense_70b():
+    # 8 x H200 (141 GiB = 151,397,597,184 B each), usable x 0.9 = 136,257,837,465.6 B, overhead 1.5 GiB =
+    # 1,610,612,736 B, workspace 2 B S h 2 / tp (B 32, S 8,192).
+    # Llama-3.1-70B BF16, TP 8: W = 17,638,426,624 B, A = 2 x 32 x 8,192 x 8,192 x 2 / 8 = 1,073,741,824 B, left
+    #   115,935,056,281.6 B for KV; 2 x 80 x 8 x 128 x 2 = 327,680 B per token split 8 ways = 40,960 B per GPU:
+    #   2,830,445.7 tokens per replica.
+    # DeepSeek-V3 FP8, plain TP 8: the 70,272 B MLA latent is held whole by every rank; W = 84,110,080,512 B,
+    #   A = 2 x 32 x 8,192 x 7,168 x 2 / 8 = 939,524,096 B -> 49,597,620,121.6 B left / 70,272 = 705,795 tokens
+    #   (today's number, unchanged).
+    # With data-parallel attention each rank holds its own sequences' latent: 1/8 of the replica's KV per GPU,
+    #   8,784 B per token on average; every rank holds whole attention blocks, 61 x 187,107,328 parameters x 1 B
+    #   x 7/8 = 9,986,853,632 B more weights (W = 94,096,934,144 B) -> 39,610,766,489.6 B left / 8,784 =
+    #   4,509,422 tokens: 1.59x the dense 70B's 2.83M.
+    from core.physics import serving_memory
+
+    llama = serving_memory(RabitConfig(model="llama-3.1-70b", **H200))
+    ds_tp = serving_memory(RabitConfig(model="deepseek-v3", weights="fp8", **H200))
+    ds_dp = serving_memory(RabitConfig(model="deepseek-v3", weights="fp8", dp_attention=True, ep=8, **H200))
+    usable = 141 * GiB * 0.9
+    assert llama.kv_tokens_per_replica == pytest.approx((usable - 1.5 * GiB - 17_638_426_624 - 2**30) / 40_960)
+    assert ds_tp.kv_tokens_per_replica == pytest.approx((usable - 1.5 * GiB - 84_110_080_512 - 939_524_096) / 70_272)
+    assert ds_dp.weights_bytes_per_gpu == 84_110_080_512 + 61 * 187_107_328 * 7 / 8
+    assert ds_dp.kv_tokens_per_replica == pytest.approx(
+        (usable - 1.5 * GiB - 94_096_934_144 - 939_524_096) / (70_272 / 8)
+    )
+    assert ds_dp.kv_tokens_per_replica > llama.kv_tokens_per_replica > ds_tp.kv_tokens_per_replica
+    assert ds_dp.kv_tokens_per_replica == pytest.approx(4_509_422, rel=1e-6)
+    assert ds_tp.kv_tokens_per_replica == pytest.approx(705_795, rel=1e-6)
+    # sequences are whole on one rank: 8 ranks of floor(pool / (8 x per-sequence KV)) each
+    assert ds_dp.max_sequences % 8 == 0 and ds_dp.max_sequences > 4 * ds_tp.max_sequences
+
+
+def test_cli_memory_dp_attention(capsys):
+    args = "memory --model deepseek-v3 --gpu h200-sxm --gpus 8 --tp 8 --weights fp8 --json".split()
+    assert main(args) == 0
+    tp = json.loads(capsys.readouterr().out)
+    assert main([*args, "--dp-attention", "--ep", "8"]) == 0
+    dp = json.loads(capsys.readouterr().out)
+    assert tp["dp_attention"] is False and dp["dp_attention"] is True and dp["cp"] == 1 and dp["dcp"] == 1
+    assert dp["kv_tokens_per_replica"] > 6 * tp["kv_tokens_per_replica"]
+    with pytest.raises(SystemExit) as exc:  # a dense GQA model: DP attention is refused, naming the flag
+        main("memory --model llama-3.1-70b --gpus 8 --tp 8 --dp-attention --json".split())
+    assert exc.value.code == 2 and "--dp-attention" in capsys.readouterr().err
+
+
+def test_dp_attention_decode_reads_one_ranks_share_and_drops_the_attention_all_reduce():
+    from core.config import resolve
+    from core.physics import StepModel
+
+    base = RabitConfig(model="deepseek-v3", weights="fp8", ep=8, **H200)
+    tp, dp = StepModel.from_deployment(resolve(base)), StepModel.from_deployment(resolve(base.with_(dp_attention=True)))
+    assert tp.kv_bytes_per_token == 70_272 and dp.kv_bytes_per_token == 70_272 / 8
+    # 61 layers: TP has 2 per layer less the 58 MoE layers' (EP all-to-alls instead) = 64 all-reduces; DP attention
+    # keeps one gather/scatter per dense layer (3) and none on the MoE layers (EP)
+    assert tp.ar_per_iter == 64 and dp.ar_per_iter == 3
+    # at a long context the latent reads dominate decode: DP attention is faster per step
+    B, ctx = 64, 32_000.0
+    assert dp.iteration_s(B, B * ctx, B * ctx) < tp.iteration_s(B, B * ctx, B * ctx)
+
+
+# --- serving: decode context parallelism ------------------------------------------------------------------------
+
+
+def test_dcp_recovers_the_replicated_kv_and_pays_a_combine():
+    from core.config import resolve
+    from core.physics import StepModel, kv_shard, serving_memory
+
+    m = catalog.model("deepseek-v3")
+    g = catalog.model("llama-3.1-70b")
+    assert kv_shard(m, 8) == 1 and kv_shard(m, 8, dcp=8) == 8 and kv_shard(m, 8, dcp=2) == 2
+    assert kv_shard(g, 8, dcp=2) == 8  # 8 KV heads on 8 ranks: nothing replicated, nothing to recover
+    assert kv_shard(g, 16, dcp=2) == 16  # TP 16 replicates each KV head twice; DCP 2 splits the tokens instead
+    cfg = RabitConfig(model="deepseek-v3", weights="fp8", **H200)
+    one, eight = serving_memory(cfg), serving_memory(cfg.with_(dcp=8))
+    assert eight.kv_tokens_per_replica == pytest.approx(8 * one.kv_tokens_per_replica)
+    sm1, sm8 = StepModel.from_deployment(resolve(cfg)), StepModel.from_deployment(resolve(cfg.with_(dcp=8)))
+    # same compute, an eighth of the KV reads, a combine per attention layer (61 of them)
+    B, ctx = 32, 64_000.0
+    c1, m1, x1, _ = sm1.stage_parts(float(B), B * ctx, B * ctx)
+    c8, m8, x8, _ = sm8.stage_parts(float(B), B * ctx, B * ctx)
+    assert c8 == pytest.approx(c1) and x8 > x1
+    assert m1 - m8 == pytest.approx((B * ctx + B) * 70_272 * 7 / 8 / sm1.mem_bw_bytes_per_s)  # read + written
+
+
+# --- serving: prefill context parallelism -----------------------------------------------------------------------
+
+
+def _cp_cfg(cp: int, prompt: int) -> RabitConfig:
+    # Llama-3.1-405B FP8, TP 8 inside each H100 node, CP across nodes over NDR (50 GB/s per GPU), one prompt;
+    # a budget above the prompt: one pass
+    cfg = RabitConfig(
+        model="llama-3.1-405b",
+        weights="fp8",
+        tp=8,
+        gpus_per_node=8,
+        nodes=cp,
+        cp=cp,
+        batch=1,
+        input_tokens=prompt,
+        output_tokens=2,
+    )
+    return cfg.with_(workload=cfg.workload.with_(token_budget=max(8192, prompt)))
+
+
+def test_prefill_time_falls_with_cp_until_the_ring_stops_hiding():
+    # A ring step sends one KV block across nodes: t_kv = a + (s / cp) x 512 B / 40 GB/s (BF16 K and V of 8 KV
+    # heads of 128 over 8 TP ranks: 2 x 8 x 128 x 2 / 8 = 512 B per token per layer), and the rank attends the
+    # block it holds meanwhile: t_blk = 4 x 16,384 / 8 FLOP x (s / cp)^2 / 2 / (989 x 0.65 TFLOP/s).
+    # t_blk / t_kv grows as s / cp: the send hides while each rank holds more than ~2.7k tokens. At s = 32,768:
+    # CP 2, 4, 8 (16k, 8k, 4k tokens a rank) hide it, CP 16 and 32 (2k, 1k) do not.
+    from core.serving import speed_summary
+
+    s = 32_768
+    runs = {cp: speed_summary(_cp_cfg(cp, s)).prefill for cp in (1, 2, 4, 8, 16, 32)}
+    from core.config import resolve
+    from core.physics import StepModel
+
+    def ring(cp: int) -> float:  # the exposed ring: the prefill's communication beyond its TP all-reduces
+        sm = StepModel.from_deployment(resolve(_cp_cfg(cp, s)))
+        T, A = float(s), s * (s + 1) / 2
+        return sm.stage_parts(T, A, 0.0)[2] - sm._stage_body(T / cp, A / cp, 0.0)[2]
+
+    for cp in (2, 4, 8):  # hidden side: the ring costs nothing and TTFT halves with each doubling (within 6 %)
+        assert ring(cp) == 0.0
+        assert runs[cp].ttft_s < runs[cp // 2].ttft_s
+        assert runs[cp].ttft_s / runs[cp // 2].ttft_s == pytest.approx(0.5, abs=0.03)
+    for cp in (16, 32):  # exposed side: the ring shows and doubling the ranks buys clearly less than half
+        assert ring(cp) > 0.0
+        assert runs[cp].ttft_s / runs[cp // 2].ttft_s > 0.5 + 0.03
+    # and the invariant the other way round: with CP the prefill never gets slower than one rank's linear share
+    assert all(runs[cp].ttft_s <= runs[1].ttft_s for cp in runs)
+
+
+def test_a_million_tokens_with_and_without_context_parallelism(capsys):
+    # Qwen2.5-7B-Instruct-1M (28 layers, 4 KV heads of 128: 57,344 B of KV per token), a 1,000,000-token prompt on
+    # L40S (48 GiB = 51.54 GB, usable 46.39 GB). One GPU: weights 15.23 GB + KV 1,000,001 tokens x 57,344 B
+    # (whole blocks of 16) = 57.34 GB + overhead 1.61 GB + a chunk's workspace -> 74.3 GB: does not fit.
+    # CP 2: the sequence's KV splits over two GPUs, 28.67 GB each -> 45.6 GB: fits.
+    # TTFT: 123 chunks of 8,192 tokens, chunk j attending the ~8,192 j tokens before it: attention (quadratic)
+    # dominates the matmuls (linear) by an order of magnitude; CP 2 halves it (the ring hides at 4k a rank).
+    base = "--model qwen2.5-7b-instruct-1m --gpu l40s --tp 1 --batch 1 --input 1000000 --output 1 --json".split()
+    assert main(["memory", "--gpus", "1", *base]) == 0
+    m1 = json.loads(capsys.readouterr().out)
+    assert main(["memory", "--gpus", "2", "--cp", "2", *base]) == 0
+    m2 = json.loads(capsys.readouterr().out)
+    assert not m1["fits"] and m2["fits"] and m2["cp"] == 2
+    assert m1["kv_bytes_per_token"] == 57_344
+    assert m1["kv_bytes_per_seq_per_gpu"] == pytest.approx(57_344 * 1_000_016)  # 62,501 blocks of 16
+    assert m2["kv_bytes_per_seq_per_gpu"] == pytest.approx(m1["kv_bytes_per_seq_per_gpu"] / 2)
+    assert "context parallelism" in m1["reason"]
+    assert main(["speed", "--gpus", "1", *base]) == 0
+    s1 = json.loads(capsys.readouterr().out)
+    assert main(["speed", "--gpus", "2", "--cp", "2", *base]) == 0
+    s2 = json.loads(capsys.readouterr().out)
+    assert s1["prefill_chunk_tokens"] == 8192 and len(s1["prefill_chunks"]) == 123
+    chunks = s1["prefill_chunks"]
+    assert sum(c["time_s"] for c in chunks) == pytest.approx(s1["prefill_s"], rel=1e-9)  # TTFT = the chunks' sum
+    assert chunks[-1]["start_tokens"] == 122 * 8192 and chunks[-1]["tokens"] == 1_000_000 - 122 * 8192
+    att, lin = sum(c["attention_s"] for c in chunks), sum(c["linear_s"] for c in chunks)
+    assert att > 10 * lin  # the quadratic term dominates at a million tokens
+    assert s1["prefill_s"] > 600  # minutes, on one L40S
+    assert s2["prefill_s"] == pytest.approx(s1["prefill_s"] / 2, rel=0.03)
+    # each later chunk attends more: the chunk times grow
+    assert all(b["attention_s"] > a["attention_s"] for a, b in zip(chunks[:-2], chunks[1:-1]))
+
+
+def test_every_attention_parallel_step_reevaluates():
+    from core.serving import speed_summary
+
+    cfgs = [
+        RabitConfig(model="deepseek-v3", weights="fp8", dp_attention=True, ep=8, **H200),
+        RabitConfig(model="deepseek-v3", weights="fp8", dcp=8, batch=8, input_tokens=32_000, **H200),
+        _cp_cfg(4, 65_536),
+        RabitConfig(model="qwen2.5-7b-instruct-1m", tp=1, gpus_per_node=2, cp=2, batch=1, input_tokens=200_000),
+        RabitConfig(model="llama-3.1-8b", tp=1, gpus_per_node=1, batch=4, input_tokens=100_000, kv_offload_gib=256),
+    ]
+    for cfg in cfgs:
+        s = speed_summary(cfg)
+        assert len({st.key for st in s.steps}) == len(s.steps), "duplicate step keys"
+        for st in s.steps:
+            assert st.evaluate() == pytest.approx(st.value, rel=1e-9, abs=1e-300), (cfg.model, st.key)
+        assert [x for x in s.steps if x.key == "prefill_s"][0].value == pytest.approx(s.prefill.ttft_s, rel=1e-12)

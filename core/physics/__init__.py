@@ -4,9 +4,22 @@ The wing's face: it only hands on the names other wings and the edges use."""
 
 from __future__ import annotations
 
+from core.physics.activations import (
+    activation_bytes_per_layer,
+)
 from core.physics.collectives import (
     ACT_BYTES,
     Collectives,
+)
+from core.physics.footprint import (
+    attention_replica_bytes,
+    dense_weight_bytes,
+    expert_params_total,
+    kv_bytes_per_token,
+    kv_shard,
+    prefill_chunk_tokens,
+    weight_bytes_per_gpu,
+    workspace_bytes_per_gpu,
 )
 from core.physics.iteration_parts import (
     IterationParts,
@@ -14,18 +27,10 @@ from core.physics.iteration_parts import (
 )
 from core.physics.memory import (
     ServingMemory,
-    attention_replica_bytes,
-    dense_weight_bytes,
-    expert_params_total,
     fit_problems,
-    kv_bytes_per_token,
     kv_per_token_across_catalog,
-    kv_shard,
-    prefill_chunk_tokens,
     sequences_vs_context,
     serving_memory,
-    weight_bytes_per_gpu,
-    workspace_bytes_per_gpu,
 )
 from core.physics.step import (
     StepModel,
@@ -34,7 +39,6 @@ from core.physics.step import (
 )
 from core.physics.training_footprint import (
     TrainingMemory,
-    activation_bytes_per_layer,
     lora_params,
     training_memory,
     training_memory_by_zero,

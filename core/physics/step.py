@@ -49,14 +49,14 @@ from core import catalog
 from core.base import MS, NO_TRACE, Trace
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, ModelArch
 from core.config import COMPUTE_PRECISION, Deployment
+from core.physics.attention_split import attention_split
 from core.physics.collectives import ACT_BYTES, Collectives
-from core.physics.memory import (
+from core.physics.footprint import (
     SSM_STATE_BYTES,
     attention_replica_bytes,
     dense_weight_bytes,
     kv_bytes_per_token,
     kv_shard,
-    serving_memory,
 )
 
 __all__ = [
@@ -208,7 +208,7 @@ class StepModel:
     dcp_alpha_s: float = 0.0  # one decode-context-parallel collective: a_d + b_d x tokens
     dcp_beta_s: float = 0.0
     dcp: int = 1  # decode context parallelism: TP ranks the KV is split over
-    dcp_per_iter: float = 0.0  # n_dcp: 2 per attention layer of the stage
+    dcp_kv_beta_s: float = 0.0  # gathering one cached token's KV of one layer over the DCP group
     host_tier: bool = False  # a KV tier in host memory
     hbm_kv_tokens: float = float("inf")  # N_h: cached tokens one GPU's HBM holds before the host tier
     host_bw_bytes_per_s: float = 0.0  # the host link's achieved bandwidth (assumption offload_gb_per_s)
@@ -290,28 +290,26 @@ class StepModel:
         if dp_att:  # every rank reads whole attention blocks
             dense_bytes = dense_bytes + attention_replica_bytes(m, b_w, tp, pp)
         if on:
+            dpa: dict[str, Any] = {"P_a": m.attention_layers * m.attention_params()} if dp_att else {}
             tr.step(
                 "weights_read_bytes",
                 "Dense weights read per iteration per GPU",
                 "W_d",
-                "(P_q * b_w + P_r * 2) / (tp * pp)",
+                "(P_q * b_w + P_r * 2) / (tp * pp)" + (" + P_a * b_w * (1 - 1 / tp) / pp" if dp_att else ""),
                 dense_bytes,
                 unit="B",
-                latex=r"\frac{[P_q] \cdot [b_w] + [P_r] \cdot 2}{[tp] \cdot [pp]}",
+                latex=r"\frac{[P_q] \cdot [b_w] + [P_r] \cdot 2}{[tp] \cdot [pp]}"
+                + (r" + \frac{[P_a] [b_w] (1 - 1/[tp])}{[pp]}" if dp_att else ""),
                 P_q=P_q,
                 b_w=b_w,
                 P_r=P_r,
                 tp=tp,
                 pp=pp,
+                **dpa,
                 note="block linears in the weight format; LM head and norms in BF16; the input embedding is a "
                 "lookup and is not streamed"
                 + ("; routed experts below" if m.is_moe else "")
-                + (
-                    "; data-parallel attention: each rank also reads whole attention blocks "
-                    "(P_a b_w (1 - 1/tp) / pp more)"
-                    if dp_att
-                    else ""
-                ),
+                + ("; data-parallel attention: each rank also reads whole attention blocks (P_a)" if dp_att else ""),
             )
         expert_split = ep if ep > 1 else tp
         expert_bytes = m.expert_params() * b_w * (m.moe_layers / pp) / expert_split
@@ -432,7 +430,7 @@ class StepModel:
             mbu=a.mbu,
             hbm_bw_bytes_per_s=hbm,
             sample_bytes_per_vocab=a.sample_bytes_per_vocab,
-            **_attention_split(dep, coll, k_t, tr),
+            **attention_split(dep, coll, k_t, tr),
         )
 
     # --- the model -------------------------------------------------------------------------------------
@@ -496,8 +494,11 @@ class StepModel:
             gap = t_send - t_block
             ring = self.attn_layers_stage * (cp - 1) * (np.maximum(gap, 0.0) if arr else (gap if gap > 0 else 0.0))
             x = x + ring * live
-        if self.dcp > 1:
-            x = x + (self.dcp_alpha_s + self.dcp_beta_s * Tc) * self.dcp_per_iter * self.comm_exposed * live
+        if self.dcp > 1:  # per attention layer: gather the queries and combine the outputs, or gather the KV
+            q_way = 2.0 * (self.dcp_alpha_s + self.dcp_beta_s * Tc)
+            kv_way = self.dcp_alpha_s + self.dcp_kv_beta_s * (Tc + Rc)
+            per_layer = np.minimum(q_way, kv_way) if arr else (q_way if q_way < kv_way else kv_way)
+            x = x + per_layer * self.attn_layers_stage * self.comm_exposed * live
         if self.host_tier:
             over = Rc + Tc - self.hbm_kv_tokens
             t_host = (np.maximum(over, 0.0) if arr else (over if over > 0 else 0.0)) * (
@@ -661,145 +662,6 @@ class StepModel:
         c = np.asarray(context, dtype=float)
         out = (m.full_attention_layers * c + m.sliding_layers * np.minimum(c, m.sliding_window)) / m.attention_layers
         return float(out) if out.ndim == 0 else out
-
-
-def _attention_split(dep: Deployment, coll: Collectives, k_g: float, tr: Trace) -> dict:
-    """The step model's constants of context parallelism, decode context parallelism and the host KV tier (empty
-    when none is set), each recorded on ``tr``.
-
-    A ring send crosses the inter-node fabric once TP x CP outgrows the scale-up domain (the CP groups sit outside
-    the TP groups); the DCP collectives stay inside the TP group. One token's queries and partial outputs are
-    H / tp x (d_q + d_v) x 2 B per layer (MLA: the absorbed query of r_kv + d_rope and the latent output r_kv)."""
-    cfg, m, a = dep.config, dep.model, dep.assumptions
-    tp, pp, cp, dcp = cfg.tp, cfg.pp, cfg.cp, cfg.dcp
-    host = cfg.kv_offload_gib > 0
-    if cp == 1 and dcp == 1 and not host:
-        return {}
-    on = tr.enabled
-    L_a = m.attention_layers / pp
-    d_q, d_v = (m.kv_lora_rank + m.qk_rope_head_dim, m.kv_lora_rank) if m.is_mla else (m.head_dim, m.head_dim)
-    out: dict[str, Any] = {"attention_split": True, "attn_layers_stage": L_a}
-    if cp > 1:
-        cross = tp * cp > coll.domain
-        t1, t2 = float(coll.p2p_s(1.0, cross)), float(coll.p2p_s(2.0, cross))
-        k_l = k_g / L_a
-        q_l = m.num_heads / tp * (d_q + d_v) * ACT_BYTES
-        out.update(
-            cp=cp,
-            cp_alpha_s=2 * t1 - t2,
-            cp_beta_s_per_byte=t2 - t1,
-            cp_kv_bytes_per_token_layer=k_l,
-            cp_q_bytes_per_token_layer=q_l,
-        )
-        if on:
-            tr.step(
-                "cp_alpha_s",
-                "Ring send: fixed time",
-                "a_{cp}",
-                "2 * t_1 - t_2",
-                2 * t1 - t2,
-                unit="s",
-                units={"t_1": "s", "t_2": "s"},
-                t_1=t1,
-                t_2=t2,
-                note=f"context parallelism {cp}: point-to-point to the next TP group "
-                + (f"over {dep.fabric.name}" if cross else "over the scale-up fabric")
-                + " (the line through one and two bytes)",
-            )
-            tr.step(
-                "cp_beta_s_per_byte",
-                "Ring send: time per byte",
-                "b_{cp}",
-                "t_2 - t_1",
-                t2 - t1,
-                unit="s",
-                units={"t_1": "s", "t_2": "s"},
-                t_1=t1,
-                t_2=t2,
-            )
-            tr.step(
-                "cp_kv_bytes_per_token_layer",
-                "Pass-KV: one token's K and V in one layer on one GPU",
-                "k_l",
-                "k_g / L_a",
-                k_l,
-                unit="B",
-                k_g=k_g,
-                L_a=L_a,
-            )
-            tr.step(
-                "cp_q_bytes_per_token_layer",
-                "Pass-Q: one token's queries and partial outputs in one layer on one GPU",
-                "q_l",
-                "H / tp * (d_q + d_v) * b_a",
-                q_l,
-                unit="B",
-                H=m.num_heads,
-                tp=tp,
-                d_q=d_q,
-                d_v=d_v,
-                b_a=ACT_BYTES,
-                note="a ring step passes whichever is smaller: the block's keys and values (prefill) or the queries "
-                "and partial outputs (decode, a short chunk after a long cached prefix); Yang et al. arXiv 2411.01783",
-            )
-    if dcp > 1:
-        n_tok = m.num_heads * dcp / tp * (d_q + d_v) / 2 * ACT_BYTES  # one of the two collectives, per token
-        t1, t2 = float(coll.all_to_all_s(n_tok, dcp)), float(coll.all_to_all_s(2 * n_tok, dcp))
-        out.update(dcp=dcp, dcp_alpha_s=2 * t1 - t2, dcp_beta_s=t2 - t1, dcp_per_iter=2 * L_a)
-        if on:
-            tr.step(
-                "dcp_alpha_s",
-                "DCP collective: fixed time",
-                "a_d",
-                "2 * t_1 - t_2",
-                2 * t1 - t2,
-                unit="s",
-                units={"t_1": "s", "t_2": "s"},
-                t_1=t1,
-                t_2=t2,
-                note=f"decode context parallelism {dcp}: the queries of H dcp / tp heads gathered over the {dcp} "
-                "ranks, their partial outputs and log-sum-exps combined: two collectives per attention layer "
-                "(vLLM --decode-context-parallel-size)",
-            )
-            tr.step(
-                "dcp_beta_s",
-                "DCP collective: time per token",
-                "b_d",
-                "t_2 - t_1",
-                t2 - t1,
-                unit="s",
-                units={"t_1": "s", "t_2": "s"},
-                t_1=t1,
-                t_2=t2,
-            )
-    if host:
-        mem = serving_memory(dep, NO_TRACE)
-        n_h = max(0.0, mem.kv_budget_bytes_per_gpu) / k_g
-        bw_h = a.offload_gb_per_s * 1e9
-        out.update(host_tier=True, hbm_kv_tokens=n_h, host_bw_bytes_per_s=bw_h)
-        if on:
-            tr.step(
-                "hbm_kv_tokens",
-                "Cached tokens one GPU's HBM holds",
-                "N_h",
-                "max(0, K_b) / k_g",
-                n_h,
-                unit="tokens",
-                K_b=mem.kv_budget_bytes_per_gpu,
-                k_g=k_g,
-                note="beyond these the KV lives in the host tier",
-            )
-            tr.step(
-                "host_bw_bytes_per_s",
-                "Host link bandwidth",
-                r"BW_{host}",
-                "b_h * 1e9",
-                bw_h,
-                unit="B/s",
-                b_h=a.offload_gb_per_s,
-                note="assumption offload_gb_per_s: PCIe Gen4 x16 about 25 GB/s from pinned memory, Gen5 about 50",
-            )
-    return out
 
 
 def per_query_head_kv_reads(sm: StepModel) -> StepModel:

@@ -8,6 +8,11 @@ from core.serving.acceptance import (
     break_even_alpha,
     expected_tokens_per_pass,
 )
+from core.serving.prefill_chunks import (
+    ChunkPart,
+    chunked_prompt_s,
+    prompt_chunks,
+)
 from core.serving.sim.metrics import (
     THRASH_REMEDIES,
     Percentiles,
@@ -44,9 +49,7 @@ from core.serving.speculative_decoding import (
     SpecResult,
 )
 from core.serving.speed import (
-    ChunkPart,
     SpeedSummary,
-    chunked_prompt_s,
     compute_bound_batch,
     decode,
     decode_numbers,
@@ -55,7 +58,6 @@ from core.serving.speed import (
     pipeline_fill_s,
     prefill,
     prefill_numbers,
-    prompt_chunks,
     replicas_of,
     speculative,
     speed_summary,

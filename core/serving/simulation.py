@@ -91,7 +91,9 @@ def kv_pool(dep: Deployment | RabitConfig, spec: SimSpec) -> Pool:
         blocks = float(spec.kv_pool_tokens // B)
     else:
         ws = workspace_tokens(spec)
-        mem = serving_memory(dep.with_(batch=1, input_tokens=ws, output_tokens=1), NO_TRACE)
+        # one iteration of the workspace's tokens, in one pass (the spec's budget is the chunk)
+        one_pass = cfg.workload.with_(token_budget=ws)
+        mem = serving_memory(dep.with_(batch=1, input_tokens=ws, output_tokens=1, workload=one_pass), NO_TRACE)
         if (
             mem.kv_budget_bytes_per_gpu <= 0
             or mem.weights_bytes_per_gpu + mem.overhead_bytes_per_gpu > mem.usable_bytes_per_gpu
@@ -100,7 +102,9 @@ def kv_pool(dep: Deployment | RabitConfig, spec: SimSpec) -> Pool:
         # a hybrid's fixed per-sequence state is set aside for max_num_seqs sequences first (vLLM's mamba cache
         # is sized for max_num_seqs); the rest holds KV blocks
         state = spec.max_batch * mem.ssm_state_bytes_per_seq_per_gpu
-        blocks = float(max(0, math.floor((mem.kv_budget_bytes_per_gpu - state) / (mem.kv_bytes_per_token_per_gpu * B))))
+        # a host KV tier (kv_offload_gib) adds its blocks; the step model reads them over the host link
+        room = mem.kv_budget_bytes_per_gpu + mem.kv_host_bytes_per_gpu - state
+        blocks = float(max(0, math.floor(room / (mem.kv_bytes_per_token_per_gpu * B))))
     return Pool(
         blocks=blocks,
         block=B,
@@ -108,6 +112,7 @@ def kv_pool(dep: Deployment | RabitConfig, spec: SimSpec) -> Pool:
         slide_share=slide / L,
         window=m.sliding_window if slide else 0,
         max_context=m.max_context,
+        seq_blocks_max=blocks / cfg.tp if cfg.dp_attention and cfg.tp > 1 else float("inf"),
     )
 
 
