@@ -10,6 +10,8 @@ import streamlit as st
 from core.base import (
     Step,
     find,
+    fmt_bytes,
+    fmt_time,
     fmt_value,  # noqa: F401  - pages format range ends like their steps
 )
 from core.decision import Bound
@@ -99,7 +101,6 @@ def steps_by_key(steps: tuple[Step, ...], keys: tuple[str, ...]) -> tuple[Step, 
 
 def gap_table(rows) -> pd.DataFrame:
     """The textbook-vs-ours waterfall (core.serving.speed_views.GapRow) as a table of formatted times."""
-    from core.base import fmt_time
 
     return pd.DataFrame(
         [
@@ -354,4 +355,43 @@ def fit_or_options(fits: bool, message: str, options: tuple[str, ...]) -> None:
         st.markdown(
             "**It fits with any one of these changes** (each computed for this config):\n"
             + "\n".join(f"- {o}" for o in options)
+        )
+
+
+def long_context_tables(view) -> None:
+    """The long-context view's two tables: the longest sequence each option fits, and what the architecture saved."""
+    st.subheader("Where one sequence stops fitting, and what context parallelism or a host KV tier buys")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "option": f.option,
+                    "GPUs per replica": f.gpus,
+                    "longest sequence": f"{f.max_context_tokens:,} tokens"
+                    + (" (the model's window)" if f.max_context_tokens >= view.max_context else ""),
+                    "decode step there": fmt_time(f.decode_step_s) if f.decode_step_s is not None else "does not fit",
+                }
+                for f in view.fits
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    if view.savings:
+        st.subheader("What the model's own attention choices saved")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "choice": s.choice,
+                        "against": s.without,
+                        f"KV of one {s.context_tokens:,}-token sequence": fmt_bytes(s.kv_bytes_with),
+                        "without it": fmt_bytes(s.kv_bytes_without),
+                        "saved": f"{s.saved_frac:.1%}",
+                    }
+                    for s in view.savings
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
         )

@@ -348,3 +348,63 @@ def test_every_attention_parallel_step_reevaluates():
         for st in s.steps:
             assert st.evaluate() == pytest.approx(st.value, rel=1e-9, abs=1e-300), (cfg.model, st.key)
         assert [x for x in s.steps if x.key == "prefill_s"][0].value == pytest.approx(s.prefill.ttft_s, rel=1e-12)
+
+
+# --- the optimizer and the launch configs -----------------------------------------------------------------------
+
+
+def test_the_optimizer_screens_attention_parallel_layouts():
+    from core.decision import Constraints, ServingGoal, screen
+    from core.serving import sim_spec
+
+    cfg = RabitConfig(model="deepseek-v3", input_tokens=40_000, output_tokens=500)
+    goal = ServingGoal.from_config(cfg).with_(p95_ttft_s=30.0, p95_itl_s=0.1)
+    cands = screen(goal, Constraints(gpus_allowed=("h200-sxm",), weights_allowed=("fp8",), kv_allowed=("bf16",)), ())
+    kinds = {(c.dp_attention, c.cp > 1, c.dcp > 1) for c in cands}
+    assert {(False, False, False), (True, False, False), (False, True, False), (False, False, True)} <= kinds
+    # a CP candidate's replica is its TP groups times CP; every candidate resolves and labels itself
+    cp4 = next(c for c in cands if c.cp == 4 and c.tp == 8)
+    assert cp4.gpus_per_replica == 32 and "CP 4" in cp4.label
+    assert any("DP attention" in c.label for c in cands) and any("DCP 8" in c.label for c in cands)
+    assert sim_spec(cfg).mean_lengths()[0] == 40_000
+
+
+def test_launch_configs_carry_each_engines_attention_flags():
+    from core.operations import launch
+
+    s = launch.LaunchSpec(
+        model_repo="deepseek-ai/DeepSeek-V3",
+        gpu="h200-sxm",
+        vendor="nvidia",
+        gpus_per_replica=8,
+        tp=8,
+        pp=1,
+        replicas=1,
+        weights="fp8",
+        kv_dtype="bf16",
+        max_num_seqs=64,
+        max_num_batched_tokens=8192,
+        max_model_len=65_536,
+        gpu_memory_utilization=0.9,
+        gpus_per_node=8,
+        ep=8,
+        dp_attention=True,
+        kv_offload_gib=512.0,
+    )
+    v, _ = launch.vllm_argv(s)
+    assert v[v.index("--tensor-parallel-size") + 1] == "1" and v[v.index("--data-parallel-size") + 1] == "8"
+    assert "--enable-expert-parallel" in v and v[v.index("--kv-offloading-size") + 1] == "512"
+    g, _ = launch.sglang_argv(s)
+    assert "--enable-dp-attention" in g and g[g.index("--dp-size") + 1] == "8"
+    assert g[g.index("--hicache-size") + 1] == "68.72"  # 512 GiB over 8 ranks, in GB
+    _, notes = launch.trtllm_argv(s)
+    assert any("enable_attention_dp: true" in n for n in notes)
+    d = s.model_copy(update={"dp_attention": False, "dcp": 8, "kv_offload_gib": 0.0})
+    assert launch.vllm_argv(d)[0][launch.vllm_argv(d)[0].index("--decode-context-parallel-size") + 1] == "8"
+    assert "--dcp-size" in launch.sglang_argv(d)[0]
+    c = d.model_copy(update={"dcp": 1, "cp": 4, "gpus_per_replica": 32})
+    assert "--prefill-context-parallel-size" in launch.vllm_argv(c)[0] and "--attn-cp-size" in launch.sglang_argv(c)[0]
+    for spec in (s, d, c):  # every emitted flag is one the engine documents
+        for engine in ("vllm", "sglang"):
+            argv, _ = launch.ARGV[engine](spec)
+            assert {a for a in argv if a.startswith("--")} <= launch.DOCUMENTED_FLAGS[engine][1]

@@ -99,8 +99,12 @@ CONFIG_DOMAINS: dict[str, Domain] = {
     "batch": Domain(
         1, 100_000, "vLLM's default max_num_seqs is 256; 100,000 concurrent sequences is far beyond any one replica"
     ),
-    "input_tokens": Domain(1, 10_000_000, "the longest context in the catalogs is 10M tokens (Llama 4 Scout)"),
-    "output_tokens": Domain(1, 10_000_000, "the longest context in the catalogs is 10M tokens (Llama 4 Scout)"),
+    "input_tokens": Domain(
+        1, 10_485_760, "the longest context in the catalogs is Llama 4 Scout's 10,485,760 tokens (10 x 2^20)"
+    ),
+    "output_tokens": Domain(
+        1, 10_485_760, "the longest context in the catalogs is Llama 4 Scout's 10,485,760 tokens (10 x 2^20)"
+    ),
     "prefix_cache_frac": Domain(
         0.0, 0.99, "a share of the prompt; at least one token per request is computed", integer=False, step=0.01
     ),

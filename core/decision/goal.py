@@ -218,10 +218,24 @@ class _Replica(_F):
     weights: str
     kv_dtype: str
     ep: int = 1  # expert parallelism (MoE): the routed experts spread over the TP ranks instead of split by TP
+    # attention parallelism: data-parallel attention over the TP ranks, context parallelism over CP TP groups
+    # (gpus_per_replica = TP x PP x CP), decode context parallelism over DCP of the TP ranks
+    dp_attention: bool = False
+    cp: int = 1
+    dcp: int = 1
 
     def shape(self) -> tuple[str, int, int, int, str, str]:
         """(GPU kind, GPUs per replica, TP, PP, weights, KV): what two picks of one configuration share."""
         return (self.gpu, self.gpus_per_replica, self.tp, self.pp, self.weights, self.kv_dtype)
+
+    @property
+    def attention_label(self) -> str:
+        """The attention parallelism in words ("" for none)."""
+        return (
+            (", DP attention" if self.dp_attention else "")
+            + (f", CP {self.cp}" if self.cp > 1 else "")
+            + (f", DCP {self.dcp}" if self.dcp > 1 else "")
+        )
 
 
 class Candidate(_Replica):
@@ -258,7 +272,10 @@ class Candidate(_Replica):
     @property
     def label(self) -> str:
         layout = (
-            f"TP {self.tp}" + (f" x PP {self.pp}" if self.pp > 1 else "") + (f", EP {self.ep}" if self.ep > 1 else "")
+            f"TP {self.tp}"
+            + (f" x PP {self.pp}" if self.pp > 1 else "")
+            + (f", EP {self.ep}" if self.ep > 1 else "")
+            + self.attention_label
         )
         n = f"{self.replicas} replica{'s' if self.replicas != 1 else ''} of " if self.replicas else ""
         return f"{n}{self.gpus_per_replica} x {self.gpu} ({layout}, {self.weights} weights, {self.kv_dtype} KV)"
@@ -293,6 +310,9 @@ def candidate_config(goal: ServingGoal, c: _Replica, assumptions: Assumptions | 
         tp=c.tp,
         pp=c.pp,
         ep=c.ep,
+        dp_attention=c.dp_attention,
+        cp=c.cp,
+        dcp=c.dcp,
         weights=c.weights,
         kv_dtype=c.kv_dtype,
         batch=1,

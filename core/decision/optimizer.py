@@ -2,7 +2,7 @@
 
 Search (the RA-BIT spec "Search, Pareto front and market prices")::
 
-    enumerate  GPU x GPUs per replica x (TP, PP) x weight format x KV precision
+    enumerate  GPU x GPUs per replica x (TP, PP, EP, attention parallelism) x weight format x KV precision
     prune      no price, does not validate, no room for a KV cache, misses a target even at batch 1,
                breaks a hard constraint (GPU kinds, max GPUs, max $/h, precisions, providers)
     screen     closed form: the largest batch whose decode step meets the ITL target, the replica's
@@ -43,8 +43,8 @@ from core.decision.goal import (
     meets,
     worst_ratio,
 )
-from core.physics import StepModel
-from core.serving import kv_pool, max_throughput, simulate, speculative
+from core.physics import StepModel, kv_shard
+from core.serving import chunked_prompt_s, kv_pool, max_throughput, prompt_chunks, simulate, speculative
 
 #: Share of the ITL target the screen's decode step may use (the rest is left for prefill interference).
 SCREEN_ITL_SHARE = 0.8
@@ -101,6 +101,37 @@ def _with_expert_parallel(arch, layouts: list[tuple[int, int, int]]) -> list[tup
     return out
 
 
+#: Prompts at least this long also try context parallelism (ring attention over 2 and 4 TP groups): below it a
+#: prefill is short enough that splitting it buys less than the ring and the extra GPUs cost.
+CP_MIN_PROMPT_TOKENS = 32_768
+
+
+def _with_attention_parallel(
+    arch, layouts: list[tuple[int, int, int, int]], prompt_tokens: float
+) -> list[tuple[int, int, int, int, bool, int, int]]:
+    """Each layout with plain attention and, where they help, its attention-parallel variants:
+    ``(GPUs per replica, TP, PP, EP, DP attention, CP, DCP)``.
+
+    * data-parallel attention for an MLA model at TP > 1 (its latent is not split by TP), with expert parallelism
+      over the TP ranks for a MoE model (SGLang ``--enable-dp-attention``; vLLM ``--data-parallel-size`` with
+      ``--enable-expert-parallel``, docs.vllm.ai "Data Parallel Deployment");
+    * decode context parallelism where TP replicates the KV (MLA, or more TP ranks than KV heads): the tokens split
+      over the replicas instead (vLLM ``--decode-context-parallel-size``);
+    * context parallelism over 2 and 4 TP groups for prompts of :data:`CP_MIN_PROMPT_TOKENS` and more, one stage.
+    """
+    out = []
+    for n, tp, pp, ep in layouts:
+        out.append((n, tp, pp, ep, False, 1, 1))
+        if tp > 1 and arch.is_mla and (not arch.is_moe or ep == tp or arch.num_experts % tp):
+            out.append((n, tp, pp, ep, True, 1, 1))
+        shard = kv_shard(arch, tp)
+        if tp > shard and (ep == 1 or ep == tp):
+            out.append((n, tp, pp, ep, False, 1, tp // shard))
+        if prompt_tokens >= CP_MIN_PROMPT_TOKENS and pp == 1 and ep == 1:
+            out += [(n * cp, tp, pp, ep, False, cp, 1) for cp in (2, 4)]
+    return out
+
+
 def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int) -> int:
     """Largest batch whose decode step at ``context`` stays within SCREEN_ITL_SHARE of the ITL target."""
     if itl_target is None:
@@ -136,7 +167,8 @@ def screen(
         price: GpuPrice | None = gpu_price(
             slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers
         )
-        for n, tp, pp, ep in _with_expert_parallel(arch, _replica_layouts(g, arch)):
+        layouts = _with_expert_parallel(arch, _replica_layouts(g, arch))
+        for n, tp, pp, ep, dpa, cp, dcp in _with_attention_parallel(arch, layouts, spec.mean_lengths()[0]):
             for w in cons.weights_allowed:
                 if w == "nvfp4" and not g.supports("fp4"):
                     continue
@@ -147,6 +179,9 @@ def screen(
                         tp=tp,
                         pp=pp,
                         ep=ep,
+                        dp_attention=dpa,
+                        cp=cp,
+                        dcp=dcp,
                         weights=w,
                         kv_dtype=kv,
                         usd_per_gpu_hour=price.usd_per_gpu_hour if price else None,
@@ -239,7 +274,11 @@ def batch_1_latencies(dep: Deployment, sm: StepModel, i_mean: float, o_mean: flo
     I = max(1, round(i_mean))
     c = math.floor(dep.config.prefix_cache_frac * I)  # < I because the share is < 1
     R = float(sm.kv_read_tokens(c)) if c else 0
-    ttft = float(sm.iteration_s(I - c, I * (I + 1) / 2 - c * (c + 1) / 2, R, 1))
+    chunk = dep.config.workload.token_budget
+    if I - c > chunk:  # a prompt longer than the token budget is prefilled chunk by chunk (core.serving.speed)
+        ttft = float(chunked_prompt_s(sm, prompt_chunks(sm, c, I, chunk)))
+    else:
+        ttft = float(sm.iteration_s(I - c, I * (I + 1) / 2 - c * (c + 1) / 2, R, 1))
     ctx = i_mean + o_mean / 2
     spec = speculative(_formula_input(dep)) if dep.config.spec_method != "none" else None
     itl = spec.round_s / spec.tokens_per_pass if spec is not None else float(sm.iteration_s(1, ctx, ctx))
@@ -298,6 +337,9 @@ def pick_of(goal: ServingGoal, c: Candidate) -> Pick:
         tp=c.tp,
         pp=c.pp,
         ep=c.ep,
+        dp_attention=c.dp_attention,
+        cp=c.cp,
+        dcp=c.dcp,
         weights=c.weights,
         kv_dtype=c.kv_dtype,
         replicas=c.replicas or 0,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -275,6 +276,7 @@ def _record_split(
             ("A_c", A, Ac, "pairs"),
             ("R_c", R, Rc, "cached tokens"),
         ):
+            whole: dict[str, Any] = {sym[0]: full_v}
             tr.step(
                 f"{key}_{sym.lower()}",
                 f"{what}: {name} on one of the {sm.cp} CP ranks",
@@ -283,12 +285,12 @@ def _record_split(
                 v,
                 unit=_U_ITER[sym],
                 units=_U_ITER,
-                **{sym[0]: full_v},
+                **whole,
                 cp=sm.cp,
                 note="context parallelism splits the iteration's tokens, pairs and cached tokens over the ranks",
             )
 
-    def pick(expr: str, **extra: float) -> dict[str, float]:
+    def pick(expr: str, **extra: float) -> dict[str, Any]:
         names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", expr))
         pool = {**K, **share, "W_r": W_r, **extra}
         return {n: pool[n] for n in names if n in pool}

@@ -338,6 +338,7 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
     else:
         n_paged = max(0, math.floor((pool - prefix_once) / seq_cost))
         kname = "K_p" if host else "K_b"
+        k_in: dict[str, Any] = {kname: pool}
         n_paged = tr.step(
             "max_sequences",
             "Concurrent sequences per replica (paged)",
@@ -345,7 +346,7 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
             f"max(0, floor(({kname} - k_g * S_shared) / k_s))",
             n_paged,
             unit="seq",
-            **{kname: pool},
+            **k_in,
             k_g=k_gpu,
             S_shared=shared_eff,
             k_s=per_seq,

@@ -8,6 +8,10 @@ from core.serving.acceptance import (
     break_even_alpha,
     expected_tokens_per_pass,
 )
+from core.serving.long_context import (
+    LongContextView,
+    long_context_view,
+)
 from core.serving.prefill_chunks import (
     ChunkPart,
     chunked_prompt_s,
@@ -143,6 +147,8 @@ __all__ = [
     "pipeline_fill_s",
     "prefill",
     "ChunkPart",
+    "LongContextView",
+    "long_context_view",
     "chunked_prompt_s",
     "prefill_numbers",
     "prompt_chunks",

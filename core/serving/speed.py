@@ -281,8 +281,8 @@ def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_
         final_symbol=r"\mathrm{TTFT}_1",
         note="the same iteration with B = 1",
     )
-    whole = PromptChunks(u, np.array([float(c)]), np.array([float(u)]), np.array([a_seq]), np.array([r_seq]))
-    return PrefillNumbers(B, I, c, u, T, A, R, it, one, m, ttft, chunks=whole)
+    one_pass = PromptChunks(u, np.array([float(c)]), np.array([float(u)]), np.array([a_seq]), np.array([r_seq]))
+    return PrefillNumbers(B, I, c, u, T, A, R, it, one, m, ttft, chunks=one_pass)
 
 
 # --- decode ----------------------------------------------------------------------------------------
