@@ -45,6 +45,7 @@ MODEL_SLUGS = {
     "llama-4-scout-17b-16e",
     "qwen3-next-80b-a3b",
     "gemma-3-12b-it",
+    "deepseek-coder-v2",
 }
 
 # Where each model's published figure comes from (the number itself lives in the model file's
@@ -74,6 +75,8 @@ MODEL_SLUGS = {
 #                    encoder), "17B active" (a rounded label). Architecture (text model): 107.77B (-0.2%) / 17.17B.
 #   qwen3-next-80b-a3b      80B total, "3B activated" (model card, a rounded label). Architecture: 79.57B (-0.5%:
 #                    the attention output gates and the shared-expert gate are not counted) / 3.46B.
+#   deepseek-coder-v2       236B total / "21B active" (README; a rounded label). Architecture: 235.74B (-0.1%) /
+#                    20.85B without the input embedding.
 #   gemma-3-12b-it   11,771M = 1,012M embedding + 10,759M non-embedding (Gemma 3 report Table 1, vision encoder
 #                    apart). Architecture: 11.766B (-0.05%).
 #

@@ -408,3 +408,62 @@ def test_launch_configs_carry_each_engines_attention_flags():
         for engine in ("vllm", "sglang"):
             argv, _ = launch.ARGV[engine](spec)
             assert {a for a in argv if a.startswith("--")} <= launch.DOCUMENTED_FLAGS[engine][1]
+
+
+# --- the host KV tier, the scheduler of data-parallel attention, the long-context view ----------------------------
+
+
+def test_a_host_kv_tier_adds_capacity_and_charges_the_host_link():
+    # Llama-3.1-8B on one H100 at 100,000-token contexts: 131,072 B of KV per token. A 256 GiB host tier holds
+    # 274,877,906,944 / 131,072 = 2,097,152 tokens more; a decode step that reads cached tokens beyond HBM reads
+    # them over the host link at offload_gb_per_s (25 GB/s): 131,072 B / 25e9 B/s = 5.24 us per token, far slower
+    # than HBM (3.35 TB/s x 0.75: 52 ns).
+    from core.config import resolve
+    from core.physics import StepModel, serving_memory
+
+    cfg = RabitConfig(model="llama-3.1-8b", tp=1, gpus_per_node=1, batch=4, input_tokens=100_000, output_tokens=1000)
+    hbm, tier = serving_memory(cfg), serving_memory(cfg.with_(kv_offload_gib=256))
+    assert tier.kv_host_bytes_per_gpu == 256 * GiB
+    assert tier.kv_tokens_per_replica - hbm.kv_tokens_per_replica == pytest.approx(256 * GiB / 131_072)
+    assert tier.max_sequences > hbm.max_sequences
+    sm = StepModel.from_deployment(resolve(cfg.with_(kv_offload_gib=256)))
+    n_h = sm.hbm_kv_tokens
+    inside = sm.stage_parts(1.0, n_h * 0.5, n_h * 0.5)[1]
+    beyond = sm.stage_parts(1.0, n_h + 1e6, n_h + 1e6)[1]
+    assert beyond == pytest.approx((1e6 + 1) * 131_072 / 25e9, rel=1e-6)  # the host stream, beside HBM's
+    assert beyond > 10 * inside
+
+
+def test_data_parallel_attention_runs_one_scheduler_per_rank():
+    from core.serving import sim_spec
+
+    cfg = RabitConfig(model="deepseek-v3", weights="fp8", ep=8, **H200)
+    plain, dpa = sim_spec(cfg), sim_spec(cfg.with_(dp_attention=True))
+    assert dpa.max_batch == 8 * plain.max_batch and dpa.token_budget == 8 * plain.token_budget
+
+
+def test_the_long_context_view_answers_the_topic():
+    from core.serving import long_context_view
+
+    v = long_context_view(RabitConfig(model="qwen2.5-7b-instruct-1m", gpu="l40s", tp=1, gpus_per_node=1))
+    assert v.points[-1].context_tokens == 1_010_000 and not v.points[-1].fits
+    assert v.points[0].dominant == "linear GEMMs" and v.points[-1].dominant == "quadratic attention"
+    assert v.attention_overtakes_at == 131_072
+    kv = [p.kv_bytes_per_seq for p in v.points]
+    assert all(b > a for a, b in zip(kv, kv[1:])) and kv[-1] == pytest.approx(57_344 * 1_010_000, rel=1e-4)
+    alone, *rest = v.fits
+    cp2 = next(f for f in rest if f.option == "context parallelism 2")
+    assert alone.max_context_tokens < 1_010_000 <= cp2.max_context_tokens  # CP buys the window
+    tier = next(f for f in rest if f.option.startswith("host KV tier"))
+    assert tier.max_context_tokens == 1_010_000 and tier.decode_step_s > 10 * alone.decode_step_s  # its bandwidth
+    (gqa,) = v.savings
+    assert gqa.saved_frac == pytest.approx(1 - 4 / 28)
+    # the model's own choices: latent attention, windows, linear layers
+    ds = long_context_view(RabitConfig(model="deepseek-v3", gpu="h200-sxm", weights="fp8", **{"tp": 8}))
+    assert ds.savings[0].choice.startswith("latent attention") and ds.savings[0].saved_frac == pytest.approx(
+        1 - 576 / (128 * (128 + 64 + 128)), rel=1e-9
+    )
+    nxt = long_context_view(RabitConfig(model="qwen3-next-80b-a3b", gpu="h200-sxm", tp=8))
+    assert any("linear-attention" in s.choice for s in nxt.savings)
+    g3 = long_context_view(RabitConfig(model="gemma-3-12b-it", tp=1, gpus_per_node=1))
+    assert any("window of 1,024" in s.choice for s in g3.savings) and g3.attention_overtakes_at is None

@@ -44,7 +44,15 @@ from core.decision.goal import (
     worst_ratio,
 )
 from core.physics import StepModel, kv_shard
-from core.serving import chunked_prompt_s, kv_pool, max_throughput, prompt_chunks, simulate, speculative
+from core.serving import (
+    chunked_prompt_s,
+    kv_pool,
+    max_throughput,
+    prompt_chunks,
+    replica_scheduler,
+    simulate,
+    speculative,
+)
 
 #: Share of the ITL target the screen's decode step may use (the rest is left for prefill interference).
 SCREEN_ITL_SHARE = 0.8
@@ -216,6 +224,7 @@ def screen_candidate(
     if cons.max_gpus is not None and c.gpus_per_replica > cons.max_gpus:
         return c.model_copy(update={"pruned": f"one replica needs {c.gpus_per_replica} GPUs > max {cons.max_gpus}"})
     dep = dep if dep is not None else candidate_deployment(goal, c)
+    spec = replica_scheduler(spec, dep.config)  # data-parallel attention: the limits are per rank
     blocking = [p for p in problems(dep) if p.blocking]
     if blocking:
         return c.model_copy(update={"pruned": blocking[0].message})
@@ -298,14 +307,15 @@ def simulate_candidate(
     screen's batch cap (``dep``: the candidate resolved, :func:`core.decision.goal.candidate_deployment` when
     None); whether it meets the goal."""
     dep = dep if dep is not None else candidate_deployment(goal, c)
-    b = c.screen_batch or goal.workload.max_batch
+    base = replica_scheduler(goal.workload, dep.config)  # data-parallel attention: the limits are per rank
+    b = c.screen_batch or base.max_batch
     # the screen's batch cap is the engine's max_num_seqs: simulate with it, so the p95s belong to the
     # configuration the launch config starts
-    spec = goal.workload.with_(
+    spec = base.with_(
         rate_per_s=goal.rate_per_s / c.n_replicas,
         arrival="poisson",
         max_batch=b,
-        token_budget=max(goal.workload.token_budget, b),
+        token_budget=max(base.token_budget, b),
     )
     r = simulate(_formula_input(dep), spec, budget=budget.child() if budget is not None else None)
     s = r.summary

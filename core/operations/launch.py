@@ -234,6 +234,7 @@ def launch_spec(pick, goal) -> LaunchSpec:
     spec = goal.workload
     arch = goal.custom_model if goal.custom_model is not None else catalog.model(goal.model)
     repo = arch.name if goal.custom_model is not None else model_repo(goal.model)
+    ranks = pick.tp if getattr(pick, "dp_attention", False) else 1
     longest = spec.input.upper() + spec.max_output_tokens()
     if spec.trace is not None:
         longest = max(a + b for a, b in spec.trace)
@@ -247,8 +248,9 @@ def launch_spec(pick, goal) -> LaunchSpec:
         replicas=max(1, pick.replicas),
         weights=pick.weights,
         kv_dtype=pick.kv_dtype,
-        max_num_seqs=max(1, pick.max_num_seqs or spec.max_batch),
-        max_num_batched_tokens=max(spec.token_budget, pick.max_num_seqs or 1),
+        # with data-parallel attention the engine's limits are per rank: the replica's cap over its TP ranks
+        max_num_seqs=max(1, -(-(pick.max_num_seqs or spec.max_batch) // ranks)),
+        max_num_batched_tokens=max(spec.token_budget, -(-(pick.max_num_seqs or 1) // ranks)),
         max_model_len=min(longest, arch.max_context),
         gpu_memory_utilization=Assumptions().gpu_mem_util,
         gpus_per_node=g.gpus_per_node,

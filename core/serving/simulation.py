@@ -63,13 +63,26 @@ __all__ = [
 def sim_spec(cfg: RabitConfig, **changes: Any) -> SimSpec:
     """The simulator's workload from the shared config: ``cfg.workload``'s arrival and scheduler fields as they
     are (:data:`core.config.LOAD_FIELDS`, one model), with lengths spread around the config's mean prompt and
-    output tokens; ``changes`` override SimSpec fields (e.g. ``trace=``)."""
+    output tokens; ``changes`` override SimSpec fields (e.g. ``trace=``). With data-parallel attention the
+    scheduler limits are per rank (:func:`replica_scheduler`)."""
     w = cfg.workload
     lengths = {
         f: Lengths(kind=w.lengths, mean=m, spread=w.spread)
         for f, m in (("input", cfg.input_tokens), ("output", cfg.output_tokens))
     }
-    return SimSpec.model_validate({**w.model_dump(include=set(LOAD_FIELDS)), **lengths, **changes})
+    spec = SimSpec.model_validate({**w.model_dump(include=set(LOAD_FIELDS)), **lengths})
+    spec = replica_scheduler(spec, cfg)
+    return spec.with_(**changes) if changes else spec
+
+
+def replica_scheduler(spec: SimSpec, cfg: RabitConfig) -> SimSpec:
+    """The replica's scheduler limits: with data-parallel attention the engine runs one scheduler per TP rank, each
+    with its own ``max_num_seqs`` and token budget (docs.vllm.ai "Data Parallel Deployment": "--max-num-seqs applies
+    per DP rank"; SGLang starts one scheduler per DP-attention rank), so the replica's are TP times the engine's;
+    ``spec`` unchanged otherwise."""
+    if not (cfg.dp_attention and cfg.tp > 1):
+        return spec
+    return spec.with_(max_batch=spec.max_batch * cfg.tp, token_budget=spec.token_budget * cfg.tp)
 
 
 def workspace_tokens(spec: SimSpec) -> int:
