@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from cli.common import (
+    add_attention_args,
     add_json,
     add_range_args,
     assumptions_from_args,
@@ -130,6 +131,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["vllm", "sglang", "trtllm", "k8s"],
         help="print the launch config of the recommendation instead of the summary (with --json: the 'launch' key)",
     )
+    add_attention_args(p)
     t = p.add_argument_group("training run (--train): the cheapest run that meets a deadline")
     t.add_argument("--train", action="store_true", help="recommend a training run instead of a serving setup")
     t.add_argument("--tokens", type=float, help="training tokens (with --train)")
@@ -275,6 +277,12 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
             input_tokens=args.input,
             output_tokens=args.output,
             assumptions=assumptions_from_args(args),
+            # attention parallelism pins the search to that layout; the host KV tier applies to every candidate
+            dp_attention=getattr(args, "dp_attention", False),
+            cp=getattr(args, "cp", DEFAULT.cp),
+            dcp=getattr(args, "dcp", DEFAULT.dcp),
+            kv_offload_gib=getattr(args, "kv_offload_gib", DEFAULT.kv_offload_gib),
+            attention_kernel=getattr(args, "attention_kernel", DEFAULT.attention_kernel),
             workload=base.workload.with_(
                 rate_per_s=args.rate, lengths=args.lengths, spread=args.spread, seed=args.seed
             ),

@@ -130,6 +130,11 @@ def allreduce_curve(cfg: RabitConfig, sizes_bytes: tuple[float, ...]) -> dict[st
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
+def attention_options(cfg: RabitConfig) -> tuple:
+    return serving.attention_options(resolve(cfg))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
 def ep_options(cfg: RabitConfig) -> tuple:
     return serving.ep_options(cfg)
 

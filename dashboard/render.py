@@ -395,3 +395,33 @@ def long_context_tables(view) -> None:
             hide_index=True,
             width="stretch",
         )
+
+
+def attention_options_table(options) -> None:
+    """The Speed page's comparison of attention layouts (core.serving.attention_options)."""
+    st.subheader("Attention layouts")
+    st.caption(
+        "The same replica with each attention layout: data-parallel attention gives each TP rank its own "
+        "sequences' KV (MLA, MoE), decode context parallelism splits the KV TP replicates, context parallelism "
+        "splits each prompt over more TP groups (ring attention). Set them under Attention parallelism in the sidebar."
+    )
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "layout": o.label,
+                    "GPUs per replica": o.gpus_per_replica,
+                    "decode step": fmt_time(o.decode_step_s) if o.decode_step_s == o.decode_step_s else "",
+                    "TTFT (batch)": fmt_time(o.prefill_s) if o.prefill_s == o.prefill_s else "",
+                    "KV tokens per replica": f"{o.kv_tokens_per_replica:,.0f}"
+                    if o.kv_tokens_per_replica == o.kv_tokens_per_replica
+                    else "",
+                    "sequences": o.max_sequences,
+                    "note": o.problem or ("current" if o.current else ""),
+                }
+                for o in options
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )

@@ -168,7 +168,8 @@ class ServingGoal(_F):
         """The goal the shared config describes: its workload (with ``targets.requests_per_simulation``
         requests per simulation), p95 targets and the settings every candidate inherits."""
         t = cfg.targets
-        spec = sim_spec(cfg).with_(num_requests=t.requests_per_simulation, duration_s=None)
+        # the engine's own scheduler limits: a candidate with data-parallel attention scales them per rank itself
+        spec = sim_spec(cfg.with_(dp_attention=False)).with_(num_requests=t.requests_per_simulation, duration_s=None)
         return cls(
             workload=spec,
             p95_ttft_s=t.p95_ttft_s,

@@ -115,7 +115,7 @@ CP_MIN_PROMPT_TOKENS = 32_768
 
 
 def _with_attention_parallel(
-    arch, layouts: list[tuple[int, int, int, int]], prompt_tokens: float
+    arch, layouts: list[tuple[int, int, int, int]], prompt_tokens: float, pin: tuple[bool, int, int] | None = None
 ) -> list[tuple[int, int, int, int, bool, int, int]]:
     """Each layout with plain attention and, where they help, its attention-parallel variants:
     ``(GPUs per replica, TP, PP, EP, DP attention, CP, DCP)``.
@@ -126,7 +126,13 @@ def _with_attention_parallel(
     * decode context parallelism where TP replicates the KV (MLA, or more TP ranks than KV heads): the tokens split
       over the replicas instead (vLLM ``--decode-context-parallel-size``);
     * context parallelism over 2 and 4 TP groups for prompts of :data:`CP_MIN_PROMPT_TOKENS` and more, one stage.
+
+    ``pin`` (the settings' own DP attention, CP and DCP when any is set: ``rabit recommend --dp-attention``, ``--cp``,
+    ``--dcp``): only that attention layout, on every replica layout.
     """
+    if pin is not None:
+        dpa, cp, dcp = pin
+        return [(n * cp, tp, pp, ep, dpa, cp, dcp) for n, tp, pp, ep in layouts]
     out = []
     for n, tp, pp, ep in layouts:
         out.append((n, tp, pp, ep, False, 1, 1))
@@ -168,6 +174,8 @@ def screen(
     budget = budget if budget is not None else search_budget()
     arch = goal.arch()
     spec = goal.workload
+    st = goal.settings
+    pin = (st.dp_attention, st.cp, st.dcp) if (st.dp_attention or st.cp > 1 or st.dcp > 1) else None
     out: list[Candidate] = []
     for slug, g in sorted(catalog.gpus().items()):
         if cons.gpus_allowed and slug not in cons.gpus_allowed:
@@ -176,7 +184,7 @@ def screen(
             slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers
         )
         layouts = _with_expert_parallel(arch, _replica_layouts(g, arch))
-        for n, tp, pp, ep, dpa, cp, dcp in _with_attention_parallel(arch, layouts, spec.mean_lengths()[0]):
+        for n, tp, pp, ep, dpa, cp, dcp in _with_attention_parallel(arch, layouts, spec.mean_lengths()[0], pin):
             for w in cons.weights_allowed:
                 if w == "nvfp4" and not g.supports("fp4"):
                     continue

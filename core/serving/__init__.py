@@ -68,11 +68,13 @@ from core.serving.speed import (
     speed_summary,
 )
 from core.serving.speed_views import (
+    AttentionOption,
     BatchPoint,
     CollectiveView,
     Roofline,
     TextbookComparison,
     allreduce_curve,
+    attention_options,
     batch_sweep,
     collective_view,
     decode_curve,
@@ -99,6 +101,7 @@ from core.serving.video import (
 )
 
 __all__ = [
+    "AttentionOption",
     "BatchPoint",
     "Capacity",
     "CollectiveView",
@@ -126,6 +129,7 @@ __all__ = [
     "VideoQueueSpec",
     "VideoTiming",
     "allreduce_curve",
+    "attention_options",
     "batch_sweep",
     "break_even_alpha",
     "collective_view",
