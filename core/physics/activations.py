@@ -84,29 +84,7 @@ def record_training_activations(
     """The activation steps of :func:`training_memory_parts` (scalar inputs)."""
     cfg, m = dep.config, dep.model
     _record_layer_activations(tr, cfg, m, recompute, per_layer, tp, mb, cp)
-    if cp > 1:
-        tr.step(
-            "activation_bytes_per_gpu",
-            "Activations per GPU",
-            "A_t",
-            "a_l * L_s * n_f * f_v + 4 * s * b * V / (tp * cp)",
-            act,
-            unit="B",
-            latex=r"[a_l] \cdot [L_s] \cdot [n_f] \cdot [f_v] + \frac{4 [s] [b] [V]}{[tp] [cp]}",
-            a_l=per_layer,
-            L_s=L_s,
-            n_f=in_flight,
-            f_v=f_v,
-            s=cfg.seq_len,
-            b=mb,
-            V=m.vocab_size,
-            tp=tp,
-            cp=cp,
-            note=f"1F1B keeps min(PP, m) = {in_flight} micro-batches of {L_s} layers in flight on the first stage; "
-            f"context parallelism {cp} splits the sequence and the FP32 logits",
-        )
-        return
-    if L_s * pp == m.num_layers and in_flight == pp and vpp == 1:
+    if L_s * pp == m.num_layers and in_flight == pp and vpp == 1 and cp == 1:
         # 1F1B: the first stage holds pp micro-batches of L/pp layers = L layers' worth (Korthikanti sec. 4.2.3).
         tr.step(
             "activation_bytes_per_gpu",
@@ -126,14 +104,15 @@ def record_training_activations(
             "FP32 logits of the output layer",
         )
         return
+    cp_in: dict[str, Any] = {"cp": cp} if cp > 1 else {}
     tr.step(
         "activation_bytes_per_gpu",
         "Activations per GPU",
         "A_t",
-        "a_l * L_s * n_f * f_v + 4 * s * b * V / tp",
+        "a_l * L_s * n_f * f_v + 4 * s * b * V / (tp * cp)" if cp > 1 else "a_l * L_s * n_f * f_v + 4 * s * b * V / tp",
         act,
         unit="B",
-        latex=r"[a_l] \cdot [L_s] \cdot [n_f] \cdot [f_v] + \frac{4 [s] [b] [V]}{[tp]}",
+        latex=r"[a_l] \cdot [L_s] \cdot [n_f] \cdot [f_v] + \frac{4 [s] [b] [V]}{[tp]" + (r" [cp]}" if cp > 1 else "}"),
         a_l=per_layer,
         L_s=L_s,
         n_f=in_flight,
@@ -142,9 +121,11 @@ def record_training_activations(
         b=mb,
         V=m.vocab_size,
         tp=tp,
+        **cp_in,
         note=f"1F1B keeps min(PP, m) = {in_flight} micro-batches of {L_s} layers in flight on the "
         "first stage"
         + (f"; interleaving over {vpp} virtual stages adds (PP-1)/(PP v) (Korthikanti sec. 4.2.3)" if vpp > 1 else "")
+        + (f"; context parallelism {cp} splits the sequence and the FP32 logits" if cp > 1 else "")
         + "; FP32 logits of the output layer",
     )
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from core.base import NO_TRACE, Trace
 from core.config import Deployment
-from core.physics.collectives import ACT_BYTES, Collectives
+from core.physics.collectives import ACT_BYTES, Collectives, _line
 from core.physics.memory import serving_memory
 
 __all__ = ["attention_split"]
@@ -33,42 +33,26 @@ def attention_split(dep: Deployment, coll: Collectives, k_g: float, tr: Trace) -
     out: dict[str, Any] = {"attention_split": True, "attn_layers_stage": L_a}
     if cp > 1:
         cross = tp * cp > coll.domain
-        t1, t2 = float(coll.p2p_s(1.0, cross)), float(coll.p2p_s(2.0, cross))
         k_l = k_g / L_a
         q_l = m.num_heads / tp * (d_q + d_v) * ACT_BYTES
+        a_cp, b_cp = _line(
+            tr,
+            ("cp_alpha_s", "Ring send: fixed time", "a_{cp}"),
+            ("cp_beta_s_per_byte", "Ring send: time per byte", "b_{cp}"),
+            float(coll.p2p_s(1.0, cross)),
+            float(coll.p2p_s(2.0, cross)),
+            f"context parallelism {cp}: point-to-point to the next TP group "
+            + (f"over {dep.fabric.name}" if cross else "over the scale-up fabric")
+            + " (the line through one and two bytes)",
+        )
         out.update(
             cp=cp,
-            cp_alpha_s=2 * t1 - t2,
-            cp_beta_s_per_byte=t2 - t1,
+            cp_alpha_s=a_cp,
+            cp_beta_s_per_byte=b_cp,
             cp_kv_bytes_per_token_layer=k_l,
             cp_q_bytes_per_token_layer=q_l,
         )
         if on:
-            tr.step(
-                "cp_alpha_s",
-                "Ring send: fixed time",
-                "a_{cp}",
-                "2 * t_1 - t_2",
-                2 * t1 - t2,
-                unit="s",
-                units={"t_1": "s", "t_2": "s"},
-                t_1=t1,
-                t_2=t2,
-                note=f"context parallelism {cp}: point-to-point to the next TP group "
-                + (f"over {dep.fabric.name}" if cross else "over the scale-up fabric")
-                + " (the line through one and two bytes)",
-            )
-            tr.step(
-                "cp_beta_s_per_byte",
-                "Ring send: time per byte",
-                "b_{cp}",
-                "t_2 - t_1",
-                t2 - t1,
-                unit="s",
-                units={"t_1": "s", "t_2": "s"},
-                t_1=t1,
-                t_2=t2,
-            )
             tr.step(
                 "cp_kv_bytes_per_token_layer",
                 "Pass-KV: one token's K and V in one layer on one GPU",
@@ -96,46 +80,25 @@ def attention_split(dep: Deployment, coll: Collectives, k_g: float, tr: Trace) -
             )
     if dcp > 1:
         n_tok = m.num_heads * dcp / tp * (d_q + d_v) / 2 * ACT_BYTES  # one of the two collectives, per token
-        t1, t2 = float(coll.all_to_all_s(n_tok, dcp)), float(coll.all_to_all_s(2 * n_tok, dcp))
-        kv1, kv2 = float(coll.all_gather_s(k_g * dcp / L_a, dcp)), float(coll.all_gather_s(2 * k_g * dcp / L_a, dcp))
-        out.update(dcp=dcp, dcp_alpha_s=2 * t1 - t2, dcp_beta_s=t2 - t1, dcp_kv_beta_s=kv2 - kv1)
-        if on:
-            tr.step(
-                "dcp_alpha_s",
-                "DCP collective: fixed time",
-                "a_d",
-                "2 * t_1 - t_2",
-                2 * t1 - t2,
-                unit="s",
-                units={"t_1": "s", "t_2": "s"},
-                t_1=t1,
-                t_2=t2,
-                note=f"decode context parallelism {dcp}: per attention layer the queries of H dcp / tp heads are "
-                f"gathered over the {dcp} ranks and their partial outputs and log-sum-exps combined (vLLM "
-                "--decode-context-parallel-size), or, cheaper for a long chunk, the KV it attends is gathered",
-            )
-            tr.step(
-                "dcp_beta_s",
-                "DCP collective: time per token (queries or outputs)",
-                "b_d",
-                "t_2 - t_1",
-                t2 - t1,
-                unit="s",
-                units={"t_1": "s", "t_2": "s"},
-                t_1=t1,
-                t_2=t2,
-            )
-            tr.step(
-                "dcp_kv_beta_s",
-                "DCP KV gather: time per attended token",
-                "b_{dk}",
-                "t_2 - t_1",
-                kv2 - kv1,
-                unit="s",
-                units={"t_1": "s", "t_2": "s"},
-                t_1=kv1,
-                t_2=kv2,
-            )
+        a_d, b_d = _line(
+            tr,
+            ("dcp_alpha_s", "DCP collective: fixed time", "a_d"),
+            ("dcp_beta_s", "DCP collective: time per token (queries or outputs)", "b_d"),
+            float(coll.all_to_all_s(n_tok, dcp)),
+            float(coll.all_to_all_s(2 * n_tok, dcp)),
+            f"decode context parallelism {dcp}: per attention layer the queries of H dcp / tp heads are gathered over "
+            f"the {dcp} ranks and their partial outputs and log-sum-exps combined (vLLM "
+            "--decode-context-parallel-size), or, cheaper for a long chunk, the KV it attends is gathered",
+        )
+        _, b_dk = _line(
+            tr,
+            ("dcp_kv_alpha_s", "DCP KV gather: fixed time", "a_{dk}"),
+            ("dcp_kv_beta_s", "DCP KV gather: time per attended token", "b_{dk}"),
+            float(coll.all_gather_s(k_g * dcp / L_a, dcp)),
+            float(coll.all_gather_s(2 * k_g * dcp / L_a, dcp)),
+            "one cached token's KV of one layer gathered over the DCP group",
+        )
+        out.update(dcp=dcp, dcp_alpha_s=a_d, dcp_beta_s=b_d, dcp_kv_beta_s=b_dk)
     if host:
         mem = serving_memory(dep, NO_TRACE)
         n_h = max(0.0, mem.kv_budget_bytes_per_gpu) / k_g

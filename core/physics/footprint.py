@@ -299,39 +299,27 @@ def workspace_bytes_per_gpu(m: ModelArch, cfg: RabitConfig, tr: Trace = NO_TRACE
     if cp > 1:
         div["cp"] = cp
         d_expr, d_tex = "(tp * pp * cp)", r"[tp] \cdot [pp] \cdot [cp]"
+    T_w: dict[str, Any] = {"B": cfg.batch, "S": ctx} if chunk is None else {"C": chunk}
+    t_expr, t_tex = ("B * S", r"[B] \cdot [S]") if chunk is None else ("C", "[C]")
     if chunk is None:
-        return tr.step(
-            "activation_bytes_per_gpu",
-            "Activations / workspace per GPU",
-            "A",
-            f"2 * B * S * h * b_a / {d_expr}",
-            2 * cfg.batch * ctx * m.hidden_size * 2 / (tp * pp * cp),
-            unit="B",
-            latex=rf"\frac{{2 \cdot [B] \cdot [S] \cdot [h] \cdot [b_a]}}{{{d_tex}}}",
-            B=cfg.batch,
-            S=ctx,
-            h=m.hidden_size,
-            b_a=2,
-            **div,
-            note="the textbook example workspace: two hidden-size buffers for the whole batch at full context "
-            "(conservative; a chunked-prefill engine peaks lower)"
-            + (f"; context parallelism {cp} splits the pass over {cp} TP groups" if cp > 1 else ""),
-        )
+        note = "the textbook example workspace: two hidden-size buffers for the whole batch at full context "
+        note += "(conservative; a chunked-prefill engine peaks lower)"
+    else:
+        note = f"the {cfg.input_tokens:,}-token prompt is prefilled in chunks of C = {chunk:,} tokens (the token "
+        note += "budget): no pass holds more than one chunk, whatever the context"
     return tr.step(
         "activation_bytes_per_gpu",
         "Activations / workspace per GPU",
         "A",
-        f"2 * C * h * b_a / {d_expr}",
-        2 * chunk * m.hidden_size * 2 / (tp * pp * cp),
+        f"2 * {t_expr} * h * b_a / {d_expr}",
+        2 * (cfg.batch * ctx if chunk is None else chunk) * m.hidden_size * 2 / (tp * pp * cp),
         unit="B",
-        latex=rf"\frac{{2 \cdot [C] \cdot [h] \cdot [b_a]}}{{{d_tex}}}",
-        C=chunk,
+        latex=rf"\frac{{2 \cdot {t_tex} \cdot [h] \cdot [b_a]}}{{{d_tex}}}",
+        **T_w,
         h=m.hidden_size,
         b_a=2,
         **div,
-        note=f"the {cfg.input_tokens:,}-token prompt is prefilled in chunks of C = {chunk:,} tokens (the token "
-        "budget): no pass holds more than one chunk, whatever the context"
-        + (f"; context parallelism {cp} splits each chunk over {cp} TP groups" if cp > 1 else ""),
+        note=note + (f"; context parallelism {cp} splits the pass over {cp} TP groups" if cp > 1 else ""),
     )
 
 

@@ -103,35 +103,21 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
     k_t = kv_bytes_per_token(m, cfg.kv_bytes_per_elem, tr)
     shard = kv_shard(m, tp, cfg.dcp, cfg.dp_attention)
     note = kv_split_note(m, tp, cp, cfg.dcp, cfg.dp_attention, shard) + f", layers {pp}x by PP"
-    if cp > 1:
-        k_gpu = tr.step(
-            "kv_bytes_per_token_per_gpu",
-            "KV per token on one GPU",
-            "k_g",
-            "k_t / (s_kv * pp * cp)",
-            k_t / (shard * pp * cp),
-            unit="B",
-            latex=r"\frac{[k_t]}{[s_kv] \cdot [pp] \cdot [cp]}",
-            k_t=k_t,
-            s_kv=shard,
-            pp=pp,
-            cp=cp,
-            note=note,
-        )
-    else:
-        k_gpu = tr.step(
-            "kv_bytes_per_token_per_gpu",
-            "KV per token on one GPU",
-            "k_g",
-            "k_t / (s_kv * pp)",
-            k_t / (shard * pp),
-            unit="B",
-            latex=r"\frac{[k_t]}{[s_kv] \cdot [pp]}",
-            k_t=k_t,
-            s_kv=shard,
-            pp=pp,
-            note=note,
-        )
+    cp_in: dict[str, Any] = {"cp": cp} if cp > 1 else {}
+    k_gpu = tr.step(
+        "kv_bytes_per_token_per_gpu",
+        "KV per token on one GPU",
+        "k_g",
+        "k_t / (s_kv * pp * cp)" if cp > 1 else "k_t / (s_kv * pp)",
+        k_t / (shard * pp * cp) if cp > 1 else k_t / (shard * pp),
+        unit="B",
+        latex=r"\frac{[k_t]}{[s_kv] \cdot [pp]" + (r" \cdot [cp]}" if cp > 1 else "}"),
+        k_t=k_t,
+        s_kv=shard,
+        pp=pp,
+        **cp_in,
+        note=note,
+    )
     ctx = cfg.context_tokens
     blocks = math.ceil(ctx / cfg.block_size)
     padded = blocks * cfg.block_size
@@ -229,31 +215,20 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
             A=A,
             note="the rest of the batch's KV is in host memory",
         )
-        U = tr.step(
-            "total_bytes_per_gpu",
-            "Total per GPU (HBM)",
-            "U",
-            "W + KV_m + A + O",
-            W + KV_m + A + O,
-            unit="B",
-            W=W,
-            KV_m=KV_m,
-            A=A,
-            O=O,
-        )
-    else:
-        U = tr.step(
-            "total_bytes_per_gpu",
-            "Total per GPU",
-            "U",
-            "W + KV + A + O",
-            W + KV + A + O,
-            unit="B",
-            W=W,
-            KV=KV,
-            A=A,
-            O=O,
-        )
+    kv_in: dict[str, Any] = {"KV_m": KV_m} if cfg.kv_offload_gib > 0 else {"KV": KV}
+    ((kv_sym, kv_val),) = kv_in.items()
+    U = tr.step(
+        "total_bytes_per_gpu",
+        "Total per GPU (HBM)" if cfg.kv_offload_gib > 0 else "Total per GPU",
+        "U",
+        f"W + {kv_sym} + A + O",
+        W + kv_val + A + O,
+        unit="B",
+        W=W,
+        **kv_in,
+        A=A,
+        O=O,
+    )
     C = tr.step(
         "capacity_bytes_per_gpu",
         "HBM capacity per GPU",
