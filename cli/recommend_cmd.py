@@ -306,6 +306,11 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
         "simulated": r.simulated,
         "candidates_pruned": sum(1 for c in r.candidates if c.pruned),
         "unpriced_gpus": list(r.unpriced),
+        # the search's attention-parallelism pin (the picks carry their own) and the host KV tier every candidate has
+        "cp": goal.settings.cp,
+        "dcp": goal.settings.dcp,
+        "dp_attention": goal.settings.dp_attention,
+        "kv_offload_bytes": goal.settings.kv_offload_bytes,
     }
     rr = recommendation_ranges(r, prices)
     payload["ranges"] = {}
