@@ -370,9 +370,16 @@ def test_the_optimizer_screens_attention_parallel_layouts():
 
 
 def test_launch_configs_carry_each_engines_attention_flags():
-    from core.operations import launch
+    import shlex
 
-    s = launch.LaunchSpec(
+    from core.operations import DOCUMENTED_FLAGS, LaunchSpec, command
+
+    def parsed(engine: str, spec: LaunchSpec) -> tuple[list[str], str]:
+        text = command(engine, spec)  # comment lines, then the command
+        notes = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+        return shlex.split("\n".join(line for line in text.splitlines() if not line.startswith("#"))), notes
+
+    s = LaunchSpec(
         model_repo="deepseek-ai/DeepSeek-V3",
         gpu="h200-sxm",
         vendor="nvidia",
@@ -391,23 +398,24 @@ def test_launch_configs_carry_each_engines_attention_flags():
         dp_attention=True,
         kv_offload_gib=512.0,
     )
-    v, _ = launch.vllm_argv(s)
+    v, _ = parsed("vllm", s)
     assert v[v.index("--tensor-parallel-size") + 1] == "1" and v[v.index("--data-parallel-size") + 1] == "8"
     assert "--enable-expert-parallel" in v and v[v.index("--kv-offloading-size") + 1] == "512"
-    g, _ = launch.sglang_argv(s)
+    g, _ = parsed("sglang", s)
     assert "--enable-dp-attention" in g and g[g.index("--dp-size") + 1] == "8"
     assert g[g.index("--hicache-size") + 1] == "68.72"  # 512 GiB over 8 ranks, in GB
-    _, notes = launch.trtllm_argv(s)
-    assert any("enable_attention_dp: true" in n for n in notes)
+    _, notes = parsed("trtllm", s)
+    assert "enable_attention_dp: true" in notes
     d = s.model_copy(update={"dp_attention": False, "dcp": 8, "kv_offload_gib": 0.0})
-    assert launch.vllm_argv(d)[0][launch.vllm_argv(d)[0].index("--decode-context-parallel-size") + 1] == "8"
-    assert "--dcp-size" in launch.sglang_argv(d)[0]
+    vd = parsed("vllm", d)[0]
+    assert vd[vd.index("--decode-context-parallel-size") + 1] == "8"
+    assert "--dcp-size" in parsed("sglang", d)[0]
     c = d.model_copy(update={"dcp": 1, "cp": 4, "gpus_per_replica": 32})
-    assert "--prefill-context-parallel-size" in launch.vllm_argv(c)[0] and "--attn-cp-size" in launch.sglang_argv(c)[0]
+    assert "--prefill-context-parallel-size" in parsed("vllm", c)[0] and "--attn-cp-size" in parsed("sglang", c)[0]
     for spec in (s, d, c):  # every emitted flag is one the engine documents
         for engine in ("vllm", "sglang"):
-            argv, _ = launch.ARGV[engine](spec)
-            assert {a for a in argv if a.startswith("--")} <= launch.DOCUMENTED_FLAGS[engine][1]
+            argv, _ = parsed(engine, spec)
+            assert {a for a in argv if a.startswith("--")} <= DOCUMENTED_FLAGS[engine][1]
 
 
 # --- the host KV tier, the scheduler of data-parallel attention, the long-context view ----------------------------
