@@ -241,6 +241,28 @@ def add_attention_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: The estimate subcommands' attention flags that only serving reads, and the one only training reads (refused
+#: under the other, :func:`refuse_unused`: nothing is ignored silently).
+SERVING_ATTENTION_FLAGS = ("dp_attention", "dcp", "kv_offload_gib")
+#: Serving engines always run a fused attention kernel (vLLM's FlashAttention / FlashInfer backends, SGLang's
+#: FlashInfer / FlashAttention-3, TensorRT-LLM's fused multi-head attention): the kernel choice sizes training.
+KERNEL_WHY = "when serving (the engines always run a fused attention kernel; the choice sizes training)"
+
+
+def refuse_attention_flags(args: argparse.Namespace, prog: str, training: bool, search: bool = False) -> None:
+    """Exit 2 naming the flag when an attention flag the sized phase does not read was given (``search``: the
+    training deadline search, which picks the context-parallel size itself)."""
+    if training:
+        why = "in training (a serving flag: training splits attention by --cp only)"
+        unused = dict.fromkeys(SERVING_ATTENTION_FLAGS, why)
+        if search:
+            why = "with --train (a serving flag: the deadline search picks the context-parallel size itself)"
+            unused = dict.fromkeys((*SERVING_ATTENTION_FLAGS, "cp"), why)
+        refuse_unused(args, prog, unused)
+    else:
+        refuse_unused(args, prog, {"attention_kernel": KERNEL_WHY})
+
+
 def attention_payload(cfg: RabitConfig) -> dict[str, Any]:
     """The attention-parallelism keys of every estimate's JSON (contract: ``cp``, ``dcp``, ``dp_attention``,
     ``kv_offload_bytes``)."""

@@ -17,6 +17,7 @@ from cli.common import (
     emit,
     fill_from_config,
     range_line,
+    refuse_attention_flags,
     refuse_unused,
     steps_table,
     with_ranges,
@@ -53,6 +54,7 @@ _SERVE_FLAGS = ("batch", "input", "output", "kv_dtype", "kv_alloc", "block_size"
 
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args)
+    refuse_attention_flags(args, "rabit memory", training=args.phase == "train")
     if args.phase == "train":
         refuse_unused(args, "rabit memory", dict.fromkeys(_SERVE_FLAGS, "with --phase train (a serving flag)"))
     else:

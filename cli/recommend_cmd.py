@@ -246,8 +246,9 @@ def run(args: argparse.Namespace) -> int:
     from cli.common import fill_from_config
 
     fill_from_config(args, CONFIG_DEST)
-    from cli.common import refuse_unused
+    from cli.common import refuse_attention_flags, refuse_unused
 
+    refuse_attention_flags(args, "rabit recommend", training=args.train, search=True)
     if args.train:
         why = "with --train (a serving flag: the training run is sized by --tokens and --deadline-days)"
         refuse_unused(args, "rabit recommend", dict.fromkeys(_SERVING_ONLY, why))
@@ -308,7 +309,6 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
             cp=getattr(args, "cp", DEFAULT.cp),
             dcp=getattr(args, "dcp", DEFAULT.dcp),
             kv_offload_gib=getattr(args, "kv_offload_gib", DEFAULT.kv_offload_gib),
-            attention_kernel=getattr(args, "attention_kernel", DEFAULT.attention_kernel),
             workload=base.workload.with_(
                 rate_per_s=args.rate, lengths=args.lengths, spread=args.spread, seed=args.seed
             ),
@@ -439,6 +439,7 @@ def training_inputs(args: argparse.Namespace) -> tuple:
             global_batch_tokens=args.global_batch_tokens,
             train_precision=args.precision,
             lora_rank=args.lora_rank,
+            attention_kernel=getattr(args, "attention_kernel", DEFAULT.attention_kernel),
             targets=_targets(args, deadline_days=args.deadline_days, train_gpus_allowed=args.gpus_allowed),
         )
     except ValidationError as exc:

@@ -29,6 +29,7 @@ from cli.common import (
     fill_from_config,
     named,
     read_file,
+    refuse_attention_flags,
     refuse_unused,
     with_calibrated,
     with_ranges,
@@ -351,6 +352,7 @@ def _unused(args: argparse.Namespace) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args, CONFIG_DEST)
     refuse_unused(args, "rabit simulate", _unused(args))
+    refuse_attention_flags(args, "rabit simulate", training=False)
     _engine_defaults(args)
     if args.input < 1 or args.output < 1:
         die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")

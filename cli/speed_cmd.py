@@ -24,6 +24,7 @@ from cli.common import (
     emit,
     fill_from_config,
     range_line,
+    refuse_attention_flags,
     refuse_unused,
     with_calibrated,
     with_ranges,
@@ -72,6 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args)
+    refuse_attention_flags(args, "rabit speed", training=False)
     if args.spec == "none":
         why = "without speculative decoding (give --spec draft, eagle or ngram)"
         refuse_unused(args, "rabit speed", dict.fromkeys(("spec_k", "spec_alpha", "draft_model"), why))

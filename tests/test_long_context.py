@@ -67,6 +67,30 @@ def test_cli_memory_takes_the_attention_kernel(capsys):
     assert eager["activation_bytes_per_gpu"] == 238_090_715_136
 
 
+def test_an_attention_flag_the_phase_does_not_read_is_refused(capsys):
+    # the kernel sizes training only (serving engines always run a fused kernel); data-parallel attention, DCP and
+    # the host KV tier size serving only; the deadline search picks CP itself: each is refused naming its flag
+    train = "memory --phase train --model llama-3.1-70b --gpus 8 --tp 8 --seq 8192 --json".split()
+    serve = "--model llama-3.1-8b --gpus 1 --tp 1 --json".split()
+    refused = [
+        ([*train, "--dcp", "2"], "--dcp"),
+        ([*train, "--kv-offload-gib", "64"], "--kv-offload-gib"),
+        (["memory", *serve, "--attention-kernel", "eager"], "--attention-kernel"),
+        (["speed", *serve, "--attention-kernel", "flash"], "--attention-kernel"),
+        (["simulate", *serve, "--rate", "1", "--requests", "20", "--attention-kernel", "eager"], "--attention-kernel"),
+        (["recommend", "--model", "llama-3.1-8b", "--rate", "1", "--attention-kernel", "eager"], "--attention-kernel"),
+        (
+            ["recommend", "--train", "--model", "llama-3.1-8b", "--tokens", "1e9", "--deadline-days", "1", "--cp", "2"],
+            "--cp",
+        ),
+    ]
+    for argv, flag in refused:
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(err) == 1 and flag in err[0], (argv, err)
+
+
 # --- training: the memory headroom ------------------------------------------------------------------------------
 
 
@@ -348,6 +372,35 @@ def test_every_attention_parallel_step_reevaluates():
         for st in s.steps:
             assert st.evaluate() == pytest.approx(st.value, rel=1e-9, abs=1e-300), (cfg.model, st.key)
         assert [x for x in s.steps if x.key == "prefill_s"][0].value == pytest.approx(s.prefill.ttft_s, rel=1e-12)
+
+
+def test_the_speed_pages_attention_layouts_compare_one_replica():
+    # DeepSeek-V3 FP8 on 8 x H200, TP 8, 32 sequences of 8,192 + 512 tokens: plain TP holds 705,795 tokens (the
+    # MLA latent on every rank, test above); data-parallel attention with EP 8 and DCP 8 each keep 1/8 of the
+    # latent per rank, so they hold more than 6x (DP attention pays 7/8 of the attention weights again per rank);
+    # CP 2 and 4 take 16 and 32 GPUs and split each prompt's prefill over the TP groups.
+    from core.serving import attention_options
+
+    cfg = RabitConfig(model="deepseek-v3", weights="fp8", input_tokens=8192, output_tokens=512, **H200)
+    opts = {o.label: o for o in attention_options(cfg)}
+    assert list(opts) == [
+        "TP 8",
+        "data-parallel attention, EP 8",
+        "decode context parallelism 8",
+        "context parallelism 2",
+        "context parallelism 4",
+    ]
+    tp, dpa, dcp = opts["TP 8"], opts["data-parallel attention, EP 8"], opts["decode context parallelism 8"]
+    assert tp.current and not dpa.current and tp.kv_tokens_per_replica == pytest.approx(705_795, rel=1e-6)
+    assert dpa.kv_tokens_per_replica > 6 * tp.kv_tokens_per_replica
+    assert dcp.kv_tokens_per_replica == pytest.approx(8 * tp.kv_tokens_per_replica)
+    assert dcp.decode_step_s != tp.decode_step_s  # an eighth of the latent read, a combine per layer
+    cp2, cp4 = opts["context parallelism 2"], opts["context parallelism 4"]
+    assert (cp2.gpus_per_replica, cp4.gpus_per_replica) == (16, 32)
+    assert cp4.prefill_s < cp2.prefill_s < tp.prefill_s
+    # a dense GQA model has no data-parallel attention or DCP row at TP 8 (8 KV heads on 8 ranks: none replicated)
+    dense = [o.label for o in attention_options(RabitConfig(model="llama-3.1-70b", **H200))]
+    assert dense == ["TP 8", "context parallelism 2", "context parallelism 4"]
 
 
 # --- the optimizer and the launch configs -----------------------------------------------------------------------

@@ -235,7 +235,11 @@ def _aggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
         parts = [merged]
     else:
         load = [0] * R
-        front = [Replica(k, spec, tm, pool, draws, load) for k in range(R)]
+        front = []
+        for k in range(R):  # a search may ask for tens of thousands of replicas: building them counts as work
+            if budget is not None and k % 256 == 0:
+                budget.check(0)
+            front.append(Replica(k, spec, tm, pool, draws, load))
         rs = ReplicaSet(spec, draws, make_policy(layout.router, R, spec.seed), front, prefix_tokens=prefix)
         rs.run(budget)
         merged, parts, _ = rs.records()
