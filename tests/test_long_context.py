@@ -375,13 +375,13 @@ def test_every_attention_parallel_step_reevaluates():
 
 
 def test_the_speed_pages_attention_layouts_compare_one_replica():
-    # DeepSeek-V3 FP8 on 8 x H200, TP 8, 32 sequences of 8,192 + 512 tokens: plain TP holds 705,795 tokens (the
+    # DeepSeek-V3 FP8 on 8 x H200, TP 8, the default batch: plain TP holds 705,795 tokens (the
     # MLA latent on every rank, test above); data-parallel attention with EP 8 and DCP 8 each keep 1/8 of the
     # latent per rank, so they hold more than 6x (DP attention pays 7/8 of the attention weights again per rank);
     # CP 2 and 4 take 16 and 32 GPUs and split each prompt's prefill over the TP groups.
     from core.serving import attention_options
 
-    cfg = RabitConfig(model="deepseek-v3", weights="fp8", input_tokens=8192, output_tokens=512, **H200)
+    cfg = RabitConfig(model="deepseek-v3", weights="fp8", **H200)
     opts = {o.label: o for o in attention_options(cfg)}
     assert list(opts) == [
         "TP 8",
