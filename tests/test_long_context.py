@@ -172,6 +172,17 @@ def test_search_picks_context_parallelism_for_a_long_sequence():
     assert plan(cfg.with_(seq_len=4096), TrainingGoal(gpus=64)).best.layout.cp == 1
 
 
+def test_the_deadline_search_may_pick_context_parallelism():
+    # the same 128k stage with a deadline instead of a GPU count: no layout without CP fits (365 GB of one
+    # sequence's activations per GPU at TP 8, above), so the smallest GPU count that meets 7 days splits the sequence
+    cfg = RabitConfig(
+        model="llama-3.1-70b", phase="train", seq_len=131072, global_batch_tokens=2**24, train_tokens=1e11, nodes=64
+    )
+    p = plan(cfg, TrainingGoal(deadline_s=7 * 86400))
+    assert p.best is not None and p.best.fits and p.best.layout.cp >= 2
+    assert p.best.runtime_s <= 7 * 86400
+
+
 def test_cli_train_takes_cp_and_a_five_number_layout(capsys):
     args = "train --model llama-3.1-70b --tokens 1e10 --seq 131072 --global-batch-tokens 16777216 --json".split()
     assert main([*args, "--layout", "8,1,4,1,16"]) == 0
