@@ -467,13 +467,18 @@ def test_launch_configs_carry_each_engines_attention_flags():
     assert "--enable-expert-parallel" in v and v[v.index("--kv-offloading-size") + 1] == "512"
     g, _ = parsed("sglang", s)
     assert "--enable-dp-attention" in g and g[g.index("--dp-size") + 1] == "8"
+    # vLLM's limits are per DP rank (64 sequences, 8,192 tokens each); SGLang divides its by --dp-size, so it is
+    # given the replica's: 8 x 64 = 512 and 8 x 8,192 = 65,536
+    assert v[v.index("--max-num-seqs") + 1] == "64" and v[v.index("--max-num-batched-tokens") + 1] == "8192"
+    assert g[g.index("--max-running-requests") + 1] == "512" and g[g.index("--chunked-prefill-size") + 1] == "65536"
     assert g[g.index("--hicache-size") + 1] == "68.72"  # 512 GiB over 8 ranks, in GB
     _, notes = parsed("trtllm", s)
     assert "enable_attention_dp: true" in notes
     d = s.model_copy(update={"dp_attention": False, "dcp": 8, "kv_offload_gib": 0.0})
     vd = parsed("vllm", d)[0]
     assert vd[vd.index("--decode-context-parallel-size") + 1] == "8"
-    assert "--dcp-size" in parsed("sglang", d)[0]
+    gd = parsed("sglang", d)[0]
+    assert "--dcp-size" in gd and gd[gd.index("--max-running-requests") + 1] == "64"  # one scheduler: as given
     c = d.model_copy(update={"dcp": 1, "cp": 4, "gpus_per_replica": 32})
     assert "--prefill-context-parallel-size" in parsed("vllm", c)[0] and "--attn-cp-size" in parsed("sglang", c)[0]
     for spec in (s, d, c):  # every emitted flag is one the engine documents

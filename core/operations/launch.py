@@ -334,7 +334,11 @@ def vllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
 
 
 def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
-    """``python -m sglang.launch_server`` for one replica: (argv, comment lines)."""
+    """``python -m sglang.launch_server`` for one replica: (argv, comment lines). Under data-parallel attention
+    SGLang divides ``--max-running-requests`` and ``--chunked-prefill-size`` by ``--dp-size`` (server_args.py:
+    "The chunked prefill size is adjusted to ..."; model_runner: ``max_running_requests // dp_size``), so it takes
+    the replica's totals where the spec holds one rank's limits."""
+    ranks = s.tp if s.dp_attention else 1
     argv = [
         "python",
         "-m",
@@ -346,9 +350,9 @@ def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         "--pp-size",
         str(s.pp),
         "--max-running-requests",
-        str(s.max_num_seqs),
+        str(s.max_num_seqs * ranks),
         "--chunked-prefill-size",
-        str(s.max_num_batched_tokens),
+        str(s.max_num_batched_tokens * ranks),
         "--mem-fraction-static",
         f"{s.gpu_memory_utilization:g}",
         "--kv-cache-dtype",
