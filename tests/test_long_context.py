@@ -79,6 +79,8 @@ def test_an_attention_flag_the_phase_does_not_read_is_refused(capsys):
         (["speed", *serve, "--attention-kernel", "flash"], "--attention-kernel"),
         (["simulate", *serve, "--rate", "1", "--requests", "20", "--attention-kernel", "eager"], "--attention-kernel"),
         (["recommend", "--model", "llama-3.1-8b", "--rate", "1", "--attention-kernel", "eager"], "--attention-kernel"),
+        # disaggregated pools run plain TP attention: a split attention layout is refused, not dropped
+        (["simulate", *serve[:-1], "--gpus", "2", "--cp", "2", "--disagg", "--rate", "1", "--requests", "20"], "--cp"),
         (
             ["recommend", "--train", "--model", "llama-3.1-8b", "--tokens", "1e9", "--deadline-days", "1", "--cp", "2"],
             "--cp",

@@ -116,6 +116,17 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
             )
         )
     dis = cfg.disagg
+    split = next(
+        (f for f, on in (("dp_attention", cfg.dp_attention), ("cp", cfg.cp > 1), ("dcp", cfg.dcp > 1)) if on), ""
+    )
+    if dis.enabled and split:
+        out.append(
+            Problem(
+                split,
+                "disaggregated prefill and decode pools run plain tensor-parallel attention; turn data-parallel "
+                "attention, CP and DCP off, or serve aggregated replicas",
+            )
+        )
     if dis.enabled:
         for role, tp in (("prefill", dis.prefill_tp), ("decode", dis.decode_tp)):
             if tp is not None and not m.splits_heads(tp):

@@ -284,7 +284,7 @@ class RabitConfig(BaseModel):
 
     @property
     def replicas(self) -> int:
-        """Replicas the deployment serves with: ``workload.replicas``, else GPUs / (TP x PP)."""
+        """Replicas the deployment serves with: ``workload.replicas``, else GPUs / (TP x PP x CP)."""
         return self.workload.replicas if self.workload.replicas is not None else self.dp
 
     @property
