@@ -85,6 +85,11 @@ def sequences_vs_context(cfg: RabitConfig, contexts: tuple[int, ...]) -> tuple[t
     return physics.sequences_vs_context(cfg, contexts)
 
 
+@st.cache_data(max_entries=32, show_spinner="Sizing one sequence from 1k tokens to the model's window...")
+def long_context(cfg: RabitConfig) -> serving.LongContextView:
+    return serving.long_context_view(resolve(cfg))
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
 def kv_per_token_across_catalog(kv_dtype: str) -> tuple[tuple[str, str, float], ...]:
     return physics.kv_per_token_across_catalog(kv_dtype)
@@ -137,6 +142,11 @@ def collective_view(cfg: RabitConfig) -> serving.CollectiveView:
 @st.cache_data(max_entries=64, show_spinner=False)
 def allreduce_curve(cfg: RabitConfig, sizes_bytes: tuple[float, ...]) -> dict[str, tuple[float, ...]]:
     return serving.allreduce_curve(cfg, sizes_bytes)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def attention_options(cfg: RabitConfig) -> tuple:
+    return serving.attention_options(resolve(cfg))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -506,6 +506,23 @@ _INFOS = (
         domain_reason="from a slow host link to beyond any CPU-GPU link (Grace Hopper's NVLink-C2C is 450 GB/s)",
     ),
     AssumptionInfo(
+        "train_mem_headroom_frac",
+        "Share of HBM a training layout keeps free (allocator fragmentation, transient peaks)",
+        "frac",
+        0.05,
+        0.10,  # pessimistic: more kept free, less room
+        0.02,
+        "PyTorch's caching allocator keeps freed blocks reserved, so the reserved peak exceeds the allocated peak "
+        "by the fragmentation (PyTorch docs 'CUDA semantics: memory management', expandable_segments); Megatron "
+        "Bridge's tuning guide ('Activation Recompute'): most borderline OOMs are allocator fragmentation, not "
+        "capacity. Estimate 2-10 %; serving keeps 10 % (vLLM gpu_memory_utilization 0.9).",
+        -1,
+        moves=("training_memory", "training"),
+        min_value=0.0,
+        max_value=0.5,
+        domain_reason="a share of HBM; keeping more than half free is a different GPU",
+    ),
+    AssumptionInfo(
         "kv_transfer_eff",
         "Achieved KV-cache transfer bandwidth between a prefill and a decode instance / link peak (per direction)",
         "frac",
@@ -663,6 +680,7 @@ class Assumptions(BaseModel):
     adapter_link_eff: float = _field("adapter_link_eff")
     adapter_storage_gb_per_s: float = _field("adapter_storage_gb_per_s")
     adapter_layer_load_us: float = _field("adapter_layer_load_us")
+    train_mem_headroom_frac: float = _field("train_mem_headroom_frac")
     kv_transfer_eff: float = _field("kv_transfer_eff")
     kv_transfer_setup_us: float = _field("kv_transfer_setup_us")
 

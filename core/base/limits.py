@@ -117,11 +117,22 @@ CONFIG_DOMAINS: dict[str, Domain] = {
     "tp": Domain(1, 512, "tensor parallelism splits attention heads; no catalog model has more than 128"),
     "pp": Domain(1, 512, "pipeline stages split layers; no catalog model has more than 128"),
     "ep": Domain(1, 512, "expert parallelism splits experts; the catalog's largest MoE has 256 routed experts"),
+    "cp": Domain(
+        1, 256, "context parallelism splits a sequence; 256 ranks of a 1M-token prompt hold 4,096 tokens each"
+    ),
+    "dcp": Domain(1, 512, "decode context parallelism reuses the TP ranks, so it is at most the TP degree"),
+    "kv_offload_gib": Domain(
+        0.0, 65_536.0, "host memory per replica; 64 TiB is beyond any server's DRAM", integer=False, step=64.0
+    ),
     "batch": Domain(
         1, 100_000, "vLLM's default max_num_seqs is 256; 100,000 concurrent sequences is far beyond any one replica"
     ),
-    "input_tokens": Domain(1, 10_000_000, "the longest context in the catalogs is 10M tokens (Llama 4 Scout)"),
-    "output_tokens": Domain(1, 10_000_000, "the longest context in the catalogs is 10M tokens (Llama 4 Scout)"),
+    "input_tokens": Domain(
+        1, 10_485_760, "the longest context in the catalogs is Llama 4 Scout's 10,485,760 tokens (10 x 2^20)"
+    ),
+    "output_tokens": Domain(
+        1, 10_485_760, "the longest context in the catalogs is Llama 4 Scout's 10,485,760 tokens (10 x 2^20)"
+    ),
     "prefix_cache_frac": Domain(
         0.0, 0.99, "a share of the prompt; at least one token per request is computed", integer=False, step=0.01
     ),
@@ -520,6 +531,9 @@ FLAG_FIELDS: dict[str, str] = {
     "tp": "tp",
     "pp": "pp",
     "ep": "ep",
+    "cp": "cp",
+    "dcp": "dcp",
+    "kv_offload_gib": "kv_offload_gib",
     "micro_batch": "micro_batch",
     "seq": "seq_len",
     "lora_rank": "lora_rank",

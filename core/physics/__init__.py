@@ -4,6 +4,9 @@ The wing's face: it only hands on the names other wings and the edges use."""
 
 from __future__ import annotations
 
+from core.physics.activations import (
+    activation_bytes_per_layer,
+)
 from core.physics.adapters import (
     AdapterFootprint,
     adapter_footprint,
@@ -14,6 +17,16 @@ from core.physics.collectives import (
     ACT_BYTES,
     Collectives,
 )
+from core.physics.footprint import (
+    attention_replica_bytes,
+    dense_weight_bytes,
+    expert_params_total,
+    kv_bytes_per_token,
+    kv_shard,
+    prefill_chunk_tokens,
+    weight_bytes_per_gpu,
+    workspace_bytes_per_gpu,
+)
 from core.physics.iteration_parts import (
     IterationParts,
     iteration,
@@ -22,12 +35,8 @@ from core.physics.memory import (
     AdapterKvCost,
     ServingMemory,
     adapter_kv_cost,
-    dense_weight_bytes,
-    expert_params_total,
     fit_problems,
-    kv_bytes_per_token,
     kv_per_token_across_catalog,
-    kv_shard,
     sequences_vs_context,
     serving_memory,
 )
@@ -38,7 +47,6 @@ from core.physics.step import (
 )
 from core.physics.training_footprint import (
     TrainingMemory,
-    activation_bytes_per_layer,
     lora_params,
     training_memory,
     training_memory_by_zero,
@@ -82,6 +90,10 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_per_token_across_catalog",
     "kv_shard",
+    "attention_replica_bytes",
+    "prefill_chunk_tokens",
+    "weight_bytes_per_gpu",
+    "workspace_bytes_per_gpu",
     "latent_shape",
     "linear_flop_per_token",
     "lora_params",
