@@ -28,7 +28,7 @@ from core.base import (
     read_regular_file,
 )
 from core.catalog import from_hf_config
-from core.config import DEFAULT, RabitConfig, describe_validation_error, error_text, problems, split_nodes
+from core.config import DEFAULT, GROUPS, RabitConfig, describe_validation_error, error_text, problems, split_nodes
 
 #: config field -> CLI flag, for error messages that name the argument.
 FLAG_OF = {
@@ -42,6 +42,11 @@ FLAG_OF = {
     "tp": "--tp",
     "pp": "--pp",
     "ep": "--ep",
+    "cp": "--cp",
+    "dcp": "--dcp",
+    "dp_attention": "--dp-attention",
+    "kv_offload_gib": "--kv-offload-gib",
+    "attention_kernel": "--attention-kernel",
     "batch": "--batch",
     "input_tokens": "--input",
     "output_tokens": "--output",
@@ -72,6 +77,10 @@ FLAG_OF = {
     "spec_method": "--spec",
     "deadline_s": "--deadline-days",
     "checkpoint_interval_s": "--checkpoint-interval-s",
+    "adapters": "--adapters",
+    "adapters.max_lora_rank": "--max-lora-rank",
+    "adapters.max_cpu_loras": "--max-cpu-loras",
+    "adapters.max_loras": "--max-loras",
 }
 
 
@@ -202,6 +211,73 @@ def add_cluster_args(p: argparse.ArgumentParser, *, gpus_required: bool = False)
     p.add_argument("--ep", type=int, default=DEFAULT.ep, help=f"expert parallelism (default {DEFAULT.ep})")
 
 
+def add_attention_args(p: argparse.ArgumentParser) -> None:
+    """Attention parallelism and the KV tier (serving), and the training attention kernel: the estimate subcommands'
+    shared flags (defaults: the shared config's)."""
+    p.add_argument(
+        "--attention-kernel",
+        choices=choices.ATTENTION_KERNELS,
+        default=DEFAULT.attention_kernel,
+        help="training: fused (flash) kernel, or the eager softmax whose scores are stored",
+    )
+    p.add_argument(
+        "--dp-attention",
+        action="store_true",
+        help="data-parallel attention over the TP group (MLA / MoE models; each rank holds its own sequences' KV)",
+    )
+    p.add_argument(
+        "--cp",
+        type=int,
+        default=DEFAULT.cp,
+        help="context parallelism: TP groups a prompt's prefill is split over (ring attention), KV split alike",
+    )
+    p.add_argument(
+        "--dcp",
+        type=int,
+        default=DEFAULT.dcp,
+        help="decode context parallelism: TP ranks the KV cache is split over (vLLM -dcp; divides TP)",
+    )
+    p.add_argument(
+        "--kv-offload-gib",
+        type=float,
+        default=DEFAULT.kv_offload_gib,
+        help="KV tier in host memory per replica [GiB] (vLLM --kv-offloading-size)",
+    )
+
+
+#: The estimate subcommands' attention flags that only serving reads, and the one only training reads (refused
+#: under the other, :func:`refuse_unused`: nothing is ignored silently).
+SERVING_ATTENTION_FLAGS = ("dp_attention", "dcp", "kv_offload_gib")
+#: Serving engines always run a fused attention kernel (vLLM's FlashAttention / FlashInfer backends, SGLang's
+#: FlashInfer / FlashAttention-3, TensorRT-LLM's fused multi-head attention): the kernel choice sizes training.
+KERNEL_WHY = "when serving (the engines always run a fused attention kernel; the choice sizes training)"
+
+
+def refuse_attention_flags(args: argparse.Namespace, prog: str, training: bool, search: bool = False) -> None:
+    """Exit 2 naming the flag when an attention flag the sized phase does not read was given (``search``: the
+    training deadline search, which picks the context-parallel size itself)."""
+    if training:
+        why = "in training (a serving flag: training splits attention by --cp only)"
+        unused = dict.fromkeys(SERVING_ATTENTION_FLAGS, why)
+        if search:
+            why = "with --train (a serving flag: the deadline search picks the context-parallel size itself)"
+            unused = dict.fromkeys((*SERVING_ATTENTION_FLAGS, "cp"), why)
+        refuse_unused(args, prog, unused)
+    else:
+        refuse_unused(args, prog, {"attention_kernel": KERNEL_WHY})
+
+
+def attention_payload(cfg: RabitConfig) -> dict[str, Any]:
+    """The attention-parallelism keys of every estimate's JSON (contract: ``cp``, ``dcp``, ``dp_attention``,
+    ``kv_offload_bytes``)."""
+    return {
+        "cp": cfg.cp,
+        "dcp": cfg.dcp,
+        "dp_attention": cfg.dp_attention,
+        "kv_offload_bytes": cfg.kv_offload_bytes,
+    }
+
+
 def add_weight_kv_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", choices=WEIGHT_CHOICES, default=DEFAULT.weights, help="weight format (fp4 = nvfp4)")
     p.add_argument("--kv-dtype", choices=choices.KV_DTYPES, default=DEFAULT.kv_dtype)
@@ -224,6 +300,90 @@ def add_serving_args(p: argparse.ArgumentParser) -> None:
         default=DEFAULT.prefix_cache_frac,
         help="share of the prompt that is a cached prefix",
     )
+
+
+def add_adapter_args(p: argparse.ArgumentParser, *, lora_rank: bool = True) -> None:
+    """Multi-LoRA serving (the config's ``adapters`` group): ``--adapters N --lora-rank R [--lora-targets ...]
+    [--adapter-skew S] [--max-loras K] [--max-lora-rank R] [--max-cpu-loras C]``; ``lora_rank=False`` where the
+    subcommand already has ``--lora-rank`` (training's: with ``--adapters`` it is the adapters' rank)."""
+    g = p.add_argument_group("adapters (multi-LoRA serving over one base)")
+    g.add_argument("--adapters", type=int, help="adapters served over the base model (0: the base alone)")
+    if lora_rank:
+        g.add_argument("--lora-rank", type=int, help="the adapters' rank (default 16)")
+    g.add_argument("--lora-targets", choices=choices.LORA_TARGETS, help="layers the adapters target (default all)")
+    g.add_argument("--adapter-skew", type=float, help="Zipf exponent of the traffic over the adapters (0: uniform)")
+    g.add_argument("--max-loras", type=int, help="GPU slots: distinct adapters per batch (default: the engine's)")
+    g.add_argument("--max-lora-rank", type=int, help="rank of every slot (default: the engine's, or the adapters')")
+    g.add_argument("--max-cpu-loras", type=int, help="adapters held in host memory (default: the engine's)")
+    g.add_argument(
+        "--fully-sharded-loras",
+        dest="fully_sharded_loras",
+        action="store_const",
+        const=True,
+        help="TP splits both A and B of every adapter (vLLM --fully-sharded-loras)",
+    )
+
+
+#: The adapter flags, by argparse dest -> the adapters group's field.
+ADAPTER_FLAGS = {
+    "adapters": ("count", "--adapters"),
+    "lora_targets": ("targets", "--lora-targets"),
+    "adapter_skew": ("skew", "--adapter-skew"),
+    "max_loras": ("max_loras", "--max-loras"),
+    "max_lora_rank": ("max_lora_rank", "--max-lora-rank"),
+    "max_cpu_loras": ("max_cpu_loras", "--max-cpu-loras"),
+    "fully_sharded_loras": ("fully_sharded", "--fully-sharded-loras"),
+}
+
+
+def adapters_from_args(args: argparse.Namespace):
+    """The adapters group: the ``--config`` file's (or the default), with each adapter flag given on top (exit 2
+    naming the flag). ``--lora-rank`` is the adapters' rank when ``--adapters`` is given (or the file serves
+    adapters) and the phase is serving."""
+    base = (config_file(args) or getattr(args, "_analysis_config", None) or DEFAULT).adapters
+    changes: dict[str, Any] = {
+        field: getattr(args, dest)
+        for dest, (field, _) in ADAPTER_FLAGS.items()
+        if getattr(args, dest, None) is not None
+    }
+    count = changes.get("count", base.count)
+    rank = getattr(args, "lora_rank", None)
+    if count and rank and getattr(args, "phase", "serve") == "serve":
+        changes["ranks"] = (rank,)
+    if not changes:
+        return base
+    try:
+        return base.with_(**changes)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        field = str(e["loc"][0]) if e["loc"] else ""
+        flag = next((f for fld, f in ADAPTER_FLAGS.values() if fld == field), "--lora-rank")
+        die(f"rabit: error: argument {flag}: {error_text(e)}")
+
+
+def training_only(args: argparse.Namespace, flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The training flags (argparse dests) a serving command refuses: ``--lora-rank`` is kept when adapters are served
+    (it is then their rank)."""
+    return tuple(f for f in flags if f != "lora_rank" or not adapters_from_args(args).enabled)
+
+
+def adapter_payload(cfg: RabitConfig, mem) -> dict[str, Any]:
+    """The JSON keys of the adapters' memory (nothing without adapters: the keys of the base alone are unchanged)."""
+    if not cfg.adapters.enabled:
+        return {}
+    a = cfg.adapters
+    return {
+        "adapters": a.count,
+        "adapter_ranks": list(a.ranks),
+        "adapter_targets": a.targets,
+        "adapter_bytes": mem.adapter_bytes,
+        "adapter_set_bytes": mem.adapter_set_bytes,
+        "adapter_reserved_bytes_per_gpu": mem.adapter_reserved_bytes_per_gpu,
+        "max_loras": mem.adapter_slots,
+        "max_lora_rank": mem.adapter_slot_rank,
+        "max_cpu_loras": mem.adapter_host_slots,
+        "adapter_host_cache_bytes": mem.adapter_host_cache_bytes,
+    }
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -288,7 +448,11 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         die(f"rabit: error: argument --gpu: unknown GPU '{gpu_slug}'; known: {', '.join(sorted(catalog.gpus()))}")
     node = args.gpus_per_node if args.gpus_per_node is not None else catalog.gpu(gpu_slug).gpus_per_node
     tp = default_tp(args)
-    total = args.gpus if args.gpus is not None else max(1, tp * getattr(args, "pp", DEFAULT.pp))
+    total = (
+        args.gpus
+        if args.gpus is not None
+        else max(1, tp * getattr(args, "pp", DEFAULT.pp) * (getattr(args, "cp", None) or DEFAULT.cp))
+    )
     if total < 1:
         die("rabit: error: argument --gpus: must be at least 1")
     try:
@@ -322,9 +486,15 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         ("kv_alloc", "kv_alloc"),
         ("block_size", "block_size"),
         ("prefix_cache", "prefix_cache_frac"),
+        ("attention_kernel", "attention_kernel"),
+        ("cp", "cp"),
+        ("dcp", "dcp"),
+        ("kv_offload_gib", "kv_offload_gib"),
     ):
         if getattr(args, attr, None) is not None:
             data[field] = getattr(args, attr)
+    if getattr(args, "dp_attention", False):
+        data["dp_attention"] = True
     if getattr(args, "weights", None):
         data["weights"] = choices.WEIGHT_ALIASES.get(args.weights, args.weights)
     data.update(extra)
@@ -484,7 +654,7 @@ def analysis_defaults(cfg: RabitConfig, p: argparse.ArgumentParser) -> dict[str,
         dest, conv = _DEST_OF.get(field, (field, None))
         if field == "model" and cfg.custom_model is not None:
             continue
-        if dest in dests and field not in ("custom_model", "assumptions"):
+        if dest in dests and field not in ("custom_model", "assumptions", *GROUPS):  # a group is no one flag
             v = getattr(cfg, field)
             out[dest] = conv(v) if conv else v
     return {k: v for k, v in out.items() if k in dests}
@@ -546,6 +716,11 @@ CONFIG_DEST = {
     "tp": "tp",
     "pp": "pp",
     "ep": "ep",
+    "cp": "cp",
+    "dcp": "dcp",
+    "dp_attention": "dp_attention",
+    "kv_offload_gib": "kv_offload_gib",
+    "attention_kernel": "attention_kernel",
     "batch": "batch",
     "input": "input_tokens",
     "output": "output_tokens",

@@ -16,19 +16,27 @@ import argparse
 from typing import Any
 
 from cli.common import (
+    ADAPTER_FLAGS,
+    adapter_payload,
+    adapters_from_args,
+    add_adapter_args,
+    add_attention_args,
     add_cluster_args,
     add_json,
     add_model_args,
     add_range_args,
     add_serving_args,
+    attention_payload,
     config_from_args,
     die,
     emit,
     fill_from_config,
     range_line,
     read_log,
+    refuse_attention_flags,
     refuse_unused,
     steps_table,
+    training_only,
     with_ranges,
 )
 from core.base import choices
@@ -44,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(p)
     add_cluster_args(p)
     add_serving_args(p)
+    add_attention_args(p)
     p.add_argument("--phase", choices=choices.PHASES, default=DEFAULT.phase)
     p.add_argument("--zero", type=int, choices=choices.ZERO_STAGES, default=DEFAULT.zero)
     p.add_argument("--micro-batch", type=int, default=DEFAULT.micro_batch)
@@ -52,6 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument("--lora-rank", type=int, default=DEFAULT.lora_rank)
     p.add_argument("--qlora", action="store_true")
+    add_adapter_args(p, lora_rank=False)
     p.add_argument(
         "--log",
         metavar="FILE",
@@ -70,14 +80,17 @@ _SERVE_FLAGS = ("batch", "input", "output", "kv_dtype", "kv_alloc", "block_size"
 
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args)
+    refuse_attention_flags(args, "rabit memory", training=args.phase == "train")
     if args.log and args.phase == "train":
         die("rabit memory: error: argument --log: a start-up log describes a serving engine; use --phase serve")
     log = read_log(args.log, "--log", "memory")[0] if args.log else None
     if args.phase == "train":
-        refuse_unused(args, "rabit memory", dict.fromkeys(_SERVE_FLAGS, "with --phase train (a serving flag)"))
+        serve_flags = _SERVE_FLAGS + tuple(ADAPTER_FLAGS)
+        refuse_unused(args, "rabit memory", dict.fromkeys(serve_flags, "with --phase train (a serving flag)"))
     else:
+        train_flags = training_only(args, _TRAIN_FLAGS)
         refuse_unused(
-            args, "rabit memory", dict.fromkeys(_TRAIN_FLAGS, "with --phase serve (a training flag: add --phase train)")
+            args, "rabit memory", dict.fromkeys(train_flags, "with --phase serve (a training flag: add --phase train)")
         )
     if args.phase == "train":
         cfg = config_from_args(
@@ -101,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
             "tp": cfg.tp,
             "pp": cfg.pp,
             "dp": cfg.dp,
+            "cp": cfg.cp,
             "zero": cfg.zero,
+            "attention_kernel": cfg.attention_kernel,
             "trainable_params": tm.trainable_params,
             "weight_bytes_per_gpu": tm.weight_bytes_per_gpu,
             "gradient_bytes_per_gpu": tm.gradient_bytes_per_gpu,
@@ -110,11 +125,12 @@ def run(args: argparse.Namespace) -> int:
             "overhead_bytes_per_gpu": tm.overhead_bytes_per_gpu,
             "total_bytes_per_gpu": tm.total_bytes_per_gpu,
             "capacity_bytes_per_gpu": tm.capacity_bytes_per_gpu,
+            "usable_bytes_per_gpu": tm.usable_bytes_per_gpu,
             "fits": tm.fits,
             "reason": tm.reason,
         }
     else:
-        cfg = config_from_args(args)
+        cfg = config_from_args(args, adapters=adapters_from_args(args))
         if log is not None:  # the prediction for the log's own flags
             cfg = config_for_log(log, cfg)[0]
         r = serving_memory(cfg)
@@ -126,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
             "gpus": cfg.gpus,
             "tp": cfg.tp,
             "pp": cfg.pp,
+            **attention_payload(cfg),
             "replicas": r.replicas,
             "weights_bytes_per_gpu": r.weights_bytes_per_gpu,
             "kv_bytes_per_token": r.kv_bytes_per_token,
@@ -150,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
             "reason": r.reason,
             "max_sequences": r.max_sequences,
             "max_sequences_contiguous": r.max_sequences_contiguous,
+            **adapter_payload(cfg, r),
+            "kv_tokens_per_replica": r.kv_tokens_per_replica,
+            "kv_host_bytes_per_gpu": r.kv_host_bytes_per_gpu,
         }
     human = f"{reason}\n{steps_table(steps)}"
     if args.phase == "train":

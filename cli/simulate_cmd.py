@@ -15,11 +15,16 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from cli.common import (
+    adapter_payload,
+    adapters_from_args,
+    add_adapter_args,
+    add_attention_args,
     add_cluster_args,
     add_json,
     add_model_args,
     add_range_args,
     add_weight_kv_args,
+    attention_payload,
     cli_budget,
     config_from_args,
     die,
@@ -27,13 +32,15 @@ from cli.common import (
     fill_from_config,
     named,
     read_file,
+    refuse_attention_flags,
     refuse_unused,
     with_calibrated,
     with_ranges,
 )
 from core.base import MAX_TABLE_BYTES, choices, fmt_time
-from core.config import DEFAULT, RabitConfig, Workload, workload_problems
+from core.config import DEFAULT, RabitConfig, Workload, parse_trace_adapters, workload_problems
 from core.decision import deployment_spread
+from core.physics import serving_memory
 from core.serving import SimSpec, layout_of, parse_trace, sim_spec, simulate_deployment
 
 #: Workload / SimSpec field -> flag, for error messages that name the argument.
@@ -103,6 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(p)
     add_cluster_args(p)
     add_weight_kv_args(p)
+    add_attention_args(p)
     a = p.add_argument_group("arrivals")
     a.add_argument("--arrival", choices=choices.ARRIVALS, default=W.arrival)
     a.add_argument("--rate", type=float, help="Poisson arrival rate [requests/s] (required for poisson)")
@@ -200,6 +208,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="disaggregated: send the KV after the prefill, not layer by layer during it",
     )
     p.add_argument("--seed", type=int, default=W.seed)
+    add_adapter_args(p)
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run, policy=W.policy)
@@ -287,22 +296,41 @@ def deployment_payload(d) -> dict:
     return out
 
 
-def spec_from_args(args: argparse.Namespace, cfg: RabitConfig) -> SimSpec:
-    trace = None
-    if args.trace:
-        text = read_file(args.trace, "--trace", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
-        try:
-            trace = parse_trace(text)
-        except ValueError as exc:
-            die(f"rabit simulate: error: argument --trace: {exc}")
+def _trace(args: argparse.Namespace) -> tuple[tuple[tuple[int, int], ...] | None, tuple[int, ...] | None]:
+    """The ``--trace`` rows and the adapter each names (None without a trace or an adapter column)."""
+    if not args.trace:
+        return None, None
+    text = read_file(args.trace, "--trace", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
     try:
-        spec = sim_spec(cfg, trace=trace)
+        return parse_trace(text), parse_trace_adapters(text)
+    except ValueError as exc:
+        die(f"rabit simulate: error: argument --trace: {exc}")
+
+
+def spec_from_args(args: argparse.Namespace, cfg: RabitConfig) -> SimSpec:
+    trace, names = _trace(args)
+    try:
+        spec = sim_spec(cfg, trace=trace, adapter_trace=names if cfg.adapters.enabled else None)
     except ValidationError as exc:
         _spec_error(exc, args)
     for prob in workload_problems(cfg, trace):
         flag = "--trace" if prob.field == "trace" else "--kv-pool-tokens"
         die(f"rabit simulate: error: argument {named(args, flag)}: {prob.message}")
     return spec
+
+
+def _adapters(args: argparse.Namespace):
+    """The adapters group; a trace that names each request's adapter serves as many adapters as it names (unless
+    ``--adapters`` says otherwise)."""
+    a = adapters_from_args(args)
+    _, names = _trace(args)
+    if names and args.adapters is None:
+        a = a.with_(count=max(a.count, max(names) + 1))
+    if names and a.count <= max(names):
+        die(
+            f"rabit simulate: error: argument --adapters: the trace names {max(names) + 1} adapters, more than {a.count}"
+        )
+    return a
 
 
 def _pct(p: dict) -> str:
@@ -348,6 +376,7 @@ def _unused(args: argparse.Namespace) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args, CONFIG_DEST)
     refuse_unused(args, "rabit simulate", _unused(args))
+    refuse_attention_flags(args, "rabit simulate", training=False)
     _engine_defaults(args)
     if args.input < 1 or args.output < 1:
         die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")
@@ -356,6 +385,7 @@ def run(args: argparse.Namespace) -> int:
         input_tokens=args.input,
         output_tokens=args.output,
         workload=workload_from_args(args),
+        adapters=_adapters(args),
         disagg=disagg_from_args(args),
     )
     spec = spec_from_args(args, cfg)
@@ -372,6 +402,7 @@ def run(args: argparse.Namespace) -> int:
         "gpus": cfg.gpus,
         "tp": cfg.tp,
         "pp": cfg.pp,
+        **attention_payload(cfg),
         "arrival": spec.arrival,
         "rate_per_s": spec.rate_per_s if spec.arrival == "poisson" else None,
         "policy": spec.policy,
@@ -389,6 +420,22 @@ def run(args: argparse.Namespace) -> int:
         "capacity_limited_by": r.capacity.limited_by,
         **deployment_payload(d),
     }
+    ad = r.summary.adapters
+    if ad is not None:  # multi-LoRA serving: the adapters' memory, loads and the queueing they caused
+        payload.update(adapter_payload(cfg, serving_memory(cfg)))
+        payload.update(
+            {
+                "adapter_loads": ad.loads,
+                "adapter_loads_from_storage": ad.loads_from_storage,
+                "adapter_load_s": ad.load_s.model_dump(),
+                "adapter_load_time_share": ad.load_time_share,
+                "adapter_blocked_requests": ad.blocked_requests,
+                "adapter_wait_s": ad.wait_s.model_dump(),
+                "adapters_in_batch_mean": ad.distinct_mean,
+                "adapters_seen": ad.adapters_seen,
+                "capacity_adapter_slot_wait_s": r.capacity.adapter_slot_wait_s,
+            }
+        )
     if d.mode == "disaggregated":
         payload["gpus"] = layout.gpus
         shape = (
@@ -418,6 +465,16 @@ def run(args: argparse.Namespace) -> int:
             ("  SATURATED: " if s["saturated"] else "  stable: " if s["saturation_verdict"] == "stable" else "  ")
             + s["saturation_reason"],
         ]
+        + (
+            [
+                f"  adapters: {ad.loads:,} loads ({ad.loads_from_storage:,} from storage), load p50 "
+                f"{fmt_time(ad.load_s.p50 or 0)}, {ad.load_time_share:.1%} of busy time; {ad.blocked_requests:,} "
+                f"requests waited for a slot (p95 {fmt_time(ad.wait_s.p95) if ad.wait_s.p95 is not None else 'withheld'}"
+                f"); {ad.distinct_mean:.3g} adapters per batch on average"
+            ]
+            if ad is not None
+            else []
+        )
     )
     human += "".join(
         f"\n  {x.pool} {x.replica}: {x.requests:,} requests ({x.rate_per_s:.3g}/s), busy {x.utilization:.0%}"

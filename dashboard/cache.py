@@ -56,6 +56,20 @@ def prices_from_csv(text: str, name: str) -> tuple:
     return tuple(catalog.parse_prices(text, name=name))
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def adapter_kv_cost(cfg: RabitConfig) -> physics.AdapterKvCost:
+    """What the config's adapter slots take out of the KV budget and the sequences (against the base alone)."""
+    return physics.adapter_kv_cost(resolve(cfg))
+
+
+@st.cache_data(max_entries=32, show_spinner="Sizing one deployment per variant ...")
+def per_variant(
+    goal: decision.ServingGoal, cons: decision.Constraints, prices: tuple, pick: decision.Pick | None
+) -> decision.PerVariant | None:
+    """One deployment per variant (merged weights) against the recommendation, in GPUs and cost."""
+    return decision.per_variant(goal, cons, prices, pick)
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def serving_memory(cfg: RabitConfig) -> physics.ServingMemory:
     return physics.serving_memory(cfg)
@@ -69,6 +83,11 @@ def training_memory(cfg: RabitConfig) -> physics.TrainingMemory:
 @st.cache_data(max_entries=64, show_spinner=False)
 def sequences_vs_context(cfg: RabitConfig, contexts: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
     return physics.sequences_vs_context(cfg, contexts)
+
+
+@st.cache_data(max_entries=32, show_spinner="Sizing one sequence from 1k tokens to the model's window...")
+def long_context(cfg: RabitConfig) -> serving.LongContextView:
+    return serving.long_context_view(resolve(cfg))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -123,6 +142,11 @@ def collective_view(cfg: RabitConfig) -> serving.CollectiveView:
 @st.cache_data(max_entries=64, show_spinner=False)
 def allreduce_curve(cfg: RabitConfig, sizes_bytes: tuple[float, ...]) -> dict[str, tuple[float, ...]]:
     return serving.allreduce_curve(cfg, sizes_bytes)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def attention_options(cfg: RabitConfig) -> tuple:
+    return serving.attention_options(resolve(cfg))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -11,6 +11,7 @@ import streamlit as st
 from core.base import (
     Step,
     find,
+    fmt_bytes,
     fmt_time,
     fmt_value,  # noqa: F401  - pages format range ends like their steps
 )
@@ -122,9 +123,22 @@ def steps_by_key(steps: tuple[Step, ...], keys: tuple[str, ...]) -> tuple[Step, 
     return tuple(find(steps, k) for k in keys)
 
 
+#: The memory steps the adapter chain ends on: what is left for the KV cache, and the sequences it holds.
+_ADAPTER_MEMORY_ENDS = ("kv_budget_bytes_per_gpu", "max_sequences")
+
+
+def adapter_steps(mem_steps: tuple[Step, ...], speed_steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """The adapter chain, in one place: the adapters' bytes, slots and the KV left (memory), then the step's
+    adapter constants and the decode step's adapter reads and memory time (speed)."""
+    mem = [s for s in mem_steps if s.key.startswith("adapter_") or s.key in _ADAPTER_MEMORY_ENDS]
+    speed = [
+        s for s in speed_steps if s.key.startswith("lora_") or s.key in ("decode_mid_lora_bytes", "decode_mid_memory_s")
+    ]
+    return tuple(mem + speed)
+
+
 def gap_table(rows) -> pd.DataFrame:
     """The textbook-vs-ours waterfall (core.serving.speed_views.GapRow) as a table of formatted times."""
-    from core.base import fmt_time
 
     return pd.DataFrame(
         [
@@ -420,6 +434,179 @@ def fit_comparison(c) -> None:
     (st.success if c.trust == "fit" else st.info)(f"Trust the **{c.trust}** for this configuration: {c.why}.")
     with st.expander("Each run predicted from the others"):
         st.dataframe(pd.DataFrame([r.model_dump() for r in c.rows]), hide_index=True, width="stretch")
+
+
+# --- multi-LoRA serving: the adapters' memory, loads and the per-variant comparison ------------------------------
+
+
+def adapter_memory(mem, cost) -> None:
+    """What the adapter slots take out of one GPU and of the replica's sequences (the Memory page)."""
+    from core.base import fmt_bytes
+
+    labels = ("One adapter", "Slots reserved per GPU", "Adapter slots", "Sequences without adapters")
+    values = (
+        fmt_bytes(mem.adapter_bytes, "auto"),
+        fmt_bytes(mem.adapter_reserved_bytes_per_gpu, "auto"),
+        f"{mem.adapter_slots} at rank {mem.adapter_slot_rank}",
+        f"{cost.sequences_without:,}",
+    )
+    cols = grid(len(labels), labels, values)
+    helps = (
+        "the set's largest rank, every targeted layer of the whole model",
+        "max_loras slots at max_lora_rank, pre-allocated when the model loads: out of the KV budget",
+        f"max_loras (GPU slots); host memory holds {mem.adapter_host_slots:,} adapters "
+        f"({fmt_bytes(mem.adapter_host_cache_bytes, 'auto')})",
+        f"the same replica without adapters; with them {cost.sequences_with:,}",
+    )
+    for i, (label, value, h) in enumerate(zip(labels, values, helps)):
+        cols[i % len(cols)].metric(label, value, help=h)
+    st.caption(
+        f"The adapter slots take {fmt_bytes(cost.reserved_bytes_per_gpu, 'auto')} of the "
+        f"{fmt_bytes(cost.kv_budget_without_bytes_per_gpu, 'auto')} KV budget per GPU ({cost.budget_share:.1%}): "
+        f"{cost.sequences_lost:,} fewer sequences ({cost.sequences_with:,} instead of {cost.sequences_without:,}). "
+        f"All {fmt_bytes(mem.adapter_set_bytes, 'auto')} of the adapter set live in storage and host memory."
+    )
+
+
+def adapter_simulation(ad) -> None:
+    """The adapters in one simulated run: loads, their time, and the wait for a slot (the Serving page)."""
+    from core.base import fmt_time
+
+    labels = ("Adapter loads", "Load time p50", "Load time share", "Waited for a slot", "Slot wait p95")
+    values = (
+        f"{ad.loads:,}",
+        fmt_time(ad.load_s.p50) if ad.load_s.p50 is not None else "none",
+        f"{ad.load_time_share:.1%}",
+        f"{ad.blocked_requests:,}",
+        fmt_time(ad.wait_s.p95) if ad.wait_s.p95 is not None else f"withheld (n={ad.wait_s.n})",
+    )
+    cols = grid(len(labels), labels, values)
+    helps = (
+        f"adapters brought into a GPU slot; {ad.loads_from_storage:,} read from storage first (not in host memory)",
+        "one load: each GPU copies its shard over its host link",
+        "of the busy time, the batch stood still for loads",
+        "requests turned away at least once because their adapter would exceed max_loras",
+        f"among those {ad.blocked_requests:,}; {ad.distinct_mean:.3g} adapters per batch on average",
+    )
+    for i, (label, value, h) in enumerate(zip(labels, values, helps)):
+        cols[i % len(cols)].metric(label, value, help=h)
+
+
+def per_variant(pv) -> None:
+    """One deployment per variant (merged weights) beside the adapters over one base (the Optimizer page)."""
+    labels = ("One deployment per variant", "Adapters over one base", "GPUs saved", "Cost ratio")
+
+    def gpus(n: int) -> str:
+        return f"{n:,} GPU" + ("" if n == 1 else "s")
+
+    values = (
+        f"{gpus(pv.gpus)}, ${pv.cost_per_hour:,.2f}/h",
+        f"{gpus(pv.multi_lora_gpus)}, ${pv.multi_lora_cost_per_hour:,.2f}/h",
+        f"{pv.gpus_saved:,}",
+        f"{pv.cost_ratio:,.1f}x",
+    )
+    cols = grid(len(labels), labels, values)
+    for i, (label, value) in enumerate(zip(labels, values)):
+        cols[i % len(cols)].metric(label, value)
+    st.caption(
+        f"{pv.variants:,} variants, each merged into its own copy of the base: "
+        + "; ".join(f"{n:,} on {lab}" for lab, n in pv.shapes)
+        + f". Adapters over one base: {pv.multi_lora_label}. Basis: {pv.basis}."
+    )
+    if pv.own_replica:
+        st.markdown("**Where a variant earns its own replica**")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "adapter": v.adapter,
+                        "share of traffic": f"{v.share:.1%}",
+                        "requests/s": round(v.rate_per_s, 3),
+                        "rank": v.rank,
+                        "replicas": v.replicas,
+                        "why": v.reason,
+                    }
+                    for v in pv.own_replica
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+    else:
+        st.caption(
+            "No variant earns a replica of its own here: none carries enough traffic to fill a dedicated replica "
+            f"(about {pv.dedicated_capacity_rps:.3g} requests/s each), and no rank makes mixed batches dearer than a "
+            "dedicated copy."
+        )
+
+
+def long_context_tables(view) -> None:
+    """The long-context view's two tables: the longest sequence each option fits, and what the architecture saved."""
+    st.subheader("Where one sequence stops fitting, and what context parallelism or a host KV tier buys")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "option": f.option,
+                    "GPUs per replica": f.gpus,
+                    "longest sequence": f"{f.max_context_tokens:,} tokens"
+                    + (" (the model's window)" if f.max_context_tokens >= view.max_context else ""),
+                    "decode step there": fmt_time(f.decode_step_s) if f.decode_step_s is not None else "does not fit",
+                }
+                for f in view.fits
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    if view.savings:
+        st.subheader("What the model's own attention choices saved")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "choice": s.choice,
+                        "against": s.without,
+                        f"KV of one {s.context_tokens:,}-token sequence": fmt_bytes(s.kv_bytes_with),
+                        "without it": fmt_bytes(s.kv_bytes_without),
+                        "saved": f"{s.saved_frac:.1%}",
+                    }
+                    for s in view.savings
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+
+
+def attention_options_table(options) -> None:
+    """The Speed page's comparison of attention layouts (core.serving.attention_options)."""
+    st.subheader("Attention layouts")
+    st.caption(
+        "The same replica with each attention layout: data-parallel attention gives each TP rank its own "
+        "sequences' KV (MLA, MoE), decode context parallelism splits the KV TP replicates, context parallelism "
+        "splits each prompt over more TP groups (ring attention). Set them under Attention parallelism in the sidebar."
+    )
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "layout": o.label,
+                    "GPUs per replica": o.gpus_per_replica,
+                    "decode step": fmt_time(o.decode_step_s) if o.decode_step_s == o.decode_step_s else "",
+                    "TTFT (batch)": fmt_time(o.prefill_s) if o.prefill_s == o.prefill_s else "",
+                    "KV tokens per replica": f"{o.kv_tokens_per_replica:,.0f}"
+                    if o.kv_tokens_per_replica == o.kv_tokens_per_replica
+                    else "",
+                    "sequences": o.max_sequences,
+                    "note": o.problem or ("current" if o.current else ""),
+                }
+                for o in options
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
 
 
 def deployment_shape(cfg, dep) -> str:

@@ -33,6 +33,8 @@ if view == "Inference":
     (st.success if mem.fits else st.error)(mem.reason)
 
     render.math_section("Memory per GPU", mem.steps)
+    if cfg.adapters.enabled:  # the adapter chain in one place: bytes, slots, the KV left; the step's FLOPs and reads
+        render.math_section("Adapters over one base", render.adapter_steps(mem.steps, s.steps))
     for title, keys in s.sections:
         render.math_section(title, render.steps_by_key(s.steps, keys))
 

@@ -10,7 +10,9 @@ cfg = render.bound_choice("memory", state.require_config())
 
 # lazy tabs: only the chosen tab is computed and sent (on this default page a first load costs about half);
 # the choice is the session's (st.session_state["memory.tab"])
-serve, train, log_tab = st.tabs(["Serving", "Training", "Start-up log"], key="memory.tab", on_change="rerun")
+serve, train, longctx, log_tab = st.tabs(
+    ["Serving", "Training", "Long context", "Start-up log"], key="memory.tab", on_change="rerun"
+)
 
 if serve.open is not False:
     with serve:
@@ -40,6 +42,9 @@ if serve.open is not False:
             ],
             rng.ranges,
         )
+        if cfg.adapters.enabled:
+            st.markdown(f"**{cfg.adapters.count:,} adapters over one base**")
+            render.adapter_memory(mem, cache.adapter_kv_cost(cfg))
         st.caption(
             f"Replica = TP {cfg.tp} × PP {cfg.pp} = {mem.replica_gpus} GPUs; {mem.replicas} replica(s) on "
             f"{cfg.gpus} GPUs hold {mem.max_sequences * mem.replicas:,} sequences of "
@@ -53,6 +58,11 @@ if serve.open is not False:
                     ("KV cache", mem.kv_bytes_per_gpu, charts.PALETTE["kv"]),
                     ("activations / workspace", mem.activation_bytes_per_gpu, charts.PALETTE["activations"]),
                     ("overhead", mem.overhead_bytes_per_gpu, charts.PALETTE["overhead"]),
+                    *(
+                        [("adapter slots", mem.adapter_reserved_bytes_per_gpu, charts.PALETTE["adapters"])]
+                        if mem.adapter_reserved_bytes_per_gpu
+                        else []
+                    ),
                     ("free", mem.free_bytes_per_gpu, charts.PALETTE["free"]),
                 ],
                 mem.capacity_bytes_per_gpu,
@@ -103,6 +113,25 @@ if train.open:
             cache.figure(charts.training_by_zero_chart, by_zero, tm.capacity_bytes_per_gpu), width="stretch"
         )
         render.show_math(tm.steps)
+
+if longctx.open:
+    with longctx:
+        view = cache.long_context(cfg)
+        st.caption(
+            "One sequence alone on this replica, its prompt from 1k tokens to the model's window: what it holds, how "
+            "long its first token takes (a prompt longer than the token budget is prefilled chunk by chunk, each "
+            "chunk attending every earlier token), and which term dominates."
+        )
+        cross = view.attention_overtakes_at
+        st.info(
+            f"Attention's quadratic compute overtakes the linear matmuls at about {cross:,} tokens."
+            if cross
+            else "The linear matmuls dominate the first token at every context up to the window."
+        )
+        c1, c2 = st.columns(2)
+        c1.plotly_chart(cache.figure(charts.long_context_memory_chart, view.points), width="stretch")
+        c2.plotly_chart(cache.figure(charts.long_context_ttft_chart, view.points), width="stretch")
+        render.long_context_tables(view)
 
 if log_tab.open:
     with log_tab:

@@ -91,6 +91,14 @@ if view == "Serving":
             prices = cache.catalog_prices()
 
     goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
+    if cfg.dp_attention or cfg.cp > 1 or cfg.dcp > 1:  # rabit recommend --dp-attention / --cp / --dcp alike
+        st.info(
+            "Attention parallelism is set in the sidebar"
+            + (" (data-parallel attention)" if cfg.dp_attention else "")
+            + (f" (CP {cfg.cp})" if cfg.cp > 1 else "")
+            + (f" (DCP {cfg.dcp})" if cfg.dcp > 1 else "")
+            + ": every candidate keeps that attention layout. Clear it to let the search choose."
+        )
     try:
         rec = cache.recommendation(goal, cons, tuple(prices))
         rr = cache.recommendation_ranges(goal, cons, tuple(prices))
@@ -136,6 +144,14 @@ if view == "Serving":
         if e.risks:
             st.markdown("**Risks:** " + plain("; ".join(e.risks), 2000))
         st.caption("Assumptions: " + plain("; ".join(e.assumptions), 2000))
+
+    if cfg.adapters.enabled:
+        st.subheader(f"{cfg.adapters.count:,} adapters: one deployment per variant, or one base")
+        pv = cache.per_variant(goal, cons, tuple(prices), rec.recommendation or rec.nearest)
+        if pv is None:
+            st.caption("No merged deployment fits under these constraints, so there is nothing to compare.")
+        else:
+            render.per_variant(pv)
 
     sim = [c for c in rec.candidates if c.simulated]
     if sim:

@@ -128,6 +128,7 @@ with tabs[4]:
     st.dataframe(render.collective_table(view), hide_index=True, width="stretch")
     sizes = tuple(float(2**k) for k in range(10, 33))
     st.plotly_chart(cache.figure(charts.allreduce_chart, sizes, cache.allreduce_curve(cfg, sizes)), width="stretch")
+    render.attention_options_table(cache.attention_options(cfg))
     eps = cache.ep_options(cfg)
     if eps:
         st.subheader("Expert parallelism (MoE)")

@@ -37,6 +37,10 @@ SpecMethod = Literal["none", "draft", "ngram", "eagle"]
 TrainPrecision = Literal["bf16", "fp8"]
 ZeroStage = Literal[0, 1, 2, 3]
 Recompute = Literal["none", "selective", "full"]
+#: How training computes attention: a fused kernel that never stores the s x s scores (FlashAttention, PyTorch
+#: scaled_dot_product_attention's flash / memory-efficient backends, Transformer Engine's fused attention: what every
+#: current training stack runs), or the eager softmax of Korthikanti et al. (arXiv 2205.05198) that stores them.
+AttentionKernel = Literal["flash", "eager"]
 
 #: Spellings the CLI accepts besides the canonical ones (``fp4`` is NVFP4).
 WEIGHT_ALIASES = MappingProxyType({"fp4": "nvfp4"})
@@ -81,18 +85,30 @@ POLICY_LABELS = MappingProxyType({"chunked": "chunked prefill", "prefill_priorit
 ADMISSION_LABELS = MappingProxyType({"preempt": "paged, preempt + recompute", "reserve": "reserve prompt + max output"})
 #: How a deployment's router assigns each arriving request to a replica (core.serving.router says which production
 #: router each one mimics). The default is least-outstanding: fewest requests in flight.
-RouterPolicy = Literal["round-robin", "least-outstanding", "power-of-two", "prefix-affinity"]
+RouterPolicy = Literal["round-robin", "least-outstanding", "power-of-two", "prefix-affinity", "adapter-affinity"]
 ROUTER_LABELS = MappingProxyType(
     {
         "round-robin": "round-robin",
         "least-outstanding": "least outstanding requests",
         "power-of-two": "power of two choices",
         "prefix-affinity": "prefix affinity",
+        "adapter-affinity": "adapter affinity (multi-LoRA)",
     }
 )
 #: A deployment serves with every replica doing prefill and decode (aggregated), or with separate prefill and
 #: decode pools and the KV cache moved between them (disaggregated).
 ServingMode = Literal["aggregated", "disaggregated"]
+
+# --- low-rank adapters served over one base (multi-LoRA: the config's ``adapters`` group) -------------------
+#: The linear layers an adapter targets: the attention projections (q, k, v, o), the MLP's (gate, up, down), or
+#: every linear layer of the blocks (PEFT's ``all-linear``; routed experts are left out, as in training).
+LoraTargets = Literal["qkvo", "mlp", "all"]
+#: The dtype adapter weights are held and computed in (vLLM ``--lora-dtype``: "auto" is the base model's dtype).
+AdapterDtype = Literal["bf16", "fp16", "fp32"]
+ADAPTER_BYTES = MappingProxyType({"bf16": 2.0, "fp16": 2.0, "fp32": 4.0})
+LORA_TARGET_LABELS = MappingProxyType(
+    {"qkvo": "attention (q, k, v, o)", "mlp": "MLP (gate, up, down)", "all": "all linear layers"}
+)
 
 # --- the Speed page's batch sweep ----------------------------------------------------------------------
 #: The largest batch a throughput-against-batch sweep may reach (core.serving.default_batches), and the default:
@@ -128,6 +144,9 @@ TextEncoderPlacement = Literal["resident", "offload"]
 #: many published runs used on Hopper; core.catalog.attention_kernel says where that differs).
 AttentionChoice = Literal["native", "fa2"]
 
+ATTENTION_KERNEL_LABELS = MappingProxyType(
+    {"flash": "fused (FlashAttention): scores never stored", "eager": "eager: softmax scores stored"}
+)
 ATTENTION_LABELS = MappingProxyType({"native": "the GPU's own kernel", "fa2": "FlashAttention-2"})
 SP_LABELS = MappingProxyType({"ulysses": "Ulysses (all-to-all)", "ring": "ring attention"})
 GUIDANCE_LABELS = MappingProxyType(
@@ -153,6 +172,7 @@ SPEC_METHODS = values(SpecMethod)
 TRAIN_PRECISIONS = values(TrainPrecision)
 ZERO_STAGES = values(ZeroStage)
 RECOMPUTE_MODES = values(Recompute)
+ATTENTION_KERNELS = values(AttentionKernel)
 ARRIVALS = values(Arrival)
 LENGTH_KINDS = values(LengthKind)
 SCHEDULER_POLICIES = values(SchedulerPolicy)
@@ -168,3 +188,5 @@ GUIDANCES = values(Guidance)
 VIDEO_WEIGHTS = values(VideoWeights)
 TEXT_ENCODER_PLACEMENTS = values(TextEncoderPlacement)
 ATTENTION_CHOICES = values(AttentionChoice)
+LORA_TARGETS = values(LoraTargets)
+ADAPTER_DTYPES = values(AdapterDtype)

@@ -117,11 +117,22 @@ CONFIG_DOMAINS: dict[str, Domain] = {
     "tp": Domain(1, 512, "tensor parallelism splits attention heads; no catalog model has more than 128"),
     "pp": Domain(1, 512, "pipeline stages split layers; no catalog model has more than 128"),
     "ep": Domain(1, 512, "expert parallelism splits experts; the catalog's largest MoE has 256 routed experts"),
+    "cp": Domain(
+        1, 256, "context parallelism splits a sequence; 256 ranks of a 1M-token prompt hold 4,096 tokens each"
+    ),
+    "dcp": Domain(1, 512, "decode context parallelism reuses the TP ranks, so it is at most the TP degree"),
+    "kv_offload_gib": Domain(
+        0.0, 65_536.0, "host memory per replica; 64 TiB is beyond any server's DRAM", integer=False, step=64.0
+    ),
     "batch": Domain(
         1, 100_000, "vLLM's default max_num_seqs is 256; 100,000 concurrent sequences is far beyond any one replica"
     ),
-    "input_tokens": Domain(1, 10_000_000, "the longest context in the catalogs is 10M tokens (Llama 4 Scout)"),
-    "output_tokens": Domain(1, 10_000_000, "the longest context in the catalogs is 10M tokens (Llama 4 Scout)"),
+    "input_tokens": Domain(
+        1, 10_485_760, "the longest context in the catalogs is Llama 4 Scout's 10,485,760 tokens (10 x 2^20)"
+    ),
+    "output_tokens": Domain(
+        1, 10_485_760, "the longest context in the catalogs is Llama 4 Scout's 10,485,760 tokens (10 x 2^20)"
+    ),
     "prefix_cache_frac": Domain(
         0.0, 0.99, "a share of the prompt; at least one token per request is computed", integer=False, step=0.01
     ),
@@ -233,6 +244,16 @@ GROUP_DOMAINS: dict[str, Domain] = {
         )
         for name in ("prompt", "output", "rate")
     },
+    "adapters.count": Domain(
+        0, 10_000, "S-LoRA serves 2,000 adapters on one GPU; 10,000 is five times the most published", step=10
+    ),
+    "adapters.ranks": Domain(1, 4096, "a LoRA rank above 4,096 is no longer low-rank for any catalog model"),
+    "adapters.skew": Domain(
+        0.0, 5.0, "a Zipf exponent; at 5 the hottest adapter takes 96 % of the traffic", integer=False, step=0.1
+    ),
+    "adapters.max_loras": Domain(1, 4096, "GPU slots for adapters; beyond 4,096 the slots outweigh any KV cache"),
+    "adapters.max_lora_rank": Domain(1, 4096, "as an adapter's rank"),
+    "adapters.max_cpu_loras": Domain(1, 100_000, "adapters held in host memory; 100,000 is ten times the most served"),
     "predicted.p95_ttft_s": Domain(1e-6, 1e6, "a latency from a microsecond to 11 days", integer=False),
     "predicted.p95_itl_s": Domain(1e-6, 1e6, "a latency from a microsecond to 11 days", integer=False),
     "predicted.prefix_cache_frac": CONFIG_DOMAINS["prefix_cache_frac"],
@@ -512,6 +533,9 @@ FLAG_FIELDS: dict[str, str] = {
     "tp": "tp",
     "pp": "pp",
     "ep": "ep",
+    "cp": "cp",
+    "dcp": "dcp",
+    "kv_offload_gib": "kv_offload_gib",
     "micro_batch": "micro_batch",
     "seq": "seq_len",
     "lora_rank": "lora_rank",
@@ -573,6 +597,12 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "deadline_days": GROUP_DOMAINS["targets.deadline_days"],
     "checkpoint_interval_s": GROUP_DOMAINS["training.checkpoint_interval_s"],
     "batch_tolerance": Domain(0.0, 1.0, "a relative tolerance on the global batch", integer=False),
+    # multi-LoRA serving: the adapter flags share the adapters group's domains
+    "adapters": GROUP_DOMAINS["adapters.count"],
+    "adapter_skew": GROUP_DOMAINS["adapters.skew"],
+    "max_loras": GROUP_DOMAINS["adapters.max_loras"],
+    "max_lora_rank": GROUP_DOMAINS["adapters.max_lora_rank"],
+    "max_cpu_loras": GROUP_DOMAINS["adapters.max_cpu_loras"],
     # rabit video: its flags share the video group's domains
     **{f"video.{flag}": VIDEO_DOMAINS[field] for flag, field in VIDEO_FLAG_FIELDS.items()},
 }

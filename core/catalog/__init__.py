@@ -24,8 +24,10 @@ from core.catalog.engines import (
     CUDA_GRAPH_PREFILL,
     ENGINE_LABELS,
     ROCM_ATTENTION_ENGINES,
+    LoraDefaults,
     apply_engine,
     engine_defaults,
+    lora_defaults,
     rocm_attention,
 )
 from core.catalog.pricing import (
@@ -62,6 +64,8 @@ __all__ = [
     "CatalogError",
     "DiffusionModel",
     "ENGINE_LABELS",
+    "LoraDefaults",
+    "lora_defaults",
     "Fabric",
     "GpuPrice",
     "GpuSpec",

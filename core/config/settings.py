@@ -27,6 +27,7 @@ from core.base import (
     MAX_LINK_PARAM_CHARS,
     REGISTRY,
     Assumptions,
+    GiB,
     choices,
     in_domain,
     inflate,
@@ -35,6 +36,7 @@ from core.base import (
     parse_json,
 )
 from core.catalog import ModelArch
+from core.config.adapters import AdapterSet
 from core.config.video import VideoRequest
 from core.config.workload import DEFAULT_INPUT_TOKENS, DEFAULT_LENGTH_SPREAD, DEFAULT_OUTPUT_TOKENS, ServingLoad
 
@@ -202,6 +204,14 @@ class RabitConfig(BaseModel):
     tp: int = Field(8, ge=1)
     pp: int = Field(1, ge=1)
     ep: int = Field(1, ge=1)
+    # attention parallelism (serving): data-parallel attention over the TP group (each rank holds its own sequences'
+    # KV; the MoE layers go expert-parallel), context parallelism (ring attention over ``cp`` TP groups for the
+    # prefill, the KV of a sequence split over them), decode context parallelism (the KV split over ``dcp`` of the TP
+    # ranks, a partial attention per rank and a combine); and a KV tier in host memory [GiB per replica]
+    dp_attention: bool = False
+    cp: int = Field(1, ge=1)
+    dcp: int = Field(1, ge=1)
+    kv_offload_gib: float = Field(0.0, ge=0.0)
     # workload
     phase: choices.Phase = "serve"
     batch: int = Field(32, ge=1)
@@ -223,6 +233,7 @@ class RabitConfig(BaseModel):
     micro_batch: int = Field(1, ge=1)
     seq_len: int = Field(4096, ge=1)
     recompute: choices.Recompute = "selective"
+    attention_kernel: choices.AttentionKernel = "flash"
     sequence_parallel: bool = True
     lora_rank: int = Field(0, ge=0)
     qlora: bool = False
@@ -237,6 +248,8 @@ class RabitConfig(BaseModel):
     predicted: Predicted = Predicted()
     # a video (or image) generation request (core.config.video)
     video: VideoRequest = VideoRequest()
+    # low-rank adapters served over the base model (core.config.adapters; count 0: the base alone)
+    adapters: AdapterSet = AdapterSet()
     # separate prefill and decode pools (off: aggregated replicas)
     disagg: Disagg = Disagg()
     # assumptions
@@ -259,16 +272,22 @@ class RabitConfig(BaseModel):
 
     @property
     def dp(self) -> int:
-        """Data-parallel degree (serving: replicas) = GPUs / (TP x PP)."""
-        return max(1, self.gpus // (self.tp * self.pp))
+        """Data-parallel degree (serving: replicas) = GPUs / (TP x PP x CP)."""
+        return max(1, self.gpus // (self.tp * self.pp * self.cp))
 
     @property
     def replica_gpus(self) -> int:
-        return self.tp * self.pp
+        """GPUs of one replica (serving) or of one model copy (training): TP x PP x CP."""
+        return self.tp * self.pp * self.cp
+
+    @property
+    def kv_offload_bytes(self) -> float:
+        """The host-memory KV tier of one replica [B] (vLLM ``--kv-offloading-size``: summed over its ranks)."""
+        return self.kv_offload_gib * GiB
 
     @property
     def replicas(self) -> int:
-        """Replicas the deployment serves with: ``workload.replicas``, else GPUs / (TP x PP)."""
+        """Replicas the deployment serves with: ``workload.replicas``, else GPUs / (TP x PP x CP)."""
         return self.workload.replicas if self.workload.replicas is not None else self.dp
 
     @property
@@ -313,6 +332,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "experiment": WorkloadSpread,
     "predicted": Predicted,
     "video": VideoRequest,
+    "adapters": AdapterSet,
     "disagg": Disagg,
 }
 #: Nested objects that travel as one compressed blob.
@@ -406,11 +426,12 @@ def _decode_param(k: str, s: str) -> Any:
     ann = _annotation(k)
     if s == "none" and type(None) in get_args(ann):
         return None
-    if get_origin(ann) is tuple:
-        return tuple(x for x in s.split(",") if x)
+    domain = _DOMAINS.get(k)
+    if get_origin(ann) is tuple:  # a list; of numbers where its field has a domain (the adapters' ranks)
+        items = tuple(x for x in s.split(",") if x)
+        return tuple(number_from_text(x, domain.integer) for x in items) if domain is not None else items
     if _int_literal(k):
         return int(s) if s.lstrip("-").isdigit() and len(s) < 20 else s
-    domain = _DOMAINS.get(k)
     if domain is not None:
         return number_from_text(s, domain.integer)
     return s

@@ -123,6 +123,11 @@ from core.decision.validation import (
     replicas_of_row,
     run,
 )
+from core.decision.variants import (
+    PerVariant,
+    VariantReplica,
+    per_variant,
+)
 from core.decision.video import (
     QUEUE_KEYS,
     VIDEO_KEYS,
@@ -141,6 +146,9 @@ from core.decision.video import (
 
 __all__ = [
     "AssumptionFit",
+    "PerVariant",
+    "VariantReplica",
+    "per_variant",
     "Bound",
     "COLLECTIVE_ASSUMPTIONS",
     "COMPARABLE_RULE",

@@ -10,7 +10,16 @@ from __future__ import annotations
 import math
 
 from core.base import REGISTRY, fmt_latency
-from core.decision.goal import _F, SCREEN_UTILISATION, WEIGHT_FORMATS, Candidate, Constraints, ServingGoal, worst_ratio
+from core.decision.goal import (
+    _F,
+    SCREEN_SLOT_WAIT_SHARE,
+    SCREEN_UTILISATION,
+    WEIGHT_FORMATS,
+    Candidate,
+    Constraints,
+    ServingGoal,
+    worst_ratio,
+)
 from core.serving import THRASH_REMEDIES
 
 
@@ -37,12 +46,21 @@ def explain(
 ) -> Explanation:
     """The structured why: GPU, count, bottleneck, assumptions, risks, alternatives, what to relax."""
     a = goal.assumptions
-    assumptions = (
+    assumptions: tuple[str, ...] = (
         f"decode memory-bandwidth utilisation {a.mbu:g} ({REGISTRY['mbu'].low:g}-{REGISTRY['mbu'].high:g})",
         f"prefill compute efficiency ceiling {a.mfu_max:g} ({REGISTRY['mfu_max'].low:g}-{REGISTRY['mfu_max'].high:g})",
         f"replicas sized in the screen at {SCREEN_UTILISATION:.0%} utilisation, then checked by simulation",
         f"prices: {cons.price_policy} {cons.price_kind} listing per GPU-hour",
     )
+    ad = goal.settings.adapters
+    if ad.enabled:  # multi-LoRA serving: how the slots were chosen, and the adapter kernels' efficiency
+        assumptions += (
+            f"{ad.count:,} adapters over one base: max_loras is the fewest slots whose mean wait for a slot stays "
+            f"within {SCREEN_SLOT_WAIT_SHARE:.0%} of the latency target (closed form), then checked by simulation; "
+            "adapter kernels at "
+            f"{a.lora_kernel_eff:g} of the step's efficiency "
+            f"({REGISTRY['lora_kernel_eff'].low:g}-{REGISTRY['lora_kernel_eff'].high:g})",
+        )
     targets = (
         ", ".join(
             f"p95 {n} <= {v:g} s"

@@ -2,7 +2,7 @@
 
 Search (the RA-BIT spec "Search, Pareto front and market prices")::
 
-    enumerate  GPU x GPUs per replica x (TP, PP) x weight format x KV precision
+    enumerate  GPU x GPUs per replica x (TP, PP, EP, attention parallelism) x weight format x KV precision
     prune      no price, does not validate, no room for a KV cache, misses a target even at batch 1,
                breaks a hard constraint (GPU kinds, max GPUs, max $/h, precisions, providers)
     screen     closed form: the largest batch whose decode step meets the ITL target, the replica's
@@ -34,6 +34,7 @@ from core.config import Deployment, Lengths, RabitConfig, SimSpec, problems
 from core.decision.explain import Explanation, explain
 from core.decision.goal import (
     _F,
+    SCREEN_SLOT_WAIT_SHARE,
     SCREEN_UTILISATION,
     Candidate,
     Constraints,
@@ -44,15 +45,19 @@ from core.decision.goal import (
     meets,
     worst_ratio,
 )
-from core.physics import StepModel, serving_memory
+from core.physics import StepModel, kv_shard, serving_memory
 from core.serving import (
     Layout,
     PoolLayout,
+    chunked_prompt_s,
     decode_capacity,
+    effective_adapters,
     kv_path,
     kv_pool,
     kv_transfer_s,
     max_throughput,
+    prompt_chunks,
+    replica_scheduler,
     simulate_deployment,
     speculative,
 )
@@ -117,6 +122,43 @@ def _with_expert_parallel(arch, layouts: list[tuple[int, int, int]]) -> list[tup
     return out
 
 
+#: Prompts at least this long also try context parallelism (ring attention over 2 and 4 TP groups): below it a
+#: prefill is short enough that splitting it buys less than the ring and the extra GPUs cost.
+CP_MIN_PROMPT_TOKENS = 32_768
+
+
+def _with_attention_parallel(
+    arch, layouts: list[tuple[int, int, int, int]], prompt_tokens: float, pin: tuple[bool, int, int] | None = None
+) -> list[tuple[int, int, int, int, bool, int, int]]:
+    """Each layout with plain attention and, where they help, its attention-parallel variants:
+    ``(GPUs per replica, TP, PP, EP, DP attention, CP, DCP)``.
+
+    * data-parallel attention for an MLA model at TP > 1 (its latent is not split by TP), with expert parallelism
+      over the TP ranks for a MoE model (SGLang ``--enable-dp-attention``; vLLM ``--data-parallel-size`` with
+      ``--enable-expert-parallel``, docs.vllm.ai "Data Parallel Deployment");
+    * decode context parallelism where TP replicates the KV (MLA, or more TP ranks than KV heads): the tokens split
+      over the replicas instead (vLLM ``--decode-context-parallel-size``);
+    * context parallelism over 2 and 4 TP groups for prompts of :data:`CP_MIN_PROMPT_TOKENS` and more, one stage.
+
+    ``pin`` (the settings' own DP attention, CP and DCP when any is set: ``rabit recommend --dp-attention``, ``--cp``,
+    ``--dcp``): only that attention layout, on every replica layout.
+    """
+    if pin is not None:
+        dpa, cp, dcp = pin
+        return [(n * cp, tp, pp, ep, dpa, cp, dcp) for n, tp, pp, ep in layouts]
+    out = []
+    for n, tp, pp, ep in layouts:
+        out.append((n, tp, pp, ep, False, 1, 1))
+        if tp > 1 and arch.is_mla and (not arch.is_moe or ep == tp or arch.num_experts % tp):
+            out.append((n, tp, pp, ep, True, 1, 1))
+        shard = kv_shard(arch, tp)
+        if tp > shard and (ep == 1 or ep == tp):
+            out.append((n, tp, pp, ep, False, 1, tp // shard))
+        if prompt_tokens >= CP_MIN_PROMPT_TOKENS and pp == 1 and ep == 1:
+            out += [(n * cp, tp, pp, ep, False, cp, 1) for cp in (2, 4)]
+    return out
+
+
 def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int) -> int:
     """Largest batch whose decode step at ``context`` stays within SCREEN_ITL_SHARE of the ITL target."""
     if itl_target is None:
@@ -145,6 +187,8 @@ def screen(
     budget = budget if budget is not None else search_budget()
     arch = goal.arch()
     spec = goal.workload
+    st = goal.settings
+    pin = (st.dp_attention, st.cp, st.dcp) if (st.dp_attention or st.cp > 1 or st.dcp > 1) else None
     out: list[Candidate] = []
     for slug, g in sorted(catalog.gpus().items()):
         if cons.gpus_allowed and slug not in cons.gpus_allowed:
@@ -152,7 +196,8 @@ def screen(
         price: GpuPrice | None = gpu_price(
             slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers
         )
-        for n, tp, pp, ep in _with_expert_parallel(arch, _replica_layouts(g, arch)):
+        layouts = _with_expert_parallel(arch, _replica_layouts(g, arch))
+        for n, tp, pp, ep, dpa, cp, dcp in _with_attention_parallel(arch, layouts, spec.mean_lengths()[0], pin):
             for w in cons.weights_allowed:
                 if w == "nvfp4" and not g.supports("fp4"):
                     continue
@@ -163,6 +208,9 @@ def screen(
                         tp=tp,
                         pp=pp,
                         ep=ep,
+                        dp_attention=dpa,
+                        cp=cp,
+                        dcp=dcp,
                         weights=w,
                         kv_dtype=kv,
                         usd_per_gpu_hour=price.usd_per_gpu_hour if price else None,
@@ -196,7 +244,58 @@ def screen_candidate(
         return c.model_copy(update={"pruned": f"no {cons.price_kind} price for {c.gpu}"})
     if cons.max_gpus is not None and c.gpus_per_replica > cons.max_gpus:
         return c.model_copy(update={"pruned": f"one replica needs {c.gpus_per_replica} GPUs > max {cons.max_gpus}"})
+    a = goal.settings.adapters
+    if a.enabled and a.max_loras is None and not c.adapter_slots:
+        return _screen_slots(goal, cons, c, price, spec)
+    return _screen_at(goal, cons, c, price, spec, dep)
+
+
+#: The adapter slots (max_loras) the screen tries: powers of two up to the adapters served, and all of them.
+SLOT_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+
+def slot_choices(count: int) -> tuple[int, ...]:
+    """The ``max_loras`` values the search weighs for ``count`` adapters: the grid below it, and ``count``."""
+    return tuple(k for k in SLOT_GRID if k < count) + (count,)
+
+
+def _screen_slots(goal: ServingGoal, cons: Constraints, c: Candidate, price: GpuPrice, spec: SimSpec) -> Candidate:
+    """The screen with ``max_loras`` searched: the fewest slots whose mean wait for a slot
+    (:func:`core.serving.adapter_sessions`, at the capacity's residence time) stays within
+    :data:`SCREEN_SLOT_WAIT_SHARE` of the latency target; more slots only take KV memory and add reads. Without a
+    latency target, every adapter gets a slot."""
+    a = goal.settings.adapters
+    grid = slot_choices(a.count)
+    target = goal.p95_ttft_s if goal.p95_ttft_s is not None else goal.p95_e2e_s
+    if target is None:
+        return _screen_at(goal, cons, c.model_copy(update={"adapter_slots": a.count}), price, spec)
+    first = _screen_at(goal, cons, c.model_copy(update={"adapter_slots": min(a.count, 16)}), price, spec)
+    if first.pruned and first.capacity_per_replica_rps is None:
+        return first
+    t_r = (first.screen_batch or 1) / first.capacity_per_replica_rps if first.capacity_per_replica_rps else 0.0
+    n_e = effective_adapters(a.popularity())
+    limit = SCREEN_SLOT_WAIT_SHARE * target
+    want = next((k for k in grid if k >= n_e or t_r * (n_e - k) / k <= limit), a.count)
+    if want == first.adapter_slots:
+        return first
+    for k in (kk for kk in grid if kk >= want):
+        r = _screen_at(goal, cons, c.model_copy(update={"adapter_slots": k}), price, spec)
+        if not r.pruned.startswith("does not fit"):
+            return r
+    return first
+
+
+def _screen_at(
+    goal: ServingGoal,
+    cons: Constraints,
+    c: Candidate,
+    price: GpuPrice,
+    spec: SimSpec,
+    dep: Deployment | None = None,
+) -> Candidate:
+    """The screen of one candidate as it is (its adapter slots set): see :func:`screen_candidate`."""
     dep = dep if dep is not None else candidate_deployment(goal, c)
+    spec = replica_scheduler(spec, dep.config)  # data-parallel attention: the limits are per rank
     blocking = [p for p in problems(dep) if p.blocking]
     if blocking:
         return c.model_copy(update={"pruned": blocking[0].message})
@@ -265,7 +364,8 @@ def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidat
     target) paired with the cheapest as a decode pool (their decode step within the ITL target); each pool sized
     at :data:`SCREEN_UTILISATION`; the TTFT estimate is the prefill instance's batch-1 TTFT, the prompt's KV
     transfer (:func:`core.serving.kv_transfer_s`) and one decode step. Pairs whose estimate misses a target or
-    that break a hard constraint are dropped."""
+    that break a hard constraint are dropped. The pools are shapes with plain attention (data-parallel attention
+    and context parallelism are searched as replicas)."""
     if not cons.disagg or goal.workload.trace is not None:
         return []
     rate = goal.rate_per_s
@@ -285,7 +385,12 @@ def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidat
         return c.gpus_per_replica * (c.usd_per_gpu_hour or 0.0)
 
     for w, kv in formats:
-        mine = [c for c in cands if (c.weights, c.kv_dtype) == (w, kv) and c.usd_per_gpu_hour is not None]
+        # a pool's instances run plain attention (a pool layout names TP, PP and EP only)
+        mine = [
+            c
+            for c in cands
+            if (c.weights, c.kv_dtype) == (w, kv) and c.usd_per_gpu_hour is not None and not c.attention_label
+        ]
         pre = [
             c
             for c in mine
@@ -389,7 +494,11 @@ def batch_1_latencies(dep: Deployment, sm: StepModel, i_mean: float, o_mean: flo
     I = max(1, round(i_mean))
     c = math.floor(dep.config.prefix_cache_frac * I)  # < I because the share is < 1
     R = float(sm.kv_read_tokens(c)) if c else 0
-    ttft = float(sm.iteration_s(I - c, I * (I + 1) / 2 - c * (c + 1) / 2, R, 1))
+    chunk = dep.config.workload.token_budget
+    if I - c > chunk:  # a prompt longer than the token budget is prefilled chunk by chunk (core.serving.speed)
+        ttft = float(chunked_prompt_s(sm, prompt_chunks(sm, c, I, chunk)))
+    else:
+        ttft = float(sm.iteration_s(I - c, I * (I + 1) / 2 - c * (c + 1) / 2, R, 1))
     ctx = i_mean + o_mean / 2
     spec = speculative(_formula_input(dep)) if dep.config.spec_method != "none" else None
     itl = spec.round_s / spec.tokens_per_pass if spec is not None else float(sm.iteration_s(1, ctx, ctx))
@@ -409,13 +518,14 @@ def simulate_candidate(
     or its prefill and decode pools) at the goal's rate, with the screen's batch cap (``dep``: the candidate
     resolved, :func:`core.decision.goal.candidate_deployment` when None); whether it meets the goal."""
     dep = dep if dep is not None else candidate_deployment(goal, c)
-    b = c.screen_batch or goal.workload.max_batch
+    base = replica_scheduler(goal.workload, dep.config)  # data-parallel attention: the limits are per rank
+    b = c.screen_batch or base.max_batch
     # the screen's batch cap is the engine's max_num_seqs: simulate with it, so the p95s belong to the
     # configuration the launch config starts
-    spec = goal.workload.with_(
+    spec = base.with_(
         arrival="poisson",
         max_batch=b,
-        token_budget=max(goal.workload.token_budget, b),
+        token_budget=max(base.token_budget, b),
     )
     r = simulate_deployment(
         _formula_input(dep), spec, layout_of_candidate(goal, c), budget=budget.child() if budget is not None else None
@@ -475,6 +585,9 @@ def pick_of(goal: ServingGoal, c: Candidate) -> Pick:
         tp=c.tp,
         pp=c.pp,
         ep=c.ep,
+        dp_attention=c.dp_attention,
+        cp=c.cp,
+        dcp=c.dcp,
         weights=c.weights,
         kv_dtype=c.kv_dtype,
         replicas=c.replicas or 0,
@@ -488,6 +601,7 @@ def pick_of(goal: ServingGoal, c: Candidate) -> Pick:
         meets_target=bool(c.meets),
         label=c.label,
         max_num_seqs=int(c.screen_batch or goal.workload.max_batch),
+        adapter_slots=c.adapter_slots,
         mode=c.mode,
         prefill=c.prefill,
         decode=c.decode,

@@ -32,9 +32,10 @@ from core.decision.range_rule import (
     spread_of,
     with_assumption,
 )
-from core.physics import ServingMemory, StepModel, serving_memory, training_memory
+from core.physics import ServingMemory, StepModel, adapter_load_s, serving_memory, training_memory
 from core.serving import (
     SpeedSummary,
+    chunked_prompt_s,
     decode,
     decode_times,
     mean_over_steps,
@@ -61,9 +62,21 @@ def step_model_screen(cfg: RabitConfig) -> Any:
 
 
 def serving_screen(cfg: RabitConfig) -> Any:
-    """The step-time model and the KV budget: all a simulated replica reads from the assumptions."""
+    """The step-time model and the KV budget: all a simulated replica reads from the assumptions (with adapters,
+    also the time to load each rank from host memory and from storage)."""
     m = serving_memory(cfg, NO_TRACE)
-    return (step_model_screen(cfg), m.kv_budget_bytes_per_gpu, m.usable_bytes_per_gpu, m.overhead_bytes_per_gpu)
+    loads: tuple[float, ...] = ()
+    if cfg.adapters.enabled:
+        loads = tuple(
+            adapter_load_s(cfg, r, from_storage=s) for r in sorted(set(cfg.adapters.ranks)) for s in (False, True)
+        )
+    return (
+        step_model_screen(cfg),
+        m.kv_budget_bytes_per_gpu,
+        m.usable_bytes_per_gpu,
+        m.overhead_bytes_per_gpu,
+        *((loads,) if loads else ()),
+    )
 
 
 # --- the estimates of each page ------------------------------------------------------------------------------
@@ -186,15 +199,26 @@ def speed_rows(cfg: RabitConfig, models: Sequence[Any]) -> list[dict[str, Any]]:
     def it(T: float, A: float, R: float, S: float | None = None) -> tuple[np.ndarray, ...]:
         """One iteration (T tokens, A pairs, R cached tokens, S sequences) of every model: (compute, memory,
         exposed communication, busy, time), each of shape (K,)."""
-        c, mm, x = s1.stage_parts(T * one, A * one, R * one)[:3]
+        D = s1.distinct_adapters((T if S is None else S) * one)  # 0 without adapters
+        c, mm, x = s1.stage_parts(T * one, A * one, R * one, D)[:3]
         b = s1.busy_s(c, mm, A * one, R * one)
         t = s1.iteration_s(T * one, A * one, R * one, None if S is None else S * one)
         return tuple(np.broadcast_to(np.asarray(a, dtype=float).reshape(-1), (k,)) for a in (c, mm, x, b, t))
 
-    # as core.serving.speed.prefill_numbers: the whole batch's prompts as m pipeline micro-batches, and one prompt alone
-    pc, pm, px, pb, t_mb = it(pf.T / pf.m, pf.A / pf.m, pf.R / pf.m, pf.it.seqs)
-    ttft = pipeline_fill_s(t_mb, pf.m, pb, px)
-    _, _, _, _, ttft_one = it(float(pf.uncached), pf.one.pairs, pf.one.kv_tokens, pf.one.seqs)
+    if pf.chunked:  # as core.serving.speed: a long prompt chunk by chunk, the batch's prompts one after another
+        s_n = stack_models(models, 1)
+        ttft_one = np.broadcast_to(np.asarray(chunked_prompt_s(s_n, pf.chunks), dtype=float).reshape(-1), (k,))
+        ttft = cfg.batch * ttft_one
+        pc, pm, px = (  # the bound of the last chunk, as core.serving.speed's (its prefill iteration)
+            np.broadcast_to(np.asarray(np.take(v, -1, axis=-1), dtype=float).reshape(-1), (k,))
+            for v in s_n.stage_parts(pf.chunks.T, pf.chunks.A, pf.chunks.R)[:3]
+        )
+    else:
+        # as core.serving.speed.prefill_numbers: the whole batch's prompts as m pipeline micro-batches, and one
+        # prompt alone
+        pc, pm, px, pb, t_mb = it(pf.T / pf.m, pf.A / pf.m, pf.R / pf.m, pf.it.seqs)
+        ttft = pipeline_fill_s(t_mb, pf.m, pb, px)
+        _, _, _, _, ttft_one = it(float(pf.uncached), pf.one.pairs, pf.one.kv_tokens, pf.one.seqs)
     b = math.ceil(cfg.batch / sm0.pp)
     N = max(cfg.output_tokens - 1, 1)
     ctx = cfg.input_tokens + (N - 1) / 2

@@ -20,6 +20,16 @@ them with the page they come from, and the tests check every emitted flag agains
   #11487, March 2026), ``--host``, ``--port``. Weight quantization comes from the checkpoint (a
   ModelOpt FP8/NVFP4 export), not from a flag: the command says so in a comment; so does eager mode, which
   trtllm-serve sets only through its LLM API options (:data:`TRTLLM_EAGER_NOTE`).
+* Adapters (multi-LoRA serving, the config's ``adapters`` group): vLLM ``--enable-lora``, ``--max-loras`` (GPU
+  slots, "Max number of LoRAs in a single batch"), ``--max-lora-rank`` (one of 1, 8, 16, 32, 64, 128, 256, 320,
+  512), ``--max-cpu-loras`` ("Must be >= than max_loras"), ``--lora-dtype {auto,float16,bfloat16}`` and
+  ``--lora-modules name=path ...`` (``vllm/config/lora.py``, ``vllm/entrypoints/openai/cli_args.py``; docs.vllm.ai
+  "LoRA Adapters": more adapters are registered at run time with ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` and
+  ``POST /v1/load_lora_adapter``); SGLang ``--enable-lora``, ``--lora-paths name=path ...``,
+  ``--max-loras-per-batch``, ``--max-lora-rank``, ``--max-loaded-loras`` (adapters in CPU memory) and
+  ``--lora-target-modules {q_proj,...,all}`` (``python/sglang/srt/server_args.py``; docs.sglang.io "LoRA
+  Serving"); TensorRT-LLM takes a ``lora_config`` (``max_lora_rank``, ``max_loras``, ``max_cpu_loras``: LLM API
+  ``LoraConfig``) in the YAML of ``--extra_llm_api_options``: a comment on the command.
 * Disaggregated (a pick with prefill and decode pools): one command per pool. vLLM: both pools serve with
   ``--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'`` (``KVTransferConfig``, vLLM
   ``config/kv_transfer.py``; the llm-d ModelService ``values-pd.yaml`` runs prefill and decode pods so), behind a
@@ -32,6 +42,23 @@ them with the page they come from, and the tests check every emitted flag agains
   (kubernetes.io "Schedule GPUs"), nodes chosen by the product label that NVIDIA GPU Feature Discovery
   (``nvidia.com/gpu.product``, e.g. ``NVIDIA-H100-80GB-HBM3``) or the AMD node labeller
   (``amd.com/gpu.product-name``, e.g. ``AMD_Instinct_MI300X_OAM``) writes.
+
+Attention parallelism and the host KV tier (the engines' own flags, read from their released wheels: vLLM 0.11.0 /
+0.12.0 / 0.33.0 ``vllm/engine/arg_utils.py``, SGLang 0.5.4 / 0.5.23 ``sglang/srt/server_args.py``):
+
+* data-parallel attention: vLLM ``--data-parallel-size TP --tensor-parallel-size 1`` with
+  ``--enable-expert-parallel`` for MoE layers (docs.vllm.ai "Data Parallel Deployment": "use data parallel for the
+  attention layers and expert or tensor parallel for the expert layers"); SGLang ``--dp-size TP
+  --enable-dp-attention`` (0.5.4; 0.5.23 also accepts ``--attn-dp-size``); TensorRT-LLM ``enable_attention_dp: true``
+  in the YAML of ``--extra_llm_api_options`` (its DeepSeek-R1 serving example);
+* decode context parallelism: vLLM ``--decode-context-parallel-size`` (it reuses the TP ranks), SGLang
+  ``--dcp-size`` (0.5.23); TensorRT-LLM's Helix (``context_parallel_size`` with ``cp_config: {cp_type: HELIX}``,
+  docs "Helix") in the YAML;
+* context parallelism for the prefill: vLLM ``--prefill-context-parallel-size`` (from 0.12.0; it adds ranks),
+  SGLang ``--attn-cp-size`` (0.5.23);
+* a KV tier in host memory: vLLM ``--kv-offloading-size GiB --kv-offloading-backend native`` (from 0.12.0; the size
+  summed over the TP ranks; ``--cpu-offload-gb`` offloads weights, not KV), SGLang ``--enable-hierarchical-cache
+  --hicache-size GB`` (the host pool of one rank).
 
 The memory fraction is :class:`core.base.assumptions.Assumptions`' ``gpu_mem_util``: the share of HBM the
 simulator already gave the engine, so the KV pool the engine builds is the one the simulation assumed.
@@ -48,6 +75,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core import catalog
 from core.base import Assumptions
+from core.config import AdapterSet
 
 Engine = Literal["vllm", "sglang", "trtllm"]
 EMIT_CHOICES = ("vllm", "sglang", "trtllm", "k8s")
@@ -69,7 +97,19 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
                 "--dtype",
                 "--enable-prefix-caching",
                 "--enable-expert-parallel",
+                "--data-parallel-size",
+                "--decode-context-parallel-size",
+                "--prefill-context-parallel-size",
+                "--kv-offloading-size",
+                "--kv-offloading-backend",
                 "--enforce-eager",
+                "--enable-lora",
+                "--max-loras",
+                "--max-lora-rank",
+                "--max-cpu-loras",
+                "--fully-sharded-loras",
+                "--lora-dtype",
+                "--lora-modules",
                 "--kv-transfer-config",
                 "--host",
                 "--port",
@@ -84,6 +124,12 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
                 "--tp-size",
                 "--pp-size",
                 "--ep-size",
+                "--dp-size",
+                "--enable-dp-attention",
+                "--dcp-size",
+                "--attn-cp-size",
+                "--enable-hierarchical-cache",
+                "--hicache-size",
                 "--max-running-requests",
                 "--chunked-prefill-size",
                 "--mem-fraction-static",
@@ -92,6 +138,12 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
                 "--context-length",
                 "--disable-cuda-graph",
                 "--dtype",
+                "--enable-lora",
+                "--lora-paths",
+                "--max-loras-per-batch",
+                "--max-lora-rank",
+                "--max-loaded-loras",
+                "--lora-target-modules",
                 "--disaggregation-mode",
                 "--disaggregation-transfer-backend",
                 "--host",
@@ -199,6 +251,12 @@ class LaunchSpec(BaseModel):
     port: int = 8000
     ep: int = Field(1, ge=1)  # expert parallelism over the TP ranks (MoE)
     cuda_graphs: bool = True  # False: eager mode, every kernel launched from the host (the config's setting)
+    #: multi-LoRA serving: the adapter set with the slots the search chose (None: no adapters)
+    adapters: AdapterSet | None = None
+    dp_attention: bool = False  # data-parallel attention over the TP ranks
+    cp: int = Field(1, ge=1)  # context parallelism for the prefill over CP TP groups
+    dcp: int = Field(1, ge=1)  # decode context parallelism over DCP of the TP ranks
+    kv_offload_gib: float = Field(0.0, ge=0)  # the replica's KV tier in host memory
 
 
 @lru_cache(maxsize=64)
@@ -217,6 +275,7 @@ def launch_spec(pick, goal) -> LaunchSpec:
     spec = goal.workload
     arch = goal.custom_model if goal.custom_model is not None else catalog.model(goal.model)
     repo = arch.name if goal.custom_model is not None else model_repo(goal.model)
+    ranks = pick.tp if getattr(pick, "dp_attention", False) else 1
     longest = spec.input.upper() + spec.max_output_tokens()
     if spec.trace is not None:
         longest = max(a + b for a, b in spec.trace)
@@ -230,14 +289,104 @@ def launch_spec(pick, goal) -> LaunchSpec:
         replicas=max(1, pick.replicas),
         weights=pick.weights,
         kv_dtype=pick.kv_dtype,
-        max_num_seqs=max(1, pick.max_num_seqs or spec.max_batch),
-        max_num_batched_tokens=max(spec.token_budget, pick.max_num_seqs or 1),
+        # with data-parallel attention the engine's limits are per rank: the replica's cap over its TP ranks
+        max_num_seqs=max(1, -(-(pick.max_num_seqs or spec.max_batch) // ranks)),
+        max_num_batched_tokens=max(spec.token_budget, -(-(pick.max_num_seqs or 1) // ranks)),
         max_model_len=min(longest, arch.max_context),
         gpu_memory_utilization=Assumptions().gpu_mem_util,
         gpus_per_node=g.gpus_per_node,
         ep=getattr(pick, "ep", 1),
         cuda_graphs=getattr(goal, "cuda_graphs", True),
+        adapters=_adapters_of(pick, goal),
+        dp_attention=getattr(pick, "dp_attention", False),
+        cp=getattr(pick, "cp", 1),
+        dcp=getattr(pick, "dcp", 1),
+        kv_offload_gib=getattr(getattr(goal, "settings", None), "kv_offload_gib", 0.0),
     )
+
+
+def _adapters_of(pick, goal) -> AdapterSet | None:
+    """The goal's adapter set with the slots the search chose for ``pick`` (None without adapters)."""
+    settings = getattr(goal, "settings", None)
+    if settings is None or not settings.adapters.enabled:
+        return None
+    return settings.adapters.with_slots(getattr(pick, "adapter_slots", 0), settings.workload.engine)  # as searched
+
+
+#: Adapters named on the command line; the rest are registered at run time (vLLM) or listed alike (the note says).
+LISTED_ADAPTERS = 4
+#: vLLM ``--lora-dtype`` values by adapter dtype ("auto": the base model's dtype, BF16 here).
+VLLM_LORA_DTYPE = {"bf16": "auto", "fp16": "float16"}
+#: SGLang ``--lora-target-modules`` by the config's targets.
+SGLANG_TARGETS = {
+    "qkvo": ["q_proj", "k_proj", "v_proj", "o_proj"],
+    "mlp": ["gate_proj", "up_proj", "down_proj"],
+    "all": ["all"],
+}
+
+
+#: How each engine takes adapters beyond those listed at launch (vLLM docs "LoRA Adapters", "Dynamically serving
+#: LoRA Adapters"; SGLang docs "LoRA Serving", dynamic loading).
+MORE_ADAPTERS = {
+    "vllm": "list them alike, or register them at run time with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and "
+    "POST /v1/load_lora_adapter",
+    "sglang": "list them alike, or load them at run time with POST /load_lora_adapter",
+}
+
+
+def _adapter_modules(a: AdapterSet, engine: str) -> tuple[list[str], list[str]]:
+    """``name=path`` of the adapters named on the command line (the hottest first), and the note on the rest."""
+    n = min(a.count, LISTED_ADAPTERS)
+    items = [f"{a.name_of(i)}=/adapters/{a.name_of(i)}" for i in range(n)]
+    notes = [f"adapters: point each name=path at an adapter directory (PEFT format); {a.count:,} adapter(s) served"]
+    if a.count > n:
+        notes.append(f"the other {a.count - n:,} adapters: {MORE_ADAPTERS[engine]}")
+    return items, notes
+
+
+#: Each engine's flags for the slots, the slot rank, the host cache and the adapters to load.
+LORA_FLAGS = {
+    "vllm": ("--max-loras", "--max-lora-rank", "--max-cpu-loras", "--lora-modules"),
+    "sglang": ("--max-loras-per-batch", "--max-lora-rank", "--max-loaded-loras", "--lora-paths"),
+}
+
+
+def _lora_argv(s: LaunchSpec, engine: str) -> tuple[list[str], list[str]]:
+    """vLLM's or SGLang's LoRA flags for the spec's adapters: (argv, notes); nothing without adapters."""
+    a = s.adapters
+    if a is None:
+        return [], []
+    mods, notes = _adapter_modules(a, engine)
+    slots, rank, host, paths = LORA_FLAGS[engine]
+    argv = [
+        "--enable-lora",
+        slots,
+        str(a.slots(engine)),
+        rank,
+        str(a.slot_rank(engine)),
+        host,
+        str(a.host_slots(engine)),
+    ]
+    if engine == "sglang":
+        argv += ["--lora-target-modules", *SGLANG_TARGETS[a.targets]]
+    elif a.dtype in VLLM_LORA_DTYPE:
+        argv += ["--lora-dtype", VLLM_LORA_DTYPE[a.dtype]]
+    else:
+        notes.append(f"{a.dtype} adapters: vLLM's --lora-dtype takes auto, float16 or bfloat16")
+    if engine == "vllm" and a.fully_sharded:  # "use the fully sharded layers" (vllm/config/lora.py)
+        argv += ["--fully-sharded-loras"]
+    return argv + [paths, *mods], notes
+
+
+def _trtllm_lora_note(s: LaunchSpec) -> list[str]:
+    a = s.adapters
+    if a is None:
+        return []
+    return [
+        f"adapters: pass lora_config: {{max_lora_rank: {a.slot_rank('trtllm')}, max_loras: {a.slots('trtllm')}, "
+        f"max_cpu_loras: {a.host_slots('trtllm')}}} (LLM API LoraConfig) in a YAML file given to "
+        "--extra_llm_api_options; trtllm-serve has no LoRA flags of its own"
+    ]
 
 
 def _join(argv: list[str], notes: list[str]) -> str:
@@ -246,12 +395,11 @@ def _join(argv: list[str], notes: list[str]) -> str:
     parts = [" ".join(shlex.quote(a) for a in argv[:first])]
     i = first
     while i < len(argv):
-        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            parts.append(f"{argv[i]} {shlex.quote(argv[i + 1])}")
-            i += 2
-        else:
-            parts.append(argv[i])
-            i += 1
+        j = i + 1
+        while j < len(argv) and not argv[j].startswith("--"):  # a flag's values (several: --lora-modules)
+            j += 1
+        parts.append(" ".join([argv[i], *(shlex.quote(v) for v in argv[i + 1 : j])]))
+        i = j
     return "\n".join([f"# {n}" for n in notes] + [" \\\n  ".join(parts)]) + "\n"
 
 
@@ -262,7 +410,7 @@ def vllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         "serve",
         s.model_repo,
         "--tensor-parallel-size",
-        str(s.tp),
+        str(1 if s.dp_attention else s.tp),
         "--pipeline-parallel-size",
         str(s.pp),
         "--max-num-seqs",
@@ -276,19 +424,32 @@ def vllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         "--max-model-len",
         str(s.max_model_len),
     ]
+    if s.dp_attention:  # attention data-parallel over the replica's ranks, experts over TP x DP
+        argv += ["--data-parallel-size", str(s.tp)]
     if s.ep > 1:  # experts spread over the TP ranks (EP size = TP x DP)
         argv += ["--enable-expert-parallel"]
+    if s.dcp > 1:  # the KV split over DCP of the TP ranks
+        argv += ["--decode-context-parallel-size", str(s.dcp)]
+    if s.cp > 1:  # the prefill split over CP groups of TP ranks
+        argv += ["--prefill-context-parallel-size", str(s.cp)]
+    if s.kv_offload_gib > 0:  # the host KV tier, summed over the ranks
+        argv += ["--kv-offloading-size", f"{s.kv_offload_gib:g}", "--kv-offloading-backend", "native"]
     if not s.cuda_graphs:  # "Always use eager-mode PyTorch" (engine arguments)
         argv += ["--enforce-eager"]
     q = QUANT_VALUES["vllm"].get(s.weights)
     if q:
         argv += ["--quantization", q]
-    argv += ["--host", "0.0.0.0", "--port", str(s.port)]
-    return argv, _notes(s, "vllm")
+    lora, lora_notes = _lora_argv(s, "vllm")
+    argv += lora + ["--host", "0.0.0.0", "--port", str(s.port)]
+    return argv, _notes(s, "vllm") + lora_notes
 
 
 def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
-    """``python -m sglang.launch_server`` for one replica: (argv, comment lines)."""
+    """``python -m sglang.launch_server`` for one replica: (argv, comment lines). Under data-parallel attention
+    SGLang divides ``--max-running-requests`` and ``--chunked-prefill-size`` by ``--dp-size`` (server_args.py:
+    "The chunked prefill size is adjusted to ..."; model_runner: ``max_running_requests // dp_size``), so it takes
+    the replica's totals where the spec holds one rank's limits."""
+    ranks = s.tp if s.dp_attention else 1
     argv = [
         "python",
         "-m",
@@ -300,9 +461,9 @@ def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         "--pp-size",
         str(s.pp),
         "--max-running-requests",
-        str(s.max_num_seqs),
+        str(s.max_num_seqs * ranks),
         "--chunked-prefill-size",
-        str(s.max_num_batched_tokens),
+        str(s.max_num_batched_tokens * ranks),
         "--mem-fraction-static",
         f"{s.gpu_memory_utilization:g}",
         "--kv-cache-dtype",
@@ -310,15 +471,25 @@ def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         "--context-length",
         str(s.max_model_len),
     ]
+    if s.dp_attention:  # "data parallelism for attention and tensor parallelism for FFN" (0.5.4)
+        argv += ["--dp-size", str(s.tp), "--enable-dp-attention"]
     if s.ep > 1:
         argv += ["--ep-size", str(s.ep)]
+    if s.dcp > 1:
+        argv += ["--dcp-size", str(s.dcp)]
+    if s.cp > 1:
+        argv += ["--attn-cp-size", str(s.cp)]
+    if s.kv_offload_gib > 0:  # the host pool of one rank, in GB
+        per_rank = s.kv_offload_gib * 2**30 / 1e9 / s.gpus_per_replica
+        argv += ["--enable-hierarchical-cache", "--hicache-size", f"{per_rank:.4g}"]
     if not s.cuda_graphs:  # server arguments: "Disable cuda graph"
         argv += ["--disable-cuda-graph"]
     q = QUANT_VALUES["sglang"].get(s.weights)
     if q:
         argv += ["--quantization", q]
-    argv += ["--host", "0.0.0.0", "--port", str(s.port)]
-    return argv, _notes(s, "sglang")
+    lora, lora_notes = _lora_argv(s, "sglang")
+    argv += lora + ["--host", "0.0.0.0", "--port", str(s.port)]
+    return argv, _notes(s, "sglang") + lora_notes
 
 
 def trtllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
@@ -348,9 +519,20 @@ def trtllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
     if s.ep > 1:
         argv += ["--ep_size", str(s.ep)]
     argv += ["--host", "0.0.0.0", "--port", str(s.port)]
-    notes = _notes(s, "trtllm")
+    notes = _notes(s, "trtllm") + _trtllm_lora_note(s)
     if not s.cuda_graphs:
         notes.append(TRTLLM_EAGER_NOTE)
+    if s.dp_attention:
+        notes.append("data-parallel attention: set `enable_attention_dp: true` in a YAML file passed with --config")
+    if s.dcp > 1 or s.cp > 1:
+        notes.append(
+            f"context parallelism {max(s.dcp, s.cp)}: set `context_parallel_size` and `cp_config: {{cp_type: HELIX}}` "
+            "(decode, Helix) in the YAML; trtllm-serve has no command-line flag for it"
+        )
+    if s.kv_offload_gib > 0:
+        notes.append(
+            f"host KV tier: set `kv_cache_config: {{host_cache_size: {int(s.kv_offload_gib * 2**30)}}}` (bytes) in the YAML"
+        )
     if s.weights != "bf16":
         notes.append(f"{s.weights} weights come from a pre-quantized checkpoint (ModelOpt export): point MODEL at it")
     return argv, notes
@@ -358,7 +540,13 @@ def trtllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
 
 def _notes(s: LaunchSpec, engine: str) -> list[str]:
     src = DOCUMENTED_FLAGS[engine][0]
-    layout = f"TP {s.tp} x PP {s.pp}" + (f", EP {s.ep}" if s.ep > 1 else "")
+    layout = (
+        f"TP {s.tp} x PP {s.pp}"
+        + (f", EP {s.ep}" if s.ep > 1 else "")
+        + (", DP attention" if s.dp_attention else "")
+        + (f", CP {s.cp}" if s.cp > 1 else "")
+        + (f", DCP {s.dcp}" if s.dcp > 1 else "")
+    )
     notes = [f"{s.replicas} replica(s) of {s.gpus_per_replica} x {s.gpu} ({layout}); flags: {src}"]
     if s.gpus_per_replica > s.gpus_per_node:
         notes.append(

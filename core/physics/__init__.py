@@ -4,33 +4,51 @@ The wing's face: it only hands on the names other wings and the edges use."""
 
 from __future__ import annotations
 
+from core.physics.activations import (
+    activation_bytes_per_layer,
+)
+from core.physics.adapters import (
+    AdapterFootprint,
+    adapter_footprint,
+    adapter_load_s,
+    adapter_modules,
+)
 from core.physics.collectives import (
     ACT_BYTES,
     Collectives,
+)
+from core.physics.footprint import (
+    attention_replica_bytes,
+    dense_weight_bytes,
+    expert_params_total,
+    kv_bytes_per_token,
+    kv_shard,
+    prefill_chunk_tokens,
+    weight_bytes_per_gpu,
+    workspace_bytes_per_gpu,
 )
 from core.physics.iteration_parts import (
     IterationParts,
     iteration,
 )
 from core.physics.memory import (
+    AdapterKvCost,
     ServingMemory,
-    dense_weight_bytes,
-    expert_params_total,
+    adapter_kv_cost,
     fit_problems,
-    kv_bytes_per_token,
     kv_per_token_across_catalog,
-    kv_shard,
     sequences_vs_context,
     serving_memory,
 )
+from core.physics.peak import (
+    effective_peak_flop_per_s,
+)
 from core.physics.step import (
     StepModel,
-    effective_peak_flop_per_s,
     per_query_head_kv_reads,
 )
 from core.physics.training_footprint import (
     TrainingMemory,
-    activation_bytes_per_layer,
     lora_params,
     training_memory,
     training_memory_by_zero,
@@ -52,6 +70,12 @@ from core.physics.video import (
 )
 
 __all__ = [
+    "AdapterKvCost",
+    "adapter_kv_cost",
+    "AdapterFootprint",
+    "adapter_footprint",
+    "adapter_load_s",
+    "adapter_modules",
     "dense_weight_bytes",
     "fit_problems",
     "ACT_BYTES",
@@ -68,6 +92,10 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_per_token_across_catalog",
     "kv_shard",
+    "attention_replica_bytes",
+    "prefill_chunk_tokens",
+    "weight_bytes_per_gpu",
+    "workspace_bytes_per_gpu",
     "latent_shape",
     "linear_flop_per_token",
     "lora_params",

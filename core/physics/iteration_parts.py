@@ -1,17 +1,10 @@
 """One scheduler iteration taken apart: its FLOPs, bytes and the parts of its time, recorded as it is computed.
 
 :func:`iteration` evaluates the step model's one body (:meth:`core.physics.step.StepModel.stage_parts`,
-``iteration_s``) for one iteration of ``T`` new tokens, ``A`` attended (query, key) pairs, ``R`` cached tokens and
-``S`` sequences, and, given a :class:`core.base.Trace`, records each part where it computes it, in the symbols
-of :func:`consts`::
+``busy_s``, ``launch_s``, ``iteration_s``) for one iteration of ``T`` new tokens, ``A`` attended (query, key) pairs,
+``R`` cached tokens and ``S`` sequences, and, given a :class:`core.base.Trace`, records each part where it computes
+it, in the expressions and symbols of :mod:`core.physics.iteration_exprs`::
 
-    F   = f_t T + f_a A                                                      FLOPs per GPU
-    t_c = (f_t - f_e) T / (pi mfu T/(T + T0)) + f_e T / (pi mfu t_e/(t_e + T0)) + f_a A / (pi mfu)
-    Y   = W_r + (g_r R + T) k_g + T r_b                                      bytes per GPU
-    t_m = Y / (pi_bw eta_bw)
-    t_x = (n_ar min(a_r + b_r T, a_t + b_t T) + n_a2a (a_e + b_e T)) x_c
-    t_o = t_s + pp n_k t_k + S (t_q + (V y_v + 2 m_s) / (pi_bw eta_bw))
-    t_ca = f_a A / (pi mfu),   t_ma = g_r R k_g / (pi_bw eta_bw)              attention's compute and K/V reads
     t_b = max(t_c - t_ca, t_m - t_ma) + max(t_ca, t_ma)                       GEMMs and attention, each at its roofline
     t   = pp (t_b + t_x) + (pp - 1)(a_h + b_h T) + t_o
 
@@ -22,10 +15,31 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE, Trace
+from core.physics.iteration_exprs import (
+    EXPR_BUSY,
+    EXPR_BYTES,
+    EXPR_COMM,
+    EXPR_COMPUTE,
+    EXPR_COMPUTE_LORA,
+    EXPR_FIXED,
+    EXPR_FLOP,
+    EXPR_FLOP_LORA,
+    EXPR_LORA_BYTES,
+    EXPR_MEMORY,
+    EXPR_MEMORY_LORA,
+    EXPR_TIME,
+    consts,
+    exprs,
+    launch_per_kernel_s,
+    lora_consts,
+    rows_per_expert,
+)
+from core.physics.iteration_exprs import UNITS as _U_ITER
 from core.physics.step import StepModel
 
 __all__ = ["IterationParts", "iteration"]
@@ -54,147 +68,136 @@ class IterationParts(_Frozen):
     seqs: float = 0.0  # S: sequences scheduled and sampled
     launch_s: float = 0.0  # kernel launches of one stage
     busy_s: float = 0.0  # one stage: the GEMMs and attention each at their own roofline (StepModel.busy_s)
+    # multi-LoRA serving: distinct adapters read (D), their bytes and FLOPs (in ``bytes`` and ``flop``)
+    adapters: float = 0.0
+    adapter_bytes: float = 0.0
+    adapter_flop: float = 0.0
 
     @property
     def intensity_flop_per_byte(self) -> float:
         return self.flop / self.bytes if self.bytes else math.inf
 
 
-_U_ITER = {
-    "T": "tokens",
-    "A": "pairs",
-    "R": "tokens",
-    "f_t": "FLOP",
-    "f_a": "FLOP",
-    "pi_flops": "FLOP/s",
-    "mfu": "frac",
-    "T0": "tokens",
-    "W_r": "B",
-    "k_g": "B",
-    "pi_bw": "B/s",
-    "eta_bw": "frac",
-    "n_ar": "",
-    "a_r": "s",
-    "a_t": "s",
-    "b_r": "s",
-    "b_t": "s",
-    "n_a2a": "",
-    "a_e": "s",
-    "b_e": "s",
-    "x_c": "frac",
-    "pp": "",
-    "a_h": "s",
-    "b_h": "s",
-    "t_o": "s",
-    "t_s": "s",
-    "n_k": "",
-    "t_k": "s",
-    "S": "",
-    "t_q": "s",
-    "V": "",
-    "y_v": "B",
-    "m_s": "B",
-    "t_c": "s",
-    "t_ca": "s",
-    "t_ma": "s",
-    "t_b": "s",
-    "t_m": "s",
-    "t_x": "s",
-    "F": "FLOP",
-    "Y": "B",
-    "f_e": "FLOP",
-    "t_e": "tokens",
-    "r_b": "B",
-    "g_r": "x",
-}
-
-#: The recorded expressions of one iteration, in the symbols of :func:`consts` (each re-evaluated by a test).
-EXPR_FLOP = "f_t * T + f_a * A"
-EXPR_COMPUTE = (
-    "(f_t - f_e) * T / (pi_flops * mfu * T / (T + T0)) + f_e * T / (pi_flops * mfu * t_e / (t_e + T0))"
-    " + f_a * A / (pi_flops * mfu)"
-)
-EXPR_BYTES = "W_r + (g_r * R + T) * k_g + T * r_b"
-EXPR_MEMORY = "Y / (pi_bw * eta_bw)"
-EXPR_COMM = "(n_ar * min(a_r + b_r * T, a_t + b_t * T) + n_a2a * (a_e + b_e * T)) * x_c"
-EXPR_FIXED = "t_s + pp * n_k * t_k + S * (t_q + (V * y_v + 2 * m_s) / (pi_bw * eta_bw))"
-EXPR_ATT_COMPUTE = "f_a * A / (pi_flops * mfu)"
-EXPR_ATT_MEMORY = "g_r * R * k_g / (pi_bw * eta_bw)"
-EXPR_BUSY = "max(t_c - t_ca, t_m - t_ma) + max(t_ca, t_ma)"
-EXPR_TIME = "pp * (t_b + t_x) + (pp - 1) * (a_h + b_h * T) + t_o"
+def _pick(expr: str, pool: dict[str, Any]) -> dict[str, Any]:
+    """The named inputs of ``expr`` found in ``pool``."""
+    names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", expr))
+    return {n: pool[n] for n in names if n in pool}
 
 
-def _inline(expr: str, **parts: str) -> str:
-    """``expr`` with each named intermediate replaced by its own expression, in parentheses."""
-    for name, sub in parts.items():
-        expr = re.sub(rf"\b{name}\b", f"({sub})", expr)
-    return expr
-
-
-#: The whole iteration in one expression (the compact record), built from the parts above.
-_FULL_ITER = _inline(
-    EXPR_TIME,
-    t_b=_inline(
-        EXPR_BUSY,
-        t_c=_inline(EXPR_COMPUTE, F=EXPR_FLOP),
-        t_m=_inline(EXPR_MEMORY, Y=EXPR_BYTES),
-        t_ca=EXPR_ATT_COMPUTE,
-        t_ma=EXPR_ATT_MEMORY,
-    ),
-    t_x=EXPR_COMM,
-    t_o=EXPR_FIXED,
-)
-
-
-def consts(sm: StepModel) -> dict[str, float]:
-    """The StepModel constants as the named inputs of the recorded expressions."""
-    return dict(
-        f_t=sm.flop_per_token,
-        f_e=sm.expert_flop_per_token,
-        r_b=sm.route_bytes_per_token,
-        g_r=sm.kv_read_factor,
-        f_a=sm.attn_flop_per_pair,
-        mfu=sm.mfu_max,
-        pi_flops=sm.peak_flop_per_s / sm.mfu_max,  # pi x mfu: the ceiling the body divides by
-        T0=sm.ramp_tokens,
-        k_g=sm.kv_bytes_per_token,
-        pi_bw=sm.hbm_bw_bytes_per_s,
-        eta_bw=sm.mbu,
-        n_ar=sm.ar_per_iter,
-        a_r=sm.tp_ar_alpha_ring,
-        b_r=sm.tp_ar_beta_ring,
-        a_t=sm.tp_ar_alpha_tree,
-        b_t=sm.tp_ar_beta_tree,
-        n_a2a=sm.a2a_per_iter,
-        a_e=sm.ep_a2a_alpha,
-        b_e=sm.ep_a2a_beta,
-        x_c=sm.comm_exposed,
-        pp=sm.pp,
-        a_h=sm.pp_hop_alpha,
-        b_h=sm.pp_hop_beta,
-        t_s=sm.overhead_s,
-        n_k=sm.kernels_per_stage,
-        t_q=sm.seq_overhead_s,
-        V=sm.model.vocab_size,
-        y_v=sm.sample_bytes_per_vocab,
-        m_s=sm.state_bytes_per_seq,
+def _record_split(
+    sm: StepModel,
+    tr: Trace,
+    key: str,
+    what: str,
+    whole: dict[str, float],
+    pool: dict[str, Any],
+    values: dict[str, float],
+) -> None:
+    """The parts of an iteration with attention parallelism or a host KV tier, on one rank's share (the split path
+    of :meth:`core.physics.step.StepModel.stage_parts`): ``whole`` the iteration's T, A, R, ``pool`` the named
+    inputs (the constants and the share), ``values`` the recorded parts (F, t_c, Y, Y_l, t_m, t_x)."""
+    ex = exprs(sm)
+    if sm.cp > 1:
+        for sym, name in (("T_c", "tokens"), ("A_c", "pairs"), ("R_c", "cached tokens")):
+            full_v: dict[str, Any] = {sym[0]: whole[sym[0]]}
+            tr.step(
+                f"{key}_{sym.lower()}",
+                f"{what}: {name} on one of the {sm.cp} CP ranks",
+                sym,
+                f"{sym[0]} / cp",
+                pool[sym],
+                unit=_U_ITER[sym],
+                units=_U_ITER,
+                **full_v,
+                cp=sm.cp,
+                note="context parallelism splits the iteration's tokens, pairs and cached tokens over the ranks",
+            )
+    rows = (
+        ("flop", "F", "FLOPs per GPU", "FLOP", ""),
+        ("compute_s", "t_c", "compute time", "s", ""),
+        ("bytes", "Y", "bytes moved per GPU", "B", ""),
+        ("lora_bytes", "Y_l", "adapter bytes per GPU", "B", "the batch's distinct adapters, read on every rank"),
+        (
+            "memory_s",
+            "t_m",
+            "memory time",
+            "s",
+            "HBM" + (", and the host link's stream beside it for the KV beyond HBM" if sm.host_tier else ""),
+        ),
+        (
+            "comm_s",
+            "t_x",
+            "exposed communication per stage",
+            "s",
+            "TP all-reduces and EP all-to-alls of the rank's tokens"
+            + ("; the ring steps' sends not hidden behind their block's attention" if sm.cp > 1 else "")
+            + ("; decode context parallelism's exchange per attention layer" if sm.dcp > 1 else ""),
+        ),
     )
+    for suffix, sym, label, unit, note in rows:
+        if sym not in ex:
+            continue
+        pool[sym] = tr.step(
+            f"{key}_{suffix}",
+            f"{what}: {label}",
+            sym,
+            ex[sym],
+            values[sym],
+            unit=unit,
+            units=_U_ITER,
+            **_pick(ex[sym], pool),
+            note=note,
+        )
 
 
-def launch_per_kernel_s(sm: StepModel, T: float, S: float | None = None) -> float:
-    """The launch cost of one kernel in an iteration of ``T`` tokens and ``S`` sequences: a graph replay or an
-    eager launch [s] (:meth:`core.physics.step.StepModel.launch_s`)."""
-    if not sm.graph_prefill and S is not None and S < T:
-        return sm.eager_launch_s
-    return sm.graph_launch_s if T <= sm.graph_max_tokens else sm.eager_launch_s
-
-
-def rows_per_expert(sm: StepModel, T: float) -> float:
-    """Rows each touched routed expert's GEMM sees in an iteration of ``T`` tokens: T k / E_T (T for dense)."""
-    m = sm.model
-    if not m.is_moe or T <= 0:
-        return float(T) if T > 0 else 1.0
-    return T * m.experts_per_tok / (m.num_experts * (1.0 - (1.0 - m.experts_per_tok / m.num_experts) ** T))
+def _record_busy(
+    sm: StepModel, tr: Trace, key: str, what: str, pool: dict[str, Any], c_a: float, m_a: float, busy: float
+) -> None:
+    """Attention's compute and K/V reads, and the stage's busy time (:meth:`core.physics.step.StepModel.busy_s`),
+    plain or on one rank's share."""
+    ex = exprs(sm)
+    plain = not sm.attention_split
+    tr.step(
+        f"{key}_attention_compute_s",
+        f"{what}: attention compute",
+        "t_ca",
+        ex["t_ca"],
+        c_a,
+        unit="s",
+        latex=r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}" if plain else None,
+        units=_U_ITER,
+        **_pick(ex["t_ca"], pool),
+        note="the attention kernels' share of t_c",
+    )
+    tr.step(
+        f"{key}_attention_memory_s",
+        f"{what}: attention K/V reads",
+        "t_ma",
+        ex["t_ma"],
+        m_a,
+        unit="s",
+        latex=r"\frac{[g_r] \cdot [R] \cdot [k_g]}{[pi_bw] \cdot [eta_bw]}" if plain else None,
+        units=_U_ITER,
+        **_pick(ex["t_ma"], pool),
+        note="the attention kernels' share of t_m: the cached K/V they read",
+    )
+    tr.step(
+        f"{key}_busy_s",
+        f"{what}: busy time per stage (GEMMs and attention each at their own roofline)",
+        "t_b",
+        EXPR_BUSY,
+        busy,
+        unit="s",
+        latex=r"\max([t_c] - [t_ca],\ [t_m] - [t_ma]) + \max([t_ca],\ [t_ma])",
+        units=_U_ITER,
+        t_c=pool["t_c"],
+        t_ca=c_a,
+        t_m=pool["t_m"],
+        t_ma=m_a,
+        note="a layer's GEMMs (against the weights they stream; the adapters' GEMMs and weights with them) and its "
+        "attention (against the K/V it reads) run as separate kernels, one after the other (per-operator roofline, "
+        "arXiv 2402.16363)",
+    )
 
 
 def iteration(
@@ -220,18 +223,37 @@ def iteration(
     (default ``{key}_s``) whose note starts with the bound and goes on with ``note``; ``compact`` records the
     time alone, as the whole formula in one expression with these ``T``, ``A`` and ``R``.
     """
-    c, mm, x, k = sm.stage_parts(float(T), float(A), float(R))
     S = float(T) if S is None else float(S)
+    lora = lora_consts(sm)
+    D = float(sm.distinct_adapters(S)) if lora else 0.0
+    c, mm, x, k = sm.stage_parts(float(T), float(A), float(R), D)
     k = sm.launch_s(k, float(T), S)
-    c_a, m_a = sm.attention_s(float(A), float(R))
+    c_a, m_a = sm.attention_s(float(A), float(R))  # on one CP rank's share, as the body's
     busy = sm.busy_s(c, mm, float(A), float(R))
     full = tr.enabled and not compact
+    split = sm.attention_split
+    cp = sm.cp if split else 1
+    Tc, Ac, Rc = float(T) / cp, float(A) / cp, float(R) / cp  # one rank's share (all of it without CP)
     if tr.enabled:
         K = consts(sm)
-        K["t_k"] = launch_per_kernel_s(sm, T, S) if T > 0 else 0.0
-        K["t_e"] = rows_per_expert(sm, T)
+        K["t_k"] = launch_per_kernel_s(sm, Tc, S / cp) if Tc > 0 else 0.0
+        K["t_e"] = rows_per_expert(sm, Tc)
         K["S"] = S
-    W_r = sm.weights_read_bytes(T)
+        if lora:
+            K.update(lora, D=D)
+    W_r = sm.weights_read_bytes(Tc)
+    flop = sm.flop_per_token * Tc + sm.attn_flop_per_pair * Ac
+    if lora:
+        flop = flop + sm.lora_flop_per_token * Tc
+    nbytes = W_r + (sm.kv_read_factor * Rc + Tc) * sm.kv_bytes_per_token + Tc * sm.route_bytes_per_token
+    lora_bytes = D * sm.lora_bytes_per_adapter + Tc * sm.lora_act_bytes_per_token if lora else 0.0
+    if tr.enabled:
+        pool: dict[str, Any] = {**K, "T": T, "A": A, "R": R, "T_c": Tc, "A_c": Ac, "R_c": Rc, "W_r": W_r}
+        pool.update(t_c=c, t_m=mm)
+    if full and split:
+        values = {"F": flop, "t_c": c, "Y": nbytes, "Y_l": lora_bytes, "t_m": mm, "t_x": x}
+        _record_split(sm, tr, key, what, {"T": T, "A": A, "R": R}, pool, values)
+        full = False  # the plain records below are the split ones'
     if full and sm.expert_bytes_per_gpu_per_expert:
         m = sm.model
         tr.step(
@@ -250,33 +272,35 @@ def iteration(
             w_e=sm.expert_bytes_per_gpu_per_expert,
             note="expected distinct experts for T tokens with uniform top-k routing, per MoE layer",
         )
-    flop = sm.flop_per_token * T + sm.attn_flop_per_pair * A
     if full:
         tr.step(
             f"{key}_flop",
             f"{what}: FLOPs per GPU",
             "F",
-            EXPR_FLOP,
+            EXPR_FLOP_LORA if lora else EXPR_FLOP,
             flop,
             unit="FLOP",
-            latex=r"[f_t] \cdot [T] + [f_a] \cdot [A]",
+            latex=r"[f_t] \cdot [T] + [f_a] \cdot [A]" + (r" + [f_l] \cdot [T]" if lora else ""),
             units=_U_ITER,
             f_t=K["f_t"],
             T=T,
             f_a=K["f_a"],
             A=A,
-            note="matmuls (2 FLOP per active parameter per token) + attention (QK^T and PV per pair)",
+            **({"f_l": K["f_l"]} if lora else {}),
+            note="matmuls (2 FLOP per active parameter per token) + attention (QK^T and PV per pair)"
+            + (" + the adapters' shrink and expand GEMMs at the slot rank" if lora else ""),
         )
         tr.step(
             f"{key}_compute_s",
             f"{what}: compute time",
             "t_c",
-            EXPR_COMPUTE,
+            EXPR_COMPUTE_LORA if lora else EXPR_COMPUTE,
             c,
             unit="s",
             latex=r"\frac{([f_t] - [f_e]) \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[T]}{[T] + [T0]}} + "
             r"\frac{[f_e] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[t_e]}{[t_e] + [T0]}} + "
-            r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}",
+            r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}"
+            + (r" + \frac{[f_l] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot [eta_l]}" if lora else ""),
             units=_U_ITER,
             f_t=K["f_t"],
             f_e=K["f_e"],
@@ -287,15 +311,16 @@ def iteration(
             pi_flops=K["pi_flops"],
             mfu=K["mfu"],
             T0=K["T0"],
+            **({"f_l": K["f_l"], "eta_l": K["eta_l"]} if lora else {}),
             note="the matmul efficiency ramps with tokens per iteration as T/(T+T0) (GEMM tiling; the RA-BIT spec, "
             "T0 = 64); attention runs at the ceiling on its own pairs"
             + (
                 f"; routed experts (f_e) ramp on their own t_e = T k / E_T = {K['t_e']:,.3g} rows each"
                 if K["f_e"]
                 else ""
-            ),
+            )
+            + ("; the adapter GEMMs run at eta_l of it (assumption lora_kernel_eff)" if lora else ""),
         )
-    nbytes = W_r + (sm.kv_read_factor * R + T) * sm.kv_bytes_per_token + T * sm.route_bytes_per_token
     if full:
         tr.step(
             f"{key}_bytes",
@@ -315,19 +340,42 @@ def iteration(
             note="weights read + KV read (R cached tokens) + KV written (T new tokens)"
             + (" + MoE permute / un-permute copies (r_b per token)" if K["r_b"] else ""),
         )
+        extra: dict[str, float] = {}
+        if lora:
+            extra["Y_l"] = tr.step(
+                f"{key}_lora_bytes",
+                f"{what}: adapter bytes per GPU",
+                "Y_l",
+                EXPR_LORA_BYTES,
+                lora_bytes,
+                unit="B",
+                latex=r"[D] \cdot [w_l] + [T] \cdot [a_l]",
+                units=_U_ITER,
+                D=D,
+                w_l=K["w_l"],
+                T=T,
+                a_l=K["a_l"],
+                note=f"{D:.3g} distinct adapters expected among {S:,.0f} sequences (at most max_loras = "
+                f"{sm.lora_slots:g} of {sm.lora_count:g}), each read once at the slot rank, + the adapter kernels' "
+                "activations",
+            )
+            extra["eta_l"] = K["eta_l"]
         tr.step(
             f"{key}_memory_s",
             f"{what}: memory time",
             "t_m",
-            EXPR_MEMORY,
+            EXPR_MEMORY_LORA if lora else EXPR_MEMORY,
             mm,
             unit="s",
-            latex=r"\frac{[Y]}{[pi_bw] \cdot [eta_bw]}",
+            latex=r"\frac{[Y]}{[pi_bw] \cdot [eta_bw]}"
+            + (r" + \frac{[Y_l]}{[pi_bw] \cdot [eta_bw] \cdot [eta_l]}" if lora else ""),
             units=_U_ITER,
             Y=nbytes,
             pi_bw=K["pi_bw"],
             eta_bw=K["eta_bw"],
-            note="achieved HBM bandwidth = datasheet x MBU",
+            **extra,
+            note="achieved HBM bandwidth = datasheet x MBU"
+            + ("; the adapter kernels reach eta_l of it" if lora else ""),
         )
         tr.step(
             f"{key}_comm_s",
@@ -352,57 +400,11 @@ def iteration(
             note="TP all-reduces of T x h x 2 B (2 per layer; the cheaper of ring and tree/NVLS) + EP "
             "all-to-alls, times the share not hidden behind compute",
         )
-    if full:
-        tr.step(
-            f"{key}_attention_compute_s",
-            f"{what}: attention compute",
-            "t_ca",
-            EXPR_ATT_COMPUTE,
-            c_a,
-            unit="s",
-            latex=r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}",
-            units=_U_ITER,
-            f_a=K["f_a"],
-            A=A,
-            pi_flops=K["pi_flops"],
-            mfu=K["mfu"],
-            note="the attention kernels' share of t_c",
-        )
-        tr.step(
-            f"{key}_attention_memory_s",
-            f"{what}: attention K/V reads",
-            "t_ma",
-            EXPR_ATT_MEMORY,
-            m_a,
-            unit="s",
-            latex=r"\frac{[g_r] \cdot [R] \cdot [k_g]}{[pi_bw] \cdot [eta_bw]}",
-            units=_U_ITER,
-            g_r=K["g_r"],
-            R=R,
-            k_g=K["k_g"],
-            pi_bw=K["pi_bw"],
-            eta_bw=K["eta_bw"],
-            note="the attention kernels' share of t_m: the cached K/V they read",
-        )
-        tr.step(
-            f"{key}_busy_s",
-            f"{what}: busy time per stage (GEMMs and attention each at their own roofline)",
-            "t_b",
-            EXPR_BUSY,
-            busy,
-            unit="s",
-            latex=r"\max([t_c] - [t_ca],\ [t_m] - [t_ma]) + \max([t_ca],\ [t_ma])",
-            units=_U_ITER,
-            t_c=c,
-            t_ca=c_a,
-            t_m=mm,
-            t_ma=m_a,
-            note="a layer's GEMMs (against the weights they stream) and its attention (against the K/V it reads) "
-            "run as separate kernels, one after the other (per-operator roofline, arXiv 2402.16363)",
-        )
+    if tr.enabled and not compact:
+        _record_busy(sm, tr, key, what, pool, c_a, m_a, busy)
     fixed = sm.fixed_s(k, S)
-    if full:
-        graph = T <= sm.graph_max_tokens and (sm.graph_prefill or S >= T)
+    if tr.enabled and not compact:
+        graph = Tc <= sm.graph_max_tokens and (sm.graph_prefill or S >= T)
         tr.step(
             f"{key}_fixed_s",
             f"{what}: fixed costs (scheduler, kernel launches, per-sequence work and sampling)",
@@ -426,7 +428,7 @@ def iteration(
             eta_bw=K["eta_bw"],
             note=f"{K['n_k']:.0f} kernels per stage, {'replayed from a CUDA graph' if graph else 'launched eagerly'} "
             + (
-                f"({T:,.0f} tokens {'<=' if graph else '>'} the engine's capture size {sm.graph_max_tokens:,.0f}); "
+                f"({Tc:,.0f} tokens {'<=' if graph else '>'} the engine's capture size {sm.graph_max_tokens:,.0f}); "
                 if sm.graph_prefill or S >= T
                 else "(prompt tokens in an engine whose CUDA graphs cover decode iterations only); "
             )
@@ -434,7 +436,7 @@ def iteration(
             + (", and a hybrid's state-space state read and rewritten" if K["m_s"] else ""),
         )
     hops = sm.hops_s(T)
-    time = sm.iteration_s(float(T), float(A), float(R), S)
+    time = sm.iteration_s(float(T), float(A), float(R), S, D)
     vals = {"compute": c, "memory": mm, "communication": x}
     bound = max(vals, key=lambda n: vals[n])
     if compact and tr.enabled:
@@ -442,7 +444,7 @@ def iteration(
             f"{key}_s",
             final_label or f"{what}: iteration time",
             final_symbol,
-            _FULL_ITER,
+            exprs(sm)["full"],
             time,
             unit="s",
             latex=r"t_{iter}([T], [A], [R])",
@@ -454,7 +456,7 @@ def iteration(
             **K,
             note=note or "the same iteration formula as above, with these T, A and R",
         )
-    elif full:
+    elif tr.enabled:
         tr.step(
             final_key or f"{key}_s",
             final_label or f"{what}: iteration time",
@@ -478,7 +480,7 @@ def iteration(
         pairs=A,
         kv_tokens=R,
         flop=flop,
-        bytes=nbytes,
+        bytes=nbytes + lora_bytes,
         compute_s=c,
         memory_s=mm,
         comm_s=x,
@@ -490,4 +492,7 @@ def iteration(
         seqs=S,
         launch_s=k,
         busy_s=busy,
+        adapters=D,
+        adapter_bytes=lora_bytes,
+        adapter_flop=sm.lora_flop_per_token * Tc if lora else 0.0,
     )

@@ -18,6 +18,8 @@ attended (query, key) pairs, reading the cached K/V of ``R`` context tokens::
 
 ``S`` is the number of sequences the iteration schedules and samples (a decode iteration: ``S = T``).
 
+Attention parallelism and the host KV tier change the body (:mod:`core.physics.attention_split`).
+
 :meth:`StepModel.from_deployment` computes every constant of that formula once per deployment, recording each
 on a :class:`core.base.Trace` as it computes it (the communication lines come from
 :class:`core.physics.collectives.Collectives`). :meth:`StepModel.stage_parts` is the one body of the formula:
@@ -33,18 +35,25 @@ from typing import Any
 
 import numpy as np
 
-from core import catalog
 from core.base import MS, NO_TRACE, Trace
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, CUDA_GRAPH_PREFILL, ModelArch, rocm_attention
-from core.config import COMPUTE_PRECISION, Deployment
+from core.config import Deployment
+from core.physics.adapters import lora_constants
+from core.physics.attention_split import attention_split, split_parts
 from core.physics.collectives import ACT_BYTES, Collectives
-from core.physics.memory import SSM_STATE_BYTES, dense_weight_bytes, kv_bytes_per_token, kv_shard
+from core.physics.footprint import (
+    SSM_STATE_BYTES,
+    attention_replica_bytes,
+    dense_weight_bytes,
+    kv_bytes_per_token,
+    kv_shard,
+)
+from core.physics.peak import dense_clock_share, effective_peak_flop_per_s
 
 __all__ = [
     "KERNELS_PER_ITERATION",
     "KERNELS_PER_LAYER",
     "StepModel",
-    "effective_peak_flop_per_s",
     "per_query_head_kv_reads",
 ]
 
@@ -57,70 +66,6 @@ KERNELS_PER_LAYER = 10
 KERNELS_PER_ITERATION = 3
 
 _SCALAR = (int, float, np.integer, np.floating)
-
-
-def effective_peak_flop_per_s(
-    gpu: catalog.GpuSpec, weights: str, fp8_speedup: float, fp4_speedup: float, tr: Trace = NO_TRACE
-) -> float:
-    """Dense compute rate a weight format achieves on a part, before MFU [FLOP/s]; recorded as ``pi_flops``.
-
-    BF16 peak x the named FP8 (and FP4) speed-up, capped by that precision's datasheet peak; parts without
-    FP8 tensor cores run FP8 weights weight-only at the BF16 rate, parts without FP4 run FP4 weights at FP8.
-    H100 SXM FP8: min(989 x 1.4, 1979) = 1,385 TFLOP/s.
-    """
-    prec = COMPUTE_PRECISION[weights]
-    bf16 = gpu.peak_flop_per_s("bf16")
-    if (
-        prec in ("fp8", "int8")
-        and gpu.supports(prec)
-        or (prec == "fp4" and not gpu.supports("fp4") and gpu.supports("fp8"))
-    ):
-        p8 = gpu.peak_flop_per_s("fp8" if prec == "fp4" else prec)
-        pi = min(bf16 * fp8_speedup, p8)
-        return tr.step(
-            "pi_flops",
-            f"Compute peak per GPU ({prec.upper()})",
-            r"\pi_{flops}",
-            "min(pi_bf16 * s_8, pi_8)",
-            pi,
-            unit="FLOP/s",
-            units={"pi_bf16": "FLOP/s", "pi_8": "FLOP/s", "s_8": "x"},
-            pi_bf16=bf16,
-            s_8=fp8_speedup,
-            pi_8=p8,
-            note="FP8 gains what measured kernels give (assumption fp8_speedup), not the 2x datasheet ratio"
-            + ("; this part has no FP4 tensor cores, so FP4 weights run at FP8" if prec == "fp4" else ""),
-        )
-    if prec == "fp4" and gpu.supports("fp4"):
-        p4 = gpu.peak_flop_per_s("fp4")
-        return tr.step(
-            "pi_flops",
-            "Compute peak per GPU (FP4)",
-            r"\pi_{flops}",
-            "min(pi_bf16 * s_8 * s_4, pi_4)",
-            min(bf16 * fp8_speedup * fp4_speedup, p4),
-            unit="FLOP/s",
-            units={"pi_bf16": "FLOP/s", "pi_4": "FLOP/s", "s_8": "x", "s_4": "x"},
-            pi_bf16=bf16,
-            s_8=fp8_speedup,
-            s_4=fp4_speedup,
-            pi_4=p4,
-            note="FP4 = BF16 x fp8_speedup x fp4_speedup, capped by the FP4 datasheet peak",
-        )
-    if not tr.enabled:
-        return bf16
-    return tr.step(
-        "pi_flops",
-        "Compute peak per GPU (BF16)",
-        r"\pi_{flops}",
-        "pi_bf16",
-        bf16,
-        unit="FLOP/s",
-        units={"pi_bf16": "FLOP/s"},
-        pi_bf16=bf16,
-        note=f"{gpu.name}: dense BF16 datasheet peak"
-        + (f"; {weights} weights are dequantised to BF16 (weight-only)" if weights != "bf16" else ""),
-    )
 
 
 @dataclass(frozen=True)
@@ -179,6 +124,31 @@ class StepModel:
     mbu: float = 1.0
     hbm_bw_bytes_per_s: float = 0.0
     sample_bytes_per_vocab: float = 0.0
+    # multi-LoRA serving (core.physics.adapters): the shrink and expand GEMMs of every token at the slot rank, the
+    # weights of each distinct adapter of the batch (padded to the slot rank) and the activations the adapter
+    # kernels move, at the step's efficiencies times eta_l; 0 without adapters
+    lora_flop_per_token: float = 0.0  # f_l = 2 r_s n_g
+    lora_bytes_per_adapter: float = 0.0  # w_l = r_s n_g b_a, one GPU of one stage
+    lora_act_bytes_per_token: float = 0.0  # a_l
+    lora_eff: float = 1.0  # eta_l (assumption lora_kernel_eff)
+    lora_slots: float = 0.0  # K = max_loras: at most this many distinct adapters in one batch
+    lora_count: float = 0.0  # N adapters served
+    lora_popularity: tuple[float, ...] = ()  # each adapter's share of the requests (empty: uniform)
+    # attention parallelism and the host KV tier (stage_parts): any of them set -> the split path
+    attention_split: bool = False
+    cp: int = 1  # context parallelism: TP groups an iteration's tokens are split over
+    attn_layers_stage: float = 0.0  # L_a: attention layers of one stage
+    cp_alpha_s: float = 0.0  # one ring send: a_cp + b_cp x bytes
+    cp_beta_s_per_byte: float = 0.0
+    cp_kv_bytes_per_token_layer: float = 0.0  # k_l: K and V of one token in one layer on one GPU (pass-KV)
+    cp_q_bytes_per_token_layer: float = 0.0  # q_l: one token's queries out and partial outputs back (pass-Q)
+    dcp_alpha_s: float = 0.0  # one decode-context-parallel collective: a_d + b_d x tokens
+    dcp_beta_s: float = 0.0
+    dcp: int = 1  # decode context parallelism: TP ranks the KV is split over
+    dcp_kv_beta_s: float = 0.0  # gathering one cached token's KV of one layer over the DCP group
+    host_tier: bool = False  # a KV tier in host memory
+    hbm_kv_tokens: float = float("inf")  # N_h: cached tokens one GPU's HBM holds before the host tier
+    host_bw_bytes_per_s: float = 0.0  # the host link's achieved bandwidth (assumption offload_gb_per_s)
 
     @classmethod
     def from_deployment(cls, dep: Deployment, tr: Trace = NO_TRACE) -> StepModel:
@@ -236,23 +206,7 @@ class StepModel:
                 ),
             )
         peak = effective_peak_flop_per_s(g, dep.weights, a.fp8_speedup, a.fp4_speedup, tr) * a.mfu_max
-        clk = g.dense_clock_share(COMPUTE_PRECISION[dep.weights])
-        if clk < 1.0:
-            peak *= clk
-            if on:
-                tr.step(
-                    "dense_clock_share",
-                    "Clock a dense matrix kernel holds, as a share of the datasheet peak's",
-                    r"f_{clk}",
-                    "f_dense / f_peak",
-                    clk,
-                    unit="x",
-                    units={"f_dense": "MHz", "f_peak": "MHz"},
-                    f_dense=clk * (g.peak_clock_mhz or 0.0),
-                    f_peak=g.peak_clock_mhz or 0.0,
-                    note=f"{g.name}: the vendor's median clock under a dense GEMM (catalog); the peak and the "
-                    "compute ceiling scale with it",
-                )
+        peak *= dense_clock_share(g, dep.weights, tr)  # 1 where the part holds its peak clock
         # --- memory: weights read, one routed expert's bytes, KV bytes per cached token ---------------------
         hbm = g.memory_bw_bytes_per_s
         if on:
@@ -270,22 +224,30 @@ class StepModel:
         b_w = dep.weight_bytes_per_param
         # the input embedding is a lookup: only the rows used are read, so leave it out of the traffic
         dense_bytes, P_q, P_r = dense_weight_bytes(m, b_w, tp, pp, experts_apart=True, streamed=True)
+        dp_att = dep.config.dp_attention and tp > 1
+        if dp_att:  # every rank reads whole attention blocks
+            dense_bytes = dense_bytes + attention_replica_bytes(m, b_w, tp, pp)
         if on:
+            dpa: dict[str, Any] = {"P_a": m.attention_layers * m.attention_params()} if dp_att else {}
             tr.step(
                 "weights_read_bytes",
                 "Dense weights read per iteration per GPU",
                 "W_d",
-                "(P_q * b_w + P_r * 2) / (tp * pp)",
+                "(P_q * b_w + P_r * 2) / (tp * pp)" + (" + P_a * b_w * (1 - 1 / tp) / pp" if dp_att else ""),
                 dense_bytes,
                 unit="B",
-                latex=r"\frac{[P_q] \cdot [b_w] + [P_r] \cdot 2}{[tp] \cdot [pp]}",
+                latex=r"\frac{[P_q] \cdot [b_w] + [P_r] \cdot 2}{[tp] \cdot [pp]}"
+                + (r" + \frac{[P_a] [b_w] (1 - 1/[tp])}{[pp]}" if dp_att else ""),
                 P_q=P_q,
                 b_w=b_w,
                 P_r=P_r,
                 tp=tp,
                 pp=pp,
+                **dpa,
                 note="block linears in the weight format; LM head and norms in BF16; the input embedding is a "
-                "lookup and is not streamed" + ("; routed experts below" if m.is_moe else ""),
+                "lookup and is not streamed"
+                + ("; routed experts below" if m.is_moe else "")
+                + ("; data-parallel attention: each rank also reads whole attention blocks (P_a)" if dp_att else ""),
             )
         expert_split = ep if ep > 1 else tp
         expert_bytes = m.expert_params() * b_w * (m.moe_layers / pp) / expert_split
@@ -306,8 +268,9 @@ class StepModel:
                 note=f"experts split {expert_split} ways by "
                 + ("EP (whole experts per GPU)" if ep > 1 else "TP (slices)"),
             )
+        cfg = dep.config
         k_all = kv_bytes_per_token(m, dep.kv_bytes_per_elem)
-        shard = kv_shard(m, tp)
+        shard = kv_shard(m, tp, cfg.dcp, cfg.dp_attention)
         k_t = k_all / (shard * pp)
         if on:
             tr.step(
@@ -323,7 +286,11 @@ class StepModel:
                 s_kv=shard,
                 pp=pp,
                 note=(
-                    "MLA: the compressed latent, not split by TP"
+                    f"data-parallel attention: each rank reads the KV of its own sequences, 1/{tp} of the batch's"
+                    if cfg.dp_attention
+                    else f"decode context parallelism: the KV split {shard} ways over the TP ranks"
+                    if cfg.dcp > 1
+                    else "MLA: the compressed latent, not split by TP"
                     if m.is_mla
                     else f"{m.num_kv_heads} KV heads split {shard} ways by TP"
                 ),
@@ -346,6 +313,9 @@ class StepModel:
         k_layer = KERNELS_PER_LAYER + (2 if tp > 1 else 0)
         k_moe = (3 + (2 if ep > 1 else 0)) if m.is_moe else 0
         n_k = (m.num_layers * k_layer + m.moe_layers * k_moe + KERNELS_PER_ITERATION) / pp
+        lora = lora_constants(dep, tr) if dep.config.adapters.enabled else {}
+        if lora:  # a shrink and an expand kernel per LoRA-wrapped layer (vLLM's lora_shrink / lora_expand)
+            n_k += 2 * lora.pop("wrapped_layers") / pp
         w = dep.config.workload
         graph_max = CUDA_GRAPH_MAX_TOKENS.get(w.engine, 512) if w.cuda_graphs else 0
         if m.is_moe:
@@ -373,8 +343,14 @@ class StepModel:
             tp_ar_alpha_tree=float(ar_a_tree),
             tp_ar_beta_tree=ar_b_tree,
             # 2 all-reduces per layer (attention, MLP); with EP a MoE layer's MLP all-reduce gives way to its
-            # dispatch + combine all-to-alls (vLLM --enable-expert-parallel, DeepSeek-V3 report arXiv 2412.19437)
-            ar_per_iter=(2 * m.num_layers - (m.moe_layers if a2a_n else 0)) / pp if tp > 1 else 0.0,
+            # dispatch + combine all-to-alls (vLLM --enable-expert-parallel, DeepSeek-V3 report arXiv 2412.19437);
+            # data-parallel attention has no all-reduce after attention, and gathers the batch for the MLP
+            # (all-gather + reduce-scatter: one all-reduce's volume; SGLang --enable-dp-attention)
+            ar_per_iter=(
+                ((m.num_layers if not dp_att else 0) + m.num_layers - (m.moe_layers if a2a_n else 0)) / pp
+                if tp > 1
+                else 0.0
+            ),
             ep_a2a_alpha=a2a_a,
             ep_a2a_beta=a2a_b,
             a2a_per_iter=a2a_n,
@@ -399,6 +375,8 @@ class StepModel:
             mbu=a.mbu,
             hbm_bw_bytes_per_s=hbm,
             sample_bytes_per_vocab=a.sample_bytes_per_vocab,
+            **lora,
+            **attention_split(dep, coll, k_t, tr),
         )
 
     # --- the model -------------------------------------------------------------------------------------
@@ -413,7 +391,27 @@ class StepModel:
         """Weight bytes one GPU reads in an iteration of ``tokens`` tokens [B] (dense + touched experts)."""
         return self.dense_weight_bytes + self.experts_touched(tokens) * self.expert_bytes_per_gpu_per_expert
 
-    def stage_parts(self, T, A, R):
+    def distinct_adapters(self, seqs):
+        """Expected distinct adapters among ``seqs`` requests drawn from the traffic, at most the slots::
+
+            D(S) = min(K, sum_i 1 - (1 - p_i)^S)        (uniform over N: N (1 - (1 - 1/N)^S))
+
+        0 without adapters; arrays welcome (the closed-form chain; the simulator counts its batch's own)."""
+        if not self.lora_bytes_per_adapter:
+            return 0.0 * seqs
+        K, N, p = self.lora_slots, self.lora_count, self.lora_popularity
+        if isinstance(seqs, _SCALAR):
+            s = float(seqs) if seqs > 0 else 0.0
+            d = N * (1.0 - (1.0 - 1.0 / N) ** s) if not p else sum(1.0 - (1.0 - q) ** s for q in p)
+            return d if d < K else K
+        S = np.maximum(np.asarray(seqs, dtype=float), 0.0)
+        if not p:
+            return np.minimum(K, N * (1.0 - (1.0 - 1.0 / N) ** S))
+        u, inv = np.unique(S, return_inverse=True)
+        d = (1.0 - (1.0 - np.asarray(p)[None, :]) ** u[:, None]).sum(axis=1)
+        return np.minimum(K, d[inv].reshape(S.shape))
+
+    def stage_parts(self, T, A, R, D=0.0):
         """(compute, memory, exposed communication, kernel launches) of one pipeline stage [s]: the formula.
 
         The one body of the step time (the RA-BIT spec "Speed"); scalars in, floats out (pure Python, for
@@ -428,7 +426,12 @@ class StepModel:
         ``t_e = T k / E_T`` rows (``E_T = E (1 - (1 - k/E)^T)`` experts touched), so the ramp applies per expert
         (grouped-GEMM kernels tile each expert separately: vLLM ``fused_moe``, MegaBlocks arXiv 2211.15841);
         the gate GEMM is in ``f_t`` (router parameters), and the permute / un-permute copies add ``r_b`` bytes
-        per token::
+        per token; with adapters, the ``D`` distinct adapters of the batch (:meth:`distinct_adapters`) add their
+        shrink and expand GEMMs and their weights, at the step's efficiencies times ``eta_l``::
+
+            t_c += f_l T / (pi eta_l);   t_m += (D w_l + T a_l) / (BW eta_bw eta_l)
+
+        and, without adapters::
 
             t_c = (f_t - f_e) T / (pi eff(T)) + f_e T / (pi eff(t_e)) + f_a A / pi
             t_m = (W_d + E_T w_e + (R + T) k_g + T r_b) / (BW x eta_bw)
@@ -440,6 +443,12 @@ class StepModel:
         stage's ``n_k`` kernels from the host (NVIDIA CUDA Programming Guide, "CUDA Graphs"). An iteration
         without new tokens computes, communicates and launches nothing.
         """
+        if self.attention_split:
+            return split_parts(self, T, A, R, D)
+        return self.stage_body(T, A, R, D)
+
+    def stage_body(self, T, A, R, D=0.0):
+        """The step formula on one GPU of one stage (:meth:`stage_parts` without attention parallelism)."""
         arr = type(T) is np.ndarray
         if arr:
             eff = np.maximum(T / (T + self.ramp_tokens), 1e-12)
@@ -465,6 +474,8 @@ class StepModel:
                 eff_e = rows / (rows + self.ramp_tokens) if rows > 0 else 1e-12
                 eff_e = eff_e if eff_e > 1e-12 else 1e-12
             t_cmp = t_cmp + f_e * T / (self.peak_flop_per_s * eff_e)
+        if self.lora_flop_per_token:  # the adapters' shrink and expand GEMMs at the slot rank
+            t_cmp = t_cmp + self.lora_flop_per_token * T / (self.peak_flop_per_s * self.lora_eff)
         ring = self.tp_ar_alpha_ring + self.tp_ar_beta_ring * T
         tree = self.tp_ar_alpha_tree + self.tp_ar_beta_tree * T
         t_comm = (
@@ -477,6 +488,10 @@ class StepModel:
         t_mem = (
             w + (self.kv_read_factor * R + T) * self.kv_bytes_per_token + T * self.route_bytes_per_token
         ) / self.mem_bw_bytes_per_s
+        if self.lora_bytes_per_adapter:  # each distinct adapter's weights + the activations its kernels move
+            t_mem = t_mem + (D * self.lora_bytes_per_adapter + T * self.lora_act_bytes_per_token) / (
+                self.mem_bw_bytes_per_s * self.lora_eff
+            )
         n_k = self.kernels_per_stage
         if arr:
             t_k = np.where(T > 0, np.where(T <= self.graph_max_tokens, self.graph_launch_s, self.eager_launch_s), 0.0)
@@ -486,8 +501,11 @@ class StepModel:
         return t_cmp, t_mem, t_comm, n_k * (self.graph_launch_s if T <= self.graph_max_tokens else self.eager_launch_s)
 
     def attention_s(self, A, R):
-        """(compute, memory) of the attention kernels of one stage [s]: ``f_a A / (peak x mfu_max)`` over the attended
-        pairs and ``g_r R k_g / (BW x eta_bw)`` for the cached K/V they read; arrays welcome."""
+        """(compute, memory) of the attention kernels on one GPU of one stage [s]: ``f_a A / (peak x mfu_max)`` over
+        the attended pairs and ``g_r R k_g / (BW x eta_bw)`` for the cached K/V they read, on one context-parallel
+        rank's share ``A / cp``, ``R / cp`` as :meth:`stage_parts` (all of them without CP); arrays welcome."""
+        if self.cp > 1:
+            A, R = A / self.cp, R / self.cp
         return self.attn_flop_per_pair * A / self.peak_flop_per_s, (
             self.kv_read_factor * R * self.kv_bytes_per_token / self.mem_bw_bytes_per_s
         )
@@ -506,6 +524,10 @@ class StepModel:
         bound by its K/V reads, and the sum is slower than the whole-step maximum. Worked number (Llama-3.1-8B
         on one H100, BF16, 1,024 sequences at 1,100 cached tokens): the GEMMs 25.4 ms of compute against 6.0 ms
         of weights, attention 58.8 ms of K/V reads against 0.9 ms of FLOPs: 84.2 ms, not max(26.3, 64.8) = 64.8 ms.
+        ``t_c`` and ``t_m`` are :meth:`stage_parts`' (the adapters' GEMMs and bytes on the GEMMs' side), ``A`` and
+        ``R`` the iteration's: with context parallelism :meth:`attention_s` takes one rank's share, as the body
+        does; a host KV tier's stream is in ``t_m`` (:func:`core.physics.attention_split.split_parts`), so where
+        attention is bound by its reads it runs beside the whole stage: ``max(t_c - t_ca + t_ma, t_host)``.
         Arrays welcome."""
         c_a, m_a = self.attention_s(A, R)
         if type(t_cmp) is np.ndarray or type(t_mem) is np.ndarray or type(c_a) is np.ndarray:
@@ -534,45 +556,51 @@ class StepModel:
         welcome."""
         return self.overhead_s + self.pp * launch_s + seqs * self.seq_cost_s
 
-    def parts(self, tokens, pairs, kv_tokens, seqs=None):
+    def parts(self, tokens, pairs, kv_tokens, seqs=None, adapters=None):
         """(compute, memory, exposed communication, fixed costs) [s]: the first three of one stage, the fixed
-        costs of the whole iteration (:meth:`fixed_s`; ``seqs`` defaults to ``tokens``); arrays welcome."""
+        costs of the whole iteration (:meth:`fixed_s`; ``seqs`` defaults to ``tokens``; ``adapters``, the
+        distinct adapters of the batch, to :meth:`distinct_adapters` of ``seqs``); arrays welcome."""
         T = np.asarray(tokens, dtype=float)
+        S = T if seqs is None else np.asarray(seqs, dtype=float)
+        D = self.distinct_adapters(S) if adapters is None else np.asarray(adapters, dtype=float)
         t_cmp, t_mem, t_comm, t_k = self.stage_parts(
-            T, np.asarray(pairs, dtype=float), np.asarray(kv_tokens, dtype=float)
+            T, np.asarray(pairs, dtype=float), np.asarray(kv_tokens, dtype=float), D
         )
-        return t_cmp, t_mem, t_comm, self.fixed_s(t_k, T if seqs is None else np.asarray(seqs, dtype=float))
+        return t_cmp, t_mem, t_comm, self.fixed_s(t_k, S)
 
     def scalar_parts(self, T: float, A: float, R: float) -> tuple[float, float, float]:
-        """(compute, memory, exposed communication) of one stage for scalar arguments [s] (``stage_parts``)."""
-        c, m, x, _ = self.stage_parts(float(T), float(A), float(R))
+        """(compute, memory, exposed communication) of one stage for scalar arguments [s] (``stage_parts``; a
+        decode iteration's ``T`` sequences carry their expected distinct adapters)."""
+        c, m, x, _ = self.stage_parts(float(T), float(A), float(R), self.distinct_adapters(float(T)))
         return c, m, x
 
     def hops_s(self, tokens):
         """Pipeline stage-to-stage sends of one iteration, all ``pp - 1`` hops [s]."""
         return (self.pp - 1) * (self.pp_hop_alpha + self.pp_hop_beta * tokens)
 
-    def iteration_s(self, tokens, pairs, kv_tokens, seqs=None):
+    def iteration_s(self, tokens, pairs, kv_tokens, seqs=None, adapters=None):
         """Wall time of one iteration through all ``pp`` stages [s] (latency of the batch)::
 
             t = pp (t_b + t_x) + (pp - 1)(a_h + b_h T) + t_o(T, S)
 
         with the stage's busy time ``t_b`` (:meth:`busy_s`) and launches by :meth:`launch_s`. ``seqs`` (S) is the
-        number of sequences scheduled (and sampled); it defaults to ``tokens``, which is exact for decode. Scalars
-        in, float out (pure Python, for the simulator's inner loop); arrays in, array out.
+        number of sequences scheduled (and sampled); it defaults to ``tokens``, which is exact for decode.
+        ``adapters`` (D) is the number of distinct adapters among them; it defaults to :meth:`distinct_adapters`
+        of ``S`` (0 without adapters). Scalars in, float out (pure Python, for the simulator's inner loop); arrays
+        in, array out.
         """
         T: Any  # one float on the simulator's scalar path, else an array
         A: Any
         R: Any
         if isinstance(tokens, _SCALAR) and isinstance(pairs, _SCALAR) and isinstance(kv_tokens, _SCALAR):
             T, A, R = float(tokens), float(pairs), float(kv_tokens)
-            t_cmp, t_mem, t_comm, t_k = self.stage_parts(T, A, R)
         else:
             T = np.asarray(tokens, dtype=float)
             A, R = np.asarray(pairs, dtype=float), np.asarray(kv_tokens, dtype=float)
-            t_cmp, t_mem, t_comm, t_k = self.stage_parts(T, A, R)
-        stage = self.busy_s(t_cmp, t_mem, A, R) + t_comm
         S = T if seqs is None else seqs
+        D = adapters if adapters is not None else self.distinct_adapters(S) if self.lora_bytes_per_adapter else 0.0
+        t_cmp, t_mem, t_comm, t_k = self.stage_parts(T, A, R, D)
+        stage = self.busy_s(t_cmp, t_mem, A, R) + t_comm
         hops = (self.pp - 1) * (self.pp_hop_alpha + self.pp_hop_beta * T)
         return self.pp * stage + hops + self.fixed_s(self.launch_s(t_k, T, S), S)
 
@@ -591,7 +619,7 @@ class StepModel:
             return float(self.pp) if s >= self.pp else (s if s >= 1.0 else 1.0)
         return np.clip(np.minimum(float(self.pp), np.asarray(seqs, dtype=float)), 1.0, None)
 
-    def pipelined_s(self, tokens, pairs, kv_tokens, seqs=None):
+    def pipelined_s(self, tokens, pairs, kv_tokens, seqs=None, adapters=None):
         """Time for a whole batch to advance one iteration with the pipeline kept busy [s]::
 
             m = min(pp, S);   t = pp (t_b + t_x)(T/m) + (pp - 1) hop(T/m) + t_o(T/m, S/m)
@@ -605,16 +633,27 @@ class StepModel:
         pays for its lower per-GPU traffic. Without a pipeline (``pp = 1``) this is :meth:`iteration_s`.
         (GPipe, Huang et al. arXiv 1811.06965, for the bubble of ``m`` micro-batches over ``pp`` stages; vLLM
         docs "Distributed inference and serving": pipeline parallelism with virtual engines.)
+        A micro-batch reads the distinct adapters of its own ``S / m`` sequences (given ``adapters``, ``D / m``).
         """
         if self.pp == 1:
-            return self.iteration_s(tokens, pairs, kv_tokens, seqs)
+            return self.iteration_s(tokens, pairs, kv_tokens, seqs, adapters)
         S = tokens if seqs is None else seqs
         m = self.micro_batches(S)
         if all(isinstance(v, _SCALAR) for v in (tokens, pairs, kv_tokens, S)):
-            return self.iteration_s(float(tokens) / m, float(pairs) / m, float(kv_tokens) / m, float(S) / m)
+            return self.iteration_s(
+                float(tokens) / m,
+                float(pairs) / m,
+                float(kv_tokens) / m,
+                float(S) / m,
+                None if adapters is None else adapters / m,
+            )
         T = np.asarray(tokens, dtype=float)
         return self.iteration_s(
-            T / m, np.asarray(pairs, dtype=float) / m, np.asarray(kv_tokens, dtype=float) / m, np.asarray(S) / m
+            T / m,
+            np.asarray(pairs, dtype=float) / m,
+            np.asarray(kv_tokens, dtype=float) / m,
+            np.asarray(S) / m,
+            None if adapters is None else np.asarray(adapters, dtype=float) / m,
         )
 
     def bound(self, tokens, pairs, kv_tokens) -> str:

@@ -46,7 +46,7 @@ from core.base import GB, NO_TRACE, US, GiB, Step, Trace, choices
 from core.catalog import DiffusionModel
 from core.config import VideoDeployment
 from core.physics.collectives import ACT_BYTES, Collectives
-from core.physics.step import effective_peak_flop_per_s
+from core.physics.peak import effective_peak_flop_per_s
 
 #: Elements each token reads or writes per block outside the GEMMs and attention, in units of d and f: two
 #: LayerNorms (2 x 2 d), their scale/shift modulation (2 x 2 d), two gates (2 x 2 d), two residual adds (2 x 3 d),

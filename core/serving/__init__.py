@@ -25,6 +25,15 @@ from core.serving.kv_transfer import (
     kv_transfer_s,
     wire_share,
 )
+from core.serving.long_context import (
+    LongContextView,
+    long_context_view,
+)
+from core.serving.prefill_chunks import (
+    ChunkPart,
+    chunked_prompt_s,
+    prompt_chunks,
+)
 from core.serving.router import (
     POLICIES,
     Policy,
@@ -33,6 +42,7 @@ from core.serving.router import (
 )
 from core.serving.sim.metrics import (
     THRASH_REMEDIES,
+    AdapterStats,
     Percentiles,
 )
 from core.serving.sim.timing import (
@@ -50,12 +60,15 @@ from core.serving.simulation import (
     SimResult,
     SimSpec,
     Summary,
+    adapter_sessions,
     default_rate,
+    effective_adapters,
     knee_rates,
     knee_sweep,
     kv_pool,
     max_throughput,
     parse_trace,
+    replica_scheduler,
     round_rate_down,
     sim_spec,
     simulate,
@@ -81,11 +94,13 @@ from core.serving.speed import (
     speed_summary,
 )
 from core.serving.speed_views import (
+    AttentionOption,
     BatchPoint,
     CollectiveView,
     Roofline,
     TextbookComparison,
     allreduce_curve,
+    attention_options,
     batch_sweep,
     collective_view,
     decode_curve,
@@ -112,6 +127,10 @@ from core.serving.video import (
 )
 
 __all__ = [
+    "AdapterStats",
+    "adapter_sessions",
+    "effective_adapters",
+    "AttentionOption",
     "DeploymentResult",
     "Layout",
     "PoolLayout",
@@ -156,6 +175,7 @@ __all__ = [
     "VideoQueueSpec",
     "VideoTiming",
     "allreduce_curve",
+    "attention_options",
     "batch_sweep",
     "break_even_alpha",
     "collective_view",
@@ -177,11 +197,17 @@ __all__ = [
     "parse_trace",
     "pipeline_fill_s",
     "prefill",
+    "ChunkPart",
+    "LongContextView",
+    "long_context_view",
+    "chunked_prompt_s",
     "prefill_numbers",
+    "prompt_chunks",
     "replicas_of",
     "roofline",
     "round_rate_down",
     "self_check",
+    "replica_scheduler",
     "sim_spec",
     "simulate",
     "simulate_queue",

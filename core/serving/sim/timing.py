@@ -6,7 +6,7 @@ The step model's iteration time of a whole batch, its pipeline kept busy by micr
     t(T, A, R) = pp * ( max(c0(T), m0(T)) + max(c1(T) A,  m1(T) R) ) + x(T)
 
 the GEMMs at their own roofline (``c0``, ``m0``: their compute and the weights and new K/V they move, functions of
-``T`` only) plus attention at its own (compute ``c1 A`` over the attended pairs, memory ``m1 R`` over the cached
+``T`` only; with adapters, the ``D`` distinct adapters' weights join ``m0``, ``_adapter_s``) plus attention at its own (compute ``c1 A`` over the attended pairs, memory ``m1 R`` over the cached
 tokens it reads; ``StepModel.busy_s``), and communication, hops and kernel launches depend on ``T`` only; the fixed
 cost per scheduled sequence is one constant (``StepModel.seq_cost_s``), tabulated with ``S = T`` (decode) and
 corrected by ``(S - T)`` for iterations that carry prefill chunks (and by the eager launches such an iteration
@@ -53,19 +53,38 @@ class LinearTiming:
         T = np.arange(t_max + 1, dtype=float)
         self.c0, self.c1, self.m0, self.m1, self.x = (a.tolist() for a in self._coeffs(T))
         self._extra: dict[int, tuple[float, float, float, float, float]] = {}
+        # the memory time of one distinct adapter per stage: a constant of the step model (its weights at the slot
+        # rank over the adapter kernels' bandwidth), divided among the micro-batches like R
+        self.lora = bool(sm.lora_bytes_per_adapter)
+        if self.lora:
+            z = np.zeros(1)
+            _, m_0, _, _ = sm.parts(np.ones(1), z, z, adapters=z)
+            _, m_d, _, _ = sm.parts(np.ones(1), z, z, adapters=z + _BIG)
+            self.md = float((np.asarray(m_d) - np.asarray(m_0)).reshape(-1)[0]) / _BIG
+            self.mb = np.asarray(sm.micro_batches(T), dtype=float).tolist()
+        else:
+            self.md, self.mb = 0.0, []
 
     def _coeffs(self, T: np.ndarray) -> tuple[np.ndarray, ...]:
-        # with a pipeline the batch runs as m = min(pp, T) micro-batches of T / m tokens (StepModel.pipelined_s)
+        # with a pipeline the batch runs as m = min(pp, T) micro-batches of T / m tokens (StepModel.pipelined_s);
+        # the adapters' reads are left out here (``adapters`` 0) and added per iteration (``one``, ``run``)
         mb = np.asarray(self.sm.micro_batches(T), dtype=float)
         Tm = T / mb
         z = np.zeros_like(T)
         with np.errstate(divide="ignore", invalid="ignore"):
-            c_0, m_0, _, _ = self.sm.parts(Tm, z, z)
-            c_b, m_b, _, _ = self.sm.parts(Tm, z + _BIG, z + _BIG)
-            total0 = self.sm.pipelined_s(T, z, z)
+            c_0, m_0, _, _ = self.sm.parts(Tm, z, z, adapters=z)
+            c_b, m_b, _, _ = self.sm.parts(Tm, z + _BIG, z + _BIG, adapters=z)
+            total0 = self.sm.pipelined_s(T, z, z, adapters=z)
         c_0, m_0, c_b, m_b = (np.broadcast_to(np.asarray(a, dtype=float), T.shape) for a in (c_0, m_0, c_b, m_b))
         x = np.broadcast_to(np.asarray(total0, dtype=float), T.shape) - self.pp * np.maximum(c_0, m_0)
         return c_0, (c_b - c_0) / _BIG / mb, m_0, (m_b - m_0) / _BIG / mb, x
+
+    def _adapter_s(self, T: int, D: float) -> float:
+        """Memory time of ``D`` distinct adapters in an iteration of ``T`` tokens, one stage [s]."""
+        if not D:
+            return 0.0
+        m = self.mb[T] if T <= self.t_max else float(self.sm.micro_batches(float(T)))
+        return self.md * D / m
 
     def coeffs(self, T: int) -> tuple[float, float, float, float, float]:
         if T <= self.t_max:
@@ -76,13 +95,13 @@ class LinearTiming:
             got = self._extra[T] = (c0, c1, m0, m1, x)  # memo local to this simulation
         return got
 
-    def one(self, T: int, A: float, R: float, S: int | None = None) -> float:
-        """Time of one iteration [s] with ``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read and
-        ``S`` sequences scheduled (default ``T``: decode)."""
+    def one(self, T: int, A: float, R: float, S: int | None = None, D: float = 0.0) -> float:
+        """Time of one iteration [s] with ``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read,
+        ``S`` sequences scheduled (default ``T``: decode) and ``D`` distinct adapters among them."""
         if S is None or S == T:
             extra = 0.0
         elif self.pp > 1:  # the micro-batches follow the sequences, not the tokens: evaluate directly
-            return float(self.sm.pipelined_s(T, A, R, S))
+            return float(self.sm.pipelined_s(T, A, R, S, float(D)))
         else:
             extra = (S - T) * self.q
             if S < T and not self.sm.graph_prefill:  # a prefill on decode-only graphs: every kernel eager
@@ -93,17 +112,24 @@ class LinearTiming:
             c0, c1, m0, m1, x = self.c0[T], self.c1[T], self.m0[T], self.m1[T], self.x[T]
         else:
             c0, c1, m0, m1, x = self.coeffs(T)
+        if self.lora:  # the adapters' weights move with the GEMMs (StepModel.busy_s)
+            m0 = m0 + self._adapter_s(T, D)
         a, b = c1 * A, m1 * R
         return self.pp * ((c0 if c0 > m0 else m0) + (a if a > b else b)) + x + extra
 
-    def run(self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float) -> tuple[int, float]:
-        """A run of decode iterations with ``T`` tokens whose ``A`` and ``R`` grow by ``g`` per iteration.
+    def run(
+        self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float, D: float = 0.0
+    ) -> tuple[int, float]:
+        """A run of decode iterations with ``T`` tokens whose ``A`` and ``R`` grow by ``g`` per iteration (and ``D``
+        distinct adapters throughout).
 
         Returns ``(k, elapsed_s)``: ``k`` = the smallest count whose total time reaches ``budget_s``
         (the iteration during which the next event happens is the last one), at most ``kmax``.
         """
         c0, c1, m0, m1, x = self.coeffs(T)
         pp = self.pp
+        if self.lora:  # the adapters' weights move with the GEMMs (StepModel.busy_s)
+            m0 = m0 + self._adapter_s(T, D)
         x = x + pp * (c0 if c0 > m0 else m0)  # the GEMMs' part is the same every iteration of the run
         a0, a1 = c1 * A0, c1 * g
         b0, b1 = m1 * R0, m1 * g
@@ -167,12 +193,16 @@ class ArrayTiming:
     def __init__(self, sm: StepModel) -> None:
         self.sm = sm
 
-    def one(self, T: int, A: float, R: float, S: int | None = None) -> float:
-        return float(self.sm.pipelined_s(T, A, R, S))
+    def one(self, T: int, A: float, R: float, S: int | None = None, D: float = 0.0) -> float:
+        return float(self.sm.pipelined_s(T, A, R, S, float(D)))
 
-    def run(self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float) -> tuple[int, float]:
+    def run(
+        self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float, D: float = 0.0
+    ) -> tuple[int, float]:
         j = np.arange(kmax, dtype=float)
-        t = np.broadcast_to(np.asarray(self.sm.pipelined_s(float(T), A0 + g * j, R0 + g * j), dtype=float), j.shape)
+        t = np.broadcast_to(
+            np.asarray(self.sm.pipelined_s(float(T), A0 + g * j, R0 + g * j, adapters=float(D)), dtype=float), j.shape
+        )
         cs = np.cumsum(t)
         k = kmax if budget_s == math.inf else min(kmax, int(np.searchsorted(cs, budget_s, side="left")) + 1)
         return k, float(cs[k - 1])
@@ -184,13 +214,20 @@ def self_check(lin: LinearTiming, sm: StepModel, t_max: int, ctx_max: float, rng
     T = rng.integers(1, t_max + 1, size=n)
     A = rng.uniform(0, 1, size=n) * T * ctx_max
     R = rng.uniform(0, 1, size=n) * T * ctx_max
-    ref = np.asarray(sm.pipelined_s(T.astype(float), A, R), dtype=float)
-    got = np.array([lin.one(int(t), float(a), float(r)) for t, a, r in zip(T, A, R)])
+    # distinct adapters up to the slots (none without adapters; drawn after the rest, so those draws are unchanged)
+    D = np.floor(rng.uniform(0, 1, size=n) * (sm.lora_slots + 1)) if sm.lora_bytes_per_adapter else np.zeros(n)
+    ref = np.asarray(sm.pipelined_s(T.astype(float), A, R, adapters=D), dtype=float)
+    got = np.array([lin.one(int(t), float(a), float(r), None, float(d)) for t, a, r, d in zip(T, A, R, D)])
     return float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300)))
 
 
 def timing_for(sm: StepModel, pp: int, t_max: int, ctx_max: float) -> LinearTiming | ArrayTiming:
-    """The fast tabulated timing when it reproduces the step model, else direct calls."""
+    """The fast tabulated timing when it reproduces the step model, else direct calls. Context parallelism's ring
+    (hidden or not by each block's attention), decode context parallelism's cheaper of two exchanges and a host KV
+    tier (a stream beside HBM's) are not affine in the attended pairs and cached tokens: they take the direct
+    calls."""
+    if sm.cp > 1 or sm.dcp > 1 or sm.host_tier:
+        return ArrayTiming(sm)
     lin = LinearTiming(sm, pp, t_max)
     # a fixed generator: the check must not consume the simulation's random stream
     err = self_check(lin, sm, t_max, ctx_max, np.random.default_rng(12345))
