@@ -18,7 +18,7 @@ from cli.common import (
     steps_table,
     with_ranges,
 )
-from core.base import choices
+from core.base import choices, sig
 from core.config import DEFAULT, resolve
 from core.decision import memory_spread, training_memory_spread
 from core.physics import serving_memory, training_memory
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         "\n\nranges ("
         + payload["range_basis"]
         + "):\n"
-        + "\n".join(range_line(k, sp.ranges[k], lambda x: f"{x:,.4g}") for k in payload["ranges"])
+        + "\n".join(range_line(k, sp.ranges[k], lambda x: f"{sig(x, 4)}") for k in payload["ranges"])
     )
     emit(payload, args.json, human)
     return 0

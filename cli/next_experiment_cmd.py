@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from cli.common import cli_search_budget, die, emit
+from core.base import sig
 from core.config import DEFAULT
 from executors import ProcessExecutor
 
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         ("--rate-spread", args.rate_spread),
     ):
         if not 0 <= v < 1:
-            die(f"rabit next-experiment: error: argument {flag}: a relative spread in [0, 1), got {v:g}")
+            die(f"rabit next-experiment: error: argument {flag}: a relative spread in [0, 1), got {sig(v, 6)}")
     if not 1 <= args.points_per_side <= 5:
         die(f"rabit next-experiment: error: argument --points-per-side: 1 to 5, got {args.points_per_side}")
     goal, cons, prices = serving_inputs(args)

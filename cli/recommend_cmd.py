@@ -31,7 +31,7 @@ from cli.common import (
     with_ranges,
 )
 from core import catalog
-from core.base import MAX_TABLE_BYTES, choices
+from core.base import MAX_TABLE_BYTES, choices, sig
 from core.catalog import CatalogError, parse_prices
 from core.config import DEFAULT, RabitConfig, Targets, describe_validation_error
 from core.decision import (
@@ -247,7 +247,7 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
         ("--requests", args.requests),
     ):
         if v <= 0:
-            die(f"rabit: error: argument {flag}: must be positive, got {v:g}")
+            die(f"rabit: error: argument {flag}: must be positive, got {sig(v, 6)}")
     for flag, v in (
         ("--p95-ttft-s", args.p95_ttft_s),
         ("--p95-itl-s", args.p95_itl_s),
@@ -256,7 +256,7 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
         ("--max-usd-per-hour", args.max_usd_per_hour),
     ):
         if v is not None and v <= 0:
-            die(f"rabit: error: argument {flag}: must be positive, got {v:g}")
+            die(f"rabit: error: argument {flag}: must be positive, got {sig(v, 6)}")
     for flag, vals, ok in (
         ("--weights-allowed", args.weights_allowed, WEIGHT_FORMATS),
         ("--kv-allowed", args.kv_allowed, KV_FORMATS),
@@ -375,7 +375,7 @@ def training_inputs(args: argparse.Namespace) -> tuple:
         if v is None:
             die(f"rabit recommend: error: argument {flag}: required with --train")
         if v <= 0:
-            die(f"rabit recommend: error: argument {flag}: must be positive, got {v:g}")
+            die(f"rabit recommend: error: argument {flag}: must be positive, got {sig(v, 6)}")
     prices = _checked_model_gpus_prices(args)
     try:
         cfg = RabitConfig(

@@ -22,7 +22,7 @@ from cli.common import (
     with_calibrated,
     with_ranges,
 )
-from core.base import MAX_TABLE_BYTES, choices, fmt_time
+from core.base import MAX_TABLE_BYTES, choices, fmt_time, sig
 from core.config import DEFAULT, RabitConfig, Workload
 from core.decision import simulation_spread
 from core.serving import SimSpec, parse_trace, sim_spec, simulate
@@ -258,12 +258,12 @@ def run(args: argparse.Namespace) -> int:
             f"  ITL    {_pct(s['itl_s'])}",
             f"  E2E    {_pct(s['e2e_s'])}",
             f"  queue  {_pct(s['queue_s'])}",
-            f"  throughput {s['throughput_requests_per_s']:.3g} req/s, {s['throughput_tokens_per_s']:,.0f} output tok/s "
-            f"(closed-form max {r.capacity.requests_per_s:.3g} req/s at batch {r.capacity.batch:.0f}, "
+            f"  throughput {sig(s['throughput_requests_per_s'])} req/s, {s['throughput_tokens_per_s']:,.0f} output tok/s "
+            f"(closed-form max {sig(r.capacity.requests_per_s)} req/s at batch {r.capacity.batch:.0f}, "
             f"{r.capacity.limited_by})",
             f"  KV pool {r.kv_pool_tokens:,} tokens, mean occupancy {s['kv_occupancy_mean']:.0%}; prefill share of time "
             f"{s['prefill_time_share']:.0%}; GPU busy {s['gpu_busy_share']:.0%}",
-            f"  preemptions {s['preemptions']:,} ({s['preemptions_per_request']:.3g} per request), rejected "
+            f"  preemptions {s['preemptions']:,} ({sig(s['preemptions_per_request'])} per request), rejected "
             f"{s['rejected']:,}, timed out {s['timed_out']:,}" + (f"\n  {s['thrash_note']}" if s["thrash"] else ""),
             ("  SATURATED: " if s["saturated"] else "  stable: " if s["saturation_verdict"] == "stable" else "  ")
             + s["saturation_reason"],

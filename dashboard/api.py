@@ -23,8 +23,12 @@ from core.base import (
     fmt_bytes,
     fmt_days,
     fmt_num,
+    fmt_pct,
+    fmt_si,
     fmt_time,
+    fmt_usd,
     fmt_value,
+    sig,
 )
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, ENGINE_LABELS, CatalogError
 from core.decision import COMPARABLE_RULE, Constraints, ServingGoal
@@ -57,7 +61,11 @@ __all__ = [
     "fmt_days",
     "fmt_num",
     "fmt_time",
+    "fmt_pct",
+    "fmt_si",
+    "fmt_usd",
     "fmt_value",
+    "sig",
     "VIDEO_ASSUMPTIONS",
 ]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from core.base import DAY_S, GB, fmt_time_in
+from core.base import DAY_S, GB, fmt_time_in, sig
 
 #: A horizontal legend at the foot of the figure: plotly reserves room for it below the axis title, where a
 #: legend placed at a negative paper fraction lands on the title or the tick labels when the figure is short.
@@ -35,20 +35,20 @@ def stacked_bar(
             name=name,
             orientation="h",
             marker_color=color,
-            hovertemplate=f"{name}: %{{x:.3g}} GB<extra></extra>",
+            hovertemplate=f"{name}: %{{x:,.3~r}} GB<extra></extra>",
         )
     fig.add_vline(
         x=capacity_bytes / GB,
         line_dash="dash",
         line_color="black",
-        annotation_text=f"capacity {capacity_bytes / GB:.3g} GB",
+        annotation_text=f"capacity {sig(capacity_bytes / GB)} GB",
     )
     if usable_bytes:
         fig.add_vline(
             x=usable_bytes / GB,
             line_dash="dot",
             line_color="gray",
-            annotation_text=f"usable {usable_bytes / GB:.3g} GB",
+            annotation_text=f"usable {sig(usable_bytes / GB)} GB",
             annotation_position="bottom",
         )
     fig.update_layout(
@@ -189,7 +189,7 @@ def roofline_chart(roof, height: int = 420) -> go.Figure:
                 textposition="bottom right",
                 name=p.name,
                 marker=dict(size=12, symbol=symbols.get(kind, "circle"), color=color),
-                hovertemplate=f"{p.name}<br>%{{x:.3g}} FLOP/B, %{{y:.4g}} TFLOP/s ({p.bound})<extra></extra>",
+                hovertemplate=f"{p.name}<br>%{{x:,.3~r}} FLOP/B, %{{y:,.4~r}} TFLOP/s ({p.bound})<extra></extra>",
             )
         )
         data.append(
@@ -200,7 +200,7 @@ def roofline_chart(roof, height: int = 420) -> go.Figure:
                 mode="markers",
                 showlegend=False,
                 marker=dict(size=9, symbol=symbols.get(kind, "circle") + "-open", color=color),
-                hovertemplate=f"{p.name} with communication and overhead: %{{y:.4g}} TFLOP/s<extra></extra>",
+                hovertemplate=f"{p.name} with communication and overhead: %{{y:,.4~r}} TFLOP/s<extra></extra>",
             )
         )
     return figure_of(
@@ -296,7 +296,7 @@ def tradeoff_chart(points, height: int = 380) -> go.Figure:
                     symbol=["circle" if p.fits else "circle-open" for p in points],
                     size=9,
                 ),
-                hovertemplate="%{text}: %{x:.3g} tokens/s per user, %{y:.4g} tokens/s in all<extra></extra>",
+                hovertemplate="%{text}: %{x:,.3~r} tokens/s per user, %{y:,.4~r} tokens/s in all<extra></extra>",
             )
         ],
         dict(
@@ -335,7 +335,7 @@ def breakdown_chart(items, height: int = 300) -> go.Figure:
                 name=part,
                 orientation="h",
                 marker=dict(color=SPEED_COLORS[part]),
-                hovertemplate=f"{part}: %{{x:.4g}} ms<extra></extra>",
+                hovertemplate=f"{part}: %{{x:,.4~r}} ms<extra></extra>",
             )
         )
     return figure_of(
@@ -385,7 +385,7 @@ def decode_curve_chart(rows, height: int = 320) -> go.Figure:
 def spec_chart(rows, alpha: float, alpha_star: float, height: int = 320) -> go.Figure:
     fig = go.Figure(go.Scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], mode="lines", name="speed-up"))
     fig.add_hline(y=1.0, line_dash="dash", annotation_text="break-even")
-    fig.add_vline(x=alpha, line_dash="dot", annotation_text=f"α = {alpha:g}")
+    fig.add_vline(x=alpha, line_dash="dot", annotation_text=f"α = {sig(alpha, 6)}")
     if alpha_star == alpha_star and 0 < alpha_star < 1:  # not NaN
         fig.add_vline(
             x=alpha_star,
@@ -451,12 +451,12 @@ def training_time_bar(parts, step_s: float, height: int = 220) -> go.Figure:
                 name=name,
                 orientation="h",
                 marker_color=TRAIN_COLORS.get(name, "#6e7781"),
-                hovertemplate=f"{name}: %{{x:.3g}} s<extra></extra>",
+                hovertemplate=f"{name}: %{{x:,.3~r}} s<extra></extra>",
             )
     fig.update_layout(
         barmode="stack",
         height=height,
-        title=f"Where one step goes ({step_s:.3g} s)",
+        title=f"Where one step goes ({sig(step_s)} s)",
         xaxis_title="seconds",
         margin=dict(l=10, r=10, t=40, b=10),
         legend=LEGEND_BELOW,
@@ -479,7 +479,7 @@ def training_curve(curve, chosen_gpus: int | None, deadline_s: float | None, hei
         marker=dict(size=4),
         line=dict(color="#1f6feb"),
         customdata=[[c.gpu_hours, c.layout.label() if c.layout else "", c.mfu] for c in pts],
-        hovertemplate="%{x:,} GPUs: %{y:.3g} days<br>%{customdata[0]:,.0f} GPU-h (no failures), "
+        hovertemplate="%{x:,} GPUs: %{y:,.3~r} days<br>%{customdata[0]:,.0f} GPU-h (no failures), "
         "MFU %{customdata[2]:.1%}<br>%{customdata[1]}<extra></extra>",
     )
     fig.add_scatter(
@@ -707,7 +707,7 @@ def calibration_chart(
             x=[lo, hi],
             y=[lo * factor, hi * factor],
             mode="lines",
-            name=f"calibrated (x{factor:.3g})",
+            name=f"calibrated (x{sig(factor)})",
             line=dict(color="#1f6feb"),
         )
     fig.add_scatter(
@@ -777,7 +777,7 @@ def add_band(
             line=dict(width=0.5, color=color, dash="dot"),
             showlegend=False,
             customdata=["high"] * len(xs) + [None] + ["low"] * len(xs),
-            hovertemplate=f"{name} %{{customdata}}: %{{y:.4g}}<extra></extra>",
+            hovertemplate=f"{name} %{{customdata}}: %{{y:,.4~r}}<extra></extra>",
             _validate=False,
         ),
         **place,
@@ -817,7 +817,7 @@ def batch_band_chart(points, batch: int, band: dict, height: int = 380) -> go.Fi
             line=dict(width=0.5, color=color, dash="dot"),
             showlegend=False,
             customdata=["high"] * len(xs) + [None] + ["low"] * len(xs),
-            hovertemplate=f"{name} %{{customdata}}: %{{y:.4g}}<extra></extra>",
+            hovertemplate=f"{name} %{{customdata}}: %{{y:,.4~r}}<extra></extra>",
             xaxis="x",
             yaxis="y2",
         ),
@@ -854,7 +854,7 @@ def range_compare_chart(
                 width=8,
             ),
             customdata=[[r[2] / scale, r[3] / scale, r[4]] for r in rows],
-            hovertemplate="%{y}: %{x:.4g}<br>range %{customdata[0]:.4g} … %{customdata[1]:.4g}<br>"
+            hovertemplate="%{y}: %{x:,.4~r}<br>range %{customdata[0]:,.4~r} … %{customdata[1]:,.4~r}<br>"
             "%{customdata[2]}<extra></extra>",
         )
     ]
@@ -867,7 +867,7 @@ def range_compare_chart(
                 mode="markers",
                 name="measured",
                 marker=dict(size=12, symbol="x", color="#cf222e"),
-                hovertemplate="%{y}: measured %{x:.4g}<extra></extra>",
+                hovertemplate="%{y}: measured %{x:,.4~r}<extra></extra>",
             )
         )
     layout = dict(
@@ -913,14 +913,14 @@ def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: in
                 x=down,
                 name="toward low",
                 marker=dict(color="#1f6feb"),
-                hovertemplate="%{y}: %{x:.3g}%<br>%{customdata}<extra></extra>",
+                hovertemplate="%{y}: %{x:,.3~r}%<br>%{customdata}<extra></extra>",
             ),
             dict(
                 bar,
                 x=up,
                 name="toward high",
                 marker=dict(color="#cf222e"),
-                hovertemplate="%{y}: +%{x:.3g}%<br>%{customdata}<extra></extra>",
+                hovertemplate="%{y}: +%{x:,.3~r}%<br>%{customdata}<extra></extra>",
             ),
         ],
         layout,
@@ -1031,7 +1031,7 @@ def range_cross(
         marker=dict(size=14, color=color, symbol=symbol),
         error_x=bar(x, x_range),
         error_y=bar(y, y_range),
-        hovertemplate=f"{name}<br>$%{{x:,.2f}}/h, p95 %{{y:.3g}} s<extra>range</extra>",
+        hovertemplate=f"{name}<br>$%{{x:,.2f}}/h, p95 %{{y:,.3~r}} s<extra>range</extra>",
     )
 
 
@@ -1054,7 +1054,7 @@ def flip_chance_chart(experiments, stable, height: int = 380) -> go.Figure:
             text=[e.input.key if e.flip_chance > 0 else "" for e in items],
             textposition="top center",
             customdata=[[e.input.label, e.cost_usd, e.flips_to or "no change"] for e in items],
-            hovertemplate="%{customdata[0]}<br>flip chance %{y:.0f}%<br>%{x:.3g} GPU-hours, "
+            hovertemplate="%{customdata[0]}<br>flip chance %{y:.0f}%<br>%{x:,.3~r} GPU-hours, "
             "$%{customdata[1]:,.2f}<br>flips to: %{customdata[2]}<extra></extra>",
         )
     fig.update_layout(
@@ -1111,16 +1111,16 @@ def optimizer_pareto(rec) -> go.Figure:
             y=[c.p95_e2e_s for c in pts],
             name=name,
             mode="markers+text" if show_cap else "markers",
-            text=[f"{cap[c.label]:.3g} req/s" for c in pts] if show_cap else None,
+            text=[f"{sig(cap[c.label])} req/s" for c in pts] if show_cap else None,
             textposition="top center",
             marker=dict(size=11, color=color, symbol=[symbol if c.meets else "x" for c in pts], line=dict(width=1)),
             customdata=[
-                f"{c.label}<br>{cap[c.label]:.3g} requests/s capacity; "
+                f"{c.label}<br>{sig(cap[c.label])} requests/s capacity; "
                 f"{'meets' if c.meets else 'misses'} the target<br>"
                 + (f"on the front: {reasons[c.label]}" if c.label in front else "dominated")
                 for c in pts
             ],
-            hovertemplate="%{customdata}<br>$%{x:,.2f}/h, p95 e2e %{y:.3g} s<extra></extra>",
+            hovertemplate="%{customdata}<br>$%{x:,.2f}/h, p95 e2e %{y:,.3~r} s<extra></extra>",
         )
     if best is not None:
         fig.add_scatter(
@@ -1216,7 +1216,7 @@ def video_time_bar(parts: dict[str, float], video_s: float, height: int = 200) -
             name=f"{name} ({value / video_s:.0%})" if video_s > 0 else name,
             orientation="h",
             marker_color=VIDEO_COLORS.get(name, "#6e7781"),
-            hovertemplate=f"{name}: %{{x:.4g}} s<extra></extra>",
+            hovertemplate=f"{name}: %{{x:,.4~r}} s<extra></extra>",
         )
     fig.update_layout(
         barmode="stack",
@@ -1246,8 +1246,10 @@ def video_speedup_chart(points, current_gpus: int, knees: dict[str, int | None],
             marker_symbol=["circle" if p.hidden else "circle-open" for p in pts],
             marker_size=8,
             customdata=[[p.video_s, p.comm_s, p.compute_s] for p in pts],
-            hovertemplate="%{x} GPUs: %{y:.3g}x, %{customdata[0]:.4g} s per video; exposed communication "
-            "%{customdata[1]:.3g} s per forward against %{customdata[2]:.3g} s of compute<extra>" + mode + "</extra>",
+            hovertemplate="%{x} GPUs: %{y:,.3~r}x, %{customdata[0]:,.4~r} s per video; exposed communication "
+            "%{customdata[1]:,.3~r} s per forward against %{customdata[2]:,.3~r} s of compute<extra>"
+            + mode
+            + "</extra>",
         )
     # markers and reference lines as traces: a shape's or an annotation's position is in log units on a log axis
     marks = [
@@ -1326,7 +1328,7 @@ def video_timeline_chart(timeline, height: int | None = None) -> go.Figure:
         orientation="h",
         name="queued",
         marker_color="#d0d7de",
-        hovertemplate="%{y}: queued %{x:.4g} s<extra></extra>",
+        hovertemplate="%{y}: queued %{x:,.4~r} s<extra></extra>",
     )
     fig.add_bar(
         y=ids,
@@ -1336,7 +1338,7 @@ def video_timeline_chart(timeline, height: int | None = None) -> go.Figure:
         name="running (text, steps, decode)",
         marker_color="#1f6feb",
         customdata=[[t.replica] for t in timeline],
-        hovertemplate="%{y}: running %{x:.4g} s on replica %{customdata[0]}<extra></extra>",
+        hovertemplate="%{y}: running %{x:,.4~r} s on replica %{customdata[0]}<extra></extra>",
     )
     fig.update_layout(
         barmode="overlay",

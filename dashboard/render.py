@@ -11,6 +11,7 @@ from core.base import (
     Step,
     find,
     fmt_value,  # noqa: F401  - pages format range ends like their steps
+    sig,
 )
 from core.decision import Bound
 
@@ -125,9 +126,9 @@ def assumption_sources(cfg, names: tuple[str, ...]) -> pd.DataFrame:
         rows.append(
             {
                 "assumption": info.label,
-                "value": f"{getattr(cfg.assumptions, n):g} {info.unit}",
-                "base": f"{info.base:g}",
-                "range": f"{lo:g}–{hi:g}",
+                "value": f"{sig(getattr(cfg.assumptions, n), 6)} {info.unit}",
+                "base": f"{sig(info.base, 6)}",
+                "range": f"{sig(lo, 6)}–{sig(hi, 6)}",
                 "source": info.source,
             }
         )
@@ -241,18 +242,18 @@ def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = No
 
 
 def _secs(x: float) -> str:
-    return f"{x:.3g} s" if x != float("inf") else "does not fit"
+    return f"{sig(x)} s" if x != float("inf") else "does not fit"
 
 
 #: A recommended configuration's cards: (field of the pick, label, value format); the pick's range for each
 #: field (core.decision.optimizer) is drawn under its card. A latency the simulation withheld (None) has no range.
 PICK_CARDS = {
     "cost_per_hour": ("Cost per hour", lambda x: f"${x:,.2f}"),
-    "cost_per_million_tokens": ("Cost per million output tokens", lambda x: f"${x:,.3g}"),
+    "cost_per_million_tokens": ("Cost per million output tokens", lambda x: f"${sig(x)}"),
     "p95_ttft_s": ("p95 TTFT (simulated)", _secs),
     "p95_itl_s": ("p95 ITL (simulated)", _secs),
     "p95_e2e_s": ("p95 end-to-end (simulated)", _secs),
-    "capacity_requests_per_s": ("Capacity", lambda x: f"{x:.3g} req/s"),
+    "capacity_requests_per_s": ("Capacity", lambda x: f"{sig(x)} req/s"),
 }
 
 

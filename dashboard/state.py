@@ -19,7 +19,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from core import catalog
-from core.base import QUERY_DOMAINS, REGISTRY, choices, decode_text, group_domain, parse_json
+from core.base import QUERY_DOMAINS, REGISTRY, choices, decode_text, group_domain, parse_json, sig
 from core.catalog import from_hf_config
 from core.config import (
     DEFAULT,
@@ -400,8 +400,8 @@ def sidebar(page: str = "") -> RabitConfig | None:
                 max_value=float(info.max_value),
                 key=_key("a." + name),
                 format="%.6g",
-                help=f"base {info.base:g}, range {lo:g}–{hi:g}; allowed {info.min_value:g}–"
-                f"{info.max_value:g} ({info.domain_reason}). Source: {info.source}",
+                help=f"base {sig(info.base, 6)}, range {sig(lo, 6)}–{sig(hi, 6)}; allowed {sig(info.min_value, 6)}–"
+                f"{sig(info.max_value, 6)} ({info.domain_reason}). Source: {info.source}",
             )
         if sb.button("Reset assumptions to base"):
             for name, info in REGISTRY.items():

@@ -11,6 +11,7 @@ from dashboard.api import (
     RunError,
     fmt_num,
     fmt_time,
+    sig,
 )
 from dashboard.text import plain
 
@@ -201,7 +202,7 @@ with st.expander("Attached runs"):
         a, b = st.columns([5, 1])
         a.write(
             f"**{plain(run.label)}** ({run.source}): {plain(run.describe())}; "
-            + ", ".join(f"{m.metric} = {m.value:.4g}" for m in run.measurements)
+            + ", ".join(f"{m.metric} = {sig(m.value, 4)}" for m in run.measurements)
         )
         if b.button("Remove", key=f"cal.rm.{rid}"):
             analyses.store().remove_run(cur["id"], rid)

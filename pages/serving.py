@@ -12,6 +12,7 @@ from dashboard.api import (
     choices,
     fmt_num,
     fmt_time,
+    sig,
 )
 from dashboard.text import plain
 
@@ -121,9 +122,9 @@ except ValueError as exc:
 n_req, arrival = spec.num_requests or 0, spec.arrival
 if arrival == "poisson":
     st.caption(
-        f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
-        f"closed-form capacity ({cap.requests_per_s:.3g} requests/s). A round rate clearly inside capacity "
-        f"would be {cache.default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
+        f"Arrival rate {sig(spec.rate_per_s, 6)} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
+        f"closed-form capacity ({sig(cap.requests_per_s)} requests/s). A round rate clearly inside capacity "
+        f"would be {sig(cache.default_rate(cap.requests_per_s), 6)}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
         "down to 1, 2 or 5 x 10^k."
     )
 
@@ -140,18 +141,18 @@ with st.spinner("Simulating each assumption at its bounds…"):
 if s.saturated:
     st.error(
         f"Saturated: requests arrive faster than this replica drains them, so the queue grows without bound "
-        f"({s.saturation_reason}). Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
+        f"({s.saturation_reason}). Closed-form capacity ≈ {sig(cap.requests_per_s)} requests/s "
         f"at a batch of {cap.batch:.0f} ({cap.limited_by})."
     )
 elif s.saturation_verdict == "too short to tell":
     st.warning(
         f"Too short to tell whether the queue is stable: {s.saturation_reason}. Simulate more requests. "
-        f"Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s at a batch of {cap.batch:.0f} "
+        f"Closed-form capacity ≈ {sig(cap.requests_per_s)} requests/s at a batch of {cap.batch:.0f} "
         f"({cap.limited_by})."
     )
 else:
     st.success(
-        f"Stable: {s.saturation_reason}. Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
+        f"Stable: {s.saturation_reason}. Closed-form capacity ≈ {sig(cap.requests_per_s)} requests/s "
         f"at a batch of {cap.batch:.0f} ({cap.limited_by})."
     )
 (st.warning if rng.verdict_changes else st.caption)(
@@ -205,9 +206,9 @@ cols = render.grid(
 render.metric_range(
     cols[0],
     "Requests/s",
-    f"{s.throughput_requests_per_s:.3g}",
+    f"{sig(s.throughput_requests_per_s)}",
     rng.ranges.get("throughput_requests_per_s"),
-    lambda x: f"{x:.3g}",
+    lambda x: f"{sig(x)}",
 )
 render.metric_range(
     cols[1], "Output tokens/s", fmt_num(s.throughput_tokens_per_s), rng.ranges.get("throughput_tokens_per_s"), fmt_num
@@ -262,9 +263,9 @@ with c2:
     render.metric_range(
         st,
         "Closed-form capacity [requests/s]",
-        f"{cap.requests_per_s:.3g}",
+        f"{sig(cap.requests_per_s)}",
         rng.ranges.get("capacity_requests_per_s"),
-        lambda x: f"{x:.3g}",
+        lambda x: f"{sig(x)}",
     )
 st.caption(
     f"Each point simulates {sweep_spec.num_requests:,} requests with this page's lengths and scheduler; "

@@ -109,9 +109,14 @@ from core.base.units import (
     fmt_days,
     fmt_latency,
     fmt_num,
+    fmt_pct,
+    fmt_si,
     fmt_time,
     fmt_time_in,
+    fmt_usd,
     fmt_value,
+    round_sig,
+    sig,
 )
 
 __all__ = [
@@ -201,7 +206,12 @@ __all__ = [
     "fmt_num",
     "fmt_time",
     "fmt_time_in",
+    "fmt_pct",
+    "fmt_si",
+    "fmt_usd",
     "fmt_value",
+    "round_sig",
+    "sig",
     "in_domain",
     "inflate",
     "json_depth",

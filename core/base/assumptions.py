@@ -325,7 +325,7 @@ _INFOS = (
         4.0e-5,  # pessimistic: more failures
         1.0e-5,
         "Llama 3: 419 unexpected interruptions in 54 days on 16,384 H100 "
-        "(arXiv 2407.21783 sec. 3.3.4) = 2.0e-5 per GPU-hour.",
+        "(arXiv 2407.21783 sec. 3.3.4) = 0.00002 per GPU-hour.",
         -1,
         moves=("training",),
         min_value=0.0,

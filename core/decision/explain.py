@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from core.base import REGISTRY, fmt_latency
+from core.base import REGISTRY, fmt_latency, sig
 from core.decision.goal import _F, SCREEN_UTILISATION, WEIGHT_FORMATS, Candidate, Constraints, ServingGoal, worst_ratio
 from core.serving import THRASH_REMEDIES
 
@@ -37,14 +37,14 @@ def explain(
     """The structured why: GPU, count, bottleneck, assumptions, risks, alternatives, what to relax."""
     a = goal.assumptions
     assumptions = (
-        f"decode memory-bandwidth utilisation {a.mbu:g} ({REGISTRY['mbu'].low:g}-{REGISTRY['mbu'].high:g})",
-        f"prefill compute efficiency ceiling {a.mfu_max:g} ({REGISTRY['mfu_max'].low:g}-{REGISTRY['mfu_max'].high:g})",
+        f"decode memory-bandwidth utilisation {sig(a.mbu, 6)} ({sig(REGISTRY['mbu'].low, 6)}-{sig(REGISTRY['mbu'].high, 6)})",
+        f"prefill compute efficiency ceiling {sig(a.mfu_max, 6)} ({sig(REGISTRY['mfu_max'].low, 6)}-{sig(REGISTRY['mfu_max'].high, 6)})",
         f"replicas sized in the screen at {SCREEN_UTILISATION:.0%} utilisation, then checked by simulation",
         f"prices: {cons.price_policy} {cons.price_kind} listing per GPU-hour",
     )
     targets = (
         ", ".join(
-            f"p95 {n} <= {v:g} s"
+            f"p95 {n} <= {sig(v, 6)} s"
             for n, v in (("TTFT", goal.p95_ttft_s), ("ITL", goal.p95_itl_s), ("end-to-end", goal.p95_e2e_s))
             if v is not None
         )
@@ -65,7 +65,7 @@ def explain(
         top = max(reasons, key=lambda k: reasons[k]) if reasons else ""
         relax = relax_hint(goal, cons, nearest, top)
         return Explanation(
-            summary=f"Nothing meets {targets} at {goal.rate_per_s:g} requests/s. Closest: {near}.",
+            summary=f"Nothing meets {targets} at {sig(goal.rate_per_s, 6)} requests/s. Closest: {near}.",
             why_gpu="",
             why_count="",
             bottleneck=nearest.bottleneck if nearest else "",
@@ -84,8 +84,8 @@ def explain(
     )
     why_count = (
         f"{best.replicas} replica(s) of {best.gpus_per_replica} GPU(s): each carries "
-        f"{goal.rate_per_s / best.n_replicas:.3g} of the {goal.rate_per_s:g} requests/s against a closed-form "
-        f"capacity of {best.capacity_per_replica_rps:.3g}/s at batch {int(best.screen_batch or 0)}; simulated p95 "
+        f"{sig(goal.rate_per_s / best.n_replicas)} of the {sig(goal.rate_per_s, 6)} requests/s against a closed-form "
+        f"capacity of {sig(best.capacity_per_replica_rps)}/s at batch {int(best.screen_batch or 0)}; simulated p95 "
         f"TTFT {fmt_latency(best.p95_ttft_s)}, ITL {fmt_latency(best.p95_itl_s)}, end-to-end {fmt_latency(best.p95_e2e_s)}"
     )
     bott = f"decode at batch {int(best.screen_batch or 0)} is {best.bottleneck}-bound" + (
@@ -127,7 +127,7 @@ def explain(
             f"${fa.cost:,.2f}/h ({fa.cost / best.cost - 1:+.0%})"
         )
     return Explanation(
-        summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {goal.rate_per_s:g} requests/s.",
+        summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {sig(goal.rate_per_s, 6)} requests/s.",
         why_gpu=why_gpu,
         why_count=why_count,
         bottleneck=bott,
@@ -179,6 +179,6 @@ def pareto_reasons(points) -> dict[str, str]:
         else:
             out[lbl] = (
                 f"{len(beat)} cheaper-and-faster configuration(s) hold at most "
-                f"{max(q[3] for q in beat):.3g} requests/s; this one holds {cap:.3g}"
+                f"{sig(max(q[3] for q in beat))} requests/s; this one holds {sig(cap)}"
             )
     return out

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from core import catalog
-from core.base import Assumptions, WorkBudget, search_budget
+from core.base import Assumptions, WorkBudget, search_budget, sig
 from core.catalog import GpuPrice, Price, gpu_price, unpriced
 from core.config import Deployment, RabitConfig, SimSpec, problems
 from core.decision.explain import Explanation, explain
@@ -197,11 +197,11 @@ def screen_candidate(
     upd = {"batch_1_ttft_s": ttft1, "batch_1_itl_s": itl1, "bottleneck": sm.bound(1, ctx, ctx)}
     misses = []
     if goal.p95_ttft_s is not None and ttft1 > goal.p95_ttft_s:
-        misses.append(f"TTFT {ttft1:.3g} s > {goal.p95_ttft_s:g} s")
+        misses.append(f"TTFT {sig(ttft1)} s > {sig(goal.p95_ttft_s, 6)} s")
     if goal.p95_itl_s is not None and itl1 > goal.p95_itl_s:
-        misses.append(f"ITL {itl1 * 1e3:.3g} ms > {goal.p95_itl_s * 1e3:g} ms")
+        misses.append(f"ITL {sig(itl1 * 1e3)} ms > {sig(goal.p95_itl_s * 1e3, 6)} ms")
     if goal.p95_e2e_s is not None and ttft1 + (o_mean - 1) * itl1 > goal.p95_e2e_s:
-        misses.append(f"end-to-end {ttft1 + (o_mean - 1) * itl1:.3g} s > {goal.p95_e2e_s:g} s")
+        misses.append(f"end-to-end {sig(ttft1 + (o_mean - 1) * itl1)} s > {sig(goal.p95_e2e_s, 6)} s")
     if misses:
         return c.model_copy(update={**upd, "pruned": "misses the target even at batch 1: " + "; ".join(misses)})
     b_itl = _itl_batch(sm, ctx, goal.p95_itl_s, spec.max_batch)

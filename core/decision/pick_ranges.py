@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core import catalog
-from core.base import REGISTRY, Range, by_tag
+from core.base import REGISTRY, Range, by_tag, sig
 from core.catalog import gpu_price
 from core.config import RabitConfig, resolve
 from core.decision.goal import candidate_config
@@ -129,7 +129,7 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
         note = f"misses the target at the pessimistic bound: {why}"
     elif misses:
         note = "misses the target at the pessimistic bound" + (
-            f" (p95 end-to-end {low.p95_e2e_s:.3g} s)" if low.p95_e2e_s is not None else ""
+            f" (p95 end-to-end {sig(low.p95_e2e_s)} s)" if low.p95_e2e_s is not None else ""
         )
     else:
         note = "meets the target even at the pessimistic bound"

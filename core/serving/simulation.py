@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE, WorkBudget
+from core.base import NO_TRACE, WorkBudget, sig
 from core.catalog import model_of
 from core.config import LOAD_FIELDS, Draws, Lengths, RabitConfig, SimSpec, parse_trace
 from core.physics import StepModel, serving_memory
@@ -268,7 +268,7 @@ SWEEP_FRACTIONS = (0.1, 0.3, 0.5, 0.65, 0.75, 0.85, 0.95, 1.05, 1.2)
 
 def sweep_rates(capacity_requests_per_s: float, fractions: tuple[float, ...] = SWEEP_FRACTIONS) -> tuple[float, ...]:
     """Arrival rates [requests/s] for a p95-vs-load sweep around the closed-form capacity."""
-    return tuple(float(f"{capacity_requests_per_s * f:.3g}") for f in fractions)
+    return tuple(float(f"{sig(capacity_requests_per_s * f)}") for f in fractions)
 
 
 def round_rate_down(rate_per_s: float) -> float:
@@ -279,8 +279,8 @@ def round_rate_down(rate_per_s: float) -> float:
     for m in (5, 2, 1):
         v = m * 10.0**exp
         if v <= rate_per_s * (1 + 1e-12):
-            return float(f"{v:.3g}")
-    return float(f"{10.0**exp:.3g}")
+            return float(f"{sig(v)}")
+    return float(f"{sig(10.0**exp)}")
 
 
 #: The starting rate is half the closed-form capacity, rounded down to a 1-2-5 value: 25-50 % of capacity,

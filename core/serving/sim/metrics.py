@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from core.base import sig
 from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Records
 
 MIN_N_P95 = 20
@@ -162,8 +163,9 @@ def saturation(rec: Records, closed_loop: bool, capacity_rps: float | None = Non
     noise = SAT_NOISE_SIGMAS * float(np.sqrt(2 * max(backlog_mean, 1.0)))
     span = t1 - t0
     words = (
-        f"over the second half of the arrivals: {a / span:.3g} arrivals/s, {c / span:.3g} completions/s; "
-        f"backlog {b0:,} -> {b1:,} (mean {backlog_mean:.3g}, noise {noise:.2g})" + (f"; {to} timed out" if to else "")
+        f"over the second half of the arrivals: {sig(a / span)} arrivals/s, {sig(c / span)} completions/s; "
+        f"backlog {b0:,} -> {b1:,} (mean {sig(backlog_mean)}, noise {sig(noise, 2)})"
+        + (f"; {to} timed out" if to else "")
     )
     grew = b1 - b0 >= max(SAT_GROWTH_FRAC * a, noise)
     sat = c < SAT_SERVED_FRAC * a and (grew or to >= SAT_GROWTH_FRAC * a)
@@ -181,9 +183,9 @@ def _short_run_verdict(arr: np.ndarray, a: int, capacity_rps: float | None) -> t
         return TOO_SHORT, head
     lam = (n - 1) / period
     low = lam * max(0.0, 1 - SAT_NOISE_SIGMAS / np.sqrt(n))
-    words = f"offered {lam:.3g} requests/s against a closed-form capacity of {capacity_rps:.3g}/s"
+    words = f"offered {sig(lam)} requests/s against a closed-form capacity of {sig(capacity_rps)}/s"
     if low > capacity_rps:
-        return SATURATED, f"{words} (even its low end, {low:.3g}/s, is above it; {a} arrivals in the second half)"
+        return SATURATED, f"{words} (even its low end, {sig(low)}/s, is above it; {a} arrivals in the second half)"
     return TOO_SHORT, f"{head}; {words}"
 
 
@@ -212,7 +214,7 @@ def summarise(rec: Records, closed_loop: bool, capacity_rps: float | None = None
     prefill_share = rec.prefill_s / rec.busy_s if rec.busy_s > 0 else 0.0
     thrash = ppr >= THRASH_PREEMPTIONS_PER_REQUEST
     thrash_note = (
-        f"KV thrash: {ppr:.3g} preemptions per request and {prefill_share:.0%} of busy time in prefill "
+        f"KV thrash: {sig(ppr)} preemptions per request and {prefill_share:.0%} of busy time in prefill "
         "(much of it recomputation). Remedies: " + "; ".join(THRASH_REMEDIES)
         if thrash
         else ""
