@@ -50,8 +50,8 @@ def test_the_smallest_count_is_not_the_cheapest_for_a_70b_on_h100_pcie():
     cfg = RabitConfig(model="llama-3.1-70b", phase="train", gpu="h100-pcie", gpus_per_node=8, train_tokens=2e12)
     p = plan(cfg, TrainingGoal(deadline_s=30 * DAY_S))
     c = deadline_choice(p.curve)
-    assert c.smallest.gpus == p.gpus == 1728
-    assert c.cheapest.gpus == 1960 and c.cheapest.meets_deadline
+    assert c.smallest.gpus == 1728
+    assert c.cheapest.gpus == p.gpus == 1960 and c.cheapest.meets_deadline  # the plan recommends the cheapest
     assert 0.20 < c.extra_frac < 0.40
     assert c.cheapest.gpu_hours < 0.85 * c.smallest.gpu_hours
     assert "1,960 GPUs" in c.message and "1,728 GPUs" in c.message
@@ -83,3 +83,32 @@ def test_cli_train_reports_both():
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)["deadline_choice"]
     assert d["smallest_gpus"] == 1728 and d["cheapest_gpus"] == 1960 and d["smallest_extra_frac"] > 0.2
+
+
+def test_the_plan_and_the_cli_headline_the_recommended_count():
+    """Llama-3.1-70B on H100 SXM, 2T tokens, 30 days: the smallest count that meets the deadline (784 GPUs) and
+    the cheapest (800 GPUs) differ by a sixth of a percent. The plan, its message and the CLI's top-level keys
+    are the recommended (cheapest) count's, and the message says the difference with digits that are not zero."""
+    cfg = RabitConfig(model="llama-3.1-70b", phase="train", gpu="h100-sxm", train_tokens=2e12)
+    p = plan(cfg, TrainingGoal(deadline_s=30 * DAY_S))
+    c = deadline_choice(p.curve)
+    assert (c.smallest.gpus, c.cheapest.gpus) == (784, 800)
+    assert p.gpus == p.best.gpus == c.cheapest.gpus
+    assert p.cost_usd == pytest.approx(c.cheapest.cost_usd, rel=1e-9)
+    assert p.message.startswith("800 GPUs is the cheapest count that finishes 2T tokens within 30 days")
+    assert "784 GPUs" in p.message and "(+0.16%)" in p.message and "0% more" not in c.message
+    assert "MFU 45.8% against 45.9%" in c.message  # one decimal tells the two layouts apart
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "train", "--model", "llama-3.1-70b", "--gpu", "h100-sxm"]
+        + ["--tokens", "2e12", "--deadline-days", "30", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["gpus"] == d["deadline_choice"]["cheapest_gpus"] == 800
+    assert d["layout"]["tp"] * d["layout"]["pp"] * d["layout"]["dp"] == 800
+    assert d["cost_usd"] == pytest.approx(d["deadline_choice"]["cheapest_value"], rel=1e-9)

@@ -9,7 +9,7 @@ from one place:
   and step time (compute, pipeline bubble, TP / EP / PP / DP traffic, optimizer step), on a grid of layouts
   or traced for one.
 * :mod:`core.training.search`: the fastest layout on a GPU count, the curve over GPU counts, the deadline
-  (smallest count that meets it with failures, :mod:`core.training.reliability`) and the cost.
+  (the cheapest count that meets it with failures, :mod:`core.training.reliability`) and the cost.
 
 Every entry point takes a :class:`core.config.Deployment` (resolved once at the edge) or a config.
 """
