@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from cli.common import (
     add_json,
+    add_length_args,
     add_range_args,
     assumptions_from_args,
     cli_search_budget,
@@ -27,6 +28,7 @@ from cli.common import (
     custom_model,
     die,
     emit,
+    fill_lengths,
     read_file,
     with_ranges,
 )
@@ -87,8 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--model", default=DEFAULT.model, help="catalog model slug")
     g.add_argument("--model-config", metavar="PATH", help="a Hugging Face config.json instead of --model")
     p.add_argument("--rate", type=float, help="arrival rate [requests/s] (serving; required unless --train)")
-    p.add_argument("--input", type=int, default=DEFAULT.input_tokens, help="mean prompt tokens")
-    p.add_argument("--output", type=int, default=DEFAULT.output_tokens, help="mean output tokens")
+    add_length_args(p, "mean ")
     p.add_argument(
         "--lengths", choices=choices.LENGTH_KINDS, default=W.lengths, help="length distribution around the means"
     )
@@ -240,6 +241,7 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
     """(goal, constraints, prices) from the serving flags (exit 2 naming the flag); next-experiment shares it."""
     if args.rate is None:
         die("rabit recommend: error: the following arguments are required: --rate (or use --train)")
+    fill_lengths(args)
     for flag, v in (
         ("--rate", args.rate),
         ("--input", args.input),

@@ -261,6 +261,30 @@ class RabitConfig(BaseModel):
 DEFAULT = RabitConfig()
 
 
+def default_lengths(
+    max_context: int | None, input_tokens: int | None = None, output_tokens: int | None = None
+) -> tuple[int, int]:
+    """Prompt and output tokens for the lengths a user left unset (None), fitted to the model's context.
+
+    The shared defaults (:data:`DEFAULT`: 4,096 + 4,096) where they fit; else, with both unset, the context split
+    in halves (OPT-13B's 2,048: 1,024 + 1,024); a length the user gave is kept and the other takes the rest, at
+    most its default (--input 1,500 on 2,048: 1,500 + 548). What the user gave is never changed: a given pair
+    that does not fit is the config checks' to refuse, naming the flags."""
+    d_in, d_out = DEFAULT.input_tokens, DEFAULT.output_tokens
+    if input_tokens is not None and output_tokens is not None:
+        return input_tokens, output_tokens
+    ctx = max_context or d_in + d_out
+    if input_tokens is None and output_tokens is None:
+        if d_in + d_out <= ctx:
+            return d_in, d_out
+        half = max(1, ctx // 2)
+        return half, max(1, ctx - half)
+    if input_tokens is not None:
+        return input_tokens, max(1, min(d_out, ctx - input_tokens))
+    assert output_tokens is not None
+    return max(1, min(d_in, ctx - output_tokens)), output_tokens
+
+
 def training_goal_args(cfg: RabitConfig) -> dict[str, Any]:
     """The keyword arguments of :func:`core.training.goal_from_inputs` that ``cfg.training`` describes: the
     deadline (``targets.deadline_days``) and search ceiling, or the GPU budget (None: the config's cluster)."""
