@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from cli.common import (
     add_cluster_args,
     add_json,
+    add_length_args,
     add_model_args,
     add_range_args,
     add_weight_kv_args,
@@ -18,6 +19,7 @@ from cli.common import (
     die,
     emit,
     fill_from_config,
+    fill_lengths,
     read_file,
     with_calibrated,
     with_ranges,
@@ -25,7 +27,7 @@ from cli.common import (
 from core.base import MAX_TABLE_BYTES, choices, fmt_time, sig
 from core.config import DEFAULT, RabitConfig, Workload
 from core.decision import simulation_spread
-from core.serving import SimSpec, parse_trace, sim_spec, simulate
+from core.serving import LATENCY_KEYS, SimSpec, parse_trace, sim_spec, simulate
 
 #: Workload / SimSpec field -> flag, for error messages that name the argument.
 SPEC_FLAG = {
@@ -85,8 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--requests", type=int, default=W.num_requests, help="requests to issue")
     a.add_argument("--duration", type=float, default=W.duration_s, help="stop issuing after this many seconds")
     w = p.add_argument_group("lengths")
-    w.add_argument("--input", type=int, default=DEFAULT.input_tokens, help="mean prompt tokens")
-    w.add_argument("--output", type=int, default=DEFAULT.output_tokens, help="mean output tokens")
+    add_length_args(w, "mean ")
     w.add_argument("--lengths", choices=choices.LENGTH_KINDS, default=W.lengths)
     w.add_argument(
         "--spread",
@@ -179,14 +180,18 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
         _spec_error(exc)
 
 
-def spec_from_args(args: argparse.Namespace, cfg: RabitConfig) -> SimSpec:
-    trace = None
-    if args.trace:
-        text = read_file(args.trace, "--trace", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
-        try:
-            trace = parse_trace(text)
-        except ValueError as exc:
-            die(f"rabit simulate: error: argument --trace: {exc}")
+def trace_from_args(args: argparse.Namespace) -> tuple[tuple[int, int], ...] | None:
+    """The --trace rows (input, output tokens), or None without --trace; exit 2 naming the flag."""
+    if not args.trace:
+        return None
+    text = read_file(args.trace, "--trace", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
+    try:
+        return parse_trace(text)
+    except ValueError as exc:
+        die(f"rabit simulate: error: argument --trace: {exc}")
+
+
+def spec_from_args(args: argparse.Namespace, cfg: RabitConfig, trace=None) -> SimSpec:
     try:
         return sim_spec(cfg, trace=trace)
     except ValidationError as exc:
@@ -219,15 +224,17 @@ def _engine_defaults(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args, CONFIG_DEST)
     _engine_defaults(args)
+    trace = trace_from_args(args)
+    fill_lengths(args, trace)  # with a trace its lengths are the run's: --input / --output are neither used nor checked
     if args.input < 1 or args.output < 1:
         die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")
     cfg = config_from_args(args, input_tokens=args.input, output_tokens=args.output, workload=workload_from_args(args))
-    spec = spec_from_args(args, cfg)
+    spec = spec_from_args(args, cfg, trace)
     try:
         r = simulate(cfg, spec, budget=cli_budget(spec.num_requests))
     except ValueError as exc:
         die(f"rabit simulate: error: {exc}")
-    s = r.summary.as_dict()
+    s = r.summary.reported()  # in saturation: no latency, and why
     payload = {
         "model": cfg.model_label,
         "gpu": cfg.gpu,
@@ -254,10 +261,16 @@ def run(args: argparse.Namespace) -> int:
         [
             f"{payload['model']} on {cfg.gpus} x {cfg.gpu} (TP {cfg.tp}, PP {cfg.pp}); {spec.policy}, {spec.admission}; "
             f"{s['requests']:,} requests, {s['completed']:,} completed",
-            f"  TTFT   {_pct(s['ttft_s'])}",
-            f"  ITL    {_pct(s['itl_s'])}",
-            f"  E2E    {_pct(s['e2e_s'])}",
-            f"  queue  {_pct(s['queue_s'])}",
+            *(
+                [f"  latency withheld, {s['latency_withheld']}"]
+                if s["latency_withheld"]
+                else [
+                    f"  TTFT   {_pct(s['ttft_s'])}",
+                    f"  ITL    {_pct(s['itl_s'])}",
+                    f"  E2E    {_pct(s['e2e_s'])}",
+                    f"  queue  {_pct(s['queue_s'])}",
+                ]
+            ),
             f"  throughput {sig(s['throughput_requests_per_s'])} req/s, {s['throughput_tokens_per_s']:,.0f} output tok/s "
             f"(closed-form max {sig(r.capacity.requests_per_s)} req/s at batch {r.capacity.batch:.0f}, "
             f"{r.capacity.limited_by})",
@@ -270,7 +283,8 @@ def run(args: argparse.Namespace) -> int:
         ]
     )
     rg = simulation_spread(cfg, spec, r)
-    with_ranges(payload, rg.ranges)
+    withheld = r.summary.latency_withheld
+    with_ranges(payload, {k: v for k, v in rg.ranges.items() if not (withheld and k.split(".")[0] in LATENCY_KEYS)})
     payload["saturated_at_bounds"] = {"pessimistic": rg.saturated_at["low"], "optimistic": rg.saturated_at["high"]}
     payload["saturation_range"] = rg.verdict_text()
     human += (
@@ -280,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
         + "; ".join(
             f"{k} {fmt_time(rg.ranges[k].low)} ... {fmt_time(rg.ranges[k].high)}"
             for k in ("ttft_s.p95", "e2e_s.p95")
-            if rg.ranges[k].basis != "none"
+            if rg.ranges[k].basis != "none" and not withheld
         )
         + f"\n  saturation: {rg.verdict_text()}"
     )

@@ -205,9 +205,9 @@ def default_rate(capacity_requests_per_s: float) -> float:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def knee_sweep(spec: serving.SimSpec, capacity_requests_per_s: float) -> tuple[serving.SimSpec, tuple[float, ...]]:
+def knee_sweep(spec: serving.SimSpec, capacity: serving.Capacity) -> tuple[serving.SimSpec, tuple[float, ...]]:
     """The workload of each point of the p95-against-rate sweep and its rates (core.serving.knee_sweep)."""
-    return serving.knee_sweep(spec, capacity_requests_per_s)
+    return serving.knee_sweep(spec, capacity)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -10,6 +10,9 @@ import streamlit as st
 from core.base import (
     Step,
     find,
+    fmt_latency,
+    fmt_num,
+    fmt_usd,
     fmt_value,  # noqa: F401  - pages format range ends like their steps
     sig,
 )
@@ -241,34 +244,95 @@ def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = No
         col.caption("range: " + range_text(r, fmt))
 
 
-def _secs(x: float) -> str:
-    return f"{sig(x)} s" if x != float("inf") else "does not fit"
+def _latency(x: float) -> str:
+    return fmt_latency(x) if x != float("inf") else "does not fit"
 
 
 #: A recommended configuration's cards: (field of the pick, label, value format); the pick's range for each
 #: field (core.decision.optimizer) is drawn under its card. A latency the simulation withheld (None) has no range.
 PICK_CARDS = {
-    "cost_per_hour": ("Cost per hour", lambda x: f"${x:,.2f}"),
-    "cost_per_million_tokens": ("Cost per million output tokens", lambda x: f"${sig(x)}"),
-    "p95_ttft_s": ("p95 TTFT (simulated)", _secs),
-    "p95_itl_s": ("p95 ITL (simulated)", _secs),
-    "p95_e2e_s": ("p95 end-to-end (simulated)", _secs),
+    "cost_per_hour": ("Cost per hour", fmt_usd),
+    "cost_per_million_tokens": ("Cost per million output tokens", fmt_usd),
+    "p95_ttft_s": ("p95 TTFT (simulated)", _latency),
+    "p95_itl_s": ("p95 ITL (simulated)", _latency),
+    "p95_e2e_s": ("p95 end-to-end (simulated)", _latency),
     "capacity_requests_per_s": ("Capacity", lambda x: f"{sig(x)} req/s"),
 }
 
 
-def pick_metrics(pick, ranges: dict, keys: Iterable[str] = tuple(PICK_CARDS), gpus: bool = False) -> None:
+def target_caption(col, check) -> None:
+    """Under a latency card: its target and whether the pick meets it with every assumption at its pessimistic
+    bound at once (a :class:`core.decision.TargetCheck`)."""
+    verdict = ":green[meets]" if check.meets_at_pessimistic else ":red[misses]"
+    at = fmt_latency(check.pessimistic_s) if check.pessimistic_s is not None else "withheld"
+    col.caption(f"target {fmt_latency(check.target_s)} · all assumptions pessimistic: {at}, {verdict}")
+
+
+#: The Serving simulation page's headline: (summary field, card label, target field of the shared config).
+LATENCY_CARDS = (
+    ("ttft_s", "p95 TTFT", "p95_ttft_s"),
+    ("itl_s", "p95 ITL", "p95_itl_s"),
+    ("e2e_s", "p95 end-to-end", "p95_e2e_s"),
+)
+
+
+def latency_cards(summary, ranges: dict, targets) -> None:
+    """A simulation's headline: the p95 latencies (each with its range and the shared target, where one is set)
+    and the output tokens/s. A saturated run shows "saturated" and no time: its latencies only measure how long
+    the simulation ran."""
+    labels = [label for _, label, _ in LATENCY_CARDS] + ["Output tokens/s"]
+    cols = grid(len(labels), labels)
+    for col, (key, label, target_key) in zip(cols, LATENCY_CARDS):
+        p, target = getattr(summary, key), getattr(targets, target_key)
+        if summary.latency_withheld:
+            col.metric(label, "saturated", help=summary.latency_withheld)
+            col.caption("no latency: the queue grows without bound")
+            continue
+        if p.p95 is None:
+            col.metric(label, "withheld", help=f"{p.n:,} completed requests; a p95 needs 20")
+            continue
+        r = ranges.get(f"{key}.p95")
+        metric_range(col, label, fmt_latency(p.p95), r, fmt_latency, help=f"over {p.n:,} completed requests")
+        if target:
+            high = r.high if r is not None and r.basis != "none" else p.p95
+            verdict = (
+                ":green[meets it across the range]"
+                if high <= target
+                else ":orange[meets it at base; the range reaches past it]"
+                if p.p95 <= target
+                else ":red[misses it]"
+            )
+            col.caption(f"target {fmt_latency(target)}: {verdict}")
+    metric_range(
+        cols[-1],
+        "Output tokens/s",
+        fmt_num(summary.throughput_tokens_per_s),
+        ranges.get("throughput_tokens_per_s"),
+        fmt_num,
+        help="output tokens of completed requests over the simulated span",
+    )
+
+
+def pick_metrics(
+    pick, ranges: dict, keys: Iterable[str] = tuple(PICK_CARDS), gpus: bool = False, targets: tuple = ()
+) -> None:
     """One card per field of a recommended configuration (``keys`` of :data:`PICK_CARDS`), each with its
-    range; ``gpus`` adds the replicas x GPUs card."""
+    range; ``gpus`` puts the replicas x GPUs card first; ``targets`` (:class:`core.decision.TargetCheck`) adds
+    each target and its pessimistic-bound verdict under its latency card."""
     keys = list(keys)
-    labels = [PICK_CARDS[k][0] for k in keys] + (["GPUs"] if gpus else [])
-    cols = grid(len(labels), labels, [f"{pick.replicas} x {pick.gpus_per_replica} {pick.gpu}"] if gpus else ())
+    fleet = f"{pick.replicas} x {pick.gpus_per_replica} {pick.gpu}"
+    labels = (["GPUs"] if gpus else []) + [PICK_CARDS[k][0] for k in keys]
+    cols = grid(len(labels), labels, [fleet] if gpus else ())
+    if gpus:
+        cols[0].metric("GPUs", fleet, help="replicas x GPUs per replica, GPU kind")
+        cols = cols[1:]
+    by_key = {t.key: t for t in targets}
     for col, k in zip(cols, keys):
         label, fmt = PICK_CARDS[k]
         v = getattr(pick, k)
         metric_range(col, label, fmt(v) if v is not None else "withheld", ranges.get(k) if v is not None else None, fmt)
-    if gpus:
-        cols[len(keys)].metric("GPUs", f"{pick.replicas} x {pick.gpus_per_replica} {pick.gpu}")
+        if k in by_key:
+            target_caption(col, by_key[k])
 
 
 def range_metrics(

@@ -27,11 +27,13 @@ K, B = state.key, state.bounds
 view = st.radio("Recommend", ["Serving", "Training run"], horizontal=True, key="opt.view")
 
 if view == "Serving":
-    st.caption(
-        f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the "
-        "sidebar; the arrival rate and length distribution are shared with the Serving simulation page."
-    )
+    head = st.container()  # the answer first; the form that asks the question under it
     with st.form("opt"):
+        st.markdown("**The question**: rate, p95 targets, constraints and prices")
+        st.caption(
+            f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the "
+            "sidebar; the arrival rate and length distribution are shared with the Serving simulation page."
+        )
         c1, c2 = st.columns(2)
         c1.number_input("Arrival rate [requests/s]", **B("workload.rate_per_s"), key=K("workload.rate_per_s"))
         c2.selectbox("Length distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
@@ -105,21 +107,26 @@ if view == "Serving":
         )
 
     e = rec.explanation
+    with head:
+        if rec.met:
+            st.success(e.summary)
+            r = rec.recommendation
+            checks = rr.recommendation.targets if rr.recommendation is not None else ()
+            render.pick_metrics(r, rg, gpus=True, targets=checks)
+            if rr.recommendation is not None:
+                (st.warning if rr.recommendation.misses_at_pessimistic else st.caption)(
+                    "The recommendation " + rr.recommendation.pessimistic_note + ". The ranges under the cards "
+                    "move each assumption alone to its bounds and combine the moves; this check moves them all "
+                    "at once, so it can fall outside a card's range."
+                )
+            if rr.note:
+                (st.info if rr.settled else st.warning)(rr.note[0].upper() + rr.note[1:] + ".")
+        else:
+            st.error(e.summary)
+            if e.relax:
+                st.warning("To get an answer: " + e.relax)
     if rec.met:
-        st.success(e.summary)
-        r = rec.recommendation
-        render.pick_metrics(r, rg, gpus=True)
-        if rr.recommendation is not None:
-            (st.warning if rr.recommendation.misses_at_pessimistic else st.caption)(
-                "The recommendation " + rr.recommendation.pessimistic_note + "."
-            )
-        if rr.note:
-            (st.info if rr.settled else st.warning)(rr.note[0].upper() + rr.note[1:] + ".")
-        render.launch_downloads(r, goal)
-    else:
-        st.error(e.summary)
-        if e.relax:
-            st.warning("To get an answer: " + e.relax)
+        render.launch_downloads(rec.recommendation, goal)
 
     with st.container(border=True):
         st.markdown("**Why this answer**")

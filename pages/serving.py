@@ -18,17 +18,17 @@ from dashboard.text import plain
 
 st.title("Serving simulation")
 st.caption(
-    "A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
-    "prefill and decode tokens, each iteration is timed by the step-time model for its exact mix. "
-    "Mean prompt and output lengths come from the sidebar; these inputs travel with the link and the "
-    "saved configuration."
+    "One replica under load, iteration by iteration: arrivals queue, the scheduler batches prefill and decode "
+    "tokens, each iteration timed by the step-time model. Prompt and output lengths come from the sidebar."
 )
 cfg = render.bound_choice("serving", state.require_config())
+head = st.container()  # the answer first; this page's inputs under it
 
 K, B = state.key, state.bounds
+st.subheader("Workload and scheduler", divider="gray")
 arr_col, len_col, sch_col = st.columns(3)
 with arr_col:
-    st.subheader("Arrivals")
+    st.markdown("**Arrivals**")
     st.radio(
         "Arrival process",
         choices.ARRIVALS,
@@ -48,7 +48,7 @@ with arr_col:
     st.number_input("Mean think time [s]", **B("workload.think_s"), key=K("workload.think_s"), disabled=not closed)
     st.number_input("Requests", **B("workload.num_requests"), key=K("workload.num_requests"))
 with len_col:
-    st.subheader("Lengths")
+    st.markdown("**Lengths**")
     st.selectbox("Distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
     st.number_input(
         "Spread (lognormal σ / uniform half-width)",
@@ -68,7 +68,7 @@ with len_col:
         except ValueError as exc:
             st.error(f"That trace cannot be used: {plain(exc, 300)}")
 with sch_col:
-    st.subheader("Scheduler")
+    st.markdown("**Scheduler**")
     st.selectbox("Serving engine", choices.ENGINES, key=K("workload.engine"), format_func=ENGINE_LABELS.get)
     eng = cache.engine_defaults(cfg)
 
@@ -121,7 +121,7 @@ except ValueError as exc:
     st.stop()
 n_req, arrival = spec.num_requests or 0, spec.arrival
 if arrival == "poisson":
-    st.caption(
+    arr_col.caption(
         f"Arrival rate {sig(spec.rate_per_s, 6)} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
         f"closed-form capacity ({sig(cap.requests_per_s)} requests/s). A round rate clearly inside capacity "
         f"would be {sig(cache.default_rate(cap.requests_per_s), 6)}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
@@ -138,49 +138,55 @@ s = res.summary
 with st.spinner("Simulating each assumption at its bounds…"):
     rng = cache.simulation_ranges(cfg, spec)
 
-if s.saturated:
-    st.error(
-        f"Saturated: requests arrive faster than this replica drains them, so the queue grows without bound "
-        f"({s.saturation_reason}). Closed-form capacity ≈ {sig(cap.requests_per_s)} requests/s "
-        f"at a batch of {cap.batch:.0f} ({cap.limited_by})."
-    )
-elif s.saturation_verdict == "too short to tell":
-    st.warning(
-        f"Too short to tell whether the queue is stable: {s.saturation_reason}. Simulate more requests. "
-        f"Closed-form capacity ≈ {sig(cap.requests_per_s)} requests/s at a batch of {cap.batch:.0f} "
-        f"({cap.limited_by})."
-    )
-else:
-    st.success(
-        f"Stable: {s.saturation_reason}. Closed-form capacity ≈ {sig(cap.requests_per_s)} requests/s "
-        f"at a batch of {cap.batch:.0f} ({cap.limited_by})."
-    )
-(st.warning if rng.verdict_changes else st.caption)(
-    f"Saturation inside the range: **{rng.verdict_text()}** (pessimistic bound: "
-    f"{'saturated' if rng.saturated_at['low'] else 'stable'}, optimistic bound: "
-    f"{'saturated' if rng.saturated_at['high'] else 'stable'}; bound runs of {rng.requests_at_bounds:,} requests)."
+capacity = f"closed-form capacity {sig(cap.requests_per_s)} requests/s at a batch of {cap.batch:.0f} ({cap.limited_by})"
+load = (
+    f" at {sig(spec.rate_per_s, 6)} requests/s, {spec.rate_per_s / cap.requests_per_s:.0%} of the"
+    if arrival == "poisson"
+    else ";"
 )
-
-if s.thrash:
-    st.warning(s.thrash_note)
-
-for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
-    p = getattr(s, key)
-    name = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "E2E", "queue_s": "Queue"}[key]
-    for q in ("p50", "p95", "p99"):
-        v = getattr(p, q)
-        render.metric_range(
-            col,
-            f"{name} {q}",
-            fmt_time(v) if v is not None else f"withheld (n={p.n})",
-            rng.ranges.get(f"{key}.{q}") if v is not None else None,
-            fmt_time,
-            help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
-            + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"),
+with head:
+    if s.saturated:
+        st.error(
+            f"**Saturated**{load} {capacity}: requests arrive faster than this replica drains them and the queue "
+            "grows without bound, so no latency is shown."
         )
+    elif s.saturation_verdict == "too short to tell":
+        st.warning(f"**Too short to tell** whether the queue is stable{load} {capacity}. Simulate more requests.")
+    else:
+        st.success(f"**Stable**{load} {capacity}.")
+    render.latency_cards(s, rng.ranges, cfg.targets)
+    st.caption(f"Why: {s.saturation_reason}.")
+    (st.warning if rng.verdict_changes else st.caption)(
+        f"Saturation inside the range: **{rng.verdict_text()}** (pessimistic bound: "
+        f"{'saturated' if rng.saturated_at['low'] else 'stable'}, optimistic bound: "
+        f"{'saturated' if rng.saturated_at['high'] else 'stable'}; bound runs of {rng.requests_at_bounds:,} requests)."
+    )
+    if s.thrash:
+        st.warning(s.thrash_note)
+
+st.subheader("Every percentile", divider="gray")
+if s.latency_withheld:
+    st.info(f"No latency: {s.latency_withheld}. Lower the arrival rate or add capacity.")
+else:
+    for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
+        p = getattr(s, key)
+        name = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "E2E", "queue_s": "Queue"}[key]
+        for q in ("p50", "p95", "p99"):
+            v = getattr(p, q)
+            render.metric_range(
+                col,
+                f"{name} {q}",
+                fmt_time(v) if v is not None else f"withheld (n={p.n})",
+                rng.ranges.get(f"{key}.{q}") if v is not None else None,
+                fmt_time,
+                help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
+                + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"),
+            )
 
 analyses.show_calibrated(
-    [
+    []
+    if s.latency_withheld
+    else [
         ("TTFT p50", "ttft_s.p50", s.ttft_s.p50),
         ("TTFT p99", "ttft_s.p99", s.ttft_s.p99),
         ("ITL p50", "itl_s.p50", s.itl_s.p50),
@@ -225,7 +231,7 @@ left.plotly_chart(charts.latency_cdf({k: res.samples(k) for k in ("ttft_s", "itl
 right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_running, res.ts_kv_frac), width="stretch")
 
 st.subheader("Where is the knee?")
-sweep_spec, rates = cache.knee_sweep(spec, cap.requests_per_s)  # around the capacity and this rate
+sweep_spec, rates = cache.knee_sweep(spec, cap)  # around the capacity and this rate
 with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     try:
         rows = cache.sim_sweep(cfg, sweep_spec, tuple(rates))

@@ -54,7 +54,9 @@ from core.decision.optimizer import (
     simulate_candidate,
 )
 from core.decision.pick_ranges import (
+    TARGETS,
     RecommendationRanges,
+    TargetCheck,
     recommendation_ranges,
     training_option_ranges,
 )
@@ -121,6 +123,8 @@ from core.decision.video import (
 )
 
 __all__ = [
+    "TARGETS",
+    "TargetCheck",
     "Bound",
     "COLLECTIVE_ASSUMPTIONS",
     "COMPARABLE_RULE",

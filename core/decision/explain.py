@@ -44,7 +44,7 @@ def explain(
     )
     targets = (
         ", ".join(
-            f"p95 {n} <= {sig(v, 6)} s"
+            f"p95 {n} <= {fmt_latency(v)}"
             for n, v in (("TTFT", goal.p95_ttft_s), ("ITL", goal.p95_itl_s), ("end-to-end", goal.p95_e2e_s))
             if v is not None
         )

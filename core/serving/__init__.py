@@ -19,7 +19,9 @@ from core.serving.sim.timing import (
 from core.serving.simulation import (
     DEFAULT_RATE_FRACTION,
     DONE,
+    LATENCY_KEYS,
     REJECTED,
+    SWEEP_MAX_REQUESTS,
     SWEEP_REQUESTS,
     TIMED_OUT,
     Capacity,
@@ -38,6 +40,7 @@ from core.serving.simulation import (
     simulate,
     sweep,
     sweep_rates,
+    sweep_requests,
     workspace_tokens,
 )
 from core.serving.speed import (
@@ -87,6 +90,7 @@ from core.serving.video import (
 )
 
 __all__ = [
+    "LATENCY_KEYS",
     "BatchPoint",
     "Capacity",
     "CollectiveView",
@@ -100,6 +104,7 @@ __all__ = [
     "RequestTrace",
     "Roofline",
     "SPEEDUP_GPUS",
+    "SWEEP_MAX_REQUESTS",
     "SWEEP_REQUESTS",
     "SimResult",
     "SimSpec",
@@ -128,6 +133,7 @@ __all__ = [
     "expected_tokens_per_pass",
     "knee_rates",
     "knee_sweep",
+    "sweep_requests",
     "kv_pool",
     "max_throughput",
     "mean_over_steps",

@@ -25,12 +25,20 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE, WorkBudget, sig
+from core.base import NO_TRACE, WorkBudget
 from core.catalog import model_of
 from core.config import LOAD_FIELDS, Draws, Lengths, RabitConfig, SimSpec, parse_trace
 from core.physics import StepModel, serving_memory
 from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Pool
-from core.serving.sim.metrics import MIN_N_P95, MIN_N_P99, Percentiles, Summary, summarise
+from core.serving.sim.metrics import (
+    LATENCY_KEYS,
+    MIN_N_P95,
+    MIN_N_P99,
+    SAT_MIN_RESIDENCES,
+    Percentiles,
+    Summary,
+    summarise,
+)
 from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
 
 __all__ = [
@@ -49,9 +57,12 @@ __all__ = [
     "knee_rates",
     "knee_sweep",
     "SWEEP_REQUESTS",
+    "SWEEP_MAX_REQUESTS",
+    "sweep_requests",
     "default_rate",
     "round_rate_down",
     "parse_trace",
+    "LATENCY_KEYS",
     "MIN_N_P95",
     "MIN_N_P99",
     "DONE",
@@ -120,6 +131,12 @@ class Capacity(BaseModel):
     output_tokens_per_s: float
     iteration_s: float  # steady-state iteration (chunked) or decode iteration (prefill priority)
     limited_by: str  # "max batch", "KV pool" or "token budget"
+
+    @property
+    def residence_s(self) -> float:
+        """How long a request stays at capacity [s], by Little's law: ``batch / requests_per_s`` (about
+        ``O`` iterations of ``iteration_s`` under chunked prefill)."""
+        return self.batch / self.requests_per_s if self.requests_per_s > 0 else math.inf
 
 
 def max_throughput(
@@ -240,7 +257,7 @@ def simulate(cfg: RabitConfig, spec: SimSpec, *, timing: str = "auto", budget: W
     rng = np.random.default_rng(spec.seed)
     rec = Engine(spec, tm, pool, Draws(spec, rng)).run(budget)
     capacity = max_throughput(cfg, spec, pool=pool, sm=sm)
-    summary = summarise(rec, spec.arrival == "closed", capacity.requests_per_s)
+    summary = summarise(rec, spec.arrival == "closed", capacity.requests_per_s, capacity.residence_s)
     return SimResult(
         spec=spec,
         summary=summary,
@@ -268,7 +285,7 @@ SWEEP_FRACTIONS = (0.1, 0.3, 0.5, 0.65, 0.75, 0.85, 0.95, 1.05, 1.2)
 
 def sweep_rates(capacity_requests_per_s: float, fractions: tuple[float, ...] = SWEEP_FRACTIONS) -> tuple[float, ...]:
     """Arrival rates [requests/s] for a p95-vs-load sweep around the closed-form capacity."""
-    return tuple(float(f"{sig(capacity_requests_per_s * f)}") for f in fractions)
+    return tuple(float(f"{capacity_requests_per_s * f:.3g}") for f in fractions)
 
 
 def round_rate_down(rate_per_s: float) -> float:
@@ -279,8 +296,8 @@ def round_rate_down(rate_per_s: float) -> float:
     for m in (5, 2, 1):
         v = m * 10.0**exp
         if v <= rate_per_s * (1 + 1e-12):
-            return float(f"{sig(v)}")
-    return float(f"{sig(10.0**exp)}")
+            return float(f"{v:.3g}")
+    return float(f"{10.0**exp:.3g}")
 
 
 #: The starting rate is half the closed-form capacity, rounded down to a 1-2-5 value: 25-50 % of capacity,
@@ -309,20 +326,33 @@ def knee_rates(capacity_requests_per_s: float, chosen_per_s: float | None = None
     return tuple(sorted(r for r in rates if r > 0))
 
 
-#: Requests simulated at each point of a load sweep (the Serving page's p95 against arrival rate): 30 times the
-#: 20 samples a p95 needs and enough for the saturation check, while the 9-15 points of a sweep stay well under a
-#: second each for a 70B replica.
+#: Requests simulated at each point of a load sweep (the Serving page's p95 against arrival rate) at least: 30 times
+#: the 20 samples a p95 needs. Each point gets more when its rate needs them to span the saturation verdict's
+#: residence times (:data:`core.serving.sim.metrics.SAT_MIN_RESIDENCES`), up to :data:`SWEEP_MAX_REQUESTS`.
 SWEEP_REQUESTS = 600
+#: The most requests one point of a load sweep simulates (a 70B replica's 14 points stay around a second).
+SWEEP_MAX_REQUESTS = 4000
 
 
-def knee_sweep(
-    spec: SimSpec, capacity_requests_per_s: float, requests: int = SWEEP_REQUESTS
-) -> tuple[SimSpec, tuple[float, ...]]:
-    """The workload of each point of a p95-against-rate sweep and the rates to sweep: Poisson arrivals, at most
-    ``requests`` requests (the rate is set at each point), at the rates of :func:`knee_rates` around the
-    closed-form capacity and the workload's own Poisson rate."""
-    point = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(spec.num_requests or requests, requests))
-    return point, knee_rates(capacity_requests_per_s, spec.rate_per_s if spec.arrival == "poisson" else None)
+def sweep_requests(rate_per_s: float, residence_s: float) -> int:
+    """Requests a load-sweep point at ``rate_per_s`` simulates: enough that the second half of its arrivals,
+    ``n / (2 rate)``, spans the verdict's residence times with a tenth to spare, rounded up to a hundred, between
+    :data:`SWEEP_REQUESTS` and :data:`SWEEP_MAX_REQUESTS` (Llama-3.1-70B on 8 x H100, 4,096 + 4,096 tokens, at
+    1.64 requests/s: 2 x 4 x 126 s x 1.64/s x 1.1 = 1,813 -> 1,900)."""
+    if not (math.isfinite(residence_s) and rate_per_s > 0):
+        return SWEEP_REQUESTS
+    need = 2 * SAT_MIN_RESIDENCES * residence_s * rate_per_s * 1.1
+    return int(min(SWEEP_MAX_REQUESTS, max(SWEEP_REQUESTS, math.ceil(need / 100) * 100)))
+
+
+def knee_sweep(spec: SimSpec, capacity: Capacity) -> tuple[SimSpec, tuple[float, ...]]:
+    """The workload of each point of a p95-against-rate sweep and the rates to sweep: Poisson arrivals, the
+    requests of :func:`sweep_requests` at the fastest rate (the rate is set at each point; slower points span
+    longer), at the rates of :func:`knee_rates` around the closed-form capacity and the workload's own Poisson
+    rate. A point whose run is still too short says "too short to tell", never "saturated" on the backlog alone."""
+    rates = knee_rates(capacity.requests_per_s, spec.rate_per_s if spec.arrival == "poisson" else None)
+    n = sweep_requests(max(rates), capacity.residence_s)
+    return spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=n, duration_s=None), rates
 
 
 def sweep(
