@@ -194,7 +194,7 @@ if choice is not None:
     (st.info if choice.smallest.gpus == choice.cheapest.gpus else st.success)(choice.message)
     st.plotly_chart(charts.deadline_cost_chart(plan.curve, choice), width="stretch", key="deadline_cost_chart")
 
-st.subheader("Runtime and cost against GPU count")
+st.subheader("Runtime against GPU count")
 fig = charts.training_curve(plan.curve, plan.gpus, plan.goal.deadline_s)
 with st.spinner("The same search at the pessimistic and optimistic bounds…"):
     bands = cache.training_bands(cfg, goal)
@@ -204,16 +204,8 @@ if bands["wall_clock_s"][0]:
         *bands["wall_clock_s"],
         name="wall-clock, every assumption at its optimistic / pessimistic bound",
         scale=DAY_S,
-        secondary_y=False,
     )
-if "cost_usd" in bands and bands["cost_usd"][0]:
-    charts.add_band(
-        fig,
-        *bands["cost_usd"],
-        name="cost range",
-        color="#2da44e",
-        secondary_y=True,
-    )
+    charts.log_axis(fig, "y")
 st.plotly_chart(fig, width="stretch")
 slow = [c for c in plan.curve if c.slower_reason]
 if slow:

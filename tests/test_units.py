@@ -3,9 +3,9 @@
 import math
 
 import pytest
+from pagetext import EXPONENT
 
 from core.base import fmt_bytes, fmt_latency, fmt_num, fmt_pct, fmt_si, fmt_time, fmt_usd, fmt_value, sig
-from pagetext import EXPONENT
 
 
 @pytest.mark.parametrize(
