@@ -9,8 +9,9 @@ import time
 
 import numpy as np
 
-from core.config import RabitConfig
-from core.serving import StepModel, batch_sweep, default_batches, speed_summary
+from core.config import RabitConfig, resolve
+from core.physics import StepModel
+from core.serving import batch_sweep, default_batches, speed_summary
 
 TARGET = ">= 1e5 /s"
 
@@ -30,7 +31,7 @@ def run() -> list[tuple[str, float, str, str]]:
         ("dense 70B TP8", RabitConfig()),
         ("MoE DeepSeek-V3 EP8", RabitConfig(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm")),
     ):
-        sm = StepModel.from_config(cfg)
+        sm = StepModel.from_deployment(resolve(cfg))
         n = 50_000
         tokens = [float(32 + (i % 64)) for i in range(n)]
 

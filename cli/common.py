@@ -28,7 +28,15 @@ from core.base import (
     read_regular_file,
 )
 from core.catalog import from_hf_config
-from core.config import DEFAULT, RabitConfig, default_lengths, describe_validation_error, error_text, problems
+from core.config import (
+    DEFAULT,
+    RabitConfig,
+    default_lengths,
+    describe_validation_error,
+    error_text,
+    problems,
+    split_nodes,
+)
 
 #: config field -> CLI flag, for error messages that name the argument.
 FLAG_OF = {
@@ -260,12 +268,10 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     total = args.gpus if args.gpus is not None else max(1, tp * getattr(args, "pp", DEFAULT.pp))
     if total < 1:
         die("rabit: error: argument --gpus: must be at least 1")
-    if total <= node:
-        gpn, nodes = total, 1
-    else:
-        if total % node:
-            die(f"rabit: error: argument --gpus: {total} GPUs is not a whole number of {node}-GPU nodes")
-        gpn, nodes = node, total // node
+    try:
+        gpn, nodes = split_nodes(total, node)
+    except ValueError as exc:
+        die(f"rabit: error: argument --gpus: {exc}")
     data: dict[str, Any] = {
         "gpu": gpu_slug,
         "gpus_per_node": gpn,

@@ -216,9 +216,10 @@ def _engine_defaults(args: argparse.Namespace) -> None:
         d = engine_defaults(args.engine, catalog.gpu(args.gpu))
     except KeyError as exc:
         die(f"rabit simulate: error: argument --gpu: {exc.args[0]}")
-    for attr, value in (("max_batch", d.max_batch), ("token_budget", d.token_budget), ("kv_admission", d.admission)):
-        if getattr(args, attr) == getattr(W, {"kv_admission": "admission"}.get(attr, attr)):
-            setattr(args, attr, value)
+    dest = {"admission": "kv_admission"}  # the flag's name where it is not the field's
+    current = {f: getattr(args, dest.get(f, f)) for f in d.spec_fields()}
+    for field, value in d.fill(current, W.model_dump()).items():
+        setattr(args, dest.get(field, field), value)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ from cli.common import (
 )
 from core import catalog
 from core.base import DAY_S, choices, fmt_bytes, fmt_num, fmt_time, sig
-from core.config import DEFAULT, problems, resolve
+from core.config import DEFAULT, problems, resolve, whole_nodes_problem
 from core.decision import training_ranges
 from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, deadline_choice, plan
 
@@ -165,9 +165,9 @@ def run(args: argparse.Namespace) -> int:
     if lay_t and args.gpus is not None and args.gpus != n_layout:
         die(f"rabit train: error: argument --layout: TP x PP x DP = {n_layout} GPUs but --gpus says {args.gpus}")
     n = n_layout or args.gpus
-    if n is not None and n > node and n % node:
-        flag = "--layout" if lay_t else "--gpus"
-        die(f"rabit train: error: argument {flag}: {n} GPUs is not a whole number of {node}-GPU nodes")
+    problem = whole_nodes_problem(n, node) if n is not None else None
+    if problem is not None:
+        die(f"rabit train: error: argument {'--layout' if lay_t else '--gpus'}: {problem}")
     if n is not None and n > MAX_GPUS:
         die(f"rabit train: error: argument {'--layout' if lay_t else '--gpus'}: at most {MAX_GPUS:,} GPUs")
     # the shared config: the cluster is built from whole nodes (a budget below one node is goal.gpus)

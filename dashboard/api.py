@@ -28,7 +28,9 @@ from core.base import (
     fmt_time,
     fmt_usd,
     fmt_value,
-    sig,
+)
+from core.base import (
+    sig as fmt_sig,
 )
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, ENGINE_LABELS, CatalogError
 from core.decision import COMPARABLE_RULE, Constraints, ServingGoal
@@ -65,7 +67,7 @@ __all__ = [
     "fmt_si",
     "fmt_usd",
     "fmt_value",
-    "sig",
+    "fmt_sig",
     "VIDEO_ASSUMPTIONS",
 ]
 

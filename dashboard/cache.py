@@ -483,7 +483,7 @@ def analysis_expectation(cfg: RabitConfig) -> operations.Expectation:
 @st.cache_data(max_entries=64, show_spinner=False)
 def training_fit_options(cfg: RabitConfig) -> tuple[str, ...]:
     """Changes that make the sidebar's training layout fit (empty when it fits)."""
-    return physics.training_fit_options(resolve(cfg))
+    return training.training_fit_options(resolve(cfg))
 
 
 # --- figures shared by every session ---------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +39,7 @@ def log_axis_spec(values, fmt: Callable[[float], str] = sig, **axis: Any) -> dic
     ``axis`` adds to it (``title``, ``anchor``, ...). Unlabelled minor ticks mark the digits between decades."""
     import math
 
-    xs = [float(v) for v in values if isinstance(v, (int, float)) and v is not None and v > 0 and math.isfinite(v)]
+    xs = [float(v) for v in values if isinstance(v, numbers.Real) and v > 0 and math.isfinite(v)]
     spec: dict[str, Any] = dict(type="log", **axis)
     if xs:
         vals, text = log_ticks(min(xs), max(xs), fmt)
@@ -54,7 +55,8 @@ def _axis_values(fig: go.Figure, axis: str) -> list[float]:
         own = getattr(tr, f"{letter}axis", None) or letter
         if own != ref:
             continue
-        vals = [v for v in (getattr(tr, letter, None) or ()) if isinstance(v, (int, float))]
+        raw = getattr(tr, letter, None)
+        vals = [float(v) for v in (() if raw is None else raw) if isinstance(v, numbers.Real) and v == v]
         out += vals
         err = getattr(tr, f"error_{letter}", None)
         if err is not None and err.array is not None and len(err.array) == len(vals):

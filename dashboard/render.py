@@ -102,7 +102,7 @@ def steps_by_key(steps: tuple[Step, ...], keys: tuple[str, ...]) -> tuple[Step, 
 
 
 def gap_table(rows) -> pd.DataFrame:
-    """The textbook-vs-ours waterfall (core.serving.speed.GapRow) as a table of formatted times."""
+    """The textbook-vs-ours waterfall (core.serving.speed_views.GapRow) as a table of formatted times."""
     from core.base import fmt_time
 
     return pd.DataFrame(

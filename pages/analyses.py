@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analyses, cache, render, state
-from dashboard.api import Conflict, StoreError, fmt_bytes, fmt_num, fmt_time, sig
+from dashboard.api import Conflict, StoreError, fmt_bytes, fmt_num, fmt_sig, fmt_time
 from dashboard.text import plain
 
 st.title("Saved analyses")
@@ -153,7 +153,9 @@ else:
         )
         st.caption(
             f"{len(a.runs)} measured run(s) attached. Headline results at the last save: "
-            + ", ".join(f"{k} = {sig(v, 4)}" if isinstance(v, float) else f"{k} = {v}" for k, v in a.results.items())
+            + ", ".join(
+                f"{k} = {fmt_sig(v, 4)}" if isinstance(v, float) else f"{k} = {v}" for k, v in a.results.items()
+            )
         )
 
     # --- the picked analysis's headline numbers, recomputed with their ranges ----------------------------------

@@ -10,8 +10,8 @@ from dashboard.api import (
     METRICS,
     RunError,
     fmt_num,
+    fmt_sig,
     fmt_time,
-    sig,
 )
 from dashboard.text import plain
 
@@ -202,7 +202,7 @@ with st.expander("Attached runs"):
         a, b = st.columns([5, 1])
         a.write(
             f"**{plain(run.label)}** ({run.source}): {plain(run.describe())}; "
-            + ", ".join(f"{m.metric} = {sig(m.value, 4)}" for m in run.measurements)
+            + ", ".join(f"{m.metric} = {fmt_sig(m.value, 4)}" for m in run.measurements)
         )
         if b.button("Remove", key=f"cal.rm.{rid}"):
             analyses.store().remove_run(cur["id"], rid)

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, charts, render, state
-from dashboard.api import BudgetExceeded, sig
+from dashboard.api import BudgetExceeded, fmt_sig
 
 st.title("Next experiment")
 st.caption(
@@ -97,8 +97,8 @@ if r.experiments:
                 {
                     "rank": i,
                     "input": e.input.label,
-                    "range": f"{sig(min(e.input.low, e.input.high))} - "
-                    f"{sig(max(e.input.low, e.input.high))} {e.input.unit}",
+                    "range": f"{fmt_sig(min(e.input.low, e.input.high))} - "
+                    f"{fmt_sig(max(e.input.low, e.input.high))} {e.input.unit}",
                     "flip chance": f"{e.flip_chance:.0%}",
                     "flips to": e.flips_to,
                     "GPU-hours": round(e.gpu_hours, 3),
@@ -139,8 +139,8 @@ with st.expander(f"Not worth measuring now ({len(r.stable)})", expanded=not r.ex
             [
                 {
                     "input": e.input.label,
-                    "range": f"{sig(min(e.input.low, e.input.high))} - "
-                    f"{sig(max(e.input.low, e.input.high))} {e.input.unit}",
+                    "range": f"{fmt_sig(min(e.input.low, e.input.high))} - "
+                    f"{fmt_sig(max(e.input.low, e.input.high))} {e.input.unit}",
                     "source of the range": e.input.source,
                 }
                 for e in r.stable

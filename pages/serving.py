@@ -11,8 +11,8 @@ from dashboard.api import (
     ValidationError,
     choices,
     fmt_num,
+    fmt_sig,
     fmt_time,
-    sig,
 )
 from dashboard.text import plain
 
@@ -77,7 +77,7 @@ with sch_col:
             st.session_state[K(f"workload.{field}")] = value
 
     w = cfg.workload
-    differs = [f"{f} {getattr(w, f)} (default {v})" for f, v in eng.spec_fields().items() if getattr(w, f) != v]
+    differs = [f"{f} {now} (default {v})" for f, (now, v) in eng.differences(w.model_dump()).items()]
     st.caption(
         f"{ENGINE_LABELS[eng.engine]} on {cfg.gpu}: max batch {eng.max_batch:,}, token budget "
         f"{eng.token_budget:,}, {choices.ADMISSION_LABELS[eng.admission]}, prefix caching "
@@ -122,9 +122,9 @@ except ValueError as exc:
 n_req, arrival = spec.num_requests or 0, spec.arrival
 if arrival == "poisson":
     arr_col.caption(
-        f"Arrival rate {sig(spec.rate_per_s, 6)} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
-        f"closed-form capacity ({sig(cap.requests_per_s)} requests/s). A round rate clearly inside capacity "
-        f"would be {sig(cache.default_rate(cap.requests_per_s), 6)}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
+        f"Arrival rate {fmt_sig(spec.rate_per_s, 6)} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
+        f"closed-form capacity ({fmt_sig(cap.requests_per_s)} requests/s). A round rate clearly inside capacity "
+        f"would be {fmt_sig(cache.default_rate(cap.requests_per_s), 6)}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
         "down to 1, 2 or 5 x 10^k."
     )
 
@@ -138,9 +138,11 @@ s = res.summary
 with st.spinner("Simulating each assumption at its bounds…"):
     rng = cache.simulation_ranges(cfg, spec)
 
-capacity = f"closed-form capacity {sig(cap.requests_per_s)} requests/s at a batch of {cap.batch:.0f} ({cap.limited_by})"
+capacity = (
+    f"closed-form capacity {fmt_sig(cap.requests_per_s)} requests/s at a batch of {cap.batch:.0f} ({cap.limited_by})"
+)
 load = (
-    f" at {sig(spec.rate_per_s, 6)} requests/s, {spec.rate_per_s / cap.requests_per_s:.0%} of the"
+    f" at {fmt_sig(spec.rate_per_s, 6)} requests/s, {spec.rate_per_s / cap.requests_per_s:.0%} of the"
     if arrival == "poisson"
     else ";"
 )
@@ -212,9 +214,9 @@ cols = render.grid(
 render.metric_range(
     cols[0],
     "Requests/s",
-    f"{sig(s.throughput_requests_per_s)}",
+    f"{fmt_sig(s.throughput_requests_per_s)}",
     rng.ranges.get("throughput_requests_per_s"),
-    lambda x: f"{sig(x)}",
+    lambda x: f"{fmt_sig(x)}",
 )
 render.metric_range(
     cols[1], "Output tokens/s", fmt_num(s.throughput_tokens_per_s), rng.ranges.get("throughput_tokens_per_s"), fmt_num
@@ -269,9 +271,9 @@ with c2:
     render.metric_range(
         st,
         "Closed-form capacity [requests/s]",
-        f"{sig(cap.requests_per_s)}",
+        f"{fmt_sig(cap.requests_per_s)}",
         rng.ranges.get("capacity_requests_per_s"),
-        lambda x: f"{sig(x)}",
+        lambda x: f"{fmt_sig(x)}",
     )
 st.caption(
     f"Each point simulates {sweep_spec.num_requests:,} requests with this page's lengths and scheduler; "

@@ -8,8 +8,8 @@ from dashboard.api import (
     DAY_S,
     choices,
     fmt_bytes,
+    fmt_sig,
     fmt_time,
-    sig,
 )
 
 st.title("Training")
@@ -120,7 +120,7 @@ if plan.best is not None:
         rng.get("cost_usd"),
         usd,
         help=(
-            f"on-demand price ({plan.price.provider}, ${sig(plan.price.usd_per_gpu_hour, 6)}"
+            f"on-demand price ({plan.price.provider}, ${fmt_sig(plan.price.usd_per_gpu_hour, 6)}"
             f"/GPU-h ({plan.price.as_of}), times the wall-clock with failures"
             if plan.price
             else "the price catalog has no on-demand row for this GPU"
@@ -231,7 +231,7 @@ if plan.goodput is not None:
         plan.steps, ["mtbf_s", "checkpoint_interval_s", "expected_interruptions", "goodput_frac", "wall_clock_s"]
     )
     st.caption(
-        f"Failures at {sig(cfg.assumptions.failure_rate_per_gpu_hour, 6)} per GPU-hour; checkpoint writes block "
+        f"Failures at {fmt_sig(cfg.assumptions.failure_rate_per_gpu_hour, 6)} per GPU-hour; checkpoint writes block "
         f"{fmt_time(cfg.assumptions.checkpoint_write_s)}; a restart costs "
         f"{fmt_time(cfg.assumptions.restart_s)} plus the work since the last checkpoint."
     )

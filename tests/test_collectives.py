@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 
 from core import catalog
-from core.config import RabitConfig
-from core.physics import Collectives
-from core.serving import StepModel
+from core.config import RabitConfig, resolve
+from core.physics import Collectives, StepModel
 
 EFF, BASE = 0.8, 8e-6  # comm_bw_eff and collective_base_us at their base values
 
@@ -21,7 +20,7 @@ def test_all_reduce_over_one_gpu_costs_nothing():
         assert c.all_reduce_s(1e9, 1) == 0
         assert c.all_gather_s(1e9, 1) == 0 and c.all_to_all_s(1e9, 1) == 0
         assert np.all(c.all_reduce_s(np.array([1e3, 1e9]), 1) == 0)
-    sm = StepModel.from_config(RabitConfig(model="llama-3.1-8b", tp=1, gpus_per_node=1))
+    sm = StepModel.from_deployment(resolve(RabitConfig(model="llama-3.1-8b", tp=1, gpus_per_node=1)))
     assert sm.parts(4096, 4096 * 2048, 0)[2] == 0
 
 
@@ -70,8 +69,8 @@ def test_nvswitch_tp_beats_the_same_tp_over_pcie():
         assert sxm.all_reduce_s(n, 8) < pcie.all_reduce_s(n, 8)
     # the same model, TP 8, same tokens: exposed communication per iteration (compute and memory differ by part)
     cfg = RabitConfig(model="llama-3.1-70b", tp=8, batch=32)
-    c_sxm = StepModel.from_config(cfg).parts(32, 32 * 4097, 32 * 4096)[2]
-    c_pcie = StepModel.from_config(cfg.with_(gpu="h100-pcie")).parts(32, 32 * 4097, 32 * 4096)[2]
+    c_sxm = StepModel.from_deployment(resolve(cfg)).parts(32, 32 * 4097, 32 * 4096)[2]
+    c_pcie = StepModel.from_deployment(resolve(cfg.with_(gpu="h100-pcie"))).parts(32, 32 * 4097, 32 * 4096)[2]
     assert c_sxm < c_pcie
     # PCIe Gen5 x16 at 64 GB/s x 0.8: 1 GB ring all-reduce = 2 x 7/8 x 1e9 / 5.12e10 = 34.2 ms + 92 us
     assert pcie.all_reduce_s(1e9, 8) == pytest.approx(BASE + 14 * 6e-6 + 1.75e9 / (64e9 * EFF))
@@ -107,8 +106,8 @@ def test_all_to_all_and_monotone_in_bytes():
 
 def test_comm_overlap_hides_a_share():
     cfg = RabitConfig(model="llama-3.1-70b", tp=8)
-    full = StepModel.from_config(cfg).parts(32, 32 * 100, 0)[2]
-    half = StepModel.from_config(cfg.with_(assumptions=cfg.assumptions.with_(comm_overlap=0.5))).parts(32, 32 * 100, 0)[
-        2
-    ]
+    full = StepModel.from_deployment(resolve(cfg)).parts(32, 32 * 100, 0)[2]
+    half = StepModel.from_deployment(resolve(cfg.with_(assumptions=cfg.assumptions.with_(comm_overlap=0.5)))).parts(
+        32, 32 * 100, 0
+    )[2]
     assert half == pytest.approx(full / 2)

@@ -194,5 +194,31 @@ def test_a_config_resolves_once_into_a_hashable_deployment():
     dep = resolve(cfg)
     assert dep.model.slug == "mixtral-8x7b" and dep.gpu.memory_bytes > 0 and dep.weight_bytes_per_param == 1.0
     assert dep == resolve(cfg) and hash(dep) == hash(resolve(cfg)) and dep != resolve(cfg.with_(tp=1))
-    # the formulas take the deployment: the same constants as from the config
-    assert StepModel.from_deployment(dep) == StepModel.from_config(cfg)
+    # the formulas take the deployment: resolving the same config again gives the same constants
+    assert StepModel.from_deployment(dep) == StepModel.from_deployment(resolve(cfg))
+
+
+def test_gpus_fill_one_node_or_whole_nodes():
+    from core.config import split_nodes, whole_nodes_problem
+
+    # up to one node the GPUs share it; beyond, whole nodes of 8
+    assert split_nodes(4, 8) == (4, 1) and split_nodes(8, 8) == (8, 1) and split_nodes(16, 8) == (8, 2)
+    # 12 GPUs lie between one node (8) and two (16)
+    assert whole_nodes_problem(12, 8) == "12 GPUs is not a whole number of 8-GPU nodes; use 8 or 16"
+    assert whole_nodes_problem(10_001, 8).endswith("use 10,000 or 10,008")
+    with pytest.raises(ValueError, match="use 8 or 16"):
+        split_nodes(12, 8)
+
+
+def test_tp_splits_the_heads_and_the_draft_takes_the_largest_tp_its_heads_allow():
+    from core.config import resolve
+
+    m = catalog.model("llama-3.1-70b")  # 64 attention heads
+    assert m.splits_heads(8) and m.splits_heads(64) and not m.splits_heads(3) and not m.splits_heads(128)
+    # the target runs TP 32; Mixtral-8x22B's 48 heads split 16 ways (48 / 32 is not whole): the draft runs TP 16
+    cfg = RabitConfig(
+        model="llama-3.1-405b", tp=32, nodes=4, gpus_per_node=8, spec_method="draft", draft_model="mixtral-8x22b"
+    )
+    draft = resolve(cfg).draft()
+    assert (draft.tp, draft.pp, draft.ep, draft.model.slug) == (16, 1, 1, "mixtral-8x22b")
+    assert draft.gpu == resolve(cfg).gpu

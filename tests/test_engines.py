@@ -100,3 +100,18 @@ def test_cli_engine_fills_the_scheduler_flags_left_at_their_defaults():
         ).stdout
     )
     assert (out["max_batch"], out["token_budget"], out["prefix_caching"]) == (64, 8192, False)
+
+
+def test_engine_defaults_fill_only_the_settings_left_at_their_default():
+    # The workload's defaults: chunked, budget 8,192, max batch 256, preempt, prefix caching on.
+    from core.config import DEFAULT
+
+    w = DEFAULT.workload.model_dump()
+    trt = engine_defaults("trtllm", catalog.gpu("h100-sxm"))
+    # a max batch of 64 chosen by hand stays; TensorRT-LLM's reserve admission and 8,192 budget fill the rest
+    got = trt.fill({**w, "max_batch": 64}, w)
+    assert "max_batch" not in got and got["admission"] == "reserve" and got["token_budget"] == 8192
+    # vLLM on an 80 GB H100 differs from the workload's defaults only in max_num_seqs: 1,024 against 256
+    vllm = engine_defaults("vllm", catalog.gpu("h100-sxm"))
+    assert vllm.differences(w) == {"max_batch": (256, 1024)}
+    assert vllm.differences({**w, **vllm.fill(w, w)}) == {}

@@ -121,7 +121,8 @@ def test_defaults_show_no_red_dead_end_and_the_advice_fits_this_config(clear_cac
     """At the defaults (70B on 8 GPUs, TP 8, so DP 1) training does not fit: a warning with changes that do fit,
     and no advice to raise ZeRO, which shards over DP and so changes nothing at DP 1."""
     from core.config import DEFAULT
-    from core.physics import training_fit_options, training_memory
+    from core.physics import training_memory
+    from core.training import training_fit_options
 
     assert DEFAULT.dp == 1 and not training_memory(DEFAULT).fits
     assert "ZeRO stage" not in training_memory(DEFAULT).reason

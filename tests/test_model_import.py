@@ -12,6 +12,7 @@ import dataclasses
 import pytest
 
 from core.catalog import UnsupportedArchitecture, from_hf_config
+from core.config import resolve
 
 FALCON_7B = {
     "architectures": ["FalconForCausalLM"],
@@ -202,7 +203,7 @@ def test_jamba_attention_flops_count_only_the_attention_layers():
     from core.training import attention_pairs_per_token
 
     m = from_hf_config(JAMBA)
-    sm = StepModel.from_config(_jamba_cfg())
+    sm = StepModel.from_deployment(resolve(_jamba_cfg()))
     # 4 FLOP per (query, key) pair per layer per H x d_h: 4 x 4 layers x 32 x 128 = 65,536 (not 32 layers' 524,288)
     assert sm.attn_flop_per_pair == 4 * 4 * 32 * 128
     # the cached tokens a decode step reads at context c: all of c in each attention layer, k_t per token
@@ -213,15 +214,15 @@ def test_jamba_attention_flops_count_only_the_attention_layers():
 
 
 def test_jamba_decode_step_reads_and_rewrites_each_sequences_mamba_state():
-    from core.catalog import gpu_of
     from core.physics import StepModel
 
     cfg = _jamba_cfg(gpus_per_node=2, tp=2)
-    sm = StepModel.from_config(cfg)
+    dep = resolve(cfg)
+    sm = StepModel.from_deployment(dep)
     # TP 2 splits d_inner: one rank holds 9,175,040 / 2 = 4,587,520 B of each sequence's state
     assert sm.state_bytes_per_seq == JAMBA_STATE_BYTES_PER_SEQ / 2
     # a decode step of S sequences reads and rewrites it: S x 2 x 4,587,520 B at BW x mbu
-    bw = gpu_of(cfg).memory_bw_bytes_per_s * cfg.assumptions.mbu
+    bw = dep.gpu.memory_bw_bytes_per_s * cfg.assumptions.mbu
     without = dataclasses.replace(sm, state_bytes_per_seq=0.0)
     for S in (1, 64):
         extra = sm.iteration_s(float(S), S * 4000.0, S * 4000.0) - without.iteration_s(float(S), S * 4000.0, S * 4000.0)
@@ -229,7 +230,7 @@ def test_jamba_decode_step_reads_and_rewrites_each_sequences_mamba_state():
     # a model without state-space layers carries no such term
     from core.config import DEFAULT
 
-    assert StepModel.from_config(DEFAULT).state_bytes_per_seq == 0.0
+    assert StepModel.from_deployment(resolve(DEFAULT)).state_bytes_per_seq == 0.0
 
 
 def test_jamba_mamba_mixer_flops_are_in_the_active_matmul_params():
@@ -242,7 +243,7 @@ def test_jamba_mamba_mixer_flops_are_in_the_active_matmul_params():
     # selective scan's own ~9 x d_inner x d_state = 1.2 MFLOP per token per layer, 0.6% of the mixer's 211 MFLOP,
     # is not counted.)
     assert m.active_matmul_params() - plain.active_matmul_params() == 28 * (JAMBA_MIXER_PARAMS - m.attention_params())
-    assert StepModel.from_config(_jamba_cfg()).flop_per_token == 2.0 * m.active_matmul_params()
+    assert StepModel.from_deployment(resolve(_jamba_cfg())).flop_per_token == 2.0 * m.active_matmul_params()
 
 
 def test_jamba_kv_pool_sets_the_state_aside_and_counts_attention_layers_only():

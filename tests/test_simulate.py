@@ -11,7 +11,8 @@ from collections import deque
 import numpy as np
 import pytest
 
-from core.config import RabitConfig
+from core.config import RabitConfig, resolve
+from core.physics import StepModel
 from core.serving import (
     DONE,
     REJECTED,
@@ -20,7 +21,6 @@ from core.serving import (
     LinearTiming,
     Percentiles,
     SimSpec,
-    StepModel,
     kv_pool,
     max_throughput,
     parse_trace,
@@ -43,7 +43,7 @@ def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
     Poisson arrivals with a number of requests. Per-sequence KV, pairs and reads come from the pool's
     one-line formulas (``blocks_for``, ``eff``, ``chunk_pairs``); everything else is spelled out here.
     """
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     pool = kv_pool(cfg, spec)
     K, P = spec.token_budget, pool.blocks + 1e-9
     rng = np.random.default_rng(spec.seed)
@@ -260,7 +260,7 @@ def test_tabulated_timing_reproduces_step_model_for_every_catalog_model():
         m = catalog.model(slug)
         tp = 8 if m.num_heads % 8 == 0 else 1
         cfg = RabitConfig(model=slug, gpu="h200-sxm", gpus_per_node=8, tp=tp)
-        sm = StepModel.from_config(cfg)
+        sm = StepModel.from_deployment(resolve(cfg))
         assert self_check(LinearTiming(sm, cfg.pp, 4096), sm, 4096, 32768.0, np.random.default_rng(0)) < 1e-9, slug
 
 
@@ -302,7 +302,7 @@ def test_low_rate_ttft_is_prefill_and_itl_is_batch1_decode():
     alone[1:] &= f[:-1] < a[1:]
     alone[:-1] &= a[1:] > f[:-1]
     assert alone.sum() >= 30
-    sm = StepModel.from_config(L8)
+    sm = StepModel.from_deployment(resolve(L8))
     # ~25.8 ms: 2 x 8.0e9 x 1000 FLOP at 643 TFLOP/s; one sequence scheduled (S = 1)
     prefill = float(sm.iteration_s(I, I * (I + 1) / 2, 0, 1))
     assert 0.02 < prefill < 0.03
@@ -640,7 +640,7 @@ def test_pipeline_stages_stay_busy_with_micro_batches():
         model="llama-3.1-405b", gpu="h200-sxm", gpus_per_node=4, weights="fp8", input_tokens=2000, output_tokens=500
     )
     tp4, pp2 = base.with_(tp=4), base.with_(tp=2, pp=2)
-    sm = StepModel.from_config(pp2)
+    sm = StepModel.from_deployment(resolve(pp2))
     # the formula, by hand: 64 decoding sequences run as 2 micro-batches of 32
     c, m_, x, fixed = sm.parts(32.0, 32 * 2250.0, 32 * 2249.0, 32.0)
     hop = sm.pp_hop_alpha + sm.pp_hop_beta * 32

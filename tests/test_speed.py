@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from core import serving
-from core.config import RabitConfig
+from core.config import RabitConfig, resolve
+from core.physics import StepModel
 from core.serving import (
-    StepModel,
     batch_sweep,
     compute_bound_batch,
     decode,
@@ -104,6 +104,45 @@ def test_every_recorded_step_reevaluates():
         assert [x for x in s.steps if x.key == "decode_step_s"][0].value == s.decode.step_s
 
 
+def test_the_recorded_constants_are_the_step_models_own():
+    """The Speed page's constants are recorded by the body that computes them: each recorded value is the step
+    model's field itself, bit for bit, for dense, MoE with EP, a mesh part, a pipeline and TP across nodes."""
+    from core.base import Trace
+    from core.config import resolve
+
+    fields = {
+        "flop_per_token": "flop_per_token",
+        "attn_flop_per_pair": "attn_flop_per_pair",
+        "weights_read_bytes": "dense_weight_bytes",
+        "expert_bytes": "expert_bytes_per_gpu_per_expert",
+        "kv_read_bytes_per_token": "kv_bytes_per_token",
+        "ar_ring_alpha_s": "tp_ar_alpha_ring",
+        "ar_ring_beta_s": "tp_ar_beta_ring",
+        "ar_tree_alpha_s": "tp_ar_alpha_tree",
+        "ar_tree_beta_s": "tp_ar_beta_tree",
+        "a2a_alpha_s": "ep_a2a_alpha",
+        "a2a_beta_s": "ep_a2a_beta",
+        "hop_alpha_s": "pp_hop_alpha",
+        "hop_beta_s": "pp_hop_beta",
+    }
+    for cfg in (
+        EXAMPLE,
+        EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8, gpu="h200-sxm"),
+        EXAMPLE.with_(gpu="mi300x", tp=4),
+        EXAMPLE.with_(tp=4, pp=2),
+        EXAMPLE.with_(model="llama-3.1-405b", tp=16, nodes=2, weights="fp8"),
+    ):
+        tr = Trace()
+        sm = StepModel.from_deployment(resolve(cfg), tr)
+        assert sm == StepModel.from_deployment(resolve(cfg))  # recording changes nothing
+        recorded = {s.key: s.value for s in tr.steps}
+        shown = {k: f for k, f in fields.items() if k in recorded}
+        assert {"flop_per_token", "weights_read_bytes", "ar_ring_alpha_s"} <= set(shown), cfg
+        for key, field in shown.items():
+            assert recorded[key] == float(getattr(sm, field)), (cfg.model, key)
+        assert recorded["pi_flops"] * cfg.assumptions.mfu_max == sm.peak_flop_per_s
+
+
 def test_batch_one_decode_approaches_weights_over_bandwidth():
     # Llama-3.1-8B on one H100, BF16, a 1-token prompt: (8,030,261,248 - 525,336,576) x 2 B = 15.01 GB streamed
     # per token; / (3.35 TB/s x 0.75) = 5.974 ms. KV of 1-2 tokens adds 0.004%.
@@ -140,7 +179,7 @@ def test_large_batch_prefill_approaches_the_compute_bound():
     ],
 )
 def test_time_is_monotone_in_tokens_and_scalar_path_matches_arrays(cfg):
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     T = np.unique(np.geomspace(1, 200_000, 400).round())
     for ctx in (0, 1000, 8000):
         t = sm.iteration_s(T, T * (ctx + 1), T * ctx)
@@ -151,7 +190,7 @@ def test_time_is_monotone_in_tokens_and_scalar_path_matches_arrays(cfg):
 
 
 def test_moe_weights_follow_the_experts_touched():
-    sm = StepModel.from_config(EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8))
+    sm = StepModel.from_deployment(resolve(EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8)))
     # DeepSeek-V3: 256 routed experts, top-8. One token touches exactly 8; 32 tokens 256 (1 - 0.96875^32) = 256 x (1 - 0.36204) = 163.3.
     assert sm.experts_touched(1) == pytest.approx(8)
     assert sm.experts_touched(32) == pytest.approx(256 * (1 - (248 / 256) ** 32)) == pytest.approx(163.3, abs=0.05)
@@ -173,14 +212,14 @@ def test_fp8_compute_gain_is_the_assumption_not_the_peak_ratio():
 
 
 def test_mla_reads_its_compressed_cache():
-    sm = StepModel.from_config(EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8))
+    sm = StepModel.from_deployment(resolve(EXAMPLE.with_(model="deepseek-v3", weights="fp8", ep=8)))
     # (512 + 64) x 61 layers x 2 B = 70,272 B per token; the latent is not split by TP.
     assert sm.kv_bytes_per_token == 70_272
 
 
 def test_pipeline_adds_hops_and_uses_the_textbook_per_user_formula():
     cfg = EXAMPLE.with_(tp=4, pp=2)
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     d = decode(cfg)
     assert d.micro_batch == 16
     # the textbook example: per-user rate = 1 / (pp t_step + (pp - 1) t_pp), t_step the stage time of a micro-batch
@@ -202,7 +241,7 @@ def test_pipelined_prefill_keeps_the_stages_busy_with_micro_batches():
     # one prompt alone takes pp t_stage + hop + t_o (the same fixed costs: one sequence per micro-batch).
     # Stages in turn (the model before) took pp t_stage(2 prompts) + hop(8,192) + t_o(2 sequences): ~4 stage times.
     cfg = EXAMPLE.with_(tp=4, pp=2, batch=2)
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     p2, p1 = prefill(cfg), prefill(cfg.with_(batch=1))
     t_c = 2 * (P_70B - EMB_70B) / 8 * 4096 / (989e12 * 0.65 * 4096 / 4160) + 4 * 80 * 8192 / 8 * (4096 * 4097 / 2) / (
         989e12 * 0.65
@@ -347,7 +386,7 @@ def test_attention_has_its_own_roofline_at_long_context():
         input_tokens=1000,
         output_tokens=10,
     )
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     R = 131_072
     t_cmp, t_mem, t_comm = sm.scalar_parts(1.0, R + 1, R)
     assert t_mem == pytest.approx(
@@ -365,18 +404,20 @@ def test_fixed_per_step_costs_kernel_launches_graph_then_eager():
     # size (512 tokens) they replay from a CUDA graph at 1 us each = 0.323 ms; at 513 tokens they launch eagerly
     # at 5 us each = 1.615 ms: a jump of 323 x 4 us = 1.292 ms in the launch term alone.
     cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1)
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     assert sm.kernels_per_stage == KERNELS_8B_TP1
     assert sm.stage_parts(512.0, 0.0, 0.0)[3] == pytest.approx(KERNELS_8B_TP1 * 1e-6, rel=1e-12)
     assert sm.stage_parts(513.0, 0.0, 0.0)[3] == pytest.approx(KERNELS_8B_TP1 * 5e-6, rel=1e-12)
     jump = sm.iteration_s(513.0, 0.0, 0.0) - sm.iteration_s(512.0, 0.0, 0.0)
     assert jump > KERNELS_8B_TP1 * 4e-6  # the launch jump plus one more token's work
     # SGLang captures up to 256 tokens (core.catalog.engines): 300 tokens run eagerly there, from a graph under vLLM.
-    sg = StepModel.from_config(cfg.with_(workload=cfg.workload.model_copy(update={"engine": "sglang"})))
+    sg = StepModel.from_deployment(resolve(cfg.with_(workload=cfg.workload.model_copy(update={"engine": "sglang"}))))
     assert sg.stage_parts(300.0, 0.0, 0.0)[3] == pytest.approx(KERNELS_8B_TP1 * 5e-6, rel=1e-12)
     assert sm.stage_parts(300.0, 0.0, 0.0)[3] == pytest.approx(KERNELS_8B_TP1 * 1e-6, rel=1e-12)
     # pipeline stages each launch their share: 4 stages of 8 layers launch (8 x 10 + 3/4) kernels each
-    pp4 = StepModel.from_config(RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=4, tp=1, pp=4))
+    pp4 = StepModel.from_deployment(
+        resolve(RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=4, tp=1, pp=4))
+    )
     assert pp4.kernels_per_stage == pytest.approx(8 * 10 + 0.75)
 
 
@@ -385,7 +426,7 @@ def test_fixed_per_step_costs_grow_with_the_sequences_scheduled():
     # (0.8167 us) = 2.8167 us. A 1,000-sequence decode step pays 999 x 2.8167 us = 2.814 ms more than a
     # one-sequence iteration of the same tokens and traffic.
     cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1)
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     d = sm.iteration_s(1000.0, 1000 * 513.0, 1000 * 512.0, 1000) - sm.iteration_s(1000.0, 1000 * 513.0, 1000 * 512.0, 1)
     assert d == pytest.approx(999 * SEQ_H100, rel=1e-9)
     assert sm.iteration_s(1000.0, 5e5, 5e5) == sm.iteration_s(1000.0, 5e5, 5e5, 1000)  # decode: S defaults to T
@@ -419,7 +460,7 @@ def test_moe_expert_gemms_ramp_on_the_rows_each_expert_receives():
     # t_e = 256 x 2 / 8 = 64 rows and runs at 64 / (64 + 64) = 50% of the ceiling, not at the whole
     # iteration's 256 / 320 = 80%.
     cfg = RabitConfig(model="mixtral-8x7b", gpu="h100-sxm", gpus_per_node=2, tp=2, batch=1)
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     f_e = 2 * 2 * 176_160_768 * 32 / 2
     assert sm.expert_flop_per_token == pytest.approx(f_e, rel=1e-12)
     pi = 989e12 * 0.65
@@ -433,7 +474,7 @@ def test_moe_expert_gemms_ramp_on_the_rows_each_expert_receives():
     moe = [sm.scalar_parts(x, 0.0, 0.0)[0] for x in (256.0, 8192.0)]
     assert moe[0] / dense_like[0] > moe[1] / dense_like[1] > 1.0
     # a dense model has no expert term
-    assert StepModel.from_config(EXAMPLE).expert_flop_per_token == 0.0
+    assert StepModel.from_deployment(resolve(EXAMPLE)).expert_flop_per_token == 0.0
 
 
 def test_speed_views_compare_expert_parallelism_for_a_moe_model():

@@ -1,4 +1,4 @@
-"""Training memory's one body (core.physics.memory.training_memory_parts) and the resolved deployment it takes.
+"""Training memory's one body (core.physics.training_footprint.training_memory_parts) and the resolved deployment it takes.
 
 The traced Memory view (training_memory_for) and the layout search (training_layout.layout_grid) both call
 the body; these tests pin it to hand-derived numbers, check that array inputs give element by element what
@@ -66,7 +66,7 @@ def test_arrays_broadcast_to_the_scalar_values():
 
 def test_search_and_traced_view_share_the_body(monkeypatch):
     # Doubling the body's activations moves both callers by the same bytes: neither has a copy of its own.
-    import core.physics.memory
+    import core.physics.training_footprint
     import core.training.layout
 
     dep = resolve(L70.with_(nodes=8))
@@ -80,13 +80,13 @@ def test_search_and_traced_view_share_the_body(monkeypatch):
     g0, mm = grid_mem()
     t0 = layout_memory(dep, lay, mm).total_bytes_per_gpu
     assert g0 == t0
-    real = core.physics.memory.training_memory_parts
+    real = core.physics.training_footprint.training_memory_parts
 
     def doubled(*args, **kw):
         p = real(*args, **kw)
         return type(p)(**{**p.__dict__, "total": p.total + p.activation})
 
-    monkeypatch.setattr(core.physics.memory, "training_memory_parts", doubled)
+    monkeypatch.setattr(core.physics.training_footprint, "training_memory_parts", doubled)
     monkeypatch.setattr(core.training.layout, "training_memory_parts", doubled)
     g1, _ = grid_mem()
     t1 = layout_memory(dep, lay, mm).total_bytes_per_gpu

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from core.config import resolve
 from core.decision import TARGET_MEDIAN_ABS_ERROR, VALIDATION_DIR, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,12 +96,12 @@ def test_per_query_head_kv_reads_by_hand():
     from core.physics import StepModel, per_query_head_kv_reads
 
     cfg = RabitConfig(model="llama-2-70b", gpu="h100-sxm", tp=4, gpus_per_node=4, weights="fp8", kv_dtype="fp8")
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     mmha = per_query_head_kv_reads(sm)
     assert sm.kv_bytes_per_token == 40_960 and mmha.kv_read_factor == 8
     R = 64 * 1000.0
     extra = mmha.scalar_parts(64.0, R + 64, R)[1] - sm.scalar_parts(64.0, R + 64, R)[1]
     assert extra == pytest.approx(7 * R * 40_960 / (3.35e12 * 0.75), rel=1e-9)
     # Llama-2-7B has one KV head per query head: nothing changes
-    s7 = StepModel.from_config(cfg.with_(model="llama-2-7b", tp=1, gpus_per_node=1))
+    s7 = StepModel.from_deployment(resolve(cfg.with_(model="llama-2-7b", tp=1, gpus_per_node=1)))
     assert per_query_head_kv_reads(s7).kv_read_factor == 1

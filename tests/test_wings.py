@@ -164,6 +164,35 @@ def test_each_face_only_hands_names_on(wing):
     assert not shadowed, f"names on the face hide modules of the same name (import core.{wing}.x breaks): {shadowed}"
 
 
+#: Wings whose modules stay at about 700 lines at most: a bigger module holds more than one concern.
+SMALL_WINGS = ("base", "catalog", "config", "physics", "serving", "training")
+
+
+@pytest.mark.parametrize("wing", SMALL_WINGS)
+def test_modules_stay_small(wing):
+    big = {
+        str(p.relative_to(ROOT)): n for p in (CORE / wing).rglob("*.py") if (n := len(p.read_text().splitlines())) > 700
+    }
+    assert big == {}, "split these along their seams (docs/wings.md)"
+
+
+def test_only_the_config_wing_looks_a_config_up():
+    """The catalog entries a config names are looked up once, in core.config (resolve); every formula below takes
+    the resolved Deployment, and the step model is built only from one."""
+    lookups = {"model_of", "gpu_of", "fabric_of"}
+    offenders = []
+    for p in _files("core"):
+        if _wing_of(p) == "config":
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                if name in lookups or name == "from_config" and ast.unparse(f).endswith("StepModel.from_config"):
+                    offenders.append(f"{p.relative_to(ROOT)}:{node.lineno}: {ast.unparse(f)}")
+    assert offenders == []
+
+
 def test_wings_import_only_lower_wings_through_their_faces():
     offenders = {str(p.relative_to(ROOT)): v for p in _files("core") if (v := _violations(p))}
     assert offenders == {}

@@ -136,6 +136,11 @@ class ModelArch(BaseModel):
     def dense_layers(self) -> int:
         return self.num_layers - self.moe_layers
 
+    def splits_heads(self, tp: int) -> bool:
+        """Whether tensor parallelism ``tp`` splits the attention heads evenly (each rank a whole number of
+        query heads, as Megatron-LM and vLLM require): ``num_heads % tp == 0``."""
+        return self.num_heads % tp == 0
+
     # --- parameter counts ----------------------------------------------------------------------
     def _norm(self) -> int:
         return self.hidden_size * (2 if self.norm_kind == "layernorm" else 1)

@@ -28,7 +28,8 @@ PyTorch backend up to ``CudaGraphConfig.max_batch_size`` (``llm_args.py``; 128 s
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -52,7 +53,8 @@ class EngineDefaults(BaseModel):
     prefix_caching: bool
     source: str
 
-    def spec_fields(self) -> dict:
+    def spec_fields(self) -> dict[str, Any]:
+        """The engine's scheduler settings by field name (of the config's workload and the simulator's spec)."""
         return {
             "policy": self.policy,
             "token_budget": self.token_budget,
@@ -60,6 +62,15 @@ class EngineDefaults(BaseModel):
             "admission": self.admission,
             "prefix_caching": self.prefix_caching,
         }
+
+    def fill(self, current: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+        """The engine's settings for the scheduler fields of ``current`` still at their value in ``defaults``:
+        a setting chosen explicitly wins over the engine's default."""
+        return {f: v for f, v in self.spec_fields().items() if current.get(f) == defaults.get(f)}
+
+    def differences(self, current: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+        """The scheduler fields where ``current`` differs from the engine's defaults: field -> (current, default)."""
+        return {f: (current.get(f), v) for f, v in self.spec_fields().items() if current.get(f) != v}
 
 
 def engine_defaults(engine: str, gpu: GpuSpec) -> EngineDefaults:

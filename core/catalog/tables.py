@@ -308,23 +308,3 @@ def model(slug: str) -> ModelArch:
         return models()[slug].arch
     except KeyError:
         raise KeyError(f"unknown model {slug!r}; known: {', '.join(sorted(models()))}") from None
-
-
-# --- the entries a config names --------------------------------------------------------------------------
-# A config (core.config.RabitConfig) is resolved to its catalog entries here, once per call site; the
-# config module itself does not import the catalogs, so these take any object with the config's fields.
-
-
-def model_of(cfg: Any) -> ModelArch:
-    """The architecture a config names: an uploaded config.json wins over the catalog slug."""
-    return cfg.custom_model if cfg.custom_model is not None else model(cfg.model)
-
-
-def gpu_of(cfg: Any) -> GpuSpec:
-    """The GPU a config names."""
-    return gpu(cfg.gpu)
-
-
-def fabric_of(cfg: Any) -> Fabric:
-    """The inter-node fabric a config names."""
-    return fabric(cfg.fabric)

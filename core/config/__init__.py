@@ -12,6 +12,8 @@ from core.config.deployment import (
     Deployment,
     as_deployment,
     resolve,
+    split_nodes,
+    whole_nodes_problem,
 )
 from core.config.settings import (
     COMPUTE_PRECISION,
@@ -75,7 +77,9 @@ __all__ = [
     "resolve",
     "resolve_video",
     "default_lengths",
+    "split_nodes",
     "to_query",
     "training_goal_args",
     "video_problems",
+    "whole_nodes_problem",
 ]

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from core import catalog
 from core.base import divisors
-from core.catalog import GpuSpec, ModelArch, fabric_of, gpu_of, model_of  # noqa: F401 - re-exported for existing callers
-from core.config.deployment import Deployment
+from core.catalog import GpuSpec, ModelArch
+from core.config.deployment import Deployment, gpu_of, model_of
 from core.config.settings import RabitConfig
 
 
@@ -70,7 +70,7 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
                 f"{max(g.gpus_per_node, g.scale_up_domain)} GPUs; add nodes instead",
             )
         )
-    if m.num_heads % cfg.tp:
+    if not m.splits_heads(cfg.tp):
         fitting = [d for d in divisors(m.num_heads) if d <= cfg.gpus]  # O(sqrt heads), never range(heads)
         out.append(
             Problem(

@@ -23,9 +23,8 @@ from core.catalog import (
     GpuSpec,
     attention_kernel,
     diffusion_model,
-    fabric_of,
-    gpu_of,
 )
+from core.config.deployment import fabric_of, gpu_of
 
 if TYPE_CHECKING:
     from core.config.settings import RabitConfig

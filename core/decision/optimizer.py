@@ -67,18 +67,18 @@ class Recommendation(_F):
 # --- helpers -------------------------------------------------------------------------------------------
 
 
-def _replica_layouts(gpu: catalog.GpuSpec, heads: int, layers: int) -> list[tuple[int, int, int]]:
+def _replica_layouts(gpu: catalog.GpuSpec, arch: catalog.ModelArch) -> list[tuple[int, int, int]]:
     """(GPUs per replica, TP, PP): TP inside the scale-up domain and dividing the heads; PP across nodes."""
     domain = gpu.scale_up_domain
     out = []
     for g in (1, 2, 4, 8, 16, 32):
         for tp in (1, 2, 4, 8, 16, 32):
-            if g % tp or tp > domain or heads % tp:
+            if g % tp or tp > domain or not arch.splits_heads(tp):
                 continue
             pp = g // tp
             if pp > 1 and tp < min(g, domain):  # only pipeline when TP already fills the domain
                 continue
-            if pp > 4 or pp > layers:
+            if pp > 4 or pp > arch.num_layers:
                 continue
             out.append((g, tp, pp))
     return out
@@ -136,7 +136,7 @@ def screen(
         price: GpuPrice | None = gpu_price(
             slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers
         )
-        for n, tp, pp, ep in _with_expert_parallel(arch, _replica_layouts(g, arch.num_heads, arch.num_layers)):
+        for n, tp, pp, ep in _with_expert_parallel(arch, _replica_layouts(g, arch)):
             for w in cons.weights_allowed:
                 if w == "nvfp4" and not g.supports("fp4"):
                     continue

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from core.base import NO_TRACE, Range, by_tag
-from core.config import RabitConfig
+from core.config import RabitConfig, resolve
 from core.decision.calibration import predict
 from core.decision.range_rule import (
     Estimate,
@@ -56,7 +56,7 @@ RANGE_SIM_REQUESTS = 256
 
 def step_model_screen(cfg: RabitConfig) -> Any:
     """Everything the step time reads from the config (the speed and simulation estimates depend on it)."""
-    return StepModel.from_config(cfg)
+    return StepModel.from_deployment(resolve(cfg))
 
 
 def serving_screen(cfg: RabitConfig) -> Any:
@@ -151,11 +151,11 @@ def bound_models(
 
     A bound whose step model equals the base's is left out (it cannot move anything the step time decides).
     """
-    base = StepModel.from_config(cfg)
+    base = StepModel.from_deployment(resolve(cfg))
     out = []
     for n in names:
         for v in bound_values(n, getattr(cfg.assumptions, n), bounds):
-            sm = StepModel.from_config(with_assumption(cfg, n, v))
+            sm = StepModel.from_deployment(resolve(with_assumption(cfg, n, v)))
             if not provably_equal(sm, base):
                 out.append((n, v, sm))
     return base, tuple(out)

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from core import catalog
 from core.base import Assumptions, Range
 from core.catalog import from_hf_config
-from core.config import RabitConfig
+from core.config import RabitConfig, resolve
 from core.physics import StepModel, per_query_head_kv_reads
 
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"
@@ -107,7 +107,7 @@ def _serving_predict(r: dict[str, str], cfg: RabitConfig) -> float:
 
     gpus, B, O = int(r["gpus"]), int(r["batch"]), int(r["output"])
     metric = r["metric"]
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(resolve(cfg))
     if r.get("decode_attention") == "per-query-head":  # the kernel the engine version ran (core.physics.step)
         sm = per_query_head_kv_reads(sm)
     ttft = serving.prefill_numbers(sm, cfg, B).ttft_s  # = serving.prefill(cfg).ttft_s with the default kernel

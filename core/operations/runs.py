@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core import catalog
 from core.base import parse_json as parse_json_payload
-from core.config import RabitConfig, describe_validation_error
+from core.config import RabitConfig, describe_validation_error, split_nodes
 
 #: metric name (the estimate JSON key) -> (family, phase, unit on screen, description).
 #: The family is what "comparable" means in :mod:`core.decision.calibration`.
@@ -208,12 +208,10 @@ def _int(x: float | None, key: str, what: str) -> int | None:
 
 
 def _split_gpus(gpu: str, gpus: int) -> tuple[int, int]:
-    node = catalog.gpu(gpu).gpus_per_node
-    if gpus <= node:
-        return gpus, 1
-    if gpus % node:
-        raise RunError(f"field 'gpus': {gpus} GPUs is not a whole number of {node}-GPU nodes of {gpu}")
-    return node, gpus // node
+    try:
+        return split_nodes(gpus, catalog.gpu(gpu).gpus_per_node)
+    except ValueError as exc:
+        raise RunError(f"field 'gpus' ({gpu}): {exc}") from None
 
 
 def build_config(fields: dict[str, Any], base: RabitConfig | None, phase: str, what: str) -> RabitConfig:

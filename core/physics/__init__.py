@@ -1,40 +1,41 @@
-"""Physics: memory (weights, KV cache, activations), the step model of one scheduler iteration, and the collectives.
+"""Physics: serving and training memory (weights, KV cache, activations, optimizer state), the step model of one scheduler iteration taken apart, and the collectives.
 
 The wing's face: it only hands on the names other wings and the edges use."""
 
 from __future__ import annotations
 
 from core.physics.collectives import (
+    ACT_BYTES,
     Collectives,
+)
+from core.physics.iteration_parts import (
+    IterationParts,
+    iteration,
 )
 from core.physics.memory import (
     ServingMemory,
-    TrainingMemory,
-    activation_bytes_per_layer,
+    dense_weight_bytes,
     expert_params_total,
     fit_problems,
     kv_bytes_per_token,
     kv_per_token_across_catalog,
     kv_shard,
-    lora_params,
     sequences_vs_context,
     serving_memory,
-    training_fit_options,
+)
+from core.physics.step import (
+    StepModel,
+    effective_peak_flop_per_s,
+    per_query_head_kv_reads,
+)
+from core.physics.training_footprint import (
+    TrainingMemory,
+    activation_bytes_per_layer,
+    lora_params,
     training_memory,
     training_memory_by_zero,
     training_memory_for,
     training_memory_parts,
-)
-from core.physics.step import (
-    ACT_BYTES,
-    IterationParts,
-    StepModel,
-    consts,
-    effective_peak_flop_per_s,
-    iteration,
-    per_query_head_kv_reads,
-    record_iteration,
-    record_weights_read,
 )
 from core.physics.video import (
     VideoEstimate,
@@ -51,6 +52,7 @@ from core.physics.video import (
 )
 
 __all__ = [
+    "dense_weight_bytes",
     "fit_problems",
     "ACT_BYTES",
     "Collectives",
@@ -60,7 +62,6 @@ __all__ = [
     "TrainingMemory",
     "VideoEstimate",
     "activation_bytes_per_layer",
-    "consts",
     "effective_peak_flop_per_s",
     "expert_params_total",
     "iteration",
@@ -71,11 +72,8 @@ __all__ = [
     "linear_flop_per_token",
     "lora_params",
     "per_query_head_kv_reads",
-    "record_iteration",
-    "record_weights_read",
     "sequences_vs_context",
     "serving_memory",
-    "training_fit_options",
     "training_memory",
     "training_memory_by_zero",
     "training_memory_for",

@@ -37,7 +37,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.base import NO_TRACE, US, Trace
 from core.catalog import Fabric, GpuSpec
+from core.config import Deployment, VideoDeployment
+
+#: Bytes per activation element (BF16): what TP all-reduces, EP all-to-alls, pipeline and sequence-parallel sends move.
+ACT_BYTES = 2.0
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,8 @@ def _scalar(x):
 
 @dataclass(frozen=True)
 class Collectives:
-    """Collective times for one cluster shape. Build with :meth:`for_cluster`; all times in seconds."""
+    """Collective times for one cluster shape. Build with :meth:`of` (a deployment) or :meth:`for_cluster`; all
+    times in seconds."""
 
     gpu: GpuSpec
     fabric: Fabric
@@ -74,18 +80,64 @@ class Collectives:
         domain = dom if dom > gpu.gpus_per_node else min(gpus_per_node, dom)
         return cls(gpu=gpu, fabric=fabric, domain=max(1, domain), bw_eff=bw_eff, base_s=base_s)
 
+    @classmethod
+    def of(cls, dep: Deployment | VideoDeployment, gpus_per_node: int | None = None) -> "Collectives":
+        """The collectives of a deployment's cluster: its GPU and fabric, its GPUs per node (or ``gpus_per_node``),
+        and the assumptions ``comm_bw_eff`` (achieved share of the link bandwidth) and ``collective_base_us``
+        (launch cost)."""
+        a = dep.assumptions
+        node = dep.config.gpus_per_node if gpus_per_node is None else gpus_per_node
+        return cls.for_cluster(dep.gpu, dep.fabric, node, a.comm_bw_eff, a.collective_base_us * US)
+
     # --- levels ------------------------------------------------------------------------------------
-    def intra(self, p) -> Level:
-        """The scale-up level for a group of ``p`` GPUs inside one domain (``p`` may be an array)."""
+    def intra(self, p, tr: Trace = NO_TRACE) -> Level:
+        """The scale-up level for a group of ``p`` GPUs inside one domain (``p`` may be an array); records the
+        group's bandwidth when traced (a TP group of scalar ``p``)."""
         g = self.gpu
-        if g.topology == "mesh" and g.mesh_links:
+        mesh = g.topology == "mesh" and g.mesh_links
+        if mesh:
             links = np.minimum(np.maximum(np.asarray(p) - 1, 1), g.mesh_links)
             bw = links * g.link_bw_gb_per_s * 1e9
         else:
             bw = g.scale_up_bw_bytes_per_s
-        return Level(
+        lv = Level(
             bw * self.bw_eff, g.scale_up_latency_s, g.in_switch_reduction and g.topology == "nvswitch", self.base_s
         )
+        if not tr.enabled:
+            return lv
+        if mesh:
+            tr.step(
+                "tp_bw_bytes_per_s",
+                f"TP group bandwidth per GPU ({int(links)} mesh links)",
+                r"\beta",
+                "n_l * l_bw * eta_c",
+                lv.bw_bytes_per_s,
+                unit="B/s",
+                units={"l_bw": "B/s", "eta_c": "frac"},
+                n_l=links,
+                l_bw=g.link_bw_gb_per_s * 1e9,
+                eta_c=self.bw_eff,
+                note=f"{g.scale_up}: a full mesh; a group of p = {p} GPUs uses p - 1 direct links",
+            )
+        else:
+            tr.step(
+                "tp_bw_bytes_per_s",
+                "TP group bandwidth per GPU",
+                r"\beta",
+                "bw_su * eta_c",
+                lv.bw_bytes_per_s,
+                unit="B/s",
+                units={"bw_su": "B/s", "eta_c": "frac"},
+                bw_su=g.scale_up_bw_bytes_per_s,
+                eta_c=self.bw_eff,
+                note=(
+                    f"{g.scale_up}: any peer at the full per-GPU bandwidth"
+                    if g.topology == "nvswitch"
+                    else f"{g.scale_up}: over the host bus"
+                )
+                + " (per direction) x achieved share comm_bw_eff",
+            )
+        return lv
 
     def inter(self) -> Level:
         return Level(self.fabric.bw_bytes_per_s * self.bw_eff, self.fabric.latency_s, False, self.base_s)
@@ -174,3 +226,165 @@ class Collectives:
             ) * self.bw_eff
             lv = Level(bw, g.scale_up_latency_s)
         return (self.base_s + lv.latency_s + n_bytes / lv.bw_bytes_per_s) * (np.asarray(n_bytes) > 0)
+
+    # --- the step model's communication: straight lines in the tokens T of an iteration ------------------
+    def tp_all_reduce_lines(self, p: int, h: int, b_a: float = ACT_BYTES, tr: Trace = NO_TRACE):
+        """The all-reduce of ``T`` tokens of ``h`` elements of ``b_a`` bytes over a TP group of ``p`` GPUs as
+        two straight lines in ``T``: ``(a_r, b_r, a_t, b_t)`` with cost ``min(a_r + b_r T, a_t + b_t T)`` [s, s per
+        token]; their derivation recorded on ``tr``.
+
+        Inside the domain: the ring ``t0 + 2 (p-1) alpha + 2 (p-1)/p x T h b_a / beta`` and the double binary
+        tree ``t0 + 2 ceil(log2 p) alpha + 2 T h b_a / beta``, or NVLS ``t0 + 2 alpha + T h b_a / beta`` in its
+        place on switches that reduce. Across nodes: the hierarchical cost (:meth:`all_reduce_s`), linearised
+        from its value at 1 and 2 tokens (both lines the same). All zero for ``p = 1``.
+        H100 SXM, TP 8, h = 8,192: NVLS a_t = 8 + 2 x 2.5 = 13 us, b_t = 16,384 B / 360 GB/s = 45.5 ns.
+        """
+        if p <= 1:
+            return 0.0, 0.0, 0.0, 0.0
+        if self.spans_nodes(p):
+            t1, t2 = self.all_reduce_s(h * b_a, p), self.all_reduce_s(2 * h * b_a, p)
+            a, b = _line(
+                tr,
+                ("ar_ring_alpha_s", "All-reduce across nodes: fixed time", "a_r"),
+                ("ar_ring_beta_s", "All-reduce across nodes: time per token", "b_r"),
+                t1,
+                t2,
+                f"TP {p} spans nodes: reduce-scatter in the node, all-reduce over {self.fabric.name}, all-gather; "
+                "linearised from its cost at 1 and 2 tokens",
+            )
+            return a, b, a, b
+        lv = self.intra(p, tr)
+        u = {"t0": "s", "alpha": "s", "beta": "B/s", "b_a": "B"}
+        a_r = lv.base_s + 2 * (p - 1) * lv.latency_s
+        b_r = 2 * (p - 1) / p * h * b_a / lv.bw_bytes_per_s
+        if tr.enabled:
+            tr.step(
+                "ar_ring_alpha_s",
+                "Ring all-reduce: fixed time",
+                "a_r",
+                "t0 + 2 * (p - 1) * alpha",
+                a_r,
+                unit="s",
+                units=u,
+                t0=lv.base_s,
+                p=p,
+                alpha=lv.latency_s,
+                note="2(p-1) hops of alpha after the launch cost t0 (collective_base_us)",
+            )
+            tr.step(
+                "ar_ring_beta_s",
+                "Ring all-reduce: time per token",
+                "b_r",
+                "2 * (p - 1) / p * h * b_a / beta",
+                b_r,
+                unit="s",
+                latex=r"\frac{2 ([p] - 1)}{[p]} \cdot \frac{[h] \cdot [b_a]}{[beta]}",
+                units=u,
+                p=p,
+                h=h,
+                b_a=b_a,
+                beta=lv.bw_bytes_per_s,
+                note="each token adds h x 2 B to the buffer",
+            )
+        if lv.in_switch_reduction:  # NVLS replaces the tree line: 2 alpha + n / beta
+            a_t = lv.base_s + 2 * lv.latency_s
+            b_t = h * b_a / lv.bw_bytes_per_s
+            if tr.enabled:
+                tr.step(
+                    "ar_tree_alpha_s",
+                    "NVLS all-reduce: fixed time",
+                    "a_t",
+                    "t0 + 2 * alpha",
+                    a_t,
+                    unit="s",
+                    units=u,
+                    t0=lv.base_s,
+                    alpha=lv.latency_s,
+                    note="NVLink SHARP: one hop to the switch, which reduces and multicasts back",
+                )
+                tr.step(
+                    "ar_tree_beta_s",
+                    "NVLS all-reduce: time per token",
+                    "b_t",
+                    "h * b_a / beta",
+                    b_t,
+                    unit="s",
+                    latex=r"\frac{[h] \cdot [b_a]}{[beta]}",
+                    units=u,
+                    h=h,
+                    b_a=b_a,
+                    beta=lv.bw_bytes_per_s,
+                    note="each GPU sends its buffer once (NCCL 2.17+ NVLS)",
+                )
+            return a_r, b_r, a_t, b_t
+        depth = np.ceil(np.log2(p))
+        a_t = float(lv.base_s + 2 * depth * lv.latency_s)
+        b_t = 2 * h * b_a / lv.bw_bytes_per_s
+        if tr.enabled:
+            tr.step(
+                "ar_tree_alpha_s",
+                "Tree all-reduce: fixed time",
+                "a_t",
+                "t0 + 2 * d * alpha",
+                a_t,
+                unit="s",
+                units=u,
+                t0=lv.base_s,
+                d=int(depth),
+                alpha=lv.latency_s,
+                note="double binary tree of depth d = ceil(log2 p): fewer hops, twice the bytes",
+            )
+            tr.step(
+                "ar_tree_beta_s",
+                "Tree all-reduce: time per token",
+                "b_t",
+                "2 * h * b_a / beta",
+                b_t,
+                unit="s",
+                latex=r"\frac{2 [h] \cdot [b_a]}{[beta]}",
+                units=u,
+                h=h,
+                b_a=b_a,
+                beta=lv.bw_bytes_per_s,
+            )
+        return a_r, b_r, a_t, b_t
+
+    def all_to_all_line(self, n_per_token: float, p: int, tr: Trace = NO_TRACE) -> tuple[float, float]:
+        """An EP all-to-all (dispatch or combine) of ``T`` tokens, each GPU sending ``n_per_token`` bytes per token,
+        over ``p`` GPUs, as the straight line ``a_e + b_e T`` through its cost at 1 and 2 tokens [s, s per token];
+        recorded on ``tr``."""
+        t1, t2 = self.all_to_all_s(n_per_token, p), self.all_to_all_s(2 * n_per_token, p)
+        return _line(
+            tr,
+            ("a2a_alpha_s", "EP all-to-all: fixed time", "a_e"),
+            ("a2a_beta_s", "EP all-to-all: time per token", "b_e"),
+            t1,
+            t2,
+            f"(p-1) alpha + (p-1)/p x n / beta over EP {p}; n = top-k x h x 2 B per token / ep; "
+            "dispatch and combine per MoE layer",
+        )
+
+    def hop_line(self, h: int, b_a: float, cross_node: bool, tr: Trace = NO_TRACE) -> tuple[float, float]:
+        """A pipeline stage's send of ``T`` tokens of ``h`` elements of ``b_a`` bytes to the next stage as the
+        straight line ``a_h + b_h T`` through its cost at 1 and 2 tokens [s, s per token]; recorded on ``tr``."""
+        t1, t2 = self.p2p_s(h * b_a, cross_node), self.p2p_s(2 * h * b_a, cross_node)
+        return _line(
+            tr,
+            ("hop_alpha_s", "Pipeline hop: fixed time", "a_h"),
+            ("hop_beta_s", "Pipeline hop: time per token", "b_h"),
+            t1,
+            t2,
+            "point-to-point send of the activations to the next stage: alpha + n / beta"
+            + (f" over {self.fabric.name}" if cross_node else " over the scale-up fabric"),
+        )
+
+
+def _line(tr: Trace, fixed: tuple[str, str, str], per_token: tuple[str, str, str], t1, t2, note: str):
+    """``(2 t_1 - t_2, t_2 - t_1)``: the straight line through a cost at 1 and 2 tokens [s, s per token], its two
+    steps recorded under the (key, label, symbol) of ``fixed`` and ``per_token``."""
+    a, b = float(2 * t1 - t2), float(t2 - t1)
+    if tr.enabled:
+        u = {"t_1": "s", "t_2": "s"}
+        tr.step(*fixed, "2 * t_1 - t_2", a, unit="s", units=u, t_1=float(t1), t_2=float(t2), note=note)
+        tr.step(*per_token, "t_2 - t_1", b, unit="s", units=u, t_1=float(t1), t_2=float(t2))
+    return a, b

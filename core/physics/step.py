@@ -1,4 +1,5 @@
-"""The step model: the time of one scheduler iteration, written once (the RA-BIT spec "Speed").
+"""The step model: the per-deployment constants of one scheduler iteration, and its formula, written once
+(the RA-BIT spec "Speed").
 
 One iteration processes ``T`` new tokens (any mix of prefill-chunk and decode tokens), over ``A``
 attended (query, key) pairs, reading the cached K/V of ``R`` context tokens::
@@ -14,41 +15,35 @@ attended (query, key) pairs, reading the cached K/V of ``R`` context tokens::
 
 ``S`` is the number of sequences the iteration schedules and samples (a decode iteration: ``S = T``).
 
-:meth:`StepModel.stage_parts` is the one body of that formula: scalars in, floats out (the simulator's
-inner loop), arrays in, arrays out (sweeps, the simulator's timing table in :mod:`core.serving.sim.timing`, the
-optimizer's screen). :func:`record_iteration` records the same iteration as derivation steps whose values
-come from that body; the expressions it shows are the ones below, and a test re-evaluates each.
+:meth:`StepModel.from_deployment` computes every constant of that formula once per deployment, recording each
+on a :class:`core.base.Trace` as it computes it (the communication lines come from
+:class:`core.physics.collectives.Collectives`). :meth:`StepModel.stage_parts` is the one body of the formula:
+scalars in, floats out (the simulator's inner loop), arrays in, arrays out (sweeps, the simulator's timing
+table in :mod:`core.serving.sim.timing`, the optimizer's screen). :func:`core.physics.iteration_parts.iteration` takes
+one iteration apart and records it.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from core import catalog
-from core.base import MS, Trace
-from core.catalog import CUDA_GRAPH_MAX_TOKENS, ModelArch, gpu_of
-from core.config import COMPUTE_PRECISION, Deployment, RabitConfig, resolve
-from core.physics.collectives import Collectives
-from core.physics.memory import SSM_STATE_BYTES, kv_bytes_per_token, kv_shard
+from core.base import MS, NO_TRACE, Trace
+from core.catalog import CUDA_GRAPH_MAX_TOKENS, ModelArch
+from core.config import COMPUTE_PRECISION, Deployment
+from core.physics.collectives import ACT_BYTES, Collectives
+from core.physics.memory import SSM_STATE_BYTES, dense_weight_bytes, kv_bytes_per_token, kv_shard
 
 __all__ = [
-    "ACT_BYTES",
-    "IterationParts",
+    "KERNELS_PER_ITERATION",
+    "KERNELS_PER_LAYER",
     "StepModel",
     "effective_peak_flop_per_s",
-    "iteration",
-    "record_iteration",
-    "record_weights_read",
+    "per_query_head_kv_reads",
 ]
-
-#: Bytes per element of the activations moved by TP all-reduces and EP all-to-alls (BF16).
-ACT_BYTES = 2.0
 
 #: Kernels one decoder layer launches: input RMSNorm, QKV GEMM, RoPE, KV-cache write, attention, output GEMM,
 #: residual + post-attention RMSNorm, gate/up GEMM, SiLU x mul, down GEMM (the vLLM Llama layer,
@@ -61,21 +56,68 @@ KERNELS_PER_ITERATION = 3
 _SCALAR = (int, float, np.integer, np.floating)
 
 
-def effective_peak_flop_per_s(gpu: catalog.GpuSpec, weights: str, fp8_speedup: float, fp4_speedup: float) -> float:
-    """Dense compute rate a weight format achieves on a part, before MFU [FLOP/s].
+def effective_peak_flop_per_s(
+    gpu: catalog.GpuSpec, weights: str, fp8_speedup: float, fp4_speedup: float, tr: Trace = NO_TRACE
+) -> float:
+    """Dense compute rate a weight format achieves on a part, before MFU [FLOP/s]; recorded as ``pi_flops``.
 
-    BF16 peak x the named FP8 (and FP4) speed-up, capped by that precision's datasheet peak.
+    BF16 peak x the named FP8 (and FP4) speed-up, capped by that precision's datasheet peak; parts without
+    FP8 tensor cores run FP8 weights weight-only at the BF16 rate, parts without FP4 run FP4 weights at FP8.
     H100 SXM FP8: min(989 x 1.4, 1979) = 1,385 TFLOP/s.
     """
     prec = COMPUTE_PRECISION[weights]
     bf16 = gpu.peak_flop_per_s("bf16")
-    if prec in ("fp8", "int8") and gpu.supports(prec):
-        return min(bf16 * fp8_speedup, gpu.peak_flop_per_s(prec))
+    if (
+        prec in ("fp8", "int8")
+        and gpu.supports(prec)
+        or (prec == "fp4" and not gpu.supports("fp4") and gpu.supports("fp8"))
+    ):
+        p8 = gpu.peak_flop_per_s("fp8" if prec == "fp4" else prec)
+        pi = min(bf16 * fp8_speedup, p8)
+        return tr.step(
+            "pi_flops",
+            f"Compute peak per GPU ({prec.upper()})",
+            r"\pi_{flops}",
+            "min(pi_bf16 * s_8, pi_8)",
+            pi,
+            unit="FLOP/s",
+            units={"pi_bf16": "FLOP/s", "pi_8": "FLOP/s", "s_8": "x"},
+            pi_bf16=bf16,
+            s_8=fp8_speedup,
+            pi_8=p8,
+            note="FP8 gains what measured kernels give (assumption fp8_speedup), not the 2x datasheet ratio"
+            + ("; this part has no FP4 tensor cores, so FP4 weights run at FP8" if prec == "fp4" else ""),
+        )
     if prec == "fp4" and gpu.supports("fp4"):
-        return min(bf16 * fp8_speedup * fp4_speedup, gpu.peak_flop_per_s("fp4"))
-    if prec == "fp4" and gpu.supports("fp8"):
-        return min(bf16 * fp8_speedup, gpu.peak_flop_per_s("fp8"))
-    return bf16
+        p4 = gpu.peak_flop_per_s("fp4")
+        return tr.step(
+            "pi_flops",
+            "Compute peak per GPU (FP4)",
+            r"\pi_{flops}",
+            "min(pi_bf16 * s_8 * s_4, pi_4)",
+            min(bf16 * fp8_speedup * fp4_speedup, p4),
+            unit="FLOP/s",
+            units={"pi_bf16": "FLOP/s", "pi_4": "FLOP/s", "s_8": "x", "s_4": "x"},
+            pi_bf16=bf16,
+            s_8=fp8_speedup,
+            s_4=fp4_speedup,
+            pi_4=p4,
+            note="FP4 = BF16 x fp8_speedup x fp4_speedup, capped by the FP4 datasheet peak",
+        )
+    if not tr.enabled:
+        return bf16
+    return tr.step(
+        "pi_flops",
+        "Compute peak per GPU (BF16)",
+        r"\pi_{flops}",
+        "pi_bf16",
+        bf16,
+        unit="FLOP/s",
+        units={"pi_bf16": "FLOP/s"},
+        pi_bf16=bf16,
+        note=f"{gpu.name}: dense BF16 datasheet peak"
+        + (f"; {weights} weights are dequantised to BF16 (weight-only)" if weights != "bf16" else ""),
+    )
 
 
 @dataclass(frozen=True)
@@ -127,66 +169,164 @@ class StepModel:
     # a KV head once per query head (TensorRT-LLM's masked MHA for GQA before its XQA kernels; see
     # :func:`per_query_head_kv_reads`)
     kv_read_factor: float = 1.0
+    # what the recorded derivation shows beside the body's constants: the MFU ceiling inside peak_flop_per_s,
+    # MBU and the datasheet bandwidth inside mem_bw_bytes_per_s, the sampler's bytes per vocabulary entry
+    mfu_max: float = 1.0
+    mbu: float = 1.0
+    hbm_bw_bytes_per_s: float = 0.0
+    sample_bytes_per_vocab: float = 0.0
 
     @classmethod
-    def from_config(cls, cfg: RabitConfig) -> "StepModel":
-        """The step model of a config (resolved here; callers holding a Deployment use from_deployment)."""
-        return cls.from_deployment(resolve(cfg))
-
-    @classmethod
-    def from_deployment(cls, dep: Deployment) -> "StepModel":
-        """Every per-deployment constant of the iteration formula, computed once."""
-        cfg = dep
-        m, g, f = dep.model, dep.gpu, dep.fabric
+    def from_deployment(cls, dep: Deployment, tr: Trace = NO_TRACE) -> StepModel:
+        """Every per-deployment constant of the iteration formula, computed once; each recorded on ``tr`` as it
+        is computed (the Speed page's "Per-GPU constants of the iteration model")."""
+        m, g = dep.model, dep.gpu
         a = dep.assumptions
         tp, pp, ep = dep.tp, dep.pp, dep.ep
-        peak = effective_peak_flop_per_s(g, cfg.weights, a.fp8_speedup, a.fp4_speedup) * a.mfu_max
-        b_w = cfg.weight_bytes_per_param
-        p_expert_all = m.moe_layers * m.num_experts * m.expert_params()
-        dense_q = m.quantizable_params() - p_expert_all
-        dense_rest = m.total_params() - m.quantizable_params()
+        on = tr.enabled
+        # --- compute: FLOPs per token and per attended pair, the compute peak ---------------------------------
+        P_act = m.active_matmul_params()
+        f_t = 2.0 * P_act / (tp * pp)
+        f_a = 4.0 * (m.attention_layers / pp) * m.attn_qk_dim / tp  # a hybrid's SSM layers attend nothing
+        if on:
+            tr.step(
+                "active_matmul_params",
+                "Active parameters doing matmuls per token",
+                "P_act",
+                "P_act",
+                P_act,
+                P_act=P_act,
+                note="the input embedding is a lookup, not a matmul"
+                + (f"; MoE: {m.experts_per_tok} of {m.num_experts} routed experts per token" if m.is_moe else ""),
+            )
+            tr.step(
+                "flop_per_token",
+                "Matmul FLOPs per token per GPU",
+                "f_t",
+                "2 * P_act / (tp * pp)",
+                f_t,
+                unit="FLOP",
+                latex=r"\frac{2 [P_act]}{[tp] \cdot [pp]}",
+                P_act=P_act,
+                tp=tp,
+                pp=pp,
+            )
+            tr.step(
+                "attn_flop_per_pair",
+                "Attention FLOPs per (query, key) pair per GPU",
+                "f_a",
+                "4 * L * H_dh / (tp * pp)",
+                f_a,
+                unit="FLOP",
+                latex=r"\frac{4 [L] \cdot [H_dh]}{[tp] \cdot [pp]}",
+                L=m.attention_layers,
+                H_dh=m.attn_qk_dim,
+                tp=tp,
+                pp=pp,
+                note="QK^T and PV, 2 FLOP per multiply-add, every layer"
+                + ("; MLA: H (d_qk + d_v) / 2" if m.is_mla else "")
+                + (
+                    f" with attention ({m.attention_layers} of {m.num_layers}; the rest are state-space)"
+                    if m.ssm_layers
+                    else ""
+                ),
+            )
+        peak = effective_peak_flop_per_s(g, dep.weights, a.fp8_speedup, a.fp4_speedup, tr) * a.mfu_max
+        # --- memory: weights read, one routed expert's bytes, KV bytes per cached token ---------------------
+        hbm = g.memory_bw_bytes_per_s
+        if on:
+            tr.step(
+                "pi_bw",
+                "HBM bandwidth per GPU",
+                r"\pi_{bw}",
+                "pi_bw",
+                hbm,
+                unit="B/s",
+                units={"pi_bw": "B/s"},
+                pi_bw=hbm,
+                note=f"{g.name} datasheet",
+            )
+        b_w = dep.weight_bytes_per_param
         # the input embedding is a lookup: only the rows used are read, so leave it out of the traffic
-        dense_bytes = (dense_q * b_w + (dense_rest - m.embedding_params()) * 2.0) / (tp * pp)
+        dense_bytes, P_q, P_r = dense_weight_bytes(m, b_w, tp, pp, experts_apart=True, streamed=True)
+        if on:
+            tr.step(
+                "weights_read_bytes",
+                "Dense weights read per iteration per GPU",
+                "W_d",
+                "(P_q * b_w + P_r * 2) / (tp * pp)",
+                dense_bytes,
+                unit="B",
+                latex=r"\frac{[P_q] \cdot [b_w] + [P_r] \cdot 2}{[tp] \cdot [pp]}",
+                P_q=P_q,
+                b_w=b_w,
+                P_r=P_r,
+                tp=tp,
+                pp=pp,
+                note="block linears in the weight format; LM head and norms in BF16; the input embedding is a "
+                "lookup and is not streamed" + ("; routed experts below" if m.is_moe else ""),
+            )
         expert_split = ep if ep > 1 else tp
         expert_bytes = m.expert_params() * b_w * (m.moe_layers / pp) / expert_split
-        k_t = kv_bytes_per_token(m, cfg.kv_bytes_per_elem) / (kv_shard(m, tp) * pp)
-        coll = Collectives.for_cluster(g, f, cfg.gpus_per_node, a.comm_bw_eff, a.collective_base_us * 1e-6)
+        if on and m.is_moe:
+            tr.step(
+                "expert_bytes",
+                "One routed expert's bytes per GPU (stage layers)",
+                "w_e",
+                "P_e * b_w * L_moe / (pp * s_e)",
+                expert_bytes,
+                unit="B",
+                latex=r"\frac{[P_e] \cdot [b_w] \cdot [L_moe]}{[pp] \cdot [s_e]}",
+                P_e=m.expert_params(),
+                b_w=b_w,
+                L_moe=m.moe_layers,
+                pp=pp,
+                s_e=expert_split,
+                note=f"experts split {expert_split} ways by "
+                + ("EP (whole experts per GPU)" if ep > 1 else "TP (slices)"),
+            )
+        k_all = kv_bytes_per_token(m, dep.kv_bytes_per_elem)
+        shard = kv_shard(m, tp)
+        k_t = k_all / (shard * pp)
+        if on:
+            tr.step(
+                "kv_read_bytes_per_token",
+                "KV bytes per cached token per GPU",
+                "k_g",
+                "k_t / (s_kv * pp)",
+                k_t,
+                unit="B",
+                latex=r"\frac{[k_t]}{[s_kv] \cdot [pp]}",
+                units={"k_t": "B"},
+                k_t=k_all,
+                s_kv=shard,
+                pp=pp,
+                note=(
+                    "MLA: the compressed latent, not split by TP"
+                    if m.is_mla
+                    else f"{m.num_kv_heads} KV heads split {shard} ways by TP"
+                ),
+            )
+        # --- communication: TP all-reduces of T x h x 2 B, EP all-to-alls, pipeline hops (lines in T) ------
+        coll = Collectives.of(dep)
         h = m.hidden_size
-        # TP all-reduce of T x h x 2 B: a min of two affine functions of T (ring, tree); see core.physics.collectives.
-        if tp > 1 and not coll.spans_nodes(tp):
-            lv = coll.intra(tp)
-            ar_a_ring = lv.base_s + 2 * (tp - 1) * lv.latency_s
-            ar_b_ring = 2 * (tp - 1) / tp * h * ACT_BYTES / lv.bw_bytes_per_s
-            ar_a_tree = lv.base_s + 2 * np.ceil(np.log2(tp)) * lv.latency_s
-            ar_b_tree = 2 * h * ACT_BYTES / lv.bw_bytes_per_s
-            if lv.in_switch_reduction:  # NVLS replaces the tree line: 2 alpha + n / beta
-                ar_a_tree, ar_b_tree = lv.base_s + 2 * lv.latency_s, h * ACT_BYTES / lv.bw_bytes_per_s
-        elif tp > 1:  # spans nodes: hierarchical cost, linearised from two evaluations
-            t1, t2 = coll.all_reduce_s(h * ACT_BYTES, tp), coll.all_reduce_s(2 * h * ACT_BYTES, tp)
-            ar_a_ring = ar_a_tree = float(2 * t1 - t2)
-            ar_b_ring = ar_b_tree = float(t2 - t1)
-        else:
-            ar_a_ring = ar_b_ring = ar_a_tree = ar_b_tree = 0.0
+        ar_a_ring, ar_b_ring, ar_a_tree, ar_b_tree = coll.tp_all_reduce_lines(tp, h, ACT_BYTES, tr)
         if ep > 1 and m.is_moe:
             # dispatch + combine: each GPU sends its 1/ep share of the tokens x top-k x h x 2 B
-            per_tok = m.experts_per_tok * h * ACT_BYTES / ep
-            t1, t2 = coll.all_to_all_s(per_tok, ep), coll.all_to_all_s(2 * per_tok, ep)
-            a2a_a, a2a_b = float(2 * t1 - t2), float(t2 - t1)
+            a2a_a, a2a_b = coll.all_to_all_line(m.experts_per_tok * h * ACT_BYTES / ep, ep, tr)
             a2a_n = 2 * m.moe_layers / pp
         else:
             a2a_a = a2a_b = a2a_n = 0.0
+        if pp > 1:
+            hop_a, hop_b = coll.hop_line(h, ACT_BYTES, tp * pp > coll.domain, tr)
+        else:
+            hop_a = hop_b = 0.0
         # kernel launches of one stage (module constants above) and the engine's CUDA-graph capture limit
         k_layer = KERNELS_PER_LAYER + (2 if tp > 1 else 0)
         k_moe = (3 + (2 if ep > 1 else 0)) if m.is_moe else 0
         n_k = (m.num_layers * k_layer + m.moe_layers * k_moe + KERNELS_PER_ITERATION) / pp
         w = dep.config.workload
         graph_max = CUDA_GRAPH_MAX_TOKENS.get(w.engine, 512) if w.cuda_graphs else 0
-        if pp > 1:
-            cross = cfg.tp * pp > coll.domain
-            t1, t2 = coll.p2p_s(h * ACT_BYTES, cross), coll.p2p_s(2 * h * ACT_BYTES, cross)
-            hop_a, hop_b = float(2 * t1 - t2), float(t2 - t1)
-        else:
-            hop_a = hop_b = 0.0
         if m.is_moe:
             f_e = 2.0 * m.experts_per_tok * m.expert_params() * m.moe_layers / (tp * pp)
             # permute gathers each token's k copies (read 1 row of h, write k), un-permute scatters them back
@@ -199,14 +339,14 @@ class StepModel:
             tp=tp,
             pp=pp,
             ep=ep,
-            flop_per_token=2.0 * m.active_matmul_params() / (tp * pp),
-            attn_flop_per_pair=4.0 * (m.attention_layers / pp) * m.attn_qk_dim / tp,  # a hybrid's SSM layers: none
+            flop_per_token=f_t,
+            attn_flop_per_pair=f_a,
             peak_flop_per_s=peak,
             ramp_tokens=a.mfu_ramp_tokens,
             dense_weight_bytes=dense_bytes,
             expert_bytes_per_gpu_per_expert=expert_bytes,
             kv_bytes_per_token=k_t,
-            mem_bw_bytes_per_s=g.memory_bw_bytes_per_s * a.mbu,
+            mem_bw_bytes_per_s=hbm * a.mbu,
             tp_ar_alpha_ring=ar_a_ring,
             tp_ar_beta_ring=ar_b_ring,
             tp_ar_alpha_tree=float(ar_a_tree),
@@ -228,8 +368,12 @@ class StepModel:
             eager_launch_s=a.eager_launch_us * 1e-6,
             graph_max_tokens=float(graph_max),
             seq_overhead_s=a.seq_overhead_us * 1e-6,
-            sample_s_per_seq=m.vocab_size * a.sample_bytes_per_vocab / (g.memory_bw_bytes_per_s * a.mbu),
+            sample_s_per_seq=m.vocab_size * a.sample_bytes_per_vocab / (hbm * a.mbu),
             state_bytes_per_seq=m.ssm_state_bytes_per_seq(SSM_STATE_BYTES) / tp,
+            mfu_max=a.mfu_max,
+            mbu=a.mbu,
+            hbm_bw_bytes_per_s=hbm,
+            sample_bytes_per_vocab=a.sample_bytes_per_vocab,
         )
 
     # --- the model -------------------------------------------------------------------------------------
@@ -426,174 +570,6 @@ class StepModel:
         return float(out) if out.ndim == 0 else out
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-
-
-class IterationParts(_Frozen):
-    """One iteration, taken apart. Work is per GPU of one stage; times in seconds."""
-
-    tokens: float  # T
-    pairs: float  # A
-    kv_tokens: float  # R
-    flop: float  # per GPU of one stage
-    bytes: float  # per GPU of one stage: weights read + KV read + KV written
-    compute_s: float  # one stage
-    memory_s: float  # one stage
-    comm_s: float  # one stage, exposed
-    hops_s: float  # all pp - 1 stage hops
-    overhead_s: float  # fixed costs of the iteration: scheduler step + pp x launches + per-sequence work
-    time_s: float  # pp (max(compute, memory) + comm) + hops + overhead
-    pp: int
-    bound: str
-    seqs: float = 0.0  # S: sequences scheduled and sampled
-    launch_s: float = 0.0  # kernel launches of one stage
-
-    @property
-    def intensity_flop_per_byte(self) -> float:
-        return self.flop / self.bytes if self.bytes else math.inf
-
-
-def iteration(sm: StepModel, T: float, A: float, R: float, S: float | None = None) -> IterationParts:
-    """One iteration of ``T`` tokens, ``A`` pairs, ``R`` cached tokens and ``S`` sequences (default ``T``)."""
-    c, mm, x, k = sm.stage_parts(float(T), float(A), float(R))
-    S = float(T) if S is None else float(S)
-    hops = sm.hops_s(T)
-    time = sm.iteration_s(float(T), float(A), float(R), S)
-    vals = {"compute": c, "memory": mm, "communication": x}
-    return IterationParts(
-        tokens=T,
-        pairs=A,
-        kv_tokens=R,
-        flop=sm.flop_per_token * T + sm.attn_flop_per_pair * A,
-        bytes=sm.weights_read_bytes(T)
-        + (sm.kv_read_factor * R + T) * sm.kv_bytes_per_token
-        + T * sm.route_bytes_per_token,
-        compute_s=c,
-        memory_s=mm,
-        comm_s=x,
-        hops_s=hops,
-        overhead_s=sm.fixed_s(k, S),
-        time_s=time,
-        pp=sm.pp,
-        bound=max(vals, key=lambda n: vals[n]),
-        seqs=S,
-        launch_s=k,
-    )
-
-
-_U_ITER = {
-    "T": "tokens",
-    "A": "pairs",
-    "R": "tokens",
-    "f_t": "FLOP",
-    "f_a": "FLOP",
-    "pi_flops": "FLOP/s",
-    "mfu": "frac",
-    "T0": "tokens",
-    "W_r": "B",
-    "k_g": "B",
-    "pi_bw": "B/s",
-    "eta_bw": "frac",
-    "n_ar": "",
-    "a_r": "s",
-    "a_t": "s",
-    "b_r": "s",
-    "b_t": "s",
-    "n_a2a": "",
-    "a_e": "s",
-    "b_e": "s",
-    "x_c": "frac",
-    "pp": "",
-    "a_h": "s",
-    "b_h": "s",
-    "t_o": "s",
-    "t_s": "s",
-    "n_k": "",
-    "t_k": "s",
-    "S": "",
-    "t_q": "s",
-    "V": "",
-    "y_v": "B",
-    "m_s": "B",
-    "t_c": "s",
-    "t_m": "s",
-    "t_x": "s",
-    "F": "FLOP",
-    "Y": "B",
-    "f_e": "FLOP",
-    "t_e": "tokens",
-    "r_b": "B",
-    "g_r": "x",
-}
-
-#: The recorded expressions of one iteration, in the symbols of :func:`consts` (each re-evaluated by a test).
-EXPR_FLOP = "f_t * T + f_a * A"
-EXPR_COMPUTE = (
-    "(f_t - f_e) * T / (pi_flops * mfu * T / (T + T0)) + f_e * T / (pi_flops * mfu * t_e / (t_e + T0))"
-    " + f_a * A / (pi_flops * mfu)"
-)
-EXPR_BYTES = "W_r + (g_r * R + T) * k_g + T * r_b"
-EXPR_MEMORY = "Y / (pi_bw * eta_bw)"
-EXPR_COMM = "(n_ar * min(a_r + b_r * T, a_t + b_t * T) + n_a2a * (a_e + b_e * T)) * x_c"
-EXPR_FIXED = "t_s + pp * n_k * t_k + S * (t_q + (V * y_v + 2 * m_s) / (pi_bw * eta_bw))"
-EXPR_TIME = "pp * (max(t_c, t_m) + t_x) + (pp - 1) * (a_h + b_h * T) + t_o"
-
-
-def _inline(expr: str, **parts: str) -> str:
-    """``expr`` with each named intermediate replaced by its own expression, in parentheses."""
-    for name, sub in parts.items():
-        expr = re.sub(rf"\b{name}\b", f"({sub})", expr)
-    return expr
-
-
-#: The whole iteration in one expression (the compact record), built from the parts above.
-_FULL_ITER = _inline(
-    EXPR_TIME,
-    t_c=_inline(EXPR_COMPUTE, F=EXPR_FLOP),
-    t_m=_inline(EXPR_MEMORY, Y=EXPR_BYTES),
-    t_x=EXPR_COMM,
-    t_o=EXPR_FIXED,
-)
-
-
-def consts(sm: StepModel, cfg: RabitConfig) -> dict[str, float]:
-    """The StepModel constants as the named inputs of the recorded expressions."""
-    a = cfg.assumptions
-    g = gpu_of(cfg)
-    return dict(
-        f_t=sm.flop_per_token,
-        f_e=sm.expert_flop_per_token,
-        r_b=sm.route_bytes_per_token,
-        g_r=sm.kv_read_factor,
-        f_a=sm.attn_flop_per_pair,
-        mfu=a.mfu_max,
-        pi_flops=sm.peak_flop_per_s / a.mfu_max,
-        T0=sm.ramp_tokens,
-        k_g=sm.kv_bytes_per_token,
-        pi_bw=g.memory_bw_bytes_per_s,
-        eta_bw=a.mbu,
-        n_ar=sm.ar_per_iter,
-        a_r=sm.tp_ar_alpha_ring,
-        b_r=sm.tp_ar_beta_ring,
-        a_t=sm.tp_ar_alpha_tree,
-        b_t=sm.tp_ar_beta_tree,
-        n_a2a=sm.a2a_per_iter,
-        a_e=sm.ep_a2a_alpha,
-        b_e=sm.ep_a2a_beta,
-        x_c=sm.comm_exposed,
-        pp=sm.pp,
-        a_h=sm.pp_hop_alpha,
-        b_h=sm.pp_hop_beta,
-        t_s=sm.overhead_s,
-        n_k=sm.kernels_per_stage,
-        t_q=sm.seq_overhead_s,
-        V=sm.model.vocab_size,
-        y_v=a.sample_bytes_per_vocab,
-        m_s=sm.state_bytes_per_seq,
-    )
-
-
 def per_query_head_kv_reads(sm: StepModel) -> StepModel:
     """``sm`` with a decode-attention kernel that loads each KV head once per query head (H / H_kv reads).
 
@@ -604,222 +580,3 @@ def per_query_head_kv_reads(sm: StepModel) -> StepModel:
     """
     m = sm.model
     return replace(sm, kv_read_factor=m.num_heads / m.num_kv_heads if m.num_kv_heads else 1.0)
-
-
-def launch_per_kernel_s(sm: StepModel, T: float) -> float:
-    """The launch cost of one kernel in an iteration of ``T`` tokens: a graph replay or an eager launch [s]."""
-    return sm.graph_launch_s if T <= sm.graph_max_tokens else sm.eager_launch_s
-
-
-def rows_per_expert(sm: StepModel, T: float) -> float:
-    """Rows each touched routed expert's GEMM sees in an iteration of ``T`` tokens: T k / E_T (T for dense)."""
-    m = sm.model
-    if not m.is_moe or T <= 0:
-        return float(T) if T > 0 else 1.0
-    return T * m.experts_per_tok / (m.num_experts * (1.0 - (1.0 - m.experts_per_tok / m.num_experts) ** T))
-
-
-def record_weights_read(tr: Trace, sm: StepModel, key: str, T: float) -> float:
-    m = sm.model
-    if not sm.expert_bytes_per_gpu_per_expert:
-        return sm.dense_weight_bytes
-    return tr.step(
-        key,
-        "Weights read (dense + experts touched)",
-        "W_r",
-        "W_d + E * (1 - (1 - k / E) ** T) * w_e",
-        sm.weights_read_bytes(T),
-        unit="B",
-        latex=r"[W_d] + [E] \left(1 - \left(1 - \frac{[k]}{[E]}\right)^{[T]}\right) [w_e]",
-        units={"W_d": "B", "w_e": "B", "T": "tokens"},
-        W_d=sm.dense_weight_bytes,
-        E=m.num_experts,
-        k=m.experts_per_tok,
-        T=T,
-        w_e=sm.expert_bytes_per_gpu_per_expert,
-        note="expected distinct experts for T tokens with uniform top-k routing, per MoE layer",
-    )
-
-
-def record_iteration(
-    tr: Trace,
-    sm: StepModel,
-    cfg: RabitConfig,
-    p: str,
-    what: str,
-    T: float,
-    A: float,
-    R: float,
-    it: IterationParts,
-    *,
-    compact: bool = False,
-    final_label: str | None = None,
-    final_symbol: str = "t",
-    final_key: str | None = None,
-    note: str = "",
-) -> None:
-    """Record the chain of one iteration under key prefix ``p`` (the last step ``final_key``, default
-    ``{p}_s``); the values come from ``it``."""
-    k = consts(sm, cfg)
-    k["t_k"] = launch_per_kernel_s(sm, T) if T > 0 else 0.0
-    k["t_e"] = rows_per_expert(sm, T)
-    k["S"] = it.seqs
-    if compact:
-        W_r = sm.weights_read_bytes(T)
-        tr.step(
-            f"{p}_s",
-            final_label or f"{what}: iteration time",
-            final_symbol,
-            _FULL_ITER,
-            it.time_s,
-            unit="s",
-            latex=r"t_{iter}([T], [A], [R])",
-            units=_U_ITER,
-            T=T,
-            A=A,
-            R=R,
-            W_r=W_r,
-            **k,
-            note=note or "the same iteration formula as above, with these T, A and R",
-        )
-        return
-    W_r = record_weights_read(tr, sm, f"{p}_weights_read_bytes", T)
-    tr.step(
-        f"{p}_flop",
-        f"{what}: FLOPs per GPU",
-        "F",
-        EXPR_FLOP,
-        it.flop,
-        unit="FLOP",
-        latex=r"[f_t] \cdot [T] + [f_a] \cdot [A]",
-        units=_U_ITER,
-        f_t=k["f_t"],
-        T=T,
-        f_a=k["f_a"],
-        A=A,
-        note="matmuls (2 FLOP per active parameter per token) + attention (QK^T and PV per pair)",
-    )
-    t_c = tr.step(
-        f"{p}_compute_s",
-        f"{what}: compute time",
-        "t_c",
-        EXPR_COMPUTE,
-        it.compute_s,
-        unit="s",
-        latex=r"\frac{([f_t] - [f_e]) \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[T]}{[T] + [T0]}} + "
-        r"\frac{[f_e] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[t_e]}{[t_e] + [T0]}} + "
-        r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}",
-        units=_U_ITER,
-        f_t=k["f_t"],
-        f_e=k["f_e"],
-        t_e=k["t_e"],
-        T=T,
-        f_a=k["f_a"],
-        A=A,
-        pi_flops=k["pi_flops"],
-        mfu=k["mfu"],
-        T0=k["T0"],
-        note="the matmul efficiency ramps with tokens per iteration as T/(T+T0) (GEMM tiling; the RA-BIT spec, "
-        "T0 = 64); attention runs at the ceiling on its own pairs"
-        + (f"; routed experts (f_e) ramp on their own t_e = T k / E_T = {k['t_e']:,.3g} rows each" if k["f_e"] else ""),
-    )
-    Y = tr.step(
-        f"{p}_bytes",
-        f"{what}: bytes moved per GPU",
-        "Y",
-        EXPR_BYTES,
-        it.bytes,
-        unit="B",
-        latex=r"[W_r] + ([g_r] \cdot [R] + [T]) \cdot [k_g] + [T] \cdot [r_b]",
-        units=_U_ITER,
-        W_r=W_r,
-        g_r=k["g_r"],
-        R=R,
-        T=T,
-        k_g=k["k_g"],
-        r_b=k["r_b"],
-        note="weights read + KV read (R cached tokens) + KV written (T new tokens)"
-        + (" + MoE permute / un-permute copies (r_b per token)" if k["r_b"] else ""),
-    )
-    t_m = tr.step(
-        f"{p}_memory_s",
-        f"{what}: memory time",
-        "t_m",
-        EXPR_MEMORY,
-        it.memory_s,
-        unit="s",
-        latex=r"\frac{[Y]}{[pi_bw] \cdot [eta_bw]}",
-        units=_U_ITER,
-        Y=Y,
-        pi_bw=k["pi_bw"],
-        eta_bw=k["eta_bw"],
-        note="achieved HBM bandwidth = datasheet x MBU",
-    )
-    t_x = tr.step(
-        f"{p}_comm_s",
-        f"{what}: exposed communication per stage",
-        "t_x",
-        EXPR_COMM,
-        it.comm_s,
-        unit="s",
-        latex=r"\left([n_ar] \min([a_r] + [b_r] \cdot [T],\ [a_t] + [b_t] \cdot [T]) + "
-        r"[n_a2a] ([a_e] + [b_e] \cdot [T])\right) \cdot [x_c]",
-        units=_U_ITER,
-        n_ar=k["n_ar"],
-        a_r=k["a_r"],
-        b_r=k["b_r"],
-        T=T,
-        a_t=k["a_t"],
-        b_t=k["b_t"],
-        n_a2a=k["n_a2a"],
-        a_e=k["a_e"],
-        b_e=k["b_e"],
-        x_c=k["x_c"],
-        note="TP all-reduces of T x h x 2 B (2 per layer; the cheaper of ring and tree/NVLS) + EP "
-        "all-to-alls, times the share not hidden behind compute",
-    )
-    graph = T <= sm.graph_max_tokens
-    t_o = tr.step(
-        f"{p}_fixed_s",
-        f"{what}: fixed costs (scheduler, kernel launches, per-sequence work and sampling)",
-        "t_o",
-        EXPR_FIXED,
-        it.overhead_s,
-        unit="s",
-        latex=r"[t_s] + [pp] \cdot [n_k] \cdot [t_k] + [S] \left([t_q] + \frac{[V] \cdot [y_v] + 2 [m_s]}{[pi_bw] \cdot [eta_bw]}\right)",
-        units=_U_ITER,
-        t_s=k["t_s"],
-        pp=sm.pp,
-        n_k=k["n_k"],
-        t_k=k["t_k"],
-        S=k["S"],
-        t_q=k["t_q"],
-        V=k["V"],
-        y_v=k["y_v"],
-        m_s=k["m_s"],
-        pi_bw=k["pi_bw"],
-        eta_bw=k["eta_bw"],
-        note=f"{k['n_k']:.0f} kernels per stage, {'replayed from a CUDA graph' if graph else 'launched eagerly'} "
-        f"({T:,.0f} tokens {'<=' if graph else '>'} the engine's capture size {sm.graph_max_tokens:,.0f}); "
-        "per sequence: scheduler bookkeeping and sampling its logits over the vocabulary"
-        + (", and a hybrid's state-space state read and rewritten" if k["m_s"] else ""),
-    )
-    tr.step(
-        final_key or f"{p}_s",
-        final_label or f"{what}: iteration time",
-        final_symbol,
-        EXPR_TIME,
-        it.time_s,
-        unit="s",
-        latex=r"[pp] \left(\max([t_c], [t_m]) + [t_x]\right) + ([pp] - 1)([a_h] + [b_h] \cdot [T]) + [t_o]",
-        units=_U_ITER,
-        pp=sm.pp,
-        t_c=t_c,
-        t_m=t_m,
-        t_x=t_x,
-        a_h=k["a_h"],
-        b_h=k["b_h"],
-        T=T,
-        t_o=t_o,
-        note=note or f"bound: {it.bound}; stages run in turn, plus stage hops and the fixed costs",
-    )

@@ -45,11 +45,9 @@ from pydantic import BaseModel, ConfigDict
 from core.base import GB, NO_TRACE, US, GiB, Step, Trace, choices
 from core.catalog import DiffusionModel
 from core.config import VideoDeployment
-from core.physics.collectives import Collectives
+from core.physics.collectives import ACT_BYTES, Collectives
 from core.physics.step import effective_peak_flop_per_s
 
-#: Bytes per activation element (BF16), of the sequence-parallel messages too.
-ACT_BYTES = 2.0
 #: Elements each token reads or writes per block outside the GEMMs and attention, in units of d and f: two
 #: LayerNorms (2 x 2 d), their scale/shift modulation (2 x 2 d), two gates (2 x 2 d), two residual adds (2 x 3 d),
 #: RoPE on q and k (2 x 2 d) and their norms (2 x 2 d, Wan and HunyuanVideo), the GELU over the MLP (2 f): 26 d + 2 f
@@ -191,8 +189,8 @@ def vae_cache_bytes(m: DiffusionModel, height: int, width: int) -> float:
 
 
 def _collectives(dep: VideoDeployment) -> Collectives:
-    a = dep.assumptions
-    return Collectives.for_cluster(dep.gpu, dep.fabric, dep.gpu.gpus_per_node, a.comm_bw_eff, a.collective_base_us * US)
+    """The request's GPUs talk inside a node of the part's own size."""
+    return Collectives.of(dep, gpus_per_node=dep.gpu.gpus_per_node)
 
 
 def estimate(dep: VideoDeployment, tr: Trace | None = None) -> VideoEstimate:

@@ -43,13 +43,11 @@ from core.serving.simulation import (
     sweep_requests,
     workspace_tokens,
 )
+from core.serving.speculative_decoding import (
+    SpecResult,
+)
 from core.serving.speed import (
-    BatchPoint,
-    CollectiveView,
-    Roofline,
     SpeedSummary,
-    StepModel,
-    TextbookComparison,
     compute_bound_batch,
     decode,
     decode_numbers,
@@ -63,6 +61,10 @@ from core.serving.speed import (
     speed_summary,
 )
 from core.serving.speed_views import (
+    BatchPoint,
+    CollectiveView,
+    Roofline,
+    TextbookComparison,
     allreduce_curve,
     batch_sweep,
     collective_view,
@@ -110,7 +112,7 @@ __all__ = [
     "SimSpec",
     "SpeedSummary",
     "SpeedupPoint",
-    "StepModel",
+    "SpecResult",
     "Summary",
     "THRASH_REMEDIES",
     "TIMED_OUT",

@@ -15,7 +15,7 @@ and speculation loses (S < 1) below the acceptance rate alpha* where E(alpha*) =
 t_verify) / t_decode. Worked number: k = 4, alpha = 0.7 gives E = (1 - 0.7^5) / 0.3 = 2.77 tokens.
 
 These are pure formulas on times; :mod:`core.serving.speed` supplies the times from the iteration model
-(the draft model's own :class:`core.serving.speed.StepModel`, an n-gram lookup on the CPU, or an
+(the draft model's own :class:`core.physics.StepModel`, an n-gram lookup on the CPU, or an
 EAGLE-style head as a fraction of a target step, each a named assumption).
 """
 

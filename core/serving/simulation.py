@@ -2,7 +2,7 @@
 
 ``simulate(cfg, spec) -> SimResult``: same config, spec and seed give byte-identical records.
 The pieces live in :mod:`core.serving.sim`: the workload and its draws (:mod:`core.config.workload`), the
-iteration timing from :class:`core.serving.speed.StepModel` (:mod:`core.serving.sim.timing`), the event loop
+iteration timing from :class:`core.physics.StepModel` (:mod:`core.serving.sim.timing`), the event loop
 (:mod:`core.serving.sim.engine`) and the metrics (:mod:`core.serving.sim.metrics`); this module wires them to the
 shared config and adds the closed-form capacity the simulator is checked against.
 
@@ -26,10 +26,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE, WorkBudget
-from core.catalog import model_of
-from core.config import LOAD_FIELDS, Draws, Lengths, RabitConfig, SimSpec, parse_trace
+from core.config import LOAD_FIELDS, Deployment, Draws, Lengths, RabitConfig, SimSpec, as_deployment, parse_trace
 from core.physics import StepModel, serving_memory
-from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Pool
+from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine
 from core.serving.sim.metrics import (
     LATENCY_KEYS,
     MIN_N_P95,
@@ -39,6 +38,7 @@ from core.serving.sim.metrics import (
     Summary,
     summarise,
 )
+from core.serving.sim.pool import Pool
 from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
 
 __all__ = [
@@ -91,9 +91,10 @@ def workspace_tokens(spec: SimSpec) -> int:
     return spec.token_budget
 
 
-def kv_pool(cfg: RabitConfig, spec: SimSpec) -> Pool:
+def kv_pool(dep: Deployment | RabitConfig, spec: SimSpec) -> Pool:
     """The replica's paged KV pool for this workload (see the module docstring)."""
-    m = model_of(cfg)
+    dep = as_deployment(dep)
+    cfg, m = dep.config, dep.model
     L = m.attention_layers  # the shares are of the layers that cache KV (a hybrid's SSM layers hold none)
     slide = m.sliding_layers if m.sliding_window else 0
     B = cfg.block_size
@@ -101,7 +102,7 @@ def kv_pool(cfg: RabitConfig, spec: SimSpec) -> Pool:
         blocks = float(spec.kv_pool_tokens // B)
     else:
         ws = workspace_tokens(spec)
-        mem = serving_memory(cfg.with_(batch=1, input_tokens=ws, output_tokens=1), NO_TRACE)
+        mem = serving_memory(dep.with_(batch=1, input_tokens=ws, output_tokens=1), NO_TRACE)
         if (
             mem.kv_budget_bytes_per_gpu <= 0
             or mem.weights_bytes_per_gpu + mem.overhead_bytes_per_gpu > mem.usable_bytes_per_gpu
@@ -140,7 +141,7 @@ class Capacity(BaseModel):
 
 
 def max_throughput(
-    cfg: RabitConfig, spec: SimSpec, *, pool: Pool | None = None, sm: StepModel | None = None
+    dep: Deployment | RabitConfig, spec: SimSpec, *, pool: Pool | None = None, sm: StepModel | None = None
 ) -> Capacity:
     """Closed-form maximum throughput: the fluid steady state of a full batch (mean lengths).
 
@@ -162,8 +163,9 @@ def max_throughput(
     This is an upper bound the simulation approaches when prefills mix smoothly into decode
     iterations (it ignores the lumpiness of whole-prompt iterations and preemptions).
     """
-    pool = pool or kv_pool(cfg, spec)
-    sm = sm or StepModel.from_config(cfg)
+    dep = as_deployment(dep)
+    pool = pool or kv_pool(dep, spec)
+    sm = sm or StepModel.from_deployment(dep)
     I_mean, O_mean = spec.mean_lengths()
     I, O = max(1, round(I_mean)), max(1, round(O_mean))
     per_seq = pool.blocks_for(I + (spec.max_output_tokens() if spec.admission == "reserve" else O - 1))
@@ -238,7 +240,9 @@ class SimResult:
         raise KeyError(f"unknown metric {metric!r}; use ttft_s, itl_s, e2e_s or queue_s")
 
 
-def simulate(cfg: RabitConfig, spec: SimSpec, *, timing: str = "auto", budget: WorkBudget | None = None) -> SimResult:
+def simulate(
+    dep: Deployment | RabitConfig, spec: SimSpec, *, timing: str = "auto", budget: WorkBudget | None = None
+) -> SimResult:
     """Simulate one replica of ``cfg`` serving the workload ``spec`` (deterministic in ``spec.seed``).
 
     ``timing``: ``"auto"`` (the tabulated closed form when it reproduces the step model, which the
@@ -247,16 +251,17 @@ def simulate(cfg: RabitConfig, spec: SimSpec, *, timing: str = "auto", budget: W
     :class:`core.base.limits.BudgetExceeded` (a ``ValueError``) past the work ``budget`` (default: the
     shared server's, :class:`core.base.limits.WorkBudget`).
     """
-    sm = StepModel.from_config(cfg)
-    pool = kv_pool(cfg, spec)
-    m = model_of(cfg)
+    dep = as_deployment(dep)
+    cfg, m = dep.config, dep.model
+    sm = StepModel.from_deployment(dep)
+    pool = kv_pool(dep, spec)
     if timing == "direct":
         tm: LinearTiming | ArrayTiming = ArrayTiming(sm)
     else:
         tm = timing_for(sm, cfg.pp, spec.token_budget, float(min(m.max_context, 32768)))
     rng = np.random.default_rng(spec.seed)
     rec = Engine(spec, tm, pool, Draws(spec, rng)).run(budget)
-    capacity = max_throughput(cfg, spec, pool=pool, sm=sm)
+    capacity = max_throughput(dep, spec, pool=pool, sm=sm)
     summary = summarise(rec, spec.arrival == "closed", capacity.requests_per_s, capacity.residence_s)
     return SimResult(
         spec=spec,
@@ -356,15 +361,19 @@ def knee_sweep(spec: SimSpec, capacity: Capacity) -> tuple[SimSpec, tuple[float,
 
 
 def sweep(
-    cfg: RabitConfig, spec: SimSpec, rates_per_s: tuple[float, ...], progress: Callable[[float], None] | None = None
+    dep: Deployment | RabitConfig,
+    spec: SimSpec,
+    rates_per_s: tuple[float, ...],
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[tuple[float, Summary], ...]:
     """The summary at each Poisson arrival rate (the same seed, lengths and scheduler).
 
     ``progress`` (optional) is called with the finished share after each rate.
     """
+    dep = as_deployment(dep)
     out = []
     for i, r in enumerate(rates_per_s):
-        out.append((r, simulate(cfg, spec.with_(arrival="poisson", rate_per_s=r)).summary))
+        out.append((r, simulate(dep, spec.with_(arrival="poisson", rate_per_s=r)).summary))
         if progress is not None:
             progress((i + 1) / len(rates_per_s))
     return tuple(out)

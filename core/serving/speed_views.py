@@ -2,47 +2,99 @@
 
 Batch sweeps, the decode curve over context, the roofline operating points, speculative decoding
 against acceptance rate, collective costs per fabric and topology, and the textbook chain changed one
-assumption at a time into ours. Every number comes from :class:`core.serving.speed.StepModel` and the traced
-views there; nothing here models anything new.
+assumption at a time into ours. Every number comes from the step model (:class:`core.physics.StepModel`) and
+the views in :mod:`core.serving.speed`; nothing here models anything new.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE, US
-from core.catalog import fabric_of, gpu_of, model_of
-from core.config import COMPUTE_PRECISION, RabitConfig
-from core.physics import Collectives, serving_memory
-from core.serving import acceptance as spec
-from core.serving.speed import (
-    ACT_BYTES,
-    TEXTBOOK_MBU,
-    TEXTBOOK_MFU,
-    BatchPoint,
-    CollectiveRow,
-    CollectiveView,
-    GapRow,
-    Roofline,
-    RooflinePoint,
-    StepModel,
-    TextbookComparison,
-    decode_numbers,
-    decode_times,
-    fmt_s,
-    prefill_numbers,
-    replicas_of,
-    spec_numbers,
-)
+from core.base import NO_TRACE, fmt_time
+from core.config import COMPUTE_PRECISION, Deployment, RabitConfig, as_deployment
+from core.physics import ACT_BYTES, Collectives, StepModel, serving_memory
+from core.serving import acceptance
+from core.serving.speculative_decoding import speculation
+from core.serving.speed import decode_numbers, decode_times, prefill_numbers, replicas_of
+
+#: The textbook example's efficiencies, used only to rebuild the textbook chain for comparison.
+TEXTBOOK_MBU = 0.8
+TEXTBOOK_MFU = 0.74
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+
+class BatchPoint(_Frozen):
+    batch: int
+    ttft_s: float
+    decode_step_s: float
+    tokens_per_s: float
+    tokens_per_s_per_user: float
+    compute_s: float  # per stage, at the mean context
+    memory_s: float
+    comm_s: float
+    bound: str
+    fits: bool
+
+
+class RooflinePoint(_Frozen):
+    name: str
+    intensity_flop_per_byte: float
+    roof_flop_per_s: float  # F / max(t_compute, t_memory): on the model's roofline
+    delivered_flop_per_s: float  # F x pp / iteration time: with communication and overhead
+    bound: str
+
+
+class Roofline(_Frozen):
+    """Per-GPU roofline: datasheet and effective (with MFU, MBU) roofs and operating points."""
+
+    peak_flop_per_s: float  # datasheet dense peak of the compute precision
+    ceiling_flop_per_s: float  # effective peak x mfu_max (FP8/FP4 at the named speed-ups)
+    bw_bytes_per_s: float
+    bw_eff_bytes_per_s: float
+    ridge_flop_per_byte: float  # datasheet
+    ridge_eff_flop_per_byte: float
+    points: tuple[RooflinePoint, ...]
+
+
+class GapRow(_Frozen):
+    """One change from the textbook chain towards ours; value is cumulative."""
+
+    label: str
+    value_s: float
+    delta_s: float
+    note: str
+
+
+class TextbookComparison(_Frozen):
+    decode: tuple[GapRow, ...]
+    prefill: tuple[GapRow, ...]
+
+
+class CollectiveRow(_Frozen):
+    what: str
+    bytes: float
+    time_s: float
+    how: str
+
+
+class CollectiveView(_Frozen):
+    topology: str
+    rows: tuple[CollectiveRow, ...]
+
 
 # --- sweeps for the charts ---------------------------------------------------------------------------
 
 
-def default_batches(cfg: RabitConfig, top: int = 1024) -> tuple[int, ...]:
+def default_batches(dep: Deployment | RabitConfig, top: int = 1024) -> tuple[int, ...]:
     """Powers of two up to ``top`` (at least twice the configured batch), plus the configured batch."""
+    cfg = dep.config if isinstance(dep, Deployment) else dep
     top = max(top, 2 * cfg.batch)
     out = {cfg.batch}
     b = 1
@@ -52,14 +104,16 @@ def default_batches(cfg: RabitConfig, top: int = 1024) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def batch_sweep(cfg: RabitConfig, batches: tuple[int, ...]) -> tuple[BatchPoint, ...]:
+def batch_sweep(dep: Deployment | RabitConfig, batches: tuple[int, ...]) -> tuple[BatchPoint, ...]:
     """Step time, TTFT and throughput against batch size, everything else as configured."""
-    sm = StepModel.from_config(cfg)
+    dep = as_deployment(dep)
+    cfg = dep.config
+    sm = StepModel.from_deployment(dep)
     rows = []
     for B in batches:
         pf = prefill_numbers(sm, cfg, B)
         d = decode_numbers(sm, cfg, B)
-        mem = serving_memory(cfg.model_copy(update={"batch": B}), NO_TRACE)
+        mem = serving_memory(dataclasses.replace(dep, config=cfg.model_copy(update={"batch": B})), NO_TRACE)
         rows.append(
             BatchPoint(
                 batch=B,
@@ -77,9 +131,11 @@ def batch_sweep(cfg: RabitConfig, batches: tuple[int, ...]) -> tuple[BatchPoint,
     return tuple(rows)
 
 
-def decode_curve(cfg: RabitConfig, points: int = 256) -> tuple[tuple[float, float, float, float], ...]:
+def decode_curve(dep: Deployment | RabitConfig, points: int = 256) -> tuple[tuple[float, float, float, float], ...]:
     """(cached tokens, step time, compute part, memory part) [s] as the context grows over the output."""
-    sm = StepModel.from_config(cfg)
+    dep = as_deployment(dep)
+    cfg = dep.config
+    sm = StepModel.from_deployment(dep)
     b = math.ceil(cfg.batch / sm.pp)
     N = max(cfg.output_tokens - 1, 1)
     n, t = decode_times(sm, b, cfg.input_tokens, N, points)
@@ -95,10 +151,11 @@ def decode_curve(cfg: RabitConfig, points: int = 256) -> tuple[tuple[float, floa
     )
 
 
-def roofline(cfg: RabitConfig) -> Roofline:
+def roofline(dep: Deployment | RabitConfig) -> Roofline:
     """Per-GPU roofline with the operating points of prefill and decode."""
-    sm = StepModel.from_config(cfg)
-    g = gpu_of(cfg)
+    dep = as_deployment(dep)
+    cfg, g = dep.config, dep.gpu
+    sm = StepModel.from_deployment(dep)
     peak = g.peak_flop_per_s(COMPUTE_PRECISION[cfg.weights])  # falls back to the next wider precision
     ceiling = sm.peak_flop_per_s
     bw, bw_eff = g.memory_bw_bytes_per_s, sm.mem_bw_bytes_per_s
@@ -130,29 +187,28 @@ def roofline(cfg: RabitConfig) -> Roofline:
     )
 
 
-def spec_vs_alpha(cfg: RabitConfig, alphas: tuple[float, ...]) -> tuple[tuple[float, float], ...]:
+def spec_vs_alpha(dep: Deployment | RabitConfig, alphas: tuple[float, ...]) -> tuple[tuple[float, float], ...]:
     """(acceptance rate, speed-up) for the configured method and k; empty when speculation is off."""
+    dep = as_deployment(dep)
+    cfg = dep.config
     if cfg.spec_method == "none":
         return ()
-    sm = StepModel.from_config(cfg)
+    sm = StepModel.from_deployment(dep)
     d = decode_numbers(sm, cfg, cfg.batch)
-    _, draft_s, _, verify, *_ = spec_numbers(cfg, sm, d)
+    sp = speculation(dep, sm, d.batch, d.b, d.ctx, d.s_read, d.mid)
+    if sp is None:
+        return ()
     return tuple(
-        (float(al), float(spec.speedup(al, cfg.spec_k, d.mid.time_s, draft_s, verify.time_s))) for al in alphas
+        (float(al), float(acceptance.speedup(al, cfg.spec_k, sp.plain_step_s, sp.draft_s, sp.verify_s)))
+        for al in alphas
     )
 
 
-def _tp_collectives(cfg: RabitConfig) -> Collectives:
-    a = cfg.assumptions
-    return Collectives.for_cluster(
-        gpu_of(cfg), fabric_of(cfg), cfg.gpus_per_node, a.comm_bw_eff, a.collective_base_us * US
-    )
-
-
-def topology_text(cfg: RabitConfig) -> str:
+def topology_text(dep: Deployment | RabitConfig) -> str:
     """One line on how the TP group talks, for the page."""
-    g, f = gpu_of(cfg), fabric_of(cfg)
-    coll = _tp_collectives(cfg)
+    dep = as_deployment(dep)
+    cfg, g, f = dep.config, dep.gpu, dep.fabric
+    coll = Collectives.of(dep)
     p = cfg.tp
     if p > 1 and coll.spans_nodes(p):
         return (
@@ -173,9 +229,11 @@ def topology_text(cfg: RabitConfig) -> str:
     return f"{g.scale_up}: collectives cross the host bus at {g.scale_up_bw_gb_per_s:g} GB/s per direction."
 
 
-def allreduce_curve(cfg: RabitConfig, sizes_bytes: tuple[float, ...]) -> dict[str, tuple[float, ...]]:
+def allreduce_curve(dep: Deployment | RabitConfig, sizes_bytes: tuple[float, ...]) -> dict[str, tuple[float, ...]]:
     """All-reduce time over the TP group against message size, per algorithm [s] (chosen = the cheapest)."""
-    coll = _tp_collectives(cfg)
+    dep = as_deployment(dep)
+    cfg = dep.config
+    coll = Collectives.of(dep)
     p = max(cfg.tp, 2)
     n = np.asarray(sizes_bytes, dtype=float)
     out: dict[str, tuple[float, ...]] = {}
@@ -189,11 +247,12 @@ def allreduce_curve(cfg: RabitConfig, sizes_bytes: tuple[float, ...]) -> dict[st
     return out
 
 
-def collective_view(cfg: RabitConfig) -> CollectiveView:
+def collective_view(dep: Deployment | RabitConfig) -> CollectiveView:
     """The collectives of one decode and one prefill iteration of this config."""
-    m = model_of(cfg)
-    coll = _tp_collectives(cfg)
-    sm = StepModel.from_config(cfg)
+    dep = as_deployment(dep)
+    cfg, m = dep.config, dep.model
+    coll = Collectives.of(dep)
+    sm = StepModel.from_deployment(dep)
     b = math.ceil(cfg.batch / cfg.pp)
     T_p = cfg.batch * (cfg.input_tokens - math.floor(cfg.prefix_cache_frac * cfg.input_tokens))
     h = m.hidden_size
@@ -211,7 +270,7 @@ def collective_view(cfg: RabitConfig) -> CollectiveView:
                 if lv.in_switch_reduction:
                     algs["NVLS"] = float(Collectives._nvls_ar(n, cfg.tp, lv))
                 best = min(algs, key=lambda k: algs[k])
-                how = "; ".join(f"{k} {fmt_s(v)}" for k, v in algs.items()) + f" -> {best}"
+                how = "; ".join(f"{k} {fmt_time(v)}" for k, v in algs.items()) + f" -> {best}"
             else:
                 how = "hierarchical across nodes"
             rows.append(
@@ -250,13 +309,13 @@ def collective_view(cfg: RabitConfig) -> CollectiveView:
             how="no peer, no cost",
         )
     )
-    return CollectiveView(topology=topology_text(cfg), rows=tuple(rows))
+    return CollectiveView(topology=topology_text(dep), rows=tuple(rows))
 
 
 # --- the textbook chain, changed one assumption at a time into ours ------------------------------
 
 
-def textbook_comparison(cfg: RabitConfig) -> TextbookComparison:
+def textbook_comparison(dep: Deployment | RabitConfig) -> TextbookComparison:
     """Explain every gap between the textbook chain and ours, as a cumulative waterfall.
 
     The textbook example decode: t = max((W + KV_full) / (pi_bw x 0.8), 2 B P / (tp pp) / (pi x 0.74)) + t_comm;
@@ -264,10 +323,11 @@ def textbook_comparison(cfg: RabitConfig) -> TextbookComparison:
     989 (its own 3159 ms is 2313 TFLOP per GPU / (989 x 0.74) TFLOP/s; with 99 it would be 31.6 s); physics
     wins: we use the datasheet's 989 TFLOP/s dense BF16.
     """
-    sm = StepModel.from_config(cfg)
-    m, g = model_of(cfg), gpu_of(cfg)
+    dep = as_deployment(dep)
+    cfg, m, g = dep.config, dep.model, dep.gpu
+    sm = StepModel.from_deployment(dep)
     a = cfg.assumptions
-    mem = serving_memory(cfg, NO_TRACE)
+    mem = serving_memory(dep, NO_TRACE)
     tp, pp = cfg.tp, cfg.pp
     pi = sm.peak_flop_per_s / a.mfu_max
     bw = g.memory_bw_bytes_per_s
@@ -442,7 +502,7 @@ class EpOption(BaseModel):
     problem: str = ""  # why this EP cannot run here (empty when it can)
 
 
-def ep_options(cfg: RabitConfig) -> tuple[EpOption, ...]:
+def ep_options(dep: Deployment | RabitConfig) -> tuple[EpOption, ...]:
     """The decode step, TTFT and communication of a MoE config at EP 1 and at each EP from TP to TP x DP.
 
     Empty for a dense model. Each option is the same config with ``ep`` changed, timed by the one step model:
@@ -451,7 +511,8 @@ def ep_options(cfg: RabitConfig) -> tuple[EpOption, ...]:
     """
     from core.config import problems
 
-    m = model_of(cfg)
+    dep = as_deployment(dep)
+    cfg, m = dep.config, dep.model
     if not m.is_moe:
         return ()
     nan = math.nan
@@ -459,7 +520,8 @@ def ep_options(cfg: RabitConfig) -> tuple[EpOption, ...]:
     # EP 1 and each EP that spreads the experts over at least the TP ranks (an EP below TP would hold more
     # expert bytes per GPU than splitting them by TP)
     for ep in (1, *(e for e in (2, 4, 8, 16, 32, 64) if cfg.tp <= e <= cfg.tp * cfg.dp and e > 1)):
-        c = cfg.with_(ep=ep)
+        cd = dep.with_(ep=ep)
+        c = cd.config
         blocking = [p.message for p in problems(c) if p.blocking]
         if blocking:
             out.append(
@@ -468,7 +530,7 @@ def ep_options(cfg: RabitConfig) -> tuple[EpOption, ...]:
                 )
             )
             continue
-        sm = StepModel.from_config(c)
+        sm = StepModel.from_deployment(cd)
         d = decode_numbers(sm, c, c.batch)
         pf = prefill_numbers(sm, c, c.batch)
         out.append(

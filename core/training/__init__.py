@@ -1,25 +1,26 @@
 """Training: work, the fastest layout that fits, the deadline search to 32,768 GPUs, and goodput.
 
-The model lives in three modules along its seams; this one gathers their public names so callers import
+The model lives in modules along its seams; this one gathers their public names so callers import
 from one place:
 
 * :mod:`core.training.flops`: model and hardware FLOPs per token and of the run (Kaplan et al. 2020;
   Narayanan et al., SC'21).
 * :mod:`core.training.layout`: one layout's memory (the one body :func:`core.physics.training_memory_parts`)
-  and step time (compute, pipeline bubble, TP / EP / PP / DP traffic, optimizer step), on a grid of layouts
-  or traced for one.
+  and step time (compute, pipeline bubble, TP / EP / PP / DP traffic, optimizer step), on a grid of layouts;
+  :mod:`core.training.layout_math` times one layout and records its derivation.
 * :mod:`core.training.search`: the fastest layout on a GPU count, the curve over GPU counts, the deadline
   (the cheapest count that meets it with failures, :mod:`core.training.reliability`) and the cost.
+* :mod:`core.training.advice`: the changes to a layout that make it fit, each checked by computing it.
 
 Every entry point takes a :class:`core.config.Deployment` (resolved once at the edge) or a config.
 """
 
 from __future__ import annotations
 
+from core.training.advice import training_fit_options
 from core.training.deadline import deadline_choice
 from core.training.flops import RECOMPUTES, Work, attention_pairs_per_token, flops_per_token, work
 from core.training.layout import (
-    ACT_BYTES,
     COLLECTIVES_PER_LAYER,
     GRAD_COMM_BYTES,
     OPTIMIZER_STEP_BYTES,
@@ -28,15 +29,17 @@ from core.training.layout import (
     LayoutResult,
     bubble_fraction,
     config_layout,
-    evaluate_layout,
     fp8_compute_speedup,
     group_allreduce_s,
     group_gather_s,
     layout_context,
     layout_grid,
-    layout_memory,
     layout_of,
     result_at,
+)
+from core.training.layout_math import (
+    evaluate_layout,
+    layout_memory,
     training_math,
 )
 from core.training.reliability import daly_interval_s, goodput, mtbf_s, wall_clock_s
@@ -57,12 +60,12 @@ from core.training.search import (
 )
 
 __all__ = [
+    "training_fit_options",
     "daly_interval_s",
     "deadline_choice",
     "goodput",
     "mtbf_s",
     "wall_clock_s",
-    "ACT_BYTES",
     "COLLECTIVES_PER_LAYER",
     "GRAD_COMM_BYTES",
     "MAX_GPUS",

@@ -3,7 +3,7 @@
 **Search**: every TP (power of 2 dividing the heads, inside the scale-up domain) x PP (divisors of L and
 powers of two) x EP (MoE) is a small python loop; DP over all GPU counts x v x b x recompute x ZeRO are
 numpy axes of :func:`core.training.layout.layout_grid`. A layout is kept if it fits memory (the one body
-:func:`core.physics.memory.training_memory_parts`, evaluated on arrays) and splits the global batch within
+:func:`core.physics.training_footprint.training_memory_parts`, evaluated on arrays) and splits the global batch within
 ``batch_tolerance``. The fastest wins.
 
 **Deadline**: the recommended GPU count is the cheapest whose expected wall-clock *with failures*
@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core import catalog
 from core.base import DAY_S, HOUR_S, Step, Trace, choices, fmt_num, sig
 from core.catalog import Price, gpu_price
-from core.config import Deployment, RabitConfig, as_deployment
+from core.config import Deployment, RabitConfig, as_deployment, whole_nodes_problem
 from core.physics import TrainingMemory
 from core.training.deadline import deadline_choice
 from core.training.flops import RECOMPUTES, Work, work
@@ -30,13 +30,12 @@ from core.training.layout import (
     Layout,
     LayoutContext,
     LayoutResult,
-    evaluate_layout,
     layout_context,
     layout_grid,
-    layout_memory,
     layout_of,
     result_at,
 )
+from core.training.layout_math import evaluate_layout, layout_memory
 from core.training.reliability import Goodput, goodput, goodput_arrays
 
 __all__ = [
@@ -135,7 +134,7 @@ def _candidates(c: LayoutContext, goal: TrainingGoal) -> tuple[tuple[int, ...], 
     """(TP, PP, EP) values worth searching for this model and cluster."""
     m = c.m
     top = min(c.coll.domain, 64)
-    tps = tuple(t for t in (1, 2, 4, 8, 16, 32, 64) if t <= top and m.num_heads % t == 0)
+    tps = tuple(t for t in (1, 2, 4, 8, 16, 32, 64) if t <= top and m.splits_heads(t))
     L = m.num_layers
     pps = sorted({d for d in range(1, L + 1) if L % d == 0} | {p for p in (2, 4, 8, 16, 32) if p <= L})
     eps: tuple[int, ...] = (1,)
@@ -322,12 +321,7 @@ def budget_problem(cfg: RabitConfig, gpus: int) -> str | None:
         return "the GPU budget must be at least 1"
     if gpus > MAX_GPUS:
         return f"at most {MAX_GPUS:,} GPUs"
-    if gpus > node and gpus % node:
-        return (
-            f"{gpus:,} GPUs is not a whole number of {node}-GPU nodes; use {gpus // node * node:,} or "
-            f"{(gpus // node + 1) * node:,}"
-        )
-    return None
+    return whole_nodes_problem(gpus, node)
 
 
 def goal_from_inputs(

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 
 from core.base import WorkBudget
 from core.config import Draws, SimSpec
+from core.serving.sim.pool import Pool
 from core.serving.sim.timing import ArrayTiming, LinearTiming
 
 INF = math.inf
@@ -66,46 +67,6 @@ _EPS = 1e-9
 
 # request status codes in the records
 DONE, REJECTED, TIMED_OUT, UNFINISHED = 0, 1, 2, -1
-
-
-@dataclass(frozen=True)
-class Pool:
-    """The KV pool of one replica, in blocks of ``block`` tokens at the per-token KV of all layers."""
-
-    blocks: float  # capacity [blocks-worth]; whole blocks for models without sliding layers
-    block: int  # tokens per block
-    full_share: float  # f: share of layers with full attention
-    slide_share: float  # s: share of sliding-window layers
-    window: int  # w [tokens]; 0 when there are no sliding layers
-    max_context: int  # the model's context window [tokens]
-
-    def blocks_for(self, c: int) -> float:
-        """Blocks-worth held by one sequence of ``c`` cached tokens."""
-        B = self.block
-        v = self.full_share * ((c + B - 1) // B)
-        if self.slide_share:
-            v += self.slide_share * ((min(c, self.window) + B - 1) // B)
-        return v
-
-    def eff(self, c: float) -> float:
-        """Per-layer-average tokens held or read at context ``c`` (``c`` without sliding layers)."""
-        if not self.slide_share:
-            return c
-        return self.full_share * c + self.slide_share * min(c, self.window)
-
-    def chunk_pairs(self, p: int, n: int) -> float:
-        """Attended (query, key) pairs of a prefill chunk of ``n`` tokens after ``p`` cached ones."""
-        full = n * p + n * (n + 1) / 2
-        if not self.slide_share:
-            return full
-        w, a, b = self.window, p + 1, p + n
-        if b <= w:
-            clipped = full
-        elif a > w:
-            clipped = n * w
-        else:
-            clipped = (a + w) * (w - a + 1) / 2 + (b - w) * w
-        return self.full_share * full + self.slide_share * clipped
 
 
 @dataclass(frozen=True)

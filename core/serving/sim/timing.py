@@ -1,4 +1,4 @@
-"""Iteration times for the simulator, from :class:`core.serving.speed.StepModel`, fast enough for runs of iterations.
+"""Iteration times for the simulator, from :class:`core.physics.StepModel`, fast enough for runs of iterations.
 
 The step model's iteration time of a whole batch, its pipeline kept busy by micro-batches
 (``StepModel.pipelined_s``; ``StepModel.iteration_s`` without a pipeline), has the shape (``core.serving.speed``)::

@@ -1,0 +1,421 @@
+"""One scheduler iteration taken apart: its FLOPs, bytes and the parts of its time, recorded as it is computed.
+
+:func:`iteration` evaluates the step model's one body (:meth:`core.physics.step.StepModel.stage_parts`,
+``iteration_s``) for one iteration of ``T`` new tokens, ``A`` attended (query, key) pairs, ``R`` cached tokens and
+``S`` sequences, and, given a :class:`core.base.Trace`, records each part where it computes it, in the symbols
+of :func:`consts`::
+
+    F   = f_t T + f_a A                                                      FLOPs per GPU
+    t_c = (f_t - f_e) T / (pi mfu T/(T + T0)) + f_e T / (pi mfu t_e/(t_e + T0)) + f_a A / (pi mfu)
+    Y   = W_r + (g_r R + T) k_g + T r_b                                      bytes per GPU
+    t_m = Y / (pi_bw eta_bw)
+    t_x = (n_ar min(a_r + b_r T, a_t + b_t T) + n_a2a (a_e + b_e T)) x_c
+    t_o = t_s + pp n_k t_k + S (t_q + (V y_v + 2 m_s) / (pi_bw eta_bw))
+    t   = pp (max(t_c, t_m) + t_x) + (pp - 1)(a_h + b_h T) + t_o
+
+A test re-evaluates every recorded expression against its value, so the derivation cannot drift from the body.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pydantic import BaseModel, ConfigDict
+
+from core.base import NO_TRACE, Trace
+from core.physics.step import StepModel
+
+__all__ = ["IterationParts", "iteration"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+
+class IterationParts(_Frozen):
+    """One iteration, taken apart. Work is per GPU of one stage; times in seconds."""
+
+    tokens: float  # T
+    pairs: float  # A
+    kv_tokens: float  # R
+    flop: float  # per GPU of one stage
+    bytes: float  # per GPU of one stage: weights read + KV read + KV written
+    compute_s: float  # one stage
+    memory_s: float  # one stage
+    comm_s: float  # one stage, exposed
+    hops_s: float  # all pp - 1 stage hops
+    overhead_s: float  # fixed costs of the iteration: scheduler step + pp x launches + per-sequence work
+    time_s: float  # pp (max(compute, memory) + comm) + hops + overhead
+    pp: int
+    bound: str
+    seqs: float = 0.0  # S: sequences scheduled and sampled
+    launch_s: float = 0.0  # kernel launches of one stage
+
+    @property
+    def intensity_flop_per_byte(self) -> float:
+        return self.flop / self.bytes if self.bytes else math.inf
+
+
+_U_ITER = {
+    "T": "tokens",
+    "A": "pairs",
+    "R": "tokens",
+    "f_t": "FLOP",
+    "f_a": "FLOP",
+    "pi_flops": "FLOP/s",
+    "mfu": "frac",
+    "T0": "tokens",
+    "W_r": "B",
+    "k_g": "B",
+    "pi_bw": "B/s",
+    "eta_bw": "frac",
+    "n_ar": "",
+    "a_r": "s",
+    "a_t": "s",
+    "b_r": "s",
+    "b_t": "s",
+    "n_a2a": "",
+    "a_e": "s",
+    "b_e": "s",
+    "x_c": "frac",
+    "pp": "",
+    "a_h": "s",
+    "b_h": "s",
+    "t_o": "s",
+    "t_s": "s",
+    "n_k": "",
+    "t_k": "s",
+    "S": "",
+    "t_q": "s",
+    "V": "",
+    "y_v": "B",
+    "m_s": "B",
+    "t_c": "s",
+    "t_m": "s",
+    "t_x": "s",
+    "F": "FLOP",
+    "Y": "B",
+    "f_e": "FLOP",
+    "t_e": "tokens",
+    "r_b": "B",
+    "g_r": "x",
+}
+
+#: The recorded expressions of one iteration, in the symbols of :func:`consts` (each re-evaluated by a test).
+EXPR_FLOP = "f_t * T + f_a * A"
+EXPR_COMPUTE = (
+    "(f_t - f_e) * T / (pi_flops * mfu * T / (T + T0)) + f_e * T / (pi_flops * mfu * t_e / (t_e + T0))"
+    " + f_a * A / (pi_flops * mfu)"
+)
+EXPR_BYTES = "W_r + (g_r * R + T) * k_g + T * r_b"
+EXPR_MEMORY = "Y / (pi_bw * eta_bw)"
+EXPR_COMM = "(n_ar * min(a_r + b_r * T, a_t + b_t * T) + n_a2a * (a_e + b_e * T)) * x_c"
+EXPR_FIXED = "t_s + pp * n_k * t_k + S * (t_q + (V * y_v + 2 * m_s) / (pi_bw * eta_bw))"
+EXPR_TIME = "pp * (max(t_c, t_m) + t_x) + (pp - 1) * (a_h + b_h * T) + t_o"
+
+
+def _inline(expr: str, **parts: str) -> str:
+    """``expr`` with each named intermediate replaced by its own expression, in parentheses."""
+    for name, sub in parts.items():
+        expr = re.sub(rf"\b{name}\b", f"({sub})", expr)
+    return expr
+
+
+#: The whole iteration in one expression (the compact record), built from the parts above.
+_FULL_ITER = _inline(
+    EXPR_TIME,
+    t_c=_inline(EXPR_COMPUTE, F=EXPR_FLOP),
+    t_m=_inline(EXPR_MEMORY, Y=EXPR_BYTES),
+    t_x=EXPR_COMM,
+    t_o=EXPR_FIXED,
+)
+
+
+def consts(sm: StepModel) -> dict[str, float]:
+    """The StepModel constants as the named inputs of the recorded expressions."""
+    return dict(
+        f_t=sm.flop_per_token,
+        f_e=sm.expert_flop_per_token,
+        r_b=sm.route_bytes_per_token,
+        g_r=sm.kv_read_factor,
+        f_a=sm.attn_flop_per_pair,
+        mfu=sm.mfu_max,
+        pi_flops=sm.peak_flop_per_s / sm.mfu_max,  # pi x mfu: the ceiling the body divides by
+        T0=sm.ramp_tokens,
+        k_g=sm.kv_bytes_per_token,
+        pi_bw=sm.hbm_bw_bytes_per_s,
+        eta_bw=sm.mbu,
+        n_ar=sm.ar_per_iter,
+        a_r=sm.tp_ar_alpha_ring,
+        b_r=sm.tp_ar_beta_ring,
+        a_t=sm.tp_ar_alpha_tree,
+        b_t=sm.tp_ar_beta_tree,
+        n_a2a=sm.a2a_per_iter,
+        a_e=sm.ep_a2a_alpha,
+        b_e=sm.ep_a2a_beta,
+        x_c=sm.comm_exposed,
+        pp=sm.pp,
+        a_h=sm.pp_hop_alpha,
+        b_h=sm.pp_hop_beta,
+        t_s=sm.overhead_s,
+        n_k=sm.kernels_per_stage,
+        t_q=sm.seq_overhead_s,
+        V=sm.model.vocab_size,
+        y_v=sm.sample_bytes_per_vocab,
+        m_s=sm.state_bytes_per_seq,
+    )
+
+
+def launch_per_kernel_s(sm: StepModel, T: float) -> float:
+    """The launch cost of one kernel in an iteration of ``T`` tokens: a graph replay or an eager launch [s]."""
+    return sm.graph_launch_s if T <= sm.graph_max_tokens else sm.eager_launch_s
+
+
+def rows_per_expert(sm: StepModel, T: float) -> float:
+    """Rows each touched routed expert's GEMM sees in an iteration of ``T`` tokens: T k / E_T (T for dense)."""
+    m = sm.model
+    if not m.is_moe or T <= 0:
+        return float(T) if T > 0 else 1.0
+    return T * m.experts_per_tok / (m.num_experts * (1.0 - (1.0 - m.experts_per_tok / m.num_experts) ** T))
+
+
+def iteration(
+    sm: StepModel,
+    T: float,
+    A: float,
+    R: float,
+    S: float | None = None,
+    *,
+    tr: Trace = NO_TRACE,
+    key: str = "iteration",
+    what: str = "Iteration",
+    compact: bool = False,
+    final_label: str | None = None,
+    final_symbol: str = "t",
+    final_key: str | None = None,
+    note: str = "",
+) -> IterationParts:
+    """One iteration of ``T`` tokens, ``A`` pairs, ``R`` cached tokens and ``S`` sequences (default ``T``).
+
+    Recorded on ``tr`` under key prefix ``key`` as each part is computed: the weights read (MoE), FLOPs,
+    compute, bytes, memory, communication and fixed costs, then the iteration time as step ``final_key``
+    (default ``{key}_s``) whose note starts with the bound and goes on with ``note``; ``compact`` records the
+    time alone, as the whole formula in one expression with these ``T``, ``A`` and ``R``.
+    """
+    c, mm, x, k = sm.stage_parts(float(T), float(A), float(R))
+    S = float(T) if S is None else float(S)
+    full = tr.enabled and not compact
+    if tr.enabled:
+        K = consts(sm)
+        K["t_k"] = launch_per_kernel_s(sm, T) if T > 0 else 0.0
+        K["t_e"] = rows_per_expert(sm, T)
+        K["S"] = S
+    W_r = sm.weights_read_bytes(T)
+    if full and sm.expert_bytes_per_gpu_per_expert:
+        m = sm.model
+        tr.step(
+            f"{key}_weights_read_bytes",
+            "Weights read (dense + experts touched)",
+            "W_r",
+            "W_d + E * (1 - (1 - k / E) ** T) * w_e",
+            W_r,
+            unit="B",
+            latex=r"[W_d] + [E] \left(1 - \left(1 - \frac{[k]}{[E]}\right)^{[T]}\right) [w_e]",
+            units={"W_d": "B", "w_e": "B", "T": "tokens"},
+            W_d=sm.dense_weight_bytes,
+            E=m.num_experts,
+            k=m.experts_per_tok,
+            T=T,
+            w_e=sm.expert_bytes_per_gpu_per_expert,
+            note="expected distinct experts for T tokens with uniform top-k routing, per MoE layer",
+        )
+    flop = sm.flop_per_token * T + sm.attn_flop_per_pair * A
+    if full:
+        tr.step(
+            f"{key}_flop",
+            f"{what}: FLOPs per GPU",
+            "F",
+            EXPR_FLOP,
+            flop,
+            unit="FLOP",
+            latex=r"[f_t] \cdot [T] + [f_a] \cdot [A]",
+            units=_U_ITER,
+            f_t=K["f_t"],
+            T=T,
+            f_a=K["f_a"],
+            A=A,
+            note="matmuls (2 FLOP per active parameter per token) + attention (QK^T and PV per pair)",
+        )
+        tr.step(
+            f"{key}_compute_s",
+            f"{what}: compute time",
+            "t_c",
+            EXPR_COMPUTE,
+            c,
+            unit="s",
+            latex=r"\frac{([f_t] - [f_e]) \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[T]}{[T] + [T0]}} + "
+            r"\frac{[f_e] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[t_e]}{[t_e] + [T0]}} + "
+            r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}",
+            units=_U_ITER,
+            f_t=K["f_t"],
+            f_e=K["f_e"],
+            t_e=K["t_e"],
+            T=T,
+            f_a=K["f_a"],
+            A=A,
+            pi_flops=K["pi_flops"],
+            mfu=K["mfu"],
+            T0=K["T0"],
+            note="the matmul efficiency ramps with tokens per iteration as T/(T+T0) (GEMM tiling; the RA-BIT spec, "
+            "T0 = 64); attention runs at the ceiling on its own pairs"
+            + (
+                f"; routed experts (f_e) ramp on their own t_e = T k / E_T = {K['t_e']:,.3g} rows each"
+                if K["f_e"]
+                else ""
+            ),
+        )
+    nbytes = W_r + (sm.kv_read_factor * R + T) * sm.kv_bytes_per_token + T * sm.route_bytes_per_token
+    if full:
+        tr.step(
+            f"{key}_bytes",
+            f"{what}: bytes moved per GPU",
+            "Y",
+            EXPR_BYTES,
+            nbytes,
+            unit="B",
+            latex=r"[W_r] + ([g_r] \cdot [R] + [T]) \cdot [k_g] + [T] \cdot [r_b]",
+            units=_U_ITER,
+            W_r=W_r,
+            g_r=K["g_r"],
+            R=R,
+            T=T,
+            k_g=K["k_g"],
+            r_b=K["r_b"],
+            note="weights read + KV read (R cached tokens) + KV written (T new tokens)"
+            + (" + MoE permute / un-permute copies (r_b per token)" if K["r_b"] else ""),
+        )
+        tr.step(
+            f"{key}_memory_s",
+            f"{what}: memory time",
+            "t_m",
+            EXPR_MEMORY,
+            mm,
+            unit="s",
+            latex=r"\frac{[Y]}{[pi_bw] \cdot [eta_bw]}",
+            units=_U_ITER,
+            Y=nbytes,
+            pi_bw=K["pi_bw"],
+            eta_bw=K["eta_bw"],
+            note="achieved HBM bandwidth = datasheet x MBU",
+        )
+        tr.step(
+            f"{key}_comm_s",
+            f"{what}: exposed communication per stage",
+            "t_x",
+            EXPR_COMM,
+            x,
+            unit="s",
+            latex=r"\left([n_ar] \min([a_r] + [b_r] \cdot [T],\ [a_t] + [b_t] \cdot [T]) + "
+            r"[n_a2a] ([a_e] + [b_e] \cdot [T])\right) \cdot [x_c]",
+            units=_U_ITER,
+            n_ar=K["n_ar"],
+            a_r=K["a_r"],
+            b_r=K["b_r"],
+            T=T,
+            a_t=K["a_t"],
+            b_t=K["b_t"],
+            n_a2a=K["n_a2a"],
+            a_e=K["a_e"],
+            b_e=K["b_e"],
+            x_c=K["x_c"],
+            note="TP all-reduces of T x h x 2 B (2 per layer; the cheaper of ring and tree/NVLS) + EP "
+            "all-to-alls, times the share not hidden behind compute",
+        )
+    fixed = sm.fixed_s(k, S)
+    if full:
+        graph = T <= sm.graph_max_tokens
+        tr.step(
+            f"{key}_fixed_s",
+            f"{what}: fixed costs (scheduler, kernel launches, per-sequence work and sampling)",
+            "t_o",
+            EXPR_FIXED,
+            fixed,
+            unit="s",
+            latex=r"[t_s] + [pp] \cdot [n_k] \cdot [t_k] + [S] \left([t_q] + "
+            r"\frac{[V] \cdot [y_v] + 2 [m_s]}{[pi_bw] \cdot [eta_bw]}\right)",
+            units=_U_ITER,
+            t_s=K["t_s"],
+            pp=sm.pp,
+            n_k=K["n_k"],
+            t_k=K["t_k"],
+            S=K["S"],
+            t_q=K["t_q"],
+            V=K["V"],
+            y_v=K["y_v"],
+            m_s=K["m_s"],
+            pi_bw=K["pi_bw"],
+            eta_bw=K["eta_bw"],
+            note=f"{K['n_k']:.0f} kernels per stage, {'replayed from a CUDA graph' if graph else 'launched eagerly'} "
+            f"({T:,.0f} tokens {'<=' if graph else '>'} the engine's capture size {sm.graph_max_tokens:,.0f}); "
+            "per sequence: scheduler bookkeeping and sampling its logits over the vocabulary"
+            + (", and a hybrid's state-space state read and rewritten" if K["m_s"] else ""),
+        )
+    hops = sm.hops_s(T)
+    time = sm.iteration_s(float(T), float(A), float(R), S)
+    vals = {"compute": c, "memory": mm, "communication": x}
+    bound = max(vals, key=lambda n: vals[n])
+    if compact and tr.enabled:
+        tr.step(
+            f"{key}_s",
+            final_label or f"{what}: iteration time",
+            final_symbol,
+            _FULL_ITER,
+            time,
+            unit="s",
+            latex=r"t_{iter}([T], [A], [R])",
+            units=_U_ITER,
+            T=T,
+            A=A,
+            R=R,
+            W_r=W_r,
+            **K,
+            note=note or "the same iteration formula as above, with these T, A and R",
+        )
+    elif full:
+        tr.step(
+            final_key or f"{key}_s",
+            final_label or f"{what}: iteration time",
+            final_symbol,
+            EXPR_TIME,
+            time,
+            unit="s",
+            latex=r"[pp] \left(\max([t_c], [t_m]) + [t_x]\right) + ([pp] - 1)([a_h] + [b_h] \cdot [T]) + [t_o]",
+            units=_U_ITER,
+            pp=sm.pp,
+            t_c=c,
+            t_m=mm,
+            t_x=x,
+            a_h=K["a_h"],
+            b_h=K["b_h"],
+            T=T,
+            t_o=fixed,
+            note=f"bound: {bound}; " + (note or "stages run in turn, plus stage hops and the fixed costs"),
+        )
+    return IterationParts(
+        tokens=T,
+        pairs=A,
+        kv_tokens=R,
+        flop=flop,
+        bytes=nbytes,
+        compute_s=c,
+        memory_s=mm,
+        comm_s=x,
+        hops_s=hops,
+        overhead_s=fixed,
+        time_s=time,
+        pp=sm.pp,
+        bound=bound,
+        seqs=S,
+        launch_s=k,
+    )

@@ -1,0 +1,478 @@
+"""One training layout timed, sized and recorded: the derivation the Training and Show-the-math pages show.
+
+:func:`evaluate_layout` evaluates the layout model (:func:`core.training.layout.layout_grid`) at one layout and
+records each quantity of the grid as a derivation step (expression, inputs, value) read from that evaluation;
+:func:`layout_memory` is the traced training memory of the layout (the one body
+:func:`core.physics.training_memory_parts`); :func:`training_math` chains both with goodput.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from core.base import HOUR_S, Step, Trace
+from core.config import Deployment, RabitConfig, as_deployment
+from core.physics import ACT_BYTES, TrainingMemory, lora_params, training_memory_for
+from core.training.flops import attention_pairs_per_token, work
+from core.training.layout import (
+    Layout,
+    LayoutResult,
+    bubble_fraction,
+    config_layout,
+    layout_context,
+    layout_grid,
+    result_at,
+)
+from core.training.reliability import goodput
+
+__all__ = ["evaluate_layout", "layout_memory", "training_math"]
+
+
+def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None = None) -> LayoutResult:
+    """Time and size one layout exactly as given (no batch tolerance), recording the derivation on ``tr``."""
+    tr = tr if tr is not None else Trace()
+    c = layout_context(dep)
+    cfg, m, a = c.cfg, c.m, c.cfg.assumptions
+    r = layout_grid(
+        c,
+        lay.tp,
+        lay.pp,
+        lay.ep,
+        np.array([lay.dp]),
+        (lay.vpp,),
+        (lay.micro_batch,),
+        (lay.recompute,),
+        (lay.zero,),
+        1e9,
+    )
+    res = result_at(c, lay, r, (0, 0, 0, 0, 0))
+    if not tr.enabled:
+        return res
+    x = {k: (float(np.ravel(v)[0]) if np.ndim(v) else float(v)) for k, v in r.items()}
+    tp, pp, dp, ep, b, v = lay.tp, lay.pp, lay.dp, lay.ep, lay.micro_batch, lay.vpp
+    s = c.seq
+    wk = work(c.dep)
+    N = tr.step(
+        "N_mm",
+        "Active parameters doing matrix work",
+        "N",
+        "N",
+        wk.active_matmul_params,
+        unit="",
+        N=wk.active_matmul_params,
+        note="all layers' active weights plus the LM head; the embedding is a lookup",
+    )
+    A_t = attention_pairs_per_token(m, s)
+    if m.sliding_layers:
+        A_t = tr.step(
+            "attention_pairs_per_token",
+            "Attended pairs per token (all layers)",
+            "A_t",
+            "A_t",
+            A_t,
+            unit="",
+            A_t=A_t,
+            note=f"causal; {m.sliding_layers} sliding-window layers see at most {m.sliding_window} tokens",
+        )
+    else:
+        A_t = tr.step(
+            "attention_pairs_per_token",
+            "Attended pairs per token (all layers)",
+            "A_t",
+            "L * (s + 1) / 2",
+            A_t,
+            unit="",
+            L=m.attention_layers,
+            s=s,
+            note="causal attention: token i attends to i keys"
+            + (f"; L counts the {m.attention_layers} attention layers of {m.num_layers}" if m.ssm_layers else ""),
+        )
+    dqk = m.attn_qk_dim
+    if cfg.lora_rank:
+        n_l = lora_params(m, cfg.lora_rank)
+        F_m = tr.step(
+            "model_flop_per_token",
+            "Model FLOPs per token",
+            "F_m",
+            "c_L * N + 6 * N_lora + 12 * d_qk * A_t",
+            wk.model_flop_per_token,
+            unit="FLOP",
+            c_L=a.lora_flop_per_param,
+            N=N,
+            N_lora=n_l,
+            d_qk=dqk,
+            A_t=A_t,
+            note="LoRA: the frozen base runs forward and the activation-gradient backward, "
+            "no weight gradients (assumption lora_flop_per_param)",
+        )
+    else:
+        F_m = tr.step(
+            "model_flop_per_token",
+            "Model FLOPs per token",
+            "F_m",
+            "6 * N + 12 * d_qk * A_t",
+            wk.model_flop_per_token,
+            unit="FLOP",
+            N=N,
+            d_qk=dqk,
+            A_t=A_t,
+            note="6N (forward 2N + backward 4N) plus causal attention, forward + backward",
+        )
+    if lay.recompute == "selective":
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 4 * d_qk * A_t",
+            x["hw"],
+            unit="FLOP",
+            F_m=F_m,
+            d_qk=dqk,
+            A_t=A_t,
+            note="selective recomputation reruns the attention core (Korthikanti et al. sec. 5)",
+        )
+    elif lay.recompute == "full":
+        n_l = 2 * lora_params(m, cfg.lora_rank) if cfg.lora_rank else 0.0
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 2 * N + N_a + 4 * d_qk * A_t",
+            x["hw"],
+            unit="FLOP",
+            F_m=F_m,
+            N=N,
+            N_a=n_l,
+            d_qk=dqk,
+            A_t=A_t,
+            note="full recomputation reruns the whole forward before the backward",
+        )
+    else:
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m",
+            x["hw"],
+            unit="FLOP",
+            F_m=F_m,
+            note="no recomputation",
+        )
+    tr.step(
+        "total_model_flop", "Model FLOPs of the run", "F", "F_m * T", F_m * c.tokens, unit="FLOP", F_m=F_m, T=c.tokens
+    )
+    peak = tr.step(
+        "peak_eff_flop_per_s",
+        "Sustained compute per GPU",
+        "R",
+        "pi_flops * x_p * mfu",
+        c.peak_eff,
+        unit="FLOP/s",
+        pi_flops=c.peak_bf16,
+        x_p=c.speedup,
+        mfu=a.mfu_train,
+        note=f"BF16 dense peak x {cfg.train_precision.upper()} speed-up x the MFU "
+        "ceiling (assumptions fp8_speedup, mfu_train)",
+    )
+    mm = tr.step(
+        "micro_batches",
+        "Micro-batches per pipeline per step",
+        "m",
+        "max(1, floor(B_req / (dp * b) + 0.5))",
+        x["mm"],
+        unit="",
+        B_req=c.batch_seqs,
+        dp=dp,
+        b=b,
+        note=f"global batch {cfg.global_batch_tokens:,} tokens = {c.batch_seqs:,} sequences of {s:,}",
+    )
+    eta = tr.step(
+        "gemm_efficiency",
+        "GEMM fill at b x s tokens",
+        r"\eta_T",
+        "b * s / (b * s + T0)",
+        x["ramp"],
+        unit="",
+        b=b,
+        s=s,
+        T0=a.mfu_ramp_tokens,
+    )
+    p_e = x["p_e"]
+    t_mb = tr.step(
+        "t_mb",
+        "One micro-batch on one stage (compute)",
+        "t_{mb}",
+        "F_hw * b * s / (tp * p_e) / (R * eta_T) * q",
+        x["t_mb"],
+        unit="s",
+        F_hw=F_hw,
+        b=b,
+        s=s,
+        tp=tp,
+        p_e=p_e,
+        R=peak,
+        eta_T=eta,
+        q=c.q_slow,
+        note=f"PP {pp} puts {x['L_s']:.0f} of {m.num_layers} layers on the heaviest stage"
+        + (f"; QLoRA dequantisation x{c.q_slow:g}" if c.q_slow != 1 else ""),
+    )
+    parts = ["t_mb"]
+    vals = {"t_mb": t_mb}
+    if tp > 1:
+        t_ar = tr.step(
+            "t_ar_tp",
+            "One TP all-reduce of b x s x h activations",
+            "t_{ar}",
+            "t_ar",
+            x["t_ar"],
+            unit="s",
+            t_ar=x["t_ar"],
+            note=f"{b * s * m.hidden_size * ACT_BYTES / 1e6:.3g} MB over TP {tp} inside "
+            "the node (alpha-beta, core.physics.collectives)",
+        )
+        vals["t_tp"] = tr.step(
+            "t_tp",
+            "TP communication per micro-batch",
+            "t_{tp}",
+            "n_c * L_s * t_ar * (1 - o_tp)",
+            x["t_tp"],
+            unit="s",
+            n_c=x["n_coll"],
+            L_s=x["L_s"],
+            t_ar=t_ar,
+            o_tp=a.tp_overlap_train,
+            note="2 forward + 2 backward per layer (+2 with full recomputation)",
+        )
+        parts.append("t_tp")
+    if ep > 1 and m.is_moe:
+        t_a = tr.step(
+            "t_a2a",
+            "One EP all-to-all",
+            "t_{a2a}",
+            "t_a2a",
+            x["t_a2a"],
+            unit="s",
+            t_a2a=x["t_a2a"],
+            note=f"top-{m.experts_per_tok} tokens x h over EP {ep}",
+        )
+        vals["t_ep"] = tr.step(
+            "t_ep",
+            "EP all-to-alls per micro-batch",
+            "t_{ep}",
+            "n_c * L_moe * t_a2a",
+            x["t_ep"],
+            unit="s",
+            n_c=x["n_coll"],
+            L_moe=x["L_moe"],
+            t_a2a=t_a,
+        )
+        parts.append("t_ep")
+    if pp > 1:
+        t_h = tr.step(
+            "t_hop",
+            "One pipeline send",
+            "t_{hop}",
+            "t_hop",
+            x["t_hop"],
+            unit="s",
+            t_hop=x["t_hop"],
+            note="activations (forward) or their gradients (backward) to the next stage",
+        )
+        vals["t_p2p"] = tr.step(
+            "t_p2p", "PP sends per micro-batch", "t_{pp}", "2 * v * t_hop", x["t_p2p"], unit="s", v=v, t_hop=t_h
+        )
+        parts.append("t_p2p")
+    slot_inputs: dict[str, Any] = {k: vals[k] for k in parts}
+    slot = tr.step("t_slot", "One pipeline slot", "t_{slot}", " + ".join(parts), x["slot"], unit="s", **slot_inputs)
+    tr.step(
+        "bubble_frac",
+        "Pipeline bubble share",
+        "f_b",
+        "(pp - 1) / (v * m + pp - 1)",
+        float(bubble_fraction(pp, mm, v)),
+        unit="%",
+        pp=pp,
+        v=v,
+        m=mm,
+        note="1F1B; v virtual stages per GPU divide the bubble by v (Narayanan et al. 2021 sec. 2.2)",
+    )
+    t_pipe = tr.step(
+        "t_pipe",
+        "Pipeline time per step",
+        "t_{pipe}",
+        "(m + (pp - 1) / v) * t_slot",
+        x["t_pipe"],
+        unit="s",
+        m=mm,
+        pp=pp,
+        v=v,
+        t_slot=slot,
+    )
+    z = lay.zero
+    if dp > 1:
+        unit_key = "t_ar_dp" if z == 0 else "t_rs_dp"
+        unit_v = x["ar"] if z == 0 else x["rs"]
+        tu = tr.step(
+            unit_key,
+            "DP all-reduce of the gradients" if z == 0 else "DP reduce-scatter (= all-gather)",
+            "t_u",
+            "t_u",
+            unit_v,
+            unit="s",
+            t_u=unit_v,
+            note=f"BF16 gradients of the local shard over DP {dp}, {x['k']:.0f} per node; across nodes "
+            "over the inter-node fabric (hierarchical alpha-beta)",
+        )
+        expr = {0: "t_u", 1: "2 * t_u", 2: "(m + 1) * t_u", 3: "3 * m * t_u"}[z]
+        t_dp = tr.step(
+            "t_dp",
+            "DP / ZeRO traffic per step",
+            "t_{dp}",
+            expr,
+            x["t_dp"],
+            unit="s",
+            t_u=tu,
+            m=mm,
+            note={
+                0: "DDP: one all-reduce per step",
+                1: "ZeRO-1: reduce-scatter gradients, all-gather params",
+                2: "ZeRO-2: reduce-scatter every micro-batch, all-gather once",
+                3: "ZeRO-3: all-gather params forward and backward, reduce-scatter, every micro-batch",
+            }[z],
+        )
+        dpx = tr.step(
+            "t_dp_exposed",
+            "Exposed DP / ZeRO time",
+            "t_{dpx}",
+            "t_dp - min(o_dp * t_dp, m * t_mb)",
+            x["dp_exp"],
+            unit="s",
+            t_dp=t_dp,
+            o_dp=a.dp_overlap,
+            m=mm,
+            t_mb=t_mb,
+            note="bucketed overlap with the backward (assumption dp_overlap)",
+        )
+    else:
+        dpx = tr.step(
+            "t_dp_exposed",
+            "Exposed DP / ZeRO time",
+            "t_{dpx}",
+            "0 * dp",
+            0.0,
+            unit="s",
+            dp=dp,
+            note="DP 1: no gradient traffic",
+        )
+    t_opt = tr.step(
+        "t_opt",
+        "Optimizer step",
+        "t_{opt}",
+        "28 * P_u / (bw * mbu)",
+        x["opt"],
+        unit="s",
+        P_u=x["upd"],
+        bw=c.g.memory_bw_bytes_per_s,
+        mbu=a.mbu,
+        note="Adam reads and writes FP32 master, m, v (24 B) + BF16 grad and weight (4 B) per local "
+        "parameter, memory-bound",
+    )
+    t_step = tr.step(
+        "step_s",
+        "Time per optimizer step",
+        "t_{step}",
+        "t_pipe + t_dpx + t_opt + t_ovh",
+        x["step"],
+        unit="s",
+        t_pipe=t_pipe,
+        t_dpx=dpx,
+        t_opt=t_opt,
+        t_ovh=x["ovh"],
+    )
+    B_tok = tr.step(
+        "global_batch_tokens_actual",
+        "Tokens per step",
+        "B_t",
+        "m * dp * b * s",
+        x["b_seq"] * s,
+        unit="tokens",
+        m=mm,
+        dp=dp,
+        b=b,
+        s=s,
+    )
+    n_steps = tr.step("steps", "Optimizer steps", "n", "ceil(T / B_t)", x["steps"], unit="", T=c.tokens, B_t=B_tok)
+    rt = tr.step(
+        "runtime_s", "Runtime without failures", "T_s", "n * t_step", x["runtime"], unit="s", n=n_steps, t_step=t_step
+    )
+    tr.step(
+        "gpu_hours",
+        "GPU-hours (without failures)",
+        "H",
+        "gpus * T_s / 3600",
+        lay.gpus * rt / HOUR_S,
+        unit="GPU-h",
+        gpus=lay.gpus,
+        T_s=rt,
+    )
+    tr.step(
+        "mfu",
+        "Model FLOPs utilisation",
+        "MFU",
+        "F_m * B_t / (t_step * gpus * pi_flops)",
+        x["mfu"],
+        unit="%",
+        F_m=F_m,
+        B_t=B_tok,
+        t_step=t_step,
+        gpus=lay.gpus,
+        pi_flops=c.peak_bf16,
+        note="against the BF16 dense peak; bubble, communication and the optimizer step pull it below the ceiling",
+    )
+    tr.step(
+        "hfu",
+        "Hardware FLOPs utilisation",
+        "HFU",
+        "F_hw * B_t / (t_step * gpus * pi_flops)",
+        x["hfu"],
+        unit="%",
+        F_hw=F_hw,
+        B_t=B_tok,
+        t_step=t_step,
+        gpus=lay.gpus,
+        pi_flops=c.peak_bf16,
+        note="counts recomputed FLOPs too",
+    )
+    return res
+
+
+def layout_memory(
+    dep: Deployment | RabitConfig, lay: Layout, micro_batches: int, tr: Trace | None = None
+) -> TrainingMemory:
+    """Training memory per GPU of one layout, its steps recorded (the traced view of the one body)."""
+    return training_memory_for(
+        dep,
+        tr if tr is not None else Trace(),
+        dp=lay.dp,
+        tp=lay.tp,
+        pp=lay.pp,
+        zero=lay.zero,
+        micro_batch=lay.micro_batch,
+        recompute=lay.recompute,
+        ep=lay.ep,
+        vpp=lay.vpp,
+        micro_batches=micro_batches,
+    )
+
+
+def training_math(dep: Deployment | RabitConfig) -> tuple[Step, ...]:
+    """The traced chain for the config's own layout: memory, work, step time, runtime, GPU-hours, goodput."""
+    dep = as_deployment(dep)
+    lay = config_layout(dep)
+    tr = Trace()
+    res = evaluate_layout(dep, lay, tr)
+    mem = layout_memory(dep, lay, res.micro_batches)
+    goodput(res.runtime_s, lay.gpus, dep.assumptions, tr=tr)
+    return mem.steps + tr.frozen()
