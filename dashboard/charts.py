@@ -36,10 +36,10 @@ def log_ticks(lo: float, hi: float, fmt: Callable[[float], str] = sig) -> tuple[
 
 def log_axis_spec(values, fmt: Callable[[float], str] = sig, **axis: Any) -> dict[str, Any]:
     """A log axis's layout dict with its ticks from :func:`log_ticks` over the positive ``values`` it shows;
-    ``axis`` adds to it (``title``, ``anchor``, ...). Unlabelled minor ticks mark the digits between decades."""
+    ``axis`` adds to it (``title``, ``anchor``, ...)."""
     import math
 
-    xs = [float(v) for v in values if isinstance(v, numbers.Real) and v > 0 and math.isfinite(v)]
+    xs = [x for x in (float(v) for v in values if isinstance(v, numbers.Real)) if x > 0 and math.isfinite(x)]
     spec: dict[str, Any] = dict(type="log", **axis)
     if xs:
         vals, text = log_ticks(min(xs), max(xs), fmt)

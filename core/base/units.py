@@ -34,14 +34,14 @@ def round_sig(x: float, digits: int = 3) -> float:
     return round(x, digits - 1 - math.floor(math.log10(abs(x))))
 
 
-def sig(x: float, digits: int = 3) -> str:
+def sig(x: float | None, digits: int = 3) -> str:
     """``x`` to ``digits`` significant figures in plain decimal notation, never Python's exponent form.
 
     Trailing zeros after the point are dropped (as ``:g`` does); a whole part of more than ``digits`` digits is
     rounded to ``digits`` figures and grouped by thousands: 0.0304 -> "0.0304", 2.50 -> "2.5", 999.6 -> "1000",
-    5316 -> "5,320", 2e-05 -> "0.00002". NaN and infinities read "n/a", "∞" and "-∞".
+    5316 -> "5,320", 2e-05 -> "0.00002". None and NaN read "n/a", infinities "∞" and "-∞".
     """
-    if x != x:
+    if x is None or x != x:
         return "n/a"
     if math.isinf(x):
         return "∞" if x > 0 else "-∞"
