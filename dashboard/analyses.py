@@ -8,6 +8,7 @@ the URL opens it (see :func:`open_from_link`, called by the sidebar before its w
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -34,17 +35,24 @@ def store_or_stop():
         return store()
     except Exception as exc:  # noqa: BLE001 - a bad URL or an unreachable server is the operator's to fix
         from dashboard.text import plain
-        from store import database_url
 
-        try:
-            where = database_url()
-        except OSError:
-            where = "the data folder"
+        logging.getLogger(__name__).error("the analysis store cannot be opened: %s", exc)  # for the operator
         st.error(
-            f"The analysis store cannot be opened ({plain(type(exc).__name__)}: {plain(exc, 300)}). "
-            f"Check RABIT_DATABASE_URL or RABIT_DATA_DIR (now: {plain(where.split('@')[-1], 200)})."
+            f"The analysis store cannot be opened ({plain(type(exc).__name__)}). The server's operator can check "
+            "RABIT_DATABASE_URL or RABIT_DATA_DIR; the details are in the server's log."
         )
         st.stop()
+
+
+def store_kind() -> str:
+    """Where analyses are kept, in words a visitor may read: the kind of database, never its path or address."""
+    from store import database_url
+
+    try:
+        url = database_url()
+    except OSError:
+        return "this server's database"
+    return "the deployment's PostgreSQL database" if url.startswith("postgresql") else "this server's SQLite file"
 
 
 # --- login (optional) ------------------------------------------------------------------------------

@@ -344,6 +344,37 @@ def analysis_headline_ranges(cfg: RabitConfig) -> dict[str, decision.Range]:
     return decision.analysis_headline_ranges(cfg)
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def compare_headlines(a: RabitConfig, b: RabitConfig) -> tuple[decision.Comparison, ...]:
+    """Two configurations' headline numbers side by side (core.decision.compare_headlines)."""
+    return decision.compare_headlines(a, b)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def config_differences(a: RabitConfig, b: RabitConfig) -> tuple[tuple[str, Any, Any], ...]:
+    """The inputs in which two configurations differ (core.config.differences)."""
+    from core.config import differences
+
+    return differences(a, b)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def config_from_link(text: str, ignore: tuple[str, ...] = ()) -> tuple[RabitConfig, tuple[str, ...], str | None]:
+    """The config a pasted RA-BIT link carries, the messages about what it could not use, and the saved analysis
+    it names (its ``analysis=`` id, or None). ``ignore``: parameters that choose a view, not the analysis."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from core.config import from_query_report
+
+    query = urlsplit(text.strip()).query if "?" in text else text.strip().lstrip("?")
+    params = {k: v for k, v in parse_qs(query, keep_blank_values=True).items()}
+    analysis = params.pop("analysis", [None])[-1]
+    for k in ignore:
+        params.pop(k, None)
+    cfg, issues = from_query_report(params)
+    return cfg, tuple(i.message() for i in issues), analysis
+
+
 # --- next experiment and diagnostics (issue 11) -----------------------------------------------------
 
 

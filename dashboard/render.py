@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import pandas as pd
@@ -17,6 +18,7 @@ from core.base import (
     sig,
 )
 from core.decision import Bound
+from dashboard import share
 
 #: Width of the main column at 1280 x 720 with the sidebar open [px], and what a metric needs per character:
 #: Streamlit cuts a metric's label and value with an ellipsis rather than wrapping them.
@@ -58,6 +60,7 @@ def metrics(steps: tuple[Step, ...], keys: Iterable[str], cols: int | None = Non
     columns = grid(len(found), [s.label for s in found], [s.shown() for s in found])
     for col, s in zip(columns, found):
         col.metric(s.label, s.shown(), help=s.note or None)
+        share.card(s.label, s.shown())
 
 
 def steps_table(steps: tuple[Step, ...]) -> pd.DataFrame:
@@ -79,10 +82,60 @@ def show_math(steps: tuple[Step, ...], *, expanded: bool = False, title: str = "
                 math_step(s)
 
 
+#: Characters of an equation (its visible part) that fit the main column at 1280 x 720; KaTeX does not wrap.
+LATEX_LINE_CHARS = 70
+
+
+def _top_level(tex: str, sep: str) -> list[str]:
+    """``tex`` split at the ``sep`` that are outside every brace and \\left/\\right pair."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(tex):
+        c = tex[i]
+        if c == "{" or tex.startswith(r"\left", i):
+            depth += 1
+        elif c == "}" or tex.startswith(r"\right", i):
+            depth -= 1
+        elif depth == 0 and tex.startswith(sep, i):
+            parts.append(tex[start:i])
+            start = i + len(sep)
+            i = start
+            continue
+        i += 1
+    return parts + [tex[start:]]
+
+
+def _visible(tex: str) -> int:
+    return len(re.sub(r"\\[A-Za-z]+|[{}]", "", tex))
+
+
+def latex_lines(tex: str, width: int = LATEX_LINE_CHARS) -> str:
+    """A long equation as aligned lines, one per top-level "=" (and, where a side is still too long, broken
+    after a top-level "+"), so it wraps inside the column instead of running off its right edge."""
+    if _visible(tex) <= width:
+        return tex
+    sides = [p.strip() for p in _top_level(tex, " = ")]
+    if len(sides) < 2:
+        return tex
+    rows = []
+    for side in sides[1:]:
+        terms = _top_level(side, " + ")
+        line, lines = "", []
+        for t in terms:
+            cand = f"{line} + {t}" if line else t
+            if line and _visible(cand) > width:
+                lines.append(line)
+                line = t
+            else:
+                line = cand
+        lines.append(line)
+        rows.append("&= " + lines[0] + "".join(r" \\ &\quad + " + x for x in lines[1:]))
+    return r"\begin{aligned}" + sides[0] + " " + r" \\ ".join(rows) + r"\end{aligned}"
+
+
 def math_step(s: Step) -> None:
     st.markdown(f"**{s.label}** — {s.shown()}")
-    st.latex(s.latex_symbolic())
-    st.latex(s.latex_substituted())
+    st.latex(latex_lines(s.latex_symbolic()))
+    st.latex(latex_lines(s.latex_substituted()))
     if s.note:
         st.caption(s.note)
 
@@ -90,11 +143,28 @@ def math_step(s: Step) -> None:
 # --- speed and show-the-math helpers (issue 3) ---------------------------------------------------------
 
 
-def math_section(title: str, steps: tuple[Step, ...]) -> None:
-    """A titled run of derivation steps, each as symbols, numbers, result (``st.latex``)."""
-    st.subheader(title)
-    for s in steps:
-        math_step(s)
+def anchor(title: str) -> str:
+    """The anchor a section title gets, for a contents list's jump links."""
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def contents(titles: Iterable[str]) -> None:
+    """A contents list: one jump link per section of the page."""
+    st.markdown("**Contents** · " + " · ".join(f"[{t}](#{anchor(t)})" for t in titles))
+
+
+def math_section(title: str, steps: tuple[Step, ...], expanded: bool = False) -> None:
+    """A titled run of derivation steps that folds: the title (a jump target), then the steps, each as symbols,
+    numbers, result (``st.latex``), under an expander."""
+    st.subheader(title, anchor=anchor(title))
+    with st.expander(
+        f"{len(steps)} step{'s' if len(steps) != 1 else ''}: "
+        + ", ".join(x.label for x in steps[:3])
+        + ("…" if len(steps) > 3 else ""),
+        expanded=expanded,
+    ):
+        for s in steps:
+            math_step(s)
 
 
 def steps_by_key(steps: tuple[Step, ...], keys: tuple[str, ...]) -> tuple[Step, ...]:
@@ -238,10 +308,57 @@ def range_text(r, fmt) -> str:
 
 
 def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = None) -> None:
-    """A metric card with its range under it."""
+    """A metric card with its range under it (recorded for the page's summary as drawn)."""
     col.metric(label, value_text, help=help)
-    if r is not None:
-        col.caption("range: " + range_text(r, fmt))
+    text = range_text(r, fmt) if r is not None else ""
+    if text:
+        col.caption("range: " + text)
+    share.card(label, value_text, text)
+
+
+#: A configuration's headline numbers (core.decision.analysis_headline_ranges): key -> (label, format); the Saved
+#: analyses and Compare pages show them.
+HEADLINE = {
+    "prefill_s": ("TTFT (whole batch)", fmt_latency),
+    "decode_step_s": ("Decode step", fmt_latency),
+    "tokens_per_s": ("Tokens/s", fmt_num),
+    "e2e_s": ("End-to-end", fmt_latency),
+    "max_sequences": ("Max sequences", fmt_num),
+    "total_bytes_per_gpu": ("Memory per GPU", lambda v: fmt_value(v, "B")),
+    "step_s": ("Step time", fmt_latency),
+    "mfu": ("MFU", lambda v: f"{v:.1%}"),
+    "runtime_s": ("Runtime", fmt_latency),
+    "gpu_hours": ("GPU-hours", fmt_num),
+    "cost_usd": ("Cost", fmt_usd),
+}
+_TRAIN_HEADLINE = ("step_s", "mfu", "runtime_s", "gpu_hours", "cost_usd")
+
+
+def headline_keys(train: bool) -> tuple[str, ...]:
+    """The headline keys of a training or a serving configuration, in the order they are shown."""
+    return _TRAIN_HEADLINE if train else tuple(k for k in HEADLINE if k not in _TRAIN_HEADLINE)
+
+
+def say(kind: str, text: str, where=None) -> None:
+    """A verdict (``kind``: success, info, warning or error) drawn and recorded for the page's summary."""
+    getattr(where or st, kind)(text)
+    share.note(kind, text)
+
+
+def widths(**px: int) -> dict:
+    """``column_config`` giving the named columns these widths [px] (the rest keep theirs), so that the columns
+    a meeting reads stay inside the main column at 1280 x 720."""
+    return {name: st.column_config.Column(width=w) for name, w in px.items()}
+
+
+def table(df, name: str, where=None, **kw) -> None:
+    """``st.dataframe`` of ``df`` (a DataFrame or its rows; full width, no index unless asked), recorded for the
+    page's CSV download."""
+    df = df if isinstance(df, pd.DataFrame) else pd.DataFrame(df)
+    kw.setdefault("hide_index", True)
+    kw.setdefault("width", "stretch")
+    (where or st).dataframe(df, **kw)
+    share.table(name, df)
 
 
 def _latency(x: float) -> str:

@@ -148,14 +148,17 @@ load = (
 )
 with head:
     if s.saturated:
-        st.error(
+        render.say(
+            "error",
             f"**Saturated**{load} {capacity}: requests arrive faster than this replica drains them and the queue "
-            "grows without bound, so no latency is shown."
+            "grows without bound, so no latency is shown.",
         )
     elif s.saturation_verdict == "too short to tell":
-        st.warning(f"**Too short to tell** whether the queue is stable{load} {capacity}. Simulate more requests.")
+        render.say(
+            "warning", f"**Too short to tell** whether the queue is stable{load} {capacity}. Simulate more requests."
+        )
     else:
-        st.success(f"**Stable**{load} {capacity}.")
+        render.say("success", f"**Stable**{load} {capacity}.")
     render.latency_cards(s, rng.ranges, cfg.targets)
     st.caption(f"Why: {s.saturation_reason}.")
     (st.warning if rng.verdict_changes else st.caption)(

@@ -168,7 +168,7 @@ if fleet.open:
                 cols[0].metric("GPUs", f"{rec.pick.replicas} x {rec.pick.gpus} {rec.pick.gpu}")
                 cols[1].metric("Fleet cost per hour", f"${rec.pick.usd_per_hour:,.2f}")
                 cols[2].metric("Fleet cost per video", f"${fmt_sig(rec.pick.cost_per_video_usd)}")
-            st.dataframe(
+            render.table(
                 [
                     {
                         "fleet": o.label,
@@ -180,8 +180,7 @@ if fleet.open:
                     }
                     for o in rec.options
                 ],
-                hide_index=True,
-                width="stretch",
+                "fleets",
             )
             if rec.unpriced:
                 st.caption(f"No {cfg.targets.price_kind} price for {', '.join(rec.unpriced)}: left out of the search.")
@@ -221,10 +220,9 @@ if sens.open:
             "video",
             "video_s",
         )
-        st.dataframe(
+        render.table(
             render.assumption_sources(cfg, VIDEO_ASSUMPTIONS),
-            hide_index=True,
-            width="stretch",
+            "video assumptions",
         )
 st.caption(f"FLOPs per step {fmt_value(e.flop_per_step, 'FLOP')}; price: {rep.price_basis}.")
 render.show_math(e.steps_trace)

@@ -329,6 +329,27 @@ def _annotation(key: str) -> Any:
     return fields[name].annotation if name in fields else None
 
 
+def differences(a: RabitConfig, b: RabitConfig) -> tuple[tuple[str, Any, Any], ...]:
+    """The settings in which two configs differ, as (setting, a's value, b's value), in the names a link uses
+    (``workload.rate_per_s``); each efficiency assumption by its own name (``assumptions.mbu``) and an uploaded
+    model by its name, in the order of the config's fields."""
+    fa, fb = _flat(a), _flat(b)
+    out: list[tuple[str, Any, Any]] = []
+    for k in dict.fromkeys([*fa, *fb]):
+        va, vb = fa.get(k), fb.get(k)
+        if k == "assumptions":
+            for n in dict.fromkeys([*(va or {}), *(vb or {})]):
+                if (va or {}).get(n) != (vb or {}).get(n):
+                    out.append((f"assumptions.{n}", (va or {}).get(n), (vb or {}).get(n)))
+        elif k == "custom_model":
+            na, nb = (va or {}).get("name"), (vb or {}).get("name")
+            if va != vb:
+                out.append(("custom_model", na, nb))
+        elif va != vb:
+            out.append((k, va, vb))
+    return tuple(out)
+
+
 def to_query(cfg: RabitConfig) -> dict[str, str]:
     """The fields that differ from the defaults, as strings for a URL query.
 

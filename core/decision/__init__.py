@@ -85,11 +85,13 @@ from core.decision.training_optimizer import (
     recommend_training,
 )
 from core.decision.uncertainty import (
+    Comparison,
     SimulationRanges,
     analysis_headline,
     analysis_headline_ranges,
     batch_band,
     bound_models,
+    compare_headlines,
     expectation_ranges,
     memory_spread,
     prediction_ranges,
@@ -157,7 +159,9 @@ __all__ = [
     "VideoReport",
     "WEIGHT_FORMATS",
     "analysis_headline",
+    "Comparison",
     "analysis_headline_ranges",
+    "compare_headlines",
     "at_bound",
     "basis_of",
     "batch_band",

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE, GiB, Step, Trace
+from core.base import NO_TRACE, GiB, Step, Trace, sig
 from core.catalog import ModelArch
 from core.config import Deployment, Problem, RabitConfig, as_deployment
 
@@ -161,7 +161,7 @@ def weight_bytes_per_gpu(m: ModelArch, weights_b: float, tp: int, pp: int, ep: i
         P_bf16=p_rest,
         tp=tp,
         pp=pp,
-        note=f"b_w = {weights_b:g} B/param for block linears; embeddings, head and norms in BF16",
+        note=f"b_w = {sig(weights_b, 6)} B/param for block linears; embeddings, head and norms in BF16",
     )
 
 
@@ -403,7 +403,7 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         unit="B",
         C_gib=g.memory_gib,
         GiB=GiB,
-        note=f"{g.name}: {g.memory_gib:g} GiB (vendor 'GB' of HBM is binary)",
+        note=f"{g.name}: {sig(g.memory_gib, 6)} GiB (vendor 'GB' of HBM is binary)",
     )
     usable = tr.step(
         "usable_bytes_per_gpu",
@@ -457,22 +457,22 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         **ssm_in,
         note=f"reserves the model's maximum context of {reserve:,} tokens per sequence up front",
     )
-    fits, reason = True, f"fits: {U / 1e9:.3g} GB of {usable / 1e9:.3g} GB usable ({C / 1e9:.3g} GB HBM)"
+    fits, reason = True, f"fits: {sig(U / 1e9)} GB of {sig(usable / 1e9)} GB usable ({sig(C / 1e9)} GB HBM)"
     if W + O + A > usable:
         fits = False
         reason = (
-            f"does not fit: weights {W / 1e9:.3g} GB + overhead {O / 1e9:.3g} GB + workspace {A / 1e9:.3g} GB "
-            f"exceed the {usable / 1e9:.3g} GB usable per GPU; raise TP/PP, quantise the weights or pick a "
+            f"does not fit: weights {sig(W / 1e9)} GB + overhead {sig(O / 1e9)} GB + workspace {sig(A / 1e9)} GB "
+            f"exceed the {sig(usable / 1e9)} GB usable per GPU; raise TP/PP, quantise the weights or pick a "
             "larger GPU"
         )
     elif W + O > usable:
         fits = False
-        reason = f"does not fit: the weights alone ({W / 1e9:.3g} GB per GPU) exceed usable memory"
+        reason = f"does not fit: the weights alone ({sig(W / 1e9)} GB per GPU) exceed usable memory"
     elif cfg.batch > (n_contig if cfg.kv_alloc == "contiguous" else n_paged):
         fits = False
         n_sel = n_contig if cfg.kv_alloc == "contiguous" else n_paged
         reason = (
-            f"does not fit: batch {cfg.batch} needs {KV / 1e9:.3g} GB of KV per GPU but {budget / 1e9:.3g} GB "
+            f"does not fit: batch {cfg.batch} needs {sig(KV / 1e9)} GB of KV per GPU but {sig(budget / 1e9)} GB "
             f"is left; at most {n_sel} sequences of {ctx:,} tokens fit under {cfg.kv_alloc} allocation"
             + (f" ({n_paged} with paged allocation)" if cfg.kv_alloc == "contiguous" else "")
         )

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE, GiB, Step, Trace
+from core.base import NO_TRACE, GiB, Step, Trace, sig
 from core.catalog import ModelArch
 from core.config import Deployment, RabitConfig, as_deployment
 from core.physics.memory import expert_params_total, record_params
@@ -605,9 +605,10 @@ def training_memory_for(
     total, C = float(p.total), float(p.capacity)
     fits = total <= C
     reason = (
-        f"fits: {total / 1e9:.3g} GB of {C / 1e9:.3g} GB"
+        f"fits: {sig(total / 1e9)} GB of {sig(C / 1e9)} GB"
         if fits
-        else f"does not fit: {total / 1e9:.3g} GB per GPU exceeds {C / 1e9:.3g} GB; " + _training_levers(cfg, dp, zero)
+        else f"does not fit: {sig(total / 1e9)} GB per GPU exceeds {sig(C / 1e9)} GB; "
+        + _training_levers(cfg, dp, zero)
     )
     return TrainingMemory(
         trainable_params=float(p.trainable_params),
