@@ -55,9 +55,10 @@ NAV.append(st.Page(PAGES / PAGE_SPECS[0][0], title=PAGE_SPECS[0][1], url_path=PA
 analyses.require_login()  # off unless RABIT_LOGIN is set
 pg = st.navigation(NAV)
 share.begin(pg.title, pg.url_path)
-share_slot = st.sidebar.container()  # the link, the summary and the tables of the page, once it has run
+share_slot = st.sidebar.container()  # above the inputs: the link, the page's summary and its tables
 st.session_state["_config"] = state.sidebar(pg.url_path)
 analyses.sidebar_badge()
+share.bar(share_slot, st.session_state["_config"])  # the downloads are built on click, from what the page drew
 try:
     pg.run()
 except Exception as exc:  # st.stop / st.rerun are BaseExceptions and pass through
@@ -68,5 +69,3 @@ except Exception as exc:  # st.stop / st.rerun are BaseExceptions and pass throu
         "change an input or open another page. The details are in the server's log."
     )
     raise
-finally:
-    share.bar(share_slot, st.session_state.get("_config"))

@@ -351,14 +351,17 @@ def widths(**px: int) -> dict:
     return {name: st.column_config.Column(width=w) for name, w in px.items()}
 
 
-def table(df, name: str, where=None, **kw) -> None:
+def table(df, name: str, where=None, static: bool = False, **kw) -> None:
     """``st.dataframe`` of ``df`` (a DataFrame or its rows; full width, no index unless asked), recorded for the
-    page's CSV download."""
+    page's CSV download; ``static``: ``st.table``, whose cells wrap (for tables of sentences)."""
     df = df if isinstance(df, pd.DataFrame) else pd.DataFrame(df)
+    share.table(name, df)
+    if static:
+        (where or st).table(df, hide_index=True)
+        return
     kw.setdefault("hide_index", True)
     kw.setdefault("width", "stretch")
     (where or st).dataframe(df, **kw)
-    share.table(name, df)
 
 
 def _latency(x: float) -> str:

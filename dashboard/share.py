@@ -185,9 +185,11 @@ def summary_html(rec: Record, cfg: RabitConfig | None, url: str, when: str) -> s
 
 
 def tables_zip(rec: Record) -> bytes:
-    """Every table of the page's run, one CSV each, in a zip."""
+    """Every table of the page's run, one CSV each, in a zip (a note saying so when the page has none)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        if not rec.tables:
+            z.writestr("README.txt", f"The page {rec.title} showed no table.\n")
         seen: dict[str, int] = {}
         for name, df in rec.tables:
             stem = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "table"
@@ -218,41 +220,49 @@ document.getElementById("b").addEventListener("click", async () => {{
 
 
 def bar(where: Any, cfg: RabitConfig | None) -> None:
-    """The share controls of the page that just ran, in ``where`` (the sidebar's top): copy the link, download the
-    summary as Markdown or HTML, and every table as CSV."""
+    """The share controls in ``where`` (the sidebar's top), drawn before the page runs: copy the view's link,
+    download the page's summary as Markdown or HTML, and every table on it as CSV. The downloads are built when
+    clicked, from the record the page filled as it drew (so a page that stops early still offers them)."""
     rec = _record()
     if rec is None:
         return
     url = link()
-    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     stem = "rabit-" + (re.sub(r"[^a-z0-9]+", "-", rec.title.lower()).strip("-") or "view")
+
+    def when() -> str:
+        return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
     with where:
+        st.caption("Share this view, or take it away")
         with st.container(key="share_copy"):
             st.iframe(_COPY.format(title=html.escape(url, quote=True), server=_js_string(url)), height=42)
+        st.caption("One-page summary")
         c1, c2 = st.columns(2)
         c1.download_button(
-            "Summary (.md)",
-            summary_markdown(rec, cfg, url, when),
+            "Markdown",
+            lambda: summary_markdown(rec, cfg, url, when()),
             file_name=f"{stem}.md",
             mime="text/markdown",
             key="share.md",
-            help="one page: the headline numbers with their ranges, the verdicts, targets and assumptions",
+            on_click="ignore",
+            help="the headline numbers with their ranges, the verdicts, the targets and the assumptions in force",
         )
         c2.download_button(
-            "Summary (.html)",
-            summary_html(rec, cfg, url, when),
+            "HTML",
+            lambda: summary_html(rec, cfg, url, when()),
             file_name=f"{stem}.html",
             mime="text/html",
             key="share.html",
+            on_click="ignore",
         )
-        if rec.tables:
-            st.download_button(
-                f"Tables as CSV ({len(rec.tables)}, zip)",
-                tables_zip(rec),
-                file_name=f"{stem}-tables.zip",
-                mime="application/zip",
-                key="share.csv",
-            )
+        st.download_button(
+            "Every table as CSV (zip)",
+            lambda: tables_zip(rec),
+            file_name=f"{stem}-tables.zip",
+            mime="application/zip",
+            key="share.csv",
+            on_click="ignore",
+        )
 
 
 def _js_string(text: str) -> str:

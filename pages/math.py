@@ -62,9 +62,9 @@ if view == "Inference":
         "one assumption at a time from the textbook chain, recomputed for this config, into ours."
     )
     st.markdown("**Decode step**")
-    render.table(render.gap_table(gaps.decode), "textbook decode step")
+    render.table(render.gap_table(gaps.decode), "textbook decode step", static=True)
     st.markdown("**Time to first token (one batch)**")
-    render.table(render.gap_table(gaps.prefill), "textbook time to first token")
+    render.table(render.gap_table(gaps.prefill), "textbook time to first token", static=True)
     st.caption(
         "The textbook example lists the H100's peak as '99 TFLOP/s'; its own 3,159 ms needs 989 TFLOP/s (2,313 TFLOP per "
         "GPU ÷ (989 × 0.74)). Physics wins: we use the datasheet's 989 TFLOP/s dense BF16."
