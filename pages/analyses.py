@@ -15,6 +15,7 @@ st.caption(
     "An analysis keeps the sidebar's whole configuration, a snapshot of the headline results, the measured runs "
     f"attached to it and a note; saving again keeps every earlier revision. Kept in {analyses.store_kind()}."
 )
+head = st.container()  # the picked analysis's headline numbers first (or why there are none)
 cfg = state.config()
 cur = analyses.current()
 user = analyses.current_user()
@@ -78,7 +79,11 @@ st.subheader("Find")
 search = st.text_input("Search by name, model or GPU", key="an.search")
 rows = analyses.store().list(search, owner=None)
 if not rows:
-    st.info("No saved analyses yet." if not search else f"Nothing matches {search!r}.")
+    (head if not search else st).info(
+        "No saved analyses yet: save this view below, then open it again by its link."
+        if not search
+        else f"Nothing matches {search!r}."
+    )
 else:
     render.table(
         pd.DataFrame(
@@ -153,8 +158,7 @@ else:
             )
         )
 
-    # --- the picked analysis's headline numbers, recomputed with their ranges ----------------------------------
-    st.subheader("Headline numbers, with ranges")
+    # --- the picked analysis's headline numbers, recomputed with their ranges (drawn first, in the head) -------
     train = a.config.phase == "train"
     HEADLINE = render.HEADLINE
     try:
@@ -165,14 +169,16 @@ else:
         st.warning(f"{plain(a.name)} cannot be evaluated with today's catalog: {plain(exc, 300)}")
     shown = [k for k in render.headline_keys(train) if k in saved_rng]  # the core leaves out one not finite
     if shown:
-        st.caption(
-            f"**{plain(a.name)}**, revision {a.revision}, computed now from its saved configuration; under each "
-            "number its heuristic range from the assumption bounds."
-        )
-        cols = render.grid(len(shown), [HEADLINE[k][0] for k in shown])
-        for i, k in enumerate(shown):
-            label, fmt = HEADLINE[k]
-            render.metric_range(cols[i % len(cols)], label, fmt(saved_rng[k].value), saved_rng[k], fmt)
+        with head:
+            st.subheader("Headline numbers, with ranges")
+            st.caption(
+                f"**{plain(a.name)}**, revision {a.revision}, computed now from its saved configuration; under each "
+                "number its heuristic range from the assumption bounds."
+            )
+            cols = render.grid(len(shown), [HEADLINE[k][0] for k in shown])
+            for i, k in enumerate(shown):
+                label, fmt = HEADLINE[k]
+                render.metric_range(cols[i % len(cols)], label, fmt(saved_rng[k].value), saved_rng[k], fmt)
         render.tornado_picker(
             {k: saved_rng[k] for k in shown},
             {k: HEADLINE[k][0].lower() for k in shown},
