@@ -312,10 +312,10 @@ def p95_e2e_band(
     cfg: RabitConfig, spec: serving.SimSpec, rates_per_s: tuple[float, ...]
 ) -> tuple[list[float], list[float], list[float]]:
     """The load sweep's p95 end-to-end with every assumption at each bound (no band where a bound's sweep runs
-    out of its work budget)."""
+    out of its work budget, nor at a rate where a bound's run saturates: its latency would only measure the run)."""
     try:
         ends = [
-            {r: s.e2e_s.p95 for r, s in sim_sweep(decision.at_bound(cfg, b), spec, rates_per_s)}
+            {r: s.e2e_s.p95 for r, s in sim_sweep(decision.at_bound(cfg, b), spec, rates_per_s) if not s.saturated}
             for b in ("low", "high")
         ]
     except ValueError:  # core.base.limits.BudgetExceeded

@@ -160,7 +160,7 @@ def kv_per_token_chart(kv_rows, kv_dtype: str) -> go.Figure:
     fig.update_layout(
         title=f"KV bytes per token by model ({kv_dtype})",
         xaxis_title="KB per token (bars from zero: lengths compare)",
-        xaxis_rangemode="tozero",
+        xaxis_range=[0, 1.25 * max([r[2] / 1e3 for r in kv_rows] or [1.0])],  # room for the largest bar's label
         yaxis=dict(dtick=1),  # dtick 1: no model's label skipped
         height=max(360, 22 * len(kv_rows) + 110),
         margin=dict(l=10, r=10, t=50, b=10),
@@ -564,13 +564,15 @@ def training_curve(curve, chosen_gpus: int | None, deadline_s: float | None, hei
         hoverinfo="skip",
     )
     slow = [c for c in pts if c.slower_reason]
+    if len(slow) > 60:  # thousands of counts: a sample of them marks where the curve rises, without a blot
+        slow = slow[:: -(-len(slow) // 60)]
     if slow:
         fig.add_scatter(
             x=[c.gpus for c in slow],
             y=[c.wall_clock_s / DAY_S for c in slow],
             mode="markers",
             name="slower than a smaller count",
-            marker=dict(color="#cf222e", size=5, symbol="x-thin", line=dict(width=1, color="#cf222e")),
+            marker=dict(color="#cf222e", size=6, symbol="x-thin", line=dict(width=1.5, color="#cf222e")),
             text=[c.slower_reason for c in slow],
             hovertemplate="%{x:,} GPUs: %{text}<extra></extra>",
         )
@@ -1079,10 +1081,9 @@ def deadline_cost_chart(curve, choice, height: int = 340) -> go.Figure:
     fig.add_scatter(
         x=[c.gpus for c in pts],
         y=[val(c) for c in pts],
-        mode="lines+markers",
+        mode="lines",
         name="meets the deadline",
-        marker=dict(size=4, color="#8c959f"),
-        line=dict(color="#8c959f"),
+        line=dict(color="#8c959f", width=1.5),
         customdata=[[c.layout.label() if c.layout else "", c.mfu] for c in pts],
         hovertemplate=("$" if priced else "")
         + "%{y:,.0f} at %{x:,} GPUs<br>MFU %{customdata[1]:.1%}<br>%{customdata[0]}<extra></extra>",
@@ -1099,7 +1100,7 @@ def deadline_cost_chart(curve, choice, height: int = 340) -> go.Figure:
             marker=dict(size=16, color=color, symbol=symbol, line=dict(width=1, color="black")),
         )
     fig.update_layout(
-        title=f"{choice.basis} against GPU count (counts that meet the deadline)",
+        title=f"{'Cost' if priced else 'GPU-hours with failures'} against GPU count (every count that meets the deadline)",
         height=height,
         xaxis_title="GPUs",
         yaxis_title=choice.basis,
@@ -1108,7 +1109,7 @@ def deadline_cost_chart(curve, choice, height: int = 340) -> go.Figure:
         margin=dict(l=10, r=10, t=50, b=10),
         legend=LEGEND_BELOW,
     )
-    return fig
+    return log_axis(fig, "x", fmt_num)
 
 
 def range_cross(

@@ -185,7 +185,9 @@ if plan.alternatives:
             ]
         ),
         "layouts on this GPU count",
-        column_config=render.widths(layout=250, **{"why it lost": 250}),
+        column_config=render.widths(
+            layout=225, runtime=75, MFU=55, step=55, bubble=55, fits=40, **{"why it lost": 225, "memory / GPU": 80}
+        ),
     )
 
 choice = cache.deadline_choice(cfg, goal)

@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import catalog
-from core.base import DAY_S, HOUR_S, Step, Trace, choices, fmt_num, sig
+from core.base import DAY_S, HOUR_S, Step, Trace, choices, fmt_num, fmt_pct, sig
 from core.catalog import Price, gpu_price
 from core.config import Deployment, RabitConfig, as_deployment, whole_nodes_problem
 from core.physics import TrainingMemory
@@ -396,7 +396,7 @@ def _slower_reasons(counts: np.ndarray, best: dict[str, np.ndarray]) -> list[str
             pi, pj = parts(i), parts(j)
             name, d = max(((k, pi[k] - pj[k]) for k in pi), key=lambda kv: kv[1])
             out[i] = (
-                f"{rt / best['runtime'][j] - 1:+.1%} vs {int(counts[j]):,} GPUs: {name} grows by "
+                f"+{fmt_pct(rt / best['runtime'][j] - 1)} vs {int(counts[j]):,} GPUs: {name} grows by "
                 f"{sig(d / 3600)} h over the run"
             )
         else:
