@@ -117,8 +117,8 @@ if view == "Serving":
                 "warning" if misses else "success",
                 e.summary
                 + (
-                    " At base assumptions; with every assumption at its pessimistic bound it "
-                    + "; ".join(t.text().replace(" the ", " its ", 1) for t in pessimistic.failing)
+                    " That is at base assumptions; with every assumption at its pessimistic bound at once, "
+                    + "; ".join(t.text() for t in pessimistic.failing)
                     + "."
                     if misses and pessimistic.failing
                     else ""
@@ -127,11 +127,10 @@ if view == "Serving":
             checks = pessimistic.targets if pessimistic is not None else ()
             render.pick_metrics(rec.recommendation, rg, gpus=True, targets=checks)
             if pessimistic is not None:
-                render.say(
-                    "warning" if misses else "info",
-                    "The recommendation " + pessimistic.pessimistic_note + ". The ranges under the cards move each "
-                    "assumption alone to its bounds and combine the moves; this check moves them all at once, so it "
-                    "can fall outside a card's range.",
+                st.caption(
+                    "Two rules: the range under each card moves one assumption at a time to its bounds and combines "
+                    "the moves; the check under each target moves them all at once, so it can fall outside the range. "
+                    "The recommendation " + pessimistic.pessimistic_note + "."
                 )
             if rr.note:
                 render.say("info" if rr.settled else "warning", rr.note[0].upper() + rr.note[1:] + ".")

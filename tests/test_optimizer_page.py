@@ -16,7 +16,8 @@ def _open():
 
 def test_recommendation_and_table(clear_cache):
     at = _open()
-    assert at.success and at.success[0].value.startswith("Use ")
+    # the answer: green when it meets every target even at the pessimistic bound, amber (naming the target) when not
+    assert any(x.value.startswith("Use ") for x in list(at.success) + list(at.warning))
     shown = {m.label: m.value for m in at.metric}
     assert shown["Cost per hour"].startswith("$")
     assert any("Why this GPU" in md.value for md in at.markdown)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from core.base import REGISTRY, fmt_latency, sig
+from core.base import REGISTRY, fmt_latency, fmt_pct, sig
 from core.decision.goal import _F, SCREEN_UTILISATION, WEIGHT_FORMATS, Candidate, Constraints, ServingGoal, worst_ratio
 from core.serving import THRASH_REMEDIES
 
@@ -24,6 +24,14 @@ class Explanation(_F):
     cheaper_alternative: str
     faster_alternative: str
     relax: str = ""  # when nothing meets the target: which constraint to relax
+
+
+def _more(cost: float, base: float) -> str:
+    """How much more ``cost`` is than ``base``, in digits that are not zero ("+54%", "+0.3%", "the same cost")."""
+    if cost == base:
+        return "the same cost"
+    d = cost / base - 1
+    return ("+" if d > 0 else "") + fmt_pct(d)
 
 
 def explain(
@@ -78,7 +86,7 @@ def explain(
     others = [c for c in simulated if c.meets and c.gpu != best.gpu]
     runner = min(others, key=lambda c: c.cost) if others else None
     why_gpu = f"{best.gpu} meets the target at ${best.cost:,.2f}/h" + (
-        f"; the best other GPU, {runner.gpu}, needs ${runner.cost:,.2f}/h ({runner.cost / best.cost - 1:+.0%})"
+        f"; the best other GPU, {runner.gpu}, needs ${runner.cost:,.2f}/h ({_more(runner.cost, best.cost)})"
         if runner
         else "; no other GPU kind met the target within the simulation budget"
     )
@@ -124,7 +132,7 @@ def explain(
         fa = min(faster, key=lambda ec: ec[0])[1]
         fast_txt = (
             f"{fa.label}: p95 end-to-end {fmt_latency(fa.p95_e2e_s)} instead of {fmt_latency(best_e2e)} for "
-            f"${fa.cost:,.2f}/h ({fa.cost / best.cost - 1:+.0%})"
+            f"${fa.cost:,.2f}/h ({_more(fa.cost, best.cost)})"
         )
     return Explanation(
         summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {sig(goal.rate_per_s, 6)} requests/s.",

@@ -248,7 +248,7 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
         by,
         (
             f"not settled: the runner-up ({ru_pick.label}) has an overlapping cost range"
-            + (f"; measuring {by} ({label}) would settle it" if by else "")
+            + (f"; measuring {label.split(' (')[0].lower()} ({by}) would settle it" if by else "")
         ),
     )
 
