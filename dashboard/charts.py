@@ -17,7 +17,7 @@ LEGEND_BELOW = dict(orientation="h", yref="container", yanchor="bottom", y=0.0, 
 
 def log_ticks(lo: float, hi: float, fmt: Callable[[float], str] = sig) -> tuple[list[float], list[str]]:
     """Tick values and labels of a log axis spanning ``lo``..``hi``: each decade (0.1, 1, 10, ...), each written
-    by ``fmt`` in full; where fewer than two decades fall inside, 2 and 5 of each decade as well, and where even
+    by ``fmt`` in full; where fewer than three decades fall inside, 2 and 5 of each decade as well, and where even
     those are fewer than three, every digit. No label is a bare mantissa ("5 2 100 5 2")."""
     import math
 
@@ -28,7 +28,7 @@ def log_ticks(lo: float, hi: float, fmt: Callable[[float], str] = sig) -> tuple[
     for mantissas in ((1,), (1, 2, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):
         vals = [m * 10.0**k for k in range(k0, k1 + 1) for m in mantissas]
         inside = [v for v in vals if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
-        if len(inside) >= (2 if mantissas == (1,) else 3):
+        if len(inside) >= 3:
             break
     vals = [v for v in vals if lo / 10 < v < hi * 10]
     return vals, [fmt(v) for v in vals]
@@ -1159,8 +1159,8 @@ def flip_chance_chart(experiments, stable, height: int = 380) -> go.Figure:
             mode="markers+text",
             name=name,
             marker=dict(color=color, size=11),
-            # the rank in the table beside the chart: short labels that do not pile on top of each other
-            text=[str(i) if e.flip_chance > 0 and i <= 9 else "" for i, e in enumerate(items, 1)],
+            # the rank in the table beside the chart: short labels, those of points on one spot joined ("1, 2")
+            text=_rank_labels(items) if name.startswith("can") else None,
             textposition="middle right",
             customdata=[[e.input.label, e.cost_usd, e.flips_to or "no change"] for e in items],
             hovertemplate="%{customdata[0]}<br>flip chance %{y:.0f}%<br>%{x:,.3~r} GPU-hours, "
@@ -1177,6 +1177,15 @@ def flip_chance_chart(experiments, stable, height: int = 380) -> go.Figure:
         legend=LEGEND_BELOW,
     )
     return fig
+
+
+def _rank_labels(items) -> list[str]:
+    """Each point's rank (1-based), written once per spot: points that coincide share one label "1, 2"."""
+    spots: dict[tuple[float, float], list[int]] = {}
+    for i, e in enumerate(items, 1):
+        spots.setdefault((round(e.gpu_hours, 2), round(e.flip_chance * 100)), []).append(i)
+    first = {ranks[0]: ", ".join(map(str, ranks)) for ranks in spots.values()}
+    return [first.get(i, "") for i in range(1, len(items) + 1)]
 
 
 # --- optimizer ----------------------------------------------------------------------------------------

@@ -307,6 +307,13 @@ def range_text(r, fmt) -> str:
     return f"{fmt(r.low)} … {fmt(r.high)} ({BASIS_TEXT[r.basis]}{extra})"
 
 
+def range_span(r, fmt) -> str:
+    """'low … high' of a range, without its basis (for a table whose caption states it); "" without one."""
+    if r is None or r.basis == "none" or r.empty:
+        return ""
+    return f"{fmt(r.low)} … {fmt(r.high)}"
+
+
 def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = None) -> None:
     """A metric card with its range under it (recorded for the page's summary as drawn)."""
     col.metric(label, value_text, help=help)

@@ -105,18 +105,21 @@ with head:
             col.caption(f"A: {fmt(c.a.value)}")
             share.card(f"{label}: A", fmt(c.a.value), render.range_text(c.a, fmt))
         if c.overlap:
-            col.caption(":orange[the ranges overlap: not settled by the assumptions]")
+            col.caption(":orange[the two ranges overlap: the difference is within the assumptions' uncertainty]")
 
 st.subheader("Numbers with their ranges", divider="gray")
+st.caption(
+    "Each range: the heuristic range from the assumption bounds (each assumption alone at its bounds, combined)."
+)
 render.table(
     pd.DataFrame(
         [
             {
                 "number": render.HEADLINE[k][0],
                 "A": render.HEADLINE[k][1](by_key[k].a.value) if by_key[k].a else "—",
-                "A's range": render.range_text(by_key[k].a, render.HEADLINE[k][1]) if by_key[k].a else "",
+                "A's range": render.range_span(by_key[k].a, render.HEADLINE[k][1]),
                 "B": render.HEADLINE[k][1](by_key[k].b.value) if by_key[k].b else "—",
-                "B's range": render.range_text(by_key[k].b, render.HEADLINE[k][1]) if by_key[k].b else "",
+                "B's range": render.range_span(by_key[k].b, render.HEADLINE[k][1]),
                 "B - A": (
                     f"{fmt_pct(by_key[k].relative)} ({'+' if by_key[k].difference >= 0 else '−'}"
                     f"{render.HEADLINE[k][1](abs(by_key[k].difference))})"

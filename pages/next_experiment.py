@@ -41,7 +41,7 @@ with st.form("ne"):
 if not run and "ne.done" not in st.session_state:
     head.info(
         "Set the workload and press **Find the next experiment**. The efficiency ranges come from the "
-        "assumptions registry (sidebar); the workload's from the spreads above."
+        "assumptions registry (sidebar); the workload's from the spreads below."
     )
     st.stop()
 st.session_state["ne.done"] = True
@@ -121,7 +121,9 @@ if r.experiments:
             ]
         ),
         "experiments ranked",
-        column_config=render.widths(rank=45, input=230, **{"flip chance": 75, "flips to": 230, "GPU-hours": 80}),
+        column_config=render.widths(
+            rank=45, input=170, cost=60, range=110, **{"flip chance": 75, "flips to": 290, "GPU-hours": 70}
+        ),
     )
 else:
     render.say(

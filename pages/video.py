@@ -84,7 +84,7 @@ if not e.fits:
 st.plotly_chart(cache.figure(charts.video_time_bar, e.time_parts, e.video_s), width="stretch")
 render.range_metrics(e.steps_trace, ["latent_tokens", "flop_per_step", "step_s", "denoise_s"], rng)
 st.caption(
-    f"Attention is {e.attention_share:.0%} of the compute ({render.range_text(rng.get('attention_share'), fmt_num)}); "
+    f"Attention is {e.attention_share:.0%} of the compute ({render.range_text(rng.get('attention_share'), lambda x: f'{x:.0%}')}); "
     f"{e.passes} forward(s) per step over {e.sequence_tokens:,} tokens, on {e.sp_degree}-way {v.sp}"
     + (" with the guidance passes on two halves" if e.cfg_degree == 2 else "")
     + "."
