@@ -14,6 +14,7 @@ import io
 import json
 import re
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -237,24 +238,24 @@ def bar(where: Any, cfg: RabitConfig | None) -> None:
         with st.container(key="share_copy"):
             st.iframe(_COPY.format(title=html.escape(url, quote=True), server=_js_string(url)), height=42)
         st.caption("One-page summary")
-        c1, c2 = st.columns(2)
-        c1.download_button(
-            "Markdown",
-            lambda: summary_markdown(rec, cfg, url, when()),
-            file_name=f"{stem}.md",
-            mime="text/markdown",
-            key="share.md",
-            on_click="ignore",
-            help="the headline numbers with their ranges, the verdicts, the targets and the assumptions in force",
+        formats: tuple[tuple[str, Callable[..., str], str, str], ...] = (
+            ("Markdown", summary_markdown, "md", "text/markdown"),
+            ("HTML", summary_html, "html", "text/html"),
         )
-        c2.download_button(
-            "HTML",
-            lambda: summary_html(rec, cfg, url, when()),
-            file_name=f"{stem}.html",
-            mime="text/html",
-            key="share.html",
-            on_click="ignore",
-        )
+        for col, (label, build, ext, mime) in zip(st.columns(2), formats):
+
+            def data(build: Callable[..., str] = build) -> str:
+                return build(rec, cfg, url, when())
+
+            col.download_button(
+                label,
+                data,
+                file_name=f"{stem}.{ext}",
+                mime=mime,
+                key=f"share.{ext}",
+                on_click="ignore",
+                help="the headline numbers with their ranges, the verdicts, the targets and the assumptions in force",
+            )
         st.download_button(
             "Every table as CSV (zip)",
             lambda: tables_zip(rec),

@@ -57,23 +57,11 @@ def test_the_smallest_count_is_not_the_cheapest_for_a_70b_on_h100_pcie():
     assert "1,960 GPUs" in c.message and "1,728 GPUs" in c.message
 
 
-def test_cli_train_reports_both():
+def _train_json(gpu: str) -> dict:
+    """``rabit train`` for Llama-3.1-70B, 2T tokens in 30 days on ``gpu``, as JSON."""
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cli.main",
-            "train",
-            "--model",
-            "llama-3.1-70b",
-            "--gpu",
-            "h100-pcie",
-            "--tokens",
-            "2e12",
-            "--deadline-days",
-            "30",
-            "--json",
-        ],
+        [sys.executable, "-m", "cli.main", "train", "--model", "llama-3.1-70b", "--gpu", gpu]
+        + ["--tokens", "2e12", "--deadline-days", "30", "--json"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -81,7 +69,11 @@ def test_cli_train_reports_both():
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    d = json.loads(out.stdout)["deadline_choice"]
+    return json.loads(out.stdout)
+
+
+def test_cli_train_reports_both():
+    d = _train_json("h100-pcie")["deadline_choice"]
     assert d["smallest_gpus"] == 1728 and d["cheapest_gpus"] == 1960 and d["smallest_extra_frac"] > 0.2
 
 
@@ -98,17 +90,7 @@ def test_the_plan_and_the_cli_headline_the_recommended_count():
     assert p.message.startswith("800 GPUs is the cheapest count that finishes 2T tokens within 30 days")
     assert "784 GPUs" in p.message and "(+0.16%)" in p.message and "0% more" not in c.message
     assert "MFU 45.8% against 45.9%" in c.message  # one decimal tells the two layouts apart
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "train", "--model", "llama-3.1-70b", "--gpu", "h100-sxm"]
-        + ["--tokens", "2e12", "--deadline-days", "30", "--json"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    d = json.loads(out.stdout)
+    d = _train_json("h100-sxm")
     assert d["gpus"] == d["deadline_choice"]["cheapest_gpus"] == 800
     assert d["layout"]["tp"] * d["layout"]["pp"] * d["layout"]["dp"] == 800
     assert d["cost_usd"] == pytest.approx(d["deadline_choice"]["cheapest_value"], rel=1e-9)

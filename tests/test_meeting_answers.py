@@ -56,3 +56,24 @@ def test_the_optimizer_names_the_target_it_misses_at_the_pessimistic_bound():
     assert "p95 ITL" in rr.pessimistic_note and "40 ms target" in rr.pessimistic_note
     assert "end-to-end" not in rr.pessimistic_note
     assert "at once" in rr.pessimistic_note  # the rule is named: every assumption together, not one at a time
+
+
+def test_the_serving_page_shows_saturated_not_a_time(clear_cache):
+    """At 3 requests/s against a closed-form capacity of 1.37/s the headline cards say "saturated" and no card
+    or percentile shows a latency."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py"), default_timeout=180)
+    at.run()
+    at.session_state["cfg.workload.rate_per_s"] = 3.0
+    at.session_state["cfg.workload.num_requests"] = 600
+    at.switch_page("../pages/serving.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(e.value.startswith("**Saturated**") for e in at.error)
+    cards = {m.label: m.value for m in at.metric}
+    assert cards["p95 TTFT"] == cards["p95 ITL"] == cards["p95 end-to-end"] == "saturated"
+    units = tuple(f" {u}" for u in ("µs", "ms", "s", "min", "h", "days"))
+    timed = [f"{m.label}: {m.value}" for m in at.metric if m.value.endswith(units)]
+    assert timed == [], timed

@@ -79,7 +79,7 @@ def test_serving_starts_at_a_round_rate_inside_capacity_and_says_why(clear_cache
 
 def test_knee_chart_keeps_its_points_spread_when_the_rate_is_far_above_capacity(clear_cache):
     at = _serving(num_requests=100, rate_per_s=2000.0)
-    fig = figure(at, "p95 latency vs arrival rate")
+    fig = figure(at, "p95 latency against arrival rate")
     xs = sorted({x for tr in fig["data"] if tr.get("showlegend") is not False for x in tr["x"]})
     assert fig["layout"]["xaxis"]["type"] == "log"
     # points near the chosen rate and near capacity: neither end of the axis is empty
