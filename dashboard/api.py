@@ -36,7 +36,7 @@ from core.base import (
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, ENGINE_LABELS, CatalogError
 from core.decision import COMPARABLE_RULE, Constraints, ServingGoal
 from core.operations import CSV_COLUMNS, MAX_BYTES, METRICS, RULES, Expectation, RunError, TelemetryError
-from core.serving import DEFAULT_RATE_FRACTION
+from core.serving import DEFAULT_RATE_FRACTION, POLICIES
 
 __all__ = [
     "BudgetExceeded",
@@ -48,6 +48,8 @@ __all__ = [
     "DAY_S",
     "DEFAULT_RATE_FRACTION",
     "ENGINE_LABELS",
+    "ROUTER_HELP",
+    "ROUTER_LABELS",
     "Expectation",
     "MAX_BYTES",
     "MAX_TABLE_BYTES",
@@ -73,6 +75,10 @@ __all__ = [
     "VIDEO_ASSUMPTIONS",
 ]
 
+
+#: The router choices' labels, and which production router each one mimics (core.serving.router).
+ROUTER_LABELS = choices.ROUTER_LABELS
+ROUTER_HELP = "; ".join(f"{name}: {p.mimics}" for name, p in POLICIES.items())
 
 #: The efficiency assumptions a video request's numbers move with (the Video generation page's sources table).
 VIDEO_ASSUMPTIONS = by_tag("video")

@@ -52,6 +52,7 @@ NAV = [
     if (PAGES / f).exists()
 ]
 NAV.append(st.Page(PAGES / PAGE_SPECS[0][0], title=PAGE_SPECS[0][1], url_path=PAGE_SPECS[0][3], visibility="hidden"))
+state.guard_query_limits()  # a link over Streamlit's limits says so (the first visit of a process too: serve.py)
 analyses.require_login()  # off unless RABIT_LOGIN is set
 pg = st.navigation(NAV)
 share.begin(pg.title, pg.url_path)

@@ -91,7 +91,7 @@ if view == "Serving":
         try:
             prices = cache.prices_from_csv(edited.to_csv(index=False), "edited prices")
         except CatalogError as exc:
-            st.error(f"The edited prices are not valid: {exc}. Using the catalog's prices.")
+            st.error(f"The edited prices are not valid: {plain(exc, 300)}. Using the catalog's prices.")
             prices = cache.catalog_prices()
 
     goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
@@ -123,6 +123,7 @@ if view == "Serving":
                     if misses and pessimistic.failing
                     else ""
                 ),
+                limit=2000,  # core's prose quotes prices and providers
             )
             checks = pessimistic.targets if pessimistic is not None else ()
             render.pick_metrics(rec.recommendation, rg, gpus=True, targets=checks)
@@ -133,11 +134,11 @@ if view == "Serving":
                     "The recommendation " + pessimistic.pessimistic_note + "."
                 )
             if rr.note:
-                render.say("info" if rr.settled else "warning", rr.note[0].upper() + rr.note[1:] + ".")
+                render.say("info" if rr.settled else "warning", rr.note[0].upper() + rr.note[1:] + ".", limit=1000)
         else:
-            render.say("error", e.summary)
+            render.say("error", e.summary, limit=1000)
             if e.relax:
-                render.say("warning", "To get an answer: " + e.relax)
+                render.say("warning", "To get an answer: " + e.relax, limit=1000)
     if rec.met:
         render.launch_downloads(rec.recommendation, goal)
 
@@ -147,14 +148,15 @@ if view == "Serving":
             ("Why this GPU", e.why_gpu),
             ("Why this count and layout", e.why_count),
             ("Bottleneck", e.bottleneck),
+            ("Disaggregated or not", e.disaggregation),
             ("Cheaper alternative", e.cheaper_alternative),
             ("Faster alternative", e.faster_alternative),
         ):
             if text:
-                st.markdown(f"- **{label}:** {text}")
+                st.markdown(f"- **{label}:** {plain(text, 1000)}")  # core's prose quotes prices and providers
         if e.risks:
-            st.markdown("**Risks:** " + "; ".join(e.risks))
-        st.caption("Assumptions: " + "; ".join(e.assumptions))
+            st.markdown("**Risks:** " + plain("; ".join(e.risks), 2000))
+        st.caption("Assumptions: " + plain("; ".join(e.assumptions), 2000))
 
     sim = [c for c in rec.candidates if c.simulated]
     if sim:
@@ -264,9 +266,9 @@ if view == "Training run":
         )
         render.metric_range(t3, "GPU-hours", f"{o.gpu_hours:,.0f}", trg.get("gpu_hours"), lambda x: f"{x:,.0f}")
     if tr.why_gpu:
-        st.markdown(f"- **Why this GPU:** {tr.why_gpu}")
+        st.markdown(f"- **Why this GPU:** {plain(tr.why_gpu, 1000)}")
     if tr.relax:
-        st.warning("To get an answer: " + tr.relax)
+        st.warning("To get an answer: " + plain(tr.relax, 1000))
     if tr.options:
         st.plotly_chart(charts.training_cost_by_gpu(tr), width="stretch", key="train_cost_chart")
         render.table(
@@ -287,4 +289,4 @@ if view == "Training run":
             "cheapest run per GPU kind",
         )
     if tr.skipped:
-        st.caption("Left out: " + "; ".join(tr.skipped))
+        st.caption("Left out: " + plain("; ".join(tr.skipped), 2000))

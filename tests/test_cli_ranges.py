@@ -134,6 +134,10 @@ def test_a_saturated_simulation_reports_no_latency(capsys):
         assert out[key]["mean"] is None and out[key]["n"] > 0
         assert not any(k.startswith(key) for k in out["ranges"]), key
     assert "throughput_tokens_per_s" in out["ranges"]
+    # nor does any replica of the deployment (its p95s are the same queue's)
+    assert out["per_replica"] and all(
+        r["queue_p95_s"] is None and r["ttft_p95_s"] is None and r["e2e_p95_s"] is None for r in out["per_replica"]
+    )
 
 
 def test_train_ranges(capsys):

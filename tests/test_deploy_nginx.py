@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import tomllib
 from pathlib import Path
@@ -34,10 +35,30 @@ NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p
 
 def _require_nginx() -> str:
     if NGINX is None:
-        if os.environ.get("CI") or os.environ.get("RABIT_REQUIRE_POSTGRES"):
+        if live.in_ci() or os.environ.get("RABIT_REQUIRE_POSTGRES"):
             raise RuntimeError("CI runs the deployment test with Debian's nginx (.ci/run installs it)")
         pytest.skip("nginx is not installed (apt-get install nginx)")
     return NGINX
+
+
+def test_ci_installs_the_tools_and_a_missing_one_fails_there(monkeypatch):
+    """.ci/run installs Debian's nginx and chromium and marks the run as CI; under that mark a missing nginx or
+    chromium fails the tests that need it instead of skipping them (a skipped deployment test would pass CI)."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"apt-get install -y -q nginx\b", ci) and re.search(r"apt-get install -y -q chromium\b", ci)
+    assert "export RABIT_CI=1" in ci
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("RABIT_CI", "1")
+    monkeypatch.setattr(live, "CHROMIUM", None)
+    monkeypatch.setattr(sys.modules[__name__], "NGINX", None)
+    with pytest.raises(RuntimeError, match="nginx"):
+        _require_nginx()
+    with pytest.raises(RuntimeError, match="chromium"):
+        live.require_chromium()
+    monkeypatch.delenv("RABIT_CI")
+    monkeypatch.delenv("RABIT_REQUIRE_POSTGRES", raising=False)
+    with pytest.raises(pytest.skip.Exception):  # outside CI a missing tool skips, saying what to install
+        _require_nginx()
 
 
 def test_the_upload_limit_is_the_apps():

@@ -1,6 +1,8 @@
 """The answers a planning meeting reads first: a knee whose verdicts follow the rate, a saturated run that
 reports no latency, and an optimizer that names the target it misses at the pessimistic bound."""
 
+import re
+
 from core.config import RabitConfig
 from core.decision import Constraints, ServingGoal, recommend, recommendation_ranges
 from core.serving import knee_sweep, max_throughput, sim_spec, simulate, sweep
@@ -77,3 +79,8 @@ def test_the_serving_page_shows_saturated_not_a_time(clear_cache):
     units = tuple(f" {u}" for u in ("µs", "ms", "s", "min", "h", "days"))
     timed = [f"{m.label}: {m.value}" for m in at.metric if m.value.endswith(units)]
     assert timed == [], timed
+    # the deployment's headline says saturated and carries no time; nor does the per-replica table
+    head = next(m.value for m in at.markdown if m.value.startswith("### "))
+    assert "Saturated" in head and not re.search(r"\d (µs|ms|s|min|h)\b", head), head
+    per_replica = next(d.value for d in at.dataframe if "queue p95" in d.value.columns)
+    assert set(per_replica["queue p95"]) == set(per_replica["E2E p95"]) == {"saturated"}

@@ -73,7 +73,7 @@ def test_serving_starts_at_a_round_rate_inside_capacity_and_says_why(clear_cache
     # the default rate is round (1, 2 or 5 x 10^k) and clearly inside the default deployment's capacity
     mantissa = rate / 10 ** math.floor(math.log10(rate))
     assert round(mantissa, 9) in (1.0, 2.0, 5.0) and rate <= 0.5 * cap
-    assert any("of the closed-form capacity" in c.value and "rounded" in c.value for c in at.caption)
+    assert any("of the deployment's closed-form capacity" in c.value and "rounded" in c.value for c in at.caption)
     assert not any(e.value.startswith("Saturated") for e in at.error)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from core.config.checks import (
     Problem,
     problems,
+    workload_problems,
 )
 from core.config.deployment import (
     Deployment,
@@ -21,6 +22,7 @@ from core.config.settings import (
     GROUPS,
     KV_BYTES,
     WEIGHT_BYTES,
+    Disagg,
     RabitConfig,
     Targets,
     Workload,
@@ -54,6 +56,7 @@ __all__ = [
     "COMPUTE_PRECISION",
     "DEFAULT",
     "Deployment",
+    "Disagg",
     "Draws",
     "GROUPS",
     "KV_BYTES",
@@ -84,4 +87,5 @@ __all__ = [
     "training_goal_args",
     "video_problems",
     "whole_nodes_problem",
+    "workload_problems",
 ]

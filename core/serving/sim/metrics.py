@@ -23,6 +23,8 @@ time-average ``L`` over the window:
   closed-form capacity ``mu`` is known, the offered load decides instead: saturated when even the low end
   of the arrival rate's 3-sigma interval, ``lambda (1 - 3 / sqrt(n))``, exceeds ``mu``; otherwise the
   verdict is "too short to tell", with the offered load against ``mu`` in words.
+* a median time in system longer than the window (requests still in service when it ends, however stable the
+  replica: the backlog is filling towards ``lambda W``): the same closed-form test as a short run;
 * otherwise saturated when ``c < 0.9 a`` and either timeouts ``>= 5 %`` of ``a``, or the backlog grew by
   more than both ``5 %`` of ``a`` and the noise of a stable backlog, ``3 sqrt(2 max(L, 1))`` (the
   difference of two roughly independent Poisson(L) counts has standard deviation ``sqrt(2 L)``).
@@ -183,6 +185,12 @@ def saturation(
     if a < SAT_MIN_ARRIVALS or t1 <= t0:
         return _short_run_verdict(arr, a, capacity_rps)
     done = status == DONE
+    timed_out = int(np.count_nonzero(status == TIMED_OUT))  # timeouts are evidence whatever the window
+    if timed_out < SAT_GROWTH_FRAC * arr.size and done.any() and float(np.median(fin[done] - arr[done])) > t1 - t0:
+        # a request stays longer than the window lasts: the backlog is still filling towards its level (Little's
+        # law, L = lambda W) however stable the replica is, so its growth says nothing (many replicas sharing a
+        # short run, or long outputs)
+        return _short_run_verdict(arr, a, capacity_rps, why="requests stay longer than half the arrival period")
     c = int(np.count_nonzero(done & (fin >= t0) & (fin <= t1)))
     to = int(np.count_nonzero((status == TIMED_OUT) & (fin >= t0) & (fin <= t1)))
     arr_sorted = np.sort(arr)
@@ -203,26 +211,24 @@ def saturation(
     grew = b1 - b0 >= max(SAT_GROWTH_FRAC * a, noise)
     sat = c < SAT_SERVED_FRAC * a and (grew or to >= SAT_GROWTH_FRAC * a)
     if sat and residence_s and span < SAT_MIN_RESIDENCES * residence_s:
-        verdict, why = _short_run_verdict(arr, a, capacity_rps, short=True)
-        if verdict == SATURATED:  # the offered load says it on its own
-            return SATURATED, f"{words}; {why}"
-        return TOO_SHORT, (
-            f"{why}; the second half of the arrivals spans {fmt_time(span)}, under {sig(SAT_MIN_RESIDENCES)} "
+        verdict, why = _short_run_verdict(
+            arr,
+            a,
+            capacity_rps,
+            why=f"the second half of the arrivals spans {fmt_time(span)}, under {sig(SAT_MIN_RESIDENCES)} "
             f"residence times of a request ({fmt_time(residence_s)} each), so its growing backlog ({b0:,} -> "
-            f"{b1:,}) may be the replica filling up"
+            f"{b1:,}) may be the replica filling up",
         )
+        return verdict, (f"{words}; {why}" if verdict == SATURATED else why)
     return (SATURATED if sat else STABLE), words
 
 
-def _short_run_verdict(arr: np.ndarray, a: int, capacity_rps: float | None, short: bool = False) -> tuple[str, str]:
-    """Too few arrivals (or, ``short``, too short a window) for the backlog: the offered load against the
-    closed-form capacity, or no verdict."""
+def _short_run_verdict(arr: np.ndarray, a: int, capacity_rps: float | None, why: str = "") -> tuple[str, str]:
+    """Too few arrivals (or completions) for the backlog: the offered load against the closed-form capacity, or no
+    verdict."""
     n = int(arr.size)
-    head = (
-        "too short to tell"
-        if short
-        else f"too short to tell: {a} arrivals in the second half of the arrival period (at least "
-        f"{SAT_MIN_ARRIVALS} needed)"
+    head = "too short to tell: " + (
+        why or f"{a} arrivals in the second half of the arrival period (at least {SAT_MIN_ARRIVALS} needed)"
     )
     period = float(arr.max() - arr.min()) if n > 1 else 0.0
     if capacity_rps is None or n < 2 or period <= 0:
