@@ -9,7 +9,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from core.base import DAY_S, GB, fmt_bytes, fmt_num, fmt_time, fmt_time_in, fmt_usd, sig
+from core.base import DAY_S, GB, fmt_bytes, fmt_latency, fmt_num, fmt_time, fmt_time_in, fmt_usd, sig
 
 #: A horizontal legend at the foot of the figure: plotly reserves room for it below the axis title, where a
 #: legend placed at a negative paper fraction lands on the title or the tick labels when the figure is short.
@@ -704,12 +704,20 @@ VERDICT_MARKS = {
 }
 
 
-def p95_vs_rate(rows, capacity_rps: float, current_rate: float | None = None, height: int = 380) -> go.Figure:
+def p95_vs_rate(
+    rows,
+    capacity_rps: float,
+    current_rate: float | None = None,
+    height: int = 380,
+    targets: dict[str, float] | None = None,
+) -> go.Figure:
     """p95 TTFT and end-to-end latency against the arrival rate. A saturated point has no latency (it would only
     measure how long the run lasted): its rate is marked with an x along the top; a point too short to tell is
-    drawn open and named inconclusive."""
+    drawn open and named inconclusive. ``targets``: p95 targets [s] by key (``ttft_s``, ``e2e_s``), each a dashed
+    line in its latency's colour."""
     fig = go.Figure()
     rates = [r for r, _ in rows]
+    targets = {k: v for k, v in (targets or {}).items() if v and k in ("ttft_s", "e2e_s")}
     for key in ("e2e_s", "ttft_s"):
         pts = [(r, getattr(s, key).p95, s.saturation_verdict) for r, s in rows if not s.saturated]
         fig.add_scatter(
@@ -722,6 +730,18 @@ def p95_vs_rate(rows, capacity_rps: float, current_rate: float | None = None, he
             marker_size=9,
             customdata=[VERDICT_MARKS[v][1] for _, _, v in pts],
             hovertemplate="%{x:,.3~r} requests/s: %{y:,.3~r} s (%{customdata})<extra></extra>",
+        )
+    xs_all = rates + ([current_rate] if current_rate else [])
+    for key, t in targets.items():
+        fig.add_scatter(
+            x=[min(xs_all), max(xs_all)],
+            y=[t, t],
+            mode="lines+text",
+            text=[f"p95 {SIM_LABELS[key]} target {fmt_latency(t)}", ""],
+            textposition="top right",
+            line=dict(dash="dash", color=SIM_COLORS[key], width=1),
+            hoverinfo="skip",
+            showlegend=False,
         )
     ys_all = [y for tr in fig.data for y in tr.y if y is not None and y > 0] or [1.0]
     span = [min(ys_all), max(ys_all)]

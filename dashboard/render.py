@@ -594,17 +594,21 @@ def deployment_shape(cfg, dep) -> str:
 
 def deployment_headline(cfg, dep) -> str:
     """The Serving page's headline: the GPUs, how many replicas they make, the rate each receives, and whether the
-    queue holds. Its p95s are the cards under it (with their ranges and targets); a saturated run has none."""
+    queue holds; with more than one replica, the router and how evenly it spread the load. Its p95s are the cards
+    under it (with their ranges and targets); a saturated run has none."""
     s = dep.summary
     rate = dep.result.spec.rate_per_s if dep.result.spec.arrival == "poisson" else s.arrival_rate_per_s
     gpus = dep.layout.gpus if dep.layout.mode == "disaggregated" else cfg.gpus
     verdict = {"saturated": "saturated", "stable": "stable"}.get(s.saturation_verdict, "too short to tell")
-    return (
-        f"### {gpus} x {cfg.gpu} at {sig(rate)} requests/s: {deployment_shape(cfg, dep)}, "
-        f"**{sig(dep.per_replica_rate_per_s)} requests/s each**\n"
-        f"{verdict[0].upper() + verdict[1:]} ({dep.layout.router} router; load imbalance {sig(dep.load_imbalance)}, "
-        "the busiest replica's requests over the mean)"
+    many = dep.layout.mode == "disaggregated" or dep.layout.replicas > 1
+    each = f", **{sig(dep.per_replica_rate_per_s)} requests/s each**" if many else ""
+    spread = (
+        f"\n{dep.layout.router} router; load imbalance {sig(dep.load_imbalance)} (the busiest replica's requests "
+        "over the mean)"
+        if many
+        else ""
     )
+    return f"### {gpus} x {cfg.gpu} at {sig(rate)} requests/s: {deployment_shape(cfg, dep)}{each}: {verdict}{spread}"
 
 
 def headline(text: str) -> None:

@@ -167,36 +167,33 @@ with st.spinner("Simulating each assumption at its bounds…"):
 
 if dep.mode == "disaggregated":
     capacity = f"the deployment's closed-form capacity {fmt_sig(dcap)} requests/s ({res.capacity.limited_by})"
-else:
+elif dep.layout.replicas > 1:
     capacity = (
         f"the deployment's closed-form capacity {fmt_sig(dcap)} requests/s ({dep.layout.replicas} x "
         f"{fmt_sig(cap.requests_per_s)} of one replica at a batch of {cap.batch:.0f}, {cap.limited_by})"
     )
+else:
+    capacity = f"the closed-form capacity {fmt_sig(dcap)} requests/s at a batch of {cap.batch:.0f} ({cap.limited_by})"
 load = (
     f" at {fmt_sig(spec.rate_per_s, 6)} requests/s, {spec.rate_per_s / dcap:.0%} of"
     if arrival == "poisson" and dcap > 0
     else ";"
-)
-share_of_one = (
-    f"; each replica gets {fmt_sig(dep.per_replica_rate_per_s)} requests/s"
-    if dep.mode != "disaggregated" and dep.layout.replicas > 1
-    else ""
 )
 with head:
     render.headline(render.deployment_headline(cfg, dep))
     if s.saturated:
         render.say(
             "error",
-            f"**Saturated**{load} {capacity}{share_of_one}: requests arrive faster than the deployment drains them "
+            f"**Saturated**{load} {capacity}: requests arrive faster than the deployment drains them "
             "and the queue grows without bound, so no latency is shown.",
         )
     elif s.saturation_verdict == "too short to tell":
         render.say(
             "warning",
-            f"**Too short to tell** whether the queue is stable{load} {capacity}{share_of_one}. Simulate more requests.",
+            f"**Too short to tell** whether the queue is stable{load} {capacity}. Simulate more requests.",
         )
     else:
-        render.say("success", f"**Stable**{load} {capacity}{share_of_one}.")
+        render.say("success", f"**Stable**{load} {capacity}.")
     render.latency_cards(s, rng.ranges, cfg.targets)
     st.caption(f"Why: {s.saturation_reason}.")
     (st.warning if rng.verdict_changes else st.caption)(
@@ -283,7 +280,12 @@ with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     except ValueError as exc:  # a work budget ran out (core.base.limits): say what to change
         st.error(str(exc))
         st.stop()
-fig = charts.p95_vs_rate(rows, cap.requests_per_s, one_spec.rate_per_s if arrival == "poisson" else None)
+fig = charts.p95_vs_rate(
+    rows,
+    cap.requests_per_s,
+    one_spec.rate_per_s if arrival == "poisson" else None,
+    targets={"ttft_s": cfg.targets.p95_ttft_s, "e2e_s": cfg.targets.p95_e2e_s},
+)
 with st.spinner("The same sweep at the pessimistic and optimistic bounds…"):
     band_x, band_lo, band_hi = cache.p95_e2e_band(cfg, sweep_spec, tuple(rates))
 if band_x:

@@ -84,6 +84,10 @@ def test_knee_chart_keeps_its_points_spread_when_the_rate_is_far_above_capacity(
     assert fig["layout"]["xaxis"]["type"] == "log"
     # points near the chosen rate and near capacity: neither end of the axis is empty
     assert sum(x >= 1000 for x in xs) >= 3 and sum(x <= 200 for x in xs) >= 3
+    # the shared p95 TTFT target (2 s by default) is drawn, named with its figure; no end-to-end target is set
+    lines = [tr for tr in fig["data"] if any("target" in (t or "") for t in tr.get("text") or [])]
+    assert [(tr["y"], tr["text"][0]) for tr in lines] == [([2.0, 2.0], "p95 TTFT target 2 s")]
+    assert lines[0]["line"]["dash"] == "dash" and lines[0]["x"][0] <= min(xs) and lines[0]["x"][1] >= max(xs)
 
 
 def _speed(**cfg) -> AppTest:
