@@ -5,27 +5,15 @@ configurations side by side with the difference and the inputs that differ."""
 import io
 import json
 import zipfile
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from test_range_pages_store import _app as _page  # one page opened from a link, no exception
 
 from core.base import fmt_latency
 from core.config import DEFAULT, differences, to_query
 from core.decision import compare_headlines
 from dashboard import share
-
-APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
-
-
-def _page(page: str, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page(f"../pages/{page}").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def _copy_button(at: AppTest) -> str:
