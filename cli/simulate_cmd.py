@@ -452,15 +452,14 @@ def run(args: argparse.Namespace) -> int:
     with_ranges(payload, {k: v for k, v in rg.ranges.items() if not (withheld and k.split(".")[0] in LATENCY_KEYS)})
     payload["saturated_at_bounds"] = {"pessimistic": rg.saturated_at["low"], "optimistic": rg.saturated_at["high"]}
     payload["saturation_range"] = rg.verdict_text()
+    shown = [
+        f"{k} {fmt_time(rg.ranges[k].low)} ... {fmt_time(rg.ranges[k].high)}"
+        for k in ("ttft_s.p95", "e2e_s.p95")
+        if rg.ranges[k].basis != "none" and not withheld
+    ]
     human += (
-        "\n  ranges ("
-        + payload["range_basis"]
-        + "): "
-        + "; ".join(
-            f"{k} {fmt_time(rg.ranges[k].low)} ... {fmt_time(rg.ranges[k].high)}"
-            for k in ("ttft_s.p95", "e2e_s.p95")
-            if rg.ranges[k].basis != "none" and not withheld
-        )
+        f"\n  ranges ({payload['range_basis']}): "
+        + ("; ".join(shown) if shown else "none for the latencies (withheld)" if withheld else "none")
         + f"\n  saturation: {rg.verdict_text()}"
     )
     with_calibrated(
