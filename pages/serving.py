@@ -313,12 +313,15 @@ with c1:
         "e2e_s.p95",
     )
 with c2:
-    render.metric_range(
+    render.metric_range(  # the deployment's (its range is rebased on it); the chart's line is one replica's
         st,
-        "Closed-form capacity [requests/s]",
-        f"{fmt_sig(cap.requests_per_s)}",
+        "Closed-form capacity [requests/s]"
+        if dcap == cap.requests_per_s
+        else "Deployment's closed-form capacity [requests/s]",
+        f"{fmt_sig(dcap)}",
         rng.ranges.get("capacity_requests_per_s"),
         lambda x: f"{fmt_sig(x)}",
+        help=None if dcap == cap.requests_per_s else f"one replica: {fmt_sig(cap.requests_per_s)} requests/s",
     )
 st.caption(
     f"One replica of this layout against its own arrival rate (the deployment's rate split over its replicas is "
