@@ -13,7 +13,7 @@ install: venv
 	$(ACT) && pip install -q -e ".[test]"
 
 run: venv
-	$(ACT) && pip install -e . && streamlit run dashboard/app.py
+	$(ACT) && pip install -e . && python -m dashboard.serve
 
 test: venv
 	$(ACT) && pip install -e ".[test]" && python -m pytest

@@ -1,7 +1,8 @@
 """Optimizer: a full recommendation for Llama-3.1-70B at 10 requests/s over the whole GPU catalog.
 
-Targets (issue 6): under 5 s cold, under 0.2 s cached. "Cold" is a fresh process: catalogs loaded and
-nothing cached, timed from the call (interpreter and library imports excluded, reported apart).
+Targets (issue 20, with disaggregated layouts in the space): under 3 s cold, under 0.2 s cached. "Cold" is a fresh
+process: catalogs loaded and nothing cached, timed from the call (interpreter and library imports excluded, reported
+apart), in wall and CPU seconds (on a shared machine the CPU seconds are what the code costs).
 "Cached" is the dashboard's ``st.cache_data`` wrapper hit with the same goal, constraints and prices.
 """
 
@@ -22,13 +23,14 @@ from core import catalog
 from core.decision.optimizer import ServingGoal, Constraints, recommend
 from core.serving.simulation import SimSpec, Lengths
 t1 = time.perf_counter()
+c1 = time.process_time()
 goal = ServingGoal(model="llama-3.1-70b", rate_per_s=10.0,
                    workload=SimSpec(num_requests=2000, input=Lengths(kind="lognormal", mean=1000),
                                     output=Lengths(kind="lognormal", mean=250)),
                    p95_ttft_s=2.0, p95_e2e_s=20.0)
 r = recommend(goal, Constraints())
 t2 = time.perf_counter()
-print(json.dumps({"imports_s": t1 - t0, "cold_s": t2 - t1, "evaluated": r.evaluated, "simulated": r.simulated,
+print(json.dumps({"imports_s": t1 - t0, "cold_s": t2 - t1, "cpu_s": time.process_time() - c1, "evaluated": r.evaluated, "simulated": r.simulated,
                   "pick": r.recommendation.label if r.recommendation else None}))
 """
 
@@ -66,6 +68,7 @@ def run() -> list[tuple[str, float, str, str]]:
             "s",
             "< 3 s",
         ),
+        ("  same, CPU seconds", out["cpu_s"], "s", "< 3 s"),
         ("optimizer cached (st.cache_data hit)", cached * 1e3, "ms", "< 200 ms"),
         ("optimizer process imports (excluded above)", out["imports_s"], "s", ""),
     ]

@@ -30,6 +30,7 @@ from core.base import (
 from core.catalog import from_hf_config
 from core.config import (
     DEFAULT,
+    GROUPS,
     RabitConfig,
     default_lengths,
     describe_validation_error,
@@ -80,6 +81,10 @@ FLAG_OF = {
     "spec_method": "--spec",
     "deadline_s": "--deadline-days",
     "checkpoint_interval_s": "--checkpoint-interval-s",
+    "adapters": "--adapters",
+    "adapters.max_lora_rank": "--max-lora-rank",
+    "adapters.max_cpu_loras": "--max-cpu-loras",
+    "adapters.max_loras": "--max-loras",
 }
 
 
@@ -268,6 +273,90 @@ def add_serving_args(p: argparse.ArgumentParser) -> None:
         default=DEFAULT.prefix_cache_frac,
         help="share of the prompt that is a cached prefix",
     )
+
+
+def add_adapter_args(p: argparse.ArgumentParser, *, lora_rank: bool = True) -> None:
+    """Multi-LoRA serving (the config's ``adapters`` group): ``--adapters N --lora-rank R [--lora-targets ...]
+    [--adapter-skew S] [--max-loras K] [--max-lora-rank R] [--max-cpu-loras C]``; ``lora_rank=False`` where the
+    subcommand already has ``--lora-rank`` (training's: with ``--adapters`` it is the adapters' rank)."""
+    g = p.add_argument_group("adapters (multi-LoRA serving over one base)")
+    g.add_argument("--adapters", type=int, help="adapters served over the base model (0: the base alone)")
+    if lora_rank:
+        g.add_argument("--lora-rank", type=int, help="the adapters' rank (default 16)")
+    g.add_argument("--lora-targets", choices=choices.LORA_TARGETS, help="layers the adapters target (default all)")
+    g.add_argument("--adapter-skew", type=float, help="Zipf exponent of the traffic over the adapters (0: uniform)")
+    g.add_argument("--max-loras", type=int, help="GPU slots: distinct adapters per batch (default: the engine's)")
+    g.add_argument("--max-lora-rank", type=int, help="rank of every slot (default: the engine's, or the adapters')")
+    g.add_argument("--max-cpu-loras", type=int, help="adapters held in host memory (default: the engine's)")
+    g.add_argument(
+        "--fully-sharded-loras",
+        dest="fully_sharded_loras",
+        action="store_const",
+        const=True,
+        help="TP splits both A and B of every adapter (vLLM --fully-sharded-loras)",
+    )
+
+
+#: The adapter flags, by argparse dest -> the adapters group's field.
+ADAPTER_FLAGS = {
+    "adapters": ("count", "--adapters"),
+    "lora_targets": ("targets", "--lora-targets"),
+    "adapter_skew": ("skew", "--adapter-skew"),
+    "max_loras": ("max_loras", "--max-loras"),
+    "max_lora_rank": ("max_lora_rank", "--max-lora-rank"),
+    "max_cpu_loras": ("max_cpu_loras", "--max-cpu-loras"),
+    "fully_sharded_loras": ("fully_sharded", "--fully-sharded-loras"),
+}
+
+
+def adapters_from_args(args: argparse.Namespace):
+    """The adapters group: the ``--config`` file's (or the default), with each adapter flag given on top (exit 2
+    naming the flag). ``--lora-rank`` is the adapters' rank when ``--adapters`` is given (or the file serves
+    adapters) and the phase is serving."""
+    base = (config_file(args) or getattr(args, "_analysis_config", None) or DEFAULT).adapters
+    changes: dict[str, Any] = {
+        field: getattr(args, dest)
+        for dest, (field, _) in ADAPTER_FLAGS.items()
+        if getattr(args, dest, None) is not None
+    }
+    count = changes.get("count", base.count)
+    rank = getattr(args, "lora_rank", None)
+    if count and rank and getattr(args, "phase", "serve") == "serve":
+        changes["ranks"] = (rank,)
+    if not changes:
+        return base
+    try:
+        return base.with_(**changes)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        field = str(e["loc"][0]) if e["loc"] else ""
+        flag = next((f for fld, f in ADAPTER_FLAGS.values() if fld == field), "--lora-rank")
+        die(f"rabit: error: argument {flag}: {error_text(e)}")
+
+
+def training_only(args: argparse.Namespace, flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The training flags (argparse dests) a serving command refuses: ``--lora-rank`` is kept when adapters are served
+    (it is then their rank)."""
+    return tuple(f for f in flags if f != "lora_rank" or not adapters_from_args(args).enabled)
+
+
+def adapter_payload(cfg: RabitConfig, mem) -> dict[str, Any]:
+    """The JSON keys of the adapters' memory (nothing without adapters: the keys of the base alone are unchanged)."""
+    if not cfg.adapters.enabled:
+        return {}
+    a = cfg.adapters
+    return {
+        "adapters": a.count,
+        "adapter_ranks": list(a.ranks),
+        "adapter_targets": a.targets,
+        "adapter_bytes": mem.adapter_bytes,
+        "adapter_set_bytes": mem.adapter_set_bytes,
+        "adapter_reserved_bytes_per_gpu": mem.adapter_reserved_bytes_per_gpu,
+        "max_loras": mem.adapter_slots,
+        "max_lora_rank": mem.adapter_slot_rank,
+        "max_cpu_loras": mem.adapter_host_slots,
+        "adapter_host_cache_bytes": mem.adapter_host_cache_bytes,
+    }
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -511,7 +600,7 @@ def analysis_defaults(cfg: RabitConfig, p: argparse.ArgumentParser) -> dict[str,
         dest, conv = _DEST_OF.get(field, (field, None))
         if field == "model" and cfg.custom_model is not None:
             continue
-        if dest in dests and field not in ("custom_model", "assumptions"):
+        if dest in dests and field not in ("custom_model", "assumptions", *GROUPS):  # a group is no one flag
             v = getattr(cfg, field)
             out[dest] = conv(v) if conv else v
     return {k: v for k, v in out.items() if k in dests}

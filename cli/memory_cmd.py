@@ -6,6 +6,10 @@ import argparse
 from typing import Any
 
 from cli.common import (
+    ADAPTER_FLAGS,
+    adapter_payload,
+    adapters_from_args,
+    add_adapter_args,
     add_cluster_args,
     add_json,
     add_model_args,
@@ -17,6 +21,7 @@ from cli.common import (
     range_line,
     refuse_unused,
     steps_table,
+    training_only,
     with_ranges,
 )
 from core.base import choices, sig
@@ -38,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument("--lora-rank", type=int, default=DEFAULT.lora_rank)
     p.add_argument("--qlora", action="store_true")
+    add_adapter_args(p, lora_rank=False)
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)
@@ -51,10 +57,12 @@ _SERVE_FLAGS = ("batch", "input", "output", "kv_dtype", "kv_alloc", "block_size"
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args)
     if args.phase == "train":
-        refuse_unused(args, "rabit memory", dict.fromkeys(_SERVE_FLAGS, "with --phase train (a serving flag)"))
+        serve_flags = _SERVE_FLAGS + tuple(ADAPTER_FLAGS)
+        refuse_unused(args, "rabit memory", dict.fromkeys(serve_flags, "with --phase train (a serving flag)"))
     else:
+        train_flags = training_only(args, _TRAIN_FLAGS)
         refuse_unused(
-            args, "rabit memory", dict.fromkeys(_TRAIN_FLAGS, "with --phase serve (a training flag: add --phase train)")
+            args, "rabit memory", dict.fromkeys(train_flags, "with --phase serve (a training flag: add --phase train)")
         )
     if args.phase == "train":
         cfg = config_from_args(
@@ -91,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             "reason": tm.reason,
         }
     else:
-        cfg = config_from_args(args)
+        cfg = config_from_args(args, adapters=adapters_from_args(args))
         r = serving_memory(cfg)
         reason, steps = r.reason, r.steps
         payload = {
@@ -125,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
             "reason": r.reason,
             "max_sequences": r.max_sequences,
             "max_sequences_contiguous": r.max_sequences_contiguous,
+            **adapter_payload(cfg, r),
         }
     human = f"{reason}\n{steps_table(steps)}"
     if args.phase == "train":

@@ -79,8 +79,16 @@ def run(args: argparse.Namespace) -> int:
             "rate_spread": "experiment.rate_spread_frac",
         },
     )
+    from cli.common import refuse_unused
+    from cli.recommend_cmd import _SERVING_ONLY as SERVING_ONLY
+    from cli.recommend_cmd import _TRAINING_ONLY as TRAINING_ONLY
+
     if args.train:
+        why = "with --train (a serving flag: the training run is sized by --tokens and --deadline-days)"
+        spreads = ("prompt_spread", "output_spread", "rate_spread", "disagg")
+        refuse_unused(args, "rabit next-experiment", dict.fromkeys((*SERVING_ONLY, *spreads), why))
         return run_training(args)
+    refuse_unused(args, "rabit next-experiment", dict.fromkeys(TRAINING_ONLY, "without --train (a training flag)"))
     if args.emit:
         die("rabit next-experiment: error: argument --emit: not available here (use rabit recommend --emit)")
     if args.rate is None:

@@ -19,6 +19,8 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from cli.common import (
+    adapters_from_args,
+    add_adapter_args,
     add_json,
     add_length_args,
     add_range_args,
@@ -150,7 +152,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--seq", type=int, default=DEFAULT.seq_len, help="training sequence length")
     t.add_argument("--global-batch-tokens", type=int, default=DEFAULT.global_batch_tokens)
     t.add_argument("--precision", choices=choices.TRAIN_PRECISIONS, default=DEFAULT.train_precision)
-    t.add_argument("--lora-rank", type=int, default=DEFAULT.lora_rank)
+    t.add_argument(
+        "--lora-rank",
+        type=int,
+        default=DEFAULT.lora_rank,
+        help="LoRA rank: of the training run, or with --adapters of the adapters served",
+    )
+    add_adapter_args(p, lora_rank=False)
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)
@@ -245,13 +253,14 @@ def run(args: argparse.Namespace) -> int:
     from cli.common import fill_from_config
 
     fill_from_config(args, CONFIG_DEST)
-    from cli.common import refuse_unused
+    from cli.common import ADAPTER_FLAGS, refuse_unused, training_only
 
     if args.train:
         why = "with --train (a serving flag: the training run is sized by --tokens and --deadline-days)"
-        refuse_unused(args, "rabit recommend", dict.fromkeys(_SERVING_ONLY, why))
+        refuse_unused(args, "rabit recommend", dict.fromkeys(_SERVING_ONLY + tuple(ADAPTER_FLAGS), why))
         return run_training(args)
-    refuse_unused(args, "rabit recommend", dict.fromkeys(_TRAINING_ONLY, "without --train (a training flag)"))
+    unused = training_only(args, _TRAINING_ONLY)
+    refuse_unused(args, "rabit recommend", dict.fromkeys(unused, "without --train (a training flag)"))
     return _run_serving(args, *serving_inputs(args))
 
 
@@ -307,6 +316,7 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
                 rate_per_s=args.rate, lengths=args.lengths, spread=args.spread, seed=args.seed
             ),
             targets=_targets(args),
+            adapters=adapters_from_args(args),
         )
         goal = ServingGoal.from_config(cfg)
     except ValidationError as exc:
@@ -336,6 +346,8 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
         with_ranges(payload, rr.runner_up.ranges, prefix="runner_up.")
         payload["runner_up"] = rr.runner_up.label
     payload.setdefault("range_basis", "no assumption moves this number")
+    if goal.settings.adapters.enabled:
+        payload.update(_adapter_keys(r, goal, cons, prices))
     payload["settled"] = rr.settled
     payload["settled_by"] = rr.settled_by or None
     payload["range_note"] = rr.note
@@ -362,6 +374,15 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
         lines.append(f"  risk: {risk}")
     if r.unpriced:
         lines.append(f"  no {args.price_kind} price (left out): {', '.join(r.unpriced)}")
+    pv = payload.get("per_variant")
+    if pv:
+        lines.append(
+            f"  one deployment per variant (merged weights): {pv['gpus']:,} GPUs, ${pv['cost_per_hour']:,.2f}/h for "
+            f"{pv['variants']:,} variants, against {pv['multi_lora']['gpus']:,} GPUs, "
+            f"${pv['multi_lora']['cost_per_hour']:,.2f}/h with the adapters over one base"
+        )
+        for v in pv["own_replica"]:
+            lines.append(f"  {v['adapter']} earns its own replica: {v['reason']}")
     lines.append(f"  evaluated {r.evaluated} configurations, simulated {r.simulated}")
     if rr.recommendation is not None:
         c = rr.recommendation.ranges.get("cost_per_hour")
@@ -372,6 +393,48 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
         lines.append(f"  {rr.note}")
     emit(payload, args.json, "\n".join(lines))
     return 0
+
+
+def _adapter_keys(r, goal, cons, prices) -> dict[str, Any]:
+    """Multi-LoRA serving: the adapter slots of the pick and the per-variant comparison (merged weights)."""
+    from core.decision import per_variant
+
+    a = goal.settings.adapters
+    engine = goal.settings.workload.engine
+    pick = r.recommendation or r.nearest
+    out: dict[str, Any] = {}
+    if pick is not None:
+        chosen = a.with_slots(pick.adapter_slots, engine)
+        out["adapters"] = {
+            "count": a.count,
+            "ranks": list(a.ranks),
+            "targets": a.targets,
+            "max_loras": chosen.slots(engine),
+            "max_lora_rank": chosen.slot_rank(engine),
+            "max_cpu_loras": chosen.host_slots(engine),
+        }
+    pv = per_variant(goal, cons, prices, pick)
+    out["per_variant"] = (
+        None
+        if pv is None
+        else {
+            "variants": pv.variants,
+            "gpus": pv.gpus,
+            "cost_per_hour": pv.cost_per_hour,
+            "replicas": pv.replicas,
+            "shapes": [{"label": lab, "variants": n} for lab, n in pv.shapes],
+            "multi_lora": {
+                "gpus": pv.multi_lora_gpus,
+                "cost_per_hour": pv.multi_lora_cost_per_hour,
+                "label": pv.multi_lora_label,
+            },
+            "gpus_saved": pv.gpus_saved,
+            "cost_ratio": pv.cost_ratio,
+            "own_replica": [v.model_dump() for v in pv.own_replica],
+            "basis": pv.basis,
+        }
+    )
+    return out
 
 
 def pick_json(p) -> dict | None:

@@ -15,6 +15,9 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from cli.common import (
+    adapter_payload,
+    adapters_from_args,
+    add_adapter_args,
     add_cluster_args,
     add_json,
     add_length_args,
@@ -34,8 +37,9 @@ from cli.common import (
     with_ranges,
 )
 from core.base import MAX_TABLE_BYTES, choices, fmt_time, sig
-from core.config import DEFAULT, RabitConfig, Workload, workload_problems
+from core.config import DEFAULT, RabitConfig, Workload, parse_trace_adapters, workload_problems
 from core.decision import deployment_spread
+from core.physics import serving_memory
 from core.serving import LATENCY_KEYS, SimSpec, layout_of, parse_trace, sim_spec, simulate_deployment
 
 #: Workload / SimSpec field -> flag, for error messages that name the argument.
@@ -201,6 +205,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="disaggregated: send the KV after the prefill, not layer by layer during it",
     )
     p.add_argument("--seed", type=int, default=W.seed)
+    add_adapter_args(p)
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run, policy=W.policy)
@@ -274,6 +279,15 @@ def deployment_payload(d) -> dict:
     saturation its replicas' and pools' latencies are null as the run's are (``latency_withheld`` says why)."""
     withheld = bool(d.result.summary.latency_withheld)
     lat = {"queue_p95_s", "ttft_p95_s", "e2e_p95_s"}
+    none = {"p50": None, "p95": None, "p99": None, "mean": None}  # the sample count stays
+
+    def held(k: str, v):
+        if not withheld:
+            return v
+        if k in lat:
+            return None
+        return {**v, **none} if k in LATENCY_KEYS and isinstance(v, dict) else v
+
     out = {
         "mode": d.mode,
         "replicas": d.layout.instances,
@@ -281,40 +295,51 @@ def deployment_payload(d) -> dict:
         "router": d.layout.router,
         "load_imbalance": d.load_imbalance,
         "replica_utilization": [r.utilization for r in d.replicas],
-        "per_replica": [
-            {k: (None if withheld and k in lat else v) for k, v in r.model_dump().items()} for r in d.replicas
-        ],
+        "per_replica": [{k: held(k, v) for k, v in r.model_dump().items()} for r in d.replicas],
     }
     if d.mode == "disaggregated":
         out["kv_transfer_s"] = d.kv_transfer_s.model_dump() if d.kv_transfer_s is not None else None
         out["kv_transfer_share_of_ttft"] = d.kv_transfer_share_of_ttft
         out["kv_path"] = d.kv_path
-        out["pools"] = {
-            k: {**v.model_dump(), **({"queue_s": None} if withheld else {})} for k, v in (d.pools or {}).items()
-        }
+        out["pools"] = {k: {f: held(f, x) for f, x in v.model_dump().items()} for k, v in (d.pools or {}).items()}
     return out
 
 
-def trace_from_args(args: argparse.Namespace) -> tuple[tuple[int, int], ...] | None:
-    """The --trace rows (input, output tokens), or None without --trace; exit 2 naming the flag."""
+def _trace(args: argparse.Namespace) -> tuple[tuple[tuple[int, int], ...] | None, tuple[int, ...] | None]:
+    """The ``--trace`` rows and the adapter each names (None without a trace or an adapter column)."""
     if not args.trace:
-        return None
+        return None, None
     text = read_file(args.trace, "--trace", MAX_TABLE_BYTES)  # a regular UTF-8 file within its size
     try:
-        return parse_trace(text)
+        return parse_trace(text), parse_trace_adapters(text)
     except ValueError as exc:
         die(f"rabit simulate: error: argument --trace: {exc}")
 
 
-def spec_from_args(args: argparse.Namespace, cfg: RabitConfig, trace=None) -> SimSpec:
+def spec_from_args(args: argparse.Namespace, cfg: RabitConfig) -> SimSpec:
+    trace, names = _trace(args)
     try:
-        spec = sim_spec(cfg, trace=trace)
+        spec = sim_spec(cfg, trace=trace, adapter_trace=names if cfg.adapters.enabled else None)
     except ValidationError as exc:
         _spec_error(exc, args)
     for prob in workload_problems(cfg, trace):
         flag = "--trace" if prob.field == "trace" else "--kv-pool-tokens"
         die(f"rabit simulate: error: argument {named(args, flag)}: {prob.message}")
     return spec
+
+
+def _adapters(args: argparse.Namespace):
+    """The adapters group; a trace that names each request's adapter serves as many adapters as it names (unless
+    ``--adapters`` says otherwise)."""
+    a = adapters_from_args(args)
+    _, names = _trace(args)
+    if names and args.adapters is None:
+        a = a.with_(count=max(a.count, max(names) + 1))
+    if names and a.count <= max(names):
+        die(
+            f"rabit simulate: error: argument --adapters: the trace names {max(names) + 1} adapters, more than {a.count}"
+        )
+    return a
 
 
 def _pct(p: dict) -> str:
@@ -361,7 +386,7 @@ def run(args: argparse.Namespace) -> int:
     fill_from_config(args, CONFIG_DEST)
     refuse_unused(args, "rabit simulate", _unused(args))
     _engine_defaults(args)
-    trace = trace_from_args(args)
+    trace, _ = _trace(args)
     fill_lengths(args, trace)  # with a trace its lengths are the run's: --input / --output are neither used nor checked
     if args.input < 1 or args.output < 1:
         die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")
@@ -370,9 +395,10 @@ def run(args: argparse.Namespace) -> int:
         input_tokens=args.input,
         output_tokens=args.output,
         workload=workload_from_args(args),
+        adapters=_adapters(args),
         disagg=disagg_from_args(args),
     )
-    spec = spec_from_args(args, cfg, trace)
+    spec = spec_from_args(args, cfg)
     layout = layout_of(cfg)
     try:
         d = simulate_deployment(cfg, spec, layout, budget=cli_budget(spec.num_requests))
@@ -403,6 +429,22 @@ def run(args: argparse.Namespace) -> int:
         "capacity_limited_by": r.capacity.limited_by,
         **deployment_payload(d),
     }
+    ad = r.summary.adapters
+    if ad is not None:  # multi-LoRA serving: the adapters' memory, loads and the queueing they caused
+        payload.update(adapter_payload(cfg, serving_memory(cfg)))
+        payload.update(
+            {
+                "adapter_loads": ad.loads,
+                "adapter_loads_from_storage": ad.loads_from_storage,
+                "adapter_load_s": ad.load_s.model_dump(),
+                "adapter_load_time_share": ad.load_time_share,
+                "adapter_blocked_requests": ad.blocked_requests,
+                "adapter_wait_s": ad.wait_s.model_dump(),
+                "adapters_in_batch_mean": ad.distinct_mean,
+                "adapters_seen": ad.adapters_seen,
+                "capacity_adapter_slot_wait_s": r.capacity.adapter_slot_wait_s,
+            }
+        )
     if d.mode == "disaggregated":
         payload["gpus"] = layout.gpus
         shape = (
@@ -438,6 +480,16 @@ def run(args: argparse.Namespace) -> int:
             ("  SATURATED: " if s["saturated"] else "  stable: " if s["saturation_verdict"] == "stable" else "  ")
             + s["saturation_reason"],
         ]
+        + (
+            [
+                f"  adapters: {ad.loads:,} loads ({ad.loads_from_storage:,} from storage), load p50 "
+                f"{fmt_time(ad.load_s.p50 or 0)}, {ad.load_time_share:.1%} of busy time; {ad.blocked_requests:,} "
+                f"requests waited for a slot (p95 {fmt_time(ad.wait_s.p95) if ad.wait_s.p95 is not None else 'withheld'}"
+                f"); {ad.distinct_mean:.3g} adapters per batch on average"
+            ]
+            if ad is not None
+            else []
+        )
     )
     human += "".join(
         f"\n  {x.pool} {x.replica}: {x.requests:,} requests ({sig(x.rate_per_s)}/s), busy {x.utilization:.0%}"

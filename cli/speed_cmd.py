@@ -11,6 +11,9 @@ import argparse
 from typing import Any
 
 from cli.common import (
+    adapter_payload,
+    adapters_from_args,
+    add_adapter_args,
     add_cluster_args,
     add_json,
     add_model_args,
@@ -56,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--spec-k", type=int, default=DEFAULT.spec_k, help="drafted tokens per round (1-16)")
     p.add_argument("--spec-alpha", type=float, default=DEFAULT.spec_alpha, help="per-token acceptance rate (0-1)")
     p.add_argument("--draft-model", default=DEFAULT.draft_model, help="catalog slug of the draft model (--spec draft)")
+    add_adapter_args(p)
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)
@@ -80,7 +84,12 @@ def run(args: argparse.Namespace) -> int:
             f"known: {', '.join(sorted(catalog.models()))}"
         )
     cfg = config_from_args(
-        args, spec_method=args.spec, spec_k=args.spec_k, spec_alpha=args.spec_alpha, draft_model=args.draft_model
+        args,
+        spec_method=args.spec,
+        spec_k=args.spec_k,
+        spec_alpha=args.spec_alpha,
+        draft_model=args.draft_model,
+        adapters=adapters_from_args(args),
     )
     s = speed_summary(cfg)
     pf, d = s.prefill, s.decode
@@ -161,6 +170,11 @@ def run(args: argparse.Namespace) -> int:
     mem = serving_memory(cfg)
     payload["fits"] = mem.fits
     payload["memory_reason"] = mem.reason
+    if cfg.adapters.enabled:  # the step's adapter terms: distinct adapters read, and their share of the step
+        payload.update(adapter_payload(cfg, mem))
+        payload["adapters_in_batch"] = d.at_mean.adapters
+        payload["adapter_bytes_per_step"] = d.at_mean.adapter_bytes
+        payload["adapter_flop_per_step"] = d.at_mean.adapter_flop
     if not mem.fits:
         human.insert(0, f"warning: {mem.reason}")
     sp = speed_spread(cfg)

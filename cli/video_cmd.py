@@ -23,7 +23,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cli.common import add_json, add_range_args, assumptions_from_args, config_file, die, emit, range_line, with_ranges
+from cli.common import (
+    add_json,
+    add_range_args,
+    assumptions_from_args,
+    config_file,
+    die,
+    emit,
+    range_line,
+    refuse_unused,
+    with_ranges,
+)
 from core import catalog
 from core.base import VIDEO_FLAG_FIELDS, choices, fmt_bytes, fmt_num, fmt_time, fmt_value, sig
 from core.config import DEFAULT, RabitConfig, error_text, video_problems
@@ -181,10 +191,25 @@ def _fmt(key: str):
     return fmt_time if key.endswith("_s") else fmt_num
 
 
+def _unused(args: argparse.Namespace, cfg: RabitConfig) -> dict[str, str]:
+    """The flags this run would not read, with why (refused when given: nothing is ignored silently)."""
+    out: dict[str, str] = {}
+    if args.seconds is not None:
+        out["frames"] = "with --seconds (the clip's frames are seconds x fps + 1)"
+    elif cfg.video.seconds is None:
+        out["fps"] = "without --seconds (--frames sets the clip; --fps only turns --seconds into frames)"
+    if cfg.video.rate_per_hour is None:
+        out.update(dict.fromkeys(("replicas", "videos", "seed"), "without --rate (no queue is simulated)"))
+    if not args.recommend:
+        out["p95_target_s"] = "without --recommend (the target only steers the search)"
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
     if args.recommend and cfg.video.rate_per_hour is None:
         die("rabit: error: argument --recommend: needs --rate (videos per hour)")
+    refuse_unused(args, "rabit video", _unused(args, cfg))
     report = video_report(cfg)
     payload = payload_of(cfg, report)
     with_ranges(payload, report.ranges, VIDEO_KEYS)

@@ -170,6 +170,17 @@ def headline(cfg: RabitConfig) -> dict[str, Any]:
     return analysis_headline(cfg, memory=cache.serving_memory, speed=cache.speed_summary)
 
 
+def import_limits_note(upload_limit_mb: float) -> str:
+    """What the page's upload takes and where a larger export goes (an analysis's export can outgrow an upload)."""
+    from core.base import MAX_IMPORT_BYTES, fmt_bytes
+
+    return (
+        f"Uploads here are at most {upload_limit_mb:g} MB (the server's `server.maxUploadSize`). A larger export "
+        f"imports with `rabit analyses import FILE`, which reads up to {fmt_bytes(MAX_IMPORT_BYTES)}: whatever "
+        "`rabit analyses export` writes."
+    )
+
+
 def import_file(data: bytes, *, saved_by: str, owner: str | None) -> str:
     """Import an uploaded export (the bound, UTF-8, depth and finite numbers checked before it is parsed, as
     ``rabit analyses import`` checks them); raises ``ValueError`` (a ``StoreError`` included) saying why not."""

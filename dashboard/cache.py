@@ -56,6 +56,20 @@ def prices_from_csv(text: str, name: str) -> tuple:
     return tuple(catalog.parse_prices(text, name=name))
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def adapter_kv_cost(cfg: RabitConfig) -> physics.AdapterKvCost:
+    """What the config's adapter slots take out of the KV budget and the sequences (against the base alone)."""
+    return physics.adapter_kv_cost(resolve(cfg))
+
+
+@st.cache_data(max_entries=32, show_spinner="Sizing one deployment per variant ...")
+def per_variant(
+    goal: decision.ServingGoal, cons: decision.Constraints, prices: tuple, pick: decision.Pick | None
+) -> decision.PerVariant | None:
+    """One deployment per variant (merged weights) against the recommendation, in GPUs and cost."""
+    return decision.per_variant(goal, cons, prices, pick)
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def serving_memory(cfg: RabitConfig) -> physics.ServingMemory:
     return physics.serving_memory(cfg)

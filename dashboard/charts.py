@@ -83,6 +83,7 @@ PALETTE = {
     "free": "#d0d7de",
     "gradients": "#cf222e",
     "optimizer": "#e16f24",
+    "adapters": "#bf3989",
 }
 
 

@@ -197,6 +197,20 @@ def steps_by_key(steps: tuple[Step, ...], keys: tuple[str, ...]) -> tuple[Step, 
     return tuple(find(steps, k) for k in keys)
 
 
+#: The memory steps the adapter chain ends on: what is left for the KV cache, and the sequences it holds.
+_ADAPTER_MEMORY_ENDS = ("kv_budget_bytes_per_gpu", "max_sequences")
+
+
+def adapter_steps(mem_steps: tuple[Step, ...], speed_steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """The adapter chain, in one place: the adapters' bytes, slots and the KV left (memory), then the step's
+    adapter constants and the decode step's adapter reads and memory time (speed)."""
+    mem = [s for s in mem_steps if s.key.startswith("adapter_") or s.key in _ADAPTER_MEMORY_ENDS]
+    speed = [
+        s for s in speed_steps if s.key.startswith("lora_") or s.key in ("decode_mid_lora_bytes", "decode_mid_memory_s")
+    ]
+    return tuple(mem + speed)
+
+
 def gap_table(rows) -> pd.DataFrame:
     """The textbook-vs-ours waterfall (core.serving.speed_views.GapRow) as a table of formatted times."""
     from core.base import fmt_time
@@ -579,6 +593,110 @@ def fit_or_options(fits: bool, message: str, options: tuple[str, ...]) -> None:
         st.markdown(
             "**It fits with any one of these changes** (each computed for this config):\n"
             + "\n".join(f"- {o}" for o in options)
+        )
+
+
+# --- multi-LoRA serving: the adapters' memory, loads and the per-variant comparison ------------------------------
+
+
+def adapter_memory(mem, cost) -> None:
+    """What the adapter slots take out of one GPU and of the replica's sequences (the Memory page)."""
+    from core.base import fmt_bytes
+
+    labels = ("One adapter", "Slots reserved per GPU", "Adapter slots", "Sequences without adapters")
+    values = (
+        fmt_bytes(mem.adapter_bytes, "auto"),
+        fmt_bytes(mem.adapter_reserved_bytes_per_gpu, "auto"),
+        f"{mem.adapter_slots} at rank {mem.adapter_slot_rank}",
+        f"{cost.sequences_without:,}",
+    )
+    cols = grid(len(labels), labels, values)
+    helps = (
+        "the set's largest rank, every targeted layer of the whole model",
+        "max_loras slots at max_lora_rank, pre-allocated when the model loads: out of the KV budget",
+        f"max_loras (GPU slots); host memory holds {mem.adapter_host_slots:,} adapters "
+        f"({fmt_bytes(mem.adapter_host_cache_bytes, 'auto')})",
+        f"the same replica without adapters; with them {cost.sequences_with:,}",
+    )
+    for i, (label, value, h) in enumerate(zip(labels, values, helps)):
+        cols[i % len(cols)].metric(label, value, help=h)
+    st.caption(
+        f"The adapter slots take {fmt_bytes(cost.reserved_bytes_per_gpu, 'auto')} of the "
+        f"{fmt_bytes(cost.kv_budget_without_bytes_per_gpu, 'auto')} KV budget per GPU ({cost.budget_share:.1%}): "
+        f"{cost.sequences_lost:,} fewer sequences ({cost.sequences_with:,} instead of {cost.sequences_without:,}). "
+        f"All {fmt_bytes(mem.adapter_set_bytes, 'auto')} of the adapter set live in storage and host memory."
+    )
+
+
+def adapter_simulation(ad) -> None:
+    """The adapters in one simulated run: loads, their time, and the wait for a slot (the Serving page)."""
+    from core.base import fmt_time
+
+    labels = ("Adapter loads", "Load time p50", "Load time share", "Waited for a slot", "Slot wait p95")
+    values = (
+        f"{ad.loads:,}",
+        fmt_time(ad.load_s.p50) if ad.load_s.p50 is not None else "none",
+        f"{ad.load_time_share:.1%}",
+        f"{ad.blocked_requests:,}",
+        fmt_time(ad.wait_s.p95) if ad.wait_s.p95 is not None else f"withheld (n={ad.wait_s.n})",
+    )
+    cols = grid(len(labels), labels, values)
+    helps = (
+        f"adapters brought into a GPU slot; {ad.loads_from_storage:,} read from storage first (not in host memory)",
+        "one load: each GPU copies its shard over its host link",
+        "of the busy time, the batch stood still for loads",
+        "requests turned away at least once because their adapter would exceed max_loras",
+        f"among those {ad.blocked_requests:,}; {ad.distinct_mean:.3g} adapters per batch on average",
+    )
+    for i, (label, value, h) in enumerate(zip(labels, values, helps)):
+        cols[i % len(cols)].metric(label, value, help=h)
+
+
+def per_variant(pv) -> None:
+    """One deployment per variant (merged weights) beside the adapters over one base (the Optimizer page)."""
+    labels = ("One deployment per variant", "Adapters over one base", "GPUs saved", "Cost ratio")
+
+    def gpus(n: int) -> str:
+        return f"{n:,} GPU" + ("" if n == 1 else "s")
+
+    values = (
+        f"{gpus(pv.gpus)}, ${pv.cost_per_hour:,.2f}/h",
+        f"{gpus(pv.multi_lora_gpus)}, ${pv.multi_lora_cost_per_hour:,.2f}/h",
+        f"{pv.gpus_saved:,}",
+        f"{pv.cost_ratio:,.1f}x",
+    )
+    cols = grid(len(labels), labels, values)
+    for i, (label, value) in enumerate(zip(labels, values)):
+        cols[i % len(cols)].metric(label, value)
+    st.caption(
+        f"{pv.variants:,} variants, each merged into its own copy of the base: "
+        + "; ".join(f"{n:,} on {lab}" for lab, n in pv.shapes)
+        + f". Adapters over one base: {pv.multi_lora_label}. Basis: {pv.basis}."
+    )
+    if pv.own_replica:
+        st.markdown("**Where a variant earns its own replica**")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "adapter": v.adapter,
+                        "share of traffic": f"{v.share:.1%}",
+                        "requests/s": round(v.rate_per_s, 3),
+                        "rank": v.rank,
+                        "replicas": v.replicas,
+                        "why": v.reason,
+                    }
+                    for v in pv.own_replica
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+    else:
+        st.caption(
+            "No variant earns a replica of its own here: none carries enough traffic to fill a dedicated replica "
+            f"(about {pv.dedicated_capacity_rps:.3g} requests/s each), and no rank makes mixed batches dearer than a "
+            "dedicated copy."
         )
 
 

@@ -70,6 +70,9 @@ _ZERO_IS_NONE = frozenset(
         "video.fps",
         "video.rate_per_hour",
         "video.p95_target_s",
+        "adapters.max_loras",
+        "adapters.max_lora_rank",
+        "adapters.max_cpu_loras",
     }
 )
 #: Group fields a widget shows in another unit: widget = field x num / den (a checkpoint interval in
@@ -84,7 +87,7 @@ _SCALE = {
 #: Optional text fields whose widget shows "" for "none" (a pool's GPU kind: the sidebar's).
 _EMPTY_IS_NONE = frozenset({"disagg.prefill_gpu", "disagg.decode_gpu"})
 #: Tuple fields edited as a comma-separated text.
-_CSV = frozenset({"targets.providers"})
+_CSV = frozenset({"targets.providers", "adapters.ranks"})
 _SKIP = ("custom_model", "assumptions", *GROUPS)
 
 
@@ -101,7 +104,7 @@ def _to_widget(path: str, v: Any) -> Any:
     if path in _EMPTY_IS_NONE:
         return "" if v is None else v
     if path in _CSV:
-        return ", ".join(v)
+        return ", ".join(str(x) for x in v)
     if isinstance(v, tuple):
         return list(v)
     return v
@@ -430,6 +433,46 @@ def sidebar(page: str = "") -> RabitConfig | None:
         st.selectbox("Draft model", models, key=_key("draft_model"))
         st.number_input("Draft tokens k", **bounds("spec_k"), key=_key("spec_k"))
         st.slider("Acceptance rate α", **bounds("spec_alpha"), key=_key("spec_alpha"))
+    with sb.expander("Adapters (multi-LoRA serving)"):
+        st.number_input(
+            "Adapters over the base (0 = the base alone)", **bounds("adapters.count"), key=_key("adapters.count")
+        )
+        st.text_input(
+            "Rank (or ranks, comma-separated, spread over the adapters in turn)",
+            key=_key("adapters.ranks"),
+            help="A LoRA of rank r adds r x (d_in + d_out) weights to each layer it targets.",
+        )
+        slots["adapters.ranks"] = st.container()
+        c1, c2 = st.columns(2)
+        c1.selectbox(
+            "Targets",
+            choices.LORA_TARGETS,
+            key=_key("adapters.targets"),
+            format_func=lambda t: choices.LORA_TARGET_LABELS[t],
+        )
+        c2.selectbox("Adapter dtype", choices.ADAPTER_DTYPES, key=_key("adapters.dtype"))
+        st.number_input(
+            "Traffic skew (Zipf exponent; 0 = uniform)", **bounds("adapters.skew"), key=_key("adapters.skew")
+        )
+        st.number_input(
+            "max_loras: GPU slots, distinct adapters per batch (0 = the engine's default)",
+            **bounds("adapters.max_loras"),
+            key=_key("adapters.max_loras"),
+        )
+        c1, c2 = st.columns(2)
+        c1.number_input(
+            "max_lora_rank (0 = default)", **bounds("adapters.max_lora_rank"), key=_key("adapters.max_lora_rank")
+        )
+        c2.number_input(
+            "max_cpu_loras (0 = default)", **bounds("adapters.max_cpu_loras"), key=_key("adapters.max_cpu_loras")
+        )
+        slots["adapters.max_lora_rank"] = st.container()
+        slots["adapters.max_cpu_loras"] = st.container()
+        st.checkbox(
+            "Fully sharded over TP (vLLM --fully-sharded-loras)",
+            key=_key("adapters.fully_sharded"),
+            help="Off (vLLM's default): TP splits half of each adapter, so every GPU holds most of it.",
+        )
     with sb.expander("Training"):
         st.selectbox("Precision", choices.TRAIN_PRECISIONS, key=_key("train_precision"))
         st.selectbox("ZeRO stage", choices.ZERO_STAGES, key=_key("zero"))
@@ -481,6 +524,9 @@ def sidebar(page: str = "") -> RabitConfig | None:
             (slots.get(field) or sb).error(plain(describe_validation_error(exc), 1000))
             return None
     st.session_state["_group_errors"] = group_errors
+    for path, msg in group_errors.items():  # a sidebar group's input (the adapters'): said under it
+        if path in slots:
+            slots[path].error(plain(msg, 300))
     link = st.session_state.get("_link_error")
     if link:
         if st.session_state.get("_link_cfg") == cfg:

@@ -197,7 +197,12 @@ with st.expander("Deleted analyses (restore)"):
 
 # --- import ------------------------------------------------------------------------------------------
 st.subheader("Import")
-up = st.file_uploader("An exported analysis (JSON)", type=["json"], key="an.import")
+up = st.file_uploader(
+    "An exported analysis (JSON)",
+    type=["json"],
+    key="an.import",
+    help=analyses.import_limits_note(float(st.get_option("server.maxUploadSize"))),
+)
 if up is not None and st.button("Import", key="an.do_import"):
     try:
         aid = analyses.import_file(up.getvalue(), saved_by=user or by, owner=user)

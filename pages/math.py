@@ -36,6 +36,8 @@ if view == "Inference":
     st.caption("Each section folds: open it for its formulas, first in symbols, then with this view's numbers.")
 
     render.math_section("Memory per GPU", mem.steps)
+    if cfg.adapters.enabled:  # the adapter chain in one place: bytes, slots, the KV left; the step's FLOPs and reads
+        render.math_section("Adapters over one base", render.adapter_steps(mem.steps, s.steps))
     for title, keys in s.sections:
         render.math_section(title, render.steps_by_key(s.steps, keys))
 

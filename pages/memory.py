@@ -40,6 +40,9 @@ if serve.open is not False:
             ],
             rng.ranges,
         )
+        if cfg.adapters.enabled:
+            st.markdown(f"**{cfg.adapters.count:,} adapters over one base**")
+            render.adapter_memory(mem, cache.adapter_kv_cost(cfg))
         st.caption(
             f"Replica = TP {cfg.tp} × PP {cfg.pp} = {mem.replica_gpus} GPUs; {mem.replicas} replica(s) on "
             f"{cfg.gpus} GPUs hold {mem.max_sequences * mem.replicas:,} sequences of "
@@ -53,6 +56,11 @@ if serve.open is not False:
                     ("KV cache", mem.kv_bytes_per_gpu, charts.PALETTE["kv"]),
                     ("activations / workspace", mem.activation_bytes_per_gpu, charts.PALETTE["activations"]),
                     ("overhead", mem.overhead_bytes_per_gpu, charts.PALETTE["overhead"]),
+                    *(
+                        [("adapter slots", mem.adapter_reserved_bytes_per_gpu, charts.PALETTE["adapters"])]
+                        if mem.adapter_reserved_bytes_per_gpu
+                        else []
+                    ),
                     ("free", mem.free_bytes_per_gpu, charts.PALETTE["free"]),
                 ],
                 mem.capacity_bytes_per_gpu,

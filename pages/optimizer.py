@@ -158,6 +158,14 @@ if view == "Serving":
             st.markdown("**Risks:** " + plain("; ".join(e.risks), 2000))
         st.caption("Assumptions: " + plain("; ".join(e.assumptions), 2000))
 
+    if cfg.adapters.enabled:
+        st.subheader(f"{cfg.adapters.count:,} adapters: one deployment per variant, or one base")
+        pv = cache.per_variant(goal, cons, tuple(prices), rec.recommendation or rec.nearest)
+        if pv is None:
+            st.caption("No merged deployment fits under these constraints, so there is nothing to compare.")
+        else:
+            render.per_variant(pv)
+
     sim = [c for c in rec.candidates if c.simulated]
     if sim:
         best = rec.recommendation

@@ -267,6 +267,10 @@ cols[5].metric("Preemptions", f"{s.preemptions:,}")
 cols[6].metric("Rejected", f"{s.rejected:,}", help=f"{s.rejection_rate:.1%}: could never fit the KV pool or context")
 cols[7].metric("Timed out", f"{s.timed_out:,}", help=f"{s.timeout_rate:.1%}")
 
+if s.adapters is not None:
+    st.markdown(f"**{cfg.adapters.count:,} adapters over one base**")
+    render.adapter_simulation(s.adapters)
+
 left, right = st.columns(2)
 left.plotly_chart(charts.latency_cdf({k: res.samples(k) for k in ("ttft_s", "itl_s", "e2e_s")}), width="stretch")
 right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_running, res.ts_kv_frac), width="stretch")

@@ -76,6 +76,7 @@ def test_next_experiment_human_output_names_the_command(capsys):
         (["--points-per-side", "0"], "--points-per-side"),
         (["--train"], "--train"),
         (["--gpus-allowed", "h900"], "--gpus-allowed"),
+        (["--seq", "2048"], "--seq"),  # a training flag without --train is refused, not dropped
     ],
 )
 def test_next_experiment_bad_arguments_exit_2_naming_the_flag(extra, flag, capsys):
@@ -392,3 +393,12 @@ def test_next_experiment_from_a_saved_analysis(capsys):
     # the saved workload is questioned too
     keys = [e["input"] for e in out["experiments"]] + out["stable_inputs"]
     assert {"prompt", "output", "rate"} <= set(keys)
+
+
+@pytest.mark.parametrize("extra, flag", [(["--rate-spread", "0.2"], "--rate-spread"), (["--no-disagg"], "--no-disagg")])
+def test_next_experiment_for_training_refuses_the_serving_flags(extra, flag, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["next-experiment", "--train", "--model", "llama-3.1-8b", *extra])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert flag in err and "with --train" in err and "\n" not in err

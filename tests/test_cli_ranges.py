@@ -138,6 +138,9 @@ def test_a_saturated_simulation_reports_no_latency(capsys):
     assert out["per_replica"] and all(
         r["queue_p95_s"] is None and r["ttft_p95_s"] is None and r["e2e_p95_s"] is None for r in out["per_replica"]
     )
+    for r in out["per_replica"]:
+        for key in ("queue_s", "ttft_s", "itl_s", "e2e_s"):
+            assert r[key]["p50"] is None and r[key]["p99"] is None and r[key]["n"] > 0, key
 
 
 def test_train_ranges(capsys):

@@ -98,6 +98,12 @@ def test_recommend_names_a_fleet(capsys):
         (["--model", "hunyuanvideo", "--frames", "129", "--cfg-parallel"], "--cfg-parallel"),
         (["--recommend"], "--recommend"),
         (["--assume", "attn_eff=2"], "--assume"),
+        # a flag this run would not read is refused, never dropped (issue 27 point 12's rule)
+        (["--fps", "24"], "--fps"),  # the clip is --frames unless --seconds is given
+        (["--frames", "81", "--seconds", "2"], "--frames"),  # --seconds replaces --frames
+        (["--replicas", "2"], "--replicas"),  # no queue without --rate
+        (["--seed", "3"], "--seed"),
+        (["--p95-target-s", "100", "--rate", "10"], "--p95-target-s"),  # only the search reads it
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_flag(argv, flag, capsys):

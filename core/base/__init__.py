@@ -12,6 +12,7 @@ from core.base.assumptions import (
     by_tag,
 )
 from core.base.choices import (
+    ADAPTER_BYTES,
     ADMISSIONS,
     ARRIVALS,
     BLOCK_SIZES,
@@ -135,6 +136,7 @@ from core.base.units import (
 )
 
 __all__ = [
+    "ADAPTER_BYTES",
     "ADMISSIONS",
     "ARCH_DOMAINS",
     "ARRIVALS",

@@ -81,18 +81,30 @@ POLICY_LABELS = MappingProxyType({"chunked": "chunked prefill", "prefill_priorit
 ADMISSION_LABELS = MappingProxyType({"preempt": "paged, preempt + recompute", "reserve": "reserve prompt + max output"})
 #: How a deployment's router assigns each arriving request to a replica (core.serving.router says which production
 #: router each one mimics). The default is least-outstanding: fewest requests in flight.
-RouterPolicy = Literal["round-robin", "least-outstanding", "power-of-two", "prefix-affinity"]
+RouterPolicy = Literal["round-robin", "least-outstanding", "power-of-two", "prefix-affinity", "adapter-affinity"]
 ROUTER_LABELS = MappingProxyType(
     {
         "round-robin": "round-robin",
         "least-outstanding": "least outstanding requests",
         "power-of-two": "power of two choices",
         "prefix-affinity": "prefix affinity",
+        "adapter-affinity": "adapter affinity (multi-LoRA)",
     }
 )
 #: A deployment serves with every replica doing prefill and decode (aggregated), or with separate prefill and
 #: decode pools and the KV cache moved between them (disaggregated).
 ServingMode = Literal["aggregated", "disaggregated"]
+
+# --- low-rank adapters served over one base (multi-LoRA: the config's ``adapters`` group) -------------------
+#: The linear layers an adapter targets: the attention projections (q, k, v, o), the MLP's (gate, up, down), or
+#: every linear layer of the blocks (PEFT's ``all-linear``; routed experts are left out, as in training).
+LoraTargets = Literal["qkvo", "mlp", "all"]
+#: The dtype adapter weights are held and computed in (vLLM ``--lora-dtype``: "auto" is the base model's dtype).
+AdapterDtype = Literal["bf16", "fp16", "fp32"]
+ADAPTER_BYTES = MappingProxyType({"bf16": 2.0, "fp16": 2.0, "fp32": 4.0})
+LORA_TARGET_LABELS = MappingProxyType(
+    {"qkvo": "attention (q, k, v, o)", "mlp": "MLP (gate, up, down)", "all": "all linear layers"}
+)
 
 # --- the Speed page's batch sweep ----------------------------------------------------------------------
 #: The largest batch a throughput-against-batch sweep may reach (core.serving.default_batches), and the default:
@@ -168,3 +180,5 @@ GUIDANCES = values(Guidance)
 VIDEO_WEIGHTS = values(VideoWeights)
 TEXT_ENCODER_PLACEMENTS = values(TextEncoderPlacement)
 ATTENTION_CHOICES = values(AttentionChoice)
+LORA_TARGETS = values(LoraTargets)
+ADAPTER_DTYPES = values(AdapterDtype)

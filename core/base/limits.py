@@ -233,6 +233,16 @@ GROUP_DOMAINS: dict[str, Domain] = {
         )
         for name in ("prompt", "output", "rate")
     },
+    "adapters.count": Domain(
+        0, 10_000, "S-LoRA serves 2,000 adapters on one GPU; 10,000 is five times the most published", step=10
+    ),
+    "adapters.ranks": Domain(1, 4096, "a LoRA rank above 4,096 is no longer low-rank for any catalog model"),
+    "adapters.skew": Domain(
+        0.0, 5.0, "a Zipf exponent; at 5 the hottest adapter takes 96 % of the traffic", integer=False, step=0.1
+    ),
+    "adapters.max_loras": Domain(1, 4096, "GPU slots for adapters; beyond 4,096 the slots outweigh any KV cache"),
+    "adapters.max_lora_rank": Domain(1, 4096, "as an adapter's rank"),
+    "adapters.max_cpu_loras": Domain(1, 100_000, "adapters held in host memory; 100,000 is ten times the most served"),
     "predicted.p95_ttft_s": Domain(1e-6, 1e6, "a latency from a microsecond to 11 days", integer=False),
     "predicted.p95_itl_s": Domain(1e-6, 1e6, "a latency from a microsecond to 11 days", integer=False),
     "predicted.prefix_cache_frac": CONFIG_DOMAINS["prefix_cache_frac"],
@@ -571,6 +581,12 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "deadline_days": GROUP_DOMAINS["targets.deadline_days"],
     "checkpoint_interval_s": GROUP_DOMAINS["training.checkpoint_interval_s"],
     "batch_tolerance": Domain(0.0, 1.0, "a relative tolerance on the global batch", integer=False),
+    # multi-LoRA serving: the adapter flags share the adapters group's domains
+    "adapters": GROUP_DOMAINS["adapters.count"],
+    "adapter_skew": GROUP_DOMAINS["adapters.skew"],
+    "max_loras": GROUP_DOMAINS["adapters.max_loras"],
+    "max_lora_rank": GROUP_DOMAINS["adapters.max_lora_rank"],
+    "max_cpu_loras": GROUP_DOMAINS["adapters.max_cpu_loras"],
     # rabit video: its flags share the video group's domains
     **{f"video.{flag}": VIDEO_DOMAINS[field] for flag, field in VIDEO_FLAG_FIELDS.items()},
 }

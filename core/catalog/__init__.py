@@ -22,8 +22,10 @@ from core.catalog.diffusion import (
 from core.catalog.engines import (
     CUDA_GRAPH_MAX_TOKENS,
     ENGINE_LABELS,
+    LoraDefaults,
     apply_engine,
     engine_defaults,
+    lora_defaults,
 )
 from core.catalog.pricing import (
     GpuPrice,
@@ -58,6 +60,8 @@ __all__ = [
     "CatalogError",
     "DiffusionModel",
     "ENGINE_LABELS",
+    "LoraDefaults",
+    "lora_defaults",
     "Fabric",
     "GpuPrice",
     "GpuSpec",

@@ -120,6 +120,66 @@ ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 CUDA_GRAPH_MAX_TOKENS = {"vllm": 512, "sglang": 256, "trtllm": 128}
 
 
+class LoraDefaults(BaseModel):
+    """What an engine does with LoRA adapters when its flags are left alone (the config's ``adapters`` group
+    takes these for the fields it leaves unset)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: str
+    max_loras: int  # GPU slots: distinct adapters one batch may hold
+    #: the slot rank when none is set: 0 = inferred from the adapters (the smallest allowed rank >= theirs)
+    max_lora_rank: int
+    #: adapters held in host memory when none is set: 0 = as many as max_loras, -1 = every adapter
+    max_cpu_loras: int
+    allowed_ranks: tuple[int, ...]  # the slot ranks the engine accepts (empty: any)
+    source: str
+
+
+#: vLLM ``vllm/config/lora.py`` (0.11.0 and 0.33.0): ``max_loras`` 1 ("Max number of LoRAs in a single batch"),
+#: ``max_lora_rank`` 16 from the set ``MaxLoRARanks`` (1, 8, 16, 32, 64, 128, 256, 320, 512), ``max_cpu_loras``
+#: None, set to ``max_loras`` ("Must be >= than max_loras"). SGLang ``server_args.py`` (0.5.4, 0.5.23):
+#: ``--max-loras-per-batch`` 8, ``--max-lora-rank`` inferred from ``--lora-paths``, ``--max-loaded-loras`` None
+#: (no limit on adapters held in CPU memory). TensorRT-LLM ``LoraConfig`` (LLM API): ``max_loras`` 1,
+#: ``max_cpu_loras`` 1, ``max_lora_rank`` 8.
+LORA_DEFAULTS: dict[str, LoraDefaults] = {
+    "vllm": LoraDefaults(
+        engine="vllm",
+        max_loras=1,
+        max_lora_rank=16,
+        max_cpu_loras=0,
+        allowed_ranks=(1, 8, 16, 32, 64, 128, 256, 320, 512),
+        source="vllm/config/lora.py LoRAConfig (max_loras=1, max_lora_rank=16 in MaxLoRARanks, max_cpu_loras=None "
+        "-> max_loras)",
+    ),
+    "sglang": LoraDefaults(
+        engine="sglang",
+        max_loras=8,
+        max_lora_rank=0,
+        max_cpu_loras=-1,
+        allowed_ranks=(),
+        source="python/sglang/srt/server_args.py (--max-loras-per-batch 8, --max-lora-rank inferred, "
+        "--max-loaded-loras None)",
+    ),
+    "trtllm": LoraDefaults(
+        engine="trtllm",
+        max_loras=1,
+        max_lora_rank=8,
+        max_cpu_loras=1,
+        allowed_ranks=(),
+        source="TensorRT-LLM LLM API LoraConfig (max_lora_rank=8, max_loras=1, max_cpu_loras=1)",
+    ),
+}
+
+
+def lora_defaults(engine: str) -> LoraDefaults:
+    """What ``engine`` does with adapters by default (:data:`LORA_DEFAULTS`)."""
+    try:
+        return LORA_DEFAULTS[engine]
+    except KeyError:
+        raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}") from None
+
+
 def apply_engine(spec, engine: str, gpu: GpuSpec):
     """``spec`` with the engine's scheduler defaults (a :class:`core.config.workload.SimSpec`)."""
     return spec.with_(**engine_defaults(engine, gpu).spec_fields())

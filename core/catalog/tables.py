@@ -40,6 +40,11 @@ class _Row(BaseModel):
     as_of: dt.date
 
 
+#: PCIe Gen5 x16: 32 GT/s x 16 lanes x 128b/130b = 63 GB/s per direction (PCI-SIG PCIe 5.0 specification),
+#: quoted as 64 GB/s; the host link of a GPU whose catalog row names none.
+PCIE_GEN5_X16_GB_PER_S = 64.0
+
+
 class GpuSpec(_Row):
     """One accelerator, per GPU. Peaks are dense (never 2:4 sparse)."""
 
@@ -64,6 +69,10 @@ class GpuSpec(_Row):
     in_switch_reduction: bool = Field(False, description="NVLink SHARP (NVLS): the switch reduces all-reduce data")
     gpus_per_node: int = Field(gt=0)
     power_w: float = Field(gt=0)
+    #: the GPU's link to its host CPU's memory (what an adapter or an offloaded model crosses): its name and
+    #: bandwidth per direction; None where the row does not say (a PCIe Gen5 x16 link is then assumed)
+    host_link: str = ""
+    host_bw_gb_per_s: float | None = Field(None, gt=0, description="GPU <-> host memory, per direction")
     verification: Literal["V", "S", "U"] = "S"
     notes: str = ""
 
@@ -74,6 +83,12 @@ class GpuSpec(_Row):
     @property
     def memory_bw_bytes_per_s(self) -> float:
         return self.memory_bw_tb_per_s * TB
+
+    @property
+    def host_bw_bytes_per_s(self) -> float:
+        """GPU <-> host memory bandwidth per direction [B/s]; a PCIe Gen5 x16 link (64 GB/s) where the row names
+        none."""
+        return (self.host_bw_gb_per_s or PCIE_GEN5_X16_GB_PER_S) * 1e9
 
     def peak_flop_per_s(self, precision: str) -> float:
         """Dense datasheet peak for a compute precision [FLOP/s]; falls back to the next wider one."""

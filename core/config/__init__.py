@@ -4,6 +4,10 @@ The wing's face: it only hands on the names other wings and the edges use."""
 
 from __future__ import annotations
 
+from core.config.adapters import (
+    AdapterSet,
+    adapter_problems,
+)
 from core.config.checks import (
     Problem,
     problems,
@@ -49,10 +53,13 @@ from core.config.workload import (
     ServingLoad,
     SimSpec,
     parse_trace,
+    parse_trace_adapters,
 )
 
 __all__ = [
+    "AdapterSet",
     "Problem",
+    "adapter_problems",
     "COMPUTE_PRECISION",
     "DEFAULT",
     "Deployment",
@@ -77,6 +84,7 @@ __all__ = [
     "from_query",
     "from_query_report",
     "parse_trace",
+    "parse_trace_adapters",
     "problems",
     "resolve",
     "resolve_video",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from core import catalog
 from core.base import divisors
 from core.catalog import GpuSpec, ModelArch
+from core.config.adapters import adapter_problems
 from core.config.deployment import Deployment, gpu_of, model_of
 from core.config.settings import RabitConfig
 
@@ -139,6 +140,8 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
         )
     if cfg.qlora and not cfg.lora_rank:
         out.append(Problem("qlora", "QLoRA needs a LoRA rank > 0"))
+    if cfg.phase == "serve":
+        out.extend(Problem(f, msg) for f, msg in adapter_problems(cfg.adapters, cfg.workload.engine))
     return tuple(out)
 
 

@@ -35,6 +35,7 @@ from core.base import (
     parse_json,
 )
 from core.catalog import ModelArch
+from core.config.adapters import AdapterSet
 from core.config.video import VideoRequest
 from core.config.workload import DEFAULT_INPUT_TOKENS, DEFAULT_LENGTH_SPREAD, DEFAULT_OUTPUT_TOKENS, ServingLoad
 
@@ -237,6 +238,8 @@ class RabitConfig(BaseModel):
     predicted: Predicted = Predicted()
     # a video (or image) generation request (core.config.video)
     video: VideoRequest = VideoRequest()
+    # low-rank adapters served over the base model (core.config.adapters; count 0: the base alone)
+    adapters: AdapterSet = AdapterSet()
     # separate prefill and decode pools (off: aggregated replicas)
     disagg: Disagg = Disagg()
     # assumptions
@@ -337,6 +340,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "experiment": WorkloadSpread,
     "predicted": Predicted,
     "video": VideoRequest,
+    "adapters": AdapterSet,
     "disagg": Disagg,
 }
 #: Nested objects that travel as one compressed blob.
@@ -451,11 +455,12 @@ def _decode_param(k: str, s: str) -> Any:
     ann = _annotation(k)
     if s == "none" and type(None) in get_args(ann):
         return None
-    if get_origin(ann) is tuple:
-        return tuple(x for x in s.split(",") if x)
+    domain = _DOMAINS.get(k)
+    if get_origin(ann) is tuple:  # a list; of numbers where its field has a domain (the adapters' ranks)
+        items = tuple(x for x in s.split(",") if x)
+        return tuple(number_from_text(x, domain.integer) for x in items) if domain is not None else items
     if _int_literal(k):
         return int(s) if s.lstrip("-").isdigit() and len(s) < 20 else s
-    domain = _DOMAINS.get(k)
     if domain is not None:
         return number_from_text(s, domain.integer)
     return s

@@ -176,6 +176,9 @@ class SimSpec(ServingLoad):
     input: Lengths = Lengths(kind="fixed", mean=DEFAULT_INPUT_TOKENS)
     output: Lengths = Lengths(kind="fixed", mean=DEFAULT_OUTPUT_TOKENS)
     trace: tuple[tuple[int, int], ...] | None = None  # replayed (input, output) rows; wins over the distributions
+    #: the adapter each replayed row names (0-based, hottest first; cycled like the rows); None: drawn from the
+    #: config's adapter popularity (core.config.adapters)
+    adapter_trace: tuple[int, ...] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "SimSpec":
@@ -272,6 +275,8 @@ OUTPUT_COLUMNS = (
     "completion",
     "response",
 )
+#: A column naming each request's adapter (a vLLM benchmark's ``model`` field names the LoRA it asked for).
+ADAPTER_COLUMNS = ("adapter", "adapter_name", "lora", "lora_name", "lora_id", "model")
 MAX_TRACE_ROWS = 1_000_000
 #: One request's tokens: the longest context in the catalogs (core.base.limits, input_tokens).
 MAX_TRACE_TOKENS = 10_000_000
@@ -309,6 +314,40 @@ def _csv_rows(reader: csv.DictReader):
         yield from reader
     except csv.Error as exc:
         raise ValueError(f"line {reader.line_num}: not readable CSV ({exc})") from None
+
+
+def parse_trace_adapters(text: str) -> tuple[int, ...] | None:
+    """The adapter each row of a trace names, as indices hottest first (the most frequent name is 0), or None when
+    the trace has no adapter column (:data:`ADAPTER_COLUMNS`). Rows as :func:`parse_trace` reads them."""
+    text = text.lstrip("\ufeff").strip()
+    names: list[str] = []
+    if text[:1] in "{[":
+        if text[0] == "[":
+            try:
+                records = json.loads(text)
+            except json.JSONDecodeError:
+                return None
+        else:
+            records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        for rec in records:
+            if not isinstance(rec, dict):
+                return None
+            col = next((c for c in rec if c.strip().lower() in ADAPTER_COLUMNS), None)
+            if col is None:
+                return None
+            names.append(str(rec[col]))
+    else:
+        reader = csv.DictReader(io.StringIO(text))
+        fields = [n for n in (reader.fieldnames or []) if n is not None]
+        col = next((c for c in fields if c.strip().lower() in ADAPTER_COLUMNS), None)
+        if col is None:
+            return None
+        names = [str(rec.get(col) or "") for rec in _csv_rows(reader)]
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    order = {n: i for i, n in enumerate(sorted(counts, key=lambda n: (-counts[n], n)))}
+    return tuple(order[n] for n in names) if names else None
 
 
 def parse_trace(text: str) -> tuple[tuple[int, int], ...]:

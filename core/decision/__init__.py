@@ -109,6 +109,11 @@ from core.decision.validation import (
     VALIDATION_DIR,
     run,
 )
+from core.decision.variants import (
+    PerVariant,
+    VariantReplica,
+    per_variant,
+)
 from core.decision.video import (
     QUEUE_KEYS,
     VIDEO_KEYS,
@@ -128,6 +133,9 @@ from core.decision.video import (
 __all__ = [
     "TARGETS",
     "TargetCheck",
+    "PerVariant",
+    "VariantReplica",
+    "per_variant",
     "Bound",
     "COLLECTIVE_ASSUMPTIONS",
     "COMPARABLE_RULE",

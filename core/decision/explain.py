@@ -10,7 +10,16 @@ from __future__ import annotations
 import math
 
 from core.base import REGISTRY, fmt_latency, fmt_pct, sig
-from core.decision.goal import _F, SCREEN_UTILISATION, WEIGHT_FORMATS, Candidate, Constraints, ServingGoal, worst_ratio
+from core.decision.goal import (
+    _F,
+    SCREEN_SLOT_WAIT_SHARE,
+    SCREEN_UTILISATION,
+    WEIGHT_FORMATS,
+    Candidate,
+    Constraints,
+    ServingGoal,
+    worst_ratio,
+)
 from core.serving import THRASH_REMEDIES
 
 
@@ -45,12 +54,21 @@ def explain(
 ) -> Explanation:
     """The structured why: GPU, count, bottleneck, assumptions, risks, alternatives, what to relax."""
     a = goal.assumptions
-    assumptions = (
+    assumptions: tuple[str, ...] = (
         f"decode memory-bandwidth utilisation {sig(a.mbu, 6)} ({sig(REGISTRY['mbu'].low, 6)}-{sig(REGISTRY['mbu'].high, 6)})",
         f"prefill compute efficiency ceiling {sig(a.mfu_max, 6)} ({sig(REGISTRY['mfu_max'].low, 6)}-{sig(REGISTRY['mfu_max'].high, 6)})",
         f"replicas sized in the screen at {SCREEN_UTILISATION:.0%} utilisation, then checked by simulation",
         f"prices: {cons.price_policy} {cons.price_kind} listing per GPU-hour",
     )
+    ad = goal.settings.adapters
+    if ad.enabled:  # multi-LoRA serving: how the slots were chosen, and the adapter kernels' efficiency
+        assumptions += (
+            f"{ad.count:,} adapters over one base: max_loras is the fewest slots whose mean wait for a slot stays "
+            f"within {SCREEN_SLOT_WAIT_SHARE:.0%} of the latency target (closed form), then checked by simulation; "
+            "adapter kernels at "
+            f"{sig(a.lora_kernel_eff, 6)} of the step's efficiency "
+            f"({sig(REGISTRY['lora_kernel_eff'].low, 6)}-{sig(REGISTRY['lora_kernel_eff'].high, 6)})",
+        )
     targets = (
         ", ".join(
             f"p95 {n} <= {fmt_latency(v)}"

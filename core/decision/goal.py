@@ -23,6 +23,9 @@ from core.serving import sim_spec
 #: Target utilisation of each replica when sizing the replica count in closed form: queues need headroom
 #: (M/D/1 waiting time grows as rho / (1 - rho); at 0.8 the queue stays short against second-scale targets).
 SCREEN_UTILISATION = 0.8
+#: Share of the p95 TTFT target (else of the end-to-end one) a request's mean wait for an adapter slot may take when
+#: the screen chooses max_loras (multi-LoRA serving).
+SCREEN_SLOT_WAIT_SHARE = 0.25
 #: Formats the search tries (defined once in core.base.choices).
 WEIGHT_FORMATS = choices.SEARCH_WEIGHT_FORMATS
 KV_FORMATS = choices.SEARCH_KV_DTYPES
@@ -225,6 +228,8 @@ class _Replica(_F):
     weights: str
     kv_dtype: str
     ep: int = 1  # expert parallelism (MoE): the routed experts spread over the TP ranks instead of split by TP
+    #: multi-LoRA serving: the adapter slots (max_loras) the search chose for this replica; 0 = the config's own
+    adapter_slots: int = Field(0, ge=0, exclude=True)
 
     def shape(self) -> tuple[str, int, int, int, str, str]:
         """(GPU kind, GPUs per replica, TP, PP, weights, KV): what two picks of one configuration share."""
@@ -308,7 +313,8 @@ class Candidate(_Replica):
             f"TP {self.tp}" + (f" x PP {self.pp}" if self.pp > 1 else "") + (f", EP {self.ep}" if self.ep > 1 else "")
         )
         n = f"{self.replicas} replica{'s' if self.replicas != 1 else ''} of " if self.replicas else ""
-        return f"{n}{self.gpus_per_replica} x {self.gpu} ({layout}, {self.weights} weights, {self.kv_dtype} KV)"
+        slots = f", max_loras {self.adapter_slots}" if self.adapter_slots else ""
+        return f"{n}{self.gpus_per_replica} x {self.gpu} ({layout}, {self.weights} weights, {self.kv_dtype} KV{slots})"
 
 
 class Pick(_Replica):
@@ -336,7 +342,13 @@ def candidate_config(goal: ServingGoal, c: _Replica, assumptions: Assumptions | 
     g = catalog.gpu(c.gpu)
     gpn = min(c.gpus_per_replica, g.scale_up_domain)
     i, o = goal.workload.mean_lengths()
+    slots = (
+        {"adapters": goal.settings.adapters.with_slots(c.adapter_slots, goal.settings.workload.engine)}
+        if c.adapter_slots
+        else {}
+    )
     return goal.settings.with_(
+        **slots,
         gpu=c.gpu,
         gpus_per_node=gpn,
         nodes=max(1, c.gpus_per_replica // gpn),

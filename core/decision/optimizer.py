@@ -34,6 +34,7 @@ from core.config import Deployment, Lengths, RabitConfig, SimSpec, problems
 from core.decision.explain import Explanation, explain
 from core.decision.goal import (
     _F,
+    SCREEN_SLOT_WAIT_SHARE,
     SCREEN_UTILISATION,
     Candidate,
     Constraints,
@@ -49,6 +50,7 @@ from core.serving import (
     Layout,
     PoolLayout,
     decode_capacity,
+    effective_adapters,
     kv_path,
     kv_pool,
     kv_transfer_s,
@@ -196,6 +198,56 @@ def screen_candidate(
         return c.model_copy(update={"pruned": f"no {cons.price_kind} price for {c.gpu}"})
     if cons.max_gpus is not None and c.gpus_per_replica > cons.max_gpus:
         return c.model_copy(update={"pruned": f"one replica needs {c.gpus_per_replica} GPUs > max {cons.max_gpus}"})
+    a = goal.settings.adapters
+    if a.enabled and a.max_loras is None and not c.adapter_slots:
+        return _screen_slots(goal, cons, c, price, spec)
+    return _screen_at(goal, cons, c, price, spec, dep)
+
+
+#: The adapter slots (max_loras) the screen tries: powers of two up to the adapters served, and all of them.
+SLOT_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+
+def slot_choices(count: int) -> tuple[int, ...]:
+    """The ``max_loras`` values the search weighs for ``count`` adapters: the grid below it, and ``count``."""
+    return tuple(k for k in SLOT_GRID if k < count) + (count,)
+
+
+def _screen_slots(goal: ServingGoal, cons: Constraints, c: Candidate, price: GpuPrice, spec: SimSpec) -> Candidate:
+    """The screen with ``max_loras`` searched: the fewest slots whose mean wait for a slot
+    (:func:`core.serving.adapter_sessions`, at the capacity's residence time) stays within
+    :data:`SCREEN_SLOT_WAIT_SHARE` of the latency target; more slots only take KV memory and add reads. Without a
+    latency target, every adapter gets a slot."""
+    a = goal.settings.adapters
+    grid = slot_choices(a.count)
+    target = goal.p95_ttft_s if goal.p95_ttft_s is not None else goal.p95_e2e_s
+    if target is None:
+        return _screen_at(goal, cons, c.model_copy(update={"adapter_slots": a.count}), price, spec)
+    first = _screen_at(goal, cons, c.model_copy(update={"adapter_slots": min(a.count, 16)}), price, spec)
+    if first.pruned and first.capacity_per_replica_rps is None:
+        return first
+    t_r = (first.screen_batch or 1) / first.capacity_per_replica_rps if first.capacity_per_replica_rps else 0.0
+    n_e = effective_adapters(a.popularity())
+    limit = SCREEN_SLOT_WAIT_SHARE * target
+    want = next((k for k in grid if k >= n_e or t_r * (n_e - k) / k <= limit), a.count)
+    if want == first.adapter_slots:
+        return first
+    for k in (kk for kk in grid if kk >= want):
+        r = _screen_at(goal, cons, c.model_copy(update={"adapter_slots": k}), price, spec)
+        if not r.pruned.startswith("does not fit"):
+            return r
+    return first
+
+
+def _screen_at(
+    goal: ServingGoal,
+    cons: Constraints,
+    c: Candidate,
+    price: GpuPrice,
+    spec: SimSpec,
+    dep: Deployment | None = None,
+) -> Candidate:
+    """The screen of one candidate as it is (its adapter slots set): see :func:`screen_candidate`."""
     dep = dep if dep is not None else candidate_deployment(goal, c)
     blocking = [p for p in problems(dep) if p.blocking]
     if blocking:
@@ -488,6 +540,7 @@ def pick_of(goal: ServingGoal, c: Candidate) -> Pick:
         meets_target=bool(c.meets),
         label=c.label,
         max_num_seqs=int(c.screen_batch or goal.workload.max_batch),
+        adapter_slots=c.adapter_slots,
         mode=c.mode,
         prefill=c.prefill,
         decode=c.decode,

@@ -32,7 +32,7 @@ from core.decision.range_rule import (
     spread_of,
     with_assumption,
 )
-from core.physics import ServingMemory, StepModel, serving_memory, training_memory
+from core.physics import ServingMemory, StepModel, adapter_load_s, serving_memory, training_memory
 from core.serving import (
     SpeedSummary,
     decode,
@@ -61,9 +61,21 @@ def step_model_screen(cfg: RabitConfig) -> Any:
 
 
 def serving_screen(cfg: RabitConfig) -> Any:
-    """The step-time model and the KV budget: all a simulated replica reads from the assumptions."""
+    """The step-time model and the KV budget: all a simulated replica reads from the assumptions (with adapters,
+    also the time to load each rank from host memory and from storage)."""
     m = serving_memory(cfg, NO_TRACE)
-    return (step_model_screen(cfg), m.kv_budget_bytes_per_gpu, m.usable_bytes_per_gpu, m.overhead_bytes_per_gpu)
+    loads: tuple[float, ...] = ()
+    if cfg.adapters.enabled:
+        loads = tuple(
+            adapter_load_s(cfg, r, from_storage=s) for r in sorted(set(cfg.adapters.ranks)) for s in (False, True)
+        )
+    return (
+        step_model_screen(cfg),
+        m.kv_budget_bytes_per_gpu,
+        m.usable_bytes_per_gpu,
+        m.overhead_bytes_per_gpu,
+        *((loads,) if loads else ()),
+    )
 
 
 # --- the estimates of each page ------------------------------------------------------------------------------
@@ -186,7 +198,8 @@ def speed_rows(cfg: RabitConfig, models: Sequence[Any]) -> list[dict[str, Any]]:
     def it(T: float, A: float, R: float, S: float | None = None) -> tuple[np.ndarray, ...]:
         """One iteration (T tokens, A pairs, R cached tokens, S sequences) of every model: (compute, memory,
         exposed communication, time), each of shape (K,)."""
-        c, mm, x = s1.stage_parts(T * one, A * one, R * one)[:3]
+        D = s1.distinct_adapters((T if S is None else S) * one)  # 0 without adapters
+        c, mm, x = s1.stage_parts(T * one, A * one, R * one, D)[:3]
         t = s1.iteration_s(T * one, A * one, R * one, None if S is None else S * one)
         return tuple(np.broadcast_to(np.asarray(a, dtype=float).reshape(-1), (k,)) for a in (c, mm, x, t))
 

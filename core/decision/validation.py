@@ -13,6 +13,11 @@ settings that reproduce it). Each case is predicted with today's default assumpt
   (:func:`core.serving.kv_transfer_s` over the source's per-GPU link, the KV each GPU holds at its TP);
 * ``video.csv``: a diffusion-transformer request (:func:`core.physics.video_estimate`): seconds per video or per
   denoising step, the denoising time alone, peak memory per GPU [GB], attention's share of the denoising time.
+* ``lora.csv`` (multi-LoRA serving): ``lora_throughput_ratio``, a batch of ``B`` (prefill and ``O - 1`` decode
+  steps, as the static throughput above) with ``distinct`` adapters over the same batch without them;
+  ``request_throughput`` and ``output_tokens_per_s``, the serving simulator's completed requests/s and output
+  tokens/s of the published workload (its adapters drawn from their popularity); their ranges take the bound runs
+  at :data:`LORA_RANGE_REQUESTS` requests (the log-moves applied to the full run, as the Serving page's ranges).
 
 ``run(assumptions=...)`` predicts every case with other assumption values (``rabit validate --assume/--bound/
 --config``), and ``run(ranges=True)`` adds each prediction's heuristic range from the assumption bounds
@@ -232,6 +237,100 @@ def _video_predict(r: dict[str, str], cfg: RabitConfig) -> float:
     return float(getattr(video_quick(resolve_video(cfg)), field)) * factor
 
 
+def _llama_2_13b():
+    """Llama-2-13B from its config.json (meta-llama/Llama-2-13b-hf): not in the catalog, used by published cases."""
+    return from_hf_config(
+        {
+            "model_type": "llama",
+            "hidden_size": 5120,
+            "intermediate_size": 13824,
+            "num_attention_heads": 40,
+            "num_hidden_layers": 40,
+            "num_key_value_heads": 40,
+            "vocab_size": 32000,
+            "max_position_embeddings": 4096,
+        },
+        slug="llama-2-13b",
+        name="Llama-2-13B",
+    )
+
+
+def _lora_config(r: dict[str, str]) -> RabitConfig:
+    """A multi-LoRA case: the deployment, the adapter set and (for the simulated metrics) the workload."""
+    from core.config import AdapterSet
+
+    custom = _llama_2_13b() if r["model"] == "llama-2-13b" else None
+    gpus = int(r["gpus"])
+    adapters = AdapterSet(
+        count=int(r["adapters"]),
+        ranks=tuple(int(x) for x in r["ranks"].split(",")),
+        targets=r["targets"],
+        skew=float(r["skew"]),
+        max_loras=int(r["max_loras"]),
+        max_lora_rank=int(r["max_lora_rank"]),
+        max_cpu_loras=int(r["max_cpu_loras"]),
+        fully_sharded=r["fully_sharded"] == "1",
+    )
+    cfg = RabitConfig(
+        model="llama-3.1-8b" if custom is not None else r["model"],
+        custom_model=custom,
+        gpu=r["gpu"],
+        gpus_per_node=gpus,
+        tp=int(r["tp"]),
+        pp=int(r["pp"]),
+        weights=r["weights"],
+        kv_dtype=r["kv_dtype"],
+        batch=int(r["batch"] or 1),
+        input_tokens=int(r["input"]),
+        output_tokens=int(r["output"]),
+        adapters=adapters,
+    )
+    if r["arrival"]:
+        w = cfg.workload.with_(
+            arrival=r["arrival"],
+            num_requests=int(r["requests"]),
+            lengths=r["lengths"],
+            spread=float(r["spread"]),
+            **({"rate_per_s": float(r["rate"])} if r["arrival"] == "poisson" else {"users": int(r["requests"])}),
+        )
+        if r["engine"] == "vllm":  # the engine's own scheduler defaults on the GPU
+            w = w.with_(**catalog.engine_defaults("vllm", catalog.gpu(r["gpu"])).spec_fields())
+        cfg = cfg.with_(workload=w)
+    return cfg
+
+
+#: Requests of a simulated multi-LoRA case at each assumption bound (the base keeps the published count).
+LORA_RANGE_REQUESTS = 300
+
+
+def _lora_predict(r: dict[str, str], cfg: RabitConfig) -> float:
+    from core import serving
+    from core.config import AdapterSet
+
+    metric = r["metric"]
+    if metric == "lora_throughput_ratio":
+        B, O = int(r["batch"]), int(r["output"])
+
+        def throughput(c: RabitConfig) -> float:
+            sm = StepModel.from_deployment(resolve(c))
+            ttft = serving.prefill_numbers(sm, c, B).ttft_s
+            step = serving.decode_numbers(sm, c, B).mean_s
+            return B * O / (ttft + (O - 1) * step)
+
+        return throughput(cfg) / throughput(cfg.with_(adapters=AdapterSet()))
+    if metric in ("request_throughput", "output_tokens_per_s"):
+        s = serving.simulate(cfg, serving.sim_spec(cfg)).summary
+        return s.throughput_requests_per_s if metric == "request_throughput" else s.throughput_tokens_per_s
+    raise ValueError(f"lora.csv: unknown metric {metric!r}")
+
+
+def _lora_short(r: dict[str, str]) -> dict[str, str]:
+    """A simulated case at :data:`LORA_RANGE_REQUESTS` requests (its bound runs); other cases as they are."""
+    if not r["requests"]:
+        return r
+    return {**r, "requests": str(min(int(r["requests"]), LORA_RANGE_REQUESTS))}
+
+
 #: Qwen/Qwen3-8B's config.json fields that size its KV cache and weights (Hugging Face, Qwen/Qwen3-8B): the model of
 #: the Mooncake vLLM 1P1D transfer table, not in the catalog.
 QWEN3_8B = {
@@ -273,6 +372,7 @@ _KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] 
     "serving.csv": (_serving_config, _serving_predict, "serving_speed"),
     "training.csv": (_training_config, _training_predict, "training"),
     "video.csv": (_video_config, _video_predict, "video"),
+    "lora.csv": (_lora_config, _lora_predict, "serving_speed"),
     "disagg.csv": (_disagg_config, _disagg_predict, "serving_speed"),
 }
 
@@ -303,7 +403,8 @@ def run(
     assumptions: the values every case is predicted with (default: today's defaults). ranges: also each
     prediction's heuristic range from the assumption bounds (one evaluation per bound per case).
     """
-    from core.decision.uncertainty import spread
+    from core.decision.range_rule import rebase
+    from core.decision.uncertainty import serving_screen, spread
 
     out: list[CaseResult] = []
     rng: dict[str, Range] = {}
@@ -314,7 +415,13 @@ def run(
             cfg = config_of(r)
             if assumptions is not None:
                 cfg = cfg.model_copy(update={"assumptions": assumptions})
-            if ranges:
+            if ranges and name == "lora.csv" and r["requests"]:  # bound runs of a simulated case at fewer requests
+                short = _lora_short(r)
+                c_short = config_of(short).model_copy(update={"assumptions": cfg.assumptions})
+                sp = spread(c_short, functools.partial(_predicted, predict, short), (tag,), screen=serving_screen)
+                value = predict(r, cfg)
+                rng[r["id"]] = rebase(sp.ranges["predicted"], value)
+            elif ranges:
                 sp = spread(cfg, functools.partial(_predicted, predict, r), (tag,))
                 value, rng[r["id"]] = sp.base["predicted"], sp.ranges["predicted"]
             else:

@@ -20,6 +20,16 @@ them with the page they come from, and the tests check every emitted flag agains
   #11487, March 2026), ``--host``, ``--port``. Weight quantization comes from the checkpoint (a
   ModelOpt FP8/NVFP4 export), not from a flag: the command says so in a comment; so does eager mode, which
   trtllm-serve sets only through its LLM API options (:data:`TRTLLM_EAGER_NOTE`).
+* Adapters (multi-LoRA serving, the config's ``adapters`` group): vLLM ``--enable-lora``, ``--max-loras`` (GPU
+  slots, "Max number of LoRAs in a single batch"), ``--max-lora-rank`` (one of 1, 8, 16, 32, 64, 128, 256, 320,
+  512), ``--max-cpu-loras`` ("Must be >= than max_loras"), ``--lora-dtype {auto,float16,bfloat16}`` and
+  ``--lora-modules name=path ...`` (``vllm/config/lora.py``, ``vllm/entrypoints/openai/cli_args.py``; docs.vllm.ai
+  "LoRA Adapters": more adapters are registered at run time with ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` and
+  ``POST /v1/load_lora_adapter``); SGLang ``--enable-lora``, ``--lora-paths name=path ...``,
+  ``--max-loras-per-batch``, ``--max-lora-rank``, ``--max-loaded-loras`` (adapters in CPU memory) and
+  ``--lora-target-modules {q_proj,...,all}`` (``python/sglang/srt/server_args.py``; docs.sglang.io "LoRA
+  Serving"); TensorRT-LLM takes a ``lora_config`` (``max_lora_rank``, ``max_loras``, ``max_cpu_loras``: LLM API
+  ``LoraConfig``) in the YAML of ``--extra_llm_api_options``: a comment on the command.
 * Disaggregated (a pick with prefill and decode pools): one command per pool. vLLM: both pools serve with
   ``--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'`` (``KVTransferConfig``, vLLM
   ``config/kv_transfer.py``; the llm-d ModelService ``values-pd.yaml`` runs prefill and decode pods so), behind a
@@ -48,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core import catalog
 from core.base import Assumptions
+from core.config import AdapterSet
 
 Engine = Literal["vllm", "sglang", "trtllm"]
 EMIT_CHOICES = ("vllm", "sglang", "trtllm", "k8s")
@@ -70,6 +81,13 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
                 "--enable-prefix-caching",
                 "--enable-expert-parallel",
                 "--enforce-eager",
+                "--enable-lora",
+                "--max-loras",
+                "--max-lora-rank",
+                "--max-cpu-loras",
+                "--fully-sharded-loras",
+                "--lora-dtype",
+                "--lora-modules",
                 "--kv-transfer-config",
                 "--host",
                 "--port",
@@ -92,6 +110,12 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
                 "--context-length",
                 "--disable-cuda-graph",
                 "--dtype",
+                "--enable-lora",
+                "--lora-paths",
+                "--max-loras-per-batch",
+                "--max-lora-rank",
+                "--max-loaded-loras",
+                "--lora-target-modules",
                 "--disaggregation-mode",
                 "--disaggregation-transfer-backend",
                 "--host",
@@ -199,6 +223,8 @@ class LaunchSpec(BaseModel):
     port: int = 8000
     ep: int = Field(1, ge=1)  # expert parallelism over the TP ranks (MoE)
     cuda_graphs: bool = True  # False: eager mode, every kernel launched from the host (the config's setting)
+    #: multi-LoRA serving: the adapter set with the slots the search chose (None: no adapters)
+    adapters: AdapterSet | None = None
 
 
 @lru_cache(maxsize=64)
@@ -237,7 +263,92 @@ def launch_spec(pick, goal) -> LaunchSpec:
         gpus_per_node=g.gpus_per_node,
         ep=getattr(pick, "ep", 1),
         cuda_graphs=getattr(goal, "cuda_graphs", True),
+        adapters=_adapters_of(pick, goal),
     )
+
+
+def _adapters_of(pick, goal) -> AdapterSet | None:
+    """The goal's adapter set with the slots the search chose for ``pick`` (None without adapters)."""
+    settings = getattr(goal, "settings", None)
+    if settings is None or not settings.adapters.enabled:
+        return None
+    return settings.adapters.with_slots(getattr(pick, "adapter_slots", 0), settings.workload.engine)  # as searched
+
+
+#: Adapters named on the command line; the rest are registered at run time (vLLM) or listed alike (the note says).
+LISTED_ADAPTERS = 4
+#: vLLM ``--lora-dtype`` values by adapter dtype ("auto": the base model's dtype, BF16 here).
+VLLM_LORA_DTYPE = {"bf16": "auto", "fp16": "float16"}
+#: SGLang ``--lora-target-modules`` by the config's targets.
+SGLANG_TARGETS = {
+    "qkvo": ["q_proj", "k_proj", "v_proj", "o_proj"],
+    "mlp": ["gate_proj", "up_proj", "down_proj"],
+    "all": ["all"],
+}
+
+
+#: How each engine takes adapters beyond those listed at launch (vLLM docs "LoRA Adapters", "Dynamically serving
+#: LoRA Adapters"; SGLang docs "LoRA Serving", dynamic loading).
+MORE_ADAPTERS = {
+    "vllm": "list them alike, or register them at run time with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and "
+    "POST /v1/load_lora_adapter",
+    "sglang": "list them alike, or load them at run time with POST /load_lora_adapter",
+}
+
+
+def _adapter_modules(a: AdapterSet, engine: str) -> tuple[list[str], list[str]]:
+    """``name=path`` of the adapters named on the command line (the hottest first), and the note on the rest."""
+    n = min(a.count, LISTED_ADAPTERS)
+    items = [f"{a.name_of(i)}=/adapters/{a.name_of(i)}" for i in range(n)]
+    notes = [f"adapters: point each name=path at an adapter directory (PEFT format); {a.count:,} adapter(s) served"]
+    if a.count > n:
+        notes.append(f"the other {a.count - n:,} adapters: {MORE_ADAPTERS[engine]}")
+    return items, notes
+
+
+#: Each engine's flags for the slots, the slot rank, the host cache and the adapters to load.
+LORA_FLAGS = {
+    "vllm": ("--max-loras", "--max-lora-rank", "--max-cpu-loras", "--lora-modules"),
+    "sglang": ("--max-loras-per-batch", "--max-lora-rank", "--max-loaded-loras", "--lora-paths"),
+}
+
+
+def _lora_argv(s: LaunchSpec, engine: str) -> tuple[list[str], list[str]]:
+    """vLLM's or SGLang's LoRA flags for the spec's adapters: (argv, notes); nothing without adapters."""
+    a = s.adapters
+    if a is None:
+        return [], []
+    mods, notes = _adapter_modules(a, engine)
+    slots, rank, host, paths = LORA_FLAGS[engine]
+    argv = [
+        "--enable-lora",
+        slots,
+        str(a.slots(engine)),
+        rank,
+        str(a.slot_rank(engine)),
+        host,
+        str(a.host_slots(engine)),
+    ]
+    if engine == "sglang":
+        argv += ["--lora-target-modules", *SGLANG_TARGETS[a.targets]]
+    elif a.dtype in VLLM_LORA_DTYPE:
+        argv += ["--lora-dtype", VLLM_LORA_DTYPE[a.dtype]]
+    else:
+        notes.append(f"{a.dtype} adapters: vLLM's --lora-dtype takes auto, float16 or bfloat16")
+    if engine == "vllm" and a.fully_sharded:  # "use the fully sharded layers" (vllm/config/lora.py)
+        argv += ["--fully-sharded-loras"]
+    return argv + [paths, *mods], notes
+
+
+def _trtllm_lora_note(s: LaunchSpec) -> list[str]:
+    a = s.adapters
+    if a is None:
+        return []
+    return [
+        f"adapters: pass lora_config: {{max_lora_rank: {a.slot_rank('trtllm')}, max_loras: {a.slots('trtllm')}, "
+        f"max_cpu_loras: {a.host_slots('trtllm')}}} (LLM API LoraConfig) in a YAML file given to "
+        "--extra_llm_api_options; trtllm-serve has no LoRA flags of its own"
+    ]
 
 
 def _join(argv: list[str], notes: list[str]) -> str:
@@ -246,12 +357,11 @@ def _join(argv: list[str], notes: list[str]) -> str:
     parts = [" ".join(shlex.quote(a) for a in argv[:first])]
     i = first
     while i < len(argv):
-        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            parts.append(f"{argv[i]} {shlex.quote(argv[i + 1])}")
-            i += 2
-        else:
-            parts.append(argv[i])
-            i += 1
+        j = i + 1
+        while j < len(argv) and not argv[j].startswith("--"):  # a flag's values (several: --lora-modules)
+            j += 1
+        parts.append(" ".join([argv[i], *(shlex.quote(v) for v in argv[i + 1 : j])]))
+        i = j
     return "\n".join([f"# {n}" for n in notes] + [" \\\n  ".join(parts)]) + "\n"
 
 
@@ -283,8 +393,9 @@ def vllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
     q = QUANT_VALUES["vllm"].get(s.weights)
     if q:
         argv += ["--quantization", q]
-    argv += ["--host", "0.0.0.0", "--port", str(s.port)]
-    return argv, _notes(s, "vllm")
+    lora, lora_notes = _lora_argv(s, "vllm")
+    argv += lora + ["--host", "0.0.0.0", "--port", str(s.port)]
+    return argv, _notes(s, "vllm") + lora_notes
 
 
 def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
@@ -317,8 +428,9 @@ def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
     q = QUANT_VALUES["sglang"].get(s.weights)
     if q:
         argv += ["--quantization", q]
-    argv += ["--host", "0.0.0.0", "--port", str(s.port)]
-    return argv, _notes(s, "sglang")
+    lora, lora_notes = _lora_argv(s, "sglang")
+    argv += lora + ["--host", "0.0.0.0", "--port", str(s.port)]
+    return argv, _notes(s, "sglang") + lora_notes
 
 
 def trtllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
@@ -348,7 +460,7 @@ def trtllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
     if s.ep > 1:
         argv += ["--ep_size", str(s.ep)]
     argv += ["--host", "0.0.0.0", "--port", str(s.port)]
-    notes = _notes(s, "trtllm")
+    notes = _notes(s, "trtllm") + _trtllm_lora_note(s)
     if not s.cuda_graphs:
         notes.append(TRTLLM_EAGER_NOTE)
     if s.weights != "bf16":

@@ -4,6 +4,12 @@ The wing's face: it only hands on the names other wings and the edges use."""
 
 from __future__ import annotations
 
+from core.physics.adapters import (
+    AdapterFootprint,
+    adapter_footprint,
+    adapter_load_s,
+    adapter_modules,
+)
 from core.physics.collectives import (
     ACT_BYTES,
     Collectives,
@@ -13,7 +19,9 @@ from core.physics.iteration_parts import (
     iteration,
 )
 from core.physics.memory import (
+    AdapterKvCost,
     ServingMemory,
+    adapter_kv_cost,
     dense_weight_bytes,
     expert_params_total,
     fit_problems,
@@ -52,6 +60,12 @@ from core.physics.video import (
 )
 
 __all__ = [
+    "AdapterKvCost",
+    "adapter_kv_cost",
+    "AdapterFootprint",
+    "adapter_footprint",
+    "adapter_load_s",
+    "adapter_modules",
     "dense_weight_bytes",
     "fit_problems",
     "ACT_BYTES",

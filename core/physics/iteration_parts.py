@@ -51,6 +51,10 @@ class IterationParts(_Frozen):
     bound: str
     seqs: float = 0.0  # S: sequences scheduled and sampled
     launch_s: float = 0.0  # kernel launches of one stage
+    # multi-LoRA serving: distinct adapters read (D), their bytes and FLOPs (in ``bytes`` and ``flop``)
+    adapters: float = 0.0
+    adapter_bytes: float = 0.0
+    adapter_flop: float = 0.0
 
     @property
     def intensity_flop_per_byte(self) -> float:
@@ -113,6 +117,12 @@ EXPR_MEMORY = "Y / (pi_bw * eta_bw)"
 EXPR_COMM = "(n_ar * min(a_r + b_r * T, a_t + b_t * T) + n_a2a * (a_e + b_e * T)) * x_c"
 EXPR_FIXED = "t_s + pp * n_k * t_k + S * (t_q + (V * y_v + 2 * m_s) / (pi_bw * eta_bw))"
 EXPR_TIME = "pp * (max(t_c, t_m) + t_x) + (pp - 1) * (a_h + b_h * T) + t_o"
+#: With adapters (core.physics.adapters): their GEMMs, and each distinct adapter's weights and the activations
+#: their kernels move, at the step's efficiencies times eta_l.
+EXPR_FLOP_LORA = "f_t * T + f_a * A + f_l * T"
+EXPR_COMPUTE_LORA = EXPR_COMPUTE + " + f_l * T / (pi_flops * mfu * eta_l)"
+EXPR_LORA_BYTES = "D * w_l + T * a_l"
+EXPR_MEMORY_LORA = "Y / (pi_bw * eta_bw) + Y_l / (pi_bw * eta_bw * eta_l)"
 
 
 def _inline(expr: str, **parts: str) -> str:
@@ -130,6 +140,26 @@ _FULL_ITER = _inline(
     t_x=EXPR_COMM,
     t_o=EXPR_FIXED,
 )
+
+
+#: The whole iteration with adapters in one expression.
+_FULL_ITER_LORA = _inline(
+    EXPR_TIME,
+    t_c=EXPR_COMPUTE_LORA,
+    t_m=_inline(EXPR_MEMORY_LORA, Y=EXPR_BYTES, Y_l=EXPR_LORA_BYTES),
+    t_x=EXPR_COMM,
+    t_o=EXPR_FIXED,
+)
+_U_ITER.update({"f_l": "FLOP", "w_l": "B", "a_l": "B", "eta_l": "frac", "D": "", "Y_l": "B"})
+
+
+def lora_consts(sm: StepModel) -> dict[str, float]:
+    """The step model's adapter constants as named inputs (empty without adapters)."""
+    if not sm.lora_bytes_per_adapter:
+        return {}
+    return dict(
+        f_l=sm.lora_flop_per_token, w_l=sm.lora_bytes_per_adapter, a_l=sm.lora_act_bytes_per_token, eta_l=sm.lora_eff
+    )
 
 
 def consts(sm: StepModel) -> dict[str, float]:
@@ -203,14 +233,18 @@ def iteration(
     (default ``{key}_s``) whose note starts with the bound and goes on with ``note``; ``compact`` records the
     time alone, as the whole formula in one expression with these ``T``, ``A`` and ``R``.
     """
-    c, mm, x, k = sm.stage_parts(float(T), float(A), float(R))
     S = float(T) if S is None else float(S)
+    lora = lora_consts(sm)
+    D = float(sm.distinct_adapters(S)) if lora else 0.0
+    c, mm, x, k = sm.stage_parts(float(T), float(A), float(R), D)
     full = tr.enabled and not compact
     if tr.enabled:
         K = consts(sm)
         K["t_k"] = launch_per_kernel_s(sm, T) if T > 0 else 0.0
         K["t_e"] = rows_per_expert(sm, T)
         K["S"] = S
+        if lora:
+            K.update(lora, D=D)
     W_r = sm.weights_read_bytes(T)
     if full and sm.expert_bytes_per_gpu_per_expert:
         m = sm.model
@@ -231,32 +265,37 @@ def iteration(
             note="expected distinct experts for T tokens with uniform top-k routing, per MoE layer",
         )
     flop = sm.flop_per_token * T + sm.attn_flop_per_pair * A
+    if lora:
+        flop = flop + sm.lora_flop_per_token * T
     if full:
         tr.step(
             f"{key}_flop",
             f"{what}: FLOPs per GPU",
             "F",
-            EXPR_FLOP,
+            EXPR_FLOP_LORA if lora else EXPR_FLOP,
             flop,
             unit="FLOP",
-            latex=r"[f_t] \cdot [T] + [f_a] \cdot [A]",
+            latex=r"[f_t] \cdot [T] + [f_a] \cdot [A]" + (r" + [f_l] \cdot [T]" if lora else ""),
             units=_U_ITER,
             f_t=K["f_t"],
             T=T,
             f_a=K["f_a"],
             A=A,
-            note="matmuls (2 FLOP per active parameter per token) + attention (QK^T and PV per pair)",
+            **({"f_l": K["f_l"]} if lora else {}),
+            note="matmuls (2 FLOP per active parameter per token) + attention (QK^T and PV per pair)"
+            + (" + the adapters' shrink and expand GEMMs at the slot rank" if lora else ""),
         )
         tr.step(
             f"{key}_compute_s",
             f"{what}: compute time",
             "t_c",
-            EXPR_COMPUTE,
+            EXPR_COMPUTE_LORA if lora else EXPR_COMPUTE,
             c,
             unit="s",
             latex=r"\frac{([f_t] - [f_e]) \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[T]}{[T] + [T0]}} + "
             r"\frac{[f_e] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[t_e]}{[t_e] + [T0]}} + "
-            r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}",
+            r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}"
+            + (r" + \frac{[f_l] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot [eta_l]}" if lora else ""),
             units=_U_ITER,
             f_t=K["f_t"],
             f_e=K["f_e"],
@@ -267,15 +306,18 @@ def iteration(
             pi_flops=K["pi_flops"],
             mfu=K["mfu"],
             T0=K["T0"],
+            **({"f_l": K["f_l"], "eta_l": K["eta_l"]} if lora else {}),
             note="the matmul efficiency ramps with tokens per iteration as T/(T+T0) (GEMM tiling; the RA-BIT spec, "
             "T0 = 64); attention runs at the ceiling on its own pairs"
             + (
                 f"; routed experts (f_e) ramp on their own t_e = T k / E_T = {sig(K['t_e'])} rows each"
                 if K["f_e"]
                 else ""
-            ),
+            )
+            + ("; the adapter GEMMs run at eta_l of it (assumption lora_kernel_eff)" if lora else ""),
         )
     nbytes = W_r + (sm.kv_read_factor * R + T) * sm.kv_bytes_per_token + T * sm.route_bytes_per_token
+    lora_bytes = D * sm.lora_bytes_per_adapter + T * sm.lora_act_bytes_per_token if lora else 0.0
     if full:
         tr.step(
             f"{key}_bytes",
@@ -295,19 +337,42 @@ def iteration(
             note="weights read + KV read (R cached tokens) + KV written (T new tokens)"
             + (" + MoE permute / un-permute copies (r_b per token)" if K["r_b"] else ""),
         )
+        extra: dict[str, float] = {}
+        if lora:
+            extra["Y_l"] = tr.step(
+                f"{key}_lora_bytes",
+                f"{what}: adapter bytes per GPU",
+                "Y_l",
+                EXPR_LORA_BYTES,
+                lora_bytes,
+                unit="B",
+                latex=r"[D] \cdot [w_l] + [T] \cdot [a_l]",
+                units=_U_ITER,
+                D=D,
+                w_l=K["w_l"],
+                T=T,
+                a_l=K["a_l"],
+                note=f"{D:.3g} distinct adapters expected among {S:,.0f} sequences (at most max_loras = "
+                f"{sm.lora_slots:g} of {sm.lora_count:g}), each read once at the slot rank, + the adapter kernels' "
+                "activations",
+            )
+            extra["eta_l"] = K["eta_l"]
         tr.step(
             f"{key}_memory_s",
             f"{what}: memory time",
             "t_m",
-            EXPR_MEMORY,
+            EXPR_MEMORY_LORA if lora else EXPR_MEMORY,
             mm,
             unit="s",
-            latex=r"\frac{[Y]}{[pi_bw] \cdot [eta_bw]}",
+            latex=r"\frac{[Y]}{[pi_bw] \cdot [eta_bw]}"
+            + (r" + \frac{[Y_l]}{[pi_bw] \cdot [eta_bw] \cdot [eta_l]}" if lora else ""),
             units=_U_ITER,
             Y=nbytes,
             pi_bw=K["pi_bw"],
             eta_bw=K["eta_bw"],
-            note="achieved HBM bandwidth = datasheet x MBU",
+            **extra,
+            note="achieved HBM bandwidth = datasheet x MBU"
+            + ("; the adapter kernels reach eta_l of it" if lora else ""),
         )
         tr.step(
             f"{key}_comm_s",
@@ -370,7 +435,7 @@ def iteration(
             f"{key}_s",
             final_label or f"{what}: iteration time",
             final_symbol,
-            _FULL_ITER,
+            _FULL_ITER_LORA if lora else _FULL_ITER,
             time,
             unit="s",
             latex=r"t_{iter}([T], [A], [R])",
@@ -407,7 +472,7 @@ def iteration(
         pairs=A,
         kv_tokens=R,
         flop=flop,
-        bytes=nbytes,
+        bytes=nbytes + lora_bytes,
         compute_s=c,
         memory_s=mm,
         comm_s=x,
@@ -418,4 +483,7 @@ def iteration(
         bound=bound,
         seqs=S,
         launch_s=k,
+        adapters=D,
+        adapter_bytes=lora_bytes,
+        adapter_flop=sm.lora_flop_per_token * T if lora else 0.0,
     )

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE, GiB, Step, Trace, sig
 from core.catalog import ModelArch
-from core.config import Deployment, Problem, RabitConfig, as_deployment
+from core.config import AdapterSet, Deployment, Problem, RabitConfig, as_deployment
+from core.physics.adapters import adapter_footprint
 
 
 class _Frozen(BaseModel):
@@ -52,6 +53,15 @@ class ServingMemory(_Frozen):
     steps: tuple[Step, ...] = ()
     #: a hybrid's state-space layers: the fixed state of one sequence on one GPU (in kv_bytes_per_seq_per_gpu)
     ssm_state_bytes_per_seq_per_gpu: float = 0.0
+    #: multi-LoRA serving (core.physics.adapters): one adapter at the set's largest rank, the whole set, and the
+    #: engine's slots reserved on each GPU (in total_bytes_per_gpu, out of the KV budget); 0 without adapters
+    adapter_bytes: float = 0.0
+    adapter_set_bytes: float = 0.0
+    adapter_reserved_bytes_per_gpu: float = 0.0
+    adapter_slots: int = 0
+    adapter_slot_rank: int = 0
+    adapter_host_slots: int = 0
+    adapter_host_cache_bytes: float = 0.0
 
     @property
     def free_bytes_per_gpu(self) -> float:
@@ -391,8 +401,21 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         GiB=GiB,
         note="CUDA context + framework + fragmentation (assumption runtime_overhead_gib)",
     )
+    ad = adapter_footprint(dep, tr) if cfg.adapters.enabled else None
+    L = ad.reserved_bytes_per_gpu if ad is not None else 0.0
+    slots: dict[str, Any] = {"L_r": L} if ad is not None else {}  # the adapter slots (multi-LoRA), held like weights
     U = tr.step(
-        "total_bytes_per_gpu", "Total per GPU", "U", "W + KV + A + O", W + KV + A + O, unit="B", W=W, KV=KV, A=A, O=O
+        "total_bytes_per_gpu",
+        "Total per GPU",
+        "U",
+        "W + KV + A + O" + (" + L_r" if slots else ""),
+        W + KV + A + O + L,
+        unit="B",
+        W=W,
+        KV=KV,
+        A=A,
+        O=O,
+        **slots,
     )
     C = tr.step(
         "capacity_bytes_per_gpu",
@@ -420,13 +443,15 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         "kv_budget_bytes_per_gpu",
         "Left for KV cache per GPU",
         "K_b",
-        "max(0, C_u - O - W - A)",
-        max(0.0, usable - O - W - A),
+        "max(0, C_u - O - W - A" + (" - L_r" if slots else "") + ")",
+        max(0.0, usable - O - W - A - L),
         unit="B",
         C_u=usable,
         O=O,
         W=W,
         A=A,
+        **slots,
+        note=f"{ad.slots} adapter slot(s) at rank {ad.slot_rank} take {L / 1e9:.3g} GB of it" if ad else "",
     )
     # a sequence always holds at least its newest token of its own (a prefix share close to 1 or an all-sliding
     # model must not make the per-sequence cost zero)
@@ -465,6 +490,12 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
             f"exceed the {sig(usable / 1e9)} GB usable per GPU; raise TP/PP, quantise the weights or pick a "
             "larger GPU"
         )
+    elif W + O + A + L > usable:
+        fits = False
+        reason = (
+            f"does not fit: the {ad.slots if ad else 0} adapter slots ({L / 1e9:.3g} GB per GPU) leave no room for "
+            "a KV cache; lower max_loras or max_lora_rank, or raise TP"
+        )
     elif W + O > usable:
         fits = False
         reason = f"does not fit: the weights alone ({sig(W / 1e9)} GB per GPU) exceed usable memory"
@@ -497,6 +528,53 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         replicas=cfg.dp,
         ssm_state_bytes_per_seq_per_gpu=m_s,
         steps=tr.frozen(),
+        **(
+            {
+                "adapter_bytes": ad.adapter_bytes,
+                "adapter_set_bytes": ad.set_bytes,
+                "adapter_reserved_bytes_per_gpu": L,
+                "adapter_slots": ad.slots,
+                "adapter_slot_rank": ad.slot_rank,
+                "adapter_host_slots": ad.host_slots,
+                "adapter_host_cache_bytes": ad.host_cache_bytes,
+            }
+            if ad is not None
+            else {}
+        ),
+    )
+
+
+class AdapterKvCost(_Frozen):
+    """What the adapter slots take out of one replica: the KV budget and the sequences, against the base alone."""
+
+    reserved_bytes_per_gpu: float
+    kv_budget_without_bytes_per_gpu: float
+    kv_budget_with_bytes_per_gpu: float
+    sequences_without: int
+    sequences_with: int
+
+    @property
+    def sequences_lost(self) -> int:
+        return self.sequences_without - self.sequences_with
+
+    @property
+    def budget_share(self) -> float:
+        """The slots' share of the KV budget the base alone has."""
+        b = self.kv_budget_without_bytes_per_gpu
+        return self.reserved_bytes_per_gpu / b if b > 0 else 0.0
+
+
+def adapter_kv_cost(dep: Deployment | RabitConfig) -> AdapterKvCost:
+    """The KV budget and the sequences one replica holds with the config's adapter slots and without them."""
+    dep = as_deployment(dep)
+    with_ = _serving_memory(dep, NO_TRACE)
+    base = _serving_memory(dataclasses.replace(dep, config=dep.config.with_(adapters=AdapterSet())), NO_TRACE)
+    return AdapterKvCost(
+        reserved_bytes_per_gpu=with_.adapter_reserved_bytes_per_gpu,
+        kv_budget_without_bytes_per_gpu=base.kv_budget_bytes_per_gpu,
+        kv_budget_with_bytes_per_gpu=with_.kv_budget_bytes_per_gpu,
+        sequences_without=base.max_sequences,
+        sequences_with=with_.max_sequences,
     )
 
 

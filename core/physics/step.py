@@ -34,6 +34,7 @@ from core import catalog
 from core.base import MS, NO_TRACE, Trace
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, ModelArch
 from core.config import COMPUTE_PRECISION, Deployment
+from core.physics.adapters import lora_constants
 from core.physics.collectives import ACT_BYTES, Collectives
 from core.physics.memory import SSM_STATE_BYTES, dense_weight_bytes, kv_bytes_per_token, kv_shard
 
@@ -175,6 +176,16 @@ class StepModel:
     mbu: float = 1.0
     hbm_bw_bytes_per_s: float = 0.0
     sample_bytes_per_vocab: float = 0.0
+    # multi-LoRA serving (core.physics.adapters): the shrink and expand GEMMs of every token at the slot rank, the
+    # weights of each distinct adapter of the batch (padded to the slot rank) and the activations the adapter
+    # kernels move, at the step's efficiencies times eta_l; 0 without adapters
+    lora_flop_per_token: float = 0.0  # f_l = 2 r_s n_g
+    lora_bytes_per_adapter: float = 0.0  # w_l = r_s n_g b_a, one GPU of one stage
+    lora_act_bytes_per_token: float = 0.0  # a_l
+    lora_eff: float = 1.0  # eta_l (assumption lora_kernel_eff)
+    lora_slots: float = 0.0  # K = max_loras: at most this many distinct adapters in one batch
+    lora_count: float = 0.0  # N adapters served
+    lora_popularity: tuple[float, ...] = ()  # each adapter's share of the requests (empty: uniform)
 
     @classmethod
     def from_deployment(cls, dep: Deployment, tr: Trace = NO_TRACE) -> StepModel:
@@ -325,6 +336,9 @@ class StepModel:
         k_layer = KERNELS_PER_LAYER + (2 if tp > 1 else 0)
         k_moe = (3 + (2 if ep > 1 else 0)) if m.is_moe else 0
         n_k = (m.num_layers * k_layer + m.moe_layers * k_moe + KERNELS_PER_ITERATION) / pp
+        lora = lora_constants(dep, tr) if dep.config.adapters.enabled else {}
+        if lora:  # a shrink and an expand kernel per LoRA-wrapped layer (vLLM's lora_shrink / lora_expand)
+            n_k += 2 * lora.pop("wrapped_layers") / pp
         w = dep.config.workload
         graph_max = CUDA_GRAPH_MAX_TOKENS.get(w.engine, 512) if w.cuda_graphs else 0
         if m.is_moe:
@@ -374,6 +388,7 @@ class StepModel:
             mbu=a.mbu,
             hbm_bw_bytes_per_s=hbm,
             sample_bytes_per_vocab=a.sample_bytes_per_vocab,
+            **lora,
         )
 
     # --- the model -------------------------------------------------------------------------------------
@@ -388,7 +403,27 @@ class StepModel:
         """Weight bytes one GPU reads in an iteration of ``tokens`` tokens [B] (dense + touched experts)."""
         return self.dense_weight_bytes + self.experts_touched(tokens) * self.expert_bytes_per_gpu_per_expert
 
-    def stage_parts(self, T, A, R):
+    def distinct_adapters(self, seqs):
+        """Expected distinct adapters among ``seqs`` requests drawn from the traffic, at most the slots::
+
+            D(S) = min(K, sum_i 1 - (1 - p_i)^S)        (uniform over N: N (1 - (1 - 1/N)^S))
+
+        0 without adapters; arrays welcome (the closed-form chain; the simulator counts its batch's own)."""
+        if not self.lora_bytes_per_adapter:
+            return 0.0 * seqs
+        K, N, p = self.lora_slots, self.lora_count, self.lora_popularity
+        if isinstance(seqs, _SCALAR):
+            s = float(seqs) if seqs > 0 else 0.0
+            d = N * (1.0 - (1.0 - 1.0 / N) ** s) if not p else sum(1.0 - (1.0 - q) ** s for q in p)
+            return d if d < K else K
+        S = np.maximum(np.asarray(seqs, dtype=float), 0.0)
+        if not p:
+            return np.minimum(K, N * (1.0 - (1.0 - 1.0 / N) ** S))
+        u, inv = np.unique(S, return_inverse=True)
+        d = (1.0 - (1.0 - np.asarray(p)[None, :]) ** u[:, None]).sum(axis=1)
+        return np.minimum(K, d[inv].reshape(S.shape))
+
+    def stage_parts(self, T, A, R, D=0.0):
         """(compute, memory, exposed communication, kernel launches) of one pipeline stage [s]: the formula.
 
         The one body of the step time (the RA-BIT spec "Speed"); scalars in, floats out (pure Python, for
@@ -403,7 +438,12 @@ class StepModel:
         ``t_e = T k / E_T`` rows (``E_T = E (1 - (1 - k/E)^T)`` experts touched), so the ramp applies per expert
         (grouped-GEMM kernels tile each expert separately: vLLM ``fused_moe``, MegaBlocks arXiv 2211.15841);
         the gate GEMM is in ``f_t`` (router parameters), and the permute / un-permute copies add ``r_b`` bytes
-        per token::
+        per token; with adapters, the ``D`` distinct adapters of the batch (:meth:`distinct_adapters`) add their
+        shrink and expand GEMMs and their weights, at the step's efficiencies times ``eta_l``::
+
+            t_c += f_l T / (pi eta_l);   t_m += (D w_l + T a_l) / (BW eta_bw eta_l)
+
+        and, without adapters::
 
             t_c = (f_t - f_e) T / (pi eff(T)) + f_e T / (pi eff(t_e)) + f_a A / pi
             t_m = (W_d + E_T w_e + (R + T) k_g + T r_b) / (BW x eta_bw)
@@ -440,6 +480,8 @@ class StepModel:
                 eff_e = rows / (rows + self.ramp_tokens) if rows > 0 else 1e-12
                 eff_e = eff_e if eff_e > 1e-12 else 1e-12
             t_cmp = t_cmp + f_e * T / (self.peak_flop_per_s * eff_e)
+        if self.lora_flop_per_token:  # the adapters' shrink and expand GEMMs at the slot rank
+            t_cmp = t_cmp + self.lora_flop_per_token * T / (self.peak_flop_per_s * self.lora_eff)
         ring = self.tp_ar_alpha_ring + self.tp_ar_beta_ring * T
         tree = self.tp_ar_alpha_tree + self.tp_ar_beta_tree * T
         t_comm = (
@@ -452,6 +494,10 @@ class StepModel:
         t_mem = (
             w + (self.kv_read_factor * R + T) * self.kv_bytes_per_token + T * self.route_bytes_per_token
         ) / self.mem_bw_bytes_per_s
+        if self.lora_bytes_per_adapter:  # each distinct adapter's weights + the activations its kernels move
+            t_mem = t_mem + (D * self.lora_bytes_per_adapter + T * self.lora_act_bytes_per_token) / (
+                self.mem_bw_bytes_per_s * self.lora_eff
+            )
         n_k = self.kernels_per_stage
         if arr:
             t_k = np.where(T > 0, np.where(T <= self.graph_max_tokens, self.graph_launch_s, self.eager_launch_s), 0.0)
@@ -471,45 +517,53 @@ class StepModel:
         welcome."""
         return self.overhead_s + self.pp * launch_s + seqs * self.seq_cost_s
 
-    def parts(self, tokens, pairs, kv_tokens, seqs=None):
+    def parts(self, tokens, pairs, kv_tokens, seqs=None, adapters=None):
         """(compute, memory, exposed communication, fixed costs) [s]: the first three of one stage, the fixed
-        costs of the whole iteration (:meth:`fixed_s`; ``seqs`` defaults to ``tokens``); arrays welcome."""
+        costs of the whole iteration (:meth:`fixed_s`; ``seqs`` defaults to ``tokens``; ``adapters``, the
+        distinct adapters of the batch, to :meth:`distinct_adapters` of ``seqs``); arrays welcome."""
         T = np.asarray(tokens, dtype=float)
+        S = T if seqs is None else np.asarray(seqs, dtype=float)
+        D = self.distinct_adapters(S) if adapters is None else np.asarray(adapters, dtype=float)
         t_cmp, t_mem, t_comm, t_k = self.stage_parts(
-            T, np.asarray(pairs, dtype=float), np.asarray(kv_tokens, dtype=float)
+            T, np.asarray(pairs, dtype=float), np.asarray(kv_tokens, dtype=float), D
         )
-        return t_cmp, t_mem, t_comm, self.fixed_s(t_k, T if seqs is None else np.asarray(seqs, dtype=float))
+        return t_cmp, t_mem, t_comm, self.fixed_s(t_k, S)
 
     def scalar_parts(self, T: float, A: float, R: float) -> tuple[float, float, float]:
-        """(compute, memory, exposed communication) of one stage for scalar arguments [s] (``stage_parts``)."""
-        c, m, x, _ = self.stage_parts(float(T), float(A), float(R))
+        """(compute, memory, exposed communication) of one stage for scalar arguments [s] (``stage_parts``; a
+        decode iteration's ``T`` sequences carry their expected distinct adapters)."""
+        c, m, x, _ = self.stage_parts(float(T), float(A), float(R), self.distinct_adapters(float(T)))
         return c, m, x
 
     def hops_s(self, tokens):
         """Pipeline stage-to-stage sends of one iteration, all ``pp - 1`` hops [s]."""
         return (self.pp - 1) * (self.pp_hop_alpha + self.pp_hop_beta * tokens)
 
-    def iteration_s(self, tokens, pairs, kv_tokens, seqs=None):
+    def iteration_s(self, tokens, pairs, kv_tokens, seqs=None, adapters=None):
         """Wall time of one iteration through all ``pp`` stages [s] (latency of the batch)::
 
             t = pp (max(t_c, t_m) + t_x) + (pp - 1)(a_h + b_h T) + t_o(T, S)
 
         ``seqs`` (S) is the number of sequences scheduled (and sampled); it defaults to ``tokens``, which
-        is exact for decode. Scalars in, float out (pure Python, for the simulator's inner loop); arrays in,
-        array out.
+        is exact for decode. ``adapters`` (D) is the number of distinct adapters among them; it defaults to
+        :meth:`distinct_adapters` of ``S`` (0 without adapters). Scalars in, float out (pure Python, for the
+        simulator's inner loop); arrays in, array out.
         """
         T: Any  # one float on the simulator's scalar path, else an array
         if isinstance(tokens, _SCALAR) and isinstance(pairs, _SCALAR) and isinstance(kv_tokens, _SCALAR):
             T = float(tokens)
-            t_cmp, t_mem, t_comm, t_k = self.stage_parts(T, float(pairs), float(kv_tokens))
+            S = T if seqs is None else seqs
+            D = adapters if adapters is not None else self.distinct_adapters(S) if self.lora_bytes_per_adapter else 0.0
+            t_cmp, t_mem, t_comm, t_k = self.stage_parts(T, float(pairs), float(kv_tokens), D)
             stage = (t_cmp if t_cmp > t_mem else t_mem) + t_comm
         else:
             T = np.asarray(tokens, dtype=float)
+            S = T if seqs is None else seqs
+            D = adapters if adapters is not None else self.distinct_adapters(S) if self.lora_bytes_per_adapter else 0.0
             t_cmp, t_mem, t_comm, t_k = self.stage_parts(
-                T, np.asarray(pairs, dtype=float), np.asarray(kv_tokens, dtype=float)
+                T, np.asarray(pairs, dtype=float), np.asarray(kv_tokens, dtype=float), D
             )
             stage = np.maximum(t_cmp, t_mem) + t_comm
-        S = T if seqs is None else seqs
         hops = (self.pp - 1) * (self.pp_hop_alpha + self.pp_hop_beta * T)
         return self.pp * stage + hops + self.fixed_s(t_k, S)
 
@@ -528,7 +582,7 @@ class StepModel:
             return float(self.pp) if s >= self.pp else (s if s >= 1.0 else 1.0)
         return np.clip(np.minimum(float(self.pp), np.asarray(seqs, dtype=float)), 1.0, None)
 
-    def pipelined_s(self, tokens, pairs, kv_tokens, seqs=None):
+    def pipelined_s(self, tokens, pairs, kv_tokens, seqs=None, adapters=None):
         """Time for a whole batch to advance one iteration with the pipeline kept busy [s]::
 
             m = min(pp, S);   t = pp (max(t_c, t_m) + t_x)(T/m) + (pp - 1) hop(T/m) + t_o(T/m, S/m)
@@ -542,16 +596,27 @@ class StepModel:
         pays for its lower per-GPU traffic. Without a pipeline (``pp = 1``) this is :meth:`iteration_s`.
         (GPipe, Huang et al. arXiv 1811.06965, for the bubble of ``m`` micro-batches over ``pp`` stages; vLLM
         docs "Distributed inference and serving": pipeline parallelism with virtual engines.)
+        A micro-batch reads the distinct adapters of its own ``S / m`` sequences (given ``adapters``, ``D / m``).
         """
         if self.pp == 1:
-            return self.iteration_s(tokens, pairs, kv_tokens, seqs)
+            return self.iteration_s(tokens, pairs, kv_tokens, seqs, adapters)
         S = tokens if seqs is None else seqs
         m = self.micro_batches(S)
         if all(isinstance(v, _SCALAR) for v in (tokens, pairs, kv_tokens, S)):
-            return self.iteration_s(float(tokens) / m, float(pairs) / m, float(kv_tokens) / m, float(S) / m)
+            return self.iteration_s(
+                float(tokens) / m,
+                float(pairs) / m,
+                float(kv_tokens) / m,
+                float(S) / m,
+                None if adapters is None else adapters / m,
+            )
         T = np.asarray(tokens, dtype=float)
         return self.iteration_s(
-            T / m, np.asarray(pairs, dtype=float) / m, np.asarray(kv_tokens, dtype=float) / m, np.asarray(S) / m
+            T / m,
+            np.asarray(pairs, dtype=float) / m,
+            np.asarray(kv_tokens, dtype=float) / m,
+            np.asarray(S) / m,
+            None if adapters is None else np.asarray(adapters, dtype=float) / m,
         )
 
     def bound(self, tokens, pairs, kv_tokens) -> str:

@@ -33,6 +33,7 @@ from core.serving.router import (
 )
 from core.serving.sim.metrics import (
     THRASH_REMEDIES,
+    AdapterStats,
     Percentiles,
 )
 from core.serving.sim.timing import (
@@ -52,7 +53,9 @@ from core.serving.simulation import (
     SimResult,
     SimSpec,
     Summary,
+    adapter_sessions,
     default_rate,
+    effective_adapters,
     knee_rates,
     knee_sweep,
     kv_pool,
@@ -116,6 +119,9 @@ from core.serving.video import (
 
 __all__ = [
     "LATENCY_KEYS",
+    "AdapterStats",
+    "adapter_sessions",
+    "effective_adapters",
     "DeploymentResult",
     "Layout",
     "PoolLayout",

@@ -33,10 +33,20 @@ from core.config import Deployment, Draws, Lengths, RabitConfig, SimSpec, as_dep
 from core.physics import serving_memory
 from core.serving.kv_transfer import KvPath, kv_path, kv_transfer_s, wire_share
 from core.serving.router import make_policy
+from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.engine import DONE, Engine, Records
 from core.serving.sim.metrics import Percentiles
 from core.serving.sim.replicas import Replica, ReplicaSet, Transfers
-from core.serving.simulation import Capacity, SimResult, kv_pool, max_throughput, replica_timing, result_of
+from core.serving.simulation import (
+    Capacity,
+    SimResult,
+    adapter_draws,
+    kv_pool,
+    max_throughput,
+    replica_adapters,
+    replica_timing,
+    result_of,
+)
 
 
 class _F(BaseModel):
@@ -108,6 +118,12 @@ class ReplicaStats(_F):
     queue_p95_s: float | None
     ttft_p95_s: float | None  # aggregated only (a pool instance serves part of a request)
     e2e_p95_s: float | None
+    # the same percentiles as the deployment's (p50 / p95 / p99, count, mean) of its finished requests; TTFT,
+    # ITL and E2E aggregated only
+    queue_s: Percentiles
+    ttft_s: Percentiles | None = None
+    itl_s: Percentiles | None = None
+    e2e_s: Percentiles | None = None
 
 
 class PoolStats(_F):
@@ -158,10 +174,6 @@ def pool_deployment(dep: Deployment, gpu: str, tp: int) -> Deployment:
     return d.with_(gpus_per_node=per, nodes=max(1, math.ceil(n / per)))
 
 
-def _p95(x: np.ndarray) -> float | None:
-    return Percentiles.of(x).p95
-
-
 def _replica_stats(k: int, pool: str, rec: Records, span: float, period: float, with_latency: bool) -> ReplicaStats:
     arr = np.frombuffer(rec.arrival_s, dtype=float)
     st = np.frombuffer(rec.status, dtype=np.int8)
@@ -169,15 +181,27 @@ def _replica_stats(k: int, pool: str, rec: Records, span: float, period: float, 
     done = st == DONE
     first = np.frombuffer(rec.first_token_s, dtype=float)
     fin = np.frombuffer(rec.finish_s, dtype=float)
+    queue = Percentiles.of(adm[done] - arr[done])
+    ttft = itl = e2e = None
+    if with_latency:
+        out = np.frombuffer(rec.output_tokens, dtype=np.int64)
+        multi = done & (out >= 2)  # as the deployment's ITL (core.serving.sim.metrics)
+        ttft = Percentiles.of(first[done] - arr[done])
+        itl = Percentiles.of((fin[multi] - first[multi]) / (out[multi] - 1))
+        e2e = Percentiles.of(fin[done] - arr[done])
     return ReplicaStats(
         replica=k,
         pool=pool,
         requests=int(arr.size),
         rate_per_s=arr.size / period if period > 0 else 0.0,
         utilization=rec.busy_s / span if span > 0 else 0.0,
-        queue_p95_s=_p95(adm[done] - arr[done]),
-        ttft_p95_s=_p95(first[done] - arr[done]) if with_latency else None,
-        e2e_p95_s=_p95(fin[done] - arr[done]) if with_latency else None,
+        queue_p95_s=queue.p95,
+        ttft_p95_s=ttft.p95 if ttft is not None else None,
+        e2e_p95_s=e2e.p95 if e2e is not None else None,
+        queue_s=queue,
+        ttft_s=ttft,
+        itl_s=itl,
+        e2e_s=e2e,
     )
 
 
@@ -228,15 +252,18 @@ def _aggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     R = layout.replicas
     draws = Draws(spec, np.random.default_rng(spec.seed))
     prefix = _prefix_tokens(dep, spec, pool)
+    ad = adapter_draws(dep, spec)
     if R == 1 and prefix is None:
         # one replica and nothing to route: the one-replica loop itself (the same records, without the deployment's
         # event heap; tests/test_cluster.py holds the two to the byte)
-        merged = Engine(spec, tm, pool, draws).run(budget)
+        merged = Engine(spec, tm, pool, draws, replica_adapters(dep, ad)).run(budget)
         parts = [merged]
     else:
         load = [0] * R
-        front = [Replica(k, spec, tm, pool, draws, load) for k in range(R)]
-        rs = ReplicaSet(spec, draws, make_policy(layout.router, R, spec.seed), front, prefix_tokens=prefix)
+        lora = _lora(dep, ad)
+        front = [Replica(k, spec, tm, pool, draws, load, lora=lora) for k in range(R)]
+        policy = make_policy(layout.router, R, spec.seed, _slots(dep))
+        rs = ReplicaSet(spec, draws, policy, front, prefix_tokens=prefix, adapters=ad)
         rs.run(budget)
         merged, parts, _ = rs.records()
     one = max_throughput(dep, spec, pool=pool, sm=sm)
@@ -245,6 +272,19 @@ def _aggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     )
     res = result_of(spec, merged, cap, int(pool.blocks * pool.block), tm.exact_shape, one.residence_s)
     return _with_stats(res, layout, parts, ["replica"] * R, R)
+
+
+def _lora(dep: Deployment, ad: AdapterDraws | None) -> Callable[[list[int]], Adapters | None] | None:
+    """How each replica of ``dep`` builds its adapter slots from the deployment's numbers of its requests."""
+    if ad is None:
+        return None
+    return lambda gids: replica_adapters(dep, ad, gids)
+
+
+def _slots(dep: Deployment) -> int:
+    """The engine's adapter slots per replica (``max_loras``; 1 without adapters)."""
+    a = dep.config.adapters
+    return a.slots(dep.config.workload.engine) if a.enabled else 1
 
 
 def _with_stats(res: SimResult, layout: Layout, parts: list[Records], kinds: list[str], front: int, **extra):
@@ -287,8 +327,13 @@ def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     ppool, dpool = kv_pool(pdep, pspec), kv_pool(ddep, spec)
     draws = Draws(spec, np.random.default_rng(spec.seed))
     pload, dload = [0] * P.instances, [0] * D.instances
-    front = [Replica(k, pspec, ptm, ppool, draws, pload, hold_kv=True) for k in range(P.instances)]
-    back = [Replica(k, spec, dtm, dpool, draws, dload, remote_kv=True) for k in range(D.instances)]
+    ad = adapter_draws(dep, spec)
+    front = [
+        Replica(k, pspec, ptm, ppool, draws, pload, hold_kv=True, lora=_lora(pdep, ad)) for k in range(P.instances)
+    ]
+    back = [
+        Replica(k, spec, dtm, dpool, draws, dload, remote_kv=True, lora=_lora(ddep, ad)) for k in range(D.instances)
+    ]
     a = dep.config.assumptions
     path: KvPath = kv_path(pdep.gpu, ddep.gpu, P.tp * P.pp, D.tp * D.pp, dep.fabric)
     k_p = serving_memory(pdep, NO_TRACE).kv_bytes_per_token_per_gpu
@@ -304,12 +349,13 @@ def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     rs = ReplicaSet(
         spec,
         draws,
-        make_policy(layout.router, P.instances, spec.seed),
+        make_policy(layout.router, P.instances, spec.seed, _slots(pdep)),
         front,
         back,
-        make_policy(back_router, D.instances, spec.seed + 1),
+        make_policy(back_router, D.instances, spec.seed + 1, _slots(ddep)),
         Transfers(P.instances, wire, fixed),
         prefix_tokens=_prefix_tokens(dep, spec, ppool),
+        adapters=ad,
     )
     rs.run(budget)
     merged, parts, kv = rs.records()

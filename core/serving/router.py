@@ -4,10 +4,11 @@ A policy is a small class: it is built once per simulation with the replica coun
 :meth:`Policy.pick` is called once per request, in arrival order, with the request and the number of requests
 each replica has in flight at that instant (routed to it and not yet ended: exact, since the deployment's
 replicas step side by side, :mod:`core.serving.sim.replicas`). A policy may keep its own state (a counter, where
-each prefix went); it never sees the future. Add a policy by subclassing :class:`Policy`, naming it in
-:data:`core.base.choices.RouterPolicy` and registering it in :data:`POLICIES`.
+each prefix went) and hears through :meth:`Policy.ended` when a request it routed ends; it never sees the future.
+Add a policy by subclassing :class:`Policy`, naming it in :data:`core.base.choices.RouterPolicy` and registering
+it in :data:`POLICIES`.
 
-The four policies and the production routers they mimic (sources: the SGLang router's ``router_args.py`` in the
+The five policies and the production routers they mimic (sources: the SGLang router's ``router_args.py`` in the
 ``sglang-router`` 0.3.2 wheel and docs/advanced_features/router.md; llm-d inference scheduler
 docs/architecture.md and its scorer READMEs; vLLM production-stack ``routing_logic.py``; kubernetes.io
 "Virtual IPs and Service Proxies"):
@@ -27,6 +28,15 @@ docs/architecture.md and its scorer READMEs; vLLM production-stack ``routing_log
   requests in flight), the least loaded replica instead. SGLang's ``cache_aware`` (default), llm-d's
   ``prefix-cache-scorer``, production-stack's ``prefixaware`` ("we assume that there is no eviction of prefix
   cache": neither does this one).
+* ``adapter-affinity`` (multi-LoRA serving): a request for adapter ``a`` goes to a replica where ``a`` is active
+  (a request of ``a`` is in flight there: running, or queued to run), else to one with room to load it (fewer
+  adapters in flight than its ``max_loras``), else to any; the least loaded within the best of these tiers. The
+  Gateway API Inference Extension's and llm-d's ``lora-affinity-scorer`` (scores 1.0 for an active adapter, 0.8
+  for room to load one, 0 otherwise, from vLLM's ``vllm:lora_requests_info`` running and waiting adapters and
+  ``max_lora``), taken before load as in the extension's LoRA-affinity filter chain; replicas out of balance by
+  the same two SGLang thresholds as ``prefix-affinity`` are left out first, so one hot adapter spreads over
+  several replicas instead of piling onto one (and becomes active on each). A request without an adapter goes
+  to the least loaded replica.
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ class Request(NamedTuple):
     input_tokens: int
     output_tokens: int
     group: int  # prefix group (-1: none)
+    adapter: int = -1  # the adapter it carries (-1: the base model)
 
 
 class Policy(ABC):
@@ -60,20 +71,35 @@ class Policy(ABC):
     name: ClassVar[str]
     mimics: ClassVar[str]
 
-    def __init__(self, replicas: int, seed: int = 0) -> None:
+    def __init__(self, replicas: int, seed: int = 0, adapter_slots: int = 1) -> None:
         if replicas < 1:
             raise ValueError(f"a deployment needs at least one replica, got {replicas}")
         self.replicas = replicas
         self.seed = seed
+        self.adapter_slots = max(1, adapter_slots)  # each replica's max_loras (multi-LoRA serving)
 
     @abstractmethod
     def pick(self, req: Request, outstanding: Sequence[int]) -> int:
         """The replica for ``req``; ``outstanding[j]`` = requests in flight on replica ``j`` now."""
 
+    def ended(self, replica: int, req: Request) -> None:  # noqa: B027 (most policies keep no per-request state)
+        """Request ``req``, routed to ``replica``, has ended there (finished, rejected or timed out)."""
+
+
+def out_of_balance(load: int, least: int) -> bool:
+    """Whether ``load`` requests in flight are out of balance against the least loaded replica's ``least`` (both of
+    the SGLang router's default thresholds exceeded)."""
+    return load - least > BALANCE_ABS_THRESHOLD and load > BALANCE_REL_THRESHOLD * least
+
 
 def least_loaded(outstanding: Sequence[int], start: int) -> int:
     """The replica with the fewest requests in flight; among equals, the first at or after ``start`` (cyclic)."""
     m = min(outstanding)
+    if isinstance(outstanding, list):  # the deployment's load list: the scan in C
+        try:
+            return outstanding.index(m, start)
+        except ValueError:
+            return outstanding.index(m)
     n = len(outstanding)
     for k in range(n):
         j = (start + k) % n
@@ -86,8 +112,8 @@ class RoundRobin(Policy):
     name = "round-robin"
     mimics = "Kubernetes Service (kube-proxy IPVS rr), vLLM production-stack roundrobin, SGLang router round_robin"
 
-    def __init__(self, replicas: int, seed: int = 0) -> None:
-        super().__init__(replicas, seed)
+    def __init__(self, replicas: int, seed: int = 0, adapter_slots: int = 1) -> None:
+        super().__init__(replicas, seed, adapter_slots)
         self._next = 0
 
     def pick(self, req: Request, outstanding: Sequence[int]) -> int:
@@ -100,8 +126,8 @@ class LeastOutstanding(Policy):
     name = "least-outstanding"
     mimics = "llm-d active-request / queue scorers, SGLang cache_aware's shortest-queue fallback, Envoy LEAST_REQUEST"
 
-    def __init__(self, replicas: int, seed: int = 0) -> None:
-        super().__init__(replicas, seed)
+    def __init__(self, replicas: int, seed: int = 0, adapter_slots: int = 1) -> None:
+        super().__init__(replicas, seed, adapter_slots)
         self._last = -1
 
     def pick(self, req: Request, outstanding: Sequence[int]) -> int:
@@ -114,8 +140,8 @@ class PowerOfTwo(Policy):
     name = "power-of-two"
     mimics = "SGLang router power_of_two (two workers sampled, the lighter one picked)"
 
-    def __init__(self, replicas: int, seed: int = 0) -> None:
-        super().__init__(replicas, seed)
+    def __init__(self, replicas: int, seed: int = 0, adapter_slots: int = 1) -> None:
+        super().__init__(replicas, seed, adapter_slots)
         self._rng = np.random.default_rng([seed, 0x524F55])  # its own stream: the workload's draws stay put
         self._pairs: list[tuple[int, int]] = []
         self._at = 0
@@ -142,14 +168,14 @@ class PrefixAffinity(Policy):
     name = "prefix-affinity"
     mimics = "SGLang router cache_aware (its default), llm-d prefix-cache-scorer, vLLM production-stack prefixaware"
 
-    def __init__(self, replicas: int, seed: int = 0) -> None:
-        super().__init__(replicas, seed)
+    def __init__(self, replicas: int, seed: int = 0, adapter_slots: int = 1) -> None:
+        super().__init__(replicas, seed, adapter_slots)
         self.owner: dict[int, int] = {}
         self._last = -1
 
     def pick(self, req: Request, outstanding: Sequence[int]) -> int:
         lo, hi = min(outstanding), max(outstanding)
-        imbalanced = hi - lo > BALANCE_ABS_THRESHOLD and hi > BALANCE_REL_THRESHOLD * lo
+        imbalanced = out_of_balance(hi, lo)
         j = self.owner.get(req.group) if req.group >= 0 else None
         if j is None or imbalanced:
             j = least_loaded(outstanding, (self._last + 1) % self.replicas)
@@ -159,12 +185,61 @@ class PrefixAffinity(Policy):
         return j
 
 
+class AdapterAffinity(Policy):
+    name = "adapter-affinity"
+    mimics = "Gateway API Inference Extension / llm-d lora-affinity-scorer (active adapter, then room to load one)"
+
+    def __init__(self, replicas: int, seed: int = 0, adapter_slots: int = 1) -> None:
+        super().__init__(replicas, seed, adapter_slots)
+        self.active: list[dict[int, int]] = [{} for _ in range(replicas)]  # adapter -> its requests in flight there
+        self._last = -1
+
+    def tier(self, j: int, adapter: int) -> int:
+        """2: ``adapter`` is active on replica ``j``; 1: ``j`` has room to load it; 0: neither."""
+        act = self.active[j]
+        return 2 if adapter in act else 1 if len(act) < self.adapter_slots else 0
+
+    def pick(self, req: Request, outstanding: Sequence[int]) -> int:
+        n = self.replicas
+        start = (self._last + 1) % n
+        if req.adapter < 0:
+            j = least_loaded(outstanding, start)
+        else:
+            lo = min(outstanding)
+            best = (-1, 0)  # (tier, -load)
+            j = -1
+            for k in range(n):
+                c = (start + k) % n
+                if out_of_balance(outstanding[c], lo):
+                    continue
+                key = (self.tier(c, req.adapter), -outstanding[c])
+                if j < 0 or key > best:
+                    best, j = key, c
+            act = self.active[j]
+            act[req.adapter] = act.get(req.adapter, 0) + 1
+        self._last = j
+        return j
+
+    def ended(self, replica: int, req: Request) -> None:
+        if req.adapter < 0:
+            return
+        act = self.active[replica]
+        left = act[req.adapter] - 1
+        if left:
+            act[req.adapter] = left
+        else:
+            del act[req.adapter]
+
+
 #: Every policy by its name (:data:`core.base.choices.ROUTERS`).
-POLICIES: dict[str, type[Policy]] = {p.name: p for p in (RoundRobin, LeastOutstanding, PowerOfTwo, PrefixAffinity)}
+POLICIES: dict[str, type[Policy]] = {
+    p.name: p for p in (RoundRobin, LeastOutstanding, PowerOfTwo, PrefixAffinity, AdapterAffinity)
+}
 
 
-def make_policy(name: str, replicas: int, seed: int = 0) -> Policy:
-    """The policy called ``name`` for ``replicas`` replicas (``ValueError`` naming the choices otherwise)."""
+def make_policy(name: str, replicas: int, seed: int = 0, adapter_slots: int = 1) -> Policy:
+    """The policy called ``name`` for ``replicas`` replicas (``ValueError`` naming the choices otherwise);
+    ``adapter_slots``: each replica's ``max_loras`` (read by ``adapter-affinity``)."""
     if name not in POLICIES:
         raise ValueError(f"unknown router {name!r}; use one of {', '.join(POLICIES)}")
-    return POLICIES[name](replicas, seed)
+    return POLICIES[name](replicas, seed, adapter_slots)

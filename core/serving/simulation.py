@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE, WorkBudget
 from core.config import LOAD_FIELDS, Deployment, Draws, Lengths, RabitConfig, SimSpec, as_deployment, parse_trace
-from core.physics import StepModel, serving_memory
+from core.physics import StepModel, adapter_load_s, serving_memory
+from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Records
 from core.serving.sim.metrics import (
     LATENCY_KEYS,
@@ -132,6 +133,10 @@ class Capacity(BaseModel):
     output_tokens_per_s: float
     iteration_s: float  # steady-state iteration (chunked) or decode iteration (prefill priority)
     limited_by: str  # "max batch", "KV pool" or "token budget"
+    # multi-LoRA serving (:func:`adapter_sessions`): the share of time the batch waits for adapter loads, and the
+    # mean wait of a request for an adapter slot; 0 without adapters or with a slot for every adapter
+    adapter_load_stall_frac: float = 0.0
+    adapter_slot_wait_s: float = 0.0
 
     @property
     def residence_s(self) -> float:
@@ -191,7 +196,75 @@ def max_throughput(
         t_pf = float(sm.pipelined_s(n * I, n * pool.chunk_pairs(0, I), 0.0, n))
         t = float(sm.pipelined_s(B, B * pool.eff(c + 1), B * pool.eff(c)))
         rps = 1.0 / (t_pf / n + (O - 1) * t / B)
+    if dep.config.adapters.enabled:
+        rps, stall, wait = adapter_sessions(dep, rps, B)
+        return Capacity(
+            batch=int(B),
+            requests_per_s=rps,
+            output_tokens_per_s=rps * O,
+            iteration_s=t,
+            limited_by=limited,
+            adapter_load_stall_frac=stall,
+            adapter_slot_wait_s=wait,
+        )
     return Capacity(batch=int(B), requests_per_s=rps, output_tokens_per_s=rps * O, iteration_s=t, limited_by=limited)
+
+
+def effective_adapters(popularity: tuple[float, ...]) -> float:
+    """How many equally popular adapters the traffic is worth: 1 / sum p_i^2 (N for uniform traffic over N)."""
+    return 1.0 / sum(p * p for p in popularity) if popularity else 0.0
+
+
+def adapter_sessions(dep: Deployment, rps: float, batch: float) -> tuple[float, float, float]:
+    """The ``max_loras`` limit of a busy replica in closed form: (requests/s, load stall share, slot wait [s]).
+
+    With ``K`` slots and traffic worth ``N_e`` equally popular adapters (:func:`effective_adapters`), the batch
+    serves the requests of at most ``K`` adapters at a time; the others queue until a running adapter's requests
+    have all left (vLLM's skip rule). In steady state each running adapter holds ``n / K`` of the ``n = rps t_r``
+    requests in flight (``t_r = B / rps_K``, Little's law at the batch ``B``) and the waiting ones hold
+    ``(N_e - K) / K`` times as many, so a request waits ``W = t_r (N_e - K) / K`` for a slot; each of the ``rps K / n``
+    switches per second loads an adapter in ``t_L`` (from host memory, or from storage for the share the host
+    cache misses, ``1 - C / N_e``), during which the batch stands still::
+
+        rps_K = rps / (1 + rps K t_L / B)        W = B / rps_K x (N_e - K) / K        (K < N_e; else rps, 0)
+
+    A model of the mean, not of the tail; the simulator plays the rule itself.
+    """
+    a = dep.config.adapters
+    engine = dep.config.workload.engine
+    K = a.slots(engine)
+    n_e = effective_adapters(a.popularity())
+    if K >= n_e or rps <= 0 or batch <= 0:
+        return rps, 0.0, 0.0
+    hit = min(1.0, a.host_slots(engine) / n_e)
+    t_load = hit * adapter_load_s(dep, a.max_rank, from_storage=False) + (1 - hit) * adapter_load_s(
+        dep, a.max_rank, from_storage=True
+    )
+    stall_rps = rps / (1 + rps * K * t_load / batch)
+    t_r = batch / stall_rps
+    return stall_rps, 1 - stall_rps / rps, t_r * (n_e - K) / K
+
+
+def adapter_draws(dep: Deployment, spec: SimSpec) -> AdapterDraws | None:
+    """Which adapter each request of a run carries (None without adapters): the traffic's popularity, or the
+    trace's adapter column."""
+    a = dep.config.adapters
+    return AdapterDraws(a.popularity(), spec.seed, spec.adapter_trace) if a.enabled else None
+
+
+def replica_adapters(dep: Deployment, draws: AdapterDraws | None, gids: list[int] | None = None) -> Adapters | None:
+    """The adapter state of one simulated replica (None without adapters): the run's adapter ``draws`` (``gids``:
+    a deployment's replica, the deployment's number of each of its requests), the engine's slots and host cache,
+    and the time to load an adapter of each rank from host memory or from storage
+    (:func:`core.physics.adapter_load_s`)."""
+    a = dep.config.adapters
+    if draws is None or not a.enabled:
+        return None
+    engine = dep.config.workload.engine
+    ranks = a.ranks[: min(a.count, len(a.ranks))]
+    host = {r: adapter_load_s(dep, r, from_storage=False) for r in set(ranks)}
+    storage = {r: adapter_load_s(dep, r, from_storage=True) for r in set(ranks)}
+    return Adapters(draws, ranks, a.slots(engine), a.host_slots(engine), host, storage, gids)
 
 
 def _ro(x: np.ndarray) -> np.ndarray:
@@ -255,7 +328,7 @@ def simulate(
     sm, tm = replica_timing(dep, spec, timing)
     pool = kv_pool(dep, spec)
     rng = np.random.default_rng(spec.seed)
-    rec = Engine(spec, tm, pool, Draws(spec, rng)).run(budget)
+    rec = Engine(spec, tm, pool, Draws(spec, rng), replica_adapters(dep, adapter_draws(dep, spec))).run(budget)
     capacity = max_throughput(dep, spec, pool=pool, sm=sm)
     return result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming))
 

@@ -1,53 +1,49 @@
 """The event loop: one replica under continuous batching, iteration by iteration.
 
-One :class:`Engine` owns the clock ``now_s``, the queues, the KV pool and its counters; it draws
-nothing itself (the workload's :class:`~core.config.workload.Draws` come from the injected generator)
-and returns plain records. An iteration is timed by the step model for its exact mix of prefill
-and decode tokens (``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read).
+One :class:`Engine` owns the clock ``now_s``, the queues, the KV pool and its counters; it draws nothing itself (the
+workload's :class:`~core.config.workload.Draws` come from the injected generator) and returns plain records. An
+iteration is timed by the step model for its exact mix of prefill and decode tokens (``T`` new tokens, ``A``
+attended pairs, ``R`` cached tokens read).
 
-Speed: between events nothing but decoding happens, and every decoding sequence gains one token per
-decode iteration, so the decode set advances in lockstep. A sequence's context is ``base + D``
-(``D`` = decode iterations so far, ``Engine.decode_iters``), so the batch's ``R`` and ``A`` are affine in
-``D`` and a whole
-run of identical-shape decode iterations is timed in closed form (:mod:`core.serving.sim.timing`); the
-run stops at the next event: an arrival the scheduler could act on, the first sequence to finish,
-a timeout, the KV pool running out (paged blocks counted exactly via the block phase of each
-sequence), or a sequence's context reaching a sliding window. No Python work per token.
+Speed: between events nothing but decoding happens, and every decoding sequence gains one token per decode
+iteration, so the decode set advances in lockstep. A sequence's context is ``base + D`` (``D`` = decode iterations
+so far, ``Engine.decode_iters``), so the batch's ``R`` and ``A`` are affine in ``D`` and a whole run of
+identical-shape decode iterations is timed in closed form (:mod:`core.serving.sim.timing`); the run stops at the
+next event: an arrival the scheduler could act on, the first sequence to finish, a timeout, the KV pool running out
+(paged blocks counted exactly via the block phase of each sequence), or a sequence's context reaching a sliding
+window. No Python work per token.
 
 Scheduling (vLLM V1 / Sarathi-Serve for ``chunked``, vLLM V0 for ``prefill_priority``):
 
-* ``chunked``: each iteration first gives every decoding sequence its token, then continues
-  partial prefills, then admits waiting requests first-come first-served while the token budget,
-  the batch limit and the KV pool allow; a prompt longer than what is left of the budget is split
-  into chunks over iterations. A request that does not fit blocks the ones behind it (strict FCFS).
-* ``prefill_priority``: when the head of the queue can be admitted, the iteration prefills whole
-  prompts (FCFS, up to the token budget; a prompt longer than the budget runs alone) and the
-  decoding sequences wait; otherwise it decodes every running sequence.
+* ``chunked``: each iteration first gives every decoding sequence its token, then continues partial prefills, then
+  admits waiting requests first-come first-served while the token budget, the batch limit and the KV pool allow; a
+  prompt longer than what is left of the budget is split into chunks over iterations. A request that does not fit
+  blocks the ones behind it (strict FCFS).
+* ``prefill_priority``: when the head of the queue can be admitted, the iteration prefills whole prompts (FCFS, up
+  to the token budget; a prompt longer than the budget runs alone) and the decoding sequences wait; otherwise it
+  decodes every running sequence.
 
 KV admission:
 
-* ``preempt``: paged blocks of ``block_size`` tokens allocated as tokens are computed; when an
-  iteration's blocks cannot be allocated, the most recently admitted running sequence is
-  preempted (its blocks freed, it returns to the head of the queue and later recomputes its prompt
-  plus the tokens it had generated: recompute, as vLLM does); no admissions in such an iteration.
-  With ``prefix_caching`` (vLLM V1's default) the victim's full blocks stay in the prefix cache: freed
-  blocks join the tail of vLLM's free queue, so allocations evict everything older first, and the victim
-  at the head of the queue keeps ``min(its full blocks, free blocks when it is re-admitted)``; those
-  tokens are a cache hit and only the rest (at least the last token) is recomputed. Not modelled for
-  sliding-window models (their windowed blocks are not reusable the same way).
-* ``reserve``: admission reserves the blocks of prompt + the workload's largest output
-  (the client's max_tokens) up front; never preempts.
+* ``preempt``: paged blocks of ``block_size`` tokens allocated as tokens are computed; when an iteration's blocks
+  cannot be allocated, the most recently admitted running sequence is preempted (its blocks freed, it returns to the
+  head of the queue and later recomputes its prompt plus the tokens it had generated: recompute, as vLLM does); no
+  admissions in such an iteration. With ``prefix_caching`` (vLLM V1's default) the victim's full blocks stay in the
+  prefix cache: freed blocks join the tail of vLLM's free queue, so allocations evict everything older first, and
+  the victim at the head of the queue keeps ``min(its full blocks, free blocks when it is re-admitted)``; those
+  tokens are a cache hit and only the rest (at least the last token) is recomputed. Not modelled for sliding-window
+  models (their windowed blocks are not reusable the same way).
+* ``reserve``: admission reserves the blocks of prompt + the workload's largest output (the client's max_tokens) up
+  front; never preempts.
 
-A request that can never fit (its whole context exceeds the pool, or the model's context window) is
-rejected on arrival, counted, and never blocks the queue. With ``timeout_s``, a request not finished
-that long after its arrival is cancelled (waiting or running; a running one at the end of the
-iteration in progress) and its blocks are freed.
+A request that can never fit (its whole context exceeds the pool, or the model's context window) is rejected on
+arrival, counted, and never blocks the queue. With ``timeout_s``, a request not finished that long after its arrival
+is cancelled (waiting or running; a running one at the end of the iteration in progress) and its blocks are freed.
 
-Sliding-window layers (Mistral, gpt-oss): the pool is in bytes, so a sequence of context ``c`` holds
-``f ceil(c/B) + s ceil(min(c, w)/B)`` blocks-worth, with ``f`` and ``s`` the shares of full and
-sliding layers; the attended pairs and cached reads use the same per-layer-average clipping
-(a decode token at context ``c`` attends ``f (c+1) + s min(c+1, w)`` keys per layer on average).
-"""
+Sliding-window layers (Mistral, gpt-oss): the pool is in bytes, so a sequence of context ``c`` holds ``f ceil(c/B) +
+s ceil(min(c, w)/B)`` blocks-worth, with ``f`` and ``s`` the shares of full and sliding layers; the attended pairs
+and cached reads use the same per-layer-average clipping (a decode token at context ``c`` attends ``f (c+1) + s
+min(c+1, w)`` keys per layer on average)."""
 
 from __future__ import annotations
 
@@ -58,20 +54,27 @@ from collections import deque
 
 from core.base import WorkBudget
 from core.config import Draws, SimSpec
+from core.serving.sim.adapters import Adapters
 from core.serving.sim.arrivals import ArrivalStream
 from core.serving.sim.pool import Pool
 from core.serving.sim.records import DONE, MIXED, NONE, REJECTED, RUN, TIMED_OUT, UNFINISHED, Records  # noqa: F401
 from core.serving.sim.timing import ArrayTiming, LinearTiming
 
+Timing = LinearTiming | ArrayTiming
 INF = math.inf
 _EPS = 1e-9
+_NO_RUN = (0, 0.0, 0, 0.0, 0.0, 0.0, INF, False)  # no run of decode iterations planned
 
 
 class Engine(ArrivalStream):
     """One replica: the clock, the queues, the KV pool and the counters of one simulation."""
 
-    def __init__(self, spec: SimSpec, timing: LinearTiming | ArrayTiming, pool: Pool, draws: Draws) -> None:
+    def __init__(self, spec: SimSpec, timing: Timing, pool: Pool, draws: Draws, lora: Adapters | None = None) -> None:
         self.spec, self.timing, self.pool, self.draws = spec, timing, pool, draws
+        self.lora = lora  # the adapters (multi-LoRA serving), None without
+        self._load_s = 0.0  # adapter loads the iteration being planned waits for
+        self.adapter_distinct_s = 0.0
+        self._pend_D = 0  # the running set's adapters during the planned run of decode iterations
         self.block_tokens = pool.block
         self.pool_blocks = pool.blocks
         self.inv_P = 1.0 / pool.blocks if pool.blocks > 0 else 0.0
@@ -105,16 +108,7 @@ class Engine(ArrivalStream):
         self.pend_end_s = 0.0
         self._pend_chunks: list[tuple[int, int]] = []
         self._pend_decoding = False
-        self._pend_run: tuple[int, float, int, float, float, float, float, bool] = (
-            0,
-            0.0,
-            0,
-            0.0,
-            0.0,
-            0.0,
-            INF,
-            False,
-        )
+        self._pend_run: tuple[int, float, int, float, float, float, float, bool] = _NO_RUN
         # queues
         self.waiting: deque[int] = deque()
         self.running: list[int] = []  # admission order (the last is preempted first)
@@ -204,6 +198,8 @@ class Engine(ArrivalStream):
         return f, s
 
     def _release(self, rid: int, c: int) -> None:
+        if self.lora is not None:
+            self.lora.release(rid)
         if self.reserve:
             self.used_res -= self.res[rid]
             self.res[rid] = 0.0
@@ -389,8 +385,10 @@ class Engine(ArrivalStream):
             return -1  # the transferred KV waits until blocks for all of it are free
         return max(0, min(cached, free * B, last))
 
-    def _admit(self, rid: int, hit: int = 0) -> None:
-        self.waiting.popleft()
+    def _admit(self, rid: int, hit: int = 0, at: int = 0) -> None:
+        del self.waiting[at]  # the head, or one behind requests skipped for their adapters
+        if self.lora is not None:
+            self._load_s += self.lora.acquire(rid, self.now_s)
         self.running.append(rid)
         self.prefilling.append(rid)
         self.ctx[rid] = hit
@@ -483,8 +481,12 @@ class Engine(ArrivalStream):
             return
         used = self.used() + need
         mb = self.spec.max_batch
-        while self.waiting and left > 0 and len(self.running) < mb:
-            rid = self.waiting[0]
+        lora, j = self.lora, 0
+        while j < len(self.waiting) and left > 0 and len(self.running) < mb:
+            rid = self.waiting[j]
+            if lora is not None and not lora.admissible(rid, self.now_s):
+                j += 1  # its adapter would exceed max_loras: skipped, it keeps its place (vLLM)
+                continue
             h = self._hit(rid, used)
             if h < 0:
                 break
@@ -492,7 +494,7 @@ class Engine(ArrivalStream):
             add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
             if used + add > self.pool_blocks + _EPS:
                 break
-            self._admit(rid, h)
+            self._admit(rid, h, j)
             used += add
             left -= n
             chunks.append((rid, n))
@@ -502,8 +504,12 @@ class Engine(ArrivalStream):
         mb = self.spec.max_batch
         used = self.used()
         total = 0
-        while self.waiting and len(self.running) < mb:
-            rid = self.waiting[0]
+        lora, j = self.lora, 0
+        while j < len(self.waiting) and len(self.running) < mb:
+            rid = self.waiting[j]
+            if lora is not None and not lora.admissible(rid, self.now_s):
+                j += 1  # its adapter would exceed max_loras: skipped, it keeps its place (vLLM)
+                continue
             h = self._hit(rid, used)
             if h < 0:
                 break
@@ -513,7 +519,7 @@ class Engine(ArrivalStream):
             add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
             if used + add > self.pool_blocks + _EPS:
                 break
-            self._admit(rid, h)
+            self._admit(rid, h, j)
             used += add
             total += n
             chunks.append((rid, n))
@@ -540,10 +546,13 @@ class Engine(ArrivalStream):
                 f, s = self._chunk_blocks(c, n)
                 self.full_blocks += f
                 self.slide_blocks += s
-        # sequences scheduled: every decoding one and each prompt with a chunk (each is sampled or tracked)
-        dt = tm.one(T, A, R, (self.num_decoding if decoding else 0) + len(chunks))
+        # sequences scheduled: every decoding one and each prompt with a chunk; D: the running set's adapters
+        D = self.lora.distinct if self.lora is not None else 0
+        dt = tm.one(T, A, R, (self.num_decoding if decoding else 0) + len(chunks), D) + self._load_s
+        self._load_s = 0.0
         self.busy_s += dt
-        self.prefill_s += dt - (tm.one(self.num_decoding, A_d, R_d) if decoding else 0.0)
+        self.prefill_s += dt - (tm.one(self.num_decoding, A_d, R_d, None, D) if decoding else 0.0)
+        self.adapter_distinct_s += D * dt
         self.iterations += 1
         self.pend_kind, self.pend_end_s = MIXED, self.now_s + dt
         self._pend_chunks, self._pend_decoding = chunks, decoding
@@ -580,11 +589,14 @@ class Engine(ArrivalStream):
             raise RuntimeError("decode run without room for one iteration")
         t_dead = self._next_deadline() if self.dl_heap else INF
         t_event = t_dead
-        cut_ok = not self.waiting  # a waiting head blocks the queue: an arrival changes nothing until an end
+        # a waiting head blocks the queue: an arrival changes nothing until an end; with adapters an arrival may
+        # join at once although others wait (theirs would exceed max_loras)
+        cut_ok = not self.waiting or self.lora is not None
         if cut_ok and self.next_arr < t_event:
             t_event = self.next_arr
         A, R, g = self._decode_AR()
-        k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, t_event - self.now_s if t_event < INF else INF)
+        D = self._pend_D = self.lora.distinct if self.lora is not None else 0
+        k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, t_event - self.now_s if t_event < INF else INF, D)
         self.pend_kind, self.pend_end_s = RUN, self.now_s + dt
         self._pend_run = (k, dt, kmax, A, R, g, t_dead, cut_ok)
 
@@ -597,13 +609,14 @@ class Engine(ArrivalStream):
         k, dt, kmax, A, R, g, t_dead, cut_ok = self._pend_run
         if not cut_ok:
             return self.pend_end_s
-        k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, min(t, t_dead) - self.now_s)
+        k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, min(t, t_dead) - self.now_s, self._pend_D)
         self._pend_run = (k, dt, kmax, A, R, g, t_dead, cut_ok)
         self.pend_end_s = self.now_s + dt
         return self.pend_end_s
 
     def _end_run(self) -> None:
         k, dt = self._pend_run[0], self._pend_run[1]
+        self.adapter_distinct_s += self._pend_D * dt
         self.busy_s += dt
         self.iterations += k
         self.now_s = self.pend_end_s
@@ -682,4 +695,5 @@ class Engine(ArrivalStream):
             iterations=self.iterations,
             total_preemptions=self.preemptions,
             last_arrival_s=self.last_arrival_s,
+            adapters=self.lora.records(n, self.adapter_distinct_s) if self.lora is not None else None,
         )

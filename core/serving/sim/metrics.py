@@ -91,6 +91,23 @@ class Percentiles(BaseModel):
         )
 
 
+class AdapterStats(BaseModel):
+    """What the adapters did in one run (multi-LoRA serving): loads into GPU slots, their time, and the queueing
+    the ``max_loras`` limit caused."""
+
+    model_config = ConfigDict(frozen=True)
+
+    adapters_seen: int  # distinct adapters the requests carried
+    loads: int  # adapters brought into a GPU slot
+    loads_from_storage: int  # of those, read from storage first (not in the host cache)
+    load_s: Percentiles  # time of each load
+    load_time_share: float  # the iterations' time spent waiting for loads, over busy time
+    loads_per_request: float
+    blocked_requests: int  # requests turned away at least once for want of a slot
+    wait_s: Percentiles  # how long those waited for a slot
+    distinct_mean: float  # distinct adapters in the batch, time-averaged over busy time
+
+
 class Summary(BaseModel):
     """The metric summary of one simulation (frozen; ``summary["ttft_s"]`` works like a dict)."""
 
@@ -124,12 +141,13 @@ class Summary(BaseModel):
     preemptions_per_request: float = 0.0  # preemptions / requests admitted at least once
     thrash: bool = False  # at least one preemption per request: KV thrash (see thrash_note)
     thrash_note: str = ""
+    adapters: AdapterStats | None = None  # multi-LoRA serving; None without adapters
 
     def __getitem__(self, key: str):
         return getattr(self, key)
 
     def as_dict(self) -> dict:
-        return self.model_dump(mode="json")
+        return self.model_dump(mode="json", exclude={"adapters"} if self.adapters is None else None)
 
     @property
     def latency_withheld(self) -> str | None:
@@ -241,6 +259,25 @@ def _short_run_verdict(arr: np.ndarray, a: int, capacity_rps: float | None, why:
     return TOO_SHORT, f"{head}; {words}"
 
 
+def _adapter_stats(rec: Records, n: int) -> AdapterStats:
+    a = rec.adapters or {}
+    loads = np.asarray(a["adapter_load_s"], dtype=float)
+    waits = np.asarray(a["adapter_wait_s"], dtype=float)
+    blocked = waits[~np.isnan(waits)]
+    busy = rec.busy_s * a.get("adapter_engines", 1)  # a deployment's records hold its replicas' mean busy time
+    return AdapterStats(
+        adapters_seen=len(set(a["adapter"])),
+        loads=int(loads.size),
+        loads_from_storage=a["adapter_storage_loads"],
+        load_s=Percentiles.of(loads),
+        load_time_share=float(loads.sum()) / busy if busy > 0 else 0.0,
+        loads_per_request=loads.size / n if n else 0.0,
+        blocked_requests=int(blocked.size),
+        wait_s=Percentiles.of(blocked),
+        distinct_mean=a["adapter_distinct_s"] / busy if busy > 0 else 0.0,
+    )
+
+
 def summarise(
     rec: Records, closed_loop: bool, capacity_rps: float | None = None, residence_s: float | None = None
 ) -> Summary:
@@ -275,6 +312,7 @@ def summarise(
     )
     period = rec.last_arrival_s - t_start
     return Summary(
+        adapters=_adapter_stats(rec, n) if rec.adapters is not None else None,
         ttft_s=Percentiles.of(first[done] - arr[done]),
         itl_s=Percentiles.of(itl),
         e2e_s=Percentiles.of(fin[done] - arr[done]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from typing import Any
 
 # request status codes in the records
 DONE, REJECTED, TIMED_OUT, UNFINISHED = 0, 1, 2, -1
@@ -34,3 +35,4 @@ class Records:
     iterations: int
     total_preemptions: int
     last_arrival_s: float
+    adapters: dict[str, Any] | None = None  # multi-LoRA serving: core.serving.sim.adapters.Adapters.records

@@ -31,15 +31,18 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from core.base import WorkBudget
 from core.config import Draws, SimSpec
 from core.serving.router import Policy, Request
+from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.arrivals import ArrivalStream
 from core.serving.sim.engine import DONE, NONE, RUN, UNFINISHED, Engine, Records
 from core.serving.sim.pool import Pool
@@ -64,13 +67,15 @@ class Replica(Engine):
         *,
         hold_kv: bool = False,
         remote_kv: bool = False,
+        lora: Callable[[list[int]], Adapters | None] | None = None,
     ) -> None:
-        super().__init__(spec, timing, pool, draws)
+        self.gids: list[int] = []  # the deployment's request number of each of this replica's requests
+        # multi-LoRA serving: this replica's adapter slots, reading each request's adapter by its deployment number
+        super().__init__(spec, timing, pool, draws, lora(self.gids) if lora is not None else None)
         self.index = index
         self.next_arr = self.next_poisson = INF
         self.arrivals = []
         self.inbox: deque[tuple[float, int, int, int, int]] = deque()
-        self.gids: list[int] = []  # the deployment's request number of each of this replica's requests
         self.load = load  # requests in flight per replica of this pool (shared with the router's view)
         self.ended: list[int] = []  # requests that ended in the step just ended (completion, rejection, timeout)
         self.hold_kv = hold_kv  # a prefill instance: a finished request keeps its blocks until its KV has left
@@ -165,8 +170,10 @@ class ReplicaSet:
         back_policy: Policy | None = None,
         transfers: Transfers | None = None,
         prefix_tokens: Callable[[int], int] | None = None,
+        adapters: AdapterDraws | None = None,
     ) -> None:
         self.spec, self.draws, self.policy = spec, draws, policy
+        self.adapters = adapters  # multi-LoRA serving: the adapter of each request (the router reads it)
         self.front, self.back, self.back_policy, self.xfer = front, back or [], back_policy, transfers
         self.engines = front + self.back
         for k, eng in enumerate(self.engines):
@@ -211,7 +218,8 @@ class ReplicaSet:
         i, o = self.draws.inp[gid], self.draws.out[gid]
         group = self._group(gid) if self.grouped else -1
         load = self.front[0].load
-        j = self.policy.pick(Request(gid, t, i, o, group), load)
+        adapter = self.adapters.adapter(gid) if self.adapters is not None else -1
+        j = self.policy.pick(Request(gid, t, i, o, group, adapter), load)
         hit = 0
         if group >= 0 and self.prefix_tokens is not None:
             seen = self.seen[j]
@@ -290,6 +298,10 @@ class ReplicaSet:
                 self._start_transfer(eng, rid, gid)
             else:
                 self.stream._user_done(gid, eng.fin_s[rid])
+            if self.adapters is not None:  # it leaves the instance its pool's router chose
+                policy = self.policy if eng.eid < len(self.front) else self.back_policy
+                a = self.adapters.adapter(gid)
+                policy.ended(eng.index, Request(gid, eng.fin_s[rid], eng.inp[rid], eng.out[rid], -1, a))  # type: ignore[union-attr]
 
     # --- KV transfers (disaggregated) -----------------------------------------------------------------------
     def _start_transfer(self, eng: Replica, rid: int, gid: int) -> None:
@@ -299,7 +311,8 @@ class ReplicaSet:
         self.where[gid] = (p, rid)
         self.prefill_end_s[gid] = now
         load = self.back[0].load
-        d = self.back_policy.pick(Request(gid, now, eng.inp[rid], eng.out[rid], -1), load)
+        a = self.adapters.adapter(gid) if self.adapters is not None else -1
+        d = self.back_policy.pick(Request(gid, now, eng.inp[rid], eng.out[rid], -1, a), load)
         load[d] += 1  # in flight towards it from now
         self.decode_of[gid] = d
         self.xfer.add(p, now, self.xfer.wire_s(eng.inp[rid], now - eng.admit_s[rid]), gid)
@@ -435,13 +448,38 @@ class ReplicaSet:
             iterations=sum(p.iterations for p in parts),
             total_preemptions=sum(p.total_preemptions for p in parts),
             last_arrival_s=max(p.last_arrival_s for p in parts[: len(self.front)]),
+            adapters=self._adapter_records(n, parts),
         )
         return merged, parts, kv
 
+    def _adapter_records(self, n: int, parts: list[Records]) -> dict[str, Any] | None:
+        """The deployment's adapter records: each request's adapter and its wait for a slot (summed over the
+        instances it waited on), every load of every engine, the busy time x distinct adapters summed."""
+        recs = [p.adapters for p in parts]
+        if self.adapters is None or any(r is None for r in recs):
+            return None
+        each: list[dict[str, Any]] = [r for r in recs if r is not None]
+        wait = np.full(n, np.nan)
+        for eng, r in zip(self.engines, each):
+            g = np.asarray(eng.gids, dtype=np.int64)
+            w = np.asarray(r["adapter_wait_s"], dtype=float)
+            m = np.isfinite(w)
+            if g.size and m.any():
+                wait[g[m]] = np.where(np.isnan(wait[g[m]]), 0.0, wait[g[m]]) + w[m]
+        loads = array("d")
+        for r in each:
+            loads.extend(r["adapter_load_s"])
+        return {
+            "adapter": array("l", (self.adapters.adapter(i) for i in range(n))),
+            "adapter_load_s": loads,
+            "adapter_storage_loads": sum(r["adapter_storage_loads"] for r in each),
+            "adapter_wait_s": _arr("d", wait),
+            "adapter_distinct_s": sum(r["adapter_distinct_s"] for r in each),
+            "adapter_engines": len(each),
+        }
+
 
 def _arr(code: str, x: np.ndarray):
-    from array import array
-
     a = array(code)
     a.frombytes(np.ascontiguousarray(x, dtype={"d": float, "q": np.int64, "b": np.int8, "l": np.int64}[code]).tobytes())
     return a

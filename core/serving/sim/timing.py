@@ -51,19 +51,38 @@ class LinearTiming:
         T = np.arange(t_max + 1, dtype=float)
         self.c0, self.c1, self.m0, self.m1, self.x = (a.tolist() for a in self._coeffs(T))
         self._extra: dict[int, tuple[float, float, float, float, float]] = {}
+        # the memory time of one distinct adapter per stage: a constant of the step model (its weights at the slot
+        # rank over the adapter kernels' bandwidth), divided among the micro-batches like R
+        self.lora = bool(sm.lora_bytes_per_adapter)
+        if self.lora:
+            z = np.zeros(1)
+            _, m_0, _, _ = sm.parts(np.ones(1), z, z, adapters=z)
+            _, m_d, _, _ = sm.parts(np.ones(1), z, z, adapters=z + _BIG)
+            self.md = float((np.asarray(m_d) - np.asarray(m_0)).reshape(-1)[0]) / _BIG
+            self.mb = np.asarray(sm.micro_batches(T), dtype=float).tolist()
+        else:
+            self.md, self.mb = 0.0, []
 
     def _coeffs(self, T: np.ndarray) -> tuple[np.ndarray, ...]:
-        # with a pipeline the batch runs as m = min(pp, T) micro-batches of T / m tokens (StepModel.pipelined_s)
+        # with a pipeline the batch runs as m = min(pp, T) micro-batches of T / m tokens (StepModel.pipelined_s);
+        # the adapters' reads are left out here (``adapters`` 0) and added per iteration (``one``, ``run``)
         mb = np.asarray(self.sm.micro_batches(T), dtype=float)
         Tm = T / mb
         z = np.zeros_like(T)
         with np.errstate(divide="ignore", invalid="ignore"):
-            c_0, m_0, _, _ = self.sm.parts(Tm, z, z)
-            c_b, m_b, _, _ = self.sm.parts(Tm, z + _BIG, z + _BIG)
-            total0 = self.sm.pipelined_s(T, z, z)
+            c_0, m_0, _, _ = self.sm.parts(Tm, z, z, adapters=z)
+            c_b, m_b, _, _ = self.sm.parts(Tm, z + _BIG, z + _BIG, adapters=z)
+            total0 = self.sm.pipelined_s(T, z, z, adapters=z)
         c_0, m_0, c_b, m_b = (np.broadcast_to(np.asarray(a, dtype=float), T.shape) for a in (c_0, m_0, c_b, m_b))
         x = np.broadcast_to(np.asarray(total0, dtype=float), T.shape) - self.pp * np.maximum(c_0, m_0)
         return c_0, (c_b - c_0) / _BIG / mb, m_0, (m_b - m_0) / _BIG / mb, x
+
+    def _adapter_s(self, T: int, D: float) -> float:
+        """Memory time of ``D`` distinct adapters in an iteration of ``T`` tokens, one stage [s]."""
+        if not D:
+            return 0.0
+        m = self.mb[T] if T <= self.t_max else float(self.sm.micro_batches(float(T)))
+        return self.md * D / m
 
     def coeffs(self, T: int) -> tuple[float, float, float, float, float]:
         if T <= self.t_max:
@@ -74,25 +93,29 @@ class LinearTiming:
             got = self._extra[T] = (c0, c1, m0, m1, x)  # memo local to this simulation
         return got
 
-    def one(self, T: int, A: float, R: float, S: int | None = None) -> float:
-        """Time of one iteration [s] with ``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read and
-        ``S`` sequences scheduled (default ``T``: decode)."""
+    def one(self, T: int, A: float, R: float, S: int | None = None, D: float = 0.0) -> float:
+        """Time of one iteration [s] with ``T`` new tokens, ``A`` attended pairs, ``R`` cached tokens read,
+        ``S`` sequences scheduled (default ``T``: decode) and ``D`` distinct adapters among them."""
         if S is None or S == T:
             extra = 0.0
         elif self.pp > 1:  # the micro-batches follow the sequences, not the tokens: evaluate directly
-            return float(self.sm.pipelined_s(T, A, R, S))
+            return float(self.sm.pipelined_s(T, A, R, S, float(D)))
         else:
             extra = (S - T) * self.q
+        d = self._adapter_s(T, D) if self.lora else 0.0
         if T <= self.t_max:
             a = self.c0[T] + self.c1[T] * A
-            b = self.m0[T] + self.m1[T] * R
+            b = self.m0[T] + self.m1[T] * R + d
             return self.pp * (a if a > b else b) + self.x[T] + extra
         c0, c1, m0, m1, x = self.coeffs(T)
-        a, b = c0 + c1 * A, m0 + m1 * R
+        a, b = c0 + c1 * A, m0 + m1 * R + d
         return self.pp * (a if a > b else b) + x + extra
 
-    def run(self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float) -> tuple[int, float]:
-        """A run of decode iterations with ``T`` tokens whose ``A`` and ``R`` grow by ``g`` per iteration.
+    def run(
+        self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float, D: float = 0.0
+    ) -> tuple[int, float]:
+        """A run of decode iterations with ``T`` tokens whose ``A`` and ``R`` grow by ``g`` per iteration (and ``D``
+        distinct adapters throughout).
 
         Returns ``(k, elapsed_s)``: ``k`` = the smallest count whose total time reaches ``budget_s``
         (the iteration during which the next event happens is the last one), at most ``kmax``.
@@ -100,7 +123,7 @@ class LinearTiming:
         c0, c1, m0, m1, x = self.coeffs(T)
         pp = self.pp
         a0, a1 = c0 + c1 * A0, c1 * g
-        b0, b1 = m0 + m1 * R0, m1 * g
+        b0, b1 = m0 + m1 * R0 + (self._adapter_s(T, D) if self.lora else 0.0), m1 * g
         d0, d1 = a0 - b0, a1 - b1
         # split: indices j < s follow line 1, j >= s line 2
         if d1 > 0:
@@ -161,12 +184,16 @@ class ArrayTiming:
     def __init__(self, sm: StepModel) -> None:
         self.sm = sm
 
-    def one(self, T: int, A: float, R: float, S: int | None = None) -> float:
-        return float(self.sm.pipelined_s(T, A, R, S))
+    def one(self, T: int, A: float, R: float, S: int | None = None, D: float = 0.0) -> float:
+        return float(self.sm.pipelined_s(T, A, R, S, float(D)))
 
-    def run(self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float) -> tuple[int, float]:
+    def run(
+        self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float, D: float = 0.0
+    ) -> tuple[int, float]:
         j = np.arange(kmax, dtype=float)
-        t = np.broadcast_to(np.asarray(self.sm.pipelined_s(float(T), A0 + g * j, R0 + g * j), dtype=float), j.shape)
+        t = np.broadcast_to(
+            np.asarray(self.sm.pipelined_s(float(T), A0 + g * j, R0 + g * j, adapters=float(D)), dtype=float), j.shape
+        )
         cs = np.cumsum(t)
         k = kmax if budget_s == math.inf else min(kmax, int(np.searchsorted(cs, budget_s, side="left")) + 1)
         return k, float(cs[k - 1])
@@ -178,8 +205,10 @@ def self_check(lin: LinearTiming, sm: StepModel, t_max: int, ctx_max: float, rng
     T = rng.integers(1, t_max + 1, size=n)
     A = rng.uniform(0, 1, size=n) * T * ctx_max
     R = rng.uniform(0, 1, size=n) * T * ctx_max
-    ref = np.asarray(sm.pipelined_s(T.astype(float), A, R), dtype=float)
-    got = np.array([lin.one(int(t), float(a), float(r)) for t, a, r in zip(T, A, R)])
+    # distinct adapters up to the slots (none without adapters; drawn after the rest, so those draws are unchanged)
+    D = np.floor(rng.uniform(0, 1, size=n) * (sm.lora_slots + 1)) if sm.lora_bytes_per_adapter else np.zeros(n)
+    ref = np.asarray(sm.pipelined_s(T.astype(float), A, R, adapters=D), dtype=float)
+    got = np.array([lin.one(int(t), float(a), float(r), None, float(d)) for t, a, r, d in zip(T, A, R, D)])
     return float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300)))
 
 
