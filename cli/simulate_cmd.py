@@ -485,7 +485,7 @@ def run(args: argparse.Namespace) -> int:
                 f"  adapters: {ad.loads:,} loads ({ad.loads_from_storage:,} from storage), load p50 "
                 f"{fmt_time(ad.load_s.p50 or 0)}, {ad.load_time_share:.1%} of busy time; {ad.blocked_requests:,} "
                 f"requests waited for a slot (p95 {fmt_time(ad.wait_s.p95) if ad.wait_s.p95 is not None else 'withheld'}"
-                f"); {ad.distinct_mean:.3g} adapters per batch on average"
+                f"); {sig(ad.distinct_mean)} adapters per batch on average"
             ]
             if ad is not None
             else []

@@ -14,6 +14,7 @@ from typing import Any
 
 import streamlit as st
 
+from core.base import sig
 from core.config import RabitConfig
 from core.decision import MetricCalibration, analysis_headline, calibrate_all
 from core.operations import Run, Telemetry, to_payload
@@ -175,7 +176,7 @@ def import_limits_note(upload_limit_mb: float) -> str:
     from core.base import MAX_IMPORT_BYTES, fmt_bytes
 
     return (
-        f"Uploads here are at most {upload_limit_mb:g} MB (the server's `server.maxUploadSize`). A larger export "
+        f"Uploads here are at most {sig(upload_limit_mb)} MB (the server's `server.maxUploadSize`). A larger export "
         f"imports with `rabit analyses import FILE`, which reads up to {fmt_bytes(MAX_IMPORT_BYTES)}: whatever "
         "`rabit analyses export` writes."
     )

@@ -646,7 +646,7 @@ def adapter_simulation(ad) -> None:
         "one load: each GPU copies its shard over its host link",
         "of the busy time, the batch stood still for loads",
         "requests turned away at least once because their adapter would exceed max_loras",
-        f"among those {ad.blocked_requests:,}; {ad.distinct_mean:.3g} adapters per batch on average",
+        f"among those {ad.blocked_requests:,}; {sig(ad.distinct_mean)} adapters per batch on average",
     )
     for i, (label, value, h) in enumerate(zip(labels, values, helps)):
         cols[i % len(cols)].metric(label, value, help=h)
@@ -695,7 +695,7 @@ def per_variant(pv) -> None:
     else:
         st.caption(
             "No variant earns a replica of its own here: none carries enough traffic to fill a dedicated replica "
-            f"(about {pv.dedicated_capacity_rps:.3g} requests/s each), and no rank makes mixed batches dearer than a "
+            f"(about {sig(pv.dedicated_capacity_rps)} requests/s each), and no rank makes mixed batches dearer than a "
             "dedicated copy."
         )
 
