@@ -37,6 +37,8 @@ from dashboard.text import plain
 
 _P = "cfg."
 _CUSTOM = "__custom__"
+#: The session key of the fleet the Fleet page edits (the config's ``fleet``; one object, not one widget per field).
+FLEET_KEY = "cfg.fleet"
 
 
 def _key(field: str) -> str:
@@ -80,7 +82,7 @@ _SCALE = {
 }
 #: Tuple fields edited as a comma-separated text.
 _CSV = frozenset({"targets.providers"})
-_SKIP = ("custom_model", "assumptions", *GROUPS)
+_SKIP = ("custom_model", "assumptions", "fleet", *GROUPS)
 
 
 def _group_paths() -> list[str]:
@@ -154,6 +156,7 @@ def _load_into_state(cfg: RabitConfig) -> None:
         g, f = path.split(".")
         st.session_state[_key(path)] = _to_widget(path, getattr(getattr(cfg, g), f))
     st.session_state["custom_model"] = cfg.custom_model
+    st.session_state[FLEET_KEY] = cfg.fleet
     if cfg.custom_model is not None:
         st.session_state[_key("model")] = _CUSTOM
     for name in REGISTRY:
@@ -254,6 +257,7 @@ def _values() -> dict[str, Any]:
         data["model"] = DEFAULT.model
         data["custom_model"] = ss.get("custom_model")
     data["assumptions"] = {n: ss.get(_key("a." + n), i.base) for n, i in REGISTRY.items()}
+    data["fleet"] = ss.get(FLEET_KEY)
     return data
 
 
@@ -473,6 +477,12 @@ def video_model_defaults() -> None:
         ("cfg_parallel", False),
     ):
         st.session_state[_key(f"video.{field}")] = value
+
+
+def set_fleet(fleet: Any) -> None:
+    """The Fleet page's edited fleet into the shared config (from the next rerun on: the link and the config file
+    carry it)."""
+    st.session_state[FLEET_KEY] = fleet
 
 
 def field_error(path: str) -> None:

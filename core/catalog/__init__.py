@@ -25,6 +25,13 @@ from core.catalog.engines import (
     apply_engine,
     engine_defaults,
 )
+from core.catalog.power import (
+    GpuPower,
+    PowerRow,
+    gpu_power,
+    load_power,
+    power_rows,
+)
 from core.catalog.pricing import (
     GpuPrice,
     gpu_price,
@@ -59,9 +66,11 @@ __all__ = [
     "DiffusionModel",
     "ENGINE_LABELS",
     "Fabric",
+    "GpuPower",
     "GpuPrice",
     "GpuSpec",
     "ModelArch",
+    "PowerRow",
     "Price",
     "UnsupportedArchitecture",
     "apply_engine",
@@ -74,6 +83,7 @@ __all__ = [
     "fabrics",
     "from_hf_config",
     "gpu",
+    "gpu_power",
     "gpu_price",
     "gpus",
     "load_attention_kernels",
@@ -82,10 +92,12 @@ __all__ = [
     "load_gpus",
     "load_model_file",
     "load_models",
+    "load_power",
     "load_prices",
     "model",
     "models",
     "parse_prices",
+    "power_rows",
     "prices",
     "unpriced",
 ]

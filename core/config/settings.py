@@ -34,6 +34,7 @@ from core.base import (
     parse_json,
 )
 from core.catalog import ModelArch
+from core.config.fleet import Fleet
 from core.config.video import VideoRequest
 from core.config.workload import DEFAULT_INPUT_TOKENS, DEFAULT_LENGTH_SPREAD, DEFAULT_OUTPUT_TOKENS, ServingLoad
 
@@ -214,6 +215,8 @@ class RabitConfig(BaseModel):
     predicted: Predicted = Predicted()
     # a video (or image) generation request (core.config.video)
     video: VideoRequest = VideoRequest()
+    # a fleet of serving workloads and the scenarios its plan must survive (core.config.fleet; the Fleet page)
+    fleet: Fleet | None = None
     # assumptions
     assumptions: Assumptions = Assumptions()
 
@@ -285,7 +288,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "video": VideoRequest,
 }
 #: Nested objects that travel as one compressed blob.
-_BLOBS = ("custom_model", "assumptions")
+_BLOBS = ("custom_model", "assumptions", "fleet")
 
 
 def _flat(cfg: RabitConfig) -> dict[str, Any]:
@@ -352,9 +355,7 @@ class LinkIssue(BaseModel):
     reason: str
 
     def message(self) -> str:
-        if (
-            self.param.startswith(("custom_model", "assumptions")) or not self.value
-        ):  # an encoded object: its name says it
+        if self.param.startswith(_BLOBS) or not self.value:  # an encoded object: its name says it
             return f"link parameter {self.param} was not used: {self.reason}"
         shown = self.value if len(self.value) <= 40 else self.value[:37] + "..."
         return f"link parameter {self.param}={shown} was not used: {self.reason}"
@@ -362,7 +363,7 @@ class LinkIssue(BaseModel):
 
 def _decode_param(k: str, s: str) -> Any:
     """Decode one raw query value (encoded objects inflated within their limits)."""
-    if k in ("custom_model", "assumptions"):
+    if k in _BLOBS:
         if not s.startswith("z"):
             raise ValueError("not an encoded object")
         if len(s) > MAX_LINK_PARAM_CHARS:

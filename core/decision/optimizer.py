@@ -137,6 +137,8 @@ def screen(
             slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers
         )
         for n, tp, pp, ep in _with_expert_parallel(arch, _replica_layouts(g, arch)):
+            if cons.layouts_allowed and (n, tp, pp, ep) not in cons.layouts_allowed:
+                continue
             for w in cons.weights_allowed:
                 if w == "nvfp4" and not g.supports("fp4"):
                     continue
