@@ -597,6 +597,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "withdraw",
         "cap",
         "price_factor",
+        "price_factors",
         "workloads",
     ),
     "availability": ("gpu", "failure_rate_per_gpu_hour", "repair_hours"),

@@ -546,11 +546,22 @@ def plan_fleet(
         if n is None:
             continue
         extra = o.cost_per_hour - n.cost_per_hour
-        why = (
-            f"{o.case} needs {o.replicas} replicas of {o.pick.gpus_per_replica} x {o.gpu} "
-            f"where the nominal plan runs {n.replicas} of {n.pick.gpus_per_replica} x {n.gpu}"
-        )
-        expensive.append(RobustNote(workload=o.workload, extra_per_hour=extra, case=o.case, why=why))
+        case = o.case
+        shape = f"{o.replicas} replicas of {o.pick.gpus_per_replica} x {o.gpu}"
+        if o.gpu != n.gpu:
+            gone = [c.name for c in cs if c.withdrawn(n.gpu) or (o.workload, c.name, n.gpu) not in recs]
+            missed = [c.name for c in cs if (r := recs.get((o.workload, c.name, n.gpu))) and r.recommendation is None]
+            case = (gone + missed + [o.case])[0]
+            why = (
+                f"{n.gpu} is withdrawn in {', '.join(gone)}"
+                if gone
+                else f"no {n.gpu} configuration meets {', '.join(missed)}"
+            ) + f": {shape} instead of {n.replicas} of {n.pick.gpus_per_replica} x {n.gpu}"
+        elif extra > 0:
+            why = f"{o.case} needs {shape} where the nominal plan runs {n.replicas}"
+        else:
+            why = "the nominal configuration meets every scenario"
+        expensive.append(RobustNote(workload=o.workload, extra_per_hour=extra, case=case, why=why))
     expensive.sort(key=lambda e: (-e.extra_per_hour, e.workload))
     notes = []
     if any(a_.failure_rate_per_gpu_hour for a_ in fleet.availability):
