@@ -16,6 +16,7 @@ file. A bad file exits 2 with one line naming the workload (or scenario, site) a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 from pathlib import Path
@@ -243,10 +244,17 @@ def run_plan(args: argparse.Namespace) -> int:
         except RayUnavailable as exc:
             die(f"rabit fleet: error: argument --ray: {exc}")
     show, tty = _progress(args.quiet)
-    try:
-        plan = plan_fleet(fleet, base, executor=executor, progress=show)
-    except RayUnavailable as exc:
-        die(f"rabit fleet: error: argument --ray: {exc}")
+    # a Ray driver prints the cluster's events (a worker that died and was replaced) to stdout from a thread of
+    # its own: while it is joined, stdout is stderr, so the JSON alone reaches stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            plan = plan_fleet(fleet, base, executor=executor, progress=show)
+        except RayUnavailable as exc:
+            die(f"rabit fleet: error: argument --ray: {exc}")
+        finally:
+            close = getattr(executor, "close", None)
+            if close is not None:
+                close()
     if tty:
         print("\r" + " " * 100 + "\r", end="", file=sys.stderr)
     emit(to_json(plan), args.json, human(plan))

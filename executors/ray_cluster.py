@@ -19,7 +19,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -73,22 +75,26 @@ class RayExecutor:
         self.address = address
         self.max_retries = max_retries
 
-    def _reachable(self, ray: Any) -> None:
+    def resolved(self) -> str:
+        """The address to join: ``auto`` read from the file ``ray start`` leaves on this machine
+        (``$RAY_TMPDIR/ray/ray_current_cluster``, else ``$TMPDIR/ray/...``, else ``/tmp/ray/...``, Ray's own
+        lookup), anything else as given."""
+        if self.address != "auto":
+            return self.address
+        tmp = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+        try:
+            found = (Path(tmp) / "ray" / "ray_current_cluster").read_text().strip()
+        except OSError:
+            found = ""
+        if not found:
+            raise RayUnavailable("no Ray cluster runs on this machine (start one with ray start --head)")
+        return found
+
+    def _reachable(self, address: str) -> None:
         """A head's port answers within :data:`CONNECT_TIMEOUT_S`, or :class:`RayUnavailable` (``ray.init`` would
         retry an address where nothing listens for minutes)."""
-        address = self.address
         if address.startswith("ray://"):
             return  # Ray Client has its own connection timeout
-        if address == "auto":
-            try:
-                from ray._private.services import canonicalize_bootstrap_address
-
-                found = canonicalize_bootstrap_address("auto")
-            except Exception:  # noqa: BLE001 - the lookup moved in another Ray version: let ray.init say
-                return
-            if not found:
-                raise RayUnavailable("no Ray cluster runs on this machine (start one with ray start --head)")
-            address = found
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise RayUnavailable(f"{self.address!r} is not HOST:PORT, ray://HOST:PORT or auto")
@@ -99,12 +105,13 @@ class RayExecutor:
 
     def connect(self) -> Any:
         """Join the cluster (once per process); returns the ``ray`` module."""
-        ray = _ray(self.address)
+        address = self.resolved()
+        ray = _ray(address)
         if not ray.is_initialized():
-            self._reachable(ray)
+            self._reachable(address)
             try:
                 ray.init(
-                    address=self.address,
+                    address=address,
                     logging_level=logging.ERROR,
                     log_to_driver=False,
                     ignore_reinit_error=True,
@@ -112,6 +119,11 @@ class RayExecutor:
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise RayUnavailable(f"cannot join the Ray cluster at {self.address}: {exc}") from None
         return ray
+
+    def close(self) -> None:
+        """Leave the cluster (the cluster keeps running); a later map joins again."""
+        if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+            sys.modules["ray"].shutdown()
 
     def workers(self) -> int:
         """The cluster's CPUs (how many tasks run at once)."""

@@ -547,7 +547,7 @@ def plan_fleet(
             continue
         extra = o.cost_per_hour - n.cost_per_hour
         case = o.case
-        shape = f"{o.replicas} replicas of {o.pick.gpus_per_replica} x {o.gpu}"
+        what = f"{o.replicas} replicas of {o.pick.gpus_per_replica} x {o.gpu}"
         if o.gpu != n.gpu:
             gone = [c.name for c in cs if c.withdrawn(n.gpu) or (o.workload, c.name, n.gpu) not in recs]
             missed = [c.name for c in cs if (r := recs.get((o.workload, c.name, n.gpu))) and r.recommendation is None]
@@ -556,9 +556,9 @@ def plan_fleet(
                 f"{n.gpu} is withdrawn in {', '.join(gone)}"
                 if gone
                 else f"no {n.gpu} configuration meets {', '.join(missed)}"
-            ) + f": {shape} instead of {n.replicas} of {n.pick.gpus_per_replica} x {n.gpu}"
+            ) + f": {what} instead of {n.replicas} of {n.pick.gpus_per_replica} x {n.gpu}"
         elif extra > 0:
-            why = f"{o.case} needs {shape} where the nominal plan runs {n.replicas}"
+            why = f"{o.case} needs {what} where the nominal plan runs {n.replicas}"
         else:
             why = "the nominal configuration meets every scenario"
         expensive.append(RobustNote(workload=o.workload, extra_per_hour=extra, case=case, why=why))
