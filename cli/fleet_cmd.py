@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from cli.common import add_json, add_range_args, assumptions_from_args, config_file, die, emit, read_file
-from core.base import MAX_CONFIG_BYTES, PayloadError, parse_json
+from core.base import KW, MAX_CONFIG_BYTES, PayloadError, parse_json
 from core.catalog import from_hf_config
 from core.config import DEFAULT, EXAMPLE_YAML, Fleet, FleetError, RabitConfig, parse_fleet
 
@@ -104,7 +105,6 @@ def _finite(x: float | None) -> float | None:
 def pick_json(o: Any, ranges: dict[str, Any], fleet: Fleet) -> dict[str, Any]:
     """One workload's pick: the recommendation's fields, the fleet's replicas, spares, cost, power and ranges."""
     w = fleet.workload(o.workload)
-    tokens_per_hour = w.rate_per_s * w.output_tokens * 3600
     out: dict[str, Any] = {"name": o.workload, "model": w.model_label, "adapters": o.adapters}
     out.update(o.pick.model_dump())
     out.update(
@@ -114,15 +114,13 @@ def pick_json(o: Any, ranges: dict[str, Any], fleet: Fleet) -> dict[str, Any]:
             "gpus": o.gpus,
             "serving_cost_per_hour": o.pick.cost_per_hour,
             "cost_per_hour": o.cost_per_hour,
-            "cost_per_million_tokens": o.cost_per_hour / tokens_per_hour * 1e6,
+            "cost_per_million_tokens": o.cost_per_million_tokens,
             "usd_per_gpu_hour": o.usd_per_gpu_hour,
             "sized_for": o.case,
             "site": o.site,
             "utilisation": o.utilisation,
-            "power_kw": o.power_w / 1e3,
-            "energy_kwh_per_million_tokens": (
-                o.energy_j_per_token * 1e6 / 3.6e6 if o.energy_j_per_token is not None else None
-            ),
+            "power_kw": o.power_w / KW,
+            "energy_kwh_per_million_tokens": o.energy_kwh_per_million_tokens,
             "ranges": {k: {"low": _finite(r.low), "high": _finite(r.high)} for k, r in ranges.items()},
         }
     )
@@ -146,8 +144,8 @@ def plan_json(a: Any, fleet: Fleet, ranges: dict[str, dict[str, Any]] | None = N
         "workloads": [pick_json(o, (ranges or {}).get(o.workload, {}), fleet) for o in a.picks],
         "totals": totals_json(a),
         "cost_per_hour": a.cost_per_hour,
-        "power_kw": a.power_w / 1e3,
-        "power_kw_by_site": {s: w / 1e3 for s, w in sorted(a.power_w_by_site().items())},
+        "power_kw": a.power_w / KW,
+        "power_kw_by_site": {s: w / KW for s, w in sorted(a.power_w_by_site().items())},
         "left_out": [{"workload": n, "why": why} for n, why in a.left_out],
     }
 
@@ -158,22 +156,15 @@ def to_json(plan: Any) -> dict[str, Any]:
     nominal_ranges = {n: dict(r) for n, r in plan.ranges}
     robust_ranges = {n: dict(r) for n, r in plan.robust_ranges}
     nominal = plan_json(plan.nominal, f, nominal_ranges)
-    tokens_per_hour = sum(
-        w.rate_per_s * w.output_tokens * 3600 for w in f.workloads if plan.nominal.pick_of(w.name) is not None
-    )
-    energy_j = sum(
-        (o.energy_j_per_token or 0.0) * f.workload(o.workload).rate_per_s * f.workload(o.workload).output_tokens
-        for o in plan.nominal.picks
-    )
     return {
         "workloads": nominal["workloads"],
         "totals": nominal["totals"],
         "nominal": nominal,
         "robust": plan_json(plan.robust, f, robust_ranges),
         "robustness_cost_per_hour": plan.robustness_cost_per_hour,
-        "power_kw": plan.nominal.power_w / 1e3,
+        "power_kw": plan.nominal.power_w / KW,
         "power_kw_by_site": nominal["power_kw_by_site"],
-        "energy_kwh_per_million_tokens": (energy_j * 3600 / tokens_per_hour * 1e6 / 3.6e6) if tokens_per_hour else None,
+        "energy_kwh_per_million_tokens": plan.nominal.energy_kwh_per_million_tokens,
         "infeasible": [{"workload": n, "why": why} for n, why in plan.infeasible],
         "robust_infeasible": [{"workload": n, "why": why} for n, why in plan.robust_infeasible],
         "left_out": nominal["left_out"],
@@ -189,7 +180,7 @@ def to_json(plan: Any) -> dict[str, Any]:
 def human(plan: Any) -> str:
     lines = []
     for title, a in (("Nominal plan", plan.nominal), ("Robust plan (meets every scenario)", plan.robust)):
-        lines.append(f"{title}: ${a.cost_per_hour:,.2f}/h, {a.power_w / 1e3:,.1f} kW")
+        lines.append(f"{title}: ${a.cost_per_hour:,.2f}/h, {a.power_w / KW:,.1f} kW")
         for o in a.picks:
             lines.append(
                 f"  {o.workload:<16} {o.pick.label}"
@@ -237,7 +228,7 @@ def run_plan(args: argparse.Namespace) -> int:
         die(f"rabit fleet: error: argument --scenarios: {exc}")
     base: RabitConfig = config_file(args) or DEFAULT
     base = base.model_copy(update={"assumptions": assumptions_from_args(args)})
-    executor = executor_for(args.ray, args.workers)
+    executor = executor_for(args.ray, args.workers or max(1, os.cpu_count() or 1))
     if hasattr(executor, "connect"):
         try:
             executor.connect()

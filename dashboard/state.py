@@ -286,6 +286,11 @@ UNUSED_ON_PAGE: dict[str, dict[str, str]] = {
         for f in ("model", "gpus_per_node", "nodes", "tp", "pp", "ep", *_SERVING_REQUEST)
     },
     "training": {f: _TRAINING_SECTION for f in _SERVING_REQUEST},
+    "fleet": {
+        f: "the Fleet page's workloads name their own models, lengths and GPU kinds, and the plan searches layouts"
+        for f in ("model", "gpu", "gpus_per_node", "nodes", "tp", "pp", "ep", "batch", "input_tokens", "output_tokens")
+        + ("weights", "kv_dtype")
+    },
 }
 #: The phase is the page's: its fit checks (serving context, batch-1 fit; training sequence length) follow it.
 PAGE_PHASE = {"training": "train"}

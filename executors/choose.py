@@ -20,8 +20,8 @@ def ray_address(flag: str | None = None) -> str | None:
 
 def executor_for(ray: str | None = None, workers: int | None = None) -> Executor:
     """A :class:`RayExecutor` on the cluster at ``ray`` (or :data:`RAY_ADDRESS_ENV`'s), else a
-    :class:`ProcessExecutor` with ``workers`` processes (this machine's cores when None)."""
+    :class:`ProcessExecutor` with ``workers`` processes (its default when None: two, as a shared server spares)."""
     address = ray_address(ray)
     if address is not None:
         return RayExecutor(address)
-    return ProcessExecutor(workers if workers is not None else max(1, os.cpu_count() or 1))
+    return ProcessExecutor(workers) if workers is not None else ProcessExecutor()

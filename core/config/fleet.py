@@ -650,13 +650,13 @@ def fleet_from_tables(
     tables: dict[str, list[dict[str, Any]]],
     *,
     gpus: tuple[str, ...] = (),
-    max_gpus: dict[str, int] | None = None,
+    max_gpus: dict[str, int] | str | None = None,
     max_usd_per_hour: float | None = None,
     settings: FleetSettings = FleetSettings(),
     keep: Fleet | None = None,
 ) -> Fleet:
-    """A fleet from the page's edited tables (blank cells take their defaults) and its constraint inputs; the
-    workloads' fields no table shows (hourly profiles, lengths, uploaded models) are taken from ``keep``'s workload
+    """A fleet from the page's edited tables (blank cells take their defaults) and its constraint inputs
+    (``max_gpus`` as a mapping or as ``kind=count`` text); the workloads' fields no table shows (hourly profiles, lengths, uploaded models) are taken from ``keep``'s workload
     of the same name. A :class:`FleetError` names the table's row and the field."""
     kept = {w.name: w for w in keep.workloads} if keep is not None else {}
     doc: dict[str, Any] = {}
@@ -681,8 +681,9 @@ def fleet_from_tables(
     constraints: dict[str, Any] = {"sites": doc.pop("sites", [])}
     if gpus:
         constraints["gpus"] = gpus
-    if max_gpus:
-        constraints["max_gpus"] = dict(max_gpus)
+    counts = _cell_in("cap", max_gpus) if isinstance(max_gpus, str) else max_gpus
+    if counts:
+        constraints["max_gpus"] = dict(counts)
     if max_usd_per_hour:
         constraints["max_usd_per_hour"] = max_usd_per_hour
     doc["constraints"] = constraints

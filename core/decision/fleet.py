@@ -32,11 +32,11 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from core import catalog
-from core.base import HOUR_S, SERIAL, Assumptions, Executor, Range
+from core.base import HOUR_S, KW, SERIAL, Assumptions, Executor, Range
 from core.catalog import Price
 from core.config import DEFAULT, NOMINAL, Fleet, FleetWorkload, RabitConfig, Scenario
 from core.decision.fleet_assign import Assignment, FleetLimits, FleetOption, assign, node_down
-from core.decision.goal import Constraints, Pick, ServingGoal
+from core.decision.goal import Constraints, Pick, ServingGoal, settings_of
 from core.decision.optimizer import Recommendation, recommend
 from core.decision.pick_ranges import recommendation_ranges
 from core.physics import (
@@ -129,6 +129,14 @@ def fleet_kinds(fleet: Fleet) -> tuple[str, ...]:
 
 def workload_kinds(fleet: Fleet, w: FleetWorkload) -> tuple[str, ...]:
     return tuple(g for g in fleet_kinds(fleet) if not w.gpus or g in w.gpus)
+
+
+def fleet_base(cfg: RabitConfig) -> RabitConfig:
+    """What a fleet plan reads of the shared config: the settings every serving candidate inherits
+    (:func:`core.decision.goal.settings_of`: assumptions, fabric, block size, cached prefix, speculative decoding,
+    engine), the serving workload's scheduler and the optimizer's precisions and providers (``targets``); every
+    other field at its default, so a change elsewhere (the sidebar's GPU, a training input) keeps a plan."""
+    return settings_of(cfg).model_copy(update={"workload": cfg.workload, "targets": cfg.targets})
 
 
 def workload_config(base: RabitConfig, fleet: Fleet, w: FleetWorkload, case: Case) -> RabitConfig:
@@ -298,6 +306,7 @@ def _option(
         site=site.name if site is not None else "",
         power_w=peak_w,
         energy_j_per_token=e_tok,
+        mean_tokens_per_s=w.rate_per_s * w.output_tokens,
         utilisation=util,
         case=case,
         priority=w.priority,
@@ -384,6 +393,7 @@ def plan_fleet(
     (never stored); the total grows as each round's units become known.
     """
     prices = prices if prices is not None else catalog.prices()
+    base = fleet_base(base)
     a = base.assumptions
     cs = cases(fleet)
     runner = _Runner(executor, progress)
@@ -507,7 +517,7 @@ def plan_fleet(
             vals = [v for c in case_list if (v := _cap(fleet, c, g)) is not None]
             if vals:
                 caps[g] = min(vals)
-        sites = tuple((s.name, s.power_budget_kw * 1e3) for s in fleet.constraints.sites if s.power_budget_kw)
+        sites = tuple((s.name, s.power_budget_kw * KW) for s in fleet.constraints.sites if s.power_budget_kw)
         return FleetLimits(
             gpus=tuple(sorted(caps.items())), site_power_w=sites, usd_per_hour=fleet.constraints.max_usd_per_hour
         )

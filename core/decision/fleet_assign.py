@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from core.base import HOUR_S, KWH_J
 from core.decision.goal import Pick
 from core.physics import node_down_frac, with_spares
 
@@ -53,6 +54,7 @@ class FleetOption(_F):
     #: what the site supplies at the design (peak) load, and the energy per million output tokens at the mean load
     power_w: float
     energy_j_per_token: float | None = None
+    mean_tokens_per_s: float = 0.0  # output tokens at the workload's mean rate
     utilisation: float
     #: the case whose recommendation this option is (its cost range comes from there); for a robust option, the
     #: case that needs the most replicas
@@ -73,6 +75,16 @@ class FleetOption(_F):
     def cost_per_hour(self) -> float:
         """With spares [USD/h]."""
         return self.gpus * self.usd_per_gpu_hour
+
+    @property
+    def cost_per_million_tokens(self) -> float | None:
+        """With spares, per million output tokens at the workload's mean rate [USD]."""
+        return self.cost_per_hour / (self.mean_tokens_per_s * HOUR_S) * 1e6 if self.mean_tokens_per_s > 0 else None
+
+    @property
+    def energy_kwh_per_million_tokens(self) -> float | None:
+        """The site's energy per million output tokens at the mean load [kWh]."""
+        return self.energy_j_per_token * 1e6 / KWH_J if self.energy_j_per_token is not None else None
 
     def key(self) -> tuple[float, int, str]:
         """The order among a workload's options: cheaper, then fewer GPUs, then the kind's name."""
@@ -128,6 +140,15 @@ class Assignment(_F):
     @property
     def power_w(self) -> float:
         return sum(p.power_w for p in self.picks)
+
+    @property
+    def energy_kwh_per_million_tokens(self) -> float | None:
+        """The plan's energy per million output tokens at the workloads' mean loads [kWh]."""
+        tokens = sum(p.mean_tokens_per_s for p in self.picks)
+        if tokens <= 0 or any(p.energy_j_per_token is None for p in self.picks):
+            return None
+        joules = sum((p.energy_j_per_token or 0.0) * p.mean_tokens_per_s for p in self.picks)
+        return joules / tokens * 1e6 / KWH_J
 
     def power_w_by_site(self) -> dict[str, float]:
         out: dict[str, float] = {}
