@@ -67,13 +67,13 @@ def _with_models(fleet: Fleet, where: Path) -> Fleet:
             out.append(w)
             continue
         path = (where / w.config_json) if not Path(w.config_json).is_absolute() else Path(w.config_json)
-        what = f"argument FILE: workload {w.name!r} (workloads[{i}]): field config_json"
+        what = f"FILE: workload {w.name!r} (workloads[{i}]): field config_json"
         try:
             arch = from_hf_config(
-                parse_json(read_file(str(path), "FILE", MAX_CONFIG_BYTES), what=str(path)), slug=path.stem.lower()
+                parse_json(read_file(str(path), what, MAX_CONFIG_BYTES), what=str(path)), slug=path.stem.lower()
             )
         except (PayloadError, ValueError) as exc:
-            die(f"rabit fleet: error: {what}: {exc}")
+            die(f"rabit fleet: error: argument {what}: {exc}")
         out.append(w.model_copy(update={"custom_model": arch}))
     return fleet.model_copy(update={"workloads": tuple(out)})
 

@@ -16,8 +16,7 @@ import pytest
 from core import catalog
 from core.base import REGISTRY, Trace
 from core.catalog import gpu_power, load_power
-from core.decision import FleetLimits, FleetOption, Pick, assign
-from core.decision.fleet_assign import totals
+from core.decision import FleetLimits, FleetOption, Pick, assign, fleet_totals
 from core.physics import (
     energy_j_per_token,
     gpu_power_w,
@@ -221,14 +220,14 @@ def test_pooled_spares_are_never_more_than_each_workloads_own():
         o.model_copy(update={"spare_replicas": with_spares(o.replicas, d) - o.replicas})
         for o in (OPTIONS["a"][0], OPTIONS["b"][0], OPTIONS["c"][0])
     ]
-    (t,) = totals(opts, {"x": (d, 8)})
+    (t,) = fleet_totals(opts, {"x": (d, 8)})
     assert t.serving_gpus == 12 and t.spare_gpus <= t.spare_gpus_unpooled
     # own spares: a ceil(4 / 0.63) - 4 = 3, b ceil(6 / 0.63) - 6 = 4, c ceil(2 / 0.63) - 2 = 2: 9 GPUs;
     # pooled: 12 GPUs on 2 nodes need ceil(2 / 0.63) - 2 = 2 spare nodes, 16 GPUs: more, so each keeps its own
     assert t.spare_gpus_unpooled == 9 and t.spare_gpus == 9
     d_small = node_down_frac(1e-5, 24, 8)
     opts = [o.model_copy(update={"spare_replicas": with_spares(o.replicas, d_small) - o.replicas}) for o in opts]
-    (t,) = totals(opts, {"x": (d_small, 8)})
+    (t,) = fleet_totals(opts, {"x": (d_small, 8)})
     # each workload rounds its 0.2 % up to a whole spare (3 GPUs); the 2 nodes of the pool need 1 spare node (8 GPUs):
     # the pool does not pay here either, and never costs more
     assert (t.spare_gpus_unpooled, t.spare_gpus) == (3, 3)
@@ -237,7 +236,7 @@ def test_pooled_spares_are_never_more_than_each_workloads_own():
 def test_pooling_pays_where_many_small_workloads_share_a_kind():
     d = node_down_frac(1e-5, 24, 8)  # 0.19 % of the time: one spare covers many replicas
     small = [_opt(f"w{i}", "x", 1, 2.0).model_copy(update={"spare_replicas": with_spares(1, d) - 1}) for i in range(16)]
-    (t,) = totals(small, {"x": (d, 8)})
+    (t,) = fleet_totals(small, {"x": (d, 8)})
     # 16 one-GPU workloads each keep a spare of their own (16 GPUs); pooled, their 2 nodes need ceil(2 / 0.998) - 2 =
     # 1 spare node: 8 GPUs, $16/h saved at $2 a GPU-hour
     assert (t.serving_gpus, t.spare_gpus_unpooled, t.spare_gpus) == (16, 16, 8)

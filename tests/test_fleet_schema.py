@@ -13,6 +13,7 @@ from core.config import (
     EXAMPLE,
     EXAMPLE_YAML,
     NOMINAL,
+    FleetError,
     RabitConfig,
     Scenario,
     fleet_from_tables,
@@ -24,7 +25,6 @@ from core.config import (
     parse_fleet,
     to_query,
 )
-from core.config.fleet import FleetError
 
 #: The smallest valid file, verbatim from issue 24: its field names are a contract.
 ISSUE_FILE = """\

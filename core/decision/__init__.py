@@ -54,6 +54,9 @@ from core.decision.fleet_assign import (
     KindTotal,
     assign,
 )
+from core.decision.fleet_assign import (
+    totals as fleet_totals,
+)
 from core.decision.fleet_report import (
     PLAN_COLUMNS,
     plan_csv,
@@ -212,6 +215,7 @@ __all__ = [
     "expectation_ranges",
     "fleet_base",
     "fleet_kinds",
+    "fleet_totals",
     "interval_multipliers",
     "leave_one_out",
     "memory_spread",
