@@ -16,14 +16,23 @@ file. A bad file exits 2 with one line naming the workload (or scenario, site) a
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from cli.common import add_json, add_range_args, assumptions_from_args, config_file, die, emit, read_file
+from cli.common import (
+    add_json,
+    add_range_args,
+    add_ray_arg,
+    assumptions_from_args,
+    config_file,
+    die,
+    emit,
+    executor_from_args,
+    read_file,
+)
 from core.base import KW, MAX_CONFIG_BYTES, PayloadError, parse_json
 from core.catalog import from_hf_config
 from core.config import DEFAULT, EXAMPLE_YAML, Fleet, FleetError, RabitConfig, parse_fleet
@@ -40,12 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="all|NAME,...",
         help="the scenarios the robust plan must meet (default: all of the file's)",
     )
-    plan.add_argument(
-        "--ray",
-        metavar="ADDRESS",
-        help="run the units on a Ray cluster: HOST:PORT, ray://HOST:10001, or auto (the one started on this machine); "
-        "default: $RABIT_RAY_ADDRESS, else a pool of local processes",
-    )
+    add_ray_arg(plan)
     plan.add_argument("--workers", type=int, help="local worker processes (default: this machine's cores)")
     plan.add_argument("--quiet", action="store_true", help="no progress on stderr")
     add_range_args(plan)
@@ -217,7 +221,6 @@ def _progress(quiet: bool):
 
 def run_plan(args: argparse.Namespace) -> int:
     from core.decision import plan_fleet
-    from executors import RayUnavailable, executor_for
 
     if args.workers is not None and not 1 <= args.workers <= 1024:
         die(f"rabit fleet: error: argument --workers: 1 to 1,024 processes, got {args.workers}")
@@ -228,24 +231,9 @@ def run_plan(args: argparse.Namespace) -> int:
         die(f"rabit fleet: error: argument --scenarios: {exc}")
     base: RabitConfig = config_file(args) or DEFAULT
     base = base.model_copy(update={"assumptions": assumptions_from_args(args)})
-    executor = executor_for(args.ray, args.workers or max(1, os.cpu_count() or 1))
-    if hasattr(executor, "connect"):
-        try:
-            executor.connect()
-        except RayUnavailable as exc:
-            die(f"rabit fleet: error: argument --ray: {exc}")
     show, tty = _progress(args.quiet)
-    # a Ray driver prints the cluster's events (a worker that died and was replaced) to stdout from a thread of
-    # its own: while it is joined, stdout is stderr, so the JSON alone reaches stdout
-    with contextlib.redirect_stdout(sys.stderr):
-        try:
-            plan = plan_fleet(fleet, base, executor=executor, progress=show)
-        except RayUnavailable as exc:
-            die(f"rabit fleet: error: argument --ray: {exc}")
-        finally:
-            close = getattr(executor, "close", None)
-            if close is not None:
-                close()
+    with executor_from_args(args, args.workers or max(1, os.cpu_count() or 1)) as executor:
+        plan = plan_fleet(fleet, base, executor=executor, progress=show)
     if tty:
         print("\r" + " " * 100 + "\r", end="", file=sys.stderr)
     emit(to_json(plan), args.json, human(plan))

@@ -14,7 +14,7 @@ from core import catalog, config, decision, operations, physics, serving, traini
 from core.base import decode_text, parse_json
 from core.config import RabitConfig, resolve, resolve_video, training_goal_args
 from core.config import video_problems as video_problems_of
-from executors import ProcessExecutor, executor_for
+from executors import executor_for
 
 # --- the catalog's listings and the inputs a page reads from uploads ----------------------------------------------
 
@@ -384,7 +384,13 @@ def next_experiment(spec: decision.NextExperimentSpec, prices: tuple, progress=N
         return _next_experiment_store(spec, prices)
     except LookupError:
         pass
-    result = decision.next_experiment(spec, prices, progress=progress, executor=ProcessExecutor())
+    executor = executor_for()  # the Ray cluster RABIT_RAY_ADDRESS names, else the local worker processes
+    try:
+        result = decision.next_experiment(spec, prices, progress=progress, executor=executor)
+    finally:
+        close = getattr(executor, "close", None)
+        if close is not None:
+            close()
     return _next_experiment_store(spec, prices, _result=result)
 
 

@@ -144,13 +144,31 @@ def test_a_ray_worker_killed_mid_plan_is_retried_and_the_plan_is_the_same(cluste
     assert out == local_json
 
 
-def test_auto_joins_the_cluster_started_on_this_machine(cluster, fleet_file, local_json):
+def test_auto_joins_the_cluster_started_on_this_machine(cluster, tmp_path):
     _, _, where = cluster
-    # `ray start` leaves the head's address in <temp dir>/ray_current_cluster; Ray looks in $RAY_TMPDIR/ray
-    out = _finish(
-        _rabit(
-            ["fleet", "plan", str(fleet_file), "--ray", "auto", "--json", "--quiet"],
-            env={"RAY_TMPDIR": str(where)},
-        )
+    f = tmp_path / "one.yaml"
+    f.write_text(
+        "workloads:\n  - {name: code, model: llama-3.1-8b, rate_per_s: 5, input_tokens: 500, output_tokens: 100}\n"
+        "constraints: {gpus: [h100-sxm, mi300x]}\n"
+        "settings: {requests_per_simulation: 100, max_simulations: 2, ranges: false}\n"
     )
-    assert out == local_json
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["fleet", "plan", str(f), "--workers", "1", "--quiet", "--json"]) == 0
+    # `ray start` leaves the head's address in <temp dir>/ray_current_cluster; Ray looks in $RAY_TMPDIR/ray
+    got = _finish(
+        _rabit(["fleet", "plan", str(f), "--ray", "auto", "--json", "--quiet"], env={"RAY_TMPDIR": str(where)})
+    )
+    assert got == out.getvalue()
+
+
+def test_the_next_experiments_re_runs_on_the_cluster_give_the_local_json(cluster):
+    address, _, _ = cluster
+    args = (
+        "next-experiment --model llama-3.1-8b --rate 2 --input 500 --output 100 --requests 100 --max-simulations 2 "
+        "--gpus-allowed h100-sxm,mi300x --points-per-side 1 --json"
+    ).split()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(args) == 0
+    assert _finish(_rabit([*args, "--ray", address])) == out.getvalue()
