@@ -52,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_ray_arg(plan)
     plan.add_argument("--workers", type=int, help="local worker processes (default: this machine's cores)")
     plan.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    plan.add_argument("--csv", metavar="PATH", help="also write every plan's rows as a CSV table to PATH")
     add_range_args(plan)
     add_json(plan)
     plan.set_defaults(func=run_plan)
@@ -224,6 +225,10 @@ def run_plan(args: argparse.Namespace) -> int:
 
     if args.workers is not None and not 1 <= args.workers <= 1024:
         die(f"rabit fleet: error: argument --workers: 1 to 1,024 processes, got {args.workers}")
+    if args.csv and not (
+        Path(args.csv).resolve().parent.is_dir() and os.access(Path(args.csv).resolve().parent, os.W_OK)
+    ):
+        die(f"rabit fleet: error: argument --csv: cannot write {args.csv}: no writable folder there")
     fleet = read_fleet(args.file)
     try:
         fleet = fleet.with_scenarios(_scenarios(args.scenarios))
@@ -236,6 +241,13 @@ def run_plan(args: argparse.Namespace) -> int:
         plan = plan_fleet(fleet, base, executor=executor, progress=show)
     if tty:
         print("\r" + " " * 100 + "\r", end="", file=sys.stderr)
+    if args.csv:
+        from core.decision import plan_csv
+
+        try:
+            Path(args.csv).write_text(plan_csv(plan))
+        except OSError as exc:
+            die(f"rabit fleet: error: argument --csv: cannot write {args.csv}: {exc.strerror}")
     emit(to_json(plan), args.json, human(plan))
     return 0
 

@@ -63,6 +63,18 @@ def test_the_plan_has_the_contracts_keys(tiny, capsys):
     assert out["power_kw"] > 0 and out["infeasible"] == [] and set(out["scenarios"]) == {"peak", "long"}
 
 
+def test_the_plan_exports_as_a_table(tiny, tmp_path, capsys):
+    import csv
+
+    out = tmp_path / "plan.csv"
+    j = _json(["fleet", "plan", str(tiny), "--workers", "1", "--scenarios", "peak", "--csv", str(out)], capsys)
+    rows = list(csv.DictReader(out.open()))
+    assert [r["plan"] for r in rows] == ["nominal", "robust", "peak"] and rows[0]["workload"] == "code"
+    assert float(rows[0]["cost_per_hour"]) == j["workloads"][0]["cost_per_hour"]
+    err = _fail(["fleet", "plan", str(tiny), "--csv", str(tmp_path / "no" / "such" / "dir.csv")], capsys)
+    assert "--csv" in err
+
+
 def test_scenarios_can_be_chosen_and_an_unknown_one_is_named(tiny, capsys):
     out = _json(["fleet", "plan", str(tiny), "--workers", "1", "--scenarios", "long"], capsys)
     assert set(out["scenarios"]) == {"long"}
