@@ -690,18 +690,11 @@ def executor_from_args(args: argparse.Namespace, workers: int | None = None) -> 
     be), else the local pool of ``workers`` processes. While it runs, stdout is stderr (a Ray driver prints the
     cluster's events, a worker that died and was replaced, from a thread of its own); the cluster is left at the
     end, so only the command's own output reaches stdout."""
-    from executors import RayUnavailable, executor_for
+    from executors import RayUnavailable, joined
 
-    executor = executor_for(getattr(args, "ray", None), workers)
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            connect = getattr(executor, "connect", None)
-            if connect is not None:
-                connect()
-            yield executor
+            with joined(getattr(args, "ray", None), workers) as executor:
+                yield executor
         except RayUnavailable as exc:
             die(f"rabit: error: argument --ray: {exc}")
-        finally:
-            close = getattr(executor, "close", None)
-            if close is not None:
-                close()

@@ -14,7 +14,7 @@ from core import catalog, config, decision, operations, physics, serving, traini
 from core.base import decode_text, parse_json
 from core.config import RabitConfig, resolve, resolve_video, training_goal_args
 from core.config import video_problems as video_problems_of
-from executors import executor_for
+from executors import joined
 
 # --- the catalog's listings and the inputs a page reads from uploads ----------------------------------------------
 
@@ -384,13 +384,8 @@ def next_experiment(spec: decision.NextExperimentSpec, prices: tuple, progress=N
         return _next_experiment_store(spec, prices)
     except LookupError:
         pass
-    executor = executor_for()  # the Ray cluster RABIT_RAY_ADDRESS names, else the local worker processes
-    try:
+    with joined() as executor:  # the Ray cluster RABIT_RAY_ADDRESS names, else the local worker processes
         result = decision.next_experiment(spec, prices, progress=progress, executor=executor)
-    finally:
-        close = getattr(executor, "close", None)
-        if close is not None:
-            close()
     return _next_experiment_store(spec, prices, _result=result)
 
 
@@ -602,13 +597,8 @@ def fleet_plan(fleet: config.Fleet, cfg: RabitConfig, progress=None) -> decision
         return _fleet_plan_store(fleet, base)
     except LookupError:
         pass
-    executor = executor_for()
-    try:
+    with joined() as executor:
         result = decision.plan_fleet(fleet, base, executor=executor, progress=progress)
-    finally:
-        close = getattr(executor, "close", None)
-        if close is not None:
-            close()
     return _fleet_plan_store(fleet, base, _result=result)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from executors.choose import (
     RAY_ADDRESS_ENV,
     executor_for,
+    joined,
     ray_address,
 )
 from executors.processes import (
@@ -32,5 +33,6 @@ __all__ = [
     "RayUnavailable",
     "WORKER_SILENCE_S",
     "executor_for",
+    "joined",
     "ray_address",
 ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 from core.base import Executor
 from executors.processes import ProcessExecutor
@@ -25,3 +27,19 @@ def executor_for(ray: str | None = None, workers: int | None = None) -> Executor
     if address is not None:
         return RayExecutor(address)
     return ProcessExecutor(workers) if workers is not None else ProcessExecutor()
+
+
+@contextlib.contextmanager
+def joined(ray: str | None = None, workers: int | None = None) -> Iterator[Executor]:
+    """:func:`executor_for`, joined to its cluster before it is handed out (a :class:`RayUnavailable` says why
+    it cannot be) and left at the end (the cluster keeps running)."""
+    executor = executor_for(ray, workers)
+    try:
+        connect = getattr(executor, "connect", None)
+        if connect is not None:
+            connect()
+        yield executor
+    finally:
+        close = getattr(executor, "close", None)
+        if close is not None:
+            close()

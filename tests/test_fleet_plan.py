@@ -19,24 +19,20 @@ import pytest
 from cli.fleet_cmd import to_json
 from cli.main import main
 from core.base import SERIAL
-from core.config import parse_fleet
+from core.config import EXAMPLE_YAML, parse_fleet
 from core.decision import plan_fleet
 from executors import ProcessExecutor
 
-#: The issue's smallest file, with a scenario that withdraws the kind both workloads take, and the optimizer at a
-#: CI size (400 requests a simulation, 6 simulations a search: the same settings as the recommend runs below).
-FLEET = """\
-workloads:
-  - {name: chat, model: llama-3.1-70b, rate_per_s: 10, input_tokens: 1000, output_tokens: 250,
-     p95_ttft_s: 2, p95_itl_s: 0.04}
-  - {name: code, model: llama-3.1-8b, rate_per_s: 40, input_tokens: 2000, output_tokens: 400, p95_ttft_s: 1,
-     p95_itl_s: 0.05}
-scenarios:
-  - {name: peak, rate_factor: 1.3}
-  - {name: no-mi300x, withdraw: [mi300x]}
-constraints: {gpus: [h100-sxm, h200-sxm, mi300x]}
-settings: {requests_per_simulation: 400, max_simulations: 6, ranges: false}
-"""
+#: The issue's smallest file (core.config.EXAMPLE_YAML, pinned to the issue's text by tests/test_fleet_schema.py), with
+#: a scenario that withdraws the kind both workloads take, and the optimizer at a CI size (400 requests a
+#: simulation, 6 simulations a search: the same settings as the recommend runs below).
+FLEET = (
+    EXAMPLE_YAML.replace(
+        "  - {name: peak, rate_factor: 1.3}\n",
+        "  - {name: peak, rate_factor: 1.3}\n  - {name: no-mi300x, withdraw: [mi300x]}\n",
+    )
+    + "settings: {requests_per_simulation: 400, max_simulations: 6, ranges: false}\n"
+)
 #: ``rabit recommend`` with the same workload, targets and optimizer settings as each workload of FLEET.
 RECOMMEND = {
     "chat": "--model llama-3.1-70b --rate 10 --input 1000 --output 250 --p95-ttft-s 2 --p95-itl-s 0.04",
@@ -148,15 +144,18 @@ def test_every_executor_gives_the_same_json(fleet, plan):
 
 
 def _kill_a_child_mid_plan(stop: threading.Event, killed: list[int]) -> None:
-    """Kill one forked worker of this process with SIGKILL as soon as one runs."""
+    """Kill one forked worker of this process (a child with this process's own command line) with SIGKILL as soon
+    as one runs."""
     me = os.getpid()
+    mine = Path(f"/proc/{me}/cmdline").read_bytes()
     while not stop.is_set() and not killed:
         for entry in Path("/proc").glob("[0-9]*"):
             try:
                 ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                forked = (entry / "cmdline").read_bytes() == mine
             except (OSError, ValueError):
                 continue
-            if ppid == me and int(entry.name) != me:
+            if ppid == me and forked and int(entry.name) != me:
                 try:
                     os.kill(int(entry.name), signal.SIGKILL)
                     killed.append(int(entry.name))

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_fleet_plan import FLEET as PLAN_FLEET
 
 from cli.main import main
 from executors import ray_head
@@ -31,21 +32,11 @@ HAVE_RAY = importlib.util.find_spec("ray") is not None
 if not HAVE_RAY and not os.environ.get("RABIT_REQUIRE_RAY"):
     pytest.skip('Ray is not installed (pip install -e ".[ray]")', allow_module_level=True)
 
-#: The plan of tests/test_fleet_plan.py with its cost ranges on: every round of units runs on the cluster.
-FLEET = """\
-workloads:
-  - {name: chat, model: llama-3.1-70b, rate_per_s: 10, input_tokens: 1000, output_tokens: 250,
-     p95_ttft_s: 2, p95_itl_s: 0.04}
-  - {name: code, model: llama-3.1-8b, rate_per_s: 40, input_tokens: 2000, output_tokens: 400, p95_ttft_s: 1,
-     p95_itl_s: 0.05}
-scenarios:
-  - {name: peak, rate_factor: 1.3}
-  - {name: no-mi300x, withdraw: [mi300x]}
-constraints: {gpus: [h100-sxm, h200-sxm, mi300x]}
-availability:
-  h100-sxm: {failure_rate_per_gpu_hour: 2.0e-5, repair_hours: 24}
-settings: {requests_per_simulation: 400, max_simulations: 6}
-"""
+#: The plan of tests/test_fleet_plan.py with spares for H100 and its cost ranges on: every round of units runs on the
+#: cluster.
+FLEET = PLAN_FLEET.replace("ranges: false", "ranges: true") + (
+    "availability:\n  h100-sxm: {failure_rate_per_gpu_hour: 2.0e-5, repair_hours: 24}\n"
+)
 
 
 @pytest.fixture(scope="module")

@@ -113,6 +113,15 @@ def _pairs(v: Any) -> Any:
     return v
 
 
+def _kind_values(v: tuple[tuple[str, Any], ...], domain: str, what: str) -> tuple[tuple[str, Any], ...]:
+    """``(kind, value)`` pairs whose kinds are the catalog's and whose values lie in ``FLEET_DOMAINS[domain]``."""
+    _known_gpus(tuple(g for g, _ in v))
+    d = FLEET_DOMAINS[domain]
+    for g, x in v:
+        d.check(f"{what} of {g}", x)
+    return v
+
+
 def _known_gpus(kinds: tuple[str, ...]) -> tuple[str, ...]:
     known = catalog.gpus()
     for g in kinds:
@@ -238,20 +247,12 @@ class Scenario(_F):
     @field_validator("cap")
     @classmethod
     def _cap(cls, v: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
-        _known_gpus(tuple(g for g, _ in v))
-        d = FLEET_DOMAINS["gpu_count"]
-        for g, n in v:
-            d.check(f"cap of {g}", n)
-        return v
+        return _kind_values(v, "gpu_count", "cap")
 
     @field_validator("price_factors")
     @classmethod
     def _price_factors(cls, v: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
-        _known_gpus(tuple(g for g, _ in v))
-        d = FLEET_DOMAINS["factor"]
-        for g, f in v:
-            d.check(f"price factor of {g}", f)
-        return v
+        return _kind_values(v, "factor", "price factor")
 
     def applies_to(self, workload: str) -> bool:
         """Whether the scenario's traffic and length factors apply to ``workload``."""
@@ -303,11 +304,7 @@ class FleetConstraints(_F):
     @field_validator("max_gpus")
     @classmethod
     def _counts(cls, v: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
-        _known_gpus(tuple(g for g, _ in v))
-        d = FLEET_DOMAINS["gpu_count"]
-        for g, n in v:
-            d.check(f"max_gpus of {g}", n)
-        return v
+        return _kind_values(v, "gpu_count", "max_gpus")
 
     @field_validator("sites")
     @classmethod

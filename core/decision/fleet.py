@@ -248,11 +248,12 @@ def _availability(fleet: Fleet, gpu: str) -> _Availability:
     return _Availability(d, g.gpus_per_node)
 
 
-def _spares(av: _Availability, pick: Pick, replicas: int) -> int:
+def _down(av: _Availability, pick: Pick) -> float:
+    """The share of the time one replica of ``pick`` is down (0 without availability figures)."""
     if av.node_down <= 0:
-        return 0
+        return 0.0
     nodes = max(1, math.ceil(pick.gpus_per_replica / av.gpus_per_node))
-    return with_spares(replicas, float(replica_down_frac(av.node_down, nodes))) - replicas
+    return float(replica_down_frac(av.node_down, nodes))
 
 
 def _power(
@@ -285,7 +286,8 @@ def _option(
     assert p is not None
     n = replicas if replicas is not None else p.replicas
     av = _availability(fleet, p.gpu)
-    spare = _spares(av, p, n)
+    down = _down(av, p)
+    spare = with_spares(n, down) - n
     cap_per_replica = p.capacity_requests_per_s / p.replicas if p.replicas else 0.0
     capacity = (n + spare) * cap_per_replica
     rate = peak_rate_per_s if peak_rate_per_s is not None else rec.goal.rate_per_s
@@ -307,6 +309,7 @@ def _option(
         power_w=peak_w,
         energy_j_per_token=e_tok,
         mean_tokens_per_s=w.rate_per_s * w.output_tokens,
+        replica_down_frac=down,
         utilisation=util,
         case=case,
         priority=w.priority,
@@ -361,20 +364,18 @@ def _why_none(rec: Recommendation | None, gpu: str, case: Case) -> str:
 
 
 def _scaled_range(r: Range, option: FleetOption) -> Range:
-    """The recommendation's cost range moved onto the option (its replicas and spares): each end is a replica count
-    (``cost / (GPUs per replica x price)``), given its spares the same way."""
+    """The recommendation's cost range moved onto the option: each end is a replica count (``cost / (GPUs per
+    replica x price)``, never below the option's own at the pessimistic end) given its spares, times the price."""
     per_replica = option.pick.gpus_per_replica * option.usd_per_gpu_hour
-    base = option.pick.cost_per_hour
-    factor = option.cost_per_hour / base if base > 0 else 1.0
 
-    def end(cost: float) -> float:
+    def end(cost: float, pessimistic: bool) -> float:
         if not math.isfinite(cost) or per_replica <= 0:
-            return cost * factor
-        n = max(option.replicas, round(cost / per_replica)) if cost >= base else round(cost / per_replica)
-        ratio = (option.replicas + option.spare_replicas) / option.replicas if option.replicas else 1.0
-        return math.ceil(n * ratio - 1e-9) * per_replica
+            return cost
+        n = max(1, round(cost / per_replica))
+        n = max(n, option.replicas) if pessimistic else min(n, option.replicas)
+        return with_spares(n, option.replica_down_frac) * per_replica
 
-    return r.model_copy(update={"value": option.cost_per_hour, "low": end(r.low), "high": end(r.high)})
+    return r.model_copy(update={"value": option.cost_per_hour, "low": end(r.low, False), "high": end(r.high, True)})
 
 
 def plan_fleet(

@@ -55,6 +55,7 @@ class FleetOption(_F):
     power_w: float
     energy_j_per_token: float | None = None
     mean_tokens_per_s: float = 0.0  # output tokens at the workload's mean rate
+    replica_down_frac: float = 0.0  # the share of the time one replica is down (its spares follow it)
     utilisation: float
     #: the case whose recommendation this option is (its cost range comes from there); for a robust option, the
     #: case that needs the most replicas
