@@ -13,7 +13,6 @@ assumption flags: the other subcommands manage stored analyses and estimate noth
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from cli.common import (
     range_line,
     with_ranges,
 )
-from core.base import MAX_CONFIG_BYTES, parse_json, read_regular_file
+from core.base import MAX_IMPORT_BYTES, parse_json, read_regular_file
 from core.config import RabitConfig
 from core.decision import analysis_headline
 
@@ -113,6 +112,14 @@ def _by(args: argparse.Namespace) -> str:
     return args.by or os.environ.get("USER", "")
 
 
+def _store_flag(message: str) -> str:
+    """A store error about the text a flag gave, naming the flag (``--name``, ``--note``, ``--by``)."""
+    for start, flag in (("the name: ", "--name"), ("note: ", "--note"), ("saved by: ", "--by")):
+        if message.startswith(start):
+            return f"argument {flag}: {message.removeprefix(start)}"
+    return f"argument --name: {message}" if message.startswith("an analysis needs a name") else message
+
+
 #: The config fields ``analyses save`` builds from its flags (config_from_args); the rest come from ``--config``.
 _FLAG_FIELDS = frozenset(
     {
@@ -158,10 +165,10 @@ def save(args: argparse.Namespace) -> int:
                 st.create(args.name, cfg, results=analysis_headline(cfg), note=args.note or "", saved_by=_by(args)),
                 1,
             )
-    except Conflict as exc:
-        die(f"rabit analyses save: error: argument --revision: {exc}")
+    except Conflict as exc:  # --revision given: it is the one that moved on; else someone saved just now
+        die(f"rabit analyses save: error: {'argument --revision: ' if args.revision is not None else ''}{exc}")
     except StoreError as exc:
-        die(f"rabit analyses save: error: {exc}")
+        die(f"rabit analyses save: error: {_store_flag(str(exc))}")
     emit({"id": aid, "revision": rev}, args.json, f"saved {aid} revision {rev}")
     return 0
 
@@ -238,7 +245,7 @@ def rename(args: argparse.Namespace) -> int:
     try:
         st.rename(args.id, args.name)
     except StoreError as exc:
-        die(f"rabit analyses rename: error: argument --name: {exc}")
+        die(f"rabit analyses rename: error: argument --name: {str(exc).removeprefix('the name: ')}")
     emit({"id": args.id, "name": args.name.strip()}, args.json, f"renamed {args.id}")
     return 0
 
@@ -262,7 +269,7 @@ def restore(args: argparse.Namespace) -> int:
 def export(args: argparse.Namespace) -> int:
     st = open_store()
     _get(st, args.id)
-    text = json.dumps(st.export(args.id), indent=2)
+    text = st.export_text(args.id)  # what export writes, import reads back
     if args.output:
         try:
             Path(args.output).write_text(text + "\n", encoding="utf-8")
@@ -277,12 +284,12 @@ def export(args: argparse.Namespace) -> int:
 def import_(args: argparse.Namespace) -> int:
     from store import StoreError
 
-    try:
-        data = parse_json(read_regular_file(args.file, MAX_CONFIG_BYTES), what=args.file)  # regular, sized
+    try:  # a regular file within the bound of what an analysis can hold (core.base.payloads.MAX_IMPORT_BYTES)
+        data = parse_json(read_regular_file(args.file, MAX_IMPORT_BYTES), what=args.file, max_bytes=MAX_IMPORT_BYTES)
     except OSError as exc:
         die(f"rabit analyses import: error: argument file: cannot read {args.file}: {exc.strerror}")
-    except ValueError as exc:  # not UTF-8, too large or deep, not JSON
-        die(f"rabit analyses import: error: argument file: {args.file} is not JSON ({exc})")
+    except ValueError as exc:  # not a regular file, too large, not UTF-8, too deep, not JSON: the reason says which
+        die(f"rabit analyses import: error: argument file: {exc}")
     try:
         aid = open_store().import_(data, saved_by=_by(args))
     except StoreError as exc:
@@ -292,19 +299,23 @@ def import_(args: argparse.Namespace) -> int:
 
 
 def attach_telemetry(args: argparse.Namespace) -> int:
-    from core.operations import TelemetryError, parse, to_payload
+    from core.base import PayloadError
+    from core.operations import MAX_BYTES, TelemetryError, parse, to_payload
+    from store import StoreError
 
     st = open_store()
     _get(st, args.id)
     try:
-        data = Path(args.file).read_bytes()
+        data = read_regular_file(args.file, MAX_BYTES)  # a regular file within the telemetry limit
+        tel = parse(data, Path(args.file).name)
     except OSError as exc:
         die(f"rabit analyses attach-telemetry: error: argument --file: cannot read {args.file}: {exc.strerror}")
-    try:
-        tel = parse(data, Path(args.file).name)
-    except TelemetryError as exc:
+    except (TelemetryError, PayloadError) as exc:
         die(f"rabit analyses attach-telemetry: error: argument --file: {exc}")
-    tid = st.add_telemetry(args.id, tel.fmt, to_payload(tel))
+    try:
+        tid = st.add_telemetry(args.id, tel.fmt, to_payload(tel))
+    except StoreError as exc:  # the analysis would outgrow what its export can carry: nothing was attached
+        die(f"rabit analyses attach-telemetry: error: argument --file: {exc}")
     emit(
         {"id": args.id, "telemetry": tid, "samples": len(tel.samples)},
         args.json,

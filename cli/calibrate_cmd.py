@@ -86,7 +86,12 @@ def add(args: argparse.Namespace) -> int:
         except RunError as exc:
             where = "" if str(exc).startswith(Path(f).name) else f"{f}: "
             die(f"rabit calibrate add: error: argument --file: {where}{exc}")
-    ids = open_store().add_runs(a.id, runs)
+    from store import StoreError
+
+    try:
+        ids = open_store().add_runs(a.id, runs)
+    except StoreError as exc:  # the analysis would outgrow what its export carries: nothing was attached
+        die(f"rabit calibrate add: error: argument --file: {exc}")
     payload = {"analysis": a.id, "added": list(ids), "runs": [r.label for r in runs]}
     if args.json:  # what the model predicts for each added run, at the assumptions given, with its range
         moved = _at_assumptions(runs, args)

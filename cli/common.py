@@ -34,6 +34,8 @@ from core.config import DEFAULT, RabitConfig, describe_validation_error, error_t
 
 #: config field -> CLI flag, for error messages that name the argument.
 FLAG_OF = {
+    "disagg.prefill_tp": "--prefill-tp",
+    "disagg.decode_tp": "--decode-tp",
     "model": "--model",
     "custom_model": "--model-config",
     "gpu": "--gpu",
@@ -86,6 +88,20 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         die(f"{self.prog}: error: {message}")
 
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, recording on the namespace (``_given``) the dests of the flags given on the line (a
+        subcommand's parser adds its own), so a flag the chosen mode ignores can be refused (:func:`refuse_unused`)."""
+        self._given: set[str] = set()
+        ns, rest = super().parse_known_args(args, namespace)
+        ns._given = set(getattr(ns, "_given", ())) | self._given
+        return ns, rest
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        if action.nargs not in (argparse.PARSER, argparse.REMAINDER) and action.option_strings:
+            given_here: set[str] = getattr(self, "_given", set())
+            given_here.add(action.dest)
+        return super()._get_values(action, arg_strings)
+
     def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
         if action.nargs in (argparse.PARSER, argparse.REMAINDER):  # a subcommand's own parser checks its values
             return super()._get_value(action, arg_string)
@@ -109,6 +125,39 @@ class OneLineParser(argparse.ArgumentParser):
 _JOINT = (("TP x PP", "--tp/--pp"), ("input + output", "--input/--output"))
 
 
+def given(args: argparse.Namespace, dest: str) -> bool:
+    """True when the flag of ``dest`` was given on the command line (not its default, nor a ``--config`` value)."""
+    return dest in getattr(args, "_given", ())
+
+
+def flag_of_dest(args: argparse.Namespace, dest: str) -> str:
+    """The long flag of an argparse ``dest`` in the subcommand that parsed ``args`` (``kv_pool_tokens`` ->
+    ``--kv-pool-tokens``)."""
+    parser = getattr(args, "_parser", None)
+    for a in getattr(parser, "_actions", ()):
+        if a.dest == dest and a.option_strings:
+            return next((o for o in a.option_strings if o.startswith("--")), a.option_strings[0])
+    return "--" + dest.replace("_", "-")
+
+
+def refuse_unused(args: argparse.Namespace, prog: str, unused: dict[str, str]) -> None:
+    """Exit 2 when a flag the chosen mode does not read was given: ``unused`` maps each such flag's dest to why
+    (``"with --arrival closed: closed-loop users send the next request after --think"``)."""
+    for dest, why in unused.items():
+        if given(args, dest):
+            die(f"{prog}: error: argument {flag_of_dest(args, dest)}: not used {why}")
+
+
+def named(args: argparse.Namespace, flag: str) -> str:
+    """What the user gave for ``flag``: the flag itself, or ``--config FILE: field`` when the value came from the
+    config file (:func:`fill_from_config`), so a message names the thing the user wrote."""
+    dest = flag.lstrip("-").split("/")[0].replace("-", "_")
+    src = getattr(args, "_from_config", {})
+    if dest in src and not given(args, dest):
+        return f"--config: {getattr(args, 'config', None) or 'the config file'}: {src[dest]}"
+    return flag
+
+
 def problem_flag(field: str, message: str) -> str:
     """The flag(s) a validation problem is about: ``TP x PP = 16 needs more GPUs`` names --tp/--pp."""
     for words, flags in _JOINT:
@@ -117,13 +166,14 @@ def problem_flag(field: str, message: str) -> str:
     return FLAG_OF.get(field, "--" + field.replace("_", "-"))
 
 
-def flag_for(field: str, parser: argparse.ArgumentParser | None = None) -> str:
-    """The CLI flag of a config or goal field, for a message; never a flag that does not exist."""
+def flag_for(field: str, parser: argparse.ArgumentParser | None = None) -> str | None:
+    """The CLI flag of a config or goal field, for a message; None when the subcommand has no such flag (the
+    message then names the field where the user wrote it, never an argument that does not exist)."""
     flag = FLAG_OF.get(field) or "--" + field.replace("_", "-")
     if parser is not None:
         known = {o for a in parser._actions for o in a.option_strings}
         if flag not in known:
-            return f"value {field}"
+            return None
     return flag
 
 
@@ -269,11 +319,14 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     except ValidationError as exc:
         e = exc.errors()[0]
         field = str(e["loc"][0]) if e["loc"] else ""
-        die(f"rabit: error: argument {FLAG_OF.get(field, field)}: {error_text(e)}")
+        if field in FLAG_OF:
+            die(f"rabit: error: argument {named(args, FLAG_OF[field])}: {error_text(e)}")
+        where = f"--config: {args.config}: " if getattr(args, "config", None) else ""
+        die(f"rabit: error: {where}{describe_validation_error(exc)}")
     probs = [p for p in problems(cfg) if p.blocking]
     if probs:
         p = probs[0]
-        die(f"rabit: error: argument {problem_flag(p.field, p.message)}: {p.message}")
+        die(f"rabit: error: argument {named(args, problem_flag(p.field, p.message))}: {p.message}")
     return cfg
 
 
@@ -592,11 +645,16 @@ def fill_from_config(
     parser = getattr(args, "_parser", None)
     if cfg is None or parser is None:
         return args
+    from_config: dict[str, str] = getattr(args, "_from_config", {})
     for dest, field in {**CONFIG_DEST, **(extra or {})}.items():
         if dest in skip:
             continue
-        if hasattr(args, dest) and getattr(args, dest) == parser.get_default(dest):
-            setattr(args, dest, _field(cfg, field))
+        if hasattr(args, dest) and getattr(args, dest) == parser.get_default(dest) and not given(args, dest):
+            value = _field(cfg, field)
+            if value != getattr(args, dest) and getattr(args, "config", None):
+                from_config[dest] = field  # a message about this value names the file's field
+            setattr(args, dest, value)
+    args._from_config = from_config
     if hasattr(args, "gpus") and args.gpus == parser.get_default("gpus"):
         args.gpus = cfg.gpus
     if hasattr(args, "no_sequence_parallel") and not args.no_sequence_parallel:

@@ -113,8 +113,12 @@ def run(args: argparse.Namespace) -> int:
         # parsed (or fetched) in full before anything is written: bad telemetry never reaches the analysis
         from cli.common import open_store
         from core.operations import to_payload
+        from store import StoreError
 
-        tid = open_store().add_telemetry(analysis.id, tel.fmt, to_payload(tel))
+        try:
+            tid = open_store().add_telemetry(analysis.id, tel.fmt, to_payload(tel))
+        except StoreError as exc:  # the analysis would outgrow what its export carries: nothing was attached
+            die(f"rabit diagnose: error: argument {'--metrics' if args.metrics else '--prometheus'}: {exc}")
         note = f"attached to analysis {analysis.id} ({analysis.name}) as telemetry {tid}"
     cfg = _prediction_config(file_cfg, analysis, args)
     expect = _expectation(cfg, args)

@@ -10,7 +10,7 @@ import sys
 
 from pydantic import ValidationError
 
-from cli.common import ESTIMATE_COMMANDS, OneLineParser, add_analysis_arg, die, flag_for, parse_with_analysis
+from cli.common import ESTIMATE_COMMANDS, OneLineParser, add_analysis_arg, die, flag_for, named, parse_with_analysis
 from core.config import error_text
 
 #: One module per subcommand, each with ``register(subparsers)``, in help order.
@@ -65,13 +65,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyError as exc:  # an unknown slug that slipped past validation
         die(f"rabit {args.command}: error: {exc.args[0]}")
-    except ValidationError as exc:  # a goal or spec field outside its range: name the flag
+    except ValidationError as exc:  # a goal or spec field outside its range: name the flag, else the file's field
         e = exc.errors()[0]
         field = str(e["loc"][-1]) if e["loc"] else ""
-        die(
-            f"rabit {args.command}: error: argument {flag_for(field, _subparser(parser, args.command))}: "
-            f"{error_text(e)}"
-        )
+        flag = flag_for(field, _subparser(parser, args.command))
+        if flag is not None:
+            die(f"rabit {args.command}: error: argument {named(args, flag)}: {error_text(e)}")
+        loc = ".".join(str(x) for x in e["loc"]) or "the settings"
+        where = f"argument --config: {args.config}: " if getattr(args, "config", None) else ""
+        die(f"rabit {args.command}: error: {where}{loc}: {error_text(e)}")
     except (ValueError, ArithmeticError, RecursionError, UnicodeError) as exc:  # last line of defence
         die(f"rabit {args.command}: error: {exc}")
 

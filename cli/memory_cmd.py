@@ -15,6 +15,7 @@ from cli.common import (
     emit,
     fill_from_config,
     range_line,
+    refuse_unused,
     steps_table,
     with_ranges,
 )
@@ -42,8 +43,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+#: The flags of one phase, refused under the other (a value given for a phase not sized would be ignored).
+_TRAIN_FLAGS = ("zero", "micro_batch", "seq", "recompute", "no_sequence_parallel", "lora_rank", "qlora")
+_SERVE_FLAGS = ("batch", "input", "output", "kv_dtype", "kv_alloc", "block_size", "prefix_cache")
+
+
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args)
+    if args.phase == "train":
+        refuse_unused(args, "rabit memory", dict.fromkeys(_SERVE_FLAGS, "with --phase train (a serving flag)"))
+    else:
+        refuse_unused(
+            args, "rabit memory", dict.fromkeys(_TRAIN_FLAGS, "with --phase serve (a training flag: add --phase train)")
+        )
     if args.phase == "train":
         cfg = config_from_args(
             args,
@@ -101,8 +113,14 @@ def run(args: argparse.Namespace) -> int:
             "capacity_bytes_per_gpu": r.capacity_bytes_per_gpu,
             "usable_bytes_per_gpu": r.usable_bytes_per_gpu,
             # a budget is never negative: what is missing is its own key
-            "kv_budget_bytes_per_gpu": max(0.0, r.kv_budget_bytes_per_gpu),
-            "shortfall_bytes_per_gpu": max(0.0, -r.kv_budget_bytes_per_gpu),
+            "kv_budget_bytes_per_gpu": r.kv_budget_bytes_per_gpu,  # never negative: what is left, at least 0
+            "shortfall_bytes_per_gpu": max(
+                0.0,
+                r.weights_bytes_per_gpu
+                + r.overhead_bytes_per_gpu
+                + r.activation_bytes_per_gpu
+                - r.usable_bytes_per_gpu,
+            ),
             "fits": r.fits,
             "reason": r.reason,
             "max_sequences": r.max_sequences,

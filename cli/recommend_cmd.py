@@ -46,7 +46,11 @@ from core.decision import (
 
 
 def _csv(s: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in s.split(",") if x.strip())
+    """Comma-separated names; a list that names nothing (``,,,``) is refused, as an empty value is."""
+    names = tuple(x.strip() for x in s.split(",") if x.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"{s!r} names nothing: give comma-separated names")
+    return names
 
 
 def _target(text: str) -> float | None:
@@ -76,6 +80,7 @@ CONFIG_DEST = {
     "price_kind": "targets.price_kind",
     "price_policy": "targets.price_policy",
     "max_simulations": "targets.max_simulations",
+    "disagg": "targets.disagg",
     "requests": "targets.requests_per_simulation",
     "deadline_days": "targets.deadline_days",
 }
@@ -124,6 +129,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--price-policy", choices=choices.PRICE_POLICIES, default=T.price_policy)
     p.add_argument("--max-simulations", type=int, default=T.max_simulations, help="simulator runs (1-64)")
     p.add_argument("--requests", type=int, default=T.requests_per_simulation, help="requests per simulation")
+    p.add_argument(
+        "--no-disagg",
+        dest="disagg",
+        action="store_false",
+        default=T.disagg,
+        help="search aggregated replicas only (no disaggregated prefill / decode pools)",
+    )
     p.add_argument("--seed", type=int, default=W.seed)
     p.add_argument(
         "--emit",
@@ -197,6 +209,7 @@ def _targets(args: argparse.Namespace, **extra: object) -> Targets:
         price_policy=args.price_policy,
         max_simulations=args.max_simulations,
         requests_per_simulation=args.requests,
+        disagg=getattr(args, "disagg", T.disagg),
         **extra,
     )
 
@@ -231,9 +244,22 @@ def run(args: argparse.Namespace) -> int:
     from cli.common import fill_from_config
 
     fill_from_config(args, CONFIG_DEST)
+    from cli.common import refuse_unused
+
     if args.train:
+        why = "with --train (a serving flag: the training run is sized by --tokens and --deadline-days)"
+        refuse_unused(args, "rabit recommend", dict.fromkeys(_SERVING_ONLY, why))
         return run_training(args)
+    refuse_unused(args, "rabit recommend", dict.fromkeys(_TRAINING_ONLY, "without --train (a training flag)"))
     return _run_serving(args, *serving_inputs(args))
+
+
+#: The flags only one of recommend's two searches reads (refused under the other).
+_SERVING_ONLY = (
+    *("rate", "input", "output", "lengths", "spread", "p95_ttft_s", "p95_itl_s", "p95_e2e_s"),
+    *("max_simulations", "requests", "emit"),
+)
+_TRAINING_ONLY = ("tokens", "deadline_days", "seq", "global_batch_tokens", "precision", "lora_rank")
 
 
 def serving_inputs(args: argparse.Namespace) -> tuple:
@@ -290,9 +316,9 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
     r = recommend(goal, cons, prices, budget=cli_search_budget())
     payload: dict[str, Any] = {
         "met": r.met,
-        "recommendation": r.recommendation.model_dump() if r.recommendation else None,
-        "nearest": r.nearest.model_dump() if r.nearest else None,
-        "pareto": [p.model_dump() for p in r.pareto],
+        "recommendation": pick_json(r.recommendation),
+        "nearest": pick_json(r.nearest),
+        "pareto": [pick_json(p) for p in r.pareto],
         "explanation": r.explanation.model_dump(),
         "evaluated": r.evaluated,
         "simulated": r.simulated,
@@ -326,6 +352,7 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
         ("cheaper", e.cheaper_alternative),
         ("faster", e.faster_alternative),
         ("relax", e.relax),
+        ("disaggregation", e.disaggregation),
     ):
         if v:
             lines.append(f"  {label}: {v}")
@@ -345,10 +372,20 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
     return 0
 
 
+def pick_json(p) -> dict | None:
+    """A pick's JSON (contract): ``mode`` always, the ``prefill`` and ``decode`` pools only when disaggregated."""
+    if p is None:
+        return None
+    out = p.model_dump()
+    if p.mode != "disaggregated":
+        out.pop("prefill", None)
+        out.pop("decode", None)
+    return out
+
+
 def _launch_text(kind: str, r, goal) -> str:
     """The launch config of the recommendation (or, when nothing meets, of the nearest option, said so)."""
-    from core.operations import emit as emit_launch
-    from core.operations import launch_spec
+    from core.operations import emit_pick
 
     pick = r.recommendation or r.nearest
     if pick is None:
@@ -357,7 +394,7 @@ def _launch_text(kind: str, r, goal) -> str:
             "configuration to launch"
         )
     try:
-        text = emit_launch(kind, launch_spec(pick, goal))
+        text = emit_pick(kind, pick, goal)
     except ValueError as exc:
         die(f"rabit recommend: error: argument --emit: {exc}")
     if r.recommendation is None:

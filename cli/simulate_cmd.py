@@ -1,4 +1,11 @@
-"""``rabit simulate``: queue one replica under load and report latency percentiles, throughput and saturation."""
+"""``rabit simulate``: queue a deployment under load (its replicas behind a router, or disaggregated prefill and
+decode pools) and report latency percentiles, throughput and saturation, per deployment and per replica.
+
+JSON keys added by the deployment (contract, issue 20): ``mode`` ("aggregated" or "disaggregated"), ``replicas``,
+``per_replica_rate_per_s``, ``router``, ``load_imbalance`` (max / mean requests per replica),
+``replica_utilization`` (each replica's busy share), ``per_replica`` (requests, rate, utilisation, p95s of each);
+disaggregated also ``kv_transfer_s`` (p50 / p95 / p99), ``kv_transfer_share_of_ttft``, ``kv_path`` and ``pools``
+({"prefill": {...}, "decode": {...}}, each with instances, tp, pp, gpu, utilization, queue_s, requests)."""
 
 from __future__ import annotations
 
@@ -18,14 +25,16 @@ from cli.common import (
     die,
     emit,
     fill_from_config,
+    named,
     read_file,
+    refuse_unused,
     with_calibrated,
     with_ranges,
 )
 from core.base import MAX_TABLE_BYTES, choices, fmt_time
-from core.config import DEFAULT, RabitConfig, Workload
-from core.decision import simulation_spread
-from core.serving import SimSpec, parse_trace, sim_spec, simulate
+from core.config import DEFAULT, RabitConfig, Workload, workload_problems
+from core.decision import deployment_spread
+from core.serving import SimSpec, layout_of, parse_trace, sim_spec, simulate_deployment
 
 #: Workload / SimSpec field -> flag, for error messages that name the argument.
 SPEC_FLAG = {
@@ -47,6 +56,10 @@ SPEC_FLAG = {
     "spread": "--spread",
     "lengths": "--lengths",
     "arrival": "--arrival",
+    "prefix_cache_frac": "--prefix-share",
+    "prefix_groups": "--prefix-groups",
+    "replicas": "--replicas",
+    "router": "--router",
 }
 W = DEFAULT.workload
 #: Flag -> workload field, for ``--config FILE``.
@@ -66,13 +79,26 @@ CONFIG_DEST = {
     "timeout": "workload.timeout_s",
     "kv_pool_tokens": "workload.kv_pool_tokens",
     "seed": "workload.seed",
+    "replicas": "workload.replicas",
+    "router": "workload.router",
+    "prefix_share": "workload.prefix_cache_frac",
+    "prefix_groups": "workload.prefix_groups",
+    "disagg": "disagg.enabled",
+    "prefill_instances": "disagg.prefill_instances",
+    "prefill_tp": "disagg.prefill_tp",
+    "prefill_gpu": "disagg.prefill_gpu",
+    "decode_instances": "disagg.decode_instances",
+    "decode_tp": "disagg.decode_tp",
+    "decode_gpu": "disagg.decode_gpu",
 }
+D = DEFAULT.disagg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "simulate",
-        help="simulate one serving replica under load: TTFT/ITL/E2E percentiles, throughput, preemptions, saturation",
+        help="simulate a serving deployment under load (replicas behind a router, or prefill and decode pools): "
+        "TTFT/ITL/E2E percentiles, throughput, preemptions, saturation, per replica",
     )
     add_model_args(p)
     add_cluster_args(p)
@@ -135,20 +161,58 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_false",
         help="a preempted request recomputes from scratch (prefix cache off)",
     )
+    d = p.add_argument_group("deployment")
+    d.add_argument(
+        "--replicas",
+        type=int,
+        default=W.replicas,
+        help="replicas behind the router (default: GPUs / (TP x PP))",
+    )
+    d.add_argument(
+        "--router",
+        choices=choices.ROUTERS,
+        default=W.router,
+        help="how each request is assigned a replica (default least-outstanding: fewest requests in flight)",
+    )
+    d.add_argument(
+        "--prefix-share",
+        type=float,
+        default=W.prefix_cache_frac,
+        help="share of each prompt shared by its prefix group (found cached where the group was served)",
+    )
+    d.add_argument("--prefix-groups", type=int, default=W.prefix_groups, help="distinct shared prefixes")
+    d.add_argument(
+        "--disagg",
+        action="store_true",
+        default=D.enabled,
+        help="disaggregated: separate prefill and decode pools, the KV cache moved between them",
+    )
+    d.add_argument("--prefill-instances", type=int, default=D.prefill_instances, help="prefill instances")
+    d.add_argument("--prefill-tp", type=int, default=D.prefill_tp, help="TP of a prefill instance (default --tp)")
+    d.add_argument("--prefill-gpu", default=D.prefill_gpu, help="GPU of the prefill pool (default --gpu)")
+    d.add_argument("--decode-instances", type=int, default=D.decode_instances, help="decode instances")
+    d.add_argument("--decode-tp", type=int, default=D.decode_tp, help="TP of a decode instance (default --tp)")
+    d.add_argument("--decode-gpu", default=D.decode_gpu, help="GPU of the decode pool (default --gpu)")
+    d.add_argument(
+        "--no-overlap",
+        dest="overlap",
+        action="store_false",
+        help="disaggregated: send the KV after the prefill, not layer by layer during it",
+    )
     p.add_argument("--seed", type=int, default=W.seed)
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run, policy=W.policy)
 
 
-def _spec_error(exc: ValidationError) -> NoReturn:
+def _spec_error(exc: ValidationError, args: argparse.Namespace) -> NoReturn:
     e = exc.errors()[0]
     field = str(e["loc"][-1]) if e["loc"] else ""
     msg = e["msg"].removeprefix("Value error, ")
     flag = SPEC_FLAG.get(field)
     if flag is None:  # a model-level check: name the flag its message is about
         flag = "--token-budget" if "token_budget" in msg else "--spread" if "spread" in msg else "--requests"
-    die(f"rabit simulate: error: argument {flag}: {msg}")
+    die(f"rabit simulate: error: argument {named(args, flag)}: {msg}")
 
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
@@ -174,9 +238,53 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
             seed=args.seed,
             engine=args.engine or W.engine,
             prefix_caching=args.prefix_caching,
+            replicas=args.replicas,
+            router=args.router,
+            prefix_cache_frac=args.prefix_share,
+            prefix_groups=args.prefix_groups,
         )
     except ValidationError as exc:
-        _spec_error(exc)
+        _spec_error(exc, args)
+
+
+def disagg_from_args(args: argparse.Namespace) -> dict:
+    """The config's ``disagg`` group from the flags (exit 2 naming an unknown GPU)."""
+    from core import catalog
+
+    for flag, slug in (("--prefill-gpu", args.prefill_gpu), ("--decode-gpu", args.decode_gpu)):
+        if slug is not None and slug not in catalog.gpus():
+            die(
+                f"rabit simulate: error: argument {flag}: unknown GPU '{slug}'; known: {', '.join(sorted(catalog.gpus()))}"
+            )
+    return {
+        "enabled": args.disagg,
+        "prefill_instances": args.prefill_instances,
+        "prefill_tp": args.prefill_tp,
+        "prefill_gpu": args.prefill_gpu,
+        "decode_instances": args.decode_instances,
+        "decode_tp": args.decode_tp,
+        "decode_gpu": args.decode_gpu,
+        "overlap": args.overlap,
+    }
+
+
+def deployment_payload(d) -> dict:
+    """The deployment's keys of the JSON contract (module docstring) from a :class:`DeploymentResult`."""
+    out = {
+        "mode": d.mode,
+        "replicas": d.layout.instances,
+        "per_replica_rate_per_s": d.per_replica_rate_per_s,
+        "router": d.layout.router,
+        "load_imbalance": d.load_imbalance,
+        "replica_utilization": [r.utilization for r in d.replicas],
+        "per_replica": [r.model_dump() for r in d.replicas],
+    }
+    if d.mode == "disaggregated":
+        out["kv_transfer_s"] = d.kv_transfer_s.model_dump() if d.kv_transfer_s is not None else None
+        out["kv_transfer_share_of_ttft"] = d.kv_transfer_share_of_ttft
+        out["kv_path"] = d.kv_path
+        out["pools"] = {k: v.model_dump() for k, v in (d.pools or {}).items()}
+    return out
 
 
 def spec_from_args(args: argparse.Namespace, cfg: RabitConfig) -> SimSpec:
@@ -188,9 +296,13 @@ def spec_from_args(args: argparse.Namespace, cfg: RabitConfig) -> SimSpec:
         except ValueError as exc:
             die(f"rabit simulate: error: argument --trace: {exc}")
     try:
-        return sim_spec(cfg, trace=trace)
+        spec = sim_spec(cfg, trace=trace)
     except ValidationError as exc:
-        _spec_error(exc)
+        _spec_error(exc, args)
+    for prob in workload_problems(cfg, trace):
+        flag = "--trace" if prob.field == "trace" else "--kv-pool-tokens"
+        die(f"rabit simulate: error: argument {named(args, flag)}: {prob.message}")
+    return spec
 
 
 def _pct(p: dict) -> str:
@@ -217,17 +329,42 @@ def _engine_defaults(args: argparse.Namespace) -> None:
         setattr(args, dest.get(field, field), value)
 
 
+#: Flags a simulation does not read in a given mode, with why (refused when given: nothing is ignored silently).
+def _unused(args: argparse.Namespace) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if args.arrival == "closed":
+        out["rate"] = "with --arrival closed: each closed-loop user sends its next request after --think"
+    else:
+        why = "with --arrival poisson: requests arrive at --rate (give --arrival closed for a closed loop)"
+        out.update(users=why, think=why)
+    if args.trace:
+        why = "with --trace: the trace's rows are the request lengths"
+        out.update(lengths=why, spread=why)
+    elif args.lengths == "fixed":
+        out["spread"] = "with --lengths fixed: every request has the mean lengths (give --lengths uniform or lognormal)"
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args, CONFIG_DEST)
+    refuse_unused(args, "rabit simulate", _unused(args))
     _engine_defaults(args)
     if args.input < 1 or args.output < 1:
         die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")
-    cfg = config_from_args(args, input_tokens=args.input, output_tokens=args.output, workload=workload_from_args(args))
+    cfg = config_from_args(
+        args,
+        input_tokens=args.input,
+        output_tokens=args.output,
+        workload=workload_from_args(args),
+        disagg=disagg_from_args(args),
+    )
     spec = spec_from_args(args, cfg)
+    layout = layout_of(cfg)
     try:
-        r = simulate(cfg, spec, budget=cli_budget(spec.num_requests))
+        d = simulate_deployment(cfg, spec, layout, budget=cli_budget(spec.num_requests))
     except ValueError as exc:
         die(f"rabit simulate: error: {exc}")
+    r = d.result
     s = r.summary.as_dict()
     payload = {
         "model": cfg.model_label,
@@ -250,11 +387,23 @@ def run(args: argparse.Namespace) -> int:
         "capacity_output_tokens_per_s": r.capacity.output_tokens_per_s,
         "capacity_batch": r.capacity.batch,
         "capacity_limited_by": r.capacity.limited_by,
+        **deployment_payload(d),
     }
+    if d.mode == "disaggregated":
+        payload["gpus"] = layout.gpus
+        shape = (
+            f"{layout.prefill.instances} prefill x {layout.prefill.gpu} TP {layout.prefill.tp} + "  # type: ignore[union-attr]
+            f"{layout.decode.instances} decode x {layout.decode.gpu} TP {layout.decode.tp}"  # type: ignore[union-attr]
+        )
+    else:
+        shape = (
+            f"{layout.replicas} replica{'s' if layout.replicas != 1 else ''} of TP {cfg.tp} x PP {cfg.pp}, "
+            f"{d.per_replica_rate_per_s:.3g} requests/s each"
+        )
     human = "\n".join(
         [
-            f"{payload['model']} on {cfg.gpus} x {cfg.gpu} (TP {cfg.tp}, PP {cfg.pp}); {spec.policy}, {spec.admission}; "
-            f"{s['requests']:,} requests, {s['completed']:,} completed",
+            f"{payload['model']} on {payload['gpus']} x {cfg.gpu}: {shape} ({layout.router}); {spec.policy}, "
+            f"{spec.admission}; {s['requests']:,} requests, {s['completed']:,} completed",
             f"  TTFT   {_pct(s['ttft_s'])}",
             f"  ITL    {_pct(s['itl_s'])}",
             f"  E2E    {_pct(s['e2e_s'])}",
@@ -270,7 +419,15 @@ def run(args: argparse.Namespace) -> int:
             + s["saturation_reason"],
         ]
     )
-    rg = simulation_spread(cfg, spec, r)
+    human += "".join(
+        f"\n  {x.pool} {x.replica}: {x.requests:,} requests ({x.rate_per_s:.3g}/s), busy {x.utilization:.0%}"
+        for x in d.replicas
+    ) + (f"\n  load imbalance (max / mean requests) {d.load_imbalance:.3g}" if len(d.replicas) > 1 else "")
+    if d.mode == "disaggregated" and d.kv_transfer_s is not None:
+        human += f"\n  KV transfer ({d.kv_path}) {_pct(d.kv_transfer_s.model_dump())}, " + (
+            f"{d.kv_transfer_share_of_ttft:.1%} of the mean TTFT" if d.kv_transfer_share_of_ttft is not None else ""
+        )
+    rg = deployment_spread(cfg, spec, d)
     with_ranges(payload, rg.ranges)
     payload["saturated_at_bounds"] = {"pessimistic": rg.saturated_at["low"], "optimistic": rg.saturated_at["high"]}
     payload["saturation_range"] = rg.verdict_text()

@@ -21,6 +21,7 @@ from cli.common import (
     emit,
     fill_from_config,
     range_line,
+    refuse_unused,
     with_calibrated,
     with_ranges,
 )
@@ -62,6 +63,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args)
+    if args.spec == "none":
+        why = "without speculative decoding (give --spec draft, eagle or ngram)"
+        refuse_unused(args, "rabit speed", dict.fromkeys(("spec_k", "spec_alpha", "draft_model"), why))
+    elif args.spec != "draft":
+        refuse_unused(
+            args, "rabit speed", {"draft_model": f"with --spec {args.spec}: only --spec draft runs a draft model"}
+        )
     if not 1 <= args.spec_k <= 16:
         die(f"rabit: error: argument --spec-k: must be between 1 and 16, got {args.spec_k}")
     if not 0.0 <= args.spec_alpha <= 1.0:

@@ -17,6 +17,7 @@ restarts (``goodput`` = runtime_s / wall_clock_s). ``mfu`` is against the BF16 d
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
 from cli.common import (
@@ -29,6 +30,7 @@ from cli.common import (
     emit,
     fill_from_config,
     range_line,
+    refuse_unused,
     with_ranges,
 )
 from core import catalog
@@ -153,6 +155,15 @@ def run(args: argparse.Namespace) -> int:
     explicit = args.gpus is not None or args.deadline_days is not None or bool(args.layout)
     fill_from_config(args, skip=("zero", "recompute", "micro_batch"))
     _fill_training_run(args, explicit)
+    if args.deadline_days is None:
+        refuse_unused(
+            args,
+            "rabit train",
+            {
+                "max_gpus": "without --deadline-days: it caps the deadline search, and --gpus plans on "
+                "exactly the GPUs given"
+            },
+        )
     if args.gpu not in catalog.gpus():
         die(f"rabit: error: argument --gpu: unknown GPU '{args.gpu}'; known: {', '.join(sorted(catalog.gpus()))}")
     node = args.gpus_per_node or catalog.gpu(args.gpu).gpus_per_node
@@ -226,6 +237,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _finite(x: float) -> float | None:
+    """``x``, or None where it is infinite (a run without failures never checkpoints and is never interrupted)."""
+    return x if math.isfinite(x) else None
+
+
 def payload(cfg, p: TrainingPlan) -> dict:
     b, gp = p.best, p.goodput
     out: dict = {
@@ -288,8 +304,9 @@ def payload(cfg, p: TrainingPlan) -> dict:
                 "wall_clock_s": gp.wall_clock_s if gp else None,
                 "gpu_hours_with_failures": gp.wall_clock_s * b.gpus / 3600 if gp else None,
                 "expected_interruptions": gp.expected_interruptions if gp else None,
-                "checkpoint_interval_s": gp.checkpoint_interval_s if gp else None,
-                "mtbf_s": gp.mtbf_s if gp else None,
+                # null without failures (failure_rate_per_gpu_hour 0): no interruptions, so no checkpoint interval
+                "checkpoint_interval_s": _finite(gp.checkpoint_interval_s) if gp else None,
+                "mtbf_s": _finite(gp.mtbf_s) if gp else None,
                 "memory_bytes_per_gpu": b.memory_bytes_per_gpu,
                 "capacity_bytes_per_gpu": b.capacity_bytes_per_gpu,
                 "global_batch_tokens": b.global_batch_tokens,

@@ -131,6 +131,8 @@ def _to_telemetry(body: bytes, base: str) -> Telemetry:
             labels = dict(series["metric"])
             name = labels.pop("__name__")
             for t, v in series["values"]:
+                if str(v) == "NaN":  # no value at that step (Prometheus writes NaN where a rule divided by 0)
+                    continue
                 samples.append(Sample(name=name, labels=tuple(sorted(labels.items())), value=float(v), t_s=float(t)))
         except (KeyError, TypeError, ValueError) as exc:
             raise PrometheusError(f"{base}: a series in the answer is malformed ({exc})") from None

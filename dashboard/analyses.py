@@ -162,6 +162,14 @@ def headline(cfg: RabitConfig) -> dict[str, Any]:
     return analysis_headline(cfg, memory=cache.serving_memory, speed=cache.speed_summary)
 
 
+def import_file(data: bytes, *, saved_by: str, owner: str | None) -> str:
+    """Import an uploaded export (the bound, UTF-8, depth and finite numbers checked before it is parsed, as
+    ``rabit analyses import`` checks them); raises ``ValueError`` (a ``StoreError`` included) saying why not."""
+    from core.base import MAX_IMPORT_BYTES, parse_json
+
+    return store().import_(parse_json(data, "the export", max_bytes=MAX_IMPORT_BYTES), saved_by=saved_by, owner=owner)
+
+
 def attach_telemetry(analysis_id: str, tel: Telemetry) -> int:
     """Keep parsed telemetry with a saved analysis (its stored form); the new telemetry's id."""
     return store().add_telemetry(analysis_id, tel.fmt, to_payload(tel))

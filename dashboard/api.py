@@ -32,7 +32,7 @@ from core.config import TABLE_COLUMNS as FLEET_TABLE_COLUMNS
 from core.config import FleetError
 from core.decision import COMPARABLE_RULE, Constraints, ServingGoal
 from core.operations import CSV_COLUMNS, MAX_BYTES, METRICS, RULES, Expectation, RunError, TelemetryError
-from core.serving import DEFAULT_RATE_FRACTION
+from core.serving import DEFAULT_RATE_FRACTION, POLICIES
 
 __all__ = [
     "BudgetExceeded",
@@ -47,6 +47,8 @@ __all__ = [
     "EXAMPLE_FLEET",
     "FLEET_TABLE_COLUMNS",
     "FleetError",
+    "ROUTER_HELP",
+    "ROUTER_LABELS",
     "Expectation",
     "MAX_BYTES",
     "MAX_TABLE_BYTES",
@@ -67,6 +69,10 @@ __all__ = [
     "VIDEO_ASSUMPTIONS",
 ]
 
+
+#: The router choices' labels, and which production router each one mimics (core.serving.router).
+ROUTER_LABELS = choices.ROUTER_LABELS
+ROUTER_HELP = "; ".join(f"{name}: {p.mimics}" for name, p in POLICIES.items())
 
 #: The efficiency assumptions a video request's numbers move with (the Video generation page's sources table).
 VIDEO_ASSUMPTIONS = by_tag("video")

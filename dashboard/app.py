@@ -49,6 +49,7 @@ NAV = [
     for n, (f, t, i, u) in enumerate(PAGE_SPECS)
     if (PAGES / f).exists()
 ]
+state.guard_query_limits()  # a link over Streamlit's limits says so (the first visit of a process too: serve.py)
 analyses.require_login()  # off unless RABIT_LOGIN is set
 pg = st.navigation(NAV)
 st.session_state["_config"] = state.sidebar(pg.url_path)

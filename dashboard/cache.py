@@ -14,6 +14,7 @@ from core import catalog, config, decision, operations, physics, serving, traini
 from core.base import decode_text, parse_json
 from core.config import RabitConfig, resolve, resolve_video, training_goal_args
 from core.config import video_problems as video_problems_of
+from core.config import workload_problems as workload_problems_of
 from executors import joined
 
 # --- the catalog's listings and the inputs a page reads from uploads ----------------------------------------------
@@ -45,7 +46,7 @@ def diffusion_model(slug: str) -> catalog.DiffusionModel:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def upload_text(data: bytes, what: str, max_bytes: int) -> str:
-    """An upload as UTF-8 text within its size limit (core.base.limits.decode_text; a PayloadError is raised)."""
+    """An upload as UTF-8 text within its size limit (core.base.payloads.decode_text; a PayloadError is raised)."""
     return decode_text(data, what, max_bytes)
 
 
@@ -193,6 +194,12 @@ def sim_spec(cfg: RabitConfig, trace: tuple[tuple[int, int], ...] | None = None)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
+def workload_problems(cfg: RabitConfig, trace: tuple[tuple[int, int], ...] | None) -> tuple[Any, ...]:
+    """What the simulated workload asks that the deployment cannot serve (core.config.workload_problems)."""
+    return workload_problems_of(cfg, trace)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
 def engine_defaults(cfg: RabitConfig) -> Any:
     """The documented defaults of the config's serving engine on its GPU (core.catalog.engines)."""
     return catalog.engine_defaults(cfg.workload.engine, catalog.gpu(cfg.gpu))
@@ -214,6 +221,20 @@ def knee_sweep(spec: serving.SimSpec, capacity_requests_per_s: float) -> tuple[s
 def simulation(cfg: RabitConfig, spec: serving.SimSpec) -> serving.SimResult:
     """One simulated replica, cached on (config, workload spec)."""
     return serving.simulate(cfg, spec)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def deployment(cfg: RabitConfig, spec: serving.SimSpec) -> serving.DeploymentResult:
+    """The deployment the config describes (its replicas behind its router, or its prefill and decode pools)
+    serving the workload, cached on (config, workload spec)."""
+    return serving.simulate_deployment(cfg, spec)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def deployment_ranges(cfg: RabitConfig, spec: serving.SimSpec) -> decision.SimulationRanges:
+    """Ranges of the deployment's figures: one replica at its share of the rate moved to each bound, rebased on
+    the deployment's values (a disaggregated deployment: its decode instance's)."""
+    return decision.deployment_spread(cfg, spec, deployment(cfg, spec))
 
 
 @st.cache_data(max_entries=128, show_spinner=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import plotly.graph_objects as go
@@ -722,7 +723,8 @@ def calibration_chart(
                 mode="markers",
                 name="runs used" if used else "other GPU kind (not used)",
                 marker=dict(size=10, color="#cf222e" if used else "#8c959f"),
-                text=[f"{r.label}<br>{r.config}<br>r = {r.r:+.3f}" for r in pts],
+                # a run's label is the user's text: escaped, so plotly's hover never renders it as a tag or a link
+                text=[f"{html.escape(r.label)}<br>{html.escape(r.config)}<br>r = {r.r:+.3f}" for r in pts],
                 hovertemplate="%{text}<br>predicted %{x:.4s}, measured %{y:.4s}<extra></extra>",
             )
     fig.update_layout(
@@ -1121,6 +1123,16 @@ def optimizer_pareto(rec) -> go.Figure:
                 for c in pts
             ],
             hovertemplate="%{customdata}<br>$%{x:,.2f}/h, p95 e2e %{y:.3g} s<extra></extra>",
+        )
+    dis = [c for c in sim if c.mode == "disaggregated"]
+    if dis:  # the front marks which layouts are disaggregated (a ring around their markers)
+        fig.add_scatter(
+            x=[c.cost_per_hour for c in dis],
+            y=[c.p95_e2e_s for c in dis],
+            mode="markers",
+            name="disaggregated (prefill + decode pools)",
+            marker=dict(size=18, color="rgba(0,0,0,0)", symbol="square-open", line=dict(width=2, color="#8250df")),
+            hoverinfo="skip",
         )
     if best is not None:
         fig.add_scatter(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import pandas as pd
@@ -10,6 +11,7 @@ import streamlit as st
 from core.base import (
     Step,
     find,
+    fmt_time,
     fmt_value,  # noqa: F401  - pages format range ends like their steps
 )
 from core.decision import Bound
@@ -42,13 +44,22 @@ def grid(count: int, labels: Iterable[str] = (), values: Iterable[str] = ()) -> 
     return slots[:count]
 
 
+def finite(s: Step) -> bool:
+    """True for a step whose value is a finite number. A NaN (speculation that never wins) or an infinity is never
+    drawn as a number: a card leaves it out and the page says in words what it means."""
+    try:
+        return math.isfinite(float(s.value))
+    except (TypeError, ValueError):
+        return True  # not a scalar (an array's steps are drawn by their own charts)
+
+
 def metrics(steps: tuple[Step, ...], keys: Iterable[str], cols: int | None = None) -> None:
     """One ``st.metric`` per step key, showing exactly the step's formatted value, in rows that fit.
 
     A key the computation did not record (no failures: no checkpoint interval) is left out, not an error.
     """
     recorded = {s.key for s in steps}
-    found = [find(steps, k) for k in keys if k in recorded]
+    found = [s for s in (find(steps, k) for k in keys if k in recorded) if finite(s)]
     if not found:
         return
     columns = grid(len(found), [s.label for s in found], [s.shown() for s in found])
@@ -58,7 +69,15 @@ def metrics(steps: tuple[Step, ...], keys: Iterable[str], cols: int | None = Non
 
 def steps_table(steps: tuple[Step, ...]) -> pd.DataFrame:
     return pd.DataFrame(
-        [{"step": s.label, "formula": f"{s.symbol} = {s.expr}", "value": s.shown(), "note": s.note} for s in steps]
+        [
+            {
+                "step": s.label,
+                "formula": f"{s.symbol} = {s.expr}",
+                "value": s.shown() if finite(s) else "no finite value",
+                "note": s.note,
+            }
+            for s in steps
+        ]
     )
 
 
@@ -76,6 +95,12 @@ def show_math(steps: tuple[Step, ...], *, expanded: bool = False, title: str = "
 
 
 def math_step(s: Step) -> None:
+    if not finite(s):  # the formula, and that it has no finite value here (never "nan" or "inf")
+        st.markdown(f"**{s.label}** — no finite value for these inputs")
+        st.latex(s.latex_symbolic())
+        if s.note:
+            st.caption(s.note)
+        return
     st.markdown(f"**{s.label}** — {s.shown()}")
     st.latex(s.latex_symbolic())
     st.latex(s.latex_substituted())
@@ -146,10 +171,10 @@ def collective_table(view) -> pd.DataFrame:
 
 
 def launch_downloads(pick, goal, key: str = "launch") -> None:
-    """Download buttons for the launch configs of an optimizer pick (engine commands and a Deployment)."""
-    from core.operations import EMIT_CHOICES, FILE_NAMES, emit, launch_spec
+    """Download buttons for the launch configs of an optimizer pick (engine commands and a Deployment; both pools'
+    when the pick is disaggregated)."""
+    from core.operations import EMIT_CHOICES, FILE_NAMES, emit_pick
 
-    spec = launch_spec(pick, goal)
     labels = {
         "vllm": "vLLM command",
         "sglang": "SGLang command",
@@ -159,8 +184,8 @@ def launch_downloads(pick, goal, key: str = "launch") -> None:
     cols = st.columns(len(EMIT_CHOICES))
     for col, kind in zip(cols, EMIT_CHOICES):
         try:
-            text = emit(kind, spec)
-        except ValueError as exc:  # e.g. TensorRT-LLM on an AMD GPU
+            text = emit_pick(kind, pick, goal)
+        except ValueError as exc:  # e.g. TensorRT-LLM on an AMD GPU, or a disaggregated pick
             col.caption(f"{labels[kind]}: {exc}")
             continue
         col.download_button(
@@ -171,7 +196,7 @@ def launch_downloads(pick, goal, key: str = "launch") -> None:
             mime="text/yaml" if kind == "k8s" else "text/x-shellscript",
         )
     with st.expander("Launch config (vLLM)"):
-        st.code(emit("vllm", spec), language="bash")
+        st.code(emit_pick("vllm", pick, goal), language="bash")
 
 
 # --- ranges (issue 9) ---------------------------------------------------------------------------------
@@ -274,7 +299,7 @@ def range_metrics(
     steps: tuple[Step, ...], keys, ranges: dict, cols: int | None = None, alias: dict[str, str] | None = None
 ) -> None:
     """Like :func:`metrics`, with each step's range (looked up by key, or ``alias[key]``) under the card."""
-    keys = list(keys)
+    keys = [k for k in keys if finite(find(steps, k))]
     found = [find(steps, k) for k in keys]
     columns = grid(len(found), [s.label for s in found], [s.shown() for s in found])
     for i, k in enumerate(keys):
@@ -355,3 +380,60 @@ def fit_or_options(fits: bool, message: str, options: tuple[str, ...]) -> None:
             "**It fits with any one of these changes** (each computed for this config):\n"
             + "\n".join(f"- {o}" for o in options)
         )
+
+
+def deployment_shape(cfg, dep) -> str:
+    """What serves, in words: "2 replicas of TP 4" or "2 prefill x TP 4 + 2 decode x TP 8 (h100-sxm)"."""
+    lay = dep.layout
+    if lay.mode == "disaggregated":
+        p, d = lay.prefill, lay.decode
+        return f"{p.instances} prefill x {p.gpu} TP {p.tp} + {d.instances} decode x {d.gpu} TP {d.tp}, disaggregated"
+    layout = f"TP {cfg.tp}" + (f" x PP {cfg.pp}" if cfg.pp > 1 else "")
+    return f"{lay.replicas} replica{'s' if lay.replicas != 1 else ''} of {layout}"
+
+
+def deployment_headline(cfg, dep) -> str:
+    """The Serving page's headline: the GPUs, how many replicas they make, the rate each receives, the p95s."""
+    s = dep.summary
+    rate = dep.result.spec.rate_per_s if dep.result.spec.arrival == "poisson" else s.arrival_rate_per_s
+    gpus = dep.layout.gpus if dep.layout.mode == "disaggregated" else cfg.gpus
+    verdict = {"saturated": "saturated", "stable": "stable"}.get(s.saturation_verdict, "too short to tell")
+    p95 = lambda p: fmt_time(p.p95) if p.p95 is not None else "withheld"  # noqa: E731
+    return (
+        f"### {gpus} x {cfg.gpu} at {rate:.3g} requests/s: {deployment_shape(cfg, dep)}, "
+        f"**{dep.per_replica_rate_per_s:.3g} requests/s each**\n"
+        f"p95 TTFT **{p95(s.ttft_s)}**, p95 ITL **{p95(s.itl_s)}**, p95 end-to-end {p95(s.e2e_s)}; {verdict} "
+        f"({dep.layout.router} router; load imbalance {dep.load_imbalance:.2f})"
+    )
+
+
+def deployment_details(dep) -> None:
+    """Per replica (or pool instance) and, disaggregated, the KV transfer and each pool."""
+    rows = [
+        {
+            "pool": r.pool,
+            "instance": r.replica,
+            "requests": r.requests,
+            "requests/s": round(r.rate_per_s, 3),
+            "busy": f"{r.utilization:.0%}",
+            "queue p95": fmt_time(r.queue_p95_s) if r.queue_p95_s is not None else "withheld",
+            "TTFT p95": fmt_time(r.ttft_p95_s) if r.ttft_p95_s is not None else "",
+            "E2E p95": fmt_time(r.e2e_p95_s) if r.e2e_p95_s is not None else "",
+        }
+        for r in dep.replicas
+    ]
+    with st.expander(f"Per replica ({len(rows)}), load imbalance {dep.load_imbalance:.2f}", expanded=False):
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    if dep.mode != "disaggregated" or dep.kv_transfer_s is None:
+        return
+    kv = dep.kv_transfer_s
+    c = st.columns(4)
+    c[0].metric("KV transfer p50", fmt_time(kv.p50) if kv.p50 is not None else "-", help=f"over {dep.kv_path}")
+    c[1].metric("KV transfer p95", fmt_time(kv.p95) if kv.p95 is not None else "withheld")
+    share = dep.kv_transfer_share_of_ttft
+    c[2].metric("Transfer share of TTFT", f"{share:.1%}" if share is not None else "-")
+    pools = dep.pools or {}
+    c[3].metric(
+        "Pool busy (prefill / decode)",
+        " / ".join(f"{pools[k].utilization:.0%}" for k in ("prefill", "decode") if k in pools),
+    )

@@ -34,6 +34,9 @@ def preload() -> None:
     from core import catalog
 
     catalog.models(), catalog.gpus(), catalog.fabrics(), catalog.prices()
+    from dashboard import state
+
+    state.guard_query_limits()  # before the first visitor: a link over Streamlit's limits says so
     # core's computation modules; not dashboard.cache, whose caches belong to the running server
     for name in (
         "core.physics.memory",

@@ -60,6 +60,9 @@ _ZERO_IS_NONE = frozenset(
         "targets.max_gpus",
         "targets.max_usd_per_hour",
         "workload.timeout_s",
+        "workload.replicas",
+        "disagg.prefill_tp",
+        "disagg.decode_tp",
         "training.budget_gpus",
         "training.checkpoint_interval_s",
         "predicted.p95_ttft_s",
@@ -80,6 +83,8 @@ _SCALE = {
     "experiment.rate_spread_frac": (100, 1),
     "predicted.prefix_cache_frac": (100, 1),
 }
+#: Optional text fields whose widget shows "" for "none" (a pool's GPU kind: the sidebar's).
+_EMPTY_IS_NONE = frozenset({"disagg.prefill_gpu", "disagg.decode_gpu"})
 #: Tuple fields edited as a comma-separated text.
 _CSV = frozenset({"targets.providers"})
 _SKIP = ("custom_model", "assumptions", "fleet", *GROUPS)
@@ -95,6 +100,8 @@ def _to_widget(path: str, v: Any) -> Any:
         v = round(v * num / den, 9)
     if path in _ZERO_IS_NONE:
         return 0 if v is None else v
+    if path in _EMPTY_IS_NONE:
+        return "" if v is None else v
     if path in _CSV:
         return ", ".join(v)
     if isinstance(v, tuple):
@@ -106,7 +113,7 @@ def _from_widget(path: str, v: Any) -> Any:
     if path in _SCALE and isinstance(v, (int, float)) and not isinstance(v, bool):
         num, den = _SCALE[path]
         v = v * den / num if v else v
-    if path in _ZERO_IS_NONE:
+    if path in _ZERO_IS_NONE or path in _EMPTY_IS_NONE:
         return v or None
     if path in _CSV:
         return tuple(x.strip() for x in str(v).split(",") if x.strip())
@@ -185,12 +192,61 @@ def _view_query() -> dict[str, str]:
     return {k: str(ss[k]) for k, (d, ok) in VIEW_PARAMS.items() if k in ss and ss[k] != d and ss[k] in ok}
 
 
+#: The query parameter that stands in for a link Streamlit would drop whole (:func:`guard_query_limits`).
+DROPPED_QUERY = "_rabit_dropped_query"
+
+
+def guard_query_limits() -> None:
+    """Make a link over Streamlit's limits say so instead of vanishing.
+
+    Streamlit drops a query string of more than 1,000 parameters or 512 Ki characters before any script runs and
+    only logs it, so the page would open at the defaults without a word. This wraps its check so that such a
+    query arrives as one parameter, :data:`DROPPED_QUERY` = ``<parameters>:<characters>``, which :func:`_init`
+    reports. Idempotent; a Streamlit without the check is left alone (tests/test_fuzz_app.py notices).
+    """
+    from streamlit.runtime import app_session
+    from streamlit.runtime.state import query_params
+
+    original = getattr(query_params, "sanitize_query_string", None)
+    if original is None or getattr(original, "rabit_guard", False):
+        return
+
+    def sanitize(query_string: str) -> str:
+        kept = original(query_string)
+        if query_string and not kept:
+            return f"{DROPPED_QUERY}={query_string.count('&') + 1}:{len(query_string)}"
+        return kept
+
+    sanitize.rabit_guard = True  # type: ignore[attr-defined]
+    query_params.sanitize_query_string = sanitize
+    if hasattr(app_session, "sanitize_query_string"):
+        app_session.sanitize_query_string = sanitize
+
+
+def _dropped_query_message(value: str) -> str:
+    """What a visitor reads when Streamlit dropped the whole link (:func:`guard_query_limits`)."""
+    from streamlit.runtime.state import query_params
+
+    n, _, chars = value.partition(":")
+    max_fields = getattr(query_params, "CLIENT_STATE_QUERY_STRING_MAX_FIELDS", 1000)
+    max_chars = getattr(query_params, "CLIENT_STATE_QUERY_STRING_MAX_LENGTH", 512 * 1024)
+    got = f"{int(n):,} parameters and {int(chars):,} characters" if n.isdigit() and chars.isdigit() else "too long"
+    return (
+        f"the link was not used at all: it has {got}, and a link may carry at most {max_fields:,} parameters "
+        f"and {max_chars:,} characters"
+    )
+
+
 def _init() -> None:
     if st.session_state.get("_rabit_init"):
         return
     st.session_state["_rabit_init"] = True
     cfg = DEFAULT
     params = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
+    if DROPPED_QUERY in params:
+        dropped = params.pop(DROPPED_QUERY)
+        st.session_state["_link_dropped"] = True
+        st.session_state.setdefault("_link_error", []).append(_dropped_query_message(dropped[-1] if dropped else ""))
     saved = analyses.open_from_link(params.pop("analysis")[-1]) if params.get("analysis") else None
     for k in [k for k in params if k in VIEW_PARAMS]:
         v = params.pop(k)[-1] if params[k] else ""
@@ -440,7 +496,11 @@ def sidebar(page: str = "") -> RabitConfig | None:
             link_slot.error(
                 "This view is not exactly the link's: "
                 + "; ".join(plain(m, 300) for m in link)
-                + ". Those settings show their defaults; everything else is as sent."
+                + (
+                    ". Every setting shows its default."
+                    if st.session_state.get("_link_dropped")
+                    else ". Those settings show their defaults; everything else is as sent."
+                )
             )
         else:  # the visitor has changed the view since: the message no longer describes it
             st.session_state.pop("_link_error")

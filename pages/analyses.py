@@ -1,7 +1,5 @@
 """Saved analyses: save this configuration, find, open, rename, delete and restore, export and import."""
 
-import json
-
 import pandas as pd
 import streamlit as st
 
@@ -117,7 +115,7 @@ else:
         st.rerun()
     c3.download_button(
         "Export (JSON)",
-        json.dumps(analyses.store().export(pick), indent=2),
+        analyses.store().export_text(pick),
         file_name=f"rabit-analysis-{pick}.json",
         mime="application/json",
         key="an.export",
@@ -216,9 +214,9 @@ st.subheader("Import")
 up = st.file_uploader("An exported analysis (JSON)", type=["json"], key="an.import")
 if up is not None and st.button("Import", key="an.do_import"):
     try:
-        aid = analyses.store().import_(json.loads(up.getvalue()), saved_by=user or by, owner=user)
+        aid = analyses.import_file(up.getvalue(), saved_by=user or by, owner=user)
         st.success(f"Imported as a new analysis · link `?analysis={aid}`")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        st.error(f"That file is not JSON: {plain(exc, 400)}")
     except StoreError as exc:
         st.error(plain(exc, 400))
+    except ValueError as exc:  # not UTF-8, too large or deep, not JSON
+        st.error(f"That file cannot be imported: {plain(exc, 400)}")

@@ -12,6 +12,7 @@ from dashboard.api import (
     TelemetryError,
     fmt_time,
 )
+from dashboard.text import plain
 
 st.title("Diagnostics")
 st.caption(
@@ -63,7 +64,7 @@ expect = Expectation(
 )
 if saved is not None:
     st.caption(
-        f"Open analysis: **{saved.name}** ({len(saved.telemetry)} telemetry attached). Its simulated p95 "
+        f"Open analysis: **{plain(saved.name)}** ({len(saved.telemetry)} telemetry attached). Its simulated p95 "
         "TTFT and ITL and its cached-prefix share are the predictions the rules compare with, unless "
         "entered above."
     )
@@ -73,26 +74,33 @@ if use_prom and prom_url:
     try:
         tel = cache.prometheus_telemetry(prom_url, since_min, float(timeout_s))
     except PrometheusError as exc:
-        st.error(f"Prometheus: {exc}")
+        st.error(f"Prometheus: {plain(exc, 400)}")
 elif upload is not None:
     if upload.size > MAX_BYTES:
         st.error(
-            f"{upload.name} is {upload.size / 1e6:,.1f} MB; the limit is {MAX_BYTES / 1e6:.0f} MB. Scrape one "
+            f"{plain(upload.name)} is {upload.size / 1e6:,.1f} MB; the limit is {MAX_BYTES / 1e6:.0f} MB. Scrape one "
             "/metrics page, or export a shorter range."
         )
     else:
         try:
             tel = cache.telemetry(upload.getvalue(), upload.name)
         except TelemetryError as exc:
-            st.error(f"That file cannot be used: {exc}")
+            st.error(f"That file cannot be used: {plain(exc, 400)}")
 
 if tel is None and saved is not None and saved.telemetry and upload is None and not use_prom:
     last = saved.telemetry[-1]
     tel = cache.stored_telemetry(last["payload"])
-    st.caption(f"Diagnosing the telemetry attached to {saved.name} on {last['created_at'][:16].replace('T', ' ')} UTC.")
-elif tel is not None and saved is not None and st.button(f"Attach this telemetry to {saved.name}", key="dx.attach"):
+    st.caption(
+        f"Diagnosing the telemetry attached to {plain(saved.name)} on "
+        f"{plain(last['created_at'][:16].replace('T', ' '))} UTC."
+    )
+elif (
+    tel is not None
+    and saved is not None
+    and st.button(f"Attach this telemetry to {plain(saved.name)}", key="dx.attach")
+):
     tid = analyses.attach_telemetry(saved.id, tel)
-    st.success(f"Attached to {saved.name} as telemetry {tid}.")
+    st.success(f"Attached to {plain(saved.name)} as telemetry {tid}.")
 
 # --- the predictions the rules compare with, each with its heuristic range ------------------------------------
 PREDICTED = (("p95_ttft_s", "ttft_s.p95", "p95 TTFT"), ("p95_itl_s", "itl_s.p95", "p95 ITL"))
@@ -104,7 +112,7 @@ if saved is not None:
             sim_rng = cache.simulation_ranges(saved.config, cache.sim_spec(saved.config)).ranges
         rng = {k: sim_rng[key] for k, key, _ in PREDICTED if key in sim_rng}
     except (ValueError, KeyError) as exc:  # a config the simulator cannot run (e.g. a training analysis)
-        st.caption(f"No simulated prediction for {saved.name}: {exc}")
+        st.caption(f"No simulated prediction for {plain(saved.name)}: {plain(exc, 300)}")
 typed = {k: bool(mine and getattr(mine, k)) for k, _, _ in PREDICTED}
 rng = {k: r for k, r in rng.items() if not typed[k]}  # a number typed above has no range
 got = cache.measured_p95(tel) if tel is not None else {}
@@ -162,7 +170,7 @@ if tel is None:
     st.stop()
 
 d = cache.diagnosis(tel, expect)
-st.caption(f"{tel.name}: {len(tel.samples):,} samples in {tel.num_series:,} series.")
+st.caption(f"{plain(tel.name)}: {len(tel.samples):,} samples in {tel.num_series:,} series.")
 c1, c2, c3 = st.columns(3)
 c1.metric("Rules fired", len(d.fired))
 c2.metric("Evaluated, quiet", len(d.quiet))
@@ -172,7 +180,7 @@ if not d.fired:
 for f in d.fired:
     with st.container(border=True):
         st.markdown(f"**{f.title}** (`{f.rule}`)")
-        st.write(f.evidence)
+        st.write(plain(f.evidence, 1000))
         st.dataframe(
             pd.DataFrame(
                 [{"rank": i, "remedy": m.action, "config change": m.config_change} for i, m in enumerate(f.remedies, 1)]

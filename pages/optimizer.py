@@ -87,7 +87,7 @@ if view == "Serving":
         try:
             prices = cache.prices_from_csv(edited.to_csv(index=False), "edited prices")
         except CatalogError as exc:
-            st.error(f"The edited prices are not valid: {exc}. Using the catalog's prices.")
+            st.error(f"The edited prices are not valid: {plain(exc, 300)}. Using the catalog's prices.")
             prices = cache.catalog_prices()
 
     goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
@@ -106,7 +106,7 @@ if view == "Serving":
 
     e = rec.explanation
     if rec.met:
-        st.success(e.summary)
+        st.success(plain(e.summary, 1000))
         r = rec.recommendation
         render.pick_metrics(r, rg, gpus=True)
         if rr.recommendation is not None:
@@ -117,9 +117,9 @@ if view == "Serving":
             (st.info if rr.settled else st.warning)(rr.note[0].upper() + rr.note[1:] + ".")
         render.launch_downloads(r, goal)
     else:
-        st.error(e.summary)
+        st.error(plain(e.summary, 1000))
         if e.relax:
-            st.warning("To get an answer: " + e.relax)
+            st.warning("To get an answer: " + plain(e.relax, 1000))
 
     with st.container(border=True):
         st.markdown("**Why this answer**")
@@ -127,14 +127,15 @@ if view == "Serving":
             ("Why this GPU", e.why_gpu),
             ("Why this count and layout", e.why_count),
             ("Bottleneck", e.bottleneck),
+            ("Disaggregated or not", e.disaggregation),
             ("Cheaper alternative", e.cheaper_alternative),
             ("Faster alternative", e.faster_alternative),
         ):
             if text:
-                st.markdown(f"- **{label}:** {text}")
+                st.markdown(f"- **{label}:** {plain(text, 1000)}")  # core's prose quotes prices and providers
         if e.risks:
-            st.markdown("**Risks:** " + "; ".join(e.risks))
-        st.caption("Assumptions: " + "; ".join(e.assumptions))
+            st.markdown("**Risks:** " + plain("; ".join(e.risks), 2000))
+        st.caption("Assumptions: " + plain("; ".join(e.assumptions), 2000))
 
     sim = [c for c in rec.candidates if c.simulated]
     if sim:
@@ -248,11 +249,11 @@ if view == "Training run":
         )
         render.metric_range(t3, "GPU-hours", f"{o.gpu_hours:,.0f}", trg.get("gpu_hours"), lambda x: f"{x:,.0f}")
     if tr.why_gpu:
-        st.markdown(f"- **Why this GPU:** {tr.why_gpu}")
+        st.markdown(f"- **Why this GPU:** {plain(tr.why_gpu, 1000)}")
     if tr.relax:
-        st.warning("To get an answer: " + tr.relax)
+        st.warning("To get an answer: " + plain(tr.relax, 1000))
     if tr.options:
         st.plotly_chart(charts.training_cost_by_gpu(tr), width="stretch", key="train_cost_chart")
         st.dataframe(pd.DataFrame([o.model_dump() for o in tr.options]), width="stretch", hide_index=True)
     if tr.skipped:
-        st.caption("Left out: " + "; ".join(tr.skipped))
+        st.caption("Left out: " + plain("; ".join(tr.skipped), 2000))

@@ -1,4 +1,5 @@
-"""Serving simulation: watch queues build on one replica under continuous batching."""
+"""Serving simulation: watch queues build on a deployment (replicas behind a router, or prefill and decode pools)
+under continuous batching."""
 
 import streamlit as st
 
@@ -8,6 +9,8 @@ from dashboard.api import (
     DEFAULT_RATE_FRACTION,
     ENGINE_LABELS,
     MAX_TABLE_BYTES,
+    ROUTER_HELP,
+    ROUTER_LABELS,
     ValidationError,
     choices,
     fmt_num,
@@ -16,8 +19,10 @@ from dashboard.api import (
 from dashboard.text import plain
 
 st.title("Serving simulation")
+headline = st.empty()  # the deployment's answer, filled once simulated (above the fold)
 st.caption(
-    "A deterministic, iteration-level simulation of one replica: arrivals queue, the scheduler batches "
+    "A deterministic, iteration-level simulation of the deployment: its replicas behind a router, each one "
+    "stepping iteration by iteration: arrivals queue, the scheduler batches "
     "prefill and decode tokens, each iteration is timed by the step-time model for its exact mix. "
     "Mean prompt and output lengths come from the sidebar; these inputs travel with the link and the "
     "saved configuration."
@@ -25,6 +30,25 @@ st.caption(
 cfg = render.bound_choice("serving", state.require_config())
 
 K, B = state.key, state.bounds
+with st.expander("Deployment: replicas, router, disaggregated prefill / decode", expanded=cfg.disagg.enabled):
+    d1, d2, d3 = st.columns(3)
+    d1.number_input(f"Replicas (0 = GPUs / (TP x PP) = {cfg.dp})", **B("workload.replicas"), key=K("workload.replicas"))
+    d1.selectbox("Router", choices.ROUTERS, key=K("workload.router"), format_func=ROUTER_LABELS.get, help=ROUTER_HELP)
+    d2.number_input(
+        "Shared prefix (share of each prompt)", **B("workload.prefix_cache_frac"), key=K("workload.prefix_cache_frac")
+    )
+    d2.number_input("Prefix groups", **B("workload.prefix_groups"), key=K("workload.prefix_groups"))
+    d3.checkbox("Disaggregated prefill / decode pools", key=K("disagg.enabled"))
+    d3.checkbox("KV sent layer by layer during the prefill", key=K("disagg.overlap"), disabled=not cfg.disagg.enabled)
+    if cfg.disagg.enabled:
+        p1, p2, p3, q1, q2, q3 = st.columns(6)
+        gpus = ("", *cache.gpu_slugs())
+        p1.number_input("Prefill instances", **B("disagg.prefill_instances"), key=K("disagg.prefill_instances"))
+        p2.number_input("Prefill TP (0 = sidebar)", **B("disagg.prefill_tp"), key=K("disagg.prefill_tp"))
+        p3.selectbox("Prefill GPU", gpus, key=K("disagg.prefill_gpu"), format_func=lambda g: g or cfg.gpu)
+        q1.number_input("Decode instances", **B("disagg.decode_instances"), key=K("disagg.decode_instances"))
+        q2.number_input("Decode TP (0 = sidebar)", **B("disagg.decode_tp"), key=K("disagg.decode_tp"))
+        q3.selectbox("Decode GPU", gpus, key=K("disagg.decode_gpu"), format_func=lambda g: g or cfg.gpu)
 arr_col, len_col, sch_col = st.columns(3)
 with arr_col:
     st.subheader("Arrivals")
@@ -116,32 +140,38 @@ except ValidationError as exc:
     sched_err.error(exc.errors()[0]["msg"].removeprefix("Value error, "))
     st.stop()
 except ValueError as exc:
-    st.error(str(exc))
+    st.error(plain(exc, 400))
+    st.stop()
+for prob in cache.workload_problems(cfg, trace):  # a replayed request past the context, a pool too small
+    st.error(plain(prob.message, 400))
     st.stop()
 n_req, arrival = spec.num_requests or 0, spec.arrival
-if arrival == "poisson":
-    st.caption(
-        f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / cap.requests_per_s:.0%} of the "
-        f"closed-form capacity ({cap.requests_per_s:.3g} requests/s). A round rate clearly inside capacity "
-        f"would be {cache.default_rate(cap.requests_per_s):g}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded "
-        "down to 1, 2 or 5 x 10^k."
-    )
-
 try:
     with st.spinner(f"Simulating {n_req:,} requests…"):
-        res = cache.simulation(cfg, spec)
+        dep = cache.deployment(cfg, spec)
 except ValueError as exc:  # a work budget ran out (core.base.limits): say what to change
-    st.error(str(exc))
+    headline.error(str(exc))
     st.stop()
+res = dep.result
+if arrival == "poisson" and res.capacity.requests_per_s > 0:
+    dcap = res.capacity.requests_per_s  # the deployment's closed form (replicas x one, or its pools)
+    st.caption(
+        f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / dcap:.0%} of the deployment's "
+        f"closed-form capacity ({dcap:.3g} requests/s; one replica of this layout: {cap.requests_per_s:.3g}). "
+        f"A round rate clearly inside capacity would be {cache.default_rate(dcap):g}: {DEFAULT_RATE_FRACTION:.0%} "
+        "of capacity, rounded down to 1, 2 or 5 x 10^k."
+    )
 s = res.summary
+headline.markdown(render.deployment_headline(cfg, dep))
 with st.spinner("Simulating each assumption at its bounds…"):
-    rng = cache.simulation_ranges(cfg, spec)
+    rng = cache.deployment_ranges(cfg, spec)
+render.deployment_details(dep)
 
 if s.saturated:
     st.error(
-        f"Saturated: requests arrive faster than this replica drains them, so the queue grows without bound "
-        f"({s.saturation_reason}). Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
-        f"at a batch of {cap.batch:.0f} ({cap.limited_by})."
+        f"Saturated: requests arrive faster than the deployment drains them, so the queue grows without bound "
+        f"({s.saturation_reason}). Closed-form capacity of one replica ≈ {cap.requests_per_s:.3g} requests/s "
+        f"at a batch of {cap.batch:.0f} ({cap.limited_by}); it gets {dep.per_replica_rate_per_s:.3g}."
     )
 elif s.saturation_verdict == "too short to tell":
     st.warning(
@@ -223,15 +253,16 @@ left, right = st.columns(2)
 left.plotly_chart(charts.latency_cdf({k: res.samples(k) for k in ("ttft_s", "itl_s", "e2e_s")}), width="stretch")
 right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_running, res.ts_kv_frac), width="stretch")
 
-st.subheader("Where is the knee?")
-sweep_spec, rates = cache.knee_sweep(spec, cap.requests_per_s)  # around the capacity and this rate
+st.subheader("Where is the knee? (one replica)")
+one_spec = spec.with_(rate_per_s=dep.per_replica_rate_per_s) if arrival == "poisson" else spec  # one replica's share
+sweep_spec, rates = cache.knee_sweep(one_spec, cap.requests_per_s)  # around the capacity and this rate
 with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     try:
         rows = cache.sim_sweep(cfg, sweep_spec, tuple(rates))
     except ValueError as exc:  # a work budget ran out (core.base.limits): say what to change
         st.error(str(exc))
         st.stop()
-fig = charts.p95_vs_rate(rows, cap.requests_per_s, spec.rate_per_s if arrival == "poisson" else None)
+fig = charts.p95_vs_rate(rows, cap.requests_per_s, one_spec.rate_per_s if arrival == "poisson" else None)
 with st.spinner("The same sweep at the pessimistic and optimistic bounds…"):
     band_x, band_lo, band_hi = cache.p95_e2e_band(cfg, sweep_spec, tuple(rates))
 if band_x:
@@ -267,7 +298,9 @@ with c2:
         lambda x: f"{x:.3g}",
     )
 st.caption(
-    f"Each point simulates {sweep_spec.num_requests:,} requests with this page's lengths and scheduler; "
+    f"One replica of this layout against its own arrival rate (the deployment's rate split over its replicas is "
+    "marked); each point simulates "
+    f"{sweep_spec.num_requests:,} requests with this page's lengths and scheduler; "
     "the closed-form capacity assumes prefills mix perfectly into decode iterations, so the knee comes "
     "a little before it."
 )

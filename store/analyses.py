@@ -11,6 +11,7 @@ with the current revision and may save again on top of it (a new revision, nothi
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,8 +20,9 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import Engine, func, insert, or_, select, update
 
+from core.base import MAX_ANALYSIS_BYTES, MAX_NAME_CHARS, MAX_NOTE_CHARS, text_problem
 from core.config import RabitConfig, describe_validation_error
-from core.operations import Run
+from core.operations import Run, TelemetryError, from_payload
 from store import db
 from store.schema import analyses, revisions, runs, telemetry
 
@@ -218,6 +220,8 @@ class Store:
     ) -> str:
         """A new analysis at revision 1; returns its id."""
         name = _check_name(name)
+        note, saved_by = _check_note(note), _check_line(saved_by, "saved by")
+        owner = None if owner is None else _check_line(owner, "owner")
         t = now()
         aid = secrets.token_hex(6)
         with self._engine.begin() as c:
@@ -264,6 +268,8 @@ class Store:
 
         Raises :class:`Conflict` when the analysis moved on since ``expected_revision`` (nothing is written).
         """
+        note = None if note is None else _check_note(note)
+        saved_by = _check_line(saved_by, "saved by")
         t = now()
         with self._engine.begin() as c:
             row = c.execute(select(analyses).where(analyses.c.id == analysis_id)).first()
@@ -278,6 +284,7 @@ class Store:
             ).scalar_one()
             new = expected_revision + 1
             name = _check_name(name) if name is not None else row.name
+            _check_room(c, analysis_id, len(config.model_dump_json()) + len(json.dumps(results or {})))
             res = c.execute(
                 update(analyses)
                 .where(analyses.c.id == analysis_id, analyses.c.revision == expected_revision)
@@ -332,6 +339,7 @@ class Store:
         with self._engine.begin() as c:
             if c.execute(select(analyses.c.id).where(analyses.c.id == analysis_id)).first() is None:
                 raise NotFound(f"no analysis with id {analysis_id!r}")
+            _check_room(c, analysis_id, sum(len(r.model_dump_json()) for r in new_runs))
             for r in new_runs:
                 res = c.execute(
                     insert(runs).values(
@@ -352,13 +360,20 @@ class Store:
                 raise NotFound(f"analysis {analysis_id!r} has no run {run_id}")
 
     def add_telemetry(self, analysis_id: str, kind: str, payload: dict[str, Any]) -> int:
+        """Attach telemetry in its stored form (:func:`core.operations.to_payload`); refused, with nothing
+        written, when the analysis would outgrow :data:`core.base.payloads.MAX_ANALYSIS_BYTES`."""
+        try:
+            if from_payload(payload).fmt != kind:
+                raise StoreError(f"telemetry of kind {kind!r} holds a payload of kind {payload.get('format')!r}")
+        except TelemetryError as exc:
+            raise StoreError(str(exc)) from None
+        text = json.dumps(payload, allow_nan=False, separators=(",", ":"))
         with self._engine.begin() as c:
             if c.execute(select(analyses.c.id).where(analyses.c.id == analysis_id)).first() is None:
                 raise NotFound(f"no analysis with id {analysis_id!r}")
+            _check_room(c, analysis_id, len(text))
             res = c.execute(
-                insert(telemetry).values(
-                    analysis_id=analysis_id, kind=kind, payload_json=json.dumps(payload), created_at=now()
-                )
+                insert(telemetry).values(analysis_id=analysis_id, kind=kind, payload_json=text, created_at=now())
             )
             return _new_id(res)
 
@@ -372,13 +387,13 @@ class Store:
         if owner is not None:
             q = q.where(analyses.c.owner == owner)
         s = search.strip().lower()
-        if s:
-            like = f"%{s}%"
+        if s:  # the text itself: % and _ match only themselves (escaped), never "anything"
+            like = "%" + s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             q = q.where(
                 or_(
-                    func.lower(analyses.c.name).like(like),
-                    func.lower(analyses.c.model).like(like),
-                    func.lower(analyses.c.gpu).like(like),
+                    func.lower(analyses.c.name).like(like, escape="\\"),
+                    func.lower(analyses.c.model).like(like, escape="\\"),
+                    func.lower(analyses.c.gpu).like(like, escape="\\"),
                 )
             )
         q = q.order_by(analyses.c.updated_at.desc(), analyses.c.id).limit(limit)
@@ -470,51 +485,50 @@ class Store:
             "telemetry": [{"kind": t["kind"], "payload": t["payload"]} for t in a.telemetry],
         }
 
+    def export_text(self, analysis_id: str) -> str:
+        """:meth:`export` as the file ``export`` writes and ``import`` reads back: compact JSON (indented, a
+        telemetry file's samples take four times their size), never larger than the import's bound."""
+        return json.dumps(self.export(analysis_id), separators=(",", ":"), allow_nan=False)
+
     def import_(self, data: Any, *, saved_by: str = "", owner: str | None = None) -> str:
-        """Import an exported analysis as a new analysis (a new id; revisions, runs and telemetry kept)."""
-        if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
-            raise StoreError(f'not a RA-BIT analysis export (expected "format": "{EXPORT_FORMAT}")')
-        revs = data.get("revisions")
-        if not isinstance(revs, list) or not revs:
-            raise StoreError("the export has no revisions")
-        try:
-            cfgs = [RabitConfig.model_validate(r["config"]) for r in revs]
-            imported_runs = [Run.model_validate(r) for r in data.get("runs", [])]
-        except (ValidationError, KeyError, TypeError) as exc:
-            msg = describe_validation_error(exc) if isinstance(exc, ValidationError) else f"missing {exc}"
-            raise StoreError(f"the export cannot be read: {msg}") from None
-        name = _check_name(str(data.get("name") or revs[-1].get("name") or "imported analysis"))
+        """Import an exported analysis as a new analysis (a new id; revisions, runs and telemetry kept).
+
+        Every part is checked before anything is written (:func:`read_export`): a refused export changes nothing.
+        """
+        ex = read_export(data)
+        saved_by = _check_line(saved_by, "saved by")
         t = now()
         aid = secrets.token_hex(6)
+        revs, cfgs = ex["revisions"], [r["config"] for r in ex["revisions"]]
         with self._engine.begin() as c:
             c.execute(
                 insert(analyses).values(
                     id=aid,
-                    name=name,
+                    name=ex["name"],
                     model=cfgs[-1].model_label,
                     gpu=cfgs[-1].gpu,
-                    owner=owner if owner is not None else data.get("owner"),
+                    owner=owner if owner is not None else ex["owner"],
                     saved_by=saved_by,
                     revision=len(revs),
-                    created_at=str(data.get("created_at") or t),
+                    created_at=ex["created_at"] or t,
                     updated_at=t,
                     deleted_at=None,
                 )
             )
-            for i, (r, cfg) in enumerate(zip(revs, cfgs), start=1):
+            for i, r in enumerate(revs, start=1):
                 c.execute(
                     insert(revisions).values(
                         analysis_id=aid,
                         revision=i,
-                        name=str(r.get("name") or name),
-                        config_json=cfg.model_dump_json(),
-                        results_json=json.dumps(r.get("results") or {}),
-                        note=str(r.get("note") or ""),
-                        saved_by=str(r.get("saved_by") or ""),
-                        created_at=str(r.get("created_at") or t),
+                        name=r["name"] or ex["name"],
+                        config_json=r["config"].model_dump_json(),
+                        results_json=json.dumps(r["results"], allow_nan=False),
+                        note=r["note"],
+                        saved_by=r["saved_by"],
+                        created_at=r["created_at"] or t,
                     )
                 )
-            for run in imported_runs:
+            for run in ex["runs"]:
                 c.execute(
                     insert(runs).values(
                         analysis_id=aid,
@@ -524,22 +538,184 @@ class Store:
                         created_at=t,
                     )
                 )
-            for tel in data.get("telemetry", []):
+            for kind, payload in ex["telemetry"]:
                 c.execute(
                     insert(telemetry).values(
                         analysis_id=aid,
-                        kind=str(tel.get("kind", "")),
-                        payload_json=json.dumps(tel.get("payload")),
+                        kind=kind,
+                        payload_json=json.dumps(payload, allow_nan=False, separators=(",", ":")),
                         created_at=t,
                     )
                 )
         return aid
 
 
+#: The keys an export has (``export``), at the top and in each revision; an import refuses any other.
+_EXPORT_KEYS = frozenset(
+    {"format", "id", "name", "owner", "created_at", "updated_at", "revisions", "runs", "telemetry"}
+)
+_REVISION_KEYS = frozenset({"revision", "name", "config", "results", "note", "saved_by", "created_at"})
+#: A stored time: ISO 8601 UTC as :func:`now` writes it.
+_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z?")
+
+
+def read_export(data: Any) -> dict[str, Any]:
+    """An export checked part by part, as :meth:`Store.import_` writes it: ``name``, ``owner``, ``created_at``,
+    ``revisions`` (each with its config validated), ``runs`` (validated) and ``telemetry`` as (kind, payload)
+    pairs (each payload read as stored telemetry is). Raises :class:`StoreError` naming the export's field."""
+    if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
+        raise StoreError(f'not a RA-BIT analysis export (expected "format": "{EXPORT_FORMAT}")')
+    extra = sorted(set(data) - _EXPORT_KEYS)
+    if extra:
+        raise StoreError(f"the export has a field this version does not know: {extra[0]!r}")
+    revs = data.get("revisions")
+    if not isinstance(revs, list) or not revs:
+        raise StoreError("the export has no revisions")
+    out_revs: list[dict[str, Any]] = []
+    for i, r in enumerate(revs, 1):
+        where = f"revisions[{i}]"
+        if not isinstance(r, dict):
+            raise StoreError(f"the export's {where} is not an object")
+        extra = sorted(set(r) - _REVISION_KEYS)
+        if extra:
+            raise StoreError(f"the export's {where} has a field this version does not know: {extra[0]!r}")
+        if not isinstance(r.get("config"), dict):
+            raise StoreError(f"the export's {where}.config is not an object")
+        try:
+            cfg = load_config(json.dumps(r["config"], allow_nan=False))
+        except (StoreError, ValueError) as exc:
+            raise StoreError(
+                f"the export's {where}.config cannot be read: {str(exc).removeprefix('saved config cannot be read: ')}"
+            ) from None
+        results = r.get("results") if r.get("results") is not None else {}
+        if not isinstance(results, dict):
+            raise StoreError(f"the export's {where}.results is not an object")
+        out_revs.append(
+            {
+                "config": cfg,
+                "results": results,
+                "name": _export_text(r, "name", where, _check_line_name),
+                "note": _export_text(r, "note", where, _check_note),
+                "saved_by": _export_text(r, "saved_by", where, lambda v: _check_line(v, "saved by")),
+                "created_at": _export_time(r, where),
+            }
+        )
+    name: str = _export_text(data, "name", "", _check_line_name) or out_revs[-1]["name"] or "imported analysis"
+    run_items = data.get("runs") if data.get("runs") is not None else []
+    if not isinstance(run_items, list):
+        raise StoreError("the export's runs are not a list")
+    out_runs = []
+    for i, r in enumerate(run_items, 1):
+        try:
+            out_runs.append(Run.model_validate(r))
+        except ValidationError as exc:
+            raise StoreError(f"the export's runs[{i}] cannot be read: {describe_validation_error(exc)}") from None
+    tel_items = data.get("telemetry") if data.get("telemetry") is not None else []
+    if not isinstance(tel_items, list):
+        raise StoreError("the export's telemetry is not a list")
+    out_tel = []
+    for i, tel in enumerate(tel_items, 1):
+        where = f"telemetry[{i}]"
+        if (
+            not isinstance(tel, dict)
+            or not isinstance(tel.get("kind"), str)
+            or not isinstance(tel.get("payload"), dict)
+        ):
+            raise StoreError(f"the export's {where} is not a telemetry record (a kind and a payload)")
+        try:
+            parsed = from_payload(tel["payload"])
+        except TelemetryError as exc:
+            raise StoreError(f"the export's {where}: {exc}") from None
+        if tel["kind"] != parsed.fmt:
+            raise StoreError(
+                f"the export's {where}.kind {tel['kind'][:40]!r} is not its payload's format {parsed.fmt!r}"
+            )
+        out_tel.append((tel["kind"], tel["payload"]))
+    owner = data.get("owner")
+    if owner is not None:
+        owner = _export_text(data, "owner", "", lambda v: _check_line(v, "owner"))
+    return {
+        "name": _check_name(name),
+        "owner": owner,
+        "created_at": _export_time(data, ""),
+        "revisions": out_revs,
+        "runs": out_runs,
+        "telemetry": out_tel,
+    }
+
+
+def _export_text(obj: dict[str, Any], key: str, where: str, check) -> str:
+    """A text field of an export ("" when absent), checked by ``check``; StoreError naming it otherwise."""
+    v = obj.get(key)
+    if v is None:
+        return ""
+    label = f"{where}.{key}" if where else key
+    if not isinstance(v, str):
+        raise StoreError(f"the export's {label} is not text: {type(v).__name__.replace('dict', 'an object')}")
+    try:
+        return check(v) if v.strip() else ""
+    except StoreError as exc:
+        raise StoreError(f"the export's {label}: {exc}") from None
+
+
+def _export_time(obj: dict[str, Any], where: str) -> str | None:
+    v = obj.get("created_at")
+    if v is None:
+        return None
+    if not isinstance(v, str) or not _TIME.fullmatch(v):
+        label = f"{where}.created_at" if where else "created_at"
+        raise StoreError(f"the export's {label} is not a time (2026-12-01T09:30:00Z): {str(v)[:40]!r}")
+    return v
+
+
+def _check_line_name(name: str) -> str:
+    return _check_name(name)
+
+
+def _check_line(text: str, what: str) -> str:
+    """One line of text a person typed (who saved, an owner): no control characters, at most 200 characters."""
+    why = text_problem(text or "", max_chars=MAX_NAME_CHARS)
+    if why is not None:
+        raise StoreError(f"{what}: {why}")
+    return (text or "").strip()
+
+
+def _check_note(note: str) -> str:
+    """A note: text with lines, no other control characters, at most :data:`MAX_NOTE_CHARS` characters."""
+    why = text_problem(note or "", max_chars=MAX_NOTE_CHARS, multiline=True)
+    if why is not None:
+        raise StoreError(f"note: {why}")
+    return note or ""
+
+
+def _check_room(c: Any, analysis_id: str, adding: int) -> None:
+    """Refuse (before anything is written) what would make the analysis's export larger than
+    :data:`core.base.payloads.MAX_ANALYSIS_BYTES`, the bound ``import`` reads back."""
+    have = 0
+    for table, cols in (
+        (revisions, (revisions.c.config_json, revisions.c.results_json, revisions.c.note)),
+        (runs, (runs.c.run_json,)),
+        (telemetry, (telemetry.c.payload_json,)),
+    ):
+        total = sum(func.coalesce(func.length(col), 0) for col in cols)
+        have += int(
+            c.execute(select(func.coalesce(func.sum(total), 0)).where(table.c.analysis_id == analysis_id)).scalar_one()
+        )
+    if have + adding > MAX_ANALYSIS_BYTES:
+        raise StoreError(
+            f"the analysis would hold {(have + adding) / 1e6:,.1f} MB; the limit is {MAX_ANALYSIS_BYTES / 1e6:,.0f} MB "
+            "so that its export can be imported again (attach less, or start a new analysis)"
+        )
+
+
 def _check_name(name: str) -> str:
-    name = (name or "").strip()
+    """An analysis's name: one line of text a person typed (no control characters), 1-200 characters."""
+    if not isinstance(name, str):
+        raise StoreError("the name is not text")
+    name = name.strip()
     if not name:
         raise StoreError("an analysis needs a name")
-    if len(name) > 200:
-        raise StoreError("the name is longer than 200 characters")
+    why = text_problem(name, max_chars=MAX_NAME_CHARS)
+    if why is not None:
+        raise StoreError(f"the name: {why}")
     return name

@@ -404,3 +404,78 @@ def test_fuzz_the_search_pages_inputs_at_their_edges(short_search_budget, page, 
     at.button(key=SEARCH_PAGES[page]).click().run()
     no_exception(at)
     assert time.monotonic() - t0 < 10 * FUZZ_SEARCH_S + 30
+
+
+# --- the second pass's link classes: a count as text or a decimal in an encoded object, links past the limits --
+
+NOT_A_COUNT = st.sampled_from(["32", "1e10", True, None, 32.0, 1e10, 32.5, -1, 0, 10**30, "", [], {}])
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(
+    field=st.sampled_from(
+        ["num_layers", "num_heads", "num_kv_heads", "head_dim", "hidden_size", "vocab_size", "max_context"]
+    ),
+    value=NOT_A_COUNT,
+    assumption=st.sampled_from(sorted(REGISTRY)),
+    a_value=st.sampled_from([True, "0.8", None, [], 1e308, -1.0, float("inf")]),
+)
+def test_fuzz_counts_and_numbers_in_a_links_objects(field, value, assumption, a_value):
+    """A link's model with one count replaced (text, a decimal, a boolean, out of range) and its assumptions with one
+    number replaced: either taken as a whole number of its field, or named (custom_model / assumptions.<name>) with
+    the rest of the link applied. Never an exception, never a text or a decimal where a count is."""
+    from core.catalog import model
+
+    arch = model("llama-3.1-8b").model_dump()
+    arch[field] = value
+    a = {assumption: a_value, "mbu": 0.7} if assumption != "mbu" else {assumption: a_value}
+    raw = json.dumps(a).replace("Infinity", "1e400")  # a JSON file cannot hold inf: its literal overflows instead
+    blob_a = "z" + base64.urlsafe_b64encode(zlib.compress(raw.encode(), 9)).decode().rstrip("=")
+    cfg, issues = from_query_report({"custom_model": blob(arch), "assumptions": blob_a, "batch": "8"})
+    assert cfg.batch == 8
+    named = {i.param.split(".")[0] for i in issues}
+    if cfg.custom_model is None:
+        assert "custom_model" in named
+    else:
+        got = getattr(cfg.custom_model, field)
+        assert isinstance(got, int) and not isinstance(got, bool) and got == value and type(value) is int
+    if getattr(cfg.assumptions, assumption) != a_value:
+        assert "assumptions" in named, issues  # the assumption it could not take is named
+
+
+@pytest.mark.parametrize("n, chars", [(1001, 0), (5000, 0), (2, 600_000)])
+def test_a_link_over_streamlits_limits_says_so(clear_cache, n, chars):
+    from dashboard import state
+
+    state.guard_query_limits()  # dashboard.serve installs it before the server listens; app.py on every run
+    params = {f"p{i}": "1" for i in range(n - 1)} | {"tp": "4" + "0" * chars}
+    at, _ = open_link(params)
+    no_exception(at)
+    msg = errors(at)
+    assert "the link was not used at all" in msg and "a link may carry at most 1,000 parameters" in msg, msg
+    assert at.session_state["cfg.tp"] == DEFAULT.tp
+
+
+def test_a_link_at_the_parameter_limit_is_read(clear_cache):
+    from dashboard import state
+
+    state.guard_query_limits()
+    params = {f"p{i}": "1" for i in range(998)} | {"tp": "4", "gpus_per_node": "4"}
+    at, _ = open_link(params)
+    no_exception(at)
+    assert at.session_state["cfg.tp"] == 4 and "not used at all" not in errors(at)
+
+
+def test_the_query_guard_still_wraps_streamlits_check():
+    # the guard reads Streamlit's own check by name: if a Streamlit release moves it, this says so
+    from streamlit.runtime import app_session
+    from streamlit.runtime.state import query_params
+
+    from dashboard import state
+
+    state.guard_query_limits()
+    assert getattr(query_params.sanitize_query_string, "rabit_guard", False)
+    assert getattr(app_session.sanitize_query_string, "rabit_guard", False)
+    long = "&".join(f"p{i}=1" for i in range(1001))
+    assert query_params.sanitize_query_string(long) == f"{state.DROPPED_QUERY}=1001:{len(long)}"
+    assert query_params.sanitize_query_string("a=1&b=2") == "a=1&b=2"

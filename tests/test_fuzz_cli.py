@@ -52,7 +52,45 @@ def files(tmp_path_factory) -> dict[str, str]:
         "heads": d / "heads.json",
         "metrics": d / "metrics.txt",
         "dir": d,
+        # the second pass's input classes: non-finite numbers inside files, text and decimals where a count is
+        # meant, traces past the context, a column given twice, a crafted export
+        "nan_metrics": d / "nan.txt",
+        "nan_csv": d / "nan.csv",
+        "nan_trace": d / "nan_trace.csv",
+        "long_trace": d / "long_trace.csv",
+        "dup_trace": d / "dup_trace.csv",
+        "text_count_config": d / "text_count.json",
+        "decimal_count_config": d / "decimal_count.json",
+        "inf_config": d / "inf_config.json",
+        "bool_assumption_config": d / "bool_assumption.json",
+        "crafted_export": d / "export.json",
+        "nan_run": d / "nan_run.json",
     }
+    f["nan_metrics"].write_text("vllm:num_requests_running NaN\nvllm:num_requests_waiting 0\n")
+    f["nan_csv"].write_text("timestamp_s,metric,value\n0,vllm:num_requests_running,nan\n")
+    f["nan_trace"].write_text("input_tokens,output_tokens\nnan,10\n")
+    f["long_trace"].write_text("input_tokens,output_tokens\n200000,10\n")
+    f["dup_trace"].write_text("input_tokens,output_tokens,input_tokens\n100,10,5000\n")
+    arch = {
+        "slug": "x",
+        "name": "x",
+        "hidden_size": 4096,
+        "num_layers": "10000000000",
+        "num_heads": 32,
+        "num_kv_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 128256,
+    }
+    f["text_count_config"].write_text(json.dumps({"custom_model": arch, "phase": "train"}))
+    f["decimal_count_config"].write_text(json.dumps({"custom_model": {**arch, "num_layers": 1e10}, "batch": 32.0}))
+    f["inf_config"].write_text('{"workload": {"rate_per_s": Infinity, "duration_s": 1e-300}}')
+    f["bool_assumption_config"].write_text('{"assumptions": {"mbu": true}}')
+    f["crafted_export"].write_text(
+        json.dumps({"format": "rabit-analysis/1", "name": {"a": 1}, "owner": [1], "revisions": [{"config": "x"}]})
+    )
+    f["nan_run"].write_text(
+        '{"completed": 10, "total_input_tokens": 100, "total_output_tokens": 10, "median_ttft_ms": NaN}'
+    )
     f["metrics"].write_text("vllm:num_requests_running 3\nvllm:num_requests_waiting 0\n")
     os.mkfifo(f["fifo"])
     f["deep"].write_text("[" * 100_000 + "]" * 100_000)
@@ -234,6 +272,9 @@ BASE = {
     "gpus": ["gpus", "--json"],
     "diagnose": ["diagnose", "--metrics", "{metrics}", "--json"],
     "video": ["video", "--rate", "5", "--videos", "40", "--json"],
+    "analyses save": ["analyses", "save", "--name", "fuzzed", "--model", "llama-3.1-8b", "--tp", "1", "--json"],
+    "analyses import": ["analyses", "import", "{crafted_export}", "--json"],
+    "calibrate add": ["calibrate", "add", "--analysis", "nope", "--file", "{nan_run}", "--json"],
 }
 HOSTILE = [
     "",
@@ -280,6 +321,23 @@ HOSTILE = [
     "{dir}",
     "/dev/zero",
     "![x](http://e.example/x.png)",
+    "{nan_metrics}",
+    "{nan_csv}",
+    "{nan_trace}",
+    "{long_trace}",
+    "{dup_trace}",
+    "{text_count_config}",
+    "{decimal_count_config}",
+    "{inf_config}",
+    "{bool_assumption_config}",
+    "{crafted_export}",
+    "{nan_run}",
+    ",,,",
+    "1e10",
+    "32.0",
+    "true",
+    "name\nwith a line break",
+    "bell\x07",
 ]
 NUMERIC_SUFFIXES = (
     "_bytes",
@@ -300,10 +358,16 @@ NUMERIC_SUFFIXES = (
 
 def _flags(sub: str) -> list[str]:
     parser = build_parser()
+    *outer, last = sub.split()
+    for word in outer:  # a nested subcommand (analyses save): its own parser
+        parser = next(a.choices[word] for a in parser._actions if isinstance(getattr(a, "choices", None), dict))
     for a in parser._actions:
-        if hasattr(a, "choices") and isinstance(a.choices, dict) and sub in a.choices:
+        if hasattr(a, "choices") and isinstance(a.choices, dict) and last in a.choices:
             return sorted(
-                o for act in a.choices[sub]._actions for o in act.option_strings if o.startswith("--") and o != "--help"
+                o
+                for act in a.choices[last]._actions
+                for o in act.option_strings
+                if o.startswith("--") and o != "--help"
             )
     return []
 
@@ -331,7 +395,7 @@ def invocations(draw):
     for _ in range(draw(st.integers(1, 2))):
         if not FLAGS[sub]:
             break
-        flag = draw(st.sampled_from(FLAGS[sub]))
+        flag = draw(st.sampled_from([f for f in FLAGS[sub] if f != "--analysis"] or FLAGS[sub]))
         value = draw(
             st.one_of(
                 st.sampled_from(HOSTILE),
@@ -486,3 +550,138 @@ def test_fuzz_the_searches_at_the_edges_of_their_inputs(monkeypatch_module, data
         _check_numbers(json.loads(out))
     else:
         assert rc == 2 and err.count("\n") == 1 and err.startswith("rabit"), (argv, err)
+
+
+# --- a config file's fields: the checks every flag gets, the file and the field named ------------------------
+
+#: What a careless or hostile config file puts where a number is meant (texts, decimals, booleans, non-finite
+#: literals, overflowing and negative numbers), written as raw JSON.
+CONFIG_VALUES = ['"32"', "32.0", "1e10", "true", "null", "NaN", "Infinity", "-Infinity", "1e400", "-1", "0", "1e308"]
+#: Config fields (top level and group.field) the subcommands read from ``--config``.
+CONFIG_FIELDS = [
+    *("batch", "tp", "pp", "input_tokens", "output_tokens", "block_size", "prefix_cache_frac", "seq_len"),
+    *("micro_batch", "global_batch_tokens", "train_tokens", "spec_k", "lora_rank", "gpus_per_node", "nodes"),
+    *("workload.rate_per_s", "workload.num_requests", "workload.duration_s", "workload.max_batch", "workload.seed"),
+    *("workload.kv_pool_tokens", "targets.max_gpus", "targets.deadline_days", "training.checkpoint_interval_s"),
+    *("custom_model.num_layers", "custom_model.num_heads", "custom_model.hidden_size", "assumptions.mbu"),
+]
+CONFIG_RUNS = {
+    "memory": ["memory"],
+    "speed": ["speed"],
+    "simulate": ["simulate", "--model", "llama-3.1-8b", "--gpus", "1", "--tp", "1", "--rate", "1", "--requests", "30"],
+    "train": ["train", "--tokens", "1e9", "--gpus", "8"],
+}
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(
+    sub=st.sampled_from(sorted(CONFIG_RUNS)), field=st.sampled_from(CONFIG_FIELDS), raw=st.sampled_from(CONFIG_VALUES)
+)
+def test_fuzz_strings_floats_and_non_finite_numbers_in_a_config_file(
+    tmp_path_factory, monkeypatch_module, sub, field, raw
+):
+    from core.catalog import model
+
+    group, _, name = field.rpartition(".")
+    if group == "custom_model":
+        arch = model("llama-3.1-8b").model_dump()
+        body = json.dumps({"custom_model": arch}).replace(f'"{name}": {arch[name]}', f'"{name}": {raw}')
+    else:
+        body = "{" + (f'"{group}": {{"{name}": {raw}}}' if group else f'"{name}": {raw}') + "}"
+    f = tmp_path_factory.mktemp("cfg") / "cfg.json"
+    f.write_text(body)
+    t0 = time.monotonic()
+    rc, out, err = run_cli([*CONFIG_RUNS[sub], "--config", str(f), "--json"])
+    assert time.monotonic() - t0 < FUZZ_BUDGET_S + HANG_SLACK_S, (sub, field, raw)
+    assert "Traceback" not in err
+    if rc == 0:
+        _check_numbers(json.loads(out))
+    else:
+        assert rc == 2 and err.count("\n") == 1, err
+        assert "--config" in err or "argument --" in err, err  # the file (and its field), or the flag it fills
+    if raw in ('"32"', "true", "NaN", "Infinity", "-Infinity", "1e400"):
+        assert rc == 2, (sub, field, raw, out[:200])  # a text, a boolean or a non-finite number is never taken
+    if raw in ("32.0", "1e10") and field not in FLOAT_FIELDS:
+        assert rc == 2, (sub, field, raw, out[:200])  # nor a decimal where a count is meant
+
+
+#: The config fields above that hold a real number (a decimal there is a number like any other).
+FLOAT_FIELDS = frozenset(
+    {
+        *("prefix_cache_frac", "train_tokens", "workload.rate_per_s", "workload.duration_s", "targets.deadline_days"),
+        *("training.checkpoint_interval_s", "assumptions.mbu"),
+    }
+)
+
+
+# --- crafted exports: imported whole or refused whole, naming the field --------------------------------------
+
+
+def _export() -> dict:
+    rc, out, err = run_cli(["analyses", "save", "--name", "base", "--model", "llama-3.1-8b", "--tp", "1", "--json"])
+    aid = json.loads(out)["id"]
+    rc, out, err = run_cli(["analyses", "export", aid])
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def _paths(x, prefix=()):
+    yield prefix
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from _paths(v, (*prefix, i))
+
+
+EXPORT_VALUES = st.one_of(
+    st.sampled_from([None, True, 0, -1, 1e308, "", "x" * 300, "![x](http://e.example)", "a\x1bb", {}, [], {"a": 1}]),
+    st.text(max_size=8),
+    st.integers(-(10**20), 10**20),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_fuzz_crafted_exports(tmp_path_factory, data):
+    """An export with one part replaced, dropped or added: imported (and then readable), or exit 2 with one line
+    naming it, and nothing written by a refused import."""
+    ex = _export()
+    paths = [p for p in _paths(ex) if p]
+    path = data.draw(st.sampled_from(paths))
+    how = data.draw(st.sampled_from(["replace", "drop", "add"]))
+    obj = ex
+    for k in path[:-1]:
+        obj = obj[k]
+    if how == "replace":
+        obj[path[-1]] = data.draw(EXPORT_VALUES)
+    elif how == "drop":
+        del obj[path[-1]]
+    elif isinstance(obj, dict):
+        obj["unexpected"] = data.draw(EXPORT_VALUES)
+    f = tmp_path_factory.mktemp("export") / "export.json"
+    f.write_text(json.dumps(ex))
+    before = json.loads(run_cli(["analyses", "list", "--json"])[1])["analyses"]
+    rc, out, err = run_cli(["analyses", "import", str(f), "--json"])
+    assert "Traceback" not in err
+    after = json.loads(run_cli(["analyses", "list", "--json"])[1])["analyses"]
+    if rc == 0:
+        new = json.loads(out)["id"]
+        rc2, shown, err2 = run_cli(["analyses", "show", new, "--json"])
+        assert rc2 == 0, err2  # what was imported can be read back
+        assert len(after) == len(before) + 1
+    else:
+        assert rc == 2 and err.count("\n") == 1 and "argument file" in err, err
+        assert after == before  # a refused import writes nothing
+
+
+def test_markup_and_odd_text_in_a_name_or_note_is_kept_as_text():
+    name, note = "![x](http://e.example/x.png) **b** <img src=x>", "two\nlines\twith a tab"
+    rc, out, err = run_cli(
+        ["analyses", "save", "--name", name, "--note", note, "--model", "llama-3.1-8b", "--tp", "1", "--json"]
+    )
+    assert rc == 0, err
+    shown = json.loads(run_cli(["analyses", "show", json.loads(out)["id"], "--json"])[1])
+    assert shown["name"] == name and shown["note"] == note  # data, exactly as typed; pages show it as text

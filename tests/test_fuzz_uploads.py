@@ -86,6 +86,39 @@ SEEDS = [
     b"timestamp_s,metric,value\n0,m,inf\n",
     b"\x00" * 1000,
     "caf\u00e9,\u2603\n1,2".encode("latin-1", "replace"),
+    # non-finite and absurd numbers inside files (each refused with its line or field, never aggregated)
+    b"vllm:num_requests_running NaN\nvllm:num_requests_waiting 0\n",
+    b"vllm:num_requests_running +Inf\n",
+    b"vllm:num_requests_running 1e31\n",
+    b"# TYPE vllm:num_preemptions counter\nvllm:num_preemptions_total -5\n",
+    b"timestamp_s,metric,value\n0,m,nan\n",
+    b"timestamp_s,metric,value\n1.7e12,m,1\n",
+    b"timestamp_s,m\n0,-inf\n",
+    b"input_tokens,output_tokens\nnan,5\n",
+    b'[{"input_tokens": NaN, "output_tokens": 5}]',
+    b"gpu,provider,kind,usd_per_gpu_hour,source,as_of\nh100-sxm,p,on-demand,inf,a source,2025-01-01\n",
+    b'{"model_id": "meta-llama/Llama-3.1-8B", "completed": 10, "total_input_tokens": 100, '
+    b'"total_output_tokens": 10, "median_ttft_ms": NaN, "gpu": "h100-sxm", "gpus": 1}',
+    b'{"model_id": "meta-llama/Llama-3.1-8B", "completed": 10, "total_input_tokens": 100, '
+    b'"total_output_tokens": 10, "median_ttft_ms": 1e308, "gpu": "h100-sxm", "gpus": 1}',
+    b'{"model_id": "meta-llama/Llama-3.1-8B", "completed": true, "total_input_tokens": 100, '
+    b'"total_output_tokens": 10, "median_ttft_ms": 5, "gpu": "h100-sxm", "gpus": 1}',
+    b'{"workload": {"rate_per_s": Infinity}}',
+    b'{"workload": {"rate_per_s": NaN}}',
+    # strings and floats where an integer is meant
+    json.dumps({**VALID_MODEL, "num_attention_heads": "32"}).encode(),
+    json.dumps({**VALID_MODEL, "num_hidden_layers": 1e10}).encode(),
+    b'{"batch": "32"}',
+    b'{"batch": 32.5}',
+    b'{"tp": true}',
+    b'{"custom_model": {"slug": "x", "name": "x", "hidden_size": 4096.0, "num_layers": 32, "num_heads": 32, '
+    b'"num_kv_heads": 8, "head_dim": 128, "vocab_size": 32000}}',
+    b"input_tokens,output_tokens\n10.5,5\n",
+    # a key or a column given twice
+    b'{"hidden_size": 4096, "hidden_size": 8}',
+    b"input_tokens,output_tokens,input_tokens\n1,2,3\n",
+    # markup in text fields (kept as text: a name is cleaned, a label is data)
+    json.dumps({**VALID_MODEL, "_name_or_path": "![x](http://e.example/x.png)"}).encode(),
 ]
 
 
@@ -94,10 +127,106 @@ SEEDS = [
 def test_hostile_uploads_are_refused_cleanly(name, data):
     t0 = time.monotonic()
     try:
-        UPLOADS[name](data)
+        out = UPLOADS[name](data)
     except ALLOWED as exc:
         assert str(exc) and "\n" not in str(exc).strip()
+    else:
+        assert_finite(out)  # what a file gives is finite, whatever the file said
     assert time.monotonic() - t0 < 2.0
+
+
+def assert_finite(x) -> None:
+    """Every number in a parsed upload (a model, a config, trace rows, prices, telemetry, runs) is finite and no
+    count is a boolean or a text."""
+    import math
+
+    from pydantic import BaseModel
+
+    if isinstance(x, BaseModel):
+        for _, v in x:
+            assert_finite(v)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            assert_finite(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            assert_finite(v)
+    elif isinstance(x, float):
+        assert math.isfinite(x), x
+
+
+@pytest.mark.parametrize(
+    "name, data, words",
+    [
+        ("telemetry", b"vllm:num_requests_running NaN\n", "line 1"),
+        ("telemetry", b"timestamp_s,metric,value\n0,m,nan\n", "line 2, column value"),
+        ("telemetry", b"timestamp_s,metric,value\n1.7e12,m,1\n", "line 2, column timestamp_s"),
+        ("trace", b"input_tokens,output_tokens\nnan,5\n", "line 2"),
+        ("runs (json)", SEEDS[-14], "median_ttft_ms"),
+        ("config file", b'{"workload": {"rate_per_s": Infinity}}', "workload.rate_per_s"),
+        ("config file", b'{"batch": "32"}', "batch"),
+        ("config.json", json.dumps({**VALID_MODEL, "num_attention_heads": "32"}).encode(), "num_attention_heads"),
+    ],
+)
+def test_a_refused_file_names_the_line_or_field(name, data, words):
+    with pytest.raises(ALLOWED) as e:
+        UPLOADS[name](data)
+    assert words in str(e.value), str(e.value)
+
+
+#: Values that stand where a number is meant in a file: the classes a fuzz pass found accepted.
+NOT_A_COUNT = st.sampled_from(["32", "1e10", True, False, None, 32.0, 1e10, 32.5, -1, 0, 10**30, "", [], {}])
+NON_FINITE_TOKENS = (b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400")
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(
+    name=st.sampled_from(["config.json", "config file", "runs (json)"]),
+    key=st.sampled_from(
+        [*VALID_MODEL, "num_key_value_heads", "head_dim", "batch", "tp", "input_tokens", "gpus", "completed"]
+    ),
+    value=NOT_A_COUNT,
+)
+def test_fuzz_strings_and_floats_in_integer_fields(name, key, value):
+    base = {**VALID_MODEL} if name == "config.json" else {} if name == "config file" else json.loads(SEEDS[-14])
+    if name == "runs (json)":
+        base["median_ttft_ms"] = 5.0
+    data = json.dumps({**base, key: value}).encode()
+    try:
+        out = UPLOADS[name](data)
+    except ALLOWED as exc:
+        assert "\n" not in str(exc).strip()
+        return
+    assert_finite(out)
+    got = out if name != "runs (json)" else out[0].config
+    # accepted: the count became a whole number of its field, never a text, a boolean or a decimal
+    for field in ("hidden_size", "num_layers", "num_heads", "batch", "tp", "input_tokens"):
+        v = getattr(got, field, None)
+        assert v is None or (isinstance(v, int) and not isinstance(v, bool)), (field, v)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(
+    name=st.sampled_from(sorted(UPLOADS)),
+    seed=st.sampled_from([s for s in SEEDS if 10 < len(s) < 400]),
+    token=st.sampled_from(NON_FINITE_TOKENS),
+    at=st.integers(0, 400),
+)
+def test_fuzz_non_finite_numbers_inside_files(name, seed, token, at):
+    """A number in any file replaced by NaN, an infinity or an overflowing literal: refused or dropped, never
+    read as a number."""
+    import re
+
+    spots = [m.span() for m in re.finditer(rb"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?", seed)]
+    if not spots:
+        return
+    a, b = spots[at % len(spots)]
+    data = seed[:a] + token + seed[b:]
+    try:
+        out = UPLOADS[name](data)
+    except ALLOWED:
+        return
+    assert_finite(out)
 
 
 def test_an_oversized_upload_is_refused_before_it_is_parsed():
@@ -131,3 +260,30 @@ def test_fuzz_every_upload(name, data):
         UPLOADS[name](data)
     except ALLOWED:
         pass
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(
+    rows=st.lists(st.tuples(st.integers(1, 300_000), st.integers(1, 300_000)), min_size=1, max_size=6),
+    pool=st.one_of(st.none(), st.integers(1, 2_000_000)),
+    name=st.sampled_from(["llama-3.1-8b", "mistral-7b", "gpt-oss-120b"]),
+)
+def test_fuzz_traces_past_the_context(rows, pool, name):
+    """A replayed trace is refused exactly when one of its requests does not fit the model's context (the check a
+    single ``--input`` gets), and a KV pool override exactly when it cannot hold the shortest replayed request in
+    whole blocks; the message names the row and says by how much."""
+    from core.catalog import model
+    from core.config import DEFAULT, workload_problems
+
+    text = "input_tokens,output_tokens\n" + "".join(f"{a},{b}\n" for a, b in rows)
+    trace = upload_trace(text.encode())
+    cfg = DEFAULT.with_(model=name, workload=DEFAULT.workload.with_(kv_pool_tokens=pool))
+    probs = {p.field: p.message for p in workload_problems(cfg, trace)}
+    ctx = model(name).max_context
+    over = [i for i, (a, b) in enumerate(rows, 1) if a + b > ctx]
+    assert ("trace" in probs) == bool(over)
+    if over:
+        assert probs["trace"].startswith(f"row {over[0]}:") and f"{ctx:,}-token context" in probs["trace"]
+    shortest = min(a + b for a, b in rows)
+    need = -(-shortest // cfg.block_size) * cfg.block_size
+    assert ("workload.kv_pool_tokens" in probs) == (pool is not None and pool < need)

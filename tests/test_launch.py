@@ -170,13 +170,13 @@ def test_emit_rejects_unknown_kinds():
 
 def test_recommendation_launches_with_the_batch_cap_its_simulation_used(monkeypatch):
     seen = []
-    real = opt.simulate
+    real = opt.simulate_deployment
 
-    def spy(cfg, spec, **kw):
+    def spy(cfg, spec, layout, **kw):
         seen.append(spec.max_batch)
-        return real(cfg, spec, **kw)
+        return real(cfg, spec, layout, **kw)
 
-    monkeypatch.setattr(opt, "simulate", spy)
+    monkeypatch.setattr(opt, "simulate_deployment", spy)
     goal = GOAL.model_copy(update={"p95_itl_s": 0.05, "workload": GOAL.workload.with_(num_requests=300)})
     r = recommend(goal, Constraints(gpus_allowed=("h200-sxm",), weights_allowed=("fp8",), max_simulations=3))
     assert r.met

@@ -48,13 +48,13 @@ def test_recommendation_meets_the_target_in_its_own_simulation(base):
 def test_simulation_cap_holds(base, monkeypatch):
     assert base.simulated <= 16
     calls = []
-    real = opt.simulate
+    real = opt.simulate_deployment
 
-    def counting(cfg, spec, **kw):
+    def counting(cfg, spec, layout, **kw):
         calls.append(cfg)
-        return real(cfg, spec, **kw)
+        return real(cfg, spec, layout, **kw)
 
-    monkeypatch.setattr(opt, "simulate", counting)
+    monkeypatch.setattr(opt, "simulate_deployment", counting)
     r = recommend(GOAL, Constraints(max_simulations=5))
     assert len(calls) == r.simulated <= 5
 

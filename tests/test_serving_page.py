@@ -87,3 +87,37 @@ def test_engine_choice_sets_its_documented_defaults_and_the_launch_cost(clear_ca
     at.checkbox(key="cfg.workload.cuda_graphs").uncheck().run()
     assert not at.exception and at.session_state["cfg.workload.cuda_graphs"] is False
     assert tiles(at)["E2E p95"] != graphs["E2E p95"]
+
+
+def test_eight_h100_at_tp4_and_five_requests_per_second_are_two_replicas_of_two_and_a_half(clear_cache):
+    """The planning meeting's first question, opened from a link: 8 x H100 at TP 4 make 2 replicas, and at 5
+    requests/s the router gives each 2.5 (the headline says both; the link round-trips the deployment)."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in {
+        "tp": "4",
+        "input_tokens": "1000",
+        "output_tokens": "250",
+        "workload.rate_per_s": "5",
+        "workload.num_requests": "200",
+    }.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("../pages/serving.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    head = next(m.value for m in at.markdown if m.value.startswith("### "))
+    assert "8 x h100-sxm at 5 requests/s: 2 replicas of TP 4" in head
+    assert "**2.5 requests/s each**" in head
+    # another router and a third replica travel in the link
+    at.selectbox(key="cfg.workload.router").set_value("round-robin")
+    at.number_input(key="cfg.workload.replicas").set_value(3).run()
+    assert not at.exception
+    head = next(m.value for m in at.markdown if m.value.startswith("### "))
+    assert "3 replicas of TP 4" in head and "1.67 requests/s each" in head and "round-robin" in head
+    assert at.query_params["workload.router"] in ("round-robin", ["round-robin"])
+    assert at.query_params["workload.replicas"] in ("3", ["3"])
+    # disaggregated: the pools and the KV transfer are shown
+    at.checkbox(key="cfg.disagg.enabled").check().run()
+    assert not at.exception, [e.value for e in at.exception]
+    head = next(m.value for m in at.markdown if m.value.startswith("### "))
+    assert "1 prefill x h100-sxm TP 4 + 1 decode x h100-sxm TP 4, disaggregated" in head
+    assert any(m.label == "KV transfer p50" for m in at.metric)

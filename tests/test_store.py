@@ -19,7 +19,8 @@ from sqlalchemy import create_engine, func, select, text
 from store_fixtures import pg_server, store_url  # noqa: F401 - fixtures
 
 from core.config import RabitConfig
-from core.operations import csv_template, parse_csv
+from core.operations import csv_template, parse_csv, to_payload
+from core.operations import parse as parse_telemetry
 from store import Conflict, NotFound, Store, StoreError
 from store import db as store_db
 from store.schema import analyses, revisions
@@ -87,9 +88,10 @@ def test_runs_and_telemetry_attach_and_export_import_round_trip(store_url):
     runs = parse_csv(csv_template())
     ids = s.add_runs(aid, runs)
     assert len(ids) == len(runs)
-    s.add_telemetry(aid, "prometheus", {"vllm:num_requests_waiting": 3})
+    stored = to_payload(parse_telemetry(b"vllm:num_requests_waiting 3\n", "m.txt"))  # the form a file is stored in
+    s.add_telemetry(aid, "prometheus", stored)
     a = s.get(aid)
-    assert tuple(r.run for r in a.runs) == runs and a.telemetry[0]["payload"] == {"vllm:num_requests_waiting": 3}
+    assert tuple(r.run for r in a.runs) == runs and a.telemetry[0]["payload"] == stored
     s.remove_run(aid, ids[0])
     assert len(s.get(aid).runs) == len(runs) - 1
 

@@ -41,6 +41,8 @@ def test_sim_spec_carries_every_shared_field_as_it_is():
         "timeout_s": 30.0,
         "kv_pool_tokens": 12_345,
         "seed": 9,
+        "prefix_cache_frac": 0.25,
+        "prefix_groups": 5,
     }
     assert set(moved) == set(LOAD_FIELDS)
     assert all(moved[f] != getattr(DEFAULT.workload, f) for f in moved)

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.base.limits import checked, type_problem
 
 
 @dataclass(frozen=True)
@@ -552,6 +554,38 @@ _INFOS = (
         max_value=1.0,
         domain_reason="a share of the rating",
     ),
+    AssumptionInfo(
+        "kv_transfer_eff",
+        "Achieved KV-cache transfer bandwidth between a prefill and a decode instance / link peak (per direction)",
+        "frac",
+        0.70,
+        0.35,
+        0.87,
+        "Mooncake Transfer Engine benchmarks (kvcache-ai/Mooncake docs): 87 GB/s of 100 GB/s over 4 x 200 Gbps "
+        "RoCE, 168-172 GB/s of 200 GB/s over 8 EFA devices tuned and 69.5 GB/s with default slices (35 %); the base "
+        "sits between the default and the tuned figures.",
+        +1,
+        moves=("serving_speed",),
+        min_value=0.01,
+        max_value=1.0,
+        domain_reason="achieved / link peak: never above the peak",
+    ),
+    AssumptionInfo(
+        "kv_transfer_setup_us",
+        "Fixed cost of one KV-cache transfer beyond the wire (block tables to the peer, completion back)",
+        "us",
+        500.0,
+        1500.0,
+        150.0,
+        "Engineering estimate: vLLM's NixlConnector and MooncakeConnector exchange block ids and a completion "
+        "notice per request over a side channel (a round trip of a few hundred microseconds) before and after the "
+        "RDMA reads; Splitwise reports 5-8 ms left un-overlapped per request for 70B-class KV (arXiv 2311.18677).",
+        -1,
+        moves=("serving_speed",),
+        min_value=0.0,
+        max_value=1e6,
+        domain_reason="from nothing to a second per transfer",
+    ),
 )
 
 REGISTRY: MappingProxyType[str, AssumptionInfo] = MappingProxyType({a.name: a for a in _INFOS})
@@ -608,10 +642,19 @@ class Assumptions(BaseModel):
     gpu_power_floor_frac: float = _field("gpu_power_floor_frac")
     gpu_power_busy_frac: float = _field("gpu_power_busy_frac")
     node_power_draw_frac: float = _field("node_power_draw_frac")
+    kv_transfer_eff: float = _field("kv_transfer_eff")
+    kv_transfer_setup_us: float = _field("kv_transfer_setup_us")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _a_number(cls, v: object) -> object:
+        """A number, never a boolean or a text standing in for one (a link's or a file's ``"mbu": true``)."""
+        return checked(v, type_problem(v))
 
     def at(self, bound: Literal["base", "low", "high"]) -> "Assumptions":
         """Every assumption at its base, pessimistic ("low") or optimistic ("high") bound (the registry's values)."""
         return Assumptions(**{n: getattr(i, bound) for n, i in REGISTRY.items()})
 
     def with_(self, **values: float) -> "Assumptions":
-        return self.model_copy(update=values)
+        """A copy with some assumptions moved, each checked against its domain (``ValueError`` naming it)."""
+        return Assumptions.model_validate({**self.model_dump(), **values})

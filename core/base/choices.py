@@ -79,6 +79,20 @@ Engine = Literal["vllm", "sglang", "trtllm"]
 ARRIVAL_LABELS = MappingProxyType({"poisson": "Poisson (open)", "closed": "closed loop"})
 POLICY_LABELS = MappingProxyType({"chunked": "chunked prefill", "prefill_priority": "prefill priority"})
 ADMISSION_LABELS = MappingProxyType({"preempt": "paged, preempt + recompute", "reserve": "reserve prompt + max output"})
+#: How a deployment's router assigns each arriving request to a replica (core.serving.router says which production
+#: router each one mimics). The default is least-outstanding: fewest requests in flight.
+RouterPolicy = Literal["round-robin", "least-outstanding", "power-of-two", "prefix-affinity"]
+ROUTER_LABELS = MappingProxyType(
+    {
+        "round-robin": "round-robin",
+        "least-outstanding": "least outstanding requests",
+        "power-of-two": "power of two choices",
+        "prefix-affinity": "prefix affinity",
+    }
+)
+#: A deployment serves with every replica doing prefill and decode (aggregated), or with separate prefill and
+#: decode pools and the KV cache moved between them (disaggregated).
+ServingMode = Literal["aggregated", "disaggregated"]
 
 # --- the Speed page's batch sweep ----------------------------------------------------------------------
 #: The largest batch a throughput-against-batch sweep may reach (core.serving.default_batches), and the default:
@@ -144,6 +158,8 @@ LENGTH_KINDS = values(LengthKind)
 SCHEDULER_POLICIES = values(SchedulerPolicy)
 ADMISSIONS = values(Admission)
 ENGINES = values(Engine)
+ROUTERS = values(RouterPolicy)
+SERVING_MODES = values(ServingMode)
 TRAIN_MODES = values(TrainMode)
 PRICE_KINDS = values(PriceKind)
 PRICE_POLICIES = values(PricePolicy)

@@ -1,4 +1,4 @@
-"""Every numeric domain, payload limit and work budget, defined once, each with its reason.
+"""Every numeric domain and work budget, defined once, each with its reason (payload limits: core.base.payloads).
 
 RA-BIT runs as one shared server that anyone can send a link, a sidebar value or a file to.
 Whatever arrives is checked here before it is parsed or computed on:
@@ -7,8 +7,9 @@ Whatever arrives is checked here before it is parsed or computed on:
   The config's validator, the sidebar widgets and the CLI read the same entry, so a value one accepts
   the others accept too.
 * :data:`ARCH_DOMAINS`: the range of every size of a :class:`core.catalog.arch.ModelArch` (a config.json).
-* Payload limits (:func:`read_regular_file`, :func:`parse_json`, :func:`inflate`): size before reading,
-  encoding, nesting depth and number length before parsing; only regular files are read.
+* :data:`MEASUREMENT_DOMAINS`, :data:`RUN_LOAD_DOMAINS`, :data:`TELEMETRY_TIME_DOMAIN`: what a measured run or a
+  telemetry sample may report. Every domain's type is part of it (:func:`type_problem`): no text, boolean or, for
+  a count, decimal number stands in for a number, whichever way it came in.
 * :class:`WorkBudget`: the events and wall time one simulation, or one search (:func:`search_budget`,
   :func:`next_budget`), may use before it stops with :class:`BudgetExceeded`, a ``ValueError`` whose
   message says what to change.
@@ -19,17 +20,17 @@ Pure: no Streamlit, no global mutable state.
 from __future__ import annotations
 
 import difflib
-import json
 import math
-import os
-import stat
+import numbers
+import re
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from core.base import choices
+from core.base.payloads import MAX_JSON_NUMBER_CHARS
+from core.base.payloads import shown_value as _shown
 
 # --- numeric domains ---------------------------------------------------------------------------------
 
@@ -47,11 +48,14 @@ class Domain:
     step: float | None = None
 
     def problem(self, value: Any) -> str | None:
-        """None when ``value`` is inside the domain, else what is wrong (for a message)."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return f"{value!r} is not a number"
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"{value} is not a finite number"
+        """None when ``value`` is inside the domain, else what is wrong (for a message).
+
+        The type is part of the domain: a boolean or a text is never a number, and an integer domain takes no
+        number written with a decimal point (``1e10`` or ``32.0`` from a file), so every way in refuses the same.
+        """
+        p = type_problem(value, self.integer)
+        if p is not None:
+            return p
         if self.choices:
             if value not in self.choices:
                 return f"{_num(value)} is not one of {', '.join(map(str, self.choices))} ({self.reason})"
@@ -70,10 +74,34 @@ class Domain:
         return value
 
 
+def type_problem(value: Any, integer: bool = False) -> str | None:
+    """None when ``value`` is a finite number of the right kind (an integer where ``integer``), else why not."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()} is not a number"
+    if isinstance(value, str):
+        return f"{_shown(value)} is text, not a number"
+    if not isinstance(value, (numbers.Integral, float)):
+        return f"{_shown(value)} is not a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} is not a finite number"
+    if integer and not isinstance(value, numbers.Integral):
+        return f"{value!r} is not a whole number (write it without a decimal point or exponent)"
+    return None
+
+
+def checked(value: Any, problem: str | None) -> Any:
+    """A field validator's body: ``value`` when ``problem`` is None, else ``ValueError(problem)`` (pydantic names the
+    field). ``checked(v, type_problem(v))``."""
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
 def _num(x: float) -> str:
-    if isinstance(x, int) and abs(x) >= 10**15:
+    if isinstance(x, numbers.Integral) and abs(int(x)) >= 10**15:
+        x = int(x)
         return f"a {len(str(abs(x))) if x.bit_length() < 14_000 else 'many'}-digit number"
-    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
+    if isinstance(x, numbers.Integral) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
         return f"{int(x):,}"
     return f"{x:.6g}"
 
@@ -183,6 +211,17 @@ GROUP_DOMAINS: dict[str, Domain] = {
     "workload.max_batch": Domain(1, 100_000, "as the batch", step=16),
     "workload.timeout_s": Domain(1e-3, 1e8, "from a millisecond to three years", integer=False),
     "workload.kv_pool_tokens": Domain(1, 10**12, "a trillion tokens of KV cache is beyond any cluster's HBM"),
+    "workload.replicas": Domain(1, 4096, "4,096 replicas is beyond any published serving deployment of one model"),
+    "workload.prefix_cache_frac": Domain(
+        0.0, 0.99, "a share of the prompt; at least one token per request is computed", integer=False, step=0.05
+    ),
+    "workload.prefix_groups": Domain(
+        1, 1_000_000, "distinct shared prefixes (system prompts, documents); a million is one per request", step=1
+    ),
+    "disagg.prefill_instances": Domain(1, 1024, "1,024 prefill instances is beyond any published P:D deployment"),
+    "disagg.decode_instances": Domain(1, 1024, "1,024 decode instances is beyond any published P:D deployment"),
+    "disagg.prefill_tp": Domain(1, 512, "as tp"),
+    "disagg.decode_tp": Domain(1, 512, "as tp"),
     "workload.seed": Domain(
         0, 2**32 - 1, "NumPy seeds a generator from an unsigned 32-bit integer or more; negative seeds are refused"
     ),
@@ -236,22 +275,41 @@ def group_domain(path: str) -> Domain:
 
 
 def in_domain(path: str, v: Any) -> Any:
-    """A field validator's body: ``v`` (an int when the domain is integral and ``v`` a whole float) inside the
-    domain of ``path``, else ``ValueError`` saying what is wrong. None (an unset optional field) passes."""
+    """A field validator's body: ``v`` inside the domain of ``path`` (type included: no text, boolean or, for an
+    integer domain, decimal number), else ``ValueError`` saying what is wrong. None (an unset optional field)
+    passes. Text from a link is turned into a number by the link's parser first (core.config.settings)."""
     if v is None:
         return v
     d = group_domain(path)
-    if isinstance(v, str):
-        try:
-            v = float(v) if not d.integer else int(v) if v.strip().lstrip("+-").isdigit() else float(v)
-        except ValueError:
-            raise ValueError(f"{v!r} is not a number") from None
-    if isinstance(v, float) and d.integer and v.is_integer() and abs(v) < 2**53:
-        v = int(v)
     p = d.problem(v)
     if p is not None:
         raise ValueError(p)
-    return v
+    return int(v) if d.integer else v
+
+
+def number_from_text(text: str, integer: bool) -> int | float:
+    """A number typed as text (a link parameter, a CSV cell): ``ValueError`` saying why it is not one.
+
+    Text has no type of its own, so a whole number may be written ``4096``, ``4096.0`` or ``4.096e3`` where an
+    integer is meant; anything else is refused. Finiteness and range are the domain's (:meth:`Domain.problem`).
+    """
+    s = text.strip()
+    if len(s) > MAX_JSON_NUMBER_CHARS:
+        raise ValueError(f"a number of {len(s):,} characters is out of range")
+    if integer and _INT_TEXT.fullmatch(s):
+        return int(s)
+    try:
+        x = float(s)
+    except ValueError:
+        raise ValueError(f"{_shown(s)} is not a number") from None
+    if integer:
+        if not math.isfinite(x) or not x.is_integer():
+            raise ValueError(f"{_shown(s)} is not a whole number")
+        return int(x)
+    return x
+
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
 #: Inputs of the Diagnostics page's Prometheus query (connectors.prometheus.query_range checks them too).
@@ -315,146 +373,34 @@ def nearest(name: str, known: Iterable[str]) -> str | None:
     return got[0] if got else None
 
 
-# --- payloads ----------------------------------------------------------------------------------------
+# --- measured values and stored text ------------------------------------------------------------------
 
-#: A Hugging Face config.json is 1-10 kB (the largest multimodal ones about 30 kB); a RA-BIT config file
-#: with a custom model about 3 kB.
-MAX_CONFIG_BYTES = 1_000_000
-#: Traces and price lists: 100,000 rows of a few numbers fit in about 5 MB.
-MAX_TABLE_BYTES = 20_000_000
-#: One CSV field: a number or a name, never more than a line of text.
-MAX_CSV_FIELD_CHARS = 4096
-#: An encoded link parameter (custom model, assumptions): a few kB compressed; URLs beyond 64 kB are
-#: dropped by browsers and proxies anyway.
-MAX_LINK_PARAM_CHARS = 65_536
-#: What a link parameter may inflate to: the JSON of a model or the assumptions is a few kB.
-MAX_INFLATED_BYTES = 1_000_000
-#: JSON nesting: a config.json nests 3-4 levels (text_config inside a multimodal config).
-MAX_JSON_DEPTH = 32
-#: Digits of one JSON number: a 64-bit integer has at most 20.
-MAX_JSON_NUMBER_CHARS = 40
-
-
-class PayloadError(ValueError):
-    """A payload over its size, depth or encoding limit, refused before it was parsed."""
-
-
-def read_regular_file(path: str, max_bytes: int = MAX_CONFIG_BYTES) -> bytes:
-    """The bytes of a regular file no larger than ``max_bytes``.
-
-    A named pipe, device or directory is refused without blocking (opened non-blocking, checked with
-    fstat before any read). Raises ``OSError`` for an unreadable path and :class:`PayloadError` for a
-    file that is not regular or too large.
-    """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise PayloadError(f"{path} is not a regular file")
-        if st.st_size > max_bytes:
-            raise PayloadError(f"{path} is {st.st_size:,} bytes; the limit is {max_bytes:,}")
-        chunks, left = [], max_bytes + 1
-        while left > 0:
-            b = os.read(fd, min(left, 1 << 20))
-            if not b:
-                break
-            chunks.append(b)
-            left -= len(b)
-        data = b"".join(chunks)
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise PayloadError(f"{path} is over {max_bytes:,} bytes")
-    return data
-
-
-def decode_text(data: bytes | str, what: str = "the file", max_bytes: int = MAX_CONFIG_BYTES) -> str:
-    """UTF-8 text (a leading byte-order mark is dropped) or :class:`PayloadError` saying why not."""
-    if isinstance(data, str):
-        if len(data) > max_bytes:
-            raise PayloadError(f"{what} is over {max_bytes:,} characters")
-        return data.removeprefix("\ufeff")
-    if len(data) > max_bytes:
-        raise PayloadError(f"{what} is {len(data):,} bytes; the limit is {max_bytes:,}")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise PayloadError(f"{what} is not UTF-8 text (byte {exc.start})") from None
-
-
-def json_depth(text: str) -> int:
-    """The deepest nesting of ``[``/``{`` in JSON text, strings skipped (computed before parsing)."""
-    depth = best = 0
-    in_str = esc = False
-    for ch in text:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            best = max(best, depth)
-        elif ch in "]}":
-            depth -= 1
-    return best
-
-
-def _bad_constant(s: str) -> Any:
-    raise PayloadError(f"{s} is not a finite number")
-
-
-def _int(s: str) -> int:
-    if len(s) > MAX_JSON_NUMBER_CHARS:
-        raise PayloadError(f"a number with {len(s):,} digits is out of range")
-    return int(s)
-
-
-def _float(s: str) -> float:
-    if len(s) > MAX_JSON_NUMBER_CHARS:
-        raise PayloadError(f"a number with {len(s):,} characters is out of range")
-    x = float(s)
-    if not math.isfinite(x):
-        raise PayloadError(f"{s} is out of range")
-    return x
-
-
-def parse_json(
-    data: bytes | str, what: str = "the file", max_bytes: int = MAX_CONFIG_BYTES, max_depth: int = MAX_JSON_DEPTH
-) -> Any:
-    """JSON with every limit checked first: size, UTF-8, nesting depth; NaN/Infinity and huge numbers refused.
-
-    Raises :class:`PayloadError` (a ``ValueError``) with a one-line reason.
-    """
-    text = decode_text(data, what, max_bytes)
-    d = json_depth(text)
-    if d > max_depth:
-        raise PayloadError(f"{what} nests {d} levels deep; the limit is {max_depth}")
-    try:
-        return json.loads(text, parse_constant=_bad_constant, parse_int=_int, parse_float=_float)
-    except PayloadError as exc:
-        raise PayloadError(f"{what}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise PayloadError(f"{what} is not JSON ({exc.msg} at line {exc.lineno})") from None
-    except (ValueError, RecursionError) as exc:
-        raise PayloadError(f"{what} is not usable JSON ({exc})") from None
-
-
-def inflate(blob: bytes, max_bytes: int = MAX_INFLATED_BYTES) -> bytes:
-    """zlib-decompress at most ``max_bytes`` (a compression bomb is refused, never expanded whole)."""
-    d = zlib.decompressobj()
-    try:
-        out = d.decompress(blob, max_bytes + 1)
-    except zlib.error as exc:
-        raise PayloadError(f"not compressed data ({exc})") from None
-    if len(out) > max_bytes or d.unconsumed_tail:
-        raise PayloadError(f"expands beyond {max_bytes:,} bytes")
-    return out
-
+#: What one measured run may report, by metric (core.operations.runs.METRICS): finite, positive and within what
+#: any deployment measures, so a calibration's log-ratios and their spread stay finite.
+MEASUREMENT_DOMAINS: dict[str, Domain] = {
+    **{
+        f"{m}_s.{q}": Domain(1e-6, 1e6, "a latency from a microsecond to 11 days", integer=False)
+        for m in ("ttft", "itl", "e2e")
+        for q in ("p50", "p99")
+    },
+    "throughput_tokens_per_s": Domain(
+        1e-6, 1e9, "a billion tokens per second is beyond any one deployment", integer=False
+    ),
+    "step_s": Domain(1e-6, 1e7, "a training step from a microsecond to four months", integer=False),
+    "mfu": Domain(1e-6, 1.0, "model FLOPs utilisation is a share of the peak", integer=False),
+}
+#: How a measured run was driven (a benchmark's request rate, concurrency and number of requests).
+RUN_LOAD_DOMAINS: dict[str, Domain] = {
+    "rate_per_s": GROUP_DOMAINS["workload.rate_per_s"],
+    "concurrency": Domain(1, 100_000, "as the batch: 100,000 concurrent requests is far beyond one deployment"),
+    "num_requests": Domain(1, 10**9, "a billion requests is beyond any benchmark run"),
+}
+#: One telemetry sample's value: finite and below 10^30 in size (no server exposes a larger counter), so a sum
+#: over every sample of a file stays finite.
+TELEMETRY_MAX_ABS = 1e30
+#: A telemetry time stamp [s]: since the series started, or since 1970 (1.7e9 today); 1e11 s is the year 5138,
+#: so milliseconds since 1970 (1.7e12) are refused rather than read as seconds.
+TELEMETRY_TIME_DOMAIN = Domain(0.0, 1e11, "seconds, since the series started or since 1970", integer=False)
 
 # --- work budgets ------------------------------------------------------------------------------------
 
@@ -641,6 +587,13 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "token_budget": GROUP_DOMAINS["workload.token_budget"],
     "kv_pool_tokens": GROUP_DOMAINS["workload.kv_pool_tokens"],
     "max_simulations": GROUP_DOMAINS["targets.max_simulations"],
+    "replicas": GROUP_DOMAINS["workload.replicas"],
+    "prefix_groups": GROUP_DOMAINS["workload.prefix_groups"],
+    "prefix_share": GROUP_DOMAINS["workload.prefix_cache_frac"],
+    "prefill_instances": GROUP_DOMAINS["disagg.prefill_instances"],
+    "decode_instances": GROUP_DOMAINS["disagg.decode_instances"],
+    "prefill_tp": GROUP_DOMAINS["disagg.prefill_tp"],
+    "decode_tp": GROUP_DOMAINS["disagg.decode_tp"],
     "p95_ttft_s": GROUP_DOMAINS["targets.p95_ttft_s"],
     "p95_itl_s": GROUP_DOMAINS["targets.p95_itl_s"],
     "p95_e2e_s": GROUP_DOMAINS["targets.p95_e2e_s"],

@@ -13,7 +13,7 @@ from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from core.base import ARCH_DOMAINS
+from core.base import ARCH_DOMAINS, checked
 
 
 class ModelArch(BaseModel):
@@ -82,13 +82,10 @@ class ModelArch(BaseModel):
     @field_validator(*(f for f in ARCH_DOMAINS if f not in ("num_mamba_layers",)), mode="before")
     @classmethod
     def _in_domain(cls, v: Any, info: Any) -> Any:
-        """Every size inside its finite domain (core.base.limits): no config can make a count loop or overflow."""
-        if isinstance(v, bool):
-            raise ValueError(f"{v!r} is not a number")
-        problem = ARCH_DOMAINS[info.field_name].problem(v) if isinstance(v, int) else None
-        if problem is not None:  # pydantic names the field
-            raise ValueError(problem)
-        return v
+        """Every size a whole number inside its finite domain (core.base.limits): no config can make a count loop
+        or overflow, and no text, boolean or decimal number stands in for a count (a link's model and a config
+        file's are RA-BIT's own form, written with whole numbers; a config.json is read by :func:`from_hf_config`)."""
+        return int(checked(v, ARCH_DOMAINS[info.field_name].problem(v)))  # pydantic names the field
 
     @model_validator(mode="after")
     def _check(self) -> "ModelArch":

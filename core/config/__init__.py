@@ -7,6 +7,7 @@ from __future__ import annotations
 from core.config.checks import (
     Problem,
     problems,
+    workload_problems,
 )
 from core.config.deployment import (
     Deployment,
@@ -43,6 +44,7 @@ from core.config.settings import (
     GROUPS,
     KV_BYTES,
     WEIGHT_BYTES,
+    Disagg,
     RabitConfig,
     Targets,
     Workload,
@@ -74,6 +76,7 @@ __all__ = [
     "DEFAULT",
     "DEFAULT_PUE",
     "Deployment",
+    "Disagg",
     "Draws",
     "EXAMPLE",
     "EXAMPLE_YAML",
@@ -122,4 +125,5 @@ __all__ = [
     "validate_fleet",
     "video_problems",
     "whole_nodes_problem",
+    "workload_problems",
 ]

@@ -70,6 +70,18 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
                 f"{max(g.gpus_per_node, g.scale_up_domain)} GPUs; add nodes instead",
             )
         )
+    dis = cfg.disagg
+    if dis.enabled:
+        for role, tp in (("prefill", dis.prefill_tp), ("decode", dis.decode_tp)):
+            if tp is not None and not m.splits_heads(tp):
+                ok = [x for x in divisors(m.num_heads) if x <= 64]
+                out.append(
+                    Problem(
+                        f"disagg.{role}_tp",
+                        f"{role} TP {tp} does not divide the {m.num_heads} attention heads of {m.name}; "
+                        f"use one of {ok[-6:]}",
+                    )
+                )
     if not m.splits_heads(cfg.tp):
         fitting = [d for d in divisors(m.num_heads) if d <= cfg.gpus]  # O(sqrt heads), never range(heads)
         out.append(
@@ -117,6 +129,51 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
                 "seq_len", f"sequence length {cfg.seq_len:,} is far beyond the model's {m.max_context:,}-token context"
             )
         )
+    if cfg.phase == "train" and cfg.global_batch_tokens < cfg.seq_len:
+        out.append(
+            Problem(
+                "global_batch_tokens",
+                f"a global batch of {cfg.global_batch_tokens:,} tokens is less than one sequence of "
+                f"{cfg.seq_len:,} tokens; give at least {cfg.seq_len:,} (or a shorter sequence length)",
+            )
+        )
     if cfg.qlora and not cfg.lora_rank:
         out.append(Problem("qlora", "QLoRA needs a LoRA rank > 0"))
+    return tuple(out)
+
+
+def workload_problems(cfg: RabitConfig, trace: tuple[tuple[int, int], ...] | None = None) -> tuple[Problem, ...]:
+    """What the simulated workload asks that the deployment cannot serve: a replayed request past the model's
+    context (the check ``input_tokens`` gets, row by row), or a KV pool override too small for one request.
+
+    ``trace``: the replayed (input, output) rows, if any. The fields named are ``trace`` and
+    ``workload.kv_pool_tokens``.
+    """
+    m = model_of(cfg)
+    out: list[Problem] = []
+    if trace:
+        over = [(i, a, b) for i, (a, b) in enumerate(trace, 1) if a + b > m.max_context]
+        if over:
+            i, a, b = over[0]
+            more = f" (and {len(over) - 1:,} more rows)" if len(over) > 1 else ""
+            out.append(
+                Problem(
+                    "trace",
+                    f"row {i}: input + output = {a + b:,} tokens exceeds the {m.max_context:,}-token context of "
+                    f"{m.name}{more}",
+                )
+            )
+    pool = cfg.workload.kv_pool_tokens
+    if pool is not None:
+        need = min(a + b for a, b in trace) if trace else cfg.context_tokens
+        blocks = -(-need // cfg.block_size) * cfg.block_size  # whole paged blocks
+        if pool < blocks:
+            what = "the shortest replayed request" if trace else "one request (input + output)"
+            out.append(
+                Problem(
+                    "workload.kv_pool_tokens",
+                    f"a KV pool of {pool:,} tokens cannot hold {what} of {need:,} tokens; give at least "
+                    f"{blocks:,} ({blocks // cfg.block_size:,} blocks of {cfg.block_size})",
+                )
+            )
     return tuple(out)

@@ -31,6 +31,7 @@ from core.base import (
     in_domain,
     inflate,
     nearest,
+    number_from_text,
     parse_json,
 )
 from core.catalog import ModelArch
@@ -83,6 +84,27 @@ class Workload(ServingLoad):
     # CUDA graphs for iterations up to the engine's capture size (core.catalog.engines); False = eager mode
     # (vLLM --enforce-eager): every kernel launched from the host (core.physics.step)
     cuda_graphs: bool = True
+    # the deployment: replicas behind a router (None: the config's GPUs / (TP x PP), RabitConfig.dp)
+    replicas: int | None = None
+    router: choices.RouterPolicy = "least-outstanding"
+
+
+class Disagg(_Group):
+    """A disaggregated deployment: ``prefill_instances`` prefill instances and ``decode_instances`` decode
+    instances, each of its own GPU kind and TP (None: the config's ``gpu`` / ``tp``; PP is the config's), the KV
+    cache of each prompt moved from the prefill to the decode instance (core.serving.kv_transfer), layer by layer
+    overlapped with the prefill when ``overlap``. Off (``enabled`` False): every replica prefills and decodes."""
+
+    _group: ClassVar[str] = "disagg"
+
+    enabled: bool = False
+    prefill_instances: int = 1
+    prefill_tp: int | None = None
+    prefill_gpu: str | None = None
+    decode_instances: int = 1
+    decode_tp: int | None = None
+    decode_gpu: str | None = None
+    overlap: bool = True
 
 
 class Targets(_Group):
@@ -112,6 +134,7 @@ class Targets(_Group):
     price_policy: choices.PricePolicy = "median"
     max_simulations: int = 16
     requests_per_simulation: int = 2000
+    disagg: bool = True  # the search includes disaggregated prefill/decode layouts
     # training run
     deadline_days: float = 30.0
     train_gpus_allowed: tuple[str, ...] = ()  # empty: every priced kind
@@ -217,6 +240,8 @@ class RabitConfig(BaseModel):
     video: VideoRequest = VideoRequest()
     # a fleet of serving workloads and the scenarios its plan must survive (core.config.fleet; the Fleet page)
     fleet: Fleet | None = None
+    # separate prefill and decode pools (off: aggregated replicas)
+    disagg: Disagg = Disagg()
     # assumptions
     assumptions: Assumptions = Assumptions()
 
@@ -243,6 +268,11 @@ class RabitConfig(BaseModel):
     @property
     def replica_gpus(self) -> int:
         return self.tp * self.pp
+
+    @property
+    def replicas(self) -> int:
+        """Replicas the deployment serves with: ``workload.replicas``, else GPUs / (TP x PP)."""
+        return self.workload.replicas if self.workload.replicas is not None else self.dp
 
     @property
     def context_tokens(self) -> int:
@@ -286,6 +316,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "experiment": WorkloadSpread,
     "predicted": Predicted,
     "video": VideoRequest,
+    "disagg": Disagg,
 }
 #: Nested objects that travel as one compressed blob.
 _BLOBS = ("custom_model", "assumptions", "fleet")
@@ -342,7 +373,14 @@ _SETTINGS = tuple(k for k in RabitConfig.model_fields if k not in GROUPS) + tupl
 #: Query parameters Streamlit itself reads (never RA-BIT settings, never reported).
 STREAMLIT_PARAMS = frozenset({"embed", "embed_options"})
 #: Fields that name a catalog entry, with the catalog they are checked against.
-_CATALOG_FIELDS = {"model": "models", "draft_model": "models", "gpu": "gpus", "fabric": "fabrics"}
+_CATALOG_FIELDS = {
+    "model": "models",
+    "draft_model": "models",
+    "gpu": "gpus",
+    "fabric": "fabrics",
+    "disagg.prefill_gpu": "gpus",
+    "disagg.decode_gpu": "gpus",
+}
 
 
 class LinkIssue(BaseModel):
@@ -362,18 +400,10 @@ class LinkIssue(BaseModel):
 
 
 def _decode_param(k: str, s: str) -> Any:
-    """Decode one raw query value (encoded objects inflated within their limits)."""
+    """Decode one raw query value: an encoded object inflated within its limits, a number read as the number its
+    field's domain takes (a whole number where an integer is meant), a list, ``none`` for an unset value."""
     if k in _BLOBS:
-        if not s.startswith("z"):
-            raise ValueError("not an encoded object")
-        if len(s) > MAX_LINK_PARAM_CHARS:
-            raise ValueError(f"{len(s):,} characters; the limit is {MAX_LINK_PARAM_CHARS:,}")
-        pad = "=" * (-len(s[1:]) % 4)
-        try:
-            blob = base64.urlsafe_b64decode(s[1:] + pad)
-        except (ValueError, TypeError):
-            raise ValueError("not base64") from None
-        return parse_json(inflate(blob), what="the encoded object")
+        return _decode_blob(s)
     ann = _annotation(k)
     if s == "none" and type(None) in get_args(ann):
         return None
@@ -381,7 +411,37 @@ def _decode_param(k: str, s: str) -> Any:
         return tuple(x for x in s.split(",") if x)
     if _int_literal(k):
         return int(s) if s.lstrip("-").isdigit() and len(s) < 20 else s
+    domain = _DOMAINS.get(k)
+    if domain is not None:
+        return number_from_text(s, domain.integer)
     return s
+
+
+#: The numeric settings a link carries, by parameter name: each read from its text as its domain's kind of number.
+_DOMAINS = {**CONFIG_DOMAINS, **GROUP_DOMAINS}
+
+
+def _decode_blob(s: str) -> dict[str, Any]:
+    """An encoded object of a link (``z`` + base64 of zlib-compressed JSON, as :func:`to_query` writes it): the
+    JSON object, or ``ValueError`` saying why not. Nothing is ignored: not a byte-order mark, a key given twice,
+    bytes after the compressed stream, nor a value that is not an object (``null`` included)."""
+    if not s.startswith("z"):
+        raise ValueError("not an encoded object")
+    if len(s) > MAX_LINK_PARAM_CHARS:
+        raise ValueError(f"{len(s):,} characters; the limit is {MAX_LINK_PARAM_CHARS:,}")
+    pad = "=" * (-len(s[1:]) % 4)
+    try:
+        blob = base64.urlsafe_b64decode(s[1:] + pad)
+    except (ValueError, TypeError):
+        raise ValueError("not base64") from None
+    raw = inflate(blob)
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise ValueError("the encoded object starts with a byte-order mark")
+    value = parse_json(raw, what="the encoded object")
+    if not isinstance(value, dict):
+        kind = "null" if value is None else type(value).__name__.replace("dict", "object").replace("list", "array")
+        raise ValueError(f"the encoded value is {kind}, not an object")
+    return value
 
 
 def is_setting(key: str) -> bool:

@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from core.base import VIDEO_DOMAINS, Assumptions, choices
+from core.base import VIDEO_DOMAINS, Assumptions, choices, in_domain
 from core.catalog import (
     AttentionKernel,
     DiffusionModel,
@@ -72,6 +72,12 @@ class VideoRequest(BaseModel):
     p95_target_s: float | None = _f("p95_target_s", 600.0)
     num_videos: int = _f("num_videos", 400)
     seed: int = _f("seed", 0)
+
+    @field_validator(*VIDEO_DOMAINS, mode="before")
+    @classmethod
+    def _in_domain(cls, v: Any, info: ValidationInfo) -> Any:
+        """Every number inside its one domain, type included (``video.<field>``, core.base.limits)."""
+        return in_domain(f"video.{info.field_name}", v)
 
     @field_validator("model")
     @classmethod

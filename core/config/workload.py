@@ -44,6 +44,7 @@ from core.base import (
     SchedulerPolicy,
     in_domain,
     json_depth,
+    unique_object,
 )
 
 #: vLLM engine defaults (docs.vllm.ai, engine arguments): max_num_seqs = 256 and, for the V1
@@ -135,6 +136,11 @@ class ServingLoad(BaseModel):
     timeout_s: float | None = None  # a request not finished this long after arrival is cancelled
     kv_pool_tokens: int | None = None  # override of the KV pool size (what-if); default: from memory
     seed: int = 0
+    # shared prefixes: each request belongs to one of ``prefix_groups`` groups (drawn uniformly, seeded) whose
+    # first ``prefix_cache_frac`` of the prompt is the same for every request of the group (a system prompt, a
+    # document); a replica that has already served the group finds those tokens in its prefix cache
+    prefix_cache_frac: float = 0.0
+    prefix_groups: int = 32
 
     @field_validator(
         *(k.removeprefix("workload.") for k in GROUP_DOMAINS if k.startswith("workload.")),
@@ -322,9 +328,11 @@ def parse_trace(text: str) -> tuple[tuple[int, int], ...]:
     if text[0] in "{[":
         if text[0] == "[":
             try:
-                records = json.loads(text)
+                records = json.loads(text, object_pairs_hook=unique_object)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+            if not isinstance(records, list):
+                raise ValueError("expected a JSON array of records with input and output token counts")
             items = list(enumerate(records, start=1))
             label = "record"
         else:
@@ -333,9 +341,11 @@ def parse_trace(text: str) -> tuple[tuple[int, int], ...]:
                 if not line.strip():
                     continue
                 try:
-                    items.append((ln, json.loads(line)))
+                    items.append((ln, json.loads(line, object_pairs_hook=unique_object)))
                 except json.JSONDecodeError as exc:
                     raise ValueError(f"line {ln}: not valid JSON ({exc.msg})") from None
+                except ValueError as exc:  # a key given twice
+                    raise ValueError(f"line {ln}: {exc}") from None
             label = "line"
         for ln, rec in items:
             if not isinstance(rec, dict):
@@ -351,6 +361,12 @@ def parse_trace(text: str) -> tuple[tuple[int, int], ...]:
             names = [n for n in (reader.fieldnames or []) if n is not None]
         except csv.Error as exc:
             raise ValueError(f"line 1: not a readable CSV header ({exc})") from None
+        seen: dict[str, int] = {}
+        for col, n in enumerate(names, 1):
+            key = n.strip().lower()
+            if key in seen:  # csv would keep the last column of the name without a word
+                raise ValueError(f"line 1: columns {seen[key]} and {col} are both named {n.strip()!r}")
+            seen[key] = col
         ci = _pick(names, INPUT_COLUMNS, "input-length")
         co = _pick(names, OUTPUT_COLUMNS, "output-length")
         for rec in _csv_rows(reader):

@@ -293,7 +293,8 @@ def residuals_of(runs: Iterable[Run], predictor: Callable[[Run], dict[str, float
     for run in runs:
         pred = predictor(run)
         for m in run.measurements:
-            if m.metric in pred:
+            p = pred.get(m.metric)
+            if p is not None and math.isfinite(p) and p > 0:  # a prediction with no log-ratio is not compared
                 out.append(
                     Residual(
                         label=run.label,

@@ -24,6 +24,7 @@ class Explanation(_F):
     cheaper_alternative: str
     faster_alternative: str
     relax: str = ""  # when nothing meets the target: which constraint to relax
+    disaggregation: str = ""  # why separate prefill and decode pools won or lost
 
 
 def explain(
@@ -88,6 +89,16 @@ def explain(
         f"capacity of {best.capacity_per_replica_rps:.3g}/s at batch {int(best.screen_batch or 0)}; simulated p95 "
         f"TTFT {fmt_latency(best.p95_ttft_s)}, ITL {fmt_latency(best.p95_itl_s)}, end-to-end {fmt_latency(best.p95_e2e_s)}"
     )
+    if best.prefill is not None and best.decode is not None:
+        P, D = best.prefill, best.decode
+        why_count = (
+            f"{P.instances} prefill instance(s) of {P.gpus_per_instance} GPU(s), each taking "
+            f"{goal.rate_per_s / P.instances:.3g} of the {goal.rate_per_s:g} requests/s against a closed-form "
+            f"{P.capacity_per_instance_rps:.3g}/s, and {D.instances} decode instance(s) of {D.gpus_per_instance} GPU(s) "
+            f"at {goal.rate_per_s / D.instances:.3g} against {D.capacity_per_instance_rps:.3g}/s (batch cap "
+            f"{D.max_num_seqs}); simulated p95 TTFT {fmt_latency(best.p95_ttft_s)}, ITL {fmt_latency(best.p95_itl_s)}, "
+            f"end-to-end {fmt_latency(best.p95_e2e_s)}"
+        )
     bott = f"decode at batch {int(best.screen_batch or 0)} is {best.bottleneck}-bound" + (
         "; the weights and KV cache stream from HBM every step" if best.bottleneck == "memory" else ""
     )
@@ -127,6 +138,7 @@ def explain(
             f"${fa.cost:,.2f}/h ({fa.cost / best.cost - 1:+.0%})"
         )
     return Explanation(
+        disaggregation=disaggregation_text(goal, best, simulated, cands),
         summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {goal.rate_per_s:g} requests/s.",
         why_gpu=why_gpu,
         why_count=why_count,
@@ -136,6 +148,48 @@ def explain(
         cheaper_alternative=cheap_txt,
         faster_alternative=fast_txt,
     )
+
+
+def disaggregation_text(goal: ServingGoal, best: Candidate, simulated: list[Candidate], cands: list[Candidate]) -> str:
+    """Why disaggregation won or lost: prefill/decode interference in the aggregated replicas (their simulated
+    p95 TTFT and ITL) against the disaggregated pools' KV transfer and idle capacity."""
+    agg = [c for c in simulated if c.mode == "aggregated"]
+    dis = [c for c in simulated if c.mode == "disaggregated"]
+    agg_ok = min((c for c in agg if c.meets), key=lambda c: c.cost, default=None)
+    dis_ok = min((c for c in dis if c.meets), key=lambda c: c.cost, default=None)
+
+    def lat(c: Candidate) -> str:
+        return f"p95 TTFT {fmt_latency(c.p95_ttft_s)}, ITL {fmt_latency(c.p95_itl_s)}"
+
+    if best.mode == "disaggregated":
+        if agg_ok is not None:
+            vs = f"the cheapest aggregated layout that meets them, {agg_ok.label}, costs ${agg_ok.cost:,.2f}/h ({lat(agg_ok)})"
+        elif agg:
+            near = min(agg, key=lambda c: (worst_ratio(c, goal), c.cost))
+            vs = (
+                f"no aggregated layout simulated met them: prompts interleaved with decode iterations hold {near.label} "
+                f"at {lat(near)}"
+            )
+        else:
+            vs = "no aggregated layout reached a simulation"
+        return f"Disaggregated wins: its decode pool runs no prompts ({lat(best)}; {best.sim_notes}), while {vs}."
+    if dis_ok is not None:
+        return (
+            f"Aggregated wins: the cheapest disaggregated layout that meets the targets, {dis_ok.label}, costs "
+            f"${dis_ok.cost:,.2f}/h ({dis_ok.cost / best.cost - 1:+.0%}): {dis_ok.sim_notes}; the interference it removes "
+            "is not worth a second pool here."
+        )
+    if dis:
+        near = min(dis, key=lambda c: (worst_ratio(c, goal), c.cost))
+        return f"Aggregated wins: the disaggregated layouts simulated miss the targets (closest {near.label}: {lat(near)})."
+    screened = [c for c in cands if c.mode == "disaggregated" and not c.pruned]
+    if screened:
+        cheapest = min(screened, key=lambda c: c.cost)
+        return (
+            f"Aggregated wins: the cheapest disaggregated layout costs ${cheapest.cost:,.2f}/h in closed form, "
+            f"more than the pick's ${best.cost:,.2f}/h, so none was simulated."
+        )
+    return "No disaggregated layout passes the closed-form screen (a prefill pool misses the TTFT target at batch 1)."
 
 
 def relax_hint(goal: ServingGoal, cons: Constraints, nearest: Candidate | None, top_reason: str) -> str:

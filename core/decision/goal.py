@@ -63,7 +63,7 @@ NOT_INHERITED = (
 )
 #: Of the config's workload, what a candidate's step model reads (the engine's CUDA-graph capture size, eager
 #: mode); the arrivals, lengths and scheduler are the goal's own :class:`SimSpec`.
-INHERITED_WORKLOAD = ("engine", "cuda_graphs")
+INHERITED_WORKLOAD = ("engine", "cuda_graphs", "router")
 #: Keyword shorthands of :class:`ServingGoal` for fields of its settings (``ServingGoal(model="llama-3.1-8b")``).
 SETTING_SHORTHANDS = ("model", "custom_model", "assumptions", "fabric", "block_size")
 
@@ -153,6 +153,11 @@ class ServingGoal(_F):
         return self.settings.block_size
 
     @property
+    def router(self) -> str:
+        """The config's ``workload.router``: how the deployment's replicas are fed (core.serving.router)."""
+        return self.settings.workload.router
+
+    @property
     def cuda_graphs(self) -> bool:
         """The config's ``workload.cuda_graphs``: False = eager mode (launch configs say so)."""
         return self.settings.workload.cuda_graphs
@@ -194,6 +199,7 @@ class Constraints(_F):
     #: the replica layouts (GPUs per replica, TP, PP, EP) the search may take; empty: every layout (a fleet plan
     #: sizes one configuration under each of its scenarios with this)
     layouts_allowed: tuple[tuple[int, int, int, int], ...] = ()
+    disagg: bool = True  # also search disaggregated layouts (prefill and decode pools)
 
     @classmethod
     def from_config(cls, cfg: RabitConfig, *, training: bool = False) -> Constraints:
@@ -209,6 +215,7 @@ class Constraints(_F):
             price_kind=t.price_kind,
             price_policy=t.price_policy,
             max_simulations=t.max_simulations,
+            disagg=t.disagg,
         )
 
 
@@ -228,8 +235,32 @@ class _Replica(_F):
         return (self.gpu, self.gpus_per_replica, self.tp, self.pp, self.weights, self.kv_dtype)
 
 
+class PoolChoice(_F):
+    """One pool of a disaggregated layout: its instances and their shape, price and closed-form capacity."""
+
+    role: str  # "prefill" or "decode"
+    instances: int
+    gpu: str
+    gpus_per_instance: int
+    tp: int
+    pp: int
+    ep: int = 1
+    usd_per_gpu_hour: float
+    capacity_per_instance_rps: float  # closed form: one-token requests (prefill), decodes at its batch cap
+    max_num_seqs: int
+
+    @property
+    def cost_per_hour(self) -> float:
+        return self.instances * self.gpus_per_instance * self.usd_per_gpu_hour
+
+    @property
+    def label(self) -> str:
+        return f"{self.instances} {self.role} x {self.gpus_per_instance} {self.gpu} (TP {self.tp})"
+
+
 class Candidate(_Replica):
-    """One evaluated configuration (screened, and possibly simulated)."""
+    """One evaluated configuration (screened, and possibly simulated). A disaggregated one (``mode``) names its
+    two pools; its own GPU kind and layout are its decode pool's, ``replicas`` counts both pools' instances."""
 
     usd_per_gpu_hour: float | None = None
     price_basis: str = ""
@@ -248,6 +279,18 @@ class Candidate(_Replica):
     p95_e2e_s: float | None = None
     bottleneck: str = ""
     sim_notes: str = ""
+    mode: str = "aggregated"
+    prefill: PoolChoice | None = None
+    decode: PoolChoice | None = None
+    # closed form, for pairing into disaggregated layouts: one instance of this shape as a prefill or decode pool
+    prefill_capacity_rps: float | None = None
+    decode_capacity_rps: float | None = None
+    decode_batch: int | None = None
+    # simulated, disaggregated: each pool's busy share
+    prefill_busy: float | None = None
+    decode_busy: float | None = None
+    prefill_queue_p95_s: float | None = None
+    decode_queue_p95_s: float | None = None
 
     @property
     def cost(self) -> float:
@@ -261,6 +304,10 @@ class Candidate(_Replica):
 
     @property
     def label(self) -> str:
+        if self.prefill is not None and self.decode is not None:
+            return (
+                f"disaggregated {self.prefill.label} + {self.decode.label} ({self.weights} weights, {self.kv_dtype} KV)"
+            )
         layout = (
             f"TP {self.tp}" + (f" x PP {self.pp}" if self.pp > 1 else "") + (f", EP {self.ep}" if self.ep > 1 else "")
         )
@@ -282,6 +329,9 @@ class Pick(_Replica):
     meets_target: bool
     label: str
     max_num_seqs: int = 0  # the batch cap the screen chose and the simulation ran with (engine max_num_seqs)
+    mode: str = "aggregated"  # or "disaggregated": the prefill and decode pools below
+    prefill: PoolChoice | None = None
+    decode: PoolChoice | None = None
 
 
 def candidate_config(goal: ServingGoal, c: _Replica, assumptions: Assumptions | None = None) -> RabitConfig:

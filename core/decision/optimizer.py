@@ -28,9 +28,9 @@ from __future__ import annotations
 import math
 
 from core import catalog
-from core.base import Assumptions, WorkBudget, search_budget
+from core.base import NO_TRACE, Assumptions, WorkBudget, search_budget
 from core.catalog import GpuPrice, Price, gpu_price, unpriced
-from core.config import Deployment, RabitConfig, SimSpec, problems
+from core.config import Deployment, Lengths, RabitConfig, SimSpec, problems
 from core.decision.explain import Explanation, explain
 from core.decision.goal import (
     _F,
@@ -38,16 +38,32 @@ from core.decision.goal import (
     Candidate,
     Constraints,
     Pick,
+    PoolChoice,
     ServingGoal,
     candidate_deployment,
     meets,
     worst_ratio,
 )
-from core.physics import StepModel
-from core.serving import kv_pool, max_throughput, simulate, speculative
+from core.physics import StepModel, serving_memory
+from core.serving import (
+    Layout,
+    PoolLayout,
+    decode_capacity,
+    kv_path,
+    kv_pool,
+    kv_transfer_s,
+    max_throughput,
+    simulate_deployment,
+    speculative,
+)
 
 #: Share of the ITL target the screen's decode step may use (the rest is left for prefill interference).
 SCREEN_ITL_SHARE = 0.8
+#: The same share for a disaggregated decode pool: its iterations carry no prompts (only each request's last prompt
+#: token), so almost all of the target is the decode step's.
+DISAGG_ITL_SHARE = 0.95
+#: Pool shapes paired per precision into disaggregated layouts: the cheapest per request/s of each role.
+DISAGG_POOL_OPTIONS = 3
 
 
 class Recommendation(_F):
@@ -196,7 +212,9 @@ def screen_candidate(
     sm = StepModel.from_deployment(dep)
     ttft1, itl1 = batch_1_latencies(dep, sm, i_mean, o_mean)
     ctx = i_mean + o_mean / 2
-    upd = {"batch_1_ttft_s": ttft1, "batch_1_itl_s": itl1, "bottleneck": sm.bound(1, ctx, ctx)}
+    upd: dict = {"batch_1_ttft_s": ttft1, "batch_1_itl_s": itl1, "bottleneck": sm.bound(1, ctx, ctx)}
+    if cons.disagg and spec.trace is None and c.pp == 1 and c.ep == 1:
+        upd.update(_pool_capacities(goal, dep, sm, pool, spec, ctx))
     misses = []
     if goal.p95_ttft_s is not None and ttft1 > goal.p95_ttft_s:
         misses.append(f"TTFT {ttft1:.3g} s > {goal.p95_ttft_s:g} s")
@@ -230,6 +248,138 @@ def screen_candidate(
     return c.model_copy(update=upd)
 
 
+def _pool_capacities(goal: ServingGoal, dep: Deployment, sm: StepModel, pool, spec: SimSpec, ctx: float) -> dict:
+    """One instance of this shape as a prefill pool (one-token requests at its token budget) and as a decode pool
+    (decodes at the largest batch whose step fits :data:`DISAGG_ITL_SHARE` of the ITL target), closed form."""
+    one = spec.with_(output=Lengths(kind="fixed", mean=1))
+    pf = max_throughput(_formula_input(dep), one, pool=pool, sm=sm).requests_per_s
+    itl = goal.p95_itl_s * DISAGG_ITL_SHARE / SCREEN_ITL_SHARE if goal.p95_itl_s is not None else None
+    b = _itl_batch(sm, ctx, itl, spec.max_batch)
+    if b < 1:
+        return {"prefill_capacity_rps": pf}
+    dc = decode_capacity(sm, pool, spec.with_(max_batch=b, token_budget=max(spec.token_budget, b)))
+    return {"prefill_capacity_rps": pf, "decode_capacity_rps": dc, "decode_batch": b}
+
+
+def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidate]) -> list[Candidate]:
+    """Disaggregated layouts from the screened shapes, in closed form: per weight and KV format, the
+    :data:`DISAGG_POOL_OPTIONS` cheapest shapes per request/s as a prefill pool (their batch-1 TTFT within the
+    target) paired with the cheapest as a decode pool (their decode step within the ITL target); each pool sized
+    at :data:`SCREEN_UTILISATION`; the TTFT estimate is the prefill instance's batch-1 TTFT, the prompt's KV
+    transfer (:func:`core.serving.kv_transfer_s`) and one decode step. Pairs whose estimate misses a target or
+    that break a hard constraint are dropped."""
+    if not cons.disagg or goal.workload.trace is not None:
+        return []
+    rate = goal.rate_per_s
+    i_mean, o_mean = goal.workload.mean_lengths()
+    a = goal.assumptions
+    out: list[Candidate] = []
+    formats = sorted({(c.weights, c.kv_dtype) for c in cands})
+    deps: dict = {}
+
+    def dep_of(c: Candidate) -> Deployment:
+        key = c.shape() + (c.ep,)
+        if key not in deps:
+            deps[key] = candidate_deployment(goal, c)
+        return deps[key]
+
+    def usd(c: Candidate) -> float:
+        return c.gpus_per_replica * (c.usd_per_gpu_hour or 0.0)
+
+    for w, kv in formats:
+        mine = [c for c in cands if (c.weights, c.kv_dtype) == (w, kv) and c.usd_per_gpu_hour is not None]
+        pre = [
+            c
+            for c in mine
+            if c.prefill_capacity_rps and (goal.p95_ttft_s is None or (c.batch_1_ttft_s or 0) <= goal.p95_ttft_s)
+        ]
+        dec = [c for c in mine if c.decode_capacity_rps]
+        pre = sorted(pre, key=lambda c: (usd(c) / (c.prefill_capacity_rps or 1), c.gpus_per_replica))
+        dec = sorted(dec, key=lambda c: (usd(c) / (c.decode_capacity_rps or 1), c.gpus_per_replica))
+        for p in pre[:DISAGG_POOL_OPTIONS]:
+            for d in dec[:DISAGG_POOL_OPTIONS]:
+                P = max(1, math.ceil(rate / ((p.prefill_capacity_rps or 1) * SCREEN_UTILISATION)))
+                D = max(1, math.ceil(rate / ((d.decode_capacity_rps or 1) * SCREEN_UTILISATION)))
+                dp, dd = dep_of(p), dep_of(d)
+                path = kv_path(dp.gpu, dd.gpu, p.gpus_per_replica, d.gpus_per_replica, dd.fabric)
+                x = kv_transfer_s(
+                    i_mean,
+                    serving_memory(dp, NO_TRACE).kv_bytes_per_token_per_gpu,
+                    serving_memory(dd, NO_TRACE).kv_bytes_per_token_per_gpu,
+                    path.bw_bytes_per_s,
+                    path.latency_s,
+                    a.kv_transfer_eff,
+                    a.kv_transfer_setup_us * 1e-6,
+                )
+                ttft = (p.batch_1_ttft_s or 0.0) + x + (d.batch_1_itl_s or 0.0)
+                itl = d.batch_1_itl_s or 0.0
+                if goal.p95_ttft_s is not None and ttft > goal.p95_ttft_s:
+                    continue
+                if goal.p95_e2e_s is not None and ttft + (o_mean - 1) * itl > goal.p95_e2e_s:
+                    continue
+                pool_p = _pool(p, "prefill", P, p.prefill_capacity_rps or 0.0, goal.workload.max_batch)
+                pool_d = _pool(d, "decode", D, d.decode_capacity_rps or 0.0, d.decode_batch or 1)
+                cost = pool_p.cost_per_hour + pool_d.cost_per_hour
+                gpus = P * p.gpus_per_replica + D * d.gpus_per_replica
+                if (cons.max_gpus is not None and gpus > cons.max_gpus) or (
+                    cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour
+                ):
+                    continue
+                out.append(
+                    d.model_copy(
+                        update={
+                            "mode": "disaggregated",
+                            "prefill": pool_p,
+                            "decode": pool_d,
+                            "replicas": P + D,
+                            "cost_per_hour": cost,
+                            "screen_batch": d.decode_batch,
+                            "capacity_per_replica_rps": min(
+                                P * pool_p.capacity_per_instance_rps, D * pool_d.capacity_per_instance_rps
+                            )
+                            / (P + D),
+                            "batch_1_ttft_s": ttft,
+                            "pruned": "",
+                            "price_unverified": p.price_unverified or d.price_unverified,
+                        }
+                    )
+                )
+    return out
+
+
+def _pool(c: Candidate, role: str, n: int, cap: float, max_seqs: int) -> PoolChoice:
+    return PoolChoice(
+        role=role,
+        instances=n,
+        gpu=c.gpu,
+        gpus_per_instance=c.gpus_per_replica,
+        tp=c.tp,
+        pp=c.pp,
+        ep=c.ep,
+        usd_per_gpu_hour=c.usd_per_gpu_hour or 0.0,
+        capacity_per_instance_rps=cap,
+        max_num_seqs=max_seqs,
+    )
+
+
+def with_pools(c: Candidate, prefill: int, decode: int) -> Candidate:
+    """A disaggregated candidate with other instance counts (its cost and capacity follow)."""
+    assert c.prefill is not None and c.decode is not None
+    p = c.prefill.model_copy(update={"instances": prefill})
+    d = c.decode.model_copy(update={"instances": decode})
+    n = prefill + decode
+    return c.model_copy(
+        update={
+            "prefill": p,
+            "decode": d,
+            "replicas": n,
+            "cost_per_hour": p.cost_per_hour + d.cost_per_hour,
+            "capacity_per_replica_rps": min(prefill * p.capacity_per_instance_rps, decode * d.capacity_per_instance_rps)
+            / n,
+        }
+    )
+
+
 def batch_1_latencies(dep: Deployment, sm: StepModel, i_mean: float, o_mean: float) -> tuple[float, float]:
     """(time to the first token, time between tokens) [s] of one request alone at the mean lengths.
 
@@ -257,20 +407,21 @@ def _formula_input(dep: Deployment) -> RabitConfig:
 def simulate_candidate(
     goal: ServingGoal, c: Candidate, budget: WorkBudget | None = None, dep: Deployment | None = None
 ) -> Candidate:
-    """The candidate's p95s from the serving simulator, at its replica count's share of the rate and with the
-    screen's batch cap (``dep``: the candidate resolved, :func:`core.decision.goal.candidate_deployment` when
-    None); whether it meets the goal."""
+    """The candidate's p95s from the serving simulator: its whole deployment (its replicas behind the goal's router,
+    or its prefill and decode pools) at the goal's rate, with the screen's batch cap (``dep``: the candidate
+    resolved, :func:`core.decision.goal.candidate_deployment` when None); whether it meets the goal."""
     dep = dep if dep is not None else candidate_deployment(goal, c)
     b = c.screen_batch or goal.workload.max_batch
     # the screen's batch cap is the engine's max_num_seqs: simulate with it, so the p95s belong to the
     # configuration the launch config starts
     spec = goal.workload.with_(
-        rate_per_s=goal.rate_per_s / c.n_replicas,
         arrival="poisson",
         max_batch=b,
         token_budget=max(goal.workload.token_budget, b),
     )
-    r = simulate(_formula_input(dep), spec, budget=budget.child() if budget is not None else None)
+    r = simulate_deployment(
+        _formula_input(dep), spec, layout_of_candidate(goal, c), budget=budget.child() if budget is not None else None
+    )
     s = r.summary
     done = c.model_copy(
         update={
@@ -287,7 +438,33 @@ def simulate_candidate(
         }
     )
     met = meets(done, goal) and not s.saturated and s.rejected == 0
-    return done.model_copy(update={"meets": met})
+    extra: dict = {"meets": met}
+    if r.pools:
+        extra.update(
+            prefill_busy=r.pools["prefill"].utilization,
+            decode_busy=r.pools["decode"].utilization,
+            prefill_queue_p95_s=r.pools["prefill"].queue_s.p95,
+            decode_queue_p95_s=r.pools["decode"].queue_s.p95,
+        )
+        kv = r.kv_transfer_s
+        extra["sim_notes"] = (
+            done.sim_notes
+            + (f", KV transfer p95 {kv.p95 * 1e3:.3g} ms" if kv is not None and kv.p95 is not None else "")
+            + f", prefill busy {extra['prefill_busy']:.0%}, decode busy {extra['decode_busy']:.0%}"
+        )
+    return done.model_copy(update=extra)
+
+
+def layout_of_candidate(goal: ServingGoal, c: Candidate) -> Layout:
+    """The deployment a candidate describes, behind the goal's router."""
+    if c.prefill is not None and c.decode is not None:
+        return Layout(
+            mode="disaggregated",
+            router=goal.router,
+            prefill=PoolLayout(instances=c.prefill.instances, gpu=c.prefill.gpu, tp=c.prefill.tp, pp=c.prefill.pp),
+            decode=PoolLayout(instances=c.decode.instances, gpu=c.decode.gpu, tp=c.decode.tp, pp=c.decode.pp),
+        )
+    return Layout(mode="aggregated", router=goal.router, replicas=c.n_replicas)
 
 
 def pick_of(goal: ServingGoal, c: Candidate) -> Pick:
@@ -313,6 +490,9 @@ def pick_of(goal: ServingGoal, c: Candidate) -> Pick:
         meets_target=bool(c.meets),
         label=c.label,
         max_num_seqs=int(c.screen_batch or goal.workload.max_batch),
+        mode=c.mode,
+        prefill=c.prefill,
+        decode=c.decode,
     )
 
 
@@ -354,13 +534,23 @@ def recommend(
     prices = prices if prices is not None else catalog.prices()
     wb = budget if budget is not None else search_budget()
     cands = screen(goal, cons, prices, wb) if memo is None else _screen_shared(goal, cons, prices, memo, wb)
+    cands = cands + disagg_candidates(goal, cons, [c for c in cands if c.prefill_capacity_rps])
     survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost, c.gpus_per_replica))
     results: dict[int, Candidate] = {}
     sims = 0
     best_cost = math.inf
     max_sims = cons.max_simulations
 
+    done: dict = {}  # what this search simulated already (a bisection may come back to a replica count)
+
     def run(c: Candidate) -> Candidate:
+        key = (c.shape(), c.ep, c.mode, c.replicas, c.prefill, c.decode, c.screen_batch)
+        if key in done:
+            return done[key]
+        done[key] = _run(c)
+        return done[key]
+
+    def _run(c: Candidate) -> Candidate:
         nonlocal sims
         sims += 1
         if progress:
@@ -384,10 +574,63 @@ def recommend(
             update={"replicas": n, "cost_per_hour": n * c.gpus_per_replica * (c.usd_per_gpu_hour or 0.0)}
         )
 
+    def floor_pools(c: Candidate) -> tuple[int, int]:  # fewer instances than these cannot carry the rate
+        assert c.prefill is not None and c.decode is not None
+        return (
+            max(1, math.ceil(goal.rate_per_s / c.prefill.capacity_per_instance_rps)),
+            max(1, math.ceil(goal.rate_per_s / c.decode.capacity_per_instance_rps)),
+        )
+
+    def allowed(c: Candidate) -> bool:
+        gpus = (c.replicas or 0) * c.gpus_per_replica
+        if c.prefill is not None and c.decode is not None:
+            gpus = c.prefill.instances * c.prefill.gpus_per_instance + c.decode.instances * c.decode.gpus_per_instance
+        return c.cost < best_cost and not (
+            (cons.max_gpus is not None and gpus > cons.max_gpus)
+            or (cons.max_usd_per_hour is not None and c.cost > cons.max_usd_per_hour)
+        )
+
+    def size_pools(r: Candidate) -> Candidate:
+        """A disaggregated candidate: more instances of the pool that misses, then one fewer of each while the
+        simulated p95s still meet."""
+        for _ in range(4):
+            if r.meets or sims >= max_sims or r.prefill is None or r.decode is None:
+                break
+            P, D = r.prefill.instances, r.decode.instances
+            ttft = r.p95_ttft_s is None or (goal.p95_ttft_s is not None and r.p95_ttft_s > goal.p95_ttft_s)
+            itl = r.p95_itl_s is None or (goal.p95_itl_s is not None and r.p95_itl_s > goal.p95_itl_s)
+            e2e = r.p95_e2e_s is None or (goal.p95_e2e_s is not None and r.p95_e2e_s > goal.p95_e2e_s)
+            # a TTFT that misses grows the pool whose queue holds it longer (prefill queue vs decode admission)
+            grow_p = ttft and (r.prefill_queue_p95_s or math.inf) >= (r.decode_queue_p95_s or 0.0)
+            grow_d = itl or e2e or not grow_p
+            nxt = with_pools(r, P + (max(1, P // 4) if grow_p else 0), D + (max(1, D // 4) if grow_d else 0))
+            if not allowed(nxt):
+                break
+            r = run(nxt)
+        lo_p, lo_d = floor_pools(r)
+        for role in ("prefill", "decode"):
+            while r.meets and sims < max_sims and r.prefill is not None and r.decode is not None:
+                P, D = r.prefill.instances, r.decode.instances
+                if (role == "prefill" and P <= lo_p) or (role == "decode" and D <= lo_d):
+                    break
+                trial = run(with_pools(r, P - (role == "prefill"), D - (role == "decode")))
+                if not trial.meets:
+                    break
+                r = trial
+        return r
+
     # 1. branch and bound over the cheapest estimates
     for idx, c in enumerate(survivors):
         if sims >= max_sims:
             break
+        if c.mode == "disaggregated":
+            if with_pools(c, *floor_pools(c)).cost >= best_cost:
+                continue
+            r = size_pools(run(c))
+            results[idx] = r
+            if r.meets:
+                best_cost = min(best_cost, r.cost_per_hour or math.inf)
+            continue
         if with_replicas(c, floor_replicas(c)).cost >= best_cost:
             continue
         r = run(c)

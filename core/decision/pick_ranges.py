@@ -17,10 +17,10 @@ from core.base import REGISTRY, Range, by_tag
 from core.catalog import gpu_price
 from core.config import RabitConfig, resolve
 from core.decision.goal import candidate_config
-from core.decision.optimizer import pick_of, screen_candidate, simulate_candidate
+from core.decision.optimizer import layout_of_candidate, pick_of, screen_candidate, simulate_candidate
 from core.decision.range_rule import Estimate, rebase, spread
 from core.decision.uncertainty import RANGE_SIM_REQUESTS, serving_screen, training_ranges
-from core.serving import simulate
+from core.serving import simulate_deployment
 from core.training import TrainingGoal, plan
 
 #: Pick keys with a range (``rabit recommend --json``: ``recommendation.<key>``).
@@ -54,7 +54,12 @@ class RecommendationRanges:
 def _candidate_for(rec, pick):
     shape = ("gpu", "gpus_per_replica", "tp", "pp", "weights", "kv_dtype")
     for c in rec.candidates:
-        if c.simulated and all(getattr(c, k) == getattr(pick, k) for k in shape) and c.replicas == pick.replicas:
+        if (
+            c.simulated
+            and all(getattr(c, k) == getattr(pick, k) for k in shape)
+            and c.replicas == pick.replicas
+            and (c.mode, c.prefill, c.decode) == (pick.mode, pick.prefill, pick.decode)
+        ):
             return c
     return None
 
@@ -81,8 +86,8 @@ def _pick_estimate(goal, cons, prices, cand, *, simulate_p95: bool) -> Estimate:
         }
         if simulate_p95:
             try:
-                s = simulate(
-                    dep.config, short.with_(rate_per_s=goal.rate_per_s / (cand.replicas or 1), arrival="poisson")
+                s = simulate_deployment(
+                    dep.config, short.with_(arrival="poisson"), layout_of_candidate(goal, cand)
                 ).summary
                 out.update(p95_e2e_s=s.e2e_s.p95, p95_ttft_s=s.ttft_s.p95, p95_itl_s=s.itl_s.p95)
             except ValueError:
@@ -90,6 +95,21 @@ def _pick_estimate(goal, cons, prices, cand, *, simulate_p95: bool) -> Estimate:
         return out
 
     return est
+
+
+def _disagg_ranges(rec, best) -> RecommendationRanges:
+    """A disaggregated pick: its two pools are sized by simulation, not by one replica's screen, so only the
+    pessimistic-bound check is made (every assumption at its low bound, the full workload)."""
+    goal = rec.goal
+    g_low = goal.with_(assumptions=goal.assumptions.at("low"))
+    try:
+        low = simulate_candidate(g_low, best)
+        misses, why = not low.meets, "misses the target" if not low.meets else "meets the target even"
+    except ValueError as exc:
+        misses, why = True, f"misses the target ({exc})"
+    note = f"{why} at the pessimistic bound"
+    rp = PickRanges(label=rec.recommendation.label, ranges={}, misses_at_pessimistic=misses, pessimistic_note=note)
+    return RecommendationRanges(rp, None, True, "", "a disaggregated pick's cost is set by its simulated pools")
 
 
 def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
@@ -110,6 +130,8 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
     if best is None:
         return RecommendationRanges(None, None, True, "", "")
     names = by_tag("serving_memory", "serving_speed")
+    if best.mode == "disaggregated":
+        return _disagg_ranges(rec, best)
     cfg = candidate_config(goal, best)
     sp = spread(cfg, _pick_estimate(goal, cons, prices, best, simulate_p95=True), names=names, screen=serving_screen)
     base_pick = rec.recommendation

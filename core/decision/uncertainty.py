@@ -39,6 +39,7 @@ from core.serving import (
     decode_times,
     mean_over_steps,
     pipeline_fill_s,
+    pool_deployment,
     prefill,
     prefill_numbers,
     replicas_of,
@@ -349,6 +350,17 @@ def simulation_spread(cfg: RabitConfig, spec, full=None) -> SimulationRanges:
     return SimulationRanges(
         ranges=ranges, saturated=bool(full.summary.saturated), saturated_at=sat, requests_at_bounds=short.num_requests
     )
+
+
+def deployment_spread(cfg: RabitConfig, spec, d) -> SimulationRanges:
+    """Ranges of a simulated deployment (:class:`core.serving.DeploymentResult`): one replica at its share of the
+    rate moved to each bound (:func:`simulation_spread`), rebased on the deployment's values; for a disaggregated
+    deployment the replica is its decode instance (what sets the ITL and the end-to-end time)."""
+    lay = d.layout
+    per = spec.with_(rate_per_s=d.per_replica_rate_per_s) if spec.arrival == "poisson" and lay.instances > 1 else spec
+    if lay.mode == "disaggregated":
+        cfg = pool_deployment(resolve(cfg), lay.decode.gpu, lay.decode.tp).config
+    return simulation_spread(cfg, per, d.result)
 
 
 #: What an analysis predicts for its deployment (:class:`core.operations.diagnosis.Expectation`) -> the simulated figure.

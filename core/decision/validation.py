@@ -9,6 +9,8 @@ settings that reproduce it). Each case is predicted with today's default assumpt
 * ``ttft_s``: the batch-1 prefill time; ``itl_s``: the batch-1 mean decode step.
 * ``hw_tflops_per_gpu`` / ``model_tflops_per_gpu``: the training layout timed by
   :func:`core.training.evaluate_layout`, as HFU or MFU times the dense BF16 peak.
+* ``disagg.csv``: the KV cache of one prompt moved between a prefill and a decode instance
+  (:func:`core.serving.kv_transfer_s` over the source's per-GPU link, the KV each GPU holds at its TP);
 * ``video.csv``: a diffusion-transformer request (:func:`core.physics.video_estimate`): seconds per video or per
   denoising step, the denoising time alone, peak memory per GPU [GB], attention's share of the denoising time.
 
@@ -230,11 +232,48 @@ def _video_predict(r: dict[str, str], cfg: RabitConfig) -> float:
     return float(getattr(video_quick(resolve_video(cfg)), field)) * factor
 
 
+#: Qwen/Qwen3-8B's config.json fields that size its KV cache and weights (Hugging Face, Qwen/Qwen3-8B): the model of
+#: the Mooncake vLLM 1P1D transfer table, not in the catalog.
+QWEN3_8B = {
+    "model_type": "qwen3",
+    "num_hidden_layers": 36,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 12288,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "tie_word_embeddings": False,
+}
+
+
+def _disagg_config(r: dict[str, str]) -> RabitConfig:
+    if r["model"] != "qwen3-8b":
+        raise ValueError(f"disagg.csv: unknown model {r['model']!r}")
+    arch = from_hf_config(QWEN3_8B, slug="qwen3-8b", name="Qwen3-8B")
+    tp = int(r["tp"])
+    return RabitConfig(custom_model=arch, gpu="h100-sxm", gpus_per_node=tp, tp=tp, kv_dtype=r["kv_dtype"])
+
+
+def _disagg_predict(r: dict[str, str], cfg: RabitConfig) -> float:
+    from core.physics import kv_bytes_per_token, kv_shard
+    from core.serving import kv_transfer_s
+
+    if r["metric"] != "kv_transfer_ms":
+        raise ValueError(f"disagg.csv: unknown metric {r['metric']!r}")
+    m, a = resolve(cfg).model, cfg.assumptions
+    k = kv_bytes_per_token(m, cfg.kv_bytes_per_elem) / kv_shard(m, cfg.tp)
+    bw, alpha = float(r["nic_gb_per_s"]) * 1e9, float(r["latency_us"]) * 1e-6
+    return 1e3 * kv_transfer_s(int(r["input"]), k, k, bw, alpha, a.kv_transfer_eff, a.kv_transfer_setup_us * 1e-6)
+
+
 #: file -> (the case's config, its prediction from a config, the assumption tag that moves it)
 _KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] = {
     "serving.csv": (_serving_config, _serving_predict, "serving_speed"),
     "training.csv": (_training_config, _training_predict, "training"),
     "video.csv": (_video_config, _video_predict, "video"),
+    "disagg.csv": (_disagg_config, _disagg_predict, "serving_speed"),
 }
 
 

@@ -14,13 +14,18 @@ from core.operations.diagnosis import (
     measured_p95,
 )
 from core.operations.launch import (
+    DOCUMENTED_FLAGS,
     EMIT_CHOICES,
     FILE_NAMES,
     command,
+    disagg_commands,
     emit,
+    emit_pick,
+    k8s_disagg,
     k8s_manifest,
     launch_spec,
     model_repo,
+    pool_specs,
 )
 from core.operations.runs import (
     CSV_COLUMNS,
@@ -50,6 +55,11 @@ from core.operations.telemetry import (
 )
 
 __all__ = [
+    "DOCUMENTED_FLAGS",
+    "disagg_commands",
+    "emit_pick",
+    "k8s_disagg",
+    "pool_specs",
     "CSV_COLUMNS",
     "Diagnosis",
     "EMIT_CHOICES",

@@ -191,8 +191,12 @@ def _queue(v, e):
     wait, run = _gs(v, WAITING), _gs(v, RUNNING)
     tr = T.trend(v.tel, _name(v, WAITING))
     growing = tr is not None and tr[1] >= 1 and tr[1] >= QUEUE_GROWTH_X * max(tr[0], 0.5)
-    share = wait / run if run else (float("inf") if wait else 0.0)
-    txt = f"{wait:.3g} requests waiting against {run:.3g} running ({share:.0%})"
+    if run > 0:
+        share = wait / run
+        txt = f"{wait:.3g} requests waiting against {run:.3g} running ({share:.0%})"
+    else:  # nothing running: any queue at all is over the threshold, and a share of zero is not a number
+        share = QUEUE_WAITING_SHARE * 2 if wait > 0 else 0.0
+        txt = f"{wait:.3g} requests waiting with none running"
     if tr is not None:
         txt += f"; waiting went from {tr[0]:.3g} to {tr[1]:.3g} over the series"
     return (wait >= 1 and share > QUEUE_WAITING_SHARE) or growing, txt
@@ -200,7 +204,9 @@ def _queue(v, e):
 
 def _preempt(v, e):
     p, done = _c(v, PREEMPTIONS), _c(v, SUCCESS)
-    per = p / done if done else (float("inf") if p else 0.0)
+    if done <= 0:  # no request finished: every preemption is thrash, and there is no per-request share
+        return p > 0, f"{p:,.0f} preemptions and no finished request" + (" (recompute thrash)" if p > 0 else "")
+    per = p / done
     thrash = " (recompute thrash)" if per >= THRASH_PER_REQUEST else ""
     return (
         per > PREEMPT_PER_REQUEST,

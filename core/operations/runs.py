@@ -31,11 +31,12 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core import catalog
+from core.base import MEASUREMENT_DOMAINS, RUN_LOAD_DOMAINS, checked, type_problem
 from core.base import parse_json as parse_json_payload
-from core.config import RabitConfig, describe_validation_error, split_nodes
+from core.config import RabitConfig, describe_validation_error, problems, split_nodes
 
 #: metric name (the estimate JSON key) -> (family, phase, unit on screen, description).
 #: The family is what "comparable" means in :mod:`core.decision.calibration`.
@@ -105,10 +106,24 @@ class RunError(ValueError):
 
 
 class Measurement(BaseModel):
+    """One measured figure, in SI, inside its metric's domain (core.base.limits.MEASUREMENT_DOMAINS)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     metric: str
     value: float = Field(gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _in_domain(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("metric"), str):
+            d = MEASUREMENT_DOMAINS.get(data["metric"])
+            if d is None:
+                raise ValueError(f"unknown metric {data['metric']!r}; use one of {', '.join(METRICS)}")
+            why = d.problem(data.get("value"))
+            if why is not None:
+                raise ValueError(f"{data['metric']}: {why}")
+        return data
 
 
 class Run(BaseModel):
@@ -129,6 +144,11 @@ class Run(BaseModel):
     concurrency: int | None = Field(None, ge=1)
     num_requests: int | None = Field(None, ge=1)
     measurements: tuple[Measurement, ...]
+
+    @field_validator("rate_per_s", "concurrency", "num_requests", mode="before")
+    @classmethod
+    def _load_in_domain(cls, v: Any, info: Any) -> Any:
+        return checked(v, None if v is None else RUN_LOAD_DOMAINS[info.field_name].problem(v))
 
     def value(self, metric: str) -> float | None:
         for m in self.measurements:
@@ -178,18 +198,43 @@ def model_slug(name: str) -> str | None:
     return None
 
 
-def _number(data: dict[str, Any], key: str, what: str) -> float | None:
+def _number(data: dict[str, Any], key: str, what: str, *, text: bool = False) -> float | None:
+    """Field ``key`` of a run's file as a number (None when absent). A JSON file's numbers are JSON numbers, never
+    ``true`` or ``"12"`` (``"inf"`` is vLLM's own request rate of an all-at-once run); ``text``: a CSV cell or a
+    table's, where every number is written as text."""
     v = data.get(key)
     if v is None or v == "":
         return None
     if isinstance(v, str) and v.strip().lower() == "inf":
         return math.inf
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise RunError(f"{what}: field '{key}' is not a number ({v!r})") from None
-    if math.isnan(x):
-        raise RunError(f"{what}: field '{key}' is not a number")
+    if isinstance(v, str) and text:
+        try:
+            v = float(v)
+        except ValueError:
+            raise RunError(f"{what}: field '{key}' is not a number ({v!r})") from None
+    why = type_problem(v)
+    if why is not None:
+        raise RunError(f"{what}: field '{key}': {why}")
+    return float(v)
+
+
+def _measured(metric: str, x: float, key: str, what: str, factor: float = 1.0, unit: str = "") -> Measurement:
+    """A measurement of ``metric`` read from field ``key`` as ``x`` (in the file's unit, ``x * factor`` in SI),
+    or RunError naming the field and the domain in the file's unit."""
+    d = MEASUREMENT_DOMAINS[metric]
+    if not d.lo <= x * factor <= d.hi:
+        u = f" {unit}" if unit else ""
+        raise RunError(
+            f"{what}: field '{key}': {x:g}{u} is outside {d.lo / factor:g}..{d.hi / factor:g}{u} ({d.reason})"
+        )
+    return Measurement(metric=metric, value=x * factor)
+
+
+def _load(x: float | None, key: str, field: str, what: str) -> float | None:
+    """A run's load figure (rate, concurrency, requests) inside its domain, or RunError naming the field."""
+    why = None if x is None or math.isinf(x) else RUN_LOAD_DOMAINS[field].problem(x)
+    if why is not None:
+        raise RunError(f"{what}: field '{key}': {why}")
     return x
 
 
@@ -202,7 +247,7 @@ def _positive(x: float | None, key: str, what: str) -> float | None:
 def _int(x: float | None, key: str, what: str) -> int | None:
     if x is None:
         return None
-    if x != int(x):
+    if not math.isfinite(x) or x != int(x):
         raise RunError(f"{what}: field '{key}' must be a whole number, got {x:g}")
     return int(x)
 
@@ -244,9 +289,17 @@ def build_config(fields: dict[str, Any], base: RabitConfig | None, phase: str, w
     data.update(have)
     data["phase"] = phase
     try:
-        return RabitConfig.model_validate(data)
+        cfg = RabitConfig.model_validate(data)
     except ValidationError as exc:
         raise RunError(f"{what}: {describe_validation_error(exc)}") from None
+    blocking = [p for p in problems(cfg) if p.blocking]  # the checks every config gets (TP must split the heads)
+    if blocking:
+        raise RunError(f"{what}: field '{_RUN_FIELD.get(blocking[0].field, blocking[0].field)}': {blocking[0].message}")
+    return cfg
+
+
+#: A config field a problem names -> the run's field that carries it.
+_RUN_FIELD = {"gpus_per_node": "gpus", "nodes": "gpus"}
 
 
 # --- vLLM ------------------------------------------------------------------------------------------
@@ -258,8 +311,8 @@ def _metadata(data: dict[str, Any], what: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, typ in _META_FIELDS.items():
         if k in data and data[k] is not None:
-            if typ is int:
-                out[k] = _int(_positive(_number(data, k, what), k, what), k, what)
+            if typ is int:  # vllm bench's --metadata KEY=VALUE pairs are text
+                out[k] = _int(_positive(_number(data, k, what, text=True), k, what), k, what)
             else:
                 out[k] = str(data[k])
     return out
@@ -281,16 +334,21 @@ def parse_vllm_serve(data: dict[str, Any], base: RabitConfig | None = None, labe
     completed = _int(_positive(_number(data, "completed", what), "completed", what), "completed", what)
     if completed is None:
         raise RunError(f"{what}: missing field 'completed' (not a vllm bench serve --save-result file?)")
-    for key in ("total_input_tokens", "total_output_tokens"):
-        if _positive(_number(data, key, what), key, what) is None:
+    for key, field in (("total_input_tokens", "input_tokens"), ("total_output_tokens", "output_tokens")):
+        total = _positive(_number(data, key, what), key, what)
+        if total is None:
             raise RunError(f"{what}: missing field '{key}' (not a vllm bench serve --save-result file?)")
-    meta["input_tokens"] = max(1, round(float(data["total_input_tokens"]) / completed))
-    meta["output_tokens"] = max(1, round(float(data["total_output_tokens"]) / completed))
+        if not math.isfinite(total):
+            raise RunError(f"{what}: field '{key}' is not a finite number")
+        meta[field] = max(1, round(total / completed))
     rate = _number(data, "request_rate", what)
     conc = _int(_number(data, "max_concurrency", what), "max_concurrency", what)
     _positive(rate, "request_rate", what)
     _positive(conc, "max_concurrency", what)
+    _load(rate, "request_rate", "rate_per_s", what)
+    _load(conc, "max_concurrency", "concurrency", what)
     n = _int(_number(data, "num_prompts", what), "num_prompts", what) or completed
+    _load(n, "num_prompts", "num_requests", what)
     meas = []
     for key, (metric, k) in _VLLM_SERVE.items():
         x = _number(data, key, what)
@@ -298,7 +356,7 @@ def parse_vllm_serve(data: dict[str, Any], base: RabitConfig | None = None, labe
             continue
         if x <= 0:
             raise RunError(f"{what}: field '{key}' must be positive, got {x:g}")
-        meas.append(Measurement(metric=metric, value=x * k))
+        meas.append(_measured(metric, x, key, what, k, "ms" if k == 1e-3 else "tokens/s"))
     if not meas:
         raise RunError(
             f"{what}: no metric found (expected median_ttft_ms, median_itl_ms, ... as vllm bench serve "
@@ -339,6 +397,7 @@ def parse_vllm_throughput(
     if tps is None:
         raise RunError(f"{what}: missing field 'tokens_per_second' (not a vllm bench throughput --output-json file?)")
     n = _int(_positive(_number(data, "num_requests", what), "num_requests", what), "num_requests", what)
+    _load(n, "num_requests", "num_requests", what)
     meta = _metadata(data, what)
     for k, v in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
         if v is not None:
@@ -346,14 +405,14 @@ def parse_vllm_throughput(
         elif k in data:
             meta[k] = _int(_positive(_number(data, k, what), k, what), k, what)
     cfg = build_config(meta, base, "serve", what)
-    out_tps = tps * cfg.output_tokens / (cfg.input_tokens + cfg.output_tokens)
+    share = cfg.output_tokens / (cfg.input_tokens + cfg.output_tokens)
     return Run(
         label=label or "vllm throughput",
         source="vllm-throughput",
         config=cfg,
         load="offline",
         num_requests=n,
-        measurements=(Measurement(metric="throughput_tokens_per_s", value=out_tps),),
+        measurements=(_measured("throughput_tokens_per_s", tps, "tokens_per_second", what, share, "tokens/s"),),
     )
 
 
@@ -449,21 +508,26 @@ def parse_rows(rows: list[dict[str, Any]], base: RabitConfig | None = None, sour
             raise RunError(f"{what}: field 'metric' is empty; use one of {', '.join(METRICS)}")
         if metric not in METRICS:
             raise RunError(f"{what}: field 'metric': unknown metric {metric!r}; use one of {', '.join(METRICS)}")
-        value = _number(row, "value", what)
+        value = _number(row, "value", what, text=True)
         if value is None:
             raise RunError(f"{what}: field 'value' is empty")
         if not value > 0 or not math.isfinite(value):
             raise RunError(f"{what}: field 'value' must be a positive number, got {value:g}")
+        _measured(metric, value, "value", what, 1.0, METRICS[metric][2])
         phase = METRICS[metric][1]
         fields: dict[str, Any] = {}
         for k in _INT_FIELDS:
-            x = _number(row, k, what)
+            x = _number(row, k, what, text=True)
             if x is not None:
+                if not math.isfinite(x):
+                    raise RunError(f"{what}: field '{k}' is not a finite number")
                 fields[k] = _int(x if k == "zero" else _positive(x, k, what), k, what)
         for k in _STR_FIELDS:
             if row.get(k):
                 fields[k] = str(row[k])
-        rate = _positive(_number(row, "rate_per_s", what), "rate_per_s", what)
+        rate = _positive(_number(row, "rate_per_s", what, text=True), "rate_per_s", what)
+        _load(rate, "rate_per_s", "rate_per_s", what)
+        _load(fields.get("concurrency"), "concurrency", "concurrency", what)
         conc = fields.pop("concurrency", None)
         batch = fields.get("batch")
         if phase == "train":

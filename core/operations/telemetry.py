@@ -23,7 +23,9 @@ import math
 from collections import defaultdict
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from core.base import TELEMETRY_MAX_ABS, TELEMETRY_TIME_DOMAIN, checked, type_problem
 
 #: A vLLM /metrics scrape is 50-300 kB and a dcgm-exporter scrape of 8 GPUs about 100 kB; a day of 15-second
 #: samples of the metrics the rules read is a few MB of CSV. 20 MB leaves room and refuses accidents.
@@ -38,12 +40,35 @@ class TelemetryError(ValueError):
 
 
 class Sample(BaseModel):
+    """One sample: a finite value below :data:`core.base.limits.TELEMETRY_MAX_ABS` in size, at a time stamp inside
+    :data:`core.base.limits.TELEMETRY_TIME_DOMAIN` (every way in: a dump, a CSV, a Prometheus answer, a stored
+    analysis)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str  # the sample's name as exposed: vllm:num_preemptions_total, vllm:time_to_first_token_seconds_bucket
     labels: Labels = ()
     value: float
     t_s: float | None = None  # None: a single scrape
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _finite(cls, v: object) -> object:
+        return checked(v, value_problem(v))
+
+    @field_validator("t_s", mode="before")
+    @classmethod
+    def _time(cls, v: object) -> object:
+        why = None if v is None else TELEMETRY_TIME_DOMAIN.problem(v)
+        return checked(v, None if why is None else f"time stamp {why}")
+
+
+def value_problem(v: object) -> str | None:
+    """None for a sample value RA-BIT can aggregate, else why not."""
+    why = type_problem(v)
+    if why is None and abs(float(v)) > TELEMETRY_MAX_ABS:  # type: ignore[arg-type]
+        why = f"{float(v):.3g} is beyond {TELEMETRY_MAX_ABS:.0e} in size, which no server exposes"  # type: ignore[arg-type]
+    return why
 
 
 class Telemetry(BaseModel):
@@ -114,8 +139,15 @@ def _parse_exposition(text: str, name: str) -> Telemetry:
     samples = []
     for fam in families:
         for s in fam.samples:
-            if not isinstance(s.value, (int, float)):
+            if not isinstance(s.value, (int, float)) or isinstance(s.value, bool):
                 raise TelemetryError(f"{name}: sample {s.name} has a non-numeric value {s.value!r}")
+            if fam.type == "summary" and "quantile" in s.labels and math.isnan(s.value):
+                continue  # a summary with no observations yet exposes NaN quantiles (Prometheus's own convention)
+            why = value_problem(float(s.value))
+            if why is None and s.value < 0 and fam.type in ("counter", "histogram", "summary"):
+                why = f"{s.value:g} is negative, and a {fam.type}'s samples count up from 0"
+            if why is not None:
+                raise TelemetryError(f"{name}: {_sample_line(text, s.name)}sample {s.name}: {why}")
             samples.append(Sample(name=s.name, labels=tuple(sorted(s.labels.items())), value=float(s.value)))
             if len(samples) > MAX_SAMPLES:
                 raise TelemetryError(f"{name} has more than {MAX_SAMPLES:,} samples; scrape fewer targets")
@@ -123,6 +155,21 @@ def _parse_exposition(text: str, name: str) -> Telemetry:
         raise TelemetryError(f"{name} has no samples: is it a Prometheus text dump of /metrics?")
     _check_histograms(samples, name)
     return Telemetry(fmt="prometheus", name=name, samples=tuple(samples))
+
+
+def _sample_line(text: str, sample: str) -> str:
+    """The ``"line N: "`` of the first sample line of ``sample`` whose value is not a finite number ("" when none is)."""
+    for i, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if s.startswith("#") or s.partition("{")[0].split(" ", 1)[0] != sample:
+            continue
+        parts = s.rsplit("}", 1)[-1].split() if "}" in s else s.split()[1:]
+        try:
+            if parts and (value_problem(float(parts[0])) is not None or float(parts[0]) < 0):
+                return f"line {i}: "
+        except ValueError:
+            continue
+    return ""
 
 
 def _locate(text: str, exc: Exception) -> str:
@@ -189,7 +236,7 @@ def _parse_csv(text: str, name: str) -> Telemetry:
                     f"{name}: line {n} has {len(row)} fields, the header has {len(header)}"
                     + (" (the file looks truncated)" if n > 2 else "")
                 )
-            t = _number(row[0], name, n, header[0])
+            t = _number(row[0], name, n, header[0], time=True)
             if long:
                 rec = dict(zip(header, row))
                 labels = _labels(rec.get("labels", ""), name, n)
@@ -211,13 +258,15 @@ def _parse_csv(text: str, name: str) -> Telemetry:
     return Telemetry(fmt="csv", name=name, samples=tuple(samples))
 
 
-def _number(cell: str, name: str, line: int, col: str) -> float:
+def _number(cell: str, name: str, line: int, col: str, *, time: bool = False) -> float:
+    """A CSV cell's number (``time``: a time stamp [s]), or TelemetryError naming the line, the column and why."""
     try:
         v = float(cell.strip())
     except ValueError:
         raise TelemetryError(f"{name}: line {line}, column {col}: {cell.strip()[:40]!r} is not a number") from None
-    if math.isinf(v):
-        raise TelemetryError(f"{name}: line {line}, column {col}: infinite value")
+    why = TELEMETRY_TIME_DOMAIN.problem(v) if time else value_problem(v)
+    if why is not None:
+        raise TelemetryError(f"{name}: line {line}, column {col}: {why}")
     return v
 
 
@@ -340,17 +389,34 @@ def to_payload(tel: Telemetry) -> dict:
     return {
         "format": tel.fmt,
         "name": tel.name,
-        "samples": [[s.name, dict(s.labels), s.value if not math.isnan(s.value) else None, s.t_s] for s in tel.samples],
+        "samples": [[s.name, dict(s.labels), s.value, s.t_s] for s in tel.samples],
     }
 
 
 def from_payload(payload: dict) -> Telemetry:
     """Telemetry back from :func:`to_payload` (TelemetryError when the stored form is not one)."""
     try:
-        samples = tuple(
-            Sample(name=n, labels=tuple(sorted(lab.items())), value=math.nan if v is None else float(v), t_s=t)
-            for n, lab, v, t in payload["samples"]
-        )
-        return Telemetry(fmt=payload["format"], name=payload["name"], samples=samples)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise TelemetryError(f"stored telemetry cannot be read ({exc})") from None
+        rows = payload["samples"]
+        if not isinstance(rows, list):
+            raise TypeError("its samples are not a list")
+        samples = []
+        for i, (n, lab, v, t) in enumerate(rows, 1):
+            if v is None:  # a NaN stored by an earlier version: a sample with no value
+                continue
+            why = value_problem(v) or (None if t is None else TELEMETRY_TIME_DOMAIN.problem(t))
+            if why is not None:
+                raise ValueError(f"sample {i} ({str(n)[:60]}): {why}")
+            samples.append(Sample(name=n, labels=tuple(sorted(lab.items())), value=v, t_s=t))
+        return Telemetry(fmt=payload["format"], name=payload["name"], samples=tuple(samples))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise TelemetryError(f"stored telemetry cannot be read: {_first_line(exc)}") from None
+
+
+def _first_line(exc: Exception) -> str:
+    """The first line of an exception's message (a pydantic error's own is several)."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        e = exc.errors()[0]
+        return f"{'.'.join(map(str, e['loc']))}: {str(e['msg']).removeprefix('Value error, ')}"
+    return (str(exc).splitlines() or [type(exc).__name__])[0]

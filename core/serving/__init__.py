@@ -8,6 +8,29 @@ from core.serving.acceptance import (
     break_even_alpha,
     expected_tokens_per_pass,
 )
+from core.serving.cluster import (
+    DeploymentResult,
+    Layout,
+    PoolLayout,
+    PoolStats,
+    ReplicaStats,
+    decode_capacity,
+    layout_of,
+    pool_deployment,
+    simulate_deployment,
+)
+from core.serving.kv_transfer import (
+    KvPath,
+    kv_path,
+    kv_transfer_s,
+    wire_share,
+)
+from core.serving.router import (
+    POLICIES,
+    Policy,
+    Request,
+    make_policy,
+)
 from core.serving.sim.metrics import (
     THRASH_REMEDIES,
     Percentiles,
@@ -89,6 +112,23 @@ from core.serving.video import (
 )
 
 __all__ = [
+    "DeploymentResult",
+    "Layout",
+    "PoolLayout",
+    "PoolStats",
+    "ReplicaStats",
+    "decode_capacity",
+    "layout_of",
+    "pool_deployment",
+    "simulate_deployment",
+    "KvPath",
+    "kv_path",
+    "kv_transfer_s",
+    "wire_share",
+    "POLICIES",
+    "Policy",
+    "Request",
+    "make_policy",
     "BatchPoint",
     "Capacity",
     "CollectiveView",

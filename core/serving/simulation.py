@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from core.base import NO_TRACE, WorkBudget
 from core.config import LOAD_FIELDS, Deployment, Draws, Lengths, RabitConfig, SimSpec, as_deployment, parse_trace
 from core.physics import StepModel, serving_memory
-from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine
+from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Records
 from core.serving.sim.metrics import MIN_N_P95, MIN_N_P99, Percentiles, Summary, summarise
 from core.serving.sim.pool import Pool
 from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
@@ -235,23 +235,33 @@ def simulate(
     shared server's, :class:`core.base.limits.WorkBudget`).
     """
     dep = as_deployment(dep)
-    cfg, m = dep.config, dep.model
-    sm = StepModel.from_deployment(dep)
+    sm, tm = replica_timing(dep, spec, timing)
     pool = kv_pool(dep, spec)
-    if timing == "direct":
-        tm: LinearTiming | ArrayTiming = ArrayTiming(sm)
-    else:
-        tm = timing_for(sm, cfg.pp, spec.token_budget, float(min(m.max_context, 32768)))
     rng = np.random.default_rng(spec.seed)
     rec = Engine(spec, tm, pool, Draws(spec, rng)).run(budget)
     capacity = max_throughput(dep, spec, pool=pool, sm=sm)
+    return result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming))
+
+
+def replica_timing(
+    dep: Deployment, spec: SimSpec, timing: str = "auto"
+) -> tuple[StepModel, LinearTiming | ArrayTiming]:
+    """The step model of one replica of ``dep`` and the iteration timing the engine reads (see :func:`simulate`)."""
+    sm = StepModel.from_deployment(dep)
+    if timing == "direct":
+        return sm, ArrayTiming(sm)
+    return sm, timing_for(sm, dep.config.pp, spec.token_budget, float(min(dep.model.max_context, 32768)))
+
+
+def result_of(spec: SimSpec, rec: Records, capacity: Capacity, kv_pool_tokens: int, tabulated: bool) -> SimResult:
+    """The :class:`SimResult` of a run's records (its summary against the closed-form ``capacity``)."""
     summary = summarise(rec, spec.arrival == "closed", capacity.requests_per_s)
     return SimResult(
         spec=spec,
         summary=summary,
         capacity=capacity,
-        kv_pool_tokens=int(pool.blocks * pool.block),
-        timing="tabulated" if isinstance(tm, LinearTiming) else "direct",
+        kv_pool_tokens=kv_pool_tokens,
+        timing="tabulated" if tabulated else "direct",
         arrival_s=_ro(np.array(rec.arrival_s, dtype=float)),
         input_tokens=_ro(np.array(rec.input_tokens, dtype=np.int64)),
         output_tokens=_ro(np.array(rec.output_tokens, dtype=np.int64)),

@@ -83,7 +83,8 @@ def wall_clock_s(solve_s, interval_s, checkpoint_s, restart_s, mtbf):
     finite = np.isfinite(M)
     Ms = np.where(finite, M, 1.0)
     taus = np.where(np.isfinite(tau), tau, 1.0)
-    with_failures = Ms * np.exp(restart_s / Ms) * np.expm1((taus + checkpoint_s) / Ms) * Ts / taus
+    with np.errstate(over="ignore", invalid="ignore"):  # the entries without failures are taken from no_failures
+        with_failures = Ms * np.exp(restart_s / Ms) * np.expm1((taus + checkpoint_s) / Ms) * Ts / taus
     no_failures = np.where(np.isfinite(tau), Ts * (1 + checkpoint_s / taus), Ts)
     return np.where(finite, with_failures, no_failures)
 
@@ -96,17 +97,7 @@ def goodput(
     ``interval_s`` overrides the Daly optimum checkpoint interval.
     """
     lam, d, R = a.failure_rate_per_gpu_hour, a.checkpoint_write_s, a.restart_s
-    if lam <= 0:
-        tr.step(
-            "mtbf_s",
-            "Mean time between interruptions",
-            "M",
-            "M",
-            float("inf"),
-            unit="s",
-            M=float("inf"),
-            note="failure rate 0: no interruptions",
-        )
+    if lam <= 0:  # no interruptions: no mean time between them to record (it is not a number), no rework
         tau = float(interval_s) if interval_s else float("inf")
         Tw = float(wall_clock_s(runtime_s, tau, d, R, np.inf))
         ck_inputs: dict[str, Any] = {"delta": d, "tau": tau} if interval_s else {}
@@ -119,6 +110,8 @@ def goodput(
             unit="s",
             T_s=runtime_s,
             **ck_inputs,
+            note="failure rate 0: no interruptions, so no checkpoint is needed"
+            + (" (checkpoints every tau as set)" if interval_s else ""),
         )
         ck = Tw - runtime_s
         g = tr.step(

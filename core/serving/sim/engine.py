@@ -55,45 +55,19 @@ import heapq
 import math
 from array import array
 from collections import deque
-from dataclasses import dataclass
 
 from core.base import WorkBudget
 from core.config import Draws, SimSpec
+from core.serving.sim.arrivals import ArrivalStream
 from core.serving.sim.pool import Pool
+from core.serving.sim.records import DONE, MIXED, NONE, REJECTED, RUN, TIMED_OUT, UNFINISHED, Records  # noqa: F401
 from core.serving.sim.timing import ArrayTiming, LinearTiming
 
 INF = math.inf
 _EPS = 1e-9
 
-# request status codes in the records
-DONE, REJECTED, TIMED_OUT, UNFINISHED = 0, 1, 2, -1
 
-
-@dataclass(frozen=True)
-class Records:
-    """What one run leaves behind (plain arrays; :mod:`core.serving.sim.metrics` turns them into results)."""
-
-    arrival_s: array
-    input_tokens: array
-    output_tokens: array
-    status: array
-    admitted_s: array
-    first_token_s: array
-    finish_s: array
-    preemptions: array
-    # time series, one point per scheduler step (or run of decode iterations)
-    ts_s: array
-    ts_waiting: array
-    ts_running: array
-    ts_kv_frac: array
-    busy_s: float
-    prefill_s: float
-    iterations: int
-    total_preemptions: int
-    last_arrival_s: float
-
-
-class Engine:
+class Engine(ArrivalStream):
     """One replica: the clock, the queues, the KV pool and the counters of one simulation."""
 
     def __init__(self, spec: SimSpec, timing: LinearTiming | ArrayTiming, pool: Pool, draws: Draws) -> None:
@@ -123,6 +97,24 @@ class Engine:
         self.res: list[float] = []  # reserved blocks-worth (reserve admission)
         self.cached: list[int] = []  # preempted: tokens of its full blocks left in the prefix cache
         self.keep_cache = spec.prefix_caching and not self.reserve and not self.sliding
+        # a decode instance of a disaggregated deployment: a request's prompt KV arrives whole from its prefill
+        # instance, so it is admitted only when blocks for all of it are free (never partly recomputed)
+        self.remote_kv = False
+        # the step planned and timed but not yet ended (begin_step / end_step): its kind and end
+        self.pend_kind = NONE
+        self.pend_end_s = 0.0
+        self._pend_chunks: list[tuple[int, int]] = []
+        self._pend_decoding = False
+        self._pend_run: tuple[int, float, int, float, float, float, float, bool] = (
+            0,
+            0.0,
+            0,
+            0.0,
+            0.0,
+            0.0,
+            INF,
+            False,
+        )
         # queues
         self.waiting: deque[int] = deque()
         self.running: list[int] = []  # admission order (the last is preempted first)
@@ -163,52 +155,12 @@ class Engine:
             self.next_arr = self.arrivals[0][0] if self.arrivals else INF
 
     # --- arrivals ---------------------------------------------------------------------------------
-    def _issue_cap(self, n: int) -> int:
-        cap = self.spec.num_requests
-        return n if cap is None else min(n, cap)
-
-    def next_arrival_s(self) -> float:
-        return self.next_arr
-
-    def _pop_arrival(self) -> float:
-        s = self.spec
-        if s.arrival == "poisson":
-            t = self.next_poisson
-            n = self.issued + 1
-            if s.num_requests is not None and n >= s.num_requests:
-                self.next_poisson = INF
-            else:
-                self.draws.ensure(n + 1)
-                nxt = t + self.draws.gaps[n]
-                self.next_poisson = nxt if (s.duration_s is None or nxt <= s.duration_s) else INF
-            self.next_arr = self.next_poisson
-            return t
-        t, _ = heapq.heappop(self.arrivals)
-        self.next_arr = self.arrivals[0][0] if self.arrivals else INF
-        return t
-
-    def _user_done(self, rid: int, t_end: float) -> None:
-        """Closed loop: the user of request ``rid`` thinks, then sends the next request."""
-        s = self.spec
-        if s.arrival != "closed":
-            return
-        if s.num_requests is not None and self.issued + len(self.arrivals) >= s.num_requests:
-            return
-        self.draws.ensure(rid + 1)
-        t = t_end + self.draws.gaps[rid]
-        if s.duration_s is not None and t > s.duration_s:
-            return
-        heapq.heappush(self.arrivals, (t, self.issued + len(self.arrivals)))
-        self.next_arr = self.arrivals[0][0]
-
     def _absorb_arrivals(self) -> None:
         """Queue (or reject) every request that has arrived by now; one time-series point at each arrival."""
         while self.next_arr <= self.now_s and self.next_arr < INF:  # an infinite clock admits nothing more
-            t = self._pop_arrival()
+            t, i, o, hit = self._next_request()
             rid = self.issued
             self.issued += 1
-            self.draws.ensure(rid + 1)
-            i, o = self.draws.inp[rid], self.draws.out[rid]
             self.arr.append(t)
             self.inp.append(i)
             self.out.append(o)
@@ -223,7 +175,7 @@ class Engine:
             self.fin_d.append(-1)
             self.lo.append(False)
             self.res.append(0.0)
-            self.cached.append(0)
+            self.cached.append(hit)
             self.last_arrival_s = t
             need = self.pool.blocks_for(i + (self.max_out if self.reserve else o - 1))
             if i + o > self.pool.max_context or need > self.pool_blocks + _EPS:
@@ -361,10 +313,7 @@ class Engine:
             fd, rid = heapq.heappop(fh)
             if self.fin_d[rid] != fd:
                 continue  # stale: preempted or cancelled since
-            c = self._leave_decode(rid)
-            self.running.remove(rid)
-            self._release(rid, c)
-            self._finish(rid, DONE)
+            self._complete(rid, self._leave_decode(rid))
         ch = self.cross_heap
         while ch and ch[0][0] <= D:
             cd, rid = heapq.heappop(ch)
@@ -375,6 +324,12 @@ class Engine:
             self.num_in_window -= 1
             self.base_sum_in_window -= base
             self.hist_s[base % self.block_tokens] -= 1
+
+    def _complete(self, rid: int, c: int) -> None:
+        """A request emitted its last token with context ``c``: it leaves and its blocks are freed."""
+        self.running.remove(rid)
+        self._release(rid, c)
+        self._finish(rid, DONE)
 
     def _finish(self, rid: int, status: int) -> None:
         self.status[rid] = status
@@ -430,6 +385,8 @@ class Engine:
         B = self.block_tokens
         free = int(math.floor(self.pool_blocks - used + _EPS))
         last = ((self.inp[rid] + self.gen[rid] - 1) // B) * B  # the last token is always recomputed
+        if self.remote_kv and free * B < min(cached, last):
+            return -1  # the transferred KV waits until blocks for all of it are free
         return max(0, min(cached, free * B, last))
 
     def _admit(self, rid: int, hit: int = 0) -> None:
@@ -456,6 +413,14 @@ class Engine:
 
     def step(self) -> None:
         """One scheduler decision: a single iteration with prefill work, or a run of decode iterations."""
+        self.begin_step()
+        self.end_step()
+
+    def begin_step(self) -> float:
+        """Plan the next scheduler decision and time it; returns when it ends [s]. What happens at its end
+        (arrivals absorbed, tokens emitted, requests leaving) waits for :meth:`end_step`, so a deployment's
+        replicas can step side by side and a run of decode iterations can still be cut short by an arrival
+        (:meth:`cut_run`)."""
         chunks: list[tuple[int, int]] = []  # (request, tokens this iteration)
         # a run of decode iterations is valid only while the queue cannot move: after a preemption
         # the head was not even considered (no admissions in such an iteration), so run one iteration
@@ -464,11 +429,15 @@ class Engine:
             self._plan_chunked(chunks)
         else:
             self._plan_prefill_priority(chunks)
+        self.pend_end_s = self.now_s
         if chunks:
-            self._mixed_iteration(chunks)
-        elif self.num_decoding:
-            self._decode_run(1 if self._preempted_now else None)
-        elif self.waiting and not self.running:
+            self._begin_mixed(chunks)
+            return self.pend_end_s
+        if self.num_decoding:
+            self._begin_run(1 if self._preempted_now else None)
+            return self.pend_end_s
+        self.pend_kind = NONE
+        if self.waiting and not self.running:
             rid = self.waiting[0]
             n = min(self.inp[rid] + self.gen[rid], self.spec.token_budget)
             if self._admission_need(rid, n) > self.pool_blocks + _EPS:
@@ -476,6 +445,16 @@ class Engine:
                 self.waiting.popleft()
                 self._finish(rid, REJECTED)
             # else: preemption emptied the engine this step; the next step admits the head
+        return self.pend_end_s
+
+    def end_step(self) -> None:
+        """End the step :meth:`begin_step` planned: the clock moves to its end and its effects happen."""
+        kind = self.pend_kind
+        if kind == MIXED:
+            self._end_mixed()
+        elif kind == RUN:
+            self._end_run()
+        self.pend_kind = NONE
         self._record()
 
     def _plan_chunked(self, chunks: list[tuple[int, int]]) -> None:
@@ -507,6 +486,8 @@ class Engine:
         while self.waiting and left > 0 and len(self.running) < mb:
             rid = self.waiting[0]
             h = self._hit(rid, used)
+            if h < 0:
+                break
             n = min(self.inp[rid] + self.gen[rid] - h, left)
             add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
             if used + add > self.pool_blocks + _EPS:
@@ -524,6 +505,8 @@ class Engine:
         while self.waiting and len(self.running) < mb:
             rid = self.waiting[0]
             h = self._hit(rid, used)
+            if h < 0:
+                break
             n = self.inp[rid] + self.gen[rid] - h
             if chunks and total + n > K:
                 break
@@ -540,7 +523,7 @@ class Engine:
             self._preempt_last()
             self._preempted_now = True
 
-    def _mixed_iteration(self, chunks: list[tuple[int, int]]) -> None:
+    def _begin_mixed(self, chunks: list[tuple[int, int]]) -> None:
         pool, tm = self.pool, self.timing
         decoding = self.num_decoding > 0 and self.spec.policy == "chunked"
         if decoding:
@@ -562,7 +545,12 @@ class Engine:
         self.busy_s += dt
         self.prefill_s += dt - (tm.one(self.num_decoding, A_d, R_d) if decoding else 0.0)
         self.iterations += 1
-        self.now_s += dt
+        self.pend_kind, self.pend_end_s = MIXED, self.now_s + dt
+        self._pend_chunks, self._pend_decoding = chunks, decoding
+
+    def _end_mixed(self) -> None:
+        chunks, decoding = self._pend_chunks, self._pend_decoding
+        self.now_s = self.pend_end_s
         if self.next_arr <= self.now_s:
             self._absorb_arrivals()  # those that came during the iteration, before anything leaves
         if decoding:
@@ -577,13 +565,11 @@ class Engine:
             if self.gen[rid] == 1:
                 self.first_s[rid] = self.now_s
             if self.gen[rid] >= self.out[rid]:
-                self.running.remove(rid)
-                self._release(rid, c)
-                self._finish(rid, DONE)
+                self._complete(rid, c)
             else:
                 self._join_decode(rid, c)
 
-    def _decode_run(self, limit: int | None = None) -> None:
+    def _begin_run(self, limit: int | None = None) -> None:
         kmax = self.fin_heap_min() - self.decode_iters
         if limit is not None:
             kmax = min(kmax, limit)
@@ -592,14 +578,35 @@ class Engine:
         kmax = self._kv_run_bound(kmax)
         if kmax <= 0:  # cannot happen after planning; guard against a silent stall
             raise RuntimeError("decode run without room for one iteration")
-        t_event = self._next_deadline() if self.dl_heap else INF
-        if not self.waiting and self.next_arr < t_event:
+        t_dead = self._next_deadline() if self.dl_heap else INF
+        t_event = t_dead
+        cut_ok = not self.waiting  # a waiting head blocks the queue: an arrival changes nothing until an end
+        if cut_ok and self.next_arr < t_event:
             t_event = self.next_arr
         A, R, g = self._decode_AR()
         k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, t_event - self.now_s if t_event < INF else INF)
+        self.pend_kind, self.pend_end_s = RUN, self.now_s + dt
+        self._pend_run = (k, dt, kmax, A, R, g, t_dead, cut_ok)
+
+    def cut_run(self, t: float) -> float:
+        """An arrival at ``t`` during the planned run of decode iterations: the run stops at the iteration
+        during which it comes (as it would have had the arrival been known when it was planned), unless a
+        waiting request already blocks the queue. Returns the step's end [s]."""
+        if self.pend_kind != RUN or t >= self.pend_end_s:
+            return self.pend_end_s
+        k, dt, kmax, A, R, g, t_dead, cut_ok = self._pend_run
+        if not cut_ok:
+            return self.pend_end_s
+        k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, min(t, t_dead) - self.now_s)
+        self._pend_run = (k, dt, kmax, A, R, g, t_dead, cut_ok)
+        self.pend_end_s = self.now_s + dt
+        return self.pend_end_s
+
+    def _end_run(self) -> None:
+        k, dt = self._pend_run[0], self._pend_run[1]
         self.busy_s += dt
         self.iterations += k
-        self.now_s += dt
+        self.now_s = self.pend_end_s
         if self.next_arr <= self.now_s:
             self._absorb_arrivals()
         self._advance_decode(k)
@@ -652,6 +659,10 @@ class Engine:
                 self.now_s = t
                 continue
             self.step()
+        return self.records()
+
+    def records(self) -> Records:
+        """What the run leaves behind, as plain arrays."""
         n = len(self.arr)
         return Records(
             arrival_s=array("d", self.arr),

@@ -23,6 +23,8 @@ time-average ``L`` over the window:
   closed-form capacity ``mu`` is known, the offered load decides instead: saturated when even the low end
   of the arrival rate's 3-sigma interval, ``lambda (1 - 3 / sqrt(n))``, exceeds ``mu``; otherwise the
   verdict is "too short to tell", with the offered load against ``mu`` in words.
+* a median time in system longer than the window (requests still in service when it ends, however stable the
+  replica: the backlog is filling towards ``lambda W``): the same closed-form test as a short run;
 * otherwise saturated when ``c < 0.9 a`` and either timeouts ``>= 5 %`` of ``a``, or the backlog grew by
   more than both ``5 %`` of ``a`` and the noise of a stable backlog, ``3 sqrt(2 max(L, 1))`` (the
   difference of two roughly independent Poisson(L) counts has standard deviation ``sqrt(2 L)``).
@@ -149,6 +151,12 @@ def saturation(rec: Records, closed_loop: bool, capacity_rps: float | None = Non
     if a < SAT_MIN_ARRIVALS or t1 <= t0:
         return _short_run_verdict(arr, a, capacity_rps)
     done = status == DONE
+    timed_out = int(np.count_nonzero(status == TIMED_OUT))  # timeouts are evidence whatever the window
+    if timed_out < SAT_GROWTH_FRAC * arr.size and done.any() and float(np.median(fin[done] - arr[done])) > t1 - t0:
+        # a request stays longer than the window lasts: the backlog is still filling towards its level (Little's
+        # law, L = lambda W) however stable the replica is, so its growth says nothing (many replicas sharing a
+        # short run, or long outputs)
+        return _short_run_verdict(arr, a, capacity_rps, why="requests stay longer than half the arrival period")
     c = int(np.count_nonzero(done & (fin >= t0) & (fin <= t1)))
     to = int(np.count_nonzero((status == TIMED_OUT) & (fin >= t0) & (fin <= t1)))
     arr_sorted = np.sort(arr)
@@ -170,11 +178,12 @@ def saturation(rec: Records, closed_loop: bool, capacity_rps: float | None = Non
     return (SATURATED if sat else STABLE), words
 
 
-def _short_run_verdict(arr: np.ndarray, a: int, capacity_rps: float | None) -> tuple[str, str]:
-    """Too few arrivals for the backlog: the offered load against the closed-form capacity, or no verdict."""
+def _short_run_verdict(arr: np.ndarray, a: int, capacity_rps: float | None, why: str = "") -> tuple[str, str]:
+    """Too few arrivals (or completions) for the backlog: the offered load against the closed-form capacity, or no
+    verdict."""
     n = int(arr.size)
-    head = (
-        f"too short to tell: {a} arrivals in the second half of the arrival period (at least {SAT_MIN_ARRIVALS} needed)"
+    head = "too short to tell: " + (
+        why or f"{a} arrivals in the second half of the arrival period (at least {SAT_MIN_ARRIVALS} needed)"
     )
     period = float(arr.max() - arr.min()) if n > 1 else 0.0
     if capacity_rps is None or n < 2 or period <= 0:
