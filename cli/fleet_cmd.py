@@ -114,6 +114,7 @@ def pick_json(o: Any, ranges: dict[str, Any], fleet: Fleet) -> dict[str, Any]:
     out.update(o.pick.model_dump())
     out.update(
         {
+            "label": o.label,
             "replicas": o.replicas,
             "spare_replicas": o.spare_replicas,
             "gpus": o.gpus,
@@ -129,6 +130,11 @@ def pick_json(o: Any, ranges: dict[str, Any], fleet: Fleet) -> dict[str, Any]:
             "ranges": {k: {"low": _finite(r.low), "high": _finite(r.high)} for k, r in ranges.items()},
         }
     )
+    # a disaggregated option's pools with the fleet's instance counts and spares (a robust option's are the most
+    # any scenario needs, not its pick's)
+    for q in o.pools:
+        if isinstance(out.get(q.role), dict):
+            out[q.role] = {**out[q.role], "instances": q.instances, "spares": q.spares}
     return out
 
 
@@ -188,7 +194,7 @@ def human(plan: Any) -> str:
         lines.append(f"{title}: ${a.cost_per_hour:,.2f}/h, {a.power_w / KW:,.1f} kW")
         for o in a.picks:
             lines.append(
-                f"  {o.workload:<16} {o.pick.label}"
+                f"  {o.workload:<16} {o.label}"
                 + (f" + {o.spare_replicas} spare" if o.spare_replicas else "")
                 + f"  ${o.cost_per_hour:,.2f}/h"
             )

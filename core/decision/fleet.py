@@ -35,7 +35,7 @@ from core import catalog
 from core.base import HOUR_S, KW, SERIAL, Assumptions, Executor, Range
 from core.catalog import Price
 from core.config import DEFAULT, NOMINAL, Fleet, FleetWorkload, RabitConfig, Scenario
-from core.decision.fleet_assign import Assignment, FleetLimits, FleetOption, assign, node_down
+from core.decision.fleet_assign import Assignment, FleetLimits, FleetOption, PoolCount, assign, node_down
 from core.decision.goal import Constraints, Pick, ServingGoal, settings_of
 from core.decision.optimizer import Recommendation, recommend
 from core.decision.pick_ranges import recommendation_ranges
@@ -191,17 +191,40 @@ def unit_for(
     return FleetUnit(ServingGoal.from_config(cfg), cons, _kind_prices(prices, gpu, case.price_factor(gpu)))
 
 
-def _shape(p: Pick) -> tuple[int, int, int, int, str, str]:
-    return (p.gpus_per_replica, p.tp, p.pp, p.ep, p.weights, p.kv_dtype)
+Layout4 = tuple[int, int, int, int]  # GPUs, TP, PP, EP of one replica or instance
+#: a configuration: (its layout: one replica's, or the prefill and decode instances'), weights, KV cache
+Shape = tuple[tuple[Layout4, ...], str, str]
 
 
-def _narrowed(u: FleetUnit, shape: tuple[int, int, int, int, str, str]) -> FleetUnit:
-    """The run sized for one configuration only (its layout and precisions)."""
-    n, tp, pp, ep, wf, kv = shape
-    cons = u.constraints.model_copy(
-        update={"layouts_allowed": ((n, tp, pp, ep),), "weights_allowed": (wf,), "kv_allowed": (kv,)}
-    )
-    return FleetUnit(u.goal, cons, u.prices)
+def _shape(p: Pick) -> Shape:
+    if p.prefill is not None and p.decode is not None:
+        q, d = p.prefill, p.decode
+        layout: tuple[Layout4, ...] = (
+            (q.gpus_per_instance, q.tp, q.pp, q.ep),
+            (d.gpus_per_instance, d.tp, d.pp, d.ep),
+        )
+    else:
+        layout = ((p.gpus_per_replica, p.tp, p.pp, p.ep),)
+    return (layout, p.weights, p.kv_dtype)
+
+
+def _narrowed(u: FleetUnit, shape: Shape) -> FleetUnit:
+    """The run sized for one configuration only: its layout (aggregated replicas, or the disaggregated pools'
+    instance shapes) and precisions."""
+    layout, wf, kv = shape
+    update: dict = {"layouts_allowed": tuple(dict.fromkeys(layout)), "weights_allowed": (wf,), "kv_allowed": (kv,)}
+    if len(layout) == 2:
+        update.update(disagg=True, pools_allowed=(layout[0], layout[1]))
+    else:
+        update.update(disagg=False, pools_allowed=None)
+    return FleetUnit(u.goal, u.constraints.model_copy(update=update), u.prices)
+
+
+def _shape_label(shape: Shape) -> str:
+    layout = shape[0]
+    if len(layout) == 2:
+        return f"prefill {layout[0][0]} GPUs TP {layout[0][1]} + decode {layout[1][0]} GPUs TP {layout[1][1]}"
+    return f"{layout[0][0]} GPUs TP {layout[0][1]}"
 
 
 class _Runner:
@@ -248,11 +271,11 @@ def _availability(fleet: Fleet, gpu: str) -> _Availability:
     return _Availability(d, g.gpus_per_node)
 
 
-def _down(av: _Availability, pick: Pick) -> float:
-    """The share of the time one replica of ``pick`` is down (0 without availability figures)."""
+def _down(av: _Availability, gpus_per_replica: int) -> float:
+    """The share of the time one replica (or instance) of that many GPUs is down (0 without availability figures)."""
     if av.node_down <= 0:
         return 0.0
-    nodes = max(1, math.ceil(pick.gpus_per_replica / av.gpus_per_node))
+    nodes = max(1, math.ceil(gpus_per_replica / av.gpus_per_node))
     return float(replica_down_frac(av.node_down, nodes))
 
 
@@ -276,28 +299,50 @@ def _option(
     rec: Recommendation,
     case: str,
     *,
-    replicas: int | None = None,
+    replicas: tuple[int, ...] | None = None,
     peak_rate_per_s: float | None = None,
     usd_per_gpu_hour: float | None = None,
 ) -> FleetOption:
-    """The option of one recommendation: its pick with spares; power at the peak rate (the pick's own unless
-    given) and energy at the workload's mean rate."""
+    """The option of one recommendation: its pick with spares (``replicas``: the serving replicas, or the prefill
+    and decode instances, when not the pick's own); power at the peak rate (the pick's own unless given) and energy
+    at the workload's mean rate. A disaggregated pick's pools take their spares apart, and its capacity is the
+    smaller pool's (the closed form the optimizer screens with)."""
     p = rec.recommendation
     assert p is not None
-    n = replicas if replicas is not None else p.replicas
     av = _availability(fleet, p.gpu)
-    down = _down(av, p)
-    spare = with_spares(n, down) - n
-    cap_per_replica = p.capacity_requests_per_s / p.replicas if p.replicas else 0.0
-    capacity = (n + spare) * cap_per_replica
+    pools: tuple[PoolCount, ...] = ()
+    if p.prefill is not None and p.decode is not None:
+        counts = replicas if replicas is not None else (p.prefill.instances, p.decode.instances)
+        for q, k in zip((p.prefill, p.decode), counts):
+            pools += (PoolCount(role=q.role, instances=k, gpus_per_instance=q.gpus_per_instance),)
+        pools = tuple(
+            q.model_copy(update={"spares": with_spares(q.instances, _down(av, q.gpus_per_instance)) - q.instances})
+            for q in pools
+        )
+        n = sum(q.instances for q in pools)
+        spare = sum(q.spares for q in pools)
+        down = 0.0
+        capacity = min(
+            (pools[0].instances + pools[0].spares) * p.prefill.capacity_per_instance_rps,
+            (pools[1].instances + pools[1].spares) * p.decode.capacity_per_instance_rps,
+        )
+        gpus = sum((q.instances + q.spares) * q.gpus_per_instance for q in pools)
+        pick_gpus = p.prefill.instances * p.prefill.gpus_per_instance + p.decode.instances * p.decode.gpus_per_instance
+    else:
+        n = replicas[0] if replicas is not None else p.replicas
+        down = _down(av, p.gpus_per_replica)
+        spare = with_spares(n, down) - n
+        cap_per_replica = p.capacity_requests_per_s / p.replicas if p.replicas else 0.0
+        capacity = (n + spare) * cap_per_replica
+        gpus = (n + spare) * p.gpus_per_replica
+        pick_gpus = p.replicas * p.gpus_per_replica
     rate = peak_rate_per_s if peak_rate_per_s is not None else rec.goal.rate_per_s
     util = min(1.0, rate / capacity) if capacity > 0 else 1.0
-    gpus = (n + spare) * p.gpus_per_replica
     peak_w, _ = _power(fleet, a, p.gpu, gpus, util, 0.0)
     mean_util = min(1.0, w.rate_per_s / capacity) if capacity > 0 else 1.0
     mean_w, e_tok = _power(fleet, a, p.gpu, gpus, mean_util, w.rate_per_s * w.output_tokens)
     site = fleet.constraints.site_of(p.gpu)
-    price = usd_per_gpu_hour if usd_per_gpu_hour is not None else p.cost_per_hour / (p.replicas * p.gpus_per_replica)
+    price = usd_per_gpu_hour if usd_per_gpu_hour is not None else p.cost_per_hour / pick_gpus
     return FleetOption(
         workload=w.name,
         gpu=p.gpu,
@@ -314,6 +359,7 @@ def _option(
         case=case,
         priority=w.priority,
         adapters=w.adapters,
+        pools=pools,
     )
 
 
@@ -356,6 +402,18 @@ class FleetPlan(_F):
         return dict(self.scenarios)[name]
 
 
+def _counts(p: Pick) -> tuple[int, ...]:
+    """A pick's replicas, or its prefill and decode instances."""
+    return (p.prefill.instances, p.decode.instances) if p.prefill and p.decode else (p.replicas,)
+
+
+def _sizes(p: Pick) -> tuple[int, ...]:
+    """The GPUs of one replica, or of one prefill and one decode instance."""
+    return (
+        (p.prefill.gpus_per_instance, p.decode.gpus_per_instance) if p.prefill and p.decode else (p.gpus_per_replica,)
+    )
+
+
 def _why_none(rec: Recommendation | None, gpu: str, case: Case) -> str:
     if rec is None:
         return f"{gpu}: withdrawn in {case.name}"
@@ -365,10 +423,15 @@ def _why_none(rec: Recommendation | None, gpu: str, case: Case) -> str:
 
 def _scaled_range(r: Range, option: FleetOption) -> Range:
     """The recommendation's cost range moved onto the option: each end is a replica count (``cost / (GPUs per
-    replica x price)``, never below the option's own at the pessimistic end) given its spares, times the price."""
+    replica x price)``, never below the option's own at the pessimistic end) given its spares, times the price. A
+    disaggregated option's ends scale with its cost (its pools' counts at the bounds are not one number)."""
     per_replica = option.pick.gpus_per_replica * option.usd_per_gpu_hour
+    base = option.pick.cost_per_hour
 
     def end(cost: float, pessimistic: bool) -> float:
+        if option.pools:
+            moved = cost * option.cost_per_hour / base if base > 0 else cost
+            return max(moved, option.cost_per_hour) if pessimistic else min(moved, option.cost_per_hour)
         if not math.isfinite(cost) or per_replica <= 0:
             return cost
         n = max(1, round(cost / per_replica))
@@ -434,7 +497,7 @@ def plan_fleet(
                         continue
                     size_keys.append((w.name, g, shape, c.name))
                     size_units.append(_narrowed(unit_of[(w.name, c.name, g)], shape))
-                    size_labels.append(f"{w.name} / {c.name} / {g}: sizing {shape[0]} GPUs TP {shape[1]}")
+                    size_labels.append(f"{w.name} / {c.name} / {g}: sizing {_shape_label(shape)}")
     sized = dict(zip(size_keys, runner.run(run_unit, size_units, size_labels)))
 
     def rec_for(w: str, g: str, shape: tuple, c: str) -> Recommendation:
@@ -470,22 +533,24 @@ def plan_fleet(
                 per_case = [rec_for(w.name, g, shape, c.name) for c in cs]
                 if any(r.recommendation is None for r in per_case):
                     continue
-                need = [r.recommendation.replicas for r in per_case]  # type: ignore[union-attr]
-                n = max(need)
-                binding = cs[need.index(n)].name
+                # each case's replicas (or prefill and decode instances); the robust count is each one's most
+                counts = [_counts(r.recommendation) for r in per_case]  # type: ignore[arg-type]
+                most = tuple(max(c[i] for c in counts) for i in range(len(counts[0])))
+                need = [sum(c) for c in counts]
+                binding = cs[need.index(max(need))].name
                 base_rec = per_case[0]
                 bp = base_rec.recommendation
                 assert bp is not None
-                nominal_price = bp.cost_per_hour / (bp.replicas * bp.gpus_per_replica)
+                nominal_price = bp.cost_per_hour / sum(k * g for k, g in zip(_counts(bp), _sizes(bp)))
                 # the peak load: the case with the most traffic per replica of this configuration
                 peak = max(r.goal.rate_per_s for r in per_case)
                 opt = _option(
                     fleet,
                     a,
                     w,
-                    per_case[need.index(n)],
+                    per_case[need.index(max(need))],
                     binding,
-                    replicas=n,
+                    replicas=most,
                     peak_rate_per_s=peak,
                     usd_per_gpu_hour=nominal_price,
                 )
@@ -507,7 +572,7 @@ def plan_fleet(
         for wn, opts in options[c.name].items():
             seen: dict = {}
             for o in opts:
-                seen.setdefault((o.gpu, _shape(o.pick), o.replicas), o)
+                seen.setdefault((o.gpu, _shape(o.pick), o.groups()), o)
             options[c.name][wn] = sorted(seen.values(), key=lambda o: o.key())
 
     downs = {g: (_availability(fleet, g).node_down, _availability(fleet, g).gpus_per_node) for g in fleet_kinds(fleet)}

@@ -39,8 +39,19 @@ class _F(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class PoolCount(_F):
+    """One pool of a disaggregated option: its serving instances, their size and its spares."""
+
+    role: str  # "prefill" or "decode"
+    instances: int
+    gpus_per_instance: int
+    spares: int = 0
+
+
 class FleetOption(_F):
-    """One way to serve one workload: the recommendation's pick on one GPU kind, its spares, cost and power."""
+    """One way to serve one workload: the recommendation's pick on one GPU kind, its spares, cost and power. A
+    disaggregated pick counts its prefill and decode pools apart (``pools``: instances, size and spares of each);
+    ``replicas`` and ``spare_replicas`` are then both pools' sums."""
 
     workload: str
     gpu: str
@@ -62,15 +73,51 @@ class FleetOption(_F):
     case: str
     priority: int = 1
     adapters: int = 0
+    pools: tuple[PoolCount, ...] = ()
 
     @property
     def gpus_per_replica(self) -> int:
         return self.pick.gpus_per_replica
 
+    def groups(self) -> tuple[tuple[int, int, int], ...]:
+        """(serving instances, GPUs each, spares) of each group of equal instances: the replicas, or each pool."""
+        if self.pools:
+            return tuple((q.instances, q.gpus_per_instance, q.spares) for q in self.pools)
+        return ((self.replicas, self.pick.gpus_per_replica, self.spare_replicas),)
+
+    @property
+    def mode(self) -> str:
+        """``aggregated`` (replicas) or ``disaggregated`` (prefill and decode pools)."""
+        return "disaggregated" if self.pools else "aggregated"
+
+    @property
+    def label(self) -> str:
+        """The configuration with this option's counts (a robust option's replicas are not its pick's)."""
+        p = self.pick
+        fmt = f"{p.weights} weights, {p.kv_dtype} KV"
+        if self.pools:
+            parts = []
+            for q in self.pools:
+                pool = p.prefill if q.role == "prefill" else p.decode
+                tp = pool.tp if pool is not None else 1
+                parts.append(f"{q.instances} {q.role} x {q.gpus_per_instance} {self.gpu} (TP {tp})")
+            return f"disaggregated {' + '.join(parts)} ({fmt})"
+        layout = f"TP {p.tp}" + (f" x PP {p.pp}" if p.pp > 1 else "") + (f", EP {p.ep}" if p.ep > 1 else "")
+        n = self.replicas
+        return f"{n} replica{'s' if n != 1 else ''} of {p.gpus_per_replica} x {self.gpu} ({layout}, {fmt})"
+
+    @property
+    def serving_gpus(self) -> int:
+        return sum(n * g for n, g, _ in self.groups())
+
+    @property
+    def spare_gpus(self) -> int:
+        return sum(s * g for _, g, s in self.groups())
+
     @property
     def gpus(self) -> int:
         """GPUs with spares."""
-        return (self.replicas + self.spare_replicas) * self.pick.gpus_per_replica
+        return self.serving_gpus + self.spare_gpus
 
     @property
     def cost_per_hour(self) -> float:
@@ -255,15 +302,15 @@ def totals(picks: Sequence[FleetOption], down_frac: dict[str, tuple[float, int]]
     out = []
     for kind in sorted({p.gpu for p in picks}):
         mine = [p for p in picks if p.gpu == kind]
-        serving = sum(p.replicas * p.gpus_per_replica for p in mine)
-        unpooled = sum(p.spare_replicas * p.gpus_per_replica for p in mine)
+        serving = sum(p.serving_gpus for p in mine)
+        unpooled = sum(p.spare_gpus for p in mine)
         d, gpn = down_frac.get(kind, (0.0, 1))
         spare = unpooled
         if d > 0:
-            one_node = [p for p in mine if p.gpus_per_replica <= gpn]
-            nodes = math.ceil(sum(p.replicas * p.gpus_per_replica for p in one_node) / gpn)
+            groups = [x for p in mine for x in p.groups()]
+            nodes = math.ceil(sum(n * g for n, g, _ in groups if g <= gpn) / gpn)
             pooled = (with_spares(nodes, d) - nodes) * gpn if nodes else 0
-            own = sum(p.spare_replicas * p.gpus_per_replica for p in mine if p.gpus_per_replica > gpn)
+            own = sum(s * g for _, g, s in groups if g > gpn)
             spare = min(unpooled, pooled + own)
         out.append(
             KindTotal(

@@ -16,6 +16,7 @@ PLAN_COLUMNS = (
     "workload",
     "model",
     "gpu",
+    "mode",
     "configuration",
     "replicas",
     "spare_replicas",
@@ -41,7 +42,8 @@ def _row(plan: FleetPlan, name: str, o: FleetOption, robust: bool) -> dict[str, 
         "workload": o.workload,
         "model": w.model_label,
         "gpu": o.gpu,
-        "configuration": o.pick.label,
+        "mode": o.mode,
+        "configuration": o.label,
         "replicas": o.replicas,
         "spare_replicas": o.spare_replicas,
         "gpus": o.gpus,
@@ -111,8 +113,8 @@ def plan_headline(plan: FleetPlan) -> dict[str, Any]:
         "fleet.power_kw": plan.nominal.power_w / KW,
         "fleet.picks": {
             o.workload: {
-                "nominal": o.pick.label,
-                "robust": r.pick.label if (r := plan.robust.pick_of(o.workload)) else None,
+                "nominal": o.label,
+                "robust": r.label if (r := plan.robust.pick_of(o.workload)) else None,
             }
             for o in plan.nominal.picks
         },

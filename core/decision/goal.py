@@ -200,6 +200,9 @@ class Constraints(_F):
     #: sizes one configuration under each of its scenarios with this)
     layouts_allowed: tuple[tuple[int, int, int, int], ...] = ()
     disagg: bool = True  # also search disaggregated layouts (prefill and decode pools)
+    #: only the disaggregated layout of these (prefill, decode) instance shapes (GPUs, TP, PP, EP), every
+    #: aggregated one left out (a fleet plan sizes one disaggregated configuration under each of its scenarios)
+    pools_allowed: tuple[tuple[int, int, int, int], tuple[int, int, int, int]] | None = None
 
     @classmethod
     def from_config(cls, cfg: RabitConfig, *, training: bool = False) -> Constraints:
