@@ -16,6 +16,7 @@ RA-BIT functions, sent by reference).
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import socket
@@ -47,6 +48,9 @@ def is_loopback(address: str) -> bool:
     return host in LOOPBACK
 
 
+_NOT_INSTALLED = 'Ray is not installed: pip install -e ".[ray]" (or pip install "rabit[ray]")'
+
+
 def _ray(address: str = "") -> Any:
     """The ``ray`` module. For a loopback head, Ray is told clusters are off before it is imported: otherwise it
     replaces a loopback address with the machine's routable one, where a loopback head does not listen."""
@@ -57,7 +61,7 @@ def _ray(address: str = "") -> Any:
         import ray
         import ray._private.ray_constants as ray_constants
     except ImportError:
-        raise RayUnavailable('Ray is not installed: pip install -e ".[ray]" (or pip install "rabit[ray]")') from None
+        raise RayUnavailable(_NOT_INSTALLED) from None
     if loopback and ray_constants.ENABLE_RAY_CLUSTER:  # imported before the variable was set
         ray_constants.ENABLE_RAY_CLUSTER = False
     return ray
@@ -104,7 +108,10 @@ class RayExecutor:
             raise RayUnavailable(f"no Ray head answers at {address}: {exc.strerror or exc}") from None
 
     def connect(self) -> Any:
-        """Join the cluster (once per process); returns the ``ray`` module."""
+        """Join the cluster (once per process); returns the ``ray`` module. Without Ray installed that is said
+        first, whatever the address."""
+        if importlib.util.find_spec("ray") is None:
+            raise RayUnavailable(_NOT_INSTALLED)
         address = self.resolved()
         ray = _ray(address)
         if not ray.is_initialized():
@@ -122,8 +129,9 @@ class RayExecutor:
 
     def close(self) -> None:
         """Leave the cluster (the cluster keeps running); a later map joins again."""
-        if "ray" in sys.modules and sys.modules["ray"].is_initialized():
-            sys.modules["ray"].shutdown()
+        ray = sys.modules.get("ray")  # never imported here: a process that did not join has nothing to leave
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
 
     def workers(self) -> int:
         """The cluster's CPUs (how many tasks run at once)."""

@@ -159,3 +159,37 @@ def test_the_range_flags_move_the_plan(tiny, capsys):
     # every efficiency at its pessimistic bound: never cheaper, never less power
     assert low["nominal"]["cost_per_hour"] >= base["nominal"]["cost_per_hour"]
     assert low["power_kw"] >= base["power_kw"]
+
+
+#: Run in a process where ``import ray`` fails: RA-BIT without the ``ray`` extra.
+_WITHOUT_RAY = """
+import contextlib, io, sys
+sys.modules["ray"] = None  # what an environment without the extra sees: import ray fails, find_spec is None
+import cli.main, dashboard.cache, executors  # every edge that plans a fleet imports without Ray
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    assert cli.main.main(["fleet", "plan", sys.argv[1], "--workers", "1", "--quiet", "--json"]) == 0
+assert sys.modules["ray"] is None
+print(out.getvalue(), end="")
+cli.main.main(["fleet", "plan", sys.argv[1], "--ray", sys.argv[2], "--quiet", "--json"])
+"""
+
+
+def test_ray_is_an_optional_extra_nothing_else_needs(tiny, tmp_path):
+    import subprocess
+    import sys
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    named = [d.split(">")[0].split("[")[0].strip().lower() for d in project["dependencies"]]
+    test_extra = [d.split(">")[0].split("[")[0].strip().lower() for d in project["optional-dependencies"]["test"]]
+    assert "ray" not in named and "ray" not in test_extra
+    assert any(d.startswith("ray") for d in project["optional-dependencies"]["ray"])
+    # without Ray a plan runs on the local executor, and --ray says how to install the extra (exit 2, one line)
+    p = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_RAY, str(tiny), "auto"], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert set(json.loads(p.stdout)) >= CONTRACT
+    (line,) = [x for x in p.stderr.splitlines() if "rabit" in x]
+    assert line.startswith("rabit: error: argument --ray:") and 'pip install -e ".[ray]"' in line
