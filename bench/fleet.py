@@ -65,10 +65,10 @@ print(json.dumps({"imports_s": t1 - t0, "connect_s": t2 - t1, "plan_s": t3 - t2,
 
 
 def _run(path: Path, how: str, address: str = "") -> dict:
-    out = subprocess.run(
-        [sys.executable, "-c", _COLD, str(path), how, address], capture_output=True, text=True, cwd=ROOT, check=True
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    p = subprocess.run([sys.executable, "-c", _COLD, str(path), how, address], capture_output=True, text=True, cwd=ROOT)
+    if p.returncode != 0:
+        raise RuntimeError(f"the fleet plan ({how}) failed:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def _ray(path: Path, cpus: int) -> dict | None:
