@@ -52,6 +52,7 @@ from core.decision.fleet_assign import (
     FleetLimits,
     FleetOption,
     KindTotal,
+    PoolCount,
     assign,
 )
 from core.decision.fleet_assign import (
@@ -174,6 +175,7 @@ __all__ = [
     "NextExperimentSpec",
     "PLAN_COLUMNS",
     "Pick",
+    "PoolCount",
     "QUEUE_KEYS",
     "Range",
     "RangeUnit",
