@@ -16,7 +16,7 @@ import pytest
 from core import catalog
 from core.base import REGISTRY, Trace
 from core.catalog import gpu_power, load_power
-from core.decision import FleetLimits, FleetOption, Pick, assign, fleet_totals
+from core.decision import FleetLimits, FleetOption, Pick, PoolCount, assign, fleet_totals
 from core.physics import (
     energy_j_per_token,
     gpu_power_w,
@@ -244,3 +244,20 @@ def test_pooling_pays_where_many_small_workloads_share_a_kind():
 
     a = Assignment(picks=tuple(small), totals=(t,))
     assert a.pooling_saves_per_hour == 16.0 and a.cost_per_hour_pooled == a.cost_per_hour - 16.0
+
+
+def test_a_disaggregated_option_counts_both_pools_and_pools_only_instances_within_a_node():
+    # 3 prefill instances of 2 GPUs + 2 decode instances of 8 GPUs, each pool with one spare instance, at $2 a
+    # GPU-hour: serving 3 x 2 + 2 x 8 = 22 GPUs, spares 2 + 8 = 10, 32 GPUs, $64/h
+    pools = (
+        PoolCount(role="prefill", instances=3, gpus_per_instance=2, spares=1),
+        PoolCount(role="decode", instances=2, gpus_per_instance=8, spares=1),
+    )
+    o = _opt("d", "x", 5, 2.0).model_copy(update={"pools": pools, "replicas": 5, "spare_replicas": 2})
+    assert (o.mode, o.serving_gpus, o.spare_gpus, o.gpus, o.cost_per_hour) == ("disaggregated", 22, 10, 32, 64.0)
+    assert o.label.startswith("disaggregated 3 prefill x 2 x (TP 1) + 2 decode x 8 x (TP 1)")
+    # pooled on 8-GPU nodes down 0.19 % of the time: both pools' instances fit in a node, so all 22 GPUs pool on
+    # ceil(22 / 8) = 3 nodes, which need ceil(3 / 0.998) - 3 = 1 spare node: 8 GPUs instead of the pools' own 10
+    d = node_down_frac(1e-5, 24, 8)
+    (t,) = fleet_totals([o], {"x": (d, 8)})
+    assert (t.serving_gpus, t.spare_gpus_unpooled, t.spare_gpus) == (22, 10, 8)
