@@ -193,3 +193,37 @@ def test_ray_is_an_optional_extra_nothing_else_needs(tiny, tmp_path):
     assert set(json.loads(p.stdout)) >= CONTRACT
     (line,) = [x for x in p.stderr.splitlines() if "rabit" in x]
     assert line.startswith("rabit: error: argument --ray:") and 'pip install -e ".[ray]"' in line
+
+
+def test_ci_installs_the_ray_extra_and_fails_the_ray_tests_without_it():
+    """``.ci/run`` installs the extra, starts a loopback head of 2 CPUs, stops it on exit and sets RABIT_REQUIRE_RAY
+    before the tests, so a missing Ray fails tests/test_fleet_ray.py there instead of skipping it."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    tests = ci.index("python -m pytest")
+    assert '".[test,ray]"' in ci[:tests]
+    assert "executors.ray_head start" in ci[:tests] and "--num-cpus 2" in ci[:tests]
+    assert "export RABIT_REQUIRE_RAY=1" in ci[:tests]
+    assert "executors.ray_head stop" in ci[ci.index("trap ") : tests]
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_the_ray_tests_skip_without_ray_unless_required(required):
+    """Without Ray, tests/test_fleet_ray.py is skipped; with RABIT_REQUIRE_RAY (CI) it fails, naming why."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['ray'] = None; import pytest; "
+        "sys.exit(pytest.main(['-rs', '-x', '-p', 'no:cacheprovider', 'tests/test_fleet_ray.py']))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RABIT_TEST_RAY", "RABIT_REQUIRE_RAY"))}
+    if required:
+        env["RABIT_REQUIRE_RAY"] = "1"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    if required:
+        assert p.returncode != 0 and "RABIT_REQUIRE_RAY is set but Ray is not installed" in p.stdout, p.stdout[-2000:]
+    else:
+        # every test skipped (pytest exits 5 when a module skips itself whole), the reason said
+        assert p.returncode in (0, 5) and "Ray is not installed" in p.stdout, p.stdout[-2000:]
+        assert " passed" not in p.stdout and " failed" not in p.stdout
