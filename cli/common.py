@@ -7,10 +7,12 @@ Bad arguments exit with code 2 and one line on stderr naming the argument.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -902,3 +904,30 @@ def with_calibrated(
     if out:
         payload["calibrated"] = out
     return payload
+
+
+def add_ray_arg(p: argparse.ArgumentParser) -> None:
+    """``--ray ADDRESS``: run the command's units on a Ray cluster (default: ``$RABIT_RAY_ADDRESS``, else local
+    worker processes)."""
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the units on a Ray cluster: HOST:PORT, ray://HOST:10001, or auto (the one started on this machine); "
+        "default: $RABIT_RAY_ADDRESS, else a pool of local processes",
+    )
+
+
+@contextlib.contextmanager
+def executor_from_args(args: argparse.Namespace, workers: int | None = None) -> Iterator[Any]:
+    """The executor ``--ray`` (or ``$RABIT_RAY_ADDRESS``) names, joined (exit 2 naming ``--ray`` when it cannot
+    be), else the local pool of ``workers`` processes. While it runs, stdout is stderr (a Ray driver prints the
+    cluster's events, a worker that died and was replaced, from a thread of its own); the cluster is left at the
+    end, so only the command's own output reaches stdout."""
+    from executors import RayUnavailable, joined
+
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            with joined(getattr(args, "ray", None), workers) as executor:
+                yield executor
+        except RayUnavailable as exc:
+            die(f"rabit: error: argument --ray: {exc}")

@@ -1424,3 +1424,36 @@ def video_progress_chart(progress, steps: int, at_s: float, height: int = 260) -
         margin=dict(l=10, r=10, t=40, b=10),
     )
     return fig
+
+
+def fleet_cost_bars(rows, height: int = 360) -> go.Figure:
+    """Each workload's cost per hour in the nominal and the robust plan, with the nominal pick's cost range."""
+    fig = go.Figure()
+    for which, color in (("nominal", "#0969da"), ("robust", "#bf8700")):
+        mine = [r for r in rows if r["plan"] == which]
+        err = None
+        if mine and all(r["cost_per_hour_low"] is not None and r["cost_per_hour_high"] is not None for r in mine):
+            err = dict(
+                type="data",
+                symmetric=False,
+                array=[r["cost_per_hour_high"] - r["cost_per_hour"] for r in mine],
+                arrayminus=[r["cost_per_hour"] - r["cost_per_hour_low"] for r in mine],
+            )
+        fig.add_bar(
+            x=[r["workload"] for r in mine],
+            y=[r["cost_per_hour"] for r in mine],
+            name=f"{which} plan",
+            marker_color=color,
+            error_y=err,
+            customdata=[r["configuration"] for r in mine],
+            hovertemplate="%{x}: $%{y:,.2f}/h<br>%{customdata}<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="group",
+        height=height,
+        title="Cost per hour by workload (the range: every efficiency assumption at its bounds)",
+        yaxis_title="USD per hour",
+        margin=dict(l=10, r=10, t=40, b=10),
+        legend=LEGEND_BELOW,
+    )
+    return fig

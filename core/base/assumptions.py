@@ -54,7 +54,7 @@ class AssumptionInfo:
 
 
 #: Everything an assumption can be tagged as moving.
-MOVES = ("serving_memory", "serving_speed", "training_memory", "training", "video")
+MOVES = ("serving_memory", "serving_speed", "training_memory", "training", "video", "power")
 
 
 _INFOS = (
@@ -523,6 +523,55 @@ _INFOS = (
         domain_reason="a share of HBM; keeping more than half free is a different GPU",
     ),
     AssumptionInfo(
+        "gpu_power_floor_frac",
+        "Share of a GPU's board power it draws serving with its model loaded and almost no traffic",
+        "frac",
+        0.43,
+        0.50,  # pessimistic: more power
+        0.15,
+        "ML.ENERGY Benchmark v3.0 on H100 SXM: about 300 W of 700 at batch 1 (as quoted by the vLLM semantic "
+        "router's fleet-sim power model reference); a GPU holding a model with no requests draws its bare idle plus "
+        "26-50 W for the CUDA context (arXiv 2605.23918, H100 and A100), about 100 W of 700, the optimistic end.",
+        -1,
+        moves=("power",),
+        min_value=0.0,
+        max_value=1.0,
+        domain_reason="a share of the board power",
+    ),
+    AssumptionInfo(
+        "gpu_power_busy_frac",
+        "Share of a GPU's board power it draws serving at its full capacity",
+        "frac",
+        0.86,
+        1.0,  # pessimistic: the board power itself
+        0.70,
+        "ML.ENERGY Benchmark v3.0 on H100 SXM: about 600 W of 700 at batch 128 (as quoted by the vLLM semantic "
+        "router's fleet-sim power model reference); never more than the board power (the TDP or TGP caps it); "
+        "memory-bound decode runs well below it.",
+        -1,
+        moves=("power",),
+        min_value=0.0,
+        max_value=1.0,
+        domain_reason="a share of the board power: the board caps it",
+    ),
+    AssumptionInfo(
+        "node_power_draw_frac",
+        "Share of a node's non-GPU power rating (CPUs, memory, NICs, fans) it draws in service",
+        "frac",
+        0.43,
+        1.0,  # pessimistic: the rating
+        0.35,
+        "MLPerf Inference power runs (validation/power_measured.csv), with the GPUs at their cap: 8x H200 at 500 W, "
+        "Llama-2-70B Offline, 6,153 W at the wall, 2,153 W beyond the GPUs, 0.47 of the DGX H200 rating's 4,600 W "
+        "non-GPU share; 8x B200 air-cooled at 1,000 W, 10,401 W, 2,401 W, 0.38 of the DGX B200's 6,300 W. The "
+        "rating itself is the pessimistic end.",
+        -1,
+        moves=("power",),
+        min_value=0.0,
+        max_value=1.0,
+        domain_reason="a share of the rating",
+    ),
+    AssumptionInfo(
         "kv_transfer_eff",
         "Achieved KV-cache transfer bandwidth between a prefill and a decode instance / link peak (per direction)",
         "frac",
@@ -681,6 +730,9 @@ class Assumptions(BaseModel):
     adapter_storage_gb_per_s: float = _field("adapter_storage_gb_per_s")
     adapter_layer_load_us: float = _field("adapter_layer_load_us")
     train_mem_headroom_frac: float = _field("train_mem_headroom_frac")
+    gpu_power_floor_frac: float = _field("gpu_power_floor_frac")
+    gpu_power_busy_frac: float = _field("gpu_power_busy_frac")
+    node_power_draw_frac: float = _field("node_power_draw_frac")
     kv_transfer_eff: float = _field("kv_transfer_eff")
     kv_transfer_setup_us: float = _field("kv_transfer_setup_us")
 

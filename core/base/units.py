@@ -26,6 +26,10 @@ MS = 1e-3
 HOUR_S = 3600.0
 DAY_S = 86400.0
 
+KW = 1e3
+#: Joules in a kilowatt-hour.
+KWH_J = 3.6e6
+
 
 def fmt_bytes(x_bytes: float, unit: str = "GB", digits: int = 3) -> str:
     """Format bytes in decimal GB (default) or binary GiB, labelled."""
@@ -112,4 +116,14 @@ def fmt_value(x: float, unit: str, digits: int = 3) -> str:
         return fmt_num(x, digits)
     if unit == "%":
         return f"{100 * x:.{digits}g} %"
+    if unit == "W":
+        return (
+            f"{x / 1e6:.{digits}g} MW"
+            if abs(x) >= 1e6
+            else f"{x / KW:.{digits}g} kW"
+            if abs(x) >= KW
+            else f"{x:.{digits}g} W"
+        )
+    if unit == "J":
+        return f"{x / KWH_J:.{digits}g} kWh" if abs(x) >= KWH_J / 10 else f"{x:.{digits}g} J"
     return f"{fmt_num(x, digits)} {unit}"

@@ -37,6 +37,7 @@ from core.base import (
 )
 from core.catalog import ModelArch
 from core.config.adapters import AdapterSet
+from core.config.fleet import Fleet
 from core.config.video import VideoRequest
 from core.config.workload import DEFAULT_INPUT_TOKENS, DEFAULT_LENGTH_SPREAD, DEFAULT_OUTPUT_TOKENS, ServingLoad
 
@@ -250,6 +251,8 @@ class RabitConfig(BaseModel):
     video: VideoRequest = VideoRequest()
     # low-rank adapters served over the base model (core.config.adapters; count 0: the base alone)
     adapters: AdapterSet = AdapterSet()
+    # a fleet of serving workloads and the scenarios its plan must survive (core.config.fleet; the Fleet page)
+    fleet: Fleet | None = None
     # separate prefill and decode pools (off: aggregated replicas)
     disagg: Disagg = Disagg()
     # assumptions
@@ -336,7 +339,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "disagg": Disagg,
 }
 #: Nested objects that travel as one compressed blob.
-_BLOBS = ("custom_model", "assumptions")
+_BLOBS = ("custom_model", "assumptions", "fleet")
 
 
 def _flat(cfg: RabitConfig) -> dict[str, Any]:
@@ -410,9 +413,7 @@ class LinkIssue(BaseModel):
     reason: str
 
     def message(self) -> str:
-        if (
-            self.param.startswith(("custom_model", "assumptions")) or not self.value
-        ):  # an encoded object: its name says it
+        if self.param.startswith(_BLOBS) or not self.value:  # an encoded object: its name says it
             return f"link parameter {self.param} was not used: {self.reason}"
         shown = self.value if len(self.value) <= 40 else self.value[:37] + "..."
         return f"link parameter {self.param}={shown} was not used: {self.reason}"

@@ -197,6 +197,8 @@ def screen(
             slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers
         )
         layouts = _with_expert_parallel(arch, _replica_layouts(g, arch))
+        if cons.layouts_allowed:  # a plan's robust option keeps the shapes its nominal one picked
+            layouts = [lay for lay in layouts if tuple(lay) in cons.layouts_allowed]
         for n, tp, pp, ep, dpa, cp, dcp in _with_attention_parallel(arch, layouts, spec.mean_lengths()[0], pin):
             for w in cons.weights_allowed:
                 if w == "nvfp4" and not g.supports("fp4"):
@@ -401,6 +403,11 @@ def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidat
         dec = sorted(dec, key=lambda c: (usd(c) / (c.decode_capacity_rps or 1), c.gpus_per_replica))
         for p in pre[:DISAGG_POOL_OPTIONS]:
             for d in dec[:DISAGG_POOL_OPTIONS]:
+                if cons.pools_allowed is not None and cons.pools_allowed != (
+                    (p.gpus_per_replica, p.tp, p.pp, p.ep),
+                    (d.gpus_per_replica, d.tp, d.pp, d.ep),
+                ):
+                    continue
                 P = max(1, math.ceil(rate / ((p.prefill_capacity_rps or 1) * SCREEN_UTILISATION)))
                 D = max(1, math.ceil(rate / ((d.decode_capacity_rps or 1) * SCREEN_UTILISATION)))
                 dp, dd = dep_of(p), dep_of(d)
@@ -647,6 +654,8 @@ def recommend(
     wb = budget if budget is not None else search_budget()
     cands = screen(goal, cons, prices, wb) if memo is None else _screen_shared(goal, cons, prices, memo, wb)
     cands = cands + disagg_candidates(goal, cons, [c for c in cands if c.prefill_capacity_rps])
+    if cons.pools_allowed is not None:
+        cands = [c for c in cands if c.mode == "disaggregated"]
     survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost, c.gpus_per_replica))
     results: dict[int, Candidate] = {}
     sims = 0
