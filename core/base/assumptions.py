@@ -9,53 +9,14 @@ to a bound; ``.with_(name=value)`` moves one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.base.assumption_info import MOVES, AssumptionInfo
+from core.base.assumptions_adapters import ADAPTER_ASSUMPTIONS
 from core.base.limits import checked, type_problem
-
-
-@dataclass(frozen=True)
-class AssumptionInfo:
-    name: str
-    label: str
-    unit: str
-    base: float
-    low: float
-    high: float
-    source: str
-    #: +1 when a larger value makes the system faster / roomier, -1 when slower.
-    direction: int = 1
-    #: What the assumption can move (a subset of :data:`MOVES`): an estimate is evaluated only at the bounds of
-    #: the assumptions tagged with what it computes.
-    moves: tuple[str, ...] = ()
-    #: The hard domain: the pydantic field, the sidebar's number input and ``rabit --assume`` all refuse a value
-    #: outside ``[min_value, max_value]``; ``domain_reason`` says why the edge is there.
-    min_value: float = 0.0
-    max_value: float = 1.0
-    domain_reason: str = ""
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        """(pessimistic, optimistic) values: ``low`` is the bound that makes the system slower or smaller."""
-        return self.low, self.high
-
-    def check(self, value: float) -> str | None:
-        """None when ``value`` is inside the domain, else a message naming the assumption and the domain."""
-        if not (self.min_value <= value <= self.max_value):  # also refuses NaN
-            return (
-                f"{self.name}={value:g} is outside {self.min_value:g}..{self.max_value:g} [{self.unit}] "
-                f"({self.domain_reason})"
-            )
-        return None
-
-
-#: Everything an assumption can be tagged as moving.
-MOVES = ("serving_memory", "serving_speed", "training_memory", "training", "video", "power")
-
 
 _INFOS = (
     AssumptionInfo(
@@ -605,76 +566,7 @@ _INFOS = (
     ),
 )
 
-_ADAPTERS = (
-    AssumptionInfo(
-        "lora_kernel_eff",
-        "Adapter (LoRA shrink / expand) kernel efficiency, as a share of the step's MFU and MBU",
-        "frac",
-        0.50,
-        0.17,
-        1.00,
-        "Two published ends. Low: Punica's SGMV operator alone (Chen et al., arXiv 2310.18547, sec. 7, figs. 8-9; "
-        "A100, h = 4,096 in and out) takes about 42 us at batch 1 and 72 / 75 / 89 / 118 us at batch 64 with a "
-        "distinct adapter per request at rank 8 / 16 / 32 / 64: 0.48-1.21 us per extra adapter, whose 0.13-1.05 MB "
-        "would stream in 0.08-0.66 us at 80 % of the A100's bandwidth, i.e. 17-54 % of the step's efficiency. High: "
-        "in Punica's end-to-end runs (same paper) 32 distinct rank-16 adapters cost Llama-2-7B 8 % of its throughput, "
-        "what reading their weights at the step's full efficiency costs. The base is between the two.",
-        +1,
-        moves=("serving_speed",),
-        min_value=0.01,
-        max_value=1.0,
-        domain_reason="a share of the step's own efficiency: the adapter kernels never run faster than the base's",
-    ),
-    AssumptionInfo(
-        "adapter_link_eff",
-        "Share of the host link's bandwidth an adapter copy to the GPU achieves",
-        "frac",
-        0.70,
-        0.35,
-        0.90,
-        "Pinned host memory reaches most of PCIe's bandwidth and pageable memory about half (NVIDIA CUDA C++ Best "
-        "Practices Guide, 'Pinned Memory'); vLLM PR #31317 cut CPU-to-GPU LoRA transfer time by about 40 % by "
-        "making the copies pinned and contiguous, so the pageable path ran at about 0.6 of the pinned one.",
-        +1,
-        moves=("serving_speed",),
-        min_value=0.01,
-        max_value=1.0,
-        domain_reason="a share of the link's bandwidth",
-    ),
-    AssumptionInfo(
-        "adapter_storage_gb_per_s",
-        "Read bandwidth for an adapter that is not in host memory (beyond max_cpu_loras)",
-        "GB/s",
-        2.0,
-        0.5,
-        6.0,
-        "Estimate: a local NVMe SSD reads 3-7 GB/s sequentially (PCIe Gen4 / Gen5 x4), less through safetensors "
-        "parsing and the file system; a network file system or object store 0.1-1 GB/s.",
-        +1,
-        moves=("serving_speed",),
-        min_value=0.01,
-        max_value=100.0,
-        domain_reason="from a slow network share to beyond any local NVMe array",
-    ),
-    AssumptionInfo(
-        "adapter_layer_load_us",
-        "Fixed cost of loading an adapter into one LoRA-wrapped layer (copies launched, bookkeeping)",
-        "us",
-        100.0,
-        5000.0,
-        10.0,
-        "LoRAX issue #433: about 20 ms per LoRA layer when each layer's weights are loaded and moved to the GPU one "
-        "at a time, 0.5 to more than 1 s per adapter; the pessimistic 5 ms per wrapped layer puts a 128-layer adapter "
-        "(Llama-3.1-8B, all linear layers) at 0.64 s, inside that span. A batched copy into pre-allocated slots "
-        "(vLLM's set_lora) costs tens of microseconds per layer. The base is an estimate between the two.",
-        -1,
-        moves=("serving_speed",),
-        min_value=0.0,
-        max_value=1e6,
-        domain_reason="beyond a second per layer an adapter would take minutes to load",
-    ),
-)
-REGISTRY: MappingProxyType[str, AssumptionInfo] = MappingProxyType({a.name: a for a in (*_INFOS, *_ADAPTERS)})
+REGISTRY: MappingProxyType[str, AssumptionInfo] = MappingProxyType({a.name: a for a in (*_INFOS, *ADAPTER_ASSUMPTIONS)})
 
 
 def _field(name: str):
