@@ -7,10 +7,12 @@ Bad arguments exit with code 2 and one line on stderr naming the argument.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -51,6 +53,11 @@ FLAG_OF = {
     "tp": "--tp",
     "pp": "--pp",
     "ep": "--ep",
+    "cp": "--cp",
+    "dcp": "--dcp",
+    "dp_attention": "--dp-attention",
+    "kv_offload_gib": "--kv-offload-gib",
+    "attention_kernel": "--attention-kernel",
     "batch": "--batch",
     "input_tokens": "--input",
     "output_tokens": "--output",
@@ -256,6 +263,73 @@ def fill_lengths(args: argparse.Namespace, trace: tuple[tuple[int, int], ...] | 
     return args
 
 
+def add_attention_args(p: argparse.ArgumentParser) -> None:
+    """Attention parallelism and the KV tier (serving), and the training attention kernel: the estimate subcommands'
+    shared flags (defaults: the shared config's)."""
+    p.add_argument(
+        "--attention-kernel",
+        choices=choices.ATTENTION_KERNELS,
+        default=DEFAULT.attention_kernel,
+        help="training: fused (flash) kernel, or the eager softmax whose scores are stored",
+    )
+    p.add_argument(
+        "--dp-attention",
+        action="store_true",
+        help="data-parallel attention over the TP group (MLA / MoE models; each rank holds its own sequences' KV)",
+    )
+    p.add_argument(
+        "--cp",
+        type=int,
+        default=DEFAULT.cp,
+        help="context parallelism: TP groups a prompt's prefill is split over (ring attention), KV split alike",
+    )
+    p.add_argument(
+        "--dcp",
+        type=int,
+        default=DEFAULT.dcp,
+        help="decode context parallelism: TP ranks the KV cache is split over (vLLM -dcp; divides TP)",
+    )
+    p.add_argument(
+        "--kv-offload-gib",
+        type=float,
+        default=DEFAULT.kv_offload_gib,
+        help="KV tier in host memory per replica [GiB] (vLLM --kv-offloading-size)",
+    )
+
+
+#: The estimate subcommands' attention flags that only serving reads, and the one only training reads (refused
+#: under the other, :func:`refuse_unused`: nothing is ignored silently).
+SERVING_ATTENTION_FLAGS = ("dp_attention", "dcp", "kv_offload_gib")
+#: Serving engines always run a fused attention kernel (vLLM's FlashAttention / FlashInfer backends, SGLang's
+#: FlashInfer / FlashAttention-3, TensorRT-LLM's fused multi-head attention): the kernel choice sizes training.
+KERNEL_WHY = "when serving (the engines always run a fused attention kernel; the choice sizes training)"
+
+
+def refuse_attention_flags(args: argparse.Namespace, prog: str, training: bool, search: bool = False) -> None:
+    """Exit 2 naming the flag when an attention flag the sized phase does not read was given (``search``: the
+    training deadline search, which picks the context-parallel size itself)."""
+    if training:
+        why = "in training (a serving flag: training splits attention by --cp only)"
+        unused = dict.fromkeys(SERVING_ATTENTION_FLAGS, why)
+        if search:
+            why = "with --train (a serving flag: the deadline search picks the context-parallel size itself)"
+            unused = dict.fromkeys((*SERVING_ATTENTION_FLAGS, "cp"), why)
+        refuse_unused(args, prog, unused)
+    else:
+        refuse_unused(args, prog, {"attention_kernel": KERNEL_WHY})
+
+
+def attention_payload(cfg: RabitConfig) -> dict[str, Any]:
+    """The attention-parallelism keys of every estimate's JSON (contract: ``cp``, ``dcp``, ``dp_attention``,
+    ``kv_offload_bytes``)."""
+    return {
+        "cp": cfg.cp,
+        "dcp": cfg.dcp,
+        "dp_attention": cfg.dp_attention,
+        "kv_offload_bytes": cfg.kv_offload_bytes,
+    }
+
+
 def add_weight_kv_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", choices=WEIGHT_CHOICES, default=DEFAULT.weights, help="weight format (fp4 = nvfp4)")
     p.add_argument("--kv-dtype", choices=choices.KV_DTYPES, default=DEFAULT.kv_dtype)
@@ -404,7 +478,11 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         die(f"rabit: error: argument --gpu: unknown GPU '{gpu_slug}'; known: {', '.join(sorted(catalog.gpus()))}")
     node = args.gpus_per_node if args.gpus_per_node is not None else catalog.gpu(gpu_slug).gpus_per_node
     tp = default_tp(args)
-    total = args.gpus if args.gpus is not None else max(1, tp * getattr(args, "pp", DEFAULT.pp))
+    total = (
+        args.gpus
+        if args.gpus is not None
+        else max(1, tp * getattr(args, "pp", DEFAULT.pp) * (getattr(args, "cp", None) or DEFAULT.cp))
+    )
     if total < 1:
         die("rabit: error: argument --gpus: must be at least 1")
     try:
@@ -438,9 +516,15 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         ("kv_alloc", "kv_alloc"),
         ("block_size", "block_size"),
         ("prefix_cache", "prefix_cache_frac"),
+        ("attention_kernel", "attention_kernel"),
+        ("cp", "cp"),
+        ("dcp", "dcp"),
+        ("kv_offload_gib", "kv_offload_gib"),
     ):
         if getattr(args, attr, None) is not None:
             data[field] = getattr(args, attr)
+    if getattr(args, "dp_attention", False):
+        data["dp_attention"] = True
     if getattr(args, "weights", None):
         data["weights"] = choices.WEIGHT_ALIASES.get(args.weights, args.weights)
     data.update(extra)
@@ -662,6 +746,11 @@ CONFIG_DEST = {
     "tp": "tp",
     "pp": "pp",
     "ep": "ep",
+    "cp": "cp",
+    "dcp": "dcp",
+    "dp_attention": "dp_attention",
+    "kv_offload_gib": "kv_offload_gib",
+    "attention_kernel": "attention_kernel",
     "batch": "batch",
     "input": "input_tokens",
     "output": "output_tokens",
@@ -861,3 +950,30 @@ def with_calibrated(
     if out:
         payload["calibrated"] = out
     return payload
+
+
+def add_ray_arg(p: argparse.ArgumentParser) -> None:
+    """``--ray ADDRESS``: run the command's units on a Ray cluster (default: ``$RABIT_RAY_ADDRESS``, else local
+    worker processes)."""
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the units on a Ray cluster: HOST:PORT, ray://HOST:10001, or auto (the one started on this machine); "
+        "default: $RABIT_RAY_ADDRESS, else a pool of local processes",
+    )
+
+
+@contextlib.contextmanager
+def executor_from_args(args: argparse.Namespace, workers: int | None = None) -> Iterator[Any]:
+    """The executor ``--ray`` (or ``$RABIT_RAY_ADDRESS``) names, joined (exit 2 naming ``--ray`` when it cannot
+    be), else the local pool of ``workers`` processes. While it runs, stdout is stderr (a Ray driver prints the
+    cluster's events, a worker that died and was replaced, from a thread of its own); the cluster is left at the
+    end, so only the command's own output reaches stdout."""
+    from executors import RayUnavailable, joined
+
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            with joined(getattr(args, "ray", None), workers) as executor:
+                yield executor
+        except RayUnavailable as exc:
+            die(f"rabit: error: argument --ray: {exc}")

@@ -10,15 +10,18 @@ from cli.common import (
     adapter_payload,
     adapters_from_args,
     add_adapter_args,
+    add_attention_args,
     add_cluster_args,
     add_json,
     add_model_args,
     add_range_args,
     add_serving_args,
+    attention_payload,
     config_from_args,
     emit,
     fill_from_config,
     range_line,
+    refuse_attention_flags,
     refuse_unused,
     steps_table,
     training_only,
@@ -35,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(p)
     add_cluster_args(p)
     add_serving_args(p)
+    add_attention_args(p)
     p.add_argument("--phase", choices=choices.PHASES, default=DEFAULT.phase)
     p.add_argument("--zero", type=int, choices=choices.ZERO_STAGES, default=DEFAULT.zero)
     p.add_argument("--micro-batch", type=int, default=DEFAULT.micro_batch)
@@ -56,6 +60,7 @@ _SERVE_FLAGS = ("batch", "input", "output", "kv_dtype", "kv_alloc", "block_size"
 
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args)
+    refuse_attention_flags(args, "rabit memory", training=args.phase == "train")
     if args.phase == "train":
         serve_flags = _SERVE_FLAGS + tuple(ADAPTER_FLAGS)
         refuse_unused(args, "rabit memory", dict.fromkeys(serve_flags, "with --phase train (a serving flag)"))
@@ -86,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
             "tp": cfg.tp,
             "pp": cfg.pp,
             "dp": cfg.dp,
+            "cp": cfg.cp,
             "zero": cfg.zero,
+            "attention_kernel": cfg.attention_kernel,
             "trainable_params": tm.trainable_params,
             "weight_bytes_per_gpu": tm.weight_bytes_per_gpu,
             "gradient_bytes_per_gpu": tm.gradient_bytes_per_gpu,
@@ -95,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
             "overhead_bytes_per_gpu": tm.overhead_bytes_per_gpu,
             "total_bytes_per_gpu": tm.total_bytes_per_gpu,
             "capacity_bytes_per_gpu": tm.capacity_bytes_per_gpu,
+            "usable_bytes_per_gpu": tm.usable_bytes_per_gpu,
             "fits": tm.fits,
             "reason": tm.reason,
         }
@@ -109,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             "gpus": cfg.gpus,
             "tp": cfg.tp,
             "pp": cfg.pp,
+            **attention_payload(cfg),
             "replicas": r.replicas,
             "weights_bytes_per_gpu": r.weights_bytes_per_gpu,
             "kv_bytes_per_token": r.kv_bytes_per_token,
@@ -134,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
             "max_sequences": r.max_sequences,
             "max_sequences_contiguous": r.max_sequences_contiguous,
             **adapter_payload(cfg, r),
+            "kv_tokens_per_replica": r.kv_tokens_per_replica,
+            "kv_host_bytes_per_gpu": r.kv_host_bytes_per_gpu,
         }
     human = f"{reason}\n{steps_table(steps)}"
     if args.phase == "train":

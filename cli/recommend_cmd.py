@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from cli.common import (
     adapters_from_args,
     add_adapter_args,
+    add_attention_args,
     add_json,
     add_length_args,
     add_range_args,
@@ -145,6 +146,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["vllm", "sglang", "trtllm", "k8s"],
         help="print the launch config of the recommendation instead of the summary (with --json: the 'launch' key)",
     )
+    add_attention_args(p)
     t = p.add_argument_group("training run (--train): the cheapest run that meets a deadline")
     t.add_argument("--train", action="store_true", help="recommend a training run instead of a serving setup")
     t.add_argument("--tokens", type=float, help="training tokens (with --train)")
@@ -253,8 +255,9 @@ def run(args: argparse.Namespace) -> int:
     from cli.common import fill_from_config
 
     fill_from_config(args, CONFIG_DEST)
-    from cli.common import ADAPTER_FLAGS, refuse_unused, training_only
+    from cli.common import ADAPTER_FLAGS, refuse_attention_flags, refuse_unused, training_only
 
+    refuse_attention_flags(args, "rabit recommend", training=args.train, search=True)
     if args.train:
         why = "with --train (a serving flag: the training run is sized by --tokens and --deadline-days)"
         refuse_unused(args, "rabit recommend", dict.fromkeys(_SERVING_ONLY + tuple(ADAPTER_FLAGS), why))
@@ -312,6 +315,11 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
             input_tokens=args.input,
             output_tokens=args.output,
             assumptions=assumptions_from_args(args),
+            # attention parallelism pins the search to that layout; the host KV tier applies to every candidate
+            dp_attention=getattr(args, "dp_attention", False),
+            cp=getattr(args, "cp", DEFAULT.cp),
+            dcp=getattr(args, "dcp", DEFAULT.dcp),
+            kv_offload_gib=getattr(args, "kv_offload_gib", DEFAULT.kv_offload_gib),
             workload=base.workload.with_(
                 rate_per_s=args.rate, lengths=args.lengths, spread=args.spread, seed=args.seed
             ),
@@ -336,6 +344,11 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
         "simulated": r.simulated,
         "candidates_pruned": sum(1 for c in r.candidates if c.pruned),
         "unpriced_gpus": list(r.unpriced),
+        # the search's attention-parallelism pin (the picks carry their own) and the host KV tier every candidate has
+        "cp": goal.settings.cp,
+        "dcp": goal.settings.dcp,
+        "dp_attention": goal.settings.dp_attention,
+        "kv_offload_bytes": goal.settings.kv_offload_bytes,
     }
     rr = recommendation_ranges(r, prices)
     payload["ranges"] = {}
@@ -491,6 +504,7 @@ def training_inputs(args: argparse.Namespace) -> tuple:
             global_batch_tokens=args.global_batch_tokens,
             train_precision=args.precision,
             lora_rank=args.lora_rank,
+            attention_kernel=getattr(args, "attention_kernel", DEFAULT.attention_kernel),
             targets=_targets(args, deadline_days=args.deadline_days, train_gpus_allowed=args.gpus_allowed),
         )
     except ValidationError as exc:

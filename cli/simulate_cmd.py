@@ -18,12 +18,14 @@ from cli.common import (
     adapter_payload,
     adapters_from_args,
     add_adapter_args,
+    add_attention_args,
     add_cluster_args,
     add_json,
     add_length_args,
     add_model_args,
     add_range_args,
     add_weight_kv_args,
+    attention_payload,
     cli_budget,
     config_from_args,
     die,
@@ -32,6 +34,7 @@ from cli.common import (
     fill_lengths,
     named,
     read_file,
+    refuse_attention_flags,
     refuse_unused,
     with_calibrated,
     with_ranges,
@@ -109,6 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(p)
     add_cluster_args(p)
     add_weight_kv_args(p)
+    add_attention_args(p)
     a = p.add_argument_group("arrivals")
     a.add_argument("--arrival", choices=choices.ARRIVALS, default=W.arrival)
     a.add_argument("--rate", type=float, help="Poisson arrival rate [requests/s] (required for poisson)")
@@ -385,6 +389,7 @@ def _unused(args: argparse.Namespace) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args, CONFIG_DEST)
     refuse_unused(args, "rabit simulate", _unused(args))
+    refuse_attention_flags(args, "rabit simulate", training=False)
     _engine_defaults(args)
     trace, _ = _trace(args)
     fill_lengths(args, trace)  # with a trace its lengths are the run's: --input / --output are neither used nor checked
@@ -412,6 +417,7 @@ def run(args: argparse.Namespace) -> int:
         "gpus": cfg.gpus,
         "tp": cfg.tp,
         "pp": cfg.pp,
+        **attention_payload(cfg),
         "arrival": spec.arrival,
         "rate_per_s": spec.rate_per_s if spec.arrival == "poisson" else None,
         "policy": spec.policy,

@@ -14,16 +14,20 @@ from cli.common import (
     adapter_payload,
     adapters_from_args,
     add_adapter_args,
+    add_attention_args,
     add_cluster_args,
     add_json,
     add_model_args,
     add_range_args,
     add_serving_args,
+    attention_payload,
+    config_file,
     config_from_args,
     die,
     emit,
     fill_from_config,
     range_line,
+    refuse_attention_flags,
     refuse_unused,
     with_calibrated,
     with_ranges,
@@ -53,6 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_args(p)
     add_cluster_args(p)
     add_serving_args(p)
+    add_attention_args(p)
+    p.add_argument(
+        "--token-budget",
+        type=int,
+        help="tokens per iteration (max_num_batched_tokens): a longer prompt is prefilled in chunks of this size",
+    )
     p.add_argument(
         "--spec", choices=choices.SPEC_METHODS, default=DEFAULT.spec_method, help="speculative decoding method"
     )
@@ -67,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args)
+    refuse_attention_flags(args, "rabit speed", training=False)
     if args.spec == "none":
         why = "without speculative decoding (give --spec draft, eagle or ngram)"
         refuse_unused(args, "rabit speed", dict.fromkeys(("spec_k", "spec_alpha", "draft_model"), why))
@@ -83,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
             f"rabit: error: argument --draft-model: unknown model '{args.draft_model}'; "
             f"known: {', '.join(sorted(catalog.models()))}"
         )
+    extra: dict[str, Any] = {}
+    if args.token_budget is not None:
+        base = config_file(args) or getattr(args, "_analysis_config", None) or DEFAULT
+        extra["workload"] = base.workload.with_(token_budget=args.token_budget)
     cfg = config_from_args(
         args,
         spec_method=args.spec,
@@ -90,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         spec_alpha=args.spec_alpha,
         draft_model=args.draft_model,
         adapters=adapters_from_args(args),
+        **extra,
     )
     s = speed_summary(cfg)
     pf, d = s.prefill, s.decode
@@ -100,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         "tp": cfg.tp,
         "pp": cfg.pp,
         "ep": cfg.ep,
+        **attention_payload(cfg),
         "replicas": d.replicas,
         "batch": cfg.batch,
         "input_tokens": cfg.input_tokens,
@@ -124,6 +141,9 @@ def run(args: argparse.Namespace) -> int:
         "decode_compute_s": d.at_mean.compute_s,
         "decode_memory_s": d.at_mean.memory_s,
         "decode_overhead_s": d.at_mean.overhead_s,
+        # one prompt's prefill chunk by chunk (one part when it runs in one pass): TTFT_1 = the sum of their times
+        "prefill_chunk_tokens": pf.chunk_tokens,
+        "prefill_chunks": [c.model_dump() for c in pf.chunks],
     }
     if s.spec is not None:
         payload["speculative"] = {
@@ -165,8 +185,16 @@ def run(args: argparse.Namespace) -> int:
         "decode_step_s",
         "tokens_per_s",
     ):
+        if not any(x.key == key for x in s.steps):  # a chunked prefill records its chunks instead
+            continue
         st = find(s.steps, key)
         human.append(f"  {st.label:<46} {st.shown():>16}")
+    if pf.chunk_tokens is not None:
+        lin, att = sum(c.linear_s for c in pf.chunks), sum(c.attention_s for c in pf.chunks)
+        human.append(
+            f"  prefill in {len(pf.chunks)} chunks of {pf.chunk_tokens:,} tokens: matmuls {fmt_time(lin)}, "
+            f"attention {fmt_time(att)}"
+        )
     mem = serving_memory(cfg)
     payload["fits"] = mem.fits
     payload["memory_reason"] = mem.reason

@@ -1,13 +1,14 @@
 """``rabit train``: size a training or fine-tuning run: layout, runtime, GPU-hours, cost and goodput.
 
     rabit train --model M --gpu G --tokens T (--gpus N | --deadline-days D) [--precision bf16|fp8] [--seq S]
-                [--global-batch-tokens K] [--layout TP,PP,DP[,EP]] [--zero 0|1|2|3]
-                [--recompute none|selective|full] [--lora-rank R] [--qlora] --json
+                [--global-batch-tokens K] [--layout TP,PP,DP[,EP[,CP]]] [--zero 0|1|2|3] [--cp N]
+                [--recompute none|selective|full] [--attention-kernel flash|eager] [--lora-rank R] [--qlora] --json
 
 ``--gpus`` plans on exactly that many GPUs (the fastest layout that fits); ``--deadline-days`` searches every
 node-aligned count up to ``--max-gpus`` (32,768) for the smallest that finishes in time, expected failures
-included; ``--layout`` evaluates a given layout instead of searching. ``--zero``, ``--recompute`` and
-``--micro-batch`` pin that knob; left out, the search picks it.
+included; ``--layout`` evaluates a given layout instead of searching (its fifth number is the context-parallel
+degree). ``--zero``, ``--recompute``, ``--micro-batch`` and ``--cp`` pin that knob; left out, the search picks it
+(context parallelism only where each rank keeps at least 4,096 tokens of the sequence).
 
 JSON: ``runtime_s``, ``gpu_hours`` and ``step_s`` are failure-free; ``wall_clock_s``, ``gpu_hours_with_failures``
 and ``cost_usd`` (on-demand catalog price under core.catalog.pricing's median policy, in ``price``) include expected failures, checkpoints and
@@ -90,7 +91,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT.global_batch_tokens,
         help="tokens per optimizer step",
     )
-    p.add_argument("--layout", help="evaluate TP,PP,DP[,EP] instead of searching")
+    p.add_argument("--layout", help="evaluate TP,PP,DP[,EP[,CP]] instead of searching")
+    p.add_argument("--cp", type=int, help="pin context parallelism: ranks one sequence is split over (default: search)")
+    p.add_argument(
+        "--attention-kernel",
+        choices=choices.ATTENTION_KERNELS,
+        default=DEFAULT.attention_kernel,
+        help="fused (flash, every current stack) or eager softmax whose scores are stored",
+    )
     p.add_argument("--zero", type=int, choices=choices.ZERO_STAGES, help="pin the ZeRO stage (default: search)")
     p.add_argument("--recompute", choices=choices.RECOMPUTE_MODES, help="pin recomputation (default: search)")
     p.add_argument("--micro-batch", type=_positive(int), help="pin the micro-batch (default: search 1, 2, 4, 8)")
@@ -114,15 +122,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _parse_layout(text: str) -> tuple[int, int, int, int]:
+def _parse_layout(text: str) -> tuple[int, int, int, int, int]:
     parts = text.split(",")
     try:
         vals = [int(x) for x in parts]
     except ValueError:
-        die(f"rabit train: error: argument --layout: '{text}' is not TP,PP,DP[,EP] (whole numbers)")
-    if len(vals) not in (3, 4) or min(vals) < 1:
-        die(f"rabit train: error: argument --layout: '{text}' is not TP,PP,DP[,EP] (three or four positive numbers)")
-    return (vals[0], vals[1], vals[2], vals[3] if len(vals) == 4 else 1)
+        die(f"rabit train: error: argument --layout: '{text}' is not TP,PP,DP[,EP[,CP]] (whole numbers)")
+    if len(vals) not in (3, 4, 5) or min(vals) < 1:
+        die(
+            f"rabit train: error: argument --layout: '{text}' is not TP,PP,DP[,EP[,CP]] (three to five positive "
+            "numbers)"
+        )
+    vals += [1] * (5 - len(vals))
+    return (vals[0], vals[1], vals[2], vals[3], vals[4])
 
 
 def _fill_training_run(args: argparse.Namespace, explicit: bool) -> None:
@@ -172,9 +184,11 @@ def run(args: argparse.Namespace) -> int:
         die("rabit train: error: argument --gpus: one of --gpus or --deadline-days (or --layout) is required")
     if not 0 <= args.batch_tolerance <= 1:
         die("rabit train: error: argument --batch-tolerance: must be between 0 and 1")
-    n_layout = lay_t[0] * lay_t[1] * lay_t[2] if lay_t else None
+    if args.cp is not None and lay_t and args.cp != lay_t[4]:
+        die(f"rabit train: error: argument --cp: {args.cp} but --layout says CP {lay_t[4]}")
+    n_layout = lay_t[0] * lay_t[1] * lay_t[2] * lay_t[4] if lay_t else None
     if lay_t and args.gpus is not None and args.gpus != n_layout:
-        die(f"rabit train: error: argument --layout: TP x PP x DP = {n_layout} GPUs but --gpus says {args.gpus}")
+        die(f"rabit train: error: argument --layout: TP x PP x DP x CP = {n_layout} GPUs but --gpus says {args.gpus}")
     n = n_layout or args.gpus
     problem = whole_nodes_problem(n, node) if n is not None else None
     if problem is not None:
@@ -195,19 +209,25 @@ def run(args: argparse.Namespace) -> int:
         lora_rank=args.lora_rank,
         qlora=args.qlora,
         sequence_parallel=not args.no_sequence_parallel,
+        attention_kernel=args.attention_kernel,
         **({"zero": args.zero} if args.zero is not None else {}),
         **({"recompute": args.recompute} if args.recompute else {}),
         **({"micro_batch": args.micro_batch} if args.micro_batch else {}),
     )
     layout = None
     if lay_t:
-        tp, pp, dp, ep = lay_t
-        lay_cfg = cfg.with_(tp=tp, pp=pp, ep=ep)
+        tp, pp, dp, ep, cp = lay_t
+        lay_cfg = cfg.with_(tp=tp, pp=pp, ep=ep, cp=cp)
         for prob in problems(lay_cfg) if n >= node else problems(lay_cfg.with_(gpus_per_node=n, nodes=1)):
-            if prob.field in ("tp", "pp", "ep"):
+            if prob.field in ("tp", "pp", "ep", "cp"):
                 die(f"rabit train: error: argument --layout: {prob.message}")
         cfg = lay_cfg
-        layout = Layout(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=cfg.micro_batch, zero=cfg.zero, recompute=cfg.recompute)
+        layout = Layout(
+            tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, micro_batch=cfg.micro_batch, zero=cfg.zero, recompute=cfg.recompute
+        )
+    elif args.cp is not None:
+        if args.cp < 1 or args.cp > args.seq:
+            die(f"rabit train: error: argument --cp: must be between 1 and the sequence length {args.seq:,}")
     goal = TrainingGoal(
         deadline_s=args.deadline_days * DAY_S if args.deadline_days else None,
         gpus=None if (args.deadline_days and not lay_t) else n,
@@ -216,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
         zero=args.zero,
         recompute=args.recompute,
         micro_batch=args.micro_batch,
+        cp=args.cp,
         batch_tolerance=args.batch_tolerance,
         checkpoint_interval_s=args.checkpoint_interval_s,
     )
@@ -254,6 +275,8 @@ def payload(cfg, p: TrainingPlan) -> dict:
         "tokens": p.work.tokens,
         "precision": cfg.train_precision,
         "seq": cfg.seq_len,
+        "attention_kernel": cfg.attention_kernel,
+        "cp": None,
         "lora_rank": cfg.lora_rank,
         "qlora": cfg.qlora,
         "model_flop_per_token": p.work.model_flop_per_token,
@@ -294,7 +317,9 @@ def payload(cfg, p: TrainingPlan) -> dict:
                     "zero": lay.zero,
                     "recompute": lay.recompute,
                     "vpp": lay.vpp,
+                    "cp": lay.cp,
                 },
+                "cp": lay.cp,
                 "step_s": b.step_s,
                 "runtime_s": b.runtime_s,
                 "gpu_hours": b.gpu_hours,
@@ -309,6 +334,7 @@ def payload(cfg, p: TrainingPlan) -> dict:
                 "mtbf_s": _finite(gp.mtbf_s) if gp else None,
                 "memory_bytes_per_gpu": b.memory_bytes_per_gpu,
                 "capacity_bytes_per_gpu": b.capacity_bytes_per_gpu,
+                "usable_bytes_per_gpu": b.usable_bytes_per_gpu,
                 "global_batch_tokens": b.global_batch_tokens,
                 "micro_batches": b.micro_batches,
                 "steps": b.steps,

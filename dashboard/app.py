@@ -37,6 +37,7 @@ PAGE_SPECS = (
     ("training.py", "Training", ":material/model_training:", "training"),
     ("optimizer.py", "Optimizer", ":material/price_check:", "optimizer"),
     ("video.py", "Video generation", ":material/movie:", "video"),
+    ("fleet.py", "Fleet", ":material/hub:", "fleet"),
     ("math.py", "Show the math", ":material/functions:", "math"),
     ("next_experiment.py", "Next experiment", ":material/science:", "next-experiment"),
     ("diagnostics.py", "Diagnostics", ":material/troubleshoot:", "diagnostics"),

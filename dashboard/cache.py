@@ -10,12 +10,12 @@ from typing import Any
 import streamlit as st
 
 from connectors import prometheus
-from core import catalog, decision, operations, physics, serving, training
-from core.base import decode_text
+from core import catalog, config, decision, operations, physics, serving, training
+from core.base import decode_text, parse_json
 from core.config import RabitConfig, resolve, resolve_video, training_goal_args
 from core.config import video_problems as video_problems_of
 from core.config import workload_problems as workload_problems_of
-from executors import ProcessExecutor
+from executors import joined
 
 # --- the catalog's listings and the inputs a page reads from uploads ----------------------------------------------
 
@@ -85,6 +85,11 @@ def sequences_vs_context(cfg: RabitConfig, contexts: tuple[int, ...]) -> tuple[t
     return physics.sequences_vs_context(cfg, contexts)
 
 
+@st.cache_data(max_entries=32, show_spinner="Sizing one sequence from 1k tokens to the model's window...")
+def long_context(cfg: RabitConfig) -> serving.LongContextView:
+    return serving.long_context_view(resolve(cfg))
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
 def kv_per_token_across_catalog(kv_dtype: str) -> tuple[tuple[str, str, float], ...]:
     return physics.kv_per_token_across_catalog(kv_dtype)
@@ -137,6 +142,11 @@ def collective_view(cfg: RabitConfig) -> serving.CollectiveView:
 @st.cache_data(max_entries=64, show_spinner=False)
 def allreduce_curve(cfg: RabitConfig, sizes_bytes: tuple[float, ...]) -> dict[str, tuple[float, ...]]:
     return serving.allreduce_curve(cfg, sizes_bytes)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def attention_options(cfg: RabitConfig) -> tuple:
+    return serving.attention_options(resolve(cfg))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -450,7 +460,8 @@ def next_experiment(spec: decision.NextExperimentSpec, prices: tuple, progress=N
         return _next_experiment_store(spec, prices)
     except LookupError:
         pass
-    result = decision.next_experiment(spec, prices, progress=progress, executor=ProcessExecutor())
+    with joined() as executor:  # the Ray cluster RABIT_RAY_ADDRESS names, else the local worker processes
+        result = decision.next_experiment(spec, prices, progress=progress, executor=executor)
     return _next_experiment_store(spec, prices, _result=result)
 
 
@@ -601,3 +612,87 @@ def video_recommendation(cfg: RabitConfig, prices: tuple) -> decision.VideoRecom
 def video_problems(cfg: RabitConfig) -> tuple:
     """What is wrong with the config's video request, by field (core.config.video_problems)."""
     return tuple(video_problems_of(cfg))
+
+
+# --- fleet planning -------------------------------------------------------------------------------------------------
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def fleet_from_text(data: bytes, name: str) -> config.Fleet:
+    """A fleet from a file's bytes or the page's text (core.config.parse_fleet; a FleetError is raised, not cached)."""
+    return config.parse_fleet(data, name)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def fleet_tables(fleet: config.Fleet) -> dict[str, list[dict[str, Any]]]:
+    """The fleet as the page's tables (core.config.fleet_tables)."""
+    return config.fleet_tables(fleet)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def fleet_from_tables(
+    tables: str,
+    gpus: tuple[str, ...],
+    max_gpus: str,
+    max_usd_per_hour: float | None,
+    settings: config.FleetSettings,
+    keep: Any,
+) -> config.Fleet:
+    """The fleet of the page's edited tables (``tables``: their rows as JSON text) and constraint inputs
+    (``max_gpus``: kind=count text); a FleetError is raised, not cached."""
+    return config.fleet_from_tables(
+        parse_json(tables, "the tables"),
+        gpus=gpus,
+        max_gpus=max_gpus,
+        max_usd_per_hour=max_usd_per_hour,
+        settings=settings,
+        keep=keep,
+    )
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def fleet_file(fleet: config.Fleet, kind: str) -> str:
+    """The fleet as a YAML or JSON file."""
+    return config.fleet_yaml(fleet) if kind == "yaml" else config.fleet_json(fleet)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _fleet_plan_store(fleet: config.Fleet, base: RabitConfig, _result: Any = None) -> decision.FleetPlan:
+    """Keyed on (fleet, the settings a plan reads) only: a miss raises, and exceptions are not cached."""
+    if _result is None:
+        raise LookupError("not computed yet")
+    return _result
+
+
+def fleet_plan(fleet: config.Fleet, cfg: RabitConfig, progress=None) -> decision.FleetPlan:
+    """The plan of ``fleet`` with the sidebar's settings (core.decision.fleet_base), cached across sessions, with
+    a progress bar on the cold run (computed outside the cached function, then stored under its key). The units
+    run on the Ray cluster RABIT_RAY_ADDRESS names, else on the local worker processes."""
+    base = decision.fleet_base(cfg)
+    try:
+        return _fleet_plan_store(fleet, base)
+    except LookupError:
+        pass
+    with joined() as executor:
+        result = decision.plan_fleet(fleet, base, executor=executor, progress=progress)
+    return _fleet_plan_store(fleet, base, _result=result)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def fleet_rows(plan: decision.FleetPlan, which: str | None = None) -> tuple[dict[str, Any], ...]:
+    return decision.plan_rows(plan, which)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def fleet_totals(plan: decision.FleetPlan) -> tuple[dict[str, Any], ...]:
+    return decision.totals_rows(plan)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def fleet_csv(plan: decision.FleetPlan) -> str:
+    return decision.plan_csv(plan)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def fleet_headline(plan: decision.FleetPlan) -> dict[str, Any]:
+    return decision.plan_headline(plan)

@@ -145,6 +145,49 @@ def sequences_vs_context_chart(rows, height: int = 360) -> go.Figure:
     return log_axis(fig, "x", fmt_num)
 
 
+def long_context_memory_chart(points, height: int = 360) -> go.Figure:
+    """One sequence alone as its context grows: its KV per GPU and the GPU's total against the usable memory [GB]."""
+    x = [p.context_tokens for p in points]
+    fig = go.Figure()
+    fig.add_scatter(x=x, y=[p.kv_bytes_per_seq_per_gpu / GB for p in points], name="KV of the sequence per GPU")
+    fig.add_scatter(
+        x=x,
+        y=[p.total_bytes_per_gpu / GB for p in points],
+        name="total per GPU",
+        mode="lines+markers",
+        marker=dict(symbol=["circle" if p.fits else "x" for p in points], size=9),
+    )
+    fig.add_scatter(x=x, y=[p.usable_bytes_per_gpu / GB for p in points], name="usable", line=dict(dash="dash"))
+    return _against_context(fig, "Memory of one sequence as the context grows (x: does not fit)", "GB per GPU", height)
+
+
+def _against_context(fig: go.Figure, title: str, y_title: str, height: int, **layout: Any) -> go.Figure:
+    """The long-context charts' layout: a log axis of context tokens, the legend below."""
+    fig.update_layout(
+        title=title,
+        xaxis_type="log",
+        xaxis_title="context tokens",
+        yaxis_title=y_title,
+        height=height,
+        legend=LEGEND_BELOW,
+        margin=dict(l=10, r=10, t=50, b=10),
+        **layout,
+    )
+    return fig
+
+
+def long_context_ttft_chart(points, height: int = 360) -> go.Figure:
+    """The first token's compute as the context grows, split into the matmuls (linear) and attention (quadratic)."""
+    x = [p.context_tokens for p in points]
+    fig = go.Figure()
+    fig.add_bar(x=x, y=[p.linear_s for p in points], name="matmuls (linear in the context)")
+    fig.add_bar(x=x, y=[p.attention_s for p in points], name="attention (quadratic)")
+    fig.add_scatter(x=x, y=[p.ttft_s for p in points], name="time to first token", mode="lines+markers")
+    return _against_context(
+        fig, "Time to the first token of one prompt", "seconds (log)", height, barmode="stack", yaxis_type="log"
+    )
+
+
 def kv_per_token_chart(kv_rows, kv_dtype: str) -> go.Figure:
     """KV bytes per token for every catalog model [KB], coloured by attention layout; every bar labelled."""
     fig = go.Figure(
@@ -1527,5 +1570,38 @@ def video_progress_chart(progress, steps: int, at_s: float, height: int = 260) -
         yaxis_title="denoising step",
         height=height,
         margin=dict(l=10, r=10, t=40, b=10),
+    )
+    return fig
+
+
+def fleet_cost_bars(rows, height: int = 360) -> go.Figure:
+    """Each workload's cost per hour in the nominal and the robust plan, with the nominal pick's cost range."""
+    fig = go.Figure()
+    for which, color in (("nominal", "#0969da"), ("robust", "#bf8700")):
+        mine = [r for r in rows if r["plan"] == which]
+        err = None
+        if mine and all(r["cost_per_hour_low"] is not None and r["cost_per_hour_high"] is not None for r in mine):
+            err = dict(
+                type="data",
+                symmetric=False,
+                array=[r["cost_per_hour_high"] - r["cost_per_hour"] for r in mine],
+                arrayminus=[r["cost_per_hour"] - r["cost_per_hour_low"] for r in mine],
+            )
+        fig.add_bar(
+            x=[r["workload"] for r in mine],
+            y=[r["cost_per_hour"] for r in mine],
+            name=f"{which} plan",
+            marker_color=color,
+            error_y=err,
+            customdata=[r["configuration"] for r in mine],
+            hovertemplate="%{x}: $%{y:,.2f}/h<br>%{customdata}<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="group",
+        height=height,
+        title="Cost per hour by workload (the range: every efficiency assumption at its bounds)",
+        yaxis_title="USD per hour",
+        margin=dict(l=10, r=10, t=40, b=10),
+        legend=LEGEND_BELOW,
     )
     return fig

@@ -12,6 +12,7 @@ import streamlit as st
 from core.base import (
     Step,
     find,
+    fmt_bytes,
     fmt_latency,
     fmt_num,
     fmt_time,
@@ -213,7 +214,6 @@ def adapter_steps(mem_steps: tuple[Step, ...], speed_steps: tuple[Step, ...]) ->
 
 def gap_table(rows) -> pd.DataFrame:
     """The textbook-vs-ours waterfall (core.serving.speed_views.GapRow) as a table of formatted times."""
-    from core.base import fmt_time
 
     return pd.DataFrame(
         [
@@ -698,6 +698,75 @@ def per_variant(pv) -> None:
             f"(about {sig(pv.dedicated_capacity_rps)} requests/s each), and no rank makes mixed batches dearer than a "
             "dedicated copy."
         )
+
+
+def long_context_tables(view) -> None:
+    """The long-context view's two tables: the longest sequence each option fits, and what the architecture saved."""
+    st.subheader("Where one sequence stops fitting, and what context parallelism or a host KV tier buys")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "option": f.option,
+                    "GPUs per replica": f.gpus,
+                    "longest sequence": f"{f.max_context_tokens:,} tokens"
+                    + (" (the model's window)" if f.max_context_tokens >= view.max_context else ""),
+                    "decode step there": fmt_time(f.decode_step_s) if f.decode_step_s is not None else "does not fit",
+                }
+                for f in view.fits
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    if view.savings:
+        st.subheader("What the model's own attention choices saved")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "choice": s.choice,
+                        "against": s.without,
+                        f"KV of one {s.context_tokens:,}-token sequence": fmt_bytes(s.kv_bytes_with),
+                        "without it": fmt_bytes(s.kv_bytes_without),
+                        "saved": f"{s.saved_frac:.1%}",
+                    }
+                    for s in view.savings
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+
+
+def attention_options_table(options) -> None:
+    """The Speed page's comparison of attention layouts (core.serving.attention_options)."""
+    st.subheader("Attention layouts")
+    st.caption(
+        "The same replica with each attention layout: data-parallel attention gives each TP rank its own "
+        "sequences' KV (MLA, MoE), decode context parallelism splits the KV TP replicates, context parallelism "
+        "splits each prompt over more TP groups (ring attention). Set them under Attention parallelism in the sidebar."
+    )
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "layout": o.label,
+                    "GPUs per replica": o.gpus_per_replica,
+                    "decode step": fmt_time(o.decode_step_s) if o.decode_step_s == o.decode_step_s else "",
+                    "TTFT (batch)": fmt_time(o.prefill_s) if o.prefill_s == o.prefill_s else "",
+                    "KV tokens per replica": f"{o.kv_tokens_per_replica:,.0f}"
+                    if o.kv_tokens_per_replica == o.kv_tokens_per_replica
+                    else "",
+                    "sequences": o.max_sequences,
+                    "note": o.problem or ("current" if o.current else ""),
+                }
+                for o in options
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
 
 
 def deployment_shape(cfg, dep) -> str:

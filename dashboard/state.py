@@ -37,6 +37,8 @@ from dashboard.text import plain
 
 _P = "cfg."
 _CUSTOM = "__custom__"
+#: The session key of the fleet the Fleet page edits (the config's ``fleet``; one object, not one widget per field).
+FLEET_KEY = "cfg.fleet"
 
 
 def _key(field: str) -> str:
@@ -88,7 +90,7 @@ _SCALE = {
 _EMPTY_IS_NONE = frozenset({"disagg.prefill_gpu", "disagg.decode_gpu"})
 #: Tuple fields edited as a comma-separated text.
 _CSV = frozenset({"targets.providers", "adapters.ranks"})
-_SKIP = ("custom_model", "assumptions", *GROUPS)
+_SKIP = ("custom_model", "assumptions", "fleet", *GROUPS)
 
 
 def _group_paths() -> list[str]:
@@ -164,6 +166,7 @@ def _load_into_state(cfg: RabitConfig) -> None:
         g, f = path.split(".")
         st.session_state[_key(path)] = _to_widget(path, getattr(getattr(cfg, g), f))
     st.session_state["custom_model"] = cfg.custom_model
+    st.session_state[FLEET_KEY] = cfg.fleet
     if cfg.custom_model is not None:
         st.session_state[_key("model")] = _CUSTOM
     for name in REGISTRY:
@@ -313,6 +316,7 @@ def _values() -> dict[str, Any]:
         data["model"] = DEFAULT.model
         data["custom_model"] = ss.get("custom_model")
     data["assumptions"] = {n: ss.get(_key("a." + n), i.base) for n, i in REGISTRY.items()}
+    data["fleet"] = ss.get(FLEET_KEY)
     return data
 
 
@@ -334,13 +338,31 @@ UNUSED_ON_PAGE: dict[str, dict[str, str]] = {
     "serving": {"batch": "the simulated scheduler forms its own batches (Max batch on this page)"},
     "optimizer": {
         f: _OPTIMIZER_SEARCHES
-        for f in ("gpu", "gpus_per_node", "nodes", "tp", "pp", "ep", "batch", "weights", "kv_dtype")
+        for f in (
+            "gpu",
+            "gpus_per_node",
+            "nodes",
+            "tp",
+            "pp",
+            "ep",
+            "batch",
+            "weights",
+            "kv_dtype",
+        )
     },
     "video": {
         f: "the Video generation page sizes its own request (model, size, GPUs per request) on the page"
         for f in ("model", "gpus_per_node", "nodes", "tp", "pp", "ep", *_SERVING_REQUEST)
     },
-    "training": {f: _TRAINING_SECTION for f in _SERVING_REQUEST},
+    "training": {
+        **{f: _TRAINING_SECTION for f in _SERVING_REQUEST},
+        **{f: "serving only" for f in ("dp_attention", "dcp", "kv_offload_gib")},
+    },
+    "fleet": {
+        f: "the Fleet page's workloads name their own models, lengths and GPU kinds, and the plan searches layouts"
+        for f in ("model", "gpu", "gpus_per_node", "nodes", "tp", "pp", "ep", "batch", "input_tokens", "output_tokens")
+        + ("weights", "kv_dtype")
+    },
 }
 #: The phase is the page's: its fit checks (serving context, batch-1 fit; training sequence length) follow it.
 PAGE_PHASE = {"training": "train"}
@@ -405,6 +427,39 @@ def sidebar(page: str = "") -> RabitConfig | None:
     c3.number_input("EP", **bounds("ep"), key=_key("ep"), **_off(page, "ep"))
     for f in ("tp", "pp", "ep"):
         slots[f] = sb.container()
+    with sb.expander("Attention parallelism and KV tier"):
+        st.checkbox(
+            "Data-parallel attention (MLA / MoE)",
+            key=_key("dp_attention"),
+            **{
+                "help": "each TP rank holds its own sequences' KV and whole attention weights "
+                "(SGLang --enable-dp-attention)",
+                **_off(page, "dp_attention"),
+            },
+        )
+        slots["dp_attention"] = st.container()
+        c1, c2 = st.columns(2)
+        c1.number_input(
+            "CP", **bounds("cp"), key=_key("cp"), help="context parallelism: TP groups a sequence is split over"
+        )
+        c2.number_input(
+            "DCP",
+            **bounds("dcp"),
+            key=_key("dcp"),
+            **{"help": "decode context parallelism: TP ranks the KV cache is split over", **_off(page, "dcp")},
+        )
+        slots["cp"] = st.container()
+        slots["dcp"] = st.container()
+        st.number_input(
+            "KV tier in host memory [GiB per replica]",
+            **bounds("kv_offload_gib"),
+            key=_key("kv_offload_gib"),
+            **{
+                "help": "blocks beyond HBM live in host memory and are read back over the host link (vLLM "
+                "--kv-offloading-size)",
+                **_off(page, "kv_offload_gib"),
+            },
+        )
     sb.number_input("Batch (concurrent sequences)", **bounds("batch"), key=_key("batch"), **_off(page, "batch"))
     slots["batch"] = sb.container()
     c1, c2 = sb.columns(2)
@@ -480,6 +535,12 @@ def sidebar(page: str = "") -> RabitConfig | None:
         st.number_input("Sequence length", **bounds("seq_len", 1024), key=_key("seq_len"))
         slots["seq_len"] = st.container()
         st.selectbox("Recomputation", choices.RECOMPUTE_MODES, key=_key("recompute"))
+        st.selectbox(
+            "Attention kernel",
+            choices.ATTENTION_KERNELS,
+            key=_key("attention_kernel"),
+            format_func=lambda k: choices.ATTENTION_KERNEL_LABELS[k],
+        )
         st.checkbox("Sequence parallelism", key=_key("sequence_parallel"))
         st.number_input("LoRA rank (0 = full fine-tune)", **bounds("lora_rank", 8), key=_key("lora_rank"))
         st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))
@@ -579,6 +640,12 @@ def video_model_defaults() -> None:
         ("cfg_parallel", False),
     ):
         st.session_state[_key(f"video.{field}")] = value
+
+
+def set_fleet(fleet: Any) -> None:
+    """The Fleet page's edited fleet into the shared config (from the next rerun on: the link and the config file
+    carry it)."""
+    st.session_state[FLEET_KEY] = fleet
 
 
 def field_error(path: str) -> None:

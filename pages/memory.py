@@ -10,7 +10,7 @@ cfg = render.bound_choice("memory", state.require_config())
 
 # lazy tabs: only the chosen tab is computed and sent (on this default page a first load costs about half);
 # the choice is the session's (st.session_state["memory.tab"])
-serve, train = st.tabs(["Serving", "Training"], key="memory.tab", on_change="rerun")
+serve, train, longctx = st.tabs(["Serving", "Training", "Long context"], key="memory.tab", on_change="rerun")
 
 if serve.open is not False:
     with serve:
@@ -111,3 +111,22 @@ if train.open:
             cache.figure(charts.training_by_zero_chart, by_zero, tm.capacity_bytes_per_gpu), width="stretch"
         )
         render.show_math(tm.steps)
+
+if longctx.open:
+    with longctx:
+        view = cache.long_context(cfg)
+        st.caption(
+            "One sequence alone on this replica, its prompt from 1k tokens to the model's window: what it holds, how "
+            "long its first token takes (a prompt longer than the token budget is prefilled chunk by chunk, each "
+            "chunk attending every earlier token), and which term dominates."
+        )
+        cross = view.attention_overtakes_at
+        st.info(
+            f"Attention's quadratic compute overtakes the linear matmuls at about {cross:,} tokens."
+            if cross
+            else "The linear matmuls dominate the first token at every context up to the window."
+        )
+        c1, c2 = st.columns(2)
+        c1.plotly_chart(cache.figure(charts.long_context_memory_chart, view.points), width="stretch")
+        c2.plotly_chart(cache.figure(charts.long_context_ttft_chart, view.points), width="stretch")
+        render.long_context_tables(view)

@@ -95,6 +95,14 @@ if view == "Serving":
             prices = cache.catalog_prices()
 
     goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
+    if cfg.dp_attention or cfg.cp > 1 or cfg.dcp > 1:  # rabit recommend --dp-attention / --cp / --dcp alike
+        st.info(
+            "Attention parallelism is set in the sidebar"
+            + (" (data-parallel attention)" if cfg.dp_attention else "")
+            + (f" (CP {cfg.cp})" if cfg.cp > 1 else "")
+            + (f" (DCP {cfg.dcp})" if cfg.dcp > 1 else "")
+            + ": every candidate keeps that attention layout. Clear it to let the search choose."
+        )
     try:
         rec = cache.recommendation(goal, cons, tuple(prices))
         rr = cache.recommendation_ranges(goal, cons, tuple(prices))

@@ -130,6 +130,7 @@ with tabs[4]:
     render.table(render.collective_table(view), "collectives")
     sizes = tuple(float(2**k) for k in range(10, 33))
     st.plotly_chart(cache.figure(charts.allreduce_chart, sizes, cache.allreduce_curve(cfg, sizes)), width="stretch")
+    render.attention_options_table(cache.attention_options(cfg))
     eps = cache.ep_options(cfg)
     if eps:
         st.subheader("Expert parallelism (MoE)")

@@ -444,3 +444,18 @@ def test_without_adapters_adapter_affinity_is_least_outstanding():
     aff = simulate_deployment(c, sim_spec(c), Layout(replicas=3, router="adapter-affinity"))
     assert lo.summary == aff.summary and lo.replicas == aff.replicas and aff.summary.adapters is None
     assert np.array_equal(lo.result.finish_s, aff.result.finish_s, equal_nan=True)
+
+
+def test_adapters_are_paid_on_the_context_parallel_path_too():
+    # CP 2 over two H100s at TP 1: each rank steps half the tokens but reads every distinct adapter of the batch,
+    # so, memory-bound (32 decode tokens over 1,125 cached each), each extra adapter still costs one slot's
+    # weights read once: 83.9 MB / (3.35 TB/s x MBU x eta_l), as at CP 1 (the test above)
+    cfg = with_adapters(EIGHT_B.with_(gpus_per_node=2, cp=2), count=64, max_loras=64)
+    sm = StepModel.from_deployment(resolve(cfg))
+    assert sm.attention_split and sm.cp == 2
+    T, ctx = 32, 1125
+    t1, t4 = (sm.iteration_s(T, T * ctx, T * ctx, adapters=d) for d in (1, 4))
+    a = cfg.assumptions
+    assert t4 - t1 == pytest.approx(3 * 83_886_080 / (3.35e12 * a.mbu * a.lora_kernel_eff), rel=1e-9)
+    plain = StepModel.from_deployment(resolve(EIGHT_B.with_(gpus_per_node=2, cp=2)))
+    assert plain.iteration_s(T, T * ctx, T * ctx) < sm.iteration_s(T, T * ctx, T * ctx, adapters=0)

@@ -1,6 +1,7 @@
 """The cheapest GPU count that meets a training deadline, beside the smallest."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,18 +44,21 @@ def test_hand_made_curve():
 
 
 def test_the_smallest_count_is_not_the_cheapest_for_a_70b_on_h100_pcie():
-    # Llama-3.1-70B on H100 PCIe, 2T tokens in 30 days. 1,728 = 2^6 x 27 GPUs forces TP4 PP2 DP216 (MFU 27 %,
-    # a third of the step in exposed communication over PCIe); 1,960 = 2^3 x 5 x 7^2 allows TP2 PP10 DP98 with
-    # 4 virtual stages (MFU 35 %). GPU-hours scale as 1 / MFU: 0.27 / 0.35 = 0.77, i.e. the smaller count needs
-    # ~29 % more GPU-hours (1.19M against 0.92M) and costs that much more at the same price per GPU-hour.
+    # Llama-3.1-70B on H100 PCIe, 2T tokens in 30 days, fused attention. 1,488 = 2^4 x 3 x 31 GPUs forces TP4
+    # PP2(v4) DP186 (MFU 31 %, much of the step in exposed communication over PCIe); 1,960 = 2^3 x 5 x 7^2 allows
+    # TP2 PP10 DP98 with 4 virtual stages (MFU 35 %). GPU-hours scale as 1 / MFU: 0.31 / 0.35 = 0.89, i.e. the
+    # smaller count needs ~12 % more GPU-hours (1.03M against 0.92M) and costs that much more at the same price.
+    # (With the eager softmax the activations force TP4 PP2 DP216 on 1,728 GPUs at MFU 27 %, 29 % more.)
     cfg = RabitConfig(model="llama-3.1-70b", phase="train", gpu="h100-pcie", gpus_per_node=8, train_tokens=2e12)
     p = plan(cfg, TrainingGoal(deadline_s=30 * DAY_S))
     c = deadline_choice(p.curve)
-    assert c.smallest.gpus == 1728
+    assert c.smallest.gpus == 1488
     assert c.cheapest.gpus == p.gpus == 1960 and c.cheapest.meets_deadline  # the plan recommends the cheapest
-    assert 0.20 < c.extra_frac < 0.40
-    assert c.cheapest.gpu_hours < 0.85 * c.smallest.gpu_hours
-    assert "1,960 GPUs" in c.message and "1,728 GPUs" in c.message
+    assert 0.08 < c.extra_frac < 0.20
+    assert c.cheapest.gpu_hours < 0.92 * c.smallest.gpu_hours
+    assert "1,960 GPUs" in c.message and "1,488 GPUs" in c.message
+    e = deadline_choice(plan(cfg.with_(attention_kernel="eager"), TrainingGoal(deadline_s=30 * DAY_S)).curve)
+    assert e.smallest.gpus == 1728 and 0.20 < e.extra_frac < 0.40
 
 
 def _train_json(gpu: str) -> dict:
@@ -74,22 +78,23 @@ def _train_json(gpu: str) -> dict:
 
 def test_cli_train_reports_both():
     d = _train_json("h100-pcie")["deadline_choice"]
-    assert d["smallest_gpus"] == 1728 and d["cheapest_gpus"] == 1960 and d["smallest_extra_frac"] > 0.2
+    assert d["smallest_gpus"] == 1488 and d["cheapest_gpus"] == 1960 and d["smallest_extra_frac"] > 0.08
 
 
 def test_the_plan_and_the_cli_headline_the_recommended_count():
-    """Llama-3.1-70B on H100 SXM, 2T tokens, 30 days: the smallest count that meets the deadline (784 GPUs) and
-    the cheapest (800 GPUs) differ by a sixth of a percent. The plan, its message and the CLI's top-level keys
+    """Llama-3.1-70B on H100 SXM, 2T tokens, 30 days: the smallest count that meets the deadline (776 GPUs) and
+    the cheapest (800 GPUs) differ by 3.2 % in cost. The plan, its message and the CLI's top-level keys
     are the recommended (cheapest) count's, and the message says the difference with digits that are not zero."""
     cfg = RabitConfig(model="llama-3.1-70b", phase="train", gpu="h100-sxm", train_tokens=2e12)
     p = plan(cfg, TrainingGoal(deadline_s=30 * DAY_S))
     c = deadline_choice(p.curve)
-    assert (c.smallest.gpus, c.cheapest.gpus) == (784, 800)
+    assert (c.smallest.gpus, c.cheapest.gpus) == (776, 800)
     assert p.gpus == p.best.gpus == c.cheapest.gpus
     assert p.cost_usd == pytest.approx(c.cheapest.cost_usd, rel=1e-9)
     assert p.message.startswith("800 GPUs is the cheapest count that finishes 2T tokens within 30 days")
-    assert "784 GPUs" in p.message and "(+0.16%)" in p.message and "0% more" not in c.message
-    assert "MFU 45.8% against 45.9%" in c.message  # one decimal tells the two layouts apart
+    assert "776 GPUs" in p.message and "(+3.2%)" in p.message and "0% more" not in c.message
+    mfu = re.search(r"MFU (\S+) against (\S+)", c.message)
+    assert mfu and mfu[1] != mfu[2]  # the digits shown tell the two layouts apart
     d = _train_json("h100-sxm")
     assert d["gpus"] == d["deadline_choice"]["cheapest_gpus"] == 800
     assert d["layout"]["tp"] * d["layout"]["pp"] * d["layout"]["dp"] == 800

@@ -119,8 +119,10 @@ def test_korthikanti_activations():
     # the RA-BIT spec: "about 34 x sequence x hidden bytes per layer, 2.3 GB" (selective, t = 1).
     assert activation_bytes_per_layer(m, s, 1, 1, "selective", True) == 34 * s * h
     assert activation_bytes_per_layer(m, s, 1, 1, "selective", True) / GB == pytest.approx(2.28, abs=0.01)
-    none = activation_bytes_per_layer(m, s, 1, 1, "none", True)
+    none = activation_bytes_per_layer(m, s, 1, 1, "none", True, "eager")
     assert none == s * h * (34 + 5 * a * s / h)
+    # a fused kernel keeps one FP32 log-sum-exp per head and query instead of the scores
+    assert activation_bytes_per_layer(m, s, 1, 1, "none", True) == s * h * 34 + 4 * a * s
     assert activation_bytes_per_layer(m, s, 1, 1, "full", True) == 2 * s * h
     # Tensor parallelism without SP leaves 10 sbh unsharded.
     assert activation_bytes_per_layer(m, s, 1, 8, "selective", False) == s * h * (10 + 24 / 8)

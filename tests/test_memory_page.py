@@ -92,3 +92,22 @@ def test_training_tab_zero_stages(clear_cache):
     assert not at.exception
     labels = metrics(at, tab=1)
     assert "Optimizer state per GPU" in labels and "Gradients per GPU" in labels
+
+
+def test_the_long_context_tab_answers_the_million_token_questions(clear_cache):
+    # Qwen2.5-7B-Instruct-1M on one L40S: a 1M-token sequence does not fit one GPU, context parallelism 2 fits it;
+    # attention overtakes the matmuls at 131,072 tokens; GQA (4 KV heads for 28) saved 1 - 4/28 = 85.7 % of the KV
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["memory.tab"] = "Long context"
+    at.run()
+    at.selectbox(key="cfg.model").set_value("qwen2.5-7b-instruct-1m").run()
+    at.selectbox(key="cfg.gpu").set_value("l40s").run()
+    at.number_input(key="cfg.gpus_per_node").set_value(1).run()
+    at.number_input(key="cfg.tp").set_value(1).run()
+    assert not at.exception
+    assert any("131,072 tokens" in i.value for i in at.info)
+    fits, saved = at.dataframe[0].value, at.dataframe[1].value
+    row = fits[fits["option"] == "context parallelism 2"].iloc[0]
+    assert "1,010,000 tokens" in row["longest sequence"]
+    assert not fits.iloc[0]["longest sequence"].startswith("1,010,000")  # one L40S stops short of the window
+    assert saved.iloc[0]["saved"] == "85.7%"

@@ -160,3 +160,14 @@ def test_speed_page_compares_expert_parallelism_for_moe(clear_cache):
     assert any("Expert parallelism" in h.value for h in at.subheader)
     table = next(df.value for df in at.dataframe if "EP" in df.value.columns and "decode step" in df.value.columns)
     assert list(table["EP"]) == [1, 8] and list(table["note"]) == ["current", ""]
+    # the same tab compares the replica's attention layouts: Mixtral is MoE with 8 KV heads on TP 8 (none
+    # replicated, so no DCP row); data-parallel attention puts its 8 experts one per rank
+    assert any("Attention layouts" in h.value for h in at.subheader)
+    lay = next(df.value for df in at.dataframe if "layout" in df.value.columns)
+    assert list(lay["layout"]) == [
+        "TP 8",
+        "data-parallel attention, EP 8",
+        "context parallelism 2",
+        "context parallelism 4",
+    ]
+    assert list(lay["GPUs per replica"]) == [8, 8, 16, 32] and lay["note"].iloc[0] == "current"

@@ -37,6 +37,10 @@ SpecMethod = Literal["none", "draft", "ngram", "eagle"]
 TrainPrecision = Literal["bf16", "fp8"]
 ZeroStage = Literal[0, 1, 2, 3]
 Recompute = Literal["none", "selective", "full"]
+#: How training computes attention: a fused kernel that never stores the s x s scores (FlashAttention, PyTorch
+#: scaled_dot_product_attention's flash / memory-efficient backends, Transformer Engine's fused attention: what every
+#: current training stack runs), or the eager softmax of Korthikanti et al. (arXiv 2205.05198) that stores them.
+AttentionKernel = Literal["flash", "eager"]
 
 #: Spellings the CLI accepts besides the canonical ones (``fp4`` is NVFP4).
 WEIGHT_ALIASES = MappingProxyType({"fp4": "nvfp4"})
@@ -140,6 +144,9 @@ TextEncoderPlacement = Literal["resident", "offload"]
 #: many published runs used on Hopper; core.catalog.attention_kernel says where that differs).
 AttentionChoice = Literal["native", "fa2"]
 
+ATTENTION_KERNEL_LABELS = MappingProxyType(
+    {"flash": "fused (FlashAttention): scores never stored", "eager": "eager: softmax scores stored"}
+)
 ATTENTION_LABELS = MappingProxyType({"native": "the GPU's own kernel", "fa2": "FlashAttention-2"})
 SP_LABELS = MappingProxyType({"ulysses": "Ulysses (all-to-all)", "ring": "ring attention"})
 GUIDANCE_LABELS = MappingProxyType(
@@ -165,6 +172,7 @@ SPEC_METHODS = values(SpecMethod)
 TRAIN_PRECISIONS = values(TrainPrecision)
 ZERO_STAGES = values(ZeroStage)
 RECOMPUTE_MODES = values(Recompute)
+ATTENTION_KERNELS = values(AttentionKernel)
 ARRIVALS = values(Arrival)
 LENGTH_KINDS = values(LengthKind)
 SCHEDULER_POLICIES = values(SchedulerPolicy)

@@ -26,6 +26,10 @@ MS = 1e-3
 HOUR_S = 3600.0
 DAY_S = 86400.0
 
+KW = 1e3
+#: Joules in a kilowatt-hour.
+KWH_J = 3.6e6
+
 
 def round_sig(x: float, digits: int = 3) -> float:
     """``x`` rounded to ``digits`` significant figures (0, NaN and infinities as they are)."""
@@ -200,4 +204,14 @@ def fmt_value(x: float, unit: str, digits: int = 3) -> str:
         return fmt_num(x, digits)
     if unit == "%":
         return f"{sig(100 * x, digits)} %"
+    if unit == "W":
+        return (
+            f"{sig(x / 1e6, digits)} MW"
+            if abs(x) >= 1e6
+            else f"{sig(x / KW, digits)} kW"
+            if abs(x) >= KW
+            else f"{sig(x, digits)} W"
+        )
+    if unit == "J":
+        return f"{sig(x / KWH_J, digits)} kWh" if abs(x) >= KWH_J / 10 else f"{sig(x, digits)} J"
     return f"{fmt_num(x, digits)} {unit}"

@@ -27,6 +27,13 @@ from core.catalog.engines import (
     engine_defaults,
     lora_defaults,
 )
+from core.catalog.power import (
+    GpuPower,
+    PowerRow,
+    gpu_power,
+    load_power,
+    power_rows,
+)
 from core.catalog.pricing import (
     GpuPrice,
     gpu_price,
@@ -63,9 +70,11 @@ __all__ = [
     "LoraDefaults",
     "lora_defaults",
     "Fabric",
+    "GpuPower",
     "GpuPrice",
     "GpuSpec",
     "ModelArch",
+    "PowerRow",
     "Price",
     "UnsupportedArchitecture",
     "apply_engine",
@@ -78,6 +87,7 @@ __all__ = [
     "fabrics",
     "from_hf_config",
     "gpu",
+    "gpu_power",
     "gpu_price",
     "gpus",
     "load_attention_kernels",
@@ -86,10 +96,12 @@ __all__ = [
     "load_gpus",
     "load_model_file",
     "load_models",
+    "load_power",
     "load_prices",
     "model",
     "models",
     "parse_prices",
+    "power_rows",
     "prices",
     "unpriced",
 ]

@@ -470,6 +470,35 @@ def _ssm_mixer_params(cfg: dict[str, Any], h: int) -> int:
     )
 
 
+def _gated_deltanet(cfg: dict[str, Any], h: int, layers: int, lt: list[str] | None) -> tuple[int, int, int, int, int]:
+    """Qwen3-Next's linear-attention layers (Gated DeltaNet, Yang et al. arXiv 2412.06464), sized as state-space
+    layers: ``(layers, mixer params, d_inner, d_conv, d_state)``.
+
+    Every ``full_attention_interval``-th layer keeps softmax attention and a KV cache; the others hold a fixed state
+    per sequence: a causal-convolution state of conv_dim x kernel (conv_dim = 2 H_k d_k + H_v d_v) and a recurrent
+    state of H_v x d_k x d_v (transformers Qwen3NextGatedDeltaNet / Qwen3NextDynamicCache), here as
+    d_inner = conv_dim and d_state = H_v d_k d_v / conv_dim so that d_inner x (d_conv + d_state) is both. Mixer
+    parameters: in_proj_qkvz h x (2 H_k d_k + 2 H_v d_v), in_proj_ba h x 2 H_v, conv1d conv_dim x kernel, dt_bias and
+    A_log H_v each, the gated RMSNorm d_v, out_proj H_v d_v x h. Qwen3-Next-80B-A3B: 36 of 48 layers, 33,718,464
+    parameters and 557,056 state elements each.
+    """
+    if lt:
+        n = sum(1 for t in lt[:layers] if "linear" in t)
+    else:
+        interval = _int(cfg, "full_attention_interval", default=4, field="num_layers") or 1
+        n = layers - layers // interval
+    hk = _int(cfg, "linear_num_key_heads", default=16, field="num_heads")
+    hv = _int(cfg, "linear_num_value_heads", default=32, field="num_heads")
+    dk = _int(cfg, "linear_key_head_dim", default=128, field="head_dim")
+    dv = _int(cfg, "linear_value_head_dim", default=128, field="head_dim")
+    kernel = _int(cfg, "linear_conv_kernel_dim", default=4, field="ssm_d_conv")
+    conv_dim = 2 * hk * dk + hv * dv
+    ARCH_DOMAINS["ssm_d_inner"].check("config.json: 2 x linear key dim + linear value dim", conv_dim)
+    state = hv * dk * dv // conv_dim
+    params = h * (2 * hk * dk + 2 * hv * dv) + h * 2 * hv + conv_dim * kernel + 2 * hv + dv + hv * dv * h
+    return n, params, conv_dim, kernel, state
+
+
 def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | None = None) -> ModelArch:
     """Build a :class:`ModelArch` from a Hugging Face ``config.json`` dictionary.
 
@@ -506,6 +535,7 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
     gpt2_style = "n_embd" in cfg or mtype in ("gpt2", "gpt3")
     falcon = mtype in ("falcon", "refinedweb", "refinedwebmodel") or arch.startswith(("Falcon", "RW"))
     jamba = mtype == "jamba"
+    qwen3_next = mtype == "qwen3_next"
     llama4 = mtype in ("llama4_text", "llama4")
     gemma = mtype.startswith("gemma")
     h = _int(cfg, "hidden_size", "n_embd", "d_model", field="hidden_size")
@@ -547,6 +577,8 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
     )
     n_shared = _int(cfg, "n_shared_experts", default=0, field="num_shared_experts")
     shared_inter = _int(cfg, "shared_expert_intermediate_size", default=0, field="shared_intermediate_size")
+    if qwen3_next and shared_inter and not n_shared:
+        n_shared = 1  # Qwen3-Next: one gated shared expert of shared_expert_intermediate_size beside the routed ones
     first_dense = _int(cfg, "first_k_dense_replace", default=0, field="first_dense_layers")
     if (gpt2_style or falcon) and not inter:
         inter = 4 * h
@@ -577,6 +609,8 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
             )
         ssm_params = _ssm_mixer_params(cfg, h)
         ssm_inner, ssm_state, ssm_conv = _ssm_sizes(cfg, h)
+    if qwen3_next:
+        ssm_layers, ssm_params, ssm_inner, ssm_conv, ssm_state = _gated_deltanet(cfg, h, layers, lt)
     max_ctx = _int(
         cfg,
         "max_position_embeddings",
@@ -587,8 +621,24 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
     )
     assert max_ctx is not None
     sliding_window = _int(cfg, "sliding_window", default=0, field="sliding_window") or 0
-    if lt:
-        sliding_layers = sum(1 for t in lt if "sliding" in t)
+    chunk = _int(cfg, "attention_chunk_size", default=0, field="sliding_window") if llama4 else 0
+    local = 0
+    if chunk:
+        # Llama 4's iRoPE: the RoPE layers attend within chunks of attention_chunk_size tokens, every
+        # no_rope_layer_interval-th layer (NoPE) attends globally (transformers Llama4TextConfig: no_rope_layers[i] =
+        # (i + 1) % interval != 0). A chunked layer holds at most one chunk of keys, like a window of that size
+        # (vLLM allocates it as one: ChunkedLocalAttention).
+        sliding_window = chunk
+        rope = cfg.get("no_rope_layers")
+        if isinstance(rope, list) and rope and all(isinstance(x, int) and not isinstance(x, bool) for x in rope):
+            local = sum(1 for x in rope[:layers] if x)
+        else:
+            interval = _int(cfg, "no_rope_layer_interval", default=4, field="num_layers") or 1
+            local = layers - layers // interval
+    if chunk and not lt:
+        sliding_layers = local
+    elif lt:
+        sliding_layers = sum(1 for t in lt if "sliding" in t or "chunked" in t)
     elif sliding_window and cfg.get("sliding_window_pattern"):
         pattern = _int(cfg, "sliding_window_pattern", field="num_layers") or 1
         sliding_layers = layers - layers // pattern  # Gemma 3: every pattern-th layer is global
@@ -618,7 +668,7 @@ def from_hf_config(cfg: dict[str, Any], slug: str | None = None, name: str | Non
         attention_bias=_bool(cfg, "attention_bias", False) or mtype == "qwen2" or gpt2_style or is_gpt_oss or bias,
         attn_out_bias=bool(gpt2_style or is_gpt_oss or bias),
         mlp_bias=_bool(cfg, "mlp_bias", False) or gpt2_style or is_gpt_oss or bias,
-        qk_norm=mtype in ("qwen3", "qwen3_moe") or mtype.startswith("gemma3"),
+        qk_norm=mtype in ("qwen3", "qwen3_moe", "qwen3_next") or mtype.startswith("gemma3"),
         attention_sinks=is_gpt_oss,
         learned_pos_embeddings=(_int(cfg, "n_positions", default=0, field="learned_pos_embeddings") or 0)
         if gpt2_style

@@ -169,6 +169,8 @@ class ModelMeta(_Row):
     published_total_params: float
     published_active_params: float | None = None
     active_excludes_embedding: bool = False
+    #: the published active figure is a label rounded to this many parameters ("17B active": 1e9), not a count
+    published_active_rounding: float | None = Field(None, gt=0)
     verification: Literal["V", "S", "U"] = "S"
     notes: str = ""
 

@@ -53,6 +53,51 @@ def problems(x: RabitConfig | Deployment) -> tuple[Problem, ...]:
     return _layout_problems(cfg, model_of(cfg), gpu_of(cfg))
 
 
+def _attention_problems(cfg: RabitConfig, m: ModelArch) -> list[Problem]:
+    """Attention parallelism: decode context parallelism reuses TP ranks, data-parallel attention needs a TP group
+    and a model whose KV the TP split replicates (MLA) or whose experts carry the MLP (MoE), context parallelism
+    needs at least one token per rank."""
+    out: list[Problem] = []
+    if cfg.dcp > 1 and (cfg.dcp > cfg.tp or cfg.tp % cfg.dcp):
+        out.append(
+            Problem(
+                "dcp",
+                f"decode context parallelism {cfg.dcp} must divide TP {cfg.tp}: it reuses the TP ranks "
+                "(vLLM: tp_size divisible by dcp_size)",
+            )
+        )
+    if cfg.dp_attention:
+        if cfg.tp == 1:
+            out.append(Problem("dp_attention", "data-parallel attention spreads sequences over the TP ranks: TP is 1"))
+        elif not (m.is_mla or m.is_moe):
+            out.append(
+                Problem(
+                    "dp_attention",
+                    f"{m.name} is dense with {m.attention_kind}: data-parallel attention serves MLA and MoE models "
+                    "(SGLang --enable-dp-attention, vLLM -dp with --enable-expert-parallel); use TP or DCP",
+                )
+            )
+        if cfg.dcp > 1 or cfg.cp > 1:
+            out.append(
+                Problem(
+                    "dp_attention",
+                    "data-parallel attention already gives each rank whole sequences: combine it with neither "
+                    "CP nor DCP",
+                )
+            )
+    if cfg.phase == "serve" and cfg.cp > cfg.input_tokens:
+        out.append(Problem("cp", f"CP {cfg.cp} exceeds the {cfg.input_tokens:,}-token prompt: one token per rank"))
+    if cfg.phase == "train" and cfg.cp > 1 and cfg.seq_len % (2 * cfg.cp):
+        out.append(
+            Problem(
+                "cp",
+                f"sequence length {cfg.seq_len:,} does not split into 2 x CP = {2 * cfg.cp} chunks "
+                "(Megatron-LM's load-balanced context parallelism)",
+            )
+        )
+    return out
+
+
 def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Problem, ...]:
     """The checks of a config whose model ``m`` and GPU ``g`` are known: cluster, layout, context, adapters."""
     out: list[Problem] = []
@@ -72,6 +117,17 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
             )
         )
     dis = cfg.disagg
+    split = next(
+        (f for f, on in (("dp_attention", cfg.dp_attention), ("cp", cfg.cp > 1), ("dcp", cfg.dcp > 1)) if on), ""
+    )
+    if dis.enabled and split:
+        out.append(
+            Problem(
+                split,
+                "disaggregated prefill and decode pools run plain tensor-parallel attention; turn data-parallel "
+                "attention, CP and DCP off, or serve aggregated replicas",
+            )
+        )
     if dis.enabled:
         for role, tp in (("prefill", dis.prefill_tp), ("decode", dis.decode_tp)):
             if tp is not None and not m.splits_heads(tp):
@@ -93,29 +149,33 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
         )
     if cfg.pp > m.num_layers:
         out.append(Problem("pp", f"PP {cfg.pp} exceeds the {m.num_layers} layers of {m.name}"))
-    if cfg.tp * cfg.pp > cfg.gpus:
+    cp_txt = f" x CP {cfg.cp}" if cfg.cp > 1 else ""
+    if cfg.replica_gpus > cfg.gpus:
         out.append(
             Problem(
                 "tp",
-                f"TP x PP = {cfg.tp * cfg.pp} needs more GPUs than the {cfg.gpus} in "
-                f"{cfg.nodes} node(s) of {cfg.gpus_per_node}; add nodes or lower TP/PP",
+                f"TP x PP{' x CP' if cfg.cp > 1 else ''} = {cfg.replica_gpus} needs more GPUs than the {cfg.gpus} in "
+                f"{cfg.nodes} node(s) of {cfg.gpus_per_node}; add nodes or lower TP/PP{'/CP' if cfg.cp > 1 else ''}",
             )
         )
-    elif cfg.gpus % (cfg.tp * cfg.pp):
+    elif cfg.gpus % cfg.replica_gpus:
         out.append(
             Problem(
                 "tp",
-                f"{cfg.gpus} GPUs do not split into whole replicas of TP x PP = "
-                f"{cfg.tp * cfg.pp}; make the GPU count a multiple of it",
+                f"{cfg.gpus} GPUs do not split into whole replicas of TP x PP{cp_txt} = "
+                f"{cfg.replica_gpus}; make the GPU count a multiple of it",
             )
         )
+    out.extend(_attention_problems(cfg, m))
     if cfg.ep > 1:
         if not m.is_moe:
             out.append(Problem("ep", f"{m.name} has no experts; set EP to 1"))
         elif m.num_experts % cfg.ep:
             out.append(Problem("ep", f"EP {cfg.ep} does not divide the {m.num_experts} experts"))
-        elif cfg.ep > cfg.tp * cfg.dp:
-            out.append(Problem("ep", f"EP {cfg.ep} exceeds TP x DP = {cfg.tp * cfg.dp} GPUs per pipeline stage"))
+        elif cfg.ep > cfg.tp * cfg.dp * cfg.cp:
+            out.append(
+                Problem("ep", f"EP {cfg.ep} exceeds TP x DP = {cfg.tp * cfg.dp * cfg.cp} GPUs per pipeline stage")
+            )
     if cfg.phase == "serve" and cfg.context_tokens > m.max_context:
         out.append(
             Problem(

@@ -27,6 +27,7 @@ from core.base import (
     MAX_LINK_PARAM_CHARS,
     REGISTRY,
     Assumptions,
+    GiB,
     choices,
     in_domain,
     inflate,
@@ -36,6 +37,7 @@ from core.base import (
 )
 from core.catalog import ModelArch
 from core.config.adapters import AdapterSet
+from core.config.fleet import Fleet
 from core.config.video import VideoRequest
 from core.config.workload import DEFAULT_INPUT_TOKENS, DEFAULT_LENGTH_SPREAD, DEFAULT_OUTPUT_TOKENS, ServingLoad
 
@@ -203,6 +205,14 @@ class RabitConfig(BaseModel):
     tp: int = Field(8, ge=1)
     pp: int = Field(1, ge=1)
     ep: int = Field(1, ge=1)
+    # attention parallelism (serving): data-parallel attention over the TP group (each rank holds its own sequences'
+    # KV; the MoE layers go expert-parallel), context parallelism (ring attention over ``cp`` TP groups for the
+    # prefill, the KV of a sequence split over them), decode context parallelism (the KV split over ``dcp`` of the TP
+    # ranks, a partial attention per rank and a combine); and a KV tier in host memory [GiB per replica]
+    dp_attention: bool = False
+    cp: int = Field(1, ge=1)
+    dcp: int = Field(1, ge=1)
+    kv_offload_gib: float = Field(0.0, ge=0.0)
     # workload
     phase: choices.Phase = "serve"
     batch: int = Field(32, ge=1)
@@ -224,6 +234,7 @@ class RabitConfig(BaseModel):
     micro_batch: int = Field(1, ge=1)
     seq_len: int = Field(4096, ge=1)
     recompute: choices.Recompute = "selective"
+    attention_kernel: choices.AttentionKernel = "flash"
     sequence_parallel: bool = True
     lora_rank: int = Field(0, ge=0)
     qlora: bool = False
@@ -240,6 +251,8 @@ class RabitConfig(BaseModel):
     video: VideoRequest = VideoRequest()
     # low-rank adapters served over the base model (core.config.adapters; count 0: the base alone)
     adapters: AdapterSet = AdapterSet()
+    # a fleet of serving workloads and the scenarios its plan must survive (core.config.fleet; the Fleet page)
+    fleet: Fleet | None = None
     # separate prefill and decode pools (off: aggregated replicas)
     disagg: Disagg = Disagg()
     # assumptions
@@ -262,16 +275,22 @@ class RabitConfig(BaseModel):
 
     @property
     def dp(self) -> int:
-        """Data-parallel degree (serving: replicas) = GPUs / (TP x PP)."""
-        return max(1, self.gpus // (self.tp * self.pp))
+        """Data-parallel degree (serving: replicas) = GPUs / (TP x PP x CP)."""
+        return max(1, self.gpus // (self.tp * self.pp * self.cp))
 
     @property
     def replica_gpus(self) -> int:
-        return self.tp * self.pp
+        """GPUs of one replica (serving) or of one model copy (training): TP x PP x CP."""
+        return self.tp * self.pp * self.cp
+
+    @property
+    def kv_offload_bytes(self) -> float:
+        """The host-memory KV tier of one replica [B] (vLLM ``--kv-offloading-size``: summed over its ranks)."""
+        return self.kv_offload_gib * GiB
 
     @property
     def replicas(self) -> int:
-        """Replicas the deployment serves with: ``workload.replicas``, else GPUs / (TP x PP)."""
+        """Replicas the deployment serves with: ``workload.replicas``, else GPUs / (TP x PP x CP)."""
         return self.workload.replicas if self.workload.replicas is not None else self.dp
 
     @property
@@ -344,7 +363,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "disagg": Disagg,
 }
 #: Nested objects that travel as one compressed blob.
-_BLOBS = ("custom_model", "assumptions")
+_BLOBS = ("custom_model", "assumptions", "fleet")
 
 
 def _flat(cfg: RabitConfig) -> dict[str, Any]:
@@ -439,9 +458,7 @@ class LinkIssue(BaseModel):
     reason: str
 
     def message(self) -> str:
-        if (
-            self.param.startswith(("custom_model", "assumptions")) or not self.value
-        ):  # an encoded object: its name says it
+        if self.param.startswith(_BLOBS) or not self.value:  # an encoded object: its name says it
             return f"link parameter {self.param} was not used: {self.reason}"
         shown = self.value if len(self.value) <= 40 else self.value[:37] + "..."
         return f"link parameter {self.param}={shown} was not used: {self.reason}"

@@ -33,7 +33,7 @@ KV_FORMATS = choices.SEARCH_KV_DTYPES
 #: Config fields a goal's settings do not carry, each at its default: what the search sets for every candidate
 #: (GPU kind, cluster, layout, precisions, the batch and the mean lengths from the workload), what the goal holds
 #: itself (its workload and targets) and what serving does not read (the training run, the next experiment's
-#: spreads, the Diagnostics page's predictions). A change there leaves the goal, and a cached recommendation, as
+#: spreads, the Diagnostics page's predictions, the Fleet page's fleet). A change there leaves the goal, and a cached recommendation, as
 #: they are.
 NOT_INHERITED = (
     "gpu",
@@ -62,6 +62,7 @@ NOT_INHERITED = (
     "training",
     "experiment",
     "predicted",
+    "fleet",
 )
 #: Of the config's workload, what a candidate's step model reads (the engine's CUDA-graph capture size, eager
 #: mode); the arrivals, lengths and scheduler are the goal's own :class:`SimSpec`.
@@ -176,7 +177,8 @@ class ServingGoal(_F):
         """The goal the shared config describes: its workload (with ``targets.requests_per_simulation``
         requests per simulation), p95 targets and the settings every candidate inherits."""
         t = cfg.targets
-        spec = sim_spec(cfg).with_(num_requests=t.requests_per_simulation, duration_s=None)
+        # the engine's own scheduler limits: a candidate with data-parallel attention scales them per rank itself
+        spec = sim_spec(cfg.with_(dp_attention=False)).with_(num_requests=t.requests_per_simulation, duration_s=None)
         return cls(
             workload=spec,
             p95_ttft_s=t.p95_ttft_s,
@@ -198,7 +200,13 @@ class Constraints(_F):
     price_kind: choices.PriceKind = "on-demand"
     price_policy: choices.PricePolicy = "median"
     max_simulations: int = Field(16, ge=1, le=64)
+    #: the replica layouts (GPUs per replica, TP, PP, EP) the search may take; empty: every layout (a fleet plan
+    #: sizes one configuration under each of its scenarios with this)
+    layouts_allowed: tuple[tuple[int, int, int, int], ...] = ()
     disagg: bool = True  # also search disaggregated layouts (prefill and decode pools)
+    #: only the disaggregated layout of these (prefill, decode) instance shapes (GPUs, TP, PP, EP), every
+    #: aggregated one left out (a fleet plan sizes one disaggregated configuration under each of its scenarios)
+    pools_allowed: tuple[tuple[int, int, int, int], tuple[int, int, int, int]] | None = None
 
     @classmethod
     def from_config(cls, cfg: RabitConfig, *, training: bool = False) -> Constraints:
@@ -230,10 +238,35 @@ class _Replica(_F):
     ep: int = 1  # expert parallelism (MoE): the routed experts spread over the TP ranks instead of split by TP
     #: multi-LoRA serving: the adapter slots (max_loras) the search chose for this replica; 0 = the config's own
     adapter_slots: int = Field(0, ge=0, exclude=True)
+    # attention parallelism: data-parallel attention over the TP ranks, context parallelism over CP TP groups
+    # (gpus_per_replica = TP x PP x CP), decode context parallelism over DCP of the TP ranks
+    dp_attention: bool = False
+    cp: int = 1
+    dcp: int = 1
 
-    def shape(self) -> tuple[str, int, int, int, str, str]:
-        """(GPU kind, GPUs per replica, TP, PP, weights, KV): what two picks of one configuration share."""
-        return (self.gpu, self.gpus_per_replica, self.tp, self.pp, self.weights, self.kv_dtype)
+    def shape(self) -> tuple[str, int, int, int, bool, int, int, str, str]:
+        """(GPU kind, GPUs per replica, TP, PP, DP attention, CP, DCP, weights, KV): what two picks of one
+        configuration share."""
+        return (
+            self.gpu,
+            self.gpus_per_replica,
+            self.tp,
+            self.pp,
+            self.dp_attention,
+            self.cp,
+            self.dcp,
+            self.weights,
+            self.kv_dtype,
+        )
+
+    @property
+    def attention_label(self) -> str:
+        """The attention parallelism in words ("" for none)."""
+        return (
+            (", DP attention" if self.dp_attention else "")
+            + (f", CP {self.cp}" if self.cp > 1 else "")
+            + (f", DCP {self.dcp}" if self.dcp > 1 else "")
+        )
 
 
 class PoolChoice(_F):
@@ -310,7 +343,10 @@ class Candidate(_Replica):
                 f"disaggregated {self.prefill.label} + {self.decode.label} ({self.weights} weights, {self.kv_dtype} KV)"
             )
         layout = (
-            f"TP {self.tp}" + (f" x PP {self.pp}" if self.pp > 1 else "") + (f", EP {self.ep}" if self.ep > 1 else "")
+            f"TP {self.tp}"
+            + (f" x PP {self.pp}" if self.pp > 1 else "")
+            + (f", EP {self.ep}" if self.ep > 1 else "")
+            + self.attention_label
         )
         n = f"{self.replicas} replica{'s' if self.replicas != 1 else ''} of " if self.replicas else ""
         slots = f", max_loras {self.adapter_slots}" if self.adapter_slots else ""
@@ -355,6 +391,9 @@ def candidate_config(goal: ServingGoal, c: _Replica, assumptions: Assumptions | 
         tp=c.tp,
         pp=c.pp,
         ep=c.ep,
+        dp_attention=c.dp_attention,
+        cp=c.cp,
+        dcp=c.dcp,
         weights=c.weights,
         kv_dtype=c.kv_dtype,
         batch=1,

@@ -2,7 +2,7 @@
 
 Search (the RA-BIT spec "Search, Pareto front and market prices")::
 
-    enumerate  GPU x GPUs per replica x (TP, PP) x weight format x KV precision
+    enumerate  GPU x GPUs per replica x (TP, PP, EP, attention parallelism) x weight format x KV precision
     prune      no price, does not validate, no room for a KV cache, misses a target even at batch 1,
                breaks a hard constraint (GPU kinds, max GPUs, max $/h, precisions, providers)
     screen     closed form: the largest batch whose decode step meets the ITL target, the replica's
@@ -45,16 +45,19 @@ from core.decision.goal import (
     meets,
     worst_ratio,
 )
-from core.physics import StepModel, serving_memory
+from core.physics import StepModel, kv_shard, serving_memory
 from core.serving import (
     Layout,
     PoolLayout,
+    chunked_prompt_s,
     decode_capacity,
     effective_adapters,
     kv_path,
     kv_pool,
     kv_transfer_s,
     max_throughput,
+    prompt_chunks,
+    replica_scheduler,
     simulate_deployment,
     speculative,
 )
@@ -119,6 +122,43 @@ def _with_expert_parallel(arch, layouts: list[tuple[int, int, int]]) -> list[tup
     return out
 
 
+#: Prompts at least this long also try context parallelism (ring attention over 2 and 4 TP groups): below it a
+#: prefill is short enough that splitting it buys less than the ring and the extra GPUs cost.
+CP_MIN_PROMPT_TOKENS = 32_768
+
+
+def _with_attention_parallel(
+    arch, layouts: list[tuple[int, int, int, int]], prompt_tokens: float, pin: tuple[bool, int, int] | None = None
+) -> list[tuple[int, int, int, int, bool, int, int]]:
+    """Each layout with plain attention and, where they help, its attention-parallel variants:
+    ``(GPUs per replica, TP, PP, EP, DP attention, CP, DCP)``.
+
+    * data-parallel attention for an MLA model at TP > 1 (its latent is not split by TP), with expert parallelism
+      over the TP ranks for a MoE model (SGLang ``--enable-dp-attention``; vLLM ``--data-parallel-size`` with
+      ``--enable-expert-parallel``, docs.vllm.ai "Data Parallel Deployment");
+    * decode context parallelism where TP replicates the KV (MLA, or more TP ranks than KV heads): the tokens split
+      over the replicas instead (vLLM ``--decode-context-parallel-size``);
+    * context parallelism over 2 and 4 TP groups for prompts of :data:`CP_MIN_PROMPT_TOKENS` and more, one stage.
+
+    ``pin`` (the settings' own DP attention, CP and DCP when any is set: ``rabit recommend --dp-attention``, ``--cp``,
+    ``--dcp``): only that attention layout, on every replica layout.
+    """
+    if pin is not None:
+        dpa, cp, dcp = pin
+        return [(n * cp, tp, pp, ep, dpa, cp, dcp) for n, tp, pp, ep in layouts]
+    out = []
+    for n, tp, pp, ep in layouts:
+        out.append((n, tp, pp, ep, False, 1, 1))
+        if tp > 1 and arch.is_mla and (not arch.is_moe or ep == tp or arch.num_experts % tp):
+            out.append((n, tp, pp, ep, True, 1, 1))
+        shard = kv_shard(arch, tp)
+        if tp > shard and (ep == 1 or ep == tp):
+            out.append((n, tp, pp, ep, False, 1, tp // shard))
+        if prompt_tokens >= CP_MIN_PROMPT_TOKENS and pp == 1 and ep == 1:
+            out += [(n * cp, tp, pp, ep, False, cp, 1) for cp in (2, 4)]
+    return out
+
+
 def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int) -> int:
     """Largest batch whose decode step at ``context`` stays within SCREEN_ITL_SHARE of the ITL target."""
     if itl_target is None:
@@ -147,6 +187,8 @@ def screen(
     budget = budget if budget is not None else search_budget()
     arch = goal.arch()
     spec = goal.workload
+    st = goal.settings
+    pin = (st.dp_attention, st.cp, st.dcp) if (st.dp_attention or st.cp > 1 or st.dcp > 1) else None
     out: list[Candidate] = []
     for slug, g in sorted(catalog.gpus().items()):
         if cons.gpus_allowed and slug not in cons.gpus_allowed:
@@ -154,7 +196,10 @@ def screen(
         price: GpuPrice | None = gpu_price(
             slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers
         )
-        for n, tp, pp, ep in _with_expert_parallel(arch, _replica_layouts(g, arch)):
+        layouts = _with_expert_parallel(arch, _replica_layouts(g, arch))
+        if cons.layouts_allowed:  # a plan's robust option keeps the shapes its nominal one picked
+            layouts = [lay for lay in layouts if tuple(lay) in cons.layouts_allowed]
+        for n, tp, pp, ep, dpa, cp, dcp in _with_attention_parallel(arch, layouts, spec.mean_lengths()[0], pin):
             for w in cons.weights_allowed:
                 if w == "nvfp4" and not g.supports("fp4"):
                     continue
@@ -165,6 +210,9 @@ def screen(
                         tp=tp,
                         pp=pp,
                         ep=ep,
+                        dp_attention=dpa,
+                        cp=cp,
+                        dcp=dcp,
                         weights=w,
                         kv_dtype=kv,
                         usd_per_gpu_hour=price.usd_per_gpu_hour if price else None,
@@ -249,6 +297,7 @@ def _screen_at(
 ) -> Candidate:
     """The screen of one candidate as it is (its adapter slots set): see :func:`screen_candidate`."""
     dep = dep if dep is not None else candidate_deployment(goal, c)
+    spec = replica_scheduler(spec, dep.config)  # data-parallel attention: the limits are per rank
     blocking = [p for p in problems(dep) if p.blocking]
     if blocking:
         return c.model_copy(update={"pruned": blocking[0].message})
@@ -317,7 +366,8 @@ def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidat
     target) paired with the cheapest as a decode pool (their decode step within the ITL target); each pool sized
     at :data:`SCREEN_UTILISATION`; the TTFT estimate is the prefill instance's batch-1 TTFT, the prompt's KV
     transfer (:func:`core.serving.kv_transfer_s`) and one decode step. Pairs whose estimate misses a target or
-    that break a hard constraint are dropped."""
+    that break a hard constraint are dropped. The pools are shapes with plain attention (data-parallel attention
+    and context parallelism are searched as replicas)."""
     if not cons.disagg or goal.workload.trace is not None:
         return []
     rate = goal.rate_per_s
@@ -337,7 +387,12 @@ def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidat
         return c.gpus_per_replica * (c.usd_per_gpu_hour or 0.0)
 
     for w, kv in formats:
-        mine = [c for c in cands if (c.weights, c.kv_dtype) == (w, kv) and c.usd_per_gpu_hour is not None]
+        # a pool's instances run plain attention (a pool layout names TP, PP and EP only)
+        mine = [
+            c
+            for c in cands
+            if (c.weights, c.kv_dtype) == (w, kv) and c.usd_per_gpu_hour is not None and not c.attention_label
+        ]
         pre = [
             c
             for c in mine
@@ -348,6 +403,11 @@ def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidat
         dec = sorted(dec, key=lambda c: (usd(c) / (c.decode_capacity_rps or 1), c.gpus_per_replica))
         for p in pre[:DISAGG_POOL_OPTIONS]:
             for d in dec[:DISAGG_POOL_OPTIONS]:
+                if cons.pools_allowed is not None and cons.pools_allowed != (
+                    (p.gpus_per_replica, p.tp, p.pp, p.ep),
+                    (d.gpus_per_replica, d.tp, d.pp, d.ep),
+                ):
+                    continue
                 P = max(1, math.ceil(rate / ((p.prefill_capacity_rps or 1) * SCREEN_UTILISATION)))
                 D = max(1, math.ceil(rate / ((d.decode_capacity_rps or 1) * SCREEN_UTILISATION)))
                 dp, dd = dep_of(p), dep_of(d)
@@ -441,7 +501,11 @@ def batch_1_latencies(dep: Deployment, sm: StepModel, i_mean: float, o_mean: flo
     I = max(1, round(i_mean))
     c = math.floor(dep.config.prefix_cache_frac * I)  # < I because the share is < 1
     R = float(sm.kv_read_tokens(c)) if c else 0
-    ttft = float(sm.iteration_s(I - c, I * (I + 1) / 2 - c * (c + 1) / 2, R, 1))
+    chunk = dep.config.workload.token_budget
+    if I - c > chunk:  # a prompt longer than the token budget is prefilled chunk by chunk (core.serving.speed)
+        ttft = float(chunked_prompt_s(sm, prompt_chunks(sm, c, I, chunk)))
+    else:
+        ttft = float(sm.iteration_s(I - c, I * (I + 1) / 2 - c * (c + 1) / 2, R, 1))
     ctx = i_mean + o_mean / 2
     spec = speculative(_formula_input(dep)) if dep.config.spec_method != "none" else None
     itl = spec.round_s / spec.tokens_per_pass if spec is not None else float(sm.iteration_s(1, ctx, ctx))
@@ -461,13 +525,14 @@ def simulate_candidate(
     or its prefill and decode pools) at the goal's rate, with the screen's batch cap (``dep``: the candidate
     resolved, :func:`core.decision.goal.candidate_deployment` when None); whether it meets the goal."""
     dep = dep if dep is not None else candidate_deployment(goal, c)
-    b = c.screen_batch or goal.workload.max_batch
+    base = replica_scheduler(goal.workload, dep.config)  # data-parallel attention: the limits are per rank
+    b = c.screen_batch or base.max_batch
     # the screen's batch cap is the engine's max_num_seqs: simulate with it, so the p95s belong to the
     # configuration the launch config starts
-    spec = goal.workload.with_(
+    spec = base.with_(
         arrival="poisson",
         max_batch=b,
-        token_budget=max(goal.workload.token_budget, b),
+        token_budget=max(base.token_budget, b),
     )
     r = simulate_deployment(
         _formula_input(dep), spec, layout_of_candidate(goal, c), budget=budget.child() if budget is not None else None
@@ -527,6 +592,9 @@ def pick_of(goal: ServingGoal, c: Candidate) -> Pick:
         tp=c.tp,
         pp=c.pp,
         ep=c.ep,
+        dp_attention=c.dp_attention,
+        cp=c.cp,
+        dcp=c.dcp,
         weights=c.weights,
         kv_dtype=c.kv_dtype,
         replicas=c.replicas or 0,
@@ -586,6 +654,8 @@ def recommend(
     wb = budget if budget is not None else search_budget()
     cands = screen(goal, cons, prices, wb) if memo is None else _screen_shared(goal, cons, prices, memo, wb)
     cands = cands + disagg_candidates(goal, cons, [c for c in cands if c.prefill_capacity_rps])
+    if cons.pools_allowed is not None:
+        cands = [c for c in cands if c.mode == "disaggregated"]
     survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost, c.gpus_per_replica))
     results: dict[int, Candidate] = {}
     sims = 0

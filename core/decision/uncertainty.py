@@ -35,6 +35,7 @@ from core.decision.range_rule import (
 from core.physics import ServingMemory, StepModel, adapter_load_s, serving_memory, training_memory
 from core.serving import (
     SpeedSummary,
+    chunked_prompt_s,
     decode,
     decode_times,
     mean_over_steps,
@@ -203,10 +204,20 @@ def speed_rows(cfg: RabitConfig, models: Sequence[Any]) -> list[dict[str, Any]]:
         t = s1.iteration_s(T * one, A * one, R * one, None if S is None else S * one)
         return tuple(np.broadcast_to(np.asarray(a, dtype=float).reshape(-1), (k,)) for a in (c, mm, x, t))
 
-    # as core.serving.speed.prefill_numbers: the whole batch's prompts as m pipeline micro-batches, and one prompt alone
-    pc, pm, px, t_mb = it(pf.T / pf.m, pf.A / pf.m, pf.R / pf.m, pf.it.seqs)
-    ttft = pipeline_fill_s(t_mb, pf.m, pc, pm, px)
-    _, _, _, ttft_one = it(float(pf.uncached), pf.one.pairs, pf.one.kv_tokens, pf.one.seqs)
+    if pf.chunked:  # as core.serving.speed: a long prompt chunk by chunk, the batch's prompts one after another
+        s_n = stack_models(models, 1)
+        ttft_one = np.broadcast_to(np.asarray(chunked_prompt_s(s_n, pf.chunks), dtype=float).reshape(-1), (k,))
+        ttft = cfg.batch * ttft_one
+        pc, pm, px = (
+            np.broadcast_to(np.asarray(np.sum(v, axis=-1), dtype=float).reshape(-1), (k,))
+            for v in s_n.stage_parts(pf.chunks.T, pf.chunks.A, pf.chunks.R)[:3]
+        )
+    else:
+        # as core.serving.speed.prefill_numbers: the whole batch's prompts as m pipeline micro-batches, and one
+        # prompt alone
+        pc, pm, px, t_mb = it(pf.T / pf.m, pf.A / pf.m, pf.R / pf.m, pf.it.seqs)
+        ttft = pipeline_fill_s(t_mb, pf.m, pc, pm, px)
+        _, _, _, ttft_one = it(float(pf.uncached), pf.one.pairs, pf.one.kv_tokens, pf.one.seqs)
     b = math.ceil(cfg.batch / sm0.pp)
     N = max(cfg.output_tokens - 1, 1)
     ctx = cfg.input_tokens + (N - 1) / 2

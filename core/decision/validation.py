@@ -9,6 +9,10 @@ settings that reproduce it). Each case is predicted with today's default assumpt
 * ``ttft_s``: the batch-1 prefill time; ``itl_s``: the batch-1 mean decode step.
 * ``hw_tflops_per_gpu`` / ``model_tflops_per_gpu``: the training layout timed by
   :func:`core.training.evaluate_layout`, as HFU or MFU times the dense BF16 peak.
+* ``longctx.csv``: long prompts and attention parallelism: ``ttft_s`` one prompt's prefill (its cached prefix read,
+  the rest in one pass) with context parallelism over TP groups; ``itl_s`` the decode step at its context;
+  ``capacity_input_tokens_per_s`` / ``capacity_output_tokens_per_s`` a saturated replica's closed-form capacity
+  (:func:`core.serving.max_throughput`), with or without data-parallel attention.
 * ``disagg.csv``: the KV cache of one prompt moved between a prefill and a decode instance
   (:func:`core.serving.kv_transfer_s` over the source's per-GPU link, the KV each GPU holds at its TP);
 * ``video.csv``: a diffusion-transformer request (:func:`core.physics.video_estimate`): seconds per video or per
@@ -131,6 +135,55 @@ def _serving_predict(r: dict[str, str], cfg: RabitConfig) -> float:
 
 def _serving_prediction(r: dict[str, str]) -> float:
     return _serving_predict(r, _serving_config(r))
+
+
+def _longctx_config(r: dict[str, str]) -> RabitConfig:
+    """A long-context case's replica and request: TP groups of ``gpus_per_node`` on ``nodes``, CP over them."""
+    I, cached = int(r["input"]), int(r["cached"])
+    cfg = RabitConfig(
+        model=r["model"],
+        gpu=r["gpu"],
+        fabric=r["fabric"],
+        gpus_per_node=int(r["gpus_per_node"]),
+        nodes=int(r["nodes"]),
+        tp=int(r["tp"]),
+        cp=int(r["cp"]),
+        dp_attention=r["dp_attention"] == "1",
+        weights=r["weights"],
+        kv_dtype=r["kv_dtype"],
+        batch=int(r["batch"]),
+        input_tokens=I,
+        output_tokens=int(r["output"]),
+        prefix_cache_frac=cached / I,
+    )
+    w = cfg.workload.model_copy(update={"token_budget": max(cfg.workload.token_budget, I)})  # one pass
+    if r.get("engine"):
+        w = w.model_copy(update={"engine": r["engine"]})
+    return cfg.with_(workload=w)
+
+
+def _capacity(cfg: RabitConfig, what: str, prompt: int) -> float:
+    """A saturated replica's input or output tokens per second (the closed-form capacity of the simulator)."""
+    from core import serving
+
+    cap = serving.max_throughput(cfg, serving.sim_spec(cfg))
+    return cap.output_tokens_per_s if what == "output_tokens" else cap.requests_per_s * prompt
+
+
+def _longctx_predict(r: dict[str, str], cfg: RabitConfig) -> float:
+    from core import serving
+
+    metric = r["metric"]
+    if metric == "ttft_s":
+        return serving.prefill(resolve(cfg)).ttft_s
+    if metric == "itl_s":
+        return serving.decode(resolve(cfg)).step_s
+    if metric.startswith("capacity_ratio_"):  # data-parallel attention against plain TP on the same GPUs
+        what = metric.removeprefix("capacity_ratio_")
+        return _capacity(cfg, what, int(r["input"])) / _capacity(cfg.with_(dp_attention=False), what, int(r["input"]))
+    if metric.startswith("capacity_"):
+        return _capacity(cfg, metric.removeprefix("capacity_").removesuffix("_per_s"), int(r["input"]))
+    raise ValueError(f"longctx.csv: unknown metric {metric!r}")
 
 
 def _gpt(layers: int, hidden: int, heads: int, seq: int):
@@ -373,6 +426,7 @@ _KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] 
     "training.csv": (_training_config, _training_predict, "training"),
     "video.csv": (_video_config, _video_predict, "video"),
     "lora.csv": (_lora_config, _lora_predict, "serving_speed"),
+    "longctx.csv": (_longctx_config, _longctx_predict, "serving_speed"),
     "disagg.csv": (_disagg_config, _disagg_predict, "serving_speed"),
 }
 

@@ -43,6 +43,23 @@ them with the page they come from, and the tests check every emitted flag agains
   (``nvidia.com/gpu.product``, e.g. ``NVIDIA-H100-80GB-HBM3``) or the AMD node labeller
   (``amd.com/gpu.product-name``, e.g. ``AMD_Instinct_MI300X_OAM``) writes.
 
+Attention parallelism and the host KV tier (the engines' own flags, read from their released wheels: vLLM 0.11.0 /
+0.12.0 / 0.33.0 ``vllm/engine/arg_utils.py``, SGLang 0.5.4 / 0.5.23 ``sglang/srt/server_args.py``):
+
+* data-parallel attention: vLLM ``--data-parallel-size TP --tensor-parallel-size 1`` with
+  ``--enable-expert-parallel`` for MoE layers (docs.vllm.ai "Data Parallel Deployment": "use data parallel for the
+  attention layers and expert or tensor parallel for the expert layers"); SGLang ``--dp-size TP
+  --enable-dp-attention`` (0.5.4; 0.5.23 also accepts ``--attn-dp-size``); TensorRT-LLM ``enable_attention_dp: true``
+  in the YAML of ``--extra_llm_api_options`` (its DeepSeek-R1 serving example);
+* decode context parallelism: vLLM ``--decode-context-parallel-size`` (it reuses the TP ranks), SGLang
+  ``--dcp-size`` (0.5.23); TensorRT-LLM's Helix (``context_parallel_size`` with ``cp_config: {cp_type: HELIX}``,
+  docs "Helix") in the YAML;
+* context parallelism for the prefill: vLLM ``--prefill-context-parallel-size`` (from 0.12.0; it adds ranks),
+  SGLang ``--attn-cp-size`` (0.5.23);
+* a KV tier in host memory: vLLM ``--kv-offloading-size GiB --kv-offloading-backend native`` (from 0.12.0; the size
+  summed over the TP ranks; ``--cpu-offload-gb`` offloads weights, not KV), SGLang ``--enable-hierarchical-cache
+  --hicache-size GB`` (the host pool of one rank).
+
 The memory fraction is :class:`core.base.assumptions.Assumptions`' ``gpu_mem_util``: the share of HBM the
 simulator already gave the engine, so the KV pool the engine builds is the one the simulation assumed.
 """
@@ -80,6 +97,11 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
                 "--dtype",
                 "--enable-prefix-caching",
                 "--enable-expert-parallel",
+                "--data-parallel-size",
+                "--decode-context-parallel-size",
+                "--prefill-context-parallel-size",
+                "--kv-offloading-size",
+                "--kv-offloading-backend",
                 "--enforce-eager",
                 "--enable-lora",
                 "--max-loras",
@@ -102,6 +124,12 @@ DOCUMENTED_FLAGS: dict[str, tuple[str, frozenset[str]]] = {
                 "--tp-size",
                 "--pp-size",
                 "--ep-size",
+                "--dp-size",
+                "--enable-dp-attention",
+                "--dcp-size",
+                "--attn-cp-size",
+                "--enable-hierarchical-cache",
+                "--hicache-size",
                 "--max-running-requests",
                 "--chunked-prefill-size",
                 "--mem-fraction-static",
@@ -225,6 +253,10 @@ class LaunchSpec(BaseModel):
     cuda_graphs: bool = True  # False: eager mode, every kernel launched from the host (the config's setting)
     #: multi-LoRA serving: the adapter set with the slots the search chose (None: no adapters)
     adapters: AdapterSet | None = None
+    dp_attention: bool = False  # data-parallel attention over the TP ranks
+    cp: int = Field(1, ge=1)  # context parallelism for the prefill over CP TP groups
+    dcp: int = Field(1, ge=1)  # decode context parallelism over DCP of the TP ranks
+    kv_offload_gib: float = Field(0.0, ge=0)  # the replica's KV tier in host memory
 
 
 @lru_cache(maxsize=64)
@@ -243,6 +275,7 @@ def launch_spec(pick, goal) -> LaunchSpec:
     spec = goal.workload
     arch = goal.custom_model if goal.custom_model is not None else catalog.model(goal.model)
     repo = arch.name if goal.custom_model is not None else model_repo(goal.model)
+    ranks = pick.tp if getattr(pick, "dp_attention", False) else 1
     longest = spec.input.upper() + spec.max_output_tokens()
     if spec.trace is not None:
         longest = max(a + b for a, b in spec.trace)
@@ -256,14 +289,19 @@ def launch_spec(pick, goal) -> LaunchSpec:
         replicas=max(1, pick.replicas),
         weights=pick.weights,
         kv_dtype=pick.kv_dtype,
-        max_num_seqs=max(1, pick.max_num_seqs or spec.max_batch),
-        max_num_batched_tokens=max(spec.token_budget, pick.max_num_seqs or 1),
+        # with data-parallel attention the engine's limits are per rank: the replica's cap over its TP ranks
+        max_num_seqs=max(1, -(-(pick.max_num_seqs or spec.max_batch) // ranks)),
+        max_num_batched_tokens=max(spec.token_budget, -(-(pick.max_num_seqs or 1) // ranks)),
         max_model_len=min(longest, arch.max_context),
         gpu_memory_utilization=Assumptions().gpu_mem_util,
         gpus_per_node=g.gpus_per_node,
         ep=getattr(pick, "ep", 1),
         cuda_graphs=getattr(goal, "cuda_graphs", True),
         adapters=_adapters_of(pick, goal),
+        dp_attention=getattr(pick, "dp_attention", False),
+        cp=getattr(pick, "cp", 1),
+        dcp=getattr(pick, "dcp", 1),
+        kv_offload_gib=getattr(getattr(goal, "settings", None), "kv_offload_gib", 0.0),
     )
 
 
@@ -372,7 +410,7 @@ def vllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         "serve",
         s.model_repo,
         "--tensor-parallel-size",
-        str(s.tp),
+        str(1 if s.dp_attention else s.tp),
         "--pipeline-parallel-size",
         str(s.pp),
         "--max-num-seqs",
@@ -386,8 +424,16 @@ def vllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         "--max-model-len",
         str(s.max_model_len),
     ]
+    if s.dp_attention:  # attention data-parallel over the replica's ranks, experts over TP x DP
+        argv += ["--data-parallel-size", str(s.tp)]
     if s.ep > 1:  # experts spread over the TP ranks (EP size = TP x DP)
         argv += ["--enable-expert-parallel"]
+    if s.dcp > 1:  # the KV split over DCP of the TP ranks
+        argv += ["--decode-context-parallel-size", str(s.dcp)]
+    if s.cp > 1:  # the prefill split over CP groups of TP ranks
+        argv += ["--prefill-context-parallel-size", str(s.cp)]
+    if s.kv_offload_gib > 0:  # the host KV tier, summed over the ranks
+        argv += ["--kv-offloading-size", f"{s.kv_offload_gib:g}", "--kv-offloading-backend", "native"]
     if not s.cuda_graphs:  # "Always use eager-mode PyTorch" (engine arguments)
         argv += ["--enforce-eager"]
     q = QUANT_VALUES["vllm"].get(s.weights)
@@ -399,7 +445,11 @@ def vllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
 
 
 def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
-    """``python -m sglang.launch_server`` for one replica: (argv, comment lines)."""
+    """``python -m sglang.launch_server`` for one replica: (argv, comment lines). Under data-parallel attention
+    SGLang divides ``--max-running-requests`` and ``--chunked-prefill-size`` by ``--dp-size`` (server_args.py:
+    "The chunked prefill size is adjusted to ..."; model_runner: ``max_running_requests // dp_size``), so it takes
+    the replica's totals where the spec holds one rank's limits."""
+    ranks = s.tp if s.dp_attention else 1
     argv = [
         "python",
         "-m",
@@ -411,9 +461,9 @@ def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         "--pp-size",
         str(s.pp),
         "--max-running-requests",
-        str(s.max_num_seqs),
+        str(s.max_num_seqs * ranks),
         "--chunked-prefill-size",
-        str(s.max_num_batched_tokens),
+        str(s.max_num_batched_tokens * ranks),
         "--mem-fraction-static",
         f"{s.gpu_memory_utilization:g}",
         "--kv-cache-dtype",
@@ -421,8 +471,17 @@ def sglang_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
         "--context-length",
         str(s.max_model_len),
     ]
+    if s.dp_attention:  # "data parallelism for attention and tensor parallelism for FFN" (0.5.4)
+        argv += ["--dp-size", str(s.tp), "--enable-dp-attention"]
     if s.ep > 1:
         argv += ["--ep-size", str(s.ep)]
+    if s.dcp > 1:
+        argv += ["--dcp-size", str(s.dcp)]
+    if s.cp > 1:
+        argv += ["--attn-cp-size", str(s.cp)]
+    if s.kv_offload_gib > 0:  # the host pool of one rank, in GB
+        per_rank = s.kv_offload_gib * 2**30 / 1e9 / s.gpus_per_replica
+        argv += ["--enable-hierarchical-cache", "--hicache-size", f"{per_rank:.4g}"]
     if not s.cuda_graphs:  # server arguments: "Disable cuda graph"
         argv += ["--disable-cuda-graph"]
     q = QUANT_VALUES["sglang"].get(s.weights)
@@ -463,6 +522,17 @@ def trtllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
     notes = _notes(s, "trtllm") + _trtllm_lora_note(s)
     if not s.cuda_graphs:
         notes.append(TRTLLM_EAGER_NOTE)
+    if s.dp_attention:
+        notes.append("data-parallel attention: set `enable_attention_dp: true` in a YAML file passed with --config")
+    if s.dcp > 1 or s.cp > 1:
+        notes.append(
+            f"context parallelism {max(s.dcp, s.cp)}: set `context_parallel_size` and `cp_config: {{cp_type: HELIX}}` "
+            "(decode, Helix) in the YAML; trtllm-serve has no command-line flag for it"
+        )
+    if s.kv_offload_gib > 0:
+        notes.append(
+            f"host KV tier: set `kv_cache_config: {{host_cache_size: {int(s.kv_offload_gib * 2**30)}}}` (bytes) in the YAML"
+        )
     if s.weights != "bf16":
         notes.append(f"{s.weights} weights come from a pre-quantized checkpoint (ModelOpt export): point MODEL at it")
     return argv, notes
@@ -470,7 +540,13 @@ def trtllm_argv(s: LaunchSpec) -> tuple[list[str], list[str]]:
 
 def _notes(s: LaunchSpec, engine: str) -> list[str]:
     src = DOCUMENTED_FLAGS[engine][0]
-    layout = f"TP {s.tp} x PP {s.pp}" + (f", EP {s.ep}" if s.ep > 1 else "")
+    layout = (
+        f"TP {s.tp} x PP {s.pp}"
+        + (f", EP {s.ep}" if s.ep > 1 else "")
+        + (", DP attention" if s.dp_attention else "")
+        + (f", CP {s.cp}" if s.cp > 1 else "")
+        + (f", DCP {s.dcp}" if s.dcp > 1 else "")
+    )
     notes = [f"{s.replicas} replica(s) of {s.gpus_per_replica} x {s.gpu} ({layout}); flags: {src}"]
     if s.gpus_per_replica > s.gpus_per_node:
         notes.append(

@@ -4,6 +4,9 @@ The wing's face: it only hands on the names other wings and the edges use."""
 
 from __future__ import annotations
 
+from core.physics.activations import (
+    activation_bytes_per_layer,
+)
 from core.physics.adapters import (
     AdapterFootprint,
     adapter_footprint,
@@ -14,6 +17,16 @@ from core.physics.collectives import (
     ACT_BYTES,
     Collectives,
 )
+from core.physics.footprint import (
+    attention_replica_bytes,
+    dense_weight_bytes,
+    expert_params_total,
+    kv_bytes_per_token,
+    kv_shard,
+    prefill_chunk_tokens,
+    weight_bytes_per_gpu,
+    workspace_bytes_per_gpu,
+)
 from core.physics.iteration_parts import (
     IterationParts,
     iteration,
@@ -22,14 +35,20 @@ from core.physics.memory import (
     AdapterKvCost,
     ServingMemory,
     adapter_kv_cost,
-    dense_weight_bytes,
-    expert_params_total,
     fit_problems,
-    kv_bytes_per_token,
     kv_per_token_across_catalog,
-    kv_shard,
     sequences_vs_context,
     serving_memory,
+)
+from core.physics.power import (
+    energy_j_per_token,
+    gpu_power_w,
+    it_power_w,
+    node_down_frac,
+    node_power_w_per_gpu,
+    replica_down_frac,
+    site_power_w,
+    with_spares,
 )
 from core.physics.step import (
     StepModel,
@@ -38,7 +57,6 @@ from core.physics.step import (
 )
 from core.physics.training_footprint import (
     TrainingMemory,
-    activation_bytes_per_layer,
     lora_params,
     training_memory,
     training_memory_by_zero,
@@ -77,17 +95,28 @@ __all__ = [
     "VideoEstimate",
     "activation_bytes_per_layer",
     "effective_peak_flop_per_s",
+    "energy_j_per_token",
     "expert_params_total",
+    "gpu_power_w",
+    "it_power_w",
     "iteration",
     "kv_bytes_per_token",
     "kv_per_token_across_catalog",
     "kv_shard",
+    "attention_replica_bytes",
+    "prefill_chunk_tokens",
+    "weight_bytes_per_gpu",
+    "workspace_bytes_per_gpu",
     "latent_shape",
     "linear_flop_per_token",
     "lora_params",
+    "node_down_frac",
+    "node_power_w_per_gpu",
     "per_query_head_kv_reads",
+    "replica_down_frac",
     "sequences_vs_context",
     "serving_memory",
+    "site_power_w",
     "training_memory",
     "training_memory_by_zero",
     "training_memory_for",
@@ -96,4 +125,5 @@ __all__ = [
     "vae_decode_flop",
     "video_estimate",
     "video_quick",
+    "with_spares",
 ]

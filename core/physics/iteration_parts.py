@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -104,6 +105,20 @@ _U_ITER = {
     "t_e": "tokens",
     "r_b": "B",
     "g_r": "x",
+    "T_c": "tokens",
+    "A_c": "pairs",
+    "R_c": "tokens",
+    "cp": "",
+    "L_a": "",
+    "a_cp": "s",
+    "b_cp": "s",
+    "k_l": "B",
+    "q_l": "B",
+    "a_d": "s",
+    "b_d": "s",
+    "b_dk": "s",
+    "N_h": "tokens",
+    "bw_h": "B/s",
 }
 
 #: The recorded expressions of one iteration, in the symbols of :func:`consts` (each re-evaluated by a test).
@@ -140,6 +155,39 @@ _FULL_ITER = _inline(
     t_x=EXPR_COMM,
     t_o=EXPR_FIXED,
 )
+#: Attention parallelism's terms (:meth:`core.physics.step.StepModel.stage_parts`, its split path), on one rank's
+#: share T_c = T / cp, A_c = A / cp, R_c = R / cp.
+EXPR_RING = (
+    "L_a * (cp - 1) * max(0, a_cp + b_cp * min(k_l * (T_c + R_c), q_l * T_c) - f_a / L_a * A_c / cp / (pi_flops * mfu))"
+)
+EXPR_DCP = "min(2 * (a_d + b_d * T_c), a_d + b_dk * (T_c + R_c)) * L_a * x_c"
+EXPR_HOST = "max(0, R_c + T_c - N_h) * k_g / bw_h"
+
+
+def _exprs(sm: StepModel) -> dict[str, str]:
+    """The recorded expressions of an iteration of ``sm``: the plain ones, or on one rank's share with the ring, the
+    DCP exchange and the host link added (attention parallelism and the host KV tier)."""
+    plain = {"F": EXPR_FLOP, "t_c": EXPR_COMPUTE, "Y": EXPR_BYTES, "t_m": EXPR_MEMORY, "t_x": EXPR_COMM}
+    if not sm.attention_split:
+        return {**plain, "full": _FULL_ITER}
+    share = {"T": "T_c", "A": "A_c", "R": "R_c"}
+    out = {
+        k: _inline(v, **share).replace("(T_c)", "T_c").replace("(A_c)", "A_c").replace("(R_c)", "R_c")
+        for k, v in plain.items()
+    }
+    if sm.cp > 1:
+        out["t_x"] = f"{out['t_x']} + {EXPR_RING}"
+    if sm.dcp > 1:
+        out["t_x"] = f"{out['t_x']} + {EXPR_DCP}"
+    if sm.host_tier:
+        out["t_m"] = f"max({out['t_m']}, {EXPR_HOST})"
+    t_c, t_m = _inline(out["t_c"], F=out["F"]), _inline(out["t_m"], Y=out["Y"])
+    full = _inline(EXPR_TIME, t_c=t_c, t_m=t_m, t_x=out["t_x"], t_o=EXPR_FIXED)
+    if sm.cp > 1:
+        full = _inline(full, T_c="T / cp", A_c="A / cp", R_c="R / cp")
+    else:
+        full = full.replace("T_c", "T").replace("A_c", "A").replace("R_c", "R")
+    return {**out, "full": full}
 
 
 #: The whole iteration with adapters in one expression.
@@ -194,7 +242,28 @@ def consts(sm: StepModel) -> dict[str, float]:
         V=sm.model.vocab_size,
         y_v=sm.sample_bytes_per_vocab,
         m_s=sm.state_bytes_per_seq,
+        **_split_consts(sm),
     )
+
+
+def _split_consts(sm: StepModel) -> dict[str, float]:
+    """The constants of the attention-parallel terms an iteration of ``sm`` records (none without them)."""
+    out: dict[str, float] = {}
+    if sm.cp > 1 or sm.dcp > 1:
+        out["L_a"] = sm.attn_layers_stage
+    if sm.cp > 1:
+        out.update(
+            cp=sm.cp,
+            a_cp=sm.cp_alpha_s,
+            b_cp=sm.cp_beta_s_per_byte,
+            k_l=sm.cp_kv_bytes_per_token_layer,
+            q_l=sm.cp_q_bytes_per_token_layer,
+        )
+    if sm.dcp > 1:
+        out.update(a_d=sm.dcp_alpha_s, b_d=sm.dcp_beta_s, b_dk=sm.dcp_kv_beta_s)
+    if sm.host_tier:
+        out.update(N_h=sm.hbm_kv_tokens, bw_h=sm.host_bw_bytes_per_s)
+    return out
 
 
 def launch_per_kernel_s(sm: StepModel, T: float) -> float:
@@ -208,6 +277,102 @@ def rows_per_expert(sm: StepModel, T: float) -> float:
     if not m.is_moe or T <= 0:
         return float(T) if T > 0 else 1.0
     return T * m.experts_per_tok / (m.num_experts * (1.0 - (1.0 - m.experts_per_tok / m.num_experts) ** T))
+
+
+def _record_split(
+    sm: StepModel,
+    tr: Trace,
+    key: str,
+    what: str,
+    T: float,
+    A: float,
+    R: float,
+    Tc: float,
+    Ac: float,
+    Rc: float,
+    W_r: float,
+    K: dict[str, float],
+    c: float,
+    mm: float,
+    x: float,
+) -> None:
+    """The parts of an iteration with attention parallelism or a host KV tier, on one rank's share (the split path
+    of :meth:`core.physics.step.StepModel.stage_parts`)."""
+    ex = _exprs(sm)
+    share = {"T_c": Tc, "A_c": Ac, "R_c": Rc}
+    if sm.cp > 1:
+        for sym, full_v, v, name in (
+            ("T_c", T, Tc, "tokens"),
+            ("A_c", A, Ac, "pairs"),
+            ("R_c", R, Rc, "cached tokens"),
+        ):
+            whole: dict[str, Any] = {sym[0]: full_v}
+            tr.step(
+                f"{key}_{sym.lower()}",
+                f"{what}: {name} on one of the {sm.cp} CP ranks",
+                sym,
+                f"{sym[0]} / cp",
+                v,
+                unit=_U_ITER[sym],
+                units=_U_ITER,
+                **whole,
+                cp=sm.cp,
+                note="context parallelism splits the iteration's tokens, pairs and cached tokens over the ranks",
+            )
+
+    def pick(expr: str, **extra: float) -> dict[str, Any]:
+        names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", expr))
+        pool = {**K, **share, "W_r": W_r, **extra}
+        return {n: pool[n] for n in names if n in pool}
+
+    F = tr.step(
+        f"{key}_flop",
+        f"{what}: FLOPs per GPU",
+        "F",
+        ex["F"],
+        sm.flop_per_token * Tc + sm.attn_flop_per_pair * Ac,
+        unit="FLOP",
+        units=_U_ITER,
+        **pick(ex["F"]),
+    )
+    tr.step(
+        f"{key}_compute_s",
+        f"{what}: compute time",
+        "t_c",
+        ex["t_c"],
+        c,
+        unit="s",
+        units=_U_ITER,
+        **pick(ex["t_c"], F=F),
+    )
+    Y = W_r + (sm.kv_read_factor * Rc + Tc) * sm.kv_bytes_per_token + Tc * sm.route_bytes_per_token
+    Y = tr.step(
+        f"{key}_bytes", f"{what}: bytes moved per GPU", "Y", ex["Y"], Y, unit="B", units=_U_ITER, **pick(ex["Y"])
+    )
+    tr.step(
+        f"{key}_memory_s",
+        f"{what}: memory time",
+        "t_m",
+        ex["t_m"],
+        mm,
+        unit="s",
+        units=_U_ITER,
+        **pick(ex["t_m"], Y=Y),
+        note="HBM" + (", and the host link's stream beside it for the KV beyond HBM" if sm.host_tier else ""),
+    )
+    tr.step(
+        f"{key}_comm_s",
+        f"{what}: exposed communication per stage",
+        "t_x",
+        ex["t_x"],
+        x,
+        unit="s",
+        units=_U_ITER,
+        **pick(ex["t_x"]),
+        note="TP all-reduces and EP all-to-alls of the rank's tokens"
+        + ("; the ring steps' sends not hidden behind their block's attention" if sm.cp > 1 else "")
+        + ("; decode context parallelism's exchange per attention layer" if sm.dcp > 1 else ""),
+    )
 
 
 def iteration(
@@ -245,7 +410,16 @@ def iteration(
         K["S"] = S
         if lora:
             K.update(lora, D=D)
-    W_r = sm.weights_read_bytes(T)
+    split = sm.attention_split
+    cp = sm.cp if split else 1
+    Tc, Ac, Rc = float(T) / cp, float(A) / cp, float(R) / cp  # one rank's share (all of it without CP)
+    if tr.enabled and cp > 1:
+        K["t_e"] = rows_per_expert(sm, Tc)
+        K["t_k"] = launch_per_kernel_s(sm, Tc) if Tc > 0 else 0.0
+    W_r = sm.weights_read_bytes(Tc)
+    if full and split:
+        _record_split(sm, tr, key, what, T, A, R, Tc, Ac, Rc, W_r, K, c, mm, x)
+        full = False  # the plain records below are the split ones'
     if full and sm.expert_bytes_per_gpu_per_expert:
         m = sm.model
         tr.step(
@@ -264,9 +438,9 @@ def iteration(
             w_e=sm.expert_bytes_per_gpu_per_expert,
             note="expected distinct experts for T tokens with uniform top-k routing, per MoE layer",
         )
-    flop = sm.flop_per_token * T + sm.attn_flop_per_pair * A
+    flop = sm.flop_per_token * Tc + sm.attn_flop_per_pair * Ac
     if lora:
-        flop = flop + sm.lora_flop_per_token * T
+        flop = flop + sm.lora_flop_per_token * Tc
     if full:
         tr.step(
             f"{key}_flop",
@@ -316,8 +490,8 @@ def iteration(
             )
             + ("; the adapter GEMMs run at eta_l of it (assumption lora_kernel_eff)" if lora else ""),
         )
-    nbytes = W_r + (sm.kv_read_factor * R + T) * sm.kv_bytes_per_token + T * sm.route_bytes_per_token
-    lora_bytes = D * sm.lora_bytes_per_adapter + T * sm.lora_act_bytes_per_token if lora else 0.0
+    nbytes = W_r + (sm.kv_read_factor * Rc + Tc) * sm.kv_bytes_per_token + Tc * sm.route_bytes_per_token
+    lora_bytes = D * sm.lora_bytes_per_adapter + Tc * sm.lora_act_bytes_per_token if lora else 0.0
     if full:
         tr.step(
             f"{key}_bytes",
@@ -398,7 +572,7 @@ def iteration(
             "all-to-alls, times the share not hidden behind compute",
         )
     fixed = sm.fixed_s(k, S)
-    if full:
+    if tr.enabled and not compact:
         graph = T <= sm.graph_max_tokens
         tr.step(
             f"{key}_fixed_s",
@@ -435,7 +609,7 @@ def iteration(
             f"{key}_s",
             final_label or f"{what}: iteration time",
             final_symbol,
-            _FULL_ITER_LORA if lora else _FULL_ITER,
+            _FULL_ITER_LORA if lora and not sm.attention_split else _exprs(sm)["full"],
             time,
             unit="s",
             latex=r"t_{iter}([T], [A], [R])",
@@ -447,7 +621,7 @@ def iteration(
             **K,
             note=note or "the same iteration formula as above, with these T, A and R",
         )
-    elif full:
+    elif tr.enabled:
         tr.step(
             final_key or f"{key}_s",
             final_label or f"{what}: iteration time",
@@ -485,5 +659,5 @@ def iteration(
         launch_s=k,
         adapters=D,
         adapter_bytes=lora_bytes,
-        adapter_flop=sm.lora_flop_per_token * T if lora else 0.0,
+        adapter_flop=sm.lora_flop_per_token * Tc if lora else 0.0,
     )

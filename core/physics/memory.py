@@ -6,9 +6,9 @@ sequences fit (the RA-BIT spec "Memory", the textbook example worked example)::
     budget    = C x u - O - weights - workspace      (per GPU; u = 0.9, O = 1.5 GiB)
     sequences = floor(budget / KV per sequence)      (whole paged blocks)
 
-Every function records its steps on a :class:`core.base.Trace`; the results are frozen. The weights, KV and
-state-space formulas here are also the step model's (:mod:`core.physics.step`) and training memory's
-(:mod:`core.physics.training_footprint`).
+Every function records its steps on a :class:`core.base.Trace`; the results are frozen. The weights, KV,
+state-space and workspace formulas (:mod:`core.physics.footprint`) are also the step model's
+(:mod:`core.physics.step`) and training memory's (:mod:`core.physics.training_footprint`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE, GiB, Step, Trace, sig
-from core.catalog import ModelArch
 from core.config import AdapterSet, Deployment, Problem, RabitConfig, as_deployment
 from core.physics.adapters import adapter_footprint
+from core.physics.footprint import (
+    kv_bytes_per_token,
+    kv_shard,
+    kv_split_note,
+    ssm_state_bytes_per_seq_per_gpu,
+    weight_bytes_per_gpu,
+    workspace_bytes_per_gpu,
+)
 
 
 class _Frozen(BaseModel):
@@ -62,198 +69,14 @@ class ServingMemory(_Frozen):
     adapter_slot_rank: int = 0
     adapter_host_slots: int = 0
     adapter_host_cache_bytes: float = 0.0
+    #: the KV tier in host memory, per GPU (vLLM --kv-offloading-size over the replica's GPUs) [B]
+    kv_host_bytes_per_gpu: float = 0.0
+    #: tokens of KV the replica's pool holds (HBM budget plus host tier, over the per-token KV on one GPU)
+    kv_tokens_per_replica: float = 0.0
 
     @property
     def free_bytes_per_gpu(self) -> float:
         return max(0.0, self.capacity_bytes_per_gpu - self.total_bytes_per_gpu)
-
-
-def record_params(m: ModelArch, tr: Trace = NO_TRACE) -> float:
-    """Total parameters counted from the architecture, as one step [count].
-
-    P = embeddings + LM head + final norm + L_dense x (dense layer) + L_moe x (MoE layer), each layer being
-    attention + norms + MLP (all routed experts, shared experts and router for an MoE layer).
-    Llama-3.1-70B: 1.05e9 + 1.05e9 + 8,192 + 80 x 855.7e6 = 70.55e9.
-    """
-    p_total = float(m.total_params())
-    dense, moe = m.dense_layers, m.moe_layers
-    return tr.step(
-        "P",
-        "Model parameters",
-        "P",
-        "P_emb + P_head + P_norm + L_d * P_ld + L_m * P_lm",
-        p_total,
-        unit="",
-        P_emb=m.embedding_params(),
-        P_head=m.lm_head_params(),
-        P_norm=m.total_params()
-        - m.embedding_params()
-        - m.lm_head_params()
-        - dense * m.layer_params(False)
-        - moe * m.layer_params(True),
-        L_d=dense,
-        P_ld=m.layer_params(False) if dense else 0,
-        L_m=moe,
-        P_lm=m.layer_params(True) if moe else 0,
-        note=f"{m.name}: counted from the architecture ({m.attention_kind} attention"
-        + (f", {m.num_experts} experts top-{m.experts_per_tok}" if m.is_moe else "")
-        + ")",
-    )
-
-
-def dense_weight_bytes(
-    m: ModelArch, b_w: float, tp: int, pp: int, *, experts_apart: bool, streamed: bool = False
-) -> tuple[float, float, float]:
-    """Bytes of the weights one GPU holds outside the routed experts split their own way, and the parameters
-    behind them: ``(bytes, P_q, P_bf16)`` [B, count, count].
-
-    .. math:: W_d = \\frac{P_q b_w + P_{bf16} \\cdot 2}{t_p p_p}
-
-    The block linears (``P_q``) take the weight format's ``b_w`` bytes; embeddings, LM head and norms
-    (``P_bf16``) stay in BF16, as in published FP8/INT4/MXFP4 checkpoints. ``experts_apart`` leaves the routed
-    experts out of ``P_q`` (EP places them whole; an iteration reads only the ones its tokens touch);
-    ``streamed`` leaves the input embedding out of ``P_bf16`` (a lookup reads only the rows of its tokens).
-    Llama-3.1-70B, BF16, TP 8: (68.45e9 x 2 + 2.10e9 x 2) / 8 = 17.64 GB held; streamed, without the 1.05e9
-    embedding rows, 17.38 GB.
-    """
-    p_q = m.quantizable_params()
-    p_bf16 = m.total_params() - p_q
-    if experts_apart:
-        p_q = p_q - m.moe_layers * m.num_experts * m.expert_params()
-    if streamed:
-        p_bf16 = p_bf16 - m.embedding_params()
-    return (p_q * b_w + p_bf16 * 2.0) / (tp * pp), p_q, p_bf16
-
-
-def weight_bytes_per_gpu(m: ModelArch, weights_b: float, tp: int, pp: int, ep: int = 1, tr: Trace = NO_TRACE) -> float:
-    """Weights held by one GPU [B].
-
-    Linear layers inside the blocks take the weight format's bytes; embeddings, LM head and
-    norms stay in BF16 (:func:`dense_weight_bytes`). Routed experts are split over EP x PP when EP > 1,
-    everything else over TP x PP.
-
-    Llama-3.1-70B, BF16, TP 8: 70.55e9 x 2 / 8 = 17.6 GB (the textbook example).
-    """
-    split = ep > 1 and m.is_moe
-    p_expert = m.moe_layers * m.num_experts * m.expert_params() if split else 0
-    dense, p_q, p_rest = dense_weight_bytes(m, weights_b, tp, pp, experts_apart=split)
-    record_params(m, tr)
-    value = dense + p_expert * weights_b / (ep * pp)
-    if p_expert:
-        return tr.step(
-            "weights_bytes_per_gpu",
-            "Weights per GPU",
-            "W",
-            "(P_q * b_w + P_bf16 * 2) / (tp * pp) + P_exp * b_w / (ep * pp)",
-            value,
-            unit="B",
-            latex=r"\frac{[P_q] \cdot [b_w] + [P_bf16] \cdot 2}{[tp] \cdot [pp]} + "
-            r"\frac{[P_exp] \cdot [b_w]}{[ep] \cdot [pp]}",
-            P_q=p_q,
-            b_w=weights_b,
-            P_bf16=p_rest,
-            tp=tp,
-            pp=pp,
-            P_exp=p_expert,
-            ep=ep,
-            note="routed experts split over EP; embeddings, head and norms stay BF16",
-        )
-    return tr.step(
-        "weights_bytes_per_gpu",
-        "Weights per GPU",
-        "W",
-        "(P_q * b_w + P_bf16 * 2) / (tp * pp)",
-        value,
-        unit="B",
-        latex=r"\frac{[P_q] \cdot [b_w] + [P_bf16] \cdot 2}{[tp] \cdot [pp]}",
-        P_q=p_q,
-        b_w=weights_b,
-        P_bf16=p_rest,
-        tp=tp,
-        pp=pp,
-        note=f"b_w = {sig(weights_b, 6)} B/param for block linears; embeddings, head and norms in BF16",
-    )
-
-
-def kv_bytes_per_token(m: ModelArch, kv_b: float, tr: Trace = NO_TRACE) -> float:
-    """KV-cache bytes per token over all attention layers, before sharding [B].
-
-    .. math:: 2 \\cdot L \\cdot n_{kv} \\cdot d_h \\cdot b_{kv}  (MLA: (r_{kv} + d_{rope}) \\cdot L \\cdot b_{kv})
-
-    L counts the layers with attention (:attr:`core.catalog.arch.ModelArch.attention_layers`): a hybrid's state-space
-    layers hold no KV cache. Llama-3.1-70B in BF16: 2 x 80 x 8 x 128 x 2 = 327,680 B; DeepSeek-V3:
-    (512 + 64) x 61 x 2 = 70,272 B; Jamba-v0.1 (4 attention layers of 32): 2 x 4 x 8 x 128 x 2 = 16,384 B.
-    """
-    if m.is_mla:
-        v = (m.kv_lora_rank + m.qk_rope_head_dim) * m.attention_layers * kv_b
-        return tr.step(
-            "kv_bytes_per_token",
-            "KV cache per token (all layers)",
-            "k_t",
-            "(r_kv + d_rope) * L * b_kv",
-            v,
-            unit="B",
-            r_kv=m.kv_lora_rank,
-            d_rope=m.qk_rope_head_dim,
-            L=m.attention_layers,
-            b_kv=kv_b,
-            note="MLA caches the compressed latent and the RoPE key, not per-head K and V",
-        )
-    v = 2 * m.attention_layers * m.num_kv_heads * m.head_dim * kv_b
-    return tr.step(
-        "kv_bytes_per_token",
-        "KV cache per token (all layers)",
-        "k_t",
-        "2 * L * n_kv * d_h * b_kv",
-        v,
-        unit="B",
-        L=m.attention_layers,
-        n_kv=m.num_kv_heads,
-        d_h=m.head_dim,
-        b_kv=kv_b,
-        note=f"{m.attention_kind}: {m.num_kv_heads} KV heads of {m.num_heads}"
-        + (f"; {m.ssm_layers} state-space layers of {m.num_layers} hold no KV" if m.ssm_layers else ""),
-    )
-
-
-#: Bytes per element of a state-space layer's conv and SSM state: the model's dtype (BF16), as the HF cache and
-#: vLLM's default mamba cache dtype ("auto": the model's) keep it.
-SSM_STATE_BYTES = 2.0
-
-
-def ssm_state_bytes_per_seq_per_gpu(m: ModelArch, tp: int, pp: int, tr: Trace = NO_TRACE) -> float:
-    """A hybrid's fixed state per sequence on one GPU [B]: :meth:`core.catalog.arch.ModelArch.ssm_state_bytes_per_seq`
-    split over TP (the mixer's d_inner is split across TP ranks) and PP (its layers across stages); 0 (and no
-    step recorded) for a model without state-space layers.
-
-    Jamba-v0.1 at TP 1, PP 1: 28 x 8,192 x (4 + 16) x 2 B = 9,175,040 B per sequence.
-    """
-    if not m.ssm_layers:
-        return 0
-    v = m.ssm_state_bytes_per_seq(SSM_STATE_BYTES) / (tp * pp)
-    return tr.step(
-        "ssm_state_bytes_per_seq_per_gpu",
-        "State-space state per sequence on one GPU",
-        "m_s",
-        "L_ssm * d_in * (d_conv + d_state) * b_s / (tp * pp)",
-        v,
-        unit="B",
-        L_ssm=m.ssm_layers,
-        d_in=m.ssm_d_inner,
-        d_conv=m.ssm_d_conv,
-        d_state=m.ssm_d_state,
-        b_s=SSM_STATE_BYTES,
-        tp=tp,
-        pp=pp,
-        note="conv and SSM state of each Mamba layer: fixed per sequence, whatever its length",
-    )
-
-
-def kv_shard(m: ModelArch, tp: int) -> int:
-    """How many ways TP splits the KV heads: min(TP, n_kv); heads are replicated beyond that; MLA is not split."""
-    if m.is_mla:
-        return 1
-    return min(tp, m.num_kv_heads)
 
 
 def serving_memory(dep: Deployment | RabitConfig, tr: Trace | None = None) -> ServingMemory:
@@ -285,24 +108,25 @@ def fit_problems(dep: Deployment | RabitConfig) -> tuple[Problem, ...]:
 def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
     cfg, m, g = dep.config, dep.model, dep.gpu
     a = cfg.assumptions
-    tp, pp = cfg.tp, cfg.pp
-    W = weight_bytes_per_gpu(m, cfg.weight_bytes_per_param, tp, pp, cfg.ep, tr)
+    tp, pp, cp = cfg.tp, cfg.pp, cfg.cp
+    W = weight_bytes_per_gpu(m, cfg.weight_bytes_per_param, tp, pp, cfg.ep, tr, dp_attention=cfg.dp_attention)
     k_t = kv_bytes_per_token(m, cfg.kv_bytes_per_elem, tr)
-    shard = kv_shard(m, tp)
+    shard = kv_shard(m, tp, cfg.dcp, cfg.dp_attention)
+    note = kv_split_note(m, tp, cp, cfg.dcp, cfg.dp_attention, shard) + f", layers {pp}x by PP"
+    cp_in: dict[str, Any] = {"cp": cp} if cp > 1 else {}
     k_gpu = tr.step(
         "kv_bytes_per_token_per_gpu",
         "KV per token on one GPU",
         "k_g",
-        "k_t / (s_kv * pp)",
-        k_t / (shard * pp),
+        "k_t / (s_kv * pp * cp)" if cp > 1 else "k_t / (s_kv * pp)",
+        k_t / (shard * pp * cp) if cp > 1 else k_t / (shard * pp),
         unit="B",
-        latex=r"\frac{[k_t]}{[s_kv] \cdot [pp]}",
+        latex=r"\frac{[k_t]}{[s_kv] \cdot [pp]" + (r" \cdot [cp]}" if cp > 1 else "}"),
         k_t=k_t,
         s_kv=shard,
         pp=pp,
-        note=f"KV heads split {shard}x by TP"
-        + (" (replicated beyond n_kv)" if tp > shard else "")
-        + f", layers {pp}x by PP",
+        **cp_in,
+        note=note,
     )
     ctx = cfg.context_tokens
     blocks = math.ceil(ctx / cfg.block_size)
@@ -373,23 +197,7 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
             S_shared=shared_eff,
             note=f"paged allocation, batch {cfg.batch}",
         )
-    A = tr.step(
-        "activation_bytes_per_gpu",
-        "Activations / workspace per GPU",
-        "A",
-        "2 * B * S * h * b_a / (tp * pp)",
-        2 * cfg.batch * ctx * m.hidden_size * 2 / (tp * pp),
-        unit="B",
-        latex=r"\frac{2 \cdot [B] \cdot [S] \cdot [h] \cdot [b_a]}{[tp] \cdot [pp]}",
-        B=cfg.batch,
-        S=ctx,
-        h=m.hidden_size,
-        b_a=2,
-        tp=tp,
-        pp=pp,
-        note="the textbook example workspace: two hidden-size buffers for the whole batch at full context "
-        "(conservative; a chunked-prefill engine peaks lower)",
-    )
+    A = workspace_bytes_per_gpu(m, cfg, tr)
     O = tr.step(
         "overhead_bytes_per_gpu",
         "Runtime overhead per GPU",
@@ -404,15 +212,34 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
     ad = adapter_footprint(dep, tr) if cfg.adapters.enabled else None
     L = ad.reserved_bytes_per_gpu if ad is not None else 0.0
     slots: dict[str, Any] = {"L_r": L} if ad is not None else {}  # the adapter slots (multi-LoRA), held like weights
+    if cfg.kv_offload_gib > 0:  # the batch's KV beyond what HBM holds sits in the host tier
+        KV_m = tr.step(
+            "kv_hbm_bytes_per_gpu",
+            "KV cache in HBM per GPU (batch)",
+            "KV_m",
+            "min(KV, max(0, C * u - O - W - A" + (" - L_r" if slots else "") + "))",
+            min(KV, max(0.0, g.memory_bytes * a.gpu_mem_util - O - W - A - L)),
+            unit="B",
+            KV=KV,
+            C=g.memory_bytes,
+            u=a.gpu_mem_util,
+            O=O,
+            W=W,
+            A=A,
+            **slots,
+            note="the rest of the batch's KV is in host memory",
+        )
+    kv_in: dict[str, Any] = {"KV_m": KV_m} if cfg.kv_offload_gib > 0 else {"KV": KV}
+    ((kv_sym, kv_val),) = kv_in.items()
     U = tr.step(
         "total_bytes_per_gpu",
-        "Total per GPU",
+        "Total per GPU (HBM)" if cfg.kv_offload_gib > 0 else "Total per GPU",
         "U",
-        "W + KV + A + O" + (" + L_r" if slots else ""),
-        W + KV + A + O + L,
+        f"W + {kv_sym} + A + O" + (" + L_r" if slots else ""),
+        W + kv_val + A + O + L,
         unit="B",
         W=W,
-        KV=KV,
+        **kv_in,
         A=A,
         O=O,
         **slots,
@@ -453,21 +280,82 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         **slots,
         note=f"{ad.slots} adapter slot(s) at rank {ad.slot_rank} take {L / 1e9:.3g} GB of it" if ad else "",
     )
+    host = 0.0
+    pool = budget
+    if cfg.kv_offload_gib > 0:
+        host = tr.step(
+            "kv_host_bytes_per_gpu",
+            "KV tier in host memory per GPU",
+            "K_h",
+            "X_gib * GiB / G_r",
+            cfg.kv_offload_bytes / cfg.replica_gpus,
+            unit="B",
+            X_gib=cfg.kv_offload_gib,
+            GiB=GiB,
+            G_r=cfg.replica_gpus,
+            note="vLLM --kv-offloading-size (summed over the replica's ranks): blocks beyond HBM live in host "
+            "memory and are read back over the host link (assumption offload_gb_per_s) when attended",
+        )
+        pool = tr.step(
+            "kv_pool_bytes_per_gpu",
+            "KV pool per GPU (HBM + host tier)",
+            "K_p",
+            "max(0, K_b) + K_h",
+            max(0.0, budget) + host,
+            unit="B",
+            K_b=budget,
+            K_h=host,
+        )
     # a sequence always holds at least its newest token of its own (a prefix share close to 1 or an all-sliding
     # model must not make the per-sequence cost zero)
-    n_paged: float = max(0, math.floor((budget - prefix_once) / max(per_seq, k_gpu)))
-    n_paged = tr.step(
-        "max_sequences",
-        "Concurrent sequences per replica (paged)",
-        "N",
-        "max(0, floor((K_b - k_g * S_shared) / k_s))",
-        n_paged,
-        unit="seq",
-        K_b=budget,
+    seq_cost = max(per_seq, k_gpu)
+    if cfg.dp_attention and tp > 1:
+        # each rank holds whole sequences: tp ranks of floor(pool / (tp k_s)) sequences each
+        n_paged: float = tp * max(0, math.floor((pool - prefix_once) / (tp * seq_cost)))
+        n_paged = tr.step(
+            "max_sequences",
+            "Concurrent sequences per replica (paged)",
+            "N",
+            "tp * max(0, floor((K - k_g * S_shared) / (tp * k_s)))",
+            n_paged,
+            unit="seq",
+            tp=tp,
+            K=pool,
+            k_g=k_gpu,
+            S_shared=shared_eff,
+            k_s=per_seq,
+            note="data-parallel attention: each of the tp ranks holds whole sequences in its own pool "
+            "(tp k_s per sequence on its rank)",
+        )
+    else:
+        n_paged = max(0, math.floor((pool - prefix_once) / seq_cost))
+        kname = "K_p" if host else "K_b"
+        k_in: dict[str, Any] = {kname: pool}
+        n_paged = tr.step(
+            "max_sequences",
+            "Concurrent sequences per replica (paged)",
+            "N",
+            f"max(0, floor(({kname} - k_g * S_shared) / k_s))",
+            n_paged,
+            unit="seq",
+            **k_in,
+            k_g=k_gpu,
+            S_shared=shared_eff,
+            k_s=per_seq,
+            note="whole paged blocks; every GPU of the replica holds its shard of each sequence"
+            + ("; the pool includes the host tier" if host else ""),
+        )
+    kv_tokens = tr.step(
+        "kv_tokens_per_replica",
+        "KV tokens one replica holds",
+        "N_t",
+        "max(0, K) / k_g",
+        max(0.0, pool) / k_gpu,
+        unit="tokens",
+        K=pool,
         k_g=k_gpu,
-        S_shared=shared_eff,
-        k_s=per_seq,
-        note="whole paged blocks; every GPU of the replica holds its shard of each sequence",
+        note="the KV pool in tokens of the model's own per-token KV (all attention layers)"
+        + ("; sliding-window layers hold fewer, so a sequence of more tokens fits" if m.sliding_layers else ""),
     )
     n_contig = tr.step(
         "max_sequences_contiguous",
@@ -503,9 +391,16 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         fits = False
         n_sel = n_contig if cfg.kv_alloc == "contiguous" else n_paged
         reason = (
-            f"does not fit: batch {cfg.batch} needs {sig(KV / 1e9)} GB of KV per GPU but {sig(budget / 1e9)} GB "
-            f"is left; at most {n_sel} sequences of {ctx:,} tokens fit under {cfg.kv_alloc} allocation"
+            f"does not fit: batch {cfg.batch} needs {sig(KV / 1e9)} GB of KV per GPU but {sig(pool / 1e9)} GB "
+            f"is left{' (HBM + host tier)' if host else ''}; at most {n_sel} sequences of {ctx:,} tokens fit under "
+            f"{cfg.kv_alloc} allocation"
             + (f" ({n_paged} with paged allocation)" if cfg.kv_alloc == "contiguous" else "")
+            + (
+                "; one sequence alone does not fit: split it over more GPUs with context parallelism (cp), or "
+                "hold part of its KV in host memory (kv_offload_gib)"
+                if n_sel == 0
+                else ""
+            )
         )
     return ServingMemory(
         weights_bytes_per_gpu=W,
@@ -524,10 +419,12 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         max_sequences=int(n_paged),
         max_sequences_contiguous=int(n_contig),
         contiguous_reserved_tokens=reserve,
-        replica_gpus=tp * pp,
+        replica_gpus=cfg.replica_gpus,
         replicas=cfg.dp,
         ssm_state_bytes_per_seq_per_gpu=m_s,
         steps=tr.frozen(),
+        kv_host_bytes_per_gpu=host,
+        kv_tokens_per_replica=kv_tokens,
         **(
             {
                 "adapter_bytes": ad.adapter_bytes,
@@ -590,11 +487,6 @@ def sequences_vs_context(dep: Deployment | RabitConfig, contexts: tuple[int, ...
         r = _serving_memory(dataclasses.replace(dep, config=sub), NO_TRACE)
         out.append((c, r.max_sequences, r.max_sequences_contiguous))
     return tuple(out)
-
-
-def expert_params_total(m: ModelArch) -> float:
-    """Routed-expert parameters of the whole model (0 for a dense model)."""
-    return float(m.moe_layers * m.num_experts * m.expert_params()) if m.is_moe else 0.0
 
 
 def kv_per_token_across_catalog(kv_dtype: str = "bf16") -> tuple[tuple[str, str, float], ...]:

@@ -15,6 +15,8 @@ attended (query, key) pairs, reading the cached K/V of ``R`` context tokens::
 
 ``S`` is the number of sequences the iteration schedules and samples (a decode iteration: ``S = T``).
 
+Attention parallelism and the host KV tier change the body (:mod:`core.physics.attention_split`).
+
 :meth:`StepModel.from_deployment` computes every constant of that formula once per deployment, recording each
 on a :class:`core.base.Trace` as it computes it (the communication lines come from
 :class:`core.physics.collectives.Collectives`). :meth:`StepModel.stage_parts` is the one body of the formula:
@@ -35,8 +37,15 @@ from core.base import MS, NO_TRACE, Trace
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, ModelArch
 from core.config import COMPUTE_PRECISION, Deployment
 from core.physics.adapters import lora_constants
+from core.physics.attention_split import attention_split, split_parts
 from core.physics.collectives import ACT_BYTES, Collectives
-from core.physics.memory import SSM_STATE_BYTES, dense_weight_bytes, kv_bytes_per_token, kv_shard
+from core.physics.footprint import (
+    SSM_STATE_BYTES,
+    attention_replica_bytes,
+    dense_weight_bytes,
+    kv_bytes_per_token,
+    kv_shard,
+)
 
 __all__ = [
     "KERNELS_PER_ITERATION",
@@ -186,6 +195,21 @@ class StepModel:
     lora_slots: float = 0.0  # K = max_loras: at most this many distinct adapters in one batch
     lora_count: float = 0.0  # N adapters served
     lora_popularity: tuple[float, ...] = ()  # each adapter's share of the requests (empty: uniform)
+    # attention parallelism and the host KV tier (stage_parts): any of them set -> the split path
+    attention_split: bool = False
+    cp: int = 1  # context parallelism: TP groups an iteration's tokens are split over
+    attn_layers_stage: float = 0.0  # L_a: attention layers of one stage
+    cp_alpha_s: float = 0.0  # one ring send: a_cp + b_cp x bytes
+    cp_beta_s_per_byte: float = 0.0
+    cp_kv_bytes_per_token_layer: float = 0.0  # k_l: K and V of one token in one layer on one GPU (pass-KV)
+    cp_q_bytes_per_token_layer: float = 0.0  # q_l: one token's queries out and partial outputs back (pass-Q)
+    dcp_alpha_s: float = 0.0  # one decode-context-parallel collective: a_d + b_d x tokens
+    dcp_beta_s: float = 0.0
+    dcp: int = 1  # decode context parallelism: TP ranks the KV is split over
+    dcp_kv_beta_s: float = 0.0  # gathering one cached token's KV of one layer over the DCP group
+    host_tier: bool = False  # a KV tier in host memory
+    hbm_kv_tokens: float = float("inf")  # N_h: cached tokens one GPU's HBM holds before the host tier
+    host_bw_bytes_per_s: float = 0.0  # the host link's achieved bandwidth (assumption offload_gb_per_s)
 
     @classmethod
     def from_deployment(cls, dep: Deployment, tr: Trace = NO_TRACE) -> StepModel:
@@ -260,22 +284,30 @@ class StepModel:
         b_w = dep.weight_bytes_per_param
         # the input embedding is a lookup: only the rows used are read, so leave it out of the traffic
         dense_bytes, P_q, P_r = dense_weight_bytes(m, b_w, tp, pp, experts_apart=True, streamed=True)
+        dp_att = dep.config.dp_attention and tp > 1
+        if dp_att:  # every rank reads whole attention blocks
+            dense_bytes = dense_bytes + attention_replica_bytes(m, b_w, tp, pp)
         if on:
+            dpa: dict[str, Any] = {"P_a": m.attention_layers * m.attention_params()} if dp_att else {}
             tr.step(
                 "weights_read_bytes",
                 "Dense weights read per iteration per GPU",
                 "W_d",
-                "(P_q * b_w + P_r * 2) / (tp * pp)",
+                "(P_q * b_w + P_r * 2) / (tp * pp)" + (" + P_a * b_w * (1 - 1 / tp) / pp" if dp_att else ""),
                 dense_bytes,
                 unit="B",
-                latex=r"\frac{[P_q] \cdot [b_w] + [P_r] \cdot 2}{[tp] \cdot [pp]}",
+                latex=r"\frac{[P_q] \cdot [b_w] + [P_r] \cdot 2}{[tp] \cdot [pp]}"
+                + (r" + \frac{[P_a] [b_w] (1 - 1/[tp])}{[pp]}" if dp_att else ""),
                 P_q=P_q,
                 b_w=b_w,
                 P_r=P_r,
                 tp=tp,
                 pp=pp,
+                **dpa,
                 note="block linears in the weight format; LM head and norms in BF16; the input embedding is a "
-                "lookup and is not streamed" + ("; routed experts below" if m.is_moe else ""),
+                "lookup and is not streamed"
+                + ("; routed experts below" if m.is_moe else "")
+                + ("; data-parallel attention: each rank also reads whole attention blocks (P_a)" if dp_att else ""),
             )
         expert_split = ep if ep > 1 else tp
         expert_bytes = m.expert_params() * b_w * (m.moe_layers / pp) / expert_split
@@ -296,8 +328,9 @@ class StepModel:
                 note=f"experts split {expert_split} ways by "
                 + ("EP (whole experts per GPU)" if ep > 1 else "TP (slices)"),
             )
+        cfg = dep.config
         k_all = kv_bytes_per_token(m, dep.kv_bytes_per_elem)
-        shard = kv_shard(m, tp)
+        shard = kv_shard(m, tp, cfg.dcp, cfg.dp_attention)
         k_t = k_all / (shard * pp)
         if on:
             tr.step(
@@ -313,7 +346,11 @@ class StepModel:
                 s_kv=shard,
                 pp=pp,
                 note=(
-                    "MLA: the compressed latent, not split by TP"
+                    f"data-parallel attention: each rank reads the KV of its own sequences, 1/{tp} of the batch's"
+                    if cfg.dp_attention
+                    else f"decode context parallelism: the KV split {shard} ways over the TP ranks"
+                    if cfg.dcp > 1
+                    else "MLA: the compressed latent, not split by TP"
                     if m.is_mla
                     else f"{m.num_kv_heads} KV heads split {shard} ways by TP"
                 ),
@@ -366,8 +403,14 @@ class StepModel:
             tp_ar_alpha_tree=float(ar_a_tree),
             tp_ar_beta_tree=ar_b_tree,
             # 2 all-reduces per layer (attention, MLP); with EP a MoE layer's MLP all-reduce gives way to its
-            # dispatch + combine all-to-alls (vLLM --enable-expert-parallel, DeepSeek-V3 report arXiv 2412.19437)
-            ar_per_iter=(2 * m.num_layers - (m.moe_layers if a2a_n else 0)) / pp if tp > 1 else 0.0,
+            # dispatch + combine all-to-alls (vLLM --enable-expert-parallel, DeepSeek-V3 report arXiv 2412.19437);
+            # data-parallel attention has no all-reduce after attention, and gathers the batch for the MLP
+            # (all-gather + reduce-scatter: one all-reduce's volume; SGLang --enable-dp-attention)
+            ar_per_iter=(
+                ((m.num_layers if not dp_att else 0) + m.num_layers - (m.moe_layers if a2a_n else 0)) / pp
+                if tp > 1
+                else 0.0
+            ),
             ep_a2a_alpha=a2a_a,
             ep_a2a_beta=a2a_b,
             a2a_per_iter=a2a_n,
@@ -389,6 +432,7 @@ class StepModel:
             hbm_bw_bytes_per_s=hbm,
             sample_bytes_per_vocab=a.sample_bytes_per_vocab,
             **lora,
+            **attention_split(dep, coll, k_t, tr),
         )
 
     # --- the model -------------------------------------------------------------------------------------
@@ -455,6 +499,12 @@ class StepModel:
         stage's ``n_k`` kernels from the host (NVIDIA CUDA Programming Guide, "CUDA Graphs"). An iteration
         without new tokens computes, communicates and launches nothing.
         """
+        if self.attention_split:
+            return split_parts(self, T, A, R, D)
+        return self.stage_body(T, A, R, D)
+
+    def stage_body(self, T, A, R, D=0.0):
+        """The step formula on one GPU of one stage (:meth:`stage_parts` without attention parallelism)."""
         arr = type(T) is np.ndarray
         if arr:
             eff = np.maximum(T / (T + self.ramp_tokens), 1e-12)

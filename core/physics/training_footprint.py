@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict
 from core.base import NO_TRACE, GiB, Step, Trace, sig
 from core.catalog import ModelArch
 from core.config import Deployment, RabitConfig, as_deployment
-from core.physics.memory import expert_params_total, record_params
+from core.physics.activations import activation_bytes_per_layer, record_training_activations
+from core.physics.footprint import expert_params_total, record_params
 
 #: Bytes per parameter of a QLoRA NF4 base with double-quantised scales (Dettmers et al.,
 #: arXiv 2305.14314 sec. 3: 4-bit NF4 + 0.127 bit of scales per parameter).
@@ -49,6 +50,7 @@ class TrainingMemory(_Frozen):
     reason: str
     steps: tuple[Step, ...] = ()
     fp8_weight_bytes_per_gpu: float = 0.0  # FP8 training: Transformer Engine's cached FP8 weight copies
+    usable_bytes_per_gpu: float = 0.0  # capacity less the training headroom (the fit is against this)
 
 
 def lora_params(m: ModelArch, rank: int) -> float:
@@ -67,31 +69,6 @@ def lora_params(m: ModelArch, rank: int) -> float:
     dense_mlp = n_mats * (h + m.intermediate_size)
     shared_mlp = m.num_shared_experts * n_mats * (h + (m.shared_intermediate_size or m.moe_intermediate_size))
     return rank * (m.attention_layers * attn + m.dense_layers * dense_mlp + m.moe_layers * shared_mlp)
-
-
-def activation_bytes_per_layer(m: ModelArch, seq: int, micro_batch: Any, tp: int, recompute: Any, sp: bool) -> Any:
-    """Activation memory of one transformer layer for one micro-batch [B] (Korthikanti et al., Table 2).
-
-    none:      s b h (34/t + 5 a s/(h t))        with SP;  s b h (10 + 24/t + 5 a s/(h t)) without
-    selective: s b h 34/t                        with SP;  s b h (10 + 24/t) without
-    full:      2 s b h / t                       with SP;  2 s b h without
-
-    Llama-3.1-70B at s = 8,192, b = 1, t = 1: 34 x 8192 x 8192 = 2.28 GB per layer before the attention
-    term (the RA-BIT spec: "about 34 x sequence x hidden bytes per layer, 2.3 GB").
-
-    ``micro_batch`` may be an array and ``recompute`` an array of mode names (the layout search's axes);
-    they broadcast.
-    """
-    s, b, h, a, t = seq, micro_batch, m.hidden_size, m.num_heads, tp
-    sbh = s * b * h
-    attn = 5 * a * s / (h * t)
-    base = 34 / t if sp else 10 + 24 / t
-    if isinstance(recompute, str):
-        if recompute == "full":
-            return 2 * sbh / (t if sp else 1)
-        return sbh * (base + (attn if recompute == "none" else 0.0))
-    rc = np.asarray(recompute)
-    return np.where(rc == "full", 2 * sbh / (t if sp else 1), sbh * (base + np.where(rc == "none", attn, 0.0)))
 
 
 def training_memory(dep: Deployment | RabitConfig, tr: Trace | None = None, *, dp: int | None = None) -> TrainingMemory:
@@ -139,6 +116,7 @@ class TrainingMemoryParts:
     overhead: float
     total: Any
     capacity: float
+    usable: float  # capacity less the training headroom: what a layout may fill
 
 
 def training_memory_parts(
@@ -153,6 +131,7 @@ def training_memory_parts(
     recompute: Any,
     vpp: Any = 1,
     micro_batches: Any = None,
+    cp: int = 1,
     tr: Trace = NO_TRACE,
 ) -> TrainingMemoryParts:
     """Training memory per GPU [B]: the one body of the formula, for the traced view and the layout search.
@@ -172,6 +151,13 @@ def training_memory_parts(
       * PP need not divide the layers: the heaviest stage holds ceil(L / PP) (see :func:`stage_layers`).
       * FP8 training (``train_precision``): Transformer Engine caches an FP8 copy of every weight it
         holds across micro-batches, 1 B per parameter on top of the BF16 weights.
+      * ``cp``: context parallelism (Megatron-LM ``--context-parallel-size``): the sequence and every activation
+        are split over ``cp`` ranks (the keys and values of the other ranks pass through in a ring, block by
+        block, and are not kept), so activations and logits divide by ``cp``; the ranks hold the same weights,
+        and the distributed optimizer shards over DP x CP (Megatron-Core's data-parallel group with context
+        parallelism), so ZeRO's group is ``dp x cp``.
+      * The fit is against the usable memory ``C (1 - f_h)``: the assumption ``train_mem_headroom_frac`` keeps a
+        share of HBM free for the allocator's fragmentation and transient peaks.
 
     ``dp``, ``vpp``, ``micro_batch``, ``recompute`` (mode names), ``zero`` and ``micro_batches`` may be
     numpy arrays that broadcast (the search's grid); the steps are recorded on ``tr`` for scalar inputs.
@@ -212,6 +198,7 @@ def training_memory_parts(
             )
         pv[ppn] = pp_eff
     shard = tp * pp_eff
+    dp = dp * cp  # ZeRO shards over the data-parallel group with context parallelism (the CP ranks hold one copy)
     split = m.is_moe and ep > 1
     P_e = expert_params_total(m) if split else 0.0
     P_d = P - P_e
@@ -405,21 +392,24 @@ def training_memory_parts(
                 z_o=zo,
                 note="FP32 master + Adam m and v = 12 B/param" + (f", sharded over DP {dp}" if zero >= 1 else ""),
             )
-    per_layer = activation_bytes_per_layer(m, seq, micro_batch, tp, recompute, cfg.sequence_parallel)
+    per_layer = (
+        activation_bytes_per_layer(m, seq, micro_batch, tp, recompute, cfg.sequence_parallel, cfg.attention_kernel) / cp
+    )
     if micro_batches is None:
         in_flight: Any = pp
     elif isinstance(micro_batches, (int, np.integer)):
         in_flight = max(1, min(pp, micro_batches))
     else:
         in_flight = np.maximum(1, np.minimum(pp, micro_batches))
-    logits = 4 * seq * micro_batch * m.vocab_size / tp
+    logits = 4 * seq * micro_batch * m.vocab_size / (tp * cp)
     Act = per_layer * L_s * in_flight * f_v + logits
     Ov = a.runtime_overhead_gib * GiB
     total = W + W8 + G + S + Act + Ov
     C = dep.gpu.memory_bytes
+    usable = C * (1 - a.train_mem_headroom_frac)
     if tr.enabled:
-        _record_training_activations(
-            tr, dep, recompute, per_layer, L_s, in_flight, f_v, logits, Act, tp, pp, vpp, micro_batch
+        record_training_activations(
+            tr, dep, recompute, per_layer, L_s, in_flight, f_v, logits, Act, tp, pp, vpp, micro_batch, cp
         )
         tr.step(
             "overhead_bytes_per_gpu",
@@ -480,6 +470,18 @@ def training_memory_parts(
             C_gib=dep.gpu.memory_gib,
             GiB=GiB,
         )
+        tr.step(
+            "usable_bytes_per_gpu",
+            "Usable by a training layout",
+            "C_u",
+            "C * (1 - f_h)",
+            usable,
+            unit="B",
+            C=C,
+            f_h=a.train_mem_headroom_frac,
+            note="HBM less the headroom kept free for allocator fragmentation and transient peaks "
+            "(assumption train_mem_headroom_frac); a layout fits when U <= C_u",
+        )
     return TrainingMemoryParts(
         trainable_params=n_train,
         stage_layers=L_s,
@@ -496,77 +498,7 @@ def training_memory_parts(
         overhead=Ov,
         total=total,
         capacity=C,
-    )
-
-
-def _record_training_activations(
-    tr: Trace,
-    dep: Deployment,
-    recompute: str,
-    per_layer: float,
-    L_s: int,
-    in_flight: int,
-    f_v: float,
-    logits: float,
-    act: float,
-    tp: int,
-    pp: int,
-    vpp: int,
-    mb: int,
-) -> None:
-    """The activation steps of :func:`training_memory_parts` (scalar inputs)."""
-    cfg, m = dep.config, dep.model
-    tr.step(
-        "activation_bytes_per_layer",
-        "Activations per layer per micro-batch",
-        "a_l",
-        "a_l",
-        per_layer,
-        unit="B",
-        a_l=per_layer,
-        note=f"Korthikanti et al. Table 2: recompute={recompute}, sequence parallel={cfg.sequence_parallel}, "
-        f"s={cfg.seq_len}, b={mb}, h={m.hidden_size}, a={m.num_heads}, t={tp}",
-    )
-    if L_s * pp == m.num_layers and in_flight == pp and vpp == 1:
-        # 1F1B: the first stage holds pp micro-batches of L/pp layers = L layers' worth (Korthikanti sec. 4.2.3).
-        tr.step(
-            "activation_bytes_per_gpu",
-            "Activations per GPU",
-            "A_t",
-            "a_l * L + 4 * s * b * V / tp",
-            act,
-            unit="B",
-            latex=r"[a_l] \cdot [L] + \frac{4 [s] [b] [V]}{[tp]}",
-            a_l=per_layer,
-            L=m.num_layers,
-            s=cfg.seq_len,
-            b=mb,
-            V=m.vocab_size,
-            tp=tp,
-            note="1F1B keeps PP micro-batches of L/PP layers in flight on the first stage; "
-            "FP32 logits of the output layer",
-        )
-        return
-    tr.step(
-        "activation_bytes_per_gpu",
-        "Activations per GPU",
-        "A_t",
-        "a_l * L_s * n_f * f_v + 4 * s * b * V / tp",
-        act,
-        unit="B",
-        latex=r"[a_l] \cdot [L_s] \cdot [n_f] \cdot [f_v] + \frac{4 [s] [b] [V]}{[tp]}",
-        a_l=per_layer,
-        L_s=L_s,
-        n_f=in_flight,
-        f_v=f_v,
-        s=cfg.seq_len,
-        b=mb,
-        V=m.vocab_size,
-        tp=tp,
-        note=f"1F1B keeps min(PP, m) = {in_flight} micro-batches of {L_s} layers in flight on the "
-        "first stage"
-        + (f"; interleaving over {vpp} virtual stages adds (PP-1)/(PP v) (Korthikanti sec. 4.2.3)" if vpp > 1 else "")
-        + "; FP32 logits of the output layer",
+        usable=usable,
     )
 
 
@@ -583,6 +515,7 @@ def training_memory_for(
     ep: int | None = None,
     vpp: int = 1,
     micro_batches: int | None = None,
+    cp: int | None = None,
 ) -> TrainingMemory:
     """As :func:`training_memory` with the layout given explicitly: :func:`training_memory_parts` on
     scalars, its steps recorded on ``tr`` (unset knobs come from the config)."""
@@ -600,15 +533,16 @@ def training_memory_for(
         recompute=recompute or cfg.recompute,
         vpp=vpp,
         micro_batches=micro_batches,
+        cp=cp or cfg.cp,
         tr=tr,
     )
-    total, C = float(p.total), float(p.capacity)
-    fits = total <= C
+    total, C, usable = float(p.total), float(p.capacity), float(p.usable)
+    fits = total <= usable
+    kept = f"{usable / 1e9:.3g} GB usable of {C / 1e9:.3g} GB (headroom {cfg.assumptions.train_mem_headroom_frac:.0%})"
     reason = (
-        f"fits: {sig(total / 1e9)} GB of {sig(C / 1e9)} GB"
+        f"fits: {sig(total / 1e9)} GB of {kept}"
         if fits
-        else f"does not fit: {sig(total / 1e9)} GB per GPU exceeds {sig(C / 1e9)} GB; "
-        + _training_levers(cfg, dp, zero)
+        else f"does not fit: {sig(total / 1e9)} GB per GPU exceeds {kept}; " + _training_levers(cfg, dp, zero)
     )
     return TrainingMemory(
         trainable_params=float(p.trainable_params),
@@ -623,6 +557,7 @@ def training_memory_for(
         reason=reason,
         steps=tr.frozen(),
         fp8_weight_bytes_per_gpu=float(p.fp8_weight),
+        usable_bytes_per_gpu=usable,
     )
 
 
@@ -644,4 +579,6 @@ def _training_levers(cfg: RabitConfig, dp: int, zero: int) -> str:
         levers.append("recompute more")
     if cfg.micro_batch > 1:
         levers.append("lower the micro-batch")
+    if cfg.seq_len >= 16384:
+        levers.append("split the sequence with context parallelism")
     return ", ".join(levers[:-1]) + (" or " if len(levers) > 1 else "") + levers[-1]

@@ -25,6 +25,15 @@ from core.serving.kv_transfer import (
     kv_transfer_s,
     wire_share,
 )
+from core.serving.long_context import (
+    LongContextView,
+    long_context_view,
+)
+from core.serving.prefill_chunks import (
+    ChunkPart,
+    chunked_prompt_s,
+    prompt_chunks,
+)
 from core.serving.router import (
     POLICIES,
     Policy,
@@ -61,6 +70,7 @@ from core.serving.simulation import (
     kv_pool,
     max_throughput,
     parse_trace,
+    replica_scheduler,
     round_rate_down,
     sim_spec,
     simulate,
@@ -87,11 +97,13 @@ from core.serving.speed import (
     speed_summary,
 )
 from core.serving.speed_views import (
+    AttentionOption,
     BatchPoint,
     CollectiveView,
     Roofline,
     TextbookComparison,
     allreduce_curve,
+    attention_options,
     batch_sweep,
     collective_view,
     decode_curve,
@@ -122,6 +134,7 @@ __all__ = [
     "AdapterStats",
     "adapter_sessions",
     "effective_adapters",
+    "AttentionOption",
     "DeploymentResult",
     "Layout",
     "PoolLayout",
@@ -167,6 +180,7 @@ __all__ = [
     "VideoQueueSpec",
     "VideoTiming",
     "allreduce_curve",
+    "attention_options",
     "batch_sweep",
     "break_even_alpha",
     "collective_view",
@@ -189,11 +203,17 @@ __all__ = [
     "parse_trace",
     "pipeline_fill_s",
     "prefill",
+    "ChunkPart",
+    "LongContextView",
+    "long_context_view",
+    "chunked_prompt_s",
     "prefill_numbers",
+    "prompt_chunks",
     "replicas_of",
     "roofline",
     "round_rate_down",
     "self_check",
+    "replica_scheduler",
     "sim_spec",
     "simulate",
     "simulate_queue",

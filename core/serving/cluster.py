@@ -261,7 +261,11 @@ def _aggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     else:
         load = [0] * R
         lora = _lora(dep, ad)
-        front = [Replica(k, spec, tm, pool, draws, load, lora=lora) for k in range(R)]
+        front = []
+        for k in range(R):  # a search may ask for tens of thousands of replicas: building them counts as work
+            if budget is not None and k % 256 == 0:
+                budget.check(0)
+            front.append(Replica(k, spec, tm, pool, draws, load, lora=lora))
         policy = make_policy(layout.router, R, spec.seed, _slots(dep))
         rs = ReplicaSet(spec, draws, policy, front, prefix_tokens=prefix, adapters=ad)
         rs.run(budget)

@@ -75,13 +75,26 @@ __all__ = [
 def sim_spec(cfg: RabitConfig, **changes: Any) -> SimSpec:
     """The simulator's workload from the shared config: ``cfg.workload``'s arrival and scheduler fields as they
     are (:data:`core.config.LOAD_FIELDS`, one model), with lengths spread around the config's mean prompt and
-    output tokens; ``changes`` override SimSpec fields (e.g. ``trace=``)."""
+    output tokens; ``changes`` override SimSpec fields (e.g. ``trace=``). With data-parallel attention the
+    scheduler limits are per rank (:func:`replica_scheduler`)."""
     w = cfg.workload
     lengths = {
         f: Lengths(kind=w.lengths, mean=m, spread=w.spread)
         for f, m in (("input", cfg.input_tokens), ("output", cfg.output_tokens))
     }
-    return SimSpec.model_validate({**w.model_dump(include=set(LOAD_FIELDS)), **lengths, **changes})
+    spec = SimSpec.model_validate({**w.model_dump(include=set(LOAD_FIELDS)), **lengths})
+    spec = replica_scheduler(spec, cfg)
+    return spec.with_(**changes) if changes else spec
+
+
+def replica_scheduler(spec: SimSpec, cfg: RabitConfig) -> SimSpec:
+    """The replica's scheduler limits: with data-parallel attention the engine runs one scheduler per TP rank, each
+    with its own ``max_num_seqs`` and token budget (docs.vllm.ai "Data Parallel Deployment": "--max-num-seqs applies
+    per DP rank"; SGLang starts one scheduler per DP-attention rank), so the replica's are TP times the engine's;
+    ``spec`` unchanged otherwise."""
+    if not (cfg.dp_attention and cfg.tp > 1):
+        return spec
+    return spec.with_(max_batch=spec.max_batch * cfg.tp, token_budget=spec.token_budget * cfg.tp)
 
 
 def workspace_tokens(spec: SimSpec) -> int:
@@ -103,7 +116,9 @@ def kv_pool(dep: Deployment | RabitConfig, spec: SimSpec) -> Pool:
         blocks = float(spec.kv_pool_tokens // B)
     else:
         ws = workspace_tokens(spec)
-        mem = serving_memory(dep.with_(batch=1, input_tokens=ws, output_tokens=1), NO_TRACE)
+        # one iteration of the workspace's tokens, in one pass (the spec's budget is the chunk)
+        one_pass = cfg.workload.with_(token_budget=ws)
+        mem = serving_memory(dep.with_(batch=1, input_tokens=ws, output_tokens=1, workload=one_pass), NO_TRACE)
         if (
             mem.kv_budget_bytes_per_gpu <= 0
             or mem.weights_bytes_per_gpu + mem.overhead_bytes_per_gpu > mem.usable_bytes_per_gpu
@@ -112,7 +127,9 @@ def kv_pool(dep: Deployment | RabitConfig, spec: SimSpec) -> Pool:
         # a hybrid's fixed per-sequence state is set aside for max_num_seqs sequences first (vLLM's mamba cache
         # is sized for max_num_seqs); the rest holds KV blocks
         state = spec.max_batch * mem.ssm_state_bytes_per_seq_per_gpu
-        blocks = float(max(0, math.floor((mem.kv_budget_bytes_per_gpu - state) / (mem.kv_bytes_per_token_per_gpu * B))))
+        # a host KV tier (kv_offload_gib) adds its blocks; the step model reads them over the host link
+        room = mem.kv_budget_bytes_per_gpu + mem.kv_host_bytes_per_gpu - state
+        blocks = float(max(0, math.floor(room / (mem.kv_bytes_per_token_per_gpu * B))))
     return Pool(
         blocks=blocks,
         block=B,
@@ -120,6 +137,7 @@ def kv_pool(dep: Deployment | RabitConfig, spec: SimSpec) -> Pool:
         slide_share=slide / L,
         window=m.sliding_window if slide else 0,
         max_context=m.max_context,
+        seq_blocks_max=blocks / cfg.tp if cfg.dp_attention and cfg.tp > 1 else float("inf"),
     )
 
 

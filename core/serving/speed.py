@@ -49,9 +49,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE, Step, Trace, fmt_time, sig
-from core.catalog import ModelArch
 from core.config import Deployment, RabitConfig, as_deployment
-from core.physics import IterationParts, StepModel, iteration
+from core.physics import IterationParts, StepModel, iteration, prefill_chunk_tokens
+from core.serving.prefill_chunks import (
+    ChunkPart,
+    PrefillNumbers,
+    PromptChunks,
+    attended_pairs,
+    chunk_parts,
+    chunked_prefill,
+)
 from core.serving.speculative_decoding import SpecResult, speculation
 
 #: Decode steps evaluated exactly up to this many; beyond, a uniform grid with the trapezoid rule.
@@ -66,7 +73,8 @@ class _Frozen(BaseModel):
 
 
 class PrefillResult(_Frozen):
-    """Time to first token of one batch of prompts (all prefilled in one iteration)."""
+    """Time to first token of one batch of prompts (prefilled together, or chunk by chunk when a prompt is longer
+    than the token budget)."""
 
     batch: int
     prompt_tokens: int
@@ -78,6 +86,9 @@ class PrefillResult(_Frozen):
     ttft_one_s: float  # one prompt alone
     bound: str
     steps: tuple[Step, ...] = ()
+    chunk_tokens: int | None = None  # the chunk a long prompt is prefilled in (None: one pass)
+    #: one prompt's prefill, chunk by chunk (a single part when it runs in one pass): TTFT_1 = sum of their times
+    chunks: tuple[ChunkPart, ...] = ()
 
 
 class DecodeResult(_Frozen):
@@ -118,43 +129,6 @@ class SpeedSummary(_Frozen):
 # --- prefill ---------------------------------------------------------------------------------------
 
 
-def _attended_pairs(m: ModelArch, start: float, end: float) -> float:
-    """Sum over query positions j = start+1 .. end of the keys each attends (itself included), averaged over the
-    attention layers (a hybrid's state-space layers attend nothing; the FLOPs per pair count attention layers).
-
-    Full layers: sum j = (end (end+1) - start (start+1)) / 2; sliding layers: sum min(j, w).
-    """
-
-    def full(n: float) -> float:
-        return n * (n + 1) / 2
-
-    if not m.sliding_layers:
-        return full(end) - full(start)
-    w = m.sliding_window
-
-    def slide(n: float) -> float:
-        return full(n) if n <= w else full(w) + (n - w) * w
-
-    return (
-        m.full_attention_layers * (full(end) - full(start)) + m.sliding_layers * (slide(end) - slide(start))
-    ) / m.attention_layers
-
-
-@dataclass(frozen=True)
-class _Prefill:
-    batch: int
-    prompt: int
-    cached: int
-    uncached: int
-    T: float
-    A: float
-    R: float
-    it: IterationParts  # one micro-batch: the whole batch without a pipeline (or with one prompt)
-    one: IterationParts
-    m: float  # micro-batches, min(pp, B)
-    ttft_s: float  # the whole batch through an empty pipeline
-
-
 def pipeline_fill_s(t_micro_s, m, compute_s, memory_s, comm_s):
     """A batch of ``m`` micro-batches through an empty pipeline [s]: one micro-batch's trip through the
     ``pp`` stages (``StepModel.pipelined_s``) plus the ``m - 1`` stage times the last micro-batch waits to
@@ -169,7 +143,7 @@ def pipeline_fill_s(t_micro_s, m, compute_s, memory_s, comm_s):
     return t_micro_s + (m - 1) * (np.maximum(compute_s, memory_s) + comm_s)
 
 
-def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_TRACE) -> _Prefill:
+def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_TRACE) -> PrefillNumbers:
     """The batch's prompts prefilled together, recorded on ``tr``: with a pipeline, as ``m = min(pp, B)``
     micro-batches of ``B / m`` prompts that follow one another through the stages (``StepModel.pipelined_s``)."""
     on = tr.enabled
@@ -189,7 +163,10 @@ def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_
         )
     u = I - c
     mdl = sm.model
-    a_seq = _attended_pairs(mdl, c, I)
+    chunk = prefill_chunk_tokens(cfg)
+    if chunk is not None:
+        return chunked_prefill(sm, cfg, B, c, chunk, tr)
+    a_seq = attended_pairs(mdl, c, I)
     r_seq = float(sm.kv_read_tokens(c))
     T, A, R = float(B * u), B * a_seq, B * r_seq
     m = float(sm.micro_batches(float(B)))
@@ -304,7 +281,8 @@ def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_
         final_symbol=r"\mathrm{TTFT}_1",
         note="the same iteration with B = 1",
     )
-    return _Prefill(B, I, c, u, T, A, R, it, one, m, ttft)
+    one_pass = PromptChunks(u, np.array([float(c)]), np.array([float(u)]), np.array([a_seq]), np.array([r_seq]))
+    return PrefillNumbers(B, I, c, u, T, A, R, it, one, m, ttft, chunks=one_pass)
 
 
 # --- decode ----------------------------------------------------------------------------------------
@@ -545,7 +523,7 @@ def decode_rates(cfg: RabitConfig, sm: StepModel, d: _Decode, prefill_s: float, 
 # --- public views ------------------------------------------------------------------------------------
 
 
-def _prefill_result(pf: _Prefill, steps: tuple[Step, ...] = ()) -> PrefillResult:
+def _prefill_result(pf: PrefillNumbers, sm: StepModel, steps: tuple[Step, ...] = ()) -> PrefillResult:
     return PrefillResult(
         batch=pf.batch,
         prompt_tokens=pf.prompt,
@@ -554,9 +532,11 @@ def _prefill_result(pf: _Prefill, steps: tuple[Step, ...] = ()) -> PrefillResult
         iteration=pf.it,
         ttft_s=pf.ttft_s,
         micro_batches=int(pf.m),
-        ttft_one_s=pf.one.time_s,
+        ttft_one_s=pf.ttft_s / pf.batch if pf.chunked else pf.one.time_s,
         bound=pf.it.bound,
         steps=steps,
+        chunk_tokens=pf.chunks.chunk if pf.chunked else None,
+        chunks=chunk_parts(sm, pf.chunks),
     )
 
 
@@ -589,8 +569,9 @@ def prefill(dep: Deployment | RabitConfig, tr: Trace | None = None) -> PrefillRe
     """
     tr = tr if tr is not None else Trace()
     dep = as_deployment(dep)
-    pf = prefill_numbers(StepModel.from_deployment(dep), dep.config, dep.config.batch, tr)
-    return _prefill_result(pf, tr.frozen())
+    sm = StepModel.from_deployment(dep)
+    pf = prefill_numbers(sm, dep.config, dep.config.batch, tr)
+    return _prefill_result(pf, sm, tr.frozen())
 
 
 def decode(dep: Deployment | RabitConfig, tr: Trace | None = None) -> DecodeResult:
@@ -641,7 +622,7 @@ def speed_summary(dep: Deployment | RabitConfig) -> SpeedSummary:
         section(f"Speculative decoding ({cfg.spec_method}, k = {cfg.spec_k}, alpha = {sig(cfg.spec_alpha, 6)})", n0)
     steps = tr.frozen()
     return SpeedSummary(
-        prefill=_prefill_result(pf, steps),
+        prefill=_prefill_result(pf, sm, steps),
         decode=_decode_result(d, rates, steps),
         spec=sp,
         e2e_s=rates.e2e_s,

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE, fmt_time, sig
 from core.config import COMPUTE_PRECISION, Deployment, RabitConfig, as_deployment
-from core.physics import ACT_BYTES, Collectives, StepModel, serving_memory
+from core.physics import ACT_BYTES, Collectives, StepModel, kv_shard, serving_memory
 from core.serving import acceptance
 from core.serving.speculative_decoding import speculation
 from core.serving.speed import decode_numbers, decode_times, prefill_numbers, replicas_of
@@ -540,6 +540,78 @@ def ep_options(dep: Deployment | RabitConfig) -> tuple[EpOption, ...]:
                 prefill_s=pf.ttft_s,
                 comm_s_per_step=d.mid.pp * d.mid.comm_s + d.mid.hops_s,
                 tokens_per_s=c.batch / d.mean_s * replicas_of(c),
+            )
+        )
+    return tuple(out)
+
+
+class AttentionOption(_Frozen):
+    """One attention layout of the config's replica: its decode step, the batch's TTFT and how much KV it holds."""
+
+    label: str
+    gpus_per_replica: int
+    decode_step_s: float
+    prefill_s: float
+    kv_tokens_per_replica: float
+    max_sequences: int
+    current: bool
+    problem: str = ""  # why this layout cannot run here (empty when it can)
+
+
+def attention_options(dep: Deployment | RabitConfig) -> tuple[AttentionOption, ...]:
+    """The config's replica with each attention layout: plain TP, data-parallel attention (MLA or MoE, the MoE layers
+    expert-parallel over the TP ranks), decode context parallelism over the TP ranks that replicate the KV, and
+    context parallelism over 2 and 4 TP groups (more GPUs per replica); each timed by the one step model and sized by
+    the one memory model (the Speed page's layout comparison)."""
+    from core.config import problems
+
+    dep = as_deployment(dep)
+    cfg, m = dep.config, dep.model
+    plain = {"dp_attention": False, "cp": 1, "dcp": 1}
+    variants: list[tuple[str, dict]] = [(f"TP {cfg.tp}", plain)]
+    if cfg.tp > 1 and (m.is_mla or m.is_moe):
+        ep = cfg.tp if m.is_moe and m.num_experts % cfg.tp == 0 else cfg.ep
+        variants.append(
+            ("data-parallel attention" + (f", EP {ep}" if ep > 1 else ""), {**plain, "dp_attention": True, "ep": ep})
+        )
+    shard = kv_shard(m, cfg.tp)
+    if cfg.tp > shard:
+        variants.append((f"decode context parallelism {cfg.tp // shard}", {**plain, "dcp": cfg.tp // shard}))
+    for k in (2, 4):
+        variants.append((f"context parallelism {k}", {**plain, "cp": k, "nodes": cfg.nodes * k}))
+    out = []
+    nan = math.nan
+    for label, changes in variants:
+        cd = dep.with_(**changes)
+        c = cd.config
+        now = (c.dp_attention, c.cp, c.dcp) == (cfg.dp_attention, cfg.cp, cfg.dcp)
+        blocking = [p.message for p in problems(c) if p.blocking]
+        if blocking:
+            out.append(
+                AttentionOption(
+                    label=label,
+                    gpus_per_replica=c.replica_gpus,
+                    decode_step_s=nan,
+                    prefill_s=nan,
+                    kv_tokens_per_replica=nan,
+                    max_sequences=0,
+                    current=now,
+                    problem=blocking[0],
+                )
+            )
+            continue
+        sm = StepModel.from_deployment(cd)
+        mem = serving_memory(cd, NO_TRACE)
+        out.append(
+            AttentionOption(
+                label=label,
+                gpus_per_replica=c.replica_gpus,
+                decode_step_s=decode_numbers(sm, c, c.batch).mean_s,
+                prefill_s=prefill_numbers(sm, c, c.batch).ttft_s,
+                kv_tokens_per_replica=mem.kv_tokens_per_replica,
+                max_sequences=mem.max_sequences,
+                current=now,
+                problem="" if mem.fits else mem.reason,
             )
         )
     return tuple(out)

@@ -8,6 +8,7 @@ Megatron-LM", SC'21, FLOP count of a GPT iteration::
     hardware FLOPs / token F_hw = F_m                                (no recomputation)
                                 = F_m + 4 d_qk A_t                    (selective: attention core again)
                                 = F_m + 2 N + 4 d_qk A_t              (full: a whole extra forward)
+                                  + 2 d_qk A_t                        (a fused kernel, any mode)
 
 ``N`` = active parameters that do matrix work (LM head in, embedding lookup out), ``d_qk = H x d_head``,
 ``A_t`` = attended (query, key) pairs per token summed over layers = L (s + 1) / 2 for causal attention
@@ -17,6 +18,11 @@ full s x s score matrix, twice what a causal FlashAttention kernel computes, so 
 (physics over convention: a causal kernel skips the masked blocks). With recomputation the same paper
 writes 96 B s l h^2 (...): our hardware FLOPs. MFU divides model FLOPs, HFU hardware
 FLOPs, by the BF16 dense peak (the convention of Llama 3 and Megatron; Korthikanti et al. sec. 5).
+
+A fused (flash) attention kernel stores no scores, so its backward computes Q K^T again before the four
+gradient matmuls: five matmuls where the forward has two (Dao, FlashAttention-2, arXiv 2307.08691 sec. 3.1.2),
+2 d_qk A_t more hardware FLOPs per token than the eager softmax whatever the recomputation mode; the model FLOPs
+(what MFU divides) stay the convention's 12 d_qk A_t.
 """
 
 from __future__ import annotations
@@ -62,11 +68,18 @@ def attention_pairs_per_token(m: ModelArch, seq: int) -> float:
 
 
 def flops_per_token(
-    m: ModelArch, seq: int, *, lora_rank: int = 0, lora_flop_per_param: float = 4.0, recompute: str = "none"
+    m: ModelArch,
+    seq: int,
+    *,
+    lora_rank: int = 0,
+    lora_flop_per_param: float = 4.0,
+    recompute: str = "none",
+    kernel: str = "flash",
 ) -> tuple[float, float]:
     """(model FLOPs, hardware FLOPs) per trained token [FLOP]; see the module docstring.
 
-    Llama-3.1-70B, s = 4,096, full training: 6 x 69.50e9 + 12 x 8,192 x 163,880 = 4.33e11 FLOP/token.
+    Llama-3.1-70B, s = 4,096, full training: 6 x 69.50e9 + 12 x 8,192 x 163,880 = 4.33e11 FLOP/token; a fused
+    kernel's backward adds 2 x 8,192 x 163,880 = 2.69e9 hardware FLOPs (0.6 %).
     """
     n = float(m.active_matmul_params())
     attn = 12.0 * m.attn_qk_dim * attention_pairs_per_token(m, seq)
@@ -76,11 +89,12 @@ def flops_per_token(
     else:
         model = 6.0 * n + attn
         extra_full = 2.0 * n
+    fused = attn / 6 if kernel == "flash" else 0.0  # the kernel's backward rebuilds Q K^T: 2 of the 12 d_qk
     if recompute == "selective":
-        return model, model + attn / 3
+        return model, model + attn / 3 + fused
     if recompute == "full":
-        return model, model + extra_full + attn / 3
-    return model, model
+        return model, model + extra_full + attn / 3 + fused
+    return model, model + fused
 
 
 def work(dep: Deployment | RabitConfig) -> Work:
@@ -90,7 +104,12 @@ def work(dep: Deployment | RabitConfig) -> Work:
     a = cfg.assumptions
     hw = {
         r: flops_per_token(
-            m, cfg.seq_len, lora_rank=cfg.lora_rank, lora_flop_per_param=a.lora_flop_per_param, recompute=r
+            m,
+            cfg.seq_len,
+            lora_rank=cfg.lora_rank,
+            lora_flop_per_param=a.lora_flop_per_param,
+            recompute=r,
+            kernel=cfg.attention_kernel,
         )[1]
         for r in RECOMPUTES
     }

@@ -6,12 +6,21 @@ recomputation r and v virtual pipeline stages; m = B / (DP b) micro-batches per 
     t_mb   = F_hw b s / (TP p_e) / (peak x fp8 x MFU_train x T/(T+T0))      one micro-batch, one stage
     slot   = t_mb + TP collectives + EP all-to-alls + PP sends                (per micro-batch, per stage)
     t_pipe = (m + (PP - 1) / v) slot         bubble share (PP - 1) / (v m + PP - 1)  (Narayanan sec. 2.2)
+    t_cp   = L_a (cp - 1) [max(0, t_kv - t_att) (f + [full]) + max(0, 2 t_kv - 2.5 t_att)]   context parallelism
     t_dp   = DP/ZeRO traffic over the DP group, partly hidden (dp_overlap) behind compute:
              ZeRO-0 all-reduce; 1: reduce-scatter + all-gather; 2: reduce-scatter per micro-batch
              + all-gather; 3: (2 all-gathers + reduce-scatter) per micro-batch
     step   = t_pipe + exposed t_dp + optimizer step (28 B per local parameter over HBM) + overhead
 
-Placement: TP inside the node, then EP, PP, DP outward (DP groups span nodes once TP x PP fills one).
+Context parallelism (Megatron-LM ``--context-parallel-size``; Megatron-Core "Context parallelism" guide) splits each
+sequence over ``cp`` ranks: every rank runs the linear layers on its ``s / cp`` tokens and attends them to all keys, the
+keys and values of the other ranks reaching it block by block around a ring (point-to-point sends, one KV block of
+``b s / cp`` tokens per step, ``cp - 1`` steps per layer), each send hidden behind the attention of the block already
+there as far as the fabric allows; the backward passes the keys and values and their gradients (twice the bytes)
+behind the backward attention (2.5x the forward's matmuls for a fused kernel). CP ranks hold the same weights; their
+gradients are reduced over DP x CP.
+
+Placement: TP inside the node, then CP, EP, PP, DP outward (DP groups span nodes once TP x PP fills one).
 Each choice is a named assumption in :mod:`core.base.assumptions` or a documented constant below.
 
 **Memory** per GPU is :func:`core.physics.training_footprint.training_memory_parts` (the one body the traced Memory view also
@@ -41,7 +50,7 @@ from core.physics import (
     lora_params,
     training_memory_parts,
 )
-from core.training.flops import RECOMPUTES, work
+from core.training.flops import RECOMPUTES, attention_pairs_per_token, work
 
 __all__ = [
     "COLLECTIVES_PER_LAYER",
@@ -52,6 +61,7 @@ __all__ = [
     "LayoutResult",
     "bubble_fraction",
     "config_layout",
+    "cp_ring_s",
     "fp8_compute_speedup",
     "group_allreduce_s",
     "group_gather_s",
@@ -91,16 +101,18 @@ class Layout(_Frozen):
     zero: choices.ZeroStage = 1
     recompute: Recompute = "selective"
     vpp: int = Field(1, ge=1)
+    cp: int = Field(1, ge=1)  # context parallelism: ranks one sequence is split over
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.cp * self.dp
 
     def label(self) -> str:
         v = f"(v{self.vpp})" if self.vpp > 1 else ""
         e = f" EP{self.ep}" if self.ep > 1 else ""
+        c = f" CP{self.cp}" if self.cp > 1 else ""
         return (
-            f"TP{self.tp} PP{self.pp}{v} DP{self.dp}{e} · mb {self.micro_batch} · ZeRO-{self.zero} · "
+            f"TP{self.tp}{c} PP{self.pp}{v} DP{self.dp}{e} · mb {self.micro_batch} · ZeRO-{self.zero} · "
             f"{self.recompute} recompute"
         )
 
@@ -114,6 +126,7 @@ class LayoutResult(_Frozen):
     batch_ok: bool
     memory_bytes_per_gpu: float
     capacity_bytes_per_gpu: float
+    usable_bytes_per_gpu: float  # capacity less the training headroom: what the fit is checked against
     micro_batches: int
     global_batch_seqs: int
     global_batch_tokens: int
@@ -128,6 +141,7 @@ class LayoutResult(_Frozen):
     optimizer_s: float
     overhead_s: float
     step_s: float
+    cp_comm_s: float = 0.0  # context parallelism: the exposed part of the KV ring, per step
     runtime_s: float
     gpu_hours: float
     mfu: float
@@ -145,7 +159,7 @@ class LayoutResult(_Frozen):
 
     @property
     def comm_exposed_s(self) -> float:
-        return self.tp_comm_s + self.ep_comm_s + self.pp_comm_s + self.dp_exposed_s
+        return self.tp_comm_s + self.ep_comm_s + self.pp_comm_s + self.dp_exposed_s + self.cp_comm_s
 
     def time_parts(self) -> tuple[tuple[str, float], ...]:
         """(name, seconds per step) adding up to ``step_s``."""
@@ -153,6 +167,7 @@ class LayoutResult(_Frozen):
             ("compute", self.compute_s),
             ("pipeline bubble", self.bubble_s),
             ("TP communication", self.tp_comm_s),
+            ("CP ring (exposed)", self.cp_comm_s),
             ("EP all-to-all", self.ep_comm_s),
             ("PP sends", self.pp_comm_s),
             ("DP/ZeRO (exposed)", self.dp_exposed_s),
@@ -214,6 +229,7 @@ class LayoutContext:
     peak_eff: float  # peak x speed-up x mfu_train
     q_slow: float
     capacity: float
+    usable: float  # capacity less the training headroom (assumption train_mem_headroom_frac)
     hbm_eff: float
 
 
@@ -244,12 +260,46 @@ def layout_context(dep: Deployment | RabitConfig) -> LayoutContext:
         peak_eff=peak * sp * a.mfu_train,
         q_slow=a.qlora_slowdown if (cfg.lora_rank and cfg.qlora) else 1.0,
         capacity=g.memory_bytes,
+        usable=g.memory_bytes * (1 - a.train_mem_headroom_frac),
         hbm_eff=g.memory_bw_bytes_per_s * a.mbu,
     )
 
 
-def layout_grid(c: LayoutContext, tp: int, pp: int, ep: int, dp, vs, bs, rcs, zs, tol: float) -> dict[str, np.ndarray]:
-    """Every quantity of the layout model on a grid with axes (dp, v, b, recompute, zero).
+def cp_ring_s(c: LayoutContext, tp: int, cp: int, b, recompute, L_s) -> tuple[Any, Any, Any]:
+    """Exposed time of context parallelism's KV ring in one micro-batch on one stage, and its two ingredients:
+    ``(t_cp, t_kv, t_att)`` [s] (arrays broadcast like ``b`` and ``recompute``; zeros at ``cp = 1``)::
+
+        t_kv  = alpha + b (s / cp) k_l / beta              one KV block of one layer to the next rank
+        t_att = 4 d_qk / tp x b P_l / cp^2 / R             the forward attention of one block (R: sustained FLOP/s)
+        t_cp  = L_a (cp - 1) [max(0, t_kv - t_att) (1 + [full]) + max(0, 2 t_kv - 2.5 t_att)]
+
+    ``k_l`` = the K and V bytes of one token in one layer on one TP rank, ``P_l`` = causal (query, key) pairs of one
+    sequence in one layer (load-balanced over the ranks, Megatron-Core's two chunks per rank), ``L_a`` = the stage's
+    attention layers. Forward: ``cp - 1`` sends, each behind one block's attention (again under full
+    recomputation); backward: the keys and values and their gradients behind the block's backward attention,
+    2.5x the forward's matmuls (five against two: FlashAttention-2, arXiv 2307.08691 sec. 3.1.2). The ring runs
+    over the scale-up fabric while TP x CP fits a node, else over the inter-node fabric (one NIC per GPU).
+    """
+    zero = 0.0 * np.asarray(b, dtype=float)
+    if cp <= 1:
+        return zero, zero, zero
+    m, s = c.m, c.seq
+    k_l = m.kv_elements_per_token_layer() * 2.0 / (1 if m.is_mla else min(tp, m.num_kv_heads))  # BF16 K and V
+    t_kv = c.coll.p2p_s(np.asarray(b, dtype=float) * (s / cp) * k_l, tp * cp > c.coll.domain)
+    pairs_layer = attention_pairs_per_token(m, s) * s / max(1, m.attention_layers)
+    t_att = 4.0 * m.attn_qk_dim / tp * np.asarray(b, dtype=float) * pairs_layer / cp**2 / c.peak_eff
+    L_a = np.asarray(L_s, dtype=float) * m.attention_layers / m.num_layers
+    full = np.where(np.asarray(recompute) == "full", 1.0, 0.0)
+    fwd = np.maximum(0.0, t_kv - t_att) * (1.0 + full)
+    bwd = np.maximum(0.0, 2.0 * t_kv - 2.5 * t_att)
+    return L_a * (cp - 1) * (fwd + bwd), t_kv, t_att
+
+
+def layout_grid(
+    c: LayoutContext, tp: int, pp: int, ep: int, dp, vs, bs, rcs, zs, tol: float, cp: int = 1
+) -> dict[str, np.ndarray]:
+    """Every quantity of the layout model on a grid with axes (dp, v, b, recompute, zero), for one TP x CP x PP x
+    EP (``cp`` ranks share each sequence).
 
     Arrays broadcast against shape (len(dp), len(vs), len(bs), len(rcs), len(zs)).
     """
@@ -271,10 +321,10 @@ def layout_grid(c: LayoutContext, tp: int, pp: int, ep: int, dp, vs, bs, rcs, zs
 
     # memory: the one body, on arrays
     mem = training_memory_parts(
-        c.dep, dp=D, tp=tp, pp=pp, ep=ep, zero=Z, micro_batch=B, recompute=R, vpp=V, micro_batches=mm
+        c.dep, dp=D, tp=tp, pp=pp, ep=ep, zero=Z, micro_batch=B, recompute=R, vpp=V, micro_batches=mm, cp=cp
     )
     L_s, p_e, E = mem.stage_layers, mem.pp_eff, mem.expert_dp
-    fits = mem.total <= mem.capacity
+    fits = mem.total <= mem.usable
     shard = tp * p_e
     upd = mem.optimizer_params
     # DP / ZeRO traffic per step: the local gradient shard (adapters only under LoRA)
@@ -285,8 +335,8 @@ def layout_grid(c: LayoutContext, tp: int, pp: int, ep: int, dp, vs, bs, rcs, zs
         n_dense = (c.P - P_e) * GRAD_COMM_BYTES / shard
         n_exp = P_e * GRAD_COMM_BYTES / (ep * p_e) if split else 0.0
 
-    # one micro-batch on one stage
-    tok = B * s
+    # one micro-batch on one stage: each of the cp ranks runs b s / cp of its tokens
+    tok = B * s / cp
     ramp = tok / (tok + a.mfu_ramp_tokens)
     hw = np.array(c.flop_hw)[ri][None, None, None, :, None]
     t_mb = hw * tok / shard / (c.peak_eff * ramp) * c.q_slow
@@ -306,12 +356,14 @@ def layout_grid(c: LayoutContext, tp: int, pp: int, ep: int, dp, vs, bs, rcs, zs
         t_p2p = 2 * V * t_hop
     else:
         t_hop, t_p2p = 0.0 * tok, 0.0 * V * tok
-    slot = t_mb + t_tp + t_ep + t_p2p
+    t_cp, t_kv, t_att = cp_ring_s(c, tp, cp, B, R, L_s)
+    slot = t_mb + t_tp + t_ep + t_p2p + t_cp
     bub = (pp - 1) / V * slot
 
     # data parallel / ZeRO traffic per step
     k = max(1, c.coll.domain // (tp * pp))
-    rs_d, ar_d = group_gather_s(c.coll, n_dense, D, k), group_allreduce_s(c.coll, n_dense, D, k)
+    # the gradients of the CP ranks are reduced with the DP ones: one group of dp x cp
+    rs_d, ar_d = group_gather_s(c.coll, n_dense, D * cp, k), group_allreduce_s(c.coll, n_dense, D * cp, k)
     if split and not cfg.lora_rank:
         rs_e, ar_e = group_gather_s(c.coll, n_exp, E, k), group_allreduce_s(c.coll, n_exp, E, k)
     else:
@@ -327,7 +379,7 @@ def layout_grid(c: LayoutContext, tp: int, pp: int, ep: int, dp, vs, bs, rcs, zs
     tokens_step = b_seq * s
     n_steps = np.ceil(c.tokens / tokens_step)
     runtime = n_steps * step
-    gpus = tp * pp * D
+    gpus = tp * pp * cp * D
     return dict(
         mm=mm,
         b_seq=b_seq,
@@ -353,6 +405,9 @@ def layout_grid(c: LayoutContext, tp: int, pp: int, ep: int, dp, vs, bs, rcs, zs
         t_ep=t_ep,
         t_hop=t_hop,
         t_p2p=t_p2p,
+        t_cp=t_cp,
+        t_kv=t_kv,
+        t_att=t_att,
         slot=slot,
         bubble=bub,
         rs=rs,
@@ -379,9 +434,9 @@ def layout_grid(c: LayoutContext, tp: int, pp: int, ep: int, dp, vs, bs, rcs, zs
 
 
 def layout_of(row: Any) -> Layout:
-    """The layout a search row (tp, pp, dp, ep, b, zero, recompute index, v) stands for."""
-    tp, pp, dp, ep, b, z, ri, v = (int(x) for x in row)
-    return Layout(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=b, zero=z, recompute=RECOMPUTES[ri], vpp=v)
+    """The layout a search row (tp, pp, dp, ep, b, zero, recompute index, v, cp) stands for."""
+    tp, pp, dp, ep, b, z, ri, v, cp = (int(x) for x in row)
+    return Layout(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=b, zero=z, recompute=RECOMPUTES[ri], vpp=v, cp=cp)
 
 
 def result_at(c: LayoutContext, lay: Layout, r: dict[str, np.ndarray], ix: tuple, why: str = "") -> LayoutResult:
@@ -403,6 +458,7 @@ def result_at(c: LayoutContext, lay: Layout, r: dict[str, np.ndarray], ix: tuple
         batch_ok=bool(f("batch_ok")) and bool(f("v_ok")),
         memory_bytes_per_gpu=f("mem"),
         capacity_bytes_per_gpu=c.capacity,
+        usable_bytes_per_gpu=c.usable,
         micro_batches=mm,
         global_batch_seqs=int(f("b_seq")),
         global_batch_tokens=int(f("b_seq")) * c.seq,
@@ -412,6 +468,7 @@ def result_at(c: LayoutContext, lay: Layout, r: dict[str, np.ndarray], ix: tuple
         tp_comm_s=mm * f("t_tp"),
         ep_comm_s=mm * f("t_ep"),
         pp_comm_s=mm * f("t_p2p"),
+        cp_comm_s=mm * f("t_cp"),
         dp_comm_s=f("t_dp"),
         dp_exposed_s=f("dp_exp"),
         optimizer_s=f("opt"),
@@ -430,5 +487,12 @@ def config_layout(cfg: Deployment | RabitConfig) -> Layout:
     """The layout the config's sidebar / CLI flags name."""
     cfg = cfg.config if isinstance(cfg, Deployment) else cfg
     return Layout(
-        tp=cfg.tp, pp=cfg.pp, dp=cfg.dp, ep=cfg.ep, micro_batch=cfg.micro_batch, zero=cfg.zero, recompute=cfg.recompute
+        tp=cfg.tp,
+        pp=cfg.pp,
+        dp=cfg.dp,
+        ep=cfg.ep,
+        micro_batch=cfg.micro_batch,
+        zero=cfg.zero,
+        recompute=cfg.recompute,
+        cp=cfg.cp,
     )

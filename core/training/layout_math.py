@@ -46,12 +46,13 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         (lay.recompute,),
         (lay.zero,),
         1e9,
+        cp=lay.cp,
     )
     res = result_at(c, lay, r, (0, 0, 0, 0, 0))
     if not tr.enabled:
         return res
     x = {k: (float(np.ravel(v)[0]) if np.ndim(v) else float(v)) for k, v in r.items()}
-    tp, pp, dp, ep, b, v = lay.tp, lay.pp, lay.dp, lay.ep, lay.micro_batch, lay.vpp
+    tp, pp, dp, ep, b, v, cp = lay.tp, lay.pp, lay.dp, lay.ep, lay.micro_batch, lay.vpp, lay.cp
     s = c.seq
     wk = work(c.dep)
     N = tr.step(
@@ -120,18 +121,22 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
             A_t=A_t,
             note="6N (forward 2N + backward 4N) plus causal attention, forward + backward",
         )
+    fused = cfg.attention_kernel == "flash"
+    fk = " + 2 * d_qk * A_t" if fused else ""  # a fused kernel's backward rebuilds Q K^T (FlashAttention-2 sec. 3.1.2)
+    fk_note = "; the fused kernel's backward computes Q K^T again (2 d_qk per pair)" if fused else ""
     if lay.recompute == "selective":
         F_hw = tr.step(
             "hw_flop_per_token",
             "Hardware FLOPs per token",
             "F_hw",
-            "F_m + 4 * d_qk * A_t",
+            "F_m + 4 * d_qk * A_t" + fk,
             x["hw"],
             unit="FLOP",
             F_m=F_m,
             d_qk=dqk,
             A_t=A_t,
-            note="selective recomputation reruns the attention core (Korthikanti et al. sec. 5)",
+            note="selective recomputation reruns the attention core (Megatron-LM core_attn; Korthikanti et al. "
+            "sec. 5)" + fk_note,
         )
     elif lay.recompute == "full":
         n_l = 2 * lora_params(m, cfg.lora_rank) if cfg.lora_rank else 0.0
@@ -139,7 +144,7 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
             "hw_flop_per_token",
             "Hardware FLOPs per token",
             "F_hw",
-            "F_m + 2 * N + N_a + 4 * d_qk * A_t",
+            "F_m + 2 * N + N_a + 4 * d_qk * A_t" + fk,
             x["hw"],
             unit="FLOP",
             F_m=F_m,
@@ -147,7 +152,20 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
             N_a=n_l,
             d_qk=dqk,
             A_t=A_t,
-            note="full recomputation reruns the whole forward before the backward",
+            note="full recomputation reruns the whole forward before the backward" + fk_note,
+        )
+    elif fused:
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 2 * d_qk * A_t",
+            x["hw"],
+            unit="FLOP",
+            F_m=F_m,
+            d_qk=dqk,
+            A_t=A_t,
+            note="no recomputation" + fk_note,
         )
     else:
         F_hw = tr.step(
@@ -158,7 +176,7 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
             x["hw"],
             unit="FLOP",
             F_m=F_m,
-            note="no recomputation",
+            note="no recomputation; the eager softmax keeps its scores for the backward",
         )
     tr.step(
         "total_model_flop", "Model FLOPs of the run", "F", "F_m * T", F_m * c.tokens, unit="FLOP", F_m=F_m, T=c.tokens
@@ -200,11 +218,12 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         T0=a.mfu_ramp_tokens,
     )
     p_e = x["p_e"]
+    cpk: dict[str, Any] = {"cp": cp} if cp > 1 else {}
     t_mb = tr.step(
         "t_mb",
         "One micro-batch on one stage (compute)",
         "t_{mb}",
-        "F_hw * b * s / (tp * p_e) / (R * eta_T) * q",
+        "F_hw * b * s / (tp * p_e * cp) / (R * eta_T) * q" if cp > 1 else "F_hw * b * s / (tp * p_e) / (R * eta_T) * q",
         x["t_mb"],
         unit="s",
         F_hw=F_hw,
@@ -212,10 +231,12 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         s=s,
         tp=tp,
         p_e=p_e,
+        **cpk,
         R=peak,
         eta_T=eta,
         q=c.q_slow,
         note=f"PP {pp} puts {x['L_s']:.0f} of {m.num_layers} layers on the heaviest stage"
+        + (f"; each of the {cp} CP ranks runs s / cp of the tokens" if cp > 1 else "")
         + (f"; QLoRA dequantisation x{sig(c.q_slow, 6)}" if c.q_slow != 1 else ""),
     )
     parts = ["t_mb"]
@@ -229,8 +250,9 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
             x["t_ar"],
             unit="s",
             t_ar=x["t_ar"],
-            note=f"{sig(b * s * m.hidden_size * ACT_BYTES / 1e6)} MB over TP {tp} inside "
-            "the node (alpha-beta, core.physics.collectives)",
+            note=f"{sig(b * s / cp * m.hidden_size * ACT_BYTES / 1e6)} MB over TP {tp} inside "
+            "the node (alpha-beta, core.physics.collectives)"
+            + (f"; the {cp} CP ranks each all-reduce their own s / cp tokens" if cp > 1 else ""),
         )
         vals["t_tp"] = tr.step(
             "t_tp",
@@ -246,6 +268,45 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
             note="2 forward + 2 backward per layer (+2 with full recomputation)",
         )
         parts.append("t_tp")
+    if cp > 1:
+        t_kv = tr.step(
+            "t_kv_cp",
+            "One KV block to the next CP rank (one layer)",
+            "t_{kv}",
+            "t_kv",
+            x["t_kv"],
+            unit="s",
+            t_kv=x["t_kv"],
+            note=f"b x s / cp = {b * s // cp:,} tokens of K and V on one TP rank, point to point "
+            + ("over the inter-node fabric" if tp * cp > c.coll.domain else "over the scale-up fabric"),
+        )
+        t_at = tr.step(
+            "t_att_cp",
+            "Forward attention of one block (one layer)",
+            "t_{att}",
+            "t_att",
+            x["t_att"],
+            unit="s",
+            t_att=x["t_att"],
+            note="4 d_qk / tp per pair over the block's b P_l / cp^2 causal pairs at the sustained rate",
+        )
+        vals["t_cp"] = tr.step(
+            "t_cp",
+            "Context-parallel KV ring per micro-batch (exposed)",
+            "t_{cp}",
+            "L_a * (cp - 1) * (max(0, t_kv - t_att) * f_r + max(0, 2 * t_kv - 2.5 * t_att))",
+            x["t_cp"],
+            unit="s",
+            L_a=x["L_s"] * m.attention_layers / m.num_layers,
+            cp=cp,
+            t_kv=t_kv,
+            t_att=t_at,
+            f_r=2.0 if lay.recompute == "full" else 1.0,
+            note="Megatron-LM context parallelism: cp - 1 sends of a KV block per layer, each hidden behind one "
+            "block's attention as far as the fabric allows; the backward sends K, V and their gradients behind "
+            "2.5x the forward attention (f_r = 2 when full recomputation reruns the forward)",
+        )
+        parts.append("t_cp")
     if ep > 1 and m.is_moe:
         t_a = tr.step(
             "t_a2a",
@@ -464,6 +525,7 @@ def layout_memory(
         ep=lay.ep,
         vpp=lay.vpp,
         micro_batches=micro_batches,
+        cp=lay.cp,
     )
 
 

@@ -1,7 +1,8 @@
 """The training search: the fastest layout on a GPU count, the curve over counts, the deadline and the cost.
 
-**Search**: every TP (power of 2 dividing the heads, inside the scale-up domain) x PP (divisors of L and
-powers of two) x EP (MoE) is a small python loop; DP over all GPU counts x v x b x recompute x ZeRO are
+**Search**: every TP (power of 2 dividing the heads, inside the scale-up domain) x CP (context parallelism, powers
+of two that leave each rank at least :data:`CP_MIN_TOKENS` of the sequence) x PP (divisors of L and powers of two)
+x EP (MoE) is a small python loop; DP over all GPU counts x v x b x recompute x ZeRO are
 numpy axes of :func:`core.training.layout.layout_grid`. A layout is kept if it fits memory (the one body
 :func:`core.physics.training_footprint.training_memory_parts`, evaluated on arrays) and splits the global batch within
 ``batch_tolerance``. The fastest wins.
@@ -62,6 +63,12 @@ VIRTUAL_STAGES: tuple[int, ...] = (1, 2, 4)
 ZERO_STAGES: tuple[int, ...] = (0, 1, 2, 3)
 #: Largest GPU count the deadline search covers (the issue's bound).
 MAX_GPUS = 32_768
+#: Context parallelism is searched only where each rank keeps at least this many tokens of the sequence: shorter
+#: blocks underfill the GEMMs and their ring sends cannot hide behind their attention (Megatron-Core's context
+#: parallelism is for long sequences; Llama 3's 128k stage ran CP 16: 8,192 tokens a rank, arXiv 2407.21783 sec. 3.3).
+CP_MIN_TOKENS = 4096
+#: Context-parallel degrees the search tries (each within CP_MIN_TOKENS).
+CP_DEGREES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 
 class _Frozen(BaseModel):
@@ -74,7 +81,7 @@ class TrainingGoal(_Frozen):
     deadline_s: wall-clock the run must finish in (expected, with failures) [s]; enables the deadline search.
     gpus: a GPU budget: plan on exactly this many (default: the config's GPUs).
     layout: evaluate this layout instead of searching (a team checking the run it already has).
-    zero / recompute / micro_batch: pin that knob (None: search it).
+    zero / recompute / micro_batch / cp: pin that knob (None: search it).
     batch_tolerance: the global batch may move this much to split evenly into DP x micro-batches x m.
     checkpoint_interval_s: None = Daly's optimum.
     """
@@ -86,6 +93,7 @@ class TrainingGoal(_Frozen):
     zero: choices.ZeroStage | None = None
     recompute: Recompute | None = None
     micro_batch: int | None = Field(None, ge=1)
+    cp: int | None = Field(None, ge=1)  # pin context parallelism (None: search it)
     batch_tolerance: float = Field(0.1, ge=0, le=1)
     checkpoint_interval_s: float | None = Field(None, gt=0)
     top_k: int = Field(12, ge=1, le=100)
@@ -128,6 +136,16 @@ class TrainingPlan(_Frozen):
     deadline_met: bool | None
     message: str
     steps: tuple[Step, ...] = ()
+
+
+def _cps(c: LayoutContext, goal: TrainingGoal) -> tuple[int, ...]:
+    """Context-parallel degrees worth searching: the pinned layout's, else those leaving each rank at least
+    :data:`CP_MIN_TOKENS` tokens (CP 1 alone for sequences shorter than twice that)."""
+    if goal.layout is not None:
+        return (goal.layout.cp,)
+    if goal.cp is not None:
+        return (goal.cp,)
+    return tuple(k for k in CP_DEGREES if k == 1 or c.seq // k >= CP_MIN_TOKENS)
 
 
 def _candidates(c: LayoutContext, goal: TrainingGoal) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -185,51 +203,53 @@ def _best_per_count(c: LayoutContext, goal: TrainingGoal, counts: np.ndarray) ->
     tps, pps, eps = _candidates(c, goal)
     n = len(counts)
     best: dict[str, np.ndarray] = {k: np.full(n, np.inf) for k in _CURVE_KEYS}
-    lay = np.zeros((n, 8), dtype=np.int64)  # tp, pp, dp, ep, b, zero, rc index, v
+    lay = np.zeros((n, 9), dtype=np.int64)  # tp, pp, dp, ep, b, zero, rc index, v, cp
     shape_tail = (len(vs), len(bs), len(rcs), len(zs))
     max_dp = c.batch_seqs * (1 + goal.batch_tolerance)
     for tp in tps:
-        for pp in pps:
-            grp = tp * pp
-            sel = np.nonzero((counts % grp == 0) & (counts // grp <= max_dp))[0]
-            if not len(sel):
-                continue
-            for ep in eps:
-                dp = counts[sel] // grp
-                if ep > 1:
-                    ok = (tp * dp) % ep == 0
-                    if not ok.any():
-                        continue
-                    idx, dp = sel[ok], dp[ok]
-                else:
-                    idx = sel
-                r = layout_grid(c, tp, pp, ep, dp, vs, bs, rcs, zs, goal.batch_tolerance)
-                full = (len(dp),) + shape_tail
-                rt = np.where(np.broadcast_to(r["feasible"], full), np.broadcast_to(r["runtime"], full), np.inf)
-                flat = rt.reshape(len(dp), -1)
-                j = np.argmin(flat, axis=1)
-                val = flat[np.arange(len(dp)), j]
-                better = val < best["runtime"][idx]
-                if not better.any():
+        for cp in _cps(c, goal):
+            for pp in pps:
+                grp = tp * pp * cp
+                sel = np.nonzero((counts % grp == 0) & (counts // grp <= max_dp))[0]
+                if not len(sel):
                     continue
-                ii, jj, rows = idx[better], j[better], np.arange(len(dp))[better]
-                for key in _CURVE_KEYS:
-                    arr = np.broadcast_to(r[key], full).reshape(len(dp), -1)
-                    best[key][ii] = arr[rows, jj]
-                vi, bi, ri, zi = np.unravel_index(jj, shape_tail)
-                lay[ii] = np.stack(
-                    [
-                        np.full(len(ii), tp),
-                        np.full(len(ii), pp),
-                        dp[better],
-                        np.full(len(ii), ep),
-                        np.asarray(bs)[bi],
-                        np.asarray(zs)[zi],
-                        np.array([RECOMPUTES.index(x) for x in rcs])[ri],
-                        np.asarray(vs)[vi],
-                    ],
-                    axis=1,
-                )
+                for ep in eps:
+                    dp = counts[sel] // grp
+                    if ep > 1:
+                        ok = (tp * dp) % ep == 0
+                        if not ok.any():
+                            continue
+                        idx, dp = sel[ok], dp[ok]
+                    else:
+                        idx = sel
+                    r = layout_grid(c, tp, pp, ep, dp, vs, bs, rcs, zs, goal.batch_tolerance, cp=cp)
+                    full = (len(dp),) + shape_tail
+                    rt = np.where(np.broadcast_to(r["feasible"], full), np.broadcast_to(r["runtime"], full), np.inf)
+                    flat = rt.reshape(len(dp), -1)
+                    j = np.argmin(flat, axis=1)
+                    val = flat[np.arange(len(dp)), j]
+                    better = val < best["runtime"][idx]
+                    if not better.any():
+                        continue
+                    ii, jj, rows = idx[better], j[better], np.arange(len(dp))[better]
+                    for key in _CURVE_KEYS:
+                        arr = np.broadcast_to(r[key], full).reshape(len(dp), -1)
+                        best[key][ii] = arr[rows, jj]
+                    vi, bi, ri, zi = np.unravel_index(jj, shape_tail)
+                    lay[ii] = np.stack(
+                        [
+                            np.full(len(ii), tp),
+                            np.full(len(ii), pp),
+                            dp[better],
+                            np.full(len(ii), ep),
+                            np.asarray(bs)[bi],
+                            np.asarray(zs)[zi],
+                            np.array([RECOMPUTES.index(x) for x in rcs])[ri],
+                            np.asarray(vs)[vi],
+                            np.full(len(ii), cp),
+                        ],
+                        axis=1,
+                    )
     best["layout"] = lay
     return best
 
@@ -238,7 +258,7 @@ def _why_lost(best: LayoutResult, other: LayoutResult) -> str:
     if not other.fits:
         return (
             f"memory: needs {sig(other.memory_bytes_per_gpu / 1e9)} GB per GPU, "
-            f"{sig(other.capacity_bytes_per_gpu / 1e9)} GB available"
+            f"{sig(other.usable_bytes_per_gpu / 1e9)} GB usable of {sig(other.capacity_bytes_per_gpu / 1e9)} GB"
         )
     if not other.batch_ok:
         return (
@@ -258,6 +278,36 @@ def _why_lost(best: LayoutResult, other: LayoutResult) -> str:
     return f"{name}: +{sig(d / 3600)} h over the run ({slower:+.1%} runtime)"
 
 
+def _shape_rows(r: dict, shape: tuple[int, ...], vs, bs, rcs, zs) -> list[tuple[float, float, Layout, dict, tuple]]:
+    """The best setting of each ZeRO stage of one TP x PP x DP x EP x CP shape: (0, runtime, ...) when one fits,
+    else (1, memory, ...) for the leanest that splits the batch."""
+    tp, pp, dp, ep, cp = shape
+    full = (1, len(vs), len(bs), len(rcs), len(zs))
+    feas = np.broadcast_to(r["feasible"], full)
+    rt = np.broadcast_to(r["runtime"], full)
+    mem = np.broadcast_to(r["mem"], full)
+    out: list[tuple[float, float, Layout, dict, tuple]] = []
+    for zi, z in enumerate(zs):
+        if dp * cp == 1 and zi > 0:
+            break  # ZeRO shards over DP x CP: at 1 every stage is the same layout
+        sub_f, sub_rt = feas[..., zi], rt[..., zi]
+        if sub_f.any():
+            j = np.unravel_index(np.argmin(np.where(sub_f, sub_rt, np.inf)), sub_f.shape)
+            key = (0.0, float(sub_rt[j]))
+        else:
+            bo = np.broadcast_to(r["batch_ok"] & r["v_ok"], full)[..., zi]
+            if not bo.any():
+                continue
+            j = np.unravel_index(np.argmin(np.where(bo, mem[..., zi], np.inf)), bo.shape)
+            key = (1.0, float(mem[..., zi][j]))
+        ix = tuple(int(x) for x in j) + (zi,)
+        lay = Layout(
+            tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=bs[ix[2]], zero=z, recompute=rcs[ix[3]], vpp=vs[ix[1]], cp=cp
+        )
+        out.append((key[0], key[1], lay, r, ix))
+    return out
+
+
 def layouts_at(dep: Deployment | RabitConfig, gpus: int, goal: TrainingGoal | None = None) -> tuple[LayoutResult, ...]:
     """The best setting of each TP x PP x EP x ZeRO shape on ``gpus`` GPUs, fastest feasible first, then
     shapes that do not fit; ``why`` says why each lost to the first."""
@@ -267,38 +317,28 @@ def layouts_at(dep: Deployment | RabitConfig, gpus: int, goal: TrainingGoal | No
     tps, pps, eps = _candidates(c, goal)
     rows: list[tuple[float, float, Layout, dict, tuple]] = []
     for tp in tps:
-        for pp in pps:
-            if gpus % (tp * pp):
-                continue
-            dp = gpus // (tp * pp)
-            for ep in eps:
-                if ep > 1 and (tp * dp) % ep:
+        for cp in _cps(c, goal):
+            for pp in pps:
+                if gpus % (tp * pp * cp):
                     continue
-                r = layout_grid(
-                    c, tp, pp, ep, np.array([dp]), vs, bs, rcs, zs, goal.batch_tolerance if goal.layout is None else 1e9
-                )
-                full = (1, len(vs), len(bs), len(rcs), len(zs))
-                feas = np.broadcast_to(r["feasible"], full)
-                rt = np.broadcast_to(r["runtime"], full)
-                mem = np.broadcast_to(r["mem"], full)
-                for zi, z in enumerate(zs):
-                    if dp == 1 and zi > 0:
-                        break  # ZeRO shards over DP: at DP 1 every stage is the same layout
-                    sub_f, sub_rt = feas[..., zi], rt[..., zi]
-                    if sub_f.any():
-                        j = np.unravel_index(np.argmin(np.where(sub_f, sub_rt, np.inf)), sub_f.shape)
-                        key = (0.0, float(sub_rt[j]))
-                    else:
-                        bo = np.broadcast_to(r["batch_ok"] & r["v_ok"], full)[..., zi]
-                        if not bo.any():
-                            continue
-                        j = np.unravel_index(np.argmin(np.where(bo, mem[..., zi], np.inf)), bo.shape)
-                        key = (1.0, float(mem[..., zi][j]))
-                    ix = tuple(int(x) for x in j) + (zi,)
-                    lay = Layout(
-                        tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=bs[ix[2]], zero=z, recompute=rcs[ix[3]], vpp=vs[ix[1]]
+                dp = gpus // (tp * pp * cp)
+                for ep in eps:
+                    if ep > 1 and (tp * dp) % ep:
+                        continue
+                    r = layout_grid(
+                        c,
+                        tp,
+                        pp,
+                        ep,
+                        np.array([dp]),
+                        vs,
+                        bs,
+                        rcs,
+                        zs,
+                        goal.batch_tolerance if goal.layout is None else 1e9,
+                        cp=cp,
                     )
-                    rows.append((key[0], key[1], lay, r, ix))
+                    rows.extend(_shape_rows(r, (tp, pp, dp, ep, cp), vs, bs, rcs, zs))
     rows.sort(key=lambda t: (t[0], t[1]))
     if not rows:
         return ()
@@ -334,7 +374,7 @@ def goal_from_inputs(
     checkpoint_interval_min: float | None = None,
 ) -> TrainingGoal:
     """A :class:`TrainingGoal` from the page's human units (days, minutes); pins the config's ZeRO stage,
-    recomputation and micro-batch when ``pin_sidebar``."""
+    recomputation, micro-batch and context parallelism when ``pin_sidebar``."""
     return TrainingGoal(
         deadline_s=deadline_days * DAY_S if deadline_days else None,
         gpus=gpus,
@@ -342,6 +382,7 @@ def goal_from_inputs(
         zero=cfg.zero if pin_sidebar else None,
         recompute=cfg.recompute if pin_sidebar else None,
         micro_batch=cfg.micro_batch if pin_sidebar else None,
+        cp=cfg.cp if pin_sidebar else None,
         checkpoint_interval_s=checkpoint_interval_min * 60 if checkpoint_interval_min else None,
     )
 
@@ -551,8 +592,8 @@ def _infeasible_message(c: LayoutContext, gpus: int, alts: tuple[LayoutResult, .
         lean = min(alts, key=lambda x: x.memory_bytes_per_gpu)
         return (
             f"no layout fits on {_gpus(gpus)}: the leanest ({lean.layout.label()}) needs "
-            f"{sig(lean.memory_bytes_per_gpu / 1e9)} GB per GPU of {sig(c.capacity / 1e9)} GB; add GPUs, use "
-            "LoRA/QLoRA, or a GPU with more memory"
+            f"{sig(lean.memory_bytes_per_gpu / 1e9)} GB per GPU, {sig(c.usable / 1e9)} GB usable of "
+            f"{sig(c.capacity / 1e9)} GB; add GPUs, use LoRA/QLoRA, or a GPU with more memory"
         )
     return (
         f"the global batch of {c.batch_seqs:,} sequences cannot be split over {gpus:,} GPUs (DP x micro-batch "

@@ -172,7 +172,7 @@ class Engine(ArrivalStream):
             self.cached.append(hit)
             self.last_arrival_s = t
             need = self.pool.blocks_for(i + (self.max_out if self.reserve else o - 1))
-            if i + o > self.pool.max_context or need > self.pool_blocks + _EPS:
+            if i + o > self.pool.max_context or need > min(self.pool_blocks, self.pool.seq_blocks_max) + _EPS:
                 self.status[rid] = REJECTED
                 self.fin_s[rid] = t
                 self._user_done(rid, t)

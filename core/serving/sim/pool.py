@@ -22,6 +22,9 @@ class Pool:
     slide_share: float  # s: share of sliding-window layers
     window: int  # w [tokens]; 0 when there are no sliding layers
     max_context: int  # the model's context window [tokens]
+    #: the most one sequence may hold [blocks-worth]: with data-parallel attention a sequence lives on one rank,
+    #: so in one rank's share of the pool (pool / TP); the whole pool otherwise
+    seq_blocks_max: float = float("inf")
 
     def blocks_for(self, c: int) -> float:
         """Blocks-worth held by one sequence of ``c`` cached tokens."""

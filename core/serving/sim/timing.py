@@ -213,7 +213,12 @@ def self_check(lin: LinearTiming, sm: StepModel, t_max: int, ctx_max: float, rng
 
 
 def timing_for(sm: StepModel, pp: int, t_max: int, ctx_max: float) -> LinearTiming | ArrayTiming:
-    """The fast tabulated timing when it reproduces the step model, else direct calls."""
+    """The fast tabulated timing when it reproduces the step model, else direct calls. Context parallelism's ring
+    (hidden or not by each block's attention), decode context parallelism's cheaper of two exchanges and a host KV
+    tier (a stream beside HBM's) are not affine in the attended pairs and cached tokens: they take the direct
+    calls."""
+    if sm.cp > 1 or sm.dcp > 1 or sm.host_tier:
+        return ArrayTiming(sm)
     lin = LinearTiming(sm, pp, t_max)
     # a fixed generator: the check must not consume the simulation's random stream
     err = self_check(lin, sm, t_max, ctx_max, np.random.default_rng(12345))
