@@ -10,7 +10,7 @@ $(VENV)/bin/activate:
 venv: $(VENV)/bin/activate
 
 install: venv
-	$(ACT) && pip install -q -e ".[test]"
+	$(ACT) && pip install -q -e ".[test,ray]"
 
 run: venv
 	$(ACT) && pip install -e . && python -m dashboard.serve

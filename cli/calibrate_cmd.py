@@ -147,7 +147,7 @@ def show(args: argparse.Namespace) -> int:
 
 
 def fit_cmd(args: argparse.Namespace) -> int:
-    """``rabit calibrate fit``: JSON ``{"analysis", "fits": [AssumptionFit], "compare": {GPU/engine: Comparison},
+    """``rabit calibrate fit``: JSON ``{"analysis", "fits": [AssumptionFit], "compare": {GPU/engine: FitComparison},
     "trust": {GPU/engine: "fit" | "factor" | "analytical"}}`` per GPU kind and engine of the runs."""
     from core.decision import compare_fit, fit_assumptions, group
 

@@ -7,10 +7,12 @@ Bad arguments exit with code 2 and one line on stderr naming the argument.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,7 +30,16 @@ from core.base import (
     read_regular_file,
 )
 from core.catalog import from_hf_config
-from core.config import DEFAULT, GROUPS, RabitConfig, describe_validation_error, error_text, problems, split_nodes
+from core.config import (
+    DEFAULT,
+    GROUPS,
+    RabitConfig,
+    default_lengths,
+    describe_validation_error,
+    error_text,
+    problems,
+    split_nodes,
+)
 
 #: config field -> CLI flag, for error messages that name the argument.
 FLAG_OF = {
@@ -211,6 +222,47 @@ def add_cluster_args(p: argparse.ArgumentParser, *, gpus_required: bool = False)
     p.add_argument("--ep", type=int, default=DEFAULT.ep, help=f"expert parallelism (default {DEFAULT.ep})")
 
 
+def add_length_args(p: argparse.ArgumentParser, what: str = "") -> None:
+    """--input / --output, unset by default: :func:`fill_lengths` fits the shared defaults to the model's
+    context (core.config.default_lengths)."""
+    for flag, default in (("--input", DEFAULT.input_tokens), ("--output", DEFAULT.output_tokens)):
+        p.add_argument(
+            flag,
+            type=int,
+            default=None,
+            help=f"{what}{flag[2:]} tokens (default {default:,}, or what fits the model's context)",
+        )
+
+
+def _max_context(args: argparse.Namespace) -> int | None:
+    """The context of the model the flags (or --config / --analysis) name; None when it is not known yet (an
+    unknown model is refused later, naming its flag)."""
+    cm = None
+    if getattr(args, "model_config", None):
+        cm = custom_model(args.model_config)
+    elif getattr(args, "_custom_model", None) is not None:
+        cm = args._custom_model
+    if cm is not None:
+        return cm.max_context
+    slug = getattr(args, "model", None) or DEFAULT.model
+    return catalog.model(slug).max_context if slug in catalog.models() else None
+
+
+def fill_lengths(args: argparse.Namespace, trace: tuple[tuple[int, int], ...] | None = None) -> argparse.Namespace:
+    """Set --input / --output where the user left them unset: the shared defaults where they fit the model's
+    context, else the context split (core.config.default_lengths). With a ``trace`` the lengths are its own
+    (mean prompt and output tokens): the flags it makes irrelevant are neither used nor checked."""
+    if not hasattr(args, "input"):
+        return args
+    if trace:
+        args.input = max(1, round(sum(a for a, _ in trace) / len(trace)))
+        args.output = max(1, round(sum(b for _, b in trace) / len(trace)))
+        return args
+    if args.input is None or args.output is None:
+        args.input, args.output = default_lengths(_max_context(args), args.input, args.output)
+    return args
+
+
 def add_attention_args(p: argparse.ArgumentParser) -> None:
     """Attention parallelism and the KV tier (serving), and the training attention kernel: the estimate subcommands'
     shared flags (defaults: the shared config's)."""
@@ -286,12 +338,7 @@ def add_weight_kv_args(p: argparse.ArgumentParser) -> None:
 
 def add_serving_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=DEFAULT.batch, help=f"concurrent sequences (default {DEFAULT.batch})")
-    p.add_argument(
-        "--input", type=int, default=DEFAULT.input_tokens, help=f"prompt tokens (default {DEFAULT.input_tokens})"
-    )
-    p.add_argument(
-        "--output", type=int, default=DEFAULT.output_tokens, help=f"output tokens (default {DEFAULT.output_tokens})"
-    )
+    add_length_args(p)
     add_weight_kv_args(p)
     p.add_argument("--kv-alloc", choices=choices.KV_ALLOCS, default=DEFAULT.kv_alloc)
     p.add_argument(
@@ -443,6 +490,7 @@ def default_tp(args: argparse.Namespace) -> int:
 
 def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
     """Build and validate the shared config; exit 2 naming the flag on any problem."""
+    fill_lengths(args)
     gpu_slug = getattr(args, "gpu", DEFAULT.gpu)
     if gpu_slug not in catalog.gpus():
         die(f"rabit: error: argument --gpu: unknown GPU '{gpu_slug}'; known: {', '.join(sorted(catalog.gpus()))}")
@@ -920,3 +968,30 @@ def with_calibrated(
     if out:
         payload["calibrated"] = out
     return payload
+
+
+def add_ray_arg(p: argparse.ArgumentParser) -> None:
+    """``--ray ADDRESS``: run the command's units on a Ray cluster (default: ``$RABIT_RAY_ADDRESS``, else local
+    worker processes)."""
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the units on a Ray cluster: HOST:PORT, ray://HOST:10001, or auto (the one started on this machine); "
+        "default: $RABIT_RAY_ADDRESS, else a pool of local processes",
+    )
+
+
+@contextlib.contextmanager
+def executor_from_args(args: argparse.Namespace, workers: int | None = None) -> Iterator[Any]:
+    """The executor ``--ray`` (or ``$RABIT_RAY_ADDRESS``) names, joined (exit 2 naming ``--ray`` when it cannot
+    be), else the local pool of ``workers`` processes. While it runs, stdout is stderr (a Ray driver prints the
+    cluster's events, a worker that died and was replaced, from a thread of its own); the cluster is left at the
+    end, so only the command's own output reaches stdout."""
+    from executors import RayUnavailable, joined
+
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            with joined(getattr(args, "ray", None), workers) as executor:
+                yield executor
+        except RayUnavailable as exc:
+            die(f"rabit: error: argument --ray: {exc}")

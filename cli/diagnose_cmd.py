@@ -28,7 +28,7 @@ import argparse
 import os
 
 from cli.common import add_json, add_range_args, die, emit
-from core.base import PayloadError, read_regular_file
+from core.base import PayloadError, read_regular_file, sig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -85,10 +85,10 @@ def run(args: argparse.Namespace) -> int:
     file_cfg = check_range_args(args)  # --assume checked, --config read (exit 2 naming either)
     for flag, v in (("--expect-p95-ttft-s", args.expect_p95_ttft_s), ("--expect-p95-itl-s", args.expect_p95_itl_s)):
         if v is not None and v <= 0:
-            die(f"rabit diagnose: error: argument {flag}: must be positive, got {v:g}")
+            die(f"rabit diagnose: error: argument {flag}: must be positive, got {sig(v, 6)}")
     if args.expect_prefix_cache is not None and not 0 <= args.expect_prefix_cache < 1:
         die(
-            f"rabit diagnose: error: argument --expect-prefix-cache: a share in [0, 1), got {args.expect_prefix_cache:g}"
+            f"rabit diagnose: error: argument --expect-prefix-cache: a share in [0, 1), got {sig(args.expect_prefix_cache, 6)}"
         )
     if not (args.metrics or args.prometheus or args.analysis):
         die("rabit diagnose: error: one of the arguments --metrics --prometheus --analysis is required")

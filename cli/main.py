@@ -21,6 +21,7 @@ COMMANDS = (
     "cli.train_cmd",
     "cli.video_cmd",
     "cli.recommend_cmd",
+    "cli.fleet_cmd",
     "cli.catalog_cmd",
     "cli.assumptions_cmd",
     "cli.validate_cmd",

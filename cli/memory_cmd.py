@@ -39,7 +39,7 @@ from cli.common import (
     training_only,
     with_ranges,
 )
-from core.base import choices
+from core.base import choices, sig
 from core.catalog import ENGINE_LABELS
 from core.config import DEFAULT, resolve
 from core.decision import memory_spread, training_memory_spread
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         "\n\nranges ("
         + payload["range_basis"]
         + "):\n"
-        + "\n".join(range_line(k, sp.ranges[k], lambda x: f"{x:,.4g}") for k in payload["ranges"])
+        + "\n".join(range_line(k, sp.ranges[k], lambda x: f"{sig(x, 4)}") for k in payload["ranges"])
     )
     if log is not None:
         comp = compare_log(log, config_from_args(args))

@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli.common import cli_search_budget, die, emit
+from cli.common import add_ray_arg, cli_search_budget, die, emit, executor_from_args
+from core.base import sig
 from core.config import DEFAULT
-from executors import ProcessExecutor
 
 
 def _parent() -> argparse.ArgumentParser:
@@ -57,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="relative spread of the arrival rate",
     )
     g.add_argument("--points-per-side", type=int, default=2, help="re-runs on each side of an input's base value")
+    add_ray_arg(g)
     if not any("--analysis" in a.option_strings for a in p._actions):  # cli.main may add its own (it wins)
         g.add_argument("--analysis", metavar="ID", help="a saved analysis (its config and inputs; flags override)")
     p.set_defaults(func=run, _parser=p)
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         ("--rate-spread", args.rate_spread),
     ):
         if not 0 <= v < 1:
-            die(f"rabit next-experiment: error: argument {flag}: a relative spread in [0, 1), got {v:g}")
+            die(f"rabit next-experiment: error: argument {flag}: a relative spread in [0, 1), got {sig(v, 6)}")
     if not 1 <= args.points_per_side <= 5:
         die(f"rabit next-experiment: error: argument --points-per-side: 1 to 5, got {args.points_per_side}")
     goal, cons, prices = serving_inputs(args)
@@ -116,9 +117,10 @@ def run(args: argparse.Namespace) -> int:
         if tty:
             print(f"\r  re-run {done}/{total}: {label[:60]:<60}", end="", file=sys.stderr, flush=True)
 
-    r = next_experiment(
-        spec, prices, progress=progress, executor=ProcessExecutor(), budget=cli_search_budget("next-experiment")
-    )
+    with executor_from_args(args) as executor:
+        r = next_experiment(
+            spec, prices, progress=progress, executor=executor, budget=cli_search_budget("next-experiment")
+        )
     if tty:
         print("\r" + " " * 80 + "\r", end="", file=sys.stderr)
     payload = to_json(r)

@@ -23,6 +23,7 @@ from cli.common import (
     add_adapter_args,
     add_attention_args,
     add_json,
+    add_length_args,
     add_range_args,
     assumptions_from_args,
     cli_search_budget,
@@ -30,11 +31,12 @@ from cli.common import (
     custom_model,
     die,
     emit,
+    fill_lengths,
     read_file,
     with_ranges,
 )
 from core import catalog
-from core.base import MAX_TABLE_BYTES, choices
+from core.base import MAX_TABLE_BYTES, choices, sig
 from core.catalog import CatalogError, parse_prices
 from core.config import DEFAULT, RabitConfig, Targets, describe_validation_error
 from core.decision import (
@@ -95,8 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--model", default=DEFAULT.model, help="catalog model slug")
     g.add_argument("--model-config", metavar="PATH", help="a Hugging Face config.json instead of --model")
     p.add_argument("--rate", type=float, help="arrival rate [requests/s] (serving; required unless --train)")
-    p.add_argument("--input", type=int, default=DEFAULT.input_tokens, help="mean prompt tokens")
-    p.add_argument("--output", type=int, default=DEFAULT.output_tokens, help="mean output tokens")
+    add_length_args(p, "mean ")
     p.add_argument(
         "--lengths", choices=choices.LENGTH_KINDS, default=W.lengths, help="length distribution around the means"
     )
@@ -278,6 +279,7 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
     """(goal, constraints, prices) from the serving flags (exit 2 naming the flag); next-experiment shares it."""
     if args.rate is None:
         die("rabit recommend: error: the following arguments are required: --rate (or use --train)")
+    fill_lengths(args)
     for flag, v in (
         ("--rate", args.rate),
         ("--input", args.input),
@@ -285,7 +287,7 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
         ("--requests", args.requests),
     ):
         if v <= 0:
-            die(f"rabit: error: argument {flag}: must be positive, got {v:g}")
+            die(f"rabit: error: argument {flag}: must be positive, got {sig(v, 6)}")
     for flag, v in (
         ("--p95-ttft-s", args.p95_ttft_s),
         ("--p95-itl-s", args.p95_itl_s),
@@ -294,7 +296,7 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
         ("--max-usd-per-hour", args.max_usd_per_hour),
     ):
         if v is not None and v <= 0:
-            die(f"rabit: error: argument {flag}: must be positive, got {v:g}")
+            die(f"rabit: error: argument {flag}: must be positive, got {sig(v, 6)}")
     for flag, vals, ok in (
         ("--weights-allowed", args.weights_allowed, WEIGHT_FORMATS),
         ("--kv-allowed", args.kv_allowed, KV_FORMATS),
@@ -488,7 +490,7 @@ def training_inputs(args: argparse.Namespace) -> tuple:
         if v is None:
             die(f"rabit recommend: error: argument {flag}: required with --train")
         if v <= 0:
-            die(f"rabit recommend: error: argument {flag}: must be positive, got {v:g}")
+            die(f"rabit recommend: error: argument {flag}: must be positive, got {sig(v, 6)}")
     prices = _checked_model_gpus_prices(args)
     try:
         cfg = RabitConfig(

@@ -21,6 +21,7 @@ from cli.common import (
     add_attention_args,
     add_cluster_args,
     add_json,
+    add_length_args,
     add_model_args,
     add_range_args,
     add_weight_kv_args,
@@ -30,6 +31,7 @@ from cli.common import (
     die,
     emit,
     fill_from_config,
+    fill_lengths,
     named,
     read_file,
     refuse_attention_flags,
@@ -37,11 +39,11 @@ from cli.common import (
     with_calibrated,
     with_ranges,
 )
-from core.base import MAX_TABLE_BYTES, choices, fmt_time
+from core.base import MAX_TABLE_BYTES, choices, fmt_time, sig
 from core.config import DEFAULT, RabitConfig, Workload, parse_trace_adapters, workload_problems
 from core.decision import deployment_spread
 from core.physics import serving_memory
-from core.serving import SimSpec, layout_of, parse_trace, sim_spec, simulate_deployment
+from core.serving import LATENCY_KEYS, SimSpec, layout_of, parse_trace, sim_spec, simulate_deployment
 
 #: Workload / SimSpec field -> flag, for error messages that name the argument.
 SPEC_FLAG = {
@@ -119,8 +121,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--requests", type=int, default=W.num_requests, help="requests to issue")
     a.add_argument("--duration", type=float, default=W.duration_s, help="stop issuing after this many seconds")
     w = p.add_argument_group("lengths")
-    w.add_argument("--input", type=int, default=DEFAULT.input_tokens, help="mean prompt tokens")
-    w.add_argument("--output", type=int, default=DEFAULT.output_tokens, help="mean output tokens")
+    add_length_args(w, "mean ")
     w.add_argument("--lengths", choices=choices.LENGTH_KINDS, default=W.lengths)
     w.add_argument(
         "--spread",
@@ -278,7 +279,19 @@ def disagg_from_args(args: argparse.Namespace) -> dict:
 
 
 def deployment_payload(d) -> dict:
-    """The deployment's keys of the JSON contract (module docstring) from a :class:`DeploymentResult`."""
+    """The deployment's keys of the JSON contract (module docstring) from a :class:`DeploymentResult`; in
+    saturation its replicas' and pools' latencies are null as the run's are (``latency_withheld`` says why)."""
+    withheld = bool(d.result.summary.latency_withheld)
+    lat = {"queue_p95_s", "ttft_p95_s", "e2e_p95_s"}
+    none = {"p50": None, "p95": None, "p99": None, "mean": None}  # the sample count stays
+
+    def held(k: str, v):
+        if not withheld:
+            return v
+        if k in lat:
+            return None
+        return {**v, **none} if k in LATENCY_KEYS and isinstance(v, dict) else v
+
     out = {
         "mode": d.mode,
         "replicas": d.layout.instances,
@@ -286,13 +299,13 @@ def deployment_payload(d) -> dict:
         "router": d.layout.router,
         "load_imbalance": d.load_imbalance,
         "replica_utilization": [r.utilization for r in d.replicas],
-        "per_replica": [r.model_dump() for r in d.replicas],
+        "per_replica": [{k: held(k, v) for k, v in r.model_dump().items()} for r in d.replicas],
     }
     if d.mode == "disaggregated":
         out["kv_transfer_s"] = d.kv_transfer_s.model_dump() if d.kv_transfer_s is not None else None
         out["kv_transfer_share_of_ttft"] = d.kv_transfer_share_of_ttft
         out["kv_path"] = d.kv_path
-        out["pools"] = {k: v.model_dump() for k, v in (d.pools or {}).items()}
+        out["pools"] = {k: {f: held(f, x) for f, x in v.model_dump().items()} for k, v in (d.pools or {}).items()}
     return out
 
 
@@ -378,6 +391,8 @@ def run(args: argparse.Namespace) -> int:
     refuse_unused(args, "rabit simulate", _unused(args))
     refuse_attention_flags(args, "rabit simulate", training=False)
     _engine_defaults(args)
+    trace, _ = _trace(args)
+    fill_lengths(args, trace)  # with a trace its lengths are the run's: --input / --output are neither used nor checked
     if args.input < 1 or args.output < 1:
         die(f"rabit simulate: error: argument {'--input' if args.input < 1 else '--output'}: must be at least 1")
     cfg = config_from_args(
@@ -395,7 +410,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         die(f"rabit simulate: error: {exc}")
     r = d.result
-    s = r.summary.as_dict()
+    s = r.summary.reported()  # in saturation: no latency, and why
     payload = {
         "model": cfg.model_label,
         "gpu": cfg.gpu,
@@ -445,22 +460,28 @@ def run(args: argparse.Namespace) -> int:
     else:
         shape = (
             f"{layout.replicas} replica{'s' if layout.replicas != 1 else ''} of TP {cfg.tp} x PP {cfg.pp}, "
-            f"{d.per_replica_rate_per_s:.3g} requests/s each"
+            f"{sig(d.per_replica_rate_per_s)} requests/s each"
         )
     human = "\n".join(
         [
             f"{payload['model']} on {payload['gpus']} x {cfg.gpu}: {shape} ({layout.router}); {spec.policy}, "
             f"{spec.admission}; {s['requests']:,} requests, {s['completed']:,} completed",
-            f"  TTFT   {_pct(s['ttft_s'])}",
-            f"  ITL    {_pct(s['itl_s'])}",
-            f"  E2E    {_pct(s['e2e_s'])}",
-            f"  queue  {_pct(s['queue_s'])}",
-            f"  throughput {s['throughput_requests_per_s']:.3g} req/s, {s['throughput_tokens_per_s']:,.0f} output tok/s "
-            f"(closed-form max {r.capacity.requests_per_s:.3g} req/s at batch {r.capacity.batch:.0f}, "
+            *(
+                [f"  latency withheld, {s['latency_withheld']}"]
+                if s["latency_withheld"]
+                else [
+                    f"  TTFT   {_pct(s['ttft_s'])}",
+                    f"  ITL    {_pct(s['itl_s'])}",
+                    f"  E2E    {_pct(s['e2e_s'])}",
+                    f"  queue  {_pct(s['queue_s'])}",
+                ]
+            ),
+            f"  throughput {sig(s['throughput_requests_per_s'])} req/s, {s['throughput_tokens_per_s']:,.0f} output tok/s "
+            f"(closed-form max {sig(r.capacity.requests_per_s)} req/s at batch {r.capacity.batch:.0f}, "
             f"{r.capacity.limited_by})",
             f"  KV pool {r.kv_pool_tokens:,} tokens, mean occupancy {s['kv_occupancy_mean']:.0%}; prefill share of time "
             f"{s['prefill_time_share']:.0%}; GPU busy {s['gpu_busy_share']:.0%}",
-            f"  preemptions {s['preemptions']:,} ({s['preemptions_per_request']:.3g} per request), rejected "
+            f"  preemptions {s['preemptions']:,} ({sig(s['preemptions_per_request'])} per request), rejected "
             f"{s['rejected']:,}, timed out {s['timed_out']:,}" + (f"\n  {s['thrash_note']}" if s["thrash"] else ""),
             ("  SATURATED: " if s["saturated"] else "  stable: " if s["saturation_verdict"] == "stable" else "  ")
             + s["saturation_reason"],
@@ -470,33 +491,33 @@ def run(args: argparse.Namespace) -> int:
                 f"  adapters: {ad.loads:,} loads ({ad.loads_from_storage:,} from storage), load p50 "
                 f"{fmt_time(ad.load_s.p50 or 0)}, {ad.load_time_share:.1%} of busy time; {ad.blocked_requests:,} "
                 f"requests waited for a slot (p95 {fmt_time(ad.wait_s.p95) if ad.wait_s.p95 is not None else 'withheld'}"
-                f"); {ad.distinct_mean:.3g} adapters per batch on average"
+                f"); {sig(ad.distinct_mean)} adapters per batch on average"
             ]
             if ad is not None
             else []
         )
     )
     human += "".join(
-        f"\n  {x.pool} {x.replica}: {x.requests:,} requests ({x.rate_per_s:.3g}/s), busy {x.utilization:.0%}"
+        f"\n  {x.pool} {x.replica}: {x.requests:,} requests ({sig(x.rate_per_s)}/s), busy {x.utilization:.0%}"
         for x in d.replicas
-    ) + (f"\n  load imbalance (max / mean requests) {d.load_imbalance:.3g}" if len(d.replicas) > 1 else "")
+    ) + (f"\n  load imbalance (max / mean requests) {sig(d.load_imbalance)}" if len(d.replicas) > 1 else "")
     if d.mode == "disaggregated" and d.kv_transfer_s is not None:
         human += f"\n  KV transfer ({d.kv_path}) {_pct(d.kv_transfer_s.model_dump())}, " + (
             f"{d.kv_transfer_share_of_ttft:.1%} of the mean TTFT" if d.kv_transfer_share_of_ttft is not None else ""
         )
     rg = deployment_spread(cfg, spec, d)
-    with_ranges(payload, rg.ranges)
+    withheld = r.summary.latency_withheld
+    with_ranges(payload, {k: v for k, v in rg.ranges.items() if not (withheld and k.split(".")[0] in LATENCY_KEYS)})
     payload["saturated_at_bounds"] = {"pessimistic": rg.saturated_at["low"], "optimistic": rg.saturated_at["high"]}
     payload["saturation_range"] = rg.verdict_text()
+    shown = [
+        f"{k} {fmt_time(rg.ranges[k].low)} ... {fmt_time(rg.ranges[k].high)}"
+        for k in ("ttft_s.p95", "e2e_s.p95")
+        if rg.ranges[k].basis != "none" and not withheld
+    ]
     human += (
-        "\n  ranges ("
-        + payload["range_basis"]
-        + "): "
-        + "; ".join(
-            f"{k} {fmt_time(rg.ranges[k].low)} ... {fmt_time(rg.ranges[k].high)}"
-            for k in ("ttft_s.p95", "e2e_s.p95")
-            if rg.ranges[k].basis != "none"
-        )
+        f"\n  ranges ({payload['range_basis']}): "
+        + ("; ".join(shown) if shown else "none for the latencies (withheld)" if withheld else "none")
         + f"\n  saturation: {rg.verdict_text()}"
     )
     with_calibrated(

@@ -33,7 +33,7 @@ from cli.common import (
     with_ranges,
 )
 from core import catalog
-from core.base import choices, find, fmt_num, fmt_time
+from core.base import choices, find, fmt_num, fmt_time, sig
 from core.config import DEFAULT
 from core.decision import speed_spread
 from core.physics import serving_memory
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= args.spec_k <= 16:
         die(f"rabit: error: argument --spec-k: must be between 1 and 16, got {args.spec_k}")
     if not 0.0 <= args.spec_alpha <= 1.0:
-        die(f"rabit: error: argument --spec-alpha: must be between 0 and 1, got {args.spec_alpha:g}")
+        die(f"rabit: error: argument --spec-alpha: must be between 0 and 1, got {sig(args.spec_alpha, 6)}")
     if args.draft_model not in catalog.models():
         die(
             f"rabit: error: argument --draft-model: unknown model '{args.draft_model}'; "
@@ -168,8 +168,8 @@ def run(args: argparse.Namespace) -> int:
     ]
     if s.spec is not None:
         human.append(
-            f"speculative ({s.spec.method}, k={s.spec.k}, alpha={s.spec.alpha:g}): "
-            f"{s.spec.tokens_per_pass:.3g} tokens per pass, speed-up {s.spec.speedup:.3g}x"
+            f"speculative ({s.spec.method}, k={s.spec.k}, alpha={sig(s.spec.alpha, 6)}): "
+            f"{sig(s.spec.tokens_per_pass)} tokens per pass, speed-up {sig(s.spec.speedup)}x"
         )
     human.append("")
     for key in (

@@ -35,7 +35,7 @@ from cli.common import (
     with_ranges,
 )
 from core import catalog
-from core.base import DAY_S, choices, fmt_bytes, fmt_num, fmt_time
+from core.base import DAY_S, choices, fmt_bytes, fmt_num, fmt_time, sig
 from core.config import DEFAULT, problems, resolve, whole_nodes_problem
 from core.decision import training_ranges
 from core.training import MAX_GPUS, Layout, TrainingGoal, TrainingPlan, deadline_choice, plan
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
             + out["range_basis"]
             + "):\n"
             + "\n".join(
-                range_line(k, r, fmt_time if k.endswith("_s") and "_per_" not in k else (lambda x: f"{x:,.4g}"))
+                range_line(k, r, fmt_time if k.endswith("_s") and "_per_" not in k else (lambda x: f"{sig(x, 4)}"))
                 for k, r in rg.items()
             )
         )
@@ -387,8 +387,8 @@ def human(p: TrainingPlan) -> str:
         lines.append(choice.message)
     b, gp = p.best, p.goodput
     lines.append(
-        f"work: {p.work.model_flop_per_token:.3g} FLOP/token x {fmt_num(p.work.tokens)} tokens = "
-        f"{p.work.total_model_flop:.3g} FLOP"
+        f"work: {sig(p.work.model_flop_per_token)} FLOP/token x {fmt_num(p.work.tokens)} tokens = "
+        f"{sig(p.work.total_model_flop)} FLOP"
     )
     if b is None or gp is None:
         return "\n".join(lines)
@@ -399,11 +399,11 @@ def human(p: TrainingPlan) -> str:
         f"step: {fmt_time(b.step_s)} for {b.global_batch_tokens:,} tokens ({b.micro_batches} micro-batches); "
         f"{b.steps:,} steps",
         f"runtime: {fmt_time(b.runtime_s)} without failures, {fmt_time(gp.wall_clock_s)} expected with failures "
-        f"(goodput {gp.goodput_frac:.1%}, {gp.expected_interruptions:.3g} interruptions)",
+        f"(goodput {gp.goodput_frac:.1%}, {sig(gp.expected_interruptions)} interruptions)",
         f"GPU-hours: {b.gpu_hours:,.0f}; MFU {b.mfu:.1%} (HFU {b.hfu:.1%})",
         "cost: "
         + (
-            f"${p.cost_usd:,.0f} at ${p.price.usd_per_gpu_hour:g}/GPU-h ({p.price.provider}, {p.price.as_of})"
+            f"${p.cost_usd:,.0f} at ${sig(p.price.usd_per_gpu_hour, 6)}/GPU-h ({p.price.provider}, {p.price.as_of})"
             if p.cost_usd is not None and p.price is not None
             else "no catalog price for this GPU"
         ),

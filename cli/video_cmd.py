@@ -35,7 +35,7 @@ from cli.common import (
     with_ranges,
 )
 from core import catalog
-from core.base import VIDEO_FLAG_FIELDS, choices, fmt_bytes, fmt_num, fmt_time, fmt_value
+from core.base import VIDEO_FLAG_FIELDS, choices, fmt_bytes, fmt_num, fmt_time, fmt_value, sig
 from core.config import DEFAULT, RabitConfig, error_text, video_problems
 from core.decision import QUEUE_KEYS, VIDEO_KEYS, recommend_video, video_report
 
@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--videos", type=int, help=f"videos to simulate (default {V.num_videos})")
     q.add_argument("--seed", type=int, help=f"arrival seed (default {V.seed})")
     q.add_argument("--recommend", action="store_true", help="find the cheapest fleet for --rate at --p95-target-s")
-    q.add_argument("--p95-target-s", type=float, help=f"p95 latency target [s] (default {V.p95_target_s:g})")
+    q.add_argument("--p95-target-s", type=float, help=f"p95 latency target [s] (default {sig(V.p95_target_s, 6)})")
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run)
@@ -229,9 +229,9 @@ def run(args: argparse.Namespace) -> int:
     q = report.queue
     if q is not None:
         p95 = fmt_time(q.latency_s.p95) if q.latency_s.p95 is not None else "withheld (fewer than 20 videos)"
-        cost = f"${q.cost_per_video_usd:,.3g}" if q.cost_per_video_usd is not None else "unpriced"
+        cost = f"${sig(q.cost_per_video_usd)}" if q.cost_per_video_usd is not None else "unpriced"
         human.append(
-            f"  at {cfg.video.rate_per_hour:g} videos/h on {cfg.video.replicas} replica(s): p95 latency {p95}, "
+            f"  at {sig(cfg.video.rate_per_hour, 6)} videos/h on {cfg.video.replicas} replica(s): p95 latency {p95}, "
             f"cost per video {cost}; {q.verdict}"
         )
     human += ["", "ranges (" + payload["range_basis"] + "):"]

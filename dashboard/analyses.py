@@ -8,11 +8,13 @@ the URL opens it (see :func:`open_from_link`, called by the sidebar before its w
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 import streamlit as st
 
+from core.base import sig
 from core.config import RabitConfig
 from core.decision import MetricCalibration, analysis_headline, calibrate_all
 from core.operations import Run, Telemetry, to_payload
@@ -34,17 +36,24 @@ def store_or_stop():
         return store()
     except Exception as exc:  # noqa: BLE001 - a bad URL or an unreachable server is the operator's to fix
         from dashboard.text import plain
-        from store import database_url
 
-        try:
-            where = database_url()
-        except OSError:
-            where = "the data folder"
+        logging.getLogger(__name__).error("the analysis store cannot be opened: %s", exc)  # for the operator
         st.error(
-            f"The analysis store cannot be opened ({plain(type(exc).__name__)}: {plain(exc, 300)}). "
-            f"Check RABIT_DATABASE_URL or RABIT_DATA_DIR (now: {plain(where.split('@')[-1], 200)})."
+            f"The analysis store cannot be opened ({plain(type(exc).__name__)}). The server's operator can check "
+            "RABIT_DATABASE_URL or RABIT_DATA_DIR; the details are in the server's log."
         )
         st.stop()
+
+
+def store_kind() -> str:
+    """Where analyses are kept, in words a visitor may read: the kind of database, never its path or address."""
+    from store import database_url
+
+    try:
+        url = database_url()
+    except OSError:
+        return "this server's database"
+    return "the deployment's PostgreSQL database" if url.startswith("postgresql") else "this server's SQLite file"
 
 
 # --- login (optional) ------------------------------------------------------------------------------
@@ -167,7 +176,7 @@ def import_limits_note(upload_limit_mb: float) -> str:
     from core.base import MAX_IMPORT_BYTES, fmt_bytes
 
     return (
-        f"Uploads here are at most {upload_limit_mb:g} MB (the server's `server.maxUploadSize`). A larger export "
+        f"Uploads here are at most {sig(upload_limit_mb)} MB (the server's `server.maxUploadSize`). A larger export "
         f"imports with `rabit analyses import FILE`, which reads up to {fmt_bytes(MAX_IMPORT_BYTES)}: whatever "
         "`rabit analyses export` writes."
     )

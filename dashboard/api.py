@@ -22,11 +22,21 @@ from core.base import (
     choices,
     fmt_bytes,
     fmt_days,
+    fmt_latency,
     fmt_num,
+    fmt_pct,
+    fmt_si,
     fmt_time,
+    fmt_usd,
     fmt_value,
 )
+from core.base import (
+    sig as fmt_sig,
+)
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, ENGINE_LABELS, CatalogError
+from core.config import EXAMPLE as EXAMPLE_FLEET
+from core.config import TABLE_COLUMNS as FLEET_TABLE_COLUMNS
+from core.config import FleetError
 from core.decision import COMPARABLE_RULE, Constraints, ServingGoal
 from core.operations import CSV_COLUMNS, MAX_BYTES, METRICS, RULES, Expectation, RunError, TelemetryError
 from core.serving import DEFAULT_RATE_FRACTION, POLICIES
@@ -41,6 +51,9 @@ __all__ = [
     "DAY_S",
     "DEFAULT_RATE_FRACTION",
     "ENGINE_LABELS",
+    "EXAMPLE_FLEET",
+    "FLEET_TABLE_COLUMNS",
+    "FleetError",
     "ROUTER_HELP",
     "ROUTER_LABELS",
     "Expectation",
@@ -57,9 +70,14 @@ __all__ = [
     "choices",
     "fmt_bytes",
     "fmt_days",
+    "fmt_latency",
     "fmt_num",
     "fmt_time",
+    "fmt_pct",
+    "fmt_si",
+    "fmt_usd",
     "fmt_value",
+    "fmt_sig",
     "VIDEO_ASSUMPTIONS",
 ]
 

@@ -10,12 +10,12 @@ from typing import Any
 import streamlit as st
 
 from connectors import prometheus
-from core import catalog, decision, operations, physics, serving, training
-from core.base import decode_text
+from core import catalog, config, decision, operations, physics, serving, training
+from core.base import decode_text, parse_json
 from core.config import RabitConfig, resolve, resolve_video, training_goal_args
 from core.config import video_problems as video_problems_of
 from core.config import workload_problems as workload_problems_of
-from executors import ProcessExecutor
+from executors import joined
 
 # --- the catalog's listings and the inputs a page reads from uploads ----------------------------------------------
 
@@ -236,9 +236,9 @@ def default_rate(capacity_requests_per_s: float) -> float:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def knee_sweep(spec: serving.SimSpec, capacity_requests_per_s: float) -> tuple[serving.SimSpec, tuple[float, ...]]:
+def knee_sweep(spec: serving.SimSpec, capacity: serving.Capacity) -> tuple[serving.SimSpec, tuple[float, ...]]:
     """The workload of each point of the p95-against-rate sweep and its rates (core.serving.knee_sweep)."""
-    return serving.knee_sweep(spec, capacity_requests_per_s)
+    return serving.knee_sweep(spec, capacity)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -357,10 +357,10 @@ def p95_e2e_band(
     cfg: RabitConfig, spec: serving.SimSpec, rates_per_s: tuple[float, ...]
 ) -> tuple[list[float], list[float], list[float]]:
     """The load sweep's p95 end-to-end with every assumption at each bound (no band where a bound's sweep runs
-    out of its work budget)."""
+    out of its work budget, nor at a rate where a bound's run saturates: its latency would only measure the run)."""
     try:
         ends = [
-            {r: s.e2e_s.p95 for r, s in sim_sweep(decision.at_bound(cfg, b), spec, rates_per_s)}
+            {r: s.e2e_s.p95 for r, s in sim_sweep(decision.at_bound(cfg, b), spec, rates_per_s) if not s.saturated}
             for b in ("low", "high")
         ]
     except ValueError:  # core.base.limits.BudgetExceeded
@@ -387,6 +387,37 @@ def training_bands(cfg: RabitConfig, goal: training.TrainingGoal) -> dict[str, t
 def analysis_headline_ranges(cfg: RabitConfig) -> dict[str, decision.Range]:
     """A saved analysis's headline numbers with their ranges (the same function as ``rabit analyses show``)."""
     return decision.analysis_headline_ranges(cfg)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def compare_headlines(a: RabitConfig, b: RabitConfig) -> tuple[decision.Comparison, ...]:
+    """Two configurations' headline numbers side by side (core.decision.compare_headlines)."""
+    return decision.compare_headlines(a, b)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def config_differences(a: RabitConfig, b: RabitConfig) -> tuple[tuple[str, Any, Any], ...]:
+    """The inputs in which two configurations differ (core.config.differences)."""
+    from core.config import differences
+
+    return differences(a, b)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def config_from_link(text: str, ignore: tuple[str, ...] = ()) -> tuple[RabitConfig, tuple[str, ...], str | None]:
+    """The config a pasted RA-BIT link carries, the messages about what it could not use, and the saved analysis
+    it names (its ``analysis=`` id, or None). ``ignore``: parameters that choose a view, not the analysis."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from core.config import from_query_report
+
+    query = urlsplit(text.strip()).query if "?" in text else text.strip().lstrip("?")
+    params = {k: v for k, v in parse_qs(query, keep_blank_values=True).items()}
+    analysis = params.pop("analysis", [None])[-1]
+    for k in ignore:
+        params.pop(k, None)
+    cfg, issues = from_query_report(params)
+    return cfg, tuple(i.message() for i in issues), analysis
 
 
 # --- next experiment and diagnostics (issue 11) -----------------------------------------------------
@@ -429,7 +460,8 @@ def next_experiment(spec: decision.NextExperimentSpec, prices: tuple, progress=N
         return _next_experiment_store(spec, prices)
     except LookupError:
         pass
-    result = decision.next_experiment(spec, prices, progress=progress, executor=ProcessExecutor())
+    with joined() as executor:  # the Ray cluster RABIT_RAY_ADDRESS names, else the local worker processes
+        result = decision.next_experiment(spec, prices, progress=progress, executor=executor)
     return _next_experiment_store(spec, prices, _result=result)
 
 
@@ -549,7 +581,7 @@ def assumption_fit(runs: tuple[_Run, ...], gpu: str, engine: str) -> decision.As
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def fit_comparison(runs: tuple[_Run, ...], gpu: str, engine: str) -> decision.Comparison | None:
+def fit_comparison(runs: tuple[_Run, ...], gpu: str, engine: str) -> decision.FitComparison | None:
     """Leave-one-out: the factor against the fit on the runs on ``gpu`` with ``engine``."""
     return decision.compare_fit(runs, gpu, engine)
 
@@ -618,3 +650,87 @@ def video_recommendation(cfg: RabitConfig, prices: tuple) -> decision.VideoRecom
 def video_problems(cfg: RabitConfig) -> tuple:
     """What is wrong with the config's video request, by field (core.config.video_problems)."""
     return tuple(video_problems_of(cfg))
+
+
+# --- fleet planning -------------------------------------------------------------------------------------------------
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def fleet_from_text(data: bytes, name: str) -> config.Fleet:
+    """A fleet from a file's bytes or the page's text (core.config.parse_fleet; a FleetError is raised, not cached)."""
+    return config.parse_fleet(data, name)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def fleet_tables(fleet: config.Fleet) -> dict[str, list[dict[str, Any]]]:
+    """The fleet as the page's tables (core.config.fleet_tables)."""
+    return config.fleet_tables(fleet)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def fleet_from_tables(
+    tables: str,
+    gpus: tuple[str, ...],
+    max_gpus: str,
+    max_usd_per_hour: float | None,
+    settings: config.FleetSettings,
+    keep: Any,
+) -> config.Fleet:
+    """The fleet of the page's edited tables (``tables``: their rows as JSON text) and constraint inputs
+    (``max_gpus``: kind=count text); a FleetError is raised, not cached."""
+    return config.fleet_from_tables(
+        parse_json(tables, "the tables"),
+        gpus=gpus,
+        max_gpus=max_gpus,
+        max_usd_per_hour=max_usd_per_hour,
+        settings=settings,
+        keep=keep,
+    )
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def fleet_file(fleet: config.Fleet, kind: str) -> str:
+    """The fleet as a YAML or JSON file."""
+    return config.fleet_yaml(fleet) if kind == "yaml" else config.fleet_json(fleet)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _fleet_plan_store(fleet: config.Fleet, base: RabitConfig, _result: Any = None) -> decision.FleetPlan:
+    """Keyed on (fleet, the settings a plan reads) only: a miss raises, and exceptions are not cached."""
+    if _result is None:
+        raise LookupError("not computed yet")
+    return _result
+
+
+def fleet_plan(fleet: config.Fleet, cfg: RabitConfig, progress=None) -> decision.FleetPlan:
+    """The plan of ``fleet`` with the sidebar's settings (core.decision.fleet_base), cached across sessions, with
+    a progress bar on the cold run (computed outside the cached function, then stored under its key). The units
+    run on the Ray cluster RABIT_RAY_ADDRESS names, else on the local worker processes."""
+    base = decision.fleet_base(cfg)
+    try:
+        return _fleet_plan_store(fleet, base)
+    except LookupError:
+        pass
+    with joined() as executor:
+        result = decision.plan_fleet(fleet, base, executor=executor, progress=progress)
+    return _fleet_plan_store(fleet, base, _result=result)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def fleet_rows(plan: decision.FleetPlan, which: str | None = None) -> tuple[dict[str, Any], ...]:
+    return decision.plan_rows(plan, which)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def fleet_totals(plan: decision.FleetPlan) -> tuple[dict[str, Any], ...]:
+    return decision.totals_rows(plan)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def fleet_csv(plan: decision.FleetPlan) -> str:
+    return decision.plan_csv(plan)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def fleet_headline(plan: decision.FleetPlan) -> dict[str, Any]:
+    return decision.plan_headline(plan)

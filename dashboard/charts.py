@@ -3,15 +3,77 @@
 from __future__ import annotations
 
 import html
+import numbers
+from collections.abc import Callable
 from typing import Any
 
 import plotly.graph_objects as go
 
-from core.base import DAY_S, GB, fmt_time_in
+from core.base import DAY_S, GB, fmt_bytes, fmt_latency, fmt_num, fmt_time, fmt_time_in, fmt_usd, sig
 
 #: A horizontal legend at the foot of the figure: plotly reserves room for it below the axis title, where a
 #: legend placed at a negative paper fraction lands on the title or the tick labels when the figure is short.
 LEGEND_BELOW = dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0)
+
+
+def log_ticks(lo: float, hi: float, fmt: Callable[[float], str] = sig) -> tuple[list[float], list[str]]:
+    """Tick values and labels of a log axis spanning ``lo``..``hi``: each decade (0.1, 1, 10, ...), each written
+    by ``fmt`` in full; where fewer than three decades fall inside, 2 and 5 of each decade as well, and where even
+    those are fewer than three, every digit. No label is a bare mantissa ("5 2 100 5 2")."""
+    import math
+
+    if not (lo > 0 and hi > 0 and math.isfinite(lo) and math.isfinite(hi)):
+        return [], []
+    lo, hi = min(lo, hi), max(lo, hi)
+    k0, k1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    for mantissas in ((1,), (1, 2, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):
+        vals = [m * 10.0**k for k in range(k0, k1 + 1) for m in mantissas]
+        inside = [v for v in vals if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
+        if len(inside) >= 3:
+            break
+    vals = [v for v in vals if lo / 10 < v < hi * 10]
+    return vals, [fmt(v) for v in vals]
+
+
+def log_axis_spec(values, fmt: Callable[[float], str] = sig, **axis: Any) -> dict[str, Any]:
+    """A log axis's layout dict with its ticks from :func:`log_ticks` over the positive ``values`` it shows;
+    ``axis`` adds to it (``title``, ``anchor``, ...)."""
+    import math
+
+    xs = [x for x in (float(v) for v in values if isinstance(v, numbers.Real)) if x > 0 and math.isfinite(x)]
+    spec: dict[str, Any] = dict(type="log", **axis)
+    if xs:
+        vals, text = log_ticks(min(xs), max(xs), fmt)
+        spec.update(tickmode="array", tickvals=vals, ticktext=text)
+    return spec
+
+
+def _axis_values(fig: go.Figure, axis: str) -> list[float]:
+    """Every plotted value on ``axis`` ("x", "y", "y2", ...) of ``fig``, error bars' ends included."""
+    letter, ref = axis[0], axis
+    out: list[float] = []
+    for tr in fig.data:
+        own = getattr(tr, f"{letter}axis", None) or letter
+        if own != ref:
+            continue
+        raw = getattr(tr, letter, None)
+        vals = [float(v) for v in (() if raw is None else raw) if isinstance(v, numbers.Real) and v == v]
+        out += vals
+        err = getattr(tr, f"error_{letter}", None)
+        if err is not None and err.array is not None and len(err.array) == len(vals):
+            minus = err.arrayminus if err.arrayminus is not None else err.array
+            out += [v + e for v, e in zip(vals, err.array) if e is not None]
+            out += [v - e for v, e in zip(vals, minus) if e is not None]
+    return out
+
+
+def log_axis(fig: go.Figure, axis: str = "x", fmt: Callable[[float], str] = sig, **extra: Any) -> go.Figure:
+    """Make ``axis`` ("x", "y", "y2") of ``fig`` a log axis labelled by decade (:func:`log_ticks`) over the
+    values its traces plot."""
+    name = f"{axis[0]}axis{axis[1:]}"
+    fig.update_layout({name: log_axis_spec(_axis_values(fig, axis), fmt, **extra)})
+    return fig
+
 
 PALETTE = {
     "weights": "#1f6feb",
@@ -37,27 +99,27 @@ def stacked_bar(
             name=name,
             orientation="h",
             marker_color=color,
-            hovertemplate=f"{name}: %{{x:.3g}} GB<extra></extra>",
+            hovertemplate=f"{name}: %{{x:,.3~r}} GB<extra></extra>",
         )
     fig.add_vline(
         x=capacity_bytes / GB,
         line_dash="dash",
         line_color="black",
-        annotation_text=f"capacity {capacity_bytes / GB:.3g} GB",
+        annotation_text=f"capacity {sig(capacity_bytes / GB)} GB",
     )
     if usable_bytes:
         fig.add_vline(
             x=usable_bytes / GB,
             line_dash="dot",
             line_color="gray",
-            annotation_text=f"usable {usable_bytes / GB:.3g} GB",
+            annotation_text=f"usable {sig(usable_bytes / GB)} GB",
             annotation_position="bottom",
         )
     fig.update_layout(
         barmode="stack",
         height=220,
         title=title,
-        xaxis_title="GB (1e9 bytes)",
+        xaxis_title="GB (10⁹ bytes)",
         margin=dict(l=10, r=10, t=40, b=10),
         legend=LEGEND_BELOW,
     )
@@ -72,15 +134,15 @@ def sequences_vs_context_chart(rows, height: int = 360) -> go.Figure:
         x=[r[0] for r in rows], y=[r[2] for r in rows], name="contiguous (reserve max context)", mode="lines+markers"
     )
     fig.update_layout(
-        title="Sequences per replica vs context",
-        xaxis_type="log",
+        title="Sequences per replica against context",
         xaxis_title="context tokens (input + output)",
         yaxis_title="sequences",
+        yaxis_rangemode="tozero",
         height=height,
         legend=LEGEND_BELOW,
         margin=dict(l=10, r=10, t=50, b=10),
     )
-    return fig
+    return log_axis(fig, "x", fmt_num)
 
 
 def long_context_memory_chart(points, height: int = 360) -> go.Figure:
@@ -134,12 +196,16 @@ def kv_per_token_chart(kv_rows, kv_dtype: str) -> go.Figure:
             y=[f"{r[0]} ({r[1]})" for r in kv_rows],
             orientation="h",
             marker_color=[{"MHA": "#cf222e", "GQA": "#1f6feb", "MLA": "#2da44e"}.get(r[1], "#8250df") for r in kv_rows],
+            text=[fmt_bytes(r[2], "auto") for r in kv_rows],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="%{y}: %{text} per token<extra></extra>",
         )
     )
     fig.update_layout(
         title=f"KV bytes per token by model ({kv_dtype})",
-        xaxis_title="KB per token (log)",
-        xaxis_type="log",
+        xaxis_title="KB per token (bars from zero: lengths compare)",
+        xaxis_range=[0, 1.25 * max([r[2] / 1e3 for r in kv_rows] or [1.0])],  # room for the largest bar's label
         yaxis=dict(dtick=1),  # dtick 1: no model's label skipped
         height=max(360, 22 * len(kv_rows) + 110),
         margin=dict(l=10, r=10, t=50, b=10),
@@ -234,7 +300,7 @@ def roofline_chart(roof, height: int = 420) -> go.Figure:
                 textposition="bottom right",
                 name=p.name,
                 marker=dict(size=12, symbol=symbols.get(kind, "circle"), color=color),
-                hovertemplate=f"{p.name}<br>%{{x:.3g}} FLOP/B, %{{y:.4g}} TFLOP/s ({p.bound})<extra></extra>",
+                hovertemplate=f"{p.name}<br>%{{x:,.3~r}} FLOP/B, %{{y:,.4~r}} TFLOP/s ({p.bound})<extra></extra>",
             )
         )
         data.append(
@@ -245,15 +311,15 @@ def roofline_chart(roof, height: int = 420) -> go.Figure:
                 mode="markers",
                 showlegend=False,
                 marker=dict(size=9, symbol=symbols.get(kind, "circle") + "-open", color=color),
-                hovertemplate=f"{p.name} with communication and overhead: %{{y:.4g}} TFLOP/s<extra></extra>",
+                hovertemplate=f"{p.name} with communication and overhead: %{{y:,.4~r}} TFLOP/s<extra></extra>",
             )
         )
     return figure_of(
         data,
         dict(
             title=dict(text="Roofline per GPU (filled: on the roof; open: with communication and overhead)"),
-            xaxis=dict(type="log", title=dict(text="arithmetic intensity [FLOP/byte]")),
-            yaxis=dict(type="log", title=dict(text="attainable [TFLOP/s]")),
+            xaxis=log_axis_spec(x, title=dict(text="arithmetic intensity [FLOP/byte]")),
+            yaxis=log_axis_spec([v for d in data for v in d["y"]], title=dict(text="attainable [TFLOP/s]")),
             height=height,
             legend=LEGEND_BELOW,
             margin=dict(l=10, r=10, t=50, b=10),
@@ -311,8 +377,8 @@ def _batch_spec(points, batch: int, height: int) -> tuple[list[dict[str, Any]], 
         ),
     ]
     layout: dict[str, Any] = dict(
-        xaxis=dict(
-            anchor="y", domain=[0.0, 0.94], type="log", title=dict(text="batch (concurrent sequences per replica)")
+        xaxis=log_axis_spec(
+            xs, fmt_num, anchor="y", domain=[0.0, 0.94], title=dict(text="batch (concurrent sequences per replica)")
         ),
         # both from zero: a step time or a throughput below zero is not a thing (autorange put a negative tick there)
         yaxis=dict(anchor="x", domain=[0.0, 1.0], title=dict(text="ms per step"), rangemode="tozero"),
@@ -341,7 +407,7 @@ def tradeoff_chart(points, height: int = 380) -> go.Figure:
                     symbol=["circle" if p.fits else "circle-open" for p in points],
                     size=9,
                 ),
-                hovertemplate="%{text}: %{x:.3g} tokens/s per user, %{y:.4g} tokens/s in all<extra></extra>",
+                hovertemplate="%{text}: %{x:,.3~r} tokens/s per user, %{y:,.4~r} tokens/s in all<extra></extra>",
             )
         ],
         dict(
@@ -380,7 +446,7 @@ def breakdown_chart(items, height: int = 300) -> go.Figure:
                 name=part,
                 orientation="h",
                 marker=dict(color=SPEED_COLORS[part]),
-                hovertemplate=f"{part}: %{{x:.4g}} ms<extra></extra>",
+                hovertemplate=f"{part}: %{{x:,.4~r}} ms<extra></extra>",
             )
         )
     return figure_of(
@@ -388,7 +454,7 @@ def breakdown_chart(items, height: int = 300) -> go.Figure:
         dict(
             barmode="group",
             title=dict(text="One iteration taken apart (compute and memory overlap; the larger binds)"),
-            xaxis=dict(type="log", title=dict(text="ms (all stages)")),
+            xaxis=dict(title=dict(text="ms (all stages)"), rangemode="tozero"),
             height=height,
             legend=LEGEND_BELOW,
             margin=dict(l=10, r=10, t=50, b=10),
@@ -430,7 +496,7 @@ def decode_curve_chart(rows, height: int = 320) -> go.Figure:
 def spec_chart(rows, alpha: float, alpha_star: float, height: int = 320) -> go.Figure:
     fig = go.Figure(go.Scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], mode="lines", name="speed-up"))
     fig.add_hline(y=1.0, line_dash="dash", annotation_text="break-even")
-    fig.add_vline(x=alpha, line_dash="dot", annotation_text=f"α = {alpha:g}")
+    fig.add_vline(x=alpha, line_dash="dot", annotation_text=f"α = {sig(alpha, 6)}")
     if alpha_star == alpha_star and 0 < alpha_star < 1:  # not NaN
         fig.add_vline(
             x=alpha_star,
@@ -463,8 +529,8 @@ def allreduce_chart(sizes_bytes, curves: dict, height: int = 320) -> go.Figure:
         ],
         dict(
             title=dict(text="All-reduce over the TP group: ring and tree/NVLS, the cheaper wins"),
-            xaxis=dict(type="log", title=dict(text="message [bytes]")),
-            yaxis=dict(type="log", title=dict(text="ms")),
+            xaxis=log_axis_spec(sizes_bytes, lambda v: fmt_bytes(v, "auto"), title=dict(text="message")),
+            yaxis=log_axis_spec([y / MS for ys in curves.values() for y in ys], title=dict(text="ms")),
             height=height,
             legend=LEGEND_BELOW,
             margin=dict(l=10, r=10, t=50, b=10),
@@ -496,12 +562,12 @@ def training_time_bar(parts, step_s: float, height: int = 220) -> go.Figure:
                 name=name,
                 orientation="h",
                 marker_color=TRAIN_COLORS.get(name, "#6e7781"),
-                hovertemplate=f"{name}: %{{x:.3g}} s<extra></extra>",
+                hovertemplate=f"{name}: %{{x:,.3~r}} s<extra></extra>",
             )
     fig.update_layout(
         barmode="stack",
         height=height,
-        title=f"Where one step goes ({step_s:.3g} s)",
+        title=f"Where one step goes ({sig(step_s)} s)",
         xaxis_title="seconds",
         margin=dict(l=10, r=10, t=40, b=10),
         legend=LEGEND_BELOW,
@@ -510,87 +576,86 @@ def training_time_bar(parts, step_s: float, height: int = 220) -> go.Figure:
 
 
 def training_curve(curve, chosen_gpus: int | None, deadline_s: float | None, height: int = 380) -> go.Figure:
-    """Runtime (days, with and without failures) and cost against GPU count, for the feasible counts."""
-    from plotly.subplots import make_subplots
-
+    """Wall-clock (with and without failures) against GPU count for the feasible counts, log-log and labelled by
+    decade, the deadline and the recommended count marked. The cost is on hover and has its own chart (the
+    deadline's cost chart): a second axis of dollars over a log axis of days read neither."""
     pts = [c for c in curve if c.feasible]
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig = go.Figure()
     x = [c.gpus for c in pts]
     fig.add_scatter(
         x=x,
         y=[c.wall_clock_s / DAY_S for c in pts],
-        name="wall-clock with failures [days]",
-        mode="lines+markers",
-        marker=dict(size=4),
+        name="wall-clock with failures",
+        mode="lines",
         line=dict(color="#1f6feb"),
-        customdata=[[c.gpu_hours, c.layout.label() if c.layout else "", c.mfu] for c in pts],
-        hovertemplate="%{x:,} GPUs: %{y:.3g} days<br>%{customdata[0]:,.0f} GPU-h (no failures), "
+        customdata=[
+            [
+                c.gpu_hours,
+                c.layout.label() if c.layout else "",
+                c.mfu,
+                fmt_usd(c.cost_usd) if c.cost_usd else "no price",
+            ]
+            for c in pts
+        ],
+        hovertemplate="%{x:,} GPUs: %{y:,.3~r} days, %{customdata[3]}<br>%{customdata[0]:,.0f} GPU-h (no failures), "
         "MFU %{customdata[2]:.1%}<br>%{customdata[1]}<extra></extra>",
     )
     fig.add_scatter(
         x=x,
         y=[c.runtime_s / DAY_S for c in pts],
-        name="runtime without failures [days]",
+        name="runtime without failures",
         mode="lines",
         line=dict(color="#1f6feb", dash="dot"),
+        hoverinfo="skip",
     )
     slow = [c for c in pts if c.slower_reason]
+    if len(slow) > 60:  # thousands of counts: a sample of them marks where the curve rises, without a blot
+        slow = slow[:: -(-len(slow) // 60)]
     if slow:
         fig.add_scatter(
             x=[c.gpus for c in slow],
             y=[c.wall_clock_s / DAY_S for c in slow],
             mode="markers",
             name="slower than a smaller count",
-            marker=dict(color="#cf222e", size=7, symbol="x"),
+            marker=dict(color="#cf222e", size=6, symbol="x-thin", line=dict(width=1.5, color="#cf222e")),
             text=[c.slower_reason for c in slow],
-            hovertemplate="%{x} GPUs: %{text}<extra></extra>",
+            hovertemplate="%{x:,} GPUs: %{text}<extra></extra>",
         )
-    if any(c.cost_usd is not None for c in pts):
-        fig.add_scatter(
-            x=x,
-            y=[c.cost_usd for c in pts],
-            name="cost [USD]",
-            mode="lines",
-            line=dict(color="#2da44e"),
-            secondary_y=True,
-        )
-    # Reference lines as traces, not add_hline/add_vline: a shape's annotation on a log axis with a secondary
-    # axis is placed in the wrong coordinates and stretched the day axis to 1e-2..1e33.
+    # Reference lines as traces, not add_hline/add_vline: a shape's annotation on a log axis is placed in log units.
     if deadline_s and x:
         fig.add_scatter(
             x=[min(x), max(x)],
             y=[deadline_s / DAY_S] * 2,
             mode="lines+text",
             name="deadline",
-            text=["", "deadline"],
+            text=["", f"deadline {sig(deadline_s / DAY_S)} days"],
             textposition="top left",
             line=dict(color="#cf222e", dash="dash"),
             hoverinfo="skip",
             showlegend=False,
         )
-    if chosen_gpus and pts:
-        days = [c.wall_clock_s / DAY_S for c in pts] + ([deadline_s / DAY_S] if deadline_s else [])
+    chosen = next((c for c in pts if c.gpus == chosen_gpus), None)
+    if chosen is not None:
         fig.add_scatter(
-            x=[chosen_gpus] * 2,
-            y=[min(days), max(days)],
-            mode="lines+text",
-            name="chosen",
-            text=["", f"{chosen_gpus:,} GPUs"],
-            textposition="top right",
-            line=dict(color="#57606a", dash="dot"),
+            x=[chosen.gpus],
+            y=[chosen.wall_clock_s / DAY_S],
+            mode="markers+text",
+            name=f"recommended: {chosen.gpus:,} GPUs",
+            text=[f"{chosen.gpus:,} GPUs"],
+            textposition="bottom left",
+            marker=dict(size=14, color="#2da44e", symbol="star", line=dict(width=1, color="black")),
             hoverinfo="skip",
-            showlegend=False,
         )
     fig.update_layout(
-        title="Runtime and cost against GPU count",
+        title="Wall-clock against GPU count",
         height=height,
         margin=dict(l=10, r=10, t=50, b=10),
         legend=LEGEND_BELOW,
+        xaxis_title="GPUs",
+        yaxis_title="days",
     )
-    fig.update_xaxes(type="log", title="GPUs")
-    fig.update_yaxes(type="log", title="days", secondary_y=False)
-    fig.update_yaxes(title="USD", secondary_y=True)
-    return fig
+    log_axis(fig, "x", fmt_num)
+    return log_axis(fig, "y")
 
 
 # --- serving simulation (issue 4) ------------------------------------------------------------------
@@ -623,15 +688,14 @@ def latency_cdf(samples: dict[str, "object"], height: int = 360) -> go.Figure:
         )
     fig.update_layout(
         title="Latency CDFs (completed requests)",
-        xaxis_title="seconds",
+        xaxis_title="latency",
         yaxis_title="share of requests",
-        xaxis_type="log",
         yaxis_tickformat=".0%",
         height=height,
         margin=dict(l=10, r=10, t=40, b=10),
         legend=LEGEND_BELOW,
     )
-    return fig
+    return log_axis(fig, "x", fmt_time)
 
 
 def sim_timeseries(t_s, waiting, running, kv_frac, max_points: int = 3000, height: int = 520) -> go.Figure:
@@ -676,24 +740,70 @@ def sim_timeseries(t_s, waiting, running, kv_frac, max_points: int = 3000, heigh
     return fig
 
 
-def p95_vs_rate(rows, capacity_rps: float, current_rate: float | None = None, height: int = 380) -> go.Figure:
-    """p95 TTFT and end-to-end latency against the arrival rate; saturated runs marked with an x."""
+#: How the knee chart marks each point's saturation verdict: (marker, legend text).
+VERDICT_MARKS = {
+    "stable": ("circle", "stable"),
+    "too short to tell": ("circle-open", "inconclusive: the run is too short to tell"),
+    "saturated": ("x", "saturated: no latency (the queue grows without bound)"),
+}
+
+
+def p95_vs_rate(
+    rows,
+    capacity_rps: float,
+    current_rate: float | None = None,
+    height: int = 380,
+    targets: dict[str, float] | None = None,
+) -> go.Figure:
+    """p95 TTFT and end-to-end latency against the arrival rate. A saturated point has no latency (it would only
+    measure how long the run lasted): its rate is marked with an x along the top; a point too short to tell is
+    drawn open and named inconclusive. ``targets``: p95 targets [s] by key (``ttft_s``, ``e2e_s``), each a dashed
+    line in its latency's colour."""
     fig = go.Figure()
     rates = [r for r, _ in rows]
+    targets = {k: v for k, v in (targets or {}).items() if v and k in ("ttft_s", "e2e_s")}
     for key in ("e2e_s", "ttft_s"):
-        ys = [getattr(s, key).p95 for _, s in rows]
+        pts = [(r, getattr(s, key).p95, s.saturation_verdict) for r, s in rows if not s.saturated]
         fig.add_scatter(
-            x=rates,
-            y=ys,
+            x=[r for r, _, _ in pts],
+            y=[y for _, y, _ in pts],
             mode="lines+markers",
             name=f"p95 {SIM_LABELS[key]}",
             line_color=SIM_COLORS[key],
-            marker_symbol=["x" if s.saturated else "circle" for _, s in rows],
+            marker_symbol=[VERDICT_MARKS[v][0] for _, _, v in pts],
             marker_size=9,
+            customdata=[VERDICT_MARKS[v][1] for _, _, v in pts],
+            hovertemplate="%{x:,.3~r} requests/s: %{y:,.3~r} s (%{customdata})<extra></extra>",
         )
-    # reference lines as traces: a shape's annotation lands in the wrong place once the rate axis is log
+    xs_all = rates + ([current_rate] if current_rate else [])
+    for key, t in targets.items():
+        fig.add_scatter(
+            x=[min(xs_all), max(xs_all)],
+            y=[t, t],
+            mode="lines+text",
+            text=[f"p95 {SIM_LABELS[key]} target {fmt_latency(t)}", ""],
+            textposition="top right",
+            line=dict(dash="dash", color=SIM_COLORS[key], width=1),
+            hoverinfo="skip",
+            showlegend=False,
+        )
     ys_all = [y for tr in fig.data for y in tr.y if y is not None and y > 0] or [1.0]
     span = [min(ys_all), max(ys_all)]
+    for verdict in ("too short to tell", "saturated"):
+        xs = [r for r, s in rows if s.saturation_verdict == verdict]
+        if not xs:
+            continue
+        symbol, text = VERDICT_MARKS[verdict]
+        fig.add_scatter(
+            x=xs,
+            y=[span[1]] * len(xs) if verdict == "saturated" else [None] * len(xs),
+            mode="markers",
+            marker=dict(symbol=symbol, size=11, color="#cf222e" if verdict == "saturated" else "#57606a"),
+            name=text,
+            hovertemplate="%{x:,.3~r} requests/s: " + text + "<extra></extra>",
+            visible=True if verdict == "saturated" else "legendonly",
+        )
+    # reference lines as traces: a shape's annotation lands in the wrong place once the rate axis is log
     for x, label, dash, color in (
         (capacity_rps, "closed-form capacity", "dash", "gray"),
         (current_rate, "this run", "dot", "black"),
@@ -711,15 +821,17 @@ def p95_vs_rate(rows, capacity_rps: float, current_rate: float | None = None, he
             )
     wide = max(rates + [current_rate or 0]) > 20 * min(rates + [current_rate or max(rates)])
     fig.update_layout(
-        title="p95 latency vs arrival rate (x = saturated)",
+        title="p95 latency against arrival rate",
         xaxis_title="arrival rate [requests/s]",
-        xaxis_type="log" if wide else "linear",
-        yaxis_title="seconds",
+        yaxis_title="p95 latency [s]",
         yaxis_type="log",
         height=height,
         margin=dict(l=10, r=10, t=40, b=10),
         legend=LEGEND_BELOW,
     )
+    log_axis(fig, "y")
+    if wide:
+        log_axis(fig, "x")
     return fig
 
 
@@ -752,7 +864,7 @@ def calibration_chart(
             x=[lo, hi],
             y=[lo * factor, hi * factor],
             mode="lines",
-            name=f"calibrated (x{factor:.3g})",
+            name=f"calibrated (x{sig(factor)})",
             line=dict(color="#1f6feb"),
         )
     fig.add_scatter(
@@ -772,15 +884,14 @@ def calibration_chart(
                 hovertemplate="%{text}<br>predicted %{x:.4s}, measured %{y:.4s}<extra></extra>",
             )
     fig.update_layout(
-        xaxis_type="log",
-        yaxis_type="log",
         xaxis_title=f"predicted [{unit}]",
         yaxis_title=f"measured [{unit}]",
         height=height,
         margin=dict(l=10, r=10, t=30, b=10),
         legend=LEGEND_BELOW,
     )
-    return fig
+    log_axis(fig, "x")
+    return log_axis(fig, "y")
 
 
 # --- ranges (issue 9) --------------------------------------------------------------------------------
@@ -823,7 +934,7 @@ def add_band(
             line=dict(width=0.5, color=color, dash="dot"),
             showlegend=False,
             customdata=["high"] * len(xs) + [None] + ["low"] * len(xs),
-            hovertemplate=f"{name} %{{customdata}}: %{{y:.4g}}<extra></extra>",
+            hovertemplate=f"{name} %{{customdata}}: %{{y:,.4~r}}<extra></extra>",
             _validate=False,
         ),
         **place,
@@ -863,7 +974,7 @@ def batch_band_chart(points, batch: int, band: dict, height: int = 380) -> go.Fi
             line=dict(width=0.5, color=color, dash="dot"),
             showlegend=False,
             customdata=["high"] * len(xs) + [None] + ["low"] * len(xs),
-            hovertemplate=f"{name} %{{customdata}}: %{{y:.4g}}<extra></extra>",
+            hovertemplate=f"{name} %{{customdata}}: %{{y:,.4~r}}<extra></extra>",
             xaxis="x",
             yaxis="y2",
         ),
@@ -900,7 +1011,7 @@ def range_compare_chart(
                 width=8,
             ),
             customdata=[[r[2] / scale, r[3] / scale, r[4]] for r in rows],
-            hovertemplate="%{y}: %{x:.4g}<br>range %{customdata[0]:.4g} … %{customdata[1]:.4g}<br>"
+            hovertemplate="%{y}: %{x:,.4~r}<br>range %{customdata[0]:,.4~r} … %{customdata[1]:,.4~r}<br>"
             "%{customdata[2]}<extra></extra>",
         )
     ]
@@ -913,12 +1024,14 @@ def range_compare_chart(
                 mode="markers",
                 name="measured",
                 marker=dict(size=12, symbol="x", color="#cf222e"),
-                hovertemplate="%{y}: measured %{x:.4g}<extra></extra>",
+                hovertemplate="%{y}: measured %{x:,.4~r}<extra></extra>",
             )
         )
     layout = dict(
         title=dict(text=title),
-        xaxis=dict(title=dict(text=unit), type="log"),
+        xaxis=log_axis_spec(
+            [v / scale for r in rows for v in r[1:4]] + [m[1] / scale for m in measured], title=dict(text=unit)
+        ),
         height=height or max(200, 110 + 45 * len(set(labels))),
         legend=LEGEND_BELOW,
         margin=dict(l=10, r=10, t=50, b=10),
@@ -927,24 +1040,30 @@ def range_compare_chart(
 
 
 def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: int | None = None) -> go.Figure:
-    """Which assumptions move a number most: one bar per assumption, down-move left, up-move right [%].
+    """Which assumptions move a number most: one bar per assumption, labelled in words from the assumptions
+    registry (its code name and source on hover); left the bound that lowers the number, right the one that raises
+    it [%].
 
-    ``r``: a :class:`core.base.ranges.Range`; ``sources``: name -> (label, source), shown on hover. Built from a
-    plain spec (:func:`figure_of`): every page redraws its tornado when its number changes.
+    ``r``: a :class:`core.base.ranges.Range`; ``sources``: name -> (label, source). Built from a plain spec
+    (:func:`figure_of`): every page redraws its tornado when its number changes.
     """
     import math
 
     contribs = sorted(r.contributions, key=lambda c: c.d_up - c.d_down)
     names = [c.name for c in contribs]
+    labels = [_short(sources.get(n, (n, ""))[0]) for n in names]
     down = [(math.exp(c.d_down) - 1) * 100 if math.isfinite(c.d_down) else -100.0 for c in contribs]
     up = [(math.exp(c.d_up) - 1) * 100 if math.isfinite(c.d_up) else 100.0 for c in contribs]
-    hover = [f"<b>{sources.get(n, (n, ''))[0]}</b><br>source: {_wrap(sources.get(n, ('', ''))[1])}" for n in names]
-    bar = dict(type="bar", y=names, orientation="h", customdata=hover)
+    hover = [
+        f"<b>{sources.get(n, (n, ''))[0]}</b> ({n})<br>source: {_wrap(sources.get(n, ('', ''))[1])}" for n in names
+    ]
+    bar = dict(type="bar", y=labels, orientation="h", customdata=hover)
     layout = dict(
         barmode="overlay",
         title=dict(text=title),
-        xaxis=dict(title=dict(text="change of the number at the assumption's bound [%]")),
-        height=height or max(220, 70 + 28 * len(names)),
+        xaxis=dict(title=dict(text="change of the number, one assumption at a bound [%]"), zeroline=True),
+        yaxis=dict(dtick=1, automargin=True),
+        height=height or max(220, 90 + 28 * len(names)),
         margin=dict(l=10, r=10, t=50, b=10),
         legend=LEGEND_BELOW,
     )
@@ -957,20 +1076,27 @@ def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: in
             dict(
                 bar,
                 x=down,
-                name="toward low",
+                name="the bound that lowers the number",
                 marker=dict(color="#1f6feb"),
-                hovertemplate="%{y}: %{x:.3g}%<br>%{customdata}<extra></extra>",
+                hovertemplate="%{x:,.3~r}%<br>%{customdata}<extra></extra>",
             ),
             dict(
                 bar,
                 x=up,
-                name="toward high",
+                name="the bound that raises it",
                 marker=dict(color="#cf222e"),
-                hovertemplate="%{y}: +%{x:.3g}%<br>%{customdata}<extra></extra>",
+                hovertemplate="+%{x:,.3~r}%<br>%{customdata}<extra></extra>",
             ),
         ],
         layout,
     )
+
+
+def _short(label: str, width: int = 36) -> str:
+    """An assumption's label without its parenthesis, cut to fit the tornado's axis (the whole label is on
+    hover)."""
+    label = label.split(" (")[0]
+    return label if len(label) <= width else label[: width - 1].rstrip() + "…"
 
 
 def figure_of(data: list[dict], layout: dict) -> go.Figure:
@@ -1021,12 +1147,12 @@ def deadline_cost_chart(curve, choice, height: int = 340) -> go.Figure:
     fig.add_scatter(
         x=[c.gpus for c in pts],
         y=[val(c) for c in pts],
-        mode="lines+markers",
+        mode="lines",
         name="meets the deadline",
-        marker=dict(size=4, color="#8c959f"),
-        line=dict(color="#8c959f"),
+        line=dict(color="#8c959f", width=1.5),
         customdata=[[c.layout.label() if c.layout else "", c.mfu] for c in pts],
-        hovertemplate="%{x:,} GPUs: %{y:,.0f}<br>MFU %{customdata[1]:.1%}<br>%{customdata[0]}<extra></extra>",
+        hovertemplate=("$" if priced else "")
+        + "%{y:,.0f} at %{x:,} GPUs<br>MFU %{customdata[1]:.1%}<br>%{customdata[0]}<extra></extra>",
     )
     for c, name, color, symbol in (
         (choice.smallest, "smallest", "#cf222e", "diamond"),
@@ -1040,14 +1166,16 @@ def deadline_cost_chart(curve, choice, height: int = 340) -> go.Figure:
             marker=dict(size=16, color=color, symbol=symbol, line=dict(width=1, color="black")),
         )
     fig.update_layout(
-        title=f"{choice.basis} against GPU count (counts that meet the deadline)",
+        title=f"{'Cost' if priced else 'GPU-hours with failures'} against GPU count (every count that meets the deadline)",
         height=height,
         xaxis_title="GPUs",
         yaxis_title=choice.basis,
+        yaxis_tickprefix="$" if priced else "",
+        yaxis_tickformat=",.3~s",
         margin=dict(l=10, r=10, t=50, b=10),
         legend=LEGEND_BELOW,
     )
-    return fig
+    return log_axis(fig, "x", fmt_num)
 
 
 def range_cross(
@@ -1077,7 +1205,7 @@ def range_cross(
         marker=dict(size=14, color=color, symbol=symbol),
         error_x=bar(x, x_range),
         error_y=bar(y, y_range),
-        hovertemplate=f"{name}<br>$%{{x:,.2f}}/h, p95 %{{y:.3g}} s<extra>range</extra>",
+        hovertemplate=f"{name}<br>$%{{x:,.2f}}/h, p95 %{{y:,.3~r}} s<extra>range</extra>",
     )
 
 
@@ -1097,21 +1225,33 @@ def flip_chance_chart(experiments, stable, height: int = 380) -> go.Figure:
             mode="markers+text",
             name=name,
             marker=dict(color=color, size=11),
-            text=[e.input.key if e.flip_chance > 0 else "" for e in items],
-            textposition="top center",
+            # the rank in the table beside the chart: short labels, those of points on one spot joined ("1, 2")
+            text=_rank_labels(items) if name.startswith("can") else None,
+            textposition="middle right",
             customdata=[[e.input.label, e.cost_usd, e.flips_to or "no change"] for e in items],
-            hovertemplate="%{customdata[0]}<br>flip chance %{y:.0f}%<br>%{x:.3g} GPU-hours, "
+            hovertemplate="%{customdata[0]}<br>flip chance %{y:.0f}%<br>%{x:,.3~r} GPU-hours, "
             "$%{customdata[1]:,.2f}<br>flips to: %{customdata[2]}<extra></extra>",
         )
     fig.update_layout(
         height=height,
+        title="Flip chance against the GPU-hours to measure (numbers: the table's rank)",
         xaxis_title="GPU-hours to measure",
+        xaxis_rangemode="tozero",
         yaxis_title="flip chance [%]",
         yaxis_range=[-5, 105],
         margin=dict(l=10, r=10, t=30, b=10),
         legend=LEGEND_BELOW,
     )
     return fig
+
+
+def _rank_labels(items) -> list[str]:
+    """Each point's rank (1-based), written once per spot: points that coincide share one label "1, 2"."""
+    spots: dict[tuple[float, float], list[int]] = {}
+    for i, e in enumerate(items, 1):
+        spots.setdefault((round(e.gpu_hours, 2), round(e.flip_chance * 100)), []).append(i)
+    first = {ranks[0]: ", ".join(map(str, ranks)) for ranks in spots.values()}
+    return [first.get(i, "") for i in range(1, len(items) + 1)]
 
 
 # --- optimizer ----------------------------------------------------------------------------------------
@@ -1157,16 +1297,16 @@ def optimizer_pareto(rec) -> go.Figure:
             y=[c.p95_e2e_s for c in pts],
             name=name,
             mode="markers+text" if show_cap else "markers",
-            text=[f"{cap[c.label]:.3g} req/s" for c in pts] if show_cap else None,
+            text=[f"{sig(cap[c.label])} req/s" for c in pts] if show_cap else None,
             textposition="top center",
             marker=dict(size=11, color=color, symbol=[symbol if c.meets else "x" for c in pts], line=dict(width=1)),
             customdata=[
-                f"{c.label}<br>{cap[c.label]:.3g} requests/s capacity; "
+                f"{c.label}<br>{sig(cap[c.label])} requests/s capacity; "
                 f"{'meets' if c.meets else 'misses'} the target<br>"
                 + (f"on the front: {reasons[c.label]}" if c.label in front else "dominated")
                 for c in pts
             ],
-            hovertemplate="%{customdata}<br>$%{x:,.2f}/h, p95 e2e %{y:.3g} s<extra></extra>",
+            hovertemplate="%{customdata}<br>$%{x:,.2f}/h, p95 e2e %{y:,.3~r} s<extra></extra>",
         )
     dis = [c for c in sim if c.mode == "disaggregated"]
     if dis:  # the front marks which layouts are disaggregated (a ring around their markers)
@@ -1272,7 +1412,7 @@ def video_time_bar(parts: dict[str, float], video_s: float, height: int = 200) -
             name=f"{name} ({value / video_s:.0%})" if video_s > 0 else name,
             orientation="h",
             marker_color=VIDEO_COLORS.get(name, "#6e7781"),
-            hovertemplate=f"{name}: %{{x:.4g}} s<extra></extra>",
+            hovertemplate=f"{name}: %{{x:,.4~r}} s<extra></extra>",
         )
     fig.update_layout(
         barmode="stack",
@@ -1302,8 +1442,10 @@ def video_speedup_chart(points, current_gpus: int, knees: dict[str, int | None],
             marker_symbol=["circle" if p.hidden else "circle-open" for p in pts],
             marker_size=8,
             customdata=[[p.video_s, p.comm_s, p.compute_s] for p in pts],
-            hovertemplate="%{x} GPUs: %{y:.3g}x, %{customdata[0]:.4g} s per video; exposed communication "
-            "%{customdata[1]:.3g} s per forward against %{customdata[2]:.3g} s of compute<extra>" + mode + "</extra>",
+            hovertemplate="%{x} GPUs: %{y:,.3~r}x, %{customdata[0]:,.4~r} s per video; exposed communication "
+            "%{customdata[1]:,.3~r} s per forward against %{customdata[2]:,.3~r} s of compute<extra>"
+            + mode
+            + "</extra>",
         )
     # markers and reference lines as traces: a shape's or an annotation's position is in log units on a log axis
     marks = [
@@ -1328,31 +1470,38 @@ def video_speedup_chart(points, current_gpus: int, knees: dict[str, int | None],
     fig.update_layout(
         title="Speed-up against GPUs per request (hollow: communication no longer hidden)",
         xaxis_title="GPUs per request",
-        yaxis_title="speed-up over one GPU",
-        xaxis_type="log",
-        yaxis_type="log",
+        yaxis_title="speed-up over one GPU [x]",
         height=height,
         margin=dict(l=10, r=10, t=40, b=10),
         legend=LEGEND_BELOW,
     )
-    return fig
+    log_axis(fig, "x", fmt_num)
+    return log_axis(fig, "y")
 
 
 def video_rate_chart(rows, capacity_per_hour: float, rate_per_hour: float | None, height: int = 360) -> go.Figure:
     """p50 and p95 latency per video against the arrival rate [videos/h]; saturated points marked with an x."""
     fig = go.Figure()
-    rates = [r[0] for r in rows]
     for idx, name, color in ((1, "p50", "#2da44e"), (2, "p95", "#cf222e")):
         fig.add_scatter(
-            x=rates,
-            y=[r[idx] for r in rows],
+            x=[r[0] for r in rows if not r[3]],
+            y=[r[idx] for r in rows if not r[3]],
             mode="lines+markers",
             name=f"{name} latency per video",
             line_color=color,
-            marker_symbol=["x" if r[3] else "circle" for r in rows],
-            marker_size=9,
+            marker_size=8,
         )
-    ys = [y for r in rows for y in (r[1], r[2]) if y] or [1.0]
+    ys = [y for r in rows if not r[3] for y in (r[1], r[2]) if y] or [1.0]
+    sat = [r[0] for r in rows if r[3]]
+    if sat:
+        fig.add_scatter(
+            x=sat,
+            y=[max(ys)] * len(sat),
+            mode="markers",
+            name="saturated: no latency (the queue grows without bound)",
+            marker=dict(symbol="x", size=11, color="#cf222e"),
+            hovertemplate="%{x:,.3~r} videos/h: saturated<extra></extra>",
+        )
     for x, label, dash, color in (
         (capacity_per_hour, "capacity", "dash", "gray"),
         (rate_per_hour, "this rate", "dot", "black"),
@@ -1360,15 +1509,14 @@ def video_rate_chart(rows, capacity_per_hour: float, rate_per_hour: float | None
         if x:
             _ref_line(fig, x, [min(ys), max(ys)], label, dash, color, "bottom")
     fig.update_layout(
-        title="Latency per video against the arrival rate (x = saturated)",
+        title="Latency per video against the arrival rate",
         xaxis_title="videos per hour",
-        yaxis_title="seconds",
-        yaxis_type="log",
+        yaxis_title="latency per video",
         height=height,
         margin=dict(l=10, r=10, t=40, b=10),
         legend=LEGEND_BELOW,
     )
-    return fig
+    return log_axis(fig, "y", fmt_time)
 
 
 def video_timeline_chart(timeline, height: int | None = None) -> go.Figure:
@@ -1382,7 +1530,7 @@ def video_timeline_chart(timeline, height: int | None = None) -> go.Figure:
         orientation="h",
         name="queued",
         marker_color="#d0d7de",
-        hovertemplate="%{y}: queued %{x:.4g} s<extra></extra>",
+        hovertemplate="%{y}: queued %{x:,.4~r} s<extra></extra>",
     )
     fig.add_bar(
         y=ids,
@@ -1392,7 +1540,7 @@ def video_timeline_chart(timeline, height: int | None = None) -> go.Figure:
         name="running (text, steps, decode)",
         marker_color="#1f6feb",
         customdata=[[t.replica] for t in timeline],
-        hovertemplate="%{y}: running %{x:.4g} s on replica %{customdata[0]}<extra></extra>",
+        hovertemplate="%{y}: running %{x:,.4~r} s on replica %{customdata[0]}<extra></extra>",
     )
     fig.update_layout(
         barmode="overlay",
@@ -1422,5 +1570,38 @@ def video_progress_chart(progress, steps: int, at_s: float, height: int = 260) -
         yaxis_title="denoising step",
         height=height,
         margin=dict(l=10, r=10, t=40, b=10),
+    )
+    return fig
+
+
+def fleet_cost_bars(rows, height: int = 360) -> go.Figure:
+    """Each workload's cost per hour in the nominal and the robust plan, with the nominal pick's cost range."""
+    fig = go.Figure()
+    for which, color in (("nominal", "#0969da"), ("robust", "#bf8700")):
+        mine = [r for r in rows if r["plan"] == which]
+        err = None
+        if mine and all(r["cost_per_hour_low"] is not None and r["cost_per_hour_high"] is not None for r in mine):
+            err = dict(
+                type="data",
+                symmetric=False,
+                array=[r["cost_per_hour_high"] - r["cost_per_hour"] for r in mine],
+                arrayminus=[r["cost_per_hour"] - r["cost_per_hour_low"] for r in mine],
+            )
+        fig.add_bar(
+            x=[r["workload"] for r in mine],
+            y=[r["cost_per_hour"] for r in mine],
+            name=f"{which} plan",
+            marker_color=color,
+            error_y=err,
+            customdata=[r["configuration"] for r in mine],
+            hovertemplate="%{x}: $%{y:,.2f}/h<br>%{customdata}<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="group",
+        height=height,
+        title="Cost per hour by workload (the range: every efficiency assumption at its bounds)",
+        yaxis_title="USD per hour",
+        margin=dict(l=10, r=10, t=40, b=10),
+        legend=LEGEND_BELOW,
     )
     return fig

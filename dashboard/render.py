@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
 import pandas as pd
@@ -12,10 +13,16 @@ from core.base import (
     Step,
     find,
     fmt_bytes,
+    fmt_latency,
+    fmt_num,
     fmt_time,
+    fmt_usd,
     fmt_value,  # noqa: F401  - pages format range ends like their steps
+    sig,
 )
 from core.decision import Bound
+from dashboard import share
+from dashboard.text import folded, plain
 
 #: Width of the main column at 1280 x 720 with the sidebar open [px], and what a metric needs per character:
 #: Streamlit cuts a metric's label and value with an ellipsis rather than wrapping them.
@@ -66,6 +73,7 @@ def metrics(steps: tuple[Step, ...], keys: Iterable[str], cols: int | None = Non
     columns = grid(len(found), [s.label for s in found], [s.shown() for s in found])
     for col, s in zip(columns, found):
         col.metric(s.label, s.shown(), help=s.note or None)
+        share.card(s.label, s.shown())
 
 
 def steps_table(steps: tuple[Step, ...]) -> pd.DataFrame:
@@ -95,6 +103,56 @@ def show_math(steps: tuple[Step, ...], *, expanded: bool = False, title: str = "
                 math_step(s)
 
 
+#: Characters of an equation (its visible part) that fit the main column at 1280 x 720; KaTeX does not wrap.
+LATEX_LINE_CHARS = 70
+
+
+def _top_level(tex: str, sep: str) -> list[str]:
+    """``tex`` split at the ``sep`` that are outside every brace and \\left/\\right pair."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(tex):
+        c = tex[i]
+        if c == "{" or tex.startswith(r"\left", i):
+            depth += 1
+        elif c == "}" or tex.startswith(r"\right", i):
+            depth -= 1
+        elif depth == 0 and tex.startswith(sep, i):
+            parts.append(tex[start:i])
+            start = i + len(sep)
+            i = start
+            continue
+        i += 1
+    return parts + [tex[start:]]
+
+
+def _visible(tex: str) -> int:
+    return len(re.sub(r"\\[A-Za-z]+|[{}]", "", tex))
+
+
+def latex_lines(tex: str, width: int = LATEX_LINE_CHARS) -> str:
+    """A long equation as aligned lines, one per top-level "=" (and, where a side is still too long, broken
+    after a top-level "+"), so it wraps inside the column instead of running off its right edge."""
+    if _visible(tex) <= width:
+        return tex
+    sides = [p.strip() for p in _top_level(tex, " = ")]
+    if len(sides) < 2:
+        return tex
+    rows = []
+    for side in sides[1:]:
+        terms = _top_level(side, " + ")
+        line, lines = "", []
+        for t in terms:
+            cand = f"{line} + {t}" if line else t
+            if line and _visible(cand) > width:
+                lines.append(line)
+                line = t
+            else:
+                line = cand
+        lines.append(line)
+        rows.append("&= " + lines[0] + "".join(r" \\ &\quad + " + x for x in lines[1:]))
+    return r"\begin{aligned}" + sides[0] + " " + r" \\ ".join(rows) + r"\end{aligned}"
+
+
 def math_step(s: Step) -> None:
     if not finite(s):  # the formula, and that it has no finite value here (never "nan" or "inf")
         st.markdown(f"**{s.label}** — no finite value for these inputs")
@@ -103,8 +161,8 @@ def math_step(s: Step) -> None:
             st.caption(s.note)
         return
     st.markdown(f"**{s.label}** — {s.shown()}")
-    st.latex(s.latex_symbolic())
-    st.latex(s.latex_substituted())
+    st.latex(latex_lines(s.latex_symbolic()))
+    st.latex(latex_lines(s.latex_substituted()))
     if s.note:
         st.caption(s.note)
 
@@ -112,11 +170,28 @@ def math_step(s: Step) -> None:
 # --- speed and show-the-math helpers (issue 3) ---------------------------------------------------------
 
 
-def math_section(title: str, steps: tuple[Step, ...]) -> None:
-    """A titled run of derivation steps, each as symbols, numbers, result (``st.latex``)."""
-    st.subheader(title)
-    for s in steps:
-        math_step(s)
+def anchor(title: str) -> str:
+    """The anchor a section title gets, for a contents list's jump links."""
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def contents(titles: Iterable[str]) -> None:
+    """A contents list: one jump link per section of the page."""
+    st.markdown("**Contents** · " + " · ".join(f"[{t}](#{anchor(t)})" for t in titles))
+
+
+def math_section(title: str, steps: tuple[Step, ...], expanded: bool = False) -> None:
+    """A titled run of derivation steps that folds: the title (a jump target), then the steps, each as symbols,
+    numbers, result (``st.latex``), under an expander."""
+    st.subheader(title, anchor=anchor(title))
+    with st.expander(
+        f"{len(steps)} step{'s' if len(steps) != 1 else ''}: "
+        + ", ".join(x.label for x in steps[:3])
+        + ("…" if len(steps) > 3 else ""),
+        expanded=expanded,
+    ):
+        for s in steps:
+            math_step(s)
 
 
 def steps_by_key(steps: tuple[Step, ...], keys: tuple[str, ...]) -> tuple[Step, ...]:
@@ -164,9 +239,9 @@ def assumption_sources(cfg, names: tuple[str, ...]) -> pd.DataFrame:
         rows.append(
             {
                 "assumption": info.label,
-                "value": f"{getattr(cfg.assumptions, n):g} {info.unit}",
-                "base": f"{info.base:g}",
-                "range": f"{lo:g}–{hi:g}",
+                "value": f"{sig(getattr(cfg.assumptions, n), 6)} {info.unit}",
+                "base": f"{sig(info.base, 6)}",
+                "range": f"{sig(lo, 6)}–{sig(hi, 6)}",
                 "source": info.source,
             }
         )
@@ -272,41 +347,166 @@ def range_text(r, fmt) -> str:
     return f"{fmt(r.low)} … {fmt(r.high)} ({BASIS_TEXT[r.basis]}{extra})"
 
 
+def range_span(r, fmt) -> str:
+    """'low … high' of a range, without its basis (for a table whose caption states it); "" without one."""
+    if r is None or r.basis == "none" or r.empty:
+        return ""
+    return f"{fmt(r.low)} … {fmt(r.high)}"
+
+
 def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = None) -> None:
-    """A metric card with its range under it."""
+    """A metric card with its range under it (recorded for the page's summary as drawn)."""
     col.metric(label, value_text, help=help)
-    if r is not None:
-        col.caption("range: " + range_text(r, fmt))
+    text = range_text(r, fmt) if r is not None else ""
+    if text:
+        col.caption("range: " + text)
+    share.card(label, value_text, text)
 
 
-def _secs(x: float) -> str:
-    return f"{x:.3g} s" if x != float("inf") else "does not fit"
+#: A configuration's headline numbers (core.decision.analysis_headline_ranges): key -> (label, format); the Saved
+#: analyses and Compare pages show them.
+HEADLINE = {
+    "prefill_s": ("TTFT (whole batch)", fmt_latency),
+    "decode_step_s": ("Decode step", fmt_latency),
+    "tokens_per_s": ("Tokens/s", fmt_num),
+    "e2e_s": ("End-to-end", fmt_latency),
+    "max_sequences": ("Max sequences", fmt_num),
+    "total_bytes_per_gpu": ("Memory per GPU", lambda v: fmt_value(v, "B")),
+    "step_s": ("Step time", fmt_latency),
+    "mfu": ("MFU", lambda v: f"{v:.1%}"),
+    "runtime_s": ("Runtime", fmt_latency),
+    "gpu_hours": ("GPU-hours", fmt_num),
+    "cost_usd": ("Cost", fmt_usd),
+}
+_TRAIN_HEADLINE = ("step_s", "mfu", "runtime_s", "gpu_hours", "cost_usd")
+
+
+def headline_keys(train: bool) -> tuple[str, ...]:
+    """The headline keys of a training or a serving configuration, in the order they are shown."""
+    return _TRAIN_HEADLINE if train else tuple(k for k in HEADLINE if k not in _TRAIN_HEADLINE)
+
+
+def say(kind: str, text: str, where=None, limit: int | None = None) -> None:
+    """A verdict (``kind``: success, info, warning or error) drawn and recorded for the page's summary.
+
+    ``limit``: the text holds what a visitor typed (a name, a filter), so it is drawn as text (every Markdown
+    character escaped, :func:`dashboard.text.plain`) cut to ``limit`` characters; the summary escapes it itself."""
+    if limit is None:
+        getattr(where or st, kind)(text)
+        share.note(kind, text)
+        return
+    getattr(where or st, kind)(plain(text, limit))
+    share.note(kind, folded(text, limit))
+
+
+def widths(**px: int) -> dict:
+    """``column_config`` giving the named columns these widths [px] (the rest keep theirs), so that the columns
+    a meeting reads stay inside the main column at 1280 x 720."""
+    return {name: st.column_config.Column(width=w) for name, w in px.items()}
+
+
+def table(df, name: str, where=None, static: bool = False, **kw) -> None:
+    """``st.dataframe`` of ``df`` (a DataFrame or its rows; full width, no index unless asked), recorded for the
+    page's CSV download; ``static``: ``st.table``, whose cells wrap (for tables of sentences)."""
+    df = df if isinstance(df, pd.DataFrame) else pd.DataFrame(df)
+    share.table(name, df)
+    if static:
+        (where or st).table(df, hide_index=True)
+        return
+    kw.setdefault("hide_index", True)
+    kw.setdefault("width", "stretch")
+    (where or st).dataframe(df, **kw)
+
+
+def _latency(x: float) -> str:
+    return fmt_latency(x) if x != float("inf") else "does not fit"
 
 
 #: A recommended configuration's cards: (field of the pick, label, value format); the pick's range for each
 #: field (core.decision.optimizer) is drawn under its card. A latency the simulation withheld (None) has no range.
 PICK_CARDS = {
-    "cost_per_hour": ("Cost per hour", lambda x: f"${x:,.2f}"),
-    "cost_per_million_tokens": ("Cost per million output tokens", lambda x: f"${x:,.3g}"),
-    "p95_ttft_s": ("p95 TTFT (simulated)", _secs),
-    "p95_itl_s": ("p95 ITL (simulated)", _secs),
-    "p95_e2e_s": ("p95 end-to-end (simulated)", _secs),
-    "capacity_requests_per_s": ("Capacity", lambda x: f"{x:.3g} req/s"),
+    "cost_per_hour": ("Cost per hour", fmt_usd),
+    "cost_per_million_tokens": ("Cost per million output tokens", fmt_usd),
+    "p95_ttft_s": ("p95 TTFT (simulated)", _latency),
+    "p95_itl_s": ("p95 ITL (simulated)", _latency),
+    "p95_e2e_s": ("p95 end-to-end (simulated)", _latency),
+    "capacity_requests_per_s": ("Capacity", lambda x: f"{sig(x)} req/s"),
 }
 
 
-def pick_metrics(pick, ranges: dict, keys: Iterable[str] = tuple(PICK_CARDS), gpus: bool = False) -> None:
+def target_caption(col, check) -> None:
+    """Under a latency card: its target and whether the pick meets it with every assumption at its pessimistic
+    bound at once (a :class:`core.decision.TargetCheck`)."""
+    verdict = ":green[meets]" if check.meets_at_pessimistic else ":red[misses]"
+    at = fmt_latency(check.pessimistic_s) if check.pessimistic_s is not None else "withheld"
+    col.caption(f"target {fmt_latency(check.target_s)} · all assumptions pessimistic: {at}, {verdict}")
+
+
+#: The Serving simulation page's headline: (summary field, card label, target field of the shared config).
+LATENCY_CARDS = (
+    ("ttft_s", "p95 TTFT", "p95_ttft_s"),
+    ("itl_s", "p95 ITL", "p95_itl_s"),
+    ("e2e_s", "p95 end-to-end", "p95_e2e_s"),
+)
+
+
+def latency_cards(summary, ranges: dict, targets) -> None:
+    """A simulation's headline: the p95 latencies (each with its range and the shared target, where one is set)
+    and the output tokens/s. A saturated run shows "saturated" and no time: its latencies only measure how long
+    the simulation ran."""
+    labels = [label for _, label, _ in LATENCY_CARDS] + ["Output tokens/s"]
+    cols = grid(len(labels), labels)
+    for col, (key, label, target_key) in zip(cols, LATENCY_CARDS):
+        p, target = getattr(summary, key), getattr(targets, target_key)
+        if summary.latency_withheld:
+            col.metric(label, "saturated", help=summary.latency_withheld)
+            col.caption("no latency: the queue grows without bound")
+            continue
+        if p.p95 is None:
+            col.metric(label, "withheld", help=f"{p.n:,} completed requests; a p95 needs 20")
+            continue
+        r = ranges.get(f"{key}.p95")
+        metric_range(col, label, fmt_latency(p.p95), r, fmt_latency, help=f"over {p.n:,} completed requests")
+        if target:
+            high = r.high if r is not None and r.basis != "none" else p.p95
+            verdict = (
+                ":green[meets it across the range]"
+                if high <= target
+                else ":orange[meets it at base; the range reaches past it]"
+                if p.p95 <= target
+                else ":red[misses it]"
+            )
+            col.caption(f"target {fmt_latency(target)}: {verdict}")
+    metric_range(
+        cols[-1],
+        "Output tokens/s",
+        fmt_num(summary.throughput_tokens_per_s),
+        ranges.get("throughput_tokens_per_s"),
+        fmt_num,
+        help="output tokens of completed requests over the simulated span",
+    )
+
+
+def pick_metrics(
+    pick, ranges: dict, keys: Iterable[str] = tuple(PICK_CARDS), gpus: bool = False, targets: tuple = ()
+) -> None:
     """One card per field of a recommended configuration (``keys`` of :data:`PICK_CARDS`), each with its
-    range; ``gpus`` adds the replicas x GPUs card."""
+    range; ``gpus`` puts the replicas x GPUs card first; ``targets`` (:class:`core.decision.TargetCheck`) adds
+    each target and its pessimistic-bound verdict under its latency card."""
     keys = list(keys)
-    labels = [PICK_CARDS[k][0] for k in keys] + (["GPUs"] if gpus else [])
-    cols = grid(len(labels), labels, [f"{pick.replicas} x {pick.gpus_per_replica} {pick.gpu}"] if gpus else ())
+    fleet = f"{pick.replicas} x {pick.gpus_per_replica} {pick.gpu}"
+    labels = (["GPUs"] if gpus else []) + [PICK_CARDS[k][0] for k in keys]
+    cols = grid(len(labels), labels, [fleet] if gpus else ())
+    if gpus:
+        cols[0].metric("GPUs", fleet, help="replicas x GPUs per replica, GPU kind")
+        cols = cols[1:]
+    by_key = {t.key: t for t in targets}
     for col, k in zip(cols, keys):
         label, fmt = PICK_CARDS[k]
         v = getattr(pick, k)
         metric_range(col, label, fmt(v) if v is not None else "withheld", ranges.get(k) if v is not None else None, fmt)
-    if gpus:
-        cols[len(keys)].metric("GPUs", f"{pick.replicas} x {pick.gpus_per_replica} {pick.gpu}")
+        if k in by_key:
+            target_caption(col, by_key[k])
 
 
 def range_metrics(
@@ -486,7 +686,7 @@ def adapter_simulation(ad) -> None:
         "one load: each GPU copies its shard over its host link",
         "of the busy time, the batch stood still for loads",
         "requests turned away at least once because their adapter would exceed max_loras",
-        f"among those {ad.blocked_requests:,}; {ad.distinct_mean:.3g} adapters per batch on average",
+        f"among those {ad.blocked_requests:,}; {sig(ad.distinct_mean)} adapters per batch on average",
     )
     for i, (label, value, h) in enumerate(zip(labels, values, helps)):
         cols[i % len(cols)].metric(label, value, help=h)
@@ -535,7 +735,7 @@ def per_variant(pv) -> None:
     else:
         st.caption(
             "No variant earns a replica of its own here: none carries enough traffic to fill a dedicated replica "
-            f"(about {pv.dedicated_capacity_rps:.3g} requests/s each), and no rank makes mixed batches dearer than a "
+            f"(about {sig(pv.dedicated_capacity_rps)} requests/s each), and no rank makes mixed batches dearer than a "
             "dedicated copy."
         )
 
@@ -620,45 +820,61 @@ def deployment_shape(cfg, dep) -> str:
 
 
 def deployment_headline(cfg, dep) -> str:
-    """The Serving page's headline: the GPUs, how many replicas they make, the rate each receives, the p95s."""
+    """The Serving page's headline: the GPUs, how many replicas they make, the rate each receives, and whether the
+    queue holds; with more than one replica, the router and how evenly it spread the load. Its p95s are the cards
+    under it (with their ranges and targets); a saturated run has none."""
     s = dep.summary
     rate = dep.result.spec.rate_per_s if dep.result.spec.arrival == "poisson" else s.arrival_rate_per_s
     gpus = dep.layout.gpus if dep.layout.mode == "disaggregated" else cfg.gpus
     verdict = {"saturated": "saturated", "stable": "stable"}.get(s.saturation_verdict, "too short to tell")
-    p95 = lambda p: fmt_time(p.p95) if p.p95 is not None else "withheld"  # noqa: E731
-    return (
-        f"### {gpus} x {cfg.gpu} at {rate:.3g} requests/s: {deployment_shape(cfg, dep)}, "
-        f"**{dep.per_replica_rate_per_s:.3g} requests/s each**\n"
-        f"p95 TTFT **{p95(s.ttft_s)}**, p95 ITL **{p95(s.itl_s)}**, p95 end-to-end {p95(s.e2e_s)}; {verdict} "
-        f"({dep.layout.router} router; load imbalance {dep.load_imbalance:.2f})"
+    many = dep.layout.mode == "disaggregated" or dep.layout.replicas > 1
+    each = f", **{sig(dep.per_replica_rate_per_s)} requests/s each**" if many else ""
+    spread = (
+        f"\n{dep.layout.router} router; load imbalance {sig(dep.load_imbalance)} (the busiest replica's requests "
+        "over the mean)"
+        if many
+        else ""
     )
+    return f"### {gpus} x {cfg.gpu} at {sig(rate)} requests/s: {deployment_shape(cfg, dep)}{each}: {verdict}{spread}"
+
+
+def headline(text: str) -> None:
+    """A page's headline in Markdown (a ``###`` line and what follows), drawn and recorded for its summary."""
+    st.markdown(text)
+    share.note("text", re.sub(r"^#+\s*", "", text).replace("\n", ". "))
 
 
 def deployment_details(dep) -> None:
-    """Per replica (or pool instance) and, disaggregated, the KV transfer and each pool."""
+    """Per replica (or pool instance) and, disaggregated, the KV transfer and each pool. A saturated run shows no
+    latency here either (its times only measure how long the simulation ran)."""
+    held = dep.summary.latency_withheld
+
+    def p95(v: float | None, none: str) -> str:
+        return "saturated" if held else fmt_time(v) if v is not None else none
+
     rows = [
         {
             "pool": r.pool,
             "instance": r.replica,
             "requests": r.requests,
-            "requests/s": round(r.rate_per_s, 3),
+            "requests/s": sig(r.rate_per_s),
             "busy": f"{r.utilization:.0%}",
-            "queue p95": fmt_time(r.queue_p95_s) if r.queue_p95_s is not None else "withheld",
-            "TTFT p95": fmt_time(r.ttft_p95_s) if r.ttft_p95_s is not None else "",
-            "E2E p95": fmt_time(r.e2e_p95_s) if r.e2e_p95_s is not None else "",
+            "queue p95": p95(r.queue_p95_s, "withheld"),
+            "TTFT p95": p95(r.ttft_p95_s, ""),
+            "E2E p95": p95(r.e2e_p95_s, ""),
         }
         for r in dep.replicas
     ]
-    with st.expander(f"Per replica ({len(rows)}), load imbalance {dep.load_imbalance:.2f}", expanded=False):
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    with st.expander(f"Per replica ({len(rows)}), load imbalance {sig(dep.load_imbalance)}", expanded=False):
+        table(rows, "per replica")
     if dep.mode != "disaggregated" or dep.kv_transfer_s is None:
         return
     kv = dep.kv_transfer_s
     c = st.columns(4)
     c[0].metric("KV transfer p50", fmt_time(kv.p50) if kv.p50 is not None else "-", help=f"over {dep.kv_path}")
     c[1].metric("KV transfer p95", fmt_time(kv.p95) if kv.p95 is not None else "withheld")
-    share = dep.kv_transfer_share_of_ttft
-    c[2].metric("Transfer share of TTFT", f"{share:.1%}" if share is not None else "-")
+    frac = dep.kv_transfer_share_of_ttft
+    c[2].metric("Transfer share of TTFT", f"{frac:.1%}" if frac is not None and not held else "-")
     pools = dep.pools or {}
     c[3].metric(
         "Pool busy (prefill / decode)",

@@ -19,7 +19,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from core import catalog
-from core.base import QUERY_DOMAINS, REGISTRY, choices, decode_text, group_domain, parse_json
+from core.base import QUERY_DOMAINS, REGISTRY, choices, decode_text, group_domain, parse_json, sig
 from core.catalog import from_hf_config
 from core.config import (
     DEFAULT,
@@ -37,6 +37,8 @@ from dashboard.text import plain
 
 _P = "cfg."
 _CUSTOM = "__custom__"
+#: The session key of the fleet the Fleet page edits (the config's ``fleet``; one object, not one widget per field).
+FLEET_KEY = "cfg.fleet"
 
 
 def _key(field: str) -> str:
@@ -88,7 +90,7 @@ _SCALE = {
 _EMPTY_IS_NONE = frozenset({"disagg.prefill_gpu", "disagg.decode_gpu"})
 #: Tuple fields edited as a comma-separated text.
 _CSV = frozenset({"targets.providers", "adapters.ranks"})
-_SKIP = ("custom_model", "assumptions", *GROUPS)
+_SKIP = ("custom_model", "assumptions", "fleet", *GROUPS)
 
 
 def _group_paths() -> list[str]:
@@ -164,6 +166,7 @@ def _load_into_state(cfg: RabitConfig) -> None:
         g, f = path.split(".")
         st.session_state[_key(path)] = _to_widget(path, getattr(getattr(cfg, g), f))
     st.session_state["custom_model"] = cfg.custom_model
+    st.session_state[FLEET_KEY] = cfg.fleet
     if cfg.custom_model is not None:
         st.session_state[_key("model")] = _CUSTOM
     for name in REGISTRY:
@@ -313,6 +316,7 @@ def _values() -> dict[str, Any]:
         data["model"] = DEFAULT.model
         data["custom_model"] = ss.get("custom_model")
     data["assumptions"] = {n: ss.get(_key("a." + n), i.base) for n, i in REGISTRY.items()}
+    data["fleet"] = ss.get(FLEET_KEY)
     return data
 
 
@@ -353,6 +357,11 @@ UNUSED_ON_PAGE: dict[str, dict[str, str]] = {
     "training": {
         **{f: _TRAINING_SECTION for f in _SERVING_REQUEST},
         **{f: "serving only" for f in ("dp_attention", "dcp", "kv_offload_gib")},
+    },
+    "fleet": {
+        f: "the Fleet page's workloads name their own models, lengths and GPU kinds, and the plan searches layouts"
+        for f in ("model", "gpu", "gpus_per_node", "nodes", "tp", "pp", "ep", "batch", "input_tokens", "output_tokens")
+        + ("weights", "kv_dtype")
     },
 }
 #: The phase is the page's: its fit checks (serving context, batch-1 fit; training sequence length) follow it.
@@ -551,8 +560,8 @@ def sidebar(page: str = "") -> RabitConfig | None:
                 max_value=float(info.max_value),
                 key=_key("a." + name),
                 format="%.6g",
-                help=f"base {info.base:g}, range {lo:g}–{hi:g}; allowed {info.min_value:g}–"
-                f"{info.max_value:g} ({info.domain_reason}). Source: {info.source}",
+                help=f"base {sig(info.base, 6)}, range {sig(lo, 6)}–{sig(hi, 6)}; allowed {sig(info.min_value, 6)}–"
+                f"{sig(info.max_value, 6)} ({info.domain_reason}). Source: {info.source}",
             )
         if sb.button("Reset assumptions to base"):
             for name, info in REGISTRY.items():
@@ -642,6 +651,12 @@ def video_model_defaults() -> None:
         ("cfg_parallel", False),
     ):
         st.session_state[_key(f"video.{field}")] = value
+
+
+def set_fleet(fleet: Any) -> None:
+    """The Fleet page's edited fleet into the shared config (from the next rerun on: the link and the config file
+    carry it)."""
+    st.session_state[FLEET_KEY] = fleet
 
 
 def field_error(path: str) -> None:

@@ -16,9 +16,12 @@ _ESCAPE = {ord(c): "\\" + c for c in string.punctuation}
 MAX_SHOWN_CHARS = 200
 
 
+def folded(text: object, limit: int = MAX_SHOWN_CHARS) -> str:
+    """``text`` with its newlines folded, cut to ``limit`` characters (not yet escaped)."""
+    s = " ".join(str(text).split())
+    return s[: limit - 1] + "…" if len(s) > limit else s
+
+
 def plain(text: object, limit: int = MAX_SHOWN_CHARS) -> str:
     """``text`` escaped for Streamlit's Markdown, newlines folded, cut to ``limit`` characters."""
-    s = " ".join(str(text).split())
-    if len(s) > limit:
-        s = s[: limit - 1] + "…"
-    return s.translate(_ESCAPE)
+    return folded(text, limit).translate(_ESCAPE)

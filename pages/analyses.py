@@ -3,16 +3,17 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import analyses, cache, render, state
-from dashboard.api import Conflict, StoreError, fmt_bytes, fmt_num, fmt_time
+from dashboard import analyses, cache, render, share, state
+from dashboard.api import Conflict, StoreError, fmt_sig
 from dashboard.text import plain
 
 st.title("Saved analyses")
-where = analyses.store_or_stop().where
+analyses.store_or_stop()
 st.caption(
-    f"An analysis keeps the sidebar's whole configuration, a snapshot of the headline results, the measured "
-    f"runs attached to it and a note; saving again keeps every earlier revision. Stored in `{where}`."
+    "An analysis keeps the sidebar's whole configuration, a snapshot of the headline results, the measured runs "
+    f"attached to it and a note; saving again keeps every earlier revision. Kept in {analyses.store_kind()}."
 )
+head = st.container()  # the picked analysis's headline numbers first (or why there are none)
 cfg = state.config()
 cur = analyses.current()
 user = analyses.current_user()
@@ -20,10 +21,7 @@ user = analyses.current_user()
 # --- save --------------------------------------------------------------------------------------------
 st.subheader("Save")
 if cur:
-    st.markdown(
-        f"Open: **{plain(cur['name'])}**, revision {cur['revision']} · link: [`?analysis={cur['id']}`]"
-        f"(?analysis={cur['id']})"
-    )
+    st.markdown(f"Open: **{plain(cur['name'])}**, revision {cur['revision']} · link: {share.analysis_link(cur['id'])}")
 c1, c2 = st.columns(2)
 name = c1.text_input("Name", value=cur["name"] if cur else "", key="an.name")
 by = c2.text_input(
@@ -43,7 +41,7 @@ if cfg is None:
 if new_clicked and cfg is not None:
     try:
         aid = analyses.save_new(name, cfg, note=note, saved_by=user or by, results=analyses.headline(cfg))
-        save_slot.success(f"Saved as a new analysis: {plain(name)} · link `?analysis={aid}`")
+        save_slot.success(f"Saved as a new analysis: {plain(name)} · link {share.analysis_link(aid)}")
     except StoreError as exc:
         save_slot.error(plain(exc, 400))
 if rev_clicked and cfg is not None:
@@ -79,9 +77,13 @@ st.subheader("Find")
 search = st.text_input("Search by name, model or GPU", key="an.search")
 rows = analyses.store().list(search, owner=None)
 if not rows:
-    st.info("No saved analyses yet." if not search else f"Nothing matches {search!r}.")
+    (head if not search else st).info(
+        "No saved analyses yet: save this view below, then open it again by its link."
+        if not search
+        else f"Nothing matches {search!r}."
+    )
 else:
-    st.dataframe(
+    render.table(
         pd.DataFrame(
             [
                 {
@@ -91,13 +93,12 @@ else:
                     "revision": r.revision,
                     "updated (UTC)": r.updated_at[:19].replace("T", " "),
                     "saved by": r.saved_by,
-                    "link": f"?analysis={r.id}",
+                    "link": share.analysis_link(r.id),
                 }
                 for r in rows
             ]
         ),
-        hide_index=True,
-        width="stretch",
+        "saved analyses",
         column_config={"link": st.column_config.LinkColumn("link", display_text="open")},
     )
     pick = st.selectbox(
@@ -133,7 +134,7 @@ else:
                 rename_slot.error(plain(exc, 400))
     a = analyses.store().get(pick)
     with st.expander("Revisions"):
-        st.dataframe(
+        render.table(
             pd.DataFrame(
                 [
                     {
@@ -146,8 +147,7 @@ else:
                     for r in a.revisions
                 ]
             ),
-            hide_index=True,
-            width="stretch",
+            "revisions",
         )
         st.caption(
             f"{len(a.runs)} measured run(s) and {len(a.logs)} engine start-up log(s) attached"
@@ -159,46 +159,32 @@ else:
                 else ""
             )
             + ". Headline results at the last save: "
-            + ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in a.results.items())
+            + ", ".join(
+                f"{k} = {fmt_sig(v, 4)}" if isinstance(v, float) else f"{k} = {v}" for k, v in a.results.items()
+            )
         )
 
-    # --- the picked analysis's headline numbers, recomputed with their ranges ----------------------------------
-    st.subheader("Headline numbers, with ranges")
+    # --- the picked analysis's headline numbers, recomputed with their ranges (drawn first, in the head) -------
     train = a.config.phase == "train"
-    HEADLINE = (
-        {
-            "step_s": ("Step time", fmt_time),
-            "mfu": ("MFU", lambda v: f"{v:.1%}"),
-            "runtime_s": ("Runtime", fmt_time),
-            "gpu_hours": ("GPU-hours", fmt_num),
-            "cost_usd": ("Cost [USD]", lambda v: f"${fmt_num(v)}"),
-        }
-        if train
-        else {
-            "prefill_s": ("TTFT (whole batch)", fmt_time),
-            "decode_step_s": ("Decode step", fmt_time),
-            "tokens_per_s": ("Tokens/s", fmt_num),
-            "e2e_s": ("End-to-end", fmt_time),
-            "max_sequences": ("Max sequences", fmt_num),
-            "total_bytes_per_gpu": ("Memory per GPU", fmt_bytes),
-        }
-    )
+    HEADLINE = render.HEADLINE
     try:
         with st.spinner("Evaluating the analysis at each assumption bound…"):
             saved_rng = cache.analysis_headline_ranges(a.config)
     except (ValueError, KeyError) as exc:  # a config today's catalog or model no longer accepts
         saved_rng = {}
         st.warning(f"{plain(a.name)} cannot be evaluated with today's catalog: {plain(exc, 300)}")
-    shown = [k for k in HEADLINE if k in saved_rng]  # the core leaves out a number that is not finite
+    shown = [k for k in render.headline_keys(train) if k in saved_rng]  # the core leaves out one not finite
     if shown:
-        st.caption(
-            f"**{plain(a.name)}**, revision {a.revision}, computed now from its saved configuration; under each "
-            "number its heuristic range from the assumption bounds."
-        )
-        cols = render.grid(len(shown), [HEADLINE[k][0] for k in shown])
-        for i, k in enumerate(shown):
-            label, fmt = HEADLINE[k]
-            render.metric_range(cols[i % len(cols)], label, fmt(saved_rng[k].value), saved_rng[k], fmt)
+        with head:
+            st.subheader("Headline numbers, with ranges")
+            st.caption(
+                f"**{plain(a.name)}**, revision {a.revision}, computed now from its saved configuration; under each "
+                "number its heuristic range from the assumption bounds."
+            )
+            cols = render.grid(len(shown), [HEADLINE[k][0] for k in shown])
+            for i, k in enumerate(shown):
+                label, fmt = HEADLINE[k]
+                render.metric_range(cols[i % len(cols)], label, fmt(saved_rng[k].value), saved_rng[k], fmt)
         render.tornado_picker(
             {k: saved_rng[k] for k in shown},
             {k: HEADLINE[k][0].lower() for k in shown},
@@ -228,7 +214,7 @@ up = st.file_uploader(
 if up is not None and st.button("Import", key="an.do_import"):
     try:
         aid = analyses.import_file(up.getvalue(), saved_by=user or by, owner=user)
-        st.success(f"Imported as a new analysis · link `?analysis={aid}`")
+        st.success(f"Imported as a new analysis · link {share.analysis_link(aid)}")
     except StoreError as exc:
         st.error(plain(exc, 400))
     except ValueError as exc:  # not UTF-8, too large or deep, not JSON

@@ -10,6 +10,7 @@ from dashboard.api import (
     METRICS,
     RunError,
     fmt_num,
+    fmt_sig,
     fmt_time,
 )
 from dashboard.text import plain
@@ -77,7 +78,7 @@ cals = analyses.calibrations(cfg)
 st.subheader("Per metric")
 st.info(f"**Comparable runs.** {COMPARABLE_RULE}")
 loos = {m: cache.leave_one_out(c) for m, c in cals.items()}
-st.dataframe(
+render.table(
     pd.DataFrame(
         [
             {
@@ -95,8 +96,7 @@ st.dataframe(
             for m, c in cals.items()
         ]
     ),
-    hide_index=True,
-    width="stretch",
+    "calibration per metric",
 )
 if not cals:
     st.warning(f"No run was measured on {cfg.gpu}: nothing calibrates this configuration.")
@@ -168,7 +168,7 @@ if hr is not None and hr.value == hr.value:  # not NaN
 
 st.subheader("Residuals")
 used = {(r.label, r.metric) for c_ in cals.values() for r in c_.runs}
-st.dataframe(
+render.table(
     pd.DataFrame(
         [
             {
@@ -184,15 +184,14 @@ st.dataframe(
             for r in res
         ]
     ),
-    hide_index=True,
-    width="stretch",
+    "residuals",
 )
 
 st.subheader("Leave-one-out check")
 st.caption("Each run predicted from the others: if the interval is honest, about 95 % of held-out runs fall inside.")
 if c and loos[metric].rows:
     st.metric(f"Coverage for {metric}", f"{loos[metric].coverage:.0%}", help=f"{len(loos[metric].rows)} runs")
-    st.dataframe(pd.DataFrame([r.model_dump() for r in loos[metric].rows]), hide_index=True, width="stretch")
+    render.table(pd.DataFrame([r.model_dump() for r in loos[metric].rows]), "leave-one-out")
 else:
     st.caption("Needs at least 2 comparable runs of this metric.")
 
@@ -201,7 +200,7 @@ with st.expander("Attached runs"):
         a, b = st.columns([5, 1])
         a.write(
             f"**{plain(run.label)}** ({run.source}): {plain(run.describe())}; "
-            + ", ".join(f"{m.metric} = {m.value:.4g}" for m in run.measurements)
+            + ", ".join(f"{m.metric} = {fmt_sig(m.value, 4)}" for m in run.measurements)
         )
         if b.button("Remove", key=f"cal.rm.{rid}"):
             analyses.store().remove_run(cur["id"], rid)

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import analyses, cache, charts, render, state
+from dashboard import analyses, cache, charts, render, share, state
 from dashboard.api import (
     MAX_BYTES,
     RULES,
@@ -20,6 +20,7 @@ st.caption(
     "and explicit rules with stated thresholds look for a cause. A rule fires only when every metric it "
     "needs is present."
 )
+head = st.container()  # the answer first: the diagnosis, or why there is none
 
 upload = st.file_uploader(
     "Telemetry: Prometheus text dump (curl http://HOST:8000/metrics > metrics.txt; "
@@ -155,38 +156,45 @@ elif saved is None:
     )
 
 if tel is None:
-    st.info(
+    render.say(
+        "info",
         "No telemetry attached, so no diagnosis: RA-BIT does not guess. Upload a /metrics dump or a CSV, "
-        "or query a Prometheus server."
+        "or query a Prometheus server.",
+        where=head,
     )
     with st.expander(f"The {len(RULES)} rules and the metrics each needs"):
-        st.dataframe(
+        render.table(
             pd.DataFrame(
                 [{"rule": r.title, "fires when": r.threshold, "needs": ", ".join(m[0] for m in r.needs)} for r in RULES]
             ),
-            hide_index=True,
-            width="stretch",
+            "rules",
         )
     st.stop()
 
 d = cache.diagnosis(tel, expect)
-st.caption(f"{plain(tel.name)}: {len(tel.samples):,} samples in {tel.num_series:,} series.")
-c1, c2, c3 = st.columns(3)
-c1.metric("Rules fired", len(d.fired))
-c2.metric("Evaluated, quiet", len(d.quiet))
-c3.metric("Not evaluated", len(d.not_evaluated))
-if not d.fired:
-    st.success("No rule fired on this telemetry.")
+with head:
+    st.caption(f"{plain(tel.name)}: {len(tel.samples):,} samples in {tel.num_series:,} series.")
+    c1, c2, c3 = st.columns(3)
+    for col, label, n in (
+        (c1, "Rules fired", len(d.fired)),
+        (c2, "Evaluated, quiet", len(d.quiet)),
+        (c3, "Not evaluated", len(d.not_evaluated)),
+    ):
+        col.metric(label, n)
+        share.card(label, str(n))
+    if not d.fired:
+        render.say("success", "No rule fired on this telemetry.")
+    else:
+        render.say("warning", "Fired: " + "; ".join(f.title for f in d.fired) + ".")
 for f in d.fired:
     with st.container(border=True):
         st.markdown(f"**{f.title}** (`{f.rule}`)")
         st.write(plain(f.evidence, 1000))
-        st.dataframe(
+        render.table(
             pd.DataFrame(
                 [{"rank": i, "remedy": m.action, "config change": m.config_change} for i, m in enumerate(f.remedies, 1)]
             ),
-            hide_index=True,
-            width="stretch",
+            f"remedies {f.rule}",
         )
 if d.not_evaluated:
     st.subheader("Not evaluated")

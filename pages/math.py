@@ -30,7 +30,10 @@ if view == "Inference":
     render.range_metrics(
         mem.steps, ["weights_bytes_per_gpu", "kv_bytes_per_gpu", "total_bytes_per_gpu", "max_sequences"], mrng.ranges
     )
-    (st.success if mem.fits else st.error)(mem.reason)
+    render.say("success" if mem.fits else "error", mem.reason)
+    RANGES, TEXTBOOK = "Ranges: each assumption at its bounds", "Our chain against the textbook chain"
+    render.contents(["Memory per GPU", *[t for t, _ in s.sections], RANGES, TEXTBOOK])
+    st.caption("Each section folds: open it for its formulas, first in symbols, then with this view's numbers.")
 
     render.math_section("Memory per GPU", mem.steps)
     if cfg.adapters.enabled:  # the adapter chain in one place: bytes, slots, the KV left; the step's FLOPs and reads
@@ -38,7 +41,7 @@ if view == "Inference":
     for title, keys in s.sections:
         render.math_section(title, render.steps_by_key(s.steps, keys))
 
-    st.subheader("Ranges: each assumption at its bounds")
+    st.subheader(RANGES, anchor=render.anchor(RANGES))
     st.markdown(
         r"For each assumption *i* that can move a number, the number is recomputed with that assumption "
         r"alone at its low and at its high bound; $d_i = \ln(\text{result}_i / \text{base})$. "
@@ -46,29 +49,30 @@ if view == "Inference":
         r"(d_i^{\downarrow})^2}}$ and $\text{high} = \text{base} \cdot e^{+\sqrt{\sum_i (d_i^{\uparrow})^2}}$ "
         "— a heuristic range from the assumption bounds, not a confidence interval."
     )
-    for key, steps in (("decode_step_s", s.steps), ("prefill_s", s.steps), ("tokens_per_s", s.steps)):
-        st_ = render.steps_by_key(steps, (key,))[0]
-        render.range_derivation(srng.ranges[key], st_.label, lambda v, u=st_.unit: render.fmt_value(v, u))
-    ms = render.steps_by_key(mem.steps, ("max_sequences",))[0]
-    render.range_derivation(mrng.ranges["max_sequences"], ms.label, lambda v: f"{v:,.1f}")
+    with st.expander("Each number's moves d_i, the two sums and the result"):
+        for key, steps in (("decode_step_s", s.steps), ("prefill_s", s.steps), ("tokens_per_s", s.steps)):
+            st_ = render.steps_by_key(steps, (key,))[0]
+            render.range_derivation(srng.ranges[key], st_.label, lambda v, u=st_.unit: render.fmt_value(v, u))
+        ms = render.steps_by_key(mem.steps, ("max_sequences",))[0]
+        render.range_derivation(mrng.ranges["max_sequences"], ms.label, lambda v: f"{v:,.1f}")
     render.tornado(srng.ranges["decode_step_s"], "What moves the decode step")
 
-    st.subheader("Our chain against the textbook chain")
+    st.subheader(TEXTBOOK, anchor=render.anchor(TEXTBOOK))
     st.markdown(
         "The textbook example times a decode step as *(weights + KV at full context) / (bandwidth × 0.8)* plus an "
         "unstated communication term, and TTFT as *2 × B × prompt × P / (peak × 0.74)*. The tables change "
         "one assumption at a time from the textbook chain, recomputed for this config, into ours."
     )
     st.markdown("**Decode step**")
-    st.table(render.gap_table(gaps.decode).set_index("change (cumulative)"))
+    render.table(render.gap_table(gaps.decode), "textbook decode step", static=True)
     st.markdown("**Time to first token (one batch)**")
-    st.table(render.gap_table(gaps.prefill).set_index("change (cumulative)"))
+    render.table(render.gap_table(gaps.prefill), "textbook time to first token", static=True)
     st.caption(
         "The textbook example lists the H100's peak as '99 TFLOP/s'; its own 3,159 ms needs 989 TFLOP/s (2,313 TFLOP per "
         "GPU ÷ (989 × 0.74)). Physics wins: we use the datasheet's 989 TFLOP/s dense BF16."
     )
     with st.expander("Efficiency assumptions in force, with sources"):
-        st.dataframe(
+        render.table(
             render.assumption_sources(
                 cfg,
                 (
@@ -85,16 +89,17 @@ if view == "Inference":
                     "runtime_overhead_gib",
                 ),
             ),
-            hide_index=True,
-            width="stretch",
+            "assumptions in force",
         )
 else:
     with st.spinner("Building the chain…"):
         steps = cache.training_math(cfg)
     trng = cache.training_layout_ranges(cfg)
     render.range_metrics(steps, ["step_s", "runtime_s", "gpu_hours", "mfu"], trng.ranges)
-    render.math_section("Training: memory, work, step time, runtime", steps)
-    st.subheader("Ranges: each assumption at its bounds")
+    TRAIN, RANGES = "Training: memory, work, step time, runtime", "Ranges: each assumption at its bounds"
+    render.contents([TRAIN, RANGES])
+    render.math_section(TRAIN, steps, expanded=True)
+    st.subheader(RANGES, anchor=render.anchor(RANGES))
     for key in ("step_s", "runtime_s", "cost_usd"):
         if key in trng.ranges:
             lab = {"step_s": "Step time", "runtime_s": "Runtime without failures", "cost_usd": "Cost"}[key]

@@ -18,7 +18,7 @@ if serve.open is not False:
     with serve:
         mem = cache.serving_memory(cfg)
         rng = cache.memory_ranges(cfg)
-        (st.success if mem.fits else st.error)(mem.reason)
+        render.say("success" if mem.fits else "error", mem.reason)
         render.range_metrics(
             mem.steps,
             [

@@ -4,22 +4,22 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cache, charts, render, state
-from dashboard.api import BudgetExceeded
+from dashboard.api import BudgetExceeded, fmt_sig, fmt_time, fmt_usd
 
 st.title("Next experiment")
 st.caption(
-    "Which benchmark to run first: each uncertain input is moved across its range, the optimizer is re-run "
-    "at each point, and the measurements that could change the decision are ranked by flip chance per "
-    "GPU-hour. Diagnosing a running deployment from its metrics is on the Diagnostics page."
+    "Which benchmark to run first: each uncertain input is moved across its range, the optimizer re-run at each "
+    "point, and the measurements that could change the decision ranked by flip chance per GPU-hour."
 )
 cfg = state.require_config()
 K, B = state.key, state.bounds
+head = st.container()  # the answer first; the question under it
 
-st.caption(
-    f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the sidebar; "
-    "the rate, targets and GPU kinds are shared with the Optimizer page."
-)
 with st.form("ne"):
+    st.caption(
+        f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the sidebar; "
+        "the rate, targets and GPU kinds are shared with the Optimizer page."
+    )
     c1, c2, c3, c4 = st.columns(4)
     c1.number_input("Arrival rate [requests/s]", **B("workload.rate_per_s"), key=K("workload.rate_per_s"))
     c2.number_input("p95 TTFT target [s] (0 = none)", **B("targets.p95_ttft_s"), key=K("targets.p95_ttft_s"))
@@ -39,9 +39,9 @@ with st.form("ne"):
     run = st.form_submit_button("Find the next experiment", type="primary", key="ne.submit")
 
 if not run and "ne.done" not in st.session_state:
-    st.info(
+    head.info(
         "Set the workload and press **Find the next experiment**. The efficiency ranges come from the "
-        "assumptions registry (sidebar); the workload's from the spreads above."
+        "assumptions registry (sidebar); the workload's from the spreads below."
     )
     st.stop()
 st.session_state["ne.done"] = True
@@ -67,14 +67,26 @@ except BudgetExceeded as exc:  # the search's work budget (core.base.limits.next
 bar.empty()
 
 base = r.baseline.recommendation
-st.subheader("Today's decision")
-if base is None:
-    st.write("Nothing meets the target today; each re-run is compared with that.")
-else:
-    st.write(f"**{base.label}**.")
-    rr = cache.recommendation_ranges(spec.goal, spec.constraints, cache.catalog_prices())
-    rg = rr.recommendation.ranges if rr.recommendation else {}
-    render.pick_metrics(base, rg, ("cost_per_hour", "p95_ttft_s", "p95_itl_s", "p95_e2e_s", "capacity_requests_per_s"))
+with head:
+    top = r.top
+    if base is None:
+        render.say("warning", "Nothing meets the target today; each re-run is compared with that.")
+    else:
+        render.say(
+            "info",
+            f"Today's decision: **{base.label}**. "
+            + (
+                f"Measure first: **{top.input.label}** ({top.flip_chance:.0%} chance it flips the decision)."
+                if top is not None
+                else "No measurement in any input's range changes it."
+            ),
+        )
+        rr = cache.recommendation_ranges(spec.goal, spec.constraints, cache.catalog_prices())
+        rg = rr.recommendation.ranges if rr.recommendation else {}
+        render.pick_metrics(
+            base, rg, ("cost_per_hour", "p95_ttft_s", "p95_itl_s", "p95_e2e_s", "capacity_requests_per_s")
+        )
+if base is not None:
     render.tornado_picker(
         rg,
         {
@@ -91,28 +103,32 @@ st.caption(f"{r.reruns} optimizer re-runs across {len(r.experiments) + len(r.sta
 
 st.subheader("Experiments, ranked by flip chance per GPU-hour")
 if r.experiments:
-    st.dataframe(
+    render.table(
         pd.DataFrame(
             [
                 {
                     "rank": i,
                     "input": e.input.label,
-                    "range": f"{min(e.input.low, e.input.high):.3g} - "
-                    f"{max(e.input.low, e.input.high):.3g} {e.input.unit}",
                     "flip chance": f"{e.flip_chance:.0%}",
                     "flips to": e.flips_to,
-                    "GPU-hours": round(e.gpu_hours, 3),
-                    "cost [USD]": round(e.cost_usd, 2),
+                    "GPU-hours": fmt_sig(e.gpu_hours),
+                    "cost": fmt_usd(e.cost_usd),
+                    "range": f"{fmt_sig(min(e.input.low, e.input.high))} … "
+                    f"{fmt_sig(max(e.input.low, e.input.high))} {e.input.unit}",
                     "measurement": e.measurement,
                 }
                 for i, e in enumerate(r.experiments, 1)
             ]
         ),
-        hide_index=True,
-        width="stretch",
+        "experiments ranked",
+        column_config=render.widths(
+            rank=45, input=170, cost=60, range=110, **{"flip chance": 75, "flips to": 290, "GPU-hours": 70}
+        ),
     )
 else:
-    st.success("No input flips the decision anywhere in its range: nothing is worth measuring before you buy.")
+    render.say(
+        "success", "No input flips the decision anywhere in its range: nothing is worth measuring before you buy."
+    )
 st.plotly_chart(charts.flip_chance_chart(r.experiments, r.stable), width="stretch")
 
 top = r.top
@@ -121,8 +137,8 @@ if top is not None:
     st.write(
         f"{top.measurement[0].upper()}{top.measurement[1:]}"
         + (
-            f": {top.gpus} GPU(s) for {top.duration_s / 60:.0f} min, {top.gpu_hours:.2f} GPU-hours, "
-            f"${top.cost_usd:,.2f} at catalog prices."
+            f": {top.gpus} GPU(s) for {fmt_time(top.duration_s)}, {fmt_sig(top.gpu_hours)} GPU-hours, "
+            f"{fmt_usd(top.cost_usd)} at catalog prices."
             if top.gpu_hours > 0
             else "."
         )
@@ -134,18 +150,17 @@ if top is not None:
         st.markdown(f"- {line}")
 
 with st.expander(f"Not worth measuring now ({len(r.stable)})", expanded=not r.experiments):
-    st.dataframe(
+    render.table(
         pd.DataFrame(
             [
                 {
                     "input": e.input.label,
-                    "range": f"{min(e.input.low, e.input.high):.3g} - "
-                    f"{max(e.input.low, e.input.high):.3g} {e.input.unit}",
+                    "range": f"{fmt_sig(min(e.input.low, e.input.high))} … "
+                    f"{fmt_sig(max(e.input.low, e.input.high))} {e.input.unit}",
                     "source of the range": e.input.source,
                 }
                 for e in r.stable
             ]
         ),
-        hide_index=True,
-        width="stretch",
+        "not worth measuring now",
     )

@@ -12,6 +12,8 @@ from dashboard.api import (
     ServingGoal,
     choices,
     fmt_days,
+    fmt_latency,
+    fmt_usd,
 )
 from dashboard.text import plain
 
@@ -27,11 +29,13 @@ K, B = state.key, state.bounds
 view = st.radio("Recommend", ["Serving", "Training run"], horizontal=True, key="opt.view")
 
 if view == "Serving":
-    st.caption(
-        f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the "
-        "sidebar; the arrival rate and length distribution are shared with the Serving simulation page."
-    )
+    head = st.container()  # the answer first; the form that asks the question under it
     with st.form("opt"):
+        st.markdown("**The question**: rate, p95 targets, constraints and prices")
+        st.caption(
+            f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the "
+            "sidebar; the arrival rate and length distribution are shared with the Serving simulation page."
+        )
         c1, c2 = st.columns(2)
         c1.number_input("Arrival rate [requests/s]", **B("workload.rate_per_s"), key=K("workload.rate_per_s"))
         c2.selectbox("Length distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
@@ -113,21 +117,38 @@ if view == "Serving":
         )
 
     e = rec.explanation
-    if rec.met:
-        st.success(plain(e.summary, 1000))
-        r = rec.recommendation
-        render.pick_metrics(r, rg, gpus=True)
-        if rr.recommendation is not None:
-            (st.warning if rr.recommendation.misses_at_pessimistic else st.caption)(
-                "The recommendation " + rr.recommendation.pessimistic_note + "."
+    with head:
+        if rec.met:
+            pessimistic = rr.recommendation
+            misses = pessimistic is not None and pessimistic.misses_at_pessimistic
+            render.say(
+                "warning" if misses else "success",
+                e.summary
+                + (
+                    " That is at base assumptions; with every assumption at its pessimistic bound at once, "
+                    + "; ".join(t.text() for t in pessimistic.failing)
+                    + "."
+                    if misses and pessimistic.failing
+                    else ""
+                ),
+                limit=2000,  # core's prose quotes prices and providers
             )
-        if rr.note:
-            (st.info if rr.settled else st.warning)(rr.note[0].upper() + rr.note[1:] + ".")
-        render.launch_downloads(r, goal)
-    else:
-        st.error(plain(e.summary, 1000))
-        if e.relax:
-            st.warning("To get an answer: " + plain(e.relax, 1000))
+            checks = pessimistic.targets if pessimistic is not None else ()
+            render.pick_metrics(rec.recommendation, rg, gpus=True, targets=checks)
+            if pessimistic is not None:
+                st.caption(
+                    "Two rules: the range under each card moves one assumption at a time to its bounds and combines "
+                    "the moves; the check under each target moves them all at once, so it can fall outside the range. "
+                    "The recommendation " + pessimistic.pessimistic_note + "."
+                )
+            if rr.note:
+                render.say("info" if rr.settled else "warning", rr.note[0].upper() + rr.note[1:] + ".", limit=1000)
+        else:
+            render.say("error", e.summary, limit=1000)
+            if e.relax:
+                render.say("warning", "To get an answer: " + e.relax, limit=1000)
+    if rec.met:
+        render.launch_downloads(rec.recommendation, goal)
 
     with st.container(border=True):
         st.markdown("**Why this answer**")
@@ -198,33 +219,29 @@ if view == "Serving":
             )
 
     st.subheader(f"All {rec.evaluated} evaluated configurations ({rec.simulated} simulated)")
-    table = pd.DataFrame(
-        [
-            {
-                "configuration": c.label,
-                "GPU": c.gpu,
-                "GPUs/replica": c.gpus_per_replica,
-                "TP": c.tp,
-                "PP": c.pp,
-                "EP": c.ep,
-                "weights": c.weights,
-                "KV": c.kv_dtype,
-                "replicas": c.replicas,
-                "$/h": c.cost_per_hour,
-                "batch-1 TTFT [s]": c.batch_1_ttft_s,
-                "batch-1 ITL [s]": c.batch_1_itl_s,
-                "simulated": c.simulated,
-                "meets": c.meets,
-                "p95 TTFT [s]": c.p95_ttft_s,
-                "p95 ITL [s]": c.p95_itl_s,
-                "p95 e2e [s]": c.p95_e2e_s,
-                "pruned because": c.pruned,
-                "price basis": c.price_basis,
-            }
-            for c in rec.candidates
-        ]
+    st.caption("Sorted as the search ranked them; every column is in the CSV (sidebar: Tables as CSV).")
+    render.table(
+        pd.DataFrame(
+            [
+                {
+                    "configuration": c.label,
+                    "$/h": fmt_usd(c.cost_per_hour) if c.cost_per_hour is not None else "",
+                    "meets": {True: "yes", False: "no", None: ""}[c.meets],
+                    "p95 TTFT": fmt_latency(c.p95_ttft_s) if c.simulated else "",
+                    "p95 ITL": fmt_latency(c.p95_itl_s) if c.simulated else "",
+                    "p95 e2e": fmt_latency(c.p95_e2e_s) if c.simulated else "",
+                    "pruned because": c.pruned,
+                    "batch-1 TTFT": fmt_latency(c.batch_1_ttft_s),
+                    "batch-1 ITL": fmt_latency(c.batch_1_itl_s),
+                    "replicas": c.replicas,
+                    "price basis": c.price_basis,
+                }
+                for c in rec.candidates
+            ]
+        ),
+        "evaluated configurations",
+        column_config=render.widths(configuration=290, **{"$/h": 70, "meets": 50, "pruned because": 240}),
     )
-    st.dataframe(table, width="stretch", hide_index=True)
 
 
 if view == "Training run":
@@ -250,12 +267,12 @@ if view == "Training run":
     except BudgetExceeded as exc:  # the search's work budget (core.base.limits.search_budget) ran out
         st.error(str(exc))
         st.stop()
-    (st.success if tr.met else st.error)(tr.summary)
+    render.say("success" if tr.met else "error", tr.summary)
     if tr.recommendation is not None:
         trg = cache.training_option_ranges(tcfg, tr.recommendation)
         o = tr.recommendation
         t1, t2, t3 = st.columns(3)
-        render.metric_range(t1, "Cost of the run", f"${o.cost_usd:,.0f}", trg.get("cost_usd"), lambda x: f"${x:,.0f}")
+        render.metric_range(t1, "Cost of the run", fmt_usd(o.cost_usd), trg.get("cost_usd"), fmt_usd)
         render.metric_range(
             t2,
             "Wall-clock with failures",
@@ -270,6 +287,22 @@ if view == "Training run":
         st.warning("To get an answer: " + plain(tr.relax, 1000))
     if tr.options:
         st.plotly_chart(charts.training_cost_by_gpu(tr), width="stretch", key="train_cost_chart")
-        st.dataframe(pd.DataFrame([o.model_dump() for o in tr.options]), width="stretch", hide_index=True)
+        render.table(
+            pd.DataFrame(
+                [
+                    {
+                        "GPU": o.gpu,
+                        "GPUs": o.gpus,
+                        "cost": fmt_usd(o.cost_usd),
+                        "wall-clock": fmt_days(o.wall_clock_s),
+                        "meets the deadline": "yes" if o.meets_deadline else "no",
+                        "GPU-hours": f"{o.gpu_hours:,.0f}",
+                        "layout": o.layout,
+                    }
+                    for o in tr.options
+                ]
+            ),
+            "cheapest run per GPU kind",
+        )
     if tr.skipped:
         st.caption("Left out: " + plain("; ".join(tr.skipped), 2000))

@@ -14,22 +14,22 @@ from dashboard.api import (
     ValidationError,
     choices,
     fmt_num,
+    fmt_sig,
     fmt_time,
 )
 from dashboard.text import plain
 
 st.title("Serving simulation")
-headline = st.empty()  # the deployment's answer, filled once simulated (above the fold)
-st.caption(
-    "A deterministic, iteration-level simulation of the deployment: its replicas behind a router, each one "
-    "stepping iteration by iteration: arrivals queue, the scheduler batches "
-    "prefill and decode tokens, each iteration is timed by the step-time model for its exact mix. "
-    "Mean prompt and output lengths come from the sidebar; these inputs travel with the link and the "
-    "saved configuration."
-)
 cfg = render.bound_choice("serving", state.require_config())
+head = st.container()  # the answer first (the deployment, its verdict and its p95s); this page's inputs under it
+st.caption(
+    "The deployment under load, iteration by iteration: its replicas behind a router, arrivals queue, the scheduler "
+    "batches prefill and decode tokens, each iteration timed by the step-time model for its exact mix. Prompt and "
+    "output lengths come from the sidebar; these inputs travel with the link and the saved configuration."
+)
 
 K, B = state.key, state.bounds
+st.subheader("Workload and scheduler", divider="gray")
 with st.expander("Deployment: replicas, router, disaggregated prefill / decode", expanded=cfg.disagg.enabled):
     d1, d2, d3 = st.columns(3)
     d1.number_input(f"Replicas (0 = GPUs / (TP x PP) = {cfg.dp})", **B("workload.replicas"), key=K("workload.replicas"))
@@ -51,7 +51,7 @@ with st.expander("Deployment: replicas, router, disaggregated prefill / decode",
         q3.selectbox("Decode GPU", gpus, key=K("disagg.decode_gpu"), format_func=lambda g: g or cfg.gpu)
 arr_col, len_col, sch_col = st.columns(3)
 with arr_col:
-    st.subheader("Arrivals")
+    st.markdown("**Arrivals**")
     st.radio(
         "Arrival process",
         choices.ARRIVALS,
@@ -71,7 +71,7 @@ with arr_col:
     st.number_input("Mean think time [s]", **B("workload.think_s"), key=K("workload.think_s"), disabled=not closed)
     st.number_input("Requests", **B("workload.num_requests"), key=K("workload.num_requests"))
 with len_col:
-    st.subheader("Lengths")
+    st.markdown("**Lengths**")
     st.selectbox("Distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
     st.number_input(
         "Spread (lognormal σ / uniform half-width)",
@@ -91,7 +91,7 @@ with len_col:
         except ValueError as exc:
             st.error(f"That trace cannot be used: {plain(exc, 300)}")
 with sch_col:
-    st.subheader("Scheduler")
+    st.markdown("**Scheduler**")
     st.selectbox("Serving engine", choices.ENGINES, key=K("workload.engine"), format_func=ENGINE_LABELS.get)
     eng = cache.engine_defaults(cfg)
 
@@ -150,66 +150,84 @@ try:
     with st.spinner(f"Simulating {n_req:,} requests…"):
         dep = cache.deployment(cfg, spec)
 except ValueError as exc:  # a work budget ran out (core.base.limits): say what to change
-    headline.error(str(exc))
+    head.error(str(exc))
     st.stop()
 res = dep.result
-if arrival == "poisson" and res.capacity.requests_per_s > 0:
-    dcap = res.capacity.requests_per_s  # the deployment's closed form (replicas x one, or its pools)
-    st.caption(
-        f"Arrival rate {spec.rate_per_s:g} requests/s = {spec.rate_per_s / dcap:.0%} of the deployment's "
-        f"closed-form capacity ({dcap:.3g} requests/s; one replica of this layout: {cap.requests_per_s:.3g}). "
-        f"A round rate clearly inside capacity would be {cache.default_rate(dcap):g}: {DEFAULT_RATE_FRACTION:.0%} "
-        "of capacity, rounded down to 1, 2 or 5 x 10^k."
-    )
 s = res.summary
-headline.markdown(render.deployment_headline(cfg, dep))
+dcap = res.capacity.requests_per_s  # the deployment's closed form (replicas x one, or its pools)
+if arrival == "poisson" and dcap > 0:
+    arr_col.caption(
+        f"Arrival rate {fmt_sig(spec.rate_per_s, 6)} requests/s = {spec.rate_per_s / dcap:.0%} of the deployment's "
+        f"closed-form capacity ({fmt_sig(dcap)} requests/s). A round rate clearly inside capacity would be "
+        f"{fmt_sig(cache.default_rate(dcap), 6)}: {DEFAULT_RATE_FRACTION:.0%} of capacity, rounded down to 1, 2 or "
+        "5 x 10^k."
+    )
 with st.spinner("Simulating each assumption at its bounds…"):
     rng = cache.deployment_ranges(cfg, spec)
-render.deployment_details(dep)
 
-if s.saturated:
-    st.error(
-        f"Saturated: requests arrive faster than the deployment drains them, so the queue grows without bound "
-        f"({s.saturation_reason}). Closed-form capacity of one replica ≈ {cap.requests_per_s:.3g} requests/s "
-        f"at a batch of {cap.batch:.0f} ({cap.limited_by}); it gets {dep.per_replica_rate_per_s:.3g}."
-    )
-elif s.saturation_verdict == "too short to tell":
-    st.warning(
-        f"Too short to tell whether the queue is stable: {s.saturation_reason}. Simulate more requests. "
-        f"Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s at a batch of {cap.batch:.0f} "
-        f"({cap.limited_by})."
+if dep.mode == "disaggregated":
+    capacity = f"the deployment's closed-form capacity {fmt_sig(dcap)} requests/s ({res.capacity.limited_by})"
+elif dep.layout.replicas > 1:
+    capacity = (
+        f"the deployment's closed-form capacity {fmt_sig(dcap)} requests/s ({dep.layout.replicas} x "
+        f"{fmt_sig(cap.requests_per_s)} of one replica at a batch of {cap.batch:.0f}, {cap.limited_by})"
     )
 else:
-    st.success(
-        f"Stable: {s.saturation_reason}. Closed-form capacity ≈ {cap.requests_per_s:.3g} requests/s "
-        f"at a batch of {cap.batch:.0f} ({cap.limited_by})."
-    )
-(st.warning if rng.verdict_changes else st.caption)(
-    f"Saturation inside the range: **{rng.verdict_text()}** (pessimistic bound: "
-    f"{'saturated' if rng.saturated_at['low'] else 'stable'}, optimistic bound: "
-    f"{'saturated' if rng.saturated_at['high'] else 'stable'}; bound runs of {rng.requests_at_bounds:,} requests)."
+    capacity = f"the closed-form capacity {fmt_sig(dcap)} requests/s at a batch of {cap.batch:.0f} ({cap.limited_by})"
+load = (
+    f" at {fmt_sig(spec.rate_per_s, 6)} requests/s, {spec.rate_per_s / dcap:.0%} of"
+    if arrival == "poisson" and dcap > 0
+    else ";"
 )
-
-if s.thrash:
-    st.warning(s.thrash_note)
-
-for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
-    p = getattr(s, key)
-    name = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "E2E", "queue_s": "Queue"}[key]
-    for q in ("p50", "p95", "p99"):
-        v = getattr(p, q)
-        render.metric_range(
-            col,
-            f"{name} {q}",
-            fmt_time(v) if v is not None else f"withheld (n={p.n})",
-            rng.ranges.get(f"{key}.{q}") if v is not None else None,
-            fmt_time,
-            help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
-            + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"),
+with head:
+    render.headline(render.deployment_headline(cfg, dep))
+    if s.saturated:
+        render.say(
+            "error",
+            f"**Saturated**{load} {capacity}: requests arrive faster than the deployment drains them "
+            "and the queue grows without bound, so no latency is shown.",
         )
+    elif s.saturation_verdict == "too short to tell":
+        render.say(
+            "warning",
+            f"**Too short to tell** whether the queue is stable{load} {capacity}. Simulate more requests.",
+        )
+    else:
+        render.say("success", f"**Stable**{load} {capacity}.")
+    render.latency_cards(s, rng.ranges, cfg.targets)
+    st.caption(f"Why: {s.saturation_reason}.")
+    (st.warning if rng.verdict_changes else st.caption)(
+        f"Saturation inside the range: **{rng.verdict_text()}** (pessimistic bound: "
+        f"{'saturated' if rng.saturated_at['low'] else 'stable'}, optimistic bound: "
+        f"{'saturated' if rng.saturated_at['high'] else 'stable'}; bound runs of {rng.requests_at_bounds:,} requests)."
+    )
+    if s.thrash:
+        st.warning(s.thrash_note)
+render.deployment_details(dep)
+
+st.subheader("Every percentile", divider="gray")
+if s.latency_withheld:
+    st.info(f"No latency: {s.latency_withheld}. Lower the arrival rate or add capacity.")
+else:
+    for col, key in zip(st.columns(4), ("ttft_s", "itl_s", "e2e_s", "queue_s")):
+        p = getattr(s, key)
+        name = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "E2E", "queue_s": "Queue"}[key]
+        for q in ("p50", "p95", "p99"):
+            v = getattr(p, q)
+            render.metric_range(
+                col,
+                f"{name} {q}",
+                fmt_time(v) if v is not None else f"withheld (n={p.n})",
+                rng.ranges.get(f"{key}.{q}") if v is not None else None,
+                fmt_time,
+                help=f"{charts.SIM_LABELS[key]} over {p.n:,} completed requests"
+                + ("" if v is not None else "; p95 needs 20 samples, p99 needs 100"),
+            )
 
 analyses.show_calibrated(
-    [
+    []
+    if s.latency_withheld
+    else [
         ("TTFT p50", "ttft_s.p50", s.ttft_s.p50),
         ("TTFT p99", "ttft_s.p99", s.ttft_s.p99),
         ("ITL p50", "itl_s.p50", s.itl_s.p50),
@@ -235,9 +253,9 @@ cols = render.grid(
 render.metric_range(
     cols[0],
     "Requests/s",
-    f"{s.throughput_requests_per_s:.3g}",
+    f"{fmt_sig(s.throughput_requests_per_s)}",
     rng.ranges.get("throughput_requests_per_s"),
-    lambda x: f"{x:.3g}",
+    lambda x: f"{fmt_sig(x)}",
 )
 render.metric_range(
     cols[1], "Output tokens/s", fmt_num(s.throughput_tokens_per_s), rng.ranges.get("throughput_tokens_per_s"), fmt_num
@@ -259,14 +277,19 @@ right.plotly_chart(charts.sim_timeseries(res.ts_s, res.ts_waiting, res.ts_runnin
 
 st.subheader("Where is the knee? (one replica)")
 one_spec = spec.with_(rate_per_s=dep.per_replica_rate_per_s) if arrival == "poisson" else spec  # one replica's share
-sweep_spec, rates = cache.knee_sweep(one_spec, cap.requests_per_s)  # around the capacity and this rate
+sweep_spec, rates = cache.knee_sweep(one_spec, cap)  # around the capacity and this rate
 with st.spinner(f"Simulating {len(rates)} arrival rates…"):
     try:
         rows = cache.sim_sweep(cfg, sweep_spec, tuple(rates))
     except ValueError as exc:  # a work budget ran out (core.base.limits): say what to change
         st.error(str(exc))
         st.stop()
-fig = charts.p95_vs_rate(rows, cap.requests_per_s, one_spec.rate_per_s if arrival == "poisson" else None)
+fig = charts.p95_vs_rate(
+    rows,
+    cap.requests_per_s,
+    one_spec.rate_per_s if arrival == "poisson" else None,
+    targets={"ttft_s": cfg.targets.p95_ttft_s, "e2e_s": cfg.targets.p95_e2e_s},
+)
 with st.spinner("The same sweep at the pessimistic and optimistic bounds…"):
     band_x, band_lo, band_hi = cache.p95_e2e_band(cfg, sweep_spec, tuple(rates))
 if band_x:
@@ -294,12 +317,15 @@ with c1:
         "e2e_s.p95",
     )
 with c2:
-    render.metric_range(
+    render.metric_range(  # the deployment's (its range is rebased on it); the chart's line is one replica's
         st,
-        "Closed-form capacity [requests/s]",
-        f"{cap.requests_per_s:.3g}",
+        "Closed-form capacity [requests/s]"
+        if dcap == cap.requests_per_s
+        else "Deployment's closed-form capacity [requests/s]",
+        f"{fmt_sig(dcap)}",
         rng.ranges.get("capacity_requests_per_s"),
-        lambda x: f"{x:.3g}",
+        lambda x: f"{fmt_sig(x)}",
+        help=None if dcap == cap.requests_per_s else f"one replica: {fmt_sig(cap.requests_per_s)} requests/s",
     )
 st.caption(
     f"One replica of this layout against its own arrival rate (the deployment's rate split over its replicas is "

@@ -1,5 +1,6 @@
 """Speed: how fast — prefill is compute, decode is memory; the roofline, batch, collectives, speculation."""
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import analyses, cache, charts, render, state
@@ -22,9 +23,10 @@ if not mem.fits:
     st.warning(
         f"These timings assume the batch is resident, but it {mem.reason.removeprefix('does not fit: ')} (see Memory)."
     )
-st.info(
+render.say(
+    "info",
     f"Prefill is **{pf.bound}**-bound, decode is **{d.bound}**-bound "
-    f"(at the mean context of {d.mean_context_tokens:,.0f} cached tokens, batch {d.batch})."
+    f"(at the mean context of {d.mean_context_tokens:,.0f} cached tokens, batch {d.batch}).",
 )
 RANGE_OF = {"ttft_one_s": "ttft_one_prompt_s", "decode_comm_per_step_s": "comm_s_per_step"}
 # one request's TTFT leads (what a user asks), then the whole batch's
@@ -125,7 +127,7 @@ with tabs[3]:
 with tabs[4]:
     view = cache.collective_view(cfg)
     st.markdown(view.topology)
-    st.dataframe(render.collective_table(view), hide_index=True, width="stretch")
+    render.table(render.collective_table(view), "collectives")
     sizes = tuple(float(2**k) for k in range(10, 33))
     st.plotly_chart(cache.figure(charts.allreduce_chart, sizes, cache.allreduce_curve(cfg, sizes)), width="stretch")
     render.attention_options_table(cache.attention_options(cfg))
@@ -137,20 +139,21 @@ with tabs[4]:
             "(EP): each MoE layer then swaps its MLP all-reduce for a dispatch and a combine all-to-all over "
             "this GPU's fabric. Set EP in the sidebar."
         )
-        st.dataframe(
-            [
-                {
-                    "EP": o.ep,
-                    "decode step": fmt_time(o.decode_step_s) if not o.problem else "",
-                    "TTFT (batch)": fmt_time(o.prefill_s) if not o.problem else "",
-                    "communication per step": fmt_time(o.comm_s_per_step) if not o.problem else "",
-                    "tokens/s": fmt_num(o.tokens_per_s) if not o.problem else "",
-                    "note": o.problem or ("current" if o.ep == cfg.ep else ""),
-                }
-                for o in eps
-            ],
-            hide_index=True,
-            width="stretch",
+        render.table(
+            pd.DataFrame(
+                [
+                    {
+                        "EP": o.ep,
+                        "decode step": fmt_time(o.decode_step_s) if not o.problem else "",
+                        "TTFT (batch)": fmt_time(o.prefill_s) if not o.problem else "",
+                        "communication per step": fmt_time(o.comm_s_per_step) if not o.problem else "",
+                        "tokens/s": fmt_num(o.tokens_per_s) if not o.problem else "",
+                        "note": o.problem or ("current" if o.ep == cfg.ep else ""),
+                    }
+                    for o in eps
+                ]
+            ),
+            "expert parallelism",
         )
 
 with tabs[5]:
@@ -182,7 +185,7 @@ with tabs[6]:
     )
 
 with st.expander("Assumptions behind these numbers, with sources"):
-    st.dataframe(
+    render.table(
         render.assumption_sources(
             cfg,
             (
@@ -199,7 +202,6 @@ with st.expander("Assumptions behind these numbers, with sources"):
                 "ngram_draft_us",
             ),
         ),
-        hide_index=True,
-        width="stretch",
+        "assumptions",
     )
 render.show_math(s.steps)

@@ -8,54 +8,61 @@ from dashboard.api import (
     DAY_S,
     choices,
     fmt_bytes,
+    fmt_sig,
     fmt_time,
+    fmt_usd,
 )
 
 st.title("Training")
 st.caption(
-    "Model, GPU, tokens, precision, sequence length and global batch come from the sidebar (Training "
-    "section). The search tries every TP × PP × DP × EP × micro-batch × ZeRO × recompute × virtual-stage "
-    "layout that fits memory and keeps the fastest."
+    "Model, GPU, tokens, precision, sequence length and global batch come from the sidebar (Training section); "
+    "every TP × PP × DP × EP × micro-batch × ZeRO × recompute × virtual-stage layout that fits is tried."
 )
 cfg = render.bound_choice("training", state.require_config())
+head = st.container()  # the answer first; how the run is sized under it
 
 K = state.key
-c1, c2, c3 = st.columns(3)
-mode = c1.radio(
-    "Size the run by",
-    choices.TRAIN_MODES,
-    format_func=choices.TRAIN_MODE_LABELS.get,
-    key=K("training.mode"),
-    horizontal=True,
-)
-if mode == "deadline":
-    c2.number_input("Deadline [days]", **state.bounds("targets.deadline_days"), key=K("targets.deadline_days"))
-    state.field_error("targets.deadline_days")
-    shown = st.session_state.get(K("training.max_gpus"), cfg.training.max_gpus)
-    c3.selectbox(
-        "Search GPU counts up to",
-        sorted({*choices.TRAIN_SEARCH_LIMITS, shown}),
-        key=K("training.max_gpus"),
+with st.expander("How the run is sized: a deadline or a GPU budget, the search, the pins, checkpoints", expanded=True):
+    c1, c2, c3 = st.columns(3)
+    mode = c1.radio(
+        "Size the run by",
+        choices.TRAIN_MODES,
+        format_func=choices.TRAIN_MODE_LABELS.get,
+        key=K("training.mode"),
+        horizontal=True,
     )
-else:
+    if mode == "deadline":
+        c2.number_input("Deadline [days]", **state.bounds("targets.deadline_days"), key=K("targets.deadline_days"))
+        state.field_error("targets.deadline_days")
+        shown = st.session_state.get(K("training.max_gpus"), cfg.training.max_gpus)
+        c3.selectbox(
+            "Search GPU counts up to",
+            sorted({*choices.TRAIN_SEARCH_LIMITS, shown}),
+            key=K("training.max_gpus"),
+        )
+    else:
+        c2.number_input(
+            f"GPU budget (GPUs to train on; 0 = the sidebar's {cfg.gpus:,})",
+            **state.bounds("training.budget_gpus"),
+            key=K("training.budget_gpus"),
+        )
+        state.field_error("training.budget_gpus")
+        problem = cache.budget_problem(cfg)
+        if problem:
+            c2.error(problem)
+            st.stop()
+    c1, c2 = st.columns(2)
+    c1.checkbox(
+        "Pin the sidebar's ZeRO, recompute, micro-batch",
+        key=K("training.pin"),
+        help="use the sidebar's ZeRO stage, recomputation and micro-batch instead of searching them",
+    )
     c2.number_input(
-        f"GPU budget (GPUs to train on; 0 = the sidebar's {cfg.gpus:,})",
-        **state.bounds("training.budget_gpus"),
-        key=K("training.budget_gpus"),
+        "Checkpoint interval [min] (0 = Daly optimum)",
+        **state.bounds("training.checkpoint_interval_s"),
+        key=K("training.checkpoint_interval_s"),
     )
-    state.field_error("training.budget_gpus")
-    problem = cache.budget_problem(cfg)
-    if problem:
-        c2.error(problem)
-        st.stop()
-c1, c2 = st.columns(2)
-c1.checkbox("Use the sidebar's ZeRO stage, recomputation and micro-batch (otherwise searched)", key=K("training.pin"))
-c2.number_input(
-    "Checkpoint interval [min] (0 = Daly optimum)",
-    **state.bounds("training.checkpoint_interval_s"),
-    key=K("training.checkpoint_interval_s"),
-)
-state.field_error("training.checkpoint_interval_s")
+    state.field_error("training.checkpoint_interval_s")
 
 goal = cache.training_goal(cfg)
 with st.spinner("Searching layouts over every GPU count…"):
@@ -63,70 +70,65 @@ with st.spinner("Searching layouts over every GPU count…"):
 with st.spinner("Evaluating the chosen layout at each assumption's bounds…"):
     rng = cache.training_ranges(cfg, goal)
 
-if plan.best is None:
-    st.error(plan.message)
-elif plan.deadline_met is False:
-    st.warning(plan.message)
-else:
-    st.success(plan.message)
+with head:
+    render.say("error" if plan.best is None else "warning" if plan.deadline_met is False else "success", plan.message)
+
+    if plan.best is not None:
+        b, gp = plan.best, plan.goodput
+        cols = render.grid(
+            5,
+            ("GPUs", "Wall-clock with failures", "Runtime without failures", "GPU-hours", "Cost"),
+            (f"${plan.cost_usd or 0:,.0f}",),
+        )
+
+        render.metric_range(
+            cols[0],
+            "GPUs",
+            f"{plan.gpus:,}",
+            rng.get("gpus"),
+            lambda x: f"{x:,.0f}",
+            help=b.layout.label()
+            + (
+                " — the range is the count that meets the deadline with every "
+                "assumption at its optimistic / pessimistic bound"
+                if "gpus" in rng
+                else ""
+            ),
+        )
+        render.metric_range(
+            cols[1],
+            "Wall-clock with failures",
+            fmt_time(gp.wall_clock_s),
+            rng.get("wall_clock_s"),
+            fmt_time,
+            help="expected; Daly's model",
+        )
+        render.metric_range(cols[2], "Runtime without failures", fmt_time(b.runtime_s), rng.get("runtime_s"), fmt_time)
+        render.metric_range(
+            cols[3],
+            "GPU-hours",
+            f"{b.gpu_hours:,.0f}",
+            rng.get("gpu_hours"),
+            lambda x: f"{x:,.0f}",
+            help="without failures",
+        )
+        render.metric_range(
+            cols[4],
+            "Cost",
+            fmt_usd(plan.cost_usd) if plan.cost_usd is not None else "no price",
+            rng.get("cost_usd"),
+            fmt_usd,
+            help=(
+                f"on-demand price ({plan.price.provider}, ${fmt_sig(plan.price.usd_per_gpu_hour, 6)}"
+                f"/GPU-h ({plan.price.as_of}), times the wall-clock with failures"
+                if plan.price
+                else "the price catalog has no on-demand row for this GPU"
+            ),
+        )
+        if plan.price is None:
+            st.info(f"No on-demand price for {cfg.gpu} in the catalog: cost is not shown.")
 
 if plan.best is not None:
-    b, gp = plan.best, plan.goodput
-    cols = render.grid(
-        5,
-        ("GPUs", "Wall-clock with failures", "Runtime without failures", "GPU-hours", "Cost"),
-        (f"${plan.cost_usd or 0:,.0f}",),
-    )
-
-    def usd(x: float) -> str:
-        return f"${x:,.0f}"
-
-    render.metric_range(
-        cols[0],
-        "GPUs",
-        f"{plan.gpus:,}",
-        rng.get("gpus"),
-        lambda x: f"{x:,.0f}",
-        help=b.layout.label()
-        + (
-            " — the range is the count that meets the deadline with every "
-            "assumption at its optimistic / pessimistic bound"
-            if "gpus" in rng
-            else ""
-        ),
-    )
-    render.metric_range(
-        cols[1],
-        "Wall-clock with failures",
-        fmt_time(gp.wall_clock_s),
-        rng.get("wall_clock_s"),
-        fmt_time,
-        help="expected; Daly's model",
-    )
-    render.metric_range(cols[2], "Runtime without failures", fmt_time(b.runtime_s), rng.get("runtime_s"), fmt_time)
-    render.metric_range(
-        cols[3],
-        "GPU-hours",
-        f"{b.gpu_hours:,.0f}",
-        rng.get("gpu_hours"),
-        lambda x: f"{x:,.0f}",
-        help="without failures",
-    )
-    render.metric_range(
-        cols[4],
-        "Cost",
-        usd(plan.cost_usd) if plan.cost_usd is not None else "no price",
-        rng.get("cost_usd"),
-        usd,
-        help=(
-            f"on-demand price ({plan.price.provider}, ${plan.price.usd_per_gpu_hour:g}"
-            f"/GPU-h ({plan.price.as_of}), times the wall-clock with failures"
-            if plan.price
-            else "the price catalog has no on-demand row for this GPU"
-        ),
-    )
-    if plan.price is None:
-        st.info(f"No on-demand price for {cfg.gpu} in the catalog: cost is not shown.")
     render.range_metrics(
         plan.steps,
         ["step_s", "mfu", "hfu", "goodput_frac", "total_bytes_per_gpu"],
@@ -139,7 +141,6 @@ if plan.best is not None:
         "training",
         "wall_clock_s",
     )
-
     st.subheader(f"Chosen layout: {b.layout.label()}")
     st.caption(
         f"{b.global_batch_tokens:,} tokens per step = {b.micro_batches} micro-batches × DP {b.layout.dp} × "
@@ -167,33 +168,35 @@ if plan.best is not None:
 
 if plan.alternatives:
     st.subheader("Layouts on this GPU count")
-    st.dataframe(
+    render.table(
         pd.DataFrame(
             [
                 {
                     "layout": a.layout.label(),
-                    "fits": "yes" if a.fits else "no",
-                    "memory / GPU": fmt_bytes(a.memory_bytes_per_gpu),
-                    "step": fmt_time(a.step_s),
+                    "why it lost": a.why,
                     "runtime": fmt_time(a.runtime_s) if a.feasible else "—",
                     "MFU": f"{a.mfu:.1%}" if a.feasible else "—",
+                    "step": fmt_time(a.step_s),
+                    "memory / GPU": fmt_bytes(a.memory_bytes_per_gpu),
                     "bubble": f"{a.bubble_frac:.1%}",
-                    "why it lost": a.why,
+                    "fits": "yes" if a.fits else "no",
                 }
                 for a in plan.alternatives
             ]
         ),
-        hide_index=True,
-        width="stretch",
+        "layouts on this GPU count",
+        column_config=render.widths(
+            layout=225, runtime=75, MFU=55, step=55, bubble=55, fits=40, **{"why it lost": 225, "memory / GPU": 80}
+        ),
     )
 
 choice = cache.deadline_choice(cfg, goal)
 if choice is not None:
     st.subheader("Smallest or cheapest count that meets the deadline")
-    (st.info if choice.smallest.gpus == choice.cheapest.gpus else st.success)(choice.message)
+    render.say("info" if choice.smallest.gpus == choice.cheapest.gpus else "success", choice.message)
     st.plotly_chart(charts.deadline_cost_chart(plan.curve, choice), width="stretch", key="deadline_cost_chart")
 
-st.subheader("Runtime and cost against GPU count")
+st.subheader("Runtime against GPU count")
 fig = charts.training_curve(plan.curve, plan.gpus, plan.goal.deadline_s)
 with st.spinner("The same search at the pessimistic and optimistic bounds…"):
     bands = cache.training_bands(cfg, goal)
@@ -203,16 +206,8 @@ if bands["wall_clock_s"][0]:
         *bands["wall_clock_s"],
         name="wall-clock, every assumption at its optimistic / pessimistic bound",
         scale=DAY_S,
-        secondary_y=False,
     )
-if "cost_usd" in bands and bands["cost_usd"][0]:
-    charts.add_band(
-        fig,
-        *bands["cost_usd"],
-        name="cost range",
-        color="#2da44e",
-        secondary_y=True,
-    )
+    charts.log_axis(fig, "y")
 st.plotly_chart(fig, width="stretch")
 slow = [c for c in plan.curve if c.slower_reason]
 if slow:
@@ -220,10 +215,10 @@ if slow:
         "More GPUs are not always faster: a fixed global batch leaves fewer micro-batches per pipeline "
         "(more bubble) and more data-parallel traffic. Where the curve rises:"
     )
-    st.dataframe(
-        pd.DataFrame([{"GPUs": c.gpus, "layout": c.layout.label(), "why slower": c.slower_reason} for c in slow[:50]]),
-        hide_index=True,
-        width="stretch",
+    render.table(
+        pd.DataFrame([{"GPUs": c.gpus, "why slower": c.slower_reason, "layout": c.layout.label()} for c in slow[:50]]),
+        "counts slower than a smaller count",
+        column_config=render.widths(GPUs=60, **{"why slower": 420}),
     )
 missing = sum(1 for c in plan.curve if not c.feasible)
 if missing:
@@ -238,7 +233,7 @@ if plan.goodput is not None:
         plan.steps, ["mtbf_s", "checkpoint_interval_s", "expected_interruptions", "goodput_frac", "wall_clock_s"]
     )
     st.caption(
-        f"Failures at {cfg.assumptions.failure_rate_per_gpu_hour:g} per GPU-hour; checkpoint writes block "
+        f"Failures at {fmt_sig(cfg.assumptions.failure_rate_per_gpu_hour, 6)} per GPU-hour; checkpoint writes block "
         f"{fmt_time(cfg.assumptions.checkpoint_write_s)}; a restart costs "
         f"{fmt_time(cfg.assumptions.restart_s)} plus the work since the last checkpoint."
     )

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dashboard import cache, charts, render, state
-from dashboard.api import VIDEO_ASSUMPTIONS, choices, fmt_bytes, fmt_num, fmt_time, fmt_value
+from dashboard.api import VIDEO_ASSUMPTIONS, choices, fmt_bytes, fmt_num, fmt_sig, fmt_time, fmt_value
 
 st.title("Video generation")
 st.caption(
@@ -24,7 +24,7 @@ with st.expander(f"The request: {model.name}, {v.width}x{v.height}, {v.gpus} x {
     c2.number_input("Width [px]", **B("video.width", 16), key=K("video.width"))
     c3.number_input("Frames", **B("video.frames", 4), key=K("video.frames"), disabled=model.kind == "image")
     c3.number_input("or seconds (0 = use frames)", **B("video.seconds"), key=K("video.seconds"))
-    c3.number_input(f"at fps (0 = the model's {model.default_fps:g})", **B("video.fps"), key=K("video.fps"))
+    c3.number_input(f"at fps (0 = the model's {fmt_sig(model.default_fps, 6)})", **B("video.fps"), key=K("video.fps"))
     c4.number_input("Denoising steps", **B("video.steps"), key=K("video.steps"))
     c4.selectbox("Guidance", choices.GUIDANCES, key=K("video.guidance"), format_func=choices.GUIDANCE_LABELS.get)
     c1, c2, c3, c4 = st.columns(4)
@@ -68,14 +68,14 @@ full = rep.cost_per_video_full_load_usd
 render.metric_range(
     cols[2],
     "Cost per video",
-    f"${full:,.3g}" if full is not None else "unpriced",
+    f"${fmt_sig(full)}" if full is not None else "unpriced",
     rng.get("cost_per_video_full_load_usd"),
-    lambda x: f"${x:,.3g}",
+    lambda x: f"${fmt_sig(x)}",
     help=f"The request's GPUs for the time of one video, kept busy. Price: {rep.price_basis}",
 )
 if q is not None and q.cost_per_video_usd is not None:
     cols[2].caption(
-        f"at {v.rate_per_hour:g} videos/h on {v.replicas} replica(s) of {v.gpus}: ${q.cost_per_video_usd:,.3g} per "
+        f"at {fmt_sig(v.rate_per_hour, 6)} videos/h on {v.replicas} replica(s) of {v.gpus}: ${fmt_sig(q.cost_per_video_usd)} per "
         f"video, the fleet paid while {1 - q.utilisation:.0%} idle"
     )
 if not e.fits:
@@ -84,7 +84,7 @@ if not e.fits:
 st.plotly_chart(cache.figure(charts.video_time_bar, e.time_parts, e.video_s), width="stretch")
 render.range_metrics(e.steps_trace, ["latent_tokens", "flop_per_step", "step_s", "denoise_s"], rng)
 st.caption(
-    f"Attention is {e.attention_share:.0%} of the compute ({render.range_text(rng.get('attention_share'), fmt_num)}); "
+    f"Attention is {e.attention_share:.0%} of the compute ({render.range_text(rng.get('attention_share'), lambda x: f'{x:.0%}')}); "
     f"{e.passes} forward(s) per step over {e.sequence_tokens:,} tokens, on {e.sp_degree}-way {v.sp}"
     + (" with the guidance passes on two halves" if e.cfg_degree == 2 else "")
     + "."
@@ -141,8 +141,8 @@ if queue.open:
             cols[2].metric("Utilisation", f"{q.utilisation:.0%}")
             cols[3].metric("GPU-seconds per video", fmt_num(q.gpu_s_per_video))
             st.caption(
-                f"Capacity {q.capacity_per_hour:,.3g} videos/h ({render.range_text(rng.get('capacity_per_hour'), fmt_num)})"
-                f"; offered load {q.offered_load:.0%}; mean batch {q.mean_batch:.2g}. A replica admits a request at a "
+                f"Capacity {fmt_sig(q.capacity_per_hour)} videos/h ({render.range_text(rng.get('capacity_per_hour'), fmt_num)})"
+                f"; offered load {q.offered_load:.0%}; mean batch {fmt_sig(q.mean_batch, 2)}. A replica admits a request at a "
                 "step boundary and every request in its batch advances one step per round: batching fills the GPUs, "
                 "but a step of b videos takes about b times as long, so it buys little throughput."
             )
@@ -167,8 +167,8 @@ if fleet.open:
                 cols = render.grid(3, ["GPUs", "Fleet cost per hour", "Fleet cost per video"])
                 cols[0].metric("GPUs", f"{rec.pick.replicas} x {rec.pick.gpus} {rec.pick.gpu}")
                 cols[1].metric("Fleet cost per hour", f"${rec.pick.usd_per_hour:,.2f}")
-                cols[2].metric("Fleet cost per video", f"${rec.pick.cost_per_video_usd:,.3g}")
-            st.dataframe(
+                cols[2].metric("Fleet cost per video", f"${fmt_sig(rec.pick.cost_per_video_usd)}")
+            render.table(
                 [
                     {
                         "fleet": o.label,
@@ -180,8 +180,7 @@ if fleet.open:
                     }
                     for o in rec.options
                 ],
-                hide_index=True,
-                width="stretch",
+                "fleets",
             )
             if rec.unpriced:
                 st.caption(f"No {cfg.targets.price_kind} price for {', '.join(rec.unpriced)}: left out of the search.")
@@ -221,10 +220,9 @@ if sens.open:
             "video",
             "video_s",
         )
-        st.dataframe(
+        render.table(
             render.assumption_sources(cfg, VIDEO_ASSUMPTIONS),
-            hide_index=True,
-            width="stretch",
+            "video assumptions",
         )
 st.caption(f"FLOPs per step {fmt_value(e.flop_per_step, 'FLOP')}; price: {rep.price_basis}.")
 render.show_math(e.steps_trace)

@@ -30,7 +30,7 @@ def pg_server(tmp_path_factory):
         url = pgserver.start(folder)
     except (RuntimeError, OSError, Exception) as exc:  # noqa: BLE001 - any failure to start is the reason
         reason = f"no PostgreSQL server could be started: {exc}"
-        if os.environ.get("CI") or os.environ.get("RABIT_REQUIRE_POSTGRES"):
+        if os.environ.get("CI") or os.environ.get("RABIT_CI") or os.environ.get("RABIT_REQUIRE_POSTGRES"):
             pytest.fail(reason + " (CI must run the PostgreSQL store tests)")
         print(f"\nSKIP PostgreSQL store tests: {reason}", file=sys.stderr)
         pytest.skip(reason)

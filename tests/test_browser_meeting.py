@@ -1,6 +1,7 @@
 """Meeting-room checks in headless Chromium: nothing is fetched from outside the server, and every page
 reads at a projector's 1280 x 720 and a desk's 1920 x 1080."""
 
+from pathlib import Path
 from urllib.parse import urlparse
 
 import live
@@ -17,7 +18,7 @@ READY = {
     "memory": "KV cache per GPU (batch)",
     "speed": "Prefill is",
     "serving": "Where is the knee?",
-    "training": "Runtime and cost against GPU count",
+    "training": "Runtime against GPU count",
     "optimizer": "Why this answer",
     "math": "Final numbers",
 }
@@ -102,6 +103,16 @@ LAYOUT_PROBLEMS_JS = r"""
       if (!/^[xy]axis\d*$/.test(k) || !ax || ax.visible === false) continue;
       if (ax.type === 'log' && Math.abs(ax.range[1] - ax.range[0]) > 12)
         out.push(`log axis ${k} spans ${Math.abs(ax.range[1] - ax.range[0]).toFixed(0)} decades: ` + name);
+      // a log axis labelled by decade: no label twice ("5 2 100 5 2" reads 0.5 and 5 the same)
+      if (ax.type === 'log' && ax._vals) {
+        const texts = ax._vals.map(v => v.text).filter(t => t !== '');
+        if (new Set(texts).size < texts.length) out.push(`log axis ${k} repeats a tick label: ` + name);
+      }
+    }
+    for (const tr of gd._fullData || []) {
+      if (tr.type !== 'bar' || tr.visible === false) continue;
+      const ax = fl[(tr.orientation === 'h' ? tr.xaxis : tr.yaxis).replace(/^([xy])/, '$1axis')];
+      if (ax && ax.type === 'log') out.push('bars on a log axis: ' + name);
     }
     for (const tr of gd.data || []) {
       if (tr.type !== 'bar' || tr.orientation !== 'h' || !tr.y || typeof tr.y[0] !== 'string') continue;
@@ -155,3 +166,104 @@ def test_every_page_reads_at_meeting_sizes(server, browser, size):
         found += [f"{name}: {p}" for p in dict.fromkeys(_open_tabs_and_collect(page))]
     ctx.close()
     assert found == [], "\n".join(found)
+
+
+#: Every page's own path, the first page's included (served at "/" and at its own path).
+PATHS = (
+    "",
+    "memory",
+    "speed",
+    "serving",
+    "training",
+    "optimizer",
+    "video",
+    "math",
+    "next-experiment",
+    "diagnostics",
+    "analyses",
+    "calibration",
+    "compare",
+)
+#: Run in the page: the first headline (a metric card, else the first alert) and any dialog or exponent on show.
+FIRST_VIEW_JS = r"""
+() => {
+  const main = document.querySelector('[data-testid="stMain"]') || document.body;
+  const visible = (el) => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  const metric = [...main.querySelectorAll('[data-testid="stMetric"]')].find(visible);
+  const alert = [...main.querySelectorAll('[data-testid="stAlert"]')].find(visible);
+  const head = metric || alert;
+  const r = head ? head.getBoundingClientRect() : null;
+  const text = main.innerText + ' ' + [...main.querySelectorAll('svg text')].map(t => t.textContent).join(' ');
+  const exp = text.match(/(?<![\w.])\d+(?:\.\d+)?e[+-]\d+\b/g) || [];
+  return {
+    kind: metric ? 'metric' : alert ? 'alert' : 'none',
+    bottom: r ? r.bottom : null,
+    dialog: [...document.querySelectorAll('[role="dialog"]')].map(d => d.innerText.slice(0, 80)),
+    exponents: exp.slice(0, 5),
+  };
+}
+"""
+
+
+def test_every_path_opens_with_its_answer_in_the_first_viewport(server, browser):
+    """At 1280 x 720 every page's own path opens without a dialog ("Page not found" at /memory was one), its
+    headline cards (or, on a page without cards, its first verdict) lie inside the first viewport, and no visible
+    text shows a number in Python's exponent form."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    found = []
+    for path in PATHS:
+        page.goto(f"{server}/{path}")
+        page.wait_for_selector(
+            '[data-testid="stMain"] [data-testid="stMetric"], [data-testid="stMain"] [data-testid="stAlert"]',
+            timeout=120_000,
+        )
+        wait_drawn(page)
+        got = page.evaluate(FIRST_VIEW_JS)
+        name = path or "/"
+        if got["dialog"]:
+            found.append(f"{name}: a dialog opens: {got['dialog']}")
+        if got["kind"] == "none":
+            found.append(f"{name}: no headline card and no verdict")
+        if got["bottom"] is not None and got["bottom"] > 720:
+            found.append(f"{name}: the first {got['kind']} ends at {got['bottom']:.0f} px, below the 720 px viewport")
+        if got["exponents"]:
+            found.append(f"{name}: exponent form on screen: {got['exponents']}")
+    ctx.close()
+    assert found == [], "\n".join(found)
+
+
+def test_copy_the_link_download_the_summary_and_compare(server, browser, tmp_path):
+    """The sidebar's copy button puts the view's full link on the clipboard, and the link opens the same view; the
+    summary downloads with the page's headline as shown; a pasted link compares on the Compare page."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720}, accept_downloads=True)
+    ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
+    page = ctx.new_page()
+    page.goto(f"{server}/speed?batch=16")
+    page.get_by_text("Prefill is").first.wait_for(timeout=120_000)
+    wait_drawn(page)
+    decode = page.locator('[data-testid="stMetric"]').filter(has_text="Decode step").first.inner_text()
+    page.frame_locator("iframe").first.get_by_role("button", name="Copy link").click()
+    page.frame_locator("iframe").first.get_by_text("copied").wait_for(timeout=10_000)
+    url = page.evaluate("navigator.clipboard.readText()")
+    assert url.startswith(server + "/speed?") and "batch=16" in url
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Markdown").click()
+    text = Path(dl.value.path()).read_text()
+    value = decode.splitlines()[1].strip() if "\n" in decode else decode
+    assert "# RA-BIT: Speed" in text and value.replace(".", "\\.") in text, (value, text[:400])
+    other = ctx.new_page()  # the copied link opens the same view elsewhere
+    other.goto(url)
+    other.get_by_text("Prefill is").first.wait_for(timeout=120_000)
+    wait_drawn(other)
+    assert other.locator('[data-testid="stMetric"]').filter(has_text="Decode step").first.inner_text() == decode
+    other.goto(f"{server}/compare")
+    other.get_by_text("RA-BIT link").first.wait_for(timeout=60_000)
+    box = other.get_by_label("RA-BIT link")
+    box.fill(url.replace("batch=16", "batch=64"))
+    box.press("Enter")
+    other.get_by_text("Decode step (B)").first.wait_for(timeout=120_000)
+    wait_drawn(other)
+    body = other.inner_text('[data-testid="stMain"]')
+    assert "against A" in body and "Inputs that differ" in body and "batch" in body
+    ctx.close()

@@ -14,7 +14,7 @@ FIX = Path(__file__).parent / "fixtures"
 BASIS = "heuristic range from the assumption bounds"
 
 #: One valid invocation of each subcommand that has no store behind it (the analyses and calibrate groups:
-#: tests/test_cli_analyses_range_flags.py).
+#: tests/test_cli_analyses_range_flags.py; the fleet group's plan: tests/test_cli_fleet.py).
 INVOCATIONS = {
     "memory": ["memory"],
     "speed": ["speed"],
@@ -40,7 +40,7 @@ def _subcommands():
 
 def test_every_estimating_subcommand_takes_the_range_flags():
     subs = _subcommands()
-    assert set(INVOCATIONS) == set(subs) - {"analyses", "calibrate"}
+    assert set(INVOCATIONS) == set(subs) - {"analyses", "calibrate", "fleet"}
     for name in INVOCATIONS:
         dests = {a.dest for a in subs[name]._actions}
         assert {"assume", "bound", "config"} <= dests, name

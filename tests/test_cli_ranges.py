@@ -113,13 +113,34 @@ def test_memory_ranges(capsys):
 
 
 def test_simulate_ranges_and_saturation_at_the_bounds(capsys):
-    out = run_json(["simulate", "--gpus", "8", "--tp", "8", "--rate", "2", "--requests", "300"], capsys)
+    out = run_json(["simulate", "--gpus", "8", "--tp", "8", "--rate", "0.5", "--requests", "300"], capsys)
     for key in ("ttft_s.p95", "e2e_s.p95", "itl_s.p50", "throughput_tokens_per_s", "capacity_requests_per_s"):
         assert key in out["ranges"], key
     p95 = out["e2e_s"]["p95"]
     assert out["ranges"]["e2e_s.p95"]["low"] < p95 < out["ranges"]["e2e_s.p95"]["high"]
     assert set(out["saturated_at_bounds"]) == {"pessimistic", "optimistic"}
     assert isinstance(out["saturation_range"], str)
+
+
+def test_a_saturated_simulation_reports_no_latency(capsys):
+    """2 requests/s against a closed-form capacity of 1.37/s (Llama-3.1-70B, 8 x H100, 4,096 + 4,096 tokens): the
+    queue grows for as long as requests arrive, so each percentile would only measure how long the run lasted.
+    Every latency is null with the reason beside it, and no latency has a range; throughput keeps its range."""
+    out = run_json(["simulate", "--gpus", "8", "--tp", "8", "--rate", "2", "--requests", "2000"], capsys)
+    assert out["saturated"] is True
+    assert out["latency_withheld"].startswith("saturated")
+    for key in ("ttft_s", "itl_s", "e2e_s", "queue_s"):
+        assert out[key]["p50"] is None and out[key]["p95"] is None and out[key]["p99"] is None, key
+        assert out[key]["mean"] is None and out[key]["n"] > 0
+        assert not any(k.startswith(key) for k in out["ranges"]), key
+    assert "throughput_tokens_per_s" in out["ranges"]
+    # nor does any replica of the deployment (its p95s are the same queue's)
+    assert out["per_replica"] and all(
+        r["queue_p95_s"] is None and r["ttft_p95_s"] is None and r["e2e_p95_s"] is None for r in out["per_replica"]
+    )
+    for r in out["per_replica"]:
+        for key in ("queue_s", "ttft_s", "itl_s", "e2e_s"):
+            assert r[key]["p50"] is None and r[key]["p99"] is None and r[key]["n"] > 0, key
 
 
 def test_train_ranges(capsys):

@@ -145,10 +145,10 @@ def test_cli_defaults_are_the_config_defaults():
     from cli.main import build_parser
 
     args = build_parser().parse_args(["memory"])
-    assert (args.batch, args.input, args.output, args.weights, args.kv_dtype, args.zero, args.recompute) == (
+    # the lengths are left unset and fitted to the model's context: the shared defaults where they fit
+    assert (args.input, args.output) == (None, None)
+    assert (args.batch, args.weights, args.kv_dtype, args.zero, args.recompute) == (
         DEFAULT.batch,
-        DEFAULT.input_tokens,
-        DEFAULT.output_tokens,
         DEFAULT.weights,
         DEFAULT.kv_dtype,
         DEFAULT.zero,
@@ -156,11 +156,12 @@ def test_cli_defaults_are_the_config_defaults():
     )
     # no flags: the dashboard's opening config, layout included
     cfg = config_from_args(args)
-    assert (cfg.tp, cfg.gpus, cfg.batch, cfg.input_tokens) == (
+    assert (cfg.tp, cfg.gpus, cfg.batch, cfg.input_tokens, cfg.output_tokens) == (
         DEFAULT.tp,
         DEFAULT.gpus,
         DEFAULT.batch,
         DEFAULT.input_tokens,
+        DEFAULT.output_tokens,
     )
     # fewer GPUs than the default TP: TP follows the GPUs given
     assert config_from_args(build_parser().parse_args(["memory", "--model", "llama-3.1-8b", "--gpus", "2"])).tp == 2

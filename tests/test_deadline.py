@@ -1,6 +1,7 @@
 """The cheapest GPU count that meets a training deadline, beside the smallest."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,8 +52,8 @@ def test_the_smallest_count_is_not_the_cheapest_for_a_70b_on_h100_pcie():
     cfg = RabitConfig(model="llama-3.1-70b", phase="train", gpu="h100-pcie", gpus_per_node=8, train_tokens=2e12)
     p = plan(cfg, TrainingGoal(deadline_s=30 * DAY_S))
     c = deadline_choice(p.curve)
-    assert c.smallest.gpus == p.gpus == 1488
-    assert c.cheapest.gpus == 1960 and c.cheapest.meets_deadline
+    assert c.smallest.gpus == 1488
+    assert c.cheapest.gpus == p.gpus == 1960 and c.cheapest.meets_deadline  # the plan recommends the cheapest
     assert 0.08 < c.extra_frac < 0.20
     assert c.cheapest.gpu_hours < 0.92 * c.smallest.gpu_hours
     assert "1,960 GPUs" in c.message and "1,488 GPUs" in c.message
@@ -60,23 +61,11 @@ def test_the_smallest_count_is_not_the_cheapest_for_a_70b_on_h100_pcie():
     assert e.smallest.gpus == 1728 and 0.20 < e.extra_frac < 0.40
 
 
-def test_cli_train_reports_both():
+def _train_json(gpu: str) -> dict:
+    """``rabit train`` for Llama-3.1-70B, 2T tokens in 30 days on ``gpu``, as JSON."""
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cli.main",
-            "train",
-            "--model",
-            "llama-3.1-70b",
-            "--gpu",
-            "h100-pcie",
-            "--tokens",
-            "2e12",
-            "--deadline-days",
-            "30",
-            "--json",
-        ],
+        [sys.executable, "-m", "cli.main", "train", "--model", "llama-3.1-70b", "--gpu", gpu]
+        + ["--tokens", "2e12", "--deadline-days", "30", "--json"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -84,5 +73,29 @@ def test_cli_train_reports_both():
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    d = json.loads(out.stdout)["deadline_choice"]
+    return json.loads(out.stdout)
+
+
+def test_cli_train_reports_both():
+    d = _train_json("h100-pcie")["deadline_choice"]
     assert d["smallest_gpus"] == 1488 and d["cheapest_gpus"] == 1960 and d["smallest_extra_frac"] > 0.08
+
+
+def test_the_plan_and_the_cli_headline_the_recommended_count():
+    """Llama-3.1-70B on H100 SXM, 2T tokens, 30 days: the smallest count that meets the deadline (776 GPUs) and
+    the cheapest (800 GPUs) differ by 3.2 % in cost. The plan, its message and the CLI's top-level keys
+    are the recommended (cheapest) count's, and the message says the difference with digits that are not zero."""
+    cfg = RabitConfig(model="llama-3.1-70b", phase="train", gpu="h100-sxm", train_tokens=2e12)
+    p = plan(cfg, TrainingGoal(deadline_s=30 * DAY_S))
+    c = deadline_choice(p.curve)
+    assert (c.smallest.gpus, c.cheapest.gpus) == (776, 800)
+    assert p.gpus == p.best.gpus == c.cheapest.gpus
+    assert p.cost_usd == pytest.approx(c.cheapest.cost_usd, rel=1e-9)
+    assert p.message.startswith("800 GPUs is the cheapest count that finishes 2T tokens within 30 days")
+    assert "776 GPUs" in p.message and "(+3.2%)" in p.message and "0% more" not in c.message
+    mfu = re.search(r"MFU (\S+) against (\S+)", c.message)
+    assert mfu and mfu[1] != mfu[2]  # the digits shown tell the two layouts apart
+    d = _train_json("h100-sxm")
+    assert d["gpus"] == d["deadline_choice"]["cheapest_gpus"] == 800
+    assert d["layout"]["tp"] * d["layout"]["pp"] * d["layout"]["dp"] == 800
+    assert d["cost_usd"] == pytest.approx(d["deadline_choice"]["cheapest_value"], rel=1e-9)

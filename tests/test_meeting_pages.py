@@ -73,17 +73,21 @@ def test_serving_starts_at_a_round_rate_inside_capacity_and_says_why(clear_cache
     # the default rate is round (1, 2 or 5 x 10^k) and clearly inside the default deployment's capacity
     mantissa = rate / 10 ** math.floor(math.log10(rate))
     assert round(mantissa, 9) in (1.0, 2.0, 5.0) and rate <= 0.5 * cap
-    assert any("of the closed-form capacity" in c.value and "rounded" in c.value for c in at.caption)
+    assert any("of the deployment's closed-form capacity" in c.value and "rounded" in c.value for c in at.caption)
     assert not any(e.value.startswith("Saturated") for e in at.error)
 
 
 def test_knee_chart_keeps_its_points_spread_when_the_rate_is_far_above_capacity(clear_cache):
     at = _serving(num_requests=100, rate_per_s=2000.0)
-    fig = figure(at, "p95 latency vs arrival rate")
+    fig = figure(at, "p95 latency against arrival rate")
     xs = sorted({x for tr in fig["data"] if tr.get("showlegend") is not False for x in tr["x"]})
     assert fig["layout"]["xaxis"]["type"] == "log"
     # points near the chosen rate and near capacity: neither end of the axis is empty
     assert sum(x >= 1000 for x in xs) >= 3 and sum(x <= 200 for x in xs) >= 3
+    # the shared p95 TTFT target (2 s by default) is drawn, named with its figure; no end-to-end target is set
+    lines = [tr for tr in fig["data"] if any("target" in (t or "") for t in tr.get("text") or [])]
+    assert [(tr["y"], tr["text"][0]) for tr in lines] == [([2.0, 2.0], "p95 TTFT target 2 s")]
+    assert lines[0]["line"]["dash"] == "dash" and lines[0]["x"][0] <= min(xs) and lines[0]["x"][1] >= max(xs)
 
 
 def _speed(**cfg) -> AppTest:

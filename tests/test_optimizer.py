@@ -31,24 +31,17 @@ def base():
 def test_recommendation_meets_the_target_in_its_own_simulation(base):
     assert base.met and base.recommendation is not None
     rec = next(c for c in base.candidates if c.simulated and c.meets and pick_of(GOAL, c) == base.recommendation)
-    # with the batch cap the launch config sets (max_num_seqs)
-    b = base.recommendation.max_num_seqs
-    if rec.mode == "disaggregated":
-        # prefill and decode pools: the whole deployment at the goal's rate, each pool with its launch batch cap
-        from core.decision import candidate_deployment
-        from core.serving import simulate_deployment
+    # the whole deployment at the goal's rate, as the search simulated it (its replicas behind the router, or its
+    # prefill and decode pools), with the batch cap the launch config sets (max_num_seqs; a pool's own cap)
+    from core.decision import candidate_deployment
+    from core.serving import simulate_deployment
 
-        b = rec.screen_batch or SPEC.max_batch
-        r = simulate_deployment(
-            candidate_deployment(GOAL, rec).config,
-            SPEC.with_(arrival="poisson", max_batch=b, token_budget=max(SPEC.token_budget, b)),
-            opt.layout_of_candidate(GOAL, rec),
-        )
-    else:
-        r = simulate(
-            candidate_config(GOAL, rec),
-            SPEC.with_(rate_per_s=GOAL.rate_per_s / rec.replicas, max_batch=b, token_budget=max(SPEC.token_budget, b)),
-        )
+    b = (rec.screen_batch or SPEC.max_batch) if rec.mode == "disaggregated" else base.recommendation.max_num_seqs
+    r = simulate_deployment(
+        candidate_deployment(GOAL, rec).config,
+        SPEC.with_(arrival="poisson", rate_per_s=GOAL.rate_per_s, max_batch=b, token_budget=max(SPEC.token_budget, b)),
+        opt.layout_of_candidate(GOAL, rec),
+    )
     assert r.summary.ttft_s.p95 <= GOAL.p95_ttft_s
     assert r.summary.e2e_s.p95 <= GOAL.p95_e2e_s
     assert not r.summary.saturated and r.summary.rejected == 0

@@ -6,7 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.base import DAY_S, fmt_time
 from core.config import RabitConfig
-from core.training import TrainingGoal, plan
+from core.training import TrainingGoal, deadline_choice, plan
 from dashboard import state
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
@@ -34,7 +34,9 @@ def test_deadline_mode_shows_the_core_plan(clear_cache):
     assert shown["GPUs"] == f"{expected.gpus:,}"
     assert shown["Wall-clock with failures"] == fmt_time(expected.goodput.wall_clock_s)
     assert shown["Cost"] == f"${expected.cost_usd:,.0f}"
-    assert any(f"{expected.gpus:,} GPUs is the smallest count" in s.value for s in at.success)
+    # the headline and the cards are the recommended count: the cheapest that meets the deadline
+    assert any(s.value.startswith(f"{expected.gpus:,} GPUs is the cheapest count") for s in at.success)
+    assert expected.gpus == deadline_choice(expected.curve).cheapest.gpus
     # the smallest and the cheapest count that meet the deadline are shown side by side
     assert any("cheapest" in m.value for m in list(at.success) + list(at.info))
     assert len(at.get("plotly_chart")) >= 3  # memory, step breakdown, the GPU-count curve

@@ -9,53 +9,14 @@ to a bound; ``.with_(name=value)`` moves one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.base.assumption_info import MOVES, AssumptionInfo
+from core.base.assumptions_adapters import ADAPTER_ASSUMPTIONS
 from core.base.limits import checked, type_problem
-
-
-@dataclass(frozen=True)
-class AssumptionInfo:
-    name: str
-    label: str
-    unit: str
-    base: float
-    low: float
-    high: float
-    source: str
-    #: +1 when a larger value makes the system faster / roomier, -1 when slower.
-    direction: int = 1
-    #: What the assumption can move (a subset of :data:`MOVES`): an estimate is evaluated only at the bounds of
-    #: the assumptions tagged with what it computes.
-    moves: tuple[str, ...] = ()
-    #: The hard domain: the pydantic field, the sidebar's number input and ``rabit --assume`` all refuse a value
-    #: outside ``[min_value, max_value]``; ``domain_reason`` says why the edge is there.
-    min_value: float = 0.0
-    max_value: float = 1.0
-    domain_reason: str = ""
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        """(pessimistic, optimistic) values: ``low`` is the bound that makes the system slower or smaller."""
-        return self.low, self.high
-
-    def check(self, value: float) -> str | None:
-        """None when ``value`` is inside the domain, else a message naming the assumption and the domain."""
-        if not (self.min_value <= value <= self.max_value):  # also refuses NaN
-            return (
-                f"{self.name}={value:g} is outside {self.min_value:g}..{self.max_value:g} [{self.unit}] "
-                f"({self.domain_reason})"
-            )
-        return None
-
-
-#: Everything an assumption can be tagged as moving.
-MOVES = ("serving_memory", "serving_speed", "training_memory", "training", "video")
-
 
 _INFOS = (
     AssumptionInfo(
@@ -363,7 +324,7 @@ _INFOS = (
         4.0e-5,  # pessimistic: more failures
         1.0e-5,
         "Llama 3: 419 unexpected interruptions in 54 days on 16,384 H100 "
-        "(arXiv 2407.21783 sec. 3.3.4) = 2.0e-5 per GPU-hour.",
+        "(arXiv 2407.21783 sec. 3.3.4) = 0.00002 per GPU-hour.",
         -1,
         moves=("training",),
         min_value=0.0,
@@ -559,6 +520,55 @@ _INFOS = (
         domain_reason="a share of HBM; keeping more than half free is a different GPU",
     ),
     AssumptionInfo(
+        "gpu_power_floor_frac",
+        "Share of a GPU's board power it draws serving with its model loaded and almost no traffic",
+        "frac",
+        0.43,
+        0.50,  # pessimistic: more power
+        0.15,
+        "ML.ENERGY Benchmark v3.0 on H100 SXM: about 300 W of 700 at batch 1 (as quoted by the vLLM semantic "
+        "router's fleet-sim power model reference); a GPU holding a model with no requests draws its bare idle plus "
+        "26-50 W for the CUDA context (arXiv 2605.23918, H100 and A100), about 100 W of 700, the optimistic end.",
+        -1,
+        moves=("power",),
+        min_value=0.0,
+        max_value=1.0,
+        domain_reason="a share of the board power",
+    ),
+    AssumptionInfo(
+        "gpu_power_busy_frac",
+        "Share of a GPU's board power it draws serving at its full capacity",
+        "frac",
+        0.86,
+        1.0,  # pessimistic: the board power itself
+        0.70,
+        "ML.ENERGY Benchmark v3.0 on H100 SXM: about 600 W of 700 at batch 128 (as quoted by the vLLM semantic "
+        "router's fleet-sim power model reference); never more than the board power (the TDP or TGP caps it); "
+        "memory-bound decode runs well below it.",
+        -1,
+        moves=("power",),
+        min_value=0.0,
+        max_value=1.0,
+        domain_reason="a share of the board power: the board caps it",
+    ),
+    AssumptionInfo(
+        "node_power_draw_frac",
+        "Share of a node's non-GPU power rating (CPUs, memory, NICs, fans) it draws in service",
+        "frac",
+        0.43,
+        1.0,  # pessimistic: the rating
+        0.35,
+        "MLPerf Inference power runs (validation/power_measured.csv), with the GPUs at their cap: 8x H200 at 500 W, "
+        "Llama-2-70B Offline, 6,153 W at the wall, 2,153 W beyond the GPUs, 0.47 of the DGX H200 rating's 4,600 W "
+        "non-GPU share; 8x B200 air-cooled at 1,000 W, 10,401 W, 2,401 W, 0.38 of the DGX B200's 6,300 W. The "
+        "rating itself is the pessimistic end.",
+        -1,
+        moves=("power",),
+        min_value=0.0,
+        max_value=1.0,
+        domain_reason="a share of the rating",
+    ),
+    AssumptionInfo(
         "kv_transfer_eff",
         "Achieved KV-cache transfer bandwidth between a prefill and a decode instance / link peak (per direction)",
         "frac",
@@ -592,76 +602,7 @@ _INFOS = (
     ),
 )
 
-_ADAPTERS = (
-    AssumptionInfo(
-        "lora_kernel_eff",
-        "Adapter (LoRA shrink / expand) kernel efficiency, as a share of the step's MFU and MBU",
-        "frac",
-        0.50,
-        0.17,
-        1.00,
-        "Two published ends. Low: Punica's SGMV operator alone (Chen et al., arXiv 2310.18547, sec. 7, figs. 8-9; "
-        "A100, h = 4,096 in and out) takes about 42 us at batch 1 and 72 / 75 / 89 / 118 us at batch 64 with a "
-        "distinct adapter per request at rank 8 / 16 / 32 / 64: 0.48-1.21 us per extra adapter, whose 0.13-1.05 MB "
-        "would stream in 0.08-0.66 us at 80 % of the A100's bandwidth, i.e. 17-54 % of the step's efficiency. High: "
-        "in Punica's end-to-end runs (same paper) 32 distinct rank-16 adapters cost Llama-2-7B 8 % of its throughput, "
-        "what reading their weights at the step's full efficiency costs. The base is between the two.",
-        +1,
-        moves=("serving_speed",),
-        min_value=0.01,
-        max_value=1.0,
-        domain_reason="a share of the step's own efficiency: the adapter kernels never run faster than the base's",
-    ),
-    AssumptionInfo(
-        "adapter_link_eff",
-        "Share of the host link's bandwidth an adapter copy to the GPU achieves",
-        "frac",
-        0.70,
-        0.35,
-        0.90,
-        "Pinned host memory reaches most of PCIe's bandwidth and pageable memory about half (NVIDIA CUDA C++ Best "
-        "Practices Guide, 'Pinned Memory'); vLLM PR #31317 cut CPU-to-GPU LoRA transfer time by about 40 % by "
-        "making the copies pinned and contiguous, so the pageable path ran at about 0.6 of the pinned one.",
-        +1,
-        moves=("serving_speed",),
-        min_value=0.01,
-        max_value=1.0,
-        domain_reason="a share of the link's bandwidth",
-    ),
-    AssumptionInfo(
-        "adapter_storage_gb_per_s",
-        "Read bandwidth for an adapter that is not in host memory (beyond max_cpu_loras)",
-        "GB/s",
-        2.0,
-        0.5,
-        6.0,
-        "Estimate: a local NVMe SSD reads 3-7 GB/s sequentially (PCIe Gen4 / Gen5 x4), less through safetensors "
-        "parsing and the file system; a network file system or object store 0.1-1 GB/s.",
-        +1,
-        moves=("serving_speed",),
-        min_value=0.01,
-        max_value=100.0,
-        domain_reason="from a slow network share to beyond any local NVMe array",
-    ),
-    AssumptionInfo(
-        "adapter_layer_load_us",
-        "Fixed cost of loading an adapter into one LoRA-wrapped layer (copies launched, bookkeeping)",
-        "us",
-        100.0,
-        5000.0,
-        10.0,
-        "LoRAX issue #433: about 20 ms per LoRA layer when each layer's weights are loaded and moved to the GPU one "
-        "at a time, 0.5 to more than 1 s per adapter; the pessimistic 5 ms per wrapped layer puts a 128-layer adapter "
-        "(Llama-3.1-8B, all linear layers) at 0.64 s, inside that span. A batched copy into pre-allocated slots "
-        "(vLLM's set_lora) costs tens of microseconds per layer. The base is an estimate between the two.",
-        -1,
-        moves=("serving_speed",),
-        min_value=0.0,
-        max_value=1e6,
-        domain_reason="beyond a second per layer an adapter would take minutes to load",
-    ),
-)
-REGISTRY: MappingProxyType[str, AssumptionInfo] = MappingProxyType({a.name: a for a in (*_INFOS, *_ADAPTERS)})
+REGISTRY: MappingProxyType[str, AssumptionInfo] = MappingProxyType({a.name: a for a in (*_INFOS, *ADAPTER_ASSUMPTIONS)})
 
 
 def _field(name: str):
@@ -719,6 +660,9 @@ class Assumptions(BaseModel):
     adapter_storage_gb_per_s: float = _field("adapter_storage_gb_per_s")
     adapter_layer_load_us: float = _field("adapter_layer_load_us")
     train_mem_headroom_frac: float = _field("train_mem_headroom_frac")
+    gpu_power_floor_frac: float = _field("gpu_power_floor_frac")
+    gpu_power_busy_frac: float = _field("gpu_power_busy_frac")
+    node_power_draw_frac: float = _field("node_power_draw_frac")
     kv_transfer_eff: float = _field("kv_transfer_eff")
     kv_transfer_setup_us: float = _field("kv_transfer_setup_us")
 

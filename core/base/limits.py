@@ -168,6 +168,36 @@ VIDEO_DOMAINS: dict[str, Domain] = {
     "seed": Domain(0, 2**32 - 1, "NumPy seeds a generator from an unsigned 32-bit integer"),
 }
 
+#: The numeric fields of a fleet description (:class:`core.config.Fleet`: its workloads, scenarios, sites,
+#: availability and plan settings), shared with the Fleet page's tables and ``rabit fleet``'s file check. A field
+#: that is also a config field (a rate, a length, a p95 target) takes that field's domain.
+FLEET_DOMAINS: dict[str, Domain] = {
+    "peak_factor": Domain(
+        1.0, 100.0, "a peak hour 100x the mean is beyond any published diurnal profile", integer=False
+    ),
+    "hourly_rate": Domain(
+        0.0, 1e6, "a relative rate of an hour; only the ratio of the peak to the mean is used", integer=False
+    ),
+    "priority": Domain(
+        1, 10, "1 is served first when the constraints cannot hold every workload; 10 levels are plenty"
+    ),
+    "adapters": Domain(0, 100_000, "LoRA adapters over one base: 100,000 is beyond any published multi-LoRA serving"),
+    "factor": Domain(0.01, 100.0, "a scenario scales a rate, a length or a price by 1/100 to 100x", integer=False),
+    "gpu_count": Domain(0, 65_536, "as targets.max_gpus: 0 withdraws the kind"),
+    "pue": Domain(
+        1.0, 3.0, "PUE is facility over IT power: at least 1; the industry average is 1.56-1.58", integer=False
+    ),
+    "power_budget_kw": Domain(1e-3, 1e7, "from a watt to 10 GW, beyond any announced campus", integer=False),
+    "failure_rate_per_gpu_hour": Domain(
+        0.0, 0.1, "one failure per GPU every 10 hours is 1,000x the large-cluster figures", integer=False
+    ),
+    "repair_hours": Domain(0.0, 8760.0, "a repair longer than a year is a replacement", integer=False),
+}
+#: Most workloads and scenarios one fleet description holds: 500 x 20 scenarios x 15 GPU kinds is 150,000
+#: optimizer runs, hours on a cluster; a larger study is split into several files.
+MAX_FLEET_WORKLOADS = 500
+MAX_FLEET_SCENARIOS = 20
+
 #: The numeric fields of the config's groups (``group.field``) and of the simulator's workload
 #: (:class:`core.config.SimSpec` shares the ``workload`` fields). The group's validator, the page widgets and
 #: the CLI flags read the same entry. An optional field (``None``: unset) is checked only when set; a widget

@@ -113,14 +113,19 @@ class Step:
             name = m.group(1)
             if name not in vals:
                 return _latex_symbol(name)
-            return r"\text{" + fmt_value(vals[name], units.get(name, "")) + "}"
+            return tex_text(fmt_value(vals[name], units.get(name, "")))
 
         body = re.sub(r"\[([A-Za-z0-9_]+)\]", sub, self.latex)
-        return f"{self.symbol} = {body} = " + r"\text{" + fmt_value(self.value, self.unit) + "}"
+        return f"{self.symbol} = {body} = " + tex_text(fmt_value(self.value, self.unit))
 
     def shown(self) -> str:
         """The result as displayed everywhere in the app."""
         return fmt_value(self.value, self.unit)
+
+
+def tex_text(text: str) -> str:
+    """A formatted value as LaTeX text; the micro sign as KaTeX's own ``\\mu`` (KaTeX's text fonts have no "µ")."""
+    return r"\text{" + text.replace("µ", r"}\mu\text{") + "}"
 
 
 def _auto_latex(expr: str) -> str:

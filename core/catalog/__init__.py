@@ -30,6 +30,13 @@ from core.catalog.engines import (
     lora_defaults,
     rocm_attention,
 )
+from core.catalog.power import (
+    GpuPower,
+    PowerRow,
+    gpu_power,
+    load_power,
+    power_rows,
+)
 from core.catalog.pricing import (
     GpuPrice,
     gpu_price,
@@ -67,9 +74,11 @@ __all__ = [
     "LoraDefaults",
     "lora_defaults",
     "Fabric",
+    "GpuPower",
     "GpuPrice",
     "GpuSpec",
     "ModelArch",
+    "PowerRow",
     "Price",
     "ROCM_ATTENTION_ENGINES",
     "UnsupportedArchitecture",
@@ -84,6 +93,7 @@ __all__ = [
     "fabrics",
     "from_hf_config",
     "gpu",
+    "gpu_power",
     "gpu_price",
     "gpus",
     "load_attention_kernels",
@@ -92,10 +102,12 @@ __all__ = [
     "load_gpus",
     "load_model_file",
     "load_models",
+    "load_power",
     "load_prices",
     "model",
     "models",
     "parse_prices",
+    "power_rows",
     "prices",
     "unpriced",
 ]

@@ -37,6 +37,7 @@ from core.base import (
 )
 from core.catalog import ModelArch
 from core.config.adapters import AdapterSet
+from core.config.fleet import Fleet
 from core.config.video import VideoRequest
 from core.config.workload import DEFAULT_INPUT_TOKENS, DEFAULT_LENGTH_SPREAD, DEFAULT_OUTPUT_TOKENS, ServingLoad
 
@@ -250,6 +251,8 @@ class RabitConfig(BaseModel):
     video: VideoRequest = VideoRequest()
     # low-rank adapters served over the base model (core.config.adapters; count 0: the base alone)
     adapters: AdapterSet = AdapterSet()
+    # a fleet of serving workloads and the scenarios its plan must survive (core.config.fleet; the Fleet page)
+    fleet: Fleet | None = None
     # separate prefill and decode pools (off: aggregated replicas)
     disagg: Disagg = Disagg()
     # assumptions
@@ -310,6 +313,30 @@ class RabitConfig(BaseModel):
 DEFAULT = RabitConfig()
 
 
+def default_lengths(
+    max_context: int | None, input_tokens: int | None = None, output_tokens: int | None = None
+) -> tuple[int, int]:
+    """Prompt and output tokens for the lengths a user left unset (None), fitted to the model's context.
+
+    The shared defaults (:data:`DEFAULT`: 4,096 + 4,096) where they fit; else, with both unset, the context split
+    in halves (OPT-13B's 2,048: 1,024 + 1,024); a length the user gave is kept and the other takes the rest, at
+    most its default (--input 1,500 on 2,048: 1,500 + 548). What the user gave is never changed: a given pair
+    that does not fit is the config checks' to refuse, naming the flags."""
+    d_in, d_out = DEFAULT.input_tokens, DEFAULT.output_tokens
+    if input_tokens is not None and output_tokens is not None:
+        return input_tokens, output_tokens
+    ctx = max_context or d_in + d_out
+    if input_tokens is None and output_tokens is None:
+        if d_in + d_out <= ctx:
+            return d_in, d_out
+        half = max(1, ctx // 2)
+        return half, max(1, ctx - half)
+    if input_tokens is not None:
+        return input_tokens, max(1, min(d_out, ctx - input_tokens))
+    assert output_tokens is not None
+    return max(1, min(d_in, ctx - output_tokens)), output_tokens
+
+
 def training_goal_args(cfg: RabitConfig) -> dict[str, Any]:
     """The keyword arguments of :func:`core.training.goal_from_inputs` that ``cfg.training`` describes: the
     deadline (``targets.deadline_days``) and search ceiling, or the GPU budget (None: the config's cluster)."""
@@ -336,7 +363,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "disagg": Disagg,
 }
 #: Nested objects that travel as one compressed blob.
-_BLOBS = ("custom_model", "assumptions")
+_BLOBS = ("custom_model", "assumptions", "fleet")
 
 
 def _flat(cfg: RabitConfig) -> dict[str, Any]:
@@ -354,6 +381,27 @@ def _annotation(key: str) -> Any:
     group, _, name = key.rpartition(".")
     fields = GROUPS[group].model_fields if group else RabitConfig.model_fields
     return fields[name].annotation if name in fields else None
+
+
+def differences(a: RabitConfig, b: RabitConfig) -> tuple[tuple[str, Any, Any], ...]:
+    """The settings in which two configs differ, as (setting, a's value, b's value), in the names a link uses
+    (``workload.rate_per_s``); each efficiency assumption by its own name (``assumptions.mbu``) and an uploaded
+    model by its name, in the order of the config's fields."""
+    fa, fb = _flat(a), _flat(b)
+    out: list[tuple[str, Any, Any]] = []
+    for k in dict.fromkeys([*fa, *fb]):
+        va, vb = fa.get(k), fb.get(k)
+        if k == "assumptions":
+            for n in dict.fromkeys([*(va or {}), *(vb or {})]):
+                if (va or {}).get(n) != (vb or {}).get(n):
+                    out.append((f"assumptions.{n}", (va or {}).get(n), (vb or {}).get(n)))
+        elif k == "custom_model":
+            na, nb = (va or {}).get("name"), (vb or {}).get("name")
+            if va != vb:
+                out.append(("custom_model", na, nb))
+        elif va != vb:
+            out.append((k, va, vb))
+    return tuple(out)
 
 
 def to_query(cfg: RabitConfig) -> dict[str, str]:
@@ -410,9 +458,7 @@ class LinkIssue(BaseModel):
     reason: str
 
     def message(self) -> str:
-        if (
-            self.param.startswith(("custom_model", "assumptions")) or not self.value
-        ):  # an encoded object: its name says it
+        if self.param.startswith(_BLOBS) or not self.value:  # an encoded object: its name says it
             return f"link parameter {self.param} was not used: {self.reason}"
         shown = self.value if len(self.value) <= 40 else self.value[:37] + "..."
         return f"link parameter {self.param}={shown} was not used: {self.reason}"

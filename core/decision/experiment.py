@@ -35,7 +35,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import catalog
-from core.base import REGISTRY, SERIAL, Executor, WorkBudget, next_budget
+from core.base import REGISTRY, SERIAL, Executor, WorkBudget, next_budget, sig
 from core.catalog import Price
 from core.decision.goal import Constraints, Pick, ServingGoal
 from core.decision.measurement import measurement
@@ -296,12 +296,12 @@ def out_of_reach(
     if not cands:
         return (
             f"no {inp.gpu} configuration survives the screen even at the optimistic bound "
-            f"({inp.high:g}): the choice cannot move to {inp.gpu}"
+            f"({sig(inp.high, 6)}): the choice cannot move to {inp.gpu}"
         )
     cheapest = min(c.cost_per_hour or math.inf for c in cands)
     if cheapest > base_pick.cost_per_hour:
         return (
-            f"even at the optimistic bound ({inp.high:g}) the cheapest {inp.gpu} configuration is estimated "
+            f"even at the optimistic bound ({sig(inp.high, 6)}) the cheapest {inp.gpu} configuration is estimated "
             f"at ${cheapest:,.2f}/h, above today's ${base_pick.cost_per_hour:,.2f}/h: no point of the range "
             "can flip the decision"
         )
@@ -411,7 +411,7 @@ def next_experiment(
         results.append(res)
         for v in values:
             if progress:
-                progress(done, total, f"{inputs[k].label} = {v:.4g}")
+                progress(done, total, f"{inputs[k].label} = {sig(v, 4)}")
             done += 1
     if progress:
         progress(total, total, "done")
@@ -446,9 +446,9 @@ def outcomes(e: Experiment) -> tuple[str, ...]:
     for p in sorted(e.points, key=lambda p: p.value):
         rel = (p.value / inp.base - 1) if inp.base else 0.0
         if inp.gpu is not None:
-            how = f"{abs(rel):.0%} {'lower' if rel < 0 else 'higher'} than assumed ({p.value:.3g} vs {inp.base:.3g})"
+            how = f"{abs(rel):.0%} {'lower' if rel < 0 else 'higher'} than assumed ({sig(p.value)} vs {sig(inp.base)})"
         else:
-            how = f"{p.value:.4g} {inp.unit} ({rel:+.0%})"
+            how = f"{sig(p.value, 4)} {inp.unit} ({rel:+.0%})"
         cost = f" (${p.cost_per_hour:,.2f}/h)" if p.flipped and p.cost_per_hour is not None else ""
         verdict = f"the choice becomes {p.choice}{cost}" if p.flipped else "the choice stays"
         out.append(f"If {inp.label[0].lower() + inp.label[1:]} is {how}, {verdict}.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from core.base import REGISTRY, fmt_latency
+from core.base import REGISTRY, fmt_latency, fmt_pct, sig
 from core.decision.goal import (
     _F,
     SCREEN_SLOT_WAIT_SHARE,
@@ -36,6 +36,14 @@ class Explanation(_F):
     disaggregation: str = ""  # why separate prefill and decode pools won or lost
 
 
+def _more(cost: float, base: float) -> str:
+    """How much more ``cost`` is than ``base``, in digits that are not zero ("+54%", "+0.3%", "the same cost")."""
+    if cost == base:
+        return "the same cost"
+    d = cost / base - 1
+    return ("+" if d > 0 else "") + fmt_pct(d)
+
+
 def explain(
     goal: ServingGoal,
     cons: Constraints,
@@ -47,8 +55,8 @@ def explain(
     """The structured why: GPU, count, bottleneck, assumptions, risks, alternatives, what to relax."""
     a = goal.assumptions
     assumptions: tuple[str, ...] = (
-        f"decode memory-bandwidth utilisation {a.mbu:g} ({REGISTRY['mbu'].low:g}-{REGISTRY['mbu'].high:g})",
-        f"prefill compute efficiency ceiling {a.mfu_max:g} ({REGISTRY['mfu_max'].low:g}-{REGISTRY['mfu_max'].high:g})",
+        f"decode memory-bandwidth utilisation {sig(a.mbu, 6)} ({sig(REGISTRY['mbu'].low, 6)}-{sig(REGISTRY['mbu'].high, 6)})",
+        f"prefill compute efficiency ceiling {sig(a.mfu_max, 6)} ({sig(REGISTRY['mfu_max'].low, 6)}-{sig(REGISTRY['mfu_max'].high, 6)})",
         f"replicas sized in the screen at {SCREEN_UTILISATION:.0%} utilisation, then checked by simulation",
         f"prices: {cons.price_policy} {cons.price_kind} listing per GPU-hour",
     )
@@ -58,12 +66,12 @@ def explain(
             f"{ad.count:,} adapters over one base: max_loras is the fewest slots whose mean wait for a slot stays "
             f"within {SCREEN_SLOT_WAIT_SHARE:.0%} of the latency target (closed form), then checked by simulation; "
             "adapter kernels at "
-            f"{a.lora_kernel_eff:g} of the step's efficiency "
-            f"({REGISTRY['lora_kernel_eff'].low:g}-{REGISTRY['lora_kernel_eff'].high:g})",
+            f"{sig(a.lora_kernel_eff, 6)} of the step's efficiency "
+            f"({sig(REGISTRY['lora_kernel_eff'].low, 6)}-{sig(REGISTRY['lora_kernel_eff'].high, 6)})",
         )
     targets = (
         ", ".join(
-            f"p95 {n} <= {v:g} s"
+            f"p95 {n} <= {fmt_latency(v)}"
             for n, v in (("TTFT", goal.p95_ttft_s), ("ITL", goal.p95_itl_s), ("end-to-end", goal.p95_e2e_s))
             if v is not None
         )
@@ -84,7 +92,7 @@ def explain(
         top = max(reasons, key=lambda k: reasons[k]) if reasons else ""
         relax = relax_hint(goal, cons, nearest, top)
         return Explanation(
-            summary=f"Nothing meets {targets} at {goal.rate_per_s:g} requests/s. Closest: {near}.",
+            summary=f"Nothing meets {targets} at {sig(goal.rate_per_s, 6)} requests/s. Closest: {near}.",
             why_gpu="",
             why_count="",
             bottleneck=nearest.bottleneck if nearest else "",
@@ -97,23 +105,23 @@ def explain(
     others = [c for c in simulated if c.meets and c.gpu != best.gpu]
     runner = min(others, key=lambda c: c.cost) if others else None
     why_gpu = f"{best.gpu} meets the target at ${best.cost:,.2f}/h" + (
-        f"; the best other GPU, {runner.gpu}, needs ${runner.cost:,.2f}/h ({runner.cost / best.cost - 1:+.0%})"
+        f"; the best other GPU, {runner.gpu}, needs ${runner.cost:,.2f}/h ({_more(runner.cost, best.cost)})"
         if runner
         else "; no other GPU kind met the target within the simulation budget"
     )
     why_count = (
         f"{best.replicas} replica(s) of {best.gpus_per_replica} GPU(s): each carries "
-        f"{goal.rate_per_s / best.n_replicas:.3g} of the {goal.rate_per_s:g} requests/s against a closed-form "
-        f"capacity of {best.capacity_per_replica_rps:.3g}/s at batch {int(best.screen_batch or 0)}; simulated p95 "
+        f"{sig(goal.rate_per_s / best.n_replicas)} of the {sig(goal.rate_per_s, 6)} requests/s against a closed-form "
+        f"capacity of {sig(best.capacity_per_replica_rps)}/s at batch {int(best.screen_batch or 0)}; simulated p95 "
         f"TTFT {fmt_latency(best.p95_ttft_s)}, ITL {fmt_latency(best.p95_itl_s)}, end-to-end {fmt_latency(best.p95_e2e_s)}"
     )
     if best.prefill is not None and best.decode is not None:
         P, D = best.prefill, best.decode
         why_count = (
             f"{P.instances} prefill instance(s) of {P.gpus_per_instance} GPU(s), each taking "
-            f"{goal.rate_per_s / P.instances:.3g} of the {goal.rate_per_s:g} requests/s against a closed-form "
-            f"{P.capacity_per_instance_rps:.3g}/s, and {D.instances} decode instance(s) of {D.gpus_per_instance} GPU(s) "
-            f"at {goal.rate_per_s / D.instances:.3g} against {D.capacity_per_instance_rps:.3g}/s (batch cap "
+            f"{sig(goal.rate_per_s / P.instances)} of the {sig(goal.rate_per_s, 6)} requests/s against a closed-form "
+            f"{sig(P.capacity_per_instance_rps)}/s, and {D.instances} decode instance(s) of {D.gpus_per_instance} GPU(s) "
+            f"at {sig(goal.rate_per_s / D.instances)} against {sig(D.capacity_per_instance_rps)}/s (batch cap "
             f"{D.max_num_seqs}); simulated p95 TTFT {fmt_latency(best.p95_ttft_s)}, ITL {fmt_latency(best.p95_itl_s)}, "
             f"end-to-end {fmt_latency(best.p95_e2e_s)}"
         )
@@ -153,11 +161,11 @@ def explain(
         fa = min(faster, key=lambda ec: ec[0])[1]
         fast_txt = (
             f"{fa.label}: p95 end-to-end {fmt_latency(fa.p95_e2e_s)} instead of {fmt_latency(best_e2e)} for "
-            f"${fa.cost:,.2f}/h ({fa.cost / best.cost - 1:+.0%})"
+            f"${fa.cost:,.2f}/h ({_more(fa.cost, best.cost)})"
         )
     return Explanation(
         disaggregation=disaggregation_text(goal, best, simulated, cands),
-        summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {goal.rate_per_s:g} requests/s.",
+        summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {sig(goal.rate_per_s, 6)} requests/s.",
         why_gpu=why_gpu,
         why_count=why_count,
         bottleneck=bott,
@@ -251,6 +259,6 @@ def pareto_reasons(points) -> dict[str, str]:
         else:
             out[lbl] = (
                 f"{len(beat)} cheaper-and-faster configuration(s) hold at most "
-                f"{max(q[3] for q in beat):.3g} requests/s; this one holds {cap:.3g}"
+                f"{sig(max(q[3] for q in beat))} requests/s; this one holds {sig(cap)}"
             )
     return out

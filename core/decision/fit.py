@@ -239,7 +239,7 @@ class CompareRow(BaseModel):
     fit: float  # the fit to the other runs
 
 
-class Comparison(BaseModel):
+class FitComparison(BaseModel):
     """Leave-one-out: each run predicted from the others by the factor and by the fit."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -265,7 +265,7 @@ def compare_fit(
     params: tuple[str, ...] | None = None,
     predictor: Predictor = predict,
     max_evaluations: int = 40,
-) -> Comparison | None:
+) -> FitComparison | None:
     """Predict each run from the others (leave-one-out) with the factor and with the fit; None below 3 runs."""
     used = _of(runs, gpu, engine)
     if len(used) < 3:
@@ -307,4 +307,4 @@ def compare_fit(
         f"the fit {err['fit']:.1%}, no calibration {err['analytical']:.1%}) over {len(rows)} measurements of "
         f"{len(used)} runs on {gpu} with {engine}"
     )
-    return Comparison(rows=tuple(rows), median_abs_error=err, trust=trust, why=why)
+    return FitComparison(rows=tuple(rows), median_abs_error=err, trust=trust, why=why)

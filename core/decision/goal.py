@@ -33,7 +33,7 @@ KV_FORMATS = choices.SEARCH_KV_DTYPES
 #: Config fields a goal's settings do not carry, each at its default: what the search sets for every candidate
 #: (GPU kind, cluster, layout, precisions, the batch and the mean lengths from the workload), what the goal holds
 #: itself (its workload and targets) and what serving does not read (the training run, the next experiment's
-#: spreads, the Diagnostics page's predictions). A change there leaves the goal, and a cached recommendation, as
+#: spreads, the Diagnostics page's predictions, the Fleet page's fleet). A change there leaves the goal, and a cached recommendation, as
 #: they are.
 NOT_INHERITED = (
     "gpu",
@@ -62,6 +62,7 @@ NOT_INHERITED = (
     "training",
     "experiment",
     "predicted",
+    "fleet",
 )
 #: Of the config's workload, what a candidate's step model reads (the engine's CUDA-graph capture size, eager
 #: mode); the arrivals, lengths and scheduler are the goal's own :class:`SimSpec`.
@@ -199,7 +200,13 @@ class Constraints(_F):
     price_kind: choices.PriceKind = "on-demand"
     price_policy: choices.PricePolicy = "median"
     max_simulations: int = Field(16, ge=1, le=64)
+    #: the replica layouts (GPUs per replica, TP, PP, EP) the search may take; empty: every layout (a fleet plan
+    #: sizes one configuration under each of its scenarios with this)
+    layouts_allowed: tuple[tuple[int, int, int, int], ...] = ()
     disagg: bool = True  # also search disaggregated layouts (prefill and decode pools)
+    #: only the disaggregated layout of these (prefill, decode) instance shapes (GPUs, TP, PP, EP), every
+    #: aggregated one left out (a fleet plan sizes one disaggregated configuration under each of its scenarios)
+    pools_allowed: tuple[tuple[int, int, int, int], tuple[int, int, int, int]] | None = None
 
     @classmethod
     def from_config(cls, cfg: RabitConfig, *, training: bool = False) -> Constraints:

@@ -11,7 +11,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from core import catalog
-from core.base import WEIGHT_BYTES
+from core.base import WEIGHT_BYTES, sig
 from core.catalog import Price, gpu_price
 from core.config import RabitConfig
 from core.decision.goal import Candidate, Constraints, Pick
@@ -136,7 +136,7 @@ def measurement(
         cmd = (
             f"{serve}\nuntil curl -sf localhost:8000/health; do sleep 10; done  # the server is up\n"
             f"vllm bench serve --model {model} --dataset-name random --random-input-len {I} "
-            f"--random-output-len {O} --request-rate {rate:.4g} --num-prompts {prompts} --save-result "
+            f"--random-output-len {O} --request-rate {sig(rate, 4)} --num-prompts {prompts} --save-result "
             f"--result-filename decode-{inp.gpu}-tp{tp}.json"
         )
         what = (

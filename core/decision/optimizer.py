@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from core import catalog
-from core.base import NO_TRACE, Assumptions, WorkBudget, search_budget
+from core.base import NO_TRACE, Assumptions, WorkBudget, fmt_latency, search_budget, sig
 from core.catalog import GpuPrice, Price, gpu_price, unpriced
 from core.config import Deployment, Lengths, RabitConfig, SimSpec, problems
 from core.decision.explain import Explanation, explain
@@ -197,6 +197,8 @@ def screen(
             slug, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers
         )
         layouts = _with_expert_parallel(arch, _replica_layouts(g, arch))
+        if cons.layouts_allowed:  # a plan's robust option keeps the shapes its nominal one picked
+            layouts = [lay for lay in layouts if tuple(lay) in cons.layouts_allowed]
         for n, tp, pp, ep, dpa, cp, dcp in _with_attention_parallel(arch, layouts, spec.mean_lengths()[0], pin):
             for w in cons.weights_allowed:
                 if w == "nvfp4" and not g.supports("fp4"):
@@ -314,11 +316,11 @@ def _screen_at(
         upd.update(_pool_capacities(goal, dep, sm, pool, spec, ctx))
     misses = []
     if goal.p95_ttft_s is not None and ttft1 > goal.p95_ttft_s:
-        misses.append(f"TTFT {ttft1:.3g} s > {goal.p95_ttft_s:g} s")
+        misses.append(f"TTFT {sig(ttft1)} s > {sig(goal.p95_ttft_s, 6)} s")
     if goal.p95_itl_s is not None and itl1 > goal.p95_itl_s:
-        misses.append(f"ITL {itl1 * 1e3:.3g} ms > {goal.p95_itl_s * 1e3:g} ms")
+        misses.append(f"ITL {sig(itl1 * 1e3)} ms > {sig(goal.p95_itl_s * 1e3, 6)} ms")
     if goal.p95_e2e_s is not None and ttft1 + (o_mean - 1) * itl1 > goal.p95_e2e_s:
-        misses.append(f"end-to-end {ttft1 + (o_mean - 1) * itl1:.3g} s > {goal.p95_e2e_s:g} s")
+        misses.append(f"end-to-end {sig(ttft1 + (o_mean - 1) * itl1)} s > {sig(goal.p95_e2e_s, 6)} s")
     if misses:
         return c.model_copy(update={**upd, "pruned": "misses the target even at batch 1: " + "; ".join(misses)})
     b_itl = _itl_batch(sm, ctx, goal.p95_itl_s, spec.max_batch)
@@ -401,6 +403,11 @@ def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidat
         dec = sorted(dec, key=lambda c: (usd(c) / (c.decode_capacity_rps or 1), c.gpus_per_replica))
         for p in pre[:DISAGG_POOL_OPTIONS]:
             for d in dec[:DISAGG_POOL_OPTIONS]:
+                if cons.pools_allowed is not None and cons.pools_allowed != (
+                    (p.gpus_per_replica, p.tp, p.pp, p.ep),
+                    (d.gpus_per_replica, d.tp, d.pp, d.ep),
+                ):
+                    continue
                 P = max(1, math.ceil(rate / ((p.prefill_capacity_rps or 1) * SCREEN_UTILISATION)))
                 D = max(1, math.ceil(rate / ((d.decode_capacity_rps or 1) * SCREEN_UTILISATION)))
                 dp, dd = dep_of(p), dep_of(d)
@@ -557,7 +564,7 @@ def simulate_candidate(
         kv = r.kv_transfer_s
         extra["sim_notes"] = (
             done.sim_notes
-            + (f", KV transfer p95 {kv.p95 * 1e3:.3g} ms" if kv is not None and kv.p95 is not None else "")
+            + (f", KV transfer p95 {fmt_latency(kv.p95)}" if kv is not None and kv.p95 is not None else "")
             + f", prefill busy {extra['prefill_busy']:.0%}, decode busy {extra['decode_busy']:.0%}"
         )
     return done.model_copy(update=extra)
@@ -647,6 +654,8 @@ def recommend(
     wb = budget if budget is not None else search_budget()
     cands = screen(goal, cons, prices, wb) if memo is None else _screen_shared(goal, cons, prices, memo, wb)
     cands = cands + disagg_candidates(goal, cons, [c for c in cands if c.prefill_capacity_rps])
+    if cons.pools_allowed is not None:
+        cands = [c for c in cands if c.mode == "disaggregated"]
     survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost, c.gpus_per_replica))
     results: dict[int, Candidate] = {}
     sims = 0

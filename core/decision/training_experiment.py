@@ -12,7 +12,7 @@ import math
 from pydantic import Field
 
 from core import catalog
-from core.base import WorkBudget, next_budget
+from core.base import WorkBudget, next_budget, sig
 from core.catalog import Price
 from core.config import RabitConfig
 from core.decision.experiment import _F, Experiment, Point, Progress, assumption_input, points
@@ -115,7 +115,7 @@ def next_training_experiment(
             best = option(gpu, name, inp.high)
             if best is None or not best.meets_deadline or (best.cost_usd or math.inf) > (base.cost_usd or 0):
                 note = (
-                    f"even at the optimistic bound ({inp.high:g}) {inp.gpu} "
+                    f"even at the optimistic bound ({sig(inp.high, 6)}) {inp.gpu} "
                     + (
                         "misses the deadline"
                         if best is None or not best.meets_deadline
@@ -126,7 +126,7 @@ def next_training_experiment(
         pts: list[Point] = []
         for v in values:
             if progress:
-                progress(done, total, f"{inp.label} = {v:.4g}")
+                progress(done, total, f"{inp.label} = {sig(v, 4)}")
             done += 1
             if note:
                 pts.append(

@@ -519,6 +519,41 @@ def analysis_headline_ranges(cfg: RabitConfig) -> dict[str, Range]:
     return {k: rng[k] for k in keys if k in rng and math.isfinite(rng[k].value)}
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """One headline number of two configurations side by side (the Compare page): each with its range, the
+    difference B - A, the relative one, and whether the two ranges overlap (then the difference may be no more
+    than the uncertainty of the assumptions). A side is None where its config has no such number."""
+
+    key: str
+    a: Range | None
+    b: Range | None
+
+    @property
+    def difference(self) -> float | None:
+        return self.b.value - self.a.value if self.a is not None and self.b is not None else None
+
+    @property
+    def relative(self) -> float | None:
+        """(B - A) / A; None without both, or when A is zero."""
+        d = self.difference
+        return d / self.a.value if d is not None and self.a is not None and self.a.value else None
+
+    @property
+    def overlap(self) -> bool | None:
+        if self.a is None or self.b is None:
+            return None
+        return self.a.low <= self.b.high and self.b.low <= self.a.high
+
+
+def compare_headlines(a: RabitConfig, b: RabitConfig) -> tuple[Comparison, ...]:
+    """The headline numbers of two configurations (:func:`analysis_headline_ranges` of each: serving memory and
+    speed, or the training layout's time and cost, by each config's phase), key by key in the first one's order.
+    Raises ValueError/KeyError for a config the catalog no longer accepts."""
+    ra, rb = analysis_headline_ranges(a), analysis_headline_ranges(b)
+    return tuple(Comparison(k, ra.get(k), rb.get(k)) for k in dict.fromkeys([*ra, *rb]))
+
+
 def prediction_ranges(run: Any) -> dict[str, Range]:
     """Heuristic ranges of :func:`core.decision.calibration.predict`'s figures for one measured run (each assumption
     alone at its bounds, on the run's own config)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+from core.base import sig
 from core.catalog import GpuPrice, Price, gpu_price
 from core.config import AdapterSet
 from core.decision.goal import _F, SCREEN_UTILISATION, Candidate, Constraints, Pick, ServingGoal
@@ -134,8 +135,8 @@ def per_variant(
                         rate_per_s=rate * p,
                         rank=a.rank_of(i),
                         replicas=_replicas(rate * p, cap),
-                        reason=f"its traffic alone ({rate * p:.3g} requests/s, {p:.0%} of the total) fills a "
-                        f"dedicated replica of {shape.label} (about {cap * SCREEN_UTILISATION:.3g} requests/s at "
+                        reason=f"its traffic alone ({sig(rate * p)} requests/s, {p:.0%} of the total) fills a "
+                        f"dedicated replica of {shape.label} (about {sig(cap * SCREEN_UTILISATION)} requests/s at "
                         f"{SCREEN_UTILISATION:.0%} utilisation)",
                     )
                 )

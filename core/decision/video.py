@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from core import catalog
-from core.base import HOUR_S, Range
+from core.base import HOUR_S, Range, sig
 from core.config import RabitConfig, resolve_video, video_problems
 from core.decision.uncertainty import spread
 from core.physics import VideoEstimate, video_estimate, video_quick
@@ -342,8 +342,8 @@ def recommend_video(cfg: RabitConfig, prices: tuple | None = None) -> VideoRecom
     pick = meeting[0] if meeting else None
     if pick is not None:
         why = (
-            f"{pick.label}: ${pick.usd_per_hour:,.2f}/h, ${pick.cost_per_video_usd:,.3g} per video, simulated p95 "
-            f"{pick.p95_latency_s:,.0f} s against {target:,.0f} s at {rate:g} videos/h; one video takes "
+            f"{pick.label}: ${pick.usd_per_hour:,.2f}/h, ${sig(pick.cost_per_video_usd)} per video, simulated p95 "
+            f"{pick.p95_latency_s:,.0f} s against {target:,.0f} s at {sig(rate, 6)} videos/h; one video takes "
             f"{pick.video_s:,.0f} s on an idle replica"
         )
     elif not screened:

@@ -27,6 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from core.base import sig
 from core.operations import telemetry as T
 from core.operations.telemetry import Telemetry
 
@@ -193,12 +194,12 @@ def _queue(v, e):
     growing = tr is not None and tr[1] >= 1 and tr[1] >= QUEUE_GROWTH_X * max(tr[0], 0.5)
     if run > 0:
         share = wait / run
-        txt = f"{wait:.3g} requests waiting against {run:.3g} running ({share:.0%})"
+        txt = f"{sig(wait)} requests waiting against {sig(run)} running ({share:.0%})"
     else:  # nothing running: any queue at all is over the threshold, and a share of zero is not a number
         share = QUEUE_WAITING_SHARE * 2 if wait > 0 else 0.0
-        txt = f"{wait:.3g} requests waiting with none running"
+        txt = f"{sig(wait)} requests waiting with none running"
     if tr is not None:
-        txt += f"; waiting went from {tr[0]:.3g} to {tr[1]:.3g} over the series"
+        txt += f"; waiting went from {sig(tr[0])} to {sig(tr[1])} over the series"
     return (wait >= 1 and share > QUEUE_WAITING_SHARE) or growing, txt
 
 
@@ -221,15 +222,15 @@ def _interfere(v, e):
         return False, "the ITL histogram has no observations"
     x = p99 / p50
     return x >= ITL_TAIL_X and ratio_tok >= PREFILL_HEAVY_TOKENS, (
-        f"p99 inter-token latency {p99 * 1e3:.3g} ms is {x:.1f}x the median {p50 * 1e3:.3g} ms while "
-        f"{ratio_tok:.2g} prompt tokens arrive per generated token"
+        f"p99 inter-token latency {sig(p99 * 1e3)} ms is {x:.1f}x the median {sig(p50 * 1e3)} ms while "
+        f"{sig(ratio_tok, 2)} prompt tokens arrive per generated token"
     )
 
 
 def _bw_small(v, e):
     dram, run, kv = _g(v, DRAM_ACTIVE), _g(v, RUNNING), _g(v, KV_USAGE)
     return dram >= BW_BOUND_DRAM_FRAC and run < SMALL_BATCH_RUNNING and kv < ROOM_KV_FRAC, (
-        f"memory interface busy {_pct(dram)} of cycles with {run:.3g} sequences running per replica and the KV "
+        f"memory interface busy {_pct(dram)} of cycles with {sig(run)} sequences running per replica and the KV "
         f"cache {_pct(kv)} full: each step streams the weights for few tokens"
     )
 
@@ -239,8 +240,8 @@ def _prefill_bound(v, e):
     ratio = _c(v, PROMPT_TOKENS) / max(_c(v, GEN_TOKENS), 1.0)
     p95 = _q(v, TTFT, 0.95)
     return ten >= PREFILL_TENSOR_FRAC and ratio >= PREFILL_TOKENS_X, (
-        f"tensor pipes active {_pct(ten)} of cycles with {ratio:.3g} prompt tokens per generated token"
-        + (f"; p95 TTFT {p95:.3g} s" if p95 is not None else "")
+        f"tensor pipes active {_pct(ten)} of cycles with {sig(ratio)} prompt tokens per generated token"
+        + (f"; p95 TTFT {sig(p95)} s" if p95 is not None else "")
     )
 
 
@@ -248,14 +249,14 @@ def _over(v, e):
     util, kv, wait = _g(v, GPU_UTIL), _g(v, KV_USAGE), _gs(v, WAITING)
     return (
         util < OVER_UTIL_PCT and kv < OVER_KV_FRAC and wait < 1,
-        f"GPUs busy {util:.0f}% of the time, KV cache {_pct(kv)} full, {wait:.2g} requests waiting",
+        f"GPUs busy {util:.0f}% of the time, KV cache {_pct(kv)} full, {sig(wait, 2)} requests waiting",
     )
 
 
 def _comm(v, e):
     sm, ten, nv = _g(v, SM_ACTIVE), _g(v, TENSOR_ACTIVE), _g(v, NVLINK_TX)
     return sm >= COMM_SM_FRAC and ten < COMM_TENSOR_SHARE * sm and nv >= COMM_NVLINK_BYTES_PER_S, (
-        f"SMs active {_pct(sm)} of cycles but tensor pipes only {_pct(ten)}, with {nv / 1e9:.3g} GB/s on NVLink "
+        f"SMs active {_pct(sm)} of cycles but tensor pipes only {_pct(ten)}, with {sig(nv / 1e9)} GB/s on NVLink "
         "per GPU: the SMs spend their time in collectives, not GEMMs"
     )
 
@@ -291,7 +292,7 @@ def _diverge(v, e):
             continue
         r = got / want
         fired |= not (DIVERGE_LOW <= r <= DIVERGE_HIGH)
-        out.append(f"p95 {name} measured {got:.3g} s vs predicted {want:.3g} s ({r:.2f}x)")
+        out.append(f"p95 {name} measured {sig(got)} s vs predicted {sig(want)} s ({r:.2f}x)")
     return fired, "; ".join(out) or "no comparable figure"
 
 
@@ -320,7 +321,7 @@ RULES: tuple[Rule, ...] = (
         "queue_growing",
         "Requests queue: the deployment is under-provisioned",
         (WAITING, RUNNING),
-        f"waiting > {QUEUE_WAITING_SHARE:.0%} of running (and >= 1), or growing {QUEUE_GROWTH_X:g}x over the series",
+        f"waiting > {QUEUE_WAITING_SHARE:.0%} of running (and >= 1), or growing {sig(QUEUE_GROWTH_X, 6)}x over the series",
         _queue,
         (
             R("add replicas until the queue drains", "replicas +1 per replica's worth of waiting requests"),
@@ -335,7 +336,7 @@ RULES: tuple[Rule, ...] = (
         "preemptions",
         "Preemptions (and recompute thrash)",
         (PREEMPTIONS, SUCCESS),
-        f"preemptions per finished request > {PREEMPT_PER_REQUEST:g} (thrash at >= {THRASH_PER_REQUEST:g})",
+        f"preemptions per finished request > {sig(PREEMPT_PER_REQUEST, 6)} (thrash at >= {sig(THRASH_PER_REQUEST, 6)})",
         _preempt,
         (
             R("admit fewer sequences at once", "lower max_num_seqs (--max-num-seqs)"),
@@ -348,7 +349,7 @@ RULES: tuple[Rule, ...] = (
         "prefill_interference",
         "Prefill interferes with decode (ITL spikes while prompts arrive)",
         (ITL, PROMPT_TOKENS, GEN_TOKENS),
-        f"p99 ITL >= {ITL_TAIL_X:g}x median and prompt/generated tokens >= {PREFILL_HEAVY_TOKENS:g}",
+        f"p99 ITL >= {sig(ITL_TAIL_X, 6)}x median and prompt/generated tokens >= {sig(PREFILL_HEAVY_TOKENS, 6)}",
         _interfere,
         (
             R("cap the prompt tokens one step may carry", "token_budget 8192 -> 2048 (--max-num-batched-tokens 2048)"),
@@ -360,7 +361,7 @@ RULES: tuple[Rule, ...] = (
         "bandwidth_bound_small_batch",
         "Bandwidth-bound at a small batch: room to batch more",
         (DRAM_ACTIVE, RUNNING, KV_USAGE),
-        f"DRAM active >= {BW_BOUND_DRAM_FRAC:.0%}, running < {SMALL_BATCH_RUNNING:g}, KV usage < {ROOM_KV_FRAC:.0%}",
+        f"DRAM active >= {BW_BOUND_DRAM_FRAC:.0%}, running < {sig(SMALL_BATCH_RUNNING, 6)}, KV usage < {ROOM_KV_FRAC:.0%}",
         _bw_small,
         (
             R("send each replica more traffic: fewer replicas, larger batches", "replicas -1 (consolidate)"),
@@ -372,7 +373,7 @@ RULES: tuple[Rule, ...] = (
         "compute_bound_prefill",
         "Compute-bound prefill",
         (TENSOR_ACTIVE, PROMPT_TOKENS, GEN_TOKENS),
-        f"tensor active >= {PREFILL_TENSOR_FRAC:.0%} and prompt/generated tokens >= {PREFILL_TOKENS_X:g}",
+        f"tensor active >= {PREFILL_TENSOR_FRAC:.0%} and prompt/generated tokens >= {sig(PREFILL_TOKENS_X, 6)}",
         _prefill_bound,
         (
             R("run the GEMMs in FP8 (1.3-1.5x the BF16 speed)", "weights = fp8 (--quantization fp8)"),
@@ -384,7 +385,7 @@ RULES: tuple[Rule, ...] = (
         "over_provisioned",
         "Over-provisioned: low utilisation at the target",
         (GPU_UTIL, KV_USAGE, WAITING),
-        f"GPU util < {OVER_UTIL_PCT:g}%, KV usage < {OVER_KV_FRAC:.0%}, nobody waiting",
+        f"GPU util < {sig(OVER_UTIL_PCT, 6)}%, KV usage < {OVER_KV_FRAC:.0%}, nobody waiting",
         _over,
         (
             R("remove replicas", "replicas x (measured util / 60%), at least 1"),
@@ -396,7 +397,7 @@ RULES: tuple[Rule, ...] = (
         "Exposed tensor-parallel communication",
         (SM_ACTIVE, TENSOR_ACTIVE, NVLINK_TX),
         f"SM active >= {COMM_SM_FRAC:.0%}, tensor active < {COMM_TENSOR_SHARE:.0%} of SM active, "
-        f"NVLink >= {COMM_NVLINK_BYTES_PER_S / 1e9:g} GB/s per GPU",
+        f"NVLink >= {sig(COMM_NVLINK_BYTES_PER_S / 1e9, 6)} GB/s per GPU",
         _comm,
         (
             R("halve tensor parallelism and double the replicas", "tp /2, replicas x2"),
@@ -408,7 +409,7 @@ RULES: tuple[Rule, ...] = (
         "prefix_cache_misses",
         "Prefix cache misses on a workload that should hit",
         (PREFIX_QUERIES, PREFIX_HITS),
-        f"hit rate < {PREFIX_HIT_SHARE:g} x the analysis's cached-prefix share",
+        f"hit rate < {sig(PREFIX_HIT_SHARE, 6)} x the analysis's cached-prefix share",
         _prefix,
         (
             R("turn prefix caching on", "--enable-prefix-caching"),
@@ -433,7 +434,7 @@ RULES: tuple[Rule, ...] = (
         "latency_diverges",
         "Measured latency diverges from the analysis's prediction",
         (TTFT, ITL),
-        f"measured / predicted p95 outside [{DIVERGE_LOW:g}, {DIVERGE_HIGH:g}]",
+        f"measured / predicted p95 outside [{sig(DIVERGE_LOW, 6)}, {sig(DIVERGE_HIGH, 6)}]",
         _diverge,
         (
             R(

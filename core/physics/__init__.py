@@ -43,6 +43,16 @@ from core.physics.memory import (
 from core.physics.peak import (
     effective_peak_flop_per_s,
 )
+from core.physics.power import (
+    energy_j_per_token,
+    gpu_power_w,
+    it_power_w,
+    node_down_frac,
+    node_power_w_per_gpu,
+    replica_down_frac,
+    site_power_w,
+    with_spares,
+)
 from core.physics.step import (
     StepModel,
     per_query_head_kv_reads,
@@ -87,7 +97,10 @@ __all__ = [
     "VideoEstimate",
     "activation_bytes_per_layer",
     "effective_peak_flop_per_s",
+    "energy_j_per_token",
     "expert_params_total",
+    "gpu_power_w",
+    "it_power_w",
     "iteration",
     "kv_bytes_per_token",
     "kv_per_token_across_catalog",
@@ -99,9 +112,13 @@ __all__ = [
     "latent_shape",
     "linear_flop_per_token",
     "lora_params",
+    "node_down_frac",
+    "node_power_w_per_gpu",
     "per_query_head_kv_reads",
+    "replica_down_frac",
     "sequences_vs_context",
     "serving_memory",
+    "site_power_w",
     "training_memory",
     "training_memory_by_zero",
     "training_memory_for",
@@ -110,4 +127,5 @@ __all__ = [
     "vae_decode_flop",
     "video_estimate",
     "video_quick",
+    "with_spares",
 ]

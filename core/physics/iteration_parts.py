@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE, Trace
+from core.base import NO_TRACE, Trace, sig
 from core.physics.iteration_exprs import (
     EXPR_BUSY,
     EXPR_BYTES,
@@ -315,7 +315,7 @@ def iteration(
             note="the matmul efficiency ramps with tokens per iteration as T/(T+T0) (GEMM tiling; the RA-BIT spec, "
             "T0 = 64); attention runs at the ceiling on its own pairs"
             + (
-                f"; routed experts (f_e) ramp on their own t_e = T k / E_T = {K['t_e']:,.3g} rows each"
+                f"; routed experts (f_e) ramp on their own t_e = T k / E_T = {sig(K['t_e'])} rows each"
                 if K["f_e"]
                 else ""
             )

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE, GiB, Step, Trace
+from core.base import NO_TRACE, GiB, Step, Trace, sig
 from core.config import AdapterSet, Deployment, Problem, RabitConfig, as_deployment
 from core.physics.adapters import adapter_footprint
 from core.physics.footprint import (
@@ -253,7 +253,7 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         unit="B",
         C_gib=g.memory_gib,
         GiB=GiB,
-        note=f"{g.name}: {g.memory_gib:g} GiB (vendor 'GB' of HBM is binary)",
+        note=f"{g.name}: {sig(g.memory_gib, 6)} GiB (vendor 'GB' of HBM is binary)",
     )
     usable = tr.step(
         "usable_bytes_per_gpu",
@@ -370,12 +370,12 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         **ssm_in,
         note=f"reserves the model's maximum context of {reserve:,} tokens per sequence up front",
     )
-    fits, reason = True, f"fits: {U / 1e9:.3g} GB of {usable / 1e9:.3g} GB usable ({C / 1e9:.3g} GB HBM)"
+    fits, reason = True, f"fits: {sig(U / 1e9)} GB of {sig(usable / 1e9)} GB usable ({sig(C / 1e9)} GB HBM)"
     if W + O + A > usable:
         fits = False
         reason = (
-            f"does not fit: weights {W / 1e9:.3g} GB + overhead {O / 1e9:.3g} GB + workspace {A / 1e9:.3g} GB "
-            f"exceed the {usable / 1e9:.3g} GB usable per GPU; raise TP/PP, quantise the weights or pick a "
+            f"does not fit: weights {sig(W / 1e9)} GB + overhead {sig(O / 1e9)} GB + workspace {sig(A / 1e9)} GB "
+            f"exceed the {sig(usable / 1e9)} GB usable per GPU; raise TP/PP, quantise the weights or pick a "
             "larger GPU"
         )
     elif W + O + A + L > usable:
@@ -386,12 +386,12 @@ def _serving_memory(dep: Deployment, tr: Trace) -> ServingMemory:
         )
     elif W + O > usable:
         fits = False
-        reason = f"does not fit: the weights alone ({W / 1e9:.3g} GB per GPU) exceed usable memory"
+        reason = f"does not fit: the weights alone ({sig(W / 1e9)} GB per GPU) exceed usable memory"
     elif cfg.batch > (n_contig if cfg.kv_alloc == "contiguous" else n_paged):
         fits = False
         n_sel = n_contig if cfg.kv_alloc == "contiguous" else n_paged
         reason = (
-            f"does not fit: batch {cfg.batch} needs {KV / 1e9:.3g} GB of KV per GPU but {pool / 1e9:.3g} GB "
+            f"does not fit: batch {cfg.batch} needs {sig(KV / 1e9)} GB of KV per GPU but {sig(pool / 1e9)} GB "
             f"is left{' (HBM + host tier)' if host else ''}; at most {n_sel} sequences of {ctx:,} tokens fit under "
             f"{cfg.kv_alloc} allocation"
             + (f" ({n_paged} with paged allocation)" if cfg.kv_alloc == "contiguous" else "")

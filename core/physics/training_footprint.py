@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE, GiB, Step, Trace
+from core.base import NO_TRACE, GiB, Step, Trace, sig
 from core.catalog import ModelArch
 from core.config import Deployment, RabitConfig, as_deployment
 from core.physics.activations import activation_bytes_per_layer, record_training_activations
@@ -540,9 +540,9 @@ def training_memory_for(
     fits = total <= usable
     kept = f"{usable / 1e9:.3g} GB usable of {C / 1e9:.3g} GB (headroom {cfg.assumptions.train_mem_headroom_frac:.0%})"
     reason = (
-        f"fits: {total / 1e9:.3g} GB of {kept}"
+        f"fits: {sig(total / 1e9)} GB of {kept}"
         if fits
-        else f"does not fit: {total / 1e9:.3g} GB per GPU exceeds {kept}; " + _training_levers(cfg, dp, zero)
+        else f"does not fit: {sig(total / 1e9)} GB per GPU exceeds {kept}; " + _training_levers(cfg, dp, zero)
     )
     return TrainingMemory(
         trainable_params=float(p.trainable_params),

@@ -42,7 +42,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
-from core.base import GB, NO_TRACE, US, GiB, Step, Trace, choices
+from core.base import GB, NO_TRACE, US, GiB, Step, Trace, choices, sig
 from core.catalog import DiffusionModel
 from core.config import VideoDeployment
 from core.physics.collectives import ACT_BYTES, Collectives
@@ -388,7 +388,7 @@ def estimate(dep: VideoDeployment, tr: Trace | None = None) -> VideoEstimate:
             L=L,
             t_a2a=one,
             units={"t_a2a": "s"},
-            note=f"q, k, v and the output switch between sequence and head shards: {msg / 1e6:.3g} MB per GPU each",
+            note=f"q, k, v and the output switch between sequence and head shards: {sig(msg / 1e6)} MB per GPU each",
         )
     elif u > 1:
         msg = 2 * math.ceil(seq / u) * b * att * ACT_BYTES
@@ -407,7 +407,7 @@ def estimate(dep: VideoDeployment, tr: Trace | None = None) -> VideoEstimate:
             t_hop=hop,
             t_blk=block,
             units={"t_hop": "s", "t_blk": "s"},
-            note=f"each hop passes a {msg / 1e6:.3g} MB key/value block while one query block attends",
+            note=f"each hop passes a {sig(msg / 1e6)} MB key/value block while one query block attends",
         )
     else:
         sp_total = t_sp = 0.0
@@ -622,9 +622,9 @@ def estimate(dep: VideoDeployment, tr: Trace | None = None) -> VideoEstimate:
     cap = g.memory_bytes
     fits = total <= cap
     reason = (
-        f"fits: {total / GB:.3g} GB of {cap / GB:.3g} GB per GPU"
+        f"fits: {sig(total / GB)} GB of {sig(cap / GB)} GB per GPU"
         if fits
-        else f"does not fit: {total / GB:.3g} GB needed per GPU, {cap / GB:.3g} GB available"
+        else f"does not fit: {sig(total / GB)} GB needed per GPU, {sig(cap / GB)} GB available"
     )
     share = t_attn / compute if compute > 0 else 0.0
     return VideoEstimate(

@@ -52,7 +52,9 @@ from core.serving.sim.timing import (
 from core.serving.simulation import (
     DEFAULT_RATE_FRACTION,
     DONE,
+    LATENCY_KEYS,
     REJECTED,
+    SWEEP_MAX_REQUESTS,
     SWEEP_REQUESTS,
     TIMED_OUT,
     Capacity,
@@ -74,6 +76,7 @@ from core.serving.simulation import (
     simulate,
     sweep,
     sweep_rates,
+    sweep_requests,
     workspace_tokens,
 )
 from core.serving.speculative_decoding import (
@@ -127,6 +130,7 @@ from core.serving.video import (
 )
 
 __all__ = [
+    "LATENCY_KEYS",
     "AdapterStats",
     "adapter_sessions",
     "effective_adapters",
@@ -161,6 +165,7 @@ __all__ = [
     "RequestTrace",
     "Roofline",
     "SPEEDUP_GPUS",
+    "SWEEP_MAX_REQUESTS",
     "SWEEP_REQUESTS",
     "SimResult",
     "SimSpec",
@@ -190,6 +195,7 @@ __all__ = [
     "expected_tokens_per_pass",
     "knee_rates",
     "knee_sweep",
+    "sweep_requests",
     "kv_pool",
     "max_throughput",
     "mean_over_steps",

@@ -274,7 +274,7 @@ def _aggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     cap = one.model_copy(
         update={"requests_per_s": R * one.requests_per_s, "output_tokens_per_s": R * one.output_tokens_per_s}
     )
-    res = result_of(spec, merged, cap, int(pool.blocks * pool.block), tm.exact_shape)
+    res = result_of(spec, merged, cap, int(pool.blocks * pool.block), tm.exact_shape, one.residence_s)
     return _with_stats(res, layout, parts, ["replica"] * R, R)
 
 

@@ -90,6 +90,7 @@ class PrefillNumbers:
     ttft_s: float  # the whole batch through an empty pipeline
     chunks: PromptChunks  # one prompt's chunk schedule (a single chunk: the prompt in one pass)
     chunked: bool = False  # the prompt is longer than the token budget
+    ttft_one_s: float = 0.0  # a chunked prompt alone: the sum of its chunk iterations (else ``one.time_s``)
 
 
 @dataclass(frozen=True)
@@ -238,4 +239,4 @@ def chunked_prefill(sm: StepModel, cfg: RabitConfig, B: int, c: int, chunk: int,
             note="the batch's long prompts are prefilled one after another, chunk by chunk",
         )
     T, A, R = float(B * u), B * float(ch.A.sum()), B * float(ch.R.sum())
-    return PrefillNumbers(B, I, c, u, T, A, R, last, last, 1.0, B * t_one, chunks=ch, chunked=True)
+    return PrefillNumbers(B, I, c, u, T, A, R, last, last, 1.0, B * t_one, chunks=ch, chunked=True, ttft_one_s=t_one)

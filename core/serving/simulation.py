@@ -30,7 +30,15 @@ from core.config import LOAD_FIELDS, Deployment, Draws, Lengths, RabitConfig, Si
 from core.physics import StepModel, adapter_load_s, serving_memory
 from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Records
-from core.serving.sim.metrics import MIN_N_P95, MIN_N_P99, Percentiles, Summary, summarise
+from core.serving.sim.metrics import (
+    LATENCY_KEYS,
+    MIN_N_P95,
+    MIN_N_P99,
+    SAT_MIN_RESIDENCES,
+    Percentiles,
+    Summary,
+    summarise,
+)
 from core.serving.sim.pool import Pool
 from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
 
@@ -50,9 +58,12 @@ __all__ = [
     "knee_rates",
     "knee_sweep",
     "SWEEP_REQUESTS",
+    "SWEEP_MAX_REQUESTS",
+    "sweep_requests",
     "default_rate",
     "round_rate_down",
     "parse_trace",
+    "LATENCY_KEYS",
     "MIN_N_P95",
     "MIN_N_P99",
     "DONE",
@@ -144,6 +155,12 @@ class Capacity(BaseModel):
     # mean wait of a request for an adapter slot; 0 without adapters or with a slot for every adapter
     adapter_load_stall_frac: float = 0.0
     adapter_slot_wait_s: float = 0.0
+
+    @property
+    def residence_s(self) -> float:
+        """How long a request stays at capacity [s], by Little's law: ``batch / requests_per_s`` (about
+        ``O`` iterations of ``iteration_s`` under chunked prefill)."""
+        return self.batch / self.requests_per_s if self.requests_per_s > 0 else math.inf
 
 
 def max_throughput(
@@ -344,9 +361,20 @@ def replica_timing(
     return sm, timing_for(sm, dep.config.pp, spec.token_budget, float(min(dep.model.max_context, 32768)))
 
 
-def result_of(spec: SimSpec, rec: Records, capacity: Capacity, kv_pool_tokens: int, tabulated: bool) -> SimResult:
-    """The :class:`SimResult` of a run's records (its summary against the closed-form ``capacity``)."""
-    summary = summarise(rec, spec.arrival == "closed", capacity.requests_per_s)
+def result_of(
+    spec: SimSpec,
+    rec: Records,
+    capacity: Capacity,
+    kv_pool_tokens: int,
+    tabulated: bool,
+    residence_s: float | None = None,
+) -> SimResult:
+    """The :class:`SimResult` of a run's records (its summary against the closed-form ``capacity``).
+
+    ``residence_s``: a request's closed-form residence time [s] (default ``capacity.residence_s``; a deployment of
+    R replicas passes one replica's, since R replicas' capacity does not shorten a request's stay)."""
+    residence = capacity.residence_s if residence_s is None else residence_s
+    summary = summarise(rec, spec.arrival == "closed", capacity.requests_per_s, residence)
     return SimResult(
         spec=spec,
         summary=summary,
@@ -415,20 +443,33 @@ def knee_rates(capacity_requests_per_s: float, chosen_per_s: float | None = None
     return tuple(sorted(r for r in rates if r > 0))
 
 
-#: Requests simulated at each point of a load sweep (the Serving page's p95 against arrival rate): 30 times the
-#: 20 samples a p95 needs and enough for the saturation check, while the 9-15 points of a sweep stay well under a
-#: second each for a 70B replica.
+#: Requests simulated at each point of a load sweep (the Serving page's p95 against arrival rate) at least: 30 times
+#: the 20 samples a p95 needs. Each point gets more when its rate needs them to span the saturation verdict's
+#: residence times (:data:`core.serving.sim.metrics.SAT_MIN_RESIDENCES`), up to :data:`SWEEP_MAX_REQUESTS`.
 SWEEP_REQUESTS = 600
+#: The most requests one point of a load sweep simulates (a 70B replica's 14 points stay around a second).
+SWEEP_MAX_REQUESTS = 4000
 
 
-def knee_sweep(
-    spec: SimSpec, capacity_requests_per_s: float, requests: int = SWEEP_REQUESTS
-) -> tuple[SimSpec, tuple[float, ...]]:
-    """The workload of each point of a p95-against-rate sweep and the rates to sweep: Poisson arrivals, at most
-    ``requests`` requests (the rate is set at each point), at the rates of :func:`knee_rates` around the
-    closed-form capacity and the workload's own Poisson rate."""
-    point = spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=min(spec.num_requests or requests, requests))
-    return point, knee_rates(capacity_requests_per_s, spec.rate_per_s if spec.arrival == "poisson" else None)
+def sweep_requests(rate_per_s: float, residence_s: float) -> int:
+    """Requests a load-sweep point at ``rate_per_s`` simulates: enough that the second half of its arrivals,
+    ``n / (2 rate)``, spans the verdict's residence times with a tenth to spare, rounded up to a hundred, between
+    :data:`SWEEP_REQUESTS` and :data:`SWEEP_MAX_REQUESTS` (Llama-3.1-70B on 8 x H100, 4,096 + 4,096 tokens, at
+    1.64 requests/s: 2 x 4 x 126 s x 1.64/s x 1.1 = 1,813 -> 1,900)."""
+    if not (math.isfinite(residence_s) and rate_per_s > 0):
+        return SWEEP_REQUESTS
+    need = 2 * SAT_MIN_RESIDENCES * residence_s * rate_per_s * 1.1
+    return int(min(SWEEP_MAX_REQUESTS, max(SWEEP_REQUESTS, math.ceil(need / 100) * 100)))
+
+
+def knee_sweep(spec: SimSpec, capacity: Capacity) -> tuple[SimSpec, tuple[float, ...]]:
+    """The workload of each point of a p95-against-rate sweep and the rates to sweep: Poisson arrivals, the
+    requests of :func:`sweep_requests` at the fastest rate (the rate is set at each point; slower points span
+    longer), at the rates of :func:`knee_rates` around the closed-form capacity and the workload's own Poisson
+    rate. A point whose run is still too short says "too short to tell", never "saturated" on the backlog alone."""
+    rates = knee_rates(capacity.requests_per_s, spec.rate_per_s if spec.arrival == "poisson" else None)
+    n = sweep_requests(max(rates), capacity.residence_s)
+    return spec.with_(arrival="poisson", rate_per_s=1.0, num_requests=n, duration_s=None), rates
 
 
 def sweep(

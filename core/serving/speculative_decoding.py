@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE, US, Trace
+from core.base import NO_TRACE, US, Trace, sig
 from core.config import Deployment
 from core.physics import IterationParts, StepModel, iteration
 from core.serving import acceptance
@@ -171,7 +171,7 @@ def speculation(
         compact=True,
         final_label="Verification pass (k + 1 tokens per sequence)",
         final_symbol=r"t_{verify}",
-        note=f"the target's iteration with T = b (k + 1) = {T_v:g} tokens at the mean context",
+        note=f"the target's iteration with T = b (k + 1) = {sig(T_v, 6)} tokens at the mean context",
     )
     round_s = draft_s + verify.time_s
     ratio = round_s / plain.time_s

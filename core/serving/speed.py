@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE, Step, Trace, fmt_time
+from core.base import NO_TRACE, Step, Trace, fmt_time, sig
 from core.config import Deployment, RabitConfig, as_deployment
 from core.physics import IterationParts, StepModel, iteration, prefill_chunk_tokens
 from core.serving.prefill_chunks import (
@@ -183,7 +183,7 @@ def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_
             c=c,
             note="all prompts of the batch in one iteration"
             if m == 1
-            else f"all prompts of the batch, in {m:g} pipeline micro-batches",
+            else f"all prompts of the batch, in {sig(m, 6)} pipeline micro-batches",
         )
         if mdl.sliding_layers:
             tr.step(
@@ -262,8 +262,8 @@ def prefill_numbers(sm: StepModel, cfg: RabitConfig, batch: int, tr: Trace = NO_
             m=m,
             t_b=it.busy_s,
             t_x=it.comm_s,
-            note=f"the last micro-batch enters the first stage {m - 1:g} stage time(s) after the first: "
-            f"(m + pp - 1) = {m + pp - 1:g} stage times + the hops + the fixed costs, against {pp} x the "
+            note=f"the last micro-batch enters the first stage {sig(m - 1, 6)} stage time(s) after the first: "
+            f"(m + pp - 1) = {sig(m + pp - 1, 6)} stage times + the hops + the fixed costs, against {pp} x the "
             f"whole batch's stage time with the stages in turn (GPipe, arXiv 1811.06965)",
         )
     one = iteration(
@@ -531,7 +531,7 @@ def _prefill_result(pf: PrefillNumbers, sm: StepModel, steps: tuple[Step, ...] =
         iteration=pf.it,
         ttft_s=pf.ttft_s,
         micro_batches=int(pf.m),
-        ttft_one_s=pf.ttft_s / pf.batch if pf.chunked else pf.one.time_s,
+        ttft_one_s=pf.ttft_one_s if pf.chunked else pf.one.time_s,
         bound=pf.it.bound,
         steps=steps,
         chunk_tokens=pf.chunks.chunk if pf.chunked else None,
@@ -618,7 +618,7 @@ def speed_summary(dep: Deployment | RabitConfig) -> SpeedSummary:
     n0 = len(tr.steps)
     sp = speculation(dep, sm, d.batch, d.b, d.ctx, d.s_read, d.mid, tr)
     if sp is not None:
-        section(f"Speculative decoding ({cfg.spec_method}, k = {cfg.spec_k}, alpha = {cfg.spec_alpha:g})", n0)
+        section(f"Speculative decoding ({cfg.spec_method}, k = {cfg.spec_k}, alpha = {sig(cfg.spec_alpha, 6)})", n0)
     steps = tr.frozen()
     return SpeedSummary(
         prefill=_prefill_result(pf, sm, steps),

@@ -14,7 +14,7 @@ import math
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE, fmt_time
+from core.base import NO_TRACE, fmt_time, sig
 from core.config import COMPUTE_PRECISION, Deployment, RabitConfig, as_deployment
 from core.physics import ACT_BYTES, Collectives, StepModel, kv_shard, serving_memory
 from core.serving import acceptance
@@ -217,16 +217,16 @@ def topology_text(dep: Deployment | RabitConfig) -> str:
         )
     if g.topology == "nvswitch":
         return (
-            f"{g.scale_up}: every GPU reaches any peer at the full {g.scale_up_bw_gb_per_s:g} GB/s per "
+            f"{g.scale_up}: every GPU reaches any peer at the full {sig(g.scale_up_bw_gb_per_s, 6)} GB/s per "
             "direction" + (", and the switch reduces all-reduce data (NVLS)" if g.in_switch_reduction else "") + "."
         )
     if g.topology == "mesh":
         links = min(max(p - 1, 1), g.mesh_links)
         return (
-            f"{g.scale_up}: a full mesh of {g.mesh_links} links of {g.link_bw_gb_per_s:g} GB/s; a group of "
-            f"{p} GPUs uses {links} of them ({links * g.link_bw_gb_per_s:g} GB/s per GPU)."
+            f"{g.scale_up}: a full mesh of {g.mesh_links} links of {sig(g.link_bw_gb_per_s, 6)} GB/s; a group of "
+            f"{p} GPUs uses {links} of them ({sig(links * g.link_bw_gb_per_s, 6)} GB/s per GPU)."
         )
-    return f"{g.scale_up}: collectives cross the host bus at {g.scale_up_bw_gb_per_s:g} GB/s per direction."
+    return f"{g.scale_up}: collectives cross the host bus at {sig(g.scale_up_bw_gb_per_s, 6)} GB/s per direction."
 
 
 def allreduce_curve(dep: Deployment | RabitConfig, sizes_bytes: tuple[float, ...]) -> dict[str, tuple[float, ...]]:
@@ -275,7 +275,7 @@ def collective_view(dep: Deployment | RabitConfig) -> CollectiveView:
                 how = "hierarchical across nodes"
             rows.append(
                 CollectiveRow(
-                    what=f"TP all-reduce ({what}), x{sm.ar_per_iter:g} per stage",
+                    what=f"TP all-reduce ({what}), x{sig(sm.ar_per_iter, 6)} per stage",
                     bytes=n,
                     time_s=float(coll.all_reduce_s(n, cfg.tp)),
                     how=how,
@@ -285,7 +285,7 @@ def collective_view(dep: Deployment | RabitConfig) -> CollectiveView:
             nb = toks * m.experts_per_tok * h * ACT_BYTES / cfg.ep
             rows.append(
                 CollectiveRow(
-                    what=f"EP all-to-all ({what}), x{sm.a2a_per_iter:g} per stage",
+                    what=f"EP all-to-all ({what}), x{sig(sm.a2a_per_iter, 6)} per stage",
                     bytes=nb,
                     time_s=float(coll.all_to_all_s(nb, cfg.ep)),
                     how="(p-1) alpha + (p-1)/p n / beta",
@@ -368,7 +368,7 @@ def textbook_comparison(dep: Deployment | RabitConfig) -> TextbookComparison:
     add(
         "Textbook chain: (W + KV at full context) / (pi_bw x 0.8)",
         dec(*flags),
-        f"W = {mem.weights_bytes_per_gpu / 1e9:.3g} GB with the embedding, KV for {B} sequences at the full "
+        f"W = {sig(mem.weights_bytes_per_gpu / 1e9)} GB with the embedding, KV for {B} sequences at the full "
         f"{cfg.context_tokens:,} tokens; the textbook example prints 10.7 ms (it rounds KV up to 11 GB) and 11.8 ms with its "
         "unstated t_comm",
     )
@@ -382,17 +382,17 @@ def textbook_comparison(dep: Deployment | RabitConfig) -> TextbookComparison:
     add(
         "Weights read: the input embedding is a lookup" + ("; only touched experts" if m.is_moe else ""),
         dec(*flags),
-        f"{m.embedding_params() / 1e9:.3g} B embedding parameters are not streamed each step",
+        f"{sig(m.embedding_params() / 1e9)} B embedding parameters are not streamed each step",
     )
     flags[2] = True
     add(
-        f"MBU {a.mbu:g} instead of 0.8",
+        f"MBU {sig(a.mbu, 6)} instead of 0.8",
         dec(*flags),
         "Databricks 2023 / TensorRT-LLM GEMV measurements (assumption mbu)",
     )
     flags[3] = True
     add(
-        f"Compute side: MFU {a.mfu_max:g} with T/(T+{a.mfu_ramp_tokens:g}) and attention FLOPs",
+        f"Compute side: MFU {sig(a.mfu_max, 6)} with T/(T+{sig(a.mfu_ramp_tokens, 6)}) and attention FLOPs",
         dec(*flags),
         "changes the step only when compute binds",
     )
@@ -415,15 +415,15 @@ def textbook_comparison(dep: Deployment | RabitConfig) -> TextbookComparison:
     add(
         "TP/EP communication per stage",
         dec(*flags),
-        f"{sm.ar_per_iter:g} all-reduces per stage of b x h x 2 B: launch {a.collective_base_us:g} us + hops + bytes "
+        f"{sig(sm.ar_per_iter, 6)} all-reduces per stage of b x h x 2 B: launch {sig(a.collective_base_us, 6)} us + hops + bytes "
         "(NCCL tuning model); the textbook example adds about 1.1 ms (11.8 - 10.7) without a formula",
     )
     flags[6] = True
     add(
         "Fixed costs per step: scheduler, kernel launches, per-sequence work and sampling",
         dec(*flags),
-        f"{a.step_overhead_ms:g} ms + {sm.kernels_per_stage:,.0f} kernels per stage x "
-        f"{a.graph_launch_us:g} us (CUDA graph) + {a.seq_overhead_us:g} us and the sampler's logits per sequence",
+        f"{sig(a.step_overhead_ms, 6)} ms + {sm.kernels_per_stage:,.0f} kernels per stage x "
+        f"{sig(a.graph_launch_us, 6)} us (CUDA graph) + {sig(a.seq_overhead_us, 6)} us and the sampler's logits per sequence",
     )
     add(
         "Mean over the output (ours)",
@@ -442,13 +442,13 @@ def textbook_comparison(dep: Deployment | RabitConfig) -> TextbookComparison:
     add(
         "Textbook chain: 2 B s_pre P / (tp pp) / (pi x 0.74)",
         t1,
-        f"pi = {pi / 1e12:.4g} TFLOP/s per GPU; the textbook example prints '99 TFLOP/s', a slip for H100's 989 dense BF16: "
+        f"pi = {sig(pi / 1e12, 4)} TFLOP/s per GPU; the textbook example prints '99 TFLOP/s', a slip for H100's 989 dense BF16: "
         "its own 3159 ms needs 989",
     )
     add(
         "Matmul parameters only (the input embedding is a lookup)",
         F_mm / (pi * TEXTBOOK_MFU),
-        f"{(P_textbook - P_act) / 1e9:.3g} B parameters do no matmul",
+        f"{sig((P_textbook - P_act) / 1e9)} B parameters do no matmul",
     )
     add(
         "Attention FLOPs 4 L (H d_h) A",
@@ -456,14 +456,14 @@ def textbook_comparison(dep: Deployment | RabitConfig) -> TextbookComparison:
         f"{pf.A / max(pf.batch, 1):,.0f} attended pairs per prompt (causal)",
     )
     add(
-        f"MFU {a.mfu_max:g} instead of 0.74",
+        f"MFU {sig(a.mfu_max, 6)} instead of 0.74",
         F_all / (pi * a.mfu_max),
         "cuBLASLt large-GEMM efficiency on H100 and vLLM/SGLang prefill profiles (assumption mfu_max)",
     )
     add(
-        f"Small-iteration ramp T/(T+{a.mfu_ramp_tokens:g}) on the matmuls",
+        f"Small-iteration ramp T/(T+{sig(a.mfu_ramp_tokens, 6)}) on the matmuls",
         (F_all - F_mm) / (pi * a.mfu_max) + F_mm / (pi * a.mfu_max * eff),
-        f"T = {T:,.0f} tokens: the ramp costs the matmuls {100 * (1 / eff - 1):.2g}% (GEMM tiling; attention has "
+        f"T = {T:,.0f} tokens: the ramp costs the matmuls {sig(100 * (1 / eff - 1), 2)}% (GEMM tiling; attention has "
         "its own roofline)",
     )
     whole_c, whole_m = (pf.it.compute_s, pf.it.memory_s) if pf.m == 1 else sm.scalar_parts(T, pf.A, pf.R)[:2]
@@ -477,21 +477,21 @@ def textbook_comparison(dep: Deployment | RabitConfig) -> TextbookComparison:
     slots = pf.m + pp - 1  # stage slots of m micro-batches through pp stages: pp without micro-batches
     if pf.m > 1:
         add(
-            f"Pipeline: {pf.m:g} micro-batches of {pf.batch / pf.m:g} prompts keep the stages busy",
+            f"Pipeline: {sig(pf.m, 6)} micro-batches of {sig(pf.batch / pf.m, 6)} prompts keep the stages busy",
             slots * t_stage,
-            f"(m + pp - 1) = {slots:g} stage times of one micro-batch instead of {pp} of the whole batch; "
+            f"(m + pp - 1) = {sig(slots, 6)} stage times of one micro-batch instead of {pp} of the whole batch; "
             "each micro-batch re-reads the stage's weights",
         )
     add(
         "TP/EP communication (and PP hops)",
         slots * (t_stage + pf.it.comm_s) + pf.it.hops_s,
-        f"{sm.ar_per_iter:g} all-reduces per stage of T x h x 2 B = {T * m.hidden_size * 2 / 1e6:,.4g} MB each; "
+        f"{sig(sm.ar_per_iter, 6)} all-reduces per stage of T x h x 2 B = {sig(T * m.hidden_size * 2 / 1e6, 4)} MB each; "
         "the textbook chain charges none",
     )
     add(
         "Fixed costs: scheduler, kernel launches, per-sequence work and sampling",
         pf.ttft_s,
-        f"{a.step_overhead_ms:g} ms + {sm.kernels_per_stage:,.0f} kernels per stage "
+        f"{sig(a.step_overhead_ms, 6)} ms + {sm.kernels_per_stage:,.0f} kernels per stage "
         f"({'graph' if T <= sm.graph_max_tokens else 'eager'}) + {pf.batch} sequences sampled",
     )
     return TextbookComparison(decode=decode_rows, prefill=tuple(rows))

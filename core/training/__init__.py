@@ -9,7 +9,7 @@ from one place:
   and step time (compute, pipeline bubble, TP / EP / PP / DP traffic, optimizer step), on a grid of layouts;
   :mod:`core.training.layout_math` times one layout and records its derivation.
 * :mod:`core.training.search`: the fastest layout on a GPU count, the curve over GPU counts, the deadline
-  (smallest count that meets it with failures, :mod:`core.training.reliability`) and the cost.
+  (the cheapest count that meets it with failures, :mod:`core.training.reliability`) and the cost.
 * :mod:`core.training.advice`: the changes to a layout that make it fit, each checked by computing it.
 
 Every entry point takes a :class:`core.config.Deployment` (resolved once at the edge) or a config.

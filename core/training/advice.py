@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.base import sig
 from core.config import Deployment, RabitConfig, as_deployment
 from core.physics import TrainingMemory, training_memory
 
@@ -48,7 +49,7 @@ def training_fit_options(dep: Deployment | RabitConfig) -> tuple[str, ...]:
     cfg = dep.config
     if training_memory(dep).fits:
         return ()
-    gb = lambda tm: f"{tm.total_bytes_per_gpu / 1e9:.3g} GB per GPU"  # noqa: E731
+    gb = lambda tm: f"{sig(tm.total_bytes_per_gpu / 1e9)} GB per GPU"  # noqa: E731
     out: list[str] = []
 
     def try_(label: str, **changes) -> None:

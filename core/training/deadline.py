@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from core.base import fmt_num, fmt_pct, fmt_usd
+
 
 class DeadlineChoice(BaseModel):
     """The two candidates and what choosing the smallest would cost extra."""
@@ -40,16 +42,45 @@ class DeadlineChoice(BaseModel):
         return self.smallest_value / self.cheapest_value - 1.0 if self.cheapest_value > 0 else 0.0
 
     @property
+    def extra_text(self) -> str:
+        """What choosing the smallest count would cost extra, in words precise enough to be told from zero
+        ("$3,503 more (+0.16%)")."""
+        d = self.smallest_value - self.cheapest_value
+        amount = fmt_usd(d) if self.basis.startswith("cost") else f"{fmt_num(d)} GPU-hours"
+        return f"{amount} more ({'+' if d >= 0 else ''}{fmt_pct(self.extra_frac)})"
+
+    @property
+    def mfu_text(self) -> str:
+        """The two layouts' MFU, with the digits that tell them apart ("MFU 46.1% against 46.3%")."""
+        s, c = self.smallest.mfu, self.cheapest.mfu
+        digits = next((d for d in (0, 1, 2) if round(100 * s, d) != round(100 * c, d)), 2)
+        return f"MFU {100 * s:.{digits}f}% against {100 * c:.{digits}f}%"
+
+    def headline(self, tokens: str, deadline_days: str) -> str:
+        """The recommendation in one sentence: the cheapest count that meets the deadline, and the smallest
+        beside it when it is another count."""
+        c = self.cheapest
+        head = f"{c.gpus:,} GPUs is the cheapest count that finishes {tokens} tokens within {deadline_days} days"
+        if self.smallest.gpus == c.gpus:
+            return f"{head}, and the smallest (expected wall-clock with failures)"
+        return (
+            f"{head} (expected wall-clock with failures); the smallest, {self.smallest.gpus:,} GPUs, costs "
+            f"{self.extra_text}"
+        )
+
+    @property
     def message(self) -> str:
         s, c = self.smallest, self.cheapest
         if s.gpus == c.gpus:
             return f"{s.gpus:,} GPUs is both the smallest and the cheapest count that meets the deadline"
-        unit = "$" if self.basis.startswith("cost") else ""
+        value = (
+            f"cost {fmt_usd(self.cheapest_value)}"
+            if self.basis.startswith("cost")
+            else f"{fmt_num(self.cheapest_value)} {self.basis}"
+        )
         return (
-            f"recommended: {c.gpus:,} GPUs, the cheapest count that meets the deadline "
-            f"({unit}{self.cheapest_value:,.0f} {self.basis}); the smallest, {s.gpus:,} GPUs, costs "
-            f"{self.extra_frac:.0%} more ({unit}{self.smallest_value:,.0f}): its layout runs at MFU "
-            f"{s.mfu:.0%} against {c.mfu:.0%}"
+            f"recommended: {c.gpus:,} GPUs, the cheapest count that meets the deadline ({value}); "
+            f"the smallest, {s.gpus:,} GPUs, costs {self.extra_text}: its layout runs at {self.mfu_text}"
         )
 
 

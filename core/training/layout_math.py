@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from core.base import HOUR_S, Step, Trace
+from core.base import HOUR_S, Step, Trace, sig
 from core.config import Deployment, RabitConfig, as_deployment
 from core.physics import ACT_BYTES, TrainingMemory, lora_params, training_memory_for
 from core.training.flops import attention_pairs_per_token, work
@@ -239,7 +239,7 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         q=c.q_slow,
         note=f"PP {pp} puts {x['L_s']:.0f} of {m.num_layers} layers on the heaviest stage"
         + (f"; each of the {cp} CP ranks runs s / cp of the tokens" if cp > 1 else "")
-        + (f"; QLoRA dequantisation x{c.q_slow:g}" if c.q_slow != 1 else ""),
+        + (f"; QLoRA dequantisation x{sig(c.q_slow, 6)}" if c.q_slow != 1 else ""),
     )
     parts = ["t_mb"]
     vals = {"t_mb": t_mb}
@@ -252,7 +252,7 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
             x["t_ar"],
             unit="s",
             t_ar=x["t_ar"],
-            note=f"{b * s / cp * m.hidden_size * ACT_BYTES / 1e6:.3g} MB over TP {tp} inside "
+            note=f"{sig(b * s / cp * m.hidden_size * ACT_BYTES / 1e6)} MB over TP {tp} inside "
             "the node (alpha-beta, core.physics.collectives)"
             + (f"; the {cp} CP ranks each all-reduce their own s / cp tokens" if cp > 1 else ""),
         )

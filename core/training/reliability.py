@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.base import HOUR_S, NO_TRACE, Assumptions, Step, Trace
+from core.base import HOUR_S, NO_TRACE, Assumptions, Step, Trace, sig
 
 
 class Goodput(BaseModel):
@@ -148,7 +148,7 @@ def goodput(
         unit="s",
         lam=lam,
         gpus=gpus,
-        note="failures per GPU-hour x GPUs (assumption failure_rate_per_gpu_hour; Llama 3: 2e-5)",
+        note="failures per GPU-hour x GPUs (assumption failure_rate_per_gpu_hour; Llama 3: 0.00002)",
     )
     if interval_s:
         tau = tr.step(
@@ -186,7 +186,7 @@ def goodput(
                 M=M,
                 latex=r"\sqrt{2 [delta] [M]}\left(1 + \tfrac{1}{3}\sqrt{\tfrac{[delta]}{2[M]}} + "
                 r"\tfrac{1}{9}\tfrac{[delta]}{2[M]}\right) - [delta]",
-                note=f"Young (1974) sqrt(2 delta M) with Daly's (2006) corrections; delta/2M = {x:.3g}",
+                note=f"Young (1974) sqrt(2 delta M) with Daly's (2006) corrections; delta/2M = {sig(x)}",
             )
     Tw = tr.step(
         "wall_clock_s",

@@ -7,8 +7,9 @@ numpy axes of :func:`core.training.layout.layout_grid`. A layout is kept if it f
 :func:`core.physics.training_footprint.training_memory_parts`, evaluated on arrays) and splits the global batch within
 ``batch_tolerance``. The fastest wins.
 
-**Deadline**: the smallest GPU count whose expected wall-clock *with failures* (:mod:`core.training.reliability`) meets
-the deadline. Counts are the powers of two below one node and every whole number of nodes up to 32,768.
+**Deadline**: the recommended GPU count is the cheapest whose expected wall-clock *with failures*
+(:mod:`core.training.reliability`) meets the deadline (:mod:`core.training.deadline`; the smallest such count is
+named beside it when it differs). Counts are the powers of two below one node and every whole number of nodes up to 32,768.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from core import catalog
-from core.base import DAY_S, HOUR_S, Step, Trace, choices
+from core.base import DAY_S, HOUR_S, Step, Trace, choices, fmt_num, fmt_pct, sig
 from core.catalog import Price, gpu_price
 from core.config import Deployment, RabitConfig, as_deployment, whole_nodes_problem
 from core.physics import TrainingMemory
+from core.training.deadline import deadline_choice
 from core.training.flops import RECOMPUTES, Work, work
 from core.training.layout import (
     Layout,
@@ -255,8 +257,8 @@ def _best_per_count(c: LayoutContext, goal: TrainingGoal, counts: np.ndarray) ->
 def _why_lost(best: LayoutResult, other: LayoutResult) -> str:
     if not other.fits:
         return (
-            f"memory: needs {other.memory_bytes_per_gpu / 1e9:.3g} GB per GPU, "
-            f"{other.usable_bytes_per_gpu / 1e9:.3g} GB usable of {other.capacity_bytes_per_gpu / 1e9:.3g} GB"
+            f"memory: needs {sig(other.memory_bytes_per_gpu / 1e9)} GB per GPU, "
+            f"{sig(other.usable_bytes_per_gpu / 1e9)} GB usable of {sig(other.capacity_bytes_per_gpu / 1e9)} GB"
         )
     if not other.batch_ok:
         return (
@@ -273,7 +275,7 @@ def _why_lost(best: LayoutResult, other: LayoutResult) -> str:
     slower = other.runtime_s / best.runtime_s - 1
     if slower <= 1e-9 or d <= 0:
         return "ties with the fastest"
-    return f"{name}: +{d / 3600:.3g} h over the run ({slower:+.1%} runtime)"
+    return f"{name}: +{sig(d / 3600)} h over the run ({slower:+.1%} runtime)"
 
 
 def _shape_rows(r: dict, shape: tuple[int, ...], vs, bs, rcs, zs) -> list[tuple[float, float, Layout, dict, tuple]]:
@@ -435,8 +437,8 @@ def _slower_reasons(counts: np.ndarray, best: dict[str, np.ndarray]) -> list[str
             pi, pj = parts(i), parts(j)
             name, d = max(((k, pi[k] - pj[k]) for k in pi), key=lambda kv: kv[1])
             out[i] = (
-                f"{rt / best['runtime'][j] - 1:+.1%} vs {int(counts[j]):,} GPUs: {name} grows by "
-                f"{d / 3600:.3g} h over the run"
+                f"+{fmt_pct(rt / best['runtime'][j] - 1)} vs {int(counts[j]):,} GPUs: {name} grows by "
+                f"{sig(d / 3600)} h over the run"
             )
         else:
             j = i
@@ -505,21 +507,18 @@ def plan(dep: Deployment | RabitConfig, goal: TrainingGoal | None = None) -> Tra
     message = ""
     if mode == "deadline":
         assert meets is not None and goal.deadline_s is not None
-        hit = np.nonzero(meets)[0]
-        if len(hit):
-            n_target = int(counts[hit[0]])
+        choice = deadline_choice(curve)  # the recommended count: the cheapest that meets the deadline
+        if choice is not None:
+            n_target = choice.cheapest.gpus
             deadline_met = True
-            message = (
-                f"{_gpus(n_target)} is the smallest count that finishes {wk.tokens:.3g} tokens within "
-                f"{goal.deadline_s / 86400:.3g} days (expected wall-clock with failures)"
-            )
+            message = choice.headline(fmt_num(wk.tokens), sig(goal.deadline_s / DAY_S))
         elif feasible.any():
             i = int(np.argmin(Tw))
             n_target = int(counts[i])
             deadline_met = False
             message = (
-                f"no count up to {goal.max_gpus:,} GPUs meets {goal.deadline_s / 86400:.3g} days; the fastest, "
-                f"{n_target:,} GPUs, needs {Tw[i] / 86400:.3g} days. Raise the global batch (it caps useful "
+                f"no count up to {goal.max_gpus:,} GPUs meets {sig(goal.deadline_s / 86400)} days; the fastest, "
+                f"{n_target:,} GPUs, needs {sig(Tw[i] / 86400)} days. Raise the global batch (it caps useful "
                 "data parallelism), use FP8 or a faster GPU, or move the deadline"
             )
         else:
@@ -593,8 +592,8 @@ def _infeasible_message(c: LayoutContext, gpus: int, alts: tuple[LayoutResult, .
         lean = min(alts, key=lambda x: x.memory_bytes_per_gpu)
         return (
             f"no layout fits on {_gpus(gpus)}: the leanest ({lean.layout.label()}) needs "
-            f"{lean.memory_bytes_per_gpu / 1e9:.3g} GB per GPU, {c.usable / 1e9:.3g} GB usable of "
-            f"{c.capacity / 1e9:.3g} GB; add GPUs, use LoRA/QLoRA, or a GPU with more memory"
+            f"{sig(lean.memory_bytes_per_gpu / 1e9)} GB per GPU, {sig(c.usable / 1e9)} GB usable of "
+            f"{sig(c.capacity / 1e9)} GB; add GPUs, use LoRA/QLoRA, or a GPU with more memory"
         )
     return (
         f"the global batch of {c.batch_seqs:,} sequences cannot be split over {gpus:,} GPUs (DP x micro-batch "

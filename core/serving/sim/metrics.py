@@ -28,6 +28,12 @@ time-average ``L`` over the window:
 * otherwise saturated when ``c < 0.9 a`` and either timeouts ``>= 5 %`` of ``a``, or the backlog grew by
   more than both ``5 %`` of ``a`` and the noise of a stable backlog, ``3 sqrt(2 max(L, 1))`` (the
   difference of two roughly independent Poisson(L) counts has standard deviation ``sqrt(2 L)``).
+* a growing backlog counts only when the window spans at least :data:`SAT_MIN_RESIDENCES` residence times
+  ``W`` of a request (the replica's closed-form ``W = B / mu``, Little's law at capacity): a replica filling
+  up from empty holds ``lambda W`` requests only after about ``W``, and its contexts grow for another ``W``,
+  so a shorter window mistakes the fill-up for a growing queue (Llama-3.1-70B on 8 x H100 at 4,096 + 4,096
+  tokens: ``W`` = 126 s; 600 requests at 0.9 requests/s give a window of 333 s, and its backlog 52 -> 94
+  looked saturated at 68 % of capacity). A shorter window falls back to the offered load, as above.
 
 A closed loop is never saturated: its backlog is bounded by the number of users.
 """
@@ -37,6 +43,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from core.base import fmt_time, sig
 from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Records
 
 MIN_N_P95 = 20
@@ -45,7 +52,11 @@ SAT_MIN_ARRIVALS = 30
 SAT_SERVED_FRAC = 0.9
 SAT_GROWTH_FRAC = 0.05
 SAT_NOISE_SIGMAS = 3.0
+#: Residence times of a request the verdict window must span before a growing backlog counts (module docstring).
+SAT_MIN_RESIDENCES = 4.0
 SATURATED, STABLE, TOO_SHORT = "saturated", "stable", "too short to tell"
+#: The latency percentiles of a summary (withheld together in saturation: :attr:`Summary.latency_withheld`).
+LATENCY_KEYS = ("ttft_s", "itl_s", "e2e_s", "queue_s")
 #: Preemptions per admitted request at and above which the run is said to thrash its KV cache.
 THRASH_PREEMPTIONS_PER_REQUEST = 1.0
 THRASH_REMEDIES = (
@@ -138,6 +149,26 @@ class Summary(BaseModel):
     def as_dict(self) -> dict:
         return self.model_dump(mode="json", exclude={"adapters"} if self.adapters is None else None)
 
+    @property
+    def latency_withheld(self) -> str | None:
+        """Why no latency of this run is reported (None when they are): in saturation the queue grows for as
+        long as requests arrive, so a percentile measures how long the simulation ran, not the replica."""
+        if not self.saturated:
+            return None
+        return (
+            "saturated: the queue grows without bound, so every latency would only measure how long the simulation ran"
+        )
+
+    def reported(self) -> dict:
+        """:meth:`as_dict` as a report shows it: in saturation the latency percentiles and means are null and
+        ``latency_withheld`` says why (the sample counts stay)."""
+        d = self.as_dict()
+        if self.saturated:
+            for k in LATENCY_KEYS:
+                d[k] = {**d[k], "p50": None, "p95": None, "p99": None, "mean": None}
+        d["latency_withheld"] = self.latency_withheld
+        return d
+
 
 def _hold_mean(t: np.ndarray, v: np.ndarray) -> float:
     """Time-average of a sample-and-hold series (each value holds until the next time)."""
@@ -152,11 +183,14 @@ def _trapz_mean(t: np.ndarray, v: np.ndarray) -> float:
     return float(np.sum((v[:-1] + v[1:]) / 2 * np.diff(t)) / (t[-1] - t[0]))
 
 
-def saturation(rec: Records, closed_loop: bool, capacity_rps: float | None = None) -> tuple[str, str]:
+def saturation(
+    rec: Records, closed_loop: bool, capacity_rps: float | None = None, residence_s: float | None = None
+) -> tuple[str, str]:
     """The saturation verdict of the module docstring and its reason in words.
 
-    ``capacity_rps``: the replica's closed-form capacity [requests/s], used only when the run is too short
-    for the backlog to tell.
+    ``capacity_rps``: the replica's closed-form capacity [requests/s], used when the run is too short for the
+    backlog to tell. ``residence_s``: a request's closed-form residence time [s]; a window shorter than
+    :data:`SAT_MIN_RESIDENCES` of them does not call a growing backlog saturated.
     """
     if closed_loop:
         return STABLE, "closed loop: the backlog is bounded by the number of users"
@@ -188,11 +222,22 @@ def saturation(rec: Records, closed_loop: bool, capacity_rps: float | None = Non
     noise = SAT_NOISE_SIGMAS * float(np.sqrt(2 * max(backlog_mean, 1.0)))
     span = t1 - t0
     words = (
-        f"over the second half of the arrivals: {a / span:.3g} arrivals/s, {c / span:.3g} completions/s; "
-        f"backlog {b0:,} -> {b1:,} (mean {backlog_mean:.3g}, noise {noise:.2g})" + (f"; {to} timed out" if to else "")
+        f"over the second half of the arrivals: {sig(a / span)} arrivals/s, {sig(c / span)} completions/s; "
+        f"backlog {b0:,} -> {b1:,} (mean {sig(backlog_mean)}, noise {sig(noise, 2)})"
+        + (f"; {to} timed out" if to else "")
     )
     grew = b1 - b0 >= max(SAT_GROWTH_FRAC * a, noise)
     sat = c < SAT_SERVED_FRAC * a and (grew or to >= SAT_GROWTH_FRAC * a)
+    if sat and residence_s and span < SAT_MIN_RESIDENCES * residence_s:
+        verdict, why = _short_run_verdict(
+            arr,
+            a,
+            capacity_rps,
+            why=f"the second half of the arrivals spans {fmt_time(span)}, under {sig(SAT_MIN_RESIDENCES)} "
+            f"residence times of a request ({fmt_time(residence_s)} each), so its growing backlog ({b0:,} -> "
+            f"{b1:,}) may be the replica filling up",
+        )
+        return verdict, (f"{words}; {why}" if verdict == SATURATED else why)
     return (SATURATED if sat else STABLE), words
 
 
@@ -208,9 +253,9 @@ def _short_run_verdict(arr: np.ndarray, a: int, capacity_rps: float | None, why:
         return TOO_SHORT, head
     lam = (n - 1) / period
     low = lam * max(0.0, 1 - SAT_NOISE_SIGMAS / np.sqrt(n))
-    words = f"offered {lam:.3g} requests/s against a closed-form capacity of {capacity_rps:.3g}/s"
+    words = f"offered {sig(lam)} requests/s against a closed-form capacity of {sig(capacity_rps)}/s"
     if low > capacity_rps:
-        return SATURATED, f"{words} (even its low end, {low:.3g}/s, is above it; {a} arrivals in the second half)"
+        return SATURATED, f"{words} (even its low end, {sig(low)}/s, is above it; {a} arrivals in the second half)"
     return TOO_SHORT, f"{head}; {words}"
 
 
@@ -233,7 +278,9 @@ def _adapter_stats(rec: Records, n: int) -> AdapterStats:
     )
 
 
-def summarise(rec: Records, closed_loop: bool, capacity_rps: float | None = None) -> Summary:
+def summarise(
+    rec: Records, closed_loop: bool, capacity_rps: float | None = None, residence_s: float | None = None
+) -> Summary:
     arr = np.frombuffer(rec.arrival_s, dtype=float)
     status = np.frombuffer(rec.status, dtype=np.int8)
     fin = np.frombuffer(rec.finish_s, dtype=float)
@@ -252,13 +299,13 @@ def summarise(rec: Records, closed_loop: bool, capacity_rps: float | None = None
     t_end = float(np.nanmax(fin)) if n and np.isfinite(fin).any() else t_start
     span = max(t_end - t_start, 0.0)
     tok = float(out[done].sum())
-    verdict, why = saturation(rec, closed_loop, capacity_rps)
+    verdict, why = saturation(rec, closed_loop, capacity_rps, residence_s)
     admitted = int(np.count_nonzero(~np.isnan(adm)))
     ppr = rec.total_preemptions / admitted if admitted else 0.0
     prefill_share = rec.prefill_s / rec.busy_s if rec.busy_s > 0 else 0.0
     thrash = ppr >= THRASH_PREEMPTIONS_PER_REQUEST
     thrash_note = (
-        f"KV thrash: {ppr:.3g} preemptions per request and {prefill_share:.0%} of busy time in prefill "
+        f"KV thrash: {sig(ppr)} preemptions per request and {prefill_share:.0%} of busy time in prefill "
         "(much of it recomputation). Remedies: " + "; ".join(THRASH_REMEDIES)
         if thrash
         else ""

@@ -358,7 +358,9 @@ class ReplicaSet:
         while True:
             passes += 1
             if not passes & 1023:
-                budget.check(passes, min(st.next_arr, heap[0][0] if heap else INF))
+                # the next moment anything happens; none (the pass that ends the loop) is no clock to check
+                nxt = min(st.next_arr, heap[0][0] if heap else INF, events[0][0] if events else INF)
+                budget.check(passes, nxt if nxt < INF else 0.0)
             while heap and heap[0][3] != self.engines[heap[0][2]].version:
                 heapq.heappop(heap)  # a run cut short since
             t_r = heap[0][0] if heap else INF
