@@ -35,6 +35,16 @@ def test_prompt_heavy_tight_targets_recommend_disaggregated_pools(capsys):
         and r["cost_per_hour"] == gpus * r["decode"]["usd_per_gpu_hour"]
     )
     assert r["p95_ttft_s"] <= 2 and r["p95_itl_s"] <= 0.03
+    # its ranges: every assumption at each bound at once, the pools sized again there (the optimistic bound needs
+    # no more GPUs than the pick, the pessimistic one no fewer; an end where nothing fits or meets is null)
+    rg = out["ranges"]
+    cost = rg["recommendation.cost_per_hour"]
+    assert cost["low"] <= r["cost_per_hour"] and (cost["high"] is None or cost["high"] >= r["cost_per_hour"])
+    assert cost["low"] < r["cost_per_hour"] or cost["high"] != cost["low"]  # the bounds move the pools
+    for k in ("p95_ttft_s", "p95_itl_s", "p95_e2e_s"):
+        got = rg[f"recommendation.{k}"]
+        assert got["low"] <= r[k] and (got["high"] is None or got["high"] >= r[k])
+    assert "at once" in out["range_note"]
     assert out["explanation"]["disaggregation"].startswith("Disaggregated wins")
     # the Pareto front says which is which
     assert {p["mode"] for p in out["pareto"]} <= {"aggregated", "disaggregated"}

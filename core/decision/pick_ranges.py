@@ -137,19 +137,78 @@ def _pick_estimate(goal, cons, prices, cand, *, simulate_p95: bool) -> Estimate:
     return est
 
 
-def _disagg_ranges(rec, best) -> RecommendationRanges:
-    """A disaggregated pick: its two pools are sized by simulation, not by one replica's screen, so only the
-    pessimistic-bound check is made (every assumption at its low bound, the full workload)."""
-    goal = rec.goal
-    g_low = goal.with_(assumptions=goal.assumptions.at("low"))
-    try:
-        low = simulate_candidate(g_low, best)
-        misses, why = not low.meets, "misses the target" if not low.meets else "meets the target even"
-    except ValueError as exc:
-        misses, why = True, f"misses the target ({exc})"
-    note = f"{why} at the pessimistic bound"
-    rp = PickRanges(label=rec.recommendation.label, ranges={}, misses_at_pessimistic=misses, pessimistic_note=note)
-    return RecommendationRanges(rp, None, True, "", "a disaggregated pick's cost is set by its simulated pools")
+def _pools_narrowed(cons, pick):
+    """The search narrowed to the pick's own configuration: its GPU kinds, its two pool shapes, its precisions."""
+    q, d = pick.prefill, pick.decode
+    shapes = ((q.gpus_per_instance, q.tp, q.pp, q.ep), (d.gpus_per_instance, d.tp, d.pp, d.ep))
+    return cons.model_copy(
+        update={
+            "gpus_allowed": tuple(dict.fromkeys((q.gpu, d.gpu))),
+            "layouts_allowed": tuple(dict.fromkeys(shapes)),
+            "weights_allowed": (pick.weights,),
+            "kv_allowed": (pick.kv_dtype,),
+            "disagg": True,
+            "pools_allowed": shapes,
+        }
+    )
+
+
+def _disagg_ranges(rec, best, prices) -> RecommendationRanges:
+    """A disaggregated pick, with every assumption at each bound at once (its pools are sized by simulation, not
+    by one replica's closed-form screen, so the one-assumption-at-a-time rule of :func:`spread` does not apply).
+
+    Cost: the optimizer narrowed to the pick's GPU kinds, pool shapes and precisions sizes the pools again at the
+    bound (more prefill or decode instances where the bound needs them); a bound at which no pool count meets the
+    target has no cost, and the range's end is then infinite. The p95s: the pick's own pools simulated at the bound
+    on a shortened workload, rebased on the pick's figures (as the aggregated picks' are)."""
+    from core.decision.optimizer import recommend
+
+    goal, cons, pick = rec.goal, rec.constraints, rec.recommendation
+    narrowed = _pools_narrowed(cons, pick)
+    tokens_per_hour = goal.rate_per_s * goal.workload.mean_lengths()[1] * 3600
+    short = goal.workload.with_(num_requests=min(goal.workload.num_requests, RANGE_SIM_REQUESTS))
+    at: dict[str, dict[str, float]] = {}
+    low = None
+    for bound in ("base", "low", "high"):
+        g = goal if bound == "base" else goal.with_(assumptions=goal.assumptions.at(bound))
+        vals: dict[str, float] = {"cost_per_hour": pick.cost_per_hour}
+        if bound != "base":
+            try:
+                rb = recommend(g, narrowed, prices, alternatives=False)
+                vals["cost_per_hour"] = rb.recommendation.cost_per_hour if rb.recommendation else math.inf
+            except ValueError:
+                vals["cost_per_hour"] = math.inf
+        try:
+            s = simulate_deployment(
+                candidate_config(g, best), short.with_(arrival="poisson"), layout_of_candidate(g, best)
+            ).summary
+            vals.update(p95_e2e_s=s.e2e_s.p95, p95_ttft_s=s.ttft_s.p95, p95_itl_s=s.itl_s.p95)
+        except ValueError:
+            vals.update(p95_e2e_s=math.inf, p95_ttft_s=math.inf, p95_itl_s=math.inf)
+        vals["cost_per_million_tokens"] = vals["cost_per_hour"] / tokens_per_hour * 1e6
+        at[bound] = vals
+        if bound == "low":
+            try:
+                low = simulate_candidate(g, best)  # the full workload: the pessimistic check
+            except ValueError:
+                low = None
+    ranges: dict[str, Range] = {}
+    for k in ("cost_per_hour", "cost_per_million_tokens", "p95_e2e_s", "p95_ttft_s", "p95_itl_s"):
+        v0, lo, hi = (at[b].get(k) for b in ("base", "low", "high"))
+        if v0 is None or lo is None or hi is None or not math.isfinite(v0):
+            continue
+        rg = Range(value=v0, low=min(lo, hi, v0), high=max(lo, hi, v0))
+        # the p95s at the bounds are of a shortened run: the same moves about the pick's own full-run figure
+        ranges[k] = rebase(rg, getattr(pick, k, None)) if k.startswith("p95") else rg
+    misses = low is None or not low.meets
+    why = "misses the target" if misses else "meets the target even"
+    note = f"{why} with every assumption at its pessimistic bound at once"
+    rp = PickRanges(label=pick.label, ranges=ranges, misses_at_pessimistic=misses, pessimistic_note=note)
+    basis = (
+        "a disaggregated pick: every assumption at each bound at once; the cost from its pools sized again at "
+        "the bound, the p95s from its own pools simulated there"
+    )
+    return RecommendationRanges(rp, None, True, "", basis)
 
 
 def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
@@ -171,7 +230,7 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
         return RecommendationRanges(None, None, True, "", "")
     names = by_tag("serving_memory", "serving_speed")
     if best.mode == "disaggregated":
-        return _disagg_ranges(rec, best)
+        return _disagg_ranges(rec, best, prices)
     cfg = candidate_config(goal, best)
     sp = spread(cfg, _pick_estimate(goal, cons, prices, best, simulate_p95=True), names=names, screen=serving_screen)
     base_pick = rec.recommendation
