@@ -19,7 +19,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from core import catalog
-from core.base import QUERY_DOMAINS, REGISTRY, choices, decode_text, group_domain, parse_json, sig
+from core.base import QUERY_DOMAINS, REGISTRY, choices, decode_text, group_domain, number_from_text, parse_json, sig
 from core.catalog import from_hf_config
 from core.config import (
     DEFAULT,
@@ -90,6 +90,18 @@ _SCALE = {
 _EMPTY_IS_NONE = frozenset({"disagg.prefill_gpu", "disagg.decode_gpu"})
 #: Tuple fields edited as a comma-separated text.
 _CSV = frozenset({"targets.providers", "adapters.ranks"})
+#: The comma-separated inputs whose items are whole numbers: a typed ``16, 64`` is read as the numbers (an item that
+#: is not one stays text, which the field's domain refuses with its message next to the input).
+_CSV_NUMBERS = frozenset({"adapters.ranks"})
+
+
+def _rank_or_text(item: str) -> int | str:
+    try:
+        return int(number_from_text(item, integer=True))
+    except ValueError:
+        return item
+
+
 _SKIP = ("custom_model", "assumptions", "fleet", *GROUPS)
 
 
@@ -119,7 +131,8 @@ def _from_widget(path: str, v: Any) -> Any:
     if path in _ZERO_IS_NONE or path in _EMPTY_IS_NONE:
         return v or None
     if path in _CSV:
-        return tuple(x.strip() for x in str(v).split(",") if x.strip())
+        items = tuple(x.strip() for x in str(v).split(",") if x.strip())
+        return tuple(_rank_or_text(x) for x in items) if path in _CSV_NUMBERS else items
     if isinstance(v, list):
         return tuple(v)
     return v

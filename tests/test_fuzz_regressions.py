@@ -448,3 +448,19 @@ def test_13_a_save_that_loses_a_race_without_revision_does_not_name_revision(cap
     monkeypatch.setattr(Store, "save", lose)
     err = fails(capsys, "analyses", "save", "--analysis", aid, "--batch", "8")
     assert "saved by someone else" in err and "--revision" not in err.split("error:")[1].split("save again")[0]
+
+
+def test_a_disaggregated_deployment_of_absurd_size_stops_on_its_budget():
+    # the pools of a rate near the float limit are tens of millions of instances: building them counts as work,
+    # so the simulation stops on its wall-clock budget with the budget's message instead of running for minutes
+    from core.base import BudgetExceeded, WorkBudget
+    from core.config import RabitConfig
+    from core.serving import Layout, PoolLayout, sim_spec, simulate_deployment
+
+    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
+    huge = PoolLayout(instances=50_000_000, gpu="h100-sxm", tp=1, pp=1)
+    layout = Layout(mode="disaggregated", prefill=huge, decode=huge)
+    t0 = time.monotonic()
+    with pytest.raises(BudgetExceeded):
+        simulate_deployment(cfg, sim_spec(cfg, num_requests=100), layout, budget=WorkBudget(max_wall_s=0.5))
+    assert time.monotonic() - t0 < 30

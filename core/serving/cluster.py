@@ -332,12 +332,15 @@ def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     draws = Draws(spec, np.random.default_rng(spec.seed))
     pload, dload = [0] * P.instances, [0] * D.instances
     ad = adapter_draws(dep, spec)
-    front = [
-        Replica(k, pspec, ptm, ppool, draws, pload, hold_kv=True, lora=_lora(pdep, ad)) for k in range(P.instances)
-    ]
-    back = [
-        Replica(k, spec, dtm, dpool, draws, dload, remote_kv=True, lora=_lora(ddep, ad)) for k in range(D.instances)
-    ]
+    front, back = [], []
+    for k in range(P.instances + D.instances):  # building tens of thousands of instances counts as work
+        if budget is not None and k % 256 == 0:
+            budget.check(0)
+        if k < P.instances:
+            front.append(Replica(k, pspec, ptm, ppool, draws, pload, hold_kv=True, lora=_lora(pdep, ad)))
+        else:
+            j = k - P.instances
+            back.append(Replica(j, spec, dtm, dpool, draws, dload, remote_kv=True, lora=_lora(ddep, ad)))
     a = dep.config.assumptions
     path: KvPath = kv_path(pdep.gpu, ddep.gpu, P.tp * P.pp, D.tp * D.pp, dep.fabric)
     k_p = serving_memory(pdep, NO_TRACE).kv_bytes_per_token_per_gpu
