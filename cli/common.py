@@ -255,8 +255,12 @@ def fill_lengths(args: argparse.Namespace, trace: tuple[tuple[int, int], ...] | 
     if not hasattr(args, "input"):
         return args
     if trace:
-        args.input = max(1, round(sum(a for a, _ in trace) / len(trace)))
-        args.output = max(1, round(sum(b for _, b in trace) / len(trace)))
+        i = max(1, round(sum(a for a, _ in trace) / len(trace)))
+        o = max(1, round(sum(b for _, b in trace) / len(trace)))
+        ctx = _max_context(args)
+        if ctx and i + o > ctx:  # the trace's rows are checked against the context, naming --trace and the row
+            i, o = default_lengths(ctx, None, None)
+        args.input, args.output = i, o
         return args
     if args.input is None or args.output is None:
         args.input, args.output = default_lengths(_max_context(args), args.input, args.output)

@@ -61,11 +61,21 @@ counts = c2.text_input(
     key=f"fleet.n.{tag}",
 )
 usd = c3.number_input(
-    "Budget [$/h] (0: none)", 0.0, 1e9, fleet.constraints.max_usd_per_hour or 0.0, key=f"fleet.b.{tag}"
+    "Budget [$/h] (0: none)",
+    **state.bounds("targets.max_usd_per_hour"),
+    value=fleet.constraints.max_usd_per_hour or 0.0,
+    key=f"fleet.b.{tag}",
 )
 s = fleet.settings
-reqs = c4.number_input("Requests per simulation", 20, 50_000, s.requests_per_simulation, key=f"fleet.r.{tag}")
-sims = c5.number_input("Simulations per search", 1, 64, s.max_simulations, key=f"fleet.s.{tag}")
+reqs = c4.number_input(
+    "Requests per simulation",
+    **state.bounds("targets.requests_per_simulation"),
+    value=s.requests_per_simulation,
+    key=f"fleet.r.{tag}",
+)
+sims = c5.number_input(
+    "Simulations per search", **state.bounds("targets.max_simulations"), value=s.max_simulations, key=f"fleet.s.{tag}"
+)
 settings = s.model_copy(update={"requests_per_simulation": int(reqs), "max_simulations": int(sims)})
 try:
     use(cache.fleet_from_tables("{" + ",".join(edited) + "}", tuple(kinds), counts, usd or None, settings, fleet))

@@ -31,7 +31,9 @@ def test_next_experiment_waits_for_the_button_then_ranks(clear_cache):
     at.button(key="ne.submit").click().run()
     assert not at.exception, [e.value for e in at.exception]
     heads = [h.value for h in at.subheader]
-    assert "Today's decision" in heads and "Experiments, ranked by flip chance per GPU-hour" in heads
+    # the answer first: today's decision and what to measure, in the box above the ranking
+    assert any("Today's decision" in i.value for i in at.info)
+    assert "Experiments, ranked by flip chance per GPU-hour" in heads
     assert at.get("plotly_chart")  # flip chance against GPU-hours
     ranked = any(h.startswith("Run first") for h in heads)
     if ranked:
