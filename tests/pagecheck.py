@@ -12,7 +12,11 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any
+
+#: Every page a visitor can open, by name: the files under pages/ (a new page is checked without being listed).
+PAGES = tuple(sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "pages").glob("*.py")))
 
 _UNITS = (
     r"(?:%|[kMGTPE]i?B|B|bytes?|tokens?|tok(?:/s)?|seq(?:uences?)?|GPUs?|GPU-hours?|ms|µs|us|ns|s|min|h|hours?|days?|"

@@ -15,26 +15,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pagecheck import impossible
+from pagecheck import PAGES, impossible
 from streamlit.testing.v1 import AppTest
 
 from core.operations import csv_template, parse_csv, to_payload
 from core.operations import parse as parse_telemetry
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
-PAGES = (
-    "memory",
-    "speed",
-    "serving",
-    "training",
-    "optimizer",
-    "video",
-    "math",
-    "next_experiment",
-    "diagnostics",
-    "analyses",
-    "calibration",
-)
 
 
 def blob(obj) -> str:

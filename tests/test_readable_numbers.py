@@ -6,24 +6,11 @@ cells, chart titles, labels and hover texts)."""
 from pathlib import Path
 
 import pytest
+from pagecheck import PAGES
 from pagetext import exponents
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
-PAGES = (
-    "memory",
-    "speed",
-    "serving",
-    "training",
-    "optimizer",
-    "video",
-    "math",
-    "next_experiment",
-    "diagnostics",
-    "analyses",
-    "calibration",
-    "compare",
-)
 #: The views a page only draws when chosen (session keys of dashboard.state.VIEW_PARAMS), for the default config.
 VIEWS = (
     ("memory", "memory.tab", "Training"),
