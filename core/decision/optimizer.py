@@ -28,9 +28,18 @@ from __future__ import annotations
 import math
 
 from core import catalog
-from core.base import NO_TRACE, Assumptions, WorkBudget, fmt_latency, search_budget, sig
+from core.base import Assumptions, WorkBudget, fmt_latency, search_budget, sig
 from core.catalog import GpuPrice, Price, gpu_price, unpriced
-from core.config import Deployment, Lengths, RabitConfig, SimSpec, problems
+from core.config import Deployment, SimSpec, problems
+from core.decision.disagg_search import (
+    SCREEN_ITL_SHARE,
+    batch_1_latencies,
+    disagg_candidates,
+    formula_input,
+    itl_batch,
+    pool_capacities,
+    with_pools,
+)
 from core.decision.explain import Explanation, explain
 from core.decision.goal import (
     _F,
@@ -39,36 +48,21 @@ from core.decision.goal import (
     Candidate,
     Constraints,
     Pick,
-    PoolChoice,
     ServingGoal,
     candidate_deployment,
     meets,
     worst_ratio,
 )
-from core.physics import StepModel, kv_shard, serving_memory
+from core.physics import StepModel, kv_shard
 from core.serving import (
     Layout,
     PoolLayout,
-    chunked_prompt_s,
-    decode_capacity,
     effective_adapters,
-    kv_path,
     kv_pool,
-    kv_transfer_s,
     max_throughput,
-    prompt_chunks,
     replica_scheduler,
     simulate_deployment,
-    speculative,
 )
-
-#: Share of the ITL target the screen's decode step may use (the rest is left for prefill interference).
-SCREEN_ITL_SHARE = 0.8
-#: The same share for a disaggregated decode pool: its iterations carry no prompts (only each request's last prompt
-#: token), so almost all of the target is the decode step's.
-DISAGG_ITL_SHARE = 0.95
-#: Pool shapes paired per precision into disaggregated layouts: the cheapest per request/s of each role.
-DISAGG_POOL_OPTIONS = 3
 
 
 class Recommendation(_F):
@@ -157,23 +151,6 @@ def _with_attention_parallel(
         if prompt_tokens >= CP_MIN_PROMPT_TOKENS and pp == 1 and ep == 1:
             out += [(n * cp, tp, pp, ep, False, cp, 1) for cp in (2, 4)]
     return out
-
-
-def _itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int) -> int:
-    """Largest batch whose decode step at ``context`` stays within SCREEN_ITL_SHARE of the ITL target."""
-    if itl_target is None:
-        return cap
-    limit = SCREEN_ITL_SHARE * itl_target
-    lo, hi = 1, cap
-    if float(sm.pipelined_s(1, context, context)) > limit:
-        return 0
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if float(sm.pipelined_s(mid, mid * context, mid * context)) <= limit:  # pp micro-batches in flight
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 # --- search --------------------------------------------------------------------------------------------
@@ -303,7 +280,7 @@ def _screen_at(
         return c.model_copy(update={"pruned": blocking[0].message})
     i_mean, o_mean = spec.mean_lengths()
     try:
-        pool = kv_pool(_formula_input(dep), spec)
+        pool = kv_pool(formula_input(dep), spec)
     except ValueError as exc:
         return c.model_copy(update={"pruned": f"does not fit: {exc}"})
     if pool.blocks * pool.block < i_mean + o_mean:
@@ -313,7 +290,7 @@ def _screen_at(
     ctx = i_mean + o_mean / 2
     upd: dict = {"batch_1_ttft_s": ttft1, "batch_1_itl_s": itl1, "bottleneck": sm.bound(1, ctx, ctx)}
     if cons.disagg and spec.trace is None and c.pp == 1 and c.ep == 1:
-        upd.update(_pool_capacities(goal, dep, sm, pool, spec, ctx))
+        upd.update(pool_capacities(goal, dep, sm, pool, spec, ctx))
     misses = []
     if goal.p95_ttft_s is not None and ttft1 > goal.p95_ttft_s:
         misses.append(f"TTFT {sig(ttft1)} s > {sig(goal.p95_ttft_s, 6)} s")
@@ -323,13 +300,13 @@ def _screen_at(
         misses.append(f"end-to-end {sig(ttft1 + (o_mean - 1) * itl1)} s > {sig(goal.p95_e2e_s, 6)} s")
     if misses:
         return c.model_copy(update={**upd, "pruned": "misses the target even at batch 1: " + "; ".join(misses)})
-    b_itl = _itl_batch(sm, ctx, goal.p95_itl_s, spec.max_batch)
+    b_itl = itl_batch(sm, ctx, goal.p95_itl_s, spec.max_batch)
     if goal.p95_e2e_s is not None:
         per_tok = (goal.p95_e2e_s * SCREEN_ITL_SHARE - ttft1) / max(o_mean - 1, 1)
-        b_itl = min(b_itl, _itl_batch(sm, ctx, per_tok / SCREEN_ITL_SHARE, spec.max_batch) or 1)
+        b_itl = min(b_itl, itl_batch(sm, ctx, per_tok / SCREEN_ITL_SHARE, spec.max_batch) or 1)
     b = max(1, b_itl)
     cap = max_throughput(
-        _formula_input(dep), spec.with_(max_batch=b, token_budget=max(spec.token_budget, b)), pool=pool, sm=sm
+        formula_input(dep), spec.with_(max_batch=b, token_budget=max(spec.token_budget, b)), pool=pool, sm=sm
     )
     replicas = max(1, math.ceil(goal.rate_per_s / (cap.requests_per_s * SCREEN_UTILISATION)))
     cost = replicas * c.gpus_per_replica * price.usd_per_gpu_hour
@@ -345,177 +322,6 @@ def _screen_at(
     elif cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour:
         upd["pruned"] = f"about ${cost:,.0f}/h > max ${cons.max_usd_per_hour:,.0f}/h"
     return c.model_copy(update=upd)
-
-
-def _pool_capacities(goal: ServingGoal, dep: Deployment, sm: StepModel, pool, spec: SimSpec, ctx: float) -> dict:
-    """One instance of this shape as a prefill pool (one-token requests at its token budget) and as a decode pool
-    (decodes at the largest batch whose step fits :data:`DISAGG_ITL_SHARE` of the ITL target), closed form."""
-    one = spec.with_(output=Lengths(kind="fixed", mean=1))
-    pf = max_throughput(_formula_input(dep), one, pool=pool, sm=sm).requests_per_s
-    itl = goal.p95_itl_s * DISAGG_ITL_SHARE / SCREEN_ITL_SHARE if goal.p95_itl_s is not None else None
-    b = _itl_batch(sm, ctx, itl, spec.max_batch)
-    if b < 1:
-        return {"prefill_capacity_rps": pf}
-    dc = decode_capacity(sm, pool, spec.with_(max_batch=b, token_budget=max(spec.token_budget, b)))
-    return {"prefill_capacity_rps": pf, "decode_capacity_rps": dc, "decode_batch": b}
-
-
-def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidate]) -> list[Candidate]:
-    """Disaggregated layouts from the screened shapes, in closed form: per weight and KV format, the
-    :data:`DISAGG_POOL_OPTIONS` cheapest shapes per request/s as a prefill pool (their batch-1 TTFT within the
-    target) paired with the cheapest as a decode pool (their decode step within the ITL target); each pool sized
-    at :data:`SCREEN_UTILISATION`; the TTFT estimate is the prefill instance's batch-1 TTFT, the prompt's KV
-    transfer (:func:`core.serving.kv_transfer_s`) and one decode step. Pairs whose estimate misses a target or
-    that break a hard constraint are dropped. The pools are shapes with plain attention (data-parallel attention
-    and context parallelism are searched as replicas)."""
-    if not cons.disagg or goal.workload.trace is not None:
-        return []
-    rate = goal.rate_per_s
-    i_mean, o_mean = goal.workload.mean_lengths()
-    a = goal.assumptions
-    out: list[Candidate] = []
-    formats = sorted({(c.weights, c.kv_dtype) for c in cands})
-    deps: dict = {}
-
-    def dep_of(c: Candidate) -> Deployment:
-        key = c.shape() + (c.ep,)
-        if key not in deps:
-            deps[key] = candidate_deployment(goal, c)
-        return deps[key]
-
-    def usd(c: Candidate) -> float:
-        return c.gpus_per_replica * (c.usd_per_gpu_hour or 0.0)
-
-    for w, kv in formats:
-        # a pool's instances run plain attention (a pool layout names TP, PP and EP only)
-        mine = [
-            c
-            for c in cands
-            if (c.weights, c.kv_dtype) == (w, kv) and c.usd_per_gpu_hour is not None and not c.attention_label
-        ]
-        pre = [
-            c
-            for c in mine
-            if c.prefill_capacity_rps and (goal.p95_ttft_s is None or (c.batch_1_ttft_s or 0) <= goal.p95_ttft_s)
-        ]
-        dec = [c for c in mine if c.decode_capacity_rps]
-        pre = sorted(pre, key=lambda c: (usd(c) / (c.prefill_capacity_rps or 1), c.gpus_per_replica))
-        dec = sorted(dec, key=lambda c: (usd(c) / (c.decode_capacity_rps or 1), c.gpus_per_replica))
-        for p in pre[:DISAGG_POOL_OPTIONS]:
-            for d in dec[:DISAGG_POOL_OPTIONS]:
-                if cons.pools_allowed is not None and cons.pools_allowed != (
-                    (p.gpus_per_replica, p.tp, p.pp, p.ep),
-                    (d.gpus_per_replica, d.tp, d.pp, d.ep),
-                ):
-                    continue
-                P = max(1, math.ceil(rate / ((p.prefill_capacity_rps or 1) * SCREEN_UTILISATION)))
-                D = max(1, math.ceil(rate / ((d.decode_capacity_rps or 1) * SCREEN_UTILISATION)))
-                dp, dd = dep_of(p), dep_of(d)
-                path = kv_path(dp.gpu, dd.gpu, p.gpus_per_replica, d.gpus_per_replica, dd.fabric)
-                x = kv_transfer_s(
-                    i_mean,
-                    serving_memory(dp, NO_TRACE).kv_bytes_per_token_per_gpu,
-                    serving_memory(dd, NO_TRACE).kv_bytes_per_token_per_gpu,
-                    path.bw_bytes_per_s,
-                    path.latency_s,
-                    a.kv_transfer_eff,
-                    a.kv_transfer_setup_us * 1e-6,
-                )
-                ttft = (p.batch_1_ttft_s or 0.0) + x + (d.batch_1_itl_s or 0.0)
-                itl = d.batch_1_itl_s or 0.0
-                if goal.p95_ttft_s is not None and ttft > goal.p95_ttft_s:
-                    continue
-                if goal.p95_e2e_s is not None and ttft + (o_mean - 1) * itl > goal.p95_e2e_s:
-                    continue
-                pool_p = _pool(p, "prefill", P, p.prefill_capacity_rps or 0.0, goal.workload.max_batch)
-                pool_d = _pool(d, "decode", D, d.decode_capacity_rps or 0.0, d.decode_batch or 1)
-                cost = pool_p.cost_per_hour + pool_d.cost_per_hour
-                gpus = P * p.gpus_per_replica + D * d.gpus_per_replica
-                if (cons.max_gpus is not None and gpus > cons.max_gpus) or (
-                    cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour
-                ):
-                    continue
-                out.append(
-                    d.model_copy(
-                        update={
-                            "mode": "disaggregated",
-                            "prefill": pool_p,
-                            "decode": pool_d,
-                            "replicas": P + D,
-                            "cost_per_hour": cost,
-                            "screen_batch": d.decode_batch,
-                            "capacity_per_replica_rps": min(
-                                P * pool_p.capacity_per_instance_rps, D * pool_d.capacity_per_instance_rps
-                            )
-                            / (P + D),
-                            "batch_1_ttft_s": ttft,
-                            "pruned": "",
-                            "price_unverified": p.price_unverified or d.price_unverified,
-                        }
-                    )
-                )
-    return out
-
-
-def _pool(c: Candidate, role: str, n: int, cap: float, max_seqs: int) -> PoolChoice:
-    return PoolChoice(
-        role=role,
-        instances=n,
-        gpu=c.gpu,
-        gpus_per_instance=c.gpus_per_replica,
-        tp=c.tp,
-        pp=c.pp,
-        ep=c.ep,
-        usd_per_gpu_hour=c.usd_per_gpu_hour or 0.0,
-        capacity_per_instance_rps=cap,
-        max_num_seqs=max_seqs,
-    )
-
-
-def with_pools(c: Candidate, prefill: int, decode: int) -> Candidate:
-    """A disaggregated candidate with other instance counts (its cost and capacity follow)."""
-    assert c.prefill is not None and c.decode is not None
-    p = c.prefill.model_copy(update={"instances": prefill})
-    d = c.decode.model_copy(update={"instances": decode})
-    n = prefill + decode
-    return c.model_copy(
-        update={
-            "prefill": p,
-            "decode": d,
-            "replicas": n,
-            "cost_per_hour": p.cost_per_hour + d.cost_per_hour,
-            "capacity_per_replica_rps": min(prefill * p.capacity_per_instance_rps, decode * d.capacity_per_instance_rps)
-            / n,
-        }
-    )
-
-
-def batch_1_latencies(dep: Deployment, sm: StepModel, i_mean: float, o_mean: float) -> tuple[float, float]:
-    """(time to the first token, time between tokens) [s] of one request alone at the mean lengths.
-
-    The first token prefills the prompt's ``I - c`` tokens past its cached prefix ``c = floor(f_c I)``
-    (``prefix_cache_frac``), attending ``I (I + 1) / 2 - c (c + 1) / 2`` (query, key) pairs and reading the
-    ``c`` cached tokens; a decode step runs at the mean context ``I + O / 2``, or, with speculative decoding,
-    a draft-and-verify round per the ``E`` tokens it yields (``round_s / E``).
-    """
-    I = max(1, round(i_mean))
-    c = math.floor(dep.config.prefix_cache_frac * I)  # < I because the share is < 1
-    R = float(sm.kv_read_tokens(c)) if c else 0
-    chunk = dep.config.workload.token_budget
-    if I - c > chunk:  # a prompt longer than the token budget is prefilled chunk by chunk (core.serving.speed)
-        ttft = float(chunked_prompt_s(sm, prompt_chunks(sm, c, I, chunk)))
-    else:
-        ttft = float(sm.iteration_s(I - c, I * (I + 1) / 2 - c * (c + 1) / 2, R, 1))
-    ctx = i_mean + o_mean / 2
-    spec = speculative(_formula_input(dep)) if dep.config.spec_method != "none" else None
-    itl = spec.round_s / spec.tokens_per_pass if spec is not None else float(sm.iteration_s(1, ctx, ctx))
-    return ttft, itl
-
-
-def _formula_input(dep: Deployment) -> RabitConfig:
-    """What the serving formulas take of a resolved candidate: its config (they resolve it once more) until they
-    take the deployment itself."""
-    return dep.config
 
 
 def simulate_candidate(
@@ -535,7 +341,7 @@ def simulate_candidate(
         token_budget=max(base.token_budget, b),
     )
     r = simulate_deployment(
-        _formula_input(dep), spec, layout_of_candidate(goal, c), budget=budget.child() if budget is not None else None
+        formula_input(dep), spec, layout_of_candidate(goal, c), budget=budget.child() if budget is not None else None
     )
     s = r.summary
     done = c.model_copy(
