@@ -165,7 +165,7 @@ def test_each_face_only_hands_names_on(wing):
 
 
 #: Wings whose modules stay at about 700 lines at most: a bigger module holds more than one concern.
-SMALL_WINGS = ("base", "catalog", "config", "physics", "serving", "training")
+SMALL_WINGS = ("base", "catalog", "config", "physics", "serving", "training", "operations", "decision")
 
 
 @pytest.mark.parametrize("wing", SMALL_WINGS)

@@ -37,6 +37,7 @@ from core.operations.log_compare import (
     predict_numbers,
 )
 from core.operations.oom import COSTS, OomDiagnosis, Remedy, diagnose_oom
+from core.operations.run_rows import csv_template, parse_csv, parse_rows
 from core.operations.runs import (
     CSV_COLUMNS,
     FAMILY_TEXT,
@@ -44,11 +45,8 @@ from core.operations.runs import (
     Measurement,
     Run,
     RunError,
-    csv_template,
-    parse_csv,
     parse_file,
     parse_json,
-    parse_rows,
 )
 from core.operations.startup_log import NUMBER_TEXT, NUMBERS, Failure, LogError, StartupLog, number_text, parse_log
 from core.operations.telemetry import (
