@@ -37,7 +37,7 @@ from core.operations.log_compare import (
     predict_numbers,
 )
 from core.operations.oom import COSTS, OomDiagnosis, Remedy, diagnose_oom
-from core.operations.run_rows import csv_template, parse_csv, parse_rows
+from core.operations.run_rows import csv_template, parse_csv, parse_file, parse_rows
 from core.operations.runs import (
     CSV_COLUMNS,
     FAMILY_TEXT,
@@ -45,7 +45,6 @@ from core.operations.runs import (
     Measurement,
     Run,
     RunError,
-    parse_file,
     parse_json,
 )
 from core.operations.startup_log import NUMBER_TEXT, NUMBERS, Failure, LogError, StartupLog, number_text, parse_log

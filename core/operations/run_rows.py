@@ -1,5 +1,6 @@
-r"""Runs from the CSV template and typed rows (the Calibration page's table, ``rabit calibrate add --csv``): the
-template itself and the parser of its rows into :class:`core.operations.runs.Run`\ s, with each row's problems named."""
+r"""Runs from the CSV template and typed rows (the Calibration page's table, ``rabit calibrate add --csv``) and from
+an uploaded file of either kind: the template itself, the parser of its rows into :class:`core.operations.runs.Run`\ s
+with each row's problems named, and the dispatch of a file by its name."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from core.operations.runs import (
     _number,
     _positive,
     build_config,
+    parse_json,
 )
 
-__all__ = ["csv_template", "parse_csv", "parse_rows"]
+__all__ = ["csv_template", "parse_csv", "parse_file", "parse_rows"]
 
 # --- CSV template and typed rows -------------------------------------------------------------------
 
@@ -256,3 +258,10 @@ def parse_csv(text: str | bytes, base: RabitConfig | None = None) -> tuple[Run, 
     except csv.Error as exc:  # e.g. a field over the csv module's size limit
         raise RunError(f"CSV: line {reader.line_num}: not readable ({exc})") from None
     return parse_rows(rows, base, source="csv")
+
+
+def parse_file(name: str, content: str | bytes, base: RabitConfig | None = None) -> tuple[Run, ...]:
+    """A file by its name: ``.csv`` is the template, anything else a vLLM JSON."""
+    if name.lower().endswith(".csv"):
+        return parse_csv(content, base)
+    return (parse_json(content, base, label=name.rsplit("/", 1)[-1]),)

@@ -497,12 +497,3 @@ def parse_json(text: str | bytes, base: RabitConfig | None = None, label: str = 
         f"{label or 'file'}: neither a vllm bench serve --save-result nor a vllm bench throughput "
         "--output-json file (no 'completed' or 'tokens_per_second' field)"
     )
-
-
-def parse_file(name: str, content: str | bytes, base: RabitConfig | None = None) -> tuple[Run, ...]:
-    """A file by its name: ``.csv`` is the template, anything else a vLLM JSON."""
-    if name.lower().endswith(".csv"):
-        from core.operations.run_rows import parse_csv  # the template's parser builds on this module's
-
-        return parse_csv(content, base)
-    return (parse_json(content, base, label=name.rsplit("/", 1)[-1]),)
