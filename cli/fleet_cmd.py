@@ -118,6 +118,7 @@ def pick_json(o: Any, ranges: dict[str, Any], fleet: Fleet) -> dict[str, Any]:
             "replicas": o.replicas,
             "spare_replicas": o.spare_replicas,
             "gpus": o.gpus,
+            "gpus_by_kind": {k: o.gpus_of(k) for k in o.kinds},
             "serving_cost_per_hour": o.pick.cost_per_hour,
             "cost_per_hour": o.cost_per_hour,
             "cost_per_million_tokens": o.cost_per_million_tokens,

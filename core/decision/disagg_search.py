@@ -84,6 +84,17 @@ def pool_capacities(goal: ServingGoal, dep: Deployment, sm: StepModel, pool, spe
     return {"prefill_capacity_rps": pf, "decode_capacity_rps": dc, "decode_batch": b}
 
 
+def _per_kind(ranked: list[Candidate]) -> list[Candidate]:
+    """The :data:`DISAGG_POOL_OPTIONS` first of each GPU kind, in the ranking's order."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in ranked:
+        if seen.get(c.gpu, 0) < DISAGG_POOL_OPTIONS:
+            seen[c.gpu] = seen.get(c.gpu, 0) + 1
+            out.append(c)
+    return out
+
+
 def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidate]) -> list[Candidate]:
     """Disaggregated layouts from the screened shapes, in closed form: per weight and KV format, the
     :data:`DISAGG_POOL_OPTIONS` cheapest shapes per request/s as a prefill pool (their batch-1 TTFT within the
@@ -125,8 +136,19 @@ def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidat
         dec = [c for c in mine if c.decode_capacity_rps]
         pre = sorted(pre, key=lambda c: (usd(c) / (c.prefill_capacity_rps or 1), c.gpus_per_replica))
         dec = sorted(dec, key=lambda c: (usd(c) / (c.decode_capacity_rps or 1), c.gpus_per_replica))
-        for p in pre[:DISAGG_POOL_OPTIONS]:
-            for d in dec[:DISAGG_POOL_OPTIONS]:
+        if cons.pool_kinds is not None:
+            pre = [c for c in pre if c.gpu == cons.pool_kinds[0]]
+            dec = [c for c in dec if c.gpu == cons.pool_kinds[1]]
+        if cons.mixed_pools:  # the cheapest shapes of every kind: the pairs across kinds are the point
+            pre, dec = _per_kind(pre), _per_kind(dec)
+        else:
+            pre, dec = pre[:DISAGG_POOL_OPTIONS], dec[:DISAGG_POOL_OPTIONS]
+        for p in pre:
+            for d in dec:
+                if (cons.mixed_pools and p.gpu == d.gpu) or (
+                    cons.pool_kinds is not None and cons.pool_kinds != (p.gpu, d.gpu)
+                ):
+                    continue
                 if cons.pools_allowed is not None and cons.pools_allowed != (
                     (p.gpus_per_replica, p.tp, p.pp, p.ep),
                     (d.gpus_per_replica, d.tp, d.pp, d.ep),

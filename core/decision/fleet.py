@@ -50,6 +50,9 @@ from core.physics import (
 )
 
 Progress = Callable[[int, int, str], None]
+#: The key (in place of a GPU kind) of a workload's run over all its kinds at once for disaggregated layouts whose
+#: prefill and decode pools are of two different kinds: the per-kind runs cannot find those.
+MIXED = "mixed kinds"
 #: The keys of a pick's ranges in a fleet plan (the recommendation's, with the plan's spares on the cost).
 RANGE_KEYS = ("cost_per_hour", "p95_ttft_s", "p95_itl_s", "p95_e2e_s")
 
@@ -169,6 +172,26 @@ def workload_config(base: RabitConfig, fleet: Fleet, w: FleetWorkload, case: Cas
     )
 
 
+def mixed_unit(
+    base: RabitConfig, fleet: Fleet, w: FleetWorkload, case: Case, prices: tuple[Price, ...]
+) -> FleetUnit | None:
+    """The run of one workload in one case over every kind it may use there, for disaggregated layouts whose two
+    pools are of two kinds (None: fewer than two kinds, or disaggregation switched off). Each kind's count in that
+    case is kept by the assignment, which counts each pool against its own kind."""
+    kinds = tuple(g for g in workload_kinds(fleet, w) if not case.withdrawn(g))
+    cfg = workload_config(base, fleet, w, case)
+    cons = Constraints.from_config(cfg)
+    if len(kinds) < 2 or not cons.disagg:
+        return None
+    cons = cons.model_copy(update={"gpus_allowed": kinds, "max_gpus": None, "mixed_pools": True})
+    rows = tuple(r for g in kinds for r in _kind_prices(prices, g, case.price_factor(g)))
+    return FleetUnit(ServingGoal.from_config(cfg), cons, rows)
+
+
+def _is_mixed(p: Pick) -> bool:
+    return p.prefill is not None and p.decode is not None and p.prefill.gpu != p.decode.gpu
+
+
 def _kind_prices(prices: tuple[Price, ...], gpu: str, factor: float) -> tuple[Price, ...]:
     rows = tuple(p for p in prices if p.gpu == gpu)
     if factor == 1.0:
@@ -192,8 +215,9 @@ def unit_for(
 
 
 Layout4 = tuple[int, int, int, int]  # GPUs, TP, PP, EP of one replica or instance
-#: a configuration: (its layout: one replica's, or the prefill and decode instances'), weights, KV cache
-Shape = tuple[tuple[Layout4, ...], str, str]
+#: a configuration: (its layout: one replica's, or the prefill and decode instances'), weights, KV cache, and the
+#: GPU kind of the replica or of each pool
+Shape = tuple[tuple[Layout4, ...], str, str, tuple[str, ...]]
 
 
 def _shape(p: Pick) -> Shape:
@@ -203,27 +227,33 @@ def _shape(p: Pick) -> Shape:
             (q.gpus_per_instance, q.tp, q.pp, q.ep),
             (d.gpus_per_instance, d.tp, d.pp, d.ep),
         )
+        kinds: tuple[str, ...] = (q.gpu, d.gpu)
     else:
         layout = ((p.gpus_per_replica, p.tp, p.pp, p.ep),)
-    return (layout, p.weights, p.kv_dtype)
+        kinds = (p.gpu,)
+    return (layout, p.weights, p.kv_dtype, kinds)
 
 
 def _narrowed(u: FleetUnit, shape: Shape) -> FleetUnit:
     """The run sized for one configuration only: its layout (aggregated replicas, or the disaggregated pools'
-    instance shapes) and precisions."""
-    layout, wf, kv = shape
+    instance shapes and kinds) and precisions."""
+    layout, wf, kv, kinds = shape
     update: dict = {"layouts_allowed": tuple(dict.fromkeys(layout)), "weights_allowed": (wf,), "kv_allowed": (kv,)}
     if len(layout) == 2:
-        update.update(disagg=True, pools_allowed=(layout[0], layout[1]))
+        update.update(disagg=True, pools_allowed=(layout[0], layout[1]), pool_kinds=(kinds[0], kinds[1]))
     else:
-        update.update(disagg=False, pools_allowed=None)
+        update.update(disagg=False, pools_allowed=None, pool_kinds=None)
     return FleetUnit(u.goal, u.constraints.model_copy(update=update), u.prices)
 
 
 def _shape_label(shape: Shape) -> str:
-    layout = shape[0]
+    layout, kinds = shape[0], shape[3]
     if len(layout) == 2:
-        return f"prefill {layout[0][0]} GPUs TP {layout[0][1]} + decode {layout[1][0]} GPUs TP {layout[1][1]}"
+        on = (f" {kinds[0]}", f" {kinds[1]}") if kinds[0] != kinds[1] else ("", "")
+        return (
+            f"prefill {layout[0][0]}{on[0]} GPUs TP {layout[0][1]} + decode {layout[1][0]}{on[1]} GPUs TP "
+            f"{layout[1][1]}"
+        )
     return f"{layout[0][0]} GPUs TP {layout[0][1]}"
 
 
@@ -302,23 +332,40 @@ def _option(
     replicas: tuple[int, ...] | None = None,
     peak_rate_per_s: float | None = None,
     usd_per_gpu_hour: float | None = None,
+    pool_prices: tuple[float, float] | None = None,
 ) -> FleetOption:
     """The option of one recommendation: its pick with spares (``replicas``: the serving replicas, or the prefill
     and decode instances, when not the pick's own); power at the peak rate (the pick's own unless given) and energy
-    at the workload's mean rate. A disaggregated pick's pools take their spares apart, and its capacity is the
-    smaller pool's (the closed form the optimizer screens with)."""
+    at the workload's mean rate. A disaggregated pick's pools take their spares apart (each at its own kind's
+    failure rate), and its capacity is the smaller pool's (the closed form the optimizer screens with); a
+    mixed-kind pick's pools also keep their own prices (``pool_prices`` when not the pick's), sites and power, each
+    pool at its own utilisation."""
     p = rec.recommendation
     assert p is not None
     av = _availability(fleet, p.gpu)
     pools: tuple[PoolCount, ...] = ()
+    rate = peak_rate_per_s if peak_rate_per_s is not None else rec.goal.rate_per_s
     if p.prefill is not None and p.decode is not None:
         counts = replicas if replicas is not None else (p.prefill.instances, p.decode.instances)
-        for q, k in zip((p.prefill, p.decode), counts):
-            pools += (PoolCount(role=q.role, instances=k, gpus_per_instance=q.gpus_per_instance),)
-        pools = tuple(
-            q.model_copy(update={"spares": with_spares(q.instances, _down(av, q.gpus_per_instance)) - q.instances})
-            for q in pools
-        )
+        mixed = _is_mixed(p)
+        own = pool_prices or (p.prefill.usd_per_gpu_hour, p.decode.usd_per_gpu_hour)
+        for q, k, usd in zip((p.prefill, p.decode), counts, own):
+            spares = with_spares(k, _down(_availability(fleet, q.gpu), q.gpus_per_instance)) - k
+            extra: dict = {}
+            if mixed:
+                site_q = fleet.constraints.site_of(q.gpu)
+                g_q = (k + spares) * q.gpus_per_instance
+                cap_q = (k + spares) * q.capacity_per_instance_rps
+                util_q = min(1.0, rate / cap_q) if cap_q > 0 else 1.0
+                extra = {
+                    "gpu": q.gpu,
+                    "usd_per_gpu_hour": usd,
+                    "site": site_q.name if site_q is not None else "",
+                    "power_w": _power(fleet, a, q.gpu, g_q, util_q, 0.0)[0],
+                }
+            pools += (
+                PoolCount(role=q.role, instances=k, gpus_per_instance=q.gpus_per_instance, spares=spares, **extra),
+            )
         n = sum(q.instances for q in pools)
         spare = sum(q.spares for q in pools)
         down = 0.0
@@ -336,13 +383,28 @@ def _option(
         capacity = (n + spare) * cap_per_replica
         gpus = (n + spare) * p.gpus_per_replica
         pick_gpus = p.replicas * p.gpus_per_replica
-    rate = peak_rate_per_s if peak_rate_per_s is not None else rec.goal.rate_per_s
     util = min(1.0, rate / capacity) if capacity > 0 else 1.0
-    peak_w, _ = _power(fleet, a, p.gpu, gpus, util, 0.0)
     mean_util = min(1.0, w.rate_per_s / capacity) if capacity > 0 else 1.0
-    mean_w, e_tok = _power(fleet, a, p.gpu, gpus, mean_util, w.rate_per_s * w.output_tokens)
+    tokens_per_s = w.rate_per_s * w.output_tokens
+    if pools and pools[0].gpu:  # mixed kinds: each pool at its own kind, utilisation and site
+        peak_w = sum(q.power_w for q in pools)
+        mean_w = 0.0
+        for qc, pool in zip(pools, (p.prefill, p.decode)):
+            assert pool is not None
+            cap_q = (qc.instances + qc.spares) * pool.capacity_per_instance_rps
+            u_q = min(1.0, w.rate_per_s / cap_q) if cap_q > 0 else 1.0
+            mean_w += _power(fleet, a, qc.gpu, (qc.instances + qc.spares) * qc.gpus_per_instance, u_q, 0.0)[0]
+        e_tok = float(energy_j_per_token(mean_w, tokens_per_s)) if tokens_per_s > 0 else None
+    else:
+        peak_w, _ = _power(fleet, a, p.gpu, gpus, util, 0.0)
+        mean_w, e_tok = _power(fleet, a, p.gpu, gpus, mean_util, tokens_per_s)
     site = fleet.constraints.site_of(p.gpu)
-    price = usd_per_gpu_hour if usd_per_gpu_hour is not None else p.cost_per_hour / pick_gpus
+    if pools and pools[0].gpu:  # shown only: the cost is each pool's GPUs at its own price
+        price = (
+            sum((qc.usd_per_gpu_hour or 0.0) * (qc.instances + qc.spares) * qc.gpus_per_instance for qc in pools) / gpus
+        )
+    else:
+        price = usd_per_gpu_hour if usd_per_gpu_hour is not None else p.cost_per_hour / pick_gpus
     return FleetOption(
         workload=w.name,
         gpu=p.gpu,
@@ -473,6 +535,11 @@ def plan_fleet(
                 keys.append((w.name, c.name, g))
                 units.append(unit_for(base, fleet, w, c, g, prices))
                 labels.append(f"{w.name} / {c.name} / {g}")
+            mu = mixed_unit(base, fleet, w, c, prices)
+            if mu is not None:
+                keys.append((w.name, c.name, MIXED))
+                units.append(mu)
+                labels.append(f"{w.name} / {c.name} / prefill and decode on two kinds")
     recs: dict[tuple[str, str, str], Recommendation] = dict(zip(keys, runner.run(run_unit, units, labels)))
     unit_of = dict(zip(keys, units))
 
@@ -483,8 +550,8 @@ def plan_fleet(
     robust_kinds: dict[str, list[str]] = {}
     for w in fleet.workloads:
         robust_kinds[w.name] = []
-        for g in workload_kinds(fleet, w):
-            if any(c.withdrawn(g) for c in cs):
+        for g in (*workload_kinds(fleet, w), MIXED):
+            if any(c.withdrawn(g) or (w.name, c.name, g) not in recs for c in cs):
                 continue
             picks = [recs[(w.name, c.name, g)].recommendation for c in cs]
             if any(p is None for p in picks):
@@ -515,7 +582,7 @@ def plan_fleet(
     for w in fleet.workloads:
         for c in cs:
             opts = []
-            for g in workload_kinds(fleet, w):
+            for g in (*workload_kinds(fleet, w), MIXED):
                 r = recs.get((w.name, c.name, g))
                 if r is not None and r.recommendation is not None:
                     opts.append(_option(fleet, a, w, r, c.name))
@@ -542,6 +609,11 @@ def plan_fleet(
                 bp = base_rec.recommendation
                 assert bp is not None
                 nominal_price = bp.cost_per_hour / sum(k * g for k, g in zip(_counts(bp), _sizes(bp)))
+                nominal_pools = (
+                    (bp.prefill.usd_per_gpu_hour, bp.decode.usd_per_gpu_hour)
+                    if bp.prefill is not None and bp.decode is not None
+                    else None
+                )
                 # the peak load: the case with the most traffic per replica of this configuration
                 peak = max(r.goal.rate_per_s for r in per_case)
                 opt = _option(
@@ -553,6 +625,7 @@ def plan_fleet(
                     replicas=most,
                     peak_rate_per_s=peak,
                     usd_per_gpu_hour=nominal_price,
+                    pool_prices=nominal_pools,
                 )
                 # the same configuration at the nominal load: offered to the nominal plan (it meets it)
                 at_nominal = _option(fleet, a, w, base_rec, NOMINAL)
@@ -599,13 +672,14 @@ def plan_fleet(
         for is_robust, plan in ((False, plans[NOMINAL]), (True, robust_plan)):
             for o in plan.picks:
                 w = fleet.workload(o.workload)
-                r = recs.get((o.workload, o.case, o.gpu))
+                g = _key(o)
+                r = recs.get((o.workload, o.case, g))
                 if r is None or r.recommendation is None or _shape(r.recommendation) != _shape(o.pick):
-                    r = sized.get((o.workload, o.gpu, _shape(o.pick), o.case))
+                    r = sized.get((o.workload, g, _shape(o.pick), o.case))
                 if r is None or r.recommendation is None:
                     continue
                 range_keys.append((o.workload, is_robust))
-                range_units.append(RangeUnit(r, unit_of[(w.name, o.case, o.gpu)].prices))
+                range_units.append(RangeUnit(r, unit_of[(w.name, o.case, g)].prices))
                 range_labels.append(f"{o.workload}: cost range ({'robust' if is_robust else 'nominal'})")
     got = runner.run(run_ranges, range_units, range_labels) if range_units else []
     ranges: dict[bool, dict[str, tuple[tuple[str, Range], ...]]] = {False: {}, True: {}}
@@ -623,16 +697,19 @@ def plan_fleet(
             continue
         extra = o.cost_per_hour - n.cost_per_hour
         case = o.case
-        what = f"{o.replicas} replicas of {o.pick.gpus_per_replica} x {o.gpu}"
-        if o.gpu != n.gpu:
-            gone = [c.name for c in cs if c.withdrawn(n.gpu) or (o.workload, c.name, n.gpu) not in recs]
-            missed = [c.name for c in cs if (r := recs.get((o.workload, c.name, n.gpu))) and r.recommendation is None]
+        what = _what(o)
+        if o.kinds != n.kinds:
+            kn = _key(n)
+            out_kind = next((k for k in n.kinds if any(c.withdrawn(k) for c in cs)), None)
+            gone = [c.name for c in cs if (out_kind and c.withdrawn(out_kind)) or (o.workload, c.name, kn) not in recs]
+            missed = [c.name for c in cs if (r := recs.get((o.workload, c.name, kn))) and r.recommendation is None]
             case = (gone + missed + [o.case])[0]
+            names = " + ".join(n.kinds)
             why = (
-                f"{n.gpu} is withdrawn in {', '.join(gone)}"
+                f"{out_kind or names} is withdrawn in {', '.join(gone)}"
                 if gone
-                else f"no {n.gpu} configuration meets {', '.join(missed)}"
-            ) + f": {what} instead of {n.replicas} of {n.pick.gpus_per_replica} x {n.gpu}"
+                else f"no {names} configuration meets {', '.join(missed)}"
+            ) + f": {what} instead of {_what(n)}"
         elif extra > 0:
             why = f"{o.case} needs {what} where the nominal plan runs {n.replicas}"
         else:
@@ -658,6 +735,17 @@ def plan_fleet(
         units=len(set(units)) + len(set(size_units)) + len(range_units),
         notes=tuple(notes),
     )
+
+
+def _key(o: FleetOption) -> str:
+    """The key of the runs an option came from: its GPU kind, or :data:`MIXED`."""
+    return MIXED if o.mixed else o.gpu
+
+
+def _what(o: FleetOption) -> str:
+    if o.pools:
+        return " + ".join(f"{q.instances} {q.role} x {q.gpus_per_instance} {q.gpu or o.gpu}" for q in o.pools)
+    return f"{o.replicas} replicas of {o.pick.gpus_per_replica} x {o.gpu}"
 
 
 def tokens_per_hour(w: FleetWorkload) -> float:

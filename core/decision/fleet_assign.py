@@ -1,13 +1,14 @@
 """The fleet's assignment: one option per workload, the cheapest set that keeps every constraint of the whole fleet.
 
-Each workload has up to one option per GPU kind (:class:`FleetOption`: a configuration, its replicas and spares,
-cost and power). Without a constraint across workloads the cheapest option of each workload is the plan. With
+Each workload has up to one option per GPU kind, and one whose disaggregated pools are of two kinds (prefill on
+one, decode on another), (:class:`FleetOption`: a configuration, its replicas and spares, cost and power; a
+mixed-kind option counts each pool's GPUs, price and power against its own kind and site). Without a constraint across workloads the cheapest option of each workload is the plan. With
 GPU counts per kind, a budget per hour or a power budget per site, the plan is the integer program::
 
     minimise   sum_w sum_o c_wo x_wo
     subject to sum_o x_wo = 1                                  every workload served once
-               sum_{w,o on kind k} g_wo x_wo <= cap_k          GPUs available of each kind
-               sum_{w,o at site s} p_wo x_wo <= budget_s        each site's power budget [W]
+               sum_{w,o} g_wok x_wo <= cap_k                  GPUs available of each kind (g_wok: o's GPUs of kind k)
+               sum_{w,o} p_wos x_wo <= budget_s                each site's power budget [W] (p_wos: o's draw at s)
                sum_w sum_o c_wo x_wo <= budget                 the budget per hour
                x_wo in {0, 1}
 
@@ -40,12 +41,17 @@ class _F(BaseModel):
 
 
 class PoolCount(_F):
-    """One pool of a disaggregated option: its serving instances, their size and its spares."""
+    """One pool of a disaggregated option: its serving instances, their size and its spares; in a mixed-kind option
+    (prefill on one GPU kind, decode on another) also its own kind, price, site and power."""
 
     role: str  # "prefill" or "decode"
     instances: int
     gpus_per_instance: int
     spares: int = 0
+    gpu: str = ""  # empty: the option's kind
+    usd_per_gpu_hour: float | None = None  # None: the option's price
+    site: str = ""
+    power_w: float = 0.0  # at the design load (a mixed-kind option's; otherwise the option's power_w is the sum)
 
 
 class FleetOption(_F):
@@ -79,6 +85,51 @@ class FleetOption(_F):
     def gpus_per_replica(self) -> int:
         return self.pick.gpus_per_replica
 
+    @property
+    def mixed(self) -> bool:
+        """A disaggregated option whose prefill and decode pools are of two GPU kinds."""
+        return any(q.gpu and q.gpu != self.gpu for q in self.pools)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The GPU kinds it uses (one, or a mixed-kind option's two)."""
+        return tuple(dict.fromkeys(q.gpu or self.gpu for q in self.pools)) if self.pools else (self.gpu,)
+
+    def groups_on(self, kind: str) -> tuple[tuple[int, int, int], ...]:
+        """:meth:`groups` of one GPU kind."""
+        if self.pools:
+            return tuple(
+                (q.instances, q.gpus_per_instance, q.spares) for q in self.pools if (q.gpu or self.gpu) == kind
+            )
+        return self.groups() if kind == self.gpu else ()
+
+    def gpus_of(self, kind: str) -> int:
+        """GPUs with spares of one kind."""
+        return sum((n + s) * g for n, g, s in self.groups_on(kind))
+
+    def price_of(self, kind: str) -> float:
+        """USD per GPU-hour of one of its kinds."""
+        for q in self.pools:
+            if (q.gpu or self.gpu) == kind and q.usd_per_gpu_hour is not None:
+                return q.usd_per_gpu_hour
+        return self.usd_per_gpu_hour
+
+    def power_on(self, kind: str) -> float:
+        """What its GPUs of one kind draw at the design load [W]."""
+        if self.mixed:
+            return sum(q.power_w for q in self.pools if (q.gpu or self.gpu) == kind)
+        return self.power_w if kind == self.gpu else 0.0
+
+    def power_at(self, site: str) -> float:
+        """What it draws at one site at the design load [W]."""
+        if self.mixed:
+            return sum(q.power_w for q in self.pools if q.site == site)
+        return self.power_w if site == self.site else 0.0
+
+    @property
+    def sites(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(q.site for q in self.pools)) if self.mixed else (self.site,)
+
     def groups(self) -> tuple[tuple[int, int, int], ...]:
         """(serving instances, GPUs each, spares) of each group of equal instances: the replicas, or each pool."""
         if self.pools:
@@ -100,7 +151,7 @@ class FleetOption(_F):
             for q in self.pools:
                 pool = p.prefill if q.role == "prefill" else p.decode
                 tp = pool.tp if pool is not None else 1
-                parts.append(f"{q.instances} {q.role} x {q.gpus_per_instance} {self.gpu} (TP {tp})")
+                parts.append(f"{q.instances} {q.role} x {q.gpus_per_instance} {q.gpu or self.gpu} (TP {tp})")
             return f"disaggregated {' + '.join(parts)} ({fmt})"
         layout = f"TP {p.tp}" + (f" x PP {p.pp}" if p.pp > 1 else "") + (f", EP {p.ep}" if p.ep > 1 else "")
         n = self.replicas
@@ -122,7 +173,7 @@ class FleetOption(_F):
     @property
     def cost_per_hour(self) -> float:
         """With spares [USD/h]."""
-        return self.gpus * self.usd_per_gpu_hour
+        return sum(self.gpus_of(k) * self.price_of(k) for k in self.kinds)
 
     @property
     def cost_per_million_tokens(self) -> float | None:
@@ -135,8 +186,8 @@ class FleetOption(_F):
         return self.energy_j_per_token * 1e6 / KWH_J if self.energy_j_per_token is not None else None
 
     def key(self) -> tuple[float, int, str]:
-        """The order among a workload's options: cheaper, then fewer GPUs, then the kind's name."""
-        return (round(self.cost_per_hour, 9), self.gpus, self.gpu)
+        """The order among a workload's options: cheaper, then fewer GPUs, then the kinds' names."""
+        return (round(self.cost_per_hour, 9), self.gpus, "+".join(self.kinds))
 
 
 class KindTotal(_F):
@@ -201,7 +252,8 @@ class Assignment(_F):
     def power_w_by_site(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for p in self.picks:
-            out[p.site] = out.get(p.site, 0.0) + p.power_w
+            for site in p.sites:
+                out[site] = out.get(site, 0.0) + p.power_at(site)
         return out
 
     def pick_of(self, workload: str) -> FleetOption | None:
@@ -236,11 +288,11 @@ def _solve(options: Sequence[Sequence[FleetOption]], limits: FleetLimits) -> lis
         lo.append(1.0)
         hi.append(1.0)
     for kind, cap in limits.gpus:
-        rows.append([float(o.gpus) if o.gpu == kind else 0.0 for _, _, o in flat])
+        rows.append([float(o.gpus_of(kind)) for _, _, o in flat])
         lo.append(-np.inf)
         hi.append(float(cap))
     for site, budget in limits.site_power_w:
-        rows.append([o.power_w if o.site == site else 0.0 for _, _, o in flat])
+        rows.append([o.power_at(site) for _, _, o in flat])
         lo.append(-np.inf)
         hi.append(budget)
     if limits.usd_per_hour is not None:
@@ -300,14 +352,14 @@ def assign(
 def totals(picks: Sequence[FleetOption], down_frac: dict[str, tuple[float, int]]) -> tuple[KindTotal, ...]:
     """Each GPU kind's GPUs, spares (pooled where that needs fewer, see the module docstring), cost and power."""
     out = []
-    for kind in sorted({p.gpu for p in picks}):
-        mine = [p for p in picks if p.gpu == kind]
-        serving = sum(p.serving_gpus for p in mine)
-        unpooled = sum(p.spare_gpus for p in mine)
+    for kind in sorted({k for p in picks for k in p.kinds}):
+        mine = [p for p in picks if kind in p.kinds]
+        groups = [x for p in mine for x in p.groups_on(kind)]
+        serving = sum(n * g for n, g, _ in groups)
+        unpooled = sum(s * g for _, g, s in groups)
         d, gpn = down_frac.get(kind, (0.0, 1))
         spare = unpooled
         if d > 0:
-            groups = [x for p in mine for x in p.groups()]
             nodes = math.ceil(sum(n * g for n, g, _ in groups if g <= gpn) / gpn)
             pooled = (with_spares(nodes, d) - nodes) * gpn if nodes else 0
             own = sum(s * g for _, g, s in groups if g > gpn)
@@ -319,8 +371,8 @@ def totals(picks: Sequence[FleetOption], down_frac: dict[str, tuple[float, int]]
                 serving_gpus=serving,
                 spare_gpus_unpooled=unpooled,
                 spare_gpus=spare,
-                usd_per_gpu_hour=mine[0].usd_per_gpu_hour,
-                power_w=sum(p.power_w for p in mine),
+                usd_per_gpu_hour=mine[0].price_of(kind),
+                power_w=sum(p.power_on(kind) for p in mine),
             )
         )
     return tuple(out)

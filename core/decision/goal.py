@@ -207,6 +207,12 @@ class Constraints(_F):
     #: only the disaggregated layout of these (prefill, decode) instance shapes (GPUs, TP, PP, EP), every
     #: aggregated one left out (a fleet plan sizes one disaggregated configuration under each of its scenarios)
     pools_allowed: tuple[tuple[int, int, int, int], tuple[int, int, int, int]] | None = None
+    #: only disaggregated layouts whose prefill and decode pools are of these two GPU kinds (with
+    #: ``pools_allowed``: a fleet plan sizing one mixed-kind configuration)
+    pool_kinds: tuple[str, str] | None = None
+    #: only disaggregated layouts whose two pools are of two different GPU kinds (a fleet plan's search over all
+    #: its kinds at once, beside its per-kind runs, which cannot find them)
+    mixed_pools: bool = False
 
     @classmethod
     def from_config(cls, cfg: RabitConfig, *, training: bool = False) -> Constraints:

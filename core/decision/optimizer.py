@@ -460,7 +460,7 @@ def recommend(
     wb = budget if budget is not None else search_budget()
     cands = screen(goal, cons, prices, wb) if memo is None else _screen_shared(goal, cons, prices, memo, wb)
     cands = cands + disagg_candidates(goal, cons, [c for c in cands if c.prefill_capacity_rps])
-    if cons.pools_allowed is not None:
+    if cons.pools_allowed is not None or cons.pool_kinds is not None or cons.mixed_pools:
         cands = [c for c in cands if c.mode == "disaggregated"]
     survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost, c.gpus_per_replica))
     results: dict[int, Candidate] = {}

@@ -149,6 +149,7 @@ def _pools_narrowed(cons, pick):
             "kv_allowed": (pick.kv_dtype,),
             "disagg": True,
             "pools_allowed": shapes,
+            "pool_kinds": (q.gpu, d.gpu),
         }
     )
 
