@@ -140,7 +140,8 @@ def test_a_bad_upload_shows_an_error_next_to_it_and_changes_nothing(clear_cache)
     st_ = Store()
     aid = st_.create("Guarded", SMALL)
     st_.add_runs(
-        aid, __import__("core.operations.run_rows", fromlist=["x"]).parse_file(FIXTURE.name, FIXTURE.read_bytes(), SMALL)
+        aid,
+        __import__("core.operations.run_rows", fromlist=["x"]).parse_file(FIXTURE.name, FIXTURE.read_bytes(), SMALL),
     )
     before = st_.export(aid)
     negative = json.dumps({**json.loads(FIXTURE.read_text()), "median_ttft_ms": -5.0}).encode()
