@@ -43,6 +43,7 @@ SYMBOLS: dict[str, str] = {
     "u": "u",
     "gpus": "G",
     "pi_flops": r"\pi_{flops}",
+    "pi_att": r"\pi_{att}",
     "pi_bw": r"\pi_{bw}",
     "eta_bw": r"\eta_{bw}",
     "mfu": "MFU",

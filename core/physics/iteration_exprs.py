@@ -4,15 +4,18 @@
 In the symbols of :func:`consts`::
 
     F   = f_t T + f_a A (+ f_l T)                                            FLOPs per GPU
-    t_c = (f_t - f_e) T / (pi mfu T/(T + T0)) + f_e T / (pi mfu t_e/(t_e + T0)) + f_a A / (pi mfu)
+    t_c = (f_t - f_e) T / (pi mfu T/(T + T0)) + f_e T / (pi mfu t_e/(t_e + T0)) + f_a A / (pi_a mfu)
           (+ f_l T / (pi mfu eta_l))
     Y   = W_r + (g_r R + T) k_g + T r_b,   Y_l = D w_l + T a_l               bytes per GPU
     t_m = Y / (pi_bw eta_bw) (+ Y_l / (pi_bw eta_bw eta_l))
     t_x = (n_ar min(a_r + b_r T, a_t + b_t T) + n_a2a (a_e + b_e T)) x_c
-    t_ca = f_a A / (pi mfu),   t_ma = g_r R k_g / (pi_bw eta_bw)              attention's compute and K/V reads
+    t_ca = f_a A / (pi_a mfu), t_ma = g_r R k_g / (pi_bw eta_bw)              attention's compute and K/V reads
     t_b = max(t_c - t_ca, t_m - t_ma) + max(t_ca, t_ma)                       GEMMs and attention, each at its roofline
     t_o = t_s + pp n_k t_k + S (t_q + (V y_v + 2 m_s) / (pi_bw eta_bw))
     t   = pp (t_b + t_x) + (pp - 1)(a_h + b_h T) + t_o
+
+``pi_a`` is attention's own peak, at the KV cache's precision (``pi_att``, recorded where it differs from the
+GEMMs' ``pi_flops``: an FP8-weights deployment with a BF16 cache).
 
 With attention parallelism or a host KV tier (:func:`core.physics.attention_split.split_parts`) the stage's terms
 are on one rank's share ``T_c = T / cp``, ``A_c = A / cp``, ``R_c = R / cp``, with the ring, the DCP exchange and the
@@ -35,6 +38,7 @@ UNITS = {
     "f_t": "FLOP",
     "f_a": "FLOP",
     "pi_flops": "FLOP/s",
+    "pi_att": "FLOP/s",
     "mfu": "frac",
     "T0": "tokens",
     "W_r": "B",
@@ -146,6 +150,9 @@ def exprs(sm: StepModel) -> dict[str, str]:
         "t_ma": EXPR_ATT_MEMORY,
         **({"Y_l": EXPR_LORA_BYTES} if lora else {}),
     }
+    if _own_attention_peak(sm):  # attention at its own precision's peak, not the GEMMs'
+        out["t_c"] = out["t_c"].replace("f_a * A / (pi_flops * mfu)", "f_a * A / (pi_att * mfu)")
+        out["t_ca"] = out["t_ca"].replace("pi_flops", "pi_att")
     split = sm.attention_split
     if split:
         share = {"T": "T_c", "A": "A_c", "R": "R_c"}
@@ -154,7 +161,8 @@ def exprs(sm: StepModel) -> dict[str, str]:
             for k, v in out.items()
         }
         if sm.cp > 1:
-            out["t_x"] = f"{out['t_x']} + {EXPR_RING}"
+            ring = EXPR_RING.replace("pi_flops", "pi_att") if _own_attention_peak(sm) else EXPR_RING
+            out["t_x"] = f"{out['t_x']} + {ring}"
         if sm.dcp > 1:
             out["t_x"] = f"{out['t_x']} + {EXPR_DCP}"
         if sm.host_tier:
@@ -167,6 +175,11 @@ def exprs(sm: StepModel) -> dict[str, str]:
     elif split:
         full = full.replace("T_c", "T").replace("A_c", "A").replace("R_c", "R")
     return {**out, "full": full}
+
+
+def _own_attention_peak(sm: StepModel) -> bool:
+    """Attention's ceiling differs from the GEMMs' (another precision)."""
+    return bool(sm.attn_peak_flop_per_s != sm.peak_flop_per_s)
 
 
 def lora_consts(sm: StepModel) -> dict[str, float]:
@@ -188,6 +201,7 @@ def consts(sm: StepModel) -> dict[str, float]:
         f_a=sm.attn_flop_per_pair,
         mfu=sm.mfu_max,
         pi_flops=sm.peak_flop_per_s / sm.mfu_max,  # pi x mfu: the ceiling the body divides by
+        **({"pi_att": sm.attn_peak_flop_per_s / sm.mfu_max} if _own_attention_peak(sm) else {}),
         T0=sm.ramp_tokens,
         k_g=sm.kv_bytes_per_token,
         pi_bw=sm.hbm_bw_bytes_per_s,

@@ -24,8 +24,6 @@ from core.physics.iteration_exprs import (
     EXPR_BUSY,
     EXPR_BYTES,
     EXPR_COMM,
-    EXPR_COMPUTE,
-    EXPR_COMPUTE_LORA,
     EXPR_FIXED,
     EXPR_FLOP,
     EXPR_FLOP_LORA,
@@ -76,6 +74,11 @@ class IterationParts(_Frozen):
     @property
     def intensity_flop_per_byte(self) -> float:
         return self.flop / self.bytes if self.bytes else math.inf
+
+
+def _att_pi(pool: dict[str, Any]) -> str:
+    """The name of attention's ceiling among the named inputs: its own (``pi_att``) where it differs."""
+    return "pi_att" if "pi_att" in pool else "pi_flops"
 
 
 def _pick(expr: str, pool: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +167,7 @@ def _record_busy(
         ex["t_ca"],
         c_a,
         unit="s",
-        latex=r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}" if plain else None,
+        latex=rf"\frac{{[f_a] \cdot [A]}}{{[{_att_pi(pool)}] \cdot [mfu]}}" if plain else None,
         units=_U_ITER,
         **_pick(ex["t_ca"], pool),
         note="the attention kernels' share of t_c",
@@ -294,12 +297,12 @@ def iteration(
             f"{key}_compute_s",
             f"{what}: compute time",
             "t_c",
-            EXPR_COMPUTE_LORA if lora else EXPR_COMPUTE,
+            exprs(sm)["t_c"],  # the plain path's (attention at its own ceiling where that differs)
             c,
             unit="s",
             latex=r"\frac{([f_t] - [f_e]) \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[T]}{[T] + [T0]}} + "
             r"\frac{[f_e] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[t_e]}{[t_e] + [T0]}} + "
-            r"\frac{[f_a] \cdot [A]}{[pi_flops] \cdot [mfu]}"
+            rf"\frac{{[f_a] \cdot [A]}}{{[{_att_pi(K)}] \cdot [mfu]}}"
             + (r" + \frac{[f_l] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot [eta_l]}" if lora else ""),
             units=_U_ITER,
             f_t=K["f_t"],
@@ -309,6 +312,7 @@ def iteration(
             f_a=K["f_a"],
             A=A,
             pi_flops=K["pi_flops"],
+            **({"pi_att": K["pi_att"]} if "pi_att" in K else {}),
             mfu=K["mfu"],
             T0=K["T0"],
             **({"f_l": K["f_l"], "eta_l": K["eta_l"]} if lora else {}),

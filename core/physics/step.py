@@ -37,7 +37,7 @@ import numpy as np
 
 from core.base import MS, NO_TRACE, Trace
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, CUDA_GRAPH_PREFILL, ModelArch, rocm_attention
-from core.config import Deployment
+from core.config import COMPUTE_PRECISION, Deployment
 from core.physics.adapters import lora_constants
 from core.physics.attention_split import attention_split, split_parts
 from core.physics.collectives import ACT_BYTES, Collectives
@@ -133,6 +133,9 @@ class StepModel:
     lora_eff: float = 1.0  # eta_l (assumption lora_kernel_eff)
     lora_slots: float = 0.0  # K = max_loras: at most this many distinct adapters in one batch
     lora_count: float = 0.0  # N adapters served
+    #: the attention kernels' ceiling (effective peak x mfu_max at the KV cache's precision: FP8 with an FP8 cache,
+    #: else BF16); the GEMMs' ``peak_flop_per_s`` where the two precisions agree
+    attn_peak_flop_per_s: float = 0.0
     lora_popularity: tuple[float, ...] = ()  # each adapter's share of the requests (empty: uniform)
     # attention parallelism and the host KV tier (stage_parts): any of them set -> the split path
     attention_split: bool = False
@@ -207,6 +210,17 @@ class StepModel:
             )
         peak = effective_peak_flop_per_s(g, dep.weights, a.fp8_speedup, a.fp4_speedup, tr) * a.mfu_max
         peak *= dense_clock_share(g, dep.weights, tr)  # 1 where the part holds its peak clock
+        # attention's own math rate: its QK^T and PV run in the precision of the K/V they read, not the weights'.
+        # An FP8 KV cache is attended in FP8 (queries quantized too: vLLM's FlashAttention-3 backend, docs
+        # "Quantized KV Cache"; TensorRT-LLM's FP8 context FMHA); a BF16 one in BF16 however the GEMMs run, so an
+        # FP8-weights deployment with a BF16 cache prefills long prompts at the BF16 rate (Meta's context-
+        # parallelism runs, validation/longctx.csv: FP8 FFN weights, BF16 attention)
+        att_prec = "fp8" if dep.config.kv_dtype == "fp8" else "bf16"
+        if att_prec == COMPUTE_PRECISION[dep.weights]:
+            attn_peak = peak
+        else:
+            attn_peak = effective_peak_flop_per_s(g, att_prec, a.fp8_speedup, a.fp4_speedup) * a.mfu_max
+            attn_peak *= dense_clock_share(g, att_prec)
         # --- memory: weights read, one routed expert's bytes, KV bytes per cached token ---------------------
         hbm = g.memory_bw_bytes_per_s
         if on:
@@ -333,6 +347,7 @@ class StepModel:
             flop_per_token=f_t,
             attn_flop_per_pair=f_a,
             peak_flop_per_s=peak,
+            attn_peak_flop_per_s=attn_peak,
             ramp_tokens=a.mfu_ramp_tokens,
             dense_weight_bytes=dense_bytes,
             expert_bytes_per_gpu_per_expert=expert_bytes,
@@ -458,7 +473,7 @@ class StepModel:
         f_e = self.expert_flop_per_token
         t_cmp = (self.flop_per_token - f_e) * T / (
             self.peak_flop_per_s * eff
-        ) + self.attn_flop_per_pair * A / self.peak_flop_per_s
+        ) + self.attn_flop_per_pair * A / self.attn_peak_flop_per_s
         # E_T: distinct routed experts the T tokens touch per MoE layer (their GEMMs and their weight reads)
         if f_e or self.expert_bytes_per_gpu_per_expert:
             m = self.model
@@ -506,7 +521,7 @@ class StepModel:
         rank's share ``A / cp``, ``R / cp`` as :meth:`stage_parts` (all of them without CP); arrays welcome."""
         if self.cp > 1:
             A, R = A / self.cp, R / self.cp
-        return self.attn_flop_per_pair * A / self.peak_flop_per_s, (
+        return self.attn_flop_per_pair * A / self.attn_peak_flop_per_s, (
             self.kv_read_factor * R * self.kv_bytes_per_token / self.mem_bw_bytes_per_s
         )
 
