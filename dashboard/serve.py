@@ -87,6 +87,18 @@ def warm(port: int, timeout_s: float = 300.0) -> None:
     )
 
 
+def _warm_simulator() -> None:
+    from core.serving import warm_simulator
+
+    t0 = time.time()
+    try:
+        warm_simulator()
+    except Exception as exc:  # a failure here only costs the first simulation its compile time; say why
+        print(f"rabit: the simulator's compiled loop did not warm up ({exc})", file=sys.stderr, flush=True)
+        return
+    print(f"rabit: the simulator's compiled loop is ready ({time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
+
+
 #: Server settings for a room, also in .streamlit/config.toml (given here too, so that a launch from another
 #: working directory keeps them; an option on the command line wins): no source watching (it resolved every
 #: imported module's path after each run) and no full garbage collection after each run (about 0.1 CPU-s with
@@ -111,6 +123,9 @@ def main(argv: list[str] | None = None) -> None:
     port = int(_option(args, "--server.port", os.environ.get("STREAMLIT_SERVER_PORT", "8501")))
     if not no_warm:
         threading.Thread(target=warm, args=(port,), daemon=True, name="rabit-warm").start()
+    # the serving simulator's compiled loop: loaded from numba's cache (compiled once in a fresh install) before a
+    # page needs it
+    threading.Thread(target=_warm_simulator, daemon=True, name="rabit-warm-sim").start()
     from streamlit.web import cli
 
     sys.argv = ["streamlit", "run", str(APP), *room_args(args)]

@@ -53,6 +53,7 @@ from core.serving.simulation import (
     DEFAULT_RATE_FRACTION,
     DONE,
     LATENCY_KEYS,
+    LOOPS,
     REJECTED,
     SWEEP_MAX_REQUESTS,
     SWEEP_REQUESTS,
@@ -77,6 +78,7 @@ from core.serving.simulation import (
     sweep,
     sweep_rates,
     sweep_requests,
+    warm_simulator,
     workspace_tokens,
 )
 from core.serving.speculative_decoding import (
@@ -130,6 +132,7 @@ from core.serving.video import (
 )
 
 __all__ = [
+    "LOOPS",
     "LATENCY_KEYS",
     "AdapterStats",
     "adapter_sessions",
@@ -216,6 +219,7 @@ __all__ = [
     "replica_scheduler",
     "sim_spec",
     "simulate",
+    "warm_simulator",
     "simulate_queue",
     "spec_vs_alpha",
     "speculative",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -33,6 +33,7 @@ from core.config import Deployment, Draws, Lengths, RabitConfig, SimSpec, as_dep
 from core.physics import serving_memory
 from core.serving.kv_transfer import KvPath, kv_path, kv_transfer_s, wire_share
 from core.serving.router import make_policy
+from core.serving.sim import compiled
 from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.engine import DONE, Engine, Records
 from core.serving.sim.metrics import Percentiles
@@ -41,6 +42,7 @@ from core.serving.simulation import (
     Capacity,
     SimResult,
     adapter_draws,
+    check_loop,
     kv_pool,
     max_throughput,
     replica_adapters,
@@ -224,14 +226,17 @@ def simulate_deployment(
     *,
     budget: WorkBudget | None = None,
     timing: str = "auto",
+    loop: str = "auto",
 ) -> DeploymentResult:
     """Simulate the deployment ``layout`` (default: :func:`layout_of` the config) serving ``spec`` (its rate is
     the whole deployment's). Raises ``ValueError`` when an instance has no room for a KV cache, and
-    :class:`core.base.limits.BudgetExceeded` past the work ``budget``."""
+    :class:`core.base.limits.BudgetExceeded` past the work ``budget``. ``loop``: as :func:`core.serving.simulate`'s
+    (an aggregated deployment takes the compiled loop where it can; a disaggregated one the Python loop)."""
+    check_loop(loop)
     dep = as_deployment(dep)
     layout = layout or layout_of(dep.config)
     if layout.mode == "aggregated":
-        return _aggregated(dep, spec, layout, budget, timing)
+        return _aggregated(dep, spec, layout, budget, timing, loop)
     return _disaggregated(dep, spec, layout, budget, timing)
 
 
@@ -246,14 +251,21 @@ def _prefix_tokens(dep: Deployment, spec: SimSpec, pool) -> Callable[[int], int]
     return tokens
 
 
-def _aggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
+def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentResult:
     sm, tm = replica_timing(dep, spec, timing)
     pool = kv_pool(dep, spec)
     R = layout.replicas
     draws = Draws(spec, np.random.default_rng(spec.seed))
     prefix = _prefix_tokens(dep, spec, pool)
     ad = adapter_draws(dep, spec)
-    if R == 1 and prefix is None:
+    fast = None
+    if loop == "auto" and ad is None and prefix is None and compiled.supported(spec, tm, pool, R, layout.router):
+        # the compiled loop: the same records as the Python one (tests/test_compiled_loop.py), faster
+        fast = compiled.run(spec, tm, pool, draws, R, layout.router, spec.seed, budget)
+    if fast is not None:
+        parts = fast[0]
+        merged = compiled.merged(parts, fast[1], int(spec.num_requests or 0))
+    elif R == 1 and prefix is None:
         # one replica and nothing to route: the one-replica loop itself (the same records, without the deployment's
         # event heap; tests/test_cluster.py holds the two to the byte)
         merged = Engine(spec, tm, pool, draws, replica_adapters(dep, ad)).run(budget)
@@ -275,6 +287,8 @@ def _aggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
         update={"requests_per_s": R * one.requests_per_s, "output_tokens_per_s": R * one.output_tokens_per_s}
     )
     res = result_of(spec, merged, cap, int(pool.blocks * pool.block), tm.exact_shape, one.residence_s)
+    if fast is not None:
+        res = replace(res, loop="compiled")
     return _with_stats(res, layout, parts, ["replica"] * R, R)
 
 

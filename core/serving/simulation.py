@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from core.base import NO_TRACE, WorkBudget
 from core.config import LOAD_FIELDS, Deployment, Draws, Lengths, RabitConfig, SimSpec, as_deployment, parse_trace
 from core.physics import StepModel, adapter_load_s, serving_memory
+from core.serving.sim import compiled
 from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Records
 from core.serving.sim.metrics import (
@@ -314,6 +315,8 @@ class SimResult:
     ts_waiting: np.ndarray
     ts_running: np.ndarray
     ts_kv_frac: np.ndarray
+    #: the event loop that ran it: "compiled" (core.serving.sim.compiled) or "python" (the same records)
+    loop: str = "python"
 
     def samples(self, metric: str) -> np.ndarray:
         """Per-request samples behind a latency percentile: ``ttft_s``, ``itl_s``, ``e2e_s`` or ``queue_s``."""
@@ -332,12 +335,19 @@ class SimResult:
 
 
 def simulate(
-    dep: Deployment | RabitConfig, spec: SimSpec, *, timing: str = "auto", budget: WorkBudget | None = None
+    dep: Deployment | RabitConfig,
+    spec: SimSpec,
+    *,
+    timing: str = "auto",
+    budget: WorkBudget | None = None,
+    loop: str = "auto",
 ) -> SimResult:
     """Simulate one replica of ``cfg`` serving the workload ``spec`` (deterministic in ``spec.seed``).
 
     ``timing``: ``"auto"`` (the tabulated closed form when it reproduces the step model, which the
-    constructor checks), ``"direct"`` (always call ``StepModel.pipelined_s``; the reference).
+    constructor checks), ``"direct"`` (always call ``StepModel.pipelined_s``; the reference). ``loop``: ``"auto"``
+    (the compiled event loop where it takes the run, :func:`core.serving.sim.compiled.supported`), ``"python"``
+    (always the Python loop: the reference it matches to the byte).
     Raises ``ValueError`` when the replica has no room for a KV cache, and
     :class:`core.base.limits.BudgetExceeded` (a ``ValueError``) past the work ``budget`` (default: the
     shared server's, :class:`core.base.limits.WorkBudget`).
@@ -346,9 +356,46 @@ def simulate(
     sm, tm = replica_timing(dep, spec, timing)
     pool = kv_pool(dep, spec)
     rng = np.random.default_rng(spec.seed)
-    rec = Engine(spec, tm, pool, Draws(spec, rng), replica_adapters(dep, adapter_draws(dep, spec))).run(budget)
+    draws, lora = Draws(spec, rng), replica_adapters(dep, adapter_draws(dep, spec))
+    rec, ran = run_one(spec, tm, pool, draws, lora, budget, loop)
     capacity = max_throughput(dep, spec, pool=pool, sm=sm)
-    return result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming))
+    res = result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming))
+    return replace(res, loop=ran)
+
+
+#: The event loops a simulation may take (``loop=``): the compiled one where it takes the run, or the Python one.
+LOOPS = ("auto", "python")
+
+
+def check_loop(loop: str) -> None:
+    if loop not in LOOPS:
+        raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
+
+
+def run_one(
+    spec: SimSpec,
+    tm: LinearTiming | ArrayTiming,
+    pool: Pool,
+    draws: Draws,
+    lora: Adapters | None,
+    budget: WorkBudget | None,
+    loop: str = "auto",
+) -> tuple[Records, str]:
+    """One replica's run and the loop that ran it: the compiled loop where it takes the run
+    (:func:`core.serving.sim.compiled.supported`) unless ``loop`` is ``"python"``, the Python engine otherwise;
+    the same records either way."""
+    check_loop(loop)
+    if loop == "auto" and compiled.supported(spec, tm, pool, 1, "round-robin", adapters=lora):
+        got = compiled.run(spec, tm, pool, draws, 1, "round-robin", spec.seed, budget)
+        if got is not None:
+            return got[0][0], "compiled"
+    return Engine(spec, tm, pool, draws, lora).run(budget), "python"
+
+
+def warm_simulator() -> None:
+    """Load (or, in a fresh install, compile) the compiled loop with a tiny simulation: the dashboard's start-up
+    calls this in the background so that no page's first simulation waits for it."""
+    simulate(RabitConfig(), SimSpec(num_requests=4, rate_per_s=1.0))
 
 
 def replica_timing(

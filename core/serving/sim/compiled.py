@@ -1,0 +1,312 @@
+"""The deployment's event loop compiled (numba): the same engine and router as :mod:`core.serving.sim.engine` and
+:mod:`core.serving.sim.replicas`, operation for operation, over flat arrays, for the common shape of a run.
+
+A profile of the Python loop (``bench/cluster.py``: one replica, 100,000 requests at 1.4 s; 16 replicas and
+1,000,000 requests at 29 s) spreads its time over some ninety small calls per request, none above a tenth of the
+whole: the cost is the interpreter's per operation, not one hot spot, so a compiled loop is the fix that pays.
+This module is that loop for runs that are
+
+* aggregated replicas behind ``round-robin``, ``least-outstanding`` or ``power-of-two`` (one replica included:
+  a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte);
+* Poisson arrivals of a fixed number of requests; chunked prefill with preempt-and-recompute (prefix caching of
+  a preempted request's blocks on or off); no timeout;
+* a model without sliding-window layers, without adapters, on the tabulated timing of one pipeline stage
+  (:class:`core.serving.sim.timing.LinearTiming` with ``pp`` 1);
+
+anything else runs the Python loop (:func:`supported` says which). The loop itself is in
+:mod:`core.serving.sim.jit_loop` over :mod:`core.serving.sim.jit_engine` and :mod:`core.serving.sim.jit_parts`;
+this module is its caller: it lays out the arrays, runs slices of the loop with the work budget checked between
+them, and turns the arrays into the Python loop's :class:`Records`. Same seed, same bytes: every record, time-series
+point and counter equals the Python loop's (``tests/test_compiled_loop.py`` holds the two to the byte over the
+shapes above). The order of every floating-point operation is kept, so the results are equal, not close.
+
+State lives in arrays (per request, per replica, the event heap, the time series), so the loop stops every
+:data:`SLICE_PASSES` passes and the caller checks the work budget (wall time, progress) as the Python loop does,
+then resumes it; it also stops to let the caller grow an array. Linked lists over the request numbers stand for
+the engine's queues (waiting: first-come first-served with a preempted request back at the head; running and
+prefilling: admission order with removal anywhere), binary heaps for its heaps, with the same tie-break
+(``(iteration, request)`` and ``(time, sequence)``), so they pop in the same order. The router's wake-up of an idle
+replica while another plans (a recursion in the Python loop) is an explicit stack.
+
+The first call in a fresh install compiles the loop (about 15 s on the 2-core CI machine); numba caches it on disk
+beside its modules, so every later process loads it in a fraction of a second. :func:`warm` runs a tiny
+simulation: the dashboard calls it in the background at start-up, so no page waits for the compiler.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+
+from core.serving.sim.jit_layout import (
+    CLOCK,
+    EVENTS,
+    G_EVN,
+    G_FHMAX,
+    G_LO,
+    G_PASSES,
+    G_TSN,
+    GROW,
+    I_HI,
+    I_HP,
+    I_HR,
+    I_HW,
+    I_ITER,
+    I_PRE,
+    I_TI,
+    I_TP,
+    I_TR,
+    I_TW,
+    INF,
+    N_G,
+    N_Q,
+    N_RF,
+    N_RI,
+    NO_ROOM,
+    OK,
+    P2_CHUNK,
+    Q_INP,
+    Q_NPRE,
+    Q_NX_IN,
+    Q_NX_W,
+    Q_OUT,
+    Q_REP,
+    Q_STATUS,
+    R_BUSY,
+    R_LAST,
+    R_NEXT,
+    R_PREFILL,
+    ROUTERS,
+    RQ_ADMIT,
+    RQ_ARR,
+    RQ_FIN,
+    RQ_FIRST,
+    SLICE,
+    STUCK,
+)  # fmt: skip
+from core.serving.sim.records import UNFINISHED, Records
+
+#: The most replicas x batch cap the compiled loop takes (its per-replica heaps and chunk lists are arrays of the
+#: batch cap: 32 B each); past it the Python loop, whose replicas grow their lists as they go.
+MAX_REPLICA_SLOTS = 4_000_000
+
+
+def supported(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> bool:
+    """Whether the compiled loop runs this simulation (see the module docstring); the Python loop otherwise."""
+    from core.serving.sim.timing import LinearTiming
+
+    return (
+        numba_available()
+        and isinstance(timing, LinearTiming)
+        and timing.pp == 1.0
+        and not timing.lora
+        and adapters is None
+        and prefix is None
+        and router in ROUTERS
+        and spec.arrival == "poisson"
+        and spec.num_requests is not None
+        and spec.num_requests >= 1
+        and spec.duration_s is None
+        and spec.policy == "chunked"
+        and spec.admission == "preempt"
+        and spec.timeout_s is None
+        and pool.slide_share == 0
+        and replicas * (spec.max_batch + 72) <= MAX_REPLICA_SLOTS
+    )
+
+
+def _p2_pairs(replicas: int, seed: int, n: int) -> np.ndarray:
+    """The power-of-two router's pairs for ``n`` requests (rows: first, second), drawn as
+    :class:`core.serving.router.PowerOfTwo` draws them (chunks of :data:`P2_CHUNK` from its own generator)."""
+    if replicas == 1:
+        return np.zeros((2, 1), dtype=np.int64)
+    rng = np.random.default_rng([seed, 0x524F55])
+    a_s, b_s = [], []
+    for _ in range(-(-n // P2_CHUNK)):
+        a = rng.integers(0, replicas, size=P2_CHUNK)
+        b = rng.integers(0, max(1, replicas - 1), size=P2_CHUNK)
+        a_s.append(a)
+        b_s.append(b + (b >= a))
+    return np.stack([np.concatenate(a_s), np.concatenate(b_s)]).astype(np.int64)
+
+
+def _grown(x: np.ndarray, size: int) -> np.ndarray:
+    """``x`` in an array of ``size`` along its last axis, the rest zeros."""
+    out = np.zeros(x.shape[:-1] + (size,), dtype=x.dtype)
+    out[..., : x.shape[-1]] = x
+    return out
+
+
+def _ints(code: str, x: np.ndarray) -> array:
+    a = array(code)
+    a.frombytes(np.ascontiguousarray(x, dtype={"q": np.int64, "l": np.int64, "b": np.int8}[code]).tobytes())
+    return a
+
+
+def _floats(x: np.ndarray) -> array:
+    a = array("d")
+    a.frombytes(np.ascontiguousarray(x, dtype=float).tobytes())
+    return a
+
+
+def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget=None):
+    """The deployment's records (each replica's :class:`Records` and the deployment's number of each of its
+    requests), or None where the loop leaves the run to the Python one (an iteration past the timing's table).
+    Raises as the Python loop does: :class:`core.base.limits.BudgetExceeded` past the work ``budget``."""
+    from core.base import WorkBudget
+    from core.serving.sim.jit_loop import loop
+
+    budget = budget or WorkBudget()
+    n, R, mb = int(spec.num_requests), int(replicas), int(spec.max_batch)
+    draws.ensure(n)
+    sm = timing.sm
+    scal = (
+        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching), ROUTERS[router],
+        int(timing.t_max), bool(sm.graph_prefill), int(pool.max_context), int(budget.max_events),
+        float(pool.blocks), float(pool.full_share), float(pool.seq_blocks_max),
+        1.0 / pool.blocks if pool.blocks > 0 else 0.0, float(timing.q), float(sm.graph_launch_s),
+        float(sm.eager_launch_s), float(sm.graph_max_tokens), float(sm.kernels_per_stage), float(timing.pp),
+        float(budget.max_clock_s),
+    )  # fmt: skip
+    gaps = np.asarray(draws.gaps[:n], dtype=float)
+    P2 = _p2_pairs(R, seed, n) if router == "power-of-two" else np.zeros((2, 1), dtype=np.int64)
+    TB = np.array([timing.c0, timing.c1, timing.m0, timing.m1, timing.x], dtype=float)
+    G = np.zeros(N_G, dtype=np.int64)
+    G[G_LO] = -1
+    GF = np.array([gaps[0], 0.0])
+    RI = np.zeros((R, N_RI), dtype=np.int64)
+    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI]] = -1
+    RF = np.zeros((R, N_RF), dtype=float)
+    RF[:, R_NEXT] = INF
+    hist = np.zeros((R, pool.block), dtype=np.int64)
+    FH = np.zeros((2, R, mb + 72), dtype=np.int64)  # the finish heaps: iteration, request
+    CH = np.zeros((2, R, mb + 1), dtype=np.int64)  # the planned step's chunks: request, tokens
+    RQF = np.full((4, n), np.nan)
+    RQI = np.zeros((N_Q, n), dtype=np.int64)
+    RQI[Q_STATUS] = UNFINISHED
+    RQI[Q_REP] = -1
+    RQI[Q_NX_W : Q_NX_IN + 1] = -1  # the queues' links: none
+    RQI[Q_INP] = np.asarray(draws.inp[:n], dtype=np.int64)
+    RQI[Q_OUT] = np.asarray(draws.out[:n], dtype=np.int64)
+    margin = 8 * R + 4 * mb + 64  # what one pass of the loop may add at most (jit_loop.loop's margin)
+    ev_cap = margin + 64
+    ev_t, EVI = np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64)
+    ts_cap = n + margin + 256  # about two points a request: grown once or twice on a run (as the tests' runs are)
+    ts_rep, TSF = np.zeros(ts_cap, dtype=np.int64), np.zeros((4, ts_cap))
+    stk = np.zeros(R, dtype=np.int64)
+    err = np.zeros(1, dtype=np.int64)
+    while True:
+        arrays = (gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, ev_t, EVI, ts_rep, TSF, stk, err)
+        code = loop((scal, arrays))
+        if code == OK:
+            break
+        if code == SLICE:
+            budget.check(int(G[G_PASSES]), float(GF[1]))
+        elif code == GROW:
+            if int(G[G_FHMAX]) + mb + 8 > FH.shape[2]:
+                FH = _grown(FH, 2 * FH.shape[2])
+            if int(G[G_EVN]) + margin > ev_t.shape[0]:
+                ev_t, EVI = _grown(ev_t, 2 * ev_t.shape[0]), _grown(EVI, 2 * EVI.shape[1])
+            if int(G[G_TSN]) + margin > ts_rep.shape[0]:
+                ts_rep, TSF = _grown(ts_rep, 2 * ts_rep.shape[0]), _grown(TSF, 2 * TSF.shape[1])
+        elif code in (CLOCK, EVENTS):
+            budget.check(int(G[G_PASSES]), float(GF[1]))
+            raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")
+        elif code == STUCK:
+            raise RuntimeError("a replica can neither admit nor reject the head of its queue")
+        elif code == NO_ROOM:
+            raise RuntimeError("decode run without room for one iteration")
+        else:
+            return None
+    m = int(G[G_TSN])
+    ts_rep, TSF = ts_rep[:m], TSF[:, :m]
+    order = np.argsort(ts_rep, kind="stable")
+    bounds = np.searchsorted(ts_rep[order], np.arange(R + 1))
+    status = RQI[Q_STATUS].astype(np.int8)
+    rep = RQI[Q_REP]
+    parts, gids = [], []
+    for e in range(R):
+        g = np.flatnonzero(rep == e)
+        pts = order[bounds[e] : bounds[e + 1]]
+        parts.append(
+            Records(
+                arrival_s=_floats(RQF[RQ_ARR, g]),
+                input_tokens=_ints("q", RQI[Q_INP, g]),
+                output_tokens=_ints("q", RQI[Q_OUT, g]),
+                status=_ints("b", status[g]),
+                admitted_s=_floats(RQF[RQ_ADMIT, g]),
+                first_token_s=_floats(RQF[RQ_FIRST, g]),
+                finish_s=_floats(RQF[RQ_FIN, g]),
+                preemptions=_ints("l", RQI[Q_NPRE, g]),
+                ts_s=_floats(TSF[0, pts]),
+                ts_waiting=_floats(TSF[1, pts]),
+                ts_running=_floats(TSF[2, pts]),
+                ts_kv_frac=_floats(TSF[3, pts]),
+                busy_s=float(RF[e, R_BUSY]),
+                prefill_s=float(RF[e, R_PREFILL]),
+                iterations=int(RI[e, I_ITER]),
+                total_preemptions=int(RI[e, I_PRE]),
+                last_arrival_s=float(RF[e, R_LAST]),
+                adapters=None,
+            )
+        )
+        gids.append(g)
+    return parts, gids
+
+
+def merged(parts: list[Records], gids: list[np.ndarray], n: int) -> Records:
+    """The deployment's records from its replicas' (:meth:`core.serving.sim.replicas.ReplicaSet.records`,
+    aggregated)."""
+    from core.serving.sim.replicas import merge_series
+
+    if len(parts) == 1:
+        return parts[0]
+    arrival = np.full(n, np.nan)
+    inp = np.zeros(n, dtype=np.int64)
+    out = np.zeros(n, dtype=np.int64)
+    status = np.full(n, UNFINISHED, dtype=np.int8)
+    admitted, first, finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    pre = np.zeros(n, dtype=np.int64)
+    for g, rec in zip(gids, parts):
+        if not g.size:
+            continue
+        arrival[g] = np.frombuffer(rec.arrival_s, dtype=float)
+        inp[g] = np.frombuffer(rec.input_tokens, dtype=np.int64)
+        status[g] = np.frombuffer(rec.status, dtype=np.int8)
+        admitted[g] = np.frombuffer(rec.admitted_s, dtype=float)
+        first[g] = np.frombuffer(rec.first_token_s, dtype=float)
+        finish[g] = np.frombuffer(rec.finish_s, dtype=float)
+        pre[g] = np.asarray(rec.preemptions, dtype=np.int64)
+        out[g] = np.frombuffer(rec.output_tokens, dtype=np.int64)
+    ts, w, r, f = merge_series(parts)
+    m = len(parts)
+    return Records(
+        arrival_s=_floats(arrival),
+        input_tokens=_ints("q", inp),
+        output_tokens=_ints("q", out),
+        status=_ints("b", status),
+        admitted_s=_floats(admitted),
+        first_token_s=_floats(first),
+        finish_s=_floats(finish),
+        preemptions=_ints("l", pre),
+        ts_s=_floats(ts),
+        ts_waiting=_floats(w),
+        ts_running=_floats(r),
+        ts_kv_frac=_floats(f),
+        busy_s=sum(p.busy_s for p in parts) / m,
+        prefill_s=sum(p.prefill_s for p in parts) / m,
+        iterations=sum(p.iterations for p in parts),
+        total_preemptions=sum(p.total_preemptions for p in parts),
+        last_arrival_s=max(p.last_arrival_s for p in parts),
+        adapters=None,
+    )
+
+
+def numba_available() -> bool:
+    """Whether numba imports here (a dependency; a platform without its wheels takes the Python loop)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:  # pragma: no cover - only where numba is absent
+        return False
+    return True

@@ -1,0 +1,485 @@
+"""One replica's engine compiled: :class:`core.serving.sim.engine.Engine` (and the :class:`~core.serving.sim.replicas.Replica`
+it is in a deployment) function for function, for chunked prefill with preempt-and-recompute, without sliding
+windows, adapters or timeouts (:func:`core.serving.sim.compiled.supported`). Each function is the method of the
+same name (``absorb`` is ``_absorb_arrivals``, ``plan_chunked`` ``_plan_chunked``, ...) with the engine's lists in
+the arrays of :mod:`core.serving.sim.jit_layout`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from core.serving.sim.jit_layout import (
+    EPS,
+    FALLBACK,
+    I_BSUM,
+    I_D,
+    I_FHN,
+    I_FULL,
+    I_HI,
+    I_HP,
+    I_HW,
+    I_ITER,
+    I_KIND,
+    I_LOAD,
+    I_LR,
+    I_LW,
+    I_NCH,
+    I_NDEC,
+    I_PDEC,
+    I_PNOW,
+    I_PRE,
+    I_RCUT,
+    I_RK,
+    I_RKMAX,
+    I_TI,
+    I_TR,
+    INF,
+    NO_ROOM,
+    Q_CACHED,
+    Q_CTX,
+    Q_FIN_D,
+    Q_GEN,
+    Q_INP,
+    Q_NPRE,
+    Q_NX_IN,
+    Q_NX_P,
+    Q_OUT,
+    Q_STATUS,
+    Q_TARGET,
+    R_BUSY,
+    R_END,
+    R_LAST,
+    R_NEXT,
+    R_NOW,
+    R_PREFILL,
+    R_RA,
+    R_RDEAD,
+    R_RDT,
+    R_RG,
+    R_RR,
+    RQ_ADMIT,
+    RQ_ARR,
+    RQ_FIN,
+    RQ_FIRST,
+)
+from core.serving.sim.jit_parts import (
+    f_pop,
+    f_push,
+    jit,
+    jit_inline,
+    p_append,
+    p_remove,
+    r_append,
+    r_remove,
+    record,
+    t_one,
+    t_run,
+    used,
+    w_append,
+    w_appendleft,
+    w_popleft,
+)
+from core.serving.sim.records import DONE, MIXED, NONE, REJECTED, RUN, UNFINISHED
+
+
+@jit_inline
+def finish(RI, RF, RQF, RQI, e, rid, st):
+    RQI[Q_STATUS, rid] = st
+    RQF[RQ_FIN, rid] = RF[e, R_NOW]
+    RI[e, I_LOAD] -= 1  # Replica._user_done
+
+
+@jit_inline
+def release(B, RI, e, c):
+    RI[e, I_FULL] -= (c + B - 1) // B
+
+
+@jit
+def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, RQF, RQI, ts_rep, TSF, e):
+    while RF[e, R_NEXT] <= RF[e, R_NOW] and RF[e, R_NEXT] < INF:
+        rid = RI[e, I_HI]  # the inbox's head (Replica._next_request)
+        t = RQF[RQ_ARR, rid]
+        nxt = RQI[Q_NX_IN, rid]
+        RI[e, I_HI] = nxt
+        if nxt < 0:
+            RI[e, I_TI] = -1
+            RF[e, R_NEXT] = INF
+        else:
+            RF[e, R_NEXT] = RQF[RQ_ARR, nxt]
+        i, o = RQI[Q_INP, rid], RQI[Q_OUT, rid]
+        RQI[Q_STATUS, rid] = UNFINISHED
+        RQF[RQ_ADMIT, rid] = np.nan
+        RQF[RQ_FIRST, rid] = np.nan
+        RQF[RQ_FIN, rid] = np.nan
+        RQI[Q_NPRE, rid] = 0
+        RQI[Q_GEN, rid] = 0
+        RQI[Q_CTX, rid] = 0
+        RQI[Q_TARGET, rid] = 0
+        RQI[Q_FIN_D, rid] = -1
+        RQI[Q_CACHED, rid] = 0
+        RF[e, R_LAST] = t
+        c = i + (o - 1)
+        need = fs * ((c + B - 1) // B)
+        cap = pool_blocks if pool_blocks < seq_max else seq_max
+        if i + o > max_ctx or need > cap + EPS:
+            RQI[Q_STATUS, rid] = REJECTED
+            RQF[RQ_FIN, rid] = t
+            RI[e, I_LOAD] -= 1
+            continue
+        w_append(RI, RQI, e, rid)
+        record(fs, inv_P, G, RI, ts_rep, TSF, e, t)
+
+
+@jit_inline
+def decode_need(B, fs, RI, hist, e):
+    if not RI[e, I_NDEC]:
+        return 0.0
+    ph = (-RI[e, I_D]) % B
+    return fs * hist[e, ph]
+
+
+@jit
+def kv_run_bound(B, pool_blocks, fs, RI, hist, e, kmax):
+    cyc = fs * RI[e, I_NDEC]
+    if cyc <= 0:
+        return kmax
+    free = pool_blocks - used(fs, RI, e) + EPS
+    if free < 0:
+        return 0
+    qq = int(free // cyc)
+    if qq * B >= kmax:
+        return kmax
+    rem = free - qq * cyc
+    D = RI[e, I_D]
+    for j in range(B):
+        ph = (-(D + j)) % B
+        need = fs * hist[e, ph]
+        if need > rem:
+            v = qq * B + j
+            return kmax if kmax < v else v
+        rem -= need
+    v = qq * B + B
+    return kmax if kmax < v else v
+
+
+@jit
+def join_decode(B, G, RI, hist, FH, RQI, e, rid, c):
+    base = c - RI[e, I_D]
+    RQI[Q_CTX, rid] = base
+    ph = base % B
+    RI[e, I_NDEC] += 1
+    RI[e, I_BSUM] += base
+    hist[e, ph] += 1
+    fd = RI[e, I_D] + RQI[Q_OUT, rid] - RQI[Q_GEN, rid]
+    RQI[Q_FIN_D, rid] = fd
+    f_push(G, RI, FH, e, fd, rid)
+
+
+@jit
+def leave_decode(B, RI, hist, RQI, e, rid):
+    base = RQI[Q_CTX, rid]
+    ph = base % B
+    RI[e, I_NDEC] -= 1
+    RI[e, I_BSUM] -= base
+    hist[e, ph] -= 1
+    RQI[Q_GEN, rid] = RQI[Q_OUT, rid] - (RQI[Q_FIN_D, rid] - RI[e, I_D])
+    RQI[Q_FIN_D, rid] = -1
+    return base + RI[e, I_D]
+
+
+@jit
+def complete(B, RI, RF, RQF, RQI, e, rid, c):
+    r_remove(RI, RQI, e, rid)
+    release(B, RI, e, c)
+    finish(RI, RF, RQF, RQI, e, rid, DONE)
+
+
+@jit
+def advance_decode(B, RI, RF, hist, FH, RQF, RQI, e, k):
+    D = RI[e, I_D]
+    if k == 1:
+        ph = (-D) % B
+        RI[e, I_FULL] += hist[e, ph]
+    else:
+        qq, r = k // B, k % B
+        s = 0
+        for j in range(r):
+            s += hist[e, (-(D + j)) % B]
+        RI[e, I_FULL] += qq * RI[e, I_NDEC] + s
+    RI[e, I_D] = D + k
+    D = D + k
+    while RI[e, I_FHN] > 0 and FH[0, e, 0] <= D:
+        fd, rid = FH[0, e, 0], FH[1, e, 0]
+        f_pop(RI, FH, e)
+        if RQI[Q_FIN_D, rid] != fd:
+            continue
+        complete(B, RI, RF, RQF, RQI, e, rid, leave_decode(B, RI, hist, RQI, e, rid))
+
+
+@jit
+def take_out(B, RI, hist, RQI, e, rid):
+    r_remove(RI, RQI, e, rid)
+    if RQI[Q_FIN_D, rid] >= 0:
+        c = leave_decode(B, RI, hist, RQI, e, rid)
+    else:
+        p_remove(RI, RQI, e, rid)
+        c = RQI[Q_CTX, rid]
+    release(B, RI, e, c)
+    return c
+
+
+@jit
+def preempt_last(B, keep, RI, hist, RQI, e):
+    rid = RI[e, I_TR]
+    c = take_out(B, RI, hist, RQI, e, rid)
+    RQI[Q_CACHED, rid] = (c // B) * B if keep else 0
+    RQI[Q_CTX, rid] = 0
+    RQI[Q_NPRE, rid] += 1
+    RI[e, I_PRE] += 1
+    w_appendleft(RI, RQI, e, rid)
+
+
+@jit
+def hit_of(B, pool_blocks, RQI, rid, u):
+    cc = RQI[Q_CACHED, rid]
+    if not cc:
+        return 0
+    free = int(math.floor(pool_blocks - u + EPS))
+    last = ((RQI[Q_INP, rid] + RQI[Q_GEN, rid] - 1) // B) * B
+    v = cc
+    if free * B < v:
+        v = free * B
+    if last < v:
+        v = last
+    return v if v > 0 else 0
+
+
+@jit
+def admit(B, RI, RF, RQF, RQI, e, rid, h):
+    w_popleft(RI, RQI, e)
+    r_append(RI, RQI, e, rid)
+    p_append(RI, RQI, e, rid)
+    RQI[Q_CTX, rid] = h
+    RQI[Q_CACHED, rid] = 0
+    if h:
+        RI[e, I_FULL] += h // B
+    RQI[Q_TARGET, rid] = RQI[Q_INP, rid] + RQI[Q_GEN, rid]
+    if math.isnan(RQF[RQ_ADMIT, rid]):
+        RQF[RQ_ADMIT, rid] = RF[e, R_NOW]
+
+
+@jit_inline
+def chunk_f(B, c, n):
+    return (c + n + B - 1) // B - (c + B - 1) // B
+
+
+@jit
+def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e):
+    """Engine._plan_chunked: the step's chunks in chr_/CH[1, e, :I_NCH]; True if it preempted."""
+    preempted = False
+    left = 0
+    need = 0.0
+    while True:
+        left = K - RI[e, I_NDEC]
+        need = decode_need(B, fs, RI, hist, e)
+        nch = 0
+        rid = RI[e, I_HP]
+        while rid >= 0:
+            if left <= 0:
+                break
+            c = RQI[Q_CTX, rid]
+            n = RQI[Q_TARGET, rid] - c
+            if n > left:
+                n = left
+            left -= n
+            CH[0, e, nch] = rid
+            CH[1, e, nch] = n
+            nch += 1
+            need += fs * chunk_f(B, c, n)
+            rid = RQI[Q_NX_P, rid]
+        RI[e, I_NCH] = nch
+        if used(fs, RI, e) + need <= pool_blocks + EPS or RI[e, I_LR] == 0:
+            break
+        preempt_last(B, keep, RI, hist, RQI, e)
+        preempted = True
+    if preempted:
+        return True
+    u = used(fs, RI, e) + need
+    nch = RI[e, I_NCH]
+    while RI[e, I_LW] > 0 and left > 0 and RI[e, I_LR] < MB:
+        rid = RI[e, I_HW]
+        h = hit_of(B, pool_blocks, RQI, rid, u)
+        n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
+        if n > left:
+            n = left
+        add = fs * ((n + B - 1) // B) if not h else h // B + chunk_f(B, h, n)
+        if u + add > pool_blocks + EPS:
+            break
+        admit(B, RI, RF, RQF, RQI, e, rid, h)
+        u += add
+        left -= n
+        CH[0, e, nch] = rid
+        CH[1, e, nch] = n
+        nch += 1
+    RI[e, I_NCH] = nch
+    return False
+
+
+@jit_inline
+def decode_ar(RI, e):
+    m, D = RI[e, I_NDEC], RI[e, I_D]
+    Rr = float(RI[e, I_BSUM] + m * D)
+    return Rr + m, Rr, float(m)
+
+
+@jit
+def begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, CH, RQI, err, e):
+    nch = RI[e, I_NCH]
+    decoding = RI[e, I_NDEC] > 0
+    A_d, R_d = 0.0, 0.0
+    if decoding:
+        A_d, R_d, _ = decode_ar(RI, e)
+        T, A, Rr = RI[e, I_NDEC], A_d, R_d
+    else:
+        T, A, Rr = 0, 0.0, 0.0
+    for j in range(nch):
+        rid, n = CH[0, e, j], CH[1, e, j]
+        c = RQI[Q_CTX, rid]
+        T += n
+        A += n * c + n * (n + 1) / 2
+        Rr += c
+        RI[e, I_FULL] += chunk_f(B, c, n)
+    if T > tmax:
+        err[0] = FALLBACK
+        return
+    S = (RI[e, I_NDEC] if decoding else 0) + nch
+    dt = t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, T, A, Rr, S) + 0.0
+    RF[e, R_BUSY] += dt
+    RF[e, R_PREFILL] += dt - (
+        t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, RI[e, I_NDEC], A_d, R_d, RI[e, I_NDEC])
+        if decoding
+        else 0.0
+    )
+    RI[e, I_ITER] += 1
+    RI[e, I_KIND] = MIXED
+    RF[e, R_END] = RF[e, R_NOW] + dt
+    RI[e, I_PDEC] = 1 if decoding else 0
+
+
+@jit
+def fin_min(RI, FH, RQI, e):
+    while RI[e, I_FHN] > 1 and RQI[Q_FIN_D, FH[1, e, 0]] != FH[0, e, 0]:
+        f_pop(RI, FH, e)
+    return FH[0, e, 0]
+
+
+@jit
+def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQI, err, e, limit):
+    kmax = fin_min(RI, FH, RQI, e) - RI[e, I_D]
+    if limit > 0 and limit < kmax:
+        kmax = limit
+    kmax = kv_run_bound(B, pool_blocks, fs, RI, hist, e, kmax)
+    if kmax <= 0:
+        err[0] = NO_ROOM
+        return
+    t_event = INF
+    cut_ok = RI[e, I_LW] == 0
+    if cut_ok and RF[e, R_NEXT] < t_event:
+        t_event = RF[e, R_NEXT]
+    A, Rr, g = decode_ar(RI, e)
+    T = RI[e, I_NDEC]
+    if T > tmax:
+        err[0] = FALLBACK
+        return
+    k, dt = t_run(pp, TB, T, A, Rr, g, kmax, t_event - RF[e, R_NOW] if t_event < INF else INF)
+    RI[e, I_KIND] = RUN
+    RF[e, R_END] = RF[e, R_NOW] + dt
+    RI[e, I_RK] = k
+    RF[e, R_RDT] = dt
+    RI[e, I_RKMAX] = kmax
+    RF[e, R_RA] = A
+    RF[e, R_RR] = Rr
+    RF[e, R_RG] = g
+    RF[e, R_RDEAD] = INF
+    RI[e, I_RCUT] = 1 if cut_ok else 0
+
+
+@jit
+def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, err, e):  # fmt: skip
+    RI[e, I_PNOW] = 0
+    if plan_chunked(
+        B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e
+    ):  # its chunks (those that fit after the preemptions) still run, with no admissions
+        RI[e, I_PNOW] = 1
+    RF[e, R_END] = RF[e, R_NOW]
+    if RI[e, I_NCH] > 0:
+        begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, CH, RQI, err, e)
+        return RF[e, R_END]
+    if RI[e, I_NDEC]:
+        begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQI, err, e, 1 if RI[e, I_PNOW] else 0)
+        return RF[e, R_END]
+    RI[e, I_KIND] = NONE
+    if RI[e, I_LW] > 0 and RI[e, I_LR] == 0:
+        rid = RI[e, I_HW]
+        n = RQI[Q_INP, rid] + RQI[Q_GEN, rid]
+        if n > K:
+            n = K
+        if fs * ((n + B - 1) // B) > pool_blocks + EPS:
+            w_popleft(RI, RQI, e)
+            finish(RI, RF, RQF, RQI, e, rid, REJECTED)
+    return RF[e, R_END]
+
+
+@jit
+def cut_run(pp, TB, RI, RF, e, t):
+    if RI[e, I_KIND] != RUN or t >= RF[e, R_END]:
+        return RF[e, R_END]
+    if not RI[e, I_RCUT]:
+        return RF[e, R_END]
+    tt = t if t < RF[e, R_RDEAD] else RF[e, R_RDEAD]
+    k, dt = t_run(pp, TB, RI[e, I_NDEC], RF[e, R_RA], RF[e, R_RR], RF[e, R_RG], RI[e, I_RKMAX], tt - RF[e, R_NOW])
+    RI[e, I_RK] = k
+    RF[e, R_RDT] = dt
+    RF[e, R_END] = RF[e, R_NOW] + dt
+    return RF[e, R_END]
+
+
+@jit
+def end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, hist, FH, CH, RQF, RQI, ts_rep, TSF, e):
+    kind = RI[e, I_KIND]
+    if kind == MIXED:
+        RF[e, R_NOW] = RF[e, R_END]
+        if RF[e, R_NEXT] <= RF[e, R_NOW]:
+            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, RQF, RQI, ts_rep, TSF, e)
+        if RI[e, I_PDEC]:
+            advance_decode(B, RI, RF, hist, FH, RQF, RQI, e, 1)
+        for j in range(RI[e, I_NCH]):
+            rid, n = CH[0, e, j], CH[1, e, j]
+            c = RQI[Q_CTX, rid] + n
+            RQI[Q_CTX, rid] = c
+            if c < RQI[Q_TARGET, rid]:
+                continue
+            p_remove(RI, RQI, e, rid)
+            RQI[Q_GEN, rid] += 1
+            if RQI[Q_GEN, rid] == 1:
+                RQF[RQ_FIRST, rid] = RF[e, R_NOW]
+            if RQI[Q_GEN, rid] >= RQI[Q_OUT, rid]:
+                complete(B, RI, RF, RQF, RQI, e, rid, c)
+            else:
+                join_decode(B, G, RI, hist, FH, RQI, e, rid, c)
+    elif kind == RUN:
+        k, dt = RI[e, I_RK], RF[e, R_RDT]
+        RF[e, R_BUSY] += dt
+        RI[e, I_ITER] += k
+        RF[e, R_NOW] = RF[e, R_END]
+        if RF[e, R_NEXT] <= RF[e, R_NOW]:
+            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, RQF, RQI, ts_rep, TSF, e)
+        advance_decode(B, RI, RF, hist, FH, RQF, RQI, e, k)
+    RI[e, I_KIND] = NONE
+    record(fs, inv_P, G, RI, ts_rep, TSF, e, RF[e, R_NOW])
+
+
+# --- the deployment (ReplicaSet) ---------------------------------------------------------------------------------

@@ -1,0 +1,54 @@
+"""Where the compiled loop (:mod:`core.serving.sim.compiled`) keeps its state: the columns of its per-replica and
+global arrays, the rows of its per-request arrays, and the statuses a slice of the loop returns. Plain constants
+(no numba): the loop's functions read them as compile-time constants, the caller builds and reads the arrays with
+them.
+
+numba's on-disk cache keys each compiled function on its own file, so a change here must come with a change to the
+``jit_*`` modules (or a cleared ``__pycache__``); the arrays' shapes are checked at each call regardless.
+"""
+
+from __future__ import annotations
+
+import math
+
+INF = math.inf
+EPS = 1e-9  # the engine's tolerance on block counts (core.serving.sim.engine._EPS)
+#: Passes of the loop between two returns to the caller (its work-budget checks: wall time, progress).
+SLICE_PASSES = 1 << 14
+#: The routers the loop knows, by its number for each.
+ROUTERS = {"round-robin": 0, "least-outstanding": 1, "power-of-two": 2}
+#: Draws a power-of-two router takes from its generator at a time (core.serving.router._DRAW_CHUNK).
+P2_CHUNK = 4096
+
+# what a slice of the loop returns: done, a slice done (check the budget and call again), an array to grow, the
+# simulated clock or the event count past the budget, a replica stuck, a decode run without room, the Python loop
+OK, SLICE, GROW, CLOCK, EVENTS, STUCK, NO_ROOM, FALLBACK = range(8)
+
+# the global integer state G: requests routed, the event heap's sequence, passes, the event heap's size, the time
+# series' length, round-robin's next, least-outstanding's last, back from a slice, started, the largest finish heap
+G_ISSUED, G_SEQ, G_PASSES, G_EVN, G_TSN, G_RR, G_LO, G_RESUME, G_STARTED, G_FHMAX = range(10)
+N_G = 10
+
+# the per-replica integer state RI[e]: the engine's decode iterations D, decoding sequences, their base sum, full
+# blocks held, iterations, preemptions, the planned step's kind, a step in flight, its version, requests in flight
+# (the router's load); the heads, tails and lengths of the waiting, running and prefilling queues and the inbox
+# (head and tail); the finish heap's size, the planned chunks' count, the step decodes too, being pumped, pumps
+# without progress; the planned run's iterations, its bound and whether an arrival may cut it; preempted while
+# planning
+(I_D, I_NDEC, I_BSUM, I_FULL, I_ITER, I_PRE, I_KIND, I_FLIGHT, I_VER, I_LOAD,
+ I_HW, I_TW, I_LW, I_HR, I_TR, I_LR, I_HP, I_TP, I_LP, I_HI, I_TI,
+ I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW) = range(30)  # fmt: skip
+N_RI = 30
+# the per-replica float state RF[e]: its clock, busy time, prefill time, the planned step's end, its inbox's next
+# arrival, its last arrival, and the planned run's time, attended pairs, cached tokens, growth and deadline
+R_NOW, R_BUSY, R_PREFILL, R_END, R_NEXT, R_LAST, R_RDT, R_RA, R_RR, R_RG, R_RDEAD = range(11)
+N_RF = 11
+
+# rows of the per-request integer array RQI: status, preemptions, tokens emitted, context, prefill target, the
+# decode iteration of its last token, tokens left in the prefix cache by a preemption, its replica; the queues'
+# links (waiting next, running next and previous, prefilling next and previous, inbox next); its lengths
+Q_STATUS, Q_NPRE, Q_GEN, Q_CTX, Q_TARGET, Q_FIN_D, Q_CACHED, Q_REP = range(8)
+Q_NX_W, Q_NX_R, Q_PV_R, Q_NX_P, Q_PV_P, Q_NX_IN, Q_INP, Q_OUT = range(8, 16)
+N_Q = 16
+# rows of the per-request float array RQF: arrival, admission, first token, finish [s]
+RQ_ARR, RQ_ADMIT, RQ_FIRST, RQ_FIN = range(4)

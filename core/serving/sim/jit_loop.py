@@ -1,0 +1,339 @@
+"""The deployment's loop compiled: :class:`core.serving.sim.replicas.ReplicaSet` (aggregated) over the compiled
+engine (:mod:`core.serving.sim.jit_engine`): the router's pick, an arrival's routing and wake-up of its replica,
+a replica's pump (absorb, plan, push its step; the replicas an arrival wakes on the way pumped in turn from an
+explicit stack, where the Python loop recurses), and the loop over arrivals and step ends.
+"""
+
+from __future__ import annotations
+
+from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step
+from core.serving.sim.jit_layout import (
+    CLOCK,
+    EVENTS,
+    G_EVN,
+    G_FHMAX,
+    G_ISSUED,
+    G_LO,
+    G_PASSES,
+    G_RESUME,
+    G_RR,
+    G_SEQ,
+    G_STARTED,
+    G_TSN,
+    GROW,
+    I_FLIGHT,
+    I_HI,
+    I_KIND,
+    I_LOAD,
+    I_LR,
+    I_LW,
+    I_PUMP,
+    I_STUCK,
+    I_TI,
+    I_VER,
+    INF,
+    OK,
+    Q_NX_IN,
+    Q_REP,
+    R_END,
+    R_NEXT,
+    R_NOW,
+    RQ_ARR,
+    SLICE,
+    SLICE_PASSES,
+    STUCK,
+)
+from core.serving.sim.jit_parts import ev_pop, ev_push, jit, record
+from core.serving.sim.records import NONE, RUN
+
+
+@jit
+def push(G, RI, ev_t, EVI, e, end):
+    RI[e, I_FLIGHT] = 1
+    RI[e, I_VER] += 1
+    G[G_SEQ] += 1
+    ev_push(G, ev_t, EVI, end, G[G_SEQ], e, RI[e, I_VER])
+
+
+@jit
+def pick(nrep, router, P2, G, RI):
+    gid = G[G_ISSUED]
+    if router == 0:
+        j = G[G_RR]
+        G[G_RR] = (j + 1) % nrep
+        return j
+    if router == 1:
+        m = RI[0, I_LOAD]
+        for k in range(1, nrep):
+            if RI[k, I_LOAD] < m:
+                m = RI[k, I_LOAD]
+        start = (G[G_LO] + 1) % nrep
+        j = -1
+        for k in range(start, nrep):
+            if RI[k, I_LOAD] == m:
+                j = k
+                break
+        if j < 0:
+            for k in range(nrep):
+                if RI[k, I_LOAD] == m:
+                    j = k
+                    break
+        G[G_LO] = j
+        return j
+    if nrep == 1:
+        return 0
+    a, b = P2[0, gid], P2[1, gid]
+    return b if RI[b, I_LOAD] < RI[a, I_LOAD] else a
+
+
+@jit
+def route(N, nrep, router, fs, inv_P, pp, gaps, P2, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF):
+    """ReplicaSet._route and _wake: returns the replica to pump (idle, not pumping), or -1."""
+    t = GF[0]
+    nn = G[G_ISSUED] + 1
+    if nn >= N:
+        GF[0] = INF
+    else:
+        GF[0] = t + gaps[nn]
+    j = pick(nrep, router, P2, G, RI)
+    gid = G[G_ISSUED]
+    G[G_ISSUED] = gid + 1
+    # deliver
+    RQF[RQ_ARR, gid] = t
+    RQI[Q_REP, gid] = j
+    RQI[Q_NX_IN, gid] = -1
+    if RI[j, I_TI] < 0:
+        RI[j, I_HI] = gid
+    else:
+        RQI[Q_NX_IN, RI[j, I_TI]] = gid
+    RI[j, I_TI] = gid
+    if RF[j, R_NEXT] == INF:
+        RF[j, R_NEXT] = t
+    RI[j, I_LOAD] += 1
+    # wake
+    if RI[j, I_PUMP]:
+        return -1
+    if RI[j, I_FLIGHT]:
+        if RI[j, I_KIND] == RUN:
+            old = RF[j, R_END]
+            new = cut_run(pp, TB, RI, RF, j, t)
+            if new != old:
+                push(G, RI, ev_t, EVI, j, new)
+        return -1
+    if t > RF[j, R_NOW]:
+        record(fs, inv_P, G, RI, ts_rep, TSF, j, t)
+        RF[j, R_NOW] = t
+    return j
+
+
+@jit
+def pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, ev_t, EVI, ts_rep, TSF, stk, err, e0):  # fmt: skip
+    """ReplicaSet._pump of e0, with the replicas an arrival wakes on the way pumped in turn (a stack)."""
+    stk[0] = e0
+    top = 1
+    RI[e0, I_PUMP] = 1
+    RI[e0, I_STUCK] = 0
+    while top > 0:
+        e = stk[top - 1]
+        if GF[0] <= RF[e, R_NOW]:  # every arrival due by now is routed before this replica plans
+            j = route(N, nrep, router, fs, inv_P, pp, gaps, P2, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF)
+            if j >= 0:
+                RI[j, I_PUMP] = 1
+                RI[j, I_STUCK] = 0
+                stk[top] = j
+                top += 1
+            continue
+        if RF[e, R_NEXT] <= RF[e, R_NOW]:
+            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, RQF, RQI, ts_rep, TSF, e)
+        if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
+            RI[e, I_PUMP] = 0
+            top -= 1
+            continue
+        waiting = RI[e, I_LW]
+        end = begin_step(
+            B,
+            K,
+            MB,
+            keep,
+            tmax,
+            graph_prefill,
+            pool_blocks,
+            fs,
+            q,
+            g_launch,
+            e_launch,
+            g_max,
+            n_k,
+            pp,
+            TB,
+            RI,
+            RF,
+            hist,
+            FH,
+            CH,
+            RQF,
+            RQI,
+            err,
+            e,
+        )
+        if err[0]:
+            return
+        if RI[e, I_KIND] != NONE:
+            push(G, RI, ev_t, EVI, e, end)
+            RI[e, I_PUMP] = 0
+            top -= 1
+            continue
+        end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, hist, FH, CH, RQF, RQI, ts_rep, TSF, e)
+        RI[e, I_STUCK] = RI[e, I_STUCK] + 1 if RI[e, I_LW] == waiting else 0
+        if RI[e, I_STUCK] > 2:
+            err[0] = STUCK
+            return
+
+
+@jit
+def loop(z):
+    """Run the deployment's loop until it ends (OK), a slice is done (SLICE), an array needs to grow (GROW) or a
+    check fails (the other statuses); resumable from its arrays (``z``: the parameters, then the arrays)."""
+    (N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock,) = z[0]  # fmt: skip
+    (gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, ev_t, EVI, ts_rep, TSF, stk, err,) = z[1]  # fmt: skip
+    fcap = FH.shape[2]
+    evcap = ev_t.shape[0]
+    tscap = TSF.shape[1]
+
+    # --- the time series -------------------------------------------------------------------------------------
+    if not G[G_STARTED]:
+        G[G_STARTED] = 1
+        for e in range(nrep):
+            record(fs, inv_P, G, RI, ts_rep, TSF, e, RF[e, R_NOW])
+    passes = G[G_PASSES]
+    resumed = G[G_RESUME] != 0  # back from a slice: its last pass was counted and checked, not yet run
+    G[G_RESUME] = 0
+    margin = 8 * nrep + 4 * MB + 64
+    while True:
+        if G[G_TSN] + margin > tscap or G[G_EVN] + margin > evcap or G[G_FHMAX] + MB + 8 > fcap:
+            G[G_PASSES] = passes
+            G[G_RESUME] = 1 if resumed else 0
+            return GROW
+        if resumed:
+            resumed = False
+        else:
+            passes += 1
+            if not passes & 1023:
+                nxt = GF[0]
+                if G[G_EVN] > 0 and ev_t[0] < nxt:
+                    nxt = ev_t[0]
+                clock = nxt if nxt < INF else 0.0
+                GF[1] = clock
+                G[G_PASSES] = passes
+                if not clock <= max_clock:
+                    return CLOCK
+                if passes > max_ev:
+                    return EVENTS
+                if not passes & (SLICE_PASSES - 1):  # every SLICE_PASSES passes: the caller's checks
+                    G[G_RESUME] = 1
+                    return SLICE
+        while G[G_EVN] > 0 and EVI[2, 0] != RI[EVI[1, 0], I_VER]:
+            ev_pop(G, ev_t, EVI)  # a run cut short since
+        t_r = ev_t[0] if G[G_EVN] > 0 else INF
+        t_a = GF[0]
+        if t_r < t_a:
+            e = EVI[1, 0]
+            ev_pop(G, ev_t, EVI)
+            RI[e, I_FLIGHT] = 0
+            end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, hist, FH, CH, RQF, RQI, ts_rep, TSF, e)
+            pump(
+                N,
+                nrep,
+                B,
+                K,
+                MB,
+                keep,
+                router,
+                tmax,
+                graph_prefill,
+                max_ctx,
+                pool_blocks,
+                fs,
+                seq_max,
+                inv_P,
+                q,
+                g_launch,
+                e_launch,
+                g_max,
+                n_k,
+                pp,
+                gaps,
+                P2,
+                TB,
+                G,
+                GF,
+                RI,
+                RF,
+                hist,
+                FH,
+                CH,
+                RQF,
+                RQI,
+                ev_t,
+                EVI,
+                ts_rep,
+                TSF,
+                stk,
+                err,
+                e,
+            )
+        elif t_a < INF:
+            if t_a > max_clock:
+                G[G_PASSES] = passes
+                GF[1] = t_a
+                return CLOCK
+            j = route(N, nrep, router, fs, inv_P, pp, gaps, P2, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF)
+            if j >= 0:
+                pump(
+                    N,
+                    nrep,
+                    B,
+                    K,
+                    MB,
+                    keep,
+                    router,
+                    tmax,
+                    graph_prefill,
+                    max_ctx,
+                    pool_blocks,
+                    fs,
+                    seq_max,
+                    inv_P,
+                    q,
+                    g_launch,
+                    e_launch,
+                    g_max,
+                    n_k,
+                    pp,
+                    gaps,
+                    P2,
+                    TB,
+                    G,
+                    GF,
+                    RI,
+                    RF,
+                    hist,
+                    FH,
+                    CH,
+                    RQF,
+                    RQI,
+                    ev_t,
+                    EVI,
+                    ts_rep,
+                    TSF,
+                    stk,
+                    err,
+                    j,
+                )
+        else:
+            break
+        if err[0]:
+            G[G_PASSES] = passes
+            return err[0]
+    G[G_PASSES] = passes
+    return OK

@@ -1,0 +1,337 @@
+"""The compiled loop's building blocks (:mod:`core.serving.sim.compiled`): the time series, the engine's queues as
+linked lists over the request numbers, its finish heap and the deployment's event heap (binary heaps with the
+Python loop's tie-breaks), and the iteration timing of :class:`core.serving.sim.timing.LinearTiming` (one stage, no
+adapters), each operation in the Python loop's order.
+
+Each function takes the arrays and parameters it reads, by the names :func:`core.serving.sim.jit_loop.loop` gives
+them (``RI``/``RF``: per replica, ``RQI``/``RQF``: per request, ``FH``: the finish heaps, ``G``: the loop's
+counters; :mod:`core.serving.sim.jit_layout` names their columns and rows).
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+from core.serving.sim.jit_layout import (
+    G_EVN,
+    G_FHMAX,
+    G_TSN,
+    I_FHN,
+    I_FULL,
+    I_HP,
+    I_HR,
+    I_HW,
+    I_LP,
+    I_LR,
+    I_LW,
+    I_TP,
+    I_TR,
+    I_TW,
+    INF,
+    Q_NX_P,
+    Q_NX_R,
+    Q_NX_W,
+    Q_PV_P,
+    Q_PV_R,
+)
+
+
+def jit(f):
+    """Compiled with numba (cached on disk beside the module; no GIL held, so sessions' simulations run side by side)."""
+    return njit(cache=True, nogil=True)(f)
+
+
+def jit_inline(f):
+    """:func:`jit`, and inlined where it is called: the small helpers of the hot path, where a call costs more than
+    they do."""
+    return njit(cache=True, nogil=True, inline="always")(f)
+
+
+@jit_inline
+def record(fs, inv_P, G, RI, ts_rep, TSF, e, t):
+    n = G[G_TSN]
+    ts_rep[n] = e
+    TSF[0, n] = t
+    TSF[1, n] = RI[e, I_LW]
+    TSF[2, n] = RI[e, I_LR]
+    TSF[3, n] = (fs * RI[e, I_FULL]) * inv_P  # (full_share x full blocks + 0.0 x 0) / P
+    G[G_TSN] = n + 1
+
+
+@jit_inline
+def used(fs, RI, e):
+    return fs * RI[e, I_FULL]
+
+
+# --- linked lists --------------------------------------------------------------------------------------------
+@jit_inline
+def w_append(RI, RQI, e, rid):
+    RQI[Q_NX_W, rid] = -1
+    if RI[e, I_TW] < 0:
+        RI[e, I_HW] = rid
+    else:
+        RQI[Q_NX_W, RI[e, I_TW]] = rid
+    RI[e, I_TW] = rid
+    RI[e, I_LW] += 1
+
+
+@jit_inline
+def w_appendleft(RI, RQI, e, rid):
+    RQI[Q_NX_W, rid] = RI[e, I_HW]
+    RI[e, I_HW] = rid
+    if RI[e, I_TW] < 0:
+        RI[e, I_TW] = rid
+    RI[e, I_LW] += 1
+
+
+@jit_inline
+def w_popleft(RI, RQI, e):
+    rid = RI[e, I_HW]
+    nxt = RQI[Q_NX_W, rid]
+    RI[e, I_HW] = nxt
+    if nxt < 0:
+        RI[e, I_TW] = -1
+    RI[e, I_LW] -= 1
+    return rid
+
+
+@jit_inline
+def r_append(RI, RQI, e, rid):
+    RQI[Q_NX_R, rid] = -1
+    RQI[Q_PV_R, rid] = RI[e, I_TR]
+    if RI[e, I_TR] < 0:
+        RI[e, I_HR] = rid
+    else:
+        RQI[Q_NX_R, RI[e, I_TR]] = rid
+    RI[e, I_TR] = rid
+    RI[e, I_LR] += 1
+
+
+@jit_inline
+def r_remove(RI, RQI, e, rid):
+    a, b = RQI[Q_PV_R, rid], RQI[Q_NX_R, rid]
+    if a < 0:
+        RI[e, I_HR] = b
+    else:
+        RQI[Q_NX_R, a] = b
+    if b < 0:
+        RI[e, I_TR] = a
+    else:
+        RQI[Q_PV_R, b] = a
+    RI[e, I_LR] -= 1
+
+
+@jit_inline
+def p_append(RI, RQI, e, rid):
+    RQI[Q_NX_P, rid] = -1
+    RQI[Q_PV_P, rid] = RI[e, I_TP]
+    if RI[e, I_TP] < 0:
+        RI[e, I_HP] = rid
+    else:
+        RQI[Q_NX_P, RI[e, I_TP]] = rid
+    RI[e, I_TP] = rid
+    RI[e, I_LP] += 1
+
+
+@jit_inline
+def p_remove(RI, RQI, e, rid):
+    a, b = RQI[Q_PV_P, rid], RQI[Q_NX_P, rid]
+    if a < 0:
+        RI[e, I_HP] = b
+    else:
+        RQI[Q_NX_P, a] = b
+    if b < 0:
+        RI[e, I_TP] = a
+    else:
+        RQI[Q_PV_P, b] = a
+    RI[e, I_LP] -= 1
+
+
+# --- the finish heap of a replica: (iteration, request), smallest first ----------------------------------------
+@jit_inline
+def f_less(FH, e, i, j):
+    return FH[0, e, i] < FH[0, e, j] or (FH[0, e, i] == FH[0, e, j] and FH[1, e, i] < FH[1, e, j])
+
+
+@jit_inline
+def f_swap(FH, e, i, j):
+    a, b = FH[0, e, i], FH[1, e, i]
+    FH[0, e, i] = FH[0, e, j]
+    FH[1, e, i] = FH[1, e, j]
+    FH[0, e, j] = a
+    FH[1, e, j] = b
+
+
+@jit
+def f_push(G, RI, FH, e, d, rid):
+    i = RI[e, I_FHN]
+    FH[0, e, i] = d
+    FH[1, e, i] = rid
+    RI[e, I_FHN] = i + 1
+    if i + 1 > G[G_FHMAX]:
+        G[G_FHMAX] = i + 1
+    while i > 0:
+        p = (i - 1) >> 1
+        if f_less(FH, e, i, p):
+            f_swap(FH, e, i, p)
+            i = p
+        else:
+            break
+
+
+@jit
+def f_pop(RI, FH, e):
+    n = RI[e, I_FHN] - 1
+    RI[e, I_FHN] = n
+    if n > 0:
+        f_swap(FH, e, 0, n)
+        i = 0
+        while True:
+            left = 2 * i + 1
+            if left >= n:
+                break
+            c = left
+            if left + 1 < n and f_less(FH, e, left + 1, left):
+                c = left + 1
+            if f_less(FH, e, c, i):
+                f_swap(FH, e, c, i)
+                i = c
+            else:
+                break
+
+
+# --- the deployment's event heap: (time, sequence) -------------------------------------------------------------
+@jit_inline
+def ev_less(ev_t, EVI, i, j):
+    return ev_t[i] < ev_t[j] or (ev_t[i] == ev_t[j] and EVI[0, i] < EVI[0, j])
+
+
+@jit_inline
+def ev_swap(ev_t, EVI, i, j):
+    a, b, c, d = ev_t[i], EVI[0, i], EVI[1, i], EVI[2, i]
+    ev_t[i], EVI[0, i], EVI[1, i], EVI[2, i] = ev_t[j], EVI[0, j], EVI[1, j], EVI[2, j]
+    ev_t[j], EVI[0, j], EVI[1, j], EVI[2, j] = a, b, c, d
+
+
+@jit
+def ev_push(G, ev_t, EVI, t, s, e, v):
+    i = G[G_EVN]
+    ev_t[i], EVI[0, i], EVI[1, i], EVI[2, i] = t, s, e, v
+    G[G_EVN] = i + 1
+    while i > 0:
+        p = (i - 1) >> 1
+        if ev_less(ev_t, EVI, i, p):
+            ev_swap(ev_t, EVI, i, p)
+            i = p
+        else:
+            break
+
+
+@jit
+def ev_pop(G, ev_t, EVI):
+    n = G[G_EVN] - 1
+    G[G_EVN] = n
+    if n > 0:
+        ev_swap(ev_t, EVI, 0, n)
+        i = 0
+        while True:
+            left = 2 * i + 1
+            if left >= n:
+                break
+            c = left
+            if left + 1 < n and ev_less(ev_t, EVI, left + 1, left):
+                c = left + 1
+            if ev_less(ev_t, EVI, c, i):
+                ev_swap(ev_t, EVI, c, i)
+                i = c
+            else:
+                break
+
+
+# --- timing (LinearTiming.one / run, pp 1, no adapters) --------------------------------------------------------
+@jit_inline
+def t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, T, A, R, S):
+    extra = 0.0
+    if S != T:
+        extra = (S - T) * q
+        if S < T and not graph_prefill:
+            graph = g_launch if T <= g_max else e_launch
+            extra += n_k * (e_launch - graph)
+    c0, c1, m0, m1, x = TB[0, T], TB[1, T], TB[2, T], TB[3, T], TB[4, T]
+    a, b = c1 * A, m1 * R
+    return pp * ((c0 if c0 > m0 else m0) + (a if a > b else b)) + x + extra
+
+
+@jit_inline
+def line_sum(alpha, beta, lo, hi):
+    if hi <= lo:
+        return 0.0
+    return alpha * (hi - lo) + beta * (hi * (hi - 1) - lo * (lo - 1)) / 2
+
+
+@jit_inline
+def first_reach(lin, quad, target_s):
+    if target_s <= 0:
+        return 1
+    qa, qb = quad / 2, lin - quad / 2
+    if abs(qa) * target_s < 1e-12 * qb * qb:
+        kf = target_s / qb
+    else:
+        disc = qb * qb + 4 * qa * target_s
+        if disc < 0:
+            return 1 << 62
+        kf = 2 * target_s / (qb + math.sqrt(disc)) if qb > 0 else (-qb + math.sqrt(disc)) / (2 * qa)
+    if not math.isfinite(kf) or kf > 1e15:
+        return 1 << 62
+    k = math.ceil(kf - 1e-9)
+    return k if k > 1 else 1
+
+
+@jit_inline
+def t_total(pp_, l1a, l1b, l2a, l2b, x, s, k):
+    ss = s if s < k else k
+    return pp_ * (line_sum(l1a, l1b, 0, ss) + line_sum(l2a, l2b, ss, k)) + x * k
+
+
+@jit
+def t_run(pp, TB, T, A0, R0, g, kmax, budget_s):
+    """(k, elapsed) of a run of decode iterations (LinearTiming.run); k = -1 when T is past the table."""
+    c0, c1, m0, m1, x = TB[0, T], TB[1, T], TB[2, T], TB[3, T], TB[4, T]
+    x = x + pp * (c0 if c0 > m0 else m0)
+    a0, a1 = c1 * A0, c1 * g
+    b0, b1 = m1 * R0, m1 * g
+    d0, d1 = a0 - b0, a1 - b1
+    if d1 > 0:
+        js = -d0 / d1
+        s = 0 if js <= 0 else (kmax if js >= kmax else math.ceil(js))
+        l1a, l1b, l2a, l2b = b0, b1, a0, a1
+    elif d1 < 0:
+        js = -d0 / d1
+        s = 0 if js < 0 else (kmax if js >= kmax - 1 else math.floor(js) + 1)
+        l1a, l1b, l2a, l2b = a0, a1, b0, b1
+    else:
+        s = kmax
+        if d0 >= 0:
+            l1a, l1b, l2a, l2b = a0, a1, a0, a1
+        else:
+            l1a, l1b, l2a, l2b = b0, b1, b0, b1
+    if budget_s == INF:
+        return kmax, t_total(pp, l1a, l1b, l2a, l2b, x, s, kmax)
+    seg1_end = t_total(pp, l1a, l1b, l2a, l2b, x, s, s) if s > 0 else 0.0
+    if s > 0 and seg1_end >= budget_s:
+        k = first_reach(pp * l1a + x, pp * l1b, budget_s)
+    else:
+        lin = pp * (l2a + l2b * s) + x
+        k = s + first_reach(lin, pp * l2b, budget_s - seg1_end)
+    k = k if k < kmax else kmax
+    k = k if k > 1 else 1
+    while k > 1 and t_total(pp, l1a, l1b, l2a, l2b, x, s, k - 1) >= budget_s:
+        k -= 1
+    while k < kmax and t_total(pp, l1a, l1b, l2a, l2b, x, s, k) < budget_s:
+        k += 1
+    return k, t_total(pp, l1a, l1b, l2a, l2b, x, s, k)
+
+
+# --- one replica's engine (Engine / Replica) -------------------------------------------------------------------

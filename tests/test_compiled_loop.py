@@ -1,0 +1,172 @@
+"""The compiled event loop (core.serving.sim.compiled) against the Python loop it stands for: the same records to
+the byte (every request's times and counts, every time-series point, the counters) over the shapes it takes, the
+Python loop for the shapes it does not, the same work-budget stops, and no state shared between runs."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.base import BudgetExceeded, WorkBudget
+from core.config import RabitConfig
+from core.serving import Layout, Lengths, SimSpec, simulate, simulate_deployment
+
+L8 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
+L70 = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", gpus_per_node=4, tp=4, weights="fp8", kv_dtype="fp8")
+MOE = RabitConfig(model="mixtral-8x7b", gpu="h100-sxm", gpus_per_node=2, tp=2)
+BASE = SimSpec(
+    rate_per_s=20.0,
+    num_requests=800,
+    input=Lengths(kind="lognormal", mean=1000, spread=0.5),
+    output=Lengths(kind="lognormal", mean=200, spread=0.5),
+)
+#: every array of a run's result: each request's lengths, status, times and preemptions, and the time series
+ARRAYS = (
+    "arrival_s",
+    "input_tokens",
+    "output_tokens",
+    "status",
+    "admitted_s",
+    "first_token_s",
+    "finish_s",
+    "preemptions",
+    "ts_s",
+    "ts_waiting",
+    "ts_running",
+    "ts_kv_frac",
+)
+ROUTERS = ("least-outstanding", "power-of-two", "round-robin")
+
+
+def run(cfg, spec, replicas: int, router: str, loop: str = "auto", budget=None):
+    """One replica (simulate) or a deployment (simulate_deployment) on the chosen loop."""
+    if replicas == 1:
+        return simulate(cfg, spec, loop=loop, budget=budget)
+    return simulate_deployment(cfg, spec, Layout(replicas=replicas, router=router), loop=loop, budget=budget).result
+
+
+def assert_same(a, b) -> None:
+    for f in ARRAYS:
+        assert getattr(a, f).tobytes() == getattr(b, f).tobytes(), f
+    assert a.summary == b.summary  # busy time, prefill share, iterations and preemptions are in it
+
+
+def assert_compiled_matches_python(cfg, spec, replicas: int, router: str):
+    ref = run(cfg, spec, replicas, router, loop="python")
+    got = run(cfg, spec, replicas, router)
+    assert (ref.loop, got.loop) == ("python", "compiled")
+    assert_same(ref, got)
+    return ref
+
+
+CASES = {
+    # one replica: the compiled loop is simulate()'s
+    "one replica": (L8, BASE, 1, "least-outstanding"),
+    # a KV pool that runs out: preemptions, their recompute, with and without the victim's blocks kept cached
+    "preemptions, prefix cache": (L8, BASE.with_(kv_pool_tokens=12_000, rate_per_s=30.0), 1, "least-outstanding"),
+    "preemptions, no cache": (
+        L8,
+        BASE.with_(kv_pool_tokens=12_000, rate_per_s=30.0, prefix_caching=False),
+        1,
+        "least-outstanding",
+    ),
+    # prompts split over iterations by a small token budget, a batch cap that binds
+    "chunked prompts": (L8, BASE.with_(token_budget=512, max_batch=16, rate_per_s=12.0), 1, "least-outstanding"),
+    "tensor parallel fp8": (L70, BASE.with_(rate_per_s=6.0), 1, "least-outstanding"),
+    "mixture of experts": (MOE, BASE.with_(rate_per_s=10.0), 1, "least-outstanding"),
+    "fixed lengths, overload": (
+        L8,
+        BASE.with_(rate_per_s=60.0, input=Lengths(kind="fixed", mean=2000), output=Lengths(kind="fixed", mean=64)),
+        1,
+        "least-outstanding",
+    ),
+    "three replicas, least-outstanding": (L8, BASE.with_(rate_per_s=55.0), 3, "least-outstanding"),
+    "three replicas, round-robin": (L8, BASE.with_(rate_per_s=55.0), 3, "round-robin"),
+    "five replicas, power-of-two": (L8, BASE.with_(rate_per_s=90.0), 5, "power-of-two"),
+    "four replicas preempting": (L8, BASE.with_(rate_per_s=100.0, kv_pool_tokens=12_000), 4, "least-outstanding"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
+    cfg, spec, replicas, router = CASES[name]
+    ref = assert_compiled_matches_python(cfg, spec, replicas, router)
+    if "preempt" in name:
+        assert ref.summary.preemptions > 0  # the case exercises what it names
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rate=st.floats(2.0, 80.0),
+    replicas=st.integers(1, 4),
+    router=st.sampled_from(ROUTERS),
+    pool=st.sampled_from([None, 8_000, 30_000]),
+    budget=st.sampled_from([256, 2048, 8192]),
+    batch=st.sampled_from([4, 32, 256]),
+    cache=st.booleans(),
+    seed=st.integers(0, 3),
+)
+def test_any_shape_it_takes_matches_the_python_loop(rate, replicas, router, pool, budget, batch, cache, seed):
+    spec = BASE.with_(
+        rate_per_s=rate,
+        num_requests=300,
+        kv_pool_tokens=pool,
+        token_budget=budget,
+        max_batch=batch,
+        prefix_caching=cache,
+        seed=seed,
+    )
+    assert_compiled_matches_python(L8, spec, replicas, router)
+
+
+def test_shapes_it_does_not_take_run_the_python_loop():
+    assert simulate(L8, BASE).loop == "compiled"
+    for other in (
+        BASE.with_(policy="prefill_priority"),
+        BASE.with_(admission="reserve"),
+        BASE.with_(timeout_s=5.0),
+        BASE.with_(arrival="closed", users=8),
+        BASE.with_(num_requests=None, duration_s=60.0),
+    ):
+        assert simulate(L8, other).loop == "python", other
+    sliding = RabitConfig(model="mistral-7b", gpu="h100-sxm", gpus_per_node=1, tp=1)
+    assert simulate(sliding, BASE).loop == "python"
+    affinity = simulate_deployment(L8, BASE.with_(prefix_cache_frac=0.5), Layout(replicas=2, router="prefix-affinity"))
+    assert affinity.result.loop == "python"
+    with pytest.raises(ValueError, match="loop must be one of auto, python"):
+        simulate(L8, BASE, loop="numba")
+
+
+def test_the_work_budget_stops_it_as_it_stops_the_python_loop():
+    spec = BASE.with_(num_requests=5000)
+    with pytest.raises(BudgetExceeded) as py_stop:
+        simulate(L8, spec, loop="python", budget=WorkBudget(max_events=3000))
+    with pytest.raises(BudgetExceeded) as c_stop:
+        simulate(L8, spec, budget=WorkBudget(max_events=3000))
+    assert str(c_stop.value) == str(py_stop.value)  # the same pass, the same message
+    with pytest.raises(BudgetExceeded, match="passed 1e\\+01 s of simulated time"):
+        simulate(L8, spec, budget=WorkBudget(max_clock_s=10.0))
+    ticks: list = []
+    simulate(L8, spec.with_(num_requests=20_000), budget=WorkBudget(progress=lambda n, t: ticks.append((n, t))))
+    assert ticks and all(b[0] > a[0] and b[1] >= a[1] for a, b in zip(ticks, ticks[1:]))  # progress moves on
+
+
+def test_sessions_in_threads_share_nothing():
+    spec = BASE.with_(rate_per_s=40.0)
+    ref = [run(L8, spec.with_(seed=k), 2, "least-outstanding", loop="python") for k in (0, 1)]
+    out: list = [None] * 4
+
+    def one(k: int) -> None:
+        out[k] = run(L8, spec.with_(seed=k % 2), 2, "least-outstanding")
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(4):
+        assert out[k].loop == "compiled"
+        assert_same(out[k], ref[k % 2])
