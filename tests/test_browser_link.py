@@ -49,15 +49,29 @@ def server():
         yield url
 
 
-def headline(page) -> dict[str, str]:
-    page.locator('[data-testid="stMetric"]').first.wait_for(timeout=240_000)
-    wait_drawn(page)
+def _metrics(page) -> dict[str, str]:
     out = {}
     for m in page.locator('[data-testid="stMetric"]').all():
         label = m.locator('[data-testid="stMetricLabel"]').inner_text().strip()
         value = m.locator('[data-testid="stMetricValue"]').inner_text().strip()
         if label:
             out[label] = value
+    return out
+
+
+def headline(page) -> dict[str, str]:
+    """Every metric on the page once it has settled: the same on two reads a second apart with the script done (a
+    page whose script reruns shows no status widget between its runs, so one read may catch it half drawn)."""
+    page.locator('[data-testid="stMetric"]').first.wait_for(timeout=240_000)
+    wait_drawn(page)
+    out = _metrics(page)
+    for _ in range(60):
+        page.wait_for_timeout(1000)
+        wait_drawn(page)
+        again = _metrics(page)
+        if again == out:
+            return out
+        out = again
     return out
 
 
