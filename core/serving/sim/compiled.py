@@ -256,51 +256,13 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
 
 
 def merged(parts: list[Records], gids: list[np.ndarray], n: int) -> Records:
-    """The deployment's records from its replicas' (:meth:`core.serving.sim.replicas.ReplicaSet.records`,
-    aggregated)."""
-    from core.serving.sim.replicas import merge_series
+    """The deployment's records from its replicas' (as :meth:`core.serving.sim.replicas.ReplicaSet.records` merges
+    an aggregated deployment's; one replica's are the deployment's)."""
+    from core.serving.sim.replicas import gathered, merged_records
 
     if len(parts) == 1:
         return parts[0]
-    arrival = np.full(n, np.nan)
-    inp = np.zeros(n, dtype=np.int64)
-    out = np.zeros(n, dtype=np.int64)
-    status = np.full(n, UNFINISHED, dtype=np.int8)
-    admitted, first, finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
-    pre = np.zeros(n, dtype=np.int64)
-    for g, rec in zip(gids, parts):
-        if not g.size:
-            continue
-        arrival[g] = np.frombuffer(rec.arrival_s, dtype=float)
-        inp[g] = np.frombuffer(rec.input_tokens, dtype=np.int64)
-        status[g] = np.frombuffer(rec.status, dtype=np.int8)
-        admitted[g] = np.frombuffer(rec.admitted_s, dtype=float)
-        first[g] = np.frombuffer(rec.first_token_s, dtype=float)
-        finish[g] = np.frombuffer(rec.finish_s, dtype=float)
-        pre[g] = np.asarray(rec.preemptions, dtype=np.int64)
-        out[g] = np.frombuffer(rec.output_tokens, dtype=np.int64)
-    ts, w, r, f = merge_series(parts)
-    m = len(parts)
-    return Records(
-        arrival_s=_floats(arrival),
-        input_tokens=_ints("q", inp),
-        output_tokens=_ints("q", out),
-        status=_ints("b", status),
-        admitted_s=_floats(admitted),
-        first_token_s=_floats(first),
-        finish_s=_floats(finish),
-        preemptions=_ints("l", pre),
-        ts_s=_floats(ts),
-        ts_waiting=_floats(w),
-        ts_running=_floats(r),
-        ts_kv_frac=_floats(f),
-        busy_s=sum(p.busy_s for p in parts) / m,
-        prefill_s=sum(p.prefill_s for p in parts) / m,
-        iterations=sum(p.iterations for p in parts),
-        total_preemptions=sum(p.total_preemptions for p in parts),
-        last_arrival_s=max(p.last_arrival_s for p in parts),
-        adapters=None,
-    )
+    return merged_records(gathered(n, parts, gids), parts, len(parts))
 
 
 def numba_available() -> bool:

@@ -20,10 +20,12 @@ from core.serving.sim.jit_layout import (
     I_FULL,
     I_HI,
     I_HP,
+    I_HR,
     I_HW,
     I_ITER,
     I_KIND,
     I_LOAD,
+    I_LP,
     I_LR,
     I_LW,
     I_NCH,
@@ -35,6 +37,7 @@ from core.serving.sim.jit_layout import (
     I_RK,
     I_RKMAX,
     I_TI,
+    I_TP,
     I_TR,
     INF,
     NO_ROOM,
@@ -46,7 +49,10 @@ from core.serving.sim.jit_layout import (
     Q_NPRE,
     Q_NX_IN,
     Q_NX_P,
+    Q_NX_R,
     Q_OUT,
+    Q_PV_P,
+    Q_PV_R,
     Q_STATUS,
     Q_TARGET,
     R_BUSY,
@@ -70,10 +76,8 @@ from core.serving.sim.jit_parts import (
     f_push,
     jit,
     jit_inline,
-    p_append,
-    p_remove,
-    r_append,
-    r_remove,
+    link_append,
+    link_remove,
     record,
     t_one,
     t_run,
@@ -192,7 +196,7 @@ def leave_decode(B, RI, hist, RQI, e, rid):
 
 @jit
 def complete(B, RI, RF, RQF, RQI, e, rid, c):
-    r_remove(RI, RQI, e, rid)
+    link_remove(RI, RQI, e, rid, I_HR, I_TR, I_LR, Q_NX_R, Q_PV_R)
     release(B, RI, e, c)
     finish(RI, RF, RQF, RQI, e, rid, DONE)
 
@@ -221,11 +225,11 @@ def advance_decode(B, RI, RF, hist, FH, RQF, RQI, e, k):
 
 @jit
 def take_out(B, RI, hist, RQI, e, rid):
-    r_remove(RI, RQI, e, rid)
+    link_remove(RI, RQI, e, rid, I_HR, I_TR, I_LR, Q_NX_R, Q_PV_R)
     if RQI[Q_FIN_D, rid] >= 0:
         c = leave_decode(B, RI, hist, RQI, e, rid)
     else:
-        p_remove(RI, RQI, e, rid)
+        link_remove(RI, RQI, e, rid, I_HP, I_TP, I_LP, Q_NX_P, Q_PV_P)
         c = RQI[Q_CTX, rid]
     release(B, RI, e, c)
     return c
@@ -260,8 +264,8 @@ def hit_of(B, pool_blocks, RQI, rid, u):
 @jit
 def admit(B, RI, RF, RQF, RQI, e, rid, h):
     w_popleft(RI, RQI, e)
-    r_append(RI, RQI, e, rid)
-    p_append(RI, RQI, e, rid)
+    link_append(RI, RQI, e, rid, I_HR, I_TR, I_LR, Q_NX_R, Q_PV_R)
+    link_append(RI, RQI, e, rid, I_HP, I_TP, I_LP, Q_NX_P, Q_PV_P)
     RQI[Q_CTX, rid] = h
     RQI[Q_CACHED, rid] = 0
     if h:
@@ -462,7 +466,7 @@ def end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, hist, FH, C
             RQI[Q_CTX, rid] = c
             if c < RQI[Q_TARGET, rid]:
                 continue
-            p_remove(RI, RQI, e, rid)
+            link_remove(RI, RQI, e, rid, I_HP, I_TP, I_LP, Q_NX_P, Q_PV_P)
             RQI[Q_GEN, rid] += 1
             if RQI[Q_GEN, rid] == 1:
                 RQF[RQ_FIRST, rid] = RF[e, R_NOW]

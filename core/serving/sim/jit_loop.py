@@ -236,102 +236,22 @@ def loop(z):
             ev_pop(G, ev_t, EVI)  # a run cut short since
         t_r = ev_t[0] if G[G_EVN] > 0 else INF
         t_a = GF[0]
+        woken = -1  # the replica to pump: the one whose step ended, or the one an arrival woke
         if t_r < t_a:
-            e = EVI[1, 0]
+            woken = EVI[1, 0]
             ev_pop(G, ev_t, EVI)
-            RI[e, I_FLIGHT] = 0
-            end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, hist, FH, CH, RQF, RQI, ts_rep, TSF, e)
-            pump(
-                N,
-                nrep,
-                B,
-                K,
-                MB,
-                keep,
-                router,
-                tmax,
-                graph_prefill,
-                max_ctx,
-                pool_blocks,
-                fs,
-                seq_max,
-                inv_P,
-                q,
-                g_launch,
-                e_launch,
-                g_max,
-                n_k,
-                pp,
-                gaps,
-                P2,
-                TB,
-                G,
-                GF,
-                RI,
-                RF,
-                hist,
-                FH,
-                CH,
-                RQF,
-                RQI,
-                ev_t,
-                EVI,
-                ts_rep,
-                TSF,
-                stk,
-                err,
-                e,
-            )
+            RI[woken, I_FLIGHT] = 0
+            end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, hist, FH, CH, RQF, RQI, ts_rep, TSF, woken)
         elif t_a < INF:
             if t_a > max_clock:
                 G[G_PASSES] = passes
                 GF[1] = t_a
                 return CLOCK
-            j = route(N, nrep, router, fs, inv_P, pp, gaps, P2, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF)
-            if j >= 0:
-                pump(
-                    N,
-                    nrep,
-                    B,
-                    K,
-                    MB,
-                    keep,
-                    router,
-                    tmax,
-                    graph_prefill,
-                    max_ctx,
-                    pool_blocks,
-                    fs,
-                    seq_max,
-                    inv_P,
-                    q,
-                    g_launch,
-                    e_launch,
-                    g_max,
-                    n_k,
-                    pp,
-                    gaps,
-                    P2,
-                    TB,
-                    G,
-                    GF,
-                    RI,
-                    RF,
-                    hist,
-                    FH,
-                    CH,
-                    RQF,
-                    RQI,
-                    ev_t,
-                    EVI,
-                    ts_rep,
-                    TSF,
-                    stk,
-                    err,
-                    j,
-                )
+            woken = route(N, nrep, router, fs, inv_P, pp, gaps, P2, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF)
         else:
             break
+        if woken >= 0:
+            pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, ev_t, EVI, ts_rep, TSF, stk, err, woken)  # fmt: skip
         if err[0]:
             G[G_PASSES] = passes
             return err[0]

@@ -20,21 +20,12 @@ from core.serving.sim.jit_layout import (
     G_TSN,
     I_FHN,
     I_FULL,
-    I_HP,
-    I_HR,
     I_HW,
-    I_LP,
     I_LR,
     I_LW,
-    I_TP,
-    I_TR,
     I_TW,
     INF,
-    Q_NX_P,
-    Q_NX_R,
     Q_NX_W,
-    Q_PV_P,
-    Q_PV_R,
 )
 
 
@@ -98,55 +89,33 @@ def w_popleft(RI, RQI, e):
 
 
 @jit_inline
-def r_append(RI, RQI, e, rid):
-    RQI[Q_NX_R, rid] = -1
-    RQI[Q_PV_R, rid] = RI[e, I_TR]
-    if RI[e, I_TR] < 0:
-        RI[e, I_HR] = rid
+def link_append(RI, RQI, e, rid, H, T, L, NX, PV):
+    """Append ``rid`` to a doubly linked queue of replica ``e``: its head, tail and length in columns ``H``, ``T``,
+    ``L`` of ``RI``, its links in rows ``NX`` (next) and ``PV`` (previous) of ``RQI`` (the running queue, or the
+    prefilling one: both in admission order, either member removable)."""
+    RQI[NX, rid] = -1
+    RQI[PV, rid] = RI[e, T]
+    if RI[e, T] < 0:
+        RI[e, H] = rid
     else:
-        RQI[Q_NX_R, RI[e, I_TR]] = rid
-    RI[e, I_TR] = rid
-    RI[e, I_LR] += 1
+        RQI[NX, RI[e, T]] = rid
+    RI[e, T] = rid
+    RI[e, L] += 1
 
 
 @jit_inline
-def r_remove(RI, RQI, e, rid):
-    a, b = RQI[Q_PV_R, rid], RQI[Q_NX_R, rid]
+def link_remove(RI, RQI, e, rid, H, T, L, NX, PV):
+    """Take ``rid`` out of the queue of :func:`link_append` (``list.remove``)."""
+    a, b = RQI[PV, rid], RQI[NX, rid]
     if a < 0:
-        RI[e, I_HR] = b
+        RI[e, H] = b
     else:
-        RQI[Q_NX_R, a] = b
+        RQI[NX, a] = b
     if b < 0:
-        RI[e, I_TR] = a
+        RI[e, T] = a
     else:
-        RQI[Q_PV_R, b] = a
-    RI[e, I_LR] -= 1
-
-
-@jit_inline
-def p_append(RI, RQI, e, rid):
-    RQI[Q_NX_P, rid] = -1
-    RQI[Q_PV_P, rid] = RI[e, I_TP]
-    if RI[e, I_TP] < 0:
-        RI[e, I_HP] = rid
-    else:
-        RQI[Q_NX_P, RI[e, I_TP]] = rid
-    RI[e, I_TP] = rid
-    RI[e, I_LP] += 1
-
-
-@jit_inline
-def p_remove(RI, RQI, e, rid):
-    a, b = RQI[Q_PV_P, rid], RQI[Q_NX_P, rid]
-    if a < 0:
-        RI[e, I_HP] = b
-    else:
-        RQI[Q_NX_P, a] = b
-    if b < 0:
-        RI[e, I_TP] = a
-    else:
-        RQI[Q_PV_P, b] = a
-    RI[e, I_LP] -= 1
+        RQI[PV, b] = a
+    RI[e, L] -= 1
 
 
 # --- the finish heap of a replica: (iteration, request), smallest first ----------------------------------------

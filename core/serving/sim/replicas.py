@@ -394,24 +394,8 @@ class ReplicaSet:
         engines at every point any of them recorded, the KV share held averaged over them."""
         n = self.stream.issued
         parts = [eng.records() for eng in self.engines]
-        arrival = np.full(n, np.nan)
-        inp = np.zeros(n, dtype=np.int64)
-        out = np.zeros(n, dtype=np.int64)
-        status = np.full(n, UNFINISHED, dtype=np.int8)
-        admitted, first, finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
-        pre = np.zeros(n, dtype=np.int64)
-        for eng, rec in zip(self.front, parts):
-            g = np.asarray(eng.gids, dtype=np.int64)
-            if not g.size:
-                continue
-            arrival[g] = np.frombuffer(rec.arrival_s, dtype=float)
-            inp[g] = np.frombuffer(rec.input_tokens, dtype=np.int64)
-            status[g] = np.frombuffer(rec.status, dtype=np.int8)
-            admitted[g] = np.frombuffer(rec.admitted_s, dtype=float)
-            first[g] = np.frombuffer(rec.first_token_s, dtype=float)
-            finish[g] = np.frombuffer(rec.finish_s, dtype=float)
-            pre[g] = np.asarray(rec.preemptions, dtype=np.int64)
-            out[g] = np.frombuffer(rec.output_tokens, dtype=np.int64)
+        gids = [np.asarray(eng.gids, dtype=np.int64) for eng in self.front]
+        arrival, inp, out, status, admitted, first, finish, pre = gathered(n, parts[: len(self.front)], gids)
         if self.disagg:
             out[:] = np.asarray(self.draws.out[:n], dtype=np.int64)
             moved = status == DONE
@@ -430,28 +414,8 @@ class ReplicaSet:
         if self.kv_s:
             keys = np.fromiter(self.kv_s.keys(), dtype=np.int64, count=len(self.kv_s))
             kv[keys] = np.fromiter(self.kv_s.values(), dtype=float, count=len(self.kv_s))
-        ts, w, r, f = merge_series(parts)
-        m = len(parts)
-        merged = Records(
-            arrival_s=_arr("d", arrival),
-            input_tokens=_arr("q", inp),
-            output_tokens=_arr("q", out),
-            status=_arr("b", status),
-            admitted_s=_arr("d", admitted),
-            first_token_s=_arr("d", first),
-            finish_s=_arr("d", finish),
-            preemptions=_arr("l", pre),
-            ts_s=_arr("d", ts),
-            ts_waiting=_arr("d", w),
-            ts_running=_arr("d", r),
-            ts_kv_frac=_arr("d", f),
-            busy_s=sum(p.busy_s for p in parts) / m,
-            prefill_s=sum(p.prefill_s for p in parts) / m,
-            iterations=sum(p.iterations for p in parts),
-            total_preemptions=sum(p.total_preemptions for p in parts),
-            last_arrival_s=max(p.last_arrival_s for p in parts[: len(self.front)]),
-            adapters=self._adapter_records(n, parts),
-        )
+        columns = (arrival, inp, out, status, admitted, first, finish, pre)
+        merged = merged_records(columns, parts, len(self.front), self._adapter_records(n, parts))
         return merged, parts, kv
 
     def _adapter_records(self, n: int, parts: list[Records]) -> dict[str, Any] | None:
@@ -479,6 +443,60 @@ class ReplicaSet:
             "adapter_distinct_s": sum(r["adapter_distinct_s"] for r in each),
             "adapter_engines": len(each),
         }
+
+
+def gathered(n: int, parts: list[Records], gids: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Each of a deployment's ``n`` requests' arrival, lengths, status, times and preemptions from the records of the
+    replicas (or prefill instances) that took them, ``gids[k]`` the deployment's number of each of ``parts[k]``'s."""
+    arrival = np.full(n, np.nan)
+    inp = np.zeros(n, dtype=np.int64)
+    out = np.zeros(n, dtype=np.int64)
+    status = np.full(n, UNFINISHED, dtype=np.int8)
+    admitted, first, finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    pre = np.zeros(n, dtype=np.int64)
+    for g, rec in zip(gids, parts):
+        if not g.size:
+            continue
+        arrival[g] = np.frombuffer(rec.arrival_s, dtype=float)
+        inp[g] = np.frombuffer(rec.input_tokens, dtype=np.int64)
+        status[g] = np.frombuffer(rec.status, dtype=np.int8)
+        admitted[g] = np.frombuffer(rec.admitted_s, dtype=float)
+        first[g] = np.frombuffer(rec.first_token_s, dtype=float)
+        finish[g] = np.frombuffer(rec.finish_s, dtype=float)
+        pre[g] = np.asarray(rec.preemptions, dtype=np.int64)
+        out[g] = np.frombuffer(rec.output_tokens, dtype=np.int64)
+    return arrival, inp, out, status, admitted, first, finish, pre
+
+
+def merged_records(
+    columns: tuple[np.ndarray, ...], parts: list[Records], front: int, adapters: dict[str, Any] | None = None
+) -> Records:
+    """The deployment's :class:`Records`: the per-request ``columns`` (:func:`gathered`'s), the engines' time series
+    merged (:func:`merge_series`), their busy and prefill times averaged and their counts summed; the last arrival
+    of the ``front`` engines (those that take the arrivals)."""
+    arrival, inp, out, status, admitted, first, finish, pre = columns
+    ts, w, r, f = merge_series(parts)
+    m = len(parts)
+    return Records(
+        arrival_s=_arr("d", arrival),
+        input_tokens=_arr("q", inp),
+        output_tokens=_arr("q", out),
+        status=_arr("b", status),
+        admitted_s=_arr("d", admitted),
+        first_token_s=_arr("d", first),
+        finish_s=_arr("d", finish),
+        preemptions=_arr("l", pre),
+        ts_s=_arr("d", ts),
+        ts_waiting=_arr("d", w),
+        ts_running=_arr("d", r),
+        ts_kv_frac=_arr("d", f),
+        busy_s=sum(p.busy_s for p in parts) / m,
+        prefill_s=sum(p.prefill_s for p in parts) / m,
+        iterations=sum(p.iterations for p in parts),
+        total_preemptions=sum(p.total_preemptions for p in parts),
+        last_arrival_s=max(p.last_arrival_s for p in parts[:front]),
+        adapters=adapters,
+    )
 
 
 def _arr(code: str, x: np.ndarray):
