@@ -40,6 +40,7 @@ from core.serving.router import (
     Request,
     make_policy,
 )
+from core.serving.sim.compiled import ENGINE_SOURCES, FALLBACK_REASONS, engine_source_hash
 from core.serving.sim.metrics import (
     THRASH_REMEDIES,
     AdapterStats,
@@ -220,6 +221,9 @@ __all__ = [
     "sim_spec",
     "simulate",
     "warm_simulator",
+    "ENGINE_SOURCES",
+    "FALLBACK_REASONS",
+    "engine_source_hash",
     "simulate_queue",
     "spec_vs_alpha",
     "speculative",

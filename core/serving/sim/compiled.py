@@ -13,7 +13,7 @@ This module is that loop for runs that are
 * a model without sliding-window layers, without adapters, on the tabulated timing of one pipeline stage
   (:class:`core.serving.sim.timing.LinearTiming` with ``pp`` 1);
 
-anything else runs the Python loop (:func:`supported` says which). The loop itself is in
+anything else runs the Python loop (:func:`fallback_reason` says why, and the result carries it). The loop itself is in
 :mod:`core.serving.sim.jit_loop` over :mod:`core.serving.sim.jit_engine` and :mod:`core.serving.sim.jit_parts`;
 this module is its caller: it lays out the arrays, runs slices of the loop with the work budget checked between
 them, and turns the arrays into the Python loop's :class:`Records`. Same seed, same bytes: every record, time-series
@@ -29,13 +29,16 @@ prefilling: admission order with removal anywhere), binary heaps for its heaps, 
 replica while another plans (a recursion in the Python loop) is an explicit stack.
 
 The first call in a fresh install compiles the loop (about 15 s on the 2-core CI machine); numba caches it on disk
-beside its modules, so every later process loads it in a fraction of a second. :func:`warm` runs a tiny
+beside its modules, stamped with a hash of all the engine's sources (:mod:`core.serving.sim.jit_cache`: an edit to
+any of them compiles afresh in the next process), so every later process loads it in a fraction of a second. :func:`warm` runs a tiny
 simulation: the dashboard calls it in the background at start-up, so no page waits for the compiler.
 """
 
 from __future__ import annotations
 
+import hashlib
 from array import array
+from pathlib import Path
 
 import numpy as np
 
@@ -92,28 +95,55 @@ from core.serving.sim.records import UNFINISHED, Records
 MAX_REPLICA_SLOTS = 4_000_000
 
 
-def supported(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> bool:
-    """Whether the compiled loop runs this simulation (see the module docstring); the Python loop otherwise."""
+#: Why a run took the Python loop (:func:`fallback_reason`, the result's ``fallback_reason``), in the order checked.
+FALLBACK_REASONS = (
+    "loop='python' asked for",
+    "numba not installed",
+    "adapters",
+    "iteration timing per step (timing='direct') or over pipeline stages",
+    "a shared prompt prefix (prefix_cache_frac)",
+    "router not compiled",
+    "arrivals not Poisson",
+    "a duration limit",
+    "prefill-priority scheduling",
+    "reserve admission",
+    "a timeout",
+    "sliding-window layers",
+    "more replica slots than the compiled loop holds",
+    "disaggregated pools",
+    "an iteration past the timing's table",
+)
+ASKED, DISAGGREGATED, PAST_TABLE = FALLBACK_REASONS[0], FALLBACK_REASONS[13], FALLBACK_REASONS[14]
+
+
+def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> str | None:
+    """Why the compiled loop leaves this simulation to the Python loop (the first of :data:`FALLBACK_REASONS` that
+    holds), or None where it runs it (see the module docstring)."""
     from core.serving.sim.timing import LinearTiming
 
-    return (
-        numba_available()
-        and isinstance(timing, LinearTiming)
-        and timing.pp == 1.0
-        and not timing.lora
-        and adapters is None
-        and prefix is None
-        and router in ROUTERS
-        and spec.arrival == "poisson"
-        and spec.num_requests is not None
-        and spec.num_requests >= 1
-        and spec.duration_s is None
-        and spec.policy == "chunked"
-        and spec.admission == "preempt"
-        and spec.timeout_s is None
-        and pool.slide_share == 0
-        and replicas * (spec.max_batch + 72) <= MAX_REPLICA_SLOTS
+    checks = (
+        (not numba_available(), 1),
+        (adapters is not None or (isinstance(timing, LinearTiming) and bool(timing.lora)), 2),
+        (not isinstance(timing, LinearTiming) or timing.pp != 1.0, 3),
+        (prefix is not None, 4),
+        (router not in ROUTERS, 5),
+        (spec.arrival != "poisson", 6),
+        (spec.duration_s is not None or spec.num_requests is None or spec.num_requests < 1, 7),
+        (spec.policy != "chunked", 8),
+        (spec.admission != "preempt", 9),
+        (spec.timeout_s is not None, 10),
+        (pool.slide_share != 0, 11),
+        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 12),
     )
+    for holds, k in checks:
+        if holds:
+            return FALLBACK_REASONS[k]
+    return None
+
+
+def supported(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> bool:
+    """Whether the compiled loop runs this simulation (:func:`fallback_reason` is None)."""
+    return fallback_reason(spec, timing, pool, replicas, router, adapters=adapters, prefix=prefix) is None
 
 
 def _p2_pairs(replicas: int, seed: int, n: int) -> np.ndarray:
@@ -263,6 +293,24 @@ def merged(parts: list[Records], gids: list[np.ndarray], n: int) -> Records:
     if len(parts) == 1:
         return parts[0]
     return merged_records(gathered(n, parts, gids), parts, len(parts))
+
+
+#: The files whose code or constants the compiled loop's machine code holds: the ``jit_*`` modules and the record
+#: statuses (:mod:`core.serving.sim.records`) they import. Their hash stamps the loop's on-disk cache
+#: (:mod:`core.serving.sim.jit_cache`).
+ENGINE_SOURCES = ("jit_cache.py", "jit_engine.py", "jit_layout.py", "jit_loop.py", "jit_parts.py", "records.py")
+
+
+def engine_source_hash(folder: Path | None = None) -> str:
+    """SHA-256 over the engine's source files in ``folder`` (default: this package's), name and bytes of each, in
+    the order of :data:`ENGINE_SOURCES` (re-read on every call: a few tens of kB, once per compiled function at
+    import)."""
+    folder = folder or Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in ENGINE_SOURCES:
+        h.update(name.encode())
+        h.update((folder / name).read_bytes())
+    return h.hexdigest()
 
 
 def numba_available() -> bool:

@@ -3,8 +3,8 @@ global arrays, the rows of its per-request arrays, and the statuses a slice of t
 (no numba): the loop's functions read them as compile-time constants, the caller builds and reads the arrays with
 them.
 
-numba's on-disk cache keys each compiled function on its own file, so a change here must come with a change to the
-``jit_*`` modules (or a cleared ``__pycache__``); the arrays' shapes are checked at each call regardless.
+The compiled functions' on-disk cache is stamped with a hash of every engine source, this file included
+(:mod:`core.serving.sim.jit_cache`): a change here recompiles the loop in the next process.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ explicit stack, where the Python loop recurses), and the loop over arrivals and 
 
 from __future__ import annotations
 
+from core.serving.sim.jit_cache import jit
 from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step
 from core.serving.sim.jit_layout import (
     CLOCK,
@@ -43,7 +44,7 @@ from core.serving.sim.jit_layout import (
     SLICE_PASSES,
     STUCK,
 )
-from core.serving.sim.jit_parts import ev_pop, ev_push, jit, record
+from core.serving.sim.jit_parts import ev_pop, ev_push, record
 from core.serving.sim.records import NONE, RUN
 
 
