@@ -5,7 +5,9 @@ JSON keys added by the deployment (contract, issue 20): ``mode`` ("aggregated" o
 ``per_replica_rate_per_s``, ``router``, ``load_imbalance`` (max / mean requests per replica),
 ``replica_utilization`` (each replica's busy share), ``per_replica`` (requests, rate, utilisation, p95s of each);
 disaggregated also ``kv_transfer_s`` (p50 / p95 / p99), ``kv_transfer_share_of_ttft``, ``kv_path`` and ``pools``
-({"prefill": {...}, "decode": {...}}, each with instances, tp, pp, gpu, utilization, queue_s, requests)."""
+({"prefill": {...}, "decode": {...}}, each with instances, tp, pp, gpu, utilization, queue_s, requests).
+``loop`` ("compiled" or "python": the event loop that ran it, the same records either way) and ``fallback_reason``
+(why the Python loop ran it, one of ``core.serving.sim.compiled.FALLBACK_REASONS``; null on the compiled loop)."""
 
 from __future__ import annotations
 
@@ -300,6 +302,8 @@ def deployment_payload(d) -> dict:
         "load_imbalance": d.load_imbalance,
         "replica_utilization": [r.utilization for r in d.replicas],
         "per_replica": [{k: held(k, v) for k, v in r.model_dump().items()} for r in d.replicas],
+        "loop": d.result.loop,
+        "fallback_reason": d.result.fallback_reason,
     }
     if d.mode == "disaggregated":
         out["kv_transfer_s"] = d.kv_transfer_s.model_dump() if d.kv_transfer_s is not None else None

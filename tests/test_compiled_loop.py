@@ -122,20 +122,59 @@ def test_any_shape_it_takes_matches_the_python_loop(rate, replicas, router, pool
     assert_compiled_matches_python(L8, spec, replicas, router)
 
 
-def test_shapes_it_does_not_take_run_the_python_loop():
-    assert simulate(L8, BASE).loop == "compiled"
-    for other in (
-        BASE.with_(policy="prefill_priority"),
-        BASE.with_(admission="reserve"),
-        BASE.with_(timeout_s=5.0),
-        BASE.with_(arrival="closed", users=8),
-        BASE.with_(num_requests=None, duration_s=60.0),
-    ):
-        assert simulate(L8, other).loop == "python", other
+def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
+    from core.config import AdapterSet
+    from core.serving import FALLBACK_REASONS, PoolLayout
+
+    ok = simulate(L8, BASE)
+    assert (ok.loop, ok.fallback_reason) == ("compiled", None)
+    dep = simulate_deployment(L8, BASE, Layout(replicas=2, router="round-robin")).result
+    assert (dep.loop, dep.fallback_reason) == ("compiled", None)
     sliding = RabitConfig(model="mistral-7b", gpu="h100-sxm", gpus_per_node=1, tp=1)
-    assert simulate(sliding, BASE).loop == "python"
-    affinity = simulate_deployment(L8, BASE.with_(prefix_cache_frac=0.5), Layout(replicas=2, router="prefix-affinity"))
-    assert affinity.result.loop == "python"
+    pp2 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=2, tp=1, pp=2)
+    lora = L8.with_(adapters=AdapterSet(count=10, max_loras=4))
+    pools = {"instances": 1, "gpu": "h100-sxm", "tp": 1, "pp": 1}
+    disagg = Layout(mode="disaggregated", prefill=PoolLayout(**pools), decode=PoolLayout(**pools), overlap=False)
+    one = {  # one replica: (config, spec, timing, loop) -> the reason
+        "loop='python' asked for": (L8, BASE, "auto", "python"),
+        "adapters": (lora, BASE, "auto", "auto"),
+        "iteration timing per step (timing='direct') or over pipeline stages": (L8, BASE, "direct", "auto"),
+        "arrivals not Poisson": (L8, BASE.with_(arrival="closed", users=8), "auto", "auto"),
+        "a duration limit": (L8, BASE.with_(num_requests=None, duration_s=60.0), "auto", "auto"),
+        "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), "auto", "auto"),
+        "reserve admission": (L8, BASE.with_(admission="reserve"), "auto", "auto"),
+        "a timeout": (L8, BASE.with_(timeout_s=5.0), "auto", "auto"),
+        "sliding-window layers": (sliding, BASE, "auto", "auto"),
+    }
+    for why, (cfg, spec, timing, loop) in one.items():
+        r = simulate(cfg, spec, timing=timing, loop=loop)
+        assert (r.loop, r.fallback_reason) == ("python", why), why
+    assert simulate(pp2, BASE).fallback_reason == "iteration timing per step (timing='direct') or over pipeline stages"
+    deps = {  # deployments: (spec, layout) -> the reason
+        "a shared prompt prefix (prefix_cache_frac)": (BASE.with_(prefix_cache_frac=0.5), Layout(replicas=2)),
+        "router not compiled": (BASE, Layout(replicas=2, router="prefix-affinity")),
+        "disaggregated pools": (BASE, disagg),
+    }
+    for why, (spec, layout) in deps.items():
+        r = simulate_deployment(L8, spec, layout).result
+        assert (r.loop, r.fallback_reason) == ("python", why), why
+    # the loop's heaps hold at most 4,000,000 replica slots, max_batch + 72 each: 1,096 at a batch of 1,024, so
+    # 3,649 replicas fit and 3,650 (4,000,400 slots) do not
+    big = simulate_deployment(L8, BASE.with_(max_batch=1024, num_requests=40), Layout(replicas=3650)).result
+    assert (big.loop, big.fallback_reason) == ("python", "more replica slots than the compiled loop holds")
+    monkeypatch.setattr("core.serving.sim.compiled.numba_available", lambda: False)
+    assert simulate(L8, BASE).fallback_reason == "numba not installed"
+    monkeypatch.undo()
+    monkeypatch.setattr(
+        "core.serving.sim.compiled.run", lambda *a, **k: None
+    )  # the loop's own refusal: past the timing's table
+    r = simulate(L8, BASE)
+    assert (r.loop, r.fallback_reason) == ("python", "an iteration past the timing's table")
+    assert set(FALLBACK_REASONS) == set(one) | set(deps) | {
+        "numba not installed",
+        "more replica slots than the compiled loop holds",
+        "an iteration past the timing's table",
+    }
     with pytest.raises(ValueError, match="loop must be one of auto, python"):
         simulate(L8, BASE, loop="numba")
 
@@ -170,3 +209,13 @@ def test_sessions_in_threads_share_nothing():
     for k in range(4):
         assert out[k].loop == "compiled"
         assert_same(out[k], ref[k % 2])
+
+
+def test_rabit_simulate_says_which_loop_ran_and_why(capsys):
+    from clirun import run as cli
+
+    base = "simulate --model llama-3.1-8b --gpu h100-sxm --gpus 2 --tp 1 --rate 8 --requests 200 --json".split()
+    out = cli(capsys, *base)
+    assert (out["loop"], out["fallback_reason"]) == ("compiled", None)
+    out = cli(capsys, *base, "--kv-admission", "reserve")
+    assert (out["loop"], out["fallback_reason"]) == ("python", "reserve admission")

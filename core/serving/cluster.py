@@ -259,9 +259,12 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
     prefix = _prefix_tokens(dep, spec, pool)
     ad = adapter_draws(dep, spec)
     fast = None
-    if loop == "auto" and ad is None and prefix is None and compiled.supported(spec, tm, pool, R, layout.router):
+    why = compiled.ASKED if loop == "python" else None
+    why = why or compiled.fallback_reason(spec, tm, pool, R, layout.router, adapters=ad, prefix=prefix)
+    if why is None:
         # the compiled loop: the same records as the Python one (tests/test_compiled_loop.py), faster
         fast = compiled.run(spec, tm, pool, draws, R, layout.router, spec.seed, budget)
+        why = None if fast is not None else compiled.PAST_TABLE
     if fast is not None:
         parts = fast[0]
         merged = compiled.merged(parts, fast[1], int(spec.num_requests or 0))
@@ -287,8 +290,7 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
         update={"requests_per_s": R * one.requests_per_s, "output_tokens_per_s": R * one.output_tokens_per_s}
     )
     res = result_of(spec, merged, cap, int(pool.blocks * pool.block), tm.exact_shape, one.residence_s)
-    if fast is not None:
-        res = replace(res, loop="compiled")
+    res = replace(res, loop="compiled" if fast is not None else "python", fallback_reason=why)
     return _with_stats(res, layout, parts, ["replica"] * R, R)
 
 
@@ -392,6 +394,7 @@ def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
         limited_by="prefill pool" if P.instances * c_p <= D.instances * c_d else "decode pool",
     )
     res = result_of(spec, merged, cap, int(dpool.blocks * dpool.block), ptm.exact_shape and dtm.exact_shape)
+    res = replace(res, fallback_reason=compiled.DISAGGREGATED)
     done = res.status == DONE
     kv_done = kv[done]
     ttft = res.samples("ttft_s")

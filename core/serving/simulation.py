@@ -317,6 +317,8 @@ class SimResult:
     ts_kv_frac: np.ndarray
     #: the event loop that ran it: "compiled" (core.serving.sim.compiled) or "python" (the same records)
     loop: str = "python"
+    #: why the Python loop ran it (one of core.serving.sim.compiled.FALLBACK_REASONS), None where the compiled did
+    fallback_reason: str | None = None
 
     def samples(self, metric: str) -> np.ndarray:
         """Per-request samples behind a latency percentile: ``ttft_s``, ``itl_s``, ``e2e_s`` or ``queue_s``."""
@@ -357,10 +359,10 @@ def simulate(
     pool = kv_pool(dep, spec)
     rng = np.random.default_rng(spec.seed)
     draws, lora = Draws(spec, rng), replica_adapters(dep, adapter_draws(dep, spec))
-    rec, ran = run_one(spec, tm, pool, draws, lora, budget, loop)
+    rec, why = run_one(spec, tm, pool, draws, lora, budget, loop)
     capacity = max_throughput(dep, spec, pool=pool, sm=sm)
     res = result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming))
-    return replace(res, loop=ran)
+    return replace(res, loop="python" if why else "compiled", fallback_reason=why)
 
 
 #: The event loops a simulation may take (``loop=``): the compiled one where it takes the run, or the Python one.
@@ -380,16 +382,18 @@ def run_one(
     lora: Adapters | None,
     budget: WorkBudget | None,
     loop: str = "auto",
-) -> tuple[Records, str]:
-    """One replica's run and the loop that ran it: the compiled loop where it takes the run
-    (:func:`core.serving.sim.compiled.supported`) unless ``loop`` is ``"python"``, the Python engine otherwise;
-    the same records either way."""
+) -> tuple[Records, str | None]:
+    """One replica's run and why the Python loop ran it (None: the compiled loop did, where it takes the run and
+    ``loop`` is ``"auto"``; :func:`core.serving.sim.compiled.fallback_reason`); the same records either way."""
     check_loop(loop)
-    if loop == "auto" and compiled.supported(spec, tm, pool, 1, "round-robin", adapters=lora):
+    why = compiled.ASKED if loop == "python" else None
+    why = why or compiled.fallback_reason(spec, tm, pool, 1, "round-robin", adapters=lora)
+    if why is None:
         got = compiled.run(spec, tm, pool, draws, 1, "round-robin", spec.seed, budget)
         if got is not None:
-            return got[0][0], "compiled"
-    return Engine(spec, tm, pool, draws, lora).run(budget), "python"
+            return got[0][0], None
+        why = compiled.PAST_TABLE
+    return Engine(spec, tm, pool, draws, lora).run(budget), why
 
 
 def warm_simulator() -> None:
