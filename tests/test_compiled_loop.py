@@ -87,6 +87,13 @@ CASES = {
     "three replicas, round-robin": (L8, BASE.with_(rate_per_s=55.0), 3, "round-robin"),
     "five replicas, power-of-two": (L8, BASE.with_(rate_per_s=90.0), 5, "power-of-two"),
     "four replicas preempting": (L8, BASE.with_(rate_per_s=100.0, kv_pool_tokens=12_000), 4, "least-outstanding"),
+    # a replayed trace of lengths: the draws are its rows, cycled, the arrivals Poisson as ever
+    "replayed trace": (
+        L8,
+        BASE.with_(trace=tuple((200 + 37 * (k % 29), 20 + 11 * (k % 13)) for k in range(97)), rate_per_s=40.0),
+        3,
+        "least-outstanding",
+    ),
 }
 
 
@@ -96,6 +103,8 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     ref = assert_compiled_matches_python(cfg, spec, replicas, router)
     if "preempt" in name:
         assert ref.summary.preemptions > 0  # the case exercises what it names
+    if spec.trace is not None:
+        assert set(ref.input_tokens.tolist()) <= {a for a, _ in spec.trace}  # the trace's lengths, replayed
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
