@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from core.base import BudgetExceeded, WorkBudget
 from core.config import RabitConfig
-from core.serving import Layout, Lengths, SimSpec, simulate, simulate_deployment
+from core.serving import TIMED_OUT, Layout, Lengths, SimSpec, simulate, simulate_deployment
 
 L8 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
 L70 = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", gpus_per_node=4, tp=4, weights="fp8", kv_dtype="fp8")
@@ -87,6 +87,19 @@ CASES = {
     "three replicas, round-robin": (L8, BASE.with_(rate_per_s=55.0), 3, "round-robin"),
     "five replicas, power-of-two": (L8, BASE.with_(rate_per_s=90.0), 5, "power-of-two"),
     "four replicas preempting": (L8, BASE.with_(rate_per_s=100.0, kv_pool_tokens=12_000), 4, "least-outstanding"),
+    # timeouts: requests leave from the waiting queue and from the running batch (their blocks freed), a decode
+    # run stops at the first deadline; overloaded, so that many expire
+    "timeout, one replica": (L8, BASE.with_(rate_per_s=60.0, timeout_s=4.0), 1, "least-outstanding"),
+    "timeout, preempting": (
+        L8,
+        BASE.with_(rate_per_s=45.0, timeout_s=6.0, kv_pool_tokens=12_000),
+        1,
+        "least-outstanding",
+    ),
+    "timeout, three replicas": (L8, BASE.with_(rate_per_s=150.0, timeout_s=3.0), 3, "power-of-two"),
+    # a queue of hundreds waiting at a batch cap of 4: the deadline heap outgrows its first array (152 entries)
+    "timeout, long queue": (L8, BASE.with_(rate_per_s=30.0, timeout_s=30.0, max_batch=4), 1, "least-outstanding"),
+    "timeout none reached": (L8, BASE.with_(timeout_s=600.0), 2, "round-robin"),
     # a replayed trace of lengths: the draws are its rows, cycled, the arrivals Poisson as ever
     "replayed trace": (
         L8,
@@ -103,6 +116,8 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     ref = assert_compiled_matches_python(cfg, spec, replicas, router)
     if "preempt" in name:
         assert ref.summary.preemptions > 0  # the case exercises what it names
+    if spec.timeout_s is not None and "none reached" not in name:
+        assert (ref.status == TIMED_OUT).sum() > 0  # requests expired
     if spec.trace is not None:
         assert set(ref.input_tokens.tolist()) <= {a for a, _ in spec.trace}  # the trace's lengths, replayed
 
@@ -117,8 +132,9 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     batch=st.sampled_from([4, 32, 256]),
     cache=st.booleans(),
     seed=st.integers(0, 3),
+    timeout=st.sampled_from([None, None, 1.5, 6.0]),
 )
-def test_any_shape_it_takes_matches_the_python_loop(rate, replicas, router, pool, budget, batch, cache, seed):
+def test_any_shape_it_takes_matches_the_python_loop(rate, replicas, router, pool, budget, batch, cache, seed, timeout):
     spec = BASE.with_(
         rate_per_s=rate,
         num_requests=300,
@@ -127,6 +143,7 @@ def test_any_shape_it_takes_matches_the_python_loop(rate, replicas, router, pool
         max_batch=batch,
         prefix_caching=cache,
         seed=seed,
+        timeout_s=timeout,
     )
     assert_compiled_matches_python(L8, spec, replicas, router)
 
@@ -152,7 +169,6 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
         "a duration limit": (L8, BASE.with_(num_requests=None, duration_s=60.0), "auto", "auto"),
         "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), "auto", "auto"),
         "reserve admission": (L8, BASE.with_(admission="reserve"), "auto", "auto"),
-        "a timeout": (L8, BASE.with_(timeout_s=5.0), "auto", "auto"),
         "sliding-window layers": (sliding, BASE, "auto", "auto"),
     }
     for why, (cfg, spec, timing, loop) in one.items():

@@ -9,7 +9,7 @@ This module is that loop for runs that are
 * aggregated replicas behind ``round-robin``, ``least-outstanding`` or ``power-of-two`` (one replica included:
   a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte);
 * Poisson arrivals of a fixed number of requests; chunked prefill with preempt-and-recompute (prefix caching of
-  a preempted request's blocks on or off); no timeout;
+  a preempted request's blocks on or off); a timeout or none;
 * a model without sliding-window layers, without adapters, on the tabulated timing of one pipeline stage
   (:class:`core.serving.sim.timing.LinearTiming` with ``pp`` 1);
 
@@ -45,11 +45,14 @@ import numpy as np
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
+    G_DLMAX,
     G_EVN,
     G_FHMAX,
     G_LO,
     G_PASSES,
     G_TSN,
+    GF_NEXT,
+    GF_TIMEOUT,
     GROW,
     I_HI,
     I_HP,
@@ -63,6 +66,7 @@ from core.serving.sim.jit_layout import (
     I_TW,
     INF,
     N_G,
+    N_GF,
     N_Q,
     N_RF,
     N_RI,
@@ -107,13 +111,12 @@ FALLBACK_REASONS = (
     "a duration limit",
     "prefill-priority scheduling",
     "reserve admission",
-    "a timeout",
     "sliding-window layers",
     "more replica slots than the compiled loop holds",
     "disaggregated pools",
     "an iteration past the timing's table",
 )
-ASKED, DISAGGREGATED, PAST_TABLE = FALLBACK_REASONS[0], FALLBACK_REASONS[13], FALLBACK_REASONS[14]
+ASKED, DISAGGREGATED, PAST_TABLE = FALLBACK_REASONS[0], FALLBACK_REASONS[12], FALLBACK_REASONS[13]
 
 
 def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> str | None:
@@ -131,9 +134,8 @@ def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=
         (spec.duration_s is not None or spec.num_requests is None or spec.num_requests < 1, 7),
         (spec.policy != "chunked", 8),
         (spec.admission != "preempt", 9),
-        (spec.timeout_s is not None, 10),
-        (pool.slide_share != 0, 11),
-        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 12),
+        (pool.slide_share != 0, 10),
+        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 11),
     )
     for holds, k in checks:
         if holds:
@@ -204,7 +206,9 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     TB = np.array([timing.c0, timing.c1, timing.m0, timing.m1, timing.x], dtype=float)
     G = np.zeros(N_G, dtype=np.int64)
     G[G_LO] = -1
-    GF = np.array([gaps[0], 0.0])
+    GF = np.zeros(N_GF)
+    GF[GF_NEXT] = gaps[0]
+    GF[GF_TIMEOUT] = INF if spec.timeout_s is None else float(spec.timeout_s)
     RI = np.zeros((R, N_RI), dtype=np.int64)
     RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI]] = -1
     RF = np.zeros((R, N_RF), dtype=float)
@@ -225,9 +229,10 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     ts_cap = n + margin + 256  # about two points a request: grown once or twice on a run (as the tests' runs are)
     ts_rep, TSF = np.zeros(ts_cap, dtype=np.int64), np.zeros((4, ts_cap))
     stk = np.zeros(R, dtype=np.int64)
+    DL = np.zeros((2, R, ev_cap if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
     err = np.zeros(1, dtype=np.int64)
     while True:
-        arrays = (gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, ev_t, EVI, ts_rep, TSF, stk, err)
+        arrays = (gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err)
         code = loop((scal, arrays))
         if code == OK:
             break
@@ -238,6 +243,8 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
                 FH = _grown(FH, 2 * FH.shape[2])
             if int(G[G_EVN]) + margin > ev_t.shape[0]:
                 ev_t, EVI = _grown(ev_t, 2 * ev_t.shape[0]), _grown(EVI, 2 * EVI.shape[1])
+            if spec.timeout_s is not None and int(G[G_DLMAX]) + margin > DL.shape[2]:
+                DL = _grown(DL, 2 * DL.shape[2])
             if int(G[G_TSN]) + margin > ts_rep.shape[0]:
                 ts_rep, TSF = _grown(ts_rep, 2 * ts_rep.shape[0]), _grown(TSF, 2 * TSF.shape[1])
         elif code in (CLOCK, EVENTS):
@@ -298,7 +305,15 @@ def merged(parts: list[Records], gids: list[np.ndarray], n: int) -> Records:
 #: The files whose code or constants the compiled loop's machine code holds: the ``jit_*`` modules and the record
 #: statuses (:mod:`core.serving.sim.records`) they import. Their hash stamps the loop's on-disk cache
 #: (:mod:`core.serving.sim.jit_cache`).
-ENGINE_SOURCES = ("jit_cache.py", "jit_engine.py", "jit_layout.py", "jit_loop.py", "jit_parts.py", "records.py")
+ENGINE_SOURCES = (
+    "jit_cache.py",
+    "jit_deadline.py",
+    "jit_engine.py",
+    "jit_layout.py",
+    "jit_loop.py",
+    "jit_parts.py",
+    "records.py",
+)
 
 
 def engine_source_hash(folder: Path | None = None) -> str:
