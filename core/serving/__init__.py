@@ -40,7 +40,8 @@ from core.serving.router import (
     Request,
     make_policy,
 )
-from core.serving.sim.compiled import ENGINE_SOURCES, FALLBACK_REASONS, engine_source_hash
+from core.serving.sim.compiled import FALLBACK_REASONS
+from core.serving.sim.jit_sources import ENGINE_SOURCES, engine_source_hash
 from core.serving.sim.metrics import (
     THRASH_REMEDIES,
     AdapterStats,

@@ -36,9 +36,7 @@ simulation: the dashboard calls it in the background at start-up, so no page wai
 
 from __future__ import annotations
 
-import hashlib
 from array import array
-from pathlib import Path
 
 import numpy as np
 
@@ -300,32 +298,6 @@ def merged(parts: list[Records], gids: list[np.ndarray], n: int) -> Records:
     if len(parts) == 1:
         return parts[0]
     return merged_records(gathered(n, parts, gids), parts, len(parts))
-
-
-#: The files whose code or constants the compiled loop's machine code holds: the ``jit_*`` modules and the record
-#: statuses (:mod:`core.serving.sim.records`) they import. Their hash stamps the loop's on-disk cache
-#: (:mod:`core.serving.sim.jit_cache`).
-ENGINE_SOURCES = (
-    "jit_cache.py",
-    "jit_deadline.py",
-    "jit_engine.py",
-    "jit_layout.py",
-    "jit_loop.py",
-    "jit_parts.py",
-    "records.py",
-)
-
-
-def engine_source_hash(folder: Path | None = None) -> str:
-    """SHA-256 over the engine's source files in ``folder`` (default: this package's), name and bytes of each, in
-    the order of :data:`ENGINE_SOURCES` (re-read on every call: a few tens of kB, once per compiled function at
-    import)."""
-    folder = folder or Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for name in ENGINE_SOURCES:
-        h.update(name.encode())
-        h.update((folder / name).read_bytes())
-    return h.hexdigest()
 
 
 def numba_available() -> bool:

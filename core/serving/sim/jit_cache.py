@@ -7,7 +7,7 @@ entry on the function's own bytecode. The loop is many files compiled as one: a 
 constant, all end up in the machine code of a caller whose file did not change; with numba's stamp an edit there
 kept the old machine code running until ``__pycache__`` was cleared. Here every compiled function's cache is
 stamped with one hash of all the engine's sources
-(:data:`core.serving.sim.compiled.ENGINE_SOURCES`), so an edit to any of them makes every
+(:data:`core.serving.sim.jit_sources.ENGINE_SOURCES`), so an edit to any of them makes every
 cached entry stale and the next process compiles afresh (numba: ``numba/core/caching.py``, ``_CacheLocator``
 ``get_source_stamp``, ``IndexDataCacheFile._load_index``, which drops an index whose stamp differs).
 
@@ -29,7 +29,7 @@ from numba.core.caching import (
     UserWideCacheLocator,
 )
 
-from core.serving.sim.compiled import engine_source_hash
+from core.serving.sim.jit_sources import engine_source_hash
 
 
 class _EngineStamp:
