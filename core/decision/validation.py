@@ -46,11 +46,9 @@ throughputs, pessimistic for latencies), and the shares within 25 % and within a
 
 from __future__ import annotations
 
-import csv
 import functools
 import statistics
 from collections.abc import Callable
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
@@ -58,9 +56,10 @@ from core import catalog
 from core.base import Assumptions, Range
 from core.catalog import from_hf_config
 from core.config import RabitConfig, resolve
+from core.decision import validation_lifecycle as lifecycle
+from core.decision.validation_files import raw_rows
 from core.physics import StepModel, per_query_head_kv_reads
 
-VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"
 TARGET_MEDIAN_ABS_ERROR = 0.15
 
 
@@ -101,8 +100,9 @@ class ValidationReport(_F):
 
 
 def _rows(name: str) -> list[dict[str, str]]:
-    text = (VALIDATION_DIR / name).read_text()
-    return list(csv.DictReader(line for line in text.splitlines() if line.strip() and not line.startswith("#")))
+    """The cases of ``validation/<name>``: its rows, or for a file of whole runs one case per row and metric."""
+    rows = raw_rows(name)
+    return lifecycle.expand(rows) if name == lifecycle.FILE else rows
 
 
 def _serving_config(r: dict[str, str]) -> RabitConfig:
@@ -529,6 +529,7 @@ _KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] 
     "lora.csv": (_lora_config, _lora_predict, "serving_speed"),
     "longctx.csv": (_longctx_config, _longctx_predict, "serving_speed"),
     "disagg.csv": (_disagg_config, _disagg_predict, "serving_speed"),
+    lifecycle.FILE: (lifecycle.lifecycle_config, lifecycle.lifecycle_predict, "serving_speed"),
 }
 
 
@@ -596,7 +597,9 @@ def run(
                 value = predict(r, cfg)
                 rng[r["id"]] = rebase(sp.ranges["predicted"], value)
             elif ranges and r["metric"] not in SEARCHED_METRICS:
-                sp = spread(cfg, functools.partial(_predicted, predict, r), (tag,))
+                # a replayed run reads the assumptions only through its replica's step model and KV budget
+                screen = serving_screen if name == lifecycle.FILE else None
+                sp = spread(cfg, functools.partial(_predicted, predict, r), (tag,), screen=screen)
                 value, rng[r["id"]] = sp.base["predicted"], sp.ranges["predicted"]
             else:
                 value = predict(r, cfg)
