@@ -519,6 +519,13 @@ def _disagg_predict(r: dict[str, str], cfg: RabitConfig) -> float:
     return 1e3 * kv_transfer_s(int(r["input"]), k, k, bw, alpha, a.kv_transfer_eff, a.kv_transfer_setup_us * 1e-6)
 
 
+#: file -> the row its bound runs take (fewer requests), or the row itself where the full case is cheap
+_SHORT_RANGE_ROWS: dict[str, Callable[[dict[str, str]], dict[str, str]]] = {
+    "lora.csv": _lora_short,
+    lifecycle.FILE: lifecycle.short_row,
+}
+
+
 #: file -> (the case's config, its prediction from a config, the assumption tag that moves it)
 _KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] = {
     "serving.csv": (_serving_config, _serving_predict, "serving_speed"),
@@ -590,16 +597,14 @@ def run(
             cfg = config_of(r)
             if assumptions is not None:
                 cfg = cfg.model_copy(update={"assumptions": assumptions})
-            if ranges and name == "lora.csv" and r["requests"]:  # bound runs of a simulated case at fewer requests
-                short = _lora_short(r)
+            short = _SHORT_RANGE_ROWS[name](r) if ranges and name in _SHORT_RANGE_ROWS else r
+            if short is not r:  # bound runs of a simulated case at fewer requests
                 c_short = config_of(short).model_copy(update={"assumptions": cfg.assumptions})
                 sp = spread(c_short, functools.partial(_predicted, predict, short), (tag,), screen=serving_screen)
                 value = predict(r, cfg)
                 rng[r["id"]] = rebase(sp.ranges["predicted"], value)
             elif ranges and r["metric"] not in SEARCHED_METRICS:
-                # a replayed run reads the assumptions only through its replica's step model and KV budget
-                screen = serving_screen if name == lifecycle.FILE else None
-                sp = spread(cfg, functools.partial(_predicted, predict, r), (tag,), screen=screen)
+                sp = spread(cfg, functools.partial(_predicted, predict, r), (tag,))
                 value, rng[r["id"]] = sp.base["predicted"], sp.ranges["predicted"]
             else:
                 value = predict(r, cfg)

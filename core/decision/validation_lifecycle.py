@@ -17,7 +17,8 @@ prompt finds its own earlier copy in vLLM's prefix cache: all its full KV blocks
 prompt token, ``floor((input - 1) / block) x block`` tokens with vLLM's 16-token block
 (:data:`VLLM_BLOCK_TOKENS`; at most :data:`MAX_CACHED_FRAC` of the prompt), one prefix group per distinct prompt. Each stage runs on its own from an empty
 replica (a stage's first seconds after the previous one's are not modelled). Percentiles are numpy's linear
-interpolation, as the load generator's report computes them.
+interpolation, as the load generator's report computes them. A case's range takes its bound runs at
+:data:`RANGE_REQUESTS` requests and applies their log-moves to the full stage.
 """
 
 from __future__ import annotations
@@ -148,12 +149,26 @@ def lifecycle_config(r: Mapping[str, str]) -> RabitConfig:
     return cfg.with_(workload=w)
 
 
+#: Requests of a replayed stage at each assumption bound: the bounds' log-moves from runs this long are applied to
+#: the full stage's prediction (as the simulated multi-LoRA cases and the Serving page's ranges do).
+RANGE_REQUESTS = 600
+
+
+def short_row(r: dict[str, str]) -> dict[str, str]:
+    """The row its bound runs take: at most :data:`RANGE_REQUESTS` requests (the row itself when it has no more)."""
+    if int(r["requests"]) <= RANGE_REQUESTS:
+        return r
+    return {**r, "requests": str(RANGE_REQUESTS)}
+
+
 @functools.lru_cache(maxsize=2048)
 def replay(cfg: RabitConfig) -> tuple[tuple[str, float], ...]:
     """Every metric of :data:`LIFECYCLE_METRICS` from one simulation of ``cfg`` (deterministic: seeded)."""
     from core import serving
 
-    res = serving.simulate(cfg, serving.sim_spec(cfg))
+    # the deployment's simulator: it routes each request with its prompt's prefix group and finds the group's
+    # blocks cached on the replica that served it before (the one-replica loop does not share prefixes)
+    res = serving.simulate_deployment(cfg, serving.sim_spec(cfg)).result
     out = []
     for key in ("e2e_s", "ttft_s", "itl_s"):
         x = res.samples(key)
