@@ -18,6 +18,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "dashboard" / "app.py"
+#: What the server runs: ``APP`` inside Streamlit's ASGI app with the middleware that spares a deep link its two
+#: 404s (dashboard/asgi.py).
+ASGI = ROOT / "dashboard" / "asgi.py"
 
 
 def preload() -> None:
@@ -140,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     threading.Thread(target=_warm_simulator, daemon=True, name="rabit-warm-sim").start()
     from streamlit.web import cli
 
-    sys.argv = ["streamlit", "run", str(APP), *room_args(args)]
+    sys.argv = ["streamlit", "run", str(ASGI), *room_args(args)]
     sys.exit(cli.main())
 
 

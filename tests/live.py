@@ -79,7 +79,8 @@ def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout_s: floa
 
 
 def start(port: int | None = None, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
-    """Start ``streamlit run dashboard/app.py`` on 127.0.0.1; return (process, base URL) once healthy."""
+    """Start ``streamlit run dashboard/asgi.py`` (the app as ``dashboard.serve`` runs it) on 127.0.0.1; return
+    (process, base URL) once healthy."""
     port = port or free_port()
     proc = subprocess.Popen(
         [
@@ -87,7 +88,7 @@ def start(port: int | None = None, env: dict[str, str] | None = None) -> tuple[s
             "-m",
             "streamlit",
             "run",
-            str(ROOT / "dashboard" / "app.py"),
+            str(ROOT / "dashboard" / "asgi.py"),
             "--server.port",
             str(port),
             "--server.address",
