@@ -230,3 +230,20 @@ def test_sessions_round_trip_through_the_link_and_the_config_file():
     assert from_query(to_query(cfg)) == cfg
     assert from_json(cfg.model_dump_json()) == cfg
     assert "sessions" not in to_query(RabitConfig())
+
+
+def test_sizing_needs_no_fewer_gpus_for_more_agents_or_a_tighter_target():
+    from core.decision import size_sessions
+
+    s = Sessions(turns=Lengths(kind="fixed", mean=4))
+
+    def replicas(agents: int, target_s: float) -> int:
+        a = size_sessions(CFG, s, agents=agents, ttft_p95_s=target_s, gpus=("h100-sxm",)).answer
+        assert a is not None and a.ttft_p95_s <= target_s
+        return a.replicas
+
+    # 16 agents fit one H100 (p95 about 0.09 s); 128 agents thrash one replica's prefix cache and need two
+    assert replicas(16, 0.3) < replicas(128, 0.3)
+    assert replicas(128, 0.5) <= replicas(128, 0.15)
+    with pytest.raises(ValueError, match="replayed trace"):
+        size_sessions(CFG, _trace([(10, 2)]), agents=4, ttft_p95_s=1.0)

@@ -151,8 +151,11 @@ class SessionSet(ReplicaSet):
         self._wake(eng, t)
 
     def _pump(self, eng: Replica) -> None:
-        if self.caching and self.caches[eng.index].total:
-            self._trim(eng.index)
+        c = self.caches[eng.index]
+        if c.total:  # a step ended or a turn came: running requests may have taken cached blocks
+            free = eng.pool_blocks - eng.used()
+            if c.total > free:
+                c.trim(free)
         super()._pump(eng)
 
     def _ended(self, eng: Replica) -> None:
