@@ -37,7 +37,9 @@ class SessionPlan:
             self._from_trace(sessions, spec, draws, rng)
         else:
             self._drawn(sessions, spec, draws, rng)
-        self.first = np.concatenate(([0], np.cumsum(self.turns)[:-1])).astype(np.int64)
+        # plain lists: the event loop reads them once a turn (numpy scalar indexing costs several times more)
+        self.first: list[int] = np.concatenate(([0], np.cumsum(self.turns)[:-1])).astype(np.int64).tolist()
+        self.turn_counts: list[int] = np.asarray(self.turns, dtype=np.int64).tolist()
         self.agent_gaps = gamma_gaps(rng, self.count, sessions.gap_s, sessions.gap_cv).tolist()
 
     @property
@@ -149,8 +151,8 @@ class SessionStream:
         start, not before this end); a session whose turn failed, or that has no turn left, is over (an agent then
         starts its next session after a gap)."""
         p = self.plan
-        if done and turn + 1 < p.turns[session]:
-            j = int(p.first[session]) + turn + 1
+        if done and turn + 1 < p.turn_counts[session]:
+            j = p.first[session] + turn + 1
             g = p.gap[j]
             t = t_end + g if not math.isnan(g) else max(p.at[j], t_end)
             self._push(t, session, turn + 1)

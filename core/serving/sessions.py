@@ -135,7 +135,7 @@ class SessionSet(ReplicaSet):
         t, s, k = st.pop()
         gid = st.issued
         st.issued += 1
-        j0 = int(self.plan.first[s]) + k
+        j0 = self.plan.first[s] + k
         i, o = self.plan.inp[j0], self.plan.out[j0]
         self.session_of.append(s)
         self.turn_of.append(k)
