@@ -55,7 +55,7 @@ def test_prefix_hit_rate_matches_a_hand_computation():
     r = simulate_sessions(CFG, _trace([(100, 20), (150, 10), (200, 5)]))
     assert r.hit_tokens.tolist() == [0, 112, 144]
     assert r.prefix_hit_rate == pytest.approx(256 / 450, rel=1e-12)
-    assert r.evicted_prefixes == 0 and r.sessions_completed == 1
+    assert r.evicted_prefixes == 0 and r.sessions_completed == 1 and r.recomputed_tokens == 0
     # the cached tokens are not prefilled again: turn 2's TTFT is below turn 1's though its prompt is 1.5x longer
     ttft = r.result.first_token_s - r.result.arrival_s
     assert ttft[1] < ttft[0]
@@ -64,6 +64,7 @@ def test_prefix_hit_rate_matches_a_hand_computation():
         CFG.with_(workload=CFG.workload.with_(prefix_caching=False)), _trace([(100, 20), (150, 10)])
     )
     assert off.hit_tokens.tolist() == [0, 0] and off.prefix_hit_rate == 0.0
+    assert off.recomputed_tokens == 112  # turn 2 computes turn 1's 7 cached blocks again
 
 
 def test_eviction_is_least_recently_freed_first_tail_blocks_first():
@@ -89,6 +90,10 @@ def test_a_tight_pool_evicts_and_recomputes():
     assert big.evicted_prefixes == 0 or big.evicted_tokens < small.evicted_tokens
     assert small.evicted_prefixes > 0
     assert small.prefix_hit_rate < big.prefix_hit_rate
+    # what eviction cost is recomputed on the next turn: the tokens found plus those recomputed are the same
+    # prefix in both runs (the lengths are the same draws)
+    assert small.recomputed_tokens > big.recomputed_tokens
+    assert small.hit_tokens.sum() + small.recomputed_tokens == big.hit_tokens.sum() + big.recomputed_tokens
     # every turn of every session ran in both (conservation: turns = sessions x 10)
     assert big.turn.size == small.turn.size == 600
 
@@ -247,3 +252,11 @@ def test_sizing_needs_no_fewer_gpus_for_more_agents_or_a_tighter_target():
     assert replicas(128, 0.5) <= replicas(128, 0.15)
     with pytest.raises(ValueError, match="replayed trace"):
         size_sessions(CFG, _trace([(10, 2)]), agents=4, ttft_p95_s=1.0)
+
+
+def test_a_turn_past_the_context_window_ends_its_session():
+    """Llama-3.1-8B holds 131,072 tokens: a second turn of 200,000 is rejected on arrival and the third is never
+    sent (the client has no answer to continue from)."""
+    r = simulate_sessions(CFG, _trace([(100, 20), (200_000, 10), (200_100, 5)]))
+    assert r.turn.tolist() == [0, 1] and r.result.summary.rejected == 1
+    assert r.sessions_completed == 0 and r.payload()["rejected"] == 1

@@ -73,6 +73,9 @@ class SessionResult:
     prefix_hit_rate: float  # cached tokens / prompt tokens, over the admitted turns
     evicted_prefixes: int  # whole session prefixes evicted
     evicted_tokens: int  # cached tokens evicted (block-size multiples)
+    # tokens of the context a turn's previous turn left (whole blocks, up to all but this turn's last prompt token)
+    # that this turn computed again: its prefix was evicted, it went to another replica, or no room at admission
+    recomputed_tokens: int
     sessions: int
     sessions_completed: int  # every turn done
     replicas: int
@@ -109,6 +112,7 @@ class SessionResult:
             "prefix_hit_rate": self.prefix_hit_rate,
             "evicted_prefixes": self.evicted_prefixes,
             "evicted_tokens": self.evicted_tokens,
+            "recomputed_tokens": self.recomputed_tokens,
             "preemptions": int(self.result.preemptions.sum()),
             "span_s": self.span_s,
             "agent_hours": self.agent_hours,
@@ -192,6 +196,7 @@ def session_result(ss: SessionSet, res: SimResult, dep: Deployment, R: int) -> S
             )
         )
     all_ttft = ttft[done]
+    recomputed = _recomputed(session, turn, hits, res, admitted, ss.front[0].block_tokens)
     prompt = res.input_tokens[admitted].sum()
     n_sessions = ss.plan.count
     started = np.full(n_sessions, np.nan)
@@ -221,6 +226,7 @@ def session_result(ss: SessionSet, res: SimResult, dep: Deployment, R: int) -> S
         prefix_hit_rate=float(hits[admitted].sum() / prompt) if prompt else 0.0,
         evicted_prefixes=sum(len(c.evicted) for c in ss.caches),
         evicted_tokens=sum(c.evicted_blocks for c in ss.caches) * ss.front[0].block_tokens,
+        recomputed_tokens=recomputed,
         sessions=n_sessions,
         sessions_completed=int(full.sum()),
         replicas=R,
@@ -231,3 +237,23 @@ def session_result(ss: SessionSet, res: SimResult, dep: Deployment, R: int) -> S
         cost_per_session_usd=cost / full.sum() if cost is not None and full.sum() else None,
         cost_per_agent_hour_usd=cost / (agent_s / 3600) if cost is not None and agent_s > 0 else None,
     )
+
+
+def _recomputed(
+    session: np.ndarray, turn: np.ndarray, hits: np.ndarray, res: SimResult, admitted: np.ndarray, block: int
+) -> int:
+    """Prefix tokens the admitted later turns computed again: for turn ``k`` after a completed turn ``k - 1`` of
+    ``I'`` input and ``O'`` output tokens, ``min(B floor((I' + O' - 1) / B), B floor((I - 1) / B)) - hit`` summed
+    (``B`` the block size; what an unbounded cache on the session's own replica would have found, less what was)."""
+    if not turn.size:
+        return 0
+    order = np.lexsort((turn, session))
+    s, k = session[order], turn[order]
+    prev = np.zeros(order.size, dtype=bool)
+    prev[1:] = (s[1:] == s[:-1]) & (k[1:] == k[:-1] + 1)
+    cur, before = order[1:][prev[1:]], order[:-1][prev[1:]]
+    ok = (res.status[before] == DONE) & admitted[cur]
+    cur, before = cur[ok], before[ok]
+    left = (res.input_tokens[before] + res.output_tokens[before] - 1) // block * block
+    cap = (res.input_tokens[cur] - 1) // block * block
+    return int(np.maximum(np.minimum(left, cap) - hits[cur], 0).sum())
