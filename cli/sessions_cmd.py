@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cli.common import cli_budget, config_file, config_from_args, die, emit, read_file
+from cli.common import cli_budget, config_file, config_from_args, die, emit, given, read_file
 from core.base import MAX_TABLE_BYTES, fmt_time, sig
 from core.config import SESSION_ARRIVALS, Lengths, Sessions, describe_validation_error, parse_session_trace
 from core.decision import SIZING_GPUS, SessionSizing, size_sessions
@@ -84,7 +84,11 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
 
 
 def wants_sessions(args: argparse.Namespace) -> bool:
-    return bool(args.sessions or args.session_trace or args.ttft_p95 is not None or args.size_gpus)
+    """Sessions flags given, or a ``--config FILE`` whose config has a sessions group."""
+    if args.sessions or args.session_trace or args.ttft_p95 is not None or args.size_gpus:
+        return True
+    file_cfg = config_file(args)
+    return file_cfg is not None and file_cfg.sessions is not None
 
 
 def _lengths(base: Lengths, mean: float | None) -> Lengths:
@@ -106,7 +110,8 @@ def sessions_from_args(args: argparse.Namespace) -> Sessions:
         k: v
         for k, v in {
             "num_sessions": args.sessions,
-            "rate_per_s": args.rate,
+            # the command line's --rate (a config file's workload.rate_per_s is the request rate, not the sessions')
+            "rate_per_s": args.rate if given(args, "rate") else None,
             "arrival": args.session_arrival,
             "cv": args.session_cv,
             "agents": args.agents,

@@ -72,3 +72,13 @@ def test_bad_session_trace_names_line_and_column(capsys, tmp_path):
     f.write_text("session_id,turn,input_tokens,output_tokens\na,0,100,20\na,1,5,0\n")
     err = fails(capsys, *BASE, "--session-trace", str(f))
     assert "--session-trace" in err and "line 3" in err and "output_tokens" in err
+
+
+def test_a_config_file_with_sessions_runs_them(capsys, tmp_path):
+    from core.config import RabitConfig, Sessions
+
+    cfg = RabitConfig(model="llama-3.1-8b", tp=1, gpus_per_node=1, sessions=Sessions(num_sessions=12, rate_per_s=1.0))
+    f = tmp_path / "c.json"
+    f.write_text(cfg.model_dump_json())
+    d = run(capsys, "simulate", "--config", str(f), "--json")
+    assert d["sessions"]["sessions"] == 12 and d["session_workload"]["rate_per_s"] == 1.0

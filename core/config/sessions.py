@@ -75,7 +75,9 @@ class Sessions(BaseModel):
     # the router sends a session's turns to the replica holding its prefix unless that replica is out of balance
     # (SGLang's cache-aware thresholds, core.serving.router.out_of_balance); off: least outstanding requests
     affinity: bool = True
-    trace: tuple[SessionTurn, ...] | None = None  # a replayed trace wins over the distributions and the arrivals
+    # a replayed trace: its turns' lengths win over the distributions, its recorded times over the arrivals (a trace
+    # without times starts its sessions by ``arrival``)
+    trace: tuple[SessionTurn, ...] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Self:

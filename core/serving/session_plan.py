@@ -111,8 +111,8 @@ class SessionPlan:
 class SessionStream:
     """The deployment's arrivals: each session's turns in time order, a turn pushed when the one before it ends.
 
-    Duck-types :class:`core.serving.sim.arrivals.ArrivalStream` for :class:`core.serving.sim.replicas.ReplicaSet`
-    (``next_arr``, ``issued``)."""
+    Stands in for :class:`core.serving.sim.arrivals.ArrivalStream` in :class:`core.serving.sim.replicas.ReplicaSet`
+    (``next_arr``, ``issued``); the session loop tells it when a turn ends (:meth:`turn_ended`)."""
 
     def __init__(self, plan: SessionPlan) -> None:
         self.plan = plan
@@ -161,6 +161,3 @@ class SessionStream:
             if p.sessions.arrival == "agents" and p.sessions.trace is None and self.started < p.count:
                 self._start(t_end + p.agent_gaps[session])
         self.next_arr = self.heap[0][0] if self.heap else INF
-
-    def _user_done(self, gid: int, t_end: float) -> None:  # the replica set's hook: turns end in turn_ended
-        return
