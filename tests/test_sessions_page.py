@@ -4,6 +4,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from tests.pagecheck import impossible
+
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 
 
@@ -27,6 +29,7 @@ def test_sessions_view_answers_first_and_sizes(clear_cache):
     at.button(key="sessions.size").click().run()
     assert not at.exception
     assert any("agents at p95 TTFT" in s.value for s in (*at.success, *at.warning))
+    assert not impossible(at), impossible(at)  # no NaN, infinity or negative amount anywhere on the view
 
 
 def test_bad_session_input_is_an_error_not_a_traceback(clear_cache):
