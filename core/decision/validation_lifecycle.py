@@ -151,7 +151,7 @@ def lifecycle_config(r: Mapping[str, str]) -> RabitConfig:
 
 #: Requests of a replayed stage at each assumption bound: the bounds' log-moves from runs this long are applied to
 #: the full stage's prediction (as the simulated multi-LoRA cases and the Serving page's ranges do).
-RANGE_REQUESTS = 600
+RANGE_REQUESTS = 300
 
 
 def short_row(r: dict[str, str]) -> dict[str, str]:
