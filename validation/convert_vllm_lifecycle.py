@@ -9,7 +9,8 @@ What each run holds (``replay_data/ground_truth_schema.md`` of that repository):
 
 * ``exp-config.yaml``: the vLLM server's flags (model, tensor parallelism, ``max_num_seqs``,
   ``max_num_batched_tokens``, ``max_model_len``); vLLM V1, so chunked prefill and prefix caching are on (their
-  defaults). The GPU is the H100 80GB HBM3 SXM (the repository's DESIGN.md, "Dataset").
+  defaults). The GPU is the H100 80GB HBM3 SXM (the repository's DESIGN.md, "Dataset"). ``vllm_logging.json`` is
+  vLLM's Python logging configuration (where its log went), not its flags.
 * ``results/config.yaml``: the load generator's resolved config (kubernetes-sigs/inference-perf): a
   ``shared_prefix`` data set of ``num_groups x num_prompts_per_group`` prompts (a random system prompt of
   ``system_prompt_len`` tokens per group, a random question of ``question_len`` tokens per prompt), shuffled once

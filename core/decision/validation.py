@@ -23,6 +23,9 @@ settings that reproduce it). Each case is predicted with today's default assumpt
   tokens/s of the published workload (its adapters drawn from their popularity); their ranges take the bound runs
   at :data:`LORA_RANGE_REQUESTS` requests (the log-moves applied to the full run, as the Serving page's ranges).
 
+``vllm_lifecycle.csv`` holds whole public vLLM runs, one row per load stage, each replayed as the benchmark sent it
+(:mod:`core.decision.validation_lifecycle`): nine cases per row, the E2E, TTFT and TPOT mean, p90 and p99.
+
 ``serving_published.csv`` adds the load-dependent metrics, each predicted for one replica of ``tp x pp`` GPUs on
 the engine the row names (its documented scheduler defaults on that GPU, :mod:`core.catalog.engines`, with the
 row's ``max_batch`` and ``max_num_tokens`` where the source gives them) and multiplied by the replicas:

@@ -14,11 +14,14 @@ them: ``requests`` Poisson arrivals at ``rate_per_s`` (its ``constant`` load dra
 them to the stage's duration), every prompt ``input`` tokens, every output ``output`` tokens (``ignore_eos``).
 The load generator cycles ``prompt_groups x prompts_per_group`` fixed prompts, so after the first pass every
 prompt finds its own earlier copy in vLLM's prefix cache: all its full KV blocks but the one holding the last
-prompt token, ``floor((input - 1) / block) x block`` tokens with vLLM's 16-token block
-(:data:`VLLM_BLOCK_TOKENS`; at most :data:`MAX_CACHED_FRAC` of the prompt), one prefix group per distinct prompt. Each stage runs on its own from an empty
-replica (a stage's first seconds after the previous one's are not modelled). Percentiles are numpy's linear
-interpolation, as the load generator's report computes them. A case's range takes its bound runs at
-:data:`RANGE_REQUESTS` requests and applies their log-moves to the full stage.
+prompt token, ``floor((input - 1) / block) x block`` tokens with vLLM's 16-token block (:data:`VLLM_BLOCK_TOKENS`;
+at most :data:`MAX_CACHED_FRAC` of the prompt), one prefix group per distinct prompt.
+
+Each stage runs on its own from an empty replica with a cold prefix cache: a second stage's first sight of each
+prompt (100 requests, 1-3 % of the stage) prefills in full where the server had it cached from the first stage,
+and the first stage's requests still in flight are not carried over. Percentiles are numpy's linear
+interpolation, as the load generator's report computes them (inference-perf ``reportgen/base.py``). A case's
+range takes its bound runs at :data:`RANGE_REQUESTS` requests and applies their log-moves to the full stage.
 """
 
 from __future__ import annotations
@@ -151,7 +154,7 @@ def lifecycle_config(r: Mapping[str, str]) -> RabitConfig:
 
 #: Requests of a replayed stage at each assumption bound: the bounds' log-moves from runs this long are applied to
 #: the full stage's prediction (as the simulated multi-LoRA cases and the Serving page's ranges do).
-RANGE_REQUESTS = 600
+RANGE_REQUESTS = 300
 
 
 def short_row(r: dict[str, str]) -> dict[str, str]:
