@@ -41,7 +41,7 @@ from core.serving.sim.metrics import (
     summarise,
 )
 from core.serving.sim.pool import Pool
-from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
+from core.serving.sim.timing import ArrayTiming, HostTierTiming, LinearTiming, Timing, timing_for
 
 __all__ = [
     "SimSpec",
@@ -359,7 +359,7 @@ def simulate(
     draws, lora = Draws(spec, rng), replica_adapters(dep, adapter_draws(dep, spec))
     rec, ran = run_one(spec, tm, pool, draws, lora, budget, loop)
     capacity = max_throughput(dep, spec, pool=pool, sm=sm)
-    res = result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming))
+    res = result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming | HostTierTiming))
     return replace(res, loop=ran)
 
 
@@ -374,7 +374,7 @@ def check_loop(loop: str) -> None:
 
 def run_one(
     spec: SimSpec,
-    tm: LinearTiming | ArrayTiming,
+    tm: Timing,
     pool: Pool,
     draws: Draws,
     lora: Adapters | None,
@@ -398,9 +398,7 @@ def warm_simulator() -> None:
     simulate(RabitConfig(), SimSpec(num_requests=4, rate_per_s=1.0))
 
 
-def replica_timing(
-    dep: Deployment, spec: SimSpec, timing: str = "auto"
-) -> tuple[StepModel, LinearTiming | ArrayTiming]:
+def replica_timing(dep: Deployment, spec: SimSpec, timing: str = "auto") -> tuple[StepModel, Timing]:
     """The step model of one replica of ``dep`` and the iteration timing the engine reads (see :func:`simulate`)."""
     sm = StepModel.from_deployment(dep)
     if timing == "direct":
