@@ -155,12 +155,14 @@ from core.decision.uncertainty import (
 from core.decision.validation import (
     SERVER_SIM_REQUESTS,
     TARGET_MEDIAN_ABS_ERROR,
-    VALIDATION_DIR,
     case_row,
     predict_row,
     replicas_of_row,
     run,
 )
+from core.decision.validation_files import VALIDATION_DIR
+from core.decision.validation_lifecycle import FAMILY as LIFECYCLE_FAMILY
+from core.decision.validation_lifecycle import breakdown as lifecycle_breakdown
 from core.decision.variants import (
     PerVariant,
     VariantReplica,
@@ -227,6 +229,8 @@ __all__ = [
     "SimulationRanges",
     "Spread",
     "TARGET_MEDIAN_ABS_ERROR",
+    "LIFECYCLE_FAMILY",
+    "lifecycle_breakdown",
     "TUNING_ORDER",
     "TrainingExperimentSpec",
     "TrainingOption",
