@@ -41,7 +41,15 @@ from core.serving.sim.metrics import (
     summarise,
 )
 from core.serving.sim.pool import Pool
-from core.serving.sim.timing import ArrayTiming, HostTierTiming, LinearTiming, Timing, timing_for
+from core.serving.sim.timing import (
+    ArrayTiming,
+    HostTierTiming,
+    LinearTiming,
+    Timing,
+    compiled_form,
+    host_tier_untouched,
+    timing_for,
+)
 
 __all__ = [
     "SimSpec",
@@ -385,9 +393,10 @@ def run_one(
     (:func:`core.serving.sim.compiled.supported`) unless ``loop`` is ``"python"``, the Python engine otherwise;
     the same records either way."""
     check_loop(loop)
-    if loop == "auto" and compiled.supported(spec, tm, pool, 1, "round-robin", adapters=lora):
-        got = compiled.run(spec, tm, pool, draws, 1, "round-robin", spec.seed, budget)
-        if got is not None:
+    fast = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
+    if loop == "auto" and compiled.supported(spec, fast, pool, 1, "round-robin", adapters=lora):
+        got = compiled.run(spec, fast, pool, draws, 1, "round-robin", spec.seed, budget)
+        if got is not None and host_tier_untouched(tm, got[0], pool):
             return got[0][0], "compiled"
     return Engine(spec, tm, pool, draws, lora).run(budget), "python"
 

@@ -257,6 +257,39 @@ class HostTierTiming:
         return self.direct.run(T, A0, R0, g, kmax, budget_s, D)
 
 
+def compiled_form(tm: Timing) -> Timing:
+    """The timing the compiled loop reads for ``tm``: a host tier's tabulated form (its runs are then checked by
+    :func:`host_tier_untouched`), ``tm`` itself otherwise."""
+    return tm.lin if isinstance(tm, HostTierTiming) else tm
+
+
+def host_tier_untouched(tm: Timing, parts: list, pool) -> bool:
+    """Whether runs timed by the tabulated form alone (the compiled loop, :func:`compiled_form`) are the runs
+    ``tm`` times: always without a host tier; with one, when no iteration reached the tokens HBM holds, ``N_h``.
+    An iteration's cached and new tokens, ``R + T``, are at most the tokens of the blocks held while it ran: the
+    blocks recorded at its end and those of the requests that ended with it (released before the record)."""
+    if not isinstance(tm, HostTierTiming):
+        return True
+    B = pool.block
+    limit = tm.hbm_tokens - B  # a block's worth below N_h: the recorded shares carry rounding
+    for p in parts:
+        ts = np.frombuffer(p.ts_s, dtype=float)
+        if not ts.size:
+            continue
+        held = np.frombuffer(p.ts_kv_frac, dtype=float) * pool.blocks * B
+        fin = np.frombuffer(p.finish_s, dtype=float)
+        ended = ~np.isnan(fin)
+        ctx = np.frombuffer(p.input_tokens, dtype=np.int64) + np.frombuffer(p.output_tokens, dtype=np.int64)
+        blocks_tok = ((ctx[ended] + B - 1) // B * B).astype(float)
+        released = np.zeros_like(held)
+        for side in ("left", "right"):  # every record at a request's end time: the bound stays sound
+            at = np.searchsorted(ts, fin[ended], side=side) - (1 if side == "right" else 0)
+            np.add.at(released, np.clip(at, 0, ts.size - 1), blocks_tok)
+        if float(np.max(held + released)) > limit:
+            return False
+    return True
+
+
 def timing_for(sm: StepModel, pp: int, t_max: int, ctx_max: float) -> LinearTiming | HostTierTiming | ArrayTiming:
     """The fast tabulated timing when it reproduces the step model, else direct calls. Context parallelism's ring
     (hidden or not by each block's attention) and decode context parallelism's cheaper of two exchanges are not
