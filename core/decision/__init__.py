@@ -121,6 +121,12 @@ from core.decision.range_rule import (
     with_assumption,
 )
 from core.decision.rate_search import RateSearch, max_rate, meets
+from core.decision.session_sizing import (
+    SIZING_GPUS,
+    SessionOption,
+    SessionSizing,
+    size_sessions,
+)
 from core.decision.training_experiment import (
     TrainingExperimentSpec,
     next_training_experiment,
@@ -185,6 +191,10 @@ from core.decision.video import (
 )
 
 __all__ = [
+    "SIZING_GPUS",
+    "SessionOption",
+    "SessionSizing",
+    "size_sessions",
     "AssumptionFit",
     "TARGETS",
     "TargetCheck",

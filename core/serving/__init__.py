@@ -40,6 +40,7 @@ from core.serving.router import (
     Request,
     make_policy,
 )
+from core.serving.session_result import SessionResult, TurnLatency, session_spec, simulate_sessions
 from core.serving.sim.metrics import (
     THRASH_REMEDIES,
     AdapterStats,
@@ -135,6 +136,10 @@ from core.serving.video import (
 )
 
 __all__ = [
+    "SessionResult",
+    "TurnLatency",
+    "session_spec",
+    "simulate_sessions",
     "LOOPS",
     "LATENCY_KEYS",
     "AdapterStats",
