@@ -47,8 +47,11 @@ from core.serving.sim.metrics import (
     Percentiles,
 )
 from core.serving.sim.timing import (
+    ArrayTiming,
+    HostTierTiming,
     LinearTiming,
     self_check,
+    timing_for,
 )
 from core.serving.simulation import (
     DEFAULT_RATE_FRACTION,
@@ -167,6 +170,8 @@ __all__ = [
     "DONE",
     "HIDDEN_FRAC",
     "Lengths",
+    "ArrayTiming",
+    "HostTierTiming",
     "LinearTiming",
     "Percentiles",
     "REJECTED",
@@ -221,6 +226,7 @@ __all__ = [
     "roofline",
     "round_rate_down",
     "self_check",
+    "timing_for",
     "replica_scheduler",
     "sim_spec",
     "simulate",

@@ -38,6 +38,7 @@ from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.engine import DONE, Engine, Records
 from core.serving.sim.metrics import Percentiles
 from core.serving.sim.replicas import Replica, ReplicaSet, Transfers
+from core.serving.sim.timing import compiled_form, host_tier_untouched
 from core.serving.simulation import (
     Capacity,
     SimResult,
@@ -259,9 +260,12 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
     prefix = _prefix_tokens(dep, spec, pool)
     ad = adapter_draws(dep, spec)
     fast = None
-    if loop == "auto" and ad is None and prefix is None and compiled.supported(spec, tm, pool, R, layout.router):
+    ctm = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
+    if loop == "auto" and ad is None and prefix is None and compiled.supported(spec, ctm, pool, R, layout.router):
         # the compiled loop: the same records as the Python one (tests/test_compiled_loop.py), faster
-        fast = compiled.run(spec, tm, pool, draws, R, layout.router, spec.seed, budget)
+        fast = compiled.run(spec, ctm, pool, draws, R, layout.router, spec.seed, budget)
+        if fast is not None and not host_tier_untouched(tm, fast[0], pool):
+            fast = None  # an iteration reached the host tier: the Python loop times it
     if fast is not None:
         parts = fast[0]
         merged = compiled.merged(parts, fast[1], int(spec.num_requests or 0))

@@ -35,7 +35,7 @@ from core.serving.session_plan import SessionPlan, SessionStream
 from core.serving.sim.engine import DONE
 from core.serving.sim.pool import Pool
 from core.serving.sim.replicas import Replica, ReplicaSet
-from core.serving.sim.timing import ArrayTiming, LinearTiming
+from core.serving.sim.timing import Timing
 
 
 class PrefixCache:
@@ -171,9 +171,7 @@ class SessionSet(ReplicaSet):
             st.turn_ended(s, k, eng.fin_s[rid], done)
 
 
-def build_sessions(
-    spec: SimSpec, sessions: Sessions, tm: LinearTiming | ArrayTiming, pool: Pool, replicas: int
-) -> SessionSet:
+def build_sessions(spec: SimSpec, sessions: Sessions, tm: Timing, pool: Pool, replicas: int) -> SessionSet:
     """The loop of ``sessions`` on ``replicas`` replicas of one timing and KV pool, ready to :meth:`~SessionSet.run`
     (``spec``: the scheduler, and session ``s``'s first turn as request ``s`` of a plain run)."""
     draws = Draws(spec, np.random.default_rng(spec.seed))

@@ -41,7 +41,15 @@ from core.serving.sim.metrics import (
     summarise,
 )
 from core.serving.sim.pool import Pool
-from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
+from core.serving.sim.timing import (
+    ArrayTiming,
+    HostTierTiming,
+    LinearTiming,
+    Timing,
+    compiled_form,
+    host_tier_untouched,
+    timing_for,
+)
 
 __all__ = [
     "SimSpec",
@@ -359,7 +367,7 @@ def simulate(
     draws, lora = Draws(spec, rng), replica_adapters(dep, adapter_draws(dep, spec))
     rec, ran = run_one(spec, tm, pool, draws, lora, budget, loop)
     capacity = max_throughput(dep, spec, pool=pool, sm=sm)
-    res = result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming))
+    res = result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming | HostTierTiming))
     return replace(res, loop=ran)
 
 
@@ -374,7 +382,7 @@ def check_loop(loop: str) -> None:
 
 def run_one(
     spec: SimSpec,
-    tm: LinearTiming | ArrayTiming,
+    tm: Timing,
     pool: Pool,
     draws: Draws,
     lora: Adapters | None,
@@ -385,9 +393,10 @@ def run_one(
     (:func:`core.serving.sim.compiled.supported`) unless ``loop`` is ``"python"``, the Python engine otherwise;
     the same records either way."""
     check_loop(loop)
-    if loop == "auto" and compiled.supported(spec, tm, pool, 1, "round-robin", adapters=lora):
-        got = compiled.run(spec, tm, pool, draws, 1, "round-robin", spec.seed, budget)
-        if got is not None:
+    fast = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
+    if loop == "auto" and compiled.supported(spec, fast, pool, 1, "round-robin", adapters=lora):
+        got = compiled.run(spec, fast, pool, draws, 1, "round-robin", spec.seed, budget)
+        if got is not None and host_tier_untouched(tm, got[0], pool):
             return got[0][0], "compiled"
     return Engine(spec, tm, pool, draws, lora).run(budget), "python"
 
@@ -398,9 +407,7 @@ def warm_simulator() -> None:
     simulate(RabitConfig(), SimSpec(num_requests=4, rate_per_s=1.0))
 
 
-def replica_timing(
-    dep: Deployment, spec: SimSpec, timing: str = "auto"
-) -> tuple[StepModel, LinearTiming | ArrayTiming]:
+def replica_timing(dep: Deployment, spec: SimSpec, timing: str = "auto") -> tuple[StepModel, Timing]:
     """The step model of one replica of ``dep`` and the iteration timing the engine reads (see :func:`simulate`)."""
     sm = StepModel.from_deployment(dep)
     if timing == "direct":
