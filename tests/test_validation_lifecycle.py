@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
+import core.decision.validation_files as vfiles
+import core.decision.validation_lifecycle as life
 from core import serving
 from core.decision import LIFECYCLE_FAMILY, lifecycle_breakdown, run
-from core.decision import validation_lifecycle as life
-from core.decision.validation_files import raw_rows
 from tests.clirun import run as cli
 
-ROWS = raw_rows(life.FILE)
+ROWS = vfiles.raw_rows(life.FILE)
 ROW = {r["id"]: r for r in ROWS}
 
 
