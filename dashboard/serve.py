@@ -18,6 +18,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "dashboard" / "app.py"
+#: What the server runs: ``APP`` inside Streamlit's ASGI app with the middleware that spares a deep link its two
+#: 404s (dashboard/asgi.py).
+ASGI = ROOT / "dashboard" / "asgi.py"
 
 
 def preload() -> None:
@@ -34,10 +37,11 @@ def preload() -> None:
     from core import catalog
 
     catalog.models(), catalog.gpus(), catalog.fabrics(), catalog.prices()
-    from dashboard import state
+    from dashboard import query_guard
 
-    state.guard_query_limits()  # before the first visitor: a link over Streamlit's limits says so
-    # core's computation modules; not dashboard.cache, whose caches belong to the running server
+    query_guard.guard_query_limits()  # before the first visitor: a link over Streamlit's limits says so
+    # core's computation modules; nothing that imports dashboard.cache (dashboard.state, dashboard.analyses): its
+    # st.cache_data functions belong to the running server, and each decorated before it exists logs a warning
     for name in (
         "core.physics.memory",
         "core.serving.speed",
@@ -45,6 +49,7 @@ def preload() -> None:
         "core.serving.simulation",
         "core.training",
         "core.decision.optimizer",
+        "core.decision.experiment",
         "core.config.checks",
         "dashboard.charts",
     ):
@@ -102,8 +107,18 @@ def _warm_simulator() -> None:
 #: Server settings for a room, also in .streamlit/config.toml (given here too, so that a launch from another
 #: working directory keeps them; an option on the command line wins): no source watching (it resolved every
 #: imported module's path after each run) and no full garbage collection after each run (about 0.1 CPU-s with
-#: this heap). Together they were over 80% of the server's CPU with 20 sessions loading at once.
-ROOM_OPTIONS = (("--server.fileWatcherType", "none"), ("--runner.postScriptGC", "false"))
+#: this heap), together over 80% of the server's CPU with 20 sessions loading at once; and nothing leaves the
+#: server: headless (no browser opened), no usage statistics, and the address browsers use named, so Streamlit
+#: neither asks checkip.amazonaws.com for the machine's external IP to print an "External URL" (it does whenever
+#: no address is named and the server is headless, bound to every interface as in deploy/) nor opens a socket
+#: towards 8.8.8.8 to learn its "Network URL".
+ROOM_OPTIONS = (
+    ("--server.fileWatcherType", "none"),
+    ("--runner.postScriptGC", "false"),
+    ("--server.headless", "true"),
+    ("--browser.gatherUsageStats", "false"),
+    ("--browser.serverAddress", "localhost"),
+)
 
 
 def room_args(args: list[str]) -> list[str]:
@@ -128,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     threading.Thread(target=_warm_simulator, daemon=True, name="rabit-warm-sim").start()
     from streamlit.web import cli
 
-    sys.argv = ["streamlit", "run", str(APP), *room_args(args)]
+    sys.argv = ["streamlit", "run", str(ASGI), *room_args(args)]
     sys.exit(cli.main())
 
 

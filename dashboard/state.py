@@ -33,6 +33,8 @@ from core.config import (
 )
 from core.physics import fit_problems
 from dashboard import analyses
+from dashboard.query_guard import DROPPED_QUERY
+from dashboard.query_guard import guard_query_limits as guard_query_limits  # app.py: state.guard_query_limits()
 from dashboard.text import plain
 
 _P = "cfg."
@@ -206,37 +208,6 @@ def _view_query() -> dict[str, str]:
     """The view choices of this session that differ from their defaults, for the URL."""
     ss = st.session_state
     return {k: str(ss[k]) for k, (d, ok) in VIEW_PARAMS.items() if k in ss and ss[k] != d and ss[k] in ok}
-
-
-#: The query parameter that stands in for a link Streamlit would drop whole (:func:`guard_query_limits`).
-DROPPED_QUERY = "_rabit_dropped_query"
-
-
-def guard_query_limits() -> None:
-    """Make a link over Streamlit's limits say so instead of vanishing.
-
-    Streamlit drops a query string of more than 1,000 parameters or 512 Ki characters before any script runs and
-    only logs it, so the page would open at the defaults without a word. This wraps its check so that such a
-    query arrives as one parameter, :data:`DROPPED_QUERY` = ``<parameters>:<characters>``, which :func:`_init`
-    reports. Idempotent; a Streamlit without the check is left alone (tests/test_fuzz_app.py notices).
-    """
-    from streamlit.runtime import app_session
-    from streamlit.runtime.state import query_params
-
-    original = getattr(query_params, "sanitize_query_string", None)
-    if original is None or getattr(original, "rabit_guard", False):
-        return
-
-    def sanitize(query_string: str) -> str:
-        kept = original(query_string)
-        if query_string and not kept:
-            return f"{DROPPED_QUERY}={query_string.count('&') + 1}:{len(query_string)}"
-        return kept
-
-    sanitize.rabit_guard = True  # type: ignore[attr-defined]
-    query_params.sanitize_query_string = sanitize
-    if hasattr(app_session, "sanitize_query_string"):
-        app_session.sanitize_query_string = sanitize
 
 
 def _dropped_query_message(value: str) -> str:

@@ -46,6 +46,20 @@ def head_env() -> dict[str, str]:
     return env
 
 
+def answers(address: str, timeout_s: float = 30.0) -> bool:
+    """Whether a Ray head answers at ``address`` (``ray health-check``, given at most ``timeout_s``)."""
+    try:
+        ok = subprocess.run(
+            [_ray_bin(), "health-check", "--address", address],
+            capture_output=True,
+            env=head_env(),
+            timeout=max(1.0, timeout_s),
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return ok.returncode == 0
+
+
 def start(directory: str | Path, num_cpus: int = 2, timeout_s: float = START_TIMEOUT_S) -> tuple[str, int]:
     """Start a head (see the module docstring); returns (address, the head's process id)."""
     d = Path(directory)
@@ -79,13 +93,7 @@ def start(directory: str | Path, num_cpus: int = 2, timeout_s: float = START_TIM
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             break
-        ok = subprocess.run(
-            [_ray_bin(), "health-check", "--address", address],
-            capture_output=True,
-            env=head_env(),
-            timeout=max(1.0, deadline - time.monotonic()),
-        )
-        if ok.returncode == 0:
+        if answers(address, deadline - time.monotonic()):
             return address, proc.pid
         time.sleep(0.5)
     stop(d)

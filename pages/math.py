@@ -5,7 +5,8 @@ import streamlit as st
 from dashboard import cache, render, state
 
 st.title("Show the math")
-st.caption(
+#: What the page is, said under the answer: above it, it pushed the final numbers' verdict below a 720 px screen.
+INTRO = (
     "Every formula symbolically, then with your numbers, then the result. The steps are recorded by the "
     "same functions the Memory and Speed pages and the `rabit` CLI call, so they cannot drift apart; "
     "change the config in the sidebar and the chain follows."
@@ -26,11 +27,12 @@ if view == "Inference":
         gaps = cache.textbook_comparison(cfg)
     st.markdown("#### Final numbers")
     srng, mrng = cache.speed_ranges(cfg), cache.memory_ranges(cfg)
+    render.say("success" if mem.fits else "error", mem.reason)  # the verdict first, inside the first screen
     render.range_metrics(s.steps, ["prefill_s", "decode_step_s", "tokens_per_s", "tokens_per_s_per_user"], srng.ranges)
     render.range_metrics(
         mem.steps, ["weights_bytes_per_gpu", "kv_bytes_per_gpu", "total_bytes_per_gpu", "max_sequences"], mrng.ranges
     )
-    render.say("success" if mem.fits else "error", mem.reason)
+    st.caption(INTRO)
     RANGES, TEXTBOOK = "Ranges: each assumption at its bounds", "Our chain against the textbook chain"
     render.contents(["Memory per GPU", *[t for t, _ in s.sections], RANGES, TEXTBOOK])
     st.caption("Each section folds: open it for its formulas, first in symbols, then with this view's numbers.")
@@ -96,6 +98,7 @@ else:
         steps = cache.training_math(cfg)
     trng = cache.training_layout_ranges(cfg)
     render.range_metrics(steps, ["step_s", "runtime_s", "gpu_hours", "mfu"], trng.ranges)
+    st.caption(INTRO)
     TRAIN, RANGES = "Training: memory, work, step time, runtime", "Ranges: each assumption at its bounds"
     render.contents([TRAIN, RANGES])
     render.math_section(TRAIN, steps, expanded=True)

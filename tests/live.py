@@ -34,7 +34,38 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout_s: float = 60.0) -> None:
+#: How long a fresh server may take to answer its health check [s]: about 10 s on an idle 2-core machine, over a
+#: minute when other jobs load it (imports, the catalogs and the compiled loop's cache all compete for the CPUs).
+SERVER_START_S = 180.0
+#: How long a page may take to settle after it was opened or touched [s], on the same loaded machine.
+SETTLE_S = 180.0
+
+#: Run in the page with the time the page must have been quiet for [ms]: true once the script has finished (the app's
+#: run state is "notRunning" and the connection is up), no "Running..." status widget, skeleton or stale element is
+#: on show, and all of that has held for the whole interval (a page whose script reruns itself shows none of them
+#: for an instant between two runs, so one look may catch it half drawn).
+SETTLED_JS = """(holdMs) => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const state = app && app.getAttribute('data-test-script-state');
+  const busy = !app || !['notRunning', 'compilationError'].includes(state)
+    || app.getAttribute('data-test-connection-state') !== 'CONNECTED'
+    || document.querySelector('[data-testid="stStatusWidget"], [data-testid="stAppSkeleton"], [data-testid="stSkeleton"]')
+    || document.querySelector('[data-testid="stElementContainer"][data-stale="true"]');
+  const now = performance.now();
+  if (busy) { window.__rabitQuietSince = undefined; return false; }
+  if (window.__rabitQuietSince === undefined) window.__rabitQuietSince = now;
+  return now - window.__rabitQuietSince >= holdMs;
+}"""
+
+
+def settle(page, timeout_s: float = SETTLE_S, hold_ms: int = 500) -> None:
+    """Wait until the page's script has finished and the page has stayed quiet for ``hold_ms`` (:data:`SETTLED_JS`),
+    polled every 100 ms, at most ``timeout_s``: before a test reads text, numbers or boxes off a Streamlit page."""
+    page.evaluate("() => { window.__rabitQuietSince = undefined; }")
+    page.wait_for_function(SETTLED_JS, arg=hold_ms, timeout=timeout_s * 1000, polling=100)
+
+
+def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout_s: float = SERVER_START_S) -> None:
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -48,7 +79,8 @@ def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout_s: floa
 
 
 def start(port: int | None = None, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
-    """Start ``streamlit run dashboard/app.py`` on 127.0.0.1; return (process, base URL) once healthy."""
+    """Start ``streamlit run dashboard/asgi.py`` (the app as ``dashboard.serve`` runs it) on 127.0.0.1; return
+    (process, base URL) once healthy."""
     port = port or free_port()
     proc = subprocess.Popen(
         [
@@ -56,7 +88,7 @@ def start(port: int | None = None, env: dict[str, str] | None = None) -> tuple[s
             "-m",
             "streamlit",
             "run",
-            str(ROOT / "dashboard" / "app.py"),
+            str(ROOT / "dashboard" / "asgi.py"),
             "--server.port",
             str(port),
             "--server.address",

@@ -60,14 +60,13 @@ def _metrics(page) -> dict[str, str]:
 
 
 def headline(page) -> dict[str, str]:
-    """Every metric on the page once it has settled: the same on two reads a second apart with the script done (a
+    """Every metric on the page once it has settled: the same on two reads with the page quiet between them (a
     page whose script reruns shows no status widget between its runs, so one read may catch it half drawn)."""
     page.locator('[data-testid="stMetric"]').first.wait_for(timeout=240_000)
     wait_drawn(page)
     out = _metrics(page)
     for _ in range(60):
-        page.wait_for_timeout(1000)
-        wait_drawn(page)
+        wait_drawn(page)  # settled again: quiet for half a second, no script running
         again = _metrics(page)
         if again == out:
             return out

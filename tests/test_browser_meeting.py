@@ -132,10 +132,10 @@ DRAWN_JS = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]
 
 
 def wait_drawn(page) -> None:
-    """Until the script has finished and every visible chart is drawn (a check before that passes vacuously)."""
-    page.wait_for_function("""() => !document.querySelector('[data-testid="stStatusWidget"]')""", timeout=120_000)
-    page.wait_for_function(DRAWN_JS, timeout=60_000)
-    page.wait_for_timeout(500)
+    """Until the script has finished and the page has settled (tests/live.py: settle), and every visible chart is
+    drawn (a check before that passes vacuously)."""
+    live.settle(page)
+    page.wait_for_function(DRAWN_JS, timeout=120_000, polling=100)
 
 
 def _open_tabs_and_collect(page) -> list[str]:
@@ -162,7 +162,6 @@ def test_every_page_reads_at_meeting_sizes(server, browser, size):
         page.goto(f"{server}/" + ("" if name == "memory" else name))
         page.get_by_text(READY[name]).first.wait_for(timeout=120_000)
         page.wait_for_load_state("networkidle", timeout=30_000)
-        page.wait_for_timeout(1500)
         found += [f"{name}: {p}" for p in dict.fromkeys(_open_tabs_and_collect(page))]
     ctx.close()
     assert found == [], "\n".join(found)
@@ -216,7 +215,7 @@ def test_every_path_opens_with_its_answer_in_the_first_viewport(server, browser)
         page.goto(f"{server}/{path}")
         page.wait_for_selector(
             '[data-testid="stMain"] [data-testid="stMetric"], [data-testid="stMain"] [data-testid="stAlert"]',
-            timeout=120_000,
+            timeout=live.SETTLE_S * 1000,
         )
         wait_drawn(page)
         got = page.evaluate(FIRST_VIEW_JS)

@@ -73,14 +73,25 @@ def test_image_fetches_nothing_at_run_time():
 def test_the_room_launcher_turns_off_per_run_watching_and_full_collection():
     """Profiled (py-spy, 20 first loads at once): Streamlit's source watcher (every module's realpath after each
     run) and its full gc.collect(2) after each run were over 80% of the server's CPU; the launcher and the
-    project's config turn both off, and an option given on the command line still wins."""
+    project's config turn both off, and an option given on the command line still wins. Both also keep everything
+    on the server: headless, no usage statistics, and the browser address named (without it a headless server
+    asks checkip.amazonaws.com for its external IP; tests/test_startup_network.py watches that)."""
     import tomllib
 
     from dashboard import serve
 
     args = serve.room_args(["--server.port", "8600"])
     assert args[:2] == ["--server.port", "8600"]
-    assert dict(zip(args[2::2], args[3::2])) == {"--server.fileWatcherType": "none", "--runner.postScriptGC": "false"}
+    assert dict(zip(args[2::2], args[3::2])) == {
+        "--server.fileWatcherType": "none",
+        "--runner.postScriptGC": "false",
+        "--server.headless": "true",
+        "--browser.gatherUsageStats": "false",
+        "--browser.serverAddress": "localhost",
+    }
     assert "none" not in serve.room_args(["--server.fileWatcherType=auto"])
+    assert serve.room_args(["--browser.serverAddress", "rabit.example.org"]).count("--browser.serverAddress") == 1
     conf = tomllib.loads((Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml").read_text())
     assert conf["server"]["fileWatcherType"] == "none" and conf["runner"]["postScriptGC"] is False
+    assert conf["server"]["headless"] is True and conf["browser"]["gatherUsageStats"] is False
+    assert conf["browser"]["serverAddress"] == "localhost"

@@ -1,11 +1,14 @@
-"""A fleet plan on a real Ray cluster: a local head on the loopback interface (``.ci/run`` starts one with 2 CPUs
-and names it in RABIT_TEST_RAY_ADDRESS / RABIT_TEST_RAY_DIR; without it this module starts its own and stops it),
+"""A fleet plan on a real Ray cluster: a local head on the loopback interface, started by this module's fixture
+(2 CPUs, bounded by :data:`HEAD_START_S`) and stopped by its process id when the module ends; a head named in
+RABIT_TEST_RAY_ADDRESS / RABIT_TEST_RAY_DIR is used instead if it answers (a head started long before the module
+runs may be gone by then: then a fresh one is started here),
 the plan run by ``rabit fleet plan --ray`` in a process of its own, compared with the local executor's JSON byte
 for byte; a Ray worker killed by its PID mid-plan, and the plan still the same; ``RABIT_RAY_ADDRESS`` and ``auto``
 join the same cluster.
 
 Ray is an optional extra: without it these tests are skipped, unless RABIT_REQUIRE_RAY is set (CI), where a
-missing Ray is a failure.
+missing Ray is a failure. So is a head that does not start: skipped on a developer's machine, a failure under CI
+(RABIT_CI or RABIT_REQUIRE_RAY).
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ import importlib.util
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
+import live
 import pytest
 from test_fleet_plan import FLEET as PLAN_FLEET
 
@@ -39,20 +45,36 @@ FLEET = PLAN_FLEET.replace("ranges: false", "ranges: true") + (
 )
 
 
+#: How long the fixture's head may take to answer [s]: about 5 s on an idle 2-core machine, a minute and more on one
+#: loaded by other jobs.
+HEAD_START_S = 240.0
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """(address, the head's process id): CI's head, or one started here (2 CPUs, loopback) and stopped after."""
+def cluster():
+    """(address, the head's process id, its directory): a head named in RABIT_TEST_RAY_ADDRESS / RABIT_TEST_RAY_DIR
+    that answers now, else one started here (2 CPUs, loopback) and stopped by its process id when the module ends.
+
+    The head's files go to a directory of its own under the system's temp dir, not pytest's numbered one, which a
+    concurrent pytest session rotates away (sockets and all) while the head runs."""
     assert HAVE_RAY, "RABIT_REQUIRE_RAY is set but Ray is not installed"
     address, where = os.environ.get("RABIT_TEST_RAY_ADDRESS"), os.environ.get("RABIT_TEST_RAY_DIR")
-    if address and where:
+    if address and where and (Path(where) / "head.pid").exists() and ray_head.answers(address):
         yield address, int((Path(where) / "head.pid").read_text()), Path(where)
         return
-    d = tmp_path_factory.mktemp("ray")
-    address, pid = ray_head.start(d, num_cpus=2)
+    d = Path(tempfile.mkdtemp(prefix="rabit-test-ray-"))
+    try:
+        address, pid = ray_head.start(d, num_cpus=2, timeout_s=HEAD_START_S)
+    except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
+        shutil.rmtree(d, ignore_errors=True)
+        if live.in_ci() or os.environ.get("RABIT_REQUIRE_RAY"):
+            pytest.fail(f"no Ray head could be started for the fleet tests: {exc}")
+        pytest.skip(f"no Ray head could be started: {exc}")
     try:
         yield address, pid, d
     finally:
         ray_head.stop(d)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -40,6 +40,7 @@ from core.serving.router import (
     Request,
     make_policy,
 )
+from core.serving.session_result import SessionResult, TurnLatency, session_spec, simulate_sessions
 from core.serving.sim.compiled import FALLBACK_REASONS
 from core.serving.sim.jit_sources import ENGINE_SOURCES, engine_source_hash
 from core.serving.sim.metrics import (
@@ -48,8 +49,11 @@ from core.serving.sim.metrics import (
     Percentiles,
 )
 from core.serving.sim.timing import (
+    ArrayTiming,
+    HostTierTiming,
     LinearTiming,
     self_check,
+    timing_for,
 )
 from core.serving.simulation import (
     DEFAULT_RATE_FRACTION,
@@ -134,6 +138,10 @@ from core.serving.video import (
 )
 
 __all__ = [
+    "SessionResult",
+    "TurnLatency",
+    "session_spec",
+    "simulate_sessions",
     "LOOPS",
     "LATENCY_KEYS",
     "AdapterStats",
@@ -164,6 +172,8 @@ __all__ = [
     "DONE",
     "HIDDEN_FRAC",
     "Lengths",
+    "ArrayTiming",
+    "HostTierTiming",
     "LinearTiming",
     "Percentiles",
     "REJECTED",
@@ -218,6 +228,7 @@ __all__ = [
     "roofline",
     "round_rate_down",
     "self_check",
+    "timing_for",
     "replica_scheduler",
     "sim_spec",
     "simulate",

@@ -38,6 +38,7 @@ from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.engine import DONE, Engine, Records
 from core.serving.sim.metrics import Percentiles
 from core.serving.sim.replicas import Replica, ReplicaSet, Transfers
+from core.serving.sim.timing import compiled_form, host_tier_untouched
 from core.serving.simulation import (
     Capacity,
     SimResult,
@@ -260,11 +261,15 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
     ad = adapter_draws(dep, spec)
     fast = None
     why = compiled.ASKED if loop == "python" else None
-    why = why or compiled.fallback_reason(spec, tm, pool, R, layout.router, adapters=ad, prefix=prefix)
+    ctm = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
+    why = why or compiled.fallback_reason(spec, ctm, pool, R, layout.router, adapters=ad, prefix=prefix)
     if why is None:
         # the compiled loop: the same records as the Python one (tests/test_compiled_loop.py), faster
-        fast = compiled.run(spec, tm, pool, draws, R, layout.router, spec.seed, budget)
-        why = None if fast is not None else compiled.PAST_TABLE
+        fast = compiled.run(spec, ctm, pool, draws, R, layout.router, spec.seed, budget)
+        if fast is None:
+            why = compiled.PAST_TABLE
+        elif not host_tier_untouched(tm, fast[0], pool):
+            fast, why = None, compiled.HOST_TIER  # an iteration reached the host tier: the Python loop times it
     if fast is not None:
         parts = fast[0]
         merged = compiled.merged(parts, fast[1], int(spec.num_requests or 0))

@@ -41,7 +41,15 @@ from core.serving.sim.metrics import (
     summarise,
 )
 from core.serving.sim.pool import Pool
-from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
+from core.serving.sim.timing import (
+    ArrayTiming,
+    HostTierTiming,
+    LinearTiming,
+    Timing,
+    compiled_form,
+    host_tier_untouched,
+    timing_for,
+)
 
 __all__ = [
     "SimSpec",
@@ -348,7 +356,7 @@ def simulate(
 
     ``timing``: ``"auto"`` (the tabulated closed form when it reproduces the step model, which the
     constructor checks), ``"direct"`` (always call ``StepModel.pipelined_s``; the reference). ``loop``: ``"auto"``
-    (the compiled event loop where it takes the run, :func:`core.serving.sim.compiled.supported`), ``"python"``
+    (the compiled event loop where it takes the run: :func:`core.serving.sim.compiled.fallback_reason` is None), ``"python"``
     (always the Python loop: the reference it matches to the byte).
     Raises ``ValueError`` when the replica has no room for a KV cache, and
     :class:`core.base.limits.BudgetExceeded` (a ``ValueError``) past the work ``budget`` (default: the
@@ -361,7 +369,7 @@ def simulate(
     draws, lora = Draws(spec, rng), replica_adapters(dep, adapter_draws(dep, spec))
     rec, why = run_one(spec, tm, pool, draws, lora, budget, loop)
     capacity = max_throughput(dep, spec, pool=pool, sm=sm)
-    res = result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming))
+    res = result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming | HostTierTiming))
     return replace(res, loop="python" if why else "compiled", fallback_reason=why)
 
 
@@ -376,7 +384,7 @@ def check_loop(loop: str) -> None:
 
 def run_one(
     spec: SimSpec,
-    tm: LinearTiming | ArrayTiming,
+    tm: Timing,
     pool: Pool,
     draws: Draws,
     lora: Adapters | None,
@@ -387,12 +395,16 @@ def run_one(
     ``loop`` is ``"auto"``; :func:`core.serving.sim.compiled.fallback_reason`); the same records either way."""
     check_loop(loop)
     why = compiled.ASKED if loop == "python" else None
-    why = why or compiled.fallback_reason(spec, tm, pool, 1, "round-robin", adapters=lora)
+    fast = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
+    why = why or compiled.fallback_reason(spec, fast, pool, 1, "round-robin", adapters=lora)
     if why is None:
-        got = compiled.run(spec, tm, pool, draws, 1, "round-robin", spec.seed, budget)
-        if got is not None:
+        got = compiled.run(spec, fast, pool, draws, 1, "round-robin", spec.seed, budget)
+        if got is None:
+            why = compiled.PAST_TABLE
+        elif host_tier_untouched(tm, got[0], pool):
             return got[0][0], None
-        why = compiled.PAST_TABLE
+        else:
+            why = compiled.HOST_TIER  # an iteration reached the host tier: the Python loop times it
     return Engine(spec, tm, pool, draws, lora).run(budget), why
 
 
@@ -402,9 +414,7 @@ def warm_simulator() -> None:
     simulate(RabitConfig(), SimSpec(num_requests=4, rate_per_s=1.0))
 
 
-def replica_timing(
-    dep: Deployment, spec: SimSpec, timing: str = "auto"
-) -> tuple[StepModel, LinearTiming | ArrayTiming]:
+def replica_timing(dep: Deployment, spec: SimSpec, timing: str = "auto") -> tuple[StepModel, Timing]:
     """The step model of one replica of ``dep`` and the iteration timing the engine reads (see :func:`simulate`)."""
     sm = StepModel.from_deployment(dep)
     if timing == "direct":

@@ -113,8 +113,10 @@ FALLBACK_REASONS = (
     "more replica slots than the compiled loop holds",
     "disaggregated pools",
     "an iteration past the timing's table",
+    "an iteration reached the host KV tier",
+    "multi-turn sessions",
 )
-ASKED, DISAGGREGATED, PAST_TABLE = FALLBACK_REASONS[0], FALLBACK_REASONS[12], FALLBACK_REASONS[13]
+ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 12, 13, 14, 15))
 
 
 def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> str | None:
