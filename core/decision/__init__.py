@@ -4,6 +4,7 @@ The wing's face: it only hands on the names other wings and the edges use."""
 
 from __future__ import annotations
 
+from core.decision.adapter_slots import SLOT_CAUSE_SHARE, SlotLimit, slot_limit
 from core.decision.calibration import (
     COMPARABLE_RULE,
     MetricCalibration,
@@ -16,6 +17,7 @@ from core.decision.calibration import (
     residuals_of,
     run_spec,
 )
+from core.decision.disagg_search import decode_batches
 from core.decision.experiment import (
     NextExperiment,
     NextExperimentSpec,
@@ -97,6 +99,7 @@ from core.decision.optimizer import (
     screen,
     screen_candidate,
     simulate_candidate,
+    slot_choices,
 )
 from core.decision.pick_ranges import (
     TARGETS,
@@ -183,6 +186,11 @@ from core.decision.video import (
 )
 
 __all__ = [
+    "decode_batches",
+    "slot_choices",
+    "SLOT_CAUSE_SHARE",
+    "SlotLimit",
+    "slot_limit",
     "AssumptionFit",
     "TARGETS",
     "TargetCheck",
