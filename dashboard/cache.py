@@ -415,6 +415,19 @@ def compare_headlines(a: RabitConfig, b: RabitConfig) -> tuple[decision.Comparis
     return decision.compare_headlines(a, b)
 
 
+def is_fleet_plan(results: dict[str, Any] | None) -> bool:
+    """Whether a saved analysis's results hold a fleet plan (core.decision.is_fleet_plan)."""
+    return decision.is_fleet_plan(results)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def compare(
+    a: RabitConfig, b: RabitConfig, kind: str, results_a: dict[str, Any], results_b: dict[str, Any]
+) -> decision.AnalysisComparison:
+    """Two analyses by their kind's numbers (core.decision.compare_analyses)."""
+    return decision.compare_analyses(kind, a, b, results_a, results_b)
+
+
 @st.cache_data(max_entries=32, show_spinner=False)
 def config_differences(a: RabitConfig, b: RabitConfig) -> tuple[tuple[str, Any, Any], ...]:
     """The inputs in which two configurations differ (core.config.differences)."""

@@ -17,6 +17,17 @@ from core.decision.calibration import (
     residuals_of,
     run_spec,
 )
+from core.decision.compare import (
+    FLEET_NUMBERS,
+    LOAD_NUMBERS,
+    AnalysisComparison,
+    compare_analyses,
+    fleet_comparisons,
+    fleet_pick_rows,
+    input_differences,
+    is_fleet_plan,
+    load_comparisons,
+)
 from core.decision.disagg_search import decode_batches
 from core.decision.experiment import (
     NextExperiment,
@@ -186,6 +197,15 @@ from core.decision.video import (
 )
 
 __all__ = [
+    "AnalysisComparison",
+    "compare_analyses",
+    "FLEET_NUMBERS",
+    "LOAD_NUMBERS",
+    "fleet_comparisons",
+    "fleet_pick_rows",
+    "input_differences",
+    "is_fleet_plan",
+    "load_comparisons",
     "decode_batches",
     "slot_choices",
     "SLOT_CAUSE_SHARE",
