@@ -1,6 +1,6 @@
 """The Compare page in headless Chromium at 1280 x 720 and 1920 x 1080: two saved fleet plans opened by the page's
-own link compare by their cost and GPUs (the answer in the first viewport), with the inputs that differ as a
-(field, A, B) table; the address bar then holds both selections, and opening it in a new session shows the same
+own link compare by their cost and GPUs (the answer in the first viewport), with the picks and the inputs that differ
+under them (their rows, drawn on a canvas, are read in tests/test_compare_page.py); the address bar then holds both selections, and opening it in a new session shows the same
 comparison."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_two_fleet_plans_by_link_at_both_sizes(seeded, size):
         assert card.bounding_box()["y"] + card.bounding_box()["height"] <= size[1]  # the answer in the first view
         body = page.inner_text('[data-testid="stMain"]')
         assert "A: $37.02/h" in body and "fleet today, revision 1" in body and "fleet grown, revision 1" in body
-        assert "fleet.workloads[chat].rate_per_s" in body
+        assert "Each workload's pick" in body and "Inputs that differ" in body  # the tables' rows: AppTest
         page.wait_for_function("() => window.location.search.includes('cmp.B.rev')", timeout=30_000)
         again = ctx.new_page()  # the address bar's link, in a new tab: the same comparison
         again.goto(page.url)
