@@ -58,3 +58,24 @@ def test_a_looser_question_never_finds_a_mode_dearer(loose):
     text = loose.explanation.disaggregation
     other = "disaggregated" if loose.recommendation.mode == "aggregated" else "aggregated"
     assert f"${cheapest(loose, other):,.2f}/h" in text
+
+
+def test_the_optimizer_page_says_the_same_verdict_with_a_far_itl_target(clear_cache):
+    """The Optimizer page's "Disaggregated or not" line is the same with no ITL target and with one of 1 s, far above
+    both cheapest layouts' p95 ITL (29 ms aggregated, 25-35 ms disaggregated in the core tests above)."""
+    from test_range_pages_store import _app
+
+    query = {
+        "workload.rate_per_s": "5",
+        "targets.gpus_allowed": "mi325x",
+        "targets.weights_allowed": "fp8",
+        "targets.kv_allowed": "fp8",
+        "targets.requests_per_simulation": "600",
+    }
+    said = []
+    for itl in ("none", "1"):
+        at = _app("optimizer.py", **query, **{"targets.p95_itl_s": itl})
+        line = [m.value for m in at.markdown if "**Disaggregated or not:**" in m.value]
+        assert len(line) == 1, [m.value for m in at.markdown][:10]
+        said.append(line[0])
+    assert said[0] == said[1] and "Aggregated wins" in said[0]
