@@ -255,6 +255,26 @@ def deployment(cfg: RabitConfig, spec: serving.SimSpec) -> serving.DeploymentRes
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
+def slot_limit(cfg: RabitConfig, spec: serving.SimSpec) -> decision.SlotLimit | None:
+    """Whether requests wait for an adapter slot in the deployment's run, and the fewest ``max_loras`` that meets
+    the target (core.decision.slot_limit; None without adapters)."""
+    if not cfg.adapters.enabled:
+        return None
+    return decision.slot_limit(cfg, spec, deployment(cfg, spec))
+
+
+def adapter_slot_limit(cfg: RabitConfig) -> decision.SlotLimit | None:
+    """:func:`slot_limit` of the sidebar's workload (the Serving page's run at its defaults); None without
+    adapters or when that workload cannot be simulated (the Serving page says why)."""
+    if not cfg.adapters.enabled:
+        return None
+    try:
+        return slot_limit(cfg, sim_spec(cfg))
+    except ValueError:  # a workload the simulator refuses (ValidationError included), or a work budget run out
+        return None
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
 def deployment_ranges(cfg: RabitConfig, spec: serving.SimSpec) -> decision.SimulationRanges:
     """Ranges of the deployment's figures: one replica at its share of the rate moved to each bound, rebased on
     the deployment's values (a disaggregated deployment: its decode instance's)."""
@@ -393,6 +413,19 @@ def analysis_headline_ranges(cfg: RabitConfig) -> dict[str, decision.Range]:
 def compare_headlines(a: RabitConfig, b: RabitConfig) -> tuple[decision.Comparison, ...]:
     """Two configurations' headline numbers side by side (core.decision.compare_headlines)."""
     return decision.compare_headlines(a, b)
+
+
+def is_fleet_plan(results: dict[str, Any] | None) -> bool:
+    """Whether a saved analysis's results hold a fleet plan (core.decision.is_fleet_plan)."""
+    return decision.is_fleet_plan(results)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def compare(
+    a: RabitConfig, b: RabitConfig, kind: str, results_a: dict[str, Any], results_b: dict[str, Any]
+) -> decision.AnalysisComparison:
+    """Two analyses by their kind's numbers (core.decision.compare_analyses)."""
+    return decision.compare_analyses(kind, a, b, results_a, results_b)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

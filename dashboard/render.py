@@ -15,6 +15,7 @@ from core.base import (
     fmt_bytes,
     fmt_latency,
     fmt_num,
+    fmt_pct,
     fmt_time,
     fmt_usd,
     fmt_value,  # noqa: F401  - pages format range ends like their steps
@@ -880,3 +881,69 @@ def deployment_details(dep) -> None:
         "Pool busy (prefill / decode)",
         " / ".join(f"{pools[k].utilization:.0%}" for k in ("prefill", "decode") if k in pools),
     )
+
+
+#: How a compared number of each unit (core.decision.AnalysisComparison) is written.
+_COMPARE_FMT = {
+    "usd_per_hour": lambda v: f"${v:,.2f}/h",
+    "count": lambda v: f"{v:,.0f}",
+    "kw": lambda v: f"{sig(v)} kW",
+    "s": fmt_latency,
+}
+
+
+def _compared(key: str, label: str, unit: str):
+    """(label, format) of one compared number: its unit's, or a configuration headline's."""
+    if unit in _COMPARE_FMT:
+        return label, _COMPARE_FMT[unit]
+    return HEADLINE.get(key, (label, fmt_num))
+
+
+def comparison_cards(numbers) -> None:
+    """One card per compared number: B's value with its difference against A, A's under it, and whether their
+    ranges overlap where they have ranges (recorded for the summary as drawn)."""
+    shown = [(k, *_compared(k, lab, unit), c) for k, lab, unit, c in numbers if c.a is not None or c.b is not None]
+    cols = grid(len(shown), [lab for _, lab, _, _ in shown])
+    for col, (_, label, fmt, c) in zip(cols, shown):
+        if c.b is None:
+            col.metric(f"{label} (B)", "—", help="B has no such number")
+        else:
+            rel = c.relative
+            col.metric(
+                f"{label} (B)",
+                fmt(c.b.value),
+                delta=(f"{'+' if rel >= 0 else ''}{fmt_pct(rel)} against A" if rel is not None else None),
+                delta_color="off",
+            )
+            share.card(f"{label}: B", fmt(c.b.value), range_text(c.b, fmt))
+        if c.a is not None:
+            col.caption(f"A: {fmt(c.a.value)}")
+            share.card(f"{label}: A", fmt(c.a.value), range_text(c.a, fmt))
+        if c.overlap and c.a is not None and c.a.basis != "none":
+            col.caption(":orange[the two ranges overlap: the difference is within the assumptions' uncertainty]")
+
+
+def comparison_rows(numbers) -> list[dict[str, str]]:
+    """The compared numbers as table rows: each side with its range (where it has one) and B - A."""
+    out = []
+    for k, lab, unit, c in numbers:
+        label, fmt = _compared(k, lab, unit)
+        d = c.difference
+        out.append(
+            {
+                "number": label,
+                "A": fmt(c.a.value) if c.a else "—",
+                "A's range": range_span(c.a, fmt),
+                "B": fmt(c.b.value) if c.b else "—",
+                "B's range": range_span(c.b, fmt),
+                "B - A": (
+                    f"{fmt_pct(c.relative)} ({'+' if d >= 0 else '−'}{fmt(abs(d))})"
+                    if c.relative is not None and d is not None
+                    else ""
+                ),
+                "ranges overlap": {True: "yes", False: "no", None: ""}[c.overlap]
+                if c.a is not None and c.a.basis != "none"
+                else "",
+            }
+        )
+    return out

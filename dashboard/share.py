@@ -38,6 +38,8 @@ class Record:
     cards: list[tuple[str, str, str]] = field(default_factory=list)  # (label, value, range text)
     notes: list[tuple[str, str]] = field(default_factory=list)  # (kind, text): success, info, warning, error, text
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    #: inputs the page itself takes beyond the sidebar's (label, text): a fleet's workloads, an uploaded file
+    inputs: list[tuple[str, str]] = field(default_factory=list)
 
 
 def begin(title: str, path: str) -> None:
@@ -69,6 +71,13 @@ def table(name: str, df: pd.DataFrame) -> None:
     r = _record()
     if r is not None and len(r.tables) < 30:
         r.tables.append((name, df))
+
+
+def inputs(label: str, text: str) -> None:
+    """An input the page took (beyond the sidebar's configuration), named in its summary and its tables' zip."""
+    r = _record()
+    if r is not None and len(r.inputs) < 60:
+        r.inputs.append((label, text))
 
 
 # --- links --------------------------------------------------------------------------------------------------
@@ -114,10 +123,12 @@ def _plain(text: str) -> str:
     return text.replace("**", "").replace("`", "")
 
 
-def _context(cfg: RabitConfig | None) -> list[tuple[str, str]]:
-    """The view's configuration, targets and assumptions in force, as (label, text) lines."""
+def _context(cfg: RabitConfig | None, rec: Record | None = None) -> list[tuple[str, str]]:
+    """The view's configuration, targets and assumptions in force, and the inputs the page itself took
+    (``rec.inputs``), as (label, text) lines."""
+    own = list(rec.inputs) if rec is not None else []
     if cfg is None:
-        return []
+        return own
     out = [
         ("Model", cfg.model_label),
         (
@@ -142,7 +153,7 @@ def _context(cfg: RabitConfig | None) -> list[tuple[str, str]]:
         if getattr(cfg.assumptions, n) != info.base
     ]
     out.append(("Assumptions", "; ".join(changed) if changed else "every efficiency assumption at its base value"))
-    return out
+    return own + out
 
 
 def summary_markdown(rec: Record, cfg: RabitConfig | None, url: str, when: str) -> str:
@@ -154,7 +165,7 @@ def summary_markdown(rec: Record, cfg: RabitConfig | None, url: str, when: str) 
     if rec.cards:
         lines += ["| Number | Value | Range |", "|---|---|---|"]
         lines += [f"| {_md(a)} | {_md(b)} | {_md(c)} |" for a, b, c in rec.cards] + [""]
-    ctx = _context(cfg)
+    ctx = _context(cfg, rec)
     if ctx:
         lines += ["## The view", ""] + [f"- **{_md(k)}**: {_md(v)}" for k, v in ctx] + [""]
     return "\n".join(lines)
@@ -178,20 +189,31 @@ def summary_html(rec: Record, cfg: RabitConfig | None, url: str, when: str) -> s
         parts.append("<table><tr><th>Number</th><th>Value</th><th>Range</th></tr>")
         parts += [f"<tr><td>{e(a)}</td><td><b>{e(b)}</b></td><td>{e(c)}</td></tr>" for a, b, c in rec.cards]
         parts.append("</table>")
-    ctx = _context(cfg)
+    ctx = _context(cfg, rec)
     if ctx:
         parts.append("<h2>The view</h2><ul>" + "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in ctx) + "</ul>")
     parts.append("</body></html>")
     return "".join(parts)
 
 
-def tables_zip(rec: Record) -> bytes:
-    """Every table of the page's run, one CSV each, in a zip (a note saying so when the page has none)."""
+def tables_zip(rec: Record, cfg: RabitConfig | None = None) -> bytes:
+    """Every table of the page's run, one CSV each, in a zip, with ``inputs.csv``: the inputs they were computed
+    from (the page's own and the view's configuration, targets and assumptions); a note when the page has no
+    table, saying what it shows instead."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("inputs.csv", pd.DataFrame(_context(cfg, rec), columns=["input", "value"]).to_csv(index=False))
         if not rec.tables:
-            z.writestr("README.txt", f"The page {rec.title} showed no table.\n")
-        seen: dict[str, int] = {}
+            shown = [f"{a}: {b}" + (f" ({c})" if c else "") for a, b, c in rec.cards] + [
+                _plain(t) for _, t in rec.notes
+            ]
+            z.writestr(
+                "README.txt",
+                f"The page {rec.title} showed no table"
+                + (": what it showed instead follows.\n" + "\n".join(shown) if shown else ".")
+                + "\n",
+            )
+        seen: dict[str, int] = {"inputs": 1}
         for name, df in rec.tables:
             stem = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "table"
             seen[stem] = seen.get(stem, 0) + 1
@@ -258,7 +280,7 @@ def bar(where: Any, cfg: RabitConfig | None) -> None:
             )
         st.download_button(
             "Every table as CSV (zip)",
-            lambda: tables_zip(rec),
+            lambda: tables_zip(rec, cfg),
             file_name=f"{stem}-tables.zip",
             mime="application/zip",
             key="share.csv",

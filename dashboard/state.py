@@ -204,6 +204,14 @@ VIEW_PARAMS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+#: The Compare page's selections (each side's source, saved analysis, revision and pasted link; training or not),
+#: carried by its link so that the link reopens the same comparison. Their values are free (an analysis id, a
+#: link): the Compare page checks them against what it offers and says which it could not use.
+COMPARE_PARAMS = (*(f"cmp.{s}.{f}" for s in "AB" for f in ("src", "id", "rev", "link")), "cmp.train")
+#: The longest value of a Compare parameter a link may carry (a pasted link inside it included).
+COMPARE_PARAM_MAX_CHARS = 8000
+
+
 def _view_query() -> dict[str, str]:
     """The view choices of this session that differ from their defaults, for the URL."""
     ss = st.session_state
@@ -235,6 +243,8 @@ def _init() -> None:
         st.session_state["_link_dropped"] = True
         st.session_state.setdefault("_link_error", []).append(_dropped_query_message(dropped[-1] if dropped else ""))
     saved = analyses.open_from_link(params.pop("analysis")[-1]) if params.get("analysis") else None
+    for k in [k for k in params if k in COMPARE_PARAMS]:  # the Compare page applies them (pages/compare.py)
+        st.session_state.setdefault("_cmp_link", {})[k] = (params.pop(k)[-1] or "")[:COMPARE_PARAM_MAX_CHARS]
     for k in [k for k in params if k in VIEW_PARAMS]:
         v = params.pop(k)[-1] if params[k] else ""
         if v in VIEW_PARAMS[k][1]:

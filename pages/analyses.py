@@ -77,10 +77,13 @@ st.subheader("Find")
 search = st.text_input("Search by name, model or GPU", key="an.search")
 rows = analyses.store().list(search, owner=None)
 if not rows:
-    (head if not search else st).info(
+    render.say(
+        "info",
         "No saved analyses yet: save this view below, then open it again by its link."
         if not search
-        else f"Nothing matches {search!r}."
+        else f"Nothing matches {search!r}.",
+        head if not search else None,
+        limit=None if not search else 300,
     )
 else:
     render.table(

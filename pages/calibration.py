@@ -25,8 +25,9 @@ st.caption(
 analyses.store_or_stop()
 cur = analyses.current()
 if not cur:
-    st.info(
-        "Runs are attached to a saved analysis: save this configuration or open one under **Saved analyses** first."
+    render.say(
+        "info",
+        "Runs are attached to a saved analysis: save this configuration or open one under **Saved analyses** first.",
     )
     st.stop()
 cfg = state.require_config()
@@ -69,7 +70,7 @@ with st.expander("…or type runs into a table (the CSV template's columns; empt
 
 runs = analyses.runs()
 if not runs:
-    st.info("No measured runs attached yet.")
+    render.say("info", "No measured runs attached yet.")
     st.stop()
 with st.spinner(f"Predicting {len(runs)} run(s) on their own configs…"):
     res = cache.run_residuals(tuple(r for _, r in runs))

@@ -1,40 +1,61 @@
-"""Compare: two configurations, two saved analyses or two revisions of one, side by side."""
+"""Compare: two configurations, two saved analyses or two revisions of one, side by side, each kind by its own
+numbers: fleet plans by cost, GPUs and picks; serving views by their p95s under load; training runs by time and cost."""
 
 import pandas as pd
 import streamlit as st
 
 from dashboard import analyses, cache, render, share, state
-from dashboard.api import StoreError, fmt_pct, fmt_sig
+from dashboard.api import StoreError
 from dashboard.text import plain
 
 st.title("Compare")
 st.caption(
-    "Two configurations side by side: this view's, a saved analysis (any revision) or a pasted link. The headline "
-    "numbers with their ranges, the difference, and the inputs that differ."
+    "Two analyses side by side: this view's, a saved analysis (any revision) or a pasted link. Two saved fleet plans "
+    "compare by cost, GPUs and each workload's pick; two serving views by the p95 latencies their simulations give "
+    "under the configured load; training runs by step time, runtime and cost. Then the inputs that differ. The link "
+    "of this page reopens this comparison."
 )
 
 SOURCES = ("This view", "A saved analysis", "A link")
 store = analyses.store_or_stop()
 rows = store.list(owner=None)
+ids = [r.id for r in rows]
+linked = st.session_state.pop("_cmp_link", None) or {}  # the selections a link carried (dashboard.state)
+not_used = []
+for k, v in linked.items():  # each applied where the page offers it, else said
+    side_, field = (k.split(".") + [""])[1:3]
+    if k == "cmp.train":
+        st.session_state[k] = v in ("1", "true", "True")
+    elif (field == "src" and v in SOURCES) or (field == "id" and v in ids) or field == "link":
+        st.session_state[k] = v
+    elif field == "rev" and v.isdigit() and linked.get(f"cmp.{side_}.id") in ids:
+        st.session_state[f"cmp.{side_}.rev.{linked[f'cmp.{side_}.id']}"] = int(v)
+    else:
+        not_used.append(f"{k}={plain(v, 60)}")
 head = st.container()  # the answer first
+if not_used:
+    head.warning("Not used from the link (no such choice here): " + ", ".join(not_used))
 pick_a, pick_b = st.columns(2)
 
 
-def side(col, name: str, default: int):
-    """The configuration one side shows and its name, or None (with the reason drawn) when it has none yet."""
+def side(col, name: str, default: int) -> dict | None:
+    """One side: its config, name, kind and date, and the results saved with it; None (the reason drawn) when it has
+    none yet. Its selections go into the page's link."""
     src = col.radio(f"{name} from", SOURCES, index=default, horizontal=True, key=f"cmp.{name}.src")
+    st.query_params[f"cmp.{name}.src"] = src
     if src == "This view":
         cfg = state.config()
         if cfg is None:
             col.warning("Fix the highlighted input in the sidebar first.")
-        return cfg, "this view"
+            return None
+        return {"cfg": cfg, "name": "this view", "results": {}, "when": "now"}
     if src == "A saved analysis":
         if not rows:
             col.info("No saved analyses yet: save one under Saved analyses.")
-            return None, ""
+            return None
         aid = col.selectbox(
             "Analysis",
-            [r.id for r in rows],
+            ids,
             key=f"cmp.{name}.id",
             format_func=lambda i: next(f"{r.name} ({r.model} on {r.gpu})" for r in rows if r.id == i),
         )
@@ -45,110 +66,64 @@ def side(col, name: str, default: int):
             key=f"cmp.{name}.rev.{aid}",
             format_func=lambda n: f"revision {n}" + (" (current)" if n == current else ""),
         )
+        st.query_params[f"cmp.{name}.id"], st.query_params[f"cmp.{name}.rev"] = aid, str(rev)
         try:
             a = store.get(aid, rev)
         except StoreError as exc:
             col.error(plain(exc, 300))
-            return None, ""
-        return a.config, f"{plain(a.name)}, revision {rev}"
+            return None
+        when = next((r.created_at for r in a.revisions if r.revision == rev), a.summary.updated_at)
+        return {"cfg": a.config, "name": f"{plain(a.name)}, revision {rev}", "results": a.results, "when": when[:16]}
     text = col.text_input("RA-BIT link", key=f"cmp.{name}.link", placeholder="https://…/speed?model=…")
     if not text.strip():
         col.caption("Paste a link someone shared (the copy-link button in the sidebar makes one).")
-        return None, ""
+        return None
+    st.query_params[f"cmp.{name}.link"] = text.strip()
     cfg, problems, aid = cache.config_from_link(text, tuple(state.VIEW_PARAMS))
+    results: dict = {}
     if aid:
         try:
             saved = store.get(aid)
-            cfg = saved.config.with_(**{k: getattr(cfg, k) for k in cfg.model_fields_set})
+            cfg, results = saved.config.with_(**{k: getattr(cfg, k) for k in cfg.model_fields_set}), saved.results
         except StoreError:
             problems = (*problems, f"no saved analysis {plain(aid, 40)} on this server")
     for p in problems:
         col.warning(f"Not used from the link: {plain(p, 300)}")
-    return cfg, "the link's view"
+    return {"cfg": cfg, "name": "the link's view", "results": results, "when": "as linked"}
 
 
-cfg_a, name_a = side(pick_a, "A", 0)
-cfg_b, name_b = side(pick_b, "B", 1 if rows else 2)
+A = side(pick_a, "A", 0)
+B = side(pick_b, "B", 1 if rows else 2)
 as_train = st.toggle("Compare as training runs (step time, MFU, runtime, GPU-hours, cost)", key="cmp.train")
-if cfg_a is None or cfg_b is None:
-    head.info("Choose both sides below: this view, a saved analysis or a pasted link.")
+if as_train:
+    st.query_params["cmp.train"] = "1"
+if A is None or B is None:
+    render.say("info", "Choose both sides below: this view, a saved analysis or a pasted link.", head)
     st.stop()
-phase = "train" if as_train else "serve"
-a, b = cfg_a.with_(phase=phase), cfg_b.with_(phase=phase)
+fleets = cache.is_fleet_plan(A["results"]) and cache.is_fleet_plan(B["results"])
+kind = "fleet plans" if fleets else "training runs" if as_train else "serving views under load"
+for s_, tag in ((A, "A"), (B, "B")):
+    share.inputs(tag, f"{s_['name']} ({kind}, {s_['when']})")
 try:
-    with st.spinner("Evaluating both at each assumption bound…"):
-        rows_ = cache.compare_headlines(a, b)
-except (ValueError, KeyError) as exc:  # a config the catalog or the model no longer accepts
+    with st.spinner("Evaluating both…"):
+        got = cache.compare(A["cfg"], B["cfg"], kind, A["results"], B["results"])
+except (ValueError, KeyError) as exc:  # a config the catalog or the model no longer accepts, a run out of budget
     head.error(f"These two cannot be compared: {plain(exc, 300)}")
     st.stop()
-
-keys = [k for k in render.headline_keys(as_train) if any(c.key == k for c in rows_)]
-by_key = {c.key: c for c in rows_}
 with head:
-    st.markdown(f"**A**: {name_a} · **B**: {name_b}")
-    cols = render.grid(len(keys), [render.HEADLINE[k][0] for k in keys])
-    for col, k in zip(cols, keys):
-        label, fmt = render.HEADLINE[k]
-        c = by_key[k]
-        if c.b is None:
-            col.metric(label, "—", help="B has no such number")
-            continue
-        rel = c.relative
-        col.metric(
-            f"{label} (B)",
-            fmt(c.b.value),
-            delta=(f"{'+' if rel >= 0 else ''}{fmt_pct(rel)} against A" if rel is not None else None),
-            delta_color="off",
-        )
-        share.card(f"{label}: B", fmt(c.b.value), render.range_text(c.b, fmt))
-        if c.a is not None:
-            col.caption(f"A: {fmt(c.a.value)}")
-            share.card(f"{label}: A", fmt(c.a.value), render.range_text(c.a, fmt))
-        if c.overlap:
-            col.caption(":orange[the two ranges overlap: the difference is within the assumptions' uncertainty]")
+    render.say("info", f"Comparing {kind}: **A** {A['name']} ({A['when']}) · **B** {B['name']} ({B['when']}).")
+    render.comparison_cards(got.numbers)
+    for line in got.context:
+        st.caption(line)
 
-st.subheader("Numbers with their ranges", divider="gray")
-st.caption(
-    "Each range: the heuristic range from the assumption bounds (each assumption alone at its bounds, combined)."
-)
-render.table(
-    pd.DataFrame(
-        [
-            {
-                "number": render.HEADLINE[k][0],
-                "A": render.HEADLINE[k][1](by_key[k].a.value) if by_key[k].a else "—",
-                "A's range": render.range_span(by_key[k].a, render.HEADLINE[k][1]),
-                "B": render.HEADLINE[k][1](by_key[k].b.value) if by_key[k].b else "—",
-                "B's range": render.range_span(by_key[k].b, render.HEADLINE[k][1]),
-                "B - A": (
-                    f"{fmt_pct(by_key[k].relative)} ({'+' if by_key[k].difference >= 0 else '−'}"
-                    f"{render.HEADLINE[k][1](abs(by_key[k].difference))})"
-                    if by_key[k].relative is not None
-                    else ""
-                ),
-                "ranges overlap": {True: "yes", False: "no", None: ""}[by_key[k].overlap],
-            }
-            for k in keys
-        ]
-    ),
-    "numbers",
-)
+st.subheader("Numbers", divider="gray")
+render.table(pd.DataFrame(render.comparison_rows(got.numbers)), "numbers")
+if got.picks:
+    st.subheader("Each workload's pick", divider="gray")
+    render.table(pd.DataFrame(got.picks), "picks")
 
 st.subheader("Inputs that differ", divider="gray")
-diff = cache.config_differences(cfg_a, cfg_b)
-if not diff:
-    st.success("The two configurations are the same: every input is equal.")
+if not got.differences:
+    render.say("success", "The two configurations are the same: every input is equal.")
 else:
-    render.table(
-        pd.DataFrame(
-            [
-                {
-                    "input": k,
-                    "A": fmt_sig(va, 6) if isinstance(va, float) else str(va),
-                    "B": fmt_sig(vb, 6) if isinstance(vb, float) else str(vb),
-                }
-                for k, va, vb in diff
-            ]
-        ),
-        "inputs that differ",
-    )
+    render.table(pd.DataFrame(got.differences, columns=["field", "A", "B"]), "inputs that differ")

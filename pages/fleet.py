@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import analyses, cache, charts, state
+from dashboard import analyses, cache, charts, exports, state
 from dashboard.api import EXAMPLE_FLEET, FLEET_TABLE_COLUMNS, BudgetExceeded, FleetError, StoreError, fmt_num, fmt_value
 from dashboard.text import plain
 
@@ -97,6 +97,7 @@ except (BudgetExceeded, RuntimeError) as exc:
     st.error(plain(exc, 600))
     st.stop()
 bar.empty()
+exports.fleet_plan(plan, fleet)  # the plan's numbers, tables and inputs for the summary and the tables' zip
 
 cols = st.columns(5)
 cols[0].metric("Nominal plan", f"${plan.nominal.cost_per_hour:,.2f}/h")

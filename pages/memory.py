@@ -45,6 +45,9 @@ if serve.open is not False:
         if cfg.adapters.enabled:
             st.markdown(f"**{cfg.adapters.count:,} adapters over one base**")
             render.adapter_memory(mem, cache.adapter_kv_cost(cfg))
+            slots = cache.adapter_slot_limit(cfg)  # the sidebar's workload simulated: do requests wait for a slot?
+            if slots is not None and slots.is_cause:
+                render.say("warning", slots.text() + " (the Serving simulation of the sidebar's workload)")
         st.caption(
             f"Replica = TP {cfg.tp} × PP {cfg.pp} = {mem.replica_gpus} GPUs; {mem.replicas} replica(s) on "
             f"{cfg.gpus} GPUs hold {mem.max_sequences * mem.replicas:,} sequences of "

@@ -39,9 +39,11 @@ with st.form("ne"):
     run = st.form_submit_button("Find the next experiment", type="primary", key="ne.submit")
 
 if not run and "ne.done" not in st.session_state:
-    head.info(
+    render.say(
+        "info",
         "Set the workload and press **Find the next experiment**. The efficiency ranges come from the "
-        "assumptions registry (sidebar); the workload's from the spreads below."
+        "assumptions registry (sidebar); the workload's from the spreads below.",
+        head,
     )
     st.stop()
 st.session_state["ne.done"] = True

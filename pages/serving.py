@@ -186,6 +186,9 @@ load = (
 )
 with head:
     render.headline(render.deployment_headline(cfg, dep))
+    slots = cache.slot_limit(cfg, spec) if cfg.adapters.enabled else None
+    if slots is not None and slots.is_cause:  # the adapter slots, not the run length or the load
+        render.say("error" if s.saturated else "warning", slots.text())
     if s.saturated:
         render.say(
             "error",

@@ -459,3 +459,47 @@ def test_adapters_are_paid_on_the_context_parallel_path_too():
     assert t4 - t1 == pytest.approx(3 * 83_886_080 / (3.35e12 * a.mbu * a.lora_kernel_eff), rel=1e-9)
     plain = StepModel.from_deployment(resolve(EIGHT_B.with_(gpus_per_node=2, cp=2)))
     assert plain.iteration_s(T, T * ctx, T * ctx) < sm.iteration_s(T, T * ctx, T * ctx, adapters=0)
+
+
+def test_slot_limit_names_the_wait_and_the_fewest_slots_that_meet():
+    """Fifty equally popular adapters on one slot (vLLM's default): requests wait for the slot most of their time
+    to first token. The fix is the fewest slots of the grid whose simulated p95 TTFT meets 2 s: the simulator at
+    that count meets it, at the grid's count below it does not."""
+    from core.config import from_query
+    from core.decision import SLOT_CAUSE_SHARE, slot_choices, slot_limit
+    from core.serving import sim_spec, simulate_deployment
+
+    q = {
+        "model": "llama-3.1-8b",
+        "tp": "1",
+        "gpus_per_node": "1",
+        "input_tokens": "1000",
+        "output_tokens": "250",
+        "adapters.count": "50",
+        "adapters.ranks": "16",
+        "workload.rate_per_s": "5",
+        "workload.num_requests": "300",
+    }
+    cfg = from_query(q)
+    spec = sim_spec(cfg)
+    sl = slot_limit(cfg, spec, simulate_deployment(cfg, spec))
+    assert sl is not None and sl.slots == 1 and sl.is_cause and sl.wait_share >= SLOT_CAUSE_SHARE
+    assert 0 <= sl.wait_share <= 1 and sl.blocked_requests <= sl.completed == 300
+    assert sl.fix_slots is not None and sl.fix_slots in slot_choices(50)
+
+    def p95_ttft(k):
+        c = cfg.with_(adapters=cfg.adapters.model_copy(update={"max_loras": k}))
+        return simulate_deployment(c, spec).summary.ttft_s.p95
+
+    assert p95_ttft(sl.fix_slots) <= 2.0 == sl.target_s
+    below = max(k for k in slot_choices(50) if k < sl.fix_slots)
+    p = p95_ttft(below)
+    assert p is None or p > 2.0
+    assert f"max_loras = {sl.fix_slots:,}" in sl.text() and f"{sl.wait_share:.0%}" in sl.text()
+    # enough slots for every adapter: nobody waits, the slots are not the cause, nothing to say
+    every = cfg.with_(adapters=cfg.adapters.model_copy(update={"max_loras": 50}))
+    none = slot_limit(every, spec, simulate_deployment(every, spec))
+    assert none is not None and not none.is_cause and none.text() == ""
+    # the base alone: no slot limit at all
+    base = cfg.with_(adapters=cfg.adapters.model_copy(update={"count": 0}))
+    assert slot_limit(base, spec, simulate_deployment(base, spec)) is None

@@ -109,3 +109,25 @@ def test_sidebar_adapter_inputs_update_the_page_and_refuse_bad_ranks(clear_cache
     at.text_input(key="cfg.adapters.ranks").set_value("16, lots").run()
     assert not at.exception
     assert at.sidebar.error
+
+
+#: The fifty adapters at vLLM's default of one adapter slot (max_loras unset).
+ONE_SLOT = {k: v for k, v in FIFTY.items() if k != "adapters.max_loras"}
+
+
+def test_one_adapter_slot_is_named_as_the_cause_with_its_fix(clear_cache):
+    """With one slot for fifty adapters nearly every request waits for a slot: the Serving page's headline and the
+    Memory page's adapter section say so, with the wait share and the max_loras that meets the TTFT target."""
+    at = opened(ONE_SLOT)
+    memory = [w.value for w in at.warning if "wait for an adapter slot" in w.value]
+    at.switch_page("../pages/serving.py").run()
+    assert not at.exception
+    said = [m.value for m in (*at.error, *at.warning) if "wait for an adapter slot" in m.value]
+    assert len(said) == 1 and memory, (said, memory)
+    text = said[0]
+    assert "max_loras = 1 slot" in text and "of the time to first token" in text
+    share = int(text.split("**: ")[1].split("%")[0])
+    assert share >= 50  # the wait is most of the time to first token
+    fix = int(text.split("max_loras = ")[2].split("**")[0])
+    assert fix > 1 and "meets the p95 TTFT target of 2 s" in text
+    assert f"--max-loras {fix}" in memory[0]

@@ -56,3 +56,26 @@ def test_a_link_answers_the_three_hundred_adapter_question(server, browser):
     assert int(per_variant.split(" GPU")[0].replace(",", "")) >= 300  # at least one replica per variant
     assert int(one_base.split(" GPU")[0].replace(",", "")) < 10
     page.context.close()
+
+
+#: Fifty adapters at vLLM's default of one adapter slot: nearly every request waits for the slot.
+ONE_SLOT = (
+    "model=llama-3.1-8b&tp=1&gpus_per_node=1&input_tokens=1000&output_tokens=250&adapters.count=50"
+    "&adapters.ranks=16&workload.rate_per_s=5&workload.num_requests=300"
+)
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
+def test_one_adapter_slot_is_named_in_the_serving_headline(server, browser, size):
+    """At both sizes the Serving page says, under its headline and inside the first viewport, that requests wait
+    for an adapter slot, with the max_loras that meets the target."""
+    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = ctx.new_page()
+    page.goto(f"{server}/serving?{ONE_SLOT}")
+    alert = page.locator('[data-testid="stAlert"]').filter(has_text="Requests wait for an adapter slot").first
+    alert.wait_for(timeout=180_000)
+    text = alert.inner_text()
+    assert "max_loras = 1 slot" in text and "Fix: max_loras = " in text and "--max-loras" in text, text
+    box = alert.bounding_box()
+    assert box["y"] < size[1], box  # it starts inside the first viewport, right under the headline
+    ctx.close()

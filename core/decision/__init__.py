@@ -4,6 +4,7 @@ The wing's face: it only hands on the names other wings and the edges use."""
 
 from __future__ import annotations
 
+from core.decision.adapter_slots import SLOT_CAUSE_SHARE, SlotLimit, slot_limit
 from core.decision.calibration import (
     COMPARABLE_RULE,
     MetricCalibration,
@@ -16,6 +17,18 @@ from core.decision.calibration import (
     residuals_of,
     run_spec,
 )
+from core.decision.compare import (
+    FLEET_NUMBERS,
+    LOAD_NUMBERS,
+    AnalysisComparison,
+    compare_analyses,
+    fleet_comparisons,
+    fleet_pick_rows,
+    input_differences,
+    is_fleet_plan,
+    load_comparisons,
+)
+from core.decision.disagg_search import decode_batches
 from core.decision.experiment import (
     NextExperiment,
     NextExperimentSpec,
@@ -97,6 +110,7 @@ from core.decision.optimizer import (
     screen,
     screen_candidate,
     simulate_candidate,
+    slot_choices,
 )
 from core.decision.pick_ranges import (
     TARGETS,
@@ -195,6 +209,20 @@ __all__ = [
     "SessionOption",
     "SessionSizing",
     "size_sessions",
+    "AnalysisComparison",
+    "compare_analyses",
+    "FLEET_NUMBERS",
+    "LOAD_NUMBERS",
+    "fleet_comparisons",
+    "fleet_pick_rows",
+    "input_differences",
+    "is_fleet_plan",
+    "load_comparisons",
+    "decode_batches",
+    "slot_choices",
+    "SLOT_CAUSE_SHARE",
+    "SlotLimit",
+    "slot_limit",
     "AssumptionFit",
     "TARGETS",
     "TargetCheck",

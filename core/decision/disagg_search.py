@@ -29,7 +29,9 @@ from core.serving import (
 
 __all__ = [
     "DISAGG_ITL_SHARE",
+    "DISAGG_MIN_DECODE_BATCH",
     "DISAGG_POOL_OPTIONS",
+    "decode_batches",
     "SCREEN_ITL_SHARE",
     "batch_1_latencies",
     "disagg_candidates",
@@ -46,6 +48,13 @@ SCREEN_ITL_SHARE = 0.8
 DISAGG_ITL_SHARE = 0.95
 #: Pool shapes paired per precision into disaggregated layouts: the cheapest per request/s of each role.
 DISAGG_POOL_OPTIONS = 3
+#: The smallest decode-pool batch cap (``max_num_seqs``) the search weighs: each decode shape is tried at the largest
+#: batch the ITL target allows and at that cap halved down to this one. The closed form's decode capacity grows with
+#: the batch, but a full decode batch also holds each sequence longer, so a smaller cap on more instances can be the
+#: cheaper layout once simulated; the halvings of the engine's cap are the same for every target, so a looser target
+#: is offered every decode pool a tighter one is (its own ITL-bound batch aside), and the cheapest disaggregated
+#: layout of a looser question never costs more for want of a candidate.
+DISAGG_MIN_DECODE_BATCH = 16
 
 
 def itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int) -> int:
@@ -65,6 +74,22 @@ def itl_batch(sm: StepModel, context: float, itl_target: float | None, cap: int)
     return lo
 
 
+def decode_batches(itl_bound: int, cap: int) -> tuple[int, ...]:
+    """The decode-pool batch caps weighed for one shape, largest first: ``itl_bound`` (the largest batch the ITL
+    target allows, ``cap`` without one) and the engine's ``cap`` halved while at least
+    :data:`DISAGG_MIN_DECODE_BATCH` and below ``itl_bound``: with ``cap`` 256 and no target (256, 128, 64, 32, 16);
+    with a target that allows 65, (65, 64, 32, 16)."""
+    if itl_bound < 1:
+        return ()
+    out = [itl_bound]
+    b = cap
+    while b >= DISAGG_MIN_DECODE_BATCH:
+        if b < itl_bound:
+            out.append(b)
+        b //= 2
+    return tuple(out)
+
+
 def formula_input(dep: Deployment) -> RabitConfig:
     """What the serving formulas take of a resolved candidate: its config (they resolve it once more) until they
     take the deployment itself."""
@@ -73,15 +98,19 @@ def formula_input(dep: Deployment) -> RabitConfig:
 
 def pool_capacities(goal: ServingGoal, dep: Deployment, sm: StepModel, pool, spec: SimSpec, ctx: float) -> dict:
     """One instance of this shape as a prefill pool (one-token requests at its token budget) and as a decode pool
-    (decodes at the largest batch whose step fits :data:`DISAGG_ITL_SHARE` of the ITL target), closed form."""
+    (decodes at the largest batch whose step fits :data:`DISAGG_ITL_SHARE` of the ITL target, and at each smaller
+    batch cap of :func:`decode_batches`), closed form."""
     one = spec.with_(output=Lengths(kind="fixed", mean=1))
     pf = max_throughput(formula_input(dep), one, pool=pool, sm=sm).requests_per_s
     itl = goal.p95_itl_s * DISAGG_ITL_SHARE / SCREEN_ITL_SHARE if goal.p95_itl_s is not None else None
-    b = itl_batch(sm, ctx, itl, spec.max_batch)
-    if b < 1:
+    batches = decode_batches(itl_batch(sm, ctx, itl, spec.max_batch), spec.max_batch)
+    if not batches:
         return {"prefill_capacity_rps": pf}
-    dc = decode_capacity(sm, pool, spec.with_(max_batch=b, token_budget=max(spec.token_budget, b)))
-    return {"prefill_capacity_rps": pf, "decode_capacity_rps": dc, "decode_batch": b}
+    options = tuple(
+        (b, decode_capacity(sm, pool, spec.with_(max_batch=b, token_budget=max(spec.token_budget, b)))) for b in batches
+    )
+    b, dc = options[0]
+    return {"prefill_capacity_rps": pf, "decode_capacity_rps": dc, "decode_batch": b, "decode_options": options}
 
 
 def _per_kind(ranked: list[Candidate]) -> list[Candidate]:
@@ -143,6 +172,12 @@ def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidat
             pre, dec = _per_kind(pre), _per_kind(dec)
         else:
             pre, dec = pre[:DISAGG_POOL_OPTIONS], dec[:DISAGG_POOL_OPTIONS]
+        # each decode shape at each of its batch caps (the largest the ITL target allows first)
+        dec = [
+            d.model_copy(update={"decode_batch": b, "decode_capacity_rps": cap})
+            for d in dec
+            for b, cap in (d.decode_options or ((d.decode_batch, d.decode_capacity_rps),))
+        ]
         for p in pre:
             for d in dec:
                 if (cons.mixed_pools and p.gpu == d.gpu) or (

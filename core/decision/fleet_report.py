@@ -104,12 +104,15 @@ def plan_csv(plan: FleetPlan) -> str:
 
 
 def plan_headline(plan: FleetPlan) -> dict[str, Any]:
-    """What a saved analysis keeps of a plan: each plan's cost and power, what robustness costs, each workload's
+    """What a saved analysis keeps of a plan: each plan's cost, GPUs and power, what robustness costs, each workload's
     nominal and robust pick, and the workloads left unserved."""
     return {
         "fleet.nominal_cost_per_hour": plan.nominal.cost_per_hour,
         "fleet.robust_cost_per_hour": plan.robust.cost_per_hour,
         "fleet.robustness_cost_per_hour": plan.robustness_cost_per_hour,
+        # GPUs with each pick's own spares (what the costs above pay for)
+        "fleet.nominal_gpus": sum(o.gpus for o in plan.nominal.picks),
+        "fleet.robust_gpus": sum(o.gpus for o in plan.robust.picks),
         "fleet.power_kw": plan.nominal.power_w / KW,
         "fleet.picks": {
             o.workload: {

@@ -326,6 +326,7 @@ class Candidate(_Replica):
     prefill_capacity_rps: float | None = None
     decode_capacity_rps: float | None = None
     decode_batch: int | None = None
+    decode_options: tuple[tuple[int, float], ...] = ()  # (batch cap, requests/s) of each decode batch weighed
     # simulated, disaggregated: each pool's busy share
     prefill_busy: float | None = None
     decode_busy: float | None = None

@@ -18,8 +18,10 @@ Each candidate is resolved once (:func:`core.decision.goal.candidate_deployment`
 with the candidate's GPU kind, layout and precisions) and that deployment goes to every formula of its screen.
 
 Branch and bound: a candidate is only simulated while its lower bound, ceil(rate / cap) replicas at full
-utilisation, costs less than the cheapest verified cost (no replica count below that bound keeps up, so no
-simulation can verify anything cheaper). Simulations left over go to the cheapest candidate of each other GPU
+utilisation, costs less than the cheapest verified cost of its own mode, aggregated or disaggregated (no replica
+count below that bound keeps up, so no simulation can verify anything cheaper). Each mode is bounded by its own
+cheapest, so the disaggregation verdict sets the cheapest of each that meets the same targets side by side, not
+the pick against whichever layout of the other mode happened to be simulated. Simulations left over go to the cheapest candidate of each other GPU
 kind, which feeds the alternatives and the Pareto front.
 """
 
@@ -465,7 +467,7 @@ def recommend(
     survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost, c.gpus_per_replica))
     results: dict[int, Candidate] = {}
     sims = 0
-    best_cost = math.inf
+    bound: dict[str, float] = {"aggregated": math.inf, "disaggregated": math.inf}  # each mode's cheapest verified
     max_sims = cons.max_simulations
 
     done: dict = {}  # what this search simulated already (a bisection may come back to a replica count)
@@ -512,7 +514,7 @@ def recommend(
         gpus = (c.replicas or 0) * c.gpus_per_replica
         if c.prefill is not None and c.decode is not None:
             gpus = c.prefill.instances * c.prefill.gpus_per_instance + c.decode.instances * c.decode.gpus_per_instance
-        return c.cost < best_cost and not (
+        return c.cost < bound[c.mode] and not (
             (cons.max_gpus is not None and gpus > cons.max_gpus)
             or (cons.max_usd_per_hour is not None and c.cost > cons.max_usd_per_hour)
         )
@@ -551,21 +553,21 @@ def recommend(
         if sims >= max_sims:
             break
         if c.mode == "disaggregated":
-            if with_pools(c, *floor_pools(c)).cost >= best_cost:
+            if with_pools(c, *floor_pools(c)).cost >= bound[c.mode]:
                 continue
             r = size_pools(run(c))
             results[idx] = r
             if r.meets:
-                best_cost = min(best_cost, r.cost_per_hour or math.inf)
+                bound[c.mode] = min(bound[c.mode], r.cost_per_hour or math.inf)
             continue
-        if with_replicas(c, floor_replicas(c)).cost >= best_cost:
+        if with_replicas(c, floor_replicas(c)).cost >= bound[c.mode]:
             continue
         r = run(c)
         while not r.meets and sims < max_sims and r.replicas is not None and r.replicas < 1024:
             more = r.replicas + max(1, r.replicas // 4)
             cost = more * r.gpus_per_replica * (r.usd_per_gpu_hour or 0.0)
             if (
-                cost >= best_cost
+                cost >= bound[c.mode]
                 or (cons.max_gpus is not None and more * r.gpus_per_replica > cons.max_gpus)
                 or (cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour)
             ):
@@ -582,7 +584,7 @@ def recommend(
                 lo = mid + 1
         results[idx] = r
         if r.meets:
-            best_cost = min(best_cost, r.cost_per_hour or math.inf)
+            bound[c.mode] = min(bound[c.mode], r.cost_per_hour or math.inf)
     # 2. leftover budget: the cheapest unsimulated candidate of each other GPU kind, then of each replica
     #    size (faster, dearer layouts), so the alternatives and the Pareto front have something to show
     for key in (lambda c: c.gpu, lambda c: (c.gpu, c.gpus_per_replica)) if alternatives else ():
