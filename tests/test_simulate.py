@@ -37,6 +37,11 @@ LOGN = dict(
 # --- a naive reference: one iteration, one sequence at a time ----------------------------------------
 
 
+def _engine_only(cfg: RabitConfig) -> RabitConfig:
+    """The GPU's timeline alone, as :func:`_naive` times it: the API server's time (core.serving.front_end) zero."""
+    return cfg.with_(assumptions=cfg.assumptions.with_(api_request_ms=0.0, api_token_us=0.0))
+
+
 def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
     """Chunked prefill / prefill priority, paged preempt-and-recompute or reservation, FCFS, timeouts.
 
@@ -219,7 +224,7 @@ def test_fast_engine_matches_naive_reference(policy, admission, timeout):
         timeout_s=timeout,
         seed=3,
     )
-    fast = simulate(L8, spec)
+    fast = simulate(_engine_only(L8), spec)
     ref = _naive(L8, spec)
     assert np.array_equal(fast.status, ref["status"].astype(np.int8))
     for mine, theirs in (
@@ -247,7 +252,7 @@ def test_fast_engine_matches_naive_reference_with_sliding_windows():
         kv_pool_tokens=6_000,
         seed=5,
     )
-    fast, ref = simulate(cfg, spec), _naive(cfg, spec)
+    fast, ref = simulate(_engine_only(cfg), spec), _naive(cfg, spec)
     assert ref["preemptions"] > 0 and fast.summary.preemptions == ref["preemptions"]
     np.testing.assert_allclose(fast.finish_s, ref["fin"], rtol=1e-9)
     np.testing.assert_allclose(fast.first_token_s, ref["first"], rtol=1e-9)
@@ -306,7 +311,9 @@ def test_low_rate_ttft_is_prefill_and_itl_is_batch1_decode():
     # ~25.8 ms: 2 x 8.0e9 x 1000 FLOP at 643 TFLOP/s; one sequence scheduled (S = 1)
     prefill = float(sm.iteration_s(I, I * (I + 1) / 2, 0, 1))
     assert 0.02 < prefill < 0.03
-    np.testing.assert_allclose((r.first_token_s - a)[alone], prefill, rtol=1e-9)  # the timing table's tolerance
+    # as the client sees it, the API server's time is added: 3 ms + 10 us x 1,000 prompt tokens = 13 ms
+    front_end = 3e-3 + 10e-6 * I
+    np.testing.assert_allclose((r.first_token_s - a)[alone], prefill + front_end, rtol=1e-9)  # the table's tolerance
     # decode step at context c (c cached tokens, the new one attends c + 1): mean over c = I .. I + O - 2
     steps = [float(sm.iteration_s(1, c + 1, c)) for c in range(I, I + O - 1)]
     itl = (f - r.first_token_s) / (O - 1)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.base.assumption_info import MOVES, AssumptionInfo
 from core.base.assumptions_adapters import ADAPTER_ASSUMPTIONS
+from core.base.assumptions_front_end import FRONT_END_ASSUMPTIONS
 from core.base.limits import checked, type_problem
 
 _INFOS = (
@@ -602,7 +603,9 @@ _INFOS = (
     ),
 )
 
-REGISTRY: MappingProxyType[str, AssumptionInfo] = MappingProxyType({a.name: a for a in (*_INFOS, *ADAPTER_ASSUMPTIONS)})
+REGISTRY: MappingProxyType[str, AssumptionInfo] = MappingProxyType(
+    {a.name: a for a in (*_INFOS, *ADAPTER_ASSUMPTIONS, *FRONT_END_ASSUMPTIONS)}
+)
 
 
 def _field(name: str):
@@ -665,6 +668,8 @@ class Assumptions(BaseModel):
     node_power_draw_frac: float = _field("node_power_draw_frac")
     kv_transfer_eff: float = _field("kv_transfer_eff")
     kv_transfer_setup_us: float = _field("kv_transfer_setup_us")
+    api_request_ms: float = _field("api_request_ms")
+    api_token_us: float = _field("api_token_us")
 
     @field_validator("*", mode="before")
     @classmethod

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from core.base import NO_TRACE, WorkBudget, choices
 from core.config import Deployment, Draws, Lengths, RabitConfig, SimSpec, as_deployment
 from core.physics import serving_memory
+from core.serving.front_end import with_front_end
 from core.serving.kv_transfer import KvPath, kv_path, kv_transfer_s, wire_share
 from core.serving.router import make_policy
 from core.serving.sim import compiled
@@ -294,9 +295,11 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
     cap = one.model_copy(
         update={"requests_per_s": R * one.requests_per_s, "output_tokens_per_s": R * one.output_tokens_per_s}
     )
-    res = result_of(spec, merged, cap, int(pool.blocks * pool.block), tm.exact_shape, one.residence_s)
+    res = result_of(
+        spec, merged, cap, int(pool.blocks * pool.block), tm.exact_shape, one.residence_s, front_end=dep.assumptions
+    )
     res = replace(res, loop="compiled" if fast is not None else "python", fallback_reason=why)
-    return _with_stats(res, layout, parts, ["replica"] * R, R)
+    return _with_stats(res, layout, [with_front_end(p, dep.assumptions) for p in parts], ["replica"] * R, R)
 
 
 def _lora(dep: Deployment, ad: AdapterDraws | None) -> Callable[[list[int]], Adapters | None] | None:
@@ -398,7 +401,14 @@ def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
         iteration_s=0.0,
         limited_by="prefill pool" if P.instances * c_p <= D.instances * c_d else "decode pool",
     )
-    res = result_of(spec, merged, cap, int(dpool.blocks * dpool.block), ptm.exact_shape and dtm.exact_shape)
+    res = result_of(
+        spec,
+        merged,
+        cap,
+        int(dpool.blocks * dpool.block),
+        ptm.exact_shape and dtm.exact_shape,
+        front_end=dep.assumptions,
+    )
     res = replace(res, fallback_reason=compiled.DISAGGREGATED)
     done = res.status == DONE
     kv_done = kv[done]

@@ -161,7 +161,13 @@ def simulate_sessions(
         update={"requests_per_s": R * one.requests_per_s, "output_tokens_per_s": R * one.output_tokens_per_s}
     )
     res = result_of(
-        spec.with_(num_requests=max(1, n)), merged, cap, int(pool.blocks * pool.block), tm.exact_shape, one.residence_s
+        spec.with_(num_requests=max(1, n)),
+        merged,
+        cap,
+        int(pool.blocks * pool.block),
+        tm.exact_shape,
+        one.residence_s,
+        front_end=dep.assumptions,
     )
     return session_result(ss, replace(res, loop="python", fallback_reason=compiled.SESSIONS), dep, R)
 

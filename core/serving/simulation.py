@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from core.base import NO_TRACE, WorkBudget
+from core.base import NO_TRACE, Assumptions, WorkBudget
 from core.config import LOAD_FIELDS, Deployment, Draws, Lengths, RabitConfig, SimSpec, as_deployment, parse_trace
 from core.physics import StepModel, adapter_load_s, serving_memory
+from core.serving.front_end import with_front_end
 from core.serving.sim import compiled
 from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.engine import DONE, REJECTED, TIMED_OUT, Engine, Records
@@ -369,7 +370,14 @@ def simulate(
     draws, lora = Draws(spec, rng), replica_adapters(dep, adapter_draws(dep, spec))
     rec, why = run_one(spec, tm, pool, draws, lora, budget, loop)
     capacity = max_throughput(dep, spec, pool=pool, sm=sm)
-    res = result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming | HostTierTiming))
+    res = result_of(
+        spec,
+        rec,
+        capacity,
+        int(pool.blocks * pool.block),
+        isinstance(tm, LinearTiming | HostTierTiming),
+        front_end=dep.assumptions,
+    )
     return replace(res, loop="python" if why else "compiled", fallback_reason=why)
 
 
@@ -429,12 +437,17 @@ def result_of(
     kv_pool_tokens: int,
     tabulated: bool,
     residence_s: float | None = None,
+    *,
+    front_end: Assumptions,
 ) -> SimResult:
-    """The :class:`SimResult` of a run's records (its summary against the closed-form ``capacity``).
+    """The :class:`SimResult` of a run's records (its summary against the closed-form ``capacity``), each request's
+    first token and finish as its client sees them (the API server's time added, :func:`with_front_end` at
+    ``front_end``'s values).
 
     ``residence_s``: a request's closed-form residence time [s] (default ``capacity.residence_s``; a deployment of
     R replicas passes one replica's, since R replicas' capacity does not shorten a request's stay)."""
     residence = capacity.residence_s if residence_s is None else residence_s
+    rec = with_front_end(rec, front_end)
     summary = summarise(rec, spec.arrival == "closed", capacity.requests_per_s, residence)
     return SimResult(
         spec=spec,
