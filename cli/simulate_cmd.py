@@ -5,7 +5,9 @@ JSON keys added by the deployment (contract, issue 20): ``mode`` ("aggregated" o
 ``per_replica_rate_per_s``, ``router``, ``load_imbalance`` (max / mean requests per replica),
 ``replica_utilization`` (each replica's busy share), ``per_replica`` (requests, rate, utilisation, p95s of each);
 disaggregated also ``kv_transfer_s`` (p50 / p95 / p99), ``kv_transfer_share_of_ttft``, ``kv_path`` and ``pools``
-({"prefill": {...}, "decode": {...}}, each with instances, tp, pp, gpu, utilization, queue_s, requests)."""
+({"prefill": {...}, "decode": {...}}, each with instances, tp, pp, gpu, utilization, queue_s, requests).
+``loop`` ("compiled" or "python": the event loop that ran it, the same records either way) and ``fallback_reason``
+(why the Python loop ran it, one of ``core.serving.sim.compiled.FALLBACK_REASONS``; null on the compiled loop)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from cli.common import (
     with_calibrated,
     with_ranges,
 )
+from cli.sessions_cmd import add_session_args, run_sessions, wants_sessions
 from core.base import MAX_TABLE_BYTES, choices, fmt_time, sig
 from core.config import DEFAULT, RabitConfig, Workload, parse_trace_adapters, workload_problems
 from core.decision import deployment_spread
@@ -210,6 +213,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=W.seed)
     add_adapter_args(p)
+    add_session_args(p)
     add_range_args(p)
     add_json(p)
     p.set_defaults(func=run, policy=W.policy)
@@ -227,7 +231,7 @@ def _spec_error(exc: ValidationError, args: argparse.Namespace) -> NoReturn:
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
     """The shared config's workload group from the flags (exit 2 naming the flag)."""
-    if args.arrival == "poisson" and args.rate is None:
+    if args.arrival == "poisson" and args.rate is None and not wants_sessions(args):
         die("rabit simulate: error: argument --rate: required for Poisson arrivals (or use --arrival closed)")
     try:
         return W.with_(
@@ -300,6 +304,8 @@ def deployment_payload(d) -> dict:
         "load_imbalance": d.load_imbalance,
         "replica_utilization": [r.utilization for r in d.replicas],
         "per_replica": [{k: held(k, v) for k, v in r.model_dump().items()} for r in d.replicas],
+        "loop": d.result.loop,
+        "fallback_reason": d.result.fallback_reason,
     }
     if d.mode == "disaggregated":
         out["kv_transfer_s"] = d.kv_transfer_s.model_dump() if d.kv_transfer_s is not None else None
@@ -388,6 +394,8 @@ def _unused(args: argparse.Namespace) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     fill_from_config(args, CONFIG_DEST)
+    if wants_sessions(args):  # --rate is the sessions' rate there, not the workload's
+        return run_sessions(args, workload_from_args(argparse.Namespace(**{**vars(args), "rate": None})))
     refuse_unused(args, "rabit simulate", _unused(args))
     refuse_attention_flags(args, "rabit simulate", training=False)
     _engine_defaults(args)

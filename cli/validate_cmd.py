@@ -1,7 +1,10 @@
 """``rabit validate``: predict every published measurement under ``validation/`` and summarise per family.
 
 JSON keys: families [{family, cases, median_abs_error, bias, within_25pct, within_2x, meets_target}], cases
-[{family, id, metric, measured, predicted, error, source, date}], target_median_abs_error; ``ranges`` maps
+[{family, id, metric, measured, predicted, error, source, date}], target_median_abs_error; with cases of the
+replayed vLLM runs, ``lifecycle``: {runs: {<row id>: {run, stage, model, gpu, tp, rate_per_s, metrics: {<metric>:
+{measured, predicted, error}}}}, median_abs_error: {<metric>: ...}, median_abs_error_by_stage: {stage_<i>:
+{<metric>: ...}}, targets: {<metric>: {median_abs_error_max, meets}}} (core.decision.validation_lifecycle); ``ranges`` maps
 ``cases.<id>.predicted`` to the heuristic range of that prediction ({"low", "high"}), with ``range_basis``.
 
 ``--assume NAME=VALUE``, ``--bound low|base|high`` and ``--config FILE`` (its assumptions; each case keeps its
@@ -28,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from core.base import fmt_num
-    from core.decision import TARGET_MEDIAN_ABS_ERROR
+    from core.decision import LIFECYCLE_FAMILY, TARGET_MEDIAN_ABS_ERROR, lifecycle_breakdown
     from core.decision import run as validate
 
     parse_assume(args.assume)
@@ -40,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
         "families": [f.model_dump() for f in r.families],
         "cases": [{**c.model_dump(), "error": c.error} for c in r.cases],
     }
+    life = lifecycle_breakdown(r.cases) if any(c.family == LIFECYCLE_FAMILY for c in r.cases) else None
+    if life is not None:
+        payload["lifecycle"] = life
     with_ranges(payload, {f"cases.{k}.predicted": v for k, v in r.ranges.items()})
     lines = []
     if args.bound != "base" or args.assume or args.config:
@@ -57,6 +63,16 @@ def run(args: argparse.Namespace) -> int:
             f"{f.within_25pct:>10.0%} {f.within_2x:>9.0%}"
             + ("" if f.meets_target else f"  (misses the {TARGET_MEDIAN_ABS_ERROR:.0%} target)")
         )
+    if life is not None:
+        lines.append("")
+        lines.append(f"{LIFECYCLE_FAMILY}: median |err| per metric and stage (stage 0: each run's lower rate)")
+        for stage, medians in life["median_abs_error_by_stage"].items():
+            lines.append(f"  {stage}: " + ", ".join(f"{m} {v:.1%}" for m, v in medians.items()))
+        for m, t in life["targets"].items():
+            lines.append(
+                f"  target {m} <= {t['median_abs_error_max']:.0%} at every stage: "
+                + ("met" if t["meets"] else "missed")
+            )
     if args.cases:
         lines.append("")
         for c in r.cases:

@@ -734,3 +734,26 @@ def fleet_csv(plan: decision.FleetPlan) -> str:
 @st.cache_data(max_entries=32, show_spinner=False)
 def fleet_headline(plan: decision.FleetPlan) -> dict[str, Any]:
     return decision.plan_headline(plan)
+
+
+# --- multi-turn sessions --------------------------------------------------------------------------------------------
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def session_trace(text: str) -> tuple:
+    """The turns of an uploaded session trace (a ValueError naming the line and column is raised, not cached)."""
+    return config.parse_session_trace(text)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def sessions(cfg: RabitConfig, workload: config.Sessions) -> serving.SessionResult:
+    """The session workload on the config's deployment (core.serving.simulate_sessions)."""
+    return serving.simulate_sessions(cfg, workload)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def session_sizing(
+    cfg: RabitConfig, workload: config.Sessions, agents: int, ttft_p95_s: float, gpus: tuple[str, ...]
+) -> decision.SessionSizing:
+    """The fewest GPUs of each kind for ``agents`` concurrent agents at the p95 TTFT per turn (core.decision)."""
+    return decision.size_sessions(cfg, workload, agents=agents, ttft_p95_s=ttft_p95_s, gpus=gpus)

@@ -1605,3 +1605,25 @@ def fleet_cost_bars(rows, height: int = 360) -> go.Figure:
         legend=LEGEND_BELOW,
     )
     return fig
+
+
+def ttft_by_turn_chart(by_turn, target_s: float | None = None, height: int = 360) -> go.Figure:
+    """TTFT p50 and p95 by a session's turn index (1 = its first request), with the cached share of each turn's
+    prompt on a second axis: later turns send longer contexts but find most of them cached."""
+    x = [t.turn for t in by_turn]
+    fig = go.Figure()
+    fig.add_scatter(x=x, y=[t.ttft_p50_s for t in by_turn], name="TTFT p50", mode="lines+markers")
+    fig.add_scatter(x=x, y=[t.ttft_p95_s for t in by_turn], name="TTFT p95", mode="lines+markers")
+    fig.add_bar(x=x, y=[t.hit_frac for t in by_turn], name="prompt found cached", yaxis="y2", opacity=0.25)
+    if target_s is not None:
+        fig.add_hline(y=target_s, line_dash="dot", annotation_text=f"target {fmt_time(target_s)}")
+    fig.update_layout(
+        title="Time to first token by turn",
+        xaxis_title="turn of the session",
+        yaxis_title="seconds",
+        yaxis2=dict(title="share cached", overlaying="y", side="right", range=[0, 1], tickformat=".0%"),
+        height=height,
+        legend=LEGEND_BELOW,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
+    return fig

@@ -3,7 +3,7 @@ under continuous batching."""
 
 import streamlit as st
 
-from dashboard import analyses, cache, charts, render, state
+from dashboard import analyses, cache, charts, render, sessions_view, state
 from dashboard.api import (
     CUDA_GRAPH_MAX_TOKENS,
     DEFAULT_RATE_FRACTION,
@@ -21,6 +21,11 @@ from dashboard.text import plain
 
 st.title("Serving simulation")
 cfg = render.bound_choice("serving", state.require_config())
+if st.toggle(
+    "Sessions: multi-turn agents and chat (context grows each turn, its prefix cached)", key="serving.sessions"
+):
+    sessions_view.draw(cfg)
+    st.stop()
 head = st.container()  # the answer first (the deployment, its verdict and its p95s); this page's inputs under it
 st.caption(
     "The deployment under load, iteration by iteration: its replicas behind a router, arrivals queue, the scheduler "

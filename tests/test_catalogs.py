@@ -29,6 +29,7 @@ FABRIC_SLUGS = {"ib-ndr", "ib-xdr", "roce-400g", "eth-100g", "eth-200g"}
 MODEL_SLUGS = {
     "llama-2-7b",
     "llama-2-70b",
+    "codellama-34b",
     "llama-3.1-8b",
     "llama-3.1-70b",
     "llama-3.1-405b",

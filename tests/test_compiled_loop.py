@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from core.base import BudgetExceeded, WorkBudget
 from core.config import RabitConfig
-from core.serving import Layout, Lengths, SimSpec, simulate, simulate_deployment
+from core.serving import TIMED_OUT, Layout, Lengths, SimSpec, simulate, simulate_deployment
 
 L8 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
 L70 = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", gpus_per_node=4, tp=4, weights="fp8", kv_dtype="fp8")
@@ -87,6 +87,26 @@ CASES = {
     "three replicas, round-robin": (L8, BASE.with_(rate_per_s=55.0), 3, "round-robin"),
     "five replicas, power-of-two": (L8, BASE.with_(rate_per_s=90.0), 5, "power-of-two"),
     "four replicas preempting": (L8, BASE.with_(rate_per_s=100.0, kv_pool_tokens=12_000), 4, "least-outstanding"),
+    # timeouts: requests leave from the waiting queue and from the running batch (their blocks freed), a decode
+    # run stops at the first deadline; overloaded, so that many expire
+    "timeout, one replica": (L8, BASE.with_(rate_per_s=60.0, timeout_s=4.0), 1, "least-outstanding"),
+    "timeout, preempting": (
+        L8,
+        BASE.with_(rate_per_s=45.0, timeout_s=6.0, kv_pool_tokens=12_000),
+        1,
+        "least-outstanding",
+    ),
+    "timeout, three replicas": (L8, BASE.with_(rate_per_s=150.0, timeout_s=3.0), 3, "power-of-two"),
+    # a queue of hundreds waiting at a batch cap of 4: the deadline heap outgrows its first array (152 entries)
+    "timeout, long queue": (L8, BASE.with_(rate_per_s=30.0, timeout_s=30.0, max_batch=4), 1, "least-outstanding"),
+    "timeout none reached": (L8, BASE.with_(timeout_s=600.0), 2, "round-robin"),
+    # a replayed trace of lengths: the draws are its rows, cycled, the arrivals Poisson as ever
+    "replayed trace": (
+        L8,
+        BASE.with_(trace=tuple((200 + 37 * (k % 29), 20 + 11 * (k % 13)) for k in range(97)), rate_per_s=40.0),
+        3,
+        "least-outstanding",
+    ),
 }
 
 
@@ -96,6 +116,10 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     ref = assert_compiled_matches_python(cfg, spec, replicas, router)
     if "preempt" in name:
         assert ref.summary.preemptions > 0  # the case exercises what it names
+    if spec.timeout_s is not None and "none reached" not in name:
+        assert (ref.status == TIMED_OUT).sum() > 0  # requests expired
+    if spec.trace is not None:
+        assert set(ref.input_tokens.tolist()) <= {a for a, _ in spec.trace}  # the trace's lengths, replayed
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -108,8 +132,9 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     batch=st.sampled_from([4, 32, 256]),
     cache=st.booleans(),
     seed=st.integers(0, 3),
+    timeout=st.sampled_from([None, None, 1.5, 6.0]),
 )
-def test_any_shape_it_takes_matches_the_python_loop(rate, replicas, router, pool, budget, batch, cache, seed):
+def test_any_shape_it_takes_matches_the_python_loop(rate, replicas, router, pool, budget, batch, cache, seed, timeout):
     spec = BASE.with_(
         rate_per_s=rate,
         num_requests=300,
@@ -118,24 +143,65 @@ def test_any_shape_it_takes_matches_the_python_loop(rate, replicas, router, pool
         max_batch=batch,
         prefix_caching=cache,
         seed=seed,
+        timeout_s=timeout,
     )
     assert_compiled_matches_python(L8, spec, replicas, router)
 
 
-def test_shapes_it_does_not_take_run_the_python_loop():
-    assert simulate(L8, BASE).loop == "compiled"
-    for other in (
-        BASE.with_(policy="prefill_priority"),
-        BASE.with_(admission="reserve"),
-        BASE.with_(timeout_s=5.0),
-        BASE.with_(arrival="closed", users=8),
-        BASE.with_(num_requests=None, duration_s=60.0),
-    ):
-        assert simulate(L8, other).loop == "python", other
+def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
+    from core.config import AdapterSet
+    from core.serving import FALLBACK_REASONS, PoolLayout
+
+    ok = simulate(L8, BASE)
+    assert (ok.loop, ok.fallback_reason) == ("compiled", None)
+    dep = simulate_deployment(L8, BASE, Layout(replicas=2, router="round-robin")).result
+    assert (dep.loop, dep.fallback_reason) == ("compiled", None)
     sliding = RabitConfig(model="mistral-7b", gpu="h100-sxm", gpus_per_node=1, tp=1)
-    assert simulate(sliding, BASE).loop == "python"
-    affinity = simulate_deployment(L8, BASE.with_(prefix_cache_frac=0.5), Layout(replicas=2, router="prefix-affinity"))
-    assert affinity.result.loop == "python"
+    pp2 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=2, tp=1, pp=2)
+    lora = L8.with_(adapters=AdapterSet(count=10, max_loras=4))
+    pools = {"instances": 1, "gpu": "h100-sxm", "tp": 1, "pp": 1}
+    disagg = Layout(mode="disaggregated", prefill=PoolLayout(**pools), decode=PoolLayout(**pools), overlap=False)
+    one = {  # one replica: (config, spec, timing, loop) -> the reason
+        "loop='python' asked for": (L8, BASE, "auto", "python"),
+        "adapters": (lora, BASE, "auto", "auto"),
+        "iteration timing per step (timing='direct') or over pipeline stages": (L8, BASE, "direct", "auto"),
+        "arrivals not Poisson": (L8, BASE.with_(arrival="closed", users=8), "auto", "auto"),
+        "a duration limit": (L8, BASE.with_(num_requests=None, duration_s=60.0), "auto", "auto"),
+        "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), "auto", "auto"),
+        "reserve admission": (L8, BASE.with_(admission="reserve"), "auto", "auto"),
+        "sliding-window layers": (sliding, BASE, "auto", "auto"),
+    }
+    for why, (cfg, spec, timing, loop) in one.items():
+        r = simulate(cfg, spec, timing=timing, loop=loop)
+        assert (r.loop, r.fallback_reason) == ("python", why), why
+    assert simulate(pp2, BASE).fallback_reason == "iteration timing per step (timing='direct') or over pipeline stages"
+    deps = {  # deployments: (spec, layout) -> the reason
+        "a shared prompt prefix (prefix_cache_frac)": (BASE.with_(prefix_cache_frac=0.5), Layout(replicas=2)),
+        "router not compiled": (BASE, Layout(replicas=2, router="prefix-affinity")),
+        "disaggregated pools": (BASE, disagg),
+    }
+    for why, (spec, layout) in deps.items():
+        r = simulate_deployment(L8, spec, layout).result
+        assert (r.loop, r.fallback_reason) == ("python", why), why
+    # the loop's heaps hold at most 4,000,000 replica slots, max_batch + 72 each: 1,096 at a batch of 1,024, so
+    # 3,649 replicas fit and 3,650 (4,000,400 slots) do not
+    big = simulate_deployment(L8, BASE.with_(max_batch=1024, num_requests=40), Layout(replicas=3650)).result
+    assert (big.loop, big.fallback_reason) == ("python", "more replica slots than the compiled loop holds")
+    monkeypatch.setattr("core.serving.sim.compiled.numba_available", lambda: False)
+    assert simulate(L8, BASE).fallback_reason == "numba not installed"
+    monkeypatch.undo()
+    monkeypatch.setattr(
+        "core.serving.sim.compiled.run", lambda *a, **k: None
+    )  # the loop's own refusal: past the timing's table
+    r = simulate(L8, BASE)
+    assert (r.loop, r.fallback_reason) == ("python", "an iteration past the timing's table")
+    assert set(FALLBACK_REASONS) == set(one) | set(deps) | {
+        "numba not installed",
+        "more replica slots than the compiled loop holds",
+        "an iteration past the timing's table",
+        "an iteration reached the host KV tier",  # tests/test_host_tier_timing.py
+        "multi-turn sessions",
+    }
     with pytest.raises(ValueError, match="loop must be one of auto, python"):
         simulate(L8, BASE, loop="numba")
 
@@ -170,3 +236,13 @@ def test_sessions_in_threads_share_nothing():
     for k in range(4):
         assert out[k].loop == "compiled"
         assert_same(out[k], ref[k % 2])
+
+
+def test_rabit_simulate_says_which_loop_ran_and_why(capsys):
+    from clirun import run as cli
+
+    base = "simulate --model llama-3.1-8b --gpu h100-sxm --gpus 2 --tp 1 --rate 8 --requests 200 --json".split()
+    out = cli(capsys, *base)
+    assert (out["loop"], out["fallback_reason"]) == ("compiled", None)
+    out = cli(capsys, *base, "--kv-admission", "reserve")
+    assert (out["loop"], out["fallback_reason"]) == ("python", "reserve admission")

@@ -42,6 +42,13 @@ from core.config.fleet import (
     parse_fleet,
     validate_fleet,
 )
+from core.config.session_trace import parse_session_trace
+from core.config.sessions import (
+    SESSION_ARRIVALS,
+    Sessions,
+    SessionTurn,
+    gamma_gaps,
+)
 from core.config.settings import (
     COMPUTE_PRECISION,
     DEFAULT,
@@ -79,6 +86,11 @@ from core.config.workload import (
 )
 
 __all__ = [
+    "parse_session_trace",
+    "SESSION_ARRIVALS",
+    "Sessions",
+    "SessionTurn",
+    "gamma_gaps",
     "AdapterSet",
     "Problem",
     "adapter_problems",

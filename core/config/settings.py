@@ -38,6 +38,7 @@ from core.base import (
 from core.catalog import ModelArch
 from core.config.adapters import AdapterSet
 from core.config.fleet import Fleet
+from core.config.sessions import Sessions
 from core.config.video import VideoRequest
 from core.config.workload import DEFAULT_INPUT_TOKENS, DEFAULT_LENGTH_SPREAD, DEFAULT_OUTPUT_TOKENS, ServingLoad
 
@@ -253,6 +254,8 @@ class RabitConfig(BaseModel):
     adapters: AdapterSet = AdapterSet()
     # a fleet of serving workloads and the scenarios its plan must survive (core.config.fleet; the Fleet page)
     fleet: Fleet | None = None
+    # multi-turn sessions (core.config.sessions; None: independent requests, the workload group's arrivals)
+    sessions: Sessions | None = None
     # separate prefill and decode pools (off: aggregated replicas)
     disagg: Disagg = Disagg()
     # assumptions
@@ -363,7 +366,7 @@ GROUPS: dict[str, type[BaseModel]] = {
     "disagg": Disagg,
 }
 #: Nested objects that travel as one compressed blob.
-_BLOBS = ("custom_model", "assumptions", "fleet")
+_BLOBS = ("custom_model", "assumptions", "fleet", "sessions")
 
 
 def _flat(cfg: RabitConfig) -> dict[str, Any]:

@@ -121,6 +121,12 @@ from core.decision.range_rule import (
     with_assumption,
 )
 from core.decision.rate_search import RateSearch, max_rate, meets
+from core.decision.session_sizing import (
+    SIZING_GPUS,
+    SessionOption,
+    SessionSizing,
+    size_sessions,
+)
 from core.decision.training_experiment import (
     TrainingExperimentSpec,
     next_training_experiment,
@@ -155,12 +161,14 @@ from core.decision.uncertainty import (
 from core.decision.validation import (
     SERVER_SIM_REQUESTS,
     TARGET_MEDIAN_ABS_ERROR,
-    VALIDATION_DIR,
     case_row,
     predict_row,
     replicas_of_row,
     run,
 )
+from core.decision.validation_files import VALIDATION_DIR
+from core.decision.validation_lifecycle import FAMILY as LIFECYCLE_FAMILY
+from core.decision.validation_lifecycle import breakdown as lifecycle_breakdown
 from core.decision.variants import (
     PerVariant,
     VariantReplica,
@@ -183,6 +191,10 @@ from core.decision.video import (
 )
 
 __all__ = [
+    "SIZING_GPUS",
+    "SessionOption",
+    "SessionSizing",
+    "size_sessions",
     "AssumptionFit",
     "TARGETS",
     "TargetCheck",
@@ -227,6 +239,8 @@ __all__ = [
     "SimulationRanges",
     "Spread",
     "TARGET_MEDIAN_ABS_ERROR",
+    "LIFECYCLE_FAMILY",
+    "lifecycle_breakdown",
     "TUNING_ORDER",
     "TrainingExperimentSpec",
     "TrainingOption",

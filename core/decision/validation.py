@@ -23,6 +23,9 @@ settings that reproduce it). Each case is predicted with today's default assumpt
   tokens/s of the published workload (its adapters drawn from their popularity); their ranges take the bound runs
   at :data:`LORA_RANGE_REQUESTS` requests (the log-moves applied to the full run, as the Serving page's ranges).
 
+``vllm_lifecycle.csv`` holds whole public vLLM runs, one row per load stage, each replayed as the benchmark sent it
+(:mod:`core.decision.validation_lifecycle`): nine cases per row, the E2E, TTFT and TPOT mean, p90 and p99.
+
 ``serving_published.csv`` adds the load-dependent metrics, each predicted for one replica of ``tp x pp`` GPUs on
 the engine the row names (its documented scheduler defaults on that GPU, :mod:`core.catalog.engines`, with the
 row's ``max_batch`` and ``max_num_tokens`` where the source gives them) and multiplied by the replicas:
@@ -46,11 +49,9 @@ throughputs, pessimistic for latencies), and the shares within 25 % and within a
 
 from __future__ import annotations
 
-import csv
 import functools
 import statistics
 from collections.abc import Callable
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
@@ -58,9 +59,10 @@ from core import catalog
 from core.base import Assumptions, Range
 from core.catalog import from_hf_config
 from core.config import RabitConfig, resolve
+from core.decision import validation_lifecycle as lifecycle
+from core.decision.validation_files import raw_rows
 from core.physics import StepModel, per_query_head_kv_reads
 
-VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"
 TARGET_MEDIAN_ABS_ERROR = 0.15
 
 
@@ -101,8 +103,9 @@ class ValidationReport(_F):
 
 
 def _rows(name: str) -> list[dict[str, str]]:
-    text = (VALIDATION_DIR / name).read_text()
-    return list(csv.DictReader(line for line in text.splitlines() if line.strip() and not line.startswith("#")))
+    """The cases of ``validation/<name>``: its rows, or for a file of whole runs one case per row and metric."""
+    rows = raw_rows(name)
+    return lifecycle.expand(rows) if name == lifecycle.FILE else rows
 
 
 def _serving_config(r: dict[str, str]) -> RabitConfig:
@@ -519,6 +522,13 @@ def _disagg_predict(r: dict[str, str], cfg: RabitConfig) -> float:
     return 1e3 * kv_transfer_s(int(r["input"]), k, k, bw, alpha, a.kv_transfer_eff, a.kv_transfer_setup_us * 1e-6)
 
 
+#: file -> the row its bound runs take (fewer requests), or the row itself where the full case is cheap
+_SHORT_RANGE_ROWS: dict[str, Callable[[dict[str, str]], dict[str, str]]] = {
+    "lora.csv": _lora_short,
+    lifecycle.FILE: lifecycle.short_row,
+}
+
+
 #: file -> (the case's config, its prediction from a config, the assumption tag that moves it)
 _KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] = {
     "serving.csv": (_serving_config, _serving_predict, "serving_speed"),
@@ -529,6 +539,7 @@ _KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] 
     "lora.csv": (_lora_config, _lora_predict, "serving_speed"),
     "longctx.csv": (_longctx_config, _longctx_predict, "serving_speed"),
     "disagg.csv": (_disagg_config, _disagg_predict, "serving_speed"),
+    lifecycle.FILE: (lifecycle.lifecycle_config, lifecycle.lifecycle_predict, "serving_speed"),
 }
 
 
@@ -589,8 +600,8 @@ def run(
             cfg = config_of(r)
             if assumptions is not None:
                 cfg = cfg.model_copy(update={"assumptions": assumptions})
-            if ranges and name == "lora.csv" and r["requests"]:  # bound runs of a simulated case at fewer requests
-                short = _lora_short(r)
+            short = _SHORT_RANGE_ROWS[name](r) if ranges and name in _SHORT_RANGE_ROWS else r
+            if short is not r:  # bound runs of a simulated case at fewer requests
                 c_short = config_of(short).model_copy(update={"assumptions": cfg.assumptions})
                 sp = spread(c_short, functools.partial(_predicted, predict, short), (tag,), screen=serving_screen)
                 value = predict(r, cfg)

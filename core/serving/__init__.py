@@ -40,14 +40,20 @@ from core.serving.router import (
     Request,
     make_policy,
 )
+from core.serving.session_result import SessionResult, TurnLatency, session_spec, simulate_sessions
+from core.serving.sim.compiled import FALLBACK_REASONS
+from core.serving.sim.jit_sources import ENGINE_SOURCES, engine_source_hash
 from core.serving.sim.metrics import (
     THRASH_REMEDIES,
     AdapterStats,
     Percentiles,
 )
 from core.serving.sim.timing import (
+    ArrayTiming,
+    HostTierTiming,
     LinearTiming,
     self_check,
+    timing_for,
 )
 from core.serving.simulation import (
     DEFAULT_RATE_FRACTION,
@@ -132,6 +138,10 @@ from core.serving.video import (
 )
 
 __all__ = [
+    "SessionResult",
+    "TurnLatency",
+    "session_spec",
+    "simulate_sessions",
     "LOOPS",
     "LATENCY_KEYS",
     "AdapterStats",
@@ -162,6 +172,8 @@ __all__ = [
     "DONE",
     "HIDDEN_FRAC",
     "Lengths",
+    "ArrayTiming",
+    "HostTierTiming",
     "LinearTiming",
     "Percentiles",
     "REJECTED",
@@ -216,10 +228,14 @@ __all__ = [
     "roofline",
     "round_rate_down",
     "self_check",
+    "timing_for",
     "replica_scheduler",
     "sim_spec",
     "simulate",
     "warm_simulator",
+    "ENGINE_SOURCES",
+    "FALLBACK_REASONS",
+    "engine_source_hash",
     "simulate_queue",
     "spec_vs_alpha",
     "speculative",

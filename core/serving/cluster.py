@@ -38,6 +38,7 @@ from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.engine import DONE, Engine, Records
 from core.serving.sim.metrics import Percentiles
 from core.serving.sim.replicas import Replica, ReplicaSet, Transfers
+from core.serving.sim.timing import compiled_form, host_tier_untouched
 from core.serving.simulation import (
     Capacity,
     SimResult,
@@ -259,9 +260,16 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
     prefix = _prefix_tokens(dep, spec, pool)
     ad = adapter_draws(dep, spec)
     fast = None
-    if loop == "auto" and ad is None and prefix is None and compiled.supported(spec, tm, pool, R, layout.router):
+    why = compiled.ASKED if loop == "python" else None
+    ctm = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
+    why = why or compiled.fallback_reason(spec, ctm, pool, R, layout.router, adapters=ad, prefix=prefix)
+    if why is None:
         # the compiled loop: the same records as the Python one (tests/test_compiled_loop.py), faster
-        fast = compiled.run(spec, tm, pool, draws, R, layout.router, spec.seed, budget)
+        fast = compiled.run(spec, ctm, pool, draws, R, layout.router, spec.seed, budget)
+        if fast is None:
+            why = compiled.PAST_TABLE
+        elif not host_tier_untouched(tm, fast[0], pool):
+            fast, why = None, compiled.HOST_TIER  # an iteration reached the host tier: the Python loop times it
     if fast is not None:
         parts = fast[0]
         merged = compiled.merged(parts, fast[1], int(spec.num_requests or 0))
@@ -287,8 +295,7 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
         update={"requests_per_s": R * one.requests_per_s, "output_tokens_per_s": R * one.output_tokens_per_s}
     )
     res = result_of(spec, merged, cap, int(pool.blocks * pool.block), tm.exact_shape, one.residence_s)
-    if fast is not None:
-        res = replace(res, loop="compiled")
+    res = replace(res, loop="compiled" if fast is not None else "python", fallback_reason=why)
     return _with_stats(res, layout, parts, ["replica"] * R, R)
 
 
@@ -392,6 +399,7 @@ def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
         limited_by="prefill pool" if P.instances * c_p <= D.instances * c_d else "decode pool",
     )
     res = result_of(spec, merged, cap, int(dpool.blocks * dpool.block), ptm.exact_shape and dtm.exact_shape)
+    res = replace(res, fallback_reason=compiled.DISAGGREGATED)
     done = res.status == DONE
     kv_done = kv[done]
     ttft = res.samples("ttft_s")

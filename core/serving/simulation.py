@@ -41,7 +41,15 @@ from core.serving.sim.metrics import (
     summarise,
 )
 from core.serving.sim.pool import Pool
-from core.serving.sim.timing import ArrayTiming, LinearTiming, timing_for
+from core.serving.sim.timing import (
+    ArrayTiming,
+    HostTierTiming,
+    LinearTiming,
+    Timing,
+    compiled_form,
+    host_tier_untouched,
+    timing_for,
+)
 
 __all__ = [
     "SimSpec",
@@ -317,6 +325,8 @@ class SimResult:
     ts_kv_frac: np.ndarray
     #: the event loop that ran it: "compiled" (core.serving.sim.compiled) or "python" (the same records)
     loop: str = "python"
+    #: why the Python loop ran it (one of core.serving.sim.compiled.FALLBACK_REASONS), None where the compiled did
+    fallback_reason: str | None = None
 
     def samples(self, metric: str) -> np.ndarray:
         """Per-request samples behind a latency percentile: ``ttft_s``, ``itl_s``, ``e2e_s`` or ``queue_s``."""
@@ -346,7 +356,7 @@ def simulate(
 
     ``timing``: ``"auto"`` (the tabulated closed form when it reproduces the step model, which the
     constructor checks), ``"direct"`` (always call ``StepModel.pipelined_s``; the reference). ``loop``: ``"auto"``
-    (the compiled event loop where it takes the run, :func:`core.serving.sim.compiled.supported`), ``"python"``
+    (the compiled event loop where it takes the run: :func:`core.serving.sim.compiled.fallback_reason` is None), ``"python"``
     (always the Python loop: the reference it matches to the byte).
     Raises ``ValueError`` when the replica has no room for a KV cache, and
     :class:`core.base.limits.BudgetExceeded` (a ``ValueError``) past the work ``budget`` (default: the
@@ -357,10 +367,10 @@ def simulate(
     pool = kv_pool(dep, spec)
     rng = np.random.default_rng(spec.seed)
     draws, lora = Draws(spec, rng), replica_adapters(dep, adapter_draws(dep, spec))
-    rec, ran = run_one(spec, tm, pool, draws, lora, budget, loop)
+    rec, why = run_one(spec, tm, pool, draws, lora, budget, loop)
     capacity = max_throughput(dep, spec, pool=pool, sm=sm)
-    res = result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming))
-    return replace(res, loop=ran)
+    res = result_of(spec, rec, capacity, int(pool.blocks * pool.block), isinstance(tm, LinearTiming | HostTierTiming))
+    return replace(res, loop="python" if why else "compiled", fallback_reason=why)
 
 
 #: The event loops a simulation may take (``loop=``): the compiled one where it takes the run, or the Python one.
@@ -374,22 +384,28 @@ def check_loop(loop: str) -> None:
 
 def run_one(
     spec: SimSpec,
-    tm: LinearTiming | ArrayTiming,
+    tm: Timing,
     pool: Pool,
     draws: Draws,
     lora: Adapters | None,
     budget: WorkBudget | None,
     loop: str = "auto",
-) -> tuple[Records, str]:
-    """One replica's run and the loop that ran it: the compiled loop where it takes the run
-    (:func:`core.serving.sim.compiled.supported`) unless ``loop`` is ``"python"``, the Python engine otherwise;
-    the same records either way."""
+) -> tuple[Records, str | None]:
+    """One replica's run and why the Python loop ran it (None: the compiled loop did, where it takes the run and
+    ``loop`` is ``"auto"``; :func:`core.serving.sim.compiled.fallback_reason`); the same records either way."""
     check_loop(loop)
-    if loop == "auto" and compiled.supported(spec, tm, pool, 1, "round-robin", adapters=lora):
-        got = compiled.run(spec, tm, pool, draws, 1, "round-robin", spec.seed, budget)
-        if got is not None:
-            return got[0][0], "compiled"
-    return Engine(spec, tm, pool, draws, lora).run(budget), "python"
+    why = compiled.ASKED if loop == "python" else None
+    fast = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
+    why = why or compiled.fallback_reason(spec, fast, pool, 1, "round-robin", adapters=lora)
+    if why is None:
+        got = compiled.run(spec, fast, pool, draws, 1, "round-robin", spec.seed, budget)
+        if got is None:
+            why = compiled.PAST_TABLE
+        elif host_tier_untouched(tm, got[0], pool):
+            return got[0][0], None
+        else:
+            why = compiled.HOST_TIER  # an iteration reached the host tier: the Python loop times it
+    return Engine(spec, tm, pool, draws, lora).run(budget), why
 
 
 def warm_simulator() -> None:
@@ -398,9 +414,7 @@ def warm_simulator() -> None:
     simulate(RabitConfig(), SimSpec(num_requests=4, rate_per_s=1.0))
 
 
-def replica_timing(
-    dep: Deployment, spec: SimSpec, timing: str = "auto"
-) -> tuple[StepModel, LinearTiming | ArrayTiming]:
+def replica_timing(dep: Deployment, spec: SimSpec, timing: str = "auto") -> tuple[StepModel, Timing]:
     """The step model of one replica of ``dep`` and the iteration timing the engine reads (see :func:`simulate`)."""
     sm = StepModel.from_deployment(dep)
     if timing == "direct":

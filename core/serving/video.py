@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.base import HOUR_S, VIDEO_DOMAINS
 from core.config import VideoDeployment
 from core.physics import VideoEstimate, video_quick
-from core.serving.sim.metrics import SAT_GROWTH_FRAC, SAT_NOISE_SIGMAS, Percentiles
+from core.serving.sim.metrics import SAT_MIN_ARRIVALS, Percentiles, backlog_trend
 
 #: Requests whose progress the result keeps for the timeline (the first ones to arrive).
 TIMELINE_REQUESTS = 24
@@ -284,23 +284,17 @@ def simulate_queue(t: VideoTiming, spec: VideoQueueSpec, usd_per_gpu_hour: float
 
 
 def _verdict(arrivals: np.ndarray, end: np.ndarray, rho: float) -> tuple[bool, str]:
-    """Saturated when the offered load reaches the capacity, or the backlog grew over the second half of the
-    arrivals beyond a stable backlog's noise (the token simulator's rule)."""
+    """Saturated when the offered load reaches the capacity, or the backlog's line rose over the second half of the
+    arrivals beyond a stable backlog's noise (the token simulator's rule, :func:`backlog_trend`)."""
     if rho >= 1.0:
         return True, f"saturated: the arrivals are {rho:.0%} of the capacity, so the queue grows without bound"
     t_last = float(arrivals[-1]) if arrivals.size else 0.0
     lo, hi = t_last / 2, t_last
-
-    def backlog(t: float) -> int:
-        return int(np.count_nonzero(arrivals <= t)) - int(np.count_nonzero(end <= t))
-
     a = int(np.sum((arrivals > lo) & (arrivals <= hi)))
-    grid = np.linspace(lo, hi, 64)
-    mean_l = float(np.mean([backlog(x) for x in grid])) if a else 0.0
-    grew = backlog(hi) - backlog(lo)
-    noise = SAT_NOISE_SIGMAS * math.sqrt(2 * max(mean_l, 1.0))
-    if a >= 30 and grew > max(SAT_GROWTH_FRAC * a, noise):
-        return True, f"saturated: the backlog grew by {grew} videos over the second half of the arrivals"
+    if a >= SAT_MIN_ARRIVALS:
+        _, _, _, rise, noise = backlog_trend(arrivals, end, lo, hi)
+        if rise >= noise:
+            return True, f"saturated: the backlog grew by {rise:.0f} videos over the second half of the arrivals"
     return False, f"stable: the arrivals are {rho:.0%} of the capacity"
 
 

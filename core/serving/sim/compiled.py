@@ -9,11 +9,11 @@ This module is that loop for runs that are
 * aggregated replicas behind ``round-robin``, ``least-outstanding`` or ``power-of-two`` (one replica included:
   a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte);
 * Poisson arrivals of a fixed number of requests; chunked prefill with preempt-and-recompute (prefix caching of
-  a preempted request's blocks on or off); no timeout;
+  a preempted request's blocks on or off); a timeout or none;
 * a model without sliding-window layers, without adapters, on the tabulated timing of one pipeline stage
   (:class:`core.serving.sim.timing.LinearTiming` with ``pp`` 1);
 
-anything else runs the Python loop (:func:`supported` says which). The loop itself is in
+anything else runs the Python loop (:func:`fallback_reason` says why, and the result carries it). The loop itself is in
 :mod:`core.serving.sim.jit_loop` over :mod:`core.serving.sim.jit_engine` and :mod:`core.serving.sim.jit_parts`;
 this module is its caller: it lays out the arrays, runs slices of the loop with the work budget checked between
 them, and turns the arrays into the Python loop's :class:`Records`. Same seed, same bytes: every record, time-series
@@ -29,7 +29,8 @@ prefilling: admission order with removal anywhere), binary heaps for its heaps, 
 replica while another plans (a recursion in the Python loop) is an explicit stack.
 
 The first call in a fresh install compiles the loop (about 15 s on the 2-core CI machine); numba caches it on disk
-beside its modules, so every later process loads it in a fraction of a second. :func:`warm` runs a tiny
+beside its modules, stamped with a hash of all the engine's sources (:mod:`core.serving.sim.jit_cache`: an edit to
+any of them compiles afresh in the next process), so every later process loads it in a fraction of a second. :func:`warm` runs a tiny
 simulation: the dashboard calls it in the background at start-up, so no page waits for the compiler.
 """
 
@@ -42,11 +43,14 @@ import numpy as np
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
+    G_DLMAX,
     G_EVN,
     G_FHMAX,
     G_LO,
     G_PASSES,
     G_TSN,
+    GF_NEXT,
+    GF_TIMEOUT,
     GROW,
     I_HI,
     I_HP,
@@ -60,6 +64,7 @@ from core.serving.sim.jit_layout import (
     I_TW,
     INF,
     N_G,
+    N_GF,
     N_Q,
     N_RF,
     N_RI,
@@ -92,28 +97,55 @@ from core.serving.sim.records import UNFINISHED, Records
 MAX_REPLICA_SLOTS = 4_000_000
 
 
-def supported(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> bool:
-    """Whether the compiled loop runs this simulation (see the module docstring); the Python loop otherwise."""
+#: Why a run took the Python loop (:func:`fallback_reason`, the result's ``fallback_reason``), in the order checked.
+FALLBACK_REASONS = (
+    "loop='python' asked for",
+    "numba not installed",
+    "adapters",
+    "iteration timing per step (timing='direct') or over pipeline stages",
+    "a shared prompt prefix (prefix_cache_frac)",
+    "router not compiled",
+    "arrivals not Poisson",
+    "a duration limit",
+    "prefill-priority scheduling",
+    "reserve admission",
+    "sliding-window layers",
+    "more replica slots than the compiled loop holds",
+    "disaggregated pools",
+    "an iteration past the timing's table",
+    "an iteration reached the host KV tier",
+    "multi-turn sessions",
+)
+ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 12, 13, 14, 15))
+
+
+def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> str | None:
+    """Why the compiled loop leaves this simulation to the Python loop (the first of :data:`FALLBACK_REASONS` that
+    holds), or None where it runs it (see the module docstring)."""
     from core.serving.sim.timing import LinearTiming
 
-    return (
-        numba_available()
-        and isinstance(timing, LinearTiming)
-        and timing.pp == 1.0
-        and not timing.lora
-        and adapters is None
-        and prefix is None
-        and router in ROUTERS
-        and spec.arrival == "poisson"
-        and spec.num_requests is not None
-        and spec.num_requests >= 1
-        and spec.duration_s is None
-        and spec.policy == "chunked"
-        and spec.admission == "preempt"
-        and spec.timeout_s is None
-        and pool.slide_share == 0
-        and replicas * (spec.max_batch + 72) <= MAX_REPLICA_SLOTS
+    checks = (
+        (not numba_available(), 1),
+        (adapters is not None or (isinstance(timing, LinearTiming) and bool(timing.lora)), 2),
+        (not isinstance(timing, LinearTiming) or timing.pp != 1.0, 3),
+        (prefix is not None, 4),
+        (router not in ROUTERS, 5),
+        (spec.arrival != "poisson", 6),
+        (spec.duration_s is not None or spec.num_requests is None or spec.num_requests < 1, 7),
+        (spec.policy != "chunked", 8),
+        (spec.admission != "preempt", 9),
+        (pool.slide_share != 0, 10),
+        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 11),
     )
+    for holds, k in checks:
+        if holds:
+            return FALLBACK_REASONS[k]
+    return None
+
+
+def supported(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> bool:
+    """Whether the compiled loop runs this simulation (:func:`fallback_reason` is None)."""
+    return fallback_reason(spec, timing, pool, replicas, router, adapters=adapters, prefix=prefix) is None
 
 
 def _p2_pairs(replicas: int, seed: int, n: int) -> np.ndarray:
@@ -174,7 +206,9 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     TB = np.array([timing.c0, timing.c1, timing.m0, timing.m1, timing.x], dtype=float)
     G = np.zeros(N_G, dtype=np.int64)
     G[G_LO] = -1
-    GF = np.array([gaps[0], 0.0])
+    GF = np.zeros(N_GF)
+    GF[GF_NEXT] = gaps[0]
+    GF[GF_TIMEOUT] = INF if spec.timeout_s is None else float(spec.timeout_s)
     RI = np.zeros((R, N_RI), dtype=np.int64)
     RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI]] = -1
     RF = np.zeros((R, N_RF), dtype=float)
@@ -195,9 +229,10 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     ts_cap = n + margin + 256  # about two points a request: grown once or twice on a run (as the tests' runs are)
     ts_rep, TSF = np.zeros(ts_cap, dtype=np.int64), np.zeros((4, ts_cap))
     stk = np.zeros(R, dtype=np.int64)
+    DL = np.zeros((2, R, ev_cap if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
     err = np.zeros(1, dtype=np.int64)
     while True:
-        arrays = (gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, ev_t, EVI, ts_rep, TSF, stk, err)
+        arrays = (gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err)
         code = loop((scal, arrays))
         if code == OK:
             break
@@ -208,6 +243,8 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
                 FH = _grown(FH, 2 * FH.shape[2])
             if int(G[G_EVN]) + margin > ev_t.shape[0]:
                 ev_t, EVI = _grown(ev_t, 2 * ev_t.shape[0]), _grown(EVI, 2 * EVI.shape[1])
+            if spec.timeout_s is not None and int(G[G_DLMAX]) + margin > DL.shape[2]:
+                DL = _grown(DL, 2 * DL.shape[2])
             if int(G[G_TSN]) + margin > ts_rep.shape[0]:
                 ts_rep, TSF = _grown(ts_rep, 2 * ts_rep.shape[0]), _grown(TSF, 2 * TSF.shape[1])
         elif code in (CLOCK, EVENTS):

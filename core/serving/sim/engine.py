@@ -58,9 +58,8 @@ from core.serving.sim.adapters import Adapters
 from core.serving.sim.arrivals import ArrivalStream
 from core.serving.sim.pool import Pool
 from core.serving.sim.records import DONE, MIXED, NONE, REJECTED, RUN, TIMED_OUT, UNFINISHED, Records  # noqa: F401
-from core.serving.sim.timing import ArrayTiming, LinearTiming
+from core.serving.sim.timing import Timing
 
-Timing = LinearTiming | ArrayTiming
 INF = math.inf
 _EPS = 1e-9
 _NO_RUN = (0, 0.0, 0, 0.0, 0.0, 0.0, INF, False)  # no run of decode iterations planned
@@ -383,7 +382,8 @@ class Engine(ArrivalStream):
         last = ((self.inp[rid] + self.gen[rid] - 1) // B) * B  # the last token is always recomputed
         if self.remote_kv and free * B < min(cached, last):
             return -1  # the transferred KV waits until blocks for all of it are free
-        return max(0, min(cached, free * B, last))
+        hit = min(cached, free * B, last)  # whole blocks only: vLLM's prefix cache hashes full blocks
+        return max(0, hit - hit % B)
 
     def _admit(self, rid: int, hit: int = 0, at: int = 0) -> None:
         del self.waiting[at]  # the head, or one behind requests skipped for their adapters

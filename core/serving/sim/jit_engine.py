@@ -1,6 +1,7 @@
 """One replica's engine compiled: :class:`core.serving.sim.engine.Engine` (and the :class:`~core.serving.sim.replicas.Replica`
 it is in a deployment) function for function, for chunked prefill with preempt-and-recompute, without sliding
-windows, adapters or timeouts (:func:`core.serving.sim.compiled.supported`). Each function is the method of the
+windows or adapters (:func:`core.serving.sim.compiled.fallback_reason`); a timeout expires requests as
+``_expire`` does, from the deadline heap of :mod:`core.serving.sim.jit_deadline`. Each function is the method of the
 same name (``absorb`` is ``_absorb_arrivals``, ``plan_chunked`` ``_plan_chunked``, ...) with the engine's lists in
 the arrays of :mod:`core.serving.sim.jit_layout`.
 """
@@ -11,11 +12,15 @@ import math
 
 import numpy as np
 
+from core.serving.sim.jit_cache import jit, jit_inline
+from core.serving.sim.jit_deadline import dl_pop, dl_push
 from core.serving.sim.jit_layout import (
     EPS,
     FALLBACK,
+    GF_TIMEOUT,
     I_BSUM,
     I_D,
+    I_DLN,
     I_FHN,
     I_FULL,
     I_HI,
@@ -39,6 +44,7 @@ from core.serving.sim.jit_layout import (
     I_TI,
     I_TP,
     I_TR,
+    I_TW,
     INF,
     NO_ROOM,
     Q_CACHED,
@@ -50,6 +56,7 @@ from core.serving.sim.jit_layout import (
     Q_NX_IN,
     Q_NX_P,
     Q_NX_R,
+    Q_NX_W,
     Q_OUT,
     Q_PV_P,
     Q_PV_R,
@@ -74,8 +81,6 @@ from core.serving.sim.jit_layout import (
 from core.serving.sim.jit_parts import (
     f_pop,
     f_push,
-    jit,
-    jit_inline,
     link_append,
     link_remove,
     record,
@@ -86,7 +91,7 @@ from core.serving.sim.jit_parts import (
     w_appendleft,
     w_popleft,
 )
-from core.serving.sim.records import DONE, MIXED, NONE, REJECTED, RUN, UNFINISHED
+from core.serving.sim.records import DONE, MIXED, NONE, REJECTED, RUN, TIMED_OUT, UNFINISHED
 
 
 @jit_inline
@@ -102,7 +107,7 @@ def release(B, RI, e, c):
 
 
 @jit
-def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, RQF, RQI, ts_rep, TSF, e):
+def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e):
     while RF[e, R_NEXT] <= RF[e, R_NOW] and RF[e, R_NEXT] < INF:
         rid = RI[e, I_HI]  # the inbox's head (Replica._next_request)
         t = RQF[RQ_ARR, rid]
@@ -134,6 +139,8 @@ def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, RQF, RQI, ts_
             RI[e, I_LOAD] -= 1
             continue
         w_append(RI, RQI, e, rid)
+        if GF[GF_TIMEOUT] < INF:
+            dl_push(G, RI, DL, e, t + GF[GF_TIMEOUT], rid)
         record(fs, inv_P, G, RI, ts_rep, TSF, e, t)
 
 
@@ -381,7 +388,57 @@ def fin_min(RI, FH, RQI, e):
 
 
 @jit
-def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQI, err, e, limit):
+def w_remove(RI, RQI, e, rid):
+    """Take ``rid`` out of the waiting queue wherever it is (``deque.remove``)."""
+    prev, cur = -1, RI[e, I_HW]
+    while cur != rid:
+        prev, cur = cur, RQI[Q_NX_W, cur]
+    nxt = RQI[Q_NX_W, rid]
+    if prev < 0:
+        RI[e, I_HW] = nxt
+    else:
+        RQI[Q_NX_W, prev] = nxt
+    if nxt < 0:
+        RI[e, I_TW] = prev
+    RI[e, I_LW] -= 1
+
+
+@jit
+def in_waiting(RI, RQI, e, rid):
+    cur = RI[e, I_HW]
+    while cur >= 0:
+        if cur == rid:
+            return True
+        cur = RQI[Q_NX_W, cur]
+    return False
+
+
+@jit
+def expire(B, RI, RF, hist, RQF, RQI, DL, e):
+    """``_expire``: every request past its deadline by now leaves (running: its blocks freed) as timed out. A
+    request of this replica not finished is in its waiting queue or running."""
+    now = RF[e, R_NOW]
+    while RI[e, I_DLN] > 0 and DL[0, e, 0] <= now:
+        rid = np.int64(DL[1, e, 0])
+        dl_pop(RI, DL, e)
+        if RQI[Q_STATUS, rid] != UNFINISHED:
+            continue
+        if in_waiting(RI, RQI, e, rid):
+            w_remove(RI, RQI, e, rid)
+        else:
+            take_out(B, RI, hist, RQI, e, rid)
+        finish(RI, RF, RQF, RQI, e, rid, TIMED_OUT)
+
+
+@jit
+def next_deadline(RI, RQI, DL, e):
+    while RI[e, I_DLN] > 0 and RQI[Q_STATUS, np.int64(DL[1, e, 0])] != UNFINISHED:
+        dl_pop(RI, DL, e)
+    return DL[0, e, 0] if RI[e, I_DLN] > 0 else INF
+
+
+@jit
+def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQI, DL, err, e, limit):
     kmax = fin_min(RI, FH, RQI, e) - RI[e, I_D]
     if limit > 0 and limit < kmax:
         kmax = limit
@@ -389,7 +446,8 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQI, err, e, l
     if kmax <= 0:
         err[0] = NO_ROOM
         return
-    t_event = INF
+    t_dead = next_deadline(RI, RQI, DL, e) if RI[e, I_DLN] > 0 else INF
+    t_event = t_dead
     cut_ok = RI[e, I_LW] == 0
     if cut_ok and RF[e, R_NEXT] < t_event:
         t_event = RF[e, R_NEXT]
@@ -407,12 +465,12 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQI, err, e, l
     RF[e, R_RA] = A
     RF[e, R_RR] = Rr
     RF[e, R_RG] = g
-    RF[e, R_RDEAD] = INF
+    RF[e, R_RDEAD] = t_dead
     RI[e, I_RCUT] = 1 if cut_ok else 0
 
 
 @jit
-def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, err, e):  # fmt: skip
+def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e):  # fmt: skip
     RI[e, I_PNOW] = 0
     if plan_chunked(
         B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e
@@ -423,7 +481,7 @@ def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch
         begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, CH, RQI, err, e)
         return RF[e, R_END]
     if RI[e, I_NDEC]:
-        begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQI, err, e, 1 if RI[e, I_PNOW] else 0)
+        begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQI, DL, err, e, 1 if RI[e, I_PNOW] else 0)
         return RF[e, R_END]
     RI[e, I_KIND] = NONE
     if RI[e, I_LW] > 0 and RI[e, I_LR] == 0:
@@ -452,12 +510,12 @@ def cut_run(pp, TB, RI, RF, e, t):
 
 
 @jit
-def end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, hist, FH, CH, RQF, RQI, ts_rep, TSF, e):
+def end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e):
     kind = RI[e, I_KIND]
     if kind == MIXED:
         RF[e, R_NOW] = RF[e, R_END]
         if RF[e, R_NEXT] <= RF[e, R_NOW]:
-            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, RQF, RQI, ts_rep, TSF, e)
+            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
         if RI[e, I_PDEC]:
             advance_decode(B, RI, RF, hist, FH, RQF, RQI, e, 1)
         for j in range(RI[e, I_NCH]):
@@ -480,7 +538,7 @@ def end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, hist, FH, C
         RI[e, I_ITER] += k
         RF[e, R_NOW] = RF[e, R_END]
         if RF[e, R_NEXT] <= RF[e, R_NOW]:
-            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, RQF, RQI, ts_rep, TSF, e)
+            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
         advance_decode(B, RI, RF, hist, FH, RQF, RQI, e, k)
     RI[e, I_KIND] = NONE
     record(fs, inv_P, G, RI, ts_rep, TSF, e, RF[e, R_NOW])

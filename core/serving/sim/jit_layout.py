@@ -3,8 +3,8 @@ global arrays, the rows of its per-request arrays, and the statuses a slice of t
 (no numba): the loop's functions read them as compile-time constants, the caller builds and reads the arrays with
 them.
 
-numba's on-disk cache keys each compiled function on its own file, so a change here must come with a change to the
-``jit_*`` modules (or a cleared ``__pycache__``); the arrays' shapes are checked at each call regardless.
+The compiled functions' on-disk cache is stamped with a hash of every engine source, this file included
+(:mod:`core.serving.sim.jit_cache`): a change here recompiles the loop in the next process.
 """
 
 from __future__ import annotations
@@ -25,20 +25,25 @@ P2_CHUNK = 4096
 OK, SLICE, GROW, CLOCK, EVENTS, STUCK, NO_ROOM, FALLBACK = range(8)
 
 # the global integer state G: requests routed, the event heap's sequence, passes, the event heap's size, the time
-# series' length, round-robin's next, least-outstanding's last, back from a slice, started, the largest finish heap
-G_ISSUED, G_SEQ, G_PASSES, G_EVN, G_TSN, G_RR, G_LO, G_RESUME, G_STARTED, G_FHMAX = range(10)
-N_G = 10
+# series' length, round-robin's next, least-outstanding's last, back from a slice, started, the largest finish heap,
+# the largest deadline heap
+G_ISSUED, G_SEQ, G_PASSES, G_EVN, G_TSN, G_RR, G_LO, G_RESUME, G_STARTED, G_FHMAX, G_DLMAX = range(11)
+N_G = 11
+# the global float state GF: the next arrival, the simulated clock at the last check, the requests' timeout (INF:
+# none)
+GF_NEXT, GF_CLOCK, GF_TIMEOUT = range(3)
+N_GF = 3
 
 # the per-replica integer state RI[e]: the engine's decode iterations D, decoding sequences, their base sum, full
 # blocks held, iterations, preemptions, the planned step's kind, a step in flight, its version, requests in flight
 # (the router's load); the heads, tails and lengths of the waiting, running and prefilling queues and the inbox
 # (head and tail); the finish heap's size, the planned chunks' count, the step decodes too, being pumped, pumps
 # without progress; the planned run's iterations, its bound and whether an arrival may cut it; preempted while
-# planning
+# planning; the deadline heap's size
 (I_D, I_NDEC, I_BSUM, I_FULL, I_ITER, I_PRE, I_KIND, I_FLIGHT, I_VER, I_LOAD,
  I_HW, I_TW, I_LW, I_HR, I_TR, I_LR, I_HP, I_TP, I_LP, I_HI, I_TI,
- I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW) = range(30)  # fmt: skip
-N_RI = 30
+ I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN) = range(31)  # fmt: skip
+N_RI = 31
 # the per-replica float state RF[e]: its clock, busy time, prefill time, the planned step's end, its inbox's next
 # arrival, its last arrival, and the planned run's time, attended pairs, cached tokens, growth and deadline
 R_NOW, R_BUSY, R_PREFILL, R_END, R_NEXT, R_LAST, R_RDT, R_RA, R_RR, R_RG, R_RDEAD = range(11)

@@ -6,10 +6,12 @@ explicit stack, where the Python loop recurses), and the loop over arrivals and 
 
 from __future__ import annotations
 
-from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step
+from core.serving.sim.jit_cache import jit
+from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step, expire
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
+    G_DLMAX,
     G_EVN,
     G_FHMAX,
     G_ISSUED,
@@ -20,7 +22,9 @@ from core.serving.sim.jit_layout import (
     G_SEQ,
     G_STARTED,
     G_TSN,
+    GF_TIMEOUT,
     GROW,
+    I_DLN,
     I_FLIGHT,
     I_HI,
     I_KIND,
@@ -43,7 +47,7 @@ from core.serving.sim.jit_layout import (
     SLICE_PASSES,
     STUCK,
 )
-from core.serving.sim.jit_parts import ev_pop, ev_push, jit, record
+from core.serving.sim.jit_parts import ev_pop, ev_push, record
 from core.serving.sim.records import NONE, RUN
 
 
@@ -127,7 +131,7 @@ def route(N, nrep, router, fs, inv_P, pp, gaps, P2, TB, G, GF, RI, RF, RQF, RQI,
 
 
 @jit
-def pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, ev_t, EVI, ts_rep, TSF, stk, err, e0):  # fmt: skip
+def pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, e0):  # fmt: skip
     """ReplicaSet._pump of e0, with the replicas an arrival wakes on the way pumped in turn (a stack)."""
     stk[0] = e0
     top = 1
@@ -144,7 +148,9 @@ def pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blo
                 top += 1
             continue
         if RF[e, R_NEXT] <= RF[e, R_NOW]:
-            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, RQF, RQI, ts_rep, TSF, e)
+            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
+        if RI[e, I_DLN] > 0 and DL[0, e, 0] <= RF[e, R_NOW]:
+            expire(B, RI, RF, hist, RQF, RQI, DL, e)
         if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
             RI[e, I_PUMP] = 0
             top -= 1
@@ -173,6 +179,7 @@ def pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blo
             CH,
             RQF,
             RQI,
+            DL,
             err,
             e,
         )
@@ -183,7 +190,7 @@ def pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blo
             RI[e, I_PUMP] = 0
             top -= 1
             continue
-        end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, hist, FH, CH, RQF, RQI, ts_rep, TSF, e)
+        end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)
         RI[e, I_STUCK] = RI[e, I_STUCK] + 1 if RI[e, I_LW] == waiting else 0
         if RI[e, I_STUCK] > 2:
             err[0] = STUCK
@@ -195,7 +202,7 @@ def loop(z):
     """Run the deployment's loop until it ends (OK), a slice is done (SLICE), an array needs to grow (GROW) or a
     check fails (the other statuses); resumable from its arrays (``z``: the parameters, then the arrays)."""
     (N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock,) = z[0]  # fmt: skip
-    (gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, ev_t, EVI, ts_rep, TSF, stk, err,) = z[1]  # fmt: skip
+    (gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err,) = z[1]  # fmt: skip
     fcap = FH.shape[2]
     evcap = ev_t.shape[0]
     tscap = TSF.shape[1]
@@ -210,7 +217,12 @@ def loop(z):
     G[G_RESUME] = 0
     margin = 8 * nrep + 4 * MB + 64
     while True:
-        if G[G_TSN] + margin > tscap or G[G_EVN] + margin > evcap or G[G_FHMAX] + MB + 8 > fcap:
+        if (
+            G[G_TSN] + margin > tscap
+            or G[G_EVN] + margin > evcap
+            or G[G_FHMAX] + MB + 8 > fcap
+            or (GF[GF_TIMEOUT] < INF and G[G_DLMAX] + margin > DL.shape[2])
+        ):
             G[G_PASSES] = passes
             G[G_RESUME] = 1 if resumed else 0
             return GROW
@@ -241,7 +253,27 @@ def loop(z):
             woken = EVI[1, 0]
             ev_pop(G, ev_t, EVI)
             RI[woken, I_FLIGHT] = 0
-            end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, RI, RF, hist, FH, CH, RQF, RQI, ts_rep, TSF, woken)
+            end_step(
+                B,
+                max_ctx,
+                pool_blocks,
+                fs,
+                seq_max,
+                inv_P,
+                G,
+                GF,
+                RI,
+                RF,
+                hist,
+                FH,
+                CH,
+                RQF,
+                RQI,
+                DL,
+                ts_rep,
+                TSF,
+                woken,
+            )
         elif t_a < INF:
             if t_a > max_clock:
                 G[G_PASSES] = passes
@@ -251,7 +283,7 @@ def loop(z):
         else:
             break
         if woken >= 0:
-            pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, ev_t, EVI, ts_rep, TSF, stk, err, woken)  # fmt: skip
+            pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, woken)  # fmt: skip
         if err[0]:
             G[G_PASSES] = passes
             return err[0]

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
-
+from core.serving.sim.jit_cache import jit, jit_inline
 from core.serving.sim.jit_layout import (
     G_EVN,
     G_FHMAX,
@@ -27,17 +26,6 @@ from core.serving.sim.jit_layout import (
     INF,
     Q_NX_W,
 )
-
-
-def jit(f):
-    """Compiled with numba (cached on disk beside the module; no GIL held, so sessions' simulations run side by side)."""
-    return njit(cache=True, nogil=True)(f)
-
-
-def jit_inline(f):
-    """:func:`jit`, and inlined where it is called: the small helpers of the hot path, where a call costs more than
-    they do."""
-    return njit(cache=True, nogil=True, inline="always")(f)
 
 
 @jit_inline

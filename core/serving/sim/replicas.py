@@ -46,7 +46,7 @@ from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.arrivals import ArrivalStream
 from core.serving.sim.engine import DONE, NONE, RUN, UNFINISHED, Engine, Records
 from core.serving.sim.pool import Pool
-from core.serving.sim.timing import ArrayTiming, LinearTiming
+from core.serving.sim.timing import Timing
 
 INF = math.inf
 #: Draws of prefix groups taken at a time (a generator of their own: the arrival and length draws stay put).
@@ -60,7 +60,7 @@ class Replica(Engine):
         self,
         index: int,
         spec: SimSpec,
-        timing: LinearTiming | ArrayTiming,
+        timing: Timing,
         pool: Pool,
         draws: Draws,
         load: list[int],
@@ -529,5 +529,6 @@ def merge_series(parts: list[Records]) -> tuple[np.ndarray, np.ndarray, np.ndarr
         t[order],
         np.cumsum(np.concatenate(dw)[order]),
         np.cumsum(np.concatenate(dr)[order]),
-        np.cumsum(np.concatenate(dk)[order]) / m,
+        # the KV share re-summed from its steps carries their rounding (a pool emptied reads -2e-16): held to [0, 1]
+        np.clip(np.cumsum(np.concatenate(dk)[order]) / m, 0.0, 1.0),
     )

@@ -23,6 +23,7 @@ lose that shape, :func:`timing_for` falls back to :class:`ArrayTiming`, which ca
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -208,7 +209,9 @@ class ArrayTiming:
         return k, float(cs[k - 1])
 
 
-def self_check(lin: LinearTiming, sm: StepModel, t_max: int, ctx_max: float, rng: np.random.Generator) -> float:
+def self_check(
+    lin: LinearTiming | HostTierTiming, sm: StepModel, t_max: int, ctx_max: float, rng: np.random.Generator
+) -> float:
     """Largest relative difference between the tabulated form and ``iteration_s`` on random points."""
     n = 256
     T = rng.integers(1, t_max + 1, size=n)
@@ -221,14 +224,90 @@ def self_check(lin: LinearTiming, sm: StepModel, t_max: int, ctx_max: float, rng
     return float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300)))
 
 
-def timing_for(sm: StepModel, pp: int, t_max: int, ctx_max: float) -> LinearTiming | ArrayTiming:
+class HostTierTiming:
+    """A host KV tier (one stage, no attention parallelism): the tabulated form while the iteration's K/V fit in HBM,
+    direct calls past it.
+
+    The host link is a stream beside HBM's, ``t_m = max(t_m, max(0, R + T - N_h) k_g / BW_host)``
+    (:func:`core.physics.attention_split.split_parts`): up to ``R + T = N_h`` cached and new tokens it adds nothing,
+    and the iteration is the step model's without the tier, which :class:`LinearTiming` tabulates; an iteration past
+    ``N_h``, and a run of decode iterations that crosses it, take ``StepModel.pipelined_s`` (:class:`ArrayTiming`).
+    Most iterations of a run whose pool reaches into the host stay below ``N_h`` (the tier holds the overflow of the
+    busiest moments), so the run costs about what one without the tier does."""
+
+    exact_shape = True
+
+    def __init__(self, sm: StepModel, t_max: int) -> None:
+        self.sm, self.pp = sm, 1.0
+        self.hbm_tokens = sm.hbm_kv_tokens
+        self.lin = LinearTiming(replace(sm, host_tier=False, attention_split=False), 1, t_max)
+        self.direct = ArrayTiming(sm)
+        self.lora = self.lin.lora
+
+    def one(self, T: int, A: float, R: float, S: int | None = None, D: float = 0.0) -> float:
+        if R + T <= self.hbm_tokens:
+            return self.lin.one(T, A, R, S, D)
+        return self.direct.one(T, A, R, S, D)
+
+    def run(
+        self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float, D: float = 0.0
+    ) -> tuple[int, float]:
+        if R0 + g * (kmax - 1) + T <= self.hbm_tokens:  # R grows by g per iteration: its last is the largest
+            return self.lin.run(T, A0, R0, g, kmax, budget_s, D)
+        return self.direct.run(T, A0, R0, g, kmax, budget_s, D)
+
+
+def compiled_form(tm: Timing) -> Timing:
+    """The timing the compiled loop reads for ``tm``: a host tier's tabulated form (its runs are then checked by
+    :func:`host_tier_untouched`), ``tm`` itself otherwise."""
+    return tm.lin if isinstance(tm, HostTierTiming) else tm
+
+
+def host_tier_untouched(tm: Timing, parts: list, pool) -> bool:
+    """Whether runs timed by the tabulated form alone (the compiled loop, :func:`compiled_form`) are the runs
+    ``tm`` times: always without a host tier; with one, when no iteration reached the tokens HBM holds, ``N_h``.
+    An iteration's cached and new tokens, ``R + T``, are at most the tokens of the blocks held while it ran: the
+    blocks recorded at its end and those of the requests that ended with it (released before the record)."""
+    if not isinstance(tm, HostTierTiming):
+        return True
+    B = pool.block
+    limit = tm.hbm_tokens - B  # a block's worth below N_h: the recorded shares carry rounding
+    for p in parts:
+        ts = np.frombuffer(p.ts_s, dtype=float)
+        if not ts.size:
+            continue
+        held = np.frombuffer(p.ts_kv_frac, dtype=float) * pool.blocks * B
+        fin = np.frombuffer(p.finish_s, dtype=float)
+        ended = ~np.isnan(fin)
+        ctx = np.frombuffer(p.input_tokens, dtype=np.int64) + np.frombuffer(p.output_tokens, dtype=np.int64)
+        blocks_tok = ((ctx[ended] + B - 1) // B * B).astype(float)
+        released = np.zeros_like(held)
+        for side in ("left", "right"):  # every record at a request's end time: the bound stays sound
+            at = np.searchsorted(ts, fin[ended], side=side) - (1 if side == "right" else 0)
+            np.add.at(released, np.clip(at, 0, ts.size - 1), blocks_tok)
+        if float(np.max(held + released)) > limit:
+            return False
+    return True
+
+
+def timing_for(sm: StepModel, pp: int, t_max: int, ctx_max: float) -> LinearTiming | HostTierTiming | ArrayTiming:
     """The fast tabulated timing when it reproduces the step model, else direct calls. Context parallelism's ring
-    (hidden or not by each block's attention), decode context parallelism's cheaper of two exchanges and a host KV
-    tier (a stream beside HBM's) are not affine in the attended pairs and cached tokens: they take the direct
-    calls."""
-    if sm.cp > 1 or sm.dcp > 1 or sm.host_tier:
+    (hidden or not by each block's attention) and decode context parallelism's cheaper of two exchanges are not
+    affine in the attended pairs and cached tokens: they take the direct calls. A host KV tier (a stream beside
+    HBM's) is tabulated below the tokens HBM holds (:class:`HostTierTiming`, one stage), direct past them."""
+    rng = np.random.default_rng(12345)  # a fixed generator: the check must not consume the simulation's stream
+    if sm.cp > 1 or sm.dcp > 1 or (sm.host_tier and pp > 1):
         return ArrayTiming(sm)
+    if sm.host_tier:
+        host = HostTierTiming(sm, t_max)
+        # checked on points below N_h (the tabulated side) and on the usual range (most of them past it)
+        below = min(ctx_max, sm.hbm_kv_tokens / t_max)
+        err = max(self_check(host, sm, t_max, below, rng), self_check(host, sm, t_max, ctx_max, rng))
+        return host if err <= SELF_CHECK_RTOL else ArrayTiming(sm)
     lin = LinearTiming(sm, pp, t_max)
-    # a fixed generator: the check must not consume the simulation's random stream
-    err = self_check(lin, sm, t_max, ctx_max, np.random.default_rng(12345))
+    err = self_check(lin, sm, t_max, ctx_max, rng)
     return lin if err <= SELF_CHECK_RTOL else ArrayTiming(sm)
+
+
+#: The iteration timings an engine reads.
+Timing = LinearTiming | HostTierTiming | ArrayTiming

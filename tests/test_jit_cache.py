@@ -1,0 +1,84 @@
+"""The compiled loop's on-disk cache follows its sources: an edit to any engine file changes the next process's
+result without a cache cleared (core.serving.sim.jit_cache)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.serving import ENGINE_SOURCES, engine_source_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+SIM = "core/serving/sim"
+
+# One small run on the compiled loop: which loop ran it and the deployment's peak KV fraction, which the engine
+# records as (full_share x full blocks) / blocks in jit_parts.record.
+SCRIPT = """
+import json
+from core.config import RabitConfig
+from core.serving import SimSpec, simulate
+r = simulate(RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1),
+             SimSpec(num_requests=200, rate_per_s=40.0, kv_pool_tokens=20_000))
+print(json.dumps({"loop": r.loop, "kv_peak": max(r.ts_kv_frac), "file": __import__("core").__file__}))
+"""
+
+
+def test_the_hash_covers_every_engine_module_and_moves_with_each_byte(tmp_path):
+    here = ROOT / SIM
+    # every module the compiled functions import from the simulator's package is hashed
+    imported = set()
+    for name in ENGINE_SOURCES:
+        for line in (here / name).read_text().splitlines():
+            if line.startswith("from core.serving.sim."):
+                imported.add(line.split()[1].rsplit(".", 1)[1] + ".py")
+    assert imported <= set(ENGINE_SOURCES)
+    assert {p.name for p in here.glob("jit_*.py")} <= set(ENGINE_SOURCES)
+    for name in ENGINE_SOURCES:
+        shutil.copy(here / name, tmp_path / name)
+    before = engine_source_hash(tmp_path)
+    assert before == engine_source_hash(tmp_path)  # deterministic
+    for name in ENGINE_SOURCES:
+        p = tmp_path / name
+        text = p.read_bytes()
+        p.write_bytes(text + b"\n")
+        assert engine_source_hash(tmp_path) != before, name
+        p.write_bytes(text)
+    assert engine_source_hash(tmp_path) == before
+
+
+def _run(tree: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env["PYTHONPATH"] = str(tree)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow  # two compiles of the loop in fresh processes: about 40 s on a loaded 2-core machine
+def test_an_edit_to_an_inlined_engine_function_changes_the_next_runs_result(tmp_path):
+    # A copy of the package (and the catalogs it reads), so its __pycache__ is its own and starts empty.
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "core", tree / "core", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "catalogs", tree / "catalogs", ignore=shutil.ignore_patterns("__pycache__"))
+    first = _run(tree)
+    assert first["file"].startswith(str(tree))
+    assert first["loop"] == "compiled"
+    assert 0.0 < first["kv_peak"] <= 1.0
+    assert any((tree / SIM / "__pycache__").glob("*.nbi"))  # the compile went to the cache
+    # jit_parts.record is inlined into its callers in jit_loop and jit_engine, whose files do not change: numba's
+    # own per-file stamp kept their old machine code. Doubling the recorded KV fraction must show in the next run.
+    parts = tree / SIM / "jit_parts.py"
+    text = parts.read_text()
+    line = "TSF[3, n] = (fs * RI[e, I_FULL]) * inv_P"
+    assert text.count(line) == 1
+    parts.write_text(text.replace(line, line + " * 2.0"))
+    second = _run(tree)
+    assert second["loop"] == "compiled"
+    assert second["kv_peak"] == pytest.approx(2.0 * first["kv_peak"], rel=1e-12)
