@@ -335,8 +335,19 @@ def tornado_picker(ranges: dict, labels: dict[str, str], page: str, default: str
         )
 
 
-def range_text(r, fmt) -> str:
-    """'low … high (basis)' for a caption, or the basis text alone when the range is empty."""
+def _bound(v: float, fmt, unbounded: str) -> str:
+    """One end of a range as text: an infinite end (a deadline no count meets at that bound) reads "no bound",
+    with ``unbounded`` (why) in brackets, never "inf"."""
+    import math
+
+    if math.isfinite(v):
+        return fmt(v)
+    return "no bound" + (f" ({unbounded})" if unbounded else "")
+
+
+def range_text(r, fmt, unbounded: str = "") -> str:
+    """'low … high (basis)' for a caption, or the basis text alone when the range is empty; an end with no bound
+    reads 'no bound (``unbounded``)' and the two ends are joined by a dash then."""
     from core.base import BASIS_TEXT
 
     if r is None:
@@ -344,20 +355,23 @@ def range_text(r, fmt) -> str:
     if r.basis == "none" or r.empty:
         return BASIS_TEXT["none"]
     extra = f", {r.n_runs} runs" if r.basis == "calibrated" and r.n_runs else ""
-    return f"{fmt(r.low)} … {fmt(r.high)} ({BASIS_TEXT[r.basis]}{extra})"
+    return f"{range_span(r, fmt, unbounded)} ({BASIS_TEXT[r.basis]}{extra})"
 
 
-def range_span(r, fmt) -> str:
-    """'low … high' of a range, without its basis (for a table whose caption states it); "" without one."""
+def range_span(r, fmt, unbounded: str = "") -> str:
+    """'low … high' of a range, without its basis (for a table whose caption states it); "" without one. An end
+    with no bound reads 'no bound (``unbounded``)', as in '7,376 – no bound (...)'."""
     if r is None or r.basis == "none" or r.empty:
         return ""
-    return f"{fmt(r.low)} … {fmt(r.high)}"
+    sep = " … " if math.isfinite(r.low) and math.isfinite(r.high) else " – "
+    return f"{_bound(r.low, fmt, unbounded)}{sep}{_bound(r.high, fmt, unbounded)}"
 
 
-def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = None) -> None:
-    """A metric card with its range under it (recorded for the page's summary as drawn)."""
+def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = None, unbounded: str = "") -> None:
+    """A metric card with its range under it (recorded for the page's summary as drawn); ``unbounded``: why an end
+    of the range has no bound, said beside it."""
     col.metric(label, value_text, help=help)
-    text = range_text(r, fmt) if r is not None else ""
+    text = range_text(r, fmt, unbounded) if r is not None else ""
     if text:
         col.caption("range: " + text)
     share.card(label, value_text, text)
