@@ -16,6 +16,7 @@ from core.decision.calibration import (
     residuals_of,
     run_spec,
 )
+from core.decision.disagg_search import disagg_candidates
 from core.decision.experiment import (
     NextExperiment,
     NextExperimentSpec,
@@ -308,6 +309,7 @@ __all__ = [
     "run_ranges",
     "run_unit",
     "screen",
+    "disagg_candidates",
     "screen_candidate",
     "settings_of",
     "simulate_candidate",
