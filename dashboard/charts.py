@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 import numbers
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,6 @@ def log_ticks(lo: float, hi: float, fmt: Callable[[float], str] = sig) -> tuple[
     """Tick values and labels of a log axis spanning ``lo``..``hi``: each decade (0.1, 1, 10, ...), each written
     by ``fmt`` in full; where fewer than three decades fall inside, 2 and 5 of each decade as well, and where even
     those are fewer than three, every digit. No label is a bare mantissa ("5 2 100 5 2")."""
-    import math
 
     if not (lo > 0 and hi > 0 and math.isfinite(lo) and math.isfinite(hi)):
         return [], []
@@ -1575,24 +1575,38 @@ def video_progress_chart(progress, steps: int, at_s: float, height: int = 260) -
 
 
 def fleet_cost_bars(rows, height: int = 360) -> go.Figure:
-    """Each workload's cost per hour in the nominal and the robust plan, with the nominal pick's cost range."""
+    """Each workload's cost per hour in the nominal and the robust plan, with the nominal pick's cost range. An end
+    with no bound (no pool count meets the target at that bound) draws no whisker on that side: the bar says "no
+    bound" above it instead, so an open range never reads as the tightest one."""
     fig = go.Figure()
+
+    def finite(v) -> bool:
+        return v is not None and math.isfinite(v)
+
     for which, color in (("nominal", "#0969da"), ("robust", "#bf8700")):
         mine = [r for r in rows if r["plan"] == which]
-        err = None
+        err, text = None, None
         if mine and all(r["cost_per_hour_low"] is not None and r["cost_per_hour_high"] is not None for r in mine):
+            hi, lo = [r["cost_per_hour_high"] for r in mine], [r["cost_per_hour_low"] for r in mine]
             err = dict(
                 type="data",
                 symmetric=False,
-                array=[r["cost_per_hour_high"] - r["cost_per_hour"] for r in mine],
-                arrayminus=[r["cost_per_hour"] - r["cost_per_hour_low"] for r in mine],
+                array=[h - r["cost_per_hour"] if finite(h) else 0.0 for h, r in zip(hi, mine, strict=True)],
+                arrayminus=[r["cost_per_hour"] - v if finite(v) else 0.0 for v, r in zip(lo, mine, strict=True)],
             )
+            text = [
+                "range: no bound" + (" above" if not finite(h) else " below") if not (finite(h) and finite(v)) else ""
+                for h, v in zip(hi, lo, strict=True)
+            ]
         fig.add_bar(
             x=[r["workload"] for r in mine],
             y=[r["cost_per_hour"] for r in mine],
             name=f"{which} plan",
             marker_color=color,
             error_y=err,
+            text=text,
+            textposition="outside",
+            cliponaxis=False,
             customdata=[r["configuration"] for r in mine],
             hovertemplate="%{x}: $%{y:,.2f}/h<br>%{customdata}<extra></extra>",
         )

@@ -52,3 +52,19 @@ def test_the_band_is_drawn_on_the_throughput_axis():
     assert len(fill) == 1 and fill[0]["yaxis"] == "y2" and charts.BAND_RULE_TEXT in fill[0]["name"]
     lows, highs = [r[0] for r in band["tokens_per_s"]], [r[2] for r in band["tokens_per_s"]]
     assert list(fill[0]["y"]) == highs + lows[::-1]
+
+
+def test_an_unbounded_fleet_cost_is_drawn_open_not_as_the_tightest_bar():
+    row = {"workload": "chat", "configuration": "2 x h100-sxm", "cost_per_hour": 10.0}
+    rows = [
+        {**row, "plan": "nominal", "cost_per_hour_low": 8.0, "cost_per_hour_high": float("inf")},
+        {**row, "workload": "code", "plan": "nominal", "cost_per_hour_low": 9.0, "cost_per_hour_high": 12.0},
+        {**row, "plan": "robust", "cost_per_hour_low": None, "cost_per_hour_high": None},
+    ]
+    fig = charts.fleet_cost_bars(rows)
+    go.Figure(fig.to_dict())  # a valid figure
+    nominal = fig.data[0]
+    # the open end draws no whisker (an infinite one would be drawn as none at all, the tightest-looking bar) and
+    # the bar says so; the bounded bar keeps its whiskers: +2 / -1
+    assert list(nominal.error_y.array) == [0.0, 2.0] and list(nominal.error_y.arrayminus) == [2.0, 1.0]
+    assert list(nominal.text) == ["range: no bound above", ""]
