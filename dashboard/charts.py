@@ -35,6 +35,68 @@ def log_ticks(lo: float, hi: float, fmt: Callable[[float], str] = sig) -> tuple[
     return vals, [fmt(v) for v in vals]
 
 
+_MIN_S, _HOUR_S = 60.0, 3600.0
+#: Durations people write [s], coarse to fine: a time axis's ticks fall on these (2 min, 5 min, 10 min), never on
+#: a decade of seconds (200 s reads "3.33 min"). Below a second the decades' 1, 2, 5 (ms) serve.
+_TIME_TICKS_S = (
+    (1.0, 10.0, _MIN_S, 10 * _MIN_S, _HOUR_S, 10 * _HOUR_S, DAY_S, 10 * DAY_S),
+    (
+        *(1.0, 2.0, 5.0, 10.0, 20.0, 30.0),
+        *(m * _MIN_S for m in (1, 2, 5, 10, 20, 30)),
+        *(h * _HOUR_S for h in (1, 2, 5, 10)),
+        *(d * DAY_S for d in (1, 2, 5, 10)),
+    ),
+    (
+        *(float(x) for x in (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 40)),
+        *(m * _MIN_S for m in (1, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 40)),
+        *(h * _HOUR_S for h in (1, 1.5, 2, 3, 4, 6, 8, 12, 18)),
+        *(d * DAY_S for d in (1, 2, 3, 5, 7, 10)),
+    ),
+)
+
+
+def time_ticks(lo_s: float, hi_s: float) -> tuple[list[float], list[str]]:
+    """Tick values [s] and labels of a log time axis spanning ``lo_s``..``hi_s``: round durations in the unit
+    people use (30 s, 2 min, 5 min, 1 h), the coarsest set with at least three inside; below a second the decades
+    of :func:`log_ticks`."""
+    if not (lo_s > 0 and hi_s > 0 and math.isfinite(lo_s) and math.isfinite(hi_s)):
+        return [], []
+    lo_s, hi_s = min(lo_s, hi_s), max(lo_s, hi_s)
+    sub = [
+        m * 10.0**k for k in range(math.floor(math.log10(lo_s)), 0) for m in (1, 2, 5) if m * 10.0**k < 1
+    ]  # below a second
+    for level, enough in zip(_TIME_TICKS_S, (3, 2, 0), strict=True):
+        vals = sorted({*sub, *level})
+        inside = [v for v in vals if lo_s * (1 - 1e-9) <= v <= hi_s * (1 + 1e-9)]
+        if len(inside) >= enough:
+            break
+    vals = [v for v in vals if lo_s / 3 < v < hi_s * 3]
+    return vals, [_duration_label(v) for v in vals]
+
+
+def _duration_label(v_s: float) -> str:
+    """A round duration in its largest whole unit: 1 min (not 60 s), 1 h (not 60 min), 1.5 min, 2 days."""
+    if v_s < 1:
+        return fmt_time(v_s)
+    for unit, name in ((DAY_S, " days"), (_HOUR_S, " h"), (_MIN_S, " min"), (1.0, " s")):
+        if v_s >= unit:
+            n = v_s / unit
+            return f"{n:g}{' day' if name == ' days' and n == 1 else name}"
+    return fmt_time(v_s)
+
+
+def log_time_axis(fig: go.Figure, axis: str = "y", **extra: Any) -> go.Figure:
+    """Make ``axis`` of ``fig`` a log axis of durations [s] ticked at round values (:func:`time_ticks`)."""
+    name = f"{axis[0]}axis{axis[1:]}"
+    xs = [x for x in _axis_values(fig, axis) if x > 0 and math.isfinite(x)]
+    spec: dict[str, Any] = dict(type="log", **extra)
+    if xs:
+        vals, text = time_ticks(min(xs), max(xs))
+        spec.update(tickmode="array", tickvals=vals, ticktext=text)
+    fig.update_layout({name: spec})
+    return fig
+
+
 def log_axis_spec(values, fmt: Callable[[float], str] = sig, **axis: Any) -> dict[str, Any]:
     """A log axis's layout dict with its ticks from :func:`log_ticks` over the positive ``values`` it shows;
     ``axis`` adds to it (``title``, ``anchor``, ...)."""
@@ -695,7 +757,7 @@ def latency_cdf(samples: dict[str, "object"], height: int = 360) -> go.Figure:
         margin=dict(l=10, r=10, t=40, b=10),
         legend=LEGEND_BELOW,
     )
-    return log_axis(fig, "x", fmt_time)
+    return log_time_axis(fig, "x")
 
 
 def sim_timeseries(t_s, waiting, running, kv_frac, max_points: int = 3000, height: int = 520) -> go.Figure:
@@ -1516,7 +1578,7 @@ def video_rate_chart(rows, capacity_per_hour: float, rate_per_hour: float | None
         margin=dict(l=10, r=10, t=40, b=10),
         legend=LEGEND_BELOW,
     )
-    return log_axis(fig, "y", fmt_time)
+    return log_time_axis(fig, "y")
 
 
 def video_timeline_chart(timeline, height: int | None = None) -> go.Figure:
@@ -1564,8 +1626,10 @@ def video_progress_chart(progress, steps: int, at_s: float, height: int = 260) -
         hovertemplate="%{x}: step %{y} of " + str(steps) + "<extra></extra>",
     )
     fig.add_hline(y=steps, line_dash="dash", line_color="gray", annotation_text=f"{steps} steps")
+    if not progress:
+        fig.add_annotation(text="no request running at that moment", showarrow=False, x=0.5, y=0.5, xref="paper")
     fig.update_layout(
-        title=f"Per-request progress at {at_s:,.0f} s",
+        title=f"Per-request progress at {fmt_time(at_s)} into the run",
         xaxis=dict(title="request", type="category"),
         yaxis_title="denoising step",
         height=height,

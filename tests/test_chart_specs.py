@@ -68,3 +68,24 @@ def test_an_unbounded_fleet_cost_is_drawn_open_not_as_the_tightest_bar():
     # the bar says so; the bounded bar keeps its whiskers: +2 / -1
     assert list(nominal.error_y.array) == [0.0, 2.0] and list(nominal.error_y.arrayminus) == [2.0, 1.0]
     assert list(nominal.text) == ["range: no bound above", ""]
+
+
+@pytest.mark.parametrize(("lo_s", "hi_s"), [(150.0, 1100.0), (60.0, 3600.0), (2.0, 9.0), (0.004, 0.3), (100.0, 9e4)])
+def test_a_time_axis_ticks_round_durations(lo_s, hi_s):
+    # Video's latency axis read 3.33 / 8.33 / 16.7 min: decades of seconds (200, 500, 1,000 s) written in minutes
+    vals, text = charts.time_ticks(lo_s, hi_s)
+    inside = [v for v in vals if lo_s <= v <= hi_s]
+    assert len(inside) >= 2, text
+    for v, t in zip(vals, text, strict=True):
+        n, unit = t.split(" ")
+        scale = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "day": 86400.0, "days": 86400.0}[unit]
+        assert float(n) * scale == pytest.approx(v)  # the label is the tick
+        assert float(n) in {1, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 40, 50, 100, 200, 500}, t  # a round number
+    assert "3.33 min" not in text and "8.33 min" not in text
+
+
+def test_the_video_latency_chart_uses_round_time_ticks():
+    rows = [(2.0, 180.0, 320.0, False), (5.0, 200.0, 450.0, False), (8.0, 260.0, 1000.0, False)]
+    fig = charts.video_rate_chart(rows, 9.0, 5.0)
+    assert list(fig.layout.yaxis.ticktext) == charts.time_ticks(180.0, 1000.0)[1]
+    assert "5 min" in fig.layout.yaxis.ticktext and "10 min" in fig.layout.yaxis.ticktext
