@@ -872,7 +872,7 @@ def deployment_details(dep) -> None:
             "instance": r.replica,
             "requests": r.requests,
             "requests/s": sig(r.rate_per_s),
-            "busy": f"{r.utilization:.0%}",
+            "iteration running": f"{r.utilization:.0%}",
             "queue p95": p95(r.queue_p95_s, "withheld"),
             "TTFT p95": p95(r.ttft_p95_s, ""),
             "E2E p95": p95(r.e2e_p95_s, ""),
@@ -891,6 +891,6 @@ def deployment_details(dep) -> None:
     c[2].metric("Transfer share of TTFT", f"{frac:.1%}" if frac is not None and not held else "-")
     pools = dep.pools or {}
     c[3].metric(
-        "Pool busy (prefill / decode)",
+        "Iteration running (prefill / decode)",
         " / ".join(f"{pools[k].utilization:.0%}" for k in ("prefill", "decode") if k in pools),
     )

@@ -126,3 +126,18 @@ def test_eight_h100_at_tp4_and_five_requests_per_second_are_two_replicas_of_two_
     head = next(m.value for m in at.markdown if m.value.startswith("### "))
     assert "1 prefill x h100-sxm TP 4 + 1 decode x h100-sxm TP 4, disaggregated" in head
     assert any(m.label == "KV transfer p50" for m in at.metric)
+
+
+def test_utilisation_is_the_load_and_the_iteration_share_is_named_apart(clear_cache):
+    # 5 requests/s on a replica of ~21 requests/s closed-form capacity (the page's scheduler defaults): a load of
+    # 24 %; an iteration runs nearly all the time (a request is always in flight), which the page called "GPU busy"
+    at = open_serving(num_requests=400, rate_per_s=5.0)
+    t = tiles(at)
+    assert "GPU busy" not in t
+    util, running = (float(t[k].rstrip("%")) for k in ("Utilisation", "Iteration running"))
+    nominal = next(
+        float(m.group(1)) for c in at.caption if (m := re.search(r"= (\d+)% of the deployment's closed-form", c.value))
+    )
+    # utilisation = the arrival rate x the service demand (1 / capacity): the share the headline states
+    assert util == nominal
+    assert running > 3 * util
