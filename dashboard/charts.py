@@ -1113,7 +1113,10 @@ def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: in
 
     contribs = sorted(r.contributions, key=lambda c: c.d_up - c.d_down)
     names = [c.name for c in contribs]
-    labels = [_short(sources.get(n, (n, ""))[0]) for n in names]
+    labels = [_tick_label(sources.get(n, (n, ""))[0]) for n in names]
+    lines = [t.split("<br>") for t in labels]
+    widest = max((len(x) for ls in lines for x in ls), default=0)
+    rows = max((len(ls) for ls in lines), default=1)
     down = [(math.exp(c.d_down) - 1) * 100 if math.isfinite(c.d_down) else -100.0 for c in contribs]
     up = [(math.exp(c.d_up) - 1) * 100 if math.isfinite(c.d_up) else 100.0 for c in contribs]
     hover = [
@@ -1125,8 +1128,9 @@ def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: in
         title=dict(text=title),
         xaxis=dict(title=dict(text="change of the number, one assumption at a bound [%]"), zeroline=True),
         yaxis=dict(dtick=1, automargin=True),
-        height=height or max(220, 90 + 28 * len(names)),
-        margin=dict(l=10, r=10, t=50, b=10),
+        height=height or max(220, 90 + max(28, 15 * rows + 6) * len(names)),
+        # room for the widest label line (about 7 px a character at the axis's 12 px font), so none is cut
+        margin=dict(l=10 + round(_TICK_PX_PER_CHAR * widest), r=10, t=50, b=10),
         legend=LEGEND_BELOW,
     )
     if not names:
@@ -1154,11 +1158,16 @@ def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: in
     )
 
 
-def _short(label: str, width: int = 36) -> str:
-    """An assumption's label without its parenthesis, cut to fit the tornado's axis (the whole label is on
-    hover)."""
-    label = label.split(" (")[0]
-    return label if len(label) <= width else label[: width - 1].rstrip() + "…"
+#: Width of one character of a 12 px axis label [px] (Plotly's default font; wide enough for capitals and digits).
+_TICK_PX_PER_CHAR = 7.0
+
+
+def _tick_label(label: str, width: int = 28) -> str:
+    """An assumption's label without its parenthesis, wrapped onto lines of at most ``width`` characters (never
+    cut: the tornado sits in half a page's width at 1280 px, where a 36-character line was clipped)."""
+    import textwrap
+
+    return "<br>".join(textwrap.wrap(label.split(" (")[0], width, break_on_hyphens=False)) or label
 
 
 def figure_of(data: list[dict], layout: dict) -> go.Figure:

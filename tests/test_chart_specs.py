@@ -89,3 +89,26 @@ def test_the_video_latency_chart_uses_round_time_ticks():
     fig = charts.video_rate_chart(rows, 9.0, 5.0)
     assert list(fig.layout.yaxis.ticktext) == charts.time_ticks(180.0, 1000.0)[1]
     assert "5 min" in fig.layout.yaxis.ticktext and "10 min" in fig.layout.yaxis.ticktext
+
+
+def test_tornado_labels_wrap_whole_and_the_margin_fits_them():
+    # every assumption at once: the longest labels (89 characters) were cut to 36 with an ellipsis and still
+    # clipped in half a page at 1280 px
+    from core.base import REGISTRY, Contribution, Range
+
+    r = Range(
+        value=1.0,
+        low=0.5,
+        high=2.0,
+        contributions=tuple(Contribution(name=n, d_down=-0.1, d_up=0.1 + i / 100) for i, n in enumerate(REGISTRY)),
+    )
+    sources = {n: (i.label, i.source) for n, i in REGISTRY.items()}
+    fig = charts.tornado_chart(r, "all", sources)
+    go.Figure(fig.to_dict())
+    shown = list(fig.data[0].y)
+    assert not any("…" in t for t in shown)
+    # each label is the whole label (its parenthesis left for the hover), on lines of at most 28 characters
+    assert {t.replace("<br>", " ") for t in shown} == {i.label.split(" (")[0] for i in REGISTRY.values()}
+    widest = max(len(x) for t in shown for x in t.split("<br>"))
+    assert widest <= 28
+    assert fig.layout.margin.l >= 7 * widest  # ~7 px a character at the axis's 12 px font
