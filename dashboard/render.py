@@ -849,7 +849,35 @@ def deployment_headline(cfg, dep) -> str:
         if many
         else ""
     )
-    return f"### {gpus} x {cfg.gpu} at {sig(rate)} requests/s: {deployment_shape(cfg, dep)}{each}: {verdict}{spread}"
+    i, o = dep.result.spec.mean_lengths()
+    lengths = f"{i:,.0f} in + {o:,.0f} out tokens"
+    return (
+        f"### {gpus} x {cfg.gpu} at {sig(rate)} requests/s of {lengths}: {deployment_shape(cfg, dep)}{each}: "
+        f"{verdict}{spread}"
+    )
+
+
+def workload_caption(cfg, rate_per_s: float | None = None, where=None) -> None:
+    """Under a serving headline: the workload it answers for, its lengths and rate (one line)."""
+    from core.serving import workload_text
+
+    text = "For " + workload_text(cfg.input_tokens, cfg.output_tokens, rate_per_s) + "."
+    (where or st).caption(text)
+    share.note("text", text)
+
+
+def length_warning(cfg, where=None) -> None:
+    """When the request lengths drive the answer (many times a typical chat request's GPU time, or the KV per
+    sequence capping the batch), a warning naming them and what shorter ones would give
+    (:func:`core.serving.length_note`); drawn under the headline cards."""
+    from dashboard import cache
+
+    try:
+        note = cache.length_note(cfg)
+    except ValueError:  # a config the closed form cannot size: its own error is shown where it applies
+        return
+    if note.message:
+        say("warning", note.message, where)
 
 
 def headline(text: str) -> None:

@@ -195,6 +195,7 @@ with head:
     else:
         render.say("success", f"**Stable**{load} {capacity}.")
     render.latency_cards(s, rng.ranges, cfg.targets)
+    render.length_warning(cfg)
     st.caption(f"Why: {s.saturation_reason}.")
     (st.warning if rng.verdict_changes else st.caption)(
         f"Saturation inside the range: **{rng.verdict_text()}** (pessimistic bound: "

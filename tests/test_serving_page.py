@@ -106,7 +106,7 @@ def test_eight_h100_at_tp4_and_five_requests_per_second_are_two_replicas_of_two_
     at.switch_page("../pages/serving.py").run()
     assert not at.exception, [e.value for e in at.exception]
     head = next(m.value for m in at.markdown if m.value.startswith("### "))
-    assert "8 x h100-sxm at 5 requests/s: 2 replicas of TP 4" in head
+    assert "8 x h100-sxm at 5 requests/s of 1,000 in + 250 out tokens: 2 replicas of TP 4" in head
     assert "**2.5 requests/s each**" in head
     # the capacity card is the deployment's, as its range is (2 x 10.3 = 20.6 requests/s, not one replica's)
     card = next(m for m in at.metric if m.label == "Deployment's closed-form capacity [requests/s]")
