@@ -866,6 +866,15 @@ def workload_caption(cfg, rate_per_s: float | None = None, where=None) -> None:
     share.note("text", text)
 
 
+def pool_vendor_caption(kinds, where=None) -> None:
+    """Where a search's GPU kinds (none: every kind) span two vendors: why its disaggregated pools never pair them."""
+    from dashboard import cache
+
+    note = cache.pool_vendor_note(tuple(kinds))
+    if note:
+        (where or st).caption(note)
+
+
 def length_warning(cfg, where=None) -> None:
     """When the request lengths drive the answer (many times a typical chat request's GPU time, or the KV per
     sequence capping the batch), a warning naming them and what shorter ones would give

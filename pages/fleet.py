@@ -94,9 +94,7 @@ try:
 except FleetError as exc:  # a row still being filled in: said here, the Plan button stays
     incomplete = str(exc)
     st.error(plain(f"Not planned yet: {incomplete}", 600))
-note = cache.pool_vendor_note(tuple(kinds))
-if note:
-    st.caption(note)
+render.pool_vendor_caption(kinds)
 
 pressed = st.button("Plan the fleet", type="primary", key="fleet.plan")
 if incomplete:

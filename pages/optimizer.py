@@ -149,6 +149,7 @@ if view == "Serving":
             if e.relax:
                 render.say("warning", "To get an answer: " + e.relax, limit=1000)
     render.length_warning(cfg)
+    render.pool_vendor_caption(cons.gpus_allowed)
     if rec.met:
         render.launch_downloads(rec.recommendation, goal)
 

@@ -45,3 +45,18 @@ def test_the_search_pairs_pools_of_one_vendor_only():
     pairs = {(c.prefill.gpu, c.decode.gpu) for c in disagg_candidates(goal, cons, cands)}
     assert pairs, "no pair of one vendor found (H100 with H200 should pair)"
     assert all(catalog.gpu(p).vendor == catalog.gpu(d).vendor for p, d in pairs), pairs
+
+
+def test_the_serving_page_says_why_a_cross_vendor_pool_pair_is_refused(clear_cache):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py"), default_timeout=120)
+    at.run()
+    for k, v in {"enabled": True, "prefill_gpu": "mi300x", "decode_gpu": "h200-sxm"}.items():
+        at.session_state[f"cfg.disagg.{k}"] = v
+    at.switch_page("../pages/serving.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = [e.value.replace("\\", "") for e in at.error]
+    assert any("ROCm" in e and "CUDA" in e and "one vendor" in e for e in shown), shown

@@ -49,3 +49,5 @@ def test_optimizer_headline_names_the_workload(clear_cache):
     at = _open("optimizer")
     assert any(c.value == "For 4,096 in + 4,096 out tokens at 0.5 requests/s." for c in at.caption)
     assert any(w.startswith(DRIVEN) for w in _warnings(at))
+    # every GPU kind is allowed: the page says why no disaggregated pools pair two vendors
+    assert any("within one vendor only" in c.value for c in at.caption)
