@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from core.config import DEFAULT, resolve
 from core.serving import (
     LENGTH_DRIVEN_RATIO,
@@ -42,3 +44,10 @@ def test_typical_lengths_drive_nothing_and_longer_answers_need_more():
     assert n.gpus_ratio == 1.0 and n.message == ""  # the reference itself
     ratios = [length_note(DEFAULT.with_(output_tokens=o)).gpus_ratio for o in (129, 512, 2048, 4096)]
     assert ratios == sorted(ratios) and ratios[0] < ratios[-1]  # longer answers: more GPU time a request
+
+
+def test_a_model_that_does_not_fit_is_left_to_the_fit_check():
+    # 405B in BF16 on one H100: no KV cache at any length; the closed form says so (the pages show the fit error and
+    # no length note, never "infx the GPUs")
+    with pytest.raises(ValueError, match="no room for a KV cache"):
+        length_note(DEFAULT.with_(model="llama-3.1-405b", gpus_per_node=1, tp=1))

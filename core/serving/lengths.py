@@ -53,7 +53,7 @@ class LengthNote(BaseModel):
     @property
     def kv_bound(self) -> bool:
         """The KV cache each sequence holds caps the batch below the scheduler's limit."""
-        return self.limited_by == "KV pool" and self.batch < self.max_batch
+        return self.limited_by == "KV pool" and self.batch < min(self.max_batch, self.typical_batch)
 
     @property
     def message(self) -> str:
@@ -61,7 +61,7 @@ class LengthNote(BaseModel):
         drive it."""
         typical = f"{TYPICAL_CHAT_INPUT_TOKENS:,} + {TYPICAL_CHAT_OUTPUT_TOKENS:,} tokens"
         parts = []
-        if self.gpus_ratio >= LENGTH_DRIVEN_RATIO:
+        if self.capacity_rps > 0 and self.gpus_ratio >= LENGTH_DRIVEN_RATIO:  # 0: nothing fits (said elsewhere)
             parts.append(
                 f"{self.input_tokens:,} + {self.output_tokens:,} tokens a request need {self.gpus_ratio:,.0f}x the "
                 f"GPUs of a typical chat request ({typical}, the median of Azure's conversation trace): one replica "
