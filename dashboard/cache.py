@@ -26,6 +26,19 @@ def gpu_slugs() -> tuple[str, ...]:
     return tuple(sorted(catalog.gpus()))
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def length_note(cfg: RabitConfig) -> serving.LengthNote:
+    """One replica at the config's request lengths against the typical chat request's (what the lengths decide)."""
+    return serving.length_note(cfg)
+
+
+def pool_vendor_note(kinds: tuple[str, ...]) -> str:
+    """Why a plan over these GPU kinds (none: every kind) pairs disaggregated pools within one vendor ("" for
+    one vendor's kinds)."""
+    return catalog.pool_vendor_note(tuple(catalog.gpu(k) for k in (kinds or gpu_slugs())))
+
+
+@st.cache_data(show_spinner=False)
 @st.cache_data(show_spinner=False)
 def catalog_prices() -> tuple:
     """The catalog's price list."""

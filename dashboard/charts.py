@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 import numbers
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,6 @@ def log_ticks(lo: float, hi: float, fmt: Callable[[float], str] = sig) -> tuple[
     """Tick values and labels of a log axis spanning ``lo``..``hi``: each decade (0.1, 1, 10, ...), each written
     by ``fmt`` in full; where fewer than three decades fall inside, 2 and 5 of each decade as well, and where even
     those are fewer than three, every digit. No label is a bare mantissa ("5 2 100 5 2")."""
-    import math
 
     if not (lo > 0 and hi > 0 and math.isfinite(lo) and math.isfinite(hi)):
         return [], []
@@ -33,6 +33,68 @@ def log_ticks(lo: float, hi: float, fmt: Callable[[float], str] = sig) -> tuple[
             break
     vals = [v for v in vals if lo / 10 < v < hi * 10]
     return vals, [fmt(v) for v in vals]
+
+
+_MIN_S, _HOUR_S = 60.0, 3600.0
+#: Durations people write [s], coarse to fine: a time axis's ticks fall on these (2 min, 5 min, 10 min), never on
+#: a decade of seconds (200 s reads "3.33 min"). Below a second the decades' 1, 2, 5 (ms) serve.
+_TIME_TICKS_S = (
+    (1.0, 10.0, _MIN_S, 10 * _MIN_S, _HOUR_S, 10 * _HOUR_S, DAY_S, 10 * DAY_S),
+    (
+        *(1.0, 2.0, 5.0, 10.0, 20.0, 30.0),
+        *(m * _MIN_S for m in (1, 2, 5, 10, 20, 30)),
+        *(h * _HOUR_S for h in (1, 2, 5, 10)),
+        *(d * DAY_S for d in (1, 2, 5, 10)),
+    ),
+    (
+        *(float(x) for x in (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 40)),
+        *(m * _MIN_S for m in (1, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 40)),
+        *(h * _HOUR_S for h in (1, 1.5, 2, 3, 4, 6, 8, 12, 18)),
+        *(d * DAY_S for d in (1, 2, 3, 5, 7, 10)),
+    ),
+)
+
+
+def time_ticks(lo_s: float, hi_s: float) -> tuple[list[float], list[str]]:
+    """Tick values [s] and labels of a log time axis spanning ``lo_s``..``hi_s``: round durations in the unit
+    people use (30 s, 2 min, 5 min, 1 h), the coarsest set with at least three inside; below a second the decades
+    of :func:`log_ticks`."""
+    if not (lo_s > 0 and hi_s > 0 and math.isfinite(lo_s) and math.isfinite(hi_s)):
+        return [], []
+    lo_s, hi_s = min(lo_s, hi_s), max(lo_s, hi_s)
+    sub = [
+        m * 10.0**k for k in range(math.floor(math.log10(lo_s)), 0) for m in (1, 2, 5) if m * 10.0**k < 1
+    ]  # below a second
+    for level, enough in zip(_TIME_TICKS_S, (3, 2, 0), strict=True):
+        vals = sorted({*sub, *level})
+        inside = [v for v in vals if lo_s * (1 - 1e-9) <= v <= hi_s * (1 + 1e-9)]
+        if len(inside) >= enough:
+            break
+    vals = [v for v in vals if lo_s / 3 < v < hi_s * 3]
+    return vals, [_duration_label(v) for v in vals]
+
+
+def _duration_label(v_s: float) -> str:
+    """A round duration in its largest whole unit: 1 min (not 60 s), 1 h (not 60 min), 1.5 min, 2 days."""
+    if v_s < 1:
+        return fmt_time(v_s)
+    for unit, name in ((DAY_S, " days"), (_HOUR_S, " h"), (_MIN_S, " min"), (1.0, " s")):
+        if v_s >= unit:
+            n = v_s / unit
+            return f"{n:g}{' day' if name == ' days' and n == 1 else name}"
+    return fmt_time(v_s)
+
+
+def log_time_axis(fig: go.Figure, axis: str = "y", **extra: Any) -> go.Figure:
+    """Make ``axis`` of ``fig`` a log axis of durations [s] ticked at round values (:func:`time_ticks`)."""
+    name = f"{axis[0]}axis{axis[1:]}"
+    xs = [x for x in _axis_values(fig, axis) if x > 0 and math.isfinite(x)]
+    spec: dict[str, Any] = dict(type="log", **extra)
+    if xs:
+        vals, text = time_ticks(min(xs), max(xs))
+        spec.update(tickmode="array", tickvals=vals, ticktext=text)
+    fig.update_layout({name: spec})
+    return fig
 
 
 def log_axis_spec(values, fmt: Callable[[float], str] = sig, **axis: Any) -> dict[str, Any]:
@@ -695,7 +757,7 @@ def latency_cdf(samples: dict[str, "object"], height: int = 360) -> go.Figure:
         margin=dict(l=10, r=10, t=40, b=10),
         legend=LEGEND_BELOW,
     )
-    return log_axis(fig, "x", fmt_time)
+    return log_time_axis(fig, "x")
 
 
 def sim_timeseries(t_s, waiting, running, kv_frac, max_points: int = 3000, height: int = 520) -> go.Figure:
@@ -1051,7 +1113,10 @@ def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: in
 
     contribs = sorted(r.contributions, key=lambda c: c.d_up - c.d_down)
     names = [c.name for c in contribs]
-    labels = [_short(sources.get(n, (n, ""))[0]) for n in names]
+    labels = [_tick_label(sources.get(n, (n, ""))[0]) for n in names]
+    lines = [t.split("<br>") for t in labels]
+    widest = max((len(x) for ls in lines for x in ls), default=0)
+    rows = max((len(ls) for ls in lines), default=1)
     down = [(math.exp(c.d_down) - 1) * 100 if math.isfinite(c.d_down) else -100.0 for c in contribs]
     up = [(math.exp(c.d_up) - 1) * 100 if math.isfinite(c.d_up) else 100.0 for c in contribs]
     hover = [
@@ -1063,8 +1128,9 @@ def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: in
         title=dict(text=title),
         xaxis=dict(title=dict(text="change of the number, one assumption at a bound [%]"), zeroline=True),
         yaxis=dict(dtick=1, automargin=True),
-        height=height or max(220, 90 + 28 * len(names)),
-        margin=dict(l=10, r=10, t=50, b=10),
+        height=height or max(220, 90 + max(28, 15 * rows + 6) * len(names)),
+        # room for the widest label line (about 7 px a character at the axis's 12 px font), so none is cut
+        margin=dict(l=10 + round(_TICK_PX_PER_CHAR * widest), r=10, t=50, b=10),
         legend=LEGEND_BELOW,
     )
     if not names:
@@ -1092,11 +1158,16 @@ def tornado_chart(r, title: str, sources: dict[str, tuple[str, str]], height: in
     )
 
 
-def _short(label: str, width: int = 36) -> str:
-    """An assumption's label without its parenthesis, cut to fit the tornado's axis (the whole label is on
-    hover)."""
-    label = label.split(" (")[0]
-    return label if len(label) <= width else label[: width - 1].rstrip() + "…"
+#: Width of one character of a 12 px axis label [px] (Plotly's default font; wide enough for capitals and digits).
+_TICK_PX_PER_CHAR = 7.0
+
+
+def _tick_label(label: str, width: int = 28) -> str:
+    """An assumption's label without its parenthesis, wrapped onto lines of at most ``width`` characters (never
+    cut: the tornado sits in half a page's width at 1280 px, where a 36-character line was clipped)."""
+    import textwrap
+
+    return "<br>".join(textwrap.wrap(label.split(" (")[0], width, break_on_hyphens=False)) or label
 
 
 def figure_of(data: list[dict], layout: dict) -> go.Figure:
@@ -1516,7 +1587,7 @@ def video_rate_chart(rows, capacity_per_hour: float, rate_per_hour: float | None
         margin=dict(l=10, r=10, t=40, b=10),
         legend=LEGEND_BELOW,
     )
-    return log_axis(fig, "y", fmt_time)
+    return log_time_axis(fig, "y")
 
 
 def video_timeline_chart(timeline, height: int | None = None) -> go.Figure:
@@ -1564,8 +1635,10 @@ def video_progress_chart(progress, steps: int, at_s: float, height: int = 260) -
         hovertemplate="%{x}: step %{y} of " + str(steps) + "<extra></extra>",
     )
     fig.add_hline(y=steps, line_dash="dash", line_color="gray", annotation_text=f"{steps} steps")
+    if not progress:
+        fig.add_annotation(text="no request running at that moment", showarrow=False, x=0.5, y=0.5, xref="paper")
     fig.update_layout(
-        title=f"Per-request progress at {at_s:,.0f} s",
+        title=f"Per-request progress at {fmt_time(at_s)} into the run",
         xaxis=dict(title="request", type="category"),
         yaxis_title="denoising step",
         height=height,
@@ -1575,24 +1648,38 @@ def video_progress_chart(progress, steps: int, at_s: float, height: int = 260) -
 
 
 def fleet_cost_bars(rows, height: int = 360) -> go.Figure:
-    """Each workload's cost per hour in the nominal and the robust plan, with the nominal pick's cost range."""
+    """Each workload's cost per hour in the nominal and the robust plan, with the nominal pick's cost range. An end
+    with no bound (no pool count meets the target at that bound) draws no whisker on that side: the bar says "no
+    bound" above it instead, so an open range never reads as the tightest one."""
     fig = go.Figure()
+
+    def finite(v) -> bool:
+        return v is not None and math.isfinite(v)
+
     for which, color in (("nominal", "#0969da"), ("robust", "#bf8700")):
         mine = [r for r in rows if r["plan"] == which]
-        err = None
+        err, text = None, None
         if mine and all(r["cost_per_hour_low"] is not None and r["cost_per_hour_high"] is not None for r in mine):
+            hi, lo = [r["cost_per_hour_high"] for r in mine], [r["cost_per_hour_low"] for r in mine]
             err = dict(
                 type="data",
                 symmetric=False,
-                array=[r["cost_per_hour_high"] - r["cost_per_hour"] for r in mine],
-                arrayminus=[r["cost_per_hour"] - r["cost_per_hour_low"] for r in mine],
+                array=[h - r["cost_per_hour"] if finite(h) else 0.0 for h, r in zip(hi, mine, strict=True)],
+                arrayminus=[r["cost_per_hour"] - v if finite(v) else 0.0 for v, r in zip(lo, mine, strict=True)],
             )
+            text = [
+                "range: no bound" + (" above" if not finite(h) else " below") if not (finite(h) and finite(v)) else ""
+                for h, v in zip(hi, lo, strict=True)
+            ]
         fig.add_bar(
             x=[r["workload"] for r in mine],
             y=[r["cost_per_hour"] for r in mine],
             name=f"{which} plan",
             marker_color=color,
             error_y=err,
+            text=text,
+            textposition="outside",
+            cliponaxis=False,
             customdata=[r["configuration"] for r in mine],
             hovertemplate="%{x}: $%{y:,.2f}/h<br>%{customdata}<extra></extra>",
         )

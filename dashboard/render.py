@@ -336,8 +336,19 @@ def tornado_picker(ranges: dict, labels: dict[str, str], page: str, default: str
         )
 
 
-def range_text(r, fmt) -> str:
-    """'low … high (basis)' for a caption, or the basis text alone when the range is empty."""
+def _bound(v: float, fmt, unbounded: str) -> str:
+    """One end of a range as text: an infinite end (a deadline no count meets at that bound) reads "no bound",
+    with ``unbounded`` (why) in brackets, never "inf"."""
+    import math
+
+    if math.isfinite(v):
+        return fmt(v)
+    return "no bound" + (f" ({unbounded})" if unbounded else "")
+
+
+def range_text(r, fmt, unbounded: str = "") -> str:
+    """'low … high (basis)' for a caption, or the basis text alone when the range is empty; an end with no bound
+    reads 'no bound (``unbounded``)' and the two ends are joined by a dash then."""
     from core.base import BASIS_TEXT
 
     if r is None:
@@ -345,20 +356,23 @@ def range_text(r, fmt) -> str:
     if r.basis == "none" or r.empty:
         return BASIS_TEXT["none"]
     extra = f", {r.n_runs} runs" if r.basis == "calibrated" and r.n_runs else ""
-    return f"{fmt(r.low)} … {fmt(r.high)} ({BASIS_TEXT[r.basis]}{extra})"
+    return f"{range_span(r, fmt, unbounded)} ({BASIS_TEXT[r.basis]}{extra})"
 
 
-def range_span(r, fmt) -> str:
-    """'low … high' of a range, without its basis (for a table whose caption states it); "" without one."""
+def range_span(r, fmt, unbounded: str = "") -> str:
+    """'low … high' of a range, without its basis (for a table whose caption states it); "" without one. An end
+    with no bound reads 'no bound (``unbounded``)', as in '7,376 – no bound (...)'."""
     if r is None or r.basis == "none" or r.empty:
         return ""
-    return f"{fmt(r.low)} … {fmt(r.high)}"
+    sep = " … " if math.isfinite(r.low) and math.isfinite(r.high) else " – "
+    return f"{_bound(r.low, fmt, unbounded)}{sep}{_bound(r.high, fmt, unbounded)}"
 
 
-def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = None) -> None:
-    """A metric card with its range under it (recorded for the page's summary as drawn)."""
+def metric_range(col, label: str, value_text: str, r, fmt, help: str | None = None, unbounded: str = "") -> None:
+    """A metric card with its range under it (recorded for the page's summary as drawn); ``unbounded``: why an end
+    of the range has no bound, said beside it."""
     col.metric(label, value_text, help=help)
-    text = range_text(r, fmt) if r is not None else ""
+    text = range_text(r, fmt, unbounded) if r is not None else ""
     if text:
         col.caption("range: " + text)
     share.card(label, value_text, text)
@@ -836,7 +850,44 @@ def deployment_headline(cfg, dep) -> str:
         if many
         else ""
     )
-    return f"### {gpus} x {cfg.gpu} at {sig(rate)} requests/s: {deployment_shape(cfg, dep)}{each}: {verdict}{spread}"
+    i, o = dep.result.spec.mean_lengths()
+    lengths = f"{i:,.0f} in + {o:,.0f} out tokens"
+    return (
+        f"### {gpus} x {cfg.gpu} at {sig(rate)} requests/s of {lengths}: {deployment_shape(cfg, dep)}{each}: "
+        f"{verdict}{spread}"
+    )
+
+
+def workload_caption(cfg, rate_per_s: float | None = None, where=None) -> None:
+    """Under a serving headline: the workload it answers for, its lengths and rate (one line)."""
+    from core.serving import workload_text
+
+    text = "For " + workload_text(cfg.input_tokens, cfg.output_tokens, rate_per_s) + "."
+    (where or st).caption(text)
+    share.note("text", text)
+
+
+def pool_vendor_caption(kinds, where=None) -> None:
+    """Where a search's GPU kinds (none: every kind) span two vendors: why its disaggregated pools never pair them."""
+    from dashboard import cache
+
+    note = cache.pool_vendor_note(tuple(kinds))
+    if note:
+        (where or st).caption(note)
+
+
+def length_warning(cfg, where=None) -> None:
+    """When the request lengths drive the answer (many times a typical chat request's GPU time, or the KV per
+    sequence capping the batch), a warning naming them and what shorter ones would give
+    (:func:`core.serving.length_note`); drawn under the headline cards."""
+    from dashboard import cache
+
+    try:
+        note = cache.length_note(cfg)
+    except ValueError:  # a config the closed form cannot size: its own error is shown where it applies
+        return
+    if note.message:
+        say("warning", note.message, where)
 
 
 def headline(text: str) -> None:
@@ -859,7 +910,7 @@ def deployment_details(dep) -> None:
             "instance": r.replica,
             "requests": r.requests,
             "requests/s": sig(r.rate_per_s),
-            "busy": f"{r.utilization:.0%}",
+            "iteration running": f"{r.utilization:.0%}",
             "queue p95": p95(r.queue_p95_s, "withheld"),
             "TTFT p95": p95(r.ttft_p95_s, ""),
             "E2E p95": p95(r.e2e_p95_s, ""),
@@ -878,7 +929,7 @@ def deployment_details(dep) -> None:
     c[2].metric("Transfer share of TTFT", f"{frac:.1%}" if frac is not None and not held else "-")
     pools = dep.pools or {}
     c[3].metric(
-        "Pool busy (prefill / decode)",
+        "Iteration running (prefill / decode)",
         " / ".join(f"{pools[k].utilization:.0%}" for k in ("prefill", "decode") if k in pools),
     )
 

@@ -79,9 +79,10 @@ _ZERO_IS_NONE = frozenset(
         "adapters.max_cpu_loras",
     }
 )
-#: Group fields a widget shows in another unit: widget = field x num / den (a checkpoint interval in
+#: Fields a widget shows in another unit: widget = field x num / den (a checkpoint interval in
 #: minutes, a relative spread in whole percent); the field is the widget's value x den / num.
 _SCALE = {
+    "train_tokens": (1, 10**9),  # entered in billions: 15,000 for Llama 3's 15T
     "training.checkpoint_interval_s": (1, 60),
     "experiment.prompt_spread_frac": (100, 1),
     "experiment.output_spread_frac": (100, 1),
@@ -176,7 +177,7 @@ def _load_into_state(cfg: RabitConfig) -> None:
     for name in RabitConfig.model_fields:
         if name in _SKIP:
             continue
-        st.session_state[_key(name)] = getattr(cfg, name)
+        st.session_state[_key(name)] = _to_widget(name, getattr(cfg, name)) if name in _SCALE else getattr(cfg, name)
     for path in _group_paths():
         g, f = path.split(".")
         st.session_state[_key(path)] = _to_widget(path, getattr(getattr(cfg, g), f))
@@ -301,7 +302,7 @@ def _values() -> dict[str, Any]:
         if name in _SKIP:
             continue
         if _key(name) in ss:
-            data[name] = ss[_key(name)]
+            data[name] = _from_widget(name, ss[_key(name)]) if name in _SCALE else ss[_key(name)]
     for path in _group_paths():
         if _key(path) in ss:
             g, f = path.split(".")
@@ -539,7 +540,7 @@ def sidebar(page: str = "") -> RabitConfig | None:
         st.number_input("LoRA rank (0 = full fine-tune)", **bounds("lora_rank", 8), key=_key("lora_rank"))
         st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))
         slots["qlora"] = st.container()
-        st.number_input("Training tokens", **bounds("train_tokens"), format="%.3e", key=_key("train_tokens"))
+        st.number_input("Training tokens [billions]", **bounds("train_tokens"), format="%g", key=_key("train_tokens"))
         st.number_input(
             "Global batch (tokens)", **bounds("global_batch_tokens", 2**20), key=_key("global_batch_tokens")
         )
@@ -609,10 +610,7 @@ def sidebar(page: str = "") -> RabitConfig | None:
 def _config_file_controls(cfg: RabitConfig) -> None:
     with st.sidebar.expander("Save or load this configuration"):
         st.download_button(
-            "Download config (JSON)",
-            cfg.model_dump_json(indent=2),
-            file_name="rabit-config.json",
-            mime="application/json",
+            "Download config (JSON)", cfg.model_dump_json(indent=2), "rabit-config.json", "application/json"
         )
         st.file_uploader("Load a config file", type=["json"], key="cfg_file", on_change=_on_config_upload)
         if "_upload_error" in st.session_state:

@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import analyses, cache, charts, exports, state
-from dashboard.api import EXAMPLE_FLEET, FLEET_TABLE_COLUMNS, BudgetExceeded, FleetError, StoreError, fmt_num, fmt_value
+from dashboard import analyses, cache, charts, exports, render, state
+from dashboard.api import EXAMPLE_FLEET, FLEET_TABLE_COLUMNS, BudgetExceeded, FleetError, StoreError, fmt_value
 from dashboard.text import plain
 
 st.title("Fleet")
@@ -16,7 +16,16 @@ st.caption(
 )
 cfg = state.require_config()
 fleet = cfg.fleet or EXAMPLE_FLEET
-tag = f"{hash(fleet) & 0xFFFFFFFF:08x}"  # the editors restart from the fleet whenever it changes
+tag = f"{hash(fleet) & 0xFFFFFFFF:08x}"  # the plan and the description follow the fleet
+# The editors keep one key while their own edits change the fleet (a new key would drop a cell typed during the
+# rerun); they restart from the fleet only when it changes from elsewhere (a file, the description, an analysis)
+# or after the page was left (Streamlit forgets an editor that was not drawn).
+source, ver = st.session_state.get("fleet.source", (None, 0))
+if (
+    source != fleet and st.session_state.get("fleet.edited") != fleet
+) or f"fleet.workloads.{ver}" not in st.session_state:
+    source, ver = fleet, ver + 1
+    st.session_state["fleet.source"] = (source, ver)
 
 
 def use(new) -> None:
@@ -41,7 +50,7 @@ with st.expander("The fleet as a file (YAML or JSON)", expanded=False):
     except FleetError as exc:
         st.error(plain(exc, 600))
 
-tables = cache.fleet_tables(fleet)
+tables = cache.fleet_tables(source)
 edited = []
 for table, label in (
     ("workloads", "Workloads (the plan is sized for rate x peak factor; a p95 target of 0 is none)"),
@@ -51,39 +60,48 @@ for table, label in (
 ):
     st.markdown(f"**{label}**")
     df = pd.DataFrame(tables[table], columns=list(FLEET_TABLE_COLUMNS[table]))
-    rows = st.data_editor(df, num_rows="dynamic", width="stretch", key=f"fleet.{table}.{tag}")
+    rows = st.data_editor(df, num_rows="dynamic", width="stretch", key=f"fleet.{table}.{ver}")
     edited.append(f'"{table}": {rows.to_json(orient="records")}')
 c1, c2, c3, c4, c5 = st.columns(5)
-kinds = c1.multiselect("GPU kinds (empty: all)", cache.gpu_slugs(), list(fleet.constraints.gpus), key=f"fleet.k.{tag}")
+kinds = c1.multiselect("GPU kinds (empty: all)", cache.gpu_slugs(), list(source.constraints.gpus), key=f"fleet.k.{ver}")
 counts = c2.text_input(
     "GPUs available (kind=count, ...)",
-    ", ".join(f"{g}={n}" for g, n in fleet.constraints.max_gpus),
-    key=f"fleet.n.{tag}",
+    ", ".join(f"{g}={n}" for g, n in source.constraints.max_gpus),
+    key=f"fleet.n.{ver}",
 )
 usd = c3.number_input(
     "Budget [$/h] (0: none)",
     **state.bounds("targets.max_usd_per_hour"),
-    value=fleet.constraints.max_usd_per_hour or 0.0,
-    key=f"fleet.b.{tag}",
+    value=source.constraints.max_usd_per_hour or 0.0,
+    key=f"fleet.b.{ver}",
 )
-s = fleet.settings
+s = source.settings
 reqs = c4.number_input(
     "Requests per simulation",
     **state.bounds("targets.requests_per_simulation"),
     value=s.requests_per_simulation,
-    key=f"fleet.r.{tag}",
+    key=f"fleet.r.{ver}",
 )
 sims = c5.number_input(
-    "Simulations per search", **state.bounds("targets.max_simulations"), value=s.max_simulations, key=f"fleet.s.{tag}"
+    "Simulations per search", **state.bounds("targets.max_simulations"), value=s.max_simulations, key=f"fleet.s.{ver}"
 )
 settings = s.model_copy(update={"requests_per_simulation": int(reqs), "max_simulations": int(sims)})
+incomplete = ""
 try:
-    use(cache.fleet_from_tables("{" + ",".join(edited) + "}", tuple(kinds), counts, usd or None, settings, fleet))
-except FleetError as exc:
-    st.error(plain(exc, 600))
-    st.stop()
+    new = cache.fleet_from_tables("{" + ",".join(edited) + "}", tuple(kinds), counts, usd or None, settings, fleet)
+    st.session_state["fleet.edited"] = new
+    use(new)
+except FleetError as exc:  # a row still being filled in: said here, the Plan button stays
+    incomplete = str(exc)
+    st.error(plain(f"Not planned yet: {incomplete}", 600))
+render.pool_vendor_caption(kinds)
 
-if not st.button("Plan the fleet", type="primary", key="fleet.plan") and st.session_state.get("fleet.planned") != tag:
+pressed = st.button("Plan the fleet", type="primary", key="fleet.plan")
+if incomplete:
+    if pressed:
+        st.error(plain(f"Complete or delete that row first: {incomplete}", 600))
+    st.stop()
+if not pressed and st.session_state.get("fleet.planned") != tag:
     st.info(f"{len(fleet.workloads)} workloads, {len(fleet.scenarios)} scenarios: press **Plan the fleet**.")
     st.stop()
 st.session_state["fleet.planned"] = tag
@@ -99,13 +117,21 @@ except (BudgetExceeded, RuntimeError) as exc:
 bar.empty()
 exports.fleet_plan(plan, fleet)  # the plan's numbers, tables and inputs for the summary and the tables' zip
 
-cols = st.columns(5)
-cols[0].metric("Nominal plan", f"${plan.nominal.cost_per_hour:,.2f}/h")
-cols[1].metric("Robust plan", f"${plan.robust.cost_per_hour:,.2f}/h", help="meets every scenario")
-cols[2].metric("Robustness costs", f"${plan.robustness_cost_per_hour:,.2f}/h")
-cols[3].metric("Power (nominal)", fmt_value(plan.nominal.power_w, "W"), help="at the peak load, with the sites' PUE")
 energy = plan.nominal.energy_kwh_per_million_tokens
-cols[4].metric("Energy", f"{fmt_num(energy)} kWh / M tokens" if energy is not None else "-", help="at the mean load")
+cards = (
+    ("Nominal plan", f"${plan.nominal.cost_per_hour:,.2f}/h", None),
+    ("Robust plan", f"${plan.robust.cost_per_hour:,.2f}/h", "meets every scenario"),
+    ("Robustness costs", f"${plan.robustness_cost_per_hour:,.2f}/h", None),
+    ("GPUs (nominal)", f"{plan.nominal.gpus:,}", f"{plan.nominal.spare_gpus:,} of them spares, pooled per kind"),
+    ("Power (nominal)", fmt_value(plan.nominal.power_w, "W"), "at the peak load, with the sites' PUE"),
+    (
+        "Energy / M tokens",
+        fmt_value(energy, "kWh") if energy is not None else "-",
+        "per million output tokens, at the mean load",
+    ),
+)
+for col, (label, value, why) in zip(render.grid(len(cards), [c[0] for c in cards], [c[1] for c in cards]), cards):
+    col.metric(label, value, help=why)
 for name, why in plan.infeasible:
     st.error(f"No allowed GPU kind can serve {plain(name)}: {plain(why, 600)}")
 for name, why in (*plan.nominal.left_out, *plan.robust.left_out):

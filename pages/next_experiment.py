@@ -70,6 +70,7 @@ bar.empty()
 
 base = r.baseline.recommendation
 with head:
+    render.workload_caption(cfg, cfg.workload.rate_per_s)
     top = r.top
     if base is None:
         render.say("warning", "Nothing meets the target today; each re-run is compared with that.")

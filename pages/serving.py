@@ -203,6 +203,7 @@ with head:
     else:
         render.say("success", f"**Stable**{load} {capacity}.")
     render.latency_cards(s, rng.ranges, cfg.targets)
+    render.length_warning(cfg)
     st.caption(f"Why: {s.saturation_reason}.")
     (st.warning if rng.verdict_changes else st.caption)(
         f"Saturation inside the range: **{rng.verdict_text()}** (pessimistic bound: "
@@ -246,11 +247,12 @@ analyses.show_calibrated(
 )
 
 cols = render.grid(
-    8,
+    9,
     (
         "Requests/s",
         "Output tokens/s",
-        "GPU busy",
+        "Utilisation",
+        "Iteration running",
         "KV held (mean)",
         "Prefill share of time",
         "Preemptions",
@@ -268,12 +270,22 @@ render.metric_range(
 render.metric_range(
     cols[1], "Output tokens/s", fmt_num(s.throughput_tokens_per_s), rng.ranges.get("throughput_tokens_per_s"), fmt_num
 )
-cols[2].metric("GPU busy", f"{s.gpu_busy_share:.0%}")
-cols[3].metric("KV held (mean)", f"{s.kv_occupancy_mean:.0%}", help=f"pool of {res.kv_pool_tokens:,} tokens")
-cols[4].metric("Prefill share of time", f"{s.prefill_time_share:.0%}")
-cols[5].metric("Preemptions", f"{s.preemptions:,}")
-cols[6].metric("Rejected", f"{s.rejected:,}", help=f"{s.rejection_rate:.1%}: could never fit the KV pool or context")
-cols[7].metric("Timed out", f"{s.timed_out:,}", help=f"{s.timeout_rate:.1%}")
+cols[2].metric(
+    "Utilisation",
+    f"{res.utilisation_frac:.0%}",
+    help="the load: the arrival rate x each request's service demand (1 / the closed-form capacity)",
+)
+cols[3].metric(
+    "Iteration running",
+    f"{s.gpu_busy_share:.0%}",
+    help="share of the time an iteration runs, at whatever batch: near 100 % whenever a request is in flight, "
+    "even at a small load (not the utilisation)",
+)
+cols[4].metric("KV held (mean)", f"{s.kv_occupancy_mean:.0%}", help=f"pool of {res.kv_pool_tokens:,} tokens")
+cols[5].metric("Prefill share of time", f"{s.prefill_time_share:.0%}")
+cols[6].metric("Preemptions", f"{s.preemptions:,}")
+cols[7].metric("Rejected", f"{s.rejected:,}", help=f"{s.rejection_rate:.1%}: could never fit the KV pool or context")
+cols[8].metric("Timed out", f"{s.timed_out:,}", help=f"{s.timeout_rate:.1%}")
 
 if s.adapters is not None:
     st.markdown(f"**{cfg.adapters.count:,} adapters over one base**")

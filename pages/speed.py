@@ -25,8 +25,9 @@ if not mem.fits:
     )
 render.say(
     "info",
-    f"Prefill is **{pf.bound}**-bound, decode is **{d.bound}**-bound "
-    f"(at the mean context of {d.mean_context_tokens:,.0f} cached tokens, batch {d.batch}).",
+    f"Prefill is **{pf.bound}**-bound, decode is **{d.bound}**-bound for **{cfg.input_tokens:,} in + "
+    f"{cfg.output_tokens:,} out tokens** at batch {d.batch} (a mean context of {d.mean_context_tokens:,.0f} cached "
+    "tokens).",
 )
 RANGE_OF = {"ttft_one_s": "ttft_one_prompt_s", "decode_comm_per_step_s": "comm_s_per_step"}
 # one request's TTFT leads (what a user asks), then the whole batch's
@@ -37,6 +38,7 @@ render.range_metrics(
     rng.ranges,
     alias=RANGE_OF,
 )
+render.length_warning(cfg)
 binds = [b for b in rng.labels("bound") if b]
 if len(binds) > 1:
     other = [b for b in binds if b != d.bound]

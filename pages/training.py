@@ -77,7 +77,7 @@ with head:
         b, gp = plan.best, plan.goodput
         cols = render.grid(
             5,
-            ("GPUs", "Wall-clock with failures", "Runtime without failures", "GPU-hours", "Cost"),
+            ("GPUs", "Wall-clock with failures", "Runtime without failures", "GPU-hours with failures", "Cost"),
             (f"${plan.cost_usd or 0:,.0f}",),
         )
 
@@ -87,6 +87,7 @@ with head:
             f"{plan.gpus:,}",
             rng.get("gpus"),
             lambda x: f"{x:,.0f}",
+            unbounded="the deadline cannot be met at the pessimistic bound",
             help=b.layout.label()
             + (
                 " — the range is the count that meets the deadline with every "
@@ -106,11 +107,12 @@ with head:
         render.metric_range(cols[2], "Runtime without failures", fmt_time(b.runtime_s), rng.get("runtime_s"), fmt_time)
         render.metric_range(
             cols[3],
-            "GPU-hours",
-            f"{b.gpu_hours:,.0f}",
-            rng.get("gpu_hours"),
+            "GPU-hours with failures",
+            f"{plan.gpu_hours_with_failures or b.gpu_hours:,.0f}",
+            rng.get("gpu_hours_with_failures"),
             lambda x: f"{x:,.0f}",
-            help="without failures",
+            help=f"GPUs × the expected wall-clock with failures (what the cost is priced on); "
+            f"{b.gpu_hours:,.0f} without failures, checkpoint writes and restarts",
         )
         render.metric_range(
             cols[4],

@@ -114,6 +114,10 @@ LAYOUT_PROBLEMS_JS = r"""
       const ax = fl[(tr.orientation === 'h' ? tr.xaxis : tr.yaxis).replace(/^([xy])/, '$1axis')];
       if (ax && ax.type === 'log') out.push('bars on a log axis: ' + name);
     }
+    // a category label left of the chart's own box is clipped (the tornado's long assumption labels were)
+    for (const t of gd.querySelectorAll('.ytick text')) {
+      if (t.textContent && vis(t) && box(t).left < g.left - 1) { out.push('y label cut: ' + name); break; }
+    }
     for (const tr of gd.data || []) {
       if (tr.type !== 'bar' || tr.orientation !== 'h' || !tr.y || typeof tr.y[0] !== 'string') continue;
       const n = new Set(tr.y).size;

@@ -52,3 +52,63 @@ def test_the_band_is_drawn_on_the_throughput_axis():
     assert len(fill) == 1 and fill[0]["yaxis"] == "y2" and charts.BAND_RULE_TEXT in fill[0]["name"]
     lows, highs = [r[0] for r in band["tokens_per_s"]], [r[2] for r in band["tokens_per_s"]]
     assert list(fill[0]["y"]) == highs + lows[::-1]
+
+
+def test_an_unbounded_fleet_cost_is_drawn_open_not_as_the_tightest_bar():
+    row = {"workload": "chat", "configuration": "2 x h100-sxm", "cost_per_hour": 10.0}
+    rows = [
+        {**row, "plan": "nominal", "cost_per_hour_low": 8.0, "cost_per_hour_high": float("inf")},
+        {**row, "workload": "code", "plan": "nominal", "cost_per_hour_low": 9.0, "cost_per_hour_high": 12.0},
+        {**row, "plan": "robust", "cost_per_hour_low": None, "cost_per_hour_high": None},
+    ]
+    fig = charts.fleet_cost_bars(rows)
+    go.Figure(fig.to_dict())  # a valid figure
+    nominal = fig.data[0]
+    # the open end draws no whisker (an infinite one would be drawn as none at all, the tightest-looking bar) and
+    # the bar says so; the bounded bar keeps its whiskers: +2 / -1
+    assert list(nominal.error_y.array) == [0.0, 2.0] and list(nominal.error_y.arrayminus) == [2.0, 1.0]
+    assert list(nominal.text) == ["range: no bound above", ""]
+
+
+@pytest.mark.parametrize(("lo_s", "hi_s"), [(150.0, 1100.0), (60.0, 3600.0), (2.0, 9.0), (0.004, 0.3), (100.0, 9e4)])
+def test_a_time_axis_ticks_round_durations(lo_s, hi_s):
+    # Video's latency axis read 3.33 / 8.33 / 16.7 min: decades of seconds (200, 500, 1,000 s) written in minutes
+    vals, text = charts.time_ticks(lo_s, hi_s)
+    inside = [v for v in vals if lo_s <= v <= hi_s]
+    assert len(inside) >= 2, text
+    for v, t in zip(vals, text, strict=True):
+        n, unit = t.split(" ")
+        scale = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "day": 86400.0, "days": 86400.0}[unit]
+        assert float(n) * scale == pytest.approx(v)  # the label is the tick
+        assert float(n) in {1, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 40, 50, 100, 200, 500}, t  # a round number
+    assert "3.33 min" not in text and "8.33 min" not in text
+
+
+def test_the_video_latency_chart_uses_round_time_ticks():
+    rows = [(2.0, 180.0, 320.0, False), (5.0, 200.0, 450.0, False), (8.0, 260.0, 1000.0, False)]
+    fig = charts.video_rate_chart(rows, 9.0, 5.0)
+    assert list(fig.layout.yaxis.ticktext) == charts.time_ticks(180.0, 1000.0)[1]
+    assert "5 min" in fig.layout.yaxis.ticktext and "10 min" in fig.layout.yaxis.ticktext
+
+
+def test_tornado_labels_wrap_whole_and_the_margin_fits_them():
+    # every assumption at once: the longest labels (89 characters) were cut to 36 with an ellipsis and still
+    # clipped in half a page at 1280 px
+    from core.base import REGISTRY, Contribution, Range
+
+    r = Range(
+        value=1.0,
+        low=0.5,
+        high=2.0,
+        contributions=tuple(Contribution(name=n, d_down=-0.1, d_up=0.1 + i / 100) for i, n in enumerate(REGISTRY)),
+    )
+    sources = {n: (i.label, i.source) for n, i in REGISTRY.items()}
+    fig = charts.tornado_chart(r, "all", sources)
+    go.Figure(fig.to_dict())
+    shown = list(fig.data[0].y)
+    assert not any("…" in t for t in shown)
+    # each label is the whole label (its parenthesis left for the hover), on lines of at most 28 characters
+    assert {t.replace("<br>", " ") for t in shown} == {i.label.split(" (")[0] for i in REGISTRY.values()}
+    widest = max(len(x) for t in shown for x in t.split("<br>"))
+    assert widest <= 28
+    assert fig.layout.margin.l >= 7 * widest  # ~7 px a character at the axis's 12 px font

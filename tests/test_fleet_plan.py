@@ -18,6 +18,7 @@ import pytest
 
 from cli.fleet_cmd import to_json
 from cli.main import main
+from core import catalog
 from core.base import SERIAL
 from core.config import EXAMPLE_YAML, parse_fleet
 from core.decision import plan_fleet
@@ -89,43 +90,51 @@ def _cheapest(recommended, name: str, kinds) -> dict:
 
 def test_the_nominal_plan_is_the_sum_of_the_single_workload_recommendations(plan, recommended):
     # each workload takes the cheapest of its recommendations on each kind alone (rabit recommend --gpus-allowed
-    # KIND) and over the three at once, whose disaggregated pools may be of two kinds; a search over all kinds
-    # shares its simulations between them, so apart from those mixed pools it can only miss a cheaper kind, never
-    # find one the per-kind runs miss. Here: chat 2 prefill x H100 + 1 decode x MI300X ($12.085/h: 2 x $4.08 +
-    # $3.925, the catalog's median on-demand prices), against 4 x MI300X ($15.70/h) on the best single kind;
-    # code 3 x MI300X ($11.775/h) either way; $23.86/h in all.
+    # KIND) and over the three at once, or disaggregated pools on two kinds of one vendor, which only the plan's
+    # runs restricted to pairs across kinds find (a search over all kinds ranks its pool shapes over every kind and
+    # simulates few). Here: chat 2 prefill x H100 + 1 decode x H200 ($13.855/h: 2 x $4.08 + $5.695, the
+    # catalog's median on-demand prices), against 4 x MI300X ($15.70/h) on the best single kind (H100 prefill
+    # with MI300X decode, $12.085/h, is refused: no engine moves a KV cache from a CUDA to a ROCm instance);
+    # code 3 x MI300X ($11.775/h) either way; $25.63/h in all.
     total = 0.0
     gpus: dict[str, int] = {}
     for name in RECOMMEND:
+        o = plan.nominal.pick_of(name)
+        single = _cheapest(recommended, name, KINDS)
+        if o.mixed:
+            assert len({catalog.gpu(k).vendor for k in o.kinds}) == 1, o.kinds  # one vendor's pools
+            assert o.cost_per_hour < single["cost_per_hour"]
+            for q in (o.pick.prefill, o.pick.decode):  # each pool's GPUs count against its own kind
+                gpus[q.gpu] = gpus.get(q.gpu, 0) + q.instances * q.gpus_per_instance
+            total += o.cost_per_hour
+            continue
         best = _cheapest(recommended, name, (*KINDS, ",".join(KINDS)))
-        _same_pick(plan.nominal.pick_of(name), best)
-        per_kind = _cheapest(recommended, name, KINDS)
+        _same_pick(o, best)
         joint = recommended[(name, ",".join(KINDS))]
-        mixed = joint.get("mode") == "disaggregated" and joint["prefill"]["gpu"] != joint["decode"]["gpu"]
-        assert mixed or per_kind["cost_per_hour"] <= joint["cost_per_hour"] + 1e-9
+        assert single["cost_per_hour"] <= joint["cost_per_hour"] + 1e-9
         total += best["cost_per_hour"]
         pools = [best["prefill"], best["decode"]] if best.get("mode") == "disaggregated" else [None]
-        for q in pools:  # each pool's GPUs count against its own kind
+        for q in pools:
             kind, n = (
                 (q["gpu"], q["instances"] * q["gpus_per_instance"])
                 if q
                 else (best["gpu"], best["replicas"] * best["gpus_per_replica"])
             )
             gpus[kind] = gpus.get(kind, 0) + n
-    assert plan.nominal.cost_per_hour == pytest.approx(total, rel=1e-12)
+    assert plan.nominal.cost_per_hour == pytest.approx(total, rel=1e-12) == pytest.approx(25.63, rel=1e-9)
     assert {t.gpu: t.gpus for t in plan.nominal.totals} == gpus  # no availability given: no spares
-    # the case the plan once missed: chat on two kinds, cheaper than any one kind
+    # chat on two kinds of one vendor, cheaper than any one kind; never a pool pair across vendors
     chat = plan.nominal.pick_of("chat")
-    assert (
-        chat.kinds == ("h100-sxm", "mi300x")
-        and chat.cost_per_hour < _cheapest(recommended, "chat", KINDS)["cost_per_hour"]
-    )
+    assert chat.kinds == ("h100-sxm", "h200-sxm") and chat.cost_per_hour == pytest.approx(13.855, rel=1e-9)
+    for _, a in (("nominal", plan.nominal), ("robust", plan.robust), *plan.scenarios):
+        for o in a.picks:
+            assert len({catalog.gpu(k).vendor for k in o.kinds}) == 1, (o.workload, o.kinds)
 
 
 def test_withdrawing_the_chosen_kind_moves_each_workload_to_the_next_cheapest(plan, recommended):
     gone = plan.scenario("no-mi300x")
+    assert "mi300x" in plan.nominal.pick_of("code").kinds  # the kind the scenario withdraws
     for name in RECOMMEND:
-        assert "mi300x" in plan.nominal.pick_of(name).kinds  # the kind the scenario withdraws
         o = gone.pick_of(name)
         assert "mi300x" not in o.kinds and o.cost_per_hour >= plan.nominal.pick_of(name).cost_per_hour
         single = _cheapest(recommended, name, ("h100-sxm", "h200-sxm"))
@@ -158,7 +167,9 @@ def test_the_robust_plan_meets_every_scenario_and_never_costs_less(plan):
     # which workloads are expensive to make robust: ranked by what robustness adds, each with its reason
     extra = [e.extra_per_hour for e in plan.expensive]
     assert extra == sorted(extra, reverse=True) and sum(extra) == pytest.approx(plan.robustness_cost_per_hour)
-    assert all("mi300x is withdrawn in no-mi300x" in e.why for e in plan.expensive if e.extra_per_hour > 0)
+    why = {e.workload: e.why for e in plan.expensive if e.extra_per_hour > 0}
+    assert "mi300x is withdrawn in no-mi300x" in why["code"]  # code runs on MI300X, withdrawn in one scenario
+    assert why["chat"].startswith("peak needs 3 prefill")  # chat's pools, sized for the peak
 
 
 def test_progress_is_reported_once_per_finished_unit(plan, ticks):
@@ -230,7 +241,7 @@ def test_a_workload_no_kind_can_serve_is_infeasible_with_why(fleet):
 
 def test_a_gpu_count_moves_a_workload_and_a_budget_leaves_one_out(fleet, plan):
     code = plan.nominal.pick_of("code")
-    # the MI300X both workloads' picks take (chat's decode pool among them), one fewer available
+    # the MI300X the picks take (code's replicas), one fewer available
     mi = sum(o.gpus_of("mi300x") for o in plan.nominal.picks)
     capped = fleet.model_copy(
         update={

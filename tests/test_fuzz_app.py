@@ -258,7 +258,8 @@ def test_widget_domains_are_the_config_domains(clear_cache):
             path = key.removeprefix("cfg.")
             d = CONFIG_DOMAINS.get(path) or group_domain(path)  # a group's field (adapters.count) has its own
             lo = 0 if path in state._ZERO_IS_NONE else d.lo  # 0 stands for "none" (the engine's default)
-            assert (w.min, w.max) == (lo, d.hi), key
+            num, den = state._SCALE.get(path, (1, 1))  # shown in another unit (training tokens in billions)
+            assert (w.min, w.max) == pytest.approx((lo * num / den, d.hi * num / den), rel=1e-12), key
     assert list(at.selectbox(key="cfg.block_size").options) == [str(b) for b in CONFIG_DOMAINS["block_size"].choices]
 
 
@@ -272,8 +273,11 @@ def _edge(field: str, which: str) -> float:
     d = CONFIG_DOMAINS[field]
     if d.choices:
         return {"min": d.choices[0], "max": d.choices[-1]}[which]
-    v = {"min": d.lo, "max": d.hi}[which]
-    return int(v) if d.integer else float(v)
+    from dashboard import state
+
+    num, den = state._SCALE.get(field, (1, 1))  # the session holds the widget's value, in the unit it shows
+    v = {"min": d.lo, "max": d.hi}[which] * num / den
+    return int(v) if d.integer and num == den else float(v)
 
 
 @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

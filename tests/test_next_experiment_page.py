@@ -33,6 +33,8 @@ def test_next_experiment_waits_for_the_button_then_ranks(clear_cache):
     heads = [h.value for h in at.subheader]
     # the answer first: today's decision and what to measure, in the box above the ranking
     assert any("Today's decision" in i.value for i in at.info)
+    # the workload the decision is for, lengths and rate, under it
+    assert any(c.value.startswith("For 4,096 in + 4,096 out tokens at ") for c in at.caption)
     assert "Experiments, ranked by flip chance per GPU-hour" in heads
     assert at.get("plotly_chart")  # flip chance against GPU-hours
     ranked = any(h.startswith("Run first") for h in heads)

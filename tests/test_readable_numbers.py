@@ -30,7 +30,12 @@ CONFIGS = {
         "cfg.input_tokens": 1000,
         "cfg.output_tokens": 250,
     },
-    "moe-mi300x": {"cfg.model": "mixtral-8x7b", "cfg.gpu": "mi300x", "cfg.tp": 2, "cfg.train_tokens": 3e11},
+    "moe-mi300x": {
+        "cfg.model": "mixtral-8x7b",
+        "cfg.gpu": "mi300x",
+        "cfg.tp": 2,
+        "cfg.train_tokens": 300.0,
+    },  # billions, as shown
 }
 
 

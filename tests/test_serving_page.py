@@ -106,7 +106,7 @@ def test_eight_h100_at_tp4_and_five_requests_per_second_are_two_replicas_of_two_
     at.switch_page("../pages/serving.py").run()
     assert not at.exception, [e.value for e in at.exception]
     head = next(m.value for m in at.markdown if m.value.startswith("### "))
-    assert "8 x h100-sxm at 5 requests/s: 2 replicas of TP 4" in head
+    assert "8 x h100-sxm at 5 requests/s of 1,000 in + 250 out tokens: 2 replicas of TP 4" in head
     assert "**2.5 requests/s each**" in head
     # the capacity card is the deployment's, as its range is (2 x 10.3 = 20.6 requests/s, not one replica's)
     card = next(m for m in at.metric if m.label == "Deployment's closed-form capacity [requests/s]")
@@ -126,3 +126,18 @@ def test_eight_h100_at_tp4_and_five_requests_per_second_are_two_replicas_of_two_
     head = next(m.value for m in at.markdown if m.value.startswith("### "))
     assert "1 prefill x h100-sxm TP 4 + 1 decode x h100-sxm TP 4, disaggregated" in head
     assert any(m.label == "KV transfer p50" for m in at.metric)
+
+
+def test_utilisation_is_the_load_and_the_iteration_share_is_named_apart(clear_cache):
+    # 5 requests/s on a replica of ~21 requests/s closed-form capacity (the page's scheduler defaults): a load of
+    # 24 %; an iteration runs nearly all the time (a request is always in flight), which the page called "GPU busy"
+    at = open_serving(num_requests=400, rate_per_s=5.0)
+    t = tiles(at)
+    assert "GPU busy" not in t
+    util, running = (float(t[k].rstrip("%")) for k in ("Utilisation", "Iteration running"))
+    nominal = next(
+        float(m.group(1)) for c in at.caption if (m := re.search(r"= (\d+)% of the deployment's closed-form", c.value))
+    )
+    # utilisation = the arrival rate x the service demand (1 / capacity): the share the headline states
+    assert util == nominal
+    assert running > 3 * util

@@ -666,3 +666,20 @@ def test_pipeline_stages_stay_busy_with_micro_batches():
     direct = simulate(pp2, spec.with_(num_requests=120), timing="direct")
     fast = simulate(pp2, spec.with_(num_requests=120))
     np.testing.assert_allclose(fast.finish_s, direct.finish_s, rtol=1e-8)
+
+
+def test_utilisation_is_the_rate_times_the_service_demand_not_the_share_of_time_an_iteration_runs():
+    # decode-heavy requests (200 in, 1,000 out) at 24 % of the closed-form capacity: rho = lambda / mu = 0.24, the
+    # queueing utilisation. An iteration runs whenever any request is decoding, and at 24 % load a 1,000-token
+    # answer (about 7 s alone) is almost always in flight, so the share of time an iteration runs is far higher
+    # than the load: the two are different numbers and the page names them apart.
+    kw = dict(input=Lengths(mean=200), output=Lengths(mean=1000), max_batch=64, token_budget=2048)
+    mu = max_throughput(L8, SimSpec(**kw)).requests_per_s
+    r = simulate(L8, SimSpec(rate_per_s=0.24 * mu, num_requests=3000, seed=3, **kw))
+    assert not r.summary.saturated
+    assert r.utilisation_frac == pytest.approx(0.24, rel=1e-9)
+    # what the run saw: its completions over the span, times the service demand, within the Poisson noise of 3,000
+    # requests (1 / sqrt(3000) = 1.8 %)
+    assert r.summary.throughput_requests_per_s / mu == pytest.approx(0.24, rel=0.06)
+    # an iteration runs whenever the system holds a request: here most of the time, well above the load
+    assert r.summary.gpu_busy_share > 2 * r.utilisation_frac

@@ -1,7 +1,9 @@
 """The Training page shows the plan core computes and follows its inputs."""
 
+import math
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.base import DAY_S, fmt_time
@@ -74,3 +76,37 @@ def test_gpu_without_a_price_and_a_model_that_cannot_fit(clear_cache):
     at.number_input(key=state.key("training.budget_gpus")).set_value(8).run()
     assert not at.exception
     assert any("no layout fits" in e.value for e in at.error)
+
+
+def test_gpu_hours_count_the_failures_the_cost_is_priced_on(clear_cache):
+    at = _page()
+    expected = plan(RabitConfig(), TrainingGoal(deadline_s=30 * DAY_S, max_gpus=512))
+    shown = _metrics(at)
+    assert "GPU-hours" not in shown, "a GPU-hours card without failures beside a cost with them"
+    with_failures = expected.gpus * expected.goodput.wall_clock_s / 3600
+    assert shown["GPU-hours with failures"] == f"{with_failures:,.0f}"
+    # the failures add hours: wall-clock with failures > runtime without (Daly: checkpoints, lost work, restarts)
+    assert with_failures > expected.best.gpu_hours
+    # the cost card is the price times the same GPU-hours
+    assert expected.cost_usd == pytest.approx(with_failures * expected.price.usd_per_gpu_hour, rel=1e-9)
+
+
+def test_an_unbounded_range_reads_no_bound_never_inf():
+    from core.base import Range
+    from dashboard import render
+
+    r = Range(value=7376, low=7376, high=math.inf, basis="heuristic")
+    text = render.range_text(r, lambda x: f"{x:,.0f}", "the deadline cannot be met at the pessimistic bound")
+    assert text.startswith("7,376 – no bound (the deadline cannot be met at the pessimistic bound)")
+    assert "inf" not in text.replace("no bound", "")
+    assert render.range_span(Range(value=2, low=1, high=3), lambda x: f"{x:g}") == "1 … 3"
+
+
+def test_training_tokens_are_entered_in_billions(clear_cache):
+    at = _page()
+    w = at.number_input(key="cfg.train_tokens")
+    assert w.value == pytest.approx(RabitConfig().train_tokens / 1e9)  # 15T reads 15000, not 1.500e+13
+    assert "e+" not in (w.proto.format or "")
+    w.set_value(1000.0).run()
+    assert not at.exception
+    assert at.session_state["_config"].train_tokens == pytest.approx(1e12)

@@ -44,6 +44,10 @@ def test_quantities_take_si_prefixes_and_always_a_unit():
     assert fmt_bytes(17.6e9) == "17.6 GB"
     assert fmt_bytes(999.96e9, "auto") == "1 TB"
     assert fmt_bytes(4096, "auto") == "4.1 KB"
+    # an energy in kWh: Wh under 1 kWh, MWh from 1,000 kWh (the Fleet page's energy card)
+    assert fmt_value(0.412, "kWh") == "412 Wh"
+    assert fmt_value(41.2, "kWh") == "41.2 kWh"
+    assert fmt_value(4120.0, "kWh") == "4.12 MWh"
 
 
 def test_times_pick_a_unit_with_one_to_three_digits():

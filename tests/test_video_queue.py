@@ -127,3 +127,15 @@ def test_the_optimizer_picks_the_cheapest_fleet_meeting_the_target():
     # a target no single video can meet has no pick, and says what to change
     hard = recommend_video(cfg.with_(video={**cfg.video.model_dump(), "p95_target_s": 1.0}))
     assert hard.pick is None and "raise the target" in hard.why and math.isfinite(hard.p95_target_s)
+
+
+def test_an_idle_middle_arrival_snapshots_work_in_progress_not_step_zero():
+    # the page's defaults (Wan2.1 14B, 8 GPUs, 10 videos/h, one replica): the replica is idle at the middle arrival,
+    # so the snapshot is taken inside the next interval with work running, half-way to the next event; at that
+    # interval's first moment every request in it is on step 0 (the chart drew one bar of height zero)
+    cfg = RabitConfig()
+    t = video_timing(resolve_video(cfg))
+    v = cfg.video
+    q = simulate_queue(t, VideoQueueSpec(rate_per_hour=v.rate_per_hour, num_videos=v.num_videos, seed=v.seed))
+    assert q.progress and all(0 <= step < t.steps for _, step in q.progress)
+    assert max(step for _, step in q.progress) > 0, q.progress

@@ -212,6 +212,14 @@ def fmt_value(x: float, unit: str, digits: int = 3) -> str:
             if abs(x) >= KW
             else f"{sig(x, digits)} W"
         )
+    if unit == "kWh":  # an energy already in kWh: MWh from 1,000 kWh, Wh under 1 kWh
+        return (
+            f"{sig(x / 1e3, digits)} MWh"
+            if abs(x) >= 1e3
+            else f"{sig(x, digits)} kWh"
+            if abs(x) >= 1 or x == 0
+            else f"{sig(x * 1e3, digits)} Wh"
+        )
     if unit == "J":
         return f"{sig(x / KWH_J, digits)} kWh" if abs(x) >= KWH_J / 10 else f"{sig(x, digits)} J"
     return f"{fmt_num(x, digits)} {unit}"

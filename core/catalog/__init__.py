@@ -24,10 +24,13 @@ from core.catalog.engines import (
     CUDA_GRAPH_PREFILL,
     ENGINE_LABELS,
     ROCM_ATTENTION_ENGINES,
+    VENDOR_RUNTIME,
     LoraDefaults,
     apply_engine,
     engine_defaults,
+    kv_pool_refusal,
     lora_defaults,
+    pool_vendor_note,
     rocm_attention,
 )
 from core.catalog.power import (
@@ -89,6 +92,9 @@ __all__ = [
     "diffusion_models",
     "engine_defaults",
     "rocm_attention",
+    "kv_pool_refusal",
+    "pool_vendor_note",
+    "VENDOR_RUNTIME",
     "fabric",
     "fabrics",
     "from_hf_config",

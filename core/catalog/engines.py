@@ -137,6 +137,38 @@ def rocm_attention(gpu: GpuSpec, engine: str) -> bool:
     return gpu.vendor == "amd" and engine in ROCM_ATTENTION_ENGINES
 
 
+#: The GPU runtime each vendor's kernels (and an engine's KV connector) run on.
+VENDOR_RUNTIME = {"nvidia": "CUDA", "amd": "ROCm", "intel": "oneAPI", "google": "XLA"}
+
+
+def kv_pool_refusal(prefill: GpuSpec, decode: GpuSpec) -> str:
+    """Why a disaggregated deployment cannot pair a prefill pool on ``prefill`` with a decode pool on ``decode``
+    ("" when it can). The engines move a prompt's KV cache with connectors built for one runtime: vLLM's
+    NixlConnector and P2pNcclConnector (NCCL on CUDA, RCCL on ROCm), SGLang's Mooncake and NIXL transfer
+    backends; none sends a cache from a ROCm instance to a CUDA one, so the two pools must be one vendor's
+    (vLLM docs, "Disaggregated Prefilling"; SGLang docs, "PD Disaggregation")."""
+    if prefill.vendor == decode.vendor:
+        return ""
+    a, b = VENDOR_RUNTIME[prefill.vendor], VENDOR_RUNTIME[decode.vendor]
+    return (
+        f"a {prefill.name} prefill pool ({a}) cannot hand its KV cache to a {decode.name} decode pool ({b}): no "
+        f"serving engine moves a KV cache between {a} and {b} instances; pick the two pools from one vendor"
+    )
+
+
+def pool_vendor_note(kinds: tuple[GpuSpec, ...]) -> str:
+    """What a plan over ``kinds`` cannot pair, and why ("" when they are one vendor's): the disaggregated pools
+    it may build stay within one vendor (:func:`kv_pool_refusal`)."""
+    by = sorted({g.vendor for g in kinds})
+    if len(by) < 2:
+        return ""
+    runtimes = " and ".join(VENDOR_RUNTIME[v] for v in by)
+    return (
+        "Prefill and decode pools on two GPU kinds are paired within one vendor only: no serving engine moves a "
+        f"KV cache between {runtimes} instances."
+    )
+
+
 class LoraDefaults(BaseModel):
     """What an engine does with LoRA adapters when its flags are left alone (the config's ``adapters`` group
     takes these for the fields it leaves unset)."""

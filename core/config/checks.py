@@ -129,6 +129,10 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
             )
         )
     if dis.enabled:
+        kinds = [catalog.gpus().get(k or cfg.gpu) for k in (dis.prefill_gpu, dis.decode_gpu)]
+        why = catalog.kv_pool_refusal(kinds[0], kinds[1]) if kinds[0] and kinds[1] else ""
+        if why:
+            out.append(Problem("disagg.decode_gpu", why))
         for role, tp in (("prefill", dis.prefill_tp), ("decode", dis.decode_tp)):
             if tp is not None and not m.splits_heads(tp):
                 ok = [x for x in divisors(m.num_heads) if x <= 64]

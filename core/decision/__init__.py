@@ -28,7 +28,7 @@ from core.decision.compare import (
     is_fleet_plan,
     load_comparisons,
 )
-from core.decision.disagg_search import decode_batches
+from core.decision.disagg_search import decode_batches, disagg_candidates
 from core.decision.experiment import (
     NextExperiment,
     NextExperimentSpec,
@@ -350,6 +350,7 @@ __all__ = [
     "run_ranges",
     "run_unit",
     "screen",
+    "disagg_candidates",
     "screen_candidate",
     "settings_of",
     "simulate_candidate",

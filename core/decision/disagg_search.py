@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from core import catalog
 from core.base import NO_TRACE
 from core.config import Deployment, Lengths, RabitConfig, SimSpec
 from core.decision.goal import (
@@ -180,6 +181,8 @@ def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidat
         ]
         for p in pre:
             for d in dec:
+                if catalog.kv_pool_refusal(catalog.gpu(p.gpu), catalog.gpu(d.gpu)):
+                    continue  # no engine moves a KV cache across vendors' runtimes
                 if (cons.mixed_pools and p.gpu == d.gpu) or (
                     cons.pool_kinds is not None and cons.pool_kinds != (p.gpu, d.gpu)
                 ):

@@ -171,13 +171,14 @@ def mixed_unit(
     base: RabitConfig, fleet: Fleet, w: FleetWorkload, case: Case, prices: tuple[Price, ...]
 ) -> FleetUnit | None:
     """The run of one workload in one case over every kind it may use there, for disaggregated layouts whose two
-    pools are of two kinds (None: fewer than two kinds, or disaggregation switched off). Each kind's count in that
+    pools are of two kinds of one vendor (None: no two such kinds, or disaggregation switched off). Each kind's count in that
     case is kept by the assignment, which counts each pool against its own kind."""
     kinds = tuple(g for g in workload_kinds(fleet, w) if not case.withdrawn(g))
     cfg = workload_config(base, fleet, w, case)
     cons = Constraints.from_config(cfg)
-    if len(kinds) < 2 or not cons.disagg:
-        return None
+    vendors = [catalog.gpu(g).vendor for g in kinds]
+    if not cons.disagg or all(vendors.count(v) < 2 for v in vendors):
+        return None  # no two kinds of one vendor: no engine moves a KV cache across vendors (kv_pool_refusal)
     cons = cons.model_copy(update={"gpus_allowed": kinds, "max_gpus": None, "mixed_pools": True})
     rows = tuple(r for g in kinds for r in _kind_prices(prices, g, case.price_factor(g)))
     return FleetUnit(ServingGoal.from_config(cfg), cons, rows)

@@ -1,7 +1,7 @@
 """The fleet's assignment: one option per workload, the cheapest set that keeps every constraint of the whole fleet.
 
-Each workload has up to one option per GPU kind, and one whose disaggregated pools are of two kinds (prefill on
-one, decode on another), (:class:`FleetOption`: a configuration, its replicas and spares, cost and power; a
+Each workload has up to one option per GPU kind, and one whose disaggregated pools are of two kinds of one vendor
+(prefill on one, decode on another), (:class:`FleetOption`: a configuration, its replicas and spares, cost and power; a
 mixed-kind option counts each pool's GPUs, price and power against its own kind and site). Without a constraint across workloads the cheapest option of each workload is the plan. With
 GPU counts per kind, a budget per hour or a power budget per site, the plan is the integer program::
 
@@ -239,6 +239,15 @@ class Assignment(_F):
     @property
     def power_w(self) -> float:
         return sum(p.power_w for p in self.picks)
+
+    @property
+    def gpus(self) -> int:
+        """Every GPU the plan holds: each kind's serving GPUs and its spares, pooled where workloads share it."""
+        return sum(t.gpus for t in self.totals)
+
+    @property
+    def spare_gpus(self) -> int:
+        return sum(t.spare_gpus for t in self.totals)
 
     @property
     def energy_kwh_per_million_tokens(self) -> float | None:

@@ -431,6 +431,7 @@ def training_estimate(layout, checkpoint_interval_s: float | None = None) -> Est
             "mfu": r.mfu,
             "runtime_s": r.runtime_s,
             "gpu_hours": r.gpu_hours,
+            "gpu_hours_with_failures": r.gpus * gp.wall_clock_s / 3600,
             "tokens_per_s": r.tokens_per_s,
             "wall_clock_s": gp.wall_clock_s,
             "goodput": gp.goodput_frac,
@@ -463,7 +464,10 @@ def deadline_gpus_range(cfg: RabitConfig, goal) -> Range:
 
 
 #: Training headline keys with a range (``rabit train --json`` and the Training page).
-TRAINING_KEYS = ("step_s", "mfu", "runtime_s", "gpu_hours", "wall_clock_s", "goodput", "cost_usd", "tokens_per_s")
+TRAINING_KEYS = (
+    *("step_s", "mfu", "runtime_s", "gpu_hours", "gpu_hours_with_failures", "wall_clock_s", "goodput", "cost_usd"),
+    "tokens_per_s",
+)
 
 
 def training_ranges(cfg: RabitConfig, p) -> dict[str, Range]:

@@ -25,6 +25,14 @@ from core.serving.kv_transfer import (
     kv_transfer_s,
     wire_share,
 )
+from core.serving.lengths import (
+    LENGTH_DRIVEN_RATIO,
+    TYPICAL_CHAT_INPUT_TOKENS,
+    TYPICAL_CHAT_OUTPUT_TOKENS,
+    LengthNote,
+    length_note,
+    workload_text,
+)
 from core.serving.long_context import (
     LongContextView,
     long_context_view,
@@ -212,6 +220,12 @@ __all__ = [
     "knee_sweep",
     "sweep_requests",
     "kv_pool",
+    "LENGTH_DRIVEN_RATIO",
+    "TYPICAL_CHAT_INPUT_TOKENS",
+    "TYPICAL_CHAT_OUTPUT_TOKENS",
+    "LengthNote",
+    "length_note",
+    "workload_text",
     "max_throughput",
     "mean_over_steps",
     "parallel_speedup",

@@ -329,6 +329,17 @@ class SimResult:
     #: why the Python loop ran it (one of core.serving.sim.compiled.FALLBACK_REASONS), None where the compiled did
     fallback_reason: str | None = None
 
+    @property
+    def utilisation_frac(self) -> float:
+        """The load as a share of what the deployment carries [1]: the arrival rate (Poisson: the spec's; a closed
+        loop or a trace: the observed one) times each request's service demand, 1 / the closed-form capacity
+        (rho = lambda / mu). Not the share of time an iteration runs (``summary.gpu_busy_share``): a replica
+        decoding a few long answers runs iterations nearly all the time at a small share of the batch it could
+        carry."""
+        mu = self.capacity.requests_per_s
+        lam = self.spec.rate_per_s if self.spec.arrival == "poisson" else self.summary.arrival_rate_per_s
+        return lam / mu if mu > 0 else 0.0
+
     def samples(self, metric: str) -> np.ndarray:
         """Per-request samples behind a latency percentile: ``ttft_s``, ``itl_s``, ``e2e_s`` or ``queue_s``."""
         done = self.status == DONE

@@ -236,7 +236,11 @@ def simulate_queue(t: VideoTiming, spec: VideoQueueSpec, usd_per_gpu_hour: float
                     start_segment(r, now)
                     break
         if snap is None and now >= snap_t and any(running):
-            snap, snap_t = snapshot(now), now  # idle then: the first moment after it with work running
+            # idle at the middle arrival: the middle of the next interval with work running (at its first moment
+            # every request in it is on step 0, a chart of zero-height bars); nothing changes before the next event
+            following = min(heap[0][0] if heap else math.inf, float(arrivals[nxt]) if nxt < n else math.inf)
+            at = (now + following) / 2 if math.isfinite(following) else now
+            snap, snap_t = snapshot(at), at
         area += (q_len[-1] if q_len else 0) * (now - last_t)
         last_t = now
         q_t.append(now)

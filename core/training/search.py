@@ -136,6 +136,9 @@ class TrainingPlan(_Frozen):
     deadline_met: bool | None
     message: str
     steps: tuple[Step, ...] = ()
+    #: GPUs x the expected wall-clock with failures (checkpoint writes, lost work, restarts) [GPU-h]: what the
+    #: cost is priced on, so the two cards count the same hours.
+    gpu_hours_with_failures: float | None = None
 
 
 def _cps(c: LayoutContext, goal: TrainingGoal) -> tuple[int, ...]:
@@ -580,6 +583,7 @@ def plan(dep: Deployment | RabitConfig, goal: TrainingGoal | None = None) -> Tra
         deadline_met=deadline_met,
         message=message,
         steps=mem.steps + tr.frozen(),
+        gpu_hours_with_failures=bres.gpus * gp.wall_clock_s / HOUR_S,
     )
 
 
