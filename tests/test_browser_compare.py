@@ -9,9 +9,7 @@ from urllib.parse import urlencode
 
 import live
 import pytest
-from test_compare_page import _fleet_results
-
-from core.config import DEFAULT, EXAMPLE
+from test_compare_page import _two_fleets
 
 pytestmark = pytest.mark.browser
 live.require_chromium()
@@ -22,24 +20,10 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory):
     """A server over a store holding two saved fleet plans ($37.02/h and $40.80/h); (url, id A, id B)."""
-    from store import Store
     from store.db import SQLITE_FILE
 
     data = tmp_path_factory.mktemp("rabit-data")
-    s = Store(f"sqlite:///{data / SQLITE_FILE}")
-    grown = EXAMPLE.model_copy(
-        update={"workloads": (EXAMPLE.workloads[0].model_copy(update={"rate_per_s": 12}), *EXAMPLE.workloads[1:])}
-    )
-    a = s.create(
-        "fleet today",
-        DEFAULT.with_(fleet=EXAMPLE),
-        results=_fleet_results(37.02, 12, "4 x h100"),
-        note="",
-        saved_by="t",
-    )
-    b = s.create(
-        "fleet grown", DEFAULT.with_(fleet=grown), results=_fleet_results(40.80, 14, "2 x h200"), note="", saved_by="t"
-    )
+    a, b = _two_fleets(f"sqlite:///{data / SQLITE_FILE}")
     proc, url = live.start(env={"RABIT_DATA_DIR": str(data), "RABIT_DATABASE_URL": ""})
     yield url, a, b
     live.stop(proc)

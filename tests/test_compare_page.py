@@ -26,10 +26,12 @@ def _fleet_results(usd: float, gpus: int, chat: str) -> dict:
     }
 
 
-def _two_fleets():
+def _two_fleets(url: str | None = None):
+    """Two saved fleet plans ($37.02/h today, $40.80/h with the chat workload grown to 12 requests/s) in the store
+    at ``url`` (default: the test's own database)."""
     from store import Store, database_url
 
-    s = Store(database_url())
+    s = Store(url or database_url())
     slow = EXAMPLE.model_copy(
         update={"workloads": (EXAMPLE.workloads[0].model_copy(update={"rate_per_s": 12}), *EXAMPLE.workloads[1:])}
     )
