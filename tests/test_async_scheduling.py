@@ -59,3 +59,15 @@ def test_async_costs_exactly_one_decode_step_here_and_nothing_on_an_idle_engine(
     # request 0 emits its 1,000 tokens either way; the one that joined later finishes later
     assert on.fin_s[1] > off.fin_s[1]
     assert on.status == off.status
+
+
+def test_rabit_simulate_runs_async_by_default_and_turns_it_off_on_request(capsys):
+    # Llama-3.1-8B on one H100 at 2 requests/s: the replica is mostly idle or decoding a few sequences, so
+    # an arrival lands mid-iteration often and waits one decode step more with async scheduling on.
+    from tests.clirun import run
+
+    argv = ("simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "1", "--tp", "1")
+    argv += ("--rate", "2", "--requests", "300", "--input", "500", "--output", "100", "--json")
+    on, off = run(capsys, *argv), run(capsys, *argv, "--no-async-scheduling")
+    assert (on["async_scheduling"], off["async_scheduling"]) == (True, False)
+    assert on["ttft_s"]["mean"] > off["ttft_s"]["mean"]
