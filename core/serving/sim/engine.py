@@ -553,8 +553,9 @@ class Engine(ArrivalStream, DecodeSet):
 
     def cut_run(self, t: float) -> float:
         """An arrival at ``t`` during the planned run of decode iterations: the run stops at the iteration
-        during which it comes (as it would have had the arrival been known when it was planned), unless a
-        waiting request already blocks the queue. Returns the step's end [s]."""
+        during which it comes (as it would have had the arrival been known when it was planned), or with async
+        scheduling at the one after it, unless a waiting request already blocks the queue. Returns the step's
+        end [s]."""
         if self.pend_kind != RUN or t >= self.pend_end_s:
             return self.pend_end_s
         k, dt, kmax, A, R, g, t_dead, cut_ok = self._pend_run
