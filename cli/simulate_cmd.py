@@ -173,6 +173,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_false",
         help="a preempted request recomputes from scratch (prefix cache off)",
     )
+    s.add_argument(
+        "--no-async-scheduling",
+        dest="async_scheduling",
+        action="store_false",
+        help="plan each iteration after the previous one ends (vLLM's async scheduling off): an arrival waits "
+        "one iteration less",
+    )
     d = p.add_argument_group("deployment")
     d.add_argument(
         "--replicas",
@@ -252,6 +259,7 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
             seed=args.seed,
             engine=args.engine or W.engine,
             prefix_caching=args.prefix_caching,
+            async_scheduling=args.async_scheduling,
             replicas=args.replicas,
             router=args.router,
             prefix_cache_frac=args.prefix_share,
@@ -434,6 +442,7 @@ def run(args: argparse.Namespace) -> int:
         "token_budget": spec.token_budget,
         "engine": cfg.workload.engine,
         "prefix_caching": spec.prefix_caching,
+        "async_scheduling": spec.async_scheduling,
         "seed": spec.seed,
         **s,
         "kv_pool_tokens": r.kv_pool_tokens,

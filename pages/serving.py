@@ -133,6 +133,10 @@ with sch_col:
         format_func=choices.ADMISSION_LABELS.get,
     )
     st.checkbox("Prefix caching (a preempted request finds its blocks again)", key=K("workload.prefix_caching"))
+    st.checkbox(
+        "Async scheduling (the next iteration planned while one runs: an arrival waits one iteration more)",
+        key=K("workload.async_scheduling"),
+    )
     st.checkbox("CUDA graphs (off = eager mode, every kernel launched from the host)", key=K("workload.cuda_graphs"))
     c1, c2 = st.columns(2)
     c1.number_input("Timeout [s] (0 = none)", **B("workload.timeout_s"), key=K("workload.timeout_s"))

@@ -101,6 +101,20 @@ CASES = {
     "timeout, long queue": (L8, BASE.with_(rate_per_s=30.0, timeout_s=30.0, max_batch=4), 1, "least-outstanding"),
     "timeout none reached": (L8, BASE.with_(timeout_s=600.0), 2, "round-robin"),
     # a replayed trace of lengths: the draws are its rows, cycled, the arrivals Poisson as ever
+    # synchronous scheduling (async_scheduling off): each plan sees every arrival up to its iteration's start
+    "sync scheduling, one replica": (L8, BASE.with_(async_scheduling=False), 1, "least-outstanding"),
+    "sync scheduling, preempting": (
+        L8,
+        BASE.with_(async_scheduling=False, rate_per_s=100.0, kv_pool_tokens=12_000),
+        4,
+        "least-outstanding",
+    ),
+    "sync scheduling, timeout": (
+        L8,
+        BASE.with_(async_scheduling=False, rate_per_s=150.0, timeout_s=3.0),
+        3,
+        "power-of-two",
+    ),
     "replayed trace": (
         L8,
         BASE.with_(trace=tuple((200 + 37 * (k % 29), 20 + 11 * (k % 13)) for k in range(97)), rate_per_s=40.0),
@@ -133,8 +147,11 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     cache=st.booleans(),
     seed=st.integers(0, 3),
     timeout=st.sampled_from([None, None, 1.5, 6.0]),
+    asy=st.booleans(),
 )
-def test_any_shape_it_takes_matches_the_python_loop(rate, replicas, router, pool, budget, batch, cache, seed, timeout):
+def test_any_shape_it_takes_matches_the_python_loop(
+    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy
+):
     spec = BASE.with_(
         rate_per_s=rate,
         num_requests=300,
@@ -144,6 +161,7 @@ def test_any_shape_it_takes_matches_the_python_loop(rate, replicas, router, pool
         prefix_caching=cache,
         seed=seed,
         timeout_s=timeout,
+        async_scheduling=asy,
     )
     assert_compiled_matches_python(L8, spec, replicas, router)
 

@@ -43,7 +43,8 @@ def _engine_only(cfg: RabitConfig) -> RabitConfig:
 
 
 def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
-    """Chunked prefill / prefill priority, paged preempt-and-recompute or reservation, FCFS, timeouts.
+    """Chunked prefill / prefill priority, paged preempt-and-recompute or reservation, FCFS, timeouts, async
+    scheduling (a plan sees the arrivals up to the start of the iteration before it; with nothing running, all).
 
     Poisson arrivals with a number of requests. Per-sequence KV, pairs and reads come from the pool's
     one-line formulas (``blocks_for``, ``eff``, ``chunk_pairs``); everything else is spelled out here.
@@ -71,6 +72,7 @@ def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
 
     waiting, running = deque(), []
     now, nxt, pre = 0.0, 0, 0
+    seen = 0.0  # the start of the last iteration
 
     def used():
         return sum(res[r] for r in running) if spec.admission == "reserve" else sum(blocks(c[r]) for r in running)
@@ -100,6 +102,7 @@ def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
             now = arr[nxt]
             continue
         chunks, preempted = [], False
+        cut = seen if spec.async_scheduling and running else now
         dec = [r for r in running if phase[r] == "dec"]
         if spec.policy == "chunked":
             while True:
@@ -126,6 +129,8 @@ def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
                 u = used() + need
                 while waiting and left > 0 and len(running) < spec.max_batch:
                     r = waiting[0]
+                    if arr[r] > cut:
+                        break
                     h = hit(r, u)
                     n = min(inp[r] + gen[r] - h, left)
                     add = blocks(inp[r] + max_out) if spec.admission == "reserve" else blocks(h + n)
@@ -143,6 +148,8 @@ def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
             u, total = used(), 0
             while waiting and len(running) < spec.max_batch:
                 r = waiting[0]
+                if arr[r] > cut:
+                    break
                 h = hit(r, u)
                 n = inp[r] + gen[r] - h
                 if chunks and total + n > K:
@@ -177,6 +184,7 @@ def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
         T = len(dec) + sum(n for _, n in chunks)
         A = sum(pool.eff(c[r] + 1) for r in dec) + sum(pool.chunk_pairs(c[r], n) for r, n in chunks)
         R = sum(pool.eff(c[r]) for r in dec) + sum(pool.eff(c[r]) for r, _ in chunks)
+        seen = now
         now += float(sm.iteration_s(T, A, R, len(dec) + len(chunks)))  # S: the sequences scheduled
         for r in dec:
             c[r] += 1
@@ -199,16 +207,18 @@ def _naive(cfg: RabitConfig, spec: SimSpec) -> dict:
 
 
 @pytest.mark.parametrize(
-    "policy,admission,timeout",
+    "policy,admission,timeout,asy",
     [
-        ("chunked", "preempt", None),
-        ("chunked", "reserve", None),
-        ("prefill_priority", "preempt", None),
-        ("prefill_priority", "reserve", 15.0),
-        ("chunked", "preempt", 6.0),
+        ("chunked", "preempt", None, True),
+        ("chunked", "reserve", None, True),
+        ("prefill_priority", "preempt", None, True),
+        ("prefill_priority", "reserve", 15.0, True),
+        ("chunked", "preempt", 6.0, True),
+        ("chunked", "preempt", None, False),
+        ("prefill_priority", "preempt", 6.0, False),
     ],
 )
-def test_fast_engine_matches_naive_reference(policy, admission, timeout):
+def test_fast_engine_matches_naive_reference(policy, admission, timeout, asy):
     # A small oversubscribed pool (20,000 tokens; ~10 req/s x ~3 s x ~1,100 tokens of context wanted)
     # so that preemption, head-of-line blocking and timeouts all occur.
     spec = SimSpec(
@@ -223,6 +233,7 @@ def test_fast_engine_matches_naive_reference(policy, admission, timeout):
         kv_pool_tokens=20_000,
         timeout_s=timeout,
         seed=3,
+        async_scheduling=asy,
     )
     fast = simulate(_engine_only(L8), spec)
     ref = _naive(L8, spec)

@@ -133,6 +133,12 @@ class ServingLoad(BaseModel):
     # re-admission recomputes only what was evicted (vLLM V1 enable_prefix_caching, on by default; SGLang's
     # radix cache; TensorRT-LLM's KV block reuse). Off: recompute from scratch (vLLM V0 without the cache).
     prefix_caching: bool = True
+    # vLLM V1's asynchronous scheduling (``--async-scheduling``, on by default since vLLM 0.12): the scheduler plans
+    # iteration k+1 while iteration k runs (vllm/v1/engine/core.py ``step_with_batch_queue``, a batch queue of two;
+    # vllm/v1/core/sched/async_scheduler.py), so a request that arrives during iteration k is first seen when k+2 is
+    # planned and runs from the end of k+1; an idle engine plans at once. Off: each plan sees every arrival up to
+    # the end of the previous iteration.
+    async_scheduling: bool = True
     timeout_s: float | None = None  # a request not finished this long after arrival is cancelled
     kv_pool_tokens: int | None = None  # override of the KV pool size (what-if); default: from memory
     seed: int = 0

@@ -50,12 +50,14 @@ from core.serving.router import (
 )
 from core.serving.session_result import SessionResult, TurnLatency, session_spec, simulate_sessions
 from core.serving.sim.compiled import FALLBACK_REASONS
+from core.serving.sim.engine import Engine
 from core.serving.sim.jit_sources import ENGINE_SOURCES, engine_source_hash
 from core.serving.sim.metrics import (
     THRASH_REMEDIES,
     AdapterStats,
     Percentiles,
 )
+from core.serving.sim.pool import Pool
 from core.serving.sim.timing import (
     ArrayTiming,
     HostTierTiming,
@@ -248,7 +250,9 @@ __all__ = [
     "simulate",
     "warm_simulator",
     "ENGINE_SOURCES",
+    "Engine",
     "FALLBACK_REASONS",
+    "Pool",
     "engine_source_hash",
     "simulate_queue",
     "spec_vs_alpha",

@@ -52,6 +52,7 @@ from core.serving.sim.jit_layout import (
     GF_NEXT,
     GF_TIMEOUT,
     GROW,
+    I_ASYNC,
     I_HI,
     I_HP,
     I_HR,
@@ -213,6 +214,7 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI]] = -1
     RF = np.zeros((R, N_RF), dtype=float)
     RF[:, R_NEXT] = INF
+    RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
     hist = np.zeros((R, pool.block), dtype=np.int64)
     FH = np.zeros((2, R, mb + 72), dtype=np.int64)  # the finish heaps: iteration, request
     CH = np.zeros((2, R, mb + 1), dtype=np.int64)  # the planned step's chunks: request, tokens

@@ -36,6 +36,13 @@ KV admission:
 * ``reserve``: admission reserves the blocks of prompt + the workload's largest output (the client's max_tokens) up
   front; never preempts.
 
+Asynchronous scheduling (``async_scheduling``, vLLM V1's default since 0.12: ``EngineCore.step_with_batch_queue`` in
+vllm/v1/engine/core.py keeps two batches in flight, and vllm/v1/core/sched/async_scheduler.py plans the next one
+before the current one's outputs are back): iteration k+1 is planned as soon as iteration k is launched, so the plan
+of an iteration sees the arrivals up to the start of the iteration before it (``seen_s``). A request that arrives
+during iteration k is admitted at the earliest in k+2, and a run of decode iterations that an arrival cuts stops at
+the end of the iteration after the one the arrival falls in. An engine with nothing running plans at once.
+
 A request that can never fit (its whole context exceeds the pool, or the model's context window) is rejected on
 arrival, counted, and never blocks the queue. With ``timeout_s``, a request not finished that long after its arrival
 is cancelled (waiting or running; a running one at the end of the iteration in progress) and its blocks are freed.
@@ -56,6 +63,7 @@ from core.base import WorkBudget
 from core.config import Draws, SimSpec
 from core.serving.sim.adapters import Adapters
 from core.serving.sim.arrivals import ArrivalStream
+from core.serving.sim.decode_set import DecodeSet
 from core.serving.sim.pool import Pool
 from core.serving.sim.records import DONE, MIXED, NONE, REJECTED, RUN, TIMED_OUT, UNFINISHED, Records  # noqa: F401
 from core.serving.sim.timing import Timing
@@ -65,7 +73,7 @@ _EPS = 1e-9
 _NO_RUN = (0, 0.0, 0, 0.0, 0.0, 0.0, INF, False)  # no run of decode iterations planned
 
 
-class Engine(ArrivalStream):
+class Engine(ArrivalStream, DecodeSet):
     """One replica: the clock, the queues, the KV pool and the counters of one simulation."""
 
     def __init__(self, spec: SimSpec, timing: Timing, pool: Pool, draws: Draws, lora: Adapters | None = None) -> None:
@@ -80,6 +88,9 @@ class Engine(ArrivalStream):
         self.full_share, self.slide_share, self.window = pool.full_share, pool.slide_share, pool.window
         self.sliding = pool.slide_share > 0
         self.reserve = spec.admission == "reserve"
+        self.async_on = spec.async_scheduling
+        self.seen_s = 0.0  # async scheduling: the plan sees arrivals up to here (the last iteration's start)
+        self._cut_s = 0.0  # the plan being made sees arrivals up to here
         self.max_out = spec.max_output_tokens()
         self.now_s = 0.0
         # per request (index = request number)
@@ -208,83 +219,7 @@ class Engine(ArrivalStream):
         if self.sliding:
             self.slide_blocks -= (min(c, self.window) + B - 1) // B
 
-    def _decode_need(self) -> float:
-        """Blocks-worth the decode set allocates in the next iteration."""
-        if self.reserve or not self.num_decoding:
-            return 0.0
-        ph = (-self.decode_iters) % self.block_tokens
-        return self.full_share * self.hist_f[ph] + (self.slide_share * self.hist_s[ph] if self.sliding else 0.0)
-
-    def _kv_run_bound(self, kmax: int) -> int:
-        """Decode iterations (<= kmax) whose block allocations all succeed."""
-        if self.reserve:
-            return kmax
-        cyc = self.full_share * self.num_decoding + self.slide_share * self.num_in_window
-        if cyc <= 0:
-            return kmax
-        free = self.pool_blocks - self.used() + _EPS
-        if free < 0:
-            return 0
-        B = self.block_tokens
-        q = int(free // cyc)
-        if q * B >= kmax:
-            return kmax
-        rem = free - q * cyc
-        D, hf, hs, wf, ws = self.decode_iters, self.hist_f, self.hist_s, self.full_share, self.slide_share
-        for j in range(B):
-            ph = (-(D + j)) % B
-            need = wf * hf[ph] + ws * hs[ph]
-            if need > rem:
-                return min(kmax, q * B + j)
-            rem -= need
-        return min(kmax, q * B + B)  # unreachable: a full cycle costs cyc > rem
-
-    # --- the lockstep decode set ------------------------------------------------------------------
-    def _join_decode(self, rid: int, c: int) -> None:
-        base = c - self.decode_iters
-        self.ctx[rid] = base
-        ph = base % self.block_tokens
-        self.num_decoding += 1
-        self.base_sum += base
-        self.hist_f[ph] += 1
-        if self.sliding and c < self.window:
-            self.lo[rid] = True
-            self.num_in_window += 1
-            self.base_sum_in_window += base
-            self.hist_s[ph] += 1
-            heapq.heappush(self.cross_heap, (self.window - base, rid))
-        fd = self.decode_iters + self.out[rid] - self.gen[rid]
-        self.fin_d[rid] = fd
-        heapq.heappush(self.fin_heap, (fd, rid))
-
-    def _leave_decode(self, rid: int) -> int:
-        """Take ``rid`` out of the decode set; returns its context."""
-        base = self.ctx[rid]
-        ph = base % self.block_tokens
-        self.num_decoding -= 1
-        self.base_sum -= base
-        self.hist_f[ph] -= 1
-        if self.lo[rid]:
-            self.lo[rid] = False
-            self.num_in_window -= 1
-            self.base_sum_in_window -= base
-            self.hist_s[ph] -= 1
-        self.gen[rid] = self.out[rid] - (self.fin_d[rid] - self.decode_iters)
-        self.fin_d[rid] = -1
-        return base + self.decode_iters
-
-    def _decode_AR(self) -> tuple[float, float, float]:
-        """(A, R, g) of the decode set now: attended pairs, cached tokens read, growth per iteration."""
-        m, D = self.num_decoding, self.decode_iters
-        if not self.sliding:
-            R = float(self.base_sum + m * D)
-            return R + m, R, float(m)
-        wf, ws = self.full_share, self.slide_share
-        lo_ctx = self.base_sum_in_window + self.num_in_window * D
-        R = wf * (self.base_sum + m * D) + ws * (lo_ctx + (m - self.num_in_window) * self.window)
-        g = wf * m + ws * self.num_in_window
-        return R + g, R, g
-
+    # --- the lockstep decode set (the rest in core.serving.sim.decode_set) ---------------------------
     def _advance_decode(self, k: int) -> None:
         """Account ``k`` decode iterations (blocks, D), then finish the sequences that are done."""
         if not self.reserve:
@@ -423,6 +358,7 @@ class Engine(ArrivalStream):
         # a run of decode iterations is valid only while the queue cannot move: after a preemption
         # the head was not even considered (no admissions in such an iteration), so run one iteration
         self._preempted_now = False
+        self._cut_s = self.seen_s if self.async_on and self.running else self.now_s
         if self.spec.policy == "chunked":
             self._plan_chunked(chunks)
         else:
@@ -484,6 +420,8 @@ class Engine(ArrivalStream):
         lora, j = self.lora, 0
         while j < len(self.waiting) and left > 0 and len(self.running) < mb:
             rid = self.waiting[j]
+            if self.arr[rid] > self._cut_s:
+                break  # arrived after this plan was made (async scheduling): the next plan sees it
             if lora is not None and not lora.admissible(rid, self.now_s):
                 j += 1  # its adapter would exceed max_loras: skipped, it keeps its place (vLLM)
                 continue
@@ -507,6 +445,8 @@ class Engine(ArrivalStream):
         lora, j = self.lora, 0
         while j < len(self.waiting) and len(self.running) < mb:
             rid = self.waiting[j]
+            if self.arr[rid] > self._cut_s:
+                break  # arrived after this plan was made (async scheduling): the next plan sees it
             if lora is not None and not lora.admissible(rid, self.now_s):
                 j += 1  # its adapter would exceed max_loras: skipped, it keeps its place (vLLM)
                 continue
@@ -555,6 +495,7 @@ class Engine(ArrivalStream):
         self.adapter_distinct_s += D * dt
         self.iterations += 1
         self.pend_kind, self.pend_end_s = MIXED, self.now_s + dt
+        self.seen_s = self.now_s
         self._pend_chunks, self._pend_decoding = chunks, decoding
 
     def _end_mixed(self) -> None:
@@ -591,31 +532,50 @@ class Engine(ArrivalStream):
         t_event = t_dead
         # a waiting head blocks the queue: an arrival changes nothing until an end; with adapters an arrival may
         # join at once although others wait (theirs would exceed max_loras)
-        cut_ok = not self.waiting or self.lora is not None
-        if cut_ok and self.next_arr < t_event:
-            t_event = self.next_arr
+        w, cut = self.waiting, self._cut_s
+        cut_ok = not w or self.lora is not None or (self.async_on and self.arr[w[0]] > cut)
         A, R, g = self._decode_AR()
         D = self._pend_D = self.lora.distinct if self.lora is not None else 0
+        if self.async_on and cut_ok:
+            # an arrival is seen by the plan made at the start of the iteration after the one it falls in, so the run
+            # stops one iteration later; one already waiting unseen (it came during the last iteration) is seen next
+            if w and self.arr[w[-1]] > cut:
+                kmax = 1
+            elif self.next_arr < INF:
+                kmax = min(
+                    kmax, self.timing.run(self.num_decoding, A, R, g, kmax, self.next_arr - self.now_s, D)[0] + 1
+                )
+        elif cut_ok and self.next_arr < t_event:
+            t_event = self.next_arr
         k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, t_event - self.now_s if t_event < INF else INF, D)
         self.pend_kind, self.pend_end_s = RUN, self.now_s + dt
         self._pend_run = (k, dt, kmax, A, R, g, t_dead, cut_ok)
 
     def cut_run(self, t: float) -> float:
         """An arrival at ``t`` during the planned run of decode iterations: the run stops at the iteration
-        during which it comes (as it would have had the arrival been known when it was planned), unless a
-        waiting request already blocks the queue. Returns the step's end [s]."""
+        during which it comes (as it would have had the arrival been known when it was planned), or with async
+        scheduling at the one after it, unless a waiting request already blocks the queue. Returns the step's
+        end [s]."""
         if self.pend_kind != RUN or t >= self.pend_end_s:
             return self.pend_end_s
         k, dt, kmax, A, R, g, t_dead, cut_ok = self._pend_run
         if not cut_ok:
             return self.pend_end_s
-        k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, min(t, t_dead) - self.now_s, self._pend_D)
+        if self.async_on:  # seen one iteration after the one it falls in (never past the run planned)
+            ka = self.timing.run(self.num_decoding, A, R, g, kmax, t - self.now_s, self._pend_D)[0] + 1
+            k, dt = self.timing.run(self.num_decoding, A, R, g, min(k, ka), t_dead - self.now_s, self._pend_D)
+        else:
+            k, dt = self.timing.run(self.num_decoding, A, R, g, kmax, min(t, t_dead) - self.now_s, self._pend_D)
         self._pend_run = (k, dt, kmax, A, R, g, t_dead, cut_ok)
         self.pend_end_s = self.now_s + dt
         return self.pend_end_s
 
     def _end_run(self) -> None:
         k, dt = self._pend_run[0], self._pend_run[1]
+        if self.async_on:  # the next plan was made when the run's last iteration started
+            _, _, _, A, R, g, _, _ = self._pend_run
+            before = self.timing.run(self.num_decoding, A, R, g, k - 1, INF, self._pend_D)[1] if k > 1 else 0.0
+            self.seen_s = self.now_s + before
         self.adapter_distinct_s += self._pend_D * dt
         self.busy_s += dt
         self.iterations += k
@@ -623,18 +583,6 @@ class Engine(ArrivalStream):
         if self.next_arr <= self.now_s:
             self._absorb_arrivals()
         self._advance_decode(k)
-
-    def fin_heap_min(self) -> int:
-        fh = self.fin_heap
-        while fh and self.fin_d[fh[0][1]] != fh[0][0]:
-            heapq.heappop(fh)
-        return fh[0][0]
-
-    def cross_min(self) -> int:
-        ch = self.cross_heap
-        while ch and not (self.lo[ch[0][1]] and self.ctx[ch[0][1]] == self.window - ch[0][0]):
-            heapq.heappop(ch)
-        return ch[0][0] if ch else 1 << 62
 
     def _record(self, t: float | None = None) -> None:
         self.ts_s.append(self.now_s if t is None else t)

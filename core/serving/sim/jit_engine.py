@@ -18,6 +18,7 @@ from core.serving.sim.jit_layout import (
     EPS,
     FALLBACK,
     GF_TIMEOUT,
+    I_ASYNC,
     I_BSUM,
     I_D,
     I_DLN,
@@ -63,6 +64,7 @@ from core.serving.sim.jit_layout import (
     Q_STATUS,
     Q_TARGET,
     R_BUSY,
+    R_CUT,
     R_END,
     R_LAST,
     R_NEXT,
@@ -72,7 +74,9 @@ from core.serving.sim.jit_layout import (
     R_RDEAD,
     R_RDT,
     R_RG,
+    R_RPRE,
     R_RR,
+    R_SEEN,
     RQ_ADMIT,
     RQ_ARR,
     RQ_FIN,
@@ -322,6 +326,8 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e)
     nch = RI[e, I_NCH]
     while RI[e, I_LW] > 0 and left > 0 and RI[e, I_LR] < MB:
         rid = RI[e, I_HW]
+        if RQF[RQ_ARR, rid] > RF[e, R_CUT]:
+            break  # arrived after this plan was made (async scheduling): the next plan sees it
         h = hit_of(B, pool_blocks, RQI, rid, u)
         n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
         if n > left:
@@ -438,7 +444,7 @@ def next_deadline(RI, RQI, DL, e):
 
 
 @jit
-def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQI, DL, err, e, limit):
+def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, err, e, limit):
     kmax = fin_min(RI, FH, RQI, e) - RI[e, I_D]
     if limit > 0 and limit < kmax:
         kmax = limit
@@ -448,15 +454,25 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQI, DL, err, 
         return
     t_dead = next_deadline(RI, RQI, DL, e) if RI[e, I_DLN] > 0 else INF
     t_event = t_dead
-    cut_ok = RI[e, I_LW] == 0
-    if cut_ok and RF[e, R_NEXT] < t_event:
-        t_event = RF[e, R_NEXT]
+    asy = RI[e, I_ASYNC] != 0
+    cut = RF[e, R_CUT]
+    cut_ok = RI[e, I_LW] == 0 or (asy and RQF[RQ_ARR, RI[e, I_HW]] > cut)
     A, Rr, g = decode_ar(RI, e)
     T = RI[e, I_NDEC]
     if T > tmax:
         err[0] = FALLBACK
         return
+    if asy and cut_ok:
+        if RI[e, I_LW] > 0 and RQF[RQ_ARR, RI[e, I_TW]] > cut:
+            kmax = 1
+        elif RF[e, R_NEXT] < INF:
+            ka = t_run(pp, TB, T, A, Rr, g, kmax, RF[e, R_NEXT] - RF[e, R_NOW])[0] + 1
+            if ka < kmax:
+                kmax = ka
+    elif cut_ok and RF[e, R_NEXT] < t_event:
+        t_event = RF[e, R_NEXT]
     k, dt = t_run(pp, TB, T, A, Rr, g, kmax, t_event - RF[e, R_NOW] if t_event < INF else INF)
+    RF[e, R_RPRE] = t_run(pp, TB, T, A, Rr, g, k - 1, INF)[1] if asy and k > 1 else 0.0
     RI[e, I_KIND] = RUN
     RF[e, R_END] = RF[e, R_NOW] + dt
     RI[e, I_RK] = k
@@ -472,16 +488,18 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQI, DL, err, 
 @jit
 def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e):  # fmt: skip
     RI[e, I_PNOW] = 0
+    RF[e, R_CUT] = RF[e, R_SEEN] if RI[e, I_ASYNC] and RI[e, I_LR] > 0 else RF[e, R_NOW]
     if plan_chunked(
         B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e
     ):  # its chunks (those that fit after the preemptions) still run, with no admissions
         RI[e, I_PNOW] = 1
     RF[e, R_END] = RF[e, R_NOW]
     if RI[e, I_NCH] > 0:
+        RF[e, R_SEEN] = RF[e, R_NOW]
         begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, CH, RQI, err, e)
         return RF[e, R_END]
     if RI[e, I_NDEC]:
-        begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQI, DL, err, e, 1 if RI[e, I_PNOW] else 0)
+        begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, err, e, 1 if RI[e, I_PNOW] else 0)
         return RF[e, R_END]
     RI[e, I_KIND] = NONE
     if RI[e, I_LW] > 0 and RI[e, I_LR] == 0:
@@ -501,8 +519,15 @@ def cut_run(pp, TB, RI, RF, e, t):
         return RF[e, R_END]
     if not RI[e, I_RCUT]:
         return RF[e, R_END]
-    tt = t if t < RF[e, R_RDEAD] else RF[e, R_RDEAD]
-    k, dt = t_run(pp, TB, RI[e, I_NDEC], RF[e, R_RA], RF[e, R_RR], RF[e, R_RG], RI[e, I_RKMAX], tt - RF[e, R_NOW])
+    T, A, Rr, g = RI[e, I_NDEC], RF[e, R_RA], RF[e, R_RR], RF[e, R_RG]
+    if RI[e, I_ASYNC]:  # seen one iteration after the one it falls in (never past the run planned)
+        ka = t_run(pp, TB, T, A, Rr, g, RI[e, I_RKMAX], t - RF[e, R_NOW])[0] + 1
+        kk = RI[e, I_RK] if RI[e, I_RK] < ka else ka
+        k, dt = t_run(pp, TB, T, A, Rr, g, kk, RF[e, R_RDEAD] - RF[e, R_NOW])
+        RF[e, R_RPRE] = t_run(pp, TB, T, A, Rr, g, k - 1, INF)[1] if k > 1 else 0.0
+    else:
+        tt = t if t < RF[e, R_RDEAD] else RF[e, R_RDEAD]
+        k, dt = t_run(pp, TB, T, A, Rr, g, RI[e, I_RKMAX], tt - RF[e, R_NOW])
     RI[e, I_RK] = k
     RF[e, R_RDT] = dt
     RF[e, R_END] = RF[e, R_NOW] + dt
@@ -534,6 +559,8 @@ def end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, F
                 join_decode(B, G, RI, hist, FH, RQI, e, rid, c)
     elif kind == RUN:
         k, dt = RI[e, I_RK], RF[e, R_RDT]
+        if RI[e, I_ASYNC]:  # the next plan was made when the run's last iteration started
+            RF[e, R_SEEN] = RF[e, R_NOW] + RF[e, R_RPRE]
         RF[e, R_BUSY] += dt
         RI[e, I_ITER] += k
         RF[e, R_NOW] = RF[e, R_END]

@@ -39,15 +39,17 @@ N_GF = 3
 # (the router's load); the heads, tails and lengths of the waiting, running and prefilling queues and the inbox
 # (head and tail); the finish heap's size, the planned chunks' count, the step decodes too, being pumped, pumps
 # without progress; the planned run's iterations, its bound and whether an arrival may cut it; preempted while
-# planning; the deadline heap's size
+# planning; the deadline heap's size; async scheduling on
 (I_D, I_NDEC, I_BSUM, I_FULL, I_ITER, I_PRE, I_KIND, I_FLIGHT, I_VER, I_LOAD,
  I_HW, I_TW, I_LW, I_HR, I_TR, I_LR, I_HP, I_TP, I_LP, I_HI, I_TI,
- I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN) = range(31)  # fmt: skip
-N_RI = 31
+ I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN, I_ASYNC) = range(32)  # fmt: skip
+N_RI = 32
 # the per-replica float state RF[e]: its clock, busy time, prefill time, the planned step's end, its inbox's next
-# arrival, its last arrival, and the planned run's time, attended pairs, cached tokens, growth and deadline
-R_NOW, R_BUSY, R_PREFILL, R_END, R_NEXT, R_LAST, R_RDT, R_RA, R_RR, R_RG, R_RDEAD = range(11)
-N_RF = 11
+# arrival, its last arrival, and the planned run's time, attended pairs, cached tokens, growth and deadline; async
+# scheduling: the arrivals the next plan sees (up to), those the plan being made sees, the run's last iteration's start
+# after the run's start
+R_NOW, R_BUSY, R_PREFILL, R_END, R_NEXT, R_LAST, R_RDT, R_RA, R_RR, R_RG, R_RDEAD, R_SEEN, R_CUT, R_RPRE = range(14)
+N_RF = 14
 
 # rows of the per-request integer array RQI: status, preemptions, tokens emitted, context, prefill target, the
 # decode iteration of its last token, tokens left in the prefix cache by a preemption, its replica; the queues'
