@@ -43,6 +43,7 @@ def test_sim_spec_carries_every_shared_field_as_it_is():
         "seed": 9,
         "prefix_cache_frac": 0.25,
         "prefix_groups": 5,
+        "async_scheduling": False,
     }
     assert set(moved) == set(LOAD_FIELDS)
     assert all(moved[f] != getattr(DEFAULT.workload, f) for f in moved)
