@@ -67,16 +67,20 @@ from core.physics.training_footprint import (
 )
 from core.physics.video import (
     VideoEstimate,
-    latent_shape,
-    linear_flop_per_token,
-    vae_cache_bytes,
-    vae_decode_flop,
 )
 from core.physics.video import (
     estimate as video_estimate,
 )
 from core.physics.video import (
     quick as video_quick,
+)
+from core.physics.video_memory import (
+    vae_cache_bytes,
+)
+from core.physics.video_work import (
+    latent_shape,
+    linear_flop_per_token,
+    vae_decode_flop,
 )
 
 __all__ = [
