@@ -57,19 +57,9 @@ from core.decision.fit import (
     params_for,
 )
 from core.decision.fleet import (
-    Case,
     FleetPlan,
-    FleetUnit,
-    RangeUnit,
     RobustNote,
-    cases,
-    fleet_base,
-    fleet_kinds,
     plan_fleet,
-    run_ranges,
-    run_unit,
-    unit_for,
-    workload_config,
 )
 from core.decision.fleet_assign import (
     Assignment,
@@ -89,6 +79,18 @@ from core.decision.fleet_report import (
     plan_rows,
     plans_of,
     totals_rows,
+)
+from core.decision.fleet_units import (
+    Case,
+    FleetUnit,
+    RangeUnit,
+    cases,
+    fleet_base,
+    fleet_kinds,
+    run_ranges,
+    run_unit,
+    unit_for,
+    workload_config,
 )
 from core.decision.goal import (
     KV_FORMATS,
