@@ -20,15 +20,17 @@ from core.config.deployment import (
     whole_nodes_problem,
 )
 from core.config.fleet import (
-    EXAMPLE,
     EXAMPLE_YAML,
     NOMINAL,
-    TABLE_COLUMNS,
     Fleet,
     FleetError,
     FleetSettings,
     FleetWorkload,
     Scenario,
+)
+from core.config.fleet_forms import (
+    EXAMPLE,
+    TABLE_COLUMNS,
     fleet_from_tables,
     fleet_json,
     fleet_tables,
