@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from core.catalog.arch import (
     ModelArch,
-    UnsupportedArchitecture,
-    from_hf_config,
 )
 from core.catalog.diffusion import (
     AttentionKernel,
@@ -27,6 +25,10 @@ from core.catalog.engines import (
     lora_defaults,
     pool_vendor_note,
     rocm_attention,
+)
+from core.catalog.hf_config import (
+    UnsupportedArchitecture,
+    from_hf_config,
 )
 from core.catalog.power import (
     gpu_power,
