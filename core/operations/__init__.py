@@ -20,10 +20,12 @@ from core.operations.launch import (
     LaunchSpec,
     command,
     emit,
-    emit_pick,
     k8s_manifest,
     launch_spec,
     model_repo,
+)
+from core.operations.launch_disagg import (
+    emit_pick,
 )
 from core.operations.log_compare import (
     LogComparison,
