@@ -38,7 +38,7 @@ ARRAYS = (
     "ts_running",
     "ts_kv_frac",
 )
-ROUTERS = ("least-outstanding", "power-of-two", "round-robin")
+ROUTERS = ("least-outstanding", "power-of-two", "round-robin", "prefix-affinity")
 
 
 def run(cfg, spec, replicas: int, router: str, loop: str = "auto", budget=None):
@@ -115,6 +115,35 @@ CASES = {
         3,
         "power-of-two",
     ),
+    # a shared prompt prefix: the first request of a group on a replica computes it, the later ones find it cached
+    # (whole blocks); prefix affinity keeps a group on one replica unless the loads fall out of balance
+    "prefix affinity, shared prefix": (
+        L8,
+        BASE.with_(rate_per_s=55.0, prefix_cache_frac=0.5, prefix_groups=4),
+        3,
+        "prefix-affinity",
+    ),
+    "prefix affinity, no shared prefix": (L8, BASE.with_(rate_per_s=55.0), 3, "prefix-affinity"),
+    "shared prefix, least-outstanding": (
+        L8,
+        BASE.with_(rate_per_s=55.0, prefix_cache_frac=0.5, prefix_groups=8),
+        3,
+        "least-outstanding",
+    ),
+    "shared prefix, preempting": (
+        L8,
+        BASE.with_(rate_per_s=100.0, kv_pool_tokens=12_000, prefix_cache_frac=0.7, prefix_groups=3),
+        4,
+        "prefix-affinity",
+    ),
+    # 200 requests in flight on one replica, the others idle: out of balance (by 64 and by 1.5x), so prefix
+    # affinity sends a group's requests to the least loaded replica instead of its own
+    "prefix affinity out of balance": (
+        L8,
+        BASE.with_(rate_per_s=120.0, prefix_cache_frac=0.3, prefix_groups=1),
+        3,
+        "prefix-affinity",
+    ),
     "replayed trace": (
         L8,
         BASE.with_(trace=tuple((200 + 37 * (k % 29), 20 + 11 * (k % 13)) for k in range(97)), rate_per_s=40.0),
@@ -134,6 +163,9 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
         assert (ref.status == TIMED_OUT).sum() > 0  # requests expired
     if spec.trace is not None:
         assert set(ref.input_tokens.tolist()) <= {a for a, _ in spec.trace}  # the trace's lengths, replayed
+    if spec.prefix_cache_frac > 0:  # the prefix hits move the run (less prefill work)
+        plain = run(cfg, spec.with_(prefix_cache_frac=0.0), replicas, router, loop="python")
+        assert ref.summary.prefill_time_share < plain.summary.prefill_time_share
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -148,9 +180,11 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     seed=st.integers(0, 3),
     timeout=st.sampled_from([None, None, 1.5, 6.0]),
     asy=st.booleans(),
+    prefix=st.sampled_from([0.0, 0.0, 0.4, 0.9]),
+    groups=st.sampled_from([1, 5, 64]),
 )
 def test_any_shape_it_takes_matches_the_python_loop(
-    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy
+    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy, prefix, groups
 ):
     spec = BASE.with_(
         rate_per_s=rate,
@@ -162,6 +196,8 @@ def test_any_shape_it_takes_matches_the_python_loop(
         seed=seed,
         timeout_s=timeout,
         async_scheduling=asy,
+        prefix_cache_frac=prefix,
+        prefix_groups=groups,
     )
     assert_compiled_matches_python(L8, spec, replicas, router)
 
@@ -194,8 +230,7 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
         assert (r.loop, r.fallback_reason) == ("python", why), why
     assert simulate(pp2, BASE).fallback_reason == "iteration timing per step (timing='direct') or over pipeline stages"
     deps = {  # deployments: (spec, layout) -> the reason
-        "a shared prompt prefix (prefix_cache_frac)": (BASE.with_(prefix_cache_frac=0.5), Layout(replicas=2)),
-        "router not compiled": (BASE, Layout(replicas=2, router="prefix-affinity")),
+        "router not compiled": (BASE, Layout(replicas=2, router="adapter-affinity")),
         "disaggregated pools": (BASE, disagg),
     }
     for why, (spec, layout) in deps.items():

@@ -6,8 +6,9 @@ A profile of the Python loop (``bench/cluster.py``: one replica, 100,000 request
 whole: the cost is the interpreter's per operation, not one hot spot, so a compiled loop is the fix that pays.
 This module is that loop for runs that are
 
-* aggregated replicas behind ``round-robin``, ``least-outstanding`` or ``power-of-two`` (one replica included:
-  a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte);
+* aggregated replicas behind ``round-robin``, ``least-outstanding``, ``power-of-two`` or ``prefix-affinity`` (one
+  replica included: a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte), with a
+  shared prompt prefix per group of requests or without;
 * Poisson arrivals of a fixed number of requests; chunked prefill with preempt-and-recompute (prefix caching of
   a preempted request's blocks on or off); a timeout or none;
 * a model without sliding-window layers, without adapters, on the tabulated timing of one pipeline stage
@@ -77,6 +78,7 @@ from core.serving.sim.jit_layout import (
     Q_NX_IN,
     Q_NX_W,
     Q_OUT,
+    Q_PFX,
     Q_REP,
     Q_STATUS,
     R_BUSY,
@@ -90,7 +92,9 @@ from core.serving.sim.jit_layout import (
     RQ_FIRST,
     SLICE,
     STUCK,
+    Router,
 )  # fmt: skip
+from core.serving.sim.pool import prefix_hit_tokens
 from core.serving.sim.records import UNFINISHED, Records
 
 #: The most replicas x batch cap the compiled loop takes (its per-replica heaps and chunk lists are arrays of the
@@ -104,7 +108,6 @@ FALLBACK_REASONS = (
     "numba not installed",
     "adapters",
     "iteration timing per step (timing='direct') or over pipeline stages",
-    "a shared prompt prefix (prefix_cache_frac)",
     "router not compiled",
     "arrivals not Poisson",
     "a duration limit",
@@ -117,10 +120,10 @@ FALLBACK_REASONS = (
     "an iteration reached the host KV tier",
     "multi-turn sessions",
 )
-ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 12, 13, 14, 15))
+ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 11, 12, 13, 14))
 
 
-def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> str | None:
+def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None) -> str | None:
     """Why the compiled loop leaves this simulation to the Python loop (the first of :data:`FALLBACK_REASONS` that
     holds), or None where it runs it (see the module docstring)."""
     from core.serving.sim.timing import LinearTiming
@@ -129,14 +132,13 @@ def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=
         (not numba_available(), 1),
         (adapters is not None or (isinstance(timing, LinearTiming) and bool(timing.lora)), 2),
         (not isinstance(timing, LinearTiming) or timing.pp != 1.0, 3),
-        (prefix is not None, 4),
-        (router not in ROUTERS, 5),
-        (spec.arrival != "poisson", 6),
-        (spec.duration_s is not None or spec.num_requests is None or spec.num_requests < 1, 7),
-        (spec.policy != "chunked", 8),
-        (spec.admission != "preempt", 9),
-        (pool.slide_share != 0, 10),
-        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 11),
+        (router not in ROUTERS, 4),
+        (spec.arrival != "poisson", 5),
+        (spec.duration_s is not None or spec.num_requests is None or spec.num_requests < 1, 6),
+        (spec.policy != "chunked", 7),
+        (spec.admission != "preempt", 8),
+        (pool.slide_share != 0, 9),
+        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 10),
     )
     for holds, k in checks:
         if holds:
@@ -144,9 +146,9 @@ def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=
     return None
 
 
-def supported(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> bool:
+def supported(spec, timing, pool, replicas: int, router: str, *, adapters=None) -> bool:
     """Whether the compiled loop runs this simulation (:func:`fallback_reason` is None)."""
-    return fallback_reason(spec, timing, pool, replicas, router, adapters=adapters, prefix=prefix) is None
+    return fallback_reason(spec, timing, pool, replicas, router, adapters=adapters) is None
 
 
 def _p2_pairs(replicas: int, seed: int, n: int) -> np.ndarray:
@@ -162,6 +164,31 @@ def _p2_pairs(replicas: int, seed: int, n: int) -> np.ndarray:
         a_s.append(a)
         b_s.append(b + (b >= a))
     return np.stack([np.concatenate(a_s), np.concatenate(b_s)]).astype(np.int64)
+
+
+def _router(spec, replicas: int, router: str, n: int, shared: bool) -> Router:
+    """The router's record for ``n`` requests: the power-of-two pairs, the prefix groups drawn as
+    :class:`core.serving.sim.replicas.ReplicaSet` draws them (chunks of its own generator, where a shared prefix or
+    prefix affinity groups the requests) and the empty tables the loop fills."""
+    from core.serving.router import BALANCE_ABS_THRESHOLD, BALANCE_REL_THRESHOLD
+    from core.serving.sim.replicas import GROUP_CHUNK, GROUP_STREAM
+
+    grouped = shared or router == "prefix-affinity"
+    groups = np.zeros(0, dtype=np.int64)
+    if grouped:
+        rng = np.random.default_rng([spec.seed, GROUP_STREAM])
+        chunks = [rng.integers(0, spec.prefix_groups, size=GROUP_CHUNK) for _ in range(-(-n // GROUP_CHUNK))]
+        groups = np.concatenate(chunks).astype(np.int64)
+    pairs = min(n, replicas * spec.prefix_groups) if shared else 0  # distinct (group, replica) pairs, at most
+    return Router(
+        kind=ROUTERS[router],
+        pairs=_p2_pairs(replicas, spec.seed, n) if router == "power-of-two" else np.zeros((2, 1), dtype=np.int64),
+        groups=groups,
+        owner=np.full(spec.prefix_groups if router == "prefix-affinity" else 0, -1, dtype=np.int64),
+        seen=np.full(1 << (2 * pairs + 1).bit_length() if shared else 0, -1, dtype=np.int64),
+        balance_abs=BALANCE_ABS_THRESHOLD,
+        balance_rel=float(BALANCE_REL_THRESHOLD),
+    )
 
 
 def _grown(x: np.ndarray, size: int) -> np.ndarray:
@@ -183,9 +210,10 @@ def _floats(x: np.ndarray) -> array:
     return a
 
 
-def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget=None):
+def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget=None, *, shared: bool = False):
     """The deployment's records (each replica's :class:`Records` and the deployment's number of each of its
     requests), or None where the loop leaves the run to the Python one (an iteration past the timing's table).
+    ``shared``: the requests of a prefix group share the first ``spec.prefix_cache_frac`` of their prompts.
     Raises as the Python loop does: :class:`core.base.limits.BudgetExceeded` past the work ``budget``."""
     from core.base import WorkBudget
     from core.serving.sim.jit_loop import loop
@@ -195,7 +223,7 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     draws.ensure(n)
     sm = timing.sm
     scal = (
-        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching), ROUTERS[router],
+        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching),
         int(timing.t_max), bool(sm.graph_prefill), int(pool.max_context), int(budget.max_events),
         float(pool.blocks), float(pool.full_share), float(pool.seq_blocks_max),
         1.0 / pool.blocks if pool.blocks > 0 else 0.0, float(timing.q), float(sm.graph_launch_s),
@@ -203,7 +231,7 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
         float(budget.max_clock_s),
     )  # fmt: skip
     gaps = np.asarray(draws.gaps[:n], dtype=float)
-    P2 = _p2_pairs(R, seed, n) if router == "power-of-two" else np.zeros((2, 1), dtype=np.int64)
+    rt = _router(spec, R, router, n, shared)
     TB = np.array([timing.c0, timing.c1, timing.m0, timing.m1, timing.x], dtype=float)
     G = np.zeros(N_G, dtype=np.int64)
     G[G_LO] = -1
@@ -225,6 +253,8 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     RQI[Q_NX_W : Q_NX_IN + 1] = -1  # the queues' links: none
     RQI[Q_INP] = np.asarray(draws.inp[:n], dtype=np.int64)
     RQI[Q_OUT] = np.asarray(draws.out[:n], dtype=np.int64)
+    if shared:
+        RQI[Q_PFX] = prefix_hit_tokens(spec.prefix_cache_frac, RQI[Q_INP])
     margin = 8 * R + 4 * mb + 64  # what one pass of the loop may add at most (jit_loop.loop's margin)
     ev_cap = margin + 64
     ev_t, EVI = np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64)
@@ -234,7 +264,7 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     DL = np.zeros((2, R, ev_cap if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
     err = np.zeros(1, dtype=np.int64)
     while True:
-        arrays = (gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err)
+        arrays = (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err)
         code = loop((scal, arrays))
         if code == OK:
             break

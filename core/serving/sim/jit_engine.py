@@ -59,6 +59,7 @@ from core.serving.sim.jit_layout import (
     Q_NX_R,
     Q_NX_W,
     Q_OUT,
+    Q_PFX,
     Q_PV_P,
     Q_PV_R,
     Q_STATUS,
@@ -132,7 +133,7 @@ def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI,
         RQI[Q_CTX, rid] = 0
         RQI[Q_TARGET, rid] = 0
         RQI[Q_FIN_D, rid] = -1
-        RQI[Q_CACHED, rid] = 0
+        RQI[Q_CACHED, rid] = RQI[Q_PFX, rid]  # its shared prefix, where its replica has served its group
         RF[e, R_LAST] = t
         c = i + (o - 1)
         need = fs * ((c + B - 1) // B)
@@ -269,7 +270,7 @@ def hit_of(B, pool_blocks, RQI, rid, u):
         v = free * B
     if last < v:
         v = last
-    return v if v > 0 else 0
+    return v - v % B if v > 0 else 0  # whole blocks only: vLLM's prefix cache hashes full blocks
 
 
 @jit

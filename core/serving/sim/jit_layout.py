@@ -10,13 +10,16 @@ The compiled functions' on-disk cache is stamped with a hash of every engine sou
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
+
+import numpy as np
 
 INF = math.inf
 EPS = 1e-9  # the engine's tolerance on block counts (core.serving.sim.engine._EPS)
 #: Passes of the loop between two returns to the caller (its work-budget checks: wall time, progress).
 SLICE_PASSES = 1 << 14
-#: The routers the loop knows, by its number for each.
-ROUTERS = {"round-robin": 0, "least-outstanding": 1, "power-of-two": 2}
+#: The routers the loop knows, by its number for each (the one router table: :func:`core.serving.sim.jit_loop.pick`).
+ROUTERS = {"round-robin": 0, "least-outstanding": 1, "power-of-two": 2, "prefix-affinity": 3}
 #: Draws a power-of-two router takes from its generator at a time (core.serving.router._DRAW_CHUNK).
 P2_CHUNK = 4096
 
@@ -56,6 +59,22 @@ N_RF = 14
 # links (waiting next, running next and previous, prefilling next and previous, inbox next); its lengths
 Q_STATUS, Q_NPRE, Q_GEN, Q_CTX, Q_TARGET, Q_FIN_D, Q_CACHED, Q_REP = range(8)
 Q_NX_W, Q_NX_R, Q_PV_R, Q_NX_P, Q_PV_P, Q_NX_IN, Q_INP, Q_OUT = range(8, 16)
-N_Q = 16
+# ... and the prompt tokens it finds in its replica's prefix cache on arrival: set by the caller to what a replica
+# that has served its prefix group finds, zeroed by the router where its replica has not
+Q_PFX = 16
+N_Q = 17
 # rows of the per-request float array RQF: arrival, admission, first token, finish [s]
 RQ_ARR, RQ_ADMIT, RQ_FIRST, RQ_FIN = range(4)
+
+
+class Router(NamedTuple):
+    """The router's state the loop reads and keeps (one record, whatever the policy: :data:`ROUTERS`)."""
+
+    kind: int  # the policy's number in ROUTERS
+    pairs: np.ndarray  # power-of-two: each request's two replicas (rows: first, second)
+    groups: np.ndarray  # each request's prefix group (empty: requests not grouped)
+    owner: np.ndarray  # prefix-affinity: the replica each group went to first (-1: none yet)
+    seen: np.ndarray  # the (group, replica) pairs served so far, ``group x replicas + replica``, as an open-addressing
+    # hash set (-1: an empty slot; a power of two at least twice the pairs it may hold; empty: no shared prefix)
+    balance_abs: int  # prefix-affinity's balance thresholds (core.serving.router.out_of_balance)
+    balance_rel: float
