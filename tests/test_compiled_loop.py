@@ -144,6 +144,27 @@ CASES = {
         3,
         "prefix-affinity",
     ),
+    # reserve admission: the blocks of prompt + max_tokens reserved on admission, never a preemption; a pool
+    # small enough that the reservations, not the batch, hold the queue
+    "reserve admission": (L8, BASE.with_(admission="reserve"), 1, "least-outstanding"),
+    "reserve admission, pool bound": (
+        L8,
+        BASE.with_(admission="reserve", rate_per_s=30.0, kv_pool_tokens=12_000),
+        1,
+        "least-outstanding",
+    ),
+    "reserve admission, timeout, four replicas": (
+        L8,
+        BASE.with_(admission="reserve", rate_per_s=100.0, kv_pool_tokens=12_000, timeout_s=5.0),
+        4,
+        "power-of-two",
+    ),
+    "reserve admission, shared prefix": (
+        L8,
+        BASE.with_(admission="reserve", rate_per_s=55.0, prefix_cache_frac=0.5, prefix_groups=4),
+        3,
+        "prefix-affinity",
+    ),
     "replayed trace": (
         L8,
         BASE.with_(trace=tuple((200 + 37 * (k % 29), 20 + 11 * (k % 13)) for k in range(97)), rate_per_s=40.0),
@@ -163,6 +184,10 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
         assert (ref.status == TIMED_OUT).sum() > 0  # requests expired
     if spec.trace is not None:
         assert set(ref.input_tokens.tolist()) <= {a for a, _ in spec.trace}  # the trace's lengths, replayed
+    if spec.admission == "reserve":
+        assert ref.summary.preemptions == 0
+        if "pool bound" in name:  # the reservations fill the pool: a request waits for blocks, not for a slot
+            assert ref.summary.kv_occupancy_max == 1.0 and ref.summary.queue_s.p99 > 0
     if spec.prefix_cache_frac > 0:  # the prefix hits move the run (less prefill work)
         plain = run(cfg, spec.with_(prefix_cache_frac=0.0), replicas, router, loop="python")
         assert ref.summary.prefill_time_share < plain.summary.prefill_time_share
@@ -182,9 +207,10 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     asy=st.booleans(),
     prefix=st.sampled_from([0.0, 0.0, 0.4, 0.9]),
     groups=st.sampled_from([1, 5, 64]),
+    admission=st.sampled_from(["preempt", "preempt", "reserve"]),
 )
 def test_any_shape_it_takes_matches_the_python_loop(
-    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy, prefix, groups
+    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy, prefix, groups, admission
 ):
     spec = BASE.with_(
         rate_per_s=rate,
@@ -198,6 +224,7 @@ def test_any_shape_it_takes_matches_the_python_loop(
         async_scheduling=asy,
         prefix_cache_frac=prefix,
         prefix_groups=groups,
+        admission=admission,
     )
     assert_compiled_matches_python(L8, spec, replicas, router)
 
@@ -222,7 +249,6 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
         "arrivals not Poisson": (L8, BASE.with_(arrival="closed", users=8), "auto", "auto"),
         "a duration limit": (L8, BASE.with_(num_requests=None, duration_s=60.0), "auto", "auto"),
         "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), "auto", "auto"),
-        "reserve admission": (L8, BASE.with_(admission="reserve"), "auto", "auto"),
         "sliding-window layers": (sliding, BASE, "auto", "auto"),
     }
     for why, (cfg, spec, timing, loop) in one.items():
@@ -298,4 +324,9 @@ def test_rabit_simulate_says_which_loop_ran_and_why(capsys):
     out = cli(capsys, *base)
     assert (out["loop"], out["fallback_reason"]) == ("compiled", None)
     out = cli(capsys, *base, "--kv-admission", "reserve")
-    assert (out["loop"], out["fallback_reason"]) == ("python", "reserve admission")
+    assert (out["loop"], out["fallback_reason"]) == ("compiled", None)
+    out = cli(capsys, *base, "--pp", "2")
+    assert (out["loop"], out["fallback_reason"]) == (
+        "python",
+        "iteration timing per step (timing='direct') or over pipeline stages",
+    )

@@ -10,7 +10,7 @@ This module is that loop for runs that are
   replica included: a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte), with a
   shared prompt prefix per group of requests or without;
 * Poisson arrivals of a fixed number of requests; chunked prefill with preempt-and-recompute (prefix caching of
-  a preempted request's blocks on or off); a timeout or none;
+  a preempted request's blocks on or off) or reserve admission; a timeout or none;
 * a model without sliding-window layers, without adapters, on the tabulated timing of one pipeline stage
   (:class:`core.serving.sim.timing.LinearTiming` with ``pp`` 1);
 
@@ -60,6 +60,7 @@ from core.serving.sim.jit_layout import (
     I_HW,
     I_ITER,
     I_PRE,
+    I_RSV,
     I_TI,
     I_TP,
     I_TR,
@@ -80,6 +81,7 @@ from core.serving.sim.jit_layout import (
     Q_OUT,
     Q_PFX,
     Q_REP,
+    Q_RES,
     Q_STATUS,
     R_BUSY,
     R_LAST,
@@ -112,7 +114,6 @@ FALLBACK_REASONS = (
     "arrivals not Poisson",
     "a duration limit",
     "prefill-priority scheduling",
-    "reserve admission",
     "sliding-window layers",
     "more replica slots than the compiled loop holds",
     "disaggregated pools",
@@ -120,7 +121,7 @@ FALLBACK_REASONS = (
     "an iteration reached the host KV tier",
     "multi-turn sessions",
 )
-ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 11, 12, 13, 14))
+ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 10, 11, 12, 13))
 
 
 def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None) -> str | None:
@@ -136,9 +137,8 @@ def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=
         (spec.arrival != "poisson", 5),
         (spec.duration_s is not None or spec.num_requests is None or spec.num_requests < 1, 6),
         (spec.policy != "chunked", 7),
-        (spec.admission != "preempt", 8),
-        (pool.slide_share != 0, 9),
-        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 10),
+        (pool.slide_share != 0, 8),
+        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 9),
     )
     for holds, k in checks:
         if holds:
@@ -222,8 +222,9 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     n, R, mb = int(spec.num_requests), int(replicas), int(spec.max_batch)
     draws.ensure(n)
     sm = timing.sm
+    reserve = spec.admission == "reserve"
     scal = (
-        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching),
+        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching) and not reserve,
         int(timing.t_max), bool(sm.graph_prefill), int(pool.max_context), int(budget.max_events),
         float(pool.blocks), float(pool.full_share), float(pool.seq_blocks_max),
         1.0 / pool.blocks if pool.blocks > 0 else 0.0, float(timing.q), float(sm.graph_launch_s),
@@ -243,6 +244,7 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     RF = np.zeros((R, N_RF), dtype=float)
     RF[:, R_NEXT] = INF
     RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
+    RI[:, I_RSV] = 1 if reserve else 0
     hist = np.zeros((R, pool.block), dtype=np.int64)
     FH = np.zeros((2, R, mb + 72), dtype=np.int64)  # the finish heaps: iteration, request
     CH = np.zeros((2, R, mb + 1), dtype=np.int64)  # the planned step's chunks: request, tokens
@@ -253,6 +255,8 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     RQI[Q_NX_W : Q_NX_IN + 1] = -1  # the queues' links: none
     RQI[Q_INP] = np.asarray(draws.inp[:n], dtype=np.int64)
     RQI[Q_OUT] = np.asarray(draws.out[:n], dtype=np.int64)
+    if reserve:  # the blocks of the prompt and the client's max_tokens (Pool.blocks_for, whole blocks)
+        RQI[Q_RES] = (RQI[Q_INP] + spec.max_output_tokens() + pool.block - 1) // pool.block
     if shared:
         RQI[Q_PFX] = prefix_hit_tokens(spec.prefix_cache_frac, RQI[Q_INP])
     margin = 8 * R + 4 * mb + 64  # what one pass of the loop may add at most (jit_loop.loop's margin)

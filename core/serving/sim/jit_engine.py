@@ -40,8 +40,10 @@ from core.serving.sim.jit_layout import (
     I_PNOW,
     I_PRE,
     I_RCUT,
+    I_RES,
     I_RK,
     I_RKMAX,
+    I_RSV,
     I_TI,
     I_TP,
     I_TR,
@@ -62,6 +64,7 @@ from core.serving.sim.jit_layout import (
     Q_PFX,
     Q_PV_P,
     Q_PV_R,
+    Q_RES,
     Q_STATUS,
     Q_TARGET,
     R_BUSY,
@@ -107,7 +110,10 @@ def finish(RI, RF, RQF, RQI, e, rid, st):
 
 
 @jit_inline
-def release(B, RI, e, c):
+def release(B, RI, RQI, e, rid, c):
+    if RI[e, I_RSV]:
+        RI[e, I_RES] -= RQI[Q_RES, rid]
+        return
     RI[e, I_FULL] -= (c + B - 1) // B
 
 
@@ -136,7 +142,7 @@ def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI,
         RQI[Q_CACHED, rid] = RQI[Q_PFX, rid]  # its shared prefix, where its replica has served its group
         RF[e, R_LAST] = t
         c = i + (o - 1)
-        need = fs * ((c + B - 1) // B)
+        need = fs * (RQI[Q_RES, rid] if RI[e, I_RSV] else (c + B - 1) // B)
         cap = pool_blocks if pool_blocks < seq_max else seq_max
         if i + o > max_ctx or need > cap + EPS:
             RQI[Q_STATUS, rid] = REJECTED
@@ -151,7 +157,7 @@ def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI,
 
 @jit_inline
 def decode_need(B, fs, RI, hist, e):
-    if not RI[e, I_NDEC]:
+    if RI[e, I_RSV] or not RI[e, I_NDEC]:
         return 0.0
     ph = (-RI[e, I_D]) % B
     return fs * hist[e, ph]
@@ -160,7 +166,7 @@ def decode_need(B, fs, RI, hist, e):
 @jit
 def kv_run_bound(B, pool_blocks, fs, RI, hist, e, kmax):
     cyc = fs * RI[e, I_NDEC]
-    if cyc <= 0:
+    if RI[e, I_RSV] or cyc <= 0:
         return kmax
     free = pool_blocks - used(fs, RI, e) + EPS
     if free < 0:
@@ -209,7 +215,7 @@ def leave_decode(B, RI, hist, RQI, e, rid):
 @jit
 def complete(B, RI, RF, RQF, RQI, e, rid, c):
     link_remove(RI, RQI, e, rid, I_HR, I_TR, I_LR, Q_NX_R, Q_PV_R)
-    release(B, RI, e, c)
+    release(B, RI, RQI, e, rid, c)
     finish(RI, RF, RQF, RQI, e, rid, DONE)
 
 
@@ -243,7 +249,7 @@ def take_out(B, RI, hist, RQI, e, rid):
     else:
         link_remove(RI, RQI, e, rid, I_HP, I_TP, I_LP, Q_NX_P, Q_PV_P)
         c = RQI[Q_CTX, rid]
-    release(B, RI, e, c)
+    release(B, RI, RQI, e, rid, c)
     return c
 
 
@@ -285,6 +291,14 @@ def admit(B, RI, RF, RQF, RQI, e, rid, h):
     RQI[Q_TARGET, rid] = RQI[Q_INP, rid] + RQI[Q_GEN, rid]
     if math.isnan(RQF[RQ_ADMIT, rid]):
         RQF[RQ_ADMIT, rid] = RF[e, R_NOW]
+    if RI[e, I_RSV]:
+        RI[e, I_RES] += RQI[Q_RES, rid]
+
+
+@jit_inline
+def adm_need(B, fs, RI, RQI, e, rid, n):
+    """``Engine._admission_need``: blocks-worth admitting ``rid`` with a first chunk of ``n`` tokens takes."""
+    return fs * (RQI[Q_RES, rid] if RI[e, I_RSV] else (n + B - 1) // B)
 
 
 @jit_inline
@@ -314,10 +328,11 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e)
             CH[0, e, nch] = rid
             CH[1, e, nch] = n
             nch += 1
-            need += fs * chunk_f(B, c, n)
+            if not RI[e, I_RSV]:
+                need += fs * chunk_f(B, c, n)
             rid = RQI[Q_NX_P, rid]
         RI[e, I_NCH] = nch
-        if used(fs, RI, e) + need <= pool_blocks + EPS or RI[e, I_LR] == 0:
+        if RI[e, I_RSV] or used(fs, RI, e) + need <= pool_blocks + EPS or RI[e, I_LR] == 0:
             break
         preempt_last(B, keep, RI, hist, RQI, e)
         preempted = True
@@ -333,7 +348,7 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e)
         n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
         if n > left:
             n = left
-        add = fs * ((n + B - 1) // B) if not h else h // B + chunk_f(B, h, n)
+        add = adm_need(B, fs, RI, RQI, e, rid, n) if not h else h // B + chunk_f(B, h, n)
         if u + add > pool_blocks + EPS:
             break
         admit(B, RI, RF, RQF, RQI, e, rid, h)
@@ -508,7 +523,7 @@ def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch
         n = RQI[Q_INP, rid] + RQI[Q_GEN, rid]
         if n > K:
             n = K
-        if fs * ((n + B - 1) // B) > pool_blocks + EPS:
+        if adm_need(B, fs, RI, RQI, e, rid, n) > pool_blocks + EPS:
             w_popleft(RI, RQI, e)
             finish(RI, RF, RQF, RQI, e, rid, REJECTED)
     return RF[e, R_END]

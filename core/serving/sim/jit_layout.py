@@ -42,11 +42,14 @@ N_GF = 3
 # (the router's load); the heads, tails and lengths of the waiting, running and prefilling queues and the inbox
 # (head and tail); the finish heap's size, the planned chunks' count, the step decodes too, being pumped, pumps
 # without progress; the planned run's iterations, its bound and whether an arrival may cut it; preempted while
-# planning; the deadline heap's size; async scheduling on
+# planning; the deadline heap's size; async scheduling on; reserve admission on, and the blocks it has reserved
+# (whole blocks: the compiled loop runs models without sliding layers, whose full share is 1.0, so the Python loop's
+# float sum of reservations holds the same integer)
 (I_D, I_NDEC, I_BSUM, I_FULL, I_ITER, I_PRE, I_KIND, I_FLIGHT, I_VER, I_LOAD,
  I_HW, I_TW, I_LW, I_HR, I_TR, I_LR, I_HP, I_TP, I_LP, I_HI, I_TI,
- I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN, I_ASYNC) = range(32)  # fmt: skip
-N_RI = 32
+ I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN, I_ASYNC,
+ I_RSV, I_RES) = range(34)  # fmt: skip
+N_RI = 34
 # the per-replica float state RF[e]: its clock, busy time, prefill time, the planned step's end, its inbox's next
 # arrival, its last arrival, and the planned run's time, attended pairs, cached tokens, growth and deadline; async
 # scheduling: the arrivals the next plan sees (up to), those the plan being made sees, the run's last iteration's start
@@ -62,7 +65,9 @@ Q_NX_W, Q_NX_R, Q_PV_R, Q_NX_P, Q_PV_P, Q_NX_IN, Q_INP, Q_OUT = range(8, 16)
 # ... and the prompt tokens it finds in its replica's prefix cache on arrival: set by the caller to what a replica
 # that has served its prefix group finds, zeroed by the router where its replica has not
 Q_PFX = 16
-N_Q = 17
+# ... and what reserve admission reserves for it: the blocks of its prompt and the workload's largest output
+Q_RES = 17
+N_Q = 18
 # rows of the per-request float array RQF: arrival, admission, first token, finish [s]
 RQ_ARR, RQ_ADMIT, RQ_FIRST, RQ_FIN = range(4)
 

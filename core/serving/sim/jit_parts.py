@@ -22,10 +22,18 @@ from core.serving.sim.jit_layout import (
     I_HW,
     I_LR,
     I_LW,
+    I_RES,
+    I_RSV,
     I_TW,
     INF,
     Q_NX_W,
 )
+
+
+@jit_inline
+def used(fs, RI, e):
+    """Blocks-worth held (reserve admission: reserved; full_share is 1.0 there, so 1.0 x the count)."""
+    return fs * RI[e, I_RES if RI[e, I_RSV] else I_FULL]
 
 
 @jit_inline
@@ -35,13 +43,8 @@ def record(fs, inv_P, G, RI, ts_rep, TSF, e, t):
     TSF[0, n] = t
     TSF[1, n] = RI[e, I_LW]
     TSF[2, n] = RI[e, I_LR]
-    TSF[3, n] = (fs * RI[e, I_FULL]) * inv_P  # (full_share x full blocks + 0.0 x 0) / P
+    TSF[3, n] = used(fs, RI, e) * inv_P  # (full_share x full blocks + 0.0 x 0) / P, or reserved / P
     G[G_TSN] = n + 1
-
-
-@jit_inline
-def used(fs, RI, e):
-    return fs * RI[e, I_FULL]
 
 
 # --- linked lists --------------------------------------------------------------------------------------------
