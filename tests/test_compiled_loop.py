@@ -165,6 +165,30 @@ CASES = {
         3,
         "prefix-affinity",
     ),
+    # a closed loop: every user's first request at 0 s, the next a think time after the last one ended (none: at
+    # once), up to the request count; with timeouts the ended requests include expired ones
+    "closed loop, no think time": (L8, BASE.with_(arrival="closed", users=8), 1, "least-outstanding"),
+    "closed loop, three replicas": (L8, BASE.with_(arrival="closed", users=24, think_s=0.5), 3, "least-outstanding"),
+    "closed loop, timeout, preempting": (
+        L8,
+        BASE.with_(arrival="closed", users=40, think_s=0.2, kv_pool_tokens=12_000, timeout_s=6.0),
+        3,
+        "power-of-two",
+    ),
+    "closed loop cut by a duration": (
+        L8,
+        BASE.with_(arrival="closed", users=16, duration_s=20.0),
+        2,
+        "round-robin",
+    ),
+    # Poisson arrivals cut by a duration: with no request count, and the first of the two limits to bind
+    "duration alone": (L8, BASE.with_(num_requests=None, duration_s=30.0), 1, "least-outstanding"),
+    "duration, prefix affinity": (
+        L8,
+        BASE.with_(num_requests=None, duration_s=20.0, rate_per_s=60.0, prefix_cache_frac=0.5),
+        3,
+        "prefix-affinity",
+    ),
     "replayed trace": (
         L8,
         BASE.with_(trace=tuple((200 + 37 * (k % 29), 20 + 11 * (k % 13)) for k in range(97)), rate_per_s=40.0),
@@ -184,6 +208,10 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
         assert (ref.status == TIMED_OUT).sum() > 0  # requests expired
     if spec.trace is not None:
         assert set(ref.input_tokens.tolist()) <= {a for a, _ in spec.trace}  # the trace's lengths, replayed
+    if spec.duration_s is not None:  # the duration, not the count, ended the issue: 30 s x 20 req/s ~ 600
+        assert len(ref.arrival_s) < (spec.num_requests or 10**9) and ref.arrival_s.max() <= spec.duration_s
+    if spec.arrival == "closed" and replicas == 1:  # at most `users` requests in the system at once
+        assert max(ref.ts_waiting + ref.ts_running) == spec.users
     if spec.admission == "reserve":
         assert ref.summary.preemptions == 0
         if "pool bound" in name:  # the reservations fill the pool: a request waits for blocks, not for a slot
@@ -208,9 +236,11 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     prefix=st.sampled_from([0.0, 0.0, 0.4, 0.9]),
     groups=st.sampled_from([1, 5, 64]),
     admission=st.sampled_from(["preempt", "preempt", "reserve"]),
+    users=st.sampled_from([0, 0, 4, 40]),
+    duration=st.sampled_from([None, None, 8.0]),
 )
 def test_any_shape_it_takes_matches_the_python_loop(
-    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy, prefix, groups, admission
+    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy, prefix, groups, admission, users, duration
 ):
     spec = BASE.with_(
         rate_per_s=rate,
@@ -225,6 +255,10 @@ def test_any_shape_it_takes_matches_the_python_loop(
         prefix_cache_frac=prefix,
         prefix_groups=groups,
         admission=admission,
+        arrival="closed" if users else "poisson",
+        users=users or 16,
+        think_s=1.0 / rate,
+        duration_s=duration,
     )
     assert_compiled_matches_python(L8, spec, replicas, router)
 
@@ -246,14 +280,27 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
         "loop='python' asked for": (L8, BASE, "auto", "python"),
         "adapters": (lora, BASE, "auto", "auto"),
         "iteration timing per step (timing='direct') or over pipeline stages": (L8, BASE, "direct", "auto"),
-        "arrivals not Poisson": (L8, BASE.with_(arrival="closed", users=8), "auto", "auto"),
-        "a duration limit": (L8, BASE.with_(num_requests=None, duration_s=60.0), "auto", "auto"),
+        "a closed loop without a request count": (
+            L8,
+            BASE.with_(arrival="closed", users=8, num_requests=None, duration_s=60.0),
+            "auto",
+            "auto",
+        ),
+        # 20 req/s for 60 s: 1,200 requests expected, past a limit of 1,000 (5 million unpatched)
+        "a duration limit past the compiled loop's arrays": (
+            L8,
+            BASE.with_(num_requests=None, duration_s=60.0),
+            "auto",
+            "auto",
+        ),
         "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), "auto", "auto"),
         "sliding-window layers": (sliding, BASE, "auto", "auto"),
     }
+    monkeypatch.setattr("core.serving.sim.compiled.MAX_DURATION_REQUESTS", 1000)
     for why, (cfg, spec, timing, loop) in one.items():
         r = simulate(cfg, spec, timing=timing, loop=loop)
         assert (r.loop, r.fallback_reason) == ("python", why), why
+    monkeypatch.undo()
     assert simulate(pp2, BASE).fallback_reason == "iteration timing per step (timing='direct') or over pipeline stages"
     deps = {  # deployments: (spec, layout) -> the reason
         "router not compiled": (BASE, Layout(replicas=2, router="adapter-affinity")),

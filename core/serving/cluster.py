@@ -274,7 +274,7 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
             fast, why = None, compiled.HOST_TIER  # an iteration reached the host tier: the Python loop times it
     if fast is not None:
         parts = fast[0]
-        merged = compiled.merged(parts, fast[1], int(spec.num_requests or 0))
+        merged = compiled.merged(parts, fast[1])
     elif R == 1 and prefix is None:
         # one replica and nothing to route: the one-replica loop itself (the same records, without the deployment's
         # event heap; tests/test_cluster.py holds the two to the byte)

@@ -9,7 +9,8 @@ This module is that loop for runs that are
 * aggregated replicas behind ``round-robin``, ``least-outstanding``, ``power-of-two`` or ``prefix-affinity`` (one
   replica included: a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte), with a
   shared prompt prefix per group of requests or without;
-* Poisson arrivals of a fixed number of requests; chunked prefill with preempt-and-recompute (prefix caching of
+* Poisson arrivals up to a number of requests or a duration, or a closed loop of users up to a number of
+  requests; chunked prefill with preempt-and-recompute (prefix caching of
   a preempted request's blocks on or off) or reserve admission; a timeout or none;
 * a model without sliding-window layers, without adapters, on the tabulated timing of one pipeline stage
   (:class:`core.serving.sim.timing.LinearTiming` with ``pp`` 1);
@@ -44,16 +45,20 @@ import numpy as np
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
+    G_AHN,
+    G_CLOSED,
     G_DLMAX,
     G_EVN,
     G_FHMAX,
     G_LO,
     G_PASSES,
     G_TSN,
+    GF_DURATION,
     GF_NEXT,
     GF_TIMEOUT,
     GROW,
     I_ASYNC,
+    I_HE,
     I_HI,
     I_HP,
     I_HR,
@@ -61,6 +66,7 @@ from core.serving.sim.jit_layout import (
     I_ITER,
     I_PRE,
     I_RSV,
+    I_TE,
     I_TI,
     I_TP,
     I_TR,
@@ -104,6 +110,11 @@ from core.serving.sim.records import UNFINISHED, Records
 MAX_REPLICA_SLOTS = 4_000_000
 
 
+#: The most requests a Poisson run cut by a duration alone (no request count) may expect, rate x duration, for the
+#: compiled loop's per-request arrays; past it the Python loop, which grows its lists as requests come.
+MAX_DURATION_REQUESTS = 5_000_000
+
+
 #: Why a run took the Python loop (:func:`fallback_reason`, the result's ``fallback_reason``), in the order checked.
 FALLBACK_REASONS = (
     "loop='python' asked for",
@@ -111,8 +122,8 @@ FALLBACK_REASONS = (
     "adapters",
     "iteration timing per step (timing='direct') or over pipeline stages",
     "router not compiled",
-    "arrivals not Poisson",
-    "a duration limit",
+    "a closed loop without a request count",
+    "a duration limit past the compiled loop's arrays",
     "prefill-priority scheduling",
     "sliding-window layers",
     "more replica slots than the compiled loop holds",
@@ -134,8 +145,8 @@ def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=
         (adapters is not None or (isinstance(timing, LinearTiming) and bool(timing.lora)), 2),
         (not isinstance(timing, LinearTiming) or timing.pp != 1.0, 3),
         (router not in ROUTERS, 4),
-        (spec.arrival != "poisson", 5),
-        (spec.duration_s is not None or spec.num_requests is None or spec.num_requests < 1, 6),
+        (spec.num_requests is None and spec.arrival != "poisson", 5),
+        (spec.num_requests is None and spec.rate_per_s * (spec.duration_s or INF) > MAX_DURATION_REQUESTS, 6),
         (spec.policy != "chunked", 7),
         (pool.slide_share != 0, 8),
         (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 9),
@@ -219,7 +230,7 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     from core.serving.sim.jit_loop import loop
 
     budget = budget or WorkBudget()
-    n, R, mb = int(spec.num_requests), int(replicas), int(spec.max_batch)
+    n, R, mb = _issued_at_most(spec, draws), int(replicas), int(spec.max_batch)
     draws.ensure(n)
     sm = timing.sm
     reserve = spec.admission == "reserve"
@@ -237,10 +248,17 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     G = np.zeros(N_G, dtype=np.int64)
     G[G_LO] = -1
     GF = np.zeros(N_GF)
-    GF[GF_NEXT] = gaps[0]
     GF[GF_TIMEOUT] = INF if spec.timeout_s is None else float(spec.timeout_s)
+    GF[GF_DURATION] = INF if spec.duration_s is None else float(spec.duration_s)
+    closed = spec.arrival == "closed"
+    G[G_CLOSED] = 1 if closed else 0
+    users = min(int(spec.users), n) if closed else 0
+    AH = np.zeros((2, max(users, 1)))  # the closed loop's arrival heap: every user's first request at 0 s
+    AH[1, :users] = np.arange(users)
+    G[G_AHN] = users
+    GF[GF_NEXT] = (0.0 if users else INF) if closed else gaps[0]
     RI = np.zeros((R, N_RI), dtype=np.int64)
-    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI]] = -1
+    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI, I_HE, I_TE]] = -1
     RF = np.zeros((R, N_RF), dtype=float)
     RF[:, R_NEXT] = INF
     RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
@@ -268,7 +286,7 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     DL = np.zeros((2, R, ev_cap if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
     err = np.zeros(1, dtype=np.int64)
     while True:
-        arrays = (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err)
+        arrays = (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err)
         code = loop((scal, arrays))
         if code == OK:
             break
@@ -328,14 +346,29 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     return parts, gids
 
 
-def merged(parts: list[Records], gids: list[np.ndarray], n: int) -> Records:
+def merged(parts: list[Records], gids: list[np.ndarray]) -> Records:
     """The deployment's records from its replicas' (as :meth:`core.serving.sim.replicas.ReplicaSet.records` merges
-    an aggregated deployment's; one replica's are the deployment's)."""
+    an aggregated deployment's, over the requests issued; one replica's are the deployment's)."""
     from core.serving.sim.replicas import gathered, merged_records
 
     if len(parts) == 1:
         return parts[0]
-    return merged_records(gathered(n, parts, gids), parts, len(parts))
+    return merged_records(gathered(sum(len(g) for g in gids), parts, gids), parts, len(parts))
+
+
+def _issued_at_most(spec, draws) -> int:
+    """The most requests the run issues: its request count, or, for Poisson arrivals cut by a duration alone, those
+    the duration lets in (:meth:`core.serving.sim.arrivals.ArrivalStream._pop_arrival`: the first always, each next
+    while its time, the running sum of the gaps, stays within it; ``np.cumsum`` adds in the same order)."""
+    if spec.num_requests is not None:
+        return int(spec.num_requests)
+    k = 4096
+    while True:
+        draws.ensure(k + 1)
+        times = np.cumsum(np.asarray(draws.gaps[: k + 1], dtype=float))
+        if times[-1] > spec.duration_s:
+            return 1 + int(np.searchsorted(times[1:], spec.duration_s, side="right"))
+        k *= 2
 
 
 def numba_available() -> bool:

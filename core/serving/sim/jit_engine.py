@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from core.serving.sim.jit_arrivals import ended_push
 from core.serving.sim.jit_cache import jit, jit_inline
 from core.serving.sim.jit_deadline import dl_pop, dl_push
 from core.serving.sim.jit_layout import (
@@ -107,6 +108,7 @@ def finish(RI, RF, RQF, RQI, e, rid, st):
     RQI[Q_STATUS, rid] = st
     RQF[RQ_FIN, rid] = RF[e, R_NOW]
     RI[e, I_LOAD] -= 1  # Replica._user_done
+    ended_push(RI, RQI, e, rid)
 
 
 @jit_inline
@@ -148,6 +150,7 @@ def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI,
             RQI[Q_STATUS, rid] = REJECTED
             RQF[RQ_FIN, rid] = t
             RI[e, I_LOAD] -= 1
+            ended_push(RI, RQI, e, rid)
             continue
         w_append(RI, RQI, e, rid)
         if GF[GF_TIMEOUT] < INF:

@@ -29,13 +29,13 @@ OK, SLICE, GROW, CLOCK, EVENTS, STUCK, NO_ROOM, FALLBACK = range(8)
 
 # the global integer state G: requests routed, the event heap's sequence, passes, the event heap's size, the time
 # series' length, round-robin's next, least-outstanding's last, back from a slice, started, the largest finish heap,
-# the largest deadline heap
-G_ISSUED, G_SEQ, G_PASSES, G_EVN, G_TSN, G_RR, G_LO, G_RESUME, G_STARTED, G_FHMAX, G_DLMAX = range(11)
-N_G = 11
+# the largest deadline heap; a closed loop of users (else Poisson), the size of its arrival heap
+G_ISSUED, G_SEQ, G_PASSES, G_EVN, G_TSN, G_RR, G_LO, G_RESUME, G_STARTED, G_FHMAX, G_DLMAX, G_CLOSED, G_AHN = range(13)
+N_G = 13
 # the global float state GF: the next arrival, the simulated clock at the last check, the requests' timeout (INF:
-# none)
-GF_NEXT, GF_CLOCK, GF_TIMEOUT = range(3)
-N_GF = 3
+# none), the time after which no request is issued (INF: none)
+GF_NEXT, GF_CLOCK, GF_TIMEOUT, GF_DURATION = range(4)
+N_GF = 4
 
 # the per-replica integer state RI[e]: the engine's decode iterations D, decoding sequences, their base sum, full
 # blocks held, iterations, preemptions, the planned step's kind, a step in flight, its version, requests in flight
@@ -44,12 +44,13 @@ N_GF = 3
 # without progress; the planned run's iterations, its bound and whether an arrival may cut it; preempted while
 # planning; the deadline heap's size; async scheduling on; reserve admission on, and the blocks it has reserved
 # (whole blocks: the compiled loop runs models without sliding layers, whose full share is 1.0, so the Python loop's
-# float sum of reservations holds the same integer)
+# float sum of reservations holds the same integer); the head and tail of the requests ended and not yet told to
+# the arrival stream (Replica.ended)
 (I_D, I_NDEC, I_BSUM, I_FULL, I_ITER, I_PRE, I_KIND, I_FLIGHT, I_VER, I_LOAD,
  I_HW, I_TW, I_LW, I_HR, I_TR, I_LR, I_HP, I_TP, I_LP, I_HI, I_TI,
  I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN, I_ASYNC,
- I_RSV, I_RES) = range(34)  # fmt: skip
-N_RI = 34
+ I_RSV, I_RES, I_HE, I_TE) = range(36)  # fmt: skip
+N_RI = 36
 # the per-replica float state RF[e]: its clock, busy time, prefill time, the planned step's end, its inbox's next
 # arrival, its last arrival, and the planned run's time, attended pairs, cached tokens, growth and deadline; async
 # scheduling: the arrivals the next plan sees (up to), those the plan being made sees, the run's last iteration's start
@@ -67,7 +68,9 @@ Q_NX_W, Q_NX_R, Q_PV_R, Q_NX_P, Q_PV_P, Q_NX_IN, Q_INP, Q_OUT = range(8, 16)
 Q_PFX = 16
 # ... and what reserve admission reserves for it: the blocks of its prompt and the workload's largest output
 Q_RES = 17
-N_Q = 18
+# ... and the next in its replica's list of requests ended
+Q_NX_E = 18
+N_Q = 19
 # rows of the per-request float array RQF: arrival, admission, first token, finish [s]
 RQ_ARR, RQ_ADMIT, RQ_FIRST, RQ_FIN = range(4)
 

@@ -6,6 +6,7 @@ explicit stack, where the Python loop recurses), and the loop over arrivals and 
 
 from __future__ import annotations
 
+from core.serving.sim.jit_arrivals import next_arrival, tell_ended
 from core.serving.sim.jit_cache import jit
 from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step, expire
 from core.serving.sim.jit_layout import (
@@ -26,6 +27,7 @@ from core.serving.sim.jit_layout import (
     GROW,
     I_DLN,
     I_FLIGHT,
+    I_HE,
     I_HI,
     I_KIND,
     I_LOAD,
@@ -129,14 +131,9 @@ def seen_add(seen, key):
 
 
 @jit
-def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF):
+def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF):
     """ReplicaSet._route and _wake: returns the replica to pump (idle, not pumping), or -1."""
-    t = GF[0]
-    nn = G[G_ISSUED] + 1
-    if nn >= N:
-        GF[0] = INF
-    else:
-        GF[0] = t + gaps[nn]
+    t = next_arrival(N, gaps, G, GF, AH)
     j = pick(nrep, rt, G, RI)
     gid = G[G_ISSUED]
     G[G_ISSUED] = gid + 1
@@ -171,7 +168,7 @@ def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, ev_t, E
 
 
 @jit
-def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, e0):  # fmt: skip
+def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, e0):  # fmt: skip
     """ReplicaSet._pump of e0, with the replicas an arrival wakes on the way pumped in turn (a stack)."""
     stk[0] = e0
     top = 1
@@ -180,7 +177,7 @@ def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs,
     while top > 0:
         e = stk[top - 1]
         if GF[0] <= RF[e, R_NOW]:  # every arrival due by now is routed before this replica plans
-            j = route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF)
+            j = route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF)
             if j >= 0:
                 RI[j, I_PUMP] = 1
                 RI[j, I_STUCK] = 0
@@ -191,6 +188,8 @@ def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs,
             absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
         if RI[e, I_DLN] > 0 and DL[0, e, 0] <= RF[e, R_NOW]:
             expire(B, RI, RF, hist, RQF, RQI, DL, e)
+        if RI[e, I_HE] >= 0:
+            tell_ended(N, gaps, G, GF, RI, RQF, RQI, AH, e)
         if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
             RI[e, I_PUMP] = 0
             top -= 1
@@ -231,6 +230,8 @@ def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs,
             top -= 1
             continue
         end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)
+        if RI[e, I_HE] >= 0:
+            tell_ended(N, gaps, G, GF, RI, RQF, RQI, AH, e)
         RI[e, I_STUCK] = RI[e, I_STUCK] + 1 if RI[e, I_LW] == waiting else 0
         if RI[e, I_STUCK] > 2:
             err[0] = STUCK
@@ -242,7 +243,7 @@ def loop(z):
     """Run the deployment's loop until it ends (OK), a slice is done (SLICE), an array needs to grow (GROW) or a
     check fails (the other statuses); resumable from its arrays (``z``: the parameters, then the arrays)."""
     (N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock,) = z[0]  # fmt: skip
-    (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err,) = z[1]  # fmt: skip
+    (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err,) = z[1]  # fmt: skip
     fcap = FH.shape[2]
     evcap = ev_t.shape[0]
     tscap = TSF.shape[1]
@@ -314,16 +315,18 @@ def loop(z):
                 TSF,
                 woken,
             )
+            if RI[woken, I_HE] >= 0:
+                tell_ended(N, gaps, G, GF, RI, RQF, RQI, AH, woken)
         elif t_a < INF:
             if t_a > max_clock:
                 G[G_PASSES] = passes
                 GF[1] = t_a
                 return CLOCK
-            woken = route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF)
+            woken = route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF)
         else:
             break
         if woken >= 0:
-            pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, woken)  # fmt: skip
+            pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, woken)  # fmt: skip
         if err[0]:
             G[G_PASSES] = passes
             return err[0]
