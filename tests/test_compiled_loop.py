@@ -189,6 +189,33 @@ CASES = {
         3,
         "prefix-affinity",
     ),
+    # prefill priority (vLLM V0): whole prompts first-come first-served up to the token budget while the decoding
+    # sequences wait; with none to admit, a decode step, preempting the last admitted until its blocks fit
+    "prefill priority": (L8, BASE.with_(policy="prefill_priority"), 1, "least-outstanding"),
+    "prefill priority, preempting": (
+        L8,
+        BASE.with_(policy="prefill_priority", rate_per_s=30.0, kv_pool_tokens=12_000),
+        1,
+        "least-outstanding",
+    ),
+    "prefill priority, timeout, four replicas preempting": (
+        L8,
+        BASE.with_(policy="prefill_priority", rate_per_s=100.0, kv_pool_tokens=12_000, timeout_s=5.0),
+        4,
+        "power-of-two",
+    ),
+    "prefill priority, reserve admission": (
+        L8,
+        BASE.with_(policy="prefill_priority", admission="reserve", rate_per_s=30.0, kv_pool_tokens=12_000),
+        2,
+        "round-robin",
+    ),
+    "prefill priority, closed loop, shared prefix": (
+        L8,
+        BASE.with_(policy="prefill_priority", arrival="closed", users=30, prefix_cache_frac=0.5, prefix_groups=4),
+        3,
+        "prefix-affinity",
+    ),
     "replayed trace": (
         L8,
         BASE.with_(trace=tuple((200 + 37 * (k % 29), 20 + 11 * (k % 13)) for k in range(97)), rate_per_s=40.0),
@@ -238,9 +265,10 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     admission=st.sampled_from(["preempt", "preempt", "reserve"]),
     users=st.sampled_from([0, 0, 4, 40]),
     duration=st.sampled_from([None, None, 8.0]),
+    policy=st.sampled_from(["chunked", "chunked", "prefill_priority"]),
 )
 def test_any_shape_it_takes_matches_the_python_loop(
-    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy, prefix, groups, admission, users, duration
+    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy, prefix, groups, admission, users, duration, policy
 ):
     spec = BASE.with_(
         rate_per_s=rate,
@@ -259,8 +287,13 @@ def test_any_shape_it_takes_matches_the_python_loop(
         users=users or 16,
         think_s=1.0 / rate,
         duration_s=duration,
+        policy=policy,
     )
-    assert_compiled_matches_python(L8, spec, replicas, router)
+    ref = run(L8, spec, replicas, router, loop="python")
+    got = run(L8, spec, replicas, router)
+    if got.loop == "python":  # prefill priority runs a prompt longer than the token budget alone: past the table
+        assert (policy, got.fallback_reason) == ("prefill_priority", "an iteration past the timing's table")
+    assert_same(ref, got)
 
 
 def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
@@ -293,7 +326,6 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
             "auto",
             "auto",
         ),
-        "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), "auto", "auto"),
         "sliding-window layers": (sliding, BASE, "auto", "auto"),
     }
     monkeypatch.setattr("core.serving.sim.compiled.MAX_DURATION_REQUESTS", 1000)

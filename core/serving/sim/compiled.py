@@ -10,7 +10,7 @@ This module is that loop for runs that are
   replica included: a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte), with a
   shared prompt prefix per group of requests or without;
 * Poisson arrivals up to a number of requests or a duration, or a closed loop of users up to a number of
-  requests; chunked prefill with preempt-and-recompute (prefix caching of
+  requests; chunked prefill or prefill priority, with preempt-and-recompute (prefix caching of
   a preempted request's blocks on or off) or reserve admission; a timeout or none;
 * a model without sliding-window layers, without adapters, on the tabulated timing of one pipeline stage
   (:class:`core.serving.sim.timing.LinearTiming` with ``pp`` 1);
@@ -64,6 +64,7 @@ from core.serving.sim.jit_layout import (
     I_HR,
     I_HW,
     I_ITER,
+    I_PPRI,
     I_PRE,
     I_RSV,
     I_TE,
@@ -124,7 +125,6 @@ FALLBACK_REASONS = (
     "router not compiled",
     "a closed loop without a request count",
     "a duration limit past the compiled loop's arrays",
-    "prefill-priority scheduling",
     "sliding-window layers",
     "more replica slots than the compiled loop holds",
     "disaggregated pools",
@@ -132,7 +132,7 @@ FALLBACK_REASONS = (
     "an iteration reached the host KV tier",
     "multi-turn sessions",
 )
-ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 10, 11, 12, 13))
+ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 9, 10, 11, 12))
 
 
 def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None) -> str | None:
@@ -147,9 +147,8 @@ def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=
         (router not in ROUTERS, 4),
         (spec.num_requests is None and spec.arrival != "poisson", 5),
         (spec.num_requests is None and spec.rate_per_s * (spec.duration_s or INF) > MAX_DURATION_REQUESTS, 6),
-        (spec.policy != "chunked", 7),
-        (pool.slide_share != 0, 8),
-        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 9),
+        (pool.slide_share != 0, 7),
+        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 8),
     )
     for holds, k in checks:
         if holds:
@@ -263,6 +262,7 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     RF[:, R_NEXT] = INF
     RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
     RI[:, I_RSV] = 1 if reserve else 0
+    RI[:, I_PPRI] = 1 if spec.policy == "prefill_priority" else 0
     hist = np.zeros((R, pool.block), dtype=np.int64)
     FH = np.zeros((2, R, mb + 72), dtype=np.int64)  # the finish heaps: iteration, request
     CH = np.zeros((2, R, mb + 1), dtype=np.int64)  # the planned step's chunks: request, tokens

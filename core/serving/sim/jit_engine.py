@@ -1,6 +1,6 @@
 """One replica's engine compiled: :class:`core.serving.sim.engine.Engine` (and the :class:`~core.serving.sim.replicas.Replica`
-it is in a deployment) function for function, for chunked prefill with preempt-and-recompute, without sliding
-windows or adapters (:func:`core.serving.sim.compiled.fallback_reason`); a timeout expires requests as
+it is in a deployment) function for function, for chunked prefill or prefill priority, with preempt-and-recompute
+or reserve admission, without sliding windows or adapters (:func:`core.serving.sim.compiled.fallback_reason`); a timeout expires requests as
 ``_expire`` does, from the deadline heap of :mod:`core.serving.sim.jit_deadline`. Each function is the method of the
 same name (``absorb`` is ``_absorb_arrivals``, ``plan_chunked`` ``_plan_chunked``, ...) with the engine's lists in
 the arrays of :mod:`core.serving.sim.jit_layout`.
@@ -39,6 +39,7 @@ from core.serving.sim.jit_layout import (
     I_NDEC,
     I_PDEC,
     I_PNOW,
+    I_PPRI,
     I_PRE,
     I_RCUT,
     I_RES,
@@ -364,6 +365,41 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e)
     return False
 
 
+@jit
+def plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e):
+    """Engine._plan_prefill_priority: whole prompts admitted first-come first-served up to the token budget (a
+    longer one alone), or, with none to admit, decoding with the last admitted preempted until its blocks fit; the
+    step's chunks in CH[:, e, :I_NCH]; True if it preempted."""
+    u = used(fs, RI, e)
+    total = 0
+    nch = 0
+    while RI[e, I_LW] > 0 and RI[e, I_LR] < MB:
+        rid = RI[e, I_HW]
+        if RQF[RQ_ARR, rid] > RF[e, R_CUT]:
+            break  # arrived after this plan was made (async scheduling): the next plan sees it
+        h = hit_of(B, pool_blocks, RQI, rid, u)
+        n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
+        if nch > 0 and total + n > K:
+            break
+        add = adm_need(B, fs, RI, RQI, e, rid, n) if not h else h // B + chunk_f(B, h, n)
+        if u + add > pool_blocks + EPS:
+            break
+        admit(B, RI, RF, RQF, RQI, e, rid, h)
+        u += add
+        total += n
+        CH[0, e, nch] = rid
+        CH[1, e, nch] = n
+        nch += 1
+    RI[e, I_NCH] = nch
+    if nch > 0:
+        return False
+    preempted = False
+    while RI[e, I_NDEC] and used(fs, RI, e) + decode_need(B, fs, RI, hist, e) > pool_blocks + EPS:
+        preempt_last(B, keep, RI, hist, RQI, e)  # decode_need is 0 under reserve admission: never preempts
+        preempted = True
+    return preempted
+
+
 @jit_inline
 def decode_ar(RI, e):
     m, D = RI[e, I_NDEC], RI[e, I_D]
@@ -374,7 +410,7 @@ def decode_ar(RI, e):
 @jit
 def begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, CH, RQI, err, e):
     nch = RI[e, I_NCH]
-    decoding = RI[e, I_NDEC] > 0
+    decoding = RI[e, I_NDEC] > 0 and not RI[e, I_PPRI]  # prefill priority: decoding sequences wait
     A_d, R_d = 0.0, 0.0
     if decoding:
         A_d, R_d, _ = decode_ar(RI, e)
@@ -508,7 +544,10 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, 
 def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e):  # fmt: skip
     RI[e, I_PNOW] = 0
     RF[e, R_CUT] = RF[e, R_SEEN] if RI[e, I_ASYNC] and RI[e, I_LR] > 0 else RF[e, R_NOW]
-    if plan_chunked(
+    if RI[e, I_PPRI]:
+        if plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e):
+            RI[e, I_PNOW] = 1
+    elif plan_chunked(
         B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e
     ):  # its chunks (those that fit after the preemptions) still run, with no admissions
         RI[e, I_PNOW] = 1

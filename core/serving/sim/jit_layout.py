@@ -45,12 +45,12 @@ N_GF = 4
 # planning; the deadline heap's size; async scheduling on; reserve admission on, and the blocks it has reserved
 # (whole blocks: the compiled loop runs models without sliding layers, whose full share is 1.0, so the Python loop's
 # float sum of reservations holds the same integer); the head and tail of the requests ended and not yet told to
-# the arrival stream (Replica.ended)
+# the arrival stream (Replica.ended); prefill-priority scheduling on (else chunked prefill)
 (I_D, I_NDEC, I_BSUM, I_FULL, I_ITER, I_PRE, I_KIND, I_FLIGHT, I_VER, I_LOAD,
  I_HW, I_TW, I_LW, I_HR, I_TR, I_LR, I_HP, I_TP, I_LP, I_HI, I_TI,
  I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN, I_ASYNC,
- I_RSV, I_RES, I_HE, I_TE) = range(36)  # fmt: skip
-N_RI = 36
+ I_RSV, I_RES, I_HE, I_TE, I_PPRI) = range(37)  # fmt: skip
+N_RI = 37
 # the per-replica float state RF[e]: its clock, busy time, prefill time, the planned step's end, its inbox's next
 # arrival, its last arrival, and the planned run's time, attended pairs, cached tokens, growth and deadline; async
 # scheduling: the arrivals the next plan sees (up to), those the plan being made sees, the run's last iteration's start
