@@ -17,6 +17,11 @@ from core.serving import TIMED_OUT, Layout, Lengths, SimSpec, simulate, simulate
 L8 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
 L70 = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", gpus_per_node=4, tp=4, weights="fp8", kv_dtype="fp8")
 MOE = RabitConfig(model="mixtral-8x7b", gpu="h100-sxm", gpus_per_node=2, tp=2)
+# sliding-window layers: every layer at a 4,096-token window (Mistral 7B); some at 1,024 (Gemma 3); half at 128
+# (gpt-oss)
+MISTRAL = RabitConfig(model="mistral-7b", gpu="h100-sxm", gpus_per_node=1, tp=1)
+GEMMA = RabitConfig(model="gemma-3-12b-it", gpu="h100-sxm", gpus_per_node=1, tp=1)
+GPT_OSS = RabitConfig(model="gpt-oss-120b", gpu="h100-sxm", gpus_per_node=4, tp=4)
 BASE = SimSpec(
     rate_per_s=20.0,
     num_requests=800,
@@ -216,6 +221,32 @@ CASES = {
         3,
         "prefix-affinity",
     ),
+    # sliding-window layers: a sequence's sliding blocks stop growing at the window, and a decode run stops where
+    # the first sequence below the window reaches it; 3,900-token prompts with 400 outputs all cross Mistral's 4,096
+    "sliding window": (GEMMA, BASE.with_(rate_per_s=8.0), 1, "least-outstanding"),
+    "sliding window, every sequence crossing it": (
+        MISTRAL,
+        BASE.with_(
+            rate_per_s=10.0,
+            kv_pool_tokens=20_000,
+            input=Lengths(kind="fixed", mean=3900),
+            output=Lengths(kind="fixed", mean=400),
+        ),
+        1,
+        "least-outstanding",
+    ),
+    "sliding window, preempting, timeout, three replicas": (
+        GPT_OSS,
+        BASE.with_(rate_per_s=20.0, kv_pool_tokens=20_000, timeout_s=8.0, input=Lengths(kind="lognormal", mean=3000)),
+        3,
+        "least-outstanding",
+    ),
+    "sliding window, prefill priority preempting": (
+        MISTRAL,
+        BASE.with_(policy="prefill_priority", rate_per_s=30.0, kv_pool_tokens=12_000),
+        2,
+        "round-robin",
+    ),
     "replayed trace": (
         L8,
         BASE.with_(trace=tuple((200 + 37 * (k % 29), 20 + 11 * (k % 13)) for k in range(97)), rate_per_s=40.0),
@@ -266,9 +297,10 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     users=st.sampled_from([0, 0, 4, 40]),
     duration=st.sampled_from([None, None, 8.0]),
     policy=st.sampled_from(["chunked", "chunked", "prefill_priority"]),
+    cfg=st.sampled_from([L8, L8, GEMMA, MISTRAL]),
 )
 def test_any_shape_it_takes_matches_the_python_loop(
-    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy, prefix, groups, admission, users, duration, policy
+    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy, prefix, groups, admission, users, duration, policy, cfg
 ):
     spec = BASE.with_(
         rate_per_s=rate,
@@ -282,15 +314,15 @@ def test_any_shape_it_takes_matches_the_python_loop(
         async_scheduling=asy,
         prefix_cache_frac=prefix,
         prefix_groups=groups,
-        admission=admission,
+        admission="preempt" if cfg in (GEMMA, MISTRAL) else admission,  # reserve with a window: the Python loop
         arrival="closed" if users else "poisson",
         users=users or 16,
         think_s=1.0 / rate,
         duration_s=duration,
         policy=policy,
     )
-    ref = run(L8, spec, replicas, router, loop="python")
-    got = run(L8, spec, replicas, router)
+    ref = run(cfg, spec, replicas, router, loop="python")
+    got = run(cfg, spec, replicas, router)
     if got.loop == "python":  # prefill priority runs a prompt longer than the token budget alone: past the table
         assert (policy, got.fallback_reason) == ("prefill_priority", "an iteration past the timing's table")
     assert_same(ref, got)
@@ -326,7 +358,7 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
             "auto",
             "auto",
         ),
-        "sliding-window layers": (sliding, BASE, "auto", "auto"),
+        "reserve admission with sliding-window layers": (sliding, BASE.with_(admission="reserve"), "auto", "auto"),
     }
     monkeypatch.setattr("core.serving.sim.compiled.MAX_DURATION_REQUESTS", 1000)
     for why, (cfg, spec, timing, loop) in one.items():

@@ -12,7 +12,8 @@ This module is that loop for runs that are
 * Poisson arrivals up to a number of requests or a duration, or a closed loop of users up to a number of
   requests; chunked prefill or prefill priority, with preempt-and-recompute (prefix caching of
   a preempted request's blocks on or off) or reserve admission; a timeout or none;
-* a model without sliding-window layers, without adapters, on the tabulated timing of one pipeline stage
+* a model with sliding-window layers (not under reserve admission) or without, without adapters, on the
+  tabulated timing of one pipeline stage
   (:class:`core.serving.sim.timing.LinearTiming` with ``pp`` 1);
 
 anything else runs the Python loop (:func:`fallback_reason` says why, and the result carries it). The loop itself is in
@@ -67,11 +68,13 @@ from core.serving.sim.jit_layout import (
     I_PPRI,
     I_PRE,
     I_RSV,
+    I_SLD,
     I_TE,
     I_TI,
     I_TP,
     I_TR,
     I_TW,
+    I_WIN,
     INF,
     N_G,
     N_GF,
@@ -94,6 +97,7 @@ from core.serving.sim.jit_layout import (
     R_LAST,
     R_NEXT,
     R_PREFILL,
+    R_SS,
     ROUTERS,
     RQ_ADMIT,
     RQ_ARR,
@@ -125,7 +129,7 @@ FALLBACK_REASONS = (
     "router not compiled",
     "a closed loop without a request count",
     "a duration limit past the compiled loop's arrays",
-    "sliding-window layers",
+    "reserve admission with sliding-window layers",
     "more replica slots than the compiled loop holds",
     "disaggregated pools",
     "an iteration past the timing's table",
@@ -147,7 +151,7 @@ def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=
         (router not in ROUTERS, 4),
         (spec.num_requests is None and spec.arrival != "poisson", 5),
         (spec.num_requests is None and spec.rate_per_s * (spec.duration_s or INF) > MAX_DURATION_REQUESTS, 6),
-        (pool.slide_share != 0, 7),
+        (pool.slide_share != 0 and spec.admission == "reserve", 7),
         (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 8),
     )
     for holds, k in checks:
@@ -233,8 +237,9 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     draws.ensure(n)
     sm = timing.sm
     reserve = spec.admission == "reserve"
+    sliding = pool.slide_share > 0
     scal = (
-        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching) and not reserve,
+        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching) and not reserve and not sliding,
         int(timing.t_max), bool(sm.graph_prefill), int(pool.max_context), int(budget.max_events),
         float(pool.blocks), float(pool.full_share), float(pool.seq_blocks_max),
         1.0 / pool.blocks if pool.blocks > 0 else 0.0, float(timing.q), float(sm.graph_launch_s),
@@ -263,8 +268,11 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
     RI[:, I_RSV] = 1 if reserve else 0
     RI[:, I_PPRI] = 1 if spec.policy == "prefill_priority" else 0
-    hist = np.zeros((R, pool.block), dtype=np.int64)
-    FH = np.zeros((2, R, mb + 72), dtype=np.int64)  # the finish heaps: iteration, request
+    RI[:, I_SLD] = 1 if sliding else 0
+    RI[:, I_WIN] = int(pool.window)
+    RF[:, R_SS] = float(pool.slide_share)
+    hist = np.zeros((R, 2 * pool.block), dtype=np.int64)  # decoding sequences by block phase: all, below the window
+    FH = np.zeros((4, R, mb + 72), dtype=np.int64)  # the finish heaps (iteration, request), the window-crossing heaps
     CH = np.zeros((2, R, mb + 1), dtype=np.int64)  # the planned step's chunks: request, tokens
     RQF = np.full((4, n), np.nan)
     RQI = np.zeros((N_Q, n), dtype=np.int64)

@@ -45,18 +45,23 @@ N_GF = 4
 # planning; the deadline heap's size; async scheduling on; reserve admission on, and the blocks it has reserved
 # (whole blocks: the compiled loop runs models without sliding layers, whose full share is 1.0, so the Python loop's
 # float sum of reservations holds the same integer); the head and tail of the requests ended and not yet told to
-# the arrival stream (Replica.ended); prefill-priority scheduling on (else chunked prefill)
+# the arrival stream (Replica.ended); prefill-priority scheduling on (else chunked prefill); sliding-window layers:
+# on, the window [tokens], sliding blocks held, decoding sequences below the window and the sum of their bases, the
+# size of the window-crossing heap (rows 2 and 3 of the finish heaps' array)
 (I_D, I_NDEC, I_BSUM, I_FULL, I_ITER, I_PRE, I_KIND, I_FLIGHT, I_VER, I_LOAD,
  I_HW, I_TW, I_LW, I_HR, I_TR, I_LR, I_HP, I_TP, I_LP, I_HI, I_TI,
  I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN, I_ASYNC,
- I_RSV, I_RES, I_HE, I_TE, I_PPRI) = range(37)  # fmt: skip
-N_RI = 37
+ I_RSV, I_RES, I_HE, I_TE, I_PPRI, I_SLD, I_WIN, I_SLIDE, I_NIW, I_BSW, I_CXN) = range(43)  # fmt: skip
+N_RI = 43
 # the per-replica float state RF[e]: its clock, busy time, prefill time, the planned step's end, its inbox's next
 # arrival, its last arrival, and the planned run's time, attended pairs, cached tokens, growth and deadline; async
 # scheduling: the arrivals the next plan sees (up to), those the plan being made sees, the run's last iteration's start
 # after the run's start
-R_NOW, R_BUSY, R_PREFILL, R_END, R_NEXT, R_LAST, R_RDT, R_RA, R_RR, R_RG, R_RDEAD, R_SEEN, R_CUT, R_RPRE = range(14)
-N_RF = 14
+# after the run's start; the share of sliding-window layers (0.0: none)
+R_NOW, R_BUSY, R_PREFILL, R_END, R_NEXT, R_LAST, R_RDT, R_RA, R_RR, R_RG, R_RDEAD, R_SEEN, R_CUT, R_RPRE, R_SS = range(
+    15
+)
+N_RF = 15
 
 # rows of the per-request integer array RQI: status, preemptions, tokens emitted, context, prefill target, the
 # decode iteration of its last token, tokens left in the prefix cache by a preemption, its replica; the queues'
@@ -70,7 +75,9 @@ Q_PFX = 16
 Q_RES = 17
 # ... and the next in its replica's list of requests ended
 Q_NX_E = 18
-N_Q = 19
+# ... and whether it is decoding below the sliding window (DecodeSet.lo)
+Q_LO = 19
+N_Q = 20
 # rows of the per-request float array RQF: arrival, admission, first token, finish [s]
 RQ_ARR, RQ_ADMIT, RQ_FIRST, RQ_FIN = range(4)
 

@@ -162,7 +162,7 @@ def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_
                 push(G, RI, ev_t, EVI, j, new)
         return -1
     if t > RF[j, R_NOW]:
-        record(fs, inv_P, G, RI, ts_rep, TSF, j, t)
+        record(fs, inv_P, G, RI, RF, ts_rep, TSF, j, t)
         RF[j, R_NOW] = t
     return j
 
@@ -252,7 +252,7 @@ def loop(z):
     if not G[G_STARTED]:
         G[G_STARTED] = 1
         for e in range(nrep):
-            record(fs, inv_P, G, RI, ts_rep, TSF, e, RF[e, R_NOW])
+            record(fs, inv_P, G, RI, RF, ts_rep, TSF, e, RF[e, R_NOW])
     passes = G[G_PASSES]
     resumed = G[G_RESUME] != 0  # back from a slice: its last pass was counted and checked, not yet run
     G[G_RESUME] = 0

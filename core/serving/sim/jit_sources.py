@@ -18,6 +18,7 @@ ENGINE_SOURCES = (
     "jit_loop.py",
     "jit_parts.py",
     "jit_sources.py",
+    "jit_window.py",
     "records.py",
 )
 
