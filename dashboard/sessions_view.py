@@ -93,7 +93,7 @@ def draw(cfg: RabitConfig) -> None:
             + (f"{fmt_usd(cost)} per agent-hour" if cost is not None else "no price for this GPU")
             + f"\n{r.prefix_hit_rate:.0%} of prompt tokens found cached; {r.evicted_prefixes:,} prefixes evicted; "
             f"{fmt_usd(r.cost_per_session_usd) if r.cost_per_session_usd is not None else 'n/a'} per session "
-            f"({r.turn.size:,} turns, the Python event loop)."
+            f"({r.turn.size:,} turns, the {r.loop} event loop)."
         )
         st.plotly_chart(charts.ttft_by_turn_chart(r.by_turn, cfg.targets.p95_ttft_s), width="stretch")
     st.subheader("Size for concurrent agents", divider="gray")

@@ -10,7 +10,7 @@ BASE = ("simulate", "--model", "llama-3.1-8b", "--tp", "1", "--gpus", "1")
 def test_sessions_json_keys(capsys):
     d = run(capsys, *BASE, "--sessions", "30", "--rate", "0.5", "--turns", "4", "--json")
     s = d["sessions"]
-    assert s["loop"] == "python" and s["sessions"] == 30 and s["turns"] == 120
+    assert s["loop"] == "compiled" and s["fallback_reason"] is None and s["sessions"] == 30 and s["turns"] == 120
     assert [t["turn"] for t in s["ttft_by_turn"]] == [1, 2, 3, 4]
     for k in (
         "prefix_hit_rate",
