@@ -4,6 +4,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from core.config import from_query
 from tests.pagecheck import impossible
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
@@ -38,3 +39,27 @@ def test_bad_session_input_is_an_error_not_a_traceback(clear_cache):
     at.multiselect(key="sessions.kinds").set_value([]).run()
     assert not at.exception
     assert any("Pick at least one GPU kind" in e.value for e in at.error)
+
+
+def test_session_inputs_travel_with_the_link(clear_cache):
+    """The view's inputs are the shared config's sessions: the link carries them, and a link that carries them opens
+    the Serving page on the Sessions view with the same inputs."""
+    at = _sessions_view(AppTest.from_file(APP, default_timeout=300))
+    assert "sessions" not in at.query_params  # the defaults: nothing to carry
+    at.number_input(key="sessions.n").set_value(40).run()
+    at.number_input(key="sessions.gap").set_value(7.5).run()
+    at.radio(key="sessions.arrival").set_value("gamma").run()
+    assert not at.exception
+    link = at.query_params["sessions"]
+    got = from_query({"sessions": link if isinstance(link, str) else link[-1]}).sessions
+    assert got is not None and (got.num_sessions, got.gap_s, got.arrival) == (40, 7.5, "gamma")
+    again = AppTest.from_file(APP, default_timeout=300)
+    again.query_params["sessions"] = link if isinstance(link, str) else link[-1]
+    again.run()
+    again.switch_page("../pages/serving.py").run()
+    assert not again.exception
+    assert again.toggle(key="serving.sessions").value is True
+    assert again.number_input(key="sessions.n").value == 40
+    assert again.number_input(key="sessions.gap").value == 7.5
+    assert again.radio(key="sessions.arrival").value == "gamma"
+    assert any("40 sessions on" in m.value for m in again.markdown)
