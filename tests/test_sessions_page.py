@@ -4,7 +4,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from core.config import from_query
+from core.config import Lengths, RabitConfig, Sessions, Targets, from_query, to_query
+from core.decision import Constraints, recommend, session_goal
 from tests.pagecheck import impossible
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
@@ -63,3 +64,29 @@ def test_session_inputs_travel_with_the_link(clear_cache):
     assert again.number_input(key="sessions.gap").value == 7.5
     assert again.radio(key="sessions.arrival").value == "gamma"
     assert any("40 sessions on" in m.value for m in again.markdown)
+
+
+def test_optimizer_sizes_for_the_sessions_agents(clear_cache):
+    """The Optimizer page, opened on a link that carries sessions, sizes for concurrent agents: every candidate is
+    simulated as their sessions (its notes say so) and the answer is drawn without a traceback."""
+    cfg = RabitConfig(
+        model="llama-3.1-8b",
+        sessions=Sessions(turns=Lengths(kind="fixed", mean=4), gap_s=2.0),
+        targets=Targets(
+            p95_ttft_s=0.5, gpus_allowed=("l40s",), weights_allowed=("bf16",), kv_allowed=("bf16",), max_simulations=4
+        ),
+    )
+    at = AppTest.from_file(APP, default_timeout=300)
+    for k, v in to_query(cfg).items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("../pages/optimizer.py").run()
+    at.toggle(key="opt.sessions").set_value(True).run()
+    at.number_input(key="opt.agents").set_value(12).run()
+    assert not at.exception
+    # the page's answer is the optimizer's for the agents' sessions (1 x L40S at TP 1 for 12 agents)
+    rec = recommend(session_goal(cfg, cfg.sessions, agents=12, ttft_p95_s=0.5), Constraints.from_config(cfg))
+    assert rec.met and rec.recommendation is not None
+    said = [m.value.replace("\\", "") for m in (*at.success, *at.warning)]  # markdown escapes taken out
+    assert any(rec.recommendation.label in m and "meeting p95 TTFT" in m for m in said), said
+    assert not impossible(at), impossible(at)

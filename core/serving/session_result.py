@@ -138,6 +138,7 @@ def simulate_sessions(
     budget: WorkBudget | None = None,
     timing: str = "auto",
     loop: str = "auto",
+    batch_limits: tuple[int, int] | None = None,
 ) -> SessionResult:
     """Simulate ``sessions`` on ``replicas`` replicas of the config's replica (default: the config's replicas),
     deterministic in the workload's seed, on the compiled loop where it takes the run (``loop="auto"``;
@@ -151,6 +152,8 @@ def simulate_sessions(
     if R < 1:
         raise ValueError(f"replicas must be at least 1, got {R}")
     spec = session_spec(cfg, sessions)
+    if batch_limits is not None:
+        spec = spec.with_(max_batch=batch_limits[0], token_budget=batch_limits[1])
     sm, tm = replica_timing(dep, spec, timing)
     pool = kv_pool(dep, spec)
     why = compiled.ASKED if loop == "python" else None
