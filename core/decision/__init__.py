@@ -139,6 +139,8 @@ from core.decision.session_sizing import (
     SIZING_GPUS,
     SessionOption,
     SessionSizing,
+    session_goal,
+    simulate_session_candidate,
     size_sessions,
 )
 from core.decision.training_experiment import (
@@ -208,6 +210,8 @@ __all__ = [
     "SIZING_GPUS",
     "SessionOption",
     "SessionSizing",
+    "session_goal",
+    "simulate_session_candidate",
     "size_sessions",
     "AnalysisComparison",
     "compare_analyses",
