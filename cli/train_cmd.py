@@ -193,6 +193,10 @@ def run(args: argparse.Namespace) -> int:
         die("rabit train: error: argument --batch-tolerance: must be between 0 and 1")
     if args.cp is not None and lay_t and args.cp != lay_t[4]:
         die(f"rabit train: error: argument --cp: {args.cp} but --layout says CP {lay_t[4]}")
+    if args.vpp is not None and args.vpp > 1 and lay_t and lay_t[1] == 1:
+        die(
+            f"rabit train: error: argument --vpp: {args.vpp} virtual stages need pipeline parallelism (--layout PP > 1)"
+        )
     n_layout = lay_t[0] * lay_t[1] * lay_t[2] * lay_t[4] if lay_t else None
     if lay_t and args.gpus is not None and args.gpus != n_layout:
         die(f"rabit train: error: argument --layout: TP x PP x DP x CP = {n_layout} GPUs but --gpus says {args.gpus}")

@@ -87,3 +87,16 @@ def test_cli_vpp_flag(capsys):
     with pytest.raises(SystemExit) as e:
         rabit([*args, "--vpp", "0"])
     assert e.value.code == 2
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:  # interleaving without a pipeline
+        rabit([*args[:-6], "--layout", "8,1,2048", "--vpp", "2"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--vpp" in err
+
+
+def test_pinned_vpp_is_evaluated_as_asked():
+    # m = 16 divides by PP 16 and 16 x 8 = 128 chunks exceed the 126 layers: v = 8 is not valid, and a pinned v = 8
+    # is reported as such instead of being swapped for a valid count
+    b = plan(_cfg(), TrainingGoal(layout=Layout(**LLAMA3_16K), vpp=8)).best
+    assert b is not None and b.layout.vpp == 8 and not b.batch_ok

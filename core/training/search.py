@@ -195,6 +195,8 @@ def _pinned_layout(dep: Deployment, goal: TrainingGoal) -> Layout:
     activations), else the fastest valid one; v = 1 is always valid."""
     lay = goal.layout
     assert lay is not None
+    if goal.vpp is not None:  # pinned: evaluated as asked, so an invalid count is reported, not replaced
+        return lay.model_copy(update={"vpp": goal.vpp})
     best: tuple[tuple[bool, float], Layout] | None = None
     for v in _vpp_axis(goal):
         cand = lay.model_copy(update={"vpp": v})
