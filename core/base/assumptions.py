@@ -147,8 +147,10 @@ _INFOS = (
         "for the A100 BF16 cases; 128-token prompts already come out 10-22 % fast (median), as the A100 BF16 ones do "
         "(8 % fast): fixed costs, not the rate. It stays at 1.4 because the throughput tables over-predict more the "
         "wider the TP: trtllm-bench's H200 FP8 runs 16 % low at TP 1 and 10 % high at TP 8, B200 FP4 2 % low and 45 %"
-        " high (at 2.0: 12 and 35 %, 20 and 73 % high); a higher rate waits on the TP-dependent cost the step model "
-        "leaves out.",
+        " high (at 2.0: 12 and 35 %, 20 and 73 % high). The trend follows the TP all-reduce's price: with in-switch "
+        "reduction (NVLS) left out of the catalog the TP 8 runs come out 3 % low (H100), 10 % low (H200) and 25 % "
+        "high (B200), and neither comm_bw_eff 0.6 nor collective_base_us 30 moves B200; a higher rate waits on that "
+        "cost.",
         +1,
         moves=("serving_speed", "training", "video"),
         min_value=1.0,
