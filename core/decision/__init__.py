@@ -114,6 +114,8 @@ from core.decision.rate_search import max_rate, meets
 from core.decision.session_sizing import (
     SIZING_GPUS,
     SessionSizing,
+    session_goal,
+    simulate_session_candidate,
     size_sessions,
 )
 from core.decision.training_experiment import (
@@ -174,6 +176,8 @@ from core.decision.video import (
 __all__ = [
     "SIZING_GPUS",
     "SessionSizing",
+    "session_goal",
+    "simulate_session_candidate",
     "size_sessions",
     "AnalysisComparison",
     "compare_analyses",

@@ -42,6 +42,7 @@ from core.serving.router import (
     Request,
     make_policy,
 )
+from core.serving.session_compiled import SESSION_FALLBACK_REASONS
 from core.serving.session_result import SessionResult, session_spec, simulate_sessions
 from core.serving.sim.compiled import FALLBACK_REASONS
 from core.serving.sim.engine import Engine
@@ -216,6 +217,7 @@ __all__ = [
     "ENGINE_SOURCES",
     "Engine",
     "FALLBACK_REASONS",
+    "SESSION_FALLBACK_REASONS",
     "Pool",
     "engine_source_hash",
     "simulate_queue",
