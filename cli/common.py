@@ -492,9 +492,9 @@ def default_tp(args: argparse.Namespace) -> int:
     return DEFAULT.tp if gpus is None or gpus < 1 else min(DEFAULT.tp, gpus)
 
 
-def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
-    """Build and validate the shared config; exit 2 naming the flag on any problem."""
-    fill_lengths(args)
+def _cluster_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The GPU, its nodes and the replica's layout from the flags (the GPUs from the layout when --gpus is not
+    given); exit 2 on an unknown GPU or a count that does not split into nodes."""
     gpu_slug = getattr(args, "gpu", DEFAULT.gpu)
     if gpu_slug not in catalog.gpus():
         die(f"rabit: error: argument --gpu: unknown GPU '{gpu_slug}'; known: {', '.join(sorted(catalog.gpus()))}")
@@ -511,7 +511,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         gpn, nodes = split_nodes(total, node)
     except ValueError as exc:
         die(f"rabit: error: argument --gpus: {exc}")
-    data: dict[str, Any] = {
+    return {
         "gpu": gpu_slug,
         "gpus_per_node": gpn,
         "nodes": nodes,
@@ -520,6 +520,11 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         "pp": getattr(args, "pp", DEFAULT.pp),
         "ep": getattr(args, "ep", DEFAULT.ep),
     }
+
+
+def _model_fields(args: argparse.Namespace, data: dict[str, Any]) -> None:
+    """The model (a catalog slug, an uploaded config.json, or the --analysis config's) and the --analysis config's
+    assumptions."""
     cm = custom_model(getattr(args, "model_config", None)) or getattr(args, "_custom_model", None)
     saved = getattr(args, "_analysis_config", None)  # --analysis: what no flag carries
     if cm is not None:
@@ -530,6 +535,10 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         data["custom_model"] = saved.custom_model
     if saved is not None:
         data["assumptions"] = saved.assumptions
+
+
+def _flag_fields(args: argparse.Namespace, data: dict[str, Any]) -> None:
+    """The workload, precision and attention flags that were given."""
     for attr, field in (
         ("batch", "batch"),
         ("input", "input_tokens"),
@@ -549,6 +558,14 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
         data["dp_attention"] = True
     if getattr(args, "weights", None):
         data["weights"] = choices.WEIGHT_ALIASES.get(args.weights, args.weights)
+
+
+def config_from_args(args: argparse.Namespace, **extra: Any) -> RabitConfig:
+    """Build and validate the shared config; exit 2 naming the flag on any problem."""
+    fill_lengths(args)
+    data = _cluster_fields(args)
+    _model_fields(args, data)
+    _flag_fields(args, data)
     data.update(extra)
     if hasattr(args, "assume"):
         data["assumptions"] = assumptions_from_args(args)
