@@ -34,10 +34,10 @@ from cli.common import (
 )
 from core import catalog
 from core.base import choices, find, fmt_num, fmt_time, sig
-from core.config import DEFAULT
+from core.config import DEFAULT, RabitConfig
 from core.decision import speed_spread
 from core.physics import serving_memory
-from core.serving import speed_summary
+from core.serving import SpeedSummary, speed_summary
 
 #: Headline keys that carry a range in ``--json``.
 RANGED = (
@@ -75,9 +75,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    fill_from_config(args)
-    refuse_attention_flags(args, "rabit speed", training=False)
+def _check_spec_flags(args: argparse.Namespace) -> None:
+    """Exit 2 on speculative-decoding flags that do not apply to the --spec given, or out of range."""
     if args.spec == "none":
         why = "without speculative decoding (give --spec draft, eagle or ngram)"
         refuse_unused(args, "rabit speed", dict.fromkeys(("spec_k", "spec_alpha", "draft_model"), why))
@@ -94,20 +93,10 @@ def run(args: argparse.Namespace) -> int:
             f"rabit: error: argument --draft-model: unknown model '{args.draft_model}'; "
             f"known: {', '.join(sorted(catalog.models()))}"
         )
-    extra: dict[str, Any] = {}
-    if args.token_budget is not None:
-        base = config_file(args) or getattr(args, "_analysis_config", None) or DEFAULT
-        extra["workload"] = base.workload.with_(token_budget=args.token_budget)
-    cfg = config_from_args(
-        args,
-        spec_method=args.spec,
-        spec_k=args.spec_k,
-        spec_alpha=args.spec_alpha,
-        draft_model=args.draft_model,
-        adapters=adapters_from_args(args),
-        **extra,
-    )
-    s = speed_summary(cfg)
+
+
+def _payload(cfg: RabitConfig, s: SpeedSummary) -> dict[str, Any]:
+    """The JSON of a speed summary: prefill, decode and throughput, the prefill's chunks and the speculative terms."""
     pf, d = s.prefill, s.decode
     payload: dict[str, Any] = {
         "model": cfg.model_label,
@@ -158,6 +147,12 @@ def run(args: argparse.Namespace) -> int:
             "tokens_per_s_per_user": s.spec.tokens_per_s_per_user,
             "tokens_per_s": s.spec.tokens_per_s,
         }
+    return payload
+
+
+def _lines(cfg: RabitConfig, s: SpeedSummary) -> list[str]:
+    """The human summary and the recorded steps of the derivation (a chunked prefill's chunks in one line)."""
+    pf, d = s.prefill, s.decode
     human = [
         f"TTFT (batch of {cfg.batch}): {fmt_time(pf.ttft_s)} ({pf.bound}-bound); one prompt alone: "
         f"{fmt_time(pf.ttft_one_s)}",
@@ -195,6 +190,30 @@ def run(args: argparse.Namespace) -> int:
             f"  prefill in {len(pf.chunks)} chunks of {pf.chunk_tokens:,} tokens: matmuls {fmt_time(lin)}, "
             f"attention {fmt_time(att)}"
         )
+    return human
+
+
+def run(args: argparse.Namespace) -> int:
+    fill_from_config(args)
+    refuse_attention_flags(args, "rabit speed", training=False)
+    _check_spec_flags(args)
+    extra: dict[str, Any] = {}
+    if args.token_budget is not None:
+        base = config_file(args) or getattr(args, "_analysis_config", None) or DEFAULT
+        extra["workload"] = base.workload.with_(token_budget=args.token_budget)
+    cfg = config_from_args(
+        args,
+        spec_method=args.spec,
+        spec_k=args.spec_k,
+        spec_alpha=args.spec_alpha,
+        draft_model=args.draft_model,
+        adapters=adapters_from_args(args),
+        **extra,
+    )
+    s = speed_summary(cfg)
+    d = s.decode
+    payload = _payload(cfg, s)
+    human = _lines(cfg, s)
     mem = serving_memory(cfg)
     payload["fits"] = mem.fits
     payload["memory_reason"] = mem.reason
