@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.base.assumption_info import MOVES, AssumptionInfo
 from core.base.assumptions_adapters import ADAPTER_ASSUMPTIONS
+from core.base.assumptions_bandwidth import DECODE_BANDWIDTH_ASSUMPTIONS
 from core.base.assumptions_front_end import FRONT_END_ASSUMPTIONS
 from core.base.limits import checked, type_problem
 
@@ -66,47 +67,7 @@ _INFOS = (
         max_value=64.0,
         domain_reason="graphs larger than 64 GiB per GPU would be a model's worth of memory, not launch buffers",
     ),
-    AssumptionInfo(
-        "mbu",
-        "Decode memory-bandwidth utilisation of the weight streams (achieved / peak HBM bandwidth)",
-        "frac",
-        0.78,
-        0.70,
-        0.90,
-        "Long contiguous reads: a decode step's GEMV / skinny-GEMM weight streams, the sampler's logits, an "
-        "optimizer's state. TensorRT-LLM / FlashInfer GEMV kernels reach ~80-85 % of peak HBM bandwidth; STREAM "
-        "triad and device-to-device copy on H100 SXM sustain 3.0-3.1 of 3.35 TB/s (90-92 %, the high bound); "
-        "Databricks 'LLM Inference Performance Engineering' (2023) reports MBU 60-70 % for whole small-batch "
-        "steps, launch gaps and K/V reads included (the low bound). vLLM V1's Llama-2-7B decode on H100 SXM "
-        "(validation/vllm_lifecycle.csv) streamed >= 83 % of peak over whole steps. Base 0.78: just below the "
-        "GEMV kernels' figure, a step's weights being streamed as each layer's short GEMMs, each with its own "
-        "ramp and tail; higher moves the TensorRT-LLM / S-LoRA families (validation/) away by over 2 points.",
-        +1,
-        moves=("serving_speed", "training", "video"),
-        min_value=0.01,
-        max_value=1.0,
-        domain_reason="achieved / peak bandwidth: never above the peak",
-    ),
-    AssumptionInfo(
-        "kv_read_bw_eff",
-        "Paged-attention K/V read bandwidth, as a share of the weight streams' (mbu)",
-        "frac",
-        0.96,
-        0.70,
-        1.0,
-        "Decode attention gathers each sequence's cached K/V from 16-token pages (vLLM --block-size 16): short "
-        "bursts with a per-sequence split and reduce, not one long stream. FlashInfer's decode kernels report "
-        "70-90 % of peak bandwidth on paged caches (flashinfer.ai blog 2024-02-02; Ye et al. arXiv 2501.01005), "
-        "vLLM's older PagedAttention kernel less; Nsight profiles of paged K/V reads on H100 show 42-57 % of "
-        "peak against 78-84 % for weight loads (the low bound, ~0.55 of peak at mbu 0.78). Base 0.96: the K/V "
-        "stream at 0.75 of peak, the whole-step MBU these reads were priced at before the weights had their own "
-        "share; high 1, as fast as the weights.",
-        +1,
-        moves=("serving_speed",),
-        min_value=0.05,
-        max_value=1.0,
-        domain_reason="a share of the weight streams' bandwidth: above 1 a gather would beat a contiguous stream",
-    ),
+    *DECODE_BANDWIDTH_ASSUMPTIONS,
     AssumptionInfo(
         "rocm_attn_bw_eff",
         "Paged-attention bandwidth on ROCm (vLLM, SGLang), as a share of the CUDA kernels' K/V reads",
@@ -163,8 +124,19 @@ _INFOS = (
         1.4,
         1.3,
         1.5,
-        "the RA-BIT spec; NVIDIA Transformer Engine / Megatron FP8 training reports 1.3-1.5x end-to-end "
-        "over BF16 on H100.",
+        "the RA-BIT spec; NVIDIA Transformer Engine / Megatron FP8 training reports 1.3-1.5x end-to-end over BF16 on "
+        "H100. An end-to-end ratio, below the GEMM kernels' own (AMD's measured max-achievable FP8 / BF16 GEMM on "
+        "MI300X: 1,273 / 708 TFLOP/s = 1.80x, ROCm blog 'Measuring Max-Achievable FLOPs - Part 2', 2025-02): the "
+        "steps' non-GEMM work does not speed up. Where the rate alone sets the time it is low: batch-1 first tokens "
+        "of 2,048-token prompts on one GPU (validation short-prefill-batch1, vendor-first-token) come out 12-16 % "
+        "slow (median) on H100 / H200 / L40S FP8 at 1.4, 3-7 % fast at 1.7 and 17-20 % fast at 2.0, against 9 % slow "
+        "for the A100 BF16 cases; 128-token prompts already come out 10-22 % fast (median), as the A100 BF16 ones do "
+        "(8 % fast): fixed costs, not the rate. It stays at 1.4 because the throughput tables over-predict more the "
+        "wider the TP: trtllm-bench's H200 FP8 runs 16 % low at TP 1 and 10 % high at TP 8, B200 FP4 2 % low and 45 %"
+        " high (at 2.0: 12 and 35 %, 20 and 73 % high). The trend follows the TP all-reduce's price: with in-switch "
+        "reduction (NVLS) left out of the catalog the TP 8 runs come out 3 % low (H100), 10 % low (H200) and 25 % "
+        "high (B200), and neither comm_bw_eff 0.6 nor collective_base_us 30 moves B200; a higher rate waits on that "
+        "cost.",
         +1,
         moves=("serving_speed", "training", "video"),
         min_value=1.0,
