@@ -310,7 +310,7 @@ def test_prefix_cache_removes_the_cached_share_from_ttft():
 
 
 def test_decode_turns_compute_bound_where_the_lines_cross():
-    # At the 001 context each sequence adds 40,960 B x 6,144 = 252 MB of KV (100 us at 2.51 TB/s) but only
+    # At the 001 context each sequence adds 40,960 B x 6,144 = 252 MB of KV (105 us gathered at 2.508 TB/s) but only
     # (17.4 GFLOP + 327,680 x 6,144) / 643 TFLOP/s = 30 us of compute: never compute-bound.
     assert compute_bound_batch(EXAMPLE) is None
     # With one cached token: compute 17.376e9 (b + 64) / 6.4285e14 = 2.703e-5 (b + 64) s (+ 2 pairs of attention
