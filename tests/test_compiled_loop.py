@@ -300,7 +300,23 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     cfg=st.sampled_from([L8, L8, GEMMA, MISTRAL]),
 )
 def test_any_shape_it_takes_matches_the_python_loop(
-    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy, prefix, groups, admission, users, duration, policy, cfg
+    rate,
+    replicas,
+    router,
+    pool,
+    budget,
+    batch,
+    cache,
+    seed,
+    timeout,
+    asy,
+    prefix,
+    groups,
+    admission,
+    users,
+    duration,
+    policy,
+    cfg,
 ):
     spec = BASE.with_(
         rate_per_s=rate,

@@ -84,12 +84,12 @@ from core.serving.sim.jit_layout import (
     NO_ROOM,
     OK,
     P2_CHUNK,
+    Q_CACHED,
     Q_INP,
     Q_NPRE,
     Q_NX_IN,
     Q_NX_W,
     Q_OUT,
-    Q_PFX,
     Q_REP,
     Q_RES,
     Q_STATUS,
@@ -111,7 +111,8 @@ from core.serving.sim.pool import prefix_hit_tokens
 from core.serving.sim.records import UNFINISHED, Records
 
 #: The most replicas x batch cap the compiled loop takes (its per-replica heaps and chunk lists are arrays of the
-#: batch cap: 32 B each); past it the Python loop, whose replicas grow their lists as they go.
+#: batch cap: 48 B each, the finish and window-crossing heaps and the chunks); past it the Python loop, whose replicas
+#: grow their lists as they go.
 MAX_REPLICA_SLOTS = 4_000_000
 
 
@@ -284,7 +285,7 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     if reserve:  # the blocks of the prompt and the client's max_tokens (Pool.blocks_for, whole blocks)
         RQI[Q_RES] = (RQI[Q_INP] + spec.max_output_tokens() + pool.block - 1) // pool.block
     if shared:
-        RQI[Q_PFX] = prefix_hit_tokens(spec.prefix_cache_frac, RQI[Q_INP])
+        RQI[Q_CACHED] = prefix_hit_tokens(spec.prefix_cache_frac, RQI[Q_INP])
     margin = 8 * R + 4 * mb + 64  # what one pass of the loop may add at most (jit_loop.loop's margin)
     ev_cap = margin + 64
     ev_t, EVI = np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64)

@@ -69,7 +69,6 @@ from core.serving.sim.jit_layout import (
     Q_NX_R,
     Q_NX_W,
     Q_OUT,
-    Q_PFX,
     Q_PV_P,
     Q_PV_R,
     Q_RES,
@@ -152,8 +151,7 @@ def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI,
         RQI[Q_GEN, rid] = 0
         RQI[Q_CTX, rid] = 0
         RQI[Q_TARGET, rid] = 0
-        RQI[Q_FIN_D, rid] = -1
-        RQI[Q_CACHED, rid] = RQI[Q_PFX, rid]  # its shared prefix, where its replica has served its group
+        RQI[Q_FIN_D, rid] = -1  # Q_CACHED: its shared prefix, where the router found its group served here
         RF[e, R_LAST] = t
         c = i + (o - 1)
         need = fs * (RQI[Q_RES, rid] if RI[e, I_RSV] else (c + B - 1) // B)

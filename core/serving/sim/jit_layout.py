@@ -64,20 +64,19 @@ R_NOW, R_BUSY, R_PREFILL, R_END, R_NEXT, R_LAST, R_RDT, R_RA, R_RR, R_RG, R_RDEA
 N_RF = 15
 
 # rows of the per-request integer array RQI: status, preemptions, tokens emitted, context, prefill target, the
-# decode iteration of its last token, tokens left in the prefix cache by a preemption, its replica; the queues'
-# links (waiting next, running next and previous, prefilling next and previous, inbox next); its lengths
+# decode iteration of its last token, tokens in the prefix cache (a shared prefix on arrival: set by the caller to
+# what a replica that has served its group finds, zeroed by the router where it has not; left by a preemption), its
+# replica; the queues' links (waiting next, running next and previous, prefilling next and previous, inbox next);
+# its lengths
 Q_STATUS, Q_NPRE, Q_GEN, Q_CTX, Q_TARGET, Q_FIN_D, Q_CACHED, Q_REP = range(8)
 Q_NX_W, Q_NX_R, Q_PV_R, Q_NX_P, Q_PV_P, Q_NX_IN, Q_INP, Q_OUT = range(8, 16)
-# ... and the prompt tokens it finds in its replica's prefix cache on arrival: set by the caller to what a replica
-# that has served its prefix group finds, zeroed by the router where its replica has not
-Q_PFX = 16
 # ... and what reserve admission reserves for it: the blocks of its prompt and the workload's largest output
-Q_RES = 17
+Q_RES = 16
 # ... and the next in its replica's list of requests ended
-Q_NX_E = 18
+Q_NX_E = 17
 # ... and whether it is decoding below the sliding window (DecodeSet.lo)
-Q_LO = 19
-N_Q = 20
+Q_LO = 18
+N_Q = 19
 # rows of the per-request float array RQF: arrival, admission, first token, finish [s]
 RQ_ARR, RQ_ADMIT, RQ_FIRST, RQ_FIN = range(4)
 

@@ -39,8 +39,8 @@ from core.serving.sim.jit_layout import (
     I_VER,
     INF,
     OK,
+    Q_CACHED,
     Q_NX_IN,
-    Q_PFX,
     Q_REP,
     R_END,
     R_NEXT,
@@ -138,7 +138,7 @@ def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_
     gid = G[G_ISSUED]
     G[G_ISSUED] = gid + 1
     if rt.seen.shape[0] > 0 and rt.groups.shape[0] > 0 and seen_add(rt.seen, rt.groups[gid] * nrep + j):
-        RQI[Q_PFX, gid] = 0  # the first of its group here: its prefix is not yet in this replica's cache
+        RQI[Q_CACHED, gid] = 0  # the first of its group here: its prefix is not yet in this replica's cache
     # deliver
     RQF[RQ_ARR, gid] = t
     RQI[Q_REP, gid] = j
