@@ -17,6 +17,7 @@ ENGINE_SOURCES = (
     "jit_layout.py",
     "jit_loop.py",
     "jit_parts.py",
+    "jit_sessions.py",
     "jit_sources.py",
     "jit_window.py",
     "records.py",
