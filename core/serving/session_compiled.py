@@ -77,7 +77,12 @@ MAX_CACHE_SLOTS = 4_000_000
 #: the compiled one take it.
 TIMEOUT = "a request timeout with sessions"
 CACHE_SLOTS = "more replicas x sessions than the compiled loop's prefix caches hold"
-SESSION_FALLBACK_REASONS = (TIMEOUT, CACHE_SLOTS)
+#: shapes the plain compiled loop takes but the session loop does not lay out (its arrays and flags are the chunked,
+#: preempting, full-attention engine's)
+PREFILL_PRIORITY = "prefill-priority scheduling with sessions"
+RESERVE = "reserve admission with sessions"
+SLIDING = "sliding-window layers with sessions"
+SESSION_FALLBACK_REASONS = (TIMEOUT, CACHE_SLOTS, PREFILL_PRIORITY, RESERVE, SLIDING)
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,12 @@ def fallback_reason(spec: SimSpec, timing, pool, replicas: int, sessions_count: 
         return why
     if spec.timeout_s is not None:
         return TIMEOUT
+    if spec.policy != "chunked":
+        return PREFILL_PRIORITY
+    if spec.admission != "preempt":
+        return RESERVE
+    if pool.slide_share > 0:
+        return SLIDING
     if replicas * max(1, sessions_count) > MAX_CACHE_SLOTS:
         return CACHE_SLOTS
     return None
