@@ -77,12 +77,7 @@ MAX_CACHE_SLOTS = 4_000_000
 #: the compiled one take it.
 TIMEOUT = "a request timeout with sessions"
 CACHE_SLOTS = "more replicas x sessions than the compiled loop's prefix caches hold"
-#: shapes the plain compiled loop takes but the session loop does not lay out (its arrays and flags are the chunked,
-#: preempting, full-attention engine's)
-PREFILL_PRIORITY = "prefill-priority scheduling with sessions"
-RESERVE = "reserve admission with sessions"
-SLIDING = "sliding-window layers with sessions"
-SESSION_FALLBACK_REASONS = (TIMEOUT, CACHE_SLOTS, PREFILL_PRIORITY, RESERVE, SLIDING)
+SESSION_FALLBACK_REASONS = (TIMEOUT, CACHE_SLOTS)
 
 
 @dataclass(frozen=True)
@@ -105,18 +100,14 @@ class SessionRun:
 
 
 def fallback_reason(spec: SimSpec, timing, pool, replicas: int, sessions_count: int) -> str | None:
-    """Why the compiled loop leaves this session run to the Python loop, or None where it runs it."""
+    """Why the compiled loop leaves this session run to the Python loop, or None where it runs it. The session loop
+    lays out the engine's base shape only (no ``extended``: prefill priority, reserve admission, sliding windows and
+    the rest of :data:`compiled.EXTENDED_REASONS` take the Python loop)."""
     why = compiled.fallback_reason(spec, compiled_form(timing), pool, replicas, "least-outstanding")
     if why is not None:
         return why
     if spec.timeout_s is not None:
         return TIMEOUT
-    if spec.policy != "chunked":
-        return PREFILL_PRIORITY
-    if spec.admission != "preempt":
-        return RESERVE
-    if pool.slide_share > 0:
-        return SLIDING
     if replicas * max(1, sessions_count) > MAX_CACHE_SLOTS:
         return CACHE_SLOTS
     return None

@@ -121,49 +121,86 @@ MAX_REPLICA_SLOTS = 4_000_000
 MAX_DURATION_REQUESTS = 5_000_000
 
 
+ASKED = "loop='python' asked for"
+DISAGGREGATED = "disaggregated pools"
+PAST_TABLE = "an iteration past the timing's table"
+HOST_TIER = "an iteration reached the host KV tier"
+SESSIONS = "multi-turn sessions"
+#: The shapes this module's loop (:func:`run`) lays out in arrays and flags of its own beyond the engine's base shape
+#: (chunked prefill, preempt-and-recompute, full attention, Poisson arrivals of a count, no shared prefix, a
+#: round-robin, least-outstanding or power-of-two router). A loop built on the same engine that does not lay them out
+#: (the sessions', jit_sessions.py) asks :func:`fallback_reason` without ``extended`` and leaves them to the Python
+#: loop by these reasons: the engine's functions read their flags, which such a loop leaves off.
+EXTENDED_REASONS = (
+    "a shared prompt prefix (prefix_cache_frac)",
+    "router not compiled",
+    "arrivals not Poisson",
+    "a duration limit",
+    "prefill-priority scheduling",
+    "reserve admission",
+    "sliding-window layers",
+)
 #: Why a run took the Python loop (:func:`fallback_reason`, the result's ``fallback_reason``), in the order checked.
 FALLBACK_REASONS = (
-    "loop='python' asked for",
+    ASKED,
     "numba not installed",
     "adapters",
     "iteration timing per step (timing='direct') or over pipeline stages",
-    "router not compiled",
+    *EXTENDED_REASONS,
     "a closed loop without a request count",
     "a duration limit past the compiled loop's arrays",
     "reserve admission with sliding-window layers",
     "more replica slots than the compiled loop holds",
-    "disaggregated pools",
-    "an iteration past the timing's table",
-    "an iteration reached the host KV tier",
-    "multi-turn sessions",
+    DISAGGREGATED,
+    PAST_TABLE,
+    HOST_TIER,
+    SESSIONS,
 )
-ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 9, 10, 11, 12))
+_BASE_ROUTERS = ("round-robin", "least-outstanding", "power-of-two")
 
 
-def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None) -> str | None:
+def fallback_reason(
+    spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None, extended: bool = False
+) -> str | None:
     """Why the compiled loop leaves this simulation to the Python loop (the first of :data:`FALLBACK_REASONS` that
-    holds), or None where it runs it (see the module docstring)."""
+    holds), or None where it runs it (see the module docstring). ``extended``: the caller's loop lays out the
+    shapes of :data:`EXTENDED_REASONS` (this module's :func:`run` does); without it they fall back, a shared prefix
+    where ``prefix`` (the prompt tokens a group's prefix holds) is given."""
     from core.serving.sim.timing import LinearTiming
 
-    checks = (
-        (not numba_available(), 1),
-        (adapters is not None or (isinstance(timing, LinearTiming) and bool(timing.lora)), 2),
-        (not isinstance(timing, LinearTiming) or timing.pp != 1.0, 3),
-        (router not in ROUTERS, 4),
-        (spec.num_requests is None and spec.arrival != "poisson", 5),
-        (spec.num_requests is None and spec.rate_per_s * (spec.duration_s or INF) > MAX_DURATION_REQUESTS, 6),
-        (pool.slide_share != 0 and spec.admission == "reserve", 7),
-        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 8),
+    base = (
+        (not numba_available(), "numba not installed"),
+        (adapters is not None or (isinstance(timing, LinearTiming) and bool(timing.lora)), "adapters"),
+        (not isinstance(timing, LinearTiming) or timing.pp != 1.0, FALLBACK_REASONS[3]),
     )
-    for holds, k in checks:
+    beyond = (
+        (prefix is not None, EXTENDED_REASONS[0]),
+        (router not in _BASE_ROUTERS, EXTENDED_REASONS[1]),
+        (spec.arrival != "poisson", EXTENDED_REASONS[2]),
+        (spec.duration_s is not None, EXTENDED_REASONS[3]),
+        (spec.policy != "chunked", EXTENDED_REASONS[4]),
+        (spec.admission != "preempt", EXTENDED_REASONS[5]),
+        (pool.slide_share != 0, EXTENDED_REASONS[6]),
+    )
+    rest = (
+        (router not in ROUTERS, "router not compiled"),
+        (spec.num_requests is None and spec.arrival != "poisson", "a closed loop without a request count"),
+        (
+            spec.num_requests is None and spec.rate_per_s * (spec.duration_s or INF) > MAX_DURATION_REQUESTS,
+            "a duration limit past the compiled loop's arrays",
+        ),
+        (pool.slide_share != 0 and spec.admission == "reserve", "reserve admission with sliding-window layers"),
+        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, "more replica slots than the compiled loop holds"),
+    )
+    for holds, why in base + (() if extended else beyond) + rest:
         if holds:
-            return FALLBACK_REASONS[k]
+            return why
     return None
 
 
 def supported(spec, timing, pool, replicas: int, router: str, *, adapters=None) -> bool:
-    """Whether the compiled loop runs this simulation (:func:`fallback_reason` is None)."""
-    return fallback_reason(spec, timing, pool, replicas, router, adapters=adapters) is None
+    """Whether this module's loop runs this simulation (:func:`fallback_reason` is None for it)."""
+    return fallback_reason(spec, timing, pool, replicas, router, adapters=adapters, extended=True) is None
 
 
 def _p2_pairs(replicas: int, seed: int, n: int) -> np.ndarray:
