@@ -105,6 +105,8 @@ from core.serving.sim.jit_layout import (
     RQ_FIRST,
     SLICE,
     STUCK,
+    Arrays,
+    Params,
     Router,
 )  # fmt: skip
 from core.serving.sim.pool import prefix_hit_tokens
@@ -276,14 +278,29 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     sm = timing.sm
     reserve = spec.admission == "reserve"
     sliding = pool.slide_share > 0
-    scal = (
-        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching) and not reserve and not sliding,
-        int(timing.t_max), bool(sm.graph_prefill), int(pool.max_context), int(budget.max_events),
-        float(pool.blocks), float(pool.full_share), float(pool.seq_blocks_max),
-        1.0 / pool.blocks if pool.blocks > 0 else 0.0, float(timing.q), float(sm.graph_launch_s),
-        float(sm.eager_launch_s), float(sm.graph_max_tokens), float(sm.kernels_per_stage), float(timing.pp),
-        float(budget.max_clock_s),
-    )  # fmt: skip
+    params = Params(
+        requests=n,
+        replicas=R,
+        block_tokens=int(pool.block),
+        token_budget=int(spec.token_budget),
+        max_batch=mb,
+        keep_cache=bool(spec.prefix_caching) and not reserve and not sliding,
+        t_max=int(timing.t_max),
+        graph_prefill=bool(sm.graph_prefill),
+        max_context=int(pool.max_context),
+        max_events=int(budget.max_events),
+        pool_blocks=float(pool.blocks),
+        full_share=float(pool.full_share),
+        seq_blocks_max=float(pool.seq_blocks_max),
+        inv_pool_blocks=1.0 / pool.blocks if pool.blocks > 0 else 0.0,
+        seq_cost_s=float(timing.q),
+        graph_launch_s=float(sm.graph_launch_s),
+        eager_launch_s=float(sm.eager_launch_s),
+        graph_max_tokens=float(sm.graph_max_tokens),
+        kernels_per_stage=float(sm.kernels_per_stage),
+        pp=float(timing.pp),
+        max_clock_s=float(budget.max_clock_s),
+    )
     gaps = np.asarray(draws.gaps[:n], dtype=float)
     rt = _router(spec, R, router, n, shared)
     TB = np.array([timing.c0, timing.c1, timing.m0, timing.m1, timing.x], dtype=float)
@@ -332,8 +349,8 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     DL = np.zeros((2, R, ev_cap if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
     err = np.zeros(1, dtype=np.int64)
     while True:
-        arrays = (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err)
-        code = loop((scal, arrays))
+        arrays = Arrays(gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err)
+        code = loop((params, arrays))
         if code == OK:
             break
         if code == SLICE:

@@ -241,7 +241,8 @@ def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs,
 @jit
 def loop(z):
     """Run the deployment's loop until it ends (OK), a slice is done (SLICE), an array needs to grow (GROW) or a
-    check fails (the other statuses); resumable from its arrays (``z``: the parameters, then the arrays)."""
+    check fails (the other statuses); resumable from its arrays (``z``: the :class:`~core.serving.sim.jit_layout.Params`, then the
+    :class:`~core.serving.sim.jit_layout.Arrays`, each unpacked into the short names below in its fields' order)."""
     (N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock,) = z[0]  # fmt: skip
     (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err,) = z[1]  # fmt: skip
     fcap = FH.shape[2]
