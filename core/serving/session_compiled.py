@@ -100,7 +100,9 @@ class SessionRun:
 
 
 def fallback_reason(spec: SimSpec, timing, pool, replicas: int, sessions_count: int) -> str | None:
-    """Why the compiled loop leaves this session run to the Python loop, or None where it runs it."""
+    """Why the compiled loop leaves this session run to the Python loop, or None where it runs it. The session loop
+    lays out the engine's base shape only (no ``extended``: prefill priority, reserve admission, sliding windows and
+    the rest of :data:`compiled.EXTENDED_REASONS` take the Python loop)."""
     why = compiled.fallback_reason(spec, compiled_form(timing), pool, replicas, "least-outstanding")
     if why is not None:
         return why
