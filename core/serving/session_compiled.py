@@ -212,7 +212,7 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     if not host_tier_untouched(timing, parts, pool):
         return None
     return SessionRun(
-        records=compiled.merged(parts, gids, issued),
+        records=compiled.merged(parts, gids),
         plan=plan,
         session=GI[0, :issued].copy(),
         turn=GI[1, :issued].copy(),

@@ -187,7 +187,7 @@ def turn_ended(agents, S, SG, GF, SI, PF, SF, sh_t, SHI, s, k, t_end, done):
 
 
 @jit
-def s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e):  # fmt: skip
+def s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e):  # fmt: skip
     """``SessionSet._ended`` over the ``nel`` requests of ``EL`` that ended on replica ``e``, in their order."""
     for x in range(nel):
         rid = EL[x]
@@ -195,7 +195,7 @@ def s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RQF, RQI, GI, SI
         done = RQI[Q_STATUS, rid] == DONE
         if done and caching:
             c_put(CB, CI, e, s, (RQI[Q_INP, rid] + RQI[Q_OUT, rid] - 1) // B)
-            c_trim(CB, CI, e, pool_blocks - used(fs, RI, e))
+            c_trim(CB, CI, e, pool_blocks - used(fs, RI, RF, e))
         turn_ended(agents, S, SG, GF, SI, PF, SF, sh_t, SHI, s, k, RQF[RQ_FIN, rid], done)
 
 
@@ -294,7 +294,7 @@ def s_route(nrep, B, affinity, caching, pool_blocks, fs, inv_P, pp, TB, G, GF, R
     j = pick(nrep, affinity, G, RI, SI, s)
     hit = 0
     if caching and k > 0:
-        c_trim(CB, CI, j, pool_blocks - used(fs, RI, j))
+        c_trim(CB, CI, j, pool_blocks - used(fs, RI, RF, j))
         hit = c_take(CB, CI, j, s) * B
         last = ((i - 1) // B) * B
         if last < hit:
@@ -325,16 +325,16 @@ def s_route(nrep, B, affinity, caching, pool_blocks, fs, inv_P, pp, TB, G, GF, R
                 push(G, RI, ev_t, EVI, j, new)
         return -1
     if t > RF[j, R_NOW]:
-        record(fs, inv_P, G, RI, ts_rep, TSF, j, t)
+        record(fs, inv_P, G, RI, RF, ts_rep, TSF, j, t)
         RF[j, R_NOW] = t
     return j
 
 
 @jit
-def pump_trim(pool_blocks, fs, RI, CB, CI, e):
+def pump_trim(pool_blocks, fs, RI, RF, CB, CI, e):
     """``SessionSet._pump``'s first act: running requests may have taken cached blocks."""
     if CI[e, C_TOTAL]:
-        free = pool_blocks - used(fs, RI, e)
+        free = pool_blocks - used(fs, RI, RF, e)
         if CI[e, C_TOTAL] > free:
             c_trim(CB, CI, e, free)
 
@@ -343,7 +343,7 @@ def pump_trim(pool_blocks, fs, RI, CB, CI, e):
 def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, affinity, caching, agents, S, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL, e0):  # fmt: skip
     """``SessionSet._pump`` of ``e0``, the replicas an arrival wakes on the way pumped in turn (a stack). Every
     array by name, not in a tuple: unpacking one takes a reference to each array on every call."""
-    pump_trim(pool_blocks, fs, RI, CB, CI, e0)
+    pump_trim(pool_blocks, fs, RI, RF, CB, CI, e0)
     stk[0] = e0
     top = 1
     RI[e0, I_PUMP] = 1
@@ -353,7 +353,7 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
         if GF[0] <= RF[e, R_NOW]:  # every arrival due by now is routed before this replica plans
             j = s_route(nrep, B, affinity, caching, pool_blocks, fs, inv_P, pp, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF, GI, SI, PI, SG, sh_t, SHI, CB, CI)  # fmt: skip
             if j >= 0:
-                pump_trim(pool_blocks, fs, RI, CB, CI, j)
+                pump_trim(pool_blocks, fs, RI, RF, CB, CI, j)
                 RI[j, I_PUMP] = 1
                 RI[j, I_STUCK] = 0
                 stk[top] = j
@@ -365,7 +365,7 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
             absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
             nel = absorbed(RI, RQI, GI, EL, 0, e, head)
         if nel:
-            s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e)  # fmt: skip
+            s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e)  # fmt: skip
         if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
             RI[e, I_PUMP] = 0
             top -= 1
@@ -390,7 +390,7 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
             nel = 1
         end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)  # fmt: skip
         if nel:
-            s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e)  # fmt: skip
+            s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e)  # fmt: skip
         RI[e, I_STUCK] = RI[e, I_STUCK] + 1 if RI[e, I_LW] == waiting else 0
         if RI[e, I_STUCK] > 2:
             err[0] = STUCK
@@ -419,7 +419,7 @@ def s_loop(z):
     if not G[G_STARTED]:
         G[G_STARTED] = 1
         for e in range(nrep):
-            record(fs, inv_P, G, RI, ts_rep, TSF, e, RF[e, R_NOW])
+            record(fs, inv_P, G, RI, RF, ts_rep, TSF, e, RF[e, R_NOW])
     passes = G[G_PASSES]
     resumed = G[G_RESUME] != 0
     G[G_RESUME] = 0
@@ -458,7 +458,7 @@ def s_loop(z):
             RI[woken, I_FLIGHT] = 0
             nel = s_end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, GI, EL, DK, woken)  # fmt: skip
             if nel:
-                s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, woken)  # fmt: skip
+                s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, woken)  # fmt: skip
         elif t_a < INF:
             if t_a > max_clock:
                 G[G_PASSES] = passes
