@@ -31,16 +31,19 @@ from core.serving.sim.jit_layout import (
     GF_TIMEOUT,
     GROW,
     I_ASYNC,
+    I_HE,
     I_HI,
     I_HP,
     I_HR,
     I_HW,
     I_ITER,
     I_PRE,
+    I_TE,
     I_TI,
     I_TP,
     I_TR,
     I_TW,
+    I_WIN,
     INF,
     N_G,
     N_GF,
@@ -77,7 +80,8 @@ MAX_CACHE_SLOTS = 4_000_000
 #: the compiled one take it.
 TIMEOUT = "a request timeout with sessions"
 CACHE_SLOTS = "more replicas x sessions than the compiled loop's prefix caches hold"
-SESSION_FALLBACK_REASONS = (TIMEOUT, CACHE_SLOTS)
+SHAPE = "sessions with prefill-priority scheduling, reserve admission or sliding-window layers"
+SESSION_FALLBACK_REASONS = (TIMEOUT, CACHE_SLOTS, SHAPE)
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,8 @@ def fallback_reason(spec: SimSpec, timing, pool, replicas: int, sessions_count: 
         return why
     if spec.timeout_s is not None:
         return TIMEOUT
+    if spec.policy != "chunked" or spec.admission != "preempt" or pool.slide_share != 0:
+        return SHAPE  # the session loop is held to the Python one's bytes over chunked, preempting, full attention
     if replicas * max(1, sessions_count) > MAX_CACHE_SLOTS:
         return CACHE_SLOTS
     return None
@@ -140,12 +146,15 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     GF[GF_NEXT] = INF
     GF[GF_TIMEOUT] = INF
     RI = np.zeros((R, N_RI), dtype=np.int64)
-    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI]] = -1
+    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI, I_HE, I_TE]] = -1
     RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
+    RI[:, I_WIN] = int(
+        pool.window
+    )  # chunked, preempting, full attention only (fallback_reason): I_RSV, I_PPRI, I_SLD 0
     RF = np.zeros((R, N_RF), dtype=float)
     RF[:, R_NEXT] = INF
-    hist = np.zeros((R, pool.block), dtype=np.int64)
-    FH = np.zeros((2, R, mb + 72), dtype=np.int64)
+    hist = np.zeros((R, 2 * pool.block), dtype=np.int64)  # the engine's layout (compiled.run's)
+    FH = np.zeros((4, R, mb + 72), dtype=np.int64)
     CH = np.zeros((2, R, mb + 1), dtype=np.int64)
     RQF = np.full((4, n), np.nan)
     RQI = np.zeros((N_Q, n), dtype=np.int64)
