@@ -63,6 +63,7 @@ from core.serving.sim.jit_layout import (
     R_LAST,
     R_NEXT,
     R_PREFILL,
+    R_SS,
     RQ_ADMIT,
     RQ_ARR,
     RQ_FIN,
@@ -131,13 +132,16 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     n = max(1, len(plan.inp))  # turns: at most one request each
     agents = sessions.arrival == "agents" and sessions.trace is None
     sm = tm.sm
+    reserve, sliding = spec.admission == "reserve", pool.slide_share > 0
+    # a finished turn's blocks stay cached as the engine's preempted ones do (Engine.keep_cache)
+    keep = bool(spec.prefix_caching) and not reserve and not sliding
     scal = (
-        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching), int(tm.t_max),
+        n, R, int(pool.block), int(spec.token_budget), mb, keep, int(tm.t_max),
         bool(sm.graph_prefill), int(pool.max_context), int(budget.max_events), float(pool.blocks),
         float(pool.full_share), float(pool.seq_blocks_max), 1.0 / pool.blocks if pool.blocks > 0 else 0.0,
         float(tm.q), float(sm.graph_launch_s), float(sm.eager_launch_s), float(sm.graph_max_tokens),
         float(sm.kernels_per_stage), float(tm.pp), float(budget.max_clock_s), bool(sessions.affinity),
-        bool(spec.prefix_caching), agents, S,
+        keep, agents, S,
     )  # fmt: skip
     TB = np.array([tm.c0, tm.c1, tm.m0, tm.m1, tm.x], dtype=float)
     G = np.zeros(N_G, dtype=np.int64)
@@ -153,6 +157,7 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     )  # chunked, preempting, full attention only (fallback_reason): I_RSV, I_PPRI, I_SLD 0
     RF = np.zeros((R, N_RF), dtype=float)
     RF[:, R_NEXT] = INF
+    RF[:, R_SS] = float(pool.slide_share)
     hist = np.zeros((R, 2 * pool.block), dtype=np.int64)  # the engine's layout (compiled.run's)
     FH = np.zeros((4, R, mb + 72), dtype=np.int64)
     CH = np.zeros((2, R, mb + 1), dtype=np.int64)
@@ -174,9 +179,11 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     SI[0] = plan.first
     SI[1] = plan.turn_counts
     SI[2] = -1
-    PI = np.zeros((2, n), dtype=np.int64)
+    PI = np.zeros((3, n), dtype=np.int64)
     PF = np.zeros((2, n))
     PI[0, : len(plan.inp)], PI[1, : len(plan.out)] = plan.inp, plan.out
+    if reserve:  # each turn's blocks of its prompt and the client's max_tokens, set when routed (Pool.blocks_for)
+        PI[2] = (PI[0] + spec.max_output_tokens() + pool.block - 1) // pool.block
     PF[0, : len(plan.gap)], PF[1, : len(plan.at)] = plan.gap, plan.at
     SF = np.full((2, S), np.nan)
     SF[0] = plan.agent_gaps
@@ -186,7 +193,6 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     CI = np.zeros((R, 5), dtype=np.int64)
     CI[:, :2] = -1
     EL = np.zeros(n + mb + 8, dtype=np.int64)
-    DK = np.zeros((2, mb + 8), dtype=np.int64)
     if agents:
         m = min(sessions.agents, S)
         starts = np.array([a * sessions.gap_s / m for a in range(m)], dtype=float)
@@ -194,7 +200,7 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
         starts = np.asarray(plan.starts, dtype=float)
     s_start(SG, GF, sh_t, SHI, starts, S, agents)
     while True:
-        arrays = (TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL, DK)  # fmt: skip
+        arrays = (TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL)  # fmt: skip
         code = s_loop((scal, arrays))
         if code == OK:
             break
