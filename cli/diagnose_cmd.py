@@ -78,11 +78,8 @@ def read_metrics(path: str):
         die(f"rabit diagnose: error: argument --metrics: {exc}")
 
 
-def run(args: argparse.Namespace) -> int:
-    from cli.common import check_range_args
-    from core.operations import diagnose
-
-    file_cfg = check_range_args(args)  # --assume checked, --config read (exit 2 naming either)
+def _check_flags(args: argparse.Namespace) -> None:
+    """Exit 2 on an expected p95 that is not positive, a prefix-cache share outside [0, 1), or no telemetry source."""
     for flag, v in (("--expect-p95-ttft-s", args.expect_p95_ttft_s), ("--expect-p95-itl-s", args.expect_p95_itl_s)):
         if v is not None and v <= 0:
             die(f"rabit diagnose: error: argument {flag}: must be positive, got {sig(v, 6)}")
@@ -92,11 +89,10 @@ def run(args: argparse.Namespace) -> int:
         )
     if not (args.metrics or args.prometheus or args.analysis):
         die("rabit diagnose: error: one of the arguments --metrics --prometheus --analysis is required")
-    analysis = None
-    if args.analysis:
-        from cli.common import load_analysis
 
-        analysis = load_analysis(args.analysis)
+
+def _telemetry(args: argparse.Namespace, analysis):
+    """The telemetry: a file (--metrics), a Prometheus range query (--prometheus), or what the analysis holds."""
     if args.metrics:
         tel = read_metrics(args.metrics)
     elif args.prometheus:
@@ -108,18 +104,54 @@ def run(args: argparse.Namespace) -> int:
             die(f"rabit diagnose: error: argument --prometheus: {exc}")
     else:
         tel = _attached(analysis)
-    note = ""
-    if analysis is not None and (args.metrics or args.prometheus):
-        # parsed (or fetched) in full before anything is written: bad telemetry never reaches the analysis
-        from cli.common import open_store
-        from core.operations import to_payload
-        from store import StoreError
+    return tel
 
-        try:
-            tid = open_store().add_telemetry(analysis.id, tel.fmt, to_payload(tel))
-        except StoreError as exc:  # the analysis would outgrow what its export carries: nothing was attached
-            die(f"rabit diagnose: error: argument {'--metrics' if args.metrics else '--prometheus'}: {exc}")
-        note = f"attached to analysis {analysis.id} ({analysis.name}) as telemetry {tid}"
+
+def _attach(args: argparse.Namespace, analysis, tel) -> str:
+    """Attach the telemetry, parsed (or fetched) in full first, to the analysis; the note that says so."""
+    # parsed (or fetched) in full before anything is written: bad telemetry never reaches the analysis
+    from cli.common import open_store
+    from core.operations import to_payload
+    from store import StoreError
+
+    try:
+        tid = open_store().add_telemetry(analysis.id, tel.fmt, to_payload(tel))
+    except StoreError as exc:  # the analysis would outgrow what its export carries: nothing was attached
+        die(f"rabit diagnose: error: argument {'--metrics' if args.metrics else '--prometheus'}: {exc}")
+    note = f"attached to analysis {analysis.id} ({analysis.name}) as telemetry {tid}"
+    return note
+
+
+def _rule_lines(d) -> list[str]:
+    """The rules that fired with their evidence and remedies, those not evaluated and what they miss, the quiet."""
+    lines: list[str] = []
+    if not d.fired:
+        lines.append("No rule fired.")
+    for f in d.fired:
+        lines.append(f"FIRED {f.rule}: {f.title}")
+        lines.append(f"  evidence: {f.evidence}")
+        for i, r in enumerate(f.remedies, 1):
+            lines.append(f"  {i}. {r.action}  [{r.config_change}]")
+    for n in d.not_evaluated:
+        lines.append(f"not evaluated {n.rule}: missing {', '.join(n.missing)}")
+    if d.quiet:
+        lines.append("quiet: " + ", ".join(d.quiet))
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from cli.common import check_range_args
+    from core.operations import diagnose
+
+    file_cfg = check_range_args(args)  # --assume checked, --config read (exit 2 naming either)
+    _check_flags(args)
+    analysis = None
+    if args.analysis:
+        from cli.common import load_analysis
+
+        analysis = load_analysis(args.analysis)
+    tel = _telemetry(args, analysis)
+    note = _attach(args, analysis, tel) if analysis is not None and (args.metrics or args.prometheus) else ""
     cfg = _prediction_config(file_cfg, analysis, args)
     expect = _expectation(cfg, args)
     d = diagnose(tel, expect)
@@ -133,17 +165,7 @@ def run(args: argparse.Namespace) -> int:
     lines = [f"{tel.name}: {len(tel.samples):,} samples in {tel.num_series:,} series"] + ([note] if note else [])
     if cfg is not None:
         lines += _with_prediction_ranges(payload, cfg, tel, expect, args)
-    if not d.fired:
-        lines.append("No rule fired.")
-    for f in d.fired:
-        lines.append(f"FIRED {f.rule}: {f.title}")
-        lines.append(f"  evidence: {f.evidence}")
-        for i, r in enumerate(f.remedies, 1):
-            lines.append(f"  {i}. {r.action}  [{r.config_change}]")
-    for n in d.not_evaluated:
-        lines.append(f"not evaluated {n.rule}: missing {', '.join(n.missing)}")
-    if d.quiet:
-        lines.append("quiet: " + ", ".join(d.quiet))
+    lines += _rule_lines(d)
     emit(payload, args.json, "\n".join(lines))
     return 0
 
