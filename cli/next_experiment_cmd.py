@@ -63,6 +63,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run, _parser=p)
 
 
+def _check_serving_flags(args: argparse.Namespace) -> None:
+    """Exit 2 on --emit (rabit recommend's), a missing --rate, a spread outside [0, 1) or points per side outside
+    1 to 5."""
+    if args.emit:
+        die("rabit next-experiment: error: argument --emit: not available here (use rabit recommend --emit)")
+    if args.rate is None:
+        die("rabit next-experiment: error: the following arguments are required: --rate (or --analysis ID)")
+    for flag, v in (
+        ("--prompt-spread", args.prompt_spread),
+        ("--output-spread", args.output_spread),
+        ("--rate-spread", args.rate_spread),
+    ):
+        if not 0 <= v < 1:
+            die(f"rabit next-experiment: error: argument {flag}: a relative spread in [0, 1), got {sig(v, 6)}")
+    if not 1 <= args.points_per_side <= 5:
+        die(f"rabit next-experiment: error: argument --points-per-side: 1 to 5, got {args.points_per_side}")
+
+
 def run(args: argparse.Namespace) -> int:
     from cli.common import fill_from_config
     from cli.recommend_cmd import CONFIG_DEST, serving_inputs
@@ -89,19 +107,7 @@ def run(args: argparse.Namespace) -> int:
         refuse_unused(args, "rabit next-experiment", dict.fromkeys((*SERVING_ONLY, *spreads), why))
         return run_training(args)
     refuse_unused(args, "rabit next-experiment", dict.fromkeys(TRAINING_ONLY, "without --train (a training flag)"))
-    if args.emit:
-        die("rabit next-experiment: error: argument --emit: not available here (use rabit recommend --emit)")
-    if args.rate is None:
-        die("rabit next-experiment: error: the following arguments are required: --rate (or --analysis ID)")
-    for flag, v in (
-        ("--prompt-spread", args.prompt_spread),
-        ("--output-spread", args.output_spread),
-        ("--rate-spread", args.rate_spread),
-    ):
-        if not 0 <= v < 1:
-            die(f"rabit next-experiment: error: argument {flag}: a relative spread in [0, 1), got {sig(v, 6)}")
-    if not 1 <= args.points_per_side <= 5:
-        die(f"rabit next-experiment: error: argument --points-per-side: 1 to 5, got {args.points_per_side}")
+    _check_serving_flags(args)
     goal, cons, prices = serving_inputs(args)
     spec = NextExperimentSpec(
         goal=goal,
