@@ -53,11 +53,13 @@ from core.physics.step import (
 )
 from core.physics.training_footprint import (
     TrainingMemory,
-    lora_params,
     training_memory,
     training_memory_by_zero,
     training_memory_for,
     training_memory_parts,
+)
+from core.physics.training_state import (
+    lora_params,
 )
 from core.physics.video import (
     VideoEstimate,

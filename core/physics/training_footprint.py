@@ -23,12 +23,7 @@ from core.catalog import ModelArch
 from core.config import Deployment, RabitConfig, as_deployment
 from core.physics.activations import activation_bytes_per_layer, record_training_activations
 from core.physics.footprint import expert_params_total, record_params
-
-#: Bytes per parameter of a QLoRA NF4 base with double-quantised scales (Dettmers et al.,
-#: arXiv 2305.14314 sec. 3: 4-bit NF4 + 0.127 bit of scales per parameter).
-QLORA_BASE_BYTES = (4 + 0.127) / 8
-#: Bytes per trainable parameter under mixed-precision Adam (ZeRO paper, sec. 3.1).
-ADAM_WEIGHT_B, ADAM_GRAD_B, ADAM_OPTIM_B = 2.0, 2.0, 12.0
+from core.physics.training_state import StateSizes, full_state, lora_state, zero_div
 
 
 class _Frozen(BaseModel):
@@ -53,24 +48,6 @@ class TrainingMemory(_Frozen):
     usable_bytes_per_gpu: float = 0.0  # capacity less the training headroom (the fit is against this)
 
 
-def lora_params(m: ModelArch, rank: int) -> float:
-    """Trainable LoRA parameters: r x (d_in + d_out) on every attention and dense/shared MLP projection.
-
-    Routed experts are left frozen (common practice; PEFT 'all-linear' on MoE adds them).
-    """
-    h = m.hidden_size
-    if m.is_mla:
-        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        attn = (h + m.num_heads * qk) + (h + m.kv_lora_rank + m.qk_rope_head_dim) + (m.num_heads * m.v_head_dim + h)
-    else:
-        q, kv = m.num_heads * m.head_dim, m.num_kv_heads * m.head_dim
-        attn = (h + q) + 2 * (h + kv) + (q + h)
-    n_mats = 3 if m.mlp_kind == "swiglu" else 2
-    dense_mlp = n_mats * (h + m.intermediate_size)
-    shared_mlp = m.num_shared_experts * n_mats * (h + (m.shared_intermediate_size or m.moe_intermediate_size))
-    return rank * (m.attention_layers * attn + m.dense_layers * dense_mlp + m.moe_layers * shared_mlp)
-
-
 def training_memory(dep: Deployment | RabitConfig, tr: Trace | None = None, *, dp: int | None = None) -> TrainingMemory:
     """Per-GPU training memory for the config's TP, PP, EP, ZeRO stage, micro-batch and recomputation."""
     dep = as_deployment(dep)
@@ -88,13 +65,6 @@ def stage_layers(num_layers: int, pp: int, vpp: int = 1) -> tuple[int, float]:
     """
     ls = vpp * math.ceil(num_layers / (pp * vpp))
     return ls, num_layers / ls
-
-
-def _zero_div(zero: Any, stage: int, group: Any) -> Any:
-    """The divisor ZeRO applies to a state: the DP ``group`` from ``stage`` on, else 1 (arrays broadcast)."""
-    if isinstance(zero, (int, np.integer)):
-        return group if zero >= stage else 1
-    return np.where(np.asarray(zero) >= stage, group, 1.0)
 
 
 @dataclass(frozen=True)
@@ -117,6 +87,160 @@ class TrainingMemoryParts:
     total: Any
     capacity: float
     usable: float  # capacity less the training headroom: what a layout may fill
+
+
+def _stage_split(m: ModelArch, pp: int, vpp: Any, tr: Trace) -> tuple[Any, Any, Any, str, dict[str, Any]]:
+    """(layers of the heaviest stage, the effective pipeline split L / L_s, the interleaving's activation factor,
+    the split's name in the steps, that name -> its value): ``L_s = v ceil(L / (pp v))``, ``f_v = 1 + (pp - 1) /
+    (pp v)`` with ``v > 1`` virtual stages. Records the parameters, and the split when PP does not divide L."""
+    L = m.num_layers
+    L_s: Any
+    pp_eff: Any
+    if isinstance(vpp, (int, np.integer)):
+        L_s, pp_eff = stage_layers(L, pp, int(vpp))
+        f_v: Any = 1 + (pp - 1) / (pp * vpp) if vpp > 1 else 1.0
+    else:
+        V = np.asarray(vpp, dtype=float)
+        L_s = V * np.ceil(L / (pp * V))
+        pp_eff = L / L_s
+        f_v = np.where(V > 1, 1 + (pp - 1) / (pp * V), 1.0)
+    ppn = "pp"
+    pv: dict[str, Any] = {}  # the pipeline split under the name the recorded steps use
+    if tr.enabled:
+        record_params(m, tr)
+        if L_s * pp != L:
+            ppn = "p_e"
+            pp_eff = tr.step(
+                "p_e",
+                "Effective pipeline split (heaviest stage)",
+                "p_e",
+                "L / (v * ceil(L / (pp * v)))",
+                pp_eff,
+                L=L,
+                pp=pp,
+                v=vpp,
+                note=f"PP {pp} x {vpp} chunk(s) does not divide {L} layers: the "
+                f"heaviest stage holds {L_s} layers and sets memory and time",
+            )
+        pv[ppn] = pp_eff
+    return L_s, pp_eff, f_v, ppn, pv
+
+
+def _activations(
+    cfg: RabitConfig,
+    m: ModelArch,
+    seq: int,
+    micro_batch: Any,
+    tp: int,
+    pp: int,
+    recompute: Any,
+    micro_batches: Any,
+    cp: int,
+    L_s: Any,
+    f_v: Any,
+) -> tuple[Any, Any, Any, Any]:
+    """(one layer's activations, micro-batches in flight, the logits, the stage's activations): 1F1B holds min(PP,
+    m) micro-batches of L_s layers (times the interleaving's factor), plus the FP32 logits; all over CP."""
+    per_layer = (
+        activation_bytes_per_layer(m, seq, micro_batch, tp, recompute, cfg.sequence_parallel, cfg.attention_kernel) / cp
+    )
+    if micro_batches is None:
+        in_flight: Any = pp
+    elif isinstance(micro_batches, (int, np.integer)):
+        in_flight = max(1, min(pp, micro_batches))
+    else:
+        in_flight = np.maximum(1, np.minimum(pp, micro_batches))
+    logits = 4 * seq * micro_batch * m.vocab_size / (tp * cp)
+    Act = per_layer * L_s * in_flight * f_v + logits
+    return per_layer, in_flight, logits, Act
+
+
+def _record_totals(
+    tr: Trace,
+    dep: Deployment,
+    W: Any,
+    W8: Any,
+    G: Any,
+    S: Any,
+    Act: Any,
+    Ov: float,
+    total: Any,
+    C: float,
+    usable: float,
+) -> None:
+    """Record the overhead, the FP8 weight copies, the total, the capacity and what a layout may use."""
+    cfg, a = dep.config, dep.config.assumptions
+    tr.step(
+        "overhead_bytes_per_gpu",
+        "Runtime overhead per GPU",
+        "O",
+        "O_gib * GiB",
+        Ov,
+        unit="B",
+        O_gib=a.runtime_overhead_gib,
+        GiB=GiB,
+    )
+    if cfg.train_precision == "fp8" and not cfg.lora_rank:
+        tr.step(
+            "fp8_weight_bytes_per_gpu",
+            "FP8 weight copies per GPU",
+            "W_8",
+            "W / 2",
+            W8,
+            unit="B",
+            W=W,
+            note="Transformer Engine caches an FP8 copy (1 B/param) of each weight across micro-batches",
+        )
+        tr.step(
+            "total_bytes_per_gpu",
+            "Total per GPU",
+            "U",
+            "W + W_8 + G + S + A_t + O",
+            total,
+            unit="B",
+            W=W,
+            W_8=W8,
+            G=G,
+            S=S,
+            A_t=Act,
+            O=Ov,
+        )
+    else:
+        tr.step(
+            "total_bytes_per_gpu",
+            "Total per GPU",
+            "U",
+            "W + G + S + A_t + O",
+            total,
+            unit="B",
+            W=W,
+            G=G,
+            S=S,
+            A_t=Act,
+            O=Ov,
+        )
+    tr.step(
+        "capacity_bytes_per_gpu",
+        "HBM capacity per GPU",
+        "C",
+        "C_gib * GiB",
+        C,
+        unit="B",
+        C_gib=dep.gpu.memory_gib,
+        GiB=GiB,
+    )
+    tr.step(
+        "usable_bytes_per_gpu",
+        "Usable by a training layout",
+        "C_u",
+        "C * (1 - f_h)",
+        usable,
+        unit="B",
+        C=C,
+        f_h=a.train_mem_headroom_frac,
+        note="HBM less the headroom kept free for allocator fragmentation and transient peaks "
+        "(assumption train_mem_headroom_frac); a layout fits when U <= C_u",
+    )
 
 
 def training_memory_parts(
@@ -166,243 +290,24 @@ def training_memory_parts(
     cfg, m = dep.config, dep.model
     a = cfg.assumptions
     seq = cfg.seq_len
-    L = m.num_layers
-    L_s: Any
-    pp_eff: Any
-    if isinstance(vpp, (int, np.integer)):
-        L_s, pp_eff = stage_layers(L, pp, int(vpp))
-        f_v: Any = 1 + (pp - 1) / (pp * vpp) if vpp > 1 else 1.0
-    else:
-        V = np.asarray(vpp, dtype=float)
-        L_s = V * np.ceil(L / (pp * V))
-        pp_eff = L / L_s
-        f_v = np.where(V > 1, 1 + (pp - 1) / (pp * V), 1.0)
     P = float(m.total_params())
-    ppn = "pp"
-    pv: dict[str, Any] = {}  # the pipeline split under the name the recorded steps use
-    if tr.enabled:
-        record_params(m, tr)
-        if L_s * pp != L:
-            ppn = "p_e"
-            pp_eff = tr.step(
-                "p_e",
-                "Effective pipeline split (heaviest stage)",
-                "p_e",
-                "L / (v * ceil(L / (pp * v)))",
-                pp_eff,
-                L=L,
-                pp=pp,
-                v=vpp,
-                note=f"PP {pp} x {vpp} chunk(s) does not divide {L} layers: the "
-                f"heaviest stage holds {L_s} layers and sets memory and time",
-            )
-        pv[ppn] = pp_eff
+    L_s, pp_eff, f_v, ppn, pv = _stage_split(m, pp, vpp, tr)
     shard = tp * pp_eff
     dp = dp * cp  # ZeRO shards over the data-parallel group with context parallelism (the CP ranks hold one copy)
     split = m.is_moe and ep > 1
     P_e = expert_params_total(m) if split else 0.0
     P_d = P - P_e
     edp = tp * dp / ep if split else dp
-    zw, zg, zo = _zero_div(zero, 3, dp), _zero_div(zero, 2, dp), _zero_div(zero, 1, dp)
-    W8: Any = 0.0
+    zs = (zero_div(zero, 3, dp), zero_div(zero, 2, dp), zero_div(zero, 1, dp))
+    sizes = StateSizes(P, P_d, P_e, split, shard, tp, ep, pp_eff, dp, edp, ppn, pv)
     if cfg.lora_rank:
-        n_train = lora_params(m, cfg.lora_rank)
-        base_b = QLORA_BASE_BYTES if cfg.qlora else 2.0
-        W = (P_d * base_b + n_train * ADAM_WEIGHT_B) / shard + (P_e * base_b / (ep * pp_eff) if split else 0.0)
-        G = n_train * ADAM_GRAD_B / (shard * zg)
-        S = n_train * ADAM_OPTIM_B / (shard * zo)
-        upd = n_train / (shard * zo)
-        if tr.enabled:
-            note_w = (
-                "QLoRA: frozen base in NF4 with double-quantised scales" if cfg.qlora else "LoRA: frozen BF16 base"
-            ) + f"; rank-{cfg.lora_rank} adapters trainable"
-            if split:
-                tr.step(
-                    "weight_bytes_per_gpu",
-                    "Weights per GPU",
-                    "W",
-                    f"(P_d * b_base + N_t * 2) / (tp * {ppn}) + P_exp * b_base / (ep * {ppn})",
-                    W,
-                    unit="B",
-                    P_d=P_d,
-                    b_base=base_b,
-                    N_t=n_train,
-                    tp=tp,
-                    P_exp=P_e,
-                    ep=ep,
-                    **pv,
-                    note=note_w + "; routed experts split over EP",
-                )
-            else:
-                tr.step(
-                    "weight_bytes_per_gpu",
-                    "Weights per GPU",
-                    "W",
-                    f"(P * b_base + N_t * 2) / (tp * {ppn})",
-                    W,
-                    unit="B",
-                    latex=rf"\frac{{[P] \cdot [b_base] + [N_t] \cdot 2}}{{[tp] \cdot [{ppn}]}}",
-                    P=P,
-                    b_base=base_b,
-                    N_t=n_train,
-                    tp=tp,
-                    **pv,
-                    note=note_w,
-                )
-            tr.step(
-                "gradient_bytes_per_gpu",
-                "Gradients per GPU",
-                "G",
-                f"N_t * 2 / (tp * {ppn} * z_g)",
-                G,
-                unit="B",
-                N_t=n_train,
-                tp=tp,
-                **pv,
-                z_g=zg,
-                note="adapters only",
-            )
-            tr.step(
-                "optimizer_bytes_per_gpu",
-                "Optimizer state per GPU",
-                "S",
-                f"N_t * 12 / (tp * {ppn} * z_o)",
-                S,
-                unit="B",
-                N_t=n_train,
-                tp=tp,
-                **pv,
-                z_o=zo,
-                note="FP32 master, momentum and variance of the adapters",
-            )
+        n_train, W, G, S, upd = lora_state(cfg, m, sizes, zs, tr)
+        W8: Any = 0.0
     else:
-        n_train = P
-        if split:
-            es = ep * pp_eff
-            ew, eg, eo = _zero_div(zero, 3, edp), _zero_div(zero, 2, edp), _zero_div(zero, 1, edp)
-            W = ADAM_WEIGHT_B * (P_d / (shard * zw) + P_e / (es * ew))
-            G = ADAM_GRAD_B * (P_d / (shard * zg) + P_e / (es * eg))
-            S = ADAM_OPTIM_B * (P_d / (shard * zo) + P_e / (es * eo))
-            upd = P_d / (shard * zo) + P_e / (es * eo)
-        else:
-            W = ADAM_WEIGHT_B * (P_d / (shard * zw))
-            G = ADAM_GRAD_B * (P_d / (shard * zg))
-            S = ADAM_OPTIM_B * (P_d / (shard * zo))
-            upd = P_d / (shard * zo)
-        if cfg.train_precision == "fp8":
-            W8 = W / 2
-        if tr.enabled and split:
-            tr.step(
-                "expert_dp",
-                "Expert data-parallel degree",
-                "d_e",
-                "tp * dp / ep",
-                edp,
-                tp=tp,
-                dp=dp,
-                ep=ep,
-                note="GPUs holding the same expert shard: ZeRO shards expert state over them",
-            )
-            tr.step(
-                "weight_bytes_per_gpu",
-                "Weights per GPU",
-                "W",
-                f"2 * (P_d / (tp * {ppn} * z_w) + P_exp / (ep * {ppn} * z_we))",
-                W,
-                unit="B",
-                P_d=P_d,
-                P_exp=P_e,
-                tp=tp,
-                ep=ep,
-                z_w=zw,
-                z_we=ew,
-                **pv,
-                note="BF16; routed experts split over EP x PP, the rest over TP x PP"
-                + ("; ZeRO-3 shards both over their DP groups" if zero >= 3 else ""),
-            )
-            tr.step(
-                "gradient_bytes_per_gpu",
-                "Gradients per GPU",
-                "G",
-                f"2 * (P_d / (tp * {ppn} * z_g) + P_exp / (ep * {ppn} * z_ge))",
-                G,
-                unit="B",
-                P_d=P_d,
-                P_exp=P_e,
-                tp=tp,
-                ep=ep,
-                z_g=zg,
-                z_ge=eg,
-                **pv,
-                note="BF16 gradients",
-            )
-            tr.step(
-                "optimizer_bytes_per_gpu",
-                "Optimizer state per GPU",
-                "S",
-                f"12 * (P_d / (tp * {ppn} * z_o) + P_exp / (ep * {ppn} * z_oe))",
-                S,
-                unit="B",
-                P_d=P_d,
-                P_exp=P_e,
-                tp=tp,
-                ep=ep,
-                z_o=zo,
-                z_oe=eo,
-                **pv,
-                note="FP32 master + Adam m and v = 12 B/param",
-            )
-        elif tr.enabled:
-            tr.step(
-                "weight_bytes_per_gpu",
-                "Weights per GPU",
-                "W",
-                f"P * 2 / (tp * {ppn} * z_w)",
-                W,
-                unit="B",
-                P=P,
-                tp=tp,
-                **pv,
-                z_w=zw,
-                note=f"BF16 weights; ZeRO-{zero} shards them over DP {dp}" if zero >= 3 else "BF16 weights",
-            )
-            tr.step(
-                "gradient_bytes_per_gpu",
-                "Gradients per GPU",
-                "G",
-                f"P * 2 / (tp * {ppn} * z_g)",
-                G,
-                unit="B",
-                P=P,
-                tp=tp,
-                **pv,
-                z_g=zg,
-                note="BF16 gradients" + (f", sharded over DP {dp}" if zero >= 2 else ""),
-            )
-            tr.step(
-                "optimizer_bytes_per_gpu",
-                "Optimizer state per GPU",
-                "S",
-                f"P * 12 / (tp * {ppn} * z_o)",
-                S,
-                unit="B",
-                P=P,
-                tp=tp,
-                **pv,
-                z_o=zo,
-                note="FP32 master + Adam m and v = 12 B/param" + (f", sharded over DP {dp}" if zero >= 1 else ""),
-            )
-    per_layer = (
-        activation_bytes_per_layer(m, seq, micro_batch, tp, recompute, cfg.sequence_parallel, cfg.attention_kernel) / cp
+        n_train, W, G, S, upd, W8 = full_state(cfg, sizes, zero, zs, tr)
+    per_layer, in_flight, logits, Act = _activations(
+        cfg, m, seq, micro_batch, tp, pp, recompute, micro_batches, cp, L_s, f_v
     )
-    if micro_batches is None:
-        in_flight: Any = pp
-    elif isinstance(micro_batches, (int, np.integer)):
-        in_flight = max(1, min(pp, micro_batches))
-    else:
-        in_flight = np.maximum(1, np.minimum(pp, micro_batches))
-    logits = 4 * seq * micro_batch * m.vocab_size / (tp * cp)
-    Act = per_layer * L_s * in_flight * f_v + logits
     Ov = a.runtime_overhead_gib * GiB
     total = W + W8 + G + S + Act + Ov
     C = dep.gpu.memory_bytes
@@ -411,77 +316,7 @@ def training_memory_parts(
         record_training_activations(
             tr, dep, recompute, per_layer, L_s, in_flight, f_v, logits, Act, tp, pp, vpp, micro_batch, cp
         )
-        tr.step(
-            "overhead_bytes_per_gpu",
-            "Runtime overhead per GPU",
-            "O",
-            "O_gib * GiB",
-            Ov,
-            unit="B",
-            O_gib=a.runtime_overhead_gib,
-            GiB=GiB,
-        )
-        if cfg.train_precision == "fp8" and not cfg.lora_rank:
-            tr.step(
-                "fp8_weight_bytes_per_gpu",
-                "FP8 weight copies per GPU",
-                "W_8",
-                "W / 2",
-                W8,
-                unit="B",
-                W=W,
-                note="Transformer Engine caches an FP8 copy (1 B/param) of each weight across micro-batches",
-            )
-            tr.step(
-                "total_bytes_per_gpu",
-                "Total per GPU",
-                "U",
-                "W + W_8 + G + S + A_t + O",
-                total,
-                unit="B",
-                W=W,
-                W_8=W8,
-                G=G,
-                S=S,
-                A_t=Act,
-                O=Ov,
-            )
-        else:
-            tr.step(
-                "total_bytes_per_gpu",
-                "Total per GPU",
-                "U",
-                "W + G + S + A_t + O",
-                total,
-                unit="B",
-                W=W,
-                G=G,
-                S=S,
-                A_t=Act,
-                O=Ov,
-            )
-        tr.step(
-            "capacity_bytes_per_gpu",
-            "HBM capacity per GPU",
-            "C",
-            "C_gib * GiB",
-            C,
-            unit="B",
-            C_gib=dep.gpu.memory_gib,
-            GiB=GiB,
-        )
-        tr.step(
-            "usable_bytes_per_gpu",
-            "Usable by a training layout",
-            "C_u",
-            "C * (1 - f_h)",
-            usable,
-            unit="B",
-            C=C,
-            f_h=a.train_mem_headroom_frac,
-            note="HBM less the headroom kept free for allocator fragmentation and transient peaks "
-            "(assumption train_mem_headroom_frac); a layout fits when U <= C_u",
-        )
+        _record_totals(tr, dep, W, W8, G, S, Act, Ov, total, C, usable)
     return TrainingMemoryParts(
         trainable_params=n_train,
         stage_layers=L_s,
