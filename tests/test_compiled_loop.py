@@ -176,7 +176,7 @@ CASES = {
     "closed loop, three replicas": (L8, BASE.with_(arrival="closed", users=24, think_s=0.5), 3, "least-outstanding"),
     "closed loop, timeout, preempting": (
         L8,
-        BASE.with_(arrival="closed", users=40, think_s=0.2, kv_pool_tokens=12_000, timeout_s=6.0),
+        BASE.with_(arrival="closed", users=40, think_s=0.2, kv_pool_tokens=12_000, timeout_s=5.0),
         3,
         "power-of-two",
     ),
