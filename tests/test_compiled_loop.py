@@ -402,7 +402,7 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
     r = simulate(L8, BASE)
     assert (r.loop, r.fallback_reason) == ("python", "an iteration past the timing's table")
     # the shapes only the aggregated loop lays out: reached below, asking the gate as a loop that does not lay them
-    # out does (the sessions': tests/test_session_loop.py)
+    # out does
     extended = set(FALLBACK_REASONS[4:11])
     assert extended == {
         "a shared prompt prefix (prefix_cache_frac)",
@@ -425,8 +425,8 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
 
 
 def test_a_loop_laying_out_only_the_engines_base_shape_is_told_each_shape_beyond_it(monkeypatch):
-    """The gate without ``extended`` (as a loop built on the engine that leaves these shapes, e.g. the sessions',
-    asks it) names each shape only the aggregated loop lays out; with it (the aggregated loop's callers) none."""
+    """The gate without ``extended`` (as a loop built on the engine that leaves these shapes asks it) names each
+    shape only the aggregated loop lays out; with it (the aggregated loop's callers) none."""
     import sys
 
     from core.serving import FALLBACK_REASONS
