@@ -215,6 +215,26 @@ CASES = {
         2,
         "round-robin",
     ),
+    # a prefix hit does not shrink a reservation: admission that counted only the hit and the prompt's blocks
+    # reserved past a 500-block pool (509 blocks at 25.6 s on replica 1, a 118-block reservation admitted on 391),
+    # which the compiled loop then preempted and the Python loop did not
+    "prefill priority, reserve admission, shared prefix": (
+        L8,
+        BASE.with_(
+            policy="prefill_priority",
+            admission="reserve",
+            rate_per_s=2.0,
+            num_requests=300,
+            kv_pool_tokens=8000,
+            max_batch=4,
+            prefix_caching=False,
+            async_scheduling=False,
+            prefix_cache_frac=0.4,
+            prefix_groups=1,
+        ),
+        2,
+        "least-outstanding",
+    ),
     "prefill priority, closed loop, shared prefix": (
         L8,
         BASE.with_(policy="prefill_priority", arrival="closed", users=30, prefix_cache_frac=0.5, prefix_groups=4),
@@ -272,6 +292,7 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
         assert max(ref.ts_waiting + ref.ts_running) == spec.users
     if spec.admission == "reserve":
         assert ref.summary.preemptions == 0
+        assert ref.ts_kv_frac.max() <= 1.0 + 1e-9  # what is reserved never exceeds the pool, prefix hits or not
         if "pool bound" in name:  # the reservations fill the pool: a request waits for blocks, not for a slot
             assert ref.summary.kv_occupancy_max == 1.0 and ref.summary.queue_s.p99 > 0
     if spec.prefix_cache_frac > 0:  # the prefix hits move the run (less prefill work)
@@ -339,6 +360,7 @@ def test_any_shape_it_takes_matches_the_python_loop(
     )
     ref = run(cfg, spec, replicas, router, loop="python")
     got = run(cfg, spec, replicas, router)
+    assert ref.ts_kv_frac.max() <= 1.0 + 1e-9  # the pool holds what is held or reserved
     if got.loop == "python":  # prefill priority runs a prompt longer than the token budget alone: past the table
         assert (policy, got.fallback_reason) == ("prefill_priority", "an iteration past the timing's table")
     assert_same(ref, got)

@@ -429,7 +429,11 @@ class Engine(ArrivalStream, DecodeSet):
             if h < 0:
                 break
             n = min(self.inp[rid] + self.gen[rid] - h, left)
-            add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
+            add = (
+                self._admission_need(rid, n)
+                if not h or self.reserve
+                else h // self.block_tokens + self._chunk_blocks(h, n)[0]
+            )
             if used + add > self.pool_blocks + _EPS:
                 break
             self._admit(rid, h, j)
@@ -456,7 +460,13 @@ class Engine(ArrivalStream, DecodeSet):
             n = self.inp[rid] + self.gen[rid] - h
             if chunks and total + n > K:
                 break
-            add = self._admission_need(rid, n) if not h else h // self.block_tokens + self._chunk_blocks(h, n)[0]
+            # reserve admission takes the whole reservation whether or not a prefix is cached (_admit adds it to
+            # used_res): counting only the hit and the prompt's blocks would reserve past the pool
+            add = (
+                self._admission_need(rid, n)
+                if not h or self.reserve
+                else h // self.block_tokens + self._chunk_blocks(h, n)[0]
+            )
             if used + add > self.pool_blocks + _EPS:
                 break
             self._admit(rid, h, j)

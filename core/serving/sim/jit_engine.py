@@ -392,7 +392,7 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e)
         n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
         if n > left:
             n = left
-        add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h else h // B + chunk_f(B, h, n)
+        add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h or RI[e, I_RSV] else h // B + chunk_f(B, h, n)
         if u + add > pool_blocks + EPS:
             break
         admit(B, RI, RF, RQF, RQI, e, rid, h)
@@ -421,7 +421,8 @@ def plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF
         n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
         if nch > 0 and total + n > K:
             break
-        add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h else h // B + chunk_f(B, h, n)
+        # reserve admission takes the whole reservation, prefix hit or not (admit adds Q_RES to I_RES)
+        add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h or RI[e, I_RSV] else h // B + chunk_f(B, h, n)
         if u + add > pool_blocks + EPS:
             break
         admit(B, RI, RF, RQF, RQI, e, rid, h)
@@ -434,8 +435,12 @@ def plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF
     if nch > 0:
         return False
     preempted = False
-    while RI[e, I_NDEC] and used(fs, RI, RF, e) + decode_need(B, fs, RI, RF, hist, e) > pool_blocks + EPS:
-        preempt_last(B, keep, RI, hist, RQI, e)  # decode_need is 0 under reserve admission: never preempts
+    while (
+        RI[e, I_NDEC]
+        and not RI[e, I_RSV]  # reserve admission never preempts (Engine._plan_prefill_priority)
+        and used(fs, RI, RF, e) + decode_need(B, fs, RI, RF, hist, e) > pool_blocks + EPS
+    ):
+        preempt_last(B, keep, RI, hist, RQI, e)
         preempted = True
     return preempted
 
