@@ -168,7 +168,7 @@ def test_any_shape_it_takes_matches_the_python_loop(
 
 def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
     from core.config import AdapterSet
-    from core.serving import FALLBACK_REASONS, PoolLayout
+    from core.serving import FALLBACK_REASONS
 
     ok = simulate(L8, BASE)
     assert (ok.loop, ok.fallback_reason) == ("compiled", None)
@@ -177,8 +177,6 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
     sliding = RabitConfig(model="mistral-7b", gpu="h100-sxm", gpus_per_node=1, tp=1)
     pp2 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=2, tp=1, pp=2)
     lora = L8.with_(adapters=AdapterSet(count=10, max_loras=4))
-    pools = {"instances": 1, "gpu": "h100-sxm", "tp": 1, "pp": 1}
-    disagg = Layout(mode="disaggregated", prefill=PoolLayout(**pools), decode=PoolLayout(**pools), overlap=False)
     one = {  # one replica: (config, spec, timing, loop) -> the reason
         "loop='python' asked for": (L8, BASE, "auto", "python"),
         "adapters": (lora, BASE, "auto", "auto"),
@@ -196,7 +194,6 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
     deps = {  # deployments: (spec, layout) -> the reason
         "a shared prompt prefix (prefix_cache_frac)": (BASE.with_(prefix_cache_frac=0.5), Layout(replicas=2)),
         "router not compiled": (BASE, Layout(replicas=2, router="prefix-affinity")),
-        "disaggregated pools": (BASE, disagg),
     }
     for why, (spec, layout) in deps.items():
         r = simulate_deployment(L8, spec, layout).result

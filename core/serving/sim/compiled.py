@@ -7,7 +7,8 @@ whole: the cost is the interpreter's per operation, not one hot spot, so a compi
 This module is that loop for runs that are
 
 * aggregated replicas behind ``round-robin``, ``least-outstanding`` or ``power-of-two`` (one replica included:
-  a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte);
+  a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte), or disaggregated prefill
+  and decode pools behind one of them (:mod:`core.serving.sim.compiled_disagg`);
 * Poisson arrivals of a fixed number of requests; chunked prefill with preempt-and-recompute (prefix caching of
   a preempted request's blocks on or off); a timeout or none;
 * a model without sliding-window layers, without adapters, on the tabulated timing of one pipeline stage
@@ -112,12 +113,11 @@ FALLBACK_REASONS = (
     "reserve admission",
     "sliding-window layers",
     "more replica slots than the compiled loop holds",
-    "disaggregated pools",
     "an iteration past the timing's table",
     "an iteration reached the host KV tier",
     "multi-turn sessions",
 )
-ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 12, 13, 14, 15))
+ASKED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 12, 13, 14))
 
 
 def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> str | None:
@@ -258,8 +258,13 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
             raise RuntimeError("decode run without room for one iteration")
         else:
             return None
-    m = int(G[G_TSN])
-    ts_rep, TSF = ts_rep[:m], TSF[:, :m]
+    return replica_records(R, RQF, RQI, RF, RI, ts_rep[: int(G[G_TSN])], TSF[:, : int(G[G_TSN])])
+
+
+def replica_records(R: int, RQF, RQI, RF, RI, ts_rep, TSF) -> tuple[list[Records], list[np.ndarray]]:
+    """Each of ``R`` engines' :class:`Records` from the compiled loop's arrays (:mod:`core.serving.sim.jit_layout`;
+    ``ts_rep`` and ``TSF`` the time series points recorded) and the numbers (columns of ``RQI``) of each one's
+    requests, in the order it took them."""
     order = np.argsort(ts_rep, kind="stable")
     bounds = np.searchsorted(ts_rep[order], np.arange(R + 1))
     status = RQI[Q_STATUS].astype(np.int8)

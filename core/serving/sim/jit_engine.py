@@ -25,6 +25,7 @@ from core.serving.sim.jit_layout import (
     I_FHN,
     I_FULL,
     I_HI,
+    I_HOLD,
     I_HP,
     I_HR,
     I_HW,
@@ -40,6 +41,7 @@ from core.serving.sim.jit_layout import (
     I_PNOW,
     I_PRE,
     I_RCUT,
+    I_REMOTE,
     I_RK,
     I_RKMAX,
     I_TI,
@@ -131,8 +133,7 @@ def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI,
         RQI[Q_GEN, rid] = 0
         RQI[Q_CTX, rid] = 0
         RQI[Q_TARGET, rid] = 0
-        RQI[Q_FIN_D, rid] = -1
-        RQI[Q_CACHED, rid] = 0
+        RQI[Q_FIN_D, rid] = -1  # Q_CACHED: set when delivered (0 but on a decode instance: its prompt)
         RF[e, R_LAST] = t
         c = i + (o - 1)
         need = fs * ((c + B - 1) // B)
@@ -208,7 +209,8 @@ def leave_decode(B, RI, hist, RQI, e, rid):
 @jit
 def complete(B, RI, RF, RQF, RQI, e, rid, c):
     link_remove(RI, RQI, e, rid, I_HR, I_TR, I_LR, Q_NX_R, Q_PV_R)
-    release(B, RI, e, c)
+    if not RI[e, I_HOLD]:  # a prefill instance keeps the blocks until the KV has left
+        release(B, RI, e, c)
     finish(RI, RF, RQF, RQI, e, rid, DONE)
 
 
@@ -258,12 +260,14 @@ def preempt_last(B, keep, RI, hist, RQI, e):
 
 
 @jit
-def hit_of(B, pool_blocks, RQI, rid, u):
+def hit_of(B, pool_blocks, RQI, rid, u, remote):
     cc = RQI[Q_CACHED, rid]
     if not cc:
         return 0
     free = int(math.floor(pool_blocks - u + EPS))
     last = ((RQI[Q_INP, rid] + RQI[Q_GEN, rid] - 1) // B) * B
+    if remote and free * B < (cc if cc < last else last):
+        return -1  # the transferred KV waits until blocks for all of it are free
     v = cc
     if free * B < v:
         v = free * B
@@ -328,7 +332,9 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e)
         rid = RI[e, I_HW]
         if RQF[RQ_ARR, rid] > RF[e, R_CUT]:
             break  # arrived after this plan was made (async scheduling): the next plan sees it
-        h = hit_of(B, pool_blocks, RQI, rid, u)
+        h = hit_of(B, pool_blocks, RQI, rid, u, RI[e, I_REMOTE])
+        if h < 0:
+            break
         n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
         if n > left:
             n = left

@@ -39,11 +39,13 @@ N_GF = 3
 # (the router's load); the heads, tails and lengths of the waiting, running and prefilling queues and the inbox
 # (head and tail); the finish heap's size, the planned chunks' count, the step decodes too, being pumped, pumps
 # without progress; the planned run's iterations, its bound and whether an arrival may cut it; preempted while
-# planning; the deadline heap's size; async scheduling on
+# planning; the deadline heap's size; async scheduling on; a prefill instance of a disaggregated deployment (a finished
+# request keeps its blocks until its KV has left: Replica.hold_kv); a decode instance (a request's prompt KV arrives
+# whole, admitted only when blocks for all of it are free: Engine.remote_kv)
 (I_D, I_NDEC, I_BSUM, I_FULL, I_ITER, I_PRE, I_KIND, I_FLIGHT, I_VER, I_LOAD,
  I_HW, I_TW, I_LW, I_HR, I_TR, I_LR, I_HP, I_TP, I_LP, I_HI, I_TI,
- I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN, I_ASYNC) = range(32)  # fmt: skip
-N_RI = 32
+ I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN, I_ASYNC, I_HOLD, I_REMOTE) = range(34)  # fmt: skip
+N_RI = 34
 # the per-replica float state RF[e]: its clock, busy time, prefill time, the planned step's end, its inbox's next
 # arrival, its last arrival, and the planned run's time, attended pairs, cached tokens, growth and deadline; async
 # scheduling: the arrivals the next plan sees (up to), those the plan being made sees, the run's last iteration's start

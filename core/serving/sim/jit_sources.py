@@ -12,6 +12,7 @@ from pathlib import Path
 ENGINE_SOURCES = (
     "jit_cache.py",
     "jit_deadline.py",
+    "jit_disagg.py",
     "jit_engine.py",
     "jit_layout.py",
     "jit_loop.py",
