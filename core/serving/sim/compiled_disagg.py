@@ -7,6 +7,9 @@ the Python loop's records (:meth:`core.serving.sim.replicas.ReplicaSet.records`)
 The shapes it takes are the aggregated loop's (:func:`core.serving.sim.compiled.fallback_reason`, each pool on its
 own timing and KV pool) behind a ``round-robin``, ``least-outstanding`` or ``power-of-two`` router (the decode pool's
 router is the same policy with its own draws).
+
+Its first call in a fresh install compiles it (about 10 CPU-s on the 2-core machine, on top of the aggregated
+loop's); :func:`core.serving.warm_simulator` runs a tiny disaggregated deployment too, so that no page waits for it.
 """
 
 from __future__ import annotations
