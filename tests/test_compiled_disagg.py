@@ -82,6 +82,25 @@ CASES = {
         layout(2, 1),
     ),
     "timeouts": (L8, BASE.with_(rate_per_s=50.0, timeout_s=4.0, kv_pool_tokens=30_000), layout()),
+    # the decode pool saturated by long outputs: the KV of hundreds of requests arrives during one decode run (an
+    # arrival does not cut a run while requests wait) and is absorbed at its end, each with a deadline and a
+    # time-series point at once (the arrays grown for them before the pass)
+    "decode pool saturated, timeouts": (
+        L8,
+        BASE.with_(
+            num_requests=800,
+            rate_per_s=72.0,
+            input=Lengths(kind="fixed", mean=512),
+            output=Lengths(kind="fixed", mean=600),
+            max_batch=32,
+            token_budget=8192,
+            prefix_caching=False,
+            async_scheduling=False,
+            timeout_s=30.0,
+            seed=47640,
+        ),
+        layout(2, 1),
+    ),
     "synchronous scheduling, small budget": (
         L8,
         BASE.with_(async_scheduling=False, token_budget=512, max_batch=16, rate_per_s=15.0),
@@ -106,7 +125,7 @@ def test_it_matches_the_python_loop_to_the_byte(name):
         assert "NVLink" not in ref.kv_path
     if "preemptions" in name:
         assert ref.summary.preemptions > 0
-    if name == "timeouts":
+    if "timeouts" in name:
         assert ref.summary.timed_out > 0
 
 

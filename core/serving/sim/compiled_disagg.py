@@ -158,6 +158,7 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
         np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64), np.zeros(N_G, dtype=np.int64),  # their events
         np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n), np.full(n, np.nan), out,
         np.zeros(P + D, dtype=np.int64), np.zeros(1, dtype=np.int64),
+        np.zeros(P + D, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),  # inbox places
     ]  # fmt: skip
     par = (
         n, P, D, ROUTERS[router], ROUTERS[back], int(budget.max_events), float(budget.max_clock_s), float(wire.fixed_s),
@@ -171,16 +172,15 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
         if code == SLICE:
             budget.check(int(Gp[G_PASSES]), float(GFp[1]))
         elif code == GROW:
-            for w, G in ((ap, Gp), (ad, Gd)):
+            for w, G, off, ords in ((ap, Gp, 0, d[20]), (ad, Gd, P, d[21])):
+                room = margin + _pending(w[3], d[19][off : off + w[3].shape[0]], ords)
                 if int(G[G_FHMAX]) + mb + 8 > w[6].shape[2]:
                     w[6] = compiled._grown(w[6], 2 * w[6].shape[2])
-                if spec.timeout_s is not None and int(G[G_DLMAX]) + margin > w[10].shape[2]:
-                    w[10] = compiled._grown(w[10], 2 * w[10].shape[2])
-                if int(G[G_TSN]) + margin > w[11].shape[0]:
-                    w[11], w[12] = (
-                        compiled._grown(w[11], 2 * w[11].shape[0]),
-                        compiled._grown(w[12], 2 * w[12].shape[1]),
-                    )
+                if spec.timeout_s is not None and int(G[G_DLMAX]) + room > w[10].shape[2]:
+                    w[10] = compiled._grown(w[10], max(2 * w[10].shape[2], int(G[G_DLMAX]) + 2 * room))
+                if int(G[G_TSN]) + room > w[11].shape[0]:
+                    size = max(2 * w[11].shape[0], int(G[G_TSN]) + 2 * room)
+                    w[11], w[12] = compiled._grown(w[11], size), compiled._grown(w[12], size)
             if int(Gp[G_EVN]) + margin > d[3].shape[0]:
                 d[3], d[4] = compiled._grown(d[3], 2 * d[3].shape[0]), compiled._grown(d[4], 2 * d[4].shape[1])
             if int(Gx[G_FHMAX]) + mb + 8 > d[7].shape[1]:
@@ -205,6 +205,13 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
     parts: list[Records] = front + back_parts
     m = int(Gp[G_ISSUED])
     return deployment_records(m, parts, gids, P, out[:m]), parts, d[15][:m]
+
+
+def _pending(RI: np.ndarray, delivered: np.ndarray, ords: np.ndarray) -> int:
+    """Requests waiting in a pool's inboxes (jit_disagg.pending)."""
+    head = RI[:, I_HI]
+    has = head >= 0
+    return int((delivered[has] - ords[head[has]]).sum())
 
 
 def _records(R: int, w: list, G: np.ndarray, count: int | None = None):

@@ -22,7 +22,7 @@ sequence, ``G_ISSUED`` the requests delivered to the decode pool, ``G_FHMAX`` th
 
 from __future__ import annotations
 
-from core.serving.sim.jit_cache import jit
+from core.serving.sim.jit_cache import jit, jit_inline
 from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step, expire
 from core.serving.sim.jit_layout import (
     CLOCK,
@@ -124,6 +124,25 @@ def turn(sw, aw, err, e, held):
 
 
 # --- the deployment ----------------------------------------------------------------------------------------------
+@jit_inline
+def delivered(DEL, ORD, k, rid):
+    """Request ``rid`` of its pool's numbering queued at engine ``k``'s inbox: its place among those ``k`` took."""
+    ORD[rid] = DEL[k]
+    DEL[k] += 1
+
+
+@jit
+def pending(RI, DEL, ORD, off, nrep):
+    """Requests waiting in a pool's inboxes (each absorbed at once when its engine's step ends, a time-series point
+    and a deadline each): what one pass may add beyond the loop's margin."""
+    n = 0
+    for e in range(nrep):
+        h = RI[e, I_HI]
+        if h >= 0:
+            n += DEL[off + e] - ORD[h]
+    return n
+
+
 @jit
 def push_decode(Gp, ev_t, EVI, RId, P, e, end):
     """A decode instance's step on the deployment's heap (jit_loop.push, as engine ``P + e``)."""
@@ -134,7 +153,7 @@ def push_decode(Gp, ev_t, EVI, RId, P, e, end):
 
 
 @jit
-def pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, stk, err, k0):
+def pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, k0):
     """ReplicaSet._pump of engine ``k0``, the prefill instances an arrival wakes on the way pumped in turn."""
     TBp, Gp, GFp, RIp, RFp, hist_p, FHp, CHp, RQFp, RQIp, DLp, ts_p, TSFp = ap
     RId, RFd = ad[3], ad[4]
@@ -151,6 +170,8 @@ def pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, stk, err, k0):
         now = RFp[k, R_NOW] if k < P else RFd[k - P, R_NOW]
         if GFp[0] <= now:  # every arrival due by now is routed before this engine plans
             j = route(N, P, router, sp[9], sp[11], sp[17], gaps, P2p, TBp, Gp, GFp, RIp, RFp, RQFp, RQIp, ev_t, EVI, ts_p, TSFp)  # fmt: skip
+            gid = Gp[G_ISSUED] - 1
+            delivered(DEL, ORDp, RQIp[Q_REP, gid], gid)
             if j >= 0:
                 RIp[j, I_PUMP] = 1
                 RIp[j, I_STUCK] = 0
@@ -276,7 +297,7 @@ def start_transfer(D, back_router, P2d, Gd, RId, Gx, xe_t, XEI, XF, XI, XHV, XHG
 
 
 @jit
-def kv_arrived(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, stk, err, Gx, dgid, decode_of, pend_s, kv, out, t, gid):  # fmt: skip
+def kv_arrived(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, ORDd, stk, err, Gx, dgid, decode_of, pend_s, kv, out, t, gid):  # fmt: skip
     """ReplicaSet._event for an arrived KV: the prefill instance frees its blocks (and plans if idle), the decode
     instance queues the request with its whole prompt cached (and is woken)."""
     RIp, RFp, RQIp = ap[3], ap[4], ap[9]
@@ -291,7 +312,7 @@ def kv_arrived(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, stk, err,
         if t > RFp[p, R_NOW]:
             w_record(sp, ap, p, t)
             RFp[p, R_NOW] = t
-        pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, stk, err, p)
+        pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, p)
         if err[0]:
             return
     d = decode_of[gid]
@@ -310,6 +331,7 @@ def kv_arrived(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, stk, err,
     else:
         RQId[Q_NX_IN, RId[d, I_TI]] = s
     RId[d, I_TI] = s
+    delivered(DEL, ORDd, P + d, s)
     if RFd[d, R_NEXT] == INF:
         RFd[d, R_NEXT] = t
     # wake it (its load counted since it was chosen)
@@ -323,7 +345,7 @@ def kv_arrived(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, stk, err,
     if t > RFd[d, R_NOW]:
         w_record(sd, ad, d, t)
         RFd[d, R_NOW] = t
-    pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, stk, err, P + d)
+    pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, P + d)
 
 
 @jit
@@ -333,7 +355,7 @@ def loop(z):
     prefill world, the decode world, the deployment's arrays)."""
     N, P, D, router, back_router, max_ev, max_clock, fixed_s, k_bytes, den, stage_layers, overlap = z[0]
     sp, ap, sd, ad = z[1], z[2], z[3], z[4]
-    gaps, P2p, P2d, ev_t, EVI, XF, XI, XHV, XHG, xe_t, XEI, Gx, dgid, decode_of, pend_s, kv, out, stk, err = z[5]
+    gaps, P2p, P2d, ev_t, EVI, XF, XI, XHV, XHG, xe_t, XEI, Gx, dgid, decode_of, pend_s, kv, out, stk, err, DEL, ORDp, ORDd = z[5]  # fmt: skip
     TBp, Gp, GFp, RIp, RFp, hist_p, FHp, CHp, RQFp, RQIp, DLp, ts_p, TSFp = ap
     TBd, Gd, GFd, RId, RFd, hist_d, FHd, CHd, RQFd, RQId, DLd, ts_d, TSFd = ad
     MB = sp[3]
@@ -349,12 +371,14 @@ def loop(z):
     margin = 8 * (P + D) + 4 * MB + 64
     timeout = GFp[GF_TIMEOUT] < INF
     while True:
+        wp = margin + pending(RIp, DEL, ORDp, 0, P)
+        wd = margin + pending(RId, DEL, ORDd, P, D)
         if (
-            Gp[G_TSN] + margin > TSFp.shape[1]
-            or Gd[G_TSN] + margin > TSFd.shape[1]
+            Gp[G_TSN] + wp > TSFp.shape[1]
+            or Gd[G_TSN] + wd > TSFd.shape[1]
             or Gp[G_EVN] + margin > ev_t.shape[0]
             or Gd[G_FHMAX] + MB + 8 > FHd.shape[2]
-            or (timeout and (Gp[G_DLMAX] + margin > DLp.shape[2] or Gd[G_DLMAX] + margin > DLd.shape[2]))
+            or (timeout and (Gp[G_DLMAX] + wp > DLp.shape[2] or Gd[G_DLMAX] + wd > DLd.shape[2]))
             or Gx[G_FHMAX] + MB + 8 > XHV.shape[1]
             or Gx[G_EVN] + Gx[G_FHMAX] + margin > xe_t.shape[0]
         ):
@@ -404,7 +428,7 @@ def loop(z):
             else:
                 RId[k - P, I_FLIGHT] = 0
                 w_end_step(sd, ad, k - P)
-            pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, stk, err, k)
+            pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, k)
         elif t_e <= t_a and t_e < INF:
             t, a, b = xe_t[0], XEI[1, 0], XEI[2, 0]
             ev_pop(Gx, xe_t, XEI)
@@ -418,15 +442,17 @@ def loop(z):
                         ev_push(Gx, xe_t, XEI, t + fixed_s, Gx[G_SEQ], -1 - g, 0)
                     x_schedule(Gx, xe_t, XEI, XF, XI, XHV, a)
             else:
-                kv_arrived(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, stk, err, Gx, dgid, decode_of, pend_s, kv, out, t, -1 - a)  # fmt: skip
+                kv_arrived(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, ORDd, stk, err, Gx, dgid, decode_of, pend_s, kv, out, t, -1 - a)  # fmt: skip
         elif t_a < INF:
             if t_a > max_clock:
                 Gp[G_PASSES] = passes
                 GFp[1] = t_a
                 return CLOCK
             j = route(N, P, router, sp[9], sp[11], sp[17], gaps, P2p, TBp, Gp, GFp, RIp, RFp, RQFp, RQIp, ev_t, EVI, ts_p, TSFp)  # fmt: skip
+            gid = Gp[G_ISSUED] - 1
+            delivered(DEL, ORDp, RQIp[Q_REP, gid], gid)
             if j >= 0:
-                pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, stk, err, j)
+                pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, j)
         else:
             break
         if err[0]:
