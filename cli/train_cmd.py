@@ -2,13 +2,15 @@
 
     rabit train --model M --gpu G --tokens T (--gpus N | --deadline-days D) [--precision bf16|fp8] [--seq S]
                 [--global-batch-tokens K] [--layout TP,PP,DP[,EP[,CP]]] [--zero 0|1|2|3] [--cp N]
-                [--recompute none|selective|full] [--attention-kernel flash|eager] [--lora-rank R] [--qlora] --json
+                [--recompute none|selective|full] [--vpp V] [--attention-kernel flash|eager] [--lora-rank R] [--qlora]
+                [--json]
 
 ``--gpus`` plans on exactly that many GPUs (the fastest layout that fits); ``--deadline-days`` searches every
 node-aligned count up to ``--max-gpus`` (32,768) for the smallest that finishes in time, expected failures
 included; ``--layout`` evaluates a given layout instead of searching (its fifth number is the context-parallel
-degree). ``--zero``, ``--recompute``, ``--micro-batch`` and ``--cp`` pin that knob; left out, the search picks it
-(context parallelism only where each rank keeps at least 4,096 tokens of the sequence).
+degree). ``--zero``, ``--recompute``, ``--micro-batch``, ``--cp`` and ``--vpp`` pin that knob; left out, the search
+picks it (context parallelism only where each rank keeps at least 4,096 tokens of the sequence; the virtual pipeline
+stages of the interleaved schedule also for a given ``--layout``).
 
 JSON: ``runtime_s``, ``gpu_hours`` and ``step_s`` are failure-free; ``wall_clock_s``, ``gpu_hours_with_failures``
 and ``cost_usd`` (on-demand catalog price under core.catalog.pricing's median policy, in ``price``) include expected failures, checkpoints and
@@ -102,6 +104,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--zero", type=int, choices=choices.ZERO_STAGES, help="pin the ZeRO stage (default: search)")
     p.add_argument("--recompute", choices=choices.RECOMPUTE_MODES, help="pin recomputation (default: search)")
     p.add_argument("--micro-batch", type=_positive(int), help="pin the micro-batch (default: search 1, 2, 4, 8)")
+    p.add_argument(
+        "--vpp",
+        type=_positive(int),
+        help="pin the virtual pipeline stages per GPU, interleaved 1F1B (default: search 1, 2, 4)",
+    )
     p.add_argument("--lora-rank", type=int, default=DEFAULT.lora_rank, help="LoRA rank (0 = full training)")
     p.add_argument("--qlora", action="store_true", help="4-bit NF4 base under the LoRA adapters")
     p.add_argument("--no-sequence-parallel", action="store_true")
@@ -186,6 +193,10 @@ def run(args: argparse.Namespace) -> int:
         die("rabit train: error: argument --batch-tolerance: must be between 0 and 1")
     if args.cp is not None and lay_t and args.cp != lay_t[4]:
         die(f"rabit train: error: argument --cp: {args.cp} but --layout says CP {lay_t[4]}")
+    if args.vpp is not None and args.vpp > 1 and lay_t and lay_t[1] == 1:
+        die(
+            f"rabit train: error: argument --vpp: {args.vpp} virtual stages need pipeline parallelism (--layout PP > 1)"
+        )
     n_layout = lay_t[0] * lay_t[1] * lay_t[2] * lay_t[4] if lay_t else None
     if lay_t and args.gpus is not None and args.gpus != n_layout:
         die(f"rabit train: error: argument --layout: TP x PP x DP x CP = {n_layout} GPUs but --gpus says {args.gpus}")
@@ -237,6 +248,7 @@ def run(args: argparse.Namespace) -> int:
         recompute=args.recompute,
         micro_batch=args.micro_batch,
         cp=args.cp,
+        vpp=args.vpp,
         batch_tolerance=args.batch_tolerance,
         checkpoint_interval_s=args.checkpoint_interval_s,
     )

@@ -5,14 +5,13 @@ request's KV transfer time) over fixed and generated shapes, and the same work-b
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.base import BudgetExceeded, WorkBudget
 from core.config import RabitConfig
-from core.serving import Layout, Lengths, PoolLayout, SimSpec, simulate_deployment
+from core.serving import FALLBACK_REASONS, Layout, Lengths, PoolLayout, SimSpec, simulate_deployment
 
 L8 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
 L70 = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", gpus_per_node=8, tp=4, weights="fp8", kv_dtype="fp8")
@@ -182,17 +181,32 @@ def test_the_work_budget_stops_it_as_it_stops_the_python_loop():
     assert stops[0] == stops[1]
 
 
+#: What a disaggregated run the aggregated loop would take says (core.serving.FALLBACK_REASONS)
+DISAGG_SHAPE = (
+    "disaggregated pools with a closed loop, a duration limit, prefill priority, reserve admission, sliding windows "
+    "or a shared prefix"
+)
+
+
 def test_shapes_it_does_not_take_say_why():
     from core.config import AdapterSet
 
     lora = L8.with_(adapters=AdapterSet(count=10, max_loras=4))
+    sliding = RabitConfig(model="mistral-7b", gpu="h100-sxm", gpus_per_node=1, tp=1)
     cases = {
         "adapters": (lora, BASE, layout()),
-        "router not compiled": (L8, BASE, layout(router="prefix-affinity")),
+        "router not compiled": (L8, BASE, layout(router="adapter-affinity")),
+        # shapes the aggregated loop takes and the disaggregated one does not (yet): each says so
+        "prefix affinity": (L8, BASE, layout(router="prefix-affinity")),
+        "shared prefix": (L8, BASE.with_(prefix_cache_frac=0.5), layout()),
         "reserve admission": (L8, BASE.with_(admission="reserve"), layout()),
-        "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), layout()),
+        "prefill priority": (L8, BASE.with_(policy="prefill_priority"), layout()),
+        "closed loop": (L8, BASE.with_(arrival="closed", users=8), layout()),
+        "duration limit": (L8, BASE.with_(num_requests=None, duration_s=20.0), layout()),
+        "sliding windows": (sliding, BASE, layout()),
     }
-    for why, (cfg, spec, lay) in cases.items():
+    assert DISAGG_SHAPE in FALLBACK_REASONS
+    for name, (cfg, spec, lay) in cases.items():
         r = simulate_deployment(cfg, spec, lay).result
-        assert (r.loop, r.fallback_reason) == ("python", why), why
-    assert np.isfinite(simulate_deployment(L8, BASE, layout()).result.summary.ttft_s.p50)
+        why = name if name in ("adapters", "router not compiled") else DISAGG_SHAPE
+        assert (r.loop, r.fallback_reason) == ("python", why), name

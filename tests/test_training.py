@@ -443,7 +443,7 @@ def test_cli_deadline_and_layout(capsys):
         "micro_batch": 1,
         "zero": 3,
         "recompute": "full",
-        "vpp": 1,
+        "vpp": 4,  # interleaving is searched for a pinned layout: m = 64 divides by PP 4, v = 4 fits and is fastest
         "cp": 1,
     }
 

@@ -427,18 +427,6 @@ def run_one(
     return Engine(spec, tm, pool, draws, lora).run(budget), why
 
 
-def warm_simulator() -> None:
-    """Load (or, in a fresh install, compile) the compiled loops with tiny simulations, one replica's and a
-    disaggregated deployment's: the dashboard's start-up calls this in the background so that no page's first
-    simulation waits for them."""
-    from core.serving.cluster import Layout, PoolLayout, simulate_deployment  # the deployment builds on this module
-
-    cfg, spec = RabitConfig(), SimSpec(num_requests=4, rate_per_s=1.0)
-    simulate(cfg, spec)
-    pool = PoolLayout(instances=1, gpu=cfg.gpu, tp=cfg.tp, pp=1)
-    simulate_deployment(cfg, spec, Layout(mode="disaggregated", prefill=pool, decode=pool))
-
-
 def replica_timing(dep: Deployment, spec: SimSpec, timing: str = "auto") -> tuple[StepModel, Timing]:
     """The step model of one replica of ``dep`` and the iteration timing the engine reads (see :func:`simulate`)."""
     sm = StepModel.from_deployment(dep)

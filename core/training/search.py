@@ -81,7 +81,10 @@ class TrainingGoal(_Frozen):
     deadline_s: wall-clock the run must finish in (expected, with failures) [s]; enables the deadline search.
     gpus: a GPU budget: plan on exactly this many (default: the config's GPUs).
     layout: evaluate this layout instead of searching (a team checking the run it already has).
-    zero / recompute / micro_batch / cp: pin that knob (None: search it).
+    zero / recompute / micro_batch / cp / vpp: pin that knob (None: search it). A pinned layout keeps its own
+    micro-batch, recomputation and ZeRO stage; its virtual pipeline stages are searched too (the fastest of
+    ``VIRTUAL_STAGES`` that fits, Megatron-LM's interleaved 1F1B) unless ``vpp`` or the layout's own ``vpp > 1``
+    pins them, so a pinned PP16 layout is not charged the plain 1F1B bubble a real run would interleave away.
     batch_tolerance: the global batch may move this much to split evenly into DP x micro-batches x m.
     checkpoint_interval_s: None = Daly's optimum.
     """
@@ -94,6 +97,7 @@ class TrainingGoal(_Frozen):
     recompute: Recompute | None = None
     micro_batch: int | None = Field(None, ge=1)
     cp: int | None = Field(None, ge=1)  # pin context parallelism (None: search it)
+    vpp: int | None = Field(None, ge=1)  # pin the virtual pipeline stages per GPU (None: search them)
     batch_tolerance: float = Field(0.1, ge=0, le=1)
     checkpoint_interval_s: float | None = Field(None, gt=0)
     top_k: int = Field(12, ge=1, le=100)
@@ -169,11 +173,40 @@ def _candidates(c: LayoutContext, goal: TrainingGoal) -> tuple[tuple[int, ...], 
 def _axes(goal: TrainingGoal) -> tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...], tuple[int, ...]]:
     if goal.layout is not None:
         lay = goal.layout
-        return (lay.vpp,), (lay.micro_batch,), (lay.recompute,), (lay.zero,)
+        return _vpp_axis(goal), (lay.micro_batch,), (lay.recompute,), (lay.zero,)
     bs = (goal.micro_batch,) if goal.micro_batch else MICRO_BATCHES
     rcs = (goal.recompute,) if goal.recompute else RECOMPUTES
     zs = (goal.zero,) if goal.zero is not None else ZERO_STAGES
-    return VIRTUAL_STAGES, bs, rcs, zs
+    return _vpp_axis(goal), bs, rcs, zs
+
+
+def _vpp_axis(goal: TrainingGoal) -> tuple[int, ...]:
+    """The virtual-stage counts to try: the pinned one, a pinned layout's own when above 1, else every one."""
+    if goal.vpp is not None:
+        return (goal.vpp,)
+    if goal.layout is not None and goal.layout.vpp > 1:
+        return (goal.layout.vpp,)
+    return VIRTUAL_STAGES
+
+
+def _pinned_layout(dep: Deployment, goal: TrainingGoal) -> Layout:
+    """The pinned layout with its virtual stages chosen: of the counts :func:`_vpp_axis` allows, the fastest
+    valid one that fits (interleaving needs PP > 1, PP v <= L and m divisible by PP; it raises the first stage's
+    activations), else the fastest valid one; v = 1 is always valid."""
+    lay = goal.layout
+    assert lay is not None
+    if goal.vpp is not None:  # pinned: evaluated as asked, so an invalid count is reported, not replaced
+        return lay.model_copy(update={"vpp": goal.vpp})
+    best: tuple[tuple[bool, float], Layout] | None = None
+    for v in _vpp_axis(goal):
+        cand = lay.model_copy(update={"vpp": v})
+        r = evaluate_layout(dep, cand)
+        if not r.batch_ok and v > 1:
+            continue
+        key = (not r.fits, r.step_s)
+        if best is None or key < best[0]:
+            best = (key, cand)
+    return best[1] if best is not None else lay
 
 
 def gpu_counts(gpus_per_node: int, max_gpus: int = MAX_GPUS) -> np.ndarray:
@@ -529,8 +562,7 @@ def plan(dep: Deployment | RabitConfig, goal: TrainingGoal | None = None) -> Tra
             deadline_met = False
     assert n_target is not None
     if mode == "layout":
-        lay = goal.layout
-        assert lay is not None
+        lay = _pinned_layout(dep, goal)
         tr = Trace()
         bres = evaluate_layout(dep, lay, tr)
         alts: tuple[LayoutResult, ...] = ()

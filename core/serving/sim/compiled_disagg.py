@@ -15,6 +15,7 @@ loop's); :func:`core.serving.warm_simulator` runs a tiny disaggregated deploymen
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -29,20 +30,24 @@ from core.serving.sim.jit_layout import (
     G_LO,
     G_PASSES,
     G_TSN,
+    GF_DURATION,
     GF_NEXT,
     GF_TIMEOUT,
     GROW,
     I_ASYNC,
+    I_HE,
     I_HI,
     I_HOLD,
     I_HP,
     I_HR,
     I_HW,
     I_REMOTE,
+    I_TE,
     I_TI,
     I_TP,
     I_TR,
     I_TW,
+    I_WIN,
     INF,
     N_G,
     N_GF,
@@ -58,7 +63,6 @@ from core.serving.sim.jit_layout import (
     Q_REP,
     Q_STATUS,
     R_NEXT,
-    ROUTERS,
     SLICE,
     STUCK,
 )  # fmt: skip
@@ -81,10 +85,15 @@ class KvWire:
 def fallback_reason(spec, ptiming, dtiming, ppool, dpool, instances: int, router: str, *, adapters=None, prefix=None):
     """Why the compiled loop leaves this disaggregated simulation to the Python loop, or None: the aggregated
     loop's reasons (:func:`core.serving.sim.compiled.fallback_reason`) for each pool, the instances of both counted
-    against its slots."""
-    return compiled.fallback_reason(
-        spec, ptiming, ppool, instances, router, adapters=adapters, prefix=prefix
-    ) or compiled.fallback_reason(spec, dtiming, dpool, instances, router)
+    against its slots, and the shapes only the aggregated loop takes (:data:`core.serving.sim.compiled.DISAGG_SHAPE`)."""
+    why = compiled.fallback_reason(spec, ptiming, ppool, instances, router, adapters=adapters)
+    why = why or compiled.fallback_reason(spec, dtiming, dpool, instances, router)
+    other = (
+        spec.arrival != "poisson" or spec.num_requests is None or spec.duration_s is not None
+        or spec.policy != "chunked" or spec.admission != "preempt" or ppool.slide_share != 0
+        or dpool.slide_share != 0 or prefix is not None or router == "prefix-affinity"
+    )  # fmt: skip
+    return why or (compiled.DISAGG_SHAPE if other else None)
 
 
 def _world(spec, timing, pool, R: int, n: int, ev_cap: int, ts_cap: int, *, prefill: bool):
@@ -104,14 +113,16 @@ def _world(spec, timing, pool, R: int, n: int, ev_cap: int, ts_cap: int, *, pref
     GF = np.zeros(N_GF)
     GF[GF_NEXT] = INF
     GF[GF_TIMEOUT] = INF if spec.timeout_s is None else float(spec.timeout_s)
+    GF[GF_DURATION] = INF
     RI = np.zeros((R, N_RI), dtype=np.int64)
-    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI]] = -1
+    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI, I_HE, I_TE]] = -1
     RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
+    RI[:, I_WIN] = int(pool.window)
     RI[:, I_HOLD if prefill else I_REMOTE] = 1
     RF = np.zeros((R, N_RF), dtype=float)
     RF[:, R_NEXT] = INF
-    hist = np.zeros((R, pool.block), dtype=np.int64)
-    FH = np.zeros((2, R, mb + 72), dtype=np.int64)
+    hist = np.zeros((R, 2 * pool.block), dtype=np.int64)
+    FH = np.zeros((4, R, mb + 72), dtype=np.int64)
     CH = np.zeros((2, R, mb + 1), dtype=np.int64)
     RQF = np.full((4, n), np.nan)
     RQI = np.zeros((N_Q, n), dtype=np.int64)
@@ -146,13 +157,13 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
     ap[9][Q_INP] = np.asarray(draws.inp[:n], dtype=np.int64)
     ap[9][Q_OUT] = 1  # a prefill instance computes a request's prompt and first token
     out = np.asarray(draws.out[:n], dtype=np.int64)
-    back = "least-outstanding" if router == "prefix-affinity" else router
-    p2 = compiled._p2_pairs
-    P2p = p2(P, seed, n) if router == "power-of-two" else np.zeros((2, 1), dtype=np.int64)
-    P2d = p2(D, seed + 1, n) if back == "power-of-two" else np.zeros((2, 1), dtype=np.int64)
+    rtp = compiled._router(spec, P, router, n, False)
+    rtd = compiled._router(spec, D, router, n, False)  # the same policy with its own draws
+    if router == "power-of-two":
+        rtd = rtd._replace(pairs=compiled._p2_pairs(D, seed + 1, n))
     x_cap = mb + 64
-    d = [
-        gaps, P2p, P2d, np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64),  # the step ends' heap
+    d: list[Any] = [
+        gaps, rtp, rtd, np.zeros((2, 1)), np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64),  # the step ends' heap
         np.zeros((P, 2)), np.zeros((P, 3), dtype=np.int64), np.zeros((P, x_cap)),
         np.zeros((P, x_cap), dtype=np.int64),  # the transfers of each prefill instance
         np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64), np.zeros(N_G, dtype=np.int64),  # their events
@@ -161,10 +172,10 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
         np.zeros(P + D, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),  # inbox places
     ]  # fmt: skip
     par = (
-        n, P, D, ROUTERS[router], ROUTERS[back], int(budget.max_events), float(budget.max_clock_s), float(wire.fixed_s),
+        n, P, D, int(budget.max_events), float(budget.max_clock_s), float(wire.fixed_s),
         float(wire.k_bytes), float(wire.bw_eff_bytes_per_s), int(wire.stage_layers), bool(wire.overlap),
     )  # fmt: skip
-    Gp, GFp, Gd, Gx = ap[1], ap[2], ad[1], d[11]
+    Gp, GFp, Gd, Gx = ap[1], ap[2], ad[1], d[12]
     while True:
         code = loop((par, sp, tuple(ap), sd, tuple(ad), tuple(d)))
         if code == OK:
@@ -172,8 +183,8 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
         if code == SLICE:
             budget.check(int(Gp[G_PASSES]), float(GFp[1]))
         elif code == GROW:
-            for w, G, off, ords in ((ap, Gp, 0, d[20]), (ad, Gd, P, d[21])):
-                room = margin + _pending(w[3], d[19][off : off + w[3].shape[0]], ords)
+            for w, G, off, ords in ((ap, Gp, 0, d[21]), (ad, Gd, P, d[22])):
+                room = margin + _pending(w[3], d[20][off : off + w[3].shape[0]], ords)
                 if int(G[G_FHMAX]) + mb + 8 > w[6].shape[2]:
                     w[6] = compiled._grown(w[6], 2 * w[6].shape[2])
                 if spec.timeout_s is not None and int(G[G_DLMAX]) + room > w[10].shape[2]:
@@ -181,13 +192,13 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
                 if int(G[G_TSN]) + room > w[11].shape[0]:
                     size = max(2 * w[11].shape[0], int(G[G_TSN]) + 2 * room)
                     w[11], w[12] = compiled._grown(w[11], size), compiled._grown(w[12], size)
-            if int(Gp[G_EVN]) + margin > d[3].shape[0]:
-                d[3], d[4] = compiled._grown(d[3], 2 * d[3].shape[0]), compiled._grown(d[4], 2 * d[4].shape[1])
-            if int(Gx[G_FHMAX]) + mb + 8 > d[7].shape[1]:
-                d[7], d[8] = compiled._grown(d[7], 2 * d[7].shape[1]), compiled._grown(d[8], 2 * d[8].shape[1])
-            if int(Gx[G_EVN]) + int(Gx[G_FHMAX]) + margin > d[9].shape[0]:
-                size = 2 * (d[9].shape[0] + int(Gx[G_FHMAX]))
-                d[9], d[10] = compiled._grown(d[9], size), compiled._grown(d[10], size)
+            if int(Gp[G_EVN]) + margin > d[4].shape[0]:
+                d[4], d[5] = compiled._grown(d[4], 2 * d[4].shape[0]), compiled._grown(d[5], 2 * d[5].shape[1])
+            if int(Gx[G_FHMAX]) + mb + 8 > d[8].shape[1]:
+                d[8], d[9] = compiled._grown(d[8], 2 * d[8].shape[1]), compiled._grown(d[9], 2 * d[9].shape[1])
+            if int(Gx[G_EVN]) + int(Gx[G_FHMAX]) + margin > d[10].shape[0]:
+                size = 2 * (d[10].shape[0] + int(Gx[G_FHMAX]))
+                d[10], d[11] = compiled._grown(d[10], size), compiled._grown(d[11], size)
         elif code in (CLOCK, EVENTS):
             budget.check(int(Gp[G_PASSES]), float(GFp[1]))
             raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")
@@ -200,11 +211,11 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
     front, front_g = _records(P, ap, Gp)
     moved = int(Gx[G_ISSUED])
     back_parts, back_idx = _records(D, ad, Gd, moved)
-    dgid = d[12]
+    dgid = d[13]
     gids = front_g + [dgid[i] for i in back_idx]
     parts: list[Records] = front + back_parts
     m = int(Gp[G_ISSUED])
-    return deployment_records(m, parts, gids, P, out[:m]), parts, d[15][:m]
+    return deployment_records(m, parts, gids, P, out[:m]), parts, d[16][:m]
 
 
 def _pending(RI: np.ndarray, delivered: np.ndarray, ords: np.ndarray) -> int:

@@ -23,7 +23,7 @@ sequence, ``G_ISSUED`` the requests delivered to the decode pool, ``G_FHMAX`` th
 from __future__ import annotations
 
 from core.serving.sim.jit_cache import jit, jit_inline
-from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step, expire
+from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step, expire, release
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
@@ -40,7 +40,6 @@ from core.serving.sim.jit_layout import (
     GROW,
     I_DLN,
     I_FLIGHT,
-    I_FULL,
     I_HI,
     I_KIND,
     I_LOAD,
@@ -53,11 +52,11 @@ from core.serving.sim.jit_layout import (
     I_VER,
     INF,
     OK,
-    Q_CACHED,
     Q_CTX,
     Q_INP,
     Q_NX_IN,
     Q_OUT,
+    Q_PFX,
     Q_REP,
     Q_STATUS,
     R_END,
@@ -85,7 +84,7 @@ X_EPS = 1e-12
 @jit
 def w_record(sw, aw, e, t):
     TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF = aw
-    record(sw[9], sw[11], G, RI, ts_rep, TSF, e, t)
+    record(sw[9], sw[11], G, RI, RF, ts_rep, TSF, e, t)
 
 
 @jit
@@ -153,7 +152,7 @@ def push_decode(Gp, ev_t, EVI, RId, P, e, end):
 
 
 @jit
-def pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, k0):
+def pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, k0):
     """ReplicaSet._pump of engine ``k0``, the prefill instances an arrival wakes on the way pumped in turn."""
     TBp, Gp, GFp, RIp, RFp, hist_p, FHp, CHp, RQFp, RQIp, DLp, ts_p, TSFp = ap
     RId, RFd = ad[3], ad[4]
@@ -169,7 +168,7 @@ def pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk,
         k = stk[top - 1]
         now = RFp[k, R_NOW] if k < P else RFd[k - P, R_NOW]
         if GFp[0] <= now:  # every arrival due by now is routed before this engine plans
-            j = route(N, P, router, sp[9], sp[11], sp[17], gaps, P2p, TBp, Gp, GFp, RIp, RFp, RQFp, RQIp, ev_t, EVI, ts_p, TSFp)  # fmt: skip
+            j = route(N, P, sp[9], sp[11], sp[17], gaps, rtp, TBp, Gp, GFp, RIp, RFp, RQFp, RQIp, AH, ev_t, EVI, ts_p, TSFp)  # fmt: skip
             gid = Gp[G_ISSUED] - 1
             delivered(DEL, ORDp, RQIp[Q_REP, gid], gid)
             if j >= 0:
@@ -282,11 +281,11 @@ def wire_s(tokens, k_bytes, den, stage_layers, overlap, prefill_s):
 
 
 @jit
-def start_transfer(D, back_router, P2d, Gd, RId, Gx, xe_t, XEI, XF, XI, XHV, XHG, RFp, RQFp, RQIp, decode_of, pend_s, k_bytes, den, stage_layers, overlap, p, gid):  # fmt: skip
+def start_transfer(D, rtd, Gd, RId, Gx, xe_t, XEI, XF, XI, XHV, XHG, RFp, RQFp, RQIp, decode_of, pend_s, k_bytes, den, stage_layers, overlap, p, gid):  # fmt: skip
     """ReplicaSet._start_transfer: the decode instance chosen, the transfer leaving prefill instance ``p``."""
     now = RFp[p, R_NOW]
     pend_s[gid] = now
-    d = pick(D, back_router, P2d, Gd, RId)
+    d = pick(D, rtd, Gd, RId)
     Gd[G_ISSUED] += 1  # the back router's picks (power-of-two: its pair of each)
     RId[d, I_LOAD] += 1  # in flight towards it from now
     decode_of[gid] = d
@@ -297,7 +296,7 @@ def start_transfer(D, back_router, P2d, Gd, RId, Gx, xe_t, XEI, XF, XI, XHV, XHG
 
 
 @jit
-def kv_arrived(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, ORDd, stk, err, Gx, dgid, decode_of, pend_s, kv, out, t, gid):  # fmt: skip
+def kv_arrived(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, ORDd, stk, err, Gx, dgid, decode_of, pend_s, kv, out, t, gid):  # fmt: skip
     """ReplicaSet._event for an arrived KV: the prefill instance frees its blocks (and plans if idle), the decode
     instance queues the request with its whole prompt cached (and is woken)."""
     RIp, RFp, RQIp = ap[3], ap[4], ap[9]
@@ -305,14 +304,14 @@ def kv_arrived(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp
     B = sp[1]
     p = RQIp[Q_REP, gid]
     c = RQIp[Q_CTX, gid]
-    RIp[p, I_FULL] -= (c + B - 1) // B  # Replica.release
+    release(B, RIp, RQIp, p, gid, c)  # Replica.release
     XI[p, X_HELD] -= 1
     kv[gid] = t - pend_s[gid]
     if not RIp[p, I_FLIGHT]:
         if t > RFp[p, R_NOW]:
             w_record(sp, ap, p, t)
             RFp[p, R_NOW] = t
-        pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, p)
+        pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, p)
         if err[0]:
             return
     d = decode_of[gid]
@@ -323,7 +322,7 @@ def kv_arrived(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp
     RQFd[RQ_ARR, s] = t
     RQId[Q_INP, s] = i
     RQId[Q_OUT, s] = out[gid]
-    RQId[Q_CACHED, s] = i
+    RQId[Q_PFX, s] = i  # its whole prompt cached (absorb: Q_CACHED)
     RQId[Q_REP, s] = d
     RQId[Q_NX_IN, s] = -1
     if RId[d, I_TI] < 0:
@@ -345,7 +344,7 @@ def kv_arrived(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp
     if t > RFd[d, R_NOW]:
         w_record(sd, ad, d, t)
         RFd[d, R_NOW] = t
-    pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, P + d)
+    pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, P + d)
 
 
 @jit
@@ -353,9 +352,9 @@ def loop(z):
     """Run the disaggregated deployment's loop until it ends (OK), a slice is done (SLICE), an array needs to grow
     (GROW) or a check fails (the other statuses); resumable from its arrays (``z``: the deployment's parameters, the
     prefill world, the decode world, the deployment's arrays)."""
-    N, P, D, router, back_router, max_ev, max_clock, fixed_s, k_bytes, den, stage_layers, overlap = z[0]
+    N, P, D, max_ev, max_clock, fixed_s, k_bytes, den, stage_layers, overlap = z[0]
     sp, ap, sd, ad = z[1], z[2], z[3], z[4]
-    gaps, P2p, P2d, ev_t, EVI, XF, XI, XHV, XHG, xe_t, XEI, Gx, dgid, decode_of, pend_s, kv, out, stk, err, DEL, ORDp, ORDd = z[5]  # fmt: skip
+    gaps, rtp, rtd, AH, ev_t, EVI, XF, XI, XHV, XHG, xe_t, XEI, Gx, dgid, decode_of, pend_s, kv, out, stk, err, DEL, ORDp, ORDd = z[5]  # fmt: skip
     TBp, Gp, GFp, RIp, RFp, hist_p, FHp, CHp, RQFp, RQIp, DLp, ts_p, TSFp = ap
     TBd, Gd, GFd, RId, RFd, hist_d, FHd, CHd, RQFd, RQId, DLd, ts_d, TSFd = ad
     MB = sp[3]
@@ -424,11 +423,11 @@ def loop(z):
                     for j in range(RIp[k, I_NCH]):
                         rid = CHp[0, k, j]
                         if RQIp[Q_STATUS, rid] == DONE:
-                            start_transfer(D, back_router, P2d, Gd, RId, Gx, xe_t, XEI, XF, XI, XHV, XHG, RFp, RQFp, RQIp, decode_of, pend_s, k_bytes, den, stage_layers, overlap, k, rid)  # fmt: skip
+                            start_transfer(D, rtd, Gd, RId, Gx, xe_t, XEI, XF, XI, XHV, XHG, RFp, RQFp, RQIp, decode_of, pend_s, k_bytes, den, stage_layers, overlap, k, rid)  # fmt: skip
             else:
                 RId[k - P, I_FLIGHT] = 0
                 w_end_step(sd, ad, k - P)
-            pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, k)
+            pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, k)
         elif t_e <= t_a and t_e < INF:
             t, a, b = xe_t[0], XEI[1, 0], XEI[2, 0]
             ev_pop(Gx, xe_t, XEI)
@@ -442,17 +441,17 @@ def loop(z):
                         ev_push(Gx, xe_t, XEI, t + fixed_s, Gx[G_SEQ], -1 - g, 0)
                     x_schedule(Gx, xe_t, XEI, XF, XI, XHV, a)
             else:
-                kv_arrived(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, ORDd, stk, err, Gx, dgid, decode_of, pend_s, kv, out, t, -1 - a)  # fmt: skip
+                kv_arrived(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, ORDd, stk, err, Gx, dgid, decode_of, pend_s, kv, out, t, -1 - a)  # fmt: skip
         elif t_a < INF:
             if t_a > max_clock:
                 Gp[G_PASSES] = passes
                 GFp[1] = t_a
                 return CLOCK
-            j = route(N, P, router, sp[9], sp[11], sp[17], gaps, P2p, TBp, Gp, GFp, RIp, RFp, RQFp, RQIp, ev_t, EVI, ts_p, TSFp)  # fmt: skip
+            j = route(N, P, sp[9], sp[11], sp[17], gaps, rtp, TBp, Gp, GFp, RIp, RFp, RQFp, RQIp, AH, ev_t, EVI, ts_p, TSFp)  # fmt: skip
             gid = Gp[G_ISSUED] - 1
             delivered(DEL, ORDp, RQIp[Q_REP, gid], gid)
             if j >= 0:
-                pump(N, P, router, gaps, P2p, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, j)
+                pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, j)
         else:
             break
         if err[0]:
