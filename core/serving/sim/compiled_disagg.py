@@ -83,17 +83,11 @@ class KvWire:
 
 
 def fallback_reason(spec, ptiming, dtiming, ppool, dpool, instances: int, router: str, *, adapters=None, prefix=None):
-    """Why the compiled loop leaves this disaggregated simulation to the Python loop, or None: the aggregated
-    loop's reasons (:func:`core.serving.sim.compiled.fallback_reason`) for each pool, the instances of both counted
-    against its slots, and the shapes only the aggregated loop takes (:data:`core.serving.sim.compiled.DISAGG_SHAPE`)."""
-    why = compiled.fallback_reason(spec, ptiming, ppool, instances, router, adapters=adapters)
-    why = why or compiled.fallback_reason(spec, dtiming, dpool, instances, router)
-    other = (
-        spec.arrival != "poisson" or spec.num_requests is None or spec.duration_s is not None
-        or spec.policy != "chunked" or spec.admission != "preempt" or ppool.slide_share != 0
-        or dpool.slide_share != 0 or prefix is not None or router == "prefix-affinity"
-    )  # fmt: skip
-    return why or (compiled.DISAGG_SHAPE if other else None)
+    """Why the compiled loop leaves this disaggregated simulation to the Python loop, or None: the engine's reasons
+    (:func:`core.serving.sim.compiled.fallback_reason` without ``extended``: this loop lays out the engine's base
+    shape only) for each pool, the instances of both counted against its slots."""
+    why = compiled.fallback_reason(spec, ptiming, ppool, instances, router, adapters=adapters, prefix=prefix)
+    return why or compiled.fallback_reason(spec, dtiming, dpool, instances, router)
 
 
 def _world(spec, timing, pool, R: int, n: int, ev_cap: int, ts_cap: int, *, prefill: bool):

@@ -52,11 +52,11 @@ from core.serving.sim.jit_layout import (
     I_VER,
     INF,
     OK,
+    Q_CACHED,
     Q_CTX,
     Q_INP,
     Q_NX_IN,
     Q_OUT,
-    Q_PFX,
     Q_REP,
     Q_STATUS,
     R_END,
@@ -322,7 +322,7 @@ def kv_arrived(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, OR
     RQFd[RQ_ARR, s] = t
     RQId[Q_INP, s] = i
     RQId[Q_OUT, s] = out[gid]
-    RQId[Q_PFX, s] = i  # its whole prompt cached (absorb: Q_CACHED)
+    RQId[Q_CACHED, s] = i  # its whole prompt cached
     RQId[Q_REP, s] = d
     RQId[Q_NX_IN, s] = -1
     if RId[d, I_TI] < 0:
