@@ -402,7 +402,19 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
     )  # the loop's own refusal: past the timing's table
     r = simulate(L8, BASE)
     assert (r.loop, r.fallback_reason) == ("python", "an iteration past the timing's table")
-    assert set(FALLBACK_REASONS) == set(one) | set(deps) | set(base_only()) | {
+    # the shapes only the aggregated loop lays out: reached below, asking the gate as a loop that does not lay them
+    # out does
+    extended = set(FALLBACK_REASONS[4:11])
+    assert extended == {
+        "a shared prompt prefix (prefix_cache_frac)",
+        "router not compiled",  # also here: adapter-affinity
+        "arrivals not Poisson",
+        "a duration limit",
+        "prefill-priority scheduling",
+        "reserve admission",
+        "sliding-window layers",
+    }
+    assert set(FALLBACK_REASONS) == set(one) | set(deps) | extended | {
         "numba not installed",
         "more replica slots than the compiled loop holds",
         "an iteration past the timing's table",
@@ -413,32 +425,35 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
         simulate(L8, BASE, loop="numba")
 
 
-def base_only() -> dict[str, None]:
-    """The shapes the aggregated loop lays out beyond the engine's base shape: a loop built on the engine that lays
-    out only the base (the sessions') asks the gate without ``extended`` and gets each one's reason; the aggregated
-    loop's callers ask with it and get none."""
-    from core.config import as_deployment
-    from core.serving.sim import compiled
-    from core.serving.sim.timing import compiled_form
-    from core.serving.simulation import kv_pool, replica_timing
+def test_a_loop_laying_out_only_the_engines_base_shape_is_told_each_shape_beyond_it(monkeypatch):
+    """The gate without ``extended`` (as a loop built on the engine that leaves these shapes asks it) names each
+    shape only the aggregated loop lays out; with it (the aggregated loop's callers) none."""
+    import sys
 
-    shapes = {  # reason -> (config, spec, router, prefix)
-        "a shared prompt prefix (prefix_cache_frac)": (L8, BASE.with_(prefix_cache_frac=0.5), "round-robin", 1),
-        "router not compiled": (L8, BASE, "prefix-affinity", None),
-        "arrivals not Poisson": (L8, BASE.with_(arrival="closed", users=8), "round-robin", None),
-        "a duration limit": (L8, BASE.with_(duration_s=60.0), "round-robin", None),
-        "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), "round-robin", None),
-        "reserve admission": (L8, BASE.with_(admission="reserve"), "round-robin", None),
-        "sliding-window layers": (MISTRAL, BASE, "round-robin", None),
+    from core.serving import FALLBACK_REASONS
+
+    gate = sys.modules["core.serving.sim.compiled"].fallback_reason
+
+    def base_only(spec, *a, extended=False, **k):  # a caller that lays out the base shape, passing its prefix
+        return gate(spec, *a, prefix=(lambda i: i // 2) if spec.prefix_cache_frac > 0 else None, **k)
+
+    shapes = {  # reason -> (config, spec, router)
+        "a shared prompt prefix (prefix_cache_frac)": (L8, BASE.with_(prefix_cache_frac=0.5), "round-robin"),
+        "router not compiled": (L8, BASE, "prefix-affinity"),
+        "arrivals not Poisson": (L8, BASE.with_(arrival="closed", users=8), "round-robin"),
+        "a duration limit": (L8, BASE.with_(duration_s=60.0), "round-robin"),
+        "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), "round-robin"),
+        "reserve admission": (L8, BASE.with_(admission="reserve"), "round-robin"),
+        "sliding-window layers": (MISTRAL, BASE, "round-robin"),
     }
-    for why, (cfg, spec, router, prefix) in shapes.items():
-        dep = as_deployment(cfg)
-        pool, tm = kv_pool(dep, spec), compiled_form(replica_timing(dep, spec)[1])
-        prefix = (lambda i: i // 2) if prefix else None
-        assert compiled.fallback_reason(spec, tm, pool, 2, router, prefix=prefix) == why, why
-        assert compiled.fallback_reason(spec, tm, pool, 2, router, extended=True) is None, why
-    assert set(shapes) == set(compiled.EXTENDED_REASONS)
-    return dict.fromkeys(shapes)
+    small = {"num_requests": 40}
+    for why, (cfg, spec, router) in shapes.items():
+        assert run(cfg, spec.with_(**small), 2, router).loop == "compiled", why
+    monkeypatch.setattr("core.serving.sim.compiled.fallback_reason", base_only)
+    for why, (cfg, spec, router) in shapes.items():
+        r = run(cfg, spec.with_(**small), 2, router)
+        assert (r.loop, r.fallback_reason) == ("python", why), why
+    assert set(shapes) == set(FALLBACK_REASONS[4:11])
 
 
 def test_the_work_budget_stops_it_as_it_stops_the_python_loop():

@@ -284,7 +284,8 @@ def test_dcp_recovers_the_replicated_kv_and_pays_a_combine():
     c1, m1, x1, _ = sm1.stage_parts(float(B), B * ctx, B * ctx)
     c8, m8, x8, _ = sm8.stage_parts(float(B), B * ctx, B * ctx)
     assert c8 == pytest.approx(c1) and x8 > x1
-    assert m1 - m8 == pytest.approx((B * ctx + B) * 70_272 * 7 / 8 / sm1.mem_bw_bytes_per_s)  # read + written
+    # read (gathered from pages at kv_read_bw_eff 0.96 of the weights' bandwidth) + written
+    assert m1 - m8 == pytest.approx((B * ctx / 0.96 + B) * 70_272 * 7 / 8 / sm1.mem_bw_bytes_per_s)
 
 
 # --- serving: prefill context parallelism -----------------------------------------------------------------------

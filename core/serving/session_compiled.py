@@ -105,10 +105,11 @@ class SessionRun:
 
 
 def fallback_reason(spec: SimSpec, timing, pool, replicas: int, sessions_count: int) -> str | None:
-    """Why the compiled loop leaves this session run to the Python loop, or None where it runs it. The session loop
-    lays out the engine's base shape only (no ``extended``: prefill priority, reserve admission, sliding windows and
-    the rest of :data:`compiled.EXTENDED_REASONS` take the Python loop)."""
-    why = compiled.fallback_reason(spec, compiled_form(timing), pool, replicas, "least-outstanding")
+    """Why the compiled loop leaves this session run to the Python loop, or None where it runs it. The aggregated
+    loop's extended shapes are asked of the gate (``extended``): a session run's spec carries no shared prefix,
+    closed loop or duration of the workload's (its own arrivals), and the shapes the session loop is not held to are
+    its own reason (``SHAPE``)."""
+    why = compiled.fallback_reason(spec, compiled_form(timing), pool, replicas, "least-outstanding", extended=True)
     if why is not None:
         return why
     if spec.timeout_s is not None:

@@ -132,8 +132,8 @@ SESSIONS = "multi-turn sessions"
 #: The shapes this module's loop (:func:`run`) lays out in arrays and flags of its own beyond the engine's base shape
 #: (chunked prefill, preempt-and-recompute, full attention, Poisson arrivals of a count, no shared prefix, a
 #: round-robin, least-outstanding or power-of-two router). A loop built on the same engine that does not lay them out
-#: (the sessions', jit_sessions.py) asks :func:`fallback_reason` without ``extended`` and leaves them to the Python
-#: loop by these reasons: the engine's functions read their flags, which such a loop leaves off.
+#: asks :func:`fallback_reason` without ``extended`` and leaves them to the Python loop by these reasons: the
+#: engine's functions read their flags, which such a loop leaves off (the sessions' names its own: SHAPE).
 EXTENDED_REASONS = (
     "a shared prompt prefix (prefix_cache_frac)",
     "router not compiled",
