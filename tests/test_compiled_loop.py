@@ -28,6 +28,18 @@ BASE = SimSpec(
     input=Lengths(kind="lognormal", mean=1000, spread=0.5),
     output=Lengths(kind="lognormal", mean=200, spread=0.5),
 )
+#: 512 in / 600 out fixed at 72 req/s on a batch of 32: one H100 serves far fewer, its queue grows without end
+SATURATED = BASE.with_(
+    rate_per_s=72.0,
+    input=Lengths(kind="fixed", mean=512),
+    output=Lengths(kind="fixed", mean=600),
+    max_batch=32,
+    token_budget=8192,
+    prefix_caching=False,
+    async_scheduling=False,
+    timeout_s=30.0,
+    seed=47640,
+)
 #: every array of a run's result: each request's lengths, status, times and preemptions, and the time series
 ARRAYS = (
     "arrival_s",
@@ -105,6 +117,12 @@ CASES = {
     # a queue of hundreds waiting at a batch cap of 4: the deadline heap outgrows its first array (152 entries)
     "timeout, long queue": (L8, BASE.with_(rate_per_s=30.0, timeout_s=30.0, max_batch=4), 1, "least-outstanding"),
     "timeout none reached": (L8, BASE.with_(timeout_s=600.0), 2, "round-robin"),
+    # a saturated replica with long outputs: a decode run is not cut by an arrival while requests wait, so hundreds
+    # arrive during one run and are absorbed at its end, each with a deadline and a time-series point in one pass
+    # (the arrays grown for the requests in the inboxes before the pass: past a fixed margin they overran the
+    # deadline heap, "double free or corruption")
+    "timeout, saturated decode runs": (L8, SATURATED, 1, "least-outstanding"),
+    "timeout, saturated decode runs, two replicas": (L8, SATURATED.with_(rate_per_s=144.0), 2, "least-outstanding"),
     # a replayed trace of lengths: the draws are its rows, cycled, the arrivals Poisson as ever
     # synchronous scheduling (async_scheduling off): each plan sees every arrival up to its iteration's start
     "sync scheduling, one replica": (L8, BASE.with_(async_scheduling=False), 1, "least-outstanding"),

@@ -24,6 +24,7 @@ from core.serving.sim.jit_layout import (
     EVENTS,
     G_EVN,
     G_FHMAX,
+    G_INBOX,
     G_LO,
     G_PASSES,
     G_TSN,
@@ -214,8 +215,10 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
                 FH = compiled._grown(FH, 2 * FH.shape[2])
             if int(G[G_EVN]) + margin > ev_t.shape[0]:
                 ev_t, EVI = compiled._grown(ev_t, 2 * ev_t.shape[0]), compiled._grown(EVI, 2 * EVI.shape[1])
-            if int(G[G_TSN]) + margin > ts_rep.shape[0]:
-                ts_rep, TSF = compiled._grown(ts_rep, 2 * ts_rep.shape[0]), compiled._grown(TSF, 2 * TSF.shape[1])
+            room = margin + int(G[G_INBOX])  # the requests in the inboxes, absorbed whole in one pass
+            if int(G[G_TSN]) + room > ts_rep.shape[0]:
+                size = max(2 * ts_rep.shape[0], int(G[G_TSN]) + 2 * room)
+                ts_rep, TSF = compiled._grown(ts_rep, size), compiled._grown(TSF, size)
         elif code in (CLOCK, EVENTS):
             budget.check(int(G[G_PASSES]), float(GF[1]))
             raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")

@@ -53,6 +53,7 @@ from core.serving.sim.jit_layout import (
     G_DLMAX,
     G_EVN,
     G_FHMAX,
+    G_INBOX,
     G_LO,
     G_PASSES,
     G_TSN,
@@ -360,10 +361,12 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
                 FH = _grown(FH, 2 * FH.shape[2])
             if int(G[G_EVN]) + margin > ev_t.shape[0]:
                 ev_t, EVI = _grown(ev_t, 2 * ev_t.shape[0]), _grown(EVI, 2 * EVI.shape[1])
-            if spec.timeout_s is not None and int(G[G_DLMAX]) + margin > DL.shape[2]:
-                DL = _grown(DL, 2 * DL.shape[2])
-            if int(G[G_TSN]) + margin > ts_rep.shape[0]:
-                ts_rep, TSF = _grown(ts_rep, 2 * ts_rep.shape[0]), _grown(TSF, 2 * TSF.shape[1])
+            room = margin + int(G[G_INBOX])  # the requests in the inboxes, absorbed whole in one pass (jit_loop.loop)
+            if spec.timeout_s is not None and int(G[G_DLMAX]) + room > DL.shape[2]:
+                DL = _grown(DL, max(2 * DL.shape[2], int(G[G_DLMAX]) + 2 * room))
+            if int(G[G_TSN]) + room > ts_rep.shape[0]:
+                size = max(2 * ts_rep.shape[0], int(G[G_TSN]) + 2 * room)
+                ts_rep, TSF = _grown(ts_rep, size), _grown(TSF, size)
         elif code in (CLOCK, EVENTS):
             budget.check(int(G[G_PASSES]), float(GF[1]))
             raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")

@@ -30,6 +30,7 @@ from core.serving.sim.jit_layout import (
     G_DLMAX,
     G_EVN,
     G_FHMAX,
+    G_INBOX,
     G_ISSUED,
     G_PASSES,
     G_RESUME,
@@ -330,6 +331,7 @@ def kv_arrived(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, OR
     else:
         RQId[Q_NX_IN, RId[d, I_TI]] = s
     RId[d, I_TI] = s
+    Gd[G_INBOX] += 1
     delivered(DEL, ORDd, P + d, s)
     if RFd[d, R_NEXT] == INF:
         RFd[d, R_NEXT] = t

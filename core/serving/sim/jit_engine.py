@@ -18,6 +18,7 @@ from core.serving.sim.jit_deadline import dl_pop, dl_push
 from core.serving.sim.jit_layout import (
     EPS,
     FALLBACK,
+    G_INBOX,
     GF_TIMEOUT,
     I_ASYNC,
     I_BSUM,
@@ -136,6 +137,7 @@ def release(B, RI, RQI, e, rid, c):
 def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e):
     while RF[e, R_NEXT] <= RF[e, R_NOW] and RF[e, R_NEXT] < INF:
         rid = RI[e, I_HI]  # the inbox's head (Replica._next_request)
+        G[G_INBOX] -= 1
         t = RQF[RQ_ARR, rid]
         nxt = RQI[Q_NX_IN, rid]
         RI[e, I_HI] = nxt

@@ -29,9 +29,12 @@ OK, SLICE, GROW, CLOCK, EVENTS, STUCK, NO_ROOM, FALLBACK = range(8)
 
 # the global integer state G: requests routed, the event heap's sequence, passes, the event heap's size, the time
 # series' length, round-robin's next, least-outstanding's last, back from a slice, started, the largest finish heap,
-# the largest deadline heap; a closed loop of users (else Poisson), the size of its arrival heap
+# the largest deadline heap; a closed loop of users (else Poisson), the size of its arrival heap; the requests
+# delivered to the engines' inboxes and not yet absorbed (each absorbed with a time-series point and, with a timeout,
+# a deadline, all of one inbox in one pass: what a pass may write beyond the loop's fixed margin)
 G_ISSUED, G_SEQ, G_PASSES, G_EVN, G_TSN, G_RR, G_LO, G_RESUME, G_STARTED, G_FHMAX, G_DLMAX, G_CLOSED, G_AHN = range(13)
-N_G = 13
+G_INBOX = 13
+N_G = 14
 # the global float state GF: the next arrival, the simulated clock at the last check, the requests' timeout (INF:
 # none), the time after which no request is issued (INF: none)
 GF_NEXT, GF_CLOCK, GF_TIMEOUT, GF_DURATION = range(4)

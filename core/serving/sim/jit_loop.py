@@ -15,6 +15,7 @@ from core.serving.sim.jit_layout import (
     G_DLMAX,
     G_EVN,
     G_FHMAX,
+    G_INBOX,
     G_ISSUED,
     G_LO,
     G_PASSES,
@@ -148,6 +149,7 @@ def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_
     else:
         RQI[Q_NX_IN, RI[j, I_TI]] = gid
     RI[j, I_TI] = gid
+    G[G_INBOX] += 1
     if RF[j, R_NEXT] == INF:
         RF[j, R_NEXT] = t
     RI[j, I_LOAD] += 1
@@ -259,11 +261,12 @@ def loop(z):
     G[G_RESUME] = 0
     margin = 8 * nrep + 4 * MB + 64
     while True:
+        room = margin + G[G_INBOX]  # an inbox is absorbed whole in one pass: a point and a deadline per request
         if (
-            G[G_TSN] + margin > tscap
+            G[G_TSN] + room > tscap
             or G[G_EVN] + margin > evcap
             or G[G_FHMAX] + MB + 8 > fcap
-            or (GF[GF_TIMEOUT] < INF and G[G_DLMAX] + margin > DL.shape[2])
+            or (GF[GF_TIMEOUT] < INF and G[G_DLMAX] + room > DL.shape[2])
         ):
             G[G_PASSES] = passes
             G[G_RESUME] = 1 if resumed else 0

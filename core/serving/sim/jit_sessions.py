@@ -28,6 +28,7 @@ from core.serving.sim.jit_layout import (
     EVENTS,
     G_EVN,
     G_FHMAX,
+    G_INBOX,
     G_ISSUED,
     G_LO,
     G_PASSES,
@@ -290,6 +291,7 @@ def s_route(nrep, B, affinity, caching, pool_blocks, fs, inv_P, pp, TB, G, GF, R
     else:
         RQI[Q_NX_IN, RI[j, I_TI]] = gid
     RI[j, I_TI] = gid
+    G[G_INBOX] += 1
     if RF[j, R_NEXT] == INF:
         RF[j, R_NEXT] = t
     RI[j, I_LOAD] += 1
@@ -401,7 +403,8 @@ def s_loop(z):
     G[G_RESUME] = 0
     margin = 8 * nrep + 4 * MB + 64
     while True:
-        if G[G_TSN] + margin > tscap or G[G_EVN] + margin > evcap or G[G_FHMAX] + MB + 8 > fcap:
+        # an inbox is absorbed whole in one pass, a time-series point per request
+        if G[G_TSN] + margin + G[G_INBOX] > tscap or G[G_EVN] + margin > evcap or G[G_FHMAX] + MB + 8 > fcap:
             G[G_PASSES] = passes
             G[G_RESUME] = 1 if resumed else 0
             return GROW
