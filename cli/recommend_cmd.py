@@ -8,6 +8,11 @@ plus met, nearest (the closest option when nothing meets) and candidates_pruned.
 Ranges: ``ranges["recommendation.<key>"]`` and ``ranges["runner_up.<key>"]`` = {low, high} (high null where
 the configuration no longer fits at a bound), ``range_basis``, ``misses_at_pessimistic_bound``, ``settled``,
 ``settled_by`` (the assumption whose measurement would settle an open choice) and ``range_note``.
+
+Sessions: ``--agents N`` sizes for N concurrent agents running the session workload (the ``--config`` file's
+``sessions``, else the defaults) at ``--p95-ttft-s`` per turn (the one target, as ``rabit simulate --sessions
+--size-gpus`` sizes), every candidate simulated as their sessions (in place of ``--rate``); the JSON then carries
+``agents`` and ``session_workload`` (the sessions as run).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from cli.common import (
 from core import catalog
 from core.base import MAX_TABLE_BYTES, choices, sig
 from core.catalog import CatalogError, parse_prices
-from core.config import DEFAULT, RabitConfig, Targets, describe_validation_error
+from core.config import DEFAULT, RabitConfig, Sessions, Targets, describe_validation_error
 from core.decision import (
     KV_FORMATS,
     WEIGHT_FORMATS,
@@ -46,6 +51,7 @@ from core.decision import (
     ServingGoal,
     recommend,
     recommendation_ranges,
+    session_goal,
     training_option_ranges,
 )
 
@@ -97,6 +103,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--model", default=DEFAULT.model, help="catalog model slug")
     g.add_argument("--model-config", metavar="PATH", help="a Hugging Face config.json instead of --model")
     p.add_argument("--rate", type=float, help="arrival rate [requests/s] (serving; required unless --train)")
+    p.add_argument(
+        "--agents",
+        type=int,
+        help="size for this many concurrent agents running the session workload (the --config file's sessions, "
+        "else the defaults) at --p95-ttft-s per turn (the one target), in place of --rate",
+    )
     add_length_args(p, "mean ")
     p.add_argument(
         "--lengths", choices=choices.LENGTH_KINDS, default=W.lengths, help="length distribution around the means"
@@ -277,11 +289,17 @@ _TRAINING_ONLY = ("tokens", "deadline_days", "seq", "global_batch_tokens", "prec
 
 def serving_inputs(args: argparse.Namespace) -> tuple:
     """(goal, constraints, prices) from the serving flags (exit 2 naming the flag); next-experiment shares it."""
-    if args.rate is None:
-        die("rabit recommend: error: the following arguments are required: --rate (or use --train)")
+    agents = getattr(args, "agents", None)
+    if agents is not None and args.rate is not None:
+        die("rabit recommend: error: --agents sizes for agents' sessions, whose turns come as fast as they are "
+            "answered: give --agents or --rate, not both")  # fmt: skip
+    if agents is not None and agents < 1:
+        die(f"rabit: error: argument --agents: must be at least 1, got {agents}")
+    if args.rate is None and agents is None:
+        die("rabit recommend: error: the following arguments are required: --rate (or --agents, or use --train)")
     fill_lengths(args)
     for flag, v in (
-        ("--rate", args.rate),
+        ("--rate", args.rate if agents is None else 1.0),
         ("--input", args.input),
         ("--output", args.output),
         ("--requests", args.requests),
@@ -321,12 +339,20 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
             dcp=getattr(args, "dcp", DEFAULT.dcp),
             kv_offload_gib=getattr(args, "kv_offload_gib", DEFAULT.kv_offload_gib),
             workload=base.workload.with_(
-                rate_per_s=args.rate, lengths=args.lengths, spread=args.spread, seed=args.seed
+                rate_per_s=args.rate if agents is None else base.workload.rate_per_s,
+                lengths=args.lengths,
+                spread=args.spread,
+                seed=args.seed,
             ),
             targets=_targets(args),
             adapters=adapters_from_args(args),
         )
         goal = ServingGoal.from_config(cfg)
+        if agents is not None:
+            if cfg.targets.p95_ttft_s is None:
+                die("rabit recommend: error: --agents sizes for a p95 TTFT per turn: give --p95-ttft-s")
+            sessions = (cfg.sessions or Sessions()).with_(trace=None)
+            goal = session_goal(cfg, sessions, agents=agents, ttft_p95_s=cfg.targets.p95_ttft_s)
     except ValidationError as exc:
         _die_validation(exc)
     return goal, Constraints.from_config(cfg), prices
@@ -343,6 +369,11 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
         "evaluated": r.evaluated,
         "simulated": r.simulated,
         "candidates_pruned": sum(1 for c in r.candidates if c.pruned),
+        **(
+            {"agents": goal.sessions.agents, "session_workload": goal.sessions.model_dump(mode="json")}
+            if goal.sessions is not None
+            else {}
+        ),
         "unpriced_gpus": list(r.unpriced),
         # the search's attention-parallelism pin (the picks carry their own) and the host KV tier every candidate has
         "cp": goal.settings.cp,

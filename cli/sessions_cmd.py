@@ -2,7 +2,8 @@
 ``--ttft-p95 T`` the fewest GPUs of each kind that serve ``--agents N`` concurrent agents at that p95 TTFT per turn.
 
 JSON keys (contract): ``model``, ``gpu``, ``tp``, ``pp``, ``replicas``; ``session_workload`` (the session fields
-as run); ``sessions`` (``loop``, ``replicas``, ``gpus``, ``sessions``, ``sessions_completed``, ``turns``,
+as run); ``sessions`` (``loop`` ("compiled" or "python": the event loop that ran it, the same records either way),
+``fallback_reason`` (why the Python loop ran it; null on the compiled loop), ``replicas``, ``gpus``, ``sessions``, ``sessions_completed``, ``turns``,
 ``ttft_p95_s``, ``ttft_by_turn`` [{``turn``, ``n``, ``ttft_p50_s``, ``ttft_p95_s``, ``input_tokens_mean``,
 ``hit_frac``}], ``prefix_hit_rate``, ``evicted_prefixes``, ``evicted_tokens``, ``preemptions``, ``span_s``,
 ``agent_hours``, ``usd_per_hour``, ``cost_per_session_usd``, ``cost_per_agent_hour_usd``, ``rejected``,
@@ -189,7 +190,7 @@ def run_sessions(args: argparse.Namespace, workload) -> int:
     lines = [
         f"{cfg.model_label} on {r.gpus} x {cfg.gpu} ({r.replicas} replica{'s' if r.replicas != 1 else ''} of TP "
         f"{cfg.tp}): {r.sessions:,} sessions, {r.turn.size:,} turns, {r.sessions_completed:,} sessions completed "
-        f"(the Python event loop)",
+        f"(the {r.loop} event loop" + (f": {r.fallback_reason}" if r.fallback_reason else "") + ")",
         f"  TTFT p95 over every turn {fmt_time(p95) if p95 is not None else 'withheld'}; prefix hit rate "
         f"{r.prefix_hit_rate:.0%}; {r.evicted_prefixes:,} prefixes evicted ({r.evicted_tokens:,} tokens)",
         "  by turn: "

@@ -213,6 +213,14 @@ def training_layout(cfg: RabitConfig) -> training.LayoutResult:
 # --- optimizer (issue 6) -----------------------------------------------------------------------------
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def session_goal(cfg: RabitConfig, agents: int) -> decision.ServingGoal:
+    """The optimizer's goal for ``agents`` concurrent agents running the config's sessions (without a replayed
+    trace) at its p95 TTFT target per turn (core.decision.session_goal)."""
+    assert cfg.sessions is not None and cfg.targets.p95_ttft_s is not None
+    return decision.session_goal(cfg, cfg.sessions.with_(trace=None), agents=agents, ttft_p95_s=cfg.targets.p95_ttft_s)
+
+
 @st.cache_data(max_entries=32, show_spinner="Screening every configuration, then simulating up to 16 finalists ...")
 def recommendation(goal: decision.ServingGoal, cons: decision.Constraints, prices: tuple) -> decision.Recommendation:
     """Cached on (goal, constraints, prices). No progress callback: an element updated from inside a cached

@@ -1,6 +1,11 @@
 """The Serving page's Sessions view: multi-turn sessions (coding agents, chat) on the sidebar's deployment, the
 answer first (p95 TTFT per turn, cost per agent-hour), its inputs under it, TTFT by turn index, and the sizing for
-N concurrent agents at a p95 TTFT target."""
+N concurrent agents at a p95 TTFT target.
+
+The view's inputs are the shared config's ``sessions``: a change is written back (:func:`dashboard.state.set_sessions`)
+so that the link and the config file carry it, and a link that carries sessions opens them here. An uploaded trace
+stays with the upload (a link cannot carry a file); a trace loaded with a config file is replayed until one is
+uploaded."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from pydantic import ValidationError
 from core.base import MAX_TABLE_BYTES, fmt_time, fmt_usd
 from core.config import SESSION_ARRIVALS, Lengths, RabitConfig, Sessions
 from core.decision import SIZING_GPUS
-from dashboard import cache, charts, render
+from dashboard import cache, charts, render, state
 from dashboard.text import plain
 
 S = Sessions()
@@ -48,7 +53,7 @@ def _inputs(cfg: RabitConfig) -> Sessions | None:
         type=["csv", "jsonl", "json"],
         key="sessions.trace_file",
     )
-    trace = None
+    trace = base.trace
     if up is not None:
         try:
             trace = cache.session_trace(cache.upload_text(up.getvalue(), "the session trace", MAX_TABLE_BYTES))
@@ -61,7 +66,7 @@ def _inputs(cfg: RabitConfig) -> Sessions | None:
         return lengths.model_copy(update={"mean": m})
 
     try:
-        return base.with_(
+        work = base.with_(
             arrival=arrival, rate_per_s=rate, cv=cv, agents=int(agents), num_sessions=int(n), gap_s=gap,
             affinity=affinity, turns=mean(base.turns, turns), first_input=mean(base.first_input, first),
             new_input=mean(base.new_input, new), output=mean(base.output, out), trace=trace,
@@ -69,6 +74,11 @@ def _inputs(cfg: RabitConfig) -> Sessions | None:
     except (ValidationError, ValueError) as exc:
         st.error(f"These session inputs cannot be used: {plain(exc, 300)}")
         return None
+    shared = work.with_(trace=base.trace)  # what the link and the config file carry: no uploaded file
+    if shared != (cfg.sessions or S):
+        state.set_sessions(shared)
+        st.rerun()  # the sidebar's link is drawn from the config before this view: draw both afresh
+    return work
 
 
 def draw(cfg: RabitConfig) -> None:
@@ -93,7 +103,7 @@ def draw(cfg: RabitConfig) -> None:
             + (f"{fmt_usd(cost)} per agent-hour" if cost is not None else "no price for this GPU")
             + f"\n{r.prefix_hit_rate:.0%} of prompt tokens found cached; {r.evicted_prefixes:,} prefixes evicted; "
             f"{fmt_usd(r.cost_per_session_usd) if r.cost_per_session_usd is not None else 'n/a'} per session "
-            f"({r.turn.size:,} turns, the Python event loop)."
+            f"({r.turn.size:,} turns, the {r.loop} event loop)."
         )
         st.plotly_chart(charts.ttft_by_turn_chart(r.by_turn, cfg.targets.p95_ttft_s), width="stretch")
     st.subheader("Size for concurrent agents", divider="gray")

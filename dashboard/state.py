@@ -651,6 +651,12 @@ def set_fleet(fleet: Any) -> None:
     st.session_state[FLEET_KEY] = fleet
 
 
+def set_sessions(sessions: Any) -> None:
+    """The Sessions view's workload into the shared config (from the next rerun on: the link and the config file
+    carry it; None: no session workload)."""
+    st.session_state[_key("sessions")] = sessions
+
+
 def field_error(path: str) -> None:
     """Show the problem with a page's config input (``"workload.max_batch"``), if any, where this is called."""
     msg = st.session_state.get("_group_errors", {}).get(path)

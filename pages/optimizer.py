@@ -95,6 +95,18 @@ if view == "Serving":
             prices = cache.catalog_prices()
 
     goal, cons = ServingGoal.from_config(cfg), Constraints.from_config(cfg)
+    if cfg.sessions is not None and st.toggle(
+        "Size for the Serving page's sessions: concurrent agents at the p95 TTFT target per turn", key="opt.sessions"
+    ):
+        agents = st.number_input("Concurrent agents", 1, 100_000, cfg.sessions.agents, key="opt.agents")
+        if cfg.targets.p95_ttft_s is None:
+            st.error("Set a p95 TTFT target in the sidebar: agents are sized for a p95 TTFT per turn.")
+            st.stop()
+        try:
+            goal = cache.session_goal(cfg, int(agents))
+        except ValueError as exc:
+            st.error(plain(exc, 300))
+            st.stop()
     if cfg.dp_attention or cfg.cp > 1 or cfg.dcp > 1:  # rabit recommend --dp-attention / --cp / --dcp alike
         st.info(
             "Attention parallelism is set in the sidebar"

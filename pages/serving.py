@@ -22,7 +22,9 @@ from dashboard.text import plain
 st.title("Serving simulation")
 cfg = render.bound_choice("serving", state.require_config())
 if st.toggle(
-    "Sessions: multi-turn agents and chat (context grows each turn, its prefix cached)", key="serving.sessions"
+    "Sessions: multi-turn agents and chat (context grows each turn, its prefix cached)",
+    value=cfg.sessions is not None,  # a link or a config file that carries sessions opens them
+    key="serving.sessions",
 ):
     sessions_view.draw(cfg)
     st.stop()

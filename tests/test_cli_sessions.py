@@ -10,7 +10,7 @@ BASE = ("simulate", "--model", "llama-3.1-8b", "--tp", "1", "--gpus", "1")
 def test_sessions_json_keys(capsys):
     d = run(capsys, *BASE, "--sessions", "30", "--rate", "0.5", "--turns", "4", "--json")
     s = d["sessions"]
-    assert s["loop"] == "python" and s["sessions"] == 30 and s["turns"] == 120
+    assert s["loop"] == "compiled" and s["fallback_reason"] is None and s["sessions"] == 30 and s["turns"] == 120
     assert [t["turn"] for t in s["ttft_by_turn"]] == [1, 2, 3, 4]
     for k in (
         "prefix_hit_rate",
@@ -82,3 +82,31 @@ def test_a_config_file_with_sessions_runs_them(capsys, tmp_path):
     f.write_text(cfg.model_dump_json())
     d = run(capsys, "simulate", "--config", str(f), "--json")
     assert d["sessions"]["sessions"] == 12 and d["session_workload"]["rate_per_s"] == 1.0
+
+
+REC = ("recommend", "--model", "llama-3.1-8b", "--gpus-allowed", "l40s", "--weights-allowed", "bf16")
+
+
+def test_recommend_sizes_for_agents_as_the_session_sizing_does(capsys):
+    """16 agents at 0.5 s p95 TTFT per turn on L40S: the optimizer's search (layouts, counts) and the session
+    sizing (the config's replica, counts) land on the same answer, one GPU at TP 1, with the same p95 over every
+    turn: far from any batch cap, the two searches simulate the same sessions on the same replica."""
+    d = run(capsys, *REC, "--kv-allowed", "bf16", "--agents", "16", "--p95-ttft-s", "0.5", "--max-simulations", "8",
+            "--json")  # fmt: skip
+    assert d["met"] and d["agents"] == 16 and d["session_workload"]["arrival"] == "agents"
+    pick = d["recommendation"]
+    z = run(capsys, *BASE, "--gpu", "l40s", "--sessions", "10", "--agents", "16", "--ttft-p95", "0.5",
+            "--size-gpus", "l40s", "--json")["sizing"]["answer"]  # fmt: skip
+    assert (pick["gpu"], pick["tp"], pick["replicas"]) == (z["gpu"], 1, z["replicas"]) == ("l40s", 1, 1)
+    assert pick["p95_ttft_s"] == pytest.approx(z["ttft_p95_s"], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (("--agents", "16", "--rate", "3"), "not both"),
+        (("--agents", "0"), "--agents: must be at least 1"),
+    ],
+)
+def test_recommend_agents_refusals(capsys, extra, words):
+    assert words in fails(capsys, *REC, *extra)

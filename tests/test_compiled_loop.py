@@ -17,6 +17,11 @@ from core.serving import TIMED_OUT, Layout, Lengths, SimSpec, simulate, simulate
 L8 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
 L70 = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", gpus_per_node=4, tp=4, weights="fp8", kv_dtype="fp8")
 MOE = RabitConfig(model="mixtral-8x7b", gpu="h100-sxm", gpus_per_node=2, tp=2)
+# sliding-window layers: every layer at a 4,096-token window (Mistral 7B); some at 1,024 (Gemma 3); half at 128
+# (gpt-oss)
+MISTRAL = RabitConfig(model="mistral-7b", gpu="h100-sxm", gpus_per_node=1, tp=1)
+GEMMA = RabitConfig(model="gemma-3-12b-it", gpu="h100-sxm", gpus_per_node=1, tp=1)
+GPT_OSS = RabitConfig(model="gpt-oss-120b", gpu="h100-sxm", gpus_per_node=4, tp=4)
 BASE = SimSpec(
     rate_per_s=20.0,
     num_requests=800,
@@ -38,7 +43,7 @@ ARRAYS = (
     "ts_running",
     "ts_kv_frac",
 )
-ROUTERS = ("least-outstanding", "power-of-two", "round-robin")
+ROUTERS = ("least-outstanding", "power-of-two", "round-robin", "prefix-affinity")
 
 
 def run(cfg, spec, replicas: int, router: str, loop: str = "auto", budget=None):
@@ -115,6 +120,133 @@ CASES = {
         3,
         "power-of-two",
     ),
+    # a shared prompt prefix: the first request of a group on a replica computes it, the later ones find it cached
+    # (whole blocks); prefix affinity keeps a group on one replica unless the loads fall out of balance
+    "prefix affinity, shared prefix": (
+        L8,
+        BASE.with_(rate_per_s=55.0, prefix_cache_frac=0.5, prefix_groups=4),
+        3,
+        "prefix-affinity",
+    ),
+    "prefix affinity, no shared prefix": (L8, BASE.with_(rate_per_s=55.0), 3, "prefix-affinity"),
+    "shared prefix, least-outstanding": (
+        L8,
+        BASE.with_(rate_per_s=55.0, prefix_cache_frac=0.5, prefix_groups=8),
+        3,
+        "least-outstanding",
+    ),
+    "shared prefix, preempting": (
+        L8,
+        BASE.with_(rate_per_s=100.0, kv_pool_tokens=12_000, prefix_cache_frac=0.7, prefix_groups=3),
+        4,
+        "prefix-affinity",
+    ),
+    # 200 requests in flight on one replica, the others idle: out of balance (by 64 and by 1.5x), so prefix
+    # affinity sends a group's requests to the least loaded replica instead of its own
+    "prefix affinity out of balance": (
+        L8,
+        BASE.with_(rate_per_s=120.0, prefix_cache_frac=0.3, prefix_groups=1),
+        3,
+        "prefix-affinity",
+    ),
+    # reserve admission: the blocks of prompt + max_tokens reserved on admission, never a preemption; a pool
+    # small enough that the reservations, not the batch, hold the queue
+    "reserve admission": (L8, BASE.with_(admission="reserve"), 1, "least-outstanding"),
+    "reserve admission, pool bound": (
+        L8,
+        BASE.with_(admission="reserve", rate_per_s=30.0, kv_pool_tokens=12_000),
+        1,
+        "least-outstanding",
+    ),
+    "reserve admission, timeout, four replicas": (
+        L8,
+        BASE.with_(admission="reserve", rate_per_s=100.0, kv_pool_tokens=12_000, timeout_s=5.0),
+        4,
+        "power-of-two",
+    ),
+    "reserve admission, shared prefix": (
+        L8,
+        BASE.with_(admission="reserve", rate_per_s=55.0, prefix_cache_frac=0.5, prefix_groups=4),
+        3,
+        "prefix-affinity",
+    ),
+    # a closed loop: every user's first request at 0 s, the next a think time after the last one ended (none: at
+    # once), up to the request count; with timeouts the ended requests include expired ones
+    "closed loop, no think time": (L8, BASE.with_(arrival="closed", users=8), 1, "least-outstanding"),
+    "closed loop, three replicas": (L8, BASE.with_(arrival="closed", users=24, think_s=0.5), 3, "least-outstanding"),
+    "closed loop, timeout, preempting": (
+        L8,
+        BASE.with_(arrival="closed", users=40, think_s=0.2, kv_pool_tokens=12_000, timeout_s=6.0),
+        3,
+        "power-of-two",
+    ),
+    "closed loop cut by a duration": (
+        L8,
+        BASE.with_(arrival="closed", users=16, duration_s=20.0),
+        2,
+        "round-robin",
+    ),
+    # Poisson arrivals cut by a duration: with no request count, and the first of the two limits to bind
+    "duration alone": (L8, BASE.with_(num_requests=None, duration_s=30.0), 1, "least-outstanding"),
+    "duration, prefix affinity": (
+        L8,
+        BASE.with_(num_requests=None, duration_s=20.0, rate_per_s=60.0, prefix_cache_frac=0.5),
+        3,
+        "prefix-affinity",
+    ),
+    # prefill priority (vLLM V0): whole prompts first-come first-served up to the token budget while the decoding
+    # sequences wait; with none to admit, a decode step, preempting the last admitted until its blocks fit
+    "prefill priority": (L8, BASE.with_(policy="prefill_priority"), 1, "least-outstanding"),
+    "prefill priority, preempting": (
+        L8,
+        BASE.with_(policy="prefill_priority", rate_per_s=30.0, kv_pool_tokens=12_000),
+        1,
+        "least-outstanding",
+    ),
+    "prefill priority, timeout, four replicas preempting": (
+        L8,
+        BASE.with_(policy="prefill_priority", rate_per_s=100.0, kv_pool_tokens=12_000, timeout_s=5.0),
+        4,
+        "power-of-two",
+    ),
+    "prefill priority, reserve admission": (
+        L8,
+        BASE.with_(policy="prefill_priority", admission="reserve", rate_per_s=30.0, kv_pool_tokens=12_000),
+        2,
+        "round-robin",
+    ),
+    "prefill priority, closed loop, shared prefix": (
+        L8,
+        BASE.with_(policy="prefill_priority", arrival="closed", users=30, prefix_cache_frac=0.5, prefix_groups=4),
+        3,
+        "prefix-affinity",
+    ),
+    # sliding-window layers: a sequence's sliding blocks stop growing at the window, and a decode run stops where
+    # the first sequence below the window reaches it; 3,900-token prompts with 400 outputs all cross Mistral's 4,096
+    "sliding window": (GEMMA, BASE.with_(rate_per_s=8.0), 1, "least-outstanding"),
+    "sliding window, every sequence crossing it": (
+        MISTRAL,
+        BASE.with_(
+            rate_per_s=10.0,
+            kv_pool_tokens=20_000,
+            input=Lengths(kind="fixed", mean=3900),
+            output=Lengths(kind="fixed", mean=400),
+        ),
+        1,
+        "least-outstanding",
+    ),
+    "sliding window, preempting, timeout, three replicas": (
+        GPT_OSS,
+        BASE.with_(rate_per_s=20.0, kv_pool_tokens=20_000, timeout_s=8.0, input=Lengths(kind="lognormal", mean=3000)),
+        3,
+        "least-outstanding",
+    ),
+    "sliding window, prefill priority preempting": (
+        MISTRAL,
+        BASE.with_(policy="prefill_priority", rate_per_s=30.0, kv_pool_tokens=12_000),
+        2,
+        "round-robin",
+    ),
     "replayed trace": (
         L8,
         BASE.with_(trace=tuple((200 + 37 * (k % 29), 20 + 11 * (k % 13)) for k in range(97)), rate_per_s=40.0),
@@ -134,6 +266,17 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
         assert (ref.status == TIMED_OUT).sum() > 0  # requests expired
     if spec.trace is not None:
         assert set(ref.input_tokens.tolist()) <= {a for a, _ in spec.trace}  # the trace's lengths, replayed
+    if spec.duration_s is not None:  # the duration, not the count, ended the issue: 30 s x 20 req/s ~ 600
+        assert len(ref.arrival_s) < (spec.num_requests or 10**9) and ref.arrival_s.max() <= spec.duration_s
+    if spec.arrival == "closed" and replicas == 1:  # at most `users` requests in the system at once
+        assert max(ref.ts_waiting + ref.ts_running) == spec.users
+    if spec.admission == "reserve":
+        assert ref.summary.preemptions == 0
+        if "pool bound" in name:  # the reservations fill the pool: a request waits for blocks, not for a slot
+            assert ref.summary.kv_occupancy_max == 1.0 and ref.summary.queue_s.p99 > 0
+    if spec.prefix_cache_frac > 0:  # the prefix hits move the run (less prefill work)
+        plain = run(cfg, spec.with_(prefix_cache_frac=0.0), replicas, router, loop="python")
+        assert ref.summary.prefill_time_share < plain.summary.prefill_time_share
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -148,9 +291,32 @@ def test_the_compiled_loop_gives_the_python_loops_records_to_the_byte(name):
     seed=st.integers(0, 3),
     timeout=st.sampled_from([None, None, 1.5, 6.0]),
     asy=st.booleans(),
+    prefix=st.sampled_from([0.0, 0.0, 0.4, 0.9]),
+    groups=st.sampled_from([1, 5, 64]),
+    admission=st.sampled_from(["preempt", "preempt", "reserve"]),
+    users=st.sampled_from([0, 0, 4, 40]),
+    duration=st.sampled_from([None, None, 8.0]),
+    policy=st.sampled_from(["chunked", "chunked", "prefill_priority"]),
+    cfg=st.sampled_from([L8, L8, GEMMA, MISTRAL]),
 )
 def test_any_shape_it_takes_matches_the_python_loop(
-    rate, replicas, router, pool, budget, batch, cache, seed, timeout, asy
+    rate,
+    replicas,
+    router,
+    pool,
+    budget,
+    batch,
+    cache,
+    seed,
+    timeout,
+    asy,
+    prefix,
+    groups,
+    admission,
+    users,
+    duration,
+    policy,
+    cfg,
 ):
     spec = BASE.with_(
         rate_per_s=rate,
@@ -162,8 +328,20 @@ def test_any_shape_it_takes_matches_the_python_loop(
         seed=seed,
         timeout_s=timeout,
         async_scheduling=asy,
+        prefix_cache_frac=prefix,
+        prefix_groups=groups,
+        admission="preempt" if cfg in (GEMMA, MISTRAL) else admission,  # reserve with a window: the Python loop
+        arrival="closed" if users else "poisson",
+        users=users or 16,
+        think_s=1.0 / rate,
+        duration_s=duration,
+        policy=policy,
     )
-    assert_compiled_matches_python(L8, spec, replicas, router)
+    ref = run(cfg, spec, replicas, router, loop="python")
+    got = run(cfg, spec, replicas, router)
+    if got.loop == "python":  # prefill priority runs a prompt longer than the token budget alone: past the table
+        assert (policy, got.fallback_reason) == ("prefill_priority", "an iteration past the timing's table")
+    assert_same(ref, got)
 
 
 def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
@@ -183,19 +361,29 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
         "loop='python' asked for": (L8, BASE, "auto", "python"),
         "adapters": (lora, BASE, "auto", "auto"),
         "iteration timing per step (timing='direct') or over pipeline stages": (L8, BASE, "direct", "auto"),
-        "arrivals not Poisson": (L8, BASE.with_(arrival="closed", users=8), "auto", "auto"),
-        "a duration limit": (L8, BASE.with_(num_requests=None, duration_s=60.0), "auto", "auto"),
-        "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), "auto", "auto"),
-        "reserve admission": (L8, BASE.with_(admission="reserve"), "auto", "auto"),
-        "sliding-window layers": (sliding, BASE, "auto", "auto"),
+        "a closed loop without a request count": (
+            L8,
+            BASE.with_(arrival="closed", users=8, num_requests=None, duration_s=60.0),
+            "auto",
+            "auto",
+        ),
+        # 20 req/s for 60 s: 1,200 requests expected, past a limit of 1,000 (5 million unpatched)
+        "a duration limit past the compiled loop's arrays": (
+            L8,
+            BASE.with_(num_requests=None, duration_s=60.0),
+            "auto",
+            "auto",
+        ),
+        "reserve admission with sliding-window layers": (sliding, BASE.with_(admission="reserve"), "auto", "auto"),
     }
+    monkeypatch.setattr("core.serving.sim.compiled.MAX_DURATION_REQUESTS", 1000)
     for why, (cfg, spec, timing, loop) in one.items():
         r = simulate(cfg, spec, timing=timing, loop=loop)
         assert (r.loop, r.fallback_reason) == ("python", why), why
+    monkeypatch.undo()
     assert simulate(pp2, BASE).fallback_reason == "iteration timing per step (timing='direct') or over pipeline stages"
     deps = {  # deployments: (spec, layout) -> the reason
-        "a shared prompt prefix (prefix_cache_frac)": (BASE.with_(prefix_cache_frac=0.5), Layout(replicas=2)),
-        "router not compiled": (BASE, Layout(replicas=2, router="prefix-affinity")),
+        "router not compiled": (BASE, Layout(replicas=2, router="adapter-affinity")),
         "disaggregated pools": (BASE, disagg),
     }
     for why, (spec, layout) in deps.items():
@@ -263,4 +451,9 @@ def test_rabit_simulate_says_which_loop_ran_and_why(capsys):
     out = cli(capsys, *base)
     assert (out["loop"], out["fallback_reason"]) == ("compiled", None)
     out = cli(capsys, *base, "--kv-admission", "reserve")
-    assert (out["loop"], out["fallback_reason"]) == ("python", "reserve admission")
+    assert (out["loop"], out["fallback_reason"]) == ("compiled", None)
+    out = cli(capsys, *base, "--pp", "2")
+    assert (out["loop"], out["fallback_reason"]) == (
+        "python",
+        "iteration timing per step (timing='direct') or over pipeline stages",
+    )

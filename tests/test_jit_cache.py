@@ -76,7 +76,7 @@ def test_an_edit_to_an_inlined_engine_function_changes_the_next_runs_result(tmp_
     # own per-file stamp kept their old machine code. Doubling the recorded KV fraction must show in the next run.
     parts = tree / SIM / "jit_parts.py"
     text = parts.read_text()
-    line = "TSF[3, n] = (fs * RI[e, I_FULL]) * inv_P"
+    line = "TSF[3, n] = used(fs, RI, RF, e) * inv_P"
     assert text.count(line) == 1
     parts.write_text(text.replace(line, line + " * 2.0"))
     second = _run(tree)

@@ -37,7 +37,7 @@ def test_one_turn_sessions_are_todays_requests():
     two = CFG.with_(gpus_per_node=2, workload=CFG.workload.with_(replicas=2))
     s2 = s.with_(rate_per_s=16.0)
     got = simulate_sessions(two, s2)
-    assert got.replicas == 2 and got.loop == "python"
+    assert got.replicas == 2 and got.loop == "compiled"
     _same(got.result, simulate_deployment(two, session_spec(two, s2), loop="python").result)
 
 

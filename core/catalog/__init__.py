@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from core.catalog.arch import (
     ModelArch,
-    UnsupportedArchitecture,
-    from_hf_config,
 )
 from core.catalog.diffusion import (
     AttentionKernel,
@@ -16,16 +14,11 @@ from core.catalog.diffusion import (
     attention_kernels,
     diffusion_model,
     diffusion_models,
-    load_attention_kernels,
-    load_diffusion_models,
 )
 from core.catalog.engines import (
     CUDA_GRAPH_MAX_TOKENS,
     CUDA_GRAPH_PREFILL,
     ENGINE_LABELS,
-    ROCM_ATTENTION_ENGINES,
-    VENDOR_RUNTIME,
-    LoraDefaults,
     apply_engine,
     engine_defaults,
     kv_pool_refusal,
@@ -33,12 +26,13 @@ from core.catalog.engines import (
     pool_vendor_note,
     rocm_attention,
 )
+from core.catalog.hf_config import (
+    UnsupportedArchitecture,
+    from_hf_config,
+)
 from core.catalog.power import (
-    GpuPower,
-    PowerRow,
     gpu_power,
     load_power,
-    power_rows,
 )
 from core.catalog.pricing import (
     GpuPrice,
@@ -74,16 +68,12 @@ __all__ = [
     "CatalogError",
     "DiffusionModel",
     "ENGINE_LABELS",
-    "LoraDefaults",
     "lora_defaults",
     "Fabric",
-    "GpuPower",
     "GpuPrice",
     "GpuSpec",
     "ModelArch",
-    "PowerRow",
     "Price",
-    "ROCM_ATTENTION_ENGINES",
     "UnsupportedArchitecture",
     "apply_engine",
     "attention_kernel",
@@ -94,7 +84,6 @@ __all__ = [
     "rocm_attention",
     "kv_pool_refusal",
     "pool_vendor_note",
-    "VENDOR_RUNTIME",
     "fabric",
     "fabrics",
     "from_hf_config",
@@ -102,8 +91,6 @@ __all__ = [
     "gpu_power",
     "gpu_price",
     "gpus",
-    "load_attention_kernels",
-    "load_diffusion_models",
     "load_fabrics",
     "load_gpus",
     "load_model_file",
@@ -113,7 +100,6 @@ __all__ = [
     "model",
     "models",
     "parse_prices",
-    "power_rows",
     "prices",
     "unpriced",
 ]

@@ -23,7 +23,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.base import GB, TB, TERA, US, GiB
-from core.catalog.arch import ModelArch, from_hf_config
+from core.catalog.arch import ModelArch
+from core.catalog.hf_config import from_hf_config
 
 CATALOG_DIR = Path(__file__).resolve().parents[2] / "catalogs"
 

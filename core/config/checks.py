@@ -100,6 +100,18 @@ def _attention_problems(cfg: RabitConfig, m: ModelArch) -> list[Problem]:
 
 def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Problem, ...]:
     """The checks of a config whose model ``m`` and GPU ``g`` are known: cluster, layout, context, adapters."""
+    out = _cluster_problems(cfg, g) + _disagg_problems(cfg, m) + _split_problems(cfg, m)
+    out.extend(_attention_problems(cfg, m))
+    out += _expert_problems(cfg, m) + _length_problems(cfg, m)
+    if cfg.qlora and not cfg.lora_rank:
+        out.append(Problem("qlora", "QLoRA needs a LoRA rank > 0"))
+    if cfg.phase == "serve":
+        out.extend(Problem(f, msg) for f, msg in adapter_problems(cfg.adapters, cfg.workload.engine))
+    return tuple(out)
+
+
+def _cluster_problems(cfg: RabitConfig, g: GpuSpec) -> list[Problem]:
+    """GPUs per node beyond the part's node (or its NVLink domain)."""
     out: list[Problem] = []
     if cfg.gpus_per_node > g.gpus_per_node and g.topology != "nvswitch":
         out.append(
@@ -116,6 +128,13 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
                 f"{max(g.gpus_per_node, g.scale_up_domain)} GPUs; add nodes instead",
             )
         )
+    return out
+
+
+def _disagg_problems(cfg: RabitConfig, m: ModelArch) -> list[Problem]:
+    """Disaggregated pools: attention splits they do not run, two kinds no engine moves a KV cache between, a
+    pool's TP that does not divide the heads."""
+    out: list[Problem] = []
     dis = cfg.disagg
     split = next(
         (f for f, on in (("dp_attention", cfg.dp_attention), ("cp", cfg.cp > 1), ("dcp", cfg.dcp > 1)) if on), ""
@@ -143,6 +162,12 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
                         f"use one of {ok[-6:]}",
                     )
                 )
+    return out
+
+
+def _split_problems(cfg: RabitConfig, m: ModelArch) -> list[Problem]:
+    """A replica's TP, PP (and CP) against the model's heads and layers and the cluster's GPUs."""
+    out: list[Problem] = []
     if not m.splits_heads(cfg.tp):
         fitting = [d for d in divisors(m.num_heads) if d <= cfg.gpus]  # O(sqrt heads), never range(heads)
         out.append(
@@ -170,7 +195,12 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
                 f"{cfg.replica_gpus}; make the GPU count a multiple of it",
             )
         )
-    out.extend(_attention_problems(cfg, m))
+    return out
+
+
+def _expert_problems(cfg: RabitConfig, m: ModelArch) -> list[Problem]:
+    """Expert parallelism on a model without experts, not dividing them, or wider than a pipeline stage."""
+    out: list[Problem] = []
     if cfg.ep > 1:
         if not m.is_moe:
             out.append(Problem("ep", f"{m.name} has no experts; set EP to 1"))
@@ -180,6 +210,12 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
             out.append(
                 Problem("ep", f"EP {cfg.ep} exceeds TP x DP = {cfg.tp * cfg.dp * cfg.cp} GPUs per pipeline stage")
             )
+    return out
+
+
+def _length_problems(cfg: RabitConfig, m: ModelArch) -> list[Problem]:
+    """Requests past the model's context; a training sequence far past it, or longer than the global batch."""
+    out: list[Problem] = []
     if cfg.phase == "serve" and cfg.context_tokens > m.max_context:
         out.append(
             Problem(
@@ -202,11 +238,7 @@ def _layout_problems(cfg: RabitConfig, m: ModelArch, g: GpuSpec) -> tuple[Proble
                 f"{cfg.seq_len:,} tokens; give at least {cfg.seq_len:,} (or a shorter sequence length)",
             )
         )
-    if cfg.qlora and not cfg.lora_rank:
-        out.append(Problem("qlora", "QLoRA needs a LoRA rank > 0"))
-    if cfg.phase == "serve":
-        out.extend(Problem(f, msg) for f, msg in adapter_problems(cfg.adapters, cfg.workload.engine))
-    return tuple(out)
+    return out
 
 
 def workload_problems(cfg: RabitConfig, trace: tuple[tuple[int, int], ...] | None = None) -> tuple[Problem, ...]:

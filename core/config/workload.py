@@ -367,58 +367,72 @@ def parse_trace(text: str) -> tuple[tuple[int, int], ...]:
     text = text.lstrip("\ufeff").strip()
     if not text:
         raise ValueError("the trace is empty")
-    rows: list[tuple[int, int]] = []
     if text[0] in "{[" and json_depth(text) > MAX_JSON_DEPTH:  # checked before parsing (no RecursionError)
         raise ValueError(f"the trace nests deeper than {MAX_JSON_DEPTH} levels; expected flat records")
-    if text[0] in "{[":
-        if text[0] == "[":
-            try:
-                records = json.loads(text, object_pairs_hook=unique_object)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
-            if not isinstance(records, list):
-                raise ValueError("expected a JSON array of records with input and output token counts")
-            items = list(enumerate(records, start=1))
-            label = "record"
-        else:
-            items = []
-            for ln, line in enumerate(text.splitlines(), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    items.append((ln, json.loads(line, object_pairs_hook=unique_object)))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"line {ln}: not valid JSON ({exc.msg})") from None
-                except ValueError as exc:  # a key given twice
-                    raise ValueError(f"line {ln}: {exc}") from None
-            label = "line"
-        for ln, rec in items:
-            if not isinstance(rec, dict):
-                raise ValueError(f"{label} {ln}: expected an object with input and output token counts")
-            ci = _pick(list(rec), INPUT_COLUMNS, "input-length")
-            co = _pick(list(rec), OUTPUT_COLUMNS, "output-length")
-            rows.append((_as_tokens(rec[ci], f"{label} {ln}", ci), _as_tokens(rec[co], f"{label} {ln}", co)))
-            if len(rows) > MAX_TRACE_ROWS:
-                raise ValueError(f"the trace has more than {MAX_TRACE_ROWS:,} rows")
-    else:
-        reader = csv.DictReader(io.StringIO(text))
-        try:
-            names = [n for n in (reader.fieldnames or []) if n is not None]
-        except csv.Error as exc:
-            raise ValueError(f"line 1: not a readable CSV header ({exc})") from None
-        seen: dict[str, int] = {}
-        for col, n in enumerate(names, 1):
-            key = n.strip().lower()
-            if key in seen:  # csv would keep the last column of the name without a word
-                raise ValueError(f"line 1: columns {seen[key]} and {col} are both named {n.strip()!r}")
-            seen[key] = col
-        ci = _pick(names, INPUT_COLUMNS, "input-length")
-        co = _pick(names, OUTPUT_COLUMNS, "output-length")
-        for rec in _csv_rows(reader):
-            ln = reader.line_num
-            rows.append((_as_tokens(rec.get(ci), f"line {ln}", ci), _as_tokens(rec.get(co), f"line {ln}", co)))
-            if len(rows) > MAX_TRACE_ROWS:
-                raise ValueError(f"the trace has more than {MAX_TRACE_ROWS:,} rows")
+    rows = _json_trace_rows(*_json_records(text)) if text[0] in "{[" else _csv_trace_rows(text)
     if not rows:
         raise ValueError("the trace has a header but no rows")
     return tuple(rows)
+
+
+def _json_records(text: str) -> tuple[list[tuple[int, Any]], str]:
+    """(numbered records, what a number counts) of a JSON array (``record`` n) or JSON lines (``line`` n); a key
+    given twice is refused."""
+    if text[0] == "[":
+        try:
+            records = json.loads(text, object_pairs_hook=unique_object)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        if not isinstance(records, list):
+            raise ValueError("expected a JSON array of records with input and output token counts")
+        return list(enumerate(records, start=1)), "record"
+    items = []
+    for ln, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append((ln, json.loads(line, object_pairs_hook=unique_object)))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {ln}: not valid JSON ({exc.msg})") from None
+        except ValueError as exc:  # a key given twice
+            raise ValueError(f"line {ln}: {exc}") from None
+    return items, "line"
+
+
+def _json_trace_rows(items: list[tuple[int, Any]], label: str) -> list[tuple[int, int]]:
+    """Each record's (input, output) tokens, read from the columns it names; at most :data:`MAX_TRACE_ROWS`."""
+    rows: list[tuple[int, int]] = []
+    for ln, rec in items:
+        if not isinstance(rec, dict):
+            raise ValueError(f"{label} {ln}: expected an object with input and output token counts")
+        ci = _pick(list(rec), INPUT_COLUMNS, "input-length")
+        co = _pick(list(rec), OUTPUT_COLUMNS, "output-length")
+        rows.append((_as_tokens(rec[ci], f"{label} {ln}", ci), _as_tokens(rec[co], f"{label} {ln}", co)))
+        if len(rows) > MAX_TRACE_ROWS:
+            raise ValueError(f"the trace has more than {MAX_TRACE_ROWS:,} rows")
+    return rows
+
+
+def _csv_trace_rows(text: str) -> list[tuple[int, int]]:
+    """Each CSV line's (input, output) tokens under the header's columns (two columns of one name refused); at
+    most :data:`MAX_TRACE_ROWS`."""
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        names = [n for n in (reader.fieldnames or []) if n is not None]
+    except csv.Error as exc:
+        raise ValueError(f"line 1: not a readable CSV header ({exc})") from None
+    seen: dict[str, int] = {}
+    for col, n in enumerate(names, 1):
+        key = n.strip().lower()
+        if key in seen:  # csv would keep the last column of the name without a word
+            raise ValueError(f"line 1: columns {seen[key]} and {col} are both named {n.strip()!r}")
+        seen[key] = col
+    ci = _pick(names, INPUT_COLUMNS, "input-length")
+    co = _pick(names, OUTPUT_COLUMNS, "output-length")
+    rows: list[tuple[int, int]] = []
+    for rec in _csv_rows(reader):
+        ln = reader.line_num
+        rows.append((_as_tokens(rec.get(ci), f"line {ln}", ci), _as_tokens(rec.get(co), f"line {ln}", co)))
+        if len(rows) > MAX_TRACE_ROWS:
+            raise ValueError(f"the trace has more than {MAX_TRACE_ROWS:,} rows")
+    return rows

@@ -18,32 +18,23 @@ from core.decision.calibration import (
     run_spec,
 )
 from core.decision.compare import (
-    FLEET_NUMBERS,
-    LOAD_NUMBERS,
     AnalysisComparison,
     compare_analyses,
-    fleet_comparisons,
-    fleet_pick_rows,
-    input_differences,
     is_fleet_plan,
-    load_comparisons,
 )
 from core.decision.disagg_search import decode_batches, disagg_candidates
 from core.decision.experiment import (
     NextExperiment,
     NextExperimentSpec,
-    Rerun,
     UncertainInput,
     changes,
     moved_goal,
     next_experiment,
     outcomes,
     points,
-    rerun,
     uncertain_inputs,
 )
 from core.decision.explain import (
-    Explanation,
     pareto_reasons,
 )
 from core.decision.fit import (
@@ -57,25 +48,13 @@ from core.decision.fit import (
     params_for,
 )
 from core.decision.fleet import (
-    Case,
     FleetPlan,
-    FleetUnit,
-    RangeUnit,
-    RobustNote,
-    cases,
-    fleet_base,
-    fleet_kinds,
     plan_fleet,
-    run_ranges,
-    run_unit,
-    unit_for,
-    workload_config,
 )
 from core.decision.fleet_assign import (
     Assignment,
     FleetLimits,
     FleetOption,
-    KindTotal,
     PoolCount,
     assign,
 )
@@ -83,23 +62,23 @@ from core.decision.fleet_assign import (
     totals as fleet_totals,
 )
 from core.decision.fleet_report import (
-    PLAN_COLUMNS,
     plan_csv,
     plan_headline,
     plan_rows,
-    plans_of,
     totals_rows,
+)
+from core.decision.fleet_units import (
+    fleet_base,
+    fleet_kinds,
 )
 from core.decision.goal import (
     KV_FORMATS,
     WEIGHT_FORMATS,
-    Candidate,
     Constraints,
     Pick,
     ServingGoal,
     candidate_config,
     candidate_deployment,
-    settings_of,
 )
 from core.decision.optimizer import (
     COLLECTIVE_ASSUMPTIONS,
@@ -108,12 +87,9 @@ from core.decision.optimizer import (
     pick_of,
     recommend,
     screen,
-    screen_candidate,
-    simulate_candidate,
     slot_choices,
 )
 from core.decision.pick_ranges import (
-    TARGETS,
     RecommendationRanges,
     TargetCheck,
     recommendation_ranges,
@@ -134,11 +110,12 @@ from core.decision.range_rule import (
     spread,
     with_assumption,
 )
-from core.decision.rate_search import RateSearch, max_rate, meets
+from core.decision.rate_search import max_rate, meets
 from core.decision.session_sizing import (
     SIZING_GPUS,
-    SessionOption,
     SessionSizing,
+    session_goal,
+    simulate_session_candidate,
     size_sessions,
 )
 from core.decision.training_experiment import (
@@ -150,8 +127,7 @@ from core.decision.training_optimizer import (
     TrainingRecommendation,
     recommend_training,
 )
-from core.decision.tuning import ORDER as TUNING_ORDER
-from core.decision.tuning import STOPPING_RULE, TuningPlan, TuningState, TuningStep, final_ranges, tune
+from core.decision.tuning import TuningPlan, final_ranges, tune
 from core.decision.uncertainty import (
     Comparison,
     SimulationRanges,
@@ -185,101 +161,72 @@ from core.decision.validation_lifecycle import FAMILY as LIFECYCLE_FAMILY
 from core.decision.validation_lifecycle import breakdown as lifecycle_breakdown
 from core.decision.variants import (
     PerVariant,
-    VariantReplica,
     per_variant,
 )
 from core.decision.video import (
     QUEUE_KEYS,
     VIDEO_KEYS,
-    VideoOption,
     VideoRecommendation,
     VideoReport,
-    price_of,
-    queue_spec,
     rate_sweep,
     recommend_video,
     video_report,
 )
-from core.decision.video import (
-    ranges_of as video_ranges_of,
-)
 
 __all__ = [
     "SIZING_GPUS",
-    "SessionOption",
     "SessionSizing",
+    "session_goal",
+    "simulate_session_candidate",
     "size_sessions",
     "AnalysisComparison",
     "compare_analyses",
-    "FLEET_NUMBERS",
-    "LOAD_NUMBERS",
-    "fleet_comparisons",
-    "fleet_pick_rows",
-    "input_differences",
     "is_fleet_plan",
-    "load_comparisons",
     "decode_batches",
     "slot_choices",
     "SLOT_CAUSE_SHARE",
     "SlotLimit",
     "slot_limit",
     "AssumptionFit",
-    "TARGETS",
     "TargetCheck",
     "PerVariant",
-    "VariantReplica",
     "per_variant",
     "Assignment",
     "Bound",
     "COLLECTIVE_ASSUMPTIONS",
     "COMPARABLE_RULE",
-    "Candidate",
     "FitComparison",
     "Constraints",
-    "Explanation",
     "FIT_PARAMS",
     "ROCM_FIT_PARAMS",
-    "Case",
     "FleetLimits",
     "FleetOption",
     "FleetPlan",
-    "FleetUnit",
     "KV_FORMATS",
-    "KindTotal",
     "MetricCalibration",
     "NextExperiment",
     "NextExperimentSpec",
-    "PLAN_COLUMNS",
     "Pick",
     "PoolCount",
     "QUEUE_KEYS",
     "Range",
-    "RateSearch",
-    "RangeUnit",
     "Recommendation",
     "RecommendationRanges",
-    "Rerun",
     "Residual",
     "SERVER_SIM_REQUESTS",
-    "STOPPING_RULE",
-    "RobustNote",
     "ServingGoal",
     "SimulationRanges",
     "Spread",
     "TARGET_MEDIAN_ABS_ERROR",
     "LIFECYCLE_FAMILY",
     "lifecycle_breakdown",
-    "TUNING_ORDER",
     "TrainingExperimentSpec",
     "TrainingOption",
     "TrainingRecommendation",
     "TuningPlan",
-    "TuningState",
-    "TuningStep",
     "UncertainInput",
     "VALIDATION_DIR",
     "VIDEO_KEYS",
-    "VideoOption",
     "VideoRecommendation",
     "VideoReport",
     "WEIGHT_FORMATS",
@@ -299,7 +246,6 @@ __all__ = [
     "candidate_config",
     "candidate_deployment",
     "case_row",
-    "cases",
     "changes",
     "combine",
     "combine_arrays",
@@ -329,13 +275,10 @@ __all__ = [
     "plan_fleet",
     "plan_headline",
     "plan_rows",
-    "plans_of",
     "points",
     "predict",
     "predict_row",
     "prediction_ranges",
-    "price_of",
-    "queue_spec",
     "ranges_json",
     "rate_sweep",
     "recommend",
@@ -343,17 +286,11 @@ __all__ = [
     "recommend_video",
     "recommendation_ranges",
     "replicas_of_row",
-    "rerun",
     "residuals_of",
     "run",
     "run_spec",
-    "run_ranges",
-    "run_unit",
     "screen",
     "disagg_candidates",
-    "screen_candidate",
-    "settings_of",
-    "simulate_candidate",
     "simulation_spread",
     "deployment_spread",
     "speed_estimate",
@@ -367,9 +304,6 @@ __all__ = [
     "training_spread",
     "tune",
     "uncertain_inputs",
-    "unit_for",
-    "video_ranges_of",
     "video_report",
     "with_assumption",
-    "workload_config",
 ]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from core import catalog
 from core.base import Assumptions, choices
 from core.catalog import ModelArch
-from core.config import DEFAULT, Deployment, RabitConfig, SimSpec, Targets, Workload, resolve
+from core.config import DEFAULT, Deployment, RabitConfig, Sessions, SimSpec, Targets, Workload, resolve
 from core.serving import sim_spec
 
 #: Target utilisation of each replica when sizing the replica count in closed form: queues need headroom
@@ -103,6 +103,9 @@ class ServingGoal(_F):
     settings: RabitConfig = settings_of(DEFAULT)
     #: per GPU kind overrides of ``assumptions`` (slug, values): one accelerator measured faster or slower
     gpu_assumptions: tuple[tuple[str, Assumptions], ...] = ()
+    #: multi-turn sessions to size for (agents running them back to back): each simulation runs them and the p95s
+    #: are over every turn (:func:`core.decision.session_sizing.session_goal`); None: independent requests
+    sessions: Sessions | None = None
 
     @model_validator(mode="before")
     @classmethod

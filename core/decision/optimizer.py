@@ -55,6 +55,7 @@ from core.decision.goal import (
     meets,
     worst_ratio,
 )
+from core.decision.session_sizing import simulate_session_candidate
 from core.physics import StepModel, kv_shard
 from core.serving import (
     Layout,
@@ -342,6 +343,8 @@ def simulate_candidate(
         max_batch=b,
         token_budget=max(base.token_budget, b),
     )
+    if goal.sessions is not None:
+        return simulate_session_candidate(goal, c, dep, spec, budget)
     r = simulate_deployment(
         formula_input(dep), spec, layout_of_candidate(goal, c), budget=budget.child() if budget is not None else None
     )
@@ -461,7 +464,8 @@ def recommend(
     prices = prices if prices is not None else catalog.prices()
     wb = budget if budget is not None else search_budget()
     cands = screen(goal, cons, prices, wb) if memo is None else _screen_shared(goal, cons, prices, memo, wb)
-    cands = cands + disagg_candidates(goal, cons, [c for c in cands if c.prefill_capacity_rps])
+    if goal.sessions is None:  # the session simulator runs aggregated replicas
+        cands = cands + disagg_candidates(goal, cons, [c for c in cands if c.prefill_capacity_rps])
     if cons.pools_allowed is not None or cons.pool_kinds is not None or cons.mixed_pools:
         cands = [c for c in cands if c.mode == "disaggregated"]
     survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost, c.gpus_per_replica))
@@ -496,6 +500,8 @@ def recommend(
         )
 
     def floor_replicas(c: Candidate) -> int:  # fewer replicas than this cannot carry the rate at all
+        if goal.sessions is not None:  # agents send turns as fast as they are answered: no rate bounds it below
+            return 1
         return max(1, math.ceil(goal.rate_per_s / c.capacity_per_replica_rps)) if c.capacity_per_replica_rps else 1
 
     def with_replicas(c: Candidate, n: int) -> Candidate:

@@ -7,6 +7,16 @@ The replica count is searched: doubled from 1 until the p95 TTFT over every turn
 between the last count that missed and the first that met (more replicas never hold fewer sessions' prefixes
 and never queue longer, so the p95 falls with the count). A kind whose replica cannot hold the model's weights and
 a KV cache is left out with the reason, as is one without a price row.
+
+The optimizer sizes for sessions too (:func:`session_goal`): its search over GPU kinds, layouts and precisions with
+each candidate simulated as ``N`` agents' sessions (:func:`simulate_session_candidate`), so the answer is the
+cheapest configuration of any shape, not only the config's replica on each kind. Its screen reads an equivalent
+independent-request workload, which seeds the replica count each simulation starts from (the simulations decide):
+turns at the mean length of a session's turns, at the rate of the interactive response-time law ``X = N / (Z + R)``
+with the think gap ``Z`` and each turn's response ``R`` taken at the TTFT target, and the share of their prompts a
+cache that kept every prefix would hold (:func:`cached_share`), so the screen's batch-1 TTFT is the best case a
+session sees and prunes only a candidate that misses even then. Sessions have no rate that bounds the replicas
+from below (agents send turns as fast as they are answered), so the optimizer's bisection may go down to one.
 """
 
 from __future__ import annotations
@@ -16,7 +26,8 @@ from dataclasses import dataclass
 
 from core import catalog
 from core.base import WorkBudget
-from core.config import RabitConfig, Sessions
+from core.config import Lengths, RabitConfig, Sessions, SimSpec
+from core.decision.goal import Candidate, ServingGoal, meets
 from core.serving import SessionResult, simulate_sessions
 
 #: GPU kinds searched when none are named: the catalog's current NVIDIA and AMD data-centre parts.
@@ -133,3 +144,82 @@ def _size_one(
     return SessionOption(
         gpu, hi, r.gpus, r.usd_per_hour, r.ttft_p95_s, r.cost_per_agent_hour_usd, r.prefix_hit_rate, "meets"
     )
+
+
+def mean_turn_input_tokens(sessions: Sessions) -> float:
+    """Mean prompt of a session's turns [tokens]: turn ``k`` (0-based) sends ``F + k (O + N)`` (the first request
+    ``F``, each turn's output ``O`` and new tokens ``N`` added), so over ``T`` turns ``F + (T - 1) (O + N) / 2``.
+    Defaults: 2,000 + 9 x 700 / 2 = 5,150 tokens over 10 turns."""
+    T = sessions.mean_turns
+    return sessions.first_input.mean + (T - 1) * (sessions.output.mean + sessions.new_input.mean) / 2
+
+
+def cached_share(sessions: Sessions) -> float:
+    """The share of the prompt tokens of a session's turns that a cache keeping every prefix holds: turn ``k >= 1``
+    finds turn ``k - 1``'s whole context (its prompt and output) and computes only its ``N`` new tokens, so over
+    ``T`` turns of first prompt ``F`` and output ``O``
+
+    .. math:: 1 - (F + (T - 1) N) / (T F + (O + N) T (T - 1) / 2)
+
+    Defaults (F 2,000, N 400, O 300, 10 turns): 1 - 5,600 / 51,500 = 0.891 (the simulator's hit rate on a pool
+    that holds them, whole blocks and each turn's last token computed: 0.890)."""
+    T = max(1.0, sessions.mean_turns)
+    F, N, O = sessions.first_input.mean, sessions.new_input.mean, sessions.output.mean
+    prompts = T * F + (O + N) * T * (T - 1) / 2
+    return max(0.0, 1.0 - (F + (T - 1) * N) / prompts) if prompts > 0 else 0.0
+
+
+def session_goal(cfg: RabitConfig, sessions: Sessions, *, agents: int, ttft_p95_s: float) -> ServingGoal:
+    """The optimizer's goal for ``agents`` concurrent agents running ``sessions`` at p95 TTFT per turn
+    ``<= ttft_p95_s`` [s], the one target (as :func:`size_sessions` sizes), see the module docstring."""
+    if not ttft_p95_s > 0:
+        raise ValueError(f"the p95 TTFT target must be a positive number of seconds, got {ttft_p95_s}")
+    work = agent_sessions(sessions, agents)
+    base = ServingGoal.from_config(cfg)
+    screen: SimSpec = base.workload.with_(
+        rate_per_s=agents / (sessions.gap_s + ttft_p95_s),
+        input=Lengths(kind="fixed", mean=max(1.0, mean_turn_input_tokens(sessions))),
+        output=Lengths(kind="fixed", mean=sessions.output.mean),
+    )
+    settings = base.settings.with_(prefix_cache_frac=min(cached_share(sessions), 0.99))
+    return base.model_copy(
+        update={
+            "workload": screen,
+            "p95_ttft_s": ttft_p95_s,
+            "p95_itl_s": None,
+            "p95_e2e_s": None,
+            "sessions": work,
+            "settings": settings,
+        }
+    )
+
+
+def simulate_session_candidate(
+    goal: ServingGoal, c: Candidate, dep, spec: SimSpec, budget: WorkBudget | None = None
+) -> Candidate:
+    """One optimizer candidate (``dep``: it resolved; ``spec``: its scheduler limits) simulated as the goal's
+    sessions on its replicas: its p95s over every turn, and whether it meets the goal (every session completed, no
+    turn rejected)."""
+    assert goal.sessions is not None
+    r = simulate_sessions(
+        dep,
+        goal.sessions,
+        replicas=c.replicas or 1,
+        budget=budget.child() if budget is not None else None,
+        batch_limits=(spec.max_batch, spec.token_budget),
+    )
+    s = r.result.summary
+    done = c.model_copy(
+        update={
+            "simulated": True,
+            "p95_ttft_s": r.ttft_p95_s,
+            "p95_itl_s": s.itl_s.p95,
+            "p95_e2e_s": s.e2e_s.p95,
+            "sim_notes": (
+                f"{r.sessions_completed}/{r.sessions} sessions of {goal.sessions.agents} agents, prefix hit rate "
+                f"{r.prefix_hit_rate:.0%}, {s.preemptions} preemptions, batch cap {spec.max_batch}"
+            ),
+        }
+    )
+    ok = meets(done, goal) and s.rejected == 0 and r.sessions_completed == r.sessions
+    return done.model_copy(update={"meets": ok})

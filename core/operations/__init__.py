@@ -19,24 +19,22 @@ from core.operations.launch import (
     FILE_NAMES,
     LaunchSpec,
     command,
-    disagg_commands,
     emit,
-    emit_pick,
-    k8s_disagg,
     k8s_manifest,
     launch_spec,
     model_repo,
-    pool_specs,
+)
+from core.operations.launch_disagg import (
+    emit_pick,
 )
 from core.operations.log_compare import (
     LogComparison,
-    MemoryCalibration,
     calibrate_memory,
     compare_log,
     config_for_log,
     predict_numbers,
 )
-from core.operations.oom import COSTS, OomDiagnosis, Remedy, diagnose_oom
+from core.operations.oom import COSTS, OomDiagnosis, diagnose_oom
 from core.operations.run_rows import csv_template, parse_csv, parse_file, parse_rows
 from core.operations.runs import (
     CSV_COLUMNS,
@@ -47,7 +45,7 @@ from core.operations.runs import (
     RunError,
     parse_json,
 )
-from core.operations.startup_log import NUMBER_TEXT, NUMBERS, Failure, LogError, StartupLog, number_text, parse_log
+from core.operations.startup_log import NUMBER_TEXT, NUMBERS, LogError, StartupLog, number_text, parse_log
 from core.operations.telemetry import (
     MAX_BYTES,
     MAX_SAMPLES,
@@ -66,17 +64,13 @@ from core.operations.telemetry import (
 __all__ = [
     "COSTS",
     "DOCUMENTED_FLAGS",
-    "disagg_commands",
     "emit_pick",
-    "k8s_disagg",
-    "pool_specs",
     "CSV_COLUMNS",
     "Diagnosis",
     "EMIT_CHOICES",
     "Expectation",
     "FAMILY_TEXT",
     "FILE_NAMES",
-    "Failure",
     "HISTOGRAMS",
     "LaunchSpec",
     "LogComparison",
@@ -85,12 +79,10 @@ __all__ = [
     "MAX_SAMPLES",
     "METRICS",
     "Measurement",
-    "MemoryCalibration",
     "NUMBERS",
     "NUMBER_TEXT",
     "OomDiagnosis",
     "RULES",
-    "Remedy",
     "Run",
     "RunError",
     "Sample",

@@ -136,69 +136,115 @@ def _limits(row: dict[str, Any], what: str) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
+def _blank(v: Any) -> bool:
+    return v in (None, "") or (isinstance(v, float) and math.isnan(v))
+
+
+def _row_values(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A row with its keys and text stripped and every blank cell as None (None: the whole row is blank)."""
+    row = {k.strip(): (v.strip() if isinstance(v, str) else v) for k, v in row.items() if k is not None}
+    if all(_blank(v) for v in row.values()):
+        return None
+    return {k: (None if (v == "" or (isinstance(v, float) and math.isnan(v))) else v) for k, v in row.items()}
+
+
+def _row_measurement(row: dict[str, Any], what: str) -> tuple[str, float]:
+    """The row's metric and its value, a positive finite number inside the metric's plausible range."""
+    metric = row.get("metric")
+    if not metric:
+        raise RunError(f"{what}: field 'metric' is empty; use one of {', '.join(METRICS)}")
+    if metric not in METRICS:
+        raise RunError(f"{what}: field 'metric': unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+    value = _number(row, "value", what, text=True)
+    if value is None:
+        raise RunError(f"{what}: field 'value' is empty")
+    if not value > 0 or not math.isfinite(value):
+        raise RunError(f"{what}: field 'value' must be a positive number, got {value:g}")
+    _measured(metric, value, "value", what, 1.0, METRICS[metric][2])
+    return metric, value
+
+
+def _row_fields(row: dict[str, Any], what: str) -> dict[str, Any]:
+    """The row's config fields: the integer ones (positive, ZeRO's stage from 0) and the text ones."""
+    fields: dict[str, Any] = {}
+    for k in _INT_FIELDS:
+        x = _number(row, k, what, text=True)
+        if x is not None:
+            if not math.isfinite(x):
+                raise RunError(f"{what}: field '{k}' is not a finite number")
+            fields[k] = _int(x if k == "zero" else _positive(x, k, what), k, what)
+    for k in _STR_FIELDS:
+        if row.get(k):
+            fields[k] = str(row[k])
+    return fields
+
+
+def _row_load_kind(row: dict[str, Any], what: str) -> str:
+    """The row's ``load`` cell, normalised (``rate_search`` as ``rate-search``), one of :data:`LOADS` or empty."""
+    kind = str(row.get("load") or "").strip().lower().replace("_", "-")
+    if kind and kind not in LOADS:
+        raise RunError(f"{what}: field 'load': {kind!r} is not one of {', '.join(LOADS)}")
+    return kind
+
+
+def _implied_load(
+    kind: str,
+    metric: str,
+    phase: str,
+    all_at_once: bool,
+    rate: float | None,
+    conc: Any,
+    batch: Any,
+    missing: str | None,
+) -> str:
+    """The load a row ran under: training; a rate search (named, or a maximum-rate metric); the one it names; else
+    what its fields imply (all at once, a rate, a concurrency, a batch). ``missing``: the error when nothing does and
+    there is no base config to fill in from (None: a batch)."""
+    if phase == "train":
+        return "train"
+    if kind == "rate-search" or metric == "max_rate_per_s":
+        return "rate_search"
+    if kind:
+        return kind
+    if all_at_once:
+        return "offline"
+    if rate is not None and math.isfinite(rate):
+        return "rate"
+    if conc is not None:
+        return "concurrency"
+    if batch is not None:
+        return "batch"
+    if missing is not None:
+        raise RunError(missing)
+    return "batch"
+
+
 def parse_rows(rows: list[dict[str, Any]], base: RabitConfig | None = None, source: str = "table") -> tuple[Run, ...]:
     """Typed rows (CSV template columns) -> runs; rows with the same label and config form one run."""
     grouped: dict[tuple, dict[str, Any]] = {}
-    for i, row in enumerate(rows, start=1):
-        row = {k.strip(): (v.strip() if isinstance(v, str) else v) for k, v in row.items() if k is not None}
-        if all(v in (None, "") or (isinstance(v, float) and math.isnan(v)) for v in row.values()):
+    for i, raw in enumerate(rows, start=1):
+        row = _row_values(raw)
+        if row is None:
             continue
         what = f"row {i}"
-        row = {k: (None if (v == "" or (isinstance(v, float) and math.isnan(v))) else v) for k, v in row.items()}
-        metric = row.get("metric")
-        if not metric:
-            raise RunError(f"{what}: field 'metric' is empty; use one of {', '.join(METRICS)}")
-        if metric not in METRICS:
-            raise RunError(f"{what}: field 'metric': unknown metric {metric!r}; use one of {', '.join(METRICS)}")
-        value = _number(row, "value", what, text=True)
-        if value is None:
-            raise RunError(f"{what}: field 'value' is empty")
-        if not value > 0 or not math.isfinite(value):
-            raise RunError(f"{what}: field 'value' must be a positive number, got {value:g}")
-        _measured(metric, value, "value", what, 1.0, METRICS[metric][2])
+        metric, value = _row_measurement(row, what)
         phase = METRICS[metric][1]
-        fields: dict[str, Any] = {}
-        for k in _INT_FIELDS:
-            x = _number(row, k, what, text=True)
-            if x is not None:
-                if not math.isfinite(x):
-                    raise RunError(f"{what}: field '{k}' is not a finite number")
-                fields[k] = _int(x if k == "zero" else _positive(x, k, what), k, what)
-        for k in _STR_FIELDS:
-            if row.get(k):
-                fields[k] = str(row[k])
+        fields = _row_fields(row, what)
         rate = _positive(_number(row, "rate_per_s", what, text=True), "rate_per_s", what)
         _load(rate, "rate_per_s", "rate_per_s", what)
         _load(fields.get("concurrency"), "concurrency", "concurrency", what)
         all_at_once = rate is not None and math.isinf(rate)  # vLLM's request rate of an all-at-once run
         rate = None if all_at_once else rate
         conc = fields.pop("concurrency", None)
-        batch = fields.get("batch")
         n = _number(row, "num_requests", what, text=True)
         n = _int(_positive(n, "num_requests", what), "num_requests", what)
         _load(n, "num_requests", "num_requests", what)
-        limits: tuple[tuple[str, float], ...] = ()
-        kind = str(row.get("load") or "").strip().lower().replace("_", "-")
-        if kind and kind not in LOADS:
-            raise RunError(f"{what}: field 'load': {kind!r} is not one of {', '.join(LOADS)}")
-        if phase == "train":
-            load = "train"
-        elif kind == "rate-search" or metric == "max_rate_per_s":
-            load, limits = "rate_search", _limits(row, what)
-        elif kind:
-            load = kind
-        elif all_at_once:
-            load = "offline"
-        elif rate is not None and math.isfinite(rate):
-            load = "rate"
-        elif conc is not None:
-            load = "concurrency"
-        elif batch is not None:
-            load = "batch"
-        elif base is None:
-            raise RunError(f"{what}: incomplete run config, missing rate_per_s, concurrency, batch or load")
-        else:
-            load = "batch"
+        kind = _row_load_kind(row, what)
+        missing = (
+            f"{what}: incomplete run config, missing rate_per_s, concurrency, batch or load" if base is None else None
+        )
+        load = _implied_load(kind, metric, phase, all_at_once, rate, conc, fields.get("batch"), missing)
+        limits: tuple[tuple[str, float], ...] = _limits(row, what) if load == "rate_search" else ()
         if load == "rate" and rate is None:
             raise RunError(f"{what}: load 'rate' needs rate_per_s")
         if load == "concurrency" and conc is None:
@@ -223,23 +269,23 @@ def parse_rows(rows: list[dict[str, Any]], base: RabitConfig | None = None, sour
         g["meas"][metric] = value
     if not grouped:
         raise RunError("no rows: fill in at least one run (config fields, metric and value)")
-    runs = []
-    for key, g in grouped.items():
-        cfg = build_config(g["fields"], base, g["phase"], g["what"])
-        runs.append(
-            Run(
-                label=str(key[0]),
-                source=source,
-                config=cfg,
-                load=g["load"],
-                rate_per_s=g["rate"] if g["load"] == "rate" else None,
-                concurrency=g["conc"],
-                num_requests=g["n"],
-                limits=g["limits"],
-                measurements=tuple(Measurement(metric=m, value=v) for m, v in g["meas"].items()),
-            )
-        )
-    return tuple(runs)
+    return tuple(_run_of(key, g, base, source) for key, g in grouped.items())
+
+
+def _run_of(key: tuple, g: dict[str, Any], base: RabitConfig | None, source: str) -> Run:
+    """One run from its group of rows: the config built once, each metric's measurement."""
+    cfg = build_config(g["fields"], base, g["phase"], g["what"])
+    return Run(
+        label=str(key[0]),
+        source=source,
+        config=cfg,
+        load=g["load"],
+        rate_per_s=g["rate"] if g["load"] == "rate" else None,
+        concurrency=g["conc"],
+        num_requests=g["n"],
+        limits=g["limits"],
+        measurements=tuple(Measurement(metric=m, value=v) for m, v in g["meas"].items()),
+    )
 
 
 def parse_csv(text: str | bytes, base: RabitConfig | None = None) -> tuple[Run, ...]:

@@ -38,7 +38,7 @@ it per worker, a restarted server again) the last one counts.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -361,7 +361,97 @@ def _oom_numbers(line: str) -> dict[str, float]:
     return out
 
 
+#: What one line says went wrong: None when the line is not of this kind; (None, numbers) when it is but says all
+#: is well (vLLM printing a KV cache size that is not negative); else (the kind, the figures it gives).
+_Match = tuple[str | None, dict[str, float]] | None
+
+
+def _kv_negative(line: str, lines: list[str], no: int) -> _Match:
+    """vLLM: no memory left for the KV cache's blocks, or a negative KV cache size."""
+    if not ("No available memory for the cache blocks" in line or re.search(r"Available KV cache memory:\s*-\d", line)):
+        return None
+    kind: str | None = "kv-negative"
+    numbers: dict[str, float] = {}
+    if m := re.search(r"Available KV cache memory:\s*" + _NUM + _UNIT, line):
+        numbers["available_kv_bytes"] = _bytes(m.group(1), m.group(2))
+        if float(m.group(1)) >= 0:
+            kind = None
+    return kind, numbers
+
+
+def _context_over_kv_tokens(line: str, lines: list[str], no: int) -> _Match:
+    """vLLM V0: the maximum sequence is longer than the KV cache holds, in tokens."""
+    m = re.search(
+        r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache "
+        r"\((\d+)\)",
+        line,
+    )
+    if not m:
+        return None
+    return "context-too-long", {"needed_tokens": float(m.group(1)), "kv_tokens": float(m.group(2))}
+
+
+def _context_over_kv_bytes(line: str, lines: list[str], no: int) -> _Match:
+    """vLLM V1: the maximum sequence needs more KV cache than is available, in GiB (with the length that fits)."""
+    m = re.search(r"max seq len \((\d+)\), \(" + _NUM + r"\s*GiB KV cache is needed", line)
+    if not m:
+        return None
+    numbers = {"needed_tokens": float(m.group(1)), "needed_kv_bytes": _bytes(m.group(2), "GiB")}
+    if k := re.search(r"available KV cache memory \(" + _NUM + r"\s*GiB\)", line):
+        numbers["available_kv_bytes"] = _bytes(k.group(1), "GiB")
+    if k := re.search(r"estimated maximum model length is (\d+)", line):
+        numbers["estimated_max_len"] = float(k.group(1))
+    return "context-too-long", numbers
+
+
+def _memory_in_use(line: str, lines: list[str], no: int) -> _Match:
+    """vLLM: less memory free at start-up than the utilisation asked for (another process holds some)."""
+    m = re.search(
+        r"Free memory on device.*?\(" + _NUM + r"/" + _NUM + r"\s*GiB\) on startup is less than desired GPU "
+        r"memory utilization \(" + _NUM,
+        line,
+    )
+    if not m:
+        return None
+    return "memory-in-use", {
+        "free_bytes": _bytes(m.group(1), "GiB"),
+        "total_bytes": _bytes(m.group(2), "GiB"),
+        "requested_util": float(m.group(3)),
+    }
+
+
+def _sglang_kv_negative(line: str, lines: list[str], no: int) -> _Match:
+    """SGLang: the static memory fraction leaves no room for the KV cache."""
+    return ("kv-negative", {}) if "Not enough memory. Please try to increase --mem-fraction-static" in line else None
+
+
+def _request_slots(line: str, lines: list[str], no: int) -> _Match:
+    """SGLang: the request slots ran out under load."""
+    return ("request-slots", {}) if "alloc_req_slots runs out of memory" in line else None
+
+
+def _cuda_oom(line: str, lines: list[str], no: int) -> _Match:
+    """PyTorch's allocator out of memory; its message may wrap onto the next lines."""
+    if not _OOM.search(line):
+        return None
+    return "cuda-oom", _oom_numbers(" ".join(x.strip() for x in lines[no - 1 : no + 2]))
+
+
+#: The failure kinds a line is tried against, in order: the first that recognises the line decides.
+_FAILURES = (
+    _kv_negative,
+    _context_over_kv_tokens,
+    _context_over_kv_bytes,
+    _memory_in_use,
+    _sglang_kv_negative,
+    _request_slots,
+    _cuda_oom,
+)
+
+
 def _failure(lines: list[str], engine: Engine) -> Failure | None:
+    """The first line that says the engine failed, with the stage it was in (start-up, or serving requests once it
+    printed that it was ready) and the figures the line gives."""
     stage, ready_at = "starting the engine", None
     for no, line in enumerate(lines, start=1):
         for marker, name in _STAGES:
@@ -369,58 +459,80 @@ def _failure(lines: list[str], engine: Engine) -> Failure | None:
                 stage = name
         if ready_at is None and any(r in line for r in _READY):
             ready_at = no
-        kind, numbers = None, {}
-        if "No available memory for the cache blocks" in line or re.search(r"Available KV cache memory:\s*-\d", line):
-            kind = "kv-negative"
-            if m := re.search(r"Available KV cache memory:\s*" + _NUM + _UNIT, line):
-                numbers["available_kv_bytes"] = _bytes(m.group(1), m.group(2))
-                if float(m.group(1)) >= 0:
-                    kind = None
-        elif m := re.search(
-            r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache "
-            r"\((\d+)\)",
-            line,
-        ):
-            kind, numbers = "context-too-long", {"needed_tokens": float(m.group(1)), "kv_tokens": float(m.group(2))}
-        elif m := re.search(r"max seq len \((\d+)\), \(" + _NUM + r"\s*GiB KV cache is needed", line):
-            kind = "context-too-long"
-            numbers = {"needed_tokens": float(m.group(1)), "needed_kv_bytes": _bytes(m.group(2), "GiB")}
-            if k := re.search(r"available KV cache memory \(" + _NUM + r"\s*GiB\)", line):
-                numbers["available_kv_bytes"] = _bytes(k.group(1), "GiB")
-            if k := re.search(r"estimated maximum model length is (\d+)", line):
-                numbers["estimated_max_len"] = float(k.group(1))
-        elif m := re.search(
-            r"Free memory on device.*?\(" + _NUM + r"/" + _NUM + r"\s*GiB\) on startup is less than desired GPU "
-            r"memory utilization \(" + _NUM,
-            line,
-        ):
-            kind = "memory-in-use"
-            numbers = {
-                "free_bytes": _bytes(m.group(1), "GiB"),
-                "total_bytes": _bytes(m.group(2), "GiB"),
-                "requested_util": float(m.group(3)),
-            }
-        elif "Not enough memory. Please try to increase --mem-fraction-static" in line:
-            kind = "kv-negative"
-        elif "alloc_req_slots runs out of memory" in line:
-            kind = "request-slots"
-        elif _OOM.search(line):  # the allocator's message may wrap onto the next lines
-            kind, numbers = "cuda-oom", _oom_numbers(" ".join(x.strip() for x in lines[no - 1 : no + 2]))
-        if kind is not None:
-            under_load = ready_at is not None and ready_at < no or kind == "request-slots"
-            where = _KIND_STAGE.get(kind, stage)
-            return Failure(
-                phase="under load" if under_load else "start-up",
-                kind=kind,
-                stage="serving requests" if under_load else where,
-                line=line.strip()[:400],
-                line_no=no,
-                numbers=numbers,
-            )
+        found = next((r for r in (f(line, lines, no) for f in _FAILURES) if r is not None), None)
+        kind, numbers = found if found is not None else (None, {})
+        if kind is None:
+            continue
+        under_load = ready_at is not None and ready_at < no or kind == "request-slots"
+        where = _KIND_STAGE.get(kind, stage)
+        return Failure(
+            phase="under load" if under_load else "start-up",
+            kind=kind,
+            stage="serving requests" if under_load else where,
+            line=line.strip()[:400],
+            line_no=no,
+            numbers=numbers,
+        )
     return None
 
 
 # --- the reader ----------------------------------------------------------------------------------------
+
+
+def _kv_tokens(f: _Found, engine: Engine, block: Any, derived: list[str]) -> Any:
+    """The KV cache in tokens: as printed, or vLLM V0's blocks x block size, or SGLang's pool size."""
+    tokens = f.get("kv_cache_tokens")
+    if engine == "vllm" and tokens is None and f.get("gpu_blocks") is not None:
+        tokens = int(f.get("gpu_blocks")) * int(block or VLLM_DEFAULT_BLOCK)  # V0: blocks x block size
+        f.where["kv_cache_tokens"] = f.where["gpu_blocks"]
+        derived.append("kv_cache_tokens")
+    if engine == "sglang" and tokens is None and f.get("pool_tokens") is not None:
+        tokens = f.get("pool_tokens")
+        f.where["kv_cache_tokens"] = f.where["pool_tokens"]
+    return tokens
+
+
+def _context(f: _Found, text_flags: str) -> Any:
+    """The context length: as printed, or the flag's value on the command line."""
+    context = f.get("context_tokens") or f.get("context_tokens_flag")
+    if context is None and (c := _flag(text_flags, ("max_model_len", "max_seq_len", "context_length"), r"(\d+)")):
+        context = int(c)
+    if "context_tokens" not in f.where and "context_tokens_flag" in f.where:
+        f.where["context_tokens"] = f.where["context_tokens_flag"]
+    return context
+
+
+def _weights(f: _Found, engine: Engine, derived: list[str]) -> Any:
+    """The weights' bytes: as printed, or SGLang 0.4.1's free memory before the load less after it."""
+    weights = f.get("weights_bytes")
+    if engine == "sglang" and weights is None and f.get("avail_before_bytes") and f.get("avail_after_bytes"):
+        weights = float(f.get("avail_before_bytes")) - float(f.get("avail_after_bytes"))  # 0.4.1: no mem usage
+        f.where["weights_bytes"] = f.where["avail_after_bytes"]
+        derived.append("weights_bytes")
+    return weights
+
+
+def _concurrency(f: _Found, tokens: Any, context: Any, derived: list[str]) -> Any:
+    """The maximum concurrency: as printed, or what vLLM prints, the KV tokens over the context length."""
+    conc = f.get("max_concurrency")
+    if conc is None and tokens is not None and context:
+        conc = int(tokens) / int(context)  # what vLLM prints: KV tokens / max model len
+        f.where["max_concurrency"] = f.where.get("kv_cache_tokens", (0, ""))
+        derived.append("max_concurrency")
+    return conc
+
+
+def _version(f: _Found, engine: Engine, text: str) -> str:
+    """The engine's version as printed (``v0.x`` as ``0.x``), or the log format's era when it prints none."""
+    version = str(f.get("version") or "")
+    if not version:
+        if engine == "sglang":
+            version = "0.5.x format" if "Load weight end. elapsed=" in text or "#tokens:" in text else "0.4.x format"
+        else:
+            version = "V0 format" if f.get("gpu_blocks") is not None else "version not printed"
+    if version.startswith("0.") or version.startswith("v0."):
+        version = version.removeprefix("v")
+    return version
 
 
 def parse_log(data: str | bytes, what: str = "the log") -> StartupLog:
@@ -453,37 +565,11 @@ def parse_log(data: str | bytes, what: str = "the log") -> StartupLog:
     tp = _flag(text_flags, ("tensor_parallel_size", "tp_size"), r"(\d+)")
     block = _flag(text_flags, ("block_size",), r"(\d+)") if engine == "vllm" else None
     derived: list[str] = []
-    tokens = f.get("kv_cache_tokens")
-    if engine == "vllm" and tokens is None and f.get("gpu_blocks") is not None:
-        tokens = int(f.get("gpu_blocks")) * int(block or VLLM_DEFAULT_BLOCK)  # V0: blocks x block size
-        f.where["kv_cache_tokens"] = f.where["gpu_blocks"]
-        derived.append("kv_cache_tokens")
-    if engine == "sglang" and tokens is None and f.get("pool_tokens") is not None:
-        tokens = f.get("pool_tokens")
-        f.where["kv_cache_tokens"] = f.where["pool_tokens"]
-    context = f.get("context_tokens") or f.get("context_tokens_flag")
-    if context is None and (c := _flag(text_flags, ("max_model_len", "max_seq_len", "context_length"), r"(\d+)")):
-        context = int(c)
-    if "context_tokens" not in f.where and "context_tokens_flag" in f.where:
-        f.where["context_tokens"] = f.where["context_tokens_flag"]
-    weights = f.get("weights_bytes")
-    if engine == "sglang" and weights is None and f.get("avail_before_bytes") and f.get("avail_after_bytes"):
-        weights = float(f.get("avail_before_bytes")) - float(f.get("avail_after_bytes"))  # 0.4.1: no mem usage
-        f.where["weights_bytes"] = f.where["avail_after_bytes"]
-        derived.append("weights_bytes")
-    conc = f.get("max_concurrency")
-    if conc is None and tokens is not None and context:
-        conc = int(tokens) / int(context)  # what vLLM prints: KV tokens / max model len
-        f.where["max_concurrency"] = f.where.get("kv_cache_tokens", (0, ""))
-        derived.append("max_concurrency")
-    version = str(f.get("version") or "")
-    if not version:
-        if engine == "sglang":
-            version = "0.5.x format" if "Load weight end. elapsed=" in text or "#tokens:" in text else "0.4.x format"
-        else:
-            version = "V0 format" if f.get("gpu_blocks") is not None else "version not printed"
-    if version.startswith("0.") or version.startswith("v0."):
-        version = version.removeprefix("v")
+    tokens = _kv_tokens(f, engine, block, derived)
+    context = _context(f, text_flags)
+    weights = _weights(f, engine, derived)
+    conc = _concurrency(f, tokens, context, derived)
+    version = _version(f, engine, text)
     log = StartupLog(
         engine=engine,
         version=version,

@@ -8,24 +8,18 @@ from core.physics.activations import (
     activation_bytes_per_layer,
 )
 from core.physics.adapters import (
-    AdapterFootprint,
     adapter_footprint,
     adapter_load_s,
-    adapter_modules,
 )
 from core.physics.collectives import (
     ACT_BYTES,
     Collectives,
 )
 from core.physics.footprint import (
-    attention_replica_bytes,
-    dense_weight_bytes,
     expert_params_total,
     kv_bytes_per_token,
     kv_shard,
     prefill_chunk_tokens,
-    weight_bytes_per_gpu,
-    workspace_bytes_per_gpu,
 )
 from core.physics.iteration_parts import (
     IterationParts,
@@ -67,10 +61,6 @@ from core.physics.training_footprint import (
 )
 from core.physics.video import (
     VideoEstimate,
-    latent_shape,
-    linear_flop_per_token,
-    vae_cache_bytes,
-    vae_decode_flop,
 )
 from core.physics.video import (
     estimate as video_estimate,
@@ -78,15 +68,16 @@ from core.physics.video import (
 from core.physics.video import (
     quick as video_quick,
 )
+from core.physics.video_work import (
+    latent_shape,
+    vae_decode_flop,
+)
 
 __all__ = [
     "AdapterKvCost",
     "adapter_kv_cost",
-    "AdapterFootprint",
     "adapter_footprint",
     "adapter_load_s",
-    "adapter_modules",
-    "dense_weight_bytes",
     "fit_problems",
     "ACT_BYTES",
     "Collectives",
@@ -105,12 +96,8 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_per_token_across_catalog",
     "kv_shard",
-    "attention_replica_bytes",
     "prefill_chunk_tokens",
-    "weight_bytes_per_gpu",
-    "workspace_bytes_per_gpu",
     "latent_shape",
-    "linear_flop_per_token",
     "lora_params",
     "node_down_frac",
     "node_power_w_per_gpu",
@@ -123,7 +110,6 @@ __all__ = [
     "training_memory_by_zero",
     "training_memory_for",
     "training_memory_parts",
-    "vae_cache_bytes",
     "vae_decode_flop",
     "video_estimate",
     "video_quick",

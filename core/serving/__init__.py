@@ -12,18 +12,14 @@ from core.serving.cluster import (
     DeploymentResult,
     Layout,
     PoolLayout,
-    PoolStats,
-    ReplicaStats,
     decode_capacity,
     layout_of,
     pool_deployment,
     simulate_deployment,
 )
 from core.serving.kv_transfer import (
-    KvPath,
     kv_path,
     kv_transfer_s,
-    wire_share,
 )
 from core.serving.lengths import (
     LENGTH_DRIVEN_RATIO,
@@ -38,23 +34,21 @@ from core.serving.long_context import (
     long_context_view,
 )
 from core.serving.prefill_chunks import (
-    ChunkPart,
     chunked_prompt_s,
     prompt_chunks,
 )
 from core.serving.router import (
     POLICIES,
-    Policy,
     Request,
     make_policy,
 )
-from core.serving.session_result import SessionResult, TurnLatency, session_spec, simulate_sessions
+from core.serving.session_compiled import SESSION_FALLBACK_REASONS
+from core.serving.session_result import SessionResult, session_spec, simulate_sessions
 from core.serving.sim.compiled import FALLBACK_REASONS
 from core.serving.sim.engine import Engine
 from core.serving.sim.jit_sources import ENGINE_SOURCES, engine_source_hash
 from core.serving.sim.metrics import (
     THRASH_REMEDIES,
-    AdapterStats,
     Percentiles,
 )
 from core.serving.sim.pool import Pool
@@ -69,10 +63,7 @@ from core.serving.simulation import (
     DEFAULT_RATE_FRACTION,
     DONE,
     LATENCY_KEYS,
-    LOOPS,
     REJECTED,
-    SWEEP_MAX_REQUESTS,
-    SWEEP_REQUESTS,
     TIMED_OUT,
     Capacity,
     Lengths,
@@ -92,13 +83,8 @@ from core.serving.simulation import (
     sim_spec,
     simulate,
     sweep,
-    sweep_rates,
-    sweep_requests,
     warm_simulator,
     workspace_tokens,
-)
-from core.serving.speculative_decoding import (
-    SpecResult,
 )
 from core.serving.speed import (
     SpeedSummary,
@@ -115,7 +101,6 @@ from core.serving.speed import (
     speed_summary,
 )
 from core.serving.speed_views import (
-    AttentionOption,
     BatchPoint,
     CollectiveView,
     Roofline,
@@ -133,9 +118,6 @@ from core.serving.speed_views import (
 )
 from core.serving.video import (
     HIDDEN_FRAC,
-    SPEEDUP_GPUS,
-    RequestTrace,
-    SpeedupPoint,
     VideoQueueResult,
     VideoQueueSpec,
     VideoTiming,
@@ -149,30 +131,21 @@ from core.serving.video import (
 
 __all__ = [
     "SessionResult",
-    "TurnLatency",
     "session_spec",
     "simulate_sessions",
-    "LOOPS",
     "LATENCY_KEYS",
-    "AdapterStats",
     "adapter_sessions",
     "effective_adapters",
-    "AttentionOption",
     "DeploymentResult",
     "Layout",
     "PoolLayout",
-    "PoolStats",
-    "ReplicaStats",
     "decode_capacity",
     "layout_of",
     "pool_deployment",
     "simulate_deployment",
-    "KvPath",
     "kv_path",
     "kv_transfer_s",
-    "wire_share",
     "POLICIES",
-    "Policy",
     "Request",
     "make_policy",
     "BatchPoint",
@@ -187,16 +160,10 @@ __all__ = [
     "LinearTiming",
     "Percentiles",
     "REJECTED",
-    "RequestTrace",
     "Roofline",
-    "SPEEDUP_GPUS",
-    "SWEEP_MAX_REQUESTS",
-    "SWEEP_REQUESTS",
     "SimResult",
     "SimSpec",
     "SpeedSummary",
-    "SpeedupPoint",
-    "SpecResult",
     "Summary",
     "THRASH_REMEDIES",
     "TIMED_OUT",
@@ -220,7 +187,6 @@ __all__ = [
     "expected_tokens_per_pass",
     "knee_rates",
     "knee_sweep",
-    "sweep_requests",
     "kv_pool",
     "LENGTH_DRIVEN_RATIO",
     "TYPICAL_CHAT_INPUT_TOKENS",
@@ -234,7 +200,6 @@ __all__ = [
     "parse_trace",
     "pipeline_fill_s",
     "prefill",
-    "ChunkPart",
     "LongContextView",
     "long_context_view",
     "chunked_prompt_s",
@@ -252,6 +217,7 @@ __all__ = [
     "ENGINE_SOURCES",
     "Engine",
     "FALLBACK_REASONS",
+    "SESSION_FALLBACK_REASONS",
     "Pool",
     "engine_source_hash",
     "simulate_queue",
@@ -260,7 +226,6 @@ __all__ = [
     "speed_summary",
     "stops_hiding",
     "sweep",
-    "sweep_rates",
     "textbook_comparison",
     "video_timing",
     "workspace_tokens",

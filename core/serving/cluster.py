@@ -38,6 +38,7 @@ from core.serving.sim import compiled
 from core.serving.sim.adapters import AdapterDraws, Adapters
 from core.serving.sim.engine import DONE, Engine, Records
 from core.serving.sim.metrics import Percentiles
+from core.serving.sim.pool import prefix_hit_tokens
 from core.serving.sim.replicas import Replica, ReplicaSet, Transfers
 from core.serving.sim.timing import compiled_form, host_tier_untouched
 from core.serving.simulation import (
@@ -248,7 +249,7 @@ def _prefix_tokens(dep: Deployment, spec: SimSpec, pool) -> Callable[[int], int]
     frac = spec.prefix_cache_frac
 
     def tokens(i: int) -> int:
-        return min(math.floor(frac * i), i - 1)
+        return prefix_hit_tokens(frac, i)
 
     return tokens
 
@@ -263,17 +264,17 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
     fast = None
     why = compiled.ASKED if loop == "python" else None
     ctm = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
-    why = why or compiled.fallback_reason(spec, ctm, pool, R, layout.router, adapters=ad, prefix=prefix)
+    why = why or compiled.fallback_reason(spec, ctm, pool, R, layout.router, adapters=ad)
     if why is None:
         # the compiled loop: the same records as the Python one (tests/test_compiled_loop.py), faster
-        fast = compiled.run(spec, ctm, pool, draws, R, layout.router, spec.seed, budget)
+        fast = compiled.run(spec, ctm, pool, draws, R, layout.router, spec.seed, budget, shared=prefix is not None)
         if fast is None:
             why = compiled.PAST_TABLE
         elif not host_tier_untouched(tm, fast[0], pool):
             fast, why = None, compiled.HOST_TIER  # an iteration reached the host tier: the Python loop times it
     if fast is not None:
         parts = fast[0]
-        merged = compiled.merged(parts, fast[1], int(spec.num_requests or 0))
+        merged = compiled.merged(parts, fast[1])
     elif R == 1 and prefix is None:
         # one replica and nothing to route: the one-replica loop itself (the same records, without the deployment's
         # event heap; tests/test_cluster.py holds the two to the byte)

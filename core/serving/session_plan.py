@@ -67,22 +67,26 @@ class SessionPlan:
         later = int(turns.sum()) - n
         new, out, gap = sessions.new_input.draw(rng, later), sessions.output.draw(rng, later), sessions.gaps(rng, later)
         draws.ensure(n)
-        inp_l: list[int] = []
-        out_l: list[int] = []
-        gap_l: list[float] = []
-        j = 0
-        for s in range(n):
-            i, o = draws.inp[s], draws.out[s]
-            inp_l.append(i)
-            out_l.append(o)
-            gap_l.append(math.nan)
-            for _ in range(int(turns[s]) - 1):
-                i = i + o + int(new[j])
-                o = int(out[j])
-                inp_l.append(i)
-                out_l.append(o)
-                gap_l.append(float(gap[j]))
-                j += 1
+        # per turn, in session order: a session's first turn is the plain run's request, each later one adds the
+        # previous turn's output and its new tokens to the context (a running sum within each session)
+        t = turns.astype(np.int64)
+        first = np.concatenate(([0], np.cumsum(t)[:-1]))
+        is_first = np.zeros(int(t.sum()), dtype=bool)
+        is_first[first] = True
+        out_all = np.empty(is_first.size, dtype=np.int64)
+        out_all[first] = np.asarray(draws.out[:n], dtype=np.int64)
+        out_all[~is_first] = out.astype(np.int64)
+        grow = np.empty(is_first.size, dtype=np.int64)
+        grow[first] = np.asarray(draws.inp[:n], dtype=np.int64)
+        later_at = np.flatnonzero(~is_first)
+        grow[later_at] = out_all[later_at - 1] + new.astype(np.int64)
+        total = np.cumsum(grow)
+        inp_all = total - np.repeat(total[first] - grow[first], t)
+        gap_all = np.full(is_first.size, math.nan)
+        gap_all[later_at] = gap
+        inp_l: list[int] = inp_all.tolist()
+        out_l: list[int] = out_all.tolist()
+        gap_l: list[float] = gap_all.tolist()
         self.turns = turns.astype(np.int64)
         self.inp, self.out, self.gap = inp_l, out_l, gap_l
         self.at = [math.nan] * len(inp_l)

@@ -23,11 +23,13 @@ import numpy as np
 from core import catalog
 from core.base import WorkBudget
 from core.config import Deployment, Lengths, RabitConfig, Sessions, SimSpec, as_deployment
-from core.serving.sessions import SessionReplica, SessionSet, build_sessions
+from core.serving import session_compiled
+from core.serving.session_compiled import SessionRun
+from core.serving.sessions import build_sessions
 from core.serving.sim import compiled
 from core.serving.sim.engine import DONE
 from core.serving.sim.metrics import MIN_N_P95
-from core.serving.simulation import SimResult, kv_pool, max_throughput, replica_timing, result_of, sim_spec
+from core.serving.simulation import SimResult, check_loop, kv_pool, max_throughput, replica_timing, result_of, sim_spec
 
 
 def session_spec(cfg: RabitConfig, sessions: Sessions) -> SimSpec:
@@ -87,12 +89,14 @@ class SessionResult:
     cost_per_session_usd: float | None
     cost_per_agent_hour_usd: float | None
     loop: str = "python"
+    fallback_reason: str | None = None  # why the Python loop ran it (None: the compiled loop did)
 
     def payload(self) -> dict[str, Any]:
         """The JSON view (the CLI's ``sessions`` object)."""
         s = self.result.summary
         return {
             "loop": self.loop,
+            "fallback_reason": self.fallback_reason,
             "replicas": self.replicas,
             "gpus": self.gpus,
             "sessions": self.sessions,
@@ -133,25 +137,38 @@ def simulate_sessions(
     replicas: int | None = None,
     budget: WorkBudget | None = None,
     timing: str = "auto",
+    loop: str = "auto",
+    batch_limits: tuple[int, int] | None = None,
 ) -> SessionResult:
     """Simulate ``sessions`` on ``replicas`` replicas of the config's replica (default: the config's replicas),
-    deterministic in the workload's seed. Raises ``ValueError`` when a replica has no room for a KV cache, and
-    :class:`core.base.limits.BudgetExceeded` past the work ``budget``."""
+    deterministic in the workload's seed, on the compiled loop where it takes the run (``loop="auto"``;
+    :func:`core.serving.session_compiled.fallback_reason`), else the Python one: the same records either way. Raises
+    ``ValueError`` when a replica has no room for a KV cache, and :class:`core.base.limits.BudgetExceeded` past the
+    work ``budget``."""
+    check_loop(loop)
     dep = as_deployment(dep)
     cfg = dep.config
     R = replicas if replicas is not None else cfg.replicas
     if R < 1:
         raise ValueError(f"replicas must be at least 1, got {R}")
     spec = session_spec(cfg, sessions)
+    if batch_limits is not None:
+        spec = spec.with_(max_batch=batch_limits[0], token_budget=batch_limits[1])
     sm, tm = replica_timing(dep, spec, timing)
     pool = kv_pool(dep, spec)
-    ss = build_sessions(spec, sessions, tm, pool, R)
-    ss.run(budget)
-    merged, parts, _ = ss.records()
+    why = compiled.ASKED if loop == "python" else None
+    why = why or session_compiled.fallback_reason(spec, tm, pool, R, spec.num_requests or 0)
+    got = session_compiled.run(spec, sessions, tm, pool, R, budget) if why is None else None
+    if why is None and got is None:
+        why = compiled.PAST_TABLE  # or the host tier reached: the Python loop times those iterations
+    if got is None:
+        ss = build_sessions(spec, sessions, tm, pool, R)
+        ss.run(budget)
+        got = ss.outcome()
     # the closed-form capacity at the turns' mean lengths (every prompt token computed: a bound from below)
-    n = len(ss.session_of)
-    inp = np.asarray(ss.plan.inp, dtype=float)
-    out = np.asarray(ss.plan.out, dtype=float)
+    n = int(got.session.size)
+    inp = np.asarray(got.plan.inp, dtype=float)
+    out = np.asarray(got.plan.out, dtype=float)
     cap_spec = spec.with_(
         input=Lengths(kind="fixed", mean=max(1.0, float(inp.mean()))),
         output=Lengths(kind="fixed", mean=max(1.0, float(out.mean()))),
@@ -162,27 +179,21 @@ def simulate_sessions(
     )
     res = result_of(
         spec.with_(num_requests=max(1, n)),
-        merged,
+        got.records,
         cap,
         int(pool.blocks * pool.block),
         tm.exact_shape,
         one.residence_s,
         front_end=dep.assumptions,
     )
-    return session_result(ss, replace(res, loop="python", fallback_reason=compiled.SESSIONS), dep, R)
+    res = replace(res, loop="python" if why else "compiled", fallback_reason=why)
+    return session_result(got, res, dep, R)
 
 
-def session_result(ss: SessionSet, res: SimResult, dep: Deployment, R: int) -> SessionResult:
+def session_result(run: SessionRun, res: SimResult, dep: Deployment, R: int) -> SessionResult:
     """The session view of a finished run (see the module docstring for the cost)."""
-    n = len(ss.session_of)
-    session = np.asarray(ss.session_of, dtype=np.int64)
-    turn = np.asarray(ss.turn_of, dtype=np.int64)
-    replica = np.asarray(ss.replica_of, dtype=np.int64)
-    hits = np.zeros(n, dtype=np.int64)
-    for eng in ss.front:
-        assert isinstance(eng, SessionReplica)
-        for rid, h in eng.hits.items():
-            hits[eng.gids[rid]] = h
+    n = int(run.session.size)
+    session, turn, replica, hits = run.session, run.turn, run.replica, run.hit_tokens
     done = res.status == DONE
     ttft = res.first_token_s - res.arrival_s
     admitted = np.isfinite(res.admitted_s)
@@ -203,14 +214,14 @@ def session_result(ss: SessionSet, res: SimResult, dep: Deployment, R: int) -> S
             )
         )
     all_ttft = ttft[done]
-    recomputed = _recomputed(session, turn, hits, res, admitted, ss.front[0].block_tokens)
+    recomputed = _recomputed(session, turn, hits, res, admitted, run.block_tokens)
     prompt = res.input_tokens[admitted].sum()
-    n_sessions = ss.plan.count
+    n_sessions = run.plan.count
     started = np.full(n_sessions, np.nan)
     first = turn == 0
     started[session[first]] = res.arrival_s[first]
-    ended = np.array(ss.ended_s, dtype=np.float64)
-    last_turn = np.asarray(ss.plan.turns, dtype=np.int64) - 1
+    ended = run.ended_s
+    last_turn = np.asarray(run.plan.turns, dtype=np.int64) - 1
     full = np.zeros(n_sessions, dtype=bool)
     ok = done & (turn == last_turn[session])
     full[session[ok]] = True
@@ -231,8 +242,8 @@ def session_result(ss: SessionSet, res: SimResult, dep: Deployment, R: int) -> S
         by_turn=tuple(by_turn),
         ttft_p95_s=float(np.percentile(all_ttft, 95)) if all_ttft.size >= MIN_N_P95 else None,
         prefix_hit_rate=float(hits[admitted].sum() / prompt) if prompt else 0.0,
-        evicted_prefixes=sum(len(c.evicted) for c in ss.caches),
-        evicted_tokens=sum(c.evicted_blocks for c in ss.caches) * ss.front[0].block_tokens,
+        evicted_prefixes=run.evicted_prefixes,
+        evicted_tokens=run.evicted_blocks * run.block_tokens,
         recomputed_tokens=recomputed,
         sessions=n_sessions,
         sessions_completed=int(full.sum()),
@@ -243,6 +254,8 @@ def session_result(ss: SessionSet, res: SimResult, dep: Deployment, R: int) -> S
         usd_per_hour=usd_h,
         cost_per_session_usd=cost / full.sum() if cost is not None and full.sum() else None,
         cost_per_agent_hour_usd=cost / (agent_s / 3600) if cost is not None and agent_s > 0 else None,
+        loop=res.loop,
+        fallback_reason=res.fallback_reason,
     )
 
 

@@ -19,7 +19,8 @@ The replicas are the serving simulator's (:class:`core.serving.sim.replicas.Repl
   of balance against the least loaded one (SGLang's cache-aware router thresholds,
   :func:`core.serving.router.out_of_balance`); a new session, or one passed over, goes to the least loaded replica.
 
-The run takes the Python event loop (``loop="python"`` in the result): the compiled loop has no sessions.
+This is the Python loop; :mod:`core.serving.sim.jit_sessions` is the same loop compiled, which runs the common
+shapes (:func:`core.serving.session_compiled.fallback_reason`), byte for byte.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 
 from core.config import Draws, Sessions, SimSpec
 from core.serving.router import least_loaded, make_policy, out_of_balance
+from core.serving.session_compiled import SessionRun
 from core.serving.session_plan import SessionPlan, SessionStream
 from core.serving.sim.engine import DONE
 from core.serving.sim.pool import Pool
@@ -169,6 +171,28 @@ class SessionSet(ReplicaSet):
                 self.caches[eng.index].put(s, (eng.inp[rid] + eng.out[rid] - 1) // eng.block_tokens)
                 self._trim(eng.index)
             st.turn_ended(s, k, eng.fin_s[rid], done)
+
+    def outcome(self) -> SessionRun:
+        """What the finished run leaves (as the compiled loop leaves it)."""
+        merged, _, _ = self.records()
+        n = len(self.session_of)
+        hits = np.zeros(n, dtype=np.int64)
+        for eng in self.front:
+            assert isinstance(eng, SessionReplica)
+            for rid, h in eng.hits.items():
+                hits[eng.gids[rid]] = h
+        return SessionRun(
+            records=merged,
+            plan=self.plan,
+            session=np.asarray(self.session_of, dtype=np.int64),
+            turn=np.asarray(self.turn_of, dtype=np.int64),
+            replica=np.asarray(self.replica_of, dtype=np.int64),
+            hit_tokens=hits,
+            ended_s=np.array(self.ended_s, dtype=np.float64),
+            evicted_prefixes=sum(len(c.evicted) for c in self.caches),
+            evicted_blocks=sum(c.evicted_blocks for c in self.caches),
+            block_tokens=self.front[0].block_tokens,
+        )
 
 
 def build_sessions(spec: SimSpec, sessions: Sessions, tm: Timing, pool: Pool, replicas: int) -> SessionSet:

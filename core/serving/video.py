@@ -137,115 +137,162 @@ def _with_batch(dep: VideoDeployment, b: int):
     return _with(dep.config, batch=b)
 
 
+class _Queue:
+    """One run's state: the arrivals, the waiting line, each replica's batch and current segment, the heap of
+    segment ends keyed ``(time, replica)``, and the counters the result reads."""
+
+    def __init__(self, t: VideoTiming, spec: VideoQueueSpec) -> None:
+        self.t = t
+        self.B = min(spec.max_batch, t.max_batch)
+        self.R = R = spec.replicas
+        self.lam = spec.rate_per_hour / HOUR_S
+        rng = np.random.default_rng(spec.seed)
+        arrivals = np.cumsum(rng.exponential(1.0 / self.lam, spec.num_videos))
+        arrivals -= arrivals[0]
+        self.arrivals = arrivals
+        self.n = n = spec.num_videos
+        self.start = np.full(n, np.nan)
+        self.end = np.full(n, np.nan)
+        self.where = np.zeros(n, dtype=int)
+        self.done_steps = np.zeros(n, dtype=int)
+        self.running: list[list[int]] = [[] for _ in range(R)]
+        self.busy = [False] * R
+        self.heap: list[tuple[float, int, int]] = []  # (end time, replica, rounds)
+        self.nxt = 0  # next arrival not yet queued
+        self.queue: list[int] = []
+        self.qhead = 0
+        self.busy_s = 0.0
+        self.batch_time = 0.0  # sum of b x round time, for the mean batch
+        self.q_t: list[float] = []
+        self.q_len: list[int] = []
+        self.area = 0.0  # integral of the queue length over time
+        self.last_t = 0.0
+        self.snap_t = float(arrivals[n // 2]) if n > 1 else 0.0
+        self.snap: list[tuple[int, int]] | None = None
+        self.seg: list[tuple[float, float, float, int]] = [(0.0, 0.0, 1.0, 0)] * R  # (start, text, step, rounds)
+
+    def _admit(self, r: int, now: float) -> int:
+        """Move waiting requests into replica ``r``'s free slots, first come first served; how many joined."""
+        running, joining = self.running[r], 0
+        while len(running) < self.B and self.qhead < len(self.queue):
+            i = self.queue[self.qhead]
+            self.qhead += 1
+            running.append(i)
+            self.start[i] = now
+            self.where[i] = r
+            joining += 1
+        return joining
+
+    def start_segment(self, r: int, now: float) -> None:
+        """Admit waiting requests, then run as many rounds as can pass with nothing to change: until the first
+        request of the batch finishes, or (slots free) until the first round boundary after the next arrival."""
+        t, running, done_steps = self.t, self.running[r], self.done_steps
+        joining = self._admit(r, now)
+        if not running:
+            self.busy[r] = False
+            return
+        b = len(running)
+        step = t.step_s[b - 1]
+        head = joining * t.text_s
+        rem = min(t.steps - int(done_steps[i]) for i in running)
+        k = rem
+        if b < self.B and self.nxt < self.n:  # a request arriving meanwhile joins at the first boundary after it
+            k = min(rem, max(1, math.floor((float(self.arrivals[self.nxt]) - now - head) / step) + 1))
+        finishing = sum(1 for i in running if t.steps - int(done_steps[i]) == k)
+        dur = head + k * step + finishing * t.vae_s
+        self.busy[r] = True
+        self.busy_s += dur
+        self.batch_time += b * dur
+        self.seg[r] = (now, head, step, k)
+        heapq.heappush(self.heap, (now + dur, r, k))
+
+    def snapshot(self, at: float) -> list[tuple[int, int]]:
+        """(request, denoising step it is on) of every request running at ``at``."""
+        out = []
+        for r in range(self.R):
+            s0, head, step, k = self.seg[r]
+            into = min(max(0, math.floor((at - s0 - head) / step)), k - 1) if self.busy[r] else 0
+            out += [(i, int(self.done_steps[i]) + into) for i in self.running[r]]
+        return out
+
+    def _snap_due(self, now: float) -> bool:
+        """Whether the progress snapshot is still to take and ``now`` has reached its time with work running."""
+        return now >= self.snap_t and any(self.running)
+
+    def end_segment(self) -> float:
+        """The earliest segment ends: its requests advance by its rounds, the finished leave, the replica starts
+        its next segment."""
+        now, r, k = heapq.heappop(self.heap)
+        if self.snap is None and self._snap_due(now):
+            self.snap = self.snapshot(self.snap_t)  # the state of the interval that holds the middle arrival
+        still = []
+        for i in self.running[r]:
+            self.done_steps[i] += k
+            if self.done_steps[i] >= self.t.steps:
+                self.end[i] = now
+            else:
+                still.append(i)
+        self.running[r] = still
+        self.start_segment(r, now)
+        return now
+
+    def arrive(self, now: float) -> None:
+        """The next request arrives: it queues, and the first idle replica (if any) starts a segment."""
+        if self.snap is None and self._snap_due(now):
+            self.snap = self.snapshot(self.snap_t)
+        self.queue.append(self.nxt)
+        self.nxt += 1
+        busy = self.busy
+        for r in range(self.R):
+            if not busy[r]:
+                self.start_segment(r, now)
+                break
+
+    def next_arrival_s(self) -> float:
+        return float(self.arrivals[self.nxt]) if self.nxt < self.n else math.inf
+
+    def record(self, now: float) -> None:
+        """After each event: the snapshot when the middle arrival found every replica idle, the queue's length."""
+        if self.snap is None and self._snap_due(now):
+            # idle at the middle arrival: the middle of the next interval with work running (at its first moment
+            # every request in it is on step 0, a chart of zero-height bars); nothing changes before the next event
+            following = min(self.heap[0][0] if self.heap else math.inf, self.next_arrival_s())
+            at = (now + following) / 2 if math.isfinite(following) else now
+            self.snap, self.snap_t = self.snapshot(at), at
+        q_len = self.q_len
+        self.area += (q_len[-1] if q_len else 0) * (now - self.last_t)
+        self.last_t = now
+        self.q_t.append(now)
+        q_len.append(len(self.queue) - self.qhead)
+
+    def run(self) -> None:
+        """Events until every request has left: a segment's end before an arrival at the same time."""
+        heap, n = self.heap, self.n
+        while self.nxt < n or heap:
+            t_arr = float(self.arrivals[self.nxt]) if self.nxt < n else math.inf
+            if heap and heap[0][0] <= t_arr:
+                now = self.end_segment()
+            else:
+                now = t_arr
+                self.arrive(now)
+            self.record(now)
+
+
 def simulate_queue(t: VideoTiming, spec: VideoQueueSpec, usd_per_gpu_hour: float | None = None) -> VideoQueueResult:
     """Run the queue (one heap of segment ends keyed ``(time, replica)``; deterministic for a seed).
 
     A segment is the rounds a replica runs with nothing to change (no request finishing, none joining): one event
     each, so a batch of one costs one event per video rather than one per step. Round by round it is the same run.
     """
-    B = min(spec.max_batch, t.max_batch)
-    R = spec.replicas
-    lam = spec.rate_per_hour / HOUR_S
-    rng = np.random.default_rng(spec.seed)
-    arrivals = np.cumsum(rng.exponential(1.0 / lam, spec.num_videos))
-    arrivals -= arrivals[0]
-    n = spec.num_videos
-    start = np.full(n, np.nan)
-    end = np.full(n, np.nan)
-    where = np.zeros(n, dtype=int)
-    done_steps = np.zeros(n, dtype=int)
-    running: list[list[int]] = [[] for _ in range(R)]
-    busy = [False] * R
-    heap: list[tuple[float, int, int]] = []  # (end time, replica, rounds)
-    nxt = 0  # next arrival not yet queued
-    queue: list[int] = []
-    qhead = 0
-    busy_s = 0.0
-    batch_time = 0.0  # sum of b x round time, for the mean batch
-    q_t: list[float] = []
-    q_len: list[int] = []
-    area = 0.0  # integral of the queue length over time
-    last_t = 0.0
-    snap_t = float(arrivals[n // 2]) if n > 1 else 0.0
-    snap: list[tuple[int, int]] | None = None
+    q = _Queue(t, spec)
+    q.run()
+    return _queue_result(q, usd_per_gpu_hour)
 
-    seg: list[tuple[float, float, float, int]] = [(0.0, 0.0, 1.0, 0)] * R  # (start, text, step, rounds) per replica
 
-    def start_segment(r: int, now: float) -> None:
-        """Admit waiting requests, then run as many rounds as can pass with nothing to change: until the first
-        request of the batch finishes, or (slots free) until the first round boundary after the next arrival."""
-        nonlocal qhead, busy_s, batch_time
-        joining = 0
-        while len(running[r]) < B and qhead < len(queue):
-            i = queue[qhead]
-            qhead += 1
-            running[r].append(i)
-            start[i] = now
-            where[i] = r
-            joining += 1
-        if not running[r]:
-            busy[r] = False
-            return
-        b = len(running[r])
-        step = t.step_s[b - 1]
-        head = joining * t.text_s
-        rem = min(t.steps - int(done_steps[i]) for i in running[r])
-        k = rem
-        if b < B and nxt < n:  # a request arriving meanwhile joins at the first boundary after it
-            k = min(rem, max(1, math.floor((float(arrivals[nxt]) - now - head) / step) + 1))
-        finishing = sum(1 for i in running[r] if t.steps - int(done_steps[i]) == k)
-        dur = head + k * step + finishing * t.vae_s
-        busy[r] = True
-        busy_s += dur
-        batch_time += b * dur
-        seg[r] = (now, head, step, k)
-        heapq.heappush(heap, (now + dur, r, k))
-
-    def snapshot(at: float) -> list[tuple[int, int]]:
-        out = []
-        for r in range(R):
-            s0, head, step, k = seg[r]
-            into = min(max(0, math.floor((at - s0 - head) / step)), k - 1) if busy[r] else 0
-            out += [(i, int(done_steps[i]) + into) for i in running[r]]
-        return out
-
-    now = 0.0
-    while nxt < n or heap:
-        t_arr = float(arrivals[nxt]) if nxt < n else math.inf
-        if heap and heap[0][0] <= t_arr:
-            now, r, k = heapq.heappop(heap)
-            if snap is None and now >= snap_t and any(running):
-                snap = snapshot(snap_t)  # the state of the interval that holds the middle arrival
-            still = []
-            for i in running[r]:
-                done_steps[i] += k
-                if done_steps[i] >= t.steps:
-                    end[i] = now
-                else:
-                    still.append(i)
-            running[r] = still
-            start_segment(r, now)
-        else:
-            now = t_arr
-            if snap is None and now >= snap_t and any(running):
-                snap = snapshot(snap_t)
-            queue.append(nxt)
-            nxt += 1
-            for r in range(R):
-                if not busy[r]:
-                    start_segment(r, now)
-                    break
-        if snap is None and now >= snap_t and any(running):
-            # idle at the middle arrival: the middle of the next interval with work running (at its first moment
-            # every request in it is on step 0, a chart of zero-height bars); nothing changes before the next event
-            following = min(heap[0][0] if heap else math.inf, float(arrivals[nxt]) if nxt < n else math.inf)
-            at = (now + following) / 2 if math.isfinite(following) else now
-            snap, snap_t = snapshot(at), at
-        area += (q_len[-1] if q_len else 0) * (now - last_t)
-        last_t = now
-        q_t.append(now)
-        q_len.append(len(queue) - qhead)
-
+def _queue_result(q: _Queue, usd_per_gpu_hour: float | None) -> VideoQueueResult:
+    """The run's latencies, throughput, utilisation, cost per video, verdict and the chart's samples."""
+    t, n, R, B, lam = q.t, q.n, q.R, q.B, q.lam
+    arrivals, start, end = q.arrivals, q.start, q.end
     lat = end - arrivals
     wait = start - arrivals
     span = float(np.nanmax(end)) if n else 0.0
@@ -254,6 +301,7 @@ def simulate_queue(t: VideoTiming, spec: VideoQueueSpec, usd_per_gpu_hour: float
     saturated, verdict = _verdict(arrivals, end, rho)
     usd = usd_per_gpu_hour
     cost = R * t.gpus * usd / (min(lam, mu) * HOUR_S) if usd is not None else None
+    q_t, q_len, busy_s = q.q_t, q.q_len, q.busy_s
     keep = np.linspace(0, len(q_t) - 1, min(QUEUE_SAMPLES, len(q_t))).astype(int) if q_t else np.array([], int)
     return VideoQueueResult(
         latency_s=Percentiles.of(lat),
@@ -263,8 +311,8 @@ def simulate_queue(t: VideoTiming, spec: VideoQueueSpec, usd_per_gpu_hour: float
         capacity_per_hour=mu * HOUR_S,
         offered_load=rho,
         utilisation=busy_s / (R * span) if span > 0 else 0.0,
-        mean_batch=batch_time / busy_s if busy_s > 0 else 0.0,
-        mean_queue_len=area / last_t if last_t > 0 else 0.0,
+        mean_batch=q.batch_time / busy_s if busy_s > 0 else 0.0,
+        mean_queue_len=q.area / q.last_t if q.last_t > 0 else 0.0,
         gpu_s_per_video=busy_s * t.gpus / n,
         usd_per_gpu_hour=usd,
         cost_per_video_usd=cost,
@@ -276,14 +324,14 @@ def simulate_queue(t: VideoTiming, spec: VideoQueueSpec, usd_per_gpu_hour: float
                 arrival_s=float(arrivals[i]),
                 start_s=float(start[i]),
                 end_s=float(end[i]),
-                replica=int(where[i]),
+                replica=int(q.where[i]),
             )
             for i in range(min(n, TIMELINE_REQUESTS))
         ),
         queue_t_s=tuple(float(q_t[k]) for k in keep),
         queue_len=tuple(int(q_len[k]) for k in keep),
-        progress_at_s=snap_t,
-        progress=tuple(snap or ()),
+        progress_at_s=q.snap_t,
+        progress=tuple(q.snap or ()),
     )
 
 

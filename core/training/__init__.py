@@ -19,23 +19,16 @@ from __future__ import annotations
 
 from core.training.advice import training_fit_options
 from core.training.deadline import deadline_choice
-from core.training.flops import RECOMPUTES, Work, attention_pairs_per_token, flops_per_token, work
+from core.training.flops import attention_pairs_per_token, flops_per_token
 from core.training.layout import (
-    COLLECTIVES_PER_LAYER,
-    GRAD_COMM_BYTES,
-    OPTIMIZER_STEP_BYTES,
     Layout,
-    LayoutContext,
     LayoutResult,
     bubble_fraction,
     config_layout,
-    fp8_compute_speedup,
     group_allreduce_s,
     group_gather_s,
     layout_context,
     layout_grid,
-    layout_of,
-    result_at,
 )
 from core.training.layout_math import (
     evaluate_layout,
@@ -45,9 +38,6 @@ from core.training.layout_math import (
 from core.training.reliability import daly_interval_s, goodput, mtbf_s, wall_clock_s
 from core.training.search import (
     MAX_GPUS,
-    MICRO_BATCHES,
-    VIRTUAL_STAGES,
-    ZERO_STAGES,
     CurvePoint,
     TrainingGoal,
     TrainingPlan,
@@ -66,21 +56,12 @@ __all__ = [
     "goodput",
     "mtbf_s",
     "wall_clock_s",
-    "COLLECTIVES_PER_LAYER",
-    "GRAD_COMM_BYTES",
     "MAX_GPUS",
-    "MICRO_BATCHES",
-    "OPTIMIZER_STEP_BYTES",
-    "RECOMPUTES",
-    "VIRTUAL_STAGES",
-    "ZERO_STAGES",
     "CurvePoint",
     "Layout",
-    "LayoutContext",
     "LayoutResult",
     "TrainingGoal",
     "TrainingPlan",
-    "Work",
     "attention_pairs_per_token",
     "bubble_fraction",
     "budget_problem",
@@ -88,7 +69,6 @@ __all__ = [
     "config_layout",
     "evaluate_layout",
     "flops_per_token",
-    "fp8_compute_speedup",
     "goal_from_inputs",
     "gpu_counts",
     "group_allreduce_s",
@@ -96,10 +76,7 @@ __all__ = [
     "layout_context",
     "layout_grid",
     "layout_memory",
-    "layout_of",
     "layouts_at",
     "plan",
-    "result_at",
     "training_math",
-    "work",
 ]

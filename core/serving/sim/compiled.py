@@ -6,11 +6,14 @@ A profile of the Python loop (``bench/cluster.py``: one replica, 100,000 request
 whole: the cost is the interpreter's per operation, not one hot spot, so a compiled loop is the fix that pays.
 This module is that loop for runs that are
 
-* aggregated replicas behind ``round-robin``, ``least-outstanding`` or ``power-of-two`` (one replica included:
-  a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte);
-* Poisson arrivals of a fixed number of requests; chunked prefill with preempt-and-recompute (prefix caching of
-  a preempted request's blocks on or off); a timeout or none;
-* a model without sliding-window layers, without adapters, on the tabulated timing of one pipeline stage
+* aggregated replicas behind ``round-robin``, ``least-outstanding``, ``power-of-two`` or ``prefix-affinity`` (one
+  replica included: a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte), with a
+  shared prompt prefix per group of requests or without;
+* Poisson arrivals up to a number of requests or a duration, or a closed loop of users up to a number of
+  requests; chunked prefill or prefill priority, with preempt-and-recompute (prefix caching of
+  a preempted request's blocks on or off) or reserve admission; a timeout or none;
+* a model with sliding-window layers (not under reserve admission) or without, without adapters, on the
+  tabulated timing of one pipeline stage
   (:class:`core.serving.sim.timing.LinearTiming` with ``pp`` 1);
 
 anything else runs the Python loop (:func:`fallback_reason` says why, and the result carries it). The loop itself is in
@@ -43,26 +46,35 @@ import numpy as np
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
+    G_AHN,
+    G_CLOSED,
     G_DLMAX,
     G_EVN,
     G_FHMAX,
     G_LO,
     G_PASSES,
     G_TSN,
+    GF_DURATION,
     GF_NEXT,
     GF_TIMEOUT,
     GROW,
     I_ASYNC,
+    I_HE,
     I_HI,
     I_HP,
     I_HR,
     I_HW,
     I_ITER,
+    I_PPRI,
     I_PRE,
+    I_RSV,
+    I_SLD,
+    I_TE,
     I_TI,
     I_TP,
     I_TR,
     I_TW,
+    I_WIN,
     INF,
     N_G,
     N_GF,
@@ -77,12 +89,15 @@ from core.serving.sim.jit_layout import (
     Q_NX_IN,
     Q_NX_W,
     Q_OUT,
+    Q_PFX,
     Q_REP,
+    Q_RES,
     Q_STATUS,
     R_BUSY,
     R_LAST,
     R_NEXT,
     R_PREFILL,
+    R_SS,
     ROUTERS,
     RQ_ADMIT,
     RQ_ARR,
@@ -90,12 +105,19 @@ from core.serving.sim.jit_layout import (
     RQ_FIRST,
     SLICE,
     STUCK,
+    Router,
 )  # fmt: skip
+from core.serving.sim.pool import prefix_hit_tokens
 from core.serving.sim.records import UNFINISHED, Records
 
 #: The most replicas x batch cap the compiled loop takes (its per-replica heaps and chunk lists are arrays of the
 #: batch cap: 32 B each); past it the Python loop, whose replicas grow their lists as they go.
 MAX_REPLICA_SLOTS = 4_000_000
+
+
+#: The most requests a Poisson run cut by a duration alone (no request count) may expect, rate x duration, for the
+#: compiled loop's per-request arrays; past it the Python loop, which grows its lists as requests come.
+MAX_DURATION_REQUESTS = 5_000_000
 
 
 #: Why a run took the Python loop (:func:`fallback_reason`, the result's ``fallback_reason``), in the order checked.
@@ -104,23 +126,20 @@ FALLBACK_REASONS = (
     "numba not installed",
     "adapters",
     "iteration timing per step (timing='direct') or over pipeline stages",
-    "a shared prompt prefix (prefix_cache_frac)",
     "router not compiled",
-    "arrivals not Poisson",
-    "a duration limit",
-    "prefill-priority scheduling",
-    "reserve admission",
-    "sliding-window layers",
+    "a closed loop without a request count",
+    "a duration limit past the compiled loop's arrays",
+    "reserve admission with sliding-window layers",
     "more replica slots than the compiled loop holds",
     "disaggregated pools",
     "an iteration past the timing's table",
     "an iteration reached the host KV tier",
     "multi-turn sessions",
 )
-ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 12, 13, 14, 15))
+ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 9, 10, 11, 12))
 
 
-def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> str | None:
+def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None) -> str | None:
     """Why the compiled loop leaves this simulation to the Python loop (the first of :data:`FALLBACK_REASONS` that
     holds), or None where it runs it (see the module docstring)."""
     from core.serving.sim.timing import LinearTiming
@@ -129,14 +148,11 @@ def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=
         (not numba_available(), 1),
         (adapters is not None or (isinstance(timing, LinearTiming) and bool(timing.lora)), 2),
         (not isinstance(timing, LinearTiming) or timing.pp != 1.0, 3),
-        (prefix is not None, 4),
-        (router not in ROUTERS, 5),
-        (spec.arrival != "poisson", 6),
-        (spec.duration_s is not None or spec.num_requests is None or spec.num_requests < 1, 7),
-        (spec.policy != "chunked", 8),
-        (spec.admission != "preempt", 9),
-        (pool.slide_share != 0, 10),
-        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 11),
+        (router not in ROUTERS, 4),
+        (spec.num_requests is None and spec.arrival != "poisson", 5),
+        (spec.num_requests is None and spec.rate_per_s * (spec.duration_s or INF) > MAX_DURATION_REQUESTS, 6),
+        (pool.slide_share != 0 and spec.admission == "reserve", 7),
+        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 8),
     )
     for holds, k in checks:
         if holds:
@@ -144,9 +160,9 @@ def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=
     return None
 
 
-def supported(spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None) -> bool:
+def supported(spec, timing, pool, replicas: int, router: str, *, adapters=None) -> bool:
     """Whether the compiled loop runs this simulation (:func:`fallback_reason` is None)."""
-    return fallback_reason(spec, timing, pool, replicas, router, adapters=adapters, prefix=prefix) is None
+    return fallback_reason(spec, timing, pool, replicas, router, adapters=adapters) is None
 
 
 def _p2_pairs(replicas: int, seed: int, n: int) -> np.ndarray:
@@ -162,6 +178,31 @@ def _p2_pairs(replicas: int, seed: int, n: int) -> np.ndarray:
         a_s.append(a)
         b_s.append(b + (b >= a))
     return np.stack([np.concatenate(a_s), np.concatenate(b_s)]).astype(np.int64)
+
+
+def _router(spec, replicas: int, router: str, n: int, shared: bool) -> Router:
+    """The router's record for ``n`` requests: the power-of-two pairs, the prefix groups drawn as
+    :class:`core.serving.sim.replicas.ReplicaSet` draws them (chunks of its own generator, where a shared prefix or
+    prefix affinity groups the requests) and the empty tables the loop fills."""
+    from core.serving.router import BALANCE_ABS_THRESHOLD, BALANCE_REL_THRESHOLD
+    from core.serving.sim.replicas import GROUP_CHUNK, GROUP_STREAM
+
+    grouped = shared or router == "prefix-affinity"
+    groups = np.zeros(0, dtype=np.int64)
+    if grouped:
+        rng = np.random.default_rng([spec.seed, GROUP_STREAM])
+        chunks = [rng.integers(0, spec.prefix_groups, size=GROUP_CHUNK) for _ in range(-(-n // GROUP_CHUNK))]
+        groups = np.concatenate(chunks).astype(np.int64)
+    pairs = min(n, replicas * spec.prefix_groups) if shared else 0  # distinct (group, replica) pairs, at most
+    return Router(
+        kind=ROUTERS[router],
+        pairs=_p2_pairs(replicas, spec.seed, n) if router == "power-of-two" else np.zeros((2, 1), dtype=np.int64),
+        groups=groups,
+        owner=np.full(spec.prefix_groups if router == "prefix-affinity" else 0, -1, dtype=np.int64),
+        seen=np.full(1 << (2 * pairs + 1).bit_length() if shared else 0, -1, dtype=np.int64),
+        balance_abs=BALANCE_ABS_THRESHOLD,
+        balance_rel=float(BALANCE_REL_THRESHOLD),
+    )
 
 
 def _grown(x: np.ndarray, size: int) -> np.ndarray:
@@ -183,19 +224,22 @@ def _floats(x: np.ndarray) -> array:
     return a
 
 
-def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget=None):
+def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget=None, *, shared: bool = False):
     """The deployment's records (each replica's :class:`Records` and the deployment's number of each of its
     requests), or None where the loop leaves the run to the Python one (an iteration past the timing's table).
+    ``shared``: the requests of a prefix group share the first ``spec.prefix_cache_frac`` of their prompts.
     Raises as the Python loop does: :class:`core.base.limits.BudgetExceeded` past the work ``budget``."""
     from core.base import WorkBudget
     from core.serving.sim.jit_loop import loop
 
     budget = budget or WorkBudget()
-    n, R, mb = int(spec.num_requests), int(replicas), int(spec.max_batch)
+    n, R, mb = _issued_at_most(spec, draws), int(replicas), int(spec.max_batch)
     draws.ensure(n)
     sm = timing.sm
+    reserve = spec.admission == "reserve"
+    sliding = pool.slide_share > 0
     scal = (
-        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching), ROUTERS[router],
+        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching) and not reserve and not sliding,
         int(timing.t_max), bool(sm.graph_prefill), int(pool.max_context), int(budget.max_events),
         float(pool.blocks), float(pool.full_share), float(pool.seq_blocks_max),
         1.0 / pool.blocks if pool.blocks > 0 else 0.0, float(timing.q), float(sm.graph_launch_s),
@@ -203,20 +247,32 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
         float(budget.max_clock_s),
     )  # fmt: skip
     gaps = np.asarray(draws.gaps[:n], dtype=float)
-    P2 = _p2_pairs(R, seed, n) if router == "power-of-two" else np.zeros((2, 1), dtype=np.int64)
+    rt = _router(spec, R, router, n, shared)
     TB = np.array([timing.c0, timing.c1, timing.m0, timing.m1, timing.x], dtype=float)
     G = np.zeros(N_G, dtype=np.int64)
     G[G_LO] = -1
     GF = np.zeros(N_GF)
-    GF[GF_NEXT] = gaps[0]
     GF[GF_TIMEOUT] = INF if spec.timeout_s is None else float(spec.timeout_s)
+    GF[GF_DURATION] = INF if spec.duration_s is None else float(spec.duration_s)
+    closed = spec.arrival == "closed"
+    G[G_CLOSED] = 1 if closed else 0
+    users = min(int(spec.users), n) if closed else 0
+    AH = np.zeros((2, max(users, 1)))  # the closed loop's arrival heap: every user's first request at 0 s
+    AH[1, :users] = np.arange(users)
+    G[G_AHN] = users
+    GF[GF_NEXT] = (0.0 if users else INF) if closed else gaps[0]
     RI = np.zeros((R, N_RI), dtype=np.int64)
-    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI]] = -1
+    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI, I_HE, I_TE]] = -1
     RF = np.zeros((R, N_RF), dtype=float)
     RF[:, R_NEXT] = INF
     RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
-    hist = np.zeros((R, pool.block), dtype=np.int64)
-    FH = np.zeros((2, R, mb + 72), dtype=np.int64)  # the finish heaps: iteration, request
+    RI[:, I_RSV] = 1 if reserve else 0
+    RI[:, I_PPRI] = 1 if spec.policy == "prefill_priority" else 0
+    RI[:, I_SLD] = 1 if sliding else 0
+    RI[:, I_WIN] = int(pool.window)
+    RF[:, R_SS] = float(pool.slide_share)
+    hist = np.zeros((R, 2 * pool.block), dtype=np.int64)  # decoding sequences by block phase: all, below the window
+    FH = np.zeros((4, R, mb + 72), dtype=np.int64)  # the finish heaps (iteration, request), the window-crossing heaps
     CH = np.zeros((2, R, mb + 1), dtype=np.int64)  # the planned step's chunks: request, tokens
     RQF = np.full((4, n), np.nan)
     RQI = np.zeros((N_Q, n), dtype=np.int64)
@@ -225,6 +281,10 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     RQI[Q_NX_W : Q_NX_IN + 1] = -1  # the queues' links: none
     RQI[Q_INP] = np.asarray(draws.inp[:n], dtype=np.int64)
     RQI[Q_OUT] = np.asarray(draws.out[:n], dtype=np.int64)
+    if reserve:  # the blocks of the prompt and the client's max_tokens (Pool.blocks_for, whole blocks)
+        RQI[Q_RES] = (RQI[Q_INP] + spec.max_output_tokens() + pool.block - 1) // pool.block
+    if shared:
+        RQI[Q_PFX] = prefix_hit_tokens(spec.prefix_cache_frac, RQI[Q_INP])
     margin = 8 * R + 4 * mb + 64  # what one pass of the loop may add at most (jit_loop.loop's margin)
     ev_cap = margin + 64
     ev_t, EVI = np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64)
@@ -234,7 +294,7 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     DL = np.zeros((2, R, ev_cap if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
     err = np.zeros(1, dtype=np.int64)
     while True:
-        arrays = (gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err)
+        arrays = (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err)
         code = loop((scal, arrays))
         if code == OK:
             break
@@ -294,14 +354,29 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     return parts, gids
 
 
-def merged(parts: list[Records], gids: list[np.ndarray], n: int) -> Records:
+def merged(parts: list[Records], gids: list[np.ndarray]) -> Records:
     """The deployment's records from its replicas' (as :meth:`core.serving.sim.replicas.ReplicaSet.records` merges
-    an aggregated deployment's; one replica's are the deployment's)."""
+    an aggregated deployment's, over the requests issued; one replica's are the deployment's)."""
     from core.serving.sim.replicas import gathered, merged_records
 
     if len(parts) == 1:
         return parts[0]
-    return merged_records(gathered(n, parts, gids), parts, len(parts))
+    return merged_records(gathered(sum(len(g) for g in gids), parts, gids), parts, len(parts))
+
+
+def _issued_at_most(spec, draws) -> int:
+    """The most requests the run issues: its request count, or, for Poisson arrivals cut by a duration alone, those
+    the duration lets in (:meth:`core.serving.sim.arrivals.ArrivalStream._pop_arrival`: the first always, each next
+    while its time, the running sum of the gaps, stays within it; ``np.cumsum`` adds in the same order)."""
+    if spec.num_requests is not None:
+        return int(spec.num_requests)
+    k = 4096
+    while True:
+        draws.ensure(k + 1)
+        times = np.cumsum(np.asarray(draws.gaps[: k + 1], dtype=float))
+        if times[-1] > spec.duration_s:
+            return 1 + int(np.searchsorted(times[1:], spec.duration_s, side="right"))
+        k *= 2
 
 
 def numba_available() -> bool:

@@ -1,6 +1,6 @@
 """One replica's engine compiled: :class:`core.serving.sim.engine.Engine` (and the :class:`~core.serving.sim.replicas.Replica`
-it is in a deployment) function for function, for chunked prefill with preempt-and-recompute, without sliding
-windows or adapters (:func:`core.serving.sim.compiled.fallback_reason`); a timeout expires requests as
+it is in a deployment) function for function, for chunked prefill or prefill priority, with preempt-and-recompute
+or reserve admission, without sliding windows or adapters (:func:`core.serving.sim.compiled.fallback_reason`); a timeout expires requests as
 ``_expire`` does, from the deadline heap of :mod:`core.serving.sim.jit_deadline`. Each function is the method of the
 same name (``absorb`` is ``_absorb_arrivals``, ``plan_chunked`` ``_plan_chunked``, ...) with the engine's lists in
 the arrays of :mod:`core.serving.sim.jit_layout`.
@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from core.serving.sim.jit_arrivals import ended_push
 from core.serving.sim.jit_cache import jit, jit_inline
 from core.serving.sim.jit_deadline import dl_pop, dl_push
 from core.serving.sim.jit_layout import (
@@ -20,6 +21,7 @@ from core.serving.sim.jit_layout import (
     GF_TIMEOUT,
     I_ASYNC,
     I_BSUM,
+    I_BSW,
     I_D,
     I_DLN,
     I_FHN,
@@ -36,16 +38,23 @@ from core.serving.sim.jit_layout import (
     I_LW,
     I_NCH,
     I_NDEC,
+    I_NIW,
     I_PDEC,
     I_PNOW,
+    I_PPRI,
     I_PRE,
     I_RCUT,
+    I_RES,
     I_RK,
     I_RKMAX,
+    I_RSV,
+    I_SLD,
+    I_SLIDE,
     I_TI,
     I_TP,
     I_TR,
     I_TW,
+    I_WIN,
     INF,
     NO_ROOM,
     Q_CACHED,
@@ -53,14 +62,17 @@ from core.serving.sim.jit_layout import (
     Q_FIN_D,
     Q_GEN,
     Q_INP,
+    Q_LO,
     Q_NPRE,
     Q_NX_IN,
     Q_NX_P,
     Q_NX_R,
     Q_NX_W,
     Q_OUT,
+    Q_PFX,
     Q_PV_P,
     Q_PV_R,
+    Q_RES,
     Q_STATUS,
     Q_TARGET,
     R_BUSY,
@@ -77,6 +89,7 @@ from core.serving.sim.jit_layout import (
     R_RPRE,
     R_RR,
     R_SEEN,
+    R_SS,
     RQ_ADMIT,
     RQ_ARR,
     RQ_FIN,
@@ -95,6 +108,7 @@ from core.serving.sim.jit_parts import (
     w_appendleft,
     w_popleft,
 )
+from core.serving.sim.jit_window import chunk_pairs_sliding, chunk_s, cross, cross_min, x_push
 from core.serving.sim.records import DONE, MIXED, NONE, REJECTED, RUN, TIMED_OUT, UNFINISHED
 
 
@@ -103,11 +117,18 @@ def finish(RI, RF, RQF, RQI, e, rid, st):
     RQI[Q_STATUS, rid] = st
     RQF[RQ_FIN, rid] = RF[e, R_NOW]
     RI[e, I_LOAD] -= 1  # Replica._user_done
+    ended_push(RI, RQI, e, rid)
 
 
 @jit_inline
-def release(B, RI, e, c):
+def release(B, RI, RQI, e, rid, c):
+    if RI[e, I_RSV]:
+        RI[e, I_RES] -= RQI[Q_RES, rid]
+        return
     RI[e, I_FULL] -= (c + B - 1) // B
+    if RI[e, I_SLD]:
+        w = RI[e, I_WIN]
+        RI[e, I_SLIDE] -= ((c if c < w else w) + B - 1) // B
 
 
 @jit
@@ -132,36 +153,41 @@ def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI,
         RQI[Q_CTX, rid] = 0
         RQI[Q_TARGET, rid] = 0
         RQI[Q_FIN_D, rid] = -1
-        RQI[Q_CACHED, rid] = 0
+        RQI[Q_CACHED, rid] = RQI[Q_PFX, rid]  # its shared prefix, where its replica has served its group
         RF[e, R_LAST] = t
         c = i + (o - 1)
-        need = fs * ((c + B - 1) // B)
+        need = fs * (RQI[Q_RES, rid] if RI[e, I_RSV] else (c + B - 1) // B)
+        if RI[e, I_SLD]:  # Pool.blocks_for's sliding term
+            w = RI[e, I_WIN]
+            need += RF[e, R_SS] * (((c if c < w else w) + B - 1) // B)
         cap = pool_blocks if pool_blocks < seq_max else seq_max
         if i + o > max_ctx or need > cap + EPS:
             RQI[Q_STATUS, rid] = REJECTED
             RQF[RQ_FIN, rid] = t
             RI[e, I_LOAD] -= 1
+            ended_push(RI, RQI, e, rid)
             continue
         w_append(RI, RQI, e, rid)
         if GF[GF_TIMEOUT] < INF:
             dl_push(G, RI, DL, e, t + GF[GF_TIMEOUT], rid)
-        record(fs, inv_P, G, RI, ts_rep, TSF, e, t)
+        record(fs, inv_P, G, RI, RF, ts_rep, TSF, e, t)
 
 
 @jit_inline
-def decode_need(B, fs, RI, hist, e):
-    if not RI[e, I_NDEC]:
+def decode_need(B, fs, RI, RF, hist, e):
+    if RI[e, I_RSV] or not RI[e, I_NDEC]:
         return 0.0
     ph = (-RI[e, I_D]) % B
-    return fs * hist[e, ph]
+    return fs * hist[e, ph] + RF[e, R_SS] * hist[e, B + ph]
 
 
 @jit
-def kv_run_bound(B, pool_blocks, fs, RI, hist, e, kmax):
-    cyc = fs * RI[e, I_NDEC]
-    if cyc <= 0:
+def kv_run_bound(B, pool_blocks, fs, RI, RF, hist, e, kmax):
+    ss = RF[e, R_SS]
+    cyc = fs * RI[e, I_NDEC] + ss * RI[e, I_NIW]
+    if RI[e, I_RSV] or cyc <= 0:
         return kmax
-    free = pool_blocks - used(fs, RI, e) + EPS
+    free = pool_blocks - used(fs, RI, RF, e) + EPS
     if free < 0:
         return 0
     qq = int(free // cyc)
@@ -171,7 +197,7 @@ def kv_run_bound(B, pool_blocks, fs, RI, hist, e, kmax):
     D = RI[e, I_D]
     for j in range(B):
         ph = (-(D + j)) % B
-        need = fs * hist[e, ph]
+        need = fs * hist[e, ph] + ss * hist[e, B + ph]
         if need > rem:
             v = qq * B + j
             return kmax if kmax < v else v
@@ -188,6 +214,12 @@ def join_decode(B, G, RI, hist, FH, RQI, e, rid, c):
     RI[e, I_NDEC] += 1
     RI[e, I_BSUM] += base
     hist[e, ph] += 1
+    if RI[e, I_SLD] and c < RI[e, I_WIN]:
+        RQI[Q_LO, rid] = 1
+        RI[e, I_NIW] += 1
+        RI[e, I_BSW] += base
+        hist[e, B + ph] += 1
+        x_push(G, RI, FH, e, RI[e, I_WIN] - base, rid)
     fd = RI[e, I_D] + RQI[Q_OUT, rid] - RQI[Q_GEN, rid]
     RQI[Q_FIN_D, rid] = fd
     f_push(G, RI, FH, e, fd, rid)
@@ -200,6 +232,11 @@ def leave_decode(B, RI, hist, RQI, e, rid):
     RI[e, I_NDEC] -= 1
     RI[e, I_BSUM] -= base
     hist[e, ph] -= 1
+    if RQI[Q_LO, rid]:
+        RQI[Q_LO, rid] = 0
+        RI[e, I_NIW] -= 1
+        RI[e, I_BSW] -= base
+        hist[e, B + ph] -= 1
     RQI[Q_GEN, rid] = RQI[Q_OUT, rid] - (RQI[Q_FIN_D, rid] - RI[e, I_D])
     RQI[Q_FIN_D, rid] = -1
     return base + RI[e, I_D]
@@ -208,22 +245,30 @@ def leave_decode(B, RI, hist, RQI, e, rid):
 @jit
 def complete(B, RI, RF, RQF, RQI, e, rid, c):
     link_remove(RI, RQI, e, rid, I_HR, I_TR, I_LR, Q_NX_R, Q_PV_R)
-    release(B, RI, e, c)
+    release(B, RI, RQI, e, rid, c)
     finish(RI, RF, RQF, RQI, e, rid, DONE)
 
 
 @jit
 def advance_decode(B, RI, RF, hist, FH, RQF, RQI, e, k):
     D = RI[e, I_D]
+    sld = RI[e, I_SLD]
     if k == 1:
         ph = (-D) % B
         RI[e, I_FULL] += hist[e, ph]
+        if sld:
+            RI[e, I_SLIDE] += hist[e, B + ph]
     else:
         qq, r = k // B, k % B
         s = 0
         for j in range(r):
             s += hist[e, (-(D + j)) % B]
         RI[e, I_FULL] += qq * RI[e, I_NDEC] + s
+        if sld:
+            s = 0
+            for j in range(r):
+                s += hist[e, B + (-(D + j)) % B]
+            RI[e, I_SLIDE] += qq * RI[e, I_NIW] + s
     RI[e, I_D] = D + k
     D = D + k
     while RI[e, I_FHN] > 0 and FH[0, e, 0] <= D:
@@ -232,6 +277,8 @@ def advance_decode(B, RI, RF, hist, FH, RQF, RQI, e, k):
         if RQI[Q_FIN_D, rid] != fd:
             continue
         complete(B, RI, RF, RQF, RQI, e, rid, leave_decode(B, RI, hist, RQI, e, rid))
+    if sld:
+        cross(B, RI, hist, FH, RQI, e, D)
 
 
 @jit
@@ -242,7 +289,7 @@ def take_out(B, RI, hist, RQI, e, rid):
     else:
         link_remove(RI, RQI, e, rid, I_HP, I_TP, I_LP, Q_NX_P, Q_PV_P)
         c = RQI[Q_CTX, rid]
-    release(B, RI, e, c)
+    release(B, RI, RQI, e, rid, c)
     return c
 
 
@@ -269,7 +316,7 @@ def hit_of(B, pool_blocks, RQI, rid, u):
         v = free * B
     if last < v:
         v = last
-    return v if v > 0 else 0
+    return v - v % B if v > 0 else 0  # whole blocks only: vLLM's prefix cache hashes full blocks
 
 
 @jit
@@ -284,6 +331,16 @@ def admit(B, RI, RF, RQF, RQI, e, rid, h):
     RQI[Q_TARGET, rid] = RQI[Q_INP, rid] + RQI[Q_GEN, rid]
     if math.isnan(RQF[RQ_ADMIT, rid]):
         RQF[RQ_ADMIT, rid] = RF[e, R_NOW]
+    if RI[e, I_RSV]:
+        RI[e, I_RES] += RQI[Q_RES, rid]
+
+
+@jit_inline
+def adm_need(B, fs, RI, RF, RQI, e, rid, n):
+    """``Engine._admission_need``: blocks-worth admitting ``rid`` with a first chunk of ``n`` tokens takes."""
+    if RI[e, I_RSV]:
+        return fs * RQI[Q_RES, rid]
+    return fs * ((n + B - 1) // B) + RF[e, R_SS] * chunk_s(B, RI[e, I_WIN], 0, n)
 
 
 @jit_inline
@@ -299,7 +356,7 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e)
     need = 0.0
     while True:
         left = K - RI[e, I_NDEC]
-        need = decode_need(B, fs, RI, hist, e)
+        need = decode_need(B, fs, RI, RF, hist, e)
         nch = 0
         rid = RI[e, I_HP]
         while rid >= 0:
@@ -313,16 +370,17 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e)
             CH[0, e, nch] = rid
             CH[1, e, nch] = n
             nch += 1
-            need += fs * chunk_f(B, c, n)
+            if not RI[e, I_RSV]:
+                need += fs * chunk_f(B, c, n) + RF[e, R_SS] * chunk_s(B, RI[e, I_WIN], c, n)
             rid = RQI[Q_NX_P, rid]
         RI[e, I_NCH] = nch
-        if used(fs, RI, e) + need <= pool_blocks + EPS or RI[e, I_LR] == 0:
+        if RI[e, I_RSV] or used(fs, RI, RF, e) + need <= pool_blocks + EPS or RI[e, I_LR] == 0:
             break
         preempt_last(B, keep, RI, hist, RQI, e)
         preempted = True
     if preempted:
         return True
-    u = used(fs, RI, e) + need
+    u = used(fs, RI, RF, e) + need
     nch = RI[e, I_NCH]
     while RI[e, I_LW] > 0 and left > 0 and RI[e, I_LR] < MB:
         rid = RI[e, I_HW]
@@ -332,7 +390,7 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e)
         n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
         if n > left:
             n = left
-        add = fs * ((n + B - 1) // B) if not h else h // B + chunk_f(B, h, n)
+        add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h else h // B + chunk_f(B, h, n)
         if u + add > pool_blocks + EPS:
             break
         admit(B, RI, RF, RQF, RQI, e, rid, h)
@@ -345,20 +403,62 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e)
     return False
 
 
+@jit
+def plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e):
+    """Engine._plan_prefill_priority: whole prompts admitted first-come first-served up to the token budget (a
+    longer one alone), or, with none to admit, decoding with the last admitted preempted until its blocks fit; the
+    step's chunks in CH[:, e, :I_NCH]; True if it preempted."""
+    u = used(fs, RI, RF, e)
+    total = 0
+    nch = 0
+    while RI[e, I_LW] > 0 and RI[e, I_LR] < MB:
+        rid = RI[e, I_HW]
+        if RQF[RQ_ARR, rid] > RF[e, R_CUT]:
+            break  # arrived after this plan was made (async scheduling): the next plan sees it
+        h = hit_of(B, pool_blocks, RQI, rid, u)
+        n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
+        if nch > 0 and total + n > K:
+            break
+        add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h else h // B + chunk_f(B, h, n)
+        if u + add > pool_blocks + EPS:
+            break
+        admit(B, RI, RF, RQF, RQI, e, rid, h)
+        u += add
+        total += n
+        CH[0, e, nch] = rid
+        CH[1, e, nch] = n
+        nch += 1
+    RI[e, I_NCH] = nch
+    if nch > 0:
+        return False
+    preempted = False
+    while RI[e, I_NDEC] and used(fs, RI, RF, e) + decode_need(B, fs, RI, RF, hist, e) > pool_blocks + EPS:
+        preempt_last(B, keep, RI, hist, RQI, e)  # decode_need is 0 under reserve admission: never preempts
+        preempted = True
+    return preempted
+
+
 @jit_inline
-def decode_ar(RI, e):
+def decode_ar(fs, RI, RF, e):
+    """``DecodeSet._decode_AR``: (attended pairs, cached tokens read, growth per iteration) of the decode set."""
     m, D = RI[e, I_NDEC], RI[e, I_D]
-    Rr = float(RI[e, I_BSUM] + m * D)
-    return Rr + m, Rr, float(m)
+    if not RI[e, I_SLD]:
+        Rr = float(RI[e, I_BSUM] + m * D)
+        return Rr + m, Rr, float(m)
+    ss, niw = RF[e, R_SS], RI[e, I_NIW]
+    lo_ctx = RI[e, I_BSW] + niw * D
+    Rr = fs * (RI[e, I_BSUM] + m * D) + ss * (lo_ctx + (m - niw) * RI[e, I_WIN])
+    g = fs * m + ss * niw
+    return Rr + g, Rr, g
 
 
 @jit
-def begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, CH, RQI, err, e):
+def begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, fs, TB, RI, RF, CH, RQI, err, e):
     nch = RI[e, I_NCH]
-    decoding = RI[e, I_NDEC] > 0
+    decoding = RI[e, I_NDEC] > 0 and not RI[e, I_PPRI]  # prefill priority: decoding sequences wait
     A_d, R_d = 0.0, 0.0
     if decoding:
-        A_d, R_d, _ = decode_ar(RI, e)
+        A_d, R_d, _ = decode_ar(fs, RI, RF, e)
         T, A, Rr = RI[e, I_NDEC], A_d, R_d
     else:
         T, A, Rr = 0, 0.0, 0.0
@@ -366,8 +466,14 @@ def begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, T
         rid, n = CH[0, e, j], CH[1, e, j]
         c = RQI[Q_CTX, rid]
         T += n
-        A += n * c + n * (n + 1) / 2
-        Rr += c
+        if RI[e, I_SLD]:  # Pool.chunk_pairs and Pool.eff with the window's clipping
+            A += chunk_pairs_sliding(fs, RF[e, R_SS], RI[e, I_WIN], c, n)
+            w = RI[e, I_WIN]
+            Rr += fs * c + RF[e, R_SS] * (c if c < w else w)
+            RI[e, I_SLIDE] += chunk_s(B, w, c, n)
+        else:
+            A += n * c + n * (n + 1) / 2
+            Rr += c
         RI[e, I_FULL] += chunk_f(B, c, n)
     if T > tmax:
         err[0] = FALLBACK
@@ -448,7 +554,11 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, 
     kmax = fin_min(RI, FH, RQI, e) - RI[e, I_D]
     if limit > 0 and limit < kmax:
         kmax = limit
-    kmax = kv_run_bound(B, pool_blocks, fs, RI, hist, e, kmax)
+    if RI[e, I_SLD] and RI[e, I_NIW]:  # the run stops where the first sequence reaches the window
+        kx = cross_min(RI, FH, RQI, e) - RI[e, I_D]
+        if kx < kmax:
+            kmax = kx
+    kmax = kv_run_bound(B, pool_blocks, fs, RI, RF, hist, e, kmax)
     if kmax <= 0:
         err[0] = NO_ROOM
         return
@@ -457,7 +567,7 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, 
     asy = RI[e, I_ASYNC] != 0
     cut = RF[e, R_CUT]
     cut_ok = RI[e, I_LW] == 0 or (asy and RQF[RQ_ARR, RI[e, I_HW]] > cut)
-    A, Rr, g = decode_ar(RI, e)
+    A, Rr, g = decode_ar(fs, RI, RF, e)
     T = RI[e, I_NDEC]
     if T > tmax:
         err[0] = FALLBACK
@@ -489,14 +599,17 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, 
 def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e):  # fmt: skip
     RI[e, I_PNOW] = 0
     RF[e, R_CUT] = RF[e, R_SEEN] if RI[e, I_ASYNC] and RI[e, I_LR] > 0 else RF[e, R_NOW]
-    if plan_chunked(
+    if RI[e, I_PPRI]:
+        if plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e):
+            RI[e, I_PNOW] = 1
+    elif plan_chunked(
         B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e
     ):  # its chunks (those that fit after the preemptions) still run, with no admissions
         RI[e, I_PNOW] = 1
     RF[e, R_END] = RF[e, R_NOW]
     if RI[e, I_NCH] > 0:
         RF[e, R_SEEN] = RF[e, R_NOW]
-        begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, CH, RQI, err, e)
+        begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, fs, TB, RI, RF, CH, RQI, err, e)
         return RF[e, R_END]
     if RI[e, I_NDEC]:
         begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, err, e, 1 if RI[e, I_PNOW] else 0)
@@ -507,7 +620,7 @@ def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch
         n = RQI[Q_INP, rid] + RQI[Q_GEN, rid]
         if n > K:
             n = K
-        if fs * ((n + B - 1) // B) > pool_blocks + EPS:
+        if adm_need(B, fs, RI, RF, RQI, e, rid, n) > pool_blocks + EPS:
             w_popleft(RI, RQI, e)
             finish(RI, RF, RQF, RQI, e, rid, REJECTED)
     return RF[e, R_END]
@@ -568,7 +681,7 @@ def end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, F
             absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
         advance_decode(B, RI, RF, hist, FH, RQF, RQI, e, k)
     RI[e, I_KIND] = NONE
-    record(fs, inv_P, G, RI, ts_rep, TSF, e, RF[e, R_NOW])
+    record(fs, inv_P, G, RI, RF, ts_rep, TSF, e, RF[e, R_NOW])
 
 
 # --- the deployment (ReplicaSet) ---------------------------------------------------------------------------------

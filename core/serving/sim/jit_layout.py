@@ -10,13 +10,16 @@ The compiled functions' on-disk cache is stamped with a hash of every engine sou
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
+
+import numpy as np
 
 INF = math.inf
 EPS = 1e-9  # the engine's tolerance on block counts (core.serving.sim.engine._EPS)
 #: Passes of the loop between two returns to the caller (its work-budget checks: wall time, progress).
 SLICE_PASSES = 1 << 14
-#: The routers the loop knows, by its number for each.
-ROUTERS = {"round-robin": 0, "least-outstanding": 1, "power-of-two": 2}
+#: The routers the loop knows, by its number for each (the one router table: :func:`core.serving.sim.jit_loop.pick`).
+ROUTERS = {"round-robin": 0, "least-outstanding": 1, "power-of-two": 2, "prefix-affinity": 3}
 #: Draws a power-of-two router takes from its generator at a time (core.serving.router._DRAW_CHUNK).
 P2_CHUNK = 4096
 
@@ -26,36 +29,67 @@ OK, SLICE, GROW, CLOCK, EVENTS, STUCK, NO_ROOM, FALLBACK = range(8)
 
 # the global integer state G: requests routed, the event heap's sequence, passes, the event heap's size, the time
 # series' length, round-robin's next, least-outstanding's last, back from a slice, started, the largest finish heap,
-# the largest deadline heap
-G_ISSUED, G_SEQ, G_PASSES, G_EVN, G_TSN, G_RR, G_LO, G_RESUME, G_STARTED, G_FHMAX, G_DLMAX = range(11)
-N_G = 11
+# the largest deadline heap; a closed loop of users (else Poisson), the size of its arrival heap
+G_ISSUED, G_SEQ, G_PASSES, G_EVN, G_TSN, G_RR, G_LO, G_RESUME, G_STARTED, G_FHMAX, G_DLMAX, G_CLOSED, G_AHN = range(13)
+N_G = 13
 # the global float state GF: the next arrival, the simulated clock at the last check, the requests' timeout (INF:
-# none)
-GF_NEXT, GF_CLOCK, GF_TIMEOUT = range(3)
-N_GF = 3
+# none), the time after which no request is issued (INF: none)
+GF_NEXT, GF_CLOCK, GF_TIMEOUT, GF_DURATION = range(4)
+N_GF = 4
 
 # the per-replica integer state RI[e]: the engine's decode iterations D, decoding sequences, their base sum, full
 # blocks held, iterations, preemptions, the planned step's kind, a step in flight, its version, requests in flight
 # (the router's load); the heads, tails and lengths of the waiting, running and prefilling queues and the inbox
 # (head and tail); the finish heap's size, the planned chunks' count, the step decodes too, being pumped, pumps
 # without progress; the planned run's iterations, its bound and whether an arrival may cut it; preempted while
-# planning; the deadline heap's size; async scheduling on
+# planning; the deadline heap's size; async scheduling on; reserve admission on, and the blocks it has reserved
+# (whole blocks: the compiled loop runs models without sliding layers, whose full share is 1.0, so the Python loop's
+# float sum of reservations holds the same integer); the head and tail of the requests ended and not yet told to
+# the arrival stream (Replica.ended); prefill-priority scheduling on (else chunked prefill); sliding-window layers:
+# on, the window [tokens], sliding blocks held, decoding sequences below the window and the sum of their bases, the
+# size of the window-crossing heap (rows 2 and 3 of the finish heaps' array)
 (I_D, I_NDEC, I_BSUM, I_FULL, I_ITER, I_PRE, I_KIND, I_FLIGHT, I_VER, I_LOAD,
  I_HW, I_TW, I_LW, I_HR, I_TR, I_LR, I_HP, I_TP, I_LP, I_HI, I_TI,
- I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN, I_ASYNC) = range(32)  # fmt: skip
-N_RI = 32
+ I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN, I_ASYNC,
+ I_RSV, I_RES, I_HE, I_TE, I_PPRI, I_SLD, I_WIN, I_SLIDE, I_NIW, I_BSW, I_CXN) = range(43)  # fmt: skip
+N_RI = 43
 # the per-replica float state RF[e]: its clock, busy time, prefill time, the planned step's end, its inbox's next
 # arrival, its last arrival, and the planned run's time, attended pairs, cached tokens, growth and deadline; async
 # scheduling: the arrivals the next plan sees (up to), those the plan being made sees, the run's last iteration's start
 # after the run's start
-R_NOW, R_BUSY, R_PREFILL, R_END, R_NEXT, R_LAST, R_RDT, R_RA, R_RR, R_RG, R_RDEAD, R_SEEN, R_CUT, R_RPRE = range(14)
-N_RF = 14
+# after the run's start; the share of sliding-window layers (0.0: none)
+R_NOW, R_BUSY, R_PREFILL, R_END, R_NEXT, R_LAST, R_RDT, R_RA, R_RR, R_RG, R_RDEAD, R_SEEN, R_CUT, R_RPRE, R_SS = range(
+    15
+)
+N_RF = 15
 
 # rows of the per-request integer array RQI: status, preemptions, tokens emitted, context, prefill target, the
 # decode iteration of its last token, tokens left in the prefix cache by a preemption, its replica; the queues'
 # links (waiting next, running next and previous, prefilling next and previous, inbox next); its lengths
 Q_STATUS, Q_NPRE, Q_GEN, Q_CTX, Q_TARGET, Q_FIN_D, Q_CACHED, Q_REP = range(8)
 Q_NX_W, Q_NX_R, Q_PV_R, Q_NX_P, Q_PV_P, Q_NX_IN, Q_INP, Q_OUT = range(8, 16)
-N_Q = 16
+# ... and the prompt tokens it finds in its replica's prefix cache on arrival: set by the caller to what a replica
+# that has served its prefix group finds, zeroed by the router where its replica has not
+Q_PFX = 16
+# ... and what reserve admission reserves for it: the blocks of its prompt and the workload's largest output
+Q_RES = 17
+# ... and the next in its replica's list of requests ended
+Q_NX_E = 18
+# ... and whether it is decoding below the sliding window (DecodeSet.lo)
+Q_LO = 19
+N_Q = 20
 # rows of the per-request float array RQF: arrival, admission, first token, finish [s]
 RQ_ARR, RQ_ADMIT, RQ_FIRST, RQ_FIN = range(4)
+
+
+class Router(NamedTuple):
+    """The router's state the loop reads and keeps (one record, whatever the policy: :data:`ROUTERS`)."""
+
+    kind: int  # the policy's number in ROUTERS
+    pairs: np.ndarray  # power-of-two: each request's two replicas (rows: first, second)
+    groups: np.ndarray  # each request's prefix group (empty: requests not grouped)
+    owner: np.ndarray  # prefix-affinity: the replica each group went to first (-1: none yet)
+    seen: np.ndarray  # the (group, replica) pairs served so far, ``group x replicas + replica``, as an open-addressing
+    # hash set (-1: an empty slot; a power of two at least twice the pairs it may hold; empty: no shared prefix)
+    balance_abs: int  # prefix-affinity's balance thresholds (core.serving.router.out_of_balance)
+    balance_rel: float

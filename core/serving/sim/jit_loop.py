@@ -6,6 +6,7 @@ explicit stack, where the Python loop recurses), and the loop over arrivals and 
 
 from __future__ import annotations
 
+from core.serving.sim.jit_arrivals import next_arrival, tell_ended
 from core.serving.sim.jit_cache import jit
 from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step, expire
 from core.serving.sim.jit_layout import (
@@ -26,6 +27,7 @@ from core.serving.sim.jit_layout import (
     GROW,
     I_DLN,
     I_FLIGHT,
+    I_HE,
     I_HI,
     I_KIND,
     I_LOAD,
@@ -38,6 +40,7 @@ from core.serving.sim.jit_layout import (
     INF,
     OK,
     Q_NX_IN,
+    Q_PFX,
     Q_REP,
     R_END,
     R_NEXT,
@@ -60,48 +63,82 @@ def push(G, RI, ev_t, EVI, e, end):
 
 
 @jit
-def pick(nrep, router, P2, G, RI):
-    gid = G[G_ISSUED]
-    if router == 0:
-        j = G[G_RR]
-        G[G_RR] = (j + 1) % nrep
-        return j
-    if router == 1:
-        m = RI[0, I_LOAD]
-        for k in range(1, nrep):
-            if RI[k, I_LOAD] < m:
-                m = RI[k, I_LOAD]
-        start = (G[G_LO] + 1) % nrep
-        j = -1
-        for k in range(start, nrep):
-            if RI[k, I_LOAD] == m:
-                j = k
-                break
-        if j < 0:
-            for k in range(nrep):
-                if RI[k, I_LOAD] == m:
-                    j = k
-                    break
-        G[G_LO] = j
-        return j
-    if nrep == 1:
-        return 0
-    a, b = P2[0, gid], P2[1, gid]
-    return b if RI[b, I_LOAD] < RI[a, I_LOAD] else a
+def least_loaded(nrep, RI, start):
+    """The replica with the fewest requests in flight; among equals, the first at or after ``start`` (cyclic):
+    :func:`core.serving.router.least_loaded`."""
+    m = RI[0, I_LOAD]
+    for k in range(1, nrep):
+        if RI[k, I_LOAD] < m:
+            m = RI[k, I_LOAD]
+    for k in range(start, nrep):
+        if RI[k, I_LOAD] == m:
+            return k
+    for k in range(nrep):
+        if RI[k, I_LOAD] == m:
+            return k
+    return 0
 
 
 @jit
-def route(N, nrep, router, fs, inv_P, pp, gaps, P2, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF):
+def pick(nrep, rt, G, RI):
+    """The router's choice for the next request (:data:`core.serving.router.POLICIES`' ``pick``, by ``rt.kind``)."""
+    gid = G[G_ISSUED]
+    if rt.kind == 0:  # round-robin
+        j = G[G_RR]
+        G[G_RR] = (j + 1) % nrep
+        return j
+    if rt.kind == 1:  # least-outstanding
+        j = least_loaded(nrep, RI, (G[G_LO] + 1) % nrep)
+        G[G_LO] = j
+        return j
+    if rt.kind == 2:  # power-of-two
+        if nrep == 1:
+            return 0
+        a, b = rt.pairs[0, gid], rt.pairs[1, gid]
+        return b if RI[b, I_LOAD] < RI[a, I_LOAD] else a
+    # prefix-affinity: the group's replica, unless the loads are out of balance or the group is new
+    lo, hi = RI[0, I_LOAD], RI[0, I_LOAD]
+    for k in range(1, nrep):
+        x = RI[k, I_LOAD]
+        if x < lo:
+            lo = x
+        if x > hi:
+            hi = x
+    imbalanced = hi - lo > rt.balance_abs and hi > rt.balance_rel * lo
+    g = rt.groups[gid] if rt.groups.shape[0] > 0 else -1
+    j = rt.owner[g] if g >= 0 else -1
+    if j < 0 or imbalanced:
+        j = least_loaded(nrep, RI, (G[G_LO] + 1) % nrep)
+        G[G_LO] = j
+        if g >= 0 and rt.owner[g] < 0:
+            rt.owner[g] = j
+    return j
+
+
+@jit
+def seen_add(seen, key):
+    """Add ``key`` (>= 0) to the open-addressing hash set ``seen``; whether it was new."""
+    mask = seen.shape[0] - 1
+    h = (key * 2654435761) & mask
+    while True:
+        v = seen[h]
+        if v == key:
+            return False
+        if v < 0:
+            seen[h] = key
+            return True
+        h = (h + 1) & mask
+
+
+@jit
+def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF):
     """ReplicaSet._route and _wake: returns the replica to pump (idle, not pumping), or -1."""
-    t = GF[0]
-    nn = G[G_ISSUED] + 1
-    if nn >= N:
-        GF[0] = INF
-    else:
-        GF[0] = t + gaps[nn]
-    j = pick(nrep, router, P2, G, RI)
+    t = next_arrival(N, gaps, G, GF, AH)
+    j = pick(nrep, rt, G, RI)
     gid = G[G_ISSUED]
     G[G_ISSUED] = gid + 1
+    if rt.seen.shape[0] > 0 and rt.groups.shape[0] > 0 and seen_add(rt.seen, rt.groups[gid] * nrep + j):
+        RQI[Q_PFX, gid] = 0  # the first of its group here: its prefix is not yet in this replica's cache
     # deliver
     RQF[RQ_ARR, gid] = t
     RQI[Q_REP, gid] = j
@@ -125,13 +162,13 @@ def route(N, nrep, router, fs, inv_P, pp, gaps, P2, TB, G, GF, RI, RF, RQF, RQI,
                 push(G, RI, ev_t, EVI, j, new)
         return -1
     if t > RF[j, R_NOW]:
-        record(fs, inv_P, G, RI, ts_rep, TSF, j, t)
+        record(fs, inv_P, G, RI, RF, ts_rep, TSF, j, t)
         RF[j, R_NOW] = t
     return j
 
 
 @jit
-def pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, e0):  # fmt: skip
+def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, e0):  # fmt: skip
     """ReplicaSet._pump of e0, with the replicas an arrival wakes on the way pumped in turn (a stack)."""
     stk[0] = e0
     top = 1
@@ -140,7 +177,7 @@ def pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blo
     while top > 0:
         e = stk[top - 1]
         if GF[0] <= RF[e, R_NOW]:  # every arrival due by now is routed before this replica plans
-            j = route(N, nrep, router, fs, inv_P, pp, gaps, P2, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF)
+            j = route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF)
             if j >= 0:
                 RI[j, I_PUMP] = 1
                 RI[j, I_STUCK] = 0
@@ -151,6 +188,8 @@ def pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blo
             absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
         if RI[e, I_DLN] > 0 and DL[0, e, 0] <= RF[e, R_NOW]:
             expire(B, RI, RF, hist, RQF, RQI, DL, e)
+        if RI[e, I_HE] >= 0:
+            tell_ended(N, gaps, G, GF, RI, RQF, RQI, AH, e)
         if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
             RI[e, I_PUMP] = 0
             top -= 1
@@ -191,6 +230,8 @@ def pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blo
             top -= 1
             continue
         end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)
+        if RI[e, I_HE] >= 0:
+            tell_ended(N, gaps, G, GF, RI, RQF, RQI, AH, e)
         RI[e, I_STUCK] = RI[e, I_STUCK] + 1 if RI[e, I_LW] == waiting else 0
         if RI[e, I_STUCK] > 2:
             err[0] = STUCK
@@ -201,8 +242,8 @@ def pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blo
 def loop(z):
     """Run the deployment's loop until it ends (OK), a slice is done (SLICE), an array needs to grow (GROW) or a
     check fails (the other statuses); resumable from its arrays (``z``: the parameters, then the arrays)."""
-    (N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock,) = z[0]  # fmt: skip
-    (gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err,) = z[1]  # fmt: skip
+    (N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock,) = z[0]  # fmt: skip
+    (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err,) = z[1]  # fmt: skip
     fcap = FH.shape[2]
     evcap = ev_t.shape[0]
     tscap = TSF.shape[1]
@@ -211,7 +252,7 @@ def loop(z):
     if not G[G_STARTED]:
         G[G_STARTED] = 1
         for e in range(nrep):
-            record(fs, inv_P, G, RI, ts_rep, TSF, e, RF[e, R_NOW])
+            record(fs, inv_P, G, RI, RF, ts_rep, TSF, e, RF[e, R_NOW])
     passes = G[G_PASSES]
     resumed = G[G_RESUME] != 0  # back from a slice: its last pass was counted and checked, not yet run
     G[G_RESUME] = 0
@@ -274,16 +315,18 @@ def loop(z):
                 TSF,
                 woken,
             )
+            if RI[woken, I_HE] >= 0:
+                tell_ended(N, gaps, G, GF, RI, RQF, RQI, AH, woken)
         elif t_a < INF:
             if t_a > max_clock:
                 G[G_PASSES] = passes
                 GF[1] = t_a
                 return CLOCK
-            woken = route(N, nrep, router, fs, inv_P, pp, gaps, P2, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF)
+            woken = route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF)
         else:
             break
         if woken >= 0:
-            pump(N, nrep, B, K, MB, keep, router, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, P2, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, woken)  # fmt: skip
+            pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, woken)  # fmt: skip
         if err[0]:
             G[G_PASSES] = passes
             return err[0]

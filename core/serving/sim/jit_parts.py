@@ -22,26 +22,34 @@ from core.serving.sim.jit_layout import (
     I_HW,
     I_LR,
     I_LW,
+    I_RES,
+    I_RSV,
+    I_SLIDE,
     I_TW,
     INF,
     Q_NX_W,
+    R_SS,
 )
 
 
 @jit_inline
-def record(fs, inv_P, G, RI, ts_rep, TSF, e, t):
+def used(fs, RI, RF, e):
+    """Blocks-worth held: full_share x full blocks + slide_share x sliding blocks (reserve admission: reserved;
+    full_share is 1.0 there, so 1.0 x the count)."""
+    if RI[e, I_RSV]:
+        return fs * RI[e, I_RES]
+    return fs * RI[e, I_FULL] + RF[e, R_SS] * RI[e, I_SLIDE]
+
+
+@jit_inline
+def record(fs, inv_P, G, RI, RF, ts_rep, TSF, e, t):
     n = G[G_TSN]
     ts_rep[n] = e
     TSF[0, n] = t
     TSF[1, n] = RI[e, I_LW]
     TSF[2, n] = RI[e, I_LR]
-    TSF[3, n] = (fs * RI[e, I_FULL]) * inv_P  # (full_share x full blocks + 0.0 x 0) / P
+    TSF[3, n] = used(fs, RI, RF, e) * inv_P  # (full_share x full blocks + slide_share x sliding) / P
     G[G_TSN] = n + 1
-
-
-@jit_inline
-def used(fs, RI, e):
-    return fs * RI[e, I_FULL]
 
 
 # --- linked lists --------------------------------------------------------------------------------------------

@@ -10,13 +10,16 @@ from pathlib import Path
 #: statuses (:mod:`core.serving.sim.records`) they import. Their hash stamps the loop's on-disk cache
 #: (:mod:`core.serving.sim.jit_cache`).
 ENGINE_SOURCES = (
+    "jit_arrivals.py",
     "jit_cache.py",
     "jit_deadline.py",
     "jit_engine.py",
     "jit_layout.py",
     "jit_loop.py",
     "jit_parts.py",
+    "jit_sessions.py",
     "jit_sources.py",
+    "jit_window.py",
     "records.py",
 )
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Pool:
@@ -53,3 +55,16 @@ class Pool:
         else:
             clipped = (a + w) * (w - a + 1) / 2 + (b - w) * w
         return self.full_share * full + self.slide_share * clipped
+
+
+def prefix_hit_tokens(frac: float, prompt_tokens):
+    """Prompt tokens [tokens] a replica that has served a request's prefix group finds in its prefix cache: the
+    group's shared first ``frac`` of the prompt, with at least the prompt's last token computed.
+
+    .. math:: \\min(\\lfloor f \\cdot i \\rfloor,\\; i - 1)
+
+    Half of a 1,000-token prompt shared: min(500, 999) = 500 tokens. ``prompt_tokens``: an int (an int back) or an
+    int array (the Python loop asks per request, the compiled one for all at once; the same values).
+    """
+    hit = np.minimum(np.floor(frac * np.asarray(prompt_tokens)), np.asarray(prompt_tokens) - 1).astype(np.int64)
+    return hit if hit.ndim else int(hit)

@@ -49,8 +49,10 @@ from core.serving.sim.pool import Pool
 from core.serving.sim.timing import Timing
 
 INF = math.inf
-#: Draws of prefix groups taken at a time (a generator of their own: the arrival and length draws stay put).
-_GROUP_CHUNK = 8192
+#: Draws of prefix groups taken at a time, from a generator of their own (the arrival and length draws stay put)
+#: seeded ``[seed, GROUP_STREAM]``.
+GROUP_CHUNK = 8192
+GROUP_STREAM = 0x475250
 
 
 class Replica(Engine):
@@ -191,7 +193,7 @@ class ReplicaSet:
         self.prefix_tokens = prefix_tokens  # (prompt tokens) -> tokens a replica holding the group finds cached
         self.grouped = prefix_tokens is not None or policy.name == "prefix-affinity"
         self._groups: list[int] = []
-        self._group_rng = np.random.default_rng([spec.seed, 0x475250])
+        self._group_rng = np.random.default_rng([spec.seed, GROUP_STREAM])
         self.seen: list[set[int]] = [set() for _ in front]
         self.heap: list[tuple[float, int, int, int]] = []  # (step end, seq, engine, version)
         self.events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, a, b)
@@ -206,7 +208,7 @@ class ReplicaSet:
     # --- arrivals -------------------------------------------------------------------------------------------
     def _group(self, rid: int) -> int:
         while len(self._groups) <= rid:
-            self._groups.extend(self._group_rng.integers(0, self.spec.prefix_groups, size=_GROUP_CHUNK).tolist())
+            self._groups.extend(self._group_rng.integers(0, self.spec.prefix_groups, size=GROUP_CHUNK).tolist())
         return self._groups[rid]
 
     def _route(self) -> None:

@@ -1,0 +1,476 @@
+"""The session loop compiled: :class:`core.serving.sessions.SessionSet` (the deployment's loop with multi-turn
+sessions) over the compiled engine (:mod:`core.serving.sim.jit_engine`), function for function: the session
+stream (a heap of the turns due, each session's next turn pushed when its last one ends), the router's session
+affinity, each replica's prefix cache in vLLM V1's free-queue order as linked lists over the sessions, and the loop
+over arrivals and step ends with a replica's pump.
+
+The compiled engine is the plain loop's and knows nothing of sessions, so this loop wraps its calls:
+
+* ``absorb`` takes a request with no cached tokens; the cached tokens a turn found at routing (``GI[G_HIT]``) are
+  set on each request it queued, after the call and before any plan reads them;
+* the requests that end in a call (:meth:`Replica._user_done`'s list in the Python loop) are read back in the
+  order the Python engine ends them: the arrivals it rejected (inbox order), then the decoding sequences that
+  finished (the finish heap's order, ``(iteration, request)``, from the running set taken before the call), then
+  the prompts that ended with their one output token (the step's chunk order);
+* the cached tokens a turn found when first admitted are the context its admission gave it (``Q_CTX`` of the
+  step's new chunks, right after the plan).
+
+Runs with a timeout take the Python loop (its expiries end requests in the deadline heap's order, not read back
+here). :mod:`core.serving.session_compiled` lays out the arrays and reads the records back.
+"""
+
+from __future__ import annotations
+
+import math
+
+from core.serving.sim.jit_cache import jit
+from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step
+from core.serving.sim.jit_layout import (
+    CLOCK,
+    EVENTS,
+    G_EVN,
+    G_FHMAX,
+    G_ISSUED,
+    G_LO,
+    G_PASSES,
+    G_RESUME,
+    G_SEQ,
+    G_STARTED,
+    G_TSN,
+    GROW,
+    I_FLIGHT,
+    I_HI,
+    I_HR,
+    I_HW,
+    I_KIND,
+    I_LOAD,
+    I_LR,
+    I_LW,
+    I_NCH,
+    I_PDEC,
+    I_PUMP,
+    I_STUCK,
+    I_TI,
+    I_VER,
+    INF,
+    OK,
+    Q_CACHED,
+    Q_CTX,
+    Q_FIN_D,
+    Q_INP,
+    Q_NX_IN,
+    Q_NX_R,
+    Q_OUT,
+    Q_REP,
+    Q_STATUS,
+    R_END,
+    R_NEXT,
+    R_NOW,
+    RQ_ARR,
+    RQ_FIN,
+    SLICE,
+    SLICE_PASSES,
+    STUCK,
+)
+from core.serving.sim.jit_loop import push
+from core.serving.sim.jit_parts import ev_pop, ev_push, record, used
+from core.serving.sim.records import DONE, MIXED, NONE, REJECTED, RUN
+
+# rows of the per-request array GI: its session, its turn (0-based), the cached tokens it found at routing, those it
+# found at its first admission (-1: never admitted)
+G_SESS, G_TURN, G_HIT, G_ADM = range(4)
+# rows of the per-session array SI: its first turn's index in the per-turn arrays, its turns, its home replica
+S_FIRST, S_TURNS, S_HOME = range(3)
+# rows of the per-turn arrays: PI (input, output tokens), PF (gap after the previous turn's end [s], recorded start [s])
+P_INP, P_OUT = range(2)
+P_GAP, P_AT = range(2)
+# rows of the per-session float array SF: the agent's gap after the session, the session's end [s]
+S_AGENT_GAP, S_ENDED = range(2)
+# the prefix caches: CB[row, replica, session] (cached blocks, next and previous in the free queue); per replica
+# CI[replica, col] (head: least recently freed, tail, cached blocks, blocks evicted, prefixes evicted whole)
+C_BLOCKS, C_NEXT, C_PREV = range(3)
+C_HEAD, C_TAIL, C_TOTAL, C_EV_BLOCKS, C_EV_WHOLE = range(5)
+N_CI = 5
+#: The affinity's balance thresholds (core.serving.router.BALANCE_ABS_THRESHOLD / BALANCE_REL_THRESHOLD; a test
+#: holds them equal).
+BALANCE_ABS = 64
+BALANCE_REL = 1.5
+
+
+# --- the prefix cache (sessions.PrefixCache) -----------------------------------------------------------------------
+@jit
+def c_take(CB, CI, e, s):
+    """``PrefixCache.take``: the blocks of session ``s``'s cached prefix on replica ``e``, out of the queue."""
+    b = CB[C_BLOCKS, e, s]
+    if b > 0:
+        p, n = CB[C_PREV, e, s], CB[C_NEXT, e, s]
+        if p < 0:
+            CI[e, C_HEAD] = n
+        else:
+            CB[C_NEXT, e, p] = n
+        if n < 0:
+            CI[e, C_TAIL] = p
+        else:
+            CB[C_PREV, e, n] = p
+        CB[C_BLOCKS, e, s] = 0
+        CI[e, C_TOTAL] -= b
+    return b
+
+
+@jit
+def c_put(CB, CI, e, s, blocks):
+    """``PrefixCache.put``: session ``s``'s prefix of ``blocks`` blocks freed now (the queue's tail)."""
+    c_take(CB, CI, e, s)
+    if blocks > 0:
+        t = CI[e, C_TAIL]
+        CB[C_PREV, e, s] = t
+        CB[C_NEXT, e, s] = -1
+        if t < 0:
+            CI[e, C_HEAD] = s
+        else:
+            CB[C_NEXT, e, t] = s
+        CI[e, C_TAIL] = s
+        CB[C_BLOCKS, e, s] = blocks
+        CI[e, C_TOTAL] += blocks
+
+
+@jit
+def c_trim(CB, CI, e, free):
+    """``PrefixCache.trim``: evict from the head until the cached blocks fit in ``free`` [blocks]."""
+    room = int(math.floor(free + 1e-9))
+    over = CI[e, C_TOTAL] - (room if room > 0 else 0)
+    while over > 0 and CI[e, C_HEAD] >= 0:
+        s = CI[e, C_HEAD]
+        b = CB[C_BLOCKS, e, s]
+        cut = b if b < over else over
+        over -= cut
+        CI[e, C_TOTAL] -= cut
+        CI[e, C_EV_BLOCKS] += cut
+        if cut == b:
+            c_take(CB, CI, e, s)
+            CI[e, C_TOTAL] += b  # c_take took b off the total: the cut already did
+            CI[e, C_EV_WHOLE] += 1
+        else:
+            CB[C_BLOCKS, e, s] = b - cut
+
+
+# --- the session stream (session_plan.SessionStream) ---------------------------------------------------------------
+@jit
+def s_push(SG, sh_t, SHI, t, s, k):
+    SG[G_SEQ] += 1
+    ev_push(SG, sh_t, SHI, t, SG[G_SEQ], s, k)
+
+
+@jit
+def s_next(SG, sh_t):
+    return sh_t[0] if SG[G_EVN] > 0 else INF
+
+
+@jit
+def turn_ended(agents, S, SG, GF, SI, PF, SF, sh_t, SHI, s, k, t_end, done):
+    """``SessionStream.turn_ended``."""
+    if done and k + 1 < SI[S_TURNS, s]:
+        j = SI[S_FIRST, s] + k + 1
+        g = PF[P_GAP, j]
+        if not math.isnan(g):
+            t = t_end + g
+        else:
+            a = PF[P_AT, j]
+            t = t_end if t_end > a else a
+        s_push(SG, sh_t, SHI, t, s, k + 1)
+    else:
+        SF[S_ENDED, s] = t_end
+        if agents and SG[G_STARTED] < S:
+            s_push(SG, sh_t, SHI, t_end + SF[S_AGENT_GAP, s], SG[G_STARTED], 0)
+            SG[G_STARTED] += 1
+    GF[0] = s_next(SG, sh_t)
+
+
+@jit
+def s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e):  # fmt: skip
+    """``SessionSet._ended`` over the ``nel`` requests of ``EL`` that ended on replica ``e``, in their order."""
+    for x in range(nel):
+        rid = EL[x]
+        s, k = GI[G_SESS, rid], GI[G_TURN, rid]
+        done = RQI[Q_STATUS, rid] == DONE
+        if done and caching:
+            c_put(CB, CI, e, s, (RQI[Q_INP, rid] + RQI[Q_OUT, rid] - 1) // B)
+            c_trim(CB, CI, e, pool_blocks - used(fs, RI, RF, e))
+        turn_ended(agents, S, SG, GF, SI, PF, SF, sh_t, SHI, s, k, RQF[RQ_FIN, rid], done)
+
+
+@jit
+def absorbed(RI, RQI, GI, EL, nel, e, head):
+    """After ``absorb`` on ``e`` took its inbox from ``head``: the rejected ones to ``EL`` (from ``nel``), the
+    queued ones given the cached tokens their routing found. Returns the new count."""
+    cur = head
+    while cur >= 0 and cur != RI[e, I_HI]:
+        if RQI[Q_STATUS, cur] == REJECTED:
+            EL[nel] = cur
+            nel += 1
+        else:
+            RQI[Q_CACHED, cur] = GI[G_HIT, cur]
+        cur = RQI[Q_NX_IN, cur]
+    return nel
+
+
+@jit
+def s_end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, GI, EL, DK, e):  # fmt: skip
+    """``end_step`` on ``e``; returns how many requests ended in it, in ``EL`` in the Python engine's order."""
+    kind = RI[e, I_KIND]
+    head = RI[e, I_HI]
+    nd = 0
+    if kind == RUN or (kind == MIXED and RI[e, I_PDEC]):
+        rid = RI[e, I_HR]
+        while rid >= 0:
+            if RQI[Q_FIN_D, rid] >= 0:
+                DK[0, nd] = RQI[Q_FIN_D, rid]
+                DK[1, nd] = rid
+                nd += 1
+            rid = RQI[Q_NX_R, rid]
+    end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)
+    nel = absorbed(RI, RQI, GI, EL, 0, e, head)
+    done = 0
+    for x in range(nd):  # the decoding sequences that finished, in the finish heap's order (iteration, request)
+        if RQI[Q_STATUS, DK[1, x]] == DONE:
+            fd, rid = DK[0, x], DK[1, x]
+            y = done
+            while y > 0 and (DK[0, y - 1] > fd or (DK[0, y - 1] == fd and DK[1, y - 1] > rid)):
+                DK[0, y] = DK[0, y - 1]
+                DK[1, y] = DK[1, y - 1]
+                y -= 1
+            DK[0, y] = fd
+            DK[1, y] = rid
+            done += 1
+    for x in range(done):
+        EL[nel] = DK[1, x]
+        nel += 1
+    if kind == MIXED:
+        for j in range(RI[e, I_NCH]):
+            rid = CH[0, e, j]
+            if RQI[Q_STATUS, rid] == DONE:
+                EL[nel] = rid
+                nel += 1
+    return nel
+
+
+@jit
+def pick(nrep, affinity, G, RI, SI, s):
+    """``SessionSet._pick``: the session's replica unless out of balance, else the least loaded."""
+    home = SI[S_HOME, s] if affinity else -1
+    least = RI[0, I_LOAD]
+    for k in range(1, nrep):
+        if RI[k, I_LOAD] < least:
+            least = RI[k, I_LOAD]
+    if home < 0 or (RI[home, I_LOAD] - least > BALANCE_ABS and RI[home, I_LOAD] > BALANCE_REL * least):
+        start = (G[G_LO] + 1) % nrep
+        home = -1
+        for k in range(start, nrep):
+            if RI[k, I_LOAD] == least:
+                home = k
+                break
+        if home < 0:
+            for k in range(nrep):
+                if RI[k, I_LOAD] == least:
+                    home = k
+                    break
+        G[G_LO] = home
+    SI[S_HOME, s] = home
+    return home
+
+
+@jit
+def s_route(nrep, B, affinity, caching, pool_blocks, fs, inv_P, pp, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF, GI, SI, PI, SG, sh_t, SHI, CB, CI):  # fmt: skip
+    """``SessionSet._route`` and ``_wake``: returns the replica to pump (idle, not pumping), or -1."""
+    t, s, k = sh_t[0], SHI[1, 0], SHI[2, 0]
+    ev_pop(SG, sh_t, SHI)
+    GF[0] = s_next(SG, sh_t)
+    gid = G[G_ISSUED]
+    G[G_ISSUED] = gid + 1
+    j0 = SI[S_FIRST, s] + k
+    i, o = PI[P_INP, j0], PI[P_OUT, j0]
+    GI[G_SESS, gid] = s
+    GI[G_TURN, gid] = k
+    j = pick(nrep, affinity, G, RI, SI, s)
+    hit = 0
+    if caching and k > 0:
+        c_trim(CB, CI, j, pool_blocks - used(fs, RI, RF, j))
+        hit = c_take(CB, CI, j, s) * B
+        last = ((i - 1) // B) * B
+        if last < hit:
+            hit = last
+    # deliver
+    GI[G_HIT, gid] = hit
+    RQF[RQ_ARR, gid] = t
+    RQI[Q_INP, gid] = i
+    RQI[Q_OUT, gid] = o
+    RQI[Q_REP, gid] = j
+    RQI[Q_NX_IN, gid] = -1
+    if RI[j, I_TI] < 0:
+        RI[j, I_HI] = gid
+    else:
+        RQI[Q_NX_IN, RI[j, I_TI]] = gid
+    RI[j, I_TI] = gid
+    if RF[j, R_NEXT] == INF:
+        RF[j, R_NEXT] = t
+    RI[j, I_LOAD] += 1
+    # wake
+    if RI[j, I_PUMP]:
+        return -1
+    if RI[j, I_FLIGHT]:
+        if RI[j, I_KIND] == RUN:
+            old = RF[j, R_END]
+            new = cut_run(pp, TB, RI, RF, j, t)
+            if new != old:
+                push(G, RI, ev_t, EVI, j, new)
+        return -1
+    if t > RF[j, R_NOW]:
+        record(fs, inv_P, G, RI, RF, ts_rep, TSF, j, t)
+        RF[j, R_NOW] = t
+    return j
+
+
+@jit
+def pump_trim(pool_blocks, fs, RI, RF, CB, CI, e):
+    """``SessionSet._pump``'s first act: running requests may have taken cached blocks."""
+    if CI[e, C_TOTAL]:
+        free = pool_blocks - used(fs, RI, RF, e)
+        if CI[e, C_TOTAL] > free:
+            c_trim(CB, CI, e, free)
+
+
+@jit
+def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, affinity, caching, agents, S, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL, e0):  # fmt: skip
+    """``SessionSet._pump`` of ``e0``, the replicas an arrival wakes on the way pumped in turn (a stack). Every
+    array by name, not in a tuple: unpacking one takes a reference to each array on every call."""
+    pump_trim(pool_blocks, fs, RI, RF, CB, CI, e0)
+    stk[0] = e0
+    top = 1
+    RI[e0, I_PUMP] = 1
+    RI[e0, I_STUCK] = 0
+    while top > 0:
+        e = stk[top - 1]
+        if GF[0] <= RF[e, R_NOW]:  # every arrival due by now is routed before this replica plans
+            j = s_route(nrep, B, affinity, caching, pool_blocks, fs, inv_P, pp, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF, GI, SI, PI, SG, sh_t, SHI, CB, CI)  # fmt: skip
+            if j >= 0:
+                pump_trim(pool_blocks, fs, RI, RF, CB, CI, j)
+                RI[j, I_PUMP] = 1
+                RI[j, I_STUCK] = 0
+                stk[top] = j
+                top += 1
+            continue
+        nel = 0
+        if RF[e, R_NEXT] <= RF[e, R_NOW]:
+            head = RI[e, I_HI]
+            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
+            nel = absorbed(RI, RQI, GI, EL, 0, e, head)
+        if nel:
+            s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e)  # fmt: skip
+        if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
+            RI[e, I_PUMP] = 0
+            top -= 1
+            continue
+        waiting = RI[e, I_LW]
+        whead = RI[e, I_HW] if waiting > 0 else -1
+        end = begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e)  # fmt: skip
+        if err[0]:
+            return
+        if RI[e, I_KIND] != NONE:
+            for x in range(RI[e, I_NCH]):  # the cached tokens each turn found at its first admission
+                rid = CH[0, e, x]
+                if GI[G_ADM, rid] < 0:
+                    GI[G_ADM, rid] = RQI[Q_CTX, rid]
+            push(G, RI, ev_t, EVI, e, end)
+            RI[e, I_PUMP] = 0
+            top -= 1
+            continue
+        nel = 0
+        if whead >= 0 and RQI[Q_STATUS, whead] == REJECTED:
+            EL[0] = whead
+            nel = 1
+        end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)  # fmt: skip
+        if nel:
+            s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e)  # fmt: skip
+        RI[e, I_STUCK] = RI[e, I_STUCK] + 1 if RI[e, I_LW] == waiting else 0
+        if RI[e, I_STUCK] > 2:
+            err[0] = STUCK
+            return
+
+
+@jit
+def s_start(SG, GF, sh_t, SHI, starts, S, agents):
+    """``SessionStream.__init__``: every session's first turn at its start, or the agents' first sessions."""
+    for x in range(starts.shape[0]):
+        s_push(SG, sh_t, SHI, starts[x], x, 0)
+    SG[G_STARTED] = starts.shape[0] if agents else S
+    GF[0] = s_next(SG, sh_t)
+
+
+@jit
+def s_loop(z):
+    """Run the session loop until it ends (OK), a slice is done (SLICE), an array needs to grow (GROW) or a check
+    fails (the other statuses); resumable from its arrays (``z``: the parameters, then the arrays)."""
+    p, a = z
+    (N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock, affinity, caching, agents, S) = p  # fmt: skip
+    (TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL, DK) = a  # fmt: skip
+    fcap = FH.shape[2]
+    evcap = ev_t.shape[0]
+    tscap = TSF.shape[1]
+    if not G[G_STARTED]:
+        G[G_STARTED] = 1
+        for e in range(nrep):
+            record(fs, inv_P, G, RI, RF, ts_rep, TSF, e, RF[e, R_NOW])
+    passes = G[G_PASSES]
+    resumed = G[G_RESUME] != 0
+    G[G_RESUME] = 0
+    margin = 8 * nrep + 4 * MB + 64
+    while True:
+        if G[G_TSN] + margin > tscap or G[G_EVN] + margin > evcap or G[G_FHMAX] + MB + 8 > fcap:
+            G[G_PASSES] = passes
+            G[G_RESUME] = 1 if resumed else 0
+            return GROW
+        if resumed:
+            resumed = False
+        else:
+            passes += 1
+            if not passes & 1023:
+                nxt = GF[0]
+                if G[G_EVN] > 0 and ev_t[0] < nxt:
+                    nxt = ev_t[0]
+                clock = nxt if nxt < INF else 0.0
+                GF[1] = clock
+                G[G_PASSES] = passes
+                if not clock <= max_clock:
+                    return CLOCK
+                if passes > max_ev:
+                    return EVENTS
+                if not passes & (SLICE_PASSES - 1):
+                    G[G_RESUME] = 1
+                    return SLICE
+        while G[G_EVN] > 0 and EVI[2, 0] != RI[EVI[1, 0], I_VER]:
+            ev_pop(G, ev_t, EVI)  # a run cut short since
+        t_r = ev_t[0] if G[G_EVN] > 0 else INF
+        t_a = GF[0]
+        woken = -1
+        if t_r < t_a:
+            woken = EVI[1, 0]
+            ev_pop(G, ev_t, EVI)
+            RI[woken, I_FLIGHT] = 0
+            nel = s_end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, GI, EL, DK, woken)  # fmt: skip
+            if nel:
+                s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, woken)  # fmt: skip
+        elif t_a < INF:
+            if t_a > max_clock:
+                G[G_PASSES] = passes
+                GF[1] = t_a
+                return CLOCK
+            woken = s_route(nrep, B, affinity, caching, pool_blocks, fs, inv_P, pp, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF, GI, SI, PI, SG, sh_t, SHI, CB, CI)  # fmt: skip
+        else:
+            break
+        if woken >= 0:
+            s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, affinity, caching, agents, S, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL, woken)  # fmt: skip
+        if err[0]:
+            G[G_PASSES] = passes
+            return err[0]
+    G[G_PASSES] = passes
+    return OK
