@@ -1,5 +1,6 @@
-"""The simulator's engine on the shapes beyond the plain aggregated run (issue 33 targets): a disaggregated 1P1D
-deployment of 100,000 requests under 1 s, 16 replicas behind prefix affinity with 1,000,000 requests under 10 s.
+"""The simulator's engine on the shapes beyond the plain aggregated run: a disaggregated 1P1D deployment of 100,000
+requests under 1 s, 16 replicas behind prefix affinity (a shared prompt prefix per group) with 1,000,000 requests
+under 10 s.
 Each row names the loop that ran it (the compiled loop, or the Python loop and why: the result's
 ``fallback_reason``). CPU seconds of ``simulate_deployment`` (``time.process_time``: what the code costs on a
 shared machine; the wall time on an idle one).

@@ -632,6 +632,27 @@ def read_export(data: Any) -> dict[str, Any]:
     extra = sorted(set(data) - _EXPORT_KEYS)
     if extra:
         raise StoreError(f"the export has a field this version does not know: {extra[0]!r}")
+    out_revs = _export_revisions(data)
+    name: str = _export_text(data, "name", "", _check_line_name) or out_revs[-1]["name"] or "imported analysis"
+    out_runs = _export_runs(data)
+    out_tel = _export_telemetry(data)
+    out_logs = _export_logs(data)
+    owner = data.get("owner")
+    if owner is not None:
+        owner = _export_text(data, "owner", "", lambda v: _check_line(v, "owner"))
+    return {
+        "name": _check_name(name),
+        "owner": owner,
+        "created_at": _export_time(data, ""),
+        "revisions": out_revs,
+        "runs": out_runs,
+        "telemetry": out_tel,
+        "startup_logs": out_logs,
+    }
+
+
+def _export_revisions(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The export's revisions, each with its config validated and its texts and time checked (at least one)."""
     revs = data.get("revisions")
     if not isinstance(revs, list) or not revs:
         raise StoreError("the export has no revisions")
@@ -664,7 +685,11 @@ def read_export(data: Any) -> dict[str, Any]:
                 "created_at": _export_time(r, where),
             }
         )
-    name: str = _export_text(data, "name", "", _check_line_name) or out_revs[-1]["name"] or "imported analysis"
+    return out_revs
+
+
+def _export_runs(data: dict[str, Any]) -> list[Run]:
+    """The export's measured runs, each validated."""
     run_items = data.get("runs") if data.get("runs") is not None else []
     if not isinstance(run_items, list):
         raise StoreError("the export's runs are not a list")
@@ -674,6 +699,12 @@ def read_export(data: Any) -> dict[str, Any]:
             out_runs.append(Run.model_validate(r))
         except ValidationError as exc:
             raise StoreError(f"the export's runs[{i}] cannot be read: {describe_validation_error(exc)}") from None
+    return out_runs
+
+
+def _export_telemetry(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The export's telemetry as (kind, payload) pairs, each payload read as stored telemetry is and its kind its
+    payload's format."""
     tel_items = data.get("telemetry") if data.get("telemetry") is not None else []
     if not isinstance(tel_items, list):
         raise StoreError("the export's telemetry is not a list")
@@ -695,6 +726,11 @@ def read_export(data: Any) -> dict[str, Any]:
                 f"the export's {where}.kind {tel['kind'][:40]!r} is not its payload's format {parsed.fmt!r}"
             )
         out_tel.append((tel["kind"], tel["payload"]))
+    return out_tel
+
+
+def _export_logs(data: dict[str, Any]) -> list[tuple[str, StartupLog, str]]:
+    """The export's start-up logs as (name, the numbers read, the text)."""
     log_items = data.get("startup_logs") if data.get("startup_logs") is not None else []
     if not isinstance(log_items, list):
         raise StoreError("the export's startup_logs are not a list")
@@ -712,18 +748,7 @@ def read_export(data: Any) -> dict[str, Any]:
             raise StoreError(f"the export's {where}.text is not text")
         lname = _export_text(lg, "name", where, _check_line_name) or "start-up log"
         out_logs.append((lname, parsed_log, text))
-    owner = data.get("owner")
-    if owner is not None:
-        owner = _export_text(data, "owner", "", lambda v: _check_line(v, "owner"))
-    return {
-        "name": _check_name(name),
-        "owner": owner,
-        "created_at": _export_time(data, ""),
-        "revisions": out_revs,
-        "runs": out_runs,
-        "telemetry": out_tel,
-        "startup_logs": out_logs,
-    }
+    return out_logs
 
 
 def _export_text(obj: dict[str, Any], key: str, where: str, check) -> str:

@@ -301,7 +301,7 @@ def test_offline_and_rate_search_results_attach_and_are_predicted(tmp_path):
 
 # --- the second calibration: fit the efficiency assumptions ------------------------------------------------------
 
-TRUE = {"mbu": 0.65, "mfu_max": 0.55, "mfu_ramp_tokens": 100.0, "step_overhead_ms": 1.0}  # inside each bound
+TRUE = {"mbu": 0.72, "mfu_max": 0.55, "mfu_ramp_tokens": 100.0, "step_overhead_ms": 1.0}  # inside each bound
 SHAPES = [
     (1, 128, 256),
     (1, 2048, 128),

@@ -176,7 +176,7 @@ CASES = {
     "closed loop, three replicas": (L8, BASE.with_(arrival="closed", users=24, think_s=0.5), 3, "least-outstanding"),
     "closed loop, timeout, preempting": (
         L8,
-        BASE.with_(arrival="closed", users=40, think_s=0.2, kv_pool_tokens=12_000, timeout_s=6.0),
+        BASE.with_(arrival="closed", users=40, think_s=0.2, kv_pool_tokens=12_000, timeout_s=5.0),
         3,
         "power-of-two",
     ),
@@ -401,7 +401,7 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
     )  # the loop's own refusal: past the timing's table
     r = simulate(L8, BASE)
     assert (r.loop, r.fallback_reason) == ("python", "an iteration past the timing's table")
-    assert set(FALLBACK_REASONS) == set(one) | set(deps) | {
+    assert set(FALLBACK_REASONS) == set(one) | set(deps) | set(base_only()) | {
         "numba not installed",
         "more replica slots than the compiled loop holds",
         "an iteration past the timing's table",
@@ -410,6 +410,34 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
     }
     with pytest.raises(ValueError, match="loop must be one of auto, python"):
         simulate(L8, BASE, loop="numba")
+
+
+def base_only() -> dict[str, None]:
+    """The shapes the aggregated loop lays out beyond the engine's base shape: a loop built on the engine that lays
+    out only the base (the sessions') asks the gate without ``extended`` and gets each one's reason; the aggregated
+    loop's callers ask with it and get none."""
+    from core.config import as_deployment
+    from core.serving.sim import compiled
+    from core.serving.sim.timing import compiled_form
+    from core.serving.simulation import kv_pool, replica_timing
+
+    shapes = {  # reason -> (config, spec, router, prefix)
+        "a shared prompt prefix (prefix_cache_frac)": (L8, BASE.with_(prefix_cache_frac=0.5), "round-robin", 1),
+        "router not compiled": (L8, BASE, "prefix-affinity", None),
+        "arrivals not Poisson": (L8, BASE.with_(arrival="closed", users=8), "round-robin", None),
+        "a duration limit": (L8, BASE.with_(duration_s=60.0), "round-robin", None),
+        "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), "round-robin", None),
+        "reserve admission": (L8, BASE.with_(admission="reserve"), "round-robin", None),
+        "sliding-window layers": (MISTRAL, BASE, "round-robin", None),
+    }
+    for why, (cfg, spec, router, prefix) in shapes.items():
+        dep = as_deployment(cfg)
+        pool, tm = kv_pool(dep, spec), compiled_form(replica_timing(dep, spec)[1])
+        prefix = (lambda i: i // 2) if prefix else None
+        assert compiled.fallback_reason(spec, tm, pool, 2, router, prefix=prefix) == why, why
+        assert compiled.fallback_reason(spec, tm, pool, 2, router, extended=True) is None, why
+    assert set(shapes) == set(compiled.EXTENDED_REASONS)
+    return dict.fromkeys(shapes)
 
 
 def test_the_work_budget_stops_it_as_it_stops_the_python_loop():

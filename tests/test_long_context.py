@@ -496,7 +496,7 @@ def test_a_host_kv_tier_adds_capacity_and_charges_the_host_link():
     # Llama-3.1-8B on one H100 at 100,000-token contexts: 131,072 B of KV per token. A 256 GiB host tier holds
     # 274,877,906,944 / 131,072 = 2,097,152 tokens more; a decode step that reads cached tokens beyond HBM reads
     # them over the host link at offload_gb_per_s (25 GB/s): 131,072 B / 25e9 B/s = 5.24 us per token, far slower
-    # than HBM (3.35 TB/s x 0.75: 52 ns).
+    # than HBM (3.35 TB/s x 0.78 x 0.96: 52 ns).
     from core.config import resolve
     from core.physics import StepModel, serving_memory
 

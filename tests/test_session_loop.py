@@ -107,9 +107,32 @@ def test_the_compile_cache_key_covers_the_session_loop():
     assert "jit_sessions.py" in ENGINE_SOURCES
 
 
-def test_a_timeout_takes_the_python_loop_and_says_why():
-    cfg = CFG.with_(workload=CFG.workload.with_(timeout_s=30.0))
-    r = simulate_sessions(cfg, Sessions(num_sessions=10, rate_per_s=1.0))
-    why = SESSION_FALLBACK_REASONS[0]
-    assert r.loop == "python" and r.fallback_reason == why and "timeout" in why
+@pytest.mark.parametrize(
+    "cfg, k, words",
+    [
+        (CFG.with_(workload=CFG.workload.with_(timeout_s=30.0)), 0, "timeout"),
+        (CFG.with_(workload=CFG.workload.with_(policy="prefill_priority")), 2, "prefill-priority"),
+        (RabitConfig(model="gemma-3-12b-it", tp=1, gpus_per_node=1), 2, "sliding-window"),
+    ],
+)
+def test_shapes_the_session_loop_is_not_held_to_take_the_python_loop_and_say_why(cfg, k, words):
+    r = simulate_sessions(cfg, Sessions(num_sessions=6, rate_per_s=1.0, turns=Lengths(kind="fixed", mean=2)))
+    why = SESSION_FALLBACK_REASONS[k]
+    assert r.loop == "python" and r.fallback_reason == why and words in why
     assert r.payload()["fallback_reason"] == why
+
+
+@pytest.mark.parametrize(
+    ("cfg", "why"),
+    [
+        (CFG.with_(workload=CFG.workload.with_(policy="prefill_priority")), "prefill-priority scheduling"),
+        (CFG.with_(workload=CFG.workload.with_(admission="reserve")), "reserve admission"),
+        (RabitConfig(model="mistral-7b", tp=1, gpus_per_node=1), "sliding-window layers"),
+    ],
+)
+def test_shapes_the_plain_loop_takes_but_the_session_loop_does_not_take_the_python_loop(cfg, why):
+    # the plain compiled loop lays these out; the session loop's arrays and flags are the chunked, preempting,
+    # full-attention engine's, so it leaves them to the Python loop (run compiled, their records differed from the
+    # first arrival)
+    r = simulate_sessions(cfg, Sessions(num_sessions=10, rate_per_s=1.0))
+    assert (r.loop, r.fallback_reason) == ("python", why) and why in FALLBACK_REASONS

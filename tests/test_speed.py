@@ -27,19 +27,19 @@ P_70B, EMB_70B = 70_553_706_496, 128_256 * 8_192
 # Fixed costs of an iteration (core.physics.step: t_o = t_step + pp n_k t_k + S (t_seq + V y_v / (BW eta_bw))), with
 # the base assumptions: scheduler step 0.5 ms; kernel launches 1 us each from a CUDA graph (iterations of at most
 # vLLM's 512 tokens), 5 us eager; per sequence 2 us of bookkeeping + sampling 128,256 x 16 B of logits at
-# 3.35 TB/s x 0.75 = 0.8167 us (H100) or 4.8 TB/s x 0.75 = 0.5700 us (H200).
+# 3.35 TB/s x 0.78 = 0.7853 us (H100) or 4.8 TB/s x 0.78 = 0.5481 us (H200) (the logits stream at mbu 0.78).
 T_STEP = 0.5e-3
-SEQ_H100 = 2e-6 + 128_256 * 16 / (3.35e12 * 0.75)
-SEQ_H200 = 2e-6 + 128_256 * 16 / (4.8e12 * 0.75)
+SEQ_H100 = 2e-6 + 128_256 * 16 / (3.35e12 * 0.78)
+SEQ_H200 = 2e-6 + 128_256 * 16 / (4.8e12 * 0.78)
 # Llama-3.1-70B at TP 8: 80 layers x (10 + 2 all-reduces) + 3 = 963 kernels per iteration.
 KERNELS_70B_TP8 = 80 * 12 + 3
 # Llama-3.1-8B on one GPU: 32 layers x 10 + 3 = 323 kernels.
 KERNELS_8B_TP1 = 32 * 10 + 3
-# The worked example's decode step (batch 32, graph): 0.5 + 0.963 + 32 x 2.8167e-3 ms = 1.553 ms.
+# The worked example's decode step (batch 32, graph): 0.5 + 0.963 + 32 x 2.7853e-3 ms = 1.552 ms.
 T_O_70B_DECODE = T_STEP + KERNELS_70B_TP8 * 1e-6 + 32 * SEQ_H100
-# Its prefill (131,072 tokens, eager, 32 prompts sampled): 0.5 + 4.815 + 0.090 ms = 5.405 ms.
+# Its prefill (131,072 tokens, eager, 32 prompts sampled): 0.5 + 4.815 + 0.089 ms = 5.404 ms.
 T_O_70B_PREFILL = T_STEP + KERNELS_70B_TP8 * 5e-6 + 32 * SEQ_H100
-# Llama-3.1-8B, one decode sequence: 0.5 + 0.323 + 0.0028 ms = 0.826 ms (H100); 0.8257 ms (H200).
+# Llama-3.1-8B, one decode sequence: 0.5 + 0.323 + 0.0028 ms = 0.8258 ms (H100); 0.8255 ms (H200).
 T_O_8B = T_STEP + KERNELS_8B_TP1 * 1e-6 + SEQ_H100
 T_O_8B_H200 = T_STEP + KERNELS_8B_TP1 * 1e-6 + SEQ_H200
 
@@ -49,14 +49,15 @@ def test_worked_example_decode_by_hand_and_within_the_expected_window():
     # Weights streamed per GPU: (P - embedding) x 2 B / 8 = 17,375,758,336 B (the embedding is a lookup).
     w = (P_70B - EMB_70B) * 2 / 8
     # Mean cached context over decode steps n = 1..4095: 4096 + (4095 - 1)/2 = 6,143 tokens; the step reads them
-    # and writes one: 32 x 6,144 x 40,960 B (80 layers x 8 KV heads x 128 x 2 x 2 B / 8 GPUs) = 8.053 GB.
-    kv = 32 * 6144 * 40_960
-    t_mem = (w + kv) / (3.35e12 * 0.75)  # 10.121 ms
+    # and writes one: 32 x 6,143 x 40,960 B read (80 layers x 8 KV heads x 128 x 2 x 2 B / 8 GPUs) = 8.052 GB,
+    # gathered from pages at 0.96 of the weights' bandwidth (kv_read_bw_eff), and 32 x 40,960 B written.
+    kv = 32 * 6143 * 40_960 / 0.96 + 32 * 40_960
+    t_mem = (w + kv) / (3.35e12 * 0.78)  # (17.376 + 8.387 + 0.001) GB / 2.613 TB/s = 9.860 ms
     # NVLS all-reduce of 32 x 8,192 x 2 B: 8 us + 2 x 2.5 us + 524,288 B / (450 GB/s x 0.8) = 14.456 us; x 160.
     t_comm = 160 * (8e-6 + 5e-6 + 32 * 8192 * 2 / (450e9 * 0.8))
     assert d.at_mean.memory_s == pytest.approx(t_mem, rel=1e-9)
     assert d.at_mean.comm_s == pytest.approx(t_comm, rel=1e-9)
-    assert d.step_s == pytest.approx(t_mem + t_comm + T_O_70B_DECODE, rel=1e-9)  # 13.987 ms
+    assert d.step_s == pytest.approx(t_mem + t_comm + T_O_70B_DECODE, rel=1e-9)  # 13.725 ms
     assert d.bound == "memory"
     # Issue 3: between the textbook chain's 11.8 ms and measured kernels' ~16 ms.
     assert 11.8e-3 <= d.step_s <= 16e-3
@@ -147,13 +148,13 @@ def test_the_recorded_constants_are_the_step_models_own():
 
 def test_batch_one_decode_approaches_weights_over_bandwidth():
     # Llama-3.1-8B on one H100, BF16, a 1-token prompt: (8,030,261,248 - 525,336,576) x 2 B = 15.01 GB streamed
-    # per token; / (3.35 TB/s x 0.75) = 5.974 ms. KV of 1-2 tokens adds 0.004%.
+    # per token; / (3.35 TB/s x 0.78) = 5.744 ms. KV of 1-2 tokens adds 0.004%.
     cfg = RabitConfig(
         model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1, input_tokens=1, output_tokens=2
     )
     d = decode(cfg)
-    w_over_bw = (8_030_261_248 - 525_336_576) * 2 / (3.35e12 * 0.75)
-    assert w_over_bw == pytest.approx(5.974e-3, rel=1e-3)
+    w_over_bw = (8_030_261_248 - 525_336_576) * 2 / (3.35e12 * 0.78)
+    assert w_over_bw == pytest.approx(5.744e-3, rel=1e-3)
     assert d.bound == "memory"
     assert d.step_s - T_O_8B >= w_over_bw
     assert d.step_s - T_O_8B == pytest.approx(w_over_bw, rel=1e-3)
@@ -309,12 +310,13 @@ def test_prefix_cache_removes_the_cached_share_from_ttft():
 
 
 def test_decode_turns_compute_bound_where_the_lines_cross():
-    # At the 001 context each sequence adds 40,960 B x 6,144 = 252 MB of KV (100 us at 2.51 TB/s) but only
+    # At the 001 context each sequence adds 40,960 B x 6,144 = 252 MB of KV (105 us gathered at 2.508 TB/s) but only
     # (17.4 GFLOP + 327,680 x 6,144) / 643 TFLOP/s = 30 us of compute: never compute-bound.
     assert compute_bound_batch(EXAMPLE) is None
-    # With one cached token: compute 17.376e9 (b + 64) / 6.4285e14 = 2.703e-5 (b + 64) s against memory
-    # (17.376e9 + 2 b x 40,960) / 2.5125e12 = 6.916e-3 + 3.26e-8 b s: they cross at b = 192.1 -> batch 193.
-    assert compute_bound_batch(EXAMPLE, context=1) == 193
+    # With one cached token: compute 17.376e9 (b + 64) / 6.4285e14 = 2.703e-5 (b + 64) s (+ 2 pairs of attention
+    # per sequence, 0.1 ns) against memory (17.376e9 + b x 40,960 x (1 / 0.96 + 1)) / 2.613e12 = 6.650e-3 + 3.20e-8 b
+    # s (one token gathered at 0.96 of the weights' bandwidth, one written): they cross at b = 182.2 -> batch 183.
+    assert compute_bound_batch(EXAMPLE, context=1) == 183
 
 
 def test_batch_sweep_matches_the_summary_and_trades_latency_for_throughput():
@@ -397,12 +399,13 @@ def test_summary_is_deterministic():
 def test_attention_has_its_own_roofline_at_long_context():
     # Llama-3.1-8B, BF16 weights, FP8 KV, one H200, batch 1 with 131,072 tokens cached (one decode step).
     # Weights streamed: (8.0303e9 - 0.5253e9 embedding) x 2 B = 15.0099 GB; KV read + written:
-    # (131,072 + 1) x 2 x 32 x 8 x 128 x 1 B = 8.5898 GB; memory = 23.5997e9 / (4.8e12 x 0.75) = 6.555 ms.
+    # (131,072 / 0.96 + 1) x 2 x 32 x 8 x 128 x 1 B = 8.9478 GB at the weights' bandwidth (the paged reads at 0.96 of
+    # it); memory = 23.9577e9 / (4.8e12 x 0.78) = 6.399 ms.
     # Matmuls: 2 x 7.5049e9 FLOP / (989e12 x 0.65 x 1/65) = 1.518 ms (the GEMM tiling ramp at one token).
     # Attention: 4 x 32 x 4,096 x 131,073 pairs = 6.872e10 FLOP / (989e12 x 1.4 x 0.65) = 0.076 ms at the
     # ceiling (an FP8 cache is attended in FP8: the BF16 peak x fp8_speedup 1.4).
     # With the ramp on attention too, compute would read 8.373e10 / 9.890e12 = 8.47 ms and claim the step is
-    # compute-bound; by its own roofline attention is a KV stream and the step is memory-bound at 6.555 ms.
+    # compute-bound; by its own roofline attention is a KV stream and the step is memory-bound at 6.399 ms.
     cfg = RabitConfig(
         model="llama-3.1-8b",
         gpu="h200-sxm",
@@ -417,7 +420,7 @@ def test_attention_has_its_own_roofline_at_long_context():
     R = 131_072
     t_cmp, t_mem, t_comm = sm.scalar_parts(1.0, R + 1, R)
     assert t_mem == pytest.approx(
-        (8030261248 - 525336576) * 2 / (4.8e12 * 0.75) + (R + 1) * 65536 / (4.8e12 * 0.75), rel=1e-6
+        (8030261248 - 525336576) * 2 / (4.8e12 * 0.78) + (R / 0.96 + 1) * 65536 / (4.8e12 * 0.78), rel=1e-6
     )
     assert t_cmp == pytest.approx(
         2 * 7504924672 * 65 / (989e12 * 0.65) + 4 * 32 * 4096 * (R + 1) / (989e12 * 1.4 * 0.65), rel=1e-6
@@ -449,8 +452,8 @@ def test_fixed_per_step_costs_kernel_launches_graph_then_eager():
 
 
 def test_fixed_per_step_costs_grow_with_the_sequences_scheduled():
-    # Per sequence: 2 us of bookkeeping + sampling 128,256 FP32 logits x 4 passes = 2.05 MB at 2.51 TB/s
-    # (0.8167 us) = 2.8167 us. A 1,000-sequence decode step pays 999 x 2.8167 us = 2.814 ms more than a
+    # Per sequence: 2 us of bookkeeping + sampling 128,256 FP32 logits x 4 passes = 2.05 MB at 2.613 TB/s
+    # (0.7853 us) = 2.7853 us. A 1,000-sequence decode step pays 999 x 2.7853 us = 2.783 ms more than a
     # one-sequence iteration of the same tokens and traffic.
     cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1)
     sm = StepModel.from_deployment(resolve(cfg))
@@ -463,8 +466,8 @@ def test_fixed_per_step_costs_grow_with_the_sequences_scheduled():
 
 
 def test_fixed_per_step_costs_dominate_a_small_batch_and_can_be_switched_off():
-    # Batch-1 decode of Llama-3.1-8B on one H100: the streamed weights take 5.974 ms; the fixed costs (0.826 ms)
-    # are 12% of the step. Set every fixed cost to zero and the step is the roofline alone (the textbook chain).
+    # Batch-1 decode of Llama-3.1-8B on one H100: the streamed weights take 5.744 ms; the fixed costs (0.826 ms)
+    # are 13% of the step. Set every fixed cost to zero and the step is the roofline alone (the textbook chain).
     cfg = RabitConfig(
         model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1, batch=1, input_tokens=1, output_tokens=2
     )

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.base.assumption_info import MOVES, AssumptionInfo
 from core.base.assumptions_adapters import ADAPTER_ASSUMPTIONS
+from core.base.assumptions_bandwidth import DECODE_BANDWIDTH_ASSUMPTIONS
 from core.base.assumptions_collectives import COLLECTIVE_ASSUMPTIONS
 from core.base.assumptions_front_end import FRONT_END_ASSUMPTIONS
 from core.base.limits import checked, type_problem
@@ -67,25 +68,10 @@ _INFOS = (
         max_value=64.0,
         domain_reason="graphs larger than 64 GiB per GPU would be a model's worth of memory, not launch buffers",
     ),
-    AssumptionInfo(
-        "mbu",
-        "Decode memory-bandwidth utilisation (achieved / peak HBM bandwidth)",
-        "frac",
-        0.75,
-        0.60,
-        0.85,
-        "Databricks 'LLM Inference Performance Engineering' (2023): MBU 60-70% at small batch on "
-        "A100/H100; TensorRT-LLM/FlashInfer GEMV kernels reach ~80-85% of peak HBM bandwidth. "
-        "The textbook example uses 0.8.",
-        +1,
-        moves=("serving_speed", "training", "video"),
-        min_value=0.01,
-        max_value=1.0,
-        domain_reason="achieved / peak bandwidth: never above the peak",
-    ),
+    *DECODE_BANDWIDTH_ASSUMPTIONS,
     AssumptionInfo(
         "rocm_attn_bw_eff",
-        "Paged-attention bandwidth on ROCm (vLLM, SGLang), as a share of the achieved bandwidth (mbu)",
+        "Paged-attention bandwidth on ROCm (vLLM, SGLang), as a share of the CUDA kernels' K/V reads",
         "frac",
         1.0,
         0.25,
@@ -603,6 +589,7 @@ class Assumptions(BaseModel):
     runtime_overhead_gib: float = _field("runtime_overhead_gib")
     cuda_graph_gib: float = _field("cuda_graph_gib")
     mbu: float = _field("mbu")
+    kv_read_bw_eff: float = _field("kv_read_bw_eff")
     rocm_attn_bw_eff: float = _field("rocm_attn_bw_eff")
     mfu_max: float = _field("mfu_max")
     mfu_ramp_tokens: float = _field("mfu_ramp_tokens")

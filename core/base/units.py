@@ -204,6 +204,14 @@ def fmt_value(x: float, unit: str, digits: int = 3) -> str:
         return fmt_num(x, digits)
     if unit == "%":
         return f"{sig(100 * x, digits)} %"
+    if unit in ("W", "kWh", "J"):
+        return _fmt_energy(x, unit, digits)
+    return f"{fmt_num(x, digits)} {unit}"
+
+
+def _fmt_energy(x: float, unit: str, digits: int) -> str:
+    """A power [W] in W, kW or MW; an energy already in kWh in Wh, kWh or MWh; an energy [J] in J, or kWh from a
+    tenth of one."""
     if unit == "W":
         return (
             f"{sig(x / 1e6, digits)} MW"
@@ -220,6 +228,4 @@ def fmt_value(x: float, unit: str, digits: int = 3) -> str:
             if abs(x) >= 1 or x == 0
             else f"{sig(x * 1e3, digits)} Wh"
         )
-    if unit == "J":
-        return f"{sig(x / KWH_J, digits)} kWh" if abs(x) >= KWH_J / 10 else f"{sig(x, digits)} J"
-    return f"{fmt_num(x, digits)} {unit}"
+    return f"{sig(x / KWH_J, digits)} kWh" if abs(x) >= KWH_J / 10 else f"{sig(x, digits)} J"

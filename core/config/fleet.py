@@ -25,6 +25,8 @@ The schema (units in the names; a field left out takes the default in brackets):
   ``input_tokens`` / ``output_tokens`` [4096 / 4096] (means) with ``lengths`` [fixed] (fixed, uniform, lognormal)
   and ``spread`` [0.5]; ``p95_ttft_s`` [2], ``p95_itl_s`` [0.04], ``p95_e2e_s`` [none]; ``priority`` [1] (1 is served
   first when the constraints cannot hold every workload); ``gpus`` [all] (the kinds this workload may use).
+  Multi-turn sessions: ``agents`` and ``sessions`` [defaults] in place of ``rate_per_s`` and the lengths
+  (:func:`core.config.sessions.agents_as_turns`).
 ``scenarios`` (up to 20), each: ``name``; ``rate_factor``, ``input_factor``, ``output_factor`` [1] (traffic and
   lengths scaled; ``workloads`` [all]: the names they apply to); ``withdraw`` (GPU kinds not available);
   ``cap`` ({kind: count}: at most that many of a kind); ``price_factor`` [1] and ``price_factors`` ({kind: factor}).
@@ -56,6 +58,7 @@ from core.base import (
     nearest,
 )
 from core.catalog import ModelArch
+from core.config.sessions import Sessions, agents_as_turns
 from core.config.workload import DEFAULT_INPUT_TOKENS, DEFAULT_LENGTH_SPREAD, DEFAULT_OUTPUT_TOKENS
 
 #: A site's power usage effectiveness when the file names none: the Uptime Institute's industry average for 2023,
@@ -146,6 +149,13 @@ class FleetWorkload(_F):
     p95_e2e_s: float | None = _dom("targets.p95_e2e_s", None)
     priority: int = _dom("priority", 1)
     gpus: tuple[str, ...] = ()
+    agents: int | None = Field(None, ge=1, le=1_000_000)  # a workload of sessions: concurrent agents
+    sessions: Sessions | None = None  # their sessions (None with agents: the defaults)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sessions_as_turns(cls, data: Any) -> Any:
+        return agents_as_turns(data, cls.model_fields["p95_ttft_s"].default)
 
     @field_validator("model")
     @classmethod

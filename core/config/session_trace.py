@@ -171,46 +171,56 @@ def parse_session_trace(text: str) -> tuple[SessionTurn, ...]:
         raise ValueError("the session trace is empty")
     if text[0] in "{[" and json_depth(text) > MAX_JSON_DEPTH:
         raise ValueError(f"the session trace nests deeper than {MAX_JSON_DEPTH} levels")
-    if text[0] in "{[":
-        records: list[tuple[str, dict[str, Any]]] = []
-        try:
-            whole = json.loads(text)
-        except json.JSONDecodeError:
-            whole = None
-        if isinstance(whole, dict) and "resourceSpans" in whole:
-            rows = _otel_rows(_otlp_spans(whole))
-        else:
-            if isinstance(whole, list):
-                items = [(f"record {k}", v) for k, v in enumerate(whole, 1)]
-            else:
-                items = []
-                for ln, line in enumerate(text.splitlines(), 1):
-                    if line.strip():
-                        try:
-                            items.append((f"line {ln}", json.loads(line)))
-                        except json.JSONDecodeError as exc:
-                            raise ValueError(f"line {ln}: not valid JSON ({exc.msg})") from None
-            for where, v in items:
-                if not isinstance(v, dict):
-                    raise ValueError(f"{where}: expected an object (one turn or one span)")
-                records.append((where, v))
-            spans = [(w, r) for w, r in records if _is_span(r)]
-            if spans and len(spans) == len(records):
-                rows = _otel_rows(spans)
-            else:
-                rows = _flat_rows(records)
-    else:
-        reader = csv.DictReader(io.StringIO(text))
-        try:
-            recs = [(f"line {reader.line_num}", dict(r)) for r in reader]
-        except csv.Error as exc:
-            raise ValueError(f"line {reader.line_num}: not readable CSV ({exc})") from None
-        if not recs:
-            raise ValueError("the session trace has a header but no rows")
-        rows = _flat_rows(recs)
+    rows = _json_trace_rows(text) if text[0] in "{[" else _csv_trace_rows(text)
     if len(rows) > MAX_TRACE_ROWS:
         raise ValueError(f"the session trace has more than {MAX_TRACE_ROWS:,} turns")
     return _turns(rows)
+
+
+def _json_trace_rows(text: str) -> list[_Row]:
+    """The turns of a JSON trace: an OTLP export (``resourceSpans``), or an array or lines of records that are all
+    spans (OpenTelemetry's attributes) or flat turns."""
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, dict) and "resourceSpans" in whole:
+        return _otel_rows(_otlp_spans(whole))
+    records: list[tuple[str, dict[str, Any]]] = []
+    for where, v in _json_items(text, whole):
+        if not isinstance(v, dict):
+            raise ValueError(f"{where}: expected an object (one turn or one span)")
+        records.append((where, v))
+    spans = [(w, r) for w, r in records if _is_span(r)]
+    if spans and len(spans) == len(records):
+        return _otel_rows(spans)
+    return _flat_rows(records)
+
+
+def _json_items(text: str, whole: Any) -> list[tuple[str, Any]]:
+    """The records of a JSON array (``record`` n), or of JSON lines (``line`` n; a line that is not JSON refused)."""
+    if isinstance(whole, list):
+        return [(f"record {k}", v) for k, v in enumerate(whole, 1)]
+    items = []
+    for ln, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                items.append((f"line {ln}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"line {ln}: not valid JSON ({exc.msg})") from None
+    return items
+
+
+def _csv_trace_rows(text: str) -> list[_Row]:
+    """The turns of a CSV trace, one a line under its header."""
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        recs = [(f"line {reader.line_num}", dict(r)) for r in reader]
+    except csv.Error as exc:
+        raise ValueError(f"line {reader.line_num}: not readable CSV ({exc})") from None
+    if not recs:
+        raise ValueError("the session trace has a header but no rows")
+    return _flat_rows(recs)
 
 
 def _turns(rows: list[_Row]) -> tuple[SessionTurn, ...]:

@@ -16,6 +16,7 @@ Lengths in tokens, times in seconds, rates in sessions per second.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, Self
 
 import numpy as np
@@ -96,6 +97,34 @@ class Sessions(BaseModel):
             return len(self.trace) / (1 + max(t.session for t in self.trace))
         return float(self.turns.mean)
 
+    @property
+    def mean_turn_input_tokens(self) -> float:
+        """Mean prompt of a session's turns [tokens]: turn ``k`` (0-based) sends ``F + k (O + N)`` (the first
+        request ``F``, each turn's output ``O`` and new tokens ``N`` added), so over ``T`` turns
+        ``F + (T - 1) (O + N) / 2``. Defaults: 2,000 + 9 x 700 / 2 = 5,150 tokens over 10 turns."""
+        T = self.mean_turns
+        return self.first_input.mean + (T - 1) * (self.output.mean + self.new_input.mean) / 2
+
+    @property
+    def cached_share(self) -> float:
+        """The share of the turns' prompt tokens a cache keeping every prefix holds: turn ``k >= 1`` finds turn
+        ``k - 1``'s whole context (its prompt and output) and computes only its ``N`` new tokens, so over ``T`` turns
+
+        .. math:: 1 - (F + (T - 1) N) / (T F + (O + N) T (T - 1) / 2)
+
+        Defaults (F 2,000, N 400, O 300, 10 turns): 1 - 5,600 / 51,500 = 0.891 (the simulator's hit rate on a
+        pool that holds them, whole blocks and each turn's last token computed: 0.890)."""
+        T = max(1.0, self.mean_turns)
+        F, N, O = self.first_input.mean, self.new_input.mean, self.output.mean
+        prompts = T * F + (O + N) * T * (T - 1) / 2
+        return max(0.0, 1.0 - (F + (T - 1) * N) / prompts) if prompts > 0 else 0.0
+
+    def turn_rate_per_s(self, agents: int, response_s: float) -> float:
+        """Turns per second ``agents`` concurrent agents send when each turn's answer takes ``response_s`` [s]: the
+        interactive response-time law ``X = N / (Z + R)`` with the think gap ``Z``. 64 agents, 5 s gaps, 0.5 s:
+        64 / 5.5 = 11.6 turns/s."""
+        return agents / (self.gap_s + response_s)
+
     def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` think / tool-call gaps [s]: gamma with mean ``gap_s`` and CV ``gap_cv``."""
         return gamma_gaps(rng, n, self.gap_s, self.gap_cv)
@@ -110,3 +139,35 @@ def gamma_gaps(rng: np.random.Generator, n: int, mean_s: float, cv: float) -> np
     if cv == 0:
         return np.full(n, float(mean_s))
     return rng.gamma(1.0 / (cv * cv), mean_s * cv * cv, size=n)
+
+
+def agents_as_turns(data: Any, ttft_default: float | None) -> Any:
+    """A fleet workload of multi-turn sessions (:class:`core.config.FleetWorkload` with ``agents``): ``agents``
+    concurrent agents each running ``sessions`` (the defaults when left out) back to back, sized by the optimizer
+    simulating their sessions at ``p95_ttft_s`` per turn (the one target; the peak factor and a scenario's
+    ``rate_factor`` scale the agents, its length factors the sessions' tokens). Its ``rate_per_s`` and
+    ``input_tokens`` / ``output_tokens`` are its turns' (:meth:`Sessions.turn_rate_per_s` at the TTFT target, the
+    mean turn, the output), which the plan's power and energy read; a file that gives them must agree."""
+    if not isinstance(data, dict) or data.get("agents") is None:
+        return data
+    raw = data.get("sessions")
+    s = Sessions.model_validate(raw) if isinstance(raw, dict) else (raw or Sessions())
+    if s.trace is not None:
+        raise ValueError("a workload of agents runs the session distributions: leave out the session trace")
+    ttft = data.get("p95_ttft_s", ttft_default)
+    if ttft is None:
+        raise ValueError("agents are sized for a p95 TTFT per turn: give p95_ttft_s")
+    agents = data["agents"]
+    if not isinstance(agents, int) or isinstance(agents, bool) or not 1 <= agents <= 1_000_000:
+        raise ValueError(f"agents must be a whole number from 1 to 1,000,000, got {agents!r}")
+    derived = {
+        "rate_per_s": s.turn_rate_per_s(agents, float(ttft)),
+        "input_tokens": max(1, round(s.mean_turn_input_tokens)),
+        "output_tokens": max(1, round(s.output.mean)),
+    }
+    for k, v in derived.items():  # a file written from a plan carries them: equal is fine
+        if data.get(k) is not None and not math.isclose(float(data[k]), float(v), rel_tol=1e-9):
+            raise ValueError(f"a workload of agents takes {k} from its sessions: give agents or {k}, not both")
+    if data.get("hourly_profile"):
+        raise ValueError("a workload of agents is sized for its agents (times peak_factor): no hourly_profile")
+    return {**data, "sessions": s, **derived}

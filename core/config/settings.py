@@ -531,37 +531,52 @@ def from_query_report(params: Mapping[str, str | list[str]]) -> tuple[RabitConfi
     its default and reported as a :class:`LinkIssue` naming it and why; a mistyped catalog name gets
     the nearest catalog name as a suggestion. Never raises for a bad link.
     """
+    issues: list[LinkIssue] = []
+    data, raw = _link_values(params, issues)
+    for _ in range(len(raw) + 1):
+        try:
+            return RabitConfig.model_validate(data), tuple(issues)
+        except ValidationError as exc:
+            if not _drop_invalid(exc, data, raw, issues):  # a rule across fields: drop nothing silently, use defaults
+                issues.append(LinkIssue(param="(link)", value="", reason=describe_validation_error(exc)))
+                return DEFAULT, tuple(issues)
+    return DEFAULT, tuple(issues)
+
+
+def _param_issue(k: str, s: str) -> LinkIssue | None:
+    """Why a link's parameter cannot be read at all: not a setting, empty, or a catalog name the catalog lacks."""
     from core import catalog  # local: the catalogs are read only when a link is opened
 
-    issues: list[LinkIssue] = []
+    if not is_setting(k):
+        near = nearest(k, _SETTINGS)
+        return LinkIssue(param=k, value=s, reason="not a RA-BIT setting" + (f" (did you mean {near}?)" if near else ""))
+    if s == "":
+        return LinkIssue(param=k, value=s, reason="empty value")
+    if k in _CATALOG_FIELDS:
+        known = getattr(catalog, _CATALOG_FIELDS[k])()
+        if s not in known:
+            near = nearest(s, known)
+            what = {"models": "model", "gpus": "GPU", "fabrics": "fabric"}[_CATALOG_FIELDS[k]]
+            return LinkIssue(
+                param=k, value=s, reason=f"unknown {what} '{s}'" + (f" (did you mean {near}?)" if near else "")
+            )
+    return None
+
+
+def _link_values(
+    params: Mapping[str, str | list[str]], issues: list[LinkIssue]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """(the decoded values, a group's fields nested under it; each read parameter's text), the link's own
+    parameters skipped and every one that cannot be read reported in ``issues``."""
     data: dict[str, Any] = {}
     raw: dict[str, str] = {}
     for k, v in params.items():
         s = str(v[-1] if isinstance(v, (list, tuple)) and v else v if not isinstance(v, (list, tuple)) else "")
         if k in STREAMLIT_PARAMS:
             continue
-        if not is_setting(k):
-            near = nearest(k, _SETTINGS)
-            issues.append(
-                LinkIssue(
-                    param=k, value=s, reason="not a RA-BIT setting" + (f" (did you mean {near}?)" if near else "")
-                )
-            )
+        if (issue := _param_issue(k, s)) is not None:
+            issues.append(issue)
             continue
-        if s == "":
-            issues.append(LinkIssue(param=k, value=s, reason="empty value"))
-            continue
-        if k in _CATALOG_FIELDS:
-            known = getattr(catalog, _CATALOG_FIELDS[k])()
-            if s not in known:
-                near = nearest(s, known)
-                what = {"models": "model", "gpus": "GPU", "fabrics": "fabric"}[_CATALOG_FIELDS[k]]
-                issues.append(
-                    LinkIssue(
-                        param=k, value=s, reason=f"unknown {what} '{s}'" + (f" (did you mean {near}?)" if near else "")
-                    )
-                )
-                continue
         try:
             value = _decode_param(k, s)
             raw[k] = s
@@ -573,36 +588,41 @@ def from_query_report(params: Mapping[str, str | list[str]]) -> tuple[RabitConfi
             data.setdefault(group, {})[name] = value
         else:
             data[k] = value
-    for _ in range(len(raw) + 1):
-        try:
-            return RabitConfig.model_validate(data), tuple(issues)
-        except ValidationError as exc:
-            dropped = False
-            for e in exc.errors():
-                k = str(e["loc"][0]) if e["loc"] else ""
-                inner_key = f"{k}.{e['loc'][1]}" if k in GROUPS and len(e["loc"]) > 1 else ""
-                if inner_key in raw and str(e["loc"][1]) in data.get(k, {}):
-                    issues.append(LinkIssue(param=inner_key, value=raw[inner_key], reason=error_text(e)))
-                    del data[k][str(e["loc"][1])]  # the group's other fields of the link still apply
-                    dropped = True
-                elif k in data and k in raw:
-                    sub = ".".join(str(x) for x in e["loc"][1:])
-                    why = error_text(e)
-                    info = REGISTRY.get(sub) if k == "assumptions" else None
-                    if info is not None and isinstance(e.get("input"), (int, float)):
-                        why = (info.check(float(e["input"])) or why).removeprefix(f"{sub}=")
-                    inner = e["loc"][1] if len(e["loc"]) > 1 else None
-                    if k == "assumptions" and isinstance(data[k], dict) and inner in data[k]:
-                        issues.append(LinkIssue(param=f"{k}.{sub}", value="", reason=why))
-                        del data[k][inner]  # the other assumptions of the link still apply
-                    else:
-                        issues.append(LinkIssue(param=k, value=raw[k], reason=f"{sub}: {why}" if sub else why))
-                        del data[k]
-                    dropped = True
-            if not dropped:  # a rule across fields: drop nothing silently, use the defaults
-                issues.append(LinkIssue(param="(link)", value="", reason=describe_validation_error(exc)))
-                return DEFAULT, tuple(issues)
-    return DEFAULT, tuple(issues)
+    return data, raw
+
+
+def _drop_invalid(exc: ValidationError, data: dict[str, Any], raw: dict[str, str], issues: list[LinkIssue]) -> bool:
+    """Drop from ``data`` each link value the config refused, reporting why (a group's field alone, so the group's
+    other fields still apply; one assumption alone); False when no error names a value of the link."""
+    dropped = False
+    for e in exc.errors():
+        k = str(e["loc"][0]) if e["loc"] else ""
+        inner_key = f"{k}.{e['loc'][1]}" if k in GROUPS and len(e["loc"]) > 1 else ""
+        if inner_key in raw and str(e["loc"][1]) in data.get(k, {}):
+            issues.append(LinkIssue(param=inner_key, value=raw[inner_key], reason=error_text(e)))
+            del data[k][str(e["loc"][1])]  # the group's other fields of the link still apply
+            dropped = True
+        elif k in data and k in raw:
+            _drop_top_level(e, k, data, raw, issues)
+            dropped = True
+    return dropped
+
+
+def _drop_top_level(e: Any, k: str, data: dict[str, Any], raw: dict[str, str], issues: list[LinkIssue]) -> None:
+    """Drop the top-level value ``k`` an error names (or only the one assumption it names), saying why: an
+    assumption outside its bounds in the registry's words."""
+    sub = ".".join(str(x) for x in e["loc"][1:])
+    why = error_text(e)
+    info = REGISTRY.get(sub) if k == "assumptions" else None
+    if info is not None and isinstance(e.get("input"), (int, float)):
+        why = (info.check(float(e["input"])) or why).removeprefix(f"{sub}=")
+    inner = e["loc"][1] if len(e["loc"]) > 1 else None
+    if k == "assumptions" and isinstance(data[k], dict) and inner in data[k]:
+        issues.append(LinkIssue(param=f"{k}.{sub}", value="", reason=why))
+        del data[k][inner]  # the other assumptions of the link still apply
+    else:
+        issues.append(LinkIssue(param=k, value=raw[k], reason=f"{sub}: {why}" if sub else why))
+        del data[k]
 
 
 def from_query(params: Mapping[str, str | list[str]]) -> RabitConfig:

@@ -80,6 +80,44 @@ def _with_slots(cfg: RabitConfig, k: int) -> RabitConfig:
     return cfg.with_(adapters=cfg.adapters.model_copy(update={"max_loras": k}))
 
 
+def _target(cfg: RabitConfig) -> tuple[str, float | None]:
+    """(the p95 the fix is held to, its target [s]): TTFT's when set, else end-to-end's; ("", None) without one."""
+    t = cfg.targets
+    name, target = ("p95 TTFT", t.p95_ttft_s) if t.p95_ttft_s else ("p95 end-to-end", t.p95_e2e_s)
+    return ("", None) if target is None else (name, target)
+
+
+def _meets_with(
+    cfg: RabitConfig, spec: SimSpec, budget: WorkBudget | None, name: str, target: float | None, k: int
+) -> tuple[bool, float | None]:
+    """Whether ``k`` slots meet the target (without one: the slot wait under :data:`SLOT_CAUSE_SHARE` of the time to
+    first token), and the p95 simulated with them (None when withheld, or when the slots leave no KV cache)."""
+    try:
+        res = simulate_deployment(_with_slots(cfg, k), spec, budget=budget)
+    except ValueError:  # more slots leave no room for a KV cache
+        return False, None
+    s = res.summary
+    v = None if s.latency_withheld else (s.ttft_s if name != "p95 end-to-end" else s.e2e_s).p95
+    if target is None:
+        return _wait_share(res)[0] < SLOT_CAUSE_SHARE, v
+    return v is not None and v <= target, v
+
+
+def _fewest(grid: list[int], meets) -> tuple[int, dict[int, float | None]]:
+    """Bisect ``grid`` for the first slot count that meets (len(grid): none does), with the p95 of each that did."""
+    lo, hi = 0, len(grid)  # the answer's index lies in [lo, hi]; hi = len(grid): none meets
+    found: dict[int, float | None] = {}
+    while lo < hi:
+        mid = (lo + hi) // 2
+        ok, v = meets(grid[mid])
+        if ok:
+            hi = mid
+            found[mid] = v
+        else:
+            lo = mid + 1
+    return lo, found
+
+
 def slot_limit(
     cfg: RabitConfig, spec: SimSpec, run: DeploymentResult, budget: WorkBudget | None = None
 ) -> SlotLimit | None:
@@ -95,10 +133,7 @@ def slot_limit(
     engine = cfg.workload.engine
     k_now = a.slots(engine)
     share, blocked, done = _wait_share(run)
-    t = cfg.targets
-    name, target = ("p95 TTFT", t.p95_ttft_s) if t.p95_ttft_s else ("p95 end-to-end", t.p95_e2e_s)
-    if target is None:
-        name = ""
+    name, target = _target(cfg)
     cause = share >= SLOT_CAUSE_SHARE
     base = dict(
         slots=k_now,
@@ -113,33 +148,11 @@ def slot_limit(
     if not cause:
         return SlotLimit(**base, fix_slots=None, fix_p95_s=None)
 
-    def p95(res: DeploymentResult) -> float | None:
-        s = res.summary
-        if s.latency_withheld:
-            return None
-        return (s.ttft_s if name != "p95 end-to-end" else s.e2e_s).p95
-
     def meets(k: int) -> tuple[bool, float | None]:
-        try:
-            res = simulate_deployment(_with_slots(cfg, k), spec, budget=budget)
-        except ValueError:  # more slots leave no room for a KV cache
-            return False, None
-        v = p95(res)
-        if target is None:
-            return _wait_share(res)[0] < SLOT_CAUSE_SHARE, v
-        return v is not None and v <= target, v
+        return _meets_with(cfg, spec, budget, name, target, k)
 
     grid = [k for k in slot_choices(a.count) if k > k_now]
-    lo, hi = 0, len(grid)  # the answer's index lies in [lo, hi]; hi = len(grid): none meets
-    found: dict[int, float | None] = {}
-    while lo < hi:
-        mid = (lo + hi) // 2
-        ok, v = meets(grid[mid])
-        if ok:
-            hi = mid
-            found[mid] = v
-        else:
-            lo = mid + 1
+    lo, found = _fewest(grid, meets)
     if lo == len(grid):
         return SlotLimit(**base, fix_slots=None, fix_p95_s=None)
     return SlotLimit(**base, fix_slots=grid[lo], fix_p95_s=found.get(lo))

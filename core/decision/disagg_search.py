@@ -5,6 +5,7 @@ candidate with its pool counts, and the largest batch a decode step may hold wit
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from core import catalog
 from core.base import NO_TRACE
@@ -135,9 +136,6 @@ def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidat
     and context parallelism are searched as replicas)."""
     if not cons.disagg or goal.workload.trace is not None:
         return []
-    rate = goal.rate_per_s
-    i_mean, o_mean = goal.workload.mean_lengths()
-    a = goal.assumptions
     out: list[Candidate] = []
     formats = sorted({(c.weights, c.kv_dtype) for c in cands})
     deps: dict = {}
@@ -148,97 +146,119 @@ def disagg_candidates(goal: ServingGoal, cons: Constraints, cands: list[Candidat
             deps[key] = candidate_deployment(goal, c)
         return deps[key]
 
-    def usd(c: Candidate) -> float:
-        return c.gpus_per_replica * (c.usd_per_gpu_hour or 0.0)
-
     for w, kv in formats:
-        # a pool's instances run plain attention (a pool layout names TP, PP and EP only)
-        mine = [
-            c
-            for c in cands
-            if (c.weights, c.kv_dtype) == (w, kv) and c.usd_per_gpu_hour is not None and not c.attention_label
-        ]
-        pre = [
-            c
-            for c in mine
-            if c.prefill_capacity_rps and (goal.p95_ttft_s is None or (c.batch_1_ttft_s or 0) <= goal.p95_ttft_s)
-        ]
-        dec = [c for c in mine if c.decode_capacity_rps]
-        pre = sorted(pre, key=lambda c: (usd(c) / (c.prefill_capacity_rps or 1), c.gpus_per_replica))
-        dec = sorted(dec, key=lambda c: (usd(c) / (c.decode_capacity_rps or 1), c.gpus_per_replica))
-        if cons.pool_kinds is not None:
-            pre = [c for c in pre if c.gpu == cons.pool_kinds[0]]
-            dec = [c for c in dec if c.gpu == cons.pool_kinds[1]]
-        if cons.mixed_pools:  # the cheapest shapes of every kind: the pairs across kinds are the point
-            pre, dec = _per_kind(pre), _per_kind(dec)
-        else:
-            pre, dec = pre[:DISAGG_POOL_OPTIONS], dec[:DISAGG_POOL_OPTIONS]
-        # each decode shape at each of its batch caps (the largest the ITL target allows first)
-        dec = [
-            d.model_copy(update={"decode_batch": b, "decode_capacity_rps": cap})
-            for d in dec
-            for b, cap in (d.decode_options or ((d.decode_batch, d.decode_capacity_rps),))
-        ]
+        pre, dec = _pool_shapes(goal, cons, cands, w, kv)
         for p in pre:
             for d in dec:
-                if catalog.kv_pool_refusal(catalog.gpu(p.gpu), catalog.gpu(d.gpu)):
-                    continue  # no engine moves a KV cache across vendors' runtimes
-                if (cons.mixed_pools and p.gpu == d.gpu) or (
-                    cons.pool_kinds is not None and cons.pool_kinds != (p.gpu, d.gpu)
-                ):
-                    continue
-                if cons.pools_allowed is not None and cons.pools_allowed != (
-                    (p.gpus_per_replica, p.tp, p.pp, p.ep),
-                    (d.gpus_per_replica, d.tp, d.pp, d.ep),
-                ):
-                    continue
-                P = max(1, math.ceil(rate / ((p.prefill_capacity_rps or 1) * SCREEN_UTILISATION)))
-                D = max(1, math.ceil(rate / ((d.decode_capacity_rps or 1) * SCREEN_UTILISATION)))
-                dp, dd = dep_of(p), dep_of(d)
-                path = kv_path(dp.gpu, dd.gpu, p.gpus_per_replica, d.gpus_per_replica, dd.fabric)
-                x = kv_transfer_s(
-                    i_mean,
-                    serving_memory(dp, NO_TRACE).kv_bytes_per_token_per_gpu,
-                    serving_memory(dd, NO_TRACE).kv_bytes_per_token_per_gpu,
-                    path.bw_bytes_per_s,
-                    path.latency_s,
-                    a.kv_transfer_eff,
-                    a.kv_transfer_setup_us * 1e-6,
-                )
-                ttft = (p.batch_1_ttft_s or 0.0) + x + (d.batch_1_itl_s or 0.0)
-                itl = d.batch_1_itl_s or 0.0
-                if goal.p95_ttft_s is not None and ttft > goal.p95_ttft_s:
-                    continue
-                if goal.p95_e2e_s is not None and ttft + (o_mean - 1) * itl > goal.p95_e2e_s:
-                    continue
-                pool_p = _pool(p, "prefill", P, p.prefill_capacity_rps or 0.0, goal.workload.max_batch)
-                pool_d = _pool(d, "decode", D, d.decode_capacity_rps or 0.0, d.decode_batch or 1)
-                cost = pool_p.cost_per_hour + pool_d.cost_per_hour
-                gpus = P * p.gpus_per_replica + D * d.gpus_per_replica
-                if (cons.max_gpus is not None and gpus > cons.max_gpus) or (
-                    cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour
-                ):
-                    continue
-                out.append(
-                    d.model_copy(
-                        update={
-                            "mode": "disaggregated",
-                            "prefill": pool_p,
-                            "decode": pool_d,
-                            "replicas": P + D,
-                            "cost_per_hour": cost,
-                            "screen_batch": d.decode_batch,
-                            "capacity_per_replica_rps": min(
-                                P * pool_p.capacity_per_instance_rps, D * pool_d.capacity_per_instance_rps
-                            )
-                            / (P + D),
-                            "batch_1_ttft_s": ttft,
-                            "pruned": "",
-                            "price_unverified": p.price_unverified or d.price_unverified,
-                        }
-                    )
-                )
+                if _pair_allowed(cons, p, d) and (pair := _paired(goal, cons, p, d, dep_of)) is not None:
+                    out.append(pair)
     return out
+
+
+def _usd(c: Candidate) -> float:
+    return c.gpus_per_replica * (c.usd_per_gpu_hour or 0.0)
+
+
+def _pool_shapes(
+    goal: ServingGoal, cons: Constraints, cands: list[Candidate], w: str, kv: str
+) -> tuple[list[Candidate], list[Candidate]]:
+    """(prefill shapes, decode shapes) of one weight and KV format, cheapest per request/s first: the prefill
+    shapes within the TTFT target at batch 1, each decode shape at each of its batch caps; the pools' kinds when the
+    run names them, every kind's cheapest when pairs across kinds are the point, else the
+    :data:`DISAGG_POOL_OPTIONS` cheapest."""
+    # a pool's instances run plain attention (a pool layout names TP, PP and EP only)
+    mine = [
+        c
+        for c in cands
+        if (c.weights, c.kv_dtype) == (w, kv) and c.usd_per_gpu_hour is not None and not c.attention_label
+    ]
+    pre = [
+        c
+        for c in mine
+        if c.prefill_capacity_rps and (goal.p95_ttft_s is None or (c.batch_1_ttft_s or 0) <= goal.p95_ttft_s)
+    ]
+    dec = [c for c in mine if c.decode_capacity_rps]
+    pre = sorted(pre, key=lambda c: (_usd(c) / (c.prefill_capacity_rps or 1), c.gpus_per_replica))
+    dec = sorted(dec, key=lambda c: (_usd(c) / (c.decode_capacity_rps or 1), c.gpus_per_replica))
+    if cons.pool_kinds is not None:
+        pre = [c for c in pre if c.gpu == cons.pool_kinds[0]]
+        dec = [c for c in dec if c.gpu == cons.pool_kinds[1]]
+    if cons.mixed_pools:  # the cheapest shapes of every kind: the pairs across kinds are the point
+        pre, dec = _per_kind(pre), _per_kind(dec)
+    else:
+        pre, dec = pre[:DISAGG_POOL_OPTIONS], dec[:DISAGG_POOL_OPTIONS]
+    # each decode shape at each of its batch caps (the largest the ITL target allows first)
+    dec = [
+        d.model_copy(update={"decode_batch": b, "decode_capacity_rps": cap})
+        for d in dec
+        for b, cap in (d.decode_options or ((d.decode_batch, d.decode_capacity_rps),))
+    ]
+    return pre, dec
+
+
+def _pair_allowed(cons: Constraints, p: Candidate, d: Candidate) -> bool:
+    """Whether a prefill and a decode shape may pair: one vendor's runtime, the kinds and the pool layouts the run
+    asks for."""
+    if catalog.kv_pool_refusal(catalog.gpu(p.gpu), catalog.gpu(d.gpu)):
+        return False  # no engine moves a KV cache across vendors' runtimes
+    if (cons.mixed_pools and p.gpu == d.gpu) or (cons.pool_kinds is not None and cons.pool_kinds != (p.gpu, d.gpu)):
+        return False
+    return cons.pools_allowed is None or cons.pools_allowed == (
+        (p.gpus_per_replica, p.tp, p.pp, p.ep),
+        (d.gpus_per_replica, d.tp, d.pp, d.ep),
+    )
+
+
+def _paired(
+    goal: ServingGoal, cons: Constraints, p: Candidate, d: Candidate, dep_of: Callable[[Candidate], Deployment]
+) -> Candidate | None:
+    """The two pools sized at :data:`SCREEN_UTILISATION` of the rate, with the TTFT estimate (batch-1 prefill, the
+    prompt's KV transfer, one decode step); None when it misses a target or breaks a hard constraint."""
+    rate = goal.rate_per_s
+    i_mean, o_mean = goal.workload.mean_lengths()
+    a = goal.assumptions
+    P = max(1, math.ceil(rate / ((p.prefill_capacity_rps or 1) * SCREEN_UTILISATION)))
+    D = max(1, math.ceil(rate / ((d.decode_capacity_rps or 1) * SCREEN_UTILISATION)))
+    dp, dd = dep_of(p), dep_of(d)
+    path = kv_path(dp.gpu, dd.gpu, p.gpus_per_replica, d.gpus_per_replica, dd.fabric)
+    x = kv_transfer_s(
+        i_mean,
+        serving_memory(dp, NO_TRACE).kv_bytes_per_token_per_gpu,
+        serving_memory(dd, NO_TRACE).kv_bytes_per_token_per_gpu,
+        path.bw_bytes_per_s,
+        path.latency_s,
+        a.kv_transfer_eff,
+        a.kv_transfer_setup_us * 1e-6,
+    )
+    ttft = (p.batch_1_ttft_s or 0.0) + x + (d.batch_1_itl_s or 0.0)
+    itl = d.batch_1_itl_s or 0.0
+    if goal.p95_ttft_s is not None and ttft > goal.p95_ttft_s:
+        return None
+    if goal.p95_e2e_s is not None and ttft + (o_mean - 1) * itl > goal.p95_e2e_s:
+        return None
+    pool_p = _pool(p, "prefill", P, p.prefill_capacity_rps or 0.0, goal.workload.max_batch)
+    pool_d = _pool(d, "decode", D, d.decode_capacity_rps or 0.0, d.decode_batch or 1)
+    cost = pool_p.cost_per_hour + pool_d.cost_per_hour
+    gpus = P * p.gpus_per_replica + D * d.gpus_per_replica
+    if (cons.max_gpus is not None and gpus > cons.max_gpus) or (
+        cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour
+    ):
+        return None
+    return d.model_copy(
+        update={
+            "mode": "disaggregated",
+            "prefill": pool_p,
+            "decode": pool_d,
+            "replicas": P + D,
+            "cost_per_hour": cost,
+            "screen_batch": d.decode_batch,
+            "capacity_per_replica_rps": min(P * pool_p.capacity_per_instance_rps, D * pool_d.capacity_per_instance_rps)
+            / (P + D),
+            "batch_1_ttft_s": ttft,
+            "pruned": "",
+            "price_unverified": p.price_unverified or d.price_unverified,
+        }
+    )
 
 
 def _pool(c: Candidate, role: str, n: int, cap: float, max_seqs: int) -> PoolChoice:

@@ -53,6 +53,38 @@ def explain(
     cands: list[Candidate],
 ) -> Explanation:
     """The structured why: GPU, count, bottleneck, assumptions, risks, alternatives, what to relax."""
+    assumptions = _assumption_lines(goal, cons)
+    targets = _targets_text(goal)
+    if best is None:
+        return _nothing_meets(goal, cons, nearest, cands, assumptions, targets)
+    others = [c for c in simulated if c.meets and c.gpu != best.gpu]
+    runner = min(others, key=lambda c: c.cost) if others else None
+    why_gpu = f"{best.gpu} meets the target at ${best.cost:,.2f}/h" + (
+        f"; the best other GPU, {runner.gpu}, needs ${runner.cost:,.2f}/h ({_more(runner.cost, best.cost)})"
+        if runner
+        else "; no other GPU kind met the target within the simulation budget"
+    )
+    why_count = _why_count(goal, best)
+    bott = f"decode at batch {int(best.screen_batch or 0)} is {best.bottleneck}-bound" + (
+        "; the weights and KV cache stream from HBM every step" if best.bottleneck == "memory" else ""
+    )
+    risks = _risks(goal, best)
+    cheap_txt, fast_txt = _alternatives(best, simulated)
+    return Explanation(
+        disaggregation=disaggregation_text(goal, best, simulated, cands),
+        summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {sig(goal.rate_per_s, 6)} requests/s.",
+        why_gpu=why_gpu,
+        why_count=why_count,
+        bottleneck=bott,
+        assumptions=assumptions,
+        risks=tuple(risks),
+        cheaper_alternative=cheap_txt,
+        faster_alternative=fast_txt,
+    )
+
+
+def _assumption_lines(goal: ServingGoal, cons: Constraints) -> tuple[str, ...]:
+    """The assumptions a recommendation rests on, with their bounds (and the adapters' slots when served)."""
     a = goal.assumptions
     assumptions: tuple[str, ...] = (
         f"decode memory-bandwidth utilisation {sig(a.mbu, 6)} ({sig(REGISTRY['mbu'].low, 6)}-{sig(REGISTRY['mbu'].high, 6)})",
@@ -69,7 +101,12 @@ def explain(
             f"{sig(a.lora_kernel_eff, 6)} of the step's efficiency "
             f"({sig(REGISTRY['lora_kernel_eff'].low, 6)}-{sig(REGISTRY['lora_kernel_eff'].high, 6)})",
         )
-    targets = (
+    return assumptions
+
+
+def _targets_text(goal: ServingGoal) -> str:
+    """The p95 targets in words (or that there are none)."""
+    return (
         ", ".join(
             f"p95 {n} <= {fmt_latency(v)}"
             for n, v in (("TTFT", goal.p95_ttft_s), ("ITL", goal.p95_itl_s), ("end-to-end", goal.p95_e2e_s))
@@ -77,38 +114,46 @@ def explain(
         )
         or "no latency target (cheapest that keeps up)"
     )
-    if best is None:
-        near = (
-            f"{nearest.label} (p95 TTFT {fmt_latency(nearest.p95_ttft_s)}, ITL {fmt_latency(nearest.p95_itl_s)}, end-to-end "
-            f"{fmt_latency(nearest.p95_e2e_s)}{'; ' + nearest.sim_notes if not nearest.simulated else ''})"
-            if nearest
-            else "no configuration fits under these constraints"
-        )
-        pruned = [c for c in cands if c.pruned]
-        reasons: dict[str, int] = {}
-        for c in pruned:
-            key = c.pruned.split(":")[0]
-            reasons[key] = reasons.get(key, 0) + 1
-        top = max(reasons, key=lambda k: reasons[k]) if reasons else ""
-        relax = relax_hint(goal, cons, nearest, top)
-        return Explanation(
-            summary=f"Nothing meets {targets} at {sig(goal.rate_per_s, 6)} requests/s. Closest: {near}.",
-            why_gpu="",
-            why_count="",
-            bottleneck=nearest.bottleneck if nearest else "",
-            assumptions=assumptions,
-            risks=(),
-            cheaper_alternative="",
-            faster_alternative="",
-            relax=relax,
-        )
-    others = [c for c in simulated if c.meets and c.gpu != best.gpu]
-    runner = min(others, key=lambda c: c.cost) if others else None
-    why_gpu = f"{best.gpu} meets the target at ${best.cost:,.2f}/h" + (
-        f"; the best other GPU, {runner.gpu}, needs ${runner.cost:,.2f}/h ({_more(runner.cost, best.cost)})"
-        if runner
-        else "; no other GPU kind met the target within the simulation budget"
+
+
+def _nothing_meets(
+    goal: ServingGoal,
+    cons: Constraints,
+    nearest: Candidate | None,
+    cands: list[Candidate],
+    assumptions: tuple[str, ...],
+    targets: str,
+) -> Explanation:
+    """Why nothing meets the targets: the closest configuration, and what to relax given the commonest reason the
+    screen pruned candidates."""
+    near = (
+        f"{nearest.label} (p95 TTFT {fmt_latency(nearest.p95_ttft_s)}, ITL {fmt_latency(nearest.p95_itl_s)}, end-to-end "
+        f"{fmt_latency(nearest.p95_e2e_s)}{'; ' + nearest.sim_notes if not nearest.simulated else ''})"
+        if nearest
+        else "no configuration fits under these constraints"
     )
+    pruned = [c for c in cands if c.pruned]
+    reasons: dict[str, int] = {}
+    for c in pruned:
+        key = c.pruned.split(":")[0]
+        reasons[key] = reasons.get(key, 0) + 1
+    top = max(reasons, key=lambda k: reasons[k]) if reasons else ""
+    relax = relax_hint(goal, cons, nearest, top)
+    return Explanation(
+        summary=f"Nothing meets {targets} at {sig(goal.rate_per_s, 6)} requests/s. Closest: {near}.",
+        why_gpu="",
+        why_count="",
+        bottleneck=nearest.bottleneck if nearest else "",
+        assumptions=assumptions,
+        risks=(),
+        cheaper_alternative="",
+        faster_alternative="",
+        relax=relax,
+    )
+
+
+def _why_count(goal: ServingGoal, best: Candidate) -> str:
+    """How many replicas (or prefill and decode instances) and the load each carries against its capacity."""
     why_count = (
         f"{best.replicas} replica(s) of {best.gpus_per_replica} GPU(s): each carries "
         f"{sig(goal.rate_per_s / best.n_replicas)} of the {sig(goal.rate_per_s, 6)} requests/s against a closed-form "
@@ -125,9 +170,12 @@ def explain(
             f"{D.max_num_seqs}); simulated p95 TTFT {fmt_latency(best.p95_ttft_s)}, ITL {fmt_latency(best.p95_itl_s)}, "
             f"end-to-end {fmt_latency(best.p95_e2e_s)}"
         )
-    bott = f"decode at batch {int(best.screen_batch or 0)} is {best.bottleneck}-bound" + (
-        "; the weights and KV cache stream from HBM every step" if best.bottleneck == "memory" else ""
-    )
+    return why_count
+
+
+def _risks(goal: ServingGoal, best: Candidate) -> list[str]:
+    """What could undo the pick: little headroom, low-precision formats, unverified prices, KV thrash, replicas near
+    their capacity."""
     risks = []
     margin = worst_ratio(best, goal)
     if margin > 0.9:
@@ -142,6 +190,11 @@ def explain(
         )
     if goal.rate_per_s / best.n_replicas > 0.85 * (best.capacity_per_replica_rps or math.inf):
         risks.append("replicas run above 85% of their closed-form capacity")
+    return risks
+
+
+def _alternatives(best: Candidate, simulated: list[Candidate]) -> tuple[str, str]:
+    """(the cheapest simulated configuration that misses a target, the fastest that meets them all), in words."""
     cheaper = [c for c in simulated if not c.meets and c.cost < best.cost]
     cheap_txt = ""
     if cheaper:
@@ -163,17 +216,7 @@ def explain(
             f"{fa.label}: p95 end-to-end {fmt_latency(fa.p95_e2e_s)} instead of {fmt_latency(best_e2e)} for "
             f"${fa.cost:,.2f}/h ({_more(fa.cost, best.cost)})"
         )
-    return Explanation(
-        disaggregation=disaggregation_text(goal, best, simulated, cands),
-        summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {sig(goal.rate_per_s, 6)} requests/s.",
-        why_gpu=why_gpu,
-        why_count=why_count,
-        bottleneck=bott,
-        assumptions=assumptions,
-        risks=tuple(risks),
-        cheaper_alternative=cheap_txt,
-        faster_alternative=fast_txt,
-    )
+    return cheap_txt, fast_txt
 
 
 def disaggregation_text(goal: ServingGoal, best: Candidate, simulated: list[Candidate], cands: list[Candidate]) -> str:

@@ -15,7 +15,7 @@ its registry bounds (:data:`core.base.REGISTRY`: ``[min(low, high), max(low, hig
 of those bounds and a weak pull ``lambda`` (:data:`PRIOR_WEIGHT`) to the base that only decides directions the
 runs do not constrain. Bounded least squares (scipy's trust-region reflective). The fit is per GPU kind and
 engine: runs on other hardware or another engine do not move it. On an AMD GPU under vLLM or SGLang it also moves
-``rocm_attn_bw_eff`` (:data:`ROCM_FIT_PARAMS`): the K/V reads then run at ``mbu x rocm_attn_bw_eff``, the weight
+``rocm_attn_bw_eff`` (:data:`ROCM_FIT_PARAMS`): the K/V reads then run at ``mbu x kv_read_bw_eff x rocm_attn_bw_eff``, the weight
 reads at ``mbu``, and runs of two weight sizes tell ``mbu`` from the per-step cost.
 
 Interval: from the fit's residuals, ``s^2 = sum r^2 / (n - k)`` with ``k`` the assumptions the runs move, and a

@@ -8,6 +8,7 @@ gives the same result for it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -16,10 +17,11 @@ from pydantic import BaseModel, ConfigDict
 from core import catalog
 from core.base import Executor, Range
 from core.catalog import Price
-from core.config import DEFAULT, NOMINAL, Fleet, FleetWorkload, RabitConfig, Scenario
+from core.config import DEFAULT, NOMINAL, Fleet, FleetWorkload, RabitConfig, Scenario, Sessions
 from core.decision.goal import Constraints, Pick, ServingGoal, settings_of
 from core.decision.optimizer import Recommendation, recommend
 from core.decision.pick_ranges import recommendation_ranges
+from core.decision.session_sizing import session_goal
 
 Progress = Callable[[int, int, str], None]
 #: The key (in place of a GPU kind) of a workload's run over all its kinds at once for disaggregated layouts whose
@@ -152,7 +154,7 @@ def mixed_unit(
     cfg = workload_config(base, fleet, w, case)
     cons = Constraints.from_config(cfg)
     vendors = [catalog.gpu(g).vendor for g in kinds]
-    if not cons.disagg or all(vendors.count(v) < 2 for v in vendors):
+    if w.agents is not None or not cons.disagg or all(vendors.count(v) < 2 for v in vendors):
         return None  # no two kinds of one vendor: no engine moves a KV cache across vendors (kv_pool_refusal)
     cons = cons.model_copy(update={"gpus_allowed": kinds, "max_gpus": None, "mixed_pools": True})
     rows = tuple(r for g in kinds for r in kind_prices(prices, g, case.price_factor(g)))
@@ -180,7 +182,27 @@ def unit_for(
     cons = Constraints.from_config(cfg).model_copy(
         update={"gpus_allowed": (gpu,), "max_gpus": kind_cap(fleet, case, gpu)}
     )
-    return FleetUnit(ServingGoal.from_config(cfg), cons, kind_prices(prices, gpu, case.price_factor(gpu)))
+    return FleetUnit(workload_goal(cfg, w, case), cons, kind_prices(prices, gpu, case.price_factor(gpu)))
+
+
+def workload_goal(cfg: RabitConfig, w: FleetWorkload, case: Case) -> ServingGoal:
+    """The optimizer's goal of one workload in one case: its requests, or for a workload of agents their sessions
+    (:func:`core.decision.session_sizing.session_goal`) with the agents scaled as the peak and the case's traffic
+    scale the rate (rounded up) and the sessions' tokens as the case scales the lengths."""
+    if w.agents is None:
+        return ServingGoal.from_config(cfg)
+    assert w.p95_ttft_s is not None  # FleetWorkload requires it with agents
+    s = w.sessions or Sessions()
+    sc = case.scenario
+    if sc is not None and sc.applies_to(w.name):
+        s = s.with_(
+            first_input=s.first_input.model_copy(update={"mean": s.first_input.mean * sc.input_factor}),
+            new_input=s.new_input.model_copy(update={"mean": s.new_input.mean * sc.input_factor}),
+            output=s.output.model_copy(update={"mean": s.output.mean * sc.output_factor}),
+        )
+    # rounded up; a product's floating-point excess over a whole number (10 x 1.1) is not one agent more
+    agents = max(1, math.ceil(w.agents * w.peak_over_mean * case.rate_factor(w) - 1e-9))
+    return session_goal(cfg, s, agents=agents, ttft_p95_s=w.p95_ttft_s)
 
 
 Layout4 = tuple[int, int, int, int]  # GPUs, TP, PP, EP of one replica or instance

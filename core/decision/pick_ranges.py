@@ -212,35 +212,9 @@ def _disagg_ranges(rec, best, prices) -> RecommendationRanges:
     return RecommendationRanges(rp, None, True, "", basis)
 
 
-def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
-    """Ranges of the recommendation (cost, cost per million tokens, p95s, capacity) and of the runner-up's cost.
-
-    The replica count at a bound follows the optimizer's own screen (capacity at 80% utilisation), so a cost
-    moves only where a bound needs another replica; the p95s come from shortened simulations at each bound with
-    the recommended replica count. The recommendation is also simulated with every assumption at its pessimistic
-    bound (full workload): a miss there is said. When the runner-up's cost range overlaps the recommendation's,
-    the choice is not settled, and the assumption that moves the cost ratio between the two most is the one
-    whose measurement settles it.
-    """
-    if rec.recommendation is None:
-        return RecommendationRanges(None, None, True, "", "nothing meets the target: no range to show")
-    prices = prices if prices is not None else catalog.prices()
-    goal, cons = rec.goal, rec.constraints
-    best = _candidate_for(rec, rec.recommendation)
-    if best is None:
-        return RecommendationRanges(None, None, True, "", "")
-    names = by_tag("serving_memory", "serving_speed")
-    if best.mode == "disaggregated":
-        return _disagg_ranges(rec, best, prices)
-    cfg = candidate_config(goal, best)
-    sp = spread(cfg, _pick_estimate(goal, cons, prices, best, simulate_p95=True), names=names, screen=serving_screen)
-    base_pick = rec.recommendation
-    ranges = {
-        k: rebase(sp.ranges[k], getattr(base_pick, k)) if k.startswith("p95") else sp.ranges[k]
-        for k in PICK_KEYS
-        if k in sp.ranges
-    }
-    # the pessimistic bound, every assumption at once, full workload
+def _pessimistic(goal, best, base_pick, ranges: dict[str, Range]) -> tuple[tuple[TargetCheck, ...], bool, str]:
+    """The pick simulated with every assumption at its pessimistic bound at once, full workload: (each target's
+    check, whether it misses there, the sentence that says so)."""
     g_low = goal.with_(assumptions=goal.assumptions.at("low"))
     try:
         low = simulate_candidate(g_low, best)
@@ -270,11 +244,12 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
         )
     else:
         note = f"meets every target even {rule}" + (": " + "; ".join(t.text() for t in checks) if checks else "")
-    rp = PickRanges(
-        label=base_pick.label, ranges=ranges, misses_at_pessimistic=misses, pessimistic_note=note, targets=checks
-    )
-    # the runner-up: the cheapest other simulated configuration that meets the target
-    others = sorted(
+    return checks, misses, note
+
+
+def _runners_up(rec, best) -> list:
+    """The other simulated configurations that meet the target (not the pick's shape), cheapest first."""
+    return sorted(
         (
             c
             for c in rec.candidates
@@ -286,6 +261,58 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
         ),
         key=lambda c: c.cost_per_hour or math.inf,
     )
+
+
+def _settling_assumption(sp, sp2, a: Range, b: Range) -> str:
+    """The assumption whose measurement settles the choice between the pick (cost range ``a``) and the runner-up
+    (``b``): the one that moves their cost ratio most (the runs line up: same names, same bound values), else the
+    one that moves both costs most."""
+    base_ratio = math.log(b.value / a.value) if a.value and b.value else 0.0
+    move: dict[str, float] = {}
+    for (n, _, o1), (_, _, o2) in zip(sp.runs, sp2.runs):
+        c1, c2 = o1.get("cost_per_hour"), o2.get("cost_per_hour")
+        if c1 and c2:
+            move[n] = max(move.get(n, 0.0), abs(math.log(c2 / c1) - base_ratio))
+    by = max(move, key=lambda n: move[n]) if move and max(move.values()) > 0 else ""
+    if not by:  # both costs move together: the assumption that moves them most is the one to measure
+        contribs = sorted(a.contributions + b.contributions, key=lambda c: c.d_down - c.d_up)
+        by = contribs[0].name if contribs else ""
+    return by
+
+
+def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
+    """Ranges of the recommendation (cost, cost per million tokens, p95s, capacity) and of the runner-up's cost.
+
+    The replica count at a bound follows the optimizer's own screen (capacity at 80% utilisation), so a cost
+    moves only where a bound needs another replica; the p95s come from shortened simulations at each bound with
+    the recommended replica count. The recommendation is also simulated with every assumption at its pessimistic
+    bound (full workload): a miss there is said. When the runner-up's cost range overlaps the recommendation's,
+    the choice is not settled, and the assumption that moves the cost ratio between the two most is the one
+    whose measurement settles it.
+    """
+    if rec.recommendation is None:
+        return RecommendationRanges(None, None, True, "", "nothing meets the target: no range to show")
+    prices = prices if prices is not None else catalog.prices()
+    goal, cons = rec.goal, rec.constraints
+    best = _candidate_for(rec, rec.recommendation)
+    if best is None:
+        return RecommendationRanges(None, None, True, "", "")
+    names = by_tag("serving_memory", "serving_speed")
+    if best.mode == "disaggregated":
+        return _disagg_ranges(rec, best, prices)
+    cfg = candidate_config(goal, best)
+    sp = spread(cfg, _pick_estimate(goal, cons, prices, best, simulate_p95=True), names=names, screen=serving_screen)
+    base_pick = rec.recommendation
+    ranges = {
+        k: rebase(sp.ranges[k], getattr(base_pick, k)) if k.startswith("p95") else sp.ranges[k]
+        for k in PICK_KEYS
+        if k in sp.ranges
+    }
+    checks, misses, note = _pessimistic(goal, best, base_pick, ranges)
+    rp = PickRanges(
+        label=base_pick.label, ranges=ranges, misses_at_pessimistic=misses, pessimistic_note=note, targets=checks
+    )
+    others = _runners_up(rec, best)
     if not others:
         return RecommendationRanges(rp, None, True, "", "no runner-up meets the target")
     ru = others[0]
@@ -311,17 +338,7 @@ def recommendation_ranges(rec, prices=None) -> RecommendationRanges:
         return RecommendationRanges(
             rp, rr, True, "", f"settled: the runner-up ({ru_pick.label}) costs more even at the ends of both ranges"
         )
-    # which assumption moves the cost ratio most (the runs line up: same names, same bound values)
-    base_ratio = math.log(b.value / a.value) if a.value and b.value else 0.0
-    move: dict[str, float] = {}
-    for (n, _, o1), (_, _, o2) in zip(sp.runs, sp2.runs):
-        c1, c2 = o1.get("cost_per_hour"), o2.get("cost_per_hour")
-        if c1 and c2:
-            move[n] = max(move.get(n, 0.0), abs(math.log(c2 / c1) - base_ratio))
-    by = max(move, key=lambda n: move[n]) if move and max(move.values()) > 0 else ""
-    if not by:  # both costs move together: the assumption that moves them most is the one to measure
-        contribs = sorted(a.contributions + b.contributions, key=lambda c: c.d_down - c.d_up)
-        by = contribs[0].name if contribs else ""
+    by = _settling_assumption(sp, sp2, a, b)
     label = REGISTRY[by].label if by else ""
     return RecommendationRanges(
         rp,

@@ -14,7 +14,7 @@ cheapest configuration of any shape, not only the config's replica on each kind.
 independent-request workload, which seeds the replica count each simulation starts from (the simulations decide):
 turns at the mean length of a session's turns, at the rate of the interactive response-time law ``X = N / (Z + R)``
 with the think gap ``Z`` and each turn's response ``R`` taken at the TTFT target, and the share of their prompts a
-cache that kept every prefix would hold (:func:`cached_share`), so the screen's batch-1 TTFT is the best case a
+cache that kept every prefix would hold (:attr:`core.config.Sessions.cached_share`), so the screen's batch-1 TTFT is the best case a
 session sees and prunes only a candidate that misses even then. Sessions have no rate that bounds the replicas
 from below (agents send turns as fast as they are answered), so the optimizer's bisection may go down to one.
 """
@@ -146,29 +146,6 @@ def _size_one(
     )
 
 
-def mean_turn_input_tokens(sessions: Sessions) -> float:
-    """Mean prompt of a session's turns [tokens]: turn ``k`` (0-based) sends ``F + k (O + N)`` (the first request
-    ``F``, each turn's output ``O`` and new tokens ``N`` added), so over ``T`` turns ``F + (T - 1) (O + N) / 2``.
-    Defaults: 2,000 + 9 x 700 / 2 = 5,150 tokens over 10 turns."""
-    T = sessions.mean_turns
-    return sessions.first_input.mean + (T - 1) * (sessions.output.mean + sessions.new_input.mean) / 2
-
-
-def cached_share(sessions: Sessions) -> float:
-    """The share of the prompt tokens of a session's turns that a cache keeping every prefix holds: turn ``k >= 1``
-    finds turn ``k - 1``'s whole context (its prompt and output) and computes only its ``N`` new tokens, so over
-    ``T`` turns of first prompt ``F`` and output ``O``
-
-    .. math:: 1 - (F + (T - 1) N) / (T F + (O + N) T (T - 1) / 2)
-
-    Defaults (F 2,000, N 400, O 300, 10 turns): 1 - 5,600 / 51,500 = 0.891 (the simulator's hit rate on a pool
-    that holds them, whole blocks and each turn's last token computed: 0.890)."""
-    T = max(1.0, sessions.mean_turns)
-    F, N, O = sessions.first_input.mean, sessions.new_input.mean, sessions.output.mean
-    prompts = T * F + (O + N) * T * (T - 1) / 2
-    return max(0.0, 1.0 - (F + (T - 1) * N) / prompts) if prompts > 0 else 0.0
-
-
 def session_goal(cfg: RabitConfig, sessions: Sessions, *, agents: int, ttft_p95_s: float) -> ServingGoal:
     """The optimizer's goal for ``agents`` concurrent agents running ``sessions`` at p95 TTFT per turn
     ``<= ttft_p95_s`` [s], the one target (as :func:`size_sessions` sizes), see the module docstring."""
@@ -177,11 +154,11 @@ def session_goal(cfg: RabitConfig, sessions: Sessions, *, agents: int, ttft_p95_
     work = agent_sessions(sessions, agents)
     base = ServingGoal.from_config(cfg)
     screen: SimSpec = base.workload.with_(
-        rate_per_s=agents / (sessions.gap_s + ttft_p95_s),
-        input=Lengths(kind="fixed", mean=max(1.0, mean_turn_input_tokens(sessions))),
+        rate_per_s=sessions.turn_rate_per_s(agents, ttft_p95_s),
+        input=Lengths(kind="fixed", mean=max(1.0, sessions.mean_turn_input_tokens)),
         output=Lengths(kind="fixed", mean=sessions.output.mean),
     )
-    settings = base.settings.with_(prefix_cache_frac=min(cached_share(sessions), 0.99))
+    settings = base.settings.with_(prefix_cache_frac=sessions.cached_share)  # < 1: the first prompt is computed
     return base.model_copy(
         update={
             "workload": screen,

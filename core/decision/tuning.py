@@ -202,26 +202,41 @@ def _prefill_slowdown(cfg: RabitConfig, old: int, new: int) -> float:
     return chunks / one - 1
 
 
-def tune(
-    cfg: RabitConfig,
-    target_concurrency: int | None = None,
-    log: StartupLog | None = None,
-    engine: str | None = None,
-) -> TuningPlan:
-    """Run the loop (see the module docstring) on ``cfg``, from the engine's defaults or from ``log``'s flags.
+class _Tuner:
+    """The loop's state: the config, the flags as they stand, the replica's state under them and the steps taken."""
 
-    target_concurrency: requests of the workload's longest length the replica must hold at once (default:
-    the config's batch).
-    """
-    engine = engine or (log.engine if log is not None else cfg.workload.engine)
-    names = FLAGS[engine]
-    target = int(target_concurrency or cfg.batch)
+    def __init__(self, cfg: RabitConfig, flags: dict[str, Any], block: int, target: int) -> None:
+        self.cfg, self.flags, self.block, self.target = cfg, flags, block, target
+        self.state = self.start = _state(cfg, flags, block)
+        self.steps: list[TuningStep] = []
+        self.declined: str | None = None
+
+    def reached(self, s: TuningState | None = None) -> bool:
+        return (s if s is not None else self.state).concurrency >= self.target
+
+    def take(self, change: str, why: str, cost: str, new_flags: dict[str, Any], price: float | None = None) -> None:
+        after = _state(self.cfg, new_flags, self.block)
+        self.steps.append(
+            TuningStep(
+                change=change, why=why, cost=cost, gain_frac=_gain(self.state, after), price_frac=price, after=after
+            )
+        )
+        self.state, self.flags = after, new_flags
+
+    def decline(self, why: str) -> None:
+        self.declined = (self.declined + "; " if self.declined else "") + why
+
+
+def _start(
+    cfg: RabitConfig, log: StartupLog | None, engine: str
+) -> tuple[RabitConfig, dict[str, Any], int, dict[str, float]]:
+    """(config, flags, block size, calibrated assumptions) the loop starts from: the engine's defaults on the GPU, or
+    the flags and the calibration ``log`` shows."""
     dep = resolve(cfg)
     g, m = dep.gpu, dep.model
     d = engine_defaults(engine, g)
     calibrated: dict[str, float] = {}
     block = 16 if engine == "vllm" else 1
-    need = cfg.context_tokens  # the workload's longest request: its prompt plus its output
     flags: dict[str, Any] = {
         "max_model_len": m.max_context,
         "max_num_seqs": d.max_batch,
@@ -242,87 +257,33 @@ def tune(
             token_budget=comp.workspace_tokens,
             kv_dtype=cfg.kv_dtype,
         )
-    state = start = _state(cfg, flags, block)
-    steps: list[TuningStep] = []
-    stopped, declined = "", None
+    return cfg, flags, block, calibrated
 
-    def reached(s: TuningState) -> bool:
-        return s.concurrency >= target
 
-    def take(change: str, why: str, cost: str, new_flags: dict[str, Any], price: float | None = None) -> None:
-        nonlocal state, flags
-        after = _state(cfg, new_flags, block)
-        steps.append(
-            TuningStep(change=change, why=why, cost=cost, gain_frac=_gain(state, after), price_frac=price, after=after)
-        )
-        state, flags = after, new_flags
+def tune(
+    cfg: RabitConfig,
+    target_concurrency: int | None = None,
+    log: StartupLog | None = None,
+    engine: str | None = None,
+) -> TuningPlan:
+    """Run the loop (see the module docstring) on ``cfg``, from the engine's defaults or from ``log``'s flags.
 
-    # 1. the max model len: exactly the workload's longest request (up if it was too short: the workload needs it)
-    if flags["max_model_len"] != need and not reached(state):
-        take(
-            f"{names['max_model_len']} {need}",
-            f"the workload's longest request is {need:,} tokens (prompt plus output); the engine reports and "
-            f"reserves concurrency at {flags['max_model_len']:,}",
-            "free",
-            {**flags, "max_model_len": need},
-        )
-    # 2. the sequence cap
-    if not reached(state) and flags["max_num_seqs"] < target:
-        take(
-            f"{names['max_num_seqs']} {target}",
-            f"the scheduler runs at most {flags['max_num_seqs']:,} sequences",
-            "free",
-            {**flags, "max_num_seqs": target},
-        )
-    # 3. the memory share, up to what leaves the CUDA graphs their memory
-    graphs = (log.cuda_graph_bytes if log is not None and log.cuda_graph_bytes else None) or (
-        cfg.assumptions.cuda_graph_gib * GiB
-    )
-    u_max = min(REGISTRY["gpu_mem_util"].high, math.floor((1 - graphs / g.memory_bytes) * 100) / 100)
-    if not reached(state) and u_max > flags["util"] + 1e-9:
-        take(
-            f"{names['util']} {u_max:g}",
-            f"{(u_max - flags['util']) * g.memory_bytes / GiB:.1f} GiB more for the KV cache; "
-            f"{(1 - u_max) * g.memory_bytes / GiB:.1f} GiB stays outside the share for the CUDA graphs "
-            f"({graphs / GiB:.2f} GiB)",
-            "free",
-            {**flags, "util": u_max},
-        )
-    # 4. the token budget, halved while the concurrency it frees outweighs the prefill it slows
-    while not reached(state):
-        old = flags["token_budget"]
-        new = max(MIN_TOKEN_BUDGET, flags["max_num_seqs"], old // 2)
-        if new >= old:
-            break
-        trial = _state(cfg, {**flags, "token_budget": new}, block)
-        gain, price = _gain(state, trial), _prefill_slowdown(cfg, old, new)
-        if gain <= price:
-            declined = f"{names['token_budget']} {new}: gains {gain:.2%} concurrency for {price:.1%} slower prefill"
-            break
-        take(
-            f"{names['token_budget']} {new}",
-            f"a smaller profiled iteration frees workspace for KV ({gain:.2%} more concurrency for {price:.1%} "
-            "slower prefill)",
-            "speed",
-            {**flags, "token_budget": new},
-            price,
-        )
-    # 5. an FP8 KV cache, only when it reaches the target
-    if not reached(state) and flags["kv_dtype"] != "fp8":
-        trial = _state(cfg, {**flags, "kv_dtype": "fp8"}, block)
-        if reached(trial):
-            take(
-                f"{names['kv_dtype']} {'fp8_e4m3' if engine == 'sglang' else 'fp8'}",
-                "half the bytes per token; check the model's accuracy with an FP8 KV cache before serving",
-                "quality",
-                {**flags, "kv_dtype": "fp8"},
-            )
-        else:
-            declined = (declined + "; " if declined else "") + (
-                f"{names['kv_dtype']} fp8 reaches {trial.concurrency:.1f} of {target}: an accuracy check that does "
-                "not reach the target"
-            )
-    if reached(state):
+    target_concurrency: requests of the workload's longest length the replica must hold at once (default:
+    the config's batch).
+    """
+    engine = engine or (log.engine if log is not None else cfg.workload.engine)
+    names = FLAGS[engine]
+    target = int(target_concurrency or cfg.batch)
+    g = resolve(cfg).gpu
+    need = cfg.context_tokens  # the workload's longest request: its prompt plus its output
+    cfg, flags, block, calibrated = _start(cfg, log, engine)
+    t = _Tuner(cfg, flags, block, target)
+    _model_len_and_seqs(t, names, need)
+    _memory_share(t, names, log, g.memory_bytes)
+    _token_budget(t, names)
+    _fp8_kv(t, names, engine)
+    flags, state = t.flags, t.state
+    if t.reached():
         stopped = f"target reached: {state.concurrency:.1f} >= {target} requests of {flags['max_model_len']:,} tokens"
     else:
         stopped = (
@@ -330,7 +291,109 @@ def tune(
             f"hardware ({'--tp-size' if engine == 'sglang' else '--tensor-parallel-size'} {2 * cfg.tp} or a "
             "larger GPU)"
         )
-    spec = LaunchSpec(
+    return TuningPlan(
+        config=cfg,
+        block=block,
+        engine=engine,
+        target_concurrency=target,
+        start=t.start,
+        steps=tuple(t.steps),
+        reached=t.reached(),
+        stopped_because=stopped,
+        declined=t.declined,
+        command=command(engine, _launch(cfg, flags, g)),
+        calibrated=calibrated,
+    )
+
+
+def _model_len_and_seqs(t: _Tuner, names: dict[str, str], need: int) -> None:
+    """Steps 1 and 2, both free: the max model len exactly the workload's longest request (up if it was too short:
+    the workload needs it), then the sequence cap up to the target."""
+    flags = t.flags
+    if flags["max_model_len"] != need and not t.reached():
+        t.take(
+            f"{names['max_model_len']} {need}",
+            f"the workload's longest request is {need:,} tokens (prompt plus output); the engine reports and "
+            f"reserves concurrency at {flags['max_model_len']:,}",
+            "free",
+            {**flags, "max_model_len": need},
+        )
+    flags = t.flags
+    if not t.reached() and flags["max_num_seqs"] < t.target:
+        t.take(
+            f"{names['max_num_seqs']} {t.target}",
+            f"the scheduler runs at most {flags['max_num_seqs']:,} sequences",
+            "free",
+            {**flags, "max_num_seqs": t.target},
+        )
+
+
+def _memory_share(t: _Tuner, names: dict[str, str], log: StartupLog | None, memory_bytes: float) -> None:
+    """Step 3, free: the memory share, up to what leaves the CUDA graphs their memory (the log's, else the
+    assumption's)."""
+    flags = t.flags
+    graphs = (log.cuda_graph_bytes if log is not None and log.cuda_graph_bytes else None) or (
+        t.cfg.assumptions.cuda_graph_gib * GiB
+    )
+    u_max = min(REGISTRY["gpu_mem_util"].high, math.floor((1 - graphs / memory_bytes) * 100) / 100)
+    if not t.reached() and u_max > flags["util"] + 1e-9:
+        t.take(
+            f"{names['util']} {u_max:g}",
+            f"{(u_max - flags['util']) * memory_bytes / GiB:.1f} GiB more for the KV cache; "
+            f"{(1 - u_max) * memory_bytes / GiB:.1f} GiB stays outside the share for the CUDA graphs "
+            f"({graphs / GiB:.2f} GiB)",
+            "free",
+            {**flags, "util": u_max},
+        )
+
+
+def _token_budget(t: _Tuner, names: dict[str, str]) -> None:
+    """Step 4, at a cost in speed: the token budget halved while the concurrency it frees outweighs the prefill it
+    slows."""
+    while not t.reached():
+        flags = t.flags
+        old = flags["token_budget"]
+        new = max(MIN_TOKEN_BUDGET, flags["max_num_seqs"], old // 2)
+        if new >= old:
+            break
+        trial = _state(t.cfg, {**flags, "token_budget": new}, t.block)
+        gain, price = _gain(t.state, trial), _prefill_slowdown(t.cfg, old, new)
+        if gain <= price:
+            t.declined = f"{names['token_budget']} {new}: gains {gain:.2%} concurrency for {price:.1%} slower prefill"
+            break
+        t.take(
+            f"{names['token_budget']} {new}",
+            f"a smaller profiled iteration frees workspace for KV ({gain:.2%} more concurrency for {price:.1%} "
+            "slower prefill)",
+            "speed",
+            {**flags, "token_budget": new},
+            price,
+        )
+
+
+def _fp8_kv(t: _Tuner, names: dict[str, str], engine: str) -> None:
+    """Step 5, at a cost in quality: an FP8 KV cache, only when it reaches the target."""
+    flags = t.flags
+    if t.reached() or flags["kv_dtype"] == "fp8":
+        return
+    trial = _state(t.cfg, {**flags, "kv_dtype": "fp8"}, t.block)
+    if t.reached(trial):
+        t.take(
+            f"{names['kv_dtype']} {'fp8_e4m3' if engine == 'sglang' else 'fp8'}",
+            "half the bytes per token; check the model's accuracy with an FP8 KV cache before serving",
+            "quality",
+            {**flags, "kv_dtype": "fp8"},
+        )
+    else:
+        t.decline(
+            f"{names['kv_dtype']} fp8 reaches {trial.concurrency:.1f} of {t.target}: an accuracy check that does "
+            "not reach the target"
+        )
+
+
+def _launch(cfg: RabitConfig, flags: dict[str, Any], g: Any) -> LaunchSpec:
+    """The launch spec of the tuned flags."""
+    return LaunchSpec(
         model_repo=cfg.custom_model.name if cfg.custom_model is not None else model_repo(cfg.model),
         gpu=cfg.gpu,
         vendor=g.vendor,
@@ -347,19 +410,6 @@ def tune(
         gpus_per_node=g.gpus_per_node,
         ep=cfg.ep,
         cuda_graphs=cfg.workload.cuda_graphs,
-    )
-    return TuningPlan(
-        config=cfg,
-        block=block,
-        engine=engine,
-        target_concurrency=target,
-        start=start,
-        steps=tuple(steps),
-        reached=reached(state),
-        stopped_because=stopped,
-        declined=declined,
-        command=command(engine, spec),
-        calibrated=calibrated,
     )
 
 

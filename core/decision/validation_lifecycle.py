@@ -65,6 +65,16 @@ def check_row(r: Mapping[str, str]) -> None:
     for col in ("family", "id", "model", "gpu", "arrival", "source", "date", *_INTS, *_FLOATS, *_FLAGS):
         if not (r.get(col) or "").strip():
             raise _bad(r, col, "is empty")
+    _check_counts(r)
+    _check_figures(r)
+    for col in _FLAGS:
+        if r[col] not in ("0", "1"):
+            raise _bad(r, col, f"must be 0 or 1, got {r[col]!r}")
+    _check_run(r)
+
+
+def _check_counts(r: Mapping[str, str]) -> None:
+    """The whole-number columns (and the optional ones given): at least 1 (a stage from 0)."""
     for col in _INTS + tuple(c for c in _INTS_OPT if r.get(c)):
         try:
             v = int(r[col])
@@ -72,6 +82,10 @@ def check_row(r: Mapping[str, str]) -> None:
             raise _bad(r, col, f"must be a whole number, got {r[col]!r}") from None
         if v < (0 if col == "stage" else 1):
             raise _bad(r, col, f"must be at least {0 if col == 'stage' else 1}, got {v}")
+
+
+def _check_figures(r: Mapping[str, str]) -> None:
+    """The rate, the duration and the measured columns: positive finite numbers."""
     for col in _FLOATS:
         try:
             x = float(r[col])
@@ -79,9 +93,10 @@ def check_row(r: Mapping[str, str]) -> None:
             raise _bad(r, col, f"must be a number, got {r[col]!r}") from None
         if not x > 0 or not np.isfinite(x):
             raise _bad(r, col, f"must be a positive number, got {r[col]!r}")
-    for col in _FLAGS:
-        if r[col] not in ("0", "1"):
-            raise _bad(r, col, f"must be 0 or 1, got {r[col]!r}")
+
+
+def _check_run(r: Mapping[str, str]) -> None:
+    """What the replay can run: Poisson arrivals, two output tokens or more, one replica, catalog parts."""
     if r["arrival"] != "poisson":
         raise _bad(r, "arrival", f"must be 'poisson' (the load generator's gaps), got {r['arrival']!r}")
     if int(r["output"]) < 2:

@@ -72,6 +72,36 @@ def _kv_dtype(log: StartupLog) -> str | None:
     return "fp8" if "fp8" in d or "float8" in d else None
 
 
+def _memory_share(log: StartupLog, cfg: RabitConfig, applied: list[str]) -> float:
+    """The engine's memory share as a share of the catalog GPU's memory (the log's own share when it reports the
+    catalog's memory, within 0.5 %)."""
+    util = log.gpu_memory_utilization
+    assert util is not None
+    if util != cfg.assumptions.gpu_mem_util:
+        applied.append(f"memory share {util:g}")
+    cat = resolve(cfg).gpu.memory_bytes
+    if log.total_memory_bytes and abs(log.total_memory_bytes / cat - 1) > 0.005:
+        # the engine's share of the memory the log reports, as a share of the catalog GPU's
+        util = min(1.0, util * log.total_memory_bytes / cat)
+        applied.append(f"the log's {log.total_memory_bytes / GiB:.2f} GiB of GPU memory")
+    return util
+
+
+def _workspace_tokens(log: StartupLog, cfg: RabitConfig, applied: list[str]) -> int:
+    """The tokens the engine profiled one iteration at: the log's token budget, vLLM V0's max(max model len,
+    2,048) without chunked prefill, else the config's budget."""
+    v0 = log.engine == "vllm" and "V0" in log.version or log.version.startswith("0.6")
+    if log.token_budget is not None:
+        ws = log.token_budget
+        applied.append(f"token budget {ws:,}")
+    elif v0 and log.context_tokens:
+        ws = max(log.context_tokens, 2048)  # V0 without chunked prefill profiles max(max_model_len, 2048) tokens
+        applied.append(f"profiled iteration {ws:,} tokens (V0: max(max model len, 2,048))")
+    else:
+        ws = cfg.workload.token_budget
+    return ws
+
+
 def config_for_log(log: StartupLog, cfg: RabitConfig) -> tuple[RabitConfig, tuple[str, ...], int, int]:
     """(config, applied, workspace tokens, block size): ``cfg`` with the flags the log shows."""
     applied: list[str] = []
@@ -84,25 +114,9 @@ def config_for_log(log: StartupLog, cfg: RabitConfig) -> tuple[RabitConfig, tupl
     if _kv_dtype(log) and cfg.kv_dtype != "fp8":
         changes["kv_dtype"] = "fp8"
         applied.append("FP8 KV cache")
-    util = log.gpu_memory_utilization
-    if util is not None:
-        if util != cfg.assumptions.gpu_mem_util:
-            applied.append(f"memory share {util:g}")
-        cat = resolve(cfg).gpu.memory_bytes
-        if log.total_memory_bytes and abs(log.total_memory_bytes / cat - 1) > 0.005:
-            # the engine's share of the memory the log reports, as a share of the catalog GPU's
-            util = min(1.0, util * log.total_memory_bytes / cat)
-            applied.append(f"the log's {log.total_memory_bytes / GiB:.2f} GiB of GPU memory")
-        changes["assumptions"] = cfg.assumptions.with_(gpu_mem_util=util)
-    v0 = log.engine == "vllm" and "V0" in log.version or log.version.startswith("0.6")
-    if log.token_budget is not None:
-        ws = log.token_budget
-        applied.append(f"token budget {ws:,}")
-    elif v0 and log.context_tokens:
-        ws = max(log.context_tokens, 2048)  # V0 without chunked prefill profiles max(max_model_len, 2048) tokens
-        applied.append(f"profiled iteration {ws:,} tokens (V0: max(max model len, 2,048))")
-    else:
-        ws = cfg.workload.token_budget
+    if log.gpu_memory_utilization is not None:
+        changes["assumptions"] = cfg.assumptions.with_(gpu_mem_util=_memory_share(log, cfg, applied))
+    ws = _workspace_tokens(log, cfg, applied)
     changes["workload"] = cfg.workload.model_copy(update={"token_budget": ws, "engine": log.engine})
     if log.max_num_seqs is not None:
         changes["workload"] = changes["workload"].model_copy(update={"max_batch": log.max_num_seqs})

@@ -383,10 +383,9 @@ def _metadata(data: dict[str, Any], what: str) -> dict[str, Any]:
     return out
 
 
-def parse_vllm_serve(data: dict[str, Any], base: RabitConfig | None = None, label: str = "") -> Run:
-    """A ``vllm bench serve --save-result`` result; the config is ``base`` unless the file says otherwise."""
-    what = label or "vllm bench serve result"
-    meta = _metadata(data, what)
+def _serve_model(data: dict[str, Any], meta: dict[str, Any], base: RabitConfig | None, what: str) -> None:
+    """The catalog model the result's ``model_id`` names, into ``meta`` (unless the metadata names one); with no
+    base config to fall back on, an unknown model is refused."""
     if "model" not in meta and data.get("model_id"):
         slug = model_slug(str(data["model_id"]))
         if slug is not None:
@@ -396,6 +395,10 @@ def parse_vllm_serve(data: dict[str, Any], base: RabitConfig | None = None, labe
                 f"{what}: field 'model_id': {data['model_id']!r} is not a catalog model; add "
                 "--metadata model=<slug> or attach the file to an analysis"
             )
+
+
+def _serve_lengths(data: dict[str, Any], meta: dict[str, Any], what: str) -> int:
+    """The completed requests; their mean input and output lengths (the totals over them) into ``meta``."""
     completed = _int(_positive(_number(data, "completed", what), "completed", what), "completed", what)
     if completed is None:
         raise RunError(f"{what}: missing field 'completed' (not a vllm bench serve --save-result file?)")
@@ -406,14 +409,11 @@ def parse_vllm_serve(data: dict[str, Any], base: RabitConfig | None = None, labe
         if not math.isfinite(total):
             raise RunError(f"{what}: field '{key}' is not a finite number")
         meta[field] = max(1, round(total / completed))
-    rate = _number(data, "request_rate", what)
-    conc = _int(_number(data, "max_concurrency", what), "max_concurrency", what)
-    _positive(rate, "request_rate", what)
-    _positive(conc, "max_concurrency", what)
-    _load(rate, "request_rate", "rate_per_s", what)
-    _load(conc, "max_concurrency", "concurrency", what)
-    n = _int(_number(data, "num_prompts", what), "num_prompts", what) or completed
-    _load(n, "num_prompts", "num_requests", what)
+    return completed
+
+
+def _serve_measurements(data: dict[str, Any], what: str) -> list[Measurement]:
+    """Every metric the result holds (:data:`_VLLM_SERVE`), each positive; at least one."""
     meas = []
     for key, (metric, k) in _VLLM_SERVE.items():
         x = _number(data, key, what)
@@ -427,6 +427,24 @@ def parse_vllm_serve(data: dict[str, Any], base: RabitConfig | None = None, labe
             f"{what}: no metric found (expected median_ttft_ms, median_itl_ms, ... as vllm bench serve "
             "--save-result writes them)"
         )
+    return meas
+
+
+def parse_vllm_serve(data: dict[str, Any], base: RabitConfig | None = None, label: str = "") -> Run:
+    """A ``vllm bench serve --save-result`` result; the config is ``base`` unless the file says otherwise."""
+    what = label or "vllm bench serve result"
+    meta = _metadata(data, what)
+    _serve_model(data, meta, base, what)
+    completed = _serve_lengths(data, meta, what)
+    rate = _number(data, "request_rate", what)
+    conc = _int(_number(data, "max_concurrency", what), "max_concurrency", what)
+    _positive(rate, "request_rate", what)
+    _positive(conc, "max_concurrency", what)
+    _load(rate, "request_rate", "rate_per_s", what)
+    _load(conc, "max_concurrency", "concurrency", what)
+    n = _int(_number(data, "num_prompts", what), "num_prompts", what) or completed
+    _load(n, "num_prompts", "num_requests", what)
+    meas = _serve_measurements(data, what)
     if rate is not None and math.isfinite(rate):
         load, extra = "rate", {"rate_per_s": rate}
     elif conc is not None:

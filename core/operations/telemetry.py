@@ -21,6 +21,7 @@ import csv
 import io
 import math
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -215,17 +216,10 @@ def _check_histograms(samples: list[Sample], name: str) -> None:
 
 
 def _parse_csv(text: str, name: str) -> Telemetry:
+    """A telemetry CSV: a timestamp column, then either one column per metric (wide) or ``metric``, ``value`` and
+    optional ``labels`` columns (long); at most :data:`MAX_SAMPLES` samples."""
     rows = csv.reader(io.StringIO(text))
-    try:
-        header = [h.strip() for h in next(rows)]
-    except (StopIteration, csv.Error) as exc:
-        raise TelemetryError(f"{name}: not a CSV ({exc})") from None
-    if not header or header[0] not in ("timestamp_s", "timestamp", "time"):
-        raise TelemetryError(
-            f"{name}: a telemetry CSV starts with a timestamp_s column "
-            f"(long form: timestamp_s,metric,value[,labels]); got {header[0]!r}"
-        )
-    long = "metric" in header and "value" in header
+    header = _csv_header(rows, name)
     samples: list[Sample] = []
     try:
         for n, row in enumerate(rows, 2):
@@ -236,19 +230,7 @@ def _parse_csv(text: str, name: str) -> Telemetry:
                     f"{name}: line {n} has {len(row)} fields, the header has {len(header)}"
                     + (" (the file looks truncated)" if n > 2 else "")
                 )
-            t = _number(row[0], name, n, header[0], time=True)
-            if long:
-                rec = dict(zip(header, row))
-                labels = _labels(rec.get("labels", ""), name, n)
-                samples.append(
-                    Sample(
-                        name=rec["metric"].strip(), labels=labels, value=_number(rec["value"], name, n, "value"), t_s=t
-                    )
-                )
-            else:
-                for col, cell in zip(header[1:], row[1:]):
-                    if cell.strip():
-                        samples.append(Sample(name=col, value=_number(cell, name, n, col), t_s=t))
+            samples.extend(_csv_samples(header, row, name, n))
             if len(samples) > MAX_SAMPLES:
                 raise TelemetryError(f"{name} has more than {MAX_SAMPLES:,} samples; export a shorter range")
     except csv.Error as exc:
@@ -256,6 +238,35 @@ def _parse_csv(text: str, name: str) -> Telemetry:
     if not samples:
         raise TelemetryError(f"{name} has a header but no rows")
     return Telemetry(fmt="csv", name=name, samples=tuple(samples))
+
+
+def _csv_header(rows: Iterator[list[str]], name: str) -> list[str]:
+    """The CSV's header, which starts with the timestamp column."""
+    try:
+        header = [h.strip() for h in next(rows)]
+    except (StopIteration, csv.Error) as exc:
+        raise TelemetryError(f"{name}: not a CSV ({exc})") from None
+    if not header or header[0] not in ("timestamp_s", "timestamp", "time"):
+        raise TelemetryError(
+            f"{name}: a telemetry CSV starts with a timestamp_s column "
+            f"(long form: timestamp_s,metric,value[,labels]); got {header[0]!r}"
+        )
+    return header
+
+
+def _csv_samples(header: list[str], row: list[str], name: str, n: int) -> list[Sample]:
+    """Line ``n``'s samples: one (its metric, labels and value) in the long form, one per non-empty cell in the
+    wide form."""
+    t = _number(row[0], name, n, header[0], time=True)
+    if "metric" in header and "value" in header:
+        rec = dict(zip(header, row))
+        labels = _labels(rec.get("labels", ""), name, n)
+        return [Sample(name=rec["metric"].strip(), labels=labels, value=_number(rec["value"], name, n, "value"), t_s=t)]
+    return [
+        Sample(name=col, value=_number(cell, name, n, col), t_s=t)
+        for col, cell in zip(header[1:], row[1:])
+        if cell.strip()
+    ]
 
 
 def _number(cell: str, name: str, line: int, col: str, *, time: bool = False) -> float:

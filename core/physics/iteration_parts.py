@@ -54,7 +54,7 @@ class IterationParts(_Frozen):
     pairs: float  # A
     kv_tokens: float  # R
     flop: float  # per GPU of one stage
-    bytes: float  # per GPU of one stage: weights read + KV read + KV written
+    bytes: float  # per GPU of one stage: weights read + KV read (x g_r, at the weights' bandwidth) + KV written
     compute_s: float  # one stage
     memory_s: float  # one stage
     comm_s: float  # one stage, exposed
@@ -341,7 +341,8 @@ def iteration(
             T=T,
             k_g=K["k_g"],
             r_b=K["r_b"],
-            note="weights read + KV read (R cached tokens) + KV written (T new tokens)"
+            note="weights read + KV read (R cached tokens, g_r each: the paged gathers priced at the weight "
+            "streams' bandwidth) + KV written (T new tokens)"
             + (" + MoE permute / un-permute copies (r_b per token)" if K["r_b"] else ""),
         )
         extra: dict[str, float] = {}

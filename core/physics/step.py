@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 
 from core.base import MS, NO_TRACE, Trace
-from core.catalog import CUDA_GRAPH_MAX_TOKENS, CUDA_GRAPH_PREFILL, ModelArch, rocm_attention
+from core.catalog import CUDA_GRAPH_MAX_TOKENS, CUDA_GRAPH_PREFILL, ModelArch
 from core.config import COMPUTE_PRECISION, Deployment
 from core.physics.adapters import lora_constants
-from core.physics.attention_split import attention_split, split_parts
+from core.physics.attention_split import attention_split, kv_read_factor, split_parts
 from core.physics.collectives import ACT_BYTES, Collectives
 from core.physics.footprint import (
     SSM_STATE_BYTES,
@@ -116,7 +116,8 @@ class StepModel:
     # K/V reads per cached token relative to once per KV head: 1 for grouped decode-attention kernels (XQA,
     # FlashInfer, FlashAttention read each KV head once for its query group); H / H_kv for a kernel that loads
     # a KV head once per query head (TensorRT-LLM's masked MHA for GQA before its XQA kernels; see
-    # :func:`per_query_head_kv_reads`); divided by rocm_attn_bw_eff for vLLM and SGLang on AMD GPUs
+    # :func:`per_query_head_kv_reads`); divided by the paged reads' bandwidth share (kv_read_bw_eff, and
+    # rocm_attn_bw_eff for vLLM and SGLang on AMD GPUs: :func:`core.physics.attention_split.kv_read_factor`)
     kv_read_factor: float = 1.0
     # what the recorded derivation shows beside the body's constants: the MFU ceiling inside peak_flop_per_s,
     # MBU and the datasheet bandwidth inside mem_bw_bytes_per_s, the sampler's bytes per vocabulary entry
@@ -380,9 +381,7 @@ class StepModel:
             eager_launch_s=a.eager_launch_us * 1e-6,
             graph_max_tokens=float(graph_max),
             graph_prefill=CUDA_GRAPH_PREFILL.get(w.engine, True),
-            # vLLM's and SGLang's paged-attention kernels on ROCm: their share of the achieved bandwidth
-            # (assumption rocm_attn_bw_eff) read as K/V bytes per cached token
-            kv_read_factor=1.0 / a.rocm_attn_bw_eff if rocm_attention(g, w.engine) else 1.0,
+            kv_read_factor=kv_read_factor(dep, tr),
             seq_overhead_s=a.seq_overhead_us * 1e-6,
             sample_s_per_seq=m.vocab_size * a.sample_bytes_per_vocab / (hbm * a.mbu),
             state_bytes_per_seq=m.ssm_state_bytes_per_seq(SSM_STATE_BYTES) / tp,

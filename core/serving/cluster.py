@@ -264,7 +264,7 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
     fast = None
     why = compiled.ASKED if loop == "python" else None
     ctm = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
-    why = why or compiled.fallback_reason(spec, ctm, pool, R, layout.router, adapters=ad)
+    why = why or compiled.fallback_reason(spec, ctm, pool, R, layout.router, adapters=ad, extended=True)
     if why is None:
         # the compiled loop: the same records as the Python one (tests/test_compiled_loop.py), faster
         fast = compiled.run(spec, ctm, pool, draws, R, layout.router, spec.seed, budget, shared=prefix is not None)

@@ -31,16 +31,19 @@ from core.serving.sim.jit_layout import (
     GF_TIMEOUT,
     GROW,
     I_ASYNC,
+    I_HE,
     I_HI,
     I_HP,
     I_HR,
     I_HW,
     I_ITER,
     I_PRE,
+    I_TE,
     I_TI,
     I_TP,
     I_TR,
     I_TW,
+    I_WIN,
     INF,
     N_G,
     N_GF,
@@ -60,6 +63,7 @@ from core.serving.sim.jit_layout import (
     R_LAST,
     R_NEXT,
     R_PREFILL,
+    R_SS,
     RQ_ADMIT,
     RQ_ARR,
     RQ_FIN,
@@ -77,7 +81,8 @@ MAX_CACHE_SLOTS = 4_000_000
 #: the compiled one take it.
 TIMEOUT = "a request timeout with sessions"
 CACHE_SLOTS = "more replicas x sessions than the compiled loop's prefix caches hold"
-SESSION_FALLBACK_REASONS = (TIMEOUT, CACHE_SLOTS)
+SHAPE = "sessions with prefill-priority scheduling, reserve admission or sliding-window layers"
+SESSION_FALLBACK_REASONS = (TIMEOUT, CACHE_SLOTS, SHAPE)
 
 
 @dataclass(frozen=True)
@@ -100,12 +105,16 @@ class SessionRun:
 
 
 def fallback_reason(spec: SimSpec, timing, pool, replicas: int, sessions_count: int) -> str | None:
-    """Why the compiled loop leaves this session run to the Python loop, or None where it runs it."""
+    """Why the compiled loop leaves this session run to the Python loop, or None where it runs it. The session loop
+    lays out the engine's base shape only (no ``extended``: prefill priority, reserve admission, sliding windows and
+    the rest of :data:`compiled.EXTENDED_REASONS` take the Python loop)."""
     why = compiled.fallback_reason(spec, compiled_form(timing), pool, replicas, "least-outstanding")
     if why is not None:
         return why
     if spec.timeout_s is not None:
         return TIMEOUT
+    if spec.policy != "chunked" or spec.admission != "preempt" or pool.slide_share != 0:
+        return SHAPE  # the session loop is held to the Python one's bytes over chunked, preempting, full attention
     if replicas * max(1, sessions_count) > MAX_CACHE_SLOTS:
         return CACHE_SLOTS
     return None
@@ -125,13 +134,16 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     n = max(1, len(plan.inp))  # turns: at most one request each
     agents = sessions.arrival == "agents" and sessions.trace is None
     sm = tm.sm
+    reserve, sliding = spec.admission == "reserve", pool.slide_share > 0
+    # a finished turn's blocks stay cached as the engine's preempted ones do (Engine.keep_cache)
+    keep = bool(spec.prefix_caching) and not reserve and not sliding
     scal = (
-        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching), int(tm.t_max),
+        n, R, int(pool.block), int(spec.token_budget), mb, keep, int(tm.t_max),
         bool(sm.graph_prefill), int(pool.max_context), int(budget.max_events), float(pool.blocks),
         float(pool.full_share), float(pool.seq_blocks_max), 1.0 / pool.blocks if pool.blocks > 0 else 0.0,
         float(tm.q), float(sm.graph_launch_s), float(sm.eager_launch_s), float(sm.graph_max_tokens),
         float(sm.kernels_per_stage), float(tm.pp), float(budget.max_clock_s), bool(sessions.affinity),
-        bool(spec.prefix_caching), agents, S,
+        keep, agents, S,
     )  # fmt: skip
     TB = np.array([tm.c0, tm.c1, tm.m0, tm.m1, tm.x], dtype=float)
     G = np.zeros(N_G, dtype=np.int64)
@@ -140,12 +152,16 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     GF[GF_NEXT] = INF
     GF[GF_TIMEOUT] = INF
     RI = np.zeros((R, N_RI), dtype=np.int64)
-    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI]] = -1
+    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI, I_HE, I_TE]] = -1
     RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
+    RI[:, I_WIN] = int(
+        pool.window
+    )  # chunked, preempting, full attention only (fallback_reason): I_RSV, I_PPRI, I_SLD 0
     RF = np.zeros((R, N_RF), dtype=float)
     RF[:, R_NEXT] = INF
-    hist = np.zeros((R, pool.block), dtype=np.int64)
-    FH = np.zeros((2, R, mb + 72), dtype=np.int64)
+    RF[:, R_SS] = float(pool.slide_share)
+    hist = np.zeros((R, 2 * pool.block), dtype=np.int64)  # the engine's layout (compiled.run's)
+    FH = np.zeros((4, R, mb + 72), dtype=np.int64)
     CH = np.zeros((2, R, mb + 1), dtype=np.int64)
     RQF = np.full((4, n), np.nan)
     RQI = np.zeros((N_Q, n), dtype=np.int64)
@@ -165,9 +181,11 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     SI[0] = plan.first
     SI[1] = plan.turn_counts
     SI[2] = -1
-    PI = np.zeros((2, n), dtype=np.int64)
+    PI = np.zeros((3, n), dtype=np.int64)
     PF = np.zeros((2, n))
     PI[0, : len(plan.inp)], PI[1, : len(plan.out)] = plan.inp, plan.out
+    if reserve:  # each turn's blocks of its prompt and the client's max_tokens, set when routed (Pool.blocks_for)
+        PI[2] = (PI[0] + spec.max_output_tokens() + pool.block - 1) // pool.block
     PF[0, : len(plan.gap)], PF[1, : len(plan.at)] = plan.gap, plan.at
     SF = np.full((2, S), np.nan)
     SF[0] = plan.agent_gaps
@@ -177,7 +195,6 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     CI = np.zeros((R, 5), dtype=np.int64)
     CI[:, :2] = -1
     EL = np.zeros(n + mb + 8, dtype=np.int64)
-    DK = np.zeros((2, mb + 8), dtype=np.int64)
     if agents:
         m = min(sessions.agents, S)
         starts = np.array([a * sessions.gap_s / m for a in range(m)], dtype=float)
@@ -185,7 +202,7 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
         starts = np.asarray(plan.starts, dtype=float)
     s_start(SG, GF, sh_t, SHI, starts, S, agents)
     while True:
-        arrays = (TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL, DK)  # fmt: skip
+        arrays = (TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL)  # fmt: skip
         code = s_loop((scal, arrays))
         if code == OK:
             break

@@ -415,7 +415,7 @@ def run_one(
     check_loop(loop)
     why = compiled.ASKED if loop == "python" else None
     fast = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
-    why = why or compiled.fallback_reason(spec, fast, pool, 1, "round-robin", adapters=lora)
+    why = why or compiled.fallback_reason(spec, fast, pool, 1, "round-robin", adapters=lora, extended=True)
     if why is None:
         got = compiled.run(spec, fast, pool, draws, 1, "round-robin", spec.seed, budget)
         if got is None:

@@ -84,12 +84,12 @@ from core.serving.sim.jit_layout import (
     NO_ROOM,
     OK,
     P2_CHUNK,
+    Q_CACHED,
     Q_INP,
     Q_NPRE,
     Q_NX_IN,
     Q_NX_W,
     Q_OUT,
-    Q_PFX,
     Q_REP,
     Q_RES,
     Q_STATUS,
@@ -105,13 +105,16 @@ from core.serving.sim.jit_layout import (
     RQ_FIRST,
     SLICE,
     STUCK,
+    Arrays,
+    Params,
     Router,
 )  # fmt: skip
 from core.serving.sim.pool import prefix_hit_tokens
 from core.serving.sim.records import UNFINISHED, Records
 
 #: The most replicas x batch cap the compiled loop takes (its per-replica heaps and chunk lists are arrays of the
-#: batch cap: 32 B each); past it the Python loop, whose replicas grow their lists as they go.
+#: batch cap: 48 B each, the finish and window-crossing heaps and the chunks); past it the Python loop, whose replicas
+#: grow their lists as they go.
 MAX_REPLICA_SLOTS = 4_000_000
 
 
@@ -120,49 +123,86 @@ MAX_REPLICA_SLOTS = 4_000_000
 MAX_DURATION_REQUESTS = 5_000_000
 
 
+ASKED = "loop='python' asked for"
+DISAGGREGATED = "disaggregated pools"
+PAST_TABLE = "an iteration past the timing's table"
+HOST_TIER = "an iteration reached the host KV tier"
+SESSIONS = "multi-turn sessions"
+#: The shapes this module's loop (:func:`run`) lays out in arrays and flags of its own beyond the engine's base shape
+#: (chunked prefill, preempt-and-recompute, full attention, Poisson arrivals of a count, no shared prefix, a
+#: round-robin, least-outstanding or power-of-two router). A loop built on the same engine that does not lay them out
+#: (the sessions', jit_sessions.py) asks :func:`fallback_reason` without ``extended`` and leaves them to the Python
+#: loop by these reasons: the engine's functions read their flags, which such a loop leaves off.
+EXTENDED_REASONS = (
+    "a shared prompt prefix (prefix_cache_frac)",
+    "router not compiled",
+    "arrivals not Poisson",
+    "a duration limit",
+    "prefill-priority scheduling",
+    "reserve admission",
+    "sliding-window layers",
+)
 #: Why a run took the Python loop (:func:`fallback_reason`, the result's ``fallback_reason``), in the order checked.
 FALLBACK_REASONS = (
-    "loop='python' asked for",
+    ASKED,
     "numba not installed",
     "adapters",
     "iteration timing per step (timing='direct') or over pipeline stages",
-    "router not compiled",
+    *EXTENDED_REASONS,
     "a closed loop without a request count",
     "a duration limit past the compiled loop's arrays",
     "reserve admission with sliding-window layers",
     "more replica slots than the compiled loop holds",
-    "disaggregated pools",
-    "an iteration past the timing's table",
-    "an iteration reached the host KV tier",
-    "multi-turn sessions",
+    DISAGGREGATED,
+    PAST_TABLE,
+    HOST_TIER,
+    SESSIONS,
 )
-ASKED, DISAGGREGATED, PAST_TABLE, HOST_TIER, SESSIONS = (FALLBACK_REASONS[k] for k in (0, 9, 10, 11, 12))
+_BASE_ROUTERS = ("round-robin", "least-outstanding", "power-of-two")
 
 
-def fallback_reason(spec, timing, pool, replicas: int, router: str, *, adapters=None) -> str | None:
+def fallback_reason(
+    spec, timing, pool, replicas: int, router: str, *, adapters=None, prefix=None, extended: bool = False
+) -> str | None:
     """Why the compiled loop leaves this simulation to the Python loop (the first of :data:`FALLBACK_REASONS` that
-    holds), or None where it runs it (see the module docstring)."""
+    holds), or None where it runs it (see the module docstring). ``extended``: the caller's loop lays out the
+    shapes of :data:`EXTENDED_REASONS` (this module's :func:`run` does); without it they fall back, a shared prefix
+    where ``prefix`` (the prompt tokens a group's prefix holds) is given."""
     from core.serving.sim.timing import LinearTiming
 
-    checks = (
-        (not numba_available(), 1),
-        (adapters is not None or (isinstance(timing, LinearTiming) and bool(timing.lora)), 2),
-        (not isinstance(timing, LinearTiming) or timing.pp != 1.0, 3),
-        (router not in ROUTERS, 4),
-        (spec.num_requests is None and spec.arrival != "poisson", 5),
-        (spec.num_requests is None and spec.rate_per_s * (spec.duration_s or INF) > MAX_DURATION_REQUESTS, 6),
-        (pool.slide_share != 0 and spec.admission == "reserve", 7),
-        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, 8),
+    base = (
+        (not numba_available(), "numba not installed"),
+        (adapters is not None or (isinstance(timing, LinearTiming) and bool(timing.lora)), "adapters"),
+        (not isinstance(timing, LinearTiming) or timing.pp != 1.0, FALLBACK_REASONS[3]),
     )
-    for holds, k in checks:
+    beyond = (
+        (prefix is not None, EXTENDED_REASONS[0]),
+        (router not in _BASE_ROUTERS, EXTENDED_REASONS[1]),
+        (spec.arrival != "poisson", EXTENDED_REASONS[2]),
+        (spec.duration_s is not None, EXTENDED_REASONS[3]),
+        (spec.policy != "chunked", EXTENDED_REASONS[4]),
+        (spec.admission != "preempt", EXTENDED_REASONS[5]),
+        (pool.slide_share != 0, EXTENDED_REASONS[6]),
+    )
+    rest = (
+        (router not in ROUTERS, "router not compiled"),
+        (spec.num_requests is None and spec.arrival != "poisson", "a closed loop without a request count"),
+        (
+            spec.num_requests is None and spec.rate_per_s * (spec.duration_s or INF) > MAX_DURATION_REQUESTS,
+            "a duration limit past the compiled loop's arrays",
+        ),
+        (pool.slide_share != 0 and spec.admission == "reserve", "reserve admission with sliding-window layers"),
+        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, "more replica slots than the compiled loop holds"),
+    )
+    for holds, why in base + (() if extended else beyond) + rest:
         if holds:
-            return FALLBACK_REASONS[k]
+            return why
     return None
 
 
 def supported(spec, timing, pool, replicas: int, router: str, *, adapters=None) -> bool:
-    """Whether the compiled loop runs this simulation (:func:`fallback_reason` is None)."""
-    return fallback_reason(spec, timing, pool, replicas, router, adapters=adapters) is None
+    """Whether this module's loop runs this simulation (:func:`fallback_reason` is None for it)."""
+    return fallback_reason(spec, timing, pool, replicas, router, adapters=adapters, extended=True) is None
 
 
 def _p2_pairs(replicas: int, seed: int, n: int) -> np.ndarray:
@@ -238,14 +278,29 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     sm = timing.sm
     reserve = spec.admission == "reserve"
     sliding = pool.slide_share > 0
-    scal = (
-        n, R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching) and not reserve and not sliding,
-        int(timing.t_max), bool(sm.graph_prefill), int(pool.max_context), int(budget.max_events),
-        float(pool.blocks), float(pool.full_share), float(pool.seq_blocks_max),
-        1.0 / pool.blocks if pool.blocks > 0 else 0.0, float(timing.q), float(sm.graph_launch_s),
-        float(sm.eager_launch_s), float(sm.graph_max_tokens), float(sm.kernels_per_stage), float(timing.pp),
-        float(budget.max_clock_s),
-    )  # fmt: skip
+    params = Params(
+        requests=n,
+        replicas=R,
+        block_tokens=int(pool.block),
+        token_budget=int(spec.token_budget),
+        max_batch=mb,
+        keep_cache=bool(spec.prefix_caching) and not reserve and not sliding,
+        t_max=int(timing.t_max),
+        graph_prefill=bool(sm.graph_prefill),
+        max_context=int(pool.max_context),
+        max_events=int(budget.max_events),
+        pool_blocks=float(pool.blocks),
+        full_share=float(pool.full_share),
+        seq_blocks_max=float(pool.seq_blocks_max),
+        inv_pool_blocks=1.0 / pool.blocks if pool.blocks > 0 else 0.0,
+        seq_cost_s=float(timing.q),
+        graph_launch_s=float(sm.graph_launch_s),
+        eager_launch_s=float(sm.eager_launch_s),
+        graph_max_tokens=float(sm.graph_max_tokens),
+        kernels_per_stage=float(sm.kernels_per_stage),
+        pp=float(timing.pp),
+        max_clock_s=float(budget.max_clock_s),
+    )
     gaps = np.asarray(draws.gaps[:n], dtype=float)
     rt = _router(spec, R, router, n, shared)
     TB = np.array([timing.c0, timing.c1, timing.m0, timing.m1, timing.x], dtype=float)
@@ -284,7 +339,7 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     if reserve:  # the blocks of the prompt and the client's max_tokens (Pool.blocks_for, whole blocks)
         RQI[Q_RES] = (RQI[Q_INP] + spec.max_output_tokens() + pool.block - 1) // pool.block
     if shared:
-        RQI[Q_PFX] = prefix_hit_tokens(spec.prefix_cache_frac, RQI[Q_INP])
+        RQI[Q_CACHED] = prefix_hit_tokens(spec.prefix_cache_frac, RQI[Q_INP])
     margin = 8 * R + 4 * mb + 64  # what one pass of the loop may add at most (jit_loop.loop's margin)
     ev_cap = margin + 64
     ev_t, EVI = np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64)
@@ -294,8 +349,8 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     DL = np.zeros((2, R, ev_cap if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
     err = np.zeros(1, dtype=np.int64)
     while True:
-        arrays = (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err)
-        code = loop((scal, arrays))
+        arrays = Arrays(gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err)
+        code = loop((params, arrays))
         if code == OK:
             break
         if code == SLICE:

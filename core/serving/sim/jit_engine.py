@@ -69,7 +69,6 @@ from core.serving.sim.jit_layout import (
     Q_NX_R,
     Q_NX_W,
     Q_OUT,
-    Q_PFX,
     Q_PV_P,
     Q_PV_R,
     Q_RES,
@@ -152,8 +151,7 @@ def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI,
         RQI[Q_GEN, rid] = 0
         RQI[Q_CTX, rid] = 0
         RQI[Q_TARGET, rid] = 0
-        RQI[Q_FIN_D, rid] = -1
-        RQI[Q_CACHED, rid] = RQI[Q_PFX, rid]  # its shared prefix, where its replica has served its group
+        RQI[Q_FIN_D, rid] = -1  # Q_CACHED: its shared prefix, where the router found its group served here
         RF[e, R_LAST] = t
         c = i + (o - 1)
         need = fs * (RQI[Q_RES, rid] if RI[e, I_RSV] else (c + B - 1) // B)
@@ -178,12 +176,14 @@ def decode_need(B, fs, RI, RF, hist, e):
     if RI[e, I_RSV] or not RI[e, I_NDEC]:
         return 0.0
     ph = (-RI[e, I_D]) % B
+    if not RI[e, I_SLD]:  # the sliding half of hist is read only where laid out (a loop may give it B columns)
+        return fs * hist[e, ph]
     return fs * hist[e, ph] + RF[e, R_SS] * hist[e, B + ph]
 
 
 @jit
 def kv_run_bound(B, pool_blocks, fs, RI, RF, hist, e, kmax):
-    ss = RF[e, R_SS]
+    ss, sld = RF[e, R_SS], RI[e, I_SLD]
     cyc = fs * RI[e, I_NDEC] + ss * RI[e, I_NIW]
     if RI[e, I_RSV] or cyc <= 0:
         return kmax
@@ -197,7 +197,9 @@ def kv_run_bound(B, pool_blocks, fs, RI, RF, hist, e, kmax):
     D = RI[e, I_D]
     for j in range(B):
         ph = (-(D + j)) % B
-        need = fs * hist[e, ph] + ss * hist[e, B + ph]
+        need = fs * hist[e, ph]
+        if sld:
+            need += ss * hist[e, B + ph]
         if need > rem:
             v = qq * B + j
             return kmax if kmax < v else v

@@ -64,20 +64,19 @@ R_NOW, R_BUSY, R_PREFILL, R_END, R_NEXT, R_LAST, R_RDT, R_RA, R_RR, R_RG, R_RDEA
 N_RF = 15
 
 # rows of the per-request integer array RQI: status, preemptions, tokens emitted, context, prefill target, the
-# decode iteration of its last token, tokens left in the prefix cache by a preemption, its replica; the queues'
-# links (waiting next, running next and previous, prefilling next and previous, inbox next); its lengths
+# decode iteration of its last token, tokens in the prefix cache (a shared prefix on arrival: set by the caller to
+# what a replica that has served its group finds, zeroed by the router where it has not; left by a preemption), its
+# replica; the queues' links (waiting next, running next and previous, prefilling next and previous, inbox next);
+# its lengths
 Q_STATUS, Q_NPRE, Q_GEN, Q_CTX, Q_TARGET, Q_FIN_D, Q_CACHED, Q_REP = range(8)
 Q_NX_W, Q_NX_R, Q_PV_R, Q_NX_P, Q_PV_P, Q_NX_IN, Q_INP, Q_OUT = range(8, 16)
-# ... and the prompt tokens it finds in its replica's prefix cache on arrival: set by the caller to what a replica
-# that has served its prefix group finds, zeroed by the router where its replica has not
-Q_PFX = 16
 # ... and what reserve admission reserves for it: the blocks of its prompt and the workload's largest output
-Q_RES = 17
+Q_RES = 16
 # ... and the next in its replica's list of requests ended
-Q_NX_E = 18
+Q_NX_E = 17
 # ... and whether it is decoding below the sliding window (DecodeSet.lo)
-Q_LO = 19
-N_Q = 20
+Q_LO = 18
+N_Q = 19
 # rows of the per-request float array RQF: arrival, admission, first token, finish [s]
 RQ_ARR, RQ_ADMIT, RQ_FIRST, RQ_FIN = range(4)
 
@@ -93,3 +92,56 @@ class Router(NamedTuple):
     # hash set (-1: an empty slot; a power of two at least twice the pairs it may hold; empty: no shared prefix)
     balance_abs: int  # prefix-affinity's balance thresholds (core.serving.router.out_of_balance)
     balance_rel: float
+
+
+class Params(NamedTuple):
+    """What the loop reads and never changes in a run (:func:`core.serving.sim.jit_loop.loop` unpacks it into the
+    short names its functions take, in this order)."""
+
+    requests: int  # N: the most requests the run issues
+    replicas: int
+    block_tokens: int  # B
+    token_budget: int  # K
+    max_batch: int  # MB
+    keep_cache: bool  # a preempted request's full blocks stay in the prefix cache
+    t_max: int  # the timing table's last row [tokens]
+    graph_prefill: bool
+    max_context: int  # [tokens]
+    max_events: int  # the work budget's passes
+    pool_blocks: float  # P [blocks-worth]
+    full_share: float  # f
+    seq_blocks_max: float  # one sequence's most [blocks-worth]
+    inv_pool_blocks: float  # 1 / P (0: no pool)
+    seq_cost_s: float  # q: per sequence scheduled [s]
+    graph_launch_s: float
+    eager_launch_s: float
+    graph_max_tokens: float
+    kernels_per_stage: float
+    pp: float
+    max_clock_s: float  # the work budget's simulated clock [s]
+
+
+class Arrays(NamedTuple):
+    """The loop's state and inputs, by the names its functions take (:mod:`core.serving.sim.jit_layout`'s columns);
+    the caller grows some between slices and passes a new record."""
+
+    gaps: np.ndarray  # the arrival gaps (Poisson) or think times (closed loop) [s]
+    rt: Router
+    TB: np.ndarray  # the timing table (c0, c1, m0, m1, x)
+    G: np.ndarray
+    GF: np.ndarray
+    RI: np.ndarray
+    RF: np.ndarray
+    hist: np.ndarray  # decoding sequences by block phase: all, then below the window
+    FH: np.ndarray  # the finish heaps (rows 0-1) and window-crossing heaps (rows 2-3)
+    CH: np.ndarray  # the planned step's chunks
+    RQF: np.ndarray
+    RQI: np.ndarray
+    AH: np.ndarray  # the closed loop's arrival heap
+    DL: np.ndarray  # the deadline heaps
+    ev_t: np.ndarray  # the event heap: times, then (sequence, replica, version) in EVI
+    EVI: np.ndarray
+    ts_rep: np.ndarray  # the time series: replica of each point, then (time, waiting, running, KV share) in TSF
+    TSF: np.ndarray
+    stk: np.ndarray  # the pump's stack of replicas
+    err: np.ndarray  # a status set deep in the loop

@@ -39,8 +39,8 @@ from core.serving.sim.jit_layout import (
     I_VER,
     INF,
     OK,
+    Q_CACHED,
     Q_NX_IN,
-    Q_PFX,
     Q_REP,
     R_END,
     R_NEXT,
@@ -138,7 +138,7 @@ def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_
     gid = G[G_ISSUED]
     G[G_ISSUED] = gid + 1
     if rt.seen.shape[0] > 0 and rt.groups.shape[0] > 0 and seen_add(rt.seen, rt.groups[gid] * nrep + j):
-        RQI[Q_PFX, gid] = 0  # the first of its group here: its prefix is not yet in this replica's cache
+        RQI[Q_CACHED, gid] = 0  # the first of its group here: its prefix is not yet in this replica's cache
     # deliver
     RQF[RQ_ARR, gid] = t
     RQI[Q_REP, gid] = j
@@ -241,7 +241,8 @@ def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs,
 @jit
 def loop(z):
     """Run the deployment's loop until it ends (OK), a slice is done (SLICE), an array needs to grow (GROW) or a
-    check fails (the other statuses); resumable from its arrays (``z``: the parameters, then the arrays)."""
+    check fails (the other statuses); resumable from its arrays (``z``: the :class:`~core.serving.sim.jit_layout.Params`, then the
+    :class:`~core.serving.sim.jit_layout.Arrays`, each unpacked into the short names below in its fields' order)."""
     (N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock,) = z[0]  # fmt: skip
     (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err,) = z[1]  # fmt: skip
     fcap = FH.shape[2]

@@ -8,10 +8,8 @@ The compiled engine is the plain loop's and knows nothing of sessions, so this l
 
 * ``absorb`` takes a request with no cached tokens; the cached tokens a turn found at routing (``GI[G_HIT]``) are
   set on each request it queued, after the call and before any plan reads them;
-* the requests that end in a call (:meth:`Replica._user_done`'s list in the Python loop) are read back in the
-  order the Python engine ends them: the arrivals it rejected (inbox order), then the decoding sequences that
-  finished (the finish heap's order, ``(iteration, request)``, from the running set taken before the call), then
-  the prompts that ended with their one output token (the step's chunk order);
+* the requests that end in a call are drained from the engine's list of them (``Replica.ended`` in the Python loop,
+  in the order the engine ends them) where the Python loop's ``SessionSet._ended`` reads it;
 * the cached tokens a turn found when first admitted are the context its admission gave it (``Q_CTX`` of the
   step's new chunks, right after the plan).
 
@@ -39,29 +37,28 @@ from core.serving.sim.jit_layout import (
     G_TSN,
     GROW,
     I_FLIGHT,
+    I_HE,
     I_HI,
-    I_HR,
-    I_HW,
     I_KIND,
     I_LOAD,
     I_LR,
     I_LW,
     I_NCH,
-    I_PDEC,
     I_PUMP,
     I_STUCK,
+    I_TE,
     I_TI,
     I_VER,
     INF,
     OK,
     Q_CACHED,
     Q_CTX,
-    Q_FIN_D,
     Q_INP,
+    Q_NX_E,
     Q_NX_IN,
-    Q_NX_R,
     Q_OUT,
     Q_REP,
+    Q_RES,
     Q_STATUS,
     R_END,
     R_NEXT,
@@ -74,15 +71,16 @@ from core.serving.sim.jit_layout import (
 )
 from core.serving.sim.jit_loop import push
 from core.serving.sim.jit_parts import ev_pop, ev_push, record, used
-from core.serving.sim.records import DONE, MIXED, NONE, REJECTED, RUN
+from core.serving.sim.records import DONE, NONE, REJECTED, RUN
 
 # rows of the per-request array GI: its session, its turn (0-based), the cached tokens it found at routing, those it
 # found at its first admission (-1: never admitted)
 G_SESS, G_TURN, G_HIT, G_ADM = range(4)
 # rows of the per-session array SI: its first turn's index in the per-turn arrays, its turns, its home replica
 S_FIRST, S_TURNS, S_HOME = range(3)
-# rows of the per-turn arrays: PI (input, output tokens), PF (gap after the previous turn's end [s], recorded start [s])
-P_INP, P_OUT = range(2)
+# rows of the per-turn arrays: PI (input, output tokens, blocks reserved: reserve admission), PF (gap after the
+# previous turn's end [s], recorded start [s])
+P_INP, P_OUT, P_RES = range(3)
 P_GAP, P_AT = range(2)
 # rows of the per-session float array SF: the agent's gap after the session, the session's end [s]
 S_AGENT_GAP, S_ENDED = range(2)
@@ -200,58 +198,38 @@ def s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI
 
 
 @jit
-def absorbed(RI, RQI, GI, EL, nel, e, head):
-    """After ``absorb`` on ``e`` took its inbox from ``head``: the rejected ones to ``EL`` (from ``nel``), the
-    queued ones given the cached tokens their routing found. Returns the new count."""
+def absorbed(RI, RQI, GI, e, head):
+    """After ``absorb`` on ``e`` took its inbox from ``head``: the queued ones given the cached tokens their routing
+    found (the engine's absorb queues a request with none)."""
     cur = head
     while cur >= 0 and cur != RI[e, I_HI]:
-        if RQI[Q_STATUS, cur] == REJECTED:
-            EL[nel] = cur
-            nel += 1
-        else:
+        if RQI[Q_STATUS, cur] != REJECTED:
             RQI[Q_CACHED, cur] = GI[G_HIT, cur]
         cur = RQI[Q_NX_IN, cur]
+
+
+@jit
+def drain_ended(RI, RQI, EL, e):
+    """The requests that ended on ``e`` since the last drain (``Replica.ended``: the engine lists them in the order
+    it ends them) into ``EL``; returns how many."""
+    nel = 0
+    cur = RI[e, I_HE]
+    while cur >= 0:
+        EL[nel] = cur
+        nel += 1
+        cur = RQI[Q_NX_E, cur]
+    RI[e, I_HE] = -1
+    RI[e, I_TE] = -1
     return nel
 
 
 @jit
-def s_end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, GI, EL, DK, e):  # fmt: skip
-    """``end_step`` on ``e``; returns how many requests ended in it, in ``EL`` in the Python engine's order."""
-    kind = RI[e, I_KIND]
+def s_end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, GI, EL, e):  # fmt: skip
+    """``end_step`` on ``e``; returns how many requests ended in it (in ``EL``, in the engine's order)."""
     head = RI[e, I_HI]
-    nd = 0
-    if kind == RUN or (kind == MIXED and RI[e, I_PDEC]):
-        rid = RI[e, I_HR]
-        while rid >= 0:
-            if RQI[Q_FIN_D, rid] >= 0:
-                DK[0, nd] = RQI[Q_FIN_D, rid]
-                DK[1, nd] = rid
-                nd += 1
-            rid = RQI[Q_NX_R, rid]
     end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)
-    nel = absorbed(RI, RQI, GI, EL, 0, e, head)
-    done = 0
-    for x in range(nd):  # the decoding sequences that finished, in the finish heap's order (iteration, request)
-        if RQI[Q_STATUS, DK[1, x]] == DONE:
-            fd, rid = DK[0, x], DK[1, x]
-            y = done
-            while y > 0 and (DK[0, y - 1] > fd or (DK[0, y - 1] == fd and DK[1, y - 1] > rid)):
-                DK[0, y] = DK[0, y - 1]
-                DK[1, y] = DK[1, y - 1]
-                y -= 1
-            DK[0, y] = fd
-            DK[1, y] = rid
-            done += 1
-    for x in range(done):
-        EL[nel] = DK[1, x]
-        nel += 1
-    if kind == MIXED:
-        for j in range(RI[e, I_NCH]):
-            rid = CH[0, e, j]
-            if RQI[Q_STATUS, rid] == DONE:
-                EL[nel] = rid
-                nel += 1
-    return nel
+    absorbed(RI, RQI, GI, e, head)
+    return drain_ended(RI, RQI, EL, e)
 
 
 @jit
@@ -304,6 +282,7 @@ def s_route(nrep, B, affinity, caching, pool_blocks, fs, inv_P, pp, TB, G, GF, R
     RQF[RQ_ARR, gid] = t
     RQI[Q_INP, gid] = i
     RQI[Q_OUT, gid] = o
+    RQI[Q_RES, gid] = PI[P_RES, j0]
     RQI[Q_REP, gid] = j
     RQI[Q_NX_IN, gid] = -1
     if RI[j, I_TI] < 0:
@@ -363,7 +342,8 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
         if RF[e, R_NEXT] <= RF[e, R_NOW]:
             head = RI[e, I_HI]
             absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
-            nel = absorbed(RI, RQI, GI, EL, 0, e, head)
+            absorbed(RI, RQI, GI, e, head)
+            nel = drain_ended(RI, RQI, EL, e)
         if nel:
             s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e)  # fmt: skip
         if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
@@ -371,7 +351,6 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
             top -= 1
             continue
         waiting = RI[e, I_LW]
-        whead = RI[e, I_HW] if waiting > 0 else -1
         end = begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e)  # fmt: skip
         if err[0]:
             return
@@ -384,11 +363,8 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
             RI[e, I_PUMP] = 0
             top -= 1
             continue
-        nel = 0
-        if whead >= 0 and RQI[Q_STATUS, whead] == REJECTED:
-            EL[0] = whead
-            nel = 1
         end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)  # fmt: skip
+        nel = drain_ended(RI, RQI, EL, e)
         if nel:
             s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e)  # fmt: skip
         RI[e, I_STUCK] = RI[e, I_STUCK] + 1 if RI[e, I_LW] == waiting else 0
@@ -412,7 +388,7 @@ def s_loop(z):
     fails (the other statuses); resumable from its arrays (``z``: the parameters, then the arrays)."""
     p, a = z
     (N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock, affinity, caching, agents, S) = p  # fmt: skip
-    (TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL, DK) = a  # fmt: skip
+    (TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL) = a  # fmt: skip
     fcap = FH.shape[2]
     evcap = ev_t.shape[0]
     tscap = TSF.shape[1]
@@ -456,7 +432,7 @@ def s_loop(z):
             woken = EVI[1, 0]
             ev_pop(G, ev_t, EVI)
             RI[woken, I_FLIGHT] = 0
-            nel = s_end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, GI, EL, DK, woken)  # fmt: skip
+            nel = s_end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, GI, EL, woken)  # fmt: skip
             if nel:
                 s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, woken)  # fmt: skip
         elif t_a < INF:

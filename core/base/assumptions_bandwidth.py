@@ -1,0 +1,53 @@
+"""The decode step's two bandwidth assumptions: the weight streams' share of peak HBM bandwidth (``mbu``) and the
+paged K/V gathers' share of that (``kv_read_bw_eff``); part of :data:`core.base.assumptions.REGISTRY`, in its
+order."""
+
+from __future__ import annotations
+
+from core.base.assumption_info import AssumptionInfo
+
+__all__ = ["DECODE_BANDWIDTH_ASSUMPTIONS"]
+
+DECODE_BANDWIDTH_ASSUMPTIONS = (
+    AssumptionInfo(
+        "mbu",
+        "Decode memory-bandwidth utilisation of the weight streams (achieved / peak HBM bandwidth)",
+        "frac",
+        0.78,
+        0.70,
+        0.90,
+        "Long contiguous reads: a decode step's GEMV / skinny-GEMM weight streams, the sampler's logits, an "
+        "optimizer's state. TensorRT-LLM / FlashInfer GEMV kernels reach ~80-85 % of peak HBM bandwidth; STREAM "
+        "triad and device-to-device copy on H100 SXM sustain 3.0-3.1 of 3.35 TB/s (90-92 %, the high bound); "
+        "Databricks 'LLM Inference Performance Engineering' (2023) reports MBU 60-70 % for whole small-batch "
+        "steps, launch gaps and K/V reads included (the low bound). vLLM V1's Llama-2-7B decode on H100 SXM "
+        "(validation/vllm_lifecycle.csv) streamed >= 83 % of peak over whole steps. Base 0.78: just below the "
+        "GEMV kernels' figure, a step's weights being streamed as each layer's short GEMMs, each with its own "
+        "ramp and tail; higher moves the TensorRT-LLM / S-LoRA families (validation/) away by over 2 points.",
+        +1,
+        moves=("serving_speed", "training", "video"),
+        min_value=0.01,
+        max_value=1.0,
+        domain_reason="achieved / peak bandwidth: never above the peak",
+    ),
+    AssumptionInfo(
+        "kv_read_bw_eff",
+        "Paged-attention K/V read bandwidth, as a share of the weight streams' (mbu)",
+        "frac",
+        0.96,
+        0.70,
+        1.0,
+        "Decode attention gathers each sequence's cached K/V from 16-token pages (vLLM --block-size 16): short "
+        "bursts with a per-sequence split and reduce, not one long stream. FlashInfer's decode kernels report "
+        "70-90 % of peak bandwidth on paged caches (flashinfer.ai blog 2024-02-02; Ye et al. arXiv 2501.01005), "
+        "vLLM's older PagedAttention kernel less; Nsight profiles of paged K/V reads on H100 show 42-57 % of "
+        "peak against 78-84 % for weight loads (the low bound, ~0.55 of peak at mbu 0.78). Base 0.96: the K/V "
+        "stream at 0.75 of peak, the whole-step MBU these reads were priced at before the weights had their own "
+        "share; high 1, as fast as the weights.",
+        +1,
+        moves=("serving_speed",),
+        min_value=0.05,
+        max_value=1.0,
+        domain_reason="a share of the weight streams' bandwidth: above 1 a gather would beat a contiguous stream",
+    ),
+)
