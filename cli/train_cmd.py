@@ -3,7 +3,7 @@
     rabit train --model M --gpu G --tokens T (--gpus N | --deadline-days D) [--precision bf16|fp8] [--seq S]
                 [--global-batch-tokens K] [--layout TP,PP,DP[,EP[,CP]]] [--zero 0|1|2|3] [--cp N]
                 [--recompute none|selective|full] [--vpp V] [--attention-kernel flash|eager] [--lora-rank R] [--qlora]
-                [--json]
+                [--tp-comm-overlap] [--json]
 
 ``--gpus`` plans on exactly that many GPUs (the fastest layout that fits); ``--deadline-days`` searches every
 node-aligned count up to ``--max-gpus`` (32,768) for the smallest that finishes in time, expected failures
@@ -113,6 +113,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--qlora", action="store_true", help="4-bit NF4 base under the LoRA adapters")
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument(
+        "--tp-comm-overlap",
+        action="store_true",
+        help="the run overlaps its TP collectives with the GEMMs (Megatron-LM --tp-comm-overlap, NeMo "
+        "tp_comm_overlap): a share tp_overlap_train of them hides, at most the GEMM time",
+    )
+    p.add_argument(
         "--checkpoint-interval-s",
         type=_positive(float),
         default=DEFAULT.training.checkpoint_interval_s,
@@ -220,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         lora_rank=args.lora_rank,
         qlora=args.qlora,
         sequence_parallel=not args.no_sequence_parallel,
+        tp_comm_overlap=args.tp_comm_overlap,
         attention_kernel=args.attention_kernel,
         **({"zero": args.zero} if args.zero is not None else {}),
         **({"recompute": args.recompute} if args.recompute else {}),
@@ -291,6 +298,7 @@ def payload(cfg, p: TrainingPlan) -> dict:
         "cp": None,
         "lora_rank": cfg.lora_rank,
         "qlora": cfg.qlora,
+        "tp_comm_overlap": cfg.tp_comm_overlap,
         "model_flop_per_token": p.work.model_flop_per_token,
         "hardware_flop_per_token": p.work.hardware_flop_per_token,
         "total_model_flop": p.work.total_model_flop,

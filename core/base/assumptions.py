@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from core.base.assumption_info import MOVES, AssumptionInfo
 from core.base.assumptions_adapters import ADAPTER_ASSUMPTIONS
 from core.base.assumptions_bandwidth import DECODE_BANDWIDTH_ASSUMPTIONS
+from core.base.assumptions_collectives import COLLECTIVE_ASSUMPTIONS
 from core.base.assumptions_front_end import FRONT_END_ASSUMPTIONS
 from core.base.limits import checked, type_problem
 
@@ -158,52 +159,7 @@ _INFOS = (
         max_value=2.0,
         domain_reason="FP4 runs at most the 2x peak ratio over FP8",
     ),
-    AssumptionInfo(
-        "comm_bw_eff",
-        "Achieved collective bus bandwidth / link peak (per direction)",
-        "frac",
-        0.80,
-        0.60,
-        0.95,
-        "nccl-tests all_reduce busbw on DGX H100: ~360-480 GB/s of 450 GB/s per direction "
-        "(NVIDIA NCCL performance notes).",
-        +1,
-        moves=("serving_speed", "training", "video"),
-        min_value=0.01,
-        max_value=1.0,
-        domain_reason="achieved / link peak: never above the peak",
-    ),
-    AssumptionInfo(
-        "collective_base_us",
-        "Fixed launch and synchronisation cost of one collective",
-        "us",
-        8.0,
-        15.0,
-        4.0,
-        "NCCL's tuning model charges a base latency of 6.6 us per collective (LL protocol) before "
-        "per-hop terms (src/graph/tuning.cc, quoted in NVIDIA/nccl issue #1334); custom one-shot "
-        "all-reduce kernels (TensorRT-LLM) reach ~4 us.",
-        -1,
-        moves=("serving_speed", "training", "video"),
-        min_value=0.0,
-        max_value=10000.0,
-        domain_reason="a 10 ms launch cost is a hung collective, not a latency",
-    ),
-    AssumptionInfo(
-        "comm_overlap",
-        "Share of tensor-parallel communication hidden behind compute (serving)",
-        "frac",
-        0.0,
-        0.0,
-        0.5,
-        "the RA-BIT spec adds TP all-reduces to the step (no overlap); fused GEMM+collective kernels "
-        "hide up to half (TensorRT-LLM, 'Flux' arXiv 2406.06858).",
-        +1,
-        moves=("serving_speed",),
-        min_value=0.0,
-        max_value=0.99,
-        domain_reason="a share; all hidden (1) would make communication free",
-    ),
+    *COLLECTIVE_ASSUMPTIONS,
     AssumptionInfo(
         "step_overhead_ms",
         "Per-iteration scheduler and launch overhead",
@@ -391,13 +347,18 @@ _INFOS = (
     ),
     AssumptionInfo(
         "tp_overlap_train",
-        "Share of tensor-parallel communication hidden behind compute (training)",
+        "Share of tensor-parallel communication hidden behind the layer's GEMMs when TP communication overlap is on "
+        "(training)",
         "frac",
-        0.0,
-        0.0,
+        0.75,
         0.5,
-        "Megatron-LM/Transformer Engine --tp-comm-overlap (userbuffers) splits GEMMs to overlap the TP "
-        "all-gather/reduce-scatter; off by default, so the base exposes it all.",
+        0.9,
+        "Transformer Engine userbuffers (Megatron-LM --tp-comm-overlap, NeMo tp_comm_overlap) split each TP GEMM "
+        "into chunks and move one chunk's all-gather / reduce-scatter under the next chunk's GEMM, so the first or "
+        "last chunk stays exposed: 1 - 1/4 with NeMo's pipelined overlap at num_splits 4 and the ring exchange at "
+        "TP 4 (NeMo tp_overlap_configs/userbuffers.py, GPT-3 175B TP 4 presets; Wang et al. ASPLOS'23 "
+        "'Overlap communication with dependent computation via decomposition'). Low: half (two splits); high: TP 8 "
+        "ring exchange, 7/8 less launch costs. Only runs with tp_comm_overlap set hide any; the rest expose it all.",
         +1,
         moves=("training",),
         min_value=0.0,
@@ -637,6 +598,7 @@ class Assumptions(BaseModel):
     comm_bw_eff: float = _field("comm_bw_eff")
     collective_base_us: float = _field("collective_base_us")
     comm_overlap: float = _field("comm_overlap")
+    nvls_bw_share: float = _field("nvls_bw_share")
     step_overhead_ms: float = _field("step_overhead_ms")
     graph_launch_us: float = _field("graph_launch_us")
     eager_launch_us: float = _field("eager_launch_us")

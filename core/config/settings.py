@@ -237,6 +237,9 @@ class RabitConfig(BaseModel):
     recompute: choices.Recompute = "selective"
     attention_kernel: choices.AttentionKernel = "flash"
     sequence_parallel: bool = True
+    # TP communication overlap (Megatron-LM --tp-comm-overlap, NeMo tp_comm_overlap: Transformer Engine userbuffers
+    # split each TP GEMM and run its all-gather / reduce-scatter under the other chunks); off by default
+    tp_comm_overlap: bool = False
     lora_rank: int = Field(0, ge=0)
     qlora: bool = False
     train_tokens: float = Field(1e12, gt=0)

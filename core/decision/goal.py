@@ -54,6 +54,7 @@ NOT_INHERITED = (
     "seq_len",
     "recompute",
     "sequence_parallel",
+    "tp_comm_overlap",
     "lora_rank",
     "qlora",
     "train_tokens",

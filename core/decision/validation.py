@@ -295,7 +295,8 @@ def _gpt(layers: int, hidden: int, heads: int, seq: int, vocab: int = 51200):
 
 
 def _training_config(r: dict[str, str]) -> RabitConfig:
-    """The row's run: its model (a catalog slug or a GPT shape with its vocabulary), GPUs, layout and batch."""
+    """The row's run: its model (a catalog slug or a GPT shape with its vocabulary), GPUs, layout, batch and
+    whether it overlaps its TP communication."""
     tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
     gpus = tp * pp * dp
     node = catalog.gpu(r["gpu"]).gpus_per_node
@@ -318,6 +319,8 @@ def _training_config(r: dict[str, str]) -> RabitConfig:
         train_precision=r["precision"],
         micro_batch=int(r["micro_batch"] or 1),
         recompute=r["recompute"] or "selective",
+        # the published recipe's TP communication overlap (Transformer Engine userbuffers), cited in the row
+        tp_comm_overlap=r.get("tp_comm_overlap") == "1",
     )
 
 

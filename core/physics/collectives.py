@@ -7,7 +7,7 @@ latency alpha [s] and achieved per-GPU bandwidth beta [B/s] (per direction):
 
     ring all-reduce        2 (p-1) alpha + 2 (p-1)/p x n / beta
     tree all-reduce        2 log2(p) alpha + 2 n / beta          (double binary tree; NCCL)
-    NVLS all-reduce        2 alpha + n / beta                     (NVLink SHARP switches, Hopper/Blackwell)
+    NVLS all-reduce        2 alpha + (1 + 1/p) n / (s beta)       (NVLink SHARP switches, Hopper/Blackwell)
     all-reduce             min(ring, tree[, NVLS])                (the RA-BIT spec: the cheaper of ring and tree)
     all-gather / reduce-scatter   (p-1) alpha + (p-1)/p x n / beta
     all-to-all             (p-1) alpha + (p-1)/p x n / beta
@@ -26,9 +26,11 @@ Topology sets beta per part (the RA-BIT spec "Parallelism and topology"):
 Bandwidths are multiplied by the named assumption ``comm_bw_eff``.
 
 NVLS: third-generation NVSwitch (H100/H200) and NVLink 5 switches reduce in the switch, so each GPU
-moves n bytes instead of 2(p-1)/p x n (NCCL 2.17+; nccl-tests all_reduce busbw on DGX H100 rises from
-~360 to ~480 GB/s). A100's NVSwitch has no SHARP. This is why TP-8 prefill on H100 spends ~1 s, not
-~1.7 s, of a 4k x 32 batch in all-reduces.
+moves n (1 + 1/p) bytes each way (its share of every slice up to the switch, its reduced slice back; its own
+slice up, every slice back by multicast) instead of 2(p-1)/p x n, at a lower share of the wire than the ring
+(``s``, the assumption nvls_bw_share). On 8 H100s at comm_bw_eff 0.8 and s 0.84: algbw 450 x 0.8 x 0.84 / (9/8)
+= 269 GB/s, busbw 470 GB/s, against nccl-tests' ~275 / ~480 GB/s (NCCL 2.17+; NVIDIA/nccl-tests issue #212)
+and the ring's 206 / 360. A100's NVSwitch has no SHARP.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Level:
     latency_s: float
     in_switch_reduction: bool = False
     base_s: float = 0.0  # fixed cost of launching and synchronising one collective
+    nvls_share: float = 1.0  # the in-switch all-reduce's achieved wire bandwidth over the ring's (nvls_bw_share)
 
 
 def _scalar(x):
@@ -70,24 +73,31 @@ class Collectives:
     domain: int  # GPUs reachable over the scale-up fabric
     bw_eff: float
     base_s: float = 0.0
+    nvls_share: float = 1.0
 
     @classmethod
     def for_cluster(
-        cls, gpu: GpuSpec, fabric: Fabric, gpus_per_node: int, bw_eff: float, base_s: float = 0.0
+        cls,
+        gpu: GpuSpec,
+        fabric: Fabric,
+        gpus_per_node: int,
+        bw_eff: float,
+        base_s: float = 0.0,
+        nvls_share: float = 1.0,
     ) -> "Collectives":
         # a rack-scale domain spans trays whatever the node size; otherwise the configured node bounds it
         dom = gpu.scale_up_domain
         domain = dom if dom > gpu.gpus_per_node else min(gpus_per_node, dom)
-        return cls(gpu=gpu, fabric=fabric, domain=max(1, domain), bw_eff=bw_eff, base_s=base_s)
+        return cls(gpu=gpu, fabric=fabric, domain=max(1, domain), bw_eff=bw_eff, base_s=base_s, nvls_share=nvls_share)
 
     @classmethod
     def of(cls, dep: Deployment | VideoDeployment, gpus_per_node: int | None = None) -> "Collectives":
         """The collectives of a deployment's cluster: its GPU and fabric, its GPUs per node (or ``gpus_per_node``),
-        and the assumptions ``comm_bw_eff`` (achieved share of the link bandwidth) and ``collective_base_us``
-        (launch cost)."""
+        and the assumptions ``comm_bw_eff`` (achieved share of the link bandwidth), ``collective_base_us``
+        (launch cost) and ``nvls_bw_share`` (the in-switch all-reduce's share of the ring's bandwidth)."""
         a = dep.assumptions
         node = dep.config.gpus_per_node if gpus_per_node is None else gpus_per_node
-        return cls.for_cluster(dep.gpu, dep.fabric, node, a.comm_bw_eff, a.collective_base_us * US)
+        return cls.for_cluster(dep.gpu, dep.fabric, node, a.comm_bw_eff, a.collective_base_us * US, a.nvls_bw_share)
 
     # --- levels ------------------------------------------------------------------------------------
     def intra(self, p, tr: Trace = NO_TRACE) -> Level:
@@ -101,7 +111,11 @@ class Collectives:
         else:
             bw = g.scale_up_bw_bytes_per_s
         lv = Level(
-            bw * self.bw_eff, g.scale_up_latency_s, g.in_switch_reduction and g.topology == "nvswitch", self.base_s
+            bw * self.bw_eff,
+            g.scale_up_latency_s,
+            g.in_switch_reduction and g.topology == "nvswitch",
+            self.base_s,
+            self.nvls_share,
         )
         if not tr.enabled:
             return lv
@@ -153,8 +167,9 @@ class Collectives:
 
     @staticmethod
     def _nvls_ar(n, p, lv: Level):
-        """NVLink SHARP: each GPU sends its buffer once to the switch, which reduces and multicasts."""
-        return lv.base_s + 2 * lv.latency_s + n / lv.bw_bytes_per_s
+        """NVLink SHARP: the switch reduces each GPU's slice from every GPU and multicasts it back, n (1 + 1/p)
+        bytes each way per GPU at the share ``nvls_share`` of the ring's achieved bandwidth."""
+        return lv.base_s + 2 * lv.latency_s + (1 + 1 / p) * n / (lv.bw_bytes_per_s * lv.nvls_share)
 
     @classmethod
     def _ar(cls, n, p, lv: Level):
@@ -234,10 +249,11 @@ class Collectives:
         token]; their derivation recorded on ``tr``.
 
         Inside the domain: the ring ``t0 + 2 (p-1) alpha + 2 (p-1)/p x T h b_a / beta`` and the double binary
-        tree ``t0 + 2 ceil(log2 p) alpha + 2 T h b_a / beta``, or NVLS ``t0 + 2 alpha + T h b_a / beta`` in its
-        place on switches that reduce. Across nodes: the hierarchical cost (:meth:`all_reduce_s`), linearised
+        tree ``t0 + 2 ceil(log2 p) alpha + 2 T h b_a / beta``, or NVLS ``t0 + 2 alpha + (1 + 1/p) T h b_a / (s beta)``
+        in its place on switches that reduce. Across nodes: the hierarchical cost (:meth:`all_reduce_s`), linearised
         from its value at 1 and 2 tokens (both lines the same). All zero for ``p = 1``.
-        H100 SXM, TP 8, h = 8,192: NVLS a_t = 8 + 2 x 2.5 = 13 us, b_t = 16,384 B / 360 GB/s = 45.5 ns.
+        H100 SXM, TP 8, h = 8,192: NVLS a_t = 8 + 2 x 2.5 = 13 us,
+        b_t = 9/8 x 16,384 B / (360 GB/s x 0.84) = 61.0 ns.
         """
         if p <= 1:
             return 0.0, 0.0, 0.0, 0.0
@@ -286,9 +302,9 @@ class Collectives:
                 beta=lv.bw_bytes_per_s,
                 note="each token adds h x 2 B to the buffer",
             )
-        if lv.in_switch_reduction:  # NVLS replaces the tree line: 2 alpha + n / beta
+        if lv.in_switch_reduction:  # NVLS replaces the tree line: 2 alpha + (1 + 1/p) n / (s beta)
             a_t = lv.base_s + 2 * lv.latency_s
-            b_t = h * b_a / lv.bw_bytes_per_s
+            b_t = (1 + 1 / p) * h * b_a / (lv.bw_bytes_per_s * lv.nvls_share)
             if tr.enabled:
                 tr.step(
                     "ar_tree_alpha_s",
@@ -306,15 +322,18 @@ class Collectives:
                     "ar_tree_beta_s",
                     "NVLS all-reduce: time per token",
                     "b_t",
-                    "h * b_a / beta",
+                    "(1 + 1 / p) * h * b_a / (beta * s)",
                     b_t,
                     unit="s",
-                    latex=r"\frac{[h] \cdot [b_a]}{[beta]}",
+                    latex=r"\frac{(1 + 1/[p]) [h] \cdot [b_a]}{[beta] \cdot [s]}",
                     units=u,
+                    p=p,
                     h=h,
                     b_a=b_a,
                     beta=lv.bw_bytes_per_s,
-                    note="each GPU sends its buffer once (NCCL 2.17+ NVLS)",
+                    s=lv.nvls_share,
+                    note="each GPU sends its slice of every other GPU's buffer up and gets every reduced slice back "
+                    "(NCCL 2.17+ NVLS), at the share s of the ring's bandwidth (nvls_bw_share)",
                 )
             return a_r, b_r, a_t, b_t
         depth = np.ceil(np.log2(p))

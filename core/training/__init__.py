@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from core.training.advice import training_fit_options
 from core.training.deadline import deadline_choice
-from core.training.flops import attention_pairs_per_token, flops_per_token
+from core.training.flops import attention_flops_per_token, attention_pairs_per_token, flops_per_token
 from core.training.layout import (
     Layout,
     LayoutResult,
@@ -29,6 +29,7 @@ from core.training.layout import (
     group_gather_s,
     layout_context,
     layout_grid,
+    tp_exposed_s,
 )
 from core.training.layout_math import (
     evaluate_layout,
@@ -62,6 +63,7 @@ __all__ = [
     "LayoutResult",
     "TrainingGoal",
     "TrainingPlan",
+    "attention_flops_per_token",
     "attention_pairs_per_token",
     "bubble_fraction",
     "budget_problem",
@@ -78,5 +80,6 @@ __all__ = [
     "layout_memory",
     "layouts_at",
     "plan",
+    "tp_exposed_s",
     "training_math",
 ]

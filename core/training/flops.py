@@ -33,7 +33,14 @@ from core.catalog import ModelArch
 from core.config import Deployment, RabitConfig, as_deployment
 from core.physics import lora_params
 
-__all__ = ["RECOMPUTES", "Work", "attention_pairs_per_token", "flops_per_token", "work"]
+__all__ = [
+    "RECOMPUTES",
+    "Work",
+    "attention_flops_per_token",
+    "attention_pairs_per_token",
+    "flops_per_token",
+    "work",
+]
 
 #: Recomputation modes, in the order of the layout search's recompute axis.
 RECOMPUTES: tuple[str, ...] = ("none", "selective", "full")
@@ -67,6 +74,23 @@ def attention_pairs_per_token(m: ModelArch, seq: int) -> float:
     return float(full + m.sliding_layers * per)
 
 
+def attention_flops_per_token(
+    m: ModelArch, seq: int, *, recompute: str = "none", kernel: str = "flash"
+) -> tuple[float, float]:
+    """(model, hardware) FLOPs per trained token of the attention core (Q K^T and the scores times V, forward and
+    backward) [FLOP]: the part of :func:`flops_per_token` that is not a weight GEMM.
+
+    .. math:: F_a = 12 d_{qk} A_t, \\quad F_{a,hw} = F_a (1 + [\\text{recompute}] / 3 + [\\text{flash}] / 6)
+
+    Llama-3.1-70B, s = 4,096, selective, fused kernel: 12 x 8,192 x 163,880 = 1.611e10 model FLOPs;
+    hardware 1.611e10 x (1 + 1/3 + 1/6) = 2.417e10.
+    """
+    attn = 12.0 * m.attn_qk_dim * attention_pairs_per_token(m, seq)
+    again = attn / 3 if recompute in ("selective", "full") else 0.0  # the forward's Q K^T and scores x V again
+    fused = attn / 6 if kernel == "flash" else 0.0  # the kernel's backward rebuilds Q K^T: 2 of the 12 d_qk
+    return attn, attn + again + fused
+
+
 def flops_per_token(
     m: ModelArch,
     seq: int,
@@ -82,19 +106,16 @@ def flops_per_token(
     kernel's backward adds 2 x 8,192 x 163,880 = 2.69e9 hardware FLOPs (0.6 %).
     """
     n = float(m.active_matmul_params())
-    attn = 12.0 * m.attn_qk_dim * attention_pairs_per_token(m, seq)
+    attn, attn_hw = attention_flops_per_token(m, seq, recompute=recompute, kernel=kernel)
     if lora_rank:
         model = lora_flop_per_param * n + 6.0 * lora_params(m, lora_rank) + attn
         extra_full = 2.0 * n + 2.0 * lora_params(m, lora_rank)
     else:
         model = 6.0 * n + attn
         extra_full = 2.0 * n
-    fused = attn / 6 if kernel == "flash" else 0.0  # the kernel's backward rebuilds Q K^T: 2 of the 12 d_qk
-    if recompute == "selective":
-        return model, model + attn / 3 + fused
     if recompute == "full":
-        return model, model + extra_full + attn / 3 + fused
-    return model, model + fused
+        return model, model + extra_full + attn_hw - attn
+    return model, model + attn_hw - attn
 
 
 def work(dep: Deployment | RabitConfig) -> Work:

@@ -260,14 +260,22 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
             "t_tp",
             "TP communication per micro-batch",
             "t_{tp}",
-            "n_c * L_s * t_ar * (1 - o_tp)",
+            "n_c * L_s * t_ar - min(o_tp * n_c * L_s * t_ar, g * t_mb)",
             x["t_tp"],
             unit="s",
             n_c=x["n_coll"],
             L_s=x["L_s"],
             t_ar=t_ar,
-            o_tp=a.tp_overlap_train,
-            note="2 forward + 2 backward per layer (+2 with full recomputation)",
+            o_tp=c.tp_hidden,
+            g=x["gemm"],
+            t_mb=t_mb,
+            note="2 forward + 2 backward per layer (+2 with full recomputation)"
+            + (
+                f"; TP communication overlap hides a share o_tp (tp_overlap_train) behind the GEMMs, {sig(100 * x['gemm'])} % "
+                "of the micro-batch's FLOPs"
+                if c.tp_hidden
+                else "; no TP communication overlap: all exposed"
+            ),
         )
         parts.append("t_tp")
     if cp > 1:
