@@ -356,7 +356,7 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
     pp2 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=2, tp=1, pp=2)
     lora = L8.with_(adapters=AdapterSet(count=10, max_loras=4))
     pools = {"instances": 1, "gpu": "h100-sxm", "tp": 1, "pp": 1}
-    disagg = Layout(mode="disaggregated", prefill=PoolLayout(**pools), decode=PoolLayout(**pools), overlap=False)
+    disagg = Layout(mode="disaggregated", prefill=PoolLayout(**pools), decode=PoolLayout(**pools))
     one = {  # one replica: (config, spec, timing, loop) -> the reason
         "loop='python' asked for": (L8, BASE, "auto", "python"),
         "adapters": (lora, BASE, "auto", "auto"),
@@ -384,7 +384,8 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
     assert simulate(pp2, BASE).fallback_reason == "iteration timing per step (timing='direct') or over pipeline stages"
     deps = {  # deployments: (spec, layout) -> the reason
         "router not compiled": (BASE, Layout(replicas=2, router="adapter-affinity")),
-        "disaggregated pools": (BASE, disagg),
+        # disaggregated pools run compiled in the engine's base shape: beyond it, the reason of each shape
+        "prefill-priority scheduling": (BASE.with_(policy="prefill_priority"), disagg),
     }
     for why, (spec, layout) in deps.items():
         r = simulate_deployment(L8, spec, layout).result

@@ -16,6 +16,7 @@ from core.serving.cluster import (
     layout_of,
     pool_deployment,
     simulate_deployment,
+    warm_simulator,
 )
 from core.serving.kv_transfer import (
     kv_path,
@@ -83,7 +84,6 @@ from core.serving.simulation import (
     sim_spec,
     simulate,
     sweep,
-    warm_simulator,
     workspace_tokens,
 )
 from core.serving.speed import (

@@ -34,8 +34,9 @@ from core.physics import serving_memory
 from core.serving.front_end import with_front_end
 from core.serving.kv_transfer import KvPath, kv_path, kv_transfer_s, wire_share
 from core.serving.router import make_policy
-from core.serving.sim import compiled
+from core.serving.sim import compiled, compiled_disagg
 from core.serving.sim.adapters import AdapterDraws, Adapters
+from core.serving.sim.compiled_disagg import KvWire
 from core.serving.sim.engine import DONE, Engine, Records
 from core.serving.sim.metrics import Percentiles
 from core.serving.sim.pool import prefix_hit_tokens
@@ -234,13 +235,23 @@ def simulate_deployment(
     """Simulate the deployment ``layout`` (default: :func:`layout_of` the config) serving ``spec`` (its rate is
     the whole deployment's). Raises ``ValueError`` when an instance has no room for a KV cache, and
     :class:`core.base.limits.BudgetExceeded` past the work ``budget``. ``loop``: as :func:`core.serving.simulate`'s
-    (an aggregated deployment takes the compiled loop where it can; a disaggregated one the Python loop)."""
+    (either layout takes the compiled loop where it can)."""
     check_loop(loop)
     dep = as_deployment(dep)
     layout = layout or layout_of(dep.config)
     if layout.mode == "aggregated":
         return _aggregated(dep, spec, layout, budget, timing, loop)
-    return _disaggregated(dep, spec, layout, budget, timing)
+    return _disaggregated(dep, spec, layout, budget, timing, loop)
+
+
+def warm_simulator() -> None:
+    """Load (or, in a fresh install, compile) the compiled loops with tiny simulations, one replica's and a
+    disaggregated deployment's: the dashboard's start-up calls this in the background so that no page's first
+    simulation waits for them."""
+    cfg, spec = RabitConfig(), SimSpec(num_requests=4, rate_per_s=1.0)
+    simulate_deployment(cfg, spec, Layout(replicas=1))
+    pool = PoolLayout(instances=1, gpu=cfg.gpu, tp=cfg.tp, pp=1)
+    simulate_deployment(cfg, spec, Layout(mode="disaggregated", prefill=pool, decode=pool))
 
 
 def _prefix_tokens(dep: Deployment, spec: SimSpec, pool) -> Callable[[int], int] | None:
@@ -339,12 +350,44 @@ def _with_stats(res: SimResult, layout: Layout, parts: list[Records], kinds: lis
     )
 
 
+def _disaggregated_python(spec, pspec, timings, pools, draws, layout, deps, ad, wire, prefix, budget):
+    """The disaggregated deployment on the Python loop (:class:`core.serving.sim.replicas.ReplicaSet`): its
+    records, each engine's and each request's KV transfer time; ``wire``: (prompt tokens, prefill time) -> wire time,
+    and the fixed setup + latency of a transfer."""
+    (ptm, dtm), (ppool, dpool), (pdep, ddep) = timings, pools, deps
+    P, D = layout.prefill, layout.decode
+    pload, dload = [0] * P.instances, [0] * D.instances
+    front, back = [], []
+    for k in range(P.instances + D.instances):  # building tens of thousands of instances counts as work
+        if budget is not None and k % 256 == 0:
+            budget.check(0)
+        if k < P.instances:
+            front.append(Replica(k, pspec, ptm, ppool, draws, pload, hold_kv=True, lora=_lora(pdep, ad)))
+        else:
+            j = k - P.instances
+            back.append(Replica(j, spec, dtm, dpool, draws, dload, remote_kv=True, lora=_lora(ddep, ad)))
+    back_router = "least-outstanding" if layout.router == "prefix-affinity" else layout.router
+    rs = ReplicaSet(
+        spec,
+        draws,
+        make_policy(layout.router, P.instances, spec.seed, _slots(pdep)),
+        front,
+        back,
+        make_policy(back_router, D.instances, spec.seed + 1, _slots(ddep)),
+        Transfers(P.instances, *wire),
+        prefix_tokens=prefix,
+        adapters=ad,
+    )
+    rs.run(budget)
+    return rs.records()
+
+
 def spec_rate(spec: SimSpec) -> float | None:
     """The offered rate [requests/s] of a Poisson workload (None for a closed loop)."""
     return spec.rate_per_s if spec.arrival == "poisson" else None
 
 
-def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
+def _disaggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentResult:
     assert layout.prefill is not None and layout.decode is not None
     P, D = layout.prefill, layout.decode
     pdep, ddep = pool_deployment(dep, P.gpu, P.tp), pool_deployment(dep, D.gpu, D.tp)
@@ -355,17 +398,7 @@ def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
     dsm, dtm = replica_timing(ddep, spec, timing)
     ppool, dpool = kv_pool(pdep, pspec), kv_pool(ddep, spec)
     draws = Draws(spec, np.random.default_rng(spec.seed))
-    pload, dload = [0] * P.instances, [0] * D.instances
     ad = adapter_draws(dep, spec)
-    front, back = [], []
-    for k in range(P.instances + D.instances):  # building tens of thousands of instances counts as work
-        if budget is not None and k % 256 == 0:
-            budget.check(0)
-        if k < P.instances:
-            front.append(Replica(k, pspec, ptm, ppool, draws, pload, hold_kv=True, lora=_lora(pdep, ad)))
-        else:
-            j = k - P.instances
-            back.append(Replica(j, spec, dtm, dpool, draws, dload, remote_kv=True, lora=_lora(ddep, ad)))
     a = dep.config.assumptions
     path: KvPath = kv_path(pdep.gpu, ddep.gpu, P.tp * P.pp, D.tp * D.pp, dep.fabric)
     k_p = serving_memory(pdep, NO_TRACE).kv_bytes_per_token_per_gpu
@@ -377,20 +410,27 @@ def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
         w = kv_transfer_s(tokens, k_p, k_d, path.bw_bytes_per_s, 0.0, a.kv_transfer_eff, 0.0)
         return w * wire_share(w, prefill_s, stage_layers, layout.overlap)
 
-    back_router = "least-outstanding" if layout.router == "prefix-affinity" else layout.router
-    rs = ReplicaSet(
-        spec,
-        draws,
-        make_policy(layout.router, P.instances, spec.seed, _slots(pdep)),
-        front,
-        back,
-        make_policy(back_router, D.instances, spec.seed + 1, _slots(ddep)),
-        Transfers(P.instances, wire, fixed),
-        prefix_tokens=_prefix_tokens(dep, spec, ppool),
-        adapters=ad,
+    prefix = _prefix_tokens(dep, spec, ppool)
+    fast = None
+    why = compiled.ASKED if loop == "python" else None
+    cptm, cdtm = compiled_form(ptm), compiled_form(dtm)
+    n = P.instances + D.instances
+    why = why or compiled_disagg.fallback_reason(
+        spec, cptm, cdtm, ppool, dpool, n, layout.router, adapters=ad, prefix=prefix
     )
-    rs.run(budget)
-    merged, parts, kv = rs.records()
+    if why is None:
+        # the compiled loop: the same records as the Python one (tests/test_compiled_disagg.py), faster
+        k_max = max(k_p, k_d)
+        kw = KvWire(k_max, path.bw_bytes_per_s * a.kv_transfer_eff, stage_layers, layout.overlap, fixed)
+        fast = compiled_disagg.run(spec, cptm, cdtm, ppool, dpool, draws, P.instances, D.instances, layout.router, spec.seed, kw, budget)  # fmt: skip
+        if fast is None:
+            why = compiled.PAST_TABLE
+        elif not (host_tier_untouched(ptm, fast[1][: P.instances], ppool) and host_tier_untouched(dtm, fast[1][P.instances :], dpool)):  # fmt: skip
+            fast, why = None, compiled.HOST_TIER  # an iteration reached the host tier: the Python loop times it
+    if fast is not None:
+        merged, parts, kv = fast
+    else:
+        merged, parts, kv = _disaggregated_python(spec, pspec, (ptm, dtm), (ppool, dpool), draws, layout, (pdep, ddep), ad, (wire, fixed), prefix, budget)  # fmt: skip
     c_p = max_throughput(pdep, pspec, pool=ppool).requests_per_s
     c_d = decode_capacity(dsm, dpool, spec)
     rps = min(P.instances * c_p, D.instances * c_d)
@@ -410,7 +450,7 @@ def _disaggregated(dep, spec, layout, budget, timing) -> DeploymentResult:
         ptm.exact_shape and dtm.exact_shape,
         front_end=dep.assumptions,
     )
-    res = replace(res, fallback_reason=compiled.DISAGGREGATED)
+    res = replace(res, loop="compiled" if fast is not None else "python", fallback_reason=why)
     done = res.status == DONE
     kv_done = kv[done]
     ttft = res.samples("ttft_s")

@@ -427,12 +427,6 @@ def run_one(
     return Engine(spec, tm, pool, draws, lora).run(budget), why
 
 
-def warm_simulator() -> None:
-    """Load (or, in a fresh install, compile) the compiled loop with a tiny simulation: the dashboard's start-up
-    calls this in the background so that no page's first simulation waits for it."""
-    simulate(RabitConfig(), SimSpec(num_requests=4, rate_per_s=1.0))
-
-
 def replica_timing(dep: Deployment, spec: SimSpec, timing: str = "auto") -> tuple[StepModel, Timing]:
     """The step model of one replica of ``dep`` and the iteration timing the engine reads (see :func:`simulate`)."""
     sm = StepModel.from_deployment(dep)

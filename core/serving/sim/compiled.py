@@ -8,7 +8,9 @@ This module is that loop for runs that are
 
 * aggregated replicas behind ``round-robin``, ``least-outstanding``, ``power-of-two`` or ``prefix-affinity`` (one
   replica included: a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte), with a
-  shared prompt prefix per group of requests or without;
+  shared prompt prefix per group of requests or without; disaggregated prefill and decode pools behind one of the
+  first three (:mod:`core.serving.sim.compiled_disagg`: Poisson arrivals of a number of requests, chunked prefill,
+  preempt-and-recompute, no sliding windows, no shared prefix);
 * Poisson arrivals up to a number of requests or a duration, or a closed loop of users up to a number of
   requests; chunked prefill or prefill priority, with preempt-and-recompute (prefix caching of
   a preempted request's blocks on or off) or reserve admission; a timeout or none;
@@ -124,7 +126,6 @@ MAX_DURATION_REQUESTS = 5_000_000
 
 
 ASKED = "loop='python' asked for"
-DISAGGREGATED = "disaggregated pools"
 PAST_TABLE = "an iteration past the timing's table"
 HOST_TIER = "an iteration reached the host KV tier"
 SESSIONS = "multi-turn sessions"
@@ -153,7 +154,6 @@ FALLBACK_REASONS = (
     "a duration limit past the compiled loop's arrays",
     "reserve admission with sliding-window layers",
     "more replica slots than the compiled loop holds",
-    DISAGGREGATED,
     PAST_TABLE,
     HOST_TIER,
     SESSIONS,
@@ -373,8 +373,13 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
             raise RuntimeError("decode run without room for one iteration")
         else:
             return None
-    m = int(G[G_TSN])
-    ts_rep, TSF = ts_rep[:m], TSF[:, :m]
+    return replica_records(R, RQF, RQI, RF, RI, ts_rep[: int(G[G_TSN])], TSF[:, : int(G[G_TSN])])
+
+
+def replica_records(R: int, RQF, RQI, RF, RI, ts_rep, TSF) -> tuple[list[Records], list[np.ndarray]]:
+    """Each of ``R`` engines' :class:`Records` from the compiled loop's arrays (:mod:`core.serving.sim.jit_layout`;
+    ``ts_rep`` and ``TSF`` the time series points recorded) and the numbers (columns of ``RQI``) of each one's
+    requests, in the order it took them."""
     order = np.argsort(ts_rep, kind="stable")
     bounds = np.searchsorted(ts_rep[order], np.arange(R + 1))
     status = RQI[Q_STATUS].astype(np.int8)

@@ -27,6 +27,7 @@ from core.serving.sim.jit_layout import (
     I_FHN,
     I_FULL,
     I_HI,
+    I_HOLD,
     I_HP,
     I_HR,
     I_HW,
@@ -44,6 +45,7 @@ from core.serving.sim.jit_layout import (
     I_PPRI,
     I_PRE,
     I_RCUT,
+    I_REMOTE,
     I_RES,
     I_RK,
     I_RKMAX,
@@ -247,7 +249,8 @@ def leave_decode(B, RI, hist, RQI, e, rid):
 @jit
 def complete(B, RI, RF, RQF, RQI, e, rid, c):
     link_remove(RI, RQI, e, rid, I_HR, I_TR, I_LR, Q_NX_R, Q_PV_R)
-    release(B, RI, RQI, e, rid, c)
+    if not RI[e, I_HOLD]:  # a prefill instance keeps the blocks until the KV has left
+        release(B, RI, RQI, e, rid, c)
     finish(RI, RF, RQF, RQI, e, rid, DONE)
 
 
@@ -307,12 +310,14 @@ def preempt_last(B, keep, RI, hist, RQI, e):
 
 
 @jit
-def hit_of(B, pool_blocks, RQI, rid, u):
+def hit_of(B, pool_blocks, RQI, rid, u, remote):
     cc = RQI[Q_CACHED, rid]
     if not cc:
         return 0
     free = int(math.floor(pool_blocks - u + EPS))
     last = ((RQI[Q_INP, rid] + RQI[Q_GEN, rid] - 1) // B) * B
+    if remote and free * B < (cc if cc < last else last):
+        return -1  # the transferred KV waits until blocks for all of it are free
     v = cc
     if free * B < v:
         v = free * B
@@ -388,7 +393,9 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e)
         rid = RI[e, I_HW]
         if RQF[RQ_ARR, rid] > RF[e, R_CUT]:
             break  # arrived after this plan was made (async scheduling): the next plan sees it
-        h = hit_of(B, pool_blocks, RQI, rid, u)
+        h = hit_of(B, pool_blocks, RQI, rid, u, RI[e, I_REMOTE])
+        if h < 0:
+            break
         n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
         if n > left:
             n = left
@@ -417,7 +424,9 @@ def plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF
         rid = RI[e, I_HW]
         if RQF[RQ_ARR, rid] > RF[e, R_CUT]:
             break  # arrived after this plan was made (async scheduling): the next plan sees it
-        h = hit_of(B, pool_blocks, RQI, rid, u)
+        h = hit_of(B, pool_blocks, RQI, rid, u, RI[e, I_REMOTE])
+        if h < 0:
+            break
         n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
         if nch > 0 and total + n > K:
             break

@@ -47,12 +47,14 @@ N_GF = 4
 # float sum of reservations holds the same integer); the head and tail of the requests ended and not yet told to
 # the arrival stream (Replica.ended); prefill-priority scheduling on (else chunked prefill); sliding-window layers:
 # on, the window [tokens], sliding blocks held, decoding sequences below the window and the sum of their bases, the
-# size of the window-crossing heap (rows 2 and 3 of the finish heaps' array)
+# size of the window-crossing heap (rows 2 and 3 of the finish heaps' array); a prefill instance of a disaggregated
+# deployment (a finished request keeps its blocks until its KV has left: Replica.hold_kv); a decode instance (a
+# request's prompt KV arrives whole, admitted only when blocks for all of it are free: Engine.remote_kv)
 (I_D, I_NDEC, I_BSUM, I_FULL, I_ITER, I_PRE, I_KIND, I_FLIGHT, I_VER, I_LOAD,
  I_HW, I_TW, I_LW, I_HR, I_TR, I_LR, I_HP, I_TP, I_LP, I_HI, I_TI,
  I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN, I_ASYNC,
- I_RSV, I_RES, I_HE, I_TE, I_PPRI, I_SLD, I_WIN, I_SLIDE, I_NIW, I_BSW, I_CXN) = range(43)  # fmt: skip
-N_RI = 43
+ I_RSV, I_RES, I_HE, I_TE, I_PPRI, I_SLD, I_WIN, I_SLIDE, I_NIW, I_BSW, I_CXN, I_HOLD, I_REMOTE) = range(45)  # fmt: skip
+N_RI = 45
 # the per-replica float state RF[e]: its clock, busy time, prefill time, the planned step's end, its inbox's next
 # arrival, its last arrival, and the planned run's time, attended pairs, cached tokens, growth and deadline; async
 # scheduling: the arrivals the next plan sees (up to), those the plan being made sees, the run's last iteration's start

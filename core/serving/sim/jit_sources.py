@@ -13,6 +13,7 @@ ENGINE_SOURCES = (
     "jit_arrivals.py",
     "jit_cache.py",
     "jit_deadline.py",
+    "jit_disagg.py",
     "jit_engine.py",
     "jit_layout.py",
     "jit_loop.py",

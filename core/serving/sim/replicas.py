@@ -396,28 +396,13 @@ class ReplicaSet:
         engines at every point any of them recorded, the KV share held averaged over them."""
         n = self.stream.issued
         parts = [eng.records() for eng in self.engines]
-        gids = [np.asarray(eng.gids, dtype=np.int64) for eng in self.front]
-        arrival, inp, out, status, admitted, first, finish, pre = gathered(n, parts[: len(self.front)], gids)
-        if self.disagg:
-            out[:] = np.asarray(self.draws.out[:n], dtype=np.int64)
-            moved = status == DONE
-            first[moved] = np.nan
-            finish[moved] = np.nan
-            status[moved] = UNFINISHED
-            for eng, rec in zip(self.back, parts[len(self.front) :]):
-                g = np.asarray(eng.gids, dtype=np.int64)
-                if not g.size:
-                    continue
-                status[g] = np.frombuffer(rec.status, dtype=np.int8)
-                first[g] = np.frombuffer(rec.first_token_s, dtype=float)
-                finish[g] = np.frombuffer(rec.finish_s, dtype=float)
-                pre[g] += np.asarray(rec.preemptions, dtype=np.int64)
+        gids = [np.asarray(eng.gids, dtype=np.int64) for eng in self.engines]
         kv = np.full(n, np.nan)
         if self.kv_s:
             keys = np.fromiter(self.kv_s.keys(), dtype=np.int64, count=len(self.kv_s))
             kv[keys] = np.fromiter(self.kv_s.values(), dtype=float, count=len(self.kv_s))
-        columns = (arrival, inp, out, status, admitted, first, finish, pre)
-        merged = merged_records(columns, parts, len(self.front), self._adapter_records(n, parts))
+        out = np.asarray(self.draws.out[:n], dtype=np.int64) if self.disagg else None
+        merged = deployment_records(n, parts, gids, len(self.front), out, self._adapter_records(n, parts))
         return merged, parts, kv
 
     def _adapter_records(self, n: int, parts: list[Records]) -> dict[str, Any] | None:
@@ -445,6 +430,36 @@ class ReplicaSet:
             "adapter_distinct_s": sum(r["adapter_distinct_s"] for r in each),
             "adapter_engines": len(each),
         }
+
+
+def deployment_records(
+    n: int,
+    parts: list[Records],
+    gids: list[np.ndarray],
+    front: int,
+    out: np.ndarray | None = None,
+    adapters: dict[str, Any] | None = None,
+) -> Records:
+    """The deployment's records of its ``n`` requests (see :meth:`ReplicaSet.records`) from each engine's
+    ``parts[k]`` and the deployment's number of each of its requests ``gids[k]``, the first ``front`` engines those
+    that take the arrivals; ``out``: disaggregated, every request's output tokens (the decode pool's engines, after
+    the front ones, give the times of the requests that reached them)."""
+    arrival, inp, out_tokens, status, admitted, first, finish, pre = gathered(n, parts[:front], gids[:front])
+    if out is not None:
+        out_tokens[:] = out
+        moved = status == DONE
+        first[moved] = np.nan
+        finish[moved] = np.nan
+        status[moved] = UNFINISHED
+        for g, rec in zip(gids[front:], parts[front:]):
+            if not g.size:
+                continue
+            status[g] = np.frombuffer(rec.status, dtype=np.int8)
+            first[g] = np.frombuffer(rec.first_token_s, dtype=float)
+            finish[g] = np.frombuffer(rec.finish_s, dtype=float)
+            pre[g] += np.asarray(rec.preemptions, dtype=np.int64)
+    columns = (arrival, inp, out_tokens, status, admitted, first, finish, pre)
+    return merged_records(columns, parts, front, adapters)
 
 
 def gathered(n: int, parts: list[Records], gids: list[np.ndarray]) -> tuple[np.ndarray, ...]:
