@@ -23,7 +23,7 @@ from core.catalog import (
 
 GPU_SLUGS = set(
     "h100-sxm h100-pcie h100-nvl h200-sxm b200 b300 gb200 a100-40gb a100-80gb l40s l4 mi300x mi325x mi355x gaudi3 "
-    "h100-gt-96gb".split()
+    "h100-gt-96gb rtx-4090".split()
 )
 FABRIC_SLUGS = {"ib-ndr", "ib-xdr", "roce-400g", "eth-100g", "eth-200g"}
 MODEL_SLUGS = {
@@ -37,6 +37,7 @@ MODEL_SLUGS = {
     "mixtral-8x7b",
     "mixtral-8x22b",
     "qwen2.5-72b",
+    "qwen3-8b",
     "qwen3-32b",
     "qwen3-235b-a22b",
     "deepseek-v3",
@@ -62,6 +63,7 @@ MODEL_SLUGS = {
 #   mixtral-8x7b     46.7B total / 12.9B active (Mistral AI announcement). Architecture: 46.70B / 12.88B.
 #   mixtral-8x22b    141B total / 39B active (Mistral AI announcement). Architecture: 140.62B / 39.15B.
 #   qwen2.5-72b      72.7B total (model card; 70.0B non-embedding). Architecture: 72.71B.
+#   qwen3-8b         8.2B total (model card; 6.95B non-embedding). Architecture: 8.19B.
 #   qwen3-32b        32.8B total (model card; 31.2B non-embedding). Architecture: 32.76B.
 #   qwen3-235b-a22b  235B total / 22B active (model card). Architecture: 235.09B / 22.19B (+0.9%).
 #   deepseek-v3      671B total (README, main model without the 14B MTP module) / 36.6B active

@@ -60,6 +60,7 @@ from core.base import Assumptions, Range
 from core.catalog import from_hf_config
 from core.config import RabitConfig, resolve
 from core.decision import validation_lifecycle as lifecycle
+from core.decision import validation_multiturn as multiturn
 from core.decision.validation_files import raw_rows
 from core.physics import StepModel, per_query_head_kv_reads
 
@@ -543,6 +544,7 @@ _KINDS: dict[str, tuple[Callable[..., RabitConfig], Callable[..., float], str]] 
     "longctx.csv": (_longctx_config, _longctx_predict, "serving_speed"),
     "disagg.csv": (_disagg_config, _disagg_predict, "serving_speed"),
     lifecycle.FILE: (lifecycle.lifecycle_config, lifecycle.lifecycle_predict, "serving_speed"),
+    multiturn.FILE: (multiturn.multiturn_config, multiturn.multiturn_predict, "serving_speed"),
 }
 
 
