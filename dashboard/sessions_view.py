@@ -35,8 +35,12 @@ def _inputs(cfg: RabitConfig) -> Sessions | None:
         )  # fmt: skip
         rate = st.number_input("Sessions per second", 0.001, 1e4, base.rate_per_s, format="%.3g", key="sessions.rate")
         cv = st.number_input("Burstiness (CV of the gaps)", 0.01, 20.0, base.cv, key="sessions.cv")
-        agents = st.number_input("Concurrent agents", 1, 100_000, base.agents, key="sessions.agents")
-        n = st.number_input("Sessions", 1, 100_000, base.num_sessions, key="sessions.n")
+        agents = st.number_input(
+            "Concurrent agents", **state.session_bounds("agents"), value=base.agents, key="sessions.agents"
+        )
+        n = st.number_input(
+            "Sessions", **state.session_bounds("num_sessions"), value=base.num_sessions, key="sessions.n"
+        )
     with b:
         st.markdown("**Each session**")
         turns = st.number_input("Turns (mean)", 1.0, 1000.0, float(base.turns.mean), key="sessions.turns")

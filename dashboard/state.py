@@ -166,6 +166,21 @@ def bounds(path: str, step: float | None = None) -> dict[str, Any]:
     return out
 
 
+def session_bounds(name: str) -> dict[str, Any]:
+    """``min_value`` / ``max_value`` of the widget that edits an integer field of the Sessions group (which has no
+    entry in the domains): the field's own ``ge`` / ``le`` bounds, so the widget and the config that validates it
+    cannot disagree."""
+    from core.config import Sessions
+
+    lo = hi = None
+    for m in Sessions.model_fields[name].metadata:
+        lo = getattr(m, "ge", lo)
+        hi = getattr(m, "le", hi)
+    if lo is None or hi is None:
+        raise ValueError(f"Sessions.{name} has no ge / le bounds for a widget")
+    return {"min_value": int(lo), "max_value": int(hi)}
+
+
 def query_bounds(name: str) -> dict[str, Any]:
     """``min_value`` / ``max_value`` of an input of the Diagnostics page's Prometheus query (core.base.limits)."""
     d = QUERY_DOMAINS[name]

@@ -98,7 +98,9 @@ if view == "Serving":
     if cfg.sessions is not None and st.toggle(
         "Size for the Serving page's sessions: concurrent agents at the p95 TTFT target per turn", key="opt.sessions"
     ):
-        agents = st.number_input("Concurrent agents", 1, 100_000, cfg.sessions.agents, key="opt.agents")
+        agents = st.number_input(
+            "Concurrent agents", **state.session_bounds("agents"), value=cfg.sessions.agents, key="opt.agents"
+        )
         if cfg.targets.p95_ttft_s is None:
             st.error("Set a p95 TTFT target in the sidebar: agents are sized for a p95 TTFT per turn.")
             st.stop()

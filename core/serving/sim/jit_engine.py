@@ -70,7 +70,6 @@ from core.serving.sim.jit_layout import (
     Q_NX_IN,
     Q_NX_P,
     Q_NX_R,
-    Q_NX_W,
     Q_OUT,
     Q_PV_P,
     Q_PV_R,
@@ -100,6 +99,7 @@ from core.serving.sim.jit_layout import (
 from core.serving.sim.jit_parts import (
     f_pop,
     f_push,
+    in_waiting,
     link_append,
     link_remove,
     record,
@@ -109,6 +109,7 @@ from core.serving.sim.jit_parts import (
     w_append,
     w_appendleft,
     w_popleft,
+    w_remove,
 )
 from core.serving.sim.jit_window import chunk_pairs_sliding, chunk_s, cross, cross_min, x_push
 from core.serving.sim.records import DONE, MIXED, NONE, REJECTED, RUN, TIMED_OUT, UNFINISHED
@@ -515,32 +516,6 @@ def fin_min(RI, FH, RQI, e):
     while RI[e, I_FHN] > 1 and RQI[Q_FIN_D, FH[1, e, 0]] != FH[0, e, 0]:
         f_pop(RI, FH, e)
     return FH[0, e, 0]
-
-
-@jit
-def w_remove(RI, RQI, e, rid):
-    """Take ``rid`` out of the waiting queue wherever it is (``deque.remove``)."""
-    prev, cur = -1, RI[e, I_HW]
-    while cur != rid:
-        prev, cur = cur, RQI[Q_NX_W, cur]
-    nxt = RQI[Q_NX_W, rid]
-    if prev < 0:
-        RI[e, I_HW] = nxt
-    else:
-        RQI[Q_NX_W, prev] = nxt
-    if nxt < 0:
-        RI[e, I_TW] = prev
-    RI[e, I_LW] -= 1
-
-
-@jit
-def in_waiting(RI, RQI, e, rid):
-    cur = RI[e, I_HW]
-    while cur >= 0:
-        if cur == rid:
-            return True
-        cur = RQI[Q_NX_W, cur]
-    return False
 
 
 @jit

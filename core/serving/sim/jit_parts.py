@@ -300,3 +300,29 @@ def t_run(pp, TB, T, A0, R0, g, kmax, budget_s):
 
 
 # --- one replica's engine (Engine / Replica) -------------------------------------------------------------------
+
+
+@jit
+def w_remove(RI, RQI, e, rid):
+    """Take ``rid`` out of the waiting queue wherever it is (``deque.remove``)."""
+    prev, cur = -1, RI[e, I_HW]
+    while cur != rid:
+        prev, cur = cur, RQI[Q_NX_W, cur]
+    nxt = RQI[Q_NX_W, rid]
+    if prev < 0:
+        RI[e, I_HW] = nxt
+    else:
+        RQI[Q_NX_W, prev] = nxt
+    if nxt < 0:
+        RI[e, I_TW] = prev
+    RI[e, I_LW] -= 1
+
+
+@jit
+def in_waiting(RI, RQI, e, rid):
+    cur = RI[e, I_HW]
+    while cur >= 0:
+        if cur == rid:
+            return True
+        cur = RQI[Q_NX_W, cur]
+    return False
