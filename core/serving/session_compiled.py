@@ -10,7 +10,6 @@ compiled, a turn costs a few microseconds, so 10,000 sessions of 10 turns on 8 r
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,8 +36,6 @@ from core.serving.sim.jit_layout import (
     I_HP,
     I_HR,
     I_HW,
-    I_ITER,
-    I_PRE,
     I_TE,
     I_TI,
     I_TP,
@@ -53,22 +50,12 @@ from core.serving.sim.jit_layout import (
     N_RI,
     NO_ROOM,
     OK,
-    Q_INP,
-    Q_NPRE,
     Q_NX_IN,
     Q_NX_W,
-    Q_OUT,
     Q_REP,
     Q_STATUS,
-    R_BUSY,
-    R_LAST,
     R_NEXT,
-    R_PREFILL,
     R_SS,
-    RQ_ADMIT,
-    RQ_ARR,
-    RQ_FIN,
-    RQ_FIRST,
     SLICE,
     STUCK,
 )  # fmt: skip
@@ -229,7 +216,9 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
         else:
             return None
     issued = int(G[0])
-    parts, gids = _parts(R, RQF[:, :issued], RQI[:, :issued], RI, RF, ts_rep[: int(G[G_TSN])], TSF[:, : int(G[G_TSN])])
+    parts, gids = compiled.replica_records(
+        R, RQF[:, :issued], RQI[:, :issued], RF, RI, ts_rep[: int(G[G_TSN])], TSF[:, : int(G[G_TSN])]
+    )
     if not host_tier_untouched(timing, parts, pool):
         return None
     return SessionRun(
@@ -244,52 +233,3 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
         evicted_blocks=int(CI[:, 3].sum()),
         block_tokens=int(pool.block),
     )
-
-
-def _parts(R, RQF, RQI, RI, RF, ts_rep, TSF) -> tuple[list[Records], list[np.ndarray]]:
-    """Each replica's :class:`Records` and the deployment's number of each of its requests (as
-    :func:`core.serving.sim.compiled.run` reads its arrays)."""
-    order = np.argsort(ts_rep, kind="stable")
-    bounds = np.searchsorted(ts_rep[order], np.arange(R + 1))
-    status = RQI[Q_STATUS].astype(np.int8)
-    rep = RQI[Q_REP]
-    parts, gids = [], []
-    for e in range(R):
-        g = np.flatnonzero(rep == e)
-        pts = order[bounds[e] : bounds[e + 1]]
-        parts.append(
-            Records(
-                arrival_s=_floats(RQF[RQ_ARR, g]),
-                input_tokens=_ints("q", RQI[Q_INP, g]),
-                output_tokens=_ints("q", RQI[Q_OUT, g]),
-                status=_ints("b", status[g]),
-                admitted_s=_floats(RQF[RQ_ADMIT, g]),
-                first_token_s=_floats(RQF[RQ_FIRST, g]),
-                finish_s=_floats(RQF[RQ_FIN, g]),
-                preemptions=_ints("l", RQI[Q_NPRE, g]),
-                ts_s=_floats(TSF[0, pts]),
-                ts_waiting=_floats(TSF[1, pts]),
-                ts_running=_floats(TSF[2, pts]),
-                ts_kv_frac=_floats(TSF[3, pts]),
-                busy_s=float(RF[e, R_BUSY]),
-                prefill_s=float(RF[e, R_PREFILL]),
-                iterations=int(RI[e, I_ITER]),
-                total_preemptions=int(RI[e, I_PRE]),
-                last_arrival_s=float(RF[e, R_LAST]),
-                adapters=None,
-            )
-        )
-        gids.append(g)
-    return parts, gids
-
-
-def _ints(code: str, x: np.ndarray) -> array:
-    a = array(code)
-    a.frombytes(np.ascontiguousarray(x, dtype=np.int8 if code == "b" else np.int64).tobytes())
-    return a
-
-
-def _floats(x: np.ndarray) -> array:
-    a = array("d")
-    a.frombytes(np.ascontiguousarray(x, dtype=float).tobytes())
-    return a

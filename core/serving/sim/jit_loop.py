@@ -7,7 +7,7 @@ explicit stack, where the Python loop recurses), and the loop over arrivals and 
 from __future__ import annotations
 
 from core.serving.sim.jit_arrivals import next_arrival, tell_ended
-from core.serving.sim.jit_cache import jit
+from core.serving.sim.jit_cache import jit, jit_inline
 from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step, expire
 from core.serving.sim.jit_layout import (
     CLOCK,
@@ -131,17 +131,11 @@ def seen_add(seen, key):
         h = (h + 1) & mask
 
 
-@jit
-def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF):
-    """ReplicaSet._route and _wake: returns the replica to pump (idle, not pumping), or -1."""
-    t = next_arrival(N, gaps, G, GF, AH)
-    j = pick(nrep, rt, G, RI)
-    gid = G[G_ISSUED]
-    G[G_ISSUED] = gid + 1
-    if rt.seen.shape[0] > 0 and rt.groups.shape[0] > 0 and seen_add(rt.seen, rt.groups[gid] * nrep + j):
-        RQI[Q_CACHED, gid] = 0  # the first of its group here: its prefix is not yet in this replica's cache
-    # deliver
-    RQF[RQ_ARR, gid] = t
+@jit_inline
+def deliver(fs, inv_P, pp, TB, G, RI, RF, RQI, ev_t, EVI, ts_rep, TSF, gid, j, t):
+    """Request ``gid`` into replica ``j``'s inbox at ``t`` (``Replica.deliver``), and the replica woken (``ReplicaSet._wake``): the
+    replica to pump, or -1 where it is pumping already or its iteration in flight absorbs the arrival (a decode run
+    cut short at the next step where the arrival can join). The aggregated and the session loops route through it."""
     RQI[Q_REP, gid] = j
     RQI[Q_NX_IN, gid] = -1
     if RI[j, I_TI] < 0:
@@ -167,6 +161,20 @@ def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_
         record(fs, inv_P, G, RI, RF, ts_rep, TSF, j, t)
         RF[j, R_NOW] = t
     return j
+
+
+@jit
+def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF):
+    """ReplicaSet._route and _wake: returns the replica to pump (idle, not pumping), or -1."""
+    t = next_arrival(N, gaps, G, GF, AH)
+    j = pick(nrep, rt, G, RI)
+    gid = G[G_ISSUED]
+    G[G_ISSUED] = gid + 1
+    if rt.seen.shape[0] > 0 and rt.groups.shape[0] > 0 and seen_add(rt.seen, rt.groups[gid] * nrep + j):
+        RQI[Q_CACHED, gid] = 0  # the first of its group here: its prefix is not yet in this replica's cache
+    # deliver
+    RQF[RQ_ARR, gid] = t
+    return deliver(fs, inv_P, pp, TB, G, RI, RF, RQI, ev_t, EVI, ts_rep, TSF, gid, j, t)
 
 
 @jit

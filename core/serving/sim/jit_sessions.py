@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from core.serving.sim.jit_cache import jit
-from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step
+from core.serving.sim.jit_engine import absorb, begin_step, end_step
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
@@ -48,7 +48,6 @@ from core.serving.sim.jit_layout import (
     I_PUMP,
     I_STUCK,
     I_TE,
-    I_TI,
     I_VER,
     INF,
     OK,
@@ -58,10 +57,8 @@ from core.serving.sim.jit_layout import (
     Q_NX_E,
     Q_NX_IN,
     Q_OUT,
-    Q_REP,
     Q_RES,
     Q_STATUS,
-    R_END,
     R_NEXT,
     R_NOW,
     RQ_ARR,
@@ -70,9 +67,9 @@ from core.serving.sim.jit_layout import (
     SLICE_PASSES,
     STUCK,
 )
-from core.serving.sim.jit_loop import push
+from core.serving.sim.jit_loop import deliver, push
 from core.serving.sim.jit_parts import ev_pop, ev_push, record, used
-from core.serving.sim.records import DONE, NONE, REJECTED, RUN
+from core.serving.sim.records import DONE, NONE, REJECTED
 
 # rows of the per-request array GI: its session, its turn (0-based), the cached tokens it found at routing, those it
 # found at its first admission (-1: never admitted)
@@ -284,31 +281,7 @@ def s_route(nrep, B, affinity, caching, pool_blocks, fs, inv_P, pp, TB, G, GF, R
     RQI[Q_INP, gid] = i
     RQI[Q_OUT, gid] = o
     RQI[Q_RES, gid] = PI[P_RES, j0]
-    RQI[Q_REP, gid] = j
-    RQI[Q_NX_IN, gid] = -1
-    if RI[j, I_TI] < 0:
-        RI[j, I_HI] = gid
-    else:
-        RQI[Q_NX_IN, RI[j, I_TI]] = gid
-    RI[j, I_TI] = gid
-    G[G_INBOX] += 1
-    if RF[j, R_NEXT] == INF:
-        RF[j, R_NEXT] = t
-    RI[j, I_LOAD] += 1
-    # wake
-    if RI[j, I_PUMP]:
-        return -1
-    if RI[j, I_FLIGHT]:
-        if RI[j, I_KIND] == RUN:
-            old = RF[j, R_END]
-            new = cut_run(pp, TB, RI, RF, j, t)
-            if new != old:
-                push(G, RI, ev_t, EVI, j, new)
-        return -1
-    if t > RF[j, R_NOW]:
-        record(fs, inv_P, G, RI, RF, ts_rep, TSF, j, t)
-        RF[j, R_NOW] = t
-    return j
+    return deliver(fs, inv_P, pp, TB, G, RI, RF, RQI, ev_t, EVI, ts_rep, TSF, gid, j, t)
 
 
 @jit
