@@ -26,7 +26,6 @@ from core.serving.sim.jit_cache import jit, jit_inline
 from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step, expire, release
 from core.serving.sim.jit_layout import (
     CLOCK,
-    EVENTS,
     G_DLMAX,
     G_EVN,
     G_FHMAX,
@@ -65,11 +64,9 @@ from core.serving.sim.jit_layout import (
     R_NOW,
     RQ_ADMIT,
     RQ_ARR,
-    SLICE,
-    SLICE_PASSES,
     STUCK,
 )
-from core.serving.sim.jit_loop import pick, push, route
+from core.serving.sim.jit_loop import pass_check, pick, push, route
 from core.serving.sim.jit_parts import ev_pop, ev_push, record
 from core.serving.sim.records import DONE, MIXED, NONE, RUN
 
@@ -396,16 +393,9 @@ def loop(z):
                     nxt = ev_t[0]
                 if Gx[G_EVN] > 0 and xe_t[0] < nxt:
                     nxt = xe_t[0]
-                clock = nxt if nxt < INF else 0.0
-                GFp[1] = clock
-                Gp[G_PASSES] = passes
-                if not clock <= max_clock:
-                    return CLOCK
-                if passes > max_ev:
-                    return EVENTS
-                if not passes & (SLICE_PASSES - 1):
-                    Gp[G_RESUME] = 1
-                    return SLICE
+                code = pass_check(Gp, GFp, passes, nxt, max_clock, max_ev)
+                if code != OK:
+                    return code
         while Gp[G_EVN] > 0:  # a run cut short since
             k = EVI[1, 0]
             if EVI[2, 0] == (RIp[k, I_VER] if k < P else RId[k - P, I_VER]):

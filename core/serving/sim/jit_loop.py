@@ -132,6 +132,24 @@ def seen_add(seen, key):
 
 
 @jit_inline
+def pass_check(G, GF, passes, nxt, max_clock, max_ev):
+    """The work budget's check every 1,024 passes of a compiled loop: the simulated clock (the next event, ``nxt``,
+    0 with none) into ``GF[1]`` and the pass count into ``G``; CLOCK past ``max_clock``, EVENTS past ``max_ev``
+    passes, SLICE every SLICE_PASSES passes (the caller's checks, resumable), else OK."""
+    clock = nxt if nxt < INF else 0.0
+    GF[1] = clock
+    G[G_PASSES] = passes
+    if not clock <= max_clock:
+        return CLOCK
+    if passes > max_ev:
+        return EVENTS
+    if not passes & (SLICE_PASSES - 1):
+        G[G_RESUME] = 1
+        return SLICE
+    return OK
+
+
+@jit_inline
 def deliver(fs, inv_P, pp, TB, G, RI, RF, RQI, ev_t, EVI, ts_rep, TSF, gid, j, t):
     """Request ``gid`` into replica ``j``'s inbox at ``t`` (``Replica.deliver``), and the replica woken (``ReplicaSet._wake``): the
     replica to pump, or -1 where it is pumping already or its iteration in flight absorbs the arrival (a decode run
@@ -287,16 +305,9 @@ def loop(z):
                 nxt = GF[0]
                 if G[G_EVN] > 0 and ev_t[0] < nxt:
                     nxt = ev_t[0]
-                clock = nxt if nxt < INF else 0.0
-                GF[1] = clock
-                G[G_PASSES] = passes
-                if not clock <= max_clock:
-                    return CLOCK
-                if passes > max_ev:
-                    return EVENTS
-                if not passes & (SLICE_PASSES - 1):  # every SLICE_PASSES passes: the caller's checks
-                    G[G_RESUME] = 1
-                    return SLICE
+                code = pass_check(G, GF, passes, nxt, max_clock, max_ev)
+                if code != OK:
+                    return code
         while G[G_EVN] > 0 and EVI[2, 0] != RI[EVI[1, 0], I_VER]:
             ev_pop(G, ev_t, EVI)  # a run cut short since
         t_r = ev_t[0] if G[G_EVN] > 0 else INF

@@ -25,7 +25,6 @@ from core.serving.sim.jit_cache import jit
 from core.serving.sim.jit_engine import absorb, begin_step, end_step
 from core.serving.sim.jit_layout import (
     CLOCK,
-    EVENTS,
     G_EVN,
     G_FHMAX,
     G_INBOX,
@@ -63,11 +62,9 @@ from core.serving.sim.jit_layout import (
     R_NOW,
     RQ_ARR,
     RQ_FIN,
-    SLICE,
-    SLICE_PASSES,
     STUCK,
 )
-from core.serving.sim.jit_loop import deliver, push
+from core.serving.sim.jit_loop import deliver, pass_check, push
 from core.serving.sim.jit_parts import ev_pop, ev_push, record, used
 from core.serving.sim.records import DONE, NONE, REJECTED
 
@@ -389,16 +386,9 @@ def s_loop(z):
                 nxt = GF[0]
                 if G[G_EVN] > 0 and ev_t[0] < nxt:
                     nxt = ev_t[0]
-                clock = nxt if nxt < INF else 0.0
-                GF[1] = clock
-                G[G_PASSES] = passes
-                if not clock <= max_clock:
-                    return CLOCK
-                if passes > max_ev:
-                    return EVENTS
-                if not passes & (SLICE_PASSES - 1):
-                    G[G_RESUME] = 1
-                    return SLICE
+                code = pass_check(G, GF, passes, nxt, max_clock, max_ev)
+                if code != OK:
+                    return code
         while G[G_EVN] > 0 and EVI[2, 0] != RI[EVI[1, 0], I_VER]:
             ev_pop(G, ev_t, EVI)  # a run cut short since
         t_r = ev_t[0] if G[G_EVN] > 0 else INF
