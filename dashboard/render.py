@@ -858,11 +858,13 @@ def deployment_headline(cfg, dep) -> str:
     )
 
 
-def workload_caption(cfg, rate_per_s: float | None = None, where=None) -> None:
-    """Under a serving headline: the workload it answers for, its lengths and rate (one line)."""
-    from core.serving import workload_text
+def workload_caption(cfg, rate_per_s: float | None = None, where=None, sessions=None) -> None:
+    """Under a serving headline: the workload it answers for, its lengths and rate (one line); ``sessions`` (a
+    session workload the answer was sized for) in place of the sidebar's request lengths."""
+    from core.serving import sessions_text, workload_text
 
-    text = "For " + workload_text(cfg.input_tokens, cfg.output_tokens, rate_per_s) + "."
+    what = sessions_text(sessions) if sessions is not None else None
+    text = "For " + (what or workload_text(cfg.input_tokens, cfg.output_tokens, rate_per_s)) + "."
     (where or st).caption(text)
     share.note("text", text)
 

@@ -132,7 +132,7 @@ if view == "Serving":
 
     e = rec.explanation
     with head:
-        render.workload_caption(cfg, goal.rate_per_s)
+        render.workload_caption(cfg, goal.rate_per_s, sessions=goal.sessions)
         if rec.met:
             pessimistic = rr.recommendation
             misses = pessimistic is not None and pessimistic.misses_at_pessimistic
@@ -162,7 +162,8 @@ if view == "Serving":
             render.say("error", e.summary, limit=1000)
             if e.relax:
                 render.say("warning", "To get an answer: " + e.relax, limit=1000)
-    render.length_warning(cfg)
+    if goal.sessions is None:  # the sidebar's lengths: a session goal sizes for its turns instead
+        render.length_warning(cfg)
     render.pool_vendor_caption(cons.gpus_allowed)
     if rec.met:
         render.launch_downloads(rec.recommendation, goal)

@@ -89,4 +89,9 @@ def test_optimizer_sizes_for_the_sessions_agents(clear_cache):
     assert rec.met and rec.recommendation is not None
     said = [m.value.replace("\\", "") for m in (*at.success, *at.warning)]  # markdown escapes taken out
     assert any(rec.recommendation.label in m and "meeting p95 TTFT" in m for m in said), said
+    # the answer names the agents' sessions it was sized for, not the sidebar's request lengths and rate
+    assert any("for 12 concurrent agents, 4 turns a session" in m for m in said), said
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("For 12 concurrent agents, 4 turns a session") for c in captions), captions
+    assert not any("requests/s" in m for m in said), said
     assert not impossible(at), impossible(at)

@@ -20,7 +20,7 @@ from core.decision.goal import (
     ServingGoal,
     worst_ratio,
 )
-from core.serving import THRASH_REMEDIES
+from core.serving import THRASH_REMEDIES, sessions_text
 
 
 class Explanation(_F):
@@ -34,6 +34,14 @@ class Explanation(_F):
     faster_alternative: str
     relax: str = ""  # when nothing meets the target: which constraint to relax
     disaggregation: str = ""  # why separate prefill and decode pools won or lost
+
+
+def _load(goal) -> str:
+    """The load an answer is for, in words: the request rate, or a session goal's agents and turns (whose request
+    rate is only the screen's estimate, :func:`core.decision.session_sizing.session_goal`)."""
+    if goal.sessions is not None:
+        return "for " + sessions_text(goal.sessions)
+    return f"at {sig(goal.rate_per_s, 6)} requests/s"
 
 
 def _more(cost: float, base: float) -> str:
@@ -72,7 +80,7 @@ def explain(
     cheap_txt, fast_txt = _alternatives(best, simulated)
     return Explanation(
         disaggregation=disaggregation_text(goal, best, simulated, cands),
-        summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} at {sig(goal.rate_per_s, 6)} requests/s.",
+        summary=f"Use {best.label}: ${best.cost_per_hour:,.2f}/h, meeting {targets} {_load(goal)}.",
         why_gpu=why_gpu,
         why_count=why_count,
         bottleneck=bott,
@@ -140,7 +148,7 @@ def _nothing_meets(
     top = max(reasons, key=lambda k: reasons[k]) if reasons else ""
     relax = relax_hint(goal, cons, nearest, top)
     return Explanation(
-        summary=f"Nothing meets {targets} at {sig(goal.rate_per_s, 6)} requests/s. Closest: {near}.",
+        summary=f"Nothing meets {targets} {_load(goal)}. Closest: {near}.",
         why_gpu="",
         why_count="",
         bottleneck=nearest.bottleneck if nearest else "",

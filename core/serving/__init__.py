@@ -28,6 +28,7 @@ from core.serving.lengths import (
     TYPICAL_CHAT_OUTPUT_TOKENS,
     LengthNote,
     length_note,
+    sessions_text,
     workload_text,
 )
 from core.serving.long_context import (
@@ -193,6 +194,7 @@ __all__ = [
     "TYPICAL_CHAT_OUTPUT_TOKENS",
     "LengthNote",
     "length_note",
+    "sessions_text",
     "workload_text",
     "max_throughput",
     "mean_over_steps",

@@ -31,6 +31,17 @@ def workload_text(input_tokens: float, output_tokens: float, rate_per_s: float |
     return text + (f" at {sig(rate_per_s)} requests/s" if rate_per_s else "")
 
 
+def sessions_text(sessions) -> str:
+    """A session workload in words (:class:`core.config.Sessions`): ``64 concurrent agents, 10 turns a session:
+    a 2,000-token first request, 300 new and 400 out tokens a turn, 5 s between turns``."""
+    s = sessions
+    who = f"{s.agents:,} concurrent agents" if s.arrival == "agents" else f"{sig(s.rate_per_s)} sessions/s"
+    return (
+        f"{who}, {s.turns.mean:,.0f} turns a session: a {s.first_input.mean:,.0f}-token first request, "
+        f"{s.new_input.mean:,.0f} new and {s.output.mean:,.0f} out tokens a turn, {sig(s.gap_s)} s between turns"
+    )
+
+
 class LengthNote(BaseModel):
     """One replica at the config's lengths against the typical chat request's."""
 
