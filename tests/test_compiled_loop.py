@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from core.base import BudgetExceeded, WorkBudget
 from core.config import RabitConfig
 from core.serving import TIMED_OUT, Layout, Lengths, SimSpec, simulate, simulate_deployment
+from tests.simcheck import assert_same
 
 L8 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
 L70 = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", gpus_per_node=4, tp=4, weights="fp8", kv_dtype="fp8")
@@ -40,21 +41,6 @@ SATURATED = BASE.with_(
     timeout_s=30.0,
     seed=47640,
 )
-#: every array of a run's result: each request's lengths, status, times and preemptions, and the time series
-ARRAYS = (
-    "arrival_s",
-    "input_tokens",
-    "output_tokens",
-    "status",
-    "admitted_s",
-    "first_token_s",
-    "finish_s",
-    "preemptions",
-    "ts_s",
-    "ts_waiting",
-    "ts_running",
-    "ts_kv_frac",
-)
 ROUTERS = ("least-outstanding", "power-of-two", "round-robin", "prefix-affinity")
 
 
@@ -63,12 +49,6 @@ def run(cfg, spec, replicas: int, router: str, loop: str = "auto", budget=None):
     if replicas == 1:
         return simulate(cfg, spec, loop=loop, budget=budget)
     return simulate_deployment(cfg, spec, Layout(replicas=replicas, router=router), loop=loop, budget=budget).result
-
-
-def assert_same(a, b) -> None:
-    for f in ARRAYS:
-        assert getattr(a, f).tobytes() == getattr(b, f).tobytes(), f
-    assert a.summary == b.summary  # busy time, prefill share, iterations and preemptions are in it
 
 
 def assert_compiled_matches_python(cfg, spec, replicas: int, router: str):

@@ -114,57 +114,69 @@ def link_remove(RI, RQI, e, rid, H, T, L, NX, PV):
     RI[e, L] -= 1
 
 
-# --- the finish heap of a replica: (iteration, request), smallest first ----------------------------------------
+# --- a replica's binary heaps of (key, request) pairs, smallest first: rows r and r + 1 of a (rows, replica, slot)
+# array, the size in RI[e, n] and the deployment's largest size in G[gmax]. The finish heap (FH rows 0-1), the
+# sliding window's crossing heap (FH rows 2-3, jit_window.py) and the deadline heap (DL, jit_deadline.py) are this
+# one heap. Keys are distinct (a request's pair is pushed once per key), so any binary heap pops in heapq's order.
 @jit_inline
-def f_less(FH, e, i, j):
-    return FH[0, e, i] < FH[0, e, j] or (FH[0, e, i] == FH[0, e, j] and FH[1, e, i] < FH[1, e, j])
+def h_less(H, r, e, i, j):
+    return H[r, e, i] < H[r, e, j] or (H[r, e, i] == H[r, e, j] and H[r + 1, e, i] < H[r + 1, e, j])
 
 
 @jit_inline
-def f_swap(FH, e, i, j):
-    a, b = FH[0, e, i], FH[1, e, i]
-    FH[0, e, i] = FH[0, e, j]
-    FH[1, e, i] = FH[1, e, j]
-    FH[0, e, j] = a
-    FH[1, e, j] = b
+def h_swap(H, r, e, i, j):
+    for k in range(r, r + 2):
+        x = H[k, e, i]
+        H[k, e, i] = H[k, e, j]
+        H[k, e, j] = x
 
 
 @jit
-def f_push(G, RI, FH, e, d, rid):
-    i = RI[e, I_FHN]
-    FH[0, e, i] = d
-    FH[1, e, i] = rid
-    RI[e, I_FHN] = i + 1
-    if i + 1 > G[G_FHMAX]:
-        G[G_FHMAX] = i + 1
+def h_push(G, gmax, RI, n, H, r, e, key, rid):
+    i = RI[e, n]
+    H[r, e, i] = key
+    H[r + 1, e, i] = rid
+    RI[e, n] = i + 1
+    if i + 1 > G[gmax]:
+        G[gmax] = i + 1
     while i > 0:
         p = (i - 1) >> 1
-        if f_less(FH, e, i, p):
-            f_swap(FH, e, i, p)
-            i = p
-        else:
+        if not h_less(H, r, e, i, p):
             break
+        h_swap(H, r, e, i, p)
+        i = p
 
 
 @jit
+def h_pop(RI, n, H, r, e):
+    """Remove the smallest entry (read it first at index 0)."""
+    m = RI[e, n] - 1
+    RI[e, n] = m
+    if m == 0:
+        return
+    h_swap(H, r, e, 0, m)
+    i = 0
+    while True:
+        a, b, k = 2 * i + 1, 2 * i + 2, i
+        if a < m and h_less(H, r, e, a, k):
+            k = a
+        if b < m and h_less(H, r, e, b, k):
+            k = b
+        if k == i:
+            return
+        h_swap(H, r, e, i, k)
+        i = k
+
+
+@jit_inline
+def f_push(G, RI, FH, e, d, rid):
+    """The finish heap: (iteration, request)."""
+    h_push(G, G_FHMAX, RI, I_FHN, FH, 0, e, d, rid)
+
+
+@jit_inline
 def f_pop(RI, FH, e):
-    n = RI[e, I_FHN] - 1
-    RI[e, I_FHN] = n
-    if n > 0:
-        f_swap(FH, e, 0, n)
-        i = 0
-        while True:
-            left = 2 * i + 1
-            if left >= n:
-                break
-            c = left
-            if left + 1 < n and f_less(FH, e, left + 1, left):
-                c = left + 1
-            if f_less(FH, e, c, i):
-                f_swap(FH, e, c, i)
-                i = c
-            else:
-                break
+    h_pop(RI, I_FHN, FH, 0, e)
 
 
 # --- the deployment's event heap: (time, sequence) -------------------------------------------------------------

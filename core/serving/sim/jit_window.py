@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from core.serving.sim.jit_cache import jit, jit_inline
 from core.serving.sim.jit_layout import G_FHMAX, I_BSW, I_CXN, I_NIW, I_WIN, Q_CTX, Q_LO
+from core.serving.sim.jit_parts import h_pop, h_push
 
 
 @jit_inline
@@ -20,53 +21,13 @@ def chunk_s(B, w, c, n):
 
 
 @jit_inline
-def x_less(FH, e, i, j):
-    return FH[2, e, i] < FH[2, e, j] or (FH[2, e, i] == FH[2, e, j] and FH[3, e, i] < FH[3, e, j])
+def x_push(G, RI, FH, e, d, rid):
+    h_push(G, G_FHMAX, RI, I_CXN, FH, 2, e, d, rid)
 
 
 @jit_inline
-def x_swap(FH, e, i, j):
-    for r in range(2, 4):
-        x = FH[r, e, i]
-        FH[r, e, i] = FH[r, e, j]
-        FH[r, e, j] = x
-
-
-@jit
-def x_push(G, RI, FH, e, d, rid):
-    i = RI[e, I_CXN]
-    FH[2, e, i] = d
-    FH[3, e, i] = rid
-    RI[e, I_CXN] = i + 1
-    if i + 1 > G[G_FHMAX]:
-        G[G_FHMAX] = i + 1
-    while i > 0:
-        p = (i - 1) >> 1
-        if not x_less(FH, e, i, p):
-            break
-        x_swap(FH, e, i, p)
-        i = p
-
-
-@jit
 def x_pop(RI, FH, e):
-    """Remove the smallest entry (read it first at index 0)."""
-    n = RI[e, I_CXN] - 1
-    RI[e, I_CXN] = n
-    if n == 0:
-        return
-    x_swap(FH, e, 0, n)
-    i = 0
-    while True:
-        a, b, m = 2 * i + 1, 2 * i + 2, i
-        if a < n and x_less(FH, e, a, m):
-            m = a
-        if b < n and x_less(FH, e, b, m):
-            m = b
-        if m == i:
-            return
-        x_swap(FH, e, i, m)
-        i = m
+    h_pop(RI, I_CXN, FH, 2, e)
 
 
 @jit
