@@ -49,11 +49,13 @@ from core.base.limits import (
     divisors,
     group_domain,
     in_domain,
+    kept,
     nearest,
     next_budget,
     number_from_text,
     search_budget,
     type_problem,
+    validated_copy,
 )
 from core.base.payloads import (
     MAX_ANALYSIS_BYTES,
@@ -187,6 +189,8 @@ __all__ = [
     "fmt_value",
     "sig",
     "in_domain",
+    "kept",
+    "validated_copy",
     "inflate",
     "json_depth",
     "nearest",

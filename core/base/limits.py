@@ -24,13 +24,18 @@ import math
 import numbers
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from core.base import choices
 from core.base.payloads import MAX_JSON_NUMBER_CHARS
 from core.base.payloads import shown_value as _shown
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+M = TypeVar("M", bound="BaseModel")
 
 # --- numeric domains ---------------------------------------------------------------------------------
 
@@ -76,6 +81,9 @@ class Domain:
 
 def type_problem(value: Any, integer: bool = False) -> str | None:
     """None when ``value`` is a finite number of the right kind (an integer where ``integer``), else why not."""
+    t = type(value)  # the common cases first: an exact int, or a finite float where decimals are allowed
+    if t is int or (t is float and not integer and math.isfinite(value)):
+        return None
     if isinstance(value, bool):
         return f"{str(value).lower()} is not a number"
     if isinstance(value, str):
@@ -293,6 +301,32 @@ GROUP_DOMAINS: dict[str, Domain] = {
 def group_domain(path: str) -> Domain:
     """The one domain of a group's field (``"workload.rate_per_s"``) or of a top-level config field (``"tp"``)."""
     return GROUP_DOMAINS[path] if "." in path else CONFIG_DOMAINS[path]
+
+
+#: The validation context key under which :func:`validated_copy` names the fields it keeps.
+_KEPT = "kept_fields"
+
+
+def validated_copy(model: M, changes: Mapping[str, Any]) -> M:
+    """A validated copy of the frozen pydantic ``model`` with ``changes``.
+
+    The changed fields go through every validator and the model's cross-field checks run as on construction;
+    the fields kept as they are were validated when ``model`` was, so the per-field domain checks skip them
+    (:func:`kept`): a search's copies that move one field no longer re-check forty. Nested groups are handed
+    over as the instances they are (pydantic does not re-validate an instance)."""
+    cls = type(model)
+    keep = frozenset(cls.model_fields).difference(changes)
+    return cls.model_validate({**model.__dict__, **changes}, context={_KEPT: (cls, keep)})
+
+
+def kept(cls: type, info: Any) -> bool:
+    """Whether a field validator of ``cls`` (``info``: its ``ValidationInfo``) sees a value :func:`validated_copy`
+    kept from an already validated instance of the same class."""
+    ctx = info.context
+    if not ctx or _KEPT not in ctx:
+        return False
+    owner, names = ctx[_KEPT]
+    return owner is cls and info.field_name in names
 
 
 def in_domain(path: str, v: Any) -> Any:

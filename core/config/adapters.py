@@ -16,7 +16,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from core.base import ADAPTER_BYTES, choices, in_domain
+from core.base import ADAPTER_BYTES, choices, in_domain, kept, validated_copy
 from core.catalog import lora_defaults
 
 #: At most this many distinct ranks in one adapter set (a list of ranks is spread over the adapters in turn).
@@ -43,7 +43,7 @@ class AdapterSet(BaseModel):
     @field_validator("count", "skew", "max_loras", "max_lora_rank", "max_cpu_loras", mode="before")
     @classmethod
     def _in_domain(cls, v: Any, info: ValidationInfo) -> Any:
-        return in_domain(f"adapters.{info.field_name}", v)
+        return v if kept(cls, info) else in_domain(f"adapters.{info.field_name}", v)
 
     @field_validator("ranks", mode="before")
     @classmethod
@@ -56,7 +56,7 @@ class AdapterSet(BaseModel):
 
     def with_(self, **changes: Any) -> Self:
         """A validated copy with some fields changed."""
-        return type(self).model_validate({**self.model_dump(), **changes})
+        return validated_copy(self, changes)
 
     def with_slots(self, slots: int, engine: str) -> AdapterSet:
         """The set as a search sizes it with ``slots`` GPU slots: the slots at the smallest rank the engine takes that

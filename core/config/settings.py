@@ -31,9 +31,11 @@ from core.base import (
     choices,
     in_domain,
     inflate,
+    kept,
     nearest,
     number_from_text,
     parse_json,
+    validated_copy,
 )
 from core.catalog import ModelArch
 from core.config.adapters import AdapterSet
@@ -61,13 +63,13 @@ class _Group(BaseModel):
 
     def with_(self, **changes: Any) -> Self:
         """A validated copy with some fields changed."""
-        return type(self).model_validate({**self.model_dump(), **changes})
+        return validated_copy(self, changes)
 
     @field_validator("*", mode="before")
     @classmethod
     def _in_domain(cls, v: Any, info: ValidationInfo) -> Any:
         path = f"{cls._group}.{info.field_name}"
-        return in_domain(path, v) if path in GROUP_DOMAINS else v
+        return in_domain(path, v) if path in GROUP_DOMAINS and not kept(cls, info) else v
 
 
 class Workload(ServingLoad):
@@ -268,7 +270,7 @@ class RabitConfig(BaseModel):
     @classmethod
     def _in_domain(cls, v: Any, info: ValidationInfo) -> Any:
         """Every numeric field inside its one finite domain (core.base.limits, shared with the widgets and CLI)."""
-        return in_domain(str(info.field_name), v)
+        return v if kept(cls, info) else in_domain(str(info.field_name), v)
 
     @property
     def model_label(self) -> str:
@@ -312,8 +314,9 @@ class RabitConfig(BaseModel):
         return KV_BYTES[self.kv_dtype]
 
     def with_(self, **changes: Any) -> RabitConfig:
-        """A validated copy with some fields changed (the unchanged groups, already valid, are kept as they are)."""
-        return RabitConfig.model_validate({**dict(self), **changes})
+        """A validated copy with some fields changed (the unchanged fields and groups, already valid, are kept as
+        they are: :func:`core.base.validated_copy`)."""
+        return validated_copy(self, changes)
 
 
 DEFAULT = RabitConfig()

@@ -44,7 +44,9 @@ from core.base import (
     SchedulerPolicy,
     in_domain,
     json_depth,
+    kept,
     unique_object,
+    validated_copy,
 )
 
 #: vLLM engine defaults (docs.vllm.ai, engine arguments): max_num_seqs = 256 and, for the V1
@@ -155,11 +157,11 @@ class ServingLoad(BaseModel):
     )
     @classmethod
     def _in_domain(cls, v: Any, info: ValidationInfo) -> Any:
-        return in_domain(f"workload.{info.field_name}", v)
+        return v if kept(cls, info) else in_domain(f"workload.{info.field_name}", v)
 
     def with_(self, **changes: Any) -> Self:
         """A validated copy with some fields changed."""
-        return type(self).model_validate({**self.model_dump(), **changes})
+        return validated_copy(self, changes)
 
     @model_validator(mode="after")
     def _issues_requests(self) -> "ServingLoad":
