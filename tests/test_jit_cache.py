@@ -82,3 +82,25 @@ def test_an_edit_to_an_inlined_engine_function_changes_the_next_runs_result(tmp_
     second = _run(tree)
     assert second["loop"] == "compiled"
     assert second["kv_peak"] == pytest.approx(2.0 * first["kv_peak"], rel=1e-12)
+
+
+def test_every_engine_function_is_compiled_with_the_engines_options():
+    """Each compiled function of the engine's sources is a numba dispatcher built with jit_cache.OPTIONS: no GIL
+    held and no runtime (no reference counts on the arrays handed between the inlined helpers), and its cache
+    stamped with the engine's hash. A function decorated with a bare ``njit`` would miss both."""
+    import importlib
+
+    from numba.core.registry import CPUDispatcher
+
+    from core.serving.sim import jit_cache
+
+    seen = 0
+    for name in ENGINE_SOURCES:
+        module = importlib.import_module(f"core.serving.sim.{name[:-3]}")
+        for attr, obj in vars(module).items():
+            if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == module.__name__:
+                seen += 1
+                for key, value in jit_cache.OPTIONS.items():
+                    assert obj.targetoptions.get(key) == value, f"{module.__name__}.{attr}: {key}"
+                assert isinstance(obj._cache, jit_cache._EngineCache), f"{module.__name__}.{attr}"
+    assert seen >= 40  # the engine's functions (about a hundred): the walk found them

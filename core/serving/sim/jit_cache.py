@@ -67,13 +67,19 @@ def _cached(dispatcher):
     return dispatcher
 
 
+#: Every engine function's compile options: no GIL held (sessions' simulations run side by side) and no numba
+#: runtime (``_nrt=False``): the engine allocates nothing in compiled code (its arrays come from the caller), so the
+#: reference counts numba's runtime keeps on every array passed to an inlined helper are pure cost.
+OPTIONS = {"nogil": True, "_nrt": False}
+
+
 def jit(f):
     """Compiled with numba (cached on disk, keyed on the engine's sources; no GIL held, so sessions'
     simulations run side by side)."""
-    return _cached(njit(nogil=True)(f))
+    return _cached(njit(**OPTIONS)(f))
 
 
 def jit_inline(f):
     """:func:`jit`, and inlined where it is called: the small helpers of the hot path, where a call costs more than
     they do."""
-    return _cached(njit(nogil=True, inline="always")(f))
+    return _cached(njit(inline="always", **OPTIONS)(f))
