@@ -159,15 +159,36 @@ def assumption_input(kind: InputKind, gpu: str, name: str, base: float) -> Uncer
 
 def uncertain_inputs(spec: NextExperimentSpec, baseline: Recommendation) -> tuple[UncertainInput, ...]:
     """The inputs to move: three per priced GPU kind the optimizer considered, then the workload."""
-    goal = spec.goal
     kinds = sorted({c.gpu for c in baseline.candidates if c.usd_per_gpu_hour is not None})
+    return (*_gpu_inputs(spec, kinds), *workload_inputs(spec))
+
+
+def _gpu_inputs(spec: NextExperimentSpec, kinds: list[str]) -> list[UncertainInput]:
+    goal = spec.goal
     engine = goal.settings.workload.engine
-    out = [
+    return [
         assumption_input(kind, g, ASSUMPTION_OF[kind], getattr(goal.assumptions_for(g), ASSUMPTION_OF[kind]))
         for kind in ("decode", "prefill", "comm", "attention")
         for g in kinds
         if kind != "attention" or catalog.rocm_attention(catalog.gpu(g), engine)
     ]
+
+
+def _points_bound(spec: NextExperimentSpec, prices: tuple[Price, ...]) -> int:
+    """At least as many per-GPU points as the baseline will name (every priced kind the constraints allow, where
+    the baseline names the priced kinds it considered): the progress bar's total before the baseline is known,
+    so the bar never runs backwards when the true total replaces it."""
+    allowed = set(spec.constraints.gpus_allowed)
+    known = set(catalog.gpus())
+    kinds = sorted({p.gpu for p in prices if p.gpu in known and (not allowed or p.gpu in allowed)})
+    return sum(len(points(i, spec.points_per_side)) for i in _gpu_inputs(spec, kinds))
+
+
+def workload_inputs(spec: NextExperimentSpec) -> tuple[UncertainInput, ...]:
+    """The workload's inputs to move (prompt and output length unless a trace gives them, the rate): the spec's
+    own, whatever the baseline picks."""
+    goal = spec.goal
+    out = []
     i_mean, o_mean = goal.workload.mean_lengths()
     if goal.workload.trace is None:
         for kind, mean, frac, label in (
@@ -310,27 +331,46 @@ def out_of_reach(
 
 class Rerun(NamedTuple):
     """One task of the next experiment: one uncertain input and the values to re-run the optimizer at (one value
-    for a workload point, all of a per-GPU input's points at once: those are cheap, and most end at the
-    out-of-reach check), with all it reads. Picklable, so any executor can run it; ``memo`` is the optimizer's
-    shared screens and simulations (a worker may hold a copy: they only save work, never change an answer)."""
+    for a workload point or a point of today's kind, all of another kind's points at once: those are cheap, and
+    most end at the out-of-reach check), with all it reads. Picklable, so any executor can run it; ``memo`` is the
+    optimizer's shared screens and simulations (a worker may hold a copy: they only save work, never change an
+    answer). ``base_pick`` None with ``input`` None: the task is the baseline itself (:func:`picks`)."""
 
     spec: NextExperimentSpec
     prices: tuple[Price, ...]
     memo: dict
     base_pick: Pick | None
-    input: UncertainInput
+    input: UncertainInput | None
     values: tuple[float, ...]
     budget: WorkBudget | None = None
 
 
-def rerun(task: Rerun) -> tuple[tuple[Point, ...], list[Pick | None], str]:
-    """The points of one task: the optimizer re-run at each value (or the out-of-reach check's reason for all of
-    them), the picks the flips lead to, and that reason."""
+def picks(task: Rerun) -> tuple[tuple[Pick | None, ...], str] | Recommendation:
+    """The optimizer's pick at each value of one task (none where the out-of-reach check settles them all, its
+    reason beside), or the baseline's recommendation for the baseline's task. A workload point needs nothing of
+    the baseline, so the baseline and the workload's points run side by side."""
     spec, prices, memo, base_pick, inp, values, budget = task
+    if inp is None:
+        return recommend(spec.goal, spec.constraints, prices, memo=memo, alternatives=False, budget=budget)
     note = out_of_reach(spec, prices, base_pick, inp, budget) if len(values) > 1 else ""
+    if note:
+        return (), note
+    return tuple(
+        _choice(
+            recommend(
+                moved_goal(spec.goal, inp, v), spec.constraints, prices, memo=memo, alternatives=False, budget=budget
+            )
+        )
+        for v in values
+    ), ""
+
+
+def as_points(base_pick: Pick | None, values: tuple[float, ...], found: tuple[tuple[Pick | None, ...], str]) -> _Result:
+    """One task's points against the baseline's pick, the picks its flips lead to, and the out-of-reach reason."""
+    got, note = found
     pts: list[Point] = []
     flips: list[Pick | None] = []
-    for v in values:
+    for i, v in enumerate(values):
         if note:
             pts.append(
                 Point(
@@ -343,10 +383,7 @@ def rerun(task: Rerun) -> tuple[tuple[Point, ...], list[Pick | None], str]:
                 )
             )
             continue
-        rec = recommend(
-            moved_goal(spec.goal, inp, v), spec.constraints, prices, memo=memo, alternatives=False, budget=budget
-        )
-        pick = _choice(rec)
+        pick = got[i]
         diff = changes(base_pick, pick)
         pts.append(
             Point(
@@ -362,18 +399,26 @@ def rerun(task: Rerun) -> tuple[tuple[Point, ...], list[Pick | None], str]:
     return tuple(pts), flips, note
 
 
+def rerun(task: Rerun) -> _Result:
+    """The points of one task: the optimizer re-run at each value (or the out-of-reach check's reason for all of
+    them), the picks the flips lead to, and that reason."""
+    found = picks(task)
+    assert not isinstance(found, Recommendation), "rerun takes an input's task, not the baseline's"
+    return as_points(task.base_pick, task.values, found)
+
+
 def _plan(spec: NextExperimentSpec, inputs: tuple[UncertainInput, ...], base_pick: Pick | None) -> list[_Task]:
-    """Heaviest first (each workload point re-screens every kind and re-simulates; today's kind re-simulates its
-    candidates; other kinds mostly end at the out-of-reach check), so parallel workers finish together."""
+    """The per-GPU inputs' tasks, heaviest first (today's kind re-simulates its candidates at each point, one task
+    a point; other kinds mostly end at the out-of-reach check, all their points in one task), so parallel workers
+    finish together. The workload's points are not here: they run beside the baseline (:func:`next_experiment`)."""
 
     def order(k: int) -> int:
-        gpu = inputs[k].gpu
-        return 0 if gpu is None else 1 if base_pick is not None and gpu == base_pick.gpu else 2
+        return 0 if base_pick is not None and inputs[k].gpu == base_pick.gpu else 1
 
     out: list[_Task] = []
-    for k in sorted(range(len(inputs)), key=order):
+    for k in sorted((k for k in range(len(inputs)) if inputs[k].gpu is not None), key=order):
         values = points(inputs[k], spec.points_per_side)
-        if inputs[k].gpu is None:
+        if order(k) == 0:
             out.extend((k, (v,)) for v in values)
         elif values:
             out.append((k, values))
@@ -399,14 +444,29 @@ def next_experiment(
     prices = prices if prices is not None else catalog.prices()
     wb = budget if budget is not None else next_budget()
     memo: dict = {}
-    baseline = recommend(spec.goal, spec.constraints, prices, memo=memo, alternatives=False, budget=wb)
+    # first the baseline and the workload's points side by side (a workload point needs nothing of the baseline),
+    # then the per-GPU inputs, which the baseline names and measures against
+    wl = workload_inputs(spec)
+    wl_plan: list[_Task] = [(j, (v,)) for j, inp in enumerate(wl) for v in points(inp, spec.points_per_side)]
+    wl_total = len(wl_plan)
+    guess = wl_total + _points_bound(spec, prices)
+    first = [Rerun(spec, prices, memo, None, None, (), wb)]
+    first += [Rerun(spec, prices, memo, None, wl[j], values, wb) for j, values in wl_plan]
+    found: list = []
+    for i, got in enumerate(executor.map(picks, first)):
+        found.append(got)
+        if progress and i:
+            j, at = wl_plan[i - 1]
+            progress(i - 1, guess, f"{wl[j].label} = {sig(at[0], 4)}")
+    baseline: Recommendation = found[0]
     base_pick = _choice(baseline)
     inputs = uncertain_inputs(spec, baseline)
+    shift = len(inputs) - len(wl)  # the workload's inputs close the tuple
     plan = _plan(spec, inputs, base_pick)
-    total = sum(len(v) for _, v in plan)
+    total = wl_total + sum(len(v) for _, v in plan)
+    done = wl_total
     tasks = [Rerun(spec, prices, memo, base_pick, inputs[k], values, wb) for k, values in plan]
-    results: list[_Result] = []
-    done = 0
+    results: list[_Result] = [as_points(base_pick, values, f) for (_, values), f in zip(wl_plan, found[1:])]
     for (k, values), res in zip(plan, executor.map(rerun, tasks)):
         results.append(res)
         for v in values:
@@ -415,6 +475,7 @@ def next_experiment(
             done += 1
     if progress:
         progress(total, total, "done")
+    plan = [(j + shift, values) for j, values in wl_plan] + plan
 
     per_input: dict[int, list] = {k: [[], [], ""] for k in range(len(inputs))}
     for (k, _), (pts, flips, note) in zip(plan, results):

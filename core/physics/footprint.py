@@ -40,6 +40,8 @@ def record_params(m: ModelArch, tr: Trace = NO_TRACE) -> float:
     Llama-3.1-70B: 1.05e9 + 1.05e9 + 8,192 + 80 x 855.7e6 = 70.55e9.
     """
     p_total = float(m.total_params())
+    if not tr.enabled:  # the step's inputs are eight more counts over the architecture: only for a trace
+        return p_total
     dense, moe = m.dense_layers, m.moe_layers
     return tr.step(
         "P",
@@ -113,7 +115,8 @@ def weight_bytes_per_gpu(
     split = ep > 1 and m.is_moe
     p_expert = m.moe_layers * m.num_experts * m.expert_params() if split else 0
     dense, p_q, p_rest = dense_weight_bytes(m, weights_b, tp, pp, experts_apart=split)
-    record_params(m, tr)
+    if tr.enabled:
+        record_params(m, tr)
     value = dense + p_expert * weights_b / (ep * pp)
     if dp_attention and tp > 1:
         W_a = attention_replica_bytes(m, weights_b, tp, pp)

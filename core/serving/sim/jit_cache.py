@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from numba import njit
 from numba.core.caching import (
@@ -70,7 +71,7 @@ def _cached(dispatcher):
 #: Every engine function's compile options: no GIL held (sessions' simulations run side by side) and no numba
 #: runtime (``_nrt=False``): the engine allocates nothing in compiled code (its arrays come from the caller), so the
 #: reference counts numba's runtime keeps on every array passed to an inlined helper are pure cost.
-OPTIONS = {"nogil": True, "_nrt": False}
+OPTIONS: dict[str, Any] = {"nogil": True, "_nrt": False}
 
 
 def jit(f):
