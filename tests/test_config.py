@@ -223,3 +223,29 @@ def test_tp_splits_the_heads_and_the_draft_takes_the_largest_tp_its_heads_allow(
     draft = resolve(cfg).draft()
     assert (draft.tp, draft.pp, draft.ep, draft.model.slug) == (16, 1, 1, "mixtral-8x22b")
     assert draft.gpu == resolve(cfg).gpu
+
+
+def test_a_copy_checks_what_it_changes_and_equals_the_same_config_built_afresh():
+    """with_ validates the changed fields (and the cross-field checks) as construction does, and keeps the rest as
+    they were validated (core.base.validated_copy): a bad value through a copy is refused with the construction's
+    message, and a copy equals (and hashes as) the config built from scratch with the same values."""
+    from pydantic import ValidationError
+
+    for bad in ({"tp": "x"}, {"tp": 0}, {"gpus_per_node": 2.5}, {"prefix_cache_frac": 1.5}, {"batch": True}):
+        with pytest.raises(ValidationError) as via_copy:
+            DEFAULT.with_(**bad)
+        with pytest.raises(ValidationError) as fresh:
+            RabitConfig(**{**DEFAULT.model_dump(), **bad})
+        assert via_copy.value.errors()[0]["msg"] == fresh.value.errors()[0]["msg"], bad
+    moved = DEFAULT.with_(tp=2, batch=16)
+    built = RabitConfig(**{**DEFAULT.model_dump(), "tp": 2, "batch": 16})
+    assert moved == built and hash(moved) == hash(built) and moved != DEFAULT
+    # a group's copy: the same rules one level down (the workload's rate, the adapter set's slots)
+    w = DEFAULT.workload
+    with pytest.raises(ValidationError):
+        w.with_(rate_per_s=-1.0)
+    assert w.with_(rate_per_s=3.0).rate_per_s == 3.0 and w.with_(rate_per_s=3.0).max_batch == w.max_batch
+    with pytest.raises(ValidationError):
+        DEFAULT.adapters.with_(max_loras=0)
+    # the kept fields are the instance's own: a copy shares its nested groups instead of rebuilding them
+    assert DEFAULT.with_(tp=2).workload is DEFAULT.workload
