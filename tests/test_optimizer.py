@@ -276,3 +276,27 @@ def test_moe_serving_search_considers_expert_parallelism_with_its_all_to_alls():
     c8 = next(c for c in ep if c.gpu == "h100-sxm" and c.tp == 8 and not c.pruned)
     no_ep = next(c for c in cands if (c.gpu, c.tp, c.pp, c.ep) == ("h100-sxm", 8, 1, 1))
     assert c8.batch_1_itl_s != no_ep.batch_1_itl_s
+
+
+def test_a_rate_move_reprices_the_shared_screen_and_screens_as_afresh():
+    """The screen's rows are shared at one rate and re-priced at each goal's (opt.at_rate): the replicas, cost and
+    caps follow the rate, the capacity does not. At 30 req/s a screened row at 10 req/s re-priced equals the row
+    screened afresh at 30, and a search that reuses a memo from 10 req/s picks as a search without it."""
+    from core import catalog
+
+    prices = catalog.prices()
+    cons = Constraints(gpus_allowed=("h100-sxm", "a100-80gb"), max_gpus=24)
+    fast = GOAL.model_copy(update={"workload": GOAL.workload.with_(rate_per_s=30.0)})
+    at10 = opt.screen(GOAL, cons, prices)
+    at30 = opt.screen(fast, cons, prices)
+    assert [opt.at_rate(c, 30.0, cons) for c in at10] == at30
+    sized = [c for c in at30 if c.capacity_per_replica_rps]
+    assert sized and any(c.replicas > 1 for c in sized)
+    # replicas = ceil(rate / (capacity x utilisation)): three times the rate, at least as many replicas
+    for lo, hi in zip(at10, at30):
+        if lo.capacity_per_replica_rps:
+            assert lo.capacity_per_replica_rps == hi.capacity_per_replica_rps and hi.replicas >= lo.replicas
+    memo: dict = {}
+    recommend(GOAL, cons, prices, memo=memo, alternatives=False)
+    shared = recommend(fast, cons, prices, memo=memo, alternatives=False)
+    assert shared.recommendation == recommend(fast, cons, prices).recommendation

@@ -311,20 +311,31 @@ def _screen_at(
     cap = max_throughput(
         formula_input(dep), spec.with_(max_batch=b, token_budget=max(spec.token_budget, b)), pool=pool, sm=sm
     )
-    replicas = max(1, math.ceil(goal.rate_per_s / (cap.requests_per_s * SCREEN_UTILISATION)))
-    cost = replicas * c.gpus_per_replica * price.usd_per_gpu_hour
     upd.update(
         screen_batch=cap.batch,
         capacity_per_replica_rps=cap.requests_per_s,
-        replicas=replicas,
-        cost_per_hour=cost,
         bottleneck=sm.bound(cap.batch, cap.batch * ctx, cap.batch * ctx),
     )
+    return at_rate(c.model_copy(update=upd), goal.rate_per_s, cons, price.usd_per_gpu_hour)
+
+
+def at_rate(c: Candidate, rate_per_s: float, cons: Constraints, usd_per_gpu_hour: float | None = None) -> Candidate:
+    """A screened candidate at an arrival rate: the replicas its capacity needs at :data:`SCREEN_UTILISATION`,
+    their cost, and the GPU and cost caps. Everything else the screen finds (the KV pool, the step model, batch
+    1, the capacity) does not depend on the rate, so a search that moves only the rate re-prices the screen's rows
+    instead of screening again (:func:`_screen_shared`). A candidate pruned before its capacity is known stays as
+    it is. ``usd_per_gpu_hour``: the price the screen found (default: the candidate's own)."""
+    usd = usd_per_gpu_hour if usd_per_gpu_hour is not None else c.usd_per_gpu_hour
+    if c.capacity_per_replica_rps is None or usd is None:
+        return c
+    replicas = max(1, math.ceil(rate_per_s / (c.capacity_per_replica_rps * SCREEN_UTILISATION)))
+    cost = replicas * c.gpus_per_replica * usd
+    pruned = ""
     if cons.max_gpus is not None and replicas * c.gpus_per_replica > cons.max_gpus:
-        upd["pruned"] = f"needs about {replicas * c.gpus_per_replica} GPUs > max {cons.max_gpus}"
+        pruned = f"needs about {replicas * c.gpus_per_replica} GPUs > max {cons.max_gpus}"
     elif cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour:
-        upd["pruned"] = f"about ${cost:,.0f}/h > max ${cons.max_usd_per_hour:,.0f}/h"
-    return c.model_copy(update=upd)
+        pruned = f"about ${cost:,.0f}/h > max ${cons.max_usd_per_hour:,.0f}/h"
+    return c.model_copy(update={"replicas": replicas, "cost_per_hour": cost, "pruned": pruned})
 
 
 def simulate_candidate(
@@ -686,11 +697,10 @@ def _screen_shared(
         if cons.gpus_allowed and slug not in cons.gpus_allowed:
             continue
         one = cons.model_copy(update={"gpus_allowed": (slug,)})
-        out.extend(
-            _shared(
-                memo,
-                ("screen", _goal_for(goal, slug), one),
-                lambda slug=slug, one=one: tuple(screen(_goal_for(goal, slug), one, prices, budget)),
-            )
+        # keyed at one rate: the rows are re-priced at the goal's (at_rate), so the rate's points share them
+        at_one = _goal_for(goal, slug).model_copy(update={"workload": goal.workload.with_(rate_per_s=1.0)})
+        rows = _shared(
+            memo, ("screen", at_one, one), lambda at_one=at_one, one=one: tuple(screen(at_one, one, prices, budget))
         )
+        out.extend(at_rate(c, goal.rate_per_s, one) for c in rows)
     return out
