@@ -76,3 +76,86 @@ def test_mixing_shares_the_weights_read():
     chunk = iteration(sm, CHUNK, CHUNK * PREFIX + CHUNK * (CHUNK + 1) // 2, PREFIX, 1).time_s
     assert decode + chunk - mixed > 0.5e-3 + W_BYTES / BW * 0.9
     assert chunk < mixed < decode + chunk
+
+
+# --- the Llama-2-7B `general` stage at 20 requests/s (validation/vllm_lifecycle.csv) --------------------------------
+# Its prompts are 575 tokens, each one of 100 prompts sent in turn, so a repeat finds floor(574 / 16) x 16 = 560 of
+# them in vLLM's prefix cache and computes 15 (cached_prefix_tokens). By Little's law the measured stage holds
+# 20/s x (4.158 - 0.052) s = 82.1 requests decoding, at a mean context of 575 + 248 / 2 = 699 tokens. A typical
+# mixed iteration: 82 decodes at context 700 and one 15-token chunk over 560 cached tokens.
+# Llama-2-7B: 32 layers x (4 x 4096 x 4096 + 3 x 4096 x 11008 + 2 x 4096) + 4096 + 4096 x 32000 = 6,607,343,616
+# parameters a token meets; K and V: 2 x 32 x 32 heads x 128 x 2 B = 524,288 B per token (multi-head attention).
+CFG_7B = RabitConfig(model="llama-2-7b", gpu="h100-sxm", gpus_per_node=1, tp=1)
+P_7B = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096) + 4096 + 4096 * 32000
+K_7B = 2 * 32 * 32 * 128 * 2
+F_A_7B = 4 * 32 * 4096  # 524,288 FLOP per pair
+DEC_7B, CTX_7B, CHUNK_7B, PREFIX_7B = 82, 700, 15, 560
+T_7B = DEC_7B + CHUNK_7B  # 97 tokens
+A_7B = DEC_7B * (CTX_7B + 1) + CHUNK_7B * PREFIX_7B + CHUNK_7B * (CHUNK_7B + 1) // 2  # 57,482 + 8,400 + 120 = 66,002
+R_7B = DEC_7B * CTX_7B + PREFIX_7B  # 57,400 + 560 = 57,960
+S_7B = DEC_7B + 1
+SEQ_7B = 2e-6 + 32000 * 16 / BW  # 2.196 us per request: bookkeeping and the sampler over 32,000 logits
+
+
+def _hand_7b(T, A, R, S):
+    """The step formula by hand for Llama-2-7B on one H100 SXM, base assumptions (same constants as above)."""
+    gemm = max(2 * P_7B * (T + 64) / PEAK, (2 * P_7B + T * K_7B) / BW)  # memory-bound: 13.21 GB of weights
+    att = max(F_A_7B * A / PEAK, R * K_7B / BW_KV)  # memory-bound: the cached K/V
+    return gemm + att + 0.5e-3 + 323 * 1e-6 + S * SEQ_7B
+
+
+# mixed: GEMMs max(3.310, 5.077) ms + attention max(0.054, 12.114) ms + 0.823 ms + 83 x 2.196 us = 18.196 ms
+MIXED_7B_S = _hand_7b(T_7B, A_7B, R_7B, S_7B)
+# its 82 decode rows alone: 5.074 + 11.997 + 0.823 + 0.180 = 18.074 ms
+DECODE_7B_S = _hand_7b(DEC_7B, DEC_7B * (CTX_7B + 1), DEC_7B * CTX_7B, DEC_7B)
+
+
+def test_the_7b_stage_mixed_iteration_adds_its_prefix_read_only():
+    """The stage's prompt chunk costs what it reads: its 560 cached tokens' K/V (0.117 ms), 15 rows of new K/V and one
+    more sampled request, 0.7 % over the decode rows it rides with. The GEMMs are memory-bound (the weights are read
+    once for all 97 rows), the iteration replays a CUDA graph (vLLM V1's FULL_AND_PIECEWISE default: piecewise
+    graphs for mixed batches up to the capture sizes, 97 <= 512), and the prefix is read, not recomputed."""
+    sm = StepModel.from_deployment(resolve(CFG_7B))
+    assert sm.graph_prefill and T_7B <= sm.graph_max_tokens
+    assert MIXED_7B_S == pytest.approx(18.196e-3, rel=1e-4)
+    assert DECODE_7B_S == pytest.approx(18.074e-3, rel=1e-4)
+    assert iteration(sm, T_7B, A_7B, R_7B, S_7B).time_s == pytest.approx(MIXED_7B_S, rel=1e-9)
+    assert iteration(sm, DEC_7B, DEC_7B * (CTX_7B + 1), DEC_7B * CTX_7B, DEC_7B).time_s == pytest.approx(
+        DECODE_7B_S, rel=1e-9
+    )
+    assert MIXED_7B_S - DECODE_7B_S == pytest.approx(0.12225e-3, rel=1e-3)  # 0.1170 + 0.0030 + 0.0022 ms
+    assert timing_for(sm, 1, 2048, 4096.0).one(T_7B, A_7B, R_7B, S_7B) == pytest.approx(MIXED_7B_S, rel=1e-9)
+
+
+def test_the_7b_stages_price_a_cached_token_above_their_measured_cost():
+    """Where the stage's error is: the measured mean TPOT of the five Llama-2-7B TP1 stages is a straight line in the
+    cached tokens their batches hold (Little's law: rate x (E2E - TTFT) decoding requests at input + output / 2),
+    6.09 ms + 0.1833 us per cached token within 0.08 ms, with no per-request term; 0.1833 us per 524,288 B is
+    2.86 TB/s, 0.854 of the H100's 3.35 TB/s. The step formula prices a cached token at 524,288 / 2.508 TB/s = 0.209
+    us (the K/V at 0.75 of peak), 14 % more, and even at ``kv_read_bw_eff``'s high bound (1: 0.78 of peak) 0.201 us.
+    At the 20/s stage's 57,400 cached tokens that is 18.07 ms per decode step against 16.62 ms measured, and in the
+    replay the longer steps hold more requests (each one 0.15 ms more per step), so the error grows about 3.6 times."""
+    import csv
+    from pathlib import Path
+
+    import numpy as np
+
+    path = Path(__file__).resolve().parents[1] / "validation" / "vllm_lifecycle.csv"
+    with path.open() as f:
+        rows = [r for r in csv.DictReader(line for line in f if not line.startswith("#"))]
+    rows = [r for r in rows if r["model"] == "llama-2-7b" and r["tp"] == "1"]
+    assert len(rows) == 5
+    n = np.array([float(r["rate_per_s"]) * (float(r["e2e_mean_s"]) - float(r["ttft_mean_s"])) for r in rows])
+    cached = n * np.array([int(r["input"]) + int(r["output"]) / 2 for r in rows])
+    tpot = np.array([float(r["itl_mean_s"]) for r in rows])
+    (a, b), *_ = np.linalg.lstsq(np.stack([np.ones_like(cached), cached], axis=1), tpot, rcond=None)
+    assert np.max(np.abs(a + b * cached - tpot)) < 0.08e-3
+    assert a == pytest.approx(6.09e-3, rel=0.01)
+    assert b == pytest.approx(0.1833e-6, rel=0.01)
+    assert K_7B / b / 3.35e12 == pytest.approx(0.854, abs=0.005)
+    sm = StepModel.from_deployment(resolve(CFG_7B))
+    priced = sm.kv_read_factor * K_7B / sm.mem_bw_bytes_per_s
+    assert priced == pytest.approx(K_7B / BW_KV, rel=1e-12)  # 0.209 us
+    assert priced / b == pytest.approx(1.14, abs=0.01)
+    assert K_7B / (3.35e12 * 0.78) > b * 1.09  # the high bound still 9.5 % over
+    assert DECODE_7B_S / 16.6247e-3 == pytest.approx(1.087, abs=0.002)
