@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from core.serving.sim.jit_arrivals import next_arrival, tell_ended
 from core.serving.sim.jit_cache import jit, jit_inline
-from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step, expire
+from core.serving.sim.jit_engine import absorb, cut_run, end_step, expire
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
@@ -26,6 +26,7 @@ from core.serving.sim.jit_layout import (
     G_TSN,
     GF_TIMEOUT,
     GROW,
+    I_ASLOTS,
     I_DLN,
     I_FLIGHT,
     I_HE,
@@ -40,6 +41,7 @@ from core.serving.sim.jit_layout import (
     I_VER,
     INF,
     OK,
+    Q_ADP,
     Q_CACHED,
     Q_NX_IN,
     Q_REP,
@@ -51,7 +53,9 @@ from core.serving.sim.jit_layout import (
     SLICE_PASSES,
     STUCK,
 )
+from core.serving.sim.jit_lora import affinity_pick
 from core.serving.sim.jit_parts import ev_pop, ev_push, record
+from core.serving.sim.jit_plan import begin_step
 from core.serving.sim.records import NONE, RUN
 
 
@@ -81,9 +85,18 @@ def least_loaded(nrep, RI, start):
 
 
 @jit
-def pick(nrep, rt, G, RI):
+def pick(nrep, rt, G, RI, RQI):
     """The router's choice for the next request (:data:`core.serving.router.POLICIES`' ``pick``, by ``rt.kind``)."""
     gid = G[G_ISSUED]
+    if rt.kind == 4:  # adapter-affinity (a request without an adapter: the least loaded)
+        start = (G[G_LO] + 1) % nrep
+        a = RQI[Q_ADP, gid]
+        if a < 0:
+            j = least_loaded(nrep, RI, start)
+        else:
+            j = affinity_pick(nrep, rt.balance_abs, rt.balance_rel, RI, a, start)
+        G[G_LO] = j
+        return j
     if rt.kind == 0:  # round-robin
         j = G[G_RR]
         G[G_RR] = (j + 1) % nrep
@@ -185,7 +198,7 @@ def deliver(fs, inv_P, pp, TB, G, RI, RF, RQI, ev_t, EVI, ts_rep, TSF, gid, j, t
 def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF):
     """ReplicaSet._route and _wake: returns the replica to pump (idle, not pumping), or -1."""
     t = next_arrival(N, gaps, G, GF, AH)
-    j = pick(nrep, rt, G, RI)
+    j = pick(nrep, rt, G, RI, RQI)
     gid = G[G_ISSUED]
     G[G_ISSUED] = gid + 1
     if rt.seen.shape[0] > 0 and rt.groups.shape[0] > 0 and seen_add(rt.seen, rt.groups[gid] * nrep + j):
@@ -196,7 +209,7 @@ def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_
 
 
 @jit
-def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, e0):  # fmt: skip
+def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, LG, e0):  # fmt: skip
     """ReplicaSet._pump of e0, with the replicas an arrival wakes on the way pumped in turn (a stack)."""
     stk[0] = e0
     top = 1
@@ -247,6 +260,7 @@ def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs,
             RQF,
             RQI,
             DL,
+            LG,
             err,
             e,
         )
@@ -272,7 +286,7 @@ def loop(z):
     check fails (the other statuses); resumable from its arrays (``z``: the :class:`~core.serving.sim.jit_layout.Params`, then the
     :class:`~core.serving.sim.jit_layout.Arrays`, each unpacked into the short names below in its fields' order)."""
     (N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock,) = z[0]  # fmt: skip
-    (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err,) = z[1]  # fmt: skip
+    (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, LG) = z[1]  # fmt: skip
     fcap = FH.shape[2]
     evcap = ev_t.shape[0]
     tscap = TSF.shape[1]
@@ -286,6 +300,8 @@ def loop(z):
     resumed = G[G_RESUME] != 0  # back from a slice: its last pass was counted and checked, not yet run
     G[G_RESUME] = 0
     margin = 8 * nrep + 4 * MB + 64
+    # the adapter loads one pass may log: at most one per adapter slot in a replica's plan, two plans a replica
+    lg_room = 2 * nrep * RI[0, I_ASLOTS] + 8 if RI[0, I_ASLOTS] else 0
     while True:
         room = margin + G[G_INBOX]  # an inbox is absorbed whole in one pass: a point and a deadline per request
         if (
@@ -293,6 +309,7 @@ def loop(z):
             or G[G_EVN] + margin > evcap
             or G[G_FHMAX] + MB + 8 > fcap
             or (GF[GF_TIMEOUT] < INF and G[G_DLMAX] + room > DL.shape[2])
+            or LG[0, 0] + lg_room > LG.shape[1]
         ):
             G[G_PASSES] = passes
             G[G_RESUME] = 1 if resumed else 0
@@ -349,7 +366,7 @@ def loop(z):
         else:
             break
         if woken >= 0:
-            pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, woken)  # fmt: skip
+            pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, LG, woken)  # fmt: skip
         if err[0]:
             G[G_PASSES] = passes
             return err[0]

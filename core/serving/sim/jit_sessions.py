@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from core.serving.sim.jit_cache import jit
-from core.serving.sim.jit_engine import absorb, begin_step, end_step
+from core.serving.sim.jit_engine import absorb, end_step
 from core.serving.sim.jit_layout import (
     CLOCK,
     G_EVN,
@@ -66,6 +66,7 @@ from core.serving.sim.jit_layout import (
 )
 from core.serving.sim.jit_loop import deliver, pass_check, push
 from core.serving.sim.jit_parts import ev_pop, ev_push, record, used
+from core.serving.sim.jit_plan import begin_step
 from core.serving.sim.records import DONE, NONE, REJECTED
 
 # rows of the per-request array GI: its session, its turn (0-based), the cached tokens it found at routing, those it
@@ -323,7 +324,7 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
             top -= 1
             continue
         waiting = RI[e, I_LW]
-        end = begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e)  # fmt: skip
+        end = begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, hist, err, e)  # fmt: skip
         if err[0]:
             return
         if RI[e, I_KIND] != NONE:
