@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.config import AdapterSet, RabitConfig
-from core.serving import Layout, Lengths, PoolLayout, SimSpec, simulate, simulate_deployment
+from core.config import AdapterSet, RabitConfig, Sessions
+from core.serving import Layout, Lengths, PoolLayout, SimSpec, simulate, simulate_deployment, simulate_sessions
 from tests.simcheck import assert_same
 
 L8 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
@@ -117,18 +117,39 @@ def test_the_scheduler_shapes_with_adapters(monkeypatch):
         BASE.with_(async_scheduling=False),
         BASE.with_(arrival="closed", users=24),
         BASE.with_(adapter_trace=(0, 3, 3, 7, 1, 19, 3, 0)),
+        BASE.with_(num_requests=None, duration_s=12.0),
     )
     for spec in shapes:
         for replicas, router in ((1, "round-robin"), (3, "adapter-affinity")):
             assert_lora_matches(cfg, spec, replicas, router, monkeypatch)
 
 
+def test_the_log_of_loads_grows_as_the_loop_asks(monkeypatch):
+    """The loads' log laid out with room for a few: the loop stops to have it grown, and the records stay the
+    Python loop's."""
+    import core.serving.sim.compiled as compiled
+
+    real = compiled.lay_out
+
+    def small(*a, **k):
+        TB, RI, LG = real(*a, **k)
+        return TB, RI, LG[:, :12].copy() if LG.shape[1] > 12 else LG
+
+    monkeypatch.setattr(compiled, "lay_out", small)
+    spec = PRESSED.with_(rate_per_s=60.0)
+    with monkeypatch.context() as m:
+        _, rec = assert_lora_matches(lora(64, 1), spec, 2, "adapter-affinity", m)
+    assert len(rec.adapters["adapter_load_s"]) > 12  # past the room laid out
+
+
 def test_what_still_falls_back_says_adapters():
-    """Disaggregated pools with adapters keep the Python loop and say why."""
+    """Disaggregated pools and multi-turn sessions with adapters keep the Python loop and say why."""
     pool = PoolLayout(instances=1, gpu="h100-sxm", tp=1, pp=1)
     layout = Layout(mode="disaggregated", prefill=pool, decode=pool)
     r = simulate_deployment(lora(8, 2), BASE.with_(num_requests=40), layout).result
     assert (r.loop, r.fallback_reason) == ("python", "adapters")
+    s = simulate_sessions(lora(8, 2), Sessions(num_sessions=4, rate_per_s=1.0, turns=Lengths(kind="fixed", mean=2)))
+    assert (s.loop, s.fallback_reason) == ("python", "adapters")
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

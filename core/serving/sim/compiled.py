@@ -180,9 +180,10 @@ def fallback_reason(
     from core.serving.sim.timing import LinearTiming
 
     lora = adapters is not None or (isinstance(timing, LinearTiming) and bool(timing.lora))
-    numbers = adapter_numbers(adapters) if adapters is not None else 0
+    numbers = adapter_numbers(adapters) if adapters is not None else None
     base = (
         (not numba_available(), "numba not installed"),
+        # a loop that lays them out is given them (a timing priced for adapters without them: a session run's)
         (lora and (not extended or numbers is None), "adapters"),
         (not isinstance(timing, LinearTiming) or timing.pp != 1.0, FALLBACK_REASONS[3]),
     )
@@ -367,29 +368,16 @@ def run(
     DL = np.zeros((2, R, ev_cap if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
     err = np.zeros(1, dtype=np.int64)
     TB, RI, LG = lay_out(lora, n, router, timing, TB, RI, RQI)
-    lg_room = 2 * R * int(RI[0, I_ASLOTS]) + 8
+    lg_room = 2 * R * int(RI[0, I_ASLOTS]) + 8 if lora is not None else 0  # jit_loop.loop's room for the loads
+    arrays = Arrays(gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, LG)
     while True:
-        arrays = Arrays(
-            gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, LG
-        )
         code = loop((params, arrays))
         if code == OK:
             break
         if code == SLICE:
             budget.check(int(G[G_PASSES]), float(GF[1]))
         elif code == GROW:
-            if int(G[G_FHMAX]) + mb + 8 > FH.shape[2]:
-                FH = _grown(FH, 2 * FH.shape[2])
-            if int(G[G_EVN]) + margin > ev_t.shape[0]:
-                ev_t, EVI = _grown(ev_t, 2 * ev_t.shape[0]), _grown(EVI, 2 * EVI.shape[1])
-            room = margin + int(G[G_INBOX])  # the requests in the inboxes, absorbed whole in one pass (jit_loop.loop)
-            if spec.timeout_s is not None and int(G[G_DLMAX]) + room > DL.shape[2]:
-                DL = _grown(DL, max(2 * DL.shape[2], int(G[G_DLMAX]) + 2 * room))
-            if lora is not None and int(LG[0, 0]) + lg_room > LG.shape[1]:
-                LG = _grown(LG, 2 * LG.shape[1])
-            if int(G[G_TSN]) + room > ts_rep.shape[0]:
-                size = max(2 * ts_rep.shape[0], int(G[G_TSN]) + 2 * room)
-                ts_rep, TSF = _grown(ts_rep, size), _grown(TSF, size)
+            arrays = _room(arrays, margin, mb, spec.timeout_s is not None, lg_room)
         elif code in (CLOCK, EVENTS):
             budget.check(int(G[G_PASSES]), float(GF[1]))
             raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")
@@ -399,8 +387,29 @@ def run(
             raise RuntimeError("decode run without room for one iteration")
         else:
             return None
-    loads = loads_by_replica(R, TB, LG) if lora is not None else None
-    return replica_records(R, RQF, RQI, RF, RI, ts_rep[: int(G[G_TSN])], TSF[:, : int(G[G_TSN])], loads)
+    tsn = int(G[G_TSN])
+    loads = loads_by_replica(R, TB, arrays.LG) if lora is not None else None
+    return replica_records(R, RQF, RQI, RF, RI, arrays.ts_rep[:tsn], arrays.TSF[:, :tsn], loads)
+
+
+def _room(a: Arrays, margin: int, mb: int, timed: bool, lg_room: int) -> Arrays:
+    """The loop's arrays grown where its next pass may overrun them (:func:`core.serving.sim.jit_loop.loop`'s
+    GROW: the finish heaps, the event heap, the deadline heaps, the time series, the adapter loads' log)."""
+    G = a.G
+    FH, ev_t, EVI, DL, ts_rep, TSF, LG = a.FH, a.ev_t, a.EVI, a.DL, a.ts_rep, a.TSF, a.LG
+    if int(G[G_FHMAX]) + mb + 8 > FH.shape[2]:
+        FH = _grown(FH, 2 * FH.shape[2])
+    if int(G[G_EVN]) + margin > ev_t.shape[0]:
+        ev_t, EVI = _grown(ev_t, 2 * ev_t.shape[0]), _grown(EVI, 2 * EVI.shape[1])
+    room = margin + int(G[G_INBOX])  # the requests in the inboxes, absorbed whole in one pass (jit_loop.loop)
+    if timed and int(G[G_DLMAX]) + room > DL.shape[2]:
+        DL = _grown(DL, max(2 * DL.shape[2], int(G[G_DLMAX]) + 2 * room))
+    if int(LG[0, 0]) + lg_room > LG.shape[1]:
+        LG = _grown(LG, 2 * LG.shape[1])
+    if int(G[G_TSN]) + room > ts_rep.shape[0]:
+        size = max(2 * ts_rep.shape[0], int(G[G_TSN]) + 2 * room)
+        ts_rep, TSF = _grown(ts_rep, size), _grown(TSF, size)
+    return a._replace(FH=FH, ev_t=ev_t, EVI=EVI, DL=DL, ts_rep=ts_rep, TSF=TSF, LG=LG)
 
 
 def replica_records(R: int, RQF, RQI, RF, RI, ts_rep, TSF, loads=None) -> tuple[list[Records], list[np.ndarray]]:

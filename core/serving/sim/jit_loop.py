@@ -85,32 +85,8 @@ def least_loaded(nrep, RI, start):
 
 
 @jit
-def pick(nrep, rt, G, RI, RQI):
-    """The router's choice for the next request (:data:`core.serving.router.POLICIES`' ``pick``, by ``rt.kind``)."""
-    gid = G[G_ISSUED]
-    if rt.kind == 4:  # adapter-affinity (a request without an adapter: the least loaded)
-        start = (G[G_LO] + 1) % nrep
-        a = RQI[Q_ADP, gid]
-        if a < 0:
-            j = least_loaded(nrep, RI, start)
-        else:
-            j = affinity_pick(nrep, rt.balance_abs, rt.balance_rel, RI, a, start)
-        G[G_LO] = j
-        return j
-    if rt.kind == 0:  # round-robin
-        j = G[G_RR]
-        G[G_RR] = (j + 1) % nrep
-        return j
-    if rt.kind == 1:  # least-outstanding
-        j = least_loaded(nrep, RI, (G[G_LO] + 1) % nrep)
-        G[G_LO] = j
-        return j
-    if rt.kind == 2:  # power-of-two
-        if nrep == 1:
-            return 0
-        a, b = rt.pairs[0, gid], rt.pairs[1, gid]
-        return b if RI[b, I_LOAD] < RI[a, I_LOAD] else a
-    # prefix-affinity: the group's replica, unless the loads are out of balance or the group is new
+def prefix_pick(nrep, rt, G, RI, gid):
+    """``PrefixAffinity.pick``: the group's replica, unless the loads are out of balance or the group is new."""
     lo, hi = RI[0, I_LOAD], RI[0, I_LOAD]
     for k in range(1, nrep):
         x = RI[k, I_LOAD]
@@ -127,6 +103,37 @@ def pick(nrep, rt, G, RI, RQI):
         if g >= 0 and rt.owner[g] < 0:
             rt.owner[g] = j
     return j
+
+
+@jit
+def adapter_pick(nrep, rt, G, RI, a):
+    """``AdapterAffinity.pick`` for a request of adapter ``a`` (a request without one: the least loaded)."""
+    start = (G[G_LO] + 1) % nrep
+    j = least_loaded(nrep, RI, start) if a < 0 else affinity_pick(nrep, rt.balance_abs, rt.balance_rel, RI, a, start)
+    G[G_LO] = j
+    return j
+
+
+@jit
+def pick(nrep, rt, G, RI, RQI):
+    """The router's choice for the next request (:data:`core.serving.router.POLICIES`' ``pick``, by ``rt.kind``)."""
+    gid = G[G_ISSUED]
+    if rt.kind == 0:  # round-robin
+        j = G[G_RR]
+        G[G_RR] = (j + 1) % nrep
+        return j
+    if rt.kind == 1:  # least-outstanding
+        j = least_loaded(nrep, RI, (G[G_LO] + 1) % nrep)
+        G[G_LO] = j
+        return j
+    if rt.kind == 2:  # power-of-two
+        if nrep == 1:
+            return 0
+        a, b = rt.pairs[0, gid], rt.pairs[1, gid]
+        return b if RI[b, I_LOAD] < RI[a, I_LOAD] else a
+    if rt.kind == 3:
+        return prefix_pick(nrep, rt, G, RI, gid)
+    return adapter_pick(nrep, rt, G, RI, RQI[Q_ADP, gid])
 
 
 @jit

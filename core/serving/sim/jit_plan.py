@@ -111,11 +111,11 @@ def adm_need(B, fs, RI, RF, RQI, e, rid, n):
 
 
 @jit
-def plan_chunked(B, K, MB, keep, pool_blocks, fs, TB, LG, RI, RF, hist, CH, RQF, RQI, e):
-    """Engine._plan_chunked: the step's chunks in CH[:, e, :I_NCH]; True if it preempted."""
+def continued(B, K, keep, pool_blocks, fs, RI, RF, hist, CH, RQI, e):
+    """The first half of ``Engine._plan_chunked``: every decoding sequence's token and the prefilling requests'
+    chunks (CH[:, e, :I_NCH]), the last admitted preempted until their blocks fit; (the token budget left, the
+    blocks-worth they need, whether it preempted)."""
     preempted = False
-    left = 0
-    need = 0.0
     while True:
         left = K - RI[e, I_NDEC]
         need = decode_need(B, fs, RI, RF, hist, e)
@@ -137,9 +137,15 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, TB, LG, RI, RF, hist, CH, RQF,
             rid = RQI[Q_NX_P, rid]
         RI[e, I_NCH] = nch
         if RI[e, I_RSV] or used(fs, RI, RF, e) + need <= pool_blocks + EPS or RI[e, I_LR] == 0:
-            break
+            return left, need, preempted
         preempt_last(B, keep, RI, hist, RQI, e)
         preempted = True
+
+
+@jit
+def plan_chunked(B, K, MB, keep, pool_blocks, fs, TB, LG, RI, RF, hist, CH, RQF, RQI, e):
+    """Engine._plan_chunked: the step's chunks in CH[:, e, :I_NCH]; True if it preempted (no admissions then)."""
+    left, need, preempted = continued(B, K, keep, pool_blocks, fs, RI, RF, hist, CH, RQI, e)
     if preempted:
         return True
     u = used(fs, RI, RF, e) + need
