@@ -366,10 +366,9 @@ def run(
     ts_rep, TSF = np.zeros(ts_cap, dtype=np.int64), np.zeros((4, ts_cap))
     stk = np.zeros(R, dtype=np.int64)
     DL = np.zeros((2, R, ev_cap if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
-    err = np.zeros(1, dtype=np.int64)
-    TB, RI, LG = lay_out(lora, n, router, timing, TB, RI, RQI)
+    TB, RI, err = lay_out(lora, n, router, timing, TB, RI, RQI)
     lg_room = 2 * R * int(RI[0, I_ASLOTS]) + 8 if lora is not None else 0  # jit_loop.loop's room for the loads
-    arrays = Arrays(gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, LG)
+    arrays = Arrays(gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err)
     while True:
         code = loop((params, arrays))
         if code == OK:
@@ -388,7 +387,7 @@ def run(
         else:
             return None
     tsn = int(G[G_TSN])
-    loads = loads_by_replica(R, TB, arrays.LG) if lora is not None else None
+    loads = loads_by_replica(R, TB, arrays.err) if lora is not None else None
     return replica_records(R, RQF, RQI, RF, RI, arrays.ts_rep[:tsn], arrays.TSF[:, :tsn], loads)
 
 
@@ -396,7 +395,7 @@ def _room(a: Arrays, margin: int, mb: int, timed: bool, lg_room: int) -> Arrays:
     """The loop's arrays grown where its next pass may overrun them (:func:`core.serving.sim.jit_loop.loop`'s
     GROW: the finish heaps, the event heap, the deadline heaps, the time series, the adapter loads' log)."""
     G = a.G
-    FH, ev_t, EVI, DL, ts_rep, TSF, LG = a.FH, a.ev_t, a.EVI, a.DL, a.ts_rep, a.TSF, a.LG
+    FH, ev_t, EVI, DL, ts_rep, TSF, err = a.FH, a.ev_t, a.EVI, a.DL, a.ts_rep, a.TSF, a.err
     if int(G[G_FHMAX]) + mb + 8 > FH.shape[2]:
         FH = _grown(FH, 2 * FH.shape[2])
     if int(G[G_EVN]) + margin > ev_t.shape[0]:
@@ -404,12 +403,12 @@ def _room(a: Arrays, margin: int, mb: int, timed: bool, lg_room: int) -> Arrays:
     room = margin + int(G[G_INBOX])  # the requests in the inboxes, absorbed whole in one pass (jit_loop.loop)
     if timed and int(G[G_DLMAX]) + room > DL.shape[2]:
         DL = _grown(DL, max(2 * DL.shape[2], int(G[G_DLMAX]) + 2 * room))
-    if int(LG[0, 0]) + lg_room > LG.shape[1]:
-        LG = _grown(LG, 2 * LG.shape[1])
+    if lg_room and 2 * (int(err[1]) + lg_room) + 2 > err.shape[0]:
+        err = _grown(err, 2 * err.shape[0])
     if int(G[G_TSN]) + room > ts_rep.shape[0]:
         size = max(2 * ts_rep.shape[0], int(G[G_TSN]) + 2 * room)
         ts_rep, TSF = _grown(ts_rep, size), _grown(TSF, size)
-    return a._replace(FH=FH, ev_t=ev_t, EVI=EVI, DL=DL, ts_rep=ts_rep, TSF=TSF, LG=LG)
+    return a._replace(FH=FH, ev_t=ev_t, EVI=EVI, DL=DL, ts_rep=ts_rep, TSF=TSF, err=err)
 
 
 def replica_records(R: int, RQF, RQI, RF, RI, ts_rep, TSF, loads=None) -> tuple[list[Records], list[np.ndarray]]:

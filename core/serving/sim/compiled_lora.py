@@ -40,10 +40,11 @@ def adapter_numbers(adapters) -> int | None:
 def lay_out(lora, n: int, router: str, timing, TB: np.ndarray, RI: np.ndarray, RQI: np.ndarray):
     """The loop's arrays with the adapters of ``lora`` (a replica's :class:`~core.serving.sim.adapters.Adapters`, as
     each of the deployment's is built; None: none) for ``n`` requests: the timing table with the adapters' rows,
-    the replicas' state with their columns, and the log of loads; ``RQI`` gets each request's adapter."""
+    the replicas' state with their columns, and the loop's status with room for the log of loads after it
+    (:class:`~core.serving.sim.jit_layout.Arrays`' ``err``); ``RQI`` gets each request's adapter."""
     if lora is None:
         RQI[Q_ADP] = -1
-        return TB, RI, np.zeros((2, 1), dtype=np.int64)
+        return TB, RI, np.zeros(1, dtype=np.int64)
     na = int(adapter_numbers(lora) or 0)
     draws = lora.draws
     if n:
@@ -63,14 +64,14 @@ def lay_out(lora, n: int, router: str, timing, TB: np.ndarray, RI: np.ndarray, R
     ri[:, I_ASLOTS] = lora.slots
     ri[:, I_AHSLOTS] = lora.host_slots
     ri[:, I_AFF] = 1 if router == "adapter-affinity" else 0
-    log = np.zeros((2, n + 2 * R * lora.slots + 64), dtype=np.int64)
-    return wide, ri, log
+    err = np.zeros(2 + 2 * (n + 2 * R * lora.slots + 64), dtype=np.int64)
+    return wide, ri, err
 
 
-def loads_by_replica(R: int, TB: np.ndarray, LG: np.ndarray) -> list[array]:
+def loads_by_replica(R: int, TB: np.ndarray, err: np.ndarray) -> list[array]:
     """Each replica's adapter loads in order, their times [s] (``Adapters.load_s``), from the loop's log."""
-    k = int(LG[0, 0])
-    eng, code = LG[0, 1 : k + 1], LG[1, 1 : k + 1]
+    k = int(err[1])
+    eng, code = err[2 : 2 + 2 * k : 2], err[3 : 3 + 2 * k : 2]
     times = np.where(code % 2 == 1, TB[TB_STORE, code // 2], TB[TB_HOST, code // 2])
     out = []
     for e in range(R):

@@ -106,7 +106,7 @@ def turn(sw, aw, err, e, held):
     if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
         return 0, 0.0
     waiting = RI[e, I_LW]
-    end = begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, hist, err, e)  # fmt: skip
+    end = begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e)  # fmt: skip
     if err[0]:
         return -1, 0.0
     if RI[e, I_KIND] != NONE:

@@ -166,6 +166,5 @@ class Arrays(NamedTuple):
     ts_rep: np.ndarray  # the time series: replica of each point, then (time, waiting, running, KV share) in TSF
     TSF: np.ndarray
     stk: np.ndarray  # the pump's stack of replicas
-    err: np.ndarray  # a status set deep in the loop
-    LG: np.ndarray  # the adapter loads in order: LG[0, 0] their count, then per load its replica and adapter x 2 +
-    # from storage (core.serving.sim.jit_lora.acquire)
+    err: np.ndarray  # a status set deep in the loop (err[0]); with adapters, the log of their loads in order
+    # (core.serving.sim.jit_lora.acquire): err[1] their count, then per load its replica and adapter x 2 + from storage

@@ -216,7 +216,7 @@ def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_
 
 
 @jit
-def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, LG, e0):  # fmt: skip
+def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, e0):  # fmt: skip
     """ReplicaSet._pump of e0, with the replicas an arrival wakes on the way pumped in turn (a stack)."""
     stk[0] = e0
     top = 1
@@ -267,7 +267,6 @@ def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs,
             RQF,
             RQI,
             DL,
-            LG,
             err,
             e,
         )
@@ -293,7 +292,7 @@ def loop(z):
     check fails (the other statuses); resumable from its arrays (``z``: the :class:`~core.serving.sim.jit_layout.Params`, then the
     :class:`~core.serving.sim.jit_layout.Arrays`, each unpacked into the short names below in its fields' order)."""
     (N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock,) = z[0]  # fmt: skip
-    (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, LG) = z[1]  # fmt: skip
+    (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err,) = z[1]  # fmt: skip
     fcap = FH.shape[2]
     evcap = ev_t.shape[0]
     tscap = TSF.shape[1]
@@ -316,7 +315,7 @@ def loop(z):
             or G[G_EVN] + margin > evcap
             or G[G_FHMAX] + MB + 8 > fcap
             or (GF[GF_TIMEOUT] < INF and G[G_DLMAX] + room > DL.shape[2])
-            or LG[0, 0] + lg_room > LG.shape[1]
+            or (lg_room > 0 and 2 * (err[1] + lg_room) + 2 > err.shape[0])
         ):
             G[G_PASSES] = passes
             G[G_RESUME] = 1 if resumed else 0
@@ -373,7 +372,7 @@ def loop(z):
         else:
             break
         if woken >= 0:
-            pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, LG, woken)  # fmt: skip
+            pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, woken)  # fmt: skip
         if err[0]:
             G[G_PASSES] = passes
             return err[0]

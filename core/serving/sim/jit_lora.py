@@ -7,7 +7,8 @@ State lives in the compiled loop's arrays (:mod:`core.serving.sim.jit_layout`): 
 (``RQI[Q_ADP]``), when it was turned away and its wait (``RQF[RQ_BLOCK]``, ``RQF[RQ_AWAIT]``); per replica the
 counts in ``RI``'s adapter columns and, past ``N_RI``, four blocks of one column per adapter: its running requests,
 its GPU slot's last use, its host copy's last use (0: absent; a replica's clock ``I_ACLK`` numbers the uses, so the
-least recently used is the smallest) and the router's count in flight. The loads go to the log ``LG`` in order.
+least recently used is the smallest) and the router's count in flight. The loads go to a log in order, after the
+loop's status in ``err`` (an array every plan already takes).
 A replica with ``I_ASLOTS`` 0 serves no adapters and none of this runs.
 """
 
@@ -80,9 +81,10 @@ def lru_victim(RI, e, col, skip_col):
 
 
 @jit
-def acquire(TB, LG, RI, RF, RQF, RQI, e, rid):
+def acquire(TB, err, RI, RF, RQF, RQI, e, rid):
     """``Adapters.acquire``: ``rid`` is admitted, its adapter joins the running set; the time to load it into a slot
-    [s] (0 when it is there already); each load logged in ``LG``."""
+    [s] (0 when it is there already); each load logged past ``err[0]`` (:class:`~core.serving.sim.jit_layout.Arrays`'
+    ``err``: the count in ``err[1]``, then the replica and adapter x 2 + from storage of each)."""
     now = RF[e, R_NOW]
     since = RQF[RQ_BLOCK, rid]
     if not math.isnan(since):
@@ -117,10 +119,10 @@ def acquire(TB, LG, RI, RF, RQF, RQI, e, rid):
         RI[e, I_AHOST] += 1
         t = TB[TB_STORE, a]
         RI[e, I_ASTOR] += 1
-    k = LG[0, 0] + 1
-    LG[0, k] = e
-    LG[1, k] = 2 * a + (1 if storage else 0)
-    LG[0, 0] = k
+    k = err[1]
+    err[2 + 2 * k] = e
+    err[3 + 2 * k] = 2 * a + (1 if storage else 0)
+    err[1] = k + 1
     return t
 
 

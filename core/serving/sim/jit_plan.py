@@ -83,12 +83,12 @@ def hit_of(B, pool_blocks, RQI, rid, u, remote):
 
 
 @jit
-def admit(B, TB, LG, RI, RF, RQF, RQI, e, rid, h, prev):
+def admit(B, TB, err, RI, RF, RQF, RQI, e, rid, h, prev):
     """``Engine._admit``: ``rid``, the waiting request after ``prev`` (-1: the head), joins the running set; its
     adapter's load (if any) is added to the planned iteration."""
     w_unlink(RI, RQI, e, prev, rid)
     if RI[e, I_ASLOTS]:
-        RF[e, R_LOADS] += acquire(TB, LG, RI, RF, RQF, RQI, e, rid)
+        RF[e, R_LOADS] += acquire(TB, err, RI, RF, RQF, RQI, e, rid)
     link_append(RI, RQI, e, rid, I_HR, I_TR, I_LR, Q_NX_R, Q_PV_R)
     link_append(RI, RQI, e, rid, I_HP, I_TP, I_LP, Q_NX_P, Q_PV_P)
     RQI[Q_CTX, rid] = h
@@ -143,7 +143,7 @@ def continued(B, K, keep, pool_blocks, fs, RI, RF, hist, CH, RQI, e):
 
 
 @jit
-def plan_chunked(B, K, MB, keep, pool_blocks, fs, TB, LG, RI, RF, hist, CH, RQF, RQI, e):
+def plan_chunked(B, K, MB, keep, pool_blocks, fs, TB, err, RI, RF, hist, CH, RQF, RQI, e):
     """Engine._plan_chunked: the step's chunks in CH[:, e, :I_NCH]; True if it preempted (no admissions then)."""
     left, need, preempted = continued(B, K, keep, pool_blocks, fs, RI, RF, hist, CH, RQI, e)
     if preempted:
@@ -166,7 +166,7 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, TB, LG, RI, RF, hist, CH, RQF,
         add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h or RI[e, I_RSV] else h // B + chunk_f(B, h, n)
         if u + add > pool_blocks + EPS:
             break
-        admit(B, TB, LG, RI, RF, RQF, RQI, e, rid, h, prev)
+        admit(B, TB, err, RI, RF, RQF, RQI, e, rid, h, prev)
         u += add
         left -= n
         CH[0, e, nch] = rid
@@ -178,7 +178,7 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, TB, LG, RI, RF, hist, CH, RQF,
 
 
 @jit
-def plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, TB, LG, RI, RF, hist, CH, RQF, RQI, e):
+def plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, TB, err, RI, RF, hist, CH, RQF, RQI, e):
     """Engine._plan_prefill_priority: whole prompts admitted first-come first-served up to the token budget (a
     longer one alone), or, with none to admit, decoding with the last admitted preempted until its blocks fit; the
     step's chunks in CH[:, e, :I_NCH]; True if it preempted."""
@@ -202,7 +202,7 @@ def plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, TB, LG, RI, RF, hist,
         add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h or RI[e, I_RSV] else h // B + chunk_f(B, h, n)
         if u + add > pool_blocks + EPS:
             break
-        admit(B, TB, LG, RI, RF, RQF, RQI, e, rid, h, prev)
+        admit(B, TB, err, RI, RF, RQF, RQI, e, rid, h, prev)
         u += add
         total += n
         CH[0, e, nch] = rid
@@ -224,15 +224,15 @@ def plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, TB, LG, RI, RF, hist,
 
 
 @jit
-def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, LG, err, e):  # fmt: skip
-    """``Engine.begin_step``: plan the replica's next step and time it; its end [s] (``LG``: the adapter loads' log)."""
+def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e):  # fmt: skip
+    """``Engine.begin_step``: plan the replica's next step and time it; its end [s] (``err``: its status and, with adapters, the loads' log)."""
     RI[e, I_PNOW] = 0
     RF[e, R_CUT] = RF[e, R_SEEN] if RI[e, I_ASYNC] and RI[e, I_LR] > 0 else RF[e, R_NOW]
     if RI[e, I_PPRI]:
-        if plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, TB, LG, RI, RF, hist, CH, RQF, RQI, e):
+        if plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, TB, err, RI, RF, hist, CH, RQF, RQI, e):
             RI[e, I_PNOW] = 1
     elif plan_chunked(
-        B, K, MB, keep, pool_blocks, fs, TB, LG, RI, RF, hist, CH, RQF, RQI, e
+        B, K, MB, keep, pool_blocks, fs, TB, err, RI, RF, hist, CH, RQF, RQI, e
     ):  # its chunks (those that fit after the preemptions) still run, with no admissions
         RI[e, I_PNOW] = 1
     RF[e, R_END] = RF[e, R_NOW]

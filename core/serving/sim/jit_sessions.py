@@ -324,7 +324,7 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
             top -= 1
             continue
         waiting = RI[e, I_LW]
-        end = begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, hist, err, e)  # fmt: skip
+        end = begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e)  # fmt: skip
         if err[0]:
             return
         if RI[e, I_KIND] != NONE:
