@@ -379,7 +379,6 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
     disagg = Layout(mode="disaggregated", prefill=PoolLayout(**pools), decode=PoolLayout(**pools))
     one = {  # one replica: (config, spec, timing, loop) -> the reason
         "loop='python' asked for": (L8, BASE, "auto", "python"),
-        "adapters": (lora, BASE, "auto", "auto"),
         "iteration timing per step (timing='direct') or over pipeline stages": (L8, BASE, "direct", "auto"),
         "a closed loop without a request count": (
             L8,
@@ -402,13 +401,14 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
         assert (r.loop, r.fallback_reason) == ("python", why), why
     monkeypatch.undo()
     assert simulate(pp2, BASE).fallback_reason == "iteration timing per step (timing='direct') or over pipeline stages"
-    deps = {  # deployments: (spec, layout) -> the reason
-        "router not compiled": (BASE, Layout(replicas=2, router="adapter-affinity")),
+    deps = {  # deployments: (config, spec, layout) -> the reason
+        # aggregated replicas serve adapters compiled (tests/test_compiled_lora.py), disaggregated pools do not
+        "adapters": (lora, BASE, disagg),
         # disaggregated pools run compiled in the engine's base shape: beyond it, the reason of each shape
-        "prefill-priority scheduling": (BASE.with_(policy="prefill_priority"), disagg),
+        "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), disagg),
     }
-    for why, (spec, layout) in deps.items():
-        r = simulate_deployment(L8, spec, layout).result
+    for why, (cfg, spec, layout) in deps.items():
+        r = simulate_deployment(cfg, spec, layout).result
         assert (r.loop, r.fallback_reason) == ("python", why), why
     # the loop's heaps hold at most 4,000,000 replica slots, max_batch + 72 each: 1,096 at a batch of 1,024, so
     # 3,649 replicas fit and 3,650 (4,000,400 slots) do not
@@ -427,7 +427,7 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
     extended = set(FALLBACK_REASONS[4:11])
     assert extended == {
         "a shared prompt prefix (prefix_cache_frac)",
-        "router not compiled",  # also here: adapter-affinity
+        "router not compiled",
         "arrivals not Poisson",
         "a duration limit",
         "prefill-priority scheduling",

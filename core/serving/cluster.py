@@ -278,7 +278,18 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
     why = why or compiled.fallback_reason(spec, ctm, pool, R, layout.router, adapters=ad, extended=True)
     if why is None:
         # the compiled loop: the same records as the Python one (tests/test_compiled_loop.py), faster
-        fast = compiled.run(spec, ctm, pool, draws, R, layout.router, spec.seed, budget, shared=prefix is not None)
+        fast = compiled.run(
+            spec,
+            ctm,
+            pool,
+            draws,
+            R,
+            layout.router,
+            spec.seed,
+            budget,
+            shared=prefix is not None,
+            lora=replica_adapters(dep, ad),
+        )
         if fast is None:
             why = compiled.PAST_TABLE
         elif not host_tier_untouched(tm, fast[0], pool):

@@ -417,7 +417,7 @@ def run_one(
     fast = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
     why = why or compiled.fallback_reason(spec, fast, pool, 1, "round-robin", adapters=lora, extended=True)
     if why is None:
-        got = compiled.run(spec, fast, pool, draws, 1, "round-robin", spec.seed, budget)
+        got = compiled.run(spec, fast, pool, draws, 1, "round-robin", spec.seed, budget, lora=lora)
         if got is None:
             why = compiled.PAST_TABLE
         elif host_tier_untouched(tm, got[0], pool):

@@ -6,20 +6,24 @@ A profile of the Python loop (``bench/cluster.py``: one replica, 100,000 request
 whole: the cost is the interpreter's per operation, not one hot spot, so a compiled loop is the fix that pays.
 This module is that loop for runs that are
 
-* aggregated replicas behind ``round-robin``, ``least-outstanding``, ``power-of-two`` or ``prefix-affinity`` (one
-  replica included: a deployment of one replica is :func:`core.serving.simulate`'s run, byte for byte), with a
-  shared prompt prefix per group of requests or without; disaggregated prefill and decode pools behind one of the
+* aggregated replicas behind ``round-robin``, ``least-outstanding``, ``power-of-two``, ``prefix-affinity`` or
+  ``adapter-affinity`` (one replica included: a deployment of one replica is :func:`core.serving.simulate`'s run,
+  byte for byte), with a shared prompt prefix per group of requests or without, serving multi-LoRA adapters or not
+  (:mod:`core.serving.sim.jit_lora`: each replica's ``max_loras`` slots and host cache, the loads, the waits for a
+  slot, the adapters' per-iteration memory time; :mod:`core.serving.sim.compiled_lora` lays them out and reads the
+  adapter records back); disaggregated prefill and decode pools behind one of the
   first three (:mod:`core.serving.sim.compiled_disagg`: Poisson arrivals of a number of requests, chunked prefill,
-  preempt-and-recompute, no sliding windows, no shared prefix);
+  preempt-and-recompute, no sliding windows, no shared prefix, no adapters);
 * Poisson arrivals up to a number of requests or a duration, or a closed loop of users up to a number of
   requests; chunked prefill or prefill priority, with preempt-and-recompute (prefix caching of
   a preempted request's blocks on or off) or reserve admission; a timeout or none;
-* a model with sliding-window layers (not under reserve admission) or without, without adapters, on the
-  tabulated timing of one pipeline stage
+* a model with sliding-window layers (not under reserve admission) or without, on the tabulated timing of one
+  pipeline stage
   (:class:`core.serving.sim.timing.LinearTiming` with ``pp`` 1);
 
 anything else runs the Python loop (:func:`fallback_reason` says why, and the result carries it). The loop itself is in
-:mod:`core.serving.sim.jit_loop` over :mod:`core.serving.sim.jit_engine` and :mod:`core.serving.sim.jit_parts`;
+:mod:`core.serving.sim.jit_loop` over :mod:`core.serving.sim.jit_plan`, :mod:`core.serving.sim.jit_engine` and
+:mod:`core.serving.sim.jit_parts`;
 this module is its caller: it lays out the arrays, runs slices of the loop with the work budget checked between
 them, and turns the arrays into the Python loop's :class:`Records`. Same seed, same bytes: every record, time-series
 point and counter equals the Python loop's (``tests/test_compiled_loop.py`` holds the two to the byte over the
@@ -45,6 +49,7 @@ from array import array
 
 import numpy as np
 
+from core.serving.sim.compiled_lora import adapter_numbers, lay_out, loads_by_replica, replica_adapters
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
@@ -61,6 +66,7 @@ from core.serving.sim.jit_layout import (
     GF_NEXT,
     GF_TIMEOUT,
     GROW,
+    I_ASLOTS,
     I_ASYNC,
     I_HE,
     I_HI,
@@ -167,13 +173,18 @@ def fallback_reason(
 ) -> str | None:
     """Why the compiled loop leaves this simulation to the Python loop (the first of :data:`FALLBACK_REASONS` that
     holds), or None where it runs it (see the module docstring). ``extended``: the caller's loop lays out the
-    shapes of :data:`EXTENDED_REASONS` (this module's :func:`run` does); without it they fall back, a shared prefix
-    where ``prefix`` (the prompt tokens a group's prefix holds) is given."""
+    shapes of :data:`EXTENDED_REASONS` and the adapters (this module's :func:`run` does: ``adapters``, the run's
+    :class:`~core.serving.sim.adapters.AdapterDraws` or a replica's :class:`~core.serving.sim.adapters.Adapters`);
+    without it they fall back, a shared prefix where ``prefix`` (the prompt tokens a group's prefix holds) is
+    given."""
     from core.serving.sim.timing import LinearTiming
 
+    lora = adapters is not None or (isinstance(timing, LinearTiming) and bool(timing.lora))
+    numbers = adapter_numbers(adapters) if adapters is not None else None
     base = (
         (not numba_available(), "numba not installed"),
-        (adapters is not None or (isinstance(timing, LinearTiming) and bool(timing.lora)), "adapters"),
+        # a loop that lays them out is given them (a timing priced for adapters without them: a session run's)
+        (lora and (not extended or numbers is None), "adapters"),
         (not isinstance(timing, LinearTiming) or timing.pp != 1.0, FALLBACK_REASONS[3]),
     )
     beyond = (
@@ -193,7 +204,10 @@ def fallback_reason(
             "a duration limit past the compiled loop's arrays",
         ),
         (pool.slide_share != 0 and spec.admission == "reserve", "reserve admission with sliding-window layers"),
-        (replicas * (spec.max_batch + 72) > MAX_REPLICA_SLOTS, "more replica slots than the compiled loop holds"),
+        (
+            replicas * (spec.max_batch + 72 + 4 * (numbers or 0)) > MAX_REPLICA_SLOTS,
+            "more replica slots than the compiled loop holds",
+        ),
     )
     for holds, why in base + (() if extended else beyond) + rest:
         if holds:
@@ -265,10 +279,14 @@ def _floats(x: np.ndarray) -> array:
     return a
 
 
-def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget=None, *, shared: bool = False):
+def run(
+    spec, timing, pool, draws, replicas: int, router: str, seed: int, budget=None, *, shared: bool = False, lora=None
+):
     """The deployment's records (each replica's :class:`Records` and the deployment's number of each of its
     requests), or None where the loop leaves the run to the Python one (an iteration past the timing's table).
     ``shared``: the requests of a prefix group share the first ``spec.prefix_cache_frac`` of their prompts.
+    ``lora``: multi-LoRA serving, the adapters of one replica as each is built
+    (:class:`~core.serving.sim.adapters.Adapters`, its draws the run's; None: none).
     Raises as the Python loop does: :class:`core.base.limits.BudgetExceeded` past the work ``budget``."""
     from core.base import WorkBudget
     from core.serving.sim.jit_loop import loop
@@ -330,7 +348,7 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     hist = np.zeros((R, 2 * pool.block), dtype=np.int64)  # decoding sequences by block phase: all, below the window
     FH = np.zeros((4, R, mb + 72), dtype=np.int64)  # the finish heaps (iteration, request), the window-crossing heaps
     CH = np.zeros((2, R, mb + 1), dtype=np.int64)  # the planned step's chunks: request, tokens
-    RQF = np.full((4, n), np.nan)
+    RQF = np.full((6, n), np.nan)
     RQI = np.zeros((N_Q, n), dtype=np.int64)
     RQI[Q_STATUS] = UNFINISHED
     RQI[Q_REP] = -1
@@ -348,25 +366,17 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
     ts_rep, TSF = np.zeros(ts_cap, dtype=np.int64), np.zeros((4, ts_cap))
     stk = np.zeros(R, dtype=np.int64)
     DL = np.zeros((2, R, ev_cap if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
-    err = np.zeros(1, dtype=np.int64)
+    TB, RI, err = lay_out(lora, n, router, timing, TB, RI, RQI)
+    lg_room = 2 * R * int(RI[0, I_ASLOTS]) + 8 if lora is not None else 0  # jit_loop.loop's room for the loads
+    arrays = Arrays(gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err)
     while True:
-        arrays = Arrays(gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err)
         code = loop((params, arrays))
         if code == OK:
             break
         if code == SLICE:
             budget.check(int(G[G_PASSES]), float(GF[1]))
         elif code == GROW:
-            if int(G[G_FHMAX]) + mb + 8 > FH.shape[2]:
-                FH = _grown(FH, 2 * FH.shape[2])
-            if int(G[G_EVN]) + margin > ev_t.shape[0]:
-                ev_t, EVI = _grown(ev_t, 2 * ev_t.shape[0]), _grown(EVI, 2 * EVI.shape[1])
-            room = margin + int(G[G_INBOX])  # the requests in the inboxes, absorbed whole in one pass (jit_loop.loop)
-            if spec.timeout_s is not None and int(G[G_DLMAX]) + room > DL.shape[2]:
-                DL = _grown(DL, max(2 * DL.shape[2], int(G[G_DLMAX]) + 2 * room))
-            if int(G[G_TSN]) + room > ts_rep.shape[0]:
-                size = max(2 * ts_rep.shape[0], int(G[G_TSN]) + 2 * room)
-                ts_rep, TSF = _grown(ts_rep, size), _grown(TSF, size)
+            arrays = _room(arrays, margin, mb, spec.timeout_s is not None, lg_room)
         elif code in (CLOCK, EVENTS):
             budget.check(int(G[G_PASSES]), float(GF[1]))
             raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")
@@ -376,13 +386,35 @@ def run(spec, timing, pool, draws, replicas: int, router: str, seed: int, budget
             raise RuntimeError("decode run without room for one iteration")
         else:
             return None
-    return replica_records(R, RQF, RQI, RF, RI, ts_rep[: int(G[G_TSN])], TSF[:, : int(G[G_TSN])])
+    tsn = int(G[G_TSN])
+    loads = loads_by_replica(R, TB, arrays.err) if lora is not None else None
+    return replica_records(R, RQF, RQI, RF, RI, arrays.ts_rep[:tsn], arrays.TSF[:, :tsn], loads)
 
 
-def replica_records(R: int, RQF, RQI, RF, RI, ts_rep, TSF) -> tuple[list[Records], list[np.ndarray]]:
+def _room(a: Arrays, margin: int, mb: int, timed: bool, lg_room: int) -> Arrays:
+    """The loop's arrays grown where its next pass may overrun them (:func:`core.serving.sim.jit_loop.loop`'s
+    GROW: the finish heaps, the event heap, the deadline heaps, the time series, the adapter loads' log)."""
+    G = a.G
+    FH, ev_t, EVI, DL, ts_rep, TSF, err = a.FH, a.ev_t, a.EVI, a.DL, a.ts_rep, a.TSF, a.err
+    if int(G[G_FHMAX]) + mb + 8 > FH.shape[2]:
+        FH = _grown(FH, 2 * FH.shape[2])
+    if int(G[G_EVN]) + margin > ev_t.shape[0]:
+        ev_t, EVI = _grown(ev_t, 2 * ev_t.shape[0]), _grown(EVI, 2 * EVI.shape[1])
+    room = margin + int(G[G_INBOX])  # the requests in the inboxes, absorbed whole in one pass (jit_loop.loop)
+    if timed and int(G[G_DLMAX]) + room > DL.shape[2]:
+        DL = _grown(DL, max(2 * DL.shape[2], int(G[G_DLMAX]) + 2 * room))
+    if lg_room and 2 * (int(err[1]) + lg_room) + 2 > err.shape[0]:
+        err = _grown(err, 2 * err.shape[0])
+    if int(G[G_TSN]) + room > ts_rep.shape[0]:
+        size = max(2 * ts_rep.shape[0], int(G[G_TSN]) + 2 * room)
+        ts_rep, TSF = _grown(ts_rep, size), _grown(TSF, size)
+    return a._replace(FH=FH, ev_t=ev_t, EVI=EVI, DL=DL, ts_rep=ts_rep, TSF=TSF, err=err)
+
+
+def replica_records(R: int, RQF, RQI, RF, RI, ts_rep, TSF, loads=None) -> tuple[list[Records], list[np.ndarray]]:
     """Each of ``R`` engines' :class:`Records` from the compiled loop's arrays (:mod:`core.serving.sim.jit_layout`;
     ``ts_rep`` and ``TSF`` the time series points recorded) and the numbers (columns of ``RQI``) of each one's
-    requests, in the order it took them."""
+    requests, in the order it took them; ``loads``: with adapters, each engine's adapter loads [s]."""
     order = np.argsort(ts_rep, kind="stable")
     bounds = np.searchsorted(ts_rep[order], np.arange(R + 1))
     status = RQI[Q_STATUS].astype(np.int8)
@@ -410,7 +442,7 @@ def replica_records(R: int, RQF, RQI, RF, RI, ts_rep, TSF) -> tuple[list[Records
                 iterations=int(RI[e, I_ITER]),
                 total_preemptions=int(RI[e, I_PRE]),
                 last_arrival_s=float(RF[e, R_LAST]),
-                adapters=None,
+                adapters=replica_adapters(e, g, loads[e], RQF, RQI, RF, RI) if loads is not None else None,
             )
         )
         gids.append(g)
@@ -420,11 +452,18 @@ def replica_records(R: int, RQF, RQI, RF, RI, ts_rep, TSF) -> tuple[list[Records
 def merged(parts: list[Records], gids: list[np.ndarray]) -> Records:
     """The deployment's records from its replicas' (as :meth:`core.serving.sim.replicas.ReplicaSet.records` merges
     an aggregated deployment's, over the requests issued; one replica's are the deployment's)."""
-    from core.serving.sim.replicas import gathered, merged_records
+    from core.serving.sim.replicas import deployment_adapters, gathered, merged_records
 
     if len(parts) == 1:
         return parts[0]
-    return merged_records(gathered(sum(len(g) for g in gids), parts, gids), parts, len(parts))
+    n = sum(len(g) for g in gids)
+    adapters = None
+    if all(p.adapters is not None for p in parts):
+        of = np.zeros(n, dtype=np.int64)
+        for p, g in zip(parts, gids):
+            of[g] = np.asarray(p.adapters["adapter"], dtype=np.int64)  # type: ignore[index]
+        adapters = deployment_adapters(_ints("l", of), parts, gids)
+    return merged_records(gathered(n, parts, gids), parts, len(parts), adapters)
 
 
 def _issued_at_most(spec, draws) -> int:

@@ -4,7 +4,7 @@ its last one ended. The closed loop's pending arrivals are a binary heap of ``(t
 and ``AH[1]`` (sequences held as floats: exact below 2**53), its size in ``G[G_AHN]``; the sequences are distinct,
 so any binary heap pops them in ``heapq``'s order. A request that ends joins its replica's list of ended requests
 (``RI[e, I_HE]``, linked by ``RQI[Q_NX_E]``), and the loop tells the stream of them where the Python loop does
-(``ReplicaSet._ended``)."""
+(``ReplicaSet._ended``), and the adapter-affinity router of their adapters."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from core.serving.sim.jit_layout import (
     G_ISSUED,
     GF_DURATION,
     GF_NEXT,
+    I_AFF,
     I_HE,
     I_TE,
     INF,
     Q_NX_E,
     RQ_FIN,
 )
+from core.serving.sim.jit_lora import affinity_ended
 
 
 @jit_inline
@@ -107,11 +109,12 @@ def tell_ended(N, gaps, G, GF, RI, RQF, RQI, AH, e):
     rid = RI[e, I_HE]
     RI[e, I_HE] = -1
     RI[e, I_TE] = -1
-    if not G[G_CLOSED]:
+    if not G[G_CLOSED] and not RI[e, I_AFF]:
         return
     while rid >= 0:
         nxt = RQI[Q_NX_E, rid]
-        if G[G_ISSUED] + G[G_AHN] < N:
+        affinity_ended(RI, RQI, e, rid)  # the adapter-affinity router's count in flight
+        if G[G_CLOSED] and G[G_ISSUED] + G[G_AHN] < N:
             t = RQF[RQ_FIN, rid] + gaps[rid]
             if not t > GF[GF_DURATION]:
                 ah_push(G, AH, t, float(G[G_ISSUED] + G[G_AHN]))

@@ -23,7 +23,7 @@ sequence, ``G_ISSUED`` the requests delivered to the decode pool, ``G_FHMAX`` th
 from __future__ import annotations
 
 from core.serving.sim.jit_cache import jit, jit_inline
-from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step, expire, release
+from core.serving.sim.jit_engine import absorb, cut_run, end_step, expire, release
 from core.serving.sim.jit_layout import (
     CLOCK,
     G_DLMAX,
@@ -68,6 +68,7 @@ from core.serving.sim.jit_layout import (
 )
 from core.serving.sim.jit_loop import pass_check, pick, push, route
 from core.serving.sim.jit_parts import ev_pop, ev_push, record
+from core.serving.sim.jit_plan import begin_step
 from core.serving.sim.records import DONE, MIXED, NONE, RUN
 
 # the transfer state of a prefill instance: XF[p] its virtual clock and when it was last caught up; XI[p] the
@@ -283,7 +284,7 @@ def start_transfer(D, rtd, Gd, RId, Gx, xe_t, XEI, XF, XI, XHV, XHG, RFp, RQFp, 
     """ReplicaSet._start_transfer: the decode instance chosen, the transfer leaving prefill instance ``p``."""
     now = RFp[p, R_NOW]
     pend_s[gid] = now
-    d = pick(D, rtd, Gd, RId)
+    d = pick(D, rtd, Gd, RId, RQIp)
     Gd[G_ISSUED] += 1  # the back router's picks (power-of-two: its pair of each)
     RId[d, I_LOAD] += 1  # in flight towards it from now
     decode_of[gid] = d

@@ -1,14 +1,13 @@
 """One replica's engine compiled: :class:`core.serving.sim.engine.Engine` (and the :class:`~core.serving.sim.replicas.Replica`
 it is in a deployment) function for function, for chunked prefill or prefill priority, with preempt-and-recompute
-or reserve admission, without sliding windows or adapters (:func:`core.serving.sim.compiled.fallback_reason`); a timeout expires requests as
+or reserve admission, sliding windows and adapters (:mod:`core.serving.sim.jit_lora`) where the caller lays them out
+(:func:`core.serving.sim.compiled.fallback_reason`), the plan of a step in :mod:`core.serving.sim.jit_plan`; a timeout expires requests as
 ``_expire`` does, from the deadline heap of :mod:`core.serving.sim.jit_deadline`. Each function is the method of the
 same name (``absorb`` is ``_absorb_arrivals``, ``plan_chunked`` ``_plan_chunked``, ...) with the engine's lists in
 the arrays of :mod:`core.serving.sim.jit_layout`.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -20,6 +19,8 @@ from core.serving.sim.jit_layout import (
     FALLBACK,
     G_INBOX,
     GF_TIMEOUT,
+    I_ADIST,
+    I_ASLOTS,
     I_ASYNC,
     I_BSUM,
     I_BSW,
@@ -42,11 +43,10 @@ from core.serving.sim.jit_layout import (
     I_NDEC,
     I_NIW,
     I_PDEC,
-    I_PNOW,
     I_PPRI,
     I_PRE,
     I_RCUT,
-    I_REMOTE,
+    I_RD,
     I_RES,
     I_RK,
     I_RKMAX,
@@ -76,10 +76,12 @@ from core.serving.sim.jit_layout import (
     Q_RES,
     Q_STATUS,
     Q_TARGET,
+    R_ADS,
     R_BUSY,
     R_CUT,
     R_END,
     R_LAST,
+    R_LOADS,
     R_NEXT,
     R_NOW,
     R_PREFILL,
@@ -96,11 +98,11 @@ from core.serving.sim.jit_layout import (
     RQ_FIN,
     RQ_FIRST,
 )
+from core.serving.sim.jit_lora import release as lora_release
 from core.serving.sim.jit_parts import (
     f_pop,
     f_push,
     in_waiting,
-    link_append,
     link_remove,
     record,
     t_one,
@@ -108,7 +110,6 @@ from core.serving.sim.jit_parts import (
     used,
     w_append,
     w_appendleft,
-    w_popleft,
     w_remove,
 )
 from core.serving.sim.jit_window import chunk_pairs_sliding, chunk_s, cross, cross_min, x_push
@@ -125,6 +126,8 @@ def finish(RI, RF, RQF, RQI, e, rid, st):
 
 @jit_inline
 def release(B, RI, RQI, e, rid, c):
+    if RI[e, I_ASLOTS]:
+        lora_release(RI, RQI, e, rid)
     if RI[e, I_RSV]:
         RI[e, I_RES] -= RQI[Q_RES, rid]
         return
@@ -312,149 +315,9 @@ def preempt_last(B, keep, RI, hist, RQI, e):
     w_appendleft(RI, RQI, e, rid)
 
 
-@jit
-def hit_of(B, pool_blocks, RQI, rid, u, remote):
-    cc = RQI[Q_CACHED, rid]
-    if not cc:
-        return 0
-    free = int(math.floor(pool_blocks - u + EPS))
-    last = ((RQI[Q_INP, rid] + RQI[Q_GEN, rid] - 1) // B) * B
-    if remote and free * B < (cc if cc < last else last):
-        return -1  # the transferred KV waits until blocks for all of it are free
-    v = cc
-    if free * B < v:
-        v = free * B
-    if last < v:
-        v = last
-    return v - v % B if v > 0 else 0  # whole blocks only: vLLM's prefix cache hashes full blocks
-
-
-@jit
-def admit(B, RI, RF, RQF, RQI, e, rid, h):
-    w_popleft(RI, RQI, e)
-    link_append(RI, RQI, e, rid, I_HR, I_TR, I_LR, Q_NX_R, Q_PV_R)
-    link_append(RI, RQI, e, rid, I_HP, I_TP, I_LP, Q_NX_P, Q_PV_P)
-    RQI[Q_CTX, rid] = h
-    RQI[Q_CACHED, rid] = 0
-    if h:
-        RI[e, I_FULL] += h // B
-    RQI[Q_TARGET, rid] = RQI[Q_INP, rid] + RQI[Q_GEN, rid]
-    if math.isnan(RQF[RQ_ADMIT, rid]):
-        RQF[RQ_ADMIT, rid] = RF[e, R_NOW]
-    if RI[e, I_RSV]:
-        RI[e, I_RES] += RQI[Q_RES, rid]
-
-
-@jit_inline
-def adm_need(B, fs, RI, RF, RQI, e, rid, n):
-    """``Engine._admission_need``: blocks-worth admitting ``rid`` with a first chunk of ``n`` tokens takes."""
-    if RI[e, I_RSV]:
-        return fs * RQI[Q_RES, rid]
-    return fs * ((n + B - 1) // B) + RF[e, R_SS] * chunk_s(B, RI[e, I_WIN], 0, n)
-
-
 @jit_inline
 def chunk_f(B, c, n):
     return (c + n + B - 1) // B - (c + B - 1) // B
-
-
-@jit
-def plan_chunked(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e):
-    """Engine._plan_chunked: the step's chunks in chr_/CH[1, e, :I_NCH]; True if it preempted."""
-    preempted = False
-    left = 0
-    need = 0.0
-    while True:
-        left = K - RI[e, I_NDEC]
-        need = decode_need(B, fs, RI, RF, hist, e)
-        nch = 0
-        rid = RI[e, I_HP]
-        while rid >= 0:
-            if left <= 0:
-                break
-            c = RQI[Q_CTX, rid]
-            n = RQI[Q_TARGET, rid] - c
-            if n > left:
-                n = left
-            left -= n
-            CH[0, e, nch] = rid
-            CH[1, e, nch] = n
-            nch += 1
-            if not RI[e, I_RSV]:
-                need += fs * chunk_f(B, c, n) + RF[e, R_SS] * chunk_s(B, RI[e, I_WIN], c, n)
-            rid = RQI[Q_NX_P, rid]
-        RI[e, I_NCH] = nch
-        if RI[e, I_RSV] or used(fs, RI, RF, e) + need <= pool_blocks + EPS or RI[e, I_LR] == 0:
-            break
-        preempt_last(B, keep, RI, hist, RQI, e)
-        preempted = True
-    if preempted:
-        return True
-    u = used(fs, RI, RF, e) + need
-    nch = RI[e, I_NCH]
-    while RI[e, I_LW] > 0 and left > 0 and RI[e, I_LR] < MB:
-        rid = RI[e, I_HW]
-        if RQF[RQ_ARR, rid] > RF[e, R_CUT]:
-            break  # arrived after this plan was made (async scheduling): the next plan sees it
-        h = hit_of(B, pool_blocks, RQI, rid, u, RI[e, I_REMOTE])
-        if h < 0:
-            break
-        n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
-        if n > left:
-            n = left
-        add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h or RI[e, I_RSV] else h // B + chunk_f(B, h, n)
-        if u + add > pool_blocks + EPS:
-            break
-        admit(B, RI, RF, RQF, RQI, e, rid, h)
-        u += add
-        left -= n
-        CH[0, e, nch] = rid
-        CH[1, e, nch] = n
-        nch += 1
-    RI[e, I_NCH] = nch
-    return False
-
-
-@jit
-def plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e):
-    """Engine._plan_prefill_priority: whole prompts admitted first-come first-served up to the token budget (a
-    longer one alone), or, with none to admit, decoding with the last admitted preempted until its blocks fit; the
-    step's chunks in CH[:, e, :I_NCH]; True if it preempted."""
-    u = used(fs, RI, RF, e)
-    total = 0
-    nch = 0
-    while RI[e, I_LW] > 0 and RI[e, I_LR] < MB:
-        rid = RI[e, I_HW]
-        if RQF[RQ_ARR, rid] > RF[e, R_CUT]:
-            break  # arrived after this plan was made (async scheduling): the next plan sees it
-        h = hit_of(B, pool_blocks, RQI, rid, u, RI[e, I_REMOTE])
-        if h < 0:
-            break
-        n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
-        if nch > 0 and total + n > K:
-            break
-        # reserve admission takes the whole reservation, prefix hit or not (admit adds Q_RES to I_RES)
-        add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h or RI[e, I_RSV] else h // B + chunk_f(B, h, n)
-        if u + add > pool_blocks + EPS:
-            break
-        admit(B, RI, RF, RQF, RQI, e, rid, h)
-        u += add
-        total += n
-        CH[0, e, nch] = rid
-        CH[1, e, nch] = n
-        nch += 1
-    RI[e, I_NCH] = nch
-    if nch > 0:
-        return False
-    preempted = False
-    while (
-        RI[e, I_NDEC]
-        and not RI[e, I_RSV]  # reserve admission never preempts (Engine._plan_prefill_priority)
-        and used(fs, RI, RF, e) + decode_need(B, fs, RI, RF, hist, e) > pool_blocks + EPS
-    ):
-        preempt_last(B, keep, RI, hist, RQI, e)
-        preempted = True
-    return preempted
 
 
 @jit_inline
@@ -498,13 +361,16 @@ def begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, f
         err[0] = FALLBACK
         return
     S = (RI[e, I_NDEC] if decoding else 0) + nch
-    dt = t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, T, A, Rr, S) + 0.0
+    D = RI[e, I_ADIST]  # the running set's adapters
+    dt = t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, T, A, Rr, S, D) + RF[e, R_LOADS]
+    RF[e, R_LOADS] = 0.0
     RF[e, R_BUSY] += dt
     RF[e, R_PREFILL] += dt - (
-        t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, RI[e, I_NDEC], A_d, R_d, RI[e, I_NDEC])
+        t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, RI[e, I_NDEC], A_d, R_d, RI[e, I_NDEC], D)
         if decoding
         else 0.0
     )
+    RF[e, R_ADS] += D * dt
     RI[e, I_ITER] += 1
     RI[e, I_KIND] = MIXED
     RF[e, R_END] = RF[e, R_NOW] + dt
@@ -559,8 +425,11 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, 
     t_event = t_dead
     asy = RI[e, I_ASYNC] != 0
     cut = RF[e, R_CUT]
-    cut_ok = RI[e, I_LW] == 0 or (asy and RQF[RQ_ARR, RI[e, I_HW]] > cut)
+    # with adapters an arrival may join at once although others wait (theirs would exceed max_loras)
+    cut_ok = RI[e, I_LW] == 0 or RI[e, I_ASLOTS] > 0 or (asy and RQF[RQ_ARR, RI[e, I_HW]] > cut)
     A, Rr, g = decode_ar(fs, RI, RF, e)
+    D = RI[e, I_ADIST]
+    RI[e, I_RD] = D
     T = RI[e, I_NDEC]
     if T > tmax:
         err[0] = FALLBACK
@@ -569,13 +438,13 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, 
         if RI[e, I_LW] > 0 and RQF[RQ_ARR, RI[e, I_TW]] > cut:
             kmax = 1
         elif RF[e, R_NEXT] < INF:
-            ka = t_run(pp, TB, T, A, Rr, g, kmax, RF[e, R_NEXT] - RF[e, R_NOW])[0] + 1
+            ka = t_run(pp, TB, T, A, Rr, g, kmax, RF[e, R_NEXT] - RF[e, R_NOW], D)[0] + 1
             if ka < kmax:
                 kmax = ka
     elif cut_ok and RF[e, R_NEXT] < t_event:
         t_event = RF[e, R_NEXT]
-    k, dt = t_run(pp, TB, T, A, Rr, g, kmax, t_event - RF[e, R_NOW] if t_event < INF else INF)
-    RF[e, R_RPRE] = t_run(pp, TB, T, A, Rr, g, k - 1, INF)[1] if asy and k > 1 else 0.0
+    k, dt = t_run(pp, TB, T, A, Rr, g, kmax, t_event - RF[e, R_NOW] if t_event < INF else INF, D)
+    RF[e, R_RPRE] = t_run(pp, TB, T, A, Rr, g, k - 1, INF, D)[1] if asy and k > 1 else 0.0
     RI[e, I_KIND] = RUN
     RF[e, R_END] = RF[e, R_NOW] + dt
     RI[e, I_RK] = k
@@ -589,51 +458,20 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, 
 
 
 @jit
-def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e):  # fmt: skip
-    RI[e, I_PNOW] = 0
-    RF[e, R_CUT] = RF[e, R_SEEN] if RI[e, I_ASYNC] and RI[e, I_LR] > 0 else RF[e, R_NOW]
-    if RI[e, I_PPRI]:
-        if plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e):
-            RI[e, I_PNOW] = 1
-    elif plan_chunked(
-        B, K, MB, keep, pool_blocks, fs, RI, RF, hist, CH, RQF, RQI, e
-    ):  # its chunks (those that fit after the preemptions) still run, with no admissions
-        RI[e, I_PNOW] = 1
-    RF[e, R_END] = RF[e, R_NOW]
-    if RI[e, I_NCH] > 0:
-        RF[e, R_SEEN] = RF[e, R_NOW]
-        begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, fs, TB, RI, RF, CH, RQI, err, e)
-        return RF[e, R_END]
-    if RI[e, I_NDEC]:
-        begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, err, e, 1 if RI[e, I_PNOW] else 0)
-        return RF[e, R_END]
-    RI[e, I_KIND] = NONE
-    if RI[e, I_LW] > 0 and RI[e, I_LR] == 0:
-        rid = RI[e, I_HW]
-        n = RQI[Q_INP, rid] + RQI[Q_GEN, rid]
-        if n > K:
-            n = K
-        if adm_need(B, fs, RI, RF, RQI, e, rid, n) > pool_blocks + EPS:
-            w_popleft(RI, RQI, e)
-            finish(RI, RF, RQF, RQI, e, rid, REJECTED)
-    return RF[e, R_END]
-
-
-@jit
 def cut_run(pp, TB, RI, RF, e, t):
     if RI[e, I_KIND] != RUN or t >= RF[e, R_END]:
         return RF[e, R_END]
     if not RI[e, I_RCUT]:
         return RF[e, R_END]
-    T, A, Rr, g = RI[e, I_NDEC], RF[e, R_RA], RF[e, R_RR], RF[e, R_RG]
+    T, A, Rr, g, D = RI[e, I_NDEC], RF[e, R_RA], RF[e, R_RR], RF[e, R_RG], RI[e, I_RD]
     if RI[e, I_ASYNC]:  # seen one iteration after the one it falls in (never past the run planned)
-        ka = t_run(pp, TB, T, A, Rr, g, RI[e, I_RKMAX], t - RF[e, R_NOW])[0] + 1
+        ka = t_run(pp, TB, T, A, Rr, g, RI[e, I_RKMAX], t - RF[e, R_NOW], D)[0] + 1
         kk = RI[e, I_RK] if RI[e, I_RK] < ka else ka
-        k, dt = t_run(pp, TB, T, A, Rr, g, kk, RF[e, R_RDEAD] - RF[e, R_NOW])
-        RF[e, R_RPRE] = t_run(pp, TB, T, A, Rr, g, k - 1, INF)[1] if k > 1 else 0.0
+        k, dt = t_run(pp, TB, T, A, Rr, g, kk, RF[e, R_RDEAD] - RF[e, R_NOW], D)
+        RF[e, R_RPRE] = t_run(pp, TB, T, A, Rr, g, k - 1, INF, D)[1] if k > 1 else 0.0
     else:
         tt = t if t < RF[e, R_RDEAD] else RF[e, R_RDEAD]
-        k, dt = t_run(pp, TB, T, A, Rr, g, RI[e, I_RKMAX], tt - RF[e, R_NOW])
+        k, dt = t_run(pp, TB, T, A, Rr, g, RI[e, I_RKMAX], tt - RF[e, R_NOW], D)
     RI[e, I_RK] = k
     RF[e, R_RDT] = dt
     RF[e, R_END] = RF[e, R_NOW] + dt
@@ -667,6 +505,7 @@ def end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, F
         k, dt = RI[e, I_RK], RF[e, R_RDT]
         if RI[e, I_ASYNC]:  # the next plan was made when the run's last iteration started
             RF[e, R_SEEN] = RF[e, R_NOW] + RF[e, R_RPRE]
+        RF[e, R_ADS] += RI[e, I_RD] * dt
         RF[e, R_BUSY] += dt
         RI[e, I_ITER] += k
         RF[e, R_NOW] = RF[e, R_END]

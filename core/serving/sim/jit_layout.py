@@ -19,7 +19,7 @@ EPS = 1e-9  # the engine's tolerance on block counts (core.serving.sim.engine._E
 #: Passes of the loop between two returns to the caller (its work-budget checks: wall time, progress).
 SLICE_PASSES = 1 << 14
 #: The routers the loop knows, by its number for each (the one router table: :func:`core.serving.sim.jit_loop.pick`).
-ROUTERS = {"round-robin": 0, "least-outstanding": 1, "power-of-two": 2, "prefix-affinity": 3}
+ROUTERS = {"round-robin": 0, "least-outstanding": 1, "power-of-two": 2, "prefix-affinity": 3, "adapter-affinity": 4}
 #: Draws a power-of-two router takes from its generator at a time (core.serving.router._DRAW_CHUNK).
 P2_CHUNK = 4096
 
@@ -57,7 +57,15 @@ N_GF = 4
  I_HW, I_TW, I_LW, I_HR, I_TR, I_LR, I_HP, I_TP, I_LP, I_HI, I_TI,
  I_FHN, I_NCH, I_PDEC, I_PUMP, I_STUCK, I_RK, I_RKMAX, I_RCUT, I_PNOW, I_DLN, I_ASYNC,
  I_RSV, I_RES, I_HE, I_TE, I_PPRI, I_SLD, I_WIN, I_SLIDE, I_NIW, I_BSW, I_CXN, I_HOLD, I_REMOTE) = range(45)  # fmt: skip
-N_RI = 45
+# ... and multi-LoRA serving (core.serving.sim.jit_lora): the adapter slots (max_loras; 0: no adapters), the host
+# cache's slots (max_cpu_loras), distinct adapters among the running requests, adapters in GPU slots and in host
+# memory, the clock that orders their uses (least recently used first), loads from storage, the distinct adapters of
+# the planned run of decode iterations, the router is adapter-affinity, distinct adapters the router counts in flight
+(I_ASLOTS, I_AHSLOTS, I_ADIST, I_AGPU, I_AHOST, I_ACLK, I_ASTOR, I_RD, I_AFF, I_RACT) = range(45, 55)  # fmt: skip
+#: The per-replica columns before the adapters' own: with adapters, RI has 4 x A more (A: the adapter numbers), per
+#: adapter its running requests, its GPU slot's last use, its host copy's last use (0: not there) and the requests
+#: the router counts in flight with it (core.serving.router.AdapterAffinity.active)
+N_RI = 55
 # the per-replica float state RF[e]: its clock, busy time, prefill time, the planned step's end, its inbox's next
 # arrival, its last arrival, and the planned run's time, attended pairs, cached tokens, growth and deadline; async
 # scheduling: the arrivals the next plan sees (up to), those the plan being made sees, the run's last iteration's start
@@ -66,7 +74,9 @@ N_RI = 45
 R_NOW, R_BUSY, R_PREFILL, R_END, R_NEXT, R_LAST, R_RDT, R_RA, R_RR, R_RG, R_RDEAD, R_SEEN, R_CUT, R_RPRE, R_SS = range(
     15
 )
-N_RF = 15
+# ... and the adapter loads the planned iteration waits for [s], busy time x distinct adapters summed [s]
+R_LOADS, R_ADS = 15, 16
+N_RF = 17
 
 # rows of the per-request integer array RQI: status, preemptions, tokens emitted, context, prefill target, the
 # decode iteration of its last token, tokens in the prefix cache (a shared prefix on arrival: set by the caller to
@@ -81,9 +91,16 @@ Q_RES = 16
 Q_NX_E = 17
 # ... and whether it is decoding below the sliding window (DecodeSet.lo)
 Q_LO = 18
-N_Q = 19
-# rows of the per-request float array RQF: arrival, admission, first token, finish [s]
-RQ_ARR, RQ_ADMIT, RQ_FIRST, RQ_FIN = range(4)
+# ... and the adapter it carries (-1: none)
+Q_ADP = 19
+N_Q = 20
+# rows of the per-request float array RQF: arrival, admission, first token, finish [s]; with adapters, when it was
+# first turned away for want of a slot (NaN: not now) and its wait for a slot so far (NaN: never turned away)
+RQ_ARR, RQ_ADMIT, RQ_FIRST, RQ_FIN, RQ_BLOCK, RQ_AWAIT = range(6)
+#: rows of the timing table TB: the coefficients (c0, c1, m0, m1, x) by tokens; with adapters, the micro-batches by
+#: tokens, one adapter's memory time per stage (every column), each adapter's load from host memory and from storage
+#: [s] by adapter number
+TB_MB, TB_MD, TB_HOST, TB_STORE = 5, 6, 7, 8
 
 
 class Router(NamedTuple):
@@ -149,4 +166,5 @@ class Arrays(NamedTuple):
     ts_rep: np.ndarray  # the time series: replica of each point, then (time, waiting, running, KV share) in TSF
     TSF: np.ndarray
     stk: np.ndarray  # the pump's stack of replicas
-    err: np.ndarray  # a status set deep in the loop
+    err: np.ndarray  # a status set deep in the loop (err[0]); with adapters, the log of their loads in order
+    # (core.serving.sim.jit_lora.acquire): err[1] their count, then per load its replica and adapter x 2 + from storage

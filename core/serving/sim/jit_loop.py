@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from core.serving.sim.jit_arrivals import next_arrival, tell_ended
 from core.serving.sim.jit_cache import jit, jit_inline
-from core.serving.sim.jit_engine import absorb, begin_step, cut_run, end_step, expire
+from core.serving.sim.jit_engine import absorb, cut_run, end_step, expire
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
@@ -26,6 +26,7 @@ from core.serving.sim.jit_layout import (
     G_TSN,
     GF_TIMEOUT,
     GROW,
+    I_ASLOTS,
     I_DLN,
     I_FLIGHT,
     I_HE,
@@ -40,6 +41,7 @@ from core.serving.sim.jit_layout import (
     I_VER,
     INF,
     OK,
+    Q_ADP,
     Q_CACHED,
     Q_NX_IN,
     Q_REP,
@@ -51,7 +53,9 @@ from core.serving.sim.jit_layout import (
     SLICE_PASSES,
     STUCK,
 )
+from core.serving.sim.jit_lora import affinity_pick
 from core.serving.sim.jit_parts import ev_pop, ev_push, record
+from core.serving.sim.jit_plan import begin_step
 from core.serving.sim.records import NONE, RUN
 
 
@@ -81,23 +85,8 @@ def least_loaded(nrep, RI, start):
 
 
 @jit
-def pick(nrep, rt, G, RI):
-    """The router's choice for the next request (:data:`core.serving.router.POLICIES`' ``pick``, by ``rt.kind``)."""
-    gid = G[G_ISSUED]
-    if rt.kind == 0:  # round-robin
-        j = G[G_RR]
-        G[G_RR] = (j + 1) % nrep
-        return j
-    if rt.kind == 1:  # least-outstanding
-        j = least_loaded(nrep, RI, (G[G_LO] + 1) % nrep)
-        G[G_LO] = j
-        return j
-    if rt.kind == 2:  # power-of-two
-        if nrep == 1:
-            return 0
-        a, b = rt.pairs[0, gid], rt.pairs[1, gid]
-        return b if RI[b, I_LOAD] < RI[a, I_LOAD] else a
-    # prefix-affinity: the group's replica, unless the loads are out of balance or the group is new
+def prefix_pick(nrep, rt, G, RI, gid):
+    """``PrefixAffinity.pick``: the group's replica, unless the loads are out of balance or the group is new."""
     lo, hi = RI[0, I_LOAD], RI[0, I_LOAD]
     for k in range(1, nrep):
         x = RI[k, I_LOAD]
@@ -114,6 +103,37 @@ def pick(nrep, rt, G, RI):
         if g >= 0 and rt.owner[g] < 0:
             rt.owner[g] = j
     return j
+
+
+@jit
+def adapter_pick(nrep, rt, G, RI, a):
+    """``AdapterAffinity.pick`` for a request of adapter ``a`` (a request without one: the least loaded)."""
+    start = (G[G_LO] + 1) % nrep
+    j = least_loaded(nrep, RI, start) if a < 0 else affinity_pick(nrep, rt.balance_abs, rt.balance_rel, RI, a, start)
+    G[G_LO] = j
+    return j
+
+
+@jit
+def pick(nrep, rt, G, RI, RQI):
+    """The router's choice for the next request (:data:`core.serving.router.POLICIES`' ``pick``, by ``rt.kind``)."""
+    gid = G[G_ISSUED]
+    if rt.kind == 0:  # round-robin
+        j = G[G_RR]
+        G[G_RR] = (j + 1) % nrep
+        return j
+    if rt.kind == 1:  # least-outstanding
+        j = least_loaded(nrep, RI, (G[G_LO] + 1) % nrep)
+        G[G_LO] = j
+        return j
+    if rt.kind == 2:  # power-of-two
+        if nrep == 1:
+            return 0
+        a, b = rt.pairs[0, gid], rt.pairs[1, gid]
+        return b if RI[b, I_LOAD] < RI[a, I_LOAD] else a
+    if rt.kind == 3:
+        return prefix_pick(nrep, rt, G, RI, gid)
+    return adapter_pick(nrep, rt, G, RI, RQI[Q_ADP, gid])
 
 
 @jit
@@ -185,7 +205,7 @@ def deliver(fs, inv_P, pp, TB, G, RI, RF, RQI, ev_t, EVI, ts_rep, TSF, gid, j, t
 def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF):
     """ReplicaSet._route and _wake: returns the replica to pump (idle, not pumping), or -1."""
     t = next_arrival(N, gaps, G, GF, AH)
-    j = pick(nrep, rt, G, RI)
+    j = pick(nrep, rt, G, RI, RQI)
     gid = G[G_ISSUED]
     G[G_ISSUED] = gid + 1
     if rt.seen.shape[0] > 0 and rt.groups.shape[0] > 0 and seen_add(rt.seen, rt.groups[gid] * nrep + j):
@@ -286,6 +306,8 @@ def loop(z):
     resumed = G[G_RESUME] != 0  # back from a slice: its last pass was counted and checked, not yet run
     G[G_RESUME] = 0
     margin = 8 * nrep + 4 * MB + 64
+    # the adapter loads one pass may log: at most one per adapter slot in a replica's plan, two plans a replica
+    lg_room = 2 * nrep * RI[0, I_ASLOTS] + 8 if RI[0, I_ASLOTS] else 0
     while True:
         room = margin + G[G_INBOX]  # an inbox is absorbed whole in one pass: a point and a deadline per request
         if (
@@ -293,6 +315,7 @@ def loop(z):
             or G[G_EVN] + margin > evcap
             or G[G_FHMAX] + MB + 8 > fcap
             or (GF[GF_TIMEOUT] < INF and G[G_DLMAX] + room > DL.shape[2])
+            or (lg_room > 0 and 2 * (err[1] + lg_room) + 2 > err.shape[0])
         ):
             G[G_PASSES] = passes
             G[G_RESUME] = 1 if resumed else 0

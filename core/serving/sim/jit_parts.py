@@ -1,7 +1,7 @@
 """The compiled loop's building blocks (:mod:`core.serving.sim.compiled`): the time series, the engine's queues as
 linked lists over the request numbers, its finish heap and the deployment's event heap (binary heaps with the
-Python loop's tie-breaks), and the iteration timing of :class:`core.serving.sim.timing.LinearTiming` (one stage, no
-adapters), each operation in the Python loop's order.
+Python loop's tie-breaks), and the iteration timing of :class:`core.serving.sim.timing.LinearTiming` (one stage,
+its adapters' term from :mod:`core.serving.sim.jit_lora`), each operation in the Python loop's order.
 
 Each function takes the arrays and parameters it reads, by the names :func:`core.serving.sim.jit_loop.loop` gives
 them (``RI``/``RF``: per replica, ``RQI``/``RQF``: per request, ``FH``: the finish heaps, ``G``: the loop's
@@ -30,6 +30,7 @@ from core.serving.sim.jit_layout import (
     Q_NX_W,
     R_SS,
 )
+from core.serving.sim.jit_lora import lora_s
 
 
 @jit_inline
@@ -227,9 +228,10 @@ def ev_pop(G, ev_t, EVI):
                 break
 
 
-# --- timing (LinearTiming.one / run, pp 1, no adapters) --------------------------------------------------------
+# --- timing (LinearTiming.one / run, pp 1) --------------------------------------------------------
 @jit_inline
-def t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, T, A, R, S):
+def t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, T, A, R, S, D):
+    """``LinearTiming.one``: one iteration of ``T`` tokens, ``S`` sequences, ``D`` distinct adapters [s]."""
     extra = 0.0
     if S != T:
         extra = (S - T) * q
@@ -237,6 +239,8 @@ def t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, T, A, R, S):
             graph = g_launch if T <= g_max else e_launch
             extra += n_k * (e_launch - graph)
     c0, c1, m0, m1, x = TB[0, T], TB[1, T], TB[2, T], TB[3, T], TB[4, T]
+    if D:  # the adapters' weights move with the GEMMs (StepModel.busy_s)
+        m0 = m0 + lora_s(TB, T, D)
     a, b = c1 * A, m1 * R
     return pp * ((c0 if c0 > m0 else m0) + (a if a > b else b)) + x + extra
 
@@ -273,9 +277,11 @@ def t_total(pp_, l1a, l1b, l2a, l2b, x, s, k):
 
 
 @jit
-def t_run(pp, TB, T, A0, R0, g, kmax, budget_s):
-    """(k, elapsed) of a run of decode iterations (LinearTiming.run); k = -1 when T is past the table."""
+def t_run(pp, TB, T, A0, R0, g, kmax, budget_s, D):
+    """(k, elapsed) of a run of decode iterations with ``D`` distinct adapters (LinearTiming.run)."""
     c0, c1, m0, m1, x = TB[0, T], TB[1, T], TB[2, T], TB[3, T], TB[4, T]
+    if D:
+        m0 = m0 + lora_s(TB, T, D)
     x = x + pp * (c0 if c0 > m0 else m0)
     a0, a1 = c1 * A0, c1 * g
     b0, b1 = m1 * R0, m1 * g
@@ -338,3 +344,17 @@ def in_waiting(RI, RQI, e, rid):
             return True
         cur = RQI[Q_NX_W, cur]
     return False
+
+
+@jit_inline
+def w_unlink(RI, RQI, e, prev, rid):
+    """Take ``rid``, the waiting request after ``prev`` (-1: the head), out of the waiting queue (``del
+    waiting[at]``)."""
+    nxt = RQI[Q_NX_W, rid]
+    if prev < 0:
+        RI[e, I_HW] = nxt
+    else:
+        RQI[Q_NX_W, prev] = nxt
+    if nxt < 0:
+        RI[e, I_TW] = prev
+    RI[e, I_LW] -= 1

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from core.serving.sim.jit_cache import jit
-from core.serving.sim.jit_engine import absorb, begin_step, end_step
+from core.serving.sim.jit_engine import absorb, end_step
 from core.serving.sim.jit_layout import (
     CLOCK,
     G_EVN,
@@ -66,6 +66,7 @@ from core.serving.sim.jit_layout import (
 )
 from core.serving.sim.jit_loop import deliver, pass_check, push
 from core.serving.sim.jit_parts import ev_pop, ev_push, record, used
+from core.serving.sim.jit_plan import begin_step
 from core.serving.sim.records import DONE, NONE, REJECTED
 
 # rows of the per-request array GI: its session, its turn (0-based), the cached tokens it found at routing, those it

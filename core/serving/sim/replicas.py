@@ -406,30 +406,35 @@ class ReplicaSet:
         return merged, parts, kv
 
     def _adapter_records(self, n: int, parts: list[Records]) -> dict[str, Any] | None:
-        """The deployment's adapter records: each request's adapter and its wait for a slot (summed over the
-        instances it waited on), every load of every engine, the busy time x distinct adapters summed."""
-        recs = [p.adapters for p in parts]
-        if self.adapters is None or any(r is None for r in recs):
+        """The deployment's adapter records (:func:`deployment_adapters`)."""
+        if self.adapters is None or any(p.adapters is None for p in parts):
             return None
-        each: list[dict[str, Any]] = [r for r in recs if r is not None]
-        wait = np.full(n, np.nan)
-        for eng, r in zip(self.engines, each):
-            g = np.asarray(eng.gids, dtype=np.int64)
-            w = np.asarray(r["adapter_wait_s"], dtype=float)
-            m = np.isfinite(w)
-            if g.size and m.any():
-                wait[g[m]] = np.where(np.isnan(wait[g[m]]), 0.0, wait[g[m]]) + w[m]
-        loads = array("d")
-        for r in each:
-            loads.extend(r["adapter_load_s"])
-        return {
-            "adapter": array("l", (self.adapters.adapter(i) for i in range(n))),
-            "adapter_load_s": loads,
-            "adapter_storage_loads": sum(r["adapter_storage_loads"] for r in each),
-            "adapter_wait_s": _arr("d", wait),
-            "adapter_distinct_s": sum(r["adapter_distinct_s"] for r in each),
-            "adapter_engines": len(each),
-        }
+        gids = [np.asarray(eng.gids, dtype=np.int64) for eng in self.engines]
+        return deployment_adapters(array("l", (self.adapters.adapter(i) for i in range(n))), parts, gids)
+
+
+def deployment_adapters(adapter: array, parts: list[Records], gids: list[np.ndarray]) -> dict[str, Any]:
+    """A deployment's adapter records from its engines' (``parts``, with adapters; ``gids[k]`` the deployment's
+    number of each of ``parts[k]``'s requests): each request's ``adapter`` and its wait for a slot (summed over the
+    instances it waited on), every load of every engine, the busy time x distinct adapters summed."""
+    each: list[dict[str, Any]] = [p.adapters for p in parts if p.adapters is not None]
+    wait = np.full(len(adapter), np.nan)
+    for g, r in zip(gids, each):
+        w = np.asarray(r["adapter_wait_s"], dtype=float)
+        m = np.isfinite(w)
+        if g.size and m.any():
+            wait[g[m]] = np.where(np.isnan(wait[g[m]]), 0.0, wait[g[m]]) + w[m]
+    loads = array("d")
+    for r in each:
+        loads.extend(r["adapter_load_s"])
+    return {
+        "adapter": adapter,
+        "adapter_load_s": loads,
+        "adapter_storage_loads": sum(r["adapter_storage_loads"] for r in each),
+        "adapter_wait_s": _arr("d", wait),
+        "adapter_distinct_s": sum(r["adapter_distinct_s"] for r in each),
+        "adapter_engines": len(each),
+    }
 
 
 def deployment_records(
