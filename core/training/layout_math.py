@@ -15,9 +15,10 @@ import numpy as np
 from core.base import HOUR_S, Step, Trace, sig
 from core.config import Deployment, RabitConfig, as_deployment
 from core.physics import ACT_BYTES, TrainingMemory, lora_params, training_memory_for
-from core.training.flops import attention_pairs_per_token, work
+from core.training.flops import Work, attention_pairs_per_token, work
 from core.training.layout import (
     Layout,
+    LayoutContext,
     LayoutResult,
     bubble_fraction,
     config_layout,
@@ -65,119 +66,9 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         N=wk.active_matmul_params,
         note="all layers' active weights plus the LM head; the embedding is a lookup",
     )
-    A_t = attention_pairs_per_token(m, s)
-    if m.sliding_layers:
-        A_t = tr.step(
-            "attention_pairs_per_token",
-            "Attended pairs per token (all layers)",
-            "A_t",
-            "A_t",
-            A_t,
-            unit="",
-            A_t=A_t,
-            note=f"causal; {m.sliding_layers} sliding-window layers see at most {m.sliding_window} tokens",
-        )
-    else:
-        A_t = tr.step(
-            "attention_pairs_per_token",
-            "Attended pairs per token (all layers)",
-            "A_t",
-            "L * (s + 1) / 2",
-            A_t,
-            unit="",
-            L=m.attention_layers,
-            s=s,
-            note="causal attention: token i attends to i keys"
-            + (f"; L counts the {m.attention_layers} attention layers of {m.num_layers}" if m.ssm_layers else ""),
-        )
-    dqk = m.attn_qk_dim
-    if cfg.lora_rank:
-        n_l = lora_params(m, cfg.lora_rank)
-        F_m = tr.step(
-            "model_flop_per_token",
-            "Model FLOPs per token",
-            "F_m",
-            "c_L * N + 6 * N_lora + 12 * d_qk * A_t",
-            wk.model_flop_per_token,
-            unit="FLOP",
-            c_L=a.lora_flop_per_param,
-            N=N,
-            N_lora=n_l,
-            d_qk=dqk,
-            A_t=A_t,
-            note="LoRA: the frozen base runs forward and the activation-gradient backward, "
-            "no weight gradients (assumption lora_flop_per_param)",
-        )
-    else:
-        F_m = tr.step(
-            "model_flop_per_token",
-            "Model FLOPs per token",
-            "F_m",
-            "6 * N + 12 * d_qk * A_t",
-            wk.model_flop_per_token,
-            unit="FLOP",
-            N=N,
-            d_qk=dqk,
-            A_t=A_t,
-            note="6N (forward 2N + backward 4N) plus causal attention, forward + backward",
-        )
-    fused = cfg.attention_kernel == "flash"
-    fk = " + 2 * d_qk * A_t" if fused else ""  # a fused kernel's backward rebuilds Q K^T (FlashAttention-2 sec. 3.1.2)
-    fk_note = "; the fused kernel's backward computes Q K^T again (2 d_qk per pair)" if fused else ""
-    if lay.recompute == "selective":
-        F_hw = tr.step(
-            "hw_flop_per_token",
-            "Hardware FLOPs per token",
-            "F_hw",
-            "F_m + 4 * d_qk * A_t" + fk,
-            x["hw"],
-            unit="FLOP",
-            F_m=F_m,
-            d_qk=dqk,
-            A_t=A_t,
-            note="selective recomputation reruns the attention core (Megatron-LM core_attn; Korthikanti et al. "
-            "sec. 5)" + fk_note,
-        )
-    elif lay.recompute == "full":
-        n_l = 2 * lora_params(m, cfg.lora_rank) if cfg.lora_rank else 0.0
-        F_hw = tr.step(
-            "hw_flop_per_token",
-            "Hardware FLOPs per token",
-            "F_hw",
-            "F_m + 2 * N + N_a + 4 * d_qk * A_t" + fk,
-            x["hw"],
-            unit="FLOP",
-            F_m=F_m,
-            N=N,
-            N_a=n_l,
-            d_qk=dqk,
-            A_t=A_t,
-            note="full recomputation reruns the whole forward before the backward" + fk_note,
-        )
-    elif fused:
-        F_hw = tr.step(
-            "hw_flop_per_token",
-            "Hardware FLOPs per token",
-            "F_hw",
-            "F_m + 2 * d_qk * A_t",
-            x["hw"],
-            unit="FLOP",
-            F_m=F_m,
-            d_qk=dqk,
-            A_t=A_t,
-            note="no recomputation" + fk_note,
-        )
-    else:
-        F_hw = tr.step(
-            "hw_flop_per_token",
-            "Hardware FLOPs per token",
-            "F_hw",
-            "F_m",
-            x["hw"],
-            unit="FLOP",
-            F_m=F_m,
-            note="no recomputation; the eager softmax keeps its scores for the backward",
-        )
+    A_t = _attention_pairs_step(tr, c)
+    F_m = _model_flop_step(tr, c, wk, N, A_t)
+    F_hw = _hardware_flop_step(tr, c, lay, x["hw"], F_m, N, A_t)
     tr.step(
         "total_model_flop", "Model FLOPs of the run", "F", "F_m * T", F_m * c.tokens, unit="FLOP", F_m=F_m, T=c.tokens
     )
@@ -517,6 +408,141 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         note="counts recomputed FLOPs too",
     )
     return res
+
+
+def _attention_pairs_step(tr: Trace, c: LayoutContext) -> float:
+    """The attended (query, key) pairs per token over all layers at the sequence length, causal (a sliding-window
+    layer sees at most its window)."""
+    m, s = c.m, c.seq
+    A_t = attention_pairs_per_token(m, s)
+    if m.sliding_layers:
+        A_t = tr.step(
+            "attention_pairs_per_token",
+            "Attended pairs per token (all layers)",
+            "A_t",
+            "A_t",
+            A_t,
+            unit="",
+            A_t=A_t,
+            note=f"causal; {m.sliding_layers} sliding-window layers see at most {m.sliding_window} tokens",
+        )
+    else:
+        A_t = tr.step(
+            "attention_pairs_per_token",
+            "Attended pairs per token (all layers)",
+            "A_t",
+            "L * (s + 1) / 2",
+            A_t,
+            unit="",
+            L=m.attention_layers,
+            s=s,
+            note="causal attention: token i attends to i keys"
+            + (f"; L counts the {m.attention_layers} attention layers of {m.num_layers}" if m.ssm_layers else ""),
+        )
+    return A_t
+
+
+def _model_flop_step(tr: Trace, c: LayoutContext, wk: Work, N: float, A_t: float) -> float:
+    """The model FLOPs per token: 6N plus causal attention forward and backward; with LoRA, the frozen base's
+    forward and activation-gradient backward plus the adapters' weights' six."""
+    cfg, m, a = c.cfg, c.m, c.cfg.assumptions
+    dqk = m.attn_qk_dim
+    if cfg.lora_rank:
+        n_l = lora_params(m, cfg.lora_rank)
+        F_m = tr.step(
+            "model_flop_per_token",
+            "Model FLOPs per token",
+            "F_m",
+            "c_L * N + 6 * N_lora + 12 * d_qk * A_t",
+            wk.model_flop_per_token,
+            unit="FLOP",
+            c_L=a.lora_flop_per_param,
+            N=N,
+            N_lora=n_l,
+            d_qk=dqk,
+            A_t=A_t,
+            note="LoRA: the frozen base runs forward and the activation-gradient backward, "
+            "no weight gradients (assumption lora_flop_per_param)",
+        )
+    else:
+        F_m = tr.step(
+            "model_flop_per_token",
+            "Model FLOPs per token",
+            "F_m",
+            "6 * N + 12 * d_qk * A_t",
+            wk.model_flop_per_token,
+            unit="FLOP",
+            N=N,
+            d_qk=dqk,
+            A_t=A_t,
+            note="6N (forward 2N + backward 4N) plus causal attention, forward + backward",
+        )
+    return F_m
+
+
+def _hardware_flop_step(tr: Trace, c: LayoutContext, lay: Layout, hw: float, F_m: float, N: float, A_t: float) -> float:
+    """The hardware FLOPs per token: the model's plus what recomputation (selective: the attention core; full: the
+    whole forward) and a fused attention kernel's backward compute again."""
+    cfg, m = c.cfg, c.m
+    dqk = m.attn_qk_dim
+    fused = cfg.attention_kernel == "flash"
+    fk = " + 2 * d_qk * A_t" if fused else ""  # a fused kernel's backward rebuilds Q K^T (FlashAttention-2 sec. 3.1.2)
+    fk_note = "; the fused kernel's backward computes Q K^T again (2 d_qk per pair)" if fused else ""
+    if lay.recompute == "selective":
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 4 * d_qk * A_t" + fk,
+            hw,
+            unit="FLOP",
+            F_m=F_m,
+            d_qk=dqk,
+            A_t=A_t,
+            note="selective recomputation reruns the attention core (Megatron-LM core_attn; Korthikanti et al. "
+            "sec. 5)" + fk_note,
+        )
+    elif lay.recompute == "full":
+        n_l = 2 * lora_params(m, cfg.lora_rank) if cfg.lora_rank else 0.0
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 2 * N + N_a + 4 * d_qk * A_t" + fk,
+            hw,
+            unit="FLOP",
+            F_m=F_m,
+            N=N,
+            N_a=n_l,
+            d_qk=dqk,
+            A_t=A_t,
+            note="full recomputation reruns the whole forward before the backward" + fk_note,
+        )
+    elif fused:
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 2 * d_qk * A_t",
+            hw,
+            unit="FLOP",
+            F_m=F_m,
+            d_qk=dqk,
+            A_t=A_t,
+            note="no recomputation" + fk_note,
+        )
+    else:
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m",
+            hw,
+            unit="FLOP",
+            F_m=F_m,
+            note="no recomputation; the eager softmax keeps its scores for the backward",
+        )
+    return F_hw
 
 
 def layout_memory(
