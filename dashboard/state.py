@@ -559,27 +559,47 @@ def sidebar(page: str = "") -> RabitConfig | None:
         st.number_input(
             "Global batch (tokens)", **bounds("global_batch_tokens", 2**20), key=_key("global_batch_tokens")
         )
+    _assumption_inputs(sb)
+    cfg = _validated(_values(), slots, sb)
+    if cfg is None:
+        return None
+    _link_notice(cfg, link_slot)
+    page_cfg = cfg.with_(phase=PAGE_PHASE.get(page, "serve"))
+    probs = problems(page_cfg) or fit_problems(page_cfg)
+    for p in probs:
+        (slots.get(p.field) or sb).error(plain(p.message, 1000))
+    _config_file_controls(cfg)
+    st.query_params.from_dict({**to_query(cfg), **analyses.query_extra(), **_view_query()})
+    return None if any(p.blocking for p in probs) else cfg
+
+
+def _assumption_inputs(sb) -> None:
+    """The efficiency assumptions, drawn only while their toggle is on, and the button that resets them."""
     # drawn only when opened: its inputs are a third of the sidebar's widgets, sent on every rerun otherwise;
     # their values stay in the session (and the link) while it is closed
-    if sb.toggle("Assumptions (efficiencies)", key="show_assumptions"):
+    if not sb.toggle("Assumptions (efficiencies)", key="show_assumptions"):
+        return
+    for name, info in REGISTRY.items():
+        lo, hi = sorted((info.low, info.high))
+        sb.number_input(
+            f"{info.label} [{info.unit}]",
+            min_value=float(info.min_value),
+            max_value=float(info.max_value),
+            key=_key("a." + name),
+            format="%.6g",
+            help=f"base {sig(info.base, 6)}, range {sig(lo, 6)}–{sig(hi, 6)}; allowed {sig(info.min_value, 6)}–"
+            f"{sig(info.max_value, 6)} ({info.domain_reason}). Source: {info.source}",
+        )
+    if sb.button("Reset assumptions to base"):
         for name, info in REGISTRY.items():
-            lo, hi = sorted((info.low, info.high))
-            sb.number_input(
-                f"{info.label} [{info.unit}]",
-                min_value=float(info.min_value),
-                max_value=float(info.max_value),
-                key=_key("a." + name),
-                format="%.6g",
-                help=f"base {sig(info.base, 6)}, range {sig(lo, 6)}–{sig(hi, 6)}; allowed {sig(info.min_value, 6)}–"
-                f"{sig(info.max_value, 6)} ({info.domain_reason}). Source: {info.source}",
-            )
-        if sb.button("Reset assumptions to base"):
-            for name, info in REGISTRY.items():
-                st.session_state[_key("a." + name)] = info.base
-            st.rerun()
+            st.session_state[_key("a." + name)] = info.base
+        st.rerun()
 
+
+def _validated(data: dict[str, Any], slots: dict[str, Any], sb) -> RabitConfig | None:
+    """The config the inputs make, or None after saying the first error next to its input. A page group's bad
+    input (the adapters') is dropped for its default and said under it (kept in ``_group_errors``)."""
     cfg: RabitConfig | None = None
-    data = _values()
     group_errors: dict[str, str] = {}
     while cfg is None:
         try:
@@ -598,28 +618,28 @@ def sidebar(page: str = "") -> RabitConfig | None:
     for path, msg in group_errors.items():  # a sidebar group's input (the adapters'): said under it
         if path in slots:
             slots[path].error(plain(msg, 300))
+    return cfg
+
+
+def _link_notice(cfg: RabitConfig, link_slot) -> None:
+    """While the view is still the shared link's, what of the link could not be kept; once the visitor changes the
+    view, the notice goes."""
     link = st.session_state.get("_link_error")
-    if link:
-        if st.session_state.get("_link_cfg") == cfg:
-            link_slot.error(
-                "This view is not exactly the link's: "
-                + "; ".join(plain(m, 300) for m in link)
-                + (
-                    ". Every setting shows its default."
-                    if st.session_state.get("_link_dropped")
-                    else ". Those settings show their defaults; everything else is as sent."
-                )
+    if not link:
+        return
+    if st.session_state.get("_link_cfg") == cfg:
+        link_slot.error(
+            "This view is not exactly the link's: "
+            + "; ".join(plain(m, 300) for m in link)
+            + (
+                ". Every setting shows its default."
+                if st.session_state.get("_link_dropped")
+                else ". Those settings show their defaults; everything else is as sent."
             )
-        else:  # the visitor has changed the view since: the message no longer describes it
-            st.session_state.pop("_link_error")
-            st.session_state.pop("_link_cfg", None)
-    page_cfg = cfg.with_(phase=PAGE_PHASE.get(page, "serve"))
-    probs = problems(page_cfg) or fit_problems(page_cfg)
-    for p in probs:
-        (slots.get(p.field) or sb).error(plain(p.message, 1000))
-    _config_file_controls(cfg)
-    st.query_params.from_dict({**to_query(cfg), **analyses.query_extra(), **_view_query()})
-    return None if any(p.blocking for p in probs) else cfg
+        )
+    else:  # the visitor has changed the view since: the message no longer describes it
+        st.session_state.pop("_link_error")
+        st.session_state.pop("_link_cfg", None)
 
 
 def _config_file_controls(cfg: RabitConfig) -> None:
