@@ -244,7 +244,7 @@ def slot_choices(count: int) -> tuple[int, ...]:
 
 def _screen_slots(goal: ServingGoal, cons: Constraints, c: Candidate, price: GpuPrice, spec: SimSpec) -> Candidate:
     """The screen with ``max_loras`` searched: the fewest slots whose mean wait for a slot
-    (:func:`core.serving.adapter_sessions`, at the capacity's residence time) stays within
+    (:func:`core.serving.simulation.adapter_sessions`, at the capacity's residence time) stays within
     :data:`SCREEN_SLOT_WAIT_SHARE` of the latency target; more slots only take KV memory and add reads. Without a
     latency target, every adapter gets a slot."""
     a = goal.settings.adapters
