@@ -272,62 +272,7 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         v=v,
         t_slot=slot,
     )
-    z = lay.zero
-    if dp > 1:
-        unit_key = "t_ar_dp" if z == 0 else "t_rs_dp"
-        unit_v = x["ar"] if z == 0 else x["rs"]
-        tu = tr.step(
-            unit_key,
-            "DP all-reduce of the gradients" if z == 0 else "DP reduce-scatter (= all-gather)",
-            "t_u",
-            "t_u",
-            unit_v,
-            unit="s",
-            t_u=unit_v,
-            note=f"BF16 gradients of the local shard over DP {dp}, {x['k']:.0f} per node; across nodes "
-            "over the inter-node fabric (hierarchical alpha-beta)",
-        )
-        expr = {0: "t_u", 1: "2 * t_u", 2: "(m + 1) * t_u", 3: "3 * m * t_u"}[z]
-        t_dp = tr.step(
-            "t_dp",
-            "DP / ZeRO traffic per step",
-            "t_{dp}",
-            expr,
-            x["t_dp"],
-            unit="s",
-            t_u=tu,
-            m=mm,
-            note={
-                0: "DDP: one all-reduce per step",
-                1: "ZeRO-1: reduce-scatter gradients, all-gather params",
-                2: "ZeRO-2: reduce-scatter every micro-batch, all-gather once",
-                3: "ZeRO-3: all-gather params forward and backward, reduce-scatter, every micro-batch",
-            }[z],
-        )
-        dpx = tr.step(
-            "t_dp_exposed",
-            "Exposed DP / ZeRO time",
-            "t_{dpx}",
-            "t_dp - min(o_dp * t_dp, m * t_mb)",
-            x["dp_exp"],
-            unit="s",
-            t_dp=t_dp,
-            o_dp=a.dp_overlap,
-            m=mm,
-            t_mb=t_mb,
-            note="bucketed overlap with the backward (assumption dp_overlap)",
-        )
-    else:
-        dpx = tr.step(
-            "t_dp_exposed",
-            "Exposed DP / ZeRO time",
-            "t_{dpx}",
-            "0 * dp",
-            0.0,
-            unit="s",
-            dp=dp,
-            note="DP 1: no gradient traffic",
-        )
+    dpx = _dp_exposed_step(tr, c, lay, x, mm, t_mb)
     t_opt = tr.step(
         "t_opt",
         "Optimizer step",
@@ -543,6 +488,69 @@ def _hardware_flop_step(tr: Trace, c: LayoutContext, lay: Layout, hw: float, F_m
             note="no recomputation; the eager softmax keeps its scores for the backward",
         )
     return F_hw
+
+
+def _dp_exposed_step(tr: Trace, c: LayoutContext, lay: Layout, x: dict[str, float], mm: float, t_mb: float) -> float:
+    """The data-parallel gradient traffic per step and what of it the backward does not hide: the all-reduce (DDP)
+    or ZeRO's reduce-scatter and all-gather per its stage; none at DP 1."""
+    a, dp = c.cfg.assumptions, lay.dp
+    z = lay.zero
+    if dp > 1:
+        unit_key = "t_ar_dp" if z == 0 else "t_rs_dp"
+        unit_v = x["ar"] if z == 0 else x["rs"]
+        tu = tr.step(
+            unit_key,
+            "DP all-reduce of the gradients" if z == 0 else "DP reduce-scatter (= all-gather)",
+            "t_u",
+            "t_u",
+            unit_v,
+            unit="s",
+            t_u=unit_v,
+            note=f"BF16 gradients of the local shard over DP {dp}, {x['k']:.0f} per node; across nodes "
+            "over the inter-node fabric (hierarchical alpha-beta)",
+        )
+        expr = {0: "t_u", 1: "2 * t_u", 2: "(m + 1) * t_u", 3: "3 * m * t_u"}[z]
+        t_dp = tr.step(
+            "t_dp",
+            "DP / ZeRO traffic per step",
+            "t_{dp}",
+            expr,
+            x["t_dp"],
+            unit="s",
+            t_u=tu,
+            m=mm,
+            note={
+                0: "DDP: one all-reduce per step",
+                1: "ZeRO-1: reduce-scatter gradients, all-gather params",
+                2: "ZeRO-2: reduce-scatter every micro-batch, all-gather once",
+                3: "ZeRO-3: all-gather params forward and backward, reduce-scatter, every micro-batch",
+            }[z],
+        )
+        dpx = tr.step(
+            "t_dp_exposed",
+            "Exposed DP / ZeRO time",
+            "t_{dpx}",
+            "t_dp - min(o_dp * t_dp, m * t_mb)",
+            x["dp_exp"],
+            unit="s",
+            t_dp=t_dp,
+            o_dp=a.dp_overlap,
+            m=mm,
+            t_mb=t_mb,
+            note="bucketed overlap with the backward (assumption dp_overlap)",
+        )
+    else:
+        dpx = tr.step(
+            "t_dp_exposed",
+            "Exposed DP / ZeRO time",
+            "t_{dpx}",
+            "0 * dp",
+            0.0,
+            unit="s",
+            dp=dp,
+            note="DP 1: no gradient traffic",
+        )
+    return dpx
 
 
 def layout_memory(
