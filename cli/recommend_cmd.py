@@ -290,6 +290,20 @@ _TRAINING_ONLY = ("tokens", "deadline_days", "seq", "global_batch_tokens", "prec
 def serving_inputs(args: argparse.Namespace) -> tuple:
     """(goal, constraints, prices) from the serving flags (exit 2 naming the flag); next-experiment shares it."""
     agents = getattr(args, "agents", None)
+    _check_rate_or_agents(args, agents)
+    fill_lengths(args)
+    _check_positive_flags(args, agents)
+    _check_precisions(args)
+    prices = _checked_model_gpus_prices(args)
+    try:
+        goal, cfg = _serving_goal(args, agents)
+    except ValidationError as exc:
+        _die_validation(exc)
+    return goal, Constraints.from_config(cfg), prices
+
+
+def _check_rate_or_agents(args: argparse.Namespace, agents: int | None) -> None:
+    """Exactly one of --rate and --agents, and at least one agent (exit 2)."""
     if agents is not None and args.rate is not None:
         die("rabit recommend: error: --agents sizes for agents' sessions, whose turns come as fast as they are "
             "answered: give --agents or --rate, not both")  # fmt: skip
@@ -297,7 +311,10 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
         die(f"rabit: error: argument --agents: must be at least 1, got {agents}")
     if args.rate is None and agents is None:
         die("rabit recommend: error: the following arguments are required: --rate (or --agents, or use --train)")
-    fill_lengths(args)
+
+
+def _check_positive_flags(args: argparse.Namespace, agents: int | None) -> None:
+    """The rate, lengths and request count, and each target or cap given, are positive (exit 2 naming the flag)."""
     for flag, v in (
         ("--rate", args.rate if agents is None else 1.0),
         ("--input", args.input),
@@ -315,6 +332,10 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
     ):
         if v is not None and v <= 0:
             die(f"rabit: error: argument {flag}: must be positive, got {sig(v, 6)}")
+
+
+def _check_precisions(args: argparse.Namespace) -> None:
+    """--weights-allowed and --kv-allowed name known formats, at least one each (exit 2 naming the first bad)."""
     for flag, vals, ok in (
         ("--weights-allowed", args.weights_allowed, WEIGHT_FORMATS),
         ("--kv-allowed", args.kv_allowed, KV_FORMATS),
@@ -322,45 +343,67 @@ def serving_inputs(args: argparse.Namespace) -> tuple:
         bad = [v for v in vals if v not in ok] or ([] if vals else ["(empty)"])
         if bad:
             die(f"rabit: error: argument {flag}: {bad[0]!r} is not one of {', '.join(ok)}")
-    prices = _checked_model_gpus_prices(args)
-    try:
-        # the settings every candidate inherits (cached prefix, speculative decoding, engine, fabric, block size)
-        # are the --config file's, as the dashboard's optimizer takes the sidebar's; the flags set the rest
-        base = config_file(args) or DEFAULT
-        cfg = base.with_(
-            model=args.model,
-            custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
-            input_tokens=args.input,
-            output_tokens=args.output,
-            assumptions=assumptions_from_args(args),
-            # attention parallelism pins the search to that layout; the host KV tier applies to every candidate
-            dp_attention=getattr(args, "dp_attention", False),
-            cp=getattr(args, "cp", DEFAULT.cp),
-            dcp=getattr(args, "dcp", DEFAULT.dcp),
-            kv_offload_gib=getattr(args, "kv_offload_gib", DEFAULT.kv_offload_gib),
-            workload=base.workload.with_(
-                rate_per_s=args.rate if agents is None else base.workload.rate_per_s,
-                lengths=args.lengths,
-                spread=args.spread,
-                seed=args.seed,
-            ),
-            targets=_targets(args),
-            adapters=adapters_from_args(args),
-        )
-        goal = ServingGoal.from_config(cfg)
-        if agents is not None:
-            if cfg.targets.p95_ttft_s is None:
-                die("rabit recommend: error: --agents sizes for a p95 TTFT per turn: give --p95-ttft-s")
-            sessions = (cfg.sessions or Sessions()).with_(trace=None)
-            goal = session_goal(cfg, sessions, agents=agents, ttft_p95_s=cfg.targets.p95_ttft_s)
-    except ValidationError as exc:
-        _die_validation(exc)
-    return goal, Constraints.from_config(cfg), prices
+
+
+def _serving_goal(args: argparse.Namespace, agents: int | None) -> tuple:
+    """(goal, config): the --config file's settings with the flags over them; for --agents, the session goal
+    sized at the p95 TTFT per turn. Raises ``ValidationError`` on a bad value."""
+    # the settings every candidate inherits (cached prefix, speculative decoding, engine, fabric, block size)
+    # are the --config file's, as the dashboard's optimizer takes the sidebar's; the flags set the rest
+    base = config_file(args) or DEFAULT
+    cfg = base.with_(
+        model=args.model,
+        custom_model=custom_model(args.model_config) or getattr(args, "_custom_model", None),
+        input_tokens=args.input,
+        output_tokens=args.output,
+        assumptions=assumptions_from_args(args),
+        # attention parallelism pins the search to that layout; the host KV tier applies to every candidate
+        dp_attention=getattr(args, "dp_attention", False),
+        cp=getattr(args, "cp", DEFAULT.cp),
+        dcp=getattr(args, "dcp", DEFAULT.dcp),
+        kv_offload_gib=getattr(args, "kv_offload_gib", DEFAULT.kv_offload_gib),
+        workload=base.workload.with_(
+            rate_per_s=args.rate if agents is None else base.workload.rate_per_s,
+            lengths=args.lengths,
+            spread=args.spread,
+            seed=args.seed,
+        ),
+        targets=_targets(args),
+        adapters=adapters_from_args(args),
+    )
+    goal = ServingGoal.from_config(cfg)
+    if agents is not None:
+        if cfg.targets.p95_ttft_s is None:
+            die("rabit recommend: error: --agents sizes for a p95 TTFT per turn: give --p95-ttft-s")
+        sessions = (cfg.sessions or Sessions()).with_(trace=None)
+        goal = session_goal(cfg, sessions, agents=agents, ttft_p95_s=cfg.targets.p95_ttft_s)
+    return goal, cfg
 
 
 def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
+    """Search, then print the pick (or its launch text alone for --emit without --json) with its ranges."""
     r = recommend(goal, cons, prices, budget=cli_search_budget())
-    payload: dict[str, Any] = {
+    payload = _serving_payload(r, goal)
+    rr = recommendation_ranges(r, prices)
+    _add_ranges(payload, rr)
+    if goal.settings.adapters.enabled:
+        payload.update(_adapter_keys(r, goal, cons, prices))
+    payload["settled"] = rr.settled
+    payload["settled_by"] = rr.settled_by or None
+    payload["range_note"] = rr.note
+    if args.emit:
+        text = _launch_text(args.emit, r, goal)
+        if not args.json:
+            print(text, end="")
+            return 0
+        payload["launch"] = {"kind": args.emit, "text": text}
+    emit(payload, args.json, "\n".join(_serving_lines(args, r, payload, rr)))
+    return 0
+
+
+def _serving_payload(r, goal) -> dict[str, Any]:
+    """The search's JSON keys before its ranges: the pick, the nearest, the front, the explanation, the counts."""
+    return {
         "met": r.met,
         "recommendation": pick_json(r.recommendation),
         "nearest": pick_json(r.nearest),
@@ -381,7 +424,10 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
         "dp_attention": goal.settings.dp_attention,
         "kv_offload_bytes": goal.settings.kv_offload_bytes,
     }
-    rr = recommendation_ranges(r, prices)
+
+
+def _add_ranges(payload: dict[str, Any], rr) -> None:
+    """The uncertainty bands of the pick and the runner-up, into ``payload``."""
     payload["ranges"] = {}
     if rr.recommendation is not None:
         with_ranges(payload, rr.recommendation.ranges, prefix="recommendation.")
@@ -390,17 +436,11 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
         with_ranges(payload, rr.runner_up.ranges, prefix="runner_up.")
         payload["runner_up"] = rr.runner_up.label
     payload.setdefault("range_basis", "no assumption moves this number")
-    if goal.settings.adapters.enabled:
-        payload.update(_adapter_keys(r, goal, cons, prices))
-    payload["settled"] = rr.settled
-    payload["settled_by"] = rr.settled_by or None
-    payload["range_note"] = rr.note
-    if args.emit:
-        text = _launch_text(args.emit, r, goal)
-        if not args.json:
-            print(text, end="")
-            return 0
-        payload["launch"] = {"kind": args.emit, "text": text}
+
+
+def _serving_lines(args: argparse.Namespace, r, payload: dict[str, Any], rr) -> list[str]:
+    """The text answer: the summary, each reason the explanation gives, the risks, the left-out kinds, the
+    per-variant comparison, the counts and the cost range."""
     e = r.explanation
     lines = [e.summary]
     for label, v in (
@@ -414,19 +454,10 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
     ):
         if v:
             lines.append(f"  {label}: {v}")
-    for risk in e.risks:
-        lines.append(f"  risk: {risk}")
+    lines.extend(f"  risk: {risk}" for risk in e.risks)
     if r.unpriced:
         lines.append(f"  no {args.price_kind} price (left out): {', '.join(r.unpriced)}")
-    pv = payload.get("per_variant")
-    if pv:
-        lines.append(
-            f"  one deployment per variant (merged weights): {pv['gpus']:,} GPUs, ${pv['cost_per_hour']:,.2f}/h for "
-            f"{pv['variants']:,} variants, against {pv['multi_lora']['gpus']:,} GPUs, "
-            f"${pv['multi_lora']['cost_per_hour']:,.2f}/h with the adapters over one base"
-        )
-        for v in pv["own_replica"]:
-            lines.append(f"  {v['adapter']} earns its own replica: {v['reason']}")
+    lines.extend(_per_variant_lines(payload.get("per_variant")))
     lines.append(f"  evaluated {r.evaluated} configurations, simulated {r.simulated}")
     if rr.recommendation is not None:
         c = rr.recommendation.ranges.get("cost_per_hour")
@@ -435,8 +466,21 @@ def _run_serving(args: argparse.Namespace, goal, cons, prices) -> int:
         lines.append(f"  {rr.recommendation.pessimistic_note}")
     if rr.note:
         lines.append(f"  {rr.note}")
-    emit(payload, args.json, "\n".join(lines))
-    return 0
+    return lines
+
+
+def _per_variant_lines(pv: dict[str, Any] | None) -> list[str]:
+    """Multi-LoRA serving: one deployment per variant against the adapters over one base, and the variants that
+    earn a replica of their own."""
+    if not pv:
+        return []
+    lines = [
+        f"  one deployment per variant (merged weights): {pv['gpus']:,} GPUs, ${pv['cost_per_hour']:,.2f}/h for "
+        f"{pv['variants']:,} variants, against {pv['multi_lora']['gpus']:,} GPUs, "
+        f"${pv['multi_lora']['cost_per_hour']:,.2f}/h with the adapters over one base"
+    ]
+    lines.extend(f"  {v['adapter']} earns its own replica: {v['reason']}" for v in pv["own_replica"])
+    return lines
 
 
 def _adapter_keys(r, goal, cons, prices) -> dict[str, Any]:

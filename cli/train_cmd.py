@@ -175,6 +175,7 @@ def _fill_training_run(args: argparse.Namespace, explicit: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``rabit train``: the flags checked, the run planned, its figures and their ranges printed."""
     # the search picks ZeRO, recomputation and micro-batch unless a flag pins them, as the Training page does
     # unless its "use the sidebar's" box is ticked: a config file does not pin them
     explicit = args.gpus is not None or args.deadline_days is not None or bool(args.layout)
@@ -193,59 +194,9 @@ def run(args: argparse.Namespace) -> int:
         die(f"rabit: error: argument --gpu: unknown GPU '{args.gpu}'; known: {', '.join(sorted(catalog.gpus()))}")
     node = args.gpus_per_node or catalog.gpu(args.gpu).gpus_per_node
     lay_t = _parse_layout(args.layout) if args.layout else None
-    if lay_t is None and args.gpus is None and args.deadline_days is None:
-        die("rabit train: error: argument --gpus: one of --gpus or --deadline-days (or --layout) is required")
-    if not 0 <= args.batch_tolerance <= 1:
-        die("rabit train: error: argument --batch-tolerance: must be between 0 and 1")
-    if args.cp is not None and lay_t and args.cp != lay_t[4]:
-        die(f"rabit train: error: argument --cp: {args.cp} but --layout says CP {lay_t[4]}")
-    if args.vpp is not None and args.vpp > 1 and lay_t and lay_t[1] == 1:
-        die(
-            f"rabit train: error: argument --vpp: {args.vpp} virtual stages need pipeline parallelism (--layout PP > 1)"
-        )
-    n_layout = lay_t[0] * lay_t[1] * lay_t[2] * lay_t[4] if lay_t else None
-    if lay_t and args.gpus is not None and args.gpus != n_layout:
-        die(f"rabit train: error: argument --layout: TP x PP x DP x CP = {n_layout} GPUs but --gpus says {args.gpus}")
-    n = n_layout or args.gpus
-    problem = whole_nodes_problem(n, node) if n is not None else None
-    if problem is not None:
-        die(f"rabit train: error: argument {'--layout' if lay_t else '--gpus'}: {problem}")
-    if n is not None and n > MAX_GPUS:
-        die(f"rabit train: error: argument {'--layout' if lay_t else '--gpus'}: at most {MAX_GPUS:,} GPUs")
-    # the shared config: the cluster is built from whole nodes (a budget below one node is goal.gpus)
-    args.tp = args.pp = args.ep = 1
-    args.gpus_cluster = n if (n is not None and n >= node) else node
-    ns = argparse.Namespace(**{**vars(args), "gpus": args.gpus_cluster, "gpus_per_node": node})
-    cfg = config_from_args(
-        ns,
-        phase="train",
-        train_precision=args.precision,
-        seq_len=args.seq,
-        global_batch_tokens=args.global_batch_tokens,
-        train_tokens=args.tokens,
-        lora_rank=args.lora_rank,
-        qlora=args.qlora,
-        sequence_parallel=not args.no_sequence_parallel,
-        tp_comm_overlap=args.tp_comm_overlap,
-        attention_kernel=args.attention_kernel,
-        **({"zero": args.zero} if args.zero is not None else {}),
-        **({"recompute": args.recompute} if args.recompute else {}),
-        **({"micro_batch": args.micro_batch} if args.micro_batch else {}),
-    )
-    layout = None
-    if lay_t:
-        tp, pp, dp, ep, cp = lay_t
-        lay_cfg = cfg.with_(tp=tp, pp=pp, ep=ep, cp=cp)
-        for prob in problems(lay_cfg) if n >= node else problems(lay_cfg.with_(gpus_per_node=n, nodes=1)):
-            if prob.field in ("tp", "pp", "ep", "cp"):
-                die(f"rabit train: error: argument --layout: {prob.message}")
-        cfg = lay_cfg
-        layout = Layout(
-            tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, micro_batch=cfg.micro_batch, zero=cfg.zero, recompute=cfg.recompute
-        )
-    elif args.cp is not None:
-        if args.cp < 1 or args.cp > args.seq:
-            die(f"rabit train: error: argument --cp: must be between 1 and the sequence length {args.seq:,}")
+    _check_layout_flags(args, lay_t)
+    n = _checked_gpus(args, lay_t, node)
+    cfg, layout = _pinned_layout(args, _training_config(args, n, node), lay_t, n, node)
     goal = TrainingGoal(
         deadline_s=args.deadline_days * DAY_S if args.deadline_days else None,
         gpus=None if (args.deadline_days and not lay_t) else n,
@@ -275,6 +226,85 @@ def run(args: argparse.Namespace) -> int:
         )
     emit(out, args.json, text)
     return 0
+
+
+def _check_layout_flags(args: argparse.Namespace, lay_t: tuple | None) -> None:
+    """A GPU count, deadline or layout is given; the batch tolerance is a share; --cp and --vpp agree with
+    --layout (exit 2 naming the flag)."""
+    if lay_t is None and args.gpus is None and args.deadline_days is None:
+        die("rabit train: error: argument --gpus: one of --gpus or --deadline-days (or --layout) is required")
+    if not 0 <= args.batch_tolerance <= 1:
+        die("rabit train: error: argument --batch-tolerance: must be between 0 and 1")
+    if args.cp is not None and lay_t and args.cp != lay_t[4]:
+        die(f"rabit train: error: argument --cp: {args.cp} but --layout says CP {lay_t[4]}")
+    if args.vpp is not None and args.vpp > 1 and lay_t and lay_t[1] == 1:
+        die(
+            f"rabit train: error: argument --vpp: {args.vpp} virtual stages need pipeline parallelism (--layout PP > 1)"
+        )
+
+
+def _checked_gpus(args: argparse.Namespace, lay_t: tuple | None, node: int) -> int | None:
+    """The GPU count the run fixes (the layout's, else --gpus; None for a deadline search), whole nodes and at most
+    :data:`MAX_GPUS` (exit 2 naming the flag)."""
+    n_layout = lay_t[0] * lay_t[1] * lay_t[2] * lay_t[4] if lay_t else None
+    if lay_t and args.gpus is not None and args.gpus != n_layout:
+        die(f"rabit train: error: argument --layout: TP x PP x DP x CP = {n_layout} GPUs but --gpus says {args.gpus}")
+    n = n_layout or args.gpus
+    problem = whole_nodes_problem(n, node) if n is not None else None
+    if problem is not None:
+        die(f"rabit train: error: argument {'--layout' if lay_t else '--gpus'}: {problem}")
+    if n is not None and n > MAX_GPUS:
+        die(f"rabit train: error: argument {'--layout' if lay_t else '--gpus'}: at most {MAX_GPUS:,} GPUs")
+    return n
+
+
+def _training_config(args: argparse.Namespace, n: int | None, node: int):
+    """The shared config of the run: the cluster built from whole nodes (a budget below one node is goal.gpus)."""
+    args.tp = args.pp = args.ep = 1
+    args.gpus_cluster = n if (n is not None and n >= node) else node
+    ns = argparse.Namespace(**{**vars(args), "gpus": args.gpus_cluster, "gpus_per_node": node})
+    return config_from_args(
+        ns,
+        phase="train",
+        train_precision=args.precision,
+        seq_len=args.seq,
+        global_batch_tokens=args.global_batch_tokens,
+        train_tokens=args.tokens,
+        lora_rank=args.lora_rank,
+        qlora=args.qlora,
+        sequence_parallel=not args.no_sequence_parallel,
+        tp_comm_overlap=args.tp_comm_overlap,
+        attention_kernel=args.attention_kernel,
+        **({"zero": args.zero} if args.zero is not None else {}),
+        **({"recompute": args.recompute} if args.recompute else {}),
+        **({"micro_batch": args.micro_batch} if args.micro_batch else {}),
+    )
+
+
+def _pinned_layout(args: argparse.Namespace, cfg, lay_t: tuple | None, n: int | None, node: int) -> tuple:
+    """(config, layout): with --layout, the config at its TP, PP, EP, CP (exit 2 on a layout the config refuses)
+    and the pinned layout; else the config as it is, no layout, and --cp checked against the sequence."""
+    if not lay_t:
+        if args.cp is not None and (args.cp < 1 or args.cp > args.seq):
+            die(f"rabit train: error: argument --cp: must be between 1 and the sequence length {args.seq:,}")
+        return cfg, None
+    assert n is not None
+    tp, pp, dp, ep, cp = lay_t
+    lay_cfg = cfg.with_(tp=tp, pp=pp, ep=ep, cp=cp)
+    for prob in problems(lay_cfg) if n >= node else problems(lay_cfg.with_(gpus_per_node=n, nodes=1)):
+        if prob.field in ("tp", "pp", "ep", "cp"):
+            die(f"rabit train: error: argument --layout: {prob.message}")
+    layout = Layout(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        ep=ep,
+        cp=cp,
+        micro_batch=lay_cfg.micro_batch,
+        zero=lay_cfg.zero,
+        recompute=lay_cfg.recompute,
+    )
+    return lay_cfg, layout
 
 
 def _finite(x: float) -> float | None:

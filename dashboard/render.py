@@ -451,7 +451,7 @@ PICK_CARDS = {
 
 def target_caption(col, check) -> None:
     """Under a latency card: its target and whether the pick meets it with every assumption at its pessimistic
-    bound at once (a :class:`core.decision.TargetCheck`)."""
+    bound at once (a :class:`core.decision.pick_ranges.TargetCheck`)."""
     verdict = ":green[meets]" if check.meets_at_pessimistic else ":red[misses]"
     at = fmt_latency(check.pessimistic_s) if check.pessimistic_s is not None else "withheld"
     col.caption(f"target {fmt_latency(check.target_s)} · all assumptions pessimistic: {at}, {verdict}")
@@ -506,8 +506,9 @@ def pick_metrics(
     pick, ranges: dict, keys: Iterable[str] = tuple(PICK_CARDS), gpus: bool = False, targets: tuple = ()
 ) -> None:
     """One card per field of a recommended configuration (``keys`` of :data:`PICK_CARDS`), each with its
-    range; ``gpus`` puts the replicas x GPUs card first; ``targets`` (:class:`core.decision.TargetCheck`) adds
-    each target and its pessimistic-bound verdict under its latency card."""
+    range; ``gpus`` puts the replicas x GPUs card first; ``targets``
+    (:class:`core.decision.pick_ranges.TargetCheck`) adds each target and its pessimistic-bound verdict under its
+    latency card."""
     keys = list(keys)
     fleet = f"{pick.replicas} x {pick.gpus_per_replica} {pick.gpu}"
     labels = (["GPUs"] if gpus else []) + [PICK_CARDS[k][0] for k in keys]

@@ -399,6 +399,31 @@ def sidebar(page: str = "") -> RabitConfig | None:
         )
     link_slot = sb.container()  # filled once the config is built: the message stays while the view is the link's
 
+    models = _model_inputs(sb, page, slots)
+    _hardware_inputs(sb, page, slots)
+    _request_inputs(sb, page, slots)
+    with sb.expander("Speculative decoding"):
+        _speculative_inputs(models)
+    with sb.expander("Adapters (multi-LoRA serving)"):
+        _adapter_inputs(slots)
+    with sb.expander("Training"):
+        _training_inputs(slots)
+    _assumption_inputs(sb)
+    cfg = _validated(_values(), slots, sb)
+    if cfg is None:
+        return None
+    _link_notice(cfg, link_slot)
+    page_cfg = cfg.with_(phase=PAGE_PHASE.get(page, "serve"))
+    probs = problems(page_cfg) or fit_problems(page_cfg)
+    for p in probs:
+        (slots.get(p.field) or sb).error(plain(p.message, 1000))
+    _config_file_controls(cfg)
+    st.query_params.from_dict({**to_query(cfg), **analyses.query_extra(), **_view_query()})
+    return None if any(p.blocking for p in probs) else cfg
+
+
+def _model_inputs(sb, page: str, slots: dict[str, Any]) -> list[str]:
+    """The model (a catalog slug, or the uploaded config.json) and the uploader; returns the catalog's slugs."""
     models = sorted(catalog.models())
     opts = models + ([_CUSTOM] if st.session_state.get("custom_model") is not None else [])
     custom = st.session_state.get("custom_model")
@@ -414,7 +439,12 @@ def sidebar(page: str = "") -> RabitConfig | None:
         st.file_uploader("Hugging Face config.json", type=["json"], key="model_file", on_change=_on_model_upload)
         if "_model_error" in st.session_state:
             st.error(plain(st.session_state["_model_error"], 1000))
+    return models
 
+
+def _hardware_inputs(sb, page: str, slots: dict[str, Any]) -> None:
+    """The GPUs and how they are split: kind, nodes, fabric, TP / PP / EP, attention parallelism and the host KV
+    tier."""
     gpus = sorted(catalog.gpus())
     sb.selectbox("GPU", gpus, key=_key("gpu"), format_func=lambda s: catalog.gpus()[s].name, **_off(page, "gpu"))
     slots["gpu"] = sb.container()
@@ -470,6 +500,10 @@ def sidebar(page: str = "") -> RabitConfig | None:
                 **_off(page, "kv_offload_gib"),
             },
         )
+
+
+def _request_inputs(sb, page: str, slots: dict[str, Any]) -> None:
+    """The batch, the request's lengths and cached prefix, and the precisions and KV cache layout."""
     sb.number_input("Batch (concurrent sequences)", **bounds("batch"), key=_key("batch"), **_off(page, "batch"))
     slots["batch"] = sb.container()
     c1, c2 = sb.columns(2)
@@ -493,93 +527,107 @@ def sidebar(page: str = "") -> RabitConfig | None:
     c1.selectbox("KV allocation", choices.KV_ALLOCS, key=_key("kv_alloc"), **_off(page, "kv_alloc"))
     c2.selectbox("Block size", choices.BLOCK_SIZES, key=_key("block_size"), **_off(page, "block_size"))
 
-    with sb.expander("Speculative decoding"):
-        st.selectbox("Method", choices.SPEC_METHODS, key=_key("spec_method"))
-        st.selectbox("Draft model", models, key=_key("draft_model"))
-        st.number_input("Draft tokens k", **bounds("spec_k"), key=_key("spec_k"))
-        st.slider("Acceptance rate α", **bounds("spec_alpha"), key=_key("spec_alpha"))
-    with sb.expander("Adapters (multi-LoRA serving)"):
-        st.number_input(
-            "Adapters over the base (0 = the base alone)", **bounds("adapters.count"), key=_key("adapters.count")
-        )
-        st.text_input(
-            "Rank (or ranks, comma-separated, spread over the adapters in turn)",
-            key=_key("adapters.ranks"),
-            help="A LoRA of rank r adds r x (d_in + d_out) weights to each layer it targets.",
-        )
-        slots["adapters.ranks"] = st.container()
-        c1, c2 = st.columns(2)
-        c1.selectbox(
-            "Targets",
-            choices.LORA_TARGETS,
-            key=_key("adapters.targets"),
-            format_func=lambda t: choices.LORA_TARGET_LABELS[t],
-        )
-        c2.selectbox("Adapter dtype", choices.ADAPTER_DTYPES, key=_key("adapters.dtype"))
-        st.number_input(
-            "Traffic skew (Zipf exponent; 0 = uniform)", **bounds("adapters.skew"), key=_key("adapters.skew")
-        )
-        st.number_input(
-            "max_loras: GPU slots, distinct adapters per batch (0 = the engine's default)",
-            **bounds("adapters.max_loras"),
-            key=_key("adapters.max_loras"),
-        )
-        c1, c2 = st.columns(2)
-        c1.number_input(
-            "max_lora_rank (0 = default)", **bounds("adapters.max_lora_rank"), key=_key("adapters.max_lora_rank")
-        )
-        c2.number_input(
-            "max_cpu_loras (0 = default)", **bounds("adapters.max_cpu_loras"), key=_key("adapters.max_cpu_loras")
-        )
-        slots["adapters.max_lora_rank"] = st.container()
-        slots["adapters.max_cpu_loras"] = st.container()
-        st.checkbox(
-            "Fully sharded over TP (vLLM --fully-sharded-loras)",
-            key=_key("adapters.fully_sharded"),
-            help="Off (vLLM's default): TP splits half of each adapter, so every GPU holds most of it.",
-        )
-    with sb.expander("Training"):
-        st.selectbox("Precision", choices.TRAIN_PRECISIONS, key=_key("train_precision"))
-        st.selectbox("ZeRO stage", choices.ZERO_STAGES, key=_key("zero"))
-        st.number_input("Micro-batch", **bounds("micro_batch"), key=_key("micro_batch"))
-        st.number_input("Sequence length", **bounds("seq_len", 1024), key=_key("seq_len"))
-        slots["seq_len"] = st.container()
-        st.selectbox("Recomputation", choices.RECOMPUTE_MODES, key=_key("recompute"))
-        st.selectbox(
-            "Attention kernel",
-            choices.ATTENTION_KERNELS,
-            key=_key("attention_kernel"),
-            format_func=lambda k: choices.ATTENTION_KERNEL_LABELS[k],
-        )
-        st.checkbox("Sequence parallelism", key=_key("sequence_parallel"))
-        st.number_input("LoRA rank (0 = full fine-tune)", **bounds("lora_rank", 8), key=_key("lora_rank"))
-        st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))
-        slots["qlora"] = st.container()
-        st.number_input("Training tokens [billions]", **bounds("train_tokens"), format="%g", key=_key("train_tokens"))
-        st.number_input(
-            "Global batch (tokens)", **bounds("global_batch_tokens", 2**20), key=_key("global_batch_tokens")
-        )
+
+def _speculative_inputs(models: list[str]) -> None:
+    """Speculative decoding: the method, the draft model, the draft tokens and their acceptance (in its expander)."""
+    st.selectbox("Method", choices.SPEC_METHODS, key=_key("spec_method"))
+    st.selectbox("Draft model", models, key=_key("draft_model"))
+    st.number_input("Draft tokens k", **bounds("spec_k"), key=_key("spec_k"))
+    st.slider("Acceptance rate α", **bounds("spec_alpha"), key=_key("spec_alpha"))
+
+
+def _adapter_inputs(slots: dict[str, Any]) -> None:
+    """Multi-LoRA serving: the adapters, their ranks, targets, traffic skew and the engine's slots (in its
+    expander)."""
+    st.number_input(
+        "Adapters over the base (0 = the base alone)", **bounds("adapters.count"), key=_key("adapters.count")
+    )
+    st.text_input(
+        "Rank (or ranks, comma-separated, spread over the adapters in turn)",
+        key=_key("adapters.ranks"),
+        help="A LoRA of rank r adds r x (d_in + d_out) weights to each layer it targets.",
+    )
+    slots["adapters.ranks"] = st.container()
+    c1, c2 = st.columns(2)
+    c1.selectbox(
+        "Targets",
+        choices.LORA_TARGETS,
+        key=_key("adapters.targets"),
+        format_func=lambda t: choices.LORA_TARGET_LABELS[t],
+    )
+    c2.selectbox("Adapter dtype", choices.ADAPTER_DTYPES, key=_key("adapters.dtype"))
+    st.number_input("Traffic skew (Zipf exponent; 0 = uniform)", **bounds("adapters.skew"), key=_key("adapters.skew"))
+    st.number_input(
+        "max_loras: GPU slots, distinct adapters per batch (0 = the engine's default)",
+        **bounds("adapters.max_loras"),
+        key=_key("adapters.max_loras"),
+    )
+    c1, c2 = st.columns(2)
+    c1.number_input(
+        "max_lora_rank (0 = default)", **bounds("adapters.max_lora_rank"), key=_key("adapters.max_lora_rank")
+    )
+    c2.number_input(
+        "max_cpu_loras (0 = default)", **bounds("adapters.max_cpu_loras"), key=_key("adapters.max_cpu_loras")
+    )
+    slots["adapters.max_lora_rank"] = st.container()
+    slots["adapters.max_cpu_loras"] = st.container()
+    st.checkbox(
+        "Fully sharded over TP (vLLM --fully-sharded-loras)",
+        key=_key("adapters.fully_sharded"),
+        help="Off (vLLM's default): TP splits half of each adapter, so every GPU holds most of it.",
+    )
+
+
+def _training_inputs(slots: dict[str, Any]) -> None:
+    """Training: precision, ZeRO, micro-batch, sequence length, recomputation, kernel, LoRA and the run's tokens
+    and batch (in its expander)."""
+    st.selectbox("Precision", choices.TRAIN_PRECISIONS, key=_key("train_precision"))
+    st.selectbox("ZeRO stage", choices.ZERO_STAGES, key=_key("zero"))
+    st.number_input("Micro-batch", **bounds("micro_batch"), key=_key("micro_batch"))
+    st.number_input("Sequence length", **bounds("seq_len", 1024), key=_key("seq_len"))
+    slots["seq_len"] = st.container()
+    st.selectbox("Recomputation", choices.RECOMPUTE_MODES, key=_key("recompute"))
+    st.selectbox(
+        "Attention kernel",
+        choices.ATTENTION_KERNELS,
+        key=_key("attention_kernel"),
+        format_func=lambda k: choices.ATTENTION_KERNEL_LABELS[k],
+    )
+    st.checkbox("Sequence parallelism", key=_key("sequence_parallel"))
+    st.number_input("LoRA rank (0 = full fine-tune)", **bounds("lora_rank", 8), key=_key("lora_rank"))
+    st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))
+    slots["qlora"] = st.container()
+    st.number_input("Training tokens [billions]", **bounds("train_tokens"), format="%g", key=_key("train_tokens"))
+    st.number_input("Global batch (tokens)", **bounds("global_batch_tokens", 2**20), key=_key("global_batch_tokens"))
+
+
+def _assumption_inputs(sb) -> None:
+    """The efficiency assumptions, drawn only while their toggle is on, and the button that resets them."""
     # drawn only when opened: its inputs are a third of the sidebar's widgets, sent on every rerun otherwise;
     # their values stay in the session (and the link) while it is closed
-    if sb.toggle("Assumptions (efficiencies)", key="show_assumptions"):
+    if not sb.toggle("Assumptions (efficiencies)", key="show_assumptions"):
+        return
+    for name, info in REGISTRY.items():
+        lo, hi = sorted((info.low, info.high))
+        sb.number_input(
+            f"{info.label} [{info.unit}]",
+            min_value=float(info.min_value),
+            max_value=float(info.max_value),
+            key=_key("a." + name),
+            format="%.6g",
+            help=f"base {sig(info.base, 6)}, range {sig(lo, 6)}–{sig(hi, 6)}; allowed {sig(info.min_value, 6)}–"
+            f"{sig(info.max_value, 6)} ({info.domain_reason}). Source: {info.source}",
+        )
+    if sb.button("Reset assumptions to base"):
         for name, info in REGISTRY.items():
-            lo, hi = sorted((info.low, info.high))
-            sb.number_input(
-                f"{info.label} [{info.unit}]",
-                min_value=float(info.min_value),
-                max_value=float(info.max_value),
-                key=_key("a." + name),
-                format="%.6g",
-                help=f"base {sig(info.base, 6)}, range {sig(lo, 6)}–{sig(hi, 6)}; allowed {sig(info.min_value, 6)}–"
-                f"{sig(info.max_value, 6)} ({info.domain_reason}). Source: {info.source}",
-            )
-        if sb.button("Reset assumptions to base"):
-            for name, info in REGISTRY.items():
-                st.session_state[_key("a." + name)] = info.base
-            st.rerun()
+            st.session_state[_key("a." + name)] = info.base
+        st.rerun()
 
+
+def _validated(data: dict[str, Any], slots: dict[str, Any], sb) -> RabitConfig | None:
+    """The config the inputs make, or None after saying the first error next to its input. A page group's bad
+    input (the adapters') is dropped for its default and said under it (kept in ``_group_errors``)."""
     cfg: RabitConfig | None = None
-    data = _values()
     group_errors: dict[str, str] = {}
     while cfg is None:
         try:
@@ -598,28 +646,28 @@ def sidebar(page: str = "") -> RabitConfig | None:
     for path, msg in group_errors.items():  # a sidebar group's input (the adapters'): said under it
         if path in slots:
             slots[path].error(plain(msg, 300))
+    return cfg
+
+
+def _link_notice(cfg: RabitConfig, link_slot) -> None:
+    """While the view is still the shared link's, what of the link could not be kept; once the visitor changes the
+    view, the notice goes."""
     link = st.session_state.get("_link_error")
-    if link:
-        if st.session_state.get("_link_cfg") == cfg:
-            link_slot.error(
-                "This view is not exactly the link's: "
-                + "; ".join(plain(m, 300) for m in link)
-                + (
-                    ". Every setting shows its default."
-                    if st.session_state.get("_link_dropped")
-                    else ". Those settings show their defaults; everything else is as sent."
-                )
+    if not link:
+        return
+    if st.session_state.get("_link_cfg") == cfg:
+        link_slot.error(
+            "This view is not exactly the link's: "
+            + "; ".join(plain(m, 300) for m in link)
+            + (
+                ". Every setting shows its default."
+                if st.session_state.get("_link_dropped")
+                else ". Those settings show their defaults; everything else is as sent."
             )
-        else:  # the visitor has changed the view since: the message no longer describes it
-            st.session_state.pop("_link_error")
-            st.session_state.pop("_link_cfg", None)
-    page_cfg = cfg.with_(phase=PAGE_PHASE.get(page, "serve"))
-    probs = problems(page_cfg) or fit_problems(page_cfg)
-    for p in probs:
-        (slots.get(p.field) or sb).error(plain(p.message, 1000))
-    _config_file_controls(cfg)
-    st.query_params.from_dict({**to_query(cfg), **analyses.query_extra(), **_view_query()})
-    return None if any(p.blocking for p in probs) else cfg
+        )
+    else:  # the visitor has changed the view since: the message no longer describes it
+        st.session_state.pop("_link_error")
+        st.session_state.pop("_link_cfg", None)
 
 
 def _config_file_controls(cfg: RabitConfig) -> None:

@@ -85,25 +85,38 @@ async def _run_once(sess: Session, payload: bytes, deadline: float) -> None:
             continue
         msg = ForwardMsg()
         msg.ParseFromString(raw)
-        kind = msg.WhichOneof("type")
-        if kind == "delta":
-            if msg.delta.WhichOneof("type") == "new_element":
-                if msg.delta.new_element.WhichOneof("type") == "exception":
-                    ex = msg.delta.new_element.exception
-                    sess.errors.append(f"exception on the page: {ex.type}: {ex.message[:200]}")
-                _note_widgets(msg.delta, sess)
-        elif kind == "new_session":
-            sess.page_hash = msg.new_session.page_script_hash or sess.page_hash
-        elif kind == "page_not_found":
-            sess.errors.append("page not found")
-        elif kind == "script_finished":
-            status = msg.script_finished
-            if status == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
-                continue
-            if status != ForwardMsg.FINISHED_SUCCESSFULLY:
-                sess.errors.append(f"script finished with status {status}")
+        if _take(msg, sess, ForwardMsg):
             sess.times_s.append(time.perf_counter() - t0)
             return
+
+
+def _take(msg, sess: Session, ForwardMsg) -> bool:
+    """One message of a rerun into ``sess``: an exception drawn on the page and the widgets it draws, the page's
+    hash, a missing page, how the script ended. True once the script has finished (not for a rerun's restart)."""
+    kind = msg.WhichOneof("type")
+    if kind == "delta":
+        _take_delta(msg.delta, sess)
+    elif kind == "new_session":
+        sess.page_hash = msg.new_session.page_script_hash or sess.page_hash
+    elif kind == "page_not_found":
+        sess.errors.append("page not found")
+    elif kind == "script_finished":
+        status = msg.script_finished
+        if status == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+            return False
+        if status != ForwardMsg.FINISHED_SUCCESSFULLY:
+            sess.errors.append(f"script finished with status {status}")
+        return True
+    return False
+
+
+def _take_delta(delta, sess: Session) -> None:
+    """A new element drawn: an exception is an error of the session, an input's id is noted for its key."""
+    if delta.WhichOneof("type") == "new_element":
+        if delta.new_element.WhichOneof("type") == "exception":
+            ex = delta.new_element.exception
+            sess.errors.append(f"exception on the page: {ex.type}: {ex.message[:200]}")
+        _note_widgets(delta, sess)
 
 
 async def _open(url: str, sess: Session, deadline: float) -> None:

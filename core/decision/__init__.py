@@ -91,7 +91,6 @@ from core.decision.optimizer import (
 )
 from core.decision.pick_ranges import (
     RecommendationRanges,
-    TargetCheck,
     recommendation_ranges,
     training_option_ranges,
 )
@@ -188,7 +187,6 @@ __all__ = [
     "SlotLimit",
     "slot_limit",
     "AssumptionFit",
-    "TargetCheck",
     "PerVariant",
     "per_variant",
     "Assignment",

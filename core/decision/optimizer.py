@@ -28,6 +28,7 @@ kind, which feeds the alternatives and the Pareto front.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from core import catalog
 from core.base import Assumptions, WorkBudget, fmt_latency, search_budget, sig
@@ -40,7 +41,6 @@ from core.decision.disagg_search import (
     formula_input,
     itl_batch,
     pool_capacities,
-    with_pools,
 )
 from core.decision.explain import Explanation, explain
 from core.decision.goal import (
@@ -56,6 +56,7 @@ from core.decision.goal import (
     worst_ratio,
 )
 from core.decision.session_sizing import simulate_session_candidate
+from core.decision.sim_rounds import SimRounds
 from core.physics import StepModel, kv_shard
 from core.serving import (
     Layout,
@@ -243,7 +244,7 @@ def slot_choices(count: int) -> tuple[int, ...]:
 
 def _screen_slots(goal: ServingGoal, cons: Constraints, c: Candidate, price: GpuPrice, spec: SimSpec) -> Candidate:
     """The screen with ``max_loras`` searched: the fewest slots whose mean wait for a slot
-    (:func:`core.serving.adapter_sessions`, at the capacity's residence time) stays within
+    (:func:`core.serving.simulation.adapter_sessions`, at the capacity's residence time) stays within
     :data:`SCREEN_SLOT_WAIT_SHARE` of the latency target; more slots only take KV memory and add reads. Without a
     latency target, every adapter gets a slot."""
     a = goal.settings.adapters
@@ -474,185 +475,18 @@ def recommend(
     """
     prices = prices if prices is not None else catalog.prices()
     wb = budget if budget is not None else search_budget()
-    cands = screen(goal, cons, prices, wb) if memo is None else _screen_shared(goal, cons, prices, memo, wb)
-    if goal.sessions is None:  # the session simulator runs aggregated replicas
-        cands = cands + disagg_candidates(goal, cons, [c for c in cands if c.prefill_capacity_rps])
-    if cons.pools_allowed is not None or cons.pool_kinds is not None or cons.mixed_pools:
-        cands = [c for c in cands if c.mode == "disaggregated"]
+    cands = _candidates(goal, cons, prices, memo, wb)
     survivors = sorted((c for c in cands if not c.pruned), key=lambda c: (c.cost, c.gpus_per_replica))
-    results: dict[int, Candidate] = {}
-    sims = 0
-    bound: dict[str, float] = {"aggregated": math.inf, "disaggregated": math.inf}  # each mode's cheapest verified
-    max_sims = cons.max_simulations
-
-    done: dict = {}  # what this search simulated already (a bisection may come back to a replica count)
-
-    def run(c: Candidate) -> Candidate:
-        key = (c.shape(), c.ep, c.mode, c.replicas, c.prefill, c.decode, c.screen_batch)
-        if key in done:
-            return done[key]
-        done[key] = _run(c)
-        return done[key]
-
-    def _run(c: Candidate) -> Candidate:
-        nonlocal sims
-        sims += 1
-        if progress:
-            progress(sims, max_sims, c.label)
-        wb.tick()
-        return (
-            simulate_candidate(goal, c, wb)
-            if memo is None
-            else _shared(
-                memo,
-                ("sim", _goal_for(goal, c.gpu, collectives=c.gpus_per_replica > 1), c),
-                lambda: simulate_candidate(goal, c, wb),
-            )
-        )
-
-    def floor_replicas(c: Candidate) -> int:  # fewer replicas than this cannot carry the rate at all
-        if goal.sessions is not None:  # agents send turns as fast as they are answered: no rate bounds it below
-            return 1
-        return max(1, math.ceil(goal.rate_per_s / c.capacity_per_replica_rps)) if c.capacity_per_replica_rps else 1
-
-    def with_replicas(c: Candidate, n: int) -> Candidate:
-        return c.model_copy(
-            update={"replicas": n, "cost_per_hour": n * c.gpus_per_replica * (c.usd_per_gpu_hour or 0.0)}
-        )
-
-    def floor_pools(c: Candidate) -> tuple[int, int]:  # fewer instances than these cannot carry the rate
-        assert c.prefill is not None and c.decode is not None
-        return (
-            max(1, math.ceil(goal.rate_per_s / c.prefill.capacity_per_instance_rps)),
-            max(1, math.ceil(goal.rate_per_s / c.decode.capacity_per_instance_rps)),
-        )
-
-    def allowed(c: Candidate) -> bool:
-        gpus = (c.replicas or 0) * c.gpus_per_replica
-        if c.prefill is not None and c.decode is not None:
-            gpus = c.prefill.instances * c.prefill.gpus_per_instance + c.decode.instances * c.decode.gpus_per_instance
-        return c.cost < bound[c.mode] and not (
-            (cons.max_gpus is not None and gpus > cons.max_gpus)
-            or (cons.max_usd_per_hour is not None and c.cost > cons.max_usd_per_hour)
-        )
-
-    def size_pools(r: Candidate) -> Candidate:
-        """A disaggregated candidate: more instances of the pool that misses, then one fewer of each while the
-        simulated p95s still meet."""
-        for _ in range(4):
-            if r.meets or sims >= max_sims or r.prefill is None or r.decode is None:
-                break
-            P, D = r.prefill.instances, r.decode.instances
-            ttft = r.p95_ttft_s is None or (goal.p95_ttft_s is not None and r.p95_ttft_s > goal.p95_ttft_s)
-            itl = r.p95_itl_s is None or (goal.p95_itl_s is not None and r.p95_itl_s > goal.p95_itl_s)
-            e2e = r.p95_e2e_s is None or (goal.p95_e2e_s is not None and r.p95_e2e_s > goal.p95_e2e_s)
-            # a TTFT that misses grows the pool whose queue holds it longer (prefill queue vs decode admission)
-            grow_p = ttft and (r.prefill_queue_p95_s or math.inf) >= (r.decode_queue_p95_s or 0.0)
-            grow_d = itl or e2e or not grow_p
-            nxt = with_pools(r, P + (max(1, P // 4) if grow_p else 0), D + (max(1, D // 4) if grow_d else 0))
-            if not allowed(nxt):
-                break
-            r = run(nxt)
-        lo_p, lo_d = floor_pools(r)
-        for role in ("prefill", "decode"):
-            while r.meets and sims < max_sims and r.prefill is not None and r.decode is not None:
-                P, D = r.prefill.instances, r.decode.instances
-                if (role == "prefill" and P <= lo_p) or (role == "decode" and D <= lo_d):
-                    break
-                trial = run(with_pools(r, P - (role == "prefill"), D - (role == "decode")))
-                if not trial.meets:
-                    break
-                r = trial
-        return r
-
-    # 1. branch and bound over the cheapest estimates
-    for idx, c in enumerate(survivors):
-        if sims >= max_sims:
-            break
-        if c.mode == "disaggregated":
-            if with_pools(c, *floor_pools(c)).cost >= bound[c.mode]:
-                continue
-            r = size_pools(run(c))
-            results[idx] = r
-            if r.meets:
-                bound[c.mode] = min(bound[c.mode], r.cost_per_hour or math.inf)
-            continue
-        if with_replicas(c, floor_replicas(c)).cost >= bound[c.mode]:
-            continue
-        r = run(c)
-        while not r.meets and sims < max_sims and r.replicas is not None and r.replicas < 1024:
-            more = r.replicas + max(1, r.replicas // 4)
-            cost = more * r.gpus_per_replica * (r.usd_per_gpu_hour or 0.0)
-            if (
-                cost >= bound[c.mode]
-                or (cons.max_gpus is not None and more * r.gpus_per_replica > cons.max_gpus)
-                or (cons.max_usd_per_hour is not None and cost > cons.max_usd_per_hour)
-            ):
-                break
-            r = run(r.model_copy(update={"replicas": more, "cost_per_hour": cost}))
-        # the simulation met the targets: bisect down to the fewest replicas whose simulated p95s still meet
-        lo = floor_replicas(r)
-        while r.meets and sims < max_sims and r.replicas is not None and lo < r.replicas:
-            mid = (lo + r.replicas) // 2
-            trial = run(with_replicas(r, mid))
-            if trial.meets:
-                r = trial
-            else:
-                lo = mid + 1
-        results[idx] = r
-        if r.meets:
-            bound[c.mode] = min(bound[c.mode], r.cost_per_hour or math.inf)
-    # 2. leftover budget: the cheapest unsimulated candidate of each other GPU kind, then of each replica
-    #    size (faster, dearer layouts), so the alternatives and the Pareto front have something to show
-    for key in (lambda c: c.gpu, lambda c: (c.gpu, c.gpus_per_replica)) if alternatives else ():
-        seen = {key(results[i]) for i in results}
-        for idx, c in enumerate(survivors):
-            if sims >= max_sims:
-                break
-            if idx in results or key(c) in seen:
-                continue
-            seen.add(key(c))
-            results[idx] = run(c)
+    rounds = SimRounds(goal, cons, _simulator(goal, memo, wb), progress, wb)
+    results = rounds.branch_and_bound(survivors)
+    if alternatives:
+        rounds.leftover(survivors, results)
     simulated = [results[i] for i in sorted(results)]
     all_cands = [results.get(i, c) for i, c in enumerate(survivors)] + [c for c in cands if c.pruned]
     meeting = sorted((c for c in simulated if c.meets), key=lambda c: c.cost)
     best = meeting[0] if meeting else None
-    picks = [pick_of(goal, c) for c in simulated]
-    front = pareto(picks)
-    nearest = None
-    if best is None and simulated:
-        nearest = min(simulated, key=lambda c: (worst_ratio(c, goal), c.cost))
-    elif best is None:
-        # nothing survived to a simulation: the nearest is the best batch-1 latency among those that fit
-        near = [
-            c.model_copy(
-                update={
-                    "p95_ttft_s": c.batch_1_ttft_s,
-                    "p95_itl_s": c.batch_1_itl_s,
-                    "p95_e2e_s": c.batch_1_ttft_s + (goal.workload.mean_lengths()[1] - 1) * c.batch_1_itl_s,
-                    "replicas": c.replicas or 1,
-                    "cost_per_hour": c.cost_per_hour or (c.gpus_per_replica * (c.usd_per_gpu_hour or 0)),
-                    "sim_notes": "batch-1 closed form (not simulated)",
-                }
-            )
-            for c in cands
-            if c.batch_1_ttft_s is not None and c.batch_1_itl_s is not None and c.usd_per_gpu_hour is not None
-        ]
-        if near:
-            nearest = min(near, key=lambda c: (worst_ratio(c, goal), c.cost_per_hour or 0.0))
-    kinds = tuple(g for g in sorted(catalog.gpus()) if not cons.gpus_allowed or g in cons.gpus_allowed)
-    no_price = unpriced(kinds, prices, kind=cons.price_kind, providers=cons.providers)
-    expl = explain(goal, cons, best, nearest, simulated, all_cands)
-    if no_price:
-        expl = expl.model_copy(
-            update={
-                "assumptions": expl.assumptions
-                + (
-                    f"no {cons.price_kind} price for {', '.join(no_price)}: left out of the search (add a price row to "
-                    "include them)",
-                )
-            }
-        )
+    nearest = None if best is not None else _nearest(goal, simulated, cands)
+    no_price, expl = _explained(goal, cons, prices, best, nearest, simulated, all_cands)
     return Recommendation(
         goal=goal,
         constraints=cons,
@@ -660,12 +494,84 @@ def recommend(
         unpriced=no_price,
         recommendation=pick_of(goal, best) if best else None,
         nearest=pick_of(goal, nearest) if nearest else None,
-        pareto=front,
+        pareto=pareto([pick_of(goal, c) for c in simulated]),
         explanation=expl,
         candidates=tuple(all_cands),
         evaluated=len(cands),
-        simulated=sims,
+        simulated=rounds.sims,
     )
+
+
+def _candidates(
+    goal: ServingGoal, cons: Constraints, prices: tuple[Price, ...], memo: dict | None, wb: WorkBudget
+) -> list[Candidate]:
+    """The screened candidates of a search: every aggregated layout, then (request traffic only: the session
+    simulator runs aggregated replicas) the disaggregated ones the prefill-capable rows pair into; only the
+    disaggregated ones when the constraints name pools."""
+    cands = screen(goal, cons, prices, wb) if memo is None else _screen_shared(goal, cons, prices, memo, wb)
+    if goal.sessions is None:
+        cands = cands + disagg_candidates(goal, cons, [c for c in cands if c.prefill_capacity_rps])
+    if cons.pools_allowed is not None or cons.pool_kinds is not None or cons.mixed_pools:
+        cands = [c for c in cands if c.mode == "disaggregated"]
+    return cands
+
+
+def _simulator(goal: ServingGoal, memo: dict | None, wb: WorkBudget) -> Callable[[Candidate], Candidate]:
+    """How a search simulates one candidate: afresh, or shared through ``memo`` across re-runs (keyed by the goal
+    as the candidate's GPU kind sees it, without the collectives' assumptions for a one-GPU replica)."""
+
+    def simulate(c: Candidate) -> Candidate:
+        if memo is None:
+            return simulate_candidate(goal, c, wb)
+        key = ("sim", _goal_for(goal, c.gpu, collectives=c.gpus_per_replica > 1), c)
+        return _shared(memo, key, lambda: simulate_candidate(goal, c, wb))
+
+    return simulate
+
+
+def _nearest(goal: ServingGoal, simulated: list[Candidate], cands: list[Candidate]) -> Candidate | None:
+    """When nothing meets: the simulated candidate closest to the targets, or, when nothing was simulated, the
+    best batch-1 latency among the priced candidates whose closed form has one (None when none has)."""
+    if simulated:
+        return min(simulated, key=lambda c: (worst_ratio(c, goal), c.cost))
+    o_mean = goal.workload.mean_lengths()[1]
+    near = [
+        c.model_copy(
+            update={
+                "p95_ttft_s": c.batch_1_ttft_s,
+                "p95_itl_s": c.batch_1_itl_s,
+                "p95_e2e_s": c.batch_1_ttft_s + (o_mean - 1) * c.batch_1_itl_s,
+                "replicas": c.replicas or 1,
+                "cost_per_hour": c.cost_per_hour or (c.gpus_per_replica * (c.usd_per_gpu_hour or 0)),
+                "sim_notes": "batch-1 closed form (not simulated)",
+            }
+        )
+        for c in cands
+        if c.batch_1_ttft_s is not None and c.batch_1_itl_s is not None and c.usd_per_gpu_hour is not None
+    ]
+    return min(near, key=lambda c: (worst_ratio(c, goal), c.cost_per_hour or 0.0)) if near else None
+
+
+def _explained(
+    goal: ServingGoal,
+    cons: Constraints,
+    prices: tuple[Price, ...],
+    best: Candidate | None,
+    nearest: Candidate | None,
+    simulated: list[Candidate],
+    all_cands: list[Candidate],
+) -> tuple[tuple[str, ...], Explanation]:
+    """(the allowed GPU kinds without a price, the search's explanation, which names them as left out)."""
+    kinds = tuple(g for g in sorted(catalog.gpus()) if not cons.gpus_allowed or g in cons.gpus_allowed)
+    no_price = unpriced(kinds, prices, kind=cons.price_kind, providers=cons.providers)
+    expl = explain(goal, cons, best, nearest, simulated, all_cands)
+    if no_price:
+        left_out = (
+            f"no {cons.price_kind} price for {', '.join(no_price)}: left out of the search (add a price row to "
+            "include them)"
+        )
+        expl = expl.model_copy(update={"assumptions": expl.assumptions + (left_out,)})
+    return no_price, expl
 
 
 #: Assumptions only collectives read: a one-GPU replica's simulation does not depend on them.

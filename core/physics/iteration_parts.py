@@ -237,13 +237,7 @@ def iteration(
     split = sm.attention_split
     cp = sm.cp if split else 1
     Tc, Ac, Rc = float(T) / cp, float(A) / cp, float(R) / cp  # one rank's share (all of it without CP)
-    if tr.enabled:
-        K = consts(sm)
-        K["t_k"] = launch_per_kernel_s(sm, Tc, S / cp) if Tc > 0 else 0.0
-        K["t_e"] = rows_per_expert(sm, Tc)
-        K["S"] = S
-        if lora:
-            K.update(lora, D=D)
+    K = _trace_constants(sm, Tc, S, cp, lora, D) if tr.enabled else {}
     W_r = sm.weights_read_bytes(Tc)
     flop = sm.flop_per_token * Tc + sm.attn_flop_per_pair * Ac
     if lora:
@@ -257,7 +251,79 @@ def iteration(
         values = {"F": flop, "t_c": c, "Y": nbytes, "Y_l": lora_bytes, "t_m": mm, "t_x": x}
         _record_split(sm, tr, key, what, {"T": T, "A": A, "R": R}, pool, values)
         full = False  # the plain records below are the split ones'
-    if full and sm.expert_bytes_per_gpu_per_expert:
+    if full:
+        _record_work(sm, tr, key, what, K, T, A, W_r, flop, c, lora)
+        _record_traffic(sm, tr, key, what, K, T, R, S, D, W_r, nbytes, lora_bytes, mm, x, lora)
+    fixed = sm.fixed_s(k, S)
+    if tr.enabled and not compact:
+        _record_busy(sm, tr, key, what, pool, c_a, m_a, busy)
+        _record_fixed(sm, tr, key, what, K, T, S, Tc, fixed)
+    hops = sm.hops_s(T)
+    time = sm.iteration_s(float(T), float(A), float(R), S, D)
+    vals = {"compute": c, "memory": mm, "communication": x}
+    bound = max(vals, key=lambda n: vals[n])
+    if tr.enabled:
+        _record_time(
+            sm,
+            tr,
+            key,
+            what,
+            K,
+            T,
+            A,
+            R,
+            W_r,
+            time,
+            busy,
+            x,
+            fixed,
+            bound,
+            compact=compact,
+            final_label=final_label,
+            final_symbol=final_symbol,
+            final_key=final_key,
+            note=note,
+        )
+    return IterationParts(
+        tokens=T,
+        pairs=A,
+        kv_tokens=R,
+        flop=flop,
+        bytes=nbytes + lora_bytes,
+        compute_s=c,
+        memory_s=mm,
+        comm_s=x,
+        hops_s=hops,
+        overhead_s=fixed,
+        time_s=time,
+        pp=sm.pp,
+        bound=bound,
+        seqs=S,
+        launch_s=k,
+        busy_s=busy,
+        adapters=D,
+        adapter_bytes=lora_bytes,
+        adapter_flop=sm.lora_flop_per_token * Tc if lora else 0.0,
+    )
+
+
+def _trace_constants(sm: StepModel, Tc: float, S: float, cp: int, lora: dict, D: float) -> dict[str, Any]:
+    """The step model's constants a traced iteration's records name, with this iteration's launch cost per
+    kernel, rows per expert and sequences (and the adapters' constants)."""
+    K = consts(sm)
+    K["t_k"] = launch_per_kernel_s(sm, Tc, S / cp) if Tc > 0 else 0.0
+    K["t_e"] = rows_per_expert(sm, Tc)
+    K["S"] = S
+    if lora:
+        K.update(lora, D=D)
+    return K
+
+
+def _record_work(
+    sm: StepModel, tr: Trace, key: str, what: str, K: dict[str, Any], T, A, W_r: float, flop: float, c: float, lora
+) -> None:
+    """Records the weights read (MoE: the experts touched), the FLOPs per GPU and the compute time."""
+    if sm.expert_bytes_per_gpu_per_expert:
         m = sm.model
         tr.step(
             f"{key}_weights_read_bytes",
@@ -275,176 +341,214 @@ def iteration(
             w_e=sm.expert_bytes_per_gpu_per_expert,
             note="expected distinct experts for T tokens with uniform top-k routing, per MoE layer",
         )
-    if full:
-        tr.step(
-            f"{key}_flop",
-            f"{what}: FLOPs per GPU",
-            "F",
-            EXPR_FLOP_LORA if lora else EXPR_FLOP,
-            flop,
-            unit="FLOP",
-            latex=r"[f_t] \cdot [T] + [f_a] \cdot [A]" + (r" + [f_l] \cdot [T]" if lora else ""),
-            units=_U_ITER,
-            f_t=K["f_t"],
-            T=T,
-            f_a=K["f_a"],
-            A=A,
-            **({"f_l": K["f_l"]} if lora else {}),
-            note="matmuls (2 FLOP per active parameter per token) + attention (QK^T and PV per pair)"
-            + (" + the adapters' shrink and expand GEMMs at the slot rank" if lora else ""),
-        )
-        tr.step(
-            f"{key}_compute_s",
-            f"{what}: compute time",
-            "t_c",
-            exprs(sm)["t_c"],  # the plain path's (attention at its own ceiling where that differs)
-            c,
-            unit="s",
-            latex=r"\frac{([f_t] - [f_e]) \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[T]}{[T] + [T0]}} + "
-            r"\frac{[f_e] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[t_e]}{[t_e] + [T0]}} + "
-            rf"\frac{{[f_a] \cdot [A]}}{{[{_att_pi(K)}] \cdot [mfu]}}"
-            + (r" + \frac{[f_l] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot [eta_l]}" if lora else ""),
-            units=_U_ITER,
-            f_t=K["f_t"],
-            f_e=K["f_e"],
-            t_e=K["t_e"],
-            T=T,
-            f_a=K["f_a"],
-            A=A,
-            pi_flops=K["pi_flops"],
-            **({"pi_att": K["pi_att"]} if "pi_att" in K else {}),
-            mfu=K["mfu"],
-            T0=K["T0"],
-            **({"f_l": K["f_l"], "eta_l": K["eta_l"]} if lora else {}),
-            note="the matmul efficiency ramps with tokens per iteration as T/(T+T0) (GEMM tiling; the RA-BIT spec, "
-            "T0 = 64); attention runs at the ceiling on its own pairs"
-            + (
-                f"; routed experts (f_e) ramp on their own t_e = T k / E_T = {sig(K['t_e'])} rows each"
-                if K["f_e"]
-                else ""
-            )
-            + ("; the adapter GEMMs run at eta_l of it (assumption lora_kernel_eff)" if lora else ""),
-        )
-    if full:
-        tr.step(
-            f"{key}_bytes",
-            f"{what}: bytes moved per GPU",
-            "Y",
-            EXPR_BYTES,
-            nbytes,
+    tr.step(
+        f"{key}_flop",
+        f"{what}: FLOPs per GPU",
+        "F",
+        EXPR_FLOP_LORA if lora else EXPR_FLOP,
+        flop,
+        unit="FLOP",
+        latex=r"[f_t] \cdot [T] + [f_a] \cdot [A]" + (r" + [f_l] \cdot [T]" if lora else ""),
+        units=_U_ITER,
+        f_t=K["f_t"],
+        T=T,
+        f_a=K["f_a"],
+        A=A,
+        **({"f_l": K["f_l"]} if lora else {}),
+        note="matmuls (2 FLOP per active parameter per token) + attention (QK^T and PV per pair)"
+        + (" + the adapters' shrink and expand GEMMs at the slot rank" if lora else ""),
+    )
+    tr.step(
+        f"{key}_compute_s",
+        f"{what}: compute time",
+        "t_c",
+        exprs(sm)["t_c"],  # the plain path's (attention at its own ceiling where that differs)
+        c,
+        unit="s",
+        latex=r"\frac{([f_t] - [f_e]) \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[T]}{[T] + [T0]}} + "
+        r"\frac{[f_e] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[t_e]}{[t_e] + [T0]}} + "
+        rf"\frac{{[f_a] \cdot [A]}}{{[{_att_pi(K)}] \cdot [mfu]}}"
+        + (r" + \frac{[f_l] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot [eta_l]}" if lora else ""),
+        units=_U_ITER,
+        f_t=K["f_t"],
+        f_e=K["f_e"],
+        t_e=K["t_e"],
+        T=T,
+        f_a=K["f_a"],
+        A=A,
+        pi_flops=K["pi_flops"],
+        **({"pi_att": K["pi_att"]} if "pi_att" in K else {}),
+        mfu=K["mfu"],
+        T0=K["T0"],
+        **({"f_l": K["f_l"], "eta_l": K["eta_l"]} if lora else {}),
+        note="the matmul efficiency ramps with tokens per iteration as T/(T+T0) (GEMM tiling; the RA-BIT spec, "
+        "T0 = 64); attention runs at the ceiling on its own pairs"
+        + (f"; routed experts (f_e) ramp on their own t_e = T k / E_T = {sig(K['t_e'])} rows each" if K["f_e"] else "")
+        + ("; the adapter GEMMs run at eta_l of it (assumption lora_kernel_eff)" if lora else ""),
+    )
+
+
+def _record_traffic(
+    sm: StepModel,
+    tr: Trace,
+    key: str,
+    what: str,
+    K: dict[str, Any],
+    T,
+    R,
+    S: float,
+    D: float,
+    W_r: float,
+    nbytes: float,
+    lora_bytes: float,
+    mm: float,
+    x: float,
+    lora,
+) -> None:
+    """Records the bytes moved per GPU (the adapters' apart), the memory time and the exposed communication."""
+    tr.step(
+        f"{key}_bytes",
+        f"{what}: bytes moved per GPU",
+        "Y",
+        EXPR_BYTES,
+        nbytes,
+        unit="B",
+        latex=r"[W_r] + ([g_r] \cdot [R] + [T]) \cdot [k_g] + [T] \cdot [r_b]",
+        units=_U_ITER,
+        W_r=W_r,
+        g_r=K["g_r"],
+        R=R,
+        T=T,
+        k_g=K["k_g"],
+        r_b=K["r_b"],
+        note="weights read + KV read (R cached tokens, g_r each: the paged gathers priced at the weight "
+        "streams' bandwidth) + KV written (T new tokens)"
+        + (" + MoE permute / un-permute copies (r_b per token)" if K["r_b"] else ""),
+    )
+    extra: dict[str, float] = {}
+    if lora:
+        extra["Y_l"] = tr.step(
+            f"{key}_lora_bytes",
+            f"{what}: adapter bytes per GPU",
+            "Y_l",
+            EXPR_LORA_BYTES,
+            lora_bytes,
             unit="B",
-            latex=r"[W_r] + ([g_r] \cdot [R] + [T]) \cdot [k_g] + [T] \cdot [r_b]",
+            latex=r"[D] \cdot [w_l] + [T] \cdot [a_l]",
             units=_U_ITER,
-            W_r=W_r,
-            g_r=K["g_r"],
-            R=R,
+            D=D,
+            w_l=K["w_l"],
             T=T,
-            k_g=K["k_g"],
-            r_b=K["r_b"],
-            note="weights read + KV read (R cached tokens, g_r each: the paged gathers priced at the weight "
-            "streams' bandwidth) + KV written (T new tokens)"
-            + (" + MoE permute / un-permute copies (r_b per token)" if K["r_b"] else ""),
+            a_l=K["a_l"],
+            note=f"{D:.3g} distinct adapters expected among {S:,.0f} sequences (at most max_loras = "
+            f"{sm.lora_slots:g} of {sm.lora_count:g}), each read once at the slot rank, + the adapter kernels' "
+            "activations",
         )
-        extra: dict[str, float] = {}
-        if lora:
-            extra["Y_l"] = tr.step(
-                f"{key}_lora_bytes",
-                f"{what}: adapter bytes per GPU",
-                "Y_l",
-                EXPR_LORA_BYTES,
-                lora_bytes,
-                unit="B",
-                latex=r"[D] \cdot [w_l] + [T] \cdot [a_l]",
-                units=_U_ITER,
-                D=D,
-                w_l=K["w_l"],
-                T=T,
-                a_l=K["a_l"],
-                note=f"{D:.3g} distinct adapters expected among {S:,.0f} sequences (at most max_loras = "
-                f"{sm.lora_slots:g} of {sm.lora_count:g}), each read once at the slot rank, + the adapter kernels' "
-                "activations",
-            )
-            extra["eta_l"] = K["eta_l"]
-        tr.step(
-            f"{key}_memory_s",
-            f"{what}: memory time",
-            "t_m",
-            EXPR_MEMORY_LORA if lora else EXPR_MEMORY,
-            mm,
-            unit="s",
-            latex=r"\frac{[Y]}{[pi_bw] \cdot [eta_bw]}"
-            + (r" + \frac{[Y_l]}{[pi_bw] \cdot [eta_bw] \cdot [eta_l]}" if lora else ""),
-            units=_U_ITER,
-            Y=nbytes,
-            pi_bw=K["pi_bw"],
-            eta_bw=K["eta_bw"],
-            **extra,
-            note="achieved HBM bandwidth = datasheet x MBU"
-            + ("; the adapter kernels reach eta_l of it" if lora else ""),
+        extra["eta_l"] = K["eta_l"]
+    tr.step(
+        f"{key}_memory_s",
+        f"{what}: memory time",
+        "t_m",
+        EXPR_MEMORY_LORA if lora else EXPR_MEMORY,
+        mm,
+        unit="s",
+        latex=r"\frac{[Y]}{[pi_bw] \cdot [eta_bw]}"
+        + (r" + \frac{[Y_l]}{[pi_bw] \cdot [eta_bw] \cdot [eta_l]}" if lora else ""),
+        units=_U_ITER,
+        Y=nbytes,
+        pi_bw=K["pi_bw"],
+        eta_bw=K["eta_bw"],
+        **extra,
+        note="achieved HBM bandwidth = datasheet x MBU" + ("; the adapter kernels reach eta_l of it" if lora else ""),
+    )
+    tr.step(
+        f"{key}_comm_s",
+        f"{what}: exposed communication per stage",
+        "t_x",
+        EXPR_COMM,
+        x,
+        unit="s",
+        latex=r"\left([n_ar] \min([a_r] + [b_r] \cdot [T],\ [a_t] + [b_t] \cdot [T]) + "
+        r"[n_a2a] ([a_e] + [b_e] \cdot [T])\right) \cdot [x_c]",
+        units=_U_ITER,
+        n_ar=K["n_ar"],
+        a_r=K["a_r"],
+        b_r=K["b_r"],
+        T=T,
+        a_t=K["a_t"],
+        b_t=K["b_t"],
+        n_a2a=K["n_a2a"],
+        a_e=K["a_e"],
+        b_e=K["b_e"],
+        x_c=K["x_c"],
+        note="TP all-reduces of T x h x 2 B (2 per layer; the cheaper of ring and tree/NVLS) + EP "
+        "all-to-alls, times the share not hidden behind compute",
+    )
+
+
+def _record_fixed(
+    sm: StepModel, tr: Trace, key: str, what: str, K: dict[str, Any], T, S: float, Tc: float, fixed: float
+) -> None:
+    """Records the fixed costs: the scheduler, the kernel launches (replayed from a CUDA graph or eager) and the
+    per-sequence work."""
+    graph = Tc <= sm.graph_max_tokens and (sm.graph_prefill or S >= T)
+    tr.step(
+        f"{key}_fixed_s",
+        f"{what}: fixed costs (scheduler, kernel launches, per-sequence work and sampling)",
+        "t_o",
+        EXPR_FIXED,
+        fixed,
+        unit="s",
+        latex=r"[t_s] + [pp] \cdot [n_k] \cdot [t_k] + [S] \left([t_q] + "
+        r"\frac{[V] \cdot [y_v] + 2 [m_s]}{[pi_bw] \cdot [eta_bw]}\right)",
+        units=_U_ITER,
+        t_s=K["t_s"],
+        pp=sm.pp,
+        n_k=K["n_k"],
+        t_k=K["t_k"],
+        S=K["S"],
+        t_q=K["t_q"],
+        V=K["V"],
+        y_v=K["y_v"],
+        m_s=K["m_s"],
+        pi_bw=K["pi_bw"],
+        eta_bw=K["eta_bw"],
+        note=f"{K['n_k']:.0f} kernels per stage, {'replayed from a CUDA graph' if graph else 'launched eagerly'} "
+        + (
+            f"({Tc:,.0f} tokens {'<=' if graph else '>'} the engine's capture size {sm.graph_max_tokens:,.0f}); "
+            if sm.graph_prefill or S >= T
+            else "(prompt tokens in an engine whose CUDA graphs cover decode iterations only); "
         )
-        tr.step(
-            f"{key}_comm_s",
-            f"{what}: exposed communication per stage",
-            "t_x",
-            EXPR_COMM,
-            x,
-            unit="s",
-            latex=r"\left([n_ar] \min([a_r] + [b_r] \cdot [T],\ [a_t] + [b_t] \cdot [T]) + "
-            r"[n_a2a] ([a_e] + [b_e] \cdot [T])\right) \cdot [x_c]",
-            units=_U_ITER,
-            n_ar=K["n_ar"],
-            a_r=K["a_r"],
-            b_r=K["b_r"],
-            T=T,
-            a_t=K["a_t"],
-            b_t=K["b_t"],
-            n_a2a=K["n_a2a"],
-            a_e=K["a_e"],
-            b_e=K["b_e"],
-            x_c=K["x_c"],
-            note="TP all-reduces of T x h x 2 B (2 per layer; the cheaper of ring and tree/NVLS) + EP "
-            "all-to-alls, times the share not hidden behind compute",
-        )
-    if tr.enabled and not compact:
-        _record_busy(sm, tr, key, what, pool, c_a, m_a, busy)
-    fixed = sm.fixed_s(k, S)
-    if tr.enabled and not compact:
-        graph = Tc <= sm.graph_max_tokens and (sm.graph_prefill or S >= T)
-        tr.step(
-            f"{key}_fixed_s",
-            f"{what}: fixed costs (scheduler, kernel launches, per-sequence work and sampling)",
-            "t_o",
-            EXPR_FIXED,
-            fixed,
-            unit="s",
-            latex=r"[t_s] + [pp] \cdot [n_k] \cdot [t_k] + [S] \left([t_q] + "
-            r"\frac{[V] \cdot [y_v] + 2 [m_s]}{[pi_bw] \cdot [eta_bw]}\right)",
-            units=_U_ITER,
-            t_s=K["t_s"],
-            pp=sm.pp,
-            n_k=K["n_k"],
-            t_k=K["t_k"],
-            S=K["S"],
-            t_q=K["t_q"],
-            V=K["V"],
-            y_v=K["y_v"],
-            m_s=K["m_s"],
-            pi_bw=K["pi_bw"],
-            eta_bw=K["eta_bw"],
-            note=f"{K['n_k']:.0f} kernels per stage, {'replayed from a CUDA graph' if graph else 'launched eagerly'} "
-            + (
-                f"({Tc:,.0f} tokens {'<=' if graph else '>'} the engine's capture size {sm.graph_max_tokens:,.0f}); "
-                if sm.graph_prefill or S >= T
-                else "(prompt tokens in an engine whose CUDA graphs cover decode iterations only); "
-            )
-            + "per sequence: scheduler bookkeeping and sampling its logits over the vocabulary"
-            + (", and a hybrid's state-space state read and rewritten" if K["m_s"] else ""),
-        )
-    hops = sm.hops_s(T)
-    time = sm.iteration_s(float(T), float(A), float(R), S, D)
-    vals = {"compute": c, "memory": mm, "communication": x}
-    bound = max(vals, key=lambda n: vals[n])
-    if compact and tr.enabled:
+        + "per sequence: scheduler bookkeeping and sampling its logits over the vocabulary"
+        + (", and a hybrid's state-space state read and rewritten" if K["m_s"] else ""),
+    )
+
+
+def _record_time(
+    sm: StepModel,
+    tr: Trace,
+    key: str,
+    what: str,
+    K: dict[str, Any],
+    T,
+    A,
+    R,
+    W_r: float,
+    time: float,
+    busy: float,
+    x: float,
+    fixed: float,
+    bound: str,
+    *,
+    compact: bool,
+    final_label: str | None,
+    final_symbol: str,
+    final_key: str | None,
+    note: str,
+) -> None:
+    """Records the iteration time: the whole formula in one expression (``compact``), else the stages in turn,
+    the hops and the fixed costs, its note starting with the bound."""
+    if compact:
         tr.step(
             f"{key}_s",
             final_label or f"{what}: iteration time",
@@ -480,24 +584,3 @@ def iteration(
             t_o=fixed,
             note=f"bound: {bound}; " + (note or "stages run in turn, plus stage hops and the fixed costs"),
         )
-    return IterationParts(
-        tokens=T,
-        pairs=A,
-        kv_tokens=R,
-        flop=flop,
-        bytes=nbytes + lora_bytes,
-        compute_s=c,
-        memory_s=mm,
-        comm_s=x,
-        hops_s=hops,
-        overhead_s=fixed,
-        time_s=time,
-        pp=sm.pp,
-        bound=bound,
-        seqs=S,
-        launch_s=k,
-        busy_s=busy,
-        adapters=D,
-        adapter_bytes=lora_bytes,
-        adapter_flop=sm.lora_flop_per_token * Tc if lora else 0.0,
-    )

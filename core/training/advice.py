@@ -46,34 +46,57 @@ def training_fit_options(dep: Deployment | RabitConfig) -> tuple[str, ...]:
     layout already fits or nothing tried helps.
     """
     dep = as_deployment(dep)
-    cfg = dep.config
     if training_memory(dep).fits:
         return ()
-    gb = lambda tm: f"{sig(tm.total_bytes_per_gpu / 1e9)} GB per GPU"  # noqa: E731
-    out: list[str] = []
+    cfg = dep.config
+    out = [o for label, changes in _layout_changes(cfg) if (o := _fitting(dep, label, **changes))]
+    out += _node_counts_that_fit(dep)
+    out += [o for label, changes in _fine_tunes(cfg) if (o := _fitting(dep, label, **changes))]
+    return tuple(out)
 
-    def try_(label: str, **changes) -> None:
-        try:
-            tm = training_memory(dep.with_(**changes))
-        except ValueError:
-            return
-        if tm.fits:
-            out.append(f"{label}: {gb(tm)}")
 
+def _gb(tm: TrainingMemory) -> str:
+    return f"{sig(tm.total_bytes_per_gpu / 1e9)} GB per GPU"
+
+
+def _fitting(dep: Deployment, label: str, **changes) -> str | None:
+    """``label`` with the memory per GPU when ``dep`` with ``changes`` fits (None when it does not or is invalid)."""
+    try:
+        tm = training_memory(dep.with_(**changes))
+    except ValueError:
+        return None
+    return f"{label}: {_gb(tm)}" if tm.fits else None
+
+
+def _layout_changes(cfg: RabitConfig) -> list[tuple[str, dict]]:
+    """The changes on the same GPUs not made yet: ZeRO-3 (when DP > 1), full recomputation, micro-batch 1."""
+    out: list[tuple[str, dict]] = []
     if cfg.dp > 1 and cfg.zero < 3:
-        try_("ZeRO-3 on these GPUs", zero=3)
+        out.append(("ZeRO-3 on these GPUs", {"zero": 3}))
     if cfg.recompute != "full":
-        try_("full recomputation", recompute="full")
+        out.append(("full recomputation", {"recompute": "full"}))
     if cfg.micro_batch > 1:
-        try_("micro-batch 1", micro_batch=1)
+        out.append(("micro-batch 1", {"micro_batch": 1}))
+    return out
+
+
+def _node_counts_that_fit(dep: Deployment) -> list[str]:
+    """The fewest nodes on which ZeRO-3, then the configured stage, fits (when that is another count)."""
+    cfg = dep.config
+    out = []
     for zero in dict.fromkeys((3, cfg.zero)):
         found = _smallest_nodes(dep, zero)
         if found is not None and found[0] != cfg.nodes:
             n, tm = found
             gpus = n * cfg.gpus_per_node
-            out.append(f"ZeRO-{zero} over {gpus:,} GPUs ({n:,} nodes, DP {gpus // (cfg.tp * cfg.pp):,}): {gb(tm)}")
+            out.append(f"ZeRO-{zero} over {gpus:,} GPUs ({n:,} nodes, DP {gpus // (cfg.tp * cfg.pp):,}): {_gb(tm)}")
+    return out
+
+
+def _fine_tunes(cfg: RabitConfig) -> list[tuple[str, dict]]:
+    """A LoRA of rank 16 for a full training run, else QLoRA for a LoRA one that is not yet."""
     if not cfg.lora_rank:
-        try_("LoRA rank 16 (a fine-tune, not pre-training)", lora_rank=16)
-    elif not cfg.qlora:
-        try_("QLoRA (4-bit base weights)", qlora=True)
-    return tuple(out)
+        return [("LoRA rank 16 (a fine-tune, not pre-training)", {"lora_rank": 16})]
+    if not cfg.qlora:
+        return [("QLoRA (4-bit base weights)", {"qlora": True})]
+    return []

@@ -15,9 +15,10 @@ import numpy as np
 from core.base import HOUR_S, Step, Trace, sig
 from core.config import Deployment, RabitConfig, as_deployment
 from core.physics import ACT_BYTES, TrainingMemory, lora_params, training_memory_for
-from core.training.flops import attention_pairs_per_token, work
+from core.training.flops import Work, attention_pairs_per_token, work
 from core.training.layout import (
     Layout,
+    LayoutContext,
     LayoutResult,
     bubble_fraction,
     config_layout,
@@ -65,119 +66,9 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         N=wk.active_matmul_params,
         note="all layers' active weights plus the LM head; the embedding is a lookup",
     )
-    A_t = attention_pairs_per_token(m, s)
-    if m.sliding_layers:
-        A_t = tr.step(
-            "attention_pairs_per_token",
-            "Attended pairs per token (all layers)",
-            "A_t",
-            "A_t",
-            A_t,
-            unit="",
-            A_t=A_t,
-            note=f"causal; {m.sliding_layers} sliding-window layers see at most {m.sliding_window} tokens",
-        )
-    else:
-        A_t = tr.step(
-            "attention_pairs_per_token",
-            "Attended pairs per token (all layers)",
-            "A_t",
-            "L * (s + 1) / 2",
-            A_t,
-            unit="",
-            L=m.attention_layers,
-            s=s,
-            note="causal attention: token i attends to i keys"
-            + (f"; L counts the {m.attention_layers} attention layers of {m.num_layers}" if m.ssm_layers else ""),
-        )
-    dqk = m.attn_qk_dim
-    if cfg.lora_rank:
-        n_l = lora_params(m, cfg.lora_rank)
-        F_m = tr.step(
-            "model_flop_per_token",
-            "Model FLOPs per token",
-            "F_m",
-            "c_L * N + 6 * N_lora + 12 * d_qk * A_t",
-            wk.model_flop_per_token,
-            unit="FLOP",
-            c_L=a.lora_flop_per_param,
-            N=N,
-            N_lora=n_l,
-            d_qk=dqk,
-            A_t=A_t,
-            note="LoRA: the frozen base runs forward and the activation-gradient backward, "
-            "no weight gradients (assumption lora_flop_per_param)",
-        )
-    else:
-        F_m = tr.step(
-            "model_flop_per_token",
-            "Model FLOPs per token",
-            "F_m",
-            "6 * N + 12 * d_qk * A_t",
-            wk.model_flop_per_token,
-            unit="FLOP",
-            N=N,
-            d_qk=dqk,
-            A_t=A_t,
-            note="6N (forward 2N + backward 4N) plus causal attention, forward + backward",
-        )
-    fused = cfg.attention_kernel == "flash"
-    fk = " + 2 * d_qk * A_t" if fused else ""  # a fused kernel's backward rebuilds Q K^T (FlashAttention-2 sec. 3.1.2)
-    fk_note = "; the fused kernel's backward computes Q K^T again (2 d_qk per pair)" if fused else ""
-    if lay.recompute == "selective":
-        F_hw = tr.step(
-            "hw_flop_per_token",
-            "Hardware FLOPs per token",
-            "F_hw",
-            "F_m + 4 * d_qk * A_t" + fk,
-            x["hw"],
-            unit="FLOP",
-            F_m=F_m,
-            d_qk=dqk,
-            A_t=A_t,
-            note="selective recomputation reruns the attention core (Megatron-LM core_attn; Korthikanti et al. "
-            "sec. 5)" + fk_note,
-        )
-    elif lay.recompute == "full":
-        n_l = 2 * lora_params(m, cfg.lora_rank) if cfg.lora_rank else 0.0
-        F_hw = tr.step(
-            "hw_flop_per_token",
-            "Hardware FLOPs per token",
-            "F_hw",
-            "F_m + 2 * N + N_a + 4 * d_qk * A_t" + fk,
-            x["hw"],
-            unit="FLOP",
-            F_m=F_m,
-            N=N,
-            N_a=n_l,
-            d_qk=dqk,
-            A_t=A_t,
-            note="full recomputation reruns the whole forward before the backward" + fk_note,
-        )
-    elif fused:
-        F_hw = tr.step(
-            "hw_flop_per_token",
-            "Hardware FLOPs per token",
-            "F_hw",
-            "F_m + 2 * d_qk * A_t",
-            x["hw"],
-            unit="FLOP",
-            F_m=F_m,
-            d_qk=dqk,
-            A_t=A_t,
-            note="no recomputation" + fk_note,
-        )
-    else:
-        F_hw = tr.step(
-            "hw_flop_per_token",
-            "Hardware FLOPs per token",
-            "F_hw",
-            "F_m",
-            x["hw"],
-            unit="FLOP",
-            F_m=F_m,
-            note="no recomputation; the eager softmax keeps its scores for the backward",
-        )
+    A_t = _attention_pairs_step(tr, c)
+    F_m = _model_flop_step(tr, c, wk, N, A_t)
+    F_hw = _hardware_flop_step(tr, c, lay, x["hw"], F_m, N, A_t)
     tr.step(
         "total_model_flop", "Model FLOPs of the run", "F", "F_m * T", F_m * c.tokens, unit="FLOP", F_m=F_m, T=c.tokens
     )
@@ -381,62 +272,7 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         v=v,
         t_slot=slot,
     )
-    z = lay.zero
-    if dp > 1:
-        unit_key = "t_ar_dp" if z == 0 else "t_rs_dp"
-        unit_v = x["ar"] if z == 0 else x["rs"]
-        tu = tr.step(
-            unit_key,
-            "DP all-reduce of the gradients" if z == 0 else "DP reduce-scatter (= all-gather)",
-            "t_u",
-            "t_u",
-            unit_v,
-            unit="s",
-            t_u=unit_v,
-            note=f"BF16 gradients of the local shard over DP {dp}, {x['k']:.0f} per node; across nodes "
-            "over the inter-node fabric (hierarchical alpha-beta)",
-        )
-        expr = {0: "t_u", 1: "2 * t_u", 2: "(m + 1) * t_u", 3: "3 * m * t_u"}[z]
-        t_dp = tr.step(
-            "t_dp",
-            "DP / ZeRO traffic per step",
-            "t_{dp}",
-            expr,
-            x["t_dp"],
-            unit="s",
-            t_u=tu,
-            m=mm,
-            note={
-                0: "DDP: one all-reduce per step",
-                1: "ZeRO-1: reduce-scatter gradients, all-gather params",
-                2: "ZeRO-2: reduce-scatter every micro-batch, all-gather once",
-                3: "ZeRO-3: all-gather params forward and backward, reduce-scatter, every micro-batch",
-            }[z],
-        )
-        dpx = tr.step(
-            "t_dp_exposed",
-            "Exposed DP / ZeRO time",
-            "t_{dpx}",
-            "t_dp - min(o_dp * t_dp, m * t_mb)",
-            x["dp_exp"],
-            unit="s",
-            t_dp=t_dp,
-            o_dp=a.dp_overlap,
-            m=mm,
-            t_mb=t_mb,
-            note="bucketed overlap with the backward (assumption dp_overlap)",
-        )
-    else:
-        dpx = tr.step(
-            "t_dp_exposed",
-            "Exposed DP / ZeRO time",
-            "t_{dpx}",
-            "0 * dp",
-            0.0,
-            unit="s",
-            dp=dp,
-            note="DP 1: no gradient traffic",
-        )
+    dpx = _dp_exposed_step(tr, c, lay, x, mm, t_mb)
     t_opt = tr.step(
         "t_opt",
         "Optimizer step",
@@ -517,6 +353,204 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         note="counts recomputed FLOPs too",
     )
     return res
+
+
+def _attention_pairs_step(tr: Trace, c: LayoutContext) -> float:
+    """The attended (query, key) pairs per token over all layers at the sequence length, causal (a sliding-window
+    layer sees at most its window)."""
+    m, s = c.m, c.seq
+    A_t = attention_pairs_per_token(m, s)
+    if m.sliding_layers:
+        A_t = tr.step(
+            "attention_pairs_per_token",
+            "Attended pairs per token (all layers)",
+            "A_t",
+            "A_t",
+            A_t,
+            unit="",
+            A_t=A_t,
+            note=f"causal; {m.sliding_layers} sliding-window layers see at most {m.sliding_window} tokens",
+        )
+    else:
+        A_t = tr.step(
+            "attention_pairs_per_token",
+            "Attended pairs per token (all layers)",
+            "A_t",
+            "L * (s + 1) / 2",
+            A_t,
+            unit="",
+            L=m.attention_layers,
+            s=s,
+            note="causal attention: token i attends to i keys"
+            + (f"; L counts the {m.attention_layers} attention layers of {m.num_layers}" if m.ssm_layers else ""),
+        )
+    return A_t
+
+
+def _model_flop_step(tr: Trace, c: LayoutContext, wk: Work, N: float, A_t: float) -> float:
+    """The model FLOPs per token: 6N plus causal attention forward and backward; with LoRA, the frozen base's
+    forward and activation-gradient backward plus the adapters' weights' six."""
+    cfg, m, a = c.cfg, c.m, c.cfg.assumptions
+    dqk = m.attn_qk_dim
+    if cfg.lora_rank:
+        n_l = lora_params(m, cfg.lora_rank)
+        F_m = tr.step(
+            "model_flop_per_token",
+            "Model FLOPs per token",
+            "F_m",
+            "c_L * N + 6 * N_lora + 12 * d_qk * A_t",
+            wk.model_flop_per_token,
+            unit="FLOP",
+            c_L=a.lora_flop_per_param,
+            N=N,
+            N_lora=n_l,
+            d_qk=dqk,
+            A_t=A_t,
+            note="LoRA: the frozen base runs forward and the activation-gradient backward, "
+            "no weight gradients (assumption lora_flop_per_param)",
+        )
+    else:
+        F_m = tr.step(
+            "model_flop_per_token",
+            "Model FLOPs per token",
+            "F_m",
+            "6 * N + 12 * d_qk * A_t",
+            wk.model_flop_per_token,
+            unit="FLOP",
+            N=N,
+            d_qk=dqk,
+            A_t=A_t,
+            note="6N (forward 2N + backward 4N) plus causal attention, forward + backward",
+        )
+    return F_m
+
+
+def _hardware_flop_step(tr: Trace, c: LayoutContext, lay: Layout, hw: float, F_m: float, N: float, A_t: float) -> float:
+    """The hardware FLOPs per token: the model's plus what recomputation (selective: the attention core; full: the
+    whole forward) and a fused attention kernel's backward compute again."""
+    cfg, m = c.cfg, c.m
+    dqk = m.attn_qk_dim
+    fused = cfg.attention_kernel == "flash"
+    fk = " + 2 * d_qk * A_t" if fused else ""  # a fused kernel's backward rebuilds Q K^T (FlashAttention-2 sec. 3.1.2)
+    fk_note = "; the fused kernel's backward computes Q K^T again (2 d_qk per pair)" if fused else ""
+    if lay.recompute == "selective":
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 4 * d_qk * A_t" + fk,
+            hw,
+            unit="FLOP",
+            F_m=F_m,
+            d_qk=dqk,
+            A_t=A_t,
+            note="selective recomputation reruns the attention core (Megatron-LM core_attn; Korthikanti et al. "
+            "sec. 5)" + fk_note,
+        )
+    elif lay.recompute == "full":
+        n_l = 2 * lora_params(m, cfg.lora_rank) if cfg.lora_rank else 0.0
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 2 * N + N_a + 4 * d_qk * A_t" + fk,
+            hw,
+            unit="FLOP",
+            F_m=F_m,
+            N=N,
+            N_a=n_l,
+            d_qk=dqk,
+            A_t=A_t,
+            note="full recomputation reruns the whole forward before the backward" + fk_note,
+        )
+    elif fused:
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m + 2 * d_qk * A_t",
+            hw,
+            unit="FLOP",
+            F_m=F_m,
+            d_qk=dqk,
+            A_t=A_t,
+            note="no recomputation" + fk_note,
+        )
+    else:
+        F_hw = tr.step(
+            "hw_flop_per_token",
+            "Hardware FLOPs per token",
+            "F_hw",
+            "F_m",
+            hw,
+            unit="FLOP",
+            F_m=F_m,
+            note="no recomputation; the eager softmax keeps its scores for the backward",
+        )
+    return F_hw
+
+
+def _dp_exposed_step(tr: Trace, c: LayoutContext, lay: Layout, x: dict[str, float], mm: float, t_mb: float) -> float:
+    """The data-parallel gradient traffic per step and what of it the backward does not hide: the all-reduce (DDP)
+    or ZeRO's reduce-scatter and all-gather per its stage; none at DP 1."""
+    a, dp = c.cfg.assumptions, lay.dp
+    z = lay.zero
+    if dp > 1:
+        unit_key = "t_ar_dp" if z == 0 else "t_rs_dp"
+        unit_v = x["ar"] if z == 0 else x["rs"]
+        tu = tr.step(
+            unit_key,
+            "DP all-reduce of the gradients" if z == 0 else "DP reduce-scatter (= all-gather)",
+            "t_u",
+            "t_u",
+            unit_v,
+            unit="s",
+            t_u=unit_v,
+            note=f"BF16 gradients of the local shard over DP {dp}, {x['k']:.0f} per node; across nodes "
+            "over the inter-node fabric (hierarchical alpha-beta)",
+        )
+        expr = {0: "t_u", 1: "2 * t_u", 2: "(m + 1) * t_u", 3: "3 * m * t_u"}[z]
+        t_dp = tr.step(
+            "t_dp",
+            "DP / ZeRO traffic per step",
+            "t_{dp}",
+            expr,
+            x["t_dp"],
+            unit="s",
+            t_u=tu,
+            m=mm,
+            note={
+                0: "DDP: one all-reduce per step",
+                1: "ZeRO-1: reduce-scatter gradients, all-gather params",
+                2: "ZeRO-2: reduce-scatter every micro-batch, all-gather once",
+                3: "ZeRO-3: all-gather params forward and backward, reduce-scatter, every micro-batch",
+            }[z],
+        )
+        dpx = tr.step(
+            "t_dp_exposed",
+            "Exposed DP / ZeRO time",
+            "t_{dpx}",
+            "t_dp - min(o_dp * t_dp, m * t_mb)",
+            x["dp_exp"],
+            unit="s",
+            t_dp=t_dp,
+            o_dp=a.dp_overlap,
+            m=mm,
+            t_mb=t_mb,
+            note="bucketed overlap with the backward (assumption dp_overlap)",
+        )
+    else:
+        dpx = tr.step(
+            "t_dp_exposed",
+            "Exposed DP / ZeRO time",
+            "t_{dpx}",
+            "0 * dp",
+            0.0,
+            unit="s",
+            dp=dp,
+            note="DP 1: no gradient traffic",
+        )
+    return dpx
 
 
 def layout_memory(

@@ -487,93 +487,26 @@ def plan(dep: Deployment | RabitConfig, goal: TrainingGoal | None = None) -> Tra
     dep = as_deployment(dep)
     cfg = dep.config
     c = layout_context(dep)
-    a = cfg.assumptions
     wk = work(dep)
     price = catalog_price(cfg.gpu)
     usd = price.usd_per_gpu_hour if price else None
-    node = cfg.gpus_per_node
-    if goal.layout is not None:
-        mode, n_target = "layout", goal.layout.gpus
-    elif goal.deadline_s is not None:
-        mode, n_target = "deadline", None
-    else:
-        mode, n_target = "budget", goal.gpus or cfg.gpus
-
-    # the curve over GPU counts
-    if n_target is None:  # the deadline search covers every count up to the bound
-        cmax = goal.max_gpus
-    else:
-        cmax = min(goal.max_gpus, max(4 * n_target, 8 * node))
-    counts = gpu_counts(node, cmax)
-    if n_target is not None and n_target not in counts:
-        counts = np.sort(np.append(counts, n_target))
+    mode, n_target = _mode_of(goal, cfg.gpus)
+    counts = _curve_counts(goal, cfg.gpus_per_node, n_target)
     best = _best_per_count(c, goal, counts)
     rt = best["runtime"]
     feasible = np.isfinite(rt)
-    Tw, gfrac, _ = goodput_arrays(np.where(feasible, rt, 0.0), counts, a, goal.checkpoint_interval_s)
+    Tw, gfrac, _ = goodput_arrays(np.where(feasible, rt, 0.0), counts, cfg.assumptions, goal.checkpoint_interval_s)
     Tw = np.where(feasible, Tw, np.inf)
     meets = feasible & (Tw <= goal.deadline_s) if goal.deadline_s else None
-    reasons = _slower_reasons(counts, best)
-    curve = []
-    for i, n in enumerate(counts):
-        if not feasible[i]:
-            curve.append(CurvePoint(gpus=int(n), feasible=False, meets_deadline=False if meets is not None else None))
-            continue
-        st = best["step"][i]
-        comm = best["mm"][i] * (best["t_tp"][i] + best["t_ep"][i] + best["t_p2p"][i]) + best["dp_exp"][i]
-        curve.append(
-            CurvePoint(
-                gpus=int(n),
-                feasible=True,
-                layout=layout_of(best["layout"][i]),
-                runtime_s=float(rt[i]),
-                wall_clock_s=float(Tw[i]),
-                gpu_hours=float(n * rt[i] / HOUR_S),
-                cost_usd=float(usd * n * Tw[i] / HOUR_S) if usd else None,
-                goodput_frac=float(gfrac[i]),
-                mfu=float(best["mfu"][i]),
-                bubble_frac=float(best["bubble"][i] / st),
-                comm_frac=float(comm / st),
-                meets_deadline=bool(meets[i]) if meets is not None else None,
-                slower_reason=reasons[i],
-            )
-        )
-
+    curve = _curve(counts, best, Tw, gfrac, meets, usd)
     deadline_met: bool | None = None
     message = ""
     if mode == "deadline":
-        assert meets is not None and goal.deadline_s is not None
-        choice = deadline_choice(curve)  # the recommended count: the cheapest that meets the deadline
-        if choice is not None:
-            n_target = choice.cheapest.gpus
-            deadline_met = True
-            message = choice.headline(fmt_num(wk.tokens), sig(goal.deadline_s / DAY_S))
-        elif feasible.any():
-            i = int(np.argmin(Tw))
-            n_target = int(counts[i])
-            deadline_met = False
-            message = (
-                f"no count up to {goal.max_gpus:,} GPUs meets {sig(goal.deadline_s / 86400)} days; the fastest, "
-                f"{n_target:,} GPUs, needs {sig(Tw[i] / 86400)} days. Raise the global batch (it caps useful "
-                "data parallelism), use FP8 or a faster GPU, or move the deadline"
-            )
-        else:
-            n_target = int(counts[-1])
-            deadline_met = False
+        assert meets is not None
+        n_target, deadline_met, message = _deadline_count(goal, wk, curve, counts, Tw, feasible)
     assert n_target is not None
-    if mode == "layout":
-        lay = _pinned_layout(dep, goal)
-        tr = Trace()
-        bres = evaluate_layout(dep, lay, tr)
-        alts: tuple[LayoutResult, ...] = ()
-    else:
-        alts = layouts_at(dep, n_target, goal)
-        feas = [x for x in alts if x.feasible]
-        bres, tr = None, Trace()
-        if feas:
-            bres = evaluate_layout(dep, feas[0].layout, tr)
+    bres, tr, alts = _chosen_layout(dep, goal, mode, n_target)
     if bres is None:
-        why = _infeasible_message(c, n_target, alts)
         return TrainingPlan(
             mode=mode,
             goal=goal,
@@ -587,10 +520,10 @@ def plan(dep: Deployment | RabitConfig, goal: TrainingGoal | None = None) -> Tra
             cost_usd=None,
             curve=tuple(curve),
             deadline_met=deadline_met,
-            message=(message + "; " if message else "") + why,
+            message=(message + "; " if message else "") + _infeasible_message(c, n_target, alts),
         )
     mem = layout_memory(dep, bres.layout, bres.micro_batches)
-    gp = goodput(bres.runtime_s, bres.gpus, a, interval_s=goal.checkpoint_interval_s, tr=tr)
+    gp = goodput(bres.runtime_s, bres.gpus, cfg.assumptions, interval_s=goal.checkpoint_interval_s, tr=tr)
     cost = usd * bres.gpus * gp.wall_clock_s / HOUR_S if usd else None
     if mode == "budget":
         message = f"fastest layout on {_gpus(n_target)}: {bres.layout.label()}"
@@ -617,6 +550,95 @@ def plan(dep: Deployment | RabitConfig, goal: TrainingGoal | None = None) -> Tra
         steps=mem.steps + tr.frozen(),
         gpu_hours_with_failures=bres.gpus * gp.wall_clock_s / HOUR_S,
     )
+
+
+def _mode_of(goal: TrainingGoal, gpus: int) -> tuple[Literal["budget", "deadline", "layout"], int | None]:
+    """(what the goal asks, the GPU count it fixes): a pinned layout's count, a deadline's to be searched
+    (None), else the goal's or the config's count to find the fastest layout on."""
+    if goal.layout is not None:
+        return "layout", goal.layout.gpus
+    if goal.deadline_s is not None:
+        return "deadline", None
+    return "budget", goal.gpus or gpus
+
+
+def _curve_counts(goal: TrainingGoal, node: int, n_target: int | None) -> np.ndarray:
+    """The GPU counts of the curve: every count up to the bound for a deadline search, else up to four times the
+    target (at least eight nodes), the target among them."""
+    if n_target is None:
+        return gpu_counts(node, goal.max_gpus)
+    counts = gpu_counts(node, min(goal.max_gpus, max(4 * n_target, 8 * node)))
+    if n_target not in counts:
+        counts = np.sort(np.append(counts, n_target))
+    return counts
+
+
+def _curve(
+    counts: np.ndarray, best: dict, Tw: np.ndarray, gfrac: np.ndarray, meets: np.ndarray | None, usd: float | None
+) -> list[CurvePoint]:
+    """One point per GPU count: its fastest layout's runtime, wall clock with failures, cost and shares."""
+    rt = best["runtime"]
+    reasons = _slower_reasons(counts, best)
+    curve = []
+    for i, n in enumerate(counts):
+        if not np.isfinite(rt[i]):
+            curve.append(CurvePoint(gpus=int(n), feasible=False, meets_deadline=False if meets is not None else None))
+            continue
+        st = best["step"][i]
+        comm = best["mm"][i] * (best["t_tp"][i] + best["t_ep"][i] + best["t_p2p"][i]) + best["dp_exp"][i]
+        curve.append(
+            CurvePoint(
+                gpus=int(n),
+                feasible=True,
+                layout=layout_of(best["layout"][i]),
+                runtime_s=float(rt[i]),
+                wall_clock_s=float(Tw[i]),
+                gpu_hours=float(n * rt[i] / HOUR_S),
+                cost_usd=float(usd * n * Tw[i] / HOUR_S) if usd else None,
+                goodput_frac=float(gfrac[i]),
+                mfu=float(best["mfu"][i]),
+                bubble_frac=float(best["bubble"][i] / st),
+                comm_frac=float(comm / st),
+                meets_deadline=bool(meets[i]) if meets is not None else None,
+                slower_reason=reasons[i],
+            )
+        )
+    return curve
+
+
+def _deadline_count(
+    goal: TrainingGoal, wk: Work, curve: list[CurvePoint], counts: np.ndarray, Tw: np.ndarray, feasible: np.ndarray
+) -> tuple[int, bool, str]:
+    """(the GPU count, whether it meets the deadline, the headline): the cheapest count that meets it, else the
+    fastest feasible one with what to change, else the largest count."""
+    assert goal.deadline_s is not None
+    choice = deadline_choice(curve)
+    if choice is not None:
+        return choice.cheapest.gpus, True, choice.headline(fmt_num(wk.tokens), sig(goal.deadline_s / DAY_S))
+    if not feasible.any():
+        return int(counts[-1]), False, ""
+    i = int(np.argmin(Tw))
+    n = int(counts[i])
+    return (
+        n,
+        False,
+        f"no count up to {goal.max_gpus:,} GPUs meets {sig(goal.deadline_s / 86400)} days; the fastest, "
+        f"{n:,} GPUs, needs {sig(Tw[i] / 86400)} days. Raise the global batch (it caps useful "
+        "data parallelism), use FP8 or a faster GPU, or move the deadline",
+    )
+
+
+def _chosen_layout(
+    dep: Deployment, goal: TrainingGoal, mode: Literal["budget", "deadline", "layout"], n_target: int
+) -> tuple[LayoutResult | None, Trace, tuple[LayoutResult, ...]]:
+    """(the layout evaluated in full with its trace, the alternatives): the pinned layout, or the fastest feasible
+    one on ``n_target`` GPUs (None when none fits)."""
+    tr = Trace()
+    if mode == "layout":
+        return evaluate_layout(dep, _pinned_layout(dep, goal), tr), tr, ()
+    alts = layouts_at(dep, n_target, goal)
+    feas = [x for x in alts if x.feasible]
+    return (evaluate_layout(dep, feas[0].layout, tr) if feas else None), tr, alts
 
 
 def _gpus(n: int) -> str:
