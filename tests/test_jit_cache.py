@@ -92,7 +92,7 @@ def test_every_engine_function_is_compiled_with_the_engines_options():
 
     from numba.core.registry import CPUDispatcher
 
-    from core.serving.sim import jit_cache
+    import core.serving.sim.jit_cache as jit_cache
 
     seen = 0
     for name in ENGINE_SOURCES:
