@@ -326,14 +326,7 @@ def w_remove(RI, RQI, e, rid):
     prev, cur = -1, RI[e, I_HW]
     while cur != rid:
         prev, cur = cur, RQI[Q_NX_W, cur]
-    nxt = RQI[Q_NX_W, rid]
-    if prev < 0:
-        RI[e, I_HW] = nxt
-    else:
-        RQI[Q_NX_W, prev] = nxt
-    if nxt < 0:
-        RI[e, I_TW] = prev
-    RI[e, I_LW] -= 1
+    w_unlink(RI, RQI, e, prev, rid)
 
 
 @jit
