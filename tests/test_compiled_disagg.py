@@ -16,6 +16,11 @@ from tests.simcheck import assert_same
 
 L8 = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
 L70 = RabitConfig(model="llama-3.1-70b", gpu="h100-sxm", gpus_per_node=8, tp=4, weights="fp8", kv_dtype="fp8")
+# sliding-window layers: every layer at a 4,096-token window (Mistral 7B); some at 1,024 (Gemma 3); half at 128
+# (gpt-oss)
+MISTRAL = RabitConfig(model="mistral-7b", gpu="h100-sxm", gpus_per_node=1, tp=1)
+GEMMA = RabitConfig(model="gemma-3-12b-it", gpu="h100-sxm", gpus_per_node=1, tp=1)
+GPT_OSS = RabitConfig(model="gpt-oss-120b", gpu="h100-sxm", gpus_per_node=8, tp=4)
 BASE = SimSpec(
     rate_per_s=20.0,
     num_requests=600,
@@ -95,6 +100,105 @@ CASES = {
         BASE.with_(input=Lengths(kind="fixed", mean=2048), output=Lengths(kind="fixed", mean=64), rate_per_s=12.0),
         layout(2, 2, router="round-robin"),
     ),
+    # sliding-window layers on both pools: the prefill instances hold a prompt's windowed blocks until its KV has
+    # left, the decode instances take it whole and cross their windows as they decode
+    "sliding windows (Gemma 3)": (GEMMA, BASE.with_(rate_per_s=8.0), layout()),
+    "sliding windows, light load": (
+        GEMMA,
+        BASE.with_(rate_per_s=1.0, num_requests=200),
+        layout(1, 1, router="round-robin"),
+    ),
+    "sliding windows of 128 (gpt-oss), TP 4": (
+        GPT_OSS,
+        BASE.with_(rate_per_s=10.0),
+        layout(tp=4, router="power-of-two"),
+    ),
+    "sliding windows, saturated, preemptions": (
+        MISTRAL,
+        BASE.with_(rate_per_s=60.0, kv_pool_tokens=8_000, output=Lengths(kind="lognormal", mean=600, spread=0.5)),
+        layout(2, 2, router="power-of-two"),
+    ),
+    "sliding windows, 2P2D, preemptions, timeouts": (
+        GEMMA,
+        BASE.with_(
+            rate_per_s=20.0,
+            kv_pool_tokens=6_000,
+            timeout_s=15.0,
+            output=Lengths(kind="lognormal", mean=600, spread=0.5),
+        ),
+        layout(2, 2, router="round-robin"),
+    ),
+    # prefill priority: whole prompts first on either pool (a budget above the longest prompt: a longer one is an
+    # iteration past the timing's table, which the Python loop times)
+    "prefill priority": (L8, BASE.with_(policy="prefill_priority", token_budget=8192), layout()),
+    "prefill priority, light load": (
+        L8,
+        BASE.with_(policy="prefill_priority", token_budget=8192, rate_per_s=1.0, num_requests=200),
+        layout(1, 1, router="power-of-two"),
+    ),
+    "prefill priority, saturated, preemptions": (
+        L8,
+        BASE.with_(policy="prefill_priority", token_budget=8192, rate_per_s=60.0, kv_pool_tokens=20_000),
+        layout(2, 2, router="round-robin"),
+    ),
+    "prefill priority, sliding windows, preemptions": (
+        GEMMA,
+        BASE.with_(
+            policy="prefill_priority",
+            token_budget=8192,
+            rate_per_s=40.0,
+            kv_pool_tokens=6_000,
+            output=Lengths(kind="lognormal", mean=600, spread=0.5),
+        ),
+        layout(2, 2),
+    ),
+    # reserve admission: each pool reserves a request's prompt and max_tokens (a prefill instance's: one token)
+    "reserve admission": (L8, BASE.with_(admission="reserve"), layout()),
+    "reserve admission, light load": (
+        L8,
+        BASE.with_(admission="reserve", rate_per_s=1.0, num_requests=200),
+        layout(router="round-robin"),
+    ),
+    "reserve admission, saturated": (
+        L8,
+        BASE.with_(admission="reserve", rate_per_s=60.0, kv_pool_tokens=20_000, timeout_s=8.0),
+        layout(2, 2, router="power-of-two"),
+    ),
+    "reserve admission, prefill priority": (
+        L8,
+        BASE.with_(admission="reserve", policy="prefill_priority", token_budget=8192, rate_per_s=40.0),
+        layout(2, 2),
+    ),
+    # a shared prompt prefix: a prefill instance that served a request's group finds its prefix cached
+    "shared prefix": (L8, BASE.with_(prefix_cache_frac=0.5), layout()),
+    "shared prefix, light load": (
+        L8,
+        BASE.with_(prefix_cache_frac=0.7, rate_per_s=1.0, num_requests=200),
+        layout(router="power-of-two"),
+    ),
+    "shared prefix, saturated, preemptions": (
+        L8,
+        BASE.with_(prefix_cache_frac=0.5, prefix_groups=4, rate_per_s=60.0, kv_pool_tokens=20_000),
+        layout(2, 2, router="round-robin"),
+    ),
+    "shared prefix, prefill priority": (
+        L8,
+        BASE.with_(prefix_cache_frac=0.6, prefix_groups=3, policy="prefill_priority", token_budget=8192),
+        layout(2, 1),
+    ),
+    # prefix affinity: a group's requests to the prefill instance that took its first (the decode pool's router
+    # least-outstanding)
+    "prefix affinity": (L8, BASE.with_(rate_per_s=40.0), layout(2, 2, router="prefix-affinity")),
+    "prefix affinity, shared prefix": (
+        L8,
+        BASE.with_(prefix_cache_frac=0.6, rate_per_s=40.0),
+        layout(3, 2, router="prefix-affinity"),
+    ),
+    "prefix affinity, saturated, preemptions": (
+        L8,
+        BASE.with_(prefix_cache_frac=0.5, prefix_groups=4, rate_per_s=60.0, kv_pool_tokens=20_000),
+        layout(2, 2, router="prefix-affinity"),
+    ),
 }
 
 
@@ -113,34 +217,44 @@ def test_it_matches_the_python_loop_to_the_byte(name):
         assert ref.summary.timed_out > 0
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     p=st.integers(1, 3),
     d=st.integers(1, 3),
-    router=st.sampled_from(("least-outstanding", "power-of-two", "round-robin")),
+    router=st.sampled_from(("least-outstanding", "power-of-two", "round-robin", "prefix-affinity")),
+    cfg=st.sampled_from((L8, L8, GEMMA, MISTRAL)),
     rate=st.floats(2.0, 80.0),
-    pool=st.sampled_from((None, 16_000, 40_000)),
+    pool=st.sampled_from((None, 12_000, 16_000, 40_000)),
     batch=st.sampled_from((8, 64, 256)),
     budget=st.sampled_from((512, 2048, 8192)),
     cache=st.booleans(),
     overlap=st.booleans(),
     asy=st.booleans(),
     timeout=st.sampled_from((None, 2.0, 10.0)),
+    priority=st.booleans(),
+    reserve=st.booleans(),
+    prefix=st.sampled_from((0.0, 0.0, 0.3, 0.7)),
+    groups=st.sampled_from((1, 3, 16)),
     seed=st.integers(0, 2**16),
 )
-def test_generated_shapes_match_the_python_loop(p, d, router, rate, pool, batch, budget, cache, overlap, asy, timeout, seed):  # fmt: skip
+def test_generated_shapes_match_the_python_loop(p, d, router, cfg, rate, pool, batch, budget, cache, overlap, asy, timeout, priority, reserve, prefix, groups, seed):  # fmt: skip
     spec = BASE.with_(
         num_requests=250,
         rate_per_s=rate,
         kv_pool_tokens=pool,
         max_batch=batch,
-        token_budget=budget,
+        # prefill priority: a budget above the longest prompt (a longer one is past the timing's table)
+        token_budget=8192 if priority else budget,
         prefix_caching=cache,
         async_scheduling=asy,
         timeout_s=timeout,
+        policy="prefill_priority" if priority else "chunked",
+        admission="reserve" if reserve and cfg is L8 else "preempt",  # reserve with a window: the Python loop
+        prefix_cache_frac=prefix,
+        prefix_groups=groups,
         seed=seed,
     )
-    assert_compiled_matches_python(L8, spec, layout(p, d, router=router, overlap=overlap))
+    assert_compiled_matches_python(cfg, spec, layout(p, d, router=router, overlap=overlap))
 
 
 def test_each_request_is_served_once_and_its_kv_moves_within_its_ttft():
@@ -170,16 +284,11 @@ def test_shapes_it_does_not_take_say_why():
     from core.config import AdapterSet
 
     lora = L8.with_(adapters=AdapterSet(count=10, max_loras=4))
-    sliding = RabitConfig(model="mistral-7b", gpu="h100-sxm", gpus_per_node=1, tp=1)
     cases = {  # the reason -> (config, spec, layout): shapes the aggregated loop takes and this one does not (yet)
         "adapters": (lora, BASE, layout()),
-        "router not compiled": (L8, BASE, layout(router="prefix-affinity")),
-        "a shared prompt prefix (prefix_cache_frac)": (L8, BASE.with_(prefix_cache_frac=0.5), layout()),
-        "reserve admission": (L8, BASE.with_(admission="reserve"), layout()),
-        "prefill-priority scheduling": (L8, BASE.with_(policy="prefill_priority"), layout()),
         "arrivals not Poisson": (L8, BASE.with_(arrival="closed", users=8), layout()),
         "a duration limit": (L8, BASE.with_(num_requests=None, duration_s=20.0), layout()),
-        "sliding-window layers": (sliding, BASE, layout()),
+        "reserve admission with sliding-window layers": (MISTRAL, BASE.with_(admission="reserve"), layout()),
     }
     for why, (cfg, spec, lay) in cases.items():
         r = simulate_deployment(cfg, spec, lay).result

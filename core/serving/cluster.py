@@ -433,7 +433,7 @@ def _disaggregated(dep, spec, layout, budget, timing, loop="auto") -> Deployment
         # the compiled loop: the same records as the Python one (tests/test_compiled_disagg.py), faster
         k_max = max(k_p, k_d)
         kw = KvWire(k_max, path.bw_bytes_per_s * a.kv_transfer_eff, stage_layers, layout.overlap, fixed)
-        fast = compiled_disagg.run(spec, cptm, cdtm, ppool, dpool, draws, P.instances, D.instances, layout.router, spec.seed, kw, budget)  # fmt: skip
+        fast = compiled_disagg.run(spec, cptm, cdtm, ppool, dpool, draws, P.instances, D.instances, layout.router, spec.seed, kw, budget, shared=prefix is not None)  # fmt: skip
         if fast is None:
             why = compiled.PAST_TABLE
         elif not (host_tier_untouched(ptm, fast[1][: P.instances], ppool) and host_tier_untouched(dtm, fast[1][P.instances :], dpool)):  # fmt: skip

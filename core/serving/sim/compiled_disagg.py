@@ -5,8 +5,13 @@ the Python loop's records (:meth:`core.serving.sim.replicas.ReplicaSet.records`)
 (``tests/test_compiled_disagg.py``).
 
 The shapes it takes are the aggregated loop's (:func:`core.serving.sim.compiled.fallback_reason`, each pool on its
-own timing and KV pool) behind a ``round-robin``, ``least-outstanding`` or ``power-of-two`` router (the decode pool's
-router is the same policy with its own draws).
+own timing and KV pool): chunked prefill or prefill priority, preempt-and-recompute or reserve admission (each pool
+reserving a request's prompt and max_tokens: a prefill instance's requests ask for one token), full attention or
+sliding-window layers (not under reserve admission), a shared prompt prefix per group (a prefill instance that has
+served the group finds it cached, as the Python loop routes it; a decode instance takes the whole transferred
+prompt as cached), behind a ``round-robin``, ``least-outstanding``, ``power-of-two`` or ``prefix-affinity`` router
+(the decode pool's router is the same policy with its own draws; prefix affinity's is least-outstanding). Adapters,
+arrivals not Poisson and a duration limit fall back (:func:`fallback_reason`).
 
 Its first call in a fresh install compiles it (about 10 CPU-s on the 2-core machine, on top of the aggregated
 loop's); :func:`core.serving.warm_simulator` runs a tiny disaggregated deployment too, so that no page waits for it.
@@ -41,7 +46,10 @@ from core.serving.sim.jit_layout import (
     I_HP,
     I_HR,
     I_HW,
+    I_PPRI,
     I_REMOTE,
+    I_RSV,
+    I_SLD,
     I_TE,
     I_TI,
     I_TP,
@@ -56,16 +64,20 @@ from core.serving.sim.jit_layout import (
     N_RI,
     NO_ROOM,
     OK,
+    Q_CACHED,
     Q_INP,
     Q_NX_IN,
     Q_NX_W,
     Q_OUT,
     Q_REP,
+    Q_RES,
     Q_STATUS,
     R_NEXT,
+    R_SS,
     SLICE,
     STUCK,
 )  # fmt: skip
+from core.serving.sim.pool import prefix_hit_tokens
 from core.serving.sim.records import UNFINISHED, Records
 
 
@@ -82,20 +94,45 @@ class KvWire:
     fixed_s: float
 
 
+#: The shapes of :data:`core.serving.sim.compiled.EXTENDED_REASONS` this loop does not lay out: they fall back by
+#: these reasons (the Python loop's arrival stream, closed or cut by a duration, is not laid out here).
+NOT_LAID_OUT = (compiled.EXTENDED_REASONS[2], compiled.EXTENDED_REASONS[3])
+#: The front routers it takes: the base three and prefix affinity (whose decode pool is least-outstanding).
+ROUTERS = ("round-robin", "least-outstanding", "power-of-two", "prefix-affinity")
+
+
 def fallback_reason(spec, ptiming, dtiming, ppool, dpool, instances: int, router: str, *, adapters=None, prefix=None):
     """Why the compiled loop leaves this disaggregated simulation to the Python loop, or None: the engine's reasons
-    (:func:`core.serving.sim.compiled.fallback_reason` without ``extended``: this loop lays out the engine's base
-    shape only) for each pool, the instances of both counted against its slots."""
-    why = compiled.fallback_reason(spec, ptiming, ppool, instances, router, adapters=adapters, prefix=prefix)
-    return why or compiled.fallback_reason(spec, dtiming, dpool, instances, router)
+    (:func:`core.serving.sim.compiled.fallback_reason` with ``extended``: this loop lays out sliding-window layers,
+    prefill priority, reserve admission, a shared prompt prefix and the prefix-affinity router) for each pool, the
+    instances of both counted against its slots; adapters, arrivals not Poisson and a duration limit fall back."""
+    for timing, pool in ((ptiming, ppool), (dtiming, dpool)):
+        why = compiled.fallback_reason(spec, timing, pool, instances, router, extended=True)
+        if why is not None:
+            return why
+    checks = (
+        (adapters is not None, "adapters"),
+        (router not in ROUTERS, compiled.EXTENDED_REASONS[1]),
+        (spec.arrival != "poisson", NOT_LAID_OUT[0]),
+        (spec.duration_s is not None, NOT_LAID_OUT[1]),
+    )
+    for holds, why in checks:
+        if holds:
+            return why
+    return None
 
 
 def _world(spec, timing, pool, R: int, n: int, ev_cap: int, ts_cap: int, *, prefill: bool):
-    """One pool's parameters and arrays (the order :mod:`core.serving.sim.jit_disagg` unpacks)."""
+    """One pool's parameters and arrays (the order :mod:`core.serving.sim.jit_disagg` unpacks), with the flags of
+    its admission (reserve), its scheduling (prefill priority) and its model's sliding-window layers as
+    :func:`core.serving.sim.compiled.run` lays them out."""
     mb = int(spec.max_batch)
     sm = timing.sm
+    reserve = spec.admission == "reserve"
+    sliding = pool.slide_share > 0
     sw = (
-        R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching), int(timing.t_max),
+        R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching) and not reserve and not sliding,
+        int(timing.t_max),
         bool(sm.graph_prefill), int(pool.max_context), float(pool.blocks), float(pool.full_share),
         float(pool.seq_blocks_max), 1.0 / pool.blocks if pool.blocks > 0 else 0.0, float(timing.q),
         float(sm.graph_launch_s), float(sm.eager_launch_s), float(sm.graph_max_tokens), float(sm.kernels_per_stage),
@@ -113,8 +150,12 @@ def _world(spec, timing, pool, R: int, n: int, ev_cap: int, ts_cap: int, *, pref
     RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
     RI[:, I_WIN] = int(pool.window)
     RI[:, I_HOLD if prefill else I_REMOTE] = 1
+    RI[:, I_RSV] = 1 if reserve else 0
+    RI[:, I_PPRI] = 1 if spec.policy == "prefill_priority" else 0
+    RI[:, I_SLD] = 1 if sliding else 0
     RF = np.zeros((R, N_RF), dtype=float)
     RF[:, R_NEXT] = INF
+    RF[:, R_SS] = float(pool.slide_share)
     hist = np.zeros((R, 2 * pool.block), dtype=np.int64)
     FH = np.zeros((4, R, mb + 72), dtype=np.int64)
     CH = np.zeros((2, R, mb + 1), dtype=np.int64)
@@ -128,11 +169,13 @@ def _world(spec, timing, pool, R: int, n: int, ev_cap: int, ts_cap: int, *, pref
     return sw, [TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF]
 
 
-def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str, seed: int, wire: KvWire, budget=None):
+def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str, seed: int, wire: KvWire, budget=None, *, shared: bool = False):  # fmt: skip
     """The disaggregated deployment's records, as the Python loop's ``ReplicaSet.records`` gives them (the
     deployment's, each engine's: the prefill instances then the decode ones, the KV transfer time of each request),
-    or None where the loop leaves the run to the Python one (an iteration past a timing's table). Raises as the
-    Python loop does: :class:`core.base.limits.BudgetExceeded` past the work ``budget``."""
+    or None where the loop leaves the run to the Python one (an iteration past a timing's table). ``shared``: the
+    requests of a prefix group share the first ``spec.prefix_cache_frac`` of their prompts (a prefill instance that
+    has served the group finds it cached). Raises as the Python loop does:
+    :class:`core.base.limits.BudgetExceeded` past the work ``budget``."""
     from core.base import WorkBudget
     from core.serving.sim.jit_disagg import loop
     from core.serving.sim.replicas import deployment_records
@@ -150,9 +193,19 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
     ap[2][GF_NEXT] = gaps[0]
     ap[9][Q_INP] = np.asarray(draws.inp[:n], dtype=np.int64)
     ap[9][Q_OUT] = 1  # a prefill instance computes a request's prompt and first token
+    if shared:
+        ap[9][Q_CACHED] = prefix_hit_tokens(spec.prefix_cache_frac, ap[9][Q_INP])
     out = np.asarray(draws.out[:n], dtype=np.int64)
-    rtp = compiled._router(spec, P, router, n, False)
-    rtd = compiled._router(spec, D, router, n, False)  # the same policy with its own draws
+    # reserve admission: the blocks of the prompt and the client's max_tokens on each pool (Pool.blocks_for, whole
+    # blocks; a prefill instance's requests ask for one token); dres is each request's on the decode pool, beside its
+    # output tokens (jit_disagg.kv_arrived reads both)
+    dres = np.zeros(n, dtype=np.int64)
+    if spec.admission == "reserve":
+        ap[9][Q_RES] = (ap[9][Q_INP] + 1 + ppool.block - 1) // ppool.block
+        dres = (ap[9][Q_INP] + spec.max_output_tokens() + dpool.block - 1) // dpool.block
+    rtp = compiled._router(spec, P, router, n, shared)
+    # the decode pool's router: the same policy with its own draws (prefix affinity's: least-outstanding)
+    rtd = compiled._router(spec, D, "least-outstanding" if router == "prefix-affinity" else router, n, False)
     if router == "power-of-two":
         rtd = rtd._replace(pairs=compiled._p2_pairs(D, seed + 1, n))
     x_cap = mb + 64
@@ -161,7 +214,7 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
         np.zeros((P, 2)), np.zeros((P, 3), dtype=np.int64), np.zeros((P, x_cap)),
         np.zeros((P, x_cap), dtype=np.int64),  # the transfers of each prefill instance
         np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64), np.zeros(N_G, dtype=np.int64),  # their events
-        np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n), np.full(n, np.nan), out,
+        np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n), np.full(n, np.nan), np.stack([out, dres]),
         np.zeros(P + D, dtype=np.int64), np.zeros(1, dtype=np.int64),
         np.zeros(P + D, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),  # inbox places
     ]  # fmt: skip

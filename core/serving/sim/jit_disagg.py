@@ -58,6 +58,7 @@ from core.serving.sim.jit_layout import (
     Q_NX_IN,
     Q_OUT,
     Q_REP,
+    Q_RES,
     Q_STATUS,
     R_END,
     R_NEXT,
@@ -320,8 +321,9 @@ def kv_arrived(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, OR
     dgid[s] = gid
     RQFd[RQ_ARR, s] = t
     RQId[Q_INP, s] = i
-    RQId[Q_OUT, s] = out[gid]
+    RQId[Q_OUT, s] = out[0, gid]
     RQId[Q_CACHED, s] = i  # its whole prompt cached
+    RQId[Q_RES, s] = out[1, gid]  # reserve admission: its prompt and max_tokens on the decode pool
     RQId[Q_REP, s] = d
     RQId[Q_NX_IN, s] = -1
     if RId[d, I_TI] < 0:
