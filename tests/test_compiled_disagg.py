@@ -199,6 +199,38 @@ CASES = {
         BASE.with_(prefix_cache_frac=0.5, prefix_groups=4, rate_per_s=60.0, kv_pool_tokens=20_000),
         layout(2, 2, router="prefix-affinity"),
     ),
+    # a closed loop of users: each user's next request a think time after its last one left the decode pool (or was
+    # rejected or timed out on either); every user's first at 0 s, routed in one pass
+    "closed loop": (L8, BASE.with_(arrival="closed", users=8), layout()),
+    "closed loop, think time, 2P2D": (
+        L8,
+        BASE.with_(arrival="closed", users=32, think_s=1.0),
+        layout(2, 2, router="power-of-two"),
+    ),
+    "closed loop, saturated, preemptions, timeouts": (
+        L8,
+        BASE.with_(arrival="closed", users=128, think_s=0.5, kv_pool_tokens=20_000, timeout_s=5.0),
+        layout(2, 2, router="round-robin"),
+    ),
+    # more users at 0 s than one pass's margin (8 x 4 instances + 4 x a batch of 8 + 64): the arrays grown for them
+    "closed loop, 200 users at once, batch 8, timeouts": (
+        L8,
+        BASE.with_(arrival="closed", users=200, think_s=0.3, timeout_s=2.0, max_batch=8, kv_pool_tokens=16_000),
+        layout(1, 3, router="round-robin"),
+    ),
+    "closed loop, sliding windows, prefix affinity": (
+        GEMMA,
+        BASE.with_(arrival="closed", users=24, think_s=0.2),
+        layout(2, 2, router="prefix-affinity"),
+    ),
+    # a duration limit: Poisson arrivals up to it (with a request count or without), or a closed loop's
+    "duration limit": (L8, BASE.with_(num_requests=None, duration_s=20.0), layout()),
+    "duration limit and a count, 2P2D": (L8, BASE.with_(duration_s=10.0), layout(2, 2)),
+    "closed loop, duration limit": (
+        L8,
+        BASE.with_(arrival="closed", users=16, think_s=0.5, duration_s=15.0),
+        layout(2, 1, router="round-robin"),
+    ),
 }
 
 
@@ -235,9 +267,11 @@ def test_it_matches_the_python_loop_to_the_byte(name):
     reserve=st.booleans(),
     prefix=st.sampled_from((0.0, 0.0, 0.3, 0.7)),
     groups=st.sampled_from((1, 3, 16)),
+    arrivals=st.sampled_from(("poisson", "poisson", "closed", "duration")),
+    users=st.sampled_from((1, 4, 32, 200)),
     seed=st.integers(0, 2**16),
 )
-def test_generated_shapes_match_the_python_loop(p, d, router, cfg, rate, pool, batch, budget, cache, overlap, asy, timeout, priority, reserve, prefix, groups, seed):  # fmt: skip
+def test_generated_shapes_match_the_python_loop(p, d, router, cfg, rate, pool, batch, budget, cache, overlap, asy, timeout, priority, reserve, prefix, groups, arrivals, users, seed):  # fmt: skip
     spec = BASE.with_(
         num_requests=250,
         rate_per_s=rate,
@@ -254,6 +288,10 @@ def test_generated_shapes_match_the_python_loop(p, d, router, cfg, rate, pool, b
         prefix_groups=groups,
         seed=seed,
     )
+    if arrivals == "closed":  # users thinking 0.3 s, up to the count
+        spec = spec.with_(arrival="closed", users=users, think_s=0.3)
+    elif arrivals == "duration":  # Poisson arrivals up to 8 s, no count
+        spec = spec.with_(num_requests=None, duration_s=8.0)
     assert_compiled_matches_python(cfg, spec, layout(p, d, router=router, overlap=overlap))
 
 
@@ -284,11 +322,15 @@ def test_shapes_it_does_not_take_say_why():
     from core.config import AdapterSet
 
     lora = L8.with_(adapters=AdapterSet(count=10, max_loras=4))
-    cases = {  # the reason -> (config, spec, layout): shapes the aggregated loop takes and this one does not (yet)
+    cases = {  # the reason -> (config, spec, layout): adapters (the aggregated loop takes them, this one does not
+        # yet) and the engine's own reasons
         "adapters": (lora, BASE, layout()),
-        "arrivals not Poisson": (L8, BASE.with_(arrival="closed", users=8), layout()),
-        "a duration limit": (L8, BASE.with_(num_requests=None, duration_s=20.0), layout()),
         "reserve admission with sliding-window layers": (MISTRAL, BASE.with_(admission="reserve"), layout()),
+        "a closed loop without a request count": (
+            L8,
+            BASE.with_(arrival="closed", users=8, num_requests=None, duration_s=60.0),
+            layout(),
+        ),
     }
     for why, (cfg, spec, lay) in cases.items():
         r = simulate_deployment(cfg, spec, lay).result

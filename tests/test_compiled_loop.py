@@ -404,8 +404,8 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
     deps = {  # deployments: (config, spec, layout) -> the reason
         # aggregated replicas serve adapters compiled (tests/test_compiled_lora.py), disaggregated pools do not
         "adapters": (lora, BASE, disagg),
-        # disaggregated pools run compiled up to the Python loop's arrival stream: a closed loop falls back
-        "arrivals not Poisson": (L8, BASE.with_(arrival="closed", users=8), disagg),
+        # disaggregated pools run compiled but for reserve admission on a sliding-window model, as aggregated ones
+        "reserve admission with sliding-window layers": (sliding, BASE.with_(admission="reserve"), disagg),
     }
     for why, (cfg, spec, layout) in deps.items():
         r = simulate_deployment(cfg, spec, layout).result

@@ -12,8 +12,8 @@ This module is that loop for runs that are
   (:mod:`core.serving.sim.jit_lora`: each replica's ``max_loras`` slots and host cache, the loads, the waits for a
   slot, the adapters' per-iteration memory time; :mod:`core.serving.sim.compiled_lora` lays them out and reads the
   adapter records back); disaggregated prefill and decode pools behind one of the
-  first four (:mod:`core.serving.sim.compiled_disagg`: Poisson arrivals of a number of requests, the scheduling,
-  admission, sliding windows and shared prefix below, no adapters);
+  first four (:mod:`core.serving.sim.compiled_disagg`: the arrivals, scheduling, admission, sliding windows and
+  shared prefix below, no adapters);
 * Poisson arrivals up to a number of requests or a duration, or a closed loop of users up to a number of
   requests; chunked prefill or prefill priority, with preempt-and-recompute (prefix caching of
   a preempted request's blocks on or off) or reserve admission; a timeout or none;

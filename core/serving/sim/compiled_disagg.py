@@ -10,8 +10,10 @@ reserving a request's prompt and max_tokens: a prefill instance's requests ask f
 sliding-window layers (not under reserve admission), a shared prompt prefix per group (a prefill instance that has
 served the group finds it cached, as the Python loop routes it; a decode instance takes the whole transferred
 prompt as cached), behind a ``round-robin``, ``least-outstanding``, ``power-of-two`` or ``prefix-affinity`` router
-(the decode pool's router is the same policy with its own draws; prefix affinity's is least-outstanding). Adapters,
-arrivals not Poisson and a duration limit fall back (:func:`fallback_reason`).
+(the decode pool's router is the same policy with its own draws; prefix affinity's is least-outstanding); Poisson
+arrivals up to a count or a duration, or a closed loop of users up to a count (a user's next request a think time
+after its last one left the decode pool, or was rejected or timed out on either). Adapters fall back
+(:func:`fallback_reason`).
 
 Its first call in a fresh install compiles it (about 10 CPU-s on the 2-core machine, on top of the aggregated
 loop's); :func:`core.serving.warm_simulator` runs a tiny disaggregated deployment too, so that no page waits for it.
@@ -28,6 +30,8 @@ from core.serving.sim import compiled
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
+    G_AHN,
+    G_CLOSED,
     G_DLMAX,
     G_EVN,
     G_FHMAX,
@@ -94,9 +98,6 @@ class KvWire:
     fixed_s: float
 
 
-#: The shapes of :data:`core.serving.sim.compiled.EXTENDED_REASONS` this loop does not lay out: they fall back by
-#: these reasons (the Python loop's arrival stream, closed or cut by a duration, is not laid out here).
-NOT_LAID_OUT = (compiled.EXTENDED_REASONS[2], compiled.EXTENDED_REASONS[3])
 #: The front routers it takes: the base three and prefix affinity (whose decode pool is least-outstanding).
 ROUTERS = ("round-robin", "least-outstanding", "power-of-two", "prefix-affinity")
 
@@ -104,8 +105,8 @@ ROUTERS = ("round-robin", "least-outstanding", "power-of-two", "prefix-affinity"
 def fallback_reason(spec, ptiming, dtiming, ppool, dpool, instances: int, router: str, *, adapters=None, prefix=None):
     """Why the compiled loop leaves this disaggregated simulation to the Python loop, or None: the engine's reasons
     (:func:`core.serving.sim.compiled.fallback_reason` with ``extended``: this loop lays out sliding-window layers,
-    prefill priority, reserve admission, a shared prompt prefix and the prefix-affinity router) for each pool, the
-    instances of both counted against its slots; adapters, arrivals not Poisson and a duration limit fall back."""
+    prefill priority, reserve admission, a shared prompt prefix, the prefix-affinity router, a closed loop of users
+    and a duration limit) for each pool, the instances of both counted against its slots; adapters fall back."""
     for timing, pool in ((ptiming, ppool), (dtiming, dpool)):
         why = compiled.fallback_reason(spec, timing, pool, instances, router, extended=True)
         if why is not None:
@@ -113,8 +114,6 @@ def fallback_reason(spec, ptiming, dtiming, ppool, dpool, instances: int, router
     checks = (
         (adapters is not None, "adapters"),
         (router not in ROUTERS, compiled.EXTENDED_REASONS[1]),
-        (spec.arrival != "poisson", NOT_LAID_OUT[0]),
-        (spec.duration_s is not None, NOT_LAID_OUT[1]),
     )
     for holds, why in checks:
         if holds:
@@ -181,7 +180,7 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
     from core.serving.sim.replicas import deployment_records
 
     budget = budget or WorkBudget()
-    n, mb = int(spec.num_requests), int(spec.max_batch)
+    n, mb = compiled._issued_at_most(spec, draws), int(spec.max_batch)
     draws.ensure(n)
     gaps = np.asarray(draws.gaps[:n], dtype=float)
     margin = 8 * (P + D) + 4 * mb + 64  # what one pass of the loop may add at most (jit_disagg.loop's margin)
@@ -190,7 +189,16 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
     ev_cap, ts_cap = margin + 64, (7 * n) // 2 + margin + 256
     sp, ap = _world(spec, ptiming, ppool, P, n, ev_cap, ts_cap, prefill=True)
     sd, ad = _world(spec, dtiming, dpool, D, n, ev_cap, ts_cap, prefill=False)
-    ap[2][GF_NEXT] = gaps[0]
+    # the arrival stream in the prefill world's counters (jit_arrivals): Poisson up to a count or a duration, or a
+    # closed loop of users, every user's first request at 0 s
+    closed = spec.arrival == "closed"
+    users = min(int(spec.users), n) if closed else 0
+    AH = np.zeros((2, max(users, 1)))
+    AH[1, :users] = np.arange(users)
+    ap[1][G_CLOSED], ap[1][G_AHN] = (1 if closed else 0), users
+    ap[2][GF_DURATION] = INF if spec.duration_s is None else float(spec.duration_s)
+    ap[2][GF_NEXT] = (0.0 if users else INF) if closed else gaps[0]
+    burst = AH.shape[1] if closed else 0  # the arrivals one pass may route at one instant (jit_disagg.loop's)
     ap[9][Q_INP] = np.asarray(draws.inp[:n], dtype=np.int64)
     ap[9][Q_OUT] = 1  # a prefill instance computes a request's prompt and first token
     if shared:
@@ -210,7 +218,7 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
         rtd = rtd._replace(pairs=compiled._p2_pairs(D, seed + 1, n))
     x_cap = mb + 64
     d: list[Any] = [
-        gaps, rtp, rtd, np.zeros((2, 1)), np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64),  # the step ends' heap
+        gaps, rtp, rtd, AH, np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64),  # the step ends' heap
         np.zeros((P, 2)), np.zeros((P, 3), dtype=np.int64), np.zeros((P, x_cap)),
         np.zeros((P, x_cap), dtype=np.int64),  # the transfers of each prefill instance
         np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64), np.zeros(N_G, dtype=np.int64),  # their events
@@ -230,8 +238,8 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
         if code == SLICE:
             budget.check(int(Gp[G_PASSES]), float(GFp[1]))
         elif code == GROW:
-            for w, G, off, ords in ((ap, Gp, 0, d[21]), (ad, Gd, P, d[22])):
-                room = margin + _pending(w[3], d[20][off : off + w[3].shape[0]], ords)
+            for w, G, off, ords, b in ((ap, Gp, 0, d[21], burst), (ad, Gd, P, d[22], 0)):
+                room = margin + b + _pending(w[3], d[20][off : off + w[3].shape[0]], ords)
                 if int(G[G_FHMAX]) + mb + 8 > w[6].shape[2]:
                     w[6] = compiled._grown(w[6], 2 * w[6].shape[2])
                 if spec.timeout_s is not None and int(G[G_DLMAX]) + room > w[10].shape[2]:
@@ -239,8 +247,9 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
                 if int(G[G_TSN]) + room > w[11].shape[0]:
                     size = max(2 * w[11].shape[0], int(G[G_TSN]) + 2 * room)
                     w[11], w[12] = compiled._grown(w[11], size), compiled._grown(w[12], size)
-            if int(Gp[G_EVN]) + margin > d[4].shape[0]:
-                d[4], d[5] = compiled._grown(d[4], 2 * d[4].shape[0]), compiled._grown(d[5], 2 * d[5].shape[1])
+            if int(Gp[G_EVN]) + margin + burst > d[4].shape[0]:
+                size = max(2 * d[4].shape[0], int(Gp[G_EVN]) + 2 * (margin + burst))
+                d[4], d[5] = compiled._grown(d[4], size), compiled._grown(d[5], size)
             if int(Gx[G_FHMAX]) + mb + 8 > d[8].shape[1]:
                 d[8], d[9] = compiled._grown(d[8], 2 * d[8].shape[1]), compiled._grown(d[9], 2 * d[9].shape[1])
             if int(Gx[G_EVN]) + int(Gx[G_FHMAX]) + margin > d[10].shape[0]:

@@ -10,7 +10,9 @@ the order their KV arrives (each decode instance takes its own in that order, as
 so the finish and deadline heaps break ties as the Python loop's do). A prefill instance holds a finished request's
 blocks (``I_HOLD``) until its KV has left; a decode instance admits a request only when blocks for all of its prompt
 are free (``I_REMOTE``). One event heap of step ends (engine ``k``: the prefill instance ``k`` below ``P``, the
-decode instance ``k - P`` above) keeps its counters in the prefill world's ``G``.
+decode instance ``k - P`` above) keeps its counters in the prefill world's ``G``. So does the arrival stream
+(:mod:`core.serving.sim.jit_arrivals`: Poisson up to a count or a duration, or a closed loop of users, its heap in
+``AH``); each engine's list of ended requests goes to it where ``ReplicaSet._ended`` takes it (:func:`tell`).
 
 The transfers: per prefill instance ``p`` its processor-sharing clock (``XF[p, X_V]`` at ``XF[p, X_T]``), a heap of
 the transfers in flight (``XHV[p]``: the virtual time each has left at, ``XHG[p]``: its request; by both, as the
@@ -22,10 +24,13 @@ sequence, ``G_ISSUED`` the requests delivered to the decode pool, ``G_FHMAX`` th
 
 from __future__ import annotations
 
+from core.serving.sim.jit_arrivals import ah_push
 from core.serving.sim.jit_cache import jit, jit_inline
 from core.serving.sim.jit_engine import absorb, cut_run, end_step, expire, release
 from core.serving.sim.jit_layout import (
     CLOCK,
+    G_AHN,
+    G_CLOSED,
     G_DLMAX,
     G_EVN,
     G_FHMAX,
@@ -36,10 +41,13 @@ from core.serving.sim.jit_layout import (
     G_SEQ,
     G_STARTED,
     G_TSN,
+    GF_DURATION,
+    GF_NEXT,
     GF_TIMEOUT,
     GROW,
     I_DLN,
     I_FLIGHT,
+    I_HE,
     I_HI,
     I_KIND,
     I_LOAD,
@@ -48,6 +56,7 @@ from core.serving.sim.jit_layout import (
     I_NCH,
     I_PUMP,
     I_STUCK,
+    I_TE,
     I_TI,
     I_VER,
     INF,
@@ -55,6 +64,7 @@ from core.serving.sim.jit_layout import (
     Q_CACHED,
     Q_CTX,
     Q_INP,
+    Q_NX_E,
     Q_NX_IN,
     Q_OUT,
     Q_REP,
@@ -65,6 +75,7 @@ from core.serving.sim.jit_layout import (
     R_NOW,
     RQ_ADMIT,
     RQ_ARR,
+    RQ_FIN,
     STUCK,
 )
 from core.serving.sim.jit_loop import pass_check, pick, push, route
@@ -95,15 +106,40 @@ def w_end_step(sw, aw, e):
 
 
 @jit
-def turn(sw, aw, err, e, held):
+def tell(N, gaps, Gp, GFp, AH, RI, RQF, RQI, dgid, e, front):
+    """ReplicaSet._ended of engine ``e`` of a pool (``front``: the prefill pool): each request that ended there, in
+    order, to the arrival stream (a closed loop's user sends its next request a think time after the end, while
+    requests are left to issue and the duration allows: jit_arrivals.tell_ended), but a prefill instance's finished
+    prompts, whose KV transfers the loop starts from the step's chunks. The decode pool's requests are numbered in
+    the order their KV arrived: ``dgid`` gives each one's number in the deployment (its user's think time)."""
+    rid = RI[e, I_HE]
+    RI[e, I_HE] = -1
+    RI[e, I_TE] = -1
+    if not Gp[G_CLOSED]:
+        return
+    while rid >= 0:
+        nxt = RQI[Q_NX_E, rid]
+        if not (front and RQI[Q_STATUS, rid] == DONE) and Gp[G_ISSUED] + Gp[G_AHN] < N:
+            t = RQF[RQ_FIN, rid] + gaps[rid if front else dgid[rid]]
+            if not t > GFp[GF_DURATION]:
+                ah_push(Gp, AH, t, float(Gp[G_ISSUED] + Gp[G_AHN]))
+                GFp[GF_NEXT] = AH[0, 0]
+        rid = nxt
+
+
+@jit
+def turn(sw, aw, err, e, held, N, gaps, Gp, GFp, AH, dgid, front):
     """One turn of ``Replica``'s pump loop once the arrivals due are routed (ReplicaSet._pump_loop): absorb,
-    expire, plan. Returns (0: nothing to do, 1: a step planned to end at the second value, 2: again, -1: error)."""
+    expire, tell the stream what ended, plan. Returns (0: nothing to do, 1: a step planned to end at the second
+    value, 2: again, -1: error)."""
     nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp = sw  # fmt: skip
     TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF = aw
     if RF[e, R_NEXT] <= RF[e, R_NOW]:
         absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
     if RI[e, I_DLN] > 0 and DL[0, e, 0] <= RF[e, R_NOW]:
         expire(B, RI, RF, hist, RQF, RQI, DL, e)
+    if Gp[G_CLOSED] and RI[e, I_HE] >= 0:  # (a Poisson stream leaves the lists unread)
+        tell(N, gaps, Gp, GFp, AH, RI, RQF, RQI, dgid, e, front)
     if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
         return 0, 0.0
     waiting = RI[e, I_LW]
@@ -113,6 +149,8 @@ def turn(sw, aw, err, e, held):
     if RI[e, I_KIND] != NONE:
         return 1, end
     end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)
+    if Gp[G_CLOSED] and RI[e, I_HE] >= 0:  # (a Poisson stream leaves the lists unread)
+        tell(N, gaps, Gp, GFp, AH, RI, RQF, RQI, dgid, e, front)
     if RI[e, I_LW] > 0 and RI[e, I_LR] == 0 and held > 0:
         return 0, 0.0  # the pool is full of KV waiting to leave: a release wakes it
     RI[e, I_STUCK] = RI[e, I_STUCK] + 1 if RI[e, I_LW] == waiting else 0
@@ -152,7 +190,7 @@ def push_decode(Gp, ev_t, EVI, RId, P, e, end):
 
 
 @jit
-def pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, k0):
+def pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, dgid, k0):
     """ReplicaSet._pump of engine ``k0``, the prefill instances an arrival wakes on the way pumped in turn."""
     TBp, Gp, GFp, RIp, RFp, hist_p, FHp, CHp, RQFp, RQIp, DLp, ts_p, TSFp = ap
     RId, RFd = ad[3], ad[4]
@@ -178,9 +216,9 @@ def pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err
                 top += 1
             continue
         if k < P:
-            code, end = turn(sp, ap, err, k, XI[k, X_HELD])
+            code, end = turn(sp, ap, err, k, XI[k, X_HELD], N, gaps, Gp, GFp, AH, dgid, True)
         else:
-            code, end = turn(sd, ad, err, k - P, 0)
+            code, end = turn(sd, ad, err, k - P, 0, N, gaps, Gp, GFp, AH, dgid, False)
         if code < 0:
             return
         if code == 2:
@@ -311,7 +349,7 @@ def kv_arrived(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, OR
         if t > RFp[p, R_NOW]:
             w_record(sp, ap, p, t)
             RFp[p, R_NOW] = t
-        pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, p)
+        pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, dgid, p)
         if err[0]:
             return
     d = decode_of[gid]
@@ -346,7 +384,7 @@ def kv_arrived(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, OR
     if t > RFd[d, R_NOW]:
         w_record(sd, ad, d, t)
         RFd[d, R_NOW] = t
-    pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, P + d)
+    pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, dgid, P + d)
 
 
 @jit
@@ -371,13 +409,16 @@ def loop(z):
     Gp[G_RESUME] = 0
     margin = 8 * (P + D) + 4 * MB + 64
     timeout = GFp[GF_TIMEOUT] < INF
+    # a closed loop's users may all be due at one instant (every one's first request at 0 s): one pass routes them
+    # all, each to a prefill instance's inbox (a point and a deadline when absorbed) and a run cut short
+    burst = AH.shape[1] if Gp[G_CLOSED] else 0
     while True:
-        wp = margin + pending(RIp, DEL, ORDp, 0, P)
+        wp = margin + burst + pending(RIp, DEL, ORDp, 0, P)
         wd = margin + pending(RId, DEL, ORDd, P, D)
         if (
             Gp[G_TSN] + wp > TSFp.shape[1]
             or Gd[G_TSN] + wd > TSFd.shape[1]
-            or Gp[G_EVN] + margin > ev_t.shape[0]
+            or Gp[G_EVN] + margin + burst > ev_t.shape[0]
             or Gd[G_FHMAX] + MB + 8 > FHd.shape[2]
             or (timeout and (Gp[G_DLMAX] + wp > DLp.shape[2] or Gd[G_DLMAX] + wd > DLd.shape[2]))
             or Gx[G_FHMAX] + MB + 8 > XHV.shape[1]
@@ -414,6 +455,8 @@ def loop(z):
                 RIp[k, I_FLIGHT] = 0
                 mixed = RIp[k, I_KIND] == MIXED
                 w_end_step(sp, ap, k)
+                if Gp[G_CLOSED] and RIp[k, I_HE] >= 0:
+                    tell(N, gaps, Gp, GFp, AH, RIp, RQFp, RQIp, dgid, k, True)
                 if mixed:  # the prompts it finished leave as KV transfers, in the step's order
                     for j in range(RIp[k, I_NCH]):
                         rid = CHp[0, k, j]
@@ -422,7 +465,9 @@ def loop(z):
             else:
                 RId[k - P, I_FLIGHT] = 0
                 w_end_step(sd, ad, k - P)
-            pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, k)
+                if Gp[G_CLOSED] and RId[k - P, I_HE] >= 0:
+                    tell(N, gaps, Gp, GFp, AH, RId, RQFd, RQId, dgid, k - P, False)
+            pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, dgid, k)
         elif t_e <= t_a and t_e < INF:
             t, a, b = xe_t[0], XEI[1, 0], XEI[2, 0]
             ev_pop(Gx, xe_t, XEI)
@@ -446,7 +491,7 @@ def loop(z):
             gid = Gp[G_ISSUED] - 1
             delivered(DEL, ORDp, RQIp[Q_REP, gid], gid)
             if j >= 0:
-                pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, j)
+                pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, dgid, j)
         else:
             break
         if err[0]:
