@@ -265,6 +265,14 @@ CASES = {
         2,
         "round-robin",
     ),
+    # more users at 0 s than one pass's margin (8 x 2 replicas + 4 x a batch of 8 + 64): all routed in one pass, a
+    # point and a deadline each (the arrays grown for them before it)
+    "closed loop, 400 users at once, batch 8, timeout": (
+        L8,
+        BASE.with_(arrival="closed", users=400, think_s=0.3, timeout_s=2.0, max_batch=8, kv_pool_tokens=16_000),
+        2,
+        "round-robin",
+    ),
     "replayed trace": (
         L8,
         BASE.with_(trace=tuple((200 + 37 * (k % 29), 20 + 11 * (k % 13)) for k in range(97)), rate_per_s=40.0),

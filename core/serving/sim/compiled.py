@@ -359,7 +359,8 @@ def run(
         RQI[Q_RES] = (RQI[Q_INP] + spec.max_output_tokens() + pool.block - 1) // pool.block
     if shared:
         RQI[Q_CACHED] = prefix_hit_tokens(spec.prefix_cache_frac, RQI[Q_INP])
-    margin = 8 * R + 4 * mb + 64  # what one pass of the loop may add at most (jit_loop.loop's margin)
+    # what one pass of the loop may add at most (jit_loop.loop's margin: a closed loop's users all due at once)
+    margin = 8 * R + 4 * mb + 64 + (AH.shape[1] if closed else 0)
     ev_cap = margin + 64
     ev_t, EVI = np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64)
     ts_cap = n + margin + 256  # about two points a request: grown once or twice on a run (as the tests' runs are)

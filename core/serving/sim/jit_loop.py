@@ -12,6 +12,7 @@ from core.serving.sim.jit_engine import absorb, cut_run, end_step, expire
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
+    G_CLOSED,
     G_DLMAX,
     G_EVN,
     G_FHMAX,
@@ -305,7 +306,8 @@ def loop(z):
     passes = G[G_PASSES]
     resumed = G[G_RESUME] != 0  # back from a slice: its last pass was counted and checked, not yet run
     G[G_RESUME] = 0
-    margin = 8 * nrep + 4 * MB + 64
+    # a closed loop's users may all be due at one instant (every one's first request at 0 s): one pass routes them all
+    margin = 8 * nrep + 4 * MB + 64 + (AH.shape[1] if G[G_CLOSED] else 0)
     # the adapter loads one pass may log: at most one per adapter slot in a replica's plan, two plans a replica
     lg_room = 2 * nrep * RI[0, I_ASLOTS] + 8 if RI[0, I_ASLOTS] else 0
     while True:
