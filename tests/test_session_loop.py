@@ -151,6 +151,12 @@ ENGINE_SHAPES = {
     ),
     "prefill priority, tight pool, 3 replicas": (_w(_two(3), policy="prefill_priority", kv_pool_tokens=12_000), SHORT),
     "reserve admission, small pool": (_w(CFG, admission="reserve", kv_pool_tokens=12_000), SHORT),
+    # a timing priced for adapters: the session loop draws none, so no iteration carries one (on either loop)
+    "adapters, defaults": (CFG.with_(adapters=AdapterSet(count=4, max_loras=2)), Sessions(num_sessions=60)),
+    "adapters, timeout, tight pool, 2 replicas": (
+        _w(_two(2).with_(adapters=AdapterSet(count=16, max_loras=4)), kv_pool_tokens=12_000, timeout_s=10.0),
+        SHORT,
+    ),
     "reserve admission, prefill priority, timeout, 2 replicas": (
         _w(_two(2), admission="reserve", policy="prefill_priority", timeout_s=8.0, kv_pool_tokens=20_000),
         SHORT,
@@ -194,6 +200,8 @@ def _drawn(k: int):
         w["policy"] = "prefill_priority"
     if r.random() < 0.35 and base is CFG:  # reserve admission with sliding windows: the plain run's gate
         w["admission"] = "reserve"
+    if r.random() < 0.2:
+        base = base.with_(adapters=AdapterSet(count=8, max_loras=4))
     cfg = base.with_(gpus_per_node=rep, workload=base.workload.with_(**w))
     kw: dict = {
         "num_sessions": r.randint(5, 40),
@@ -226,9 +234,9 @@ def test_drawn_shapes_with_timeouts_windows_priority_and_reserve():
     assert ran >= 16
 
 
-def test_sessions_with_adapters_take_the_python_loop_and_say_why():
-    cfg = CFG.with_(adapters=AdapterSet(count=4, max_loras=2))
-    r = simulate_sessions(cfg, Sessions(num_sessions=6, rate_per_s=1.0, turns=Lengths(kind="fixed", mean=2)))
-    assert r.loop == "python" and r.fallback_reason == "adapters"
-    assert r.payload()["fallback_reason"] == "adapters"
+def test_what_the_compiled_loop_leaves_falls_back_and_says_why():
+    """A prefill-priority step past the timing's table (whole long prompts at once): the Python loop, named."""
+    r = simulate_sessions(_w(CFG, policy="prefill_priority"), Sessions(num_sessions=60, rate_per_s=2.0))
+    assert r.loop == "python" and r.fallback_reason == compiled.PAST_TABLE
+    assert r.payload()["fallback_reason"] == compiled.PAST_TABLE
     assert SESSION_FALLBACK_REASONS == (session_compiled.CACHE_SLOTS,)

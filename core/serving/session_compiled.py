@@ -7,7 +7,7 @@ time-series point and counter equals the Python loop's (:class:`core.serving.ses
 Every shape of the engine's the aggregated loop takes runs here too: a request timeout (each replica's deadline
 heap, ``DL``), prefill-priority scheduling, reserve admission (``RQI[Q_RES]``, from each turn's prompt and the
 client's max_tokens) and sliding-window layers, laid out as :func:`core.serving.sim.compiled.run` lays them out;
-sessions on adapters take the Python loop.
+and a deployment with adapters, whose session runs carry none (on either loop).
 
 Speed: the Python loop spends some 60 us of interpreter time per turn on the engine's steps (about 2.7 a turn);
 compiled, a turn costs a few microseconds, so 10,000 sessions of 10 turns on 8 replicas run in well under 2 s.
@@ -15,6 +15,7 @@ compiled, a turn costs a few microseconds, so 10,000 sessions of 10 turns on 8 r
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,13 +100,25 @@ class SessionRun:
     block_tokens: int
 
 
+def _adapterless(timing: Any) -> Any:
+    """The compiled form of ``timing`` as the session loop reads it: a session run draws no adapters (its replicas
+    hold none: :func:`core.serving.sessions.build_sessions`), so every iteration carries none and a timing priced
+    for adapters adds nothing to it (``LinearTiming._adapter_s`` of 0 adapters); the gate is asked of it as such."""
+    tm: Any = compiled_form(timing)
+    if not getattr(tm, "lora", False):
+        return tm
+    bare = copy.copy(tm)
+    bare.lora = False
+    return bare
+
+
 def fallback_reason(spec: SimSpec, timing, pool, replicas: int, sessions_count: int) -> str | None:
     """Why the compiled loop leaves this session run to the Python loop, or None where it runs it. The aggregated
     loop's extended shapes are asked of the gate (``extended``): a session run's spec carries no shared prefix,
     closed loop or duration of the workload's (its own arrivals); prefill priority, reserve admission, sliding-window
-    layers and a request timeout are laid out as :func:`compiled.run` lays them out. A timing priced for adapters
-    falls back by the gate's own reason (``adapters``): the session loop draws no adapters."""
-    why = compiled.fallback_reason(spec, compiled_form(timing), pool, replicas, "least-outstanding", extended=True)
+    layers and a request timeout are laid out as :func:`compiled.run` lays them out; a timing priced for adapters is
+    asked of as one without them (:func:`_adapterless`)."""
+    why = compiled.fallback_reason(spec, _adapterless(timing), pool, replicas, "least-outstanding", extended=True)
     if why is not None:
         return why
     if replicas * max(1, sessions_count) > MAX_CACHE_SLOTS:
