@@ -187,6 +187,39 @@ def test_a_timed_out_turn_ends_its_session_in_a_trace():
     assert fast.result.summary.timed_out >= 1 and [k for s, k in zip(fast.session, fast.turn) if s == 0] == [0, 1]
 
 
+def test_drawn_traces_with_timeouts_windows_priority_and_reserve():
+    """Seeded replayed traces (timed or with gaps; sessions in order of first appearance, turns interleaved)."""
+    ran = 0
+    for k in range(8):
+        r = random.Random(k)
+        timed, ids, rows = k % 2 == 0, {}, []
+        for _ in range(r.randint(5, 40)):
+            s = ids.setdefault(r.randint(0, 9), len(ids))
+            i, o = r.randint(50, 3000), r.randint(1, 400)
+            t = {"start_s": r.uniform(0, 30)} if timed else {"gap_s": r.uniform(0, 3)}
+            rows.append(SessionTurn(session=s, input_tokens=i, output_tokens=o, **t))
+        w: dict = {"timeout_s": (None, 1.0, 5.0)[k % 3], "kv_pool_tokens": r.choice([8_000, 20_000])}
+        w["policy"] = ("chunked", "prefill_priority")[k // 2 % 2]
+        base = GEMMA if k % 4 == 3 else CFG
+        if base is CFG and k % 3 == 1:
+            w["admission"] = "reserve"
+        cfg = base.with_(gpus_per_node=1 + k % 2, workload=base.workload.with_(replicas=1 + k % 2, **w))
+        fast = simulate_sessions(cfg, Sessions(trace=tuple(rows)))
+        if fast.loop != "compiled":
+            assert fast.fallback_reason == compiled.PAST_TABLE
+            continue
+        _same(fast, simulate_sessions(cfg, Sessions(trace=tuple(rows)), loop="python"))
+        ran += 1
+    assert ran >= 6
+
+
+def test_a_trace_that_skips_a_session_number_is_refused():
+    """A session of no turns cannot be replayed (its first turn would be the next session's)."""
+    rows = tuple(SessionTurn(session=s, input_tokens=100, output_tokens=10) for s in (0, 2, 2))
+    with pytest.raises(ValueError, match="no turn of 1"):
+        Sessions(trace=rows)
+
+
 def _drawn(k: int):
     """Drawn shape ``k``: replicas, pool, arrivals, lengths and the engine's shapes, each on or off."""
     r = random.Random(k)
