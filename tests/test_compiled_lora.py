@@ -143,13 +143,14 @@ def test_the_log_of_loads_grows_as_the_loop_asks(monkeypatch):
 
 
 def test_what_still_falls_back_says_adapters():
-    """Disaggregated pools and multi-turn sessions with adapters keep the Python loop and say why."""
+    """Disaggregated pools with adapters keep the Python loop and say why (multi-turn sessions draw no adapters and
+    run compiled: tests/test_session_loop.py)."""
     pool = PoolLayout(instances=1, gpu="h100-sxm", tp=1, pp=1)
     layout = Layout(mode="disaggregated", prefill=pool, decode=pool)
     r = simulate_deployment(lora(8, 2), BASE.with_(num_requests=40), layout).result
     assert (r.loop, r.fallback_reason) == ("python", "adapters")
     s = simulate_sessions(lora(8, 2), Sessions(num_sessions=4, rate_per_s=1.0, turns=Lengths(kind="fixed", mean=2)))
-    assert (s.loop, s.fallback_reason) == ("python", "adapters")
+    assert (s.loop, s.fallback_reason) == ("compiled", None)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

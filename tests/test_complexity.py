@@ -23,8 +23,8 @@ MAX_COMPLEXITY = 10
 #: The engine's files, whose event loops are left whole.
 ENGINE = re.compile(r"^core/serving/sim/(jit_[^/]*|compiled[^/]*|replicas|engine)\.py$")
 #: Functions over :data:`MAX_COMPLEXITY` outside the engine today: ``StepModel.from_deployment``
-#: (core/physics/step.py) and the session runner's ``run`` (core/serving/session_compiled.py).
-MOST_OVER = 2
+#: (core/physics/step.py).
+MOST_OVER = 1
 
 
 def _over() -> list[str]:

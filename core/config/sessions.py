@@ -84,6 +84,11 @@ class Sessions(BaseModel):
     def _check(self) -> Self:
         if self.trace is not None and not self.trace:
             raise ValueError("the session trace has no turns")
+        if self.trace is not None:
+            have = {r.session for r in self.trace}
+            if len(have) != 1 + max(have):  # a number skipped: a session of no turns, which no loop can replay
+                gap = min(set(range(max(have))) - have)
+                raise ValueError(f"the session trace numbers its sessions 0 to {max(have)} but has no turn of {gap}")
         return self
 
     def with_(self, **changes: Any) -> Self:

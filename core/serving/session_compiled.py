@@ -4,12 +4,18 @@ per turn its session, turn index, replica and cached tokens at admission). Same 
 time-series point and counter equals the Python loop's (:class:`core.serving.sessions.SessionSet`;
 ``tests/test_session_loop.py`` holds the two to the byte over fixed and drawn shapes).
 
+Every shape of the engine's the aggregated loop takes runs here too: a request timeout (each replica's deadline
+heap, ``DL``), prefill-priority scheduling, reserve admission (``RQI[Q_RES]``, from each turn's prompt and the
+client's max_tokens) and sliding-window layers, laid out as :func:`core.serving.sim.compiled.run` lays them out;
+and a deployment with adapters, whose session runs carry none (on either loop).
+
 Speed: the Python loop spends some 60 us of interpreter time per turn on the engine's steps (about 2.7 a turn);
 compiled, a turn costs a few microseconds, so 10,000 sessions of 10 turns on 8 replicas run in well under 2 s.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +27,7 @@ from core.serving.sim import compiled
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
+    G_DLMAX,
     G_EVN,
     G_FHMAX,
     G_INBOX,
@@ -36,6 +43,9 @@ from core.serving.sim.jit_layout import (
     I_HP,
     I_HR,
     I_HW,
+    I_PPRI,
+    I_RSV,
+    I_SLD,
     I_TE,
     I_TI,
     I_TP,
@@ -67,10 +77,8 @@ from core.serving.sim.timing import compiled_form, host_tier_untouched
 MAX_CACHE_SLOTS = 4_000_000
 #: Why a session run took the Python loop where the plain run's reasons (:data:`compiled.FALLBACK_REASONS`) let
 #: the compiled one take it.
-TIMEOUT = "a request timeout with sessions"
 CACHE_SLOTS = "more replicas x sessions than the compiled loop's prefix caches hold"
-SHAPE = "sessions with prefill-priority scheduling, reserve admission or sliding-window layers"
-SESSION_FALLBACK_REASONS = (TIMEOUT, CACHE_SLOTS, SHAPE)
+SESSION_FALLBACK_REASONS = (CACHE_SLOTS,)
 
 
 @dataclass(frozen=True)
@@ -92,18 +100,27 @@ class SessionRun:
     block_tokens: int
 
 
+def _adapterless(timing: Any) -> Any:
+    """The compiled form of ``timing`` as the session loop reads it: a session run draws no adapters (its replicas
+    hold none: :func:`core.serving.sessions.build_sessions`), so every iteration carries none and a timing priced
+    for adapters adds nothing to it (``LinearTiming._adapter_s`` of 0 adapters); the gate is asked of it as such."""
+    tm: Any = compiled_form(timing)
+    if not getattr(tm, "lora", False):
+        return tm
+    bare = copy.copy(tm)
+    bare.lora = False
+    return bare
+
+
 def fallback_reason(spec: SimSpec, timing, pool, replicas: int, sessions_count: int) -> str | None:
     """Why the compiled loop leaves this session run to the Python loop, or None where it runs it. The aggregated
     loop's extended shapes are asked of the gate (``extended``): a session run's spec carries no shared prefix,
-    closed loop or duration of the workload's (its own arrivals), and the shapes the session loop is not held to are
-    its own reason (``SHAPE``)."""
-    why = compiled.fallback_reason(spec, compiled_form(timing), pool, replicas, "least-outstanding", extended=True)
+    closed loop or duration of the workload's (its own arrivals); prefill priority, reserve admission, sliding-window
+    layers and a request timeout are laid out as :func:`compiled.run` lays them out; a timing priced for adapters is
+    asked of as one without them (:func:`_adapterless`)."""
+    why = compiled.fallback_reason(spec, _adapterless(timing), pool, replicas, "least-outstanding", extended=True)
     if why is not None:
         return why
-    if spec.timeout_s is not None:
-        return TIMEOUT
-    if spec.policy != "chunked" or spec.admission != "preempt" or pool.slide_share != 0:
-        return SHAPE  # the session loop is held to the Python one's bytes over chunked, preempting, full attention
     if replicas * max(1, sessions_count) > MAX_CACHE_SLOTS:
         return CACHE_SLOTS
     return None
@@ -139,13 +156,14 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     G[G_LO] = -1
     GF = np.zeros(N_GF)
     GF[GF_NEXT] = INF
-    GF[GF_TIMEOUT] = INF
+    GF[GF_TIMEOUT] = INF if spec.timeout_s is None else float(spec.timeout_s)
     RI = np.zeros((R, N_RI), dtype=np.int64)
     RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI, I_HE, I_TE]] = -1
     RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
-    RI[:, I_WIN] = int(
-        pool.window
-    )  # chunked, preempting, full attention only (fallback_reason): I_RSV, I_PPRI, I_SLD 0
+    RI[:, I_RSV] = 1 if reserve else 0
+    RI[:, I_PPRI] = 1 if spec.policy == "prefill_priority" else 0
+    RI[:, I_SLD] = 1 if sliding else 0
+    RI[:, I_WIN] = int(pool.window)
     RF = np.zeros((R, N_RF), dtype=float)
     RF[:, R_NEXT] = INF
     RF[:, R_SS] = float(pool.slide_share)
@@ -162,7 +180,7 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     ts_cap = 2 * n + margin + 256
     ts_rep, TSF = np.zeros(ts_cap, dtype=np.int64), np.zeros((4, ts_cap))
     stk = np.zeros(R, dtype=np.int64)
-    DL = np.zeros((2, R, 1))
+    DL = np.zeros((2, R, margin + 64 if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
     err = np.zeros(1, dtype=np.int64)
     GI = np.zeros((4, n), dtype=np.int64)
     GI[3] = -1  # cached tokens at the first admission: not admitted yet
@@ -195,25 +213,9 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
         code = s_loop((scal, arrays))
         if code == OK:
             break
-        if code == SLICE:
-            budget.check(int(G[G_PASSES]), float(GF[1]))
-        elif code == GROW:
-            if int(G[G_FHMAX]) + mb + 8 > FH.shape[2]:
-                FH = compiled._grown(FH, 2 * FH.shape[2])
-            if int(G[G_EVN]) + margin > ev_t.shape[0]:
-                ev_t, EVI = compiled._grown(ev_t, 2 * ev_t.shape[0]), compiled._grown(EVI, 2 * EVI.shape[1])
-            room = margin + int(G[G_INBOX])  # the requests in the inboxes, absorbed whole in one pass
-            if int(G[G_TSN]) + room > ts_rep.shape[0]:
-                size = max(2 * ts_rep.shape[0], int(G[G_TSN]) + 2 * room)
-                ts_rep, TSF = compiled._grown(ts_rep, size), compiled._grown(TSF, size)
-        elif code in (CLOCK, EVENTS):
-            budget.check(int(G[G_PASSES]), float(GF[1]))
-            raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")
-        elif code == STUCK:
-            raise RuntimeError("a replica can neither admit nor reject the head of its queue")
-        elif code == NO_ROOM:
-            raise RuntimeError("decode run without room for one iteration")
-        else:
+        if code == GROW:
+            FH, ev_t, EVI, ts_rep, TSF, DL = _grown_arrays(G, mb, margin, FH, ev_t, EVI, ts_rep, TSF, DL)
+        elif not _goes_on(code, budget, G, GF):
             return None
     issued = int(G[0])
     parts, gids = compiled.replica_records(
@@ -233,3 +235,36 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
         evicted_blocks=int(CI[:, 3].sum()),
         block_tokens=int(pool.block),
     )
+
+
+def _grown_arrays(G, mb: int, margin: int, FH, ev_t, EVI, ts_rep, TSF, DL) -> tuple:
+    """The arrays ``s_loop`` asked to grow (GROW): the finish heaps, the event heap, the time series and, with a
+    timeout, the deadline heaps (as :func:`core.serving.sim.compiled.run` grows them)."""
+    if int(G[G_FHMAX]) + mb + 8 > FH.shape[2]:
+        FH = compiled._grown(FH, 2 * FH.shape[2])
+    if int(G[G_EVN]) + margin > ev_t.shape[0]:
+        ev_t, EVI = compiled._grown(ev_t, 2 * ev_t.shape[0]), compiled._grown(EVI, 2 * EVI.shape[1])
+    room = margin + int(G[G_INBOX])  # the requests in the inboxes, absorbed whole in one pass
+    if int(G[G_TSN]) + room > ts_rep.shape[0]:
+        size = max(2 * ts_rep.shape[0], int(G[G_TSN]) + 2 * room)
+        ts_rep, TSF = compiled._grown(ts_rep, size), compiled._grown(TSF, size)
+    if DL.shape[2] > 1 and int(G[G_DLMAX]) + room > DL.shape[2]:  # a timeout's deadline heaps (else one slot)
+        DL = compiled._grown(DL, max(2 * DL.shape[2], int(G[G_DLMAX]) + 2 * room))
+    return FH, ev_t, EVI, ts_rep, TSF, DL
+
+
+def _goes_on(code: int, budget, G, GF) -> bool:
+    """After ``s_loop`` stopped on ``code`` (neither OK nor GROW): True where the run goes on (a slice done, the
+    budget checked), False where the Python loop times it (an iteration past the timing's table); raises on a
+    budget past or a stuck replica."""
+    if code == SLICE:
+        budget.check(int(G[G_PASSES]), float(GF[1]))
+        return True
+    if code in (CLOCK, EVENTS):
+        budget.check(int(G[G_PASSES]), float(GF[1]))
+        raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")
+    if code == STUCK:
+        raise RuntimeError("a replica can neither admit nor reject the head of its queue")
+    if code == NO_ROOM:
+        raise RuntimeError("decode run without room for one iteration")
+    return False

@@ -140,7 +140,7 @@ SESSIONS = "multi-turn sessions"
 #: (chunked prefill, preempt-and-recompute, full attention, Poisson arrivals of a count, no shared prefix, a
 #: round-robin, least-outstanding or power-of-two router). A loop built on the same engine that does not lay them out
 #: asks :func:`fallback_reason` without ``extended`` and leaves them to the Python loop by these reasons: the
-#: engine's functions read their flags, which such a loop leaves off (the sessions' names its own: SHAPE).
+#: engine's functions read their flags, which such a loop leaves off (the session loop lays them out).
 EXTENDED_REASONS = (
     "a shared prompt prefix (prefix_cache_frac)",
     "router not compiled",

@@ -13,8 +13,10 @@ The compiled engine is the plain loop's and knows nothing of sessions, so this l
 * the cached tokens a turn found when first admitted are the context its admission gave it (``Q_CTX`` of the
   step's new chunks, right after the plan).
 
-Runs with a timeout take the Python loop (its expiries end requests in the deadline heap's order, not read back
-here). :mod:`core.serving.session_compiled` lays out the arrays and reads the records back.
+A request timeout ends a turn as the Python loop's does (its replica's deadline heap, expired in its pump before it
+plans; the turn's session is over, as after a rejection); prefill priority, reserve admission and sliding-window
+layers are the engine's own (those runs keep no session prefixes: ``Engine.keep_cache``).
+:mod:`core.serving.session_compiled` lays out the arrays and reads the records back.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from __future__ import annotations
 import math
 
 from core.serving.sim.jit_cache import jit
-from core.serving.sim.jit_engine import absorb, end_step
+from core.serving.sim.jit_engine import absorb, end_step, expire
 from core.serving.sim.jit_layout import (
     CLOCK,
+    G_DLMAX,
     G_EVN,
     G_FHMAX,
     G_INBOX,
@@ -35,7 +38,9 @@ from core.serving.sim.jit_layout import (
     G_SEQ,
     G_STARTED,
     G_TSN,
+    GF_TIMEOUT,
     GROW,
+    I_DLN,
     I_FLIGHT,
     I_HE,
     I_HI,
@@ -311,12 +316,13 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
                 stk[top] = j
                 top += 1
             continue
-        nel = 0
         if RF[e, R_NEXT] <= RF[e, R_NOW]:
             head = RI[e, I_HI]
             absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
             absorbed(RI, RQI, GI, e, head)
-            nel = drain_ended(RI, RQI, EL, e)
+        if RI[e, I_DLN] > 0 and DL[0, e, 0] <= RF[e, R_NOW]:
+            expire(B, RI, RF, hist, RQF, RQI, DL, e)
+        nel = drain_ended(RI, RQI, EL, e) if RI[e, I_HE] >= 0 else 0
         if nel:
             s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e)  # fmt: skip
         if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
@@ -375,7 +381,13 @@ def s_loop(z):
     margin = 8 * nrep + 4 * MB + 64
     while True:
         # an inbox is absorbed whole in one pass, a time-series point per request
-        if G[G_TSN] + margin + G[G_INBOX] > tscap or G[G_EVN] + margin > evcap or G[G_FHMAX] + MB + 8 > fcap:
+        room = margin + G[G_INBOX]  # a point and a deadline per request
+        if (
+            G[G_TSN] + room > tscap
+            or G[G_EVN] + margin > evcap
+            or G[G_FHMAX] + MB + 8 > fcap
+            or (GF[GF_TIMEOUT] < INF and G[G_DLMAX] + room > DL.shape[2])
+        ):
             G[G_PASSES] = passes
             G[G_RESUME] = 1 if resumed else 0
             return GROW
