@@ -154,7 +154,7 @@ def simulate_sessions(
     spec = session_spec(cfg, sessions)
     if batch_limits is not None:
         spec = spec.with_(max_batch=batch_limits[0], token_budget=batch_limits[1])
-    sm, tm = replica_timing(dep, spec, timing)
+    sm, tm = replica_timing(dep, spec, timing, sessions=True)
     pool = kv_pool(dep, spec)
     why = compiled.ASKED if loop == "python" else None
     why = why or session_compiled.fallback_reason(spec, tm, pool, R, spec.num_requests or 0)

@@ -427,12 +427,37 @@ def run_one(
     return Engine(spec, tm, pool, draws, lora).run(budget), why
 
 
-def replica_timing(dep: Deployment, spec: SimSpec, timing: str = "auto") -> tuple[StepModel, Timing]:
-    """The step model of one replica of ``dep`` and the iteration timing the engine reads (see :func:`simulate`)."""
+def table_tokens(spec: SimSpec, max_context: int, *, sessions: bool = False) -> int:
+    """The most new tokens one iteration of this run can carry: the rows the iteration timing tabulates.
+
+    Chunked prefill never schedules past the token budget ``K``. Prefill priority runs a prompt longer than ``K``
+    whole when it is the iteration's first (``Engine._plan_prefill_priority``), and a preempted request recomputes
+    its prompt and the tokens it had generated, so its iterations reach the longest context the run admits: the
+    longest replayed row, or the largest prompt plus the largest output the distributions draw, or, for sessions
+    (whose prompts carry their history), the model's window; never past the window (longer requests are
+    rejected)."""
+    K = int(spec.token_budget)
+    if spec.policy != "prefill_priority":
+        return K
+    if sessions:
+        longest = max_context
+    elif spec.trace is not None:
+        longest = max(a + b for a, b in spec.trace)
+    else:
+        longest = spec.input.upper() + spec.output.upper()
+    return max(K, min(int(longest), int(max_context)))
+
+
+def replica_timing(
+    dep: Deployment, spec: SimSpec, timing: str = "auto", *, sessions: bool = False
+) -> tuple[StepModel, Timing]:
+    """The step model of one replica of ``dep`` and the iteration timing the engine reads (see :func:`simulate`),
+    tabulated over every iteration size the run can schedule (:func:`table_tokens`)."""
     sm = StepModel.from_deployment(dep)
     if timing == "direct":
         return sm, ArrayTiming(sm)
-    return sm, timing_for(sm, dep.config.pp, spec.token_budget, float(min(dep.model.max_context, 32768)))
+    rows = table_tokens(spec, dep.model.max_context, sessions=sessions)
+    return sm, timing_for(sm, dep.config.pp, rows, float(min(dep.model.max_context, 32768)))
 
 
 def result_of(
