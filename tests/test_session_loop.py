@@ -269,3 +269,39 @@ def test_what_the_compiled_loop_leaves_falls_back_and_says_why(monkeypatch):
     assert r.loop == "python" and r.fallback_reason == compiled.PAST_TABLE
     assert r.payload()["fallback_reason"] == compiled.PAST_TABLE
     assert SESSION_FALLBACK_REASONS == (session_compiled.CACHE_SLOTS,)
+
+
+def test_the_turn_heap_counts_every_turn_due_at_an_instant():
+    """``s_due`` walks the session heap down to the turns due by ``t``: a hand-built min-heap of 7 entries
+    [1, 1, 2, 1, 5, 3, 9] (children of i at 2i+1, 2i+2) holds three due by 1.0, five by 3.0, all seven by 9.0."""
+    import numpy as np
+
+    from core.serving.sim.jit_layout import G_EVN, N_G
+
+    heap = np.array([1.0, 1.0, 2.0, 1.0, 5.0, 3.0, 9.0])
+    SG = np.zeros(N_G, dtype=np.int64)
+    SG[G_EVN] = heap.size
+    stack = np.zeros(heap.size, dtype=np.int64)
+    assert [jit_sessions.s_due(SG, heap, t, stack) for t in (0.5, 1.0, 3.0, 9.0)] == [0, 3, 5, 7]
+    SG[G_EVN] = 3  # only the heap's first three entries are live
+    assert jit_sessions.s_due(SG, heap, 9.0, stack) == 3
+
+
+def test_many_agents_due_at_one_instant_get_room_in_the_pass_that_routes_them():
+    """400 agents whose turns come due together (no think gap, fixed lengths: a batch of 8 ends together and the
+    timeout expires whole queues at once) on one replica: one pass routes and absorbs hundreds of turns, past the
+    room a pass held before (8 x replicas + 4 x batch + 64); the compiled loop equals the Python loop to the byte."""
+    cfg = _w(CFG, max_batch=8, timeout_s=2.0, kv_pool_tokens=200_000)
+    s = Sessions(
+        arrival="agents",
+        agents=400,
+        num_sessions=1200,
+        gap_s=0.0,
+        turns=Lengths(kind="fixed", mean=3),
+        first_input=Lengths(kind="fixed", mean=256),
+        new_input=Lengths(kind="fixed", mean=64),
+        output=Lengths(kind="fixed", mean=32),
+    )
+    fast = simulate_sessions(cfg, s)
+    assert (fast.loop, fast.fallback_reason) == ("compiled", None)
+    _same(fast, simulate_sessions(cfg, s, loop="python"))

@@ -30,7 +30,6 @@ from core.serving.sim.jit_layout import (
     G_DLMAX,
     G_EVN,
     G_FHMAX,
-    G_INBOX,
     G_LO,
     G_PASSES,
     G_TSN,
@@ -130,7 +129,7 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     """The session run on the compiled loop, or None where an iteration went past the timing's table or reached a
     host KV tier (the Python loop then times it). Raises :class:`core.base.limits.BudgetExceeded` past ``budget``."""
     from core.base import WorkBudget
-    from core.serving.sim.jit_sessions import s_loop, s_start
+    from core.serving.sim.jit_sessions import pass_room, s_loop, s_start
 
     budget = budget or WorkBudget()
     tm: Any = compiled_form(timing)  # a LinearTiming: fallback_reason let no other through
@@ -214,7 +213,8 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
         if code == OK:
             break
         if code == GROW:
-            FH, ev_t, EVI, ts_rep, TSF, DL = _grown_arrays(G, mb, margin, FH, ev_t, EVI, ts_rep, TSF, DL)
+            room = int(pass_room(margin, R, G, GF, RI, SG, sh_t, EL))
+            FH, ev_t, EVI, ts_rep, TSF, DL = _grown_arrays(G, mb, margin, room, FH, ev_t, EVI, ts_rep, TSF, DL)
         elif not _goes_on(code, budget, G, GF):
             return None
     issued = int(G[0])
@@ -237,14 +237,14 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     )
 
 
-def _grown_arrays(G, mb: int, margin: int, FH, ev_t, EVI, ts_rep, TSF, DL) -> tuple:
+def _grown_arrays(G, mb: int, margin: int, room: int, FH, ev_t, EVI, ts_rep, TSF, DL) -> tuple:
     """The arrays ``s_loop`` asked to grow (GROW): the finish heaps, the event heap, the time series and, with a
-    timeout, the deadline heaps (as :func:`core.serving.sim.compiled.run` grows them)."""
+    timeout, the deadline heaps (as :func:`core.serving.sim.compiled.run` grows them), for ``room`` requests in the
+    next pass (:func:`core.serving.sim.jit_sessions.pass_room`)."""
     if int(G[G_FHMAX]) + mb + 8 > FH.shape[2]:
         FH = compiled._grown(FH, 2 * FH.shape[2])
     if int(G[G_EVN]) + margin > ev_t.shape[0]:
         ev_t, EVI = compiled._grown(ev_t, 2 * ev_t.shape[0]), compiled._grown(EVI, 2 * EVI.shape[1])
-    room = margin + int(G[G_INBOX])  # the requests in the inboxes, absorbed whole in one pass
     if int(G[G_TSN]) + room > ts_rep.shape[0]:
         size = max(2 * ts_rep.shape[0], int(G[G_TSN]) + 2 * room)
         ts_rep, TSF = compiled._grown(ts_rep, size), compiled._grown(TSF, size)

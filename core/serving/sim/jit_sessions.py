@@ -353,6 +353,41 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
 
 
 @jit
+def s_due(SG, sh_t, t, stack):
+    """How many turns of the session heap are due by ``t``: a walk down the binary heap that stops at every entry
+    later than ``t`` (so it costs the due ones, not the heap), ``stack`` its scratch of at least the heap's size."""
+    n = SG[G_EVN]
+    if n == 0 or sh_t[0] > t:
+        return 0
+    count, top = 0, 1
+    stack[0] = 0
+    while top > 0:
+        top -= 1
+        i = stack[top]
+        count += 1
+        for c in (2 * i + 1, 2 * i + 2):
+            if c < n and sh_t[c] <= t:
+                stack[top] = c
+                top += 1
+    return count
+
+
+@jit
+def pass_room(margin, nrep, G, GF, RI, SG, sh_t, EL):
+    """The requests one pass of :func:`s_loop` may absorb, each a time-series point and a deadline: the margin, the
+    inboxes (absorbed whole), the turns due at the pass's start (``s_pump`` routes every one due before a replica
+    plans: all of them where many sessions or agents come due at one instant) and, with a timeout, one for each
+    deadline held (a turn that expires in the pass ends its session, whose agent's next session may come due at
+    once). The turns that end in the pass's step are at most a batch, inside the margin. ``EL`` (the ended list,
+    free between passes, longer than the session heap) is the walk's scratch."""
+    room = margin + G[G_INBOX] + s_due(SG, sh_t, GF[0], EL)
+    if GF[GF_TIMEOUT] < INF:
+        for e in range(nrep):
+            room += RI[e, I_DLN]
+    return room
+
+
+@jit
 def s_start(SG, GF, sh_t, SHI, starts, S, agents):
     """``SessionStream.__init__``: every session's first turn at its start, or the agents' first sessions."""
     for x in range(starts.shape[0]):
@@ -380,8 +415,8 @@ def s_loop(z):
     G[G_RESUME] = 0
     margin = 8 * nrep + 4 * MB + 64
     while True:
-        # an inbox is absorbed whole in one pass, a time-series point per request
-        room = margin + G[G_INBOX]  # a point and a deadline per request
+        # an inbox is absorbed whole in one pass, a time-series point and a deadline per request
+        room = pass_room(margin, nrep, G, GF, RI, SG, sh_t, EL)
         if (
             G[G_TSN] + room > tscap
             or G[G_EVN] + margin > evcap
