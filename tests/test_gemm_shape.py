@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 
 from core.config import RabitConfig, resolve
-from core.physics import StepModel
-from core.physics.gemm_shape import expert_gemm_eff, k_depth_eff
+from core.physics import StepModel, expert_gemm_eff, k_depth_eff
 
 
 def _dep(**kw):

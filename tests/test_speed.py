@@ -128,6 +128,7 @@ def test_the_recorded_constants_are_the_step_models_own():
         "a2a_beta_s": "ep_a2a_beta",
         "hop_alpha_s": "pp_hop_alpha",
         "hop_beta_s": "pp_hop_beta",
+        "expert_gemm_eff": "expert_gemm_eff",
     }
     for cfg in (
         EXAMPLE,

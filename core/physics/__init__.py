@@ -21,6 +21,7 @@ from core.physics.footprint import (
     kv_shard,
     prefill_chunk_tokens,
 )
+from core.physics.gemm_shape import expert_gemm_eff, k_depth_eff
 from core.physics.iteration_parts import (
     IterationParts,
     iteration,
@@ -91,10 +92,12 @@ __all__ = [
     "activation_bytes_per_layer",
     "effective_peak_flop_per_s",
     "energy_j_per_token",
+    "expert_gemm_eff",
     "expert_params_total",
     "gpu_power_w",
     "it_power_w",
     "iteration",
+    "k_depth_eff",
     "kv_bytes_per_token",
     "kv_per_token_across_catalog",
     "kv_shard",
