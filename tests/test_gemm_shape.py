@@ -1,7 +1,8 @@
-"""The routed experts' GEMM rate against the dense layers' (core.physics.gemm_shape), checked by hand.
+"""The GEMM rates a short reduction costs (core.physics.gemm_shape), checked by hand.
 
 eff(K) = K / (K + K0), K0 = gemm_k0_ridge (base 1) x the part's ridge point (dense peak of the compute precision /
-HBM bandwidth); eta_e = 1 / (s_u + s_d x eff(h) / eff(K_d)) where the down projection's depth K_d is below h.
+HBM bandwidth); a group of GEMMs with FLOPs f_i at depths K_i runs at eta = sum f_i / sum f_i / min(1, eff(K_i) /
+eff(h)) of the ceiling: eta_d for the dense projections, eta_e for the routed experts.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from core.config import RabitConfig, resolve
-from core.physics import StepModel, expert_gemm_eff, k_depth_eff
+from core.physics import StepModel, dense_gemm_eff, expert_gemm_eff, k_depth_eff
 
 
 def _dep(**kw):
@@ -51,8 +52,8 @@ def test_mixtral_rate_falls_with_tp_and_is_whole_where_the_reduction_is_deep():
     assert expert_gemm_eff(resolve(cfg.with_(assumptions=cfg.assumptions.with_(gemm_k0_ridge=0)))) == 1.0
 
 
-def test_step_compute_charges_only_the_expert_term():
-    # The expert GEMM term of t_c is divided by eta_e and nothing else moves: at T = 4,096 (compute-bound)
+def test_step_compute_charges_only_the_gemm_terms():
+    # The expert GEMM term of t_c is divided by eta_e, the dense one by eta_d, and nothing else moves: at T = 4,096 (compute-bound)
     # t_c(base) - t_c(K0 = 0) = f_e T / (pi mfu eff(t_e)) x (1 / eta_e - 1).
     dep = _dep()
     sm = StepModel.from_deployment(dep)
@@ -65,7 +66,33 @@ def test_step_compute_charges_only_the_expert_term():
     touched = m.num_experts * (1 - (1 - m.experts_per_tok / m.num_experts) ** T)
     rows = T * m.experts_per_tok / touched
     t_exp0 = sm.expert_flop_per_token * T / (sm.peak_flop_per_s * rows / (rows + sm.ramp_tokens))
+    t_dense0 = (sm.flop_per_token - sm.expert_flop_per_token) * T / (sm.peak_flop_per_s * T / (T + sm.ramp_tokens))
     c, c0 = sm.scalar_parts(T, 0.0, 0.0)[0], sm0.scalar_parts(T, 0.0, 0.0)[0]
-    assert c - c0 == pytest.approx(t_exp0 * (1 / sm.expert_gemm_eff - 1), rel=1e-9)
+    gap = t_dense0 * (1 / sm.dense_gemm_eff - 1) + t_exp0 * (1 / sm.expert_gemm_eff - 1)
+    assert c - c0 == pytest.approx(gap, rel=1e-9)
+    assert sm.dense_gemm_eff < 1.0  # the attention output projection reduces over 8,192 / 8 = 1,024 rows
     # memory, communication and launches do not move
     assert sm.scalar_parts(T, 0.0, 0.0)[1:] == sm0.scalar_parts(T, 0.0, 0.0)[1:]
+
+
+def test_llama70b_tp8_row_parallel_projections_by_hand():
+    # Llama-3.1-70B FP8, TP 8 on H100: K0 = 1,979 / 3.35 = 590.75; h = 8,192: eff = 0.932738.
+    # QKV (8,192 + 2,048) x 8,192 = 83,886,080 and gate / up 2 x 8,192 x 28,672 = 469,762,048 reduce over h (1);
+    # the output projection 8,192 x 8,192 = 67,108,864 over 1,024: eff 0.634155, 0.679886 of the ceiling;
+    # the down projection 8,192 x 28,672 = 234,881,024 over 3,584: eff 0.858495, 0.920404 of it.
+    # eta_d = 855,638,016 / (83,886,080 + 67,108,864 / 0.679886 + 469,762,048 + 234,881,024 / 0.920404)
+    #       = 855,638,016 / 907,547,699 = 0.942802
+    dep = _dep(model="llama-3.1-70b", gpu="h100-sxm")
+    assert dense_gemm_eff(dep) == pytest.approx(0.942802, rel=1e-5)
+    # TP 1 reduces over h or more everywhere: no loss; the loss grows with TP
+    effs = [dense_gemm_eff(_dep(model="llama-3.1-70b", gpu="h100-sxm", tp=t)) for t in (1, 2, 4, 8)]
+    assert effs[0] == 1.0 and effs[0] > effs[1] > effs[2] > effs[3]
+    # the step's dense term is divided by eta_d: at T = 8,192 (compute-bound) against K0 = 0
+    sm = StepModel.from_deployment(dep)
+    sm0 = StepModel.from_deployment(
+        resolve(dep.config.with_(assumptions=dep.config.assumptions.with_(gemm_k0_ridge=0)))
+    )
+    T = 8192.0
+    t_dense0 = sm.flop_per_token * T / (sm.peak_flop_per_s * T / (T + sm.ramp_tokens))
+    gap = sm.scalar_parts(T, 0.0, 0.0)[0] - sm0.scalar_parts(T, 0.0, 0.0)[0]
+    assert gap == pytest.approx(t_dense0 * (1 / 0.942802 - 1), rel=1e-5)

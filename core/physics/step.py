@@ -4,7 +4,7 @@
 One iteration processes ``T`` new tokens (any mix of prefill-chunk and decode tokens), over ``A``
 attended (query, key) pairs, reading the cached K/V of ``R`` context tokens::
 
-    t_c = (f_t - f_e) T / (peak x mfu_max x T / (T + T0))               compute, one stage: dense matmuls,
+    t_c = (f_t - f_e) T / (peak x mfu_max x eta_d x T / (T + T0))       compute, one stage: dense matmuls,
           + f_e T / (peak x mfu_max x eta_e x t_e / (t_e + T0))         routed experts at t_e = T k / E_T rows,
           + f_a A / (peak x mfu_max)                                   attention
     t_m = (W_r(T) + (R + T) k_g + T r_b) / (BW x eta_bw)                memory, one stage (r_b: MoE permute)
@@ -48,7 +48,7 @@ from core.physics.footprint import (
     kv_bytes_per_token,
     kv_shard,
 )
-from core.physics.gemm_shape import expert_gemm_eff
+from core.physics.gemm_shape import gemm_shape_effs
 from core.physics.peak import dense_clock_share, effective_peak_flop_per_s
 
 __all__ = [
@@ -103,7 +103,8 @@ class StepModel:
     # MoE: the routed experts' share of f_t, and the permute / un-permute traffic per token
     expert_flop_per_token: float = 0.0  # f_e = 2 k P_e L_moe / (tp pp)
     route_bytes_per_token: float = 0.0  # r_b = L_moe / pp x 2 (k + 1) h x 2 B / ep
-    expert_gemm_eff: float = 1.0  # eta_e: the experts' GEMM rate against the dense layers' (core.physics.gemm_shape)
+    dense_gemm_eff: float = 1.0  # eta_d: the dense projections' rate against the ceiling (core.physics.gemm_shape)
+    expert_gemm_eff: float = 1.0  # eta_e: the routed experts' GEMM rate against the ceiling (the same module)
     # fixed per-step costs: kernel launches, per-sequence work, sampling
     kernels_per_stage: float = 0.0  # n_k
     graph_launch_s: float = 0.0  # per kernel, inside a CUDA graph
@@ -378,7 +379,7 @@ class StepModel:
             overhead_s=a.step_overhead_ms * MS,
             expert_flop_per_token=f_e,
             route_bytes_per_token=r_b,
-            expert_gemm_eff=expert_gemm_eff(dep, tr),
+            **gemm_shape_effs(dep, tr),
             kernels_per_stage=n_k,
             graph_launch_s=a.graph_launch_us * 1e-6,
             eager_launch_s=a.eager_launch_us * 1e-6,
@@ -440,24 +441,23 @@ class StepModel:
         A MoE layer's routed experts run as one small GEMM per touched expert: each sees only its ``t_e = T k /
         E_T`` rows (``E_T = E (1 - (1 - k/E)^T)`` experts touched), so the ramp applies per expert (grouped-GEMM
         kernels tile each expert separately: vLLM ``fused_moe``, MegaBlocks arXiv 2211.15841), at ``eta_e`` of the
-        dense rate (a down projection reducing over fewer rows than ``h``: :mod:`core.physics.gemm_shape`); the gate
-        GEMM is in ``f_t``, the permute / un-permute copies add ``r_b`` bytes per token; with adapters, the ``D``
-        distinct adapters of the batch (:meth:`distinct_adapters`) add their shrink and expand GEMMs and their
-        weights, at the step's efficiencies times ``eta_l``::
+        ceiling (``eta_d`` the dense projections': GEMMs reducing over fewer rows than ``h``, :mod:`.gemm_shape`);
+        the gate GEMM is in ``f_t``, the permute / un-permute copies add ``r_b`` bytes per token; with adapters, the
+        ``D`` adapters of the batch (:meth:`distinct_adapters`) add their shrink and expand GEMMs and weights, at the
+        step's efficiencies times ``eta_l``::
 
             t_c += f_l T / (pi eta_l);   t_m += (D w_l + T a_l) / (BW eta_bw eta_l)
 
         and, without adapters::
 
-            t_c = (f_t - f_e) T / (pi eff(T)) + f_e T / (pi eta_e eff(t_e)) + f_a A / pi
+            t_c = (f_t - f_e) T / (pi eta_d eff(T)) + f_e T / (pi eta_e eff(t_e)) + f_a A / pi
             t_m = (W_d + E_T w_e + (R + T) k_g + T r_b) / (BW x eta_bw)
             t_x = (n_ar min(a_r + b_r T, a_t + b_t T) + n_a2a (a_e + b_e T)) x (1 - overlap)
             t_k = n_k x (t_graph if T <= T_graph else t_eager)
 
-        The launch term is the fixed cost that dominates small batches: an iteration of up to the engine's
-        capture size replays a CUDA graph (about a microsecond per kernel), a larger one launches each of the
-        stage's ``n_k`` kernels from the host (NVIDIA CUDA Programming Guide, "CUDA Graphs"). An iteration
-        without new tokens computes, communicates and launches nothing.
+        The launch term is the fixed cost that dominates small batches: an iteration of up to the engine's capture
+        size replays a CUDA graph (about a microsecond per kernel), a larger one launches each of the stage's ``n_k``
+        kernels from the host (NVIDIA CUDA Programming Guide, "CUDA Graphs"). No new tokens: nothing computed.
         """
         if self.attention_split:
             return split_parts(self, T, A, R, D)
@@ -473,7 +473,7 @@ class StepModel:
             eff = eff if eff > 1e-12 else 1e-12
         f_e = self.expert_flop_per_token
         t_cmp = (self.flop_per_token - f_e) * T / (
-            self.peak_flop_per_s * eff
+            self.peak_flop_per_s * self.dense_gemm_eff * eff
         ) + self.attn_flop_per_pair * A / self.attn_peak_flop_per_s
         # E_T: distinct routed experts the T tokens touch per MoE layer (their GEMMs and their weight reads)
         if f_e or self.expert_bytes_per_gpu_per_expert:
