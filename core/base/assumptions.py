@@ -131,8 +131,10 @@ _INFOS = (
         "DeepGEMM README, 2025; M = 4,096): 1,358 / 1,304 / 1,025 / 990 / 590 TFLOP/s at K = 16,384 / 7,168 / 2,048 / "
         "1,536 / 512, within 4 % of K0 = 735, 1.24x the ridge (1,979 / 3.35 = 591): the pessimistic bound. Base: "
         "the ridge itself (1). Optimistic: half of it (0.5), a persistent kernel writing one tile while the next "
-        "one's main loop runs (CUTLASS Hopper ping-pong schedule). Charged to the routed experts' down projection, "
-        "which reduces over the expert's width sliced by TP (Qwen3-235B-A22B at TP 8: 192).",
+        "one's main loop runs (CUTLASS Hopper ping-pong schedule). Charged to the GEMMs that reduce over fewer rows "
+        "than the hidden size, against those that reduce over it (mfu_max's): under TP the attention output and "
+        "down projections (Llama-3.1-70B at TP 8: 1,024 and 3,584) and the routed experts' down projection "
+        "(Qwen3-235B-A22B at TP 8: 192).",
         -1,
         moves=("serving_speed",),
         min_value=0.0,
