@@ -26,10 +26,20 @@ At TP 1 nothing reduces over fewer than ``h`` rows and both are 1.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TypedDict
+
 from core.base import NO_TRACE, Trace
 from core.config import COMPUTE_PRECISION, Deployment
 
-__all__ = ["dense_gemm_eff", "expert_gemm_eff", "gemm_shape_effs", "k_depth_eff"]
+__all__ = ["GemmShapeEffs", "dense_gemm_eff", "expert_gemm_eff", "gemm_shape_effs", "k_depth_eff"]
+
+
+class GemmShapeEffs(TypedDict):
+    """The step model's two shape fields (:class:`core.physics.step.StepModel`)."""
+
+    dense_gemm_eff: float
+    expert_gemm_eff: float
 
 
 def k_depth_eff(k: float, k0: float) -> float:
@@ -43,7 +53,7 @@ def _k0(dep: Deployment) -> float:
     return dep.assumptions.gemm_k0_ridge * g.peak_flop_per_s(COMPUTE_PRECISION[dep.weights]) / g.memory_bw_bytes_per_s
 
 
-def _group_eff(parts: list[tuple[float, float]], h: float, k0: float) -> float:
+def _group_eff(parts: Sequence[tuple[float, float]], h: float, k0: float) -> float:
     """``eta`` of GEMMs given as (FLOPs, depth K) against the ceiling at depth ``h``."""
     ref = k_depth_eff(h, k0)
     total = sum(f for f, _ in parts)
@@ -56,7 +66,10 @@ def dense_gemm_eff(dep: Deployment) -> float:
     m, tp = dep.model, dep.tp
     h = m.hidden_size
     q, kv = m.num_heads * m.head_dim, 2 * m.num_kv_heads * m.head_dim
-    parts = [((q + kv) * h, h), (q * h, q / tp)]  # MLA and sliding layers: their projections read as these
+    parts: list[tuple[float, float]] = [
+        ((q + kv) * h, h),
+        (q * h, q / tp),
+    ]  # MLA and sliding layers: their projections read as these
     width = m.intermediate_size
     if width and m.dense_layers:
         up = 2 if m.mlp_kind == "swiglu" else 1
@@ -72,29 +85,40 @@ def expert_gemm_eff(dep: Deployment) -> float:
         return 1.0
     h, width = m.hidden_size, m.moe_intermediate_size
     up = 2 if m.mlp_kind == "swiglu" else 1
-    return _group_eff([(up * h * width, h), (h * width, width / (1 if dep.ep > 1 else dep.tp))], h, _k0(dep))
+    parts: list[tuple[float, float]] = [(up * h * width, h), (h * width, width / (1 if dep.ep > 1 else dep.tp))]
+    return _group_eff(parts, h, _k0(dep))
 
 
-def gemm_shape_effs(dep: Deployment, tr: Trace = NO_TRACE) -> dict[str, float]:
+def gemm_shape_effs(dep: Deployment, tr: Trace = NO_TRACE) -> GemmShapeEffs:
     """``dense_gemm_eff`` and ``expert_gemm_eff`` of a deployment (the step model's fields), each recorded when
     below 1."""
-    out = {"dense_gemm_eff": dense_gemm_eff(dep), "expert_gemm_eff": expert_gemm_eff(dep)}
+    out = GemmShapeEffs(dense_gemm_eff=dense_gemm_eff(dep), expert_gemm_eff=expert_gemm_eff(dep))
     if tr.enabled:
         k0 = _k0(dep)
-        for key, sym, what in (
-            ("dense_gemm_eff", r"\eta_d", "Dense layers' GEMM rate: the row-parallel projections reduce over h / tp"),
-            ("expert_gemm_eff", r"\eta_e", "Routed experts' GEMM rate: the down projection reduces over I_e / tp"),
+        for key, sym, what, eta in (
+            (
+                "dense_gemm_eff",
+                r"\eta_d",
+                "Dense layers' GEMM rate: the row-parallel projections reduce over h / tp",
+                out["dense_gemm_eff"],
+            ),
+            (
+                "expert_gemm_eff",
+                r"\eta_e",
+                "Routed experts' GEMM rate: the down projection reduces over I_e / tp",
+                out["expert_gemm_eff"],
+            ),
         ):
-            if out[key] < 1.0:
+            if eta < 1.0:
                 tr.step(
                     key,
                     what,
                     sym,
                     "eta",
-                    out[key],
+                    eta,
                     unit="frac",
                     units={"eta": "frac"},
-                    eta=out[key],
+                    eta=eta,
                     note=f"K / (K + K0) against the ceiling's K = h = {dep.model.hidden_size}, K0 = {k0:,.0f} "
                     f"(gemm_k0_ridge x {dep.gpu.name}'s ridge point, dense peak / HBM bandwidth); "
                     "core.physics.gemm_shape",
