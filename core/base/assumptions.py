@@ -119,6 +119,29 @@ _INFOS = (
         domain_reason="beyond the largest iteration an engine runs (64k tokens) the ramp would never end",
     ),
     AssumptionInfo(
+        "gemm_k0_ridge",
+        "Reduction depth at which a GEMM reaches half its main loop's rate, as a multiple of the part's ridge point",
+        "x",
+        1.0,
+        1.25,  # pessimistic: a deeper K0, a slower short-K GEMM
+        0.5,
+        "Each output tile of a GEMM runs 2 K FLOP per element and then writes it (2 B in BF16), so a GEMM of depth K "
+        "reaches K / (K + K0) of its main loop's rate with K0 = the ridge point (dense peak / HBM bandwidth, FLOP "
+        "per byte) when the write is not hidden (core.physics.gemm_shape). DeepGEMM's FP8 GEMMs on H800 (deepseek-ai/"
+        "DeepGEMM README, 2025; M = 4,096): 1,358 / 1,304 / 1,025 / 990 / 590 TFLOP/s at K = 16,384 / 7,168 / 2,048 / "
+        "1,536 / 512, within 4 % of K0 = 735, 1.24x the ridge (1,979 / 3.35 = 591): the pessimistic bound. Base: "
+        "the ridge itself (1). Optimistic: half of it (0.5), a persistent kernel writing one tile while the next "
+        "one's main loop runs (CUTLASS Hopper ping-pong schedule). Charged to the GEMMs that reduce over fewer rows "
+        "than the hidden size, against those that reduce over it (mfu_max's): under TP the attention output and "
+        "down projections (Llama-3.1-70B at TP 8: 1,024 and 3,584) and the routed experts' down projection "
+        "(Qwen3-235B-A22B at TP 8: 192).",
+        -1,
+        moves=("serving_speed",),
+        min_value=0.0,
+        max_value=16.0,
+        domain_reason="beyond 16 ridge points a GEMM of the model's own width would run at a few per cent of peak",
+    ),
+    AssumptionInfo(
         "fp8_speedup",
         "FP8 compute speed-up over BF16 (never the 2x peak ratio)",
         "x",
@@ -593,6 +616,7 @@ class Assumptions(BaseModel):
     rocm_attn_bw_eff: float = _field("rocm_attn_bw_eff")
     mfu_max: float = _field("mfu_max")
     mfu_ramp_tokens: float = _field("mfu_ramp_tokens")
+    gemm_k0_ridge: float = _field("gemm_k0_ridge")
     fp8_speedup: float = _field("fp8_speedup")
     fp4_speedup: float = _field("fp4_speedup")
     comm_bw_eff: float = _field("comm_bw_eff")

@@ -21,6 +21,7 @@ from core.physics.footprint import (
     kv_shard,
     prefill_chunk_tokens,
 )
+from core.physics.gemm_shape import dense_gemm_eff, expert_gemm_eff, k_depth_eff
 from core.physics.iteration_parts import (
     IterationParts,
     iteration,
@@ -89,12 +90,15 @@ __all__ = [
     "TrainingMemory",
     "VideoEstimate",
     "activation_bytes_per_layer",
+    "dense_gemm_eff",
     "effective_peak_flop_per_s",
     "energy_j_per_token",
+    "expert_gemm_eff",
     "expert_params_total",
     "gpu_power_w",
     "it_power_w",
     "iteration",
+    "k_depth_eff",
     "kv_bytes_per_token",
     "kv_per_token_across_catalog",
     "kv_shard",

@@ -4,7 +4,7 @@
 In the symbols of :func:`consts`::
 
     F   = f_t T + f_a A (+ f_l T)                                            FLOPs per GPU
-    t_c = (f_t - f_e) T / (pi mfu T/(T + T0)) + f_e T / (pi mfu t_e/(t_e + T0)) + f_a A / (pi_a mfu)
+    t_c = (f_t - f_e) T / (pi mfu eta_d T/(T + T0)) + f_e T / (pi mfu eta_e t_e/(t_e + T0)) + f_a A / (pi_a mfu)
           (+ f_l T / (pi mfu eta_l))
     Y   = W_r + (g_r R + T) k_g + T r_b,   Y_l = D w_l + T a_l               bytes per GPU
     t_m = Y / (pi_bw eta_bw) (+ Y_l / (pi_bw eta_bw eta_l))
@@ -75,6 +75,8 @@ UNITS = {
     "F": "FLOP",
     "Y": "B",
     "f_e": "FLOP",
+    "eta_e": "frac",
+    "eta_d": "frac",
     "t_e": "tokens",
     "r_b": "B",
     "g_r": "x",
@@ -102,7 +104,7 @@ UNITS = {
 
 EXPR_FLOP = "f_t * T + f_a * A"
 EXPR_COMPUTE = (
-    "(f_t - f_e) * T / (pi_flops * mfu * T / (T + T0)) + f_e * T / (pi_flops * mfu * t_e / (t_e + T0))"
+    "(f_t - f_e) * T / (pi_flops * mfu * eta_d * T / (T + T0)) + f_e * T / (pi_flops * mfu * eta_e * t_e / (t_e + T0))"
     " + f_a * A / (pi_flops * mfu)"
 )
 EXPR_BYTES = "W_r + (g_r * R + T) * k_g + T * r_b"
@@ -196,6 +198,8 @@ def consts(sm: StepModel) -> dict[str, float]:
     return dict(
         f_t=sm.flop_per_token,
         f_e=sm.expert_flop_per_token,
+        eta_e=sm.expert_gemm_eff,
+        eta_d=sm.dense_gemm_eff,
         r_b=sm.route_bytes_per_token,
         g_r=sm.kv_read_factor,
         f_a=sm.attn_flop_per_pair,

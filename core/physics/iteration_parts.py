@@ -365,13 +365,15 @@ def _record_work(
         exprs(sm)["t_c"],  # the plain path's (attention at its own ceiling where that differs)
         c,
         unit="s",
-        latex=r"\frac{([f_t] - [f_e]) \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[T]}{[T] + [T0]}} + "
-        r"\frac{[f_e] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot \frac{[t_e]}{[t_e] + [T0]}} + "
+        latex=r"\frac{([f_t] - [f_e]) \cdot [T]}{[pi_flops] \cdot [mfu] \cdot [eta_d] \cdot \frac{[T]}{[T] + [T0]}} + "
+        r"\frac{[f_e] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot [eta_e] \cdot \frac{[t_e]}{[t_e] + [T0]}} + "
         rf"\frac{{[f_a] \cdot [A]}}{{[{_att_pi(K)}] \cdot [mfu]}}"
         + (r" + \frac{[f_l] \cdot [T]}{[pi_flops] \cdot [mfu] \cdot [eta_l]}" if lora else ""),
         units=_U_ITER,
         f_t=K["f_t"],
         f_e=K["f_e"],
+        eta_e=K["eta_e"],
+        eta_d=K["eta_d"],
         t_e=K["t_e"],
         T=T,
         f_a=K["f_a"],
@@ -382,8 +384,14 @@ def _record_work(
         T0=K["T0"],
         **({"f_l": K["f_l"], "eta_l": K["eta_l"]} if lora else {}),
         note="the matmul efficiency ramps with tokens per iteration as T/(T+T0) (GEMM tiling; the RA-BIT spec, "
-        "T0 = 64); attention runs at the ceiling on its own pairs"
-        + (f"; routed experts (f_e) ramp on their own t_e = T k / E_T = {sig(K['t_e'])} rows each" if K["f_e"] else "")
+        "T0 = 64); attention runs at the ceiling on its own pairs; the dense projections at eta_d = "
+        f"{sig(K['eta_d'])} of it (row-parallel GEMMs reduce over h / tp rows: core.physics.gemm_shape)"
+        + (
+            f"; routed experts (f_e) ramp on their own t_e = T k / E_T = {sig(K['t_e'])} rows each, at eta_e = "
+            f"{sig(K['eta_e'])} of the ceiling"
+            if K["f_e"]
+            else ""
+        )
         + ("; the adapter GEMMs run at eta_l of it (assumption lora_kernel_eff)" if lora else ""),
     )
 

@@ -4,8 +4,8 @@
 One iteration processes ``T`` new tokens (any mix of prefill-chunk and decode tokens), over ``A``
 attended (query, key) pairs, reading the cached K/V of ``R`` context tokens::
 
-    t_c = (f_t - f_e) T / (peak x mfu_max x T / (T + T0))               compute, one stage: dense matmuls,
-          + f_e T / (peak x mfu_max x t_e / (t_e + T0))                 routed experts at t_e = T k / E_T rows,
+    t_c = (f_t - f_e) T / (peak x mfu_max x eta_d x T / (T + T0))       compute, one stage: dense matmuls,
+          + f_e T / (peak x mfu_max x eta_e x t_e / (t_e + T0))         routed experts at t_e = T k / E_T rows,
           + f_a A / (peak x mfu_max)                                   attention
     t_m = (W_r(T) + (R + T) k_g + T r_b) / (BW x eta_bw)                memory, one stage (r_b: MoE permute)
     t_x = (n_ar min(ring(T), tree(T)) + n_a2a a2a(T)) x (1 - overlap)   exposed communication, one stage
@@ -48,6 +48,7 @@ from core.physics.footprint import (
     kv_bytes_per_token,
     kv_shard,
 )
+from core.physics.gemm_shape import gemm_shape_effs
 from core.physics.peak import dense_clock_share, effective_peak_flop_per_s
 
 __all__ = [
@@ -102,6 +103,8 @@ class StepModel:
     # MoE: the routed experts' share of f_t, and the permute / un-permute traffic per token
     expert_flop_per_token: float = 0.0  # f_e = 2 k P_e L_moe / (tp pp)
     route_bytes_per_token: float = 0.0  # r_b = L_moe / pp x 2 (k + 1) h x 2 B / ep
+    dense_gemm_eff: float = 1.0  # eta_d: the dense projections' rate against the ceiling (core.physics.gemm_shape)
+    expert_gemm_eff: float = 1.0  # eta_e: the routed experts' GEMM rate against the ceiling (the same module)
     # fixed per-step costs: kernel launches, per-sequence work, sampling
     kernels_per_stage: float = 0.0  # n_k
     graph_launch_s: float = 0.0  # per kernel, inside a CUDA graph
@@ -376,6 +379,7 @@ class StepModel:
             overhead_s=a.step_overhead_ms * MS,
             expert_flop_per_token=f_e,
             route_bytes_per_token=r_b,
+            **gemm_shape_effs(dep, tr),
             kernels_per_stage=n_k,
             graph_launch_s=a.graph_launch_us * 1e-6,
             eager_launch_s=a.eager_launch_us * 1e-6,
@@ -430,32 +434,30 @@ class StepModel:
 
         The one body of the step time (the RA-BIT spec "Speed"); scalars in, floats out (pure Python, for
         the simulator's inner loop), arrays in, arrays out. ``T`` new tokens, ``A`` attended (query, key)
-        pairs, ``R`` cached tokens whose K/V are read, summed over the sequences of the batch::
-
-            t_c = f_t T / (peak x mfu_max x T / (T + T0)) + f_a A / (peak x mfu_max)
+        pairs, ``R`` cached tokens whose K/V are read, summed over the sequences of the batch (the formula below).
 
         The T/(T+T0) ramp is a GEMM-tiling effect of the matmuls; attention runs on its own (query, key)
         pairs at the ceiling (its own roofline), so a long context at batch 1 is not made compute-bound by it.
-        A MoE layer's routed experts run as one small GEMM per touched expert: each sees only its
-        ``t_e = T k / E_T`` rows (``E_T = E (1 - (1 - k/E)^T)`` experts touched), so the ramp applies per expert
-        (grouped-GEMM kernels tile each expert separately: vLLM ``fused_moe``, MegaBlocks arXiv 2211.15841);
-        the gate GEMM is in ``f_t`` (router parameters), and the permute / un-permute copies add ``r_b`` bytes
-        per token; with adapters, the ``D`` distinct adapters of the batch (:meth:`distinct_adapters`) add their
-        shrink and expand GEMMs and their weights, at the step's efficiencies times ``eta_l``::
+        A MoE layer's routed experts run as one small GEMM per touched expert: each sees only its ``t_e = T k /
+        E_T`` rows (``E_T = E (1 - (1 - k/E)^T)`` experts touched), so the ramp applies per expert (grouped-GEMM
+        kernels tile each expert separately: vLLM ``fused_moe``, MegaBlocks arXiv 2211.15841), at ``eta_e`` of the
+        ceiling (``eta_d`` the dense projections': GEMMs reducing over fewer rows than ``h``, :mod:`.gemm_shape`);
+        the gate GEMM is in ``f_t``, the permute / un-permute copies add ``r_b`` bytes per token; with adapters, the
+        ``D`` adapters of the batch (:meth:`distinct_adapters`) add their shrink and expand GEMMs and weights, at the
+        step's efficiencies times ``eta_l``::
 
             t_c += f_l T / (pi eta_l);   t_m += (D w_l + T a_l) / (BW eta_bw eta_l)
 
         and, without adapters::
 
-            t_c = (f_t - f_e) T / (pi eff(T)) + f_e T / (pi eff(t_e)) + f_a A / pi
+            t_c = (f_t - f_e) T / (pi eta_d eff(T)) + f_e T / (pi eta_e eff(t_e)) + f_a A / pi
             t_m = (W_d + E_T w_e + (R + T) k_g + T r_b) / (BW x eta_bw)
             t_x = (n_ar min(a_r + b_r T, a_t + b_t T) + n_a2a (a_e + b_e T)) x (1 - overlap)
             t_k = n_k x (t_graph if T <= T_graph else t_eager)
 
-        The launch term is the fixed cost that dominates small batches: an iteration of up to the engine's
-        capture size replays a CUDA graph (about a microsecond per kernel), a larger one launches each of the
-        stage's ``n_k`` kernels from the host (NVIDIA CUDA Programming Guide, "CUDA Graphs"). An iteration
-        without new tokens computes, communicates and launches nothing.
+        The launch term is the fixed cost that dominates small batches: an iteration of up to the engine's capture
+        size replays a CUDA graph (about a microsecond per kernel), a larger one launches each of the stage's ``n_k``
+        kernels from the host (NVIDIA CUDA Programming Guide, "CUDA Graphs"). No new tokens: nothing computed.
         """
         if self.attention_split:
             return split_parts(self, T, A, R, D)
@@ -471,7 +473,7 @@ class StepModel:
             eff = eff if eff > 1e-12 else 1e-12
         f_e = self.expert_flop_per_token
         t_cmp = (self.flop_per_token - f_e) * T / (
-            self.peak_flop_per_s * eff
+            self.peak_flop_per_s * self.dense_gemm_eff * eff
         ) + self.attn_flop_per_pair * A / self.attn_peak_flop_per_s
         # E_T: distinct routed experts the T tokens touch per MoE layer (their GEMMs and their weight reads)
         if f_e or self.expert_bytes_per_gpu_per_expert:
@@ -487,7 +489,7 @@ class StepModel:
                 rows = T * m.experts_per_tok / touched if T > 0 else 1.0
                 eff_e = rows / (rows + self.ramp_tokens) if rows > 0 else 1e-12
                 eff_e = eff_e if eff_e > 1e-12 else 1e-12
-            t_cmp = t_cmp + f_e * T / (self.peak_flop_per_s * eff_e)
+            t_cmp = t_cmp + f_e * T / (self.peak_flop_per_s * self.expert_gemm_eff * eff_e)
         if self.lora_flop_per_token:  # the adapters' shrink and expand GEMMs at the slot rank
             t_cmp = t_cmp + self.lora_flop_per_token * T / (self.peak_flop_per_s * self.lora_eff)
         ring = self.tp_ar_alpha_ring + self.tp_ar_beta_ring * T
