@@ -194,6 +194,7 @@ with st.expander("Assumptions behind these numbers, with sources"):
                 "mbu",
                 "mfu_max",
                 "mfu_ramp_tokens",
+                "gemm_k0_ridge",
                 "fp8_speedup",
                 "fp4_speedup",
                 "comm_bw_eff",
