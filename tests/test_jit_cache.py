@@ -61,17 +61,25 @@ def _run(tree: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow  # two compiles of the loop in fresh processes: about 40 s on a loaded 2-core machine
+@pytest.mark.slow  # a compile of the loop in a fresh process (two where the checkout's cache is cold): 20-40 s
 def test_an_edit_to_an_inlined_engine_function_changes_the_next_runs_result(tmp_path):
-    # A copy of the package (and the catalogs it reads), so its __pycache__ is its own and starts empty.
+    # A copy of the package (and the catalogs it reads), so its __pycache__ is its own, holding only the compiled
+    # loop's cache as the checkout has it (warm where anything ran the loop before: CI warms it before the tests).
+    # The first run loads that cache, or compiles into it where it is cold or stale: either way the copy's cache
+    # holds the loop's machine code from before the edit, which is what the edit must not leave running.
     tree = tmp_path / "tree"
     shutil.copytree(ROOT / "core", tree / "core", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "catalogs", tree / "catalogs", ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tree / SIM / "__pycache__"
+    cache.mkdir()
+    for f in (ROOT / SIM / "__pycache__").glob("*.nb[ic]"):
+        shutil.copy2(f, cache / f.name)
     first = _run(tree)
     assert first["file"].startswith(str(tree))
     assert first["loop"] == "compiled"
     assert 0.0 < first["kv_peak"] <= 1.0
-    assert any((tree / SIM / "__pycache__").glob("*.nbi"))  # the compile went to the cache
+    indexes = {f.name: f.stat().st_mtime_ns for f in cache.glob("jit_loop.*.nbi")}
+    assert indexes  # the loop's machine code is in the copy's cache
     # jit_parts.record is inlined into its callers in jit_loop and jit_engine, whose files do not change: numba's
     # own per-file stamp kept their old machine code. Doubling the recorded KV fraction must show in the next run.
     parts = tree / SIM / "jit_parts.py"
@@ -82,6 +90,8 @@ def test_an_edit_to_an_inlined_engine_function_changes_the_next_runs_result(tmp_
     second = _run(tree)
     assert second["loop"] == "compiled"
     assert second["kv_peak"] == pytest.approx(2.0 * first["kv_peak"], rel=1e-12)
+    # the recompile replaced the loop's stale index in the cache (the next process loads the edited code)
+    assert any(cache.joinpath(n).stat().st_mtime_ns != t for n, t in indexes.items())
 
 
 def test_every_engine_function_is_compiled_with_the_engines_options():
