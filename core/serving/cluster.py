@@ -245,13 +245,18 @@ def simulate_deployment(
 
 
 def warm_simulator() -> None:
-    """Load (or, in a fresh install, compile) the compiled loops with tiny simulations, one replica's and a
-    disaggregated deployment's: the dashboard's start-up calls this in the background so that no page's first
-    simulation waits for them."""
+    """Load (or, in a fresh install, compile) every compiled loop with a tiny simulation: one replica's, a
+    deployment's with adapters, a disaggregated deployment's and a session run's. The dashboard's start-up calls
+    this in the background so that no page's first simulation waits for them, and CI before its test processes."""
+    from core.config import AdapterSet, Sessions
+    from core.serving.session_result import simulate_sessions  # above this module in the wing
+
     cfg, spec = RabitConfig(), SimSpec(num_requests=4, rate_per_s=1.0)
     simulate_deployment(cfg, spec, Layout(replicas=1))
+    simulate_deployment(cfg.with_(adapters=AdapterSet(count=2, max_loras=1)), spec, Layout(replicas=1))
     pool = PoolLayout(instances=1, gpu=cfg.gpu, tp=cfg.tp, pp=1)
     simulate_deployment(cfg, spec, Layout(mode="disaggregated", prefill=pool, decode=pool))
+    simulate_sessions(cfg, Sessions(num_sessions=2))
 
 
 def _prefix_tokens(dep: Deployment, spec: SimSpec, pool) -> Callable[[int], int] | None:
