@@ -93,13 +93,13 @@ X_EPS = 1e-12
 
 
 # --- one pool's engine ---------------------------------------------------------------------------------------------
-@jit
+@jit_inline
 def w_record(p, s, e, t):
     """A time-series point of engine ``e`` of pool ``p`` (state ``s``) at ``t``."""
     record(p.fs, p.inv_P, s.G, s.RI, s.RF, s.ts_rep, s.TSF, e, t)
 
 
-@jit
+@jit_inline
 def tell(r, f, sf, x, s, e, front):
     """ReplicaSet._ended of engine ``e`` of a pool (state ``s``; ``front``: the prefill pool): each request that
     ended there, in order, to the arrival stream (a closed loop's user sends its next request a think time after the
@@ -124,7 +124,7 @@ def tell(r, f, sf, x, s, e, front):
         rid = nxt
 
 
-@jit
+@jit_inline
 def turn(r, f, sf, x, p, s, e, held, front):
     """One turn of ``Replica``'s pump loop once the arrivals due are routed (ReplicaSet._pump_loop) on engine ``e``
     of pool ``p`` (state ``s``): absorb, expire, tell the stream what ended, plan. Returns (0: nothing to do, 1: a
@@ -186,7 +186,7 @@ def push_decode(Gp, ev_t, EVI, RId, P, e, end):
     ev_push(Gp, ev_t, EVI, end, Gp[G_SEQ], P + e, RId[e, I_VER])
 
 
-@jit
+@jit_inline
 def route_front(r, pf, sf, f, x):
     """The next arrival routed to a prefill instance (jit_loop.route), its place in that inbox noted."""
     j = route(r, pf, sf, f)
@@ -324,7 +324,7 @@ def wire_s(tokens, k_bytes, den, stage_layers, overlap, prefill_s):
     return w * (b if b > a else a)
 
 
-@jit
+@jit_inline
 def start_transfer(w, pd, sd, sf, x, p, gid):
     """ReplicaSet._start_transfer: the decode instance chosen, the transfer leaving prefill instance ``p``."""
     now = sf.RF[p, R_NOW]
@@ -395,7 +395,7 @@ def kv_arrived(r, f, pf, sf, pd, sd, x, t, gid):
     pump(r, f, pf, sf, pd, sd, x, P + d)
 
 
-@jit
+@jit_inline
 def wire_done(x, a, b, t, fixed_s):
     """The wire time done on prefill instance ``a`` at ``t`` (if version ``b`` is still its): each transfer done
     arrives ``fixed_s`` later."""
@@ -410,7 +410,7 @@ def wire_done(x, a, b, t, fixed_s):
         x_schedule(x, a)
 
 
-@jit
+@jit_inline
 def step_ended(r, w, f, pf, sf, pd, sd, x, k):
     """The step of engine ``k`` ended (the prefill instance ``k`` below ``P``, the decode instance ``k - P`` above):
     its end, the stream told, the prompts it finished leaving as KV transfers in the step's order; then its pump."""

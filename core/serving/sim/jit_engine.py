@@ -337,7 +337,7 @@ def decode_ar(fs, RI, RF, e):
     return Rr + g, Rr, g
 
 
-@jit
+@jit_inline
 def begin_mixed(p, s, e):
     """The mixed step of the planned chunks (and the decoding sequences' tokens) on replica ``e``: its time."""
     B, fs = p.B, p.fs
@@ -411,7 +411,7 @@ def next_deadline(RI, RQI, DL, e):
     return DL[0, e, 0] if RI[e, I_DLN] > 0 else INF
 
 
-@jit
+@jit_inline
 def begin_run(p, s, e, limit):
     """A run of decode iterations on replica ``e`` (at most ``limit``, 0: no limit): how many, and its time."""
     B, fs, pp, TB = p.B, p.fs, p.pp, p.TB
@@ -463,7 +463,7 @@ def begin_run(p, s, e, limit):
     RI[e, I_RCUT] = 1 if cut_ok else 0
 
 
-@jit
+@jit_inline
 def cut_run(p, s, e, t):
     """A run of replica ``e`` in flight cut short where an arrival at ``t`` may join it: its new end [s]."""
     pp, TB, RI, RF = p.pp, p.TB, s.RI, s.RF
@@ -486,7 +486,7 @@ def cut_run(p, s, e, t):
     return RF[e, R_END]
 
 
-@jit
+@jit_inline
 def end_step(p, s, e):
     """``Engine.end_step`` of replica ``e``: its planned step done, its clock at the step's end."""
     B = p.B

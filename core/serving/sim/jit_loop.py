@@ -203,7 +203,7 @@ def deliver(p, s, f, gid, j, t):
     return j
 
 
-@jit
+@jit_inline
 def route(r, p, s, f):
     """ReplicaSet._route and _wake: returns the replica to pump (idle, not pumping), or -1."""
     G, RI, RQI, rt = s.G, s.RI, s.RQI, f.rt

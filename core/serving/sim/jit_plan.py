@@ -86,19 +86,18 @@ def hit_of(B, pool_blocks, RQI, rid, u, remote):
 
 
 @jit
-def admit(p, s, e, rid, h, prev):
+def admit(B, TB, err, RI, RF, RQF, RQI, e, rid, h, prev):
     """``Engine._admit``: ``rid``, the waiting request after ``prev`` (-1: the head), joins the running set; its
     adapter's load (if any) is added to the planned iteration."""
-    RI, RF, RQF, RQI = s.RI, s.RF, s.RQF, s.RQI
     w_unlink(RI, RQI, e, prev, rid)
     if RI[e, I_ASLOTS]:
-        RF[e, R_LOADS] += acquire(p.TB, s.err, RI, RF, RQF, RQI, e, rid)
+        RF[e, R_LOADS] += acquire(TB, err, RI, RF, RQF, RQI, e, rid)
     link_append(RI, RQI, e, rid, I_HR, I_TR, I_LR, Q_NX_R, Q_PV_R)
     link_append(RI, RQI, e, rid, I_HP, I_TP, I_LP, Q_NX_P, Q_PV_P)
     RQI[Q_CTX, rid] = h
     RQI[Q_CACHED, rid] = 0
     if h:
-        RI[e, I_FULL] += h // p.B
+        RI[e, I_FULL] += h // B
     RQI[Q_TARGET, rid] = RQI[Q_INP, rid] + RQI[Q_GEN, rid]
     if math.isnan(RQF[RQ_ADMIT, rid]):
         RQF[RQ_ADMIT, rid] = RF[e, R_NOW]
@@ -115,12 +114,10 @@ def adm_need(B, fs, RI, RF, RQI, e, rid, n):
 
 
 @jit
-def continued(p, s, e):
+def continued(B, K, keep, pool_blocks, fs, RI, RF, hist, CH, RQI, e):
     """The first half of ``Engine._plan_chunked``: every decoding sequence's token and the prefilling requests'
     chunks (CH[:, e, :I_NCH]), the last admitted preempted until their blocks fit; (the token budget left, the
     blocks-worth they need, whether it preempted)."""
-    B, K, fs, pool_blocks = p.B, p.K, p.fs, p.pool_blocks
-    RI, RF, hist, CH, RQI = s.RI, s.RF, s.hist, s.CH, s.RQI
     preempted = False
     while True:
         left = K - RI[e, I_NDEC]
@@ -144,7 +141,7 @@ def continued(p, s, e):
         RI[e, I_NCH] = nch
         if RI[e, I_RSV] or used(fs, RI, RF, e) + need <= pool_blocks + EPS or RI[e, I_LR] == 0:
             return left, need, preempted
-        preempt_last(B, p.keep, RI, hist, RQI, e)
+        preempt_last(B, keep, RI, hist, RQI, e)
         preempted = True
 
 
@@ -165,12 +162,12 @@ def candidate(p, s, e, rid, u):
     return TAKE, h, RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
 
 
-@jit
+@jit_inline
 def plan_chunked(p, s, e):
     """Engine._plan_chunked: the step's chunks in CH[:, e, :I_NCH]; True if it preempted (no admissions then)."""
     B, fs, pool_blocks = p.B, p.fs, p.pool_blocks
     RI, RF, CH, RQI = s.RI, s.RF, s.CH, s.RQI
-    left, need, preempted = continued(p, s, e)
+    left, need, preempted = continued(B, p.K, p.keep, pool_blocks, fs, RI, RF, s.hist, CH, RQI, e)
     if preempted:
         return True
     u = used(fs, RI, RF, e) + need
@@ -188,7 +185,7 @@ def plan_chunked(p, s, e):
         add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h or RI[e, I_RSV] else h // B + chunk_f(B, h, n)
         if u + add > pool_blocks + EPS:
             break
-        admit(p, s, e, rid, h, prev)
+        admit(B, p.TB, s.err, RI, RF, s.RQF, RQI, e, rid, h, prev)
         u += add
         left -= n
         CH[0, e, nch] = rid
@@ -199,7 +196,7 @@ def plan_chunked(p, s, e):
     return False
 
 
-@jit
+@jit_inline
 def plan_prefill_priority(p, s, e):
     """Engine._plan_prefill_priority: whole prompts admitted first-come first-served up to the token budget (a
     longer one alone), or, with none to admit, decoding with the last admitted preempted until its blocks fit; the
@@ -223,7 +220,7 @@ def plan_prefill_priority(p, s, e):
         add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h or RI[e, I_RSV] else h // B + chunk_f(B, h, n)
         if u + add > pool_blocks + EPS:
             break
-        admit(p, s, e, rid, h, prev)
+        admit(B, p.TB, s.err, RI, RF, s.RQF, RQI, e, rid, h, prev)
         u += add
         total += n
         CH[0, e, nch] = rid
@@ -244,7 +241,7 @@ def plan_prefill_priority(p, s, e):
     return preempted
 
 
-@jit
+@jit_inline
 def begin_step(p, s, e):
     """``Engine.begin_step``: plan the replica's next step and time it; its end [s] (``s.err``: its status and,
     with adapters, the loads' log)."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from core.serving.sim.jit_cache import jit
+from core.serving.sim.jit_cache import jit, jit_inline
 from core.serving.sim.jit_engine import absorb, end_step, expire
 from core.serving.sim.jit_layout import (
     CLOCK,
@@ -165,7 +165,7 @@ def s_next(SG, sh_t):
     return sh_t[0] if SG[G_EVN] > 0 else INF
 
 
-@jit
+@jit_inline
 def turn_ended(sp, ss, GF, s, k, t_end, done):
     """``SessionStream.turn_ended``: turn ``k`` of session ``s`` ended at ``t_end`` (``done``: finished)."""
     SG, SI, PF, SF, sh_t, SHI = ss.SG, ss.SI, ss.PF, ss.SF, ss.sh_t, ss.SHI
@@ -186,7 +186,7 @@ def turn_ended(sp, ss, GF, s, k, t_end, done):
     GF[0] = s_next(SG, sh_t)
 
 
-@jit
+@jit_inline
 def s_ended(p, s, sp, ss, nel, e):
     """``SessionSet._ended`` over the ``nel`` requests of ``ss.EL`` that ended on replica ``e``, in their order."""
     RI, RF, RQF, RQI, GI, CB, CI = s.RI, s.RF, s.RQF, s.RQI, ss.GI, ss.CB, ss.CI
@@ -226,7 +226,7 @@ def drain_ended(RI, RQI, EL, e):
     return nel
 
 
-@jit
+@jit_inline
 def s_end_step(p, s, ss, e):
     """``end_step`` on ``e``; returns how many requests ended in it (in ``ss.EL``, in the engine's order)."""
     RI, RQI = s.RI, s.RQI
@@ -261,7 +261,7 @@ def pick(nrep, affinity, G, RI, SI, s):
     return home
 
 
-@jit
+@jit_inline
 def s_route(p, s, f, sp, ss):
     """``SessionSet._route`` and ``_wake``: returns the replica to pump (idle, not pumping), or -1."""
     G, RI, RQI, GI, SI, PI, SG, sh_t, SHI = s.G, s.RI, s.RQI, ss.GI, ss.SI, ss.PI, ss.SG, ss.sh_t, ss.SHI
@@ -292,7 +292,7 @@ def s_route(p, s, f, sp, ss):
     return deliver(p, s, f, gid, j, t)
 
 
-@jit
+@jit_inline
 def pump_trim(p, s, ss, e):
     """``SessionSet._pump``'s first act: running requests may have taken cached blocks."""
     CI = ss.CI
