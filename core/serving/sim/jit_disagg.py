@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from core.serving.sim.jit_arrivals import ah_push
 from core.serving.sim.jit_cache import jit, jit_inline
-from core.serving.sim.jit_engine import absorb, cut_run, end_step, expire, release
+from core.serving.sim.jit_engine import absorb, cut_run, end_step_shared, expire, release
 from core.serving.sim.jit_layout import (
     CLOCK,
     G_AHN,
@@ -81,7 +81,7 @@ from core.serving.sim.jit_layout import (
 )
 from core.serving.sim.jit_loop import pass_check, pick, push, route
 from core.serving.sim.jit_parts import ev_pop, ev_push, record
-from core.serving.sim.jit_plan import begin_step
+from core.serving.sim.jit_plan import begin_step_shared
 from core.serving.sim.records import DONE, MIXED, NONE, RUN
 
 # the transfer state of a prefill instance: XF[p] its virtual clock and when it was last caught up; XI[p] the
@@ -99,7 +99,7 @@ def w_record(p, s, e, t):
     record(p.fs, p.inv_P, s.G, s.RI, s.RF, s.ts_rep, s.TSF, e, t)
 
 
-@jit_inline
+@jit
 def tell(r, f, sf, x, s, e, front):
     """ReplicaSet._ended of engine ``e`` of a pool (state ``s``; ``front``: the prefill pool): each request that
     ended there, in order, to the arrival stream (a closed loop's user sends its next request a think time after the
@@ -140,12 +140,12 @@ def turn(r, f, sf, x, p, s, e, held, front):
     if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
         return 0, 0.0
     waiting = RI[e, I_LW]
-    end = begin_step(p, s, e)
+    end = begin_step_shared(p, s, e)
     if err[0]:
         return -1, 0.0
     if RI[e, I_KIND] != NONE:
         return 1, end
-    end_step(p, s, e)
+    end_step_shared(p, s, e)
     if closed and RI[e, I_HE] >= 0:  # (a Poisson stream leaves the lists unread)
         tell(r, f, sf, x, s, e, front)
     if RI[e, I_LW] > 0 and RI[e, I_LR] == 0 and held > 0:
@@ -420,7 +420,7 @@ def step_ended(r, w, f, pf, sf, pd, sd, x, k):
         RIp = sf.RI
         RIp[k, I_FLIGHT] = 0
         mixed = RIp[k, I_KIND] == MIXED
-        end_step(pf, sf, k)
+        end_step_shared(pf, sf, k)
         if closed and RIp[k, I_HE] >= 0:
             tell(r, f, sf, x, sf, k, True)
         if mixed:
@@ -431,7 +431,7 @@ def step_ended(r, w, f, pf, sf, pd, sd, x, k):
     else:
         RId = sd.RI
         RId[k - P, I_FLIGHT] = 0
-        end_step(pd, sd, k - P)
+        end_step_shared(pd, sd, k - P)
         if closed and RId[k - P, I_HE] >= 0:
             tell(r, f, sf, x, sd, k - P, False)
     pump(r, f, pf, sf, pd, sd, x, k)

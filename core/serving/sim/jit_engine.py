@@ -527,4 +527,11 @@ def end_step(p, s, e):
     record(p.fs, p.inv_P, G, RI, RF, s.ts_rep, s.TSF, e, RF[e, R_NOW])
 
 
+@jit
+def end_step_shared(p, s, e):
+    """:func:`end_step` as a call of its own: one compiled body for a loop with many sites of it (the disaggregated
+    loop's four), where inlining each would compile it four times over."""
+    end_step(p, s, e)
+
+
 # --- the deployment (ReplicaSet) ---------------------------------------------------------------------------------

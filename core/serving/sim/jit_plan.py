@@ -271,3 +271,10 @@ def begin_step(p, s, e):
             w_popleft(RI, RQI, e)
             finish(RI, RF, RQF, RQI, e, rid, REJECTED)
     return RF[e, R_END]
+
+
+@jit
+def begin_step_shared(p, s, e):
+    """:func:`begin_step` as a call of its own: one compiled body for a loop with many sites of it (the
+    disaggregated loop's two), where inlining each would compile it twice over."""
+    return begin_step(p, s, e)
