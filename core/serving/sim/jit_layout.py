@@ -1,7 +1,12 @@
 """Where the compiled loop (:mod:`core.serving.sim.compiled`) keeps its state: the columns of its per-replica and
 global arrays, the rows of its per-request arrays, and the statuses a slice of the loop returns. Plain constants
 (no numba): the loop's functions read them as compile-time constants, the caller builds and reads the arrays with
-them.
+them; and the named records the engine's functions take (:class:`Run`, :class:`Pool`, :class:`Engines`,
+:class:`Fleet`; a disaggregated run's :class:`Wire` and :class:`Transfers`; a session run's :class:`SessionParams` and
+:class:`SessionState`), built by :mod:`core.serving.sim.compiled_layout`. numba passes a record by value, each
+array in it as its seven to eleven machine words: a call that is not inlined copies the whole record (some 140 words
+for a pool's parameters and state), so the hot path inlines the functions that take records (``jit_inline``) and
+keeps real calls for the ones run once per event or fewer, and the small helpers take the few arrays they read.
 
 The compiled functions' on-disk cache is stamped with a hash of every engine source, this file included
 (:mod:`core.serving.sim.jit_cache`): a change here recompiles the loop in the next process.
