@@ -15,8 +15,8 @@ arrivals up to a count or a duration, or a closed loop of users up to a count (a
 after its last one left the decode pool, or was rejected or timed out on either). Adapters fall back
 (:func:`fallback_reason`).
 
-Its first call in a fresh install compiles it (about 10 CPU-s on the 2-core machine, on top of the aggregated
-loop's); :func:`core.serving.warm_simulator` runs a tiny disaggregated deployment too, so that no page waits for it.
+Its first call in a fresh install compiles it (about 40 CPU-s on a loaded 2-core machine, on top of the aggregated
+loop's: the functions that take a pool's records are inlined into the loop, a record being copied whole at a call); :func:`core.serving.warm_simulator` runs a tiny disaggregated deployment too, so that no page waits for it.
 """
 
 from __future__ import annotations
