@@ -24,51 +24,31 @@ import numpy as np
 from core.config import Draws, Sessions, SimSpec
 from core.serving.session_plan import SessionPlan
 from core.serving.sim import compiled
+from core.serving.sim.compiled_layout import (
+    engine_state,
+    fleet,
+    grown_engines,
+    grown_fleet,
+    no_router,
+    pool_params,
+    run_limits,
+)
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
-    G_DLMAX,
-    G_EVN,
-    G_FHMAX,
-    G_LO,
     G_PASSES,
     G_TSN,
-    GF_NEXT,
-    GF_TIMEOUT,
     GROW,
-    I_ASYNC,
-    I_HE,
-    I_HI,
-    I_HP,
-    I_HR,
-    I_HW,
-    I_PPRI,
-    I_RSV,
-    I_SLD,
-    I_TE,
-    I_TI,
-    I_TP,
-    I_TR,
-    I_TW,
-    I_WIN,
-    INF,
     N_G,
-    N_GF,
-    N_Q,
-    N_RF,
-    N_RI,
     NO_ROOM,
     OK,
-    Q_NX_IN,
-    Q_NX_W,
     Q_REP,
-    Q_STATUS,
-    R_NEXT,
-    R_SS,
     SLICE,
     STUCK,
+    SessionParams,
+    SessionState,
 )  # fmt: skip
-from core.serving.sim.records import UNFINISHED, Records
+from core.serving.sim.records import Records
 from core.serving.sim.timing import compiled_form, host_tier_untouched
 
 #: The most replicas x sessions the compiled loop's prefix caches hold (three 8-byte words each: 96 MB); past it
@@ -138,88 +118,36 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     S, R, mb = plan.count, int(replicas), int(spec.max_batch)
     n = max(1, len(plan.inp))  # turns: at most one request each
     agents = sessions.arrival == "agents" and sessions.trace is None
-    sm = tm.sm
-    reserve, sliding = spec.admission == "reserve", pool.slide_share > 0
-    # a finished turn's blocks stay cached as the engine's preempted ones do (Engine.keep_cache)
-    keep = bool(spec.prefix_caching) and not reserve and not sliding
-    scal = (
-        n, R, int(pool.block), int(spec.token_budget), mb, keep, int(tm.t_max),
-        bool(sm.graph_prefill), int(pool.max_context), int(budget.max_events), float(pool.blocks),
-        float(pool.full_share), float(pool.seq_blocks_max), 1.0 / pool.blocks if pool.blocks > 0 else 0.0,
-        float(tm.q), float(sm.graph_launch_s), float(sm.eager_launch_s), float(sm.graph_max_tokens),
-        float(sm.kernels_per_stage), float(tm.pp), float(budget.max_clock_s), bool(sessions.affinity),
-        keep, agents, S,
-    )  # fmt: skip
-    TB = np.array([tm.c0, tm.c1, tm.m0, tm.m1, tm.x], dtype=float)
-    G = np.zeros(N_G, dtype=np.int64)
-    G[G_LO] = -1
-    GF = np.zeros(N_GF)
-    GF[GF_NEXT] = INF
-    GF[GF_TIMEOUT] = INF if spec.timeout_s is None else float(spec.timeout_s)
-    RI = np.zeros((R, N_RI), dtype=np.int64)
-    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI, I_HE, I_TE]] = -1
-    RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
-    RI[:, I_RSV] = 1 if reserve else 0
-    RI[:, I_PPRI] = 1 if spec.policy == "prefill_priority" else 0
-    RI[:, I_SLD] = 1 if sliding else 0
-    RI[:, I_WIN] = int(pool.window)
-    RF = np.zeros((R, N_RF), dtype=float)
-    RF[:, R_NEXT] = INF
-    RF[:, R_SS] = float(pool.slide_share)
-    hist = np.zeros((R, 2 * pool.block), dtype=np.int64)  # the engine's layout (compiled.run's)
-    FH = np.zeros((4, R, mb + 72), dtype=np.int64)
-    CH = np.zeros((2, R, mb + 1), dtype=np.int64)
-    RQF = np.full((4, n), np.nan)
-    RQI = np.zeros((N_Q, n), dtype=np.int64)
-    RQI[Q_STATUS] = UNFINISHED
-    RQI[Q_REP] = -1
-    RQI[Q_NX_W : Q_NX_IN + 1] = -1
     margin = 8 * R + 4 * mb + 64  # what one pass may add at most (jit_sessions.s_loop's margin)
-    ev_t, EVI = np.zeros(margin + 64), np.zeros((3, margin + 64), dtype=np.int64)
-    ts_cap = 2 * n + margin + 256
-    ts_rep, TSF = np.zeros(ts_cap, dtype=np.int64), np.zeros((4, ts_cap))
-    stk = np.zeros(R, dtype=np.int64)
-    DL = np.zeros((2, R, margin + 64 if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
-    err = np.zeros(1, dtype=np.int64)
-    GI = np.zeros((4, n), dtype=np.int64)
-    GI[3] = -1  # cached tokens at the first admission: not admitted yet
-    SI = np.zeros((3, S), dtype=np.int64)
-    SI[0] = plan.first
-    SI[1] = plan.turn_counts
-    SI[2] = -1
-    PI = np.zeros((3, n), dtype=np.int64)
-    PF = np.zeros((2, n))
-    PI[0, : len(plan.inp)], PI[1, : len(plan.out)] = plan.inp, plan.out
-    if reserve:  # each turn's blocks of its prompt and the client's max_tokens, set when routed (Pool.blocks_for)
-        PI[2] = (PI[0] + spec.max_output_tokens() + pool.block - 1) // pool.block
-    PF[0, : len(plan.gap)], PF[1, : len(plan.at)] = plan.gap, plan.at
-    SF = np.full((2, S), np.nan)
-    SF[0] = plan.agent_gaps
-    SG = np.zeros(N_G, dtype=np.int64)
-    sh_t, SHI = np.zeros(S + 1), np.zeros((3, S + 1), dtype=np.int64)
-    CB = np.zeros((3, R, S), dtype=np.int64)
-    CI = np.zeros((R, 5), dtype=np.int64)
-    CI[:, :2] = -1
-    EL = np.zeros(n + mb + 8, dtype=np.int64)
+    s = engine_state(spec, pool, R, n, margin + 64, 2 * n + margin + 256)
+    p = pool_params(spec, tm, pool, R)
+    G, GF = s.G, s.GF
+    empty = np.zeros(0)
+    f = fleet(empty, no_router(), np.zeros((2, 1)), margin + 64, R)
+    # a finished turn's blocks stay cached as the engine's preempted ones do (Engine.keep_cache)
+    sp = SessionParams(affinity=bool(sessions.affinity), caching=p.keep, agents=agents, S=S)
+    ss = _session_state(spec, plan, pool, R, n, mb)
     if agents:
         m = min(sessions.agents, S)
         starts = np.array([a * sessions.gap_s / m for a in range(m)], dtype=float)
     else:
         starts = np.asarray(plan.starts, dtype=float)
-    s_start(SG, GF, sh_t, SHI, starts, S, agents)
+    s_start(ss.SG, GF, ss.sh_t, ss.SHI, starts, S, agents)
+    r = run_limits(n, budget)
     while True:
-        arrays = (TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL)  # fmt: skip
-        code = s_loop((scal, arrays))
+        code = s_loop((r, p, s, f, sp, ss))
         if code == OK:
             break
         if code == GROW:
-            room = int(pass_room(margin, R, G, GF, RI, SG, sh_t, EL))
-            FH, ev_t, EVI, ts_rep, TSF, DL = _grown_arrays(G, mb, margin, room, FH, ev_t, EVI, ts_rep, TSF, DL)
+            # the requests one pass may absorb: the inboxes, the turns due at once, the deadlines held (pass_room)
+            s = grown_engines(s, mb, int(pass_room(margin, R, G, GF, s.RI, ss.SG, ss.sh_t, ss.EL)))
+            f = grown_fleet(f, G, margin)
         elif not _goes_on(code, budget, G, GF):
             return None
+    RQF, RQI, GI, CI, tsn = s.RQF, s.RQI, ss.GI, ss.CI, int(G[G_TSN])
     issued = int(G[0])
     parts, gids = compiled.replica_records(
-        R, RQF[:, :issued], RQI[:, :issued], RF, RI, ts_rep[: int(G[G_TSN])], TSF[:, : int(G[G_TSN])]
+        R, RQF[:, :issued], RQI[:, :issued], s.RF, s.RI, s.ts_rep[:tsn], s.TSF[:, :tsn]
     )
     if not host_tier_untouched(timing, parts, pool):
         return None
@@ -230,27 +158,47 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
         turn=GI[1, :issued].copy(),
         replica=RQI[Q_REP, :issued].copy(),
         hit_tokens=np.maximum(GI[3, :issued], 0),
-        ended_s=SF[1].copy(),
+        ended_s=ss.SF[1].copy(),
         evicted_prefixes=int(CI[:, 4].sum()),
         evicted_blocks=int(CI[:, 3].sum()),
         block_tokens=int(pool.block),
     )
 
 
-def _grown_arrays(G, mb: int, margin: int, room: int, FH, ev_t, EVI, ts_rep, TSF, DL) -> tuple:
-    """The arrays ``s_loop`` asked to grow (GROW): the finish heaps, the event heap, the time series and, with a
-    timeout, the deadline heaps (as :func:`core.serving.sim.compiled.run` grows them), for ``room`` requests in the
-    next pass (:func:`core.serving.sim.jit_sessions.pass_room`)."""
-    if int(G[G_FHMAX]) + mb + 8 > FH.shape[2]:
-        FH = compiled._grown(FH, 2 * FH.shape[2])
-    if int(G[G_EVN]) + margin > ev_t.shape[0]:
-        ev_t, EVI = compiled._grown(ev_t, 2 * ev_t.shape[0]), compiled._grown(EVI, 2 * EVI.shape[1])
-    if int(G[G_TSN]) + room > ts_rep.shape[0]:
-        size = max(2 * ts_rep.shape[0], int(G[G_TSN]) + 2 * room)
-        ts_rep, TSF = compiled._grown(ts_rep, size), compiled._grown(TSF, size)
-    if DL.shape[2] > 1 and int(G[G_DLMAX]) + room > DL.shape[2]:  # a timeout's deadline heaps (else one slot)
-        DL = compiled._grown(DL, max(2 * DL.shape[2], int(G[G_DLMAX]) + 2 * room))
-    return FH, ev_t, EVI, ts_rep, TSF, DL
+def _session_state(spec: SimSpec, plan: SessionPlan, pool, R: int, n: int, mb: int) -> SessionState:
+    """The session loop's state beside the engine's: every turn not yet routed, every session without a home and
+    with nothing cached, the turns' tokens and gaps from ``plan`` (each turn's reserved blocks, under reserve
+    admission: its prompt and the client's max_tokens, Pool.blocks_for)."""
+    S = plan.count
+    GI = np.zeros((4, n), dtype=np.int64)
+    GI[3] = -1  # cached tokens at the first admission: not admitted yet
+    SI = np.zeros((3, S), dtype=np.int64)
+    SI[0] = plan.first
+    SI[1] = plan.turn_counts
+    SI[2] = -1
+    PI = np.zeros((3, n), dtype=np.int64)
+    PF = np.zeros((2, n))
+    PI[0, : len(plan.inp)], PI[1, : len(plan.out)] = plan.inp, plan.out
+    if spec.admission == "reserve":
+        PI[2] = (PI[0] + spec.max_output_tokens() + pool.block - 1) // pool.block
+    PF[0, : len(plan.gap)], PF[1, : len(plan.at)] = plan.gap, plan.at
+    SF = np.full((2, S), np.nan)
+    SF[0] = plan.agent_gaps
+    CI = np.zeros((R, 5), dtype=np.int64)
+    CI[:, :2] = -1
+    return SessionState(
+        GI=GI,
+        SI=SI,
+        PI=PI,
+        PF=PF,
+        SF=SF,
+        SG=np.zeros(N_G, dtype=np.int64),
+        sh_t=np.zeros(S + 1),
+        SHI=np.zeros((3, S + 1), dtype=np.int64),
+        CB=np.zeros((3, R, S), dtype=np.int64),
+        CI=CI,
+        EL=np.zeros(n + mb + 8, dtype=np.int64),
+    )
 
 
 def _goes_on(code: int, budget, G, GF) -> bool:

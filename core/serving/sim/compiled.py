@@ -49,64 +49,45 @@ from array import array
 
 import numpy as np
 
+from core.serving.sim.compiled_layout import (
+    engine_state,
+    fleet,
+    grown,
+    grown_engines,
+    grown_fleet,
+    pool_params,
+    run_limits,
+    timing_table,
+)
 from core.serving.sim.compiled_lora import adapter_numbers, lay_out, loads_by_replica, replica_adapters
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
     G_AHN,
     G_CLOSED,
-    G_DLMAX,
-    G_EVN,
-    G_FHMAX,
     G_INBOX,
-    G_LO,
     G_PASSES,
     G_TSN,
     GF_DURATION,
     GF_NEXT,
-    GF_TIMEOUT,
     GROW,
     I_ASLOTS,
-    I_ASYNC,
-    I_HE,
-    I_HI,
-    I_HP,
-    I_HR,
-    I_HW,
     I_ITER,
-    I_PPRI,
     I_PRE,
-    I_RSV,
-    I_SLD,
-    I_TE,
-    I_TI,
-    I_TP,
-    I_TR,
-    I_TW,
-    I_WIN,
     INF,
-    N_G,
-    N_GF,
-    N_Q,
-    N_RF,
-    N_RI,
     NO_ROOM,
     OK,
     P2_CHUNK,
     Q_CACHED,
     Q_INP,
     Q_NPRE,
-    Q_NX_IN,
-    Q_NX_W,
     Q_OUT,
     Q_REP,
     Q_RES,
     Q_STATUS,
     R_BUSY,
     R_LAST,
-    R_NEXT,
     R_PREFILL,
-    R_SS,
     ROUTERS,
     RQ_ADMIT,
     RQ_ARR,
@@ -114,12 +95,10 @@ from core.serving.sim.jit_layout import (
     RQ_FIRST,
     SLICE,
     STUCK,
-    Arrays,
-    Params,
     Router,
 )  # fmt: skip
 from core.serving.sim.pool import prefix_hit_tokens
-from core.serving.sim.records import UNFINISHED, Records
+from core.serving.sim.records import Records
 
 #: The most replicas x batch cap the compiled loop takes (its per-replica heaps and chunk lists are arrays of the
 #: batch cap: 48 B each, the finish and window-crossing heaps and the chunks); past it the Python loop, whose replicas
@@ -260,13 +239,6 @@ def _router(spec, replicas: int, router: str, n: int, shared: bool) -> Router:
     )
 
 
-def _grown(x: np.ndarray, size: int) -> np.ndarray:
-    """``x`` in an array of ``size`` along its last axis, the rest zeros."""
-    out = np.zeros(x.shape[:-1] + (size,), dtype=x.dtype)
-    out[..., : x.shape[-1]] = x
-    return out
-
-
 def _ints(code: str, x: np.ndarray) -> array:
     a = array(code)
     a.frombytes(np.ascontiguousarray(x, dtype={"q": np.int64, "l": np.int64, "b": np.int8}[code]).tobytes())
@@ -294,90 +266,44 @@ def run(
     budget = budget or WorkBudget()
     n, R, mb = _issued_at_most(spec, draws), int(replicas), int(spec.max_batch)
     draws.ensure(n)
-    sm = timing.sm
-    reserve = spec.admission == "reserve"
-    sliding = pool.slide_share > 0
-    params = Params(
-        requests=n,
-        replicas=R,
-        block_tokens=int(pool.block),
-        token_budget=int(spec.token_budget),
-        max_batch=mb,
-        keep_cache=bool(spec.prefix_caching) and not reserve and not sliding,
-        t_max=int(timing.t_max),
-        graph_prefill=bool(sm.graph_prefill),
-        max_context=int(pool.max_context),
-        max_events=int(budget.max_events),
-        pool_blocks=float(pool.blocks),
-        full_share=float(pool.full_share),
-        seq_blocks_max=float(pool.seq_blocks_max),
-        inv_pool_blocks=1.0 / pool.blocks if pool.blocks > 0 else 0.0,
-        seq_cost_s=float(timing.q),
-        graph_launch_s=float(sm.graph_launch_s),
-        eager_launch_s=float(sm.eager_launch_s),
-        graph_max_tokens=float(sm.graph_max_tokens),
-        kernels_per_stage=float(sm.kernels_per_stage),
-        pp=float(timing.pp),
-        max_clock_s=float(budget.max_clock_s),
-    )
     gaps = np.asarray(draws.gaps[:n], dtype=float)
-    rt = _router(spec, R, router, n, shared)
-    TB = np.array([timing.c0, timing.c1, timing.m0, timing.m1, timing.x], dtype=float)
-    G = np.zeros(N_G, dtype=np.int64)
-    G[G_LO] = -1
-    GF = np.zeros(N_GF)
-    GF[GF_TIMEOUT] = INF if spec.timeout_s is None else float(spec.timeout_s)
-    GF[GF_DURATION] = INF if spec.duration_s is None else float(spec.duration_s)
     closed = spec.arrival == "closed"
-    G[G_CLOSED] = 1 if closed else 0
     users = min(int(spec.users), n) if closed else 0
     AH = np.zeros((2, max(users, 1)))  # the closed loop's arrival heap: every user's first request at 0 s
     AH[1, :users] = np.arange(users)
-    G[G_AHN] = users
-    GF[GF_NEXT] = (0.0 if users else INF) if closed else gaps[0]
-    RI = np.zeros((R, N_RI), dtype=np.int64)
-    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI, I_HE, I_TE]] = -1
-    RF = np.zeros((R, N_RF), dtype=float)
-    RF[:, R_NEXT] = INF
-    RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
-    RI[:, I_RSV] = 1 if reserve else 0
-    RI[:, I_PPRI] = 1 if spec.policy == "prefill_priority" else 0
-    RI[:, I_SLD] = 1 if sliding else 0
-    RI[:, I_WIN] = int(pool.window)
-    RF[:, R_SS] = float(pool.slide_share)
-    hist = np.zeros((R, 2 * pool.block), dtype=np.int64)  # decoding sequences by block phase: all, below the window
-    FH = np.zeros((4, R, mb + 72), dtype=np.int64)  # the finish heaps (iteration, request), the window-crossing heaps
-    CH = np.zeros((2, R, mb + 1), dtype=np.int64)  # the planned step's chunks: request, tokens
-    RQF = np.full((6, n), np.nan)
-    RQI = np.zeros((N_Q, n), dtype=np.int64)
-    RQI[Q_STATUS] = UNFINISHED
-    RQI[Q_REP] = -1
-    RQI[Q_NX_W : Q_NX_IN + 1] = -1  # the queues' links: none
-    RQI[Q_INP] = np.asarray(draws.inp[:n], dtype=np.int64)
-    RQI[Q_OUT] = np.asarray(draws.out[:n], dtype=np.int64)
-    if reserve:  # the blocks of the prompt and the client's max_tokens (Pool.blocks_for, whole blocks)
-        RQI[Q_RES] = (RQI[Q_INP] + spec.max_output_tokens() + pool.block - 1) // pool.block
-    if shared:
-        RQI[Q_CACHED] = prefix_hit_tokens(spec.prefix_cache_frac, RQI[Q_INP])
     # what one pass of the loop may add at most (jit_loop.loop's margin: a closed loop's users all due at once)
     margin = 8 * R + 4 * mb + 64 + (AH.shape[1] if closed else 0)
     ev_cap = margin + 64
-    ev_t, EVI = np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64)
     ts_cap = n + margin + 256  # about two points a request: grown once or twice on a run (as the tests' runs are)
-    ts_rep, TSF = np.zeros(ts_cap, dtype=np.int64), np.zeros((4, ts_cap))
-    stk = np.zeros(R, dtype=np.int64)
-    DL = np.zeros((2, R, ev_cap if spec.timeout_s is not None else 1))  # the deadline heaps (jit_deadline)
-    TB, RI, err = lay_out(lora, n, router, timing, TB, RI, RQI)
+    s = engine_state(spec, pool, R, n, ev_cap, ts_cap, rq_rows=6)
+    G, GF, RQI = s.G, s.GF, s.RQI
+    G[G_CLOSED] = 1 if closed else 0
+    G[G_AHN] = users
+    GF[GF_DURATION] = INF if spec.duration_s is None else float(spec.duration_s)
+    GF[GF_NEXT] = (0.0 if users else INF) if closed else gaps[0]
+    RQI[Q_INP] = np.asarray(draws.inp[:n], dtype=np.int64)
+    RQI[Q_OUT] = np.asarray(draws.out[:n], dtype=np.int64)
+    if spec.admission == "reserve":  # the blocks of the prompt and the client's max_tokens (Pool.blocks_for)
+        RQI[Q_RES] = (RQI[Q_INP] + spec.max_output_tokens() + pool.block - 1) // pool.block
+    if shared:
+        RQI[Q_CACHED] = prefix_hit_tokens(spec.prefix_cache_frac, RQI[Q_INP])
+    TB, RI, err = lay_out(lora, n, router, timing, timing_table(timing), s.RI, RQI)
+    s = s._replace(RI=RI, err=err)
+    p = pool_params(spec, timing, pool, R, TB)
+    r = run_limits(n, budget)
+    f = fleet(gaps, _router(spec, R, router, n, shared), AH, ev_cap, R)
     lg_room = 2 * R * int(RI[0, I_ASLOTS]) + 8 if lora is not None else 0  # jit_loop.loop's room for the loads
-    arrays = Arrays(gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err)
     while True:
-        code = loop((params, arrays))
+        code = loop((r, p, s, f))
         if code == OK:
             break
         if code == SLICE:
             budget.check(int(G[G_PASSES]), float(GF[1]))
         elif code == GROW:
-            arrays = _room(arrays, margin, mb, spec.timeout_s is not None, lg_room)
+            s = grown_engines(s, mb, margin + int(G[G_INBOX]))  # an inbox is absorbed whole in one pass
+            f = grown_fleet(f, G, margin)
+            if lg_room and 2 * (int(s.err[1]) + lg_room) + 2 > s.err.shape[0]:
+                s = s._replace(err=grown(s.err, 2 * s.err.shape[0]))
         elif code in (CLOCK, EVENTS):
             budget.check(int(G[G_PASSES]), float(GF[1]))
             raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")
@@ -388,28 +314,8 @@ def run(
         else:
             return None
     tsn = int(G[G_TSN])
-    loads = loads_by_replica(R, TB, arrays.err) if lora is not None else None
-    return replica_records(R, RQF, RQI, RF, RI, arrays.ts_rep[:tsn], arrays.TSF[:, :tsn], loads)
-
-
-def _room(a: Arrays, margin: int, mb: int, timed: bool, lg_room: int) -> Arrays:
-    """The loop's arrays grown where its next pass may overrun them (:func:`core.serving.sim.jit_loop.loop`'s
-    GROW: the finish heaps, the event heap, the deadline heaps, the time series, the adapter loads' log)."""
-    G = a.G
-    FH, ev_t, EVI, DL, ts_rep, TSF, err = a.FH, a.ev_t, a.EVI, a.DL, a.ts_rep, a.TSF, a.err
-    if int(G[G_FHMAX]) + mb + 8 > FH.shape[2]:
-        FH = _grown(FH, 2 * FH.shape[2])
-    if int(G[G_EVN]) + margin > ev_t.shape[0]:
-        ev_t, EVI = _grown(ev_t, 2 * ev_t.shape[0]), _grown(EVI, 2 * EVI.shape[1])
-    room = margin + int(G[G_INBOX])  # the requests in the inboxes, absorbed whole in one pass (jit_loop.loop)
-    if timed and int(G[G_DLMAX]) + room > DL.shape[2]:
-        DL = _grown(DL, max(2 * DL.shape[2], int(G[G_DLMAX]) + 2 * room))
-    if lg_room and 2 * (int(err[1]) + lg_room) + 2 > err.shape[0]:
-        err = _grown(err, 2 * err.shape[0])
-    if int(G[G_TSN]) + room > ts_rep.shape[0]:
-        size = max(2 * ts_rep.shape[0], int(G[G_TSN]) + 2 * room)
-        ts_rep, TSF = _grown(ts_rep, size), _grown(TSF, size)
-    return a._replace(FH=FH, ev_t=ev_t, EVI=EVI, DL=DL, ts_rep=ts_rep, TSF=TSF, err=err)
+    loads = loads_by_replica(R, TB, s.err) if lora is not None else None
+    return replica_records(R, s.RQF, RQI, s.RF, RI, s.ts_rep[:tsn], s.TSF[:, :tsn], loads)
 
 
 def replica_records(R: int, RQF, RQI, RF, RI, ts_rep, TSF, loads=None) -> tuple[list[Records], list[np.ndarray]]:

@@ -15,74 +15,49 @@ arrivals up to a count or a duration, or a closed loop of users up to a count (a
 after its last one left the decode pool, or was rejected or timed out on either). Adapters fall back
 (:func:`fallback_reason`).
 
-Its first call in a fresh install compiles it (about 10 CPU-s on the 2-core machine, on top of the aggregated
-loop's); :func:`core.serving.warm_simulator` runs a tiny disaggregated deployment too, so that no page waits for it.
+Its first call in a fresh install compiles it (about 40 CPU-s on a loaded 2-core machine, on top of the aggregated
+loop's: the functions that take a pool's records are inlined into the loop, a record being copied whole at a call); :func:`core.serving.warm_simulator` runs a tiny disaggregated deployment too, so that no page waits for it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from core.serving.sim import compiled
+from core.serving.sim import compiled, compiled_layout
+from core.serving.sim.compiled_layout import engine_state, fleet, grown, grown_engines, grown_fleet, pool_params
 from core.serving.sim.jit_layout import (
     CLOCK,
     EVENTS,
     G_AHN,
     G_CLOSED,
-    G_DLMAX,
     G_EVN,
     G_FHMAX,
     G_ISSUED,
-    G_LO,
     G_PASSES,
     G_TSN,
     GF_DURATION,
     GF_NEXT,
-    GF_TIMEOUT,
     GROW,
-    I_ASYNC,
-    I_HE,
     I_HI,
     I_HOLD,
-    I_HP,
-    I_HR,
-    I_HW,
-    I_PPRI,
     I_REMOTE,
-    I_RSV,
-    I_SLD,
-    I_TE,
-    I_TI,
-    I_TP,
-    I_TR,
-    I_TW,
-    I_WIN,
     INF,
     N_G,
-    N_GF,
-    N_Q,
-    N_RF,
-    N_RI,
     NO_ROOM,
     OK,
     Q_CACHED,
     Q_INP,
-    Q_NX_IN,
-    Q_NX_W,
     Q_OUT,
-    Q_REP,
     Q_RES,
-    Q_STATUS,
-    R_NEXT,
-    R_SS,
     SLICE,
     STUCK,
+    Transfers,
+    Wire,
 )  # fmt: skip
 from core.serving.sim.pool import prefix_hit_tokens
-from core.serving.sim.records import UNFINISHED, Records
+from core.serving.sim.records import Records
 
 
 @dataclass(frozen=True)
@@ -121,51 +96,13 @@ def fallback_reason(spec, ptiming, dtiming, ppool, dpool, instances: int, router
     return None
 
 
-def _world(spec, timing, pool, R: int, n: int, ev_cap: int, ts_cap: int, *, prefill: bool):
-    """One pool's parameters and arrays (the order :mod:`core.serving.sim.jit_disagg` unpacks), with the flags of
-    its admission (reserve), its scheduling (prefill priority) and its model's sliding-window layers as
-    :func:`core.serving.sim.compiled.run` lays them out."""
-    mb = int(spec.max_batch)
-    sm = timing.sm
-    reserve = spec.admission == "reserve"
-    sliding = pool.slide_share > 0
-    sw = (
-        R, int(pool.block), int(spec.token_budget), mb, bool(spec.prefix_caching) and not reserve and not sliding,
-        int(timing.t_max),
-        bool(sm.graph_prefill), int(pool.max_context), float(pool.blocks), float(pool.full_share),
-        float(pool.seq_blocks_max), 1.0 / pool.blocks if pool.blocks > 0 else 0.0, float(timing.q),
-        float(sm.graph_launch_s), float(sm.eager_launch_s), float(sm.graph_max_tokens), float(sm.kernels_per_stage),
-        float(timing.pp),
-    )  # fmt: skip
-    TB = np.array([timing.c0, timing.c1, timing.m0, timing.m1, timing.x], dtype=float)
-    G = np.zeros(N_G, dtype=np.int64)
-    G[G_LO] = -1
-    GF = np.zeros(N_GF)
-    GF[GF_NEXT] = INF
-    GF[GF_TIMEOUT] = INF if spec.timeout_s is None else float(spec.timeout_s)
-    GF[GF_DURATION] = INF
-    RI = np.zeros((R, N_RI), dtype=np.int64)
-    RI[:, [I_HW, I_TW, I_HR, I_TR, I_HP, I_TP, I_HI, I_TI, I_HE, I_TE]] = -1
-    RI[:, I_ASYNC] = 1 if spec.async_scheduling else 0
-    RI[:, I_WIN] = int(pool.window)
-    RI[:, I_HOLD if prefill else I_REMOTE] = 1
-    RI[:, I_RSV] = 1 if reserve else 0
-    RI[:, I_PPRI] = 1 if spec.policy == "prefill_priority" else 0
-    RI[:, I_SLD] = 1 if sliding else 0
-    RF = np.zeros((R, N_RF), dtype=float)
-    RF[:, R_NEXT] = INF
-    RF[:, R_SS] = float(pool.slide_share)
-    hist = np.zeros((R, 2 * pool.block), dtype=np.int64)
-    FH = np.zeros((4, R, mb + 72), dtype=np.int64)
-    CH = np.zeros((2, R, mb + 1), dtype=np.int64)
-    RQF = np.full((4, n), np.nan)
-    RQI = np.zeros((N_Q, n), dtype=np.int64)
-    RQI[Q_STATUS] = UNFINISHED
-    RQI[Q_REP] = -1
-    RQI[Q_NX_W : Q_NX_IN + 1] = -1
-    DL = np.zeros((2, R, ev_cap if spec.timeout_s is not None else 1))
-    ts_rep, TSF = np.zeros(ts_cap, dtype=np.int64), np.zeros((4, ts_cap))
-    return sw, [TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF]
+def _pool(spec, timing, pool, R: int, n: int, ev_cap: int, ts_cap: int, err: np.ndarray, *, prefill: bool):
+    """One pool's parameters and engine state (:mod:`core.serving.sim.compiled_layout`, as the aggregated loop lays
+    them out), a prefill instance holding a finished request's blocks until its KV has left, a decode instance
+    taking a request's prompt KV whole; ``err``: the loop's status, one array for both pools."""
+    s = engine_state(spec, pool, R, n, ev_cap, ts_cap)._replace(err=err)
+    s.RI[:, I_HOLD if prefill else I_REMOTE] = 1
+    return pool_params(spec, timing, pool, R), s
 
 
 def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str, seed: int, wire: KvWire, budget=None, *, shared: bool = False):  # fmt: skip
@@ -187,74 +124,51 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
     # about three time-series points a request in each pool (2.8 prefill, 3.2 decode at 20 req/s on 1P1D): grown
     # rarely
     ev_cap, ts_cap = margin + 64, (7 * n) // 2 + margin + 256
-    sp, ap = _world(spec, ptiming, ppool, P, n, ev_cap, ts_cap, prefill=True)
-    sd, ad = _world(spec, dtiming, dpool, D, n, ev_cap, ts_cap, prefill=False)
-    # the arrival stream in the prefill world's counters (jit_arrivals): Poisson up to a count or a duration, or a
+    err = np.zeros(1, dtype=np.int64)
+    pf, sf = _pool(spec, ptiming, ppool, P, n, ev_cap, ts_cap, err, prefill=True)
+    pd, sd = _pool(spec, dtiming, dpool, D, n, ev_cap, ts_cap, err, prefill=False)
+    # the arrival stream in the prefill pool's counters (jit_arrivals): Poisson up to a count or a duration, or a
     # closed loop of users, every user's first request at 0 s
     closed = spec.arrival == "closed"
     users = min(int(spec.users), n) if closed else 0
     AH = np.zeros((2, max(users, 1)))
     AH[1, :users] = np.arange(users)
-    ap[1][G_CLOSED], ap[1][G_AHN] = (1 if closed else 0), users
-    ap[2][GF_DURATION] = INF if spec.duration_s is None else float(spec.duration_s)
-    ap[2][GF_NEXT] = (0.0 if users else INF) if closed else gaps[0]
+    Gp, GFp, RQIp = sf.G, sf.GF, sf.RQI
+    Gp[G_CLOSED], Gp[G_AHN] = (1 if closed else 0), users
+    GFp[GF_DURATION] = INF if spec.duration_s is None else float(spec.duration_s)
+    GFp[GF_NEXT] = (0.0 if users else INF) if closed else gaps[0]
     burst = AH.shape[1] if closed else 0  # the arrivals one pass may route at one instant (jit_disagg.loop's)
-    ap[9][Q_INP] = np.asarray(draws.inp[:n], dtype=np.int64)
-    ap[9][Q_OUT] = 1  # a prefill instance computes a request's prompt and first token
+    RQIp[Q_INP] = np.asarray(draws.inp[:n], dtype=np.int64)
+    RQIp[Q_OUT] = 1  # a prefill instance computes a request's prompt and first token
     if shared:
-        ap[9][Q_CACHED] = prefix_hit_tokens(spec.prefix_cache_frac, ap[9][Q_INP])
+        RQIp[Q_CACHED] = prefix_hit_tokens(spec.prefix_cache_frac, RQIp[Q_INP])
     out = np.asarray(draws.out[:n], dtype=np.int64)
     # reserve admission: the blocks of the prompt and the client's max_tokens on each pool (Pool.blocks_for, whole
     # blocks; a prefill instance's requests ask for one token); dres is each request's on the decode pool, beside its
     # output tokens (jit_disagg.kv_arrived reads both)
     dres = np.zeros(n, dtype=np.int64)
     if spec.admission == "reserve":
-        ap[9][Q_RES] = (ap[9][Q_INP] + 1 + ppool.block - 1) // ppool.block
-        dres = (ap[9][Q_INP] + spec.max_output_tokens() + dpool.block - 1) // dpool.block
-    rtp = compiled._router(spec, P, router, n, shared)
+        RQIp[Q_RES] = (RQIp[Q_INP] + 1 + ppool.block - 1) // ppool.block
+        dres = (RQIp[Q_INP] + spec.max_output_tokens() + dpool.block - 1) // dpool.block
+    f = fleet(gaps, compiled._router(spec, P, router, n, shared), AH, ev_cap, P + D)
     # the decode pool's router: the same policy with its own draws (prefix affinity's: least-outstanding)
     rtd = compiled._router(spec, D, "least-outstanding" if router == "prefix-affinity" else router, n, False)
     if router == "power-of-two":
         rtd = rtd._replace(pairs=compiled._p2_pairs(D, seed + 1, n))
-    x_cap = mb + 64
-    d: list[Any] = [
-        gaps, rtp, rtd, AH, np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64),  # the step ends' heap
-        np.zeros((P, 2)), np.zeros((P, 3), dtype=np.int64), np.zeros((P, x_cap)),
-        np.zeros((P, x_cap), dtype=np.int64),  # the transfers of each prefill instance
-        np.zeros(ev_cap), np.zeros((3, ev_cap), dtype=np.int64), np.zeros(N_G, dtype=np.int64),  # their events
-        np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n), np.full(n, np.nan), np.stack([out, dres]),
-        np.zeros(P + D, dtype=np.int64), np.zeros(1, dtype=np.int64),
-        np.zeros(P + D, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),  # inbox places
-    ]  # fmt: skip
-    par = (
-        n, P, D, int(budget.max_events), float(budget.max_clock_s), float(wire.fixed_s),
-        float(wire.k_bytes), float(wire.bw_eff_bytes_per_s), int(wire.stage_layers), bool(wire.overlap),
-    )  # fmt: skip
-    Gp, GFp, Gd, Gx = ap[1], ap[2], ad[1], d[12]
+    x = _transfers(rtd, P, D, n, mb + 64, ev_cap, np.stack([out, dres]))
+    r = compiled_layout.run_limits(n, budget)
+    w = Wire(float(wire.fixed_s), float(wire.k_bytes), float(wire.bw_eff_bytes_per_s), int(wire.stage_layers), bool(wire.overlap))  # fmt: skip
     while True:
-        code = loop((par, sp, tuple(ap), sd, tuple(ad), tuple(d)))
+        code = loop((r, w, pf, sf, pd, sd, f, x))
         if code == OK:
             break
         if code == SLICE:
             budget.check(int(Gp[G_PASSES]), float(GFp[1]))
         elif code == GROW:
-            for w, G, off, ords, b in ((ap, Gp, 0, d[21], burst), (ad, Gd, P, d[22], 0)):
-                room = margin + b + _pending(w[3], d[20][off : off + w[3].shape[0]], ords)
-                if int(G[G_FHMAX]) + mb + 8 > w[6].shape[2]:
-                    w[6] = compiled._grown(w[6], 2 * w[6].shape[2])
-                if spec.timeout_s is not None and int(G[G_DLMAX]) + room > w[10].shape[2]:
-                    w[10] = compiled._grown(w[10], max(2 * w[10].shape[2], int(G[G_DLMAX]) + 2 * room))
-                if int(G[G_TSN]) + room > w[11].shape[0]:
-                    size = max(2 * w[11].shape[0], int(G[G_TSN]) + 2 * room)
-                    w[11], w[12] = compiled._grown(w[11], size), compiled._grown(w[12], size)
-            if int(Gp[G_EVN]) + margin + burst > d[4].shape[0]:
-                size = max(2 * d[4].shape[0], int(Gp[G_EVN]) + 2 * (margin + burst))
-                d[4], d[5] = compiled._grown(d[4], size), compiled._grown(d[5], size)
-            if int(Gx[G_FHMAX]) + mb + 8 > d[8].shape[1]:
-                d[8], d[9] = compiled._grown(d[8], 2 * d[8].shape[1]), compiled._grown(d[9], 2 * d[9].shape[1])
-            if int(Gx[G_EVN]) + int(Gx[G_FHMAX]) + margin > d[10].shape[0]:
-                size = 2 * (d[10].shape[0] + int(Gx[G_FHMAX]))
-                d[10], d[11] = compiled._grown(d[10], size), compiled._grown(d[11], size)
+            sf = grown_engines(sf, mb, margin + burst + _pending(sf.RI, x.DEL[:P], x.ORDp))
+            sd = grown_engines(sd, mb, margin + _pending(sd.RI, x.DEL[P:], x.ORDd))
+            f = grown_fleet(f, Gp, margin + burst)
+            x = _grown_transfers(x, mb, margin)
         elif code in (CLOCK, EVENTS):
             budget.check(int(Gp[G_PASSES]), float(GFp[1]))
             raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")
@@ -264,14 +178,46 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
             raise RuntimeError("decode run without room for one iteration")
         else:
             return None
-    front, front_g = _records(P, ap, Gp)
-    moved = int(Gx[G_ISSUED])
-    back_parts, back_idx = _records(D, ad, Gd, moved)
-    dgid = d[13]
-    gids = front_g + [dgid[i] for i in back_idx]
+    front, front_g = _records(P, sf)
+    back_parts, back_idx = _records(D, sd, int(x.Gx[G_ISSUED]))
+    gids = front_g + [x.dgid[i] for i in back_idx]
     parts: list[Records] = front + back_parts
     m = int(Gp[G_ISSUED])
-    return deployment_records(m, parts, gids, P, out[:m]), parts, d[16][:m]
+    return deployment_records(m, parts, gids, P, out[:m]), parts, x.kv[:m]
+
+
+def _transfers(rtd, P: int, D: int, n: int, x_cap: int, ev_cap: int, out: np.ndarray) -> Transfers:
+    """The transfers' state, none in flight: heaps of ``x_cap`` per prefill instance, an event heap of ``ev_cap``;
+    ``out``: each request's output tokens and its reserved blocks on the decode pool."""
+    return Transfers(
+        rtd=rtd,
+        XF=np.zeros((P, 2)),
+        XI=np.zeros((P, 3), dtype=np.int64),
+        XHV=np.zeros((P, x_cap)),
+        XHG=np.zeros((P, x_cap), dtype=np.int64),
+        xe_t=np.zeros(ev_cap),
+        XEI=np.zeros((3, ev_cap), dtype=np.int64),
+        Gx=np.zeros(N_G, dtype=np.int64),
+        dgid=np.zeros(n, dtype=np.int64),
+        decode_of=np.zeros(n, dtype=np.int64),
+        pend_s=np.zeros(n),
+        kv=np.full(n, np.nan),
+        out=out,
+        DEL=np.zeros(P + D, dtype=np.int64),
+        ORDp=np.zeros(n, dtype=np.int64),
+        ORDd=np.zeros(n, dtype=np.int64),
+    )
+
+
+def _grown_transfers(x: Transfers, mb: int, margin: int) -> Transfers:
+    """The transfers' heaps grown where a pass may overrun them (jit_disagg.loop's GROW)."""
+    Gx = x.Gx
+    if int(Gx[G_FHMAX]) + mb + 8 > x.XHV.shape[1]:
+        x = x._replace(XHV=grown(x.XHV, 2 * x.XHV.shape[1]), XHG=grown(x.XHG, 2 * x.XHG.shape[1]))
+    if int(Gx[G_EVN]) + int(Gx[G_FHMAX]) + margin > x.xe_t.shape[0]:
+        size = 2 * (x.xe_t.shape[0] + int(Gx[G_FHMAX]))
+        x = x._replace(xe_t=grown(x.xe_t, size), XEI=grown(x.XEI, size))
+    return x
 
 
 def _pending(RI: np.ndarray, delivered: np.ndarray, ords: np.ndarray) -> int:
@@ -281,10 +227,10 @@ def _pending(RI: np.ndarray, delivered: np.ndarray, ords: np.ndarray) -> int:
     return int((delivered[has] - ords[head[has]]).sum())
 
 
-def _records(R: int, w: list, G: np.ndarray, count: int | None = None):
+def _records(R: int, s, count: int | None = None):
     """Each engine's records of one pool (``count``: its first requests only, those that reached it)."""
-    TB, G_, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF = w
-    m = int(G[G_TSN])
+    m = int(s.G[G_TSN])
+    RQF, RQI = s.RQF, s.RQI
     if count is not None:
         RQF, RQI = RQF[:, :count], RQI[:, :count]
-    return compiled.replica_records(R, RQF, RQI, RF, RI, ts_rep[:m], TSF[:, :m])
+    return compiled.replica_records(R, RQF, RQI, s.RF, s.RI, s.ts_rep[:m], s.TSF[:, :m])

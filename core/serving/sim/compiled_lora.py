@@ -41,7 +41,7 @@ def lay_out(lora, n: int, router: str, timing, TB: np.ndarray, RI: np.ndarray, R
     """The loop's arrays with the adapters of ``lora`` (a replica's :class:`~core.serving.sim.adapters.Adapters`, as
     each of the deployment's is built; None: none) for ``n`` requests: the timing table with the adapters' rows,
     the replicas' state with their columns, and the loop's status with room for the log of loads after it
-    (:class:`~core.serving.sim.jit_layout.Arrays`' ``err``); ``RQI`` gets each request's adapter."""
+    (:class:`~core.serving.sim.jit_layout.Engines`' ``err``); ``RQI`` gets each request's adapter."""
     if lora is None:
         RQI[Q_ADP] = -1
         return TB, RI, np.zeros(1, dtype=np.int64)

@@ -2,19 +2,20 @@
 KV transfers and a decode pool, over the compiled engine (:mod:`core.serving.sim.jit_engine`), operation for
 operation.
 
-Two worlds of the engine's arrays (:mod:`core.serving.sim.jit_layout`), one per pool, each a pair of tuples: its
-parameters ``(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch,
-e_launch, g_max, n_k, pp)`` and its arrays ``(TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF)``. The
-prefill world's requests are numbered as the deployment's (it takes them in arrival order); the decode world's in
-the order their KV arrives (each decode instance takes its own in that order, as a replica numbers its requests,
-so the finish and deadline heaps break ties as the Python loop's do). A prefill instance holds a finished request's
-blocks (``I_HOLD``) until its KV has left; a decode instance admits a request only when blocks for all of its prompt
-are free (``I_REMOTE``). One event heap of step ends (engine ``k``: the prefill instance ``k`` below ``P``, the
-decode instance ``k - P`` above) keeps its counters in the prefill world's ``G``. So does the arrival stream
+Two pools of the engine (:mod:`core.serving.sim.jit_layout`), each a pair of records of the same types: its
+parameters (a :class:`~core.serving.sim.jit_layout.Pool`: ``pf``, ``pd``) and its engines' state (an
+:class:`~core.serving.sim.jit_layout.Engines`: ``sf``, ``sd``). The prefill pool's requests are numbered as the
+deployment's (it takes them in arrival order); the decode pool's in the order their KV arrives (each decode instance
+takes its own in that order, as a replica numbers its requests, so the finish and deadline heaps break ties as the
+Python loop's do). A prefill instance holds a finished request's blocks (``I_HOLD``) until its KV has left; a decode
+instance admits a request only when blocks for all of its prompt are free (``I_REMOTE``). One event heap of step
+ends (the :class:`~core.serving.sim.jit_layout.Fleet`'s; engine ``k``: the prefill instance ``k`` below ``P``, the
+decode instance ``k - P`` above) keeps its counters in the prefill pool's ``G``. So does the arrival stream
 (:mod:`core.serving.sim.jit_arrivals`: Poisson up to a count or a duration, or a closed loop of users, its heap in
 ``AH``); each engine's list of ended requests goes to it where ``ReplicaSet._ended`` takes it (:func:`tell`).
 
-The transfers: per prefill instance ``p`` its processor-sharing clock (``XF[p, X_V]`` at ``XF[p, X_T]``), a heap of
+The transfers (a :class:`~core.serving.sim.jit_layout.Transfers`, ``x``; their parameters a
+:class:`~core.serving.sim.jit_layout.Wire`, ``w``): per prefill instance ``p`` its processor-sharing clock (``XF[p, X_V]`` at ``XF[p, X_T]``), a heap of
 the transfers in flight (``XHV[p]``: the virtual time each has left at, ``XHG[p]``: its request; by both, as the
 Python loop's tuples compare), their count, the heap's version and the requests whose blocks it holds (``XI[p]``);
 the transfer events in a heap of their own (``xe_t``, ``XEI``: sequence, ``p`` for the wire of ``p`` done or
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from core.serving.sim.jit_arrivals import ah_push
 from core.serving.sim.jit_cache import jit, jit_inline
-from core.serving.sim.jit_engine import absorb, cut_run, end_step, expire, release
+from core.serving.sim.jit_engine import absorb, cut_run, end_step_shared, expire, release
 from core.serving.sim.jit_layout import (
     CLOCK,
     G_AHN,
@@ -80,7 +81,7 @@ from core.serving.sim.jit_layout import (
 )
 from core.serving.sim.jit_loop import pass_check, pick, push, route
 from core.serving.sim.jit_parts import ev_pop, ev_push, record
-from core.serving.sim.jit_plan import begin_step
+from core.serving.sim.jit_plan import begin_step_shared
 from core.serving.sim.records import DONE, MIXED, NONE, RUN
 
 # the transfer state of a prefill instance: XF[p] its virtual clock and when it was last caught up; XI[p] the
@@ -91,27 +92,23 @@ X_N, X_VER, X_HELD = range(3)
 X_EPS = 1e-12
 
 
-# --- one world's engine ------------------------------------------------------------------------------------------
-@jit
-def w_record(sw, aw, e, t):
-    TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF = aw
-    record(sw[9], sw[11], G, RI, RF, ts_rep, TSF, e, t)
+# --- one pool's engine ---------------------------------------------------------------------------------------------
+@jit_inline
+def w_record(p, s, e, t):
+    """A time-series point of engine ``e`` of pool ``p`` (state ``s``) at ``t``."""
+    record(p.fs, p.inv_P, s.G, s.RI, s.RF, s.ts_rep, s.TSF, e, t)
 
 
 @jit
-def w_end_step(sw, aw, e):
-    nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp = sw  # fmt: skip
-    TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF = aw
-    end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)
-
-
-@jit
-def tell(N, gaps, Gp, GFp, AH, RI, RQF, RQI, dgid, e, front):
-    """ReplicaSet._ended of engine ``e`` of a pool (``front``: the prefill pool): each request that ended there, in
-    order, to the arrival stream (a closed loop's user sends its next request a think time after the end, while
-    requests are left to issue and the duration allows: jit_arrivals.tell_ended), but a prefill instance's finished
-    prompts, whose KV transfers the loop starts from the step's chunks. The decode pool's requests are numbered in
-    the order their KV arrived: ``dgid`` gives each one's number in the deployment (its user's think time)."""
+def tell(r, f, sf, x, s, e, front):
+    """ReplicaSet._ended of engine ``e`` of a pool (state ``s``; ``front``: the prefill pool): each request that
+    ended there, in order, to the arrival stream (a closed loop's user sends its next request a think time after the
+    end, while requests are left to issue and the duration allows: jit_arrivals.tell_ended), but a prefill
+    instance's finished prompts, whose KV transfers the loop starts from the step's chunks. The stream's counters
+    are the prefill pool's (``sf``). The decode pool's requests are numbered in the order their KV arrived:
+    ``x.dgid`` gives each one's number in the deployment (its user's think time)."""
+    Gp, GFp, AH, gaps, dgid = sf.G, sf.GF, f.AH, f.gaps, x.dgid
+    RI, RQF, RQI = s.RI, s.RQF, s.RQI
     rid = RI[e, I_HE]
     RI[e, I_HE] = -1
     RI[e, I_TE] = -1
@@ -119,7 +116,7 @@ def tell(N, gaps, Gp, GFp, AH, RI, RQF, RQI, dgid, e, front):
         return
     while rid >= 0:
         nxt = RQI[Q_NX_E, rid]
-        if not (front and RQI[Q_STATUS, rid] == DONE) and Gp[G_ISSUED] + Gp[G_AHN] < N:
+        if not (front and RQI[Q_STATUS, rid] == DONE) and Gp[G_ISSUED] + Gp[G_AHN] < r.N:
             t = RQF[RQ_FIN, rid] + gaps[rid if front else dgid[rid]]
             if not t > GFp[GF_DURATION]:
                 ah_push(Gp, AH, t, float(Gp[G_ISSUED] + Gp[G_AHN]))
@@ -127,30 +124,30 @@ def tell(N, gaps, Gp, GFp, AH, RI, RQF, RQI, dgid, e, front):
         rid = nxt
 
 
-@jit
-def turn(sw, aw, err, e, held, N, gaps, Gp, GFp, AH, dgid, front):
-    """One turn of ``Replica``'s pump loop once the arrivals due are routed (ReplicaSet._pump_loop): absorb,
-    expire, tell the stream what ended, plan. Returns (0: nothing to do, 1: a step planned to end at the second
-    value, 2: again, -1: error)."""
-    nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp = sw  # fmt: skip
-    TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF = aw
+@jit_inline
+def turn(r, f, sf, x, p, s, e, held, front):
+    """One turn of ``Replica``'s pump loop once the arrivals due are routed (ReplicaSet._pump_loop) on engine ``e``
+    of pool ``p`` (state ``s``): absorb, expire, tell the stream what ended, plan. Returns (0: nothing to do, 1: a
+    step planned to end at the second value, 2: again, -1: error)."""
+    closed = sf.G[G_CLOSED]
+    RI, RF, err = s.RI, s.RF, s.err
     if RF[e, R_NEXT] <= RF[e, R_NOW]:
-        absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
-    if RI[e, I_DLN] > 0 and DL[0, e, 0] <= RF[e, R_NOW]:
-        expire(B, RI, RF, hist, RQF, RQI, DL, e)
-    if Gp[G_CLOSED] and RI[e, I_HE] >= 0:  # (a Poisson stream leaves the lists unread)
-        tell(N, gaps, Gp, GFp, AH, RI, RQF, RQI, dgid, e, front)
+        absorb(p, s, e)
+    if RI[e, I_DLN] > 0 and s.DL[0, e, 0] <= RF[e, R_NOW]:
+        expire(p, s, e)
+    if closed and RI[e, I_HE] >= 0:  # (a Poisson stream leaves the lists unread)
+        tell(r, f, sf, x, s, e, front)
     if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
         return 0, 0.0
     waiting = RI[e, I_LW]
-    end = begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e)  # fmt: skip
+    end = begin_step_shared(p, s, e)
     if err[0]:
         return -1, 0.0
     if RI[e, I_KIND] != NONE:
         return 1, end
-    end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)
-    if Gp[G_CLOSED] and RI[e, I_HE] >= 0:  # (a Poisson stream leaves the lists unread)
-        tell(N, gaps, Gp, GFp, AH, RI, RQF, RQI, dgid, e, front)
+    end_step_shared(p, s, e)
+    if closed and RI[e, I_HE] >= 0:  # (a Poisson stream leaves the lists unread)
+        tell(r, f, sf, x, s, e, front)
     if RI[e, I_LW] > 0 and RI[e, I_LR] == 0 and held > 0:
         return 0, 0.0  # the pool is full of KV waiting to leave: a release wakes it
     RI[e, I_STUCK] = RI[e, I_STUCK] + 1 if RI[e, I_LW] == waiting else 0
@@ -189,11 +186,20 @@ def push_decode(Gp, ev_t, EVI, RId, P, e, end):
     ev_push(Gp, ev_t, EVI, end, Gp[G_SEQ], P + e, RId[e, I_VER])
 
 
+@jit_inline
+def route_front(r, pf, sf, f, x):
+    """The next arrival routed to a prefill instance (jit_loop.route), its place in that inbox noted."""
+    j = route(r, pf, sf, f)
+    gid = sf.G[G_ISSUED] - 1
+    delivered(x.DEL, x.ORDp, sf.RQI[Q_REP, gid], gid)
+    return j
+
+
 @jit
-def pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, dgid, k0):
+def pump(r, f, pf, sf, pd, sd, x, k0):
     """ReplicaSet._pump of engine ``k0``, the prefill instances an arrival wakes on the way pumped in turn."""
-    TBp, Gp, GFp, RIp, RFp, hist_p, FHp, CHp, RQFp, RQIp, DLp, ts_p, TSFp = ap
-    RId, RFd = ad[3], ad[4]
+    P = pf.nrep
+    GFp, RIp, RFp, RId, RFd, stk = sf.GF, sf.RI, sf.RF, sd.RI, sd.RF, f.stk
     if k0 < P:
         RIp[k0, I_PUMP] = 1
         RIp[k0, I_STUCK] = 0
@@ -206,9 +212,7 @@ def pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err
         k = stk[top - 1]
         now = RFp[k, R_NOW] if k < P else RFd[k - P, R_NOW]
         if GFp[0] <= now:  # every arrival due by now is routed before this engine plans
-            j = route(N, P, sp[9], sp[11], sp[17], gaps, rtp, TBp, Gp, GFp, RIp, RFp, RQFp, RQIp, AH, ev_t, EVI, ts_p, TSFp)  # fmt: skip
-            gid = Gp[G_ISSUED] - 1
-            delivered(DEL, ORDp, RQIp[Q_REP, gid], gid)
+            j = route_front(r, pf, sf, f, x)
             if j >= 0:
                 RIp[j, I_PUMP] = 1
                 RIp[j, I_STUCK] = 0
@@ -216,20 +220,20 @@ def pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err
                 top += 1
             continue
         if k < P:
-            code, end = turn(sp, ap, err, k, XI[k, X_HELD], N, gaps, Gp, GFp, AH, dgid, True)
+            code, end = turn(r, f, sf, x, pf, sf, k, x.XI[k, X_HELD], True)
         else:
-            code, end = turn(sd, ad, err, k - P, 0, N, gaps, Gp, GFp, AH, dgid, False)
+            code, end = turn(r, f, sf, x, pd, sd, k - P, 0, False)
         if code < 0:
             return
         if code == 2:
             continue
         if k < P:
             if code == 1:
-                push(Gp, RIp, ev_t, EVI, k, end)
+                push(sf.G, RIp, f.ev_t, f.EVI, k, end)
             RIp[k, I_PUMP] = 0
         else:
             if code == 1:
-                push_decode(Gp, ev_t, EVI, RId, P, k - P, end)
+                push_decode(sf.G, f.ev_t, f.EVI, RId, P, k - P, end)
             RId[k - P, I_PUMP] = 0
         top -= 1
 
@@ -257,8 +261,9 @@ def x_catch_up(XF, XI, p, now):
 
 
 @jit
-def x_add(Gx, XF, XI, XHV, XHG, p, now, wire_s, gid):
+def x_add(x, p, now, wire_s, gid):
     """Transfers.add: a transfer of wire time ``wire_s`` leaves prefill instance ``p`` from ``now``."""
+    Gx, XF, XI, XHV, XHG = x.Gx, x.XF, x.XI, x.XHV, x.XHG
     x_catch_up(XF, XI, p, now)
     i = XI[p, X_N]
     XHV[p, i] = XF[p, X_V] + wire_s
@@ -295,15 +300,16 @@ def x_pop(XI, XHV, XHG, p):
 
 
 @jit
-def x_schedule(Gx, xe_t, XEI, XF, XI, XHV, p):
+def x_schedule(x, p):
     """ReplicaSet._schedule_transfer: the next wire-done event of ``p`` (earlier ones now stale)."""
+    Gx, XF, XI, XHV = x.Gx, x.XF, x.XI, x.XHV
     XI[p, X_VER] += 1
     n = XI[p, X_N]
     if n:
         t = XF[p, X_T] + (XHV[p, 0] - XF[p, X_V]) * n
         if t < INF:
             Gx[G_SEQ] += 1
-            ev_push(Gx, xe_t, XEI, t, Gx[G_SEQ], p, XI[p, X_VER])
+            ev_push(Gx, x.xe_t, x.XEI, t, Gx[G_SEQ], p, XI[p, X_VER])
 
 
 @jit
@@ -318,92 +324,138 @@ def wire_s(tokens, k_bytes, den, stage_layers, overlap, prefill_s):
     return w * (b if b > a else a)
 
 
-@jit
-def start_transfer(D, rtd, Gd, RId, Gx, xe_t, XEI, XF, XI, XHV, XHG, RFp, RQFp, RQIp, decode_of, pend_s, k_bytes, den, stage_layers, overlap, p, gid):  # fmt: skip
+@jit_inline
+def start_transfer(w, pd, sd, sf, x, p, gid):
     """ReplicaSet._start_transfer: the decode instance chosen, the transfer leaving prefill instance ``p``."""
-    now = RFp[p, R_NOW]
-    pend_s[gid] = now
-    d = pick(D, rtd, Gd, RId, RQIp)
+    now = sf.RF[p, R_NOW]
+    x.pend_s[gid] = now
+    Gd, RId = sd.G, sd.RI
+    d = pick(pd.nrep, x.rtd, Gd, RId, sf.RQI)
     Gd[G_ISSUED] += 1  # the back router's picks (power-of-two: its pair of each)
     RId[d, I_LOAD] += 1  # in flight towards it from now
-    decode_of[gid] = d
-    XI[p, X_HELD] += 1
-    w = wire_s(RQIp[Q_INP, gid], k_bytes, den, stage_layers, overlap, now - RQFp[RQ_ADMIT, gid])
-    x_add(Gx, XF, XI, XHV, XHG, p, now, w, gid)
-    x_schedule(Gx, xe_t, XEI, XF, XI, XHV, p)
+    x.decode_of[gid] = d
+    x.XI[p, X_HELD] += 1
+    ws = wire_s(sf.RQI[Q_INP, gid], w.k_bytes, w.den, w.stage_layers, w.overlap, now - sf.RQF[RQ_ADMIT, gid])
+    x_add(x, p, now, ws, gid)
+    x_schedule(x, p)
 
 
 @jit
-def kv_arrived(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, ORDd, stk, err, Gx, dgid, decode_of, pend_s, kv, out, t, gid):  # fmt: skip
+def kv_arrived(r, f, pf, sf, pd, sd, x, t, gid):
     """ReplicaSet._event for an arrived KV: the prefill instance frees its blocks (and plans if idle), the decode
     instance queues the request with its whole prompt cached (and is woken)."""
-    RIp, RFp, RQIp = ap[3], ap[4], ap[9]
-    TBd, Gd, GFd, RId, RFd, hist_d, FHd, CHd, RQFd, RQId, DLd, ts_d, TSFd = ad
-    B = sp[1]
+    P = pf.nrep
+    RIp, RFp, RQIp = sf.RI, sf.RF, sf.RQI
+    Gd, RId, RFd, RQFd, RQId = sd.G, sd.RI, sd.RF, sd.RQF, sd.RQI
+    Gx = x.Gx
     p = RQIp[Q_REP, gid]
     c = RQIp[Q_CTX, gid]
-    release(B, RIp, RQIp, p, gid, c)  # Replica.release
-    XI[p, X_HELD] -= 1
-    kv[gid] = t - pend_s[gid]
+    release(pf.B, RIp, RQIp, p, gid, c)  # Replica.release
+    x.XI[p, X_HELD] -= 1
+    x.kv[gid] = t - x.pend_s[gid]
     if not RIp[p, I_FLIGHT]:
         if t > RFp[p, R_NOW]:
-            w_record(sp, ap, p, t)
+            w_record(pf, sf, p, t)
             RFp[p, R_NOW] = t
-        pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, dgid, p)
-        if err[0]:
+        pump(r, f, pf, sf, pd, sd, x, p)
+        if sf.err[0]:
             return
-    d = decode_of[gid]
+    d = x.decode_of[gid]
     i = RQIp[Q_INP, gid]
-    s = Gx[G_ISSUED]  # its number in the decode world
-    Gx[G_ISSUED] = s + 1
-    dgid[s] = gid
-    RQFd[RQ_ARR, s] = t
-    RQId[Q_INP, s] = i
-    RQId[Q_OUT, s] = out[0, gid]
-    RQId[Q_CACHED, s] = i  # its whole prompt cached
-    RQId[Q_RES, s] = out[1, gid]  # reserve admission: its prompt and max_tokens on the decode pool
-    RQId[Q_REP, s] = d
-    RQId[Q_NX_IN, s] = -1
+    q = Gx[G_ISSUED]  # its number in the decode pool
+    Gx[G_ISSUED] = q + 1
+    x.dgid[q] = gid
+    RQFd[RQ_ARR, q] = t
+    RQId[Q_INP, q] = i
+    RQId[Q_OUT, q] = x.out[0, gid]
+    RQId[Q_CACHED, q] = i  # its whole prompt cached
+    RQId[Q_RES, q] = x.out[1, gid]  # reserve admission: its prompt and max_tokens on the decode pool
+    RQId[Q_REP, q] = d
+    RQId[Q_NX_IN, q] = -1
     if RId[d, I_TI] < 0:
-        RId[d, I_HI] = s
+        RId[d, I_HI] = q
     else:
-        RQId[Q_NX_IN, RId[d, I_TI]] = s
-    RId[d, I_TI] = s
+        RQId[Q_NX_IN, RId[d, I_TI]] = q
+    RId[d, I_TI] = q
     Gd[G_INBOX] += 1
-    delivered(DEL, ORDd, P + d, s)
+    delivered(x.DEL, x.ORDd, P + d, q)
     if RFd[d, R_NEXT] == INF:
         RFd[d, R_NEXT] = t
     # wake it (its load counted since it was chosen)
     if RId[d, I_FLIGHT]:
         if RId[d, I_KIND] == RUN:
             old = RFd[d, R_END]
-            new = cut_run(sd[17], TBd, RId, RFd, d, t)
+            new = cut_run(pd, sd, d, t)
             if new != old:
-                push_decode(ap[1], ev_t, EVI, RId, P, d, new)
+                push_decode(sf.G, f.ev_t, f.EVI, RId, P, d, new)
         return
     if t > RFd[d, R_NOW]:
-        w_record(sd, ad, d, t)
+        w_record(pd, sd, d, t)
         RFd[d, R_NOW] = t
-    pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, dgid, P + d)
+    pump(r, f, pf, sf, pd, sd, x, P + d)
+
+
+@jit_inline
+def wire_done(x, a, b, t, fixed_s):
+    """The wire time done on prefill instance ``a`` at ``t`` (if version ``b`` is still its): each transfer done
+    arrives ``fixed_s`` later."""
+    XF, XI, XHV, XHG, Gx = x.XF, x.XI, x.XHV, x.XHG, x.Gx
+    if b == XI[a, X_VER]:
+        x_catch_up(XF, XI, a, t)
+        while XI[a, X_N] > 0 and XHV[a, 0] <= XF[a, X_V] + X_EPS:
+            g = XHG[a, 0]
+            x_pop(XI, XHV, XHG, a)
+            Gx[G_SEQ] += 1
+            ev_push(Gx, x.xe_t, x.XEI, t + fixed_s, Gx[G_SEQ], -1 - g, 0)
+        x_schedule(x, a)
+
+
+@jit_inline
+def step_ended(r, w, f, pf, sf, pd, sd, x, k):
+    """The step of engine ``k`` ended (the prefill instance ``k`` below ``P``, the decode instance ``k - P`` above):
+    its end, the stream told, the prompts it finished leaving as KV transfers in the step's order; then its pump."""
+    P = pf.nrep
+    closed = sf.G[G_CLOSED]
+    if k < P:
+        RIp = sf.RI
+        RIp[k, I_FLIGHT] = 0
+        mixed = RIp[k, I_KIND] == MIXED
+        end_step_shared(pf, sf, k)
+        if closed and RIp[k, I_HE] >= 0:
+            tell(r, f, sf, x, sf, k, True)
+        if mixed:
+            for j in range(RIp[k, I_NCH]):
+                rid = sf.CH[0, k, j]
+                if sf.RQI[Q_STATUS, rid] == DONE:
+                    start_transfer(w, pd, sd, sf, x, k, rid)
+    else:
+        RId = sd.RI
+        RId[k - P, I_FLIGHT] = 0
+        end_step_shared(pd, sd, k - P)
+        if closed and RId[k - P, I_HE] >= 0:
+            tell(r, f, sf, x, sd, k - P, False)
+    pump(r, f, pf, sf, pd, sd, x, k)
 
 
 @jit
 def loop(z):
     """Run the disaggregated deployment's loop until it ends (OK), a slice is done (SLICE), an array needs to grow
-    (GROW) or a check fails (the other statuses); resumable from its arrays (``z``: the deployment's parameters, the
-    prefill world, the decode world, the deployment's arrays)."""
-    N, P, D, max_ev, max_clock, fixed_s, k_bytes, den, stage_layers, overlap = z[0]
-    sp, ap, sd, ad = z[1], z[2], z[3], z[4]
-    gaps, rtp, rtd, AH, ev_t, EVI, XF, XI, XHV, XHG, xe_t, XEI, Gx, dgid, decode_of, pend_s, kv, out, stk, err, DEL, ORDp, ORDd = z[5]  # fmt: skip
-    TBp, Gp, GFp, RIp, RFp, hist_p, FHp, CHp, RQFp, RQIp, DLp, ts_p, TSFp = ap
-    TBd, Gd, GFd, RId, RFd, hist_d, FHd, CHd, RQFd, RQId, DLd, ts_d, TSFd = ad
-    MB = sp[3]
+    (GROW) or a check fails (the other statuses); resumable from its arrays (``z``: the
+    :class:`~core.serving.sim.jit_layout.Run`, :class:`~core.serving.sim.jit_layout.Wire`, the prefill pool's
+    :class:`~core.serving.sim.jit_layout.Pool` and :class:`~core.serving.sim.jit_layout.Engines`, the decode
+    pool's, the :class:`~core.serving.sim.jit_layout.Fleet` and the
+    :class:`~core.serving.sim.jit_layout.Transfers`)."""
+    r, w, pf, sf, pd, sd, f, x = z
+    P, D, MB, max_clock = pf.nrep, pd.nrep, pf.MB, r.max_clock
+    Gp, GFp, RIp, RFp, err = sf.G, sf.GF, sf.RI, sf.RF, sf.err
+    Gd, RId, RFd = sd.G, sd.RI, sd.RF
+    AH, ev_t, EVI, xe_t, XEI, Gx = f.AH, f.ev_t, f.EVI, x.xe_t, x.XEI, x.Gx
     if not Gp[G_STARTED]:
         Gp[G_STARTED] = 1
         for e in range(P):
-            w_record(sp, ap, e, RFp[e, R_NOW])
+            w_record(pf, sf, e, RFp[e, R_NOW])
         for e in range(D):
-            w_record(sd, ad, e, RFd[e, R_NOW])
+            w_record(pd, sd, e, RFd[e, R_NOW])
     passes = Gp[G_PASSES]
     resumed = Gp[G_RESUME] != 0
     Gp[G_RESUME] = 0
@@ -413,15 +465,15 @@ def loop(z):
     # all, each to a prefill instance's inbox (a point and a deadline when absorbed) and a run cut short
     burst = AH.shape[1] if Gp[G_CLOSED] else 0
     while True:
-        wp = margin + burst + pending(RIp, DEL, ORDp, 0, P)
-        wd = margin + pending(RId, DEL, ORDd, P, D)
+        wp = margin + burst + pending(RIp, x.DEL, x.ORDp, 0, P)
+        wd = margin + pending(RId, x.DEL, x.ORDd, P, D)
         if (
-            Gp[G_TSN] + wp > TSFp.shape[1]
-            or Gd[G_TSN] + wd > TSFd.shape[1]
+            Gp[G_TSN] + wp > sf.TSF.shape[1]
+            or Gd[G_TSN] + wd > sd.TSF.shape[1]
             or Gp[G_EVN] + margin + burst > ev_t.shape[0]
-            or Gd[G_FHMAX] + MB + 8 > FHd.shape[2]
-            or (timeout and (Gp[G_DLMAX] + wp > DLp.shape[2] or Gd[G_DLMAX] + wd > DLd.shape[2]))
-            or Gx[G_FHMAX] + MB + 8 > XHV.shape[1]
+            or Gd[G_FHMAX] + MB + 8 > sd.FH.shape[2]
+            or (timeout and (Gp[G_DLMAX] + wp > sf.DL.shape[2] or Gd[G_DLMAX] + wd > sd.DL.shape[2]))
+            or Gx[G_FHMAX] + MB + 8 > x.XHV.shape[1]
             or Gx[G_EVN] + Gx[G_FHMAX] + margin > xe_t.shape[0]
         ):
             Gp[G_PASSES] = passes
@@ -437,7 +489,7 @@ def loop(z):
                     nxt = ev_t[0]
                 if Gx[G_EVN] > 0 and xe_t[0] < nxt:
                     nxt = xe_t[0]
-                code = pass_check(Gp, GFp, passes, nxt, max_clock, max_ev)
+                code = pass_check(Gp, GFp, passes, nxt, max_clock, r.max_ev)
                 if code != OK:
                     return code
         while Gp[G_EVN] > 0:  # a run cut short since
@@ -451,47 +503,22 @@ def loop(z):
         if t_r < t_a and t_r <= t_e:
             k = EVI[1, 0]
             ev_pop(Gp, ev_t, EVI)
-            if k < P:
-                RIp[k, I_FLIGHT] = 0
-                mixed = RIp[k, I_KIND] == MIXED
-                w_end_step(sp, ap, k)
-                if Gp[G_CLOSED] and RIp[k, I_HE] >= 0:
-                    tell(N, gaps, Gp, GFp, AH, RIp, RQFp, RQIp, dgid, k, True)
-                if mixed:  # the prompts it finished leave as KV transfers, in the step's order
-                    for j in range(RIp[k, I_NCH]):
-                        rid = CHp[0, k, j]
-                        if RQIp[Q_STATUS, rid] == DONE:
-                            start_transfer(D, rtd, Gd, RId, Gx, xe_t, XEI, XF, XI, XHV, XHG, RFp, RQFp, RQIp, decode_of, pend_s, k_bytes, den, stage_layers, overlap, k, rid)  # fmt: skip
-            else:
-                RId[k - P, I_FLIGHT] = 0
-                w_end_step(sd, ad, k - P)
-                if Gp[G_CLOSED] and RId[k - P, I_HE] >= 0:
-                    tell(N, gaps, Gp, GFp, AH, RId, RQFd, RQId, dgid, k - P, False)
-            pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, dgid, k)
+            step_ended(r, w, f, pf, sf, pd, sd, x, k)
         elif t_e <= t_a and t_e < INF:
             t, a, b = xe_t[0], XEI[1, 0], XEI[2, 0]
             ev_pop(Gx, xe_t, XEI)
             if a >= 0:  # the wire time done on prefill instance a (if version b is still its)
-                if b == XI[a, X_VER]:
-                    x_catch_up(XF, XI, a, t)
-                    while XI[a, X_N] > 0 and XHV[a, 0] <= XF[a, X_V] + X_EPS:
-                        g = XHG[a, 0]
-                        x_pop(XI, XHV, XHG, a)
-                        Gx[G_SEQ] += 1
-                        ev_push(Gx, xe_t, XEI, t + fixed_s, Gx[G_SEQ], -1 - g, 0)
-                    x_schedule(Gx, xe_t, XEI, XF, XI, XHV, a)
+                wire_done(x, a, b, t, w.fixed_s)
             else:
-                kv_arrived(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, ORDd, stk, err, Gx, dgid, decode_of, pend_s, kv, out, t, -1 - a)  # fmt: skip
+                kv_arrived(r, f, pf, sf, pd, sd, x, t, -1 - a)
         elif t_a < INF:
             if t_a > max_clock:
                 Gp[G_PASSES] = passes
                 GFp[1] = t_a
                 return CLOCK
-            j = route(N, P, sp[9], sp[11], sp[17], gaps, rtp, TBp, Gp, GFp, RIp, RFp, RQFp, RQIp, AH, ev_t, EVI, ts_p, TSFp)  # fmt: skip
-            gid = Gp[G_ISSUED] - 1
-            delivered(DEL, ORDp, RQIp[Q_REP, gid], gid)
+            j = route_front(r, pf, sf, f, x)
             if j >= 0:
-                pump(N, P, rtp, gaps, AH, sp, ap, sd, ad, ev_t, EVI, XI, DEL, ORDp, stk, err, dgid, j)
+                pump(r, f, pf, sf, pd, sd, x, j)
         else:
             break
         if err[0]:

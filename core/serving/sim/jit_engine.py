@@ -138,7 +138,10 @@ def release(B, RI, RQI, e, rid, c):
 
 
 @jit
-def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e):
+def absorb(p, s, e):
+    """``_absorb_arrivals`` of replica ``e`` of pool ``p`` (its state ``s``)."""
+    B, fs, pool_blocks, seq_max = p.B, p.fs, p.pool_blocks, p.seq_max
+    G, GF, RI, RF, RQF, RQI, DL = s.G, s.GF, s.RI, s.RF, s.RQF, s.RQI, s.DL
     while RF[e, R_NEXT] <= RF[e, R_NOW] and RF[e, R_NEXT] < INF:
         rid = RI[e, I_HI]  # the inbox's head (Replica._next_request)
         G[G_INBOX] -= 1
@@ -167,7 +170,7 @@ def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI,
             w = RI[e, I_WIN]
             need += RF[e, R_SS] * (((c if c < w else w) + B - 1) // B)
         cap = pool_blocks if pool_blocks < seq_max else seq_max
-        if i + o > max_ctx or need > cap + EPS:
+        if i + o > p.max_ctx or need > cap + EPS:
             RQI[Q_STATUS, rid] = REJECTED
             RQF[RQ_FIN, rid] = t
             RI[e, I_LOAD] -= 1
@@ -176,7 +179,7 @@ def absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI,
         w_append(RI, RQI, e, rid)
         if GF[GF_TIMEOUT] < INF:
             dl_push(G, RI, DL, e, t + GF[GF_TIMEOUT], rid)
-        record(fs, inv_P, G, RI, RF, ts_rep, TSF, e, t)
+        record(fs, p.inv_P, G, RI, RF, s.ts_rep, s.TSF, e, t)
 
 
 @jit_inline
@@ -334,8 +337,11 @@ def decode_ar(fs, RI, RF, e):
     return Rr + g, Rr, g
 
 
-@jit
-def begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, fs, TB, RI, RF, CH, RQI, err, e):
+@jit_inline
+def begin_mixed(p, s, e):
+    """The mixed step of the planned chunks (and the decoding sequences' tokens) on replica ``e``: its time."""
+    B, fs = p.B, p.fs
+    RI, RF, CH, RQI = s.RI, s.RF, s.CH, s.RQI
     nch = RI[e, I_NCH]
     decoding = RI[e, I_NDEC] > 0 and not RI[e, I_PPRI]  # prefill priority: decoding sequences wait
     A_d, R_d = 0.0, 0.0
@@ -357,19 +363,15 @@ def begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, f
             A += n * c + n * (n + 1) / 2
             Rr += c
         RI[e, I_FULL] += chunk_f(B, c, n)
-    if T > tmax:
-        err[0] = FALLBACK
+    if T > p.tmax:
+        s.err[0] = FALLBACK
         return
     S = (RI[e, I_NDEC] if decoding else 0) + nch
     D = RI[e, I_ADIST]  # the running set's adapters
-    dt = t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, T, A, Rr, S, D) + RF[e, R_LOADS]
+    dt = t_one(p, T, A, Rr, S, D) + RF[e, R_LOADS]
     RF[e, R_LOADS] = 0.0
     RF[e, R_BUSY] += dt
-    RF[e, R_PREFILL] += dt - (
-        t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, RI[e, I_NDEC], A_d, R_d, RI[e, I_NDEC], D)
-        if decoding
-        else 0.0
-    )
+    RF[e, R_PREFILL] += dt - (t_one(p, RI[e, I_NDEC], A_d, R_d, RI[e, I_NDEC], D) if decoding else 0.0)
     RF[e, R_ADS] += D * dt
     RI[e, I_ITER] += 1
     RI[e, I_KIND] = MIXED
@@ -385,9 +387,10 @@ def fin_min(RI, FH, RQI, e):
 
 
 @jit
-def expire(B, RI, RF, hist, RQF, RQI, DL, e):
+def expire(p, s, e):
     """``_expire``: every request past its deadline by now leaves (running: its blocks freed) as timed out. A
     request of this replica not finished is in its waiting queue or running."""
+    B, RI, RF, hist, RQF, RQI, DL = p.B, s.RI, s.RF, s.hist, s.RQF, s.RQI, s.DL
     now = RF[e, R_NOW]
     while RI[e, I_DLN] > 0 and DL[0, e, 0] <= now:
         rid = np.int64(DL[1, e, 0])
@@ -408,8 +411,11 @@ def next_deadline(RI, RQI, DL, e):
     return DL[0, e, 0] if RI[e, I_DLN] > 0 else INF
 
 
-@jit
-def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, err, e, limit):
+@jit_inline
+def begin_run(p, s, e, limit):
+    """A run of decode iterations on replica ``e`` (at most ``limit``, 0: no limit): how many, and its time."""
+    B, fs, pp, TB = p.B, p.fs, p.pp, p.TB
+    RI, RF, hist, FH, RQF, RQI, DL, err = s.RI, s.RF, s.hist, s.FH, s.RQF, s.RQI, s.DL, s.err
     kmax = fin_min(RI, FH, RQI, e) - RI[e, I_D]
     if limit > 0 and limit < kmax:
         kmax = limit
@@ -417,7 +423,7 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, 
         kx = cross_min(RI, FH, RQI, e) - RI[e, I_D]
         if kx < kmax:
             kmax = kx
-    kmax = kv_run_bound(B, pool_blocks, fs, RI, RF, hist, e, kmax)
+    kmax = kv_run_bound(B, p.pool_blocks, fs, RI, RF, hist, e, kmax)
     if kmax <= 0:
         err[0] = NO_ROOM
         return
@@ -431,7 +437,7 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, 
     D = RI[e, I_ADIST]
     RI[e, I_RD] = D
     T = RI[e, I_NDEC]
-    if T > tmax:
+    if T > p.tmax:
         err[0] = FALLBACK
         return
     if asy and cut_ok:
@@ -457,8 +463,10 @@ def begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, 
     RI[e, I_RCUT] = 1 if cut_ok else 0
 
 
-@jit
-def cut_run(pp, TB, RI, RF, e, t):
+@jit_inline
+def cut_run(p, s, e, t):
+    """A run of replica ``e`` in flight cut short where an arrival at ``t`` may join it: its new end [s]."""
+    pp, TB, RI, RF = p.pp, p.TB, s.RI, s.RF
     if RI[e, I_KIND] != RUN or t >= RF[e, R_END]:
         return RF[e, R_END]
     if not RI[e, I_RCUT]:
@@ -478,13 +486,16 @@ def cut_run(pp, TB, RI, RF, e, t):
     return RF[e, R_END]
 
 
-@jit
-def end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e):
+@jit_inline
+def end_step(p, s, e):
+    """``Engine.end_step`` of replica ``e``: its planned step done, its clock at the step's end."""
+    B = p.B
+    G, RI, RF, hist, FH, CH, RQF, RQI = s.G, s.RI, s.RF, s.hist, s.FH, s.CH, s.RQF, s.RQI
     kind = RI[e, I_KIND]
     if kind == MIXED:
         RF[e, R_NOW] = RF[e, R_END]
         if RF[e, R_NEXT] <= RF[e, R_NOW]:
-            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
+            absorb(p, s, e)
         if RI[e, I_PDEC]:
             advance_decode(B, RI, RF, hist, FH, RQF, RQI, e, 1)
         for j in range(RI[e, I_NCH]):
@@ -510,10 +521,17 @@ def end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, F
         RI[e, I_ITER] += k
         RF[e, R_NOW] = RF[e, R_END]
         if RF[e, R_NEXT] <= RF[e, R_NOW]:
-            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
+            absorb(p, s, e)
         advance_decode(B, RI, RF, hist, FH, RQF, RQI, e, k)
     RI[e, I_KIND] = NONE
-    record(fs, inv_P, G, RI, RF, ts_rep, TSF, e, RF[e, R_NOW])
+    record(p.fs, p.inv_P, G, RI, RF, s.ts_rep, s.TSF, e, RF[e, R_NOW])
+
+
+@jit
+def end_step_shared(p, s, e):
+    """:func:`end_step` as a call of its own: one compiled body for a loop with many sites of it (the disaggregated
+    loop's four), where inlining each would compile it four times over."""
+    end_step(p, s, e)
 
 
 # --- the deployment (ReplicaSet) ---------------------------------------------------------------------------------

@@ -1,7 +1,12 @@
 """Where the compiled loop (:mod:`core.serving.sim.compiled`) keeps its state: the columns of its per-replica and
 global arrays, the rows of its per-request arrays, and the statuses a slice of the loop returns. Plain constants
 (no numba): the loop's functions read them as compile-time constants, the caller builds and reads the arrays with
-them.
+them; and the named records the engine's functions take (:class:`Run`, :class:`Pool`, :class:`Engines`,
+:class:`Fleet`; a disaggregated run's :class:`Wire` and :class:`Transfers`; a session run's :class:`SessionParams` and
+:class:`SessionState`), built by :mod:`core.serving.sim.compiled_layout`. numba passes a record by value, each
+array in it as its seven to eleven machine words: a call that is not inlined copies the whole record (some 140 words
+for a pool's parameters and state), so the hot path inlines the functions that take records (``jit_inline``) and
+keeps real calls for the ones run once per event or fewer, and the small helpers take the few arrays they read.
 
 The compiled functions' on-disk cache is stamped with a hash of every engine source, this file included
 (:mod:`core.serving.sim.jit_cache`): a change here recompiles the loop in the next process.
@@ -116,55 +121,123 @@ class Router(NamedTuple):
     balance_rel: float
 
 
-class Params(NamedTuple):
-    """What the loop reads and never changes in a run (:func:`core.serving.sim.jit_loop.loop` unpacks it into the
-    short names its functions take, in this order)."""
+class Run(NamedTuple):
+    """The run's limits, read and never changed (one record, whichever loop runs)."""
 
-    requests: int  # N: the most requests the run issues
-    replicas: int
-    block_tokens: int  # B
-    token_budget: int  # K
-    max_batch: int  # MB
-    keep_cache: bool  # a preempted request's full blocks stay in the prefix cache
-    t_max: int  # the timing table's last row [tokens]
-    graph_prefill: bool
-    max_context: int  # [tokens]
-    max_events: int  # the work budget's passes
-    pool_blocks: float  # P [blocks-worth]
-    full_share: float  # f
-    seq_blocks_max: float  # one sequence's most [blocks-worth]
-    inv_pool_blocks: float  # 1 / P (0: no pool)
-    seq_cost_s: float  # q: per sequence scheduled [s]
-    graph_launch_s: float
-    eager_launch_s: float
-    graph_max_tokens: float
-    kernels_per_stage: float
-    pp: float
-    max_clock_s: float  # the work budget's simulated clock [s]
+    N: int  # the most requests (turns, in a session run) the run issues
+    max_ev: int  # the work budget's passes
+    max_clock: float  # the work budget's simulated clock [s]
 
 
-class Arrays(NamedTuple):
-    """The loop's state and inputs, by the names its functions take (:mod:`core.serving.sim.jit_layout`'s columns);
-    the caller grows some between slices and passes a new record."""
+class Pool(NamedTuple):
+    """One pool of replicas' parameters, read and never changed in a run: an aggregated deployment's replicas, or
+    the prefill or the decode pool of a disaggregated one (two records of this type). Built in one place:
+    :func:`core.serving.sim.compiled_layout.pool_params`."""
+
+    nrep: int  # replicas in the pool
+    B: int  # tokens per KV block
+    K: int  # the token budget of an iteration [tokens]
+    MB: int  # the batch cap [sequences]
+    keep: bool  # a preempted request's full blocks stay in the prefix cache
+    tmax: int  # the timing table's last row [tokens]
+    graph_prefill: bool  # prefill iterations run as CUDA graphs too
+    max_ctx: int  # the model's context [tokens]
+    pool_blocks: float  # P: the KV pool [blocks-worth]
+    fs: float  # the full-attention layers' share of a block (1.0 without sliding-window layers)
+    seq_max: float  # one sequence's most [blocks-worth]
+    inv_P: float  # 1 / P (0: no pool)
+    q: float  # the scheduler's cost per sequence scheduled [s]
+    g_launch: float  # a graph's launch [s]
+    e_launch: float  # an eager kernel's launch [s]
+    g_max: float  # the most tokens an iteration runs as a graph [tokens]
+    n_k: float  # kernels per stage of an eager iteration
+    pp: float  # pipeline stages
+    TB: np.ndarray  # the timing table: rows TB_* (c0, c1, m0, m1, x by tokens; with adapters their rows)
+
+
+class Engines(NamedTuple):
+    """One pool's engine state: what the engine's functions read and write, columns and rows named above. The
+    caller grows some between slices and passes a new record (:func:`core.serving.sim.compiled_layout.grown`)."""
+
+    G: np.ndarray  # the loop's counters (G_*); a disaggregated run's arrival stream and event heap: the prefill pool's
+    GF: np.ndarray  # the loop's float state (GF_*)
+    RI: np.ndarray  # per replica, integers (I_*; with adapters, four columns per adapter after N_RI)
+    RF: np.ndarray  # per replica, floats (R_*) [s]
+    hist: np.ndarray  # decoding sequences by block phase: all, then below the window
+    FH: np.ndarray  # the finish heaps (rows 0-1) and window-crossing heaps (rows 2-3)
+    CH: np.ndarray  # the planned step's chunks (request, tokens)
+    RQF: np.ndarray  # per request, floats (RQ_*) [s]
+    RQI: np.ndarray  # per request, integers (Q_*)
+    DL: np.ndarray  # the deadline heaps (jit_deadline)
+    ts_rep: np.ndarray  # the time series: replica of each point, then (time, waiting, running, KV share) in TSF
+    TSF: np.ndarray
+    err: np.ndarray  # a status set deep in the loop (err[0]); with adapters, the log of their loads in order
+    # (core.serving.sim.jit_lora.acquire): err[1] their count, then per load its replica and adapter x 2 + from storage
+
+
+class Fleet(NamedTuple):
+    """The deployment's arrival stream, router and event heap: one per run (the prefill pool's router in a
+    disaggregated one; a session run routes by its own rule and leaves gaps, rt and AH empty)."""
 
     gaps: np.ndarray  # the arrival gaps (Poisson) or think times (closed loop) [s]
     rt: Router
-    TB: np.ndarray  # the timing table (c0, c1, m0, m1, x)
-    G: np.ndarray
-    GF: np.ndarray
-    RI: np.ndarray
-    RF: np.ndarray
-    hist: np.ndarray  # decoding sequences by block phase: all, then below the window
-    FH: np.ndarray  # the finish heaps (rows 0-1) and window-crossing heaps (rows 2-3)
-    CH: np.ndarray  # the planned step's chunks
-    RQF: np.ndarray
-    RQI: np.ndarray
-    AH: np.ndarray  # the closed loop's arrival heap
-    DL: np.ndarray  # the deadline heaps
-    ev_t: np.ndarray  # the event heap: times, then (sequence, replica, version) in EVI
+    AH: np.ndarray  # the closed loop's arrival heap (time, user's sequence)
+    ev_t: np.ndarray  # the event heap of step ends: times [s], then (sequence, engine, version) in EVI
     EVI: np.ndarray
-    ts_rep: np.ndarray  # the time series: replica of each point, then (time, waiting, running, KV share) in TSF
-    TSF: np.ndarray
-    stk: np.ndarray  # the pump's stack of replicas
-    err: np.ndarray  # a status set deep in the loop (err[0]); with adapters, the log of their loads in order
-    # (core.serving.sim.jit_lora.acquire): err[1] their count, then per load its replica and adapter x 2 + from storage
+    stk: np.ndarray  # the pump's stack of engines
+
+
+class Wire(NamedTuple):
+    """A disaggregated run's KV transfers' parameters (core.serving.sim.compiled_disagg.KvWire)."""
+
+    fixed_s: float  # setup and path latency of a transfer [s]
+    k_bytes: float  # KV bytes per token [B]
+    den: float  # the achieved bandwidth per GPU [B/s]
+    stage_layers: int  # the prefill stage's layers
+    overlap: bool  # the KV leaves layer by layer, behind the prefill
+
+
+class Transfers(NamedTuple):
+    """A disaggregated run's state between its pools (:mod:`core.serving.sim.jit_disagg`'s X_* columns)."""
+
+    rtd: Router  # the decode pool's router
+    XF: np.ndarray  # per prefill instance: its processor-sharing clock and when it was caught up [s]
+    XI: np.ndarray  # per prefill instance: transfers in flight, its wire-done event's version, KV held
+    XHV: np.ndarray  # per prefill instance, the heap of transfers in flight: the virtual time each leaves at [s]
+    XHG: np.ndarray  # ... and its request
+    xe_t: np.ndarray  # the transfer events' heap: times [s], then (sequence, wire or -1 - request, version) in XEI
+    XEI: np.ndarray
+    Gx: np.ndarray  # their counters (G_EVN, G_SEQ, G_FHMAX) and the requests delivered to the decode pool (G_ISSUED)
+    dgid: np.ndarray  # per decode-pool request: its number in the deployment
+    decode_of: np.ndarray  # per request: the decode instance chosen for it
+    pend_s: np.ndarray  # per request: when its transfer started [s]
+    kv: np.ndarray  # per request: its KV transfer time [s]
+    out: np.ndarray  # per request: output tokens, and reserve admission's blocks on the decode pool
+    DEL: np.ndarray  # per engine (prefill, then decode): the requests its inbox took
+    ORDp: np.ndarray  # per prefill-pool request: its place among those its engine took
+    ORDd: np.ndarray  # per decode-pool request: the same
+
+
+class SessionParams(NamedTuple):
+    """A session run's parameters (:mod:`core.serving.sim.jit_sessions`)."""
+
+    affinity: bool  # the router keeps a session on its replica
+    caching: bool  # a finished turn's blocks stay cached for the session's next turn
+    agents: bool  # agents start a next session as one ends (else every session's start is set)
+    S: int  # sessions
+
+
+class SessionState(NamedTuple):
+    """A session run's state beside the engine's (:mod:`core.serving.sim.jit_sessions`' rows and columns)."""
+
+    GI: np.ndarray  # per request: its session, turn, cached tokens at routing and at its first admission
+    SI: np.ndarray  # per session: its first turn's index, its turns, its home replica
+    PI: np.ndarray  # per turn: input, output tokens, blocks reserved
+    PF: np.ndarray  # per turn: gap after the previous turn's end, recorded start [s]
+    SF: np.ndarray  # per session: the agent's gap after it, its end [s]
+    SG: np.ndarray  # the session stream's counters (G_EVN, G_SEQ, G_STARTED)
+    sh_t: np.ndarray  # the turns due: times [s], then (sequence, session, turn) in SHI
+    SHI: np.ndarray
+    CB: np.ndarray  # the prefix caches: per replica and session its cached blocks and free-queue links
+    CI: np.ndarray  # per replica: the free queue's head and tail, cached blocks, evictions
+    EL: np.ndarray  # the requests that ended in a call, in order

@@ -171,10 +171,11 @@ def pass_check(G, GF, passes, nxt, max_clock, max_ev):
 
 
 @jit_inline
-def deliver(fs, inv_P, pp, TB, G, RI, RF, RQI, ev_t, EVI, ts_rep, TSF, gid, j, t):
+def deliver(p, s, f, gid, j, t):
     """Request ``gid`` into replica ``j``'s inbox at ``t`` (``Replica.deliver``), and the replica woken (``ReplicaSet._wake``): the
     replica to pump, or -1 where it is pumping already or its iteration in flight absorbs the arrival (a decode run
     cut short at the next step where the arrival can join). The aggregated and the session loops route through it."""
+    G, RI, RF, RQI = s.G, s.RI, s.RF, s.RQI
     RQI[Q_REP, gid] = j
     RQI[Q_NX_IN, gid] = -1
     if RI[j, I_TI] < 0:
@@ -192,33 +193,36 @@ def deliver(fs, inv_P, pp, TB, G, RI, RF, RQI, ev_t, EVI, ts_rep, TSF, gid, j, t
     if RI[j, I_FLIGHT]:
         if RI[j, I_KIND] == RUN:
             old = RF[j, R_END]
-            new = cut_run(pp, TB, RI, RF, j, t)
+            new = cut_run(p, s, j, t)
             if new != old:
-                push(G, RI, ev_t, EVI, j, new)
+                push(G, RI, f.ev_t, f.EVI, j, new)
         return -1
     if t > RF[j, R_NOW]:
-        record(fs, inv_P, G, RI, RF, ts_rep, TSF, j, t)
+        record(p.fs, p.inv_P, G, RI, RF, s.ts_rep, s.TSF, j, t)
         RF[j, R_NOW] = t
     return j
 
 
-@jit
-def route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF):
+@jit_inline
+def route(r, p, s, f):
     """ReplicaSet._route and _wake: returns the replica to pump (idle, not pumping), or -1."""
-    t = next_arrival(N, gaps, G, GF, AH)
+    G, RI, RQI, rt = s.G, s.RI, s.RQI, f.rt
+    nrep = p.nrep
+    t = next_arrival(r.N, f.gaps, G, s.GF, f.AH)
     j = pick(nrep, rt, G, RI, RQI)
     gid = G[G_ISSUED]
     G[G_ISSUED] = gid + 1
     if rt.seen.shape[0] > 0 and rt.groups.shape[0] > 0 and seen_add(rt.seen, rt.groups[gid] * nrep + j):
         RQI[Q_CACHED, gid] = 0  # the first of its group here: its prefix is not yet in this replica's cache
     # deliver
-    RQF[RQ_ARR, gid] = t
-    return deliver(fs, inv_P, pp, TB, G, RI, RF, RQI, ev_t, EVI, ts_rep, TSF, gid, j, t)
+    s.RQF[RQ_ARR, gid] = t
+    return deliver(p, s, f, gid, j, t)
 
 
 @jit
-def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, e0):  # fmt: skip
+def pump(r, p, s, f, e0):
     """ReplicaSet._pump of e0, with the replicas an arrival wakes on the way pumped in turn (a stack)."""
+    GF, RI, RF, DL, stk = s.GF, s.RI, s.RF, s.DL, f.stk
     stk[0] = e0
     top = 1
     RI[e0, I_PUMP] = 1
@@ -226,7 +230,7 @@ def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs,
     while top > 0:
         e = stk[top - 1]
         if GF[0] <= RF[e, R_NOW]:  # every arrival due by now is routed before this replica plans
-            j = route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF)
+            j = route(r, p, s, f)
             if j >= 0:
                 RI[j, I_PUMP] = 1
                 RI[j, I_STUCK] = 0
@@ -234,75 +238,52 @@ def pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs,
                 top += 1
             continue
         if RF[e, R_NEXT] <= RF[e, R_NOW]:
-            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
+            absorb(p, s, e)
         if RI[e, I_DLN] > 0 and DL[0, e, 0] <= RF[e, R_NOW]:
-            expire(B, RI, RF, hist, RQF, RQI, DL, e)
+            expire(p, s, e)
         if RI[e, I_HE] >= 0:
-            tell_ended(N, gaps, G, GF, RI, RQF, RQI, AH, e)
+            tell_ended(r.N, f.gaps, s.G, GF, RI, s.RQF, s.RQI, f.AH, e)
         if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
             RI[e, I_PUMP] = 0
             top -= 1
             continue
         waiting = RI[e, I_LW]
-        end = begin_step(
-            B,
-            K,
-            MB,
-            keep,
-            tmax,
-            graph_prefill,
-            pool_blocks,
-            fs,
-            q,
-            g_launch,
-            e_launch,
-            g_max,
-            n_k,
-            pp,
-            TB,
-            RI,
-            RF,
-            hist,
-            FH,
-            CH,
-            RQF,
-            RQI,
-            DL,
-            err,
-            e,
-        )
-        if err[0]:
+        end = begin_step(p, s, e)
+        if s.err[0]:
             return
         if RI[e, I_KIND] != NONE:
-            push(G, RI, ev_t, EVI, e, end)
+            push(s.G, RI, f.ev_t, f.EVI, e, end)
             RI[e, I_PUMP] = 0
             top -= 1
             continue
-        end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)
+        end_step(p, s, e)
         if RI[e, I_HE] >= 0:
-            tell_ended(N, gaps, G, GF, RI, RQF, RQI, AH, e)
+            tell_ended(r.N, f.gaps, s.G, GF, RI, s.RQF, s.RQI, f.AH, e)
         RI[e, I_STUCK] = RI[e, I_STUCK] + 1 if RI[e, I_LW] == waiting else 0
         if RI[e, I_STUCK] > 2:
-            err[0] = STUCK
+            s.err[0] = STUCK
             return
 
 
 @jit
 def loop(z):
     """Run the deployment's loop until it ends (OK), a slice is done (SLICE), an array needs to grow (GROW) or a
-    check fails (the other statuses); resumable from its arrays (``z``: the :class:`~core.serving.sim.jit_layout.Params`, then the
-    :class:`~core.serving.sim.jit_layout.Arrays`, each unpacked into the short names below in its fields' order)."""
-    (N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock,) = z[0]  # fmt: skip
-    (gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err,) = z[1]  # fmt: skip
-    fcap = FH.shape[2]
+    check fails (the other statuses); resumable from its arrays (``z``: the :class:`~core.serving.sim.jit_layout.Run`,
+    :class:`~core.serving.sim.jit_layout.Pool`, :class:`~core.serving.sim.jit_layout.Engines` and
+    :class:`~core.serving.sim.jit_layout.Fleet` records)."""
+    r, p, s, f = z
+    nrep, MB, max_clock = p.nrep, p.MB, r.max_clock
+    G, GF, RI, RF, DL, err = s.G, s.GF, s.RI, s.RF, s.DL, s.err
+    AH, ev_t, EVI = f.AH, f.ev_t, f.EVI
+    fcap = s.FH.shape[2]
     evcap = ev_t.shape[0]
-    tscap = TSF.shape[1]
+    tscap = s.TSF.shape[1]
 
     # --- the time series -------------------------------------------------------------------------------------
     if not G[G_STARTED]:
         G[G_STARTED] = 1
         for e in range(nrep):
-            record(fs, inv_P, G, RI, RF, ts_rep, TSF, e, RF[e, R_NOW])
+            record(p.fs, p.inv_P, G, RI, RF, s.ts_rep, s.TSF, e, RF[e, R_NOW])
     passes = G[G_PASSES]
     resumed = G[G_RESUME] != 0  # back from a slice: its last pass was counted and checked, not yet run
     G[G_RESUME] = 0
@@ -330,7 +311,7 @@ def loop(z):
                 nxt = GF[0]
                 if G[G_EVN] > 0 and ev_t[0] < nxt:
                     nxt = ev_t[0]
-                code = pass_check(G, GF, passes, nxt, max_clock, max_ev)
+                code = pass_check(G, GF, passes, nxt, max_clock, r.max_ev)
                 if code != OK:
                     return code
         while G[G_EVN] > 0 and EVI[2, 0] != RI[EVI[1, 0], I_VER]:
@@ -342,39 +323,19 @@ def loop(z):
             woken = EVI[1, 0]
             ev_pop(G, ev_t, EVI)
             RI[woken, I_FLIGHT] = 0
-            end_step(
-                B,
-                max_ctx,
-                pool_blocks,
-                fs,
-                seq_max,
-                inv_P,
-                G,
-                GF,
-                RI,
-                RF,
-                hist,
-                FH,
-                CH,
-                RQF,
-                RQI,
-                DL,
-                ts_rep,
-                TSF,
-                woken,
-            )
+            end_step(p, s, woken)
             if RI[woken, I_HE] >= 0:
-                tell_ended(N, gaps, G, GF, RI, RQF, RQI, AH, woken)
+                tell_ended(r.N, f.gaps, G, GF, RI, s.RQF, s.RQI, AH, woken)
         elif t_a < INF:
             if t_a > max_clock:
                 G[G_PASSES] = passes
                 GF[1] = t_a
                 return CLOCK
-            woken = route(N, nrep, fs, inv_P, pp, gaps, rt, TB, G, GF, RI, RF, RQF, RQI, AH, ev_t, EVI, ts_rep, TSF)
+            woken = route(r, p, s, f)
         else:
             break
         if woken >= 0:
-            pump(N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, gaps, rt, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, AH, DL, ev_t, EVI, ts_rep, TSF, stk, err, woken)  # fmt: skip
+            pump(r, p, s, f, woken)
         if err[0]:
             G[G_PASSES] = passes
             return err[0]

@@ -83,7 +83,7 @@ def lru_victim(RI, e, col, skip_col):
 @jit
 def acquire(TB, err, RI, RF, RQF, RQI, e, rid):
     """``Adapters.acquire``: ``rid`` is admitted, its adapter joins the running set; the time to load it into a slot
-    [s] (0 when it is there already); each load logged past ``err[0]`` (:class:`~core.serving.sim.jit_layout.Arrays`'
+    [s] (0 when it is there already); each load logged past ``err[0]`` (:class:`~core.serving.sim.jit_layout.Engines`'
     ``err``: the count in ``err[1]``, then the replica and adapter x 2 + from storage of each)."""
     now = RF[e, R_NOW]
     since = RQF[RQ_BLOCK, rid]

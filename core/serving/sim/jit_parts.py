@@ -230,19 +230,21 @@ def ev_pop(G, ev_t, EVI):
 
 # --- timing (LinearTiming.one / run, pp 1) --------------------------------------------------------
 @jit_inline
-def t_one(graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, TB, T, A, R, S, D):
-    """``LinearTiming.one``: one iteration of ``T`` tokens, ``S`` sequences, ``D`` distinct adapters [s]."""
+def t_one(p, T, A, R, S, D):
+    """``LinearTiming.one``: one iteration of ``T`` tokens, ``S`` sequences, ``D`` distinct adapters [s] on pool
+    ``p`` (a :class:`~core.serving.sim.jit_layout.Pool`)."""
+    q, g_launch, e_launch, TB = p.q, p.g_launch, p.e_launch, p.TB
     extra = 0.0
     if S != T:
         extra = (S - T) * q
-        if S < T and not graph_prefill:
-            graph = g_launch if T <= g_max else e_launch
-            extra += n_k * (e_launch - graph)
+        if S < T and not p.graph_prefill:
+            graph = g_launch if T <= p.g_max else e_launch
+            extra += p.n_k * (e_launch - graph)
     c0, c1, m0, m1, x = TB[0, T], TB[1, T], TB[2, T], TB[3, T], TB[4, T]
     if D:  # the adapters' weights move with the GEMMs (StepModel.busy_s)
         m0 = m0 + lora_s(TB, T, D)
     a, b = c1 * A, m1 * R
-    return pp * ((c0 if c0 > m0 else m0) + (a if a > b else b)) + x + extra
+    return p.pp * ((c0 if c0 > m0 else m0) + (a if a > b else b)) + x + extra
 
 
 @jit_inline

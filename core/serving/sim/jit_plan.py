@@ -58,6 +58,9 @@ from core.serving.sim.jit_parts import link_append, used, w_popleft, w_unlink
 from core.serving.sim.jit_window import chunk_s
 from core.serving.sim.records import NONE, REJECTED
 
+# what :func:`candidate` finds of a waiting request: admit it (if its blocks fit), skip it, end the admissions
+TAKE, SKIP, STOP = range(3)
+
 
 @jit_inline
 def turned_away(RI, RF, RQF, RQI, e, rid):
@@ -142,31 +145,47 @@ def continued(B, K, keep, pool_blocks, fs, RI, RF, hist, CH, RQI, e):
         preempted = True
 
 
-@jit
-def plan_chunked(B, K, MB, keep, pool_blocks, fs, TB, err, RI, RF, hist, CH, RQF, RQI, e):
+@jit_inline
+def candidate(p, s, e, rid, u):
+    """The waiting request ``rid`` as an admission sees it, ``u`` blocks-worth in use: (STOP, ...) where it arrived
+    after this plan was made (async scheduling: the next plan sees it) or its transferred KV waits for blocks (the
+    admissions end); (SKIP, ...) where its adapter would exceed max_loras (skipped, it keeps its place); else
+    (TAKE, its prefix hit [tokens], the tokens left to compute)."""
+    RI, RQI = s.RI, s.RQI
+    if s.RQF[RQ_ARR, rid] > s.RF[e, R_CUT]:
+        return STOP, 0, 0
+    if turned_away(RI, s.RF, s.RQF, RQI, e, rid):
+        return SKIP, 0, 0
+    h = hit_of(p.B, p.pool_blocks, RQI, rid, u, RI[e, I_REMOTE])
+    if h < 0:
+        return STOP, 0, 0
+    return TAKE, h, RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
+
+
+@jit_inline
+def plan_chunked(p, s, e):
     """Engine._plan_chunked: the step's chunks in CH[:, e, :I_NCH]; True if it preempted (no admissions then)."""
-    left, need, preempted = continued(B, K, keep, pool_blocks, fs, RI, RF, hist, CH, RQI, e)
+    B, fs, pool_blocks = p.B, p.fs, p.pool_blocks
+    RI, RF, CH, RQI = s.RI, s.RF, s.CH, s.RQI
+    left, need, preempted = continued(B, p.K, p.keep, pool_blocks, fs, RI, RF, s.hist, CH, RQI, e)
     if preempted:
         return True
     u = used(fs, RI, RF, e) + need
     nch = RI[e, I_NCH]
     prev, rid = -1, RI[e, I_HW]
-    while rid >= 0 and left > 0 and RI[e, I_LR] < MB:
-        if RQF[RQ_ARR, rid] > RF[e, R_CUT]:
-            break  # arrived after this plan was made (async scheduling): the next plan sees it
-        if turned_away(RI, RF, RQF, RQI, e, rid):
-            prev, rid = rid, RQI[Q_NX_W, rid]  # its adapter would exceed max_loras: skipped, it keeps its place
-            continue
-        h = hit_of(B, pool_blocks, RQI, rid, u, RI[e, I_REMOTE])
-        if h < 0:
+    while rid >= 0 and left > 0 and RI[e, I_LR] < p.MB:
+        code, h, n = candidate(p, s, e, rid, u)
+        if code == STOP:
             break
-        n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
+        if code == SKIP:
+            prev, rid = rid, RQI[Q_NX_W, rid]
+            continue
         if n > left:
             n = left
         add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h or RI[e, I_RSV] else h // B + chunk_f(B, h, n)
         if u + add > pool_blocks + EPS:
             break
-        admit(B, TB, err, RI, RF, RQF, RQI, e, rid, h, prev)
+        admit(B, p.TB, s.err, RI, RF, s.RQF, RQI, e, rid, h, prev)
         u += add
         left -= n
         CH[0, e, nch] = rid
@@ -177,32 +196,31 @@ def plan_chunked(B, K, MB, keep, pool_blocks, fs, TB, err, RI, RF, hist, CH, RQF
     return False
 
 
-@jit
-def plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, TB, err, RI, RF, hist, CH, RQF, RQI, e):
+@jit_inline
+def plan_prefill_priority(p, s, e):
     """Engine._plan_prefill_priority: whole prompts admitted first-come first-served up to the token budget (a
     longer one alone), or, with none to admit, decoding with the last admitted preempted until its blocks fit; the
     step's chunks in CH[:, e, :I_NCH]; True if it preempted."""
+    B, fs, pool_blocks = p.B, p.fs, p.pool_blocks
+    RI, RF, hist, CH, RQI = s.RI, s.RF, s.hist, s.CH, s.RQI
     u = used(fs, RI, RF, e)
     total = 0
     nch = 0
     prev, rid = -1, RI[e, I_HW]
-    while rid >= 0 and RI[e, I_LR] < MB:
-        if RQF[RQ_ARR, rid] > RF[e, R_CUT]:
-            break  # arrived after this plan was made (async scheduling): the next plan sees it
-        if turned_away(RI, RF, RQF, RQI, e, rid):
-            prev, rid = rid, RQI[Q_NX_W, rid]  # its adapter would exceed max_loras: skipped, it keeps its place
-            continue
-        h = hit_of(B, pool_blocks, RQI, rid, u, RI[e, I_REMOTE])
-        if h < 0:
+    while rid >= 0 and RI[e, I_LR] < p.MB:
+        code, h, n = candidate(p, s, e, rid, u)
+        if code == STOP:
             break
-        n = RQI[Q_INP, rid] + RQI[Q_GEN, rid] - h
-        if nch > 0 and total + n > K:
+        if code == SKIP:
+            prev, rid = rid, RQI[Q_NX_W, rid]
+            continue
+        if nch > 0 and total + n > p.K:
             break
         # reserve admission takes the whole reservation, prefix hit or not (admit adds Q_RES to I_RES)
         add = adm_need(B, fs, RI, RF, RQI, e, rid, n) if not h or RI[e, I_RSV] else h // B + chunk_f(B, h, n)
         if u + add > pool_blocks + EPS:
             break
-        admit(B, TB, err, RI, RF, RQF, RQI, e, rid, h, prev)
+        admit(B, p.TB, s.err, RI, RF, s.RQF, RQI, e, rid, h, prev)
         u += add
         total += n
         CH[0, e, nch] = rid
@@ -218,38 +236,45 @@ def plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, TB, err, RI, RF, hist
         and not RI[e, I_RSV]  # reserve admission never preempts (Engine._plan_prefill_priority)
         and used(fs, RI, RF, e) + decode_need(B, fs, RI, RF, hist, e) > pool_blocks + EPS
     ):
-        preempt_last(B, keep, RI, hist, RQI, e)
+        preempt_last(B, p.keep, RI, hist, RQI, e)
         preempted = True
     return preempted
 
 
-@jit
-def begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e):  # fmt: skip
-    """``Engine.begin_step``: plan the replica's next step and time it; its end [s] (``err``: its status and, with adapters, the loads' log)."""
+@jit_inline
+def begin_step(p, s, e):
+    """``Engine.begin_step``: plan the replica's next step and time it; its end [s] (``s.err``: its status and,
+    with adapters, the loads' log)."""
+    RI, RF, RQF, RQI = s.RI, s.RF, s.RQF, s.RQI
     RI[e, I_PNOW] = 0
     RF[e, R_CUT] = RF[e, R_SEEN] if RI[e, I_ASYNC] and RI[e, I_LR] > 0 else RF[e, R_NOW]
     if RI[e, I_PPRI]:
-        if plan_prefill_priority(B, K, MB, keep, pool_blocks, fs, TB, err, RI, RF, hist, CH, RQF, RQI, e):
+        if plan_prefill_priority(p, s, e):
             RI[e, I_PNOW] = 1
-    elif plan_chunked(
-        B, K, MB, keep, pool_blocks, fs, TB, err, RI, RF, hist, CH, RQF, RQI, e
-    ):  # its chunks (those that fit after the preemptions) still run, with no admissions
+    elif plan_chunked(p, s, e):  # its chunks (those that fit after the preemptions) still run, with no admissions
         RI[e, I_PNOW] = 1
     RF[e, R_END] = RF[e, R_NOW]
     if RI[e, I_NCH] > 0:
         RF[e, R_SEEN] = RF[e, R_NOW]
-        begin_mixed(B, tmax, graph_prefill, q, g_launch, e_launch, g_max, n_k, pp, fs, TB, RI, RF, CH, RQI, err, e)
+        begin_mixed(p, s, e)
         return RF[e, R_END]
     if RI[e, I_NDEC]:
-        begin_run(B, tmax, pool_blocks, fs, pp, TB, RI, RF, hist, FH, RQF, RQI, DL, err, e, 1 if RI[e, I_PNOW] else 0)
+        begin_run(p, s, e, 1 if RI[e, I_PNOW] else 0)
         return RF[e, R_END]
     RI[e, I_KIND] = NONE
     if RI[e, I_LW] > 0 and RI[e, I_LR] == 0:
         rid = RI[e, I_HW]
         n = RQI[Q_INP, rid] + RQI[Q_GEN, rid]
-        if n > K:
-            n = K
-        if adm_need(B, fs, RI, RF, RQI, e, rid, n) > pool_blocks + EPS:
+        if n > p.K:
+            n = p.K
+        if adm_need(p.B, p.fs, RI, RF, RQI, e, rid, n) > p.pool_blocks + EPS:
             w_popleft(RI, RQI, e)
             finish(RI, RF, RQF, RQI, e, rid, REJECTED)
     return RF[e, R_END]
+
+
+@jit
+def begin_step_shared(p, s, e):
+    """:func:`begin_step` as a call of its own: one compiled body for a loop with many sites of it (the
+    disaggregated loop's two), where inlining each would compile it twice over."""
+    return begin_step(p, s, e)

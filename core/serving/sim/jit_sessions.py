@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from core.serving.sim.jit_cache import jit
+from core.serving.sim.jit_cache import jit, jit_inline
 from core.serving.sim.jit_engine import absorb, end_step, expire
 from core.serving.sim.jit_layout import (
     CLOCK,
@@ -165,9 +165,10 @@ def s_next(SG, sh_t):
     return sh_t[0] if SG[G_EVN] > 0 else INF
 
 
-@jit
-def turn_ended(agents, S, SG, GF, SI, PF, SF, sh_t, SHI, s, k, t_end, done):
-    """``SessionStream.turn_ended``."""
+@jit_inline
+def turn_ended(sp, ss, GF, s, k, t_end, done):
+    """``SessionStream.turn_ended``: turn ``k`` of session ``s`` ended at ``t_end`` (``done``: finished)."""
+    SG, SI, PF, SF, sh_t, SHI = ss.SG, ss.SI, ss.PF, ss.SF, ss.sh_t, ss.SHI
     if done and k + 1 < SI[S_TURNS, s]:
         j = SI[S_FIRST, s] + k + 1
         g = PF[P_GAP, j]
@@ -179,23 +180,24 @@ def turn_ended(agents, S, SG, GF, SI, PF, SF, sh_t, SHI, s, k, t_end, done):
         s_push(SG, sh_t, SHI, t, s, k + 1)
     else:
         SF[S_ENDED, s] = t_end
-        if agents and SG[G_STARTED] < S:
+        if sp.agents and SG[G_STARTED] < sp.S:
             s_push(SG, sh_t, SHI, t_end + SF[S_AGENT_GAP, s], SG[G_STARTED], 0)
             SG[G_STARTED] += 1
     GF[0] = s_next(SG, sh_t)
 
 
-@jit
-def s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e):  # fmt: skip
-    """``SessionSet._ended`` over the ``nel`` requests of ``EL`` that ended on replica ``e``, in their order."""
+@jit_inline
+def s_ended(p, s, sp, ss, nel, e):
+    """``SessionSet._ended`` over the ``nel`` requests of ``ss.EL`` that ended on replica ``e``, in their order."""
+    RI, RF, RQF, RQI, GI, CB, CI = s.RI, s.RF, s.RQF, s.RQI, ss.GI, ss.CB, ss.CI
     for x in range(nel):
-        rid = EL[x]
-        s, k = GI[G_SESS, rid], GI[G_TURN, rid]
+        rid = ss.EL[x]
+        sess, k = GI[G_SESS, rid], GI[G_TURN, rid]
         done = RQI[Q_STATUS, rid] == DONE
-        if done and caching:
-            c_put(CB, CI, e, s, (RQI[Q_INP, rid] + RQI[Q_OUT, rid] - 1) // B)
-            c_trim(CB, CI, e, pool_blocks - used(fs, RI, RF, e))
-        turn_ended(agents, S, SG, GF, SI, PF, SF, sh_t, SHI, s, k, RQF[RQ_FIN, rid], done)
+        if done and sp.caching:
+            c_put(CB, CI, e, sess, (RQI[Q_INP, rid] + RQI[Q_OUT, rid] - 1) // p.B)
+            c_trim(CB, CI, e, p.pool_blocks - used(p.fs, RI, RF, e))
+        turn_ended(sp, ss, s.GF, sess, k, RQF[RQ_FIN, rid], done)
 
 
 @jit
@@ -224,13 +226,14 @@ def drain_ended(RI, RQI, EL, e):
     return nel
 
 
-@jit
-def s_end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, GI, EL, e):  # fmt: skip
-    """``end_step`` on ``e``; returns how many requests ended in it (in ``EL``, in the engine's order)."""
+@jit_inline
+def s_end_step(p, s, ss, e):
+    """``end_step`` on ``e``; returns how many requests ended in it (in ``ss.EL``, in the engine's order)."""
+    RI, RQI = s.RI, s.RQI
     head = RI[e, I_HI]
-    end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)
-    absorbed(RI, RQI, GI, e, head)
-    return drain_ended(RI, RQI, EL, e)
+    end_step(p, s, e)
+    absorbed(RI, RQI, ss.GI, e, head)
+    return drain_ended(RI, RQI, ss.EL, e)
 
 
 @jit
@@ -258,49 +261,52 @@ def pick(nrep, affinity, G, RI, SI, s):
     return home
 
 
-@jit
-def s_route(nrep, B, affinity, caching, pool_blocks, fs, inv_P, pp, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF, GI, SI, PI, SG, sh_t, SHI, CB, CI):  # fmt: skip
+@jit_inline
+def s_route(p, s, f, sp, ss):
     """``SessionSet._route`` and ``_wake``: returns the replica to pump (idle, not pumping), or -1."""
-    t, s, k = sh_t[0], SHI[1, 0], SHI[2, 0]
+    G, RI, RQI, GI, SI, PI, SG, sh_t, SHI = s.G, s.RI, s.RQI, ss.GI, ss.SI, ss.PI, ss.SG, ss.sh_t, ss.SHI
+    B = p.B
+    t, sess, k = sh_t[0], SHI[1, 0], SHI[2, 0]
     ev_pop(SG, sh_t, SHI)
-    GF[0] = s_next(SG, sh_t)
+    s.GF[0] = s_next(SG, sh_t)
     gid = G[G_ISSUED]
     G[G_ISSUED] = gid + 1
-    j0 = SI[S_FIRST, s] + k
+    j0 = SI[S_FIRST, sess] + k
     i, o = PI[P_INP, j0], PI[P_OUT, j0]
-    GI[G_SESS, gid] = s
+    GI[G_SESS, gid] = sess
     GI[G_TURN, gid] = k
-    j = pick(nrep, affinity, G, RI, SI, s)
+    j = pick(p.nrep, sp.affinity, G, RI, SI, sess)
     hit = 0
-    if caching and k > 0:
-        c_trim(CB, CI, j, pool_blocks - used(fs, RI, RF, j))
-        hit = c_take(CB, CI, j, s) * B
+    if sp.caching and k > 0:
+        c_trim(ss.CB, ss.CI, j, p.pool_blocks - used(p.fs, RI, s.RF, j))
+        hit = c_take(ss.CB, ss.CI, j, sess) * B
         last = ((i - 1) // B) * B
         if last < hit:
             hit = last
     # deliver
     GI[G_HIT, gid] = hit
-    RQF[RQ_ARR, gid] = t
+    s.RQF[RQ_ARR, gid] = t
     RQI[Q_INP, gid] = i
     RQI[Q_OUT, gid] = o
     RQI[Q_RES, gid] = PI[P_RES, j0]
-    return deliver(fs, inv_P, pp, TB, G, RI, RF, RQI, ev_t, EVI, ts_rep, TSF, gid, j, t)
+    return deliver(p, s, f, gid, j, t)
 
 
-@jit
-def pump_trim(pool_blocks, fs, RI, RF, CB, CI, e):
+@jit_inline
+def pump_trim(p, s, ss, e):
     """``SessionSet._pump``'s first act: running requests may have taken cached blocks."""
+    CI = ss.CI
     if CI[e, C_TOTAL]:
-        free = pool_blocks - used(fs, RI, RF, e)
+        free = p.pool_blocks - used(p.fs, s.RI, s.RF, e)
         if CI[e, C_TOTAL] > free:
-            c_trim(CB, CI, e, free)
+            c_trim(ss.CB, CI, e, free)
 
 
 @jit
-def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, affinity, caching, agents, S, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL, e0):  # fmt: skip
-    """``SessionSet._pump`` of ``e0``, the replicas an arrival wakes on the way pumped in turn (a stack). Every
-    array by name, not in a tuple: unpacking one takes a reference to each array on every call."""
-    pump_trim(pool_blocks, fs, RI, RF, CB, CI, e0)
+def s_pump(p, s, f, sp, ss, e0):
+    """``SessionSet._pump`` of ``e0``, the replicas an arrival wakes on the way pumped in turn (a stack)."""
+    GF, RI, RF, RQI, DL, CH, err, GI, EL, stk = s.GF, s.RI, s.RF, s.RQI, s.DL, s.CH, s.err, ss.GI, ss.EL, f.stk
+    pump_trim(p, s, ss, e0)
     stk[0] = e0
     top = 1
     RI[e0, I_PUMP] = 1
@@ -308,9 +314,9 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
     while top > 0:
         e = stk[top - 1]
         if GF[0] <= RF[e, R_NOW]:  # every arrival due by now is routed before this replica plans
-            j = s_route(nrep, B, affinity, caching, pool_blocks, fs, inv_P, pp, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF, GI, SI, PI, SG, sh_t, SHI, CB, CI)  # fmt: skip
+            j = s_route(p, s, f, sp, ss)
             if j >= 0:
-                pump_trim(pool_blocks, fs, RI, RF, CB, CI, j)
+                pump_trim(p, s, ss, j)
                 RI[j, I_PUMP] = 1
                 RI[j, I_STUCK] = 0
                 stk[top] = j
@@ -318,19 +324,19 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
             continue
         if RF[e, R_NEXT] <= RF[e, R_NOW]:
             head = RI[e, I_HI]
-            absorb(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, RQF, RQI, DL, ts_rep, TSF, e)
+            absorb(p, s, e)
             absorbed(RI, RQI, GI, e, head)
         if RI[e, I_DLN] > 0 and DL[0, e, 0] <= RF[e, R_NOW]:
-            expire(B, RI, RF, hist, RQF, RQI, DL, e)
+            expire(p, s, e)
         nel = drain_ended(RI, RQI, EL, e) if RI[e, I_HE] >= 0 else 0
         if nel:
-            s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e)  # fmt: skip
+            s_ended(p, s, sp, ss, nel, e)
         if RI[e, I_LR] == 0 and RI[e, I_LW] == 0:
             RI[e, I_PUMP] = 0
             top -= 1
             continue
         waiting = RI[e, I_LW]
-        end = begin_step(B, K, MB, keep, tmax, graph_prefill, pool_blocks, fs, q, g_launch, e_launch, g_max, n_k, pp, TB, RI, RF, hist, FH, CH, RQF, RQI, DL, err, e)  # fmt: skip
+        end = begin_step(p, s, e)
         if err[0]:
             return
         if RI[e, I_KIND] != NONE:
@@ -338,14 +344,14 @@ def s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, 
                 rid = CH[0, e, x]
                 if GI[G_ADM, rid] < 0:
                     GI[G_ADM, rid] = RQI[Q_CTX, rid]
-            push(G, RI, ev_t, EVI, e, end)
+            push(s.G, RI, f.ev_t, f.EVI, e, end)
             RI[e, I_PUMP] = 0
             top -= 1
             continue
-        end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, e)  # fmt: skip
+        end_step(p, s, e)
         nel = drain_ended(RI, RQI, EL, e)
         if nel:
-            s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, e)  # fmt: skip
+            s_ended(p, s, sp, ss, nel, e)
         RI[e, I_STUCK] = RI[e, I_STUCK] + 1 if RI[e, I_LW] == waiting else 0
         if RI[e, I_STUCK] > 2:
             err[0] = STUCK
@@ -399,24 +405,28 @@ def s_start(SG, GF, sh_t, SHI, starts, S, agents):
 @jit
 def s_loop(z):
     """Run the session loop until it ends (OK), a slice is done (SLICE), an array needs to grow (GROW) or a check
-    fails (the other statuses); resumable from its arrays (``z``: the parameters, then the arrays)."""
-    p, a = z
-    (N, nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, max_ev, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, max_clock, affinity, caching, agents, S) = p  # fmt: skip
-    (TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL) = a  # fmt: skip
-    fcap = FH.shape[2]
+    fails (the other statuses); resumable from its arrays (``z``: the :class:`~core.serving.sim.jit_layout.Run`,
+    :class:`~core.serving.sim.jit_layout.Pool`, :class:`~core.serving.sim.jit_layout.Engines`,
+    :class:`~core.serving.sim.jit_layout.Fleet`, :class:`~core.serving.sim.jit_layout.SessionParams` and
+    :class:`~core.serving.sim.jit_layout.SessionState` records)."""
+    r, p, s, f, sp, ss = z
+    nrep, MB, max_clock = p.nrep, p.MB, r.max_clock
+    G, GF, RI, RF, DL, err = s.G, s.GF, s.RI, s.RF, s.DL, s.err
+    ev_t, EVI = f.ev_t, f.EVI
+    fcap = s.FH.shape[2]
     evcap = ev_t.shape[0]
-    tscap = TSF.shape[1]
+    tscap = s.TSF.shape[1]
     if not G[G_STARTED]:
         G[G_STARTED] = 1
         for e in range(nrep):
-            record(fs, inv_P, G, RI, RF, ts_rep, TSF, e, RF[e, R_NOW])
+            record(p.fs, p.inv_P, G, RI, RF, s.ts_rep, s.TSF, e, RF[e, R_NOW])
     passes = G[G_PASSES]
     resumed = G[G_RESUME] != 0
     G[G_RESUME] = 0
     margin = 8 * nrep + 4 * MB + 64
     while True:
         # an inbox is absorbed whole in one pass, a time-series point and a deadline per request
-        room = pass_room(margin, nrep, G, GF, RI, SG, sh_t, EL)
+        room = pass_room(margin, nrep, G, GF, RI, ss.SG, ss.sh_t, ss.EL)
         if (
             G[G_TSN] + room > tscap
             or G[G_EVN] + margin > evcap
@@ -434,7 +444,7 @@ def s_loop(z):
                 nxt = GF[0]
                 if G[G_EVN] > 0 and ev_t[0] < nxt:
                     nxt = ev_t[0]
-                code = pass_check(G, GF, passes, nxt, max_clock, max_ev)
+                code = pass_check(G, GF, passes, nxt, max_clock, r.max_ev)
                 if code != OK:
                     return code
         while G[G_EVN] > 0 and EVI[2, 0] != RI[EVI[1, 0], I_VER]:
@@ -446,19 +456,19 @@ def s_loop(z):
             woken = EVI[1, 0]
             ev_pop(G, ev_t, EVI)
             RI[woken, I_FLIGHT] = 0
-            nel = s_end_step(B, max_ctx, pool_blocks, fs, seq_max, inv_P, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ts_rep, TSF, GI, EL, woken)  # fmt: skip
+            nel = s_end_step(p, s, ss, woken)
             if nel:
-                s_ended(B, caching, agents, S, pool_blocks, fs, SG, GF, RI, RF, RQF, RQI, GI, SI, PF, SF, sh_t, SHI, CB, CI, EL, nel, woken)  # fmt: skip
+                s_ended(p, s, sp, ss, nel, woken)
         elif t_a < INF:
             if t_a > max_clock:
                 G[G_PASSES] = passes
                 GF[1] = t_a
                 return CLOCK
-            woken = s_route(nrep, B, affinity, caching, pool_blocks, fs, inv_P, pp, TB, G, GF, RI, RF, RQF, RQI, ev_t, EVI, ts_rep, TSF, GI, SI, PI, SG, sh_t, SHI, CB, CI)  # fmt: skip
+            woken = s_route(p, s, f, sp, ss)
         else:
             break
         if woken >= 0:
-            s_pump(nrep, B, K, MB, keep, tmax, graph_prefill, max_ctx, pool_blocks, fs, seq_max, inv_P, q, g_launch, e_launch, g_max, n_k, pp, affinity, caching, agents, S, TB, G, GF, RI, RF, hist, FH, CH, RQF, RQI, DL, ev_t, EVI, ts_rep, TSF, stk, err, GI, SI, PI, PF, SF, SG, sh_t, SHI, CB, CI, EL, woken)  # fmt: skip
+            s_pump(p, s, f, sp, ss, woken)
         if err[0]:
             G[G_PASSES] = passes
             return err[0]
