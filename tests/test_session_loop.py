@@ -10,6 +10,7 @@ import pytest
 import core.serving.router as router
 import core.serving.session_compiled as session_compiled
 import core.serving.sim.compiled as compiled
+import core.serving.sim.jit_layout as jit_layout
 import core.serving.sim.jit_sessions as jit_sessions
 from core.config import AdapterSet, Lengths, RabitConfig, Sessions, SessionTurn
 from core.serving import ENGINE_SOURCES, FALLBACK_REASONS, SESSION_FALLBACK_REASONS, simulate_sessions
@@ -276,14 +277,12 @@ def test_the_turn_heap_counts_every_turn_due_at_an_instant():
     [1, 1, 2, 1, 5, 3, 9] (children of i at 2i+1, 2i+2) holds three due by 1.0, five by 3.0, all seven by 9.0."""
     import numpy as np
 
-    from core.serving.sim.jit_layout import G_EVN, N_G
-
     heap = np.array([1.0, 1.0, 2.0, 1.0, 5.0, 3.0, 9.0])
-    SG = np.zeros(N_G, dtype=np.int64)
-    SG[G_EVN] = heap.size
+    SG = np.zeros(jit_layout.N_G, dtype=np.int64)
+    SG[jit_layout.G_EVN] = heap.size
     stack = np.zeros(heap.size, dtype=np.int64)
     assert [jit_sessions.s_due(SG, heap, t, stack) for t in (0.5, 1.0, 3.0, 9.0)] == [0, 3, 5, 7]
-    SG[G_EVN] = 3  # only the heap's first three entries are live
+    SG[jit_layout.G_EVN] = 3  # only the heap's first three entries are live
     assert jit_sessions.s_due(SG, heap, 9.0, stack) == 3
 
 
