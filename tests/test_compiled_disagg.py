@@ -128,8 +128,8 @@ CASES = {
         ),
         layout(2, 2, router="round-robin"),
     ),
-    # prefill priority: whole prompts first on either pool (a budget above the longest prompt: a longer one is an
-    # iteration past the timing's table, which the Python loop times)
+    # prefill priority: whole prompts first on either pool (a budget above the longest prompt; longer ones run whole,
+    # tests/test_timing_table.py)
     "prefill priority": (L8, BASE.with_(policy="prefill_priority", token_budget=8192), layout()),
     "prefill priority, light load": (
         L8,
@@ -277,7 +277,7 @@ def test_generated_shapes_match_the_python_loop(p, d, router, cfg, rate, pool, b
         rate_per_s=rate,
         kv_pool_tokens=pool,
         max_batch=batch,
-        # prefill priority: a budget above the longest prompt (a longer one is past the timing's table)
+        # prefill priority: a budget above the longest prompt (longer ones run whole: tests/test_timing_table.py)
         token_budget=8192 if priority else budget,
         prefix_caching=cache,
         async_scheduling=asy,

@@ -117,7 +117,7 @@ def _w(cfg: RabitConfig, **kw) -> RabitConfig:
 
 
 GEMMA = RabitConfig(model="gemma-3-12b-it", tp=1, gpus_per_node=1)  # sliding-window layers (5 of each 6)
-#: short sessions (prefill priority's whole prompts stay within the timing's table)
+#: short sessions
 SHORT = Sessions(
     num_sessions=60,
     rate_per_s=3.0,
