@@ -114,3 +114,25 @@ def test_every_engine_function_is_compiled_with_the_engines_options():
                     assert obj.targetoptions.get(key) == value, f"{module.__name__}.{attr}: {key}"
                 assert isinstance(obj._cache, jit_cache._EngineCache), f"{module.__name__}.{attr}"
     assert seen >= 40  # the engine's functions (about a hundred): the walk found them
+
+
+def test_the_warm_up_loads_every_compiled_loop():
+    """``warm_simulator`` (the dashboard's start-up, CI before its test processes) runs each compiled loop once, so
+    no page and no test worker compiles one later: in a fresh process every loop's entry has a compiled signature
+    after it, and none before."""
+    script = """
+import json
+import core.serving.sim.jit_disagg as d, core.serving.sim.jit_loop as a, core.serving.sim.jit_sessions as s
+loops = {"aggregated": a.loop, "disaggregated": d.loop, "sessions": s.s_loop}
+before = {k: len(f.signatures) for k, f in loops.items()}
+from core.serving import warm_simulator
+warm_simulator()
+print(json.dumps({"before": before, "after": {k: len(f.signatures) for k, f in loops.items()}}))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600, check=True
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["before"] == {"aggregated": 0, "disaggregated": 0, "sessions": 0}
+    # replicas with adapters run the aggregated loop on the same record types: one signature serves both
+    assert got["after"] == {"aggregated": 1, "disaggregated": 1, "sessions": 1}
