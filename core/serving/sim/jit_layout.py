@@ -240,4 +240,4 @@ class SessionState(NamedTuple):
     SHI: np.ndarray
     CB: np.ndarray  # the prefix caches: per replica and session its cached blocks and free-queue links
     CI: np.ndarray  # per replica: the free queue's head and tail, cached blocks, evictions
-    EL: np.ndarray  # the requests that ended in a call, in order
+    EL: np.ndarray  # the requests that ended in a call, in order; between passes the scratch of jit_sessions.s_due
