@@ -141,12 +141,32 @@ def _from_widget(path: str, v: Any) -> Any:
     return v
 
 
+#: A copy of every ``cfg.`` value and view choice under a key no widget owns (:func:`_keep`).
+_KEPT = "_rabit_kept"
+
+
 def _keep() -> None:
     """Write every ``cfg.`` value and view choice back so that widgets not drawn on this page keep their values
-    (a page shows the tab and bound it showed when it is opened again)."""
-    for k, v in st.session_state.to_dict().items():
+    (a page shows the tab and bound it showed when it is opened again), and restore any that Streamlit dropped.
+
+    A page switch that interrupts a script run (a loaded server, an input changed just before the click) makes
+    Streamlit clear the state of every widget the browser no longer shows (``ScriptRunner``: "Clear widget state on
+    page change ... even if a script run was interrupted"; streamlit/streamlit PR 8425, issue 9100), and a value
+    written back under a widget's key can go with it. A copy under a key no widget owns survives that clean-up and
+    brings back what was dropped (the view choices were). Known gap: under load the same switch can also set other
+    pages' inputs back to their widgets' defaults (the key kept, its value changed), which this cannot tell from an
+    edit; tests/test_browser_link.py catches it when a second process loads the machine."""
+    ss = st.session_state
+    now = ss.to_dict()
+    kept = dict(now.get(_KEPT) or {})
+    for k, v in kept.items():
+        if k not in now:  # dropped by the clean-up, not by anything here (no input is ever removed)
+            now[k] = v
+    for k, v in now.items():
         if isinstance(k, str) and (k.startswith(_P) or k in VIEW_PARAMS):
-            st.session_state[k] = v
+            ss[k] = v
+            kept[k] = v
+    ss[_KEPT] = kept
 
 
 def bounds(path: str, step: float | None = None) -> dict[str, Any]:

@@ -150,7 +150,7 @@ def test_a_pasted_link_reproduces_every_page(server):
             )
             sent = headline(sender)
             url = sender.url
-            assert all(c in url for c in CHANGED), url
+            assert all(c in url for c in CHANGED), (title, url)
             fresh = b.new_context(viewport={"width": 1400, "height": 1000}).new_page()
             fresh.goto(url)
             fresh.wait_for_function(
