@@ -27,6 +27,7 @@ from core.serving.sim import compiled
 from core.serving.sim.compiled_layout import (
     engine_state,
     fleet,
+    goes_on,
     grown_engines,
     grown_fleet,
     no_router,
@@ -34,17 +35,11 @@ from core.serving.sim.compiled_layout import (
     run_limits,
 )
 from core.serving.sim.jit_layout import (
-    CLOCK,
-    EVENTS,
-    G_PASSES,
     G_TSN,
     GROW,
     N_G,
-    NO_ROOM,
     OK,
     Q_REP,
-    SLICE,
-    STUCK,
     SessionParams,
     SessionState,
 )  # fmt: skip
@@ -142,7 +137,7 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
             # the requests one pass may absorb: the inboxes, the turns due at once, the deadlines held (pass_room)
             s = grown_engines(s, mb, int(pass_room(margin, R, G, GF, s.RI, ss.SG, ss.sh_t, ss.EL)))
             f = grown_fleet(f, G, margin)
-        elif not _goes_on(code, budget, G, GF):
+        elif not goes_on(code, budget, G, GF):
             return None
     RQF, RQI, GI, CI, tsn = s.RQF, s.RQI, ss.GI, ss.CI, int(G[G_TSN])
     issued = int(G[0])
@@ -199,20 +194,3 @@ def _session_state(spec: SimSpec, plan: SessionPlan, pool, R: int, n: int, mb: i
         CI=CI,
         EL=np.zeros(n + mb + 8, dtype=np.int64),
     )
-
-
-def _goes_on(code: int, budget, G, GF) -> bool:
-    """After ``s_loop`` stopped on ``code`` (neither OK nor GROW): True where the run goes on (a slice done, the
-    budget checked), False where the Python loop times it (an iteration past the timing's table); raises on a
-    budget past or a stuck replica."""
-    if code == SLICE:
-        budget.check(int(G[G_PASSES]), float(GF[1]))
-        return True
-    if code in (CLOCK, EVENTS):
-        budget.check(int(G[G_PASSES]), float(GF[1]))
-        raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")
-    if code == STUCK:
-        raise RuntimeError("a replica can neither admit nor reject the head of its queue")
-    if code == NO_ROOM:
-        raise RuntimeError("decode run without room for one iteration")
-    return False

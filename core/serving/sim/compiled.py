@@ -52,6 +52,7 @@ import numpy as np
 from core.serving.sim.compiled_layout import (
     engine_state,
     fleet,
+    goes_on,
     grown,
     grown_engines,
     grown_fleet,
@@ -61,12 +62,9 @@ from core.serving.sim.compiled_layout import (
 )
 from core.serving.sim.compiled_lora import adapter_numbers, lay_out, loads_by_replica, replica_adapters
 from core.serving.sim.jit_layout import (
-    CLOCK,
-    EVENTS,
     G_AHN,
     G_CLOSED,
     G_INBOX,
-    G_PASSES,
     G_TSN,
     GF_DURATION,
     GF_NEXT,
@@ -75,7 +73,6 @@ from core.serving.sim.jit_layout import (
     I_ITER,
     I_PRE,
     INF,
-    NO_ROOM,
     OK,
     P2_CHUNK,
     Q_CACHED,
@@ -93,8 +90,6 @@ from core.serving.sim.jit_layout import (
     RQ_ARR,
     RQ_FIN,
     RQ_FIRST,
-    SLICE,
-    STUCK,
     Router,
 )  # fmt: skip
 from core.serving.sim.pool import prefix_hit_tokens
@@ -297,21 +292,12 @@ def run(
         code = loop((r, p, s, f))
         if code == OK:
             break
-        if code == SLICE:
-            budget.check(int(G[G_PASSES]), float(GF[1]))
-        elif code == GROW:
+        if code == GROW:
             s = grown_engines(s, mb, margin + int(G[G_INBOX]))  # an inbox is absorbed whole in one pass
             f = grown_fleet(f, G, margin)
             if lg_room and 2 * (int(s.err[1]) + lg_room) + 2 > s.err.shape[0]:
                 s = s._replace(err=grown(s.err, 2 * s.err.shape[0]))
-        elif code in (CLOCK, EVENTS):
-            budget.check(int(G[G_PASSES]), float(GF[1]))
-            raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")
-        elif code == STUCK:
-            raise RuntimeError("a replica can neither admit nor reject the head of its queue")
-        elif code == NO_ROOM:
-            raise RuntimeError("decode run without room for one iteration")
-        else:
+        elif not goes_on(code, budget, G, GF):
             return None
     tsn = int(G[G_TSN])
     loads = loads_by_replica(R, TB, s.err) if lora is not None else None

@@ -26,16 +26,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.serving.sim import compiled, compiled_layout
-from core.serving.sim.compiled_layout import engine_state, fleet, grown, grown_engines, grown_fleet, pool_params
+from core.serving.sim.compiled_layout import (
+    engine_state,
+    fleet,
+    goes_on,
+    grown,
+    grown_engines,
+    grown_fleet,
+    pool_params,
+)
 from core.serving.sim.jit_layout import (
-    CLOCK,
-    EVENTS,
     G_AHN,
     G_CLOSED,
     G_EVN,
     G_FHMAX,
     G_ISSUED,
-    G_PASSES,
     G_TSN,
     GF_DURATION,
     GF_NEXT,
@@ -45,14 +50,11 @@ from core.serving.sim.jit_layout import (
     I_REMOTE,
     INF,
     N_G,
-    NO_ROOM,
     OK,
     Q_CACHED,
     Q_INP,
     Q_OUT,
     Q_RES,
-    SLICE,
-    STUCK,
     Transfers,
     Wire,
 )  # fmt: skip
@@ -162,21 +164,12 @@ def run(spec, ptiming, dtiming, ppool, dpool, draws, P: int, D: int, router: str
         code = loop((r, w, pf, sf, pd, sd, f, x))
         if code == OK:
             break
-        if code == SLICE:
-            budget.check(int(Gp[G_PASSES]), float(GFp[1]))
-        elif code == GROW:
+        if code == GROW:
             sf = grown_engines(sf, mb, margin + burst + _pending(sf.RI, x.DEL[:P], x.ORDp))
             sd = grown_engines(sd, mb, margin + _pending(sd.RI, x.DEL[P:], x.ORDd))
             f = grown_fleet(f, Gp, margin + burst)
             x = _grown_transfers(x, mb, margin)
-        elif code in (CLOCK, EVENTS):
-            budget.check(int(Gp[G_PASSES]), float(GFp[1]))
-            raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")
-        elif code == STUCK:
-            raise RuntimeError("a replica can neither admit nor reject the head of its queue")
-        elif code == NO_ROOM:
-            raise RuntimeError("decode run without room for one iteration")
-        else:
+        elif not goes_on(code, budget, Gp, GFp):
             return None
     front, front_g = _records(P, sf)
     back_parts, back_idx = _records(D, sd, int(x.Gx[G_ISSUED]))

@@ -10,10 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from core.serving.sim.jit_layout import (
+    CLOCK,
+    EVENTS,
     G_DLMAX,
     G_EVN,
     G_FHMAX,
     G_LO,
+    G_PASSES,
     G_TSN,
     GF_DURATION,
     GF_NEXT,
@@ -39,12 +42,15 @@ from core.serving.sim.jit_layout import (
     N_Q,
     N_RF,
     N_RI,
+    NO_ROOM,
     Q_NX_IN,
     Q_NX_W,
     Q_REP,
     Q_STATUS,
     R_NEXT,
     R_SS,
+    SLICE,
+    STUCK,
     Engines,
     Fleet,
     Pool,
@@ -188,3 +194,20 @@ def grown_fleet(f: Fleet, G: np.ndarray, margin: int) -> Fleet:
         size = max(2 * f.ev_t.shape[0], int(G[G_EVN]) + 2 * margin)
         return f._replace(ev_t=grown(f.ev_t, size), EVI=grown(f.EVI, size))
     return f
+
+
+def goes_on(code: int, budget, G: np.ndarray, GF: np.ndarray) -> bool:
+    """After a compiled loop stopped on ``code`` (neither OK nor GROW; ``G`` / ``GF`` its counters): True where the
+    run goes on (a slice done, the work budget checked), False where the Python loop times it (an iteration past
+    the timing's table); raises on a budget past, a stuck replica or a decode run without room."""
+    if code == SLICE:
+        budget.check(int(G[G_PASSES]), float(GF[1]))
+        return True
+    if code in (CLOCK, EVENTS):
+        budget.check(int(G[G_PASSES]), float(GF[1]))
+        raise RuntimeError("the compiled loop stopped on a budget its caller's check let pass")
+    if code == STUCK:
+        raise RuntimeError("a replica can neither admit nor reject the head of its queue")
+    if code == NO_ROOM:
+        raise RuntimeError("decode run without room for one iteration")
+    return False
