@@ -118,7 +118,11 @@ def test_validate_takes_the_assumptions_of_a_config_file(tmp_path, capsys):
 
 @pytest.fixture
 def cfg_file(tmp_path):
-    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
+    # half the default rate: the replica (0.55 requests/s of 4,096 + 4,096 tokens at base) well below capacity at
+    # every bound, so its latency ranges stay narrow (at 0.5 requests/s the pessimistic mbu and kv_read_bw_eff
+    # bounds saturate it, and the p95 TTFT range reaches minutes)
+    base = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
+    cfg = base.with_(workload=base.workload.with_(rate_per_s=0.25))
     f = tmp_path / "rabit-config.json"
     f.write_text(cfg.model_dump_json())
     return cfg, str(f)

@@ -138,3 +138,25 @@ def test_bounds_band_pairs_the_two_bound_runs_and_drops_a_point_either_lacks():
     low = {1: 3.0, 2: 4.0, 3: 7.0}
     high = {1: 2.0, 2: 5.0, 3: None, 4: 1.0}
     assert bounds_band([1, 2, 3, 4], low, high) == ([1, 2], [2.0, 4.0], [3.0, 5.0])
+
+
+def test_a_bound_that_saturates_the_replica_shows_in_the_latency_range():
+    """Llama-3.1-8B on one H100 under the default workload (0.5 requests/s of 4,096 + 4,096 tokens, 1,000 requests):
+    0.55 requests/s of capacity at base, 0.434 with kv_read_bw_eff at its low bound (the K/V of 4,096-8,192-token
+    contexts read at 0.70 x 0.78 of peak). At that bound the backlog grows by about (0.5 - 0.434) x 2,000 s = 132
+    requests over the run, so a late request waits minutes for its first token. The bound runs take up to
+    RANGE_SIM_REQUESTS of the requests, enough for that queue to build; 256-request runs (512 s) gave a p95 TTFT range
+    of 0.21-0.33 s around 0.24 s."""
+    from core.config import RabitConfig
+    from core.decision import simulation_spread
+    from core.decision.uncertainty import RANGE_SIM_REQUESTS
+    from core.serving import sim_spec
+
+    cfg = RabitConfig(model="llama-3.1-8b", gpu="h100-sxm", gpus_per_node=1, tp=1)
+    spec = sim_spec(cfg)
+    assert spec.num_requests == 1000 and spec.rate_per_s == 0.5 and RANGE_SIM_REQUESTS >= 1000
+    sr = simulation_spread(cfg, spec)
+    r = sr.ranges["ttft_s.p95"]
+    assert r.value < 0.5 and r.high > 60.0
+    assert sr.requests_at_bounds == 1000
+    assert not sr.saturated and sr.saturated_at["low"]  # the page says the verdict changes inside the range

@@ -19,7 +19,7 @@ from core.config import RabitConfig, resolve
 from core.decision.goal import candidate_config
 from core.decision.optimizer import layout_of_candidate, pick_of, screen_candidate, simulate_candidate
 from core.decision.range_rule import Estimate, rebase, spread
-from core.decision.uncertainty import RANGE_SIM_REQUESTS, serving_screen, training_ranges
+from core.decision.uncertainty import serving_screen, training_ranges
 from core.serving import simulate_deployment
 from core.training import TrainingGoal, plan
 
@@ -34,6 +34,12 @@ PICK_KEYS = (
 )
 
 
+#: Requests per simulated deployment at an assumption's bound for a pick's p95 ranges (the base keeps the full
+#: workload). Fewer than the Serving page's bound runs (:data:`core.decision.uncertainty.RANGE_SIM_REQUESTS`): a pick's
+#: ranges simulate its whole deployment once per bound of every assumption that moves it, and the Optimizer and Next
+#: experiment views draw them at once; the pick is also simulated on the full workload with every assumption at its
+#: pessimistic bound (:func:`_pessimistic`), which is where a queue that grows at a bound shows.
+PICK_RANGE_SIM_REQUESTS = 256
 #: The p95 targets of a serving goal: (field of the goal and of a pick, how a page names it).
 TARGETS = (("p95_ttft_s", "p95 TTFT"), ("p95_itl_s", "p95 ITL"), ("p95_e2e_s", "p95 end-to-end"))
 
@@ -110,7 +116,7 @@ def _pick_estimate(goal, cons, prices, cand, *, simulate_p95: bool) -> Estimate:
     _, o_mean = goal.workload.mean_lengths()
     price = gpu_price(cand.gpu, prices, kind=cons.price_kind, policy=cons.price_policy, providers=cons.providers)
     tokens_per_hour = goal.rate_per_s * o_mean * 3600
-    short = goal.workload.with_(num_requests=min(goal.workload.num_requests, RANGE_SIM_REQUESTS))
+    short = goal.workload.with_(num_requests=min(goal.workload.num_requests, PICK_RANGE_SIM_REQUESTS))
 
     def est(cfg: RabitConfig) -> dict[str, Any]:
         dep = resolve(cfg)  # the candidate at this bound, resolved once for its screen and its simulation
@@ -167,7 +173,7 @@ def _disagg_ranges(rec, best, prices) -> RecommendationRanges:
     goal, cons, pick = rec.goal, rec.constraints, rec.recommendation
     narrowed = _pools_narrowed(cons, pick)
     tokens_per_hour = goal.rate_per_s * goal.workload.mean_lengths()[1] * 3600
-    short = goal.workload.with_(num_requests=min(goal.workload.num_requests, RANGE_SIM_REQUESTS))
+    short = goal.workload.with_(num_requests=min(goal.workload.num_requests, PICK_RANGE_SIM_REQUESTS))
     at: dict[str, dict[str, float]] = {}
     low = None
     for bound in ("base", "low", "high"):

@@ -50,10 +50,21 @@ from core.serving import (
 )
 from core.training import catalog_price, config_layout, evaluate_layout, goodput, plan
 
-#: Requests per simulation at an assumption's bound (the base keeps the full workload). The bound runs supply
-#: only the log-ratios d_i, taken against a base run of the same size and seed; 256 requests keep p99 (100
-#: samples needed) and bound the cost of the ~18 extra runs (a modelling shortcut, see simulation_spread).
-RANGE_SIM_REQUESTS = 256
+#: Most requests per simulation at an assumption's bound (the base keeps the full workload; the bound runs take the
+#: first of its requests, at most this many, against a base run of the same size and seed for the log-ratios).
+#: Near capacity a bound that moves the step time by a few per cent moves the queue, and the latencies with it, by
+#: far more than a short run shows: at 97 % of a replica's capacity (the vllm-lifecycle stage Llama-2-7B general at
+#: 20 requests/s) 300-request bound runs gave a mean E2E range of 4.7-10.6 s and whole 12,000-request ones 3.6-124 s
+#: (4.16 s measured); Llama-3.1-8B on one H100 under the default workload (0.5 requests/s of 4,096 + 4,096 tokens:
+#: 91 % of its 0.55 requests/s) saturates at the pessimistic mbu and kv_read_bw_eff bounds, which 256-request bound
+#: runs did not show (p95 TTFT range 0.21-0.33 s; 0.19 s-17 min from its 1,000 requests).
+#: 4,000 requests keep a bound's queue long enough to show its trend, at about 1 s more than the full run on the
+#: compiled loop (the default workload's range pass: 0.37 s; 4,000 requests: 1.0 s; 20,000: 3.0 s, one core).
+RANGE_SIM_REQUESTS = 4_000
+#: The same where the full run took the Python loop (:attr:`core.serving.SimulationResult.loop`: a host KV tier
+#: reached, pipeline stages, per-step timing), about 50 times slower per request: 2,000-request bound runs of a run
+#: that spills into a 64 GiB host tier (Llama-3.1-70B on 2 x H100) took 32 s against 0.6 s for the plain run.
+RANGE_SIM_REQUESTS_PYTHON_LOOP = 256
 
 
 def step_model_screen(cfg: RabitConfig) -> Any:
@@ -359,12 +370,13 @@ def simulation_spread(cfg: RabitConfig, spec, full=None) -> SimulationRanges:
     """Ranges of the simulated percentiles, throughput and capacity of one replica.
 
     The full run gives the values; the bound runs use the first ``RANGE_SIM_REQUESTS`` requests of the same
-    seeded workload (with a base run of that size for the log-ratios), so the ranges cost about as much as two
-    full runs. The saturation verdict is also taken with every assumption at its pessimistic and optimistic
+    seeded workload (``RANGE_SIM_REQUESTS_PYTHON_LOOP`` where the full run took the Python loop), with a base run of
+    that size for the log-ratios. The saturation verdict is also taken with every assumption at its pessimistic and optimistic
     bound.
     """
     full = full if full is not None else simulate(cfg, spec)
-    short = spec.with_(num_requests=min(spec.num_requests, RANGE_SIM_REQUESTS)) if spec.trace is None else spec
+    most = RANGE_SIM_REQUESTS if full.loop == "compiled" else RANGE_SIM_REQUESTS_PYTHON_LOOP
+    short = spec.with_(num_requests=min(spec.num_requests, most)) if spec.trace is None else spec
     est = simulation_estimate(short)
     sp = spread(cfg, est, ("serving_memory", "serving_speed"), screen=serving_screen)
     base_full = _summary_dict(full)

@@ -21,7 +21,7 @@ Each stage runs on its own from an empty replica with a cold prefix cache: a sec
 prompt (100 requests, 1-3 % of the stage) prefills in full where the server had it cached from the first stage,
 and the first stage's requests still in flight are not carried over. Percentiles are numpy's linear
 interpolation, as the load generator's report computes them (inference-perf ``reportgen/base.py``). A case's
-range takes its bound runs at :data:`RANGE_REQUESTS` requests and applies their log-moves to the full stage.
+range replays the whole stage at each assumption bound (``core.decision.validation.SIMULATED_FILES``).
 """
 
 from __future__ import annotations
@@ -165,18 +165,6 @@ def lifecycle_config(r: Mapping[str, str]) -> RabitConfig:
         seed=0,
     )
     return cfg.with_(workload=w)
-
-
-#: Requests of a replayed stage at each assumption bound: the bounds' log-moves from runs this long are applied to
-#: the full stage's prediction (as the simulated multi-LoRA cases and the Serving page's ranges do).
-RANGE_REQUESTS = 300
-
-
-def short_row(r: dict[str, str]) -> dict[str, str]:
-    """The row its bound runs take: at most :data:`RANGE_REQUESTS` requests (the row itself when it has no more)."""
-    if int(r["requests"]) <= RANGE_REQUESTS:
-        return r
-    return {**r, "requests": str(RANGE_REQUESTS)}
 
 
 @functools.lru_cache(maxsize=2048)
