@@ -192,6 +192,7 @@ with st.expander("Assumptions behind these numbers, with sources"):
             cfg,
             (
                 "mbu",
+                "fp8_stream_eff",
                 "mfu_max",
                 "mfu_ramp_tokens",
                 "gemm_k0_ridge",
@@ -199,6 +200,7 @@ with st.expander("Assumptions behind these numbers, with sources"):
                 "fp4_speedup",
                 "comm_bw_eff",
                 "collective_base_us",
+                "custom_ar_base_us",
                 "comm_overlap",
                 "step_overhead_ms",
                 "eagle_draft_frac",

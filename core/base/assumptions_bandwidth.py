@@ -1,5 +1,6 @@
 """The decode step's two bandwidth assumptions: the weight streams' share of peak HBM bandwidth (``mbu``) and the
-paged K/V gathers' share of that (``kv_read_bw_eff``); part of :data:`core.base.assumptions.REGISTRY`, in its
+paged K/V gathers' share of that (``kv_read_bw_eff``), the FP8 GEMMs' share of it at small batch
+(``fp8_stream_eff``); part of :data:`core.base.assumptions.REGISTRY`, in its
 order."""
 
 from __future__ import annotations
@@ -29,6 +30,27 @@ DECODE_BANDWIDTH_ASSUMPTIONS = (
         min_value=0.01,
         max_value=1.0,
         domain_reason="achieved / peak bandwidth: never above the peak",
+    ),
+    AssumptionInfo(
+        "fp8_stream_eff",
+        "Weight-stream bandwidth of FP8 GEMMs at small batch, as a share of the weight streams' (mbu)",
+        "frac",
+        0.87,
+        0.63,
+        1.0,
+        "FP8 weights are read by FP8 tensor-core GEMM kernels (no GEMV path: e4m3 operands in K-major tiles of 64 "
+        "rows, scaled in the epilogue), which at decode batch sizes stream the weights below the BF16 GEMV "
+        "kernels' rate: CUTLASS's best SM90 e4m3 kernels for 16-64 x 14,336 x 4,096 on H100 reach ~2.2 TB/s, "
+        "68-70 % of peak by Nsight Compute (NVIDIA/cutlass issue 1139), against mbu 0.78 for the BF16 streams: "
+        "base 0.68 / 0.78 = 0.87. Low: an FP8 weight-only GEMV on H200 at 2.35 TB/s of 4.8, 0.49 of peak "
+        "(microsoft/onnxruntime PR 31155): 0.63 of mbu. High: as fast as the BF16 streams. It moves only the "
+        "weights read by a memory-bound step (decode, small batches); a compute-bound step is set by the FP8 "
+        "rate (fp8_speedup).",
+        +1,
+        moves=("serving_speed",),
+        min_value=0.05,
+        max_value=1.0,
+        domain_reason="a share of the weight streams' bandwidth: above 1 an FP8 GEMM would beat the GEMV's stream",
     ),
     AssumptionInfo(
         "kv_read_bw_eff",

@@ -41,6 +41,28 @@ COLLECTIVE_ASSUMPTIONS = (
         domain_reason="a 10 ms launch cost is a hung collective, not a latency",
     ),
     AssumptionInfo(
+        "custom_ar_base_us",
+        "Fixed cost of a serving engine's one-shot all-reduce (each GPU reads every peer's buffer and sums)",
+        "us",
+        3.0,
+        8.0,
+        1.5,
+        "vLLM, SGLang and TensorRT-LLM all-reduce a TP group's small buffers with their own one-shot kernel (IPC "
+        "buffers over NVLink, one flag barrier, replayed from a CUDA graph), not NCCL (NVSwitch parts; not on PCIe, "
+        "across nodes or on AMD's mesh, whose ROCm kernels have no published cost here). vLLM's "
+        "H100 table (vllm-project/vllm PRs 24111 and 24532, hidden 8,192, BF16, ca_1stage) follows t = t0 + alpha "
+        "+ (p - 1) n / beta at t0 + alpha = 5.3-5.9 us over TP 2 / 4 / 6 and 0.5-2 MB (7 us at TP 2 and 0.5 MB, 10 "
+        "at TP 4, 13 at TP 6; 19 at TP 4 and 1.5 MB), with alpha = 2.5 us (the H100 catalog's hop) and beta = 360 "
+        "GB/s: t0 = 3 us. SGLang's port of TensorRT-LLM's kernel: 3.7-4.5 us for buffers up to 32 KB at TP 2 "
+        "without a CUDA graph (sgl-project/sglang PR 2904). Low: NCCL's launch cost (collective_base_us); high: "
+        "the barrier alone.",
+        -1,
+        moves=("serving_speed",),
+        min_value=0.0,
+        max_value=10000.0,
+        domain_reason="a 10 ms launch cost is a hung collective, not a latency",
+    ),
+    AssumptionInfo(
         "comm_overlap",
         "Share of tensor-parallel communication hidden behind compute (serving)",
         "frac",

@@ -9,6 +9,7 @@ latency alpha [s] and achieved per-GPU bandwidth beta [B/s] (per direction):
     tree all-reduce        2 log2(p) alpha + 2 n / beta          (double binary tree; NCCL)
     NVLS all-reduce        2 alpha + (1 + 1/p) n / (s beta)       (NVLink SHARP switches, Hopper/Blackwell)
     all-reduce             min(ring, tree[, NVLS])                (the RA-BIT spec: the cheaper of ring and tree)
+    one-shot all-reduce    t0' + alpha + (p-1) n / beta           (serving engines' own kernel, small buffers)
     all-gather / reduce-scatter   (p-1) alpha + (p-1)/p x n / beta
     all-to-all             (p-1) alpha + (p-1)/p x n / beta
     point-to-point         alpha + n / beta
@@ -45,6 +46,11 @@ from core.config import Deployment, VideoDeployment
 
 #: Bytes per activation element (BF16): what TP all-reduces, EP all-to-alls, pipeline and sequence-parallel sends move.
 ACT_BYTES = 2.0
+#: Largest buffers the serving engines all-reduce in one shot over 3-4 and 5-8 GPUs (vLLM custom_all_reduce.cuh);
+#: over two GPUs every buffer (ONE_SHOT_ALWAYS tokens: no iteration reaches it).
+ONE_SHOT_MAX_BYTES_4 = 512 * 1024
+ONE_SHOT_MAX_BYTES_8 = 256 * 1024
+ONE_SHOT_ALWAYS = 1e15
 
 
 @dataclass(frozen=True)
@@ -367,6 +373,71 @@ class Collectives:
                 beta=lv.bw_bytes_per_s,
             )
         return a_r, b_r, a_t, b_t
+
+    def one_shot_max_tokens(self, p: int, h: int, b_a: float) -> float:
+        """Tokens below which the serving engines all-reduce a TP group's buffer in one shot [tokens]: every buffer
+        over two GPUs, under 512 KB over three or four, under 256 KB over five to eight; larger buffers take the
+        two-stage kernel or NCCL (vLLM ``csrc/custom_all_reduce.cuh``, ``CustomAllreduce::allreduce``).
+        TP 4, h = 8,192, BF16: 524,288 / 16,384 = 32 tokens; TP 8: 16."""
+        if p <= 2:
+            return ONE_SHOT_ALWAYS
+        cap = ONE_SHOT_MAX_BYTES_4 if p <= 4 else ONE_SHOT_MAX_BYTES_8
+        return cap / (h * b_a)
+
+    def one_shot_ar_line(self, p: int, h: int, b_a: float, base_s: float, tr: Trace = NO_TRACE):
+        """The serving engines' one-shot all-reduce of ``T`` tokens of ``h`` elements over a TP group of ``p`` GPUs
+        as a straight line in ``T``: ``(a_o, b_o)`` with cost ``a_o + b_o T`` [s, s per token].
+
+        vLLM, SGLang and TensorRT-LLM all-reduce a decode batch with their own kernel, not NCCL: each GPU copies
+        its buffer into a registered IPC buffer, waits on one flag barrier and reads every peer's buffer over
+        NVLink (or Infinity Fabric) to sum it, ``t0' + alpha + (p - 1) n / beta`` with ``t0'`` the kernel's fixed
+        cost (assumption ``custom_ar_base_us``) against NCCL's ``t0``: the cheapest line at small buffers, and the
+        only one of the three that gains from fewer hops rather than fewer bytes. Inside an NVLink switch domain
+        only: the engines fall back to NCCL over PCIe and across nodes, and the ROCm kernels' fixed cost on an
+        Infinity Fabric mesh has no published measurement here (there this returns the cheaper of the other two
+        lines at one token, which the minimum never takes below them).
+        H100 SXM, TP 2, h = 8,192, 32 tokens (0.5 MB): 3 + 2.5 + 1 x 524,288 B / 360 GB/s = 6.96 us (vLLM's
+        ca_1stage: 7 us); the ring 8 + 5 + 1.46 = 14.5 us.
+        """
+        if p <= 1:
+            return 0.0, 0.0
+        g = self.gpu
+        if self.spans_nodes(p) or g.topology != "nvswitch":
+            a_r, b_r, a_t, b_t = self.tp_all_reduce_lines(p, h, b_a)
+            return (a_r, b_r) if a_r + b_r <= a_t + b_t else (float(a_t), b_t)
+        lv = self.intra(p)
+        a_o = base_s + lv.latency_s
+        b_o = (p - 1) * h * b_a / lv.bw_bytes_per_s
+        if tr.enabled:
+            u = {"t0c": "s", "alpha": "s", "beta": "B/s", "b_a": "B"}
+            tr.step(
+                "ar_one_alpha_s",
+                "One-shot all-reduce: fixed time",
+                "a_o",
+                "t0c + alpha",
+                a_o,
+                unit="s",
+                units=u,
+                t0c=base_s,
+                alpha=lv.latency_s,
+                note="the engine's own kernel: one barrier and one hop after its fixed cost (custom_ar_base_us)",
+            )
+            tr.step(
+                "ar_one_beta_s",
+                "One-shot all-reduce: time per token",
+                "b_o",
+                "(p - 1) * h * b_a / beta",
+                b_o,
+                unit="s",
+                latex=r"\frac{([p] - 1) [h] \cdot [b_a]}{[beta]}",
+                units=u,
+                p=p,
+                h=h,
+                b_a=b_a,
+                beta=lv.bw_bytes_per_s,
+                note="each GPU reads every peer's whole buffer and sums it",
+            )
+        return a_o, b_o
 
     def all_to_all_line(self, n_per_token: float, p: int, tr: Trace = NO_TRACE) -> tuple[float, float]:
         """An EP all-to-all (dispatch or combine) of ``T`` tokens, each GPU sending ``n_per_token`` bytes per token,

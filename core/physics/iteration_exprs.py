@@ -6,9 +6,9 @@ In the symbols of :func:`consts`::
     F   = f_t T + f_a A (+ f_l T)                                            FLOPs per GPU
     t_c = (f_t - f_e) T / (pi mfu eta_d T/(T + T0)) + f_e T / (pi mfu eta_e t_e/(t_e + T0)) + f_a A / (pi_a mfu)
           (+ f_l T / (pi mfu eta_l))
-    Y   = W_r + (g_r R + T) k_g + T r_b,   Y_l = D w_l + T a_l               bytes per GPU
+    Y   = g_w W_r + (g_r R + T) k_g + T r_b,   Y_l = D w_l + T a_l           bytes per GPU
     t_m = Y / (pi_bw eta_bw) (+ Y_l / (pi_bw eta_bw eta_l))
-    t_x = (n_ar min(a_r + b_r T, a_t + b_t T) + n_a2a (a_e + b_e T)) x_c
+    t_x = (n_ar min(a_r + b_r T, a_t + b_t T, a_o + b_o T [T < T_o]) + n_a2a (a_e + b_e T)) x_c
     t_ca = f_a A / (pi_a mfu), t_ma = g_r R k_g / (pi_bw eta_bw)              attention's compute and K/V reads
     t_b = max(t_c - t_ca, t_m - t_ma) + max(t_ca, t_ma)                       GEMMs and attention, each at its roofline
     t_o = t_s + pp n_k t_k + S (t_q + (V y_v + 2 m_s) / (pi_bw eta_bw))
@@ -50,6 +50,9 @@ UNITS = {
     "a_t": "s",
     "b_r": "s",
     "b_t": "s",
+    "a_o": "s",
+    "b_o": "s",
+    "T_o": "tokens",
     "n_a2a": "",
     "a_e": "s",
     "b_e": "s",
@@ -80,6 +83,7 @@ UNITS = {
     "t_e": "tokens",
     "r_b": "B",
     "g_r": "x",
+    "g_w": "x",
     "T_c": "tokens",
     "A_c": "pairs",
     "R_c": "tokens",
@@ -107,9 +111,12 @@ EXPR_COMPUTE = (
     "(f_t - f_e) * T / (pi_flops * mfu * eta_d * T / (T + T0)) + f_e * T / (pi_flops * mfu * eta_e * t_e / (t_e + T0))"
     " + f_a * A / (pi_flops * mfu)"
 )
-EXPR_BYTES = "W_r + (g_r * R + T) * k_g + T * r_b"
+EXPR_BYTES = "g_w * W_r + (g_r * R + T) * k_g + T * r_b"
 EXPR_MEMORY = "Y / (pi_bw * eta_bw)"
-EXPR_COMM = "(n_ar * min(a_r + b_r * T, a_t + b_t * T) + n_a2a * (a_e + b_e * T)) * x_c"
+EXPR_COMM = (
+    "(n_ar * min(a_r + b_r * T, a_t + b_t * T, a_o + b_o * T if T < T_o else a_r + b_r * T) + n_a2a * (a_e + b_e * T))"
+    " * x_c"
+)
 EXPR_FIXED = "t_s + pp * n_k * t_k + S * (t_q + (V * y_v + 2 * m_s) / (pi_bw * eta_bw))"
 EXPR_ATT_COMPUTE = "f_a * A / (pi_flops * mfu)"
 EXPR_ATT_MEMORY = "g_r * R * k_g / (pi_bw * eta_bw)"
@@ -202,6 +209,7 @@ def consts(sm: StepModel) -> dict[str, float]:
         eta_d=sm.dense_gemm_eff,
         r_b=sm.route_bytes_per_token,
         g_r=sm.kv_read_factor,
+        g_w=sm.weight_read_factor,
         f_a=sm.attn_flop_per_pair,
         mfu=sm.mfu_max,
         pi_flops=sm.peak_flop_per_s / sm.mfu_max,  # pi x mfu: the ceiling the body divides by
@@ -215,6 +223,9 @@ def consts(sm: StepModel) -> dict[str, float]:
         b_r=sm.tp_ar_beta_ring,
         a_t=sm.tp_ar_alpha_tree,
         b_t=sm.tp_ar_beta_tree,
+        a_o=sm.tp_ar_alpha_one,
+        b_o=sm.tp_ar_beta_one,
+        T_o=sm.tp_ar_one_max_tokens,
         n_a2a=sm.a2a_per_iter,
         a_e=sm.ep_a2a_alpha,
         b_e=sm.ep_a2a_beta,

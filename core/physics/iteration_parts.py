@@ -242,7 +242,11 @@ def iteration(
     flop = sm.flop_per_token * Tc + sm.attn_flop_per_pair * Ac
     if lora:
         flop = flop + sm.lora_flop_per_token * Tc
-    nbytes = W_r + (sm.kv_read_factor * Rc + Tc) * sm.kv_bytes_per_token + Tc * sm.route_bytes_per_token
+    nbytes = (
+        sm.weight_read_factor * W_r
+        + (sm.kv_read_factor * Rc + Tc) * sm.kv_bytes_per_token
+        + Tc * sm.route_bytes_per_token
+    )
     lora_bytes = D * sm.lora_bytes_per_adapter + Tc * sm.lora_act_bytes_per_token if lora else 0.0
     if tr.enabled:
         pool: dict[str, Any] = {**K, "T": T, "A": A, "R": R, "T_c": Tc, "A_c": Ac, "R_c": Rc, "W_r": W_r}
@@ -421,17 +425,18 @@ def _record_traffic(
         EXPR_BYTES,
         nbytes,
         unit="B",
-        latex=r"[W_r] + ([g_r] \cdot [R] + [T]) \cdot [k_g] + [T] \cdot [r_b]",
+        latex=r"[g_w] \cdot [W_r] + ([g_r] \cdot [R] + [T]) \cdot [k_g] + [T] \cdot [r_b]",
         units=_U_ITER,
+        g_w=K["g_w"],
         W_r=W_r,
         g_r=K["g_r"],
         R=R,
         T=T,
         k_g=K["k_g"],
         r_b=K["r_b"],
-        note="weights read + KV read (R cached tokens, g_r each: the paged gathers priced at the weight "
-        "streams' bandwidth) + KV written (T new tokens)"
-        + (" + MoE permute / un-permute copies (r_b per token)" if K["r_b"] else ""),
+        note="weights read (g_w each: FP8 weights' small-batch streams priced at the BF16 streams' bandwidth) + KV "
+        "read (R cached tokens, g_r each: the paged gathers priced at the weight streams' bandwidth) + KV written "
+        "(T new tokens)" + (" + MoE permute / un-permute copies (r_b per token)" if K["r_b"] else ""),
     )
     extra: dict[str, float] = {}
     if lora:
@@ -476,7 +481,8 @@ def _record_traffic(
         EXPR_COMM,
         x,
         unit="s",
-        latex=r"\left([n_ar] \min([a_r] + [b_r] \cdot [T],\ [a_t] + [b_t] \cdot [T]) + "
+        latex=r"\left([n_ar] \min([a_r] + [b_r] \cdot [T],\ [a_t] + [b_t] \cdot [T],\ [a_o] + [b_o] \cdot [T]\ "
+        r"(T < [T_o])) + "
         r"[n_a2a] ([a_e] + [b_e] \cdot [T])\right) \cdot [x_c]",
         units=_U_ITER,
         n_ar=K["n_ar"],
@@ -485,11 +491,15 @@ def _record_traffic(
         T=T,
         a_t=K["a_t"],
         b_t=K["b_t"],
+        a_o=K["a_o"],
+        b_o=K["b_o"],
+        T_o=K["T_o"],
         n_a2a=K["n_a2a"],
         a_e=K["a_e"],
         b_e=K["b_e"],
         x_c=K["x_c"],
-        note="TP all-reduces of T x h x 2 B (2 per layer; the cheaper of ring and tree/NVLS) + EP "
+        note="TP all-reduces of T x h x 2 B (2 per layer; the cheapest of ring, tree/NVLS and, below T_o tokens, the engine's "
+        "one-shot) + EP "
         "all-to-alls, times the share not hidden behind compute",
     )
 

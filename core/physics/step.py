@@ -8,7 +8,8 @@ attended (query, key) pairs, reading the cached K/V of ``R`` context tokens::
           + f_e T / (peak x mfu_max x eta_e x t_e / (t_e + T0))         routed experts at t_e = T k / E_T rows,
           + f_a A / (peak x mfu_max)                                   attention
     t_m = (W_r(T) + (R + T) k_g + T r_b) / (BW x eta_bw)                memory, one stage (r_b: MoE permute)
-    t_x = (n_ar min(ring(T), tree(T)) + n_a2a a2a(T)) x (1 - overlap)   exposed communication, one stage
+    t_x = (n_ar min(ring(T), tree(T), one(T)) + n_a2a a2a(T)) x (1 - overlap)   exposed communication, one stage
+                                                                        (one-shot below T_o tokens only)
     t_k = n_k x (t_graph if T <= T_graph else t_eager)                  kernel launches, one stage (eager for a
                                                                         prefill on an engine graphing decode only)
     t_b = max(t_c - t_ca, t_m - t_ma) + max(t_ca, t_ma)                 busy time: the linear layers and attention
@@ -35,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from core.base import MS, NO_TRACE, Trace
+from core.base import MS, NO_TRACE, US, Trace
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, CUDA_GRAPH_PREFILL, ModelArch
 from core.config import COMPUTE_PRECISION, Deployment
 from core.physics.adapters import lora_constants
@@ -69,6 +70,34 @@ KERNELS_PER_ITERATION = 3
 _SCALAR = (int, float, np.integer, np.floating)
 
 
+def weight_read_factor(dep: Deployment, tr: Trace = NO_TRACE) -> float:
+    """Weight bytes-equivalents per weight byte a memory-bound step reads, against the weight streams' bandwidth
+    ``BW x mbu`` [-]::
+
+        g_w = 1 / eta_w8        (FP8 weights; 1 for every other format)
+
+    FP8 weights are read by FP8 tensor-core GEMMs even at decode batch sizes, which stream them at ``eta_w8``
+    (assumption ``fp8_stream_eff``) of the BF16 GEMV kernels' rate. Worked number (base): 1 / 0.87 = 1.149, the FP8
+    weights at 0.78 x 0.87 = 0.68 of peak.
+    """
+    if COMPUTE_PRECISION[dep.weights] != "fp8":
+        return 1.0
+    eta = dep.assumptions.fp8_stream_eff
+    g_w = 1.0 / eta
+    if not tr.enabled:
+        return g_w
+    return tr.step(
+        "weight_read_factor",
+        "FP8 weight streams: bytes-equivalents per weight byte read",
+        "g_w",
+        "1 / eta_w8",
+        g_w,
+        latex=r"\frac{1}{[eta_w8]}",
+        eta_w8=eta,
+        note="FP8 GEMMs at small batch stream the weights at eta_w8 of the BF16 streams' bandwidth (fp8_stream_eff)",
+    )
+
+
 @dataclass(frozen=True)
 class StepModel:
     """Per-config constants of the iteration-time model. Times in seconds, per iteration."""
@@ -92,6 +121,9 @@ class StepModel:
     tp_ar_beta_ring: float  # s per token
     tp_ar_alpha_tree: float
     tp_ar_beta_tree: float
+    tp_ar_alpha_one: float  # the serving engines' one-shot all-reduce (core.physics.collectives.one_shot_ar_line)
+    tp_ar_beta_one: float
+    tp_ar_one_max_tokens: float  # ... taken below this many tokens (Collectives.one_shot_max_tokens)
     ar_per_iter: float  # all-reduces per iteration on one stage (2 per layer)
     ep_a2a_alpha: float
     ep_a2a_beta: float  # s per token
@@ -122,6 +154,9 @@ class StepModel:
     # :func:`per_query_head_kv_reads`); divided by the paged reads' bandwidth share (kv_read_bw_eff, and
     # rocm_attn_bw_eff for vLLM and SGLang on AMD GPUs: :func:`core.physics.attention_split.kv_read_factor`)
     kv_read_factor: float = 1.0
+    # weight bytes-equivalents per weight byte read (g_w): 1 / fp8_stream_eff for FP8 weights, whose small-batch GEMMs
+    # stream them below the BF16 streams' bandwidth; 1 otherwise
+    weight_read_factor: float = 1.0
     # what the recorded derivation shows beside the body's constants: the MFU ceiling inside peak_flop_per_s,
     # MBU and the datasheet bandwidth inside mem_bw_bytes_per_s, the sampler's bytes per vocabulary entry
     mfu_max: float = 1.0
@@ -317,6 +352,8 @@ class StepModel:
         coll = Collectives.of(dep)
         h = m.hidden_size
         ar_a_ring, ar_b_ring, ar_a_tree, ar_b_tree = coll.tp_all_reduce_lines(tp, h, ACT_BYTES, tr)
+        ar_a_one, ar_b_one = coll.one_shot_ar_line(tp, h, ACT_BYTES, a.custom_ar_base_us * US, tr)
+        ar_one_max = coll.one_shot_max_tokens(tp, h, ACT_BYTES)
         if ep > 1 and m.is_moe:
             # dispatch + combine: each GPU sends its 1/ep share of the tokens x top-k x h x 2 B
             a2a_a, a2a_b = coll.all_to_all_line(m.experts_per_tok * h * ACT_BYTES / ep, ep, tr)
@@ -361,6 +398,9 @@ class StepModel:
             tp_ar_beta_ring=ar_b_ring,
             tp_ar_alpha_tree=float(ar_a_tree),
             tp_ar_beta_tree=ar_b_tree,
+            tp_ar_alpha_one=ar_a_one,
+            tp_ar_beta_one=ar_b_one,
+            tp_ar_one_max_tokens=ar_one_max,
             # 2 all-reduces per layer (attention, MLP); with EP a MoE layer's MLP all-reduce gives way to its
             # dispatch + combine all-to-alls (vLLM --enable-expert-parallel, DeepSeek-V3 report arXiv 2412.19437);
             # data-parallel attention has no all-reduce after attention, and gathers the batch for the MLP
@@ -386,6 +426,7 @@ class StepModel:
             graph_max_tokens=float(graph_max),
             graph_prefill=CUDA_GRAPH_PREFILL.get(w.engine, True),
             kv_read_factor=kv_read_factor(dep, tr),
+            weight_read_factor=weight_read_factor(dep, tr),
             seq_overhead_s=a.seq_overhead_us * 1e-6,
             sample_s_per_seq=m.vocab_size * a.sample_bytes_per_vocab / (hbm * a.mbu),
             state_bytes_per_seq=m.ssm_state_bytes_per_seq(SSM_STATE_BYTES) / tp,
@@ -452,7 +493,7 @@ class StepModel:
 
             t_c = (f_t - f_e) T / (pi eta_d eff(T)) + f_e T / (pi eta_e eff(t_e)) + f_a A / pi
             t_m = (W_d + E_T w_e + (R + T) k_g + T r_b) / (BW x eta_bw)
-            t_x = (n_ar min(a_r + b_r T, a_t + b_t T) + n_a2a (a_e + b_e T)) x (1 - overlap)
+            t_x = (n_ar min(a_r + b_r T, a_t + b_t T, a_o + b_o T [T < T_o]) + n_a2a (a_e + b_e T)) x (1 - overlap)
             t_k = n_k x (t_graph if T <= T_graph else t_eager)
 
         The launch term is the fixed cost that dominates small batches: an iteration of up to the engine's capture
@@ -494,15 +535,22 @@ class StepModel:
             t_cmp = t_cmp + self.lora_flop_per_token * T / (self.peak_flop_per_s * self.lora_eff)
         ring = self.tp_ar_alpha_ring + self.tp_ar_beta_ring * T
         tree = self.tp_ar_alpha_tree + self.tp_ar_beta_tree * T
+        one = self.tp_ar_alpha_one + self.tp_ar_beta_one * T  # the engines' one-shot kernel, for small buffers only
+        if arr:
+            ar = np.minimum(np.minimum(ring, tree), np.where(T < self.tp_ar_one_max_tokens, one, ring))
+        else:
+            ar = ring if ring < tree else tree
+            ar = one if one < ar and T < self.tp_ar_one_max_tokens else ar
         t_comm = (
-            (np.minimum(ring, tree) if arr else (ring if ring < tree else tree)) * self.ar_per_iter
-            + (self.ep_a2a_alpha + self.ep_a2a_beta * T) * self.a2a_per_iter
+            ar * self.ar_per_iter + (self.ep_a2a_alpha + self.ep_a2a_beta * T) * self.a2a_per_iter
         ) * self.comm_exposed
         w = self.dense_weight_bytes
         if self.expert_bytes_per_gpu_per_expert:  # touched experts x one expert's bytes on this GPU
             w = w + touched * self.expert_bytes_per_gpu_per_expert
         t_mem = (
-            w + (self.kv_read_factor * R + T) * self.kv_bytes_per_token + T * self.route_bytes_per_token
+            self.weight_read_factor * w
+            + (self.kv_read_factor * R + T) * self.kv_bytes_per_token
+            + T * self.route_bytes_per_token
         ) / self.mem_bw_bytes_per_s
         if self.lora_bytes_per_adapter:  # each distinct adapter's weights + the activations its kernels move
             t_mem = t_mem + (D * self.lora_bytes_per_adapter + T * self.lora_act_bytes_per_token) / (
