@@ -6,8 +6,9 @@ recomputation r and v virtual pipeline stages; m = B / (DP b) micro-batches per 
     t_mb   = F_hw b s / (TP p_e) / (peak x fp8 x MFU_train x T/(T+T0))      one micro-batch, one stage
              x (1 + g (1 / eta_K - 1))     the weight GEMMs (share g of F_hw) at their short-reduction rate eta_K
     slot   = t_mb + TP collectives + EP all-to-alls + PP sends                (per micro-batch, per stage)
-    t_tp   = n_c L_s t_ar - min(o_tp n_c L_s t_ar, g t_mb)    TP collectives, the hidden share o_tp
-             (tp_overlap_train, only with tp_comm_overlap) at most the micro-batch's GEMM time (g: GEMM share)
+    t_tp   = n_c L_s t_ar - min(o_tp n_c L_s t_ar, g_t t_mb)    TP collectives, the hidden share o_tp
+             (tp_overlap_train, only with tp_comm_overlap) at most the micro-batch's GEMM time
+             (g_t = g / eta_K / (1 + g (1 / eta_K - 1)): the GEMMs' share of t_mb)
     t_pipe = (m + (PP - 1) / v) slot         bubble share (PP - 1) / (v m + PP - 1)  (Narayanan sec. 2.2)
     t_cp   = L_a (cp - 1) [max(0, t_kv - t_att) (f + [full]) + max(0, 2 t_kv - 2.5 t_att)]   context parallelism
     t_dp   = DP/ZeRO traffic over the DP group, partly hidden (dp_overlap) behind compute:
