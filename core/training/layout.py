@@ -385,7 +385,7 @@ def layout_grid(
         None, None, None, :, None
     ]
     f_k = 1.0 + gemm * (1.0 / eta_k - 1.0)
-    t_mb = hw * tok / shard / (c.peak_eff * ramp) * c.q_slow * f_k
+    t_mb = hw * f_k * tok / shard / (c.peak_eff * ramp) * c.q_slow  # hw x f_k: one small array, not the grid
     g_t = gemm / eta_k / f_k
     n_coll = np.array([COLLECTIVES_PER_LAYER[r] for r in RECOMPUTES], dtype=float)[ri][None, None, None, :, None]
     t_ar = c.coll.all_reduce_s(tok * h * ACT_BYTES, tp) if tp > 1 else 0.0 * tok
