@@ -117,10 +117,16 @@ def test_fp8_speedup_stays_within_the_assumption_bounds():
     lay = Layout(tp=8, pp=2, dp=4, micro_batch=1, zero=1)
     for bound in ("low", "base", "high"):
         a = L70.assumptions.at(bound)
-        bf = evaluate_layout(L70.with_(nodes=8, assumptions=a), lay)
-        f8 = evaluate_layout(L70.with_(nodes=8, assumptions=a, train_precision="fp8"), lay)
+        # the GEMMs' main loops alone (K0 = 0): exactly the assumption
+        a0 = a.with_(gemm_k0_ridge=0)
+        bf = evaluate_layout(L70.with_(nodes=8, assumptions=a0), lay)
+        f8 = evaluate_layout(L70.with_(nodes=8, assumptions=a0, train_precision="fp8"), lay)
         assert bf.compute_s / f8.compute_s == pytest.approx(a.fp8_speedup)
         assert 1.3 <= bf.compute_s / f8.compute_s <= 1.5 * (1 + 1e-12)  # never the 2x datasheet ratio
+        # FP8's ridge point is twice BF16's: TP 8's short reductions (core.physics.gemm_shape) give back part of it
+        bf = evaluate_layout(L70.with_(nodes=8, assumptions=a), lay)
+        f8 = evaluate_layout(L70.with_(nodes=8, assumptions=a, train_precision="fp8"), lay)
+        assert 1.0 < bf.compute_s / f8.compute_s < a.fp8_speedup
         assert 1.0 < bf.step_s / f8.step_s <= a.fp8_speedup  # communication does not speed up
     # A100 has no FP8 tensor cores: no speed-up
     a100 = L70.with_(gpu="a100-80gb", nodes=8)

@@ -134,9 +134,10 @@ _INFOS = (
         "one's main loop runs (CUTLASS Hopper ping-pong schedule). Charged to the GEMMs that reduce over fewer rows "
         "than the hidden size, against those that reduce over it (mfu_max's): under TP the attention output and "
         "down projections (Llama-3.1-70B at TP 8: 1,024 and 3,584) and the routed experts' down projection "
-        "(Qwen3-235B-A22B at TP 8: 192).",
+        "(Qwen3-235B-A22B at TP 8: 192); in training also the column-parallel GEMMs' data gradients, which reduce "
+        "over their output slice (Llama-3.1-70B's QKV at TP 8: 1,280).",
         -1,
-        moves=("serving_speed",),
+        moves=("serving_speed", "training"),
         min_value=0.0,
         max_value=16.0,
         domain_reason="beyond 16 ridge points a GEMM of the model's own width would run at a few per cent of peak",

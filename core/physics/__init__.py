@@ -21,7 +21,14 @@ from core.physics.footprint import (
     kv_shard,
     prefill_chunk_tokens,
 )
-from core.physics.gemm_shape import dense_gemm_eff, expert_gemm_eff, k_depth_eff
+from core.physics.gemm_shape import (
+    dense_gemm_eff,
+    expert_gemm_eff,
+    gemm_k0,
+    k_depth_eff,
+    training_gemm_eff,
+    training_gemm_parts,
+)
 from core.physics.iteration_parts import (
     IterationParts,
     iteration,
@@ -95,6 +102,7 @@ __all__ = [
     "energy_j_per_token",
     "expert_gemm_eff",
     "expert_params_total",
+    "gemm_k0",
     "gpu_power_w",
     "it_power_w",
     "iteration",
@@ -116,6 +124,8 @@ __all__ = [
     "training_memory_by_zero",
     "training_memory_for",
     "training_memory_parts",
+    "training_gemm_eff",
+    "training_gemm_parts",
     "vae_decode_flop",
     "video_estimate",
     "video_quick",

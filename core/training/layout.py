@@ -4,15 +4,23 @@
 recomputation r and v virtual pipeline stages; m = B / (DP b) micro-batches per pipeline::
 
     t_mb   = F_hw b s / (TP p_e) / (peak x fp8 x MFU_train x T/(T+T0))      one micro-batch, one stage
+             x (1 + g (1 / eta_K - 1))     the weight GEMMs (share g of F_hw) at their short-reduction rate eta_K
     slot   = t_mb + TP collectives + EP all-to-alls + PP sends                (per micro-batch, per stage)
-    t_tp   = n_c L_s t_ar - min(o_tp n_c L_s t_ar, g t_mb)    TP collectives, the hidden share o_tp
-             (tp_overlap_train, only with tp_comm_overlap) at most the micro-batch's GEMM time (g: GEMM share)
+    t_tp   = n_c L_s t_ar - min(o_tp n_c L_s t_ar, g_t t_mb)    TP collectives, the hidden share o_tp
+             (tp_overlap_train, only with tp_comm_overlap) at most the micro-batch's GEMM time
+             (g_t = g / eta_K / (1 + g (1 / eta_K - 1)): the GEMMs' share of t_mb)
     t_pipe = (m + (PP - 1) / v) slot         bubble share (PP - 1) / (v m + PP - 1)  (Narayanan sec. 2.2)
     t_cp   = L_a (cp - 1) [max(0, t_kv - t_att) (f + [full]) + max(0, 2 t_kv - 2.5 t_att)]   context parallelism
     t_dp   = DP/ZeRO traffic over the DP group, partly hidden (dp_overlap) behind compute:
              ZeRO-0 all-reduce; 1: reduce-scatter + all-gather; 2: reduce-scatter per micro-batch
              + all-gather; 3: (2 all-gathers + reduce-scatter) per micro-batch
     step   = t_pipe + exposed t_dp + optimizer step (28 B per local parameter over HBM) + overhead
+
+The ceiling ``MFU_train`` is that of GEMMs reducing over the hidden size ``h``. Under TP the row-parallel GEMMs'
+forward (attention output over ``H d_h / tp``, MLP down over ``I / tp``) and the column-parallel GEMMs' data
+gradient (QKV over ``(q + kv) / tp``, gate / up over ``2 I / tp``) reduce over fewer rows; the weight GEMMs (share ``g``
+of ``F_hw``; the attention core keeps the ceiling) run at their FLOP-weighted rate ``eta_K``
+(:func:`core.physics.training_gemm_eff`, assumption ``gemm_k0_ridge``), 1 for a dense model at TP 1.
 
 Context parallelism (Megatron-LM ``--context-parallel-size``; Megatron-Core "Context parallelism" guide) splits each
 sequence over ``cp`` ranks: every rank runs the linear layers on its ``s / cp`` tokens and attends them to all keys, the
@@ -50,6 +58,7 @@ from core.physics import (
     effective_peak_flop_per_s,
     expert_params_total,
     lora_params,
+    training_gemm_eff,
     training_memory_parts,
 )
 from core.training.flops import RECOMPUTES, attention_flops_per_token, attention_pairs_per_token, work
@@ -230,6 +239,7 @@ class LayoutContext:
     tp_hidden: float  # share of the TP collectives the GEMMs may hide (0 without TP communication overlap)
     peak_bf16: float
     speedup: float
+    precision: str  # the precision the GEMMs run at: "fp8" where the part speeds FP8 up, else "bf16"
     peak_eff: float  # peak x speed-up x mfu_train
     q_slow: float
     capacity: float
@@ -268,6 +278,7 @@ def layout_context(dep: Deployment | RabitConfig) -> LayoutContext:
         tp_hidden=a.tp_overlap_train if cfg.tp_comm_overlap else 0.0,
         peak_bf16=peak,
         speedup=sp,
+        precision="fp8" if sp > 1.0 else "bf16",
         # dense matrix work at the clock the part holds under it (MI300X: 0.58 of the peak's; 1 where unpublished)
         peak_eff=peak * sp * a.mfu_train * g.dense_clock_share("fp8" if sp > 1.0 else "bf16"),
         q_slow=a.qlora_slowdown if (cfg.lora_rank and cfg.qlora) else 1.0,
@@ -367,11 +378,18 @@ def layout_grid(
     tok = B * s / cp
     ramp = tok / (tok + a.mfu_ramp_tokens)
     hw = np.array(c.flop_hw)[ri][None, None, None, :, None]
-    t_mb = hw * tok / shard / (c.peak_eff * ramp) * c.q_slow
+    gemm = np.array(c.gemm_share)[ri][None, None, None, :, None]
+    # the weight GEMMs at their short-reduction rate eta_K (core.physics.gemm_shape), the attention core at the
+    # ceiling: t_mb = t_flop (1 + g (1 / eta_K - 1)), of which the GEMMs take g_t = g / eta_K / (1 + g (1 / eta_K - 1))
+    eta_k = np.array([training_gemm_eff(c.dep, tp, ep, r, c.precision) for r in RECOMPUTES])[ri][
+        None, None, None, :, None
+    ]
+    f_k = 1.0 + gemm * (1.0 / eta_k - 1.0)
+    t_mb = hw * f_k * tok / shard / (c.peak_eff * ramp) * c.q_slow  # hw x f_k: one small array, not the grid
+    g_t = gemm / eta_k / f_k
     n_coll = np.array([COLLECTIVES_PER_LAYER[r] for r in RECOMPUTES], dtype=float)[ri][None, None, None, :, None]
     t_ar = c.coll.all_reduce_s(tok * h * ACT_BYTES, tp) if tp > 1 else 0.0 * tok
-    gemm = np.array(c.gemm_share)[ri][None, None, None, :, None]
-    t_tp, t_tp_hidden = tp_exposed_s(n_coll * L_s * t_ar, gemm * t_mb, c.tp_hidden)
+    t_tp, t_tp_hidden = tp_exposed_s(n_coll * L_s * t_ar, g_t * t_mb, c.tp_hidden)
     if split:
         coll_ep = dataclasses.replace(c.coll, domain=max(1, c.coll.domain // tp))
         t_a2a = coll_ep.all_to_all_s(tok / tp * m.experts_per_tok * h * ACT_BYTES, ep)
@@ -425,6 +443,9 @@ def layout_grid(
         f_v=mem.interleave_factor,
         ramp=ramp,
         hw=hw,
+        eta_k=eta_k,
+        f_k=f_k,
+        g_t=g_t,
         t_mb=t_mb,
         n_coll=n_coll,
         t_ar=t_ar,

@@ -14,7 +14,14 @@ import numpy as np
 
 from core.base import HOUR_S, Step, Trace, sig
 from core.config import Deployment, RabitConfig, as_deployment
-from core.physics import ACT_BYTES, TrainingMemory, lora_params, training_memory_for
+from core.physics import (
+    ACT_BYTES,
+    TrainingMemory,
+    gemm_k0,
+    lora_params,
+    training_gemm_parts,
+    training_memory_for,
+)
 from core.training.flops import Work, attention_pairs_per_token, work
 from core.training.layout import (
     Layout,
@@ -110,13 +117,20 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         s=s,
         T0=a.mfu_ramp_tokens,
     )
+    eta_k, g = _gemm_shape_step(tr, c, lay, x)
     p_e = x["p_e"]
     cpk: dict[str, Any] = {"cp": cp} if cp > 1 else {}
+    shape = " * (1 + g * (1 / eta_K - 1))"
     t_mb = tr.step(
         "t_mb",
         "One micro-batch on one stage (compute)",
         "t_{mb}",
-        "F_hw * b * s / (tp * p_e * cp) / (R * eta_T) * q" if cp > 1 else "F_hw * b * s / (tp * p_e) / (R * eta_T) * q",
+        (
+            "F_hw * b * s / (tp * p_e * cp) / (R * eta_T) * q"
+            if cp > 1
+            else "F_hw * b * s / (tp * p_e) / (R * eta_T) * q"
+        )
+        + shape,
         x["t_mb"],
         unit="s",
         F_hw=F_hw,
@@ -128,6 +142,8 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         R=peak,
         eta_T=eta,
         q=c.q_slow,
+        g=g,
+        eta_K=eta_k,
         note=f"PP {pp} puts {x['L_s']:.0f} of {m.num_layers} layers on the heaviest stage"
         + (f"; each of the {cp} CP ranks runs s / cp of the tokens" if cp > 1 else "")
         + (f"; QLoRA dequantisation x{sig(c.q_slow, 6)}" if c.q_slow != 1 else ""),
@@ -151,19 +167,20 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
             "t_tp",
             "TP communication per micro-batch",
             "t_{tp}",
-            "n_c * L_s * t_ar - min(o_tp * n_c * L_s * t_ar, g * t_mb)",
+            "n_c * L_s * t_ar - min(o_tp * n_c * L_s * t_ar, g / eta_K / (1 + g * (1 / eta_K - 1)) * t_mb)",
             x["t_tp"],
             unit="s",
             n_c=x["n_coll"],
             L_s=x["L_s"],
             t_ar=t_ar,
             o_tp=c.tp_hidden,
-            g=x["gemm"],
+            g=g,
+            eta_K=eta_k,
             t_mb=t_mb,
             note="2 forward + 2 backward per layer (+2 with full recomputation)"
             + (
-                f"; TP communication overlap hides a share o_tp (tp_overlap_train) behind the GEMMs, {sig(100 * x['gemm'])} % "
-                "of the micro-batch's FLOPs"
+                f"; TP communication overlap hides a share o_tp (tp_overlap_train) behind the GEMMs, {sig(100 * x['g_t'])} % "
+                "of the micro-batch's time"
                 if c.tp_hidden
                 else "; no TP communication overlap: all exposed"
             ),
@@ -353,6 +370,55 @@ def evaluate_layout(dep: Deployment | RabitConfig, lay: Layout, tr: Trace | None
         note="counts recomputed FLOPs too",
     )
     return res
+
+
+def _gemm_shape_step(tr: Trace, c: LayoutContext, lay: Layout, x: dict[str, float]) -> tuple[float, float]:
+    """The weight GEMMs' share ``g`` of the hardware FLOPs and their short-reduction rate ``eta_K``
+    (:func:`core.physics.training_gemm_eff`), recorded; ``eta_K`` = 1 where no GEMM reduces over fewer than ``h``."""
+    m, tp, ep = c.m, lay.tp, lay.ep
+    h = m.hidden_size
+    g = tr.step(
+        "gemm_flop_share",
+        "Weight GEMMs' share of the hardware FLOPs",
+        "g",
+        "1 - F_att / F_hw",
+        x["gemm"],
+        unit="frac",
+        F_att=(1.0 - x["gemm"]) * x["hw"],
+        F_hw=x["hw"],
+        note="the attention core (Q K^T and the scores times V) is not a weight GEMM and runs at the ceiling",
+    )
+    k0 = gemm_k0(c.dep, c.precision)
+    parts = training_gemm_parts(c.dep, tp, ep)
+    total = sum(f for f, _, _ in parts)
+    fwd = sorted({round(kf) for f, kf, _ in parts if kf < h and f > 0})
+    dgrad = sorted({round(kd) for f, _, kd in parts if kd < h and f > 0})
+    depths = "; ".join(
+        f"{w} {', '.join(f'{k:,}' for k in ks)}" for w, ks in (("forward", fwd), ("data gradient", dgrad)) if ks
+    )
+    eta_k = tr.step(
+        "train_gemm_eff",
+        "Weight GEMMs' rate against the ceiling (short reductions)",
+        r"\eta_K",
+        "eta_K",
+        x["eta_k"],
+        unit="frac",
+        units={"eta_K": "frac"},
+        eta_K=x["eta_k"],
+        note=f"1 / sum_i s_i / min(1, eff(K_i) / eff(h)), eff(K) = K / (K + K0), K0 = {k0:,.0f} (gemm_k0_ridge x "
+        f"{c.g.name}'s {c.precision.upper()} ridge point), h = {h:,}; per weight: forward"
+        + (" twice (full recomputation)" if lay.recompute == "full" else "")
+        + ", data gradient (dX = dY W^T), and "
+        + (
+            "no weight gradient (frozen LoRA base)"
+            if c.cfg.lora_rank
+            else "weight gradient over the tokens (full rate)"
+        )
+        + f"; depths below h at TP {tp}"
+        + (f", EP {ep}" if ep > 1 else "")
+        + f": {depths or 'none'}; {total / 1e9:,.2f}e9 weights per token; core.physics.gemm_shape",
+    )
+    return eta_k, g
 
 
 def _attention_pairs_step(tr: Trace, c: LayoutContext) -> float:
