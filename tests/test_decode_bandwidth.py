@@ -1,5 +1,5 @@
 """A decode step's two byte streams, each at its own bandwidth: the weights at mbu, the paged K/V reads at
-mbu x kv_read_bw_eff (core.physics.attention_split.kv_read_factor), in the one step formula and the simulator's
+mbu x kv_read_bw_eff (core.physics.read_factors.kv_read_factor), in the one step formula and the simulator's
 timing table alike.
 
 Llama-2-7B, BF16, one H100 SXM (catalog: 3.35 TB/s), base assumptions (mbu 0.78, kv_read_bw_eff 0.96). A decode

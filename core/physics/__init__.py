@@ -55,9 +55,9 @@ from core.physics.power import (
     site_power_w,
     with_spares,
 )
+from core.physics.read_factors import per_query_head_kv_reads
 from core.physics.step import (
     StepModel,
-    per_query_head_kv_reads,
 )
 from core.physics.training_footprint import (
     TrainingMemory,

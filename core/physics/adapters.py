@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from core.base import NO_TRACE, Trace
@@ -36,6 +37,7 @@ from core.config import Deployment, RabitConfig, as_deployment
 from core.physics.collectives import ACT_BYTES
 
 __all__ = [
+    "expected_distinct",
     "AdapterFootprint",
     "AdapterModule",
     "adapter_footprint",
@@ -446,3 +448,25 @@ def lora_constants(dep: Deployment, tr: Trace = NO_TRACE) -> dict[str, Any]:
         "lora_popularity": pop if a.skew else (),
         "wrapped_layers": wrapped_layers(mods),
     }
+
+
+def expected_distinct(slots: float, count: float, popularity, per_adapter_bytes: float, seqs):
+    """Expected distinct adapters among ``seqs`` requests drawn from the traffic, at most the ``slots``::
+
+        D(S) = min(K, sum_i 1 - (1 - p_i)^S)        (uniform over N: N (1 - (1 - 1/N)^S))
+
+    ``popularity`` the adapters' shares p_i (empty: uniform over ``count`` = N); 0 without adapters
+    (``per_adapter_bytes`` 0); arrays welcome (the closed-form chain; the simulator counts its batch's own)."""
+    if not per_adapter_bytes:
+        return 0.0 * seqs
+    K, N, p = slots, count, popularity
+    if isinstance(seqs, (int, float, np.integer, np.floating)):
+        s = float(seqs) if seqs > 0 else 0.0
+        d = N * (1.0 - (1.0 - 1.0 / N) ** s) if not p else sum(1.0 - (1.0 - q) ** s for q in p)
+        return d if d < K else K
+    S = np.maximum(np.asarray(seqs, dtype=float), 0.0)
+    if not p:
+        return np.minimum(K, N * (1.0 - (1.0 - 1.0 / N) ** S))
+    u, inv = np.unique(S, return_inverse=True)
+    d = (1.0 - (1.0 - np.asarray(p)[None, :]) ** u[:, None]).sum(axis=1)
+    return np.minimum(K, d[inv].reshape(S.shape))

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core.base import NO_TRACE, Trace
-from core.catalog import rocm_attention
 from core.config import Deployment
 from core.physics.collectives import ACT_BYTES, Collectives, _line
 from core.physics.memory import serving_memory
@@ -33,49 +32,7 @@ from core.physics.memory import serving_memory
 if TYPE_CHECKING:
     from core.physics.step import StepModel
 
-__all__ = ["attention_split", "kv_read_factor", "split_parts"]
-
-
-def kv_read_factor(dep: Deployment, tr: Trace = NO_TRACE) -> float:
-    """K/V read cost per cached token relative to the weight streams' bandwidth ``BW x mbu`` [-]::
-
-        g_r = 1 / (eta_kv x eta_rocm)          (eta_rocm = 1 off ROCm)
-
-    Decode attention gathers each sequence's cached K/V from 16-token pages (vLLM ``--block-size`` 16), short
-    bursts with a per-sequence split and reduce, where the weights stream as long contiguous GEMV reads; the K/V
-    reads reach ``eta_kv`` (assumption ``kv_read_bw_eff``) of the weights' bandwidth, and vLLM's and SGLang's
-    paged-attention kernels on ROCm ``eta_rocm`` (``rocm_attn_bw_eff``) of that. The step formula reads
-    ``g_r R k_g`` bytes at ``BW x mbu``, i.e. the ``R k_g`` bytes at ``BW x mbu x eta_kv x eta_rocm``.
-    Worked number (base, CUDA): 1 / 0.96 = 1.0417; at mbu 0.78 the K/V stream runs at 0.78 x 0.96 = 0.749 of peak.
-    """
-    a = dep.assumptions
-    rocm = rocm_attention(dep.gpu, dep.config.workload.engine)
-    g_r = 1.0 / (a.kv_read_bw_eff * (a.rocm_attn_bw_eff if rocm else 1.0))
-    if not tr.enabled:
-        return g_r
-    note = "paged attention gathers K/V from 16-token pages at eta_kv of the weight streams' bandwidth"
-    if rocm:
-        return tr.step(
-            "kv_read_factor",
-            "K/V read cost per cached token, relative to the weight streams' bandwidth",
-            "g_r",
-            "1 / (eta_kv * eta_rocm)",
-            g_r,
-            latex=r"\frac{1}{[eta_kv] \cdot [eta_rocm]}",
-            eta_kv=a.kv_read_bw_eff,
-            eta_rocm=a.rocm_attn_bw_eff,
-            note=note + "; ROCm paged-attention kernels at eta_rocm of that",
-        )
-    return tr.step(
-        "kv_read_factor",
-        "K/V read cost per cached token, relative to the weight streams' bandwidth",
-        "g_r",
-        "1 / eta_kv",
-        g_r,
-        latex=r"\frac{1}{[eta_kv]}",
-        eta_kv=a.kv_read_bw_eff,
-        note=note,
-    )
+__all__ = ["attention_split", "split_parts"]
 
 
 def attention_split(dep: Deployment, coll: Collectives, k_g: float, tr: Trace) -> dict:

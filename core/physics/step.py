@@ -31,7 +31,7 @@ one iteration apart and records it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,8 +39,8 @@ import numpy as np
 from core.base import MS, NO_TRACE, US, Trace
 from core.catalog import CUDA_GRAPH_MAX_TOKENS, CUDA_GRAPH_PREFILL, ModelArch
 from core.config import COMPUTE_PRECISION, Deployment
-from core.physics.adapters import lora_constants
-from core.physics.attention_split import attention_split, kv_read_factor, split_parts
+from core.physics.adapters import expected_distinct, lora_constants
+from core.physics.attention_split import attention_split, split_parts
 from core.physics.collectives import ACT_BYTES, Collectives
 from core.physics.footprint import (
     SSM_STATE_BYTES,
@@ -51,12 +51,12 @@ from core.physics.footprint import (
 )
 from core.physics.gemm_shape import gemm_shape_effs
 from core.physics.peak import dense_clock_share, effective_peak_flop_per_s
+from core.physics.read_factors import kv_read_factor, weight_read_factor
 
 __all__ = [
     "KERNELS_PER_ITERATION",
     "KERNELS_PER_LAYER",
     "StepModel",
-    "per_query_head_kv_reads",
 ]
 
 #: Kernels one decoder layer launches: input RMSNorm, QKV GEMM, RoPE, KV-cache write, attention, output GEMM,
@@ -68,34 +68,6 @@ KERNELS_PER_LAYER = 10
 KERNELS_PER_ITERATION = 3
 
 _SCALAR = (int, float, np.integer, np.floating)
-
-
-def weight_read_factor(dep: Deployment, tr: Trace = NO_TRACE) -> float:
-    """Weight bytes-equivalents per weight byte a memory-bound step reads, against the weight streams' bandwidth
-    ``BW x mbu`` [-]::
-
-        g_w = 1 / eta_w8        (FP8 weights; 1 for every other format)
-
-    FP8 weights are read by FP8 tensor-core GEMMs even at decode batch sizes, which stream them at ``eta_w8``
-    (assumption ``fp8_stream_eff``) of the BF16 GEMV kernels' rate. Worked number (base): 1 / 0.87 = 1.149, the FP8
-    weights at 0.78 x 0.87 = 0.68 of peak.
-    """
-    if COMPUTE_PRECISION[dep.weights] != "fp8":
-        return 1.0
-    eta = dep.assumptions.fp8_stream_eff
-    g_w = 1.0 / eta
-    if not tr.enabled:
-        return g_w
-    return tr.step(
-        "weight_read_factor",
-        "FP8 weight streams: bytes-equivalents per weight byte read",
-        "g_w",
-        "1 / eta_w8",
-        g_w,
-        latex=r"\frac{1}{[eta_w8]}",
-        eta_w8=eta,
-        note="FP8 GEMMs at small batch stream the weights at eta_w8 of the BF16 streams' bandwidth (fp8_stream_eff)",
-    )
 
 
 @dataclass(frozen=True)
@@ -152,7 +124,7 @@ class StepModel:
     # FlashInfer, FlashAttention read each KV head once for its query group); H / H_kv for a kernel that loads
     # a KV head once per query head (TensorRT-LLM's masked MHA for GQA before its XQA kernels; see
     # :func:`per_query_head_kv_reads`); divided by the paged reads' bandwidth share (kv_read_bw_eff, and
-    # rocm_attn_bw_eff for vLLM and SGLang on AMD GPUs: :func:`core.physics.attention_split.kv_read_factor`)
+    # rocm_attn_bw_eff for vLLM and SGLang on AMD GPUs: :func:`core.physics.read_factors.kv_read_factor`)
     kv_read_factor: float = 1.0
     # weight bytes-equivalents per weight byte read (g_w): 1 / fp8_stream_eff for FP8 weights, whose small-batch GEMMs
     # stream them below the BF16 streams' bandwidth; 1 otherwise
@@ -451,24 +423,10 @@ class StepModel:
         return self.dense_weight_bytes + self.experts_touched(tokens) * self.expert_bytes_per_gpu_per_expert
 
     def distinct_adapters(self, seqs):
-        """Expected distinct adapters among ``seqs`` requests drawn from the traffic, at most the slots::
-
-            D(S) = min(K, sum_i 1 - (1 - p_i)^S)        (uniform over N: N (1 - (1 - 1/N)^S))
-
-        0 without adapters; arrays welcome (the closed-form chain; the simulator counts its batch's own)."""
-        if not self.lora_bytes_per_adapter:
-            return 0.0 * seqs
-        K, N, p = self.lora_slots, self.lora_count, self.lora_popularity
-        if isinstance(seqs, _SCALAR):
-            s = float(seqs) if seqs > 0 else 0.0
-            d = N * (1.0 - (1.0 - 1.0 / N) ** s) if not p else sum(1.0 - (1.0 - q) ** s for q in p)
-            return d if d < K else K
-        S = np.maximum(np.asarray(seqs, dtype=float), 0.0)
-        if not p:
-            return np.minimum(K, N * (1.0 - (1.0 - 1.0 / N) ** S))
-        u, inv = np.unique(S, return_inverse=True)
-        d = (1.0 - (1.0 - np.asarray(p)[None, :]) ** u[:, None]).sum(axis=1)
-        return np.minimum(K, d[inv].reshape(S.shape))
+        """Expected distinct adapters among ``seqs`` requests (:func:`core.physics.adapters.expected_distinct`)."""
+        return expected_distinct(
+            self.lora_slots, self.lora_count, self.lora_popularity, self.lora_bytes_per_adapter, seqs
+        )
 
     def stage_parts(self, T, A, R, D=0.0):
         """(compute, memory, exposed communication, kernel launches) of one pipeline stage [s]: the formula.
@@ -734,15 +692,3 @@ class StepModel:
         c = np.asarray(context, dtype=float)
         out = (m.full_attention_layers * c + m.sliding_layers * np.minimum(c, m.sliding_window)) / m.attention_layers
         return float(out) if out.ndim == 0 else out
-
-
-def per_query_head_kv_reads(sm: StepModel) -> StepModel:
-    """``sm`` with a decode-attention kernel that loads each KV head once per query head (H / H_kv reads).
-
-    TensorRT-LLM's masked multi-head attention kernel served GQA models this way until its XQA kernels, which
-    read a KV head once for its whole query group (TensorRT-LLM v0.10.0 release notes: "Integrated the new
-    NVIDIA Hopper XQA kernels for LLaMA 2 70B model"; docs "Multi-Head, Multi-Query, and Group-Query
-    Attention"). The engines sized by default (vLLM, SGLang, TensorRT-LLM today) read each KV head once.
-    """
-    m = sm.model
-    return replace(sm, kv_read_factor=sm.kv_read_factor * (m.num_heads / m.num_kv_heads if m.num_kv_heads else 1.0))
