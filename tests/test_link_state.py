@@ -76,3 +76,23 @@ def test_inputs_streamlit_sets_back_to_their_defaults_on_a_page_switch_come_back
     assert _param(at, "workload.rate_per_s") == "1.0"
     assert _param(at, "speed.bound") is None  # the default view: the link does not name it
     assert _param(at, "targets.p95_ttft_s") == "7.0"
+
+
+def test_every_config_input_and_view_choice_is_drawn_with_its_callback():
+    """A widget keyed to a config input or a view choice without the callback that keeps the user's edit would have
+    each edit undone on the next run (dashboard.state._keep): the pages draw them with state.edits / state.view, never
+    with a bare key."""
+    import re
+
+    from dashboard.state import VIEW_PARAMS
+
+    views = "|".join(re.escape(k) for k in VIEW_PARAMS)
+    bare = re.compile(rf'key=(K|_key|state\.key)\(|key=f?"(cfg\.|{views}"|{{page}}\.bound")')
+    root = Path(APP).resolve().parent.parent
+    found = [
+        f"{f.relative_to(root)}:{n}: {line.strip()}"
+        for f in sorted([*root.glob("pages/*.py"), *root.glob("dashboard/*.py")])
+        for n, line in enumerate(f.read_text().splitlines(), 1)
+        if bare.search(line)
+    ]
+    assert found == []
