@@ -213,7 +213,9 @@ def _keep() -> None:
     page change ... even if a script run was interrupted"; streamlit/streamlit PR 8425, issue 9100): a key can go,
     or stay with its widget's default in place of the user's value. Neither is a change of the kept copy, which only
     a widget's callback (the user's edit) or :func:`put` (the program) writes, so both are undone here. A key not
-    kept yet (a widget's first run, a value set before the first run) is taken as it is."""
+    kept yet (a widget's first run, a value set before the first run) is taken as it is. Streamlit's own
+    ``persist_state="session"`` (1.67) is not used: it carries forward the value a widget holds when it stops being
+    drawn, the default too when the clean-up has put it there."""
     ss = st.session_state
     now = ss.to_dict()
     kept = dict(now.get(_KEPT) or {})
