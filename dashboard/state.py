@@ -34,7 +34,7 @@ from core.config import (
     to_query,
 )
 from core.physics import fit_problems
-from dashboard import analyses
+from dashboard import analyses, kept
 from dashboard.query_guard import DROPPED_QUERY
 from dashboard.query_guard import guard_query_limits as guard_query_limits  # app.py: state.guard_query_limits()
 from dashboard.text import plain
@@ -143,36 +143,15 @@ def _from_widget(path: str, v: Any) -> Any:
     return v
 
 
-#: The value of every ``cfg.`` input and view choice, under a key no widget owns (:func:`_keep`): the one copy that
-#: only a user's edit (:func:`edits`, :func:`view`, :func:`commits`) or the program (:func:`put`) changes.
-_KEPT = "_rabit_kept"
-
-
-def _kept() -> dict[str, Any]:
-    kept = st.session_state.get(_KEPT)
-    if kept is None:
-        kept = st.session_state[_KEPT] = {}
-    return kept
+_KEPT = kept.KEY
+_kept = kept.copy
+_edited = kept.edited
+_commit = kept.commit
+view = kept.view
 
 
 def _is_kept(k: object) -> bool:
     return isinstance(k, str) and (k.startswith(_P) or k in VIEW_PARAMS)
-
-
-def _edited(k: str) -> None:
-    """``on_change`` of a widget that edits a config input or a view choice: the user's edit becomes the kept value
-    (Streamlit calls it before the run, so :func:`_keep` writes the edit back, not the older copy)."""
-    if k in st.session_state:
-        _kept()[k] = st.session_state[k]
-
-
-def _commit(keys: tuple[str, ...]) -> None:
-    """``on_click`` of a form's submit button: the form's inputs, submitted with it, become the kept values."""
-    ss = st.session_state
-    kept = _kept()
-    for k in keys:
-        if k in ss:
-            kept[k] = ss[k]
 
 
 def put(k: str, value: Any) -> None:
@@ -191,11 +170,6 @@ def edits(path: str, form: list[str] | None = None) -> dict[str, Any]:
     if form is not None:
         form.append(k)
         return {"key": k}
-    return {"key": k, "on_change": _edited, "args": (k,)}
-
-
-def view(k: str) -> dict[str, Any]:
-    """The widget arguments of a view choice (:data:`VIEW_PARAMS`: ``"speed.bound"``): as :func:`edits`."""
     return {"key": k, "on_change": _edited, "args": (k,)}
 
 
