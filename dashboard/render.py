@@ -22,7 +22,7 @@ from core.base import (
     sig,
 )
 from core.decision import Bound
-from dashboard import share
+from dashboard import kept, share
 from dashboard.text import folded, plain
 
 #: Width of the main column at 1280 x 720 with the sidebar open [px], and what a metric needs per character:
@@ -304,7 +304,7 @@ def bound_choice(page: str, cfg):
         list(BOUND_CHOICES),
         # a link may have set the choice (dashboard.state.VIEW_PARAMS): no default then, or Streamlit warns
         default=None if f"{page}.bound" in st.session_state else "base",
-        key=f"{page}.bound",
+        **kept.view(f"{page}.bound"),
         help="pessimistic / optimistic: every efficiency assumption at its low / high bound (rabit --bound).",
     )
     bound = BOUND_CHOICES.get(choice or "base", "base")

@@ -6,9 +6,11 @@ the config is rebuilt from them on every rerun, validated, written back to the U
 pasted link reproduces the view) and offered as a downloadable JSON file that can be loaded again.
 Each problem is shown with ``st.error`` directly under the input it concerns.
 
-Streamlit forgets the value of a widget that was not drawn on the last run; every ``cfg.`` key is
-written back at the start of each run (:func:`_keep`), so a page's inputs keep their values while
-another page is shown.
+Streamlit forgets the value of a widget that was not drawn on the last run, and a page switch that
+interrupts a run can set it back to its default; each ``cfg.`` input and view choice is kept under a
+key no widget owns, changed only by the widget's callback (:func:`edits`, :func:`view`,
+:func:`commits`) or by the program (:func:`put`), and written back at the start of each run
+(:func:`_keep`), so a page's inputs keep their values while another page is shown.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from core.config import (
     to_query,
 )
 from core.physics import fit_problems
-from dashboard import analyses
+from dashboard import analyses, kept
 from dashboard.query_guard import DROPPED_QUERY
 from dashboard.query_guard import guard_query_limits as guard_query_limits  # app.py: state.guard_query_limits()
 from dashboard.text import plain
@@ -141,31 +143,61 @@ def _from_widget(path: str, v: Any) -> Any:
     return v
 
 
-#: A copy of every ``cfg.`` value and view choice under a key no widget owns (:func:`_keep`).
-_KEPT = "_rabit_kept"
+_KEPT = kept.KEY
+_kept = kept.copy
+_edited = kept.edited
+_commit = kept.commit
+view = kept.view
+
+
+def _is_kept(k: object) -> bool:
+    return isinstance(k, str) and (k.startswith(_P) or k in VIEW_PARAMS)
+
+
+def put(k: str, value: Any) -> None:
+    """Set a config input or view choice from the program (a callback, a loaded file, a link): the session key and
+    the kept copy both, or :func:`_keep` would take the value back on the next run."""
+    st.session_state[k] = value
+    if _is_kept(k):
+        _kept()[k] = value
+
+
+def edits(path: str, form: list[str] | None = None) -> dict[str, Any]:
+    """The widget arguments of the input that edits a config field (``"workload.rate_per_s"``): its key, with no
+    ``value=`` of its own, and the callback that keeps the user's edit (:func:`_keep`). Inside a ``st.form`` a widget
+    may have no callback: pass the form's list, which collects the keys for its submit button (:func:`commits`)."""
+    k = _key(path)
+    if form is not None:
+        form.append(k)
+        return {"key": k}
+    return {"key": k, "on_change": _edited, "args": (k,)}
+
+
+def commits(form: list[str]) -> dict[str, Any]:
+    """The submit button arguments of a ``st.form`` whose inputs :func:`edits` collected in ``form``."""
+    return {"on_click": _commit, "args": (tuple(form),)}
 
 
 def _keep() -> None:
-    """Write every ``cfg.`` value and view choice back so that widgets not drawn on this page keep their values
-    (a page shows the tab and bound it showed when it is opened again), and restore any that Streamlit dropped.
+    """Put every ``cfg.`` input and view choice back to its kept value before any widget is drawn, so that widgets not
+    drawn on this page keep their values (a page shows the tab and bound it showed when it is opened again).
 
     A page switch that interrupts a script run (a loaded server, an input changed just before the click) makes
     Streamlit clear the state of every widget the browser no longer shows (``ScriptRunner``: "Clear widget state on
-    page change ... even if a script run was interrupted"; streamlit/streamlit PR 8425, issue 9100), and a value
-    written back under a widget's key can go with it. A copy under a key no widget owns survives that clean-up and
-    brings back what was dropped (the view choices were). Known gap: under load the same switch can also set other
-    pages' inputs back to their widgets' defaults (the key kept, its value changed), which this cannot tell from an
-    edit; tests/test_browser_link.py catches it when a second process loads the machine."""
+    page change ... even if a script run was interrupted"; streamlit/streamlit PR 8425, issue 9100): a key can go,
+    or stay with its widget's default in place of the user's value. Neither is a change of the kept copy, which only
+    a widget's callback (the user's edit) or :func:`put` (the program) writes, so both are undone here. A key not
+    kept yet (a widget's first run, a value set before the first run) is taken as it is. Streamlit's own
+    ``persist_state="session"`` (1.67) is not used: it carries forward the value a widget holds when it stops being
+    drawn, the default too when the clean-up has put it there."""
     ss = st.session_state
     now = ss.to_dict()
     kept = dict(now.get(_KEPT) or {})
-    for k, v in kept.items():
-        if k not in now:  # dropped by the clean-up, not by anything here (no input is ever removed)
-            now[k] = v
     for k, v in now.items():
-        if isinstance(k, str) and (k.startswith(_P) or k in VIEW_PARAMS):
-            ss[k] = v
+        if _is_kept(k) and k not in kept:
             kept[k] = v
+    for k, v in kept.items():  # every one, as before: a value written back under its key outlives its widget
+        ss[k] = v
     ss[_KEPT] = kept
 
 
@@ -209,19 +241,24 @@ def query_bounds(name: str) -> dict[str, Any]:
 
 def _load_into_state(cfg: RabitConfig) -> None:
     """Put every field of ``cfg`` into the widget keys (before the widgets are drawn)."""
+    values: dict[str, Any] = {}
     for name in RabitConfig.model_fields:
         if name in _SKIP:
             continue
-        st.session_state[_key(name)] = _to_widget(name, getattr(cfg, name)) if name in _SCALE else getattr(cfg, name)
+        values[_key(name)] = _to_widget(name, getattr(cfg, name)) if name in _SCALE else getattr(cfg, name)
     for path in _group_paths():
         g, f = path.split(".")
-        st.session_state[_key(path)] = _to_widget(path, getattr(getattr(cfg, g), f))
-    st.session_state["custom_model"] = cfg.custom_model
-    st.session_state[FLEET_KEY] = cfg.fleet
+        values[_key(path)] = _to_widget(path, getattr(getattr(cfg, g), f))
+    values[FLEET_KEY] = cfg.fleet
     if cfg.custom_model is not None:
-        st.session_state[_key("model")] = _CUSTOM
+        values[_key("model")] = _CUSTOM
     for name in REGISTRY:
-        st.session_state[_key("a." + name)] = getattr(cfg.assumptions, name)
+        values[_key("a." + name)] = getattr(cfg.assumptions, name)
+    st.session_state["custom_model"] = cfg.custom_model
+    ss, kept = st.session_state, _kept()
+    for k, v in values.items():  # as put(), with one look-up of the kept copy
+        ss[k] = v
+        kept[k] = v
 
 
 #: Each page's view choices (which tab, view or bound it shows), by session key: (default, allowed values). A link
@@ -284,7 +321,7 @@ def _init() -> None:
     for k in [k for k in params if k in VIEW_PARAMS]:
         v = params.pop(k)[-1] if params[k] else ""
         if v in VIEW_PARAMS[k][1]:
-            st.session_state[k] = v
+            put(k, v)
         else:
             st.session_state.setdefault("_link_error", []).append(
                 f"link parameter {k}={plain(v, 40)} was not used: one of {', '.join(VIEW_PARAMS[k][1])}"
@@ -325,7 +362,7 @@ def _on_model_upload() -> None:
         return
     st.session_state.pop("_model_error", None)
     st.session_state["custom_model"] = arch
-    st.session_state[_key("model")] = _CUSTOM
+    put(_key("model"), _CUSTOM)
 
 
 def _values() -> dict[str, Any]:
@@ -450,7 +487,7 @@ def _model_inputs(sb, page: str, slots: dict[str, Any]) -> list[str]:
     sb.selectbox(
         "Model",
         opts,
-        key=_key("model"),
+        **edits("model"),
         format_func=lambda s: f"{custom.name} (uploaded)" if s == _CUSTOM and custom else s,
         **_off(page, "model"),
     )
@@ -466,31 +503,29 @@ def _hardware_inputs(sb, page: str, slots: dict[str, Any]) -> None:
     """The GPUs and how they are split: kind, nodes, fabric, TP / PP / EP, attention parallelism and the host KV
     tier."""
     gpus = sorted(catalog.gpus())
-    sb.selectbox("GPU", gpus, key=_key("gpu"), format_func=lambda s: catalog.gpus()[s].name, **_off(page, "gpu"))
+    sb.selectbox("GPU", gpus, **edits("gpu"), format_func=lambda s: catalog.gpus()[s].name, **_off(page, "gpu"))
     slots["gpu"] = sb.container()
     c1, c2 = sb.columns(2)
-    c1.number_input(
-        "GPUs per node", **bounds("gpus_per_node"), key=_key("gpus_per_node"), **_off(page, "gpus_per_node")
-    )
-    c2.number_input("Nodes", **bounds("nodes"), key=_key("nodes"), **_off(page, "nodes"))
+    c1.number_input("GPUs per node", **bounds("gpus_per_node"), **edits("gpus_per_node"), **_off(page, "gpus_per_node"))
+    c2.number_input("Nodes", **bounds("nodes"), **edits("nodes"), **_off(page, "nodes"))
     slots["gpus_per_node"] = sb.container()
     slots["nodes"] = sb.container()
     sb.selectbox(
         "Inter-node fabric",
         sorted(catalog.fabrics()),
-        key=_key("fabric"),
+        **edits("fabric"),
         format_func=lambda s: catalog.fabrics()[s].name,
     )
     c1, c2, c3 = sb.columns(3)
-    c1.number_input("TP", **bounds("tp"), key=_key("tp"), **_off(page, "tp"))
-    c2.number_input("PP", **bounds("pp"), key=_key("pp"), **_off(page, "pp"))
-    c3.number_input("EP", **bounds("ep"), key=_key("ep"), **_off(page, "ep"))
+    c1.number_input("TP", **bounds("tp"), **edits("tp"), **_off(page, "tp"))
+    c2.number_input("PP", **bounds("pp"), **edits("pp"), **_off(page, "pp"))
+    c3.number_input("EP", **bounds("ep"), **edits("ep"), **_off(page, "ep"))
     for f in ("tp", "pp", "ep"):
         slots[f] = sb.container()
     with sb.expander("Attention parallelism and KV tier"):
         st.checkbox(
             "Data-parallel attention (MLA / MoE)",
-            key=_key("dp_attention"),
+            **edits("dp_attention"),
             **{
                 "help": "each TP rank holds its own sequences' KV and whole attention weights "
                 "(SGLang --enable-dp-attention)",
@@ -500,12 +535,12 @@ def _hardware_inputs(sb, page: str, slots: dict[str, Any]) -> None:
         slots["dp_attention"] = st.container()
         c1, c2 = st.columns(2)
         c1.number_input(
-            "CP", **bounds("cp"), key=_key("cp"), help="context parallelism: TP groups a sequence is split over"
+            "CP", **bounds("cp"), **edits("cp"), help="context parallelism: TP groups a sequence is split over"
         )
         c2.number_input(
             "DCP",
             **bounds("dcp"),
-            key=_key("dcp"),
+            **edits("dcp"),
             **{"help": "decode context parallelism: TP ranks the KV cache is split over", **_off(page, "dcp")},
         )
         slots["cp"] = st.container()
@@ -513,7 +548,7 @@ def _hardware_inputs(sb, page: str, slots: dict[str, Any]) -> None:
         st.number_input(
             "KV tier in host memory [GiB per replica]",
             **bounds("kv_offload_gib"),
-            key=_key("kv_offload_gib"),
+            **edits("kv_offload_gib"),
             **{
                 "help": "blocks beyond HBM live in host memory and are read back over the host link (vLLM "
                 "--kv-offloading-size)",
@@ -524,47 +559,47 @@ def _hardware_inputs(sb, page: str, slots: dict[str, Any]) -> None:
 
 def _request_inputs(sb, page: str, slots: dict[str, Any]) -> None:
     """The batch, the request's lengths and cached prefix, and the precisions and KV cache layout."""
-    sb.number_input("Batch (concurrent sequences)", **bounds("batch"), key=_key("batch"), **_off(page, "batch"))
+    sb.number_input("Batch (concurrent sequences)", **bounds("batch"), **edits("batch"), **_off(page, "batch"))
     slots["batch"] = sb.container()
     c1, c2 = sb.columns(2)
     c1.number_input(
-        "Input tokens", **bounds("input_tokens", 256), key=_key("input_tokens"), **_off(page, "input_tokens")
+        "Input tokens", **bounds("input_tokens", 256), **edits("input_tokens"), **_off(page, "input_tokens")
     )
     c2.number_input(
-        "Output tokens", **bounds("output_tokens", 256), key=_key("output_tokens"), **_off(page, "output_tokens")
+        "Output tokens", **bounds("output_tokens", 256), **edits("output_tokens"), **_off(page, "output_tokens")
     )
     slots["input_tokens"] = sb.container()
     sb.slider(
         "Cached prefix share of the prompt",
         **bounds("prefix_cache_frac"),
-        key=_key("prefix_cache_frac"),
+        **edits("prefix_cache_frac"),
         **_off(page, "prefix_cache_frac"),
     )
     c1, c2 = sb.columns(2)
-    c1.selectbox("Weights", choices.WEIGHT_FORMATS, key=_key("weights"), **_off(page, "weights"))
-    c2.selectbox("KV cache", choices.KV_DTYPES, key=_key("kv_dtype"), **_off(page, "kv_dtype"))
+    c1.selectbox("Weights", choices.WEIGHT_FORMATS, **edits("weights"), **_off(page, "weights"))
+    c2.selectbox("KV cache", choices.KV_DTYPES, **edits("kv_dtype"), **_off(page, "kv_dtype"))
     c1, c2 = sb.columns(2)
-    c1.selectbox("KV allocation", choices.KV_ALLOCS, key=_key("kv_alloc"), **_off(page, "kv_alloc"))
-    c2.selectbox("Block size", choices.BLOCK_SIZES, key=_key("block_size"), **_off(page, "block_size"))
+    c1.selectbox("KV allocation", choices.KV_ALLOCS, **edits("kv_alloc"), **_off(page, "kv_alloc"))
+    c2.selectbox("Block size", choices.BLOCK_SIZES, **edits("block_size"), **_off(page, "block_size"))
 
 
 def _speculative_inputs(models: list[str]) -> None:
     """Speculative decoding: the method, the draft model, the draft tokens and their acceptance (in its expander)."""
-    st.selectbox("Method", choices.SPEC_METHODS, key=_key("spec_method"))
-    st.selectbox("Draft model", models, key=_key("draft_model"))
-    st.number_input("Draft tokens k", **bounds("spec_k"), key=_key("spec_k"))
-    st.slider("Acceptance rate α", **bounds("spec_alpha"), key=_key("spec_alpha"))
+    st.selectbox("Method", choices.SPEC_METHODS, **edits("spec_method"))
+    st.selectbox("Draft model", models, **edits("draft_model"))
+    st.number_input("Draft tokens k", **bounds("spec_k"), **edits("spec_k"))
+    st.slider("Acceptance rate α", **bounds("spec_alpha"), **edits("spec_alpha"))
 
 
 def _adapter_inputs(slots: dict[str, Any]) -> None:
     """Multi-LoRA serving: the adapters, their ranks, targets, traffic skew and the engine's slots (in its
     expander)."""
     st.number_input(
-        "Adapters over the base (0 = the base alone)", **bounds("adapters.count"), key=_key("adapters.count")
+        "Adapters over the base (0 = the base alone)", **bounds("adapters.count"), **edits("adapters.count")
     )
     st.text_input(
         "Rank (or ranks, comma-separated, spread over the adapters in turn)",
-        key=_key("adapters.ranks"),
+        **edits("adapters.ranks"),
         help="A LoRA of rank r adds r x (d_in + d_out) weights to each layer it targets.",
     )
     slots["adapters.ranks"] = st.container()
@@ -572,28 +607,28 @@ def _adapter_inputs(slots: dict[str, Any]) -> None:
     c1.selectbox(
         "Targets",
         choices.LORA_TARGETS,
-        key=_key("adapters.targets"),
+        **edits("adapters.targets"),
         format_func=lambda t: choices.LORA_TARGET_LABELS[t],
     )
-    c2.selectbox("Adapter dtype", choices.ADAPTER_DTYPES, key=_key("adapters.dtype"))
-    st.number_input("Traffic skew (Zipf exponent; 0 = uniform)", **bounds("adapters.skew"), key=_key("adapters.skew"))
+    c2.selectbox("Adapter dtype", choices.ADAPTER_DTYPES, **edits("adapters.dtype"))
+    st.number_input("Traffic skew (Zipf exponent; 0 = uniform)", **bounds("adapters.skew"), **edits("adapters.skew"))
     st.number_input(
         "max_loras: GPU slots, distinct adapters per batch (0 = the engine's default)",
         **bounds("adapters.max_loras"),
-        key=_key("adapters.max_loras"),
+        **edits("adapters.max_loras"),
     )
     c1, c2 = st.columns(2)
     c1.number_input(
-        "max_lora_rank (0 = default)", **bounds("adapters.max_lora_rank"), key=_key("adapters.max_lora_rank")
+        "max_lora_rank (0 = default)", **bounds("adapters.max_lora_rank"), **edits("adapters.max_lora_rank")
     )
     c2.number_input(
-        "max_cpu_loras (0 = default)", **bounds("adapters.max_cpu_loras"), key=_key("adapters.max_cpu_loras")
+        "max_cpu_loras (0 = default)", **bounds("adapters.max_cpu_loras"), **edits("adapters.max_cpu_loras")
     )
     slots["adapters.max_lora_rank"] = st.container()
     slots["adapters.max_cpu_loras"] = st.container()
     st.checkbox(
         "Fully sharded over TP (vLLM --fully-sharded-loras)",
-        key=_key("adapters.fully_sharded"),
+        **edits("adapters.fully_sharded"),
         help="Off (vLLM's default): TP splits half of each adapter, so every GPU holds most of it.",
     )
 
@@ -601,24 +636,24 @@ def _adapter_inputs(slots: dict[str, Any]) -> None:
 def _training_inputs(slots: dict[str, Any]) -> None:
     """Training: precision, ZeRO, micro-batch, sequence length, recomputation, kernel, LoRA and the run's tokens
     and batch (in its expander)."""
-    st.selectbox("Precision", choices.TRAIN_PRECISIONS, key=_key("train_precision"))
-    st.selectbox("ZeRO stage", choices.ZERO_STAGES, key=_key("zero"))
-    st.number_input("Micro-batch", **bounds("micro_batch"), key=_key("micro_batch"))
-    st.number_input("Sequence length", **bounds("seq_len", 1024), key=_key("seq_len"))
+    st.selectbox("Precision", choices.TRAIN_PRECISIONS, **edits("train_precision"))
+    st.selectbox("ZeRO stage", choices.ZERO_STAGES, **edits("zero"))
+    st.number_input("Micro-batch", **bounds("micro_batch"), **edits("micro_batch"))
+    st.number_input("Sequence length", **bounds("seq_len", 1024), **edits("seq_len"))
     slots["seq_len"] = st.container()
-    st.selectbox("Recomputation", choices.RECOMPUTE_MODES, key=_key("recompute"))
+    st.selectbox("Recomputation", choices.RECOMPUTE_MODES, **edits("recompute"))
     st.selectbox(
         "Attention kernel",
         choices.ATTENTION_KERNELS,
-        key=_key("attention_kernel"),
+        **edits("attention_kernel"),
         format_func=lambda k: choices.ATTENTION_KERNEL_LABELS[k],
     )
-    st.checkbox("Sequence parallelism", key=_key("sequence_parallel"))
-    st.number_input("LoRA rank (0 = full fine-tune)", **bounds("lora_rank", 8), key=_key("lora_rank"))
-    st.checkbox("QLoRA (4-bit base)", key=_key("qlora"))
+    st.checkbox("Sequence parallelism", **edits("sequence_parallel"))
+    st.number_input("LoRA rank (0 = full fine-tune)", **bounds("lora_rank", 8), **edits("lora_rank"))
+    st.checkbox("QLoRA (4-bit base)", **edits("qlora"))
     slots["qlora"] = st.container()
-    st.number_input("Training tokens [billions]", **bounds("train_tokens"), format="%g", key=_key("train_tokens"))
-    st.number_input("Global batch (tokens)", **bounds("global_batch_tokens", 2**20), key=_key("global_batch_tokens"))
+    st.number_input("Training tokens [billions]", **bounds("train_tokens"), format="%g", **edits("train_tokens"))
+    st.number_input("Global batch (tokens)", **bounds("global_batch_tokens", 2**20), **edits("global_batch_tokens"))
 
 
 def _assumption_inputs(sb) -> None:
@@ -633,14 +668,14 @@ def _assumption_inputs(sb) -> None:
             f"{info.label} [{info.unit}]",
             min_value=float(info.min_value),
             max_value=float(info.max_value),
-            key=_key("a." + name),
+            **edits("a." + name),
             format="%.6g",
             help=f"base {sig(info.base, 6)}, range {sig(lo, 6)}–{sig(hi, 6)}; allowed {sig(info.min_value, 6)}–"
             f"{sig(info.max_value, 6)} ({info.domain_reason}). Source: {info.source}",
         )
     if sb.button("Reset assumptions to base"):
         for name, info in REGISTRY.items():
-            st.session_state[_key("a." + name)] = info.base
+            put(_key("a." + name), info.base)
         st.rerun()
 
 
@@ -703,7 +738,7 @@ def _config_file_controls(cfg: RabitConfig) -> None:
 
 def set_assumption(name: str, value: float) -> None:
     """Set one efficiency assumption in the sidebar (a button's ``on_click``: runs before the widgets are drawn)."""
-    st.session_state[_key("a." + name)] = float(value)
+    put(_key("a." + name), float(value))
 
 
 def set_assumptions(values: dict[str, float]) -> None:
@@ -725,19 +760,19 @@ def video_model_defaults() -> None:
         ("guidance", "model"),
         ("cfg_parallel", False),
     ):
-        st.session_state[_key(f"video.{field}")] = value
+        put(_key(f"video.{field}"), value)
 
 
 def set_fleet(fleet: Any) -> None:
     """The Fleet page's edited fleet into the shared config (from the next rerun on: the link and the config file
     carry it)."""
-    st.session_state[FLEET_KEY] = fleet
+    put(FLEET_KEY, fleet)
 
 
 def set_sessions(sessions: Any) -> None:
     """The Sessions view's workload into the shared config (from the next rerun on: the link and the config file
     carry it; None: no session workload)."""
-    st.session_state[_key("sessions")] = sessions
+    put(_key("sessions"), sessions)
 
 
 def field_error(path: str) -> None:

@@ -36,21 +36,21 @@ if use_prom:
     timeout_s = p3.number_input("Timeout [s]", **state.query_bounds("timeout_s"), value=5, key="dx.timeout")
 with st.expander("What the analysis predicted (for the divergence and prefix-cache rules)"):
     e1, e2, e3 = st.columns(3)
-    K = state.key
+    E = state.edits
     e1.number_input(
-        "Predicted p95 TTFT [s] (0 = unknown)", **state.bounds("predicted.p95_ttft_s"), key=K("predicted.p95_ttft_s")
+        "Predicted p95 TTFT [s] (0 = unknown)", **state.bounds("predicted.p95_ttft_s"), **E("predicted.p95_ttft_s")
     )
     e2.number_input(
         "Predicted p95 ITL [s] (0 = unknown)",
         **state.bounds("predicted.p95_itl_s"),
         format="%.4f",
-        key=K("predicted.p95_itl_s"),
+        **E("predicted.p95_itl_s"),
     )
     e3.number_input(
         "Expected cached prompt share [%] (0 = unknown)",
         **state.bounds("predicted.prefix_cache_frac"),
         format="%g",
-        key=K("predicted.prefix_cache_frac"),
+        **E("predicted.prefix_cache_frac"),
     )
     for path in ("predicted.p95_ttft_s", "predicted.p95_itl_s", "predicted.prefix_cache_frac"):
         state.field_error(path)

@@ -16,7 +16,7 @@ view = st.radio(
     "View",
     ["Inference", "Training"],
     horizontal=True,
-    key="math.view",
+    **state.view("math.view"),
     help="Inference: memory fit, step time, throughput, TTFT. Training: memory and step time of the configured layout.",
 )
 

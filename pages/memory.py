@@ -11,7 +11,7 @@ cfg = render.bound_choice("memory", state.require_config())
 # lazy tabs: only the chosen tab is computed and sent (on this default page a first load costs about half);
 # the choice is the session's (st.session_state["memory.tab"])
 serve, train, longctx, log_tab = st.tabs(
-    ["Serving", "Training", "Long context", "Start-up log"], key="memory.tab", on_change="rerun"
+    ["Serving", "Training", "Long context", "Start-up log"], **state.view("memory.tab")
 )
 
 if serve.open is not False:

@@ -12,21 +12,22 @@ st.caption(
     "point, and the measurements that could change the decision ranked by flip chance per GPU-hour."
 )
 cfg = state.require_config()
-K, B = state.key, state.bounds
+E, B = state.edits, state.bounds
 head = st.container()  # the answer first; the question under it
 
+form: list[str] = []  # the keys of its inputs, kept when it is submitted (state.commits)
 with st.form("ne"):
     st.caption(
         f"Workload: mean {cfg.input_tokens:,} prompt and {cfg.output_tokens:,} output tokens from the sidebar; "
         "the rate, targets and GPU kinds are shared with the Optimizer page."
     )
     c1, c2, c3, c4 = st.columns(4)
-    c1.number_input("Arrival rate [requests/s]", **B("workload.rate_per_s"), key=K("workload.rate_per_s"))
-    c2.number_input("p95 TTFT target [s] (0 = none)", **B("targets.p95_ttft_s"), key=K("targets.p95_ttft_s"))
+    c1.number_input("Arrival rate [requests/s]", **B("workload.rate_per_s"), **E("workload.rate_per_s", form))
+    c2.number_input("p95 TTFT target [s] (0 = none)", **B("targets.p95_ttft_s"), **E("targets.p95_ttft_s", form))
     c3.number_input(
-        "p95 inter-token target [s] (0 = none)", **B("targets.p95_itl_s"), format="%.3f", key=K("targets.p95_itl_s")
+        "p95 inter-token target [s] (0 = none)", **B("targets.p95_itl_s"), format="%.3f", **E("targets.p95_itl_s", form)
     )
-    c4.number_input("p95 end-to-end target [s] (0 = none)", **B("targets.p95_e2e_s"), key=K("targets.p95_e2e_s"))
+    c4.number_input("p95 end-to-end target [s] (0 = none)", **B("targets.p95_e2e_s"), **E("targets.p95_e2e_s", form))
     s1, s2, s3, s4 = st.columns(4)
     for col, name, label in (
         (s1, "prompt", "Prompt length spread [+-%]"),
@@ -34,9 +35,9 @@ with st.form("ne"):
         (s3, "rate", "Arrival rate spread [+-%]"),
     ):
         path = f"experiment.{name}_spread_frac"
-        col.number_input(label, **B(path), format="%g", key=K(path))
-    s4.multiselect("GPU kinds (empty = all)", cache.gpu_slugs(), key=K("targets.gpus_allowed"))
-    run = st.form_submit_button("Find the next experiment", type="primary", key="ne.submit")
+        col.number_input(label, **B(path), format="%g", **E(path, form))
+    s4.multiselect("GPU kinds (empty = all)", cache.gpu_slugs(), **E("targets.gpus_allowed", form))
+    run = st.form_submit_button("Find the next experiment", type="primary", key="ne.submit", **state.commits(form))
 
 if not run and "ne.done" not in st.session_state:
     render.say(

@@ -23,13 +23,14 @@ st.caption(
     "screened in closed form, the finalists checked by the serving simulator."
 )
 cfg = render.bound_choice("optimizer", state.require_config())
-K, B = state.key, state.bounds
+E, B = state.edits, state.bounds
 # A choice, not tabs: every tab's body runs on every rerun, and the hidden training search cost ~2 s on each
 # sidebar change; only the chosen view runs here.
-view = st.radio("Recommend", ["Serving", "Training run"], horizontal=True, key="opt.view")
+view = st.radio("Recommend", ["Serving", "Training run"], horizontal=True, **state.view("opt.view"))
 
 if view == "Serving":
     head = st.container()  # the answer first; the form that asks the question under it
+    form: list[str] = []  # the keys of its inputs, kept when it is submitted (state.commits)
     with st.form("opt"):
         st.markdown("**The question**: rate, p95 targets, constraints and prices")
         st.caption(
@@ -37,39 +38,45 @@ if view == "Serving":
             "sidebar; the arrival rate and length distribution are shared with the Serving simulation page."
         )
         c1, c2 = st.columns(2)
-        c1.number_input("Arrival rate [requests/s]", **B("workload.rate_per_s"), key=K("workload.rate_per_s"))
-        c2.selectbox("Length distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
+        c1.number_input("Arrival rate [requests/s]", **B("workload.rate_per_s"), **E("workload.rate_per_s", form))
+        c2.selectbox("Length distribution", choices.LENGTH_KINDS, **E("workload.lengths", form))
         t1, t2, t3 = st.columns(3)
-        t1.number_input("p95 TTFT target [s] (0 = none)", **B("targets.p95_ttft_s"), key=K("targets.p95_ttft_s"))
+        t1.number_input("p95 TTFT target [s] (0 = none)", **B("targets.p95_ttft_s"), **E("targets.p95_ttft_s", form))
         t2.number_input(
             "p95 inter-token target [s] (0 = none)",
             **B("targets.p95_itl_s"),
             format="%.3f",
-            key=K("targets.p95_itl_s"),
+            **E("targets.p95_itl_s", form),
         )
-        t3.number_input("p95 end-to-end target [s] (0 = none)", **B("targets.p95_e2e_s"), key=K("targets.p95_e2e_s"))
+        t3.number_input(
+            "p95 end-to-end target [s] (0 = none)", **B("targets.p95_e2e_s"), **E("targets.p95_e2e_s", form)
+        )
         with st.expander("Hard constraints and prices"):
-            st.multiselect("GPU kinds allowed (empty = all)", cache.gpu_slugs(), key=K("targets.gpus_allowed"))
+            st.multiselect("GPU kinds allowed (empty = all)", cache.gpu_slugs(), **E("targets.gpus_allowed", form))
             k1, k2 = st.columns(2)
-            k1.number_input("Max GPUs in total (0 = no limit)", **B("targets.max_gpus"), key=K("targets.max_gpus"))
+            k1.number_input("Max GPUs in total (0 = no limit)", **B("targets.max_gpus"), **E("targets.max_gpus", form))
             k2.number_input(
-                "Max USD per hour (0 = no limit)", **B("targets.max_usd_per_hour"), key=K("targets.max_usd_per_hour")
+                "Max USD per hour (0 = no limit)",
+                **B("targets.max_usd_per_hour"),
+                **E("targets.max_usd_per_hour", form),
             )
-            st.multiselect("Weight formats", choices.SEARCH_WEIGHT_FORMATS, key=K("targets.weights_allowed"))
-            st.multiselect("KV cache formats", choices.SEARCH_KV_DTYPES, key=K("targets.kv_allowed"))
+            st.multiselect("Weight formats", choices.SEARCH_WEIGHT_FORMATS, **E("targets.weights_allowed", form))
+            st.multiselect("KV cache formats", choices.SEARCH_KV_DTYPES, **E("targets.kv_allowed", form))
             p1, p2, p3 = st.columns(3)
-            p1.selectbox("Price kind", choices.PRICE_KINDS, key=K("targets.price_kind"))
+            p1.selectbox("Price kind", choices.PRICE_KINDS, **E("targets.price_kind", form))
             p2.selectbox(
                 "Price per GPU kind",
                 choices.PRICE_POLICIES,
-                key=K("targets.price_policy"),
+                **E("targets.price_policy", form),
                 help="median of the listings across providers, or the cheapest listing",
             )
-            p3.text_input("Providers (comma-separated substrings, empty = all)", key=K("targets.providers"))
+            p3.text_input("Providers (comma-separated substrings, empty = all)", **E("targets.providers", form))
             upload = st.file_uploader(
                 "Your own price list (CSV, same columns as catalogs/prices.csv)", type=["csv"], key="opt.price_file"
             )
-        st.form_submit_button("Find the cheapest configuration", type="primary", key="opt.submit")
+        st.form_submit_button(
+            "Find the cheapest configuration", type="primary", key="opt.submit", **state.commits(form)
+        )
     state.field_error("targets.weights_allowed")
     state.field_error("targets.kv_allowed")
 
@@ -269,11 +276,16 @@ if view == "Training run":
         "Model, training tokens, sequence length, precision and global batch come from the sidebar's "
         "Training settings."
     )
+    train_form: list[str] = []  # the keys of its inputs, kept when it is submitted (state.commits)
     with st.form("opt_train"):
         c1, c2 = st.columns(2)
-        c1.number_input("Deadline [days]", **B("targets.deadline_days"), key=K("targets.deadline_days"))
-        c2.multiselect("GPU kinds (empty = all priced)", cache.gpu_slugs(), key=K("targets.train_gpus_allowed"))
-        st.form_submit_button("Find the cheapest run", type="primary", key="opt.train_submit")
+        c1.number_input("Deadline [days]", **B("targets.deadline_days"), **E("targets.deadline_days", train_form))
+        c2.multiselect(
+            "GPU kinds (empty = all priced)", cache.gpu_slugs(), **E("targets.train_gpus_allowed", train_form)
+        )
+        st.form_submit_button(
+            "Find the cheapest run", type="primary", key="opt.train_submit", **state.commits(train_form)
+        )
     tcfg = cfg.with_(phase="train")
     try:
         tr = cache.training_recommendation(

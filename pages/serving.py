@@ -35,34 +35,34 @@ st.caption(
     "output lengths come from the sidebar; these inputs travel with the link and the saved configuration."
 )
 
-K, B = state.key, state.bounds
+E, B = state.edits, state.bounds
 st.subheader("Workload and scheduler", divider="gray")
 with st.expander("Deployment: replicas, router, disaggregated prefill / decode", expanded=cfg.disagg.enabled):
     d1, d2, d3 = st.columns(3)
-    d1.number_input(f"Replicas (0 = GPUs / (TP x PP) = {cfg.dp})", **B("workload.replicas"), key=K("workload.replicas"))
-    d1.selectbox("Router", choices.ROUTERS, key=K("workload.router"), format_func=ROUTER_LABELS.get, help=ROUTER_HELP)
+    d1.number_input(f"Replicas (0 = GPUs / (TP x PP) = {cfg.dp})", **B("workload.replicas"), **E("workload.replicas"))
+    d1.selectbox("Router", choices.ROUTERS, **E("workload.router"), format_func=ROUTER_LABELS.get, help=ROUTER_HELP)
     d2.number_input(
-        "Shared prefix (share of each prompt)", **B("workload.prefix_cache_frac"), key=K("workload.prefix_cache_frac")
+        "Shared prefix (share of each prompt)", **B("workload.prefix_cache_frac"), **E("workload.prefix_cache_frac")
     )
-    d2.number_input("Prefix groups", **B("workload.prefix_groups"), key=K("workload.prefix_groups"))
-    d3.checkbox("Disaggregated prefill / decode pools", key=K("disagg.enabled"))
-    d3.checkbox("KV sent layer by layer during the prefill", key=K("disagg.overlap"), disabled=not cfg.disagg.enabled)
+    d2.number_input("Prefix groups", **B("workload.prefix_groups"), **E("workload.prefix_groups"))
+    d3.checkbox("Disaggregated prefill / decode pools", **E("disagg.enabled"))
+    d3.checkbox("KV sent layer by layer during the prefill", **E("disagg.overlap"), disabled=not cfg.disagg.enabled)
     if cfg.disagg.enabled:
         p1, p2, p3, q1, q2, q3 = st.columns(6)
         gpus = ("", *cache.gpu_slugs())
-        p1.number_input("Prefill instances", **B("disagg.prefill_instances"), key=K("disagg.prefill_instances"))
-        p2.number_input("Prefill TP (0 = sidebar)", **B("disagg.prefill_tp"), key=K("disagg.prefill_tp"))
-        p3.selectbox("Prefill GPU", gpus, key=K("disagg.prefill_gpu"), format_func=lambda g: g or cfg.gpu)
-        q1.number_input("Decode instances", **B("disagg.decode_instances"), key=K("disagg.decode_instances"))
-        q2.number_input("Decode TP (0 = sidebar)", **B("disagg.decode_tp"), key=K("disagg.decode_tp"))
-        q3.selectbox("Decode GPU", gpus, key=K("disagg.decode_gpu"), format_func=lambda g: g or cfg.gpu)
+        p1.number_input("Prefill instances", **B("disagg.prefill_instances"), **E("disagg.prefill_instances"))
+        p2.number_input("Prefill TP (0 = sidebar)", **B("disagg.prefill_tp"), **E("disagg.prefill_tp"))
+        p3.selectbox("Prefill GPU", gpus, **E("disagg.prefill_gpu"), format_func=lambda g: g or cfg.gpu)
+        q1.number_input("Decode instances", **B("disagg.decode_instances"), **E("disagg.decode_instances"))
+        q2.number_input("Decode TP (0 = sidebar)", **B("disagg.decode_tp"), **E("disagg.decode_tp"))
+        q3.selectbox("Decode GPU", gpus, **E("disagg.decode_gpu"), format_func=lambda g: g or cfg.gpu)
 arr_col, len_col, sch_col = st.columns(3)
 with arr_col:
     st.markdown("**Arrivals**")
     st.radio(
         "Arrival process",
         choices.ARRIVALS,
-        key=K("workload.arrival"),
+        **E("workload.arrival"),
         horizontal=True,
         format_func=choices.ARRIVAL_LABELS.get,
     )
@@ -70,20 +70,20 @@ with arr_col:
     st.number_input(
         "Arrival rate [requests/s]",
         **B("workload.rate_per_s"),
-        key=K("workload.rate_per_s"),
+        **E("workload.rate_per_s"),
         format="%.3g",
         disabled=closed,
     )
-    st.number_input("Concurrent users", **B("workload.users"), key=K("workload.users"), disabled=not closed)
-    st.number_input("Mean think time [s]", **B("workload.think_s"), key=K("workload.think_s"), disabled=not closed)
-    st.number_input("Requests", **B("workload.num_requests"), key=K("workload.num_requests"))
+    st.number_input("Concurrent users", **B("workload.users"), **E("workload.users"), disabled=not closed)
+    st.number_input("Mean think time [s]", **B("workload.think_s"), **E("workload.think_s"), disabled=not closed)
+    st.number_input("Requests", **B("workload.num_requests"), **E("workload.num_requests"))
 with len_col:
     st.markdown("**Lengths**")
-    st.selectbox("Distribution", choices.LENGTH_KINDS, key=K("workload.lengths"))
+    st.selectbox("Distribution", choices.LENGTH_KINDS, **E("workload.lengths"))
     st.number_input(
         "Spread (lognormal σ / uniform half-width)",
         **B("workload.spread"),
-        key=K("workload.spread"),
+        **E("workload.spread"),
         disabled=cfg.workload.lengths == "fixed",
     )
     state.field_error("workload.spread")
@@ -99,12 +99,12 @@ with len_col:
             st.error(f"That trace cannot be used: {plain(exc, 300)}")
 with sch_col:
     st.markdown("**Scheduler**")
-    st.selectbox("Serving engine", choices.ENGINES, key=K("workload.engine"), format_func=ENGINE_LABELS.get)
+    st.selectbox("Serving engine", choices.ENGINES, **E("workload.engine"), format_func=ENGINE_LABELS.get)
     eng = cache.engine_defaults(cfg)
 
     def _apply_engine_defaults(d=eng) -> None:
         for field, value in d.spec_fields().items():
-            st.session_state[K(f"workload.{field}")] = value
+            state.put(state.key(f"workload.{field}"), value)
 
     w = cfg.workload
     differs = [f"{f} {now} (default {v})" for f, (now, v) in eng.differences(w.model_dump()).items()]
@@ -119,30 +119,30 @@ with sch_col:
     st.radio(
         "Policy",
         choices.SCHEDULER_POLICIES,
-        key=K("workload.policy"),
+        **E("workload.policy"),
         horizontal=True,
         format_func=choices.POLICY_LABELS.get,
     )
     c1, c2 = st.columns(2)
-    c1.number_input("Token budget / iteration", **B("workload.token_budget"), key=K("workload.token_budget"))
-    c2.number_input("Max batch", **B("workload.max_batch"), key=K("workload.max_batch"))
+    c1.number_input("Token budget / iteration", **B("workload.token_budget"), **E("workload.token_budget"))
+    c2.number_input("Max batch", **B("workload.max_batch"), **E("workload.max_batch"))
     sched_err = st.empty()
     st.radio(
         "KV admission",
         choices.ADMISSIONS,
-        key=K("workload.admission"),
+        **E("workload.admission"),
         horizontal=True,
         format_func=choices.ADMISSION_LABELS.get,
     )
-    st.checkbox("Prefix caching (a preempted request finds its blocks again)", key=K("workload.prefix_caching"))
+    st.checkbox("Prefix caching (a preempted request finds its blocks again)", **E("workload.prefix_caching"))
     st.checkbox(
         "Async scheduling (the next iteration planned while one runs: an arrival waits one iteration more)",
-        key=K("workload.async_scheduling"),
+        **E("workload.async_scheduling"),
     )
-    st.checkbox("CUDA graphs (off = eager mode, every kernel launched from the host)", key=K("workload.cuda_graphs"))
+    st.checkbox("CUDA graphs (off = eager mode, every kernel launched from the host)", **E("workload.cuda_graphs"))
     c1, c2 = st.columns(2)
-    c1.number_input("Timeout [s] (0 = none)", **B("workload.timeout_s"), key=K("workload.timeout_s"))
-    c2.number_input("Seed", **B("workload.seed"), key=K("workload.seed"))
+    c1.number_input("Timeout [s] (0 = none)", **B("workload.timeout_s"), **E("workload.timeout_s"))
+    c2.number_input("Seed", **B("workload.seed"), **E("workload.seed"))
 
 try:
     spec = cache.sim_spec(cfg, trace)

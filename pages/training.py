@@ -21,30 +21,30 @@ st.caption(
 cfg = render.bound_choice("training", state.require_config())
 head = st.container()  # the answer first; how the run is sized under it
 
-K = state.key
+E = state.edits
 with st.expander("How the run is sized: a deadline or a GPU budget, the search, the pins, checkpoints", expanded=True):
     c1, c2, c3 = st.columns(3)
     mode = c1.radio(
         "Size the run by",
         choices.TRAIN_MODES,
         format_func=choices.TRAIN_MODE_LABELS.get,
-        key=K("training.mode"),
+        **E("training.mode"),
         horizontal=True,
     )
     if mode == "deadline":
-        c2.number_input("Deadline [days]", **state.bounds("targets.deadline_days"), key=K("targets.deadline_days"))
+        c2.number_input("Deadline [days]", **state.bounds("targets.deadline_days"), **E("targets.deadline_days"))
         state.field_error("targets.deadline_days")
-        shown = st.session_state.get(K("training.max_gpus"), cfg.training.max_gpus)
+        shown = st.session_state.get(state.key("training.max_gpus"), cfg.training.max_gpus)
         c3.selectbox(
             "Search GPU counts up to",
             sorted({*choices.TRAIN_SEARCH_LIMITS, shown}),
-            key=K("training.max_gpus"),
+            **E("training.max_gpus"),
         )
     else:
         c2.number_input(
             f"GPU budget (GPUs to train on; 0 = the sidebar's {cfg.gpus:,})",
             **state.bounds("training.budget_gpus"),
-            key=K("training.budget_gpus"),
+            **E("training.budget_gpus"),
         )
         state.field_error("training.budget_gpus")
         problem = cache.budget_problem(cfg)
@@ -54,13 +54,13 @@ with st.expander("How the run is sized: a deadline or a GPU budget, the search, 
     c1, c2 = st.columns(2)
     c1.checkbox(
         "Pin the sidebar's ZeRO, recompute, micro-batch",
-        key=K("training.pin"),
+        **E("training.pin"),
         help="use the sidebar's ZeRO stage, recomputation and micro-batch instead of searching them",
     )
     c2.number_input(
         "Checkpoint interval [min] (0 = Daly optimum)",
         **state.bounds("training.checkpoint_interval_s"),
-        key=K("training.checkpoint_interval_s"),
+        **E("training.checkpoint_interval_s"),
     )
     state.field_error("training.checkpoint_interval_s")
 

@@ -12,33 +12,33 @@ st.caption(
     "the latent's tokens. The GPU and fabric come from the sidebar; the request lives here and in the link."
 )
 cfg = render.bound_choice("video", state.require_config())
-K, B = state.key, state.bounds
+E, B = state.edits, state.bounds
 v = cfg.video
 model = cache.diffusion_model(v.model)
 
 with st.expander(f"The request: {model.name}, {v.width}x{v.height}, {v.gpus} x {cfg.gpu}", expanded=False):
     c1, c2, c3, c4 = st.columns(4)
-    c1.selectbox("Model", cache.diffusion_models(), key=K("video.model"))
+    c1.selectbox("Model", cache.diffusion_models(), **E("video.model"))
     c1.button("Use the model's defaults", on_click=state.video_model_defaults, key="video.defaults")
-    c2.number_input("Height [px]", **B("video.height", 16), key=K("video.height"))
-    c2.number_input("Width [px]", **B("video.width", 16), key=K("video.width"))
-    c3.number_input("Frames", **B("video.frames", 4), key=K("video.frames"), disabled=model.kind == "image")
-    c3.number_input("or seconds (0 = use frames)", **B("video.seconds"), key=K("video.seconds"))
-    c3.number_input(f"at fps (0 = the model's {fmt_sig(model.default_fps, 6)})", **B("video.fps"), key=K("video.fps"))
-    c4.number_input("Denoising steps", **B("video.steps"), key=K("video.steps"))
-    c4.selectbox("Guidance", choices.GUIDANCES, key=K("video.guidance"), format_func=choices.GUIDANCE_LABELS.get)
+    c2.number_input("Height [px]", **B("video.height", 16), **E("video.height"))
+    c2.number_input("Width [px]", **B("video.width", 16), **E("video.width"))
+    c3.number_input("Frames", **B("video.frames", 4), **E("video.frames"), disabled=model.kind == "image")
+    c3.number_input("or seconds (0 = use frames)", **B("video.seconds"), **E("video.seconds"))
+    c3.number_input(f"at fps (0 = the model's {fmt_sig(model.default_fps, 6)})", **B("video.fps"), **E("video.fps"))
+    c4.number_input("Denoising steps", **B("video.steps"), **E("video.steps"))
+    c4.selectbox("Guidance", choices.GUIDANCES, **E("video.guidance"), format_func=choices.GUIDANCE_LABELS.get)
     c1, c2, c3, c4 = st.columns(4)
-    c1.number_input("GPUs per request", **B("video.gpus"), key=K("video.gpus"))
-    c1.number_input("Videos per batch", **B("video.batch"), key=K("video.batch"))
-    c2.radio("Sequence parallelism", choices.SP_MODES, key=K("video.sp"), format_func=choices.SP_LABELS.get)
-    c2.checkbox("CFG parallel (the two passes on two halves)", key=K("video.cfg_parallel"))
-    c3.checkbox("FSDP (shard the weights)", key=K("video.fsdp"))
-    c3.selectbox("Weights", choices.VIDEO_WEIGHTS, key=K("video.weights"))
-    c4.selectbox("Text encoder", choices.TEXT_ENCODER_PLACEMENTS, key=K("video.text_encoder"))
+    c1.number_input("GPUs per request", **B("video.gpus"), **E("video.gpus"))
+    c1.number_input("Videos per batch", **B("video.batch"), **E("video.batch"))
+    c2.radio("Sequence parallelism", choices.SP_MODES, **E("video.sp"), format_func=choices.SP_LABELS.get)
+    c2.checkbox("CFG parallel (the two passes on two halves)", **E("video.cfg_parallel"))
+    c3.checkbox("FSDP (shard the weights)", **E("video.fsdp"))
+    c3.selectbox("Weights", choices.VIDEO_WEIGHTS, **E("video.weights"))
+    c4.selectbox("Text encoder", choices.TEXT_ENCODER_PLACEMENTS, **E("video.text_encoder"))
     c4.selectbox(
         "Attention kernel",
         choices.ATTENTION_CHOICES,
-        key=K("video.attention"),
+        **E("video.attention"),
         format_func=choices.ATTENTION_LABELS.get,
     )
     for field in ("model", "height", "width", "frames", "steps", "gpus", "batch", "seconds", "fps"):
@@ -93,8 +93,7 @@ st.caption(
 # lazy tabs: only the open one is computed and sent (the fleet search and the rate sweep run only when asked for)
 speed, queue, fleet, memory, sens = st.tabs(
     ["Parallel speed-up", "Queue and cost", "Cheapest fleet", "Memory", "Sensitivity"],
-    key="video.tab",
-    on_change="rerun",
+    **state.view("video.tab"),  # its callback keeps the choice and makes the tabs rerun the page
 )
 if speed.open is not False:
     with speed:
@@ -115,12 +114,12 @@ if queue.open:
         c1.number_input(
             "Videos per hour (0 = no queue)",
             **B("video.rate_per_hour", 1.0),
-            key=K("video.rate_per_hour"),
+            **E("video.rate_per_hour"),
             format="%.4g",
         )
-        c2.number_input("Replicas", **B("video.replicas"), key=K("video.replicas"))
-        c3.number_input("Videos simulated", **B("video.num_videos", 100), key=K("video.num_videos"))
-        c4.number_input("Seed", **B("video.seed"), key=K("video.seed"))
+        c2.number_input("Replicas", **B("video.replicas"), **E("video.replicas"))
+        c3.number_input("Videos simulated", **B("video.num_videos", 100), **E("video.num_videos"))
+        c4.number_input("Seed", **B("video.seed"), **E("video.seed"))
         state.field_error("video.rate_per_hour")
         if q is None:
             st.info("Set a rate of videos per hour to queue them.")
@@ -157,7 +156,7 @@ if queue.open:
             )
 if fleet.open:
     with fleet:
-        st.number_input("p95 latency target [s]", **B("video.p95_target_s", 60.0), key=K("video.p95_target_s"))
+        st.number_input("p95 latency target [s]", **B("video.p95_target_s", 60.0), **E("video.p95_target_s"))
         if not v.rate_per_hour:
             st.info("Set a rate of videos per hour on the Queue tab to size a fleet.")
         else:

@@ -4,6 +4,8 @@ config check, the optimizer's pool pairs and a fleet's mixed-kind runs refuse th
 
 from __future__ import annotations
 
+from app_state import set_input
+
 from core import catalog
 from core.config import DEFAULT, problems
 from core.decision import Constraints, ServingGoal, disagg_candidates, screen
@@ -55,7 +57,7 @@ def test_the_serving_page_says_why_a_cross_vendor_pool_pair_is_refused(clear_cac
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py"), default_timeout=120)
     at.run()
     for k, v in {"enabled": True, "prefill_gpu": "mi300x", "decode_gpu": "h200-sxm"}.items():
-        at.session_state[f"cfg.disagg.{k}"] = v
+        set_input(at, f"cfg.disagg.{k}", v)
     at.switch_page("../pages/serving.py").run()
     assert not at.exception, [e.value for e in at.exception]
     shown = [e.value.replace("\\", "") for e in at.error]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app_state import set_input
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
@@ -14,7 +15,7 @@ DRIVEN = "The lengths drive this answer"
 def _open(page: str, **state) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=300).run()
     for k, v in state.items():
-        at.session_state[k] = v
+        set_input(at, k, v)
     at.switch_page(f"../pages/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at

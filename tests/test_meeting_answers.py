@@ -3,6 +3,8 @@ reports no latency, and an optimizer that names the target it misses at the pess
 
 import re
 
+from app_state import set_input
+
 from core.config import RabitConfig
 from core.decision import Constraints, ServingGoal, recommend, recommendation_ranges
 from core.serving import knee_sweep, max_throughput, sim_spec, simulate, sweep
@@ -74,8 +76,8 @@ def test_the_serving_page_shows_saturated_not_a_time(clear_cache):
 
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py"), default_timeout=180)
     at.run()
-    at.session_state["cfg.workload.rate_per_s"] = 3.0
-    at.session_state["cfg.workload.num_requests"] = 600
+    set_input(at, "cfg.workload.rate_per_s", 3.0)
+    set_input(at, "cfg.workload.num_requests", 600)
     at.switch_page("../pages/serving.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert any(e.value.startswith("**Saturated**") for e in at.error)

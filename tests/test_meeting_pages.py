@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from app_state import set_input
 from streamlit.testing.v1 import AppTest
 
 from core.serving import default_rate, knee_rates, max_throughput, round_rate_down, sim_spec
@@ -58,7 +59,7 @@ def _serving(**preset) -> AppTest:
     at.number_input(key="cfg.input_tokens").set_value(1000)
     at.number_input(key="cfg.output_tokens").set_value(250).run()
     for k, v in preset.items():
-        at.session_state[f"cfg.workload.{k}"] = v
+        set_input(at, f"cfg.workload.{k}", v)
     at.switch_page("../pages/serving.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -141,7 +142,7 @@ def test_defaults_show_no_red_dead_end_and_the_advice_fits_this_config(clear_cac
     assert not training_memory(DEFAULT.with_(nodes=n - 1, zero=3)).fits
     at = AppTest.from_file(APP, default_timeout=90).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    at.session_state["memory.tab"] = "Training"  # the Memory page computes only the chosen tab
+    set_input(at, "memory.tab", "Training")  # the Memory page computes only the chosen tab
     at.run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("fits with any one" in m.value for m in at.markdown)

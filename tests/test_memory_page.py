@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from app_state import set_input
 from streamlit.testing.v1 import AppTest
 
 from core.base import fmt_value
@@ -80,14 +81,14 @@ def test_tabs_are_lazy(clear_cache):
     """Only the chosen tab is computed and drawn: the Training tab is empty until it is chosen."""
     at = AppTest.from_file(APP, default_timeout=60).run()
     assert metrics(at, tab=0) and not metrics(at, tab=1)
-    at.session_state["memory.tab"] = "Training"
+    set_input(at, "memory.tab", "Training")
     at.run()
     assert metrics(at, tab=1) and not metrics(at, tab=0)
 
 
 def test_training_tab_zero_stages(clear_cache):
     at = AppTest.from_file(APP, default_timeout=60).run()
-    at.session_state["memory.tab"] = "Training"
+    set_input(at, "memory.tab", "Training")
     at.selectbox(key="cfg.zero").set_value(3).run()
     assert not at.exception
     labels = metrics(at, tab=1)
@@ -99,7 +100,7 @@ LOGS = Path(__file__).resolve().parent / "fixtures" / "engine_logs"
 
 def test_start_up_log_tab_pastes_a_log_and_refuses_another_programs(clear_cache):
     at = AppTest.from_file(APP, default_timeout=60).run()
-    at.session_state["memory.tab"] = "Start-up log"
+    set_input(at, "memory.tab", "Start-up log")
     at.run()
     at.selectbox(key="cfg.model").set_value("llama-3.1-8b").run()
     text = (LOGS / "vllm_0.6.4dev_v0_llama3.1-8b_gpu-unknown_startup_fail_maxlen_gt_kv.log").read_text()

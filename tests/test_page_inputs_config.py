@@ -4,6 +4,7 @@ the downloaded JSON, and ``rabit train`` / ``rabit next-experiment --config FILE
 import json
 from pathlib import Path
 
+from app_state import set_input
 from streamlit.testing.v1 import AppTest
 
 from cli.main import main
@@ -148,14 +149,14 @@ def test_a_link_carries_the_pages_view(clear_cache):
     assert any("sideways was not used" in e.value for e in at.sidebar.error)
     assert at.query_params["memory.tab"] in ("Training", ["Training"])
     assert at.query_params["memory.bound"] in ("pessimistic", ["pessimistic"])
-    at.session_state["memory.bound"] = "base"  # back to base: the parameter leaves the link
+    set_input(at, "memory.bound", "base")  # back to base: the parameter leaves the link
     at.run()
     assert "memory.bound" not in at.query_params
 
 
 def test_a_page_keeps_its_view_while_another_is_shown(clear_cache):
     at = AppTest.from_file(APP, default_timeout=120).run()
-    at.session_state["memory.bound"] = "optimistic"
+    set_input(at, "memory.bound", "optimistic")
     at.run()
     at.switch_page("../pages/math.py").run()
     assert at.query_params["memory.bound"] in ("optimistic", ["optimistic"])

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from app_state import set_input
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
@@ -49,8 +50,8 @@ def test_serving_page_ranges(clear_cache):
     at.number_input(key="cfg.tp").set_value(1)
     at.number_input(key="cfg.input_tokens").set_value(1000)
     at.number_input(key="cfg.output_tokens").set_value(250).run()
-    at.session_state["cfg.workload.num_requests"] = 300
-    at.session_state["cfg.workload.rate_per_s"] = 5.0
+    set_input(at, "cfg.workload.num_requests", 300)
+    set_input(at, "cfg.workload.rate_per_s", 5.0)
     at.switch_page("../pages/serving.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert any(BASIS in c for c in _range_captions(at))
@@ -67,7 +68,7 @@ def test_training_page_ranges(clear_cache):
 def test_bound_switch_moves_every_number(clear_cache):
     at = _open("speed")
     base = {m.label: m.value for m in at.metric}
-    at.session_state["speed.bound"] = "pessimistic"  # what one click on the segmented control stores
+    set_input(at, "speed.bound", "pessimistic")  # what one click on the segmented control stores
     at.run()
     assert not at.exception
     low = {m.label: m.value for m in at.metric}

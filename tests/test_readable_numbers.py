@@ -6,6 +6,7 @@ cells, chart titles, labels and hover texts)."""
 from pathlib import Path
 
 import pytest
+from app_state import set_input
 from pagecheck import PAGES
 from pagetext import exponents
 from streamlit.testing.v1 import AppTest
@@ -43,7 +44,7 @@ CONFIGS = {
 def test_no_page_writes_an_exponent(name, clear_cache):
     at = AppTest.from_file(APP, default_timeout=300).run()
     for k, v in CONFIGS[name].items():
-        at.session_state[k] = v
+        set_input(at, k, v)
     at.run()
     found = []
     for page in PAGES:
@@ -54,7 +55,7 @@ def test_no_page_writes_an_exponent(name, clear_cache):
         found += [f"{page}: {t[:160]}" for t in exponents(at)]
     if name == "default":
         for page, key, value in VIEWS:
-            at.session_state[key] = value
+            set_input(at, key, value)
             at.switch_page(f"../pages/{page}.py").run()
             assert not at.exception, (page, value, [e.value for e in at.exception])
             found += [f"{page} [{value}]: {t[:160]}" for t in exponents(at)]

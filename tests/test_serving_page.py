@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+from app_state import set_input
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
@@ -17,7 +18,7 @@ def open_serving(**preset) -> AppTest:
     at.number_input(key="cfg.input_tokens").set_value(1000)
     at.number_input(key="cfg.output_tokens").set_value(250).run()
     for k, v in preset.items():  # page inputs start from these values (saves a first full-size run)
-        at.session_state[f"cfg.workload.{k}"] = v
+        set_input(at, f"cfg.workload.{k}", v)
     at.switch_page("../pages/serving.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from app_state import set_input
 from streamlit.testing.v1 import AppTest
 
 from core import catalog
@@ -51,7 +52,7 @@ def test_a_request_that_cannot_run_is_said_next_to_its_inputs(page):
 
 
 def test_the_queue_saturates_past_capacity(page):
-    page.session_state["video.tab"] = "Queue and cost"  # the page computes only the open tab
+    set_input(page, "video.tab", "Queue and cost")  # the page computes only the open tab
     page.run()
     page.number_input(key=state.key("video.rate_per_hour")).set_value(500.0).run()
     assert not page.exception
@@ -78,7 +79,7 @@ def test_sidebar_inputs_the_page_does_not_read_are_greyed_out(page):
 
 def test_each_tab_draws_and_the_link_carries_it(page):
     for tab in ("Queue and cost", "Cheapest fleet", "Memory", "Sensitivity"):
-        page.session_state["video.tab"] = tab
+        set_input(page, "video.tab", tab)
         page.run()
         assert not page.exception, (tab, [e.value for e in page.exception])
         assert page.query_params["video.tab"] in (tab, [tab])
