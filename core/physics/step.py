@@ -462,6 +462,17 @@ class StepModel:
             return split_parts(self, T, A, R, D)
         return self.stage_body(T, A, R, D)
 
+    def tp_all_reduce_s(self, T, arr: bool):
+        """One TP all-reduce of ``T`` tokens [s]: the cheapest of the ring, the tree or NVLS and, below
+        ``tp_ar_one_max_tokens``, the engine's one-shot kernel (:mod:`core.physics.collectives`)."""
+        ring = self.tp_ar_alpha_ring + self.tp_ar_beta_ring * T
+        tree = self.tp_ar_alpha_tree + self.tp_ar_beta_tree * T
+        one = self.tp_ar_alpha_one + self.tp_ar_beta_one * T
+        if arr:
+            return np.minimum(np.minimum(ring, tree), np.where(T < self.tp_ar_one_max_tokens, one, ring))
+        ar = ring if ring < tree else tree
+        return one if one < ar and T < self.tp_ar_one_max_tokens else ar
+
     def stage_body(self, T, A, R, D=0.0):
         """The step formula on one GPU of one stage (:meth:`stage_parts` without attention parallelism)."""
         arr = type(T) is np.ndarray
@@ -491,14 +502,7 @@ class StepModel:
             t_cmp = t_cmp + f_e * T / (self.peak_flop_per_s * self.expert_gemm_eff * eff_e)
         if self.lora_flop_per_token:  # the adapters' shrink and expand GEMMs at the slot rank
             t_cmp = t_cmp + self.lora_flop_per_token * T / (self.peak_flop_per_s * self.lora_eff)
-        ring = self.tp_ar_alpha_ring + self.tp_ar_beta_ring * T
-        tree = self.tp_ar_alpha_tree + self.tp_ar_beta_tree * T
-        one = self.tp_ar_alpha_one + self.tp_ar_beta_one * T  # the engines' one-shot kernel, for small buffers only
-        if arr:
-            ar = np.minimum(np.minimum(ring, tree), np.where(T < self.tp_ar_one_max_tokens, one, ring))
-        else:
-            ar = ring if ring < tree else tree
-            ar = one if one < ar and T < self.tp_ar_one_max_tokens else ar
+        ar = self.tp_all_reduce_s(T, arr)
         t_comm = (
             ar * self.ar_per_iter + (self.ep_a2a_alpha + self.ep_a2a_beta * T) * self.a2a_per_iter
         ) * self.comm_exposed
