@@ -149,7 +149,10 @@ def test_a_config_json_with_ten_billion_heads_is_refused_quickly(server, browser
     page.get_by_text("Add a model from config.json").click()
     t0 = time.time()
     page.locator("input[type=file]").first.set_input_files(str(cfg))
-    page.get_by_text("num_attention_heads").first.wait_for(timeout=30_000)
-    assert time.time() - t0 < 10  # refused before any layout check (was over 240 s per rerun)
+    # The refusal comes before any layout check: a few seconds on an idle machine, where the unchecked file took over
+    # 240 s per rerun. The bound is that hang's, not a timing target (those are benchmarks): a browser test beside
+    # other processes on a slow 2-core machine waited over 30 s for the message to be drawn.
+    page.get_by_text("num_attention_heads").first.wait_for(timeout=200_000)
+    assert time.time() - t0 < 120
     assert "above the maximum" in page.inner_text("body")
     page.context.close()
