@@ -53,16 +53,16 @@ def test_worked_example_decode_by_hand_and_within_the_expected_window():
     w = (P_70B - EMB_70B) * 2 / 8
     # Mean cached context over decode steps n = 1..4095: 4096 + (4095 - 1)/2 = 6,143 tokens; the step reads them
     # and writes one: 32 x 6,143 x 40,960 B read (80 layers x 8 KV heads x 128 x 2 x 2 B / 8 GPUs) = 8.052 GB,
-    # gathered from pages at 0.96 of the weights' bandwidth (kv_read_bw_eff), and 32 x 40,960 B written.
-    kv = 32 * 6143 * 40_960 / 0.96 + 32 * 40_960
-    t_mem = (w + kv) / (3.35e12 * 0.78)  # (17.376 + 8.387 + 0.001) GB / 2.613 TB/s = 9.860 ms
+    # gathered from pages at 1.05 of the weights' bandwidth (kv_read_bw_eff), and 32 x 40,960 B written.
+    kv = 32 * 6143 * 40_960 / 1.05 + 32 * 40_960
+    t_mem = (w + kv) / (3.35e12 * 0.78)  # (17.376 + 7.668 + 0.001) GB / 2.613 TB/s = 9.585 ms
     # NVLS all-reduce of 32 x 8,192 x 2 B = 524,288 B: each GPU moves (1 + 1/8) x 524,288 = 589,824 B each way at
     # 450 GB/s x 0.8 (comm_bw_eff) x 0.84 (nvls_bw_share) = 302.4 GB/s: 8 us + 2 x 2.5 us + 1.9505 us = 14.950 us;
     # x 160 all-reduces = 2.392 ms.
     t_comm = 160 * (8e-6 + 5e-6 + (1 + 1 / 8) * 32 * 8192 * 2 / (450e9 * 0.8 * 0.84))
     assert d.at_mean.memory_s == pytest.approx(t_mem, rel=1e-9)
     assert d.at_mean.comm_s == pytest.approx(t_comm, rel=1e-9)
-    assert d.step_s == pytest.approx(t_mem + t_comm + T_O_70B_DECODE, rel=1e-9)  # 9.860 + 2.392 + 1.552 = 13.804 ms
+    assert d.step_s == pytest.approx(t_mem + t_comm + T_O_70B_DECODE, rel=1e-9)  # 9.585 + 2.392 + 1.552 = 13.529 ms
     assert d.bound == "memory"
     # Issue 3: between the textbook chain's 11.8 ms and measured kernels' ~16 ms.
     assert 11.8e-3 <= d.step_s <= 16e-3
@@ -407,13 +407,13 @@ def test_summary_is_deterministic():
 def test_attention_has_its_own_roofline_at_long_context():
     # Llama-3.1-8B, BF16 weights, FP8 KV, one H200, batch 1 with 131,072 tokens cached (one decode step).
     # Weights streamed: (8.0303e9 - 0.5253e9 embedding) x 2 B = 15.0099 GB; KV read + written:
-    # (131,072 / 0.96 + 1) x 2 x 32 x 8 x 128 x 1 B = 8.9478 GB at the weights' bandwidth (the paged reads at 0.96 of
-    # it); memory = 23.9577e9 / (4.8e12 x 0.78) = 6.399 ms.
+    # (131,072 / 1.05 + 1) x 2 x 32 x 8 x 128 x 1 B = 8.1810 GB at the weights' bandwidth (the paged reads at 1.05 of
+    # it); memory = 23.1908e9 / (4.8e12 x 0.78) = 6.194 ms.
     # Matmuls: 2 x 7.5049e9 FLOP / (989e12 x 0.65 x 1/65) = 1.518 ms (the GEMM tiling ramp at one token).
     # Attention: 4 x 32 x 4,096 x 131,073 pairs = 6.872e10 FLOP / (989e12 x 1.4 x 0.65) = 0.076 ms at the
     # ceiling (an FP8 cache is attended in FP8: the BF16 peak x fp8_speedup 1.4).
     # With the ramp on attention too, compute would read 8.373e10 / 9.890e12 = 8.47 ms and claim the step is
-    # compute-bound; by its own roofline attention is a KV stream and the step is memory-bound at 6.399 ms.
+    # compute-bound; by its own roofline attention is a KV stream and the step is memory-bound at 6.194 ms.
     cfg = RabitConfig(
         model="llama-3.1-8b",
         gpu="h200-sxm",
@@ -428,7 +428,7 @@ def test_attention_has_its_own_roofline_at_long_context():
     R = 131_072
     t_cmp, t_mem, t_comm = sm.scalar_parts(1.0, R + 1, R)
     assert t_mem == pytest.approx(
-        (8030261248 - 525336576) * 2 / (4.8e12 * 0.78) + (R / 0.96 + 1) * 65536 / (4.8e12 * 0.78), rel=1e-6
+        (8030261248 - 525336576) * 2 / (4.8e12 * 0.78) + (R / 1.05 + 1) * 65536 / (4.8e12 * 0.78), rel=1e-6
     )
     assert t_cmp == pytest.approx(
         2 * 7504924672 * 65 / (989e12 * 0.65) + 4 * 32 * 4096 * (R + 1) / (989e12 * 1.4 * 0.65), rel=1e-6

@@ -142,7 +142,7 @@ def test_bounds_band_pairs_the_two_bound_runs_and_drops_a_point_either_lacks():
 
 def test_a_bound_that_saturates_the_replica_shows_in_the_latency_range():
     """Llama-3.1-8B on one H100 under the default workload (0.5 requests/s of 4,096 + 4,096 tokens, 1,000 requests):
-    0.55 requests/s of capacity at base, 0.434 with kv_read_bw_eff at its low bound (the K/V of 4,096-8,192-token
+    0.59 requests/s of capacity at base, 0.434 with kv_read_bw_eff at its low bound (the K/V of 4,096-8,192-token
     contexts read at 0.70 x 0.78 of peak). At that bound the backlog grows by about (0.5 - 0.434) x 2,000 s = 132
     requests over the run, so a late request waits minutes for its first token. The bound runs take up to
     RANGE_SIM_REQUESTS of the requests, enough for that queue to build; 256-request runs (512 s) gave a p95 TTFT range

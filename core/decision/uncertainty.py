@@ -56,7 +56,7 @@ from core.training import catalog_price, config_layout, evaluate_layout, goodput
 #: far more than a short run shows: at 97 % of a replica's capacity (the vllm-lifecycle stage Llama-2-7B general at
 #: 20 requests/s) 300-request bound runs gave a mean E2E range of 4.7-10.6 s and whole 12,000-request ones 3.6-124 s
 #: (4.16 s measured); Llama-3.1-8B on one H100 under the default workload (0.5 requests/s of 4,096 + 4,096 tokens:
-#: 91 % of its 0.55 requests/s) saturates at the pessimistic mbu and kv_read_bw_eff bounds, which 256-request bound
+#: 85 % of its 0.59 requests/s) saturates at the pessimistic mbu and kv_read_bw_eff bounds, which 256-request bound
 #: runs did not show (p95 TTFT range 0.21-0.33 s; 0.19 s-17 min from its 1,000 requests).
 #: 4,000 requests keep a bound's queue long enough to show its trend, at about 1 s more than the full run on the
 #: compiled loop (the default workload's range pass: 0.37 s; 4,000 requests: 1.0 s; 20,000: 3.0 s, one core).

@@ -62,7 +62,7 @@ from core.config import RabitConfig, resolve
 from core.decision import validation_lifecycle as lifecycle
 from core.decision import validation_multiturn as multiturn
 from core.decision.validation_files import raw_rows
-from core.physics import StepModel, per_query_head_kv_reads
+from core.physics import PAGED_2023_KV_SHARE, StepModel, per_query_head_kv_reads
 
 TARGET_MEDIAN_ABS_ERROR = 0.15
 
@@ -550,7 +550,18 @@ def case_row(case_id: str) -> tuple[str, dict[str, str], RabitConfig]:
 
 def predict_row(name: str, r: dict[str, str], cfg: RabitConfig) -> float:
     """The prediction of row ``r`` of file ``name`` on ``cfg`` (``case_row``'s config, or one changed)."""
-    return _KINDS[name][1](r, cfg)
+    return _predict_with_kernel(_KINDS[name][1], r, cfg)
+
+
+def _predict_with_kernel(predict: Callable[..., float], r: dict[str, str], cfg: RabitConfig) -> float:
+    """``predict(r, cfg)`` with the decode-attention kernel the row names: a 2023-generation paged kernel
+    (``decode_attention`` ``paged-2023``: vLLM's PagedAttention v1/v2, LightLLM's token attention) reads the K/V at
+    :data:`core.physics.read_factors.PAGED_2023_KV_SHARE` of today's kernels' rate, whatever ``kv_read_bw_eff`` the
+    case is evaluated at (its base, a bound of a range, a calibration)."""
+    if r.get("decode_attention") == "paged-2023":
+        a = cfg.assumptions
+        cfg = cfg.with_(assumptions=a.with_(kv_read_bw_eff=a.kv_read_bw_eff * PAGED_2023_KV_SHARE))
+    return predict(r, cfg)
 
 
 def replicas_of_row(r: dict[str, str]) -> int:
@@ -573,7 +584,7 @@ def _summary(family: str, rs: list[CaseResult]) -> FamilySummary:
 
 
 def _predicted(predict: Callable[..., float], r: dict[str, str], cfg: RabitConfig) -> dict[str, float]:
-    return {"predicted": predict(r, cfg)}
+    return {"predicted": _predict_with_kernel(predict, r, cfg)}
 
 
 def run(
@@ -600,7 +611,7 @@ def run(
                 sp = spread(cfg, functools.partial(_predicted, predict, r), (tag,), screen=screen)
                 value, rng[r["id"]] = sp.base["predicted"], sp.ranges["predicted"]
             else:
-                value = predict(r, cfg)
+                value = _predict_with_kernel(predict, r, cfg)
             out.append(
                 CaseResult(
                     family=r["family"],

@@ -55,7 +55,7 @@ from core.physics.power import (
     site_power_w,
     with_spares,
 )
-from core.physics.read_factors import per_query_head_kv_reads
+from core.physics.read_factors import PAGED_2023_KV_SHARE, per_query_head_kv_reads
 from core.physics.step import (
     StepModel,
 )
@@ -115,6 +115,7 @@ __all__ = [
     "lora_params",
     "node_down_frac",
     "node_power_w_per_gpu",
+    "PAGED_2023_KV_SHARE",
     "per_query_head_kv_reads",
     "replica_down_frac",
     "sequences_vs_context",

@@ -15,7 +15,16 @@ from core.config import COMPUTE_PRECISION, Deployment
 if TYPE_CHECKING:
     from core.physics.step import StepModel
 
-__all__ = ["kv_read_factor", "per_query_head_kv_reads", "weight_read_factor"]
+__all__ = ["PAGED_2023_KV_SHARE", "kv_read_factor", "per_query_head_kv_reads", "weight_read_factor"]
+
+#: The K/V read rate of the 2023 generation of paged decode-attention kernels (vLLM's PagedAttention v1/v2,
+#: LightLLM's token attention, which S-LoRA ran) as a share of today's (``kv_read_bw_eff``: FlashInfer,
+#: FlashAttention 2/3 with block tables, TensorRT-LLM's XQA). vLLM's paper measured its paged kernel 20-26 % slower
+#: than FasterTransformer's contiguous-cache kernel (Kwon et al., SOSP 2023, sec. 7.1: the block-table lookups and
+#: extra branches), i.e. at 1 / 1.23 = 0.81 of a contiguous read, where FlashInfer's paged kernels reach 0.90 of
+#: their dense kernels' bandwidth (Ye et al., arXiv 2501.01005): 0.81 / 0.90 = 0.90. A row of ``validation/`` that
+#: names such a kernel (``decode_attention`` ``paged-2023``) is predicted with ``kv_read_bw_eff`` times this.
+PAGED_2023_KV_SHARE = (1.0 / 1.23) / 0.90
 
 
 def kv_read_factor(dep: Deployment, tr: Trace = NO_TRACE) -> float:
@@ -28,7 +37,7 @@ def kv_read_factor(dep: Deployment, tr: Trace = NO_TRACE) -> float:
     reads reach ``eta_kv`` (assumption ``kv_read_bw_eff``) of the weights' bandwidth, and vLLM's and SGLang's
     paged-attention kernels on ROCm ``eta_rocm`` (``rocm_attn_bw_eff``) of that. The step formula reads
     ``g_r R k_g`` bytes at ``BW x mbu``, i.e. the ``R k_g`` bytes at ``BW x mbu x eta_kv x eta_rocm``.
-    Worked number (base, CUDA): 1 / 0.96 = 1.0417; at mbu 0.78 the K/V stream runs at 0.78 x 0.96 = 0.749 of peak.
+    Worked number (base, CUDA): 1 / 1.05 = 0.952; at mbu 0.78 the K/V stream runs at 0.78 x 1.05 = 0.819 of peak.
     """
     a = dep.assumptions
     rocm = rocm_attention(dep.gpu, dep.config.workload.engine)
