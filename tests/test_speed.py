@@ -318,12 +318,12 @@ def test_prefix_cache_removes_the_cached_share_from_ttft():
 
 
 def test_decode_turns_compute_bound_where_the_lines_cross():
-    # At the 001 context each sequence adds 40,960 B x 6,144 = 252 MB of KV (105 us gathered at 2.508 TB/s) but only
+    # At the 001 context each sequence adds 40,960 B x 6,144 = 252 MB of KV (92 us gathered at 2.744 TB/s) but only
     # (17.4 GFLOP + 327,680 x 6,144) / 643 TFLOP/s = 30 us of compute: never compute-bound.
     assert compute_bound_batch(EXAMPLE) is None
     # With one cached token: compute 17.376e9 (b + 64) / 6.4285e14 = 2.703e-5 (b + 64) s (+ 2 pairs of attention
-    # per sequence, 0.1 ns) against memory (17.376e9 + b x 40,960 x (1 / 0.96 + 1)) / 2.613e12 = 6.650e-3 + 3.20e-8 b
-    # s (one token gathered at 0.96 of the weights' bandwidth, one written): they cross at b = 182.2 -> batch 183.
+    # per sequence, 0.1 ns) against memory (17.376e9 + b x 40,960 x (1 / 1.05 + 1)) / 2.613e12 = 6.650e-3 + 3.06e-8 b
+    # s (one token gathered at 1.05 of the weights' bandwidth, one written): they cross at b = 182.2 -> batch 183.
     assert compute_bound_batch(EXAMPLE, context=1) == 183
 
 
