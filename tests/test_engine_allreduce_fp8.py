@@ -73,16 +73,21 @@ def test_one_shot_below_the_engines_size_limit_and_nvls_above_at_tp8():
 
 
 def test_one_shot_only_inside_an_nvlink_switch_domain():
-    # over PCIe, across nodes and on AMD's mesh the engines' kernel is not priced: the line is the cheaper of the
-    # other two at one token, so the minimum of the three is unchanged
+    # over PCIe, across nodes and on AMD's mesh the engines' kernel does not run: it is taken below 0 tokens (never),
+    # and the step's all-reduce is the cheaper of NCCL's two lines at every size
     for gpu, per_node, p in (("h100-pcie", 8, 4), ("mi300x", 8, 8), ("h100-sxm", 8, 16)):
         c = coll(gpu, per_node)
-        a_r, b_r, a_t, b_t = c.tp_all_reduce_lines(p, 8192, 2.0)
-        a_o, b_o = c.one_shot_ar_line(p, 8192, 2.0, CUSTOM)
-        T = np.array([1.0, 64.0, 4096.0])
-        old = np.minimum(a_r + b_r * T, a_t + b_t * T)
-        assert np.allclose(np.minimum(old, a_o + b_o * T), old, rtol=1e-12), gpu
+        assert not c.one_shot_available(p) and c.one_shot_max_tokens(p, 8192, 2.0) == 0.0, gpu
+    assert coll("h100-sxm").one_shot_available(8) and coll("h100-sxm").one_shot_max_tokens(8, 8192, 2.0) == 16.0
     assert coll("h100-sxm").one_shot_ar_line(1, 8192, 2.0, CUSTOM) == (0.0, 0.0)
+    # the step model on 8 x H100 PCIe at TP 4: NCCL's minimum, one token to a long prompt
+    sm = StepModel.from_deployment(resolve(RabitConfig(model="llama-3.1-70b", gpu="h100-pcie", gpus_per_node=4, tp=4)))
+    T = np.array([1.0, 16.0, 64.0, 4096.0])
+    ring = sm.tp_ar_alpha_ring + sm.tp_ar_beta_ring * T
+    tree = sm.tp_ar_alpha_tree + sm.tp_ar_beta_tree * T
+    assert sm.tp_ar_one_max_tokens == 0.0
+    assert np.allclose(sm.tp_all_reduce_s(T, True), np.minimum(ring, tree), rtol=1e-12)
+    assert all(sm.tp_all_reduce_s(float(t), False) == pytest.approx(min(r, q)) for t, r, q in zip(T, ring, tree))
 
 
 def _decode_memory_s(weights: str, kv: str, **assume) -> tuple[StepModel, float]:

@@ -374,11 +374,20 @@ class Collectives:
             )
         return a_r, b_r, a_t, b_t
 
+    def one_shot_available(self, p: int) -> bool:
+        """Whether the serving engines' one-shot all-reduce runs over a TP group of ``p`` GPUs: inside one NVLink
+        switch domain only (the kernel reads its peers' IPC buffers over NVLink)."""
+        return not self.spans_nodes(p) and self.gpu.topology == "nvswitch"
+
     def one_shot_max_tokens(self, p: int, h: int, b_a: float) -> float:
         """Tokens below which the serving engines all-reduce a TP group's buffer in one shot [tokens]: every buffer
         over two GPUs, under 512 KB over three or four, under 256 KB over five to eight; larger buffers take the
         two-stage kernel or NCCL (vLLM ``csrc/custom_all_reduce.cuh``, ``CustomAllreduce::allreduce``).
-        TP 4, h = 8,192, BF16: 524,288 / 16,384 = 32 tokens; TP 8: 16."""
+        TP 4, h = 8,192, BF16: 524,288 / 16,384 = 32 tokens; TP 8: 16. None (0) where the kernel does not run:
+        outside an NVLink switch domain (PCIe, across nodes) the engines fall back to NCCL, and AMD's mesh has no
+        published cost of its ROCm kernel here."""
+        if p <= 1 or not self.one_shot_available(p):
+            return 0.0
         if p <= 2:
             return ONE_SHOT_ALWAYS
         cap = ONE_SHOT_MAX_BYTES_4 if p <= 4 else ONE_SHOT_MAX_BYTES_8
@@ -394,17 +403,13 @@ class Collectives:
         cost (assumption ``custom_ar_base_us``) against NCCL's ``t0``: the cheapest line at small buffers, and the
         only one of the three that gains from fewer hops rather than fewer bytes. Inside an NVLink switch domain
         only: the engines fall back to NCCL over PCIe and across nodes, and the ROCm kernels' fixed cost on an
-        Infinity Fabric mesh has no published measurement here (there this returns the cheaper of the other two
-        lines at one token, which the minimum never takes below them).
+        Infinity Fabric mesh has no published measurement here (there :meth:`one_shot_max_tokens` is 0, so the line,
+        returned as zero, is never taken).
         H100 SXM, TP 2, h = 8,192, 32 tokens (0.5 MB): 3 + 2.5 + 1 x 524,288 B / 360 GB/s = 6.96 us (vLLM's
         ca_1stage: 7 us); the ring 8 + 5 + 1.46 = 14.5 us.
         """
-        if p <= 1:
+        if p <= 1 or not self.one_shot_available(p):
             return 0.0, 0.0
-        g = self.gpu
-        if self.spans_nodes(p) or g.topology != "nvswitch":
-            a_r, b_r, a_t, b_t = self.tp_all_reduce_lines(p, h, b_a)
-            return (a_r, b_r) if a_r + b_r <= a_t + b_t else (float(a_t), b_t)
         lv = self.intra(p)
         a_o = base_s + lv.latency_s
         b_o = (p - 1) * h * b_a / lv.bw_bytes_per_s
