@@ -16,7 +16,7 @@ run: venv
 	$(ACT) && pip install -e . && python -m dashboard.serve
 
 test: venv
-	$(ACT) && pip install -e ".[test]" && python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
+	$(ACT) && pip install -e ".[test]" && python -m pytest
 
 test-fast: install
 	$(ACT) && python -m pytest -m "not browser"

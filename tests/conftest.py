@@ -33,7 +33,7 @@ def browser():
 def pytest_collection_modifyitems(config, items):
     """The files that hold a ``browser`` or ``slow`` test first, each file's tests in their own order.
 
-    Under ``-n 2 --dist loadfile --no-loadscope-reorder`` (``.ci/run``) pytest-xdist hands the files out in this
+    Under ``-n 2 --dist loadfile --no-loadscope-reorder`` (README) pytest-xdist hands the files out in this
     order, so the few long files (a browser test file takes minutes) start at once and the many short ones fill in
     beside them; by default it sorts the files by their number of tests, which hands the long files out last and
     leaves one process working alone at the end. Every worker collects the same order (it depends on the markers

@@ -31,7 +31,9 @@ def test_cold_server_serves_concurrent_first_sessions(server, browser):
     for pg in pages:
         pg.goto(server + "/", wait_until="commit")
     for pg in pages:
-        pg.get_by_text("Weights per GPU").first.wait_for(timeout=60_000)
+        # a guard against a hang, not a timing target (those are the benchmarks'): four first runs on a cold server
+        # took over 60 s on a 2-core machine beside a second test process
+        pg.get_by_text("Weights per GPU").first.wait_for(timeout=240_000)
         body = pg.inner_text("body")
         assert "Traceback" not in body and "partially initialized" not in body
         assert "17.6 GB" in body
