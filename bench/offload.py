@@ -1,12 +1,12 @@
 """A host KV tier costs the simulator about nothing: ``rabit simulate ... --kv-offload-gib 64`` against the same run
 without it, in-process (the command's range pass included), best of a few runs.
 
-The tier's stream beside HBM's is not affine in the cached tokens, so its iterations were timed by direct calls of
-the step model, every one of them, on the Python loop: 8.5x the plain run's time on the first case. Below the
-tokens HBM holds the tier adds nothing and the tabulated closed form holds (``core.serving.sim.timing.HostTierTiming``),
-so the compiled loop runs it and the run is kept when no iteration reached the tier (``host_tier_untouched``, a bound
-from the records); a run that reached it is taken again by the Python loop, its iterations past the tier timed by
-direct calls. Target: within 2x of the plain run (the first case; the second reaches the tier).
+The tier's stream beside HBM's is not affine in the cached tokens, so its iterations were once timed by direct
+calls of the step model, every one of them, on the Python loop: 8.5x the plain run's time on the first case. The
+timing is now the tabulated closed form plus the tier's term past the tokens HBM holds
+(``core.serving.sim.timing.HostTierTiming``; a run of decode iterations that reaches the tier is summed iteration
+by iteration), read by the compiled loop and the Python loop alike, so both cases run compiled. Target: within 2x of
+the plain run.
 
 Cases: Llama-3.1-8B on one H100 at 20 requests/s (1,000 in / 250 out, lognormal; the tier never reached), and
 Llama-3.1-70B on two H100s at 0.25 requests/s (8,000 in / 1,000 out; HBM holds 30,576 tokens, the busiest moments

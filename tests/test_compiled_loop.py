@@ -446,7 +446,6 @@ def test_each_shape_it_does_not_take_says_why_in_the_result(monkeypatch):
         "numba not installed",
         "more replica slots than the compiled loop holds",
         "an iteration past the timing's table",
-        "an iteration reached the host KV tier",  # tests/test_host_tier_timing.py
         "multi-turn sessions",
     }
     with pytest.raises(ValueError, match="loop must be one of auto, python"):

@@ -41,7 +41,6 @@ from core.serving.sim.engine import DONE, Engine, Records
 from core.serving.sim.metrics import Percentiles
 from core.serving.sim.pool import prefix_hit_tokens
 from core.serving.sim.replicas import Replica, ReplicaSet, Transfers
-from core.serving.sim.timing import compiled_form, host_tier_untouched
 from core.serving.simulation import (
     Capacity,
     SimResult,
@@ -279,13 +278,12 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
     ad = adapter_draws(dep, spec)
     fast = None
     why = compiled.ASKED if loop == "python" else None
-    ctm = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
-    why = why or compiled.fallback_reason(spec, ctm, pool, R, layout.router, adapters=ad, extended=True)
+    why = why or compiled.fallback_reason(spec, tm, pool, R, layout.router, adapters=ad, extended=True)
     if why is None:
         # the compiled loop: the same records as the Python one (tests/test_compiled_loop.py), faster
         fast = compiled.run(
             spec,
-            ctm,
+            tm,
             pool,
             draws,
             R,
@@ -297,8 +295,6 @@ def _aggregated(dep, spec, layout, budget, timing, loop="auto") -> DeploymentRes
         )
         if fast is None:
             why = compiled.PAST_TABLE
-        elif not host_tier_untouched(tm, fast[0], pool):
-            fast, why = None, compiled.HOST_TIER  # an iteration reached the host tier: the Python loop times it
     if fast is not None:
         parts = fast[0]
         merged = compiled.merged(parts, fast[1])
@@ -429,20 +425,17 @@ def _disaggregated(dep, spec, layout, budget, timing, loop="auto") -> Deployment
     prefix = _prefix_tokens(dep, spec, ppool)
     fast = None
     why = compiled.ASKED if loop == "python" else None
-    cptm, cdtm = compiled_form(ptm), compiled_form(dtm)
     n = P.instances + D.instances
     why = why or compiled_disagg.fallback_reason(
-        spec, cptm, cdtm, ppool, dpool, n, layout.router, adapters=ad, prefix=prefix
+        spec, ptm, dtm, ppool, dpool, n, layout.router, adapters=ad, prefix=prefix
     )
     if why is None:
         # the compiled loop: the same records as the Python one (tests/test_compiled_disagg.py), faster
         k_max = max(k_p, k_d)
         kw = KvWire(k_max, path.bw_bytes_per_s * a.kv_transfer_eff, stage_layers, layout.overlap, fixed)
-        fast = compiled_disagg.run(spec, cptm, cdtm, ppool, dpool, draws, P.instances, D.instances, layout.router, spec.seed, kw, budget, shared=prefix is not None)  # fmt: skip
+        fast = compiled_disagg.run(spec, ptm, dtm, ppool, dpool, draws, P.instances, D.instances, layout.router, spec.seed, kw, budget, shared=prefix is not None)  # fmt: skip
         if fast is None:
             why = compiled.PAST_TABLE
-        elif not (host_tier_untouched(ptm, fast[1][: P.instances], ppool) and host_tier_untouched(dtm, fast[1][P.instances :], dpool)):  # fmt: skip
-            fast, why = None, compiled.HOST_TIER  # an iteration reached the host tier: the Python loop times it
     if fast is not None:
         merged, parts, kv = fast
     else:

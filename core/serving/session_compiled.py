@@ -44,7 +44,6 @@ from core.serving.sim.jit_layout import (
     SessionState,
 )  # fmt: skip
 from core.serving.sim.records import Records
-from core.serving.sim.timing import compiled_form, host_tier_untouched
 
 #: The most replicas x sessions the compiled loop's prefix caches hold (three 8-byte words each: 96 MB); past it
 #: the Python loop, whose caches hold only the sessions cached.
@@ -75,10 +74,10 @@ class SessionRun:
 
 
 def _adapterless(timing: Any) -> Any:
-    """The compiled form of ``timing`` as the session loop reads it: a session run draws no adapters (its replicas
+    """``timing`` as the session loop reads it: a session run draws no adapters (its replicas
     hold none: :func:`core.serving.sessions.build_sessions`), so every iteration carries none and a timing priced
     for adapters adds nothing to it (``LinearTiming._adapter_s`` of 0 adapters); the gate is asked of it as such."""
-    tm: Any = compiled_form(timing)
+    tm: Any = timing
     if not getattr(tm, "lora", False):
         return tm
     bare = copy.copy(tm)
@@ -101,13 +100,13 @@ def fallback_reason(spec: SimSpec, timing, pool, replicas: int, sessions_count: 
 
 
 def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, budget=None) -> SessionRun | None:
-    """The session run on the compiled loop, or None where an iteration went past the timing's table or reached a
-    host KV tier (the Python loop then times it). Raises :class:`core.base.limits.BudgetExceeded` past ``budget``."""
+    """The session run on the compiled loop, or None where an iteration went past the timing's table (the Python
+    loop then times it). Raises :class:`core.base.limits.BudgetExceeded` past ``budget``."""
     from core.base import WorkBudget
     from core.serving.sim.jit_sessions import pass_room, s_loop, s_start
 
     budget = budget or WorkBudget()
-    tm: Any = compiled_form(timing)  # a LinearTiming: fallback_reason let no other through
+    tm: Any = timing  # a LinearTiming (a host tier's included): fallback_reason let no other through
     draws = Draws(spec, np.random.default_rng(spec.seed))
     plan = SessionPlan(sessions, spec, draws)
     S, R, mb = plan.count, int(replicas), int(spec.max_batch)
@@ -144,8 +143,6 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     parts, gids = compiled.replica_records(
         R, RQF[:, :issued], RQI[:, :issued], s.RF, s.RI, s.ts_rep[:tsn], s.TSF[:, :tsn]
     )
-    if not host_tier_untouched(timing, parts, pool):
-        return None
     return SessionRun(
         records=compiled.merged(parts, gids),
         plan=plan,

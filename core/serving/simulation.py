@@ -47,8 +47,6 @@ from core.serving.sim.timing import (
     HostTierTiming,
     LinearTiming,
     Timing,
-    compiled_form,
-    host_tier_untouched,
     timing_for,
 )
 
@@ -414,16 +412,12 @@ def run_one(
     ``loop`` is ``"auto"``; :func:`core.serving.sim.compiled.fallback_reason`); the same records either way."""
     check_loop(loop)
     why = compiled.ASKED if loop == "python" else None
-    fast = compiled_form(tm)  # a host tier's runs that never reach it are the tabulated form's
-    why = why or compiled.fallback_reason(spec, fast, pool, 1, "round-robin", adapters=lora, extended=True)
+    why = why or compiled.fallback_reason(spec, tm, pool, 1, "round-robin", adapters=lora, extended=True)
     if why is None:
-        got = compiled.run(spec, fast, pool, draws, 1, "round-robin", spec.seed, budget, lora=lora)
-        if got is None:
-            why = compiled.PAST_TABLE
-        elif host_tier_untouched(tm, got[0], pool):
+        got = compiled.run(spec, tm, pool, draws, 1, "round-robin", spec.seed, budget, lora=lora)
+        if got is not None:
             return got[0][0], None
-        else:
-            why = compiled.HOST_TIER  # an iteration reached the host tier: the Python loop times it
+        why = compiled.PAST_TABLE
     return Engine(spec, tm, pool, draws, lora).run(budget), why
 
 

@@ -108,7 +108,6 @@ MAX_DURATION_REQUESTS = 5_000_000
 
 ASKED = "loop='python' asked for"
 PAST_TABLE = "an iteration past the timing's table"
-HOST_TIER = "an iteration reached the host KV tier"
 SESSIONS = "multi-turn sessions"
 #: The shapes this module's loop (:func:`run`) lays out in arrays and flags of its own beyond the engine's base shape
 #: (chunked prefill, preempt-and-recompute, full attention, Poisson arrivals of a count, no shared prefix, a
@@ -136,7 +135,6 @@ FALLBACK_REASONS = (
     "reserve admission with sliding-window layers",
     "more replica slots than the compiled loop holds",
     PAST_TABLE,
-    HOST_TIER,
     SESSIONS,
 )
 _BASE_ROUTERS = ("round-robin", "least-outstanding", "power-of-two")

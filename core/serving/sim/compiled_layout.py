@@ -103,6 +103,8 @@ def pool_params(spec, timing, pool, replicas: int, TB: np.ndarray | None = None)
         n_k=float(sm.kernels_per_stage),
         pp=float(timing.pp),
         TB=timing_table(timing) if TB is None else TB,
+        host_nh=float(timing.host_nh),
+        host_h=float(timing.host_h),
     )
 
 

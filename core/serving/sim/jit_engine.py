@@ -414,7 +414,7 @@ def next_deadline(RI, RQI, DL, e):
 @jit_inline
 def begin_run(p, s, e, limit):
     """A run of decode iterations on replica ``e`` (at most ``limit``, 0: no limit): how many, and its time."""
-    B, fs, pp, TB = p.B, p.fs, p.pp, p.TB
+    B, fs = p.B, p.fs
     RI, RF, hist, FH, RQF, RQI, DL, err = s.RI, s.RF, s.hist, s.FH, s.RQF, s.RQI, s.DL, s.err
     kmax = fin_min(RI, FH, RQI, e) - RI[e, I_D]
     if limit > 0 and limit < kmax:
@@ -444,13 +444,13 @@ def begin_run(p, s, e, limit):
         if RI[e, I_LW] > 0 and RQF[RQ_ARR, RI[e, I_TW]] > cut:
             kmax = 1
         elif RF[e, R_NEXT] < INF:
-            ka = t_run(pp, TB, T, A, Rr, g, kmax, RF[e, R_NEXT] - RF[e, R_NOW], D)[0] + 1
+            ka = t_run(p, T, A, Rr, g, kmax, RF[e, R_NEXT] - RF[e, R_NOW], D)[0] + 1
             if ka < kmax:
                 kmax = ka
     elif cut_ok and RF[e, R_NEXT] < t_event:
         t_event = RF[e, R_NEXT]
-    k, dt = t_run(pp, TB, T, A, Rr, g, kmax, t_event - RF[e, R_NOW] if t_event < INF else INF, D)
-    RF[e, R_RPRE] = t_run(pp, TB, T, A, Rr, g, k - 1, INF, D)[1] if asy and k > 1 else 0.0
+    k, dt = t_run(p, T, A, Rr, g, kmax, t_event - RF[e, R_NOW] if t_event < INF else INF, D)
+    RF[e, R_RPRE] = t_run(p, T, A, Rr, g, k - 1, INF, D)[1] if asy and k > 1 else 0.0
     RI[e, I_KIND] = RUN
     RF[e, R_END] = RF[e, R_NOW] + dt
     RI[e, I_RK] = k
@@ -466,20 +466,20 @@ def begin_run(p, s, e, limit):
 @jit_inline
 def cut_run(p, s, e, t):
     """A run of replica ``e`` in flight cut short where an arrival at ``t`` may join it: its new end [s]."""
-    pp, TB, RI, RF = p.pp, p.TB, s.RI, s.RF
+    RI, RF = s.RI, s.RF
     if RI[e, I_KIND] != RUN or t >= RF[e, R_END]:
         return RF[e, R_END]
     if not RI[e, I_RCUT]:
         return RF[e, R_END]
     T, A, Rr, g, D = RI[e, I_NDEC], RF[e, R_RA], RF[e, R_RR], RF[e, R_RG], RI[e, I_RD]
     if RI[e, I_ASYNC]:  # seen one iteration after the one it falls in (never past the run planned)
-        ka = t_run(pp, TB, T, A, Rr, g, RI[e, I_RKMAX], t - RF[e, R_NOW], D)[0] + 1
+        ka = t_run(p, T, A, Rr, g, RI[e, I_RKMAX], t - RF[e, R_NOW], D)[0] + 1
         kk = RI[e, I_RK] if RI[e, I_RK] < ka else ka
-        k, dt = t_run(pp, TB, T, A, Rr, g, kk, RF[e, R_RDEAD] - RF[e, R_NOW], D)
-        RF[e, R_RPRE] = t_run(pp, TB, T, A, Rr, g, k - 1, INF, D)[1] if k > 1 else 0.0
+        k, dt = t_run(p, T, A, Rr, g, kk, RF[e, R_RDEAD] - RF[e, R_NOW], D)
+        RF[e, R_RPRE] = t_run(p, T, A, Rr, g, k - 1, INF, D)[1] if k > 1 else 0.0
     else:
         tt = t if t < RF[e, R_RDEAD] else RF[e, R_RDEAD]
-        k, dt = t_run(pp, TB, T, A, Rr, g, RI[e, I_RKMAX], tt - RF[e, R_NOW], D)
+        k, dt = t_run(p, T, A, Rr, g, RI[e, I_RKMAX], tt - RF[e, R_NOW], D)
     RI[e, I_RK] = k
     RF[e, R_RDT] = dt
     RF[e, R_END] = RF[e, R_NOW] + dt

@@ -153,6 +153,8 @@ class Pool(NamedTuple):
     n_k: float  # kernels per stage of an eager iteration
     pp: float  # pipeline stages
     TB: np.ndarray  # the timing table: rows TB_* (c0, c1, m0, m1, x by tokens; with adapters their rows)
+    host_nh: float  # a host KV tier: the cached and new tokens HBM holds, N_h (INF: no tier) [tokens]
+    host_h: float  # the host link's time per token past N_h [s]
 
 
 class Engines(NamedTuple):

@@ -243,8 +243,20 @@ def t_one(p, T, A, R, S, D):
     c0, c1, m0, m1, x = TB[0, T], TB[1, T], TB[2, T], TB[3, T], TB[4, T]
     if D:  # the adapters' weights move with the GEMMs (StepModel.busy_s)
         m0 = m0 + lora_s(TB, T, D)
+    base = c0 if c0 > m0 else m0
+    tier = tier_s(p.host_nh, p.host_h, T, R, m1, base)
     a, b = c1 * A, m1 * R
-    return p.pp * ((c0 if c0 > m0 else m0) + (a if a > b else b)) + x + extra
+    return p.pp * (base + tier + (a if a > b else b)) + x + extra
+
+
+@jit_inline
+def tier_s(n_h, h, T, R, m1, base):
+    """``timing._tier_s``: what a host KV tier adds to the stage's busy time past the tokens HBM holds [s]."""
+    over = R + T - n_h
+    if over <= 0:
+        return 0.0
+    th = h * over - m1 * R
+    return th - base if th > base else 0.0
 
 
 @jit_inline
@@ -279,11 +291,24 @@ def t_total(pp_, l1a, l1b, l2a, l2b, x, s, k):
 
 
 @jit
-def t_run(pp, TB, T, A0, R0, g, kmax, budget_s, D):
-    """(k, elapsed) of a run of decode iterations with ``D`` distinct adapters (LinearTiming.run)."""
+def t_run(p, T, A0, R0, g, kmax, budget_s, D):
+    """(k, elapsed) of a run of decode iterations with ``D`` distinct adapters on pool ``p`` (LinearTiming.run)."""
+    pp, TB = p.pp, p.TB
     c0, c1, m0, m1, x = TB[0, T], TB[1, T], TB[2, T], TB[3, T], TB[4, T]
     if D:
         m0 = m0 + lora_s(TB, T, D)
+    if R0 + g * (kmax - 1) + T > p.host_nh:  # the run reaches the host tier (timing._run_by_iteration)
+        base = c0 if c0 > m0 else m0
+        total = 0.0
+        k = 0
+        while k < kmax:
+            A, R = A0 + g * k, R0 + g * k
+            a, b = c1 * A, m1 * R
+            total += pp * (base + tier_s(p.host_nh, p.host_h, T, R, m1, base) + (a if a > b else b)) + x
+            k += 1
+            if total >= budget_s:
+                break
+        return k, total
     x = x + pp * (c0 if c0 > m0 else m0)
     a0, a1 = c1 * A0, c1 * g
     b0, b1 = m1 * R0, m1 * g

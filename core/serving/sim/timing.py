@@ -51,6 +51,9 @@ class LinearTiming:
         self.sm, self.pp = sm, float(pp)
         self.q = sm.seq_cost_s
         self.t_max = t_max
+        # a host KV tier (:class:`HostTierTiming`): the tokens HBM holds, N_h, and the host link's time per token
+        # past them, h = k_g / BW_host; none here
+        self.host_nh, self.host_h = math.inf, 0.0
         T = np.arange(t_max + 1, dtype=float)
         self.c0, self.c1, self.m0, self.m1, self.x = (a.tolist() for a in self._coeffs(T))
         self._extra: dict[int, tuple[float, float, float, float, float]] = {}
@@ -115,8 +118,10 @@ class LinearTiming:
             c0, c1, m0, m1, x = self.coeffs(T)
         if self.lora:  # the adapters' weights move with the GEMMs (StepModel.busy_s)
             m0 = m0 + self._adapter_s(T, D)
+        base = c0 if c0 > m0 else m0
+        tier = _tier_s(self.host_nh, self.host_h, T, R, m1, base)
         a, b = c1 * A, m1 * R
-        return self.pp * ((c0 if c0 > m0 else m0) + (a if a > b else b)) + x + extra
+        return self.pp * (base + tier + (a if a > b else b)) + x + extra
 
     def run(
         self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float, D: float = 0.0
@@ -131,6 +136,8 @@ class LinearTiming:
         pp = self.pp
         if self.lora:  # the adapters' weights move with the GEMMs (StepModel.busy_s)
             m0 = m0 + self._adapter_s(T, D)
+        if R0 + g * (kmax - 1) + T > self.host_nh:  # the run reaches the host tier: not one closed form
+            return _run_by_iteration(self.host_nh, self.host_h, pp, c0, c1, m0, m1, x, T, A0, R0, g, kmax, budget_s)
         x = x + pp * (c0 if c0 > m0 else m0)  # the GEMMs' part is the same every iteration of the run
         a0, a1 = c1 * A0, c1 * g
         b0, b1 = m1 * R0, m1 * g
@@ -186,6 +193,55 @@ def _first_reach(lin: float, quad: float, target: float) -> int:
     return max(1, math.ceil(kf - 1e-9))
 
 
+def _tier_s(n_h: float, h: float, T: int, R: float, m1: float, base: float) -> float:
+    """What a host KV tier adds to one stage's busy time [s]: past the ``N_h`` tokens HBM holds, the host link's
+    stream ``h (R + T - N_h)`` runs beside HBM's (``t_m = max(t_m, t_host)``,
+    :func:`core.physics.attention_split.split_parts`), so with the linear layers' ``max(c0, m0)`` (``base``) and
+    attention's own K/V reads ``m1 R`` the stage's busy time (``StepModel.busy_s``) becomes::
+
+        max(c0, m0, h (R + T - N_h) - m1 R) + max(c1 A, m1 R)
+
+    and the tier adds ``max(0, h (R + T - N_h) - m1 R - max(c0, m0))``; nothing below ``N_h`` (``n_h`` infinite:
+    no tier). Mirrored by the compiled loop's ``t_one`` (:mod:`core.serving.sim.jit_parts`)."""
+    over = R + T - n_h
+    if over <= 0:
+        return 0.0
+    th = h * over - m1 * R
+    return th - base if th > base else 0.0
+
+
+def _run_by_iteration(
+    n_h: float,
+    h: float,
+    pp: float,
+    c0: float,
+    c1: float,
+    m0: float,
+    m1: float,
+    x: float,
+    T: int,
+    A0: float,
+    R0: float,
+    g: float,
+    kmax: int,
+    budget_s: float,
+) -> tuple[int, float]:
+    """:meth:`LinearTiming.run` for a run that reaches the host tier: each decode iteration's time (``one``, the
+    tier's term included), summed in order until the total reaches ``budget_s`` (at most ``kmax`` iterations).
+    Mirrored by the compiled loop's ``t_run``."""
+    base = c0 if c0 > m0 else m0
+    total = 0.0
+    k = 0
+    while k < kmax:
+        A, R = A0 + g * k, R0 + g * k
+        a, b = c1 * A, m1 * R
+        total += pp * (base + _tier_s(n_h, h, T, R, m1, base) + (a if a > b else b)) + x
+        k += 1
+        if total >= budget_s:
+            break
+    return k, total
+
+
 class ArrayTiming:
     """Direct calls of ``StepModel.iteration_s`` (vectorised over a run): the reference and the fallback."""
 
@@ -224,83 +280,34 @@ def self_check(
     return float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300)))
 
 
-class HostTierTiming:
-    """A host KV tier (one stage, no attention parallelism): the tabulated form while the iteration's K/V fit in HBM,
-    direct calls past it.
-
-    The host link is a stream beside HBM's, ``t_m = max(t_m, max(0, R + T - N_h) k_g / BW_host)``
-    (:func:`core.physics.attention_split.split_parts`): up to ``R + T = N_h`` cached and new tokens it adds nothing,
-    and the iteration is the step model's without the tier, which :class:`LinearTiming` tabulates; an iteration past
-    ``N_h``, and a run of decode iterations that crosses it, take ``StepModel.pipelined_s`` (:class:`ArrayTiming`).
-    Most iterations of a run whose pool reaches into the host stay below ``N_h`` (the tier holds the overflow of the
-    busiest moments), so the run costs about what one without the tier does."""
-
-    exact_shape = True
+class HostTierTiming(LinearTiming):
+    """A host KV tier (one stage, no attention parallelism): the tabulated form of the step model without the tier
+    (its five coefficients per ``T``), and past the ``N_h`` tokens HBM holds the host link's stream beside HBM's
+    (:func:`_tier_s`), ``t_m = max(t_m, max(0, R + T - N_h) k_g / BW_host)``
+    (:func:`core.physics.attention_split.split_parts`). Below ``N_h`` the tier adds nothing and a run of decode
+    iterations has :class:`LinearTiming`'s closed form; a run that reaches ``N_h`` is summed iteration by
+    iteration. Both loops read this one form (the compiled loop's ``Pool.host_nh`` / ``host_h``), checked against
+    the step model with the tier on both sides of ``N_h`` (:func:`timing_for`)."""
 
     def __init__(self, sm: StepModel, t_max: int) -> None:
-        self.sm, self.pp = sm, 1.0
-        self.hbm_tokens = sm.hbm_kv_tokens
-        self.lin = LinearTiming(replace(sm, host_tier=False, attention_split=False), 1, t_max)
-        self.direct = ArrayTiming(sm)
-        self.lora = self.lin.lora
-
-    def one(self, T: int, A: float, R: float, S: int | None = None, D: float = 0.0) -> float:
-        if R + T <= self.hbm_tokens:
-            return self.lin.one(T, A, R, S, D)
-        return self.direct.one(T, A, R, S, D)
-
-    def run(
-        self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float, D: float = 0.0
-    ) -> tuple[int, float]:
-        if R0 + g * (kmax - 1) + T <= self.hbm_tokens:  # R grows by g per iteration: its last is the largest
-            return self.lin.run(T, A0, R0, g, kmax, budget_s, D)
-        return self.direct.run(T, A0, R0, g, kmax, budget_s, D)
-
-
-def compiled_form(tm: Timing) -> Timing:
-    """The timing the compiled loop reads for ``tm``: a host tier's tabulated form (its runs are then checked by
-    :func:`host_tier_untouched`), ``tm`` itself otherwise."""
-    return tm.lin if isinstance(tm, HostTierTiming) else tm
-
-
-def host_tier_untouched(tm: Timing, parts: list, pool) -> bool:
-    """Whether runs timed by the tabulated form alone (the compiled loop, :func:`compiled_form`) are the runs
-    ``tm`` times: always without a host tier; with one, when no iteration reached the tokens HBM holds, ``N_h``.
-    An iteration's cached and new tokens, ``R + T``, are at most the tokens of the blocks held while it ran: the
-    blocks recorded at its end and those of the requests that ended with it (released before the record)."""
-    if not isinstance(tm, HostTierTiming):
-        return True
-    B = pool.block
-    limit = tm.hbm_tokens - B  # a block's worth below N_h: the recorded shares carry rounding
-    for p in parts:
-        ts = np.frombuffer(p.ts_s, dtype=float)
-        if not ts.size:
-            continue
-        held = np.frombuffer(p.ts_kv_frac, dtype=float) * pool.blocks * B
-        fin = np.frombuffer(p.finish_s, dtype=float)
-        ended = ~np.isnan(fin)
-        ctx = np.frombuffer(p.input_tokens, dtype=np.int64) + np.frombuffer(p.output_tokens, dtype=np.int64)
-        blocks_tok = ((ctx[ended] + B - 1) // B * B).astype(float)
-        released = np.zeros_like(held)
-        for side in ("left", "right"):  # every record at a request's end time: the bound stays sound
-            at = np.searchsorted(ts, fin[ended], side=side) - (1 if side == "right" else 0)
-            np.add.at(released, np.clip(at, 0, ts.size - 1), blocks_tok)
-        if float(np.max(held + released)) > limit:
-            return False
-    return True
+        # ``self.sm``: the step model without the tier, whose coefficients the table holds (rows past it too)
+        super().__init__(replace(sm, host_tier=False, attention_split=False), 1, t_max)
+        self.host_nh = float(sm.hbm_kv_tokens)
+        self.host_h = float(sm.kv_bytes_per_token / sm.host_bw_bytes_per_s)
 
 
 def timing_for(sm: StepModel, pp: int, t_max: int, ctx_max: float) -> LinearTiming | HostTierTiming | ArrayTiming:
     """The fast tabulated timing when it reproduces the step model, else direct calls. Context parallelism's ring
     (hidden or not by each block's attention) and decode context parallelism's cheaper of two exchanges are not
     affine in the attended pairs and cached tokens: they take the direct calls. A host KV tier (a stream beside
-    HBM's) is tabulated below the tokens HBM holds (:class:`HostTierTiming`, one stage), direct past them."""
+    HBM's) is the tabulated form plus the tier's term past the tokens HBM holds (:class:`HostTierTiming`, one
+    stage)."""
     rng = np.random.default_rng(12345)  # a fixed generator: the check must not consume the simulation's stream
     if sm.cp > 1 or sm.dcp > 1 or (sm.host_tier and pp > 1):
         return ArrayTiming(sm)
     if sm.host_tier:
         host = HostTierTiming(sm, t_max)
-        # checked on points below N_h (the tabulated side) and on the usual range (most of them past it)
+        # checked on points below N_h (the tier adds nothing) and on the usual range (most of them past it)
         below = min(ctx_max, sm.hbm_kv_tokens / t_max)
         err = max(self_check(host, sm, t_max, below, rng), self_check(host, sm, t_max, ctx_max, rng))
         return host if err <= SELF_CHECK_RTOL else ArrayTiming(sm)
