@@ -77,10 +77,9 @@ def _adapterless(timing: Any) -> Any:
     """``timing`` as the session loop reads it: a session run draws no adapters (its replicas
     hold none: :func:`core.serving.sessions.build_sessions`), so every iteration carries none and a timing priced
     for adapters adds nothing to it (``LinearTiming._adapter_s`` of 0 adapters); the gate is asked of it as such."""
-    tm: Any = timing
-    if not getattr(tm, "lora", False):
-        return tm
-    bare = copy.copy(tm)
+    if not getattr(timing, "lora", False):
+        return timing
+    bare = copy.copy(timing)
     bare.lora = False
     return bare
 
@@ -106,7 +105,6 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     from core.serving.sim.jit_sessions import pass_room, s_loop, s_start
 
     budget = budget or WorkBudget()
-    tm: Any = timing  # a LinearTiming (a host tier's included): fallback_reason let no other through
     draws = Draws(spec, np.random.default_rng(spec.seed))
     plan = SessionPlan(sessions, spec, draws)
     S, R, mb = plan.count, int(replicas), int(spec.max_batch)
@@ -114,7 +112,7 @@ def run(spec: SimSpec, sessions: Sessions, timing: Any, pool, replicas: int, bud
     agents = sessions.arrival == "agents" and sessions.trace is None
     margin = 8 * R + 4 * mb + 64  # what one pass may add at most (jit_sessions.s_loop's margin)
     s = engine_state(spec, pool, R, n, margin + 64, 2 * n + margin + 256)
-    p = pool_params(spec, tm, pool, R)
+    p = pool_params(spec, timing, pool, R)  # a LinearTiming (a host tier's too): fallback_reason let no other through
     G, GF = s.G, s.GF
     empty = np.zeros(0)
     f = fleet(empty, no_router(), np.zeros((2, 1)), margin + 64, R)

@@ -44,7 +44,6 @@ from core.serving.sim.metrics import (
 from core.serving.sim.pool import Pool
 from core.serving.sim.timing import (
     ArrayTiming,
-    HostTierTiming,
     LinearTiming,
     Timing,
     timing_for,
@@ -384,7 +383,7 @@ def simulate(
         rec,
         capacity,
         int(pool.blocks * pool.block),
-        isinstance(tm, LinearTiming | HostTierTiming),
+        isinstance(tm, LinearTiming),  # a HostTierTiming is one
         front_end=dep.assumptions,
     )
     return replace(res, loop="python" if why else "compiled", fallback_reason=why)

@@ -293,22 +293,19 @@ def t_total(pp_, l1a, l1b, l2a, l2b, x, s, k):
 @jit
 def t_run(p, T, A0, R0, g, kmax, budget_s, D):
     """(k, elapsed) of a run of decode iterations with ``D`` distinct adapters on pool ``p`` (LinearTiming.run)."""
-    pp, TB = p.pp, p.TB
-    c0, c1, m0, m1, x = TB[0, T], TB[1, T], TB[2, T], TB[3, T], TB[4, T]
-    if D:
-        m0 = m0 + lora_s(TB, T, D)
-    if R0 + g * (kmax - 1) + T > p.host_nh:  # the run reaches the host tier (timing._run_by_iteration)
-        base = c0 if c0 > m0 else m0
+    if R0 + g * (kmax - 1) + T > p.host_nh:  # the run reaches the host tier: iteration by iteration (LinearTiming.run)
         total = 0.0
         k = 0
         while k < kmax:
-            A, R = A0 + g * k, R0 + g * k
-            a, b = c1 * A, m1 * R
-            total += pp * (base + tier_s(p.host_nh, p.host_h, T, R, m1, base) + (a if a > b else b)) + x
+            total += t_one(p, T, A0 + g * k, R0 + g * k, T, D)
             k += 1
             if total >= budget_s:
                 break
         return k, total
+    pp, TB = p.pp, p.TB
+    c0, c1, m0, m1, x = TB[0, T], TB[1, T], TB[2, T], TB[3, T], TB[4, T]
+    if D:
+        m0 = m0 + lora_s(TB, T, D)
     x = x + pp * (c0 if c0 > m0 else m0)
     a0, a1 = c1 * A0, c1 * g
     b0, b1 = m1 * R0, m1 * g

@@ -132,12 +132,18 @@ class LinearTiming:
         Returns ``(k, elapsed_s)``: ``k`` = the smallest count whose total time reaches ``budget_s``
         (the iteration during which the next event happens is the last one), at most ``kmax``.
         """
+        if R0 + g * (kmax - 1) + T > self.host_nh:  # the run reaches the host tier: not one closed form
+            elapsed, k = 0.0, 0
+            while k < kmax:  # each iteration as ``one`` times it, in order (the compiled ``t_run`` likewise)
+                elapsed += self.one(T, A0 + g * k, R0 + g * k, None, D)
+                k += 1
+                if elapsed >= budget_s:
+                    break
+            return k, elapsed
         c0, c1, m0, m1, x = self.coeffs(T)
         pp = self.pp
         if self.lora:  # the adapters' weights move with the GEMMs (StepModel.busy_s)
             m0 = m0 + self._adapter_s(T, D)
-        if R0 + g * (kmax - 1) + T > self.host_nh:  # the run reaches the host tier: not one closed form
-            return _run_by_iteration(self.host_nh, self.host_h, pp, c0, c1, m0, m1, x, T, A0, R0, g, kmax, budget_s)
         x = x + pp * (c0 if c0 > m0 else m0)  # the GEMMs' part is the same every iteration of the run
         a0, a1 = c1 * A0, c1 * g
         b0, b1 = m1 * R0, m1 * g
@@ -202,44 +208,12 @@ def _tier_s(n_h: float, h: float, T: int, R: float, m1: float, base: float) -> f
         max(c0, m0, h (R + T - N_h) - m1 R) + max(c1 A, m1 R)
 
     and the tier adds ``max(0, h (R + T - N_h) - m1 R - max(c0, m0))``; nothing below ``N_h`` (``n_h`` infinite:
-    no tier). Mirrored by the compiled loop's ``t_one`` (:mod:`core.serving.sim.jit_parts`)."""
+    no tier). Mirrored by the compiled loop's ``tier_s`` (:mod:`core.serving.sim.jit_parts`)."""
     over = R + T - n_h
     if over <= 0:
         return 0.0
     th = h * over - m1 * R
     return th - base if th > base else 0.0
-
-
-def _run_by_iteration(
-    n_h: float,
-    h: float,
-    pp: float,
-    c0: float,
-    c1: float,
-    m0: float,
-    m1: float,
-    x: float,
-    T: int,
-    A0: float,
-    R0: float,
-    g: float,
-    kmax: int,
-    budget_s: float,
-) -> tuple[int, float]:
-    """:meth:`LinearTiming.run` for a run that reaches the host tier: each decode iteration's time (``one``, the
-    tier's term included), summed in order until the total reaches ``budget_s`` (at most ``kmax`` iterations).
-    Mirrored by the compiled loop's ``t_run``."""
-    base = c0 if c0 > m0 else m0
-    total = 0.0
-    k = 0
-    while k < kmax:
-        A, R = A0 + g * k, R0 + g * k
-        a, b = c1 * A, m1 * R
-        total += pp * (base + _tier_s(n_h, h, T, R, m1, base) + (a if a > b else b)) + x
-        k += 1
-        if total >= budget_s:
-            break
-    return k, total
 
 
 class ArrayTiming:
