@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import socket
@@ -78,9 +79,22 @@ def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout_s: floa
     raise RuntimeError(f"{url} did not become healthy in {timeout_s:.0f} s")
 
 
+@functools.cache
+def warm_engine() -> None:
+    """Compile the simulator's loops into numba's on-disk cache once per test process, before the first server
+    starts (``core.serving.warm_simulator``): a server then loads them, and a page's first simulation does not pay
+    the compile (tens of CPU-seconds on a fresh clone) inside a browser test's wait. ``.ci/run`` does the same
+    before the suite; this makes the README's test command on a fresh clone the same run."""
+    from core.serving import warm_simulator
+
+    warm_simulator()
+
+
 def start(port: int | None = None, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     """Start ``streamlit run dashboard/asgi.py`` (the app as ``dashboard.serve`` runs it) on 127.0.0.1; return
-    (process, base URL) once healthy."""
+    (process, base URL) once healthy; the simulator's compiled loops are in the on-disk cache first
+    (:func:`warm_engine`)."""
+    warm_engine()
     port = port or free_port()
     proc = subprocess.Popen(
         [

@@ -123,6 +123,19 @@ class LinearTiming:
         a, b = c1 * A, m1 * R
         return self.pp * (base + tier + (a if a > b else b)) + x + extra
 
+    def _run_each(
+        self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float, D: float
+    ) -> tuple[int, float]:
+        """:meth:`run` iteration by iteration: each as :meth:`one` times it, summed in order until the total reaches
+        ``budget_s`` (the compiled ``t_run`` likewise), for a run that reaches a host tier."""
+        elapsed, k = 0.0, 0
+        while k < kmax:
+            elapsed += self.one(T, A0 + g * k, R0 + g * k, None, D)
+            k += 1
+            if elapsed >= budget_s:
+                break
+        return k, elapsed
+
     def run(
         self, T: int, A0: float, R0: float, g: float, kmax: int, budget_s: float, D: float = 0.0
     ) -> tuple[int, float]:
@@ -133,13 +146,7 @@ class LinearTiming:
         (the iteration during which the next event happens is the last one), at most ``kmax``.
         """
         if R0 + g * (kmax - 1) + T > self.host_nh:  # the run reaches the host tier: not one closed form
-            elapsed, k = 0.0, 0
-            while k < kmax:  # each iteration as ``one`` times it, in order (the compiled ``t_run`` likewise)
-                elapsed += self.one(T, A0 + g * k, R0 + g * k, None, D)
-                k += 1
-                if elapsed >= budget_s:
-                    break
-            return k, elapsed
+            return self._run_each(T, A0, R0, g, kmax, budget_s, D)
         c0, c1, m0, m1, x = self.coeffs(T)
         pp = self.pp
         if self.lora:  # the adapters' weights move with the GEMMs (StepModel.busy_s)
