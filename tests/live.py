@@ -66,6 +66,28 @@ def settle(page, timeout_s: float = SETTLE_S, hold_ms: int = 500) -> None:
     page.wait_for_function(SETTLED_JS, arg=hold_ms, timeout=timeout_s * 1000, polling=100)
 
 
+#: Run in the page: every metric card as drawn, read in one pass (label, value, whether it is shown, its bottom edge
+#: [px from the viewport's top]). One evaluation, not a locator per card: a rerun that redraws a card between a list
+#: of locators and the read of one of them would leave the read waiting on an element that is gone.
+CARDS_JS = """() => [...document.querySelectorAll('[data-testid="stMetric"]')].map((m) => {
+  const text = (sel) => ((m.querySelector(sel) || {}).innerText || '').trim();
+  const r = m.getBoundingClientRect();
+  const shown = r.width > 0 && r.height > 0 && getComputedStyle(m).visibility !== 'hidden';
+  return {label: text('[data-testid="stMetricLabel"]'), value: text('[data-testid="stMetricValue"]'),
+          shown: shown, bottom: r.bottom};
+})"""
+
+
+def metric_cards(page) -> list[dict]:
+    """The page's metric cards in document order, read at one instant (:data:`CARDS_JS`)."""
+    return page.evaluate(CARDS_JS)
+
+
+def alert_text(page) -> str:
+    """The text of every alert (error, warning, info) on the page, read at one instant."""
+    return " ".join(page.locator('[data-testid="stAlert"]').all_inner_texts())
+
+
 def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout_s: float = SERVER_START_S) -> None:
     deadline = time.time() + timeout_s
     while time.time() < deadline:

@@ -50,13 +50,7 @@ def server():
 
 
 def _metrics(page) -> dict[str, str]:
-    out = {}
-    for m in page.locator('[data-testid="stMetric"]').all():
-        label = m.locator('[data-testid="stMetricLabel"]').inner_text().strip()
-        value = m.locator('[data-testid="stMetricValue"]').inner_text().strip()
-        if label:
-            out[label] = value
-    return out
+    return {card["label"]: card["value"] for card in live.metric_cards(page) if card["label"]}
 
 
 def headline(page) -> dict[str, str]:

@@ -31,10 +31,9 @@ def server():
 
 def _cards(page) -> dict[str, str]:
     out: dict[str, str] = {}
-    for m in page.locator('[data-testid="stMetric"]').all():
-        if m.is_visible():
-            label = m.locator('[data-testid="stMetricLabel"]').inner_text().strip()
-            out.setdefault(label, m.locator('[data-testid="stMetricValue"]').inner_text().strip())
+    for card in live.metric_cards(page):
+        if card["shown"]:
+            out.setdefault(card["label"], card["value"])
     return out
 
 
@@ -89,7 +88,7 @@ def test_a_half_filled_fleet_row_keeps_the_plan_button(server, browser):
         page.keyboard.type(name, delay=50)
         page.keyboard.press("Enter")
         for _ in range(40):  # poll the alerts up to 20 s
-            alerts = " ".join(a.inner_text() for a in page.locator('[data-testid="stAlert"]').all())
+            alerts = live.alert_text(page)
             if f"'{name}'" in alerts and "workloads[" in alerts:
                 named = True
                 break

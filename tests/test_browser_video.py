@@ -35,14 +35,9 @@ def cards(page) -> dict[str, tuple[str, float]]:
     page.locator('[data-testid="stMetric"]').first.wait_for(timeout=240_000)
     wait_drawn(page)
     out: dict[str, tuple[str, float]] = {}
-    for m in page.locator('[data-testid="stMetric"]').all():
-        if not m.is_visible():
-            continue
-        label = m.locator('[data-testid="stMetricLabel"]').inner_text().strip()
-        value = m.locator('[data-testid="stMetricValue"]').inner_text().strip()
-        box = m.bounding_box()
-        if label and label not in out and box:
-            out[label] = (value, box["y"] + box["height"])
+    for card in live.metric_cards(page):
+        if card["shown"] and card["label"] and card["label"] not in out:
+            out[card["label"]] = (card["value"], card["bottom"])
     return out
 
 
