@@ -83,6 +83,15 @@ def metric_cards(page) -> list[dict]:
     return page.evaluate(CARDS_JS)
 
 
+def shown_cards(page) -> dict[str, dict]:
+    """Each label's first metric card that is shown (:func:`metric_cards`), by label; cards without a label left out."""
+    out: dict[str, dict] = {}
+    for card in metric_cards(page):
+        if card["shown"] and card["label"]:
+            out.setdefault(card["label"], card)
+    return out
+
+
 def alert_text(page) -> str:
     """The text of every alert (error, warning, info) on the page, read at one instant."""
     return " ".join(page.locator('[data-testid="stAlert"]').all_inner_texts())

@@ -30,11 +30,7 @@ def server():
 
 
 def _cards(page) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for card in live.metric_cards(page):
-        if card["shown"]:
-            out.setdefault(card["label"], card["value"])
-    return out
+    return {label: card["value"] for label, card in live.shown_cards(page).items()}
 
 
 @pytest.mark.parametrize("size", SIZES, ids=IDS)

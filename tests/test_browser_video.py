@@ -34,11 +34,7 @@ def cards(page) -> dict[str, tuple[str, float]]:
     """Each metric's label -> (value, bottom edge [px]) as drawn (the first card of a label wins)."""
     page.locator('[data-testid="stMetric"]').first.wait_for(timeout=240_000)
     wait_drawn(page)
-    out: dict[str, tuple[str, float]] = {}
-    for card in live.metric_cards(page):
-        if card["shown"] and card["label"] and card["label"] not in out:
-            out[card["label"]] = (card["value"], card["bottom"])
-    return out
+    return {label: (card["value"], card["bottom"]) for label, card in live.shown_cards(page).items()}
 
 
 def test_the_menu_opens_the_page(server, browser):
